@@ -1,0 +1,86 @@
+# torchlean build: every step a newcomer or CI needs. `make help` lists the targets.
+PY        ?= python3
+CC        ?= cc
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CUDA_HOME ?= /usr/local/cuda
+LIBDIR    := torchlean/lib
+STUB_LIB  := $(LIBDIR)/libtorchlean_stub.so
+CUDA_LIB  := $(LIBDIR)/libtorchlean_cuda.so
+INCLUDES  := -Inative/include -Inative/common
+COMMON_SRC := $(wildcard native/common/*.c)
+STUB_SRC  := $(wildcard native/stub/*.c)
+CUDA_SRC  := $(wildcard native/cuda/*.cu)
+HEADERS   := $(wildcard native/include/*.h native/common/*.h native/stub/*.h)
+CUDA_HDRS := $(wildcard native/cuda/*.cuh)
+# The stub is the reference: no fast-math, no FMA contraction, fixed summation orders.
+STUB_CFLAGS ?= -std=gnu11 -O3 -march=native -ffp-contract=off -fno-math-errno -fopenmp -fPIC \
+               -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration
+CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90
+NVCC_FLAGS ?= -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden --fmad=false \
+              -Inative/include -Inative/common -Inative/cuda
+PYTEST_ARGS ?=
+export PYTHONDONTWRITEBYTECODE=1
+
+.PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize-cuda bench bench-cuda demo \
+        install clean help symbols-check
+
+all: stub                                  ## build the stub library (default)
+
+help:                                      ## list targets
+	@grep -E '^[a-z-]+:.*##' Makefile | sed -E 's/:.*## /\t/'
+
+stub: $(STUB_LIB)                          ## build torchlean/lib/libtorchlean_stub.so
+
+$(STUB_LIB): $(COMMON_SRC) $(STUB_SRC) $(HEADERS)
+	@mkdir -p $(LIBDIR)
+	$(CC) $(STUB_CFLAGS) $(INCLUDES) -Inative/stub -shared -o $@ $(COMMON_SRC) $(STUB_SRC) -lm
+
+cuda: $(CUDA_LIB)                          ## build torchlean/lib/libtorchlean_cuda.so (needs nvcc)
+
+$(CUDA_LIB): $(COMMON_SRC) $(CUDA_SRC) $(HEADERS) $(CUDA_HDRS)
+	@mkdir -p $(LIBDIR) build/cuda
+	@set -e; objs=""; \
+	for f in $(COMMON_SRC); do o=build/cuda/$$(basename $$f .c).c.o; \
+	  $(NVCC) $(NVCC_FLAGS) -x cu -c $$f -o $$o; objs="$$objs $$o"; done; \
+	for f in $(CUDA_SRC); do o=build/cuda/$$(basename $$f .cu).o; \
+	  $(NVCC) $(NVCC_FLAGS) -c $$f -o $$o; objs="$$objs $$o"; done; \
+	$(NVCC) -shared $(CUDA_ARCH) -o $@ $$objs -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcufft \
+	  -Xlinker -rpath,$(CUDA_HOME)/lib64
+
+gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
+	$(PY) -m codegen.gen
+
+gen-check:                                 ## fail if generated files are out of step with ops.yaml
+	$(PY) -m codegen.gen --check
+
+symbols-check: $(STUB_LIB)                 ## the built libraries export exactly the header's symbols
+	$(PY) -m codegen.symbols $(wildcard $(STUB_LIB) $(CUDA_LIB))
+
+install:                                   ## pip install the package with its test extra
+	$(PY) -m pip install -q -e '.[test]' || $(PY) -m pip install -q --user -e '.[test]'
+
+test: install gen-check stub               ## set up on a fresh machine and run the whole CPU suite
+	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -n 2 $(PYTEST_ARGS) tests
+
+test-fast: stub                            ## run the suite without the install step
+	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -x $(PYTEST_ARGS) tests
+
+test-cuda: cuda stub                       ## the whole suite on the CUDA backend (GPU machine)
+	TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
+
+sanitize-cuda: cuda stub                   ## compute-sanitizer memcheck over the CUDA suite
+	TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+	  $(CUDA_HOME)/bin/compute-sanitizer --tool memcheck --error-exitcode 1 --target-processes all \
+	  $(PY) -m pytest -q -p no:cacheprovider -x $(PYTEST_ARGS) tests
+
+bench: stub                                ## stub vs NumPy table into bench/results/
+	TORCHLEAN_BACKEND=stub $(PY) bench/bench_stub.py
+
+bench-cuda: cuda                           ## CUDA vs PyTorch table into bench/results/ (GPU machine)
+	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_cuda.py
+
+demo: install stub                         ## train the digits CNN on the default backend
+	$(PY) examples/digits_cnn.py
+
+clean:                                     ## remove built libraries
+	rm -rf $(LIBDIR) build

@@ -1,0 +1,239 @@
+"""Render the generated files from ops.yaml.
+
+    python -m codegen.gen            write the generated files (only those that changed)
+    python -m codegen.gen --check    exit 1 and print a diff when any file is out of step
+
+Outputs (all checked in, all starting with a "generated" line and the registry hash):
+    native/include/torchlean_ops.h   one C prototype per kernel
+    torchlean/_generated/cdef.py     the cffi declarations (ABI core + ops), identity constants
+    torchlean/_generated/ops.py      one buffer-level function per registry entry
+    torchlean/_generated/tape_ops.py one Tape method per tape op, with its VJP
+
+All logic lives here in plain Python; the Jinja templates in codegen/templates only lay text out.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import re
+import sys
+from pathlib import Path
+
+import jinja2
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from codegen.registry import ROOT, Op, load_shape_helpers, parse_registry, registry_hash
+else:
+    from .registry import ROOT, Op, load_shape_helpers, parse_registry, registry_hash
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+ATTR_PY_TYPES = {"float": "float", "int": "int", "bool": "bool", "shape": "tuple", "ints": "object",
+                 "index": "object", "mask": "object", "key": "int"}
+
+
+# ------------------------------------------------------------------ expression lowering
+class _Rename(ast.NodeTransformer):
+    """Rewrite a shape/arg expression: inputs -> <name>_s, outputs -> <name>_shape,
+    helper calls -> S.<fn>."""
+
+    def __init__(self, inputs, outputs=()):
+        self.inputs = set(inputs)
+        self.outputs = set(outputs)
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        node.func = ast.Attribute(value=ast.Name("S", ast.Load()), attr=node.func.id, ctx=ast.Load())
+        return node
+
+    def visit_Name(self, node):
+        if node.id in self.inputs:
+            return ast.Name(f"{node.id}_s", ast.Load())
+        if node.id in self.outputs:
+            return ast.Name(f"{node.id}_shape", ast.Load())
+        return node
+
+
+def shape_expr(expr: str, inputs, outputs=()) -> str:
+    tree = ast.parse(expr, mode="eval")
+    # keep callee names intact while renaming argument names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            node.func._callee = True
+    tree = _RenameKeepCallee(inputs, outputs).visit(tree)
+    return ast.unparse(tree)
+
+
+class _RenameKeepCallee(_Rename):
+    def visit_Name(self, node):
+        if getattr(node, "_callee", False):
+            return node
+        return super().visit_Name(node)
+
+
+class _Lowerer:
+    """Turn a nested VJP expression into statements, releasing each temporary after its use."""
+
+    def __init__(self, op_names, helper_names):
+        self.op_names = op_names
+        self.helpers = helper_names
+        self.lines: list[str] = []
+        self.n = 0
+
+    def tmp(self):
+        self.n += 1
+        return f"_t{self.n}"
+
+    def value(self, node) -> tuple[str, bool]:
+        """Return (python expression, is_temporary_buffer)."""
+        if isinstance(node, ast.Call) and node.func.id in self.op_names:
+            args, temps = [], []
+            for a in node.args:
+                code, is_tmp = self.value(a)
+                args.append(code)
+                if is_tmp:
+                    temps.append(code)
+            for kw in node.keywords:
+                code, is_tmp = self.value(kw.value)
+                if is_tmp:
+                    raise ValueError("a registry op result cannot be passed as an attr")
+                args.append(f"{kw.arg}={code}")
+            t = self.tmp()
+            self.lines.append(f"{t} = _ops.{node.func.id}({', '.join(args)})")
+            for tt in temps:
+                self.lines.append(f"{tt}.release()")
+            return t, True
+        if isinstance(node, ast.Call):  # shape helper: plain Python, evaluated inline
+            return "S." + ast.unparse(node), False
+        return ast.unparse(node), False
+
+
+def lower_vjp(expr: str, op_names, helper_names) -> tuple[list[str], str, bool]:
+    low = _Lowerer(op_names, helper_names)
+    code, is_tmp = low.value(ast.parse(expr, mode="eval").body)
+    return low.lines, code, is_tmp
+
+
+# ------------------------------------------------------------------ per-op view model
+def attr_sig(a) -> str:
+    t = ATTR_PY_TYPES[a.type]
+    if a.has_default:
+        return f"{a.name}: {t} = {a.default!r}"
+    return f"{a.name}: {t}"
+
+
+def op_model(op: Op, ops_by_name, helpers) -> dict:
+    inputs = op.inputs
+    outs = [n for n, _ in op.outputs if n not in op.inplace]
+    m = {
+        "op": op,
+        "name": op.name,
+        "doc": op.doc,
+        "inputs": inputs,
+        "attr_sig": [attr_sig(a) for a in op.attrs],
+        "attrs": op.attrs,
+        "out_shapes": [(n, shape_expr(e, inputs)) for n, e in op.outputs],
+        "alloc_outs": outs,
+        "args": [(a.name, a.ctype, shape_expr(a.expr, inputs, [n for n, _ in op.outputs]))
+                 for a in op.args],
+        "c_call": [],
+        "returns": [n for n, _ in op.outputs],
+    }
+    call = [f"{n}.handle" for n in inputs]
+    call += [f"_m_{a.name}" for a in op.mask_attrs]
+    call += [f"{n}.handle" for n in outs]
+    for a in op.args:
+        if a.ctype == "i64[]":
+            call += [f"_a_{a.name}", f"len(_a_{a.name})"]
+        else:
+            call.append(f"_a_{a.name}")
+    m["c_call"] = call
+    sig = ["self"] + [f"{n}: int" for n in inputs]
+    if op.attrs:
+        sig += ["*"] + m["attr_sig"]
+    m["tape_sig"] = ", ".join(sig)
+    # tape side
+    saved_names = op.vjp_names() - {"grad"}
+    m["saved_inputs"] = [n for n in inputs if n in saved_names]
+    m["saved_outputs"] = [n for n, _ in op.outputs[1:] if n in saved_names]
+    m["drop_outputs"] = [n for n, _ in op.outputs[1:] if n not in saved_names]
+    m["primary_saved"] = op.outputs[0][0] in saved_names
+    m["saved_attrs"] = [a.name for a in op.attrs if a.name in saved_names]
+    vjps = []
+    for v in op.vjps:
+        lines, result, is_tmp = lower_vjp(v.expr, set(ops_by_name), helpers)
+        idx = [inputs.index(t) for t in v.targets]
+        vjps.append({"targets": v.targets, "idx": idx, "lines": lines, "result": result,
+                     "fresh": is_tmp})
+    m["vjps"] = vjps
+    m["needs_cond"] = [" or ".join(f"needs[{i}]" for i in v["idx"]) for v in vjps]
+    return m
+
+
+# ------------------------------------------------------------------ rendering
+def c_header_decl(op: Op) -> str:
+    return f"TL_API int {op.symbol}({', '.join(op.c_params()) or 'void'});"
+
+
+def render_all(registry_path: Path = ROOT / "ops.yaml") -> dict[Path, str]:
+    text = registry_path.read_text()
+    ops = parse_registry(registry_path, text)
+    h = registry_hash(text)
+    helpers = {n for n in dir(load_shape_helpers()) if not n.startswith("_")}
+    by_name = {o.name: o for o in ops}
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True)
+    kernels = [o for o in ops if o.has_kernel]
+    families: dict[str, list[Op]] = {}
+    for o in kernels:
+        families.setdefault(o.family, []).append(o)
+    models = [op_model(o, by_name, helpers) for o in ops]
+    core = (ROOT / "native" / "include" / "torchlean_abi.h").read_text()
+    core_cdef = core.split("/* CDEF-BEGIN */")[1].split("/* CDEF-END */")[0]
+    core_cdef = re.sub(r"/\*.*?\*/", "", core_cdef, flags=re.S).replace("TL_API ", "")
+    op_cdef = "\n".join(c_header_decl(o).replace("TL_API ", "") for o in kernels)
+    ctx = {"hash": h, "ops": ops, "kernels": kernels, "families": families, "models": models,
+           "decl": c_header_decl, "core_cdef": core_cdef.strip(), "op_cdef": op_cdef,
+           "tape_models": [m for m in models if m["op"].tape],
+           "det_ops": [o for o in ops if o.determinism == "atomic"]}
+    out = {}
+    for tpl, dest in [("torchlean_ops.h.j2", "native/include/torchlean_ops.h"),
+                      ("cdef.py.j2", "torchlean/_generated/cdef.py"),
+                      ("ops.py.j2", "torchlean/_generated/ops.py"),
+                      ("tape_ops.py.j2", "torchlean/_generated/tape_ops.py")]:
+        out[ROOT / dest] = env.get_template(tpl).render(**ctx)
+    out[ROOT / "torchlean/_generated/__init__.py"] = (
+        f"# @generated by codegen/gen.py from ops.yaml (registry {h}); do not edit.\n")
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--check", action="store_true", help="fail if generated files are stale")
+    p.add_argument("--registry", default=str(ROOT / "ops.yaml"))
+    a = p.parse_args(argv)
+    files = render_all(Path(a.registry))
+    stale = []
+    for path, content in files.items():
+        old = path.read_text() if path.exists() else None
+        if old == content:
+            continue
+        if a.check:
+            stale.append(path)
+            sys.stdout.writelines(difflib.unified_diff(
+                (old or "").splitlines(True), content.splitlines(True),
+                f"a/{path.relative_to(ROOT)}", f"b/{path.relative_to(ROOT)}", n=2))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            print(f"gen: wrote {path.relative_to(ROOT)}")
+    if stale:
+        print(f"\ngen-check: {len(stale)} generated file(s) out of step with ops.yaml; run `make gen`")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

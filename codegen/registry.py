@@ -1,0 +1,358 @@
+"""Parse and validate ops.yaml into typed records.
+
+ops.yaml is the single description of every kernel and tape op. This module reads it strictly:
+every key is popped and checked, an unknown key is an error with file:line, and the small
+expression language used for shapes, kernel arguments and VJPs is checked here (every call
+must name a registry op or a shape helper, with a sane arity), so a typo fails at generation
+time instead of at run time. Generation (gen.py) only formats what this module produced.
+
+Entry schema (see the header of ops.yaml for the prose version):
+
+  name:        snake_case; C symbol tl_<name>; Tape method and ops function <name>
+  doc:         one-paragraph docstring
+  family:      native/stub/<family>.c and native/cuda/<family>.cu hold the kernel
+  tape:        true (default) = a Tape method is generated; false = kernel-only
+  inputs:      list of tensor input names (node ids on the tape, buffers in C)
+  attrs:       {name: {type, default?, check?}}; type in float int bool shape ints index mask
+  outputs:     {name: shape-expression}; the first output is the op's value, the others are
+               residuals a VJP may read (released at once when no VJP reads them)
+  args:        ["<ctype> <name> = <expression>"] scalar kernel arguments after the buffers;
+               ctype in i64 f64 u64 i64[]
+  broadcast:   true = inputs are broadcast (NumPy rules) to the output shape before the kernel
+  view:        <input name> = no kernel; the output aliases that input's buffer (reshape)
+  inplace:     [input names] the kernel updates these buffers in place (optimizer steps)
+  vjp:         {"x": expr, "a, b": expr-returning-a-tuple}; "grad" is the upstream cotangent
+  determinism: none | atomic; atomic needs deterministic_path (the fixed-order algorithm)
+  test:        cases/domain/tolerances for the registry-driven test suite
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ATTR_TYPES = {"float", "int", "bool", "shape", "ints", "index", "mask", "key"}
+CTYPES = {"i64": "int64_t", "f64": "double", "u64": "uint64_t", "i64[]": "const int64_t *"}
+ENTRY_KEYS = {"name", "doc", "family", "tape", "inputs", "attrs", "outputs", "args", "broadcast",
+              "view", "inplace", "vjp", "determinism", "deterministic_path", "test"}
+ATTR_KEYS = {"type", "default", "check", "doc"}
+TEST_KEYS = {"ref", "cases", "domain", "fwd", "vjp", "parity", "skip_vjp", "note", "integer_inputs"}
+TOL_KEYS = {"rtol", "atol"}
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+ARG_RE = re.compile(r"^\s*(i64\[\]|i64|f64|u64)\s+([a-z_][a-z0-9_]*)\s*=\s*(.+?)\s*$")
+RESERVED = {"grad", "self", "out", "needs"}
+
+
+class RegistryError(ValueError):
+    """A schema violation, reported as 'file:line: message'."""
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A YAML loader that remembers the line of every mapping (for error messages)."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    mapping = LineDict(loader.construct_mapping(node, deep=deep))
+    mapping.line = node.start_mark.line + 1
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+class LineDict(dict):
+    line = 0
+
+
+def load_shape_helpers():
+    """The shape helper module (torchlean/shapes.py), loaded by path so no native library loads."""
+    spec = importlib.util.spec_from_file_location("_tl_shapes", ROOT / "torchlean" / "shapes.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@dataclass
+class Attr:
+    name: str
+    type: str
+    default: Any = None
+    has_default: bool = False
+    check: str | None = None
+    doc: str = ""
+
+
+@dataclass
+class Arg:
+    ctype: str  # i64 f64 u64 i64[]
+    name: str
+    expr: str
+
+
+@dataclass
+class Vjp:
+    targets: list[str]  # input names this expression produces gradients for
+    expr: str
+
+
+@dataclass
+class Op:
+    name: str
+    doc: str
+    family: str
+    line: int
+    tape: bool = True
+    inputs: list[str] = field(default_factory=list)
+    attrs: list[Attr] = field(default_factory=list)
+    outputs: list[tuple[str, str]] = field(default_factory=list)
+    args: list[Arg] = field(default_factory=list)
+    broadcast: bool = False
+    view: str | None = None
+    inplace: list[str] = field(default_factory=list)
+    vjps: list[Vjp] = field(default_factory=list)
+    determinism: str = "none"
+    deterministic_path: str = ""
+    test: dict = field(default_factory=dict)
+
+    @property
+    def symbol(self) -> str:
+        return f"tl_{self.name}"
+
+    @property
+    def has_kernel(self) -> bool:
+        return self.view is None
+
+    @property
+    def mask_attrs(self) -> list[Attr]:
+        return [a for a in self.attrs if a.type == "mask"]
+
+    def c_params(self) -> list[str]:
+        """The C parameter list: input buffers, mask buffers, output buffers, scalar args."""
+        ps = [f"tl_buf {n}" for n in self.inputs]
+        ps += [f"tl_buf {a.name}" for a in self.mask_attrs]
+        ps += [f"tl_buf {n}" for n, _ in self.outputs if n not in self.inplace]
+        for a in self.args:
+            if a.ctype == "i64[]":
+                ps += [f"const int64_t *{a.name}", f"int64_t {a.name}_len"]
+            else:
+                ps.append(f"{CTYPES[a.ctype]} {a.name}")
+        return ps
+
+    def vjp_names(self) -> set[str]:
+        """Input and output names that some VJP expression reads (what the tape must keep)."""
+        names: set[str] = set()
+        for v in self.vjps:
+            for node in ast.walk(ast.parse(v.expr, mode="eval")):
+                if isinstance(node, ast.Name):
+                    names.add(node.id)
+        return names
+
+
+def _err(path, line, msg):
+    return RegistryError(f"{path}:{line}: {msg}")
+
+
+def _pop(d: LineDict, key, default=None):
+    return d.pop(key) if key in d else default
+
+
+def _expr_calls(expr: str, path, line, what) -> ast.Expression:
+    try:
+        return ast.parse(expr, mode="eval")
+    except SyntaxError as e:
+        raise _err(path, line, f"{what}: cannot parse expression {expr!r}: {e.msg}") from None
+
+
+def parse_registry(path: Path | str = ROOT / "ops.yaml", text: str | None = None) -> list[Op]:
+    """Read and validate a registry file; raise RegistryError with file:line on any problem."""
+    path = Path(path)
+    text = path.read_text() if text is None else text
+    try:
+        doc = yaml.load(text, Loader=_LineLoader)
+    except yaml.YAMLError as e:
+        raise RegistryError(f"{path}: invalid YAML: {e}") from None
+    if not isinstance(doc, dict) or "ops" not in doc:
+        raise RegistryError(f"{path}:1: the registry must be a mapping with an 'ops' list")
+    unknown = set(doc) - {"ops", "version"}
+    if unknown:
+        raise _err(path, doc.line, f"unknown top-level key(s): {', '.join(sorted(unknown))}")
+    ops: list[Op] = []
+    seen: dict[str, int] = {}
+    for raw in doc["ops"] or []:
+        if not isinstance(raw, LineDict):
+            raise RegistryError(f"{path}: every entry of 'ops' must be a mapping, got {raw!r}")
+        op = _parse_entry(raw, path)
+        if op.name in seen:
+            raise _err(path, op.line, f"op '{op.name}' is defined twice (first at line {seen[op.name]})")
+        seen[op.name] = op.line
+        ops.append(op)
+    _check_expressions(ops, path)
+    return ops
+
+
+def _parse_entry(raw: LineDict, path) -> Op:
+    line = raw.line
+    raw = LineDict(raw)
+    raw.line = line
+    unknown = set(raw) - ENTRY_KEYS
+    if unknown:
+        raise _err(path, line, f"unknown key(s) {', '.join(sorted(unknown))} in op "
+                   f"'{raw.get('name', '?')}'; allowed: {', '.join(sorted(ENTRY_KEYS))}")
+    for req in ("name", "doc", "family", "outputs"):
+        if req not in raw:
+            raise _err(path, line, f"op '{raw.get('name', '?')}' is missing required key '{req}'")
+    name = raw["name"]
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise _err(path, line, f"op name {name!r} must be snake_case")
+    op = Op(name=name, doc=str(raw["doc"]).strip(), family=str(raw["family"]), line=line)
+    op.tape = bool(_pop(raw, "tape", True))
+    op.inputs = list(_pop(raw, "inputs", []) or [])
+    for n in op.inputs:
+        if not isinstance(n, str) or not NAME_RE.match(n) or n in RESERVED:
+            raise _err(path, line, f"{name}: input name {n!r} is not a valid identifier")
+    attrs = _pop(raw, "attrs", {}) or {}
+    if not isinstance(attrs, dict):
+        raise _err(path, line, f"{name}: attrs must be a mapping name -> {{type, default, check}}")
+    for an, spec in attrs.items():
+        aline = getattr(spec, "line", line)
+        if not isinstance(spec, dict):
+            raise _err(path, aline, f"{name}: attr '{an}' must be a mapping with a 'type'")
+        bad = set(spec) - ATTR_KEYS
+        if bad:
+            raise _err(path, aline, f"{name}: unknown key(s) {', '.join(sorted(bad))} in attr '{an}'")
+        if spec.get("type") not in ATTR_TYPES:
+            raise _err(path, aline, f"{name}: attr '{an}' has type {spec.get('type')!r}; "
+                       f"expected one of {', '.join(sorted(ATTR_TYPES))}")
+        if an in op.inputs or an in RESERVED or not NAME_RE.match(an):
+            raise _err(path, aline, f"{name}: attr name '{an}' clashes with an input or reserved name")
+        op.attrs.append(Attr(an, spec["type"], spec.get("default"), "default" in spec,
+                             spec.get("check"), str(spec.get("doc", ""))))
+    outs = raw["outputs"]
+    if not isinstance(outs, dict) or not outs:
+        raise _err(path, line, f"{name}: outputs must be a non-empty mapping name -> shape rule")
+    op.outputs = [(str(k), str(v)) for k, v in outs.items()]
+    for a in _pop(raw, "args", []) or []:
+        m = ARG_RE.match(str(a))
+        if not m:
+            raise _err(path, line, f"{name}: kernel arg {a!r} must read '<i64|f64|u64|i64[]> name = expr'")
+        op.args.append(Arg(m.group(1), m.group(2), m.group(3)))
+    op.broadcast = bool(_pop(raw, "broadcast", False))
+    op.view = _pop(raw, "view")
+    if op.view is not None and op.view not in op.inputs:
+        raise _err(path, line, f"{name}: view must name an input, got {op.view!r}")
+    op.inplace = list(_pop(raw, "inplace", []) or [])
+    for n in op.inplace:
+        if n not in op.inputs:
+            raise _err(path, line, f"{name}: inplace name {n!r} is not an input")
+    vjp = _pop(raw, "vjp", {}) or {}
+    if not isinstance(vjp, dict):
+        raise _err(path, line, f"{name}: vjp must map input names to expressions")
+    covered: set[str] = set()
+    for key, expr in vjp.items():
+        targets = [t.strip() for t in str(key).split(",")]
+        for t in targets:
+            if t not in op.inputs:
+                raise _err(path, line, f"{name}: vjp names '{t}', which is not an input of {name} "
+                           f"(inputs: {', '.join(op.inputs) or 'none'})")
+            if t in covered:
+                raise _err(path, line, f"{name}: vjp for input '{t}' is given twice")
+            covered.add(t)
+        op.vjps.append(Vjp(targets, str(expr)))
+    op.determinism = str(_pop(raw, "determinism", "none"))
+    op.deterministic_path = str(_pop(raw, "deterministic_path", "") or "")
+    if op.determinism not in ("none", "atomic"):
+        raise _err(path, line, f"{name}: determinism must be 'none' or 'atomic', got {op.determinism!r}")
+    if op.determinism == "atomic" and not op.deterministic_path:
+        raise _err(path, line, f"{name}: determinism 'atomic' needs a deterministic_path "
+                   "describing the fixed-order algorithm used when deterministic mode is on")
+    test = _pop(raw, "test", None)
+    if op.tape and test is None:
+        raise _err(path, line, f"{name}: tape op needs a 'test' block (cases and tolerances)")
+    if test is not None:
+        bad = set(test) - TEST_KEYS
+        if bad:
+            raise _err(path, getattr(test, "line", line),
+                       f"{name}: unknown key(s) {', '.join(sorted(bad))} in test")
+        for tk in ("fwd", "vjp", "parity"):
+            tol = test.get(tk)
+            if tol is not None and (not isinstance(tol, dict) or set(tol) - TOL_KEYS):
+                raise _err(path, getattr(test, "line", line),
+                           f"{name}: test.{tk} must be {{rtol, atol}}, got {tol!r}")
+        if op.tape and "fwd" not in test:
+            raise _err(path, getattr(test, "line", line), f"{name}: test needs a 'fwd' tolerance")
+        if op.tape and op.vjps and "vjp" not in test and not test.get("skip_vjp"):
+            raise _err(path, getattr(test, "line", line), f"{name}: test needs a 'vjp' tolerance")
+        op.test = dict(test)
+    return op
+
+
+def _check_expressions(ops: list[Op], path):
+    """Every call in a shape, arg or VJP expression must be a registry op or a shape helper."""
+    helpers = load_shape_helpers()
+    by_name = {o.name: o for o in ops}
+    for op in ops:
+        scope = set(op.inputs) | {a.name for a in op.attrs}
+        for oname, expr in op.outputs:
+            _check_helper_expr(expr, scope, helpers, path, op, f"output '{oname}'")
+        oscope = scope | {n for n, _ in op.outputs}
+        for a in op.args:
+            _check_helper_expr(a.expr, oscope, helpers, path, op, f"arg '{a.name}'")
+        vscope = scope | {n for n, _ in op.outputs} | {"grad"}
+        for v in op.vjps:
+            tree = _expr_calls(v.expr, path, op.line, f"{op.name}: vjp")
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and node.id not in vscope and not _is_callee(tree, node):
+                    raise _err(path, op.line, f"{op.name}: vjp uses unknown name '{node.id}' "
+                               f"(known: {', '.join(sorted(vscope))})")
+                if isinstance(node, ast.Call):
+                    if not isinstance(node.func, ast.Name):
+                        raise _err(path, op.line, f"{op.name}: vjp calls must be plain names")
+                    fn = node.func.id
+                    if fn in by_name:
+                        callee = by_name[fn]
+                        if len(node.args) != len(callee.inputs):
+                            raise _err(path, op.line, f"{op.name}: vjp calls {fn} with "
+                                       f"{len(node.args)} positional args; {fn} takes "
+                                       f"{len(callee.inputs)} ({', '.join(callee.inputs)})")
+                        known = {a.name for a in callee.attrs}
+                        for kw in node.keywords:
+                            if kw.arg not in known:
+                                raise _err(path, op.line, f"{op.name}: vjp passes unknown "
+                                           f"attr '{kw.arg}' to {fn}")
+                    elif not hasattr(helpers, fn):
+                        raise _err(path, op.line, f"{op.name}: vjp calls '{fn}', which is neither "
+                                   "a registry op nor a helper in torchlean/shapes.py")
+            if len(v.targets) > 1 and not isinstance(tree.body, ast.Call):
+                raise _err(path, op.line, f"{op.name}: a multi-input vjp must be one call")
+
+
+def _is_callee(tree, name_node) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.func is name_node:
+            return True
+    return False
+
+
+def _check_helper_expr(expr, scope, helpers, path, op, what):
+    tree = _expr_calls(expr, path, op.line, f"{op.name}: {what}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or not hasattr(helpers, node.func.id):
+                fn = getattr(node.func, "id", ast.unparse(node.func))
+                raise _err(path, op.line, f"{op.name}: {what} calls '{fn}', which is not a "
+                           "helper in torchlean/shapes.py")
+        elif isinstance(node, ast.Name) and not _is_callee(tree, node) and node.id not in scope:
+            raise _err(path, op.line, f"{op.name}: {what} uses unknown name '{node.id}' "
+                       f"(known: {', '.join(sorted(scope))})")
+
+
+def registry_hash(text: str) -> str:
+    """Short content hash of ops.yaml, compiled into each library and checked at load."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,89 @@
+/* tl_internal.h: what both native libraries share but do not export.
+ *
+ * The buffer handle, the thread-local error setter, argument checks that name the op, and the
+ * small "backend hooks" each library implements for its memory (malloc on the stub, the
+ * stream-ordered pool on CUDA). Everything else in native/common is written once against them.
+ */
+#ifndef TL_INTERNAL_H
+#define TL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "torchlean_abi.h"
+#include "torchlean_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TL_HIDDEN __attribute__((visibility("hidden")))
+
+struct tl_buffer {
+    float *data;     /* host (stub) or device (CUDA) payload; NULL once released or when n == 0 */
+    int64_t n;       /* float32 elements */
+    int live;        /* 1 until released */
+    int owned;       /* 0 for wrapped external memory: never freed by us */
+};
+
+/* errors: set the thread-local message, return the status */
+TL_HIDDEN int tl_fail(int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+TL_HIDDEN void tl_clear_error(void);
+
+/* argument checks; each returns TL_OK or sets a message naming op and returns the status */
+TL_HIDDEN int tl_check_count(const char *op, const char *what, int64_t n);
+TL_HIDDEN int tl_check_buf(const char *op, const char *what, tl_buf b, int64_t n);
+TL_HIDDEN int tl_check_live(const char *op, const char *what, tl_buf b);
+/* product of dims with overflow and uint32 checks */
+TL_HIDDEN int tl_checked_mul(const char *op, int64_t a, int64_t b, int64_t *out);
+
+/* flags (determinism is read from the environment on first use) */
+TL_HIDDEN int tl_deterministic(void);
+TL_HIDDEN int tl_allow_tf32(void);
+
+/* SplitMix64 RNG shared by both libraries (also compiled as CUDA device code) */
+#if defined(__CUDACC__)
+#define TL_HD __host__ __device__ __forceinline__
+#else
+#define TL_HD static inline
+#endif
+TL_HD uint64_t tl_sm64(uint64_t x) {
+    uint64_t z = x + 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+/* u_i in [0, 1): 24 high bits of the low 32 bits of splitmix64(key + i), exact in float32 */
+TL_HD float tl_uniform_at(uint64_t key, uint64_t i) {
+    uint32_t d = (uint32_t)tl_sm64(key + i);
+    return (float)(d >> 8) * (1.0f / 16777216.0f);
+}
+
+/* statistics kept by native/common/buffer.c */
+TL_HIDDEN void tl_stats_note_alloc(int64_t bytes);
+TL_HIDDEN void tl_stats_note_free(int64_t bytes);
+
+/* allocate a fresh live buffer of n floats (payload uninitialised); common/buffer.c */
+TL_HIDDEN int tl_new_buffer(const char *op, int64_t n, tl_buf *out);
+
+/* ---- backend hooks: implemented once per library (stub/memory.c, cuda/memory.cu) ---- */
+TL_HIDDEN int tlb_alloc(size_t bytes, void **out);
+TL_HIDDEN void tlb_free(void *p, size_t bytes);
+TL_HIDDEN int tlb_fill(float *p, int64_t n, float v);          /* v == 0 gives all-zero bits */
+TL_HIDDEN int tlb_copy(void *dst, const void *src, size_t bytes); /* device to device */
+TL_HIDDEN int tlb_h2d(void *dst, const void *src, size_t bytes);
+TL_HIDDEN int tlb_d2h(void *dst, const void *src, size_t bytes); /* synchronises */
+TL_HIDDEN int tlb_sync(void);
+TL_HIDDEN int tlb_device_count(int64_t *out);
+TL_HIDDEN int tlb_empty_cache(void);
+TL_HIDDEN void tlb_fill_stats(tl_memory_stats *s); /* cached/cap/device bytes */
+TL_HIDDEN const char *tlb_name(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

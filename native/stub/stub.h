@@ -1,0 +1,30 @@
+/* stub.h: helpers shared by the portable C kernels (the reference backend).
+ *
+ * Kernels are plain loops. OpenMP splits only independent work, and every reduction sums in a
+ * fixed, thread-count-independent order, so the stub gives the same bits on any machine size.
+ */
+#ifndef TL_STUB_H
+#define TL_STUB_H
+
+#include <math.h>
+#include <stdint.h>
+#include "tl_internal.h"
+
+/* parallelise loops above this many elements */
+#define TL_PAR_MIN 32768
+
+/* check n >= 0 and each listed buffer holds exactly n elements */
+#define TL_CHECK(op, b, n) do { int st_ = tl_check_buf(op, #b, b, (n)); if (st_) return st_; } while (0)
+#define TL_TRY(expr) do { int st_ = (expr); if (st_) return st_; } while (0)
+
+/* sum of x[0..n) in a fixed order: 8 interleaved partials, then pairwise combination */
+static inline double tl_sum_f32_block(const float *x, int64_t n) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[i + k];
+    for (; i < n; i++) acc[i & 7] += x[i];
+    return (double)(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+}
+
+#endif

@@ -1,0 +1,36 @@
+"""Shared fixtures: the backend under test and the GPU marker.
+
+`@pytest.mark.cuda` tests skip without a CUDA backend, except when TORCHLEAN_REQUIRE_CUDA=1,
+where they fail: a GPU run can never pass by skipping.
+"""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def pytest_collection_modifyitems(config, items):
+    import torchlean
+    require = os.environ.get("TORCHLEAN_REQUIRE_CUDA") == "1"
+    if require and torchlean.backend() != "cuda":
+        raise pytest.UsageError("TORCHLEAN_REQUIRE_CUDA=1 but the loaded backend is "
+                                f"{torchlean.backend()!r}")
+    if torchlean.backend() == "cuda":
+        return
+    skip = pytest.mark.skip(reason="needs the CUDA backend (TORCHLEAN_BACKEND=cuda on a GPU machine)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_off():
+    """Each test starts with deterministic mode off and leaves it so."""
+    import torchlean
+    torchlean.set_deterministic(False)
+    yield
+    torchlean.set_deterministic(False)

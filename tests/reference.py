@@ -1,0 +1,43 @@
+"""Float64 NumPy references for every tape op, by registry name (or the entry's test.ref).
+
+Independent of torchlean on purpose: nothing here imports it. Each function takes float64
+arrays (the op's tensor inputs, in registry order) and the op's attrs as keywords, and returns
+the op's value. VJP tests differentiate these by central finite differences.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# ---------------------------------------------------------------- views
+def broadcast_to(x, shape):
+    return np.broadcast_to(x, tuple(shape)).copy()
+
+
+def sum_to(x, shape):
+    shape = tuple(shape)
+    lead = x.ndim - len(shape)
+    y = x.sum(axis=tuple(range(lead))) if lead else x
+    axes = tuple(i for i, d in enumerate(shape) if d == 1 and y.shape[i] != 1)
+    return y.sum(axis=axes, keepdims=True).reshape(shape) if axes else y.reshape(shape)
+
+
+def reshape(x, shape):
+    return x.reshape(tuple(shape))
+
+
+# ---------------------------------------------------------------- elementwise
+def add(a, b):
+    return a + b
+
+
+def mul(a, b):
+    return a * b
+
+
+def relu(x):
+    return np.where(x > 0, x, 0.0)
+
+
+# ---------------------------------------------------------------- reductions
+def sum(x):  # noqa: A001 - registry name
+    return np.asarray(x.sum())

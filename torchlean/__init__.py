@@ -1,0 +1,82 @@
+"""torchlean: a small, auditable float32 autograd runtime with native kernels.
+
+Two interchangeable native libraries implement one generated C ABI: a portable C stub (the
+reference) and a CUDA library. TORCHLEAN_BACKEND=stub|cuda|auto picks one at import.
+"""
+from __future__ import annotations
+
+import os as _os
+
+from torchlean.errors import BackendError, DeviceError
+from torchlean import _loader
+from torchlean._loader import ffi as _ffi, lib as _lib
+from torchlean.buffer import AnyBuffer, Buffer
+from torchlean.tape import Tape, no_grad, is_grad_enabled
+from torchlean._generated import ops
+
+__version__ = "0.1.0"
+
+
+def _parse_flag(name: str, alt: str | None = None) -> bool | None:
+    v = _os.environ.get(name)
+    if (v is None or v == "") and alt:
+        v = _os.environ.get(alt)
+    if v is None or v == "" or v == "0":
+        return None if v is None else False
+    if v == "1":
+        return True
+    raise ValueError(f"{name} must be unset, empty, 0 or 1, got {v!r}")
+
+
+def backend() -> str:
+    """The name of the native backend in use: 'stub' or 'cuda'."""
+    return _loader.BACKEND
+
+
+def set_deterministic(flag: bool) -> bool:
+    """Turn fixed-order (bit-reproducible) reductions on or off; returns the observed flag."""
+    return bool(_lib.tl_set_deterministic(1 if flag else 0))
+
+
+def is_deterministic() -> bool:
+    return bool(_lib.tl_is_deterministic())
+
+
+def memory_stats() -> dict:
+    """Counters of the native allocator: live buffers and bytes, peak, allocations, frees, and
+    (CUDA) cached pool bytes, its cap and the device's free/total bytes."""
+    s = _ffi.new("tl_memory_stats *")
+    _lib.tl_memory_stats_get(s)
+    return {k: int(getattr(s, k)) for k in (
+        "live_buffers", "live_bytes", "peak_bytes", "allocations", "frees", "cached_bytes",
+        "cache_cap_bytes", "device_free_bytes", "device_total_bytes")}
+
+
+def reset_peak_memory_stats() -> None:
+    _lib.tl_memory_reset_peak()
+
+
+def empty_cache() -> None:
+    """Return cached device memory to the driver (no-op on the stub)."""
+    _lib.tl_empty_cache()
+
+
+def synchronize() -> None:
+    """Wait for queued device work (no-op on the stub)."""
+    from torchlean.buffer import raise_status
+    st = _lib.tl_synchronize()
+    if st:
+        raise_status("synchronize", st)
+
+
+# the environment flags are validated here so a typo is an error, not a silent default
+_det = _parse_flag("TORCHLEAN_DETERMINISTIC", "TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS")
+if _det is not None:
+    set_deterministic(_det)
+_tf32 = _parse_flag("TORCHLEAN_ALLOW_TF32")
+if _tf32 is not None:
+    _lib.tl_set_allow_tf32(1 if _tf32 else 0)
+
+__all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backend", "ops",
+           "set_deterministic", "is_deterministic", "memory_stats", "reset_peak_memory_stats",
+           "empty_cache", "synchronize", "no_grad", "is_grad_enabled"]

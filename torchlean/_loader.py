@@ -1,0 +1,87 @@
+"""Find, open and check the native library chosen by TORCHLEAN_BACKEND.
+
+Both libraries implement the same generated ABI, so one cffi declaration (ABI mode, no compiler
+at install) serves both. The loader refuses a library whose ABI version or registry hash differs
+from the generated Python side: that is the "edited ops.yaml, forgot to rebuild" mistake, which
+ABI-mode cffi would otherwise turn into a crash.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import cffi
+
+from torchlean._generated.cdef import ABI_VERSION, CDEF, REGISTRY_HASH
+from torchlean.errors import BackendError
+
+ffi = cffi.FFI()
+ffi.cdef(CDEF)
+
+_PKG = Path(__file__).resolve().parent
+BACKENDS = ("stub", "cuda")
+
+
+def search_dirs() -> list[Path]:
+    """Where libraries are looked for, in order: TORCHLEAN_LIB_DIR, the package, the repo build/."""
+    dirs = []
+    env = os.environ.get("TORCHLEAN_LIB_DIR")
+    if env:
+        dirs.append(Path(env))
+    dirs += [_PKG / "lib", _PKG.parent / "build"]
+    return dirs
+
+
+def _find(name: str) -> tuple[Path | None, list[Path]]:
+    tried = [d / f"libtorchlean_{name}.so" for d in search_dirs()]
+    for p in tried:
+        if p.is_file():
+            return p, tried
+    return None, tried
+
+
+def open_backend(name: str):
+    """Open and check one backend library; raise BackendError saying why it cannot be used."""
+    if name not in BACKENDS:
+        raise BackendError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)}")
+    path, tried = _find(name)
+    if path is None:
+        hint = "run `make`" if name == "stub" else "run `make cuda` on a machine with nvcc"
+        raise BackendError(f"torchlean {name} library not found ({hint}); tried: "
+                           + ", ".join(str(t) for t in tried))
+    try:
+        lib = ffi.dlopen(str(path))
+    except OSError as e:
+        raise BackendError(f"cannot load {path}: {e}") from None
+    abi = lib.tl_abi_version()
+    got_hash = ffi.string(lib.tl_registry_hash()).decode()
+    if abi != ABI_VERSION or got_hash != REGISTRY_HASH:
+        raise BackendError(
+            f"{path} was built from another registry (library ABI {abi}, hash {got_hash}; "
+            f"Python side ABI {ABI_VERSION}, hash {REGISTRY_HASH}); rebuild with `make`")
+    if name == "cuda":
+        n = ffi.new("int64_t *")
+        if lib.tl_device_count(n) != 0:
+            raise BackendError(f"CUDA driver error: {ffi.string(lib.tl_last_error()).decode()}")
+        if n[0] < 1:
+            raise BackendError("no CUDA device is visible (libtorchlean_cuda.so loaded, 0 devices)")
+    return lib, path
+
+
+def _choose():
+    want = os.environ.get("TORCHLEAN_BACKEND", "auto").strip().lower() or "auto"
+    if want == "auto":
+        try:
+            return ("cuda",) + open_backend("cuda")
+        except BackendError:
+            return ("stub",) + open_backend("stub")
+    if want not in BACKENDS:
+        raise BackendError(f"TORCHLEAN_BACKEND={want!r}; expected stub, cuda or auto")
+    return (want,) + open_backend(want)
+
+
+BACKEND, lib, LIB_PATH = _choose()
+
+
+def last_error() -> str:
+    return ffi.string(lib.tl_last_error()).decode(errors="replace")

@@ -1,0 +1,156 @@
+"""The few helpers generated op functions call: checks, attr normalisation, allocation, status.
+
+Kept small and generic on purpose: anything op-specific belongs in ops.yaml.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+
+import numpy as np
+
+from torchlean._loader import ffi, lib
+from torchlean.buffer import AnyBuffer, Buffer, check_count, raise_status
+from torchlean.shapes import ShapeError
+
+__all__ = ["AnyBuffer", "ShapeError", "alloc", "attr", "broadcast_inputs", "call", "i64s", "live",
+           "mask_buffer", "shape_error"]
+
+_new_handle = ffi.new
+_alloc_fn = lib.tl_buf_alloc
+
+
+def live(op: str, *bufs):
+    """Every input must be an AnyBuffer whose payload is still live."""
+    for i, b in enumerate(bufs):
+        if not isinstance(b, AnyBuffer):
+            raise TypeError(f"{op}: input {i} must be an AnyBuffer, got {type(b).__name__}")
+        if not b.buf.live:
+            raise ValueError(f"{op}: input {i} (shape {b.shape}) was already released")
+
+
+def shape_error(op: str, err: Exception, **inputs) -> ValueError:
+    got = ", ".join(f"{k} {v.shape}" for k, v in inputs.items())
+    return ValueError(f"{op}: {err}" + (f" (got {got})" if got else ""))
+
+
+def alloc(op: str, shape) -> AnyBuffer:
+    n = check_count(op, shape)
+    out = _new_handle("tl_buf *")
+    st = _alloc_fn(n, out)
+    if st:
+        raise_status(op, st)
+    return AnyBuffer(shape, Buffer(out[0], n))
+
+
+def call(op: str, status: int, outs, tmps):
+    """Release temporaries; on failure also release the outputs and raise."""
+    for t in tmps:
+        t.release()
+    if status:
+        for o in outs:
+            o.release()
+        raise_status(op, status)
+
+
+def i64s(values):
+    """An int64 array argument (kept alive by the returned cdata for the call)."""
+    if isinstance(values, np.ndarray):
+        a = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
+        if a.size == 0:
+            return ffi.new("int64_t[]", 1)[0:0]
+        return ffi.from_buffer("int64_t[]", a)
+    return ffi.new("int64_t[]", [int(v) for v in values])
+
+
+def broadcast_inputs(op: str, shape, tmps, *xs):
+    """Materialise NumPy broadcasting: inputs of another shape are expanded to `shape`."""
+    from torchlean._generated import ops
+    out = []
+    for x in xs:
+        if x.shape != shape:
+            x = ops.broadcast_to(x, shape=shape)
+            tmps.append(x)
+        out.append(x)
+    return tuple(out)
+
+
+def mask_buffer(op: str, name: str, mask, tmps):
+    """A boolean mask (or None) as a 0/1 float32 buffer handle for the kernel."""
+    if mask is None:
+        return ffi.NULL
+    b = AnyBuffer.from_numpy(np.asarray(mask, dtype=np.float32))
+    tmps.append(b)
+    return b.handle
+
+
+_CHECKS = {
+    "finite": (math.isfinite, "a finite number"),
+    "positive": (lambda v: v > 0, "> 0"),
+    "nonneg": (lambda v: v >= 0, ">= 0"),
+    "finite_nonzero": (lambda v: math.isfinite(v) and v != 0
+                       and math.isfinite(float(np.float32(v))) and float(np.float32(v)) != 0,
+                       "finite and non-zero in float32"),
+    "prob": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
+    "finite_nonneg": (lambda v: math.isfinite(v) and v >= 0, "finite and >= 0"),
+}
+
+
+def attr(op: str, name: str, value, kind: str, check):
+    """Normalise one keyword attr to its Python form, with a clear error naming op and attr."""
+    try:
+        if kind == "float":
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError
+            v = float(value)
+        elif kind == "int":
+            if isinstance(value, bool):
+                raise TypeError
+            v = operator.index(value)
+        elif kind == "bool":
+            v = bool(value)
+        elif kind == "key":
+            v = operator.index(value)
+            if not 0 <= v < 2**64:
+                raise ValueError(f"{op}: {name} must be in [0, 2**64), got {v}")
+        elif kind == "shape":
+            if isinstance(value, (int, np.integer)):
+                value = (value,)
+            v = tuple(operator.index(d) for d in value)
+        elif kind == "ints":
+            if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+                v = operator.index(value)
+            else:
+                v = tuple(operator.index(d) for d in value)
+        elif kind == "index":
+            a = np.asarray(value)
+            if a.dtype.kind not in "iu":
+                if a.dtype.kind == "b" or a.size or a.dtype.kind != "f":
+                    raise TypeError
+                a = a.astype(np.int64)
+            if a.size and (a.min() < 0 or a.max() >= 2**32):
+                raise ValueError(f"{op}: {name} must be in [0, 2**32), got values in "
+                                 f"[{a.min()}, {a.max()}]")
+            v = a.astype(np.int64)
+        elif kind == "mask":
+            if value is None:
+                return None
+            a = np.asarray(value)
+            if a.dtype != np.bool_:
+                raise TypeError
+            v = a
+        else:  # pragma: no cover - the registry validates kinds
+            raise TypeError
+    except TypeError:
+        want = {"float": "a real number", "int": "an int", "index": "an int or integer array",
+                "mask": "a boolean NumPy array or None", "shape": "a tuple of ints",
+                "ints": "an int or tuple of ints", "key": "a non-negative int"}.get(kind, kind)
+        raise TypeError(f"{op}: {name} must be {want}, got {type(value).__name__} "
+                        f"{value!r:.60}") from None
+    if check:
+        ok, what = _CHECKS[check]
+        vals = v if isinstance(v, tuple) else (v,)
+        if not all(ok(x) for x in vals):
+            raise ValueError(f"{op}: {name} must be {what}, got {value!r}")
+    return v

@@ -1,0 +1,210 @@
+"""Buffer (a flat float32 payload owned by the native library) and AnyBuffer (a shape with one).
+
+Native payloads are freed either explicitly with release() (idempotent: 1 the first time, 0
+after) or by the finalizer when the Python object dies. A released buffer raises ValueError on
+use. An AnyBuffer may borrow its Buffer (a reshape view, a parameter mirror on a tape): then its
+release() leaves the payload alone, so a view never frees memory it does not own.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from torchlean._loader import ffi, lib, last_error
+
+MAX_ELEMENTS = 2**32 - 1
+_STATUS_ERRORS = {}
+
+
+def raise_status(op: str, status: int):
+    """Turn a non-zero TL_ status into the matching Python exception."""
+    from torchlean.errors import BackendError, DeviceError
+    msg = last_error() or f"{op}: failed with status {status}"
+    if status == lib.TL_E_OOM:
+        raise MemoryError(msg)
+    if status == lib.TL_E_STICKY:
+        raise DeviceError(msg + " (the CUDA context is unusable: restart the process)")
+    if status in (lib.TL_E_DEVICE, lib.TL_E_UNSUPPORTED):
+        raise BackendError(msg)
+    if status == lib.TL_E_INTERNAL:
+        raise RuntimeError(msg)
+    raise ValueError(msg)
+
+
+def check_count(op: str, shape) -> int:
+    """Element count of `shape`, refusing negative dims and anything over the uint32 limit."""
+    for d in shape:
+        if not isinstance(d, (int, np.integer)) or d < 0:
+            raise ValueError(f"{op}: shape {tuple(shape)} must hold non-negative ints")
+        if d > MAX_ELEMENTS:
+            raise ValueError(f"{op}: dimension {d} of shape {tuple(shape)} exceeds the uint32 "
+                             f"element limit {MAX_ELEMENTS}")
+    n = math.prod(shape)
+    if n > MAX_ELEMENTS:
+        raise ValueError(f"{op}: shape {tuple(shape)} has {n} elements, over the uint32 element "
+                         f"limit {MAX_ELEMENTS}")
+    return n
+
+
+def _as_float_array(op: str, a) -> np.ndarray:
+    a = np.asarray(a)
+    # np.asarray(order="C") keeps 0-d arrays 0-d (ascontiguousarray would make them 1-d)
+    if a.dtype == np.float32 or a.dtype == np.float64:
+        return np.asarray(a, order="C")
+    if a.dtype.kind in "biuf":
+        return np.asarray(a, dtype=np.float64, order="C")
+    raise TypeError(f"{op}: expected a real numeric array (float64/float32/int/bool), "
+                    f"got dtype {a.dtype}")
+
+
+class Buffer:
+    """A flat float32 buffer held by the native backend."""
+
+    __slots__ = ("handle", "n", "live", "__weakref__")
+
+    def __init__(self, handle, n: int):
+        self.handle = ffi.gc(handle, lib.tl_buf_destroy)
+        self.n = n
+        self.live = True
+
+    @classmethod
+    def alloc(cls, n: int, op: str = "alloc") -> "Buffer":
+        check_count(op, (n,))
+        out = ffi.new("tl_buf *")
+        st = lib.tl_buf_alloc(n, out)
+        if st:
+            raise_status(op, st)
+        return cls(out[0], n)
+
+    @classmethod
+    def from_numpy(cls, a) -> "Buffer":
+        """Upload float64/float32 (or int/bool) data; float64 rounds to nearest float32."""
+        a = _as_float_array("Buffer.from_numpy", a).reshape(-1)
+        n = check_count("Buffer.from_numpy", (a.size,))
+        out = ffi.new("tl_buf *")
+        if a.dtype == np.float32:
+            st = lib.tl_buf_upload_f32(ffi.from_buffer("float[]", a), n, out)
+        else:
+            st = lib.tl_buf_upload_f64(ffi.from_buffer("double[]", a), n, out)
+        if st:
+            raise_status("Buffer.from_numpy", st)
+        return cls(out[0], n)
+
+    @classmethod
+    def zeros(cls, n: int) -> "Buffer":
+        return cls.full(n, 0.0)
+
+    @classmethod
+    def full(cls, n: int, value: float) -> "Buffer":
+        check_count("Buffer.full", (n,))
+        out = ffi.new("tl_buf *")
+        st = lib.tl_buf_full(n, float(value), out)
+        if st:
+            raise_status("Buffer.full", st)
+        return cls(out[0], n)
+
+    def _check(self, op):
+        if not self.live:
+            raise ValueError(f"{op}: buffer of {self.n} elements was already released")
+
+    def to_numpy(self, dtype=np.float32) -> np.ndarray:
+        """Download as float32 (default) or float64 (exact widening)."""
+        self._check("Buffer.to_numpy")
+        dtype = np.dtype(dtype)
+        if dtype not in (np.float32, np.float64):
+            raise TypeError(f"Buffer.to_numpy: dtype must be float32 or float64, got {dtype}")
+        out = np.empty(self.n, dtype=dtype)
+        if dtype == np.float32:
+            st = lib.tl_buf_download_f32(self.handle, ffi.from_buffer("float[]", out), self.n)
+        else:
+            st = lib.tl_buf_download_f64(self.handle, ffi.from_buffer("double[]", out), self.n)
+        if st:
+            raise_status("Buffer.to_numpy", st)
+        return out
+
+    def copy(self) -> "Buffer":
+        self._check("Buffer.copy")
+        out = ffi.new("tl_buf *")
+        st = lib.tl_buf_copy(self.handle, out)
+        if st:
+            raise_status("Buffer.copy", st)
+        return Buffer(out[0], self.n)
+
+    def release(self) -> int:
+        """Free the payload now; 1 the first time, 0 on any later call."""
+        self.live = False
+        return lib.tl_buf_release(self.handle)
+
+    def data_ptr(self) -> int:
+        self._check("Buffer.data_ptr")
+        out = ffi.new("uint64_t *")
+        st = lib.tl_buf_data_ptr(self.handle, out)
+        if st:
+            raise_status("Buffer.data_ptr", st)
+        return int(out[0])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __repr__(self):
+        return f"Buffer(n={self.n}{'' if self.live else ', released'})"
+
+
+class AnyBuffer:
+    """A row-major shape paired with a Buffer of matching length."""
+
+    __slots__ = ("shape", "buf", "owns", "__weakref__")
+
+    def __init__(self, shape, buf: Buffer, owns: bool = True):
+        self.shape = tuple(int(d) for d in shape)
+        self.buf = buf
+        self.owns = owns
+
+    @classmethod
+    def from_numpy(cls, a) -> "AnyBuffer":
+        a = _as_float_array("AnyBuffer.from_numpy", a)
+        check_count("AnyBuffer.from_numpy", a.shape)
+        return cls(a.shape, Buffer.from_numpy(a))
+
+    @classmethod
+    def zeros(cls, shape) -> "AnyBuffer":
+        shape = tuple(shape)
+        return cls(shape, Buffer.zeros(check_count("AnyBuffer.zeros", shape)))
+
+    @classmethod
+    def full(cls, shape, value: float) -> "AnyBuffer":
+        shape = tuple(shape)
+        return cls(shape, Buffer.full(check_count("AnyBuffer.full", shape), value))
+
+    @property
+    def handle(self):
+        return self.buf.handle
+
+    @property
+    def live(self) -> bool:
+        return self.buf.live
+
+    @property
+    def numel(self) -> int:
+        return self.buf.n
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def to_numpy(self, dtype=np.float32) -> np.ndarray:
+        return self.buf.to_numpy(dtype).reshape(self.shape)
+
+    def copy(self) -> "AnyBuffer":
+        return AnyBuffer(self.shape, self.buf.copy())
+
+    def release(self) -> int:
+        """Release the payload if this AnyBuffer owns it; a borrowed view returns 0."""
+        if not self.owns:
+            return 0
+        return self.buf.release()
+
+    def __repr__(self):
+        state = "" if self.buf.live else ", released"
+        return f"AnyBuffer(shape={self.shape}{state})"

@@ -1,0 +1,208 @@
+"""The autograd tape: an append-only list of nodes and reverse-mode accumulation over it.
+
+A node holds its value, its parents, whether it requires a gradient, what its VJP needs
+(inputs by reference, residual outputs it owns) and the VJP itself. Op methods are generated
+from ops.yaml (torchlean._generated.tape_ops.TapeOps); this module holds what is common to all
+of them: recording, gradient accumulation (including the one place where a broadcast gradient is
+summed back to its parent's shape), dense and sparse backward, and release.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from torchlean._generated import ops as _ops
+from torchlean._generated.tape_ops import TapeOps
+from torchlean.buffer import AnyBuffer
+
+
+@dataclass(eq=False)
+class Node:
+    name: str | None
+    value: AnyBuffer
+    requires_grad: bool
+    parents: tuple = ()
+    vjp: Callable | None = None
+    saved: dict = field(default_factory=dict)
+    cleanup: list = field(default_factory=list)  # residual buffers this node owns
+    owns_value: bool = True
+    broadcast: bool = False
+
+
+_grad_enabled = [True]
+
+
+class no_grad:
+    """Context manager: ops record no gradient information inside it (values only)."""
+
+    def __enter__(self):
+        self._prev = _grad_enabled[0]
+        _grad_enabled[0] = False
+
+    def __exit__(self, *exc):
+        _grad_enabled[0] = self._prev
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled[0]
+
+
+class Tape(TapeOps):
+    """Records ops on AnyBuffers and runs reverse-mode differentiation over them."""
+
+    def __init__(self):
+        self.nodes: list[Node] = []
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    # ------------------------------------------------------------------ building
+    def leaf(self, value, name: str | None = None, requires_grad: bool = True) -> int:
+        """Add an input. A NumPy array is uploaded and owned by the tape; an AnyBuffer is
+        borrowed (never released by the tape), so parameter mirrors survive release()."""
+        if isinstance(value, AnyBuffer):
+            if not value.live:
+                raise ValueError(f"leaf: value of shape {value.shape} was already released")
+            val, owns = value, False
+        elif isinstance(value, np.ndarray) or np.isscalar(value) or isinstance(value, (list, tuple)):
+            val, owns = AnyBuffer.from_numpy(value), True
+        else:
+            raise TypeError(f"leaf: value must be a NumPy array or AnyBuffer, got {type(value).__name__}")
+        self.nodes.append(Node(name, val, bool(requires_grad), owns_value=owns))
+        return len(self.nodes) - 1
+
+    def value(self, i: int) -> AnyBuffer:
+        """The value of node i (owned by the tape: copy it to keep it past release())."""
+        return self._node("value", i).value
+
+    def _node(self, op: str, i) -> Node:
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"{op}: node ids are ints, got {type(i).__name__}")
+        if not 0 <= i < len(self.nodes):
+            raise ValueError(f"{op}: node id {i} is not on this tape (it has {len(self.nodes)} nodes)")
+        return self.nodes[i]
+
+    def _input(self, op: str, i) -> AnyBuffer:
+        v = self._node(op, i).value
+        if not v.live:
+            raise ValueError(f"{op}: node {i} (shape {v.shape}) was released")
+        return v
+
+    def _record(self, name, out, parents, vjp, inputs, residuals, keep, attrs, primary, broadcast):
+        nodes = self.nodes
+        req = _grad_enabled[0] and vjp is not None and any(nodes[p].requires_grad for p in parents)
+        node = Node(name, out, req, parents, vjp if req else None, broadcast=broadcast)
+        node.owns_value = out.owns
+        for k, r in residuals.items():
+            if req and k in keep:
+                node.saved[k] = r
+                node.cleanup.append(r)
+            else:
+                r.release()
+        if req:
+            node.saved.update(inputs)
+            node.saved.update(attrs)
+            if primary:
+                node.saved[primary] = out
+        nodes.append(node)
+        return len(nodes) - 1
+
+    # ------------------------------------------------------------------ backward
+    def backward(self, out_id: int, seed=None, wrt=None):
+        """Reverse-mode gradients of node `out_id`.
+
+        seed: the cotangent (NumPy array or AnyBuffer shaped like the output); defaults to 1 for a
+        one-element output and is required otherwise. Without `wrt`, returns a list with one
+        gradient AnyBuffer per node (zeros where nothing flowed). With `wrt` (node ids), returns
+        {id: gradient} for those ids only, releasing every other gradient as soon as it is used.
+        """
+        out = self._node("backward", out_id)
+        g0 = self._seed(out, seed)
+        keep = None
+        if wrt is not None:
+            keep = {int(i) for i in ([wrt] if isinstance(wrt, (int, np.integer)) else wrt)}
+            for i in keep:
+                self._node("backward", i)
+        grads: dict[int, AnyBuffer] = {out_id: g0}
+        nodes = self.nodes
+        try:
+            for i in range(out_id, -1, -1):
+                g = grads.get(i)
+                if g is None:
+                    continue
+                node = nodes[i]
+                if node.vjp is not None and node.requires_grad:
+                    needs = [nodes[p].requires_grad for p in node.parents]
+                    contribs = node.vjp(g, needs, node.saved)
+                    for p, c in zip(node.parents, contribs):
+                        if c is None:
+                            continue
+                        if not nodes[p].requires_grad:
+                            c.release()
+                            continue
+                        self._accumulate(grads, p, c, node)
+                if keep is not None and i not in keep:
+                    grads.pop(i).release()
+        except BaseException:
+            for g in grads.values():
+                g.release()
+            raise
+        if keep is not None:
+            return {i: grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
+                    for i in sorted(keep)}
+        return [grads[i] if i in grads else AnyBuffer.zeros(n.value.shape)
+                for i, n in enumerate(nodes)]
+
+    def _seed(self, out: Node, seed) -> AnyBuffer:
+        shape = out.value.shape
+        if seed is None:
+            if out.value.numel != 1:
+                raise ValueError(f"backward: output '{out.name}' has shape {shape}; a seed "
+                                 "(cotangent of that shape) is required for non-scalar outputs")
+            return AnyBuffer.full(shape, 1.0)
+        if isinstance(seed, AnyBuffer):
+            if seed.shape != shape:
+                raise ValueError(f"backward: seed shape {seed.shape} does not match output "
+                                 f"shape {shape} of '{out.name}'")
+            return seed.copy()
+        a = np.asarray(seed)
+        if a.shape != shape and not (a.size == 1 and out.value.numel == 1):
+            raise ValueError(f"backward: seed shape {a.shape} does not match output shape "
+                             f"{shape} of '{out.name}'")
+        return AnyBuffer.from_numpy(a.reshape(shape))
+
+    def _accumulate(self, grads, p: int, c: AnyBuffer, node: Node):
+        if not c.owns:
+            c = c.copy()
+        pshape = self.nodes[p].value.shape
+        if c.shape != pshape:
+            if not node.broadcast:
+                c.release()
+                raise RuntimeError(f"{node.name}: VJP produced shape {c.shape} for a parent of "
+                                   f"shape {pshape}")
+            s = _ops.sum_to(c, shape=pshape)  # the one place broadcasting is undone
+            c.release()
+            c = s
+        prev = grads.get(p)
+        if prev is None:
+            grads[p] = c
+        else:
+            grads[p] = _ops.add(prev, c)
+            prev.release()
+            c.release()
+
+    # ------------------------------------------------------------------ lifetime
+    def release(self) -> int:
+        """Free every value and residual the tape owns; returns how many payloads were freed."""
+        n = 0
+        for node in self.nodes:
+            if node.owns_value:
+                n += node.value.release()
+            for r in node.cleanup:
+                n += r.release()
+            node.saved = {}
+            node.cleanup = []
+            node.vjp = None
+        return n
