@@ -15,6 +15,7 @@ CUDA_HDRS := $(wildcard native/cuda/*.cuh)
 # The stub is the reference: no fast-math, no FMA contraction, fixed summation orders.
 STUB_CFLAGS ?= -std=gnu11 -O3 -march=native -ffp-contract=off -fno-math-errno -fopenmp -fPIC \
                -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration
+CUDA_CFLAGS ?= -std=gnu11 -O2 -fPIC -fvisibility=hidden -ffp-contract=off -Wall
 CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90
 NVCC_FLAGS ?= -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden --fmad=false \
               -Inative/include -Inative/common -Inative/cuda
@@ -41,7 +42,7 @@ $(CUDA_LIB): $(COMMON_SRC) $(CUDA_SRC) $(HEADERS) $(CUDA_HDRS)
 	@mkdir -p $(LIBDIR) build/cuda
 	@set -e; objs=""; \
 	for f in $(COMMON_SRC); do o=build/cuda/$$(basename $$f .c).c.o; \
-	  $(NVCC) $(NVCC_FLAGS) -x cu -c $$f -o $$o; objs="$$objs $$o"; done; \
+	  $(CC) $(CUDA_CFLAGS) $(INCLUDES) -c $$f -o $$o; objs="$$objs $$o"; done; \
 	for f in $(CUDA_SRC); do o=build/cuda/$$(basename $$f .cu).o; \
 	  $(NVCC) $(NVCC_FLAGS) -c $$f -o $$o; objs="$$objs $$o"; done; \
 	$(NVCC) -shared $(CUDA_ARCH) -o $@ $$objs -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcufft \

@@ -25,7 +25,7 @@ static int sum_fixed(const char *op, const float *x, int64_t n, double *out) {
 
 int tl_sum(tl_buf x, tl_buf y, int64_t n) {
     TL_CHECK("sum", x, n); TL_CHECK("sum", y, 1);
-    double s;
+    double s = 0.0;
     TL_TRY(sum_fixed("sum", x->data, n, &s));
     y->data[0] = (float)s;
     return TL_OK;

@@ -1,0 +1,85 @@
+// common.cuh: what every CUDA kernel file includes.
+//
+// The library owns one CUDA stream, one cuBLAS handle (with an explicit workspace) and a
+// stream-ordered memory pool; all are implemented in native/cuda/memory.cu. Every entry point
+// checks its buffers with TL_CHECK, launches on tl_stream(), then TL_LAUNCHED(op) checks the
+// launch (and synchronises when TORCHLEAN_CUDA_SYNC=1). Nothing here aborts: failures become a
+// TL_ status with a message naming the op and the CUDA error. A sticky error (illegal address,
+// launch failure) poisons the library: every later call fails fast with the first message.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <stdint.h>
+#include "tl_internal.h"
+
+#define TL_THREADS 256
+
+extern "C" {
+// the library's stream (created on first use); 0 if creation failed (a status is then set)
+TL_HIDDEN cudaStream_t tl_stream(void);
+// the cuBLAS handle bound to tl_stream, strict FP32 unless tl_allow_tf32(); status on failure
+TL_HIDDEN int tl_cublas(const char *op, cublasHandle_t *out);
+// map a CUDA error to a status + message (OOM -> TL_E_OOM, sticky -> TL_E_STICKY and poison)
+TL_HIDDEN int tl_cuda_status(const char *op, cudaError_t e);
+TL_HIDDEN int tl_cublas_status(const char *op, cublasStatus_t s);
+TL_HIDDEN int tl_cufft_status(const char *op, int cufft_result);
+// after a launch: cudaGetLastError (+ stream sync when TORCHLEAN_CUDA_SYNC=1)
+TL_HIDDEN int tl_cuda_launched(const char *op);
+// nonzero once a sticky error happened; tl_cuda_poison_status() then sets the message again
+TL_HIDDEN int tl_cuda_poisoned(void);
+TL_HIDDEN int tl_cuda_poison_status(const char *op);
+// stream-ordered scratch memory for a kernel's temporaries (freed in stream order)
+TL_HIDDEN int tl_scratch(const char *op, size_t bytes, void **out);
+TL_HIDDEN void tl_scratch_free(void *p);
+}
+
+#define TL_TRY(expr) do { int st_ = (expr); if (st_) return st_; } while (0)
+#define TL_CUDA_TRY(op, call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return tl_cuda_status(op, e_); } while (0)
+#define TL_CUBLAS_TRY(op, call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return tl_cublas_status(op, s_); } while (0)
+#define TL_LAUNCHED(op) do { int st_ = tl_cuda_launched(op); if (st_) return st_; } while (0)
+// poison check + buffer liveness and length check, naming the op and the argument
+#define TL_CHECK(op, b, n) do { if (tl_cuda_poisoned()) return tl_cuda_poison_status(op); \
+    int st_ = tl_check_buf(op, #b, b, (n)); if (st_) return st_; } while (0)
+
+// 1-D launch geometry: enough blocks of TL_THREADS for n elements, capped for grid-stride loops.
+// Kernels index by the global element index so results never depend on the grid size.
+static inline unsigned tl_blocks(int64_t n) {
+    int64_t b = (n + TL_THREADS - 1) / TL_THREADS;
+    if (b < 1) b = 1;
+    if (b > 65535 * 16) b = 65535 * 16;
+    return (unsigned)b;
+}
+
+#define TL_GRID_STRIDE(i, n) \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// Fixed-order block reduction: every thread contributes v; thread 0 gets the sum. The tree shape
+// depends only on blockDim.x (a power of two <= 1024), so it is bit-reproducible.
+template <typename T>
+__device__ __forceinline__ T tl_block_sum(T v) {
+    __shared__ T sh[1024];
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    T r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+template <typename T>
+__device__ __forceinline__ T tl_block_max(T v) {
+    __shared__ T sh[1024];
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    T r = sh[0];
+    __syncthreads();
+    return r;
+}
