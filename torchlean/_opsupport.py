@@ -17,8 +17,11 @@ from torchlean.shapes import ShapeError
 __all__ = ["AnyBuffer", "ShapeError", "alloc", "attr", "broadcast_inputs", "call", "i64s", "live",
            "mask_buffer", "shape_error"]
 
-_new_handle = ffi.new
-_alloc_fn = lib.tl_buf_alloc
+_buf_new = lib.tl_buf_new
+_destroy = lib.tl_buf_destroy
+_gc = ffi.gc
+_NULL = ffi.NULL
+_MAX = 2**32 - 1
 
 
 def live(op: str, *bufs):
@@ -35,13 +38,19 @@ def shape_error(op: str, err: Exception, **inputs) -> ValueError:
     return ValueError(f"{op}: {err}" + (f" (got {got})" if got else ""))
 
 
-def alloc(op: str, shape) -> AnyBuffer:
-    n = check_count(op, shape)
-    out = _new_handle("tl_buf *")
-    st = _alloc_fn(n, out)
-    if st:
-        raise_status(op, st)
-    return AnyBuffer(shape, Buffer(out[0], n))
+def alloc(op: str, shape: tuple) -> AnyBuffer:
+    """A fresh uninitialised output of `shape` (a tuple of ints from a shape rule)."""
+    n = math.prod(shape)
+    if n > _MAX or (shape and (min(shape) < 0 or max(shape) > _MAX)):
+        check_count(op, shape)  # raises with the full message
+    h = _buf_new(n)
+    if h == _NULL:  # take the checked path for the exact status and message
+        return AnyBuffer._wrap(shape, Buffer.alloc(n, op))
+    b = Buffer.__new__(Buffer)
+    b.handle = _gc(h, _destroy)
+    b.n = n
+    b.live = True
+    return AnyBuffer._wrap(shape, b)
 
 
 def call(op: str, status: int, outs, tmps):
@@ -67,6 +76,8 @@ def i64s(values):
 def broadcast_inputs(op: str, shape, tmps, *xs):
     """Materialise NumPy broadcasting: inputs of another shape are expanded to `shape`."""
     from torchlean._generated import ops
+    if all(x.shape == shape for x in xs):
+        return xs
     out = []
     for x in xs:
         if x.shape != shape:

@@ -154,12 +154,23 @@ class Buffer:
 class AnyBuffer:
     """A row-major shape paired with a Buffer of matching length."""
 
-    __slots__ = ("shape", "buf", "owns", "__weakref__")
+    __slots__ = ("shape", "buf", "owns", "handle", "__weakref__")
 
     def __init__(self, shape, buf: Buffer, owns: bool = True):
         self.shape = tuple(int(d) for d in shape)
         self.buf = buf
         self.owns = owns
+        self.handle = buf.handle
+
+    @classmethod
+    def _wrap(cls, shape: tuple, buf: Buffer, owns: bool = True) -> "AnyBuffer":
+        """Internal constructor for shapes already normalised to tuples of ints."""
+        self = cls.__new__(cls)
+        self.shape = shape
+        self.buf = buf
+        self.owns = owns
+        self.handle = buf.handle
+        return self
 
     @classmethod
     def from_numpy(cls, a) -> "AnyBuffer":
@@ -176,10 +187,6 @@ class AnyBuffer:
     def full(cls, shape, value: float) -> "AnyBuffer":
         shape = tuple(shape)
         return cls(shape, Buffer.full(check_count("AnyBuffer.full", shape), value))
-
-    @property
-    def handle(self):
-        return self.buf.handle
 
     @property
     def live(self) -> bool:

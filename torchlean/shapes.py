@@ -85,6 +85,8 @@ def nonempty_last(s):
 # ---------------------------------------------------------------- broadcasting
 def broadcast(*shapes):
     """NumPy broadcasting of any number of shapes."""
+    if len(shapes) == 2 and shapes[0] == shapes[1]:
+        return tuple(shapes[0])
     r = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(r):

@@ -8,9 +8,6 @@ summed back to its parent's shape), dense and sparse backward, and release.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
 import numpy as np
 
 from torchlean._generated import ops as _ops
@@ -18,17 +15,23 @@ from torchlean._generated.tape_ops import TapeOps
 from torchlean.buffer import AnyBuffer
 
 
-@dataclass(eq=False)
 class Node:
-    name: str | None
-    value: AnyBuffer
-    requires_grad: bool
-    parents: tuple = ()
-    vjp: Callable | None = None
-    saved: dict = field(default_factory=dict)
-    cleanup: list = field(default_factory=list)  # residual buffers this node owns
-    owns_value: bool = True
-    broadcast: bool = False
+    """One recorded step: its value, parents, and what its VJP needs."""
+
+    __slots__ = ("name", "value", "requires_grad", "parents", "vjp", "saved", "cleanup",
+                 "owns_value", "broadcast")
+
+    def __init__(self, name, value, requires_grad, parents=(), vjp=None, saved=None,
+                 cleanup=None, owns_value=True, broadcast=False):
+        self.name = name
+        self.value = value                  # AnyBuffer
+        self.requires_grad = requires_grad
+        self.parents = parents              # node ids
+        self.vjp = vjp                      # (grad, needs, saved) -> [grad or None per parent]
+        self.saved = saved if saved is not None else {}
+        self.cleanup = cleanup if cleanup is not None else []  # residuals this node owns
+        self.owns_value = owns_value        # False for borrowed leaves and views
+        self.broadcast = broadcast          # parents may need sum_to on their gradients
 
 
 _grad_enabled = [True]
@@ -85,28 +88,42 @@ class Tape(TapeOps):
         return self.nodes[i]
 
     def _input(self, op: str, i) -> AnyBuffer:
-        v = self._node(op, i).value
-        if not v.live:
+        try:
+            v = self.nodes[i].value
+        except (IndexError, TypeError):
+            v = self._node(op, i).value  # raises the descriptive error
+        if i < 0:
+            self._node(op, i)
+        if not v.buf.live:
             raise ValueError(f"{op}: node {i} (shape {v.shape}) was released")
         return v
 
     def _record(self, name, out, parents, vjp, inputs, residuals, keep, attrs, primary, broadcast):
         nodes = self.nodes
-        req = _grad_enabled[0] and vjp is not None and any(nodes[p].requires_grad for p in parents)
-        node = Node(name, out, req, parents, vjp if req else None, broadcast=broadcast)
-        node.owns_value = out.owns
+        req = False
+        if vjp is not None and _grad_enabled[0]:
+            for p in parents:
+                if nodes[p].requires_grad:
+                    req = True
+                    break
+        if not req:
+            for r in residuals.values():
+                r.release()
+            nodes.append(Node(name, out, False, parents, None, None, None, out.owns, broadcast))
+            return len(nodes) - 1
+        saved = inputs
+        cleanup = []
         for k, r in residuals.items():
-            if req and k in keep:
-                node.saved[k] = r
-                node.cleanup.append(r)
+            if k in keep:
+                saved[k] = r
+                cleanup.append(r)
             else:
                 r.release()
-        if req:
-            node.saved.update(inputs)
-            node.saved.update(attrs)
-            if primary:
-                node.saved[primary] = out
-        nodes.append(node)
+        if attrs:
+            saved.update(attrs)
+        if primary:
+            saved[primary] = out
+        nodes.append(Node(name, out, True, parents, vjp, saved, cleanup, out.owns, broadcast))
         return len(nodes) - 1
 
     # ------------------------------------------------------------------ backward

@@ -65,6 +65,11 @@ int tl_new_buffer(const char *op, int64_t n, tl_buf *out) {
 
 int tl_buf_alloc(int64_t n, tl_buf *out) { return tl_new_buffer("alloc", n, out); }
 
+tl_buf tl_buf_new(int64_t n) {
+    tl_buf b = NULL;
+    return tl_new_buffer("alloc", n, &b) ? NULL : b;
+}
+
 int tl_buf_full(int64_t n, double value, tl_buf *out) {
     int st = tl_new_buffer("full", n, out);
     if (st || n == 0) return st;

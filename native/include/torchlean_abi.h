@@ -72,6 +72,8 @@ TL_API const char *tl_last_error(void);
 
 /* buffers */
 TL_API int tl_buf_alloc(int64_t n, tl_buf *out);            /* uninitialised payload */
+/* the same, returning the handle (NULL on failure, message in tl_last_error): the hot path */
+TL_API tl_buf tl_buf_new(int64_t n);
 TL_API int tl_buf_zeros(int64_t n, tl_buf *out);
 TL_API int tl_buf_full(int64_t n, double value, tl_buf *out);
 TL_API int tl_buf_copy(tl_buf src, tl_buf *out);

@@ -44,6 +44,8 @@ const char *tl_last_error(void);
 
 
 int tl_buf_alloc(int64_t n, tl_buf *out);            
+
+tl_buf tl_buf_new(int64_t n);
 int tl_buf_zeros(int64_t n, tl_buf *out);
 int tl_buf_full(int64_t n, double value, tl_buf *out);
 int tl_buf_copy(tl_buf src, tl_buf *out);

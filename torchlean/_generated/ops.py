@@ -23,7 +23,8 @@ def add(a, b):
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, ) from None
     _tmp = []
-    a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
+    if a_s != y_shape or b_s != y_shape:
+        a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
     y = alloc(_op, y_shape)
     call(_op, _lib.tl_add(a.handle, b.handle, y.handle, _a_n), [y], _tmp)
     return y
@@ -41,7 +42,8 @@ def mul(a, b):
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, ) from None
     _tmp = []
-    a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
+    if a_s != y_shape or b_s != y_shape:
+        a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
     y = alloc(_op, y_shape)
     call(_op, _lib.tl_mul(a.handle, b.handle, y.handle, _a_n), [y], _tmp)
     return y
