@@ -105,11 +105,9 @@ int tl_sum_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
     }
     /* build the merged groups, outermost first */
     sumto_plan p = {0};
-    int64_t xstr = 1;
     int64_t tmp_size[64], tmp_kept[64]; int ng = 0;
     for (int64_t k = in_len - 1; k >= 0; k--) { /* innermost first, reversed below */
         int64_t d = in_dims[k];
-        xstr *= d;
         if (d == 1) continue;
         int kept = stride[k] != 0;
         if (ng && tmp_kept[ng - 1] == kept) tmp_size[ng - 1] *= d;
@@ -126,8 +124,7 @@ int tl_sum_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
         xs *= tmp_size[q];
         if (tmp_kept[q]) ys *= tmp_size[q];
     }
-    /* strides of a group are those of its innermost axis times nothing: a group's step is the
-     * product of everything inside it, which is what xs/ys hold */
+    /* a group's x step is the product of the groups inside it; its y step counts kept ones */
     for (int64_t i = 0; i < m; i++) Y[i] = 0.0f;
     if (p.kept[0]) {
         /* outermost group kept: its slices write disjoint outputs */
@@ -149,7 +146,6 @@ int tl_sum_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
     } else {
         sumto_rec(&p, 0, X, Y);
     }
-    (void)xstr;
     return TL_OK;
 }
 
