@@ -268,18 +268,42 @@ __global__ void cols_max_kernel(const float *__restrict__ x, float *__restrict__
     }
 }
 
-__global__ void max_bwd_kernel(const float *__restrict__ x, const float *__restrict__ y,
-                               const float *__restrict__ g, float *__restrict__ dx, int64_t outer,
-                               int64_t len, int64_t inner) {
+// ties: cnt[j] = number of entries of output j's axis equal to its max y[j]
+template <int G>
+__global__ void rows_tie_count(const float *__restrict__ x, const float *__restrict__ y,
+                               float *__restrict__ cnt, int64_t rows, int64_t len) {
+    int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    int lane = threadIdx.x % G;
+    bool ok = row < rows;
+    float c = 0.0f;  // counts are exact in float up to 2^24 per lane
+    if (ok) {
+        const float *xr = x + row * len;
+        float m = y[row];
+        for (int64_t k = lane; k < len; k += G) c += xr[k] == m ? 1.0f : 0.0f;
+    }
+    c = group_reduce<G, false>(c);
+    if (ok && lane == 0) cnt[row] = c;
+}
+
+__global__ void cols_tie_count(const float *__restrict__ x, const float *__restrict__ y,
+                               float *__restrict__ cnt, int64_t outer, int64_t len, int64_t inner) {
     TL_GRID_STRIDE(j, outer * inner) {
         int64_t o = j / inner, i = j % inner;
         const float *p = x + o * len * inner + i;
-        float *d = dx + o * len * inner + i;
-        float m = y[j];
-        int64_t cnt = 0;
-        for (int64_t k = 0; k < len; k++) cnt += p[k * inner] == m;
-        float share = cnt ? g[j] / (float)cnt : 0.0f;
-        for (int64_t k = 0; k < len; k++) d[k * inner] = p[k * inner] == m ? share : 0.0f;
+        float m = y[j], c = 0.0f;
+        for (int64_t k = 0; k < len; k++) c += p[k * inner] == m ? 1.0f : 0.0f;
+        cnt[j] = c;
+    }
+}
+
+// dx = g / cnt where x equals the max, else 0 (one thread per input element)
+__global__ void max_bwd_kernel(const float *__restrict__ x, const float *__restrict__ y,
+                               const float *__restrict__ g, const float *__restrict__ cnt,
+                               float *__restrict__ dx, int64_t n, int64_t len, int64_t inner) {
+    TL_GRID_STRIDE(t, n) {
+        int64_t i = t % inner, o = t / (len * inner), j = o * inner + i;
+        float c = cnt[j];
+        dx[t] = (x[t] == y[j] && c > 0.0f) ? g[j] / c : 0.0f;
     }
 }
 }  // namespace
@@ -322,10 +346,26 @@ extern "C" int tl_reduce_max_backward(tl_buf x, tl_buf y, tl_buf g, tl_buf dx, i
     TL_TRY(axis_check(op, x, y, outer, len, inner));
     TL_CHECK(op, g, outer * inner);
     TL_CHECK(op, dx, outer * len * inner);
-    int64_t M = outer * inner;
-    if (M == 0 || len == 0) return TL_OK;
-    max_bwd_kernel<<<tl_blocks(M), TL_THREADS, 0, tl_stream()>>>(x->data, y->data, g->data, dx->data,
-                                                                 outer, len, inner);
-    TL_LAUNCHED(op);
-    return TL_OK;
+    int64_t M = outer * inner, n = M * len;
+    if (n == 0) return TL_OK;
+    cudaStream_t st = tl_stream();
+    float *cnt = nullptr;
+    TL_TRY(tl_scratch(op, (size_t)M * sizeof(float), (void **)&cnt));
+    if (inner == 1 && len >= 32) {
+        if (len >= 2048)
+            rows_tie_count<256><<<(unsigned)outer, 256, 0, st>>>(x->data, y->data, cnt, outer, len);
+        else
+            rows_tie_count<32><<<(unsigned)cdiv(outer * 32, TL_THREADS), TL_THREADS, 0, st>>>(
+                x->data, y->data, cnt, outer, len);
+    } else {
+        cols_tie_count<<<tl_blocks(M), TL_THREADS, 0, st>>>(x->data, y->data, cnt, outer, len, inner);
+    }
+    int rc = tl_cuda_launched(op);
+    if (!rc) {
+        max_bwd_kernel<<<tl_blocks(n), TL_THREADS, 0, st>>>(x->data, y->data, g->data, cnt, dx->data,
+                                                            n, len, inner);
+        rc = tl_cuda_launched(op);
+    }
+    tl_scratch_free(cnt);
+    return rc;
 }
