@@ -188,3 +188,15 @@ def test_large_sum_accuracy():
     x = rng.uniform(0, 1, 200003).astype(np.float32)
     got = float(ops.sum(AnyBuffer.from_numpy(x)).to_numpy())
     assert abs(got - x.astype(np.float64).sum()) < 1e-5 * x.size
+
+
+def test_reduce_max_ties_along_leading_axis():
+    x = np.array([[[1.0, 7.0], [2.0, 0.0]], [[1.0, 3.0], [2.0, 0.0]], [[0.5, 7.0], [2.0, -1.0]]])
+    t = tl.Tape()
+    i = t.leaf(x)
+    y = t.reduce_max(i, axis=0)
+    np.testing.assert_array_equal(_val(t, y), [[1.0, 7.0], [2.0, 0.0]])
+    g = t.backward(y, seed=np.array([[2.0, 4.0], [3.0, 1.0]]))[i].to_numpy()
+    want = np.array([[[1.0, 2.0], [1.0, 0.5]], [[1.0, 0.0], [1.0, 0.5]], [[0.0, 2.0], [1.0, 0.0]]])
+    np.testing.assert_allclose(g, want)
+    t.release()

@@ -139,16 +139,35 @@ int tl_reduce_max_backward(tl_buf x, tl_buf y, tl_buf g, tl_buf dx, int64_t oute
     TL_CHECK(op, g, outer * inner);
     TL_CHECK(op, dx, outer * len * inner);
     const float *X = x->data, *Y = y->data, *G = g->data; float *D = dx->data;
-#pragma omp parallel for schedule(static) if (outer * len * inner > TL_PAR_MIN)
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
-            const float *xc = X + o * len * inner + i;
-            float *dc = D + o * len * inner + i;
-            float m = Y[o * inner + i];
+    if (outer * inner == 0 || len == 0) return TL_OK;
+    if (inner == 1) {
+#pragma omp parallel for schedule(static) if (outer * len > TL_PAR_MIN)
+        for (int64_t o = 0; o < outer; o++) {
+            const float *xr = X + o * len; float *dr = D + o * len; float m = Y[o];
             int64_t cnt = 0;
-            for (int64_t k = 0; k < len; k++) cnt += xc[k * inner] == m;
-            float share = cnt ? G[o * inner + i] / (float)cnt : 0.0f;
-            for (int64_t k = 0; k < len; k++) dc[k * inner] = xc[k * inner] == m ? share : 0.0f;
+            for (int64_t k = 0; k < len; k++) cnt += xr[k] == m;
+            float share = cnt ? G[o] / (float)cnt : 0.0f;
+            for (int64_t k = 0; k < len; k++) dr[k] = xr[k] == m ? share : 0.0f;
         }
+        return TL_OK;
+    }
+    /* inner > 1: count ties row by row (contiguous reads), then write */
+    float *cnt = (float *)calloc((size_t)(outer * inner), sizeof(float));
+    if (!cnt) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld tie counts", op,
+                             (long long)(outer * inner));
+#pragma omp parallel for schedule(static) if (outer * len * inner > TL_PAR_MIN)
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xo = X + o * len * inner, *yo = Y + o * inner;
+        float *co = cnt + o * inner;
+        for (int64_t k = 0; k < len; k++)
+            for (int64_t i = 0; i < inner; i++) co[i] += xo[k * inner + i] == yo[i] ? 1.0f : 0.0f;
+        float *dO = D + o * len * inner;
+        for (int64_t k = 0; k < len; k++)
+            for (int64_t i = 0; i < inner; i++) {
+                float c = co[i];
+                dO[k * inner + i] = (xo[k * inner + i] == yo[i] && c > 0.0f) ? G[o * inner + i] / c : 0.0f;
+            }
+    }
+    free(cnt);
     return TL_OK;
 }
