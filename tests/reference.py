@@ -70,4 +70,72 @@ def sum(x):  # noqa: A001 - registry name
 
 # ==================================================================== section: reduce_views
 
+def reduce_sum(x, axis):
+    return np.asarray(x.sum(axis=axis))
+
+
+def reduce_mean(x, axis):
+    if x.shape[axis] == 0:
+        return np.full(np.delete(x.shape, axis if axis >= 0 else x.ndim + axis), np.nan)
+    return np.asarray(x.mean(axis=axis))
+
+
+def reduce_max(x, axis):
+    if x.shape[axis] == 0:
+        return np.zeros(np.delete(x.shape, axis if axis >= 0 else x.ndim + axis))
+    return np.asarray(x.max(axis=axis))
+
+
+def flatten(x):
+    return x.reshape(-1)
+
+
+def transpose2d(x):
+    assert x.ndim == 2
+    return x.T.copy()
+
+
+def swap_adjacent(x, depth):
+    if depth + 1 >= x.ndim:
+        return x.copy()
+    return np.swapaxes(x, depth, depth + 1).copy()
+
+
+def permute3d_bca(x):
+    return np.transpose(x, (1, 2, 0)).copy()
+
+
+def permute3d_cab(x):
+    return np.transpose(x, (2, 0, 1)).copy()
+
+
+def swap_last2(x):
+    return np.transpose(x, (0, 2, 1)).copy()
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def log_softmax(x):
+    z = x - x.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def masked_softmax(x, mask):
+    m = np.broadcast_to(np.asarray(mask, dtype=bool), x.shape)
+    out = np.zeros_like(x)
+    xf = x.reshape(-1, x.shape[-1])
+    mf = m.reshape(-1, x.shape[-1])
+    of = out.reshape(-1, x.shape[-1])
+    for r in range(xf.shape[0]):
+        allowed = mf[r]
+        if not allowed.any():
+            continue
+        z = xf[r][allowed]
+        e = np.exp(z - z.max())
+        of[r][allowed] = e / e.sum()
+    return out
+
 # -------------------------------------------------------------------- end of section: reduce_views

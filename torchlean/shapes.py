@@ -353,4 +353,75 @@ def check_scalar_like(v, n):
 
 # ==================================================================== section: reduce_views
 
+def swap_geom(s, kind, depth=0):
+    """(outer, A, B, inner) of the block swap (o, A, B, i) -> (o, B, A, i) that every axis
+    permutation of this family is; one kernel serves transpose2d, swap_adjacent and the 3-d
+    permutations. kind: "t2d", "swap", "bca", "cab", "last2"."""
+    s = tuple(s)
+    if kind == "t2d":
+        _need_rank(s, 2, 2)
+        return (1, s[0], s[1], 1)
+    if kind == "swap":
+        d = operator.index(depth)
+        if d < 0:
+            raise ShapeError(f"depth must be >= 0, got {d}")
+        if d + 1 >= len(s):  # identity copy (seed convention)
+            return (1, 1, 1, math.prod(s))
+        return (math.prod(s[:d]), s[d], s[d + 1], math.prod(s[d + 2:]))
+    _need_rank(s, 3, 3)
+    if kind == "bca":  # (a, b, c) -> (b, c, a): swap a with the (b, c) block
+        return (1, s[0], s[1] * s[2], 1)
+    if kind == "cab":  # (a, b, c) -> (c, a, b): swap the (a, b) block with c
+        return (1, s[0] * s[1], s[2], 1)
+    if kind == "last2":
+        return (s[0], s[1], s[2], 1)
+    raise ShapeError(f"unknown permutation kind {kind!r}")
+
+
+def reduce_axis_back(g, shape, axis):
+    """Output shape of reduce_axis_backward: `shape`, whose reduction over `axis` must be g."""
+    shape = tuple(int(d) for d in shape)
+    want = reduce(shape, axis)
+    if tuple(g) != want:
+        raise ShapeError(f"gradient shape {tuple(g)} does not match {want}, the reduction of "
+                         f"{shape} over axis {axis}")
+    return shape
+
+
+def reduce_max_back(x, y, g, axis):
+    """dx of reduce_max: x's shape; y and g must be x reduced over `axis`."""
+    want = reduce(x, axis)
+    if tuple(y) != want or tuple(g) != want:
+        raise ShapeError(f"y {tuple(y)} and grad {tuple(g)} must both be {want}, the reduction "
+                         f"of {tuple(x)} over axis {axis}")
+    return tuple(x)
+
+
+def softmax_rows(s):
+    """Rows of a softmax input (leading axes folded); the last axis must be non-empty."""
+    nonempty_last(s)
+    return math.prod(s[:-1])
+
+
+def masked_softmax(s, mask):
+    """x's shape; mask (boolean, or None for no mask) must have x's shape or x's last-2 shape."""
+    nonempty_last(s)
+    if mask is None:
+        return tuple(s)
+    m = tuple(mask.shape)
+    if m == tuple(s):
+        return tuple(s)
+    if len(s) >= 2 and m == tuple(s[-2:]):
+        return tuple(s)
+    want = f"{tuple(s)}" + (f" or {tuple(s[-2:])}" if len(s) >= 2 else "")
+    raise ShapeError(f"mask shape {m} must be {want}")
+
+
+def mask_rows(s, mask):
+    """Rows the mask holds (the kernel reads mask row r % mask_rows); 0 when there is no mask."""
+    if mask is None:
+        return 0
+    return math.prod(mask.shape[:-1]) if len(mask.shape) else 1
+
+
 # -------------------------------------------------------------------- end of section: reduce_views

@@ -59,6 +59,35 @@ int tl_broadcast_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
     return TL_OK;
 }
 
+/* sum_to: the adjoint of broadcast_to, used by the tape for every broadcast binary op.
+ *
+ * The (big) input shape is right-aligned with the target; axes of size 1 in the input are
+ * dropped and neighbouring axes of the same kind (kept: target == input, summed: target 1) are
+ * merged, leaving at most a few alternating groups. The recursion below walks x in row-major
+ * order with pointer arithmetic only (no per-element division); every output element sums its
+ * sources in increasing x index, a fixed order whatever the thread count. */
+#define SUMTO_MAXG 64
+
+typedef struct {
+    int g;                    /* number of groups */
+    int64_t size[SUMTO_MAXG]; /* group extent */
+    int kept[SUMTO_MAXG];     /* 1: the axis survives in y; 0: it is summed */
+    int64_t xs[SUMTO_MAXG];   /* x stride of the group */
+    int64_t ys[SUMTO_MAXG];   /* y stride (0 for summed groups) */
+} sumto_plan;
+
+static void sumto_rec(const sumto_plan *p, int lev, const float *X, float *Y) {
+    int64_t d = p->size[lev];
+    if (lev == p->g - 1) {
+        if (p->kept[lev]) for (int64_t i = 0; i < d; i++) Y[i] += X[i];
+        else Y[0] += (float)tl_sum_f32_block(X, d);
+        return;
+    }
+    for (int64_t i = 0; i < d; i++) sumto_rec(p, lev + 1, X + i * p->xs[lev], Y + i * p->ys[lev]);
+}
+
+TL_HIDDEN int tl_stub_sum_fixed(const char *op, const float *x, int64_t n, double *out);
+
 int tl_sum_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
               const int64_t *out_dims, int64_t out_len) {
     /* x has the broadcast (big) shape in_dims, y the target shape out_dims */
@@ -66,8 +95,121 @@ int tl_sum_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
     TL_TRY(bcast_strides("sum_to", y, x, out_dims, out_len, in_dims, in_len, stride, &n));
     int64_t m = tl_buf_size(y);
     float *Y = y->data; const float *X = x->data;
+    if (m == 0) return TL_OK;
+    if (n == m) { memcpy(Y, X, (size_t)n * sizeof(float)); return TL_OK; }
+    if (m == 1 || n == 0) { /* everything sums into one element (or nothing flows) */
+        double s = 0.0;
+        if (n) TL_TRY(tl_stub_sum_fixed("sum_to", X, n, &s));
+        for (int64_t i = 0; i < m; i++) Y[i] = (float)s;
+        return TL_OK;
+    }
+    /* build the merged groups, outermost first */
+    sumto_plan p = {0};
+    int64_t tmp_size[64], tmp_kept[64]; int ng = 0;
+    for (int64_t k = in_len - 1; k >= 0; k--) { /* innermost first, reversed below */
+        int64_t d = in_dims[k];
+        if (d == 1) continue;
+        int kept = stride[k] != 0;
+        if (ng && tmp_kept[ng - 1] == kept) tmp_size[ng - 1] *= d;
+        else { tmp_size[ng] = d; tmp_kept[ng] = kept; ng++; }
+    }
+    p.g = ng;
+    int64_t xs = 1, ys = 1;
+    for (int q = 0; q < ng; q++) { /* q counts from the innermost group */
+        int lev = ng - 1 - q;
+        p.size[lev] = tmp_size[q];
+        p.kept[lev] = (int)tmp_kept[q];
+        p.xs[lev] = xs;
+        p.ys[lev] = tmp_kept[q] ? ys : 0;
+        xs *= tmp_size[q];
+        if (tmp_kept[q]) ys *= tmp_size[q];
+    }
+    /* a group's x step is the product of the groups inside it; its y step counts kept ones */
     for (int64_t i = 0; i < m; i++) Y[i] = 0.0f;
-    /* sequential in x's row-major order: every y element sums its sources in index order */
-    for (int64_t o = 0; o < n; o++) Y[src_offset(o, in_dims, stride, in_len)] += X[o];
+    if (p.kept[0]) {
+        /* outermost group kept: its slices write disjoint outputs */
+#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
+        for (int64_t i = 0; i < p.size[0]; i++)
+            sumto_rec(&p, 1, X + i * p.xs[0], Y + i * p.ys[0]);
+    } else if (p.g == 2) {
+        /* (R, K) -> (K): column sums, parallel over column chunks, rows in order */
+        int64_t R = p.size[0], K = p.size[1], CH = 2048, nch = (K + CH - 1) / CH;
+#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
+        for (int64_t c = 0; c < nch; c++) {
+            int64_t k0 = c * CH, w = K - k0 < CH ? K - k0 : CH;
+            for (int64_t r = 0; r < R; r++) {
+                const float *xr = X + r * K + k0;
+                float *yr = Y + k0;
+                for (int64_t i = 0; i < w; i++) yr[i] += xr[i];
+            }
+        }
+    } else {
+        sumto_rec(&p, 0, X, Y);
+    }
     return TL_OK;
+}
+
+/* ------------------------------------------------------------------ permutations
+ * Every permutation op here is a block swap y[o, b, a, i] = x[o, a, b, i] with geom =
+ * (outer, A, B, inner) from shapes.swap_geom. inner > 1 copies contiguous runs; inner == 1 is a
+ * batched 2-D transpose done in 32 x 32 tiles so both sides stay in cache. */
+static int swap_blocks(const char *op, tl_buf x, tl_buf y, const int64_t *geom, int64_t glen) {
+    if (glen != 4)
+        return tl_fail(TL_E_ARG, "%s: expected 4 layout numbers (outer, A, B, inner), got %lld", op,
+                       (long long)glen);
+    int64_t O = geom[0], A = geom[1], B = geom[2], I = geom[3], t1, t2, n;
+    if (O < 0 || A < 0 || B < 0 || I < 0)
+        return tl_fail(TL_E_SHAPE, "%s: negative layout (%lld, %lld, %lld, %lld)", op,
+                       (long long)O, (long long)A, (long long)B, (long long)I);
+    TL_TRY(tl_checked_mul(op, O, A, &t1));
+    TL_TRY(tl_checked_mul(op, t1, B, &t2));
+    TL_TRY(tl_checked_mul(op, t2, I, &n));
+    TL_CHECK(op, x, n);
+    TL_CHECK(op, y, n);
+    if (n == 0) return TL_OK;
+    const float *X = x->data; float *Y = y->data;
+    if (A == 1 || B == 1) { memcpy(Y, X, (size_t)n * sizeof(float)); return TL_OK; }
+    if (I > 1) {
+#pragma omp parallel for collapse(2) schedule(static) if (n > TL_PAR_MIN)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t a = 0; a < A; a++)
+                    memcpy(Y + ((o * B + b) * A + a) * I, X + ((o * A + a) * B + b) * I,
+                           (size_t)I * sizeof(float));
+        return TL_OK;
+    }
+    const int64_t T = 32;
+    int64_t ta = (A + T - 1) / T, tb = (B + T - 1) / T;
+#pragma omp parallel for collapse(3) schedule(static) if (n > TL_PAR_MIN)
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t bt = 0; bt < tb; bt++)
+            for (int64_t at = 0; at < ta; at++) {
+                const float *xo = X + o * A * B;
+                float *yo = Y + o * A * B;
+                int64_t a1 = (at + 1) * T < A ? (at + 1) * T : A;
+                int64_t b1 = (bt + 1) * T < B ? (bt + 1) * T : B;
+                for (int64_t b = bt * T; b < b1; b++)
+                    for (int64_t a = at * T; a < a1; a++) yo[b * A + a] = xo[a * B + b];
+            }
+    return TL_OK;
+}
+
+int tl_transpose2d(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return swap_blocks("transpose2d", x, y, geom, geom_len);
+}
+
+int tl_swap_adjacent(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return swap_blocks("swap_adjacent", x, y, geom, geom_len);
+}
+
+int tl_permute3d_bca(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return swap_blocks("permute3d_bca", x, y, geom, geom_len);
+}
+
+int tl_permute3d_cab(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return swap_blocks("permute3d_cab", x, y, geom, geom_len);
+}
+
+int tl_swap_last2(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return swap_blocks("swap_last2", x, y, geom, geom_len);
 }

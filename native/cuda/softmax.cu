@@ -1,0 +1,211 @@
+// softmax.cu (CUDA): softmax, log_softmax, masked softmax over the last axis and the two
+// backward kernels. Leading axes are folded into rows; a row is handled by a group of G threads
+// (a warp for rows up to 1024 columns, a 256-thread block beyond). The forward makes one pass
+// for the row statistics with an online (max, sum of exp) pair per thread, combined by a fixed
+// shuffle tree, then one pass writing the outputs; all reductions are fixed-order (no atomics).
+#include "common.cuh"
+#include <math.h>
+
+namespace {
+
+struct Stat {
+    float m, s;  // running max and sum of exp(v - m) over the allowed entries seen
+};
+
+__device__ __forceinline__ Stat stat_add(Stat a, float v) {
+    if (v != v) {
+        a.m = v;  // NaN poisons the row
+        a.s = v;
+    } else if (v > a.m) {
+        a.s = (a.m == -INFINITY ? 0.0f : a.s * expf(a.m - v)) + 1.0f;
+        a.m = v;
+    } else if (v != -INFINITY) {
+        a.s += expf(v - a.m);
+    }
+    return a;
+}
+
+__device__ __forceinline__ Stat stat_merge(Stat a, Stat b) {
+    float m = fmaxf(a.m, b.m);
+    if (a.m != a.m || b.m != b.m) return Stat{NAN, NAN};
+    if (m == -INFINITY) return Stat{m, 0.0f};
+    float s = (a.m == -INFINITY ? 0.0f : a.s * expf(a.m - m)) +
+              (b.m == -INFINITY ? 0.0f : b.s * expf(b.m - m));
+    return Stat{m, s};
+}
+
+template <int G>
+__device__ __forceinline__ Stat group_stat(Stat v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        Stat w{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
+        v = stat_merge(v, w);
+    }
+    if (G == 32) return v;
+    __shared__ float shm[32], shs[32];
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    __syncthreads();
+    if (l == 0) { shm[w] = v.m; shs[w] = v.s; }
+    __syncthreads();
+    Stat r{shm[0], shs[0]};
+    for (int k = 1; k < G / 32; k++) r = stat_merge(r, Stat{shm[k], shs[k]});
+    return r;
+}
+
+template <int G>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (G == 32) return v;
+    __shared__ float sh[32];
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    __syncthreads();
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    float r = sh[0];
+    for (int k = 1; k < G / 32; k++) r += sh[k];
+    return r;
+}
+
+// KIND: 0 softmax, 1 log_softmax, 2 masked softmax (mask row r % mask_rows; NULL = all allowed)
+template <int G, int KIND>
+__global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict__ mask,
+                            float *__restrict__ y, int64_t rows, int64_t cols, int64_t mask_rows) {
+    int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    int lane = threadIdx.x % G;
+    bool ok = row < rows;  // whole groups agree, so the group reductions stay convergent
+    const float *xr = x + (ok ? row : 0) * cols;
+    float *yr = y + (ok ? row : 0) * cols;
+    const float *mr = (KIND == 2 && mask) ? mask + ((ok ? row : 0) % mask_rows) * cols : nullptr;
+    Stat st{-INFINITY, 0.0f};
+    if (ok)
+        for (int64_t k = lane; k < cols; k += G)
+            if (KIND != 2 || !mr || mr[k] != 0.0f) st = stat_add(st, xr[k]);
+    st = group_stat<G>(st);
+    if (!ok) return;
+    if (KIND == 2 && !(st.s > 0.0f)) {  // nothing allowed (or degenerate): the row is all 0
+        for (int64_t k = lane; k < cols; k += G) yr[k] = 0.0f;
+        return;
+    }
+    if (KIND == 1) {
+        float ls = logf(st.s);
+        for (int64_t k = lane; k < cols; k += G) yr[k] = (xr[k] - st.m) - ls;
+    } else {
+        float inv = 1.0f / st.s;
+        for (int64_t k = lane; k < cols; k += G) {
+            bool allowed = KIND != 2 || !mr || mr[k] != 0.0f;
+            yr[k] = allowed ? expf(xr[k] - st.m) * inv : 0.0f;
+        }
+    }
+}
+
+// LOG: 0 softmax (dx = y (g - sum g y)), 1 log_softmax (dx = g - exp(y) sum g)
+template <int G, int LOG>
+__global__ void softmax_bwd(const float *__restrict__ y, const float *__restrict__ g,
+                            float *__restrict__ dx, int64_t rows, int64_t cols) {
+    int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    int lane = threadIdx.x % G;
+    bool ok = row < rows;
+    const float *yr = y + (ok ? row : 0) * cols, *gr = g + (ok ? row : 0) * cols;
+    float *dr = dx + (ok ? row : 0) * cols;
+    float acc = 0.0f;
+    if (ok)
+        for (int64_t k = lane; k < cols; k += G) acc += LOG ? gr[k] : gr[k] * yr[k];
+    float s = group_sum<G>(acc);
+    if (!ok) return;
+    for (int64_t k = lane; k < cols; k += G)
+        dr[k] = LOG ? gr[k] - expf(yr[k]) * s : yr[k] * (gr[k] - s);
+}
+
+int rows_check(const char *op, int64_t rows, int64_t cols, int64_t *n) {
+    if (rows < 0 || cols <= 0)
+        return tl_fail(TL_E_SHAPE, "%s: expected rows >= 0 and a non-empty last axis, got rows %lld, cols %lld",
+                       op, (long long)rows, (long long)cols);
+    return tl_checked_mul(op, rows, cols, n);
+}
+
+unsigned group_blocks(int64_t rows, int G) { return (unsigned)((rows * G + TL_THREADS - 1) / TL_THREADS); }
+
+template <int KIND>
+int launch_fwd(const char *op, const float *x, const float *mask, float *y, int64_t rows,
+               int64_t cols, int64_t mask_rows) {
+    if (rows == 0) return TL_OK;
+    cudaStream_t st = tl_stream();
+    if (cols <= 1024)
+        softmax_fwd<32, KIND><<<group_blocks(rows, 32), TL_THREADS, 0, st>>>(x, mask, y, rows, cols, mask_rows);
+    else
+        softmax_fwd<256, KIND><<<group_blocks(rows, 256), TL_THREADS, 0, st>>>(x, mask, y, rows, cols, mask_rows);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+template <int LOG>
+int launch_bwd(const char *op, const float *y, const float *g, float *dx, int64_t rows, int64_t cols) {
+    if (rows == 0) return TL_OK;
+    cudaStream_t st = tl_stream();
+    if (cols <= 1024)
+        softmax_bwd<32, LOG><<<group_blocks(rows, 32), TL_THREADS, 0, st>>>(y, g, dx, rows, cols);
+    else
+        softmax_bwd<256, LOG><<<group_blocks(rows, 256), TL_THREADS, 0, st>>>(y, g, dx, rows, cols);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+}  // namespace
+
+extern "C" int tl_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    int64_t n;
+    TL_TRY(rows_check("softmax", rows, cols, &n));
+    TL_CHECK("softmax", x, n);
+    TL_CHECK("softmax", y, n);
+    return launch_fwd<0>("softmax", x->data, nullptr, y->data, rows, cols, 1);
+}
+
+extern "C" int tl_log_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    int64_t n;
+    TL_TRY(rows_check("log_softmax", rows, cols, &n));
+    TL_CHECK("log_softmax", x, n);
+    TL_CHECK("log_softmax", y, n);
+    return launch_fwd<1>("log_softmax", x->data, nullptr, y->data, rows, cols, 1);
+}
+
+extern "C" int tl_masked_softmax(tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t cols,
+                                 int64_t mask_rows) {
+    const char *op = "masked_softmax";
+    int64_t n, mn;
+    TL_TRY(rows_check(op, rows, cols, &n));
+    TL_CHECK(op, x, n);
+    TL_CHECK(op, y, n);
+    if (mask_rows < 0 || (mask_rows == 0) != (mask == NULL))
+        return tl_fail(TL_E_ARG, "%s: mask_rows %lld does not match a %s mask", op,
+                       (long long)mask_rows, mask ? "present" : "missing");
+    if (mask) {
+        if (rows % mask_rows)
+            return tl_fail(TL_E_SHAPE, "%s: %lld rows are not a multiple of the mask's %lld rows",
+                           op, (long long)rows, (long long)mask_rows);
+        TL_TRY(tl_checked_mul(op, mask_rows, cols, &mn));
+        TL_CHECK(op, mask, mn);
+    }
+    return launch_fwd<2>(op, x->data, mask ? mask->data : nullptr, y->data, rows, cols,
+                         mask ? mask_rows : 1);
+}
+
+extern "C" int tl_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
+    const char *op = "softmax_backward";
+    int64_t n;
+    TL_TRY(rows_check(op, rows, cols, &n));
+    TL_CHECK(op, y, n);
+    TL_CHECK(op, g, n);
+    TL_CHECK(op, dx, n);
+    return launch_bwd<0>(op, y->data, g->data, dx->data, rows, cols);
+}
+
+extern "C" int tl_log_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
+    const char *op = "log_softmax_backward";
+    int64_t n;
+    TL_TRY(rows_check(op, rows, cols, &n));
+    TL_CHECK(op, y, n);
+    TL_CHECK(op, g, n);
+    TL_CHECK(op, dx, n);
+    return launch_bwd<1>(op, y->data, g->data, dx->data, rows, cols);
+}

@@ -1,0 +1,246 @@
+// views.cu (CUDA): broadcast_to, its adjoint sum_to, and the permutation ops.
+//
+// Broadcasting is planned on the host: the input is right-aligned with the output, size-1 axes of
+// the big shape are dropped and neighbouring axes of the same kind (kept or broadcast) merged, so
+// kernels see at most a few groups. sum_to runs as a chain of axis reductions (tl_cuda_axis_sum in
+// reduce.cu), one per summed group, innermost first: every pass is coalesced, and in
+// deterministic mode every pass is fixed-order, so the chain is bit-reproducible.
+// Every permutation op is a block swap y[o, b, a, i] = x[o, a, b, i] (geom from
+// shapes.swap_geom): a 32 x 32 shared-memory tile transpose when inner == 1, a row copy otherwise.
+#include "common.cuh"
+
+extern "C" TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t outer,
+                                          int64_t len, int64_t inner, int mean);
+
+namespace {
+
+constexpr int MAXG = 16;
+
+struct Plan {
+    int g;                 // groups, outermost first
+    int64_t size[MAXG];    // group extent in the big shape
+    int64_t sstride[MAXG]; // stride in the small tensor (0 for broadcast groups)
+    int kept[MAXG];
+};
+
+// big = broadcast shape, small = the other side (target of sum_to / input of broadcast_to)
+int make_plan(const char *op, tl_buf small, tl_buf big, const int64_t *sd, int64_t sr,
+              const int64_t *bd, int64_t br, Plan *p, int64_t *nbig, int64_t *nsmall) {
+    if (sr > br)
+        return tl_fail(TL_E_SHAPE, "%s: rank %lld cannot broadcast to rank %lld", op, (long long)sr,
+                       (long long)br);
+    int64_t ns = 1, nb = 1;
+    for (int64_t k = 0; k < sr; k++) {
+        if (sd[k] < 0) return tl_fail(TL_E_SHAPE, "%s: negative dimension", op);
+        ns *= sd[k];
+    }
+    for (int64_t k = 0; k < br; k++) {
+        if (bd[k] < 0) return tl_fail(TL_E_SHAPE, "%s: negative dimension", op);
+        nb *= bd[k];
+    }
+    TL_CHECK(op, small, ns);
+    TL_CHECK(op, big, nb);
+    int64_t tsz[64], tk[64];
+    int ng = 0;
+    for (int64_t k = br - 1; k >= 0; k--) {  // innermost first
+        int64_t ik = k - (br - sr);
+        int64_t s = ik < 0 ? 1 : sd[ik];
+        if (s != bd[k] && s != 1)
+            return tl_fail(TL_E_SHAPE, "%s: axis of size %lld cannot broadcast to %lld", op,
+                           (long long)s, (long long)bd[k]);
+        if (bd[k] == 1) continue;
+        int kept = s != 1;
+        if (ng && tk[ng - 1] == kept) tsz[ng - 1] *= bd[k];
+        else {
+            if (ng == MAXG)
+                return tl_fail(TL_E_UNSUPPORTED, "%s: more than %d alternating broadcast groups", op, MAXG);
+            tsz[ng] = bd[k]; tk[ng] = kept; ng++;
+        }
+    }
+    p->g = ng;
+    int64_t ss = 1;
+    for (int q = 0; q < ng; q++) {
+        int lev = ng - 1 - q;
+        p->size[lev] = tsz[q];
+        p->kept[lev] = (int)tk[q];
+        p->sstride[lev] = tk[q] ? ss : 0;
+        if (tk[q]) ss *= tsz[q];
+    }
+    *nbig = nb;
+    *nsmall = ns;
+    return TL_OK;
+}
+
+__global__ void broadcast_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t n, Plan p) {
+    TL_GRID_STRIDE(t, n) {
+        int64_t r = t, off = 0;
+        for (int q = p.g - 1; q >= 0; q--) {
+            int64_t c = r % p.size[q];
+            r /= p.size[q];
+            off += c * p.sstride[q];
+        }
+        y[t] = x[off];
+    }
+}
+
+}  // namespace
+
+extern "C" int tl_broadcast_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
+                               const int64_t *out_dims, int64_t out_len) {
+    const char *op = "broadcast_to";
+    Plan p;
+    int64_t n, m;
+    TL_TRY(make_plan(op, x, y, in_dims, in_len, out_dims, out_len, &p, &n, &m));
+    if (n == 0) return TL_OK;
+    cudaStream_t st = tl_stream();
+    if (n == m) {
+        TL_CUDA_TRY(op, cudaMemcpyAsync(y->data, x->data, (size_t)n * sizeof(float),
+                                        cudaMemcpyDeviceToDevice, st));
+        return TL_OK;
+    }
+    broadcast_kernel<<<tl_blocks(n), TL_THREADS, 0, st>>>(x->data, y->data, n, p);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+extern "C" int tl_sum_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
+                         const int64_t *out_dims, int64_t out_len) {
+    const char *op = "sum_to";
+    Plan p;
+    int64_t n, m;
+    TL_TRY(make_plan(op, y, x, out_dims, out_len, in_dims, in_len, &p, &n, &m));
+    if (m == 0) return TL_OK;
+    cudaStream_t st = tl_stream();
+    if (n == 0) {
+        TL_CUDA_TRY(op, cudaMemsetAsync(y->data, 0, (size_t)m * sizeof(float), st));
+        return TL_OK;
+    }
+    if (n == m) {
+        TL_CUDA_TRY(op, cudaMemcpyAsync(y->data, x->data, (size_t)n * sizeof(float),
+                                        cudaMemcpyDeviceToDevice, st));
+        return TL_OK;
+    }
+    // groups as a working list; reduce summed groups innermost first
+    int g = p.g;
+    int64_t size[MAXG];
+    int kept[MAXG];
+    int summed = 0;
+    for (int q = 0; q < g; q++) { size[q] = p.size[q]; kept[q] = p.kept[q]; summed += !kept[q]; }
+    const float *cur = x->data;
+    float *owned = nullptr;
+    int64_t curn = n;
+    for (int q = g - 1; q >= 0; q--) {
+        if (kept[q]) continue;
+        int64_t outer = 1, inner = 1;
+        for (int k = 0; k < q; k++) outer *= size[k];
+        for (int k = q + 1; k < g; k++) inner *= size[k];
+        int64_t outn = curn / size[q];
+        summed--;
+        float *dst = y->data;
+        if (summed > 0) {
+            int st2 = tl_scratch(op, (size_t)outn * sizeof(float), (void **)&dst);
+            if (st2) { if (owned) tl_scratch_free(owned); return st2; }
+        }
+        int rs = tl_cuda_axis_sum(op, cur, dst, outer, size[q], inner, 0);
+        if (owned) tl_scratch_free(owned);
+        owned = summed > 0 ? dst : nullptr;
+        if (rs) { if (owned) tl_scratch_free(owned); return rs; }
+        cur = dst;
+        curn = outn;
+        // drop group q from the list
+        for (int k = q; k < g - 1; k++) { size[k] = size[k + 1]; kept[k] = kept[k + 1]; }
+        g--;
+    }
+    return TL_OK;
+}
+
+// ------------------------------------------------------------------ permutations
+namespace {
+
+constexpr int TILE = 32;
+
+// y[o, b, a] = x[o, a, b]: one 32 x 32 tile per block step (block 32 x 8), grid-stride over tiles
+__global__ void transpose_tiles(const float *__restrict__ x, float *__restrict__ y, int64_t O,
+                                int64_t A, int64_t B) {
+    __shared__ float tile[TILE][TILE + 1];
+    int64_t ta = (A + TILE - 1) / TILE, tb = (B + TILE - 1) / TILE, tiles = O * ta * tb;
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int64_t o = t / (ta * tb), r = t % (ta * tb), a0 = (r / tb) * TILE, b0 = (r % tb) * TILE;
+        const float *xo = x + o * A * B;
+        float *yo = y + o * A * B;
+        for (int k = threadIdx.y; k < TILE; k += blockDim.y) {
+            int64_t a = a0 + k, b = b0 + threadIdx.x;
+            if (a < A && b < B) tile[k][threadIdx.x] = xo[a * B + b];
+        }
+        __syncthreads();
+        for (int k = threadIdx.y; k < TILE; k += blockDim.y) {
+            int64_t b = b0 + k, a = a0 + threadIdx.x;
+            if (a < A && b < B) yo[b * A + a] = tile[threadIdx.x][k];
+        }
+        __syncthreads();
+    }
+}
+
+// inner > 1: y[o, b, a, i] = x[o, a, b, i], one thread per output element
+__global__ void swap_rows(const float *__restrict__ x, float *__restrict__ y, int64_t n, int64_t A,
+                          int64_t B, int64_t I) {
+    TL_GRID_STRIDE(t, n) {
+        int64_t i = t % I, r = t / I;
+        int64_t a = r % A; r /= A;
+        int64_t b = r % B, o = r / B;
+        y[t] = x[((o * A + a) * B + b) * I + i];
+    }
+}
+
+int swap_blocks(const char *op, tl_buf x, tl_buf y, const int64_t *geom, int64_t glen) {
+    if (glen != 4)
+        return tl_fail(TL_E_ARG, "%s: expected 4 layout numbers (outer, A, B, inner), got %lld", op,
+                       (long long)glen);
+    int64_t O = geom[0], A = geom[1], B = geom[2], I = geom[3], t1, t2, n;
+    if (O < 0 || A < 0 || B < 0 || I < 0)
+        return tl_fail(TL_E_SHAPE, "%s: negative layout (%lld, %lld, %lld, %lld)", op,
+                       (long long)O, (long long)A, (long long)B, (long long)I);
+    TL_TRY(tl_checked_mul(op, O, A, &t1));
+    TL_TRY(tl_checked_mul(op, t1, B, &t2));
+    TL_TRY(tl_checked_mul(op, t2, I, &n));
+    TL_CHECK(op, x, n);
+    TL_CHECK(op, y, n);
+    if (n == 0) return TL_OK;
+    cudaStream_t st = tl_stream();
+    if (A == 1 || B == 1) {
+        TL_CUDA_TRY(op, cudaMemcpyAsync(y->data, x->data, (size_t)n * sizeof(float),
+                                        cudaMemcpyDeviceToDevice, st));
+        return TL_OK;
+    }
+    if (I == 1) {
+        int64_t tiles = O * ((A + TILE - 1) / TILE) * ((B + TILE - 1) / TILE);
+        unsigned blocks = (unsigned)(tiles < 65535 * 16 ? tiles : 65535 * 16);
+        transpose_tiles<<<blocks, dim3(TILE, 8), 0, st>>>(x->data, y->data, O, A, B);
+    } else {
+        swap_rows<<<tl_blocks(n), TL_THREADS, 0, st>>>(x->data, y->data, n, A, B, I);
+    }
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+}  // namespace
+
+extern "C" int tl_transpose2d(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return swap_blocks("transpose2d", x, y, geom, geom_len);
+}
+
+extern "C" int tl_swap_adjacent(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return swap_blocks("swap_adjacent", x, y, geom, geom_len);
+}
+
+extern "C" int tl_permute3d_bca(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return swap_blocks("permute3d_bca", x, y, geom, geom_len);
+}
+
+extern "C" int tl_permute3d_cab(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return swap_blocks("permute3d_cab", x, y, geom, geom_len);
+}
+
+extern "C" int tl_swap_last2(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return swap_blocks("swap_last2", x, y, geom, geom_len);
+}

@@ -1,0 +1,121 @@
+/* softmax.c (stub): softmax, log_softmax, masked softmax over the last axis and their
+ * backward kernels. Leading axes are folded into rows; rows run in parallel (independent
+ * outputs), and each row is computed in a fixed order, so results do not depend on threads.
+ * Stable forms: exp(x - rowmax); log_softmax directly as (x - max) - log(sum exp(x - max)). */
+#include <math.h>
+#include "stub.h"
+
+static int rows_check(const char *op, int64_t rows, int64_t cols, int64_t *n) {
+    if (rows < 0 || cols <= 0)
+        return tl_fail(TL_E_SHAPE, "%s: expected rows >= 0 and a non-empty last axis, got rows %lld, cols %lld",
+                       op, (long long)rows, (long long)cols);
+    return tl_checked_mul(op, rows, cols, n);
+}
+
+static inline float row_max(const float *x, int64_t c) {
+    float m = x[0];
+    for (int64_t j = 1; j < c; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+/* sum of a row in the fixed 8-lane order of tl_sum_f32_block, in float */
+static inline float row_sum(const float *x, int64_t c) { return (float)tl_sum_f32_block(x, c); }
+
+int tl_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    int64_t n;
+    TL_TRY(rows_check("softmax", rows, cols, &n));
+    TL_CHECK("softmax", x, n); TL_CHECK("softmax", y, n);
+    const float *X = x->data; float *Y = y->data;
+#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = X + r * cols; float *yr = Y + r * cols;
+        float m = row_max(xr, cols);
+        for (int64_t j = 0; j < cols; j++) yr[j] = expf(xr[j] - m);
+        float inv = 1.0f / row_sum(yr, cols);
+        for (int64_t j = 0; j < cols; j++) yr[j] *= inv;
+    }
+    return TL_OK;
+}
+
+int tl_log_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    int64_t n;
+    TL_TRY(rows_check("log_softmax", rows, cols, &n));
+    TL_CHECK("log_softmax", x, n); TL_CHECK("log_softmax", y, n);
+    const float *X = x->data; float *Y = y->data;
+#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = X + r * cols; float *yr = Y + r * cols;
+        float m = row_max(xr, cols);
+        for (int64_t j = 0; j < cols; j++) yr[j] = expf(xr[j] - m); /* scratch: the exps */
+        float ls = logf(row_sum(yr, cols));
+        for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - m) - ls;
+    }
+    return TL_OK;
+}
+
+int tl_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
+    int64_t n;
+    TL_TRY(rows_check("softmax_backward", rows, cols, &n));
+    TL_CHECK("softmax_backward", y, n); TL_CHECK("softmax_backward", g, n);
+    TL_CHECK("softmax_backward", dx, n);
+    const float *Yv = y->data, *G = g->data; float *D = dx->data;
+#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *yr = Yv + r * cols, *gr = G + r * cols; float *dr = D + r * cols;
+        for (int64_t j = 0; j < cols; j++) dr[j] = gr[j] * yr[j];
+        float s = row_sum(dr, cols);
+        for (int64_t j = 0; j < cols; j++) dr[j] = yr[j] * (gr[j] - s);
+    }
+    return TL_OK;
+}
+
+int tl_log_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
+    int64_t n;
+    TL_TRY(rows_check("log_softmax_backward", rows, cols, &n));
+    TL_CHECK("log_softmax_backward", y, n); TL_CHECK("log_softmax_backward", g, n);
+    TL_CHECK("log_softmax_backward", dx, n);
+    const float *Yv = y->data, *G = g->data; float *D = dx->data;
+#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *yr = Yv + r * cols, *gr = G + r * cols; float *dr = D + r * cols;
+        float s = row_sum(gr, cols);
+        for (int64_t j = 0; j < cols; j++) dr[j] = gr[j] - expf(yr[j]) * s;
+    }
+    return TL_OK;
+}
+
+/* mask: 0/1 floats of mask_rows x cols (row r of x reads mask row r % mask_rows), or NULL with
+ * mask_rows == 0 for no mask. Blocked entries are exactly 0; a row with nothing allowed is 0. */
+int tl_masked_softmax(tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t cols, int64_t mask_rows) {
+    const char *op = "masked_softmax";
+    int64_t n, mn = 0;
+    TL_TRY(rows_check(op, rows, cols, &n));
+    TL_CHECK(op, x, n); TL_CHECK(op, y, n);
+    if (mask_rows < 0 || (mask_rows == 0) != (mask == NULL))
+        return tl_fail(TL_E_ARG, "%s: mask_rows %lld does not match a %s mask", op,
+                       (long long)mask_rows, mask ? "present" : "missing");
+    if (mask) {
+        if (rows % mask_rows)
+            return tl_fail(TL_E_SHAPE, "%s: %lld rows are not a multiple of the mask's %lld rows",
+                           op, (long long)rows, (long long)mask_rows);
+        TL_TRY(tl_checked_mul(op, mask_rows, cols, &mn));
+        TL_CHECK(op, mask, mn);
+    }
+    const float *X = x->data, *M = mask ? mask->data : NULL; float *Y = y->data;
+#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = X + r * cols; float *yr = Y + r * cols;
+        const float *mr = M ? M + (r % mask_rows) * cols : NULL;
+        float m = -INFINITY; int any = 0;
+        for (int64_t j = 0; j < cols; j++)
+            if (!mr || mr[j] != 0.0f) { any = 1; m = xr[j] > m ? xr[j] : m; }
+        if (!any) { for (int64_t j = 0; j < cols; j++) yr[j] = 0.0f; continue; }
+        for (int64_t j = 0; j < cols; j++)
+            yr[j] = (!mr || mr[j] != 0.0f) ? expf(xr[j] - m) : 0.0f;
+        float s = row_sum(yr, cols);
+        if (!(s > 0.0f)) { for (int64_t j = 0; j < cols; j++) yr[j] = 0.0f; continue; }
+        float inv = 1.0f / s;
+        for (int64_t j = 0; j < cols; j++) yr[j] *= inv;
+    }
+    return TL_OK;
+}

@@ -1,0 +1,118 @@
+"""Softmax family beyond the registry cases: bad inputs, masks, stability, batch folding."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference
+import torchlean as tl
+from torchlean._generated import ops
+from torchlean.buffer import AnyBuffer
+
+
+def _buf(a):
+    return AnyBuffer.from_numpy(np.asarray(a, np.float32))
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "masked_softmax"])
+def test_empty_last_axis_is_an_error(op):
+    t = tl.Tape()
+    x = t.leaf(np.zeros((3, 0)))
+    kw = {"mask": None} if op == "masked_softmax" else {}
+    with pytest.raises(ValueError, match=rf"{op}.*last axis.*\(3, 0\)"):
+        getattr(t, op)(x, **kw)
+    t.release()
+
+
+def test_softmax_of_scalar_is_an_error():
+    t = tl.Tape()
+    x = t.leaf(np.float64(1.0))
+    with pytest.raises(ValueError, match="softmax"):
+        t.softmax(x)
+    t.release()
+
+
+def test_mask_shape_and_dtype_errors():
+    t = tl.Tape()
+    x = t.leaf(np.zeros((2, 3, 3)))
+    with pytest.raises(ValueError, match=r"masked_softmax.*mask shape \(3, 2\).*\(2, 3, 3\)"):
+        t.masked_softmax(x, mask=np.ones((3, 2), bool))
+    with pytest.raises(TypeError, match="masked_softmax.*mask"):
+        t.masked_softmax(x, mask=np.ones((3, 3), np.float32))
+    with pytest.raises(TypeError, match="masked_softmax.*mask"):
+        t.masked_softmax(x, mask=[[1, 0, 1]] * 3)
+    t.release()
+
+
+def test_fully_blocked_rows_are_zero_and_blocked_entries_exact_zero():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 5))
+    mask = rng.uniform(size=(4, 5)) < 0.5
+    mask[2] = False
+    mask[0] = True
+    t = tl.Tape()
+    i = t.leaf(x)
+    y = t.masked_softmax(i, mask=mask)
+    got = t.value(y).to_numpy(np.float64)
+    assert np.all(got[~mask] == 0.0)
+    assert np.all(got[2] == 0.0)
+    np.testing.assert_allclose(got, reference.masked_softmax(x.astype(np.float32).astype(np.float64), mask),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[0], reference.softmax(x.astype(np.float32)[0].astype(np.float64)),
+                               rtol=1e-5)
+    g = t.backward(y, seed=rng.standard_normal((4, 5)))[i].to_numpy()
+    assert np.all(g[~mask] == 0.0) and np.all(g[2] == 0.0)
+    t.release()
+
+
+def test_attention_shaped_mask_broadcasts_over_batch():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    causal = np.tril(np.ones((4, 4), bool))
+    got = ops.masked_softmax(_buf(x), mask=causal).to_numpy()
+    for b in range(3):
+        np.testing.assert_allclose(got[b], reference.masked_softmax(x[b].astype(np.float64), causal),
+                                   rtol=1e-5, atol=1e-6)
+    full = ops.masked_softmax(_buf(x), mask=np.broadcast_to(causal, (3, 4, 4)).copy()).to_numpy()
+    np.testing.assert_array_equal(got, full)
+    none = ops.masked_softmax(_buf(x), mask=None).to_numpy()
+    np.testing.assert_array_equal(none, ops.softmax(_buf(x)).to_numpy())
+
+
+def test_stable_for_large_logits():
+    x = np.array([[1000.0, 999.0, -1000.0], [-1e30, 0.0, 1e30]], np.float32)
+    s = ops.softmax(_buf(x)).to_numpy()
+    ls = ops.log_softmax(_buf(x)).to_numpy()
+    assert np.all(np.isfinite(s)) and np.all(np.isfinite(ls))
+    np.testing.assert_allclose(s[0], reference.softmax(x[0].astype(np.float64)), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(ls[0], reference.log_softmax(x[0].astype(np.float64)), rtol=1e-5)
+    # log_softmax is computed directly: no log(0) = -inf for a tiny probability
+    assert ls[0, 2] < -1999
+
+
+def test_batch_rows_equal_single_rows():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 3, 130)).astype(np.float32)
+    for op in (ops.softmax, ops.log_softmax):
+        whole = op(_buf(x)).to_numpy()
+        for b in range(5):
+            np.testing.assert_array_equal(whole[b], op(_buf(x[b])).to_numpy())
+
+
+@pytest.mark.parametrize("cols", [1, 7, 1000, 3000])
+def test_backward_kernels_match_reference_vjp(cols):
+    rng = np.random.default_rng(cols)
+    x = rng.standard_normal((6, cols))
+    g = rng.standard_normal((6, cols))
+    xf = x.astype(np.float32).astype(np.float64)
+    gf = g.astype(np.float32).astype(np.float64)
+    t = tl.Tape()
+    i = t.leaf(x)
+    y = t.softmax(i)
+    ly = t.log_softmax(i)
+    d1 = t.backward(y, seed=g, wrt=[i])[i].to_numpy(np.float64)
+    d2 = t.backward(ly, seed=g, wrt=[i])[i].to_numpy(np.float64)
+    p = reference.softmax(xf)
+    np.testing.assert_allclose(d1, p * (gf - (gf * p).sum(-1, keepdims=True)), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(d2, gf - p * gf.sum(-1, keepdims=True), rtol=1e-4, atol=1e-5)
+    t.release()
