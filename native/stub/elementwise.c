@@ -73,7 +73,7 @@ BINARY(div, av / bv)
 BINARY(maximum, tl_maxf(av, bv))
 BINARY(minimum, tl_minf(av, bv))
 
-UNARY(relu, v > 0.0f ? v : 0.0f)
+UNARY(relu, (v > 0.0f || v != v) ? v : 0.0f) /* NaN passes through */
 UNARY(abs, fabsf(v))
 UNARY(sqrt, sqrtf(v))
 UNARY(reciprocal, 1.0f / v)
