@@ -17,16 +17,18 @@ __device__ __forceinline__ float sigmoidf_(float v) {
 __device__ __forceinline__ float softplusf_(float v) { return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v))); }
 #define GELU_K 0.7978845608f
 #define GELU_A 0.044715f
+// stagewise, each stage rounded with no FMA contraction (inventory 10.6), as the stub
 __device__ __forceinline__ float geluf_(float v) {
-    float u = GELU_K * (v + GELU_A * v * v * v);
-    float t = tanhf(u);
-    return 0.5f * v * (1.0f + t);
+    float cubic = __fmul_rn(__fmul_rn(__fmul_rn(GELU_A, v), v), v);
+    float t = tanhf(__fmul_rn(GELU_K, __fadd_rn(v, cubic)));
+    return __fmul_rn(__fmul_rn(v, __fadd_rn(1.0f, t)), 0.5f);
 }
 __device__ __forceinline__ float gelu_gradf_(float v) {
-    float u = GELU_K * (v + GELU_A * v * v * v);
-    float t = tanhf(u);
-    float du = GELU_K * (1.0f + 3.0f * GELU_A * v * v);
-    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+    float cubic = __fmul_rn(__fmul_rn(__fmul_rn(GELU_A, v), v), v);
+    float t = tanhf(__fmul_rn(GELU_K, __fadd_rn(v, cubic)));
+    float du = __fmul_rn(GELU_K, __fadd_rn(1.0f, __fmul_rn(__fmul_rn(3.0f * GELU_A, v), v)));
+    float rest = __fmul_rn(__fmul_rn(v, __fsub_rn(1.0f, __fmul_rn(t, t))), du);
+    return __fmul_rn(__fadd_rn(__fadd_rn(1.0f, t), rest), 0.5f);
 }
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }

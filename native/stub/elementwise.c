@@ -52,18 +52,19 @@ static inline float tl_softplusf(float v) {
 
 #define GELU_K 0.7978845608f
 #define GELU_A 0.044715f
-/* stagewise (inventory 10.6): u = k (x + a x^3), t = tanh(u), y = 0.5 x (1 + t) */
+/* stagewise, each stage rounded (inventory 10.6): cubic = ((c x) x) x,
+ * y = (x (1 + tanh(k (x + cubic)))) / 2 */
 static inline float tl_geluf(float v) {
-    float u = GELU_K * (v + GELU_A * v * v * v);
-    float t = tanhf(u);
-    return 0.5f * v * (1.0f + t);
+    float cubic = ((GELU_A * v) * v) * v;
+    float t = tanhf(GELU_K * (v + cubic));
+    return (v * (1.0f + t)) * 0.5f;
 }
-/* dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2) */
+/* (1 + t + (x (1 - t^2)) (k (1 + (3c x) x))) / 2 */
 static inline float tl_gelu_gradf(float v) {
-    float u = GELU_K * (v + GELU_A * v * v * v);
-    float t = tanhf(u);
-    float du = GELU_K * (1.0f + 3.0f * GELU_A * v * v);
-    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+    float cubic = ((GELU_A * v) * v) * v;
+    float t = tanhf(GELU_K * (v + cubic));
+    float du = GELU_K * (1.0f + ((3.0f * GELU_A) * v) * v);
+    return ((1.0f + t) + (v * (1.0f - t * t)) * du) * 0.5f;
 }
 
 BINARY(add, av + bv)
