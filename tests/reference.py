@@ -65,6 +65,73 @@ def sum(x):  # noqa: A001 - registry name
 
 # ==================================================================== section: elementwise
 
+def sub(a, b):
+    return a - b
+
+
+def div(a, b):
+    return a / b
+
+
+def maximum(a, b):
+    return np.maximum(a, b)
+
+
+def minimum(a, b):
+    return np.minimum(a, b)
+
+
+def scale(x, c):
+    return c * x
+
+
+def axpy(a, b, c):
+    return a + c * b
+
+
+def abs(x):  # noqa: A001 - registry name
+    return np.abs(x)
+
+
+def sqrt(x):
+    return np.sqrt(x)
+
+
+def reciprocal(x):
+    return 1.0 / x
+
+
+def exp(x):
+    return np.exp(x)
+
+
+def log(x):
+    return np.log(x)
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def tanh(x):
+    return np.tanh(x)
+
+
+def softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+def safe_log(x, eps=1e-6):
+    return np.log(np.logaddexp(0.0, x) + eps)
+
+
+def clamp(x, lo, hi):
+    return np.clip(x, lo, hi)
+
 # -------------------------------------------------------------------- end of section: elementwise
 
 

@@ -348,6 +348,12 @@ def check_scalar_like(v, n):
 
 # ==================================================================== section: elementwise
 
+def vec(n):
+    """A 1-d output of n elements (RNG kernels)."""
+    if isinstance(n, bool) or int(n) != n or n < 0:
+        raise ShapeError(f"expected a non-negative int length, got {n!r}")
+    return (int(n),)
+
 # -------------------------------------------------------------------- end of section: elementwise
 
 

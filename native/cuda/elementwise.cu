@@ -1,0 +1,179 @@
+// elementwise.cu (CUDA): pointwise kernels, mirroring native/stub/elementwise.c.
+//
+// One templated map kernel per arity: a grid-stride loop over float4 packets when every pointer
+// is 16-byte aligned (the pool's allocations are), then a scalar tail. Element i's value depends
+// only on the inputs at i, never on the grid, so results equal the stub's up to libm ulps.
+#include "common.cuh"
+
+namespace {
+
+__device__ __forceinline__ float maxf_nan(float a, float b) { return (a != a || a >= b) ? a : b; }
+__device__ __forceinline__ float minf_nan(float a, float b) { return (a != a || a <= b) ? a : b; }
+__device__ __forceinline__ float sigmoidf_(float v) {
+    if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
+    float e = expf(v);
+    return e / (1.0f + e);
+}
+__device__ __forceinline__ float softplusf_(float v) { return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v))); }
+#define GELU_K 0.7978845608f
+#define GELU_A 0.044715f
+// stagewise, each stage rounded with no FMA contraction (inventory 10.6), as the stub
+__device__ __forceinline__ float geluf_(float v) {
+    float cubic = __fmul_rn(__fmul_rn(__fmul_rn(GELU_A, v), v), v);
+    float t = tanhf(__fmul_rn(GELU_K, __fadd_rn(v, cubic)));
+    return __fmul_rn(__fmul_rn(v, __fadd_rn(1.0f, t)), 0.5f);
+}
+__device__ __forceinline__ float gelu_gradf_(float v) {
+    float cubic = __fmul_rn(__fmul_rn(__fmul_rn(GELU_A, v), v), v);
+    float t = tanhf(__fmul_rn(GELU_K, __fadd_rn(v, cubic)));
+    float du = __fmul_rn(GELU_K, __fadd_rn(1.0f, __fmul_rn(__fmul_rn(3.0f * GELU_A, v), v)));
+    float rest = __fmul_rn(__fmul_rn(v, __fsub_rn(1.0f, __fmul_rn(t, t))), du);
+    return __fmul_rn(__fadd_rn(__fadd_rn(1.0f, t), rest), 0.5f);
+}
+
+inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+template <class F>
+__global__ void map1(const float *__restrict__ x, float *__restrict__ y, int64_t n, int64_t n4, F f) {
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    float4 *y4 = reinterpret_cast<float4 *>(y);
+    TL_GRID_STRIDE(i, n4) {
+        float4 v = x4[i];
+        y4[i] = make_float4(f(v.x), f(v.y), f(v.z), f(v.w));
+    }
+    for (int64_t i = 4 * n4 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = f(x[i]);
+}
+
+template <class F>
+__global__ void map2(const float *__restrict__ a, const float *__restrict__ b, float *__restrict__ y,
+                     int64_t n, int64_t n4, F f) {
+    const float4 *a4 = reinterpret_cast<const float4 *>(a);
+    const float4 *b4 = reinterpret_cast<const float4 *>(b);
+    float4 *y4 = reinterpret_cast<float4 *>(y);
+    TL_GRID_STRIDE(i, n4) {
+        float4 u = a4[i], v = b4[i];
+        y4[i] = make_float4(f(u.x, v.x), f(u.y, v.y), f(u.z, v.z), f(u.w, v.w));
+    }
+    for (int64_t i = 4 * n4 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = f(a[i], b[i]);
+}
+
+template <class F>
+__global__ void map3(const float *__restrict__ a, const float *__restrict__ b, const float *__restrict__ c,
+                     float *__restrict__ y, int64_t n, F f) {
+    TL_GRID_STRIDE(i, n) y[i] = f(a[i], b[i], c[i]);
+}
+
+template <class F>
+int launch1(const char *op, tl_buf x, tl_buf y, int64_t n, F f) {
+    TL_CHECK(op, x, n); TL_CHECK(op, y, n);
+    if (n == 0) return TL_OK;
+    int64_t n4 = (aligned16(x->data) && aligned16(y->data)) ? n / 4 : 0;
+    map1<<<tl_blocks(n4 ? n4 : n), TL_THREADS, 0, tl_stream()>>>(x->data, y->data, n, n4, f);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+template <class F>
+int launch2(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, F f) {
+    TL_CHECK(op, a, n); TL_CHECK(op, b, n); TL_CHECK(op, y, n);
+    if (n == 0) return TL_OK;
+    int64_t n4 = (aligned16(a->data) && aligned16(b->data) && aligned16(y->data)) ? n / 4 : 0;
+    map2<<<tl_blocks(n4 ? n4 : n), TL_THREADS, 0, tl_stream()>>>(a->data, b->data, y->data, n, n4, f);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+template <class F>
+int launch3(const char *op, tl_buf a, tl_buf b, tl_buf c, tl_buf y, int64_t n, F f) {
+    TL_CHECK(op, a, n); TL_CHECK(op, b, n); TL_CHECK(op, c, n); TL_CHECK(op, y, n);
+    if (n == 0) return TL_OK;
+    map3<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(a->data, b->data, c->data, y->data, n, f);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+struct Add { __device__ float operator()(float a, float b) const { return a + b; } };
+struct Sub { __device__ float operator()(float a, float b) const { return a - b; } };
+struct Mul { __device__ float operator()(float a, float b) const { return a * b; } };
+struct Div { __device__ float operator()(float a, float b) const { return a / b; } };
+struct Max { __device__ float operator()(float a, float b) const { return maxf_nan(a, b); } };
+struct Min { __device__ float operator()(float a, float b) const { return minf_nan(a, b); } };
+struct Axpy { float c; __device__ float operator()(float a, float b) const { return a + c * b; } };
+
+struct Relu { __device__ float operator()(float v) const { return (v > 0.0f || v != v) ? v : 0.0f; } };
+struct Abs { __device__ float operator()(float v) const { return fabsf(v); } };
+struct Sqrt { __device__ float operator()(float v) const { return sqrtf(v); } };
+struct Recip { __device__ float operator()(float v) const { return 1.0f / v; } };
+struct Exp { __device__ float operator()(float v) const { return expf(v); } };
+struct Log { __device__ float operator()(float v) const { return logf(v); } };
+struct Gelu { __device__ float operator()(float v) const { return geluf_(v); } };
+struct Sigmoid { __device__ float operator()(float v) const { return sigmoidf_(v); } };
+struct Tanh { __device__ float operator()(float v) const { return tanhf(v); } };
+struct Softplus { __device__ float operator()(float v) const { return softplusf_(v); } };
+struct Scale { float c; __device__ float operator()(float v) const { return c * v; } };
+struct SafeLog { float e; __device__ float operator()(float v) const { return logf(softplusf_(v) + e); } };
+struct Clamp { float l, h; __device__ float operator()(float v) const { return v < l ? l : (v > h ? h : v); } };
+
+// backward maps: (x, g) -> dx
+struct ReluB { __device__ float operator()(float v, float g) const { return v > 0.0f ? g : 0.0f; } };
+struct AbsB { __device__ float operator()(float v, float g) const { return v > 0.0f ? g : (v < 0.0f ? -g : 0.0f); } };
+struct SqrtB { __device__ float operator()(float v, float g) const { return v > 0.0f ? g * 0.5f / sqrtf(v) : 0.0f; } };
+struct GeluB { __device__ float operator()(float v, float g) const { return g * gelu_gradf_(v); } };
+struct SigmoidB { __device__ float operator()(float y, float g) const { return g * y * (1.0f - y); } };
+struct TanhB { __device__ float operator()(float y, float g) const { return g * (1.0f - y * y); } };
+struct SoftplusB { __device__ float operator()(float v, float g) const { return g * sigmoidf_(v); } };
+struct SafeLogB { float e; __device__ float operator()(float v, float g) const { return g * sigmoidf_(v) / (softplusf_(v) + e); } };
+struct ClampB { float l, h; __device__ float operator()(float v, float g) const { return (v > l && v < h) ? g : 0.0f; } };
+struct MaxB { __device__ float operator()(float a, float b, float g) const { return (a > b ? 1.0f : (a == b ? 0.5f : 0.0f)) * g; } };
+struct MinB { __device__ float operator()(float a, float b, float g) const { return (a < b ? 1.0f : (a == b ? 0.5f : 0.0f)) * g; } };
+
+}  // namespace
+
+extern "C" {
+
+int tl_add(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("add", a, b, y, n, Add{}); }
+int tl_sub(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("sub", a, b, y, n, Sub{}); }
+int tl_mul(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("mul", a, b, y, n, Mul{}); }
+int tl_div(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("div", a, b, y, n, Div{}); }
+int tl_maximum(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("maximum", a, b, y, n, Max{}); }
+int tl_minimum(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("minimum", a, b, y, n, Min{}); }
+int tl_axpy(tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) { return launch2("axpy", a, b, y, n, Axpy{(float)c}); }
+
+int tl_relu(tl_buf x, tl_buf y, int64_t n) { return launch1("relu", x, y, n, Relu{}); }
+int tl_abs(tl_buf x, tl_buf y, int64_t n) { return launch1("abs", x, y, n, Abs{}); }
+int tl_sqrt(tl_buf x, tl_buf y, int64_t n) { return launch1("sqrt", x, y, n, Sqrt{}); }
+int tl_reciprocal(tl_buf x, tl_buf y, int64_t n) { return launch1("reciprocal", x, y, n, Recip{}); }
+int tl_exp(tl_buf x, tl_buf y, int64_t n) { return launch1("exp", x, y, n, Exp{}); }
+int tl_log(tl_buf x, tl_buf y, int64_t n) { return launch1("log", x, y, n, Log{}); }
+int tl_gelu(tl_buf x, tl_buf y, int64_t n) { return launch1("gelu", x, y, n, Gelu{}); }
+int tl_sigmoid(tl_buf x, tl_buf y, int64_t n) { return launch1("sigmoid", x, y, n, Sigmoid{}); }
+int tl_tanh(tl_buf x, tl_buf y, int64_t n) { return launch1("tanh", x, y, n, Tanh{}); }
+int tl_softplus(tl_buf x, tl_buf y, int64_t n) { return launch1("softplus", x, y, n, Softplus{}); }
+int tl_scale(tl_buf x, tl_buf y, int64_t n, double c) { return launch1("scale", x, y, n, Scale{(float)c}); }
+int tl_safe_log(tl_buf x, tl_buf y, int64_t n, double eps) { return launch1("safe_log", x, y, n, SafeLog{(float)eps}); }
+int tl_clamp(tl_buf x, tl_buf y, int64_t n, double lo, double hi) {
+    if (!(lo <= hi)) return tl_fail(TL_E_ARG, "clamp: expected lo <= hi, got lo=%g hi=%g", lo, hi);
+    return launch1("clamp", x, y, n, Clamp{(float)lo, (float)hi});
+}
+
+int tl_relu_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2("relu_backward", x, g, dx, n, ReluB{}); }
+int tl_abs_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2("abs_backward", x, g, dx, n, AbsB{}); }
+int tl_sqrt_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2("sqrt_backward", x, g, dx, n, SqrtB{}); }
+int tl_gelu_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2("gelu_backward", x, g, dx, n, GeluB{}); }
+int tl_sigmoid_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t n) { return launch2("sigmoid_backward", y, g, dx, n, SigmoidB{}); }
+int tl_tanh_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t n) { return launch2("tanh_backward", y, g, dx, n, TanhB{}); }
+int tl_softplus_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2("softplus_backward", x, g, dx, n, SoftplusB{}); }
+int tl_safe_log_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps) {
+    return launch2("safe_log_backward", x, g, dx, n, SafeLogB{(float)eps});
+}
+int tl_clamp_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, double hi) {
+    return launch2("clamp_backward", x, g, dx, n, ClampB{(float)lo, (float)hi});
+}
+int tl_maximum_backward(tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) { return launch3("maximum_backward", a, b, g, da, n, MaxB{}); }
+int tl_minimum_backward(tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) { return launch3("minimum_backward", a, b, g, da, n, MinB{}); }
+
+}  // extern "C"

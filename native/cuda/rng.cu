@@ -1,0 +1,60 @@
+// rng.cu (CUDA): counter-based random kernels, mirroring native/stub/rng.c.
+//
+// Element i is a pure function of (key, i) via tl_sm64/tl_uniform_at (shared with the stub), so
+// the output is bit-identical to the stub and to torchlean/random.py whatever the grid shape.
+// The normal kernel works in double (as the contract says), using CUDA's correctly-rounded-ish
+// double log/cos/sqrt; results round to float32 and match the host reference.
+#include "common.cuh"
+
+namespace {
+
+__global__ void k_uniform(float *y, int64_t n, uint64_t key) {
+    TL_GRID_STRIDE(i, n) y[i] = tl_uniform_at(key, (uint64_t)i);
+}
+
+__global__ void k_bernoulli(float *y, int64_t n, uint64_t key, float p) {
+    TL_GRID_STRIDE(i, n) y[i] = tl_uniform_at(key, (uint64_t)i) < p ? 1.0f : 0.0f;
+}
+
+__global__ void k_normal(float *y, int64_t n, uint64_t key, double mean, double std) {
+    TL_GRID_STRIDE(i, n) {
+        uint32_t d1 = (uint32_t)tl_sm64(key + 2 * (uint64_t)i);
+        uint32_t d2 = (uint32_t)tl_sm64(key + 2 * (uint64_t)i + 1);
+        double u1 = ((double)(d1 >> 8) + 1.0) * (1.0 / 16777216.0);
+        double u2 = (double)(d2 >> 8) * (1.0 / 16777216.0);
+        double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+        y[i] = (float)(mean + std * z);
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+int tl_rand_uniform(tl_buf y, int64_t n, uint64_t key) {
+    TL_CHECK("rand_uniform", y, n);
+    if (n == 0) return TL_OK;
+    k_uniform<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(y->data, n, key);
+    TL_LAUNCHED("rand_uniform");
+    return TL_OK;
+}
+
+int tl_bernoulli_mask(tl_buf y, int64_t n, uint64_t key, double p) {
+    TL_CHECK("bernoulli_mask", y, n);
+    if (!(p >= 0.0 && p <= 1.0))
+        return tl_fail(TL_E_ARG, "bernoulli_mask: expected 0 <= p <= 1, got %g", p);
+    if (n == 0) return TL_OK;
+    k_bernoulli<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(y->data, n, key, (float)p);
+    TL_LAUNCHED("bernoulli_mask");
+    return TL_OK;
+}
+
+int tl_rand_normal(tl_buf y, int64_t n, uint64_t key, double mean, double std) {
+    TL_CHECK("rand_normal", y, n);
+    if (n == 0) return TL_OK;
+    k_normal<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(y->data, n, key, mean, std);
+    TL_LAUNCHED("rand_normal");
+    return TL_OK;
+}
+
+}  // extern "C"

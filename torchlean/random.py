@@ -1,0 +1,60 @@
+"""Pure-Python reference of torchlean's counter-based RNG (bit-exact with the native kernels).
+
+Why counter-based: element i is a function of (key, i) only, so a draw is reproducible on any
+backend, thread count or CUDA grid, and a key is derived from (seed, counter) without state.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_M64 = (1 << 64) - 1
+
+
+def splitmix64(x: int) -> int:
+    """SplitMix64 finaliser of x + golden gamma, as tl_splitmix64."""
+    z = (x + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def key_of(seed: int, counter: int) -> int:
+    """The key of the counter-th draw of a generator seeded with seed."""
+    return splitmix64((seed + counter) & _M64)
+
+
+def _draws(key: int, start: int, count: int, step: int = 1) -> np.ndarray:
+    """Low 32 bits of splitmix64(key + start + step*j), j < count, vectorised in uint64."""
+    with np.errstate(over="ignore"):
+        idx = np.arange(count, dtype=np.uint64) * np.uint64(step) + np.uint64(start)
+        z = idx + np.uint64(key & _M64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def uniform(n: int, key: int) -> np.ndarray:
+    """u_i = (draw_i >> 8) * 2^-24 in [0, 1), float32."""
+    return ((_draws(key, 0, n) >> 8).astype(np.float32) * np.float32(2.0 ** -24)).astype(np.float32)
+
+
+def bernoulli(n: int, key: int, p: float) -> np.ndarray:
+    """1.0 where u_i < p (p rounded to float32), else 0.0."""
+    return (uniform(n, key) < np.float32(p)).astype(np.float32)
+
+
+def normal(n: int, key: int, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
+    """Box-Muller on draws 2i and 2i+1 in double (C libm via math), rounded to float32."""
+    d1 = _draws(key, 0, n, 2) >> 8
+    d2 = _draws(key, 1, n, 2) >> 8
+    two_pi = 6.283185307179586
+    out = np.empty(n, dtype=np.float32)
+    lg, sq, cs = math.log, math.sqrt, math.cos
+    for i, (a, b) in enumerate(zip(d1.tolist(), d2.tolist())):
+        u1 = (a + 1.0) * (1.0 / 16777216.0)
+        u2 = b * (1.0 / 16777216.0)
+        out[i] = mean + std * (sq(-2.0 * lg(u1)) * cs(two_pi * u2))
+    return out
