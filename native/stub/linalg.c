@@ -8,8 +8,7 @@
 #include <string.h>
 #include "stub.h"
 
-#define KB 256   /* k block: a KB x JB panel of B stays in cache */
-#define JB 512
+#define KB 512
 
 static float *transposed(const float *src, int64_t r, int64_t c) {
     /* src (r, c) row-major -> (c, r) row-major */
@@ -20,23 +19,49 @@ static float *transposed(const float *src, int64_t r, int64_t c) {
     return t;
 }
 
-/* C (m, p) = A (m, n) @ B (n, p), all row-major; C is overwritten unless accumulate. */
+/* Register tile: MR rows x NR columns of C live in local accumulators across a k block. */
+#define MR 8
+#define NR 16
+
+static inline void tile(const float *A, const float *B, float *C, int64_t n, int64_t p,
+                        int64_t i0, int64_t j0, int64_t k0, int64_t k1) {
+    float acc[MR][NR];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = C[(i0 + r) * p + j0 + j];
+    for (int64_t k = k0; k < k1; k++) {
+        const float *b = B + k * p + j0;
+        for (int r = 0; r < MR; r++) {
+            float av = A[(i0 + r) * n + k];
+#pragma omp simd
+            for (int j = 0; j < NR; j++) acc[r][j] = acc[r][j] + av * b[j];
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) C[(i0 + r) * p + j0 + j] = acc[r][j];
+}
+
+/* C (m, p) = A (m, n) @ B (n, p), all row-major; C is overwritten unless accumulate.
+ * Full MR x NR tiles use the register tile; edges use the plain i-k-j loop. Both add the
+ * products of one C element in increasing k order, so the split does not change any bit. */
 static void gemm_nn(const float *A, const float *B, float *C, int64_t m, int64_t n, int64_t p,
                     int accumulate) {
     if (!accumulate) memset(C, 0, (size_t)(m * p) * sizeof(float));
+    int64_t mt = m / MR * MR, pt = p / NR * NR;
     for (int64_t k0 = 0; k0 < n; k0 += KB) {
         int64_t k1 = k0 + KB < n ? k0 + KB : n;
-        for (int64_t j0 = 0; j0 < p; j0 += JB) {
-            int64_t j1 = j0 + JB < p ? j0 + JB : p;
-#pragma omp parallel for schedule(static) if (m * (k1 - k0) * (j1 - j0) > TL_PAR_MIN)
-            for (int64_t i = 0; i < m; i++) {
-                float *c = C + i * p;
-                const float *a = A + i * n;
+#pragma omp parallel for schedule(static) if (m * (k1 - k0) * p > TL_PAR_MIN)
+        for (int64_t i = 0; i < m; i += MR) {
+            if (i < mt)
+                for (int64_t j = 0; j < pt; j += NR) tile(A, B, C, n, p, i, j, k0, k1);
+            int64_t ie = i + MR < m ? i + MR : m;
+            for (int64_t ii = i; ii < ie; ii++) {
+                float *c = C + ii * p;
+                const float *a = A + ii * n;
+                int64_t js = ii < mt ? pt : 0;
                 for (int64_t k = k0; k < k1; k++) {
                     float av = a[k];
                     const float *b = B + k * p;
-#pragma omp simd
-                    for (int64_t j = j0; j < j1; j++) c[j] = c[j] + av * b[j];
+                    for (int64_t j = js; j < p; j++) c[j] = c[j] + av * b[j];
                 }
             }
         }
