@@ -8,7 +8,7 @@
 #include <string.h>
 #include "stub.h"
 
-#define KB 512
+#define KB 512  /* k block: the B rows one register tile streams through per pass */
 
 static float *transposed(const float *src, int64_t r, int64_t c) {
     /* src (r, c) row-major -> (c, r) row-major */
