@@ -1,8 +1,8 @@
 /* linalg.c (stub): GEMM and the ops built on it (matmul, bmm, linear, their VJPs), MSE loss.
  *
  * One GEMM routine serves everything: C = op(A) op(B) (+ C when accumulating). Transposed
- * operands are first copied to row-major form, then an i-k-j loop over cache blocks runs, which
- * vectorises along j. Every C element accumulates its products in increasing k order whatever
+ * operands are first copied to row-major form; then 8 x 16 register tiles of C (OpenMP over row
+ * tiles) stream through k blocks, with a plain i-k-j loop for edges. Every C element accumulates its products in increasing k order whatever
  * the blocking or thread count, so results are bit-identical across machines of any size. */
 #include <stdlib.h>
 #include <string.h>
