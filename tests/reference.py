@@ -44,6 +44,76 @@ def sum(x):  # noqa: A001 - registry name
 
 
 # ==================================================================== section: linalg_index
+def matmul(a, b):
+    return a @ b
+
+
+def bmm(a, b):
+    return a @ b
+
+
+def linear(w, b, x):
+    return x @ w.T + b
+
+
+def mse_loss(yhat, target):
+    return np.asarray(np.mean((yhat - target) ** 2))
+
+
+def concat1d(a, b):
+    return np.concatenate([a, b])
+
+
+def concat0(a, b):
+    return np.concatenate([a, b], axis=0)
+
+
+def slice1d(x, start, length):
+    return x[start:start + length].copy()
+
+
+def slice_range0(x, start, length):
+    return x[start:start + length].copy()
+
+
+def _gather_rows(x, idx):
+    idx = np.asarray(idx, dtype=np.int64)
+    out = np.zeros(idx.shape + x.shape[1:])
+    for j, i in np.ndenumerate(idx):
+        if i < x.shape[0]:
+            out[j] = x[i]
+    return out
+
+
+def gather(x, index):
+    return _gather_rows(x, index)
+
+
+def gather_row(x, index):
+    return _gather_rows(x, index)
+
+
+def gather_vec(x, indices):
+    return _gather_rows(x, indices)
+
+
+def gather_rows(x, indices):
+    return _gather_rows(x, indices)
+
+
+def scatter_add_vec(x, values, indices):
+    y = x.copy()
+    for j, i in enumerate(np.asarray(indices, dtype=np.int64).reshape(-1)):
+        if i < x.shape[0]:
+            y[i] += values.reshape(-1)[j]
+    return y
+
+
+def scatter_add_row(x, values, index):
+    y = x.copy()
+    y[int(index)] += values
+    return y
+
 
 # -------------------------------------------------------------------- end of section: linalg_index
 

@@ -328,6 +328,124 @@ def check_scalar_like(v, n):
 
 # ==================================================================== section: linalg_index
 
+def gemm_t(a, b, trans_a, trans_b):
+    """Shape of op(a) @ op(b) for rank-2 or rank-3 (batched) operands; op = transpose if flagged."""
+    _need_rank(a, 2, 3, "a")
+    if len(b) != len(a):
+        raise ShapeError(f"a and b must have the same rank, got {tuple(a)} and {tuple(b)}")
+    ta = tuple(a[:-2]) + ((a[-1], a[-2]) if trans_a else (a[-2], a[-1]))
+    tb = tuple(b[:-2]) + ((b[-1], b[-2]) if trans_b else (b[-2], b[-1]))
+    if ta[:-2] != tb[:-2] or ta[-1] != tb[-2]:
+        raise ShapeError(f"op(a) {ta} and op(b) {tb} do not multiply")
+    return ta[:-1] + (tb[-1],)
+
+
+def flag(v):
+    """A bool attr as 0/1 for an i64 kernel arg."""
+    return 1 if v else 0
+
+
+def gemm_batch(a):
+    return a[0] if len(a) == 3 else 1
+
+
+def gemm_m(a, trans_a):
+    return a[-1] if trans_a else a[-2]
+
+
+def gemm_n(a, trans_a):
+    return a[-2] if trans_a else a[-1]
+
+
+def gemm_p(b, trans_b):
+    return b[-2] if trans_b else b[-1]
+
+
+def linear_dw(g, x):
+    """Shape of dW = g^T x for linear: (out, in)."""
+    _need_rank(g, 1, 2, "g")
+    if len(g) != len(x) or tuple(g[:-1]) != tuple(x[:-1]):
+        raise ShapeError(f"g {tuple(g)} and x {tuple(x)} must share the batch axis")
+    return (g[-1], x[-1])
+
+
+def linear_db(g):
+    _need_rank(g, 1, 2, "g")
+    return (g[-1],)
+
+
+def lead_len(b):
+    """Leading-axis length of a buffer (VJP expressions) or a shape."""
+    s = tuple(getattr(b, "shape", b))
+    _need_rank(s, 1)
+    return s[0]
+
+
+def pad_range0(s, start, total):
+    """g (len, ...) placed at [start, start+len) of a zero (total, ...) result."""
+    _need_rank(s, 1)
+    if start < 0 or start + s[0] > total:
+        raise ShapeError(f"range [{start}:{start + s[0]}] does not fit a leading axis of {total}")
+    return (int(total),) + tuple(s[1:])
+
+
+def as_index(index):
+    """A single index attr (0-d integer array) as an int."""
+    if getattr(index, "ndim", 0) != 0:
+        raise ShapeError(f"index must be a single int, got an array of shape {tuple(index.shape)}")
+    return int(index)
+
+
+def gather_scalar(s, index):
+    _need_rank(s, 1, 1, "x")
+    as_index(index)
+    return ()
+
+
+def gather_row(s, index):
+    _need_rank(s, 2, 2, "x")
+    as_index(index)
+    return (s[1],)
+
+
+def gather_vec(s, indices):
+    _need_rank(s, 1, 1, "x")
+    return tuple(indices.shape)
+
+
+def scatter_vec(x, v, indices):
+    """scatter_add_vec / gather_vec_backward: x a vector, v holds one value per index."""
+    _need_rank(x, 1, 1, "x")
+    check_scalar_like(v, int(indices.size))
+    return tuple(x)
+
+
+def scatter_rows(x, v, indices):
+    """gather_rows_backward: x (rows, cols), v (k..., cols) with one row per index."""
+    _need_rank(x, 2, 2, "x")
+    if math.prod(v) != int(indices.size) * x[1]:
+        raise ShapeError(f"values must hold {int(indices.size)} row(s) of {x[1]}, got shape {tuple(v)}")
+    return tuple(x)
+
+
+def scatter_row(x, v, index):
+    _need_rank(x, 2, 2, "x")
+    _need_rank(v, 1, 1, "values")
+    i = as_index(index)
+    if v[0] != x[1]:
+        raise ShapeError(f"values must have shape ({x[1]},), got {tuple(v)}")
+    if i >= x[0]:
+        raise ShapeError(f"row index {i} is out of range for {x[0]} rows")
+    return tuple(x)
+
+
+def like_gather(g, v, indices):
+    """gather_vec_like: gather from vector g, shaped like v (one value per index)."""
+    _need_rank(g, 1, 1, "g")
+    check_scalar_like(v, int(indices.size))
+    return tuple(v)
+
+
 # -------------------------------------------------------------------- end of section: linalg_index
 
 
