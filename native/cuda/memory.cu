@@ -236,8 +236,9 @@ int tl_cuda_status(const char *op, cudaError_t e) {
         char msg[768];
         snprintf(msg, sizeof msg, "%s: unrecoverable CUDA error %s (%s)", op, cudaGetErrorName(e),
                  cudaGetErrorString(e));
+        // the call that meets the error reports it plainly; later calls say the context is gone
         poison(msg);
-        return tl_cuda_poison_status(op);
+        return tl_fail(TL_E_STICKY, "%s", msg);
     }
     return tl_fail(TL_E_DEVICE, "%s: CUDA error %s (%s)", op, cudaGetErrorName(e),
                    cudaGetErrorString(e));
