@@ -80,7 +80,6 @@ bool is_sticky(cudaError_t e) {
     case cudaErrorLaunchTimeout:
     case cudaErrorECCUncorrectable:
     case cudaErrorContextIsDestroyed:
-    case cudaErrorUnknown:
         return true;
     default:
         return false;
