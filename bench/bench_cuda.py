@@ -1,0 +1,446 @@
+"""torchlean CUDA vs PyTorch on the same GPU, in one process: `make bench-cuda`.
+
+Timing. PyTorch rows are timed with CUDA events on torch's stream. torchlean queues its work on
+its own stream, so its rows are timed with time.perf_counter around a loop of calls that ends
+with torchlean.synchronize() (the wall time of the whole loop divided by its length, so host
+overhead is included where the GPU cannot hide it). Every row is warmed up first, then the
+median of several repeats is reported. Data is random float32. GEMMs and convolutions run with
+TF32 off on both sides (strict FP32). A row whose op is not in the registry, or that fails, is
+listed under "skipped" with the reason.
+
+Writes bench/results/cuda.md and prints it.
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TORCHLEAN_BACKEND", "cuda")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import torchlean as tl  # noqa: E402
+from codegen.registry import parse_registry  # noqa: E402
+
+OPS = {o.name: o for o in parse_registry()}
+N_BIG = 1 << 26
+REPEATS = 7
+TARGET_S = 0.05  # aim for ~50 ms per timed repeat
+DEV = torch.device("cuda")
+rows: list[dict] = []
+skipped: list[str] = []
+
+
+# ---------------------------------------------------------------------------- timing
+
+def _release(out):
+    if out is None:
+        return
+    if isinstance(out, (list, tuple)):
+        for o in out:
+            _release(o)
+    elif isinstance(out, dict):
+        for o in out.values():
+            _release(o)
+    elif hasattr(out, "release"):
+        out.release()
+
+
+def _iters_for(seconds_per_call: float, lo=1, hi=500) -> int:
+    return int(min(hi, max(lo, math.ceil(TARGET_S / max(seconds_per_call, 1e-7)))))
+
+
+def time_tl(fn) -> float:
+    """Median milliseconds per call of fn (whose result is released inside the loop)."""
+    for _ in range(3):
+        _release(fn())
+    tl.synchronize()
+    t0 = time.perf_counter()
+    _release(fn())
+    tl.synchronize()
+    iters = _iters_for(time.perf_counter() - t0)
+    times = []
+    for _ in range(REPEATS):
+        tl.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            _release(fn())
+        tl.synchronize()
+        times.append((time.perf_counter() - t0) / iters)
+    return statistics.median(times) * 1e3
+
+
+def time_torch(fn) -> float:
+    """Median milliseconds per call of fn measured with CUDA events."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    e.synchronize()
+    iters = _iters_for(s.elapsed_time(e) / 1e3)
+    times = []
+    for _ in range(REPEATS):
+        s.record()
+        for _ in range(iters):
+            fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / iters)
+    return statistics.median(times)
+
+
+def row(name, tl_ms, torch_ms, nbytes=None, note=""):
+    r = {"name": name, "tl": tl_ms, "torch": torch_ms, "note": note,
+         "ratio": tl_ms / torch_ms if torch_ms else float("nan")}
+    if nbytes:
+        r["tl_gbs"] = nbytes / (tl_ms * 1e-3) / 1e9
+        r["torch_gbs"] = nbytes / (torch_ms * 1e-3) / 1e9
+    rows.append(r)
+    print(f"  {name}: torchlean {tl_ms:.4f} ms, torch {torch_ms:.4f} ms, "
+          f"ratio {r['ratio']:.2f} {note}", flush=True)
+    return r
+
+
+def needs(*names):
+    missing = [n for n in names if n not in OPS]
+    if missing:
+        raise LookupError(f"op {', '.join(missing)} not in the registry")
+
+
+SECTIONS: list = []
+
+
+def bench(title):
+    """Decorator: register a benchmark section; run_sections() turns a missing op or a failure
+    into a note under "skipped" instead of stopping the table."""
+    def deco(fn):
+        SECTIONS.append((title, fn))
+        return fn
+    return deco
+
+
+def run_sections():
+    for title, fn in SECTIONS:
+        print(f"[{title}]", flush=True)
+        try:
+            fn()
+        except LookupError as e:
+            skipped.append(f"{title}: {e}")
+        except Exception as e:  # a broken row must not stop the table
+            skipped.append(f"{title}: failed: {type(e).__name__}: {str(e)[:200]}")
+            traceback.print_exc()
+        finally:
+            try:
+                tl.synchronize()
+            except Exception as e:  # a sticky error: report it, stop timing torchlean
+                skipped.append(f"{title}: torchlean synchronize failed: {e}")
+                break
+            torch.cuda.synchronize()
+
+
+def rand(shape, seed=0, lo=-1.0, hi=1.0):
+    rng = np.random.default_rng(seed)
+    return (rng.random(shape, dtype=np.float32) * np.float32(hi - lo) + np.float32(lo))
+
+
+def both(shape, seed=0, **kw):
+    a = rand(shape, seed, **kw)
+    return tl.AnyBuffer.from_numpy(a), torch.from_numpy(a).to(DEV)
+
+
+# ---------------------------------------------------------------------------- rows
+
+COPY_GBS = {}
+BYTES = N_BIG * 4
+X = Y = XT = YT = M2 = M2T = None
+
+
+def setup():
+    global X, Y, XT, YT, M2, M2T
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    tl.set_deterministic(False)
+    tl._lib.tl_set_allow_tf32(0)
+    X, XT = both((N_BIG,), 1)
+    Y, YT = both((N_BIG,), 2)
+    M2, M2T = both((8192, 8192), 3)
+
+
+@bench("copy")
+def _copy():
+    r = row("copy 2^26 (d2d clone)", time_tl(lambda: X.copy()), time_torch(lambda: XT.clone()),
+            2 * BYTES)
+    COPY_GBS["tl"], COPY_GBS["torch"] = r["tl_gbs"], r["torch_gbs"]
+
+
+def _frac(r):
+    if COPY_GBS:
+        r["note"] = (f"{r['tl_gbs'] / COPY_GBS['tl']:.2f} of copy BW "
+                     f"(torch {r['torch_gbs'] / COPY_GBS['torch']:.2f})")
+
+
+@bench("add")
+def _add():
+    needs("add")
+    _frac(row("add 2^26", time_tl(lambda: tl.ops.add(X, Y)), time_torch(lambda: XT + YT),
+              3 * BYTES))
+
+
+@bench("exp")
+def _exp():
+    needs("exp")
+    _frac(row("exp 2^26", time_tl(lambda: tl.ops.exp(X)), time_torch(lambda: torch.exp(XT)),
+              2 * BYTES))
+
+
+@bench("sum")
+def _sum():
+    needs("sum")
+    tsum = time_torch(lambda: XT.sum())
+    tl.set_deterministic(False)
+    row("sum 2^26 (default)", time_tl(lambda: tl.ops.sum(X)), tsum, BYTES)
+    tl.set_deterministic(True)
+    row("sum 2^26 (deterministic)", time_tl(lambda: tl.ops.sum(X)), tsum, BYTES)
+    tl.set_deterministic(False)
+
+
+@bench("reduce_sum")
+def _reduce_sum():
+    needs("reduce_sum")
+    for axis in (0, 1):
+        tt = time_torch(lambda: M2T.sum(dim=axis))
+        for det in (False, True):
+            tl.set_deterministic(det)
+            row(f"reduce_sum 8192x8192 axis={axis} ({'deterministic' if det else 'default'})",
+                time_tl(lambda: tl.ops.reduce_sum(M2, axis=axis)), tt, BYTES)
+    tl.set_deterministic(False)
+
+
+@bench("sum_to")
+def _sum_to():
+    needs("sum_to")
+    tt = time_torch(lambda: M2T.sum(dim=0))
+    for det in (False, True):
+        tl.set_deterministic(det)
+        row(f"sum_to 8192x8192 -> 8192 ({'deterministic' if det else 'default'})",
+            time_tl(lambda: tl.ops.sum_to(M2, shape=(8192,))), tt, BYTES)
+    tl.set_deterministic(False)
+
+
+@bench("softmax")
+def _softmax():
+    needs("softmax")
+    S, ST = both((16384, 4096), 4)
+    row("softmax rows 16384x4096", time_tl(lambda: tl.ops.softmax(S)),
+        time_torch(lambda: torch.softmax(ST, dim=-1)), 2 * BYTES)
+    S.release()
+
+
+@bench("matmul")
+def _matmul():
+    needs("matmul")
+    A, AT = both((4096, 4096), 5)
+    B, BT = both((4096, 4096), 6)
+    r = row("matmul 4096^2 fp32 (TF32 off)", time_tl(lambda: tl.ops.matmul(A, B)),
+            time_torch(lambda: AT @ BT))
+    fl = 2 * 4096**3
+    r["note"] = f"{fl / (r['tl'] * 1e-3) / 1e12:.1f} TFLOP/s (torch {fl / (r['torch'] * 1e-3) / 1e12:.1f})"
+    A.release()
+    B.release()
+
+
+@bench("tape op host overhead")
+def _overhead():
+    needs("add")
+    n = 2000
+    x1, y1 = rand((1,), 7), rand((1,), 8)
+    # torchlean: one recorded tape op on 1-element leaves
+    t = tl.Tape()
+    a, b = t.leaf(x1), t.leaf(y1)
+    for _ in range(50):
+        t.add(a, b)
+    tl.synchronize()
+    best = []
+    for _ in range(REPEATS):
+        t.release()
+        t = tl.Tape()
+        a, b = t.leaf(x1), t.leaf(y1)
+        tl.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            t.add(a, b)
+        tl.synchronize()
+        best.append((time.perf_counter() - t0) / n)
+    t.release()
+    xt = torch.from_numpy(x1).to(DEV).requires_grad_(True)
+    yt = torch.from_numpy(y1).to(DEV).requires_grad_(True)
+    tb = []
+    for _ in range(REPEATS):
+        outs = []
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            outs.append(xt + yt)
+        torch.cuda.synchronize()
+        tb.append((time.perf_counter() - t0) / n)
+        del outs
+    r = row("tape add, 1 element (host overhead)", statistics.median(best) * 1e3,
+            statistics.median(tb) * 1e3)
+    r["note"] = f"{r['tl'] * 1e3:.1f} us vs torch eager {r['torch'] * 1e3:.1f} us per op (autograd recorded)"
+
+
+def _attrs_of(opname):
+    return {a.name for a in OPS[opname].attrs}
+
+
+@bench("conv2d fwd+bwd")
+def _conv():
+    needs("conv2d")
+    N, C, H = 64, 64, 32
+    x, xt = both((N, C, H, H), 9)
+    w, wt = both((C, C, 3, 3), 10, lo=-0.1, hi=0.1)
+    bias, bt = both((C,), 11)
+    g, gt = both((N, C, H, H), 12)
+    xt.requires_grad_(True)
+    wt.requires_grad_(True)
+    bt.requires_grad_(True)
+    kw = {"padding": 1} if "padding" in _attrs_of("conv2d") else {}
+
+    def tl_step():
+        t = tl.Tape()
+        ik, ib, ix = t.leaf(w), t.leaf(bias), t.leaf(x)
+        out = t.conv2d(ik, ib, ix, **kw)
+        grads = t.backward(out, seed=g, wrt=[ik, ib, ix])
+        _release(grads)
+        t.release()
+
+    def torch_step():
+        y = F.conv2d(xt, wt, bt, padding=kw.get("padding", 0))
+        y.backward(gt)
+        xt.grad = wt.grad = bt.grad = None
+
+    row(f"conv2d fwd+bwd N{N} {C}->{C} {H}x{H} 3x3", time_tl(tl_step), time_torch(torch_step),
+        note="vs cuDNN, TF32 off")
+    _release([x, w, bias, g])
+
+
+@bench("attention fwd+bwd")
+def _attention():
+    needs("multi_head_attention")
+    B, Hh, n, hd = 8, 8, 1024, 64
+    d = Hh * hd
+    x, xt = both((B, n, d), 13)
+    Ws = [both((d, d), 14 + i, lo=-0.05, hi=0.05) for i in range(4)]
+    g, gt = both((B, n, d), 18)
+    attrs = _attrs_of("multi_head_attention")
+    kw = {"num_heads": Hh}
+    if "use_flash" in attrs:
+        kw["use_flash"] = True
+    xt.requires_grad_(True)
+    for _, wt in Ws:
+        wt.requires_grad_(True)
+
+    def tl_step():
+        t = tl.Tape()
+        ids = [t.leaf(w) for w, _ in Ws] + [t.leaf(x)]
+        out = t.multi_head_attention(*ids, **kw)
+        _release(t.backward(out, seed=g, wrt=ids))
+        t.release()
+
+    def torch_step():
+        q, k, v = (xt @ Ws[i][1] for i in range(3))
+        q, k, v = (z.view(B, n, Hh, hd).transpose(1, 2) for z in (q, k, v))
+        o = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, n, d)
+        (o @ Ws[3][1]).backward(gt)
+        xt.grad = None
+        for _, wt in Ws:
+            wt.grad = None
+
+    row(f"attention fwd+bwd B{B} H{Hh} n{n} hd{hd} (with projections)", time_tl(tl_step),
+        time_torch(torch_step), note="vs F.scaled_dot_product_attention fp32")
+    _release([x, g] + [w for w, _ in Ws])
+
+
+@bench("layer_norm fwd+bwd")
+def _layer_norm():
+    needs("layer_norm")
+    R, D = 8192, 1024
+    x, xt = both((R, D), 19)
+    gm, gmt = both((D,), 20)
+    bt_, btt = both((D,), 21)
+    g, gt = both((R, D), 22)
+    for z in (xt, gmt, btt):
+        z.requires_grad_(True)
+
+    def tl_step():
+        t = tl.Tape()
+        ids = [t.leaf(x), t.leaf(gm), t.leaf(bt_)]
+        out = t.layer_norm(*ids)
+        _release(t.backward(out, seed=g, wrt=ids))
+        t.release()
+
+    def torch_step():
+        F.layer_norm(xt, (D,), gmt, btt, eps=1e-5).backward(gt)
+        xt.grad = gmt.grad = btt.grad = None
+
+    row(f"layer_norm fwd+bwd {R}x{D}", time_tl(tl_step), time_torch(torch_step))
+    _release([x, gm, bt_, g])
+
+
+# ---------------------------------------------------------------------------- table
+
+def fmt_table() -> str:
+    name = torch.cuda.get_device_name(0)
+    props = torch.cuda.get_device_properties(0)
+    lines = [
+        "# torchlean CUDA vs PyTorch",
+        "",
+        f"Device: {name} ({props.total_memory / 2**30:.0f} GiB), torch {torch.__version__}, "
+        f"CUDA {torch.version.cuda}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.",
+        "",
+        "torchlean: wall time of a loop of calls ended by torchlean.synchronize() (host overhead "
+        "included); torch: CUDA events. Medians of "
+        f"{REPEATS} repeats after warm-up, random float32 data, TF32 off on both sides. "
+        "ratio = torchlean / torch (lower is better for torchlean).",
+        "",
+        "| benchmark | torchlean ms | torch ms | ratio | torchlean GB/s | torch GB/s | note |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        gbs = (f"{r['tl_gbs']:.0f} | {r['torch_gbs']:.0f}" if "tl_gbs" in r else " | ")
+        lines.append(f"| {r['name']} | {r['tl']:.4f} | {r['torch']:.4f} | {r['ratio']:.2f} | "
+                     f"{gbs} | {r['note']} |")
+    if skipped:
+        lines += ["", "Skipped:", ""] + [f"- {s}" for s in skipped]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    assert tl.backend() == "cuda", f"bench_cuda needs the CUDA backend, got {tl.backend()}"
+    setup()
+    run_sections()
+    _release([X, Y, M2])
+    out = ROOT / "bench" / "results" / "cuda.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = fmt_table()
+    out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

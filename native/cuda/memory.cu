@@ -1,0 +1,452 @@
+// memory.cu: the CUDA runtime under every kernel file: stream, memory pool, cuBLAS handle,
+// error mapping and the backend hooks (tlb_*) that native/common is written against.
+//
+// Stream. One library-owned non-blocking stream, created on first use. Every kernel, copy,
+// allocation and free is queued on it, so stream order alone makes buffer reuse safe. The only
+// host synchronisations are tlb_d2h (a download must see its data), tlb_sync (tl_synchronize),
+// tlb_empty_cache, and every launch when TORCHLEAN_CUDA_SYNC=1 (a debugging aid: an error then
+// surfaces at the op that caused it).
+//
+// Memory. Buffers and scratch come from a library-owned stream-ordered pool
+// (cudaMallocFromPoolAsync / cudaFreeAsync on the stream). Its release threshold is "never", so
+// freed memory stays cached for the next allocation instead of going back to the driver.
+// TORCHLEAN_CUDA_CACHE_CAP_BYTES caps the cached (reserved but unused) bytes: plain decimal
+// digits only; anything else (sign, spaces, suffixes, overflow) is ignored and means no cap, as
+// does 0. The cap is enforced by trimming the pool after frees and at synchronisation points.
+// tl_empty_cache returns every cached byte. An allocation that fails is retried once after
+// synchronising and trimming the pool; a second failure is TL_E_OOM naming the requested,
+// live and free bytes.
+//
+// Errors. Every CUDA status becomes a TL_ status with a message naming the op and the CUDA
+// error. A sticky error (illegal address, launch failure, ...) corrupts the context: the first
+// message is kept, the library is marked poisoned, and every later call fails fast with
+// TL_E_STICKY (Python raises torchlean.DeviceError) instead of cascading.
+//
+// cuBLAS. One handle bound to the stream with an explicit workspace (so no hidden allocation
+// happens inside a GEMM and results do not depend on workspace availability). FP32 GEMMs run
+// with CUBLAS_DEFAULT_MATH, which never uses TF32 for FP32 data (strict FP32); when
+// tl_allow_tf32() is set the handle switches to CUBLAS_TF32_TENSOR_OP_MATH. The mode is
+// re-applied whenever the flag changes.
+#include "common.cuh"
+
+#include <mutex>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+namespace {
+
+std::mutex g_init_mu;                // guards the lazy creation below
+std::mutex g_poison_mu;              // guards the first sticky message (separate: errors raised
+                                     // while g_init_mu is held poison too)
+cudaStream_t g_stream = nullptr;
+volatile int g_stream_ready = 0;     // 1 once g_stream (and the pool) exist
+int g_device = 0;
+cudaMemPool_t g_pool = nullptr;
+int64_t g_cap = 0;                   // TORCHLEAN_CUDA_CACHE_CAP_BYTES, 0 = no cap
+int g_sync_each_launch = -1;         // TORCHLEAN_CUDA_SYNC, read once
+
+volatile int g_poisoned = 0;
+char g_poison_msg[768];
+
+cublasHandle_t g_cublas = nullptr;
+void *g_cublas_ws = nullptr;
+const size_t kCublasWorkspaceBytes = (size_t)32 << 20;  // the size cuBLAS recommends on Hopper
+int g_cublas_tf32 = -1;              // math mode applied to the handle (-1: none yet)
+
+// Plain decimal digits that fit int64; anything else is ignored (0 = no cap).
+int64_t parse_cap(const char *v) {
+    if (!v || !*v) return 0;
+    int64_t r = 0;
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        int d = *p - '0';
+        if (r > (INT64_MAX - d) / 10) return 0;
+        r = r * 10 + d;
+    }
+    return r;
+}
+
+bool is_sticky(cudaError_t e) {
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorContextIsDestroyed:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// Keep the first sticky message; later ones are consequences of it.
+void poison(const char *msg) {
+    std::lock_guard<std::mutex> lk(g_poison_mu);
+    if (g_poisoned) return;
+    strncpy(g_poison_msg, msg, sizeof g_poison_msg - 1);
+    g_poison_msg[sizeof g_poison_msg - 1] = '\0';
+    __atomic_store_n(&g_poisoned, 1, __ATOMIC_RELEASE);
+}
+
+// Create the stream and the pool (called under g_init_mu).
+int init_locked(const char *op) {
+    if (g_stream_ready) return TL_OK;
+    cudaError_t e = cudaGetDevice(&g_device);
+    if (e != cudaSuccess) return tl_cuda_status(op, e);
+    cudaStream_t s = nullptr;
+    e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return tl_cuda_status(op, e);
+
+    cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = g_device;
+    cudaMemPool_t pool = nullptr;
+    e = cudaMemPoolCreate(&pool, &props);
+    if (e != cudaSuccess) { cudaStreamDestroy(s); return tl_cuda_status(op, e); }
+    // never hand cached memory back on its own: the cap and empty_cache decide that
+    uint64_t threshold = UINT64_MAX;
+    e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+    if (e != cudaSuccess) {
+        cudaMemPoolDestroy(pool);
+        cudaStreamDestroy(s);
+        return tl_cuda_status(op, e);
+    }
+    g_cap = parse_cap(getenv("TORCHLEAN_CUDA_CACHE_CAP_BYTES"));
+    g_pool = pool;
+    g_stream = s;
+    __atomic_store_n(&g_stream_ready, 1, __ATOMIC_RELEASE);
+    return TL_OK;
+}
+
+int ensure_init(const char *op) {
+    if (__atomic_load_n(&g_stream_ready, __ATOMIC_ACQUIRE)) return TL_OK;
+    std::lock_guard<std::mutex> lk(g_init_mu);
+    return init_locked(op);
+}
+
+int poison_check(const char *op) {
+    return g_poisoned ? tl_cuda_poison_status(op) : TL_OK;
+}
+
+int64_t pool_attr(cudaMemPoolAttr a) {
+    uint64_t v = 0;
+    if (!g_pool || cudaMemPoolGetAttribute(g_pool, a, &v) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return (int64_t)v;
+}
+
+// Cached = reserved by the pool but not handed out.
+int64_t pool_cached(void) {
+    int64_t r = pool_attr(cudaMemPoolAttrReservedMemCurrent);
+    int64_t u = pool_attr(cudaMemPoolAttrUsedMemCurrent);
+    return r > u ? r - u : 0;
+}
+
+// Keep at most g_cap cached bytes (no-op without a cap). Trimming only releases memory whose
+// frees the stream has already passed, so this is safe at any time.
+void enforce_cap(void) {
+    if (g_cap <= 0 || !g_pool) return;
+    int64_t used = pool_attr(cudaMemPoolAttrUsedMemCurrent);
+    int64_t reserved = pool_attr(cudaMemPoolAttrReservedMemCurrent);
+    if (reserved - used > g_cap) {
+        if (cudaMemPoolTrimTo(g_pool, (size_t)(used + g_cap)) != cudaSuccess) cudaGetLastError();
+    }
+}
+
+// Allocate from the pool in stream order; on failure synchronise, trim, retry once.
+int pool_alloc(const char *op, size_t bytes, void **out) {
+    TL_TRY(poison_check(op));
+    TL_TRY(ensure_init(op));
+    void *p = nullptr;
+    cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, g_pool, g_stream);
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        cudaError_t se = cudaStreamSynchronize(g_stream);
+        if (se != cudaSuccess) return tl_cuda_status(op, se);
+        if (cudaMemPoolTrimTo(g_pool, 0) != cudaSuccess) cudaGetLastError();
+        e = cudaMallocFromPoolAsync(&p, bytes, g_pool, g_stream);
+    }
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+        tl_memory_stats st;
+        tl_memory_stats_get(&st);
+        return tl_fail(TL_E_OOM,
+                       "%s: out of device memory: requested %zu bytes; torchlean holds %lld "
+                       "bytes in %lld live buffers; the device has %zu bytes free of %zu",
+                       op, bytes, (long long)st.live_bytes, (long long)st.live_buffers, free_b,
+                       total_b);
+    }
+    if (e != cudaSuccess) return tl_cuda_status(op, e);
+    *out = p;
+    return TL_OK;
+}
+
+void pool_free(void *p) {
+    if (!p || g_poisoned || !g_stream_ready) return;  // a poisoned context cannot free safely
+    if (cudaFreeAsync(p, g_stream) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    enforce_cap();
+}
+
+__global__ void fill_kernel(float *p, int64_t n, float v) {
+    TL_GRID_STRIDE(i, n) p[i] = v;
+}
+
+int sync_stream(const char *op) {
+    TL_TRY(poison_check(op));
+    if (!g_stream_ready) return TL_OK;
+    cudaError_t e = cudaStreamSynchronize(g_stream);
+    if (e != cudaSuccess) return tl_cuda_status(op, e);
+    enforce_cap();
+    return TL_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ------------------------------------------------------------------ errors
+
+int tl_cuda_status(const char *op, cudaError_t e) {
+    if (e == cudaSuccess) return TL_OK;
+    // clear the runtime's last-error slot so the next check does not see this one again
+    // (a sticky error stays in the context whatever we do)
+    cudaGetLastError();
+    if (e == cudaErrorMemoryAllocation)
+        return tl_fail(TL_E_OOM, "%s: out of device memory (%s: %s)", op, cudaGetErrorName(e),
+                       cudaGetErrorString(e));
+    if (is_sticky(e)) {
+        char msg[768];
+        snprintf(msg, sizeof msg, "%s: unrecoverable CUDA error %s (%s)", op, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+        // the call that meets the error reports it plainly; later calls say the context is gone
+        poison(msg);
+        return tl_fail(TL_E_STICKY, "%s", msg);
+    }
+    return tl_fail(TL_E_DEVICE, "%s: CUDA error %s (%s)", op, cudaGetErrorName(e),
+                   cudaGetErrorString(e));
+}
+
+int tl_cuda_poisoned(void) { return g_poisoned; }
+
+int tl_cuda_poison_status(const char *op) {
+    if (!g_poisoned) return TL_OK;
+    return tl_fail(TL_E_STICKY, "%s: the CUDA context is unusable after an earlier error: %s",
+                   op, g_poison_msg);
+}
+
+int tl_cublas_status(const char *op, cublasStatus_t s) {
+    if (s == CUBLAS_STATUS_SUCCESS) return TL_OK;
+    if (s == CUBLAS_STATUS_ALLOC_FAILED)
+        return tl_fail(TL_E_OOM, "%s: cuBLAS could not allocate device memory", op);
+    if (s == CUBLAS_STATUS_EXECUTION_FAILED) {
+        // a failed GEMM launch may be a sticky context error underneath
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess && is_sticky(e)) return tl_cuda_status(op, e);
+    }
+    return tl_fail(TL_E_DEVICE, "%s: cuBLAS error %s (%s)", op, cublasGetStatusName(s),
+                   cublasGetStatusString(s));
+}
+
+int tl_cufft_status(const char *op, int r) {
+    // cufftResult values (cufft.h); named here so this file does not need cuFFT's header
+    static const char *names[] = {
+        "CUFFT_SUCCESS", "CUFFT_INVALID_PLAN", "CUFFT_ALLOC_FAILED", "CUFFT_INVALID_TYPE",
+        "CUFFT_INVALID_VALUE", "CUFFT_INTERNAL_ERROR", "CUFFT_EXEC_FAILED",
+        "CUFFT_SETUP_FAILED", "CUFFT_INVALID_SIZE", "CUFFT_UNALIGNED_DATA",
+        "CUFFT_INCOMPLETE_PARAMETER_LIST", "CUFFT_INVALID_DEVICE", "CUFFT_PARSE_ERROR",
+        "CUFFT_NO_WORKSPACE", "CUFFT_NOT_IMPLEMENTED", "CUFFT_LICENSE_ERROR",
+        "CUFFT_NOT_SUPPORTED"};
+    if (r == 0) return TL_OK;
+    const char *name = (r > 0 && r < (int)(sizeof names / sizeof names[0])) ? names[r]
+                                                                            : "unknown cufftResult";
+    if (r == 2) return tl_fail(TL_E_OOM, "%s: cuFFT could not allocate device memory (%s)", op, name);
+    if (r == 6) {
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess && is_sticky(e)) return tl_cuda_status(op, e);
+    }
+    return tl_fail(TL_E_DEVICE, "%s: cuFFT error %d (%s)", op, r, name);
+}
+
+int tl_cuda_launched(const char *op) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return tl_cuda_status(op, e);
+    if (g_sync_each_launch < 0) {
+        const char *v = getenv("TORCHLEAN_CUDA_SYNC");
+        g_sync_each_launch = (v && strcmp(v, "1") == 0) ? 1 : 0;
+    }
+    if (g_sync_each_launch && g_stream_ready) {
+        e = cudaStreamSynchronize(g_stream);
+        if (e != cudaSuccess) return tl_cuda_status(op, e);
+    }
+    return TL_OK;
+}
+
+// ------------------------------------------------------------------ stream, cuBLAS, scratch
+
+cudaStream_t tl_stream(void) {
+    if (g_poisoned) { tl_cuda_poison_status("stream"); return nullptr; }
+    if (ensure_init("stream")) return nullptr;
+    return g_stream;
+}
+
+int tl_cublas(const char *op, cublasHandle_t *out) {
+    TL_TRY(poison_check(op));
+    TL_TRY(ensure_init(op));
+    {
+        std::lock_guard<std::mutex> lk(g_init_mu);
+        if (!g_cublas) {
+            cublasHandle_t h = nullptr;
+            cublasStatus_t s = cublasCreate(&h);
+            if (s != CUBLAS_STATUS_SUCCESS) return tl_cublas_status(op, s);
+            void *ws = nullptr;
+            cudaError_t e = cudaMalloc(&ws, kCublasWorkspaceBytes);  // once per process
+            if (e != cudaSuccess) { cublasDestroy(h); return tl_cuda_status(op, e); }
+            s = cublasSetStream(h, g_stream);
+            if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetWorkspace(h, ws, kCublasWorkspaceBytes);
+            if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
+            if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED);
+            if (s != CUBLAS_STATUS_SUCCESS) {
+                cublasDestroy(h);
+                cudaFree(ws);
+                return tl_cublas_status(op, s);
+            }
+            g_cublas = h;
+            g_cublas_ws = ws;
+            g_cublas_tf32 = -1;
+        }
+        int want = tl_allow_tf32() ? 1 : 0;
+        if (want != g_cublas_tf32) {
+            cublasStatus_t s = cublasSetMathMode(
+                g_cublas, want ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+            if (s != CUBLAS_STATUS_SUCCESS) return tl_cublas_status(op, s);
+            g_cublas_tf32 = want;
+        }
+    }
+    *out = g_cublas;
+    return TL_OK;
+}
+
+int tl_scratch(const char *op, size_t bytes, void **out) {
+    *out = nullptr;
+    if (bytes == 0) return TL_OK;
+    return pool_alloc(op, bytes, out);
+}
+
+void tl_scratch_free(void *p) { pool_free(p); }
+
+// ------------------------------------------------------------------ backend hooks
+
+const char *tlb_name(void) { return "cuda"; }
+
+int tlb_alloc(size_t bytes, void **out) { return pool_alloc("alloc", bytes, out); }
+
+void tlb_free(void *p, size_t bytes) {
+    (void)bytes;
+    pool_free(p);
+}
+
+int tlb_fill(float *p, int64_t n, float v) {
+    TL_TRY(poison_check("full"));
+    cudaStream_t s = tl_stream();
+    if (!s) return g_poisoned ? tl_cuda_poison_status("full") : TL_E_DEVICE;
+    if (n <= 0) return TL_OK;
+    if (v == 0.0f && !signbit(v)) {  // +0.0 is all-zero bits; -0.0 is not
+        TL_CUDA_TRY("full", cudaMemsetAsync(p, 0, (size_t)n * sizeof(float), s));
+        return TL_OK;
+    }
+    fill_kernel<<<tl_blocks(n), TL_THREADS, 0, s>>>(p, n, v);
+    return tl_cuda_launched("full");
+}
+
+int tlb_copy(void *dst, const void *src, size_t bytes) {
+    TL_TRY(poison_check("copy"));
+    cudaStream_t s = tl_stream();
+    if (!s) return TL_E_DEVICE;
+    TL_CUDA_TRY("copy", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+    return TL_OK;
+}
+
+int tlb_h2d(void *dst, const void *src, size_t bytes) {
+    TL_TRY(poison_check("upload"));
+    cudaStream_t s = tl_stream();
+    if (!s) return TL_E_DEVICE;
+    TL_CUDA_TRY("upload", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+    // From pageable memory the copy is staged before cudaMemcpyAsync returns, so the caller may
+    // free its array at once. From page-locked memory it is truly asynchronous: wait for it.
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, src) != cudaSuccess) {
+        cudaGetLastError();
+    } else if (a.type == cudaMemoryTypeHost) {
+        TL_CUDA_TRY("upload", cudaStreamSynchronize(s));
+    }
+    return TL_OK;
+}
+
+int tlb_d2h(void *dst, const void *src, size_t bytes) {
+    TL_TRY(poison_check("download"));
+    cudaStream_t s = tl_stream();
+    if (!s) return TL_E_DEVICE;
+    TL_CUDA_TRY("download", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+    TL_CUDA_TRY("download", cudaStreamSynchronize(s));
+    return TL_OK;
+}
+
+int tlb_sync(void) { return sync_stream("synchronize"); }
+
+int tlb_device_count(int64_t *out) {
+    *out = 0;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorNoDevice) {
+        cudaGetLastError();
+        return TL_OK;
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError();  // not sticky: a later call may still succeed
+        return tl_fail(TL_E_DEVICE, "device_count: cudaGetDeviceCount failed: %s (%s)",
+                       cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    *out = n;
+    return TL_OK;
+}
+
+int tlb_empty_cache(void) {
+    TL_TRY(poison_check("empty_cache"));
+    if (!g_stream_ready) return TL_OK;
+    TL_CUDA_TRY("empty_cache", cudaStreamSynchronize(g_stream));
+    TL_CUDA_TRY("empty_cache", cudaMemPoolTrimTo(g_pool, 0));
+    return TL_OK;
+}
+
+void tlb_fill_stats(tl_memory_stats *s) {
+    s->cache_cap_bytes = g_stream_ready ? g_cap
+                                        : parse_cap(getenv("TORCHLEAN_CUDA_CACHE_CAP_BYTES"));
+    if (g_poisoned) return;
+    s->cached_bytes = g_stream_ready ? pool_cached() : 0;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+        s->device_free_bytes = (int64_t)free_b;
+        s->device_total_bytes = (int64_t)total_b;
+    } else {
+        cudaGetLastError();
+    }
+}
+
+}  // extern "C"
