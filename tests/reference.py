@@ -119,6 +119,111 @@ def scatter_add_row(x, values, index):
 
 
 # ==================================================================== section: conv_pool
+# Direct float64 loops. Inputs are (C, spatial...) or (N, C, spatial...); the N-less form is
+# computed as N = 1 and the axis dropped again.
+import itertools as _it
+
+
+def _cp_axes(v, r):
+    return (int(v),) * r if np.isscalar(v) else tuple(int(e) for e in v)
+
+
+def _cp_conv_size(i, k, s, p):
+    return 0 if k == 0 or i + 2 * p < k else (i + 2 * p - k) // s + 1
+
+
+def _cp_batch(x, r):
+    return (x[None], True) if x.ndim == r + 1 else (x, False)
+
+
+def conv(kernel, bias, input, stride=1, padding=0):
+    r = kernel.ndim - 2
+    x, nob = _cp_batch(input, r)
+    s, p = _cp_axes(stride, r), _cp_axes(padding, r)
+    k = kernel.shape[2:]
+    out = [_cp_conv_size(i, kk, ss, pp) for i, kk, ss, pp in zip(x.shape[2:], k, s, p)]
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pp, pp) for pp in p])
+    y = np.zeros((x.shape[0], kernel.shape[0]) + tuple(out))
+    for o in _it.product(*[range(d) for d in out]):
+        sl = tuple(slice(oo * ss, oo * ss + kk) for oo, ss, kk in zip(o, s, k))
+        win = xp[(slice(None), slice(None)) + sl]  # (N, C_in, k...)
+        y[(slice(None), slice(None)) + o] = np.tensordot(win, kernel, axes=(
+            list(range(1, r + 2)), list(range(1, r + 2)))) + bias
+    return y[0] if nob else y
+
+
+def conv_transpose(kernel, bias, input, stride=1, padding=0):
+    r = kernel.ndim - 2
+    x, nob = _cp_batch(input, r)
+    s, p = _cp_axes(stride, r), _cp_axes(padding, r)
+    k = kernel.shape[2:]
+    full = [(i - 1) * ss + kk if i and kk else 0 for i, ss, kk in zip(x.shape[2:], s, k)]
+    yf = np.zeros((x.shape[0], kernel.shape[1]) + tuple(full))
+    for i in _it.product(*[range(d) for d in x.shape[2:]]):
+        sl = tuple(slice(ii * ss, ii * ss + kk) for ii, ss, kk in zip(i, s, k))
+        # contribution x[n, ci, i] * W[ci, co, k...]
+        yf[(slice(None), slice(None)) + sl] += np.tensordot(
+            x[(slice(None), slice(None)) + i], kernel, axes=([1], [0]))
+    out = [max(0, f - 2 * pp) if f else 0 for f, pp in zip(full, p)]
+    sl = tuple(slice(pp, pp + o) for pp, o in zip(p, out))
+    y = yf[(slice(None), slice(None)) + sl] + bias.reshape((1, -1) + (1,) * r)
+    return y[0] if nob else y
+
+
+def _cp_pool(input, kernel_size, stride, padding, fn, pad_value, rank=None):
+    r = rank
+    if r is None:
+        r = next(len(v) for v in (kernel_size, stride, padding) if not np.isscalar(v))
+    x, nob = _cp_batch(input, r)
+    k, s, p = _cp_axes(kernel_size, r), _cp_axes(stride, r), _cp_axes(padding, r)
+    out = [0 if i == 0 or kk == 0 or pp > kk // 2 else _cp_conv_size(i, kk, ss, pp)
+           for i, kk, ss, pp in zip(x.shape[2:], k, s, p)]
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pp, pp) for pp in p], constant_values=pad_value)
+    y = np.zeros(x.shape[:2] + tuple(out))
+    for o in _it.product(*[range(d) for d in out]):
+        sl = tuple(slice(oo * ss, oo * ss + kk) for oo, ss, kk in zip(o, s, k))
+        win = xp[(slice(None), slice(None)) + sl].reshape(x.shape[0], x.shape[1], -1)
+        y[(slice(None), slice(None)) + o] = fn(win)
+    return y[0] if nob else y
+
+
+def max_pool(input, kernel_size, stride=1, padding=0, rank=None):
+    return _cp_pool(input, kernel_size, stride, padding,
+                    lambda w: np.maximum(w.max(axis=-1), -np.finfo(np.float32).max), -np.inf, rank)
+
+
+def max_pool2d(input, kernel_size, stride=1, padding=0):
+    return max_pool(input, kernel_size, stride, padding, 2)
+
+
+def avg_pool(input, kernel_size, stride=1, padding=0, rank=None):
+    return _cp_pool(input, kernel_size, stride, padding, lambda w: w.mean(axis=-1), 0.0, rank)
+
+
+def avg_pool2d(input, kernel_size, stride=1, padding=0):
+    return avg_pool(input, kernel_size, stride, padding, 2)
+
+
+def smooth_max_pool(input, kernel_size, beta, stride=1, padding=0, rank=None):
+    b = float(np.float32(beta))
+
+    def lse(w):
+        piv = w.max(axis=-1, keepdims=True) if b > 0 else w.min(axis=-1, keepdims=True)
+        return (piv + np.log(np.exp(b * (w - piv)).sum(axis=-1, keepdims=True)) / b)[..., 0]
+    return _cp_pool(input, kernel_size, stride, padding, lse, 0.0, rank)
+
+
+def smooth_max_pool2d(input, kernel_size, beta, stride=1, padding=0):
+    return smooth_max_pool(input, kernel_size, beta, stride, padding, 2)
+
+
+def conv2d(kernel, bias, input, stride=1, padding=0):
+    return conv(kernel, bias, input, stride, padding)
+
+
+def conv_transpose2d(kernel, bias, input, stride=1, padding=0):
+    return conv_transpose(kernel, bias, input, stride, padding)
+
 
 # -------------------------------------------------------------------- end of section: conv_pool
 

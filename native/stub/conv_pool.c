@@ -1,0 +1,384 @@
+/* conv_pool.c (stub): N-D convolution, transposed convolution and pooling, with an optional
+ * batch axis. The 2-D entry points are the N-D kernels with two spatial axes.
+ *
+ * Geometry arrives as one flat array (torchlean/shapes.py conv_geom / pool_geom):
+ *   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
+ * Convolution is im2col + a plain GEMM loop per sample (the same formulation as the CUDA
+ * library); every sum runs in a fixed order that does not depend on the thread count.
+ */
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+#include "stub.h"
+
+typedef struct {
+    int64_t r, n, cin, cout;
+    int64_t in[8], k[8], out[8], s[8], p[8];
+    int64_t in_n, k_n, out_n; /* products over the spatial axes */
+} geom_t;
+
+static int parse_geom(const char *op, const int64_t *g, int64_t len, geom_t *G) {
+    if (len < 4 || g[0] < 1 || g[0] > 8 || len != 4 + 5 * g[0])
+        return tl_fail(TL_E_ARG, "%s: malformed geometry array (length %lld)", op, (long long)len);
+    G->r = g[0]; G->n = g[1]; G->cin = g[2]; G->cout = g[3];
+    G->in_n = G->k_n = G->out_n = 1;
+    for (int64_t a = 0; a < G->r; a++) {
+        G->in[a] = g[4 + a]; G->k[a] = g[4 + G->r + a]; G->out[a] = g[4 + 2 * G->r + a];
+        G->s[a] = g[4 + 3 * G->r + a]; G->p[a] = g[4 + 4 * G->r + a];
+        if (G->s[a] < 1)
+            return tl_fail(TL_E_ARG, "%s: stride must be >= 1 on every axis, got %lld on axis %lld",
+                           op, (long long)G->s[a], (long long)a);
+        if (G->in[a] < 0 || G->k[a] < 0 || G->out[a] < 0 || G->p[a] < 0)
+            return tl_fail(TL_E_ARG, "%s: negative size in the geometry", op);
+        G->in_n *= G->in[a]; G->k_n *= G->k[a]; G->out_n *= G->out[a];
+    }
+    if (G->n < 0 || G->cin < 0 || G->cout < 0)
+        return tl_fail(TL_E_ARG, "%s: negative size in the geometry", op);
+    return TL_OK;
+}
+
+/* ------------------------------------------------------------------ im2col / col2im
+ * col has rows (c, kernel offset) and columns (output position): col[(c*K + k) * P + o]
+ * holds image[c, o*s + k - p] (0 outside). "img" is the image side (conv input), P the
+ * output side (conv output). */
+static void unravel(int64_t i, const int64_t *dims, int64_t r, int64_t *idx) {
+    for (int64_t a = r - 1; a >= 0; a--) { idx[a] = dims[a] ? i % dims[a] : 0; if (dims[a]) i /= dims[a]; }
+}
+
+/* image offset of kernel offset kk at output position o, or -1 when it falls in padding */
+static inline int64_t tap(const geom_t *G, const int64_t *ko, const int64_t *oo) {
+    int64_t off = 0;
+    for (int64_t a = 0; a < G->r; a++) {
+        int64_t i = oo[a] * G->s[a] + ko[a] - G->p[a];
+        if (i < 0 || i >= G->in[a]) return -1;
+        off = off * G->in[a] + i;
+    }
+    return off;
+}
+
+static void im2col(const geom_t *G, int64_t C, const float *img, float *col) {
+    int64_t K = G->k_n, P = G->out_n;
+#pragma omp parallel for schedule(static) if (C * K * P > TL_PAR_MIN)
+    for (int64_t ck = 0; ck < C * K; ck++) {
+        int64_t c = ck / K, kk = ck % K, ko[8], oo[8];
+        unravel(kk, G->k, G->r, ko);
+        const float *im = img + c * G->in_n;
+        float *row = col + ck * P;
+        for (int64_t o = 0; o < P; o++) {
+            unravel(o, G->out, G->r, oo);
+            int64_t t = tap(G, ko, oo);
+            row[o] = t < 0 ? 0.0f : im[t];
+        }
+    }
+}
+
+/* img[c] += col rows of channel c, in a fixed (k, o) order; channels in parallel */
+static void col2im(const geom_t *G, int64_t C, const float *col, float *img) {
+    int64_t K = G->k_n, P = G->out_n;
+#pragma omp parallel for schedule(static) if (C * K * P > TL_PAR_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        float *im = img + c * G->in_n;
+        int64_t ko[8], oo[8];
+        for (int64_t kk = 0; kk < K; kk++) {
+            unravel(kk, G->k, G->r, ko);
+            const float *row = col + (c * K + kk) * P;
+            for (int64_t o = 0; o < P; o++) {
+                unravel(o, G->out, G->r, oo);
+                int64_t t = tap(G, ko, oo);
+                if (t >= 0) im[t] += row[o];
+            }
+        }
+    }
+}
+
+/* C[m, n] (+)= sum_k A[m, k] B[k, n] with optional transposes (row-major, fixed k order) */
+static void gemm_nn(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C, int acc) {
+#pragma omp parallel for schedule(static) if (M * N * K > TL_PAR_MIN)
+    for (int64_t m = 0; m < M; m++) {
+        float *c = C + m * N;
+        if (!acc) for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
+        for (int64_t k = 0; k < K; k++) {
+            float a = A[m * K + k];
+            const float *b = B + k * N;
+            for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
+        }
+    }
+}
+
+/* C[m, n] (+)= sum_k A[k, m] B[k, n]  (A transposed) */
+static void gemm_tn(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C, int acc) {
+#pragma omp parallel for schedule(static) if (M * N * K > TL_PAR_MIN)
+    for (int64_t m = 0; m < M; m++) {
+        float *c = C + m * N;
+        if (!acc) for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
+        for (int64_t k = 0; k < K; k++) {
+            float a = A[k * M + m];
+            const float *b = B + k * N;
+            for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
+        }
+    }
+}
+
+/* C[m, n] (+)= sum_k A[m, k] B[n, k]  (B transposed): dot products */
+static void gemm_nt(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C, int acc) {
+#pragma omp parallel for schedule(static) if (M * N * K > TL_PAR_MIN)
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t j = 0; j < N; j++) {
+            float s = 0.0f;
+            const float *a = A + m * K, *b = B + j * K;
+            for (int64_t k = 0; k < K; k++) s += a[k] * b[k];
+            C[m * N + j] = acc ? C[m * N + j] + s : s;
+        }
+}
+
+/* ------------------------------------------------------------------ convolution */
+static int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
+                    const int64_t *geom, int64_t glen, int transpose) {
+    geom_t G;
+    TL_TRY(parse_geom(op, geom, glen, &G));
+    int64_t K = G.k_n;
+    TL_CHECK(op, kernel, G.cout * G.cin * K);
+    TL_CHECK(op, bias, G.cout);
+    /* conv: image = input (in), columns = output (out); transpose: the other way round */
+    int64_t xin = transpose ? G.cin * G.in_n : G.cin * G.in_n;
+    int64_t yout = transpose ? G.cout * G.out_n : G.cout * G.out_n;
+    TL_CHECK(op, input, G.n * xin);
+    TL_CHECK(op, y, G.n * yout);
+    float *Y = y->data;
+    const float *W = kernel->data, *B = bias->data, *X = input->data;
+    int64_t ny = G.n * yout;
+    if (ny == 0) return TL_OK;
+    if (!transpose) {
+        int64_t P = G.out_n, CK = G.cin * K;
+        float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
+        if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
+        for (int64_t b = 0; b < G.n; b++) {
+            float *yb = Y + b * yout;
+            im2col(&G, G.cin, X + b * xin, col);
+            gemm_nn(G.cout, P, CK, W, col, yb, 0);
+            for (int64_t oc = 0; oc < G.cout; oc++)
+                for (int64_t o = 0; o < P; o++) yb[oc * P + o] += B[oc];
+        }
+        free(col);
+        return TL_OK;
+    }
+    /* transposed conv: geometry swapped so "image" = output (size out), columns = input (in) */
+    geom_t T = G;
+    for (int64_t a = 0; a < G.r; a++) { T.in[a] = G.out[a]; T.out[a] = G.in[a]; }
+    T.in_n = G.out_n; T.out_n = G.in_n;
+    int64_t P = T.out_n, CK = G.cout * K;
+    float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
+    if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the col2im buffer", op);
+    for (int64_t b = 0; b < G.n; b++) {
+        float *yb = Y + b * yout;
+        /* col[(co, k), p] = sum_ci W[ci, (co, k)] x[ci, p] */
+        gemm_tn(CK, P, G.cin, W, X + b * xin, col, 0);
+        for (int64_t oc = 0; oc < G.cout; oc++)
+            for (int64_t o = 0; o < T.in_n; o++) yb[oc * T.in_n + o] = B[oc];
+        col2im(&T, G.cout, col, yb);
+    }
+    free(col);
+    return TL_OK;
+}
+
+static int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, tl_buf db,
+                    tl_buf dx, const int64_t *geom, int64_t glen, int transpose) {
+    geom_t G;
+    TL_TRY(parse_geom(op, geom, glen, &G));
+    int64_t K = G.k_n;
+    int64_t xin = G.cin * G.in_n, yout = G.cout * G.out_n;
+    TL_CHECK(op, kernel, G.cout * G.cin * K);
+    TL_CHECK(op, input, G.n * xin);
+    TL_CHECK(op, g, G.n * yout);
+    TL_CHECK(op, dk, G.cout * G.cin * K);
+    TL_CHECK(op, db, G.cout);
+    TL_CHECK(op, dx, G.n * xin);
+    const float *W = kernel->data, *X = input->data, *Gd = g->data;
+    float *DK = dk->data, *DB = db->data, *DX = dx->data;
+    for (int64_t i = 0; i < G.cout * G.cin * K; i++) DK[i] = 0.0f;
+    for (int64_t i = 0; i < G.n * xin; i++) DX[i] = 0.0f;
+    /* dBias: per channel, samples then positions in order */
+    for (int64_t oc = 0; oc < G.cout; oc++) {
+        float s = 0.0f;
+        for (int64_t b = 0; b < G.n; b++) {
+            const float *gp = Gd + b * yout + oc * G.out_n;
+            for (int64_t o = 0; o < G.out_n; o++) s += gp[o];
+        }
+        DB[oc] = s;
+    }
+    if (G.n * yout == 0 || G.n * xin == 0) return TL_OK;
+    if (!transpose) {
+        int64_t P = G.out_n, CK = G.cin * K;
+        float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
+        if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
+        for (int64_t b = 0; b < G.n; b++) {
+            const float *gb = Gd + b * yout;
+            im2col(&G, G.cin, X + b * xin, col);
+            gemm_nt(G.cout, CK, P, gb, col, DK, 1);          /* dW += g col^T */
+            gemm_tn(CK, P, G.cout, W, gb, col, 0);           /* dcol = W^T g */
+            col2im(&G, G.cin, col, DX + b * xin);
+        }
+        free(col);
+        return TL_OK;
+    }
+    geom_t T = G;
+    for (int64_t a = 0; a < G.r; a++) { T.in[a] = G.out[a]; T.out[a] = G.in[a]; }
+    T.in_n = G.out_n; T.out_n = G.in_n;
+    int64_t P = T.out_n, CK = G.cout * K;
+    float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
+    if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
+    for (int64_t b = 0; b < G.n; b++) {
+        const float *xb = X + b * xin;
+        im2col(&T, G.cout, Gd + b * yout, col);              /* col[(co,k), p] of the grad */
+        gemm_nt(G.cin, CK, P, xb, col, DK, 1);              /* dW[ci, (co,k)] += x col^T */
+        gemm_nn(G.cin, P, CK, W, col, DX + b * xin, 0);     /* dx = W col */
+    }
+    free(col);
+    return TL_OK;
+}
+
+int tl_conv2d(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return conv_fwd("conv2d", kernel, bias, input, y, geom, geom_len, 0);
+}
+int tl_conv(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return conv_fwd("conv", kernel, bias, input, y, geom, geom_len, 0);
+}
+int tl_conv_transpose2d(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return conv_fwd("conv_transpose2d", kernel, bias, input, y, geom, geom_len, 1);
+}
+int tl_conv_transpose(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return conv_fwd("conv_transpose", kernel, bias, input, y, geom, geom_len, 1);
+}
+int tl_conv_backward(tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel, tl_buf dbias,
+                     tl_buf dinput, const int64_t *geom, int64_t geom_len) {
+    return conv_bwd("conv_backward", kernel, input, grad_out, dkernel, dbias, dinput, geom, geom_len, 0);
+}
+int tl_conv_transpose_backward(tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel,
+                               tl_buf dbias, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
+    return conv_bwd("conv_transpose_backward", kernel, input, grad_out, dkernel, dbias, dinput,
+                    geom, geom_len, 1);
+}
+
+/* ------------------------------------------------------------------ pooling */
+enum { POOL_MAX, POOL_AVG, POOL_SMOOTH };
+
+/* Gather the window of output o of one plane: vals[j] (padding: pad_value), offs[j] (-1 for
+ * padding), in kernel row-major order. */
+static void window(const geom_t *G, const float *plane, int64_t o, float pad_value, float *vals,
+                   int64_t *offs) {
+    int64_t oo[8], ko[8];
+    unravel(o, G->out, G->r, oo);
+    for (int64_t j = 0; j < G->k_n; j++) {
+        unravel(j, G->k, G->r, ko);
+        int64_t t = tap(G, ko, oo);
+        offs[j] = t;
+        vals[j] = t < 0 ? pad_value : plane[t];
+    }
+}
+
+static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const int64_t *geom,
+                int64_t glen, double beta_d, int backward) {
+    geom_t G;
+    TL_TRY(parse_geom(op, geom, glen, &G));
+    int64_t planes = G.n * G.cin;
+    TL_CHECK(op, input, planes * G.in_n);
+    if (backward) {
+        TL_CHECK(op, g, planes * G.out_n);
+        TL_CHECK(op, out, planes * G.in_n);
+    } else {
+        TL_CHECK(op, out, planes * G.out_n);
+    }
+    float beta = (float)beta_d;
+    if (kind == POOL_SMOOTH && (!isfinite(beta) || beta == 0.0f))
+        return tl_fail(TL_E_ARG, "%s: beta must be finite and non-zero in float32, got %g", op, beta_d);
+    if (backward)
+        for (int64_t i = 0; i < planes * G.in_n; i++) out->data[i] = 0.0f;
+    if (planes * G.out_n == 0) return TL_OK;
+    int64_t KN = G.k_n;
+    float denom = (float)KN;
+    int err = 0;
+    /* one plane per iteration: each backward plane scatters in a fixed (o, j) order */
+#pragma omp parallel if (planes * G.out_n * KN > TL_PAR_MIN)
+    {
+        float *vals = (float *)malloc((size_t)KN * sizeof(float));
+        int64_t *offs = (int64_t *)malloc((size_t)KN * sizeof(int64_t));
+        if (!vals || !offs) {
+#pragma omp atomic write
+            err = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t pl = 0; pl < planes; pl++) {
+            if (!vals || !offs) continue;
+            const float *x = input->data + pl * G.in_n;
+            const float *gp = backward ? g->data + pl * G.out_n : NULL;
+            float *y = backward ? out->data + pl * G.in_n : out->data + pl * G.out_n;
+            for (int64_t o = 0; o < G.out_n; o++) {
+                if (kind == POOL_MAX) {
+                    window(&G, x, o, -INFINITY, vals, offs);
+                    float best = -FLT_MAX;
+                    int64_t arg = -1;
+                    for (int64_t j = 0; j < KN; j++)
+                        if (vals[j] > best) { best = vals[j]; arg = j; }
+                    if (!backward) y[o] = best;
+                    else if (arg >= 0 && offs[arg] >= 0) y[offs[arg]] += gp[o];
+                } else if (kind == POOL_AVG) {
+                    window(&G, x, o, 0.0f, vals, offs);
+                    if (!backward) {
+                        float s = 0.0f;
+                        for (int64_t j = 0; j < KN; j++) s += vals[j];
+                        y[o] = s / denom;
+                    } else {
+                        float d = gp[o] / denom;
+                        for (int64_t j = 0; j < KN; j++) if (offs[j] >= 0) y[offs[j]] += d;
+                    }
+                } else {
+                    window(&G, x, o, 0.0f, vals, offs);
+                    float piv = vals[0];
+                    for (int64_t j = 1; j < KN; j++)
+                        piv = beta > 0 ? (vals[j] > piv ? vals[j] : piv) : (vals[j] < piv ? vals[j] : piv);
+                    float s = 0.0f;
+                    for (int64_t j = 0; j < KN; j++) s += expf(beta * (vals[j] - piv));
+                    if (!backward) {
+                        y[o] = piv + logf(s) / beta;
+                    } else {
+                        for (int64_t j = 0; j < KN; j++)
+                            if (offs[j] >= 0) y[offs[j]] += gp[o] * (expf(beta * (vals[j] - piv)) / s);
+                    }
+                }
+            }
+        }
+        free(vals);
+        free(offs);
+    }
+    if (err) return tl_fail(TL_E_OOM, "%s: out of host memory for a pooling window", op);
+    return TL_OK;
+}
+
+int tl_max_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return pool("max_pool2d", POOL_MAX, input, NULL, y, geom, geom_len, 0, 0);
+}
+int tl_max_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return pool("max_pool", POOL_MAX, input, NULL, y, geom, geom_len, 0, 0);
+}
+int tl_max_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
+    return pool("max_pool_backward", POOL_MAX, input, grad_out, dinput, geom, geom_len, 0, 1);
+}
+int tl_avg_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return pool("avg_pool2d", POOL_AVG, input, NULL, y, geom, geom_len, 0, 0);
+}
+int tl_avg_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    return pool("avg_pool", POOL_AVG, input, NULL, y, geom, geom_len, 0, 0);
+}
+int tl_avg_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
+    return pool("avg_pool_backward", POOL_AVG, input, grad_out, dinput, geom, geom_len, 0, 1);
+}
+int tl_smooth_max_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len, double b) {
+    return pool("smooth_max_pool2d", POOL_SMOOTH, input, NULL, y, geom, geom_len, b, 0);
+}
+int tl_smooth_max_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len, double b) {
+    return pool("smooth_max_pool", POOL_SMOOTH, input, NULL, y, geom, geom_len, b, 0);
+}
+int tl_smooth_max_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom,
+                                int64_t geom_len, double b) {
+    return pool("smooth_max_pool_backward", POOL_SMOOTH, input, grad_out, dinput, geom, geom_len, b, 1);
+}
