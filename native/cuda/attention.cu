@@ -84,13 +84,13 @@ __global__ void __launch_bounds__(64) flash_fwd_kernel(
 #pragma unroll
             for (int d = 0; d < HDM; d++) s += q[d] * Ks[jj][d];
             if (s > m) {
-                float corr = __expf(m - s);  // m = -inf gives 0
+                float corr = expf(m - s);  // m = -inf gives exactly 0
                 l = l * corr + 1.0f;
 #pragma unroll
                 for (int d = 0; d < HDM; d++) o[d] = o[d] * corr + Vs[jj][d];
                 m = s;
             } else {
-                float p = __expf(s - m);
+                float p = expf(s - m);
                 l += p;
 #pragma unroll
                 for (int d = 0; d < HDM; d++) o[d] += p * Vs[jj][d];
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(64) flash_dq_kernel(
                 s += q[d] * Ks[jj][d];
                 dp += g[d] * Vs[jj][d];
             }
-            const float ds = __expf(s - L) * (dp - Di) * scale;
+            const float ds = expf(s - L) * (dp - Di) * scale;
 #pragma unroll
             for (int d = 0; d < HDM; d++) dq[d] += ds * Ks[jj][d];
         }
@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV) flash_dkv_kernel(
                 s += Qs[ii][d] * k[d];
                 dp += Gs[ii][d] * vj[d];
             }
-            const float p = __expf(s - Ls[ii]);
+            const float p = expf(s - Ls[ii]);
             const float ds = p * (dp - Ds[ii]) * scale;
 #pragma unroll
             for (int d = 0; d < HDM; d++) {
@@ -283,12 +283,12 @@ __global__ void masked_softmax_rows(float *__restrict__ S, const float *__restri
     mx = tl_block_max(mx);
     float den = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x)
-        if (mx != -INFINITY && (!mask || mask[(size_t)i * n + j] != 0.0f)) den += __expf(row[j] * scale - mx);
+        if (mx != -INFINITY && (!mask || mask[(size_t)i * n + j] != 0.0f)) den += expf(row[j] * scale - mx);
     den = tl_block_sum(den);
     const float inv = den > 0.0f ? 1.0f / den : 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
         bool ok = mx != -INFINITY && (!mask || mask[(size_t)i * n + j] != 0.0f);
-        row[j] = ok ? __expf(row[j] * scale - mx) * inv : 0.0f;
+        row[j] = ok ? expf(row[j] * scale - mx) * inv : 0.0f;
     }
     if (threadIdx.x == 0) lse[r] = den > 0.0f ? mx + logf(den) : 0.0f;
 }
@@ -300,7 +300,7 @@ __global__ void recompute_probs(float *__restrict__ S, const float *__restrict__
         int64_t r = e / n;
         int i = (int)(r % n), j = (int)(e % n);
         bool ok = !mask || mask[(size_t)i * n + j] != 0.0f;
-        S[e] = ok ? __expf(S[e] * scale - lse[r]) : 0.0f;
+        S[e] = ok ? expf(S[e] * scale - lse[r]) : 0.0f;
     }
 }
 
