@@ -1,0 +1,492 @@
+// attention.cu (CUDA): multi_head_attention forward and fused backward.
+//
+// Layout (shared with the stub): q, k, v and attn are (B*n, H*hd) row-major, the direct result
+// of the cuBLAS projections; head h of token i is the column block [h*hd, (h+1)*hd), so heads
+// are addressed with a row stride of H*hd and never copied. lse is (B, H, n).
+//
+// use_flash = 1 (and hd <= 128): a tiled core with an online softmax. Each thread owns one query
+// row (forward, dQ) or one key row (dK/dV); K/V (or Q/dO) tiles are staged in shared memory, so
+// the n x n matrix is never stored. The backward recomputes probabilities from lse and writes
+// every gradient row from exactly one thread: no atomics, bit-reproducible.
+// use_flash = 0: the composed path (materialised scores in scratch, a masked softmax kernel,
+// strided-batched GEMMs), kept as the reference the fused core is tested against.
+#include <math.h>
+#include "common.cuh"
+
+namespace {
+
+// ---------------------------------------------------------------- row-major GEMM helpers
+// C (M x N) = alpha * op(A) (M x K) @ op(B) (K x N) + beta * C; lda/ldb/ldc are the row-major
+// leading dimensions of the stored matrices. Row-major C^T = op(B)^T op(A)^T in column-major.
+int gemm(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+         float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+         float *C, int64_t ldc) {
+    TL_CUBLAS_TRY(op, cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  (int)N, (int)M, (int)K, &alpha, B, (int)ldb, A, (int)lda, &beta,
+                                  C, (int)ldc));
+    return TL_OK;
+}
+
+int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, int64_t N,
+                 int64_t K, float alpha, const float *A, int64_t lda, int64_t sa, const float *B,
+                 int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc, int64_t sc,
+                 int64_t count) {
+    TL_CUBLAS_TRY(op, cublasSgemmStridedBatched(
+        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K,
+        &alpha, B, (int)ldb, sb, A, (int)lda, sa, &beta, C, (int)ldc, sc, (int)count));
+    return TL_OK;
+}
+
+// ---------------------------------------------------------------- fused (flash) kernels
+// Tile sizes by the compile-time head-dim bound HDM: shared tiles stay under 48 KiB.
+template <int HDM> struct Tiles {
+    static constexpr int BQ = 64;                  // query rows per block (forward, dQ)
+    static constexpr int BK = 4096 / HDM;          // key rows per staged tile (forward, dQ)
+    static constexpr int BKV = HDM <= 64 ? 64 : 32;  // key rows per block (dK/dV)
+    static constexpr int BQT = 2048 / HDM;         // query rows per staged tile (dK/dV)
+};
+
+// Forward: grid (ceil(n/BQ), B*H), one thread per query row.
+template <int HDM>
+__global__ void __launch_bounds__(64) flash_fwd_kernel(
+    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ mask, float *__restrict__ O, float *__restrict__ lse, int n, int H,
+    int hd, float scale) {
+    using T = Tiles<HDM>;
+    __shared__ float Ks[T::BK][HDM];
+    __shared__ float Vs[T::BK][HDM];
+    const int HD = H * hd;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int i = blockIdx.x * T::BQ + threadIdx.x;
+    const bool live = i < n;
+    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
+    float q[HDM], o[HDM];
+#pragma unroll
+    for (int d = 0; d < HDM; d++) {
+        q[d] = (live && d < hd) ? Q[base + (size_t)i * HD + d] * scale : 0.0f;
+        o[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += T::BK) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < T::BK * HDM; e += blockDim.x) {
+            int jj = e / HDM, d = e % HDM, j = j0 + jj;
+            bool ok = j < n && d < hd;
+            Ks[jj][d] = ok ? K[base + (size_t)j * HD + d] : 0.0f;
+            Vs[jj][d] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
+        }
+        __syncthreads();
+        if (!live) continue;
+        const int jn = min(T::BK, n - j0);
+        for (int jj = 0; jj < jn; jj++) {
+            if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
+            float s = 0.0f;
+#pragma unroll
+            for (int d = 0; d < HDM; d++) s += q[d] * Ks[jj][d];
+            if (s > m) {
+                float corr = expf(m - s);  // m = -inf gives exactly 0
+                l = l * corr + 1.0f;
+#pragma unroll
+                for (int d = 0; d < HDM; d++) o[d] = o[d] * corr + Vs[jj][d];
+                m = s;
+            } else {
+                float p = expf(s - m);
+                l += p;
+#pragma unroll
+                for (int d = 0; d < HDM; d++) o[d] += p * Vs[jj][d];
+            }
+        }
+    }
+    if (!live) return;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // fully blocked row: output 0
+#pragma unroll
+    for (int d = 0; d < HDM; d++)
+        if (d < hd) O[base + (size_t)i * HD + d] = o[d] * inv;
+    lse[(size_t)bh * n + i] = l > 0.0f ? m + logf(l) : 0.0f;
+}
+
+// D_i = dO_i . O_i per (b, h, i): one thread per row.
+__global__ void rowdot_kernel(const float *__restrict__ dO, const float *__restrict__ O,
+                              float *__restrict__ D, int64_t B, int n, int H, int hd) {
+    const int64_t HD = (int64_t)H * hd;
+    TL_GRID_STRIDE(r, B * H * n) {
+        int64_t b = r / ((int64_t)H * n), h = (r / n) % H, i = r % n;
+        const float *a = dO + (b * n + i) * HD + h * hd, *c = O + (b * n + i) * HD + h * hd;
+        float s = 0.0f;
+        for (int d = 0; d < hd; d++) s += a[d] * c[d];
+        D[r] = s;
+    }
+}
+
+// dQ: grid (ceil(n/BQ), B*H), one thread per query row, K/V tiles in shared memory.
+template <int HDM>
+__global__ void __launch_bounds__(64) flash_dq_kernel(
+    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
+    const float *__restrict__ mask, float *__restrict__ dQ, int n, int H, int hd, float scale) {
+    using T = Tiles<HDM>;
+    __shared__ float Ks[T::BK][HDM];
+    __shared__ float Vs[T::BK][HDM];
+    const int HD = H * hd;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int i = blockIdx.x * T::BQ + threadIdx.x;
+    const bool live = i < n;
+    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
+    float q[HDM], g[HDM], dq[HDM];
+#pragma unroll
+    for (int d = 0; d < HDM; d++) {
+        bool ok = live && d < hd;
+        q[d] = ok ? Q[base + (size_t)i * HD + d] * scale : 0.0f;
+        g[d] = ok ? dO[base + (size_t)i * HD + d] : 0.0f;
+        dq[d] = 0.0f;
+    }
+    const float L = live ? lse[(size_t)bh * n + i] : 0.0f;
+    const float Di = live ? D[(size_t)bh * n + i] : 0.0f;
+    for (int j0 = 0; j0 < n; j0 += T::BK) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < T::BK * HDM; e += blockDim.x) {
+            int jj = e / HDM, d = e % HDM, j = j0 + jj;
+            bool ok = j < n && d < hd;
+            Ks[jj][d] = ok ? K[base + (size_t)j * HD + d] : 0.0f;
+            Vs[jj][d] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
+        }
+        __syncthreads();
+        if (!live) continue;
+        const int jn = min(T::BK, n - j0);
+        for (int jj = 0; jj < jn; jj++) {
+            if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
+            float s = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int d = 0; d < HDM; d++) {
+                s += q[d] * Ks[jj][d];
+                dp += g[d] * Vs[jj][d];
+            }
+            const float ds = expf(s - L) * (dp - Di) * scale;
+#pragma unroll
+            for (int d = 0; d < HDM; d++) dq[d] += ds * Ks[jj][d];
+        }
+    }
+    if (!live) return;
+#pragma unroll
+    for (int d = 0; d < HDM; d++)
+        if (d < hd) dQ[base + (size_t)i * HD + d] = dq[d];
+}
+
+// dK, dV: grid (ceil(n/BKV), B*H), one thread per key row; Q/dO tiles in shared memory, the
+// thread's own v row in padded shared memory (stride HDM+1: conflict-free), k in registers.
+template <int HDM>
+__global__ void __launch_bounds__(Tiles<HDM>::BKV) flash_dkv_kernel(
+    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
+    const float *__restrict__ mask, float *__restrict__ dK, float *__restrict__ dV, int n, int H,
+    int hd, float scale) {
+    using T = Tiles<HDM>;
+    __shared__ float Qs[T::BQT][HDM];
+    __shared__ float Gs[T::BQT][HDM];
+    __shared__ float Ls[T::BQT], Ds[T::BQT];
+    __shared__ float Vown[T::BKV * (HDM + 1)];
+    const int HD = H * hd;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int j = blockIdx.x * T::BKV + threadIdx.x;
+    const bool live = j < n;
+    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
+    float *vj = Vown + threadIdx.x * (HDM + 1);
+    float k[HDM], dk[HDM], dv[HDM];
+#pragma unroll
+    for (int d = 0; d < HDM; d++) {
+        bool ok = live && d < hd;
+        k[d] = ok ? K[base + (size_t)j * HD + d] * scale : 0.0f;
+        vj[d] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
+        dk[d] = 0.0f;
+        dv[d] = 0.0f;
+    }
+    for (int i0 = 0; i0 < n; i0 += T::BQT) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < T::BQT * HDM; e += blockDim.x) {
+            int ii = e / HDM, d = e % HDM, i = i0 + ii;
+            bool ok = i < n && d < hd;
+            Qs[ii][d] = ok ? Q[base + (size_t)i * HD + d] : 0.0f;
+            Gs[ii][d] = ok ? dO[base + (size_t)i * HD + d] : 0.0f;
+        }
+        for (int ii = threadIdx.x; ii < T::BQT; ii += blockDim.x) {
+            int i = i0 + ii;
+            Ls[ii] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
+            Ds[ii] = i < n ? D[(size_t)bh * n + i] : 0.0f;
+        }
+        __syncthreads();
+        if (!live) continue;
+        const int in_ = min(T::BQT, n - i0);
+        for (int ii = 0; ii < in_; ii++) {
+            if (mask && mask[(size_t)(i0 + ii) * n + j] == 0.0f) continue;
+            float s = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int d = 0; d < HDM; d++) {
+                s += Qs[ii][d] * k[d];
+                dp += Gs[ii][d] * vj[d];
+            }
+            const float p = expf(s - Ls[ii]);
+            const float ds = p * (dp - Ds[ii]) * scale;
+#pragma unroll
+            for (int d = 0; d < HDM; d++) {
+                dv[d] += p * Gs[ii][d];
+                dk[d] += ds * Qs[ii][d];
+            }
+        }
+    }
+    if (!live) return;
+#pragma unroll
+    for (int d = 0; d < HDM; d++)
+        if (d < hd) {
+            dK[base + (size_t)j * HD + d] = dk[d];
+            dV[base + (size_t)j * HD + d] = dv[d];
+        }
+}
+
+template <int HDM>
+int flash_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
+                  float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
+    using T = Tiles<HDM>;
+    dim3 grid((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
+    flash_fwd_kernel<HDM><<<grid, T::BQ, 0, tl_stream()>>>(Q, K, V, M, O, L, (int)n, (int)H,
+                                                           (int)hd, scale);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+template <int HDM>
+int flash_backward(const char *op, const float *Q, const float *K, const float *V,
+                   const float *dO, const float *L, const float *D, const float *M, float *dQ,
+                   float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
+    using T = Tiles<HDM>;
+    dim3 gq((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
+    flash_dq_kernel<HDM><<<gq, T::BQ, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n, (int)H,
+                                                        (int)hd, scale);
+    TL_LAUNCHED(op);
+    dim3 gk((unsigned)((n + T::BKV - 1) / T::BKV), (unsigned)(B * H));
+    flash_dkv_kernel<HDM><<<gk, T::BKV, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV, (int)n,
+                                                          (int)H, (int)hd, scale);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+// ---------------------------------------------------------------- composed path kernels
+// In place over S (one block per (b, h, i) row): S = softmax(scale * S) over allowed entries,
+// blocked entries exactly 0, a fully blocked row all 0; also writes lse.
+__global__ void masked_softmax_rows(float *__restrict__ S, const float *__restrict__ mask,
+                                    float *__restrict__ lse, int n, float scale) {
+    const int64_t r = blockIdx.x;
+    const int i = (int)(r % n);
+    float *row = S + r * n;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        if (!mask || mask[(size_t)i * n + j] != 0.0f) mx = fmaxf(mx, row[j] * scale);
+    mx = tl_block_max(mx);
+    float den = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        if (mx != -INFINITY && (!mask || mask[(size_t)i * n + j] != 0.0f)) den += expf(row[j] * scale - mx);
+    den = tl_block_sum(den);
+    const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        bool ok = mx != -INFINITY && (!mask || mask[(size_t)i * n + j] != 0.0f);
+        row[j] = ok ? expf(row[j] * scale - mx) * inv : 0.0f;
+    }
+    if (threadIdx.x == 0) lse[r] = den > 0.0f ? mx + logf(den) : 0.0f;
+}
+
+// P = exp(scale * S - lse) at allowed entries (0 elsewhere), in place.
+__global__ void recompute_probs(float *__restrict__ S, const float *__restrict__ mask,
+                                const float *__restrict__ lse, int64_t total, int n, float scale) {
+    TL_GRID_STRIDE(e, total) {
+        int64_t r = e / n;
+        int i = (int)(r % n), j = (int)(e % n);
+        bool ok = !mask || mask[(size_t)i * n + j] != 0.0f;
+        S[e] = ok ? expf(S[e] * scale - lse[r]) : 0.0f;
+    }
+}
+
+// dS = P * (dP - D_i) * scale, in place over dP.
+__global__ void softmax_grad(float *__restrict__ dP, const float *__restrict__ P,
+                             const float *__restrict__ D, int64_t total, int n, float scale) {
+    TL_GRID_STRIDE(e, total) { dP[e] = P[e] * (dP[e] - D[e / n]) * scale; }
+}
+
+// scores S (B*H, n, n) = Q_h K_h^T per batch item (strided-batched over heads)
+int scores(const char *op, cublasHandle_t hnd, const float *Q, const float *K, float *S, int64_t B,
+           int64_t n, int64_t H, int64_t hd) {
+    const int64_t HD = H * hd;
+    for (int64_t b = 0; b < B; b++)
+        TL_TRY(gemm_batched(op, hnd, false, true, n, n, hd, 1.0f, Q + b * n * HD, HD, hd,
+                            K + b * n * HD, HD, hd, 0.0f, S + b * H * n * n, n, n * n, H));
+    return TL_OK;
+}
+
+int composed_forward(const char *op, cublasHandle_t hnd, const float *Q, const float *K,
+                     const float *V, const float *M, float *O, float *L, int64_t B, int64_t n,
+                     int64_t H, int64_t hd, float scale) {
+    const int64_t HD = H * hd, total = B * H * n * n;
+    void *tmp = nullptr;
+    TL_TRY(tl_scratch(op, sizeof(float) * (size_t)total, &tmp));
+    float *S = (float *)tmp;
+    int st = scores(op, hnd, Q, K, S, B, n, H, hd);
+    if (!st) {
+        masked_softmax_rows<<<(unsigned)(B * H * n), 128, 0, tl_stream()>>>(S, M, L, (int)n, scale);
+        st = tl_cuda_launched(op);
+    }
+    for (int64_t b = 0; b < B && !st; b++)
+        st = gemm_batched(op, hnd, false, false, n, hd, n, 1.0f, S + b * H * n * n, n, n * n,
+                          V + b * n * HD, HD, hd, 0.0f, O + b * n * HD, HD, hd, H);
+    tl_scratch_free(tmp);
+    return st;
+}
+
+int composed_backward(const char *op, cublasHandle_t hnd, const float *Q, const float *K,
+                      const float *V, const float *dO, const float *L, const float *D,
+                      const float *M, float *dQ, float *dK, float *dV, int64_t B, int64_t n,
+                      int64_t H, int64_t hd, float scale) {
+    const int64_t HD = H * hd, total = B * H * n * n;
+    void *tmp = nullptr;
+    TL_TRY(tl_scratch(op, sizeof(float) * (size_t)total * 2, &tmp));
+    float *P = (float *)tmp, *dP = P + total;
+    int st = scores(op, hnd, Q, K, P, B, n, H, hd);
+    if (!st) {
+        recompute_probs<<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(P, M, L, total, (int)n, scale);
+        st = tl_cuda_launched(op);
+    }
+    // dP = dO_h V_h^T
+    for (int64_t b = 0; b < B && !st; b++)
+        st = gemm_batched(op, hnd, false, true, n, n, hd, 1.0f, dO + b * n * HD, HD, hd,
+                          V + b * n * HD, HD, hd, 0.0f, dP + b * H * n * n, n, n * n, H);
+    if (!st) {
+        softmax_grad<<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(dP, P, D, total, (int)n, scale);
+        st = tl_cuda_launched(op);
+    }
+    for (int64_t b = 0; b < B && !st; b++) {
+        const int64_t so = b * n * HD, ss = b * H * n * n;
+        st = gemm_batched(op, hnd, false, false, n, hd, n, 1.0f, dP + ss, n, n * n, K + so, HD, hd,
+                          0.0f, dQ + so, HD, hd, H);  // dQ = dS K
+        if (!st)
+            st = gemm_batched(op, hnd, true, false, n, hd, n, 1.0f, dP + ss, n, n * n, Q + so, HD,
+                              hd, 0.0f, dK + so, HD, hd, H);  // dK = dS^T Q
+        if (!st)
+            st = gemm_batched(op, hnd, true, false, n, hd, n, 1.0f, P + ss, n, n * n, dO + so, HD,
+                              hd, 0.0f, dV + so, HD, hd, H);  // dV = P^T dO
+    }
+    tl_scratch_free(tmp);
+    return st;
+}
+
+int check_dims(const char *op, int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd,
+               int64_t *rows, int64_t *hw) {
+    if (b < 0 || n < 0 || dm < 0 || h <= 0 || hd < 0 || b * h > 65535 || n > (1 << 30))
+        return tl_fail(TL_E_SHAPE, "%s: unsupported sizes b=%lld n=%lld d_model=%lld heads=%lld hd=%lld",
+                       op, (long long)b, (long long)n, (long long)dm, (long long)h, (long long)hd);
+    TL_TRY(tl_checked_mul(op, b, n, rows));
+    TL_TRY(tl_checked_mul(op, h, hd, hw));
+    return TL_OK;
+}
+
+int zero(const char *op, tl_buf t) {
+    if (t->n) TL_CUDA_TRY(op, cudaMemsetAsync(t->data, 0, sizeof(float) * t->n, tl_stream()));
+    return TL_OK;
+}
+
+}  // namespace
+
+extern "C" int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x,
+                                       tl_buf mask, tl_buf y, tl_buf q, tl_buf k, tl_buf v,
+                                       tl_buf lse, tl_buf attn, int64_t b, int64_t n, int64_t dm,
+                                       int64_t h, int64_t hd, int64_t has_mask, int64_t flash) {
+    const char *op = "multi_head_attention";
+    int64_t R, HD;
+    TL_TRY(check_dims(op, b, n, dm, h, hd, &R, &HD));
+    TL_CHECK(op, wq, dm * HD); TL_CHECK(op, wk, dm * HD); TL_CHECK(op, wv, dm * HD);
+    TL_CHECK(op, wo, HD * dm); TL_CHECK(op, x, R * dm); TL_CHECK(op, y, R * dm);
+    TL_CHECK(op, q, R * HD); TL_CHECK(op, k, R * HD); TL_CHECK(op, v, R * HD);
+    TL_CHECK(op, attn, R * HD); TL_CHECK(op, lse, b * h * n);
+    if (has_mask) TL_CHECK(op, mask, n * n);
+    if (R == 0 || HD == 0 || dm == 0) {
+        tl_buf outs[] = {y, q, k, v, lse, attn};
+        for (tl_buf t : outs) TL_TRY(zero(op, t));
+        return TL_OK;
+    }
+    cublasHandle_t hnd;
+    TL_TRY(tl_cublas(op, &hnd));
+    const float *M = has_mask ? mask->data : nullptr;
+    const float *X = x->data;
+    TL_TRY(gemm(op, hnd, false, false, R, HD, dm, 1.0f, X, dm, wq->data, HD, 0.0f, q->data, HD));
+    TL_TRY(gemm(op, hnd, false, false, R, HD, dm, 1.0f, X, dm, wk->data, HD, 0.0f, k->data, HD));
+    TL_TRY(gemm(op, hnd, false, false, R, HD, dm, 1.0f, X, dm, wv->data, HD, 0.0f, v->data, HD));
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    const float *Q = q->data, *K = k->data, *V = v->data;
+    float *O = attn->data, *L = lse->data;
+    if (flash && hd <= 32) {
+        TL_TRY(flash_forward<32>(op, Q, K, V, M, O, L, b, n, h, hd, scale));
+    } else if (flash && hd <= 64) {
+        TL_TRY(flash_forward<64>(op, Q, K, V, M, O, L, b, n, h, hd, scale));
+    } else if (flash && hd <= 128) {
+        TL_TRY(flash_forward<128>(op, Q, K, V, M, O, L, b, n, h, hd, scale));
+    } else {
+        TL_TRY(composed_forward(op, hnd, Q, K, V, M, O, L, b, n, h, hd, scale));
+    }
+    TL_TRY(gemm(op, hnd, false, false, R, dm, HD, 1.0f, O, HD, wo->data, dm, 0.0f, y->data, dm));
+    return TL_OK;
+}
+
+extern "C" int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv,
+                                                tl_buf wo, tl_buf x, tl_buf q, tl_buf k, tl_buf v,
+                                                tl_buf lse, tl_buf attn, tl_buf mask, tl_buf dwq,
+                                                tl_buf dwk, tl_buf dwv, tl_buf dwo, tl_buf dx,
+                                                int64_t b, int64_t n, int64_t dm, int64_t h,
+                                                int64_t hd, int64_t has_mask, int64_t flash) {
+    const char *op = "multi_head_attention_backward";
+    int64_t R, HD;
+    TL_TRY(check_dims(op, b, n, dm, h, hd, &R, &HD));
+    TL_CHECK(op, g, R * dm); TL_CHECK(op, x, R * dm); TL_CHECK(op, dx, R * dm);
+    TL_CHECK(op, wq, dm * HD); TL_CHECK(op, wk, dm * HD); TL_CHECK(op, wv, dm * HD);
+    TL_CHECK(op, wo, HD * dm); TL_CHECK(op, dwq, dm * HD); TL_CHECK(op, dwk, dm * HD);
+    TL_CHECK(op, dwv, dm * HD); TL_CHECK(op, dwo, HD * dm);
+    TL_CHECK(op, q, R * HD); TL_CHECK(op, k, R * HD); TL_CHECK(op, v, R * HD);
+    TL_CHECK(op, attn, R * HD); TL_CHECK(op, lse, b * h * n);
+    if (has_mask) TL_CHECK(op, mask, n * n);
+    if (R == 0 || HD == 0 || dm == 0) {
+        tl_buf outs[] = {dwq, dwk, dwv, dwo, dx};
+        for (tl_buf t : outs) TL_TRY(zero(op, t));
+        return TL_OK;
+    }
+    cublasHandle_t hnd;
+    TL_TRY(tl_cublas(op, &hnd));
+    const float *M = has_mask ? mask->data : nullptr;
+    const float *G = g->data, *X = x->data, *Q = q->data, *K = k->data, *V = v->data;
+    const float *O = attn->data, *L = lse->data;
+    // scratch: dO, dQ, dK, dV (R x HD each) and D (B*H*n)
+    const size_t big = (size_t)(R * HD);
+    void *tmp = nullptr;
+    TL_TRY(tl_scratch(op, sizeof(float) * (4 * big + (size_t)(b * h * n)), &tmp));
+    float *dO = (float *)tmp, *dQ = dO + big, *dK = dQ + big, *dV = dK + big, *D = dV + big;
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    int st = gemm(op, hnd, true, false, HD, dm, R, 1.0f, O, HD, G, dm, 0.0f, dwo->data, dm);
+    if (!st) st = gemm(op, hnd, false, true, R, HD, dm, 1.0f, G, dm, wo->data, dm, 0.0f, dO, HD);
+    if (!st) {
+        rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, tl_stream()>>>(dO, O, D, b, (int)n,
+                                                                           (int)h, (int)hd);
+        st = tl_cuda_launched(op);
+    }
+    if (!st) {
+        if (flash && hd <= 32)
+            st = flash_backward<32>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale);
+        else if (flash && hd <= 64)
+            st = flash_backward<64>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale);
+        else if (flash && hd <= 128)
+            st = flash_backward<128>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale);
+        else
+            st = composed_backward(op, hnd, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale);
+    }
+    if (!st) st = gemm(op, hnd, true, false, dm, HD, R, 1.0f, X, dm, dQ, HD, 0.0f, dwq->data, HD);
+    if (!st) st = gemm(op, hnd, true, false, dm, HD, R, 1.0f, X, dm, dK, HD, 0.0f, dwk->data, HD);
+    if (!st) st = gemm(op, hnd, true, false, dm, HD, R, 1.0f, X, dm, dV, HD, 0.0f, dwv->data, HD);
+    if (!st) st = gemm(op, hnd, false, true, R, dm, HD, 1.0f, dQ, HD, wq->data, HD, 0.0f, dx->data, dm);
+    if (!st) st = gemm(op, hnd, false, true, R, dm, HD, 1.0f, dK, HD, wk->data, HD, 1.0f, dx->data, dm);
+    if (!st) st = gemm(op, hnd, false, true, R, dm, HD, 1.0f, dV, HD, wv->data, HD, 1.0f, dx->data, dm);
+    tl_scratch_free(tmp);
+    return st;
+}

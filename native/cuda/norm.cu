@@ -1,0 +1,240 @@
+// norm.cu (CUDA): layer_norm and batchnorm_channel_first, fused forward and backward kernels.
+//
+// Same conventions as the stub: biased variance, eps inside the sqrt, mean/var via multiplication
+// by float32(1/N), xhat = (x - mean) / std. Every reduction is a fixed-order block tree
+// (tl_block_sum) or an ordered loop, so results are bit-reproducible without atomics.
+#include "common.cuh"
+
+namespace {
+
+constexpr int LN_THREADS = 256;
+constexpr int COL_CHUNK = 128;  // rows per partial column sum (fixed: results never depend on the grid)
+
+// One block per row: mean, biased variance, then xhat, y and inv_std.
+__global__ void ln_fwd_kernel(const float *__restrict__ x, const float *__restrict__ gamma,
+                              const float *__restrict__ beta, float *__restrict__ y,
+                              float *__restrict__ xhat, float *__restrict__ inv_std, int64_t cols,
+                              float inv_cols, float eps) {
+    const int64_t r = blockIdx.x;
+    const float *xr = x + r * cols;
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
+    const float mean = tl_block_sum(s) * inv_cols;
+    float v = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float d = xr[j] - mean;
+        v += d * d;
+    }
+    const float var = tl_block_sum(v) * inv_cols;
+    const float sd = sqrtf(var + eps);
+    if (threadIdx.x == 0) inv_std[r] = 1.0f / sd;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float xh = (xr[j] - mean) / sd;
+        xhat[r * cols + j] = xh;
+        y[r * cols + j] = __fadd_rn(__fmul_rn(xh, gamma[j]), beta[j]);
+    }
+}
+
+// One block per row: dx from the row sums S1 = sum(dxhat), S2 = sum(dxhat * xhat).
+__global__ void ln_bwd_dx_kernel(const float *__restrict__ g, const float *__restrict__ xhat,
+                                 const float *__restrict__ inv_std, const float *__restrict__ gamma,
+                                 float *__restrict__ dx, int64_t cols, float fcols, float inv_cols) {
+    const int64_t r = blockIdx.x;
+    const float *gr = g + r * cols, *xr = xhat + r * cols;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float d = gr[j] * gamma[j];
+        s1 += d;
+        s2 += d * xr[j];
+    }
+    const float S1 = tl_block_sum(s1), S2 = tl_block_sum(s2), is = inv_std[r];
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float d = gr[j] * gamma[j];
+        dx[r * cols + j] = (((d * fcols - S1) - xr[j] * S2) * is) * inv_cols;
+    }
+}
+
+// Partial column sums of g*xhat and g over a chunk of COL_CHUNK rows; each thread owns a column
+// and walks its rows in order (coalesced across the warp).
+__global__ void col_partials_kernel(const float *__restrict__ g, const float *__restrict__ xhat,
+                                    float *__restrict__ pg, float *__restrict__ pb, int64_t rows,
+                                    int64_t cols) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t chunk = blockIdx.y;
+    if (j >= cols) return;
+    const int64_t r0 = chunk * COL_CHUNK;
+    const int64_t r1 = min(rows, r0 + COL_CHUNK);
+    float sg = 0.0f, sb = 0.0f;
+    for (int64_t r = r0; r < r1; r++) {
+        float gv = g[r * cols + j];
+        sg += gv * xhat[r * cols + j];
+        sb += gv;
+    }
+    pg[chunk * cols + j] = sg;
+    pb[chunk * cols + j] = sb;
+}
+
+__global__ void col_finish_kernel(const float *__restrict__ pg, const float *__restrict__ pb,
+                                  float *__restrict__ dgamma, float *__restrict__ dbeta,
+                                  int64_t chunks, int64_t cols) {
+    TL_GRID_STRIDE(j, cols) {
+        float sg = 0.0f, sb = 0.0f;
+        for (int64_t c = 0; c < chunks; c++) {
+            sg += pg[c * cols + j];
+            sb += pb[c * cols + j];
+        }
+        dgamma[j] = sg;
+        dbeta[j] = sb;
+    }
+}
+
+// One block per channel: statistics over the n*s elements of that channel.
+__global__ void bn_fwd_kernel(const float *__restrict__ x, const float *__restrict__ gamma,
+                              const float *__restrict__ beta, float *__restrict__ y,
+                              float *__restrict__ xhat, float *__restrict__ mean_out,
+                              float *__restrict__ var_out, float *__restrict__ inv_std, int64_t n,
+                              int64_t c, int64_t s, float inv_cnt, float eps) {
+    const int64_t ch = blockIdx.x, cnt = n * s;
+    float acc = 0.0f;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) acc += x[((e / s) * c + ch) * s + e % s];
+    const float mean = tl_block_sum(acc) * inv_cnt;
+    float v = 0.0f;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+        float d = x[((e / s) * c + ch) * s + e % s] - mean;
+        v += d * d;
+    }
+    const float var = tl_block_sum(v) * inv_cnt;
+    const float sd = sqrtf(var + eps);
+    if (threadIdx.x == 0) {
+        mean_out[ch] = mean;
+        var_out[ch] = var;
+        inv_std[ch] = 1.0f / sd;
+    }
+    const float ga = gamma[ch], be = beta[ch];
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+        int64_t off = ((e / s) * c + ch) * s + e % s;
+        float xh = (x[off] - mean) / sd;
+        xhat[off] = xh;
+        y[off] = __fadd_rn(__fmul_rn(xh, ga), be);
+    }
+}
+
+__global__ void bn_bwd_kernel(const float *__restrict__ g, const float *__restrict__ xhat,
+                              const float *__restrict__ inv_std, const float *__restrict__ gamma,
+                              float *__restrict__ dx, float *__restrict__ dgamma,
+                              float *__restrict__ dbeta, int64_t n, int64_t c, int64_t s,
+                              float fcnt, float inv_cnt) {
+    const int64_t ch = blockIdx.x, cnt = n * s;
+    float sb = 0.0f, sg = 0.0f;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+        int64_t off = ((e / s) * c + ch) * s + e % s;
+        sb += g[off];
+        sg += g[off] * xhat[off];
+    }
+    const float SB = tl_block_sum(sb), SG = tl_block_sum(sg);
+    const float ga = gamma[ch], is = inv_std[ch];
+    if (threadIdx.x == 0) {
+        dbeta[ch] = SB;
+        dgamma[ch] = SG;
+    }
+    const float S1 = SB * ga, S2 = SG * ga;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+        int64_t off = ((e / s) * c + ch) * s + e % s;
+        float d = g[off] * ga;
+        dx[off] = (((d * fcnt - S1) - xhat[off] * S2) * is) * inv_cnt;
+    }
+}
+
+}  // namespace
+
+extern "C" int tl_layer_norm(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
+                             tl_buf inv_std, int64_t rows, int64_t cols, double eps) {
+    const char *op = "layer_norm";
+    int64_t n;
+    TL_TRY(tl_checked_mul(op, rows, cols, &n));
+    if (cols <= 0) return tl_fail(TL_E_SHAPE, "layer_norm: expected cols > 0, got %lld", (long long)cols);
+    TL_CHECK(op, x, n); TL_CHECK(op, y, n); TL_CHECK(op, xhat, n);
+    TL_CHECK(op, gamma, cols); TL_CHECK(op, beta, cols); TL_CHECK(op, inv_std, rows);
+    if (rows == 0) return TL_OK;
+    if (rows > 2147483647LL) return tl_fail(TL_E_SHAPE, "layer_norm: too many rows (%lld)", (long long)rows);
+    ln_fwd_kernel<<<(unsigned)rows, LN_THREADS, 0, tl_stream()>>>(
+        x->data, gamma->data, beta->data, y->data, xhat->data, inv_std->data, cols,
+        (float)(1.0 / (double)cols), (float)eps);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+extern "C" int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma,
+                                      tl_buf dx, tl_buf dgamma, tl_buf dbeta, int64_t rows,
+                                      int64_t cols) {
+    const char *op = "layer_norm_backward";
+    int64_t n;
+    TL_TRY(tl_checked_mul(op, rows, cols, &n));
+    TL_CHECK(op, g, n); TL_CHECK(op, xhat, n); TL_CHECK(op, dx, n);
+    TL_CHECK(op, inv_std, rows); TL_CHECK(op, gamma, cols);
+    TL_CHECK(op, dgamma, cols); TL_CHECK(op, dbeta, cols);
+    if (cols == 0) return TL_OK;
+    cudaStream_t st = tl_stream();
+    if (rows == 0) {
+        TL_CUDA_TRY(op, cudaMemsetAsync(dgamma->data, 0, sizeof(float) * cols, st));
+        TL_CUDA_TRY(op, cudaMemsetAsync(dbeta->data, 0, sizeof(float) * cols, st));
+        return TL_OK;
+    }
+    ln_bwd_dx_kernel<<<(unsigned)rows, LN_THREADS, 0, st>>>(
+        g->data, xhat->data, inv_std->data, gamma->data, dx->data, cols, (float)cols,
+        (float)(1.0 / (double)cols));
+    TL_LAUNCHED(op);
+    const int64_t chunks = (rows + COL_CHUNK - 1) / COL_CHUNK;
+    if (chunks > 65535) return tl_fail(TL_E_SHAPE, "layer_norm_backward: too many rows (%lld)", (long long)rows);
+    void *tmp = nullptr;
+    TL_TRY(tl_scratch(op, sizeof(float) * 2 * chunks * cols, &tmp));
+    float *pg = (float *)tmp, *pb = pg + chunks * cols;
+    dim3 grid((unsigned)((cols + 127) / 128), (unsigned)chunks);
+    col_partials_kernel<<<grid, 128, 0, st>>>(g->data, xhat->data, pg, pb, rows, cols);
+    int s1 = tl_cuda_launched(op);
+    if (!s1) {
+        col_finish_kernel<<<tl_blocks(cols), TL_THREADS, 0, st>>>(pg, pb, dgamma->data, dbeta->data,
+                                                                 chunks, cols);
+        s1 = tl_cuda_launched(op);
+    }
+    tl_scratch_free(tmp);
+    return s1;
+}
+
+extern "C" int tl_batchnorm_channel_first(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y,
+                                          tl_buf xhat, tl_buf mean, tl_buf var, tl_buf inv_std,
+                                          int64_t n, int64_t c, int64_t s, double eps) {
+    const char *op = "batchnorm_channel_first";
+    int64_t t, total;
+    TL_TRY(tl_checked_mul(op, n, c, &t));
+    TL_TRY(tl_checked_mul(op, t, s, &total));
+    if (n * s <= 0) return tl_fail(TL_E_SHAPE, "batchnorm_channel_first: each channel needs elements, got n=%lld s=%lld", (long long)n, (long long)s);
+    TL_CHECK(op, x, total); TL_CHECK(op, y, total); TL_CHECK(op, xhat, total);
+    TL_CHECK(op, gamma, c); TL_CHECK(op, beta, c);
+    TL_CHECK(op, mean, c); TL_CHECK(op, var, c); TL_CHECK(op, inv_std, c);
+    if (c == 0) return TL_OK;
+    bn_fwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
+        x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
+        inv_std->data, n, c, s, (float)(1.0 / (double)(n * s)), (float)eps);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+extern "C" int tl_batchnorm_channel_first_backward(tl_buf g, tl_buf xhat, tl_buf inv_std,
+                                                   tl_buf gamma, tl_buf dx, tl_buf dgamma,
+                                                   tl_buf dbeta, int64_t n, int64_t c, int64_t s) {
+    const char *op = "batchnorm_channel_first_backward";
+    int64_t t, total;
+    TL_TRY(tl_checked_mul(op, n, c, &t));
+    TL_TRY(tl_checked_mul(op, t, s, &total));
+    TL_CHECK(op, g, total); TL_CHECK(op, xhat, total); TL_CHECK(op, dx, total);
+    TL_CHECK(op, inv_std, c); TL_CHECK(op, gamma, c);
+    TL_CHECK(op, dgamma, c); TL_CHECK(op, dbeta, c);
+    if (c == 0) return TL_OK;
+    const int64_t cnt = n * s;
+    bn_bwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
+        g->data, xhat->data, inv_std->data, gamma->data, dx->data, dgamma->data, dbeta->data, n,
+        c, s, (float)cnt, cnt ? (float)(1.0 / (double)cnt) : 0.0f);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
