@@ -454,8 +454,8 @@ def scan_width(x):
 def dgemm(a, b):
     """(m, k) @ (k, n) -> (m, n) for host float64 arrays."""
     a, b = _shape_of(a), _shape_of(b)
-    _need_rank(a, 2, 2, "a")
-    _need_rank(b, 2, 2, "b")
+    if len(a) != 2 or len(b) != 2:
+        raise ShapeError(f"expected 2-D arrays a (m, k) and b (k, n), got a {a} and b {b}")
     if a[1] != b[0]:
         raise ShapeError(f"inner dimensions differ: a {a} @ b {b}; expected a.shape[1] == b.shape[0]")
     return (a[0], b[1])
