@@ -30,7 +30,7 @@ else:
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 ATTR_PY_TYPES = {"float": "float", "int": "int", "bool": "bool", "shape": "tuple", "ints": "object",
-                 "index": "object", "mask": "object", "key": "int"}
+                 "index": "object", "mask": "object", "key": "int", "array": "object"}
 
 
 # ------------------------------------------------------------------ expression lowering
@@ -138,7 +138,7 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
         "args": [(a.name, a.ctype, shape_expr(a.expr, inputs, [n for n, _ in op.outputs]))
                  for a in op.args],
         "c_call": [],
-        "returns": [n for n, _ in op.outputs],
+        "returns": [n for n, _ in op.outputs] + [f"_a_{n}" for n in op.host_outputs],
     }
     call = [f"{n}.handle" for n in inputs]
     call += [f"_m_{a.name}" for a in op.mask_attrs]
@@ -146,6 +146,8 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
     for a in op.args:
         if a.ctype == "i64[]":
             call += [f"_a_{a.name}", f"len(_a_{a.name})"]
+        elif a.ctype in ("f64[]", "f64out[]"):
+            call += [f"f64_ptr(_a_{a.name})", f"_a_{a.name}.size"]
         else:
             call.append(f"_a_{a.name}")
     m["c_call"] = call
@@ -158,14 +160,14 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
     m["saved_inputs"] = [n for n in inputs if n in saved_names]
     m["saved_outputs"] = [n for n, _ in op.outputs[1:] if n in saved_names]
     m["drop_outputs"] = [n for n, _ in op.outputs[1:] if n not in saved_names]
-    m["primary_saved"] = op.outputs[0][0] in saved_names
+    m["primary_saved"] = bool(op.outputs) and op.outputs[0][0] in saved_names
     m["saved_attrs"] = [a.name for a in op.attrs if a.name in saved_names]
     vjps = []
     for v in op.vjps:
         lines, result, is_tmp = lower_vjp(v.expr, set(ops_by_name), helpers)
         idx = [inputs.index(t) for t in v.targets]
         vjps.append({"targets": v.targets, "idx": idx, "lines": lines, "result": result,
-                     "fresh": is_tmp})
+                     "fresh": is_tmp, "lhs": ", ".join(f"out[{i}]" for i in idx)})
     m["vjps"] = vjps
     m["needs_cond"] = [" or ".join(f"needs[{i}]" for i in v["idx"]) for v in vjps]
     return m

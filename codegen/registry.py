@@ -14,10 +14,15 @@ Entry schema (see the header of ops.yaml for the prose version):
   tape:        true (default) = a Tape method is generated; false = kernel-only
   inputs:      list of tensor input names (node ids on the tape, buffers in C)
   attrs:       {name: {type, default?, check?}}; type in float int bool shape ints index mask
+               array (a real NumPy array, converted to C-contiguous float64; host-only kernels)
   outputs:     {name: shape-expression}; the first output is the op's value, the others are
                residuals a VJP may read (released at once when no VJP reads them)
   args:        ["<ctype> <name> = <expression>"] scalar kernel arguments after the buffers;
-               ctype in i64 f64 u64 i64[]
+               ctype in i64 f64 u64 i64[] f64[] f64out[]. Host float64 arrays (tape: false
+               kernels such as dgemm): f64[] passes `const double *name, int64_t name_len`
+               from a float64 NumPy array (an `array` attr); f64out[] passes `double *name,
+               int64_t name_len` for a zero-filled host array of the shape the expression
+               gives, and the ops function returns those arrays (outputs may then be {})
   broadcast:   true = inputs are broadcast (NumPy rules) to the output shape before the kernel
   view:        <input name> = no kernel; the output aliases that input's buffer (reshape)
   inplace:     [input names] the kernel updates these buffers in place (optimizer steps)
@@ -38,15 +43,17 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ATTR_TYPES = {"float", "int", "bool", "shape", "ints", "index", "mask", "key"}
-CTYPES = {"i64": "int64_t", "f64": "double", "u64": "uint64_t", "i64[]": "const int64_t *"}
+ATTR_TYPES = {"float", "int", "bool", "shape", "ints", "index", "mask", "key", "array"}
+CTYPES = {"i64": "int64_t", "f64": "double", "u64": "uint64_t", "i64[]": "const int64_t *",
+          "f64[]": "const double *", "f64out[]": "double *"}
+ARRAY_CTYPES = {"i64[]", "f64[]", "f64out[]"}  # passed as pointer + length
 ENTRY_KEYS = {"name", "doc", "family", "tape", "inputs", "attrs", "outputs", "args", "broadcast",
               "view", "inplace", "vjp", "determinism", "deterministic_path", "test"}
 ATTR_KEYS = {"type", "default", "check", "doc"}
 TEST_KEYS = {"ref", "cases", "domain", "fwd", "vjp", "parity", "skip_vjp", "note", "integer_inputs"}
 TOL_KEYS = {"rtol", "atol"}
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-ARG_RE = re.compile(r"^\s*(i64\[\]|i64|f64|u64)\s+([a-z_][a-z0-9_]*)\s*=\s*(.+?)\s*$")
+ARG_RE = re.compile(r"^\s*(i64\[\]|f64out\[\]|f64\[\]|i64|f64|u64)\s+([a-z_][a-z0-9_]*)\s*=\s*(.+?)\s*$")
 RESERVED = {"grad", "self", "out", "needs"}
 
 
@@ -91,7 +98,7 @@ class Attr:
 
 @dataclass
 class Arg:
-    ctype: str  # i64 f64 u64 i64[]
+    ctype: str  # i64 f64 u64 i64[] f64[] f64out[]
     name: str
     expr: str
 
@@ -130,6 +137,11 @@ class Op:
         return self.view is None
 
     @property
+    def host_outputs(self) -> list[str]:
+        """Names of f64out[] args: host float64 arrays the ops function returns."""
+        return [a.name for a in self.args if a.ctype == "f64out[]"]
+
+    @property
     def mask_attrs(self) -> list[Attr]:
         return [a for a in self.attrs if a.type == "mask"]
 
@@ -139,8 +151,8 @@ class Op:
         ps += [f"tl_buf {a.name}" for a in self.mask_attrs]
         ps += [f"tl_buf {n}" for n, _ in self.outputs if n not in self.inplace]
         for a in self.args:
-            if a.ctype == "i64[]":
-                ps += [f"const int64_t *{a.name}", f"int64_t {a.name}_len"]
+            if a.ctype in ARRAY_CTYPES:
+                ps += [f"{CTYPES[a.ctype]}{a.name}", f"int64_t {a.name}_len"]
             else:
                 ps.append(f"{CTYPES[a.ctype]} {a.name}")
         return ps
@@ -234,15 +246,18 @@ def _parse_entry(raw: LineDict, path) -> Op:
             raise _err(path, aline, f"{name}: attr name '{an}' clashes with an input or reserved name")
         op.attrs.append(Attr(an, spec["type"], spec.get("default"), "default" in spec,
                              spec.get("check"), str(spec.get("doc", ""))))
-    outs = raw["outputs"]
-    if not isinstance(outs, dict) or not outs:
-        raise _err(path, line, f"{name}: outputs must be a non-empty mapping name -> shape rule")
-    op.outputs = [(str(k), str(v)) for k, v in outs.items()]
     for a in _pop(raw, "args", []) or []:
         m = ARG_RE.match(str(a))
         if not m:
-            raise _err(path, line, f"{name}: kernel arg {a!r} must read '<i64|f64|u64|i64[]> name = expr'")
+            raise _err(path, line, f"{name}: kernel arg {a!r} must read "
+                       "'<i64|f64|u64|i64[]|f64[]|f64out[]> name = expr'")
         op.args.append(Arg(m.group(1), m.group(2), m.group(3)))
+    outs = raw["outputs"]
+    if not isinstance(outs, dict) or (not outs and not op.host_outputs):
+        raise _err(path, line, f"{name}: outputs must be a non-empty mapping name -> shape rule")
+    if op.host_outputs and op.tape:
+        raise _err(path, line, f"{name}: f64out[] host outputs are only allowed with tape: false")
+    op.outputs = [(str(k), str(v)) for k, v in outs.items()]
     op.broadcast = bool(_pop(raw, "broadcast", False))
     op.view = _pop(raw, "view")
     if op.view is not None and op.view not in op.inputs:

@@ -706,6 +706,126 @@ def mha_flag(v):
 
 
 # ==================================================================== section: spectral_scan
+def _shape_of(v):
+    """Shape tuple of a shape (shape rules) or of a buffer/array (VJP expressions)."""
+    return tuple(getattr(v, "shape", v))
+
+
+def rfft(s):
+    """(..., n) -> (..., n//2 + 1, 2): packed [re, im] per bin k = 0..n/2."""
+    s = _shape_of(s)
+    _need_rank(s, 1, what="x")
+    if s[-1] < 1:
+        raise ShapeError("the transformed (last) axis must have length >= 1")
+    return s[:-1] + (s[-1] // 2 + 1, 2)
+
+
+def fft_len(x):
+    """Signal length n of an rfft input (its last axis), for the rfft VJP."""
+    return _shape_of(x)[-1]
+
+
+def irfft(s, n):
+    """(..., n//2 + 1, 2) -> (..., n)."""
+    s = _shape_of(s)
+    n = operator.index(n)
+    if n < 1:
+        raise ShapeError(f"n must be >= 1, got {n}")
+    _need_rank(s, 2, what="x")
+    if s[-2:] != (n // 2 + 1, 2):
+        raise ShapeError(f"expected x of shape (..., {n // 2 + 1}, 2) for n={n}, got {s}")
+    return s[:-2] + (n,)
+
+
+def spectrum_rows(s):
+    """Independent transforms of a packed spectrum (..., bins, 2)."""
+    return math.prod(_shape_of(s)[:-2])
+
+
+def spectral_conv1d(x, w_re, w_im):
+    """x (grid, width) or (B, grid, width); w_re, w_im (modes, width, width), modes <= grid//2+1."""
+    x, w_re, w_im = _shape_of(x), _shape_of(w_re), _shape_of(w_im)
+    _need_rank(x, 2, 3, "x")
+    _need_rank(w_re, 3, 3, "w_re")
+    grid, width = x[-2], x[-1]
+    if grid < 1 or width < 1:
+        raise ShapeError(f"grid and width must be >= 1, got x {x}")
+    modes = w_re[0]
+    if w_re[1:] != (width, width) or w_im != w_re:
+        raise ShapeError(f"expected w_re and w_im of shape (modes, {width}, {width}) (mode, in, out), "
+                         f"got w_re {w_re} and w_im {w_im}")
+    if not 1 <= modes <= grid // 2 + 1:
+        raise ShapeError(f"modes must be in 1..grid//2+1 = {grid // 2 + 1} for grid {grid}, got {modes}")
+    return x
+
+
+def spectral_batch(x):
+    """B of a (B, grid, width) input, 1 without the batch axis."""
+    x = _shape_of(x)
+    return x[0] if len(x) == 3 else 1
+
+
+def spectral_grid(x):
+    return _shape_of(x)[-2]
+
+
+def spectral_width(x):
+    return _shape_of(x)[-1]
+
+
+def spectral_modes(w):
+    return _shape_of(w)[0]
+
+
+def selective_scan(a, b, x, h0):
+    """Diagonal SSM shapes. x (T, D) with h0 (D,), or batched x (B, T, D) with h0 (B, D).
+    Each of a, b is (D,) (fixed), (T, D) (token-dependent, shared by the batch) or, batched
+    only, (B, T, D) (token-dependent per sample). Returns the output shape (= x)."""
+    x, h0 = _shape_of(x), _shape_of(h0)
+    _need_rank(x, 2, 3, "x")
+    lead, (T, D) = x[:-2], x[-2:]
+    if h0 != lead + (D,):
+        raise ShapeError(f"expected h0 of shape {lead + (D,)} for x {x}, got {h0}")
+    for name, c in (("a", a), ("b", b)):
+        scan_mode(c, x, name)
+    return x
+
+
+def scan_mode(c, x, name="coefficient"):
+    """How a coefficient is laid out: 0 = (D,), 1 = (T, D), 2 = (B, T, D)."""
+    c, x = _shape_of(c), _shape_of(x)
+    T, D = x[-2], x[-1]
+    forms = {(D,): 0, (T, D): 1}
+    if len(x) == 3:
+        forms.setdefault(x, 2)
+    if c not in forms:
+        allowed = " or ".join(str(f) for f in forms)
+        raise ShapeError(f"{name} must have shape {allowed} for x {x}, got {c}")
+    return forms[c]
+
+
+def scan_batch(x):
+    x = _shape_of(x)
+    return x[0] if len(x) == 3 else 1
+
+
+def scan_steps(x):
+    return _shape_of(x)[-2]
+
+
+def scan_width(x):
+    return _shape_of(x)[-1]
+
+
+def dgemm(a, b):
+    """(m, k) @ (k, n) -> (m, n) for host float64 arrays."""
+    a, b = _shape_of(a), _shape_of(b)
+    if len(a) != 2 or len(b) != 2:
+        raise ShapeError(f"expected 2-D arrays a (m, k) and b (k, n), got a {a} and b {b}")
+    if a[1] != b[0]:
+        raise ShapeError(f"inner dimensions differ: a {a} @ b {b}; expected a.shape[1] == b.shape[0]")
+    return (a[0], b[1])
+
 
 # -------------------------------------------------------------------- end of section: spectral_scan
 

@@ -1,0 +1,152 @@
+// scan.cu (CUDA): the diagonal selective scan h_t = a_t * h_{t-1} + b_t * x_t and its backward.
+//
+// Mirrors native/stub/scan.c: one thread per (sample, channel) runs time sequentially (reads
+// and writes are coalesced over channels). The recurrence is float32 without FMA (nvcc
+// --fmad=false), so it matches the stub bit for bit. Coefficient gradients shared along the
+// batch ((D,) and (T, D) forms) are written as per-sample float64 partials and then summed in
+// increasing sample order by a second kernel: no atomics, always deterministic.
+#include "common.cuh"
+
+namespace {
+
+__device__ __forceinline__ int64_t coef_row(int64_t mode, int64_t bi, int64_t t, int64_t steps, int64_t width) {
+    return mode == 0 ? 0 : mode == 1 ? t * width : (bi * steps + t) * width;
+}
+
+int64_t coef_len(int64_t mode, int64_t batch, int64_t steps, int64_t width) {
+    return mode == 0 ? width : mode == 1 ? steps * width : batch * steps * width;
+}
+
+__global__ void k_scan_fwd(const float *__restrict__ a, const float *__restrict__ b, const float *__restrict__ x,
+                           const float *__restrict__ h0, float *__restrict__ y, int64_t batch, int64_t steps,
+                           int64_t width, int64_t a_mode, int64_t b_mode) {
+    TL_GRID_STRIDE(i, batch * width) {
+        int64_t bi = i / width, j = i % width;
+        float h = h0[i];
+        for (int64_t t = 0; t < steps; t++) {
+            int64_t row = (bi * steps + t) * width;
+            float ah = a[coef_row(a_mode, bi, t, steps, width) + j] * h;
+            float bx = b[coef_row(b_mode, bi, t, steps, width) + j] * x[row + j];
+            h = ah + bx;
+            y[row + j] = h;
+        }
+    }
+}
+
+// Reverse time per (sample, channel). Coefficient gradient contributions go to `pa`/`pb`:
+// mode 0: (batch, width) per-sample sums over time; mode 1: (batch, steps, width); mode 2: the
+// gradient itself, (batch, steps, width). All float64.
+__global__ void k_scan_bwd(const float *__restrict__ a, const float *__restrict__ b, const float *__restrict__ x,
+                           const float *__restrict__ h0, const float *__restrict__ h, const float *__restrict__ g,
+                           double *__restrict__ pa, double *__restrict__ pb, float *__restrict__ dx,
+                           float *__restrict__ dh0, int64_t batch, int64_t steps, int64_t width, int64_t a_mode,
+                           int64_t b_mode) {
+    TL_GRID_STRIDE(i, batch * width) {
+        int64_t bi = i / width, j = i % width;
+        float gnext = 0.0f;
+        double sa = 0.0, sb = 0.0;
+        for (int64_t t = steps - 1; t >= 0; t--) {
+            int64_t row = (bi * steps + t) * width;
+            float gt = g[row + j];
+            if (t + 1 < steps) {
+                float carry = a[coef_row(a_mode, bi, t + 1, steps, width) + j] * gnext;
+                gt = gt + carry;
+            }
+            gnext = gt;
+            float hp = t ? h[row - width + j] : h0[i];
+            double ca = (double)gt * (double)hp, cb = (double)gt * (double)x[row + j];
+            if (a_mode == 0) sa += ca; else pa[row + j] = ca;
+            if (b_mode == 0) sb += cb; else pb[row + j] = cb;
+            dx[row + j] = gt * b[coef_row(b_mode, bi, t, steps, width) + j];
+        }
+        if (a_mode == 0) pa[i] = sa;
+        if (b_mode == 0) pb[i] = sb;
+        dh0[i] = a[coef_row(a_mode, bi, 0, steps, width) + j] * gnext;
+    }
+}
+
+// out[e] = sum over samples s of p[s * len + e] in increasing s (len = D or T * D); mode 2
+// (per-sample coefficients) is the batch = 1 case of the same copy.
+__global__ void k_sum_samples(const double *__restrict__ p, float *__restrict__ out, int64_t samples, int64_t len) {
+    TL_GRID_STRIDE(e, len) {
+        double acc = 0.0;
+        for (int64_t s = 0; s < samples; s++) acc += p[s * len + e];
+        out[e] = (float)acc;
+    }
+}
+
+int check_scan(const char *op, int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode) {
+    if (batch < 0 || steps < 0 || width < 0)
+        return tl_fail(TL_E_ARG, "%s: expected non-negative batch, steps and width, got %lld, %lld, %lld", op,
+                       (long long)batch, (long long)steps, (long long)width);
+    if (a_mode < 0 || a_mode > 2 || b_mode < 0 || b_mode > 2)
+        return tl_fail(TL_E_ARG, "%s: coefficient modes must be 0 (D,), 1 (T, D) or 2 (B, T, D), got %lld, %lld",
+                       op, (long long)a_mode, (long long)b_mode);
+    return TL_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+int tl_selective_scan(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, int64_t batch, int64_t steps,
+                      int64_t width, int64_t a_mode, int64_t b_mode) {
+    const char *op = "selective_scan";
+    TL_TRY(check_scan(op, batch, steps, width, a_mode, b_mode));
+    TL_CHECK(op, a, coef_len(a_mode, batch, steps, width));
+    TL_CHECK(op, b, coef_len(b_mode, batch, steps, width));
+    TL_CHECK(op, x, batch * steps * width);
+    TL_CHECK(op, h0, batch * width);
+    TL_CHECK(op, y, batch * steps * width);
+    if (batch * steps * width == 0) return TL_OK;
+    k_scan_fwd<<<tl_blocks(batch * width), TL_THREADS, 0, tl_stream()>>>(a->data, b->data, x->data, h0->data,
+                                                                         y->data, batch, steps, width, a_mode,
+                                                                         b_mode);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+int tl_selective_scan_backward(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf h, tl_buf g, tl_buf da,
+                               tl_buf db, tl_buf dx, tl_buf dh0, int64_t batch, int64_t steps,
+                               int64_t width, int64_t a_mode, int64_t b_mode) {
+    const char *op = "selective_scan_backward";
+    TL_TRY(check_scan(op, batch, steps, width, a_mode, b_mode));
+    int64_t na = coef_len(a_mode, batch, steps, width), nb = coef_len(b_mode, batch, steps, width);
+    int64_t nx = batch * steps * width;
+    TL_CHECK(op, a, na);
+    TL_CHECK(op, b, nb);
+    TL_CHECK(op, x, nx);
+    TL_CHECK(op, h0, batch * width);
+    TL_CHECK(op, h, nx);
+    TL_CHECK(op, g, nx);
+    TL_CHECK(op, da, na);
+    TL_CHECK(op, db, nb);
+    TL_CHECK(op, dx, nx);
+    TL_CHECK(op, dh0, batch * width);
+    cudaStream_t s = tl_stream();
+    if (batch == 0 || width == 0 || steps == 0) {
+        // nothing flows: coefficient and state gradients are zero
+        if (na) TL_CUDA_TRY(op, cudaMemsetAsync(da->data, 0, sizeof(float) * (size_t)na, s));
+        if (nb) TL_CUDA_TRY(op, cudaMemsetAsync(db->data, 0, sizeof(float) * (size_t)nb, s));
+        if (batch > 0 && width > 0)
+            TL_CUDA_TRY(op, cudaMemsetAsync(dh0->data, 0, sizeof(float) * (size_t)(batch * width), s));
+        return TL_OK;
+    }
+    // partial sizes: (batch, width) for mode 0, (batch, steps, width) otherwise
+    int64_t pa_len = a_mode == 0 ? batch * width : nx, pb_len = b_mode == 0 ? batch * width : nx;
+    double *part;
+    TL_TRY(tl_scratch(op, sizeof(double) * (size_t)(pa_len + pb_len), (void **)&part));
+    double *pa = part, *pb = part + pa_len;
+    k_scan_bwd<<<tl_blocks(batch * width), TL_THREADS, 0, s>>>(a->data, b->data, x->data, h0->data, h->data,
+                                                               g->data, pa, pb, dx->data, dh0->data, batch,
+                                                               steps, width, a_mode, b_mode);
+    // fold the samples: mode 2 keeps them (one "sample" of batch * steps * width entries)
+    int64_t a_samples = a_mode == 2 ? 1 : batch, b_samples = b_mode == 2 ? 1 : batch;
+    k_sum_samples<<<tl_blocks(na), TL_THREADS, 0, s>>>(pa, da->data, a_samples, na);
+    k_sum_samples<<<tl_blocks(nb), TL_THREADS, 0, s>>>(pb, db->data, b_samples, nb);
+    int st = tl_cuda_launched(op);
+    tl_scratch_free(part);
+    return st;
+}
+
+}  // extern "C"
