@@ -175,8 +175,11 @@ class Session:
         return self.tensor(x)
 
     def op(self, name: str, *xs, **attrs) -> "Tensor":
+        fn = getattr(self.tape, name, None)
+        if fn is None:
+            raise AttributeError(f"{name}: no such tape op in this build's registry (ops.yaml)")
         ids = [self.as_tensor(x).id for x in xs]
-        return self._wrap(getattr(self.tape, name)(*ids, **attrs))
+        return self._wrap(fn(*ids, **attrs))
 
     def input_nat(self, n: int) -> int:
         self.nats.append(int(n))
