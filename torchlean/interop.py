@@ -1,0 +1,165 @@
+"""NumPy and DLPack interop. DLPack capsules are built with ctypes around the native buffer's
+data pointer (tl_buf_data_ptr) and imported with tl_buf_wrap, so both directions are zero-copy.
+An exported tensor stays valid while its buffer lives (a tape value: until Session.step())."""
+from __future__ import annotations
+
+import ctypes
+import weakref
+
+import numpy as np
+
+from torchlean import _loader
+from torchlean._loader import ffi, lib
+from torchlean.buffer import AnyBuffer, Buffer, raise_status
+
+kDLCPU, kDLCUDA = 1, 2
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
+                            ("deleter", _Deleter)]
+
+_api = ctypes.pythonapi
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+_IsValidRaw = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", _api))
+_GetPointerRaw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _api))
+
+_live: dict[int, tuple] = {}   # address of DLManagedTensor -> objects kept alive for the consumer
+
+
+@_Deleter
+def _deleter(mt):
+    _live.pop(ctypes.addressof(mt.contents), None)
+
+
+_CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@_CapsuleDestructor
+def _capsule_destructor(cap_ptr):
+    # the capsule is being destroyed: touch it only through raw pointers
+    if _IsValidRaw(cap_ptr, b"dltensor"):   # never consumed: we free it
+        _live.pop(_GetPointerRaw(cap_ptr, b"dltensor"), None)
+
+
+def device() -> tuple:
+    return (kDLCUDA, 0) if _loader.BACKEND == "cuda" else (kDLCPU, 0)
+
+
+def to_dlpack(buf: AnyBuffer):
+    """A 'dltensor' capsule viewing buf's native memory (no copy)."""
+    ptr = buf.buf.data_ptr()
+    nd = len(buf.shape)
+    shape = (ctypes.c_int64 * max(nd, 1))(*buf.shape)
+    mt = DLManagedTensor()
+    dt = mt.dl_tensor
+    dt.data = ptr
+    dt.device = DLDevice(*device())
+    dt.ndim = nd
+    dt.dtype = DLDataType(2, 32, 1)
+    dt.shape = shape
+    dt.strides = None
+    dt.byte_offset = 0
+    mt.deleter = _deleter
+    addr = ctypes.addressof(mt)
+    _live[addr] = (mt, shape, buf)
+    return _api.PyCapsule_New(addr, b"dltensor", ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+
+
+def from_dlpack(obj) -> "AnyBuffer":
+    """Wrap a float32, C-contiguous DLPack producer's memory (no copy) as an AnyBuffer."""
+    if hasattr(obj, "__dlpack_device__"):
+        dev = obj.__dlpack_device__()
+        if int(dev[0]) != device()[0]:
+            raise ValueError(f"from_dlpack: producer is on device type {dev[0]}, backend "
+                             f"{_loader.BACKEND} needs {device()[0]}")
+    cap = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
+    p = _api.PyCapsule_GetPointer(cap, b"dltensor")
+    mt = ctypes.cast(p, ctypes.POINTER(DLManagedTensor)).contents
+    dt = mt.dl_tensor
+    shape = tuple(dt.shape[i] for i in range(dt.ndim))
+    if (dt.dtype.code, dt.dtype.bits, dt.dtype.lanes) != (2, 32, 1):
+        raise TypeError(f"from_dlpack: expected float32, got dtype code {dt.dtype.code} "
+                        f"bits {dt.dtype.bits}")
+    if dt.strides:
+        expect, acc = [], 1
+        for d in reversed(shape):
+            expect.append(acc)
+            acc *= d
+        got = [dt.strides[i] for i in range(dt.ndim)]
+        if any(g != e for g, e, d in zip(got, reversed(expect), shape) if d > 1):
+            raise ValueError(f"from_dlpack: expected a C-contiguous tensor of shape {shape}, "
+                             f"got strides {got}")
+    n = int(np.prod(shape)) if shape else 1
+    out = ffi.new("tl_buf *")
+    st = lib.tl_buf_wrap(int(dt.data or 0) + int(dt.byte_offset), n, out)
+    if st:
+        raise_status("from_dlpack", st)
+    _api.PyCapsule_SetName(cap, b"used_dltensor")
+    b = Buffer(out[0], n)
+    deleter = mt.deleter
+    mt_ptr = ctypes.pointer(mt)
+    keep = (cap, obj)
+    weakref.finalize(b, lambda: (deleter(mt_ptr) if deleter else None, keep))
+    return AnyBuffer(shape, b)
+
+
+def from_numpy(a, session=None, requires_grad=False):
+    """A Tensor (in `session`, default session) holding a float32 copy of a."""
+    from torchlean.session import default_session
+    return (session or default_session()).tensor(a, requires_grad=requires_grad)
+
+
+def _tensor_dlpack(self, stream=None, max_version=None, dl_device=None, copy=None):
+    if copy:
+        return to_dlpack(self.value.copy())
+    return to_dlpack(self.value)
+
+
+def _tensor_dlpack_device(self):
+    return device()
+
+
+def tensor_from_dlpack(obj, session=None):
+    from torchlean.session import default_session
+    s = session or default_session()
+    buf = from_dlpack(obj)
+    nid = s.tape.leaf(buf, requires_grad=False)   # borrowed: the producer owns the memory
+    return s._wrap(nid)
+
+
+def _install():
+    from torchlean.session import Tensor, Parameter
+    Tensor.__dlpack__ = _tensor_dlpack
+    Tensor.__dlpack_device__ = _tensor_dlpack_device
+
+
+_install()

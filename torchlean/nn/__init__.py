@@ -1,0 +1,12 @@
+"""Neural-network modules over torchlean.session (parameters live as device mirrors)."""
+from torchlean.nn.modules import (Module, Sequential, Linear, Conv2d, ConvTranspose2d, MaxPool2d,
+                                  AvgPool2d, LayerNorm, BatchNorm2d, Dropout, GELU, ReLU, Tanh,
+                                  Sigmoid, Embedding, MultiHeadAttention, SpectralConv1d, Flatten)
+from torchlean.nn import functional, init
+from torchlean.nn.checkpoint import save_file, load_file
+from torchlean.session import Parameter
+
+__all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
+           "LayerNorm", "BatchNorm2d", "Dropout", "GELU", "ReLU", "Tanh", "Sigmoid", "Embedding",
+           "MultiHeadAttention", "SpectralConv1d", "Flatten", "Parameter", "functional", "init",
+           "save_file", "load_file"]

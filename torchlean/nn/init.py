@@ -1,0 +1,38 @@
+"""Initialisers driven by torchlean's seeded SplitMix64 stream, computed on the host so a model
+initialises bit-identically on every backend."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from torchlean.session import next_key, uniform_host, normal_host
+
+
+def uniform(shape, lo=0.0, hi=1.0) -> np.ndarray:
+    n = int(np.prod(shape))
+    u = uniform_host(n, next_key())
+    return (np.float32(lo) + u * np.float32(hi - lo)).reshape(shape)
+
+
+def normal(shape, mean=0.0, std=1.0) -> np.ndarray:
+    return normal_host(int(np.prod(shape)), next_key(), mean, std).reshape(shape)
+
+
+def _fans(shape):
+    if len(shape) < 2:
+        return shape[0], shape[0]
+    rf = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    return shape[1] * rf, shape[0] * rf
+
+
+def xavier_uniform(shape) -> np.ndarray:
+    fi, fo = _fans(shape)
+    a = math.sqrt(6.0 / (fi + fo))
+    return uniform(shape, -a, a)
+
+
+def kaiming_uniform(shape) -> np.ndarray:
+    fi, _ = _fans(shape)
+    a = math.sqrt(6.0 / fi)
+    return uniform(shape, -a, a)

@@ -1,0 +1,424 @@
+"""PyTorch-style eager layer: Session (one Tape, parameters, integer env), Tensor, Parameter.
+
+A Tensor is (session, node id, generation); Session.step() releases every tape value and scratch
+buffer that is not a parameter mirror and bumps the generation, so a stale Tensor raises instead
+of reading freed memory. Parameters keep a host value and a device mirror with an explicit
+stale flag: training updates the mirror, reading `.data` synchronises once.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from torchlean.buffer import AnyBuffer
+from torchlean.tape import Tape, no_grad, is_grad_enabled
+from torchlean._generated import ops as _ops
+
+_M64 = (1 << 64) - 1
+_rng = {"seed": 0, "counter": 0}
+
+
+def splitmix64(x: int) -> int:
+    """Standard SplitMix64 finaliser (uint64 wrap-around)."""
+    z = (x + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def _draws(n: int, key: int) -> np.ndarray:
+    """Low 32 bits of splitmix64(key + i), vectorised in uint64 (NumPy wraps mod 2^64)."""
+    with np.errstate(over="ignore"):
+        z = np.arange(n, dtype=np.uint64) + np.uint64(key & _M64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def uniform_host(n: int, key: int) -> np.ndarray:
+    """u_i = (draw_i >> 8) * 2^-24 as float32: exactly the kernels' numbers, in [0, 1)."""
+    return ((_draws(n, key) >> np.uint32(8)).astype(np.float64) * 2.0 ** -24).astype(np.float32)
+
+
+def normal_host(n: int, key: int, mean=0.0, std=1.0) -> np.ndarray:
+    """Box-Muller cos branch on draws 2i, 2i+1 in float64, rounded to float32."""
+    d = _draws(2 * n, key).astype(np.float64)
+    u1 = (d[0::2] + 1.0) / (2.0 ** 32 + 1.0)
+    u2 = d[1::2] / 2.0 ** 32
+    z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+    return (mean + std * z).astype(np.float32)
+
+
+def manual_seed(seed: int) -> None:
+    """Seed every session-level draw and initialiser; resets the per-call counter."""
+    _rng["seed"] = int(seed) & _M64
+    _rng["counter"] = 0
+
+
+def next_key() -> int:
+    """key = splitmix64(seed + counter); the counter advances per call."""
+    k = splitmix64((_rng["seed"] + _rng["counter"]) & _M64)
+    _rng["counter"] += 1
+    return k
+
+
+class Parameter:
+    """A trainable value: host copy + device mirror, with an explicit stale flag."""
+
+    def __init__(self, value, requires_grad: bool = True, name: str | None = None):
+        self._host = np.array(value, dtype=np.float32)
+        self._mirror: AnyBuffer | None = None
+        self._host_current = True
+        self.requires_grad = requires_grad
+        self.name = name
+        self.grad_buf: AnyBuffer | None = None
+
+    @property
+    def shape(self):
+        return self._host.shape
+
+    def mirror(self) -> AnyBuffer:
+        """The device mirror, uploaded once from the host value when missing."""
+        if self._mirror is None or not self._mirror.live:
+            self._mirror = AnyBuffer.from_numpy(self._host)
+        return self._mirror
+
+    def set_mirror(self, buf: AnyBuffer) -> None:
+        """Replace the mirror (the old one is released); the host copy becomes stale."""
+        if self._mirror is not None and self._mirror is not buf:
+            self._mirror.release()
+        self._mirror = buf
+        self._host_current = False
+
+    def mark_device_updated(self) -> None:
+        self._host_current = False
+
+    @property
+    def data(self) -> np.ndarray:
+        """Host value, synchronised from the device once if the mirror is newer."""
+        if not self._host_current:
+            self._host = self._mirror.to_numpy()
+            self._host_current = True
+        return self._host
+
+    def numpy(self) -> np.ndarray:
+        return self.data.copy()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.data
+        return a.astype(dtype) if dtype is not None else a.copy()
+
+    def set(self, value) -> None:
+        """Overwrite from the host and invalidate the device mirror."""
+        v = np.array(value, dtype=np.float32)
+        if v.shape != self._host.shape:
+            raise ValueError(f"Parameter.set: expected shape {self._host.shape}, got {v.shape}")
+        if self._mirror is not None:
+            self._mirror.release()
+            self._mirror = None
+        self._host = v
+        self._host_current = True
+
+    @property
+    def grad(self):
+        return None if self.grad_buf is None else self.grad_buf.to_numpy()
+
+    def zero_grad(self):
+        if self.grad_buf is not None:
+            self.grad_buf.release()
+            self.grad_buf = None
+
+    def __repr__(self):
+        return f"Parameter(shape={self.shape})"
+
+
+def _binop_fallback(tape, name, a, b):
+    return getattr(tape, name)(a, b)
+
+
+class Session:
+    """One tape, the parameter table (leaf id -> Parameter) and an integer environment."""
+
+    def __init__(self):
+        self.tape = Tape()
+        self.gen = 0
+        self.param_leaf: dict[int, int] = {}     # id(Parameter) -> node id in this step
+        self.params_by_leaf: dict[int, Parameter] = {}
+        self.grads: dict[int, AnyBuffer] = {}    # node id -> gradient (non-parameter leaves)
+        self.nats: list[int] = []
+
+    # ---------------------------------------------------------------- recording
+    def _wrap(self, nid: int) -> "Tensor":
+        return Tensor(self, nid, self.gen)
+
+    def tensor(self, value, requires_grad: bool = False) -> "Tensor":
+        return self._wrap(self.tape.leaf(np.asarray(value, dtype=np.float32), requires_grad=requires_grad))
+
+    def use(self, p: Parameter) -> "Tensor":
+        """Record a parameter's device mirror as a borrowed leaf (once per step)."""
+        nid = self.param_leaf.get(id(p))
+        if nid is None:
+            nid = self.tape.leaf(p.mirror(), name=p.name,
+                                 requires_grad=p.requires_grad and is_grad_enabled())
+            self.param_leaf[id(p)] = nid
+            self.params_by_leaf[nid] = p
+        return self._wrap(nid)
+
+    def as_tensor(self, x) -> "Tensor":
+        if isinstance(x, Tensor):
+            if x.session is not self:
+                raise ValueError("tensors from different sessions cannot be mixed")
+            x._check()
+            return x
+        if isinstance(x, Parameter):
+            return self.use(x)
+        return self.tensor(x)
+
+    def op(self, name: str, *xs, **attrs) -> "Tensor":
+        fn = getattr(self.tape, name, None)
+        if fn is None:
+            raise AttributeError(f"{name}: no such tape op in this build's registry (ops.yaml)")
+        ids = [self.as_tensor(x).id for x in xs]
+        return self._wrap(fn(*ids, **attrs))
+
+    def input_nat(self, n: int) -> int:
+        self.nats.append(int(n))
+        return len(self.nats) - 1
+
+    def get_nat(self, i: int) -> int:
+        return self.nats[i]
+
+    # ---------------------------------------------------------------- randomness
+    def rand_uniform(self, shape) -> "Tensor":
+        shape = tuple(shape) if not isinstance(shape, int) else (shape,)
+        n, key = int(np.prod(shape)), next_key()
+        if hasattr(_ops, "rand_uniform"):
+            b = _ops.rand_uniform(n=n, key=key)
+            b = AnyBuffer(shape, b.buf)
+            return self._wrap(self._own_leaf(b))
+        return self.tensor(uniform_host(n, key).reshape(shape))
+
+    def bernoulli_mask(self, shape, p: float) -> "Tensor":
+        shape = tuple(shape) if not isinstance(shape, int) else (shape,)
+        n, key = int(np.prod(shape)), next_key()
+        if hasattr(_ops, "bernoulli_mask"):
+            b = _ops.bernoulli_mask(n=n, key=key, p=p)
+            return self._wrap(self._own_leaf(AnyBuffer(shape, b.buf)))
+        return self.tensor((uniform_host(n, key) < np.float32(p)).astype(np.float32).reshape(shape))
+
+    def _own_leaf(self, buf: AnyBuffer) -> int:
+        nid = self.tape.leaf(buf, requires_grad=False)
+        self.tape.nodes[nid].owns_value = True   # the kernel output belongs to this step
+        return nid
+
+    def dropout(self, x, p: float = 0.5, training: bool = True) -> "Tensor":
+        x = self.as_tensor(x)
+        if not training or p == 0.0:
+            return x
+        keep = 1.0 - p
+        return x * self.bernoulli_mask(x.shape, keep) * (1.0 / keep)
+
+    # ---------------------------------------------------------------- backward / lifetime
+    def backward(self, t: "Tensor", seed=None) -> None:
+        wrt = [i for i, n in enumerate(self.tape.nodes) if n.parents == () and n.requires_grad]
+        if not wrt:
+            raise RuntimeError("backward: no leaf requires a gradient")
+        grads = self.tape.backward(t.id, seed=seed, wrt=wrt)
+        for i, g in grads.items():
+            p = self.params_by_leaf.get(i)
+            if p is not None:
+                if p.grad_buf is None:
+                    p.grad_buf = g
+                else:
+                    s = _ops.add(p.grad_buf, g)
+                    p.grad_buf.release(); g.release()
+                    p.grad_buf = s
+            else:
+                prev = self.grads.get(i)
+                if prev is not None:
+                    s = _ops.add(prev, g)
+                    prev.release(); g.release()
+                    g = s
+                self.grads[i] = g
+
+    def step(self) -> None:
+        """Release every tape value and scratch buffer that is not a parameter mirror."""
+        self.tape.release()
+        for g in self.grads.values():
+            g.release()
+        self.grads.clear()
+        self.tape = Tape()
+        self.param_leaf.clear()
+        self.params_by_leaf.clear()
+        self.nats.clear()
+        self.gen += 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.step()
+
+
+class Tensor:
+    """A handle (session, node id) on the session's tape."""
+
+    __slots__ = ("session", "id", "gen")
+    __array_priority__ = 1000
+
+    def __init__(self, session: Session, nid: int, gen: int):
+        self.session, self.id, self.gen = session, nid, gen
+
+    def _check(self):
+        if self.gen != self.session.gen:
+            raise ValueError(f"tensor (node {self.id}) belongs to a step that was released by "
+                             "Session.step()")
+
+    def _node(self):
+        self._check()
+        return self.session.tape.nodes[self.id]
+
+    @property
+    def value(self) -> AnyBuffer:
+        return self._node().value
+
+    @property
+    def shape(self):
+        return self._node().value.shape
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._node().requires_grad
+
+    def numpy(self) -> np.ndarray:
+        return self.value.to_numpy()
+
+    def item(self) -> float:
+        return float(self.numpy().reshape(-1)[0])
+
+    def __array__(self, dtype=None, copy=None):
+        from torchlean import _loader
+        if copy is False and _loader.BACKEND == "cuda":
+            raise ValueError("Tensor.__array__: copy=False is impossible for a CUDA tensor")
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def backward(self, seed=None):
+        self.session.backward(self, seed)
+
+    @property
+    def grad(self):
+        self._check()
+        p = self.session.params_by_leaf.get(self.id)
+        if p is not None:
+            return p.grad
+        g = self.session.grads.get(self.id)
+        return None if g is None else g.to_numpy()
+
+    def detach(self) -> "Tensor":
+        with no_grad():
+            if hasattr(self.session.tape, "detach"):
+                return self.session.op("detach", self)
+            s = self.session
+            return s._wrap(s.tape.leaf(self.value, requires_grad=False))
+
+    # operators ---------------------------------------------------------------
+    def _other(self, o):
+        return self.session.as_tensor(o)
+
+    def __add__(self, o):
+        return self.session.op("add", self, o)
+
+    __radd__ = __add__
+
+    def __mul__(self, o):
+        return self.session.op("mul", self, o)
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return self.session.op("mul", self, np.float32(-1.0))
+
+    def __sub__(self, o):
+        t = self.session.tape
+        if hasattr(t, "sub"):
+            return self.session.op("sub", self, o)
+        return self + (-self._other(o))
+
+    def __rsub__(self, o):
+        return self._other(o) - self
+
+    def __truediv__(self, o):
+        if not isinstance(o, (Tensor, Parameter)) and np.ndim(o) == 0:
+            return self * (1.0 / float(o))
+        return self.session.op("div", self, o)
+
+    def __rtruediv__(self, o):
+        return self.session.op("div", self._other(o), self)
+
+    def __matmul__(self, o):
+        return self.session.op("matmul", self, o)
+
+    def __rmatmul__(self, o):
+        return self.session.op("matmul", self._other(o), self)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = tuple(shape[0])
+        return self.session.op("reshape", self, shape=tuple(shape))
+
+    def sum(self, axis=None):
+        if axis is None:
+            return self.session.op("sum", self)
+        return self.session.op("reduce_sum", self, axis=axis)
+
+    def mean(self, axis=None):
+        if axis is None:
+            return self.sum() * (1.0 / max(1, int(np.prod(self.shape))))
+        return self.session.op("reduce_mean", self, axis=axis)
+
+    def __getattr__(self, name):
+        # registry ops as methods: x.relu(), x.softmax(), x.transpose2d() ...
+        if name.startswith("_") or not hasattr(Tape, name):
+            raise AttributeError(name)
+        return lambda *others, **attrs: self.session.op(name, self, *others, **attrs)
+
+    def __repr__(self):
+        try:
+            return f"Tensor(shape={self.shape}, node={self.id})"
+        except ValueError:
+            return f"Tensor(released, node={self.id})"
+
+
+_default = [None]
+
+
+def default_session() -> Session:
+    if _default[0] is None:
+        _default[0] = Session()
+    return _default[0]
+
+
+def tensor(value, requires_grad: bool = False, session: Session | None = None) -> Tensor:
+    return (session or default_session()).tensor(value, requires_grad)
+
+
+def functional(name: str):
+    """torchlean.<op>(x, ...) forms: dispatch on the session of the first Tensor argument."""
+    def f(*xs, **attrs):
+        s = next((x.session for x in xs if isinstance(x, Tensor)), None) or default_session()
+        return s.op(name, *xs, **attrs)
+    f.__name__ = name
+    return f
+
+
+softmax = functional("softmax")
+log_softmax = functional("log_softmax")
+relu = functional("relu")
+
+__all__ = ["Session", "Tensor", "Parameter", "manual_seed", "no_grad", "tensor", "splitmix64",
+           "uniform_host", "normal_host", "default_session", "functional"]
