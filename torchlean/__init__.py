@@ -13,6 +13,10 @@ from torchlean._loader import ffi as _ffi, lib as _lib
 from torchlean.buffer import AnyBuffer, Buffer
 from torchlean.tape import Tape, no_grad, is_grad_enabled
 from torchlean._generated import ops
+from torchlean.dgemm import dgemm
+from torchlean.session import Session, Tensor, Parameter, manual_seed, tensor, softmax, log_softmax
+from torchlean import optim, nn, interop
+from torchlean.interop import from_numpy, tensor_from_dlpack as from_dlpack
 
 __version__ = "0.1.0"
 
@@ -79,4 +83,6 @@ if _tf32 is not None:
 
 __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backend", "ops",
            "set_deterministic", "is_deterministic", "memory_stats", "reset_peak_memory_stats",
-           "empty_cache", "synchronize", "no_grad", "is_grad_enabled"]
+           "empty_cache", "synchronize", "no_grad", "is_grad_enabled", "dgemm", "Session", "Tensor",
+           "Parameter", "manual_seed", "tensor", "softmax", "log_softmax", "optim", "nn",
+           "from_numpy", "from_dlpack"]

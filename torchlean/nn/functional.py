@@ -32,8 +32,8 @@ def cross_entropy(logits, labels):
     labels = np.asarray(labels, dtype=np.int64).reshape(-1)
     n, c = logits.shape
     lp = s.op("log_softmax", logits)
-    picked = s.op("gather", s.op("reshape", lp, shape=(n * c,)),
-                  index=np.arange(n, dtype=np.int64) * c + labels)
+    picked = s.op("gather_vec", s.op("reshape", lp, shape=(n * c,)),
+                  indices=np.arange(n, dtype=np.int64) * c + labels)
     return picked.sum() * (-1.0 / n)
 
 
