@@ -27,6 +27,9 @@
 // with CUBLAS_DEFAULT_MATH, which never uses TF32 for FP32 data (strict FP32); when
 // tl_allow_tf32() is set the handle switches to CUBLAS_TF32_TENSOR_OP_MATH. The mode is
 // re-applied whenever the flag changes.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "common.cuh"
 
 #include <mutex>
