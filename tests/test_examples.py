@@ -10,7 +10,7 @@ EX = os.path.join(ROOT, "examples")
 
 
 def _run(name, *extra):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     r = subprocess.run([sys.executable, os.path.join(EX, name), "--steps", "3", *extra],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
