@@ -93,7 +93,8 @@ bench: stub                                ## stub vs NumPy table into bench/res
 bench-cuda: cuda                           ## CUDA vs PyTorch table into bench/results/cuda.md (GPU machine)
 	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_cuda.py
 
-demo: install stub                         ## train the digits CNN on the default backend
+demo: stub                                 ## install the examples extra, train the digits CNN
+	$(PY) -m pip install -q -e '.[examples]' || $(PY) -m pip install -q --user -e '.[examples]'
 	$(PY) examples/digits_cnn.py
 
 clean:                                     ## remove built libraries
