@@ -134,7 +134,10 @@ def bench(title):
 
 
 def run_sections():
+    only = [w for w in os.environ.get("BENCH_ONLY", "").split(",") if w]
     for title, fn in SECTIONS:
+        if only and not any(w in title for w in only):
+            continue
         print(f"[{title}]", flush=True)
         try:
             fn()
@@ -302,6 +305,30 @@ def _overhead():
     r = row("tape add, 1 element (host overhead)", statistics.median(best) * 1e3,
             statistics.median(tb) * 1e3)
     r["note"] = f"{r['tl'] * 1e3:.1f} us vs torch eager {r['torch'] * 1e3:.1f} us per op (autograd recorded)"
+    # where the host time goes: the bare C call (launch + checks) on a preallocated output,
+    # one pool allocation + free, and the buffer-level op (checks, allocation, call)
+    a, b = tl.AnyBuffer.from_numpy(x1), tl.AnyBuffer.from_numpy(y1)
+    y = tl.AnyBuffer.from_numpy(x1)
+    lib, ha, hb, hy = tl._lib, a.handle, b.handle, y.handle
+
+    def per_call(fn):
+        fn()
+        tl.synchronize()
+        ts = []
+        for _ in range(REPEATS):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            tl.synchronize()
+            ts.append((time.perf_counter() - t0) / n * 1e6)
+        return statistics.median(ts)
+
+    c_call = per_call(lambda: lib.tl_add(ha, hb, hy, 1))
+    alloc = per_call(lambda: lib.tl_buf_destroy(lib.tl_buf_new(1)))
+    op = per_call(lambda: tl.ops.add(a, b).release())
+    r["note"] += (f"; breakdown: C call {c_call:.1f} us, pool alloc+free {alloc:.1f} us, "
+                  f"ops.add incl. alloc {op:.1f} us")
+    _release([a, b, y])
 
 
 def _attrs_of(opname):
@@ -435,7 +462,8 @@ def main():
     setup()
     run_sections()
     _release([X, Y, M2])
-    out = ROOT / "bench" / "results" / "cuda.md"
+    # BENCH_ONLY=conv,softmax runs the matching sections; BENCH_OUT picks the table's file
+    out = Path(os.environ.get("BENCH_OUT", ROOT / "bench" / "results" / "cuda.md"))
     out.parent.mkdir(parents=True, exist_ok=True)
     text = fmt_table()
     out.write_text(text)

@@ -27,12 +27,17 @@ def test_bad_shapes_raise_value_error_naming_op(name, shapes):
 
 
 def test_batched_linear_equals_single_samples():
+    """Rows of a batched linear equal single-row calls: bit for bit on the stub (fixed k order
+    for every shape); to rounding on CUDA, where cuBLAS picks its kernel by the GEMM shape."""
     w, b, x = buf(6, 5), buf(6), buf(4, 5)
     yb = ops.linear(w, b, x).to_numpy()
     xs = x.to_numpy()
     for r in range(4):
         y1 = ops.linear(w, b, tl.AnyBuffer.from_numpy(xs[r])).to_numpy()
-        np.testing.assert_array_equal(yb[r], y1)
+        if tl.backend() == "stub":
+            np.testing.assert_array_equal(yb[r], y1)
+        else:
+            np.testing.assert_allclose(yb[r], y1, rtol=2e-6, atol=2e-6)
 
 
 def test_matmul_t_flags_match_numpy():

@@ -1,70 +1,647 @@
-// conv_pool.cu: the convolution and pooling family on CUDA.
+// conv_pool.cu (CUDA): N-D convolution, transposed convolution and pooling, with an optional
+// batch axis. Mirrors native/stub/conv_pool.c; the 2-D entry points are the N-D kernels with
+// two spatial axes.
 //
-// Not yet implemented on the GPU: every entry point returns TL_E_UNSUPPORTED with a message
-// naming the op, so Python raises torchlean.BackendError instead of crashing, and the exported
-// symbol set stays identical to the stub's (native/stub/conv_pool.c holds the reference).
+// Geometry arrives as one flat array (torchlean/shapes.py conv_geom / pool_geom):
+//   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
+//
+// Convolution is im2col + cuBLAS SGEMM. The column matrix of a chunk of nb samples is laid out
+// col[(c, k)][b * P + o] (rows: channel and kernel offset; columns: sample-major output
+// positions), so that
+//   forward            y_b      = W @ col_b               (one strided-batched GEMM, W shared)
+//   kernel gradient    dW      += G' @ col^T              (one GEMM over all nb * P columns)
+//   column gradient    dcol     = W^T @ G'                (one GEMM), then col2im
+// where G' is the upstream gradient regrouped channel-major. col2im is a gather: every image
+// cell sums the columns that read it in a fixed kernel-offset order, so nothing here uses
+// atomics and every result is deterministic (cuBLAS runs with atomics disallowed). Chunks over
+// the batch bound the column buffer; kernel gradients accumulate chunk after chunk in order.
+//
+// Pooling forward is one thread per output cell. Its backward scatters with atomicAdd by
+// default; with tl_deterministic() one thread per input cell gathers from the windows covering
+// it in row-major order instead (the registry's deterministic_path).
+#include <float.h>
 #include "common.cuh"
+
+namespace {
+
+struct Geom {
+    int r;
+    int64_t n, cin, cout;
+    int64_t in[8], k[8], out[8], s[8], p[8];
+    int64_t in_n, k_n, out_n;  // products over the spatial axes
+};
+
+int parse_geom(const char *op, const int64_t *g, int64_t len, Geom *G) {
+    if (!g || len < 4 || g[0] < 1 || g[0] > 8 || len != 4 + 5 * g[0])
+        return tl_fail(TL_E_ARG, "%s: malformed geometry array (length %lld)", op, (long long)len);
+    G->r = (int)g[0]; G->n = g[1]; G->cin = g[2]; G->cout = g[3];
+    G->in_n = G->k_n = G->out_n = 1;
+    for (int a = 0; a < G->r; a++) {
+        G->in[a] = g[4 + a]; G->k[a] = g[4 + G->r + a]; G->out[a] = g[4 + 2 * G->r + a];
+        G->s[a] = g[4 + 3 * G->r + a]; G->p[a] = g[4 + 4 * G->r + a];
+        if (G->s[a] < 1)
+            return tl_fail(TL_E_ARG, "%s: stride must be >= 1 on every axis, got %lld on axis %d",
+                           op, (long long)G->s[a], a);
+        if (G->in[a] < 0 || G->k[a] < 0 || G->out[a] < 0 || G->p[a] < 0)
+            return tl_fail(TL_E_ARG, "%s: negative size in the geometry", op);
+        G->in_n *= G->in[a]; G->k_n *= G->k[a]; G->out_n *= G->out[a];
+    }
+    for (int a = G->r; a < 8; a++) { G->in[a] = G->k[a] = G->out[a] = G->s[a] = 1; G->p[a] = 0; }
+    if (G->n < 0 || G->cin < 0 || G->cout < 0)
+        return tl_fail(TL_E_ARG, "%s: negative size in the geometry", op);
+    return TL_OK;
+}
+
+// The geometry seen from the other side: image = the conv output, columns = the conv input.
+// A transposed convolution is the adjoint of this swapped convolution.
+Geom swapped(const Geom &G) {
+    Geom T = G;
+    for (int a = 0; a < G.r; a++) { T.in[a] = G.out[a]; T.out[a] = G.in[a]; }
+    T.in_n = G.out_n; T.out_n = G.in_n;
+    return T;
+}
+
+// row-major multi-index of flat i over dims[0..r)
+__device__ __forceinline__ void unravel(int64_t i, const int64_t *dims, int r, int64_t *idx) {
+    for (int a = r - 1; a >= 0; a--) { idx[a] = i % dims[a]; i /= dims[a]; }
+}
+
+// image offset read by kernel offset ko at output position oo, or -1 in the padding
+__device__ __forceinline__ int64_t tap(const Geom &G, const int64_t *ko, const int64_t *oo) {
+    int64_t off = 0;
+    for (int a = 0; a < G.r; a++) {
+        int64_t i = oo[a] * G.s[a] + ko[a] - G.p[a];
+        if (i < 0 || i >= G.in[a]) return -1;
+        off = off * G.in[a] + i;
+    }
+    return off;
+}
+
+// ------------------------------------------------------------------ im2col / col2im
+
+// col[(c * K + k) * (nb * P) + b * P + o] = img[b][c][tap(k, o)] (0 in the padding)
+__global__ void k_im2col(Geom G, int64_t C, int64_t nb, const float *img, float *col) {
+    const int64_t K = G.k_n, P = G.out_n, total = C * K * nb * P;
+    TL_GRID_STRIDE(i, total) {
+        int64_t o = i % P, rest = i / P;
+        int64_t b = rest % nb, ck = rest / nb;
+        int64_t c = ck / K, kk = ck % K;
+        int64_t ko[8], oo[8];
+        unravel(kk, G.k, G.r, ko);
+        unravel(o, G.out, G.r, oo);
+        int64_t t = tap(G, ko, oo);
+        col[i] = t < 0 ? 0.0f : img[(b * C + c) * G.in_n + t];
+    }
+}
+
+// img[b][c][i] = (bias ? bias[c] : 0) + sum over kernel offsets k (row-major) of the column
+// entry that read cell i at offset k. A gather: one writer per cell, fixed order.
+__global__ void k_col2im(Geom G, int64_t C, int64_t nb, const float *col, const float *bias,
+                         float *img) {
+    const int64_t K = G.k_n, P = G.out_n, total = nb * C * G.in_n;
+    TL_GRID_STRIDE(i, total) {
+        int64_t cell = i % G.in_n, bc = i / G.in_n;
+        int64_t c = bc % C, b = bc / C;
+        int64_t ii[8], ko[8];
+        unravel(cell, G.in, G.r, ii);
+        float s = 0.0f;
+        for (int64_t kk = 0; kk < K; kk++) {
+            unravel(kk, G.k, G.r, ko);
+            int64_t o = 0;
+            bool ok = true;
+            for (int a = 0; a < G.r && ok; a++) {
+                int64_t t = ii[a] + G.p[a] - ko[a];
+                if (t < 0 || t % G.s[a] != 0 || t / G.s[a] >= G.out[a]) ok = false;
+                else o = o * G.out[a] + t / G.s[a];
+            }
+            if (ok) s += col[(c * K + kk) * (nb * P) + b * P + o];
+        }
+        img[i] = (bias ? bias[c] : 0.0f) + s;
+    }
+}
+
+// The 1-D/2-D fast path: the same column layout with 32-bit index arithmetic, one thread per
+// (channel, sample, output position) walking its kernel window (im2col) and one thread per image
+// cell walking the offsets that read it (col2im). Most convolutions take it; 64-bit divisions
+// in the N-D kernels above cost more than the memory traffic.
+struct Geom2 {
+    int C, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
+};
+
+__global__ void k_im2col_2d(Geom2 g, int nb, const float *img, float *col) {
+    const int P = g.OH * g.OW, total = g.C * nb * P, K = g.KH * g.KW;
+    const size_t nbP = (size_t)nb * P;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int ox = i % g.OW, t = i / g.OW;
+        int oy = t % g.OH; t /= g.OH;
+        int b = t % nb, c = t / nb;
+        const float *plane = img + ((size_t)b * g.C + c) * g.H * g.W;
+        float *dst = col + (size_t)c * K * nbP + (size_t)b * P + oy * g.OW + ox;
+        for (int ky = 0; ky < g.KH; ky++) {
+            int iy = oy * g.SH + ky - g.PH;
+            bool rok = iy >= 0 && iy < g.H;
+            for (int kx = 0; kx < g.KW; kx++) {
+                int ix = ox * g.SW + kx - g.PW;
+                dst[(size_t)(ky * g.KW + kx) * nbP] =
+                    (rok && ix >= 0 && ix < g.W) ? plane[iy * g.W + ix] : 0.0f;
+            }
+        }
+    }
+}
+
+__global__ void k_col2im_2d(Geom2 g, int nb, const float *col, const float *bias, float *img) {
+    const int P = g.OH * g.OW, total = nb * g.C * g.H * g.W, K = g.KH * g.KW;
+    const size_t nbP = (size_t)nb * P;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int ix = i % g.W, t = i / g.W;
+        int iy = t % g.H; t /= g.H;
+        int c = t % g.C, b = t / g.C;
+        const float *src = col + (size_t)c * K * nbP + (size_t)b * P;
+        float s = 0.0f;
+        for (int ky = 0; ky < g.KH; ky++) {
+            int ty = iy + g.PH - ky;
+            if (ty < 0) break;
+            if (ty % g.SH) continue;
+            int oy = ty / g.SH;
+            if (oy >= g.OH) continue;
+            for (int kx = 0; kx < g.KW; kx++) {
+                int tx = ix + g.PW - kx;
+                if (tx < 0) break;
+                if (tx % g.SW) continue;
+                int ox = tx / g.SW;
+                if (ox >= g.OW) continue;
+                s += src[(size_t)(ky * g.KW + kx) * nbP + oy * g.OW + ox];
+            }
+        }
+        img[i] = (bias ? bias[c] : 0.0f) + s;
+    }
+}
+
+// acc[i] += sum over b = 0..nb-1 of parts[b * n + i], in that order (per-sample kernel
+// gradients summed deterministically)
+__global__ void k_sum_parts(const float *parts, int64_t nb, int64_t n, float *acc) {
+    TL_GRID_STRIDE(i, n) {
+        float s = acc[i];
+        for (int64_t b = 0; b < nb; b++) s += parts[b * n + i];
+        acc[i] = s;
+    }
+}
+
+// y[b][c][o] = bias[c] (the forward GEMM then accumulates into it)
+__global__ void k_fill_bias(const float *bias, float *y, int64_t nbc, int64_t C, int64_t P) {
+    TL_GRID_STRIDE(i, nbc * P) y[i] = bias[(i / P) % C];
+}
+
+// db[c] = sum over samples then positions of g[b][c][o]: one block per channel, each thread
+// sums a strided slice in index order, then the fixed block tree (deterministic)
+__global__ void k_bias_grad(const float *g, float *db, int64_t N, int64_t C, int64_t P) {
+    const int64_t c = blockIdx.x, m = N * P;
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < m; j += blockDim.x) s += g[((j / P) * C + c) * P + j % P];
+    s = tl_block_sum(s);
+    if (threadIdx.x == 0) db[c] = s;
+}
+
+// ------------------------------------------------------------------ GEMM (row-major)
+
+// C_b (M x Nc, ldc) = op(A_b) op(B_b) + beta C_b for b < batch; A_b is M x K (K x M when ta)
+// with leading dimension lda, B_b is K x Nc (Nc x K when tb). Row-major via the operand swap.
+int gemm(const char *op, int ta, int tb, int64_t M, int64_t Nc, int64_t K, const float *A,
+         int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB, float beta, float *C,
+         int64_t ldc, int64_t sC, int64_t batch) {
+    if (M == 0 || Nc == 0 || batch == 0) return TL_OK;
+    if (M > INT32_MAX || Nc > INT32_MAX || K > INT32_MAX || batch > INT32_MAX ||
+        lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
+        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
+    cublasHandle_t h;
+    TL_TRY(tl_cublas(op, &h));
+    const float one = 1.0f;
+    if (K == 0 && beta != 0.0f) return TL_OK;  // nothing to add (K = 0, beta = 0 writes zeros)
+    TL_CUBLAS_TRY(op, cublasSgemmStridedBatched(
+        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)Nc, (int)M,
+        (int)K, &one, B, (int)(ldb > 0 ? ldb : 1), (long long)sB, A, (int)(lda > 0 ? lda : 1),
+        (long long)sA, &beta, C, (int)ldc, (long long)sC, (int)batch));
+    return TL_OK;
+}
+
+// zero n floats on the stream
+int zero(const char *op, float *p, int64_t n) {
+    if (n <= 0) return TL_OK;
+    TL_CUDA_TRY(op, cudaMemsetAsync(p, 0, (size_t)n * sizeof(float), tl_stream()));
+    return TL_OK;
+}
+
+bool fits_2d(const Geom &G, int64_t C, int64_t nb) {
+    if (G.r > 2) return false;
+    const int64_t lim = INT32_MAX / 2;  // int loop indices plus one grid stride never overflow
+    return C * nb * G.in_n < lim && C * G.k_n * nb * G.out_n < lim && C * nb * G.out_n < lim;
+}
+
+Geom2 to_2d(const Geom &G, int64_t C) {
+    const int a = G.r == 2 ? 1 : 0;  // rank 1 is rank 2 with a unit leading axis
+    Geom2 g;
+    g.C = (int)C;
+    g.H = a ? (int)G.in[0] : 1;  g.W = (int)G.in[a];
+    g.OH = a ? (int)G.out[0] : 1; g.OW = (int)G.out[a];
+    g.KH = a ? (int)G.k[0] : 1;  g.KW = (int)G.k[a];
+    g.SH = a ? (int)G.s[0] : 1;  g.SW = (int)G.s[a];
+    g.PH = a ? (int)G.p[0] : 0;  g.PW = (int)G.p[a];
+    return g;
+}
+
+// col (C*K x nb*P) from nb images of C channels
+int im2col(const char *op, const Geom &G, int64_t C, int64_t nb, const float *img, float *col) {
+    const int64_t n = C * G.k_n * nb * G.out_n;
+    if (n == 0) return TL_OK;
+    if (fits_2d(G, C, nb))
+        k_im2col_2d<<<tl_blocks(C * nb * G.out_n), TL_THREADS, 0, tl_stream()>>>(
+            to_2d(G, C), (int)nb, img, col);
+    else
+        k_im2col<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(G, C, nb, img, col);
+    return tl_cuda_launched(op);
+}
+
+// nb images of C channels = (bias or 0) + the columns gathered back
+int col2im(const char *op, const Geom &G, int64_t C, int64_t nb, const float *col,
+           const float *bias, float *img) {
+    const int64_t n = nb * C * G.in_n;
+    if (n == 0) return TL_OK;
+    if (fits_2d(G, C, nb))
+        k_col2im_2d<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(to_2d(G, C), (int)nb, col, bias,
+                                                                   img);
+    else
+        k_col2im<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(G, C, nb, col, bias, img);
+    return tl_cuda_launched(op);
+}
+
+// acc += the nb partial kernel gradients in parts, in sample order
+int sum_parts(const char *op, const float *parts, int64_t nb, int64_t n, float *acc) {
+    if (n == 0) return TL_OK;
+    k_sum_parts<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(parts, nb, n, acc);
+    return tl_cuda_launched(op);
+}
+
+// Samples per chunk: keep the column buffers near kColBytes (at least one sample), and nb * P
+// within cuBLAS's int dimensions.
+const int64_t kColBytes = (int64_t)256 << 20;
+int64_t chunk_samples(int64_t per_sample_floats, int64_t P, int64_t N) {
+    int64_t per = per_sample_floats * (int64_t)sizeof(float);
+    int64_t nb = per > 0 ? kColBytes / per : N;
+    if (P > 0 && nb > INT32_MAX / P) nb = INT32_MAX / P;
+    if (nb > N) nb = N;
+    if (nb < 1) nb = 1;
+    return nb;
+}
+
+struct Scratch {  // stream-ordered temporaries, freed when the entry point returns
+    void *p[2] = {nullptr, nullptr};
+    ~Scratch() { tl_scratch_free(p[0]); tl_scratch_free(p[1]); }
+};
+
+// ------------------------------------------------------------------ convolution
+
+int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
+             const int64_t *geom, int64_t glen, int transpose) {
+    Geom G;
+    TL_TRY(parse_geom(op, geom, glen, &G));
+    const int64_t K = G.k_n, xin = G.cin * G.in_n, yout = G.cout * G.out_n;
+    TL_CHECK(op, kernel, G.cout * G.cin * K);
+    TL_CHECK(op, bias, G.cout);
+    TL_CHECK(op, input, G.n * xin);
+    TL_CHECK(op, y, G.n * yout);
+    if (G.n * yout == 0) return TL_OK;
+    cudaStream_t st = tl_stream();
+    if (!st) return TL_E_DEVICE;
+    const float *W = kernel->data, *X = input->data;
+    float *Y = y->data;
+    Scratch sc;
+    if (!transpose) {
+        const int64_t P = G.out_n, CK = G.cin * K;
+        k_fill_bias<<<tl_blocks(G.n * yout), TL_THREADS, 0, st>>>(bias->data, Y, G.n * G.cout,
+                                                                   G.cout, P);
+        TL_LAUNCHED(op);
+        if (CK == 0) return TL_OK;
+        const int64_t nb = chunk_samples(CK * P, P, G.n);
+        TL_TRY(tl_scratch(op, (size_t)(CK * nb * P) * sizeof(float), &sc.p[0]));
+        float *col = (float *)sc.p[0];
+        for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
+            const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
+            TL_TRY(im2col(op, G, G.cin, m, X + n0 * xin, col));
+            // y_b (C_out x P) += W (C_out x CK) @ col[:, b*P : (b+1)*P]
+            TL_TRY(gemm(op, 0, 0, G.cout, P, CK, W, CK, 0, col, m * P, P, 1.0f, Y + n0 * yout, P,
+                        yout, m));
+        }
+        return TL_OK;
+    }
+    // transposed: col[(co, k)][b * in_n + p] = sum_ci W[ci][(co, k)] x_b[ci][p], then col2im
+    // onto the output image with the swapped geometry, bias added by the gather
+    const Geom T = swapped(G);
+    const int64_t P = T.out_n, CK = G.cout * K;
+    const int64_t nb = chunk_samples(CK * P, P, G.n);
+    TL_TRY(tl_scratch(op, (size_t)(CK * nb * P > 0 ? CK * nb * P : 1) * sizeof(float), &sc.p[0]));
+    float *col = (float *)sc.p[0];
+    for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
+        const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
+        if (CK * P > 0)
+            TL_TRY(gemm(op, 1, 0, CK, P, G.cin, W, CK, 0, X + n0 * xin, P, xin, 0.0f, col, m * P,
+                        P, m));
+        TL_TRY(col2im(op, T, G.cout, m, col, bias->data, Y + n0 * yout));
+    }
+    return TL_OK;
+}
+
+// Both backward passes share one shape: with "img" the side that is im2col'ed (the conv input,
+// or the transposed conv's upstream gradient) and "cols" the other side (C_c channels per
+// sample, P positions), per sample b
+//   dW_b     = A_b (C_a x P) @ col_b^T           (A = g for conv, x for the transposed conv)
+//   d(other) = W-product with col or the gather of dcol
+// The per-sample kernel gradients land in a scratch array and are summed in sample order.
+int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, tl_buf db,
+             tl_buf dx, const int64_t *geom, int64_t glen, int transpose) {
+    Geom G;
+    TL_TRY(parse_geom(op, geom, glen, &G));
+    const int64_t K = G.k_n, xin = G.cin * G.in_n, yout = G.cout * G.out_n;
+    const int64_t nk = G.cout * G.cin * K;
+    TL_CHECK(op, kernel, nk);
+    TL_CHECK(op, input, G.n * xin);
+    TL_CHECK(op, g, G.n * yout);
+    TL_CHECK(op, dk, nk);
+    TL_CHECK(op, db, G.cout);
+    TL_CHECK(op, dx, G.n * xin);
+    cudaStream_t st = tl_stream();
+    if (!st) return TL_E_DEVICE;
+    TL_TRY(zero(op, dk->data, nk));
+    TL_TRY(zero(op, dx->data, G.n * xin));
+    TL_TRY(zero(op, db->data, G.cout));
+    if (G.cout > 0 && G.n * G.out_n > 0) {
+        k_bias_grad<<<(unsigned)G.cout, TL_THREADS, 0, st>>>(g->data, db->data, G.n, G.cout,
+                                                             G.out_n);
+        TL_LAUNCHED(op);
+    }
+    if (G.n * yout == 0 || G.n * xin == 0) return TL_OK;
+    const float *W = kernel->data, *X = input->data, *Gd = g->data;
+    float *DK = dk->data, *DX = dx->data;
+    Scratch sc;
+    if (!transpose) {
+        const int64_t P = G.out_n, CK = G.cin * K;
+        const int64_t nb = chunk_samples(CK * P + G.cout * CK, P, G.n);
+        TL_TRY(tl_scratch(op, (size_t)(CK * nb * P) * sizeof(float), &sc.p[0]));
+        TL_TRY(tl_scratch(op, (size_t)(nb * nk) * sizeof(float), &sc.p[1]));
+        float *col = (float *)sc.p[0], *parts = (float *)sc.p[1];
+        for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
+            const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
+            const float *gb = Gd + n0 * yout;
+            TL_TRY(im2col(op, G, G.cin, m, X + n0 * xin, col));
+            // dW_b (C_out x CK) = g_b (C_out x P) @ col_b^T, summed over b in order
+            TL_TRY(gemm(op, 0, 1, G.cout, CK, P, gb, P, yout, col, m * P, P, 0.0f, parts, CK, nk,
+                        m));
+            TL_TRY(sum_parts(op, parts, m, nk, DK));
+            // dcol_b (CK x P) = W^T @ g_b (overwrites col), then gathered into dx
+            TL_TRY(gemm(op, 1, 0, CK, P, G.cout, W, CK, 0, gb, P, yout, 0.0f, col, m * P, P, m));
+            TL_TRY(col2im(op, G, G.cin, m, col, nullptr, DX + n0 * xin));
+        }
+        return TL_OK;
+    }
+    // transposed: the grad's columns under the swapped geometry
+    const Geom T = swapped(G);
+    const int64_t P = T.out_n, CK = G.cout * K;
+    const int64_t nb = chunk_samples(CK * P + G.cin * CK, P, G.n);
+    TL_TRY(tl_scratch(op, (size_t)(CK * nb * P > 0 ? CK * nb * P : 1) * sizeof(float), &sc.p[0]));
+    TL_TRY(tl_scratch(op, (size_t)(nb * nk > 0 ? nb * nk : 1) * sizeof(float), &sc.p[1]));
+    float *col = (float *)sc.p[0], *parts = (float *)sc.p[1];
+    for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
+        const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
+        const float *xb = X + n0 * xin;
+        TL_TRY(im2col(op, T, G.cout, m, Gd + n0 * yout, col));
+        // dW_b (C_in x CK) = x_b (C_in x P) @ col_b^T, summed over b in order
+        TL_TRY(gemm(op, 0, 1, G.cin, CK, P, xb, P, xin, col, m * P, P, 0.0f, parts, CK, nk, m));
+        TL_TRY(sum_parts(op, parts, m, nk, DK));
+        // dx_b (C_in x P) = W (C_in x CK) @ col_b
+        TL_TRY(gemm(op, 0, 0, G.cin, P, CK, W, CK, 0, col, m * P, P, 0.0f, DX + n0 * xin, P, xin,
+                    m));
+    }
+    return TL_OK;
+}
+
+// ------------------------------------------------------------------ pooling
+
+enum { POOL_MAX, POOL_AVG, POOL_SMOOTH };
+
+// Statistics of window o of one plane, exactly as the stub computes them: for max the first
+// row-major strict maximum (padding is -inf and never wins; -FLT_MAX when nothing does); for
+// smooth max the pivot (first value, then max/min by the sign of beta; padding counts as 0) and
+// the sum of exp(beta (v - pivot)).
+struct Window {
+    float best;     // max: the maximum; smooth: the pivot
+    int64_t arg;    // max: winning kernel offset or -1
+    float sum;      // smooth: sum of exp(beta (v - pivot)); avg: sum of values
+};
+
+__device__ Window window_stats(const Geom &G, int kind, const float *plane, int64_t o, float beta) {
+    int64_t oo[8], ko[8];
+    unravel(o, G.out, G.r, oo);
+    Window w{-FLT_MAX, -1, 0.0f};
+    const int64_t KN = G.k_n;
+    if (kind == POOL_MAX) {
+        for (int64_t j = 0; j < KN; j++) {
+            unravel(j, G.k, G.r, ko);
+            int64_t t = tap(G, ko, oo);
+            float v = t < 0 ? -INFINITY : plane[t];
+            if (v > w.best) { w.best = v; w.arg = j; }
+        }
+    } else if (kind == POOL_AVG) {
+        for (int64_t j = 0; j < KN; j++) {
+            unravel(j, G.k, G.r, ko);
+            int64_t t = tap(G, ko, oo);
+            w.sum += t < 0 ? 0.0f : plane[t];
+        }
+    } else {
+        for (int64_t j = 0; j < KN; j++) {
+            unravel(j, G.k, G.r, ko);
+            int64_t t = tap(G, ko, oo);
+            float v = t < 0 ? 0.0f : plane[t];
+            if (j == 0) w.best = v;
+            else w.best = beta > 0 ? (v > w.best ? v : w.best) : (v < w.best ? v : w.best);
+        }
+        for (int64_t j = 0; j < KN; j++) {
+            unravel(j, G.k, G.r, ko);
+            int64_t t = tap(G, ko, oo);
+            float v = t < 0 ? 0.0f : plane[t];
+            w.sum += expf(beta * (v - w.best));
+        }
+    }
+    return w;
+}
+
+__global__ void k_pool_fwd(Geom G, int kind, const float *x, float *y, float beta, int64_t planes) {
+    const int64_t total = planes * G.out_n;
+    TL_GRID_STRIDE(i, total) {
+        const int64_t pl = i / G.out_n, o = i % G.out_n;
+        Window w = window_stats(G, kind, x + pl * G.in_n, o, beta);
+        if (kind == POOL_MAX) y[i] = w.best;
+        else if (kind == POOL_AVG) y[i] = w.sum / (float)G.k_n;
+        else y[i] = w.best + logf(w.sum) / beta;
+    }
+}
+
+// share of window o's gradient that goes to kernel offset j of that window (cell value v)
+__device__ __forceinline__ float pool_share(const Geom &G, int kind, const Window &w, int64_t j,
+                                            float v, float go, float beta) {
+    if (kind == POOL_MAX) return w.arg == j ? go : 0.0f;
+    if (kind == POOL_AVG) return go / (float)G.k_n;
+    return go * (expf(beta * (v - w.best)) / w.sum);
+}
+
+// default path: one thread per window scatters its shares with atomicAdd
+__global__ void k_pool_bwd_scatter(Geom G, int kind, const float *x, const float *g, float *dx,
+                                   float beta, int64_t planes) {
+    const int64_t total = planes * G.out_n;
+    TL_GRID_STRIDE(i, total) {
+        const int64_t pl = i / G.out_n, o = i % G.out_n;
+        const float *plane = x + pl * G.in_n;
+        float *dplane = dx + pl * G.in_n;
+        Window w = window_stats(G, kind, plane, o, beta);
+        int64_t oo[8], ko[8];
+        unravel(o, G.out, G.r, oo);
+        if (kind == POOL_MAX) {
+            if (w.arg >= 0) {
+                unravel(w.arg, G.k, G.r, ko);
+                int64_t t = tap(G, ko, oo);
+                if (t >= 0) atomicAdd(dplane + t, g[i]);
+            }
+            continue;
+        }
+        for (int64_t j = 0; j < G.k_n; j++) {
+            unravel(j, G.k, G.r, ko);
+            int64_t t = tap(G, ko, oo);
+            if (t >= 0) atomicAdd(dplane + t, pool_share(G, kind, w, j, plane[t], g[i], beta));
+        }
+    }
+}
+
+// deterministic path: one thread per input cell gathers from the windows covering it, in
+// row-major kernel-offset order
+__global__ void k_pool_bwd_gather(Geom G, int kind, const float *x, const float *g, float *dx,
+                                  float beta, int64_t planes) {
+    const int64_t total = planes * G.in_n;
+    TL_GRID_STRIDE(i, total) {
+        const int64_t pl = i / G.in_n, cell = i % G.in_n;
+        const float *plane = x + pl * G.in_n;
+        int64_t ii[8], ko[8];
+        unravel(cell, G.in, G.r, ii);
+        float s = 0.0f;
+        for (int64_t j = 0; j < G.k_n; j++) {
+            unravel(j, G.k, G.r, ko);
+            int64_t o = 0;
+            bool ok = true;
+            for (int a = 0; a < G.r && ok; a++) {
+                int64_t t = ii[a] + G.p[a] - ko[a];
+                if (t < 0 || t % G.s[a] != 0 || t / G.s[a] >= G.out[a]) ok = false;
+                else o = o * G.out[a] + t / G.s[a];
+            }
+            if (!ok) continue;
+            Window w = window_stats(G, kind, plane, o, beta);
+            s += pool_share(G, kind, w, j, plane[cell], g[pl * G.out_n + o], beta);
+        }
+        dx[i] = s;
+    }
+}
+
+int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const int64_t *geom,
+         int64_t glen, double beta_d, int backward) {
+    Geom G;
+    TL_TRY(parse_geom(op, geom, glen, &G));
+    const int64_t planes = G.n * G.cin;
+    TL_CHECK(op, input, planes * G.in_n);
+    if (backward) {
+        TL_CHECK(op, g, planes * G.out_n);
+        TL_CHECK(op, out, planes * G.in_n);
+    } else {
+        TL_CHECK(op, out, planes * G.out_n);
+    }
+    const float beta = (float)beta_d;
+    if (kind == POOL_SMOOTH && (!isfinite(beta) || beta == 0.0f))
+        return tl_fail(TL_E_ARG, "%s: beta must be finite and non-zero in float32, got %g", op,
+                       beta_d);
+    cudaStream_t st = tl_stream();
+    if (!st) return TL_E_DEVICE;
+    if (!backward) {
+        if (planes * G.out_n == 0) return TL_OK;
+        k_pool_fwd<<<tl_blocks(planes * G.out_n), TL_THREADS, 0, st>>>(G, kind, input->data,
+                                                                       out->data, beta, planes);
+        TL_LAUNCHED(op);
+        return TL_OK;
+    }
+    if (tl_deterministic()) {
+        if (planes * G.in_n == 0) return TL_OK;
+        k_pool_bwd_gather<<<tl_blocks(planes * G.in_n), TL_THREADS, 0, st>>>(
+            G, kind, input->data, g->data, out->data, beta, planes);
+        TL_LAUNCHED(op);
+        return TL_OK;
+    }
+    TL_TRY(zero(op, out->data, planes * G.in_n));
+    if (planes * G.out_n == 0) return TL_OK;
+    k_pool_bwd_scatter<<<tl_blocks(planes * G.out_n), TL_THREADS, 0, st>>>(
+        G, kind, input->data, g->data, out->data, beta, planes);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+}  // namespace
 
 extern "C" {
 
 int tl_conv2d(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "conv2d: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return conv_fwd("conv2d", kernel, bias, input, y, geom, geom_len, 0);
 }
-
 int tl_conv(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "conv: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return conv_fwd("conv", kernel, bias, input, y, geom, geom_len, 0);
 }
-
-int tl_conv_backward(tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel, tl_buf dbias, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "conv_backward: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
-}
-
 int tl_conv_transpose2d(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "conv_transpose2d: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return conv_fwd("conv_transpose2d", kernel, bias, input, y, geom, geom_len, 1);
 }
-
 int tl_conv_transpose(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "conv_transpose: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return conv_fwd("conv_transpose", kernel, bias, input, y, geom, geom_len, 1);
 }
-
-int tl_conv_transpose_backward(tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel, tl_buf dbias, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "conv_transpose_backward: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+int tl_conv_backward(tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel, tl_buf dbias,
+                     tl_buf dinput, const int64_t *geom, int64_t geom_len) {
+    return conv_bwd("conv_backward", kernel, input, grad_out, dkernel, dbias, dinput, geom,
+                    geom_len, 0);
+}
+int tl_conv_transpose_backward(tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel,
+                               tl_buf dbias, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
+    return conv_bwd("conv_transpose_backward", kernel, input, grad_out, dkernel, dbias, dinput,
+                    geom, geom_len, 1);
 }
 
 int tl_max_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "max_pool2d: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return pool("max_pool2d", POOL_MAX, input, nullptr, y, geom, geom_len, 0, 0);
 }
-
 int tl_max_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "max_pool: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return pool("max_pool", POOL_MAX, input, nullptr, y, geom, geom_len, 0, 0);
 }
-
 int tl_max_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "max_pool_backward: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return pool("max_pool_backward", POOL_MAX, input, grad_out, dinput, geom, geom_len, 0, 1);
 }
-
 int tl_avg_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "avg_pool2d: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return pool("avg_pool2d", POOL_AVG, input, nullptr, y, geom, geom_len, 0, 0);
 }
-
 int tl_avg_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "avg_pool: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return pool("avg_pool", POOL_AVG, input, nullptr, y, geom, geom_len, 0, 0);
 }
-
 int tl_avg_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return tl_fail(TL_E_UNSUPPORTED, "avg_pool_backward: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return pool("avg_pool_backward", POOL_AVG, input, grad_out, dinput, geom, geom_len, 0, 1);
 }
-
 int tl_smooth_max_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len, double b) {
-    return tl_fail(TL_E_UNSUPPORTED, "smooth_max_pool2d: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return pool("smooth_max_pool2d", POOL_SMOOTH, input, nullptr, y, geom, geom_len, b, 0);
 }
-
 int tl_smooth_max_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len, double b) {
-    return tl_fail(TL_E_UNSUPPORTED, "smooth_max_pool: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
+    return pool("smooth_max_pool", POOL_SMOOTH, input, nullptr, y, geom, geom_len, b, 0);
+}
+int tl_smooth_max_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom,
+                                int64_t geom_len, double b) {
+    return pool("smooth_max_pool_backward", POOL_SMOOTH, input, grad_out, dinput, geom, geom_len,
+                b, 1);
 }
 
-int tl_smooth_max_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom, int64_t geom_len, double b) {
-    return tl_fail(TL_E_UNSUPPORTED, "smooth_max_pool_backward: not implemented on the CUDA backend yet (use TORCHLEAN_BACKEND=stub)");
-}
-
-}
+}  // extern "C"

@@ -163,9 +163,13 @@ void enforce_cap(void) {
     if (g_cap <= 0 || !g_pool) return;
     int64_t used = pool_attr(cudaMemPoolAttrUsedMemCurrent);
     int64_t reserved = pool_attr(cudaMemPoolAttrReservedMemCurrent);
-    if (reserved - used > g_cap) {
-        if (cudaMemPoolTrimTo(g_pool, (size_t)(used + g_cap)) != cudaSuccess) cudaGetLastError();
-    }
+    if (reserved - used <= g_cap) return;
+    if (cudaMemPoolTrimTo(g_pool, (size_t)(used + g_cap)) != cudaSuccess) cudaGetLastError();
+    // The pool releases whole physical chunks (tens of MiB) and keeps at least the bytes asked
+    // for, so trimming to used + cap can leave a chunk larger than the cap cached. The cap is a
+    // promise: trim to what is in use when the gentle trim was not enough.
+    if (pool_cached() > g_cap && cudaMemPoolTrimTo(g_pool, (size_t)used) != cudaSuccess)
+        cudaGetLastError();
 }
 
 // Allocate from the pool in stream order; on failure synchronise, trim, retry once.

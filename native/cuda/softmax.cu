@@ -99,6 +99,61 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
     }
 }
 
+// Wide rows (1024 < cols <= 256 * 4 * R, cols % 4 == 0): one 256-thread block per row keeps
+// the row in registers (R float4 per thread), so x is read once and each entry costs one expf:
+// a max pass, a sum-of-exp pass and the write, the same two-pass arithmetic as the stub. The
+// sums run in a fixed shuffle/warp order (deterministic).
+template <int R, int LOG>
+__global__ void __launch_bounds__(256) softmax_fwd_rows(const float4 *__restrict__ x,
+                                                         float4 *__restrict__ y, int64_t cols4) {
+    const float4 *xr = x + (int64_t)blockIdx.x * cols4;
+    float4 *yr = y + (int64_t)blockIdx.x * cols4;
+    float4 v[R];
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        int64_t k = threadIdx.x + (int64_t)j * 256;
+        v[j] = k < cols4 ? xr[k] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+        m = fmaxf(m, fmaxf(fmaxf(v[j].x, v[j].y), fmaxf(v[j].z, v[j].w)));
+    }
+    __shared__ float red[8];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < 8; w++) m = fmaxf(m, red[w]);
+    __syncthreads();
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        int64_t k = threadIdx.x + (int64_t)j * 256;
+        if (k < cols4) {
+            float4 e = make_float4(expf(v[j].x - m), expf(v[j].y - m), expf(v[j].z - m),
+                                   expf(v[j].w - m));
+            s += (e.x + e.y) + (e.z + e.w);
+            if (!LOG) v[j] = e;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = s;
+    __syncthreads();
+    s = red[0];
+    for (int w = 1; w < 8; w++) s += red[w];
+    const float a = LOG ? logf(s) : 1.0f / s;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        int64_t k = threadIdx.x + (int64_t)j * 256;
+        if (k < cols4) {
+            float4 o = v[j];
+            if (LOG) o = make_float4((o.x - m) - a, (o.y - m) - a, (o.z - m) - a, (o.w - m) - a);
+            else o = make_float4(o.x * a, o.y * a, o.z * a, o.w * a);
+            yr[k] = o;
+        }
+    }
+}
+
 // LOG: 0 softmax (dx = y (g - sum g y)), 1 log_softmax (dx = g - exp(y) sum g)
 template <int G, int LOG>
 __global__ void softmax_bwd(const float *__restrict__ y, const float *__restrict__ g,
@@ -131,6 +186,16 @@ int launch_fwd(const char *op, const float *x, const float *mask, float *y, int6
                int64_t cols, int64_t mask_rows) {
     if (rows == 0) return TL_OK;
     cudaStream_t st = tl_stream();
+    if (KIND != 2 && cols > 1024 && cols <= 8192 && cols % 4 == 0 && rows <= INT32_MAX) {
+        const float4 *x4 = (const float4 *)x;
+        float4 *y4 = (float4 *)y;
+        if (cols <= 4096)
+            softmax_fwd_rows<4, KIND><<<(unsigned)rows, 256, 0, st>>>(x4, y4, cols / 4);
+        else
+            softmax_fwd_rows<8, KIND><<<(unsigned)rows, 256, 0, st>>>(x4, y4, cols / 4);
+        TL_LAUNCHED(op);
+        return TL_OK;
+    }
     if (cols <= 1024)
         softmax_fwd<32, KIND><<<group_blocks(rows, 32), TL_THREADS, 0, st>>>(x, mask, y, rows, cols, mask_rows);
     else
