@@ -139,6 +139,9 @@ def from_numpy(a, session=None, requires_grad=False):
 
 
 def _tensor_dlpack(self, stream=None, max_version=None, dl_device=None, copy=None):
+    if dl_device is not None and tuple(int(v) for v in dl_device) != device():
+        raise BufferError(f"__dlpack__: the tensor lives on DLPack device {device()}, not "
+                          f"{tuple(dl_device)}; use .numpy() for a host copy")
     if copy:
         return to_dlpack(self.value.copy())
     return to_dlpack(self.value)

@@ -172,14 +172,65 @@ void enforce_cap(void) {
         cudaGetLastError();
 }
 
+// Small-block cache. A stream-ordered pool call costs a few microseconds of host time, which
+// dominates a tape op on a tiny tensor. Buffers up to kSmallMax bytes are rounded up to a power
+// of two and, when released, kept on a per-class free list instead of going back to the pool.
+// Reuse is safe for the same reason the pool's is: one stream orders every use before the
+// next owner's. The lists hold at most kSmallCacheMax bytes (and never more than the cache
+// cap); empty_cache, an OOM retry and the cap hand them back.
+const size_t kSmallMin = 256, kSmallMax = (size_t)1 << 20;
+const int kClasses = 13;                       // 256 B .. 1 MiB
+const int kPerClass = 256;                     // free-list depth per class
+const int64_t kSmallCacheMax = (int64_t)64 << 20;
+std::mutex g_small_mu;
+void *g_small[kClasses][kPerClass];
+int g_small_n[kClasses];
+int64_t g_small_bytes = 0;                     // bytes held on the free lists
+
+int small_class(size_t bytes) {
+    if (bytes > kSmallMax) return -1;
+    int c = 0;
+    size_t sz = kSmallMin;
+    while (sz < bytes) { sz <<= 1; c++; }
+    return c;
+}
+
+size_t class_bytes(int c) { return kSmallMin << c; }
+
+int64_t small_limit(void) { return g_cap > 0 && g_cap < kSmallCacheMax ? g_cap : kSmallCacheMax; }
+
+// hand every cached small block back to the pool (stream-ordered frees)
+void small_flush(void) {
+    std::lock_guard<std::mutex> lk(g_small_mu);
+    for (int c = 0; c < kClasses; c++) {
+        for (int i = 0; i < g_small_n[c]; i++)
+            if (cudaFreeAsync(g_small[c][i], g_stream) != cudaSuccess) cudaGetLastError();
+        g_small_n[c] = 0;
+    }
+    g_small_bytes = 0;
+}
+
 // Allocate from the pool in stream order; on failure synchronise, trim, retry once.
 int pool_alloc(const char *op, size_t bytes, void **out) {
     TL_TRY(poison_check(op));
     TL_TRY(ensure_init(op));
     void *p = nullptr;
+    const int c = small_class(bytes);
+    if (c >= 0) {
+        {
+            std::lock_guard<std::mutex> lk(g_small_mu);
+            if (g_small_n[c] > 0) {
+                *out = g_small[c][--g_small_n[c]];
+                g_small_bytes -= (int64_t)class_bytes(c);
+                return TL_OK;
+            }
+        }
+        bytes = class_bytes(c);
+    }
     cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, g_pool, g_stream);
     if (e == cudaErrorMemoryAllocation) {
         cudaGetLastError();
+        small_flush();
         cudaError_t se = cudaStreamSynchronize(g_stream);
         if (se != cudaSuccess) return tl_cuda_status(op, se);
         if (cudaMemPoolTrimTo(g_pool, 0) != cudaSuccess) cudaGetLastError();
@@ -202,8 +253,19 @@ int pool_alloc(const char *op, size_t bytes, void **out) {
     return TL_OK;
 }
 
-void pool_free(void *p) {
+// bytes: the size asked of pool_alloc (0 when unknown: the block goes straight to the pool)
+void pool_free(void *p, size_t bytes) {
     if (!p || g_poisoned || !g_stream_ready) return;  // a poisoned context cannot free safely
+    const int c = bytes ? small_class(bytes) : -1;
+    if (c >= 0) {
+        std::lock_guard<std::mutex> lk(g_small_mu);
+        if (g_small_n[c] < kPerClass &&
+            g_small_bytes + (int64_t)class_bytes(c) <= small_limit()) {
+            g_small[c][g_small_n[c]++] = p;
+            g_small_bytes += (int64_t)class_bytes(c);
+            return;
+        }
+    }
     if (cudaFreeAsync(p, g_stream) != cudaSuccess) {
         cudaGetLastError();
         return;
@@ -356,7 +418,7 @@ int tl_scratch(const char *op, size_t bytes, void **out) {
     return pool_alloc(op, bytes, out);
 }
 
-void tl_scratch_free(void *p) { pool_free(p); }
+void tl_scratch_free(void *p) { pool_free(p, 0); }
 
 // ------------------------------------------------------------------ backend hooks
 
@@ -365,8 +427,7 @@ const char *tlb_name(void) { return "cuda"; }
 int tlb_alloc(size_t bytes, void **out) { return pool_alloc("alloc", bytes, out); }
 
 void tlb_free(void *p, size_t bytes) {
-    (void)bytes;
-    pool_free(p);
+    pool_free(p, bytes);
 }
 
 int tlb_fill(float *p, int64_t n, float v) {
@@ -437,6 +498,7 @@ int tlb_device_count(int64_t *out) {
 int tlb_empty_cache(void) {
     TL_TRY(poison_check("empty_cache"));
     if (!g_stream_ready) return TL_OK;
+    small_flush();
     TL_CUDA_TRY("empty_cache", cudaStreamSynchronize(g_stream));
     TL_CUDA_TRY("empty_cache", cudaMemPoolTrimTo(g_pool, 0));
     return TL_OK;
@@ -446,7 +508,12 @@ void tlb_fill_stats(tl_memory_stats *s) {
     s->cache_cap_bytes = g_stream_ready ? g_cap
                                         : parse_cap(getenv("TORCHLEAN_CUDA_CACHE_CAP_BYTES"));
     if (g_poisoned) return;
-    s->cached_bytes = g_stream_ready ? pool_cached() : 0;
+    int64_t small_bytes;
+    {
+        std::lock_guard<std::mutex> lk(g_small_mu);
+        small_bytes = g_small_bytes;
+    }
+    s->cached_bytes = g_stream_ready ? pool_cached() + small_bytes : 0;
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
         s->device_free_bytes = (int64_t)free_b;
