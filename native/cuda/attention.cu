@@ -4,9 +4,9 @@
 // of the cuBLAS projections; head h of token i is the column block [h*hd, (h+1)*hd), so heads
 // are addressed with a row stride of H*hd and never copied. lse is (B, H, n).
 //
-// use_flash = 1 (and hd <= 128): a tiled core with an online softmax. Each thread owns one query
-// row (forward, dQ) or one key row (dK/dV); K/V (or Q/dO) tiles are staged in shared memory, so
-// the n x n matrix is never stored. The backward recomputes probabilities from lse and writes
+// use_flash = 1 (and hd <= 128): a tiled core with an online softmax. A group of lanes owns one
+// query row (forward, dQ) or one key row (dK/dV); K/V (or Q/dO) tiles are staged in shared
+// memory, so the n x n matrix is never stored. The backward recomputes probabilities from lse and writes
 // every gradient row from exactly one thread: no atomics, bit-reproducible.
 // use_flash = 0: the composed path (materialised scores in scratch, a masked softmax kernel,
 // strided-batched GEMMs), kept as the reference the fused core is tested against.
@@ -38,71 +38,148 @@ int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, 
 }
 
 // ---------------------------------------------------------------- fused (flash) kernels
+// A row (query row in the forward and dQ, key row in dK/dV) is owned by a group of SPL adjacent
+// lanes; each lane keeps 32 of the head's dims in registers (as float4 chunks c = c4 * SPL +
+// part, so the group reads one contiguous stretch of a shared tile and the warp's reads
+// broadcast). Dot products are summed over the group with a butterfly of shuffles: every lane
+// ends with the same bits, and the order is fixed (bit-reproducible). The n x n matrix is never
+// stored; tiles of K/V (or Q/dO) are staged in shared memory.
 // Tile sizes by the compile-time head-dim bound HDM: shared tiles stay under 48 KiB.
 template <int HDM> struct Tiles {
-    static constexpr int BQ = 64;                  // query rows per block (forward, dQ)
-    static constexpr int BK = 4096 / HDM;          // key rows per staged tile (forward, dQ)
-    static constexpr int BKV = HDM <= 64 ? 64 : 32;  // key rows per block (dK/dV)
-    static constexpr int BQT = 2048 / HDM;         // query rows per staged tile (dK/dV)
+    static constexpr int SPL = HDM / 32;            // lanes per row
+    static constexpr int C4 = 8;                    // float4 chunks per lane (32 dims)
+    static constexpr int BQ = 64;                   // query rows per block (forward, dQ)
+    static constexpr int BK = 4096 / HDM;           // key rows per staged tile (forward, dQ)
+    static constexpr int BKV = 64;                  // key rows per block (dK/dV)
+    static constexpr int BQT = 2048 / HDM;          // query rows per staged tile (dK/dV)
 };
 
-// Forward: grid (ceil(n/BQ), B*H), one thread per query row.
+// sum of v over the SPL lanes of this row's group (the same bits on every lane)
+template <int SPL>
+__device__ __forceinline__ float group_sum(float v) {
+    if (SPL == 1) return v;
+    const unsigned lane = threadIdx.x & 31u;
+    const unsigned gmask = ((1u << SPL) - 1u) << (lane & ~(unsigned)(SPL - 1));
+#pragma unroll
+    for (int o = 1; o < SPL; o <<= 1) v += __shfl_xor_sync(gmask, v, o);
+    return v;
+}
+
+// dim of this lane's chunk c4, component e
 template <int HDM>
-__global__ void __launch_bounds__(64) flash_fwd_kernel(
+__device__ __forceinline__ int own_dim(int part, int c4, int e) {
+    return 4 * (c4 * Tiles<HDM>::SPL + part) + e;
+}
+
+// Load this lane's dims of row `row` (0 past hd or for a dead row), times mul.
+template <int HDM>
+__device__ __forceinline__ void load_own(float *r, const float *__restrict__ src, size_t off,
+                                         bool live, int part, int hd, float mul) {
+#pragma unroll
+    for (int c = 0; c < Tiles<HDM>::C4; c++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int d = own_dim<HDM>(part, c, e);
+            r[4 * c + e] = (live && d < hd) ? src[off + d] * mul : 0.0f;
+        }
+}
+
+template <int HDM>
+__device__ __forceinline__ void store_own(const float *r, float *__restrict__ dst, size_t off,
+                                          int part, int hd) {
+#pragma unroll
+    for (int c = 0; c < Tiles<HDM>::C4; c++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int d = own_dim<HDM>(part, c, e);
+            if (d < hd) dst[off + d] = r[4 * c + e];
+        }
+}
+
+// partial dot product of this lane's dims with a shared-memory row
+template <int HDM>
+__device__ __forceinline__ float dot_own(const float *r, const float *srow, int part) {
+    float s = 0.0f;
+#pragma unroll
+    for (int c = 0; c < Tiles<HDM>::C4; c++) {
+        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * Tiles<HDM>::SPL + part));
+        s += r[4 * c] * t.x + r[4 * c + 1] * t.y + r[4 * c + 2] * t.z + r[4 * c + 3] * t.w;
+    }
+    return s;
+}
+
+// r = r * a + b * srow (this lane's dims)
+template <int HDM>
+__device__ __forceinline__ void axpy_own(float *r, float a, float b, const float *srow, int part) {
+#pragma unroll
+    for (int c = 0; c < Tiles<HDM>::C4; c++) {
+        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * Tiles<HDM>::SPL + part));
+        r[4 * c] = r[4 * c] * a + b * t.x;
+        r[4 * c + 1] = r[4 * c + 1] * a + b * t.y;
+        r[4 * c + 2] = r[4 * c + 2] * a + b * t.z;
+        r[4 * c + 3] = r[4 * c + 3] * a + b * t.w;
+    }
+}
+
+// stage rows [r0, r0 + R) of one head of A (and of B) into shared tiles, 0 past n or hd
+template <int HDM, int R>
+__device__ __forceinline__ void stage(float (*As)[HDM], float (*Bs)[HDM], const float *A,
+                                      const float *B, size_t base, int r0, int n, int HD, int hd) {
+    for (int e = threadIdx.x; e < R * HDM; e += blockDim.x) {
+        int rr = e / HDM, d = e % HDM, r = r0 + rr;
+        bool ok = r < n && d < hd;
+        As[rr][d] = ok ? A[base + (size_t)r * HD + d] : 0.0f;
+        Bs[rr][d] = ok ? B[base + (size_t)r * HD + d] : 0.0f;
+    }
+}
+
+// Forward: grid (ceil(n/BQ), B*H), SPL lanes per query row.
+template <int HDM>
+__global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_kernel(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ mask, float *__restrict__ O, float *__restrict__ lse, int n, int H,
     int hd, float scale) {
     using T = Tiles<HDM>;
-    __shared__ float Ks[T::BK][HDM];
-    __shared__ float Vs[T::BK][HDM];
+    __shared__ __align__(16) float Ks[T::BK][HDM];
+    __shared__ __align__(16) float Vs[T::BK][HDM];
     const int HD = H * hd;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int i = blockIdx.x * T::BQ + threadIdx.x;
+    const int part = threadIdx.x % T::SPL;
+    const int i = blockIdx.x * T::BQ + threadIdx.x / T::SPL;
     const bool live = i < n;
     const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    float q[HDM], o[HDM];
+    float q[32], o[32];
+    load_own<HDM>(q, Q, base + (size_t)i * HD, live, part, hd, scale);
 #pragma unroll
-    for (int d = 0; d < HDM; d++) {
-        q[d] = (live && d < hd) ? Q[base + (size_t)i * HD + d] * scale : 0.0f;
-        o[d] = 0.0f;
-    }
+    for (int d = 0; d < 32; d++) o[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int j0 = 0; j0 < n; j0 += T::BK) {
         __syncthreads();
-        for (int e = threadIdx.x; e < T::BK * HDM; e += blockDim.x) {
-            int jj = e / HDM, d = e % HDM, j = j0 + jj;
-            bool ok = j < n && d < hd;
-            Ks[jj][d] = ok ? K[base + (size_t)j * HD + d] : 0.0f;
-            Vs[jj][d] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
-        }
+        stage<HDM, T::BK>(Ks, Vs, K, V, base, j0, n, HD, hd);
         __syncthreads();
-        if (!live) continue;
+        if (!live) continue;  // a row's lanes agree, so the group shuffles stay convergent
         const int jn = min(T::BK, n - j0);
         for (int jj = 0; jj < jn; jj++) {
             if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
-            float s = 0.0f;
-#pragma unroll
-            for (int d = 0; d < HDM; d++) s += q[d] * Ks[jj][d];
+            const float s = group_sum<T::SPL>(dot_own<HDM>(q, Ks[jj], part));
             if (s > m) {
-                float corr = expf(m - s);  // m = -inf gives exactly 0
+                const float corr = expf(m - s);  // m = -inf gives exactly 0
                 l = l * corr + 1.0f;
-#pragma unroll
-                for (int d = 0; d < HDM; d++) o[d] = o[d] * corr + Vs[jj][d];
+                axpy_own<HDM>(o, corr, 1.0f, Vs[jj], part);
                 m = s;
             } else {
-                float p = expf(s - m);
+                const float p = expf(s - m);
                 l += p;
-#pragma unroll
-                for (int d = 0; d < HDM; d++) o[d] += p * Vs[jj][d];
+                axpy_own<HDM>(o, 1.0f, p, Vs[jj], part);
             }
         }
     }
     if (!live) return;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // fully blocked row: output 0
 #pragma unroll
-    for (int d = 0; d < HDM; d++)
-        if (d < hd) O[base + (size_t)i * HD + d] = o[d] * inv;
-    lse[(size_t)bh * n + i] = l > 0.0f ? m + logf(l) : 0.0f;
+    for (int d = 0; d < 32; d++) o[d] *= inv;
+    store_own<HDM>(o, O, base + (size_t)i * HD, part, hd);
+    if (part == 0) lse[(size_t)bh * n + i] = l > 0.0f ? m + logf(l) : 0.0f;
 }
 
 // D_i = dO_i . O_i per (b, h, i): one thread per row.
@@ -118,96 +195,71 @@ __global__ void rowdot_kernel(const float *__restrict__ dO, const float *__restr
     }
 }
 
-// dQ: grid (ceil(n/BQ), B*H), one thread per query row, K/V tiles in shared memory.
+// dQ: grid (ceil(n/BQ), B*H), SPL lanes per query row, K/V tiles in shared memory.
 template <int HDM>
-__global__ void __launch_bounds__(64) flash_dq_kernel(
+__global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_dq_kernel(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
     const float *__restrict__ mask, float *__restrict__ dQ, int n, int H, int hd, float scale) {
     using T = Tiles<HDM>;
-    __shared__ float Ks[T::BK][HDM];
-    __shared__ float Vs[T::BK][HDM];
+    __shared__ __align__(16) float Ks[T::BK][HDM];
+    __shared__ __align__(16) float Vs[T::BK][HDM];
     const int HD = H * hd;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int i = blockIdx.x * T::BQ + threadIdx.x;
+    const int part = threadIdx.x % T::SPL;
+    const int i = blockIdx.x * T::BQ + threadIdx.x / T::SPL;
     const bool live = i < n;
     const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    float q[HDM], g[HDM], dq[HDM];
+    float q[32], g[32], dq[32];
+    load_own<HDM>(q, Q, base + (size_t)i * HD, live, part, hd, scale);
+    load_own<HDM>(g, dO, base + (size_t)i * HD, live, part, hd, 1.0f);
 #pragma unroll
-    for (int d = 0; d < HDM; d++) {
-        bool ok = live && d < hd;
-        q[d] = ok ? Q[base + (size_t)i * HD + d] * scale : 0.0f;
-        g[d] = ok ? dO[base + (size_t)i * HD + d] : 0.0f;
-        dq[d] = 0.0f;
-    }
+    for (int d = 0; d < 32; d++) dq[d] = 0.0f;
     const float L = live ? lse[(size_t)bh * n + i] : 0.0f;
     const float Di = live ? D[(size_t)bh * n + i] : 0.0f;
     for (int j0 = 0; j0 < n; j0 += T::BK) {
         __syncthreads();
-        for (int e = threadIdx.x; e < T::BK * HDM; e += blockDim.x) {
-            int jj = e / HDM, d = e % HDM, j = j0 + jj;
-            bool ok = j < n && d < hd;
-            Ks[jj][d] = ok ? K[base + (size_t)j * HD + d] : 0.0f;
-            Vs[jj][d] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
-        }
+        stage<HDM, T::BK>(Ks, Vs, K, V, base, j0, n, HD, hd);
         __syncthreads();
         if (!live) continue;
         const int jn = min(T::BK, n - j0);
         for (int jj = 0; jj < jn; jj++) {
             if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
-            float s = 0.0f, dp = 0.0f;
-#pragma unroll
-            for (int d = 0; d < HDM; d++) {
-                s += q[d] * Ks[jj][d];
-                dp += g[d] * Vs[jj][d];
-            }
+            const float s = group_sum<T::SPL>(dot_own<HDM>(q, Ks[jj], part));
+            const float dp = group_sum<T::SPL>(dot_own<HDM>(g, Vs[jj], part));
             const float ds = expf(s - L) * (dp - Di) * scale;
-#pragma unroll
-            for (int d = 0; d < HDM; d++) dq[d] += ds * Ks[jj][d];
+            axpy_own<HDM>(dq, 1.0f, ds, Ks[jj], part);
         }
     }
     if (!live) return;
-#pragma unroll
-    for (int d = 0; d < HDM; d++)
-        if (d < hd) dQ[base + (size_t)i * HD + d] = dq[d];
+    store_own<HDM>(dq, dQ, base + (size_t)i * HD, part, hd);
 }
 
-// dK, dV: grid (ceil(n/BKV), B*H), one thread per key row; Q/dO tiles in shared memory, the
-// thread's own v row in padded shared memory (stride HDM+1: conflict-free), k in registers.
+// dK, dV: grid (ceil(n/BKV), B*H), SPL lanes per key row; Q/dO tiles in shared memory.
 template <int HDM>
-__global__ void __launch_bounds__(Tiles<HDM>::BKV) flash_dkv_kernel(
+__global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPL) flash_dkv_kernel(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
     const float *__restrict__ mask, float *__restrict__ dK, float *__restrict__ dV, int n, int H,
     int hd, float scale) {
     using T = Tiles<HDM>;
-    __shared__ float Qs[T::BQT][HDM];
-    __shared__ float Gs[T::BQT][HDM];
+    __shared__ __align__(16) float Qs[T::BQT][HDM];
+    __shared__ __align__(16) float Gs[T::BQT][HDM];
     __shared__ float Ls[T::BQT], Ds[T::BQT];
-    __shared__ float Vown[T::BKV * (HDM + 1)];
     const int HD = H * hd;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int j = blockIdx.x * T::BKV + threadIdx.x;
+    const int part = threadIdx.x % T::SPL;
+    const int j = blockIdx.x * T::BKV + threadIdx.x / T::SPL;
     const bool live = j < n;
     const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    float *vj = Vown + threadIdx.x * (HDM + 1);
-    float k[HDM], dk[HDM], dv[HDM];
+    float k[32], v[32], dk[32], dv[32];
+    load_own<HDM>(k, K, base + (size_t)j * HD, live, part, hd, scale);
+    load_own<HDM>(v, V, base + (size_t)j * HD, live, part, hd, 1.0f);
 #pragma unroll
-    for (int d = 0; d < HDM; d++) {
-        bool ok = live && d < hd;
-        k[d] = ok ? K[base + (size_t)j * HD + d] * scale : 0.0f;
-        vj[d] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
-        dk[d] = 0.0f;
-        dv[d] = 0.0f;
-    }
+    for (int d = 0; d < 32; d++) dk[d] = dv[d] = 0.0f;
     for (int i0 = 0; i0 < n; i0 += T::BQT) {
         __syncthreads();
-        for (int e = threadIdx.x; e < T::BQT * HDM; e += blockDim.x) {
-            int ii = e / HDM, d = e % HDM, i = i0 + ii;
-            bool ok = i < n && d < hd;
-            Qs[ii][d] = ok ? Q[base + (size_t)i * HD + d] : 0.0f;
-            Gs[ii][d] = ok ? dO[base + (size_t)i * HD + d] : 0.0f;
-        }
+        stage<HDM, T::BQT>(Qs, Gs, Q, dO, base, i0, n, HD, hd);
         for (int ii = threadIdx.x; ii < T::BQT; ii += blockDim.x) {
             int i = i0 + ii;
             Ls[ii] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
@@ -218,28 +270,17 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV) flash_dkv_kernel(
         const int in_ = min(T::BQT, n - i0);
         for (int ii = 0; ii < in_; ii++) {
             if (mask && mask[(size_t)(i0 + ii) * n + j] == 0.0f) continue;
-            float s = 0.0f, dp = 0.0f;
-#pragma unroll
-            for (int d = 0; d < HDM; d++) {
-                s += Qs[ii][d] * k[d];
-                dp += Gs[ii][d] * vj[d];
-            }
+            const float s = group_sum<T::SPL>(dot_own<HDM>(k, Qs[ii], part));
+            const float dp = group_sum<T::SPL>(dot_own<HDM>(v, Gs[ii], part));
             const float p = expf(s - Ls[ii]);
             const float ds = p * (dp - Ds[ii]) * scale;
-#pragma unroll
-            for (int d = 0; d < HDM; d++) {
-                dv[d] += p * Gs[ii][d];
-                dk[d] += ds * Qs[ii][d];
-            }
+            axpy_own<HDM>(dv, 1.0f, p, Gs[ii], part);
+            axpy_own<HDM>(dk, 1.0f, ds, Qs[ii], part);
         }
     }
     if (!live) return;
-#pragma unroll
-    for (int d = 0; d < HDM; d++)
-        if (d < hd) {
-            dK[base + (size_t)j * HD + d] = dk[d];
-            dV[base + (size_t)j * HD + d] = dv[d];
-        }
+    store_own<HDM>(dk, dK, base + (size_t)j * HD, part, hd);
+    store_own<HDM>(dv, dV, base + (size_t)j * HD, part, hd);
 }
 
 template <int HDM>
@@ -247,8 +288,8 @@ int flash_forward(const char *op, const float *Q, const float *K, const float *V
                   float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
     using T = Tiles<HDM>;
     dim3 grid((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
-    flash_fwd_kernel<HDM><<<grid, T::BQ, 0, tl_stream()>>>(Q, K, V, M, O, L, (int)n, (int)H,
-                                                           (int)hd, scale);
+    flash_fwd_kernel<HDM><<<grid, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, M, O, L, (int)n,
+                                                                    (int)H, (int)hd, scale);
     TL_LAUNCHED(op);
     return TL_OK;
 }
@@ -259,12 +300,12 @@ int flash_backward(const char *op, const float *Q, const float *K, const float *
                    float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
     using T = Tiles<HDM>;
     dim3 gq((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
-    flash_dq_kernel<HDM><<<gq, T::BQ, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n, (int)H,
-                                                        (int)hd, scale);
+    flash_dq_kernel<HDM><<<gq, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
+                                                                 (int)H, (int)hd, scale);
     TL_LAUNCHED(op);
     dim3 gk((unsigned)((n + T::BKV - 1) / T::BKV), (unsigned)(B * H));
-    flash_dkv_kernel<HDM><<<gk, T::BKV, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV, (int)n,
-                                                          (int)H, (int)hd, scale);
+    flash_dkv_kernel<HDM><<<gk, T::BKV * T::SPL, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
+                                                                   (int)n, (int)H, (int)hd, scale);
     TL_LAUNCHED(op);
     return TL_OK;
 }
