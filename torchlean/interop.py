@@ -139,6 +139,13 @@ def from_numpy(a, session=None, requires_grad=False):
 
 
 def _tensor_dlpack(self, stream=None, max_version=None, dl_device=None, copy=None):
+    # CUDA consumers (torch, CuPy) always name their stream; a consumer that names none is a
+    # host library such as NumPy, which would fail inside its own import (and a capsule failing
+    # there cannot be cleaned up safely): refuse here, before any capsule exists.
+    if device()[0] == kDLCUDA and stream is None:
+        raise BufferError("__dlpack__: this tensor lives in CUDA memory and the consumer gave no "
+                          "CUDA stream (a host library such as NumPy?); use .numpy() for a host "
+                          "copy, or torch.from_dlpack / cupy.from_dlpack for zero-copy")
     if dl_device is not None and tuple(int(v) for v in dl_device) != device():
         raise BufferError(f"__dlpack__: the tensor lives on DLPack device {device()}, not "
                           f"{tuple(dl_device)}; use .numpy() for a host copy")
