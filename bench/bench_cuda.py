@@ -249,8 +249,11 @@ def _sum_to():
 def _softmax():
     needs("softmax")
     S, ST = both((16384, 4096), 4)
-    row("softmax rows 16384x4096", time_tl(lambda: tl.ops.softmax(S)),
-        time_torch(lambda: torch.softmax(ST, dim=-1)), 2 * BYTES)
+    r = row("softmax rows 16384x4096", time_tl(lambda: tl.ops.softmax(S)),
+            time_torch(lambda: torch.softmax(ST, dim=-1)), 2 * BYTES)
+    if COPY_GBS:
+        r["note"] = (f"{r['tl_gbs'] / COPY_GBS['tl']:.2f} of copy BW "
+                     f"(torch {r['torch_gbs'] / COPY_GBS['torch']:.2f})")
     S.release()
 
 
@@ -426,6 +429,14 @@ def _layer_norm():
         xt.grad = gmt.grad = btt.grad = None
 
     row(f"layer_norm fwd+bwd {R}x{D}", time_tl(tl_step), time_torch(torch_step))
+    # forward alone as a bandwidth figure: x read once, y and the saved xhat written
+    xd = xt.detach()
+    r = row(f"layer_norm fwd {R}x{D}", time_tl(lambda: tl.ops.layer_norm(x, gm, bt_)),
+            time_torch(lambda: F.layer_norm(xd, (D,), gmt.detach(), btt.detach(), eps=1e-5)),
+            3 * R * D * 4)
+    if COPY_GBS:
+        r["note"] = (f"{r['tl_gbs'] / COPY_GBS['tl']:.2f} of copy BW counting x, y and xhat "
+                     f"(torch moves only x and y: {2 * r['torch_gbs'] / 3 / COPY_GBS['torch']:.2f})")
     _release([x, gm, bt_, g])
 
 

@@ -7,8 +7,8 @@
 # total budget (GPU_RUN_BUDGET_S, default 510 s, under the 10-minute command limit): every step
 # gets at most its own limit and never more than what is left. The benchmark runs before the
 # sanitizer so the table exists even when time runs short.
-# Files left in $OUT (at most 8 come back): summary.txt build.log test-cuda.log bench.log
-# cuda.md sanitize.log.
+# Files left in $OUT: summary.txt build.log test-cuda.log bench.log cuda.md examples.md
+# sanitize.log.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/torchlean-gpu-out}
@@ -60,6 +60,11 @@ step "test-cuda" "$OUT/test-cuda.log" 240 make test-cuda
 note "test-cuda result: $(grep -E '(passed|failed|error)' "$OUT/test-cuda.log" | tail -n 1)"
 step "bench-cuda" "$OUT/bench.log" 150 make bench-cuda
 [ -f bench/results/cuda.md ] && cp bench/results/cuda.md "$OUT/cuda.md"
+if [ -f bench/bench_examples.py ]; then
+  step "bench-examples" "$OUT/bench.log" 120 env TORCHLEAN_BACKEND=cuda \
+    python3 bench/bench_examples.py --out bench/results/examples.md
+  [ -f bench/results/examples.md ] && cp bench/results/examples.md "$OUT/examples.md"
+fi
 step "sanitize-cuda (subset)" "$OUT/sanitize.log" 150 make sanitize-cuda
 note "sanitize result: $(grep -E 'ERROR SUMMARY|(passed|failed)' "$OUT/sanitize.log" | tail -n 2 | tr '\n' ' ')"
 note "total $(($(date +%s) - START)) s"

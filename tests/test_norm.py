@@ -105,3 +105,30 @@ def test_batchnorm_larger_against_reference_and_grad_sums():
     # dx sums to zero per channel (the mean is subtracted)
     np.testing.assert_allclose(gr[ids[0]].to_numpy().sum(axis=(0, 2, 3)), 0, atol=1e-3)
     t.release()
+
+
+@pytest.mark.parametrize("cols", [4, 12, 1024, 4100, 8192, 8196, 6])
+def test_layer_norm_widths_forward_and_backward(cols):
+    """Widths with cols % 4 == 0 up to 8192 take the CUDA register-resident kernels; 8196 and 6
+    take the general ones. Forward and the analytic VJP against float64."""
+    rng = np.random.default_rng(cols)
+    x = rng.normal(1.5, 2.0, size=(3, cols)).astype(np.float32)
+    gm = rng.uniform(0.5, 1.5, cols).astype(np.float32)
+    bt = rng.uniform(-1, 1, cols).astype(np.float32)
+    g = rng.uniform(-1, 1, size=(3, cols)).astype(np.float32)
+    t = tl.Tape()
+    ix, ig, ib = t.leaf(x), t.leaf(gm), t.leaf(bt)
+    y = t.layer_norm(ix, ig, ib)
+    X, G, Gm = x.astype(np.float64), g.astype(np.float64), gm.astype(np.float64)
+    np.testing.assert_allclose(t.value(y).to_numpy(), reference.layer_norm(X, Gm, bt), rtol=1e-4,
+                               atol=1e-4)
+    grads = t.backward(y, seed=g, wrt=[ix, ig, ib])
+    mean = X.mean(1, keepdims=True)
+    sd = np.sqrt(((X - mean) ** 2).mean(1, keepdims=True) + 1e-6)
+    xh = (X - mean) / sd
+    d = G * Gm
+    dx = (d - d.mean(1, keepdims=True) - xh * (d * xh).mean(1, keepdims=True)) / sd
+    np.testing.assert_allclose(grads[ix].to_numpy(), dx, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(grads[ig].to_numpy(), (G * xh).sum(0), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(grads[ib].to_numpy(), G.sum(0), rtol=1e-4, atol=1e-4)
+    t.release()

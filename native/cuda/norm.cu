@@ -35,6 +35,112 @@ __global__ void ln_fwd_kernel(const float *__restrict__ x, const float *__restri
     }
 }
 
+// Rows of up to 256 * 4 * R columns with cols % 4 == 0: one 256-thread block per row holds
+// the row in registers (float4), so x (forward) or g and xhat (backward) are read from memory
+// once. Same formulas as the kernels above; the sums use a fixed warp-shuffle-then-warp order.
+__device__ __forceinline__ float sum256(float v, float *red) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();  // red may still be read from the previous call
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float r = red[0];
+#pragma unroll
+    for (int w = 1; w < 8; w++) r += red[w];
+    return r;
+}
+
+__device__ __forceinline__ float hsum4(float4 a) { return (a.x + a.y) + (a.z + a.w); }
+
+template <int R>
+__global__ void __launch_bounds__(256) ln_fwd_rows(const float4 *__restrict__ x,
+                                                    const float4 *__restrict__ gamma,
+                                                    const float4 *__restrict__ beta,
+                                                    float4 *__restrict__ y, float4 *__restrict__ xhat,
+                                                    float *__restrict__ inv_std, int64_t cols4,
+                                                    float inv_cols, float eps) {
+    __shared__ float red[8];
+    const int64_t r = blockIdx.x;
+    float4 v[R];
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        int64_t k = threadIdx.x + (int64_t)j * 256;
+        v[j] = k < cols4 ? x[r * cols4 + k] : make_float4(0.f, 0.f, 0.f, 0.f);
+        s += hsum4(v[j]);
+    }
+    const float mean = sum256(s, red) * inv_cols;
+    float q = 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        int64_t k = threadIdx.x + (int64_t)j * 256;
+        if (k < cols4) {
+            float4 d = make_float4(v[j].x - mean, v[j].y - mean, v[j].z - mean, v[j].w - mean);
+            q += hsum4(make_float4(d.x * d.x, d.y * d.y, d.z * d.z, d.w * d.w));
+        }
+    }
+    const float var = sum256(q, red) * inv_cols;
+    const float sd = sqrtf(var + eps);
+    if (threadIdx.x == 0) inv_std[r] = 1.0f / sd;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        int64_t k = threadIdx.x + (int64_t)j * 256;
+        if (k < cols4) {
+            float4 h = make_float4((v[j].x - mean) / sd, (v[j].y - mean) / sd,
+                                   (v[j].z - mean) / sd, (v[j].w - mean) / sd);
+            float4 ga = gamma[k], be = beta[k];
+            xhat[r * cols4 + k] = h;
+            y[r * cols4 + k] = make_float4(__fadd_rn(__fmul_rn(h.x, ga.x), be.x),
+                                           __fadd_rn(__fmul_rn(h.y, ga.y), be.y),
+                                           __fadd_rn(__fmul_rn(h.z, ga.z), be.z),
+                                           __fadd_rn(__fmul_rn(h.w, ga.w), be.w));
+        }
+    }
+}
+
+template <int R>
+__global__ void __launch_bounds__(256) ln_bwd_dx_rows(const float4 *__restrict__ g,
+                                                       const float4 *__restrict__ xhat,
+                                                       const float *__restrict__ inv_std,
+                                                       const float4 *__restrict__ gamma,
+                                                       float4 *__restrict__ dx, int64_t cols4,
+                                                       float fcols, float inv_cols) {
+    __shared__ float red[8];
+    const int64_t r = blockIdx.x;
+    float4 d[R], h[R];
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        int64_t k = threadIdx.x + (int64_t)j * 256;
+        if (k < cols4) {
+            float4 gv = g[r * cols4 + k], ga = gamma[k];
+            h[j] = xhat[r * cols4 + k];
+            d[j] = make_float4(gv.x * ga.x, gv.y * ga.y, gv.z * ga.z, gv.w * ga.w);
+        } else {
+            h[j] = d[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        s1 += hsum4(d[j]);
+        s2 += hsum4(make_float4(d[j].x * h[j].x, d[j].y * h[j].y, d[j].z * h[j].z,
+                                d[j].w * h[j].w));
+    }
+    const float S1 = sum256(s1, red), S2 = sum256(s2, red), is = inv_std[r];
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        int64_t k = threadIdx.x + (int64_t)j * 256;
+        if (k < cols4)
+            dx[r * cols4 + k] = make_float4((((d[j].x * fcols - S1) - h[j].x * S2) * is) * inv_cols,
+                                            (((d[j].y * fcols - S1) - h[j].y * S2) * is) * inv_cols,
+                                            (((d[j].z * fcols - S1) - h[j].z * S2) * is) * inv_cols,
+                                            (((d[j].w * fcols - S1) - h[j].w * S2) * is) * inv_cols);
+    }
+}
+
+// rows of this width take the register kernels: 4 or 8 float4 per thread
+int ln_rows_r(int64_t cols) {
+    if (cols % 4 || cols > 8192) return 0;
+    return cols <= 4096 ? 4 : 8;
+}
+
 // One block per row: dx from the row sums S1 = sum(dxhat), S2 = sum(dxhat * xhat).
 __global__ void ln_bwd_dx_kernel(const float *__restrict__ g, const float *__restrict__ xhat,
                                  const float *__restrict__ inv_std, const float *__restrict__ gamma,
@@ -88,19 +194,26 @@ __global__ void col_finish_kernel(const float *__restrict__ pg, const float *__r
     }
 }
 
+// Every element offset of channel ch, sample by sample (each thread a strided slice of the
+// sample's s positions, in a fixed order: the block tree then makes the sums reproducible).
+#define BN_FOR(off)                                                                  \
+    for (int64_t b_ = 0; b_ < n; b_++)                                               \
+        for (int64_t j_ = threadIdx.x, off = (b_ * c + ch) * s + j_; j_ < s;         \
+             j_ += blockDim.x, off += blockDim.x)
+
 // One block per channel: statistics over the n*s elements of that channel.
 __global__ void bn_fwd_kernel(const float *__restrict__ x, const float *__restrict__ gamma,
                               const float *__restrict__ beta, float *__restrict__ y,
                               float *__restrict__ xhat, float *__restrict__ mean_out,
                               float *__restrict__ var_out, float *__restrict__ inv_std, int64_t n,
                               int64_t c, int64_t s, float inv_cnt, float eps) {
-    const int64_t ch = blockIdx.x, cnt = n * s;
+    const int64_t ch = blockIdx.x;
     float acc = 0.0f;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) acc += x[((e / s) * c + ch) * s + e % s];
+    BN_FOR(off) acc += x[off];
     const float mean = tl_block_sum(acc) * inv_cnt;
     float v = 0.0f;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-        float d = x[((e / s) * c + ch) * s + e % s] - mean;
+    BN_FOR(off) {
+        float d = x[off] - mean;
         v += d * d;
     }
     const float var = tl_block_sum(v) * inv_cnt;
@@ -111,8 +224,7 @@ __global__ void bn_fwd_kernel(const float *__restrict__ x, const float *__restri
         inv_std[ch] = 1.0f / sd;
     }
     const float ga = gamma[ch], be = beta[ch];
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-        int64_t off = ((e / s) * c + ch) * s + e % s;
+    BN_FOR(off) {
         float xh = (x[off] - mean) / sd;
         xhat[off] = xh;
         y[off] = __fadd_rn(__fmul_rn(xh, ga), be);
@@ -124,10 +236,9 @@ __global__ void bn_bwd_kernel(const float *__restrict__ g, const float *__restri
                               float *__restrict__ dx, float *__restrict__ dgamma,
                               float *__restrict__ dbeta, int64_t n, int64_t c, int64_t s,
                               float fcnt, float inv_cnt) {
-    const int64_t ch = blockIdx.x, cnt = n * s;
+    const int64_t ch = blockIdx.x;
     float sb = 0.0f, sg = 0.0f;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-        int64_t off = ((e / s) * c + ch) * s + e % s;
+    BN_FOR(off) {
         sb += g[off];
         sg += g[off] * xhat[off];
     }
@@ -138,8 +249,7 @@ __global__ void bn_bwd_kernel(const float *__restrict__ g, const float *__restri
         dgamma[ch] = SG;
     }
     const float S1 = SB * ga, S2 = SG * ga;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-        int64_t off = ((e / s) * c + ch) * s + e % s;
+    BN_FOR(off) {
         float d = g[off] * ga;
         dx[off] = (((d * fcnt - S1) - xhat[off] * S2) * is) * inv_cnt;
     }
@@ -157,9 +267,20 @@ extern "C" int tl_layer_norm(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_b
     TL_CHECK(op, gamma, cols); TL_CHECK(op, beta, cols); TL_CHECK(op, inv_std, rows);
     if (rows == 0) return TL_OK;
     if (rows > 2147483647LL) return tl_fail(TL_E_SHAPE, "layer_norm: too many rows (%lld)", (long long)rows);
-    ln_fwd_kernel<<<(unsigned)rows, LN_THREADS, 0, tl_stream()>>>(
-        x->data, gamma->data, beta->data, y->data, xhat->data, inv_std->data, cols,
-        (float)(1.0 / (double)cols), (float)eps);
+    const float inv_cols = (float)(1.0 / (double)cols);
+    const int R = ln_rows_r(cols);
+    if (R == 4)
+        ln_fwd_rows<4><<<(unsigned)rows, 256, 0, tl_stream()>>>(
+            (const float4 *)x->data, (const float4 *)gamma->data, (const float4 *)beta->data,
+            (float4 *)y->data, (float4 *)xhat->data, inv_std->data, cols / 4, inv_cols, (float)eps);
+    else if (R == 8)
+        ln_fwd_rows<8><<<(unsigned)rows, 256, 0, tl_stream()>>>(
+            (const float4 *)x->data, (const float4 *)gamma->data, (const float4 *)beta->data,
+            (float4 *)y->data, (float4 *)xhat->data, inv_std->data, cols / 4, inv_cols, (float)eps);
+    else
+        ln_fwd_kernel<<<(unsigned)rows, LN_THREADS, 0, tl_stream()>>>(
+            x->data, gamma->data, beta->data, y->data, xhat->data, inv_std->data, cols, inv_cols,
+            (float)eps);
     TL_LAUNCHED(op);
     return TL_OK;
 }
@@ -180,9 +301,19 @@ extern "C" int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_
         TL_CUDA_TRY(op, cudaMemsetAsync(dbeta->data, 0, sizeof(float) * cols, st));
         return TL_OK;
     }
-    ln_bwd_dx_kernel<<<(unsigned)rows, LN_THREADS, 0, st>>>(
-        g->data, xhat->data, inv_std->data, gamma->data, dx->data, cols, (float)cols,
-        (float)(1.0 / (double)cols));
+    const int R = ln_rows_r(cols);
+    const float inv_cols = (float)(1.0 / (double)cols);
+    if (R == 4)
+        ln_bwd_dx_rows<4><<<(unsigned)rows, 256, 0, st>>>(
+            (const float4 *)g->data, (const float4 *)xhat->data, inv_std->data,
+            (const float4 *)gamma->data, (float4 *)dx->data, cols / 4, (float)cols, inv_cols);
+    else if (R == 8)
+        ln_bwd_dx_rows<8><<<(unsigned)rows, 256, 0, st>>>(
+            (const float4 *)g->data, (const float4 *)xhat->data, inv_std->data,
+            (const float4 *)gamma->data, (float4 *)dx->data, cols / 4, (float)cols, inv_cols);
+    else
+        ln_bwd_dx_kernel<<<(unsigned)rows, LN_THREADS, 0, st>>>(
+            g->data, xhat->data, inv_std->data, gamma->data, dx->data, cols, (float)cols, inv_cols);
     TL_LAUNCHED(op);
     const int64_t chunks = (rows + COL_CHUNK - 1) / COL_CHUNK;
     if (chunks > 65535) return tl_fail(TL_E_SHAPE, "layer_norm_backward: too many rows (%lld)", (long long)rows);
