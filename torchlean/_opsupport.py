@@ -19,13 +19,23 @@ __all__ = ["AnyBuffer", "ShapeError", "alloc", "attr", "broadcast_inputs", "call
 
 _buf_new = lib.tl_buf_new
 _destroy = lib.tl_buf_destroy
-_gc = ffi.gc
+# ffi.gc is a thin Python wrapper over the backend's gcp; calling gcp directly saves a frame
+_gc = getattr(getattr(ffi, "_backend", None), "gcp", None) or ffi.gc
 _NULL = ffi.NULL
-_MAX = 2**32 - 1
+_new_buffer = Buffer.__new__
+_new_any = AnyBuffer.__new__
+
+# Element counts of output shapes that already passed check_count. A dict lookup costs far
+# less than re-checking every dim on each allocation; bounded so odd shapes cannot pile up.
+_counts: dict = {}
+_COUNTS_MAX = 4096
 
 
 def live(op: str, *bufs):
-    """Every input must be an AnyBuffer whose payload is still live."""
+    """Every input must be an AnyBuffer whose payload is still live.
+
+    Generated ops first test `b.__class__ is AnyBuffer and b.buf.live` inline and call this only
+    when that fails, so the messages are built only on the error path (and subclasses pass)."""
     for i, b in enumerate(bufs):
         if not isinstance(b, AnyBuffer):
             raise TypeError(f"{op}: input {i} must be an AnyBuffer, got {type(b).__name__}")
@@ -38,23 +48,47 @@ def shape_error(op: str, err: Exception, **inputs) -> ValueError:
     return ValueError(f"{op}: {err}" + (f" (got {got})" if got else ""))
 
 
+def _count(op: str, shape) -> tuple:
+    """The slow path of alloc: check `shape` fully (raising with op and shape), remember it."""
+    shape = tuple(shape)
+    n = check_count(op, shape)
+    if len(_counts) >= _COUNTS_MAX:
+        _counts.clear()
+    _counts[shape] = n
+    return shape, n
+
+
 def alloc(op: str, shape: tuple) -> AnyBuffer:
-    """A fresh uninitialised output of `shape` (a tuple of ints from a shape rule)."""
-    n = math.prod(shape)
-    if n > _MAX or (shape and (min(shape) < 0 or max(shape) > _MAX)):
-        check_count(op, shape)  # raises with the full message
+    """A fresh uninitialised output of `shape` (a tuple of ints from a shape rule).
+
+    This runs once per output of every op, so it builds the Buffer and AnyBuffer directly
+    (no __init__ frames) and looks the element count up in `_counts`."""
+    try:
+        n = _counts.get(shape)
+    except TypeError:  # unhashable (a list): normalise on the slow path
+        n = None
+    if n is None:
+        shape, n = _count(op, shape)
     h = _buf_new(n)
     if h == _NULL:  # take the checked path for the exact status and message
         return AnyBuffer._wrap(shape, Buffer.alloc(n, op))
-    b = Buffer.__new__(Buffer)
-    b.handle = _gc(h, _destroy)
+    b = _new_buffer(Buffer)
+    b.handle = h = _gc(h, _destroy)
     b.n = n
     b.live = True
-    return AnyBuffer._wrap(shape, b)
+    y = _new_any(AnyBuffer)
+    y.shape = shape
+    y.buf = b
+    y.owns = True
+    y.handle = h
+    return y
 
 
 def call(op: str, status: int, outs, tmps):
-    """Release temporaries; on failure also release the outputs and raise."""
+    """Release temporaries; on failure also release the outputs and raise.
+
+    Generated ops call this only when there is something to do (a non-zero status or
+    temporaries), keeping the common path free of the extra call and list."""
     for t in tmps:
         t.release()
     if status:
