@@ -34,6 +34,7 @@ class Node:
         self.broadcast = broadcast          # parents may need sum_to on their gradients
 
 
+_new_node = Node.__new__
 _grad_enabled = [True]
 
 
@@ -88,12 +89,19 @@ class Tape(TapeOps):
         return self.nodes[i]
 
     def _input(self, op: str, i) -> AnyBuffer:
+        """The live value of node i; anything else (not an int, off the tape, negative,
+        released) goes to _input_error for the message."""
         try:
-            v = self.nodes[i].value
+            if i >= 0:
+                v = self.nodes[i].value
+                if v.buf.live:
+                    return v
         except (IndexError, TypeError):
-            v = self._node(op, i).value  # raises the descriptive error
-        if i < 0:
-            self._node(op, i)
+            pass
+        return self._input_error(op, i)
+
+    def _input_error(self, op: str, i) -> AnyBuffer:
+        v = self._node(op, i).value  # raises for a bad id
         if not v.buf.live:
             raise ValueError(f"{op}: node {i} (shape {v.shape}) was released")
         return v
@@ -102,14 +110,28 @@ class Tape(TapeOps):
         """Append the node of a single-output op and return its id.
 
         `saved` maps the names the VJP reads to their values; it is kept only when the node
-        needs a gradient (grad mode on, a VJP, and some parent requiring a gradient)."""
+        needs a gradient (grad mode on, a VJP, and some parent requiring a gradient). This runs
+        once per recorded op, so it fills the Node's slots directly (no __init__ frame)."""
         nodes = self.nodes
+        node = _new_node(Node)
+        node.name = name
+        node.value = out
+        node.parents = parents
+        node.cleanup = ()
+        node.owns_value = out.owns
+        node.broadcast = broadcast
+        node.requires_grad = False
+        node.vjp = None
+        node.saved = saved
         if vjp is not None and _grad_enabled[0]:
             for p in parents:
                 if nodes[p].requires_grad:
-                    nodes.append(Node(name, out, True, parents, vjp, saved, (), out.owns, broadcast))
-                    return len(nodes) - 1
-        nodes.append(Node(name, out, False, parents, None, {}, (), out.owns, broadcast))
+                    node.requires_grad = True
+                    node.vjp = vjp
+                    break
+        if not node.requires_grad:
+            node.saved = {}  # keep nothing alive for a node that never runs its VJP
+        nodes.append(node)
         return len(nodes) - 1
 
     def _record_residuals(self, name, out, parents, vjp, saved, broadcast, keep, drop) -> int:
