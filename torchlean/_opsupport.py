@@ -18,9 +18,6 @@ __all__ = ["AnyBuffer", "ShapeError", "alloc", "attr", "broadcast_inputs", "call
            "mask_buffer", "shape_error"]
 
 _buf_new = lib.tl_buf_new
-_destroy = lib.tl_buf_destroy
-# ffi.gc is a thin Python wrapper over the backend's gcp; calling gcp directly saves a frame
-_gc = getattr(getattr(ffi, "_backend", None), "gcp", None) or ffi.gc
 _NULL = ffi.NULL
 _new_buffer = Buffer.__new__
 _new_any = AnyBuffer.__new__
@@ -72,8 +69,8 @@ def alloc(op: str, shape: tuple) -> AnyBuffer:
     h = _buf_new(n)
     if h == _NULL:  # take the checked path for the exact status and message
         return AnyBuffer._wrap(shape, Buffer.alloc(n, op))
-    b = _new_buffer(Buffer)
-    b.handle = h = _gc(h, _destroy)
+    b = _new_buffer(Buffer)  # Buffer.__del__ destroys the handle
+    b.handle = h
     b.n = n
     b.live = True
     y = _new_any(AnyBuffer)
