@@ -96,7 +96,7 @@ class Tape(TapeOps):
                 v = self.nodes[i].value
                 if v.buf.live:
                     return v
-        except (IndexError, TypeError):
+        except (IndexError, TypeError, ValueError):  # ValueError: an array's truth value
             pass
         return self._input_error(op, i)
 
