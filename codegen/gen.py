@@ -209,7 +209,6 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
     m["vjps"] = vjps
     m["needs_cond"] = [" or ".join(f"needs[{i}]" for i in v["idx"]) for v in vjps]
     # the Tape method: positional arguments, one dict of what the VJP reads, nothing else built
-    # the Tape method: positional arguments, one dict of what the VJP reads, nothing else built
     m["ops_call"] = ", ".join([f"_{n}" for n in inputs] + [f"{a.name}={a.name}" for a in op.attrs])
     saved = [f'"{n}": _{n}' for n in m["saved_inputs"]]
     saved += [f'"{n}": {n}' for n in m["saved_attrs"]]
@@ -234,7 +233,7 @@ def wrap_call(callee: str, args: list[str], indent: int, width: int = 100) -> st
     pad = " " * len(cur)
     for k, a in enumerate(args):
         piece = a + (", " if k < len(args) - 1 else ")")
-        if len(cur) + len(piece.rstrip()) > width and cur.strip() and not cur.endswith("("):
+        if len(cur) + len(piece.rstrip()) > width and not cur.endswith("("):
             lines.append(cur.rstrip())
             cur = pad
         cur += piece
