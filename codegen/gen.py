@@ -188,7 +188,10 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
             call.append(f"_a_{a.name}")
     m["c_call"] = call
     # the fast input check; `live` (the slow path) then names the bad input
-    m["live_test"] = " and ".join(f"{n}.__class__ is AnyBuffer and {n}.buf.live" for n in inputs)
+    tests = [f"{n}.__class__ is AnyBuffer and {n}.buf.live" for n in inputs]
+    m["live_test"] = " and ".join(tests)
+    if len(m["live_test"]) > 100 - len("    if not ():"):
+        m["live_test"] = "\n            and ".join(tests)  # one input per line
     sig = ["self"] + [f"{n}: int" for n in inputs]
     if op.attrs:
         sig += ["*"] + m["attr_sig"]

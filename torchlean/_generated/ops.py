@@ -212,7 +212,9 @@ def minimum(a, b):
 def maximum_backward(a, b, g):
     """da of maximum (g where a > b, 0.5 g at ties); db is g - da."""
     _op = "maximum_backward"
-    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+    if not (a.__class__ is AnyBuffer and a.buf.live
+            and b.__class__ is AnyBuffer and b.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, a, b, g)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
@@ -236,7 +238,9 @@ def maximum_backward(a, b, g):
 def minimum_backward(a, b, g):
     """da of minimum (g where a < b, 0.5 g at ties); db is g - da."""
     _op = "minimum_backward"
-    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+    if not (a.__class__ is AnyBuffer and a.buf.live
+            and b.__class__ is AnyBuffer and b.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, a, b, g)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
@@ -674,7 +678,7 @@ def rand_uniform(*, n: int, key: int):
         _a_n = n
         _a_key = key
     except ShapeError as _e:
-        raise shape_error(_op, _e, ) from None
+        raise shape_error(_op, _e) from None
     y = alloc(_op, y_shape)
     _st = _lib.tl_rand_uniform(y.handle, _a_n, _a_key)
     if _st:  # release the outputs and raise
@@ -694,7 +698,7 @@ def bernoulli_mask(*, n: int, key: int, p: float):
         _a_key = key
         _a_p = p
     except ShapeError as _e:
-        raise shape_error(_op, _e, ) from None
+        raise shape_error(_op, _e) from None
     y = alloc(_op, y_shape)
     _st = _lib.tl_bernoulli_mask(y.handle, _a_n, _a_key, _a_p)
     if _st:  # release the outputs and raise
@@ -716,7 +720,7 @@ def rand_normal(*, n: int, key: int, mean: float = 0.0, std: float = 1.0):
         _a_mean = mean
         _a_std = std
     except ShapeError as _e:
-        raise shape_error(_op, _e, ) from None
+        raise shape_error(_op, _e) from None
     y = alloc(_op, y_shape)
     _st = _lib.tl_rand_normal(y.handle, _a_n, _a_key, _a_mean, _a_std)
     if _st:  # release the outputs and raise
@@ -727,7 +731,9 @@ def rand_normal(*, n: int, key: int, mean: float = 0.0, std: float = 1.0):
 def sgd_step(p, g, buf, *, lr: float, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, first: bool = False):
     """One PyTorch SGD step in place on p and the momentum buffer buf."""
     _op = "sgd_step"
-    if not (p.__class__ is AnyBuffer and p.buf.live and g.__class__ is AnyBuffer and g.buf.live and buf.__class__ is AnyBuffer and buf.buf.live):
+    if not (p.__class__ is AnyBuffer and p.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live
+            and buf.__class__ is AnyBuffer and buf.buf.live):
         live(_op, p, g, buf)  # raises, naming the bad input
     lr = attr(_op, "lr", lr, "float", "finite")
     momentum = attr(_op, "momentum", momentum, "float", "finite")
@@ -759,7 +765,10 @@ def sgd_step(p, g, buf, *, lr: float, momentum: float = 0.0, dampening: float = 
 def adam_step(p, g, m, v, *, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.0, decoupled: bool = False, step: int):
     """One Adam (or AdamW when decoupled) step in place on p, m and v."""
     _op = "adam_step"
-    if not (p.__class__ is AnyBuffer and p.buf.live and g.__class__ is AnyBuffer and g.buf.live and m.__class__ is AnyBuffer and m.buf.live and v.__class__ is AnyBuffer and v.buf.live):
+    if not (p.__class__ is AnyBuffer and p.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live
+            and m.__class__ is AnyBuffer and m.buf.live
+            and v.__class__ is AnyBuffer and v.buf.live):
         live(_op, p, g, m, v)  # raises, naming the bad input
     lr = attr(_op, "lr", lr, "float", "finite")
     beta1 = attr(_op, "beta1", beta1, "float", "finite")
@@ -954,7 +963,9 @@ def reduce_max(x, *, axis: int):
 def reduce_max_backward(x, y, g, *, axis: int):
     """dx = g / count where x equals the axis maximum y (ties share equally), else 0."""
     _op = "reduce_max_backward"
-    if not (x.__class__ is AnyBuffer and x.buf.live and y.__class__ is AnyBuffer and y.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and y.__class__ is AnyBuffer and y.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, x, y, g)  # raises, naming the bad input
     axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
@@ -1251,7 +1262,9 @@ def matmul_t(a, b, *, trans_a: bool = False, trans_b: bool = False):
 def linear(w, b, x):
     """y = W x + b for x (in,) or a batch x (N, in) -> (N, out); W (out, in), b (out,)."""
     _op = "linear"
-    if not (w.__class__ is AnyBuffer and w.buf.live and b.__class__ is AnyBuffer and b.buf.live and x.__class__ is AnyBuffer and x.buf.live):
+    if not (w.__class__ is AnyBuffer and w.buf.live
+            and b.__class__ is AnyBuffer and b.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live):
         live(_op, w, b, x)  # raises, naming the bad input
     w_s = w.shape
     b_s = b.shape
@@ -1313,7 +1326,9 @@ def linear_backward_b(g):
 def linear_backward_x(g, w, x):
     """dx = g W, shaped like x, for linear."""
     _op = "linear_backward_x"
-    if not (g.__class__ is AnyBuffer and g.buf.live and w.__class__ is AnyBuffer and w.buf.live and x.__class__ is AnyBuffer and x.buf.live):
+    if not (g.__class__ is AnyBuffer and g.buf.live
+            and w.__class__ is AnyBuffer and w.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live):
         live(_op, g, w, x)  # raises, naming the bad input
     g_s = g.shape
     w_s = w.shape
@@ -1335,7 +1350,8 @@ def linear_backward_x(g, w, x):
 def mse_loss(yhat, target):
     """Mean squared error mean((yhat - target)^2), a 0-d result."""
     _op = "mse_loss"
-    if not (yhat.__class__ is AnyBuffer and yhat.buf.live and target.__class__ is AnyBuffer and target.buf.live):
+    if not (yhat.__class__ is AnyBuffer and yhat.buf.live
+            and target.__class__ is AnyBuffer and target.buf.live):
         live(_op, yhat, target)  # raises, naming the bad input
     yhat_s = yhat.shape
     target_s = target.shape
@@ -1354,7 +1370,9 @@ def mse_loss(yhat, target):
 def mse_loss_backward(yhat, target, g):
     """d/dyhat of mean((yhat - target)^2) times g, i.e. 2 g (yhat - target) / n (swap the inputs for d/dtarget)."""
     _op = "mse_loss_backward"
-    if not (yhat.__class__ is AnyBuffer and yhat.buf.live and target.__class__ is AnyBuffer and target.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+    if not (yhat.__class__ is AnyBuffer and yhat.buf.live
+            and target.__class__ is AnyBuffer and target.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, yhat, target, g)  # raises, naming the bad input
     yhat_s = yhat.shape
     target_s = target.shape
@@ -1564,7 +1582,8 @@ def gather_rows(x, *, indices: object):
 def scatter_add_vec(x, values, *, indices: object):
     """Copy of vector x with x[indices[j]] += values[j]; out-of-range indices are ignored, duplicates accumulate."""
     _op = "scatter_add_vec"
-    if not (x.__class__ is AnyBuffer and x.buf.live and values.__class__ is AnyBuffer and values.buf.live):
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and values.__class__ is AnyBuffer and values.buf.live):
         live(_op, x, values)  # raises, naming the bad input
     indices = attr(_op, "indices", indices, "index", None)
     x_s = x.shape
@@ -1585,7 +1604,8 @@ def scatter_add_vec(x, values, *, indices: object):
 def scatter_add_row(x, values, *, index: object):
     """Copy of matrix x with row `index` += values (cols,); index >= rows is a ValueError."""
     _op = "scatter_add_row"
-    if not (x.__class__ is AnyBuffer and x.buf.live and values.__class__ is AnyBuffer and values.buf.live):
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and values.__class__ is AnyBuffer and values.buf.live):
         live(_op, x, values)  # raises, naming the bad input
     index = attr(_op, "index", index, "index", None)
     x_s = x.shape
@@ -1671,7 +1691,9 @@ def gather_rows_backward(g, x, *, indices: object):
 def conv2d(kernel, bias, input, *, stride: object = 1, padding: object = 0):
     """2-D cross-correlation with zero padding plus bias; input (C_in, H, W) or (N, C_in, H, W), kernel (C_out, C_in, kh, kw)."""
     _op = "conv2d"
-    if not (kernel.__class__ is AnyBuffer and kernel.buf.live and bias.__class__ is AnyBuffer and bias.buf.live and input.__class__ is AnyBuffer and input.buf.live):
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and bias.__class__ is AnyBuffer and bias.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live):
         live(_op, kernel, bias, input)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1693,7 +1715,9 @@ def conv2d(kernel, bias, input, *, stride: object = 1, padding: object = 0):
 def conv(kernel, bias, input, *, stride: object = 1, padding: object = 0):
     """N-D cross-correlation (1..8 spatial axes) with zero padding plus bias; kernel (C_out, C_in, k...)."""
     _op = "conv"
-    if not (kernel.__class__ is AnyBuffer and kernel.buf.live and bias.__class__ is AnyBuffer and bias.buf.live and input.__class__ is AnyBuffer and input.buf.live):
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and bias.__class__ is AnyBuffer and bias.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live):
         live(_op, kernel, bias, input)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1715,7 +1739,9 @@ def conv(kernel, bias, input, *, stride: object = 1, padding: object = 0):
 def conv_backward(kernel, input, grad_out, *, stride: object = 1, padding: object = 0):
     """Gradients of conv (dKernel, dBias, dInput) from the upstream gradient, no atomics."""
     _op = "conv_backward"
-    if not (kernel.__class__ is AnyBuffer and kernel.buf.live and input.__class__ is AnyBuffer and input.buf.live and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live
+            and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
         live(_op, kernel, input, grad_out)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1741,7 +1767,9 @@ def conv_backward(kernel, input, grad_out, *, stride: object = 1, padding: objec
 def conv_transpose2d(kernel, bias, input, *, stride: object = 1, padding: object = 0):
     """2-D transposed convolution (output_padding 0) plus bias; kernel (C_in, C_out, kh, kw)."""
     _op = "conv_transpose2d"
-    if not (kernel.__class__ is AnyBuffer and kernel.buf.live and bias.__class__ is AnyBuffer and bias.buf.live and input.__class__ is AnyBuffer and input.buf.live):
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and bias.__class__ is AnyBuffer and bias.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live):
         live(_op, kernel, bias, input)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1763,7 +1791,9 @@ def conv_transpose2d(kernel, bias, input, *, stride: object = 1, padding: object
 def conv_transpose(kernel, bias, input, *, stride: object = 1, padding: object = 0):
     """N-D transposed convolution (1..8 spatial axes, output_padding 0) plus bias; kernel (C_in, C_out, k...)."""
     _op = "conv_transpose"
-    if not (kernel.__class__ is AnyBuffer and kernel.buf.live and bias.__class__ is AnyBuffer and bias.buf.live and input.__class__ is AnyBuffer and input.buf.live):
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and bias.__class__ is AnyBuffer and bias.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live):
         live(_op, kernel, bias, input)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1785,7 +1815,9 @@ def conv_transpose(kernel, bias, input, *, stride: object = 1, padding: object =
 def conv_transpose_backward(kernel, input, grad_out, *, stride: object = 1, padding: object = 0):
     """Gradients of conv_transpose (dKernel, dBias, dInput), no atomics."""
     _op = "conv_transpose_backward"
-    if not (kernel.__class__ is AnyBuffer and kernel.buf.live and input.__class__ is AnyBuffer and input.buf.live and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live
+            and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
         live(_op, kernel, input, grad_out)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1853,7 +1885,8 @@ def max_pool(input, *, kernel_size: object, stride: object = 1, padding: object 
 def max_pool_backward(input, grad_out, *, kernel_size: object, stride: object = 1, padding: object = 0, rank: int = 0):
     """Input gradient of max pooling; each window's grad goes to its first row-major max."""
     _op = "max_pool_backward"
-    if not (input.__class__ is AnyBuffer and input.buf.live and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
+    if not (input.__class__ is AnyBuffer and input.buf.live
+            and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
         live(_op, input, grad_out)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     stride = attr(_op, "stride", stride, "ints", None)
@@ -1918,7 +1951,8 @@ def avg_pool(input, *, kernel_size: object, stride: object = 1, padding: object 
 def avg_pool_backward(input, grad_out, *, kernel_size: object, stride: object = 1, padding: object = 0, rank: int = 0):
     """Input gradient of average pooling (g / window size to every in-bounds cell); input is read for its shape only."""
     _op = "avg_pool_backward"
-    if not (input.__class__ is AnyBuffer and input.buf.live and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
+    if not (input.__class__ is AnyBuffer and input.buf.live
+            and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
         live(_op, input, grad_out)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     stride = attr(_op, "stride", stride, "ints", None)
@@ -1987,7 +2021,8 @@ def smooth_max_pool(input, *, kernel_size: object, beta: float, stride: object =
 def smooth_max_pool_backward(input, grad_out, *, kernel_size: object, beta: float, stride: object = 1, padding: object = 0, rank: int = 0):
     """Input gradient of smooth max pooling (softmax weights of each window; padding gets none)."""
     _op = "smooth_max_pool_backward"
-    if not (input.__class__ is AnyBuffer and input.buf.live and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
+    if not (input.__class__ is AnyBuffer and input.buf.live
+            and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
         live(_op, input, grad_out)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     beta = attr(_op, "beta", beta, "float", "finite_nonzero")
@@ -2012,7 +2047,9 @@ def smooth_max_pool_backward(input, grad_out, *, kernel_size: object, beta: floa
 def layer_norm(x, gamma, beta, *, eps: float = 1e-06):
     """Layer normalisation over the last axis (leading axes folded into rows); biased variance, eps inside the sqrt, y = xhat * gamma + beta. Also returns the residuals xhat and inv_std (one per row)."""
     _op = "layer_norm"
-    if not (x.__class__ is AnyBuffer and x.buf.live and gamma.__class__ is AnyBuffer and gamma.buf.live and beta.__class__ is AnyBuffer and beta.buf.live):
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and gamma.__class__ is AnyBuffer and gamma.buf.live
+            and beta.__class__ is AnyBuffer and beta.buf.live):
         live(_op, x, gamma, beta)  # raises, naming the bad input
     eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
@@ -2039,7 +2076,10 @@ def layer_norm(x, gamma, beta, *, eps: float = 1e-06):
 def layer_norm_backward(g, xhat, inv_std, gamma):
     """Fused layer_norm backward; returns (dx, dgamma, dbeta). dgamma/dbeta are column sums over rows in a fixed order."""
     _op = "layer_norm_backward"
-    if not (g.__class__ is AnyBuffer and g.buf.live and xhat.__class__ is AnyBuffer and xhat.buf.live and inv_std.__class__ is AnyBuffer and inv_std.buf.live and gamma.__class__ is AnyBuffer and gamma.buf.live):
+    if not (g.__class__ is AnyBuffer and g.buf.live
+            and xhat.__class__ is AnyBuffer and xhat.buf.live
+            and inv_std.__class__ is AnyBuffer and inv_std.buf.live
+            and gamma.__class__ is AnyBuffer and gamma.buf.live):
         live(_op, g, xhat, inv_std, gamma)  # raises, naming the bad input
     g_s = g.shape
     xhat_s = xhat.shape
@@ -2065,7 +2105,9 @@ def layer_norm_backward(g, xhat, inv_std, gamma):
 def batchnorm_channel_first(x, gamma, beta, *, eps: float = 1e-06):
     """Batch normalisation with training statistics per channel. x is (C, L), (C, H, W) or (N, C, H, W); statistics over every axis but C; biased variance, eps inside the sqrt. Residuals xhat, mean, var (biased) and inv_std (per channel)."""
     _op = "batchnorm_channel_first"
-    if not (x.__class__ is AnyBuffer and x.buf.live and gamma.__class__ is AnyBuffer and gamma.buf.live and beta.__class__ is AnyBuffer and beta.buf.live):
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and gamma.__class__ is AnyBuffer and gamma.buf.live
+            and beta.__class__ is AnyBuffer and beta.buf.live):
         live(_op, x, gamma, beta)  # raises, naming the bad input
     eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
@@ -2097,7 +2139,10 @@ def batchnorm_channel_first(x, gamma, beta, *, eps: float = 1e-06):
 def batchnorm_channel_first_backward(g, xhat, inv_std, gamma):
     """Fused batchnorm backward; returns (dx, dgamma, dbeta), per-channel sums in a fixed order."""
     _op = "batchnorm_channel_first_backward"
-    if not (g.__class__ is AnyBuffer and g.buf.live and xhat.__class__ is AnyBuffer and xhat.buf.live and inv_std.__class__ is AnyBuffer and inv_std.buf.live and gamma.__class__ is AnyBuffer and gamma.buf.live):
+    if not (g.__class__ is AnyBuffer and g.buf.live
+            and xhat.__class__ is AnyBuffer and xhat.buf.live
+            and inv_std.__class__ is AnyBuffer and inv_std.buf.live
+            and gamma.__class__ is AnyBuffer and gamma.buf.live):
         live(_op, g, xhat, inv_std, gamma)  # raises, naming the bad input
     g_s = g.shape
     xhat_s = xhat.shape
@@ -2124,7 +2169,11 @@ def batchnorm_channel_first_backward(g, xhat, inv_std, gamma):
 def multi_head_attention(wq, wk, wv, wo, x, *, num_heads: int, mask: object = None, use_flash: bool = True):
     """Multi-head self-attention y = concat_h(softmax(Q_h K_h^T / sqrt(hd)) V_h) @ wo with Q = x @ wq, K = x @ wk, V = x @ wv. x is (n, d_model) or (B, n, d_model); W* (d_model, H*hd), wo (H*hd, d_model). Optional boolean mask (n, n), True = may attend; blocked weights are exactly 0 and fully blocked rows give 0. use_flash selects the fused tiled core on CUDA. Residuals q, k, v, lse (per head and row) and attn (the pre-projection output)."""
     _op = "multi_head_attention"
-    if not (wq.__class__ is AnyBuffer and wq.buf.live and wk.__class__ is AnyBuffer and wk.buf.live and wv.__class__ is AnyBuffer and wv.buf.live and wo.__class__ is AnyBuffer and wo.buf.live and x.__class__ is AnyBuffer and x.buf.live):
+    if not (wq.__class__ is AnyBuffer and wq.buf.live
+            and wk.__class__ is AnyBuffer and wk.buf.live
+            and wv.__class__ is AnyBuffer and wv.buf.live
+            and wo.__class__ is AnyBuffer and wo.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live):
         live(_op, wq, wk, wv, wo, x)  # raises, naming the bad input
     num_heads = attr(_op, "num_heads", num_heads, "int", None)
     mask = attr(_op, "mask", mask, "mask", None)
@@ -2167,7 +2216,17 @@ def multi_head_attention(wq, wk, wv, wo, x, *, num_heads: int, mask: object = No
 def multi_head_attention_backward(g, wq, wk, wv, wo, x, q, k, v, lse, attn, *, num_heads: int, mask: object = None, use_flash: bool = True):
     """Fused multi_head_attention backward from the forward residuals; returns (dwq, dwk, dwv, dwo, dx). Deterministic (no atomics)."""
     _op = "multi_head_attention_backward"
-    if not (g.__class__ is AnyBuffer and g.buf.live and wq.__class__ is AnyBuffer and wq.buf.live and wk.__class__ is AnyBuffer and wk.buf.live and wv.__class__ is AnyBuffer and wv.buf.live and wo.__class__ is AnyBuffer and wo.buf.live and x.__class__ is AnyBuffer and x.buf.live and q.__class__ is AnyBuffer and q.buf.live and k.__class__ is AnyBuffer and k.buf.live and v.__class__ is AnyBuffer and v.buf.live and lse.__class__ is AnyBuffer and lse.buf.live and attn.__class__ is AnyBuffer and attn.buf.live):
+    if not (g.__class__ is AnyBuffer and g.buf.live
+            and wq.__class__ is AnyBuffer and wq.buf.live
+            and wk.__class__ is AnyBuffer and wk.buf.live
+            and wv.__class__ is AnyBuffer and wv.buf.live
+            and wo.__class__ is AnyBuffer and wo.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live
+            and q.__class__ is AnyBuffer and q.buf.live
+            and k.__class__ is AnyBuffer and k.buf.live
+            and v.__class__ is AnyBuffer and v.buf.live
+            and lse.__class__ is AnyBuffer and lse.buf.live
+            and attn.__class__ is AnyBuffer and attn.buf.live):
         live(_op, g, wq, wk, wv, wo, x, q, k, v, lse, attn)  # raises, naming the bad input
     num_heads = attr(_op, "num_heads", num_heads, "int", None)
     mask = attr(_op, "mask", mask, "mask", None)
@@ -2300,7 +2359,9 @@ def spectral_conv1d_rfft(x, w_re, w_im):
     x (grid, width) or (B, grid, width); weights (modes, width, width) laid out (mode, in,
     out), shared by the batch; requires 1 <= modes <= grid//2 + 1."""
     _op = "spectral_conv1d_rfft"
-    if not (x.__class__ is AnyBuffer and x.buf.live and w_re.__class__ is AnyBuffer and w_re.buf.live and w_im.__class__ is AnyBuffer and w_im.buf.live):
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and w_re.__class__ is AnyBuffer and w_re.buf.live
+            and w_im.__class__ is AnyBuffer and w_im.buf.live):
         live(_op, x, w_re, w_im)  # raises, naming the bad input
     x_s = x.shape
     w_re_s = w_re.shape
@@ -2325,7 +2386,10 @@ def spectral_conv1d_rfft_backward(x, w_re, w_im, g):
     imaginary DC/Nyquist parts 0); dw_re + i dw_im = sum over the batch of conj(X) dZ;
     dx = rfft adjoint of dZ conj(W) over the retained modes."""
     _op = "spectral_conv1d_rfft_backward"
-    if not (x.__class__ is AnyBuffer and x.buf.live and w_re.__class__ is AnyBuffer and w_re.buf.live and w_im.__class__ is AnyBuffer and w_im.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and w_re.__class__ is AnyBuffer and w_re.buf.live
+            and w_im.__class__ is AnyBuffer and w_im.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, x, w_re, w_im, g)  # raises, naming the bad input
     x_s = x.shape
     w_re_s = w_re.shape
@@ -2356,7 +2420,10 @@ def selective_scan(a, b, x, h0):
     (fixed coefficients), (T, D) (token-dependent, shared by the batch) or, batched only,
     (B, T, D) (per sample). The output has x's shape."""
     _op = "selective_scan"
-    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live and x.__class__ is AnyBuffer and x.buf.live and h0.__class__ is AnyBuffer and h0.buf.live):
+    if not (a.__class__ is AnyBuffer and a.buf.live
+            and b.__class__ is AnyBuffer and b.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live
+            and h0.__class__ is AnyBuffer and h0.buf.live):
         live(_op, a, b, x, h0)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
@@ -2383,7 +2450,12 @@ def selective_scan_backward(a, b, x, h0, h, g):
     da_t = g_t h_{t-1}; db_t = g_t x_t; dx_t = g_t b_t; dh0 = a_0 g_0; coefficient gradients
     are summed over the axes the coefficient was shared along (time for (D,), batch)."""
     _op = "selective_scan_backward"
-    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live and x.__class__ is AnyBuffer and x.buf.live and h0.__class__ is AnyBuffer and h0.buf.live and h.__class__ is AnyBuffer and h.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+    if not (a.__class__ is AnyBuffer and a.buf.live
+            and b.__class__ is AnyBuffer and b.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live
+            and h0.__class__ is AnyBuffer and h0.buf.live
+            and h.__class__ is AnyBuffer and h.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, a, b, x, h0, h, g)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
@@ -2428,7 +2500,7 @@ def dgemm(*, a: object, b: object):
         _a_k = S.shape(a)[1]
         _a_n = S.shape(b)[1]
     except ShapeError as _e:
-        raise shape_error(_op, _e, ) from None
+        raise shape_error(_op, _e) from None
     _st = _lib.tl_dgemm(f64_ptr(_a_a_data), _a_a_data.size, f64_ptr(_a_b_data), _a_b_data.size, f64_ptr(_a_c), _a_c.size, _a_m, _a_k, _a_n)
     if _st:  # release the outputs and raise
         call(_op, _st, [], ())
