@@ -113,24 +113,22 @@ class Tape(TapeOps):
         needs a gradient (grad mode on, a VJP, and some parent requiring a gradient). This runs
         once per recorded op, so it fills the Node's slots directly (no __init__ frame)."""
         nodes = self.nodes
-        node = _new_node(Node)
-        node.name = name
-        node.value = out
-        node.parents = parents
-        node.cleanup = ()
-        node.owns_value = out.owns
-        node.broadcast = broadcast
-        node.requires_grad = False
-        node.vjp = None
-        node.saved = saved
+        req = False
         if vjp is not None and _grad_enabled[0]:
             for p in parents:
                 if nodes[p].requires_grad:
-                    node.requires_grad = True
-                    node.vjp = vjp
+                    req = True
                     break
-        if not node.requires_grad:
-            node.saved = {}  # keep nothing alive for a node that never runs its VJP
+        node = _new_node(Node)
+        node.name = name
+        node.value = out
+        node.requires_grad = req
+        node.parents = parents
+        node.vjp = vjp if req else None
+        node.saved = saved if req else {}  # keep nothing alive for a node that never runs its VJP
+        node.cleanup = ()
+        node.owns_value = out.owns
+        node.broadcast = broadcast
         nodes.append(node)
         return len(nodes) - 1
 
