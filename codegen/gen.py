@@ -62,7 +62,43 @@ def shape_expr(expr: str, inputs, outputs=()) -> str:
         if isinstance(node, ast.Call):
             node.func._callee = True
     tree = _RenameKeepCallee(inputs, outputs).visit(tree)
+    tree = _Shortcuts().visit(tree)
+    tree.body = _equal_shape_shortcut(tree.body, {f"{n}_s" for n in inputs})
     return ast.unparse(tree)
+
+
+def _helper_call(node, name, nargs=None):
+    """Is `node` a call S.<name>(...) whose arguments are all plain names (nargs of them)?"""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == name and not node.keywords
+            and all(isinstance(a, ast.Name) for a in node.args)
+            and (nargs is None or len(node.args) in nargs))
+
+
+class _Shortcuts(ast.NodeTransformer):
+    """S.numel(s) is math.prod(s): call it directly (one Python frame less per op call)."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if _helper_call(node, "numel", (1,)):
+            return ast.Call(ast.Name("_prod", ast.Load()), node.args, [])
+        return node
+
+
+def _equal_shape_shortcut(body, input_shapes):
+    """The commonest output rules, `same(x[, y])` and `broadcast(a, b)`, return the input shape
+    itself when the inputs agree: emit that test inline and call the rule only otherwise (it
+    then raises or broadcasts). Exact because AnyBuffer shapes are always tuples of ints."""
+    if not (_helper_call(body, "same", (1, 2)) or _helper_call(body, "broadcast", (2,))):
+        return body
+    if any(a.id not in input_shapes for a in body.args):
+        return body
+    first = body.args[0]
+    if len(body.args) == 1:
+        return first
+    second = body.args[1]
+    test = ast.Compare(ast.Name(first.id, ast.Load()), [ast.Eq()], [ast.Name(second.id, ast.Load())])
+    return ast.IfExp(test, ast.Name(first.id, ast.Load()), body)
 
 
 class _RenameKeepCallee(_Rename):
@@ -151,6 +187,11 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
         else:
             call.append(f"_a_{a.name}")
     m["c_call"] = call
+    # the fast input check; `live` (the slow path) then names the bad input
+    tests = [f"{n}.__class__ is AnyBuffer and {n}.buf.live" for n in inputs]
+    m["live_test"] = " and ".join(tests)
+    if len(m["live_test"]) > 100 - len("    if not ():"):
+        m["live_test"] = "\n            and ".join(tests)  # one input per line
     sig = ["self"] + [f"{n}: int" for n in inputs]
     if op.attrs:
         sig += ["*"] + m["attr_sig"]
@@ -170,7 +211,45 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
                      "fresh": is_tmp, "lhs": ", ".join(f"out[{i}]" for i in idx)})
     m["vjps"] = vjps
     m["needs_cond"] = [" or ".join(f"needs[{i}]" for i in v["idx"]) for v in vjps]
+    # the Tape method: positional arguments, one dict of what the VJP reads, nothing else built
+    m["ops_call"] = ", ".join([f"_{n}" for n in inputs] + [f"{a.name}={a.name}" for a in op.attrs])
+    saved = [f'"{n}": _{n}' for n in m["saved_inputs"]]
+    saved += [f'"{n}": {n}' for n in m["saved_attrs"]]
+    saved += [f'"{n}": _r_{n}' for n in m["saved_outputs"]]
+    if m["primary_saved"]:
+        saved.append(f'"{m["returns"][0]}": _out')
+    rec = [f'"{op.name}"', "_out", tuple_src(inputs), f"_vjp_{op.name}" if op.vjps else "None",
+           "{" + ", ".join(saved) + "}", str(op.broadcast)]
+    m["residual_vars"] = [f"_r_{n}" for n in m["returns"][1:]]
+    if m["residual_vars"]:
+        rec += ["keep=" + tuple_src([f"_r_{n}" for n in m["saved_outputs"]]),
+                "drop=" + tuple_src([f"_r_{n}" for n in m["drop_outputs"]])]
+        m["record"] = wrap_call("return self._record_residuals", rec, 8)
+    else:
+        m["record"] = wrap_call("return self._record", rec, 8)
     return m
+
+
+def wrap_call(callee: str, args: list[str], indent: int, width: int = 100) -> str:
+    """`callee(args)` packed into lines of at most `width` columns (continuations aligned)."""
+    lines, cur = [], " " * indent + callee + "("
+    pad = " " * len(cur)
+    for k, a in enumerate(args):
+        piece = a + (", " if k < len(args) - 1 else ")")
+        if len(cur) + len(piece.rstrip()) > width and not cur.endswith("("):
+            lines.append(cur.rstrip())
+            cur = pad
+        cur += piece
+    lines.append(cur)
+    return "\n".join(lines)[indent:]
+
+
+def tuple_src(items) -> str:
+    """Python source of a tuple display: (), (a,), (a, b)."""
+    items = list(items)
+    if len(items) == 1:
+        return f"({items[0]},)"
+    return "(" + ", ".join(items) + ")"
 
 
 # ------------------------------------------------------------------ rendering

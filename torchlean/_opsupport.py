@@ -18,14 +18,21 @@ __all__ = ["AnyBuffer", "ShapeError", "alloc", "attr", "broadcast_inputs", "call
            "mask_buffer", "shape_error"]
 
 _buf_new = lib.tl_buf_new
-_destroy = lib.tl_buf_destroy
-_gc = ffi.gc
 _NULL = ffi.NULL
-_MAX = 2**32 - 1
+_new_buffer = Buffer.__new__
+_new_any = AnyBuffer.__new__
+
+# Element counts of output shapes that already passed check_count. A dict lookup costs far
+# less than re-checking every dim on each allocation; bounded so odd shapes cannot pile up.
+_counts: dict = {}
+_COUNTS_MAX = 4096
 
 
 def live(op: str, *bufs):
-    """Every input must be an AnyBuffer whose payload is still live."""
+    """Every input must be an AnyBuffer whose payload is still live.
+
+    Generated ops first test `b.__class__ is AnyBuffer and b.buf.live` inline and call this only
+    when that fails, so the messages are built only on the error path (and subclasses pass)."""
     for i, b in enumerate(bufs):
         if not isinstance(b, AnyBuffer):
             raise TypeError(f"{op}: input {i} must be an AnyBuffer, got {type(b).__name__}")
@@ -38,23 +45,47 @@ def shape_error(op: str, err: Exception, **inputs) -> ValueError:
     return ValueError(f"{op}: {err}" + (f" (got {got})" if got else ""))
 
 
+def _count(op: str, shape) -> tuple:
+    """The slow path of alloc: check `shape` fully (raising with op and shape), remember it."""
+    shape = tuple(shape)
+    n = check_count(op, shape)
+    if len(_counts) >= _COUNTS_MAX:
+        _counts.clear()
+    _counts[shape] = n
+    return shape, n
+
+
 def alloc(op: str, shape: tuple) -> AnyBuffer:
-    """A fresh uninitialised output of `shape` (a tuple of ints from a shape rule)."""
-    n = math.prod(shape)
-    if n > _MAX or (shape and (min(shape) < 0 or max(shape) > _MAX)):
-        check_count(op, shape)  # raises with the full message
+    """A fresh uninitialised output of `shape` (a tuple of ints from a shape rule).
+
+    This runs once per output of every op, so it builds the Buffer and AnyBuffer directly
+    (no __init__ frames) and looks the element count up in `_counts`."""
+    try:
+        n = _counts.get(shape)
+    except TypeError:  # unhashable (a list): normalise on the slow path
+        n = None
+    if n is None:
+        shape, n = _count(op, shape)
     h = _buf_new(n)
     if h == _NULL:  # take the checked path for the exact status and message
         return AnyBuffer._wrap(shape, Buffer.alloc(n, op))
-    b = Buffer.__new__(Buffer)
-    b.handle = _gc(h, _destroy)
+    b = _new_buffer(Buffer)  # Buffer.__del__ destroys the handle
+    b.handle = h
     b.n = n
     b.live = True
-    return AnyBuffer._wrap(shape, b)
+    y = _new_any(AnyBuffer)
+    y.shape = shape
+    y.buf = b
+    y.owns = True
+    y.handle = h
+    return y
 
 
 def call(op: str, status: int, outs, tmps):
-    """Release temporaries; on failure also release the outputs and raise."""
+    """Release temporaries; on failure also release the outputs and raise.
+
+    Generated ops call this only when there is something to do (a non-zero status or
+    temporaries), keeping the common path free of the extra call and list."""
     for t in tmps:
         t.release()
     if status:
@@ -109,16 +140,25 @@ _CHECKS = {
 
 
 def attr(op: str, name: str, value, kind: str, check):
-    """Normalise one keyword attr to its Python form, with a clear error naming op and attr."""
+    """Normalise one keyword attr to its Python form, with a clear error naming op and attr.
+
+    Plain float/int values take a short path first (isinstance against numbers.Real is an ABC
+    check, slow enough to show in the per-op cost)."""
     try:
         if kind == "float":
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            if value.__class__ is float:
+                v = value
+            elif isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise TypeError
-            v = float(value)
+            else:
+                v = float(value)
         elif kind == "int":
-            if isinstance(value, bool):
+            if value.__class__ is int:
+                v = value
+            elif isinstance(value, bool):
                 raise TypeError
-            v = operator.index(value)
+            else:
+                v = operator.index(value)
         elif kind == "bool":
             v = bool(value)
         elif kind == "key":
@@ -128,12 +168,14 @@ def attr(op: str, name: str, value, kind: str, check):
         elif kind == "shape":
             if isinstance(value, (int, np.integer)):
                 value = (value,)
-            v = tuple(operator.index(d) for d in value)
+            v = tuple(map(operator.index, value))
         elif kind == "ints":
-            if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            if value.__class__ is int:
+                v = value
+            elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
                 v = operator.index(value)
             else:
-                v = tuple(operator.index(d) for d in value)
+                v = tuple(map(operator.index, value))
         elif kind == "index":
             a = np.asarray(value)
             if a.dtype.kind not in "iu":
@@ -161,7 +203,6 @@ def attr(op: str, name: str, value, kind: str, check):
                         f"{value!r:.60}") from None
     if check:
         ok, what = _CHECKS[check]
-        vals = v if isinstance(v, tuple) else (v,)
-        if not all(ok(x) for x in vals):
+        if not (all(map(ok, v)) if v.__class__ is tuple else ok(v)):
             raise ValueError(f"{op}: {name} must be {what}, got {value!r}")
     return v

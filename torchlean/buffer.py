@@ -59,14 +59,32 @@ def _as_float_array(op: str, a) -> np.ndarray:
 
 
 class Buffer:
-    """A flat float32 buffer held by the native backend."""
+    """A flat float32 buffer held by the native backend.
+
+    `handle` is the raw tl_buf pointer, owned by this object: __del__ destroys it when the
+    Buffer dies (no per-buffer ffi.gc wrapper, which costs an extra call and an extra
+    garbage-collected object on every op). So a handle is valid only while its Buffer (or an
+    AnyBuffer holding it) is referenced: pass `x.handle` to a kernel while `x` is alive, never
+    keep the handle alone."""
 
     __slots__ = ("handle", "n", "live", "__weakref__")
 
     def __init__(self, handle, n: int):
-        self.handle = ffi.gc(handle, lib.tl_buf_destroy)
+        self.handle = handle
         self.n = n
         self.live = True
+
+    def __del__(self, _destroy=lib.tl_buf_destroy):
+        # tolerate a Buffer that never got a handle (e.g. a failed copy.deepcopy)
+        h = getattr(self, "handle", None)
+        if h is not None:
+            _destroy(h)
+
+    def __copy__(self):
+        return self  # a shallow copy would own the same handle twice
+
+    def __deepcopy__(self, memo):
+        raise TypeError("a Buffer cannot be deep-copied; use .copy() for a new payload")
 
     @classmethod
     def alloc(cls, n: int, op: str = "alloc") -> "Buffer":

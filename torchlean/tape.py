@@ -22,18 +22,19 @@ class Node:
                  "owns_value", "broadcast")
 
     def __init__(self, name, value, requires_grad, parents=(), vjp=None, saved=None,
-                 cleanup=None, owns_value=True, broadcast=False):
+                 cleanup=(), owns_value=True, broadcast=False):
         self.name = name
         self.value = value                  # AnyBuffer
         self.requires_grad = requires_grad
         self.parents = parents              # node ids
         self.vjp = vjp                      # (grad, needs, saved) -> [grad or None per parent]
         self.saved = saved if saved is not None else {}
-        self.cleanup = cleanup if cleanup is not None else []  # residuals this node owns
+        self.cleanup = cleanup              # residuals this node owns (a tuple)
         self.owns_value = owns_value        # False for borrowed leaves and views
         self.broadcast = broadcast          # parents may need sum_to on their gradients
 
 
+_new_node = Node.__new__
 _grad_enabled = [True]
 
 
@@ -88,17 +89,29 @@ class Tape(TapeOps):
         return self.nodes[i]
 
     def _input(self, op: str, i) -> AnyBuffer:
+        """The live value of node i; anything else (not an int, off the tape, negative,
+        released) goes to _input_error for the message."""
         try:
-            v = self.nodes[i].value
-        except (IndexError, TypeError):
-            v = self._node(op, i).value  # raises the descriptive error
-        if i < 0:
-            self._node(op, i)
+            if i >= 0:
+                v = self.nodes[i].value
+                if v.buf.live:
+                    return v
+        except (IndexError, TypeError, ValueError):  # ValueError: an array's truth value
+            pass
+        return self._input_error(op, i)
+
+    def _input_error(self, op: str, i) -> AnyBuffer:
+        v = self._node(op, i).value  # raises for a bad id
         if not v.buf.live:
             raise ValueError(f"{op}: node {i} (shape {v.shape}) was released")
         return v
 
-    def _record(self, name, out, parents, vjp, inputs, residuals, keep, attrs, primary, broadcast):
+    def _record(self, name, out, parents, vjp, saved, broadcast) -> int:
+        """Append the node of a single-output op and return its id.
+
+        `saved` maps the names the VJP reads to their values; it is kept only when the node
+        needs a gradient (grad mode on, a VJP, and some parent requiring a gradient). This runs
+        once per recorded op, so it fills the Node's slots directly (no __init__ frame)."""
         nodes = self.nodes
         req = False
         if vjp is not None and _grad_enabled[0]:
@@ -106,25 +119,31 @@ class Tape(TapeOps):
                 if nodes[p].requires_grad:
                     req = True
                     break
-        if not req:
-            for r in residuals.values():
-                r.release()
-            nodes.append(Node(name, out, False, parents, None, None, None, out.owns, broadcast))
-            return len(nodes) - 1
-        saved = inputs
-        cleanup = []
-        for k, r in residuals.items():
-            if k in keep:
-                saved[k] = r
-                cleanup.append(r)
-            else:
-                r.release()
-        if attrs:
-            saved.update(attrs)
-        if primary:
-            saved[primary] = out
-        nodes.append(Node(name, out, True, parents, vjp, saved, cleanup, out.owns, broadcast))
+        node = _new_node(Node)
+        node.name = name
+        node.value = out
+        node.requires_grad = req
+        node.parents = parents
+        node.vjp = vjp if req else None
+        node.saved = saved if req else {}  # keep nothing alive for a node that never runs its VJP
+        node.cleanup = ()
+        node.owns_value = out.owns
+        node.broadcast = broadcast
+        nodes.append(node)
         return len(nodes) - 1
+
+    def _record_residuals(self, name, out, parents, vjp, saved, broadcast, keep, drop) -> int:
+        """_record for an op with extra outputs: `keep` are residuals the VJP reads (owned by the
+        node while it needs them), `drop` the ones nothing reads (released at once)."""
+        for r in drop:
+            r.release()
+        i = self._record(name, out, parents, vjp, saved, broadcast)
+        if self.nodes[i].requires_grad:
+            self.nodes[i].cleanup = keep
+        else:
+            for r in keep:
+                r.release()
+        return i
 
     # ------------------------------------------------------------------ backward
     def backward(self, out_id: int, seed=None, wrt=None):
@@ -220,6 +239,6 @@ class Tape(TapeOps):
             for r in node.cleanup:
                 n += r.release()
             node.saved = {}
-            node.cleanup = []
+            node.cleanup = ()
             node.vjp = None
         return n

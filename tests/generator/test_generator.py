@@ -52,7 +52,7 @@ def test_fixture_features_appear_in_output():
     assert "TL_API int tl_gather_vec(tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len);" in h
     assert "tl_reshape" not in h  # a view has no kernel
     tape = files["tape_ops.py"]
-    assert "keep=(\"xhat\", \"inv_std\", )" in tape  # 'unused' residual is not kept
+    assert "keep=(_r_xhat, _r_inv_std), drop=(_r_unused,)" in tape  # nothing reads 'unused'
     assert 'DETERMINISM_ATOMIC_OPS = ("sum", )' in files["cdef.py"]
 
 

@@ -5,6 +5,8 @@ Each function checks its inputs, computes output shapes with the named rules in
 torchlean/shapes.py, allocates outputs, calls the kernel and returns fresh AnyBuffers (or a
 tuple for several outputs). Nothing is recorded on a tape: torchlean.Tape builds on these.
 """
+from math import prod as _prod
+
 import numpy as _np
 
 from torchlean import shapes as S
@@ -35,550 +37,634 @@ def f64_ptr(a):
 def add(a, b):
     """Elementwise a + b with NumPy broadcasting."""
     _op = "add"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     try:
-        y_shape = S.broadcast(a_s, b_s)
-        _a_n = S.numel(y_shape)
+        y_shape = a_s if a_s == b_s else S.broadcast(a_s, b_s)
+        _a_n = _prod(y_shape)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
+    _tmp = ()
     if a_s != y_shape or b_s != y_shape:
+        _tmp = []
         a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_add(a.handle, b.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_add(a.handle, b.handle, y.handle, _a_n)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [y], _tmp)
     return y
 
 
 def mul(a, b):
     """Elementwise a * b with NumPy broadcasting."""
     _op = "mul"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     try:
-        y_shape = S.broadcast(a_s, b_s)
-        _a_n = S.numel(y_shape)
+        y_shape = a_s if a_s == b_s else S.broadcast(a_s, b_s)
+        _a_n = _prod(y_shape)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
+    _tmp = ()
     if a_s != y_shape or b_s != y_shape:
+        _tmp = []
         a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_mul(a.handle, b.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_mul(a.handle, b.handle, y.handle, _a_n)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [y], _tmp)
     return y
 
 
 def relu(x):
     """Elementwise max(x, 0); the derivative is 1 only where x > 0."""
     _op = "relu"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_relu(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_relu(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def relu_backward(x, g):
     """grad where x > 0, else 0."""
     _op = "relu_backward"
-    live(_op, x, g, )
+    if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, x, g)  # raises, naming the bad input
     x_s = x.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(x_s, g_s)
-        _a_n = S.numel(x_s)
+        dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_relu_backward(x.handle, g.handle, dx.handle, _a_n), [dx], _tmp)
+    _st = _lib.tl_relu_backward(x.handle, g.handle, dx.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def sub(a, b):
     """Elementwise a - b with NumPy broadcasting."""
     _op = "sub"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     try:
-        y_shape = S.broadcast(a_s, b_s)
-        _a_n = S.numel(y_shape)
+        y_shape = a_s if a_s == b_s else S.broadcast(a_s, b_s)
+        _a_n = _prod(y_shape)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
+    _tmp = ()
     if a_s != y_shape or b_s != y_shape:
+        _tmp = []
         a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_sub(a.handle, b.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_sub(a.handle, b.handle, y.handle, _a_n)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [y], _tmp)
     return y
 
 
 def div(a, b):
     """Elementwise a / b with NumPy broadcasting."""
     _op = "div"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     try:
-        y_shape = S.broadcast(a_s, b_s)
-        _a_n = S.numel(y_shape)
+        y_shape = a_s if a_s == b_s else S.broadcast(a_s, b_s)
+        _a_n = _prod(y_shape)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
+    _tmp = ()
     if a_s != y_shape or b_s != y_shape:
+        _tmp = []
         a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_div(a.handle, b.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_div(a.handle, b.handle, y.handle, _a_n)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [y], _tmp)
     return y
 
 
 def maximum(a, b):
     """Elementwise max(a, b) with NumPy broadcasting; ties split the gradient 0.5/0.5."""
     _op = "maximum"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     try:
-        y_shape = S.broadcast(a_s, b_s)
-        _a_n = S.numel(y_shape)
+        y_shape = a_s if a_s == b_s else S.broadcast(a_s, b_s)
+        _a_n = _prod(y_shape)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
+    _tmp = ()
     if a_s != y_shape or b_s != y_shape:
+        _tmp = []
         a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_maximum(a.handle, b.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_maximum(a.handle, b.handle, y.handle, _a_n)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [y], _tmp)
     return y
 
 
 def minimum(a, b):
     """Elementwise min(a, b) with NumPy broadcasting; ties split the gradient 0.5/0.5."""
     _op = "minimum"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     try:
-        y_shape = S.broadcast(a_s, b_s)
-        _a_n = S.numel(y_shape)
+        y_shape = a_s if a_s == b_s else S.broadcast(a_s, b_s)
+        _a_n = _prod(y_shape)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
+    _tmp = ()
     if a_s != y_shape or b_s != y_shape:
+        _tmp = []
         a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_minimum(a.handle, b.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_minimum(a.handle, b.handle, y.handle, _a_n)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [y], _tmp)
     return y
 
 
 def maximum_backward(a, b, g):
     """da of maximum (g where a > b, 0.5 g at ties); db is g - da."""
     _op = "maximum_backward"
-    live(_op, a, b, g, )
+    if not (a.__class__ is AnyBuffer and a.buf.live
+            and b.__class__ is AnyBuffer and b.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, a, b, g)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
     try:
         da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = S.numel(da_shape)
+        _a_n = _prod(da_shape)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b, g=g) from None
+    _tmp = ()
     if a_s != da_shape or b_s != da_shape or g_s != da_shape:
+        _tmp = []
         a, b, g = broadcast_inputs(_op, da_shape, _tmp, a, b, g)
     da = alloc(_op, da_shape)
-    call(_op, _lib.tl_maximum_backward(a.handle, b.handle, g.handle, da.handle, _a_n), [da], _tmp)
+    _st = _lib.tl_maximum_backward(a.handle, b.handle, g.handle, da.handle, _a_n)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [da], _tmp)
     return da
 
 
 def minimum_backward(a, b, g):
     """da of minimum (g where a < b, 0.5 g at ties); db is g - da."""
     _op = "minimum_backward"
-    live(_op, a, b, g, )
+    if not (a.__class__ is AnyBuffer and a.buf.live
+            and b.__class__ is AnyBuffer and b.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, a, b, g)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
     try:
         da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = S.numel(da_shape)
+        _a_n = _prod(da_shape)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b, g=g) from None
+    _tmp = ()
     if a_s != da_shape or b_s != da_shape or g_s != da_shape:
+        _tmp = []
         a, b, g = broadcast_inputs(_op, da_shape, _tmp, a, b, g)
     da = alloc(_op, da_shape)
-    call(_op, _lib.tl_minimum_backward(a.handle, b.handle, g.handle, da.handle, _a_n), [da], _tmp)
+    _st = _lib.tl_minimum_backward(a.handle, b.handle, g.handle, da.handle, _a_n)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [da], _tmp)
     return da
 
 
 def scale(x, *, c: float):
     """Elementwise c * x."""
     _op = "scale"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     c = attr(_op, "c", c, "float", "finite")
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
         _a_c = c
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_scale(x.handle, y.handle, _a_n, _a_c), [y], _tmp)
+    _st = _lib.tl_scale(x.handle, y.handle, _a_n, _a_c)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def axpy(a, b, *, c: float):
     """Elementwise a + c * b with NumPy broadcasting."""
     _op = "axpy"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     c = attr(_op, "c", c, "float", "finite")
     a_s = a.shape
     b_s = b.shape
     try:
-        y_shape = S.broadcast(a_s, b_s)
-        _a_n = S.numel(y_shape)
+        y_shape = a_s if a_s == b_s else S.broadcast(a_s, b_s)
+        _a_n = _prod(y_shape)
         _a_c = c
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
+    _tmp = ()
     if a_s != y_shape or b_s != y_shape:
+        _tmp = []
         a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_axpy(a.handle, b.handle, y.handle, _a_n, _a_c), [y], _tmp)
+    _st = _lib.tl_axpy(a.handle, b.handle, y.handle, _a_n, _a_c)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [y], _tmp)
     return y
 
 
 def abs(x):
     """Elementwise |x|; the derivative uses sign(0) = 0."""
     _op = "abs"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_abs(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_abs(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def abs_backward(x, g):
     """sign(x) * g with sign(0) = 0."""
     _op = "abs_backward"
-    live(_op, x, g, )
+    if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, x, g)  # raises, naming the bad input
     x_s = x.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(x_s, g_s)
-        _a_n = S.numel(x_s)
+        dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_abs_backward(x.handle, g.handle, dx.handle, _a_n), [dx], _tmp)
+    _st = _lib.tl_abs_backward(x.handle, g.handle, dx.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def sqrt(x):
     """Elementwise sqrt(x) (NaN for x < 0); the derivative is 0 for x <= 0."""
     _op = "sqrt"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_sqrt(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_sqrt(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def sqrt_backward(x, g):
     """g / (2 sqrt(x)) where x > 0, else 0."""
     _op = "sqrt_backward"
-    live(_op, x, g, )
+    if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, x, g)  # raises, naming the bad input
     x_s = x.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(x_s, g_s)
-        _a_n = S.numel(x_s)
+        dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_sqrt_backward(x.handle, g.handle, dx.handle, _a_n), [dx], _tmp)
+    _st = _lib.tl_sqrt_backward(x.handle, g.handle, dx.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def reciprocal(x):
     """Elementwise 1 / x."""
     _op = "reciprocal"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_reciprocal(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_reciprocal(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def exp(x):
     """Elementwise e^x."""
     _op = "exp"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_exp(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_exp(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def log(x):
     """Elementwise natural log (NaN for x < 0, -inf at 0)."""
     _op = "log"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_log(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_log(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def gelu(x):
     """GELU, tanh form 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))."""
     _op = "gelu"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_gelu(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_gelu(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def gelu_backward(x, g):
     """Derivative of the tanh-form GELU times g."""
     _op = "gelu_backward"
-    live(_op, x, g, )
+    if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, x, g)  # raises, naming the bad input
     x_s = x.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(x_s, g_s)
-        _a_n = S.numel(x_s)
+        dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_gelu_backward(x.handle, g.handle, dx.handle, _a_n), [dx], _tmp)
+    _st = _lib.tl_gelu_backward(x.handle, g.handle, dx.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def sigmoid(x):
     """Elementwise 1 / (1 + e^-x), overflow-safe."""
     _op = "sigmoid"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_sigmoid(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_sigmoid(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def sigmoid_backward(y, g):
     """g * y * (1 - y) from the sigmoid output y."""
     _op = "sigmoid_backward"
-    live(_op, y, g, )
+    if not (y.__class__ is AnyBuffer and y.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, y, g)  # raises, naming the bad input
     y_s = y.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(y_s, g_s)
-        _a_n = S.numel(y_s)
+        dx_shape = y_s if y_s == g_s else S.same(y_s, g_s)
+        _a_n = _prod(y_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, y=y, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, y=y, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_sigmoid_backward(y.handle, g.handle, dx.handle, _a_n), [dx], _tmp)
+    _st = _lib.tl_sigmoid_backward(y.handle, g.handle, dx.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def tanh(x):
     """Elementwise tanh(x)."""
     _op = "tanh"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_tanh(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_tanh(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def tanh_backward(y, g):
     """g * (1 - y^2) from the tanh output y."""
     _op = "tanh_backward"
-    live(_op, y, g, )
+    if not (y.__class__ is AnyBuffer and y.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, y, g)  # raises, naming the bad input
     y_s = y.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(y_s, g_s)
-        _a_n = S.numel(y_s)
+        dx_shape = y_s if y_s == g_s else S.same(y_s, g_s)
+        _a_n = _prod(y_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, y=y, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, y=y, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_tanh_backward(y.handle, g.handle, dx.handle, _a_n), [dx], _tmp)
+    _st = _lib.tl_tanh_backward(y.handle, g.handle, dx.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def softplus(x):
     """Elementwise log(1 + e^x), overflow-safe."""
     _op = "softplus"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_softplus(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_softplus(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def softplus_backward(x, g):
     """g * sigmoid(x)."""
     _op = "softplus_backward"
-    live(_op, x, g, )
+    if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, x, g)  # raises, naming the bad input
     x_s = x.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(x_s, g_s)
-        _a_n = S.numel(x_s)
+        dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_softplus_backward(x.handle, g.handle, dx.handle, _a_n), [dx], _tmp)
+    _st = _lib.tl_softplus_backward(x.handle, g.handle, dx.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def safe_log(x, *, eps: float = 1e-06):
     """log(softplus(x) + eps), finite for every finite x."""
     _op = "safe_log"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
         _a_eps = eps
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_safe_log(x.handle, y.handle, _a_n, _a_eps), [y], _tmp)
+    _st = _lib.tl_safe_log(x.handle, y.handle, _a_n, _a_eps)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def safe_log_backward(x, g, *, eps: float = 1e-06):
     """g * sigmoid(x) / (softplus(x) + eps)."""
     _op = "safe_log_backward"
-    live(_op, x, g, )
+    if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, x, g)  # raises, naming the bad input
     eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(x_s, g_s)
-        _a_n = S.numel(x_s)
+        dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
+        _a_n = _prod(x_s)
         _a_eps = eps
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_safe_log_backward(x.handle, g.handle, dx.handle, _a_n, _a_eps), [dx], _tmp)
+    _st = _lib.tl_safe_log_backward(x.handle, g.handle, dx.handle, _a_n, _a_eps)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def clamp(x, *, lo: float, hi: float):
     """Elementwise min(max(x, lo), hi); the derivative is 1 strictly inside (lo, hi)."""
     _op = "clamp"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     lo = attr(_op, "lo", lo, "float", "finite")
     hi = attr(_op, "hi", hi, "float", "finite")
     x_s = x.shape
     try:
-        y_shape = S.same(x_s)
-        _a_n = S.numel(x_s)
+        y_shape = x_s
+        _a_n = _prod(x_s)
         _a_lo = lo
         _a_hi = hi
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_clamp(x.handle, y.handle, _a_n, _a_lo, _a_hi), [y], _tmp)
+    _st = _lib.tl_clamp(x.handle, y.handle, _a_n, _a_lo, _a_hi)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def clamp_backward(x, g, *, lo: float, hi: float):
     """g strictly inside (lo, hi), else 0."""
     _op = "clamp_backward"
-    live(_op, x, g, )
+    if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, x, g)  # raises, naming the bad input
     lo = attr(_op, "lo", lo, "float", "finite")
     hi = attr(_op, "hi", hi, "float", "finite")
     x_s = x.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(x_s, g_s)
-        _a_n = S.numel(x_s)
+        dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
+        _a_n = _prod(x_s)
         _a_lo = lo
         _a_hi = hi
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_clamp_backward(x.handle, g.handle, dx.handle, _a_n, _a_lo, _a_hi), [dx], _tmp)
+    _st = _lib.tl_clamp_backward(x.handle, g.handle, dx.handle, _a_n, _a_lo, _a_hi)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
@@ -592,10 +678,11 @@ def rand_uniform(*, n: int, key: int):
         _a_n = n
         _a_key = key
     except ShapeError as _e:
-        raise shape_error(_op, _e, ) from None
-    _tmp = []
+        raise shape_error(_op, _e) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_rand_uniform(y.handle, _a_n, _a_key), [y], _tmp)
+    _st = _lib.tl_rand_uniform(y.handle, _a_n, _a_key)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
@@ -611,10 +698,11 @@ def bernoulli_mask(*, n: int, key: int, p: float):
         _a_key = key
         _a_p = p
     except ShapeError as _e:
-        raise shape_error(_op, _e, ) from None
-    _tmp = []
+        raise shape_error(_op, _e) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_bernoulli_mask(y.handle, _a_n, _a_key, _a_p), [y], _tmp)
+    _st = _lib.tl_bernoulli_mask(y.handle, _a_n, _a_key, _a_p)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
@@ -632,17 +720,21 @@ def rand_normal(*, n: int, key: int, mean: float = 0.0, std: float = 1.0):
         _a_mean = mean
         _a_std = std
     except ShapeError as _e:
-        raise shape_error(_op, _e, ) from None
-    _tmp = []
+        raise shape_error(_op, _e) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_rand_normal(y.handle, _a_n, _a_key, _a_mean, _a_std), [y], _tmp)
+    _st = _lib.tl_rand_normal(y.handle, _a_n, _a_key, _a_mean, _a_std)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def sgd_step(p, g, buf, *, lr: float, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, first: bool = False):
     """One PyTorch SGD step in place on p and the momentum buffer buf."""
     _op = "sgd_step"
-    live(_op, p, g, buf, )
+    if not (p.__class__ is AnyBuffer and p.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live
+            and buf.__class__ is AnyBuffer and buf.buf.live):
+        live(_op, p, g, buf)  # raises, naming the bad input
     lr = attr(_op, "lr", lr, "float", "finite")
     momentum = attr(_op, "momentum", momentum, "float", "finite")
     dampening = attr(_op, "dampening", dampening, "float", "finite")
@@ -654,8 +746,8 @@ def sgd_step(p, g, buf, *, lr: float, momentum: float = 0.0, dampening: float = 
     buf_s = buf.shape
     try:
         p_shape = S.same(p_s, g_s, buf_s)
-        buf_shape = S.same(buf_s)
-        _a_n = S.numel(p_s)
+        buf_shape = buf_s
+        _a_n = _prod(p_s)
         _a_lr = lr
         _a_momentum = momentum
         _a_dampening = dampening
@@ -663,16 +755,21 @@ def sgd_step(p, g, buf, *, lr: float, momentum: float = 0.0, dampening: float = 
         _a_nesterov = nesterov
         _a_first = first
     except ShapeError as _e:
-        raise shape_error(_op, _e, p=p, g=g, buf=buf, ) from None
-    _tmp = []
-    call(_op, _lib.tl_sgd_step(p.handle, g.handle, buf.handle, _a_n, _a_lr, _a_momentum, _a_dampening, _a_weight_decay, _a_nesterov, _a_first), [], _tmp)
+        raise shape_error(_op, _e, p=p, g=g, buf=buf) from None
+    _st = _lib.tl_sgd_step(p.handle, g.handle, buf.handle, _a_n, _a_lr, _a_momentum, _a_dampening, _a_weight_decay, _a_nesterov, _a_first)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [], ())
     return p, buf
 
 
 def adam_step(p, g, m, v, *, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.0, decoupled: bool = False, step: int):
     """One Adam (or AdamW when decoupled) step in place on p, m and v."""
     _op = "adam_step"
-    live(_op, p, g, m, v, )
+    if not (p.__class__ is AnyBuffer and p.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live
+            and m.__class__ is AnyBuffer and m.buf.live
+            and v.__class__ is AnyBuffer and v.buf.live):
+        live(_op, p, g, m, v)  # raises, naming the bad input
     lr = attr(_op, "lr", lr, "float", "finite")
     beta1 = attr(_op, "beta1", beta1, "float", "finite")
     beta2 = attr(_op, "beta2", beta2, "float", "finite")
@@ -686,9 +783,9 @@ def adam_step(p, g, m, v, *, lr: float, beta1: float = 0.9, beta2: float = 0.999
     v_s = v.shape
     try:
         p_shape = S.same(p_s, g_s, m_s, v_s)
-        m_shape = S.same(m_s)
-        v_shape = S.same(v_s)
-        _a_n = S.numel(p_s)
+        m_shape = m_s
+        v_shape = v_s
+        _a_n = _prod(p_s)
         _a_lr = lr
         _a_beta1 = beta1
         _a_beta2 = beta2
@@ -697,16 +794,18 @@ def adam_step(p, g, m, v, *, lr: float, beta1: float = 0.9, beta2: float = 0.999
         _a_decoupled = decoupled
         _a_step = step
     except ShapeError as _e:
-        raise shape_error(_op, _e, p=p, g=g, m=m, v=v, ) from None
-    _tmp = []
-    call(_op, _lib.tl_adam_step(p.handle, g.handle, m.handle, v.handle, _a_n, _a_lr, _a_beta1, _a_beta2, _a_eps, _a_weight_decay, _a_decoupled, _a_step), [], _tmp)
+        raise shape_error(_op, _e, p=p, g=g, m=m, v=v) from None
+    _st = _lib.tl_adam_step(p.handle, g.handle, m.handle, v.handle, _a_n, _a_lr, _a_beta1, _a_beta2, _a_eps, _a_weight_decay, _a_decoupled, _a_step)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [], ())
     return p, m, v
 
 
 def broadcast_to(x, *, shape: tuple):
     """Broadcast x to `shape` with NumPy rules (size-1 and missing leading axes repeat)."""
     _op = "broadcast_to"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     shape = attr(_op, "shape", shape, "shape", None)
     x_s = x.shape
     try:
@@ -714,17 +813,19 @@ def broadcast_to(x, *, shape: tuple):
         _a_in_dims = i64s(S.dims(x_s))
         _a_out_dims = i64s(S.dims(y_shape))
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_broadcast_to(x.handle, y.handle, _a_in_dims, len(_a_in_dims), _a_out_dims, len(_a_out_dims)), [y], _tmp)
+    _st = _lib.tl_broadcast_to(x.handle, y.handle, _a_in_dims, len(_a_in_dims), _a_out_dims, len(_a_out_dims))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def sum_to(x, *, shape: tuple):
     """Sum x over the axes broadcast_to(shape) expanded; the adjoint of broadcast_to."""
     _op = "sum_to"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     shape = attr(_op, "shape", shape, "shape", None)
     x_s = x.shape
     try:
@@ -732,46 +833,51 @@ def sum_to(x, *, shape: tuple):
         _a_in_dims = i64s(S.dims(x_s))
         _a_out_dims = i64s(S.dims(y_shape))
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_sum_to(x.handle, y.handle, _a_in_dims, len(_a_in_dims), _a_out_dims, len(_a_out_dims)), [y], _tmp)
+    _st = _lib.tl_sum_to(x.handle, y.handle, _a_in_dims, len(_a_in_dims), _a_out_dims, len(_a_out_dims))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def sum(x):
     """Sum of all elements (a 0-d result)."""
     _op = "sum"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
         y_shape = S.scalar(x_s)
-        _a_n = S.numel(x_s)
+        _a_n = _prod(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_sum(x.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_sum(x.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def reshape(x, *, shape: tuple):
     """The same elements under a new shape (one -1 allowed); no copy, the result aliases x."""
     _op = "reshape"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     shape = attr(_op, "shape", shape, "shape", None)
     x_s = x.shape
     try:
         y_shape = S.reshape(x_s, shape)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
+        raise shape_error(_op, _e, x=x) from None
     return AnyBuffer(y_shape, x.buf, owns=False)
 
 
 def reduce_sum(x, *, axis: int):
     """Sum over `axis` (negative counts from the end); the axis is dropped. An empty axis sums to 0."""
     _op = "reduce_sum"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     try:
@@ -780,17 +886,19 @@ def reduce_sum(x, *, axis: int):
         _a_len = S.axis_len(x_s, axis)
         _a_inner = S.inner(x_s, axis)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_reduce_sum(x.handle, y.handle, _a_outer, _a_len, _a_inner), [y], _tmp)
+    _st = _lib.tl_reduce_sum(x.handle, y.handle, _a_outer, _a_len, _a_inner)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def reduce_mean(x, *, axis: int):
     """Mean over `axis` (the sum times 1.0f/(float)len); the axis is dropped. An empty axis gives NaN."""
     _op = "reduce_mean"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     try:
@@ -799,17 +907,19 @@ def reduce_mean(x, *, axis: int):
         _a_len = S.axis_len(x_s, axis)
         _a_inner = S.inner(x_s, axis)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_reduce_mean(x.handle, y.handle, _a_outer, _a_len, _a_inner), [y], _tmp)
+    _st = _lib.tl_reduce_mean(x.handle, y.handle, _a_outer, _a_len, _a_inner)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def reduce_axis_backward(g, *, shape: tuple, axis: int, mean: bool = False):
     """dx[o, k, i] = g[o, i] (times 1/len when mean); the VJP of reduce_sum and reduce_mean."""
     _op = "reduce_axis_backward"
-    live(_op, g, )
+    if not (g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, g)  # raises, naming the bad input
     shape = attr(_op, "shape", shape, "shape", None)
     axis = attr(_op, "axis", axis, "int", None)
     mean = attr(_op, "mean", mean, "bool", None)
@@ -821,17 +931,19 @@ def reduce_axis_backward(g, *, shape: tuple, axis: int, mean: bool = False):
         _a_inner = S.inner(dx_shape, axis)
         _a_mean = mean
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_reduce_axis_backward(g.handle, dx.handle, _a_outer, _a_len, _a_inner, _a_mean), [dx], _tmp)
+    _st = _lib.tl_reduce_axis_backward(g.handle, dx.handle, _a_outer, _a_len, _a_inner, _a_mean)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def reduce_max(x, *, axis: int):
     """Maximum over `axis` (dropped); an empty axis gives 0, NaN propagates. The VJP splits the gradient equally among the entries equal to the maximum (ties share, like maximum's 0.5/0.5)."""
     _op = "reduce_max"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     try:
@@ -840,17 +952,21 @@ def reduce_max(x, *, axis: int):
         _a_len = S.axis_len(x_s, axis)
         _a_inner = S.inner(x_s, axis)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_reduce_max(x.handle, y.handle, _a_outer, _a_len, _a_inner), [y], _tmp)
+    _st = _lib.tl_reduce_max(x.handle, y.handle, _a_outer, _a_len, _a_inner)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def reduce_max_backward(x, y, g, *, axis: int):
     """dx = g / count where x equals the axis maximum y (ties share equally), else 0."""
     _op = "reduce_max_backward"
-    live(_op, x, y, g, )
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and y.__class__ is AnyBuffer and y.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, x, y, g)  # raises, naming the bad input
     axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     y_s = y.shape
@@ -861,180 +977,201 @@ def reduce_max_backward(x, y, g, *, axis: int):
         _a_len = S.axis_len(x_s, axis)
         _a_inner = S.inner(x_s, axis)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, y=y, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, y=y, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_reduce_max_backward(x.handle, y.handle, g.handle, dx.handle, _a_outer, _a_len, _a_inner), [dx], _tmp)
+    _st = _lib.tl_reduce_max_backward(x.handle, y.handle, g.handle, dx.handle, _a_outer, _a_len, _a_inner)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def flatten(x):
     """The same elements as one axis of numel(x); no copy, the result aliases x."""
     _op = "flatten"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
         y_shape = S.flat(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
+        raise shape_error(_op, _e, x=x) from None
     return AnyBuffer(y_shape, x.buf, owns=False)
 
 
 def transpose2d(x):
     """(m, n) -> (n, m)."""
     _op = "transpose2d"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
         y_shape = S.transpose2d(x_s)
         _a_geom = i64s(S.swap_geom(x_s, 't2d'))
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_transpose2d(x.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_transpose2d(x.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def swap_adjacent(x, *, depth: int):
     """Swap axes depth and depth+1; an identity copy when depth+1 >= rank."""
     _op = "swap_adjacent"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     depth = attr(_op, "depth", depth, "int", None)
     x_s = x.shape
     try:
         y_shape = S.swap_adjacent(x_s, depth)
         _a_geom = i64s(S.swap_geom(x_s, 'swap', depth))
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_swap_adjacent(x.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_swap_adjacent(x.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def permute3d_bca(x):
     """(a, b, c) -> (b, c, a)."""
     _op = "permute3d_bca"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
         y_shape = S.permute_bca(x_s)
         _a_geom = i64s(S.swap_geom(x_s, 'bca'))
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_permute3d_bca(x.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_permute3d_bca(x.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def permute3d_cab(x):
     """(a, b, c) -> (c, a, b)."""
     _op = "permute3d_cab"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
         y_shape = S.permute_cab(x_s)
         _a_geom = i64s(S.swap_geom(x_s, 'cab'))
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_permute3d_cab(x.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_permute3d_cab(x.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def swap_last2(x):
     """(a, b, c) -> (a, c, b)."""
     _op = "swap_last2"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
         y_shape = S.swap_last2(x_s)
         _a_geom = i64s(S.swap_geom(x_s, 'last2'))
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_swap_last2(x.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_swap_last2(x.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def softmax(x):
     """Softmax over the last axis (max-shifted); leading axes are folded into rows."""
     _op = "softmax"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
         y_shape = S.nonempty_last(x_s)
         _a_rows = S.softmax_rows(x_s)
         _a_cols = S.cols(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_softmax(x.handle, y.handle, _a_rows, _a_cols), [y], _tmp)
+    _st = _lib.tl_softmax(x.handle, y.handle, _a_rows, _a_cols)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def softmax_backward(y, g):
     """dx = y * (g - rowsum(g * y)), the softmax VJP from its output."""
     _op = "softmax_backward"
-    live(_op, y, g, )
+    if not (y.__class__ is AnyBuffer and y.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, y, g)  # raises, naming the bad input
     y_s = y.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(y_s, g_s)
+        dx_shape = y_s if y_s == g_s else S.same(y_s, g_s)
         _a_rows = S.softmax_rows(y_s)
         _a_cols = S.cols(y_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, y=y, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, y=y, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_softmax_backward(y.handle, g.handle, dx.handle, _a_rows, _a_cols), [dx], _tmp)
+    _st = _lib.tl_softmax_backward(y.handle, g.handle, dx.handle, _a_rows, _a_cols)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def log_softmax(x):
     """(x - rowmax) - log(sum exp(x - rowmax)) over the last axis; leading axes folded into rows."""
     _op = "log_softmax"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
         y_shape = S.nonempty_last(x_s)
         _a_rows = S.softmax_rows(x_s)
         _a_cols = S.cols(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_log_softmax(x.handle, y.handle, _a_rows, _a_cols), [y], _tmp)
+    _st = _lib.tl_log_softmax(x.handle, y.handle, _a_rows, _a_cols)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def log_softmax_backward(y, g):
     """dx = g - exp(y) * rowsum(g), the log_softmax VJP from its output."""
     _op = "log_softmax_backward"
-    live(_op, y, g, )
+    if not (y.__class__ is AnyBuffer and y.buf.live and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, y, g)  # raises, naming the bad input
     y_s = y.shape
     g_s = g.shape
     try:
-        dx_shape = S.same(y_s, g_s)
+        dx_shape = y_s if y_s == g_s else S.same(y_s, g_s)
         _a_rows = S.softmax_rows(y_s)
         _a_cols = S.cols(y_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, y=y, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, y=y, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_log_softmax_backward(y.handle, g.handle, dx.handle, _a_rows, _a_cols), [dx], _tmp)
+    _st = _lib.tl_log_softmax_backward(y.handle, g.handle, dx.handle, _a_rows, _a_cols)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def masked_softmax(x, *, mask: object):
     """Softmax over the last axis restricted to entries where `mask` is true (mask shaped like x, or like x's last two axes for attention); blocked entries are exactly 0, fully blocked rows all 0."""
     _op = "masked_softmax"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     mask = attr(_op, "mask", mask, "mask", None)
     x_s = x.shape
     try:
@@ -1043,18 +1180,21 @@ def masked_softmax(x, *, mask: object):
         _a_cols = S.cols(x_s)
         _a_mask_rows = S.mask_rows(x_s, mask)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
+        raise shape_error(_op, _e, x=x) from None
     _tmp = []
     _m_mask = mask_buffer(_op, "mask", mask, _tmp)
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_masked_softmax(x.handle, _m_mask, y.handle, _a_rows, _a_cols, _a_mask_rows), [y], _tmp)
+    _st = _lib.tl_masked_softmax(x.handle, _m_mask, y.handle, _a_rows, _a_cols, _a_mask_rows)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [y], _tmp)
     return y
 
 
 def matmul(a, b):
     """2-D matrix product a (m, n) @ b (n, p)."""
     _op = "matmul"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     try:
@@ -1063,17 +1203,19 @@ def matmul(a, b):
         _a_n = S.cols(a_s)
         _a_p = S.cols(b_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_matmul(a.handle, b.handle, y.handle, _a_m, _a_n, _a_p), [y], _tmp)
+    _st = _lib.tl_matmul(a.handle, b.handle, y.handle, _a_m, _a_n, _a_p)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def bmm(a, b):
     """Batched matrix product (B, m, n) @ (B, n, p) -> (B, m, p)."""
     _op = "bmm"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     try:
@@ -1083,17 +1225,19 @@ def bmm(a, b):
         _a_n = S.gemm_n(a_s, False)
         _a_p = S.gemm_p(b_s, False)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_bmm(a.handle, b.handle, y.handle, _a_batch, _a_m, _a_n, _a_p), [y], _tmp)
+    _st = _lib.tl_bmm(a.handle, b.handle, y.handle, _a_batch, _a_m, _a_n, _a_p)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def matmul_t(a, b, *, trans_a: bool = False, trans_b: bool = False):
     """op(a) @ op(b) for rank-2 or batched rank-3 operands, op = transpose where flagged (the GEMM behind matmul/bmm VJPs)."""
     _op = "matmul_t"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     trans_a = attr(_op, "trans_a", trans_a, "bool", None)
     trans_b = attr(_op, "trans_b", trans_b, "bool", None)
     a_s = a.shape
@@ -1107,17 +1251,21 @@ def matmul_t(a, b, *, trans_a: bool = False, trans_b: bool = False):
         _a_ta = S.flag(trans_a)
         _a_tb = S.flag(trans_b)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_matmul_t(a.handle, b.handle, y.handle, _a_batch, _a_m, _a_n, _a_p, _a_ta, _a_tb), [y], _tmp)
+    _st = _lib.tl_matmul_t(a.handle, b.handle, y.handle, _a_batch, _a_m, _a_n, _a_p, _a_ta, _a_tb)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def linear(w, b, x):
     """y = W x + b for x (in,) or a batch x (N, in) -> (N, out); W (out, in), b (out,)."""
     _op = "linear"
-    live(_op, w, b, x, )
+    if not (w.__class__ is AnyBuffer and w.buf.live
+            and b.__class__ is AnyBuffer and b.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, w, b, x)  # raises, naming the bad input
     w_s = w.shape
     b_s = b.shape
     x_s = x.shape
@@ -1127,17 +1275,19 @@ def linear(w, b, x):
         _a_out_dim = S.lead_len(w_s)
         _a_in_dim = S.cols(w_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, w=w, b=b, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, w=w, b=b, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_linear(w.handle, b.handle, x.handle, y.handle, _a_rows, _a_out_dim, _a_in_dim), [y], _tmp)
+    _st = _lib.tl_linear(w.handle, b.handle, x.handle, y.handle, _a_rows, _a_out_dim, _a_in_dim)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def linear_backward_w(g, x):
     """dW = g^T x (out, in) for linear with upstream g (out,) or (N, out)."""
     _op = "linear_backward_w"
-    live(_op, g, x, )
+    if not (g.__class__ is AnyBuffer and g.buf.live and x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, g, x)  # raises, naming the bad input
     g_s = g.shape
     x_s = x.shape
     try:
@@ -1146,145 +1296,166 @@ def linear_backward_w(g, x):
         _a_out_dim = S.cols(g_s)
         _a_in_dim = S.cols(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g, x=x) from None
     dw = alloc(_op, dw_shape)
-    call(_op, _lib.tl_linear_backward_w(g.handle, x.handle, dw.handle, _a_rows, _a_out_dim, _a_in_dim), [dw], _tmp)
+    _st = _lib.tl_linear_backward_w(g.handle, x.handle, dw.handle, _a_rows, _a_out_dim, _a_in_dim)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dw], ())
     return dw
 
 
 def linear_backward_b(g):
     """db = column sums of g (rows in increasing order) for linear."""
     _op = "linear_backward_b"
-    live(_op, g, )
+    if not (g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, g)  # raises, naming the bad input
     g_s = g.shape
     try:
         db_shape = S.linear_db(g_s)
         _a_rows = S.batch_rows(g_s)
         _a_out_dim = S.cols(g_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g) from None
     db = alloc(_op, db_shape)
-    call(_op, _lib.tl_linear_backward_b(g.handle, db.handle, _a_rows, _a_out_dim), [db], _tmp)
+    _st = _lib.tl_linear_backward_b(g.handle, db.handle, _a_rows, _a_out_dim)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [db], ())
     return db
 
 
 def linear_backward_x(g, w, x):
     """dx = g W, shaped like x, for linear."""
     _op = "linear_backward_x"
-    live(_op, g, w, x, )
+    if not (g.__class__ is AnyBuffer and g.buf.live
+            and w.__class__ is AnyBuffer and w.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, g, w, x)  # raises, naming the bad input
     g_s = g.shape
     w_s = w.shape
     x_s = x.shape
     try:
-        dx_shape = S.same(x_s)
+        dx_shape = x_s
         _a_rows = S.batch_rows(x_s)
         _a_out_dim = S.lead_len(w_s)
         _a_in_dim = S.cols(w_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, w=w, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g, w=w, x=x) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_linear_backward_x(g.handle, w.handle, x.handle, dx.handle, _a_rows, _a_out_dim, _a_in_dim), [dx], _tmp)
+    _st = _lib.tl_linear_backward_x(g.handle, w.handle, x.handle, dx.handle, _a_rows, _a_out_dim, _a_in_dim)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
 def mse_loss(yhat, target):
     """Mean squared error mean((yhat - target)^2), a 0-d result."""
     _op = "mse_loss"
-    live(_op, yhat, target, )
+    if not (yhat.__class__ is AnyBuffer and yhat.buf.live
+            and target.__class__ is AnyBuffer and target.buf.live):
+        live(_op, yhat, target)  # raises, naming the bad input
     yhat_s = yhat.shape
     target_s = target.shape
     try:
         y_shape = S.scalar(S.same(yhat_s, target_s))
-        _a_n = S.numel(yhat_s)
+        _a_n = _prod(yhat_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, yhat=yhat, target=target, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, yhat=yhat, target=target) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_mse_loss(yhat.handle, target.handle, y.handle, _a_n), [y], _tmp)
+    _st = _lib.tl_mse_loss(yhat.handle, target.handle, y.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def mse_loss_backward(yhat, target, g):
     """d/dyhat of mean((yhat - target)^2) times g, i.e. 2 g (yhat - target) / n (swap the inputs for d/dtarget)."""
     _op = "mse_loss_backward"
-    live(_op, yhat, target, g, )
+    if not (yhat.__class__ is AnyBuffer and yhat.buf.live
+            and target.__class__ is AnyBuffer and target.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, yhat, target, g)  # raises, naming the bad input
     yhat_s = yhat.shape
     target_s = target.shape
     g_s = g.shape
     try:
-        dyhat_shape = S.same(yhat_s, target_s)
-        _a_n = S.numel(yhat_s)
+        dyhat_shape = yhat_s if yhat_s == target_s else S.same(yhat_s, target_s)
+        _a_n = _prod(yhat_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, yhat=yhat, target=target, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, yhat=yhat, target=target, g=g) from None
     dyhat = alloc(_op, dyhat_shape)
-    call(_op, _lib.tl_mse_loss_backward(yhat.handle, target.handle, g.handle, dyhat.handle, _a_n), [dyhat], _tmp)
+    _st = _lib.tl_mse_loss_backward(yhat.handle, target.handle, g.handle, dyhat.handle, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dyhat], ())
     return dyhat
 
 
 def concat1d(a, b):
     """Concatenate two vectors a (n,) and b (m,) -> (n + m,)."""
     _op = "concat1d"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     try:
         y_shape = S.concat1d(a_s, b_s)
-        _a_na = S.numel(a_s)
-        _a_nb = S.numel(b_s)
+        _a_na = _prod(a_s)
+        _a_nb = _prod(b_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_concat1d(a.handle, b.handle, y.handle, _a_na, _a_nb), [y], _tmp)
+    _st = _lib.tl_concat1d(a.handle, b.handle, y.handle, _a_na, _a_nb)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def slice1d(x, *, start: int, length: int):
     """x[start:start+length] of a vector; out of range is a ValueError."""
     _op = "slice1d"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     start = attr(_op, "start", start, "int", "nonneg")
     length = attr(_op, "length", length, "int", "nonneg")
     x_s = x.shape
     try:
         y_shape = S.slice1d(x_s, start, length)
-        _a_n = S.numel(x_s)
+        _a_n = _prod(x_s)
         _a_start = start
         _a_length = length
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_slice1d(x.handle, y.handle, _a_n, _a_start, _a_length), [y], _tmp)
+    _st = _lib.tl_slice1d(x.handle, y.handle, _a_n, _a_start, _a_length)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def concat0(a, b):
     """Concatenate along the leading axis; trailing shapes must match."""
     _op = "concat0"
-    live(_op, a, b, )
+    if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
+        live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     try:
         y_shape = S.concat0(a_s, b_s)
-        _a_na = S.numel(a_s)
-        _a_nb = S.numel(b_s)
+        _a_na = _prod(a_s)
+        _a_nb = _prod(b_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_concat0(a.handle, b.handle, y.handle, _a_na, _a_nb), [y], _tmp)
+    _st = _lib.tl_concat0(a.handle, b.handle, y.handle, _a_na, _a_nb)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def slice_range0(x, *, start: int, length: int):
     """x[start:start+length] along the leading axis; out of range is a ValueError."""
     _op = "slice_range0"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     start = attr(_op, "start", start, "int", "nonneg")
     length = attr(_op, "length", length, "int", "nonneg")
     x_s = x.shape
@@ -1295,17 +1466,19 @@ def slice_range0(x, *, start: int, length: int):
         _a_start = start
         _a_length = length
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_slice_range0(x.handle, y.handle, _a_lead, _a_row, _a_start, _a_length), [y], _tmp)
+    _st = _lib.tl_slice_range0(x.handle, y.handle, _a_lead, _a_row, _a_start, _a_length)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def pad_range0(g, *, start: int, total: int):
     """Place g (len, ...) at [start, start+len) of a zero (total, ...) result (slice adjoint)."""
     _op = "pad_range0"
-    live(_op, g, )
+    if not (g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, g)  # raises, naming the bad input
     start = attr(_op, "start", start, "int", "nonneg")
     total = attr(_op, "total", total, "int", "nonneg")
     g_s = g.shape
@@ -1316,35 +1489,39 @@ def pad_range0(g, *, start: int, total: int):
         _a_start = start
         _a_total = total
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_pad_range0(g.handle, y.handle, _a_len, _a_row, _a_start, _a_total), [y], _tmp)
+    _st = _lib.tl_pad_range0(g.handle, y.handle, _a_len, _a_row, _a_start, _a_total)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def gather(x, *, index: object):
     """x[index] of a vector as a 0-d value; an out-of-range index reads 0."""
     _op = "gather"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     index = attr(_op, "index", index, "index", None)
     x_s = x.shape
     try:
         y_shape = S.gather_scalar(x_s, index)
-        _a_n = S.numel(x_s)
+        _a_n = _prod(x_s)
         _a_idx = i64s(index)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_gather(x.handle, y.handle, _a_n, _a_idx, len(_a_idx)), [y], _tmp)
+    _st = _lib.tl_gather(x.handle, y.handle, _a_n, _a_idx, len(_a_idx))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def gather_row(x, *, index: object):
     """Row `index` of a matrix (rows, cols) -> (cols,); an out-of-range index reads a zero row."""
     _op = "gather_row"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     index = attr(_op, "index", index, "index", None)
     x_s = x.shape
     try:
@@ -1353,35 +1530,39 @@ def gather_row(x, *, index: object):
         _a_cols = S.cols(x_s)
         _a_idx = i64s(index)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_gather_row(x.handle, y.handle, _a_rows, _a_cols, _a_idx, len(_a_idx)), [y], _tmp)
+    _st = _lib.tl_gather_row(x.handle, y.handle, _a_rows, _a_cols, _a_idx, len(_a_idx))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def gather_vec(x, *, indices: object):
     """x[indices] of a vector, shaped like indices; out-of-range indices read 0."""
     _op = "gather_vec"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     indices = attr(_op, "indices", indices, "index", None)
     x_s = x.shape
     try:
         y_shape = S.gather_vec(x_s, indices)
-        _a_n = S.numel(x_s)
+        _a_n = _prod(x_s)
         _a_idx = i64s(indices)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_gather_vec(x.handle, y.handle, _a_n, _a_idx, len(_a_idx)), [y], _tmp)
+    _st = _lib.tl_gather_vec(x.handle, y.handle, _a_n, _a_idx, len(_a_idx))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def gather_rows(x, *, indices: object):
     """Rows x[indices] of a matrix (embedding lookup) -> indices.shape + (cols,); out-of-range rows read 0."""
     _op = "gather_rows"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     indices = attr(_op, "indices", indices, "index", None)
     x_s = x.shape
     try:
@@ -1390,36 +1571,42 @@ def gather_rows(x, *, indices: object):
         _a_cols = S.cols(x_s)
         _a_idx = i64s(indices)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_gather_rows(x.handle, y.handle, _a_rows, _a_cols, _a_idx, len(_a_idx)), [y], _tmp)
+    _st = _lib.tl_gather_rows(x.handle, y.handle, _a_rows, _a_cols, _a_idx, len(_a_idx))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def scatter_add_vec(x, values, *, indices: object):
     """Copy of vector x with x[indices[j]] += values[j]; out-of-range indices are ignored, duplicates accumulate."""
     _op = "scatter_add_vec"
-    live(_op, x, values, )
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and values.__class__ is AnyBuffer and values.buf.live):
+        live(_op, x, values)  # raises, naming the bad input
     indices = attr(_op, "indices", indices, "index", None)
     x_s = x.shape
     values_s = values.shape
     try:
         y_shape = S.scatter_vec(x_s, values_s, indices)
-        _a_n = S.numel(x_s)
+        _a_n = _prod(x_s)
         _a_idx = i64s(indices)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, values=values, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, values=values) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_scatter_add_vec(x.handle, values.handle, y.handle, _a_n, _a_idx, len(_a_idx)), [y], _tmp)
+    _st = _lib.tl_scatter_add_vec(x.handle, values.handle, y.handle, _a_n, _a_idx, len(_a_idx))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def scatter_add_row(x, values, *, index: object):
     """Copy of matrix x with row `index` += values (cols,); index >= rows is a ValueError."""
     _op = "scatter_add_row"
-    live(_op, x, values, )
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and values.__class__ is AnyBuffer and values.buf.live):
+        live(_op, x, values)  # raises, naming the bad input
     index = attr(_op, "index", index, "index", None)
     x_s = x.shape
     values_s = values.shape
@@ -1429,55 +1616,61 @@ def scatter_add_row(x, values, *, index: object):
         _a_cols = S.cols(x_s)
         _a_i = S.as_index(index)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, values=values, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, values=values) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_scatter_add_row(x.handle, values.handle, y.handle, _a_rows, _a_cols, _a_i), [y], _tmp)
+    _st = _lib.tl_scatter_add_row(x.handle, values.handle, y.handle, _a_rows, _a_cols, _a_i)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def gather_vec_backward(g, x, *, indices: object):
     """Zeros shaped like x with y[indices[j]] += g[j] (adjoint of gather/gather_vec)."""
     _op = "gather_vec_backward"
-    live(_op, g, x, )
+    if not (g.__class__ is AnyBuffer and g.buf.live and x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, g, x)  # raises, naming the bad input
     indices = attr(_op, "indices", indices, "index", None)
     g_s = g.shape
     x_s = x.shape
     try:
         y_shape = S.scatter_vec(x_s, g_s, indices)
-        _a_n = S.numel(x_s)
+        _a_n = _prod(x_s)
         _a_idx = i64s(indices)
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_gather_vec_backward(g.handle, x.handle, y.handle, _a_n, _a_idx, len(_a_idx)), [y], _tmp)
+    _st = _lib.tl_gather_vec_backward(g.handle, x.handle, y.handle, _a_n, _a_idx, len(_a_idx))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def gather_vec_like(g, v, *, indices: object):
     """g[indices] shaped like v (adjoint of scatter_add_vec for values); out-of-range reads 0."""
     _op = "gather_vec_like"
-    live(_op, g, v, )
+    if not (g.__class__ is AnyBuffer and g.buf.live and v.__class__ is AnyBuffer and v.buf.live):
+        live(_op, g, v)  # raises, naming the bad input
     indices = attr(_op, "indices", indices, "index", None)
     g_s = g.shape
     v_s = v.shape
     try:
         y_shape = S.like_gather(g_s, v_s, indices)
-        _a_n = S.numel(g_s)
+        _a_n = _prod(g_s)
         _a_idx = i64s(indices)
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, v=v, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g, v=v) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_gather_vec_like(g.handle, v.handle, y.handle, _a_n, _a_idx, len(_a_idx)), [y], _tmp)
+    _st = _lib.tl_gather_vec_like(g.handle, v.handle, y.handle, _a_n, _a_idx, len(_a_idx))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def gather_rows_backward(g, x, *, indices: object):
     """Zeros shaped like x (rows, cols) with row indices[j] += g row j (adjoint of gather_row/gather_rows)."""
     _op = "gather_rows_backward"
-    live(_op, g, x, )
+    if not (g.__class__ is AnyBuffer and g.buf.live and x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, g, x)  # raises, naming the bad input
     indices = attr(_op, "indices", indices, "index", None)
     g_s = g.shape
     x_s = x.shape
@@ -1487,17 +1680,21 @@ def gather_rows_backward(g, x, *, indices: object):
         _a_cols = S.cols(x_s)
         _a_idx = i64s(indices)
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_gather_rows_backward(g.handle, x.handle, y.handle, _a_rows, _a_cols, _a_idx, len(_a_idx)), [y], _tmp)
+    _st = _lib.tl_gather_rows_backward(g.handle, x.handle, y.handle, _a_rows, _a_cols, _a_idx, len(_a_idx))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def conv2d(kernel, bias, input, *, stride: object = 1, padding: object = 0):
     """2-D cross-correlation with zero padding plus bias; input (C_in, H, W) or (N, C_in, H, W), kernel (C_out, C_in, kh, kw)."""
     _op = "conv2d"
-    live(_op, kernel, bias, input, )
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and bias.__class__ is AnyBuffer and bias.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live):
+        live(_op, kernel, bias, input)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
@@ -1507,17 +1704,21 @@ def conv2d(kernel, bias, input, *, stride: object = 1, padding: object = 0):
         y_shape = S.conv_out(kernel_s, bias_s, input_s, stride, padding, 2)
         _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding))
     except ShapeError as _e:
-        raise shape_error(_op, _e, kernel=kernel, bias=bias, input=input, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, kernel=kernel, bias=bias, input=input) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_conv2d(kernel.handle, bias.handle, input.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_conv2d(kernel.handle, bias.handle, input.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def conv(kernel, bias, input, *, stride: object = 1, padding: object = 0):
     """N-D cross-correlation (1..8 spatial axes) with zero padding plus bias; kernel (C_out, C_in, k...)."""
     _op = "conv"
-    live(_op, kernel, bias, input, )
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and bias.__class__ is AnyBuffer and bias.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live):
+        live(_op, kernel, bias, input)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
@@ -1527,17 +1728,21 @@ def conv(kernel, bias, input, *, stride: object = 1, padding: object = 0):
         y_shape = S.conv_out(kernel_s, bias_s, input_s, stride, padding)
         _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding))
     except ShapeError as _e:
-        raise shape_error(_op, _e, kernel=kernel, bias=bias, input=input, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, kernel=kernel, bias=bias, input=input) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_conv(kernel.handle, bias.handle, input.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_conv(kernel.handle, bias.handle, input.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def conv_backward(kernel, input, grad_out, *, stride: object = 1, padding: object = 0):
     """Gradients of conv (dKernel, dBias, dInput) from the upstream gradient, no atomics."""
     _op = "conv_backward"
-    live(_op, kernel, input, grad_out, )
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live
+            and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
+        live(_op, kernel, input, grad_out)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
@@ -1546,22 +1751,26 @@ def conv_backward(kernel, input, grad_out, *, stride: object = 1, padding: objec
     try:
         dkernel_shape = S.conv_grad(kernel_s, input_s, grad_out_s, stride, padding)
         dbias_shape = S.conv_bias_shape(kernel_s)
-        dinput_shape = S.same(input_s)
+        dinput_shape = input_s
         _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding))
     except ShapeError as _e:
-        raise shape_error(_op, _e, kernel=kernel, input=input, grad_out=grad_out, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, kernel=kernel, input=input, grad_out=grad_out) from None
     dkernel = alloc(_op, dkernel_shape)
     dbias = alloc(_op, dbias_shape)
     dinput = alloc(_op, dinput_shape)
-    call(_op, _lib.tl_conv_backward(kernel.handle, input.handle, grad_out.handle, dkernel.handle, dbias.handle, dinput.handle, _a_geom, len(_a_geom)), [dkernel, dbias, dinput], _tmp)
+    _st = _lib.tl_conv_backward(kernel.handle, input.handle, grad_out.handle, dkernel.handle, dbias.handle, dinput.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dkernel, dbias, dinput], ())
     return dkernel, dbias, dinput
 
 
 def conv_transpose2d(kernel, bias, input, *, stride: object = 1, padding: object = 0):
     """2-D transposed convolution (output_padding 0) plus bias; kernel (C_in, C_out, kh, kw)."""
     _op = "conv_transpose2d"
-    live(_op, kernel, bias, input, )
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and bias.__class__ is AnyBuffer and bias.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live):
+        live(_op, kernel, bias, input)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
@@ -1571,17 +1780,21 @@ def conv_transpose2d(kernel, bias, input, *, stride: object = 1, padding: object
         y_shape = S.conv_transpose_out(kernel_s, bias_s, input_s, stride, padding, 2)
         _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding, 1))
     except ShapeError as _e:
-        raise shape_error(_op, _e, kernel=kernel, bias=bias, input=input, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, kernel=kernel, bias=bias, input=input) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_conv_transpose2d(kernel.handle, bias.handle, input.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_conv_transpose2d(kernel.handle, bias.handle, input.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def conv_transpose(kernel, bias, input, *, stride: object = 1, padding: object = 0):
     """N-D transposed convolution (1..8 spatial axes, output_padding 0) plus bias; kernel (C_in, C_out, k...)."""
     _op = "conv_transpose"
-    live(_op, kernel, bias, input, )
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and bias.__class__ is AnyBuffer and bias.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live):
+        live(_op, kernel, bias, input)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
@@ -1591,17 +1804,21 @@ def conv_transpose(kernel, bias, input, *, stride: object = 1, padding: object =
         y_shape = S.conv_transpose_out(kernel_s, bias_s, input_s, stride, padding)
         _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding, 1))
     except ShapeError as _e:
-        raise shape_error(_op, _e, kernel=kernel, bias=bias, input=input, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, kernel=kernel, bias=bias, input=input) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_conv_transpose(kernel.handle, bias.handle, input.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_conv_transpose(kernel.handle, bias.handle, input.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def conv_transpose_backward(kernel, input, grad_out, *, stride: object = 1, padding: object = 0):
     """Gradients of conv_transpose (dKernel, dBias, dInput), no atomics."""
     _op = "conv_transpose_backward"
-    live(_op, kernel, input, grad_out, )
+    if not (kernel.__class__ is AnyBuffer and kernel.buf.live
+            and input.__class__ is AnyBuffer and input.buf.live
+            and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
+        live(_op, kernel, input, grad_out)  # raises, naming the bad input
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
@@ -1610,22 +1827,24 @@ def conv_transpose_backward(kernel, input, grad_out, *, stride: object = 1, padd
     try:
         dkernel_shape = S.conv_grad(kernel_s, input_s, grad_out_s, stride, padding, 1)
         dbias_shape = S.conv_bias_shape(kernel_s, 1)
-        dinput_shape = S.same(input_s)
+        dinput_shape = input_s
         _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding, 1))
     except ShapeError as _e:
-        raise shape_error(_op, _e, kernel=kernel, input=input, grad_out=grad_out, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, kernel=kernel, input=input, grad_out=grad_out) from None
     dkernel = alloc(_op, dkernel_shape)
     dbias = alloc(_op, dbias_shape)
     dinput = alloc(_op, dinput_shape)
-    call(_op, _lib.tl_conv_transpose_backward(kernel.handle, input.handle, grad_out.handle, dkernel.handle, dbias.handle, dinput.handle, _a_geom, len(_a_geom)), [dkernel, dbias, dinput], _tmp)
+    _st = _lib.tl_conv_transpose_backward(kernel.handle, input.handle, grad_out.handle, dkernel.handle, dbias.handle, dinput.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dkernel, dbias, dinput], ())
     return dkernel, dbias, dinput
 
 
 def max_pool2d(input, *, kernel_size: object, stride: object = 1, padding: object = 0):
     """2-D max pooling; padding cells are -inf, the running best starts at -FLT_MAX, the first row-major max wins."""
     _op = "max_pool2d"
-    live(_op, input, )
+    if not (input.__class__ is AnyBuffer and input.buf.live):
+        live(_op, input)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1634,17 +1853,19 @@ def max_pool2d(input, *, kernel_size: object, stride: object = 1, padding: objec
         y_shape = S.pool_out(input_s, kernel_size, stride, padding, 2)
         _a_geom = i64s(S.pool_geom(input_s, kernel_size, stride, padding, 2))
     except ShapeError as _e:
-        raise shape_error(_op, _e, input=input, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, input=input) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_max_pool2d(input.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_max_pool2d(input.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def max_pool(input, *, kernel_size: object, stride: object = 1, padding: object = 0):
     """N-D max pooling (1..8 spatial axes; give kernel_size, stride or padding as a tuple to fix the rank)."""
     _op = "max_pool"
-    live(_op, input, )
+    if not (input.__class__ is AnyBuffer and input.buf.live):
+        live(_op, input)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1653,17 +1874,20 @@ def max_pool(input, *, kernel_size: object, stride: object = 1, padding: object 
         y_shape = S.pool_out(input_s, kernel_size, stride, padding)
         _a_geom = i64s(S.pool_geom(input_s, kernel_size, stride, padding))
     except ShapeError as _e:
-        raise shape_error(_op, _e, input=input, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, input=input) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_max_pool(input.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_max_pool(input.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def max_pool_backward(input, grad_out, *, kernel_size: object, stride: object = 1, padding: object = 0, rank: int = 0):
     """Input gradient of max pooling; each window's grad goes to its first row-major max."""
     _op = "max_pool_backward"
-    live(_op, input, grad_out, )
+    if not (input.__class__ is AnyBuffer and input.buf.live
+            and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
+        live(_op, input, grad_out)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1674,17 +1898,19 @@ def max_pool_backward(input, grad_out, *, kernel_size: object, stride: object = 
         dinput_shape = S.pool_grad(input_s, grad_out_s, kernel_size, stride, padding, rank)
         _a_geom = i64s(S.pool_geom(input_s, kernel_size, stride, padding, rank))
     except ShapeError as _e:
-        raise shape_error(_op, _e, input=input, grad_out=grad_out, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, input=input, grad_out=grad_out) from None
     dinput = alloc(_op, dinput_shape)
-    call(_op, _lib.tl_max_pool_backward(input.handle, grad_out.handle, dinput.handle, _a_geom, len(_a_geom)), [dinput], _tmp)
+    _st = _lib.tl_max_pool_backward(input.handle, grad_out.handle, dinput.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dinput], ())
     return dinput
 
 
 def avg_pool2d(input, *, kernel_size: object, stride: object = 1, padding: object = 0):
     """2-D average pooling with count_include_pad (divides by kh * kw; padding cells count as 0)."""
     _op = "avg_pool2d"
-    live(_op, input, )
+    if not (input.__class__ is AnyBuffer and input.buf.live):
+        live(_op, input)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1693,17 +1919,19 @@ def avg_pool2d(input, *, kernel_size: object, stride: object = 1, padding: objec
         y_shape = S.pool_out(input_s, kernel_size, stride, padding, 2)
         _a_geom = i64s(S.pool_geom(input_s, kernel_size, stride, padding, 2))
     except ShapeError as _e:
-        raise shape_error(_op, _e, input=input, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, input=input) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_avg_pool2d(input.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_avg_pool2d(input.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def avg_pool(input, *, kernel_size: object, stride: object = 1, padding: object = 0):
     """N-D average pooling with count_include_pad (1..8 spatial axes)."""
     _op = "avg_pool"
-    live(_op, input, )
+    if not (input.__class__ is AnyBuffer and input.buf.live):
+        live(_op, input)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1712,17 +1940,20 @@ def avg_pool(input, *, kernel_size: object, stride: object = 1, padding: object 
         y_shape = S.pool_out(input_s, kernel_size, stride, padding)
         _a_geom = i64s(S.pool_geom(input_s, kernel_size, stride, padding))
     except ShapeError as _e:
-        raise shape_error(_op, _e, input=input, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, input=input) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_avg_pool(input.handle, y.handle, _a_geom, len(_a_geom)), [y], _tmp)
+    _st = _lib.tl_avg_pool(input.handle, y.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def avg_pool_backward(input, grad_out, *, kernel_size: object, stride: object = 1, padding: object = 0, rank: int = 0):
     """Input gradient of average pooling (g / window size to every in-bounds cell); input is read for its shape only."""
     _op = "avg_pool_backward"
-    live(_op, input, grad_out, )
+    if not (input.__class__ is AnyBuffer and input.buf.live
+            and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
+        live(_op, input, grad_out)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     stride = attr(_op, "stride", stride, "ints", None)
     padding = attr(_op, "padding", padding, "ints", None)
@@ -1733,17 +1964,19 @@ def avg_pool_backward(input, grad_out, *, kernel_size: object, stride: object = 
         dinput_shape = S.pool_grad(input_s, grad_out_s, kernel_size, stride, padding, rank)
         _a_geom = i64s(S.pool_geom(input_s, kernel_size, stride, padding, rank))
     except ShapeError as _e:
-        raise shape_error(_op, _e, input=input, grad_out=grad_out, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, input=input, grad_out=grad_out) from None
     dinput = alloc(_op, dinput_shape)
-    call(_op, _lib.tl_avg_pool_backward(input.handle, grad_out.handle, dinput.handle, _a_geom, len(_a_geom)), [dinput], _tmp)
+    _st = _lib.tl_avg_pool_backward(input.handle, grad_out.handle, dinput.handle, _a_geom, len(_a_geom))
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dinput], ())
     return dinput
 
 
 def smooth_max_pool2d(input, *, kernel_size: object, beta: float, stride: object = 1, padding: object = 0):
     """2-D log-sum-exp pooling pivot + log(sum exp(beta (v - pivot))) / beta; padding cells are value 0 (no gradient)."""
     _op = "smooth_max_pool2d"
-    live(_op, input, )
+    if not (input.__class__ is AnyBuffer and input.buf.live):
+        live(_op, input)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     beta = attr(_op, "beta", beta, "float", "finite_nonzero")
     stride = attr(_op, "stride", stride, "ints", None)
@@ -1754,17 +1987,19 @@ def smooth_max_pool2d(input, *, kernel_size: object, beta: float, stride: object
         _a_geom = i64s(S.pool_geom(input_s, kernel_size, stride, padding, 2))
         _a_b = beta
     except ShapeError as _e:
-        raise shape_error(_op, _e, input=input, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, input=input) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_smooth_max_pool2d(input.handle, y.handle, _a_geom, len(_a_geom), _a_b), [y], _tmp)
+    _st = _lib.tl_smooth_max_pool2d(input.handle, y.handle, _a_geom, len(_a_geom), _a_b)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def smooth_max_pool(input, *, kernel_size: object, beta: float, stride: object = 1, padding: object = 0):
     """N-D log-sum-exp pooling (1..8 spatial axes); padding cells are value 0 and get no gradient."""
     _op = "smooth_max_pool"
-    live(_op, input, )
+    if not (input.__class__ is AnyBuffer and input.buf.live):
+        live(_op, input)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     beta = attr(_op, "beta", beta, "float", "finite_nonzero")
     stride = attr(_op, "stride", stride, "ints", None)
@@ -1775,17 +2010,20 @@ def smooth_max_pool(input, *, kernel_size: object, beta: float, stride: object =
         _a_geom = i64s(S.pool_geom(input_s, kernel_size, stride, padding))
         _a_b = beta
     except ShapeError as _e:
-        raise shape_error(_op, _e, input=input, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, input=input) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_smooth_max_pool(input.handle, y.handle, _a_geom, len(_a_geom), _a_b), [y], _tmp)
+    _st = _lib.tl_smooth_max_pool(input.handle, y.handle, _a_geom, len(_a_geom), _a_b)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
 def smooth_max_pool_backward(input, grad_out, *, kernel_size: object, beta: float, stride: object = 1, padding: object = 0, rank: int = 0):
     """Input gradient of smooth max pooling (softmax weights of each window; padding gets none)."""
     _op = "smooth_max_pool_backward"
-    live(_op, input, grad_out, )
+    if not (input.__class__ is AnyBuffer and input.buf.live
+            and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
+        live(_op, input, grad_out)  # raises, naming the bad input
     kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     beta = attr(_op, "beta", beta, "float", "finite_nonzero")
     stride = attr(_op, "stride", stride, "ints", None)
@@ -1798,73 +2036,86 @@ def smooth_max_pool_backward(input, grad_out, *, kernel_size: object, beta: floa
         _a_geom = i64s(S.pool_geom(input_s, kernel_size, stride, padding, rank))
         _a_b = beta
     except ShapeError as _e:
-        raise shape_error(_op, _e, input=input, grad_out=grad_out, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, input=input, grad_out=grad_out) from None
     dinput = alloc(_op, dinput_shape)
-    call(_op, _lib.tl_smooth_max_pool_backward(input.handle, grad_out.handle, dinput.handle, _a_geom, len(_a_geom), _a_b), [dinput], _tmp)
+    _st = _lib.tl_smooth_max_pool_backward(input.handle, grad_out.handle, dinput.handle, _a_geom, len(_a_geom), _a_b)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dinput], ())
     return dinput
 
 
 def layer_norm(x, gamma, beta, *, eps: float = 1e-06):
     """Layer normalisation over the last axis (leading axes folded into rows); biased variance, eps inside the sqrt, y = xhat * gamma + beta. Also returns the residuals xhat and inv_std (one per row)."""
     _op = "layer_norm"
-    live(_op, x, gamma, beta, )
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and gamma.__class__ is AnyBuffer and gamma.buf.live
+            and beta.__class__ is AnyBuffer and beta.buf.live):
+        live(_op, x, gamma, beta)  # raises, naming the bad input
     eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
     gamma_s = gamma.shape
     beta_s = beta.shape
     try:
         y_shape = S.ln_out(x_s, gamma_s, beta_s)
-        xhat_shape = S.same(x_s)
+        xhat_shape = x_s
         inv_std_shape = S.ln_stats(x_s)
         _a_rows = S.rows(x_s)
         _a_cols = S.cols(x_s)
         _a_eps = eps
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, gamma=gamma, beta=beta, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, gamma=gamma, beta=beta) from None
     y = alloc(_op, y_shape)
     xhat = alloc(_op, xhat_shape)
     inv_std = alloc(_op, inv_std_shape)
-    call(_op, _lib.tl_layer_norm(x.handle, gamma.handle, beta.handle, y.handle, xhat.handle, inv_std.handle, _a_rows, _a_cols, _a_eps), [y, xhat, inv_std], _tmp)
+    _st = _lib.tl_layer_norm(x.handle, gamma.handle, beta.handle, y.handle, xhat.handle, inv_std.handle, _a_rows, _a_cols, _a_eps)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y, xhat, inv_std], ())
     return y, xhat, inv_std
 
 
 def layer_norm_backward(g, xhat, inv_std, gamma):
     """Fused layer_norm backward; returns (dx, dgamma, dbeta). dgamma/dbeta are column sums over rows in a fixed order."""
     _op = "layer_norm_backward"
-    live(_op, g, xhat, inv_std, gamma, )
+    if not (g.__class__ is AnyBuffer and g.buf.live
+            and xhat.__class__ is AnyBuffer and xhat.buf.live
+            and inv_std.__class__ is AnyBuffer and inv_std.buf.live
+            and gamma.__class__ is AnyBuffer and gamma.buf.live):
+        live(_op, g, xhat, inv_std, gamma)  # raises, naming the bad input
     g_s = g.shape
     xhat_s = xhat.shape
     inv_std_s = inv_std.shape
     gamma_s = gamma.shape
     try:
-        dx_shape = S.same(g_s, xhat_s)
+        dx_shape = g_s if g_s == xhat_s else S.same(g_s, xhat_s)
         dgamma_shape = S.ln_param(g_s, gamma_s)
         dbeta_shape = S.ln_param(g_s, gamma_s)
         _a_rows = S.rows(g_s)
         _a_cols = S.cols(g_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, xhat=xhat, inv_std=inv_std, gamma=gamma, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g, xhat=xhat, inv_std=inv_std, gamma=gamma) from None
     dx = alloc(_op, dx_shape)
     dgamma = alloc(_op, dgamma_shape)
     dbeta = alloc(_op, dbeta_shape)
-    call(_op, _lib.tl_layer_norm_backward(g.handle, xhat.handle, inv_std.handle, gamma.handle, dx.handle, dgamma.handle, dbeta.handle, _a_rows, _a_cols), [dx, dgamma, dbeta], _tmp)
+    _st = _lib.tl_layer_norm_backward(g.handle, xhat.handle, inv_std.handle, gamma.handle, dx.handle, dgamma.handle, dbeta.handle, _a_rows, _a_cols)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx, dgamma, dbeta], ())
     return dx, dgamma, dbeta
 
 
 def batchnorm_channel_first(x, gamma, beta, *, eps: float = 1e-06):
     """Batch normalisation with training statistics per channel. x is (C, L), (C, H, W) or (N, C, H, W); statistics over every axis but C; biased variance, eps inside the sqrt. Residuals xhat, mean, var (biased) and inv_std (per channel)."""
     _op = "batchnorm_channel_first"
-    live(_op, x, gamma, beta, )
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and gamma.__class__ is AnyBuffer and gamma.buf.live
+            and beta.__class__ is AnyBuffer and beta.buf.live):
+        live(_op, x, gamma, beta)  # raises, naming the bad input
     eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
     gamma_s = gamma.shape
     beta_s = beta.shape
     try:
         y_shape = S.bn_out(x_s, gamma_s, beta_s)
-        xhat_shape = S.same(x_s)
+        xhat_shape = x_s
         mean_shape = S.bn_stats(x_s)
         var_shape = S.bn_stats(x_s)
         inv_std_shape = S.bn_stats(x_s)
@@ -1873,46 +2124,57 @@ def batchnorm_channel_first(x, gamma, beta, *, eps: float = 1e-06):
         _a_s = S.bn_s(x_s)
         _a_eps = eps
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, gamma=gamma, beta=beta, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, gamma=gamma, beta=beta) from None
     y = alloc(_op, y_shape)
     xhat = alloc(_op, xhat_shape)
     mean = alloc(_op, mean_shape)
     var = alloc(_op, var_shape)
     inv_std = alloc(_op, inv_std_shape)
-    call(_op, _lib.tl_batchnorm_channel_first(x.handle, gamma.handle, beta.handle, y.handle, xhat.handle, mean.handle, var.handle, inv_std.handle, _a_n, _a_c, _a_s, _a_eps), [y, xhat, mean, var, inv_std], _tmp)
+    _st = _lib.tl_batchnorm_channel_first(x.handle, gamma.handle, beta.handle, y.handle, xhat.handle, mean.handle, var.handle, inv_std.handle, _a_n, _a_c, _a_s, _a_eps)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y, xhat, mean, var, inv_std], ())
     return y, xhat, mean, var, inv_std
 
 
 def batchnorm_channel_first_backward(g, xhat, inv_std, gamma):
     """Fused batchnorm backward; returns (dx, dgamma, dbeta), per-channel sums in a fixed order."""
     _op = "batchnorm_channel_first_backward"
-    live(_op, g, xhat, inv_std, gamma, )
+    if not (g.__class__ is AnyBuffer and g.buf.live
+            and xhat.__class__ is AnyBuffer and xhat.buf.live
+            and inv_std.__class__ is AnyBuffer and inv_std.buf.live
+            and gamma.__class__ is AnyBuffer and gamma.buf.live):
+        live(_op, g, xhat, inv_std, gamma)  # raises, naming the bad input
     g_s = g.shape
     xhat_s = xhat.shape
     inv_std_s = inv_std.shape
     gamma_s = gamma.shape
     try:
-        dx_shape = S.same(g_s, xhat_s)
-        dgamma_shape = S.same(gamma_s)
-        dbeta_shape = S.same(gamma_s)
+        dx_shape = g_s if g_s == xhat_s else S.same(g_s, xhat_s)
+        dgamma_shape = gamma_s
+        dbeta_shape = gamma_s
         _a_n = S.bn_n(g_s)
         _a_c = S.bn_c(g_s)
         _a_s = S.bn_s(g_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, xhat=xhat, inv_std=inv_std, gamma=gamma, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g, xhat=xhat, inv_std=inv_std, gamma=gamma) from None
     dx = alloc(_op, dx_shape)
     dgamma = alloc(_op, dgamma_shape)
     dbeta = alloc(_op, dbeta_shape)
-    call(_op, _lib.tl_batchnorm_channel_first_backward(g.handle, xhat.handle, inv_std.handle, gamma.handle, dx.handle, dgamma.handle, dbeta.handle, _a_n, _a_c, _a_s), [dx, dgamma, dbeta], _tmp)
+    _st = _lib.tl_batchnorm_channel_first_backward(g.handle, xhat.handle, inv_std.handle, gamma.handle, dx.handle, dgamma.handle, dbeta.handle, _a_n, _a_c, _a_s)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx, dgamma, dbeta], ())
     return dx, dgamma, dbeta
 
 
 def multi_head_attention(wq, wk, wv, wo, x, *, num_heads: int, mask: object = None, use_flash: bool = True):
     """Multi-head self-attention y = concat_h(softmax(Q_h K_h^T / sqrt(hd)) V_h) @ wo with Q = x @ wq, K = x @ wk, V = x @ wv. x is (n, d_model) or (B, n, d_model); W* (d_model, H*hd), wo (H*hd, d_model). Optional boolean mask (n, n), True = may attend; blocked weights are exactly 0 and fully blocked rows give 0. use_flash selects the fused tiled core on CUDA. Residuals q, k, v, lse (per head and row) and attn (the pre-projection output)."""
     _op = "multi_head_attention"
-    live(_op, wq, wk, wv, wo, x, )
+    if not (wq.__class__ is AnyBuffer and wq.buf.live
+            and wk.__class__ is AnyBuffer and wk.buf.live
+            and wv.__class__ is AnyBuffer and wv.buf.live
+            and wo.__class__ is AnyBuffer and wo.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, wq, wk, wv, wo, x)  # raises, naming the bad input
     num_heads = attr(_op, "num_heads", num_heads, "int", None)
     mask = attr(_op, "mask", mask, "mask", None)
     use_flash = attr(_op, "use_flash", use_flash, "bool", None)
@@ -1936,7 +2198,7 @@ def multi_head_attention(wq, wk, wv, wo, x, *, num_heads: int, mask: object = No
         _a_has_mask = S.mha_flag(mask)
         _a_flash = S.mha_flag(use_flash)
     except ShapeError as _e:
-        raise shape_error(_op, _e, wq=wq, wk=wk, wv=wv, wo=wo, x=x, ) from None
+        raise shape_error(_op, _e, wq=wq, wk=wk, wv=wv, wo=wo, x=x) from None
     _tmp = []
     _m_mask = mask_buffer(_op, "mask", mask, _tmp)
     y = alloc(_op, y_shape)
@@ -1945,14 +2207,27 @@ def multi_head_attention(wq, wk, wv, wo, x, *, num_heads: int, mask: object = No
     v = alloc(_op, v_shape)
     lse = alloc(_op, lse_shape)
     attn = alloc(_op, attn_shape)
-    call(_op, _lib.tl_multi_head_attention(wq.handle, wk.handle, wv.handle, wo.handle, x.handle, _m_mask, y.handle, q.handle, k.handle, v.handle, lse.handle, attn.handle, _a_b, _a_n, _a_dm, _a_h, _a_hd, _a_has_mask, _a_flash), [y, q, k, v, lse, attn], _tmp)
+    _st = _lib.tl_multi_head_attention(wq.handle, wk.handle, wv.handle, wo.handle, x.handle, _m_mask, y.handle, q.handle, k.handle, v.handle, lse.handle, attn.handle, _a_b, _a_n, _a_dm, _a_h, _a_hd, _a_has_mask, _a_flash)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [y, q, k, v, lse, attn], _tmp)
     return y, q, k, v, lse, attn
 
 
 def multi_head_attention_backward(g, wq, wk, wv, wo, x, q, k, v, lse, attn, *, num_heads: int, mask: object = None, use_flash: bool = True):
     """Fused multi_head_attention backward from the forward residuals; returns (dwq, dwk, dwv, dwo, dx). Deterministic (no atomics)."""
     _op = "multi_head_attention_backward"
-    live(_op, g, wq, wk, wv, wo, x, q, k, v, lse, attn, )
+    if not (g.__class__ is AnyBuffer and g.buf.live
+            and wq.__class__ is AnyBuffer and wq.buf.live
+            and wk.__class__ is AnyBuffer and wk.buf.live
+            and wv.__class__ is AnyBuffer and wv.buf.live
+            and wo.__class__ is AnyBuffer and wo.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live
+            and q.__class__ is AnyBuffer and q.buf.live
+            and k.__class__ is AnyBuffer and k.buf.live
+            and v.__class__ is AnyBuffer and v.buf.live
+            and lse.__class__ is AnyBuffer and lse.buf.live
+            and attn.__class__ is AnyBuffer and attn.buf.live):
+        live(_op, g, wq, wk, wv, wo, x, q, k, v, lse, attn)  # raises, naming the bad input
     num_heads = attr(_op, "num_heads", num_heads, "int", None)
     mask = attr(_op, "mask", mask, "mask", None)
     use_flash = attr(_op, "use_flash", use_flash, "bool", None)
@@ -1968,11 +2243,11 @@ def multi_head_attention_backward(g, wq, wk, wv, wo, x, q, k, v, lse, attn, *, n
     lse_s = lse.shape
     attn_s = attn.shape
     try:
-        dwq_shape = S.same(wq_s)
-        dwk_shape = S.same(wk_s)
-        dwv_shape = S.same(wv_s)
-        dwo_shape = S.same(wo_s)
-        dx_shape = S.same(x_s, g_s)
+        dwq_shape = wq_s
+        dwk_shape = wk_s
+        dwv_shape = wv_s
+        dwo_shape = wo_s
+        dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
         _a_b = S.mha_b(x_s)
         _a_n = S.mha_n(x_s)
         _a_dm = S.mha_dm(x_s)
@@ -1981,7 +2256,7 @@ def multi_head_attention_backward(g, wq, wk, wv, wo, x, q, k, v, lse, attn, *, n
         _a_has_mask = S.mha_flag(mask)
         _a_flash = S.mha_flag(use_flash)
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, wq=wq, wk=wk, wv=wv, wo=wo, x=x, q=q, k=k, v=v, lse=lse, attn=attn, ) from None
+        raise shape_error(_op, _e, g=g, wq=wq, wk=wk, wv=wv, wo=wo, x=x, q=q, k=k, v=v, lse=lse, attn=attn) from None
     _tmp = []
     _m_mask = mask_buffer(_op, "mask", mask, _tmp)
     dwq = alloc(_op, dwq_shape)
@@ -1989,7 +2264,9 @@ def multi_head_attention_backward(g, wq, wk, wv, wo, x, q, k, v, lse, attn, *, n
     dwv = alloc(_op, dwv_shape)
     dwo = alloc(_op, dwo_shape)
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_multi_head_attention_backward(g.handle, wq.handle, wk.handle, wv.handle, wo.handle, x.handle, q.handle, k.handle, v.handle, lse.handle, attn.handle, _m_mask, dwq.handle, dwk.handle, dwv.handle, dwo.handle, dx.handle, _a_b, _a_n, _a_dm, _a_h, _a_hd, _a_has_mask, _a_flash), [dwq, dwk, dwv, dwo, dx], _tmp)
+    _st = _lib.tl_multi_head_attention_backward(g.handle, wq.handle, wk.handle, wv.handle, wo.handle, x.handle, q.handle, k.handle, v.handle, lse.handle, attn.handle, _m_mask, dwq.handle, dwk.handle, dwv.handle, dwo.handle, dx.handle, _a_b, _a_n, _a_dm, _a_h, _a_hd, _a_has_mask, _a_flash)
+    if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
+        call(_op, _st, [dwq, dwk, dwv, dwo, dx], _tmp)
     return dwq, dwk, dwv, dwo, dx
 
 
@@ -1998,17 +2275,19 @@ def rfft(x):
     Y_k = sum_t x_t exp(-2 pi i k t / n) for k = 0..n/2, packed as [re, im] pairs, so
     x (..., n) gives (..., n//2 + 1, 2)."""
     _op = "rfft"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     x_s = x.shape
     try:
         y_shape = S.rfft(x_s)
         _a_batch = S.rows(x_s)
         _a_n = S.cols(x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_rfft(x.handle, y.handle, _a_batch, _a_n), [y], _tmp)
+    _st = _lib.tl_rfft(x.handle, y.handle, _a_batch, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
@@ -2016,7 +2295,8 @@ def rfft_backward(g, *, n: int):
     """Adjoint of rfft: dx_t = sum_k (g_re_k cos(2 pi k t / n) - g_im_k sin(2 pi k t / n)) over
     every bin (= n * irfft(g / w), w = 1 at DC/Nyquist, else 2); g (..., n//2 + 1, 2) -> (..., n)."""
     _op = "rfft_backward"
-    live(_op, g, )
+    if not (g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, g)  # raises, naming the bad input
     n = attr(_op, "n", n, "int", "positive")
     g_s = g.shape
     try:
@@ -2024,10 +2304,11 @@ def rfft_backward(g, *, n: int):
         _a_batch = S.spectrum_rows(g_s)
         _a_n = n
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_rfft_backward(g.handle, dx.handle, _a_batch, _a_n), [dx], _tmp)
+    _st = _lib.tl_rfft_backward(g.handle, dx.handle, _a_batch, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
@@ -2035,7 +2316,8 @@ def irfft(x, *, n: int):
     """Inverse real DFT over the packed spectrum (..., n//2 + 1, 2) -> (..., n), normalised by
     1/n; the imaginary parts of the DC bin and (n even) the Nyquist bin are ignored."""
     _op = "irfft"
-    live(_op, x, )
+    if not (x.__class__ is AnyBuffer and x.buf.live):
+        live(_op, x)  # raises, naming the bad input
     n = attr(_op, "n", n, "int", "positive")
     x_s = x.shape
     try:
@@ -2043,10 +2325,11 @@ def irfft(x, *, n: int):
         _a_batch = S.spectrum_rows(x_s)
         _a_n = n
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_irfft(x.handle, y.handle, _a_batch, _a_n), [y], _tmp)
+    _st = _lib.tl_irfft(x.handle, y.handle, _a_batch, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
@@ -2054,17 +2337,19 @@ def irfft_backward(g):
     """Adjoint of irfft: (w_k / n) * rfft(g)_k with w = 1 at DC/Nyquist, else 2, and zero
     imaginary parts at DC/Nyquist; g (..., n) -> (..., n//2 + 1, 2)."""
     _op = "irfft_backward"
-    live(_op, g, )
+    if not (g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, g)  # raises, naming the bad input
     g_s = g.shape
     try:
         dx_shape = S.rfft(g_s)
         _a_batch = S.rows(g_s)
         _a_n = S.cols(g_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, g=g) from None
     dx = alloc(_op, dx_shape)
-    call(_op, _lib.tl_irfft_backward(g.handle, dx.handle, _a_batch, _a_n), [dx], _tmp)
+    _st = _lib.tl_irfft_backward(g.handle, dx.handle, _a_batch, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx], ())
     return dx
 
 
@@ -2074,7 +2359,10 @@ def spectral_conv1d_rfft(x, w_re, w_im):
     x (grid, width) or (B, grid, width); weights (modes, width, width) laid out (mode, in,
     out), shared by the batch; requires 1 <= modes <= grid//2 + 1."""
     _op = "spectral_conv1d_rfft"
-    live(_op, x, w_re, w_im, )
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and w_re.__class__ is AnyBuffer and w_re.buf.live
+            and w_im.__class__ is AnyBuffer and w_im.buf.live):
+        live(_op, x, w_re, w_im)  # raises, naming the bad input
     x_s = x.shape
     w_re_s = w_re.shape
     w_im_s = w_im.shape
@@ -2085,10 +2373,11 @@ def spectral_conv1d_rfft(x, w_re, w_im):
         _a_width = S.spectral_width(x_s)
         _a_modes = S.spectral_modes(w_re_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, w_re=w_re, w_im=w_im, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, w_re=w_re, w_im=w_im) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_spectral_conv1d_rfft(x.handle, w_re.handle, w_im.handle, y.handle, _a_batch, _a_grid, _a_width, _a_modes), [y], _tmp)
+    _st = _lib.tl_spectral_conv1d_rfft(x.handle, w_re.handle, w_im.handle, y.handle, _a_batch, _a_grid, _a_width, _a_modes)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
@@ -2097,26 +2386,31 @@ def spectral_conv1d_rfft_backward(x, w_re, w_im, g):
     imaginary DC/Nyquist parts 0); dw_re + i dw_im = sum over the batch of conj(X) dZ;
     dx = rfft adjoint of dZ conj(W) over the retained modes."""
     _op = "spectral_conv1d_rfft_backward"
-    live(_op, x, w_re, w_im, g, )
+    if not (x.__class__ is AnyBuffer and x.buf.live
+            and w_re.__class__ is AnyBuffer and w_re.buf.live
+            and w_im.__class__ is AnyBuffer and w_im.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, x, w_re, w_im, g)  # raises, naming the bad input
     x_s = x.shape
     w_re_s = w_re.shape
     w_im_s = w_im.shape
     g_s = g.shape
     try:
         dx_shape = S.same(S.spectral_conv1d(x_s, w_re_s, w_im_s), g_s)
-        dw_re_shape = S.same(w_re_s)
-        dw_im_shape = S.same(w_im_s)
+        dw_re_shape = w_re_s
+        dw_im_shape = w_im_s
         _a_batch = S.spectral_batch(x_s)
         _a_grid = S.spectral_grid(x_s)
         _a_width = S.spectral_width(x_s)
         _a_modes = S.spectral_modes(w_re_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, x=x, w_re=w_re, w_im=w_im, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, x=x, w_re=w_re, w_im=w_im, g=g) from None
     dx = alloc(_op, dx_shape)
     dw_re = alloc(_op, dw_re_shape)
     dw_im = alloc(_op, dw_im_shape)
-    call(_op, _lib.tl_spectral_conv1d_rfft_backward(x.handle, w_re.handle, w_im.handle, g.handle, dx.handle, dw_re.handle, dw_im.handle, _a_batch, _a_grid, _a_width, _a_modes), [dx, dw_re, dw_im], _tmp)
+    _st = _lib.tl_spectral_conv1d_rfft_backward(x.handle, w_re.handle, w_im.handle, g.handle, dx.handle, dw_re.handle, dw_im.handle, _a_batch, _a_grid, _a_width, _a_modes)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [dx, dw_re, dw_im], ())
     return dx, dw_re, dw_im
 
 
@@ -2126,7 +2420,11 @@ def selective_scan(a, b, x, h0):
     (fixed coefficients), (T, D) (token-dependent, shared by the batch) or, batched only,
     (B, T, D) (per sample). The output has x's shape."""
     _op = "selective_scan"
-    live(_op, a, b, x, h0, )
+    if not (a.__class__ is AnyBuffer and a.buf.live
+            and b.__class__ is AnyBuffer and b.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live
+            and h0.__class__ is AnyBuffer and h0.buf.live):
+        live(_op, a, b, x, h0)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     x_s = x.shape
@@ -2139,10 +2437,11 @@ def selective_scan(a, b, x, h0):
         _a_a_mode = S.scan_mode(a_s, x_s)
         _a_b_mode = S.scan_mode(b_s, x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, x=x, h0=h0, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b, x=x, h0=h0) from None
     y = alloc(_op, y_shape)
-    call(_op, _lib.tl_selective_scan(a.handle, b.handle, x.handle, h0.handle, y.handle, _a_batch, _a_steps, _a_width, _a_a_mode, _a_b_mode), [y], _tmp)
+    _st = _lib.tl_selective_scan(a.handle, b.handle, x.handle, h0.handle, y.handle, _a_batch, _a_steps, _a_width, _a_a_mode, _a_b_mode)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [y], ())
     return y
 
 
@@ -2151,7 +2450,13 @@ def selective_scan_backward(a, b, x, h0, h, g):
     da_t = g_t h_{t-1}; db_t = g_t x_t; dx_t = g_t b_t; dh0 = a_0 g_0; coefficient gradients
     are summed over the axes the coefficient was shared along (time for (D,), batch)."""
     _op = "selective_scan_backward"
-    live(_op, a, b, x, h0, h, g, )
+    if not (a.__class__ is AnyBuffer and a.buf.live
+            and b.__class__ is AnyBuffer and b.buf.live
+            and x.__class__ is AnyBuffer and x.buf.live
+            and h0.__class__ is AnyBuffer and h0.buf.live
+            and h.__class__ is AnyBuffer and h.buf.live
+            and g.__class__ is AnyBuffer and g.buf.live):
+        live(_op, a, b, x, h0, h, g)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
     x_s = x.shape
@@ -2159,23 +2464,24 @@ def selective_scan_backward(a, b, x, h0, h, g):
     h_s = h.shape
     g_s = g.shape
     try:
-        da_shape = S.same(a_s)
-        db_shape = S.same(b_s)
+        da_shape = a_s
+        db_shape = b_s
         dx_shape = S.same(S.selective_scan(a_s, b_s, x_s, h0_s), h_s, g_s)
-        dh0_shape = S.same(h0_s)
+        dh0_shape = h0_s
         _a_batch = S.scan_batch(x_s)
         _a_steps = S.scan_steps(x_s)
         _a_width = S.scan_width(x_s)
         _a_a_mode = S.scan_mode(a_s, x_s)
         _a_b_mode = S.scan_mode(b_s, x_s)
     except ShapeError as _e:
-        raise shape_error(_op, _e, a=a, b=b, x=x, h0=h0, h=h, g=g, ) from None
-    _tmp = []
+        raise shape_error(_op, _e, a=a, b=b, x=x, h0=h0, h=h, g=g) from None
     da = alloc(_op, da_shape)
     db = alloc(_op, db_shape)
     dx = alloc(_op, dx_shape)
     dh0 = alloc(_op, dh0_shape)
-    call(_op, _lib.tl_selective_scan_backward(a.handle, b.handle, x.handle, h0.handle, h.handle, g.handle, da.handle, db.handle, dx.handle, dh0.handle, _a_batch, _a_steps, _a_width, _a_a_mode, _a_b_mode), [da, db, dx, dh0], _tmp)
+    _st = _lib.tl_selective_scan_backward(a.handle, b.handle, x.handle, h0.handle, h.handle, g.handle, da.handle, db.handle, dx.handle, dh0.handle, _a_batch, _a_steps, _a_width, _a_a_mode, _a_b_mode)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [da, db, dx, dh0], ())
     return da, db, dx, dh0
 
 
@@ -2194,9 +2500,10 @@ def dgemm(*, a: object, b: object):
         _a_k = S.shape(a)[1]
         _a_n = S.shape(b)[1]
     except ShapeError as _e:
-        raise shape_error(_op, _e, ) from None
-    _tmp = []
-    call(_op, _lib.tl_dgemm(f64_ptr(_a_a_data), _a_a_data.size, f64_ptr(_a_b_data), _a_b_data.size, f64_ptr(_a_c), _a_c.size, _a_m, _a_k, _a_n), [], _tmp)
+        raise shape_error(_op, _e) from None
+    _st = _lib.tl_dgemm(f64_ptr(_a_a_data), _a_a_data.size, f64_ptr(_a_b_data), _a_b_data.size, f64_ptr(_a_c), _a_c.size, _a_m, _a_k, _a_n)
+    if _st:  # release the outputs and raise
+        call(_op, _st, [], ())
     return _a_c
 
 

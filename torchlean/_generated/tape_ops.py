@@ -749,899 +749,438 @@ class TapeOps:
         """Elementwise a + b with NumPy broadcasting."""
         _a = self._input("add", a)
         _b = self._input("add", b)
-        _r = _ops.add(_a, _b, )
-        _out, _res = _r, {}
-        return self._record(
-            "add", _out, (a, b, ),
-            _vjp_add,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=True)
+        _out = _ops.add(_a, _b)
+        return self._record("add", _out, (a, b), _vjp_add, {}, True)
 
     def mul(self, a: int, b: int) -> int:
         """Elementwise a * b with NumPy broadcasting."""
         _a = self._input("mul", a)
         _b = self._input("mul", b)
-        _r = _ops.mul(_a, _b, )
-        _out, _res = _r, {}
-        return self._record(
-            "mul", _out, (a, b, ),
-            _vjp_mul,
-            inputs={"a": _a, "b": _b, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=True)
+        _out = _ops.mul(_a, _b)
+        return self._record("mul", _out, (a, b), _vjp_mul, {"a": _a, "b": _b}, True)
 
     def relu(self, x: int) -> int:
         """Elementwise max(x, 0); the derivative is 1 only where x > 0."""
         _x = self._input("relu", x)
-        _r = _ops.relu(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "relu", _out, (x, ),
-            _vjp_relu,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.relu(_x)
+        return self._record("relu", _out, (x,), _vjp_relu, {"x": _x}, False)
 
     def sub(self, a: int, b: int) -> int:
         """Elementwise a - b with NumPy broadcasting."""
         _a = self._input("sub", a)
         _b = self._input("sub", b)
-        _r = _ops.sub(_a, _b, )
-        _out, _res = _r, {}
-        return self._record(
-            "sub", _out, (a, b, ),
-            _vjp_sub,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=True)
+        _out = _ops.sub(_a, _b)
+        return self._record("sub", _out, (a, b), _vjp_sub, {}, True)
 
     def div(self, a: int, b: int) -> int:
         """Elementwise a / b with NumPy broadcasting."""
         _a = self._input("div", a)
         _b = self._input("div", b)
-        _r = _ops.div(_a, _b, )
-        _out, _res = _r, {}
-        return self._record(
-            "div", _out, (a, b, ),
-            _vjp_div,
-            inputs={"b": _b, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary="y",
-            broadcast=True)
+        _out = _ops.div(_a, _b)
+        return self._record("div", _out, (a, b), _vjp_div, {"b": _b, "y": _out}, True)
 
     def maximum(self, a: int, b: int) -> int:
         """Elementwise max(a, b) with NumPy broadcasting; ties split the gradient 0.5/0.5."""
         _a = self._input("maximum", a)
         _b = self._input("maximum", b)
-        _r = _ops.maximum(_a, _b, )
-        _out, _res = _r, {}
-        return self._record(
-            "maximum", _out, (a, b, ),
-            _vjp_maximum,
-            inputs={"a": _a, "b": _b, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=True)
+        _out = _ops.maximum(_a, _b)
+        return self._record("maximum", _out, (a, b), _vjp_maximum, {"a": _a, "b": _b}, True)
 
     def minimum(self, a: int, b: int) -> int:
         """Elementwise min(a, b) with NumPy broadcasting; ties split the gradient 0.5/0.5."""
         _a = self._input("minimum", a)
         _b = self._input("minimum", b)
-        _r = _ops.minimum(_a, _b, )
-        _out, _res = _r, {}
-        return self._record(
-            "minimum", _out, (a, b, ),
-            _vjp_minimum,
-            inputs={"a": _a, "b": _b, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=True)
+        _out = _ops.minimum(_a, _b)
+        return self._record("minimum", _out, (a, b), _vjp_minimum, {"a": _a, "b": _b}, True)
 
     def scale(self, x: int, *, c: float) -> int:
         """Elementwise c * x."""
         _x = self._input("scale", x)
-        _r = _ops.scale(_x, c=c, )
-        _out, _res = _r, {}
-        return self._record(
-            "scale", _out, (x, ),
-            _vjp_scale,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={"c": c, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.scale(_x, c=c)
+        return self._record("scale", _out, (x,), _vjp_scale, {"c": c}, False)
 
     def axpy(self, a: int, b: int, *, c: float) -> int:
         """Elementwise a + c * b with NumPy broadcasting."""
         _a = self._input("axpy", a)
         _b = self._input("axpy", b)
-        _r = _ops.axpy(_a, _b, c=c, )
-        _out, _res = _r, {}
-        return self._record(
-            "axpy", _out, (a, b, ),
-            _vjp_axpy,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={"c": c, },
-            primary=None,
-            broadcast=True)
+        _out = _ops.axpy(_a, _b, c=c)
+        return self._record("axpy", _out, (a, b), _vjp_axpy, {"c": c}, True)
 
     def abs(self, x: int) -> int:
         """Elementwise |x|; the derivative uses sign(0) = 0."""
         _x = self._input("abs", x)
-        _r = _ops.abs(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "abs", _out, (x, ),
-            _vjp_abs,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.abs(_x)
+        return self._record("abs", _out, (x,), _vjp_abs, {"x": _x}, False)
 
     def sqrt(self, x: int) -> int:
         """Elementwise sqrt(x) (NaN for x < 0); the derivative is 0 for x <= 0."""
         _x = self._input("sqrt", x)
-        _r = _ops.sqrt(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "sqrt", _out, (x, ),
-            _vjp_sqrt,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.sqrt(_x)
+        return self._record("sqrt", _out, (x,), _vjp_sqrt, {"x": _x}, False)
 
     def reciprocal(self, x: int) -> int:
         """Elementwise 1 / x."""
         _x = self._input("reciprocal", x)
-        _r = _ops.reciprocal(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "reciprocal", _out, (x, ),
-            _vjp_reciprocal,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary="y",
-            broadcast=False)
+        _out = _ops.reciprocal(_x)
+        return self._record("reciprocal", _out, (x,), _vjp_reciprocal, {"y": _out}, False)
 
     def exp(self, x: int) -> int:
         """Elementwise e^x."""
         _x = self._input("exp", x)
-        _r = _ops.exp(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "exp", _out, (x, ),
-            _vjp_exp,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary="y",
-            broadcast=False)
+        _out = _ops.exp(_x)
+        return self._record("exp", _out, (x,), _vjp_exp, {"y": _out}, False)
 
     def log(self, x: int) -> int:
         """Elementwise natural log (NaN for x < 0, -inf at 0)."""
         _x = self._input("log", x)
-        _r = _ops.log(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "log", _out, (x, ),
-            _vjp_log,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.log(_x)
+        return self._record("log", _out, (x,), _vjp_log, {"x": _x}, False)
 
     def gelu(self, x: int) -> int:
         """GELU, tanh form 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))."""
         _x = self._input("gelu", x)
-        _r = _ops.gelu(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "gelu", _out, (x, ),
-            _vjp_gelu,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.gelu(_x)
+        return self._record("gelu", _out, (x,), _vjp_gelu, {"x": _x}, False)
 
     def sigmoid(self, x: int) -> int:
         """Elementwise 1 / (1 + e^-x), overflow-safe."""
         _x = self._input("sigmoid", x)
-        _r = _ops.sigmoid(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "sigmoid", _out, (x, ),
-            _vjp_sigmoid,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary="y",
-            broadcast=False)
+        _out = _ops.sigmoid(_x)
+        return self._record("sigmoid", _out, (x,), _vjp_sigmoid, {"y": _out}, False)
 
     def tanh(self, x: int) -> int:
         """Elementwise tanh(x)."""
         _x = self._input("tanh", x)
-        _r = _ops.tanh(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "tanh", _out, (x, ),
-            _vjp_tanh,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary="y",
-            broadcast=False)
+        _out = _ops.tanh(_x)
+        return self._record("tanh", _out, (x,), _vjp_tanh, {"y": _out}, False)
 
     def softplus(self, x: int) -> int:
         """Elementwise log(1 + e^x), overflow-safe."""
         _x = self._input("softplus", x)
-        _r = _ops.softplus(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "softplus", _out, (x, ),
-            _vjp_softplus,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.softplus(_x)
+        return self._record("softplus", _out, (x,), _vjp_softplus, {"x": _x}, False)
 
     def safe_log(self, x: int, *, eps: float = 1e-06) -> int:
         """log(softplus(x) + eps), finite for every finite x."""
         _x = self._input("safe_log", x)
-        _r = _ops.safe_log(_x, eps=eps, )
-        _out, _res = _r, {}
-        return self._record(
-            "safe_log", _out, (x, ),
-            _vjp_safe_log,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"eps": eps, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.safe_log(_x, eps=eps)
+        return self._record("safe_log", _out, (x,), _vjp_safe_log, {"x": _x, "eps": eps}, False)
 
     def clamp(self, x: int, *, lo: float, hi: float) -> int:
         """Elementwise min(max(x, lo), hi); the derivative is 1 strictly inside (lo, hi)."""
         _x = self._input("clamp", x)
-        _r = _ops.clamp(_x, lo=lo, hi=hi, )
-        _out, _res = _r, {}
-        return self._record(
-            "clamp", _out, (x, ),
-            _vjp_clamp,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"lo": lo, "hi": hi, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.clamp(_x, lo=lo, hi=hi)
+        return self._record("clamp", _out, (x,), _vjp_clamp, {"x": _x, "lo": lo, "hi": hi}, False)
 
     def broadcast_to(self, x: int, *, shape: tuple) -> int:
         """Broadcast x to `shape` with NumPy rules (size-1 and missing leading axes repeat)."""
         _x = self._input("broadcast_to", x)
-        _r = _ops.broadcast_to(_x, shape=shape, )
-        _out, _res = _r, {}
-        return self._record(
-            "broadcast_to", _out, (x, ),
-            _vjp_broadcast_to,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"shape": shape, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.broadcast_to(_x, shape=shape)
+        return self._record("broadcast_to", _out, (x,), _vjp_broadcast_to,
+                            {"x": _x, "shape": shape}, False)
 
     def sum_to(self, x: int, *, shape: tuple) -> int:
         """Sum x over the axes broadcast_to(shape) expanded; the adjoint of broadcast_to."""
         _x = self._input("sum_to", x)
-        _r = _ops.sum_to(_x, shape=shape, )
-        _out, _res = _r, {}
-        return self._record(
-            "sum_to", _out, (x, ),
-            _vjp_sum_to,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"shape": shape, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.sum_to(_x, shape=shape)
+        return self._record("sum_to", _out, (x,), _vjp_sum_to, {"x": _x, "shape": shape}, False)
 
     def sum(self, x: int) -> int:
         """Sum of all elements (a 0-d result)."""
         _x = self._input("sum", x)
-        _r = _ops.sum(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "sum", _out, (x, ),
-            _vjp_sum,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.sum(_x)
+        return self._record("sum", _out, (x,), _vjp_sum, {"x": _x}, False)
 
     def reshape(self, x: int, *, shape: tuple) -> int:
         """The same elements under a new shape (one -1 allowed); no copy, the result aliases x."""
         _x = self._input("reshape", x)
-        _r = _ops.reshape(_x, shape=shape, )
-        _out, _res = _r, {}
-        return self._record(
-            "reshape", _out, (x, ),
-            _vjp_reshape,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"shape": shape, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.reshape(_x, shape=shape)
+        return self._record("reshape", _out, (x,), _vjp_reshape, {"x": _x, "shape": shape}, False)
 
     def reduce_sum(self, x: int, *, axis: int) -> int:
         """Sum over `axis` (negative counts from the end); the axis is dropped. An empty axis sums to 0."""
         _x = self._input("reduce_sum", x)
-        _r = _ops.reduce_sum(_x, axis=axis, )
-        _out, _res = _r, {}
-        return self._record(
-            "reduce_sum", _out, (x, ),
-            _vjp_reduce_sum,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"axis": axis, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.reduce_sum(_x, axis=axis)
+        return self._record("reduce_sum", _out, (x,), _vjp_reduce_sum, {"x": _x, "axis": axis},
+                            False)
 
     def reduce_mean(self, x: int, *, axis: int) -> int:
         """Mean over `axis` (the sum times 1.0f/(float)len); the axis is dropped. An empty axis gives NaN."""
         _x = self._input("reduce_mean", x)
-        _r = _ops.reduce_mean(_x, axis=axis, )
-        _out, _res = _r, {}
-        return self._record(
-            "reduce_mean", _out, (x, ),
-            _vjp_reduce_mean,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"axis": axis, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.reduce_mean(_x, axis=axis)
+        return self._record("reduce_mean", _out, (x,), _vjp_reduce_mean, {"x": _x, "axis": axis},
+                            False)
 
     def reduce_max(self, x: int, *, axis: int) -> int:
         """Maximum over `axis` (dropped); an empty axis gives 0, NaN propagates. The VJP splits the gradient equally among the entries equal to the maximum (ties share, like maximum's 0.5/0.5)."""
         _x = self._input("reduce_max", x)
-        _r = _ops.reduce_max(_x, axis=axis, )
-        _out, _res = _r, {}
-        return self._record(
-            "reduce_max", _out, (x, ),
-            _vjp_reduce_max,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"axis": axis, },
-            primary="y",
-            broadcast=False)
+        _out = _ops.reduce_max(_x, axis=axis)
+        return self._record("reduce_max", _out, (x,), _vjp_reduce_max,
+                            {"x": _x, "axis": axis, "y": _out}, False)
 
     def flatten(self, x: int) -> int:
         """The same elements as one axis of numel(x); no copy, the result aliases x."""
         _x = self._input("flatten", x)
-        _r = _ops.flatten(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "flatten", _out, (x, ),
-            _vjp_flatten,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.flatten(_x)
+        return self._record("flatten", _out, (x,), _vjp_flatten, {"x": _x}, False)
 
     def transpose2d(self, x: int) -> int:
         """(m, n) -> (n, m)."""
         _x = self._input("transpose2d", x)
-        _r = _ops.transpose2d(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "transpose2d", _out, (x, ),
-            _vjp_transpose2d,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.transpose2d(_x)
+        return self._record("transpose2d", _out, (x,), _vjp_transpose2d, {}, False)
 
     def swap_adjacent(self, x: int, *, depth: int) -> int:
         """Swap axes depth and depth+1; an identity copy when depth+1 >= rank."""
         _x = self._input("swap_adjacent", x)
-        _r = _ops.swap_adjacent(_x, depth=depth, )
-        _out, _res = _r, {}
-        return self._record(
-            "swap_adjacent", _out, (x, ),
-            _vjp_swap_adjacent,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={"depth": depth, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.swap_adjacent(_x, depth=depth)
+        return self._record("swap_adjacent", _out, (x,), _vjp_swap_adjacent, {"depth": depth},
+                            False)
 
     def permute3d_bca(self, x: int) -> int:
         """(a, b, c) -> (b, c, a)."""
         _x = self._input("permute3d_bca", x)
-        _r = _ops.permute3d_bca(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "permute3d_bca", _out, (x, ),
-            _vjp_permute3d_bca,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.permute3d_bca(_x)
+        return self._record("permute3d_bca", _out, (x,), _vjp_permute3d_bca, {}, False)
 
     def permute3d_cab(self, x: int) -> int:
         """(a, b, c) -> (c, a, b)."""
         _x = self._input("permute3d_cab", x)
-        _r = _ops.permute3d_cab(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "permute3d_cab", _out, (x, ),
-            _vjp_permute3d_cab,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.permute3d_cab(_x)
+        return self._record("permute3d_cab", _out, (x,), _vjp_permute3d_cab, {}, False)
 
     def swap_last2(self, x: int) -> int:
         """(a, b, c) -> (a, c, b)."""
         _x = self._input("swap_last2", x)
-        _r = _ops.swap_last2(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "swap_last2", _out, (x, ),
-            _vjp_swap_last2,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.swap_last2(_x)
+        return self._record("swap_last2", _out, (x,), _vjp_swap_last2, {}, False)
 
     def softmax(self, x: int) -> int:
         """Softmax over the last axis (max-shifted); leading axes are folded into rows."""
         _x = self._input("softmax", x)
-        _r = _ops.softmax(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "softmax", _out, (x, ),
-            _vjp_softmax,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary="y",
-            broadcast=False)
+        _out = _ops.softmax(_x)
+        return self._record("softmax", _out, (x,), _vjp_softmax, {"y": _out}, False)
 
     def log_softmax(self, x: int) -> int:
         """(x - rowmax) - log(sum exp(x - rowmax)) over the last axis; leading axes folded into rows."""
         _x = self._input("log_softmax", x)
-        _r = _ops.log_softmax(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "log_softmax", _out, (x, ),
-            _vjp_log_softmax,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary="y",
-            broadcast=False)
+        _out = _ops.log_softmax(_x)
+        return self._record("log_softmax", _out, (x,), _vjp_log_softmax, {"y": _out}, False)
 
     def masked_softmax(self, x: int, *, mask: object) -> int:
         """Softmax over the last axis restricted to entries where `mask` is true (mask shaped like x, or like x's last two axes for attention); blocked entries are exactly 0, fully blocked rows all 0."""
         _x = self._input("masked_softmax", x)
-        _r = _ops.masked_softmax(_x, mask=mask, )
-        _out, _res = _r, {}
-        return self._record(
-            "masked_softmax", _out, (x, ),
-            _vjp_masked_softmax,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary="y",
-            broadcast=False)
+        _out = _ops.masked_softmax(_x, mask=mask)
+        return self._record("masked_softmax", _out, (x,), _vjp_masked_softmax, {"y": _out}, False)
 
     def matmul(self, a: int, b: int) -> int:
         """2-D matrix product a (m, n) @ b (n, p)."""
         _a = self._input("matmul", a)
         _b = self._input("matmul", b)
-        _r = _ops.matmul(_a, _b, )
-        _out, _res = _r, {}
-        return self._record(
-            "matmul", _out, (a, b, ),
-            _vjp_matmul,
-            inputs={"a": _a, "b": _b, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.matmul(_a, _b)
+        return self._record("matmul", _out, (a, b), _vjp_matmul, {"a": _a, "b": _b}, False)
 
     def bmm(self, a: int, b: int) -> int:
         """Batched matrix product (B, m, n) @ (B, n, p) -> (B, m, p)."""
         _a = self._input("bmm", a)
         _b = self._input("bmm", b)
-        _r = _ops.bmm(_a, _b, )
-        _out, _res = _r, {}
-        return self._record(
-            "bmm", _out, (a, b, ),
-            _vjp_bmm,
-            inputs={"a": _a, "b": _b, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.bmm(_a, _b)
+        return self._record("bmm", _out, (a, b), _vjp_bmm, {"a": _a, "b": _b}, False)
 
     def linear(self, w: int, b: int, x: int) -> int:
         """y = W x + b for x (in,) or a batch x (N, in) -> (N, out); W (out, in), b (out,)."""
         _w = self._input("linear", w)
         _b = self._input("linear", b)
         _x = self._input("linear", x)
-        _r = _ops.linear(_w, _b, _x, )
-        _out, _res = _r, {}
-        return self._record(
-            "linear", _out, (w, b, x, ),
-            _vjp_linear,
-            inputs={"w": _w, "x": _x, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.linear(_w, _b, _x)
+        return self._record("linear", _out, (w, b, x), _vjp_linear, {"w": _w, "x": _x}, False)
 
     def mse_loss(self, yhat: int, target: int) -> int:
         """Mean squared error mean((yhat - target)^2), a 0-d result."""
         _yhat = self._input("mse_loss", yhat)
         _target = self._input("mse_loss", target)
-        _r = _ops.mse_loss(_yhat, _target, )
-        _out, _res = _r, {}
-        return self._record(
-            "mse_loss", _out, (yhat, target, ),
-            _vjp_mse_loss,
-            inputs={"yhat": _yhat, "target": _target, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.mse_loss(_yhat, _target)
+        return self._record("mse_loss", _out, (yhat, target), _vjp_mse_loss,
+                            {"yhat": _yhat, "target": _target}, False)
 
     def concat1d(self, a: int, b: int) -> int:
         """Concatenate two vectors a (n,) and b (m,) -> (n + m,)."""
         _a = self._input("concat1d", a)
         _b = self._input("concat1d", b)
-        _r = _ops.concat1d(_a, _b, )
-        _out, _res = _r, {}
-        return self._record(
-            "concat1d", _out, (a, b, ),
-            _vjp_concat1d,
-            inputs={"a": _a, "b": _b, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.concat1d(_a, _b)
+        return self._record("concat1d", _out, (a, b), _vjp_concat1d, {"a": _a, "b": _b}, False)
 
     def slice1d(self, x: int, *, start: int, length: int) -> int:
         """x[start:start+length] of a vector; out of range is a ValueError."""
         _x = self._input("slice1d", x)
-        _r = _ops.slice1d(_x, start=start, length=length, )
-        _out, _res = _r, {}
-        return self._record(
-            "slice1d", _out, (x, ),
-            _vjp_slice1d,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"start": start, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.slice1d(_x, start=start, length=length)
+        return self._record("slice1d", _out, (x,), _vjp_slice1d, {"x": _x, "start": start}, False)
 
     def concat0(self, a: int, b: int) -> int:
         """Concatenate along the leading axis; trailing shapes must match."""
         _a = self._input("concat0", a)
         _b = self._input("concat0", b)
-        _r = _ops.concat0(_a, _b, )
-        _out, _res = _r, {}
-        return self._record(
-            "concat0", _out, (a, b, ),
-            _vjp_concat0,
-            inputs={"a": _a, "b": _b, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.concat0(_a, _b)
+        return self._record("concat0", _out, (a, b), _vjp_concat0, {"a": _a, "b": _b}, False)
 
     def slice_range0(self, x: int, *, start: int, length: int) -> int:
         """x[start:start+length] along the leading axis; out of range is a ValueError."""
         _x = self._input("slice_range0", x)
-        _r = _ops.slice_range0(_x, start=start, length=length, )
-        _out, _res = _r, {}
-        return self._record(
-            "slice_range0", _out, (x, ),
-            _vjp_slice_range0,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"start": start, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.slice_range0(_x, start=start, length=length)
+        return self._record("slice_range0", _out, (x,), _vjp_slice_range0,
+                            {"x": _x, "start": start}, False)
 
     def gather(self, x: int, *, index: object) -> int:
         """x[index] of a vector as a 0-d value; an out-of-range index reads 0."""
         _x = self._input("gather", x)
-        _r = _ops.gather(_x, index=index, )
-        _out, _res = _r, {}
-        return self._record(
-            "gather", _out, (x, ),
-            _vjp_gather,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"index": index, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.gather(_x, index=index)
+        return self._record("gather", _out, (x,), _vjp_gather, {"x": _x, "index": index}, False)
 
     def gather_row(self, x: int, *, index: object) -> int:
         """Row `index` of a matrix (rows, cols) -> (cols,); an out-of-range index reads a zero row."""
         _x = self._input("gather_row", x)
-        _r = _ops.gather_row(_x, index=index, )
-        _out, _res = _r, {}
-        return self._record(
-            "gather_row", _out, (x, ),
-            _vjp_gather_row,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"index": index, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.gather_row(_x, index=index)
+        return self._record("gather_row", _out, (x,), _vjp_gather_row, {"x": _x, "index": index},
+                            False)
 
     def gather_vec(self, x: int, *, indices: object) -> int:
         """x[indices] of a vector, shaped like indices; out-of-range indices read 0."""
         _x = self._input("gather_vec", x)
-        _r = _ops.gather_vec(_x, indices=indices, )
-        _out, _res = _r, {}
-        return self._record(
-            "gather_vec", _out, (x, ),
-            _vjp_gather_vec,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"indices": indices, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.gather_vec(_x, indices=indices)
+        return self._record("gather_vec", _out, (x,), _vjp_gather_vec,
+                            {"x": _x, "indices": indices}, False)
 
     def gather_rows(self, x: int, *, indices: object) -> int:
         """Rows x[indices] of a matrix (embedding lookup) -> indices.shape + (cols,); out-of-range rows read 0."""
         _x = self._input("gather_rows", x)
-        _r = _ops.gather_rows(_x, indices=indices, )
-        _out, _res = _r, {}
-        return self._record(
-            "gather_rows", _out, (x, ),
-            _vjp_gather_rows,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={"indices": indices, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.gather_rows(_x, indices=indices)
+        return self._record("gather_rows", _out, (x,), _vjp_gather_rows,
+                            {"x": _x, "indices": indices}, False)
 
     def scatter_add_vec(self, x: int, values: int, *, indices: object) -> int:
         """Copy of vector x with x[indices[j]] += values[j]; out-of-range indices are ignored, duplicates accumulate."""
         _x = self._input("scatter_add_vec", x)
         _values = self._input("scatter_add_vec", values)
-        _r = _ops.scatter_add_vec(_x, _values, indices=indices, )
-        _out, _res = _r, {}
-        return self._record(
-            "scatter_add_vec", _out, (x, values, ),
-            _vjp_scatter_add_vec,
-            inputs={"values": _values, },
-            residuals=_res, keep=(),
-            attrs={"indices": indices, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.scatter_add_vec(_x, _values, indices=indices)
+        return self._record("scatter_add_vec", _out, (x, values), _vjp_scatter_add_vec,
+                            {"values": _values, "indices": indices}, False)
 
     def scatter_add_row(self, x: int, values: int, *, index: object) -> int:
         """Copy of matrix x with row `index` += values (cols,); index >= rows is a ValueError."""
         _x = self._input("scatter_add_row", x)
         _values = self._input("scatter_add_row", values)
-        _r = _ops.scatter_add_row(_x, _values, index=index, )
-        _out, _res = _r, {}
-        return self._record(
-            "scatter_add_row", _out, (x, values, ),
-            _vjp_scatter_add_row,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={"index": index, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.scatter_add_row(_x, _values, index=index)
+        return self._record("scatter_add_row", _out, (x, values), _vjp_scatter_add_row,
+                            {"index": index}, False)
 
     def conv2d(self, kernel: int, bias: int, input: int, *, stride: object = 1, padding: object = 0) -> int:
         """2-D cross-correlation with zero padding plus bias; input (C_in, H, W) or (N, C_in, H, W), kernel (C_out, C_in, kh, kw)."""
         _kernel = self._input("conv2d", kernel)
         _bias = self._input("conv2d", bias)
         _input = self._input("conv2d", input)
-        _r = _ops.conv2d(_kernel, _bias, _input, stride=stride, padding=padding, )
-        _out, _res = _r, {}
-        return self._record(
-            "conv2d", _out, (kernel, bias, input, ),
-            _vjp_conv2d,
-            inputs={"kernel": _kernel, "input": _input, },
-            residuals=_res, keep=(),
-            attrs={"stride": stride, "padding": padding, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.conv2d(_kernel, _bias, _input, stride=stride, padding=padding)
+        return self._record("conv2d", _out, (kernel, bias, input), _vjp_conv2d,
+                            {"kernel": _kernel, "input": _input, "stride": stride, "padding": padding},
+                            False)
 
     def conv(self, kernel: int, bias: int, input: int, *, stride: object = 1, padding: object = 0) -> int:
         """N-D cross-correlation (1..8 spatial axes) with zero padding plus bias; kernel (C_out, C_in, k...)."""
         _kernel = self._input("conv", kernel)
         _bias = self._input("conv", bias)
         _input = self._input("conv", input)
-        _r = _ops.conv(_kernel, _bias, _input, stride=stride, padding=padding, )
-        _out, _res = _r, {}
-        return self._record(
-            "conv", _out, (kernel, bias, input, ),
-            _vjp_conv,
-            inputs={"kernel": _kernel, "input": _input, },
-            residuals=_res, keep=(),
-            attrs={"stride": stride, "padding": padding, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.conv(_kernel, _bias, _input, stride=stride, padding=padding)
+        return self._record("conv", _out, (kernel, bias, input), _vjp_conv,
+                            {"kernel": _kernel, "input": _input, "stride": stride, "padding": padding},
+                            False)
 
     def conv_transpose2d(self, kernel: int, bias: int, input: int, *, stride: object = 1, padding: object = 0) -> int:
         """2-D transposed convolution (output_padding 0) plus bias; kernel (C_in, C_out, kh, kw)."""
         _kernel = self._input("conv_transpose2d", kernel)
         _bias = self._input("conv_transpose2d", bias)
         _input = self._input("conv_transpose2d", input)
-        _r = _ops.conv_transpose2d(_kernel, _bias, _input, stride=stride, padding=padding, )
-        _out, _res = _r, {}
-        return self._record(
-            "conv_transpose2d", _out, (kernel, bias, input, ),
-            _vjp_conv_transpose2d,
-            inputs={"kernel": _kernel, "input": _input, },
-            residuals=_res, keep=(),
-            attrs={"stride": stride, "padding": padding, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.conv_transpose2d(_kernel, _bias, _input, stride=stride, padding=padding)
+        return self._record("conv_transpose2d", _out, (kernel, bias, input), _vjp_conv_transpose2d,
+                            {"kernel": _kernel, "input": _input, "stride": stride, "padding": padding},
+                            False)
 
     def conv_transpose(self, kernel: int, bias: int, input: int, *, stride: object = 1, padding: object = 0) -> int:
         """N-D transposed convolution (1..8 spatial axes, output_padding 0) plus bias; kernel (C_in, C_out, k...)."""
         _kernel = self._input("conv_transpose", kernel)
         _bias = self._input("conv_transpose", bias)
         _input = self._input("conv_transpose", input)
-        _r = _ops.conv_transpose(_kernel, _bias, _input, stride=stride, padding=padding, )
-        _out, _res = _r, {}
-        return self._record(
-            "conv_transpose", _out, (kernel, bias, input, ),
-            _vjp_conv_transpose,
-            inputs={"kernel": _kernel, "input": _input, },
-            residuals=_res, keep=(),
-            attrs={"stride": stride, "padding": padding, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.conv_transpose(_kernel, _bias, _input, stride=stride, padding=padding)
+        return self._record("conv_transpose", _out, (kernel, bias, input), _vjp_conv_transpose,
+                            {"kernel": _kernel, "input": _input, "stride": stride, "padding": padding},
+                            False)
 
     def max_pool2d(self, input: int, *, kernel_size: object, stride: object = 1, padding: object = 0) -> int:
         """2-D max pooling; padding cells are -inf, the running best starts at -FLT_MAX, the first row-major max wins."""
         _input = self._input("max_pool2d", input)
-        _r = _ops.max_pool2d(_input, kernel_size=kernel_size, stride=stride, padding=padding, )
-        _out, _res = _r, {}
-        return self._record(
-            "max_pool2d", _out, (input, ),
-            _vjp_max_pool2d,
-            inputs={"input": _input, },
-            residuals=_res, keep=(),
-            attrs={"kernel_size": kernel_size, "stride": stride, "padding": padding, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.max_pool2d(_input, kernel_size=kernel_size, stride=stride, padding=padding)
+        return self._record("max_pool2d", _out, (input,), _vjp_max_pool2d,
+                            {"input": _input, "kernel_size": kernel_size, "stride": stride, "padding": padding},
+                            False)
 
     def max_pool(self, input: int, *, kernel_size: object, stride: object = 1, padding: object = 0) -> int:
         """N-D max pooling (1..8 spatial axes; give kernel_size, stride or padding as a tuple to fix the rank)."""
         _input = self._input("max_pool", input)
-        _r = _ops.max_pool(_input, kernel_size=kernel_size, stride=stride, padding=padding, )
-        _out, _res = _r, {}
-        return self._record(
-            "max_pool", _out, (input, ),
-            _vjp_max_pool,
-            inputs={"input": _input, },
-            residuals=_res, keep=(),
-            attrs={"kernel_size": kernel_size, "stride": stride, "padding": padding, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.max_pool(_input, kernel_size=kernel_size, stride=stride, padding=padding)
+        return self._record("max_pool", _out, (input,), _vjp_max_pool,
+                            {"input": _input, "kernel_size": kernel_size, "stride": stride, "padding": padding},
+                            False)
 
     def avg_pool2d(self, input: int, *, kernel_size: object, stride: object = 1, padding: object = 0) -> int:
         """2-D average pooling with count_include_pad (divides by kh * kw; padding cells count as 0)."""
         _input = self._input("avg_pool2d", input)
-        _r = _ops.avg_pool2d(_input, kernel_size=kernel_size, stride=stride, padding=padding, )
-        _out, _res = _r, {}
-        return self._record(
-            "avg_pool2d", _out, (input, ),
-            _vjp_avg_pool2d,
-            inputs={"input": _input, },
-            residuals=_res, keep=(),
-            attrs={"kernel_size": kernel_size, "stride": stride, "padding": padding, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.avg_pool2d(_input, kernel_size=kernel_size, stride=stride, padding=padding)
+        return self._record("avg_pool2d", _out, (input,), _vjp_avg_pool2d,
+                            {"input": _input, "kernel_size": kernel_size, "stride": stride, "padding": padding},
+                            False)
 
     def avg_pool(self, input: int, *, kernel_size: object, stride: object = 1, padding: object = 0) -> int:
         """N-D average pooling with count_include_pad (1..8 spatial axes)."""
         _input = self._input("avg_pool", input)
-        _r = _ops.avg_pool(_input, kernel_size=kernel_size, stride=stride, padding=padding, )
-        _out, _res = _r, {}
-        return self._record(
-            "avg_pool", _out, (input, ),
-            _vjp_avg_pool,
-            inputs={"input": _input, },
-            residuals=_res, keep=(),
-            attrs={"kernel_size": kernel_size, "stride": stride, "padding": padding, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.avg_pool(_input, kernel_size=kernel_size, stride=stride, padding=padding)
+        return self._record("avg_pool", _out, (input,), _vjp_avg_pool,
+                            {"input": _input, "kernel_size": kernel_size, "stride": stride, "padding": padding},
+                            False)
 
     def smooth_max_pool2d(self, input: int, *, kernel_size: object, beta: float, stride: object = 1, padding: object = 0) -> int:
         """2-D log-sum-exp pooling pivot + log(sum exp(beta (v - pivot))) / beta; padding cells are value 0 (no gradient)."""
         _input = self._input("smooth_max_pool2d", input)
-        _r = _ops.smooth_max_pool2d(_input, kernel_size=kernel_size, beta=beta, stride=stride, padding=padding, )
-        _out, _res = _r, {}
-        return self._record(
-            "smooth_max_pool2d", _out, (input, ),
-            _vjp_smooth_max_pool2d,
-            inputs={"input": _input, },
-            residuals=_res, keep=(),
-            attrs={"kernel_size": kernel_size, "beta": beta, "stride": stride, "padding": padding, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.smooth_max_pool2d(_input, kernel_size=kernel_size, beta=beta, stride=stride, padding=padding)
+        return self._record("smooth_max_pool2d", _out, (input,), _vjp_smooth_max_pool2d,
+                            {"input": _input, "kernel_size": kernel_size, "beta": beta, "stride": stride, "padding": padding},
+                            False)
 
     def smooth_max_pool(self, input: int, *, kernel_size: object, beta: float, stride: object = 1, padding: object = 0) -> int:
         """N-D log-sum-exp pooling (1..8 spatial axes); padding cells are value 0 and get no gradient."""
         _input = self._input("smooth_max_pool", input)
-        _r = _ops.smooth_max_pool(_input, kernel_size=kernel_size, beta=beta, stride=stride, padding=padding, )
-        _out, _res = _r, {}
-        return self._record(
-            "smooth_max_pool", _out, (input, ),
-            _vjp_smooth_max_pool,
-            inputs={"input": _input, },
-            residuals=_res, keep=(),
-            attrs={"kernel_size": kernel_size, "beta": beta, "stride": stride, "padding": padding, },
-            primary=None,
-            broadcast=False)
+        _out = _ops.smooth_max_pool(_input, kernel_size=kernel_size, beta=beta, stride=stride, padding=padding)
+        return self._record("smooth_max_pool", _out, (input,), _vjp_smooth_max_pool,
+                            {"input": _input, "kernel_size": kernel_size, "beta": beta, "stride": stride, "padding": padding},
+                            False)
 
     def layer_norm(self, x: int, gamma: int, beta: int, *, eps: float = 1e-06) -> int:
         """Layer normalisation over the last axis (leading axes folded into rows); biased variance, eps inside the sqrt, y = xhat * gamma + beta. Also returns the residuals xhat and inv_std (one per row)."""
         _x = self._input("layer_norm", x)
         _gamma = self._input("layer_norm", gamma)
         _beta = self._input("layer_norm", beta)
-        _r = _ops.layer_norm(_x, _gamma, _beta, eps=eps, )
-        _out = _r[0]
-        _res = {"xhat": _r[1], "inv_std": _r[2], }
-        return self._record(
-            "layer_norm", _out, (x, gamma, beta, ),
-            _vjp_layer_norm,
-            inputs={"gamma": _gamma, },
-            residuals=_res, keep=("xhat", "inv_std", ),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out, _r_xhat, _r_inv_std = _ops.layer_norm(_x, _gamma, _beta, eps=eps)
+        return self._record_residuals("layer_norm", _out, (x, gamma, beta), _vjp_layer_norm,
+                                      {"gamma": _gamma, "xhat": _r_xhat, "inv_std": _r_inv_std},
+                                      False, keep=(_r_xhat, _r_inv_std), drop=())
 
     def batchnorm_channel_first(self, x: int, gamma: int, beta: int, *, eps: float = 1e-06) -> int:
         """Batch normalisation with training statistics per channel. x is (C, L), (C, H, W) or (N, C, H, W); statistics over every axis but C; biased variance, eps inside the sqrt. Residuals xhat, mean, var (biased) and inv_std (per channel)."""
         _x = self._input("batchnorm_channel_first", x)
         _gamma = self._input("batchnorm_channel_first", gamma)
         _beta = self._input("batchnorm_channel_first", beta)
-        _r = _ops.batchnorm_channel_first(_x, _gamma, _beta, eps=eps, )
-        _out = _r[0]
-        _res = {"xhat": _r[1], "mean": _r[2], "var": _r[3], "inv_std": _r[4], }
-        return self._record(
-            "batchnorm_channel_first", _out, (x, gamma, beta, ),
-            _vjp_batchnorm_channel_first,
-            inputs={"gamma": _gamma, },
-            residuals=_res, keep=("xhat", "inv_std", ),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out, _r_xhat, _r_mean, _r_var, _r_inv_std = _ops.batchnorm_channel_first(_x, _gamma, _beta, eps=eps)
+        return self._record_residuals("batchnorm_channel_first", _out, (x, gamma, beta),
+                                      _vjp_batchnorm_channel_first,
+                                      {"gamma": _gamma, "xhat": _r_xhat, "inv_std": _r_inv_std},
+                                      False, keep=(_r_xhat, _r_inv_std), drop=(_r_mean, _r_var))
 
     def multi_head_attention(self, wq: int, wk: int, wv: int, wo: int, x: int, *, num_heads: int, mask: object = None, use_flash: bool = True) -> int:
         """Multi-head self-attention y = concat_h(softmax(Q_h K_h^T / sqrt(hd)) V_h) @ wo with Q = x @ wq, K = x @ wk, V = x @ wv. x is (n, d_model) or (B, n, d_model); W* (d_model, H*hd), wo (H*hd, d_model). Optional boolean mask (n, n), True = may attend; blocked weights are exactly 0 and fully blocked rows give 0. use_flash selects the fused tiled core on CUDA. Residuals q, k, v, lse (per head and row) and attn (the pre-projection output)."""
@@ -1650,48 +1189,26 @@ class TapeOps:
         _wv = self._input("multi_head_attention", wv)
         _wo = self._input("multi_head_attention", wo)
         _x = self._input("multi_head_attention", x)
-        _r = _ops.multi_head_attention(_wq, _wk, _wv, _wo, _x, num_heads=num_heads, mask=mask, use_flash=use_flash, )
-        _out = _r[0]
-        _res = {"q": _r[1], "k": _r[2], "v": _r[3], "lse": _r[4], "attn": _r[5], }
-        return self._record(
-            "multi_head_attention", _out, (wq, wk, wv, wo, x, ),
-            _vjp_multi_head_attention,
-            inputs={"wq": _wq, "wk": _wk, "wv": _wv, "wo": _wo, "x": _x, },
-            residuals=_res, keep=("q", "k", "v", "lse", "attn", ),
-            attrs={"num_heads": num_heads, "mask": mask, "use_flash": use_flash, },
-            primary=None,
-            broadcast=False)
+        _out, _r_q, _r_k, _r_v, _r_lse, _r_attn = _ops.multi_head_attention(_wq, _wk, _wv, _wo, _x, num_heads=num_heads, mask=mask, use_flash=use_flash)
+        return self._record_residuals("multi_head_attention", _out, (wq, wk, wv, wo, x),
+                                      _vjp_multi_head_attention,
+                                      {"wq": _wq, "wk": _wk, "wv": _wv, "wo": _wo, "x": _x, "num_heads": num_heads, "mask": mask, "use_flash": use_flash, "q": _r_q, "k": _r_k, "v": _r_v, "lse": _r_lse, "attn": _r_attn},
+                                      False, keep=(_r_q, _r_k, _r_v, _r_lse, _r_attn), drop=())
 
     def rfft(self, x: int) -> int:
         """Unnormalised forward real DFT over the last axis (leading axes are a batch):
         Y_k = sum_t x_t exp(-2 pi i k t / n) for k = 0..n/2, packed as [re, im] pairs, so
         x (..., n) gives (..., n//2 + 1, 2)."""
         _x = self._input("rfft", x)
-        _r = _ops.rfft(_x, )
-        _out, _res = _r, {}
-        return self._record(
-            "rfft", _out, (x, ),
-            _vjp_rfft,
-            inputs={"x": _x, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.rfft(_x)
+        return self._record("rfft", _out, (x,), _vjp_rfft, {"x": _x}, False)
 
     def irfft(self, x: int, *, n: int) -> int:
         """Inverse real DFT over the packed spectrum (..., n//2 + 1, 2) -> (..., n), normalised by
         1/n; the imaginary parts of the DC bin and (n even) the Nyquist bin are ignored."""
         _x = self._input("irfft", x)
-        _r = _ops.irfft(_x, n=n, )
-        _out, _res = _r, {}
-        return self._record(
-            "irfft", _out, (x, ),
-            _vjp_irfft,
-            inputs={},
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.irfft(_x, n=n)
+        return self._record("irfft", _out, (x,), _vjp_irfft, {}, False)
 
     def spectral_conv1d_rfft(self, x: int, w_re: int, w_im: int) -> int:
         """FNO spectral convolution over the grid axis: X = rfft(x) per channel, Z[k, o] =
@@ -1701,16 +1218,10 @@ class TapeOps:
         _x = self._input("spectral_conv1d_rfft", x)
         _w_re = self._input("spectral_conv1d_rfft", w_re)
         _w_im = self._input("spectral_conv1d_rfft", w_im)
-        _r = _ops.spectral_conv1d_rfft(_x, _w_re, _w_im, )
-        _out, _res = _r, {}
-        return self._record(
-            "spectral_conv1d_rfft", _out, (x, w_re, w_im, ),
-            _vjp_spectral_conv1d_rfft,
-            inputs={"x": _x, "w_re": _w_re, "w_im": _w_im, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary=None,
-            broadcast=False)
+        _out = _ops.spectral_conv1d_rfft(_x, _w_re, _w_im)
+        return self._record("spectral_conv1d_rfft", _out, (x, w_re, w_im),
+                            _vjp_spectral_conv1d_rfft, {"x": _x, "w_re": _w_re, "w_im": _w_im},
+                            False)
 
     def selective_scan(self, a: int, b: int, x: int, h0: int) -> int:
         """Diagonal linear recurrence h_t = a_t * h_{t-1} + b_t * x_t (h_{-1} = h0), returning every h_t.
@@ -1721,14 +1232,7 @@ class TapeOps:
         _b = self._input("selective_scan", b)
         _x = self._input("selective_scan", x)
         _h0 = self._input("selective_scan", h0)
-        _r = _ops.selective_scan(_a, _b, _x, _h0, )
-        _out, _res = _r, {}
-        return self._record(
-            "selective_scan", _out, (a, b, x, h0, ),
-            _vjp_selective_scan,
-            inputs={"a": _a, "b": _b, "x": _x, "h0": _h0, },
-            residuals=_res, keep=(),
-            attrs={},
-            primary="y",
-            broadcast=False)
+        _out = _ops.selective_scan(_a, _b, _x, _h0)
+        return self._record("selective_scan", _out, (a, b, x, h0), _vjp_selective_scan,
+                            {"a": _a, "b": _b, "x": _x, "h0": _h0, "y": _out}, False)
 
