@@ -340,9 +340,13 @@ class Embedding(Module):
         super().__init__()
         self.weight = Parameter(init.normal((n, d)))
 
-    def forward(self, idx):
+    def forward(self, idx, session=None):
+        """idx: integer array (any shape) -> idx.shape + (d,); session defaults to the default
+        session (integer indices carry none)."""
         from torchlean.session import default_session
-        s = default_session() if not hasattr(idx, "session") else idx.session
+        s = session or getattr(idx, "session", None) or default_session()
+        if hasattr(idx, "numpy"):
+            idx = idx.numpy()
         return s.op("gather_rows", self.weight, indices=np.asarray(idx, dtype=np.int64))
 
 
