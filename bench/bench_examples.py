@@ -328,11 +328,11 @@ def main(argv=None):
         t_peak = torch.cuda.max_memory_allocated
         t_live = torch.cuda.memory_allocated
         # create the library workspaces (cuBLAS, cuBLASLt, cuDNN, cuFFT) before any baseline
-        with torch.no_grad():
-            z = torch.randn(64, 64, device=dev, requires_grad=True)
-            (z @ z).sum().backward()
-            torch.nn.functional.conv2d(z.view(1, 1, 64, 64), z[:3, :3].reshape(1, 1, 3, 3))
-            torch.fft.irfft(torch.fft.rfft(z, dim=0), n=64, dim=0)
+        z = torch.randn(64, 64, device=dev, requires_grad=True)
+        (z @ z).sum().backward()
+        torch.nn.functional.conv2d(z.view(1, 1, 64, 64), z[:3, :3].reshape(1, 1, 3, 3))
+        torch.fft.irfft(torch.fft.rfft(z, dim=0), n=64, dim=0)
+        del z
         torch.cuda.synchronize()
     else:
         device_name = f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
