@@ -207,12 +207,16 @@ class Conv2d(Module):
 
 
 class ConvTranspose2d(Conv2d):
+    """weight (cin, cout, k, k) as in PyTorch, whose default init takes the fan-in from
+    weight.shape[1] * k * k (= cout * k * k)."""
+
     def __init__(self, cin, cout, kernel_size, stride=1, padding=0):
-        super().__init__(cout, cin, kernel_size, stride, padding)
+        Module.__init__(self)
         k = kernel_size
-        a = 1.0 / math.sqrt(cin * k * k)
+        a = 1.0 / math.sqrt(cout * k * k)
         self.weight = Parameter(init.uniform((cin, cout, k, k), -a, a))
         self.bias = Parameter(init.uniform((cout,), -a, a))
+        self.stride, self.padding = stride, padding
 
     def forward(self, x):
         return x.session.op("conv_transpose2d", self.weight, self.bias, x, stride=self.stride,
