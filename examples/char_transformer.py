@@ -1,13 +1,15 @@
 """Character-level transformer LM on standard-library docstrings (collected offline with inspect):
-Embedding -> [LayerNorm -> MultiHeadAttention (causal mask) + residual -> LayerNorm -> MLP +
-residual] -> Linear to the vocabulary, cross-entropy on the next character."""
+Embedding + learned positions -> [LayerNorm -> MultiHeadAttention (causal mask) + residual ->
+LayerNorm -> MLP (GELU) + residual] -> Linear to the vocabulary, cross-entropy on the next
+character, AdamW."""
 from __future__ import annotations
 
 import inspect
+import time
 
 import numpy as np
 
-from _common import parser, setup, progress
+from _common import parser, setup, progress, summary
 
 
 def corpus(limit=200_000) -> str:
@@ -21,40 +23,80 @@ def corpus(limit=200_000) -> str:
     return "\n".join(parts)[:limit]
 
 
+def load_data():
+    """(data, chars): the corpus as integer codes and the sorted vocabulary."""
+    text = corpus()
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    return np.array([stoi[c] for c in text], dtype=np.int64), chars
+
+
+def build_model(vocab: int, T: int = 32, d: int = 32, heads: int = 2):
+    """A one-block pre-norm transformer; forward(idx, session) takes (T,) or (B, T) codes and
+    returns logits with the vocabulary on the last axis."""
+    from torchlean import nn
+
+    class CharTransformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.T = T
+            self.emb = nn.Embedding(vocab, d)
+            self.pos = nn.Parameter(nn.init.normal((T, d), 0.0, 0.02), name="pos")
+            self.ln1, self.att, self.ln2 = nn.LayerNorm(d), nn.MultiHeadAttention(d, heads), \
+                nn.LayerNorm(d)
+            self.ff1, self.ff2, self.head = nn.Linear(d, 4 * d), nn.Linear(4 * d, d), \
+                nn.Linear(d, vocab)
+            self.mask = np.tril(np.ones((T, T), dtype=bool))
+
+        def forward(self, idx, session):
+            h = self.emb(idx, session=session) + session.use(self.pos)
+            h = h + self.att(self.ln1(h), mask=self.mask)
+            h = h + self.ff2(self.ff1(self.ln2(h)).gelu())
+            return self.head(h)
+
+    return CharTransformer()
+
+
+def batch(data, rng, B, T):
+    """B random windows: inputs (B, T) and next-character targets (B, T)."""
+    starts = rng.integers(0, len(data) - T - 1, B)
+    x = np.stack([data[i:i + T] for i in starts])
+    y = np.stack([data[i + 1:i + T + 1] for i in starts])
+    return x, y
+
+
 def main(argv=None):
-    args = parser(__doc__, steps=300).parse_args(argv)
+    p = parser(__doc__, steps=300)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--batch-size", type=int, default=4)
+    args = p.parse_args(argv)
     tl = setup(args)
     from torchlean import nn, optim
     from torchlean.session import Session
 
-    text = corpus()
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = np.array([stoi[c] for c in text], dtype=np.int64)
-    V, T, D, H = len(chars), 32, 32, 2
-    emb, pos = nn.Embedding(V, D), nn.Parameter(nn.init.normal((T, D), 0.0, 0.02))
-    ln1, att, ln2 = nn.LayerNorm(D), nn.MultiHeadAttention(D, H), nn.LayerNorm(D)
-    ff1, ff2, head = nn.Linear(D, 4 * D), nn.Linear(4 * D, D), nn.Linear(D, V)
-    mods = [emb, ln1, att, ln2, ff1, ff2, head]
-    params = [pos] + [p for m in mods for p in m.parameters()]
-    opt = optim.AdamW(params, lr=3e-3)
-    mask = np.tril(np.ones((T, T), dtype=bool))
+    data, chars = load_data()
+    V, T = len(chars), 32
+    model = build_model(V, T)
+    opt = optim.AdamW(model.parameters(), lr=args.lr)
     s = Session()
     rng = np.random.default_rng(args.seed)
     loss_v = float("nan")
-    for step in progress(args.steps, "train"):
-        i = int(rng.integers(0, len(data) - T - 1))
-        x = s.op("gather_rows", emb.weight, indices=data[i:i + T])
-        h = x + s.use(pos)
-        h = h + att(ln1(h), mask=mask)
-        h = h + ff2(ff1(ln2(h)).gelu())
-        loss = nn.functional.cross_entropy(head(h), data[i + 1:i + T + 1])
+    t0 = time.perf_counter()
+    bar = progress(args.steps, "train", args.no_progress)
+    for step in bar:
+        x, y = batch(data, rng, args.batch_size, T)
+        logits = model(x, s)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
         opt.zero_grad(); loss.backward(); opt.step()
-        if step == args.steps - 1 or step % 50 == 0:
+        if step % 50 == 0 or step == args.steps - 1:
             loss_v = loss.item()
+            bar.set_postfix(loss=f"{loss_v:.4f}")
         s.step()
-    print(f"summary: example=char_transformer backend={tl.backend()} steps={args.steps} "
-          f"loss={loss_v:.4f} vocab={V}")
+    tl.synchronize()
+    dt = time.perf_counter() - t0
+    if args.save:
+        model.save(args.save)
+    summary("char_transformer", tl, steps=args.steps, loss=loss_v, vocab=V, time_s=dt)
 
 
 if __name__ == "__main__":

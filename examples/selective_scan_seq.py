@@ -2,35 +2,62 @@
 a = sigmoid(x Wa), b = x Wb, then a linear readout; learns a running (decayed) sum target."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from _common import parser, setup, progress
+from _common import parser, setup, progress, summary
+
+
+def build_model(d: int = 4):
+    """forward(x, session): x (T, d) -> (T, 1)."""
+    from torchlean import nn
+
+    class ScanModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d = d
+            self.Wa, self.Wb, self.out = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, 1)
+
+        def forward(self, x):
+            s = x.session
+            h = s.op("selective_scan", self.Wa(x).sigmoid(), self.Wb(x), x,
+                     np.zeros(self.d, np.float32))
+            return self.out(h)
+
+    return ScanModel()
 
 
 def main(argv=None):
-    args = parser(__doc__, steps=200).parse_args(argv)
+    p = parser(__doc__, steps=200)
+    p.add_argument("--lr", type=float, default=1e-2)
+    args = p.parse_args(argv)
     tl = setup(args)
     from torchlean import nn, optim
     from torchlean.session import Session
 
     T, D = 16, 4
-    Wa, Wb, out = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, 1)
-    params = [p for m in (Wa, Wb, out) for p in m.parameters()]
-    opt = optim.Adam(params, lr=1e-2)
+    model = build_model(D)
+    opt = optim.Adam(model.parameters(), lr=args.lr)
     s = Session()
     rng = np.random.default_rng(args.seed)
     loss_v = float("nan")
-    for step in progress(args.steps, "train"):
+    t0 = time.perf_counter()
+    bar = progress(args.steps, "train", args.no_progress)
+    for step in bar:
         x = rng.standard_normal((T, D)).astype(np.float32)
         target = np.cumsum(x.sum(1)).reshape(T, 1).astype(np.float32) * 0.1
-        xt = s.tensor(x)
-        h = s.op("selective_scan", Wa(xt).sigmoid(), Wb(xt), xt, np.zeros(D, np.float32))
-        loss = nn.functional.mse_loss(out(h), s.tensor(target))
+        loss = nn.functional.mse_loss(model(s.tensor(x)), s.tensor(target))
         opt.zero_grad(); loss.backward(); opt.step()
-        loss_v = loss.item() if step == args.steps - 1 else loss_v
+        if step % 50 == 0 or step == args.steps - 1:
+            loss_v = loss.item()
+            bar.set_postfix(loss=f"{loss_v:.5f}")
         s.step()
-    print(f"summary: example=selective_scan_seq backend={tl.backend()} steps={args.steps} "
-          f"loss={loss_v:.5f}")
+    tl.synchronize()
+    dt = time.perf_counter() - t0
+    if args.save:
+        model.save(args.save)
+    summary("selective_scan_seq", tl, steps=args.steps, loss=loss_v, time_s=dt)
 
 
 if __name__ == "__main__":

@@ -215,7 +215,11 @@ class Session:
         x = self.as_tensor(x)
         if not training or p == 0.0:
             return x
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
         keep = 1.0 - p
+        if keep == 0.0:         # PyTorch: p = 1 zeroes everything (no 1/0 scaling)
+            return x * 0.0
         return x * self.bernoulli_mask(x.shape, keep) * (1.0 / keep)
 
     # ---------------------------------------------------------------- backward / lifetime

@@ -10,7 +10,7 @@ import numpy as np
 def save_file(tensors: dict, path: str) -> None:
     header, off, blobs = {}, 0, []
     for name in sorted(tensors):
-        a = np.ascontiguousarray(np.asarray(tensors[name], dtype="<f4"))
+        a = np.asarray(tensors[name], dtype="<f4", order="C")   # keeps 0-d shapes (scalars)
         b = a.tobytes()
         header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
         off += len(b)

@@ -11,13 +11,21 @@ def _sess(*xs):
 
 
 def linear(x, W, b=None):
-    """y = x W^T + b for x (..., in), W (out, in); 1-D x uses the registry's linear(W, b, x)."""
+    """y = x W^T + b for x (..., in), W (out, in); 1-D x uses the registry's linear(W, b, x).
+    Leading axes of an N-D x are folded into rows (reshape is a view) for one 2-D matmul."""
     s = _sess(x)
     x = s.as_tensor(x)
     if x.ndim == 1 and b is not None:
         return s.op("linear", W, b, x)
+    lead = x.shape[:-1]
+    if x.ndim > 2:
+        x = s.op("reshape", x, shape=(-1, x.shape[-1]))
     y = s.op("matmul", x, s.op("transpose2d", W))
-    return y + s.as_tensor(b) if b is not None else y
+    if b is not None:
+        y = y + s.as_tensor(b)
+    if len(lead) > 1:
+        y = s.op("reshape", y, shape=tuple(lead) + (y.shape[-1],))
+    return y
 
 
 def mse_loss(yhat, target):

@@ -8,20 +8,36 @@ import numpy as np
 from torchlean.session import Parameter, Tensor
 from torchlean.nn import functional as F, init
 from torchlean.nn.checkpoint import save_file, load_file
+from torchlean._generated import ops as _ops
 
 
 class Module:
+    """A tree of Parameters (trained), buffers (saved state that is not trained, e.g. BatchNorm's
+    running statistics) and child Modules, like torch.nn.Module."""
+
     def __init__(self):
         object.__setattr__(self, "_params", {})
+        object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, k, v):
+        if k in self._buffers:
+            # assigning to a registered buffer overwrites its value (shape checked)
+            self._buffers[k].set(v)
+            return
         if isinstance(v, Parameter):
             self._params[k] = v
         elif isinstance(v, Module):
             self._modules[k] = v
         object.__setattr__(self, k, v)
+
+    def register_buffer(self, name: str, value) -> Parameter:
+        """Non-trainable state kept on device like a parameter and saved in state_dict()."""
+        b = Parameter(value, requires_grad=False, name=name)
+        self._buffers[name] = b
+        object.__setattr__(self, name, b)
+        return b
 
     def named_parameters(self, prefix=""):
         for k, p in self._params.items():
@@ -32,6 +48,32 @@ class Module:
     def parameters(self):
         return [p for _, p in self.named_parameters()]
 
+    def named_buffers(self, prefix=""):
+        for k, b in self._buffers.items():
+            yield prefix + k, b
+        for k, m in self._modules.items():
+            yield from m.named_buffers(prefix + k + ".")
+
+    def buffers(self):
+        return [b for _, b in self.named_buffers()]
+
+    def children(self):
+        return list(self._modules.values())
+
+    def modules(self):
+        yield self
+        for m in self._modules.values():
+            yield from m.modules()
+
+    def _named_state(self, prefix=""):
+        """PyTorch's state_dict order: each module's parameters, then its buffers, then children."""
+        for k, p in self._params.items():
+            yield prefix + k, p
+        for k, b in self._buffers.items():
+            yield prefix + k, b
+        for k, m in self._modules.items():
+            yield from m._named_state(prefix + k + ".")
+
     def train(self, mode=True):
         object.__setattr__(self, "training", mode)
         for m in self._modules.values():
@@ -41,18 +83,34 @@ class Module:
     def eval(self):
         return self.train(False)
 
-    def state_dict(self) -> dict:
-        return {k: p.numpy() for k, p in self.named_parameters()}
+    def zero_grad(self):
+        for p in self.parameters():
+            p.zero_grad()
 
-    def load_state_dict(self, sd) -> None:
+    def state_dict(self) -> dict:
+        """Host copies of every parameter and buffer, keyed by dotted name."""
+        return {k: p.numpy() for k, p in self._named_state()}
+
+    def load_state_dict(self, sd, strict: bool = True):
+        """Load parameters and buffers from a dict or a safetensors path. strict (default, like
+        PyTorch) raises KeyError on missing or unexpected keys; otherwise loads what matches and
+        returns (missing, unexpected)."""
         if isinstance(sd, str):
             sd = load_file(sd)
-        params = dict(self.named_parameters())
-        missing = set(params) - set(sd)
-        if missing:
-            raise KeyError(f"load_state_dict: missing {sorted(missing)}")
-        for k, p in params.items():
-            p.set(sd[k])
+        state = dict(self._named_state())
+        missing = sorted(set(state) - set(sd))
+        unexpected = sorted(set(sd) - set(state))
+        if strict and (missing or unexpected):
+            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        for k, p in state.items():
+            if k in sd:
+                p.set(sd[k])
+        for m in self.modules():
+            m._after_load()
+        return missing, unexpected
+
+    def _after_load(self):
+        """Hook for modules that mirror buffer values in host attributes."""
 
     def save(self, path: str) -> None:
         save_file(self.state_dict(), path)
@@ -66,6 +124,12 @@ class Sequential(Module):
         super().__init__()
         for i, m in enumerate(mods):
             setattr(self, str(i), m)
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
 
     def forward(self, x):
         for m in self._modules.values():
@@ -115,8 +179,13 @@ class Flatten(Module):
 
 
 class Dropout(Module):
+    """Zeroes each element with probability p and scales the rest by 1/(1-p) in training;
+    the identity in eval()."""
+
     def __init__(self, p=0.5):
         super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
         self.p = p
 
     def forward(self, x):
@@ -138,12 +207,16 @@ class Conv2d(Module):
 
 
 class ConvTranspose2d(Conv2d):
+    """weight (cin, cout, k, k) as in PyTorch, whose default init takes the fan-in from
+    weight.shape[1] * k * k (= cout * k * k)."""
+
     def __init__(self, cin, cout, kernel_size, stride=1, padding=0):
-        super().__init__(cout, cin, kernel_size, stride, padding)
+        Module.__init__(self)
         k = kernel_size
-        a = 1.0 / math.sqrt(cin * k * k)
+        a = 1.0 / math.sqrt(cout * k * k)
         self.weight = Parameter(init.uniform((cin, cout, k, k), -a, a))
         self.bias = Parameter(init.uniform((cout,), -a, a))
+        self.stride, self.padding = stride, padding
 
     def forward(self, x):
         return x.session.op("conv_transpose2d", self.weight, self.bias, x, stride=self.stride,
@@ -170,7 +243,9 @@ class AvgPool2d(_Pool):
 
 
 class LayerNorm(Module):
-    def __init__(self, d, eps=1e-6):
+    """Normalises the last axis (size d); eps defaults to PyTorch's 1e-5."""
+
+    def __init__(self, d, eps=1e-5):
         super().__init__()
         self.weight = Parameter(np.ones(d))
         self.bias = Parameter(np.zeros(d))
@@ -181,25 +256,87 @@ class LayerNorm(Module):
 
 
 class BatchNorm2d(Module):
-    """Per-channel normalisation; keeps running mean/var (host) for eval()."""
+    """Per-channel batch normalisation with PyTorch's semantics.
 
-    def __init__(self, c, eps=1e-6, momentum=0.1):
+    x is (N, C, H, W) or (C, H, W) (the N = 1 case). Training normalises with the batch
+    statistics over N x H x W (biased variance, eps inside the sqrt) and, when
+    track_running_stats, updates running_mean / running_var on device:
+    r = (1 - momentum) * r + momentum * batch_stat, with the *unbiased* batch variance for
+    running_var (momentum=None: cumulative average over num_batches_tracked). eval() normalises
+    with the running statistics. Running stats and num_batches_tracked are buffers: saved by
+    state_dict(), never handed to an optimizer. eps defaults to PyTorch's 1e-5.
+    """
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True):
         super().__init__()
-        self.weight = Parameter(np.ones(c))
-        self.bias = Parameter(np.zeros(c))
-        self.eps, self.momentum = eps, momentum
-        self.running_mean = np.zeros(c, np.float32)
-        self.running_var = np.ones(c, np.float32)
+        c = int(num_features)
+        if c < 1:
+            raise ValueError(f"BatchNorm2d: num_features must be >= 1, got {num_features}")
+        if momentum is not None and not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"BatchNorm2d: momentum must be in [0, 1] or None, got {momentum}")
+        self.num_features, self.eps, self.momentum = c, float(eps), momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(np.ones(c), name="weight")
+            self.bias = Parameter(np.zeros(c), name="bias")
+        else:
+            # constant gamma/beta for the fused kernel; not parameters, not saved
+            object.__setattr__(self, "weight", Parameter(np.ones(c), requires_grad=False))
+            object.__setattr__(self, "bias", Parameter(np.zeros(c), requires_grad=False))
+        if track_running_stats:
+            self.register_buffer("running_mean", np.zeros(c, np.float32))
+            self.register_buffer("running_var", np.ones(c, np.float32))
+            self.register_buffer("num_batches_tracked", np.zeros((), np.float32))
+        object.__setattr__(self, "_nbt", 0)
+
+    def _after_load(self):
+        if self.track_running_stats:
+            object.__setattr__(self, "_nbt", int(self.num_batches_tracked.data))
+
+    def _check(self, x):
+        shp = x.shape
+        if len(shp) not in (3, 4) or shp[-3] != self.num_features:
+            raise ValueError(f"BatchNorm2d: expected input (N, {self.num_features}, H, W) or "
+                             f"({self.num_features}, H, W), got {tuple(shp)}")
+        return int(np.prod(shp)) // self.num_features     # values per channel
 
     def forward(self, x):
         s = x.session
-        if self.training:
-            return s.op("batchnorm_channel_first", x, self.weight, self.bias, eps=self.eps)
-        c = self.running_mean.shape[0]
-        shp = (c, 1, 1)
-        scale = (self.weight.data / np.sqrt(self.running_var + self.eps)).reshape(shp)
-        shift = self.bias.data.reshape(shp) - self.running_mean.reshape(shp) * scale
-        return x * scale.astype(np.float32) + shift.astype(np.float32)
+        x = s.as_tensor(x)
+        count = self._check(x)
+        if self.training or not self.track_running_stats:
+            if self.training and count < 2:
+                raise ValueError(f"BatchNorm2d: expected more than 1 value per channel when "
+                                 f"training, got input {tuple(x.shape)}")
+            y = s.op("batchnorm_channel_first", x, self.weight, self.bias, eps=self.eps)
+            if self.training and self.track_running_stats:
+                self._update_running(x.value, count)
+            return y
+        # eval: y = (x - mean) * gamma / sqrt(var + eps) + beta, recorded on the tape so
+        # gradients still reach x, gamma and beta (as in PyTorch)
+        c = self.num_features
+        with_shape = (c, 1, 1)
+        scale = s.use(self.weight) * ((s.use(self.running_var) + self.eps).sqrt().reciprocal())
+        shift = s.use(self.bias) - s.use(self.running_mean) * scale
+        return x * scale.reshape(with_shape) + shift.reshape(with_shape)
+
+    def _update_running(self, xbuf, count):
+        """Batch statistics from the fused kernel (its mean/var residuals are not kept on the
+        tape), folded into the running buffers with device ops; no host round trip."""
+        object.__setattr__(self, "_nbt", self._nbt + 1)
+        self.num_batches_tracked.set(np.float32(self._nbt))
+        m = 1.0 / self._nbt if self.momentum is None else float(self.momentum)
+        y, xhat, mean, var, inv_std = _ops.batchnorm_channel_first(
+            xbuf, self.weight.mirror(), self.bias.mirror(), eps=self.eps)
+        for b in (y, xhat, inv_std):
+            b.release()
+        for buf, stat, c in ((self.running_mean, mean, m),
+                             (self.running_var, var, m * count / (count - 1))):
+            kept = _ops.scale(buf.mirror(), c=1.0 - m)
+            buf.set_mirror(_ops.axpy(kept, stat, c=c))
+            kept.release()
+            stat.release()
 
 
 class Embedding(Module):
@@ -207,9 +344,13 @@ class Embedding(Module):
         super().__init__()
         self.weight = Parameter(init.normal((n, d)))
 
-    def forward(self, idx):
+    def forward(self, idx, session=None):
+        """idx: integer array (any shape) -> idx.shape + (d,); session defaults to the default
+        session (integer indices carry none)."""
         from torchlean.session import default_session
-        s = default_session() if not hasattr(idx, "session") else idx.session
+        s = session or getattr(idx, "session", None) or default_session()
+        if hasattr(idx, "numpy"):
+            idx = idx.numpy()
         return s.op("gather_rows", self.weight, indices=np.asarray(idx, dtype=np.int64))
 
 
