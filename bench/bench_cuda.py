@@ -403,6 +403,22 @@ def _attention():
 
     row(f"attention fwd+bwd B{B} H{Hh} n{n} hd{hd} (with projections)", time_tl(tl_step),
         time_torch(torch_step), note="vs F.scaled_dot_product_attention fp32")
+
+    def tl_fwd():
+        t = tl.Tape()
+        ids = [t.leaf(w, requires_grad=False) for w, _ in Ws] + [t.leaf(x, requires_grad=False)]
+        t.multi_head_attention(*ids, **kw)
+        t.release()
+
+    def torch_fwd():
+        with torch.no_grad():
+            q, k, v = (xt @ Ws[i][1] for i in range(3))
+            q, k, v = (z.view(B, n, Hh, hd).transpose(1, 2) for z in (q, k, v))
+            o = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, n, d)
+            return o @ Ws[3][1]
+
+    row(f"attention fwd only B{B} H{Hh} n{n} hd{hd} (with projections)", time_tl(tl_fwd),
+        time_torch(torch_fwd), note="vs F.scaled_dot_product_attention fp32")
     _release([x, g] + [w for w, _ in Ws])
 
 
