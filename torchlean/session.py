@@ -334,13 +334,20 @@ class Tensor:
     def _other(self, o):
         return self.session.as_tensor(o)
 
+    def _binary(self, name, o):
+        # fast path: both operands live tensors of this session's current step
+        s = self.session
+        if o.__class__ is Tensor and o.session is s and self.gen == s.gen == o.gen:
+            return Tensor(s, getattr(s.tape, name)(self.id, o.id), s.gen)
+        return s.op(name, self, o)
+
     def __add__(self, o):
-        return self.session.op("add", self, o)
+        return self._binary("add", o)
 
     __radd__ = __add__
 
     def __mul__(self, o):
-        return self.session.op("mul", self, o)
+        return self._binary("mul", o)
 
     __rmul__ = __mul__
 
@@ -350,7 +357,7 @@ class Tensor:
     def __sub__(self, o):
         t = self.session.tape
         if hasattr(t, "sub"):
-            return self.session.op("sub", self, o)
+            return self._binary("sub", o)
         return self + (-self._other(o))
 
     def __rsub__(self, o):
@@ -359,13 +366,13 @@ class Tensor:
     def __truediv__(self, o):
         if not isinstance(o, (Tensor, Parameter)) and np.ndim(o) == 0:
             return self * (1.0 / float(o))
-        return self.session.op("div", self, o)
+        return self._binary("div", o)
 
     def __rtruediv__(self, o):
         return self.session.op("div", self._other(o), self)
 
     def __matmul__(self, o):
-        return self.session.op("matmul", self, o)
+        return self._binary("matmul", o)
 
     def __rmatmul__(self, o):
         return self.session.op("matmul", self._other(o), self)
