@@ -4,8 +4,8 @@
 // of the cuBLAS projections; head h of token i is the column block [h*hd, (h+1)*hd), so heads
 // are addressed with a row stride of H*hd and never copied. lse is (B, H, n).
 //
-// use_flash = 1 (and hd <= 128): a tiled core with an online softmax. A group of lanes owns two
-// query rows (forward, dQ) or two key rows (dK/dV); K/V (or Q/dO) tiles are staged in shared
+// use_flash = 1 (and hd <= 128): a tiled core with an online softmax. A group of lanes owns one
+// query row (forward, dQ) or one key row (dK/dV); K/V (or Q/dO) tiles are staged in shared
 // memory, so the n x n matrix is never stored. The backward recomputes probabilities from lse and writes
 // every gradient row from exactly one thread: no atomics, bit-reproducible.
 // use_flash = 0: the composed path (materialised scores in scratch, a masked softmax kernel,
@@ -38,27 +38,26 @@ int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, 
 }
 
 // ---------------------------------------------------------------- fused (flash) kernels
-// A group of SPL adjacent lanes owns two rows (query rows in the forward and dQ, key rows in
-// dK/dV): rows r and r + half of the block. Each lane keeps 16 of the head's dims of both rows in
-// registers, as float4 chunks c = c4 * SPL + part, so a group reads one contiguous stretch of a
-// shared tile (the warp's reads broadcast) and every value read from shared memory feeds both
-// rows. Dot products are summed over the group with a butterfly of shuffles: every lane ends
-// with the same bits and the order is fixed (bit-reproducible). The n x n matrix is never
+// A row (query row in the forward and dQ, key row in dK/dV) is owned by a group of SPL adjacent
+// lanes; each lane keeps 32 of the head's dims in registers (as float4 chunks c = c4 * SPL +
+// part, so the group reads one contiguous stretch of a shared tile and the warp's reads
+// broadcast). Dot products are summed over the group with a butterfly of shuffles: every lane
+// ends with the same bits, and the order is fixed (bit-reproducible). The n x n matrix is never
 // stored; tiles of K/V (or Q/dO) are staged in shared memory.
 // Tile sizes by the compile-time head-dim bound HDM: shared tiles stay under 48 KiB.
 template <int HDM> struct Tiles {
-    static constexpr int SPL = HDM / 16;            // lanes per row pair
-    static constexpr int C4 = 4;                    // float4 chunks per lane (16 dims)
+    static constexpr int SPL = HDM / 32;            // lanes per row
+    static constexpr int C4 = 8;                    // float4 chunks per lane (32 dims)
     static constexpr int BQ = 64;                   // query rows per block (forward, dQ)
     static constexpr int BK = 4096 / HDM;           // key rows per staged tile (forward, dQ)
     static constexpr int BKV = 64;                  // key rows per block (dK/dV)
     static constexpr int BQT = 2048 / HDM;          // query rows per staged tile (dK/dV)
-    static constexpr int THREADS = 32 * SPL;        // 32 row pairs per block
 };
 
-// sum of v over the SPL lanes of this group (the same bits on every lane)
+// sum of v over the SPL lanes of this row's group (the same bits on every lane)
 template <int SPL>
 __device__ __forceinline__ float group_sum(float v) {
+    if (SPL == 1) return v;
     const unsigned lane = threadIdx.x & 31u;
     const unsigned gmask = ((1u << SPL) - 1u) << (lane & ~(unsigned)(SPL - 1));
 #pragma unroll
@@ -66,7 +65,13 @@ __device__ __forceinline__ float group_sum(float v) {
     return v;
 }
 
-// Load this lane's 16 dims of a global row (0 past hd or for a dead row), times mul.
+// dim of this lane's chunk c4, component e
+template <int HDM>
+__device__ __forceinline__ int own_dim(int part, int c4, int e) {
+    return 4 * (c4 * Tiles<HDM>::SPL + part) + e;
+}
+
+// Load this lane's dims of row `row` (0 past hd or for a dead row), times mul.
 template <int HDM>
 __device__ __forceinline__ void load_own(float *r, const float *__restrict__ src, size_t off,
                                          bool live, int part, int hd, float mul) {
@@ -74,7 +79,7 @@ __device__ __forceinline__ void load_own(float *r, const float *__restrict__ src
     for (int c = 0; c < Tiles<HDM>::C4; c++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            int d = 4 * (c * Tiles<HDM>::SPL + part) + e;
+            int d = own_dim<HDM>(part, c, e);
             r[4 * c + e] = (live && d < hd) ? src[off + d] * mul : 0.0f;
         }
 }
@@ -86,32 +91,34 @@ __device__ __forceinline__ void store_own(const float *r, float *__restrict__ ds
     for (int c = 0; c < Tiles<HDM>::C4; c++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            int d = 4 * (c * Tiles<HDM>::SPL + part) + e;
+            int d = own_dim<HDM>(part, c, e);
             if (d < hd) dst[off + d] = r[4 * c + e];
         }
 }
 
-// this lane's 16 dims of a shared-memory row
+// partial dot product of this lane's dims with a shared-memory row
 template <int HDM>
-__device__ __forceinline__ void slice(float *t, const float *srow, int part) {
-#pragma unroll
-    for (int c = 0; c < Tiles<HDM>::C4; c++) {
-        float4 v = *reinterpret_cast<const float4 *>(srow + 4 * (c * Tiles<HDM>::SPL + part));
-        t[4 * c] = v.x; t[4 * c + 1] = v.y; t[4 * c + 2] = v.z; t[4 * c + 3] = v.w;
-    }
-}
-
-__device__ __forceinline__ float dot16(const float *a, const float *t) {
+__device__ __forceinline__ float dot_own(const float *r, const float *srow, int part) {
     float s = 0.0f;
 #pragma unroll
-    for (int d = 0; d < 16; d++) s += a[d] * t[d];
+    for (int c = 0; c < Tiles<HDM>::C4; c++) {
+        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * Tiles<HDM>::SPL + part));
+        s += r[4 * c] * t.x + r[4 * c + 1] * t.y + r[4 * c + 2] * t.z + r[4 * c + 3] * t.w;
+    }
     return s;
 }
 
-// r = r * a + b * t
-__device__ __forceinline__ void axpy16(float *r, float a, float b, const float *t) {
+// r = r * a + b * srow (this lane's dims)
+template <int HDM>
+__device__ __forceinline__ void axpy_own(float *r, float a, float b, const float *srow, int part) {
 #pragma unroll
-    for (int d = 0; d < 16; d++) r[d] = r[d] * a + b * t[d];
+    for (int c = 0; c < Tiles<HDM>::C4; c++) {
+        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * Tiles<HDM>::SPL + part));
+        r[4 * c] = r[4 * c] * a + b * t.x;
+        r[4 * c + 1] = r[4 * c + 1] * a + b * t.y;
+        r[4 * c + 2] = r[4 * c + 2] * a + b * t.z;
+        r[4 * c + 3] = r[4 * c + 3] * a + b * t.w;
+    }
 }
 
 // stage rows [r0, r0 + R) of one head of A (and of B) into shared tiles, 0 past n or hd
@@ -126,23 +133,9 @@ __device__ __forceinline__ void stage(float (*As)[HDM], float (*Bs)[HDM], const 
     }
 }
 
-// one online-softmax step of a query row: score s against a key whose value slice is vt
-__device__ __forceinline__ void online_step(float s, const float *vt, float &m, float &l, float *o) {
-    if (s > m) {
-        const float corr = expf(m - s);  // m = -inf gives exactly 0
-        l = l * corr + 1.0f;
-        axpy16(o, corr, 1.0f, vt);
-        m = s;
-    } else {
-        const float p = expf(s - m);
-        l += p;
-        axpy16(o, 1.0f, p, vt);
-    }
-}
-
-// Forward: grid (ceil(n/BQ), B*H); group g owns query rows g and g + BQ/2 of the block.
+// Forward: grid (ceil(n/BQ), B*H), SPL lanes per query row.
 template <int HDM>
-__global__ void __launch_bounds__(Tiles<HDM>::THREADS) flash_fwd_kernel(
+__global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_kernel(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ mask, float *__restrict__ O, float *__restrict__ lse, int n, int H,
     int hd, float scale) {
@@ -152,48 +145,41 @@ __global__ void __launch_bounds__(Tiles<HDM>::THREADS) flash_fwd_kernel(
     const int HD = H * hd;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int part = threadIdx.x % T::SPL;
-    const int ia = blockIdx.x * T::BQ + threadIdx.x / T::SPL, ib = ia + T::BQ / 2;
-    const bool la = ia < n, lb = ib < n;  // lb implies la
+    const int i = blockIdx.x * T::BQ + threadIdx.x / T::SPL;
+    const bool live = i < n;
     const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    float qa[16], qb[16], oa[16], ob[16], kt[16], vt[16];
-    load_own<HDM>(qa, Q, base + (size_t)ia * HD, la, part, hd, scale);
-    load_own<HDM>(qb, Q, base + (size_t)ib * HD, lb, part, hd, scale);
+    float q[32], o[32];
+    load_own<HDM>(q, Q, base + (size_t)i * HD, live, part, hd, scale);
 #pragma unroll
-    for (int d = 0; d < 16; d++) oa[d] = ob[d] = 0.0f;
-    float ma = -INFINITY, la_sum = 0.0f, mb = -INFINITY, lb_sum = 0.0f;
+    for (int d = 0; d < 32; d++) o[d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
     for (int j0 = 0; j0 < n; j0 += T::BK) {
         __syncthreads();
         stage<HDM, T::BK>(Ks, Vs, K, V, base, j0, n, HD, hd);
         __syncthreads();
-        if (!la) continue;  // the group's lanes agree on every branch: shuffles stay convergent
+        if (!live) continue;  // a row's lanes agree, so the group shuffles stay convergent
         const int jn = min(T::BK, n - j0);
         for (int jj = 0; jj < jn; jj++) {
-            const int j = j0 + jj;
-            const bool ok_a = !mask || mask[(size_t)ia * n + j] != 0.0f;
-            const bool ok_b = lb && (!mask || mask[(size_t)ib * n + j] != 0.0f);
-            if (!ok_a && !ok_b) continue;
-            slice<HDM>(kt, Ks[jj], part);
-            slice<HDM>(vt, Vs[jj], part);
-            const float sa = group_sum<T::SPL>(dot16(qa, kt));
-            const float sb = group_sum<T::SPL>(dot16(qb, kt));
-            if (ok_a) online_step(sa, vt, ma, la_sum, oa);
-            if (ok_b) online_step(sb, vt, mb, lb_sum, ob);
+            if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
+            const float s = group_sum<T::SPL>(dot_own<HDM>(q, Ks[jj], part));
+            if (s > m) {
+                const float corr = expf(m - s);  // m = -inf gives exactly 0
+                l = l * corr + 1.0f;
+                axpy_own<HDM>(o, corr, 1.0f, Vs[jj], part);
+                m = s;
+            } else {
+                const float p = expf(s - m);
+                l += p;
+                axpy_own<HDM>(o, 1.0f, p, Vs[jj], part);
+            }
         }
     }
-    if (la) {
-        const float inv = la_sum > 0.0f ? 1.0f / la_sum : 0.0f;  // fully blocked row: output 0
+    if (!live) return;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // fully blocked row: output 0
 #pragma unroll
-        for (int d = 0; d < 16; d++) oa[d] *= inv;
-        store_own<HDM>(oa, O, base + (size_t)ia * HD, part, hd);
-        if (part == 0) lse[(size_t)bh * n + ia] = la_sum > 0.0f ? ma + logf(la_sum) : 0.0f;
-    }
-    if (lb) {
-        const float inv = lb_sum > 0.0f ? 1.0f / lb_sum : 0.0f;
-#pragma unroll
-        for (int d = 0; d < 16; d++) ob[d] *= inv;
-        store_own<HDM>(ob, O, base + (size_t)ib * HD, part, hd);
-        if (part == 0) lse[(size_t)bh * n + ib] = lb_sum > 0.0f ? mb + logf(lb_sum) : 0.0f;
-    }
+    for (int d = 0; d < 32; d++) o[d] *= inv;
+    store_own<HDM>(o, O, base + (size_t)i * HD, part, hd);
+    if (part == 0) lse[(size_t)bh * n + i] = l > 0.0f ? m + logf(l) : 0.0f;
 }
 
 // D_i = dO_i . O_i per (b, h, i): one thread per row.
@@ -209,9 +195,9 @@ __global__ void rowdot_kernel(const float *__restrict__ dO, const float *__restr
     }
 }
 
-// dQ: grid (ceil(n/BQ), B*H); group g owns query rows g and g + BQ/2, K/V tiles in shared memory.
+// dQ: grid (ceil(n/BQ), B*H), SPL lanes per query row, K/V tiles in shared memory.
 template <int HDM>
-__global__ void __launch_bounds__(Tiles<HDM>::THREADS) flash_dq_kernel(
+__global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_dq_kernel(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
     const float *__restrict__ mask, float *__restrict__ dQ, int n, int H, int hd, float scale) {
@@ -221,47 +207,37 @@ __global__ void __launch_bounds__(Tiles<HDM>::THREADS) flash_dq_kernel(
     const int HD = H * hd;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int part = threadIdx.x % T::SPL;
-    const int ia = blockIdx.x * T::BQ + threadIdx.x / T::SPL, ib = ia + T::BQ / 2;
-    const bool la = ia < n, lb = ib < n;
+    const int i = blockIdx.x * T::BQ + threadIdx.x / T::SPL;
+    const bool live = i < n;
     const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    float qa[16], qb[16], ga[16], gb[16], dqa[16], dqb[16], kt[16], vt[16];
-    load_own<HDM>(qa, Q, base + (size_t)ia * HD, la, part, hd, scale);
-    load_own<HDM>(qb, Q, base + (size_t)ib * HD, lb, part, hd, scale);
-    load_own<HDM>(ga, dO, base + (size_t)ia * HD, la, part, hd, 1.0f);
-    load_own<HDM>(gb, dO, base + (size_t)ib * HD, lb, part, hd, 1.0f);
+    float q[32], g[32], dq[32];
+    load_own<HDM>(q, Q, base + (size_t)i * HD, live, part, hd, scale);
+    load_own<HDM>(g, dO, base + (size_t)i * HD, live, part, hd, 1.0f);
 #pragma unroll
-    for (int d = 0; d < 16; d++) dqa[d] = dqb[d] = 0.0f;
-    const float La = la ? lse[(size_t)bh * n + ia] : 0.0f, Lb = lb ? lse[(size_t)bh * n + ib] : 0.0f;
-    const float Da = la ? D[(size_t)bh * n + ia] : 0.0f, Db = lb ? D[(size_t)bh * n + ib] : 0.0f;
+    for (int d = 0; d < 32; d++) dq[d] = 0.0f;
+    const float L = live ? lse[(size_t)bh * n + i] : 0.0f;
+    const float Di = live ? D[(size_t)bh * n + i] : 0.0f;
     for (int j0 = 0; j0 < n; j0 += T::BK) {
         __syncthreads();
         stage<HDM, T::BK>(Ks, Vs, K, V, base, j0, n, HD, hd);
         __syncthreads();
-        if (!la) continue;
+        if (!live) continue;
         const int jn = min(T::BK, n - j0);
         for (int jj = 0; jj < jn; jj++) {
-            const int j = j0 + jj;
-            const bool ok_a = !mask || mask[(size_t)ia * n + j] != 0.0f;
-            const bool ok_b = lb && (!mask || mask[(size_t)ib * n + j] != 0.0f);
-            if (!ok_a && !ok_b) continue;
-            slice<HDM>(kt, Ks[jj], part);
-            slice<HDM>(vt, Vs[jj], part);
-            const float sa = group_sum<T::SPL>(dot16(qa, kt));
-            const float sb = group_sum<T::SPL>(dot16(qb, kt));
-            const float pa = group_sum<T::SPL>(dot16(ga, vt));
-            const float pb = group_sum<T::SPL>(dot16(gb, vt));
-            if (ok_a) axpy16(dqa, 1.0f, expf(sa - La) * (pa - Da) * scale, kt);
-            if (ok_b) axpy16(dqb, 1.0f, expf(sb - Lb) * (pb - Db) * scale, kt);
+            if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
+            const float s = group_sum<T::SPL>(dot_own<HDM>(q, Ks[jj], part));
+            const float dp = group_sum<T::SPL>(dot_own<HDM>(g, Vs[jj], part));
+            const float ds = expf(s - L) * (dp - Di) * scale;
+            axpy_own<HDM>(dq, 1.0f, ds, Ks[jj], part);
         }
     }
-    if (la) store_own<HDM>(dqa, dQ, base + (size_t)ia * HD, part, hd);
-    if (lb) store_own<HDM>(dqb, dQ, base + (size_t)ib * HD, part, hd);
+    if (!live) return;
+    store_own<HDM>(dq, dQ, base + (size_t)i * HD, part, hd);
 }
 
-// dK, dV: grid (ceil(n/BKV), B*H); group g owns key rows g and g + BKV/2, Q/dO tiles in shared
-// memory.
+// dK, dV: grid (ceil(n/BKV), B*H), SPL lanes per key row; Q/dO tiles in shared memory.
 template <int HDM>
-__global__ void __launch_bounds__(Tiles<HDM>::THREADS) flash_dkv_kernel(
+__global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPL) flash_dkv_kernel(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
     const float *__restrict__ mask, float *__restrict__ dK, float *__restrict__ dV, int n, int H,
@@ -273,16 +249,14 @@ __global__ void __launch_bounds__(Tiles<HDM>::THREADS) flash_dkv_kernel(
     const int HD = H * hd;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int part = threadIdx.x % T::SPL;
-    const int ja = blockIdx.x * T::BKV + threadIdx.x / T::SPL, jb = ja + T::BKV / 2;
-    const bool la = ja < n, lb = jb < n;
+    const int j = blockIdx.x * T::BKV + threadIdx.x / T::SPL;
+    const bool live = j < n;
     const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    float ka[16], kb[16], va[16], vb[16], dka[16], dkb[16], dva[16], dvb[16], qt[16], gt[16];
-    load_own<HDM>(ka, K, base + (size_t)ja * HD, la, part, hd, scale);
-    load_own<HDM>(kb, K, base + (size_t)jb * HD, lb, part, hd, scale);
-    load_own<HDM>(va, V, base + (size_t)ja * HD, la, part, hd, 1.0f);
-    load_own<HDM>(vb, V, base + (size_t)jb * HD, lb, part, hd, 1.0f);
+    float k[32], v[32], dk[32], dv[32];
+    load_own<HDM>(k, K, base + (size_t)j * HD, live, part, hd, scale);
+    load_own<HDM>(v, V, base + (size_t)j * HD, live, part, hd, 1.0f);
 #pragma unroll
-    for (int d = 0; d < 16; d++) dka[d] = dkb[d] = dva[d] = dvb[d] = 0.0f;
+    for (int d = 0; d < 32; d++) dk[d] = dv[d] = 0.0f;
     for (int i0 = 0; i0 < n; i0 += T::BQT) {
         __syncthreads();
         stage<HDM, T::BQT>(Qs, Gs, Q, dO, base, i0, n, HD, hd);
@@ -292,40 +266,21 @@ __global__ void __launch_bounds__(Tiles<HDM>::THREADS) flash_dkv_kernel(
             Ds[ii] = i < n ? D[(size_t)bh * n + i] : 0.0f;
         }
         __syncthreads();
-        if (!la) continue;
+        if (!live) continue;
         const int in_ = min(T::BQT, n - i0);
         for (int ii = 0; ii < in_; ii++) {
-            const size_t mrow = (size_t)(i0 + ii) * n;
-            const bool ok_a = !mask || mask[mrow + ja] != 0.0f;
-            const bool ok_b = lb && (!mask || mask[mrow + jb] != 0.0f);
-            if (!ok_a && !ok_b) continue;
-            slice<HDM>(qt, Qs[ii], part);
-            slice<HDM>(gt, Gs[ii], part);
-            const float sa = group_sum<T::SPL>(dot16(ka, qt));
-            const float sb = group_sum<T::SPL>(dot16(kb, qt));
-            const float pa_ = group_sum<T::SPL>(dot16(va, gt));
-            const float pb_ = group_sum<T::SPL>(dot16(vb, gt));
-            const float L = Ls[ii], Di = Ds[ii];
-            if (ok_a) {
-                const float p = expf(sa - L);
-                axpy16(dva, 1.0f, p, gt);
-                axpy16(dka, 1.0f, p * (pa_ - Di) * scale, qt);
-            }
-            if (ok_b) {
-                const float p = expf(sb - L);
-                axpy16(dvb, 1.0f, p, gt);
-                axpy16(dkb, 1.0f, p * (pb_ - Di) * scale, qt);
-            }
+            if (mask && mask[(size_t)(i0 + ii) * n + j] == 0.0f) continue;
+            const float s = group_sum<T::SPL>(dot_own<HDM>(k, Qs[ii], part));
+            const float dp = group_sum<T::SPL>(dot_own<HDM>(v, Gs[ii], part));
+            const float p = expf(s - Ls[ii]);
+            const float ds = p * (dp - Ds[ii]) * scale;
+            axpy_own<HDM>(dv, 1.0f, p, Gs[ii], part);
+            axpy_own<HDM>(dk, 1.0f, ds, Qs[ii], part);
         }
     }
-    if (la) {
-        store_own<HDM>(dka, dK, base + (size_t)ja * HD, part, hd);
-        store_own<HDM>(dva, dV, base + (size_t)ja * HD, part, hd);
-    }
-    if (lb) {
-        store_own<HDM>(dkb, dK, base + (size_t)jb * HD, part, hd);
-        store_own<HDM>(dvb, dV, base + (size_t)jb * HD, part, hd);
-    }
+    if (!live) return;
+    store_own<HDM>(dk, dK, base + (size_t)j * HD, part, hd);
+    store_own<HDM>(dv, dV, base + (size_t)j * HD, part, hd);
 }
 
 template <int HDM>
@@ -333,8 +288,8 @@ int flash_forward(const char *op, const float *Q, const float *K, const float *V
                   float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
     using T = Tiles<HDM>;
     dim3 grid((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
-    flash_fwd_kernel<HDM><<<grid, T::THREADS, 0, tl_stream()>>>(Q, K, V, M, O, L, (int)n, (int)H,
-                                                                (int)hd, scale);
+    flash_fwd_kernel<HDM><<<grid, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, M, O, L, (int)n,
+                                                                    (int)H, (int)hd, scale);
     TL_LAUNCHED(op);
     return TL_OK;
 }
@@ -345,12 +300,12 @@ int flash_backward(const char *op, const float *Q, const float *K, const float *
                    float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
     using T = Tiles<HDM>;
     dim3 gq((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
-    flash_dq_kernel<HDM><<<gq, T::THREADS, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
-                                                             (int)H, (int)hd, scale);
+    flash_dq_kernel<HDM><<<gq, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
+                                                                 (int)H, (int)hd, scale);
     TL_LAUNCHED(op);
     dim3 gk((unsigned)((n + T::BKV - 1) / T::BKV), (unsigned)(B * H));
-    flash_dkv_kernel<HDM><<<gk, T::THREADS, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
-                                                              (int)n, (int)H, (int)hd, scale);
+    flash_dkv_kernel<HDM><<<gk, T::BKV * T::SPL, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
+                                                                   (int)n, (int)H, (int)hd, scale);
     TL_LAUNCHED(op);
     return TL_OK;
 }
