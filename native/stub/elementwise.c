@@ -39,15 +39,15 @@
 static inline float tl_maxf(float a, float b) { return (a != a || a >= b) ? a : b; }
 static inline float tl_minf(float a, float b) { return (a != a || a <= b) ? a : b; }
 
-/* overflow-safe sigmoid: exp of a non-positive argument only */
+/* overflow-safe sigmoid: exp of a non-positive argument only, 1 / (1 + e) for x >= 0 and
+ * e / (1 + e) below; branch-free so the loop vectorises (NaN gives NaN through e) */
 static inline float tl_sigmoidf(float v) {
-    if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
-    float e = expf(v);
-    return e / (1.0f + e);
+    float e = tl_expf(-fabsf(v));
+    return (v >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
 /* softplus = max(x, 0) + log1p(exp(-|x|)), exact for large |x| */
 static inline float tl_softplusf(float v) {
-    return (v > 0.0f ? v : 0.0f) + log1pf(expf(-fabsf(v)));
+    return (v > 0.0f ? v : 0.0f) + log1pf(tl_expf(-fabsf(v)));
 }
 
 #define GELU_K 0.7978845608f
@@ -78,7 +78,7 @@ UNARY(relu, (v > 0.0f || v != v) ? v : 0.0f) /* NaN passes through */
 UNARY(abs, fabsf(v))
 UNARY(sqrt, sqrtf(v))
 UNARY(reciprocal, 1.0f / v)
-UNARY(exp, expf(v))
+UNARY(exp, tl_expf(v))
 UNARY(log, logf(v))
 UNARY(gelu, tl_geluf(v))
 UNARY(sigmoid, tl_sigmoidf(v))
