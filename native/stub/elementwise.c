@@ -19,7 +19,7 @@
     }
 
 #define UNARY(NAME, EXPR)                                                            \
-    int tl_##NAME(tl_buf x, tl_buf y, int64_t n) {                                   \
+    TL_VEC512 int tl_##NAME(tl_buf x, tl_buf y, int64_t n) {                                   \
         TL_CHECK(#NAME, x, n); TL_CHECK(#NAME, y, n);                                \
         const float *X = x->data; float *Y = y->data;                                \
         LOOP(n) { float v = X[i]; Y[i] = (EXPR); }                                   \
@@ -28,7 +28,7 @@
 
 /* dx = f(x, g) */
 #define UNARY_BWD(NAME, EXPR)                                                        \
-    int tl_##NAME(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {                        \
+    TL_VEC512 int tl_##NAME(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {                        \
         TL_CHECK(#NAME, x, n); TL_CHECK(#NAME, g, n); TL_CHECK(#NAME, dx, n);        \
         const float *X = x->data, *G = g->data; float *D = dx->data;                 \
         LOOP(n) { float v = X[i], gv = G[i]; D[i] = (EXPR); }                        \

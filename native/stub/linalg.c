@@ -20,6 +20,7 @@
 #define MC 64    /* rows per task (one packed A block, in L2) */
 #define NB 256   /* columns per task */
 #define NC 2048  /* columns of B packed per pass (KC x NC floats = 2 MiB) */
+#define SMALL_GEMM 4096 /* m n p at most this: plain loops */
 
 typedef float v16 __attribute__((vector_size(64)));
 static inline v16 vload(const float *p) { v16 v; memcpy(&v, p, sizeof v); return v; }
@@ -194,8 +195,22 @@ static int gemm_strided(const float *A, int64_t ars, int64_t acs, const float *B
         if (!accumulate) memset(C, 0, (size_t)(m * p) * sizeof(float));
         return 0;
     }
+    if (m * n * p <= SMALL_GEMM) {
+        /* tiny products: the same per-element sums (start, then + a*b in increasing k) without
+         * packing buffers or OpenMP bookkeeping */
+        for (int64_t i = 0; i < m; i++) {
+            float *c = C + i * p;
+            if (!accumulate) memset(c, 0, (size_t)p * sizeof(float));
+            for (int64_t k = 0; k < n; k++) {
+                float av = A[i * ars + k * acs];
+                const float *b = B + k * brs;
+                for (int64_t j = 0; j < p; j++) c[j] = c[j] + av * b[j * bcs];
+            }
+        }
+        return 0;
+    }
     /* few rows: packing B would cost as much as the product, so full panels are read in place */
-    gemm_job g = {A, B, C, NULL, ars, acs, brs, bcs, m, n, p, accumulate, m <= 2 * MR && bcs == 1, 0};
+    gemm_job g = {A, B, C, NULL, ars, acs, brs, bcs, m, n, p, accumulate, m <= MC && bcs == 1, 0};
     if (!g.direct_b) {
         int64_t ncmax = p < NC ? p : NC, kcmax = n < KC ? n : KC;
         g.Bp = (float *)malloc((size_t)(kcmax * ((ncmax + NR - 1) / NR * NR)) * sizeof(float));

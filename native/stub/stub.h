@@ -28,6 +28,15 @@ static inline double tl_sum_f32_block(const float *x, int64_t n) {
     return (double)(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
 }
 
+/* Compute-bound vector loops (exp and friends) run twice as fast in 512-bit vectors, which GCC
+ * avoids by default on AVX-512 x86 (-march=native tunes for 256); this asks for them per
+ * function. Lanes are independent, so the width never changes a result. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#define TL_VEC512 __attribute__((target("prefer-vector-width=512")))
+#else
+#define TL_VEC512
+#endif
+
 /* Branch-free float32 e^x that loops vectorise (scalar expf is a libm call, so it does not).
  * Max error 1 ulp against the correctly rounded result over all floats (tests/test_stub_exp.py).
  *   k = round(x / ln2), r = x - k ln2 (Cody-Waite: ln2 = C1 + C2 with C1 of 9 bits, so k C1 and
