@@ -10,13 +10,14 @@
  * and the micro-kernel adds products one k at a time (acc = acc + a * b, no FMA: the Makefile
  * turns contraction off). So every C element sums its products in increasing k order whatever
  * the blocking, tile position or thread count: batched and single-row calls agree bit for bit. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
 
 #define MR 8     /* micro-tile rows: accumulators live in 2 * MR vector registers */
 #define NR 32    /* micro-tile columns: two 16-float vectors */
-#define KC 256   /* k slice: an MR x KC A panel and a KC x NR B panel stay in L1 */
+#define KC 256   /* longest k slice: an MR x KC A panel and a KC x NR B panel stay in L1 */
 #define MC 64    /* rows per task (one packed A block, in L2) */
 #define NB 256   /* columns per task */
 #define NC 2048  /* columns of B packed per pass (KC x NC floats = 2 MiB) */
@@ -119,6 +120,12 @@ static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t
     }
 }
 
+/* k slice length: n split into equal slices of at most KC (no short tail slice) */
+static int64_t kslice(int64_t n) {
+    int64_t slices = (n + KC - 1) / KC;
+    return (n + slices - 1) / slices;
+}
+
 /* One GEMM call: operands, sizes and the shared packed-B buffer. */
 typedef struct {
     const float *A, *B;
@@ -131,7 +138,8 @@ typedef struct {
  * worksharing loops then run serially). Each thread packs its own A blocks. */
 static void gemm_run(gemm_job *g) {
     const int64_t m = g->m, n = g->n, p = g->p;
-    int64_t kcmax = n < KC ? n : KC, mcmax = m < MC ? m : MC;
+    const int64_t nthreads = omp_get_num_threads(), me = omp_get_thread_num();
+    int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC;
     float *Ap = (float *)malloc((size_t)(kcmax * ((mcmax + MR - 1) / MR * MR + NR)) * sizeof(float));
     float *Bt = Ap ? Ap + kcmax * ((mcmax + MR - 1) / MR * MR) : NULL; /* one edge panel */
     if (!Ap) {
@@ -144,12 +152,12 @@ static void gemm_run(gemm_job *g) {
         int64_t nc = p - jc < NC ? p - jc : NC;
         int64_t npanel = (nc + NR - 1) / NR;
         /* task grid: MC-row blocks x column groups of nb (a multiple of NR), narrowed until
-         * there are a few tasks per thread */
-        int64_t nib = (m + MC - 1) / MC, nb = NB;
-        while (nb > NR && nib * ((nc + nb - 1) / nb) < 8) nb /= 2;
+         * there are a few tasks per thread for the dynamic schedule to balance */
+        int64_t nib = (m + MC - 1) / MC, nb = NB, want = 16 * nthreads;
+        while (nb > NR && nib * ((nc + nb - 1) / nb) < want) nb /= 2;
         int64_t njb = (nc + nb - 1) / nb;
-        for (int64_t pc = 0; pc < n; pc += KC) {
-            int64_t kc = n - pc < KC ? n - pc : KC;
+        for (int64_t pc = 0; pc < n; pc += kcmax) {
+            int64_t kc = n - pc < kcmax ? n - pc : kcmax;
             int zero = pc == 0 && !g->accumulate;
             if (!g->direct_b) {
 #pragma omp for schedule(static)
@@ -159,12 +167,17 @@ static void gemm_run(gemm_job *g) {
                            g->Bp + jp * kc * NR);
                 }
             }
-            /* row block outermost: a thread's consecutive tasks usually reuse its packed A */
+            /* Tasks in row-block-major order; each thread takes a contiguous run of them holding
+             * about 1/T of the C area (a task belongs to the thread its area's midpoint falls
+             * in), so it packs each A block once and edge tasks do not unbalance the split.
+             * Which thread runs a task never matters: it alone writes its C tile this slice. */
             int64_t packed_ib = -1;
-#pragma omp for schedule(static)
             for (int64_t t = 0; t < nib * njb; t++) {
                 int64_t ib = t / njb, jb = t % njb;
                 int64_t i0 = ib * MC, mc = m - i0 < MC ? m - i0 : MC;
+                int64_t ncols = (jb + 1) * nb < nc ? nb : nc - jb * nb;
+                double mid = (double)i0 * nc + (double)mc * (jb * nb) + 0.5 * (double)mc * ncols;
+                if ((int64_t)(mid * nthreads / ((double)m * nc)) != me) continue;
                 if (ib != packed_ib) { pack_a(g->A, g->ars, g->acs, i0, mc, pc, kc, Ap); packed_ib = ib; }
                 int64_t jend = (jb + 1) * nb < nc ? (jb + 1) * nb : nc;
                 for (int64_t j = jb * nb; j < jend; j += NR) {
@@ -181,6 +194,7 @@ static void gemm_run(gemm_job *g) {
                                    g->C + (i0 + ip) * p + jc + j, p, nr, zero);
                 }
             }
+#pragma omp barrier
         }
     }
     free(Ap);
@@ -212,7 +226,7 @@ static int gemm_strided(const float *A, int64_t ars, int64_t acs, const float *B
     /* few rows: packing B would cost as much as the product, so full panels are read in place */
     gemm_job g = {A, B, C, NULL, ars, acs, brs, bcs, m, n, p, accumulate, m <= MC && bcs == 1, 0};
     if (!g.direct_b) {
-        int64_t ncmax = p < NC ? p : NC, kcmax = n < KC ? n : KC;
+        int64_t ncmax = p < NC ? p : NC, kcmax = kslice(n);
         g.Bp = (float *)malloc((size_t)(kcmax * ((ncmax + NR - 1) / NR * NR)) * sizeof(float));
         if (!g.Bp) return 1;
     }
