@@ -10,10 +10,15 @@
  * and the micro-kernel adds products one k at a time (acc = acc + a * b, no FMA: the Makefile
  * turns contraction off). So every C element sums its products in increasing k order whatever
  * the blocking, tile position or thread count: batched and single-row calls agree bit for bit. */
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_num_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+#endif
 
 #define MR 8     /* micro-tile rows: accumulators live in 2 * MR vector registers */
 #define NR 32    /* micro-tile columns: two 16-float vectors */
