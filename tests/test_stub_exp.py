@@ -1,4 +1,5 @@
-"""The stub's vectorised float32 exp (tl_expf in native/stub/stub.h) stays within 2 ulp.
+"""The stub's vectorised float32 exp and tanh (tl_expf, tl_tanhf in native/stub/stub.h) stay
+within 2 ulp.
 
 The stub replaces the scalar libm expf with its own branch-free polynomial so loops vectorise;
 CUDA's expf is documented at 2 ulp, so the stub must not be worse or the stub/CUDA parity
@@ -82,8 +83,25 @@ def test_specials():
 
 def test_sigmoid_built_on_it_stays_accurate():
     x = np.linspace(-100.0, 100.0, 400001, dtype=np.float32)
-    y = ops.sigmoid(tl.AnyBuffer.from_numpy(x)).to_numpy().astype(np.float64)
+    y = ops.sigmoid(tl.AnyBuffer.from_numpy(x)).to_numpy()
     ref = 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
+    assert float_ulps(y, ref).max() <= 4.0  # exp's error plus the add and the divide
+
+
+def float_ulps(got, ref):
+    """|got - ref| in float32 ulps of ref (float64 arithmetic)."""
     _, e = np.frexp(ref)
     ulp = np.maximum(np.ldexp(1.0, e - 24), 2.0 ** -149)
-    assert (np.abs(y - ref) / ulp).max() <= 4.0
+    return np.abs(got.astype(np.float64) - ref) / ulp
+
+
+def test_tanh_built_on_it_within_2_ulp():
+    # tanh uses its own polynomial below |x| = 0.625 and 1 - 2 / (e^2|x| + 1) above
+    x = float_sweep(-12.0, 12.0, 509)
+    y = ops.tanh(tl.AnyBuffer.from_numpy(x)).to_numpy()
+    err = float_ulps(y, np.tanh(x.astype(np.float64)))
+    assert err.max() <= MAX_ULP, (err.max(), x[np.argmax(err)])
+    s = ops.tanh(tl.AnyBuffer.from_numpy(
+        np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 50.0, -50.0], np.float32))).to_numpy()
+    assert s[0] == 0 and not np.signbit(s[0]) and s[1] == 0 and np.signbit(s[1])
+    assert s[2] == 1 and s[3] == -1 and np.isnan(s[4]) and s[5] == 1 and s[6] == -1

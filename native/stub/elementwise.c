@@ -56,13 +56,13 @@ static inline float tl_softplusf(float v) {
  * y = (x (1 + tanh(k (x + cubic)))) / 2 */
 static inline float tl_geluf(float v) {
     float cubic = ((GELU_A * v) * v) * v;
-    float t = tanhf(GELU_K * (v + cubic));
+    float t = tl_tanhf(GELU_K * (v + cubic));
     return (v * (1.0f + t)) * 0.5f;
 }
 /* (1 + t + (x (1 - t^2)) (k (1 + (3c x) x))) / 2 */
 static inline float tl_gelu_gradf(float v) {
     float cubic = ((GELU_A * v) * v) * v;
-    float t = tanhf(GELU_K * (v + cubic));
+    float t = tl_tanhf(GELU_K * (v + cubic));
     float du = GELU_K * (1.0f + ((3.0f * GELU_A) * v) * v);
     return ((1.0f + t) + (v * (1.0f - t * t)) * du) * 0.5f;
 }
@@ -82,7 +82,7 @@ UNARY(exp, tl_expf(v))
 UNARY(log, logf(v))
 UNARY(gelu, tl_geluf(v))
 UNARY(sigmoid, tl_sigmoidf(v))
-UNARY(tanh, tanhf(v))
+UNARY(tanh, tl_tanhf(v))
 UNARY(softplus, tl_softplusf(v))
 
 UNARY_BWD(relu_backward, v > 0.0f ? gv : 0.0f)

@@ -68,4 +68,21 @@ static inline float tl_expf(float x) {
     return x != x ? x + x : y;
 }
 
+/* Branch-free float32 tanh on tl_expf (libm tanhf is a call, so loops using it stay scalar).
+ * On a = |x|: a < 0.625 uses a + a z P(z), z = a^2 (Cephes tanhf minimax odd polynomial);
+ * above, 1 - 2 / (e^(2a) + 1), which saturates to exactly 1 once e^(2a) is large (or +inf).
+ * The sign is copied from x (tanh(-0) = -0); NaN returns NaN. Max error 1.4 ulp
+ * (tests/test_stub_exp.py). */
+static inline float tl_tanhf(float x) {
+    float a = fabsf(x), z = a * a;
+    float p = -5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    float small = a + (a * z) * p;
+    float big = 1.0f - 2.0f / (tl_expf(a + a) + 1.0f);
+    return copysignf(a < 0.625f ? small : big, x);
+}
+
 #endif
