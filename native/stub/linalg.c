@@ -157,7 +157,7 @@ static void gemm_run(gemm_job *g) {
         int64_t nc = p - jc < NC ? p - jc : NC;
         int64_t npanel = (nc + NR - 1) / NR;
         /* task grid: MC-row blocks x column groups of nb (a multiple of NR), narrowed until
-         * there are a few tasks per thread for the dynamic schedule to balance */
+         * there are enough tasks per thread for the area split below to balance */
         int64_t nib = (m + MC - 1) / MC, nb = NB, want = 16 * nthreads;
         while (nb > NR && nib * ((nc + nb - 1) / nb) < want) nb /= 2;
         int64_t njb = (nc + nb - 1) / nb;
@@ -182,7 +182,8 @@ static void gemm_run(gemm_job *g) {
                 int64_t i0 = ib * MC, mc = m - i0 < MC ? m - i0 : MC;
                 int64_t ncols = (jb + 1) * nb < nc ? nb : nc - jb * nb;
                 double mid = (double)i0 * nc + (double)mc * (jb * nb) + 0.5 * (double)mc * ncols;
-                if ((int64_t)(mid * nthreads / ((double)m * nc)) != me) continue;
+                int64_t owner = (int64_t)(mid * nthreads / ((double)m * nc));
+                if ((owner < nthreads ? owner : nthreads - 1) != me) continue;
                 if (ib != packed_ib) { pack_a(g->A, g->ars, g->acs, i0, mc, pc, kc, Ap); packed_ib = ib; }
                 int64_t jend = (jb + 1) * nb < nc ? (jb + 1) * nb : nc;
                 for (int64_t j = jb * nb; j < jend; j += NR) {
