@@ -26,7 +26,9 @@ static inline int omp_get_thread_num(void) { return 0; }
 #define MC 64    /* rows per task (one packed A block, in L2) */
 #define NB 256   /* columns per task */
 #define NC 2048  /* columns of B packed per pass (KC x NC floats = 2 MiB) */
-#define SMALL_GEMM 4096 /* m n p at most this: plain loops */
+#define SMALL_GEMM 512 /* m n p at most this: plain loops */
+#define LOCAL_PACK 4096 /* packing buffers up to this many floats live on the stack */
+#define BATCH_PAR_MAX (1 << 22) /* batched products below this size: threads over the batch */
 
 typedef float v16 __attribute__((vector_size(64)));
 static inline v16 vload(const float *p) { v16 v; memcpy(&v, p, sizeof v); return v; }
@@ -145,14 +147,17 @@ static void gemm_run(gemm_job *g) {
     const int64_t m = g->m, n = g->n, p = g->p;
     const int64_t nthreads = omp_get_num_threads(), me = omp_get_thread_num();
     int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC;
-    float *Ap = (float *)malloc((size_t)(kcmax * ((mcmax + MR - 1) / MR * MR + NR)) * sizeof(float));
+    /* small problems pack into the stack: malloc would cost as much as the product */
+    float local[LOCAL_PACK];
+    int64_t need = kcmax * ((mcmax + MR - 1) / MR * MR + NR);
+    float *Ap = need <= LOCAL_PACK ? local : (float *)malloc((size_t)need * sizeof(float));
     float *Bt = Ap ? Ap + kcmax * ((mcmax + MR - 1) / MR * MR) : NULL; /* one edge panel */
     if (!Ap) {
 #pragma omp atomic write
         g->failed = 1;
     }
 #pragma omp barrier
-    if (g->failed) { free(Ap); return; }
+    if (g->failed) { if (Ap != local) free(Ap); return; }
     for (int64_t jc = 0; jc < p; jc += NC) {
         int64_t nc = p - jc < NC ? p - jc : NC;
         int64_t npanel = (nc + NR - 1) / NR;
@@ -190,7 +195,7 @@ static void gemm_run(gemm_job *g) {
                     int nr = (int)(nc - j < NR ? nc - j : NR);
                     const float *bp = g->Bp + (j / NR) * kc * NR;
                     int64_t ldb = NR;
-                    if (g->direct_b && nr == NR) {
+                    if (g->direct_b && (nr == NR || nr == 16)) { /* whole vectors: in place */
                         bp = g->B + pc * g->brs + jc + j; ldb = g->brs;
                     } else if (g->direct_b) {
                         pack_b(g->B, g->brs, g->bcs, pc, kc, jc + j, nr, Bt); bp = Bt;
@@ -203,13 +208,14 @@ static void gemm_run(gemm_job *g) {
 #pragma omp barrier
         }
     }
-    free(Ap);
+    if (Ap != local) free(Ap);
 }
 
 /* C (m, p) = op(A) (m, n) @ op(B) (n, p) with element strides as in pack_a / pack_b; C is
  * row-major and overwritten unless accumulate. Returns nonzero on allocation failure. */
 static int gemm_strided(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
-                        int64_t bcs, float *C, int64_t m, int64_t n, int64_t p, int accumulate) {
+                        int64_t bcs, float *C, int64_t m, int64_t n, int64_t p, int accumulate,
+                        int may_thread) {
     if (m == 0 || p == 0) return 0;
     if (n == 0) {
         if (!accumulate) memset(C, 0, (size_t)(m * p) * sizeof(float));
@@ -224,25 +230,32 @@ static int gemm_strided(const float *A, int64_t ars, int64_t acs, const float *B
             for (int64_t k = 0; k < n; k++) {
                 float av = A[i * ars + k * acs];
                 const float *b = B + k * brs;
-                for (int64_t j = 0; j < p; j++) c[j] = c[j] + av * b[j * bcs];
+                if (bcs == 1) {
+#pragma omp simd
+                    for (int64_t j = 0; j < p; j++) c[j] = c[j] + av * b[j];
+                } else {
+                    for (int64_t j = 0; j < p; j++) c[j] = c[j] + av * b[j * bcs];
+                }
             }
         }
         return 0;
     }
+    float local[LOCAL_PACK];
     /* few rows: packing B would cost as much as the product, so full panels are read in place */
     gemm_job g = {A, B, C, NULL, ars, acs, brs, bcs, m, n, p, accumulate, m <= MC && bcs == 1, 0};
     if (!g.direct_b) {
         int64_t ncmax = p < NC ? p : NC, kcmax = kslice(n);
-        g.Bp = (float *)malloc((size_t)(kcmax * ((ncmax + NR - 1) / NR * NR)) * sizeof(float));
+        int64_t need = kcmax * ((ncmax + NR - 1) / NR * NR);
+        g.Bp = need <= LOCAL_PACK ? local : (float *)malloc((size_t)need * sizeof(float));
         if (!g.Bp) return 1;
     }
-    if (m * n * p > 8 * TL_PAR_MIN) {
+    if (may_thread && m * n * p > 8 * TL_PAR_MIN) {
 #pragma omp parallel
         gemm_run(&g);
     } else {
         gemm_run(&g);
     }
-    free(g.Bp);
+    if (g.Bp != local) free(g.Bp);
     return g.failed;
 }
 
@@ -251,10 +264,19 @@ static int gemm(const char *op, const float *A, const float *B, float *C, int64_
                 int64_t n, int64_t p, int ta, int tb, int accumulate) {
     /* op(A) (m, n): stored (m, n) or, transposed, (n, m); op(B) (n, p): stored (n, p) or (p, n) */
     int64_t ars = ta ? 1 : n, acs = ta ? m : 1, brs = tb ? 1 : p, bcs = tb ? n : 1;
-    for (int64_t s = 0; s < batch; s++)
-        if (gemm_strided(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p, m, n, p,
-                         accumulate))
-            return tl_fail(TL_E_OOM, "%s: out of host memory for packed GEMM panels", op);
+    int failed = 0;
+    if (batch > 1 && m * n * p < BATCH_PAR_MAX) {
+        /* many small products: one whole product per thread at a time */
+#pragma omp parallel for schedule(static) reduction(| : failed) if (batch * m * n * p > 8 * TL_PAR_MIN)
+        for (int64_t s = 0; s < batch; s++)
+            failed |= gemm_strided(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p,
+                                   m, n, p, accumulate, 0);
+    } else {
+        for (int64_t s = 0; s < batch && !failed; s++)
+            failed = gemm_strided(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p,
+                                  m, n, p, accumulate, 1);
+    }
+    if (failed) return tl_fail(TL_E_OOM, "%s: out of host memory for packed GEMM panels", op);
     return TL_OK;
 }
 
