@@ -59,6 +59,14 @@ def test_transposed_operands_same_bits(m, n, p, ta, tb):
     assert np.array_equal(y.view(np.uint32), sequential(a, b).view(np.uint32))
 
 
+def test_bmm_threads_over_the_batch_same_bits():
+    # small products in a large batch run one product per thread: still the sequential sums
+    a, b = f32(6, 40, 70), f32(6, 70, 50)
+    y = ops.bmm(buf(a), buf(b)).to_numpy()
+    for s in range(6):
+        assert np.array_equal(y[s].view(np.uint32), sequential(a[s], b[s]).view(np.uint32))
+
+
 def test_linear_accumulates_onto_the_bias_in_order():
     w, bias, x = f32(45, 300), f32(45), f32(70, 300)
     y = ops.linear(buf(w), buf(bias), buf(x)).to_numpy()
@@ -71,7 +79,10 @@ def test_bits_do_not_depend_on_thread_count():
             "r = np.random.default_rng(3); a = r.uniform(-1, 1, (300, 270)).astype(np.float32); "
             "b = r.uniform(-1, 1, (270, 310)).astype(np.float32); "
             "y = tl.ops.matmul(tl.AnyBuffer.from_numpy(a), tl.AnyBuffer.from_numpy(b)).to_numpy(); "
-            "print(hashlib.sha256(y.tobytes()).hexdigest())") % str(Path(__file__).resolve().parent.parent)
+            "c = r.uniform(-1, 1, (6, 40, 70)).astype(np.float32); "
+            "d = r.uniform(-1, 1, (6, 70, 50)).astype(np.float32); "
+            "z = tl.ops.bmm(tl.AnyBuffer.from_numpy(c), tl.AnyBuffer.from_numpy(d)).to_numpy(); "
+            "print(hashlib.sha256(y.tobytes() + z.tobytes()).hexdigest())") % str(Path(__file__).resolve().parent.parent)
     digests = set()
     for threads in ("1", "2", "3"):
         env = dict(os.environ, OMP_NUM_THREADS=threads, TORCHLEAN_BACKEND="stub")
