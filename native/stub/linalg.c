@@ -141,11 +141,12 @@ typedef struct {
     int accumulate, direct_b, failed;
 } gemm_job;
 
-/* The blocked GEMM, run by every thread of a team (or by one caller with no team: the
- * worksharing loops then run serially). Each thread packs its own A blocks. */
-static void gemm_run(gemm_job *g) {
+/* The blocked GEMM, run by each of the nthreads threads of a team (me = this thread) or by one
+ * caller with nthreads = 1, which then uses no OpenMP construct at all (so it is safe inside
+ * another parallel loop). Work is split by hand; each thread packs its own A blocks. */
+static void gemm_run(gemm_job *g, int64_t nthreads, int64_t me) {
     const int64_t m = g->m, n = g->n, p = g->p;
-    const int64_t nthreads = omp_get_num_threads(), me = omp_get_thread_num();
+    const int team = nthreads > 1;
     int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC;
     /* small problems pack into the stack: malloc would cost as much as the product */
     float local[LOCAL_PACK];
@@ -156,7 +157,9 @@ static void gemm_run(gemm_job *g) {
 #pragma omp atomic write
         g->failed = 1;
     }
+    if (team) {
 #pragma omp barrier
+    }
     if (g->failed) { if (Ap != local) free(Ap); return; }
     for (int64_t jc = 0; jc < p; jc += NC) {
         int64_t nc = p - jc < NC ? p - jc : NC;
@@ -170,11 +173,14 @@ static void gemm_run(gemm_job *g) {
             int64_t kc = n - pc < kcmax ? n - pc : kcmax;
             int zero = pc == 0 && !g->accumulate;
             if (!g->direct_b) {
-#pragma omp for schedule(static)
-                for (int64_t jp = 0; jp < npanel; jp++) {
+                /* shared B panels: each thread packs a contiguous share, then all wait */
+                for (int64_t jp = me * npanel / nthreads; jp < (me + 1) * npanel / nthreads; jp++) {
                     int64_t j0 = jc + jp * NR;
                     pack_b(g->B, g->brs, g->bcs, pc, kc, j0, p - j0 < NR ? p - j0 : NR,
                            g->Bp + jp * kc * NR);
+                }
+                if (team) {
+#pragma omp barrier
                 }
             }
             /* Tasks in row-block-major order; each thread takes a contiguous run of them holding
@@ -205,7 +211,9 @@ static void gemm_run(gemm_job *g) {
                                    g->C + (i0 + ip) * p + jc + j, p, nr, zero);
                 }
             }
+            if (team) { /* the next slice repacks the shared B panels */
 #pragma omp barrier
+            }
         }
     }
     if (Ap != local) free(Ap);
@@ -251,9 +259,9 @@ static int gemm_strided(const float *A, int64_t ars, int64_t acs, const float *B
     }
     if (may_thread && m * n * p > 8 * TL_PAR_MIN) {
 #pragma omp parallel
-        gemm_run(&g);
+        gemm_run(&g, omp_get_num_threads(), omp_get_thread_num());
     } else {
-        gemm_run(&g);
+        gemm_run(&g, 1, 0);
     }
     if (g.Bp != local) free(g.Bp);
     return g.failed;
