@@ -22,10 +22,10 @@ static inline int omp_get_thread_num(void) { return 0; }
 
 #define MR 8     /* micro-tile rows: accumulators live in 2 * MR vector registers */
 #define NR 32    /* micro-tile columns: two 16-float vectors */
-#define KC 256   /* longest k slice: an MR x KC A panel and a KC x NR B panel stay in L1 */
+#define KC 384   /* longest k slice (slices are equal): a KC x NR B panel is 48 KiB, about L1 */
 #define MC 64    /* rows per task (one packed A block, in L2) */
 #define NB 256   /* columns per task */
-#define NC 2048  /* columns of B packed per pass (KC x NC floats = 2 MiB) */
+#define NC 2048  /* columns of B packed per pass (KC x NC floats = 3 MiB) */
 #define SMALL_GEMM 512 /* m n p at most this: plain loops */
 #define LOCAL_PACK 4096 /* packing buffers up to this many floats live on the stack */
 #define BATCH_PAR_MAX (1 << 22) /* batched products below this size: threads over the batch */
