@@ -4,7 +4,7 @@ native/stub/linalg.c packs panels, tiles registers, splits k into slices and run
 parallel; none of that may change a bit: every C element must equal the sequential float32 sum
 c = 0; c = c + a[i, k] * b[k, j] for k = 0, 1, ... (no FMA). NumPy float32 arithmetic does exactly
 that one k at a time, so it is the oracle. Shapes straddle the micro-tile (8 x 32), k slice
-(256), row block (64) and in-place-B (m <= 64) boundaries.
+(at most 384, equal slices), row block (64) and in-place-B (m <= 64) boundaries.
 """
 import os
 import subprocess
@@ -39,7 +39,8 @@ def buf(x):
 
 
 SHAPES = [(1, 1, 1), (3, 5, 7), (8, 256, 32), (9, 257, 33), (7, 255, 15), (17, 300, 16),
-          (64, 40, 31), (65, 70, 65), (130, 513, 47), (33, 20, 300), (1, 600, 129)]
+          (64, 40, 31), (65, 70, 65), (130, 513, 47), (33, 20, 300), (1, 600, 129),
+          (9, 385, 33), (20, 769, 40)]
 
 
 @pytest.mark.parametrize("m,n,p", SHAPES)
