@@ -30,9 +30,13 @@ static inline int omp_get_thread_num(void) { return 0; }
 #define LOCAL_PACK 4096 /* packing buffers up to this many floats live on the stack */
 #define BATCH_PAR_MAX (1 << 22) /* batched products below this size: threads over the batch */
 
+/* 16 floats; without AVX-512 the compiler splits it into narrower vectors, same results.
+ * v16u: the same through any float pointer (unaligned, may alias floats); macros rather than
+ * functions so no vector crosses a call (GCC -Wpsabi warns about that without AVX-512). */
 typedef float v16 __attribute__((vector_size(64)));
-static inline v16 vload(const float *p) { v16 v; memcpy(&v, p, sizeof v); return v; }
-static inline void vstore(float *p, v16 v) { memcpy(p, &v, sizeof v); }
+typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define vload(p) ((v16)*(const v16u *)(p))
+#define vstore(p, v) (*(v16u *)(p) = (v))
 
 /* C[0..mr, 0..nr) (row stride ldc) = (zero ? 0 : C) + Ap^T Bp over kc steps.
  * Ap: kc groups of MR floats (row r of step k at k*MR + r); Bp: kc rows of >= 16 * nv floats,
