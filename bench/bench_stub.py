@@ -58,13 +58,18 @@ def main():
     ma = rng.uniform(-1, 1, (512, 512)).astype(np.float32)
     mb = rng.uniform(-1, 1, (512, 512)).astype(np.float32)
     A, B, SM = tl.AnyBuffer.from_numpy(a), tl.AnyBuffer.from_numpy(b), tl.AnyBuffer.from_numpy(sm)
+    oa = rng.uniform(-1, 1, (300, 270)).astype(np.float32)  # odd sizes: edge tiles everywhere
+    ob = rng.uniform(-1, 1, (270, 310)).astype(np.float32)
     MA, MB = tl.AnyBuffer.from_numpy(ma), tl.AnyBuffer.from_numpy(mb)
+    OA, OB = tl.AnyBuffer.from_numpy(oa), tl.AnyBuffer.from_numpy(ob)
     rows = [
         ("add", "2^22", ("add", A, B), {}, lambda: np.add(a, b)),
         ("exp", "2^22", ("exp", A), {}, lambda: np.exp(a)),
+        ("sigmoid", "2^22", ("sigmoid", A), {}, lambda: 1.0 / (1.0 + np.exp(-a))),
         ("sum", "2^22", ("sum", A), {}, lambda: a.sum()),
         ("softmax", "4096 x 1024", ("softmax", SM), {"axis": -1}, lambda: np_softmax(sm)),
         ("matmul", "512^3", ("matmul", MA, MB), {}, lambda: ma @ mb),
+        ("matmul", "300 x 270 x 310", ("matmul", OA, OB), {}, lambda: oa @ ob),
     ]
     lines = ["| op | size | torchlean ms | numpy ms | ratio |", "|---|---|---|---|---|"]
     notes = []

@@ -101,7 +101,7 @@ int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x
             float den = 0.0f;
             for (int64_t j = 0; j < n; j++) {
                 if (s[j] == -INFINITY) continue;
-                float pj = expf(s[j] - mx);
+                float pj = tl_expf(s[j] - mx);
                 den += pj;
                 const float *vj = V + (bb * n + j) * HD + hh * hd;
                 for (int64_t p = 0; p < hd; p++) oi[p] += pj * vj[p];
@@ -163,7 +163,7 @@ int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, 
             const float *kj = K + (bb * n + j) * HD + hh * hd, *vj = V + (bb * n + j) * HD + hh * hd;
             float sd = 0.0f, dp = 0.0f;
             for (int64_t p = 0; p < hd; p++) { sd += qi[p] * kj[p]; dp += doi[p] * vj[p]; }
-            float pij = expf(sd * scale - L[bhi]);
+            float pij = tl_expf(sd * scale - L[bhi]);
             float ds = pij * (dp - Dr[bhi]) * scale;
             for (int64_t p = 0; p < hd; p++) dqi[p] += ds * kj[p];
         }
@@ -181,7 +181,7 @@ int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, 
             const float *qi = Q + (bb * n + i) * HD + hh * hd, *doi = dO + (bb * n + i) * HD + hh * hd;
             float sd = 0.0f, dp = 0.0f;
             for (int64_t p = 0; p < hd; p++) { sd += qi[p] * kj[p]; dp += doi[p] * vj[p]; }
-            float pij = expf(sd * scale - L[bhi]);
+            float pij = tl_expf(sd * scale - L[bhi]);
             float ds = pij * (dp - Dr[bhi]) * scale;
             for (int64_t p = 0; p < hd; p++) { dkj[p] += ds * qi[p]; dvj[p] += pij * doi[p]; }
         }

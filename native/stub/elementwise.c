@@ -19,7 +19,7 @@
     }
 
 #define UNARY(NAME, EXPR)                                                            \
-    int tl_##NAME(tl_buf x, tl_buf y, int64_t n) {                                   \
+    TL_VEC512 int tl_##NAME(tl_buf x, tl_buf y, int64_t n) {                                   \
         TL_CHECK(#NAME, x, n); TL_CHECK(#NAME, y, n);                                \
         const float *X = x->data; float *Y = y->data;                                \
         LOOP(n) { float v = X[i]; Y[i] = (EXPR); }                                   \
@@ -28,7 +28,7 @@
 
 /* dx = f(x, g) */
 #define UNARY_BWD(NAME, EXPR)                                                        \
-    int tl_##NAME(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {                        \
+    TL_VEC512 int tl_##NAME(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {                        \
         TL_CHECK(#NAME, x, n); TL_CHECK(#NAME, g, n); TL_CHECK(#NAME, dx, n);        \
         const float *X = x->data, *G = g->data; float *D = dx->data;                 \
         LOOP(n) { float v = X[i], gv = G[i]; D[i] = (EXPR); }                        \
@@ -39,15 +39,15 @@
 static inline float tl_maxf(float a, float b) { return (a != a || a >= b) ? a : b; }
 static inline float tl_minf(float a, float b) { return (a != a || a <= b) ? a : b; }
 
-/* overflow-safe sigmoid: exp of a non-positive argument only */
+/* overflow-safe sigmoid: exp of a non-positive argument only, 1 / (1 + e) for x >= 0 and
+ * e / (1 + e) below; branch-free so the loop vectorises (NaN gives NaN through e) */
 static inline float tl_sigmoidf(float v) {
-    if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
-    float e = expf(v);
-    return e / (1.0f + e);
+    float e = tl_expf(-fabsf(v));
+    return (v >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
 /* softplus = max(x, 0) + log1p(exp(-|x|)), exact for large |x| */
 static inline float tl_softplusf(float v) {
-    return (v > 0.0f ? v : 0.0f) + log1pf(expf(-fabsf(v)));
+    return (v > 0.0f ? v : 0.0f) + log1pf(tl_expf(-fabsf(v)));
 }
 
 #define GELU_K 0.7978845608f
@@ -56,13 +56,13 @@ static inline float tl_softplusf(float v) {
  * y = (x (1 + tanh(k (x + cubic)))) / 2 */
 static inline float tl_geluf(float v) {
     float cubic = ((GELU_A * v) * v) * v;
-    float t = tanhf(GELU_K * (v + cubic));
+    float t = tl_tanhf(GELU_K * (v + cubic));
     return (v * (1.0f + t)) * 0.5f;
 }
 /* (1 + t + (x (1 - t^2)) (k (1 + (3c x) x))) / 2 */
 static inline float tl_gelu_gradf(float v) {
     float cubic = ((GELU_A * v) * v) * v;
-    float t = tanhf(GELU_K * (v + cubic));
+    float t = tl_tanhf(GELU_K * (v + cubic));
     float du = GELU_K * (1.0f + ((3.0f * GELU_A) * v) * v);
     return ((1.0f + t) + (v * (1.0f - t * t)) * du) * 0.5f;
 }
@@ -78,11 +78,11 @@ UNARY(relu, (v > 0.0f || v != v) ? v : 0.0f) /* NaN passes through */
 UNARY(abs, fabsf(v))
 UNARY(sqrt, sqrtf(v))
 UNARY(reciprocal, 1.0f / v)
-UNARY(exp, expf(v))
+UNARY(exp, tl_expf(v))
 UNARY(log, logf(v))
 UNARY(gelu, tl_geluf(v))
 UNARY(sigmoid, tl_sigmoidf(v))
-UNARY(tanh, tanhf(v))
+UNARY(tanh, tl_tanhf(v))
 UNARY(softplus, tl_softplusf(v))
 
 UNARY_BWD(relu_backward, v > 0.0f ? gv : 0.0f)

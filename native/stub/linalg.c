@@ -1,88 +1,294 @@
 /* linalg.c (stub): GEMM and the ops built on it (matmul, bmm, linear, their VJPs), MSE loss.
  *
- * One GEMM routine serves everything: C = op(A) op(B) (+ C when accumulating). Transposed
- * operands are first copied to row-major form; then 8 x 16 register tiles of C (OpenMP over row
- * tiles) stream through k blocks, with a plain i-k-j loop for edges. Every C element accumulates its products in increasing k order whatever
- * the blocking or thread count, so results are bit-identical across machines of any size. */
+ * One GEMM routine serves everything: C = op(A) op(B) (+ C when accumulating), with op(.) an
+ * optional transpose read through strides. It is blocked like GotoBLAS: for each KC-deep slice
+ * of k, a block of B is packed into NR-wide column panels (zero-padded), then tasks (an MC-row
+ * block of A, packed into MR-row panels, times a group of B panels) run in parallel, each
+ * through a register-tiled MR x NR micro-kernel written with GCC/Clang vector types.
+ *
+ * Determinism: each C element is owned by one task per k slice, slices run in increasing k,
+ * and the micro-kernel adds products one k at a time (acc = acc + a * b, no FMA: the Makefile
+ * turns contraction off). So every C element sums its products in increasing k order whatever
+ * the blocking, tile position or thread count: batched and single-row calls agree bit for bit. */
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_num_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+#endif
 
-#define KB 512  /* k block: the B rows one register tile streams through per pass */
+#define MR 8     /* micro-tile rows: accumulators live in 2 * MR vector registers */
+#define NR 32    /* micro-tile columns: two 16-float vectors */
+#define KC 384   /* longest k slice (slices are equal): a KC x NR B panel is 48 KiB, about L1 */
+#define MC 64    /* rows per task (one packed A block, in L2) */
+#define NB 256   /* columns per task */
+#define NC 2048  /* columns of B packed per pass (KC x NC floats = 3 MiB) */
+#define SMALL_GEMM 512 /* m n p at most this: plain loops */
+#define LOCAL_PACK 4096 /* packing buffers up to this many floats live on the stack */
+#define BATCH_PAR_MAX (1 << 22) /* batched products below this size: threads over the batch */
 
-static float *transposed(const float *src, int64_t r, int64_t c) {
-    /* src (r, c) row-major -> (c, r) row-major */
-    float *t = (float *)malloc((size_t)(r * c > 0 ? r * c : 1) * sizeof(float));
-    if (!t) return NULL;
-    for (int64_t i = 0; i < r; i++)
-        for (int64_t j = 0; j < c; j++) t[j * r + i] = src[i * c + j];
-    return t;
-}
+/* 16 floats; without AVX-512 the compiler splits it into narrower vectors, same results.
+ * v16u: the same through any float pointer (unaligned, may alias floats); macros rather than
+ * functions so no vector crosses a call (GCC -Wpsabi warns about that without AVX-512). */
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define vload(p) ((v16)*(const v16u *)(p))
+#define vstore(p, v) (*(v16u *)(p) = (v))
 
-/* Register tile: MR rows x NR columns of C live in local accumulators across a k block. */
-#define MR 8
-#define NR 16
-
-static inline void tile(const float *A, const float *B, float *C, int64_t n, int64_t p,
-                        int64_t i0, int64_t j0, int64_t k0, int64_t k1) {
-    float acc[MR][NR];
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) acc[r][j] = C[(i0 + r) * p + j0 + j];
-    for (int64_t k = k0; k < k1; k++) {
-        const float *b = B + k * p + j0;
-        for (int r = 0; r < MR; r++) {
-            float av = A[(i0 + r) * n + k];
-#pragma omp simd
-            for (int j = 0; j < NR; j++) acc[r][j] = acc[r][j] + av * b[j];
+/* C[0..mr, 0..nr) (row stride ldc) = (zero ? 0 : C) + Ap^T Bp over kc steps.
+ * Ap: kc groups of MR floats (row r of step k at k*MR + r); Bp: kc rows of >= 16 * nv floats,
+ * ldb apart (NR for a packed panel, the row stride when B is read in place).
+ * mr and nv (vectors per row: 1 when nr <= 16) are constants at each call site after
+ * inlining, so the accumulators become registers. */
+static inline __attribute__((always_inline)) void
+ukernel(const int mr, const int nv, int64_t kc, const float *restrict Ap, const float *restrict Bp,
+        int64_t ldb, float *C, int64_t ldc, int nr, int zero) {
+    v16 acc[MR][2];
+    float tmp[NR];
+    for (int r = 0; r < mr; r++) {
+        for (int v = 0; v < nv; v++) acc[r][v] = (v16){0};
+        if (zero) continue;
+        if (nr == 16 * nv) {
+            for (int v = 0; v < nv; v++) acc[r][v] = vload(C + r * ldc + 16 * v);
+        } else {
+            memset(tmp, 0, sizeof tmp);
+            memcpy(tmp, C + r * ldc, (size_t)nr * sizeof(float));
+            for (int v = 0; v < nv; v++) acc[r][v] = vload(tmp + 16 * v);
         }
     }
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) C[(i0 + r) * p + j0 + j] = acc[r][j];
+    for (int64_t k = 0; k < kc; k++) {
+        v16 b0 = vload(Bp + k * ldb), b1 = nv > 1 ? vload(Bp + k * ldb + 16) : b0;
+        for (int r = 0; r < mr; r++) {
+            float a = Ap[k * MR + r];
+            acc[r][0] = acc[r][0] + a * b0;
+            if (nv > 1) acc[r][1] = acc[r][1] + a * b1;
+        }
+    }
+    for (int r = 0; r < mr; r++) {
+        if (nr == 16 * nv) {
+            for (int v = 0; v < nv; v++) vstore(C + r * ldc + 16 * v, acc[r][v]);
+        } else {
+            for (int v = 0; v < nv; v++) vstore(tmp + 16 * v, acc[r][v]);
+            memcpy(C + r * ldc, tmp, (size_t)nr * sizeof(float));
+        }
+    }
 }
 
-/* C (m, p) = A (m, n) @ B (n, p), all row-major; C is overwritten unless accumulate.
- * Full MR x NR tiles use the register tile; edges use the plain i-k-j loop. Both add the
- * products of one C element in increasing k order, so the split does not change any bit. */
-static void gemm_nn(const float *A, const float *B, float *C, int64_t m, int64_t n, int64_t p,
-                    int accumulate) {
-    if (!accumulate) memset(C, 0, (size_t)(m * p) * sizeof(float));
-    int64_t mt = m / MR * MR, pt = p / NR * NR;
-    for (int64_t k0 = 0; k0 < n; k0 += KB) {
-        int64_t k1 = k0 + KB < n ? k0 + KB : n;
-#pragma omp parallel for schedule(static) if (m * (k1 - k0) * p > TL_PAR_MIN)
-        for (int64_t i = 0; i < m; i += MR) {
-            if (i < mt)
-                for (int64_t j = 0; j < pt; j += NR) tile(A, B, C, n, p, i, j, k0, k1);
-            int64_t ie = i + MR < m ? i + MR : m;
-            for (int64_t ii = i; ii < ie; ii++) {
-                float *c = C + ii * p;
-                const float *a = A + ii * n;
-                int64_t js = ii < mt ? pt : 0;
-                for (int64_t k = k0; k < k1; k++) {
-                    float av = a[k];
-                    const float *b = B + k * p;
-                    for (int64_t j = js; j < p; j++) c[j] = c[j] + av * b[j];
+#define UK_CASE(R)                                                                      \
+    case R:                                                                             \
+        if (nr > 16) ukernel(R, 2, kc, Ap, Bp, ldb, C, ldc, nr, zero);                  \
+        else ukernel(R, 1, kc, Ap, Bp, ldb, C, ldc, nr, zero);                          \
+        break;
+
+/* one micro-tile of mr <= MR rows and nr <= NR columns */
+static void micro_tile(int mr, int64_t kc, const float *Ap, const float *Bp, int64_t ldb, float *C,
+                       int64_t ldc, int nr, int zero) {
+    switch (mr) {
+        UK_CASE(8) UK_CASE(7) UK_CASE(6) UK_CASE(5) UK_CASE(4) UK_CASE(3) UK_CASE(2) UK_CASE(1)
+    }
+}
+
+/* pack rows [i0, i0+mc) x k [k0, k0+kc) of A (element (i, k) at A[i*ars + k*acs]) into
+ * MR-row panels, rows past mc zero-filled */
+static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t i0, int64_t mc, int64_t k0,
+                   int64_t kc, float *Ap) {
+    for (int64_t ip = 0; ip < mc; ip += MR, Ap += MR * kc) {
+        int64_t mr = mc - ip < MR ? mc - ip : MR;
+        for (int64_t r = 0; r < MR; r++) {
+            if (r >= mr) {
+                for (int64_t k = 0; k < kc; k++) Ap[k * MR + r] = 0.0f;
+                continue;
+            }
+            const float *a = A + (i0 + ip + r) * ars + k0 * acs;
+            for (int64_t k = 0; k < kc; k++) Ap[k * MR + r] = a[k * acs];
+        }
+    }
+}
+
+/* pack NR-column panel j0 (nr valid columns) x k [k0, k0+kc) of B (element (k, j) at
+ * B[k*brs + j*bcs]), columns past nr zero-filled */
+static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t kc, int64_t j0,
+                   int64_t nr, float *Bp) {
+    if (bcs == 1) {
+        for (int64_t k = 0; k < kc; k++) {
+            const float *b = B + (k0 + k) * brs + j0;
+            float *d = Bp + k * NR;
+            memcpy(d, b, (size_t)nr * sizeof(float));
+            for (int64_t j = nr; j < NR; j++) d[j] = 0.0f;
+        }
+    } else {
+        for (int64_t j = 0; j < NR; j++) {
+            if (j >= nr) {
+                for (int64_t k = 0; k < kc; k++) Bp[k * NR + j] = 0.0f;
+                continue;
+            }
+            const float *b = B + (j0 + j) * bcs + k0 * brs;
+            for (int64_t k = 0; k < kc; k++) Bp[k * NR + j] = b[k * brs];
+        }
+    }
+}
+
+/* k slice length: n split into equal slices of at most KC (no short tail slice) */
+static int64_t kslice(int64_t n) {
+    int64_t slices = (n + KC - 1) / KC;
+    return (n + slices - 1) / slices;
+}
+
+/* One GEMM call: operands, sizes and the shared packed-B buffer. */
+typedef struct {
+    const float *A, *B;
+    float *C, *Bp;
+    int64_t ars, acs, brs, bcs, m, n, p;
+    int accumulate, direct_b, failed;
+} gemm_job;
+
+/* The blocked GEMM, run by each of the nthreads threads of a team (me = this thread) or by one
+ * caller with nthreads = 1, which then uses no OpenMP construct at all (so it is safe inside
+ * another parallel loop). Work is split by hand; each thread packs its own A blocks. */
+static void gemm_run(gemm_job *g, int64_t nthreads, int64_t me) {
+    const int64_t m = g->m, n = g->n, p = g->p;
+    const int team = nthreads > 1;
+    int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC;
+    /* small problems pack into the stack: malloc would cost as much as the product */
+    float local[LOCAL_PACK];
+    int64_t need = kcmax * ((mcmax + MR - 1) / MR * MR + NR);
+    float *Ap = need <= LOCAL_PACK ? local : (float *)malloc((size_t)need * sizeof(float));
+    float *Bt = Ap ? Ap + kcmax * ((mcmax + MR - 1) / MR * MR) : NULL; /* one edge panel */
+    if (!Ap) {
+#pragma omp atomic write
+        g->failed = 1;
+    }
+    if (team) {
+#pragma omp barrier
+    }
+    if (g->failed) { if (Ap != local) free(Ap); return; }
+    for (int64_t jc = 0; jc < p; jc += NC) {
+        int64_t nc = p - jc < NC ? p - jc : NC;
+        int64_t npanel = (nc + NR - 1) / NR;
+        /* task grid: MC-row blocks x column groups of nb (a multiple of NR), narrowed until
+         * there are enough tasks per thread for the area split below to balance */
+        int64_t nib = (m + MC - 1) / MC, nb = NB, want = 16 * nthreads;
+        while (nb > NR && nib * ((nc + nb - 1) / nb) < want) nb /= 2;
+        int64_t njb = (nc + nb - 1) / nb;
+        for (int64_t pc = 0; pc < n; pc += kcmax) {
+            int64_t kc = n - pc < kcmax ? n - pc : kcmax;
+            int zero = pc == 0 && !g->accumulate;
+            if (!g->direct_b) {
+                /* shared B panels: each thread packs a contiguous share, then all wait */
+                for (int64_t jp = me * npanel / nthreads; jp < (me + 1) * npanel / nthreads; jp++) {
+                    int64_t j0 = jc + jp * NR;
+                    pack_b(g->B, g->brs, g->bcs, pc, kc, j0, p - j0 < NR ? p - j0 : NR,
+                           g->Bp + jp * kc * NR);
                 }
+                if (team) {
+#pragma omp barrier
+                }
+            }
+            /* Tasks in row-block-major order; each thread takes a contiguous run of them holding
+             * about 1/T of the C area (a task belongs to the thread its area's midpoint falls
+             * in), so it packs each A block once and edge tasks do not unbalance the split.
+             * Which thread runs a task never matters: it alone writes its C tile this slice. */
+            int64_t packed_ib = -1;
+            for (int64_t t = 0; t < nib * njb; t++) {
+                int64_t ib = t / njb, jb = t % njb;
+                int64_t i0 = ib * MC, mc = m - i0 < MC ? m - i0 : MC;
+                int64_t ncols = (jb + 1) * nb < nc ? nb : nc - jb * nb;
+                double mid = (double)i0 * nc + (double)mc * (jb * nb) + 0.5 * (double)mc * ncols;
+                int64_t owner = (int64_t)(mid * nthreads / ((double)m * nc));
+                if ((owner < nthreads ? owner : nthreads - 1) != me) continue;
+                if (ib != packed_ib) { pack_a(g->A, g->ars, g->acs, i0, mc, pc, kc, Ap); packed_ib = ib; }
+                int64_t jend = (jb + 1) * nb < nc ? (jb + 1) * nb : nc;
+                for (int64_t j = jb * nb; j < jend; j += NR) {
+                    int nr = (int)(nc - j < NR ? nc - j : NR);
+                    const float *bp = g->Bp + (j / NR) * kc * NR;
+                    int64_t ldb = NR;
+                    if (g->direct_b && (nr == NR || nr == 16)) { /* whole vectors: in place */
+                        bp = g->B + pc * g->brs + jc + j; ldb = g->brs;
+                    } else if (g->direct_b) {
+                        pack_b(g->B, g->brs, g->bcs, pc, kc, jc + j, nr, Bt); bp = Bt;
+                    }
+                    for (int64_t ip = 0; ip < mc; ip += MR)
+                        micro_tile((int)(mc - ip < MR ? mc - ip : MR), kc, Ap + ip * kc, bp, ldb,
+                                   g->C + (i0 + ip) * p + jc + j, p, nr, zero);
+                }
+            }
+            if (team) { /* the next slice repacks the shared B panels */
+#pragma omp barrier
             }
         }
     }
+    if (Ap != local) free(Ap);
+}
+
+/* C (m, p) = op(A) (m, n) @ op(B) (n, p) with element strides as in pack_a / pack_b; C is
+ * row-major and overwritten unless accumulate. Returns nonzero on allocation failure. */
+static int gemm_strided(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
+                        int64_t bcs, float *C, int64_t m, int64_t n, int64_t p, int accumulate,
+                        int may_thread) {
+    if (m == 0 || p == 0) return 0;
+    if (n == 0) {
+        if (!accumulate) memset(C, 0, (size_t)(m * p) * sizeof(float));
+        return 0;
+    }
+    if (m * n * p <= SMALL_GEMM) {
+        /* tiny products: the same per-element sums (start, then + a*b in increasing k) without
+         * packing buffers or OpenMP bookkeeping */
+        for (int64_t i = 0; i < m; i++) {
+            float *c = C + i * p;
+            if (!accumulate) memset(c, 0, (size_t)p * sizeof(float));
+            for (int64_t k = 0; k < n; k++) {
+                float av = A[i * ars + k * acs];
+                const float *b = B + k * brs;
+                if (bcs == 1) {
+#pragma omp simd
+                    for (int64_t j = 0; j < p; j++) c[j] = c[j] + av * b[j];
+                } else {
+                    for (int64_t j = 0; j < p; j++) c[j] = c[j] + av * b[j * bcs];
+                }
+            }
+        }
+        return 0;
+    }
+    float local[LOCAL_PACK];
+    /* few rows: packing B would cost as much as the product, so full panels are read in place */
+    gemm_job g = {A, B, C, NULL, ars, acs, brs, bcs, m, n, p, accumulate, m <= MC && bcs == 1, 0};
+    if (!g.direct_b) {
+        int64_t ncmax = p < NC ? p : NC, kcmax = kslice(n);
+        int64_t need = kcmax * ((ncmax + NR - 1) / NR * NR);
+        g.Bp = need <= LOCAL_PACK ? local : (float *)malloc((size_t)need * sizeof(float));
+        if (!g.Bp) return 1;
+    }
+    if (may_thread && m * n * p > 8 * TL_PAR_MIN) {
+#pragma omp parallel
+        gemm_run(&g, omp_get_num_threads(), omp_get_thread_num());
+    } else {
+        gemm_run(&g, 1, 0);
+    }
+    if (g.Bp != local) free(g.Bp);
+    return g.failed;
 }
 
 /* batched C = op(A) op(B) with the stored layouts described in ops.yaml (matmul_t) */
 static int gemm(const char *op, const float *A, const float *B, float *C, int64_t batch, int64_t m,
                 int64_t n, int64_t p, int ta, int tb, int accumulate) {
-    for (int64_t s = 0; s < batch; s++) {
-        const float *a = A + s * m * n, *b = B + s * n * p;
-        float *ta_buf = NULL, *tb_buf = NULL;
-        if (ta) { ta_buf = transposed(a, n, m); a = ta_buf; }
-        if (tb) { tb_buf = transposed(b, p, n); b = tb_buf; }
-        if ((ta && !ta_buf) || (tb && !tb_buf)) {
-            free(ta_buf); free(tb_buf);
-            return tl_fail(TL_E_OOM, "%s: out of host memory for a transposed operand", op);
-        }
-        gemm_nn(a, b, C + s * m * p, m, n, p, accumulate);
-        free(ta_buf); free(tb_buf);
+    /* op(A) (m, n): stored (m, n) or, transposed, (n, m); op(B) (n, p): stored (n, p) or (p, n) */
+    int64_t ars = ta ? 1 : n, acs = ta ? m : 1, brs = tb ? 1 : p, bcs = tb ? n : 1;
+    int failed = 0;
+    if (batch > 1 && m * n * p < BATCH_PAR_MAX) {
+        /* many small products: one whole product per thread at a time */
+#pragma omp parallel for schedule(static) reduction(| : failed) if (batch * m * n * p > 8 * TL_PAR_MIN)
+        for (int64_t s = 0; s < batch; s++)
+            failed |= gemm_strided(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p,
+                                   m, n, p, accumulate, 0);
+    } else {
+        for (int64_t s = 0; s < batch && !failed; s++)
+            failed = gemm_strided(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p,
+                                  m, n, p, accumulate, 1);
     }
+    if (failed) return tl_fail(TL_E_OOM, "%s: out of host memory for packed GEMM panels", op);
     return TL_OK;
 }
 

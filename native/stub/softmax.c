@@ -30,7 +30,7 @@ int tl_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols; float *yr = Y + r * cols;
         float m = row_max(xr, cols);
-        for (int64_t j = 0; j < cols; j++) yr[j] = expf(xr[j] - m);
+        for (int64_t j = 0; j < cols; j++) yr[j] = tl_expf(xr[j] - m);
         float inv = 1.0f / row_sum(yr, cols);
         for (int64_t j = 0; j < cols; j++) yr[j] *= inv;
     }
@@ -46,7 +46,7 @@ int tl_log_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols; float *yr = Y + r * cols;
         float m = row_max(xr, cols);
-        for (int64_t j = 0; j < cols; j++) yr[j] = expf(xr[j] - m); /* scratch: the exps */
+        for (int64_t j = 0; j < cols; j++) yr[j] = tl_expf(xr[j] - m); /* scratch: the exps */
         float ls = logf(row_sum(yr, cols));
         for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - m) - ls;
     }
@@ -79,7 +79,7 @@ int tl_log_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t
     for (int64_t r = 0; r < rows; r++) {
         const float *yr = Yv + r * cols, *gr = G + r * cols; float *dr = D + r * cols;
         float s = row_sum(gr, cols);
-        for (int64_t j = 0; j < cols; j++) dr[j] = gr[j] - expf(yr[j]) * s;
+        for (int64_t j = 0; j < cols; j++) dr[j] = gr[j] - tl_expf(yr[j]) * s;
     }
     return TL_OK;
 }
@@ -111,7 +111,7 @@ int tl_masked_softmax(tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t col
             if (!mr || mr[j] != 0.0f) { any = 1; m = xr[j] > m ? xr[j] : m; }
         if (!any) { for (int64_t j = 0; j < cols; j++) yr[j] = 0.0f; continue; }
         for (int64_t j = 0; j < cols; j++)
-            yr[j] = (!mr || mr[j] != 0.0f) ? expf(xr[j] - m) : 0.0f;
+            yr[j] = (!mr || mr[j] != 0.0f) ? tl_expf(xr[j] - m) : 0.0f;
         float s = row_sum(yr, cols);
         if (!(s > 0.0f)) { for (int64_t j = 0; j < cols; j++) yr[j] = 0.0f; continue; }
         float inv = 1.0f / s;

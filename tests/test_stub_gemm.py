@@ -1,0 +1,93 @@
+"""The stub's blocked GEMM keeps the naive per-element summation order, bit for bit.
+
+native/stub/linalg.c packs panels, tiles registers, splits k into slices and runs tasks in
+parallel; none of that may change a bit: every C element must equal the sequential float32 sum
+c = 0; c = c + a[i, k] * b[k, j] for k = 0, 1, ... (no FMA). NumPy float32 arithmetic does exactly
+that one k at a time, so it is the oracle. Shapes straddle the micro-tile (8 x 32), k slice
+(at most 384, equal slices), row block (64) and in-place-B (m <= 64) boundaries.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import torchlean as tl
+from torchlean import ops
+
+pytestmark = pytest.mark.skipif(tl.backend() != "stub", reason="checks the stub's GEMM order")
+
+rng = np.random.default_rng(11)
+
+
+def f32(*shape):
+    return rng.uniform(-1, 1, size=shape).astype(np.float32)
+
+
+def sequential(a, b, c0=None):
+    """float32 a @ b summed one k at a time in increasing k, each product and sum rounded."""
+    c = np.zeros((a.shape[0], b.shape[1]), np.float32) if c0 is None else c0.astype(np.float32)
+    for k in range(a.shape[1]):
+        c = c + a[:, k:k + 1] * b[k:k + 1, :]
+    return c
+
+
+def buf(x):
+    return tl.AnyBuffer.from_numpy(np.ascontiguousarray(x))
+
+
+SHAPES = [(1, 1, 1), (3, 5, 7), (8, 256, 32), (9, 257, 33), (7, 255, 15), (17, 300, 16),
+          (64, 40, 31), (65, 70, 65), (130, 513, 47), (33, 20, 300), (1, 600, 129),
+          (9, 385, 33), (20, 769, 40)]
+
+
+@pytest.mark.parametrize("m,n,p", SHAPES)
+def test_matmul_is_the_sequential_sum(m, n, p):
+    a, b = f32(m, n), f32(n, p)
+    y = ops.matmul(buf(a), buf(b)).to_numpy()
+    assert np.array_equal(y.view(np.uint32), sequential(a, b).view(np.uint32))
+
+
+@pytest.mark.parametrize("ta,tb", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("m,n,p", [(9, 257, 33), (70, 30, 40)])
+def test_transposed_operands_same_bits(m, n, p, ta, tb):
+    a, b = f32(m, n), f32(n, p)
+    sa = a.T.copy() if ta else a
+    sb = b.T.copy() if tb else b
+    y = ops.matmul_t(buf(sa[None]), buf(sb[None]), trans_a=ta, trans_b=tb).to_numpy()[0]
+    assert np.array_equal(y.view(np.uint32), sequential(a, b).view(np.uint32))
+
+
+def test_bmm_threads_over_the_batch_same_bits():
+    # small products in a large batch run one product per thread: still the sequential sums
+    a, b = f32(6, 40, 70), f32(6, 70, 50)
+    y = ops.bmm(buf(a), buf(b)).to_numpy()
+    for s in range(6):
+        assert np.array_equal(y[s].view(np.uint32), sequential(a[s], b[s]).view(np.uint32))
+
+
+def test_linear_accumulates_onto_the_bias_in_order():
+    w, bias, x = f32(45, 300), f32(45), f32(70, 300)
+    y = ops.linear(buf(w), buf(bias), buf(x)).to_numpy()
+    want = sequential(x, w.T.copy(), np.broadcast_to(bias, (70, 45)))
+    assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
+
+
+def test_bits_do_not_depend_on_thread_count():
+    code = ("import sys, hashlib, numpy as np; sys.path.insert(0, %r); import torchlean as tl; "
+            "r = np.random.default_rng(3); a = r.uniform(-1, 1, (300, 270)).astype(np.float32); "
+            "b = r.uniform(-1, 1, (270, 310)).astype(np.float32); "
+            "y = tl.ops.matmul(tl.AnyBuffer.from_numpy(a), tl.AnyBuffer.from_numpy(b)).to_numpy(); "
+            "c = r.uniform(-1, 1, (6, 40, 70)).astype(np.float32); "
+            "d = r.uniform(-1, 1, (6, 70, 50)).astype(np.float32); "
+            "z = tl.ops.bmm(tl.AnyBuffer.from_numpy(c), tl.AnyBuffer.from_numpy(d)).to_numpy(); "
+            "print(hashlib.sha256(y.tobytes() + z.tobytes()).hexdigest())") % str(Path(__file__).resolve().parent.parent)
+    digests = set()
+    for threads in ("1", "2", "3"):
+        env = dict(os.environ, OMP_NUM_THREADS=threads, TORCHLEAN_BACKEND="stub")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             check=True)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1
