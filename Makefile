@@ -34,7 +34,7 @@ stub: $(STUB_LIB)                          ## build torchlean/lib/libtorchlean_s
 
 $(STUB_LIB): $(COMMON_SRC) $(STUB_SRC) $(HEADERS)
 	@mkdir -p $(LIBDIR)
-	$(CC) $(STUB_CFLAGS) $(INCLUDES) -Inative/stub -shared -o $@ $(COMMON_SRC) $(STUB_SRC) -lm
+	$(CC) $(STUB_CFLAGS) $(INCLUDES) -Inative/stub -shared -Wl,-z,nodelete -o $@ $(COMMON_SRC) $(STUB_SRC) -lm
 
 cuda: $(CUDA_LIB)                          ## build torchlean/lib/libtorchlean_cuda.so (needs nvcc)
 
