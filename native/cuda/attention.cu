@@ -46,8 +46,9 @@ int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, 
 // stored; tiles of K/V (or Q/dO) are staged in shared memory.
 // Tile sizes by the compile-time head-dim bound HDM: shared tiles stay under 48 KiB.
 template <int HDM> struct Tiles {
-    static constexpr int SPL = HDM / 32;            // lanes per row
-    static constexpr int C4 = 8;                    // float4 chunks per lane (32 dims)
+    static constexpr int SPL = HDM / 32;            // lanes per row (forward, dQ: 32 dims each)
+    static constexpr int SPLKV = HDM / 16;          // lanes per row (dK/dV: 16 dims each, so
+                                                    // four row vectors fit without spilling)
     static constexpr int BQ = 64;                   // query rows per block (forward, dQ)
     static constexpr int BK = 4096 / HDM;           // key rows per staged tile (forward, dQ)
     static constexpr int BKV = 64;                  // key rows per block (dK/dV)
@@ -66,58 +67,78 @@ __device__ __forceinline__ float group_sum(float v) {
 }
 
 // dim of this lane's chunk c4, component e
-template <int HDM>
+template <int HDM, int LPR>
 __device__ __forceinline__ int own_dim(int part, int c4, int e) {
-    return 4 * (c4 * Tiles<HDM>::SPL + part) + e;
+    return 4 * (c4 * LPR + part) + e;
 }
 
 // Load this lane's dims of row `row` (0 past hd or for a dead row), times mul.
-template <int HDM>
+template <int HDM, int LPR>
 __device__ __forceinline__ void load_own(float *r, const float *__restrict__ src, size_t off,
                                          bool live, int part, int hd, float mul) {
 #pragma unroll
-    for (int c = 0; c < Tiles<HDM>::C4; c++)
+    for (int c = 0; c < HDM / (4 * LPR); c++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            int d = own_dim<HDM>(part, c, e);
+            int d = own_dim<HDM, LPR>(part, c, e);
             r[4 * c + e] = (live && d < hd) ? src[off + d] * mul : 0.0f;
         }
 }
 
-template <int HDM>
+template <int HDM, int LPR>
 __device__ __forceinline__ void store_own(const float *r, float *__restrict__ dst, size_t off,
                                           int part, int hd) {
 #pragma unroll
-    for (int c = 0; c < Tiles<HDM>::C4; c++)
+    for (int c = 0; c < HDM / (4 * LPR); c++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            int d = own_dim<HDM>(part, c, e);
+            int d = own_dim<HDM, LPR>(part, c, e);
             if (d < hd) dst[off + d] = r[4 * c + e];
         }
 }
 
-// partial dot product of this lane's dims with a shared-memory row
-template <int HDM>
+// The hot loops use explicit fused multiply-adds: the library builds with --fmad=false (no
+// silent contraction anywhere), and these kernels opt in where the FP32 pipe is the limit.
+// Orders stay fixed, so results remain bit-reproducible run to run.
+
+// partial dot product of this lane's dims with a shared-memory row (four independent chains)
+template <int HDM, int LPR>
 __device__ __forceinline__ float dot_own(const float *r, const float *srow, int part) {
-    float s = 0.0f;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
 #pragma unroll
-    for (int c = 0; c < Tiles<HDM>::C4; c++) {
-        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * Tiles<HDM>::SPL + part));
-        s += r[4 * c] * t.x + r[4 * c + 1] * t.y + r[4 * c + 2] * t.z + r[4 * c + 3] * t.w;
+    for (int c = 0; c < HDM / (4 * LPR); c++) {
+        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * LPR + part));
+        s0 = __fmaf_rn(r[4 * c], t.x, s0);
+        s1 = __fmaf_rn(r[4 * c + 1], t.y, s1);
+        s2 = __fmaf_rn(r[4 * c + 2], t.z, s2);
+        s3 = __fmaf_rn(r[4 * c + 3], t.w, s3);
     }
-    return s;
+    return (s0 + s1) + (s2 + s3);
 }
 
-// r = r * a + b * srow (this lane's dims)
-template <int HDM>
-__device__ __forceinline__ void axpy_own(float *r, float a, float b, const float *srow, int part) {
+// r += b * srow (this lane's dims)
+template <int HDM, int LPR>
+__device__ __forceinline__ void axpy_own(float *r, float b, const float *srow, int part) {
 #pragma unroll
-    for (int c = 0; c < Tiles<HDM>::C4; c++) {
-        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * Tiles<HDM>::SPL + part));
-        r[4 * c] = r[4 * c] * a + b * t.x;
-        r[4 * c + 1] = r[4 * c + 1] * a + b * t.y;
-        r[4 * c + 2] = r[4 * c + 2] * a + b * t.z;
-        r[4 * c + 3] = r[4 * c + 3] * a + b * t.w;
+    for (int c = 0; c < HDM / (4 * LPR); c++) {
+        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * LPR + part));
+        r[4 * c] = __fmaf_rn(b, t.x, r[4 * c]);
+        r[4 * c + 1] = __fmaf_rn(b, t.y, r[4 * c + 1]);
+        r[4 * c + 2] = __fmaf_rn(b, t.z, r[4 * c + 2]);
+        r[4 * c + 3] = __fmaf_rn(b, t.w, r[4 * c + 3]);
+    }
+}
+
+// r = r * a + srow (the online-softmax rescale when a new maximum arrives)
+template <int HDM, int LPR>
+__device__ __forceinline__ void rescale_add_own(float *r, float a, const float *srow, int part) {
+#pragma unroll
+    for (int c = 0; c < HDM / (4 * LPR); c++) {
+        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * LPR + part));
+        r[4 * c] = __fmaf_rn(r[4 * c], a, t.x);
+        r[4 * c + 1] = __fmaf_rn(r[4 * c + 1], a, t.y);
+        r[4 * c + 2] = __fmaf_rn(r[4 * c + 2], a, t.z);
+        r[4 * c + 3] = __fmaf_rn(r[4 * c + 3], a, t.w);
     }
 }
 
@@ -149,7 +170,7 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_ke
     const bool live = i < n;
     const size_t base = (size_t)b * n * HD + (size_t)h * hd;
     float q[32], o[32];
-    load_own<HDM>(q, Q, base + (size_t)i * HD, live, part, hd, scale);
+    load_own<HDM, T::SPL>(q, Q, base + (size_t)i * HD, live, part, hd, scale);
 #pragma unroll
     for (int d = 0; d < 32; d++) o[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
@@ -161,16 +182,16 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_ke
         const int jn = min(T::BK, n - j0);
         for (int jj = 0; jj < jn; jj++) {
             if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
-            const float s = group_sum<T::SPL>(dot_own<HDM>(q, Ks[jj], part));
+            const float s = group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
             if (s > m) {
                 const float corr = expf(m - s);  // m = -inf gives exactly 0
                 l = l * corr + 1.0f;
-                axpy_own<HDM>(o, corr, 1.0f, Vs[jj], part);
+                rescale_add_own<HDM, T::SPL>(o, corr, Vs[jj], part);
                 m = s;
             } else {
                 const float p = expf(s - m);
                 l += p;
-                axpy_own<HDM>(o, 1.0f, p, Vs[jj], part);
+                axpy_own<HDM, T::SPL>(o, p, Vs[jj], part);
             }
         }
     }
@@ -178,7 +199,7 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_ke
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // fully blocked row: output 0
 #pragma unroll
     for (int d = 0; d < 32; d++) o[d] *= inv;
-    store_own<HDM>(o, O, base + (size_t)i * HD, part, hd);
+    store_own<HDM, T::SPL>(o, O, base + (size_t)i * HD, part, hd);
     if (part == 0) lse[(size_t)bh * n + i] = l > 0.0f ? m + logf(l) : 0.0f;
 }
 
@@ -211,8 +232,8 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_dq_ker
     const bool live = i < n;
     const size_t base = (size_t)b * n * HD + (size_t)h * hd;
     float q[32], g[32], dq[32];
-    load_own<HDM>(q, Q, base + (size_t)i * HD, live, part, hd, scale);
-    load_own<HDM>(g, dO, base + (size_t)i * HD, live, part, hd, 1.0f);
+    load_own<HDM, T::SPL>(q, Q, base + (size_t)i * HD, live, part, hd, scale);
+    load_own<HDM, T::SPL>(g, dO, base + (size_t)i * HD, live, part, hd, 1.0f);
 #pragma unroll
     for (int d = 0; d < 32; d++) dq[d] = 0.0f;
     const float L = live ? lse[(size_t)bh * n + i] : 0.0f;
@@ -225,19 +246,19 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_dq_ker
         const int jn = min(T::BK, n - j0);
         for (int jj = 0; jj < jn; jj++) {
             if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
-            const float s = group_sum<T::SPL>(dot_own<HDM>(q, Ks[jj], part));
-            const float dp = group_sum<T::SPL>(dot_own<HDM>(g, Vs[jj], part));
+            const float s = group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
+            const float dp = group_sum<T::SPL>(dot_own<HDM, T::SPL>(g, Vs[jj], part));
             const float ds = expf(s - L) * (dp - Di) * scale;
-            axpy_own<HDM>(dq, 1.0f, ds, Ks[jj], part);
+            axpy_own<HDM, T::SPL>(dq, ds, Ks[jj], part);
         }
     }
     if (!live) return;
-    store_own<HDM>(dq, dQ, base + (size_t)i * HD, part, hd);
+    store_own<HDM, T::SPL>(dq, dQ, base + (size_t)i * HD, part, hd);
 }
 
 // dK, dV: grid (ceil(n/BKV), B*H), SPL lanes per key row; Q/dO tiles in shared memory.
 template <int HDM>
-__global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPL) flash_dkv_kernel(
+__global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPLKV) flash_dkv_kernel(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
     const float *__restrict__ mask, float *__restrict__ dK, float *__restrict__ dV, int n, int H,
@@ -248,15 +269,15 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPL) flash_dkv_k
     __shared__ float Ls[T::BQT], Ds[T::BQT];
     const int HD = H * hd;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int part = threadIdx.x % T::SPL;
-    const int j = blockIdx.x * T::BKV + threadIdx.x / T::SPL;
+    const int part = threadIdx.x % T::SPLKV;
+    const int j = blockIdx.x * T::BKV + threadIdx.x / T::SPLKV;
     const bool live = j < n;
     const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    float k[32], v[32], dk[32], dv[32];
-    load_own<HDM>(k, K, base + (size_t)j * HD, live, part, hd, scale);
-    load_own<HDM>(v, V, base + (size_t)j * HD, live, part, hd, 1.0f);
+    float k[16], v[16], dk[16], dv[16];
+    load_own<HDM, T::SPLKV>(k, K, base + (size_t)j * HD, live, part, hd, scale);
+    load_own<HDM, T::SPLKV>(v, V, base + (size_t)j * HD, live, part, hd, 1.0f);
 #pragma unroll
-    for (int d = 0; d < 32; d++) dk[d] = dv[d] = 0.0f;
+    for (int d = 0; d < 16; d++) dk[d] = dv[d] = 0.0f;
     for (int i0 = 0; i0 < n; i0 += T::BQT) {
         __syncthreads();
         stage<HDM, T::BQT>(Qs, Gs, Q, dO, base, i0, n, HD, hd);
@@ -270,17 +291,17 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPL) flash_dkv_k
         const int in_ = min(T::BQT, n - i0);
         for (int ii = 0; ii < in_; ii++) {
             if (mask && mask[(size_t)(i0 + ii) * n + j] == 0.0f) continue;
-            const float s = group_sum<T::SPL>(dot_own<HDM>(k, Qs[ii], part));
-            const float dp = group_sum<T::SPL>(dot_own<HDM>(v, Gs[ii], part));
+            const float s = group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(k, Qs[ii], part));
+            const float dp = group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(v, Gs[ii], part));
             const float p = expf(s - Ls[ii]);
             const float ds = p * (dp - Ds[ii]) * scale;
-            axpy_own<HDM>(dv, 1.0f, p, Gs[ii], part);
-            axpy_own<HDM>(dk, 1.0f, ds, Qs[ii], part);
+            axpy_own<HDM, T::SPLKV>(dv, p, Gs[ii], part);
+            axpy_own<HDM, T::SPLKV>(dk, ds, Qs[ii], part);
         }
     }
     if (!live) return;
-    store_own<HDM>(dk, dK, base + (size_t)j * HD, part, hd);
-    store_own<HDM>(dv, dV, base + (size_t)j * HD, part, hd);
+    store_own<HDM, T::SPLKV>(dk, dK, base + (size_t)j * HD, part, hd);
+    store_own<HDM, T::SPLKV>(dv, dV, base + (size_t)j * HD, part, hd);
 }
 
 template <int HDM>
@@ -304,7 +325,7 @@ int flash_backward(const char *op, const float *Q, const float *K, const float *
                                                                  (int)H, (int)hd, scale);
     TL_LAUNCHED(op);
     dim3 gk((unsigned)((n + T::BKV - 1) / T::BKV), (unsigned)(B * H));
-    flash_dkv_kernel<HDM><<<gk, T::BKV * T::SPL, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
+    flash_dkv_kernel<HDM><<<gk, T::BKV * T::SPLKV, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
                                                                    (int)n, (int)H, (int)hd, scale);
     TL_LAUNCHED(op);
     return TL_OK;
