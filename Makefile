@@ -79,7 +79,8 @@ test-cuda: cuda stub                       ## the whole suite on the CUDA backen
 
 # memcheck is slow: by default a subset that still launches every kernel (registry cases) and
 # the runtime paths; tests that fault on purpose (sticky errors, OOM) are left out.
-SANITIZE_TESTS ?= tests/test_registry_ops.py tests/test_cuda_runtime.py tests/test_determinism.py
+SANITIZE_TESTS ?= tests/test_registry_ops.py tests/test_cuda_runtime.py tests/test_determinism.py \
+                  tests/test_conv_pool.py tests/test_attention.py
 SANITIZE_K ?= not huge and not sticky
 sanitize-cuda: cuda stub                   ## compute-sanitizer memcheck over a CUDA test subset
 	TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 \

@@ -165,3 +165,41 @@ def test_deterministic_pool_backward_is_bit_identical(op, attrs):
         t.release()
     for r in runs[1:]:
         assert r.tobytes() == runs[0].tobytes()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("op,wshape", [("conv2d", (8, 64, 3, 3)),
+                                       ("conv_transpose2d", (8, 64, 3, 3))])
+def test_cuda_huge_batch_chunks_match_single_samples(op, wshape):
+    """Big enough that the CUDA column buffer (256 MiB) holds fewer samples than the batch, so
+    forward and backward run in chunks and the kernel gradient accumulates across them."""
+    rng = np.random.default_rng(3)
+    cin = wshape[0] if "transpose" in op else wshape[1]
+    x = rng.uniform(-1, 1, (30, cin, 64, 64)).astype(np.float32)
+    w = rng.uniform(-0.1, 0.1, wshape).astype(np.float32)
+    b = rng.uniform(-1, 1, wshape[1] if "transpose" in op else wshape[0]).astype(np.float32)
+    t = tl.Tape()
+    iw, ib, ix = t.leaf(w), t.leaf(b), t.leaf(x)
+    out = getattr(t, op)(iw, ib, ix, padding=1)
+    yb = t.value(out).to_numpy()
+    g = rng.uniform(-1, 1, yb.shape).astype(np.float32)
+    grads = t.backward(out, seed=g, wrt=[iw, ib, ix])
+    gw, gb, gx = grads[iw].to_numpy(), grads[ib].to_numpy(), grads[ix].to_numpy()
+    t.release()
+    sw = np.zeros_like(w, dtype=np.float64)
+    for n in (0, 13, 27, 28, 29):  # both sides of the first chunk boundary
+        t = tl.Tape()
+        iw, ib, ix = t.leaf(w), t.leaf(b), t.leaf(x[n])
+        out = getattr(t, op)(iw, ib, ix, padding=1)
+        np.testing.assert_allclose(yb[n], t.value(out).to_numpy(), rtol=1e-4, atol=1e-4)
+        gr = t.backward(out, seed=g[n], wrt=[iw, ib, ix])
+        np.testing.assert_allclose(gx[n], gr[ix].to_numpy(), rtol=1e-4, atol=1e-4)
+        t.release()
+    for n in range(30):
+        t = tl.Tape()
+        iw, ib, ix = t.leaf(w), t.leaf(b), t.leaf(x[n])
+        out = getattr(t, op)(iw, ib, ix, padding=1)
+        sw += t.backward(out, seed=g[n], wrt=[iw])[iw].to_numpy()
+        t.release()
+    np.testing.assert_allclose(gw, sw, rtol=1e-3, atol=1e-2)
+    np.testing.assert_allclose(gb, g.astype(np.float64).sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-2)
