@@ -95,3 +95,17 @@ def test_cuda_matches_stub(stub_results, op, idx, case):
         want = stub_results[k]
         assert v.shape == want.shape, f"{k}: CUDA shape {v.shape} != stub shape {want.shape}"
         np.testing.assert_allclose(v, want, rtol=rtol, atol=atol, err_msg=f"{k}: CUDA vs stub")
+
+
+@pytest.mark.cuda
+def test_stub_only_modules_pass_on_the_stub():
+    """The stub-only modules (conftest.STUB_ONLY_MODULES) are not collected on a CUDA run; run
+    them here against the stub library, in a subprocess, and require that all of them pass."""
+    from conftest import STUB_ONLY_MODULES
+    env = dict(os.environ, TORCHLEAN_BACKEND="stub")
+    env.pop("TORCHLEAN_REQUIRE_CUDA", None)
+    files = [str(ROOT / "tests" / m) for m in STUB_ONLY_MODULES]
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                        *files], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    assert "passed" in r.stdout and "skipped" not in r.stdout, r.stdout

@@ -127,12 +127,21 @@ def mask_buffer(op: str, name: str, mask, tmps):
     return b.handle
 
 
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _f32_finite_nonzero(v: float) -> bool:
+    """v stays finite and non-zero once rounded to float32 (no overflow warning on the way)."""
+    if abs(v) >= _F32_MAX + 2.0**103:  # half an ulp above the largest float32 rounds to inf
+        return False
+    return float(np.float32(v)) != 0
+
+
 _CHECKS = {
     "finite": (math.isfinite, "a finite number"),
     "positive": (lambda v: v > 0, "> 0"),
     "nonneg": (lambda v: v >= 0, ">= 0"),
-    "finite_nonzero": (lambda v: math.isfinite(v) and v != 0
-                       and math.isfinite(float(np.float32(v))) and float(np.float32(v)) != 0,
+    "finite_nonzero": (lambda v: math.isfinite(v) and _f32_finite_nonzero(v),
                        "finite and non-zero in float32"),
     "prob": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
     "finite_nonneg": (lambda v: math.isfinite(v) and v >= 0, "finite and >= 0"),
