@@ -7,6 +7,8 @@ stale flag: training updates the mirror, reading `.data` synchronises once.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from torchlean.buffer import AnyBuffer
@@ -339,6 +341,11 @@ class Tensor:
         s = self.session
         if o.__class__ is Tensor and o.session is s and self.gen == s.gen == o.gen:
             return Tensor(s, getattr(s.tape, name)(self.id, o.id), s.gen)
+        if (name == "mul" and isinstance(o, (int, float, np.integer, np.floating))
+                and not isinstance(o, bool) and math.isfinite(o) and hasattr(s.tape, "scale")):
+            # a scalar factor is an attribute of the scale op, not an uploaded leaf
+            self._check()
+            return Tensor(s, s.tape.scale(self.id, c=float(o)), s.gen)
         return s.op(name, self, o)
 
     def __add__(self, o):
@@ -352,7 +359,7 @@ class Tensor:
     __rmul__ = __mul__
 
     def __neg__(self):
-        return self.session.op("mul", self, np.float32(-1.0))
+        return self._binary("mul", -1.0)
 
     def __sub__(self, o):
         t = self.session.tape
