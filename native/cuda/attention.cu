@@ -304,6 +304,152 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPLKV) flash_dkv
     store_own<HDM, T::SPLKV>(dv, dV, base + (size_t)j * HD, part, hd);
 }
 
+// ---------------------------------------------------------------- tiled dK/dV (head dim <= 64)
+// dK/dV as small register-tiled GEMMs: a block owns 64 keys and walks the queries in tiles of
+// 64. Each thread computes a 4 keys x 4 queries patch of S = K Q^T and dP = V dO^T (K, V, Q, dO
+// staged transposed in shared memory, rows padded to 68 floats), turns it into P and dS, writes
+// both to shared memory, then accumulates a 4 keys x 4 dims patch of dV += P dO and dK += dS Q.
+// Every value read from shared memory feeds four FMAs and each exp is computed once. Sums run
+// in fixed orders (d, then query tiles and queries ascending): bit-reproducible, no atomics.
+constexpr int TT = 64;       // keys per block, queries per tile, head-dim bound
+constexpr int TP = 68;       // padded row length of the transposed tiles
+constexpr size_t kTiledDkvSmem =
+    sizeof(float) * (4 * TT * TP + 2 * TT * TT + 2 * TT * TP + 2 * TT);
+
+__device__ __forceinline__ void f4(const float *p, float *o) {
+    float4 v = *reinterpret_cast<const float4 *>(p);
+    o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
+}
+
+__global__ void __launch_bounds__(256) flash_dkv_tiled64(
+    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
+    const float *__restrict__ mask, float *__restrict__ dK, float *__restrict__ dV, int n, int H,
+    int hd, float scale) {
+    extern __shared__ __align__(16) float sm[];
+    float *KT = sm, *VT = KT + TT * TP, *QT = VT + TT * TP, *GT = QT + TT * TP;  // [d][row]
+    float *Qn = GT + TT * TP, *Gn = Qn + TT * TT;                                // [q][d]
+    float *PT = Gn + TT * TT, *ST = PT + TT * TP;                                // [q][key]
+    float *Ls = ST + TT * TP, *Ds = Ls + TT;
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int HD = H * hd;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int j0 = blockIdx.x * TT;
+    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
+    for (int e = tid; e < TT * TT; e += 256) {
+        const int r = e >> 6, d = e & 63, j = j0 + r;
+        const bool ok = j < n && d < hd;
+        KT[d * TP + r] = ok ? K[base + (size_t)j * HD + d] * scale : 0.0f;
+        VT[d * TP + r] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
+    }
+    const int k0 = ty * 4, c0 = tx * 4;  // this thread's keys; its queries (S) or dims (dK, dV)
+    float dk[4][4], dv[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) dk[a][c] = dv[a][c] = 0.0f;
+    for (int i0 = 0; i0 < n; i0 += TT) {
+        __syncthreads();  // the previous tile's shared reads are done
+        for (int e = tid; e < TT * TT; e += 256) {
+            const int r = e >> 6, d = e & 63, i = i0 + r;
+            const bool ok = i < n && d < hd;
+            const float q = ok ? Q[base + (size_t)i * HD + d] : 0.0f;
+            const float g = ok ? dO[base + (size_t)i * HD + d] : 0.0f;
+            Qn[r * TT + d] = q;
+            QT[d * TP + r] = q;
+            Gn[r * TT + d] = g;
+            GT[d * TP + r] = g;
+        }
+        if (tid < TT) {
+            const int i = i0 + tid;
+            Ls[tid] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
+            Ds[tid] = i < n ? D[(size_t)bh * n + i] : 0.0f;
+        }
+        __syncthreads();
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[a][c] = dp[a][c] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < TT; d++) {
+            float kk[4], qq[4], vv[4], gg[4];
+            f4(KT + d * TP + k0, kk);
+            f4(QT + d * TP + c0, qq);
+            f4(VT + d * TP + k0, vv);
+            f4(GT + d * TP + c0, gg);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    s[a][c] = __fmaf_rn(kk[a], qq[c], s[a][c]);
+                    dp[a][c] = __fmaf_rn(vv[a], gg[c], dp[a][c]);
+                }
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int q = c0 + c, i = i0 + q;
+            const float L = Ls[q], Di = Ds[q];
+            float p[4], ds[4];
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                const int j = j0 + k0 + a;
+                const bool ok = i < n && j < n && (!mask || mask[(size_t)i * n + j] != 0.0f);
+                p[a] = ok ? expf(s[a][c] - L) : 0.0f;
+                ds[a] = p[a] * (dp[a][c] - Di) * scale;
+            }
+            *reinterpret_cast<float4 *>(PT + q * TP + k0) = make_float4(p[0], p[1], p[2], p[3]);
+            *reinterpret_cast<float4 *>(ST + q * TP + k0) = make_float4(ds[0], ds[1], ds[2], ds[3]);
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int q = 0; q < TT; q++) {
+            float pp[4], ss[4], gg[4], qq[4];
+            f4(PT + q * TP + k0, pp);
+            f4(ST + q * TP + k0, ss);
+            f4(Gn + q * TT + c0, gg);
+            f4(Qn + q * TT + c0, qq);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    dv[a][c] = __fmaf_rn(pp[a], gg[c], dv[a][c]);
+                    dk[a][c] = __fmaf_rn(ss[a], qq[c], dk[a][c]);
+                }
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int j = j0 + k0 + a;
+        if (j >= n) continue;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int d = c0 + c;
+            if (d < hd) {
+                dK[base + (size_t)j * HD + d] = dk[a][c];
+                dV[base + (size_t)j * HD + d] = dv[a][c];
+            }
+        }
+    }
+}
+
+int launch_dkv_tiled64(const char *op, const float *Q, const float *K, const float *V,
+                       const float *dO, const float *L, const float *D, const float *M, float *dK,
+                       float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
+    static int smem_ready = 0;  // the opt-in above 48 KiB of shared memory, once per process
+    if (!smem_ready) {
+        TL_CUDA_TRY(op, cudaFuncSetAttribute(flash_dkv_tiled64,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)kTiledDkvSmem));
+        smem_ready = 1;
+    }
+    dim3 grid((unsigned)((n + TT - 1) / TT), (unsigned)(B * H));
+    flash_dkv_tiled64<<<grid, 256, kTiledDkvSmem, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
+                                                                 (int)n, (int)H, (int)hd, scale);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
 template <int HDM>
 int flash_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
                   float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
@@ -324,6 +470,8 @@ int flash_backward(const char *op, const float *Q, const float *K, const float *
     flash_dq_kernel<HDM><<<gq, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
                                                                  (int)H, (int)hd, scale);
     TL_LAUNCHED(op);
+    if (HDM == 64)
+        return launch_dkv_tiled64(op, Q, K, V, dO, L, D, M, dK, dV, B, n, H, hd, scale);
     dim3 gk((unsigned)((n + T::BKV - 1) / T::BKV), (unsigned)(B * H));
     flash_dkv_kernel<HDM><<<gk, T::BKV * T::SPLKV, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
                                                                    (int)n, (int)H, (int)hd, scale);
