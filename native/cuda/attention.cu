@@ -450,6 +450,123 @@ int launch_dkv_tiled64(const char *op, const float *Q, const float *K, const flo
     return TL_OK;
 }
 
+// ---------------------------------------------------------------- tiled dQ (head dim <= 64)
+// The mirror of flash_dkv_tiled64: a block owns 64 queries and walks the keys in tiles of 64;
+// each thread computes a 4 queries x 4 keys patch of S and dP, writes dS to shared memory and
+// accumulates a 4 queries x 4 dims patch of dQ += dS K. Fixed orders, no atomics.
+constexpr size_t kTiledDqSmem = sizeof(float) * (4 * TT * TP + TT * TT + TT * TP);
+
+__global__ void __launch_bounds__(256) flash_dq_tiled64(
+    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
+    const float *__restrict__ mask, float *__restrict__ dQ, int n, int H, int hd, float scale) {
+    extern __shared__ __align__(16) float sm[];
+    float *QT = sm, *GT = QT + TT * TP, *KT = GT + TT * TP, *VT = KT + TT * TP;  // [d][row]
+    float *Kn = VT + TT * TP;                                                    // [key][d]
+    float *DS = Kn + TT * TT;                                                    // [key][q]
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int HD = H * hd;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int i0 = blockIdx.x * TT;
+    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
+    for (int e = tid; e < TT * TT; e += 256) {
+        const int r = e >> 6, d = e & 63, i = i0 + r;
+        const bool ok = i < n && d < hd;
+        QT[d * TP + r] = ok ? Q[base + (size_t)i * HD + d] * scale : 0.0f;
+        GT[d * TP + r] = ok ? dO[base + (size_t)i * HD + d] : 0.0f;
+    }
+    const int q0 = ty * 4, c0 = tx * 4;  // this thread's queries; its keys (S) or dims (dQ)
+    float L[4], Di[4], acc[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int i = i0 + q0 + a;
+        L[a] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
+        Di[a] = i < n ? D[(size_t)bh * n + i] : 0.0f;
+#pragma unroll
+        for (int c = 0; c < 4; c++) acc[a][c] = 0.0f;
+    }
+    for (int j0 = 0; j0 < n; j0 += TT) {
+        __syncthreads();  // the previous tile's shared reads are done
+        for (int e = tid; e < TT * TT; e += 256) {
+            const int r = e >> 6, d = e & 63, j = j0 + r;
+            const bool ok = j < n && d < hd;
+            const float k = ok ? K[base + (size_t)j * HD + d] : 0.0f;
+            KT[d * TP + r] = k;
+            Kn[r * TT + d] = k;
+            VT[d * TP + r] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
+        }
+        __syncthreads();
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[a][c] = dp[a][c] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < TT; d++) {
+            float qq[4], kk[4], gg[4], vv[4];
+            f4(QT + d * TP + q0, qq);
+            f4(KT + d * TP + c0, kk);
+            f4(GT + d * TP + q0, gg);
+            f4(VT + d * TP + c0, vv);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    s[a][c] = __fmaf_rn(qq[a], kk[c], s[a][c]);
+                    dp[a][c] = __fmaf_rn(gg[a], vv[c], dp[a][c]);
+                }
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int k = c0 + c, j = j0 + k;
+            float ds[4];
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                const int i = i0 + q0 + a;
+                const bool ok = i < n && j < n && (!mask || mask[(size_t)i * n + j] != 0.0f);
+                ds[a] = ok ? expf(s[a][c] - L[a]) * (dp[a][c] - Di[a]) * scale : 0.0f;
+            }
+            *reinterpret_cast<float4 *>(DS + k * TP + q0) = make_float4(ds[0], ds[1], ds[2], ds[3]);
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int k = 0; k < TT; k++) {
+            float ss[4], kk[4];
+            f4(DS + k * TP + q0, ss);
+            f4(Kn + k * TT + c0, kk);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) acc[a][c] = __fmaf_rn(ss[a], kk[c], acc[a][c]);
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int i = i0 + q0 + a;
+        if (i >= n) continue;
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            if (c0 + c < hd) dQ[base + (size_t)i * HD + c0 + c] = acc[a][c];
+    }
+}
+
+int launch_dq_tiled64(const char *op, const float *Q, const float *K, const float *V,
+                      const float *dO, const float *L, const float *D, const float *M, float *dQ,
+                      int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
+    static int smem_ready = 0;
+    if (!smem_ready) {
+        TL_CUDA_TRY(op, cudaFuncSetAttribute(flash_dq_tiled64,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)kTiledDqSmem));
+        smem_ready = 1;
+    }
+    dim3 grid((unsigned)((n + TT - 1) / TT), (unsigned)(B * H));
+    flash_dq_tiled64<<<grid, 256, kTiledDqSmem, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
+                                                               (int)H, (int)hd, scale);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
 template <int HDM>
 int flash_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
                   float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
@@ -466,12 +583,14 @@ int flash_backward(const char *op, const float *Q, const float *K, const float *
                    const float *dO, const float *L, const float *D, const float *M, float *dQ,
                    float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
     using T = Tiles<HDM>;
+    if (HDM == 64) {  // head dims 33..64: the register-tiled kernels
+        TL_TRY(launch_dq_tiled64(op, Q, K, V, dO, L, D, M, dQ, B, n, H, hd, scale));
+        return launch_dkv_tiled64(op, Q, K, V, dO, L, D, M, dK, dV, B, n, H, hd, scale);
+    }
     dim3 gq((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
     flash_dq_kernel<HDM><<<gq, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
                                                                  (int)H, (int)hd, scale);
     TL_LAUNCHED(op);
-    if (HDM == 64)
-        return launch_dkv_tiled64(op, Q, K, V, dO, L, D, M, dK, dV, B, n, H, hd, scale);
     dim3 gk((unsigned)((n + T::BKV - 1) / T::BKV), (unsigned)(B * H));
     flash_dkv_kernel<HDM><<<gk, T::BKV * T::SPLKV, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
                                                                    (int)n, (int)H, (int)hd, scale);
