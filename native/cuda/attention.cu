@@ -567,10 +567,149 @@ int launch_dq_tiled64(const char *op, const float *Q, const float *K, const floa
     return TL_OK;
 }
 
+// ---------------------------------------------------------------- tiled forward (head dim <= 64)
+// A block owns 64 queries and walks the keys in tiles of 64 with an online softmax per tile:
+// each thread computes a 4 queries x 4 keys patch of S, the 16 threads sharing those queries
+// agree on the tile's row max and row sum through a fixed butterfly of shuffles (the same bits
+// on every lane), rescale their 4 queries x 4 dims patch of O, and add P V from shared memory.
+constexpr size_t kTiledFwdSmem = sizeof(float) * (3 * TT * TP + TT * TT);
+
+// max / sum over the 16 lanes that share ty (lanes differ in their low four bits)
+__device__ __forceinline__ float max16(float v) {
+#pragma unroll
+    for (int o = 1; o < 16; o <<= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ __forceinline__ float sum16(float v) {
+#pragma unroll
+    for (int o = 1; o < 16; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__global__ void __launch_bounds__(256) flash_fwd_tiled64(
+    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ mask, float *__restrict__ O, float *__restrict__ lse, int n, int H,
+    int hd, float scale) {
+    extern __shared__ __align__(16) float sm[];
+    float *QT = sm, *KT = QT + TT * TP;  // [d][row]
+    float *PS = KT + TT * TP;            // [key][q]
+    float *Vn = PS + TT * TP;            // [key][d]
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int HD = H * hd;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int i0 = blockIdx.x * TT;
+    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
+    for (int e = tid; e < TT * TT; e += 256) {
+        const int r = e >> 6, d = e & 63, i = i0 + r;
+        QT[d * TP + r] = (i < n && d < hd) ? Q[base + (size_t)i * HD + d] * scale : 0.0f;
+    }
+    const int q0 = ty * 4, c0 = tx * 4;  // this thread's queries; its keys (S) or dims (O)
+    float m[4], l[4], o[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        m[a] = -INFINITY;
+        l[a] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 4; c++) o[a][c] = 0.0f;
+    }
+    for (int j0 = 0; j0 < n; j0 += TT) {
+        __syncthreads();
+        for (int e = tid; e < TT * TT; e += 256) {
+            const int r = e >> 6, d = e & 63, j = j0 + r;
+            const bool ok = j < n && d < hd;
+            KT[d * TP + r] = ok ? K[base + (size_t)j * HD + d] : 0.0f;
+            Vn[r * TT + d] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
+        }
+        __syncthreads();
+        float s[4][4];
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[a][c] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < TT; d++) {
+            float qq[4], kk[4];
+            f4(QT + d * TP + q0, qq);
+            f4(KT + d * TP + c0, kk);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) s[a][c] = __fmaf_rn(qq[a], kk[c], s[a][c]);
+        }
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            const int i = i0 + q0 + a;
+            float tmax = -INFINITY;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int j = j0 + c0 + c;
+                const bool ok = i < n && j < n && (!mask || mask[(size_t)i * n + j] != 0.0f);
+                if (!ok) s[a][c] = -INFINITY;
+                tmax = fmaxf(tmax, s[a][c]);
+            }
+            const float mn = fmaxf(m[a], max16(tmax));
+            const float corr = m[a] == -INFINITY ? 0.0f : expf(m[a] - mn);
+            float psum = 0.0f;
+            float p[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                p[c] = s[a][c] == -INFINITY ? 0.0f : expf(s[a][c] - mn);
+                psum += p[c];
+            }
+            l[a] = l[a] * corr + sum16(psum);
+            m[a] = mn;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                o[a][c] *= corr;
+                PS[(c0 + c) * TP + q0 + a] = p[c];
+            }
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int k = 0; k < TT; k++) {
+            float pp[4], vv[4];
+            f4(PS + k * TP + q0, pp);
+            f4(Vn + k * TT + c0, vv);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) o[a][c] = __fmaf_rn(pp[a], vv[c], o[a][c]);
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int i = i0 + q0 + a;
+        if (i >= n) continue;
+        const float inv = l[a] > 0.0f ? 1.0f / l[a] : 0.0f;  // fully blocked row: output 0
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            if (c0 + c < hd) O[base + (size_t)i * HD + c0 + c] = o[a][c] * inv;
+        if (tx == 0) lse[(size_t)bh * n + i] = l[a] > 0.0f ? m[a] + logf(l[a]) : 0.0f;
+    }
+}
+
+int launch_fwd_tiled64(const char *op, const float *Q, const float *K, const float *V,
+                       const float *M, float *O, float *L, int64_t B, int64_t n, int64_t H,
+                       int64_t hd, float scale) {
+    static int smem_ready = 0;
+    if (!smem_ready) {
+        TL_CUDA_TRY(op, cudaFuncSetAttribute(flash_fwd_tiled64,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)kTiledFwdSmem));
+        smem_ready = 1;
+    }
+    dim3 grid((unsigned)((n + TT - 1) / TT), (unsigned)(B * H));
+    flash_fwd_tiled64<<<grid, 256, kTiledFwdSmem, tl_stream()>>>(Q, K, V, M, O, L, (int)n, (int)H,
+                                                                (int)hd, scale);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
 template <int HDM>
 int flash_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
                   float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
     using T = Tiles<HDM>;
+    if (HDM == 64) return launch_fwd_tiled64(op, Q, K, V, M, O, L, B, n, H, hd, scale);
     dim3 grid((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
     flash_fwd_kernel<HDM><<<grid, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, M, O, L, (int)n,
                                                                     (int)H, (int)hd, scale);
