@@ -4,10 +4,13 @@
 // of the cuBLAS projections; head h of token i is the column block [h*hd, (h+1)*hd), so heads
 // are addressed with a row stride of H*hd and never copied. lse is (B, H, n).
 //
-// use_flash = 1 (and hd <= 128): a tiled core with an online softmax. A group of lanes owns one
-// query row (forward, dQ) or one key row (dK/dV); K/V (or Q/dO) tiles are staged in shared
-// memory, so the n x n matrix is never stored. The backward recomputes probabilities from lse and writes
-// every gradient row from exactly one thread: no atomics, bit-reproducible.
+// use_flash = 1 (and hd <= 128): fused kernels with an online softmax; K/V (or Q/dO) tiles are
+// staged in shared memory, so the n x n matrix is never stored. The backward recomputes the
+// probabilities from lse and writes every gradient element from exactly one thread: no
+// atomics, bit-reproducible. Two kernel shapes:
+//   head dims 33..64 (the common case): register-tiled kernels (flash_*_tiled64), each thread
+//     a 4 x 4 patch of a 64 x 64 score tile, like a small SIMT GEMM;
+//   other head dims: a group of lanes owns one query row (forward, dQ) or key row (dK/dV).
 // use_flash = 0: the composed path (materialised scores in scratch, a masked softmax kernel,
 // strided-batched GEMMs), kept as the reference the fused core is tested against.
 #include <math.h>
