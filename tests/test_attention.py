@@ -170,3 +170,33 @@ def test_head_dims_flash_composed_reference(hd, n):
     np.testing.assert_array_equal(yf, yf2)
     for a, b in zip(gf, gf2):
         np.testing.assert_array_equal(a, b)
+
+
+def test_device_mask_is_reused_and_matches_a_host_mask():
+    """A DeviceMask gives the same results as the boolean array it was made from, is accepted
+    by the op and its VJP, and the attention module uploads a repeated mask only once."""
+    rng = np.random.default_rng(9)
+    ws = _weights(rng, 8, 8)
+    x, g = rng.normal(size=(2, 6, 8)), rng.normal(size=(2, 6, 8))
+    mask = np.tril(np.ones((6, 6), bool))
+    y1, g1 = _run(ws, x, g, num_heads=2, mask=mask)
+    y2, g2 = _run(ws, x, g, num_heads=2, mask=tl.DeviceMask(mask))
+    np.testing.assert_array_equal(y1, y2)
+    for a, b in zip(g1, g2):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(TypeError, match="DeviceMask"):
+        tl.DeviceMask(mask.astype(np.float32))
+    att = tl.nn.MultiHeadAttention(8, 2)
+    s = tl.Session()
+    xt = s.tensor(x)
+    att(xt, mask=mask)
+    first = att._mask
+    m2 = mask.copy()
+    att(xt, mask=m2)
+    assert att._mask is first            # same content: no new upload
+    m2[0, 1] = True
+    out = att(xt, mask=m2)
+    assert att._mask is not first        # changed content: uploaded again
+    want = reference.multi_head_attention(*[p.numpy() for p in (att.Wq, att.Wk, att.Wv, att.Wo)],
+                                          x, num_heads=2, mask=m2)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5)

@@ -11,6 +11,7 @@ from torchlean.errors import BackendError, DeviceError
 from torchlean import _loader
 from torchlean._loader import ffi as _ffi, lib as _lib
 from torchlean.buffer import AnyBuffer, Buffer
+from torchlean._opsupport import DeviceMask
 from torchlean.tape import Tape, no_grad, is_grad_enabled
 from torchlean._generated import ops
 from torchlean.dgemm import dgemm
@@ -85,4 +86,4 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "set_deterministic", "is_deterministic", "memory_stats", "reset_peak_memory_stats",
            "empty_cache", "synchronize", "no_grad", "is_grad_enabled", "dgemm", "Session", "Tensor",
            "Parameter", "manual_seed", "tensor", "softmax", "log_softmax", "optim", "nn",
-           "from_numpy", "from_dlpack"]
+           "from_numpy", "from_dlpack", "DeviceMask"]

@@ -118,10 +118,34 @@ def broadcast_inputs(op: str, shape, tmps, *xs):
     return tuple(out)
 
 
+class DeviceMask:
+    """A boolean mask already uploaded as a 0/1 float32 buffer, for masks reused every step (an
+    attention module's causal mask): ops accept it wherever a mask attr goes and skip the upload.
+    `host` is a private copy, so later changes to the caller's array cannot make it stale."""
+
+    __slots__ = ("host", "buf", "shape", "dtype")
+
+    def __init__(self, mask):
+        a = np.array(mask, copy=True)
+        if a.dtype != np.bool_:
+            raise TypeError(f"DeviceMask: expected a boolean array, got dtype {a.dtype}")
+        self.host, self.shape, self.dtype = a, a.shape, a.dtype
+        self.buf = AnyBuffer.from_numpy(a.astype(np.float32))
+
+    def matches(self, mask) -> bool:
+        a = np.asarray(mask)
+        return a.shape == self.shape and a.dtype == self.dtype and np.array_equal(a, self.host)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.host if dtype is None else self.host.astype(dtype)
+
+
 def mask_buffer(op: str, name: str, mask, tmps):
     """A boolean mask (or None) as a 0/1 float32 buffer handle for the kernel."""
     if mask is None:
         return ffi.NULL
+    if mask.__class__ is DeviceMask:
+        return mask.buf.handle
     b = AnyBuffer.from_numpy(np.asarray(mask, dtype=np.float32))
     tmps.append(b)
     return b.handle
@@ -196,8 +220,8 @@ def attr(op: str, name: str, value, kind: str, check):
                                  f"[{a.min()}, {a.max()}]")
             v = a.astype(np.int64)
         elif kind == "mask":
-            if value is None:
-                return None
+            if value is None or value.__class__ is DeviceMask:
+                return value
             a = np.asarray(value)
             if a.dtype != np.bool_:
                 raise TypeError

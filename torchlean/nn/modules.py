@@ -9,6 +9,7 @@ from torchlean.session import Parameter, Tensor
 from torchlean.nn import functional as F, init
 from torchlean.nn.checkpoint import save_file, load_file
 from torchlean._generated import ops as _ops
+from torchlean._opsupport import DeviceMask
 
 
 class Module:
@@ -361,10 +362,23 @@ class MultiHeadAttention(Module):
         self.Wq, self.Wk = Parameter(init.xavier_uniform(sh)), Parameter(init.xavier_uniform(sh))
         self.Wv, self.Wo = Parameter(init.xavier_uniform(sh)), Parameter(init.xavier_uniform(sh))
         self.num_heads, self.use_flash = num_heads, use_flash
+        self._mask = None  # the last boolean mask, uploaded once (a DeviceMask)
+
+    def _device_mask(self, mask):
+        """The same mask every step (a causal mask) is uploaded once, not twice per step."""
+        if mask is None or isinstance(mask, DeviceMask):
+            return mask
+        if self._mask is not None and self._mask.matches(mask):
+            return self._mask
+        if np.asarray(mask).dtype != np.bool_:
+            return mask  # the op raises its own TypeError
+        self._mask = DeviceMask(mask)
+        return self._mask
 
     def forward(self, x, mask=None):
         return x.session.op("multi_head_attention", self.Wq, self.Wk, self.Wv, self.Wo, x,
-                            num_heads=self.num_heads, mask=mask, use_flash=self.use_flash)
+                            num_heads=self.num_heads, mask=self._device_mask(mask),
+                            use_flash=self.use_flash)
 
 
 class SpectralConv1d(Module):
