@@ -205,3 +205,23 @@ def test_data_ptr_is_a_device_pointer():
     p = b.data_ptr()
     assert p != 0 and p % 16 == 0
     b.release()
+
+
+def test_kernel_scratch_counts_in_peak_and_is_returned():
+    """A convolution's im2col columns are scratch: they raise peak_bytes while the op runs and
+    are gone from live_bytes (and never counted as buffers) once it returns."""
+    rng = np.random.default_rng(0)
+    x = tl.AnyBuffer.from_numpy(rng.uniform(-1, 1, (8, 16, 32, 32)).astype(np.float32))
+    w = tl.AnyBuffer.from_numpy(rng.uniform(-1, 1, (16, 16, 3, 3)).astype(np.float32))
+    b = tl.AnyBuffer.from_numpy(rng.uniform(-1, 1, 16).astype(np.float32))
+    tl.synchronize()
+    tl.reset_peak_memory_stats()
+    before = tl.memory_stats()
+    y = tl.ops.conv2d(w, b, x, padding=1)
+    s = tl.memory_stats()
+    y_bytes, col_bytes = 8 * 16 * 32 * 32 * 4, 16 * 9 * 8 * 32 * 32 * 4
+    assert s["live_bytes"] - before["live_bytes"] == y_bytes
+    assert s["live_buffers"] - before["live_buffers"] == 1
+    assert s["peak_bytes"] - before["live_bytes"] >= y_bytes + col_bytes
+    for t in (x, w, b, y):
+        t.release()

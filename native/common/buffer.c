@@ -7,15 +7,20 @@
 /* counters are updated from whichever thread calls in (cffi drops the GIL) */
 static int64_t st_live_buffers, st_live_bytes, st_peak_bytes, st_allocs, st_frees;
 
-void tl_stats_note_alloc(int64_t bytes) {
-    __atomic_add_fetch(&st_allocs, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&st_live_buffers, 1, __ATOMIC_RELAXED);
+/* bytes held outside buffers (CUDA kernel scratch): live and peak bytes, not buffer counts */
+void tl_stats_note_bytes(int64_t bytes) {
     int64_t live = __atomic_add_fetch(&st_live_bytes, bytes, __ATOMIC_RELAXED);
     int64_t peak = __atomic_load_n(&st_peak_bytes, __ATOMIC_RELAXED);
     while (live > peak &&
            !__atomic_compare_exchange_n(&st_peak_bytes, &peak, live, 0, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED)) {
     }
+}
+
+void tl_stats_note_alloc(int64_t bytes) {
+    __atomic_add_fetch(&st_allocs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&st_live_buffers, 1, __ATOMIC_RELAXED);
+    tl_stats_note_bytes(bytes);
 }
 
 void tl_stats_note_free(int64_t bytes) {

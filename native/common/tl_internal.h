@@ -65,6 +65,7 @@ TL_HD float tl_uniform_at(uint64_t key, uint64_t i) {
 /* statistics kept by native/common/buffer.c */
 TL_HIDDEN void tl_stats_note_alloc(int64_t bytes);
 TL_HIDDEN void tl_stats_note_free(int64_t bytes);
+TL_HIDDEN void tl_stats_note_bytes(int64_t bytes);  /* +/- scratch bytes (live and peak only) */
 
 /* allocate a fresh live buffer of n floats (payload uninitialised); common/buffer.c */
 TL_HIDDEN int tl_new_buffer(const char *op, int64_t n, tl_buf *out);

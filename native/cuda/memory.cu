@@ -33,6 +33,7 @@
 #include "common.cuh"
 
 #include <mutex>
+#include <unordered_map>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
@@ -412,13 +413,37 @@ int tl_cublas(const char *op, cublasHandle_t *out) {
     return TL_OK;
 }
 
+// Scratch counts toward live and peak bytes (not buffers), so memory_stats()' peak is what a
+// step really held, im2col columns and attention tiles included.
+std::mutex g_scratch_mu;
+std::unordered_map<void *, size_t> g_scratch_sizes;
+
 int tl_scratch(const char *op, size_t bytes, void **out) {
     *out = nullptr;
     if (bytes == 0) return TL_OK;
-    return pool_alloc(op, bytes, out);
+    TL_TRY(pool_alloc(op, bytes, out));
+    {
+        std::lock_guard<std::mutex> lk(g_scratch_mu);
+        g_scratch_sizes[*out] = bytes;
+    }
+    tl_stats_note_bytes((int64_t)bytes);
+    return TL_OK;
 }
 
-void tl_scratch_free(void *p) { pool_free(p, 0); }
+void tl_scratch_free(void *p) {
+    if (!p) return;
+    size_t bytes = 0;
+    {
+        std::lock_guard<std::mutex> lk(g_scratch_mu);
+        auto it = g_scratch_sizes.find(p);
+        if (it != g_scratch_sizes.end()) {
+            bytes = it->second;
+            g_scratch_sizes.erase(it);
+        }
+    }
+    tl_stats_note_bytes(-(int64_t)bytes);
+    pool_free(p, 0);
+}
 
 // ------------------------------------------------------------------ backend hooks
 
