@@ -113,3 +113,26 @@ def test_optimizer_state_dict_roundtrip():
     opt2.load_state_dict(sd)
     np.testing.assert_array_equal(opt2.state_dict()["state"][0]["m"], sd["state"][0]["m"])
     assert opt2.state_dict()["state"][0]["step"] == 1
+
+
+def test_dropped_intermediates_free_their_memory_like_pytorch():
+    """When the last Tensor on an op result goes away and no VJP saved it, its buffer is freed
+    at once (relu saves its output, so the matmul result before it is not kept); values a VJP
+    needs, leaves and views' parents stay until Session.step()."""
+    import gc
+    s = tl.Session()
+    w = s.tensor(np.ones((64, 64)), requires_grad=True)
+    x = s.tensor(np.ones((8, 64)))
+    before = tl.memory_stats()["live_bytes"]
+    h = (x @ w).relu()           # x @ w is an intermediate nobody keeps
+    gc.collect()
+    kept = tl.memory_stats()["live_bytes"] - before
+    assert kept == 8 * 64 * 4, kept  # only relu's output
+    r = h.reshape(64, 8)          # a view pins h's buffer even after h is dropped
+    del h
+    gc.collect()
+    assert tl.memory_stats()["live_bytes"] - before == 8 * 64 * 4
+    loss = r.sum()
+    loss.backward()
+    np.testing.assert_allclose(w.grad, np.full((64, 64), 8.0))
+    s.step()

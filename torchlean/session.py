@@ -148,6 +148,7 @@ class Session:
         self.params_by_leaf: dict[int, Parameter] = {}
         self.grads: dict[int, AnyBuffer] = {}    # node id -> gradient (non-parameter leaves)
         self.nats: list[int] = []
+        self.refs: dict[int, int] = {}           # node id -> live Tensor wrappers (this step)
 
     # ---------------------------------------------------------------- recording
     def _wrap(self, nid: int) -> "Tensor":
@@ -257,6 +258,7 @@ class Session:
         self.param_leaf.clear()
         self.params_by_leaf.clear()
         self.nats.clear()
+        self.refs.clear()
         self.gen += 1
 
     def __enter__(self):
@@ -274,6 +276,25 @@ class Tensor:
 
     def __init__(self, session: Session, nid: int, gen: int):
         self.session, self.id, self.gen = session, nid, gen
+        refs = session.refs
+        refs[nid] = refs.get(nid, 0) + 1
+
+    def __del__(self):
+        # the last wrapper of an intermediate result is gone: its memory can go too, unless a
+        # VJP or a view still needs it (Tape.drop_value decides)
+        try:
+            s = self.session
+            if self.gen != s.gen:
+                return
+            refs, nid = s.refs, self.id
+            c = refs.get(nid, 0) - 1
+            if c > 0:
+                refs[nid] = c
+            else:
+                refs.pop(nid, None)
+                s.tape.drop_value(nid)
+        except Exception:  # interpreter shutdown: nothing left to free
+            pass
 
     def _check(self):
         if self.gen != self.session.gen:

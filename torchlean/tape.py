@@ -19,7 +19,7 @@ class Node:
     """One recorded step: its value, parents, and what its VJP needs."""
 
     __slots__ = ("name", "value", "requires_grad", "parents", "vjp", "saved", "cleanup",
-                 "owns_value", "broadcast")
+                 "owns_value", "broadcast", "pinned")
 
     def __init__(self, name, value, requires_grad, parents=(), vjp=None, saved=None,
                  cleanup=(), owns_value=True, broadcast=False):
@@ -32,6 +32,7 @@ class Node:
         self.cleanup = cleanup              # residuals this node owns (a tuple)
         self.owns_value = owns_value        # False for borrowed leaves and views
         self.broadcast = broadcast          # parents may need sum_to on their gradients
+        self.pinned = True                  # value needed later (see Tape.drop_value)
 
 
 _new_node = Node.__new__
@@ -129,8 +130,32 @@ class Tape(TapeOps):
         node.cleanup = ()
         node.owns_value = out.owns
         node.broadcast = broadcast
+        # Pin what a VJP will read (saved inputs, a saved output) and the parents of a view (it
+        # aliases their memory); an unpinned value may be dropped early by drop_value.
+        node.pinned = False
+        if req:
+            for v in saved.values():
+                if v is out:
+                    node.pinned = True
+                else:
+                    for p in parents:
+                        if nodes[p].value is v:
+                            nodes[p].pinned = True
+        if not out.owns:
+            for p in parents:
+                nodes[p].pinned = True
         nodes.append(node)
         return len(nodes) - 1
+
+    def drop_value(self, i: int) -> bool:
+        """Release node i's value now if nothing recorded needs it: an op result (not a leaf)
+        that no VJP saved and no view aliases. The Session calls this when the last Tensor on
+        the node goes away, so intermediates die as early as in PyTorch. True if released."""
+        node = self.nodes[i]
+        if node.pinned or not node.owns_value or not node.parents:
+            return False
+        node.value.release()
+        return True
 
     def _record_residuals(self, name, out, parents, vjp, saved, broadcast, keep, drop) -> int:
         """_record for an op with extra outputs: `keep` are residuals the VJP reads (owned by the
