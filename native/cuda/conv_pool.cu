@@ -177,6 +177,17 @@ __global__ void k_col2im_2d(Geom2 g, int nb, const float *col, const float *bias
     }
 }
 
+// dst[c][b * P + o] = src[b][c][o]: a chunk regrouped channel-major, so one GEMM's K runs over
+// every (sample, position) pair
+__global__ void k_channel_major(const float *src, float *dst, int64_t nb, int64_t C, int64_t P) {
+    const int64_t total = nb * C * P;
+    TL_GRID_STRIDE(i, total) {
+        int64_t o = i % P, rest = i / P;
+        int64_t b = rest % nb, c = rest / nb;
+        dst[i] = src[(b * C + c) * P + o];
+    }
+}
+
 // acc[i] += sum over b = 0..nb-1 of parts[b * n + i], in that order (per-sample kernel
 // gradients summed deterministically)
 __global__ void k_sum_parts(const float *parts, int64_t nb, int64_t n, float *acc) {
@@ -279,6 +290,29 @@ int sum_parts(const char *op, const float *parts, int64_t nb, int64_t n, float *
     if (n == 0) return TL_OK;
     k_sum_parts<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(parts, nb, n, acc);
     return tl_cuda_launched(op);
+}
+
+// Kernel gradient of one chunk of m samples: dW (Ca x CK) += sum_b A_b (Ca x P) @ col_b^T, where
+// A_b = A + b * a_stride. Two deterministic forms, picked by shape: with few positions per
+// sample (P <= CK) A is regrouped channel-major and one GEMM runs over all m * P columns
+// (scratch Ca * m * P); otherwise a strided-batched GEMM writes one partial per sample and
+// they are summed in sample order (scratch m * Ca * CK). Either keeps the scratch small.
+bool kgrad_channel_major(int64_t P, int64_t CK) { return P <= CK; }
+
+int64_t kgrad_scratch(int64_t Ca, int64_t P, int64_t CK) {
+    return kgrad_channel_major(P, CK) ? Ca * P : Ca * CK;  // floats per sample
+}
+
+int kernel_grad(const char *op, const float *A, int64_t a_stride, int64_t Ca, const float *col,
+                int64_t m, int64_t P, int64_t CK, float *tmp, float *DK) {
+    const int64_t nk = Ca * CK;
+    if (kgrad_channel_major(P, CK)) {
+        k_channel_major<<<tl_blocks(m * Ca * P), TL_THREADS, 0, tl_stream()>>>(A, tmp, m, Ca, P);
+        TL_TRY(tl_cuda_launched(op));
+        return gemm(op, 0, 1, Ca, CK, m * P, tmp, m * P, 0, col, m * P, 0, 1.0f, DK, CK, 0, 1);
+    }
+    TL_TRY(gemm(op, 0, 1, Ca, CK, P, A, P, a_stride, col, m * P, P, 0.0f, tmp, CK, nk, m));
+    return sum_parts(op, tmp, m, nk, DK);
 }
 
 // Samples per chunk: keep the column buffers near kColBytes (at least one sample), and nb * P
@@ -384,18 +418,17 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
     Scratch sc;
     if (!transpose) {
         const int64_t P = G.out_n, CK = G.cin * K;
-        const int64_t nb = chunk_samples(CK * P + G.cout * CK, P, G.n);
+        const int64_t per = kgrad_scratch(G.cout, P, CK);
+        const int64_t nb = chunk_samples(CK * P + per, P, G.n);
         TL_TRY(tl_scratch(op, (size_t)(CK * nb * P) * sizeof(float), &sc.p[0]));
-        TL_TRY(tl_scratch(op, (size_t)(nb * nk) * sizeof(float), &sc.p[1]));
-        float *col = (float *)sc.p[0], *parts = (float *)sc.p[1];
+        TL_TRY(tl_scratch(op, (size_t)(nb * per) * sizeof(float), &sc.p[1]));
+        float *col = (float *)sc.p[0], *tmp = (float *)sc.p[1];
         for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
             const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
             const float *gb = Gd + n0 * yout;
             TL_TRY(im2col(op, G, G.cin, m, X + n0 * xin, col));
-            // dW_b (C_out x CK) = g_b (C_out x P) @ col_b^T, summed over b in order
-            TL_TRY(gemm(op, 0, 1, G.cout, CK, P, gb, P, yout, col, m * P, P, 0.0f, parts, CK, nk,
-                        m));
-            TL_TRY(sum_parts(op, parts, m, nk, DK));
+            // dW (C_out x CK) += sum_b g_b (C_out x P) @ col_b^T
+            TL_TRY(kernel_grad(op, gb, yout, G.cout, col, m, P, CK, tmp, DK));
             // dcol_b (CK x P) = W^T @ g_b (overwrites col), then gathered into dx
             TL_TRY(gemm(op, 1, 0, CK, P, G.cout, W, CK, 0, gb, P, yout, 0.0f, col, m * P, P, m));
             TL_TRY(col2im(op, G, G.cin, m, col, nullptr, DX + n0 * xin));
@@ -405,17 +438,17 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
     // transposed: the grad's columns under the swapped geometry
     const Geom T = swapped(G);
     const int64_t P = T.out_n, CK = G.cout * K;
-    const int64_t nb = chunk_samples(CK * P + G.cin * CK, P, G.n);
+    const int64_t per = kgrad_scratch(G.cin, P, CK);
+    const int64_t nb = chunk_samples(CK * P + per, P, G.n);
     TL_TRY(tl_scratch(op, (size_t)(CK * nb * P > 0 ? CK * nb * P : 1) * sizeof(float), &sc.p[0]));
-    TL_TRY(tl_scratch(op, (size_t)(nb * nk > 0 ? nb * nk : 1) * sizeof(float), &sc.p[1]));
-    float *col = (float *)sc.p[0], *parts = (float *)sc.p[1];
+    TL_TRY(tl_scratch(op, (size_t)(nb * per > 0 ? nb * per : 1) * sizeof(float), &sc.p[1]));
+    float *col = (float *)sc.p[0], *tmp = (float *)sc.p[1];
     for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
         const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
         const float *xb = X + n0 * xin;
         TL_TRY(im2col(op, T, G.cout, m, Gd + n0 * yout, col));
-        // dW_b (C_in x CK) = x_b (C_in x P) @ col_b^T, summed over b in order
-        TL_TRY(gemm(op, 0, 1, G.cin, CK, P, xb, P, xin, col, m * P, P, 0.0f, parts, CK, nk, m));
-        TL_TRY(sum_parts(op, parts, m, nk, DK));
+        // dW (C_in x CK) += sum_b x_b (C_in x P) @ col_b^T
+        TL_TRY(kernel_grad(op, xb, xin, G.cin, col, m, P, CK, tmp, DK));
         // dx_b (C_in x P) = W (C_in x CK) @ col_b
         TL_TRY(gemm(op, 0, 0, G.cin, P, CK, W, CK, 0, col, m * P, P, 0.0f, DX + n0 * xin, P, xin,
                     m));
