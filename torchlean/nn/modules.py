@@ -356,7 +356,11 @@ class Embedding(Module):
 
 
 class MultiHeadAttention(Module):
-    def __init__(self, d_model, num_heads, use_flash=False):
+    """Self-attention over d_model with num_heads heads (Q/K/V/O weights, no biases). The fused
+    kernel (use_flash=True, the default) never stores the n x n scores on CUDA; the composed
+    path is the plain reference."""
+
+    def __init__(self, d_model, num_heads, use_flash=True):
         super().__init__()
         sh = (d_model, d_model)
         self.Wq, self.Wk = Parameter(init.xavier_uniform(sh)), Parameter(init.xavier_uniform(sh))
