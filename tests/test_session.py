@@ -136,3 +136,20 @@ def test_dropped_intermediates_free_their_memory_like_pytorch():
     loss.backward()
     np.testing.assert_allclose(w.grad, np.full((64, 64), 8.0))
     s.step()
+
+
+def test_buffers_handed_out_outlive_their_tensor():
+    """detach() and .value hand out the node's buffer: dropping the Tensor afterwards must not
+    free memory that the detached tensor or the caller still reads."""
+    import gc
+    s = tl.Session()
+    w = s.tensor(np.full((4, 4), 2.0), requires_grad=True)
+    x = s.tensor(np.ones((3, 4)))
+    y = x @ w
+    d = y.detach()
+    buf = (x @ w).value
+    del y
+    gc.collect()
+    np.testing.assert_allclose(d.numpy(), np.full((3, 4), 8.0))
+    np.testing.assert_allclose(buf.to_numpy(), np.full((3, 4), 8.0))
+    s.step()

@@ -307,7 +307,11 @@ class Tensor:
 
     @property
     def value(self) -> AnyBuffer:
-        return self._node().value
+        # whoever holds the buffer may outlive this Tensor (detach, DLPack, user code): the
+        # node's memory must then stay until Session.step(), not die with the last Tensor
+        node = self._node()
+        node.pinned = True
+        return node.value
 
     @property
     def shape(self):
