@@ -91,32 +91,29 @@ static void col2im(const geom_t *G, int64_t C, const float *col, float *img) {
     }
 }
 
-/* C[m, n] (+)= sum_k A[m, k] B[k, n] with optional transposes (row-major, fixed k order) */
-static void gemm_nn(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C, int acc) {
+/* C[m, n] (+)= sum_k A(m, k) B[k, n], row-major B and C, A(m, k) = A[m * am + k * ak] (so
+ * am = K, ak = 1 reads A as stored, am = 1, ak = M reads it transposed); fixed k order */
+static void gemm_an(int64_t M, int64_t N, int64_t K, const float *A, int64_t am, int64_t ak,
+                    const float *B, float *C, int acc) {
 #pragma omp parallel for schedule(static) if (M * N * K > TL_PAR_MIN)
     for (int64_t m = 0; m < M; m++) {
         float *c = C + m * N;
         if (!acc) for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
         for (int64_t k = 0; k < K; k++) {
-            float a = A[m * K + k];
+            float a = A[m * am + k * ak];
             const float *b = B + k * N;
             for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
         }
     }
 }
 
-/* C[m, n] (+)= sum_k A[k, m] B[k, n]  (A transposed) */
+static void gemm_nn(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C, int acc) {
+    gemm_an(M, N, K, A, K, 1, B, C, acc);
+}
+
+/* A stored (K, M): C = A^T B */
 static void gemm_tn(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C, int acc) {
-#pragma omp parallel for schedule(static) if (M * N * K > TL_PAR_MIN)
-    for (int64_t m = 0; m < M; m++) {
-        float *c = C + m * N;
-        if (!acc) for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
-        for (int64_t k = 0; k < K; k++) {
-            float a = A[k * M + m];
-            const float *b = B + k * N;
-            for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
-        }
-    }
+    gemm_an(M, N, K, A, 1, M, B, C, acc);
 }
 
 /* C[m, n] (+)= sum_k A[m, k] B[n, k]  (B transposed): dot products */
