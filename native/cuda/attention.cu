@@ -307,77 +307,274 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPLKV) flash_dkv
     store_own<HDM, T::SPLKV>(dv, dV, base + (size_t)j * HD, part, hd);
 }
 
-// ---------------------------------------------------------------- tiled kernels (head dim <= 64)
-// The forward, dQ and dK/dV as small register-tiled GEMMs over 64 x 64 tiles in shared memory:
-// 256 threads, thread (tx, ty) = (tid % 16, tid / 16) owns a 4 x 4 patch, rows 4 ty.., columns
-// 4 tx... Operands are staged transposed ([d][row], rows padded to TP = 68 floats so the float4
-// reads of a warp stay conflict-free) or natural ([row][d]). Every value read from shared memory
-// feeds four FMAs and each exp is computed once. All sums run in fixed orders (d, then tiles
-// and rows ascending): bit-reproducible, no atomics.
-constexpr int TT = 64;       // rows per block and per tile, head-dim bound
+// ---------------------------------------------------------------- tiled dK/dV (head dim <= 64)
+// dK/dV as small register-tiled GEMMs: a block owns 64 keys and walks the queries in tiles of
+// 64. Each thread computes a 4 keys x 4 queries patch of S = K Q^T and dP = V dO^T (K, V, Q, dO
+// staged transposed in shared memory, rows padded to 68 floats), turns it into P and dS, writes
+// both to shared memory, then accumulates a 4 keys x 4 dims patch of dV += P dO and dK += dS Q.
+// Every value read from shared memory feeds four FMAs and each exp is computed once. Sums run
+// in fixed orders (d, then query tiles and queries ascending): bit-reproducible, no atomics.
+constexpr int TT = 64;       // keys per block, queries per tile, head-dim bound
 constexpr int TP = 68;       // padded row length of the transposed tiles
+constexpr size_t kTiledDkvSmem =
+    sizeof(float) * (4 * TT * TP + 2 * TT * TT + 2 * TT * TP + 2 * TT);
 
 __device__ __forceinline__ void f4(const float *p, float *o) {
     float4 v = *reinterpret_cast<const float4 *>(p);
     o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
 }
 
-// acc[a][c] += sum over r < TT of A[r * lda + a] * B[r * ldb + c] (A, B in shared memory, r
-// ascending): the 4 x 4 patch of A^T B that this thread owns once A and B point at its rows.
-__device__ __forceinline__ void patch_mma(float (*acc)[4], const float *A, int lda,
-                                          const float *B, int ldb) {
-#pragma unroll 4
-    for (int r = 0; r < TT; r++) {
-        float a4[4], b4[4];
-        f4(A + r * lda, a4);
-        f4(B + r * ldb, b4);
-#pragma unroll
-        for (int a = 0; a < 4; a++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) acc[a][c] = __fmaf_rn(a4[a], b4[c], acc[a][c]);
+__global__ void __launch_bounds__(256) flash_dkv_tiled64(
+    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
+    const float *__restrict__ mask, float *__restrict__ dK, float *__restrict__ dV, int n, int H,
+    int hd, float scale) {
+    extern __shared__ __align__(16) float sm[];
+    float *KT = sm, *VT = KT + TT * TP, *QT = VT + TT * TP, *GT = QT + TT * TP;  // [d][row]
+    float *Qn = GT + TT * TP, *Gn = Qn + TT * TT;                                // [q][d]
+    float *PT = Gn + TT * TT, *ST = PT + TT * TP;                                // [q][key]
+    float *Ls = ST + TT * TP, *Ds = Ls + TT;
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int HD = H * hd;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int j0 = blockIdx.x * TT;
+    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
+    for (int e = tid; e < TT * TT; e += 256) {
+        const int r = e >> 6, d = e & 63, j = j0 + r;
+        const bool ok = j < n && d < hd;
+        KT[d * TP + r] = ok ? K[base + (size_t)j * HD + d] * scale : 0.0f;
+        VT[d * TP + r] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
     }
-}
-
-__device__ __forceinline__ void patch_zero(float (*acc)[4]) {
+    const int k0 = ty * 4, c0 = tx * 4;  // this thread's keys; its queries (S) or dims (dK, dV)
+    float dk[4][4], dv[4][4];
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
-        for (int c = 0; c < 4; c++) acc[a][c] = 0.0f;
-}
-
-// Rows [r0, r0 + TT) of one head of src (times mul; 0 past n or hd) into shared memory,
-// transposed into Tt ([d][row], TP) and/or natural into Tn ([row][d], TT); either may be null.
-__device__ __forceinline__ void stage_rows(const float *__restrict__ src, size_t base, int r0,
-                                           int n, int HD, int hd, float mul, float *Tt, float *Tn) {
-    for (int e = threadIdx.x; e < TT * TT; e += blockDim.x) {
-        const int r = e >> 6, d = e & 63, i = r0 + r;
-        const float v = (i < n && d < hd) ? src[base + (size_t)i * HD + d] * mul : 0.0f;
-        if (Tt) Tt[d * TP + r] = v;
-        if (Tn) Tn[r * TT + d] = v;
+        for (int c = 0; c < 4; c++) dk[a][c] = dv[a][c] = 0.0f;
+    for (int i0 = 0; i0 < n; i0 += TT) {
+        __syncthreads();  // the previous tile's shared reads are done
+        for (int e = tid; e < TT * TT; e += 256) {
+            const int r = e >> 6, d = e & 63, i = i0 + r;
+            const bool ok = i < n && d < hd;
+            const float q = ok ? Q[base + (size_t)i * HD + d] : 0.0f;
+            const float g = ok ? dO[base + (size_t)i * HD + d] : 0.0f;
+            Qn[r * TT + d] = q;
+            QT[d * TP + r] = q;
+            Gn[r * TT + d] = g;
+            GT[d * TP + r] = g;
+        }
+        if (tid < TT) {
+            const int i = i0 + tid;
+            Ls[tid] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
+            Ds[tid] = i < n ? D[(size_t)bh * n + i] : 0.0f;
+        }
+        __syncthreads();
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[a][c] = dp[a][c] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < TT; d++) {
+            float kk[4], qq[4], vv[4], gg[4];
+            f4(KT + d * TP + k0, kk);
+            f4(QT + d * TP + c0, qq);
+            f4(VT + d * TP + k0, vv);
+            f4(GT + d * TP + c0, gg);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    s[a][c] = __fmaf_rn(kk[a], qq[c], s[a][c]);
+                    dp[a][c] = __fmaf_rn(vv[a], gg[c], dp[a][c]);
+                }
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int q = c0 + c, i = i0 + q;
+            const float L = Ls[q], Di = Ds[q];
+            float p[4], ds[4];
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                const int j = j0 + k0 + a;
+                const bool ok = i < n && j < n && (!mask || mask[(size_t)i * n + j] != 0.0f);
+                p[a] = ok ? expf(s[a][c] - L) : 0.0f;
+                ds[a] = p[a] * (dp[a][c] - Di) * scale;
+            }
+            *reinterpret_cast<float4 *>(PT + q * TP + k0) = make_float4(p[0], p[1], p[2], p[3]);
+            *reinterpret_cast<float4 *>(ST + q * TP + k0) = make_float4(ds[0], ds[1], ds[2], ds[3]);
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int q = 0; q < TT; q++) {
+            float pp[4], ss[4], gg[4], qq[4];
+            f4(PT + q * TP + k0, pp);
+            f4(ST + q * TP + k0, ss);
+            f4(Gn + q * TT + c0, gg);
+            f4(Qn + q * TT + c0, qq);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    dv[a][c] = __fmaf_rn(pp[a], gg[c], dv[a][c]);
+                    dk[a][c] = __fmaf_rn(ss[a], qq[c], dk[a][c]);
+                }
+        }
     }
-}
-
-// this thread's 4 x 4 output patch (rows r0.., dims c0..) into row-major dst (rows < n, dims < hd)
-__device__ __forceinline__ void store_patch(const float (*acc)[4], float mul_row[4],
-                                            float *__restrict__ dst, size_t base, int r0, int c0,
-                                            int n, int HD, int hd) {
 #pragma unroll
     for (int a = 0; a < 4; a++) {
-        if (r0 + a >= n) continue;
+        const int j = j0 + k0 + a;
+        if (j >= n) continue;
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            if (c0 + c < hd) dst[base + (size_t)(r0 + a) * HD + c0 + c] = acc[a][c] * mul_row[a];
+        for (int c = 0; c < 4; c++) {
+            const int d = c0 + c;
+            if (d < hd) {
+                dK[base + (size_t)j * HD + d] = dk[a][c];
+                dV[base + (size_t)j * HD + d] = dv[a][c];
+            }
+        }
     }
 }
 
-// mask / bounds test of (query i, key j)
-__device__ __forceinline__ bool allowed(const float *mask, int i, int j, int n) {
-    return i < n && j < n && (!mask || mask[(size_t)i * n + j] != 0.0f);
+int launch_dkv_tiled64(const char *op, const float *Q, const float *K, const float *V,
+                       const float *dO, const float *L, const float *D, const float *M, float *dK,
+                       float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
+    static int smem_ready = 0;  // the opt-in above 48 KiB of shared memory, once per process
+    if (!smem_ready) {
+        TL_CUDA_TRY(op, cudaFuncSetAttribute(flash_dkv_tiled64,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)kTiledDkvSmem));
+        smem_ready = 1;
+    }
+    dim3 grid((unsigned)((n + TT - 1) / TT), (unsigned)(B * H));
+    flash_dkv_tiled64<<<grid, 256, kTiledDkvSmem, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
+                                                                 (int)n, (int)H, (int)hd, scale);
+    TL_LAUNCHED(op);
+    return TL_OK;
 }
 
-// Forward: a block owns 64 queries and walks the keys with an online softmax per tile; the 16
-// threads sharing a query row agree on the tile's row max and row sum through a fixed butterfly
-// of shuffles (the same bits on every lane).
+// ---------------------------------------------------------------- tiled dQ (head dim <= 64)
+// The mirror of flash_dkv_tiled64: a block owns 64 queries and walks the keys in tiles of 64;
+// each thread computes a 4 queries x 4 keys patch of S and dP, writes dS to shared memory and
+// accumulates a 4 queries x 4 dims patch of dQ += dS K. Fixed orders, no atomics.
+constexpr size_t kTiledDqSmem = sizeof(float) * (4 * TT * TP + TT * TT + TT * TP);
+
+__global__ void __launch_bounds__(256) flash_dq_tiled64(
+    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
+    const float *__restrict__ mask, float *__restrict__ dQ, int n, int H, int hd, float scale) {
+    extern __shared__ __align__(16) float sm[];
+    float *QT = sm, *GT = QT + TT * TP, *KT = GT + TT * TP, *VT = KT + TT * TP;  // [d][row]
+    float *Kn = VT + TT * TP;                                                    // [key][d]
+    float *DS = Kn + TT * TT;                                                    // [key][q]
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int HD = H * hd;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int i0 = blockIdx.x * TT;
+    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
+    for (int e = tid; e < TT * TT; e += 256) {
+        const int r = e >> 6, d = e & 63, i = i0 + r;
+        const bool ok = i < n && d < hd;
+        QT[d * TP + r] = ok ? Q[base + (size_t)i * HD + d] * scale : 0.0f;
+        GT[d * TP + r] = ok ? dO[base + (size_t)i * HD + d] : 0.0f;
+    }
+    const int q0 = ty * 4, c0 = tx * 4;  // this thread's queries; its keys (S) or dims (dQ)
+    float L[4], Di[4], acc[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int i = i0 + q0 + a;
+        L[a] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
+        Di[a] = i < n ? D[(size_t)bh * n + i] : 0.0f;
+#pragma unroll
+        for (int c = 0; c < 4; c++) acc[a][c] = 0.0f;
+    }
+    for (int j0 = 0; j0 < n; j0 += TT) {
+        __syncthreads();  // the previous tile's shared reads are done
+        for (int e = tid; e < TT * TT; e += 256) {
+            const int r = e >> 6, d = e & 63, j = j0 + r;
+            const bool ok = j < n && d < hd;
+            const float k = ok ? K[base + (size_t)j * HD + d] : 0.0f;
+            KT[d * TP + r] = k;
+            Kn[r * TT + d] = k;
+            VT[d * TP + r] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
+        }
+        __syncthreads();
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[a][c] = dp[a][c] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < TT; d++) {
+            float qq[4], kk[4], gg[4], vv[4];
+            f4(QT + d * TP + q0, qq);
+            f4(KT + d * TP + c0, kk);
+            f4(GT + d * TP + q0, gg);
+            f4(VT + d * TP + c0, vv);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    s[a][c] = __fmaf_rn(qq[a], kk[c], s[a][c]);
+                    dp[a][c] = __fmaf_rn(gg[a], vv[c], dp[a][c]);
+                }
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int k = c0 + c, j = j0 + k;
+            float ds[4];
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                const int i = i0 + q0 + a;
+                const bool ok = i < n && j < n && (!mask || mask[(size_t)i * n + j] != 0.0f);
+                ds[a] = ok ? expf(s[a][c] - L[a]) * (dp[a][c] - Di[a]) * scale : 0.0f;
+            }
+            *reinterpret_cast<float4 *>(DS + k * TP + q0) = make_float4(ds[0], ds[1], ds[2], ds[3]);
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int k = 0; k < TT; k++) {
+            float ss[4], kk[4];
+            f4(DS + k * TP + q0, ss);
+            f4(Kn + k * TT + c0, kk);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) acc[a][c] = __fmaf_rn(ss[a], kk[c], acc[a][c]);
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int i = i0 + q0 + a;
+        if (i >= n) continue;
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            if (c0 + c < hd) dQ[base + (size_t)i * HD + c0 + c] = acc[a][c];
+    }
+}
+
+int launch_dq_tiled64(const char *op, const float *Q, const float *K, const float *V,
+                      const float *dO, const float *L, const float *D, const float *M, float *dQ,
+                      int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
+    static int smem_ready = 0;
+    if (!smem_ready) {
+        TL_CUDA_TRY(op, cudaFuncSetAttribute(flash_dq_tiled64,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)kTiledDqSmem));
+        smem_ready = 1;
+    }
+    dim3 grid((unsigned)((n + TT - 1) / TT), (unsigned)(B * H));
+    flash_dq_tiled64<<<grid, 256, kTiledDqSmem, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
+                                                               (int)H, (int)hd, scale);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+// ---------------------------------------------------------------- tiled forward (head dim <= 64)
+// A block owns 64 queries and walks the keys in tiles of 64 with an online softmax per tile:
+// each thread computes a 4 queries x 4 keys patch of S, the 16 threads sharing those queries
+// agree on the tile's row max and row sum through a fixed butterfly of shuffles (the same bits
+// on every lane), rescale their 4 queries x 4 dims patch of O, and add P V from shared memory.
 constexpr size_t kTiledFwdSmem = sizeof(float) * (3 * TT * TP + TT * TT);
 
 // max / sum over the 16 lanes that share ty (lanes differ in their low four bits)
@@ -397,211 +594,116 @@ __global__ void __launch_bounds__(256) flash_fwd_tiled64(
     const float *__restrict__ mask, float *__restrict__ O, float *__restrict__ lse, int n, int H,
     int hd, float scale) {
     extern __shared__ __align__(16) float sm[];
-    float *QT = sm, *KT = QT + TT * TP, *PS = KT + TT * TP, *Vn = PS + TT * TP;  // PS: [key][q]
-    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4, HD = H * hd;
-    const int bh = blockIdx.y, i0 = blockIdx.x * TT;
-    const size_t base = (size_t)(bh / H) * n * HD + (size_t)(bh % H) * hd;
-    stage_rows(Q, base, i0, n, HD, hd, scale, QT, nullptr);
+    float *QT = sm, *KT = QT + TT * TP;  // [d][row]
+    float *PS = KT + TT * TP;            // [key][q]
+    float *Vn = PS + TT * TP;            // [key][d]
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int HD = H * hd;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int i0 = blockIdx.x * TT;
+    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
+    for (int e = tid; e < TT * TT; e += 256) {
+        const int r = e >> 6, d = e & 63, i = i0 + r;
+        QT[d * TP + r] = (i < n && d < hd) ? Q[base + (size_t)i * HD + d] * scale : 0.0f;
+    }
     const int q0 = ty * 4, c0 = tx * 4;  // this thread's queries; its keys (S) or dims (O)
     float m[4], l[4], o[4][4];
-    patch_zero(o);
 #pragma unroll
-    for (int a = 0; a < 4; a++) { m[a] = -INFINITY; l[a] = 0.0f; }
+    for (int a = 0; a < 4; a++) {
+        m[a] = -INFINITY;
+        l[a] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 4; c++) o[a][c] = 0.0f;
+    }
     for (int j0 = 0; j0 < n; j0 += TT) {
         __syncthreads();
-        stage_rows(K, base, j0, n, HD, hd, 1.0f, KT, nullptr);
-        stage_rows(V, base, j0, n, HD, hd, 1.0f, nullptr, Vn);
+        for (int e = tid; e < TT * TT; e += 256) {
+            const int r = e >> 6, d = e & 63, j = j0 + r;
+            const bool ok = j < n && d < hd;
+            KT[d * TP + r] = ok ? K[base + (size_t)j * HD + d] : 0.0f;
+            Vn[r * TT + d] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
+        }
         __syncthreads();
         float s[4][4];
-        patch_zero(s);
-        patch_mma(s, QT + q0, TP, KT + c0, TP);
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[a][c] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < TT; d++) {
+            float qq[4], kk[4];
+            f4(QT + d * TP + q0, qq);
+            f4(KT + d * TP + c0, kk);
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) s[a][c] = __fmaf_rn(qq[a], kk[c], s[a][c]);
+        }
 #pragma unroll
         for (int a = 0; a < 4; a++) {
+            const int i = i0 + q0 + a;
             float tmax = -INFINITY;
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                if (!allowed(mask, i0 + q0 + a, j0 + c0 + c, n)) s[a][c] = -INFINITY;
+                const int j = j0 + c0 + c;
+                const bool ok = i < n && j < n && (!mask || mask[(size_t)i * n + j] != 0.0f);
+                if (!ok) s[a][c] = -INFINITY;
                 tmax = fmaxf(tmax, s[a][c]);
             }
             const float mn = fmaxf(m[a], max16(tmax));
             const float corr = m[a] == -INFINITY ? 0.0f : expf(m[a] - mn);
             float psum = 0.0f;
+            float p[4];
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                const float p = s[a][c] == -INFINITY ? 0.0f : expf(s[a][c] - mn);
-                psum += p;
-                o[a][c] *= corr;
-                PS[(c0 + c) * TP + q0 + a] = p;
+                p[c] = s[a][c] == -INFINITY ? 0.0f : expf(s[a][c] - mn);
+                psum += p[c];
             }
             l[a] = l[a] * corr + sum16(psum);
             m[a] = mn;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                o[a][c] *= corr;
+                PS[(c0 + c) * TP + q0 + a] = p[c];
+            }
         }
         __syncthreads();
-        patch_mma(o, PS + q0, TP, Vn + c0, TT);
-    }
-    float inv[4];
-#pragma unroll
-    for (int a = 0; a < 4; a++) {
-        inv[a] = l[a] > 0.0f ? 1.0f / l[a] : 0.0f;  // fully blocked row: output 0
-        const int i = i0 + q0 + a;
-        if (tx == 0 && i < n) lse[(size_t)bh * n + i] = l[a] > 0.0f ? m[a] + logf(l[a]) : 0.0f;
-    }
-    store_patch(o, inv, O, base, i0 + q0, c0, n, HD, hd);
-}
-
-// dQ: a block owns 64 queries and walks the keys; each thread computes a 4 queries x 4 keys
-// patch of S and dP, writes dS to shared memory and accumulates dQ += dS K.
-constexpr size_t kTiledDqSmem = sizeof(float) * (4 * TT * TP + TT * TT + TT * TP);
-
-__global__ void __launch_bounds__(256) flash_dq_tiled64(
-    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
-    const float *__restrict__ mask, float *__restrict__ dQ, int n, int H, int hd, float scale) {
-    extern __shared__ __align__(16) float sm[];
-    float *QT = sm, *GT = QT + TT * TP, *KT = GT + TT * TP, *VT = KT + TT * TP;
-    float *Kn = VT + TT * TP, *DS = Kn + TT * TT;  // DS: [key][q]
-    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4, HD = H * hd;
-    const int bh = blockIdx.y, i0 = blockIdx.x * TT;
-    const size_t base = (size_t)(bh / H) * n * HD + (size_t)(bh % H) * hd;
-    stage_rows(Q, base, i0, n, HD, hd, scale, QT, nullptr);
-    stage_rows(dO, base, i0, n, HD, hd, 1.0f, GT, nullptr);
-    const int q0 = ty * 4, c0 = tx * 4;  // this thread's queries; its keys (S) or dims (dQ)
-    float L[4], Di[4], acc[4][4], one[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-    patch_zero(acc);
-#pragma unroll
-    for (int a = 0; a < 4; a++) {
-        const int i = i0 + q0 + a;
-        L[a] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
-        Di[a] = i < n ? D[(size_t)bh * n + i] : 0.0f;
-    }
-    for (int j0 = 0; j0 < n; j0 += TT) {
-        __syncthreads();  // the previous tile's shared reads are done
-        stage_rows(K, base, j0, n, HD, hd, 1.0f, KT, Kn);
-        stage_rows(V, base, j0, n, HD, hd, 1.0f, VT, nullptr);
-        __syncthreads();
-        float s[4][4], dp[4][4];
-        patch_zero(s);
-        patch_zero(dp);
-        patch_mma(s, QT + q0, TP, KT + c0, TP);
-        patch_mma(dp, GT + q0, TP, VT + c0, TP);
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            float ds[4];
+#pragma unroll 4
+        for (int k = 0; k < TT; k++) {
+            float pp[4], vv[4];
+            f4(PS + k * TP + q0, pp);
+            f4(Vn + k * TT + c0, vv);
 #pragma unroll
             for (int a = 0; a < 4; a++)
-                ds[a] = allowed(mask, i0 + q0 + a, j0 + c0 + c, n)
-                            ? expf(s[a][c] - L[a]) * (dp[a][c] - Di[a]) * scale : 0.0f;
-            *reinterpret_cast<float4 *>(DS + (c0 + c) * TP + q0) =
-                make_float4(ds[0], ds[1], ds[2], ds[3]);
-        }
-        __syncthreads();
-        patch_mma(acc, DS + q0, TP, Kn + c0, TT);
-    }
-    store_patch(acc, one, dQ, base, i0 + q0, c0, n, HD, hd);
-}
-
-// dK/dV: the mirror of dQ, a block owns 64 keys and walks the queries; each thread computes a
-// 4 keys x 4 queries patch of S^T and dP^T, writes P and dS to shared memory and accumulates
-// dV += P^T dO and dK += dS^T Q.
-constexpr size_t kTiledDkvSmem =
-    sizeof(float) * (4 * TT * TP + 2 * TT * TT + 2 * TT * TP + 2 * TT);
-
-__global__ void __launch_bounds__(256) flash_dkv_tiled64(
-    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
-    const float *__restrict__ mask, float *__restrict__ dK, float *__restrict__ dV, int n, int H,
-    int hd, float scale) {
-    extern __shared__ __align__(16) float sm[];
-    float *KT = sm, *VT = KT + TT * TP, *QT = VT + TT * TP, *GT = QT + TT * TP;  // [d][row]
-    float *Qn = GT + TT * TP, *Gn = Qn + TT * TT;                                // [q][d]
-    float *PT = Gn + TT * TT, *ST = PT + TT * TP;                                // [q][key]
-    float *Ls = ST + TT * TP, *Ds = Ls + TT;
-    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4, HD = H * hd;
-    const int bh = blockIdx.y, j0 = blockIdx.x * TT;
-    const size_t base = (size_t)(bh / H) * n * HD + (size_t)(bh % H) * hd;
-    stage_rows(K, base, j0, n, HD, hd, scale, KT, nullptr);
-    stage_rows(V, base, j0, n, HD, hd, 1.0f, VT, nullptr);
-    const int k0 = ty * 4, c0 = tx * 4;  // this thread's keys; its queries (S) or dims (dK, dV)
-    float dk[4][4], dv[4][4], one[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-    patch_zero(dk);
-    patch_zero(dv);
-    for (int i0 = 0; i0 < n; i0 += TT) {
-        __syncthreads();  // the previous tile's shared reads are done
-        stage_rows(Q, base, i0, n, HD, hd, 1.0f, QT, Qn);
-        stage_rows(dO, base, i0, n, HD, hd, 1.0f, GT, Gn);
-        if (tid < TT) {
-            const int i = i0 + tid;
-            Ls[tid] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
-            Ds[tid] = i < n ? D[(size_t)bh * n + i] : 0.0f;
-        }
-        __syncthreads();
-        float s[4][4], dp[4][4];
-        patch_zero(s);
-        patch_zero(dp);
-        patch_mma(s, KT + k0, TP, QT + c0, TP);
-        patch_mma(dp, VT + k0, TP, GT + c0, TP);
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int q = c0 + c;
-            float p[4], ds[4];
-#pragma unroll
-            for (int a = 0; a < 4; a++) {
-                p[a] = allowed(mask, i0 + q, j0 + k0 + a, n) ? expf(s[a][c] - Ls[q]) : 0.0f;
-                ds[a] = p[a] * (dp[a][c] - Ds[q]) * scale;
-            }
-            *reinterpret_cast<float4 *>(PT + q * TP + k0) = make_float4(p[0], p[1], p[2], p[3]);
-            *reinterpret_cast<float4 *>(ST + q * TP + k0) = make_float4(ds[0], ds[1], ds[2], ds[3]);
+                for (int c = 0; c < 4; c++) o[a][c] = __fmaf_rn(pp[a], vv[c], o[a][c]);
         }
-        __syncthreads();
-        patch_mma(dv, PT + k0, TP, Gn + c0, TT);
-        patch_mma(dk, ST + k0, TP, Qn + c0, TT);
     }
-    store_patch(dk, one, dK, base, j0 + k0, c0, n, HD, hd);
-    store_patch(dv, one, dV, base, j0 + k0, c0, n, HD, hd);
-}
-
-// Kernels above 48 KiB of dynamic shared memory must opt in once per process.
-int allow_smem(const char *op, const void *kernel, size_t bytes, int *ready) {
-    if (*ready) return TL_OK;
-    TL_CUDA_TRY(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)bytes));
-    *ready = 1;
-    return TL_OK;
-}
-
-dim3 tiled_grid(int64_t n, int64_t B, int64_t H) {
-    return dim3((unsigned)((n + TT - 1) / TT), (unsigned)(B * H));
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int i = i0 + q0 + a;
+        if (i >= n) continue;
+        const float inv = l[a] > 0.0f ? 1.0f / l[a] : 0.0f;  // fully blocked row: output 0
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            if (c0 + c < hd) O[base + (size_t)i * HD + c0 + c] = o[a][c] * inv;
+        if (tx == 0) lse[(size_t)bh * n + i] = l[a] > 0.0f ? m[a] + logf(l[a]) : 0.0f;
+    }
 }
 
 int launch_fwd_tiled64(const char *op, const float *Q, const float *K, const float *V,
                        const float *M, float *O, float *L, int64_t B, int64_t n, int64_t H,
                        int64_t hd, float scale) {
-    static int ready = 0;
-    TL_TRY(allow_smem(op, (const void *)flash_fwd_tiled64, kTiledFwdSmem, &ready));
-    flash_fwd_tiled64<<<tiled_grid(n, B, H), 256, kTiledFwdSmem, tl_stream()>>>(
-        Q, K, V, M, O, L, (int)n, (int)H, (int)hd, scale);
-    TL_LAUNCHED(op);
-    return TL_OK;
-}
-
-int launch_dq_tiled64(const char *op, const float *Q, const float *K, const float *V,
-                      const float *dO, const float *L, const float *D, const float *M, float *dQ,
-                      int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
-    static int ready = 0;
-    TL_TRY(allow_smem(op, (const void *)flash_dq_tiled64, kTiledDqSmem, &ready));
-    flash_dq_tiled64<<<tiled_grid(n, B, H), 256, kTiledDqSmem, tl_stream()>>>(
-        Q, K, V, dO, L, D, M, dQ, (int)n, (int)H, (int)hd, scale);
-    TL_LAUNCHED(op);
-    return TL_OK;
-}
-
-int launch_dkv_tiled64(const char *op, const float *Q, const float *K, const float *V,
-                       const float *dO, const float *L, const float *D, const float *M, float *dK,
-                       float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
-    static int ready = 0;
-    TL_TRY(allow_smem(op, (const void *)flash_dkv_tiled64, kTiledDkvSmem, &ready));
-    flash_dkv_tiled64<<<tiled_grid(n, B, H), 256, kTiledDkvSmem, tl_stream()>>>(
-        Q, K, V, dO, L, D, M, dK, dV, (int)n, (int)H, (int)hd, scale);
+    static int smem_ready = 0;
+    if (!smem_ready) {
+        TL_CUDA_TRY(op, cudaFuncSetAttribute(flash_fwd_tiled64,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)kTiledFwdSmem));
+        smem_ready = 1;
+    }
+    dim3 grid((unsigned)((n + TT - 1) / TT), (unsigned)(B * H));
+    flash_fwd_tiled64<<<grid, 256, kTiledFwdSmem, tl_stream()>>>(Q, K, V, M, O, L, (int)n, (int)H,
+                                                                (int)hd, scale);
     TL_LAUNCHED(op);
     return TL_OK;
 }
