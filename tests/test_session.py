@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 import torchlean as tl
-from torchlean.session import (Session, Parameter, manual_seed, splitmix64, uniform_host,
-                               next_key)
+from torchlean.session import Session, Parameter, manual_seed
+from torchlean.random import splitmix64, next_key, uniform
 from torchlean import optim
 
 
@@ -42,7 +42,7 @@ def test_parameter_mirror_sync():
 
 def test_rng_matches_design():
     assert splitmix64(0) == 0xE220A8397B1DCDAF
-    u = uniform_host(1000, 123)
+    u = uniform(1000, 123)
     assert u.dtype == np.float32 and u.min() >= 0 and u.max() < 1
     manual_seed(5)
     k1 = next_key()

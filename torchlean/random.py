@@ -1,5 +1,9 @@
 """Pure-Python reference of torchlean's counter-based RNG (bit-exact with the native kernels).
 
+Session-level draws (Session.rand_uniform, dropout masks, nn.init) take their key from one
+process-wide stream: manual_seed(seed) resets it, next_key() is key_of(seed, counter) and advances
+the counter.
+
 Why counter-based: element i is a function of (key, i) only, so a draw is reproducible on any
 backend, thread count or CUDA grid, and a key is derived from (seed, counter) without state.
 """
@@ -23,6 +27,22 @@ def splitmix64(x: int) -> int:
 def key_of(seed: int, counter: int) -> int:
     """The key of the counter-th draw of a generator seeded with seed."""
     return splitmix64((seed + counter) & _M64)
+
+
+_stream = {"seed": 0, "counter": 0}
+
+
+def manual_seed(seed: int) -> None:
+    """Seed every session-level draw and initialiser; resets the per-call counter."""
+    _stream["seed"] = int(seed) & _M64
+    _stream["counter"] = 0
+
+
+def next_key() -> int:
+    """The key of the next session-level draw: key_of(seed, counter); the counter advances."""
+    k = key_of(_stream["seed"], _stream["counter"])
+    _stream["counter"] += 1
+    return k
 
 
 def _draws(key: int, start: int, count: int, step: int = 1) -> np.ndarray:

@@ -14,54 +14,11 @@ import numpy as np
 from torchlean.buffer import AnyBuffer
 from torchlean.tape import Tape, no_grad, is_grad_enabled
 from torchlean._generated import ops as _ops
+from torchlean._generated.tape_ops import TapeOps
+from torchlean.random import manual_seed, next_key
 
-_M64 = (1 << 64) - 1
-_rng = {"seed": 0, "counter": 0}
-
-
-def splitmix64(x: int) -> int:
-    """Standard SplitMix64 finaliser (uint64 wrap-around)."""
-    z = (x + 0x9E3779B97F4A7C15) & _M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-    return z ^ (z >> 31)
-
-
-def _draws(n: int, key: int) -> np.ndarray:
-    """Low 32 bits of splitmix64(key + i), vectorised in uint64 (NumPy wraps mod 2^64)."""
-    with np.errstate(over="ignore"):
-        z = np.arange(n, dtype=np.uint64) + np.uint64(key & _M64) + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return (z & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-
-
-def uniform_host(n: int, key: int) -> np.ndarray:
-    """u_i = (draw_i >> 8) * 2^-24 as float32: exactly the kernels' numbers, in [0, 1)."""
-    return ((_draws(n, key) >> np.uint32(8)).astype(np.float64) * 2.0 ** -24).astype(np.float32)
-
-
-def normal_host(n: int, key: int, mean=0.0, std=1.0) -> np.ndarray:
-    """Box-Muller cos branch on draws 2i, 2i+1 in float64, rounded to float32."""
-    d = _draws(2 * n, key).astype(np.float64)
-    u1 = (d[0::2] + 1.0) / (2.0 ** 32 + 1.0)
-    u2 = d[1::2] / 2.0 ** 32
-    z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
-    return (mean + std * z).astype(np.float32)
-
-
-def manual_seed(seed: int) -> None:
-    """Seed every session-level draw and initialiser; resets the per-call counter."""
-    _rng["seed"] = int(seed) & _M64
-    _rng["counter"] = 0
-
-
-def next_key() -> int:
-    """key = splitmix64(seed + counter); the counter advances per call."""
-    k = splitmix64((_rng["seed"] + _rng["counter"]) & _M64)
-    _rng["counter"] += 1
-    return k
+# the registry's tape ops: the only names Tensor.__getattr__ forwards as methods
+_TAPE_OPS = frozenset(n for n in vars(TapeOps) if not n.startswith("_"))
 
 
 class Parameter:
@@ -194,20 +151,13 @@ class Session:
     # ---------------------------------------------------------------- randomness
     def rand_uniform(self, shape) -> "Tensor":
         shape = tuple(shape) if not isinstance(shape, int) else (shape,)
-        n, key = int(np.prod(shape)), next_key()
-        if hasattr(_ops, "rand_uniform"):
-            b = _ops.rand_uniform(n=n, key=key)
-            b = AnyBuffer(shape, b.buf)
-            return self._wrap(self._own_leaf(b))
-        return self.tensor(uniform_host(n, key).reshape(shape))
+        b = _ops.rand_uniform(n=int(np.prod(shape)), key=next_key())
+        return self._wrap(self._own_leaf(AnyBuffer(shape, b.buf)))
 
     def bernoulli_mask(self, shape, p: float) -> "Tensor":
         shape = tuple(shape) if not isinstance(shape, int) else (shape,)
-        n, key = int(np.prod(shape)), next_key()
-        if hasattr(_ops, "bernoulli_mask"):
-            b = _ops.bernoulli_mask(n=n, key=key, p=p)
-            return self._wrap(self._own_leaf(AnyBuffer(shape, b.buf)))
-        return self.tensor((uniform_host(n, key) < np.float32(p)).astype(np.float32).reshape(shape))
+        b = _ops.bernoulli_mask(n=int(np.prod(shape)), key=next_key(), p=p)
+        return self._wrap(self._own_leaf(AnyBuffer(shape, b.buf)))
 
     def _own_leaf(self, buf: AnyBuffer) -> int:
         nid = self.tape.leaf(buf, requires_grad=False)
@@ -352,8 +302,6 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         with no_grad():
-            if hasattr(self.session.tape, "detach"):
-                return self.session.op("detach", self)
             s = self.session
             return s._wrap(s.tape.leaf(self.value, requires_grad=False))
 
@@ -367,7 +315,7 @@ class Tensor:
         if o.__class__ is Tensor and o.session is s and self.gen == s.gen == o.gen:
             return Tensor(s, getattr(s.tape, name)(self.id, o.id), s.gen)
         if (name == "mul" and isinstance(o, (int, float, np.integer, np.floating))
-                and not isinstance(o, bool) and math.isfinite(o) and hasattr(s.tape, "scale")):
+                and not isinstance(o, bool) and math.isfinite(o)):
             # a scalar factor is an attribute of the scale op, not an uploaded leaf
             self._check()
             return Tensor(s, s.tape.scale(self.id, c=float(o)), s.gen)
@@ -387,10 +335,7 @@ class Tensor:
         return self._binary("mul", -1.0)
 
     def __sub__(self, o):
-        t = self.session.tape
-        if hasattr(t, "sub"):
-            return self._binary("sub", o)
-        return self + (-self._other(o))
+        return self._binary("sub", o)
 
     def __rsub__(self, o):
         return self._other(o) - self
@@ -425,9 +370,10 @@ class Tensor:
         return self.session.op("reduce_mean", self, axis=axis)
 
     def __getattr__(self, name):
-        # registry ops as methods: x.relu(), x.softmax(), x.transpose2d() ...
-        if name.startswith("_") or not hasattr(Tape, name):
-            raise AttributeError(name)
+        # registry tape ops as methods: x.relu(), x.softmax(), x.transpose2d() ... but never
+        # Tape's own methods (leaf, drop_value, release, ...), which take node ids, not tensors
+        if name not in _TAPE_OPS:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
         return lambda *others, **attrs: self.session.op(name, self, *others, **attrs)
 
     def __repr__(self):
@@ -463,5 +409,5 @@ softmax = functional("softmax")
 log_softmax = functional("log_softmax")
 relu = functional("relu")
 
-__all__ = ["Session", "Tensor", "Parameter", "manual_seed", "no_grad", "tensor", "splitmix64",
-           "uniform_host", "normal_host", "default_session", "functional"]
+__all__ = ["Session", "Tensor", "Parameter", "manual_seed", "no_grad", "tensor", "default_session",
+           "functional"]

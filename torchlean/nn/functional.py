@@ -1,6 +1,8 @@
 """Functional forms; each dispatches to the session of its Tensor arguments."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from torchlean.session import Tensor, Parameter, default_session
@@ -10,22 +12,27 @@ def _sess(*xs):
     return next((x.session for x in xs if isinstance(x, Tensor)), None) or default_session()
 
 
-def linear(x, W, b=None):
-    """y = x W^T + b for x (..., in), W (out, in); 1-D x uses the registry's linear(W, b, x).
-    Leading axes of an N-D x are folded into rows (reshape is a view) for one 2-D matmul."""
-    s = _sess(x)
-    x = s.as_tensor(x)
-    if x.ndim == 1 and b is not None:
-        return s.op("linear", W, b, x)
+def linear(input, weight, bias=None):
+    """y = input @ weight^T + bias (torch.nn.functional.linear) for input (..., in), weight
+    (out, in), bias (out,) or None; returns (..., out).
+
+    One fused registry `linear` op: leading axes are folded into rows by a reshape view (the op
+    takes (in,) or (N, in)) and unfolded after; a missing bias is a zero (out,) constant."""
+    s = _sess(input, weight, bias)
+    x, w = s.as_tensor(input), s.as_tensor(weight)
+    b = None if bias is None else s.as_tensor(bias)
+    if (x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[1]
+            or (b is not None and b.shape != (w.shape[0],))):
+        raise ValueError(f"linear: expected input (..., in), weight (out, in) and bias (out,) or "
+                         f"None, got input {x.shape}, weight {w.shape}, "
+                         f"bias {None if b is None else b.shape}")
+    if b is None:
+        b = s.tensor(np.zeros(w.shape[0], np.float32))
+    if x.ndim <= 2:
+        return s.op("linear", w, b, x)
     lead = x.shape[:-1]
-    if x.ndim > 2:
-        x = s.op("reshape", x, shape=(-1, x.shape[-1]))
-    y = s.op("matmul", x, s.op("transpose2d", W))
-    if b is not None:
-        y = y + s.as_tensor(b)
-    if len(lead) > 1:
-        y = s.op("reshape", y, shape=tuple(lead) + (y.shape[-1],))
-    return y
+    y = s.op("linear", w, b, s.op("reshape", x, shape=(math.prod(lead), x.shape[-1])))
+    return s.op("reshape", y, shape=lead + (w.shape[0],))
 
 
 def mse_loss(yhat, target):

@@ -1,22 +1,21 @@
-"""Initialisers driven by torchlean's seeded SplitMix64 stream, computed on the host so a model
-initialises bit-identically on every backend."""
+"""Initialisers drawn on the host from torchlean.random's seeded stream (the numbers the RNG
+kernels give for the same key), so a model initialises bit-identically on every backend."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from torchlean.session import next_key, uniform_host, normal_host
+from torchlean import random
 
 
 def uniform(shape, lo=0.0, hi=1.0) -> np.ndarray:
-    n = int(np.prod(shape))
-    u = uniform_host(n, next_key())
+    u = random.uniform(int(np.prod(shape)), random.next_key())
     return (np.float32(lo) + u * np.float32(hi - lo)).reshape(shape)
 
 
 def normal(shape, mean=0.0, std=1.0) -> np.ndarray:
-    return normal_host(int(np.prod(shape)), next_key(), mean, std).reshape(shape)
+    return random.normal(int(np.prod(shape)), random.next_key(), mean, std).reshape(shape)
 
 
 def _fans(shape):
