@@ -52,7 +52,7 @@ build/cuda/%.cu.o: native/cuda/%.cu $(HEADERS) $(CUDA_HDRS)
 
 $(CUDA_LIB): $(CUDA_OBJS)
 	@mkdir -p $(LIBDIR)
-	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcufft \
+	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas \
 	  -Xlinker -rpath,$(CUDA_HOME)/lib64
 
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml

@@ -54,31 +54,10 @@ class SGD(Optimizer):
             first = "buf" not in st
             if first:
                 st["buf"] = AnyBuffer.zeros(p.shape)
-            if hasattr(_ops, "sgd_step"):
-                _ops.sgd_step(p.mirror(), p.grad_buf, st["buf"], lr=d["lr"],
-                              momentum=d["momentum"], dampening=d["dampening"],
-                              weight_decay=d["weight_decay"], nesterov=d["nesterov"], first=first)
-                p.mark_device_updated()
-            else:
-                self._fallback(p, st, first)
-
-    def _fallback(self, p, st, first):
-        d = self.defaults
-        w = p.mirror()
-        g = p.grad_buf
-        tmp = []
-        if d["weight_decay"]:
-            g = _ops.add(g, _ops.mul(w, AnyBuffer.full((), d["weight_decay"])))
-        if d["momentum"]:
-            m = AnyBuffer.full((), d["momentum"])
-            if first:
-                nb = g.copy()
-            else:
-                nb = _ops.add(_ops.mul(st["buf"], m), _ops.mul(g, AnyBuffer.full((), 1 - d["dampening"])))
-            st["buf"].release()
-            st["buf"] = nb
-            g = _ops.add(g, _ops.mul(nb, m)) if d["nesterov"] else nb
-        p.set_mirror(_ops.add(w, _ops.mul(g, AnyBuffer.full((), -d["lr"]))))
+            _ops.sgd_step(p.mirror(), p.grad_buf, st["buf"], lr=d["lr"], momentum=d["momentum"],
+                          dampening=d["dampening"], weight_decay=d["weight_decay"],
+                          nesterov=d["nesterov"], first=first)
+            p.mark_device_updated()
 
 
 class Adam(Optimizer):
@@ -99,26 +78,10 @@ class Adam(Optimizer):
             if "m" not in st:
                 st["m"], st["v"], st["step"] = AnyBuffer.zeros(p.shape), AnyBuffer.zeros(p.shape), 0
             st["step"] += 1
-            if hasattr(_ops, "adam_step"):
-                _ops.adam_step(p.mirror(), p.grad_buf, st["m"], st["v"], lr=d["lr"],
-                               beta1=d["beta1"], beta2=d["beta2"], eps=d["eps"],
-                               weight_decay=d["weight_decay"], decoupled=self.decoupled,
-                               step=st["step"])
-                p.mark_device_updated()
-            else:  # host fallback with the same math until the fused kernel lands
-                w, g = p.data.astype(np.float64), p.grad_buf.to_numpy().astype(np.float64)
-                m, v, t = st["m"].to_numpy(), st["v"].to_numpy(), st["step"]
-                if d["weight_decay"] and not self.decoupled:
-                    g = g + d["weight_decay"] * w
-                m = d["beta1"] * m + (1 - d["beta1"]) * g
-                v = d["beta2"] * v + (1 - d["beta2"]) * g * g
-                mh, vh = m / (1 - d["beta1"] ** t), v / (1 - d["beta2"] ** t)
-                if d["weight_decay"] and self.decoupled:
-                    w = w - d["lr"] * d["weight_decay"] * w
-                w = w - d["lr"] * mh / (np.sqrt(vh) + d["eps"])
-                st["m"].release(); st["v"].release()
-                st["m"], st["v"] = AnyBuffer.from_numpy(m.astype(np.float32)), AnyBuffer.from_numpy(v.astype(np.float32))
-                p.set_mirror(AnyBuffer.from_numpy(w.astype(np.float32)))
+            _ops.adam_step(p.mirror(), p.grad_buf, st["m"], st["v"], lr=d["lr"], beta1=d["beta1"],
+                           beta2=d["beta2"], eps=d["eps"], weight_decay=d["weight_decay"],
+                           decoupled=self.decoupled, step=st["step"])
+            p.mark_device_updated()
 
 
 class AdamW(Adam):

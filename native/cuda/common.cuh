@@ -23,7 +23,6 @@ TL_HIDDEN int tl_cublas(const char *op, cublasHandle_t *out);
 // map a CUDA error to a status + message (OOM -> TL_E_OOM, sticky -> TL_E_STICKY and poison)
 TL_HIDDEN int tl_cuda_status(const char *op, cudaError_t e);
 TL_HIDDEN int tl_cublas_status(const char *op, cublasStatus_t s);
-TL_HIDDEN int tl_cufft_status(const char *op, int cufft_result);
 // after a launch: cudaGetLastError (+ stream sync when TORCHLEAN_CUDA_SYNC=1)
 TL_HIDDEN int tl_cuda_launched(const char *op);
 // nonzero once a sticky error happened; tl_cuda_poison_status() then sets the message again

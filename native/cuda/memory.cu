@@ -334,26 +334,6 @@ int tl_cublas_status(const char *op, cublasStatus_t s) {
                    cublasGetStatusString(s));
 }
 
-int tl_cufft_status(const char *op, int r) {
-    // cufftResult values (cufft.h); named here so this file does not need cuFFT's header
-    static const char *names[] = {
-        "CUFFT_SUCCESS", "CUFFT_INVALID_PLAN", "CUFFT_ALLOC_FAILED", "CUFFT_INVALID_TYPE",
-        "CUFFT_INVALID_VALUE", "CUFFT_INTERNAL_ERROR", "CUFFT_EXEC_FAILED",
-        "CUFFT_SETUP_FAILED", "CUFFT_INVALID_SIZE", "CUFFT_UNALIGNED_DATA",
-        "CUFFT_INCOMPLETE_PARAMETER_LIST", "CUFFT_INVALID_DEVICE", "CUFFT_PARSE_ERROR",
-        "CUFFT_NO_WORKSPACE", "CUFFT_NOT_IMPLEMENTED", "CUFFT_LICENSE_ERROR",
-        "CUFFT_NOT_SUPPORTED"};
-    if (r == 0) return TL_OK;
-    const char *name = (r > 0 && r < (int)(sizeof names / sizeof names[0])) ? names[r]
-                                                                            : "unknown cufftResult";
-    if (r == 2) return tl_fail(TL_E_OOM, "%s: cuFFT could not allocate device memory (%s)", op, name);
-    if (r == 6) {
-        cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess && is_sticky(e)) return tl_cuda_status(op, e);
-    }
-    return tl_fail(TL_E_DEVICE, "%s: cuFFT error %d (%s)", op, r, name);
-}
-
 int tl_cuda_launched(const char *op) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return tl_cuda_status(op, e);
