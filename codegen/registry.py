@@ -36,6 +36,7 @@ import ast
 import hashlib
 import importlib.util
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,9 +80,12 @@ class LineDict(dict):
 
 
 def load_shape_helpers():
-    """The shape helper module (torchlean/shapes.py), loaded by path so no native library loads."""
-    spec = importlib.util.spec_from_file_location("_tl_shapes", ROOT / "torchlean" / "shapes.py")
+    """The shape rule package (torchlean/shapes/), loaded by path so no native library loads."""
+    pkg = ROOT / "torchlean" / "shapes"
+    spec = importlib.util.spec_from_file_location("_tl_shapes", pkg / "__init__.py",
+                                                  submodule_search_locations=[str(pkg)])
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its modules import each other relatively
     spec.loader.exec_module(mod)
     return mod
 
