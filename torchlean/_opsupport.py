@@ -104,15 +104,14 @@ def i64s(values):
     return ffi.new("int64_t[]", [int(v) for v in values])
 
 
-def broadcast_inputs(op: str, shape, tmps, *xs):
-    """Materialise NumPy broadcasting: inputs of another shape are expanded to `shape`."""
-    from torchlean._generated import ops
-    if all(x.shape == shape for x in xs):
-        return xs
+def broadcast_inputs(shape, tmps, expand, *xs):
+    """Materialise NumPy broadcasting: inputs of another shape are expanded to `shape` by
+    `expand` (the generated broadcast_to op, passed in so this module never imports the
+    generated ops above it); the expanded copies are appended to `tmps` for release."""
     out = []
     for x in xs:
         if x.shape != shape:
-            x = ops.broadcast_to(x, shape=shape)
+            x = expand(x, shape=shape)
             tmps.append(x)
         out.append(x)
     return tuple(out)

@@ -49,7 +49,7 @@ def add(a, b):
     _tmp = ()
     if a_s != y_shape or b_s != y_shape:
         _tmp = []
-        a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
+        a, b = broadcast_inputs(y_shape, _tmp, broadcast_to, a, b)
     y = alloc(_op, y_shape)
     _st = _lib.tl_add(a.handle, b.handle, y.handle, _a_n)
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
@@ -72,7 +72,7 @@ def mul(a, b):
     _tmp = ()
     if a_s != y_shape or b_s != y_shape:
         _tmp = []
-        a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
+        a, b = broadcast_inputs(y_shape, _tmp, broadcast_to, a, b)
     y = alloc(_op, y_shape)
     _st = _lib.tl_mul(a.handle, b.handle, y.handle, _a_n)
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
@@ -132,7 +132,7 @@ def sub(a, b):
     _tmp = ()
     if a_s != y_shape or b_s != y_shape:
         _tmp = []
-        a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
+        a, b = broadcast_inputs(y_shape, _tmp, broadcast_to, a, b)
     y = alloc(_op, y_shape)
     _st = _lib.tl_sub(a.handle, b.handle, y.handle, _a_n)
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
@@ -155,7 +155,7 @@ def div(a, b):
     _tmp = ()
     if a_s != y_shape or b_s != y_shape:
         _tmp = []
-        a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
+        a, b = broadcast_inputs(y_shape, _tmp, broadcast_to, a, b)
     y = alloc(_op, y_shape)
     _st = _lib.tl_div(a.handle, b.handle, y.handle, _a_n)
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
@@ -178,7 +178,7 @@ def maximum(a, b):
     _tmp = ()
     if a_s != y_shape or b_s != y_shape:
         _tmp = []
-        a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
+        a, b = broadcast_inputs(y_shape, _tmp, broadcast_to, a, b)
     y = alloc(_op, y_shape)
     _st = _lib.tl_maximum(a.handle, b.handle, y.handle, _a_n)
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
@@ -201,7 +201,7 @@ def minimum(a, b):
     _tmp = ()
     if a_s != y_shape or b_s != y_shape:
         _tmp = []
-        a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
+        a, b = broadcast_inputs(y_shape, _tmp, broadcast_to, a, b)
     y = alloc(_op, y_shape)
     _st = _lib.tl_minimum(a.handle, b.handle, y.handle, _a_n)
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
@@ -227,7 +227,7 @@ def maximum_backward(a, b, g):
     _tmp = ()
     if a_s != da_shape or b_s != da_shape or g_s != da_shape:
         _tmp = []
-        a, b, g = broadcast_inputs(_op, da_shape, _tmp, a, b, g)
+        a, b, g = broadcast_inputs(da_shape, _tmp, broadcast_to, a, b, g)
     da = alloc(_op, da_shape)
     _st = _lib.tl_maximum_backward(a.handle, b.handle, g.handle, da.handle, _a_n)
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
@@ -253,7 +253,7 @@ def minimum_backward(a, b, g):
     _tmp = ()
     if a_s != da_shape or b_s != da_shape or g_s != da_shape:
         _tmp = []
-        a, b, g = broadcast_inputs(_op, da_shape, _tmp, a, b, g)
+        a, b, g = broadcast_inputs(da_shape, _tmp, broadcast_to, a, b, g)
     da = alloc(_op, da_shape)
     _st = _lib.tl_minimum_backward(a.handle, b.handle, g.handle, da.handle, _a_n)
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
@@ -298,7 +298,7 @@ def axpy(a, b, *, c: float):
     _tmp = ()
     if a_s != y_shape or b_s != y_shape:
         _tmp = []
-        a, b = broadcast_inputs(_op, y_shape, _tmp, a, b)
+        a, b = broadcast_inputs(y_shape, _tmp, broadcast_to, a, b)
     y = alloc(_op, y_shape)
     _st = _lib.tl_axpy(a.handle, b.handle, y.handle, _a_n, _a_c)
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise

@@ -1,0 +1,32 @@
+"""Layers below the generated ops never import them (or anything above them): the loader,
+buffers, errors, the op support helpers and the shape rules."""
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "torchlean"
+LOW = ["errors.py", "_loader.py", "buffer.py", "_opsupport.py"] + sorted(
+    str(p.relative_to(PKG)) for p in (PKG / "shapes").glob("*.py"))
+# what each low module may import from torchlean (the loader reads the generated cffi data)
+ALLOWED = {"torchlean.errors", "torchlean._loader", "torchlean.buffer", "torchlean.shapes",
+           "torchlean._generated.cdef"}
+
+
+def _imports(path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            mod = node.module or ""
+            if mod == "torchlean" or mod == "torchlean._generated":
+                yield from (f"{mod}.{a.name}" for a in node.names)
+            else:
+                yield mod
+
+
+@pytest.mark.parametrize("name", LOW)
+def test_low_layers_import_nothing_above_them(name):
+    bad = sorted(m for m in _imports(PKG / name)
+                 if m.startswith("torchlean") and m not in ALLOWED)
+    assert bad == [], f"{name} imports {bad}"
