@@ -39,6 +39,13 @@ def dims(s):
     return tuple(int(d) for d in s)
 
 
+def _length(v, i):
+    """Length of axis i (negative counts from the end) of a shape or buffer that has it."""
+    s = shape(v)
+    require_rank(s, -i if i < 0 else i + 1)
+    return s[i]
+
+
 def rows(v):
     """Leading axes folded into one row count (last axis = columns)."""
     s = shape(v)
@@ -48,16 +55,12 @@ def rows(v):
 
 def cols(v):
     """Length of the last axis (columns, features, channels of a (..., d) layout)."""
-    s = shape(v)
-    require_rank(s, 1)
-    return s[-1]
+    return _length(v, -1)
 
 
 def lead_len(v):
     """Length of the leading axis."""
-    s = shape(v)
-    require_rank(s, 1)
-    return s[0]
+    return _length(v, 0)
 
 
 def row_len(s):
@@ -67,9 +70,7 @@ def row_len(s):
 
 def seq_len(v):
     """Length of the second-to-last axis: the positions of a (..., n, d) sequence or grid."""
-    s = shape(v)
-    require_rank(s, 2)
-    return s[-2]
+    return _length(v, -2)
 
 
 def batch_of(v):
