@@ -66,15 +66,30 @@ def bernoulli(n: int, key: int, p: float) -> np.ndarray:
     return (uniform(n, key) < np.float32(p)).astype(np.float32)
 
 
+_TWO_PI = 6.283185307179586
+
+
+def _normal_at(u1: float, u2: float, mean: float, std: float) -> float:
+    """One Box-Muller value in double with C libm (math), as tl_rand_normal computes it."""
+    return mean + std * (math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2))
+
+
 def normal(n: int, key: int, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
-    """Box-Muller on draws 2i and 2i+1 in double (C libm via math), rounded to float32."""
-    d1 = _draws(key, 0, n, 2) >> 8
-    d2 = _draws(key, 1, n, 2) >> 8
-    two_pi = 6.283185307179586
-    out = np.empty(n, dtype=np.float32)
-    lg, sq, cs = math.log, math.sqrt, math.cos
-    for i, (a, b) in enumerate(zip(d1.tolist(), d2.tolist())):
-        u1 = (a + 1.0) * (1.0 / 16777216.0)
-        u2 = b * (1.0 / 16777216.0)
-        out[i] = mean + std * (sq(-2.0 * lg(u1)) * cs(two_pi * u2))
+    """Box-Muller on draws 2i and 2i+1 in double, rounded to float32 (as tl_rand_normal).
+
+    Vectorised: NumPy's log/cos may differ from C libm's by a few double ulps, which changes
+    the float32 result only next to a float32 rounding midpoint; those rare elements (and any
+    NaN) are recomputed with math, so the result is C libm's bit for bit."""
+    u1 = ((_draws(key, 0, n, 2) >> 8).astype(np.float64) + 1.0) * (1.0 / 16777216.0)
+    u2 = (_draws(key, 1, n, 2) >> 8).astype(np.float64) * (1.0 / 16777216.0)
+    scaled = std * (np.sqrt(-2.0 * np.log(u1)) * np.cos(_TWO_PI * u2))
+    y = mean + scaled
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = y.astype(np.float32)
+        toward = np.nextafter(out, np.where(y >= out, np.float32(np.inf), np.float32(-np.inf)))
+        midpoint = (out.astype(np.float64) + toward.astype(np.float64)) * 0.5
+        margin = (abs(mean) + np.abs(scaled)) * 2.0 ** -40
+        near = ~(np.abs(y - midpoint) > margin)
+    for i in np.flatnonzero(near).tolist():
+        out[i] = _normal_at(float(u1[i]), float(u2[i]), mean, std)
     return out
