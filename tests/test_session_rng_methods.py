@@ -56,3 +56,13 @@ def test_session_draws_follow_the_seeded_stream():
     np.testing.assert_array_equal(_bits(u.reshape(-1)), _bits(random.uniform(15, random.key_of(21, 0))))
     np.testing.assert_array_equal(m.reshape(-1), random.bernoulli(14, random.key_of(21, 1), 0.3))
     assert random.next_key() == random.key_of(21, 2)
+
+
+@pytest.mark.parametrize("mean,std", [(1.0 + 2.0 ** -24, 1e-12), (0.0, 0.0), (-3.0, 1e-30)])
+def test_host_normal_next_to_float32_midpoints(mean, std):
+    """Values on or next to a float32 rounding midpoint take the host's exact libm path."""
+    host = random.normal(999, 17, mean, std)
+    kern = ops.rand_normal(n=999, key=17, mean=mean, std=std).to_numpy()
+    np.testing.assert_array_equal(_bits(host), _bits(kern))
+    if std == 1e-12:   # both neighbours of the midpoint occur
+        assert set(np.unique(host).tolist()) == {1.0, float(np.float32(1.0 + 2.0 ** -23))}
