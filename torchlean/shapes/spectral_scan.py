@@ -56,7 +56,7 @@ def selective_scan(a, b, x, h0):
     only, (B, T, D) (token-dependent per sample). Returns the output shape (= x)."""
     x, h0 = shape(x), shape(h0)
     require_rank(x, 2, 3, "x")
-    lead, (T, D) = x[:-2], x[-2:]
+    lead, D = x[:-2], x[-1]
     if h0 != lead + (D,):
         raise ShapeError(f"expected h0 of shape {lead + (D,)} for x {x}, got {h0}")
     for name, c in (("a", a), ("b", b)):
