@@ -22,8 +22,8 @@ NVCC_FLAGS ?= -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -
 PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
-.PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize-cuda bench bench-cuda demo \
-        install clean help symbols-check
+.PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize-cuda bench bench-cuda bench-models \
+        demo install clean help symbols-check
 
 all: stub                                  ## build the stub library (default)
 
@@ -91,8 +91,12 @@ sanitize-cuda: cuda stub                   ## compute-sanitizer memcheck over a 
 bench: stub                                ## stub vs NumPy table into bench/results/
 	TORCHLEAN_BACKEND=stub $(PY) bench/bench_stub.py
 
-bench-cuda: cuda                           ## CUDA vs PyTorch table into bench/results/cuda.md (GPU machine)
+bench-cuda: cuda                           ## CUDA vs PyTorch: ops (cuda.md), then the models (models.md)
 	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_cuda.py
+	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py
+
+bench-models: cuda                         ## six realistic models vs PyTorch into bench/results/models.md
+	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py
 
 demo: stub                                 ## install the examples extra, train the digits CNN
 	$(PY) -m pip install -q -e '.[examples]' || $(PY) -m pip install -q --user -e '.[examples]'

@@ -26,11 +26,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
-import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +34,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from sidebyside import TorchSide, measure, torchlean_hooks, ratio, mib  # noqa: E402
 
 N_BATCHES = 8          # distinct batches cycled through (real data, never zeros)
 
@@ -147,42 +146,24 @@ def torch_model(w, torch):
         return tnn.Sequential(tnn.Conv2d(1, 16, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
                               tnn.Conv2d(16, 32, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
                               tnn.Flatten(), tnn.Linear(32 * 2 * 2, 10))
+    from torch_twins import MultiHeadAttention, SpectralConv1d
     if w.name == "transformer":
         V, T, d, H = w.vocab, w.T, 32, 2
-
-        class Attention(tnn.Module):
-            """torchlean's multi_head_attention: Q = x Wq (no biases), heads are column
-            blocks, causal boolean mask (True = may attend), output attn @ Wo."""
-
-            def __init__(self):
-                super().__init__()
-                self.Wq, self.Wk, self.Wv, self.Wo = (tnn.Parameter(torch.empty(d, d))
-                                                      for _ in range(4))
-
-            def forward(self, x, mask):
-                B, n, _ = x.shape
-                hd = d // H
-
-                def heads(t):
-                    return t.view(B, n, H, hd).transpose(1, 2)
-                q, k, v = heads(x @ self.Wq), heads(x @ self.Wk), heads(x @ self.Wv)
-                att = (q @ k.transpose(-1, -2)) * (1.0 / hd ** 0.5)
-                att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-                return (att @ v).transpose(1, 2).reshape(B, n, d) @ self.Wo
 
         class CharTransformer(tnn.Module):
             def __init__(self):
                 super().__init__()
                 self.emb = tnn.Embedding(V, d)
                 self.pos = tnn.Parameter(torch.empty(T, d))
-                self.ln1, self.att, self.ln2 = tnn.LayerNorm(d), Attention(), tnn.LayerNorm(d)
+                self.ln1, self.att, self.ln2 = tnn.LayerNorm(d), MultiHeadAttention(d, H), \
+                    tnn.LayerNorm(d)
                 self.ff1, self.ff2, self.head = tnn.Linear(d, 4 * d), tnn.Linear(4 * d, d), \
                     tnn.Linear(d, V)
                 self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)))
 
             def forward(self, idx):
                 h = self.emb(idx) + self.pos
-                h = h + self.att(self.ln1(h), self.mask)
+                h = h + self.att(self.ln1(h), mask=self.mask)
                 h = h + self.ff2(F.gelu(self.ff1(self.ln2(h)), approximate="tanh"))
                 return self.head(h)
 
@@ -190,29 +171,10 @@ def torch_model(w, torch):
     if w.name == "fno":
         width, modes = 8, 8
 
-        class SpectralConv1d(tnn.Module):
-            """torchlean's spectral_conv1d_rfft: rfft over the grid axis, mix the first `modes`
-            bins with W[k, in, out], zero the rest, irfft (DC bin real)."""
-
-            def __init__(self):
-                super().__init__()
-                self.w_re = tnn.Parameter(torch.empty(modes, width, width))
-                self.w_im = tnn.Parameter(torch.empty(modes, width, width))
-
-            def forward(self, x):
-                grid = x.shape[-2]
-                X = torch.fft.rfft(x, dim=-2)
-                W = torch.complex(self.w_re, self.w_im)
-                mixed = torch.einsum("bkc,kco->bko", X[:, :modes], W)
-                dc = torch.complex(mixed[:, :1].real, torch.zeros_like(mixed[:, :1].real))
-                Z = torch.cat([dc, mixed[:, 1:], torch.zeros(
-                    x.shape[0], grid // 2 + 1 - modes, width, dtype=X.dtype, device=x.device)], 1)
-                return torch.fft.irfft(Z, n=grid, dim=-2)
-
         class FNO1d(tnn.Module):
             def __init__(self):
                 super().__init__()
-                self.lift, self.spec = tnn.Linear(1, width), SpectralConv1d()
+                self.lift, self.spec = tnn.Linear(1, width), SpectralConv1d(width, modes)
                 self.skip, self.proj = tnn.Linear(width, width), tnn.Linear(width, 1)
 
             def forward(self, x):
@@ -223,16 +185,11 @@ def torch_model(w, torch):
     raise ValueError(w.name)
 
 
-def torch_trainer(w, torch, dev, state):
+def torch_trainer(w, side, state):
+    torch, dev = side.torch, side.dev
     F = torch.nn.functional
     model = torch_model(w, torch).to(dev)
-    own = model.state_dict()
-    missing = [k for k in own if k not in state and k != "mask"]
-    if missing:
-        raise KeyError(f"{w.name}: torch parameters without a torchlean twin: {missing}")
-    with torch.no_grad():
-        for k, v in state.items():
-            own[k].copy_(torch.from_numpy(np.asarray(v)).reshape(own[k].shape))
+    side.load_state(model, state, w.name)
     kind, kw = w.opt
     if kind == "sgd":
         opt = torch.optim.SGD(model.parameters(), **kw)
@@ -260,32 +217,6 @@ def torch_trainer(w, torch, dev, state):
     return step
 
 
-# ------------------------------------------------------------------------------ measurement
-def measure(step, sync, reset_peak, peak, args):
-    """(first-step loss, steps/s, peak bytes): warm-up, reset the peak, median of timed runs."""
-    first = step(0, want_loss=True)
-    for i in range(1, args.warmup):
-        step(i)
-    sync()
-    reset_peak()
-    times = []
-    i = args.warmup
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        for _ in range(args.steps):
-            step(i)
-            i += 1
-        sync()
-        times.append(time.perf_counter() - t0)
-    return first, args.steps / statistics.median(times), peak()
-
-
-def _fmt_bytes(b):
-    if b is None:
-        return "n/a"
-    return f"{b / 2 ** 20:.2f} MiB"
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "examples.md"))
@@ -301,77 +232,42 @@ def main(argv=None):
     args.warmup = max(1, args.warmup)
 
     import torchlean as tl
-    torch = None
-    if not args.no_torch:
-        try:
-            import torch
-        except ImportError:
-            torch = None
     backend = tl.backend()
-    dev, torch_note = None, "torch not installed"
-    if torch is not None:
-        if backend == "cuda":
-            if torch.cuda.is_available():
-                dev, torch_note = torch.device("cuda"), f"torch {torch.__version__} CUDA"
-            else:
-                torch_note = "torch has no CUDA device"
-        else:
-            dev, torch_note = torch.device("cpu"), f"torch {torch.__version__} CPU"
-        if dev is not None:
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
-            torch.manual_seed(0)
-    if torch is not None and dev is not None and dev.type == "cuda":
-        device_name = torch.cuda.get_device_name(dev)
-        t_sync = torch.cuda.synchronize
-        t_reset = torch.cuda.reset_peak_memory_stats
-        t_peak = torch.cuda.max_memory_allocated
-        t_live = torch.cuda.memory_allocated
-        # create the library workspaces (cuBLAS, cuBLASLt, cuDNN, cuFFT) before any baseline
-        z = torch.randn(64, 64, device=dev, requires_grad=True)
-        (z @ z).sum().backward()
-        torch.nn.functional.conv2d(z.view(1, 1, 64, 64), z[:3, :3].reshape(1, 1, 3, 3))
-        torch.fft.irfft(torch.fft.rfft(z, dim=0), n=64, dim=0)
-        del z
-        torch.cuda.synchronize()
-    else:
-        device_name = f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
-        t_sync, t_reset, t_peak, t_live = (lambda: None), (lambda: None), (lambda: None), None
+    side = TorchSide(backend, args.no_torch)
+    device_name, torch_note = side.device_name, side.note
+    timing = dict(warmup=args.warmup, repeats=args.repeats, steps=args.steps)
 
     rows = []
     for w in workloads(args):
         tl_base = tl.memory_stats()["live_bytes"]
         model, tstep = tl_trainer(w, tl)
         state = model.state_dict()          # the initial weights, before any step
-        tl_first, tl_sps, tl_peak = measure(
-            tstep, tl.synchronize, tl.reset_peak_memory_stats,
-            lambda: tl.memory_stats()["peak_bytes"], args)
+        r = measure(tstep, *torchlean_hooks(tl), **timing)
+        tl_first, tl_sps, tl_peak = r["first_loss"], 1.0 / r["step_s"], r["peak"]
         row = dict(name=w.name, desc=w.desc, batch=w.batch, tl_sps=tl_sps, tl_peak=tl_peak,
                    tl_above=tl_peak - tl_base, th_sps=None, th_peak=None, th_above=None,
                    dloss=None, note="")
         del model, tstep
-        if dev is not None:
+        if side.dev is not None:
             try:
-                th_base = t_live() if t_live else None
-                th_step = torch_trainer(w, torch, dev, state)
-                th_first, th_sps, th_peak = measure(th_step, t_sync, t_reset, t_peak, args)
-                row.update(th_sps=th_sps, th_peak=th_peak, dloss=abs(th_first - tl_first),
+                th_base = side.live()
+                th_step = torch_trainer(w, side, state)
+                r = measure(th_step, side.sync, side.reset_peak, side.peak, **timing)
+                th_peak = r["peak"]
+                row.update(th_sps=1.0 / r["step_s"], th_peak=th_peak,
+                           dloss=abs(r["first_loss"] - tl_first),
                            th_above=None if th_base is None else th_peak - th_base)
                 del th_step
-                if dev.type == "cuda":
-                    torch.cuda.empty_cache()
+                side.empty_cache()
             except Exception as e:          # keep the other rows; say why this one failed
                 row["note"] = f"torch failed: {type(e).__name__}: {e}"[:200]
         rows.append(row)
-        print(f"{w.name:12s} torchlean {tl_sps:9.1f} steps/s peak {_fmt_bytes(tl_peak)}"
-              f" (+{_fmt_bytes(row['tl_above'])})"
-              + (f" | torch {row['th_sps']:9.1f} steps/s peak {_fmt_bytes(row['th_peak'])}"
-                 f" (+{_fmt_bytes(row['th_above'])})"
+        print(f"{w.name:12s} torchlean {tl_sps:9.1f} steps/s peak {mib(tl_peak)}"
+              f" (+{mib(row['tl_above'])})"
+              + (f" | torch {row['th_sps']:9.1f} steps/s peak {mib(row['th_peak'])}"
+                 f" (+{mib(row['th_above'])})"
                  f" |dloss| {row['dloss']:.2e}" if row["th_sps"] else f" | {torch_note}")
               + (f" {row['note']}" if row["note"] else ""), flush=True)
-
-    def ratio(a, b):
-        return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
@@ -397,9 +293,9 @@ def main(argv=None):
         th = "n/a" if r["th_sps"] is None else f"{r['th_sps']:.1f}"
         dl = "n/a" if r["dloss"] is None else f"{r['dloss']:.1e}"
         lines.append(f"| {r['name']} | {r['batch']} | {r['tl_sps']:.1f} | {th} | "
-                     f"{ratio(r['tl_sps'], r['th_sps'])} | {_fmt_bytes(r['tl_peak'])} | "
-                     f"{_fmt_bytes(r['th_peak'])} | {_fmt_bytes(r['tl_above'])} | "
-                     f"{_fmt_bytes(r['th_above'])} | {ratio(r['tl_above'], r['th_above'])} | {dl} |")
+                     f"{ratio(r['tl_sps'], r['th_sps'])} | {mib(r['tl_peak'])} | "
+                     f"{mib(r['th_peak'])} | {mib(r['tl_above'])} | "
+                     f"{mib(r['th_above'])} | {ratio(r['tl_above'], r['th_above'])} | {dl} |")
     lines.append("")
     for r in rows:
         lines.append(f"- {r['name']}: {r['desc']}" + (f" ({r['note']})" if r["note"] else ""))
