@@ -65,6 +65,22 @@ def next_key() -> int:
     return k
 
 
+def get_rng_state() -> np.ndarray:
+    """The session RNG's (seed, counter) as a uint64 array of 2: every later draw and
+    initialiser is a function of it, so set_rng_state() of a saved copy replays them."""
+    return np.array([_rng["seed"], _rng["counter"]], dtype=np.uint64)
+
+
+def set_rng_state(state) -> None:
+    a = np.asarray(state)
+    if a.shape != (2,) or a.dtype.kind not in "iu":
+        raise ValueError(f"set_rng_state: expected the integer array of shape (2,) that "
+                         f"get_rng_state() returns, got {a.dtype} array of shape {a.shape}")
+    if a.dtype.kind == "i" and (a < 0).any():
+        raise ValueError(f"set_rng_state: seed and counter must be >= 0, got {a.tolist()}")
+    _rng["seed"], _rng["counter"] = int(a[0]) & _M64, int(a[1])
+
+
 class Parameter:
     """A trainable value: host copy + device mirror, with an explicit stale flag."""
 
@@ -563,5 +579,6 @@ softmax = functional("softmax")
 log_softmax = functional("log_softmax")
 relu = functional("relu")
 
-__all__ = ["Session", "Tensor", "Parameter", "manual_seed", "no_grad", "tensor", "splitmix64",
+__all__ = ["Session", "Tensor", "Parameter", "manual_seed", "get_rng_state", "set_rng_state",
+           "cat", "stack", "split", "chunk", "no_grad", "tensor", "splitmix64",
            "uniform_host", "normal_host", "default_session", "functional"]
