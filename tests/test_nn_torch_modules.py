@@ -240,3 +240,30 @@ def test_module_list_dict_named_modules_apply_requires_grad():
     assert blocks[0].weight.grad is None and heads["b"].weight.grad is not None
     with pytest.raises(TypeError, match="expected a Module"):
         blocks.append(3)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_module(reduction):
+    a, t = _data(3, 4, seed=12), _data(3, 4, seed=13)
+    d = a.astype(np.float64) - t
+    ref = {"mean": np.mean(d * d), "sum": np.sum(d * d), "none": d * d}[reduction]
+    s = Session()
+    x = s.tensor(a, requires_grad=True)
+    loss = nn.MSELoss(reduction=reduction)(x, t)
+    np.testing.assert_allclose(loss.numpy(), ref, rtol=1e-5)
+    loss.sum().backward()
+    scale = {"mean": 2.0 / a.size, "sum": 2.0, "none": 2.0}[reduction]
+    np.testing.assert_allclose(x.grad, scale * d, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"MSELoss: input \(3, 4\) and target \(4, 3\)"):
+        nn.MSELoss()(x, _data(4, 3))
+    with pytest.raises(ValueError, match="reduction must be"):
+        nn.MSELoss(reduction="avg")
+
+
+def test_cross_entropy_loss_module():
+    logits, labels = _data(5, 4, seed=14), np.array([0, 3, 1, 1, 2])
+    s = Session()
+    got = nn.CrossEntropyLoss()(s.tensor(logits), labels).item()
+    z = logits.astype(np.float64)
+    lse = np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1)
+    assert got == pytest.approx(np.mean(lse - z[np.arange(5), labels]), rel=1e-5)
