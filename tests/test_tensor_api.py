@@ -99,6 +99,20 @@ def test_getitem_size_one_and_zero_d():
     assert y[:, 0].shape == (1,)
 
 
+def test_getitem_empty_results():
+    a = _data(3, 4, seed=3)
+    s = Session()
+    x = s.tensor(a, requires_grad=True)
+    y = x[np.array([], dtype=np.int64)]
+    assert y.shape == (0, 4)
+    z = s.tensor(np.zeros((0, 3), np.float32))[:, 1]
+    assert z.shape == (0,)
+    (x[1:3, 1:2].sum() + y.sum()).backward()
+    expect = np.zeros((3, 4))
+    expect[1:3, 1] = 1
+    np.testing.assert_array_equal(x.grad, expect)
+
+
 def test_getitem_bad_input():
     s = Session()
     x = s.tensor(_data(2, 3))
@@ -114,7 +128,7 @@ def test_getitem_bad_input():
         x[np.array([True, False, True])]
 
 
-@pytest.mark.parametrize("shape,dims", [((2, 3), (1, 0)), ((2, 3, 4), (2, 0, 1)),
+@pytest.mark.parametrize("shape,dims", [((2, 3), (1, 0)), ((2, 3, 4), (2, 0, 1)), ((2, 3, 4), (1, 2, 0)),
                                         ((2, 3, 4), (0, 2, 1)), ((2, 3, 4, 5), (3, 1, 0, 2)),
                                         ((1, 3, 1), (2, 1, 0)), ((3, 4), (0, 1)),
                                         ((2, 3, 4, 5), (0, 2, 1, 3))])

@@ -52,6 +52,10 @@ def permute(x, dims):
         return x
     if x.ndim == 2:
         return _op(x, "transpose2d")
+    if perm == (1, 2, 0):
+        return _op(x, "permute3d_bca")
+    if perm == (2, 0, 1):
+        return _op(x, "permute3d_cab")
     depth = indexing.adjacent_swap_depth(perm)
     if depth is not None:
         return _op(x, "swap_adjacent", depth=depth)
