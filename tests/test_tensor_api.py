@@ -126,6 +126,9 @@ def test_getitem_bad_input():
         x["a"]
     with pytest.raises(IndexError, match=r"shape \(2, 3\)"):
         x[np.array([True, False, True])]
+    with pytest.raises(ValueError, match="slice step cannot be zero"):
+        x[::0]
+    assert x[[]].shape == (0, 3)
 
 
 @pytest.mark.parametrize("shape,dims", [((2, 3), (1, 0)), ((2, 3, 4), (2, 0, 1)), ((2, 3, 4), (1, 2, 0)),

@@ -105,12 +105,16 @@ def _as_key_tuple(key, to_numpy) -> tuple:
     for k in key:
         if isinstance(k, (list, np.ndarray)) or hasattr(k, "session"):
             a = to_numpy(k) if hasattr(k, "session") else np.asarray(k)
+            if a.size == 0 and isinstance(k, list):
+                a = a.astype(np.int64)      # x[[]] as NumPy: an empty integer index
             if a.dtype.kind == "f" and hasattr(k, "session"):
                 a = a != 0          # a float32 0/1 mask Tensor (what comparisons return)
             if a.dtype.kind not in "biu":
                 raise IndexError(f"__getitem__: index arrays must hold integers or booleans, got "
                                  f"dtype {a.dtype}")
             out.append(a)
+        elif isinstance(k, slice) and k.step is not None and operator.index(k.step) == 0:
+            raise ValueError(f"__getitem__: slice step cannot be zero (index {key!r})")
         elif isinstance(k, bool) or isinstance(k, np.bool_):
             out.append(np.asarray(k))
         elif _is_basic(k):
