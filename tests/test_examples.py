@@ -8,7 +8,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EX = os.path.join(ROOT, "examples")
 NAMES = ["mlp_digits.py", "digits_cnn.py", "char_transformer.py", "fno_burgers.py",
-         "selective_scan_seq.py"]
+         "selective_scan_seq.py", "two_layer_net.py"]
 
 
 def _run(name, *extra, steps=3):
@@ -58,3 +58,11 @@ def test_cnn_deterministic_weights(tmp_path):
     for k in wa:
         np.testing.assert_array_equal(wa[k], wb[k])
     assert any(not np.array_equal(wa[k], wc[k]) for k in wa)     # the seed matters
+
+
+def test_two_layer_net_fits_random_data():
+    """PyTorch's tutorial net: 150 SGD steps take the summed MSE below 1% of its start."""
+    line, _ = _run("two_layer_net.py", "--no-progress", steps=150)
+    f = _fields(line)
+    assert float(f["loss"]) < 0.01 * float(f["loss_initial"])
+    assert float(f["loss_initial"]) > 100.0     # an untrained net is far off

@@ -16,7 +16,8 @@ from torchlean.tape import Tape, no_grad, is_grad_enabled
 from torchlean._generated import ops
 from torchlean.dgemm import dgemm
 from torchlean.session import Session, Tensor, Parameter, manual_seed, tensor, softmax, log_softmax
-from torchlean import optim, nn, interop
+from torchlean.session import cat, stack, split, chunk, get_rng_state, set_rng_state
+from torchlean import optim, nn, interop, data
 from torchlean.interop import from_numpy, tensor_from_dlpack as from_dlpack
 
 __version__ = "0.1.0"
@@ -86,4 +87,5 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "set_deterministic", "is_deterministic", "memory_stats", "reset_peak_memory_stats",
            "empty_cache", "synchronize", "no_grad", "is_grad_enabled", "dgemm", "Session", "Tensor",
            "Parameter", "manual_seed", "tensor", "softmax", "log_softmax", "optim", "nn",
-           "from_numpy", "from_dlpack", "DeviceMask"]
+           "from_numpy", "from_dlpack", "DeviceMask", "cat", "stack", "split", "chunk",
+           "get_rng_state", "set_rng_state", "data"]

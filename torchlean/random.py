@@ -45,6 +45,22 @@ def next_key() -> int:
     return k
 
 
+def get_rng_state() -> np.ndarray:
+    """The session RNG's (seed, counter) as a uint64 array of 2: every later draw and
+    initialiser is a function of it, so set_rng_state() of a saved copy replays them."""
+    return np.array([_stream["seed"], _stream["counter"]], dtype=np.uint64)
+
+
+def set_rng_state(state) -> None:
+    a = np.asarray(state)
+    if a.shape != (2,) or a.dtype.kind not in "iu":
+        raise ValueError(f"set_rng_state: expected the integer array of shape (2,) that "
+                         f"get_rng_state() returns, got {a.dtype} array of shape {a.shape}")
+    if a.dtype.kind == "i" and (a < 0).any():
+        raise ValueError(f"set_rng_state: seed and counter must be >= 0, got {a.tolist()}")
+    _stream["seed"], _stream["counter"] = int(a[0]) & _M64, int(a[1])
+
+
 def _draws(key: int, start: int, count: int, step: int = 1) -> np.ndarray:
     """Low 32 bits of splitmix64(key + start + step*j), j < count, vectorised in uint64."""
     with np.errstate(over="ignore"):

@@ -15,7 +15,8 @@ from torchlean.buffer import AnyBuffer
 from torchlean.tape import Tape, no_grad, is_grad_enabled
 from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
-from torchlean.random import manual_seed, next_key
+from torchlean.random import get_rng_state, manual_seed, next_key, set_rng_state
+from torchlean import composite as _composite
 
 # the registry's tape ops: the only names Tensor.__getattr__ forwards as methods
 _TAPE_OPS = frozenset(n for n in vars(TapeOps) if not n.startswith("_"))
@@ -354,33 +355,114 @@ class Tensor:
     def __rmatmul__(self, o):
         return self.session.op("matmul", self._other(o), self)
 
-    def reshape(self, *shape):
-        if len(shape) == 1 and not isinstance(shape[0], int):
-            shape = tuple(shape[0])
-        return self.session.op("reshape", self, shape=tuple(shape))
-
-    def sum(self, axis=None):
-        if axis is None:
-            return self.session.op("sum", self)
-        return self.session.op("reduce_sum", self, axis=axis)
-
-    def mean(self, axis=None):
-        if axis is None:
-            return self.sum() * (1.0 / max(1, int(np.prod(self.shape))))
-        return self.session.op("reduce_mean", self, axis=axis)
-
     def __getattr__(self, name):
         # registry tape ops as methods: x.relu(), x.softmax(), x.transpose2d() ... but never
         # Tape's own methods (leaf, drop_value, release, ...), which take node ids, not tensors
         if name not in _TAPE_OPS:
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+            if name.startswith("_"):
+                raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+            from torchlean.api_hints import unknown_attribute
+            raise AttributeError(unknown_attribute(name, [n for n in dir(Tensor)
+                                                          if not n.startswith("_")]))
         return lambda *others, **attrs: self.session.op(name, self, *others, **attrs)
+
+    # PyTorch-style API ------------------------------------------------------------------
+    # (shapes, indexing, reductions over dims, joining; composed from registry ops in
+    # torchlean.composite, index planning in torchlean.indexing)
+    def __getitem__(self, key):
+        return _composite.getitem(self, key)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def T(self):
+        """All axes reversed (torch's .T; for 2-D the transpose)."""
+        return _composite.permute(self, tuple(range(self.ndim))[::-1])
+
+    @property
+    def mT(self):
+        """The last two axes swapped."""
+        if self.ndim < 2:
+            raise ValueError(f"mT: expected a tensor of rank >= 2, got shape {self.shape}")
+        return _composite.transpose(self, -2, -1)
+
+    def transpose(self, dim0, dim1):
+        return _composite.transpose(self, dim0, dim1)
+
+    def permute(self, *dims):
+        return _composite.permute(self, dims)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return _composite.reshape(self, shape)
+
+    def view(self, *shape):
+        """The same as reshape: every torchlean tensor is contiguous."""
+        return self.reshape(*shape)
+
+    def unsqueeze(self, dim):
+        return _composite.unsqueeze(self, dim)
+
+    def squeeze(self, dim=None):
+        return _composite.squeeze(self, dim)
+
+    def expand(self, *sizes):
+        return _composite.expand(self, sizes)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return _composite.flatten(self, start_dim, end_dim)
+
+    def sum(self, dim=None, keepdim=False, *, axis=None):
+        return _composite.reduce(self, "sum", axis if dim is None else dim, keepdim)
+
+    def mean(self, dim=None, keepdim=False, *, axis=None):
+        return _composite.reduce(self, "mean", axis if dim is None else dim, keepdim)
+
+    def amax(self, dim=None, keepdim=False):
+        return _composite.reduce(self, "amax", dim, keepdim)
+
+    def amin(self, dim=None, keepdim=False):
+        return _composite.reduce(self, "amin", dim, keepdim)
+
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return _composite.var(self, dim, unbiased, keepdim, correction)
+
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return _composite.std(self, dim, unbiased, keepdim, correction)
+
+    def logsumexp(self, dim, keepdim=False):
+        return _composite.logsumexp(self, dim, keepdim)
+
+    def square(self):
+        return self * self
+
+    def rsqrt(self):
+        return self.session.op("reciprocal", self.session.op("sqrt", self))
+
+    def split(self, split_size_or_sections, dim=0):
+        return _composite.split(self, split_size_or_sections, dim)
+
+    def chunk(self, chunks, dim=0):
+        return _composite.chunk(self, chunks, dim)
 
     def __repr__(self):
         try:
-            return f"Tensor(shape={self.shape}, node={self.id})"
+            values = self.numpy()
+            req = self.requires_grad
         except ValueError:
-            return f"Tensor(released, node={self.id})"
+            return f"tensor(<released by Session.step()>, node={self.id})"
+        body = np.array2string(values, separator=", ", prefix="tensor(", precision=4,
+                               floatmode="maxprec_equal")
+        grad = ", requires_grad=True" if req else ""
+        return f"tensor({body}, shape={tuple(values.shape)}{grad})"
 
 
 _default = [None]
@@ -405,9 +487,27 @@ def functional(name: str):
     return f
 
 
+def cat(tensors, dim=0) -> Tensor:
+    """torch.cat: join any number of tensors along any existing axis."""
+    return _composite.cat(tensors, dim)
+
+
+def stack(tensors, dim=0) -> Tensor:
+    """torch.stack: join equal-shaped tensors along a new axis."""
+    return _composite.stack(tensors, dim)
+
+
+def split(x, split_size_or_sections, dim=0):
+    return _composite.split(x, split_size_or_sections, dim)
+
+
+def chunk(x, chunks, dim=0):
+    return _composite.chunk(x, chunks, dim)
+
+
 softmax = functional("softmax")
 log_softmax = functional("log_softmax")
 relu = functional("relu")
 
-__all__ = ["Session", "Tensor", "Parameter", "manual_seed", "no_grad", "tensor", "default_session",
-           "functional"]
+__all__ = ["Session", "Tensor", "Parameter", "manual_seed", "get_rng_state", "set_rng_state",
+           "cat", "stack", "split", "chunk", "no_grad", "tensor", "default_session", "functional"]

@@ -2,11 +2,14 @@
 from torchlean.nn.modules import (Module, Sequential, Linear, Conv2d, ConvTranspose2d, MaxPool2d,
                                   AvgPool2d, LayerNorm, BatchNorm2d, Dropout, GELU, ReLU, Tanh,
                                   Sigmoid, Embedding, MultiHeadAttention, SpectralConv1d, Flatten)
-from torchlean.nn import functional, init
+from torchlean.nn.modules import (ModuleList, ModuleDict, Conv1d, Conv3d, BatchNorm1d, RMSNorm,
+                                  GroupNorm, AdaptiveAvgPool2d, MSELoss, CrossEntropyLoss)
+from torchlean.nn import functional, init, utils
 from torchlean.nn.checkpoint import save_file, load_file
 from torchlean.session import Parameter
 
 __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
            "LayerNorm", "BatchNorm2d", "Dropout", "GELU", "ReLU", "Tanh", "Sigmoid", "Embedding",
-           "MultiHeadAttention", "SpectralConv1d", "Flatten", "Parameter", "functional", "init",
-           "save_file", "load_file"]
+           "MultiHeadAttention", "SpectralConv1d", "Flatten", "Parameter", "functional", "init", "utils",
+           "save_file", "load_file", "ModuleList", "ModuleDict", "Conv1d", "Conv3d", "BatchNorm1d",
+           "RMSNorm", "GroupNorm", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss"]

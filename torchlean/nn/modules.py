@@ -119,6 +119,29 @@ class Module:
     def __call__(self, *a, **kw):
         return self.forward(*a, **kw)
 
+    # tree walks as torch.nn.Module ---------------------------------------------------------
+    def named_modules(self, prefix=""):
+        """(dotted name, module) for this module ('' for itself) and every descendant."""
+        yield prefix, self
+        for k, m in self._modules.items():
+            yield from m.named_modules(prefix + ("." if prefix else "") + k)
+
+    def named_children(self):
+        yield from self._modules.items()
+
+    def apply(self, fn):
+        """fn(module) on every descendant, then on this module (torch's order); returns self."""
+        for m in self._modules.values():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True):
+        """Freeze (False) or unfreeze every parameter; buffers are never trained."""
+        for p in self.parameters():
+            p.requires_grad = bool(requires_grad)
+        return self
+
 
 class Sequential(Module):
     def __init__(self, *mods):
@@ -244,16 +267,38 @@ class AvgPool2d(_Pool):
 
 
 class LayerNorm(Module):
-    """Normalises the last axis (size d); eps defaults to PyTorch's 1e-5."""
+    """Normalises over the trailing `normalized_shape` axes (an int: the last axis); eps
+    defaults to PyTorch's 1e-5. Several axes are folded into one for the fused op."""
 
-    def __init__(self, d, eps=1e-5):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
-        self.weight = Parameter(np.ones(d))
-        self.bias = Parameter(np.zeros(d))
-        self.eps = eps
+        ns = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else \
+            tuple(normalized_shape)
+        if not ns or any(int(n) < 1 for n in ns):
+            raise ValueError(f"LayerNorm: normalized_shape must be positive sizes, got "
+                             f"{normalized_shape!r}")
+        self.normalized_shape, self.eps = tuple(int(n) for n in ns), eps
+        if elementwise_affine:
+            self.weight = Parameter(np.ones(ns), name="weight")
+        else:
+            object.__setattr__(self, "weight", Parameter(np.ones(ns), requires_grad=False))
+        if elementwise_affine and bias:
+            self.bias = Parameter(np.zeros(ns), name="bias")
+        else:
+            object.__setattr__(self, "bias", Parameter(np.zeros(ns), requires_grad=False))
 
     def forward(self, x):
-        return x.session.op("layer_norm", x, self.weight, self.bias, eps=self.eps)
+        s = x.session
+        ns = self.normalized_shape
+        shp = tuple(x.shape)
+        if shp[len(shp) - len(ns):] != ns or len(shp) < len(ns):
+            raise ValueError(f"LayerNorm: expected input with trailing shape {ns}, got {shp}")
+        if len(ns) == 1:
+            return s.op("layer_norm", x, self.weight, self.bias, eps=self.eps)
+        d = math.prod(ns)
+        y = s.op("layer_norm", x.reshape(shp[:len(shp) - len(ns)] + (d,)),
+                 s.use(self.weight).reshape(d), s.use(self.bias).reshape(d), eps=self.eps)
+        return y.reshape(shp)
 
 
 class BatchNorm2d(Module):
@@ -308,7 +353,7 @@ class BatchNorm2d(Module):
         count = self._check(x)
         if self.training or not self.track_running_stats:
             if self.training and count < 2:
-                raise ValueError(f"BatchNorm2d: expected more than 1 value per channel when "
+                raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel when "
                                  f"training, got input {tuple(x.shape)}")
             y = s.op("batchnorm_channel_first", x, self.weight, self.bias, eps=self.eps)
             if self.training and self.track_running_stats:
@@ -394,3 +439,258 @@ class SpectralConv1d(Module):
 
     def forward(self, x):
         return x.session.op("spectral_conv1d_rfft", x, self.w_re, self.w_im)
+
+
+# ---------------------------------------------------------------------------- containers
+
+class ModuleList(Module):
+    """A list of modules registered as children '0', '1', ... (state_dict keys as torch)."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, m):
+        if not isinstance(m, Module):
+            raise TypeError(f"ModuleList.append: expected a Module, got {type(m).__name__}")
+        setattr(self, str(len(self._modules)), m)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, i):
+        items = list(self._modules.values())
+        if isinstance(i, slice):
+            return ModuleList(items[i])
+        return items[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(list(self._modules.values()))
+
+
+class ModuleDict(Module):
+    """A dict of modules registered as children under their keys."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        for k, m in (dict(modules) if modules is not None else {}).items():
+            self[k] = m
+
+    def __setitem__(self, k, m):
+        if not isinstance(m, Module):
+            raise TypeError(f"ModuleDict[{k!r}]: expected a Module, got {type(m).__name__}")
+        setattr(self, str(k), m)
+
+    def __getitem__(self, k):
+        return self._modules[k]
+
+    def __contains__(self, k):
+        return k in self._modules
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(list(self._modules))
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+
+# ---------------------------------------------------------------------------- N-D convolution
+
+def _tuple(v, n, what, name):
+    t = (int(v),) * n if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
+    if len(t) != n:
+        raise ValueError(f"{name}: {what} must be an int or {n} ints, got {v!r}")
+    return t
+
+
+class _ConvNd(Module):
+    """torch.nn.ConvNd on the registry's N-D conv op: weight (C_out, C_in, k...), bias (C_out,);
+    input (N, C_in, spatial...) or (C_in, spatial...). groups and dilation other than 1 need
+    kernels that do not exist yet and raise NotImplementedError."""
+
+    rank = 0
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros"):
+        super().__init__()
+        name, n = type(self).__name__, self.rank
+        for arg, v in (("groups", groups), ("dilation", dilation)):
+            if any(a != 1 for a in _tuple(v, n, arg, name)):
+                raise NotImplementedError(f"{name}: {arg}={v!r} is not supported yet (only 1)")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{name}: padding_mode={padding_mode!r} is not supported "
+                                      "(only 'zeros')")
+        k = _tuple(kernel_size, n, "kernel_size", name)
+        self.kernel_size, self.stride = k, _tuple(stride, n, "stride", name)
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            if any(s != 1 for s in self.stride) or any(a % 2 == 0 for a in k):
+                raise NotImplementedError(f"{name}: padding='same' needs stride 1 and odd kernel "
+                                          f"sizes here, got kernel {k}, stride {self.stride}")
+            padding = tuple(a // 2 for a in k)
+        self.padding = _tuple(padding, n, "padding", name)
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        a = 1.0 / math.sqrt(in_channels * math.prod(k))
+        self.weight = Parameter(init.uniform((out_channels, in_channels) + k, -a, a), name="weight")
+        if bias:
+            self.bias = Parameter(init.uniform((out_channels,), -a, a), name="bias")
+        else:   # the op takes a bias input: a constant zero one, neither trained nor saved
+            object.__setattr__(self, "bias", Parameter(np.zeros(out_channels), requires_grad=False))
+
+    def forward(self, x):
+        shp, n = tuple(x.shape), self.rank
+        if len(shp) not in (n + 1, n + 2) or shp[-n - 1] != self.in_channels:
+            raise ValueError(f"{type(self).__name__}: expected input (N, {self.in_channels}, "
+                             f"{n} spatial axes) or ({self.in_channels}, {n} spatial axes), "
+                             f"got {shp}")
+        return x.session.op("conv", self.weight, self.bias, x, stride=self.stride,
+                            padding=self.padding)
+
+
+class Conv1d(_ConvNd):
+    rank = 1
+
+
+class Conv3d(_ConvNd):
+    rank = 3
+
+
+# ---------------------------------------------------------------------------- normalisation
+
+class BatchNorm1d(BatchNorm2d):
+    """BatchNorm over (N, C) or (N, C, L): statistics per channel over N (and L); the input is
+    viewed as (N, C, L, 1) for the channel-first kernel, running stats as BatchNorm2d."""
+
+    def forward(self, x):
+        shp = tuple(x.shape)
+        if len(shp) not in (2, 3) or shp[1] != self.num_features:
+            raise ValueError(f"BatchNorm1d: expected input (N, {self.num_features}) or "
+                             f"(N, {self.num_features}, L), got {shp}")
+        return super().forward(x.reshape(shp + (1,) * (4 - len(shp)))).reshape(shp)
+
+
+class RMSNorm(Module):
+    """y = x / sqrt(mean(x^2 over normalized_shape) + eps) * weight; eps=None uses float32's
+    machine epsilon, as torch."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
+        super().__init__()
+        ns = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else \
+            tuple(normalized_shape)
+        self.normalized_shape = tuple(int(n) for n in ns)
+        self.eps = float(np.finfo(np.float32).eps) if eps is None else float(eps)
+        self.weight = Parameter(np.ones(ns), name="weight") if elementwise_affine else None
+
+    def forward(self, x):
+        ns, shp = self.normalized_shape, tuple(x.shape)
+        if len(shp) < len(ns) or shp[len(shp) - len(ns):] != ns:
+            raise ValueError(f"RMSNorm: expected input with trailing shape {ns}, got {shp}")
+        dims = tuple(range(len(shp) - len(ns), len(shp)))
+        y = x * ((x * x).mean(dim=dims, keepdim=True) + self.eps).rsqrt()
+        return y * x.session.use(self.weight) if self.weight is not None else y
+
+
+class GroupNorm(Module):
+    """Normalises (N, C, *) over groups of C / num_groups channels and the spatial axes
+    (biased variance, eps inside the sqrt), then a per-channel affine map, as torch."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
+        super().__init__()
+        if num_groups < 1 or num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by "
+                             f"num_groups {num_groups}")
+        self.num_groups, self.num_channels, self.eps = int(num_groups), int(num_channels), eps
+        self.weight = Parameter(np.ones(num_channels), name="weight") if affine else None
+        self.bias = Parameter(np.zeros(num_channels), name="bias") if affine else None
+
+    def forward(self, x):
+        shp = tuple(x.shape)
+        if len(shp) < 2 or shp[1] != self.num_channels:
+            raise ValueError(f"GroupNorm: expected input (N, {self.num_channels}, *), got {shp}")
+        g = x.reshape(shp[0], self.num_groups, -1)
+        d = g - g.mean(dim=2, keepdim=True)
+        y = (d * ((d * d).mean(dim=2, keepdim=True) + self.eps).rsqrt()).reshape(shp)
+        if self.weight is None:
+            return y
+        s, cshape = x.session, (self.num_channels,) + (1,) * (len(shp) - 2)
+        return y * s.use(self.weight).reshape(cshape) + s.use(self.bias).reshape(cshape)
+
+
+# ---------------------------------------------------------------------------- pooling
+
+class AdaptiveAvgPool2d(Module):
+    """Average pooling to a fixed (oh, ow) output for (N, C, H, W) or (C, H, W) input. Sizes
+    that divide the input use avg_pool2d with kernel = stride = input / output; (1, 1) is a
+    mean; other sizes need uneven windows (a later kernel) and raise NotImplementedError."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = (output_size, output_size) if isinstance(output_size, int) or \
+            output_size is None else tuple(output_size)
+
+    def forward(self, x):
+        shp = tuple(x.shape)
+        if len(shp) not in (3, 4):
+            raise ValueError(f"AdaptiveAvgPool2d: expected input (N, C, H, W) or (C, H, W), "
+                             f"got {shp}")
+        h, w = shp[-2:]
+        oh, ow = (h if o is None else int(o) for o in self.output_size)
+        if (oh, ow) == (h, w):
+            return x
+        if (oh, ow) == (1, 1):
+            return x.mean(dim=(-2, -1), keepdim=True)
+        if oh < 1 or ow < 1 or h % oh or w % ow:
+            raise NotImplementedError(f"AdaptiveAvgPool2d: output size {(oh, ow)} does not "
+                                      f"divide the input size {(h, w)}; only dividing sizes "
+                                      "are supported yet")
+        k = (h // oh, w // ow)
+        return x.session.op("avg_pool2d", x, kernel_size=k, stride=k, padding=0)
+
+
+# ---------------------------------------------------------------------------- losses
+
+class MSELoss(Module):
+    """Mean (default), sum or elementwise ('none') squared error, as torch.nn.MSELoss."""
+
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"MSELoss: reduction must be 'mean', 'sum' or 'none', got "
+                             f"{reduction!r}")
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        s = input.session
+        target = s.as_tensor(target)
+        if tuple(input.shape) != tuple(target.shape):
+            raise ValueError(f"MSELoss: input {tuple(input.shape)} and target "
+                             f"{tuple(target.shape)} must have the same shape")
+        if self.reduction == "none":
+            d = input - target
+            return d * d
+        loss = F.mse_loss(input, target)
+        return loss * float(math.prod(input.shape)) if self.reduction == "sum" else loss
+
+
+class CrossEntropyLoss(Module):
+    """Mean cross-entropy of (N, C) logits against integer class labels."""
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target)

@@ -1,0 +1,46 @@
+"""The message of an AttributeError on a Tensor: point a PyTorch or NumPy habit, or a registry
+name, at the PyTorch-style method torchlean offers."""
+from __future__ import annotations
+
+import difflib
+
+# names people type (registry names, NumPy spellings, torch names with a different home here)
+HINTS = {
+    "reduce_max": "x.amax(dim=...)",
+    "reduce_sum": "x.sum(dim=...)",
+    "reduce_mean": "x.mean(dim=...)",
+    "swap_last2": "x.mT / x.transpose(-2, -1)",
+    "transpose2d": "x.T",
+    "swap_adjacent": "x.transpose(d, d + 1)",
+    "permute3d_bca": "x.permute(1, 2, 0)",
+    "permute3d_cab": "x.permute(2, 0, 1)",
+    "concat0": "torchlean.cat([a, b], dim=0)",
+    "concat1d": "torchlean.cat([a, b])",
+    "slice_range0": "x[start:stop]",
+    "slice1d": "x[start:stop]",
+    "gather_vec": "x[indices]",
+    "broadcast_to": "x.expand(*sizes)",
+    "swapaxes": "x.transpose(d0, d1)",
+    "moveaxis": "x.permute(*dims)",
+    "max": "x.amax(dim=...)",
+    "min": "x.amin(dim=...)",
+    "concatenate": "torchlean.cat(tensors, dim)",
+    "astype": "nothing: torchlean tensors are float32 only",
+    "float": "nothing: torchlean tensors are float32 only",
+    "to": "nothing: the backend is chosen at import (TORCHLEAN_BACKEND)",
+    "cuda": "nothing: the backend is chosen at import (TORCHLEAN_BACKEND)",
+    "square_": "x.square()",
+}
+
+
+def unknown_attribute(name: str, public_names) -> str:
+    """'Tensor has no attribute n; use ...' (a hint, else difflib's closest public names)."""
+    head = f"'Tensor' object has no attribute {name!r}"
+    if name in HINTS:
+        return f"{head}; use {HINTS[name]}"
+    names = sorted(set(public_names))
+    close = difflib.get_close_matches(name, names + list(HINTS), n=3, cutoff=0.6)
+    if not close:
+        return head
+    hints = [f"x.{c}" if c in names else HINTS[c] for c in close]
+    return f"{head}; did you mean {' or '.join(dict.fromkeys(hints))}?"

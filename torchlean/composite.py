@@ -1,0 +1,285 @@
+"""PyTorch-named Tensor operations composed from registry ops (no kernels of their own).
+
+Each function takes Tensors of one Session and records ordinary tape ops, so gradients come
+from the registry VJPs: indexing and general permutations are gather_vec (VJP: scatter-add),
+leading-axis blocks are slice_range0 (VJP: pad), reductions over several dims are chains of
+single-axis reductions, cat is a tree of concat0 on axis-0-first layouts.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from torchlean import indexing
+from torchlean.tape import no_grad
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _op(x, name, *others, **attrs):
+    return x.session.op(name, x, *others, **attrs)
+
+
+# ------------------------------------------------------------------------------ shapes
+
+def reshape(x, shape, op="reshape"):
+    shape = indexing.reshape_target(x.shape, shape, op)
+    if shape == tuple(x.shape):
+        return x
+    return _op(x, "reshape", shape=shape)
+
+
+def getitem(x, key):
+    plan = indexing.plan_getitem(x.shape, key, lambda t: t.numpy())
+    if plan.kind == "block":
+        rows = math.prod(x.shape) // plan.row
+        flat = reshape(x, (rows, plan.row))
+        if (plan.start, plan.length) != (0, rows):
+            flat = _op(flat, "slice_range0", start=plan.start, length=plan.length)
+        return reshape(flat, plan.shape)
+    if plan.indices.size == 0:
+        # nothing to read: a zero-size result that still belongs to x's graph
+        return reshape(_op(reshape(x, (-1,)), "slice_range0", start=0, length=0), plan.shape)
+    return _op(reshape(x, (-1,)), "gather_vec", indices=plan.indices)
+
+
+def permute(x, dims):
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+        dims = tuple(dims[0])
+    perm = indexing.normalize_permutation(dims, x.ndim)
+    if perm == tuple(range(x.ndim)):
+        return x
+    if x.ndim == 2:
+        return _op(x, "transpose2d")
+    if perm == (1, 2, 0):
+        return _op(x, "permute3d_bca")
+    if perm == (2, 0, 1):
+        return _op(x, "permute3d_cab")
+    depth = indexing.adjacent_swap_depth(perm)
+    if depth is not None:
+        return _op(x, "swap_adjacent", depth=depth)
+    if math.prod(x.shape) == 0:
+        return reshape(x, tuple(x.shape[p] for p in perm))
+    return _op(reshape(x, (-1,)), "gather_vec",
+               indices=indexing.permutation_indices(tuple(x.shape), perm))
+
+
+def transpose(x, dim0, dim1):
+    n = x.ndim
+    a, b = (indexing.normalize_dim(d, n, "transpose") for d in (dim0, dim1))
+    if n < 2 or a == b:
+        return x
+    perm = list(range(n))
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(x, perm)
+
+
+def unsqueeze(x, dim):
+    n = x.ndim + 1
+    d = indexing.normalize_dim(dim, n, "unsqueeze")
+    s = tuple(x.shape)
+    return reshape(x, s[:d] + (1,) + s[d:], "unsqueeze")
+
+
+def squeeze(x, dim=None):
+    s = tuple(x.shape)
+    if dim is None:
+        dims = {i for i, n in enumerate(s) if n == 1}
+    else:
+        dims = {d for d in indexing.normalize_dims(dim, len(s), "squeeze") if s and s[d] == 1}
+    return reshape(x, tuple(n for i, n in enumerate(s) if i not in dims), "squeeze")
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    s = tuple(x.shape)
+    if not s:
+        return reshape(x, (1,), "flatten")
+    a = indexing.normalize_dim(start_dim, len(s), "flatten")
+    b = indexing.normalize_dim(end_dim, len(s), "flatten")
+    if a > b:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                         f"for shape {s}")
+    return reshape(x, s[:a] + (math.prod(s[a:b + 1]),) + s[b + 1:], "flatten")
+
+
+def expand(x, sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
+        sizes = tuple(sizes[0])
+    s = tuple(x.shape)
+    if len(sizes) < len(s):
+        raise ValueError(f"expand: {len(sizes)} sizes {tuple(sizes)} for a tensor of shape {s} "
+                         f"(need at least {len(s)})")
+    lead = len(sizes) - len(s)
+    target = []
+    for i, n in enumerate(sizes):
+        old = s[i - lead] if i >= lead else None
+        if n == -1:
+            if old is None:
+                raise ValueError(f"expand: -1 is not allowed for the new leading axis {i} "
+                                 f"(sizes {tuple(sizes)}, shape {s})")
+            n = old
+        if old is not None and old != 1 and old != n:
+            raise ValueError(f"expand: size {n} does not match the existing size {old} at "
+                             f"axis {i} (sizes {tuple(sizes)}, shape {s}); only size-1 axes expand")
+        target.append(int(n))
+    target = tuple(target)
+    if target == s:
+        return x
+    return _op(x, "broadcast_to", shape=target)
+
+
+# ------------------------------------------------------------------------------ reductions
+
+def _keep(x, y, dims, keepdim):
+    if not keepdim:
+        return y
+    return reshape(y, tuple(1 if i in dims else n for i, n in enumerate(x.shape)))
+
+
+def reduce(x, kind, dim=None, keepdim=False):
+    """kind in sum, mean, amax, amin over `dim` (None: every axis) with torch's keepdim."""
+    dims = indexing.normalize_dims(dim, x.ndim, kind)
+    if kind in ("amax", "amin"):
+        for d in dims:
+            if x.shape[d] == 0:
+                raise ValueError(f"{kind}: cannot reduce over the empty axis {d} of shape "
+                                 f"{tuple(x.shape)} (no identity)")
+    if not dims:        # a 0-d tensor, or dim=() as NumPy: nothing to reduce
+        return x
+    if kind in ("sum", "mean") and len(dims) == x.ndim:
+        total = _op(x, "sum")
+        if kind == "mean":
+            n = math.prod(x.shape)
+            total = total * (1.0 / n) if n else total * float("nan")
+        return _keep(x, total, dims, keepdim)
+    if kind == "amin":
+        return -reduce(-x, "amax", dims, keepdim)
+    name = {"sum": "reduce_sum", "mean": "reduce_mean", "amax": "reduce_max"}[kind]
+    y = x
+    for d in reversed(dims):        # highest axis first so the lower ones keep their numbers
+        y = _op(y, name, axis=d)
+    return _keep(x, y, dims, keepdim)
+
+
+def _count(x, dims):
+    return math.prod(x.shape[d] for d in dims)
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    """Variance with torch's correction (default 1, Bessel); unbiased=False is correction=0."""
+    if unbiased is not None and correction is not None:
+        raise ValueError("var: pass either unbiased or correction, not both")
+    c = 1 if correction is None and unbiased is None else (
+        correction if correction is not None else (1 if unbiased else 0))
+    dims = indexing.normalize_dims(dim, x.ndim, "var")
+    m = reduce(x, "mean", dims, keepdim=True)
+    d = x - m
+    ss = reduce(d * d, "sum", dims, keepdim)
+    denom = _count(x, dims) - c
+    return ss * (1.0 / denom) if denom > 0 else ss * float("nan")
+
+
+def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    return _op(var(x, dim, unbiased, keepdim, correction), "sqrt")
+
+
+def logsumexp(x, dim, keepdim=False):
+    """log(sum(exp(x))) shifted by the (detached, clamped finite) max for stability: an all
+    -inf slice gives -inf and a +inf entry gives +inf, as torch."""
+    dims = indexing.normalize_dims(dim, x.ndim, "logsumexp")
+    with no_grad():
+        m = _op(reduce(x, "amax", dims, keepdim=True), "clamp",
+                lo=-_FLOAT32_MAX, hi=_FLOAT32_MAX)
+    s = reduce(_op(x - m, "exp"), "sum", dims, keepdim=True)
+    return reshape(_op(s, "log") + m, _keep_shape(x, dims, keepdim))
+
+
+def _keep_shape(x, dims, keepdim):
+    if keepdim:
+        return tuple(1 if i in dims else n for i, n in enumerate(x.shape))
+    return tuple(n for i, n in enumerate(x.shape) if i not in dims)
+
+
+# ------------------------------------------------------------------------------ joining
+
+def cat(tensors, dim=0):
+    ts = list(tensors)
+    if not ts:
+        raise ValueError("cat: expected a non-empty sequence of tensors")
+    s = ts[0].session
+    ts = [s.as_tensor(t) for t in ts]
+    ref = tuple(ts[0].shape)
+    if not ref:
+        raise ValueError("cat: zero-dimensional tensors cannot be concatenated (use stack)")
+    d = indexing.normalize_dim(dim, len(ref), "cat")
+    for t in ts[1:]:
+        sh = tuple(t.shape)
+        if len(sh) != len(ref) or sh[:d] != ref[:d] or sh[d + 1:] != ref[d + 1:]:
+            raise ValueError(f"cat: shapes {[tuple(t.shape) for t in ts]} differ outside dim {d}")
+    if len(ts) == 1:
+        return ts[0]
+    outer, inner = math.prod(ref[:d]), math.prod(ref[d + 1:])
+    total = sum(t.shape[d] for t in ts)
+    out_shape = ref[:d] + (total,) + ref[d + 1:]
+    if outer == 1:
+        parts = [reshape(t, (t.shape[d], inner)) for t in ts]
+        return reshape(_concat_tree(parts), out_shape)
+    # (outer, n_i, inner) -> (n_i, outer, inner), joined on axis 0, swapped back
+    parts = [_op(reshape(t, (outer, t.shape[d], inner)), "swap_adjacent", depth=0) for t in ts]
+    joined = _op(_concat_tree(parts), "swap_adjacent", depth=0)
+    return reshape(joined, out_shape)
+
+
+def _concat_tree(parts):
+    """concat0 in a balanced tree: each element is copied log2(k) times, not k times."""
+    while len(parts) > 1:
+        nxt = [parts[i].session.op("concat0", parts[i], parts[i + 1])
+               for i in range(0, len(parts) - 1, 2)]
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = nxt
+    return parts[0]
+
+
+def stack(tensors, dim=0):
+    ts = list(tensors)
+    if not ts:
+        raise ValueError("stack: expected a non-empty sequence of tensors")
+    s = ts[0].session
+    ts = [s.as_tensor(t) for t in ts]
+    shapes = {tuple(t.shape) for t in ts}
+    if len(shapes) != 1:
+        raise ValueError(f"stack: expects each tensor to be equal size, got "
+                         f"{[tuple(t.shape) for t in ts]}")
+    d = indexing.normalize_dim(dim, ts[0].ndim + 1, "stack")
+    return cat([unsqueeze(t, d) for t in ts], d)
+
+
+def split(x, split_size_or_sections, dim=0):
+    d = indexing.normalize_dim(dim, x.ndim, "split")
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        size = int(split_size_or_sections)
+        if size <= 0:
+            raise ValueError(f"split: split_size must be a positive int, got {size}")
+        sizes = [min(size, n - a) for a in range(0, n, size)] or [0]
+    else:
+        sizes = [int(v) for v in split_size_or_sections]
+        if any(v < 0 for v in sizes) or sum(sizes) != n:
+            raise ValueError(f"split: sections {sizes} must be >= 0 and sum to the size {n} of "
+                             f"dim {d} (shape {tuple(x.shape)})")
+    out, a = [], 0
+    for v in sizes:
+        key = (slice(None),) * d + (slice(a, a + v),)
+        out.append(getitem(x, key))
+        a += v
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    if int(chunks) <= 0:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks}")
+    d = indexing.normalize_dim(dim, x.ndim, "chunk")
+    n = x.shape[d]
+    return split(x, max(1, -(-n // int(chunks))), d)

@@ -1,0 +1,254 @@
+"""Learning-rate schedulers with torch.optim.lr_scheduler's names, arguments and formulas.
+
+Each scheduler computes the learning rate of epoch (step count) e in closed form from the
+groups' initial_lr, so the value never drifts with the number of calls. Like torch, building a
+scheduler already applies epoch 0 and step() advances one epoch.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+
+
+class LRScheduler:
+    def __init__(self, optimizer, last_epoch: int = -1):
+        self.optimizer = optimizer
+        name = type(self).__name__
+        if last_epoch == -1:
+            for g in optimizer.param_groups:
+                g.setdefault("initial_lr", g["lr"])
+        elif any("initial_lr" not in g for g in optimizer.param_groups):
+            raise KeyError(f"{name}: resuming with last_epoch={last_epoch} needs 'initial_lr' "
+                           "in every parameter group (load the optimizer's state_dict first)")
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self.step()
+
+    def lr_at(self, epoch: int) -> list:
+        """The learning rate of every group at `epoch` (the closed form)."""
+        raise NotImplementedError
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        self._apply(self.lr_at(self.last_epoch))
+
+    def _apply(self, lrs):
+        for g, lr in zip(self.optimizer.param_groups, lrs):
+            g["lr"] = lr
+        self._last_lr = list(lrs)
+
+    def get_last_lr(self) -> list:
+        return list(self._last_lr)
+
+    def state_dict(self) -> dict:
+        """Everything but the optimizer (and lambdas, which cannot be saved), as torch."""
+        return {k: v for k, v in self.__dict__.items()
+                if k != "optimizer" and not callable(v) and k != "lr_lambdas"}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.__dict__.update(sd)
+
+
+class StepLR(LRScheduler):
+    """lr = base * gamma ** (epoch // step_size)."""
+
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+        if int(step_size) < 1:
+            raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
+        self.step_size, self.gamma = int(step_size), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch):
+        return [b * self.gamma ** (epoch // self.step_size) for b in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """lr = base * gamma ** (number of milestones <= epoch)."""
+
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        self.milestones, self.gamma = sorted(int(m) for m in milestones), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch):
+        k = bisect.bisect_right(self.milestones, epoch)
+        return [b * self.gamma ** k for b in self.base_lrs]
+
+
+class CosineAnnealingLR(LRScheduler):
+    """lr = eta_min + (base - eta_min) * (1 + cos(pi * epoch / T_max)) / 2."""
+
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
+        if int(T_max) < 1:
+            raise ValueError(f"CosineAnnealingLR: T_max must be >= 1, got {T_max}")
+        self.T_max, self.eta_min = int(T_max), eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch):
+        c = (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+
+class LambdaLR(LRScheduler):
+    """lr = base * lr_lambda(epoch); one function, or one per parameter group."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != n:
+                raise ValueError(f"LambdaLR: expected {n} lr_lambdas (one per group), got "
+                                 f"{len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        else:
+            self.lr_lambdas = [lr_lambda] * n
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch):
+        return [b * f(epoch) for b, f in zip(self.base_lrs, self.lr_lambdas)]
+
+
+class LinearLR(LRScheduler):
+    """Linear warm-up (or decay) of the factor from start_factor to end_factor over
+    total_iters epochs, then constant: lr = base * factor."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
+                 last_epoch=-1):
+        if not (0 < start_factor <= 1 and 0 <= end_factor <= 1):
+            raise ValueError(f"LinearLR: need 0 < start_factor <= 1 and 0 <= end_factor <= 1, "
+                             f"got {start_factor}, {end_factor}")
+        self.start_factor, self.end_factor = start_factor, end_factor
+        self.total_iters = int(total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch):
+        t = min(epoch, self.total_iters) / self.total_iters if self.total_iters else 1.0
+        f = self.start_factor + (self.end_factor - self.start_factor) * t
+        return [b * f for b in self.base_lrs]
+
+
+class SequentialLR(LRScheduler):
+    """schedulers[i] from milestones[i-1] on, each counting its own epochs from 0 (the usual
+    warm-up then cosine chain)."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"SequentialLR: expected {len(schedulers) - 1} milestones for "
+                             f"{len(schedulers)} schedulers, got {len(milestones)}")
+        self.schedulers, self.milestones = list(schedulers), [int(m) for m in milestones]
+        for g, b in zip(optimizer.param_groups, self.schedulers[0].base_lrs):
+            g["lr"] = b
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch):
+        i = bisect.bisect_right(self.milestones, epoch)
+        start = self.milestones[i - 1] if i else 0
+        return self.schedulers[i].lr_at(epoch - start)
+
+    def state_dict(self):
+        sd = super().state_dict()
+        sd["schedulers"] = [s.state_dict() for s in self.schedulers]
+        return sd
+
+    def load_state_dict(self, sd):
+        sd = dict(sd)
+        for s, ssd in zip(self.schedulers, sd.pop("schedulers")):
+            s.load_state_dict(ssd)
+        self.__dict__.update({k: v for k, v in sd.items() if k != "schedulers"})
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy as torch: lr rises from max_lr / div_factor to max_lr over the first
+    pct_start of total_steps, then anneals to initial_lr / final_div_factor (cosine or linear);
+    momentum (SGD's momentum or Adam's beta1) cycles the opposite way when cycle_momentum."""
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
+                 pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
+                 max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False,
+                 last_epoch=-1):
+        groups = optimizer.param_groups
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("OneCycleLR: pass total_steps, or epochs and steps_per_epoch")
+            total_steps = int(epochs) * int(steps_per_epoch)
+        if int(total_steps) < 1:
+            raise ValueError(f"OneCycleLR: total_steps must be >= 1, got {total_steps}")
+        if not 0 <= pct_start <= 1:
+            raise ValueError(f"OneCycleLR: pct_start must be in [0, 1], got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got "
+                             f"{anneal_strategy!r}")
+        self.total_steps, self.anneal_strategy = int(total_steps), anneal_strategy
+        t = float(self.total_steps)
+        if three_phase:
+            ends = [pct_start * t - 1, 2 * pct_start * t - 2, t - 1]
+            keys = [("initial_lr", "max_lr"), ("max_lr", "initial_lr"), ("initial_lr", "min_lr")]
+            moms = [("max_momentum", "base_momentum"), ("base_momentum", "max_momentum"),
+                    ("max_momentum", "max_momentum")]
+        else:
+            ends = [pct_start * t - 1, t - 1]
+            keys = [("initial_lr", "max_lr"), ("max_lr", "min_lr")]
+            moms = [("max_momentum", "base_momentum"), ("base_momentum", "max_momentum")]
+        self.phases = [dict(end_step=e, lr=k, momentum=m) for e, k, m in zip(ends, keys, moms)]
+        max_lrs = _per_group(max_lr, len(groups), "max_lr")
+        if last_epoch == -1:
+            for g, m in zip(groups, max_lrs):
+                g["initial_lr"] = m / div_factor
+                g["max_lr"], g["min_lr"] = m, g["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self.use_beta1 = "betas" in optimizer.defaults
+            if not self.use_beta1 and "momentum" not in optimizer.defaults:
+                raise ValueError("OneCycleLR: cycle_momentum needs an optimizer with momentum "
+                                 "or betas")
+            for g, bm, mm in zip(groups, _per_group(base_momentum, len(groups), "base_momentum"),
+                                 _per_group(max_momentum, len(groups), "max_momentum")):
+                if last_epoch == -1:
+                    self._set_momentum(g, mm)
+                g["base_momentum"], g["max_momentum"] = bm, mm
+        super().__init__(optimizer, last_epoch)
+
+    def _set_momentum(self, g, m):
+        if self.use_beta1:
+            g["betas"] = (m,) + tuple(g["betas"][1:])
+        else:
+            g["momentum"] = m
+
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def _at(self, g, epoch, what):
+        start_step = 0.0
+        for i, ph in enumerate(self.phases):
+            end_step = ph["end_step"]
+            if epoch <= end_step or i == len(self.phases) - 1:
+                pct = (epoch - start_step) / (end_step - start_step)
+                a, b = ph[what]
+                return self._anneal(g[a], g[b], pct)
+            start_step = end_step
+        raise AssertionError("unreachable")
+
+    def lr_at(self, epoch):
+        if epoch > self.total_steps:
+            raise ValueError(f"OneCycleLR: tried to step {epoch} times, total_steps is "
+                             f"{self.total_steps}")
+        return [self._at(g, epoch, "lr") for g in self.optimizer.param_groups]
+
+    def step(self):
+        super().step()
+        if self.cycle_momentum:
+            for g in self.optimizer.param_groups:
+                self._set_momentum(g, self._at(g, self.last_epoch, "momentum"))
+
+
+def _per_group(v, n, what):
+    if isinstance(v, (list, tuple)):
+        if len(v) != n:
+            raise ValueError(f"OneCycleLR: expected {n} values of {what} (one per group), got "
+                             f"{len(v)}")
+        return list(v)
+    return [v] * n
+
+
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "CosineAnnealingLR", "LambdaLR", "LinearLR",
+           "SequentialLR", "OneCycleLR"]
