@@ -10,13 +10,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "torchlean_abi.h"
-#include "torchlean_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define TL_HIDDEN __attribute__((visibility("hidden")))
+
+/* return a non-zero status at once */
+#define TL_TRY(expr) do { int st_ = (expr); if (st_) return st_; } while (0)
 
 struct tl_buffer {
     float *data;     /* host (stub) or device (CUDA) payload; NULL once released or when n == 0 */
@@ -82,6 +84,8 @@ TL_HIDDEN int tlb_device_count(int64_t *out);
 TL_HIDDEN int tlb_empty_cache(void);
 TL_HIDDEN void tlb_fill_stats(tl_memory_stats *s); /* cached/cap/device bytes */
 TL_HIDDEN const char *tlb_name(void);
+/* TL_OK when kernels may run; CUDA: the sticky-error status (message naming op) once poisoned */
+TL_HIDDEN int tlb_ready(const char *op);
 
 #ifdef __cplusplus
 }

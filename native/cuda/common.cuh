@@ -34,7 +34,6 @@ TL_HIDDEN int tl_scratch(const char *op, size_t bytes, void **out);
 TL_HIDDEN void tl_scratch_free(void *p);
 }
 
-#define TL_TRY(expr) do { int st_ = (expr); if (st_) return st_; } while (0)
 #define TL_CUDA_TRY(op, call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return tl_cuda_status(op, e_); } while (0)
 #define TL_CUBLAS_TRY(op, call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return tl_cublas_status(op, s_); } while (0)
 #define TL_LAUNCHED(op) do { int st_ = tl_cuda_launched(op); if (st_) return st_; } while (0)
