@@ -15,6 +15,7 @@
 // strided-batched GEMMs), kept as the reference the fused core is tested against.
 #include <math.h>
 #include "common.cuh"
+#include "entry/attention_kernels.h"
 
 namespace {
 
@@ -846,13 +847,13 @@ int composed_backward(const char *op, cublasHandle_t hnd, const float *Q, const 
     return st;
 }
 
-int check_dims(const char *op, int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd,
-               int64_t *rows, int64_t *hw) {
-    if (b < 0 || n < 0 || dm < 0 || h <= 0 || hd < 0 || b * h > 65535 || n > (1 << 30))
-        return tl_fail(TL_E_SHAPE, "%s: unsupported sizes b=%lld n=%lld d_model=%lld heads=%lld hd=%lld",
-                       op, (long long)b, (long long)n, (long long)dm, (long long)h, (long long)hd);
-    TL_TRY(tl_checked_mul(op, b, n, rows));
-    TL_TRY(tl_checked_mul(op, h, hd, hw));
+// CUDA launch limits: (batch x heads) runs on gridDim.y, and sequence offsets stay in int range
+constexpr int64_t MAX_SEQ = 1 << 30;
+int check_launch(const char *op, int64_t b, int64_t n, int64_t h) {
+    if (b * h > TL_MAX_GRID_YZ || n > MAX_SEQ)
+        return tl_fail(TL_E_SHAPE, "%s: batch x heads = %lld (at most %lld) or sequence %lld (at most %lld) "
+                       "exceeds the CUDA launch limits", op, (long long)(b * h), (long long)TL_MAX_GRID_YZ,
+                       (long long)n, (long long)MAX_SEQ);
     return TL_OK;
 }
 
@@ -863,18 +864,12 @@ int zero(const char *op, tl_buf t) {
 
 }  // namespace
 
-extern "C" int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x,
+extern "C" int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x,
                                        tl_buf mask, tl_buf y, tl_buf q, tl_buf k, tl_buf v,
                                        tl_buf lse, tl_buf attn, int64_t b, int64_t n, int64_t dm,
                                        int64_t h, int64_t hd, int64_t has_mask, int64_t flash) {
-    const char *op = "multi_head_attention";
-    int64_t R, HD;
-    TL_TRY(check_dims(op, b, n, dm, h, hd, &R, &HD));
-    TL_CHECK(op, wq, dm * HD); TL_CHECK(op, wk, dm * HD); TL_CHECK(op, wv, dm * HD);
-    TL_CHECK(op, wo, HD * dm); TL_CHECK(op, x, R * dm); TL_CHECK(op, y, R * dm);
-    TL_CHECK(op, q, R * HD); TL_CHECK(op, k, R * HD); TL_CHECK(op, v, R * HD);
-    TL_CHECK(op, attn, R * HD); TL_CHECK(op, lse, b * h * n);
-    if (has_mask) TL_CHECK(op, mask, n * n);
+    const int64_t R = b * n, HD = h * hd;
+    TL_TRY(check_launch(op, b, n, h));
     if (R == 0 || HD == 0 || dm == 0) {
         tl_buf outs[] = {y, q, k, v, lse, attn};
         for (tl_buf t : outs) TL_TRY(zero(op, t));
@@ -903,22 +898,14 @@ extern "C" int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf w
     return TL_OK;
 }
 
-extern "C" int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv,
+extern "C" int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv,
                                                 tl_buf wo, tl_buf x, tl_buf q, tl_buf k, tl_buf v,
                                                 tl_buf lse, tl_buf attn, tl_buf mask, tl_buf dwq,
                                                 tl_buf dwk, tl_buf dwv, tl_buf dwo, tl_buf dx,
                                                 int64_t b, int64_t n, int64_t dm, int64_t h,
                                                 int64_t hd, int64_t has_mask, int64_t flash) {
-    const char *op = "multi_head_attention_backward";
-    int64_t R, HD;
-    TL_TRY(check_dims(op, b, n, dm, h, hd, &R, &HD));
-    TL_CHECK(op, g, R * dm); TL_CHECK(op, x, R * dm); TL_CHECK(op, dx, R * dm);
-    TL_CHECK(op, wq, dm * HD); TL_CHECK(op, wk, dm * HD); TL_CHECK(op, wv, dm * HD);
-    TL_CHECK(op, wo, HD * dm); TL_CHECK(op, dwq, dm * HD); TL_CHECK(op, dwk, dm * HD);
-    TL_CHECK(op, dwv, dm * HD); TL_CHECK(op, dwo, HD * dm);
-    TL_CHECK(op, q, R * HD); TL_CHECK(op, k, R * HD); TL_CHECK(op, v, R * HD);
-    TL_CHECK(op, attn, R * HD); TL_CHECK(op, lse, b * h * n);
-    if (has_mask) TL_CHECK(op, mask, n * n);
+    const int64_t R = b * n, HD = h * hd;
+    TL_TRY(check_launch(op, b, n, h));
     if (R == 0 || HD == 0 || dm == 0) {
         tl_buf outs[] = {dwq, dwk, dwv, dwo, dx};
         for (tl_buf t : outs) TL_TRY(zero(op, t));

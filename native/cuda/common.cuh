@@ -1,9 +1,10 @@
 // common.cuh: what every CUDA kernel file includes.
 //
 // The library owns one CUDA stream, one cuBLAS handle (with an explicit workspace) and a
-// stream-ordered memory pool; all are implemented in native/cuda/memory.cu. Every entry point
-// checks its buffers with TL_CHECK, launches on tl_stream(), then TL_LAUNCHED(op) checks the
-// launch (and synchronises when TORCHLEAN_CUDA_SYNC=1). Nothing here aborts: failures become a
+// stream-ordered memory pool; all are implemented in native/cuda/memory.cu. Each kernel body
+// (tlk_<kernel>) runs after its generated entry (native/common/entry/) has checked the sticky
+// error state, the handles and every length; it launches on tl_stream(), then TL_LAUNCHED(op)
+// checks the launch (and synchronises when TORCHLEAN_CUDA_SYNC=1). Nothing here aborts: failures become a
 // TL_ status with a message naming the op and the CUDA error. A sticky error (illegal address,
 // launch failure) poisons the library: every later call fails fast with the first message.
 #pragma once
@@ -14,6 +15,9 @@
 #include "tl_internal.h"
 
 #define TL_THREADS 256
+// CUDA launch limits the kernels check themselves (the generated entry checks everything else)
+#define TL_MAX_GRID_X 2147483647LL  // gridDim.x
+#define TL_MAX_GRID_YZ 65535LL      // gridDim.y and gridDim.z
 
 extern "C" {
 // the library's stream (created on first use); 0 if creation failed (a status is then set)
@@ -37,9 +41,6 @@ TL_HIDDEN void tl_scratch_free(void *p);
 #define TL_CUDA_TRY(op, call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return tl_cuda_status(op, e_); } while (0)
 #define TL_CUBLAS_TRY(op, call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return tl_cublas_status(op, s_); } while (0)
 #define TL_LAUNCHED(op) do { int st_ = tl_cuda_launched(op); if (st_) return st_; } while (0)
-// poison check + buffer liveness and length check, naming the op and the argument
-#define TL_CHECK(op, b, n) do { if (tl_cuda_poisoned()) return tl_cuda_poison_status(op); \
-    int st_ = tl_check_buf(op, #b, b, (n)); if (st_) return st_; } while (0)
 
 // 1-D launch geometry: enough blocks of TL_THREADS for n elements, capped for grid-stride loops.
 // Kernels index by the global element index so results never depend on the grid size.

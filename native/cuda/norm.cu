@@ -4,6 +4,7 @@
 // by float32(1/N), xhat = (x - mean) / std. Every reduction is a fixed-order block tree
 // (tl_block_sum) or an ordered loop, so results are bit-reproducible without atomics.
 #include "common.cuh"
+#include "entry/norm_kernels.h"
 
 namespace {
 
@@ -257,16 +258,12 @@ __global__ void bn_bwd_kernel(const float *__restrict__ g, const float *__restri
 
 }  // namespace
 
-extern "C" int tl_layer_norm(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
+extern "C" int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
                              tl_buf inv_std, int64_t rows, int64_t cols, double eps) {
-    const char *op = "layer_norm";
-    int64_t n;
-    TL_TRY(tl_checked_mul(op, rows, cols, &n));
-    if (cols <= 0) return tl_fail(TL_E_SHAPE, "layer_norm: expected cols > 0, got %lld", (long long)cols);
-    TL_CHECK(op, x, n); TL_CHECK(op, y, n); TL_CHECK(op, xhat, n);
-    TL_CHECK(op, gamma, cols); TL_CHECK(op, beta, cols); TL_CHECK(op, inv_std, rows);
     if (rows == 0) return TL_OK;
-    if (rows > 2147483647LL) return tl_fail(TL_E_SHAPE, "layer_norm: too many rows (%lld)", (long long)rows);
+    if (rows > TL_MAX_GRID_X)
+        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit %lld", op, (long long)rows,
+                       (long long)TL_MAX_GRID_X);
     const float inv_cols = (float)(1.0 / (double)cols);
     const int R = ln_rows_r(cols);
     if (R == 4)
@@ -285,15 +282,9 @@ extern "C" int tl_layer_norm(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_b
     return TL_OK;
 }
 
-extern "C" int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma,
+extern "C" int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma,
                                       tl_buf dx, tl_buf dgamma, tl_buf dbeta, int64_t rows,
                                       int64_t cols) {
-    const char *op = "layer_norm_backward";
-    int64_t n;
-    TL_TRY(tl_checked_mul(op, rows, cols, &n));
-    TL_CHECK(op, g, n); TL_CHECK(op, xhat, n); TL_CHECK(op, dx, n);
-    TL_CHECK(op, inv_std, rows); TL_CHECK(op, gamma, cols);
-    TL_CHECK(op, dgamma, cols); TL_CHECK(op, dbeta, cols);
     if (cols == 0) return TL_OK;
     cudaStream_t st = tl_stream();
     if (rows == 0) {
@@ -316,7 +307,8 @@ extern "C" int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_
             g->data, xhat->data, inv_std->data, gamma->data, dx->data, cols, (float)cols, inv_cols);
     TL_LAUNCHED(op);
     const int64_t chunks = (rows + COL_CHUNK - 1) / COL_CHUNK;
-    if (chunks > 65535) return tl_fail(TL_E_SHAPE, "layer_norm_backward: too many rows (%lld)", (long long)rows);
+    if (chunks > TL_MAX_GRID_YZ)
+        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
     void *tmp = nullptr;
     TL_TRY(tl_scratch(op, sizeof(float) * 2 * chunks * cols, &tmp));
     float *pg = (float *)tmp, *pb = pg + chunks * cols;
@@ -332,17 +324,9 @@ extern "C" int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_
     return s1;
 }
 
-extern "C" int tl_batchnorm_channel_first(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y,
+extern "C" int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y,
                                           tl_buf xhat, tl_buf mean, tl_buf var, tl_buf inv_std,
                                           int64_t n, int64_t c, int64_t s, double eps) {
-    const char *op = "batchnorm_channel_first";
-    int64_t t, total;
-    TL_TRY(tl_checked_mul(op, n, c, &t));
-    TL_TRY(tl_checked_mul(op, t, s, &total));
-    if (n * s <= 0) return tl_fail(TL_E_SHAPE, "batchnorm_channel_first: each channel needs elements, got n=%lld s=%lld", (long long)n, (long long)s);
-    TL_CHECK(op, x, total); TL_CHECK(op, y, total); TL_CHECK(op, xhat, total);
-    TL_CHECK(op, gamma, c); TL_CHECK(op, beta, c);
-    TL_CHECK(op, mean, c); TL_CHECK(op, var, c); TL_CHECK(op, inv_std, c);
     if (c == 0) return TL_OK;
     bn_fwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
         x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
@@ -351,16 +335,9 @@ extern "C" int tl_batchnorm_channel_first(tl_buf x, tl_buf gamma, tl_buf beta, t
     return TL_OK;
 }
 
-extern "C" int tl_batchnorm_channel_first_backward(tl_buf g, tl_buf xhat, tl_buf inv_std,
+extern "C" int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std,
                                                    tl_buf gamma, tl_buf dx, tl_buf dgamma,
                                                    tl_buf dbeta, int64_t n, int64_t c, int64_t s) {
-    const char *op = "batchnorm_channel_first_backward";
-    int64_t t, total;
-    TL_TRY(tl_checked_mul(op, n, c, &t));
-    TL_TRY(tl_checked_mul(op, t, s, &total));
-    TL_CHECK(op, g, total); TL_CHECK(op, xhat, total); TL_CHECK(op, dx, total);
-    TL_CHECK(op, inv_std, c); TL_CHECK(op, gamma, c);
-    TL_CHECK(op, dgamma, c); TL_CHECK(op, dbeta, c);
     if (c == 0) return TL_OK;
     const int64_t cnt = n * s;
     bn_bwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(

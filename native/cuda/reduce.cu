@@ -10,6 +10,7 @@
 // partials of each output in chunk order, so the result is bit-identical run to run.
 // sum() is the rows case with outer = 1; views.cu reuses tl_cuda_axis_sum for sum_to.
 #include "common.cuh"
+#include "entry/reduce_kernels.h"
 #include <math.h>
 
 namespace {
@@ -204,33 +205,15 @@ extern "C" TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float 
     return lst;
 }
 
-static int axis_check(const char *op, tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    int64_t on, n;
-    if (outer < 0 || len < 0 || inner < 0)
-        return tl_fail(TL_E_SHAPE, "%s: negative layout (outer %lld, len %lld, inner %lld)", op,
-                       (long long)outer, (long long)len, (long long)inner);
-    TL_TRY(tl_checked_mul(op, outer, inner, &on));
-    TL_TRY(tl_checked_mul(op, on, len, &n));
-    TL_CHECK(op, x, n);
-    TL_CHECK(op, y, on);
-    return TL_OK;
+extern "C" int tlk_sum(const char *op, tl_buf x, tl_buf y, int64_t n) {
+    if (n == 0) return launch_fill(op, y->data, 1, 0.0f);
+    return tl_cuda_axis_sum(op, x->data, y->data, 1, n, 1, 0);
 }
 
-extern "C" int tl_sum(tl_buf x, tl_buf y, int64_t n) {
-    TL_CHECK("sum", x, n);
-    TL_CHECK("sum", y, 1);
-    if (n == 0) return launch_fill("sum", y->data, 1, 0.0f);
-    return tl_cuda_axis_sum("sum", x->data, y->data, 1, n, 1, 0);
-}
-
-extern "C" int tl_reduce_sum(tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    TL_TRY(axis_check("reduce_sum", x, y, outer, len, inner));
-    return tl_cuda_axis_sum("reduce_sum", x->data, y->data, outer, len, inner, 0);
-}
-
-extern "C" int tl_reduce_mean(tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    TL_TRY(axis_check("reduce_mean", x, y, outer, len, inner));
-    return tl_cuda_axis_sum("reduce_mean", x->data, y->data, outer, len, inner, 1);
+// reduce_sum (mean = 0) and reduce_mean (mean = 1)
+extern "C" int tlk_reduce_sum(const char *op, tl_buf x, tl_buf y, int64_t outer, int64_t len,
+                              int64_t inner, int64_t mean) {
+    return tl_cuda_axis_sum(op, x->data, y->data, outer, len, inner, (int)mean);
 }
 
 namespace {
@@ -308,10 +291,8 @@ __global__ void max_bwd_kernel(const float *__restrict__ x, const float *__restr
 }
 }  // namespace
 
-extern "C" int tl_reduce_axis_backward(tl_buf g, tl_buf dx, int64_t outer, int64_t len, int64_t inner,
+extern "C" int tlk_reduce_axis_backward(const char *op, tl_buf g, tl_buf dx, int64_t outer, int64_t len, int64_t inner,
                                        int64_t mean) {
-    const char *op = "reduce_axis_backward";
-    TL_TRY(axis_check(op, dx, g, outer, len, inner));
     int64_t n = outer * len * inner;
     if (n == 0) return TL_OK;
     float scale = mean ? 1.0f / (float)len : 1.0f;
@@ -320,9 +301,7 @@ extern "C" int tl_reduce_axis_backward(tl_buf g, tl_buf dx, int64_t outer, int64
     return TL_OK;
 }
 
-extern "C" int tl_reduce_max(tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    const char *op = "reduce_max";
-    TL_TRY(axis_check(op, x, y, outer, len, inner));
+extern "C" int tlk_reduce_max(const char *op, tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
     int64_t M = outer * inner;
     if (M == 0) return TL_OK;
     if (len == 0) return launch_fill(op, y->data, M, 0.0f);  // totalised: empty max is 0
@@ -340,12 +319,8 @@ extern "C" int tl_reduce_max(tl_buf x, tl_buf y, int64_t outer, int64_t len, int
     return TL_OK;
 }
 
-extern "C" int tl_reduce_max_backward(tl_buf x, tl_buf y, tl_buf g, tl_buf dx, int64_t outer,
+extern "C" int tlk_reduce_max_backward(const char *op, tl_buf x, tl_buf y, tl_buf g, tl_buf dx, int64_t outer,
                                       int64_t len, int64_t inner) {
-    const char *op = "reduce_max_backward";
-    TL_TRY(axis_check(op, x, y, outer, len, inner));
-    TL_CHECK(op, g, outer * inner);
-    TL_CHECK(op, dx, outer * len * inner);
     int64_t M = outer * inner, n = M * len;
     if (n == 0) return TL_OK;
     cudaStream_t st = tl_stream();

@@ -4,6 +4,7 @@
 // for the row statistics with an online (max, sum of exp) pair per thread, combined by a fixed
 // shuffle tree, then one pass writing the outputs; all reductions are fixed-order (no atomics).
 #include "common.cuh"
+#include "entry/softmax_kernels.h"
 #include <math.h>
 
 namespace {
@@ -172,13 +173,6 @@ __global__ void softmax_bwd(const float *__restrict__ y, const float *__restrict
         dr[k] = LOG ? gr[k] - expf(yr[k]) * s : yr[k] * (gr[k] - s);
 }
 
-int rows_check(const char *op, int64_t rows, int64_t cols, int64_t *n) {
-    if (rows < 0 || cols <= 0)
-        return tl_fail(TL_E_SHAPE, "%s: expected rows >= 0 and a non-empty last axis, got rows %lld, cols %lld",
-                       op, (long long)rows, (long long)cols);
-    return tl_checked_mul(op, rows, cols, n);
-}
-
 unsigned group_blocks(int64_t rows, int G) { return (unsigned)((rows * G + TL_THREADS - 1) / TL_THREADS); }
 
 template <int KIND>
@@ -218,59 +212,24 @@ int launch_bwd(const char *op, const float *y, const float *g, float *dx, int64_
 
 }  // namespace
 
-extern "C" int tl_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
-    int64_t n;
-    TL_TRY(rows_check("softmax", rows, cols, &n));
-    TL_CHECK("softmax", x, n);
-    TL_CHECK("softmax", y, n);
-    return launch_fwd<0>("softmax", x->data, nullptr, y->data, rows, cols, 1);
+extern "C" int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    return launch_fwd<0>(op, x->data, nullptr, y->data, rows, cols, 1);
 }
 
-extern "C" int tl_log_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
-    int64_t n;
-    TL_TRY(rows_check("log_softmax", rows, cols, &n));
-    TL_CHECK("log_softmax", x, n);
-    TL_CHECK("log_softmax", y, n);
-    return launch_fwd<1>("log_softmax", x->data, nullptr, y->data, rows, cols, 1);
+extern "C" int tlk_log_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    return launch_fwd<1>(op, x->data, nullptr, y->data, rows, cols, 1);
 }
 
-extern "C" int tl_masked_softmax(tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t cols,
+extern "C" int tlk_masked_softmax(const char *op, tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t cols,
                                  int64_t mask_rows) {
-    const char *op = "masked_softmax";
-    int64_t n, mn;
-    TL_TRY(rows_check(op, rows, cols, &n));
-    TL_CHECK(op, x, n);
-    TL_CHECK(op, y, n);
-    if (mask_rows < 0 || (mask_rows == 0) != (mask == NULL))
-        return tl_fail(TL_E_ARG, "%s: mask_rows %lld does not match a %s mask", op,
-                       (long long)mask_rows, mask ? "present" : "missing");
-    if (mask) {
-        if (rows % mask_rows)
-            return tl_fail(TL_E_SHAPE, "%s: %lld rows are not a multiple of the mask's %lld rows",
-                           op, (long long)rows, (long long)mask_rows);
-        TL_TRY(tl_checked_mul(op, mask_rows, cols, &mn));
-        TL_CHECK(op, mask, mn);
-    }
-    return launch_fwd<2>(op, x->data, mask ? mask->data : nullptr, y->data, rows, cols,
-                         mask ? mask_rows : 1);
+    return launch_fwd<2>(op, x->data, mask_rows ? mask->data : nullptr, y->data, rows, cols,
+                         mask_rows ? mask_rows : 1);
 }
 
-extern "C" int tl_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
-    const char *op = "softmax_backward";
-    int64_t n;
-    TL_TRY(rows_check(op, rows, cols, &n));
-    TL_CHECK(op, y, n);
-    TL_CHECK(op, g, n);
-    TL_CHECK(op, dx, n);
+extern "C" int tlk_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
     return launch_bwd<0>(op, y->data, g->data, dx->data, rows, cols);
 }
 
-extern "C" int tl_log_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
-    const char *op = "log_softmax_backward";
-    int64_t n;
-    TL_TRY(rows_check(op, rows, cols, &n));
-    TL_CHECK(op, y, n);
-    TL_CHECK(op, g, n);
-    TL_CHECK(op, dx, n);
+extern "C" int tlk_log_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
     return launch_bwd<1>(op, y->data, g->data, dx->data, rows, cols);
 }
