@@ -290,10 +290,14 @@ def entry_source(e: Entry) -> str:
         lines.append(f"    tl_geom G_{g};")
         lines.append(f'    TL_TRY(tl_geom_parse(op, "{g}", {g}, {g}_len, &G_{g}));')
     lines.append("    tl_lens L = {op, \"\", TL_OK};")
+    if e.array_lengths:  # arrays first: buffer lengths may read their elements
+        for a, expr in e.array_lengths:
+            lines.append(f'    L.what = "length of {a}"; const int64_t len_{a} = {expr};')
+        lines.append("    if (L.status) return L.status;")
+        for a, _ in e.array_lengths:
+            lines.append(f'    TL_TRY(tl_check_array_len(op, "{a}", {a}_len, len_{a}));')
     for b, expr, _ in e.lengths:
-        lines.append(f'    L.what = "{b}"; const int64_t len_{b} = {expr};')
-    for a, expr in e.array_lengths:
-        lines.append(f'    L.what = "{a}"; const int64_t len_{a} = {expr};')
+        lines.append(f'    L.what = "length of {b}"; const int64_t len_{b} = {expr};')
     lines.append("    if (L.status) return L.status;")
     for c, text, fmt, vals in e.requires:
         got = f", got {fmt}" if fmt else ""
@@ -303,8 +307,6 @@ def entry_source(e: Entry) -> str:
     for b, _, cond in e.lengths:
         chk = f'TL_TRY(tl_check_len(op, "{b}", {b}, len_{b}));'
         lines.append(f"    if ({cond}) {chk}" if cond else f"    {chk}")
-    for a, _ in e.array_lengths:
-        lines.append(f'    TL_TRY(tl_check_array_len(op, "{a}", {a}_len, len_{a}));')
     empty = " && ".join(f"len_{n} == 0" for n in e.outputs)
     lines.append(f"    if ({empty}) return TL_OK;")
     lines.append(f"    return tlk_{e.kernel}({', '.join(['op'] + e.body_args)});")

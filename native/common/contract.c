@@ -6,7 +6,7 @@ static int64_t lens_fail(tl_lens *L, int status, const char *fmt, long long a, l
     if (!L->status) {
         char what[160];
         snprintf(what, sizeof what, fmt, a, b);
-        L->status = tl_fail(status, "%s: length of %s: %s", L->op, L->what, what);
+        L->status = tl_fail(status, "%s: %s: %s", L->op, L->what, what);
     }
     return 0;
 }
@@ -92,14 +92,14 @@ int tl_geom_parse(const char *op, const char *what, const int64_t *g, int64_t le
         if (G->p[a] > TL_MAX_ELEMENTS || G->s[a] > TL_MAX_ELEMENTS)
             return tl_fail(TL_E_TOO_LARGE, "%s: stride %lld or padding %lld on axis %d exceeds the "
                            "uint32 element limit", op, (long long)G->s[a], (long long)G->p[a], a);
-        L.what = "the spatial input"; G->in_n = tl_lmul(&L, G->in_n, G->in[a]);
-        L.what = "the kernel window"; G->k_n = tl_lmul(&L, G->k_n, G->k[a]);
-        L.what = "the spatial output"; G->out_n = tl_lmul(&L, G->out_n, G->out[a]);
+        L.what = "the spatial input size"; G->in_n = tl_lmul(&L, G->in_n, G->in[a]);
+        L.what = "the kernel window size"; G->k_n = tl_lmul(&L, G->k_n, G->k[a]);
+        L.what = "the spatial output size"; G->out_n = tl_lmul(&L, G->out_n, G->out[a]);
         if (L.status) return L.status;
     }
-    L.what = "the im2col buffer";
+    L.what = "the im2col buffer size";
     int64_t a = tl_lmul(&L, tl_lmul(&L, G->cin, G->k_n), G->out_n);
-    L.what = "the col2im buffer";
+    L.what = "the col2im buffer size";
     int64_t b = tl_lmul(&L, tl_lmul(&L, G->cout, G->k_n), G->in_n);
     if (L.status) return L.status;
     G->col_n = a > b ? a : b;

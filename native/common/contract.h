@@ -16,7 +16,7 @@ extern "C" {
 
 typedef struct {
     const char *op;
-    const char *what; /* the buffer whose length is being computed */
+    const char *what; /* what is being computed, e.g. "length of y" */
     int status;
 } tl_lens;
 

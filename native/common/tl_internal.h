@@ -39,8 +39,6 @@ TL_HIDDEN void tl_clear_error(void);
 TL_HIDDEN int tl_check_count(const char *op, const char *what, int64_t n);
 TL_HIDDEN int tl_check_buf(const char *op, const char *what, tl_buf b, int64_t n);
 TL_HIDDEN int tl_check_live(const char *op, const char *what, tl_buf b);
-/* product of dims with overflow and uint32 checks */
-TL_HIDDEN int tl_checked_mul(const char *op, int64_t a, int64_t b, int64_t *out);
 
 /* flags (determinism is read from the environment on first use) */
 TL_HIDDEN int tl_deterministic(void);

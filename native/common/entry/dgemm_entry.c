@@ -11,13 +11,14 @@ int tl_dgemm(const double *a_data, int64_t a_data_len, const double *b_data, int
     TL_TRY(tl_check_array(op, "b_data", b_data, b_data_len));
     TL_TRY(tl_check_array(op, "c", c, c_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "a_data"; const int64_t len_a_data = tl_lmul(&L, tl_lname(&L, "m", m), tl_lname(&L, "k", k));
-    L.what = "b_data"; const int64_t len_b_data = tl_lmul(&L, tl_lname(&L, "k", k), tl_lname(&L, "n", n));
-    L.what = "c"; const int64_t len_c = tl_lmul(&L, tl_lname(&L, "m", m), tl_lname(&L, "n", n));
+    L.what = "length of a_data"; const int64_t len_a_data = tl_lmul(&L, tl_lname(&L, "m", m), tl_lname(&L, "k", k));
+    L.what = "length of b_data"; const int64_t len_b_data = tl_lmul(&L, tl_lname(&L, "k", k), tl_lname(&L, "n", n));
+    L.what = "length of c"; const int64_t len_c = tl_lmul(&L, tl_lname(&L, "m", m), tl_lname(&L, "n", n));
     if (L.status) return L.status;
     TL_TRY(tl_check_array_len(op, "a_data", a_data_len, len_a_data));
     TL_TRY(tl_check_array_len(op, "b_data", b_data_len, len_b_data));
     TL_TRY(tl_check_array_len(op, "c", c_len, len_c));
+    if (L.status) return L.status;
     if (len_c == 0) return TL_OK;
     return tlk_dgemm(op, a_data, a_data_len, b_data, b_data_len, c, c_len, m, k, n);
 }

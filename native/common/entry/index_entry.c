@@ -11,9 +11,9 @@ int tl_concat1d(tl_buf a, tl_buf b, tl_buf y, int64_t na, int64_t nb) {
     TL_TRY(tl_check_live(op, "b", b));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "a"; const int64_t len_a = tl_lname(&L, "na", na);
-    L.what = "b"; const int64_t len_b = tl_lname(&L, "nb", nb);
-    L.what = "y"; const int64_t len_y = tl_ladd(&L, tl_lname(&L, "na", na), tl_lname(&L, "nb", nb));
+    L.what = "length of a"; const int64_t len_a = tl_lname(&L, "na", na);
+    L.what = "length of b"; const int64_t len_b = tl_lname(&L, "nb", nb);
+    L.what = "length of y"; const int64_t len_y = tl_ladd(&L, tl_lname(&L, "na", na), tl_lname(&L, "nb", nb));
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "a", a, len_a));
     TL_TRY(tl_check_len(op, "b", b, len_b));
@@ -28,8 +28,8 @@ int tl_slice1d(tl_buf x, tl_buf y, int64_t n, int64_t start, int64_t length) {
     TL_TRY(tl_check_live(op, "x", x));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lname(&L, "n", n);
-    L.what = "y"; const int64_t len_y = tl_lname(&L, "length", length);
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "length", length);
     if (L.status) return L.status;
     if (!((start >= 0) && ((start + length) <= n)))
         return tl_fail(TL_E_ARG, "%s: expected start >= 0 and start + length <= n, got start=%lld, length=%lld, n=%lld", op, (long long)start, (long long)length, (long long)n);
@@ -46,9 +46,9 @@ int tl_concat0(tl_buf a, tl_buf b, tl_buf y, int64_t na, int64_t nb) {
     TL_TRY(tl_check_live(op, "b", b));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "a"; const int64_t len_a = tl_lname(&L, "na", na);
-    L.what = "b"; const int64_t len_b = tl_lname(&L, "nb", nb);
-    L.what = "y"; const int64_t len_y = tl_ladd(&L, tl_lname(&L, "na", na), tl_lname(&L, "nb", nb));
+    L.what = "length of a"; const int64_t len_a = tl_lname(&L, "na", na);
+    L.what = "length of b"; const int64_t len_b = tl_lname(&L, "nb", nb);
+    L.what = "length of y"; const int64_t len_y = tl_ladd(&L, tl_lname(&L, "na", na), tl_lname(&L, "nb", nb));
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "a", a, len_a));
     TL_TRY(tl_check_len(op, "b", b, len_b));
@@ -63,8 +63,8 @@ int tl_slice_range0(tl_buf x, tl_buf y, int64_t lead, int64_t row, int64_t start
     TL_TRY(tl_check_live(op, "x", x));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "lead", lead), tl_lname(&L, "row", row));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "length", length), tl_lname(&L, "row", row));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "lead", lead), tl_lname(&L, "row", row));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "length", length), tl_lname(&L, "row", row));
     if (L.status) return L.status;
     if (!((start >= 0) && ((start + length) <= lead)))
         return tl_fail(TL_E_ARG, "%s: expected start >= 0 and start + length <= lead, got start=%lld, length=%lld, lead=%lld", op, (long long)start, (long long)length, (long long)lead);
@@ -80,8 +80,8 @@ int tl_pad_range0(tl_buf g, tl_buf y, int64_t len, int64_t row, int64_t start, i
     TL_TRY(tl_check_live(op, "g", g));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "len", len), tl_lname(&L, "row", row));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "total", total), tl_lname(&L, "row", row));
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "len", len), tl_lname(&L, "row", row));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "total", total), tl_lname(&L, "row", row));
     if (L.status) return L.status;
     if (!((start >= 0) && ((start + len) <= total)))
         return tl_fail(TL_E_ARG, "%s: expected start >= 0 and start + len <= total, got start=%lld, len=%lld, total=%lld", op, (long long)start, (long long)len, (long long)total);
@@ -98,13 +98,14 @@ int tl_gather(tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "idx", idx, idx_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lname(&L, "n", n);
-    L.what = "y"; const int64_t len_y = INT64_C(1);
-    L.what = "idx"; const int64_t len_idx = INT64_C(1);
+    L.what = "length of idx"; const int64_t len_idx = INT64_C(1);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_array_len(op, "idx", idx_len, len_idx));
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = INT64_C(1);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
-    TL_TRY(tl_check_array_len(op, "idx", idx_len, len_idx));
     if (len_y == 0) return TL_OK;
     return tlk_gather(op, x, y, n, idx, idx_len);
 }
@@ -116,13 +117,14 @@ int tl_gather_row(tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t 
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "idx", idx, idx_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "y"; const int64_t len_y = tl_lname(&L, "cols", cols);
-    L.what = "idx"; const int64_t len_idx = INT64_C(1);
+    L.what = "length of idx"; const int64_t len_idx = INT64_C(1);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_array_len(op, "idx", idx_len, len_idx));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "cols", cols);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
-    TL_TRY(tl_check_array_len(op, "idx", idx_len, len_idx));
     if (len_y == 0) return TL_OK;
     return tlk_gather_row(op, x, y, rows, cols, idx, idx_len);
 }
@@ -134,8 +136,8 @@ int tl_gather_vec(tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "idx", idx, idx_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lname(&L, "n", n);
-    L.what = "y"; const int64_t len_y = tl_lname(&L, "idx_len", idx_len);
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "idx_len", idx_len);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
@@ -150,8 +152,8 @@ int tl_gather_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "idx", idx, idx_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "idx_len", idx_len), tl_lname(&L, "cols", cols));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "idx_len", idx_len), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
@@ -167,9 +169,9 @@ int tl_scatter_add_vec(tl_buf x, tl_buf values, tl_buf y, int64_t n, const int64
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "idx", idx, idx_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lname(&L, "n", n);
-    L.what = "values"; const int64_t len_values = tl_lname(&L, "idx_len", idx_len);
-    L.what = "y"; const int64_t len_y = tl_lname(&L, "n", n);
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of values"; const int64_t len_values = tl_lname(&L, "idx_len", idx_len);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "values", values, len_values));
@@ -185,9 +187,9 @@ int tl_scatter_add_row(tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t 
     TL_TRY(tl_check_live(op, "values", values));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "values"; const int64_t len_values = tl_lname(&L, "cols", cols);
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of values"; const int64_t len_values = tl_lname(&L, "cols", cols);
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
     if (!((i >= 0) && (i < rows)))
         return tl_fail(TL_E_ARG, "%s: expected i >= 0 and i < rows, got i=%lld, rows=%lld", op, (long long)i, (long long)rows);
@@ -206,9 +208,9 @@ int tl_gather_vec_backward(tl_buf g, tl_buf x, tl_buf y, int64_t n, const int64_
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "idx", idx, idx_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "g"; const int64_t len_g = tl_lname(&L, "idx_len", idx_len);
-    L.what = "x"; const int64_t len_x = tl_lname(&L, "n", n);
-    L.what = "y"; const int64_t len_y = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "idx_len", idx_len);
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "g", g, len_g));
     TL_TRY(tl_check_len(op, "x", x, len_x));
@@ -225,9 +227,9 @@ int tl_gather_vec_like(tl_buf g, tl_buf v, tl_buf y, int64_t n, const int64_t *i
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "idx", idx, idx_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "g"; const int64_t len_g = tl_lname(&L, "n", n);
-    L.what = "v"; const int64_t len_v = tl_lname(&L, "idx_len", idx_len);
-    L.what = "y"; const int64_t len_y = tl_lname(&L, "idx_len", idx_len);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of v"; const int64_t len_v = tl_lname(&L, "idx_len", idx_len);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "idx_len", idx_len);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "g", g, len_g));
     TL_TRY(tl_check_len(op, "v", v, len_v));
@@ -244,9 +246,9 @@ int tl_gather_rows_backward(tl_buf g, tl_buf x, tl_buf y, int64_t rows, int64_t 
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "idx", idx, idx_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "idx_len", idx_len), tl_lname(&L, "cols", cols));
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "idx_len", idx_len), tl_lname(&L, "cols", cols));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "g", g, len_g));
     TL_TRY(tl_check_len(op, "x", x, len_x));

@@ -11,9 +11,9 @@ int tl_sgd_step(tl_buf p, tl_buf g, tl_buf buf, int64_t n, double lr, double mom
     TL_TRY(tl_check_live(op, "g", g));
     TL_TRY(tl_check_live(op, "buf", buf));
     tl_lens L = {op, "", TL_OK};
-    L.what = "p"; const int64_t len_p = tl_lname(&L, "n", n);
-    L.what = "g"; const int64_t len_g = tl_lname(&L, "n", n);
-    L.what = "buf"; const int64_t len_buf = tl_lname(&L, "n", n);
+    L.what = "length of p"; const int64_t len_p = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of buf"; const int64_t len_buf = tl_lname(&L, "n", n);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "p", p, len_p));
     TL_TRY(tl_check_len(op, "g", g, len_g));
@@ -30,10 +30,10 @@ int tl_adam_step(tl_buf p, tl_buf g, tl_buf m, tl_buf v, int64_t n, double lr, d
     TL_TRY(tl_check_live(op, "m", m));
     TL_TRY(tl_check_live(op, "v", v));
     tl_lens L = {op, "", TL_OK};
-    L.what = "p"; const int64_t len_p = tl_lname(&L, "n", n);
-    L.what = "g"; const int64_t len_g = tl_lname(&L, "n", n);
-    L.what = "m"; const int64_t len_m = tl_lname(&L, "n", n);
-    L.what = "v"; const int64_t len_v = tl_lname(&L, "n", n);
+    L.what = "length of p"; const int64_t len_p = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of m"; const int64_t len_m = tl_lname(&L, "n", n);
+    L.what = "length of v"; const int64_t len_v = tl_lname(&L, "n", n);
     if (L.status) return L.status;
     if (!(step >= 1))
         return tl_fail(TL_E_ARG, "%s: expected step >= 1, got step=%lld", op, (long long)step);

@@ -9,7 +9,7 @@ int tl_rand_uniform(tl_buf y, int64_t n, uint64_t key) {
     TL_TRY(tlb_ready(op));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "y"; const int64_t len_y = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "y", y, len_y));
     if (len_y == 0) return TL_OK;
@@ -21,7 +21,7 @@ int tl_bernoulli_mask(tl_buf y, int64_t n, uint64_t key, double p) {
     TL_TRY(tlb_ready(op));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "y"; const int64_t len_y = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
     if (L.status) return L.status;
     if (!((p >= 0) && (p <= 1)))
         return tl_fail(TL_E_ARG, "%s: expected p >= 0 and p <= 1, got p=%g", op, p);
@@ -35,7 +35,7 @@ int tl_rand_normal(tl_buf y, int64_t n, uint64_t key, double mean, double std) {
     TL_TRY(tlb_ready(op));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "y"; const int64_t len_y = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "y", y, len_y));
     if (len_y == 0) return TL_OK;

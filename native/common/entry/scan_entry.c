@@ -13,11 +13,11 @@ int tl_selective_scan(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, int64_t
     TL_TRY(tl_check_live(op, "h0", h0));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "a"; const int64_t len_a = ((a_mode == 0) ? tl_lname(&L, "width", width) : ((a_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
-    L.what = "b"; const int64_t len_b = ((b_mode == 0) ? tl_lname(&L, "width", width) : ((b_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
-    L.what = "h0"; const int64_t len_h0 = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "width", width));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
+    L.what = "length of a"; const int64_t len_a = ((a_mode == 0) ? tl_lname(&L, "width", width) : ((a_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
+    L.what = "length of b"; const int64_t len_b = ((b_mode == 0) ? tl_lname(&L, "width", width) : ((b_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
+    L.what = "length of h0"; const int64_t len_h0 = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "width", width));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
     if (L.status) return L.status;
     if (!((a_mode >= 0) && (a_mode <= 2) && (b_mode >= 0) && (b_mode <= 2)))
         return tl_fail(TL_E_ARG, "%s: expected a_mode >= 0 and a_mode <= 2 and b_mode >= 0 and b_mode <= 2, got a_mode=%lld, b_mode=%lld", op, (long long)a_mode, (long long)b_mode);
@@ -44,16 +44,16 @@ int tl_selective_scan_backward(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf h
     TL_TRY(tl_check_live(op, "dx", dx));
     TL_TRY(tl_check_live(op, "dh0", dh0));
     tl_lens L = {op, "", TL_OK};
-    L.what = "a"; const int64_t len_a = ((a_mode == 0) ? tl_lname(&L, "width", width) : ((a_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
-    L.what = "b"; const int64_t len_b = ((b_mode == 0) ? tl_lname(&L, "width", width) : ((b_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
-    L.what = "h0"; const int64_t len_h0 = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "width", width));
-    L.what = "h"; const int64_t len_h = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
-    L.what = "g"; const int64_t len_g = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
-    L.what = "da"; const int64_t len_da = ((a_mode == 0) ? tl_lname(&L, "width", width) : ((a_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
-    L.what = "db"; const int64_t len_db = ((b_mode == 0) ? tl_lname(&L, "width", width) : ((b_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
-    L.what = "dx"; const int64_t len_dx = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
-    L.what = "dh0"; const int64_t len_dh0 = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "width", width));
+    L.what = "length of a"; const int64_t len_a = ((a_mode == 0) ? tl_lname(&L, "width", width) : ((a_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
+    L.what = "length of b"; const int64_t len_b = ((b_mode == 0) ? tl_lname(&L, "width", width) : ((b_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
+    L.what = "length of h0"; const int64_t len_h0 = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "width", width));
+    L.what = "length of h"; const int64_t len_h = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
+    L.what = "length of da"; const int64_t len_da = ((a_mode == 0) ? tl_lname(&L, "width", width) : ((a_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
+    L.what = "length of db"; const int64_t len_db = ((b_mode == 0) ? tl_lname(&L, "width", width) : ((b_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
+    L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
+    L.what = "length of dh0"; const int64_t len_dh0 = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "width", width));
     if (L.status) return L.status;
     if (!((a_mode >= 0) && (a_mode <= 2) && (b_mode >= 0) && (b_mode <= 2)))
         return tl_fail(TL_E_ARG, "%s: expected a_mode >= 0 and a_mode <= 2 and b_mode >= 0 and b_mode <= 2, got a_mode=%lld, b_mode=%lld", op, (long long)a_mode, (long long)b_mode);

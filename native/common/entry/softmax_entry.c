@@ -10,8 +10,8 @@ int tl_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
     TL_TRY(tl_check_live(op, "x", x));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
     if (!(cols >= 1))
         return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
@@ -28,9 +28,9 @@ int tl_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t col
     TL_TRY(tl_check_live(op, "g", g));
     TL_TRY(tl_check_live(op, "dx", dx));
     tl_lens L = {op, "", TL_OK};
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "dx"; const int64_t len_dx = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
     if (!(cols >= 1))
         return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
@@ -47,8 +47,8 @@ int tl_log_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
     TL_TRY(tl_check_live(op, "x", x));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
     if (!(cols >= 1))
         return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
@@ -65,9 +65,9 @@ int tl_log_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t
     TL_TRY(tl_check_live(op, "g", g));
     TL_TRY(tl_check_live(op, "dx", dx));
     tl_lens L = {op, "", TL_OK};
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "dx"; const int64_t len_dx = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
     if (!(cols >= 1))
         return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
@@ -85,9 +85,9 @@ int tl_masked_softmax(tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t col
     if ((mask_rows > 0)) TL_TRY(tl_check_live(op, "mask", mask));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
-    L.what = "mask"; const int64_t len_mask = ((mask_rows > 0) ? tl_lmul(&L, tl_lname(&L, "mask_rows", mask_rows), tl_lname(&L, "cols", cols)) : INT64_C(0));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of mask"; const int64_t len_mask = ((mask_rows > 0) ? tl_lmul(&L, tl_lname(&L, "mask_rows", mask_rows), tl_lname(&L, "cols", cols)) : INT64_C(0));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
     if (!(cols >= 1))
         return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);

@@ -10,8 +10,8 @@ int tl_rfft(tl_buf x, tl_buf y, int64_t batch, int64_t n) {
     TL_TRY(tl_check_live(op, "x", x));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "n", n));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_ladd(&L, (tl_lname(&L, "n", n) / 2), INT64_C(1))), INT64_C(2));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "n", n));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_ladd(&L, (tl_lname(&L, "n", n) / 2), INT64_C(1))), INT64_C(2));
     if (L.status) return L.status;
     if (!(n >= 1))
         return tl_fail(TL_E_ARG, "%s: expected n >= 1, got n=%lld", op, (long long)n);
@@ -27,8 +27,8 @@ int tl_rfft_backward(tl_buf g, tl_buf dx, int64_t batch, int64_t n) {
     TL_TRY(tl_check_live(op, "g", g));
     TL_TRY(tl_check_live(op, "dx", dx));
     tl_lens L = {op, "", TL_OK};
-    L.what = "g"; const int64_t len_g = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_ladd(&L, (tl_lname(&L, "n", n) / 2), INT64_C(1))), INT64_C(2));
-    L.what = "dx"; const int64_t len_dx = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "n", n));
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_ladd(&L, (tl_lname(&L, "n", n) / 2), INT64_C(1))), INT64_C(2));
+    L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "n", n));
     if (L.status) return L.status;
     if (!(n >= 1))
         return tl_fail(TL_E_ARG, "%s: expected n >= 1, got n=%lld", op, (long long)n);
@@ -44,8 +44,8 @@ int tl_irfft(tl_buf x, tl_buf y, int64_t batch, int64_t n) {
     TL_TRY(tl_check_live(op, "x", x));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_ladd(&L, (tl_lname(&L, "n", n) / 2), INT64_C(1))), INT64_C(2));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "n", n));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_ladd(&L, (tl_lname(&L, "n", n) / 2), INT64_C(1))), INT64_C(2));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "n", n));
     if (L.status) return L.status;
     if (!(n >= 1))
         return tl_fail(TL_E_ARG, "%s: expected n >= 1, got n=%lld", op, (long long)n);
@@ -61,8 +61,8 @@ int tl_irfft_backward(tl_buf g, tl_buf dx, int64_t batch, int64_t n) {
     TL_TRY(tl_check_live(op, "g", g));
     TL_TRY(tl_check_live(op, "dx", dx));
     tl_lens L = {op, "", TL_OK};
-    L.what = "g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "n", n));
-    L.what = "dx"; const int64_t len_dx = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_ladd(&L, (tl_lname(&L, "n", n) / 2), INT64_C(1))), INT64_C(2));
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "n", n));
+    L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_ladd(&L, (tl_lname(&L, "n", n) / 2), INT64_C(1))), INT64_C(2));
     if (L.status) return L.status;
     if (!(n >= 1))
         return tl_fail(TL_E_ARG, "%s: expected n >= 1, got n=%lld", op, (long long)n);
@@ -80,10 +80,10 @@ int tl_spectral_conv1d_rfft(tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf y, int64_
     TL_TRY(tl_check_live(op, "w_im", w_im));
     TL_TRY(tl_check_live(op, "y", y));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "grid", grid)), tl_lname(&L, "width", width));
-    L.what = "w_re"; const int64_t len_w_re = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
-    L.what = "w_im"; const int64_t len_w_im = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
-    L.what = "y"; const int64_t len_y = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "grid", grid)), tl_lname(&L, "width", width));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "grid", grid)), tl_lname(&L, "width", width));
+    L.what = "length of w_re"; const int64_t len_w_re = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
+    L.what = "length of w_im"; const int64_t len_w_im = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "grid", grid)), tl_lname(&L, "width", width));
     if (L.status) return L.status;
     if (!((grid >= 1) && (width >= 1)))
         return tl_fail(TL_E_ARG, "%s: expected grid >= 1 and width >= 1, got grid=%lld, width=%lld", op, (long long)grid, (long long)width);
@@ -108,13 +108,13 @@ int tl_spectral_conv1d_rfft_backward(tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf 
     TL_TRY(tl_check_live(op, "dw_re", dw_re));
     TL_TRY(tl_check_live(op, "dw_im", dw_im));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "grid", grid)), tl_lname(&L, "width", width));
-    L.what = "w_re"; const int64_t len_w_re = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
-    L.what = "w_im"; const int64_t len_w_im = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
-    L.what = "g"; const int64_t len_g = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "grid", grid)), tl_lname(&L, "width", width));
-    L.what = "dx"; const int64_t len_dx = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "grid", grid)), tl_lname(&L, "width", width));
-    L.what = "dw_re"; const int64_t len_dw_re = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
-    L.what = "dw_im"; const int64_t len_dw_im = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "grid", grid)), tl_lname(&L, "width", width));
+    L.what = "length of w_re"; const int64_t len_w_re = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
+    L.what = "length of w_im"; const int64_t len_w_im = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "grid", grid)), tl_lname(&L, "width", width));
+    L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "grid", grid)), tl_lname(&L, "width", width));
+    L.what = "length of dw_re"; const int64_t len_dw_re = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
+    L.what = "length of dw_im"; const int64_t len_dw_im = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "modes", modes), tl_lname(&L, "width", width)), tl_lname(&L, "width", width));
     if (L.status) return L.status;
     if (!((grid >= 1) && (width >= 1)))
         return tl_fail(TL_E_ARG, "%s: expected grid >= 1 and width >= 1, got grid=%lld, width=%lld", op, (long long)grid, (long long)width);

@@ -12,8 +12,8 @@ int tl_broadcast_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_dims_
     TL_TRY(tl_check_array(op, "in_dims", in_dims, in_dims_len));
     TL_TRY(tl_check_array(op, "out_dims", out_dims, out_dims_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lprod(&L, "in_dims", in_dims, in_dims_len);
-    L.what = "y"; const int64_t len_y = tl_lprod(&L, "out_dims", out_dims, out_dims_len);
+    L.what = "length of x"; const int64_t len_x = tl_lprod(&L, "in_dims", in_dims, in_dims_len);
+    L.what = "length of y"; const int64_t len_y = tl_lprod(&L, "out_dims", out_dims, out_dims_len);
     if (L.status) return L.status;
     if (!tl_broadcastable(in_dims, in_dims_len, out_dims, out_dims_len))
         return tl_fail(TL_E_ARG, "%s: expected broadcastable(in_dims, out_dims)", op);
@@ -31,8 +31,8 @@ int tl_sum_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_dims_len, c
     TL_TRY(tl_check_array(op, "in_dims", in_dims, in_dims_len));
     TL_TRY(tl_check_array(op, "out_dims", out_dims, out_dims_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lprod(&L, "in_dims", in_dims, in_dims_len);
-    L.what = "y"; const int64_t len_y = tl_lprod(&L, "out_dims", out_dims, out_dims_len);
+    L.what = "length of x"; const int64_t len_x = tl_lprod(&L, "in_dims", in_dims, in_dims_len);
+    L.what = "length of y"; const int64_t len_y = tl_lprod(&L, "out_dims", out_dims, out_dims_len);
     if (L.status) return L.status;
     if (!tl_broadcastable(out_dims, out_dims_len, in_dims, in_dims_len))
         return tl_fail(TL_E_ARG, "%s: expected broadcastable(out_dims, in_dims)", op);
@@ -49,13 +49,14 @@ int tl_transpose2d(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "geom", geom, geom_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lprod(&L, "geom", geom, geom_len);
-    L.what = "y"; const int64_t len_y = tl_lprod(&L, "geom", geom, geom_len);
-    L.what = "geom"; const int64_t len_geom = INT64_C(4);
+    L.what = "length of geom"; const int64_t len_geom = INT64_C(4);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_array_len(op, "geom", geom_len, len_geom));
+    L.what = "length of x"; const int64_t len_x = tl_lprod(&L, "geom", geom, geom_len);
+    L.what = "length of y"; const int64_t len_y = tl_lprod(&L, "geom", geom, geom_len);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
-    TL_TRY(tl_check_array_len(op, "geom", geom_len, len_geom));
     if (len_y == 0) return TL_OK;
     return tlk_swap_blocks(op, x, y, geom, geom_len);
 }
@@ -67,13 +68,14 @@ int tl_swap_adjacent(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) 
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "geom", geom, geom_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lprod(&L, "geom", geom, geom_len);
-    L.what = "y"; const int64_t len_y = tl_lprod(&L, "geom", geom, geom_len);
-    L.what = "geom"; const int64_t len_geom = INT64_C(4);
+    L.what = "length of geom"; const int64_t len_geom = INT64_C(4);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_array_len(op, "geom", geom_len, len_geom));
+    L.what = "length of x"; const int64_t len_x = tl_lprod(&L, "geom", geom, geom_len);
+    L.what = "length of y"; const int64_t len_y = tl_lprod(&L, "geom", geom, geom_len);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
-    TL_TRY(tl_check_array_len(op, "geom", geom_len, len_geom));
     if (len_y == 0) return TL_OK;
     return tlk_swap_blocks(op, x, y, geom, geom_len);
 }
@@ -85,13 +87,14 @@ int tl_permute3d_bca(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) 
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "geom", geom, geom_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lprod(&L, "geom", geom, geom_len);
-    L.what = "y"; const int64_t len_y = tl_lprod(&L, "geom", geom, geom_len);
-    L.what = "geom"; const int64_t len_geom = INT64_C(4);
+    L.what = "length of geom"; const int64_t len_geom = INT64_C(4);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_array_len(op, "geom", geom_len, len_geom));
+    L.what = "length of x"; const int64_t len_x = tl_lprod(&L, "geom", geom, geom_len);
+    L.what = "length of y"; const int64_t len_y = tl_lprod(&L, "geom", geom, geom_len);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
-    TL_TRY(tl_check_array_len(op, "geom", geom_len, len_geom));
     if (len_y == 0) return TL_OK;
     return tlk_swap_blocks(op, x, y, geom, geom_len);
 }
@@ -103,13 +106,14 @@ int tl_permute3d_cab(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) 
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "geom", geom, geom_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lprod(&L, "geom", geom, geom_len);
-    L.what = "y"; const int64_t len_y = tl_lprod(&L, "geom", geom, geom_len);
-    L.what = "geom"; const int64_t len_geom = INT64_C(4);
+    L.what = "length of geom"; const int64_t len_geom = INT64_C(4);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_array_len(op, "geom", geom_len, len_geom));
+    L.what = "length of x"; const int64_t len_x = tl_lprod(&L, "geom", geom, geom_len);
+    L.what = "length of y"; const int64_t len_y = tl_lprod(&L, "geom", geom, geom_len);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
-    TL_TRY(tl_check_array_len(op, "geom", geom_len, len_geom));
     if (len_y == 0) return TL_OK;
     return tlk_swap_blocks(op, x, y, geom, geom_len);
 }
@@ -121,13 +125,14 @@ int tl_swap_last2(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
     TL_TRY(tl_check_live(op, "y", y));
     TL_TRY(tl_check_array(op, "geom", geom, geom_len));
     tl_lens L = {op, "", TL_OK};
-    L.what = "x"; const int64_t len_x = tl_lprod(&L, "geom", geom, geom_len);
-    L.what = "y"; const int64_t len_y = tl_lprod(&L, "geom", geom, geom_len);
-    L.what = "geom"; const int64_t len_geom = INT64_C(4);
+    L.what = "length of geom"; const int64_t len_geom = INT64_C(4);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_array_len(op, "geom", geom_len, len_geom));
+    L.what = "length of x"; const int64_t len_x = tl_lprod(&L, "geom", geom, geom_len);
+    L.what = "length of y"; const int64_t len_y = tl_lprod(&L, "geom", geom, geom_len);
     if (L.status) return L.status;
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
-    TL_TRY(tl_check_array_len(op, "geom", geom_len, len_geom));
     if (len_y == 0) return TL_OK;
     return tlk_swap_blocks(op, x, y, geom, geom_len);
 }
