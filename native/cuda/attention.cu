@@ -59,16 +59,6 @@ template <int HDM> struct Tiles {
     static constexpr int BQT = 2048 / HDM;          // query rows per staged tile (dK/dV)
 };
 
-// sum of v over the SPL lanes of this row's group (the same bits on every lane)
-template <int SPL>
-__device__ __forceinline__ float group_sum(float v) {
-    if (SPL == 1) return v;
-    const unsigned lane = threadIdx.x & 31u;
-    const unsigned gmask = ((1u << SPL) - 1u) << (lane & ~(unsigned)(SPL - 1));
-#pragma unroll
-    for (int o = 1; o < SPL; o <<= 1) v += __shfl_xor_sync(gmask, v, o);
-    return v;
-}
 
 // dim of this lane's chunk c4, component e
 template <int HDM, int LPR>
@@ -186,7 +176,7 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_ke
         const int jn = min(T::BK, n - j0);
         for (int jj = 0; jj < jn; jj++) {
             if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
-            const float s = group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
+            const float s = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
             if (s > m) {
                 const float corr = expf(m - s);  // m = -inf gives exactly 0
                 l = l * corr + 1.0f;
@@ -250,8 +240,8 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_dq_ker
         const int jn = min(T::BK, n - j0);
         for (int jj = 0; jj < jn; jj++) {
             if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
-            const float s = group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
-            const float dp = group_sum<T::SPL>(dot_own<HDM, T::SPL>(g, Vs[jj], part));
+            const float s = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
+            const float dp = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(g, Vs[jj], part));
             const float ds = expf(s - L) * (dp - Di) * scale;
             axpy_own<HDM, T::SPL>(dq, ds, Ks[jj], part);
         }
@@ -295,8 +285,8 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPLKV) flash_dkv
         const int in_ = min(T::BQT, n - i0);
         for (int ii = 0; ii < in_; ii++) {
             if (mask && mask[(size_t)(i0 + ii) * n + j] == 0.0f) continue;
-            const float s = group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(k, Qs[ii], part));
-            const float dp = group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(v, Gs[ii], part));
+            const float s = tl_group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(k, Qs[ii], part));
+            const float dp = tl_group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(v, Gs[ii], part));
             const float p = expf(s - Ls[ii]);
             const float ds = p * (dp - Ds[ii]) * scale;
             axpy_own<HDM, T::SPLKV>(dv, p, Gs[ii], part);
@@ -578,17 +568,6 @@ int launch_dq_tiled64(const char *op, const float *Q, const float *K, const floa
 // on every lane), rescale their 4 queries x 4 dims patch of O, and add P V from shared memory.
 constexpr size_t kTiledFwdSmem = sizeof(float) * (3 * TT * TP + TT * TT);
 
-// max / sum over the 16 lanes that share ty (lanes differ in their low four bits)
-__device__ __forceinline__ float max16(float v) {
-#pragma unroll
-    for (int o = 1; o < 16; o <<= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-__device__ __forceinline__ float sum16(float v) {
-#pragma unroll
-    for (int o = 1; o < 16; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 __global__ void __launch_bounds__(256) flash_fwd_tiled64(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
@@ -651,7 +630,7 @@ __global__ void __launch_bounds__(256) flash_fwd_tiled64(
                 if (!ok) s[a][c] = -INFINITY;
                 tmax = fmaxf(tmax, s[a][c]);
             }
-            const float mn = fmaxf(m[a], max16(tmax));
+            const float mn = fmaxf(m[a], tl_group_max<16>(tmax));
             const float corr = m[a] == -INFINITY ? 0.0f : expf(m[a] - mn);
             float psum = 0.0f;
             float p[4];
@@ -660,7 +639,7 @@ __global__ void __launch_bounds__(256) flash_fwd_tiled64(
                 p[c] = s[a][c] == -INFINITY ? 0.0f : expf(s[a][c] - mn);
                 psum += p[c];
             }
-            l[a] = l[a] * corr + sum16(psum);
+            l[a] = l[a] * corr + tl_group_sum<16>(psum);
             m[a] = mn;
 #pragma unroll
             for (int c = 0; c < 4; c++) {

@@ -13,6 +13,7 @@
 #include <cublas_v2.h>
 #include <stdint.h>
 #include "tl_internal.h"
+#include "reduce_util.cuh"
 
 #define TL_THREADS 256
 // CUDA launch limits the kernels check themselves (the generated entry checks everything else)
@@ -53,33 +54,3 @@ static inline unsigned tl_blocks(int64_t n) {
 
 #define TL_GRID_STRIDE(i, n) \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
-// Fixed-order block reduction: every thread contributes v; thread 0 gets the sum. The tree shape
-// depends only on blockDim.x (a power of two <= 1024), so it is bit-reproducible.
-template <typename T>
-__device__ __forceinline__ T tl_block_sum(T v) {
-    __shared__ T sh[1024];
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    T r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-template <typename T>
-__device__ __forceinline__ T tl_block_max(T v) {
-    __shared__ T sh[1024];
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    T r = sh[0];
-    __syncthreads();
-    return r;
-}

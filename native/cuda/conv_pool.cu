@@ -180,7 +180,7 @@ __global__ void k_fill_bias(const float *bias, float *y, int64_t nbc, int64_t C,
 }
 
 // db[c] = sum over samples then positions of g[b][c][o]: one block per channel, each thread
-// sums a strided slice in index order, then the fixed block tree (deterministic)
+// sums a strided slice in index order, then tl_block_sum (fixed order, deterministic)
 __global__ void k_bias_grad(const float *g, float *db, int64_t N, int64_t C, int64_t P) {
     const int64_t c = blockIdx.x, m = N * P;
     float s = 0.0f;

@@ -79,7 +79,7 @@ extern "C" int tlk_linear_backward_x(const char *op, tl_buf g, tl_buf w, tl_buf 
     return gemm(op, g->data, w->data, dx->data, 1, rows, out_dim, in_dim, 0, 0, 0.0f);
 }
 
-// one block: strided partials in index order, then the fixed tree of tl_block_sum (deterministic)
+// one block: strided partials in index order, then tl_block_sum (fixed order, deterministic)
 __global__ void k_mse(const float *a, const float *t, float *y, int64_t n) {
     float s = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) { float d = a[i] - t[i]; s += d * d; }

@@ -1,8 +1,8 @@
 // norm.cu (CUDA): layer_norm and batchnorm_channel_first, fused forward and backward kernels.
 //
 // Same conventions as the stub: biased variance, eps inside the sqrt, mean/var via multiplication
-// by float32(1/N), xhat = (x - mean) / std. Every reduction is a fixed-order block tree
-// (tl_block_sum) or an ordered loop, so results are bit-reproducible without atomics.
+// by float32(1/N), xhat = (x - mean) / std. Every reduction is a fixed-order block reduction
+// (tl_block_sum, reduce_util.cuh) or an ordered loop, so results are bit-reproducible without atomics.
 #include "common.cuh"
 #include "entry/norm_kernels.h"
 
@@ -38,19 +38,7 @@ __global__ void ln_fwd_kernel(const float *__restrict__ x, const float *__restri
 
 // Rows of up to 256 * 4 * R columns with cols % 4 == 0: one 256-thread block per row holds
 // the row in registers (float4), so x (forward) or g and xhat (backward) are read from memory
-// once. Same formulas as the kernels above; the sums use a fixed warp-shuffle-then-warp order.
-__device__ __forceinline__ float sum256(float v, float *red) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();  // red may still be read from the previous call
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float r = red[0];
-#pragma unroll
-    for (int w = 1; w < 8; w++) r += red[w];
-    return r;
-}
-
+// once. Same formulas as the kernels above; the sums are tl_block_sum (fixed order).
 __device__ __forceinline__ float hsum4(float4 a) { return (a.x + a.y) + (a.z + a.w); }
 
 template <int R>
@@ -60,7 +48,6 @@ __global__ void __launch_bounds__(256) ln_fwd_rows(const float4 *__restrict__ x,
                                                     float4 *__restrict__ y, float4 *__restrict__ xhat,
                                                     float *__restrict__ inv_std, int64_t cols4,
                                                     float inv_cols, float eps) {
-    __shared__ float red[8];
     const int64_t r = blockIdx.x;
     float4 v[R];
     float s = 0.0f;
@@ -70,7 +57,7 @@ __global__ void __launch_bounds__(256) ln_fwd_rows(const float4 *__restrict__ x,
         v[j] = k < cols4 ? x[r * cols4 + k] : make_float4(0.f, 0.f, 0.f, 0.f);
         s += hsum4(v[j]);
     }
-    const float mean = sum256(s, red) * inv_cols;
+    const float mean = tl_block_sum(s) * inv_cols;
     float q = 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
@@ -80,7 +67,7 @@ __global__ void __launch_bounds__(256) ln_fwd_rows(const float4 *__restrict__ x,
             q += hsum4(make_float4(d.x * d.x, d.y * d.y, d.z * d.z, d.w * d.w));
         }
     }
-    const float var = sum256(q, red) * inv_cols;
+    const float var = tl_block_sum(q) * inv_cols;
     const float sd = sqrtf(var + eps);
     if (threadIdx.x == 0) inv_std[r] = 1.0f / sd;
 #pragma unroll
@@ -106,7 +93,6 @@ __global__ void __launch_bounds__(256) ln_bwd_dx_rows(const float4 *__restrict__
                                                        const float4 *__restrict__ gamma,
                                                        float4 *__restrict__ dx, int64_t cols4,
                                                        float fcols, float inv_cols) {
-    __shared__ float red[8];
     const int64_t r = blockIdx.x;
     float4 d[R], h[R];
     float s1 = 0.0f, s2 = 0.0f;
@@ -124,7 +110,7 @@ __global__ void __launch_bounds__(256) ln_bwd_dx_rows(const float4 *__restrict__
         s2 += hsum4(make_float4(d[j].x * h[j].x, d[j].y * h[j].y, d[j].z * h[j].z,
                                 d[j].w * h[j].w));
     }
-    const float S1 = sum256(s1, red), S2 = sum256(s2, red), is = inv_std[r];
+    const float S1 = tl_block_sum(s1), S2 = tl_block_sum(s2), is = inv_std[r];
 #pragma unroll
     for (int j = 0; j < R; j++) {
         int64_t k = threadIdx.x + (int64_t)j * 256;
