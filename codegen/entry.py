@@ -182,8 +182,7 @@ def build_entry(op: Op, path) -> Entry:
     buffers += outs
     body_params, body_args = [], []
     for p in op.c_params():
-        ctype, name = p.rsplit(" ", 1) if not p.rstrip().endswith("*") else (p, "")
-        name = name.lstrip("*")
+        name = p.rsplit(" ", 1)[1].lstrip("*")
         if name in sc.geoms:
             body_params.append(f"const tl_geom *{name}")
             body_args.append(f"&G_{name}")

@@ -172,8 +172,9 @@ def test_empty_output_returns_ok_without_running_the_kernel():
     e, y = buf(np.zeros(0)), buf(np.zeros(0))
     b = buf([1.0, 2.0, 3.0])
     assert lib.tl_matmul(e.handle, b.handle, y.handle, 0, 1, 3) == lib.TL_OK, last_error()
-    # clamp's lo <= hi is only checked on a call that writes something
     assert lib.tl_relu(e.handle, y.handle, 0) == lib.TL_OK
+    # the early return comes after every check: a bad condition is still an error when empty
+    expect(lib.tl_clamp(e.handle, y.handle, 0, 2.0, 1.0), lib.TL_E_ARG, "clamp: expected lo <= hi")
     np.testing.assert_array_equal(b.to_numpy(), [1.0, 2.0, 3.0])
 
 
