@@ -66,6 +66,8 @@ BAD = [
     ("bad_attr_type", "  attrs: {c: {type: complex}}\n", "attr 'c' has type 'complex'"),
     ("unknown_helper", "  args: [\"i64 n = prod(x)\"]\n", "calls 'prod', which is not a helper"),
     ("vjp_arity", "  vjp: {x: \"bad(grad, grad)\"}\n", "vjp calls bad with 2 positional args"),
+    ("unknown_shape_rule", "  args: [\"i64 n = numel(y)\"]\n  outputs: {y: \"samee(x)\"}\n",
+     "output 'y' calls 'samee', which is not a helper"),
     ("unknown_check", "  attrs: {c: {type: float, check: finiteish}}\n",
      "attr 'c' has unknown check 'finiteish'"),
     ("unused_attr", "  attrs: {c: {type: float}}\n  args: [\"i64 n = numel(x)\"]\n",
