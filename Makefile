@@ -7,11 +7,13 @@ LIBDIR    := torchlean/lib
 STUB_LIB  := $(LIBDIR)/libtorchlean_stub.so
 CUDA_LIB  := $(LIBDIR)/libtorchlean_cuda.so
 INCLUDES  := -Inative/include -Inative/common
-COMMON_SRC := $(wildcard native/common/*.c)
+# native/common/entry/ is generated (make gen): the argument contract of every kernel
+COMMON_SRC := $(wildcard native/common/*.c native/common/entry/*.c)
 STUB_SRC  := $(wildcard native/stub/*.c)
 CUDA_SRC  := $(wildcard native/cuda/*.cu)
-HEADERS   := $(wildcard native/include/*.h native/common/*.h native/stub/*.h)
-CUDA_HDRS := $(wildcard native/cuda/*.cuh)
+# every object tracks the headers it includes (-MMD -MP), so a registry edit rebuilds only the
+# families whose generated files changed, and a doc-only edit rebuilds nothing
+DEPFLAGS  := -MMD -MP
 # The stub is the reference: no fast-math, no FMA contraction, fixed summation orders.
 STUB_CFLAGS ?= -std=gnu11 -O3 -march=native -ffp-contract=off -fno-math-errno -fopenmp -fPIC \
                -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration
@@ -32,9 +34,15 @@ help:                                      ## list targets
 
 stub: $(STUB_LIB)                          ## build torchlean/lib/libtorchlean_stub.so
 
-$(STUB_LIB): $(COMMON_SRC) $(STUB_SRC) $(HEADERS)
+STUB_OBJS := $(patsubst native/%.c,build/stub/%.o,$(COMMON_SRC) $(STUB_SRC))
+
+build/stub/%.o: native/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STUB_CFLAGS) $(DEPFLAGS) $(INCLUDES) -Inative/stub -c $< -o $@
+
+$(STUB_LIB): $(STUB_OBJS)
 	@mkdir -p $(LIBDIR)
-	$(CC) $(STUB_CFLAGS) $(INCLUDES) -Inative/stub -shared -Wl,-z,nodelete -o $@ $(COMMON_SRC) $(STUB_SRC) -lm
+	$(CC) $(STUB_CFLAGS) -shared -Wl,-z,nodelete -o $@ $(STUB_OBJS) -lm
 
 cuda: $(CUDA_LIB)                          ## build torchlean/lib/libtorchlean_cuda.so (needs nvcc)
 
@@ -42,18 +50,20 @@ cuda: $(CUDA_LIB)                          ## build torchlean/lib/libtorchlean_c
 CUDA_OBJS := $(patsubst native/common/%.c,build/cuda/%.c.o,$(COMMON_SRC)) \
              $(patsubst native/cuda/%.cu,build/cuda/%.cu.o,$(CUDA_SRC))
 
-build/cuda/%.c.o: native/common/%.c $(HEADERS)
-	@mkdir -p build/cuda
-	$(CC) $(CUDA_CFLAGS) $(INCLUDES) -c $< -o $@
+build/cuda/%.c.o: native/common/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) $(DEPFLAGS) $(INCLUDES) -c $< -o $@
 
-build/cuda/%.cu.o: native/cuda/%.cu $(HEADERS) $(CUDA_HDRS)
-	@mkdir -p build/cuda
-	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+build/cuda/%.cu.o: native/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(CUDA_LIB): $(CUDA_OBJS)
 	@mkdir -p $(LIBDIR)
 	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas \
 	  -Xlinker -rpath,$(CUDA_HOME)/lib64
+
+-include $(STUB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d)
 
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
 	$(PY) -m codegen.gen

@@ -28,6 +28,12 @@ Entry schema (see the header of ops.yaml for the prose version):
   inplace:     [input names] the kernel updates these buffers in place (optimizer steps)
   vjp:         {"x": expr, "a, b": expr-returning-a-tuple}; "grad" is the upstream cotangent
   determinism: none | atomic; atomic needs deterministic_path (the fixed-order algorithm)
+  lengths:     {buffer or array name: length expression} the generated C entry checks before the
+               kernel runs (see codegen/entry.py); default when absent and an arg `n` exists:
+               every buffer holds n elements
+  requires:    ["<condition>"] further conditions on the scalar C args, checked in C
+  kernel:      "<name>" or "<name>(const=value, ...)": the hidden tlk_<name> body this entry
+               calls; entries naming one kernel share its body (2-D forms, permutations)
   test:        cases/domain/tolerances for the registry-driven test suite
 """
 from __future__ import annotations
@@ -46,15 +52,18 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 ATTR_TYPES = {"float", "int", "bool", "shape", "ints", "index", "mask", "key", "array"}
 CTYPES = {"i64": "int64_t", "f64": "double", "u64": "uint64_t", "i64[]": "const int64_t *",
-          "f64[]": "const double *", "f64out[]": "double *"}
-ARRAY_CTYPES = {"i64[]", "f64[]", "f64out[]"}  # passed as pointer + length
+          "geom": "const int64_t *", "f64[]": "const double *", "f64out[]": "double *"}
+# passed as pointer + length; `geom` is an i64[] conv/pool geometry the entry layer parses
+ARRAY_CTYPES = {"i64[]", "geom", "f64[]", "f64out[]"}
+ATTR_CHECKS = {"finite", "positive", "nonneg", "finite_nonzero", "finite_nonneg", "prob"}
 ENTRY_KEYS = {"name", "doc", "family", "tape", "inputs", "attrs", "outputs", "args", "broadcast",
-              "view", "inplace", "vjp", "determinism", "deterministic_path", "test"}
+              "view", "inplace", "vjp", "determinism", "deterministic_path", "test",
+              "lengths", "requires", "kernel"}
 ATTR_KEYS = {"type", "default", "check", "doc"}
 TEST_KEYS = {"ref", "cases", "domain", "fwd", "vjp", "parity", "skip_vjp", "note", "integer_inputs"}
 TOL_KEYS = {"rtol", "atol"}
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-ARG_RE = re.compile(r"^\s*(i64\[\]|f64out\[\]|f64\[\]|i64|f64|u64)\s+([a-z_][a-z0-9_]*)\s*=\s*(.+?)\s*$")
+ARG_RE = re.compile(r"^\s*(i64\[\]|f64out\[\]|f64\[\]|geom|i64|f64|u64)\s+([a-z_][a-z0-9_]*)\s*=\s*(.+?)\s*$")
 RESERVED = {"grad", "self", "out", "needs"}
 
 
@@ -131,6 +140,9 @@ class Op:
     determinism: str = "none"
     deterministic_path: str = ""
     test: dict = field(default_factory=dict)
+    lengths: dict = field(default_factory=dict)  # buffer/array name -> length expression
+    requires: list = field(default_factory=list)  # conditions on scalar C args
+    kernel: str = ""  # "name" or "name(k=v, ...)"; "" = the op's own name
 
     @property
     def symbol(self) -> str:
@@ -210,6 +222,8 @@ def parse_registry(path: Path | str = ROOT / "ops.yaml", text: str | None = None
         seen[op.name] = op.line
         ops.append(op)
     _check_expressions(ops, path)
+    from codegen.entry import build_entries  # the C entry contract: lengths, requires, kernel
+    build_entries(ops, path)
     return ops
 
 
@@ -248,13 +262,16 @@ def _parse_entry(raw: LineDict, path) -> Op:
                        f"expected one of {', '.join(sorted(ATTR_TYPES))}")
         if an in op.inputs or an in RESERVED or not NAME_RE.match(an):
             raise _err(path, aline, f"{name}: attr name '{an}' clashes with an input or reserved name")
+        if spec.get("check") is not None and spec["check"] not in ATTR_CHECKS:
+            raise _err(path, aline, f"{name}: attr '{an}' has unknown check {spec['check']!r}; "
+                       f"expected one of {', '.join(sorted(ATTR_CHECKS))}")
         op.attrs.append(Attr(an, spec["type"], spec.get("default"), "default" in spec,
                              spec.get("check"), str(spec.get("doc", ""))))
     for a in _pop(raw, "args", []) or []:
         m = ARG_RE.match(str(a))
         if not m:
             raise _err(path, line, f"{name}: kernel arg {a!r} must read "
-                       "'<i64|f64|u64|i64[]|f64[]|f64out[]> name = expr'")
+                       "'<i64|f64|u64|i64[]|geom|f64[]|f64out[]> name = expr'")
         op.args.append(Arg(m.group(1), m.group(2), m.group(3)))
     outs = raw["outputs"]
     if not isinstance(outs, dict) or (not outs and not op.host_outputs):
@@ -291,6 +308,15 @@ def _parse_entry(raw: LineDict, path) -> Op:
     if op.determinism == "atomic" and not op.deterministic_path:
         raise _err(path, line, f"{name}: determinism 'atomic' needs a deterministic_path "
                    "describing the fixed-order algorithm used when deterministic mode is on")
+    lengths = _pop(raw, "lengths", {}) or {}
+    if not isinstance(lengths, dict):
+        raise _err(path, line, f"{name}: lengths must map buffer names to length expressions")
+    op.lengths = {str(k): str(v) for k, v in lengths.items()}
+    requires = _pop(raw, "requires", []) or []
+    if not isinstance(requires, list):
+        raise _err(path, line, f"{name}: requires must be a list of conditions")
+    op.requires = [str(r) for r in requires]
+    op.kernel = str(_pop(raw, "kernel", "") or "")
     test = _pop(raw, "test", None)
     if op.tape and test is None:
         raise _err(path, line, f"{name}: tape op needs a 'test' block (cases and tolerances)")
@@ -347,9 +373,25 @@ def _check_expressions(ops: list[Op], path):
                                            f"attr '{kw.arg}' to {fn}")
                     elif not hasattr(helpers, fn):
                         raise _err(path, op.line, f"{op.name}: vjp calls '{fn}', which is neither "
-                                   "a registry op nor a helper in torchlean/shapes.py")
+                                   "a registry op nor a helper in torchlean/shapes/")
             if len(v.targets) > 1 and not isinstance(tree.body, ast.Call):
                 raise _err(path, op.line, f"{op.name}: a multi-input vjp must be one call")
+        _check_attrs_used(op, path)
+
+
+def _names_in(expr: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
+
+
+def _check_attrs_used(op: Op, path):
+    """An attr that no output rule, kernel arg or VJP reads is a typo or dead: refuse it."""
+    used: set[str] = set()
+    for expr in [e for _, e in op.outputs] + [a.expr for a in op.args] + [v.expr for v in op.vjps]:
+        used |= _names_in(expr)
+    for a in op.attrs:
+        if a.type != "mask" and a.name not in used:
+            raise _err(path, op.line, f"{op.name}: attr '{a.name}' is unused (no output rule, "
+                       "kernel arg or vjp reads it)")
 
 
 def _is_callee(tree, name_node) -> bool:
@@ -366,12 +408,15 @@ def _check_helper_expr(expr, scope, helpers, path, op, what):
             if not isinstance(node.func, ast.Name) or not hasattr(helpers, node.func.id):
                 fn = getattr(node.func, "id", ast.unparse(node.func))
                 raise _err(path, op.line, f"{op.name}: {what} calls '{fn}', which is not a "
-                           "helper in torchlean/shapes.py")
+                           "helper in torchlean/shapes/")
         elif isinstance(node, ast.Name) and not _is_callee(tree, node) and node.id not in scope:
             raise _err(path, op.line, f"{op.name}: {what} uses unknown name '{node.id}' "
                        f"(known: {', '.join(sorted(scope))})")
 
 
-def registry_hash(text: str) -> str:
-    """Short content hash of ops.yaml, compiled into each library and checked at load."""
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def registry_hash(ops: list[Op]) -> str:
+    """Short hash of the C ABI the registry describes (symbol names, parameter lists in order),
+    compiled into each library and checked at load. Docs, tests and tolerances are not part of
+    it, so editing them neither rebuilds the libraries nor makes a built library stale."""
+    abi = "\n".join(f"{o.symbol}({', '.join(o.c_params())})" for o in ops if o.has_kernel)
+    return hashlib.sha256(abi.encode()).hexdigest()[:16]

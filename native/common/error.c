@@ -39,13 +39,3 @@ int tl_check_buf(const char *op, const char *what, tl_buf b, int64_t n) {
                        (long long)n, (long long)b->n);
     return TL_OK;
 }
-
-int tl_checked_mul(const char *op, int64_t a, int64_t b, int64_t *out) {
-    if (a < 0 || b < 0) return tl_fail(TL_E_ARG, "%s: negative dimension (%lld x %lld)", op,
-                                       (long long)a, (long long)b);
-    if (a != 0 && b > TL_MAX_ELEMENTS / a)
-        return tl_fail(TL_E_TOO_LARGE, "%s: %lld x %lld exceeds the uint32 element limit", op,
-                       (long long)a, (long long)b);
-    *out = a * b;
-    return TL_OK;
-}

@@ -10,13 +10,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "torchlean_abi.h"
-#include "torchlean_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define TL_HIDDEN __attribute__((visibility("hidden")))
+
+/* return a non-zero status at once */
+#define TL_TRY(expr) do { int st_ = (expr); if (st_) return st_; } while (0)
 
 struct tl_buffer {
     float *data;     /* host (stub) or device (CUDA) payload; NULL once released or when n == 0 */
@@ -37,8 +39,6 @@ TL_HIDDEN void tl_clear_error(void);
 TL_HIDDEN int tl_check_count(const char *op, const char *what, int64_t n);
 TL_HIDDEN int tl_check_buf(const char *op, const char *what, tl_buf b, int64_t n);
 TL_HIDDEN int tl_check_live(const char *op, const char *what, tl_buf b);
-/* product of dims with overflow and uint32 checks */
-TL_HIDDEN int tl_checked_mul(const char *op, int64_t a, int64_t b, int64_t *out);
 
 /* flags (determinism is read from the environment on first use) */
 TL_HIDDEN int tl_deterministic(void);
@@ -82,6 +82,8 @@ TL_HIDDEN int tlb_device_count(int64_t *out);
 TL_HIDDEN int tlb_empty_cache(void);
 TL_HIDDEN void tlb_fill_stats(tl_memory_stats *s); /* cached/cap/device bytes */
 TL_HIDDEN const char *tlb_name(void);
+/* TL_OK when kernels may run; CUDA: the sticky-error status (message naming op) once poisoned */
+TL_HIDDEN int tlb_ready(const char *op);
 
 #ifdef __cplusplus
 }

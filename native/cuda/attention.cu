@@ -15,6 +15,7 @@
 // strided-batched GEMMs), kept as the reference the fused core is tested against.
 #include <math.h>
 #include "common.cuh"
+#include "entry/attention_kernels.h"
 
 namespace {
 
@@ -58,16 +59,6 @@ template <int HDM> struct Tiles {
     static constexpr int BQT = 2048 / HDM;          // query rows per staged tile (dK/dV)
 };
 
-// sum of v over the SPL lanes of this row's group (the same bits on every lane)
-template <int SPL>
-__device__ __forceinline__ float group_sum(float v) {
-    if (SPL == 1) return v;
-    const unsigned lane = threadIdx.x & 31u;
-    const unsigned gmask = ((1u << SPL) - 1u) << (lane & ~(unsigned)(SPL - 1));
-#pragma unroll
-    for (int o = 1; o < SPL; o <<= 1) v += __shfl_xor_sync(gmask, v, o);
-    return v;
-}
 
 // dim of this lane's chunk c4, component e
 template <int HDM, int LPR>
@@ -185,7 +176,7 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_ke
         const int jn = min(T::BK, n - j0);
         for (int jj = 0; jj < jn; jj++) {
             if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
-            const float s = group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
+            const float s = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
             if (s > m) {
                 const float corr = expf(m - s);  // m = -inf gives exactly 0
                 l = l * corr + 1.0f;
@@ -249,8 +240,8 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_dq_ker
         const int jn = min(T::BK, n - j0);
         for (int jj = 0; jj < jn; jj++) {
             if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
-            const float s = group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
-            const float dp = group_sum<T::SPL>(dot_own<HDM, T::SPL>(g, Vs[jj], part));
+            const float s = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
+            const float dp = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(g, Vs[jj], part));
             const float ds = expf(s - L) * (dp - Di) * scale;
             axpy_own<HDM, T::SPL>(dq, ds, Ks[jj], part);
         }
@@ -294,8 +285,8 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPLKV) flash_dkv
         const int in_ = min(T::BQT, n - i0);
         for (int ii = 0; ii < in_; ii++) {
             if (mask && mask[(size_t)(i0 + ii) * n + j] == 0.0f) continue;
-            const float s = group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(k, Qs[ii], part));
-            const float dp = group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(v, Gs[ii], part));
+            const float s = tl_group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(k, Qs[ii], part));
+            const float dp = tl_group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(v, Gs[ii], part));
             const float p = expf(s - Ls[ii]);
             const float ds = p * (dp - Ds[ii]) * scale;
             axpy_own<HDM, T::SPLKV>(dv, p, Gs[ii], part);
@@ -577,17 +568,6 @@ int launch_dq_tiled64(const char *op, const float *Q, const float *K, const floa
 // on every lane), rescale their 4 queries x 4 dims patch of O, and add P V from shared memory.
 constexpr size_t kTiledFwdSmem = sizeof(float) * (3 * TT * TP + TT * TT);
 
-// max / sum over the 16 lanes that share ty (lanes differ in their low four bits)
-__device__ __forceinline__ float max16(float v) {
-#pragma unroll
-    for (int o = 1; o < 16; o <<= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-__device__ __forceinline__ float sum16(float v) {
-#pragma unroll
-    for (int o = 1; o < 16; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 __global__ void __launch_bounds__(256) flash_fwd_tiled64(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
@@ -650,7 +630,7 @@ __global__ void __launch_bounds__(256) flash_fwd_tiled64(
                 if (!ok) s[a][c] = -INFINITY;
                 tmax = fmaxf(tmax, s[a][c]);
             }
-            const float mn = fmaxf(m[a], max16(tmax));
+            const float mn = fmaxf(m[a], tl_group_max<16>(tmax));
             const float corr = m[a] == -INFINITY ? 0.0f : expf(m[a] - mn);
             float psum = 0.0f;
             float p[4];
@@ -659,7 +639,7 @@ __global__ void __launch_bounds__(256) flash_fwd_tiled64(
                 p[c] = s[a][c] == -INFINITY ? 0.0f : expf(s[a][c] - mn);
                 psum += p[c];
             }
-            l[a] = l[a] * corr + sum16(psum);
+            l[a] = l[a] * corr + tl_group_sum<16>(psum);
             m[a] = mn;
 #pragma unroll
             for (int c = 0; c < 4; c++) {
@@ -846,13 +826,13 @@ int composed_backward(const char *op, cublasHandle_t hnd, const float *Q, const 
     return st;
 }
 
-int check_dims(const char *op, int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd,
-               int64_t *rows, int64_t *hw) {
-    if (b < 0 || n < 0 || dm < 0 || h <= 0 || hd < 0 || b * h > 65535 || n > (1 << 30))
-        return tl_fail(TL_E_SHAPE, "%s: unsupported sizes b=%lld n=%lld d_model=%lld heads=%lld hd=%lld",
-                       op, (long long)b, (long long)n, (long long)dm, (long long)h, (long long)hd);
-    TL_TRY(tl_checked_mul(op, b, n, rows));
-    TL_TRY(tl_checked_mul(op, h, hd, hw));
+// CUDA launch limits: (batch x heads) runs on gridDim.y, and sequence offsets stay in int range
+constexpr int64_t MAX_SEQ = 1 << 30;
+int check_launch(const char *op, int64_t b, int64_t n, int64_t h) {
+    if (b * h > TL_MAX_GRID_YZ || n > MAX_SEQ)
+        return tl_fail(TL_E_SHAPE, "%s: batch x heads = %lld (at most %lld) or sequence %lld (at most %lld) "
+                       "exceeds the CUDA launch limits", op, (long long)(b * h), (long long)TL_MAX_GRID_YZ,
+                       (long long)n, (long long)MAX_SEQ);
     return TL_OK;
 }
 
@@ -863,18 +843,12 @@ int zero(const char *op, tl_buf t) {
 
 }  // namespace
 
-extern "C" int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x,
+extern "C" int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x,
                                        tl_buf mask, tl_buf y, tl_buf q, tl_buf k, tl_buf v,
                                        tl_buf lse, tl_buf attn, int64_t b, int64_t n, int64_t dm,
                                        int64_t h, int64_t hd, int64_t has_mask, int64_t flash) {
-    const char *op = "multi_head_attention";
-    int64_t R, HD;
-    TL_TRY(check_dims(op, b, n, dm, h, hd, &R, &HD));
-    TL_CHECK(op, wq, dm * HD); TL_CHECK(op, wk, dm * HD); TL_CHECK(op, wv, dm * HD);
-    TL_CHECK(op, wo, HD * dm); TL_CHECK(op, x, R * dm); TL_CHECK(op, y, R * dm);
-    TL_CHECK(op, q, R * HD); TL_CHECK(op, k, R * HD); TL_CHECK(op, v, R * HD);
-    TL_CHECK(op, attn, R * HD); TL_CHECK(op, lse, b * h * n);
-    if (has_mask) TL_CHECK(op, mask, n * n);
+    const int64_t R = b * n, HD = h * hd;
+    TL_TRY(check_launch(op, b, n, h));
     if (R == 0 || HD == 0 || dm == 0) {
         tl_buf outs[] = {y, q, k, v, lse, attn};
         for (tl_buf t : outs) TL_TRY(zero(op, t));
@@ -903,22 +877,14 @@ extern "C" int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf w
     return TL_OK;
 }
 
-extern "C" int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv,
+extern "C" int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv,
                                                 tl_buf wo, tl_buf x, tl_buf q, tl_buf k, tl_buf v,
                                                 tl_buf lse, tl_buf attn, tl_buf mask, tl_buf dwq,
                                                 tl_buf dwk, tl_buf dwv, tl_buf dwo, tl_buf dx,
                                                 int64_t b, int64_t n, int64_t dm, int64_t h,
                                                 int64_t hd, int64_t has_mask, int64_t flash) {
-    const char *op = "multi_head_attention_backward";
-    int64_t R, HD;
-    TL_TRY(check_dims(op, b, n, dm, h, hd, &R, &HD));
-    TL_CHECK(op, g, R * dm); TL_CHECK(op, x, R * dm); TL_CHECK(op, dx, R * dm);
-    TL_CHECK(op, wq, dm * HD); TL_CHECK(op, wk, dm * HD); TL_CHECK(op, wv, dm * HD);
-    TL_CHECK(op, wo, HD * dm); TL_CHECK(op, dwq, dm * HD); TL_CHECK(op, dwk, dm * HD);
-    TL_CHECK(op, dwv, dm * HD); TL_CHECK(op, dwo, HD * dm);
-    TL_CHECK(op, q, R * HD); TL_CHECK(op, k, R * HD); TL_CHECK(op, v, R * HD);
-    TL_CHECK(op, attn, R * HD); TL_CHECK(op, lse, b * h * n);
-    if (has_mask) TL_CHECK(op, mask, n * n);
+    const int64_t R = b * n, HD = h * hd;
+    TL_TRY(check_launch(op, b, n, h));
     if (R == 0 || HD == 0 || dm == 0) {
         tl_buf outs[] = {dwq, dwk, dwv, dwo, dx};
         for (tl_buf t : outs) TL_TRY(zero(op, t));

@@ -1,9 +1,10 @@
 // common.cuh: what every CUDA kernel file includes.
 //
 // The library owns one CUDA stream, one cuBLAS handle (with an explicit workspace) and a
-// stream-ordered memory pool; all are implemented in native/cuda/memory.cu. Every entry point
-// checks its buffers with TL_CHECK, launches on tl_stream(), then TL_LAUNCHED(op) checks the
-// launch (and synchronises when TORCHLEAN_CUDA_SYNC=1). Nothing here aborts: failures become a
+// stream-ordered memory pool; all are implemented in native/cuda/memory.cu. Each kernel body
+// (tlk_<kernel>) runs after its generated entry (native/common/entry/) has checked the sticky
+// error state, the handles and every length; it launches on tl_stream(), then TL_LAUNCHED(op)
+// checks the launch (and synchronises when TORCHLEAN_CUDA_SYNC=1). Nothing here aborts: failures become a
 // TL_ status with a message naming the op and the CUDA error. A sticky error (illegal address,
 // launch failure) poisons the library: every later call fails fast with the first message.
 #pragma once
@@ -12,8 +13,12 @@
 #include <cublas_v2.h>
 #include <stdint.h>
 #include "tl_internal.h"
+#include "reduce_util.cuh"
 
 #define TL_THREADS 256
+// CUDA launch limits the kernels check themselves (the generated entry checks everything else)
+#define TL_MAX_GRID_X 2147483647LL  // gridDim.x
+#define TL_MAX_GRID_YZ 65535LL      // gridDim.y and gridDim.z
 
 extern "C" {
 // the library's stream (created on first use); 0 if creation failed (a status is then set)
@@ -33,13 +38,9 @@ TL_HIDDEN int tl_scratch(const char *op, size_t bytes, void **out);
 TL_HIDDEN void tl_scratch_free(void *p);
 }
 
-#define TL_TRY(expr) do { int st_ = (expr); if (st_) return st_; } while (0)
 #define TL_CUDA_TRY(op, call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return tl_cuda_status(op, e_); } while (0)
 #define TL_CUBLAS_TRY(op, call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return tl_cublas_status(op, s_); } while (0)
 #define TL_LAUNCHED(op) do { int st_ = tl_cuda_launched(op); if (st_) return st_; } while (0)
-// poison check + buffer liveness and length check, naming the op and the argument
-#define TL_CHECK(op, b, n) do { if (tl_cuda_poisoned()) return tl_cuda_poison_status(op); \
-    int st_ = tl_check_buf(op, #b, b, (n)); if (st_) return st_; } while (0)
 
 // 1-D launch geometry: enough blocks of TL_THREADS for n elements, capped for grid-stride loops.
 // Kernels index by the global element index so results never depend on the grid size.
@@ -52,33 +53,3 @@ static inline unsigned tl_blocks(int64_t n) {
 
 #define TL_GRID_STRIDE(i, n) \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
-// Fixed-order block reduction: every thread contributes v; thread 0 gets the sum. The tree shape
-// depends only on blockDim.x (a power of two <= 1024), so it is bit-reproducible.
-template <typename T>
-__device__ __forceinline__ T tl_block_sum(T v) {
-    __shared__ T sh[1024];
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    T r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-template <typename T>
-__device__ __forceinline__ T tl_block_max(T v) {
-    __shared__ T sh[1024];
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    T r = sh[0];
-    __syncthreads();
-    return r;
-}

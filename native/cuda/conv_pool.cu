@@ -21,36 +21,12 @@
 // it in row-major order instead (the registry's deterministic_path).
 #include <float.h>
 #include "common.cuh"
+#include "entry/conv_pool_kernels.h"
 
 namespace {
 
-struct Geom {
-    int r;
-    int64_t n, cin, cout;
-    int64_t in[8], k[8], out[8], s[8], p[8];
-    int64_t in_n, k_n, out_n;  // products over the spatial axes
-};
-
-int parse_geom(const char *op, const int64_t *g, int64_t len, Geom *G) {
-    if (!g || len < 4 || g[0] < 1 || g[0] > 8 || len != 4 + 5 * g[0])
-        return tl_fail(TL_E_ARG, "%s: malformed geometry array (length %lld)", op, (long long)len);
-    G->r = (int)g[0]; G->n = g[1]; G->cin = g[2]; G->cout = g[3];
-    G->in_n = G->k_n = G->out_n = 1;
-    for (int a = 0; a < G->r; a++) {
-        G->in[a] = g[4 + a]; G->k[a] = g[4 + G->r + a]; G->out[a] = g[4 + 2 * G->r + a];
-        G->s[a] = g[4 + 3 * G->r + a]; G->p[a] = g[4 + 4 * G->r + a];
-        if (G->s[a] < 1)
-            return tl_fail(TL_E_ARG, "%s: stride must be >= 1 on every axis, got %lld on axis %d",
-                           op, (long long)G->s[a], a);
-        if (G->in[a] < 0 || G->k[a] < 0 || G->out[a] < 0 || G->p[a] < 0)
-            return tl_fail(TL_E_ARG, "%s: negative size in the geometry", op);
-        G->in_n *= G->in[a]; G->k_n *= G->k[a]; G->out_n *= G->out[a];
-    }
-    for (int a = G->r; a < 8; a++) { G->in[a] = G->k[a] = G->out[a] = G->s[a] = 1; G->p[a] = 0; }
-    if (G->n < 0 || G->cin < 0 || G->cout < 0)
-        return tl_fail(TL_E_ARG, "%s: negative size in the geometry", op);
-    return TL_OK;
-}
+// the geometry the generated entry parsed (native/common/contract.h)
+typedef tl_geom Geom;
 
 // The geometry seen from the other side: image = the conv output, columns = the conv input.
 // A transposed convolution is the adjoint of this swapped convolution.
@@ -204,7 +180,7 @@ __global__ void k_fill_bias(const float *bias, float *y, int64_t nbc, int64_t C,
 }
 
 // db[c] = sum over samples then positions of g[b][c][o]: one block per channel, each thread
-// sums a strided slice in index order, then the fixed block tree (deterministic)
+// sums a strided slice in index order, then tl_block_sum (fixed order, deterministic)
 __global__ void k_bias_grad(const float *g, float *db, int64_t N, int64_t C, int64_t P) {
     const int64_t c = blockIdx.x, m = N * P;
     float s = 0.0f;
@@ -335,14 +311,8 @@ struct Scratch {  // stream-ordered temporaries, freed when the entry point retu
 // ------------------------------------------------------------------ convolution
 
 int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
-             const int64_t *geom, int64_t glen, int transpose) {
-    Geom G;
-    TL_TRY(parse_geom(op, geom, glen, &G));
+             const Geom &G, int transpose) {
     const int64_t K = G.k_n, xin = G.cin * G.in_n, yout = G.cout * G.out_n;
-    TL_CHECK(op, kernel, G.cout * G.cin * K);
-    TL_CHECK(op, bias, G.cout);
-    TL_CHECK(op, input, G.n * xin);
-    TL_CHECK(op, y, G.n * yout);
     if (G.n * yout == 0) return TL_OK;
     cudaStream_t st = tl_stream();
     if (!st) return TL_E_DEVICE;
@@ -391,17 +361,9 @@ int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
 //   d(other) = W-product with col or the gather of dcol
 // The per-sample kernel gradients land in a scratch array and are summed in sample order.
 int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, tl_buf db,
-             tl_buf dx, const int64_t *geom, int64_t glen, int transpose) {
-    Geom G;
-    TL_TRY(parse_geom(op, geom, glen, &G));
+             tl_buf dx, const Geom &G, int transpose) {
     const int64_t K = G.k_n, xin = G.cin * G.in_n, yout = G.cout * G.out_n;
     const int64_t nk = G.cout * G.cin * K;
-    TL_CHECK(op, kernel, nk);
-    TL_CHECK(op, input, G.n * xin);
-    TL_CHECK(op, g, G.n * yout);
-    TL_CHECK(op, dk, nk);
-    TL_CHECK(op, db, G.cout);
-    TL_CHECK(op, dx, G.n * xin);
     cudaStream_t st = tl_stream();
     if (!st) return TL_E_DEVICE;
     TL_TRY(zero(op, dk->data, nk));
@@ -580,22 +542,10 @@ __global__ void k_pool_bwd_gather(Geom G, int kind, const float *x, const float 
     }
 }
 
-int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const int64_t *geom,
-         int64_t glen, double beta_d, int backward) {
-    Geom G;
-    TL_TRY(parse_geom(op, geom, glen, &G));
+int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const Geom &G,
+         double beta_d, int backward) {
     const int64_t planes = G.n * G.cin;
-    TL_CHECK(op, input, planes * G.in_n);
-    if (backward) {
-        TL_CHECK(op, g, planes * G.out_n);
-        TL_CHECK(op, out, planes * G.in_n);
-    } else {
-        TL_CHECK(op, out, planes * G.out_n);
-    }
     const float beta = (float)beta_d;
-    if (kind == POOL_SMOOTH && (!isfinite(beta) || beta == 0.0f))
-        return tl_fail(TL_E_ARG, "%s: beta must be finite and non-zero in float32, got %g", op,
-                       beta_d);
     cudaStream_t st = tl_stream();
     if (!st) return TL_E_DEVICE;
     if (!backward) {
@@ -624,57 +574,27 @@ int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const int
 
 extern "C" {
 
-int tl_conv2d(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return conv_fwd("conv2d", kernel, bias, input, y, geom, geom_len, 0);
-}
-int tl_conv(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return conv_fwd("conv", kernel, bias, input, y, geom, geom_len, 0);
-}
-int tl_conv_transpose2d(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return conv_fwd("conv_transpose2d", kernel, bias, input, y, geom, geom_len, 1);
-}
-int tl_conv_transpose(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return conv_fwd("conv_transpose", kernel, bias, input, y, geom, geom_len, 1);
-}
-int tl_conv_backward(tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel, tl_buf dbias,
-                     tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return conv_bwd("conv_backward", kernel, input, grad_out, dkernel, dbias, dinput, geom,
-                    geom_len, 0);
-}
-int tl_conv_transpose_backward(tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel,
-                               tl_buf dbias, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return conv_bwd("conv_transpose_backward", kernel, input, grad_out, dkernel, dbias, dinput,
-                    geom, geom_len, 1);
+// conv (transpose = 0) and conv_transpose (transpose = 1), N-D and 2-D alike
+int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
+                     const tl_geom *geom, int64_t transpose) {
+    return conv_fwd(op, kernel, bias, input, y, *geom, (int)transpose);
 }
 
-int tl_max_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return pool("max_pool2d", POOL_MAX, input, nullptr, y, geom, geom_len, 0, 0);
+// the backward of conv (transpose = 0) and conv_transpose (transpose = 1)
+int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel,
+                      tl_buf dbias, tl_buf dinput, const tl_geom *geom, int64_t transpose) {
+    return conv_bwd(op, kernel, input, grad_out, dkernel, dbias, dinput, *geom, (int)transpose);
 }
-int tl_max_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return pool("max_pool", POOL_MAX, input, nullptr, y, geom, geom_len, 0, 0);
+
+// max (kind 0), average (1) and smooth-max (2, with b = beta) pooling, N-D and 2-D alike
+int tlk_pool_forward(const char *op, tl_buf input, tl_buf y, const tl_geom *geom, double b,
+                     int64_t kind) {
+    return pool(op, (int)kind, input, nullptr, y, *geom, b, 0);
 }
-int tl_max_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return pool("max_pool_backward", POOL_MAX, input, grad_out, dinput, geom, geom_len, 0, 1);
-}
-int tl_avg_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return pool("avg_pool2d", POOL_AVG, input, nullptr, y, geom, geom_len, 0, 0);
-}
-int tl_avg_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return pool("avg_pool", POOL_AVG, input, nullptr, y, geom, geom_len, 0, 0);
-}
-int tl_avg_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return pool("avg_pool_backward", POOL_AVG, input, grad_out, dinput, geom, geom_len, 0, 1);
-}
-int tl_smooth_max_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len, double b) {
-    return pool("smooth_max_pool2d", POOL_SMOOTH, input, nullptr, y, geom, geom_len, b, 0);
-}
-int tl_smooth_max_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len, double b) {
-    return pool("smooth_max_pool", POOL_SMOOTH, input, nullptr, y, geom, geom_len, b, 0);
-}
-int tl_smooth_max_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom,
-                                int64_t geom_len, double b) {
-    return pool("smooth_max_pool_backward", POOL_SMOOTH, input, grad_out, dinput, geom, geom_len,
-                b, 1);
+
+int tlk_pool_backward(const char *op, tl_buf input, tl_buf grad_out, tl_buf dinput,
+                      const tl_geom *geom, double b, int64_t kind) {
+    return pool(op, (int)kind, input, grad_out, dinput, *geom, b, 1);
 }
 
 }  // extern "C"

@@ -7,29 +7,17 @@
 #include <climits>
 #include <cstring>
 #include "common.cuh"
+#include "entry/dgemm_kernels.h"
 
-extern "C" int tl_dgemm(const double *a_data, int64_t a_data_len, const double *b_data, int64_t b_data_len,
+extern "C" int tlk_dgemm(const char *op, const double *a_data, int64_t a_data_len, const double *b_data, int64_t b_data_len,
                         double *c, int64_t c_len, int64_t m, int64_t k, int64_t n) {
-    const char *op = "dgemm";
-    if (m < 0 || k < 0 || n < 0)
-        return tl_fail(TL_E_ARG, "dgemm: expected non-negative m, k, n, got %lld, %lld, %lld", (long long)m,
-                       (long long)k, (long long)n);
-    if (a_data_len != m * k || b_data_len != k * n || c_len != m * n)
-        return tl_fail(TL_E_SHAPE, "dgemm: expected a of %lld, b of %lld and c of %lld elements for "
-                       "(%lld x %lld) @ (%lld x %lld), got %lld, %lld, %lld", (long long)(m * k),
-                       (long long)(k * n), (long long)(m * n), (long long)m, (long long)k, (long long)k,
-                       (long long)n, (long long)a_data_len, (long long)b_data_len, (long long)c_len);
-    if (c_len == 0) return TL_OK;
-    if ((a_data_len && !a_data) || (b_data_len && !b_data) || !c)
-        return tl_fail(TL_E_ARG, "dgemm: a host array pointer is NULL");
     if (k == 0) {
         memset(c, 0, sizeof(double) * (size_t)c_len);
         return TL_OK;
     }
     if (m > INT_MAX || k > INT_MAX || n > INT_MAX)
-        return tl_fail(TL_E_TOO_LARGE, "dgemm: cuBLAS needs every dimension <= %d, got m %lld, k %lld, n %lld",
-                       INT_MAX, (long long)m, (long long)k, (long long)n);
-    if (tl_cuda_poisoned()) return tl_cuda_poison_status(op);
+        return tl_fail(TL_E_TOO_LARGE, "%s: cuBLAS needs every dimension <= %d, got m %lld, k %lld, n %lld",
+                       op, INT_MAX, (long long)m, (long long)k, (long long)n);
     cublasHandle_t h;
     TL_TRY(tl_cublas(op, &h));
     cudaStream_t s = tl_stream();

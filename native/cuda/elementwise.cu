@@ -4,6 +4,7 @@
 // is 16-byte aligned (the pool's allocations are), then a scalar tail. Element i's value depends
 // only on the inputs at i, never on the grid, so results equal the stub's up to libm ulps.
 #include "common.cuh"
+#include "entry/elementwise_kernels.h"
 
 namespace {
 
@@ -69,7 +70,6 @@ __global__ void map3(const float *__restrict__ a, const float *__restrict__ b, c
 
 template <class F>
 int launch1(const char *op, tl_buf x, tl_buf y, int64_t n, F f) {
-    TL_CHECK(op, x, n); TL_CHECK(op, y, n);
     if (n == 0) return TL_OK;
     int64_t n4 = (aligned16(x->data) && aligned16(y->data)) ? n / 4 : 0;
     map1<<<tl_blocks(n4 ? n4 : n), TL_THREADS, 0, tl_stream()>>>(x->data, y->data, n, n4, f);
@@ -79,7 +79,6 @@ int launch1(const char *op, tl_buf x, tl_buf y, int64_t n, F f) {
 
 template <class F>
 int launch2(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, F f) {
-    TL_CHECK(op, a, n); TL_CHECK(op, b, n); TL_CHECK(op, y, n);
     if (n == 0) return TL_OK;
     int64_t n4 = (aligned16(a->data) && aligned16(b->data) && aligned16(y->data)) ? n / 4 : 0;
     map2<<<tl_blocks(n4 ? n4 : n), TL_THREADS, 0, tl_stream()>>>(a->data, b->data, y->data, n, n4, f);
@@ -89,7 +88,6 @@ int launch2(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, F f) {
 
 template <class F>
 int launch3(const char *op, tl_buf a, tl_buf b, tl_buf c, tl_buf y, int64_t n, F f) {
-    TL_CHECK(op, a, n); TL_CHECK(op, b, n); TL_CHECK(op, c, n); TL_CHECK(op, y, n);
     if (n == 0) return TL_OK;
     map3<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(a->data, b->data, c->data, y->data, n, f);
     TL_LAUNCHED(op);
@@ -135,45 +133,44 @@ struct MinB { __device__ float operator()(float a, float b, float g) const { ret
 
 extern "C" {
 
-int tl_add(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("add", a, b, y, n, Add{}); }
-int tl_sub(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("sub", a, b, y, n, Sub{}); }
-int tl_mul(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("mul", a, b, y, n, Mul{}); }
-int tl_div(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("div", a, b, y, n, Div{}); }
-int tl_maximum(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("maximum", a, b, y, n, Max{}); }
-int tl_minimum(tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2("minimum", a, b, y, n, Min{}); }
-int tl_axpy(tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) { return launch2("axpy", a, b, y, n, Axpy{(float)c}); }
+int tlk_add(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Add{}); }
+int tlk_sub(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Sub{}); }
+int tlk_mul(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Mul{}); }
+int tlk_div(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Div{}); }
+int tlk_maximum(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Max{}); }
+int tlk_minimum(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Min{}); }
+int tlk_axpy(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) { return launch2(op, a, b, y, n, Axpy{(float)c}); }
 
-int tl_relu(tl_buf x, tl_buf y, int64_t n) { return launch1("relu", x, y, n, Relu{}); }
-int tl_abs(tl_buf x, tl_buf y, int64_t n) { return launch1("abs", x, y, n, Abs{}); }
-int tl_sqrt(tl_buf x, tl_buf y, int64_t n) { return launch1("sqrt", x, y, n, Sqrt{}); }
-int tl_reciprocal(tl_buf x, tl_buf y, int64_t n) { return launch1("reciprocal", x, y, n, Recip{}); }
-int tl_exp(tl_buf x, tl_buf y, int64_t n) { return launch1("exp", x, y, n, Exp{}); }
-int tl_log(tl_buf x, tl_buf y, int64_t n) { return launch1("log", x, y, n, Log{}); }
-int tl_gelu(tl_buf x, tl_buf y, int64_t n) { return launch1("gelu", x, y, n, Gelu{}); }
-int tl_sigmoid(tl_buf x, tl_buf y, int64_t n) { return launch1("sigmoid", x, y, n, Sigmoid{}); }
-int tl_tanh(tl_buf x, tl_buf y, int64_t n) { return launch1("tanh", x, y, n, Tanh{}); }
-int tl_softplus(tl_buf x, tl_buf y, int64_t n) { return launch1("softplus", x, y, n, Softplus{}); }
-int tl_scale(tl_buf x, tl_buf y, int64_t n, double c) { return launch1("scale", x, y, n, Scale{(float)c}); }
-int tl_safe_log(tl_buf x, tl_buf y, int64_t n, double eps) { return launch1("safe_log", x, y, n, SafeLog{(float)eps}); }
-int tl_clamp(tl_buf x, tl_buf y, int64_t n, double lo, double hi) {
-    if (!(lo <= hi)) return tl_fail(TL_E_ARG, "clamp: expected lo <= hi, got lo=%g hi=%g", lo, hi);
-    return launch1("clamp", x, y, n, Clamp{(float)lo, (float)hi});
+int tlk_relu(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Relu{}); }
+int tlk_abs(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Abs{}); }
+int tlk_sqrt(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Sqrt{}); }
+int tlk_reciprocal(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Recip{}); }
+int tlk_exp(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Exp{}); }
+int tlk_log(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Log{}); }
+int tlk_gelu(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Gelu{}); }
+int tlk_sigmoid(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Sigmoid{}); }
+int tlk_tanh(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Tanh{}); }
+int tlk_softplus(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Softplus{}); }
+int tlk_scale(const char *op, tl_buf x, tl_buf y, int64_t n, double c) { return launch1(op, x, y, n, Scale{(float)c}); }
+int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double eps) { return launch1(op, x, y, n, SafeLog{(float)eps}); }
+int tlk_clamp(const char *op, tl_buf x, tl_buf y, int64_t n, double lo, double hi) {
+    return launch1(op, x, y, n, Clamp{(float)lo, (float)hi});
 }
 
-int tl_relu_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2("relu_backward", x, g, dx, n, ReluB{}); }
-int tl_abs_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2("abs_backward", x, g, dx, n, AbsB{}); }
-int tl_sqrt_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2("sqrt_backward", x, g, dx, n, SqrtB{}); }
-int tl_gelu_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2("gelu_backward", x, g, dx, n, GeluB{}); }
-int tl_sigmoid_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t n) { return launch2("sigmoid_backward", y, g, dx, n, SigmoidB{}); }
-int tl_tanh_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t n) { return launch2("tanh_backward", y, g, dx, n, TanhB{}); }
-int tl_softplus_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2("softplus_backward", x, g, dx, n, SoftplusB{}); }
-int tl_safe_log_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps) {
-    return launch2("safe_log_backward", x, g, dx, n, SafeLogB{(float)eps});
+int tlk_relu_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, x, g, dx, n, ReluB{}); }
+int tlk_abs_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, x, g, dx, n, AbsB{}); }
+int tlk_sqrt_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, x, g, dx, n, SqrtB{}); }
+int tlk_gelu_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, x, g, dx, n, GeluB{}); }
+int tlk_sigmoid_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, y, g, dx, n, SigmoidB{}); }
+int tlk_tanh_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, y, g, dx, n, TanhB{}); }
+int tlk_softplus_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, x, g, dx, n, SoftplusB{}); }
+int tlk_safe_log_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps) {
+    return launch2(op, x, g, dx, n, SafeLogB{(float)eps});
 }
-int tl_clamp_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, double hi) {
-    return launch2("clamp_backward", x, g, dx, n, ClampB{(float)lo, (float)hi});
+int tlk_clamp_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, double hi) {
+    return launch2(op, x, g, dx, n, ClampB{(float)lo, (float)hi});
 }
-int tl_maximum_backward(tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) { return launch3("maximum_backward", a, b, g, da, n, MaxB{}); }
-int tl_minimum_backward(tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) { return launch3("minimum_backward", a, b, g, da, n, MinB{}); }
+int tlk_maximum_backward(const char *op, tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) { return launch3(op, a, b, g, da, n, MaxB{}); }
+int tlk_minimum_backward(const char *op, tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) { return launch3(op, a, b, g, da, n, MinB{}); }
 
 }  // extern "C"

@@ -5,6 +5,7 @@
 // with atomicAdd by default and, in deterministic mode, one thread per output element that scans
 // the updates in index order j = 0..k-1 (the stub's order).
 #include "common.cuh"
+#include "entry/index_kernels.h"
 
 static int copy_d2d(const char *op, float *dst, const float *src, int64_t n) {
     if (n == 0) return TL_OK;
@@ -23,42 +24,28 @@ static int upload_idx(const char *op, const int64_t *idx, int64_t k, int64_t **o
     return TL_OK;
 }
 
-extern "C" int tl_concat1d(tl_buf a, tl_buf b, tl_buf y, int64_t na, int64_t nb) {
-    TL_CHECK("concat1d", a, na); TL_CHECK("concat1d", b, nb); TL_CHECK("concat1d", y, na + nb);
-    TL_TRY(copy_d2d("concat1d", y->data, a->data, na));
-    return copy_d2d("concat1d", y->data + na, b->data, nb);
-}
-
-extern "C" int tl_concat0(tl_buf a, tl_buf b, tl_buf y, int64_t na, int64_t nb) {
-    TL_CHECK("concat0", a, na); TL_CHECK("concat0", b, nb); TL_CHECK("concat0", y, na + nb);
-    TL_TRY(copy_d2d("concat0", y->data, a->data, na));
-    return copy_d2d("concat0", y->data + na, b->data, nb);
+// concat1d and concat0: both lay a then b out flat
+extern "C" int tlk_concat(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t na, int64_t nb) {
+    TL_TRY(copy_d2d(op, y->data, a->data, na));
+    return copy_d2d(op, y->data + na, b->data, nb);
 }
 
 static int slice_rows(const char *op, tl_buf x, tl_buf y, int64_t lead, int64_t row, int64_t start, int64_t length) {
-    if (start < 0 || length < 0 || start + length > lead)
-        return tl_fail(TL_E_SHAPE, "%s: range [%lld:%lld] is out of range for length %lld", op,
-                       (long long)start, (long long)(start + length), (long long)lead);
-    TL_CHECK(op, x, lead * row); TL_CHECK(op, y, length * row);
     return copy_d2d(op, y->data, x->data + start * row, length * row);
 }
 
-extern "C" int tl_slice1d(tl_buf x, tl_buf y, int64_t n, int64_t start, int64_t length) {
-    return slice_rows("slice1d", x, y, n, 1, start, length);
+extern "C" int tlk_slice1d(const char *op, tl_buf x, tl_buf y, int64_t n, int64_t start, int64_t length) {
+    return slice_rows(op, x, y, n, 1, start, length);
 }
 
-extern "C" int tl_slice_range0(tl_buf x, tl_buf y, int64_t lead, int64_t row, int64_t start, int64_t length) {
-    return slice_rows("slice_range0", x, y, lead, row, start, length);
+extern "C" int tlk_slice_range0(const char *op, tl_buf x, tl_buf y, int64_t lead, int64_t row, int64_t start, int64_t length) {
+    return slice_rows(op, x, y, lead, row, start, length);
 }
 
-extern "C" int tl_pad_range0(tl_buf g, tl_buf y, int64_t len, int64_t row, int64_t start, int64_t total) {
-    if (start < 0 || len < 0 || start + len > total)
-        return tl_fail(TL_E_SHAPE, "pad_range0: range [%lld:%lld] does not fit %lld", (long long)start,
-                       (long long)(start + len), (long long)total);
-    TL_CHECK("pad_range0", g, len * row); TL_CHECK("pad_range0", y, total * row);
+extern "C" int tlk_pad_range0(const char *op, tl_buf g, tl_buf y, int64_t len, int64_t row, int64_t start, int64_t total) {
     if (total * row != 0)
-        TL_CUDA_TRY("pad_range0", cudaMemsetAsync(y->data, 0, (size_t)(total * row) * sizeof(float), tl_stream()));
-    return copy_d2d("pad_range0", y->data + start * row, g->data, len * row);
+        TL_CUDA_TRY(op, cudaMemsetAsync(y->data, 0, (size_t)(total * row) * sizeof(float), tl_stream()));
+    return copy_d2d(op, y->data + start * row, g->data, len * row);
 }
 
 __global__ void k_gather_rows(const float *x, float *y, const int64_t *idx, int64_t rows, int64_t cols, int64_t k) {
@@ -87,7 +74,6 @@ __global__ void k_scatter_ordered(const float *v, float *y, const int64_t *idx, 
 }
 
 static int gather_rows_impl(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t k) {
-    TL_CHECK(op, x, rows * cols); TL_CHECK(op, y, k * cols);
     if (k * cols == 0) return TL_OK;
     int64_t *d = NULL;
     TL_TRY(upload_idx(op, idx, k, &d));
@@ -100,8 +86,6 @@ static int gather_rows_impl(const char *op, tl_buf x, tl_buf y, int64_t rows, in
 // y = (x or zeros) with y[idx[j], :] += v[j, :]
 static int scatter_rows_impl(const char *op, tl_buf x, tl_buf v, tl_buf y, int64_t rows, int64_t cols,
                              const int64_t *idx, int64_t k) {
-    if (x) TL_CHECK(op, x, rows * cols);
-    TL_CHECK(op, v, k * cols); TL_CHECK(op, y, rows * cols);
     if (rows * cols == 0) return TL_OK;
     if (x) TL_TRY(copy_d2d(op, y->data, x->data, rows * cols));
     else TL_CUDA_TRY(op, cudaMemsetAsync(y->data, 0, (size_t)(rows * cols) * sizeof(float), tl_stream()));
@@ -117,47 +101,39 @@ static int scatter_rows_impl(const char *op, tl_buf x, tl_buf v, tl_buf y, int64
     return TL_OK;
 }
 
-extern "C" int tl_gather(tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len) {
-    if (idx_len != 1) return tl_fail(TL_E_ARG, "gather: expected one index, got %lld", (long long)idx_len);
-    return gather_rows_impl("gather", x, y, n, 1, idx, 1);
+extern "C" int tlk_gather(const char *op, tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len) {
+    return gather_rows_impl(op, x, y, n, 1, idx, 1);
 }
 
-extern "C" int tl_gather_row(tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len) {
-    if (idx_len != 1) return tl_fail(TL_E_ARG, "gather_row: expected one index, got %lld", (long long)idx_len);
-    return gather_rows_impl("gather_row", x, y, rows, cols, idx, 1);
+extern "C" int tlk_gather_row(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len) {
+    return gather_rows_impl(op, x, y, rows, cols, idx, 1);
 }
 
-extern "C" int tl_gather_vec(tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len) {
-    return gather_rows_impl("gather_vec", x, y, n, 1, idx, idx_len);
+extern "C" int tlk_gather_vec(const char *op, tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len) {
+    return gather_rows_impl(op, x, y, n, 1, idx, idx_len);
 }
 
-extern "C" int tl_gather_vec_like(tl_buf g, tl_buf v, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len) {
-    TL_CHECK("gather_vec_like", v, idx_len);
-    return gather_rows_impl("gather_vec_like", g, y, n, 1, idx, idx_len);
+extern "C" int tlk_gather_vec_like(const char *op, tl_buf g, tl_buf v, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len) {
+    return gather_rows_impl(op, g, y, n, 1, idx, idx_len);
 }
 
-extern "C" int tl_gather_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len) {
-    return gather_rows_impl("gather_rows", x, y, rows, cols, idx, idx_len);
+extern "C" int tlk_gather_rows(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len) {
+    return gather_rows_impl(op, x, y, rows, cols, idx, idx_len);
 }
 
-extern "C" int tl_scatter_add_vec(tl_buf x, tl_buf values, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len) {
-    return scatter_rows_impl("scatter_add_vec", x, values, y, n, 1, idx, idx_len);
+extern "C" int tlk_scatter_add_vec(const char *op, tl_buf x, tl_buf values, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len) {
+    return scatter_rows_impl(op, x, values, y, n, 1, idx, idx_len);
 }
 
-extern "C" int tl_scatter_add_row(tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t cols, int64_t i) {
-    if (i < 0 || i >= rows)
-        return tl_fail(TL_E_SHAPE, "scatter_add_row: row index %lld is out of range for %lld rows",
-                       (long long)i, (long long)rows);
-    return scatter_rows_impl("scatter_add_row", x, values, y, rows, cols, &i, 1);
+extern "C" int tlk_scatter_add_row(const char *op, tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t cols, int64_t i) {
+    return scatter_rows_impl(op, x, values, y, rows, cols, &i, 1);
 }
 
-extern "C" int tl_gather_vec_backward(tl_buf g, tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len) {
-    TL_CHECK("gather_vec_backward", x, n);
-    return scatter_rows_impl("gather_vec_backward", NULL, g, y, n, 1, idx, idx_len);
+extern "C" int tlk_gather_vec_backward(const char *op, tl_buf g, tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len) {
+    return scatter_rows_impl(op, NULL, g, y, n, 1, idx, idx_len);
 }
 
-extern "C" int tl_gather_rows_backward(tl_buf g, tl_buf x, tl_buf y, int64_t rows, int64_t cols,
+extern "C" int tlk_gather_rows_backward(const char *op, tl_buf g, tl_buf x, tl_buf y, int64_t rows, int64_t cols,
                                        const int64_t *idx, int64_t idx_len) {
-    TL_CHECK("gather_rows_backward", x, rows * cols);
-    return scatter_rows_impl("gather_rows_backward", NULL, g, y, rows, cols, idx, idx_len);
+    return scatter_rows_impl(op, NULL, g, y, rows, cols, idx, idx_len);
 }

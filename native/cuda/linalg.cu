@@ -4,6 +4,7 @@
 // operands are swapped and no data is transposed. The handle from tl_cublas() is bound to
 // tl_stream() and runs strict FP32 unless TF32 was opted into.
 #include "common.cuh"
+#include "entry/linalg_kernels.h"
 
 // C = op(A) op(B) (+ beta C); A stored (batch, m, n) or (batch, n, m) when ta; B (batch, n, p) or
 // (batch, p, n) when tb.
@@ -28,24 +29,17 @@ static int gemm(const char *op, const float *A, const float *B, float *C, int64_
     return TL_OK;
 }
 
-extern "C" int tl_matmul_t(tl_buf a, tl_buf b, tl_buf y, int64_t batch, int64_t m, int64_t n, int64_t p,
+extern "C" int tlk_matmul_t(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t batch, int64_t m, int64_t n, int64_t p,
                            int64_t ta, int64_t tb) {
-    if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
-        return tl_fail(TL_E_ARG, "matmul_t: trans flags must be 0 or 1, got %lld and %lld",
-                       (long long)ta, (long long)tb);
-    TL_CHECK("matmul_t", a, batch * m * n); TL_CHECK("matmul_t", b, batch * n * p);
-    TL_CHECK("matmul_t", y, batch * m * p);
-    return gemm("matmul_t", a->data, b->data, y->data, batch, m, n, p, (int)ta, (int)tb, 0.0f);
+    return gemm(op, a->data, b->data, y->data, batch, m, n, p, (int)ta, (int)tb, 0.0f);
 }
 
-extern "C" int tl_matmul(tl_buf a, tl_buf b, tl_buf y, int64_t m, int64_t n, int64_t p) {
-    TL_CHECK("matmul", a, m * n); TL_CHECK("matmul", b, n * p); TL_CHECK("matmul", y, m * p);
-    return gemm("matmul", a->data, b->data, y->data, 1, m, n, p, 0, 0, 0.0f);
+extern "C" int tlk_matmul(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t m, int64_t n, int64_t p) {
+    return gemm(op, a->data, b->data, y->data, 1, m, n, p, 0, 0, 0.0f);
 }
 
-extern "C" int tl_bmm(tl_buf a, tl_buf b, tl_buf y, int64_t batch, int64_t m, int64_t n, int64_t p) {
-    TL_CHECK("bmm", a, batch * m * n); TL_CHECK("bmm", b, batch * n * p); TL_CHECK("bmm", y, batch * m * p);
-    return gemm("bmm", a->data, b->data, y->data, batch, m, n, p, 0, 0, 0.0f);
+extern "C" int tlk_bmm(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t batch, int64_t m, int64_t n, int64_t p) {
+    return gemm(op, a->data, b->data, y->data, batch, m, n, p, 0, 0, 0.0f);
 }
 
 __global__ void k_rows_from_vec(const float *v, float *y, int64_t rows, int64_t cols) {
@@ -61,39 +55,31 @@ __global__ void k_col_sum(const float *g, float *out, int64_t rows, int64_t cols
     }
 }
 
-extern "C" int tl_linear(tl_buf w, tl_buf b, tl_buf x, tl_buf y, int64_t rows, int64_t out_dim, int64_t in_dim) {
-    TL_CHECK("linear", w, out_dim * in_dim); TL_CHECK("linear", b, out_dim);
-    TL_CHECK("linear", x, rows * in_dim); TL_CHECK("linear", y, rows * out_dim);
+extern "C" int tlk_linear(const char *op, tl_buf w, tl_buf b, tl_buf x, tl_buf y, int64_t rows, int64_t out_dim, int64_t in_dim) {
     if (rows * out_dim == 0) return TL_OK;
     k_rows_from_vec<<<tl_blocks(rows * out_dim), TL_THREADS, 0, tl_stream()>>>(b->data, y->data, rows, out_dim);
-    TL_LAUNCHED("linear");
+    TL_LAUNCHED(op);
     // y (rows, out) += x (rows, in) @ W^T
-    return gemm("linear", x->data, w->data, y->data, 1, rows, in_dim, out_dim, 0, 1, 1.0f);
+    return gemm(op, x->data, w->data, y->data, 1, rows, in_dim, out_dim, 0, 1, 1.0f);
 }
 
-extern "C" int tl_linear_backward_w(tl_buf g, tl_buf x, tl_buf dw, int64_t rows, int64_t out_dim, int64_t in_dim) {
-    const char *op = "linear_backward_w";
-    TL_CHECK(op, g, rows * out_dim); TL_CHECK(op, x, rows * in_dim); TL_CHECK(op, dw, out_dim * in_dim);
+extern "C" int tlk_linear_backward_w(const char *op, tl_buf g, tl_buf x, tl_buf dw, int64_t rows, int64_t out_dim, int64_t in_dim) {
     return gemm(op, g->data, x->data, dw->data, 1, out_dim, rows, in_dim, 1, 0, 0.0f);
 }
 
-extern "C" int tl_linear_backward_b(tl_buf g, tl_buf db, int64_t rows, int64_t out_dim) {
-    TL_CHECK("linear_backward_b", g, rows * out_dim); TL_CHECK("linear_backward_b", db, out_dim);
+extern "C" int tlk_linear_backward_b(const char *op, tl_buf g, tl_buf db, int64_t rows, int64_t out_dim) {
     if (out_dim == 0) return TL_OK;
     k_col_sum<<<tl_blocks(out_dim), TL_THREADS, 0, tl_stream()>>>(g->data, db->data, rows, out_dim);
-    TL_LAUNCHED("linear_backward_b");
+    TL_LAUNCHED(op);
     return TL_OK;
 }
 
-extern "C" int tl_linear_backward_x(tl_buf g, tl_buf w, tl_buf x, tl_buf dx, int64_t rows, int64_t out_dim,
+extern "C" int tlk_linear_backward_x(const char *op, tl_buf g, tl_buf w, tl_buf x, tl_buf dx, int64_t rows, int64_t out_dim,
                                     int64_t in_dim) {
-    const char *op = "linear_backward_x";
-    TL_CHECK(op, g, rows * out_dim); TL_CHECK(op, w, out_dim * in_dim); TL_CHECK(op, x, rows * in_dim);
-    TL_CHECK(op, dx, rows * in_dim);
     return gemm(op, g->data, w->data, dx->data, 1, rows, out_dim, in_dim, 0, 0, 0.0f);
 }
 
-// one block: strided partials in index order, then the fixed tree of tl_block_sum (deterministic)
+// one block: strided partials in index order, then tl_block_sum (fixed order, deterministic)
 __global__ void k_mse(const float *a, const float *t, float *y, int64_t n) {
     float s = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) { float d = a[i] - t[i]; s += d * d; }
@@ -106,17 +92,13 @@ __global__ void k_mse_bwd(const float *a, const float *t, const float *g, float 
     TL_GRID_STRIDE(i, n) d[i] = (a[i] - t[i]) * scale;
 }
 
-extern "C" int tl_mse_loss(tl_buf yhat, tl_buf target, tl_buf y, int64_t n) {
-    TL_CHECK("mse_loss", yhat, n); TL_CHECK("mse_loss", target, n); TL_CHECK("mse_loss", y, 1);
-    if (n == 0) return tl_fail(TL_E_SHAPE, "mse_loss: expected at least one element, got 0");
+extern "C" int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n) {
     k_mse<<<1, TL_THREADS, 0, tl_stream()>>>(yhat->data, target->data, y->data, n);
-    TL_LAUNCHED("mse_loss");
+    TL_LAUNCHED(op);
     return TL_OK;
 }
 
-extern "C" int tl_mse_loss_backward(tl_buf yhat, tl_buf target, tl_buf g, tl_buf dyhat, int64_t n) {
-    const char *op = "mse_loss_backward";
-    TL_CHECK(op, yhat, n); TL_CHECK(op, target, n); TL_CHECK(op, g, 1); TL_CHECK(op, dyhat, n);
+extern "C" int tlk_mse_loss_backward(const char *op, tl_buf yhat, tl_buf target, tl_buf g, tl_buf dyhat, int64_t n) {
     if (n == 0) return TL_OK;
     k_mse_bwd<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(yhat->data, target->data, g->data, dyhat->data, n);
     TL_LAUNCHED(op);

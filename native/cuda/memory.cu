@@ -428,6 +428,7 @@ void tl_scratch_free(void *p) {
 // ------------------------------------------------------------------ backend hooks
 
 const char *tlb_name(void) { return "cuda"; }
+int tlb_ready(const char *op) { return tl_cuda_poison_status(op); }
 
 int tlb_alloc(size_t bytes, void **out) { return pool_alloc("alloc", bytes, out); }
 

@@ -1,9 +1,10 @@
 // norm.cu (CUDA): layer_norm and batchnorm_channel_first, fused forward and backward kernels.
 //
 // Same conventions as the stub: biased variance, eps inside the sqrt, mean/var via multiplication
-// by float32(1/N), xhat = (x - mean) / std. Every reduction is a fixed-order block tree
-// (tl_block_sum) or an ordered loop, so results are bit-reproducible without atomics.
+// by float32(1/N), xhat = (x - mean) / std. Every reduction is a fixed-order block reduction
+// (tl_block_sum, reduce_util.cuh) or an ordered loop, so results are bit-reproducible without atomics.
 #include "common.cuh"
+#include "entry/norm_kernels.h"
 
 namespace {
 
@@ -37,19 +38,7 @@ __global__ void ln_fwd_kernel(const float *__restrict__ x, const float *__restri
 
 // Rows of up to 256 * 4 * R columns with cols % 4 == 0: one 256-thread block per row holds
 // the row in registers (float4), so x (forward) or g and xhat (backward) are read from memory
-// once. Same formulas as the kernels above; the sums use a fixed warp-shuffle-then-warp order.
-__device__ __forceinline__ float sum256(float v, float *red) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();  // red may still be read from the previous call
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float r = red[0];
-#pragma unroll
-    for (int w = 1; w < 8; w++) r += red[w];
-    return r;
-}
-
+// once. Same formulas as the kernels above; the sums are tl_block_sum (fixed order).
 __device__ __forceinline__ float hsum4(float4 a) { return (a.x + a.y) + (a.z + a.w); }
 
 template <int R>
@@ -59,7 +48,6 @@ __global__ void __launch_bounds__(256) ln_fwd_rows(const float4 *__restrict__ x,
                                                     float4 *__restrict__ y, float4 *__restrict__ xhat,
                                                     float *__restrict__ inv_std, int64_t cols4,
                                                     float inv_cols, float eps) {
-    __shared__ float red[8];
     const int64_t r = blockIdx.x;
     float4 v[R];
     float s = 0.0f;
@@ -69,7 +57,7 @@ __global__ void __launch_bounds__(256) ln_fwd_rows(const float4 *__restrict__ x,
         v[j] = k < cols4 ? x[r * cols4 + k] : make_float4(0.f, 0.f, 0.f, 0.f);
         s += hsum4(v[j]);
     }
-    const float mean = sum256(s, red) * inv_cols;
+    const float mean = tl_block_sum(s) * inv_cols;
     float q = 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
@@ -79,7 +67,7 @@ __global__ void __launch_bounds__(256) ln_fwd_rows(const float4 *__restrict__ x,
             q += hsum4(make_float4(d.x * d.x, d.y * d.y, d.z * d.z, d.w * d.w));
         }
     }
-    const float var = sum256(q, red) * inv_cols;
+    const float var = tl_block_sum(q) * inv_cols;
     const float sd = sqrtf(var + eps);
     if (threadIdx.x == 0) inv_std[r] = 1.0f / sd;
 #pragma unroll
@@ -105,7 +93,6 @@ __global__ void __launch_bounds__(256) ln_bwd_dx_rows(const float4 *__restrict__
                                                        const float4 *__restrict__ gamma,
                                                        float4 *__restrict__ dx, int64_t cols4,
                                                        float fcols, float inv_cols) {
-    __shared__ float red[8];
     const int64_t r = blockIdx.x;
     float4 d[R], h[R];
     float s1 = 0.0f, s2 = 0.0f;
@@ -123,7 +110,7 @@ __global__ void __launch_bounds__(256) ln_bwd_dx_rows(const float4 *__restrict__
         s2 += hsum4(make_float4(d[j].x * h[j].x, d[j].y * h[j].y, d[j].z * h[j].z,
                                 d[j].w * h[j].w));
     }
-    const float S1 = sum256(s1, red), S2 = sum256(s2, red), is = inv_std[r];
+    const float S1 = tl_block_sum(s1), S2 = tl_block_sum(s2), is = inv_std[r];
 #pragma unroll
     for (int j = 0; j < R; j++) {
         int64_t k = threadIdx.x + (int64_t)j * 256;
@@ -257,16 +244,12 @@ __global__ void bn_bwd_kernel(const float *__restrict__ g, const float *__restri
 
 }  // namespace
 
-extern "C" int tl_layer_norm(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
+extern "C" int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
                              tl_buf inv_std, int64_t rows, int64_t cols, double eps) {
-    const char *op = "layer_norm";
-    int64_t n;
-    TL_TRY(tl_checked_mul(op, rows, cols, &n));
-    if (cols <= 0) return tl_fail(TL_E_SHAPE, "layer_norm: expected cols > 0, got %lld", (long long)cols);
-    TL_CHECK(op, x, n); TL_CHECK(op, y, n); TL_CHECK(op, xhat, n);
-    TL_CHECK(op, gamma, cols); TL_CHECK(op, beta, cols); TL_CHECK(op, inv_std, rows);
     if (rows == 0) return TL_OK;
-    if (rows > 2147483647LL) return tl_fail(TL_E_SHAPE, "layer_norm: too many rows (%lld)", (long long)rows);
+    if (rows > TL_MAX_GRID_X)
+        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit %lld", op, (long long)rows,
+                       (long long)TL_MAX_GRID_X);
     const float inv_cols = (float)(1.0 / (double)cols);
     const int R = ln_rows_r(cols);
     if (R == 4)
@@ -285,15 +268,9 @@ extern "C" int tl_layer_norm(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_b
     return TL_OK;
 }
 
-extern "C" int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma,
+extern "C" int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma,
                                       tl_buf dx, tl_buf dgamma, tl_buf dbeta, int64_t rows,
                                       int64_t cols) {
-    const char *op = "layer_norm_backward";
-    int64_t n;
-    TL_TRY(tl_checked_mul(op, rows, cols, &n));
-    TL_CHECK(op, g, n); TL_CHECK(op, xhat, n); TL_CHECK(op, dx, n);
-    TL_CHECK(op, inv_std, rows); TL_CHECK(op, gamma, cols);
-    TL_CHECK(op, dgamma, cols); TL_CHECK(op, dbeta, cols);
     if (cols == 0) return TL_OK;
     cudaStream_t st = tl_stream();
     if (rows == 0) {
@@ -316,7 +293,8 @@ extern "C" int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_
             g->data, xhat->data, inv_std->data, gamma->data, dx->data, cols, (float)cols, inv_cols);
     TL_LAUNCHED(op);
     const int64_t chunks = (rows + COL_CHUNK - 1) / COL_CHUNK;
-    if (chunks > 65535) return tl_fail(TL_E_SHAPE, "layer_norm_backward: too many rows (%lld)", (long long)rows);
+    if (chunks > TL_MAX_GRID_YZ)
+        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
     void *tmp = nullptr;
     TL_TRY(tl_scratch(op, sizeof(float) * 2 * chunks * cols, &tmp));
     float *pg = (float *)tmp, *pb = pg + chunks * cols;
@@ -332,17 +310,9 @@ extern "C" int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_
     return s1;
 }
 
-extern "C" int tl_batchnorm_channel_first(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y,
+extern "C" int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y,
                                           tl_buf xhat, tl_buf mean, tl_buf var, tl_buf inv_std,
                                           int64_t n, int64_t c, int64_t s, double eps) {
-    const char *op = "batchnorm_channel_first";
-    int64_t t, total;
-    TL_TRY(tl_checked_mul(op, n, c, &t));
-    TL_TRY(tl_checked_mul(op, t, s, &total));
-    if (n * s <= 0) return tl_fail(TL_E_SHAPE, "batchnorm_channel_first: each channel needs elements, got n=%lld s=%lld", (long long)n, (long long)s);
-    TL_CHECK(op, x, total); TL_CHECK(op, y, total); TL_CHECK(op, xhat, total);
-    TL_CHECK(op, gamma, c); TL_CHECK(op, beta, c);
-    TL_CHECK(op, mean, c); TL_CHECK(op, var, c); TL_CHECK(op, inv_std, c);
     if (c == 0) return TL_OK;
     bn_fwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
         x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
@@ -351,16 +321,9 @@ extern "C" int tl_batchnorm_channel_first(tl_buf x, tl_buf gamma, tl_buf beta, t
     return TL_OK;
 }
 
-extern "C" int tl_batchnorm_channel_first_backward(tl_buf g, tl_buf xhat, tl_buf inv_std,
+extern "C" int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std,
                                                    tl_buf gamma, tl_buf dx, tl_buf dgamma,
                                                    tl_buf dbeta, int64_t n, int64_t c, int64_t s) {
-    const char *op = "batchnorm_channel_first_backward";
-    int64_t t, total;
-    TL_TRY(tl_checked_mul(op, n, c, &t));
-    TL_TRY(tl_checked_mul(op, t, s, &total));
-    TL_CHECK(op, g, total); TL_CHECK(op, xhat, total); TL_CHECK(op, dx, total);
-    TL_CHECK(op, inv_std, c); TL_CHECK(op, gamma, c);
-    TL_CHECK(op, dgamma, c); TL_CHECK(op, dbeta, c);
     if (c == 0) return TL_OK;
     const int64_t cnt = n * s;
     bn_bwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(

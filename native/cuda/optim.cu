@@ -1,6 +1,7 @@
 // optim.cu (CUDA): fused optimizer steps in place, mirroring native/stub/optim.c (same float32
 // formulas per element, bias corrections computed once in double on the host).
 #include "common.cuh"
+#include "entry/optim_kernels.h"
 #include <math.h>
 
 namespace {
@@ -35,29 +36,25 @@ __global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, 
 
 extern "C" {
 
-int tl_sgd_step(tl_buf p, tl_buf g, tl_buf buf, int64_t n, double lr, double momentum,
+int tlk_sgd_step(const char *op, tl_buf p, tl_buf g, tl_buf buf, int64_t n, double lr, double momentum,
                 double dampening, double weight_decay, int64_t nesterov, int64_t first) {
-    TL_CHECK("sgd_step", p, n); TL_CHECK("sgd_step", g, n); TL_CHECK("sgd_step", buf, n);
     if (n == 0) return TL_OK;
     k_sgd<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(
         p->data, g->data, buf->data, n, (float)lr, (float)momentum, 1.0f - (float)dampening,
         (float)weight_decay, momentum != 0.0, (int)(nesterov != 0), (int)(first != 0));
-    TL_LAUNCHED("sgd_step");
+    TL_LAUNCHED(op);
     return TL_OK;
 }
 
-int tl_adam_step(tl_buf p, tl_buf g, tl_buf m, tl_buf v, int64_t n, double lr, double beta1,
+int tlk_adam_step(const char *op, tl_buf p, tl_buf g, tl_buf m, tl_buf v, int64_t n, double lr, double beta1,
                  double beta2, double eps, double weight_decay, int64_t decoupled, int64_t step) {
-    TL_CHECK("adam_step", p, n); TL_CHECK("adam_step", g, n);
-    TL_CHECK("adam_step", m, n); TL_CHECK("adam_step", v, n);
-    if (step < 1) return tl_fail(TL_E_ARG, "adam_step: expected step >= 1, got %lld", (long long)step);
     if (n == 0) return TL_OK;
     float c1 = (float)(1.0 / (1.0 - pow(beta1, (double)step)));
     float c2 = (float)(1.0 / (1.0 - pow(beta2, (double)step)));
     k_adam<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(
         p->data, g->data, m->data, v->data, n, (float)lr, (float)beta1, (float)beta2, (float)eps,
         (float)weight_decay, (float)(1.0 - lr * weight_decay), (int)(decoupled != 0), c1, c2);
-    TL_LAUNCHED("adam_step");
+    TL_LAUNCHED(op);
     return TL_OK;
 }
 

@@ -10,43 +10,12 @@
 // partials of each output in chunk order, so the result is bit-identical run to run.
 // sum() is the rows case with outer = 1; views.cu reuses tl_cuda_axis_sum for sum_to.
 #include "common.cuh"
+#include "entry/reduce_kernels.h"
 #include <math.h>
 
 namespace {
 
 constexpr int64_t TARGET_THREADS = 1 << 18;  // about one full wave of resident threads on an H100
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float max_step(float m, float v) { return (v > m || v != v) ? v : m; }
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        float w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = (v != v) ? v : max_step(v, w);
-    }
-    return v;
-}
-
-// group reduction for G = 32 (one warp) or G = blockDim.x = 256 (warps, then 8 partials in order)
-template <int G, bool MAX>
-__device__ __forceinline__ float group_reduce(float v) {
-    v = MAX ? warp_max(v) : warp_sum(v);
-    if (G == 32) return v;
-    __shared__ float sh[32];
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    __syncthreads();
-    if (l == 0) sh[w] = v;
-    __syncthreads();
-    float r = sh[0];
-    for (int k = 1; k < G / 32; k++) r = MAX ? ((r != r) ? r : max_step(r, sh[k])) : r + sh[k];
-    return r;
-}
 
 // mode: 0 write (S == 1), 1 atomicAdd into y, 2 write partial[s * M + out]
 template <int G>
@@ -54,7 +23,7 @@ __global__ void rows_sum_kernel(const float *__restrict__ x, float *__restrict__
                                 int64_t len, int64_t S, int64_t chunk, int mode, float scale) {
     int64_t gid = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
     int lane = threadIdx.x % G;
-    bool ok = gid < rows * S;  // whole groups share ok, so group_reduce stays convergent per group
+    bool ok = gid < rows * S;  // whole groups share ok, so the group reduction stays convergent per group
     int64_t row = ok ? gid / S : 0, s = ok ? gid % S : 0;
     float acc = 0.0f;
     if (ok) {
@@ -70,7 +39,7 @@ __global__ void rows_sum_kernel(const float *__restrict__ x, float *__restrict__
         for (; k < hi; k += G) a[0] += xr[k];
         acc = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
     }
-    acc = group_reduce<G, false>(acc);
+    acc = tl_group_sum<G>(acc);
     if (ok && lane == 0) {
         if (mode == 0) y[row] = acc * scale;
         else if (mode == 1) atomicAdd(y + row, acc);
@@ -119,7 +88,7 @@ __global__ void finish_warp_kernel(const float *__restrict__ part, float *__rest
     float acc = 0.0f;
     if (j < M)
         for (int64_t s = lane; s < S; s += 32) acc += part[s * M + j];
-    acc = warp_sum(acc);
+    acc = tl_group_sum<32>(acc);
     if (j < M && lane == 0) y[j] = acc * scale;
 }
 
@@ -204,33 +173,15 @@ extern "C" TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float 
     return lst;
 }
 
-static int axis_check(const char *op, tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    int64_t on, n;
-    if (outer < 0 || len < 0 || inner < 0)
-        return tl_fail(TL_E_SHAPE, "%s: negative layout (outer %lld, len %lld, inner %lld)", op,
-                       (long long)outer, (long long)len, (long long)inner);
-    TL_TRY(tl_checked_mul(op, outer, inner, &on));
-    TL_TRY(tl_checked_mul(op, on, len, &n));
-    TL_CHECK(op, x, n);
-    TL_CHECK(op, y, on);
-    return TL_OK;
+extern "C" int tlk_sum(const char *op, tl_buf x, tl_buf y, int64_t n) {
+    if (n == 0) return launch_fill(op, y->data, 1, 0.0f);
+    return tl_cuda_axis_sum(op, x->data, y->data, 1, n, 1, 0);
 }
 
-extern "C" int tl_sum(tl_buf x, tl_buf y, int64_t n) {
-    TL_CHECK("sum", x, n);
-    TL_CHECK("sum", y, 1);
-    if (n == 0) return launch_fill("sum", y->data, 1, 0.0f);
-    return tl_cuda_axis_sum("sum", x->data, y->data, 1, n, 1, 0);
-}
-
-extern "C" int tl_reduce_sum(tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    TL_TRY(axis_check("reduce_sum", x, y, outer, len, inner));
-    return tl_cuda_axis_sum("reduce_sum", x->data, y->data, outer, len, inner, 0);
-}
-
-extern "C" int tl_reduce_mean(tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    TL_TRY(axis_check("reduce_mean", x, y, outer, len, inner));
-    return tl_cuda_axis_sum("reduce_mean", x->data, y->data, outer, len, inner, 1);
+// reduce_sum (mean = 0) and reduce_mean (mean = 1)
+extern "C" int tlk_reduce_sum(const char *op, tl_buf x, tl_buf y, int64_t outer, int64_t len,
+                              int64_t inner, int64_t mean) {
+    return tl_cuda_axis_sum(op, x->data, y->data, outer, len, inner, (int)mean);
 }
 
 namespace {
@@ -251,9 +202,9 @@ __global__ void rows_max_kernel(const float *__restrict__ x, float *__restrict__
     float m = -INFINITY;
     if (ok) {
         const float *xr = x + row * len;
-        for (int64_t k = lane; k < len; k += G) m = max_step(m, xr[k]);
+        for (int64_t k = lane; k < len; k += G) m = tl_max_nan(m, xr[k]);
     }
-    m = group_reduce<G, true>(m);
+    m = tl_group_max<G>(m);
     if (ok && lane == 0) y[row] = m;
 }
 
@@ -263,7 +214,7 @@ __global__ void cols_max_kernel(const float *__restrict__ x, float *__restrict__
         int64_t o = j / inner, i = j % inner;
         const float *p = x + o * len * inner + i;
         float m = p[0];
-        for (int64_t k = 1; k < len; k++) m = max_step(m, p[k * inner]);
+        for (int64_t k = 1; k < len; k++) m = tl_max_nan(m, p[k * inner]);
         y[j] = m;
     }
 }
@@ -281,7 +232,7 @@ __global__ void rows_tie_count(const float *__restrict__ x, const float *__restr
         float m = y[row];
         for (int64_t k = lane; k < len; k += G) c += xr[k] == m ? 1.0f : 0.0f;
     }
-    c = group_reduce<G, false>(c);
+    c = tl_group_sum<G>(c);
     if (ok && lane == 0) cnt[row] = c;
 }
 
@@ -308,10 +259,8 @@ __global__ void max_bwd_kernel(const float *__restrict__ x, const float *__restr
 }
 }  // namespace
 
-extern "C" int tl_reduce_axis_backward(tl_buf g, tl_buf dx, int64_t outer, int64_t len, int64_t inner,
+extern "C" int tlk_reduce_axis_backward(const char *op, tl_buf g, tl_buf dx, int64_t outer, int64_t len, int64_t inner,
                                        int64_t mean) {
-    const char *op = "reduce_axis_backward";
-    TL_TRY(axis_check(op, dx, g, outer, len, inner));
     int64_t n = outer * len * inner;
     if (n == 0) return TL_OK;
     float scale = mean ? 1.0f / (float)len : 1.0f;
@@ -320,9 +269,7 @@ extern "C" int tl_reduce_axis_backward(tl_buf g, tl_buf dx, int64_t outer, int64
     return TL_OK;
 }
 
-extern "C" int tl_reduce_max(tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    const char *op = "reduce_max";
-    TL_TRY(axis_check(op, x, y, outer, len, inner));
+extern "C" int tlk_reduce_max(const char *op, tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
     int64_t M = outer * inner;
     if (M == 0) return TL_OK;
     if (len == 0) return launch_fill(op, y->data, M, 0.0f);  // totalised: empty max is 0
@@ -340,12 +287,8 @@ extern "C" int tl_reduce_max(tl_buf x, tl_buf y, int64_t outer, int64_t len, int
     return TL_OK;
 }
 
-extern "C" int tl_reduce_max_backward(tl_buf x, tl_buf y, tl_buf g, tl_buf dx, int64_t outer,
+extern "C" int tlk_reduce_max_backward(const char *op, tl_buf x, tl_buf y, tl_buf g, tl_buf dx, int64_t outer,
                                       int64_t len, int64_t inner) {
-    const char *op = "reduce_max_backward";
-    TL_TRY(axis_check(op, x, y, outer, len, inner));
-    TL_CHECK(op, g, outer * inner);
-    TL_CHECK(op, dx, outer * len * inner);
     int64_t M = outer * inner, n = M * len;
     if (n == 0) return TL_OK;
     cudaStream_t st = tl_stream();

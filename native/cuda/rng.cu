@@ -5,6 +5,7 @@
 // The normal kernel works in double (as the contract says), using CUDA's correctly-rounded-ish
 // double log/cos/sqrt; results round to float32 and match the host reference.
 #include "common.cuh"
+#include "entry/rng_kernels.h"
 
 namespace {
 
@@ -31,29 +32,24 @@ __global__ void k_normal(float *y, int64_t n, uint64_t key, double mean, double 
 
 extern "C" {
 
-int tl_rand_uniform(tl_buf y, int64_t n, uint64_t key) {
-    TL_CHECK("rand_uniform", y, n);
+int tlk_rand_uniform(const char *op, tl_buf y, int64_t n, uint64_t key) {
     if (n == 0) return TL_OK;
     k_uniform<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(y->data, n, key);
-    TL_LAUNCHED("rand_uniform");
+    TL_LAUNCHED(op);
     return TL_OK;
 }
 
-int tl_bernoulli_mask(tl_buf y, int64_t n, uint64_t key, double p) {
-    TL_CHECK("bernoulli_mask", y, n);
-    if (!(p >= 0.0 && p <= 1.0))
-        return tl_fail(TL_E_ARG, "bernoulli_mask: expected 0 <= p <= 1, got %g", p);
+int tlk_bernoulli_mask(const char *op, tl_buf y, int64_t n, uint64_t key, double p) {
     if (n == 0) return TL_OK;
     k_bernoulli<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(y->data, n, key, (float)p);
-    TL_LAUNCHED("bernoulli_mask");
+    TL_LAUNCHED(op);
     return TL_OK;
 }
 
-int tl_rand_normal(tl_buf y, int64_t n, uint64_t key, double mean, double std) {
-    TL_CHECK("rand_normal", y, n);
+int tlk_rand_normal(const char *op, tl_buf y, int64_t n, uint64_t key, double mean, double std) {
     if (n == 0) return TL_OK;
     k_normal<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(y->data, n, key, mean, std);
-    TL_LAUNCHED("rand_normal");
+    TL_LAUNCHED(op);
     return TL_OK;
 }
 

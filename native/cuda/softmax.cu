@@ -4,6 +4,7 @@
 // for the row statistics with an online (max, sum of exp) pair per thread, combined by a fixed
 // shuffle tree, then one pass writing the outputs; all reductions are fixed-order (no atomics).
 #include "common.cuh"
+#include "entry/softmax_kernels.h"
 #include <math.h>
 
 namespace {
@@ -34,37 +35,12 @@ __device__ __forceinline__ Stat stat_merge(Stat a, Stat b) {
     return Stat{m, s};
 }
 
-template <int G>
-__device__ __forceinline__ Stat group_stat(Stat v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        Stat w{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
-        v = stat_merge(v, w);
-    }
-    if (G == 32) return v;
-    __shared__ float shm[32], shs[32];
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    __syncthreads();
-    if (l == 0) { shm[w] = v.m; shs[w] = v.s; }
-    __syncthreads();
-    Stat r{shm[0], shs[0]};
-    for (int k = 1; k < G / 32; k++) r = stat_merge(r, Stat{shm[k], shs[k]});
-    return r;
-}
+struct StatMerge {
+    __device__ __forceinline__ Stat operator()(Stat a, Stat b) const { return stat_merge(a, b); }
+};
 
-template <int G>
-__device__ __forceinline__ float group_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (G == 32) return v;
-    __shared__ float sh[32];
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    __syncthreads();
-    if (l == 0) sh[w] = v;
-    __syncthreads();
-    float r = sh[0];
-    for (int k = 1; k < G / 32; k++) r += sh[k];
-    return r;
+__device__ __forceinline__ Stat tl_shfl_xor(unsigned mask, Stat v, int o) {
+    return Stat{__shfl_xor_sync(mask, v.m, o), __shfl_xor_sync(mask, v.s, o)};
 }
 
 // KIND: 0 softmax, 1 log_softmax, 2 masked softmax (mask row r % mask_rows; NULL = all allowed)
@@ -81,7 +57,7 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
     if (ok)
         for (int64_t k = lane; k < cols; k += G)
             if (KIND != 2 || !mr || mr[k] != 0.0f) st = stat_add(st, xr[k]);
-    st = group_stat<G>(st);
+    st = tl_group_reduce<G>(st, StatMerge{});
     if (!ok) return;
     if (KIND == 2 && !(st.s > 0.0f)) {  // nothing allowed (or degenerate): the row is all 0
         for (int64_t k = lane; k < cols; k += G) yr[k] = 0.0f;
@@ -102,7 +78,7 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
 // Wide rows (1024 < cols <= 256 * 4 * R, cols % 4 == 0): one 256-thread block per row keeps
 // the row in registers (R float4 per thread), so x is read once and each entry costs one expf:
 // a max pass, a sum-of-exp pass and the write, the same two-pass arithmetic as the stub. The
-// sums run in a fixed shuffle/warp order (deterministic).
+// block reductions run in the fixed order of reduce_util.cuh (deterministic).
 template <int R, int LOG>
 __global__ void __launch_bounds__(256) softmax_fwd_rows(const float4 *__restrict__ x,
                                                          float4 *__restrict__ y, int64_t cols4) {
@@ -116,14 +92,7 @@ __global__ void __launch_bounds__(256) softmax_fwd_rows(const float4 *__restrict
         v[j] = k < cols4 ? xr[k] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
         m = fmaxf(m, fmaxf(fmaxf(v[j].x, v[j].y), fmaxf(v[j].z, v[j].w)));
     }
-    __shared__ float red[8];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = red[0];
-    for (int w = 1; w < 8; w++) m = fmaxf(m, red[w]);
-    __syncthreads();
+    m = tl_group_max<256>(m);
     float s = 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
@@ -135,12 +104,7 @@ __global__ void __launch_bounds__(256) softmax_fwd_rows(const float4 *__restrict
             if (!LOG) v[j] = e;
         }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = s;
-    __syncthreads();
-    s = red[0];
-    for (int w = 1; w < 8; w++) s += red[w];
+    s = tl_group_sum<256>(s);
     const float a = LOG ? logf(s) : 1.0f / s;
 #pragma unroll
     for (int j = 0; j < R; j++) {
@@ -166,17 +130,10 @@ __global__ void softmax_bwd(const float *__restrict__ y, const float *__restrict
     float acc = 0.0f;
     if (ok)
         for (int64_t k = lane; k < cols; k += G) acc += LOG ? gr[k] : gr[k] * yr[k];
-    float s = group_sum<G>(acc);
+    float s = tl_group_sum<G>(acc);
     if (!ok) return;
     for (int64_t k = lane; k < cols; k += G)
         dr[k] = LOG ? gr[k] - expf(yr[k]) * s : yr[k] * (gr[k] - s);
-}
-
-int rows_check(const char *op, int64_t rows, int64_t cols, int64_t *n) {
-    if (rows < 0 || cols <= 0)
-        return tl_fail(TL_E_SHAPE, "%s: expected rows >= 0 and a non-empty last axis, got rows %lld, cols %lld",
-                       op, (long long)rows, (long long)cols);
-    return tl_checked_mul(op, rows, cols, n);
 }
 
 unsigned group_blocks(int64_t rows, int G) { return (unsigned)((rows * G + TL_THREADS - 1) / TL_THREADS); }
@@ -218,59 +175,24 @@ int launch_bwd(const char *op, const float *y, const float *g, float *dx, int64_
 
 }  // namespace
 
-extern "C" int tl_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
-    int64_t n;
-    TL_TRY(rows_check("softmax", rows, cols, &n));
-    TL_CHECK("softmax", x, n);
-    TL_CHECK("softmax", y, n);
-    return launch_fwd<0>("softmax", x->data, nullptr, y->data, rows, cols, 1);
+extern "C" int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    return launch_fwd<0>(op, x->data, nullptr, y->data, rows, cols, 1);
 }
 
-extern "C" int tl_log_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
-    int64_t n;
-    TL_TRY(rows_check("log_softmax", rows, cols, &n));
-    TL_CHECK("log_softmax", x, n);
-    TL_CHECK("log_softmax", y, n);
-    return launch_fwd<1>("log_softmax", x->data, nullptr, y->data, rows, cols, 1);
+extern "C" int tlk_log_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    return launch_fwd<1>(op, x->data, nullptr, y->data, rows, cols, 1);
 }
 
-extern "C" int tl_masked_softmax(tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t cols,
+extern "C" int tlk_masked_softmax(const char *op, tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t cols,
                                  int64_t mask_rows) {
-    const char *op = "masked_softmax";
-    int64_t n, mn;
-    TL_TRY(rows_check(op, rows, cols, &n));
-    TL_CHECK(op, x, n);
-    TL_CHECK(op, y, n);
-    if (mask_rows < 0 || (mask_rows == 0) != (mask == NULL))
-        return tl_fail(TL_E_ARG, "%s: mask_rows %lld does not match a %s mask", op,
-                       (long long)mask_rows, mask ? "present" : "missing");
-    if (mask) {
-        if (rows % mask_rows)
-            return tl_fail(TL_E_SHAPE, "%s: %lld rows are not a multiple of the mask's %lld rows",
-                           op, (long long)rows, (long long)mask_rows);
-        TL_TRY(tl_checked_mul(op, mask_rows, cols, &mn));
-        TL_CHECK(op, mask, mn);
-    }
-    return launch_fwd<2>(op, x->data, mask ? mask->data : nullptr, y->data, rows, cols,
-                         mask ? mask_rows : 1);
+    return launch_fwd<2>(op, x->data, mask_rows ? mask->data : nullptr, y->data, rows, cols,
+                         mask_rows ? mask_rows : 1);
 }
 
-extern "C" int tl_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
-    const char *op = "softmax_backward";
-    int64_t n;
-    TL_TRY(rows_check(op, rows, cols, &n));
-    TL_CHECK(op, y, n);
-    TL_CHECK(op, g, n);
-    TL_CHECK(op, dx, n);
+extern "C" int tlk_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
     return launch_bwd<0>(op, y->data, g->data, dx->data, rows, cols);
 }
 
-extern "C" int tl_log_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
-    const char *op = "log_softmax_backward";
-    int64_t n;
-    TL_TRY(rows_check(op, rows, cols, &n));
-    TL_CHECK(op, y, n);
-    TL_CHECK(op, g, n);
-    TL_CHECK(op, dx, n);
+extern "C" int tlk_log_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
     return launch_bwd<1>(op, y->data, g->data, dx->data, rows, cols);
 }

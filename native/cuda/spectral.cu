@@ -7,6 +7,7 @@
 // full cuFFT R2C/C2R pair; every sum runs in a fixed order (no atomics), so results are
 // bit-reproducible run to run whatever the deterministic flag.
 #include "common.cuh"
+#include "entry/spectral_kernels.h"
 
 namespace {
 
@@ -81,13 +82,6 @@ __global__ void k_synthesis(const float *__restrict__ spec, float *__restrict__ 
     }
 }
 
-int check_dims(const char *op, int64_t batch, int64_t n) {
-    if (batch < 0 || n < 1 || batch > 0xFFFFFFFFLL || n > 0xFFFFFFFFLL)
-        return tl_fail(TL_E_ARG, "%s: expected batch >= 0 and signal length n >= 1, got batch %lld, n %lld",
-                       op, (long long)batch, (long long)n);
-    return TL_OK;
-}
-
 int make_twiddles(const char *op, int64_t n, double2 **out) {
     TL_TRY(tl_scratch(op, sizeof(double2) * (size_t)n, (void **)out));
     k_twiddles<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(*out, n);
@@ -97,11 +91,7 @@ int make_twiddles(const char *op, int64_t n, double2 **out) {
 }
 
 int transform(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n, bool analysis, int flag) {
-    TL_TRY(check_dims(op, batch, n));
     int64_t bins = n / 2 + 1;
-    int64_t nx = analysis ? batch * n : batch * bins * 2, ny = analysis ? batch * bins * 2 : batch * n;
-    TL_CHECK(op, x, nx);
-    TL_CHECK(op, y, ny);
     if (batch == 0) return TL_OK;
     double2 *tw;
     TL_TRY(make_twiddles(op, n, &tw));
@@ -210,16 +200,6 @@ __global__ void k_dweights(const double *__restrict__ X, const double *__restric
     }
 }
 
-int check_conv(const char *op, int64_t batch, int64_t grid, int64_t width, int64_t modes) {
-    if (batch < 0 || grid < 1 || width < 1 || grid > 0xFFFFFFFFLL || width > 0xFFFFFFFFLL)
-        return tl_fail(TL_E_ARG, "%s: expected batch >= 0, grid >= 1 and width >= 1, got batch %lld, "
-                       "grid %lld, width %lld", op, (long long)batch, (long long)grid, (long long)width);
-    if (modes < 1 || modes > grid / 2 + 1)
-        return tl_fail(TL_E_ARG, "%s: modes must be in 1..grid/2+1 = %lld for grid %lld, got %lld", op,
-                       (long long)(grid / 2 + 1), (long long)grid, (long long)modes);
-    return TL_OK;
-}
-
 // scratch for `count` spectra of (batch, modes, width, 2) doubles, in one allocation
 int spectra(const char *op, int64_t batch, int64_t modes, int64_t width, int count, double **out) {
     size_t bytes = sizeof(double) * 2 * (size_t)(batch * modes * width) * (size_t)count;
@@ -230,31 +210,19 @@ int spectra(const char *op, int64_t batch, int64_t modes, int64_t width, int cou
 
 extern "C" {
 
-int tl_rfft(tl_buf x, tl_buf y, int64_t batch, int64_t n) {
-    return transform("rfft", x, y, batch, n, true, 0);
+// rfft (adjoint = 0) and irfft_backward (adjoint = 1)
+int tlk_rfft(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n, int64_t adjoint) {
+    return transform(op, x, y, batch, n, true, (int)adjoint);
 }
 
-int tl_rfft_backward(tl_buf g, tl_buf dx, int64_t batch, int64_t n) {
-    return transform("rfft_backward", g, dx, batch, n, false, 0);
+// irfft (adjoint = 0) and rfft_backward (adjoint = 1)
+int tlk_irfft(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n, int64_t adjoint) {
+    return transform(op, x, y, batch, n, false, !adjoint);
 }
 
-int tl_irfft(tl_buf x, tl_buf y, int64_t batch, int64_t n) {
-    return transform("irfft", x, y, batch, n, false, 1);
-}
-
-int tl_irfft_backward(tl_buf g, tl_buf dx, int64_t batch, int64_t n) {
-    return transform("irfft_backward", g, dx, batch, n, true, 1);
-}
-
-int tl_spectral_conv1d_rfft(tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf y, int64_t batch, int64_t grid,
+int tlk_spectral_conv1d_rfft(const char *op, tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf y, int64_t batch, int64_t grid,
                             int64_t width, int64_t modes) {
-    const char *op = "spectral_conv1d_rfft";
-    TL_TRY(check_conv(op, batch, grid, width, modes));
-    int64_t nw = modes * width * width, nx = batch * grid * width, ns = batch * modes * width;
-    TL_CHECK(op, x, nx);
-    TL_CHECK(op, w_re, nw);
-    TL_CHECK(op, w_im, nw);
-    TL_CHECK(op, y, nx);
+    int64_t nx = batch * grid * width, ns = batch * modes * width;
     if (batch == 0) return TL_OK;
     double2 *tw;
     double *work;
@@ -276,19 +244,10 @@ int tl_spectral_conv1d_rfft(tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf y, int64_
     return st;
 }
 
-int tl_spectral_conv1d_rfft_backward(tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf g, tl_buf dx,
+int tlk_spectral_conv1d_rfft_backward(const char *op, tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf g, tl_buf dx,
                                      tl_buf dw_re, tl_buf dw_im, int64_t batch, int64_t grid,
                                      int64_t width, int64_t modes) {
-    const char *op = "spectral_conv1d_rfft_backward";
-    TL_TRY(check_conv(op, batch, grid, width, modes));
     int64_t nw = modes * width * width, nx = batch * grid * width, ns = batch * modes * width;
-    TL_CHECK(op, x, nx);
-    TL_CHECK(op, w_re, nw);
-    TL_CHECK(op, w_im, nw);
-    TL_CHECK(op, g, nx);
-    TL_CHECK(op, dx, nx);
-    TL_CHECK(op, dw_re, nw);
-    TL_CHECK(op, dw_im, nw);
     cudaStream_t s = tl_stream();
     if (batch == 0) {
         TL_CUDA_TRY(op, cudaMemsetAsync(dw_re->data, 0, sizeof(float) * (size_t)nw, s));

@@ -8,6 +8,7 @@
 // Every permutation op is a block swap y[o, b, a, i] = x[o, a, b, i] (geom from
 // shapes.swap_geom): a 32 x 32 shared-memory tile transpose when inner == 1, a row copy otherwise.
 #include "common.cuh"
+#include "entry/views_kernels.h"
 
 extern "C" TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t outer,
                                           int64_t len, int64_t inner, int mean);
@@ -23,31 +24,18 @@ struct Plan {
     int kept[MAXG];
 };
 
-// big = broadcast shape, small = the other side (target of sum_to / input of broadcast_to)
+// big = broadcast shape, small = the other side (target of sum_to / input of broadcast_to); the
+// entry has checked that small broadcasts to big
 int make_plan(const char *op, tl_buf small, tl_buf big, const int64_t *sd, int64_t sr,
               const int64_t *bd, int64_t br, Plan *p, int64_t *nbig, int64_t *nsmall) {
-    if (sr > br)
-        return tl_fail(TL_E_SHAPE, "%s: rank %lld cannot broadcast to rank %lld", op, (long long)sr,
-                       (long long)br);
     int64_t ns = 1, nb = 1;
-    for (int64_t k = 0; k < sr; k++) {
-        if (sd[k] < 0) return tl_fail(TL_E_SHAPE, "%s: negative dimension", op);
-        ns *= sd[k];
-    }
-    for (int64_t k = 0; k < br; k++) {
-        if (bd[k] < 0) return tl_fail(TL_E_SHAPE, "%s: negative dimension", op);
-        nb *= bd[k];
-    }
-    TL_CHECK(op, small, ns);
-    TL_CHECK(op, big, nb);
+    for (int64_t k = 0; k < sr; k++) ns *= sd[k];
+    for (int64_t k = 0; k < br; k++) nb *= bd[k];
     int64_t tsz[64], tk[64];
     int ng = 0;
     for (int64_t k = br - 1; k >= 0; k--) {  // innermost first
         int64_t ik = k - (br - sr);
         int64_t s = ik < 0 ? 1 : sd[ik];
-        if (s != bd[k] && s != 1)
-            return tl_fail(TL_E_SHAPE, "%s: axis of size %lld cannot broadcast to %lld", op,
-                           (long long)s, (long long)bd[k]);
         if (bd[k] == 1) continue;
         int kept = s != 1;
         if (ng && tk[ng - 1] == kept) tsz[ng - 1] *= bd[k];
@@ -85,9 +73,8 @@ __global__ void broadcast_kernel(const float *__restrict__ x, float *__restrict_
 
 }  // namespace
 
-extern "C" int tl_broadcast_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
+extern "C" int tlk_broadcast_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
                                const int64_t *out_dims, int64_t out_len) {
-    const char *op = "broadcast_to";
     Plan p;
     int64_t n, m;
     TL_TRY(make_plan(op, x, y, in_dims, in_len, out_dims, out_len, &p, &n, &m));
@@ -103,9 +90,8 @@ extern "C" int tl_broadcast_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64
     return TL_OK;
 }
 
-extern "C" int tl_sum_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
+extern "C" int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
                          const int64_t *out_dims, int64_t out_len) {
-    const char *op = "sum_to";
     Plan p;
     int64_t n, m;
     TL_TRY(make_plan(op, y, x, out_dims, out_len, in_dims, in_len, &p, &n, &m));
@@ -192,19 +178,12 @@ __global__ void swap_rows(const float *__restrict__ x, float *__restrict__ y, in
     }
 }
 
-int swap_blocks(const char *op, tl_buf x, tl_buf y, const int64_t *geom, int64_t glen) {
-    if (glen != 4)
-        return tl_fail(TL_E_ARG, "%s: expected 4 layout numbers (outer, A, B, inner), got %lld", op,
-                       (long long)glen);
-    int64_t O = geom[0], A = geom[1], B = geom[2], I = geom[3], t1, t2, n;
-    if (O < 0 || A < 0 || B < 0 || I < 0)
-        return tl_fail(TL_E_SHAPE, "%s: negative layout (%lld, %lld, %lld, %lld)", op,
-                       (long long)O, (long long)A, (long long)B, (long long)I);
-    TL_TRY(tl_checked_mul(op, O, A, &t1));
-    TL_TRY(tl_checked_mul(op, t1, B, &t2));
-    TL_TRY(tl_checked_mul(op, t2, I, &n));
-    TL_CHECK(op, x, n);
-    TL_CHECK(op, y, n);
+}  // namespace
+
+// one body for transpose2d, swap_adjacent, permute3d_bca, permute3d_cab and swap_last2
+extern "C" int tlk_swap_blocks(const char *op, tl_buf x, tl_buf y, const int64_t *geom,
+                               int64_t geom_len) {
+    const int64_t O = geom[0], A = geom[1], B = geom[2], I = geom[3], n = O * A * B * I;
     if (n == 0) return TL_OK;
     cudaStream_t st = tl_stream();
     if (A == 1 || B == 1) {
@@ -221,26 +200,4 @@ int swap_blocks(const char *op, tl_buf x, tl_buf y, const int64_t *geom, int64_t
     }
     TL_LAUNCHED(op);
     return TL_OK;
-}
-
-}  // namespace
-
-extern "C" int tl_transpose2d(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return swap_blocks("transpose2d", x, y, geom, geom_len);
-}
-
-extern "C" int tl_swap_adjacent(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return swap_blocks("swap_adjacent", x, y, geom, geom_len);
-}
-
-extern "C" int tl_permute3d_bca(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return swap_blocks("permute3d_bca", x, y, geom, geom_len);
-}
-
-extern "C" int tl_permute3d_cab(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return swap_blocks("permute3d_cab", x, y, geom, geom_len);
-}
-
-extern "C" int tl_swap_last2(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return swap_blocks("swap_last2", x, y, geom, geom_len);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "entry/attention_kernels.h"
 
 /* C (M x N) (+)= A (M x K) @ B (K x N) */
 static void mm_nn(const float *A, const float *B, float *C, int64_t M, int64_t K, int64_t N, int acc) {
@@ -50,28 +51,11 @@ static void mm_nt(const float *A, const float *B, float *C, int64_t M, int64_t K
         }
 }
 
-static int check_dims(const char *op, int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd,
-                      int64_t *rows, int64_t *hw) {
-    if (b < 0 || n < 0 || dm < 0 || h <= 0 || hd < 0)
-        return tl_fail(TL_E_SHAPE, "%s: bad sizes b=%lld n=%lld d_model=%lld heads=%lld hd=%lld", op,
-                       (long long)b, (long long)n, (long long)dm, (long long)h, (long long)hd);
-    TL_TRY(tl_checked_mul(op, b, n, rows));
-    TL_TRY(tl_checked_mul(op, h, hd, hw));
-    return TL_OK;
-}
-
-int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf mask,
+int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf mask,
                             tl_buf y, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn,
                             int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd,
                             int64_t has_mask, int64_t flash) {
-    const char *op = "multi_head_attention";
-    int64_t R, HD;
-    TL_TRY(check_dims(op, b, n, dm, h, hd, &R, &HD));
-    TL_CHECK(op, wq, dm * HD); TL_CHECK(op, wk, dm * HD); TL_CHECK(op, wv, dm * HD);
-    TL_CHECK(op, wo, HD * dm); TL_CHECK(op, x, R * dm); TL_CHECK(op, y, R * dm);
-    TL_CHECK(op, q, R * HD); TL_CHECK(op, k, R * HD); TL_CHECK(op, v, R * HD);
-    TL_CHECK(op, attn, R * HD); TL_CHECK(op, lse, b * h * n);
-    if (has_mask) TL_CHECK(op, mask, n * n);
+    const int64_t R = b * n, HD = h * hd;
     const float *M = has_mask ? mask->data : NULL;
     mm_nn(x->data, wq->data, q->data, R, dm, HD, 0);
     mm_nn(x->data, wk->data, k->data, R, dm, HD, 0);
@@ -116,21 +100,12 @@ int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x
     return TL_OK;
 }
 
-int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo,
+int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo,
                                      tl_buf x, tl_buf q, tl_buf k, tl_buf v, tl_buf lse,
                                      tl_buf attn, tl_buf mask, tl_buf dwq, tl_buf dwk, tl_buf dwv,
                                      tl_buf dwo, tl_buf dx, int64_t b, int64_t n, int64_t dm,
                                      int64_t h, int64_t hd, int64_t has_mask, int64_t flash) {
-    const char *op = "multi_head_attention_backward";
-    int64_t R, HD;
-    TL_TRY(check_dims(op, b, n, dm, h, hd, &R, &HD));
-    TL_CHECK(op, g, R * dm); TL_CHECK(op, x, R * dm); TL_CHECK(op, dx, R * dm);
-    TL_CHECK(op, wq, dm * HD); TL_CHECK(op, wk, dm * HD); TL_CHECK(op, wv, dm * HD);
-    TL_CHECK(op, wo, HD * dm); TL_CHECK(op, dwq, dm * HD); TL_CHECK(op, dwk, dm * HD);
-    TL_CHECK(op, dwv, dm * HD); TL_CHECK(op, dwo, HD * dm);
-    TL_CHECK(op, q, R * HD); TL_CHECK(op, k, R * HD); TL_CHECK(op, v, R * HD);
-    TL_CHECK(op, attn, R * HD); TL_CHECK(op, lse, b * h * n);
-    if (has_mask) TL_CHECK(op, mask, n * n);
+    const int64_t R = b * n, HD = h * hd;
     const float *M = has_mask ? mask->data : NULL;
     size_t big = sizeof(float) * (size_t)(R * HD > 0 ? R * HD : 1);
     float *dO = malloc(big), *dQ = malloc(big), *dK = malloc(big), *dV = malloc(big);

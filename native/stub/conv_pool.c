@@ -10,32 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "entry/conv_pool_kernels.h"
 
-typedef struct {
-    int64_t r, n, cin, cout;
-    int64_t in[8], k[8], out[8], s[8], p[8];
-    int64_t in_n, k_n, out_n; /* products over the spatial axes */
-} geom_t;
-
-static int parse_geom(const char *op, const int64_t *g, int64_t len, geom_t *G) {
-    if (len < 4 || g[0] < 1 || g[0] > 8 || len != 4 + 5 * g[0])
-        return tl_fail(TL_E_ARG, "%s: malformed geometry array (length %lld)", op, (long long)len);
-    G->r = g[0]; G->n = g[1]; G->cin = g[2]; G->cout = g[3];
-    G->in_n = G->k_n = G->out_n = 1;
-    for (int64_t a = 0; a < G->r; a++) {
-        G->in[a] = g[4 + a]; G->k[a] = g[4 + G->r + a]; G->out[a] = g[4 + 2 * G->r + a];
-        G->s[a] = g[4 + 3 * G->r + a]; G->p[a] = g[4 + 4 * G->r + a];
-        if (G->s[a] < 1)
-            return tl_fail(TL_E_ARG, "%s: stride must be >= 1 on every axis, got %lld on axis %lld",
-                           op, (long long)G->s[a], (long long)a);
-        if (G->in[a] < 0 || G->k[a] < 0 || G->out[a] < 0 || G->p[a] < 0)
-            return tl_fail(TL_E_ARG, "%s: negative size in the geometry", op);
-        G->in_n *= G->in[a]; G->k_n *= G->k[a]; G->out_n *= G->out[a];
-    }
-    if (G->n < 0 || G->cin < 0 || G->cout < 0)
-        return tl_fail(TL_E_ARG, "%s: negative size in the geometry", op);
-    return TL_OK;
-}
+/* the geometry the generated entry parsed (native/common/contract.h) */
+typedef tl_geom geom_t;
 
 /* ------------------------------------------------------------------ im2col / col2im
  * col has rows (c, kernel offset) and columns (output position): col[(c*K + k) * P + o]
@@ -129,18 +107,14 @@ static void gemm_nt(int64_t M, int64_t N, int64_t K, const float *A, const float
 }
 
 /* ------------------------------------------------------------------ convolution */
-static int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
-                    const int64_t *geom, int64_t glen, int transpose) {
-    geom_t G;
-    TL_TRY(parse_geom(op, geom, glen, &G));
+/* conv (transpose = 0) and conv_transpose (transpose = 1), N-D and 2-D alike */
+int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
+                     const tl_geom *geom, int64_t transpose) {
+    const geom_t G = *geom;
     int64_t K = G.k_n;
-    TL_CHECK(op, kernel, G.cout * G.cin * K);
-    TL_CHECK(op, bias, G.cout);
     /* conv: image = input (in), columns = output (out); transpose: the other way round */
     int64_t xin = transpose ? G.cin * G.in_n : G.cin * G.in_n;
     int64_t yout = transpose ? G.cout * G.out_n : G.cout * G.out_n;
-    TL_CHECK(op, input, G.n * xin);
-    TL_CHECK(op, y, G.n * yout);
     float *Y = y->data;
     const float *W = kernel->data, *B = bias->data, *X = input->data;
     int64_t ny = G.n * yout;
@@ -178,18 +152,12 @@ static int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl
     return TL_OK;
 }
 
-static int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, tl_buf db,
-                    tl_buf dx, const int64_t *geom, int64_t glen, int transpose) {
-    geom_t G;
-    TL_TRY(parse_geom(op, geom, glen, &G));
+/* the backward of conv (transpose = 0) and conv_transpose (transpose = 1) */
+int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, tl_buf db,
+                      tl_buf dx, const tl_geom *geom, int64_t transpose) {
+    const geom_t G = *geom;
     int64_t K = G.k_n;
     int64_t xin = G.cin * G.in_n, yout = G.cout * G.out_n;
-    TL_CHECK(op, kernel, G.cout * G.cin * K);
-    TL_CHECK(op, input, G.n * xin);
-    TL_CHECK(op, g, G.n * yout);
-    TL_CHECK(op, dk, G.cout * G.cin * K);
-    TL_CHECK(op, db, G.cout);
-    TL_CHECK(op, dx, G.n * xin);
     const float *W = kernel->data, *X = input->data, *Gd = g->data;
     float *DK = dk->data, *DB = db->data, *DX = dx->data;
     for (int64_t i = 0; i < G.cout * G.cin * K; i++) DK[i] = 0.0f;
@@ -234,27 +202,6 @@ static int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_bu
     return TL_OK;
 }
 
-int tl_conv2d(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return conv_fwd("conv2d", kernel, bias, input, y, geom, geom_len, 0);
-}
-int tl_conv(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return conv_fwd("conv", kernel, bias, input, y, geom, geom_len, 0);
-}
-int tl_conv_transpose2d(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return conv_fwd("conv_transpose2d", kernel, bias, input, y, geom, geom_len, 1);
-}
-int tl_conv_transpose(tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return conv_fwd("conv_transpose", kernel, bias, input, y, geom, geom_len, 1);
-}
-int tl_conv_backward(tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel, tl_buf dbias,
-                     tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return conv_bwd("conv_backward", kernel, input, grad_out, dkernel, dbias, dinput, geom, geom_len, 0);
-}
-int tl_conv_transpose_backward(tl_buf kernel, tl_buf input, tl_buf grad_out, tl_buf dkernel,
-                               tl_buf dbias, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return conv_bwd("conv_transpose_backward", kernel, input, grad_out, dkernel, dbias, dinput,
-                    geom, geom_len, 1);
-}
 
 /* ------------------------------------------------------------------ pooling */
 enum { POOL_MAX, POOL_AVG, POOL_SMOOTH };
@@ -273,21 +220,11 @@ static void window(const geom_t *G, const float *plane, int64_t o, float pad_val
     }
 }
 
-static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const int64_t *geom,
-                int64_t glen, double beta_d, int backward) {
-    geom_t G;
-    TL_TRY(parse_geom(op, geom, glen, &G));
+static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const geom_t *geom,
+                double beta_d, int backward) {
+    const geom_t G = *geom;
     int64_t planes = G.n * G.cin;
-    TL_CHECK(op, input, planes * G.in_n);
-    if (backward) {
-        TL_CHECK(op, g, planes * G.out_n);
-        TL_CHECK(op, out, planes * G.in_n);
-    } else {
-        TL_CHECK(op, out, planes * G.out_n);
-    }
     float beta = (float)beta_d;
-    if (kind == POOL_SMOOTH && (!isfinite(beta) || beta == 0.0f))
-        return tl_fail(TL_E_ARG, "%s: beta must be finite and non-zero in float32, got %g", op, beta_d);
     if (backward)
         for (int64_t i = 0; i < planes * G.in_n; i++) out->data[i] = 0.0f;
     if (planes * G.out_n == 0) return TL_OK;
@@ -351,31 +288,13 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
     return TL_OK;
 }
 
-int tl_max_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return pool("max_pool2d", POOL_MAX, input, NULL, y, geom, geom_len, 0, 0);
+/* max (kind 0), average (1) and smooth-max (2, with b = beta) pooling, N-D and 2-D alike */
+int tlk_pool_forward(const char *op, tl_buf input, tl_buf y, const tl_geom *geom, double b,
+                     int64_t kind) {
+    return pool(op, (int)kind, input, NULL, y, geom, b, 0);
 }
-int tl_max_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return pool("max_pool", POOL_MAX, input, NULL, y, geom, geom_len, 0, 0);
-}
-int tl_max_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return pool("max_pool_backward", POOL_MAX, input, grad_out, dinput, geom, geom_len, 0, 1);
-}
-int tl_avg_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return pool("avg_pool2d", POOL_AVG, input, NULL, y, geom, geom_len, 0, 0);
-}
-int tl_avg_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return pool("avg_pool", POOL_AVG, input, NULL, y, geom, geom_len, 0, 0);
-}
-int tl_avg_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom, int64_t geom_len) {
-    return pool("avg_pool_backward", POOL_AVG, input, grad_out, dinput, geom, geom_len, 0, 1);
-}
-int tl_smooth_max_pool2d(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len, double b) {
-    return pool("smooth_max_pool2d", POOL_SMOOTH, input, NULL, y, geom, geom_len, b, 0);
-}
-int tl_smooth_max_pool(tl_buf input, tl_buf y, const int64_t *geom, int64_t geom_len, double b) {
-    return pool("smooth_max_pool", POOL_SMOOTH, input, NULL, y, geom, geom_len, b, 0);
-}
-int tl_smooth_max_pool_backward(tl_buf input, tl_buf grad_out, tl_buf dinput, const int64_t *geom,
-                                int64_t geom_len, double b) {
-    return pool("smooth_max_pool_backward", POOL_SMOOTH, input, grad_out, dinput, geom, geom_len, b, 1);
+
+int tlk_pool_backward(const char *op, tl_buf input, tl_buf grad_out, tl_buf dinput,
+                      const tl_geom *geom, double b, int64_t kind) {
+    return pool(op, (int)kind, input, grad_out, dinput, geom, b, 1);
 }

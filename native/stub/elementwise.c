@@ -6,21 +6,20 @@
  * never overflow for large |x|.
  */
 #include "stub.h"
+#include "entry/elementwise_kernels.h"
 
 #define LOOP(n) _Pragma("omp parallel for simd if(n > TL_PAR_MIN) schedule(static)") \
     for (int64_t i = 0; i < n; i++)
 
 #define BINARY(NAME, EXPR)                                                           \
-    int tl_##NAME(tl_buf a, tl_buf b, tl_buf y, int64_t n) {                         \
-        TL_CHECK(#NAME, a, n); TL_CHECK(#NAME, b, n); TL_CHECK(#NAME, y, n);         \
+    int tlk_##NAME(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) {        \
         const float *A = a->data, *B = b->data; float *Y = y->data;                  \
         LOOP(n) { float av = A[i], bv = B[i]; Y[i] = (EXPR); }                       \
         return TL_OK;                                                                \
     }
 
 #define UNARY(NAME, EXPR)                                                            \
-    TL_VEC512 int tl_##NAME(tl_buf x, tl_buf y, int64_t n) {                                   \
-        TL_CHECK(#NAME, x, n); TL_CHECK(#NAME, y, n);                                \
+    TL_VEC512 int tlk_##NAME(const char *op, tl_buf x, tl_buf y, int64_t n) {        \
         const float *X = x->data; float *Y = y->data;                                \
         LOOP(n) { float v = X[i]; Y[i] = (EXPR); }                                   \
         return TL_OK;                                                                \
@@ -28,8 +27,7 @@
 
 /* dx = f(x, g) */
 #define UNARY_BWD(NAME, EXPR)                                                        \
-    TL_VEC512 int tl_##NAME(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {                        \
-        TL_CHECK(#NAME, x, n); TL_CHECK(#NAME, g, n); TL_CHECK(#NAME, dx, n);        \
+    TL_VEC512 int tlk_##NAME(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { \
         const float *X = x->data, *G = g->data; float *D = dx->data;                 \
         LOOP(n) { float v = X[i], gv = G[i]; D[i] = (EXPR); }                        \
         return TL_OK;                                                                \
@@ -94,46 +92,37 @@ UNARY_BWD(sigmoid_backward, gv * v * (1.0f - v))
 UNARY_BWD(tanh_backward, gv * (1.0f - v * v))
 UNARY_BWD(softplus_backward, gv * tl_sigmoidf(v))
 
-int tl_scale(tl_buf x, tl_buf y, int64_t n, double c) {
-    TL_CHECK("scale", x, n); TL_CHECK("scale", y, n);
+int tlk_scale(const char *op, tl_buf x, tl_buf y, int64_t n, double c) {
     const float *X = x->data; float *Y = y->data; const float cf = (float)c;
     LOOP(n) Y[i] = cf * X[i];
     return TL_OK;
 }
 
-int tl_axpy(tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) {
-    TL_CHECK("axpy", a, n); TL_CHECK("axpy", b, n); TL_CHECK("axpy", y, n);
+int tlk_axpy(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) {
     const float *A = a->data, *B = b->data; float *Y = y->data; const float cf = (float)c;
     LOOP(n) Y[i] = A[i] + cf * B[i];
     return TL_OK;
 }
 
-int tl_safe_log(tl_buf x, tl_buf y, int64_t n, double eps) {
-    TL_CHECK("safe_log", x, n); TL_CHECK("safe_log", y, n);
+int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double eps) {
     const float *X = x->data; float *Y = y->data; const float e = (float)eps;
     LOOP(n) Y[i] = logf(tl_softplusf(X[i]) + e);
     return TL_OK;
 }
 
-int tl_safe_log_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps) {
-    TL_CHECK("safe_log_backward", x, n); TL_CHECK("safe_log_backward", g, n);
-    TL_CHECK("safe_log_backward", dx, n);
+int tlk_safe_log_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps) {
     const float *X = x->data, *G = g->data; float *D = dx->data; const float e = (float)eps;
     LOOP(n) { float v = X[i]; D[i] = G[i] * tl_sigmoidf(v) / (tl_softplusf(v) + e); }
     return TL_OK;
 }
 
-int tl_clamp(tl_buf x, tl_buf y, int64_t n, double lo, double hi) {
-    TL_CHECK("clamp", x, n); TL_CHECK("clamp", y, n);
-    if (!(lo <= hi)) return tl_fail(TL_E_ARG, "clamp: expected lo <= hi, got lo=%g hi=%g", lo, hi);
+int tlk_clamp(const char *op, tl_buf x, tl_buf y, int64_t n, double lo, double hi) {
     const float *X = x->data; float *Y = y->data; const float l = (float)lo, h = (float)hi;
     LOOP(n) { float v = X[i]; Y[i] = v < l ? l : (v > h ? h : v); }
     return TL_OK;
 }
 
-int tl_clamp_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, double hi) {
-    TL_CHECK("clamp_backward", x, n); TL_CHECK("clamp_backward", g, n);
-    TL_CHECK("clamp_backward", dx, n);
+int tlk_clamp_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, double hi) {
     const float *X = x->data, *G = g->data; float *D = dx->data;
     const float l = (float)lo, h = (float)hi;
     LOOP(n) { float v = X[i]; D[i] = (v > l && v < h) ? G[i] : 0.0f; }
@@ -142,9 +131,7 @@ int tl_clamp_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, doubl
 
 /* da: g where a wins, 0.5 g at a tie, else 0; the VJP forms db = g - da, so ties split 0.5/0.5 */
 #define MINMAX_BWD(NAME, CMP)                                                         \
-    int tl_##NAME(tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) {    \
-        TL_CHECK(#NAME, a, n); TL_CHECK(#NAME, b, n); TL_CHECK(#NAME, g, n);          \
-        TL_CHECK(#NAME, da, n);                               \
+    int tlk_##NAME(const char *op, tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) { \
         const float *A = a->data, *B = b->data, *G = g->data;                         \
         float *DA = da->data;                                         \
         LOOP(n) {                                                                     \

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "entry/linalg_kernels.h"
 #ifdef _OPENMP
 #include <omp.h>
 #else
@@ -292,44 +293,31 @@ static int gemm(const char *op, const float *A, const float *B, float *C, int64_
     return TL_OK;
 }
 
-int tl_matmul_t(tl_buf a, tl_buf b, tl_buf y, int64_t batch, int64_t m, int64_t n, int64_t p,
+int tlk_matmul_t(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t batch, int64_t m, int64_t n, int64_t p,
                 int64_t ta, int64_t tb) {
-    if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
-        return tl_fail(TL_E_ARG, "matmul_t: trans flags must be 0 or 1, got %lld and %lld",
-                       (long long)ta, (long long)tb);
-    TL_CHECK("matmul_t", a, batch * m * n); TL_CHECK("matmul_t", b, batch * n * p);
-    TL_CHECK("matmul_t", y, batch * m * p);
-    return gemm("matmul_t", a->data, b->data, y->data, batch, m, n, p, (int)ta, (int)tb, 0);
+    return gemm(op, a->data, b->data, y->data, batch, m, n, p, (int)ta, (int)tb, 0);
 }
 
-int tl_matmul(tl_buf a, tl_buf b, tl_buf y, int64_t m, int64_t n, int64_t p) {
-    TL_CHECK("matmul", a, m * n); TL_CHECK("matmul", b, n * p); TL_CHECK("matmul", y, m * p);
-    return gemm("matmul", a->data, b->data, y->data, 1, m, n, p, 0, 0, 0);
+int tlk_matmul(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t m, int64_t n, int64_t p) {
+    return gemm(op, a->data, b->data, y->data, 1, m, n, p, 0, 0, 0);
 }
 
-int tl_bmm(tl_buf a, tl_buf b, tl_buf y, int64_t batch, int64_t m, int64_t n, int64_t p) {
-    TL_CHECK("bmm", a, batch * m * n); TL_CHECK("bmm", b, batch * n * p);
-    TL_CHECK("bmm", y, batch * m * p);
-    return gemm("bmm", a->data, b->data, y->data, batch, m, n, p, 0, 0, 0);
+int tlk_bmm(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t batch, int64_t m, int64_t n, int64_t p) {
+    return gemm(op, a->data, b->data, y->data, batch, m, n, p, 0, 0, 0);
 }
 
-int tl_linear(tl_buf w, tl_buf b, tl_buf x, tl_buf y, int64_t rows, int64_t out_dim, int64_t in_dim) {
-    TL_CHECK("linear", w, out_dim * in_dim); TL_CHECK("linear", b, out_dim);
-    TL_CHECK("linear", x, rows * in_dim); TL_CHECK("linear", y, rows * out_dim);
+int tlk_linear(const char *op, tl_buf w, tl_buf b, tl_buf x, tl_buf y, int64_t rows, int64_t out_dim, int64_t in_dim) {
     /* y = b (broadcast over rows), then y += x @ W^T */
     for (int64_t r = 0; r < rows; r++) memcpy(y->data + r * out_dim, b->data, (size_t)out_dim * sizeof(float));
-    return gemm("linear", x->data, w->data, y->data, 1, rows, in_dim, out_dim, 0, 1, 1);
+    return gemm(op, x->data, w->data, y->data, 1, rows, in_dim, out_dim, 0, 1, 1);
 }
 
-int tl_linear_backward_w(tl_buf g, tl_buf x, tl_buf dw, int64_t rows, int64_t out_dim, int64_t in_dim) {
-    const char *op = "linear_backward_w";
-    TL_CHECK(op, g, rows * out_dim); TL_CHECK(op, x, rows * in_dim); TL_CHECK(op, dw, out_dim * in_dim);
+int tlk_linear_backward_w(const char *op, tl_buf g, tl_buf x, tl_buf dw, int64_t rows, int64_t out_dim, int64_t in_dim) {
     /* dW (out, in) = g^T (out, rows) @ x (rows, in) */
     return gemm(op, g->data, x->data, dw->data, 1, out_dim, rows, in_dim, 1, 0, 0);
 }
 
-int tl_linear_backward_b(tl_buf g, tl_buf db, int64_t rows, int64_t out_dim) {
-    TL_CHECK("linear_backward_b", g, rows * out_dim); TL_CHECK("linear_backward_b", db, out_dim);
+int tlk_linear_backward_b(const char *op, tl_buf g, tl_buf db, int64_t rows, int64_t out_dim) {
     /* column sums of g, rows in increasing order */
     for (int64_t o = 0; o < out_dim; o++) db->data[o] = 0.0f;
     for (int64_t r = 0; r < rows; r++)
@@ -337,17 +325,12 @@ int tl_linear_backward_b(tl_buf g, tl_buf db, int64_t rows, int64_t out_dim) {
     return TL_OK;
 }
 
-int tl_linear_backward_x(tl_buf g, tl_buf w, tl_buf x, tl_buf dx, int64_t rows, int64_t out_dim, int64_t in_dim) {
-    const char *op = "linear_backward_x";
-    TL_CHECK(op, g, rows * out_dim); TL_CHECK(op, w, out_dim * in_dim); TL_CHECK(op, x, rows * in_dim);
-    TL_CHECK(op, dx, rows * in_dim);
+int tlk_linear_backward_x(const char *op, tl_buf g, tl_buf w, tl_buf x, tl_buf dx, int64_t rows, int64_t out_dim, int64_t in_dim) {
     /* dx (rows, in) = g (rows, out) @ W (out, in) */
     return gemm(op, g->data, w->data, dx->data, 1, rows, out_dim, in_dim, 0, 0, 0);
 }
 
-int tl_mse_loss(tl_buf yhat, tl_buf target, tl_buf y, int64_t n) {
-    TL_CHECK("mse_loss", yhat, n); TL_CHECK("mse_loss", target, n); TL_CHECK("mse_loss", y, 1);
-    if (n == 0) return tl_fail(TL_E_SHAPE, "mse_loss: expected at least one element, got 0");
+int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n) {
     const float *a = yhat->data, *t = target->data;
     double s = 0.0;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -357,9 +340,7 @@ int tl_mse_loss(tl_buf yhat, tl_buf target, tl_buf y, int64_t n) {
     return TL_OK;
 }
 
-int tl_mse_loss_backward(tl_buf yhat, tl_buf target, tl_buf g, tl_buf dyhat, int64_t n) {
-    const char *op = "mse_loss_backward";
-    TL_CHECK(op, yhat, n); TL_CHECK(op, target, n); TL_CHECK(op, g, 1); TL_CHECK(op, dyhat, n);
+int tlk_mse_loss_backward(const char *op, tl_buf yhat, tl_buf target, tl_buf g, tl_buf dyhat, int64_t n) {
     float scale = n ? g->data[0] * (2.0f / (float)n) : 0.0f;
     for (int64_t i = 0; i < n; i++) dyhat->data[i] = (yhat->data[i] - target->data[i]) * scale;
     return TL_OK;

@@ -5,15 +5,11 @@
  * Sums run in double in a fixed order, so results do not depend on the thread count.
  */
 #include "stub.h"
+#include "entry/norm_kernels.h"
 
-int tl_layer_norm(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
+int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
                   int64_t rows, int64_t cols, double eps) {
-    const char *op = "layer_norm";
-    int64_t n;
-    TL_TRY(tl_checked_mul(op, rows, cols, &n));
-    if (cols <= 0) return tl_fail(TL_E_SHAPE, "layer_norm: expected cols > 0, got %lld", (long long)cols);
-    TL_CHECK(op, x, n); TL_CHECK(op, y, n); TL_CHECK(op, xhat, n);
-    TL_CHECK(op, gamma, cols); TL_CHECK(op, beta, cols); TL_CHECK(op, inv_std, rows);
+    const int64_t n = rows * cols;
     const float *X = x->data, *G = gamma->data, *B = beta->data;
     float *Y = y->data, *XH = xhat->data, *IS = inv_std->data;
     const float inv_cols = (float)(1.0 / (double)cols), e = (float)eps;
@@ -37,14 +33,9 @@ int tl_layer_norm(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl
     return TL_OK;
 }
 
-int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma, tl_buf dx,
+int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma, tl_buf dx,
                            tl_buf dgamma, tl_buf dbeta, int64_t rows, int64_t cols) {
-    const char *op = "layer_norm_backward";
-    int64_t n;
-    TL_TRY(tl_checked_mul(op, rows, cols, &n));
-    TL_CHECK(op, g, n); TL_CHECK(op, xhat, n); TL_CHECK(op, dx, n);
-    TL_CHECK(op, inv_std, rows); TL_CHECK(op, gamma, cols);
-    TL_CHECK(op, dgamma, cols); TL_CHECK(op, dbeta, cols);
+    const int64_t n = rows * cols;
     const float *GO = g->data, *XH = xhat->data, *IS = inv_std->data, *GA = gamma->data;
     float *DX = dx->data, *DG = dgamma->data, *DB = dbeta->data;
     const float fc = (float)cols, inv_cols = cols ? (float)(1.0 / (double)cols) : 0.0f;
@@ -76,17 +67,10 @@ int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma, 
     return TL_OK;
 }
 
-int tl_batchnorm_channel_first(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
+int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
                                tl_buf mean, tl_buf var, tl_buf inv_std, int64_t n, int64_t c,
                                int64_t s, double eps) {
-    const char *op = "batchnorm_channel_first";
-    int64_t t, total;
-    TL_TRY(tl_checked_mul(op, n, c, &t));
-    TL_TRY(tl_checked_mul(op, t, s, &total));
-    if (n * s <= 0) return tl_fail(TL_E_SHAPE, "batchnorm_channel_first: each channel needs elements, got n=%lld s=%lld", (long long)n, (long long)s);
-    TL_CHECK(op, x, total); TL_CHECK(op, y, total); TL_CHECK(op, xhat, total);
-    TL_CHECK(op, gamma, c); TL_CHECK(op, beta, c);
-    TL_CHECK(op, mean, c); TL_CHECK(op, var, c); TL_CHECK(op, inv_std, c);
+    const int64_t total = n * c * s;
     const float *X = x->data, *G = gamma->data, *B = beta->data;
     float *Y = y->data, *XH = xhat->data, *M = mean->data, *V = var->data, *IS = inv_std->data;
     const float inv_cnt = (float)(1.0 / (double)(n * s)), e = (float)eps;
@@ -118,16 +102,10 @@ int tl_batchnorm_channel_first(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl
     return TL_OK;
 }
 
-int tl_batchnorm_channel_first_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma,
+int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma,
                                         tl_buf dx, tl_buf dgamma, tl_buf dbeta, int64_t n,
                                         int64_t c, int64_t s) {
-    const char *op = "batchnorm_channel_first_backward";
-    int64_t t, total;
-    TL_TRY(tl_checked_mul(op, n, c, &t));
-    TL_TRY(tl_checked_mul(op, t, s, &total));
-    TL_CHECK(op, g, total); TL_CHECK(op, xhat, total); TL_CHECK(op, dx, total);
-    TL_CHECK(op, inv_std, c); TL_CHECK(op, gamma, c);
-    TL_CHECK(op, dgamma, c); TL_CHECK(op, dbeta, c);
+    const int64_t total = n * c * s;
     const float *GO = g->data, *XH = xhat->data, *IS = inv_std->data, *GA = gamma->data;
     float *DX = dx->data, *DG = dgamma->data, *DB = dbeta->data;
     const int64_t cnt = n * s;

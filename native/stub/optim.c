@@ -4,10 +4,10 @@
  * corrections are computed once in double.
  */
 #include "stub.h"
+#include "entry/optim_kernels.h"
 
-int tl_sgd_step(tl_buf p, tl_buf g, tl_buf buf, int64_t n, double lr, double momentum,
+int tlk_sgd_step(const char *op, tl_buf p, tl_buf g, tl_buf buf, int64_t n, double lr, double momentum,
                 double dampening, double weight_decay, int64_t nesterov, int64_t first) {
-    TL_CHECK("sgd_step", p, n); TL_CHECK("sgd_step", g, n); TL_CHECK("sgd_step", buf, n);
     float *P = p->data, *B = buf->data; const float *G = g->data;
     const float lr_ = (float)lr, mu = (float)momentum, damp = 1.0f - (float)dampening;
     const float wd = (float)weight_decay;
@@ -26,11 +26,8 @@ int tl_sgd_step(tl_buf p, tl_buf g, tl_buf buf, int64_t n, double lr, double mom
     return TL_OK;
 }
 
-int tl_adam_step(tl_buf p, tl_buf g, tl_buf m, tl_buf v, int64_t n, double lr, double beta1,
+int tlk_adam_step(const char *op, tl_buf p, tl_buf g, tl_buf m, tl_buf v, int64_t n, double lr, double beta1,
                  double beta2, double eps, double weight_decay, int64_t decoupled, int64_t step) {
-    TL_CHECK("adam_step", p, n); TL_CHECK("adam_step", g, n);
-    TL_CHECK("adam_step", m, n); TL_CHECK("adam_step", v, n);
-    if (step < 1) return tl_fail(TL_E_ARG, "adam_step: expected step >= 1, got %lld", (long long)step);
     float *P = p->data, *M = m->data, *V = v->data; const float *G = g->data;
     const float c1 = (float)(1.0 / (1.0 - pow(beta1, (double)step)));
     const float c2 = (float)(1.0 / (1.0 - pow(beta2, (double)step)));

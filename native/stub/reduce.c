@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "entry/reduce_kernels.h"
 
 #define SUM_BLOCK 16384
 
@@ -30,24 +31,10 @@ TL_HIDDEN int tl_stub_sum_fixed(const char *op, const float *x, int64_t n, doubl
     return TL_OK;
 }
 
-int tl_sum(tl_buf x, tl_buf y, int64_t n) {
-    TL_CHECK("sum", x, n); TL_CHECK("sum", y, 1);
+int tlk_sum(const char *op, tl_buf x, tl_buf y, int64_t n) {
     double s = 0.0;
     TL_TRY(tl_stub_sum_fixed("sum", x->data, n, &s));
     y->data[0] = (float)s;
-    return TL_OK;
-}
-
-/* shared argument checks of the axis reductions: x holds outer*len*inner, y outer*inner */
-static int axis_check(const char *op, tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    int64_t on, n;
-    if (outer < 0 || len < 0 || inner < 0)
-        return tl_fail(TL_E_SHAPE, "%s: negative layout (outer %lld, len %lld, inner %lld)", op,
-                       (long long)outer, (long long)len, (long long)inner);
-    TL_TRY(tl_checked_mul(op, outer, inner, &on));
-    TL_TRY(tl_checked_mul(op, on, len, &n));
-    TL_CHECK(op, x, n);
-    TL_CHECK(op, y, on);
     return TL_OK;
 }
 
@@ -80,20 +67,14 @@ static void axis_sum(const float *X, float *Y, int64_t outer, int64_t len, int64
     }
 }
 
-int tl_reduce_sum(tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    TL_TRY(axis_check("reduce_sum", x, y, outer, len, inner));
-    axis_sum(x->data, y->data, outer, len, inner, 0);
+/* reduce_sum (mean = 0) and reduce_mean (mean = 1) */
+int tlk_reduce_sum(const char *op, tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner,
+                   int64_t mean) {
+    axis_sum(x->data, y->data, outer, len, inner, (int)mean);
     return TL_OK;
 }
 
-int tl_reduce_mean(tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    TL_TRY(axis_check("reduce_mean", x, y, outer, len, inner));
-    axis_sum(x->data, y->data, outer, len, inner, 1);
-    return TL_OK;
-}
-
-int tl_reduce_axis_backward(tl_buf g, tl_buf dx, int64_t outer, int64_t len, int64_t inner, int64_t mean) {
-    TL_TRY(axis_check("reduce_axis_backward", dx, g, outer, len, inner));
+int tlk_reduce_axis_backward(const char *op, tl_buf g, tl_buf dx, int64_t outer, int64_t len, int64_t inner, int64_t mean) {
     const float *G = g->data; float *D = dx->data;
     float sc = len ? 1.0f / (float)len : 0.0f;
     int64_t rowsz = len * inner;
@@ -111,8 +92,7 @@ int tl_reduce_axis_backward(tl_buf g, tl_buf dx, int64_t outer, int64_t len, int
 /* NaN-propagating max step: once m is NaN it stays NaN */
 static inline float max_step(float m, float v) { return (v > m || v != v) ? v : m; }
 
-int tl_reduce_max(tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
-    TL_TRY(axis_check("reduce_max", x, y, outer, len, inner));
+int tlk_reduce_max(const char *op, tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner) {
     const float *X = x->data; float *Y = y->data;
     if (len == 0) { /* totalised: the max over an empty axis is 0 */
         for (int64_t i = 0; i < outer * inner; i++) Y[i] = 0.0f;
@@ -132,12 +112,8 @@ int tl_reduce_max(tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner)
 }
 
 /* Ties share: every entry equal to the max gets g / (number of such entries). */
-int tl_reduce_max_backward(tl_buf x, tl_buf y, tl_buf g, tl_buf dx, int64_t outer, int64_t len,
+int tlk_reduce_max_backward(const char *op, tl_buf x, tl_buf y, tl_buf g, tl_buf dx, int64_t outer, int64_t len,
                            int64_t inner) {
-    const char *op = "reduce_max_backward";
-    TL_TRY(axis_check(op, x, y, outer, len, inner));
-    TL_CHECK(op, g, outer * inner);
-    TL_CHECK(op, dx, outer * len * inner);
     const float *X = x->data, *Y = y->data, *G = g->data; float *D = dx->data;
     if (outer * inner == 0 || len == 0) return TL_OK;
     if (inner == 1) {

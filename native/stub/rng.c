@@ -4,6 +4,7 @@
  * every backend, thread count and grid shape; torchlean/random.py is the bit-exact reference.
  */
 #include "stub.h"
+#include "entry/rng_kernels.h"
 
 #define TL_TWO_PI 6.283185307179586
 
@@ -17,26 +18,21 @@ static inline float tl_normal_at(uint64_t key, int64_t i, double mean, double st
     return (float)(mean + std * z);
 }
 
-int tl_rand_uniform(tl_buf y, int64_t n, uint64_t key) {
-    TL_CHECK("rand_uniform", y, n);
+int tlk_rand_uniform(const char *op, tl_buf y, int64_t n, uint64_t key) {
     float *Y = y->data;
     #pragma omp parallel for if(n > TL_PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; i++) Y[i] = tl_uniform_at(key, (uint64_t)i);
     return TL_OK;
 }
 
-int tl_bernoulli_mask(tl_buf y, int64_t n, uint64_t key, double p) {
-    TL_CHECK("bernoulli_mask", y, n);
-    if (!(p >= 0.0 && p <= 1.0))
-        return tl_fail(TL_E_ARG, "bernoulli_mask: expected 0 <= p <= 1, got %g", p);
+int tlk_bernoulli_mask(const char *op, tl_buf y, int64_t n, uint64_t key, double p) {
     float *Y = y->data; const float pf = (float)p;
     #pragma omp parallel for if(n > TL_PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; i++) Y[i] = tl_uniform_at(key, (uint64_t)i) < pf ? 1.0f : 0.0f;
     return TL_OK;
 }
 
-int tl_rand_normal(tl_buf y, int64_t n, uint64_t key, double mean, double std) {
-    TL_CHECK("rand_normal", y, n);
+int tlk_rand_normal(const char *op, tl_buf y, int64_t n, uint64_t key, double mean, double std) {
     float *Y = y->data;
     #pragma omp parallel for if(n > TL_PAR_MIN / 8) schedule(static)
     for (int64_t i = 0; i < n; i++) Y[i] = tl_normal_at(key, i, mean, std);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "entry/scan_kernels.h"
 
 static inline int64_t coef_len(int64_t mode, int64_t batch, int64_t steps, int64_t width) {
     return mode == 0 ? width : mode == 1 ? steps * width : batch * steps * width;
@@ -19,26 +20,8 @@ static inline int64_t coef_row(int64_t mode, int64_t bi, int64_t t, int64_t step
     return mode == 0 ? 0 : mode == 1 ? t * width : (bi * steps + t) * width;
 }
 
-static int check_scan(const char *op, int64_t batch, int64_t steps, int64_t width, int64_t a_mode,
-                      int64_t b_mode) {
-    if (batch < 0 || steps < 0 || width < 0)
-        return tl_fail(TL_E_ARG, "%s: expected non-negative batch, steps and width, got %lld, %lld, %lld",
-                       op, (long long)batch, (long long)steps, (long long)width);
-    if (a_mode < 0 || a_mode > 2 || b_mode < 0 || b_mode > 2)
-        return tl_fail(TL_E_ARG, "%s: coefficient modes must be 0 (D,), 1 (T, D) or 2 (B, T, D), got %lld, %lld",
-                       op, (long long)a_mode, (long long)b_mode);
-    return TL_OK;
-}
-
-int tl_selective_scan(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, int64_t batch, int64_t steps,
+int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, int64_t batch, int64_t steps,
                       int64_t width, int64_t a_mode, int64_t b_mode) {
-    const char *op = "selective_scan";
-    TL_TRY(check_scan(op, batch, steps, width, a_mode, b_mode));
-    TL_CHECK(op, a, coef_len(a_mode, batch, steps, width));
-    TL_CHECK(op, b, coef_len(b_mode, batch, steps, width));
-    TL_CHECK(op, x, batch * steps * width);
-    TL_CHECK(op, h0, batch * width);
-    TL_CHECK(op, y, batch * steps * width);
     const float *A = a->data, *B = b->data, *X = x->data, *H0 = h0->data;
     float *Y = y->data;
 #pragma omp parallel for schedule(static) if (batch > 1 && batch * steps * width > TL_PAR_MIN)
@@ -60,23 +43,11 @@ int tl_selective_scan(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, int64_t
 
 /* Channels are independent: each OpenMP chunk of channels runs samples in increasing order and
  * time in decreasing order, carrying g_{t+1} in `gnext`. */
-int tl_selective_scan_backward(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf h, tl_buf g, tl_buf da,
+int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf h, tl_buf g, tl_buf da,
                                tl_buf db, tl_buf dx, tl_buf dh0, int64_t batch, int64_t steps,
                                int64_t width, int64_t a_mode, int64_t b_mode) {
-    const char *op = "selective_scan_backward";
-    TL_TRY(check_scan(op, batch, steps, width, a_mode, b_mode));
     int64_t na = coef_len(a_mode, batch, steps, width), nb = coef_len(b_mode, batch, steps, width);
     int64_t nx = batch * steps * width;
-    TL_CHECK(op, a, na);
-    TL_CHECK(op, b, nb);
-    TL_CHECK(op, x, nx);
-    TL_CHECK(op, h0, batch * width);
-    TL_CHECK(op, h, nx);
-    TL_CHECK(op, g, nx);
-    TL_CHECK(op, da, na);
-    TL_CHECK(op, db, nb);
-    TL_CHECK(op, dx, nx);
-    TL_CHECK(op, dh0, batch * width);
     if (batch == 0 || width == 0 || steps == 0) {
         /* nothing flows: coefficient and state gradients are zero */
         if (na) memset(da->data, 0, sizeof(float) * (size_t)na);

@@ -4,13 +4,7 @@
  * Stable forms: exp(x - rowmax); log_softmax directly as (x - max) - log(sum exp(x - max)). */
 #include <math.h>
 #include "stub.h"
-
-static int rows_check(const char *op, int64_t rows, int64_t cols, int64_t *n) {
-    if (rows < 0 || cols <= 0)
-        return tl_fail(TL_E_SHAPE, "%s: expected rows >= 0 and a non-empty last axis, got rows %lld, cols %lld",
-                       op, (long long)rows, (long long)cols);
-    return tl_checked_mul(op, rows, cols, n);
-}
+#include "entry/softmax_kernels.h"
 
 static inline float row_max(const float *x, int64_t c) {
     float m = x[0];
@@ -21,10 +15,8 @@ static inline float row_max(const float *x, int64_t c) {
 /* sum of a row in the fixed 8-lane order of tl_sum_f32_block, in float */
 static inline float row_sum(const float *x, int64_t c) { return (float)tl_sum_f32_block(x, c); }
 
-int tl_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
-    int64_t n;
-    TL_TRY(rows_check("softmax", rows, cols, &n));
-    TL_CHECK("softmax", x, n); TL_CHECK("softmax", y, n);
+int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    const int64_t n = rows * cols;
     const float *X = x->data; float *Y = y->data;
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
@@ -37,10 +29,8 @@ int tl_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
     return TL_OK;
 }
 
-int tl_log_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
-    int64_t n;
-    TL_TRY(rows_check("log_softmax", rows, cols, &n));
-    TL_CHECK("log_softmax", x, n); TL_CHECK("log_softmax", y, n);
+int tlk_log_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    const int64_t n = rows * cols;
     const float *X = x->data; float *Y = y->data;
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
@@ -53,11 +43,8 @@ int tl_log_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
     return TL_OK;
 }
 
-int tl_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
-    int64_t n;
-    TL_TRY(rows_check("softmax_backward", rows, cols, &n));
-    TL_CHECK("softmax_backward", y, n); TL_CHECK("softmax_backward", g, n);
-    TL_CHECK("softmax_backward", dx, n);
+int tlk_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
+    const int64_t n = rows * cols;
     const float *Yv = y->data, *G = g->data; float *D = dx->data;
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
@@ -69,11 +56,8 @@ int tl_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t col
     return TL_OK;
 }
 
-int tl_log_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
-    int64_t n;
-    TL_TRY(rows_check("log_softmax_backward", rows, cols, &n));
-    TL_CHECK("log_softmax_backward", y, n); TL_CHECK("log_softmax_backward", g, n);
-    TL_CHECK("log_softmax_backward", dx, n);
+int tlk_log_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
+    const int64_t n = rows * cols;
     const float *Yv = y->data, *G = g->data; float *D = dx->data;
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
@@ -86,22 +70,9 @@ int tl_log_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t
 
 /* mask: 0/1 floats of mask_rows x cols (row r of x reads mask row r % mask_rows), or NULL with
  * mask_rows == 0 for no mask. Blocked entries are exactly 0; a row with nothing allowed is 0. */
-int tl_masked_softmax(tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t cols, int64_t mask_rows) {
-    const char *op = "masked_softmax";
-    int64_t n, mn = 0;
-    TL_TRY(rows_check(op, rows, cols, &n));
-    TL_CHECK(op, x, n); TL_CHECK(op, y, n);
-    if (mask_rows < 0 || (mask_rows == 0) != (mask == NULL))
-        return tl_fail(TL_E_ARG, "%s: mask_rows %lld does not match a %s mask", op,
-                       (long long)mask_rows, mask ? "present" : "missing");
-    if (mask) {
-        if (rows % mask_rows)
-            return tl_fail(TL_E_SHAPE, "%s: %lld rows are not a multiple of the mask's %lld rows",
-                           op, (long long)rows, (long long)mask_rows);
-        TL_TRY(tl_checked_mul(op, mask_rows, cols, &mn));
-        TL_CHECK(op, mask, mn);
-    }
-    const float *X = x->data, *M = mask ? mask->data : NULL; float *Y = y->data;
+int tlk_masked_softmax(const char *op, tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t cols, int64_t mask_rows) {
+    const int64_t n = rows * cols;
+    const float *X = x->data, *M = mask_rows ? mask->data : NULL; float *Y = y->data;
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols; float *yr = Y + r * cols;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "entry/spectral_kernels.h"
 
 /* tw[2r] = cos(2 pi r / n), tw[2r + 1] = sin(2 pi r / n) for r = 0..n-1 */
 static int twiddles(const char *op, int64_t n, double **out) {
@@ -45,22 +46,12 @@ static inline int is_edge_bin(int64_t k, int64_t n) {
     return k == 0 || (n % 2 == 0 && k == n / 2);
 }
 
-static int check_dims(const char *op, int64_t batch, int64_t n) {
-    if (batch < 0 || n < 1 || batch > 0xFFFFFFFFLL || n > 0xFFFFFFFFLL)
-        return tl_fail(TL_E_ARG, "%s: expected batch >= 0 and signal length n >= 1, got batch %lld, n %lld",
-                       op, (long long)batch, (long long)n);
-    return TL_OK;
-}
-
 /* ------------------------------------------------------------------ 1-D transforms */
 
 /* spec = scale_k * rfft(x) per row; with `adjoint_of_irfft`, scale_k = w_k / n and the edge
  * imaginary parts are zeroed (irfft ignores them). */
 static int analysis(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n, int adjoint_of_irfft) {
-    TL_TRY(check_dims(op, batch, n));
     int64_t bins = n / 2 + 1;
-    TL_CHECK(op, x, batch * n);
-    TL_CHECK(op, y, batch * bins * 2);
     if (batch == 0) return TL_OK;
     double *tw;
     TL_TRY(twiddles(op, n, &tw));
@@ -93,10 +84,7 @@ static int analysis(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n
 /* y_t = scale * sum_k w_k (re_k cos - im_k sin), edge imaginary parts ignored. irfft: w_k =
  * bin_weight, scale = 1/n. Adjoint of rfft: w_k = 1, scale = 1 (sin vanishes at the edges). */
 static int synthesis(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n, int is_irfft) {
-    TL_TRY(check_dims(op, batch, n));
     int64_t bins = n / 2 + 1;
-    TL_CHECK(op, x, batch * bins * 2);
-    TL_CHECK(op, y, batch * n);
     if (batch == 0) return TL_OK;
     double *tw;
     TL_TRY(twiddles(op, n, &tw));
@@ -122,33 +110,17 @@ static int synthesis(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t 
     return TL_OK;
 }
 
-int tl_rfft(tl_buf x, tl_buf y, int64_t batch, int64_t n) {
-    return analysis("rfft", x, y, batch, n, 0);
+/* rfft (adjoint = 0) and irfft_backward (adjoint = 1) */
+int tlk_rfft(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n, int64_t adjoint) {
+    return analysis(op, x, y, batch, n, (int)adjoint);
 }
 
-int tl_rfft_backward(tl_buf g, tl_buf dx, int64_t batch, int64_t n) {
-    return synthesis("rfft_backward", g, dx, batch, n, 0);
-}
-
-int tl_irfft(tl_buf x, tl_buf y, int64_t batch, int64_t n) {
-    return synthesis("irfft", x, y, batch, n, 1);
-}
-
-int tl_irfft_backward(tl_buf g, tl_buf dx, int64_t batch, int64_t n) {
-    return analysis("irfft_backward", g, dx, batch, n, 1);
+/* irfft (adjoint = 0) and rfft_backward (adjoint = 1) */
+int tlk_irfft(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n, int64_t adjoint) {
+    return synthesis(op, x, y, batch, n, !adjoint);
 }
 
 /* ------------------------------------------------------------------ spectral convolution */
-
-static int check_conv(const char *op, int64_t batch, int64_t grid, int64_t width, int64_t modes) {
-    if (batch < 0 || grid < 1 || width < 1 || grid > 0xFFFFFFFFLL || width > 0xFFFFFFFFLL)
-        return tl_fail(TL_E_ARG, "%s: expected batch >= 0, grid >= 1 and width >= 1, got batch %lld, "
-                       "grid %lld, width %lld", op, (long long)batch, (long long)grid, (long long)width);
-    if (modes < 1 || modes > grid / 2 + 1)
-        return tl_fail(TL_E_ARG, "%s: modes must be in 1..grid/2+1 = %lld for grid %lld, got %lld", op,
-                       (long long)(grid / 2 + 1), (long long)grid, (long long)modes);
-    return TL_OK;
-}
 
 /* X[k, c] = sum_t x[t, c] exp(-2 pi i k t / grid) for k < modes; X is (modes, width, 2) */
 static void dft_trunc(const float *x, int64_t grid, int64_t width, int64_t modes, const double *tw,
@@ -189,15 +161,9 @@ static void idft_trunc(const double *Z, int64_t grid, int64_t width, int64_t mod
     }
 }
 
-int tl_spectral_conv1d_rfft(tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf y, int64_t batch, int64_t grid,
+int tlk_spectral_conv1d_rfft(const char *op, tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf y, int64_t batch, int64_t grid,
                             int64_t width, int64_t modes) {
-    const char *op = "spectral_conv1d_rfft";
-    TL_TRY(check_conv(op, batch, grid, width, modes));
-    int64_t nw = modes * width * width, spec = modes * width * 2;
-    TL_CHECK(op, x, batch * grid * width);
-    TL_CHECK(op, w_re, nw);
-    TL_CHECK(op, w_im, nw);
-    TL_CHECK(op, y, batch * grid * width);
+    int64_t spec = modes * width * 2;
     if (batch == 0) return TL_OK;
     double *tw, *work;
     TL_TRY(twiddles(op, grid, &tw));
@@ -231,19 +197,10 @@ int tl_spectral_conv1d_rfft(tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf y, int64_
     return TL_OK;
 }
 
-int tl_spectral_conv1d_rfft_backward(tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf g, tl_buf dx,
+int tlk_spectral_conv1d_rfft_backward(const char *op, tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf g, tl_buf dx,
                                      tl_buf dw_re, tl_buf dw_im, int64_t batch, int64_t grid,
                                      int64_t width, int64_t modes) {
-    const char *op = "spectral_conv1d_rfft_backward";
-    TL_TRY(check_conv(op, batch, grid, width, modes));
-    int64_t nw = modes * width * width, spec = modes * width * 2, nx = batch * grid * width;
-    TL_CHECK(op, x, nx);
-    TL_CHECK(op, w_re, nw);
-    TL_CHECK(op, w_im, nw);
-    TL_CHECK(op, g, nx);
-    TL_CHECK(op, dx, nx);
-    TL_CHECK(op, dw_re, nw);
-    TL_CHECK(op, dw_im, nw);
+    int64_t nw = modes * width * width, spec = modes * width * 2;
     float *dWr = dw_re->data, *dWi = dw_im->data;
     if (batch == 0) {
         memset(dWr, 0, sizeof(float) * (size_t)nw);

@@ -14,9 +14,6 @@
 /* parallelise loops above this many elements */
 #define TL_PAR_MIN 32768
 
-/* check n >= 0 and each listed buffer holds exactly n elements */
-#define TL_CHECK(op, b, n) do { int st_ = tl_check_buf(op, #b, b, (n)); if (st_) return st_; } while (0)
-#define TL_TRY(expr) do { int st_ = (expr); if (st_) return st_; } while (0)
 
 /* sum of x[0..n) in a fixed order: 8 interleaved partials, then pairwise combination */
 static inline double tl_sum_f32_block(const float *x, int64_t n) {

@@ -1,31 +1,22 @@
 /* views.c (stub): broadcasting and its adjoint. Shapes are right-aligned (NumPy rules). */
 #include <string.h>
 #include "stub.h"
+#include "entry/views_kernels.h"
 
-/* Validate in/out dims for broadcast in -> out and fill the input stride (0 on broadcast axes)
- * for each output axis. */
-static int bcast_strides(const char *op, tl_buf in, tl_buf out, const int64_t *id, int64_t ir,
-                         const int64_t *od, int64_t orank, int64_t *stride, int64_t *on) {
-    if (ir > orank || orank > 64)
-        return tl_fail(TL_E_SHAPE, "%s: input rank %lld cannot broadcast to rank %lld", op,
-                       (long long)ir, (long long)orank);
-    int64_t ni = 1, no = 1;
-    for (int64_t k = 0; k < ir; k++) ni *= id[k];
+/* The input stride (0 on broadcast axes) for each output axis; the entry has checked that
+ * dims id (rank ir) broadcast to od (rank orank <= 64). Returns the output element count. */
+static int64_t bcast_strides(const int64_t *id, int64_t ir, const int64_t *od, int64_t orank,
+                             int64_t *stride) {
+    int64_t no = 1;
     for (int64_t k = 0; k < orank; k++) no *= od[k];
-    TL_CHECK(op, in, ni);
-    TL_CHECK(op, out, no);
     int64_t s = 1;
     for (int64_t k = orank - 1; k >= 0; k--) {
         int64_t ik = k - (orank - ir);
         if (ik < 0) { stride[k] = 0; continue; }
-        if (id[ik] != od[k] && id[ik] != 1)
-            return tl_fail(TL_E_SHAPE, "%s: axis %lld of size %lld cannot broadcast to %lld", op,
-                           (long long)ik, (long long)id[ik], (long long)od[k]);
         stride[k] = (id[ik] == 1) ? 0 : s;
         s *= id[ik];
     }
-    *on = no;
-    return TL_OK;
+    return no;
 }
 
 /* input offset of output linear index o */
@@ -39,10 +30,10 @@ static inline int64_t src_offset(int64_t o, const int64_t *od, const int64_t *st
     return off;
 }
 
-int tl_broadcast_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
+int tlk_broadcast_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
                     const int64_t *out_dims, int64_t out_len) {
-    int64_t stride[64], n;
-    TL_TRY(bcast_strides("broadcast_to", x, y, in_dims, in_len, out_dims, out_len, stride, &n));
+    int64_t stride[64];
+    const int64_t n = bcast_strides(in_dims, in_len, out_dims, out_len, stride);
     const float *X = x->data; float *Y = y->data;
     if (n == 0) return TL_OK;
     int64_t inner = out_len ? out_dims[out_len - 1] : 1;
@@ -88,11 +79,11 @@ static void sumto_rec(const sumto_plan *p, int lev, const float *X, float *Y) {
 
 TL_HIDDEN int tl_stub_sum_fixed(const char *op, const float *x, int64_t n, double *out);
 
-int tl_sum_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
+int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
               const int64_t *out_dims, int64_t out_len) {
     /* x has the broadcast (big) shape in_dims, y the target shape out_dims */
-    int64_t stride[64], n;
-    TL_TRY(bcast_strides("sum_to", y, x, out_dims, out_len, in_dims, in_len, stride, &n));
+    int64_t stride[64];
+    const int64_t n = bcast_strides(out_dims, out_len, in_dims, in_len, stride);
     int64_t m = tl_buf_size(y);
     float *Y = y->data; const float *X = x->data;
     if (m == 0) return TL_OK;
@@ -152,20 +143,10 @@ int tl_sum_to(tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
 /* ------------------------------------------------------------------ permutations
  * Every permutation op here is a block swap y[o, b, a, i] = x[o, a, b, i] with geom =
  * (outer, A, B, inner) from shapes.swap_geom. inner > 1 copies contiguous runs; inner == 1 is a
- * batched 2-D transpose done in 32 x 32 tiles so both sides stay in cache. */
-static int swap_blocks(const char *op, tl_buf x, tl_buf y, const int64_t *geom, int64_t glen) {
-    if (glen != 4)
-        return tl_fail(TL_E_ARG, "%s: expected 4 layout numbers (outer, A, B, inner), got %lld", op,
-                       (long long)glen);
-    int64_t O = geom[0], A = geom[1], B = geom[2], I = geom[3], t1, t2, n;
-    if (O < 0 || A < 0 || B < 0 || I < 0)
-        return tl_fail(TL_E_SHAPE, "%s: negative layout (%lld, %lld, %lld, %lld)", op,
-                       (long long)O, (long long)A, (long long)B, (long long)I);
-    TL_TRY(tl_checked_mul(op, O, A, &t1));
-    TL_TRY(tl_checked_mul(op, t1, B, &t2));
-    TL_TRY(tl_checked_mul(op, t2, I, &n));
-    TL_CHECK(op, x, n);
-    TL_CHECK(op, y, n);
+ * batched 2-D transpose done in 32 x 32 tiles so both sides stay in cache. One body serves
+ * transpose2d, swap_adjacent, permute3d_bca, permute3d_cab and swap_last2. */
+int tlk_swap_blocks(const char *op, tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
+    const int64_t O = geom[0], A = geom[1], B = geom[2], I = geom[3], n = O * A * B * I;
     if (n == 0) return TL_OK;
     const float *X = x->data; float *Y = y->data;
     if (A == 1 || B == 1) { memcpy(Y, X, (size_t)n * sizeof(float)); return TL_OK; }
@@ -192,24 +173,4 @@ static int swap_blocks(const char *op, tl_buf x, tl_buf y, const int64_t *geom, 
                     for (int64_t a = at * T; a < a1; a++) yo[b * A + a] = xo[a * B + b];
             }
     return TL_OK;
-}
-
-int tl_transpose2d(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return swap_blocks("transpose2d", x, y, geom, geom_len);
-}
-
-int tl_swap_adjacent(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return swap_blocks("swap_adjacent", x, y, geom, geom_len);
-}
-
-int tl_permute3d_bca(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return swap_blocks("permute3d_bca", x, y, geom, geom_len);
-}
-
-int tl_permute3d_cab(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return swap_blocks("permute3d_cab", x, y, geom, geom_len);
-}
-
-int tl_swap_last2(tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
-    return swap_blocks("swap_last2", x, y, geom, geom_len);
 }

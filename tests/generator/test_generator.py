@@ -66,6 +66,23 @@ BAD = [
     ("bad_attr_type", "  attrs: {c: {type: complex}}\n", "attr 'c' has type 'complex'"),
     ("unknown_helper", "  args: [\"i64 n = prod(x)\"]\n", "calls 'prod', which is not a helper"),
     ("vjp_arity", "  vjp: {x: \"bad(grad, grad)\"}\n", "vjp calls bad with 2 positional args"),
+    ("unknown_shape_rule", "  args: [\"i64 n = numel(y)\"]\n  outputs: {y: \"samee(x)\"}\n",
+     "output 'y' calls 'samee', which is not a helper"),
+    ("unknown_check", "  attrs: {c: {type: float, check: finiteish}}\n",
+     "attr 'c' has unknown check 'finiteish'"),
+    ("unused_attr", "  attrs: {c: {type: float}}\n  args: [\"i64 n = numel(x)\"]\n",
+     "attr 'c' is unused"),
+    ("bad_length", "  args: [\"i64 n = numel(x)\"]\n  lengths: {x: \"n ** 2\", y: n}\n",
+     "cannot use 'n ** 2' in a length expression"),
+    ("length_unknown_name", "  args: [\"i64 n = numel(x)\"]\n  lengths: {x: m, y: n}\n",
+     "length uses 'm', which is not an i64 arg"),
+    ("length_unknown_buffer", "  args: [\"i64 n = numel(x)\"]\n  lengths: {z: n}\n",
+     "lengths names 'z', which is not a buffer or array of bad"),
+    ("missing_length", "  args: [\"i64 rows = rows(x)\"]\n", "buffer 'x' has no expected length"),
+    ("bad_requires", "  args: [\"i64 n = numel(x)\"]\n  requires: [\"k > 0\"]\n",
+     "condition uses 'k', which is not a scalar arg"),
+    ("bad_kernel", "  args: [\"i64 n = numel(x)\"]\n  kernel: \"k(a=x)\"\n",
+     "kernel constant a must be an int or float literal"),
 ]
 
 
@@ -86,9 +103,60 @@ def test_schema_errors_name_file_line_and_problem(tmp_path, case, extra, message
     p.write_text(text)
     with pytest.raises(RegistryError) as e:
         parse_registry(p)
-    line = 8 if case == "bad_attr_type" else 3  # attr errors point at the attr's own line
+    line = 8 if case in ("bad_attr_type", "unknown_check") else 3  # attr errors: the attr's line
     assert f"{p}:{line}:" in str(e.value)
     assert message in str(e.value)
+
+
+def _two_ops(second_kernel_args: str) -> str:
+    entry = ("- name: {name}\n  doc: d\n  family: f\n  tape: false\n  inputs: [x]\n"
+             "  outputs: {{y: \"same(x)\"}}\n  kernel: \"shared(k=1)\"\n  args: [{args}]\n")
+    return ("version: 1\nops:\n" + entry.format(name="one", args='"i64 n = numel(x)"')
+            + entry.format(name="two", args=second_kernel_args))
+
+
+def test_entries_sharing_a_kernel_must_pass_the_same_parameter_types(tmp_path):
+    p = tmp_path / "ops.yaml"
+    p.write_text(_two_ops('"i64 n = numel(x)"'))
+    parse_registry(p)  # same parameter list: fine
+    p.write_text(_two_ops('"i64 n = numel(x)", "f64 c = 1.0"'))
+    with pytest.raises(RegistryError, match=r"ops.yaml:11: two: kernel 'shared' takes"):
+        parse_registry(p)
+
+
+def _native(files):
+    return {p: t for p, t in files.items() if "/native/" in str(p)}
+
+
+def test_doc_only_edit_changes_no_native_file_and_not_the_hash(tmp_path):
+    """The ABI hash and every native file ignore docs and tests: `make stub` has nothing to do."""
+    text = FIXTURE.read_text()
+    edited = tmp_path / "ops.yaml"
+    edited.write_text(text.replace("doc: x * c.", "doc: x times a constant c.")
+                      .replace("fwd: {rtol: 0, atol: 0}, vjp", "fwd: {rtol: 1e-6, atol: 0}, vjp"))
+    before, after = gen.render_all(FIXTURE), gen.render_all(edited)
+    assert _native(before).keys() == _native(after).keys()
+    changed = [p.name for p in _native(before) if before[p] != _native(after)[p]]
+    assert changed == ["torchlean_ops.h"]  # the documented umbrella header no library includes
+    assert before[next(p for p in before if p.name == "cdef.py")] == \
+        after[next(p for p in after if p.name == "cdef.py")]  # REGISTRY_HASH unchanged
+
+
+def test_a_new_op_changes_only_its_own_family(tmp_path):
+    edited = tmp_path / "ops.yaml"
+    edited.write_text(FIXTURE.read_text() + textwrap.dedent("""\
+        - name: neg
+          doc: -x.
+          family: elementwise
+          tape: false
+          inputs: [x]
+          outputs: {y: "same(x)"}
+          args: ["i64 n = numel(x)"]
+        """))
+    before, after = _native(gen.render_all(FIXTURE)), _native(gen.render_all(edited))
+    changed = sorted(p.name for p in before if before[p] != after[p])
+    assert changed == ["elementwise_entry.c", "elementwise_kernels.h", "elementwise_ops.h",
+                       "registry_hash.h", "torchlean_ops.h"]
 
 
 def test_missing_tolerance_is_an_error(tmp_path):
