@@ -1,0 +1,434 @@
+"""torchlean.distributed and DistributedDataParallel across real processes (mpiexec).
+
+The multi-process tests start `mpiexec -n W python tests/test_distributed.py <scenario> <dir>`
+(the bottom of this file is the worker); each rank writes what it saw to <dir>, and the test
+compares that with references computed here, in one process: closed forms for the collectives,
+and for DistributedDataParallel the single-process accumulation of the ranks' micro-batches in
+rank order (g = g0; g = g + g1; ...; then the scale op with c = 1/W). On the stub backend the
+ranks talk MPI; on CUDA (one GPU per rank) NCCL. CI installs mpi4py and an MPI (the test extra):
+a missing mpiexec is a failure here, not a skip.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+B, K_MICRO = 3, 2          # rows per micro-batch (odd), micro-batches per rank in step 2
+
+
+# ---------------------------------------------------------------------------------- shared
+def build_model():
+    from torchlean import nn
+    return nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(3 * 5 * 5, 4), nn.Tanh(), nn.Linear(4, 3))
+
+
+def batches(world: int):
+    """X[step, rank, micro] of shape (B, 1, 5, 5) and integer labels Y[step, rank, micro]."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(2, world, K_MICRO, B, 1, 5, 5))
+    Y = rng.integers(0, 3, size=(2, world, K_MICRO, B))
+    return X, Y
+
+
+def micro_loss(model, s, x, y):
+    from torchlean.nn import functional as F
+    return F.cross_entropy(model(s.tensor(x)), y)
+
+
+# ---------------------------------------------------------------------------------- workers
+def worker_collectives(out: Path) -> None:
+    import torchlean as tl
+    import torchlean.distributed as dist
+    dist.init()
+    r, W = dist.rank(), dist.world_size()
+    res = {"world": np.array(W)}
+    a = tl.AnyBuffer.from_numpy(np.arange(7) * (r + 1) + 0.25)
+    dist.all_reduce(a)
+    res["sum"] = a.to_numpy()
+    b = tl.Buffer.from_numpy(np.linspace(-1, 1, 5) * (r + 2))
+    dist.all_reduce(b, op="avg")
+    res["avg"] = b.to_numpy()
+    one = tl.AnyBuffer.from_numpy(np.array([r + 0.5]))
+    dist.all_reduce(one)
+    res["one"] = one.to_numpy()
+    s = tl.Session()
+    t = s.tensor(np.full((2, 3), float(r)))
+    dist.broadcast(t, src=W - 1)
+    res["bcast"] = t.numpy()
+    c = tl.AnyBuffer.from_numpy(np.ones(3 + r))
+    try:
+        dist.all_reduce(c)
+        res["mismatch"] = np.array("no error")
+    except dist.DistributedError as e:
+        res["mismatch"] = np.array(str(e))
+    try:
+        dist.all_reduce(a, op="max")
+    except ValueError as e:
+        res["bad_op"] = np.array(str(e))
+    dist.barrier()
+    np.savez(out / f"rank{r}.npz", **res)
+    dist.destroy()
+
+
+def worker_train(out: Path, exact: bool) -> None:
+    """Two Adam steps of the model under DistributedDataParallel; step 1 one micro-batch per
+    rank, step 2 K_MICRO micro-batches per rank (all but the last under no_sync)."""
+    import torchlean as tl
+    import torchlean.distributed as dist
+    from torchlean import optim
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import Session, manual_seed
+    dist.init()
+    tl.set_deterministic(exact)
+    r, W = dist.rank(), dist.world_size()
+    manual_seed(100 + r)                 # every rank starts different: the wrap must broadcast
+    model = build_model()
+    ddp = DistributedDataParallel(model, bucket_cap_mb=0.0004)   # several buckets
+    res = {"buckets": np.array(len(ddp._buckets))}
+    for k, p in enumerate(model.parameters()):
+        res[f"init{k}"] = p.numpy()
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    X, Y = batches(W)
+    s = Session()
+    opt.zero_grad()
+    micro_loss(ddp, s, X[0, r, 0], Y[0, r, 0]).backward()
+    s.step()
+    for k, p in enumerate(model.parameters()):
+        res[f"grad1_{k}"] = p.grad
+    opt.step()
+    opt.zero_grad()
+    with ddp.no_sync():
+        for m in range(K_MICRO - 1):
+            micro_loss(ddp, s, X[1, r, m], Y[1, r, m]).backward()
+            s.step()
+    for k, p in enumerate(model.parameters()):
+        res[f"local_{k}"] = p.grad
+    micro_loss(ddp, s, X[1, r, K_MICRO - 1], Y[1, r, K_MICRO - 1]).backward()
+    s.step()
+    for k, p in enumerate(model.parameters()):
+        res[f"grad2_{k}"] = p.grad
+    opt.step()
+    for k, p in enumerate(model.parameters()):
+        res[f"final{k}"] = p.numpy()
+    np.savez(out / f"rank{r}.npz", **res)
+    dist.destroy()
+
+
+def worker_kill(out: Path) -> None:
+    """Rank 1 dies (SIGKILL) between two all_reduces; rank 0 must fail within its timeout."""
+    import torchlean as tl
+    import torchlean.distributed as dist
+    dist.init()
+    b = tl.AnyBuffer.from_numpy(np.ones(4))
+    dist.all_reduce(b)
+    if dist.rank() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        dist.all_reduce(b)
+    except dist.DistributedError as e:
+        (out / f"error{dist.rank()}.txt").write_text(str(e))
+        raise
+
+
+# ---------------------------------------------------------------------------------- launching
+def mpiexec() -> str:
+    """mpiexec next to this Python first (the mpich wheel puts it there), then PATH."""
+    here = Path(sys.executable).parent
+    for name in ("mpiexec", "mpirun"):
+        if (here / name).is_file():
+            return str(here / name)
+    found = shutil.which("mpiexec") or shutil.which("mpirun")
+    if found is None:
+        import pytest
+        pytest.fail("mpiexec not found next to sys.executable or on PATH: install the test "
+                    "extra (pip install -e '.[test]' brings mpi4py and mpich)")
+    return found
+
+
+def _is_hydra(exe: str) -> bool:
+    try:
+        v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "HYDRA" in (v.stdout + v.stderr)
+
+
+def launch(world: int, scenario: str, out: Path, timeout_s: float = 60.0, extra_env=None,
+           flags=()) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("TORCHLEAN_DIST_TIMEOUT_S", "30")
+    env["NCCL_NVLS_ENABLE"] = "0"
+    env.update(extra_env or {})
+    cmd = [mpiexec(), *flags, "-n", str(world), sys.executable, str(Path(__file__).resolve()),
+           scenario, str(out)]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s,
+                          cwd=str(ROOT))
+
+
+def run_ok(world: int, scenario: str, out: Path, **kw) -> list[dict]:
+    res = launch(world, scenario, out, **kw)
+    assert res.returncode == 0, (f"mpiexec -n {world} {scenario} failed ({res.returncode}):\n"
+                                 f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return [dict(np.load(out / f"rank{r}.npz")) for r in range(world)]
+
+
+# ---------------------------------------------------------------------------------- references
+def single_process_reference(world: int, exact: bool) -> dict:
+    """The same two Adam steps in this one process: each step accumulates the ranks'
+    micro-batch gradients in rank order and scales by 1/W (torchlean.ops.scale); in step 2
+    each rank's partial sum over its own micro-batches comes first, as under no_sync."""
+    import torchlean as tl
+    from torchlean import optim, ops
+    from torchlean.session import Session, manual_seed
+    prev = tl.is_deterministic()
+    tl.set_deterministic(exact)
+    try:
+        manual_seed(100)
+        model = build_model()
+        params = model.parameters()
+        ref = {f"init{k}": p.numpy() for k, p in enumerate(params)}
+        opt = optim.Adam(params, lr=0.01)
+        X, Y = batches(world)
+        s = Session()
+
+        def scale_grads():
+            for p in params:
+                g = ops.scale(p.grad_buf, c=1.0 / world)
+                p.grad_buf.release()
+                p.grad_buf = g
+
+        opt.zero_grad()
+        for r in range(world):          # backward() accumulates: g = g0; g = g + g1; ...
+            micro_loss(model, s, X[0, r, 0], Y[0, r, 0]).backward()
+            s.step()
+        scale_grads()
+        ref.update({f"grad1_{k}": p.grad for k, p in enumerate(params)})
+        opt.step()
+        partial = []
+        for r in range(world):
+            opt.zero_grad()
+            for m in range(K_MICRO):
+                micro_loss(model, s, X[1, r, m], Y[1, r, m]).backward()
+                s.step()
+                if m == K_MICRO - 2:
+                    ref.update({f"local{r}_{k}": p.grad for k, p in enumerate(params)})
+            partial.append([p.grad_buf.copy() for p in params])
+        opt.zero_grad()
+        for k, p in enumerate(params):
+            g = partial[0][k]
+            for r in range(1, world):
+                g2 = ops.add(g, partial[r][k])
+                g.release()
+                g = g2
+            p.grad_buf = g
+        scale_grads()
+        ref.update({f"grad2_{k}": p.grad for k, p in enumerate(params)})
+        opt.step()
+        ref.update({f"final{k}": p.numpy() for k, p in enumerate(params)})
+        return ref
+    finally:
+        tl.set_deterministic(prev)
+
+
+def _compare(got: dict, ref: dict, keys, exact: bool, who: str):
+    for key in keys:
+        if exact:
+            assert np.array_equal(got[key], ref[key]), (
+                f"{who} {key}: not bitwise equal, max diff {np.abs(got[key] - ref[key]).max()}")
+        else:
+            np.testing.assert_allclose(got[key], ref[key], rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{who} {key}")
+
+
+NPARAMS = 6
+
+
+def _check_training(ranks: list[dict], world: int, exact: bool):
+    ref = single_process_reference(world, exact)
+    keys = [f"{what}{k}" for what in ("init", "grad1_", "grad2_", "final")
+            for k in range(NPARAMS)]
+    for r, got in enumerate(ranks):
+        assert int(got["buckets"]) >= 3
+        _compare(got, ref, keys, exact, f"rank {r}")
+        # inside no_sync nothing was exchanged: each rank holds its own local gradient
+        for k in range(NPARAMS):
+            _compare({"g": got[f"local_{k}"]}, {"g": ref[f"local{r}_{k}"]}, ["g"], exact,
+                     f"rank {r} no_sync local gradient {k}")
+    if world > 1:   # the local gradients really differed, so the reduction did something
+        assert not np.array_equal(ranks[0]["local_0"], ranks[1]["local_0"])
+
+
+# ---------------------------------------------------------------------------------- tests
+def test_collectives_two_processes(tmp_path):
+    ranks = run_ok(2, "collectives", tmp_path)
+    for r, got in enumerate(ranks):
+        assert int(got["world"]) == 2
+        np.testing.assert_array_equal(got["sum"], (np.arange(7) * 1 + 0.25 + np.arange(7) * 2
+                                                   + 0.25).astype(np.float32))
+        np.testing.assert_allclose(got["avg"], np.linspace(-1, 1, 5) * 2.5, rtol=1e-6)
+        np.testing.assert_array_equal(got["one"], [2.0])
+        np.testing.assert_array_equal(got["bcast"], np.full((2, 3), 1.0))
+        msg = str(got["mismatch"])
+        assert f"rank {r}" in msg and "all_reduce" in msg and "[3, 4]" in msg, msg
+        assert "'sum' or 'avg'" in str(got["bad_op"])
+
+
+def test_ddp_exact_equals_single_process_accumulation_bitwise(tmp_path):
+    """Deterministic mode: parameter broadcast, gradients of a 1-micro-batch step, no_sync
+    local gradients, accumulated gradients and the Adam updates all equal the single-process
+    reference bit for bit, on 2 ranks."""
+    _check_training(run_ok(2, "train_exact", tmp_path), 2, exact=True)
+
+
+def test_ddp_exact_three_ranks_sums_in_rank_order(tmp_path):
+    """With 3 ranks float addition is no longer order-free: ((g0 + g1) + g2) is required."""
+    _check_training(run_ok(3, "train_exact", tmp_path, timeout_s=90), 3, exact=True)
+
+
+def test_ddp_default_mode_matches_single_process(tmp_path):
+    _check_training(run_ok(2, "train_default", tmp_path), 2, exact=False)
+
+
+def test_killed_rank_raises_within_timeout(tmp_path):
+    """Rank 1 is killed mid-job; rank 0's all_reduce must end the job with a DistributedError
+    after TORCHLEAN_DIST_TIMEOUT_S (3 s), not hang. MPICH's launcher is told not to clean up
+    after the dead rank, so the timeout itself is what ends rank 0."""
+    exe = mpiexec()
+    hydra = _is_hydra(exe)
+    t0 = time.monotonic()
+    res = launch(2, "kill", tmp_path, timeout_s=60, extra_env={"TORCHLEAN_DIST_TIMEOUT_S": "3"},
+                 flags=("-disable-auto-cleanup",) if hydra else ())
+    elapsed = time.monotonic() - t0
+    assert res.returncode != 0, res.stdout + res.stderr
+    assert elapsed < 45, f"the job took {elapsed:.1f} s to end"
+    err = tmp_path / "error0.txt"
+    if hydra or err.exists():
+        msg = err.read_text()
+        assert "rank 0" in msg and "all_reduce" in msg and "within 3 s" in msg, msg
+
+
+# in-process: launcher detection, the timeout variable, library lookup, a world of one ------
+def test_launch_detection_reads_each_launcher():
+    from torchlean.distributed.launch import detect
+    assert detect({}) == detect({"UNRELATED": "1"})
+    assert (detect({}).rank, detect({}).world_size, detect({}).launcher) == (0, 1, "none")
+    i = detect({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "1", "RANK": "0", "WORLD_SIZE": "1"})
+    assert (i.rank, i.world_size, i.local_rank) == (3, 8, 1) and "Open MPI" in i.launcher
+    i = detect({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1"})
+    assert (i.rank, i.world_size, i.local_rank) == (1, 2, 1)
+    i = detect({"SLURM_PROCID": "5", "SLURM_NTASKS": "6", "SLURM_LOCALID": "2"})
+    assert (i.rank, i.world_size, i.local_rank, i.launcher) == (5, 6, 2, "srun")
+    i = detect({"RANK": "2", "WORLD_SIZE": "4"})
+    assert (i.rank, i.world_size, i.local_rank, i.launcher) == (2, 4, None, "torchrun")
+
+
+def test_launch_detection_rejects_nonsense():
+    import pytest
+    from torchlean.distributed.launch import detect
+    with pytest.raises(ValueError, match="RANK='x'"):
+        detect({"RANK": "x", "WORLD_SIZE": "2"})
+    with pytest.raises(ValueError, match="SLURM_PROCID=4 and SLURM_NTASKS=4"):
+        detect({"SLURM_PROCID": "4", "SLURM_NTASKS": "4"})
+
+
+def test_timeout_variable(monkeypatch):
+    import pytest
+    from torchlean.distributed.work import DEFAULT_TIMEOUT_S, timeout_from_env
+    monkeypatch.delenv("TORCHLEAN_DIST_TIMEOUT_S", raising=False)
+    assert timeout_from_env() == DEFAULT_TIMEOUT_S
+    monkeypatch.setenv("TORCHLEAN_DIST_TIMEOUT_S", "2.5")
+    assert timeout_from_env() == 2.5
+    for bad in ("0", "-1", "soon", "inf", "nan"):
+        monkeypatch.setenv("TORCHLEAN_DIST_TIMEOUT_S", bad)
+        with pytest.raises(ValueError, match="TORCHLEAN_DIST_TIMEOUT_S"):
+            timeout_from_env()
+
+
+def test_poll_gives_up_at_the_deadline():
+    import pytest
+    from torchlean.distributed import DistributedError
+    from torchlean.distributed.work import poll
+    aborted = []
+    t0 = time.monotonic()
+    with pytest.raises(DistributedError, match=r"rank 4: bucket 2 did not complete within 0.2 s"):
+        poll(lambda: False, rank=4, what="bucket 2", timeout_s=0.2,
+             on_timeout=lambda: aborted.append(1))
+    assert aborted == [1] and 0.2 <= time.monotonic() - t0 < 5
+
+
+def test_nccl_lookup_names_what_it_tried(monkeypatch, tmp_path):
+    import pytest
+    from torchlean.distributed import DistributedError
+    from torchlean.distributed import nccl_comm
+    missing = tmp_path / "libnccl_missing.so.2"
+    monkeypatch.setenv("TORCHLEAN_NCCL_LIB", str(missing))
+    assert nccl_comm.nccl_candidates()[0] == str(missing)
+    monkeypatch.setattr(nccl_comm, "nccl_candidates", lambda: [str(missing)])
+    with pytest.raises(DistributedError, match="libnccl_missing.so.2 \\(missing\\)"):
+        nccl_comm.load_nccl()
+
+
+def test_world_of_one_needs_no_mpi():
+    """A plain process is rank 0 of 1: collectives are the identity and DistributedDataParallel
+    gives the plain gradient (scaled by 1/1)."""
+    import torchlean as tl
+    import torchlean.distributed as dist
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import Session, manual_seed
+    for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS", "WORLD_SIZE"):
+        assert v not in os.environ
+    dist.init()
+    try:
+        assert (dist.rank(), dist.world_size(), dist.local_rank()) == (0, 1, 0)
+        a = tl.AnyBuffer.from_numpy(np.array([1.5, -2.0, 3.25]))
+        dist.all_reduce(a, op="avg")
+        dist.broadcast(a, 0)
+        np.testing.assert_array_equal(a.to_numpy(), [1.5, -2.0, 3.25])
+        X, Y = batches(1)
+        manual_seed(3)
+        plain = build_model()
+        manual_seed(3)
+        wrapped = build_model()
+        ddp = DistributedDataParallel(wrapped)
+        s = Session()
+        micro_loss(plain, s, X[0, 0, 0], Y[0, 0, 0]).backward()
+        micro_loss(ddp, s, X[0, 0, 0], Y[0, 0, 0]).backward()
+        s.step()
+        for p, q in zip(plain.parameters(), wrapped.parameters()):
+            np.testing.assert_array_equal(p.grad, q.grad)
+        ddp.remove_hooks()
+    finally:
+        dist.destroy()
+    assert not dist.is_initialized()
+
+
+def test_collective_before_init_is_a_clear_error():
+    import pytest
+    import torchlean as tl
+    import torchlean.distributed as dist
+    from torchlean import nn
+    from torchlean.nn.parallel import DistributedDataParallel
+    assert not dist.is_initialized()
+    with pytest.raises(dist.DistributedError, match="init"):
+        dist.all_reduce(tl.AnyBuffer.from_numpy(np.ones(2)))
+    with pytest.raises(dist.DistributedError, match="init"):
+        DistributedDataParallel(nn.Linear(2, 2))
+
+
+if __name__ == "__main__":
+    scenario, out = sys.argv[1], Path(sys.argv[2])
+    {"collectives": lambda: worker_collectives(out),
+     "train_exact": lambda: worker_train(out, exact=True),
+     "train_default": lambda: worker_train(out, exact=False),
+     "kill": lambda: worker_kill(out)}[scenario]()
