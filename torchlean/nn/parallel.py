@@ -103,6 +103,7 @@ class DistributedDataParallel(Module):
                  for p in trainable]
         hooks.append(register_backward_end_hook(lambda: me() and me()._on_backward_end()))
         object.__setattr__(self, "_hooks", hooks)
+        weakref.finalize(self, _remove_all, hooks)   # a dropped wrapper leaves no hooks behind
 
     # ---------------------------------------------------------------- wrap time
     def _check_same_model(self, params) -> None:
@@ -216,9 +217,13 @@ class DistributedDataParallel(Module):
 
     def remove_hooks(self) -> None:
         """Detach from the parameters (the wrapper stops reducing)."""
-        for h in self._hooks:
-            h.remove()
-        self._hooks.clear()
+        _remove_all(self._hooks)
+
+
+def _remove_all(hooks: list) -> None:
+    for h in hooks:
+        h.remove()
+    hooks.clear()
 
 
 __all__ = ["DistributedDataParallel", "exact_reduction"]
