@@ -132,6 +132,38 @@ def worker_train(out: Path, exact: bool) -> None:
     dist.destroy()
 
 
+def rank_vectors(world: int) -> np.ndarray:
+    """x_r (7, 143) per rank: the gradient of sum(w * x_r) with respect to w is x_r exactly."""
+    return np.random.default_rng(11).normal(size=(world, 7, 143)).astype(np.float32)
+
+
+def worker_grad_sum(out: Path) -> None:
+    """One exact DistributedDataParallel step whose local gradients are known exactly."""
+    import torchlean as tl
+    import torchlean.distributed as dist
+    from torchlean import nn
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import Session
+    dist.init()
+    tl.set_deterministic(True)
+    r, W = dist.rank(), dist.world_size()
+
+    class Dot(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(np.ones((7, 143)))
+
+        def forward(self, s, x):
+            return (s.use(self.w) * s.tensor(x)).sum()
+
+    model = Dot()
+    ddp = DistributedDataParallel(model)
+    s = Session()
+    ddp(s, rank_vectors(W)[r]).backward()
+    np.savez(out / f"rank{r}.npz", grad=model.w.grad)
+    dist.destroy()
+
+
 def worker_lose_rank1(out: Path, sig: int) -> None:
     """Rank 1 stops (SIGSTOP: a hung peer) or dies (SIGKILL) between two all_reduces; rank 0
     must fail within its timeout, writing the DistributedError's message to error0.txt."""
@@ -350,6 +382,26 @@ def test_killed_rank_ends_the_job(tmp_path):
         _check_error(err, res)
 
 
+def test_exact_reduction_is_the_rank_order_float32_sum(tmp_path):
+    """Each rank's gradient is x_r exactly; the exact reduction must give, bit for bit,
+    float32(1/W) * (((x_0 + x_1) + x_2) ...) in float32 (3 ranks on the stub, where the
+    grouping matters; 2 GPUs on CUDA)."""
+    import torchlean as tl
+    world = 3 if tl.backend() == "stub" else 2
+    ranks = run_ok(world, "grad_sum", tmp_path, timeout_s=90)
+    x = rank_vectors(world)
+    acc = x[0].copy()
+    for r in range(1, world):
+        acc = acc + x[r]
+    want = np.float32(1.0 / world) * acc
+    other = np.float32(1.0 / world) * (x[0] + (x[1] + x[2])) if world == 3 else None
+    for r, got in enumerate(ranks):
+        assert got["grad"].dtype == np.float32
+        assert np.array_equal(got["grad"], want), f"rank {r}"
+    if other is not None:   # the test can tell the orders apart
+        assert not np.array_equal(other, want)
+
+
 @pytest.mark.cuda
 def test_exact_cuda_run_equals_stub_run(tmp_path):
     """GPU machine: the 2-rank exact step on CUDA (NCCL all-gather, rank-order sum) equals the
@@ -477,5 +529,6 @@ if __name__ == "__main__":
     {"collectives": lambda: worker_collectives(out),
      "train_exact": lambda: worker_train(out, exact=True),
      "train_default": lambda: worker_train(out, exact=False),
+     "grad_sum": lambda: worker_grad_sum(out),
      "stall": lambda: worker_lose_rank1(out, signal.SIGSTOP),
      "kill": lambda: worker_lose_rank1(out, signal.SIGKILL)}[scenario]()

@@ -65,7 +65,8 @@ class _Bucket:
 
 class DistributedDataParallel(Module):
     """Wraps `module` (reached as .module); forward calls it. torchlean.distributed.init() must
-    have run. bucket_cap_mb: bucket size in megabytes (about 25 MB as in PyTorch).
+    have run. bucket_cap_mb: bucket size in megabytes (about 25 MB as in PyTorch; the first
+    bucket, holding the last layers, is capped at 1 MB so communication starts early).
     broadcast_buffers: also broadcast rank 0's buffers (BatchNorm statistics) at every forward
     in training mode."""
 
@@ -89,12 +90,16 @@ class DistributedDataParallel(Module):
         self._check_same_model(params)
         self._broadcast([p for p in params] + module.buffers(), "parameter broadcast")
         trainable = [p for p in params if p.requires_grad]
-        buckets, cap = [], bucket_cap_mb * 1e6
+        # the first bucket (the last layers) is small, as in PyTorch, so communication starts
+        # early in the backward pass
+        buckets = []
         for p in reversed(trainable):
-            if not buckets or (buckets[-1].nbytes and buckets[-1].nbytes + 4 * p._host.size > cap):
+            cap = min(bucket_cap_mb, 1.0) * 1e6 if len(buckets) <= 1 else bucket_cap_mb * 1e6
+            nb = 4 * int(np.prod(p.shape))
+            if not buckets or (buckets[-1].nbytes and buckets[-1].nbytes + nb > cap):
                 buckets.append(_Bucket(len(buckets)))
             buckets[-1].params.append(p)
-            buckets[-1].nbytes += 4 * int(np.prod(p.shape))
+            buckets[-1].nbytes += nb
         object.__setattr__(self, "_buckets", buckets)
         object.__setattr__(self, "_bucket_of", {id(p): b for b in buckets for p in b.params})
         object.__setattr__(self, "_next", 0)
