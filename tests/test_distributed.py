@@ -512,6 +512,34 @@ def test_world_of_one_needs_no_mpi():
     assert not dist.is_initialized()
 
 
+def test_buckets_follow_backward_order_and_caps():
+    """Buckets hold the parameters in reverse registration order (the order backward makes
+    their gradients final); none exceeds its cap unless it holds a single parameter; the first
+    is capped at 1 MB."""
+    import torchlean.distributed as dist
+    from torchlean import nn
+    from torchlean.nn.parallel import DistributedDataParallel
+    model = nn.Sequential(nn.Linear(300, 500), nn.Linear(500, 700), nn.Linear(700, 9),
+                          nn.Linear(9, 3))
+    dist.init()
+    try:
+        for cap_mb in (0.5, 2.0, 25.0):
+            ddp = DistributedDataParallel(model, bucket_cap_mb=cap_mb)
+            order = [p for b in ddp._buckets for p in b.params]
+            assert [id(p) for p in order] == [id(p) for p in reversed(model.parameters())]
+            for i, b in enumerate(ddp._buckets):
+                cap = min(cap_mb, 1.0) if i == 0 else cap_mb
+                assert b.nbytes == sum(4 * p._host.size for p in b.params)
+                assert b.nbytes <= cap * 1e6 or len(b.params) == 1, (cap_mb, i, b.nbytes)
+                if i + 1 < len(ddp._buckets):   # a bucket closes only when the next would not fit
+                    nxt = ddp._buckets[i + 1].params[0]
+                    assert b.nbytes + 4 * nxt._host.size > cap * 1e6
+            ddp.remove_hooks()
+        assert len(DistributedDataParallel(model, bucket_cap_mb=25.0)._buckets) == 2
+    finally:
+        dist.destroy()
+
+
 def test_collective_before_init_is_a_clear_error():
     import torchlean as tl
     import torchlean.distributed as dist

@@ -64,7 +64,7 @@ def _bind_device(info: LaunchInfo, local: int) -> int | None:
         return None
     n = _loader.ffi.new("int64_t *")
     if _lib.tl_device_count(n):
-        raise_status("distributed.init", 7)
+        raise_status("distributed.init", _lib.TL_E_DEVICE)
     count = int(n[0])
     dev = 0 if count == 1 else local
     if dev >= count:

@@ -91,8 +91,9 @@ class NCCLComm:
         uid = UniqueId()
         if self.rank == 0:
             self._check("ncclGetUniqueId", self.nccl.ncclGetUniqueId(ctypes.byref(uid)))
-        raw = mpi.bcast_bytes(bytes(uid.internal) if self.rank == 0 else None, 128, 0,
-                              "NCCL unique id broadcast")
+        # all 128 bytes (uid.internal would stop at the first zero byte)
+        mine = ctypes.string_at(ctypes.addressof(uid), 128) if self.rank == 0 else None
+        raw = mpi.bcast_bytes(mine, 128, 0, "NCCL unique id broadcast")
         ctypes.memmove(ctypes.addressof(uid), raw, 128)
         comm = ctypes.c_void_p()
         self._check("ncclCommInitRank",
@@ -163,8 +164,8 @@ class NCCLComm:
     def all_reduce(self, bufs, what: str) -> Work:
         def enqueue(w):
             for b in bufs:
-                p = b.buf.data_ptr() if b.numel else 0
                 if b.numel:
+                    p = b.buf.data_ptr()
                     self._check(w, self.nccl.ncclAllReduce(p, p, b.numel, NCCL_FLOAT32, NCCL_SUM,
                                                            self.comm, self.stream))
         return self._launch(what, enqueue)
