@@ -183,11 +183,18 @@ def worker_lose_rank1(out: Path, sig: int) -> None:
 
 # ---------------------------------------------------------------------------------- launching
 def mpiexec() -> str:
-    """mpiexec next to this Python first (the mpich wheel puts it there), then PATH."""
-    here = Path(sys.executable).parent
-    for name in ("mpiexec", "mpirun"):
-        if (here / name).is_file():
-            return str(here / name)
+    """mpiexec next to this Python first (the mpich wheel puts it there, or in the user
+    scripts folder for a --user install), then PATH."""
+    import sysconfig
+    dirs = [Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))]
+    try:
+        dirs.append(Path(sysconfig.get_path("scripts", f"{os.name}_user")))
+    except KeyError:
+        pass
+    for here in dirs:
+        for name in ("mpiexec", "mpirun"):
+            if (here / name).is_file():
+                return str(here / name)
     found = shutil.which("mpiexec") or shutil.which("mpirun")
     if found is None:
         import pytest
