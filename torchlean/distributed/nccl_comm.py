@@ -122,7 +122,7 @@ class NCCLComm:
     def _event(self) -> int:
         return self._events.pop() if self._events else self.rt.event()
 
-    def _launch(self, what: str, enqueue, finish=None) -> Work:
+    def _launch(self, what: str, enqueue) -> Work:
         """Order after torchlean's queued work, enqueue NCCL calls, return their Work."""
         self._count += 1
         what = f"{what} (collective #{self._count} of this process, NCCL)"
@@ -152,7 +152,7 @@ class NCCLComm:
             poll(test, rank=self.rank, what=what, timeout_s=self.timeout_s,
                  on_timeout=self.abort)
             self._events.append(done)
-        return Work(wait, finish)
+        return Work(wait)
 
     def abort(self) -> None:
         if self.comm:
