@@ -132,6 +132,10 @@ class DistributedDataParallel(Module):
 
     # ---------------------------------------------------------------- forward
     def forward(self, *args, **kwargs):
+        if self._active:
+            # a backward pass that raised part-way left reductions in flight: complete them
+            # so this rank's collectives stay in step with the others'
+            self._on_backward_end()
         if self._broadcast_buffers and self.training and torchlean.is_grad_enabled():
             bufs = self.module.buffers()
             if bufs:
