@@ -584,6 +584,46 @@ def test_buckets_follow_backward_order_and_caps():
         dist.destroy()
 
 
+def test_grad_hooks_fire_when_gradients_are_final():
+    """The hooks DistributedDataParallel relies on: each used parameter's hook runs once per
+    backward, after its gradient was added to grad_buf (so it sees the accumulated sum), last
+    layer first, and before the backward-end hook; remove() unregisters."""
+    from torchlean import nn
+    from torchlean.session import Session, register_backward_end_hook
+    model = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 2))
+    unused = nn.Linear(2, 2)
+    names = {id(p): n for n, p in model.named_parameters()}
+    seen = []
+    hooks = [p.register_post_accumulate_grad_hook(lambda p: seen.append((names[id(p)], p.grad)))
+             for p in model.parameters()]
+    hooks += [p.register_post_accumulate_grad_hook(lambda p: seen.append(("unused", None)))
+              for p in unused.parameters()]
+    hooks.append(register_backward_end_hook(lambda: seen.append(("end", None))))
+    try:
+        x = np.random.default_rng(0).normal(size=(3, 4))
+        s = Session()
+        model(s.tensor(x)).sum().backward()
+        s.step()
+        first = {n: g for n, g in seen if n != "end"}
+        order = [n for n, _ in seen]
+        assert sorted(order[:2]) == ["2.bias", "2.weight"]
+        assert sorted(order[2:4]) == ["0.bias", "0.weight"] and order[4:] == ["end"]
+        seen.clear()
+        model(s.tensor(x)).sum().backward()     # accumulates: the hook sees twice the gradient
+        s.step()
+        for n, g in seen[:-1]:
+            np.testing.assert_allclose(g, 2 * first[n], rtol=1e-6)
+        for h in hooks:
+            h.remove()
+        seen.clear()
+        model(s.tensor(x)).sum().backward()
+        s.step()
+        assert seen == []
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 def test_collective_before_init_is_a_clear_error():
     import torchlean as tl
     import torchlean.distributed as dist
