@@ -1,11 +1,13 @@
 """Shared command line, progress and summary helpers for the examples.
 
-Every example takes --backend, --steps, --seed, --deterministic and --save, shows a tqdm bar and
-ends with one `summary:` line (key=value pairs) that tests and scripts parse.
+Every example takes --backend, --steps, --seed, --deterministic, --accumulate and --save, shows a
+tqdm bar and ends with one `summary:` line (key=value pairs) that tests and scripts parse.
+Launched under `mpirun -n W` (or srun) an example trains data-parallel: see DataParallel.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -20,6 +22,9 @@ def parser(desc: str, steps: int) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seeds initialisation, batches, dropout")
     p.add_argument("--deterministic", action="store_true",
                    help="fixed-order reductions: bit-identical runs on CUDA too")
+    p.add_argument("--accumulate", type=int, default=1, metavar="K",
+                   help="micro-batches per optimizer step (gradient accumulation); under "
+                        "mpirun -n W each rank splits its shard of the batch into K")
     p.add_argument("--save", default=None, help="write final weights (safetensors)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
@@ -35,6 +40,44 @@ def setup(args):
     if args.deterministic:
         tl.set_deterministic(True)
     return tl
+
+
+class DataParallel:
+    """--accumulate K and mpirun -n W for the examples' training loops.
+
+    Every rank draws the same global batch; rank r takes its shard (np.array_split over W) and
+    splits it into K micro-batches. The model is wrapped in DistributedDataParallel when W > 1;
+    each micro-batch loss is scaled by 1/K and all but the last run under no_sync, so the step
+    uses the mean of the W * K micro-batch losses' gradients. A plain run is W = 1, K = 1."""
+
+    def __init__(self, args):
+        import torchlean.distributed as dist
+        dist.init()
+        self.rank, self.world, self.k = dist.rank(), dist.world_size(), args.accumulate
+        if self.k < 1:
+            raise SystemExit(f"--accumulate must be >= 1, got {self.k}")
+
+    def wrap(self, model):
+        if self.world == 1:
+            return model
+        from torchlean.nn.parallel import DistributedDataParallel
+        return DistributedDataParallel(model)
+
+    def micro_batches(self, model, *arrays):
+        """Yield (this rank's micro-batch of each array, context to run its backward in)."""
+        import numpy as np
+        n = len(arrays[0])
+        if n < self.world * self.k:
+            raise SystemExit(f"a global batch of {n} cannot feed {self.world} ranks x "
+                             f"{self.k} micro-batches")
+        parts = [np.array_split(np.array_split(a, self.world)[self.rank], self.k) for a in arrays]
+        for j in range(self.k):
+            quiet = j < self.k - 1 and hasattr(model, "no_sync")
+            yield tuple(p[j] for p in parts), (model.no_sync() if quiet
+                                               else contextlib.nullcontext())
+
+    def backward(self, loss):
+        (loss * (1.0 / self.k) if self.k > 1 else loss).backward()
 
 
 class _NoBar:

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from _common import parser, setup, progress, summary
+from _common import DataParallel, parser, setup, progress, summary
 
 
 def corpus(limit=200_000) -> str:
@@ -76,26 +76,31 @@ def main(argv=None):
 
     data, chars = load_data()
     V, T = len(chars), 32
-    model = build_model(V, T)
+    dp = DataParallel(args)
+    model = dp.wrap(build_model(V, T))
     opt = optim.AdamW(model.parameters(), lr=args.lr)
     s = Session()
     rng = np.random.default_rng(args.seed)
     loss_v = float("nan")
     t0 = time.perf_counter()
-    bar = progress(args.steps, "train", args.no_progress)
+    bar = progress(args.steps, "train", args.no_progress or dp.rank > 0)
     for step in bar:
         x, y = batch(data, rng, args.batch_size, T)
-        logits = model(x, s)
-        loss = nn.functional.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
-        opt.zero_grad(); loss.backward(); opt.step()
+        opt.zero_grad()
+        for (xb, yb), sync in dp.micro_batches(model, x, y):
+            with sync:
+                logits = model(xb, s)
+                loss = nn.functional.cross_entropy(logits.reshape(-1, V), yb.reshape(-1))
+                dp.backward(loss)
+        opt.step()
         if step % 50 == 0 or step == args.steps - 1:
             loss_v = loss.item()
             bar.set_postfix(loss=f"{loss_v:.4f}")
         s.step()
     tl.synchronize()
     dt = time.perf_counter() - t0
-    if args.save:
-        model.save(args.save)
+    if args.save and dp.rank == 0:
+        getattr(model, "module", model).save(args.save)
     summary("char_transformer", tl, steps=args.steps, loss=loss_v, vocab=V, time_s=dt)
 
 

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from _common import parser, setup, progress, summary
+from _common import DataParallel, parser, setup, progress, summary
 
 
 def load_data(seed: int = 0):
@@ -42,7 +42,8 @@ def main(argv=None):
 
     Xtr, ytr, Xte, yte = load_data()
     ntr, batch = len(Xtr), args.batch_size
-    model = build_model(args.width)
+    dp = DataParallel(args)
+    model = dp.wrap(build_model(args.width))
     opt = optim.Adam(model.parameters(), lr=args.lr)
     s = Session()
     steps_per_epoch = max(1, ntr // batch)
@@ -51,15 +52,17 @@ def main(argv=None):
     t0 = time.perf_counter()
     loss_v = float("nan")
     order = rng.permutation(ntr)
-    bar = progress(args.steps, "train", args.no_progress)
+    bar = progress(args.steps, "train", args.no_progress or dp.rank > 0)
     for step in bar:
         k = step % steps_per_epoch
         if k == 0 and step:
             order = rng.permutation(ntr)
         idx = order[k * batch:(k + 1) * batch]
-        loss = nn.functional.cross_entropy(model(s.tensor(Xtr[idx])), ytr[idx])
         opt.zero_grad()
-        loss.backward()
+        for (xb, yb), sync in dp.micro_batches(model, Xtr[idx], ytr[idx]):
+            with sync:
+                loss = nn.functional.cross_entropy(model(s.tensor(xb)), yb)
+                dp.backward(loss)
         opt.step()
         if step % 50 == 0 or step == args.steps - 1:
             loss_v = loss.item()          # a device sync: only now and then
@@ -76,8 +79,8 @@ def main(argv=None):
     print(f"epochs: {epochs:.1f} ({steps_per_epoch} steps of batch {batch})")
     print(f"time per epoch: {dt / epochs:.3f} s (train total {dt:.1f} s)")
     print(f"test accuracy: {acc * 100:.2f}%")
-    if args.save:
-        model.save(args.save)
+    if args.save and dp.rank == 0:
+        getattr(model, "module", model).save(args.save)
     summary("digits_cnn", tl, steps=args.steps, loss=loss_v, test_acc=acc,
             s_per_epoch=dt / epochs)
 

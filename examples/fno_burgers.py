@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from _common import parser, setup, progress, summary
+from _common import DataParallel, parser, setup, progress, summary
 
 
 def burgers(n_samples, grid=32, nu=0.1, t_end=0.5, dt=1e-3, seed=0):
@@ -65,18 +65,23 @@ def main(argv=None):
 
     grid, ntrain = 32, 128
     a, u = burgers(160, grid)
-    model = build_model()
+    dp = DataParallel(args)
+    model = dp.wrap(build_model())
     opt = optim.Adam(model.parameters(), lr=args.lr)
     s = Session()
     rng = np.random.default_rng(args.seed)
     loss_v = float("nan")
     t0 = time.perf_counter()
-    bar = progress(args.steps, "train", args.no_progress)
+    bar = progress(args.steps, "train", args.no_progress or dp.rank > 0)
     for step in bar:
         i = rng.integers(0, ntrain, args.batch_size)
-        pred = model(s.tensor(a[i].reshape(-1, grid, 1)))
-        loss = nn.functional.mse_loss(pred, s.tensor(u[i].reshape(-1, grid, 1)))
-        opt.zero_grad(); loss.backward(); opt.step()
+        opt.zero_grad()
+        for (ab, ub), sync in dp.micro_batches(model, a[i], u[i]):
+            with sync:
+                pred = model(s.tensor(ab.reshape(-1, grid, 1)))
+                loss = nn.functional.mse_loss(pred, s.tensor(ub.reshape(-1, grid, 1)))
+                dp.backward(loss)
+        opt.step()
         if step % 50 == 0 or step == args.steps - 1:
             loss_v = loss.item()
             bar.set_postfix(mse=f"{loss_v:.5f}")
@@ -87,8 +92,8 @@ def main(argv=None):
         pred = model(s.tensor(a[ntrain:].reshape(-1, grid, 1))).numpy().reshape(-1, grid)
     s.step()
     test = float(np.mean((pred - u[ntrain:]) ** 2))
-    if args.save:
-        model.save(args.save)
+    if args.save and dp.rank == 0:
+        getattr(model, "module", model).save(args.save)
     summary("fno_burgers", tl, steps=args.steps, train_mse=loss_v, test_mse=test, time_s=dt)
 
 

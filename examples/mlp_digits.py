@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from _common import parser, setup, progress, summary
+from _common import DataParallel, parser, setup, progress, summary
 
 
 def load_data(seed: int = 0):
@@ -36,17 +36,22 @@ def main(argv=None):
     from torchlean.session import Session
 
     Xtr, ytr, Xte, yte = load_data()
-    model = build_model(args.hidden)
+    dp = DataParallel(args)
+    model = dp.wrap(build_model(args.hidden))
     opt = optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     s = Session()
     rng = np.random.default_rng(args.seed)
     loss_v = float("nan")
     t0 = time.perf_counter()
-    bar = progress(args.steps, "train", args.no_progress)
+    bar = progress(args.steps, "train", args.no_progress or dp.rank > 0)
     for step in bar:
         idx = rng.integers(0, len(Xtr), args.batch_size)
-        loss = nn.functional.cross_entropy(model(s.tensor(Xtr[idx])), ytr[idx])
-        opt.zero_grad(); loss.backward(); opt.step()
+        opt.zero_grad()
+        for (xb, yb), sync in dp.micro_batches(model, Xtr[idx], ytr[idx]):
+            with sync:
+                loss = nn.functional.cross_entropy(model(s.tensor(xb)), yb)
+                dp.backward(loss)
+        opt.step()
         if step % 50 == 0 or step == args.steps - 1:
             loss_v = loss.item()
             bar.set_postfix(loss=f"{loss_v:.4f}")
@@ -56,8 +61,8 @@ def main(argv=None):
     with tl.no_grad():
         acc = float((model(s.tensor(Xte)).numpy().argmax(1) == yte).mean())
     s.step()
-    if args.save:
-        model.save(args.save)
+    if args.save and dp.rank == 0:
+        getattr(model, "module", model).save(args.save)
     summary("mlp_digits", tl, steps=args.steps, loss=loss_v, test_acc=acc, time_s=dt)
 
 

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from _common import parser, setup, progress, summary
+from _common import DataParallel, parser, setup, progress, summary
 
 
 def build_model(d: int = 4):
@@ -37,26 +37,33 @@ def main(argv=None):
     from torchlean.session import Session
 
     T, D = 16, 4
-    model = build_model(D)
+    dp = DataParallel(args)
+    model = dp.wrap(build_model(D))
     opt = optim.Adam(model.parameters(), lr=args.lr)
     s = Session()
     rng = np.random.default_rng(args.seed)
     loss_v = float("nan")
     t0 = time.perf_counter()
-    bar = progress(args.steps, "train", args.no_progress)
+    bar = progress(args.steps, "train", args.no_progress or dp.rank > 0)
     for step in bar:
-        x = rng.standard_normal((T, D)).astype(np.float32)
-        target = np.cumsum(x.sum(1)).reshape(T, 1).astype(np.float32) * 0.1
-        loss = nn.functional.mse_loss(model(s.tensor(x)), s.tensor(target))
-        opt.zero_grad(); loss.backward(); opt.step()
+        # one sequence per micro-batch: a global batch of W * K sequences
+        xs = [rng.standard_normal((T, D)).astype(np.float32) for _ in range(dp.world * dp.k)]
+        opt.zero_grad()
+        for (x,), sync in dp.micro_batches(model, np.stack(xs)):
+            x = x[0]
+            target = np.cumsum(x.sum(1)).reshape(T, 1).astype(np.float32) * 0.1
+            with sync:
+                loss = nn.functional.mse_loss(model(s.tensor(x)), s.tensor(target))
+                dp.backward(loss)
+        opt.step()
         if step % 50 == 0 or step == args.steps - 1:
             loss_v = loss.item()
             bar.set_postfix(loss=f"{loss_v:.5f}")
         s.step()
     tl.synchronize()
     dt = time.perf_counter() - t0
-    if args.save:
-        model.save(args.save)
+    if args.save and dp.rank == 0:
+        getattr(model, "module", model).save(args.save)
     summary("selective_scan_seq", tl, steps=args.steps, loss=loss_v, time_s=dt)
 
 

@@ -32,6 +32,14 @@ class Parameter:
         self.requires_grad = requires_grad
         self.name = name
         self.grad_buf: AnyBuffer | None = None
+        self.post_grad_hooks: list = []   # fn(param) after each backward adds to grad_buf
+
+    def register_post_accumulate_grad_hook(self, fn):
+        """Call fn(param) each time a backward pass has added this parameter's (final) gradient
+        to grad_buf, as in PyTorch; DistributedDataParallel starts its reductions from here.
+        Returns a handle whose remove() unregisters fn."""
+        self.post_grad_hooks.append(fn)
+        return _HookHandle(self.post_grad_hooks, fn)
 
     @property
     def shape(self):
@@ -90,6 +98,25 @@ class Parameter:
 
     def __repr__(self):
         return f"Parameter(shape={self.shape})"
+
+
+class _HookHandle:
+    def __init__(self, hooks: list, fn):
+        self.hooks, self.fn = hooks, fn
+
+    def remove(self) -> None:
+        if self.fn in self.hooks:
+            self.hooks.remove(self.fn)
+
+
+# fn() after every Session.backward, once each parameter's hooks have run (DistributedDataParallel
+# finishes its reductions here); register_backward_end_hook(fn) returns a removable handle
+_backward_end_hooks: list = []
+
+
+def register_backward_end_hook(fn):
+    _backward_end_hooks.append(fn)
+    return _HookHandle(_backward_end_hooks, fn)
 
 
 def _binop_fallback(tape, name, a, b):
@@ -181,23 +208,34 @@ class Session:
         wrt = [i for i, n in enumerate(self.tape.nodes) if n.parents == () and n.requires_grad]
         if not wrt:
             raise RuntimeError("backward: no leaf requires a gradient")
-        grads = self.tape.backward(t.id, seed=seed, wrt=wrt)
-        for i, g in grads.items():
+
+        def param_grad_final(i, g) -> bool:
             p = self.params_by_leaf.get(i)
-            if p is not None:
-                if p.grad_buf is None:
-                    p.grad_buf = g
-                else:
-                    s = _ops.add(p.grad_buf, g)
-                    p.grad_buf.release(); g.release()
-                    p.grad_buf = s
+            if p is None:
+                return False
+            if p.grad_buf is None:
+                p.grad_buf = g
             else:
-                prev = self.grads.get(i)
-                if prev is not None:
-                    s = _ops.add(prev, g)
-                    prev.release(); g.release()
-                    g = s
-                self.grads[i] = g
+                s = _ops.add(p.grad_buf, g)
+                p.grad_buf.release(); g.release()
+                p.grad_buf = s
+            for h in p.post_grad_hooks:
+                h(p)
+            return True
+
+        # parameter gradients are accumulated as soon as they are final (hooks may start work)
+        grads = self.tape.backward(t.id, seed=seed, wrt=wrt, on_final=param_grad_final)
+        for i, g in grads.items():
+            if param_grad_final(i, g):   # a parameter no gradient reached: zeros
+                continue
+            prev = self.grads.get(i)
+            if prev is not None:
+                s = _ops.add(prev, g)
+                prev.release(); g.release()
+                g = s
+            self.grads[i] = g
+        for h in list(_backward_end_hooks):
+            h()
 
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""

@@ -171,13 +171,17 @@ class Tape(TapeOps):
         return i
 
     # ------------------------------------------------------------------ backward
-    def backward(self, out_id: int, seed=None, wrt=None):
+    def backward(self, out_id: int, seed=None, wrt=None, on_final=None):
         """Reverse-mode gradients of node `out_id`.
 
         seed: the cotangent (NumPy array or AnyBuffer shaped like the output); defaults to 1 for a
         one-element output and is required otherwise. Without `wrt`, returns a list with one
         gradient AnyBuffer per node (zeros where nothing flowed). With `wrt` (node ids), returns
         {id: gradient} for those ids only, releasing every other gradient as soon as it is used.
+        on_final (with `wrt`): called as on_final(id, gradient) the moment a wrt node's gradient
+        is final (every consumer has a larger id, so all have run); when it returns True it has
+        taken the gradient and the id is left out of the result. Data-parallel training starts
+        communicating a gradient here, while the rest of the backward pass still runs.
         """
         out = self._node("backward", out_id)
         g0 = self._seed(out, seed)
@@ -187,6 +191,7 @@ class Tape(TapeOps):
             for i in keep:
                 self._node("backward", i)
         grads: dict[int, AnyBuffer] = {out_id: g0}
+        taken: set[int] = set()   # ids whose gradient on_final took
         nodes = self.nodes
         try:
             for i in range(out_id, -1, -1):
@@ -206,13 +211,16 @@ class Tape(TapeOps):
                         self._accumulate(grads, p, c, node)
                 if keep is not None and i not in keep:
                     grads.pop(i).release()
+                elif on_final is not None and keep is not None and on_final(i, g):
+                    del grads[i]
+                    taken.add(i)
         except BaseException:
             for g in grads.values():
                 g.release()
             raise
         if keep is not None:
             return {i: grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
-                    for i in sorted(keep)}
+                    for i in sorted(keep) if i not in taken}
         return [grads[i] if i in grads else AnyBuffer.zeros(n.value.shape)
                 for i, n in enumerate(nodes)]
 

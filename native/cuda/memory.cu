@@ -356,6 +356,33 @@ cudaStream_t tl_stream(void) {
     return g_stream;
 }
 
+// Data parallel: one device per process, chosen before the stream, pool and cuBLAS handle
+// exist (they belong to the device current at creation). The calling thread is the one that
+// runs the ops afterwards (torchlean.distributed.init() on the main thread).
+TL_API int tl_set_device(int64_t device) {
+    TL_TRY(poison_check("set_device"));
+    std::lock_guard<std::mutex> lk(g_init_mu);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) return tl_cuda_status("set_device", e);
+    if (device < 0 || device >= n)
+        return tl_fail(TL_E_ARG, "set_device: expected a device index in [0, %d), got %lld", n,
+                       (long long)device);
+    if (g_stream_ready) {
+        if ((int)device == g_device) return TL_OK;
+        return tl_fail(TL_E_ARG, "set_device: the library already runs on device %d (its stream "
+                       "and memory pool exist); cannot move to device %lld: call "
+                       "torchlean.distributed.init() before any CUDA work", g_device,
+                       (long long)device);
+    }
+    e = cudaSetDevice((int)device);
+    if (e != cudaSuccess) return tl_cuda_status("set_device", e);
+    g_device = (int)device;
+    return TL_OK;
+}
+
+TL_API void *tl_cuda_stream(void) { return (void *)tl_stream(); }
+
 int tl_cublas(const char *op, cublasHandle_t *out) {
     TL_TRY(poison_check(op));
     TL_TRY(ensure_init(op));

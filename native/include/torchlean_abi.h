@@ -101,6 +101,14 @@ TL_API int tl_is_deterministic(void);
 /* TF32 for GEMMs (CUDA only; the stub records the flag) */
 TL_API int tl_set_allow_tf32(int flag);
 
+/* data parallel (torchlean.distributed). tl_set_device binds this process to one device before
+ * any CUDA state exists (stub: accepts any device >= 0 and does nothing); binding again to the
+ * same device is ok, to another one once the library has created its stream is an error.
+ * tl_cuda_stream returns the library's cudaStream_t (created on first use) so NCCL work can be
+ * ordered against it; NULL on the stub or when creation failed (message in tl_last_error). */
+TL_API int tl_set_device(int64_t device);
+TL_API void *tl_cuda_stream(void);
+
 /* SplitMix64 as exported for the Python reference tests */
 TL_API uint64_t tl_splitmix64(uint64_t x);
 /* CDEF-END */

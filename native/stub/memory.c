@@ -29,3 +29,12 @@ int tlb_sync(void) { return TL_OK; }
 int tlb_device_count(int64_t *out) { *out = 0; return TL_OK; }
 int tlb_empty_cache(void) { return TL_OK; }
 void tlb_fill_stats(tl_memory_stats *s) { (void)s; }
+
+/* data parallel hooks: the stub has no devices and no streams */
+TL_API int tl_set_device(int64_t device) {
+    if (device < 0) return tl_fail(TL_E_ARG, "set_device: expected a device index >= 0, got %lld",
+                                   (long long)device);
+    return TL_OK;
+}
+
+TL_API void *tl_cuda_stream(void) { return NULL; }

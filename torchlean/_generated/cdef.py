@@ -74,6 +74,10 @@ int tl_is_deterministic(void);
 int tl_set_allow_tf32(int flag);
 
 
+int tl_set_device(int64_t device);
+void *tl_cuda_stream(void);
+
+
 uint64_t tl_splitmix64(uint64_t x);
 int tl_add(tl_buf a, tl_buf b, tl_buf y, int64_t n);
 int tl_mul(tl_buf a, tl_buf b, tl_buf y, int64_t n);

@@ -1,0 +1,205 @@
+"""The NCCL communicator's Python side on a machine without a GPU: NCCLComm driven through a
+fake libnccl and a fake CUDA runtime, in a world of one whose "device pointers" are the stub's
+host pointers. Checks the calls it makes (ordering after torchlean's stream, grouping, counts,
+buffers), the all-gather layout DistributedDataParallel reads, asynchronous NCCL errors, and the
+abort at the deadline. The real library runs in tests/test_distributed.py on a GPU machine."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import torchlean as tl
+from torchlean.distributed import DistributedError, nccl_comm
+
+
+class FakeNCCL:
+    def __init__(self):
+        self.calls, self.async_error, self.aborted = [], 0, False
+
+    def ncclGetUniqueId(self, ref):
+        ctypes.memmove(ctypes.addressof(ref._obj), bytes(range(1, 129)), 128)
+        return 0
+
+    def ncclCommInitRank(self, ref, world, uid, rank):
+        self.calls.append(("init", world, ctypes.string_at(ctypes.addressof(uid), 128), rank))
+        ref._obj.value = 4242
+        return 0
+
+    def ncclGroupStart(self):
+        self.calls.append(("group_start",))
+        return 0
+
+    def ncclGroupEnd(self):
+        self.calls.append(("group_end",))
+        return 0
+
+    def ncclAllReduce(self, send, recv, n, dtype, op, comm, stream):
+        self.calls.append(("all_reduce", send, recv, n, dtype, op, comm, stream))
+        return 0
+
+    def ncclBroadcast(self, send, recv, n, dtype, root, comm, stream):
+        self.calls.append(("broadcast", send, recv, n, dtype, root, comm, stream))
+        return 0
+
+    def ncclAllGather(self, send, recv, n, dtype, comm, stream):
+        self.calls.append(("all_gather", send, recv, n, dtype, comm, stream))
+        ctypes.memmove(recv, send, 4 * n)        # world of one: the gather is a copy
+        return 0
+
+    def ncclCommGetAsyncError(self, comm, ref):
+        ref._obj.value = self.async_error
+        return 0
+
+    def ncclCommAbort(self, comm):
+        self.aborted = True
+        return 0
+
+    def ncclCommDestroy(self, comm):
+        return 0
+
+    def ncclGetErrorString(self, r):
+        return b"unhandled cuda error"
+
+    def ncclGetLastError(self, comm):
+        return b"peer gone"
+
+
+class FakeRuntime:
+    COMPUTE, COMM = 7, 99
+
+    def __init__(self):
+        self.log, self.done, self._n = [], True, 0
+
+    def set_device(self, dev):
+        self.log.append(("set_device", dev))
+
+    def high_priority_stream(self):
+        return self.COMM
+
+    def event(self):
+        self._n += 1
+        return 1000 + self._n
+
+    def record(self, ev, stream):
+        self.log.append(("record", ev, stream))
+
+    def wait_event(self, stream, ev):
+        self.log.append(("wait", stream, ev))
+
+    def query(self, ev):
+        return self.done
+
+    def copy_d2d(self, dst, src, nbytes, stream):
+        ctypes.memmove(dst, src, nbytes)
+
+    def destroy_event(self, ev):
+        pass
+
+    def destroy_stream(self, s):
+        pass
+
+
+class FakeMPI:
+    rank, world, timeout_s, failed = 0, 1, 0.3, False
+
+    def bcast_bytes(self, data, n, src, what):
+        assert len(data) == n == 128
+        return data
+
+    def allgather_array(self, a, what):
+        return np.asarray(a)[None]
+
+    def barrier(self, what="barrier"):
+        pass
+
+
+@pytest.fixture
+def comm(monkeypatch):
+    if tl.backend() != "stub":
+        pytest.skip("fakes device pointers with the stub's host pointers")
+    fake, rt = FakeNCCL(), FakeRuntime()
+    monkeypatch.setattr(nccl_comm, "load_nccl", lambda: (fake, "fake"))
+    monkeypatch.setattr(nccl_comm, "_declare", lambda L: None)
+    monkeypatch.setattr(nccl_comm, "CudaRuntime", lambda: rt)
+    monkeypatch.setattr(nccl_comm.NCCLComm, "_library_stream",
+                        staticmethod(lambda: FakeRuntime.COMPUTE))
+    c = nccl_comm.NCCLComm(FakeMPI(), device=0)
+    return c, fake, rt
+
+
+def test_init_sends_the_whole_unique_id(comm):
+    c, fake, rt = comm
+    assert fake.calls[0] == ("init", 1, bytes(range(1, 129)), 0)
+    assert c.comm == 4242 and ("set_device", 0) in rt.log
+
+
+def test_all_reduce_is_ordered_after_torchleans_stream_and_grouped(comm):
+    c, fake, rt = comm
+    a = tl.AnyBuffer.from_numpy(np.arange(5.0))
+    b = tl.AnyBuffer.from_numpy(np.zeros((0,)))
+    e = tl.AnyBuffer.from_numpy(np.ones((2, 3)))
+    fake.calls.clear()
+    c.all_reduce([a, b, e], "bucket 0").wait()
+    pa, pe = a.buf.data_ptr(), e.buf.data_ptr()
+    assert fake.calls == [("group_start",),
+                          ("all_reduce", pa, pa, 5, 7, 0, 4242, FakeRuntime.COMM),
+                          ("all_reduce", pe, pe, 6, 7, 0, 4242, FakeRuntime.COMM),
+                          ("group_end",)]
+    ready = rt.log[-3][1]
+    assert rt.log[-3:] == [("record", ready, FakeRuntime.COMPUTE), ("wait", FakeRuntime.COMM, ready),
+                           ("record", rt.log[-1][1], FakeRuntime.COMM)]
+
+
+def test_all_gather_layout_and_ddp_exact_path(comm, monkeypatch):
+    """outs[i] holds rank r's copy at r * n; DistributedDataParallel's exact path over it gives
+    the local gradient back in a world of one."""
+    import torchlean.distributed as dist
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import Session
+    from torchlean import nn
+    c, fake, rt = comm
+    x = tl.AnyBuffer.from_numpy(np.linspace(-1, 1, 7))
+    work, outs = c.all_gather([x], "g")
+    work.wait()
+    assert outs[0].n == 7
+    np.testing.assert_array_equal(outs[0].to_numpy(), x.to_numpy())
+    monkeypatch.setitem(dist._state, "comm", c)
+    for exact in (True, False):
+        tl.set_deterministic(exact)
+        lin = nn.Linear(3, 2)
+        ddp = DistributedDataParallel(lin)
+        ref = nn.Linear(3, 2)
+        ref.load_state_dict(lin.state_dict())
+        s = Session()
+        xin = np.array([[0.5, -1.0, 2.0]])
+        ddp(s.tensor(xin)).sum().backward()
+        ref(s.tensor(xin)).sum().backward()
+        s.step()
+        kinds = {call[0] for call in fake.calls}
+        assert ("all_gather" if exact else "all_reduce") in kinds
+        for p, q in zip(lin.parameters(), ref.parameters()):
+            np.testing.assert_array_equal(p.grad, q.grad)
+        ddp.remove_hooks()
+        fake.calls.clear()
+    dist.all_reduce(x, op="avg")          # copy_into after the scale kernel: x unchanged
+    np.testing.assert_allclose(x.to_numpy(), np.linspace(-1, 1, 7), rtol=1e-7)
+
+
+def test_async_nccl_error_aborts_and_names_the_rank(comm):
+    c, fake, rt = comm
+    rt.done, fake.async_error = False, 1
+    with pytest.raises(DistributedError, match=r"rank 0: broadcast.*NCCL error 1 "
+                                               r"\(unhandled cuda error\): peer gone"):
+        c.broadcast([tl.AnyBuffer.from_numpy(np.ones(3))], 0, "broadcast").wait()
+    assert fake.aborted and c.mpi.failed
+
+
+def test_deadline_aborts_the_communicator(comm):
+    c, fake, rt = comm
+    rt.done = False
+    with pytest.raises(DistributedError, match=r"rank 0: bucket 3 .*did not complete within "
+                                               r"0.3 s"):
+        c.all_reduce([tl.AnyBuffer.from_numpy(np.ones(3))], "bucket 3").wait()
+    assert fake.aborted and c.comm is None and c.mpi.failed

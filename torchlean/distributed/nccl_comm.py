@@ -1,0 +1,215 @@
+"""The NCCL communicator for the CUDA backend, with libnccl loaded at run time through ctypes.
+
+libnccl is looked for in TORCHLEAN_NCCL_LIB (a file), $CUDA_HOME/lib64, the NVIDIA NCCL pip
+package (nvidia/nccl/lib), then the system. Rank 0's unique id travels over MPI. Collectives run
+on a high-priority communication stream: each first waits (cudaStreamWaitEvent) for the work
+already queued on torchlean's stream, so gradients computed there are final, and signals an
+event when done. Waiting polls that event and ncclCommGetAsyncError; past the deadline the
+communicator is aborted (ncclCommAbort) and a DistributedError names the rank and collective.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+
+from torchlean._loader import lib as _tl
+from torchlean.buffer import Buffer
+from torchlean.distributed.cuda_runtime import CudaRuntime
+from torchlean.distributed.errors import DistributedError
+from torchlean.distributed.work import Work, poll
+
+NCCL_FLOAT32, NCCL_SUM = 7, 0
+NCCL_IN_PROGRESS = 7
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
+def nccl_candidates() -> list[str]:
+    out = []
+    env = os.environ.get("TORCHLEAN_NCCL_LIB")
+    if env:
+        out.append(env)
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    out += [os.path.join(home, "lib64", "libnccl.so.2"), os.path.join(home, "lib64", "libnccl.so")]
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        out += sorted(glob.glob(os.path.join(root, "nccl", "lib", "libnccl.so*")))
+    out.append("libnccl.so.2")
+    return out
+
+
+def load_nccl():
+    tried = []
+    for c in nccl_candidates():
+        if os.sep in c and not os.path.exists(c):
+            tried.append(f"{c} (missing)")
+            continue
+        try:
+            return ctypes.CDLL(c), c
+        except OSError as e:
+            tried.append(f"{c} ({e})")
+    raise DistributedError("torchlean.distributed: NCCL not found (set TORCHLEAN_NCCL_LIB or "
+                           "pip install nvidia-nccl-cu12/cu13); tried: " + "; ".join(tried))
+
+
+def _declare(L):
+    vp, i, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+    sig = {"ncclGetUniqueId": [ctypes.POINTER(UniqueId)],
+           "ncclCommInitRank": [ctypes.POINTER(vp), i, UniqueId, i],
+           "ncclAllReduce": [vp, vp, sz, i, i, vp, vp],
+           "ncclAllGather": [vp, vp, sz, i, vp, vp],
+           "ncclBroadcast": [vp, vp, sz, i, i, vp, vp],
+           "ncclGroupStart": [], "ncclGroupEnd": [],
+           "ncclCommGetAsyncError": [vp, ctypes.POINTER(i)],
+           "ncclCommAbort": [vp], "ncclCommDestroy": [vp]}
+    for name, args in sig.items():
+        f = getattr(L, name)
+        f.argtypes, f.restype = args, i
+    L.ncclGetErrorString.argtypes, L.ncclGetErrorString.restype = [i], ctypes.c_char_p
+    if hasattr(L, "ncclGetLastError"):
+        L.ncclGetLastError.argtypes, L.ncclGetLastError.restype = [vp], ctypes.c_char_p
+
+
+class NCCLComm:
+    name = "nccl"
+
+    def __init__(self, mpi, device: int):
+        self.mpi = mpi
+        self.rank, self.world, self.timeout_s = mpi.rank, mpi.world, mpi.timeout_s
+        self.nccl, self.nccl_path = load_nccl()
+        _declare(self.nccl)
+        self.rt = CudaRuntime()
+        self.rt.set_device(device)
+        self.compute = self._library_stream()
+        self.stream = self.rt.high_priority_stream()
+        self._events: list[int] = []
+        self._count = 0
+        uid = UniqueId()
+        if self.rank == 0:
+            self._check("ncclGetUniqueId", self.nccl.ncclGetUniqueId(ctypes.byref(uid)))
+        # all 128 bytes (uid.internal would stop at the first zero byte)
+        mine = ctypes.string_at(ctypes.addressof(uid), 128) if self.rank == 0 else None
+        raw = mpi.bcast_bytes(mine, 128, 0, "NCCL unique id broadcast")
+        ctypes.memmove(ctypes.addressof(uid), raw, 128)
+        comm = ctypes.c_void_p()
+        self._check("ncclCommInitRank",
+                    self.nccl.ncclCommInitRank(ctypes.byref(comm), self.world, uid, self.rank))
+        self.comm = comm.value
+
+    @staticmethod
+    def _library_stream() -> int:
+        from torchlean._loader import ffi
+        s = _tl.tl_cuda_stream()
+        if s == ffi.NULL:
+            from torchlean.buffer import raise_status
+            raise_status("tl_cuda_stream", _tl.TL_E_DEVICE)
+        return int(ffi.cast("uintptr_t", s))
+
+    # ---------------------------------------------------------------- plumbing
+    def _check(self, what: str, r: int) -> None:
+        if r not in (0, NCCL_IN_PROGRESS):
+            msg = self.nccl.ncclGetErrorString(r).decode(errors="replace")
+            detail = ""
+            if hasattr(self.nccl, "ncclGetLastError"):
+                last = self.nccl.ncclGetLastError(None)
+                detail = f": {last.decode(errors='replace')}" if last else ""
+            raise DistributedError(f"rank {self.rank}: {what}: NCCL error {r} ({msg}){detail}")
+
+    def _event(self) -> int:
+        return self._events.pop() if self._events else self.rt.event()
+
+    def _launch(self, what: str, enqueue) -> Work:
+        """Order after torchlean's queued work, enqueue NCCL calls, return their Work."""
+        self._count += 1
+        what = f"{what} (collective #{self._count} of this process, NCCL)"
+        ready = self._event()
+        self.rt.record(ready, self.compute)
+        self.rt.wait_event(self.stream, ready)
+        self._events.append(ready)   # reusable at once: the wait was captured at enqueue time
+        self._check(what + ": ncclGroupStart", self.nccl.ncclGroupStart())
+        try:
+            enqueue(what)
+        finally:
+            self._check(what + ": ncclGroupEnd", self.nccl.ncclGroupEnd())
+        done = self._event()
+        self.rt.record(done, self.stream)
+        err = ctypes.c_int(0)
+
+        def test() -> bool:
+            if self.rt.query(done):
+                return True
+            self.nccl.ncclCommGetAsyncError(self.comm, ctypes.byref(err))
+            if err.value not in (0, NCCL_IN_PROGRESS):
+                self.abort()
+                self._check(what, err.value)
+            return False
+
+        def wait():
+            poll(test, rank=self.rank, what=what, timeout_s=self.timeout_s,
+                 on_timeout=self.abort)
+            self._events.append(done)
+        return Work(wait)
+
+    def abort(self) -> None:
+        if self.comm:
+            self.nccl.ncclCommAbort(self.comm)
+            self.comm = None
+            self.mpi.failed = True
+
+    # ---------------------------------------------------------------- collectives
+    def all_reduce(self, bufs, what: str) -> Work:
+        def enqueue(w):
+            for b in bufs:
+                if b.numel:
+                    p = b.buf.data_ptr()
+                    self._check(w, self.nccl.ncclAllReduce(p, p, b.numel, NCCL_FLOAT32, NCCL_SUM,
+                                                           self.comm, self.stream))
+        return self._launch(what, enqueue)
+
+    def broadcast(self, bufs, src: int, what: str) -> Work:
+        def enqueue(w):
+            for b in bufs:
+                if b.numel:
+                    p = b.buf.data_ptr()
+                    self._check(w, self.nccl.ncclBroadcast(p, p, b.numel, NCCL_FLOAT32, src,
+                                                           self.comm, self.stream))
+        return self._launch(what, enqueue)
+
+    def all_gather(self, bufs, what: str):
+        outs = [Buffer.alloc(self.world * b.numel, "all_gather") for b in bufs]
+
+        def enqueue(w):
+            for b, o in zip(bufs, outs):
+                if b.numel:
+                    self._check(w, self.nccl.ncclAllGather(b.buf.data_ptr(), o.data_ptr(),
+                                                           b.numel, NCCL_FLOAT32, self.comm,
+                                                           self.stream))
+        return self._launch(what, enqueue), outs
+
+    def barrier(self, what: str = "barrier") -> None:
+        from torchlean import synchronize
+        synchronize()
+        self.mpi.barrier(what)
+
+    def copy_into(self, src, dst) -> None:
+        """dst[:] = src on torchlean's stream (dst keeps its memory)."""
+        if src.numel:
+            self.rt.copy_d2d(dst.buf.data_ptr(), src.buf.data_ptr(), 4 * src.numel, self.compute)
+
+    def allgather_array(self, a, what: str):
+        return self.mpi.allgather_array(a, what)
+
+    def close(self) -> None:
+        if self.comm:
+            self.nccl.ncclCommDestroy(self.comm)
+            self.comm = None
+        for e in self._events:
+            self.rt.destroy_event(e)
+        self._events = []
+        if self.stream:
+            self.rt.destroy_stream(self.stream)
+            self.stream = 0

@@ -1,0 +1,81 @@
+"""Waiting for a collective with a deadline, and host views of stub buffers.
+
+Every collective is started non-blocking and then polled: a peer that died or stopped calling
+the same collective makes the wait fail after TORCHLEAN_DIST_TIMEOUT_S seconds (default 300)
+with a DistributedError naming this rank and the collective, instead of hanging the job.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+import numpy as np
+
+from torchlean.distributed.errors import DistributedError
+
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def timeout_from_env() -> float:
+    v = os.environ.get("TORCHLEAN_DIST_TIMEOUT_S", "")
+    if v.strip() == "":
+        return DEFAULT_TIMEOUT_S
+    try:
+        t = float(v)
+    except ValueError:
+        t = float("nan")
+    if not t > 0 or t == float("inf"):
+        raise ValueError(f"TORCHLEAN_DIST_TIMEOUT_S must be a positive number of seconds, "
+                         f"got {v!r}")
+    return t
+
+
+def poll(done, *, rank: int, what: str, timeout_s: float, on_timeout=None) -> None:
+    """Call done() until it returns True; past the deadline call on_timeout() and raise.
+    Spins briefly (a collective usually finishes in microseconds), then sleeps a little."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    spins = 0
+    while not done():
+        spins += 1
+        if spins > 200:
+            now = time.monotonic()
+            if now > deadline:
+                if on_timeout is not None:
+                    on_timeout()
+                raise DistributedError(
+                    f"rank {rank}: {what} did not complete within {timeout_s:g} s: a peer "
+                    "process died or stopped calling the same collective (timeout set by "
+                    "TORCHLEAN_DIST_TIMEOUT_S)")
+            time.sleep(min(1e-3, 1e-5 * (spins - 200) ** 0.5 + 1e-6))
+
+
+class Work:
+    """A started collective: wait() blocks until it is done (or raises), then runs `finish`."""
+
+    __slots__ = ("_wait", "_finish", "done")
+
+    def __init__(self, wait, finish=None):
+        self._wait, self._finish, self.done = wait, finish, False
+
+    def wait(self) -> None:
+        if self.done:
+            return
+        self._wait()
+        self.done = True
+        if self._finish is not None:
+            self._finish()
+
+
+def host_view(buf) -> np.ndarray:
+    """A float32 NumPy view of a stub Buffer's payload (host memory): MPI works on it in place."""
+    if buf.n == 0:
+        return np.empty(0, np.float32)
+    arr = (ctypes.c_float * buf.n).from_address(buf.data_ptr())
+    return np.ctypeslib.as_array(arr)
+
+
+def host_copy(src, dst) -> None:
+    """dst[:] = src for stub AnyBuffers of equal size (dst keeps its memory)."""
+    host_view(dst.buf)[...] = host_view(src.buf)
