@@ -1,6 +1,6 @@
 """Shared command line, progress and summary helpers for the examples.
 
-Every example takes --backend, --steps, --seed, --deterministic and --save, shows a tqdm bar and
+Every example takes --backend, --steps, --seed, --deterministic, --exact and --save, shows a tqdm bar and
 ends with one `summary:` line (key=value pairs) that tests and scripts parse.
 """
 from __future__ import annotations
@@ -20,6 +20,9 @@ def parser(desc: str, steps: int) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seeds initialisation, batches, dropout")
     p.add_argument("--deterministic", action="store_true",
                    help="fixed-order reductions: bit-identical runs on CUDA too")
+    p.add_argument("--exact", action="store_true",
+                   help="exact mode (implies --deterministic): the canonical arithmetic, meant "
+                        "to give the same bits on the stub and on CUDA")
     p.add_argument("--save", default=None, help="write final weights (safetensors)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
@@ -34,6 +37,8 @@ def setup(args):
     manual_seed(args.seed)
     if args.deterministic:
         tl.set_deterministic(True)
+    if args.exact:
+        tl.set_exact(True)
     return tl
 
 
@@ -62,9 +67,10 @@ def progress(n: int, desc: str, disable: bool = False):
 
 
 def summary(example: str, tl, **fields) -> str:
-    """Print the final `summary:` line: example, backend, deterministic flag, then fields."""
+    """Print the final `summary:` line: example, backend, deterministic and exact flags, then
+    fields."""
     parts = [f"example={example}", f"backend={tl.backend()}",
-             f"deterministic={int(tl.is_deterministic())}"]
+             f"deterministic={int(tl.is_deterministic())}", f"exact={int(tl.is_exact())}"]
     for k, v in fields.items():
         parts.append(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}")
     line = "summary: " + " ".join(parts)
