@@ -64,7 +64,8 @@ build/tl_math_test.so: tests/native/tl_math_shim.c native/common/tl_math.h
 
 build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h
 	@mkdir -p build
-	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Inative/common -o $@ $<
+	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -fopenmp,-ffp-contract=off -Inative/common \
+	  -o $@ $< -lgomp
 
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
 	$(PY) -m codegen.gen

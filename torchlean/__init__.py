@@ -49,9 +49,10 @@ def is_deterministic() -> bool:
 
 
 def set_exact(flag: bool) -> bool:
-    """Turn exact mode on or off; returns the observed flag. Exact mode asks every kernel to
-    follow the canonical arithmetic (native/common/tl_math.h) so the stub and CUDA give the same
-    bits; it implies deterministic mode (turned on with it, left as it was when exact goes off)."""
+    """Turn exact mode on or off; returns the observed flag. In exact mode kernels follow the
+    canonical arithmetic of native/common/tl_math.h so the stub and CUDA give the same bits
+    (kernels are being converted family by family: README "Reproducibility levels"). It implies
+    deterministic mode: turned on with it, left as it was when exact mode goes off."""
     return bool(_lib.tl_set_exact(1 if flag else 0))
 
 

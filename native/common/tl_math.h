@@ -192,8 +192,7 @@ TLM_HD float tlm_tanh(float x) {
     p = tlm_sub(tlm_mul(p, z), 3.33332819422e-1f);
     float small = tlm_add(a, tlm_mul(tlm_mul(a, z), p));
     float big = tlm_sub(1.0f, tlm_div(2.0f, tlm_add(tlm_exp(tlm_add(a, a)), 1.0f)));
-    float y = tlm_copysign(a < 0.625f ? small : big, x);
-    return x != x ? tlm_add(x, x) : y;
+    return tlm_copysign(a < 0.625f ? small : big, x);  /* NaN stays NaN through both */
 }
 
 /* 1 / (1 + e^-x), max error 1 ulp, overflow-safe. With e^-|x| = 2^k (1 + t) (k <= 0), in
