@@ -76,7 +76,8 @@ def test_bad_environment_value_is_a_clear_error(bad):
 
 
 def test_examples_take_exact():
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     env.pop("TORCHLEAN_EXACT", None)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "mlp_digits.py"),
                         "--backend", "stub", "--steps", "2", "--exact", "--no-progress"],
