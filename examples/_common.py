@@ -1,7 +1,7 @@
 """Shared command line, progress and summary helpers for the examples.
 
-Every example takes --backend, --steps, --seed, --deterministic, --accumulate and --save, shows a
-tqdm bar and ends with one `summary:` line (key=value pairs) that tests and scripts parse.
+Every example takes --backend, --steps, --seed, --deterministic, --exact, --accumulate and --save,
+shows a tqdm bar and ends with one `summary:` line (key=value pairs) that tests and scripts parse.
 Launched under `mpirun -n W` (or srun) an example trains data-parallel: see DataParallel.
 """
 from __future__ import annotations
@@ -25,6 +25,9 @@ def parser(desc: str, steps: int) -> argparse.ArgumentParser:
     p.add_argument("--accumulate", type=int, default=1, metavar="K",
                    help="micro-batches per optimizer step (gradient accumulation); under "
                         "mpirun -n W each rank splits its shard of the batch into K")
+    p.add_argument("--exact", action="store_true",
+                   help="exact mode (implies --deterministic): the canonical arithmetic, meant "
+                        "to give the same bits on the stub and on CUDA")
     p.add_argument("--save", default=None, help="write final weights (safetensors)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
@@ -39,6 +42,8 @@ def setup(args):
     manual_seed(args.seed)
     if args.deterministic:
         tl.set_deterministic(True)
+    if args.exact:
+        tl.set_exact(True)
     return tl
 
 
@@ -105,9 +110,10 @@ def progress(n: int, desc: str, disable: bool = False):
 
 
 def summary(example: str, tl, **fields) -> str:
-    """Print the final `summary:` line: example, backend, deterministic flag, then fields."""
+    """Print the final `summary:` line: example, backend, deterministic and exact flags, then
+    fields."""
     parts = [f"example={example}", f"backend={tl.backend()}",
-             f"deterministic={int(tl.is_deterministic())}"]
+             f"deterministic={int(tl.is_deterministic())}", f"exact={int(tl.is_exact())}"]
     for k, v in fields.items():
         parts.append(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}")
     line = "summary: " + " ".join(parts)

@@ -40,12 +40,25 @@ def backend() -> str:
 
 
 def set_deterministic(flag: bool) -> bool:
-    """Turn fixed-order (bit-reproducible) reductions on or off; returns the observed flag."""
+    """Turn fixed-order (bit-reproducible) reductions on or off; returns the observed flag.
+    Turning it off also turns exact mode off (exact implies deterministic)."""
     return bool(_lib.tl_set_deterministic(1 if flag else 0))
 
 
 def is_deterministic() -> bool:
     return bool(_lib.tl_is_deterministic())
+
+
+def set_exact(flag: bool) -> bool:
+    """Turn exact mode on or off; returns the observed flag. In exact mode kernels follow the
+    canonical arithmetic of native/common/tl_math.h so the stub and CUDA give the same bits
+    (kernels are being converted family by family: README "Reproducibility levels"). It implies
+    deterministic mode: turned on with it, left as it was when exact mode goes off."""
+    return bool(_lib.tl_set_exact(1 if flag else 0))
+
+
+def is_exact() -> bool:
+    return bool(_lib.tl_is_exact())
 
 
 def memory_stats() -> dict:
@@ -79,12 +92,15 @@ def synchronize() -> None:
 _det = _parse_flag("TORCHLEAN_DETERMINISTIC", "TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS")
 if _det is not None:
     set_deterministic(_det)
+_exact = _parse_flag("TORCHLEAN_EXACT")   # after the deterministic flag: exact turns it on
+if _exact is not None:
+    set_exact(_exact)
 _tf32 = _parse_flag("TORCHLEAN_ALLOW_TF32")
 if _tf32 is not None:
     _lib.tl_set_allow_tf32(1 if _tf32 else 0)
 
 __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backend", "ops",
-           "set_deterministic", "is_deterministic", "memory_stats", "reset_peak_memory_stats",
+           "set_deterministic", "is_deterministic", "set_exact", "is_exact", "memory_stats", "reset_peak_memory_stats",
            "empty_cache", "synchronize", "no_grad", "is_grad_enabled", "dgemm", "Session", "Tensor",
            "Parameter", "manual_seed", "tensor", "softmax", "log_softmax", "optim", "nn",
            "from_numpy", "from_dlpack", "DeviceMask", "cat", "stack", "split", "chunk",

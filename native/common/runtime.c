@@ -1,4 +1,4 @@
-/* runtime.c: identity symbols, the determinism and TF32 flags, SplitMix64 export. */
+/* runtime.c: identity symbols, the determinism, exact and TF32 flags, SplitMix64 export. */
 #include <stdlib.h>
 #include <string.h>
 #include "tl_internal.h"
@@ -13,6 +13,7 @@ uint64_t tl_splitmix64(uint64_t x) { return tl_sm64(x); }
  * value from the same environment. */
 static volatile int det_flag = -1;
 static volatile int tf32_flag = -1;
+static volatile int exact_flag = -1;
 
 static int env_flag(const char *name, const char *alt, int *out) {
     const char *v = getenv(name);
@@ -23,13 +24,23 @@ static int env_flag(const char *name, const char *alt, int *out) {
     return tl_fail(TL_E_ARG, "%s must be unset, empty, 0 or 1, got '%s'", name, v);
 }
 
+int tl_exact(void) {
+    if (exact_flag < 0) {
+        int f = 0;
+        env_flag("TORCHLEAN_EXACT", NULL, &f);
+        exact_flag = f;
+    }
+    return exact_flag;
+}
+
+/* exact implies deterministic: the flag reads on whenever exact mode is on */
 int tl_deterministic(void) {
     if (det_flag < 0) {
         int f = 0;
         env_flag("TORCHLEAN_DETERMINISTIC", "TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS", &f);
         det_flag = f;
     }
-    return det_flag;
+    return det_flag || tl_exact();
 }
 
 int tl_allow_tf32(void) {
@@ -41,8 +52,20 @@ int tl_allow_tf32(void) {
     return tf32_flag;
 }
 
-int tl_set_deterministic(int flag) { det_flag = flag ? 1 : 0; return tl_deterministic(); }
+/* Turning determinism off also leaves exact mode (exact without fixed orders would be a lie);
+ * turning exact on also turns determinism on, turning it off leaves determinism as it was. */
+int tl_set_deterministic(int flag) {
+    det_flag = flag ? 1 : 0;
+    if (!flag) exact_flag = 0;
+    return tl_deterministic();
+}
 int tl_is_deterministic(void) { return tl_deterministic(); }
+int tl_set_exact(int flag) {
+    exact_flag = flag ? 1 : 0;
+    if (flag) det_flag = 1;
+    return tl_exact();
+}
+int tl_is_exact(void) { return tl_exact(); }
 int tl_set_allow_tf32(int flag) { tf32_flag = flag ? 1 : 0; return tl_allow_tf32(); }
 
 int tl_device_count(int64_t *out) { return tlb_device_count(out); }

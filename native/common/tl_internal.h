@@ -40,8 +40,10 @@ TL_HIDDEN int tl_check_count(const char *op, const char *what, int64_t n);
 TL_HIDDEN int tl_check_buf(const char *op, const char *what, tl_buf b, int64_t n);
 TL_HIDDEN int tl_check_live(const char *op, const char *what, tl_buf b);
 
-/* flags (determinism is read from the environment on first use) */
+/* flags (read from the environment on first use). tl_exact(): follow the canonical arithmetic
+ * of tl_math.h so the stub and CUDA give the same bits; it implies tl_deterministic(). */
 TL_HIDDEN int tl_deterministic(void);
+TL_HIDDEN int tl_exact(void);
 TL_HIDDEN int tl_allow_tf32(void);
 
 /* SplitMix64 RNG shared by both libraries (also compiled as CUDA device code) */
@@ -61,6 +63,17 @@ TL_HD float tl_uniform_at(uint64_t key, uint64_t i) {
     uint32_t d = (uint32_t)tl_sm64(key + i);
     return (float)(d >> 8) * (1.0f / 16777216.0f);
 }
+
+/* The exact-mode GEMM (README "Reproducibility levels", rule 3), one per library
+ * (stub/gemm_exact.c, cuda/gemm_exact.cu). Row-major; for b < batch, C + b sc (m, n) gets
+ * op(A) op(B): op(A)[i][kk] is A[i lda + kk], or A[kk lda + i] when ta; op(B)[kk][j] is
+ * B[kk ldb + j], or B[j ldb + kk] when tb; batch strides sa, sb, sc. Each output is
+ * acc = fma(op(A)[i][kk], op(B)[kk][j], acc) for kk = 0..k-1 in order, acc starting at 0, or at
+ * C's prior value when accumulate (how a bias enters). Dimensions must fit int32. */
+TL_HIDDEN int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
+                                int64_t n, int64_t k, const float *A, int64_t lda, int64_t sa,
+                                const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
+                                int64_t sc, int accumulate);
 
 /* statistics kept by native/common/buffer.c */
 TL_HIDDEN void tl_stats_note_alloc(int64_t bytes);

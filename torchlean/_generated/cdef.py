@@ -71,6 +71,12 @@ int tl_synchronize(void);
 int tl_set_deterministic(int flag);
 int tl_is_deterministic(void);
 
+int tl_set_exact(int flag);
+int tl_is_exact(void);
+
+int tl_gemm_exact(tl_buf a, tl_buf b, tl_buf c, int64_t batch, int64_t m, int64_t k,
+                         int64_t n, int64_t ta, int64_t tb, int64_t accumulate);
+
 int tl_set_allow_tf32(int flag);
 
 

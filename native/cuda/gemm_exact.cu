@@ -1,0 +1,193 @@
+// gemm_exact.cu (CUDA): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
+//
+// A tiled SIMT SGEMM in which each thread owns an 8x8 block of outputs and accumulates each
+// one as acc = fma(a[i,kk], b[kk,j], acc) strictly for kk = 0..K-1 in order, from 0 (or from
+// C's prior value), with no split-k and no reassociation: the same chain the stub runs
+// (stub/gemm_exact.c), so the bits agree. Speed comes from 128x128 block tiles of BK k-steps
+// staged through double-buffered shared memory (one barrier per k-tile, next tile's global
+// loads in flight during the current tile's FMAs), float4 loads where the layout allows, and
+// an 8x8 register tile per thread read as float4 pairs 64 apart (no bank conflicts).
+#include "common.cuh"
+
+namespace {
+
+constexpr int BM = 128, BN = 128, THREADS = 256;
+
+// four consecutive elements p[outer * ld + inner + e], zero outside [0, outer_n) x [0, inner_n)
+__device__ __forceinline__ void load4(const float *p, long long ld, int outer, int inner,
+                                      int outer_n, int inner_n, bool vec, float v[4]) {
+    if (vec && outer < outer_n && inner + 3 < inner_n) {
+        float4 t = __ldg(reinterpret_cast<const float4 *>(p + (long long)outer * ld + inner));
+        v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            v[e] = (outer < outer_n && inner + e < inner_n) ? p[(long long)outer * ld + inner + e] : 0.0f;
+    }
+}
+
+// Stage one BK-deep tile of op(X) into registers: `rows` is the tile's non-k extent (BM or
+// BN), TRANS says whether X is stored k-major (contiguous along rows) or row-major (contiguous
+// along k). Each thread loads BK/8 float4s.
+template <int BK, bool KMAJOR>
+__device__ __forceinline__ void load_tile(const float *X, long long ld, int r0, int k0, int R, int K,
+                                          bool vec, float reg[BK / 8][4]) {
+#pragma unroll
+    for (int q = 0; q < BK / 8; q++) {
+        int e = threadIdx.x + THREADS * q;
+        if (KMAJOR) {   // X[k * ld + r]: 32 float4 per k-row
+            load4(X, ld, k0 + e / 32, r0 + (e % 32) * 4, K, R, vec, reg[q]);
+        } else {        // X[r * ld + k]: BK/4 float4 per row
+            load4(X, ld, r0 + e / (BK / 4), k0 + (e % (BK / 4)) * 4, R, K, vec, reg[q]);
+        }
+    }
+}
+
+template <int BK, bool KMAJOR>
+__device__ __forceinline__ void store_tile(float (*S)[128], const float reg[BK / 8][4]) {
+#pragma unroll
+    for (int q = 0; q < BK / 8; q++) {
+        int e = threadIdx.x + THREADS * q;
+        if (KMAJOR) {
+            *reinterpret_cast<float4 *>(&S[e / 32][(e % 32) * 4]) =
+                make_float4(reg[q][0], reg[q][1], reg[q][2], reg[q][3]);
+        } else {
+            int r = e / (BK / 4), kq = (e % (BK / 4)) * 4;
+#pragma unroll
+            for (int i = 0; i < 4; i++) S[kq + i][r] = reg[q][i];
+        }
+    }
+}
+
+// op(A) (M, K): A[i lda + k], or A[k lda + i] when TA; op(B) (K, N): B[k ldb + j], or B[j ldb + k]
+template <int BK, bool TA, bool TB>
+__global__ void __launch_bounds__(THREADS, 2)
+k_gemm_exact(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
+             const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
+             long long ldc, long long sc, int accumulate, bool vec_a, bool vec_b, long long b0,
+             bool rows_on_x) {
+    __shared__ __align__(16) float As[2][BK][BM];
+    __shared__ __align__(16) float Bs[2][BK][BN];
+    long long bi = b0 + blockIdx.z;
+    A += bi * sa; B += bi * sb; C += bi * sc;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int row0 = (rows_on_x ? blockIdx.x : blockIdx.y) * BM;
+    const int col0 = (rows_on_x ? blockIdx.y : blockIdx.x) * BN;
+
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+            acc[i][j] = (accumulate && r < M && c < N) ? C[(long long)r * ldc + c] : 0.0f;
+        }
+    }
+
+    float ra[BK / 8][4], rb[BK / 8][4];
+    if (K > 0) {
+        load_tile<BK, TA>(A, lda, row0, 0, M, K, vec_a, ra);
+        load_tile<BK, !TB>(B, ldb, col0, 0, N, K, vec_b, rb);
+        store_tile<BK, TA>(As[0], ra);
+        store_tile<BK, !TB>(Bs[0], rb);
+    }
+    __syncthreads();
+    for (int k0 = 0, cur = 0; k0 < K; k0 += BK, cur ^= 1) {
+        const bool more = k0 + BK < K;
+        if (more) {
+            load_tile<BK, TA>(A, lda, row0, k0 + BK, M, K, vec_a, ra);
+            load_tile<BK, !TB>(B, ldb, col0, k0 + BK, N, K, vec_b, rb);
+        }
+        const int kn = K - k0 < BK ? K - k0 : BK;   // the last tile stops at K: no padded fma
+        auto step = [&](int kk) {
+            float4 a0 = *reinterpret_cast<const float4 *>(&As[cur][kk][ty * 4]);
+            float4 a1 = *reinterpret_cast<const float4 *>(&As[cur][kk][64 + ty * 4]);
+            float4 b0v = *reinterpret_cast<const float4 *>(&Bs[cur][kk][tx * 4]);
+            float4 b1v = *reinterpret_cast<const float4 *>(&Bs[cur][kk][64 + tx * 4]);
+            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float b[8] = {b0v.x, b0v.y, b0v.z, b0v.w, b1v.x, b1v.y, b1v.z, b1v.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        };
+        if (kn == BK) {
+#pragma unroll
+            for (int kk = 0; kk < BK; kk++) step(kk);
+        } else {
+            for (int kk = 0; kk < kn; kk++) step(kk);
+        }
+        if (more) {
+            store_tile<BK, TA>(As[cur ^ 1], ra);
+            store_tile<BK, !TB>(Bs[cur ^ 1], rb);
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+        if (r >= M) continue;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+            if (c < N) C[(long long)r * ldc + c] = acc[i][j];
+        }
+    }
+}
+
+template <int BK>
+int launch(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
+           int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
+           int64_t sc, int accumulate) {
+    // float4 loads need 16-byte aligned rows in every batch element
+    auto aligned = [](const float *p, int64_t ld, int64_t s, int64_t batch) {
+        return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch == 1 || s % 4 == 0);
+    };
+    bool va = aligned(A, lda, sa, batch), vb = aligned(B, ldb, sb, batch);
+    // gridDim.y stops at 65535: the longer tile count goes on x (M N < 2^32, so one fits on y)
+    unsigned mt = (unsigned)((M + BM - 1) / BM), nt = (unsigned)((N + BN - 1) / BN);
+    bool rows_on_x = mt > 65535;
+    dim3 grid(rows_on_x ? mt : nt, rows_on_x ? nt : mt, 1);
+    for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
+        grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
+#define TL_GX_LAUNCH(TA, TB)                                                                     \
+    k_gemm_exact<BK, TA, TB><<<grid, THREADS, 0, tl_stream()>>>(M, N, K, A, lda, sa, B, ldb, sb, \
+                                                                C, ldc, sc, accumulate, va, vb, b0, \
+                                                                rows_on_x)
+        if (!ta && !tb) TL_GX_LAUNCH(false, false);
+        else if (!ta && tb) TL_GX_LAUNCH(false, true);
+        else if (ta && !tb) TL_GX_LAUNCH(true, false);
+        else TL_GX_LAUNCH(true, true);
+#undef TL_GX_LAUNCH
+        TL_LAUNCHED(op);
+    }
+    return TL_OK;
+}
+
+}  // namespace
+
+// k-tile depth; TORCHLEAN_GEMM_EXACT_BK=8|16 overrides it for tuning (the bits do not depend on it)
+static int gemm_exact_bk(void) {
+    static int bk = 0;
+    if (!bk) {
+        const char *v = getenv("TORCHLEAN_GEMM_EXACT_BK");
+        bk = (v && v[0] == '8' && v[1] == 0) ? 8 : 16;
+    }
+    return bk;
+}
+
+extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
+                                 int64_t n, int64_t k, const float *A, int64_t lda, int64_t sa,
+                                 const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
+                                 int64_t sc, int accumulate) {
+    if (batch == 0 || m == 0 || n == 0) return TL_OK;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
+    if (gemm_exact_bk() == 8)
+        return launch<8>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc, sc,
+                         accumulate);
+    return launch<16>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc, sc,
+                      accumulate);
+}

@@ -1,0 +1,75 @@
+/* gemm_exact.c (stub): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
+ *
+ * Each output is one sequential fused multiply-add chain in k order, exactly as on CUDA
+ * (cuda/gemm_exact.cu), so both give the same bits. Speed comes from working on a block of
+ * GX_ROWS x GX_COLS outputs at once: for each kk, one A value per row times a contiguous row
+ * segment of B, so the compiler vectorises across output columns j, never across k. op(B) is
+ * packed first into contiguous k-major panels of GX_COLS columns (whatever its layout), which
+ * keeps the inner loop's loads sequential. OpenMP splits the output blocks. */
+#include <stdlib.h>
+#include "stub.h"
+#include "tl_math.h"
+
+#define GX_ROWS 8
+#define GX_COLS 32
+
+/* one block: rows [i0, i0 + ri), columns [j0, j0 + jn) of C; P is the block's packed panel of
+ * op(B): P[kk * GX_COLS + j] = op(B)[kk][j0 + j], zero past column n (computed, never stored) */
+static void block(int ta, const float *A, int64_t lda, const float *P, float *C, int64_t ldc,
+                  int64_t k, int64_t i0, int64_t ri, int64_t j0, int64_t jn, int accumulate) {
+    float acc[GX_ROWS][GX_COLS];
+    for (int64_t r = 0; r < GX_ROWS; r++)
+        for (int64_t j = 0; j < GX_COLS; j++)
+            acc[r][j] = (accumulate && r < ri && j < jn) ? C[(i0 + r) * ldc + j0 + j] : 0.0f;
+    if (ri == GX_ROWS) {      /* full block: constant trip counts, accumulators in registers */
+        for (int64_t kk = 0; kk < k; kk++) {
+            const float *b = P + kk * GX_COLS;
+            for (int r = 0; r < GX_ROWS; r++) {
+                float a = ta ? A[kk * lda + i0 + r] : A[(i0 + r) * lda + kk];
+                for (int j = 0; j < GX_COLS; j++) acc[r][j] = tlm_fma(a, b[j], acc[r][j]);
+            }
+        }
+    } else {
+        for (int64_t kk = 0; kk < k; kk++) {
+            const float *b = P + kk * GX_COLS;
+            for (int64_t r = 0; r < ri; r++) {
+                float a = ta ? A[kk * lda + i0 + r] : A[(i0 + r) * lda + kk];
+                for (int j = 0; j < GX_COLS; j++) acc[r][j] = tlm_fma(a, b[j], acc[r][j]);
+            }
+        }
+    }
+    for (int64_t r = 0; r < ri; r++)
+        for (int64_t j = 0; j < jn; j++) C[(i0 + r) * ldc + j0 + j] = acc[r][j];
+}
+
+int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n,
+                      int64_t k, const float *A, int64_t lda, int64_t sa, const float *B,
+                      int64_t ldb, int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate) {
+    if (batch == 0 || m == 0 || n == 0) return TL_OK;
+    int64_t rblocks = (m + GX_ROWS - 1) / GX_ROWS, cblocks = (n + GX_COLS - 1) / GX_COLS;
+    float *packed = malloc((size_t)(cblocks * (k > 0 ? k : 1) * GX_COLS) * sizeof(float));
+    if (!packed) return tl_fail(TL_E_OOM, "%s: out of memory packing B (%lld x %lld)", op,
+                                (long long)k, (long long)n);
+    int par = (double)m * (double)n * (double)(k + 1) > 65536.0;
+    for (int64_t bi = 0; bi < batch; bi++) {
+        const float *Ab = A + bi * sa, *Bb = B + bi * sb;
+        /* op(B) into panels of GX_COLS columns, each k-major and contiguous */
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t pk = 0; pk < cblocks * k; pk++) {
+            int64_t jb = pk / k, kk = pk % k, j0 = jb * GX_COLS;
+            float *dst = packed + pk * GX_COLS;
+            for (int64_t j = 0; j < GX_COLS; j++)
+                dst[j] = j0 + j >= n ? 0.0f : (tb ? Bb[(j0 + j) * ldb + kk] : Bb[kk * ldb + j0 + j]);
+        }
+        float *Cb = C + bi * sc;
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t t = 0; t < rblocks * cblocks; t++) {
+            /* row blocks vary fastest: consecutive blocks reuse one panel of B */
+            int64_t i0 = (t % rblocks) * GX_ROWS, jb = t / rblocks, j0 = jb * GX_COLS;
+            int64_t ri = m - i0 < GX_ROWS ? m - i0 : GX_ROWS, jn = n - j0 < GX_COLS ? n - j0 : GX_COLS;
+            block(ta, Ab, lda, packed + jb * k * GX_COLS, Cb, ldc, k, i0, ri, j0, jn, accumulate);
+        }
+    }
+    free(packed);
+    return TL_OK;
+}

@@ -1,0 +1,119 @@
+"""The exact-mode GEMM (tl_gemm_exact) equals rule 3 bit for bit: every output a sequential
+fused multiply-add chain in k order, from 0 or from C's prior value. The reference is the NumPy
+emulation in tests/exact_fma.py (checked against the C library's fmaf in test_exact_math.py).
+On CUDA the same tests compare the GPU kernel with that reference, so passing on both backends
+means stub and CUDA agree bit for bit."""
+import numpy as np
+import pytest
+
+import torchlean as tl
+from torchlean._loader import ffi, lib
+from torchlean.buffer import raise_status
+
+from exact_fma import gemm_fma_reference
+
+
+def gemm_exact(a, b, c, batch, m, k, n, ta, tb, accumulate):
+    """Run tl_gemm_exact on float32 arrays; returns C as float32."""
+    bufs = [tl.Buffer.from_numpy(np.ascontiguousarray(x, np.float32).ravel()) for x in (a, b, c)]
+    st = lib.tl_gemm_exact(bufs[0].handle, bufs[1].handle, bufs[2].handle, batch, m, k, n, ta, tb,
+                           accumulate)
+    if st:
+        raise_status("gemm_exact", st)
+    out = bufs[2].to_numpy(np.float32).reshape(batch, m, n)
+    for x in bufs:
+        x.release()
+    return out
+
+
+def _operands(rng, batch, m, k, n, ta, tb, scale=1.0):
+    a = (rng.standard_normal((batch, m, k)) * scale).astype(np.float32)
+    b = (rng.standard_normal((batch, k, n)) * np.exp(rng.uniform(-4, 4, (batch, k, n)))).astype(np.float32)
+    a_st = np.swapaxes(a, 1, 2).copy() if ta else a
+    b_st = np.swapaxes(b, 1, 2).copy() if tb else b
+    return a, b, a_st, b_st
+
+
+def _bits_equal(got, want):
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    return bool(same.all()), np.argwhere(~same)[:5]
+
+
+SHAPES = [(1, 1, 1, 1), (1, 5, 7, 3), (3, 37, 129, 53), (2, 64, 16, 64), (1, 65, 300, 70),
+          (1, 130, 9, 129), (2, 4, 1, 67), (1, 1, 500, 1)]
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_bit_identical_to_sequential_fma(ta, tb, shape):
+    batch, m, k, n = shape
+    rng = np.random.default_rng(hash((ta, tb) + shape) % 2 ** 32)
+    a, b, a_st, b_st = _operands(rng, batch, m, k, n, ta, tb)
+    got = gemm_exact(a_st, b_st, np.full((batch, m, n), 9.0, np.float32), batch, m, k, n, ta, tb, 0)
+    for i in range(batch):
+        want = gemm_fma_reference(a[i], b[i])
+        ok, where = _bits_equal(got[i], want)
+        assert ok, (i, where)
+    # and close to float64: the order is fixed, the arithmetic is still float32
+    ref = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
+    tol = 1e-5 * np.einsum("bmk,bkn->bmn", np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+    assert np.all(np.abs(got - ref) <= tol + 1e-30)
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 1), (1, 0)])
+def test_accumulate_starts_from_c(ta, tb):
+    rng = np.random.default_rng(11)
+    batch, m, k, n = 2, 9, 33, 70
+    a, b, a_st, b_st = _operands(rng, batch, m, k, n, ta, tb)
+    c0 = rng.standard_normal((batch, m, n)).astype(np.float32)
+    got = gemm_exact(a_st, b_st, c0, batch, m, k, n, ta, tb, 1)
+    for i in range(batch):
+        ok, where = _bits_equal(got[i], gemm_fma_reference(a[i], b[i], init=c0[i]))
+        assert ok, (i, where)
+
+
+def test_k_zero_gives_zeros_or_c():
+    c0 = np.arange(6, dtype=np.float32).reshape(1, 2, 3) - 2.5
+    z = gemm_exact(np.zeros(0), np.zeros(0), c0, 1, 2, 0, 3, 0, 0, 0)
+    assert np.array_equal(z.view(np.uint32), np.zeros_like(c0).view(np.uint32))
+    kept = gemm_exact(np.zeros(0), np.zeros(0), c0, 1, 2, 0, 3, 0, 0, 1)
+    assert np.array_equal(kept, c0)
+
+
+def test_empty_outputs_are_fine():
+    assert gemm_exact(np.zeros(0), np.zeros(12), np.zeros(0), 1, 0, 4, 3, 0, 0, 0).size == 0
+    assert gemm_exact(np.zeros(0), np.zeros(0), np.zeros(0), 0, 3, 4, 5, 0, 0, 0).size == 0
+
+
+def test_nan_inf_and_signed_zero_follow_ieee():
+    a = np.array([[[np.inf, 1.0, -0.0], [0.0, np.nan, 1.0], [-0.0, -0.0, 2.0]]], np.float32)
+    b = np.array([[[0.0, 1.0], [1.0, 2.0], [-0.0, 3.0]]], np.float32)
+    got = gemm_exact(a, b, np.zeros((1, 3, 2), np.float32), 1, 3, 3, 2, 0, 0, 0)[0]
+    want = gemm_fma_reference(a[0], b[0])
+    ok, where = _bits_equal(got, want)
+    assert ok, where
+    assert np.isnan(got[0, 0]) and got[0, 1] == np.inf and np.isnan(got[1]).all()
+    # -0 * 0 added to +0 is +0; with accumulate from -0 the chain stays -0
+    neg = gemm_exact(a[:, 2:3], b, np.full((1, 1, 2), -0.0, np.float32), 1, 1, 3, 2, 0, 0, 1)[0]
+    assert np.signbit(neg[0, 0]) and neg[0, 1] == 6.0
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(ValueError, match="gemm_exact.*0 or 1"):
+        gemm_exact(np.ones(4), np.ones(4), np.ones(4), 1, 2, 2, 2, 2, 0, 0)
+    with pytest.raises(ValueError, match="gemm_exact.*b must hold 6 elements, got 4"):
+        gemm_exact(np.ones(4), np.ones(4), np.ones(6), 1, 2, 2, 3, 0, 0, 0)
+    with pytest.raises(ValueError, match="gemm_exact.*>= 0"):
+        gemm_exact(np.ones(4), np.ones(4), np.ones(4), 1, -2, 2, 2, 0, 0, 0)
+
+
+def test_output_does_not_depend_on_the_thread_count_or_size_of_the_problem():
+    """A row computed inside a big product equals the same row computed alone (no split-k,
+    no blocking changes the order)."""
+    rng = np.random.default_rng(5)
+    m, k, n = 300, 257, 190
+    a = rng.standard_normal((1, m, k)).astype(np.float32)
+    b = rng.standard_normal((1, k, n)).astype(np.float32)
+    full = gemm_exact(a, b, np.zeros((1, m, n)), 1, m, k, n, 0, 0, 0)[0]
+    row = gemm_exact(a[:, 123:124], b, np.zeros((1, 1, n)), 1, 1, k, n, 0, 0, 0)[0]
+    assert np.array_equal(full[123].view(np.uint32), row[0].view(np.uint32))

@@ -1,0 +1,294 @@
+"""The canonical arithmetic of exact mode (native/common/tl_math.h), tested on its own.
+
+The header is compiled with the stub's flags into build/tl_math_test.so (tests/native/
+tl_math_shim.c), whose scan loop compares each function with a double-precision libm reference
+in C, on all cores. Coverage of each 2 ulp claim:
+  * every 251st float32 bit pattern over the whole 2^32 range (17.1 million inputs per function,
+    every binade, every residue of the low mantissa bits mod 251; NaNs and infinities included);
+  * every float32, without stride, in windows around each function's switch points and hard
+    regions (WINDOWS below: 2^21 patterns each side, or a whole stated range).
+Specials (NaN, +-inf, -0), the summation tree, the dot rule and the attention tile rule are
+checked against independent Python references.
+"""
+import ctypes
+import ctypes.util
+import os
+import subprocess
+import shutil
+from pathlib import Path
+
+import cffi
+import numpy as np
+import pytest
+
+from exact_fma import fma32
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIM = ROOT / "build" / "tl_math_test.so"
+NAMES = ["exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "gelu", "gelu_grad", "sqrt",
+         "rsqrt"]
+FN = {n: i for i, n in enumerate(NAMES)}
+ULP_FUNCS = ["exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "sqrt", "rsqrt"]
+MAX_ULP = 2.0
+STRIDE = 251
+
+
+def _bits(v):
+    return int(np.float32(v).view(np.uint32))
+
+
+def _window(center, half=1 << 21):
+    b = _bits(center)
+    return (max(b - half, 0 if b < 0x80000000 else 0x80000000), b + half)
+
+
+def _range(lo, hi):
+    a, b = _bits(lo), _bits(hi)
+    return (min(a, b), max(a, b))
+
+
+WINDOWS = {
+    "exp": [_range(-104.0, -87.0), _range(88.0, 89.0), _window(0.0)],
+    "log": [_range(0.70710677, 1.4142135), _range(0.0, 1.1754942e-38)],
+    "log1p": [_window(-0.29289322), _window(0.41421357), _range(-1.0, -0.9), _window(1.0),
+              _window(1e-6)],
+    "tanh": [_window(0.625), _window(-0.625), _window(9.0)],
+    "sigmoid": [_window(-2.75), _window(-17.0), _window(-87.0), _window(1.0), _window(0.0)],
+    "softplus": [_window(-0.69), _window(0.69), _window(-20.0), _window(15.0)],
+    "erf": [_window(1.0), _window(2.0), _window(4.0), _window(-1.0), _window(1e-20)],
+    "sqrt": [_range(0.0, 1.1754942e-38)],
+    "rsqrt": [_range(0.0, 1.1754942e-38), _range(1.0, 4.0)],
+}
+
+
+@pytest.fixture(scope="module")
+def shim():
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.fail("no C compiler: the canonical arithmetic cannot be tested")
+    r = subprocess.run(["make", "-s", "build/tl_math_test.so"], cwd=ROOT, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ffi = cffi.FFI()
+    ffi.cdef("""
+        int tlmt_count(void);
+        void tlmt_eval(int fn, const float *x, float *y, int64_t n);
+        void tlmt_scan(int fn, uint32_t lo, uint32_t hi, uint32_t stride, double *max_err,
+                       float *worst, int64_t *checked);
+        float tlmt_sum(const float *x, int64_t n);
+        float tlmt_tree_sum(float *p, int64_t n);
+        float tlmt_dot(const float *a, const float *b, int64_t k, float acc);
+        void tlmt_attention_row(const float *q, const float *k, const float *v, float *out,
+                                int64_t n, int64_t d, float scale);
+    """)
+    lib = ffi.dlopen(str(SHIM))
+    assert lib.tlmt_count() == len(NAMES)
+    return ffi, lib
+
+
+def _ptr(ffi, a):
+    return ffi.cast("float *", ffi.from_buffer(a))
+
+
+def evaluate(shim, name, x):
+    ffi, lib = shim
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    y = np.empty_like(x)
+    lib.tlmt_eval(FN[name], _ptr(ffi, x), _ptr(ffi, y), x.size)
+    return y
+
+
+def scan(shim, name, lo, hi, stride):
+    ffi, lib = shim
+    err, worst, count = ffi.new("double *"), ffi.new("float *"), ffi.new("int64_t *")
+    lib.tlmt_scan(FN[name], lo, hi, stride, err, worst, count)
+    return err[0], worst[0], count[0]
+
+
+@pytest.mark.parametrize("name", ULP_FUNCS)
+def test_within_2_ulp_over_the_whole_float32_range(shim, name):
+    err, worst, count = scan(shim, name, 0, 0xFFFFFFFF, STRIDE)
+    assert count == (2 ** 32 - 1) // STRIDE + 1
+    assert err <= MAX_ULP, f"{name}: {err} ulp at x = {worst!r}"
+
+
+@pytest.mark.parametrize("name", ULP_FUNCS)
+def test_within_2_ulp_on_every_float_of_the_hard_windows(shim, name):
+    for lo, hi in WINDOWS[name]:
+        err, worst, count = scan(shim, name, lo, hi, 1)
+        assert count == hi - lo + 1
+        assert err <= MAX_ULP, f"{name} on bits [{lo:#x}, {hi:#x}]: {err} ulp at x = {worst!r}"
+
+
+def _same(got, want):
+    got, want = np.float32(got), np.float32(want)
+    if np.isnan(want):
+        return bool(np.isnan(got))
+    return got.view(np.uint32) == want.view(np.uint32)   # -0 and +0 differ
+
+
+NAN, INF = float("nan"), float("inf")
+SPECIALS = {
+    "exp": [(NAN, NAN), (INF, INF), (-INF, 0.0), (-0.0, 1.0), (0.0, 1.0), (1e-45, 1.0),
+            (100.0, INF), (-200.0, 0.0)],
+    "log": [(NAN, NAN), (INF, INF), (0.0, -INF), (-0.0, -INF), (-1.0, NAN), (-INF, NAN),
+            (1.0, 0.0)],
+    "log1p": [(NAN, NAN), (INF, INF), (-1.0, -INF), (-2.0, NAN), (-INF, NAN), (-0.0, -0.0),
+              (0.0, 0.0), (1e-45, 1e-45), (-1e-45, -1e-45), (3.4028235e38, 88.72284)],
+    "tanh": [(NAN, NAN), (INF, 1.0), (-INF, -1.0), (-0.0, -0.0), (0.0, 0.0), (1e-45, 1e-45),
+             (20.0, 1.0)],
+    "sigmoid": [(NAN, NAN), (INF, 1.0), (-INF, 0.0), (-0.0, 0.5), (0.0, 0.5), (200.0, 1.0),
+                (-200.0, 0.0)],
+    "softplus": [(NAN, NAN), (INF, INF), (-INF, 0.0), (1e30, 1e30), (-200.0, 0.0)],
+    "erf": [(NAN, NAN), (INF, 1.0), (-INF, -1.0), (-0.0, -0.0), (0.0, 0.0), (5.0, 1.0),
+            (-5.0, -1.0)],
+    # the registry's stagewise formula: x (1 + t) is -inf * 0 at -inf
+    "gelu": [(NAN, NAN), (INF, INF), (-INF, NAN), (-0.0, -0.0), (0.0, 0.0), (-20.0, -0.0),
+             (20.0, 20.0)],
+    "gelu_grad": [(NAN, NAN), (0.0, 0.5), (-0.0, 0.5), (20.0, 1.0), (-20.0, 0.0)],
+    "sqrt": [(NAN, NAN), (INF, INF), (-0.0, -0.0), (-1.0, NAN), (4.0, 2.0)],
+    "rsqrt": [(NAN, NAN), (INF, 0.0), (0.0, INF), (-0.0, -INF), (-1.0, NAN), (4.0, 0.5)],
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_nan_inf_and_signed_zero(shim, name):
+    xs = np.array([x for x, _ in SPECIALS[name]], np.float32)
+    got = evaluate(shim, name, xs)
+    bad = [(x, g, w) for (x, w), g in zip(SPECIALS[name], got) if not _same(g, w)]
+    assert not bad, f"{name}: (x, got, want) {bad}"
+
+
+def _gelu64(x):
+    k, c = 0.7978845608, 0.044715
+    t = np.tanh(k * (x + c * x ** 3))
+    return 0.5 * x * (1 + t), 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x)
+
+
+
+
+def test_gelu_error_bounds(shim):
+    """Where 1 + tanh cancels, the stagewise formula loses relative accuracy, so the bound is in
+    ulps of max(|x|, |gelu|) for gelu and of max(1, |x|) for its derivative (dense sweep)."""
+    pos = np.arange(0, _bits(1e4), 97, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([pos, -pos, np.linspace(-12, 12, 1 << 20, dtype=np.float32)])
+    y, dy = evaluate(shim, "gelu", x), evaluate(shim, "gelu_grad", x)
+    ref, dref = _gelu64(x.astype(np.float64))
+    ulp = np.spacing(np.maximum(np.abs(x), np.abs(y)).astype(np.float32)).astype(np.float64)
+    err = np.abs(y - ref) / ulp
+    assert err.max() <= 2.0, (err.max(), x[np.argmax(err)])
+    dulp = np.spacing(np.maximum(np.abs(x), 1).astype(np.float32)).astype(np.float64)
+    derr = np.abs(dy - dref) / dulp
+    assert derr.max() <= 4.0, (derr.max(), x[np.argmax(derr)])
+
+
+def _rule4_reference(x, chunk=256):
+    """Sequential float32 sums of 256-value chunks, then the level-by-level pairwise tree."""
+    x = np.asarray(x, np.float32)
+    parts = [np.add.accumulate(x[i:i + chunk], dtype=np.float32)[-1]
+             for i in range(0, len(x), chunk)]
+    if not parts:
+        return np.float32(0)
+    while len(parts) > 1:
+        nxt = [np.float32(parts[2 * i] + parts[2 * i + 1]) for i in range(len(parts) // 2)]
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = nxt
+    return np.float32(parts[0])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 255, 256, 257, 511, 3 * 256 + 5, 7 * 256, 12345, 100003])
+def test_sum_follows_chunks_then_tree(shim, n):
+    ffi, lib = shim
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * np.exp(rng.uniform(-8, 8, n))).astype(np.float32)
+    want = _rule4_reference(x)
+    got = lib.tlmt_sum(_ptr(ffi, x), n) if n else lib.tlmt_sum(ffi.NULL, 0)
+    assert _same(got, want), (n, got, want)
+    parts = np.array([_rule4_reference(x[i:i + 256]) for i in range(0, n, 256)], np.float32)
+    if n:
+        assert _same(lib.tlmt_tree_sum(_ptr(ffi, parts), len(parts)), want)
+    # and the float64 value is close: the order is fixed, not sloppy
+    assert abs(float(got) - x.astype(np.float64).sum()) <= 1e-5 * np.abs(x).sum() + 1e-30
+
+
+def test_sum_propagates_nan_and_inf(shim):
+    ffi, lib = shim
+    x = np.ones(1000, np.float32)
+    x[700] = np.inf
+    assert lib.tlmt_sum(_ptr(ffi, x), 1000) == np.inf
+    x[3] = -np.inf
+    assert np.isnan(lib.tlmt_sum(_ptr(ffi, x), 1000))
+
+
+def test_dot_is_a_sequential_fma(shim):
+    ffi, lib = shim
+    rng = np.random.default_rng(7)
+    for k in (0, 1, 17, 333):
+        a = rng.standard_normal(k).astype(np.float32)
+        b = (rng.standard_normal(k) * 1e3).astype(np.float32)
+        acc = np.float32(0.25)
+        for i in range(k):
+            acc = fma32(a[i], b[i], acc)
+        got = lib.tlmt_dot(_ptr(ffi, a), _ptr(ffi, b), k, 0.25)
+        assert _same(got, acc), (k, got, acc)
+
+
+def test_fma_emulation_matches_the_c_library():
+    """exact_fma.fma32 against libm fmaf, on random operands of scattered exponents and on a
+    constructed double-rounding case (the float64 sum lands on a float32 midpoint)."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    libm.fmaf.restype = ctypes.c_float
+    libm.fmaf.argtypes = [ctypes.c_float] * 3
+    rng = np.random.default_rng(3)
+    n = 20000
+    a, b, c = ((rng.standard_normal(n) * np.exp2(rng.integers(-30, 30, n))).astype(np.float32)
+               for _ in range(3))
+    a[:4] = [1 + 2896 * 2.0 ** -23, 1.0, 0.0, np.inf]
+    b[:4] = [2.0 ** -19 * (1 - 2895 * 2.0 ** -23), 2.0 ** -149, -1.0, 0.0]
+    c[:4] = [32.0, 1.0, 0.0, 1.0]
+    want = np.array([libm.fmaf(float(x), float(y), float(z)) for x, y, z in zip(a, b, c)],
+                    np.float32)
+    got = fma32(a, b, c)
+    assert want[0] == np.float32(32 + 2.0 ** -18)   # the naive float64 route gives 32
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), np.flatnonzero(~same)[:5]
+
+
+@pytest.mark.parametrize("n,d", [(1, 5), (63, 7), (64, 3), (65, 8), (150, 7)])
+def test_online_softmax_tile_rule(shim, n, d):
+    ffi, lib = shim
+    rng = np.random.default_rng(n * 31 + d)
+    q = rng.standard_normal(d).astype(np.float32)
+    k = (rng.standard_normal((n, d)) * 2).astype(np.float32)
+    v = rng.standard_normal((n, d)).astype(np.float32)
+    out = np.empty(d, np.float32)
+    scale = np.float32(1 / np.sqrt(d))
+    lib.tlmt_attention_row(_ptr(ffi, q), _ptr(ffi, k), _ptr(ffi, v), _ptr(ffi, out), n, d,
+                           float(scale))
+    s = k.astype(np.float64) @ q.astype(np.float64) * float(scale)
+    p = np.exp(s - s.max())
+    want = p @ v.astype(np.float64) / p.sum()
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-6)
+    if n == 1:   # one key: p = 1, l = 1, acc = fma(1, v, 0) = v exactly
+        assert np.array_equal(out.view(np.uint32), v[0].view(np.uint32))
+
+
+def test_online_softmax_fully_masked_row_is_zero(shim):
+    ffi, lib = shim
+    q = np.array([np.inf], np.float32)
+    k = np.full((3, 1), -1.0, np.float32)   # every score is -inf
+    v = np.ones((3, 1), np.float32)
+    out = np.full(1, 7.0, np.float32)
+    lib.tlmt_attention_row(_ptr(ffi, q), _ptr(ffi, k), _ptr(ffi, v), _ptr(ffi, out), 3, 1, 1.0)
+    assert out[0] == 0.0
+
+
+def test_header_builds_as_cuda_device_code():
+    """nvcc compiles tl_math.h into device code (the GPU run also executes the comparison)."""
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                     if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc is None:
+        pytest.skip("nvcc not installed")
+    r = subprocess.run(["make", "-s", "build/tl_math_device_check"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
