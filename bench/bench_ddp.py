@@ -132,35 +132,40 @@ def table(args) -> None:
     recs = [json.loads(line) for line in open(args.results) if line.strip()]
     by = {(r["impl"], r["model"], r["mode"].split(" ")[0], r["world"]): r for r in recs}
     worlds = sorted({r["world"] for r in recs if r["world"] > 1}) or [2]
-    W = worlds[-1]
-    lines = [f"# Data-parallel weak scaling, 1 vs {W} GPUs", "",
+    gpus = " / ".join(str(w) for w in worlds)
+    lines = [f"# Data-parallel weak scaling, 1 vs {gpus} GPUs", "",
              "Same model and batch per GPU on each GPU; median step time (slowest rank) after "
-             "warm-up, synchronised; efficiency = 1-GPU step / "
-             f"{W}-GPU step. Produced by `bench/bench_ddp.py` (torchlean, mpirun) and "
-             "`bench/bench_ddp_torch.py` (PyTorch DDP, torchrun) in one `bench/gpu_ddp_run.sh` "
-             "run.", "",
-             f"| model | implementation | 1 GPU (ms) | {W} GPUs (ms) | efficiency |",
-             "|---|---|---|---|---|"]
+             "warm-up, synchronised; efficiency at W GPUs = 1-GPU step / W-GPU step. Produced by "
+             "`bench/bench_ddp.py` (torchlean, mpirun) and `bench/bench_ddp_torch.py` (PyTorch "
+             "DDP, torchrun) in one `bench/gpu_ddp_run.sh` run.", "",
+             "| model | implementation | 1 GPU (ms) | "
+             + " | ".join(f"{w} GPUs (ms) | eff. {w}" for w in worlds) + " |",
+             "|---|---|---|" + "---|---|" * len(worlds)]
     for m in MODELS:
         for impl, mode in [("torchlean", "default"), ("torchlean", "exact"),
                            ("pytorch", "default")]:
-            one, many = by.get((impl, m, mode, 1)), by.get((impl, m, mode, W))
-            label = impl if impl == "pytorch" else f"torchlean {mode}"
-            if one is None and many is None:
+            recs_m = {w: by.get((impl, m, mode, w)) for w in [1] + worlds}
+            if not any(recs_m.values()):
                 continue
-            rec = many or one
+            label = impl if impl == "pytorch" else f"torchlean {mode}"
+            rec = next(r for r in recs_m.values() if r)
             if rec["mode"] != mode:   # "exact (deterministic)": a build without exact mode
                 label += f" ({rec['mode'].split(' ', 1)[1].strip('()')})"
-            f1 = f"{one['median_ms']:.2f}" if one else "n/a"
-            fw = f"{many['median_ms']:.2f}" if many else "n/a"
-            eff = f"{100 * one['median_ms'] / many['median_ms']:.0f}%" if one and many else "n/a"
-            lines.append(f"| {MODELS[m]} | {label} | {f1} | {fw} | {eff} |")
+            one = recs_m[1]
+            cells = [f"{one['median_ms']:.2f}" if one else "n/a"]
+            for w in worlds:
+                many = recs_m[w]
+                cells.append(f"{many['median_ms']:.2f}" if many else "n/a")
+                cells.append(f"{100 * one['median_ms'] / many['median_ms']:.0f}%"
+                             if one and many else "n/a")
+            lines.append(f"| {MODELS[m]} | {label} | " + " | ".join(cells) + " |")
     lines.append("")
     for m in MODELS:
-        d, e = by.get(("torchlean", m, "default", W)), by.get(("torchlean", m, "exact", W))
-        if d and e:
-            lines.append(f"- {m}: exact / default step time on {W} GPUs = "
-                         f"{e['median_ms'] / d['median_ms']:.2f}x")
+        for w in worlds:
+            d, e = by.get(("torchlean", m, "default", w)), by.get(("torchlean", m, "exact", w))
+            if d and e:
+                lines.append(f"- {m}: exact / default step time on {w} GPUs = "
+                             f"{e['median_ms'] / d['median_ms']:.2f}x")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -78,7 +78,7 @@ fi
 export TORCHLEAN_BACKEND=cuda
 : >"$OUT/ddp.jsonl"
 for model in cnn lm; do
-  for n in 1 2; do
+  for n in ${GPU_COUNTS:-1 2}; do
     for mode in default exact; do
       step "torchlean $model $mode ${n} GPU" "$OUT/bench-ddp.log" 150 \
         "${MPIRUN[@]}" -n "$n" $PY bench/bench_ddp.py run --model "$model" --mode "$mode" \
@@ -90,6 +90,6 @@ for model in cnn lm; do
   done
 done
 step "table" "$OUT/bench-ddp.log" 30 \
-  $PY bench/bench_ddp.py table "$OUT/ddp.jsonl" --out "$OUT/ddp-h200x2.md"
-cat "$OUT/ddp-h200x2.md" >>"$SUMMARY" 2>/dev/null
+  $PY bench/bench_ddp.py table "$OUT/ddp.jsonl" --out "$OUT/${DDP_TABLE:-ddp-h200x2.md}"
+cat "$OUT/${DDP_TABLE:-ddp-h200x2.md}" >>"$SUMMARY" 2>/dev/null
 note "total $(($(date +%s) - START)) s"

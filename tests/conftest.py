@@ -33,6 +33,7 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError("TORCHLEAN_REQUIRE_CUDA=1 but the loaded backend is "
                                 f"{torchlean.backend()!r}")
     if torchlean.backend() == "cuda":
+        _deselect_multigpu(config, items)
         return
     skip = pytest.mark.skip(reason="needs the CUDA backend (TORCHLEAN_BACKEND=cuda on a GPU machine)")
     for item in items:
@@ -47,3 +48,20 @@ def _deterministic_off():
     torchlean.set_deterministic(False)
     yield
     torchlean.set_deterministic(False)
+
+
+def _deselect_multigpu(config, items):
+    """`multigpu(n)` tests need one GPU per rank; a CUDA run that sees fewer than n GPUs does not
+    collect them (the multi-GPU run, bench/gpu_ddp_run.sh, does)."""
+    from torchlean._loader import ffi, lib
+    n = ffi.new("int64_t *")
+    lib.tl_device_count(n)
+
+    def needs(it):
+        m = it.get_closest_marker("multigpu")
+        return (m.args[0] if m and m.args else 2) if m else 0
+
+    drop = [it for it in items if needs(it) > n[0]]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [it for it in items if needs(it) <= n[0]]

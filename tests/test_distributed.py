@@ -230,22 +230,30 @@ def run_group(cmd, env, timeout_s: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def needs_devices(world: int) -> None:
-    """On CUDA each rank needs a GPU of its own (NCCL refuses two ranks on one device)."""
+def rank_backend(world: int) -> dict:
+    """The environment the ranks run with. On CUDA each rank needs a GPU of its own (NCCL refuses
+    two ranks on one device): with fewer GPUs than ranks the ranks run the same scenario on the
+    stub (the MPI path), so a one-GPU run still checks it instead of skipping; the NCCL path is
+    covered by the `multigpu` tests on a machine with enough GPUs."""
+    import torchlean as tl
+    if tl.backend() != "cuda" or visible_gpus() >= world:
+        return {}
+    return {"TORCHLEAN_BACKEND": "stub"}
+
+
+def visible_gpus() -> int:
     import torchlean as tl
     if tl.backend() != "cuda":
-        return
+        return 0
     from torchlean._loader import ffi, lib
     n = ffi.new("int64_t *")
     lib.tl_device_count(n)
-    if n[0] < world:
-        import pytest
-        pytest.skip(f"{world} CUDA ranks need {world} GPUs; {n[0]} visible")
+    return int(n[0])
 
 
-def run_ok(world: int, scenario: str, out: Path, **kw) -> list[dict]:
-    needs_devices(world)
-    res = launch(world, scenario, out, **kw)
+def run_ok(world: int, scenario: str, out: Path, extra_env=None, **kw) -> list[dict]:
+    env = {**rank_backend(world), **(extra_env or {})}
+    res = launch(world, scenario, out, extra_env=env, **kw)
     assert res.returncode == 0, (f"mpiexec -n {world} {scenario} failed ({res.returncode}):\n"
                                  f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     return [dict(np.load(out / f"rank{r}.npz")) for r in range(world)]
@@ -366,15 +374,23 @@ def test_ddp_exact_three_ranks_sums_in_rank_order(tmp_path):
     _check_training(run_ok(3, "train_exact", tmp_path, timeout_s=90), 3, exact=True)
 
 
+@pytest.mark.cuda
+@pytest.mark.multigpu(4)
+def test_ddp_exact_four_gpus_equals_single_process_accumulation(tmp_path):
+    """Four GPUs, one rank each (NCCL all-gather, rank-order sum): the exact-mode step equals one
+    process accumulating the four micro-batches in rank order, bit for bit."""
+    assert visible_gpus() >= 4, "needs 4 GPUs"
+    _check_training(run_ok(4, "train_exact", tmp_path, timeout_s=180), 4, exact=True)
+
+
 def test_ddp_default_mode_matches_single_process(tmp_path):
     _check_training(run_ok(2, "train_default", tmp_path), 2, exact=False)
 
 
 def _lose_rank1(tmp_path, scenario: str):
-    needs_devices(2)
     t0 = time.monotonic()
     res = launch(2, scenario, tmp_path, timeout_s=60,
-                 extra_env={"TORCHLEAN_DIST_TIMEOUT_S": "3"})
+                 extra_env={**rank_backend(2), "TORCHLEAN_DIST_TIMEOUT_S": "3"})
     elapsed = time.monotonic() - t0
     assert res.returncode != 0, res.stdout + res.stderr
     assert elapsed < 45, f"the job took {elapsed:.1f} s to end"
@@ -424,14 +440,11 @@ def test_exact_reduction_is_the_rank_order_float32_sum(tmp_path):
 
 
 @pytest.mark.cuda
+@pytest.mark.multigpu(2)
 def test_exact_cuda_run_equals_stub_run(tmp_path):
     """GPU machine: the 2-rank exact step on CUDA (NCCL all-gather, rank-order sum) equals the
     2-rank stub run (MPI) bit for bit: initial weights, gradients, no_sync gradients, updates."""
-    import torchlean as tl
-    if not hasattr(tl, "set_exact"):
-        pytest.skip("needs exact mode (torchlean.set_exact): only there do stub and CUDA "
-                    "kernels agree bit for bit")
-    needs_devices(2)
+    assert visible_gpus() >= 2, "the multigpu tests need 2 GPUs"
     (tmp_path / "cuda").mkdir()
     (tmp_path / "stub").mkdir()
     cuda = run_ok(2, "train_exact", tmp_path / "cuda")
@@ -446,10 +459,9 @@ def test_example_trains_data_parallel(tmp_path):
     batches as one process with --accumulate 4 (4 micro-batches of 16 either way): the weights
     after 12 SGD steps agree to float32 rounding of the different summation grouping."""
     from safetensors.numpy import load_file
-    needs_devices(2)
     ex = str(ROOT / "examples" / "mlp_digits.py")
     args = ["--steps", "12", "--no-progress", "--save"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), NCCL_NVLS_ENABLE="0")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NCCL_NVLS_ENABLE="0", **rank_backend(2))
     env.setdefault("TORCHLEAN_DIST_TIMEOUT_S", "30")
     dp = run_group([mpiexec(), "-n", "2", sys.executable, ex, "--accumulate", "2", *args,
                     str(tmp_path / "dp.safetensors")], env, 120)
