@@ -62,3 +62,130 @@ def test_torch_and_cupy_roundtrip_on_cuda():
     np.testing.assert_array_equal(back.numpy(), [0, 1, 2])
     with pytest.raises(ValueError):
         t.__array__(copy=False)
+
+
+# ---------------------------------------------------------------- DLPack lifetimes and versions
+stub_only = pytest.mark.skipif(tl.backend() != "stub", reason="NumPy imports host memory only")
+
+
+class _Capsule:
+    """Hands NumPy one prepared capsule (np.from_dlpack wants a producer object)."""
+
+    def __init__(self, cap):
+        self.cap = cap
+
+    def __dlpack__(self, **kw):
+        return self.cap
+
+    def __dlpack_device__(self):
+        return (interop.kDLCPU, 0)
+
+
+def _churn(s, n=200):
+    """Many allocations of the exported size: a freed payload would be reused and overwritten."""
+    keep = [s.tensor(np.full(4, 7.0, np.float32)) * 1.0 for _ in range(n)]
+    return sum(float(k.numpy()[0]) for k in keep)
+
+
+@stub_only
+def test_export_outlives_session_step_until_the_consumer_lets_go():
+    s = Session()
+    before = tl.memory_stats()["live_bytes"]
+    x = s.tensor(np.arange(4.0, dtype=np.float32)) * 2.0
+    a = np.from_dlpack(x)
+    s.step()
+    _churn(s)
+    s.step()
+    np.testing.assert_array_equal(a, [0.0, 2.0, 4.0, 6.0])
+    assert tl.memory_stats()["live_bytes"] == before + 16   # only the exported payload remains
+    del a                                                    # the consumer's deleter frees it
+    assert tl.memory_stats()["live_bytes"] == before
+
+
+@stub_only
+def test_export_survives_buffer_release_and_each_consumer_pins_it():
+    buf = tl.AnyBuffer.from_numpy(np.array([1.0, -2.0, 3.0], np.float32))
+    before = tl.memory_stats()["live_bytes"]
+    a = np.from_dlpack(_Capsule(interop.to_dlpack(buf)))
+    b = np.from_dlpack(_Capsule(interop.to_dlpack(buf, versioned=True)))
+    assert buf.release() == 1 and buf.release() == 0
+    with pytest.raises(ValueError, match="released"):
+        buf.to_numpy()
+    s = Session()
+    _churn(s)
+    s.step()
+    np.testing.assert_array_equal(a, [1.0, -2.0, 3.0])
+    del a
+    np.testing.assert_array_equal(b, [1.0, -2.0, 3.0])
+    assert tl.memory_stats()["live_bytes"] == before
+    del b
+    assert tl.memory_stats()["live_bytes"] == before - 12
+
+
+@stub_only
+def test_unconsumed_capsule_unpins_its_buffer():
+    buf = tl.AnyBuffer.from_numpy(np.ones(5, np.float32))
+    before = tl.memory_stats()["live_bytes"]
+    for versioned in (False, True):
+        cap = interop.to_dlpack(buf, versioned=versioned)
+        del cap
+    assert not tl.buffer.EXPORTS
+    buf.release()
+    assert tl.memory_stats()["live_bytes"] == before - 20
+
+
+@stub_only
+def test_versioned_capsule_round_trip_and_max_version():
+    s = Session()
+    x = s.tensor(np.array([[1.5, 2.5, -3.0]], np.float32))
+    cap = x.__dlpack__(max_version=(1, 2))
+    assert interop._api.PyCapsule_IsValid(cap, b"dltensor_versioned") == 1
+    legacy = x.__dlpack__()
+    assert interop._api.PyCapsule_IsValid(legacy, b"dltensor") == 1
+    del cap, legacy
+    # NumPy 2 asks for a versioned capsule; both directions round-trip
+    a = np.from_dlpack(x)
+    np.testing.assert_array_equal(a, [[1.5, 2.5, -3.0]])
+    back = interop.tensor_from_dlpack(np.array([4.0, 5.0], np.float32), session=s)
+    np.testing.assert_array_equal(back.numpy(), [4.0, 5.0])
+
+
+@stub_only
+def test_import_keeps_the_producer_alive_until_the_wrapper_dies():
+    import gc
+    import weakref
+
+    class Producer:
+        """A DLPack producer whose array is reachable only through the producer."""
+
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    src = np.arange(6, dtype=np.float32) * 1.5
+    p = Producer(src.copy())
+    alive = weakref.ref(p)
+    buf = interop.from_dlpack(p)
+    del p
+    gc.collect()
+    assert alive() is not None
+    s = Session()
+    _churn(s)
+    np.testing.assert_array_equal(buf.to_numpy(), src)
+    del buf
+    gc.collect()
+    assert alive() is None
+
+
+@stub_only
+def test_read_only_versioned_import_is_copied():
+    src = np.arange(3, dtype=np.float32)
+    src.flags.writeable = False
+    buf = interop.from_dlpack(src)
+    np.testing.assert_array_equal(buf.to_numpy(), [0.0, 1.0, 2.0])
+    assert buf.buf.data_ptr() != src.ctypes.data

@@ -14,6 +14,8 @@ import numpy as np
 from torchlean._loader import ffi, lib, last_error
 
 MAX_ELEMENTS = 2**32 - 1
+# Buffer -> number of DLPack consumers still reading its payload (kept by torchlean.interop)
+EXPORTS: dict = {}
 _STATUS_ERRORS = {}
 
 
@@ -150,7 +152,12 @@ class Buffer:
         return Buffer(out[0], self.n)
 
     def release(self) -> int:
-        """Free the payload now; 1 the first time, 0 on any later call."""
+        """Free the payload now; 1 the first time, 0 on any later call. While a DLPack
+        consumer holds the payload (EXPORTS), only mark it released: the last consumer's
+        deleter frees it."""
+        if EXPORTS and self in EXPORTS:
+            was, self.live = self.live, False
+            return int(was)
         self.live = False
         return lib.tl_buf_release(self.handle)
 
