@@ -337,12 +337,15 @@ class Session:
             for r in node.cleanup:
                 r.release()
             node.cleanup = ()
-            if not node.parents or not node.owns_value or i in aliased or node.held:
-                continue
+            if not node.owns_value or i in aliased or node.held:
+                continue                 # parameter mirrors, views, memory lent or aliased
             if i in self.refs:
                 node.pinned = False      # no VJP needs it now: it dies with its last Tensor
-            else:
+            else:                        # an intermediate or an uploaded input nobody wraps
                 node.value.release()
+                g = self.grads.pop(i, None)
+                if g is not None:
+                    g.release()
 
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""
@@ -390,6 +393,9 @@ class Tensor:
             else:
                 refs.pop(nid, None)
                 s.tape.drop_value(nid)
+                g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
+                if g is not None:
+                    g.release()
         except Exception:  # interpreter shutdown: nothing left to free
             pass
 

@@ -197,11 +197,12 @@ class Tape(TapeOps):
         return len(nodes) - 1
 
     def drop_value(self, i: int) -> bool:
-        """Release node i's value now if nothing recorded needs it: an op result (not a leaf)
-        that no VJP saved and no view aliases. The Session calls this when the last Tensor on
-        the node goes away, so intermediates die as early as in PyTorch. True if released."""
+        """Release node i's value now if nothing recorded needs it: an op result that no VJP
+        saved and no view aliases (leaves stay pinned until a Session frees its graph). The
+        Session calls this when the last Tensor on the node goes away, so intermediates die as
+        early as in PyTorch. True if released."""
         node = self.nodes[i]
-        if node.pinned or not node.owns_value or not node.parents:
+        if node.pinned or not node.owns_value:
             return False
         node.value.release()
         return True
