@@ -106,3 +106,24 @@ def test_auto_without_a_cuda_library_is_silent(tmp_path):
     r = _run(code, TORCHLEAN_BACKEND="auto", TORCHLEAN_LIB_DIR=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() in ("stub", "cuda")
+
+
+_OMP_ENV = ("import ctypes, sys, torchlean\n"
+            "sys.stderr.flush()\n"
+            "ctypes.CDLL('libgomp.so.1').omp_display_env(0)\n")
+
+
+@pytest.mark.parametrize("user, expect", [(None, "PASSIVE"), ("active", "ACTIVE")])
+def test_openmp_waits_passively_unless_the_user_chose(user, expect):
+    """libgomp reads OMP_WAIT_POLICY when the stub loads it; omp_display_env shows what it got."""
+    env = {"TORCHLEAN_BACKEND": "stub"}
+    if user is not None:
+        env["OMP_WAIT_POLICY"] = user
+    saved = os.environ.pop("OMP_WAIT_POLICY", None)   # the parent's own setting must not leak in
+    try:
+        r = _run(_OMP_ENV, **env)
+    finally:
+        if saved is not None:
+            os.environ["OMP_WAIT_POLICY"] = saved
+    assert r.returncode == 0, r.stderr
+    assert f"OMP_WAIT_POLICY = '{expect}'" in r.stderr, r.stderr

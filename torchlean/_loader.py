@@ -19,6 +19,13 @@ from torchlean.errors import BackendError
 ffi = cffi.FFI()
 ffi.cdef(CDEF)
 
+# OpenMP workers of the stub wait passively (sleep) between parallel regions unless the user
+# chose a policy: spinning workers on a shared or oversubscribed machine steal the cores the
+# other threads need (the digits demo ran 100x slower next to one busy process). libgomp reads
+# the variable when it is first loaded, i.e. when the stub library is opened below; an OpenMP
+# runtime that some other module loaded earlier keeps its own setting.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 _PKG = Path(__file__).resolve().parent
 BACKENDS = ("stub", "cuda")
 
