@@ -182,7 +182,14 @@ class AnyBuffer:
     __slots__ = ("shape", "buf", "owns", "handle", "__weakref__")
 
     def __init__(self, shape, buf: Buffer, owns: bool = True):
-        self.shape = tuple(int(d) for d in shape)
+        shape = tuple(int(d) for d in shape)
+        if not isinstance(buf, Buffer):
+            raise TypeError(f"AnyBuffer: buf must be a Buffer, got {type(buf).__name__}")
+        if check_count("AnyBuffer", shape) != buf.n:
+            # a shape larger than the payload would let kernels read past its end
+            raise ValueError(f"AnyBuffer: shape {shape} has {math.prod(shape)} elements but the "
+                             f"buffer holds {buf.n}")
+        self.shape = shape
         self.buf = buf
         self.owns = owns
         self.handle = buf.handle

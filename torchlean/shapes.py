@@ -709,6 +709,7 @@ def mha_dm(x):
 
 
 def mha_hd(wq, num_heads):
+    _need_rank(wq, 2, 2, "Wq")
     return wq[1] // num_heads if num_heads > 0 else 0
 
 
