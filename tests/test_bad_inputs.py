@@ -27,14 +27,18 @@ class Worker:
         self.proc = None
 
     def _start(self):
-        env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
         self.proc = subprocess.Popen([sys.executable, str(HERE / "bad_inputs.py")],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env, bufsize=1)
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)
         line = self._read(120.0)
-        assert line == "ready", f"worker did not start: {line!r} {self._stderr()}"
+        if line != "ready":
+            err = self._stderr()
+            self._stop()
+            raise AssertionError(f"worker did not start: {line!r} {err}")
 
     def _stderr(self):
         try:

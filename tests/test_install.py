@@ -23,7 +23,9 @@ def test_build_py_ships_the_stub_and_the_built_package_imports(tmp_path):
             "print(tl._loader.LIB_PATH, t.value(t.relu(x)).to_numpy().tolist())\n")
     env["TORCHLEAN_BACKEND"] = "stub"
     r = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path),
-                       env=dict(env, PYTHONPATH=str(build)), capture_output=True, text=True,
+                       env=dict(env, PYTHONPATH=os.pathsep.join(
+                           [str(build)] + [p for p in [os.environ.get("PYTHONPATH")] if p])),
+                       capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
     path, values = r.stdout.split(" ", 1)

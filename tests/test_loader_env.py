@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _run(code, **env):
     e = {k: v for k, v in os.environ.items() if not k.startswith("TORCHLEAN_")}
     e.update(env)
-    e["PYTHONPATH"] = str(ROOT)
+    e["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     return subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), env=e,
                           capture_output=True, text=True, timeout=120)
 

@@ -73,14 +73,6 @@ def test_attention_with_nan_in_wq_is_nan(use_flash, masked):
                       use_flash=use_flash)
     assert np.isnan(y).all()
     t.release()
-    # a NaN in one value row reaches exactly the queries that may attend to it
-    Wq[1, 2] = 0.1
-    xv = x.copy()
-    xv[3, :] = nan
-    t, _, _, y = _fwd("multi_head_attention", Wq, Wk, Wv, Wo, xv, num_heads=2,
-                      mask=np.tril(np.ones((n, n), bool)), use_flash=use_flash)
-    assert np.isfinite(y[:3]).all() and np.isnan(y[3:]).all()
-    t.release()
 
 
 def _windows_max(x, k):
