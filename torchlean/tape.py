@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -239,14 +240,14 @@ class Tape(TapeOps):
                 self._node("backward", i)
         grads: dict[int, AnyBuffer] = {out_id: g0}
         nodes = self.nodes
-        lowest = out_id   # lowest node a gradient reached: nothing below it can get one, so
-        try:              # the walk costs the graph's size, not the tape's length
-            i = out_id + 1
-            while i > lowest:
-                i -= 1
-                g = grads.get(i)
-                if g is None:
-                    continue
+        # pending: the nodes holding a gradient not yet pushed to their parents, as a max-heap
+        # of ids (parents have lower ids, so the largest is always ready); the walk costs the
+        # graph's size, not the tape's length
+        pending = [-out_id]
+        try:
+            while pending:
+                i = -heappop(pending)
+                g = grads[i]
                 node = nodes[i]
                 if node.vjp is not None and node.requires_grad:
                     needs = [nodes[p].requires_grad for p in node.parents]
@@ -257,9 +258,9 @@ class Tape(TapeOps):
                         if not nodes[p].requires_grad:
                             c.release()
                             continue
+                        if p not in grads:
+                            heappush(pending, -p)
                         self._accumulate(grads, p, c, node)
-                        if p < lowest:
-                            lowest = p
                 if keep is not None and i not in keep:
                     grads.pop(i).release()
         except BaseException:
