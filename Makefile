@@ -24,8 +24,8 @@ NVCC_FLAGS ?= -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -
 PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
-.PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize-cuda bench bench-cuda bench-models \
-        demo install clean help symbols-check
+.PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
+        bench-models demo install clean help symbols-check
 
 all: stub                                  ## build the stub library (default)
 
@@ -98,6 +98,28 @@ test-fast: stub                            ## run the suite without the install 
 test-cuda: cuda stub                       ## the whole suite on the CUDA backend (GPU machine)
 	TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 $(PY) -m pytest -q -rfEs -p no:cacheprovider \
 	  $(PYTEST_ARGS) tests
+
+# ASan + UBSan: the stub built with the sanitizers into its own folder (the normal build is
+# untouched), loaded through TORCHLEAN_LIB_DIR with libasan preloaded into Python (it must come
+# first); leak detection is off (CPython keeps memory until exit by design).
+SAN_DIR    := build/sanitize
+SAN_LIB    := $(SAN_DIR)/libtorchlean_stub.so
+SAN_CFLAGS ?= -std=gnu11 -O1 -g -march=native -ffp-contract=off -fno-math-errno -fopenmp -fPIC \
+              -fvisibility=hidden -fno-omit-frame-pointer -fsanitize=address,undefined \
+              -fno-sanitize-recover=undefined -Wall
+SANITIZE_CPU_TESTS ?= tests
+SANITIZE_CPU_ARGS  ?= -n 2
+
+$(SAN_LIB): $(COMMON_SRC) $(STUB_SRC) $(HEADERS)
+	@mkdir -p $(SAN_DIR)
+	$(CC) $(SAN_CFLAGS) $(INCLUDES) -Inative/stub -shared -o $@ $(COMMON_SRC) $(STUB_SRC) -lm
+
+sanitize: $(SAN_LIB) stub                  ## the CPU suite on an ASan+UBSan build of the stub
+	TORCHLEAN_BACKEND=stub TORCHLEAN_LIB_DIR=$(SAN_DIR) \
+	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" \
+	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(PY) -m pytest -q -p no:cacheprovider $(SANITIZE_CPU_ARGS) $(PYTEST_ARGS) $(SANITIZE_CPU_TESTS)
 
 # memcheck is slow: by default a subset that still launches every kernel (registry cases) and
 # the runtime paths; tests that fault on purpose (sticky errors, OOM) are left out.

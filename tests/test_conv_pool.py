@@ -24,19 +24,29 @@ def _fwd(op, *xs, **attrs):
     return t, ids, out, y
 
 
-def test_pool_padding_over_half_kernel_is_empty():
-    _, _, _, y = _fwd("max_pool2d", _r(2, 5, 5), kernel_size=3, padding=2)
-    assert y.shape == (2, 0, 0)
-    _, _, _, y = _fwd("avg_pool", _r(1, 2, 6), kernel_size=(2,), padding=(2,))
-    assert y.shape == (1, 2, 0)
+def test_pool_padding_over_half_kernel_is_an_error():
+    """PyTorch: "pad should be at most half of effective kernel size"."""
+    with pytest.raises(ValueError, match=r"max_pool2d: padding \(2, 2\) must be at most half"):
+        _fwd("max_pool2d", _r(2, 5, 5), kernel_size=3, padding=2)
+    with pytest.raises(ValueError, match="avg_pool: padding"):
+        _fwd("avg_pool", _r(1, 2, 6), kernel_size=(2,), padding=(2,))
+    with pytest.raises(ValueError, match="kernel_size must be >= 1"):
+        _fwd("max_pool2d", _r(2, 5, 5), kernel_size=(0, 2))
 
 
-def test_empty_conv_output_and_its_backward():
-    t, ids, out, y = _fwd("conv2d", _r(2, 1, 4, 4), _r(2), _r(1, 3, 3))
-    assert y.shape == (2, 0, 0)
-    grads = t.backward(out, seed=np.zeros((2, 0, 0)))
-    assert np.all(grads[ids[0]].to_numpy() == 0) and np.all(grads[ids[2]].to_numpy() == 0)
-    t.release()
+def test_window_larger_than_padded_input_is_an_error():
+    """A window with no valid position raised in PyTorch but returned an empty tensor here."""
+    with pytest.raises(ValueError, match=r"conv2d: kernel size \(3, 3\) is larger than the padded "
+                                         r"input: axis 0 has 2 \+ 2\*0 = 2 < 3"):
+        _fwd("conv2d", _r(2, 1, 3, 3), _r(2), _r(1, 2, 4))
+    with pytest.raises(ValueError, match="conv: kernel size"):
+        _fwd("conv", _r(2, 1, 5), _r(2), _r(1, 1, 4))
+    for op, kw in (("max_pool2d", {}), ("avg_pool2d", {}), ("smooth_max_pool2d", {"beta": 1.0})):
+        with pytest.raises(ValueError, match=op + ": pooling window size"):
+            _fwd(op, _r(1, 2, 5), kernel_size=3, **kw)
+    # the padded input is exactly the window: one output position
+    _, _, _, y = _fwd("conv2d", _r(2, 1, 3, 3), _r(2), _r(1, 1, 1), padding=1)
+    assert y.shape == (2, 1, 1)
 
 
 def test_transpose_conv_saturates_to_empty():

@@ -25,13 +25,20 @@ __version__ = "0.1.0"
 
 def _parse_flag(name: str, alt: str | None = None) -> bool | None:
     v = _os.environ.get(name)
-    if (v is None or v == "") and alt:
-        v = _os.environ.get(alt)
+    if (v is None or v == "") and alt and _os.environ.get(alt) is not None:
+        name, v = alt, _os.environ.get(alt)   # errors name the variable that was read
     if v is None or v == "" or v == "0":
         return None if v is None else False
     if v == "1":
         return True
     raise ValueError(f"{name} must be unset, empty, 0 or 1, got {v!r}")
+
+
+def _check_byte_count(name: str) -> None:
+    """A byte count variable holds plain decimal digits; junk is an error, not "no cap"."""
+    v = _os.environ.get(name)
+    if v is not None and v != "" and not (v.isascii() and v.isdigit() and int(v) < 2**63):
+        raise ValueError(f"{name} must be a decimal number of bytes (0 = no cap), got {v!r}")
 
 
 def backend() -> str:
@@ -95,6 +102,7 @@ if _det is not None:
 _exact = _parse_flag("TORCHLEAN_EXACT")   # after the deterministic flag: exact turns it on
 if _exact is not None:
     set_exact(_exact)
+_check_byte_count("TORCHLEAN_CUDA_CACHE_CAP_BYTES")
 _tf32 = _parse_flag("TORCHLEAN_ALLOW_TF32")
 if _tf32 is not None:
     _lib.tl_set_allow_tf32(1 if _tf32 else 0)

@@ -8,6 +8,7 @@ ABI-mode cffi would otherwise turn into a crash.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import cffi
@@ -18,6 +19,13 @@ from torchlean.errors import BackendError
 ffi = cffi.FFI()
 ffi.cdef(CDEF)
 
+# OpenMP workers of the stub wait passively (sleep) between parallel regions unless the user
+# chose a policy: spinning workers on a shared or oversubscribed machine steal the cores the
+# other threads need (the digits demo ran 100x slower next to one busy process). libgomp reads
+# the variable when it is first loaded, i.e. when the stub library is opened below; an OpenMP
+# runtime that some other module loaded earlier keeps its own setting.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 _PKG = Path(__file__).resolve().parent
 BACKENDS = ("stub", "cuda")
 
@@ -27,6 +35,9 @@ def search_dirs() -> list[Path]:
     dirs = []
     env = os.environ.get("TORCHLEAN_LIB_DIR")
     if env:
+        if not Path(env).is_dir():
+            raise BackendError(f"TORCHLEAN_LIB_DIR={env!r} is not a directory (unset it, or "
+                               "point it at the folder holding libtorchlean_*.so)")
         dirs.append(Path(env))
     dirs += [_PKG / "lib", _PKG.parent / "build"]
     return dirs
@@ -38,6 +49,14 @@ def _find(name: str) -> tuple[Path | None, list[Path]]:
         if p.is_file():
             return p, tried
     return None, tried
+
+
+def _unusable(msg: str) -> BackendError:
+    """The library file exists but cannot be used (does not load, is not a torchlean library,
+    or was built from another registry): under `auto` this is worth a warning."""
+    e = BackendError(msg)
+    e.unusable = True
+    return e
 
 
 def open_backend(name: str):
@@ -52,11 +71,14 @@ def open_backend(name: str):
     try:
         lib = ffi.dlopen(str(path))
     except OSError as e:
-        raise BackendError(f"cannot load {path}: {e}") from None
-    abi = lib.tl_abi_version()
-    got_hash = ffi.string(lib.tl_registry_hash()).decode()
+        raise _unusable(f"cannot load {path}: {e}") from None
+    try:
+        abi = lib.tl_abi_version()
+        got_hash = ffi.string(lib.tl_registry_hash()).decode()
+    except AttributeError as e:   # cffi resolves symbols lazily: a foreign library lacks ours
+        raise _unusable(f"{path} is not a torchlean library ({e})") from None
     if abi != ABI_VERSION or got_hash != REGISTRY_HASH:
-        raise BackendError(
+        raise _unusable(
             f"{path} was built from another registry (library ABI {abi}, hash {got_hash}; "
             f"Python side ABI {ABI_VERSION}, hash {REGISTRY_HASH}); rebuild with `make`")
     if name == "cuda":
@@ -73,8 +95,13 @@ def _choose():
     if want == "auto":
         try:
             return ("cuda",) + open_backend("cuda")
-        except BackendError:
-            return ("stub",) + open_backend("stub")
+        except BackendError as e:
+            # not built, or no device: the stub is the normal choice; a present but broken
+            # CUDA build is worth saying
+            if getattr(e, "unusable", False):
+                warnings.warn(f"torchlean: falling back to the stub backend because the CUDA "
+                              f"library is unusable: {e}", RuntimeWarning, stacklevel=2)
+        return ("stub",) + open_backend("stub")
     if want not in BACKENDS:
         raise BackendError(f"TORCHLEAN_BACKEND={want!r}; expected stub, cuda or auto")
     return (want,) + open_backend(want)

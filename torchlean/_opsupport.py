@@ -191,8 +191,14 @@ def attr(op: str, name: str, value, kind: str, check):
                 raise TypeError
             else:
                 v = operator.index(value)
-        elif kind == "bool":
-            v = bool(value)
+        elif kind == "bool":   # True/False (or 0/1), never the truth of a string or None
+            if value.__class__ is bool:
+                v = value
+            elif isinstance(value, np.bool_) or (isinstance(value, numbers.Integral)
+                                                 and value in (0, 1)):
+                v = bool(value)
+            else:
+                raise TypeError
         elif kind == "key":
             v = operator.index(value)
             if not 0 <= v < 2**64:
@@ -228,7 +234,7 @@ def attr(op: str, name: str, value, kind: str, check):
         else:  # pragma: no cover - the registry validates kinds
             raise TypeError
     except TypeError:
-        want = {"float": "a real number", "int": "an int", "index": "an int or integer array",
+        want = {"bool": "True or False", "float": "a real number", "int": "an int", "index": "an int or integer array",
                 "mask": "a boolean NumPy array or None", "shape": "a tuple of ints",
                 "ints": "an int or tuple of ints", "key": "a non-negative int"}.get(kind, kind)
         raise TypeError(f"{op}: {name} must be {want}, got {type(value).__name__} "

@@ -14,6 +14,8 @@ import numpy as np
 from torchlean._loader import ffi, lib, last_error
 
 MAX_ELEMENTS = 2**32 - 1
+# Buffer -> number of DLPack consumers still reading its payload (kept by torchlean.interop)
+EXPORTS: dict = {}
 _STATUS_ERRORS = {}
 
 
@@ -150,7 +152,12 @@ class Buffer:
         return Buffer(out[0], self.n)
 
     def release(self) -> int:
-        """Free the payload now; 1 the first time, 0 on any later call."""
+        """Free the payload now; 1 the first time, 0 on any later call. While a DLPack
+        consumer holds the payload (EXPORTS), only mark it released: the last consumer's
+        deleter frees it."""
+        if EXPORTS and self in EXPORTS:
+            was, self.live = self.live, False
+            return int(was)
         self.live = False
         return lib.tl_buf_release(self.handle)
 
@@ -175,7 +182,14 @@ class AnyBuffer:
     __slots__ = ("shape", "buf", "owns", "handle", "__weakref__")
 
     def __init__(self, shape, buf: Buffer, owns: bool = True):
-        self.shape = tuple(int(d) for d in shape)
+        shape = tuple(int(d) for d in shape)
+        if not isinstance(buf, Buffer):
+            raise TypeError(f"AnyBuffer: buf must be a Buffer, got {type(buf).__name__}")
+        if check_count("AnyBuffer", shape) != buf.n:
+            # a shape larger than the payload would let kernels read past its end
+            raise ValueError(f"AnyBuffer: shape {shape} has {math.prod(shape)} elements but the "
+                             f"buffer holds {buf.n}")
+        self.shape = shape
         self.buf = buf
         self.owns = owns
         self.handle = buf.handle

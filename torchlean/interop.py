@@ -1,6 +1,12 @@
 """NumPy and DLPack interop. DLPack capsules are built with ctypes around the native buffer's
 data pointer (tl_buf_data_ptr) and imported with tl_buf_wrap, so both directions are zero-copy.
-An exported tensor stays valid while its buffer lives (a tape value: until Session.step())."""
+
+Lifetimes: an export pins its Buffer (buffer.EXPORTS) until the consumer's deleter runs, so a
+Session.step() or release() in between only marks the buffer released and the payload is freed
+when the last consumer lets go. An import keeps the producer's capsule and object alive and
+calls the producer's deleter when the wrapping Buffer dies. Both the legacy "dltensor" capsule
+and the versioned one ("dltensor_versioned", DLPack >= 1.0, chosen through `max_version`) work.
+"""
 from __future__ import annotations
 
 import ctypes
@@ -10,9 +16,11 @@ import numpy as np
 
 from torchlean import _loader
 from torchlean._loader import ffi, lib
-from torchlean.buffer import AnyBuffer, Buffer, raise_status
+from torchlean.buffer import EXPORTS, AnyBuffer, Buffer, raise_status
 
 kDLCPU, kDLCUDA = 1, 2
+DLPACK_VERSION = (1, 0)              # what our versioned capsules declare
+FLAG_READ_ONLY, FLAG_IS_COPIED = 1, 2
 
 
 class DLDevice(ctypes.Structure):
@@ -33,9 +41,21 @@ class DLManagedTensor(ctypes.Structure):
     pass
 
 
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
 _Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
                             ("deleter", _Deleter)]
+_DeleterV = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
+                                     ("deleter", _DeleterV), ("flags", ctypes.c_uint64),
+                                     ("dl_tensor", DLTensor)]
 
 _api = ctypes.pythonapi
 _api.PyCapsule_New.restype = ctypes.py_object
@@ -52,12 +72,33 @@ _IsValidRaw = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
 _GetPointerRaw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", _api))
 
-_live: dict[int, tuple] = {}   # address of DLManagedTensor -> objects kept alive for the consumer
+_live: dict[int, tuple] = {}   # address of the managed tensor -> (struct, shape, AnyBuffer)
+
+
+def _unpin(addr: int) -> None:
+    """The consumer let go of export `addr`: drop our references and, when this was the last
+    export of a buffer already released by its owner, free the payload now."""
+    entry = _live.pop(addr, None)
+    if entry is None:
+        return
+    b = entry[2].buf
+    left = EXPORTS[b] - 1
+    if left:
+        EXPORTS[b] = left
+        return
+    del EXPORTS[b]
+    if not b.live:
+        lib.tl_buf_release(b.handle)
 
 
 @_Deleter
 def _deleter(mt):
-    _live.pop(ctypes.addressof(mt.contents), None)
+    _unpin(ctypes.addressof(mt.contents))
+
+
+@_DeleterV
+def _deleter_versioned(mt):
+    _unpin(ctypes.addressof(mt.contents))
 
 
 _CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -66,20 +107,23 @@ _CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 @_CapsuleDestructor
 def _capsule_destructor(cap_ptr):
     # the capsule is being destroyed: touch it only through raw pointers
-    if _IsValidRaw(cap_ptr, b"dltensor"):   # never consumed: we free it
-        _live.pop(_GetPointerRaw(cap_ptr, b"dltensor"), None)
+    for name in (b"dltensor", b"dltensor_versioned"):
+        if _IsValidRaw(cap_ptr, name):   # never consumed: we free it
+            _unpin(_GetPointerRaw(cap_ptr, name))
 
 
 def device() -> tuple:
     return (kDLCUDA, 0) if _loader.BACKEND == "cuda" else (kDLCPU, 0)
 
 
-def to_dlpack(buf: AnyBuffer):
-    """A 'dltensor' capsule viewing buf's native memory (no copy)."""
+def to_dlpack(buf: AnyBuffer, versioned: bool = False, copied: bool = False):
+    """A capsule viewing buf's native memory (no copy): 'dltensor', or 'dltensor_versioned'
+    (DLPack 1.0) when `versioned`. The buffer stays allocated until the consumer's deleter runs,
+    even if its owner releases it first."""
     ptr = buf.buf.data_ptr()
     nd = len(buf.shape)
     shape = (ctypes.c_int64 * max(nd, 1))(*buf.shape)
-    mt = DLManagedTensor()
+    mt = DLManagedTensorVersioned() if versioned else DLManagedTensor()
     dt = mt.dl_tensor
     dt.data = ptr
     dt.device = DLDevice(*device())
@@ -88,22 +132,53 @@ def to_dlpack(buf: AnyBuffer):
     dt.shape = shape
     dt.strides = None
     dt.byte_offset = 0
-    mt.deleter = _deleter
+    if versioned:
+        mt.version = DLPackVersion(*DLPACK_VERSION)
+        mt.flags = FLAG_IS_COPIED if copied else 0
+        mt.deleter = _deleter_versioned
+    else:
+        mt.deleter = _deleter
     addr = ctypes.addressof(mt)
     _live[addr] = (mt, shape, buf)
-    return _api.PyCapsule_New(addr, b"dltensor", ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+    EXPORTS[buf.buf] = EXPORTS.get(buf.buf, 0) + 1
+    name = b"dltensor_versioned" if versioned else b"dltensor"
+    return _api.PyCapsule_New(addr, name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+
+
+def _producer_capsule(obj):
+    """obj's capsule, asking for a versioned one (older producers take no max_version)."""
+    if not hasattr(obj, "__dlpack__"):
+        return obj
+    try:
+        return obj.__dlpack__(max_version=DLPACK_VERSION)
+    except TypeError:
+        return obj.__dlpack__()
 
 
 def from_dlpack(obj) -> "AnyBuffer":
-    """Wrap a float32, C-contiguous DLPack producer's memory (no copy) as an AnyBuffer."""
+    """Wrap a float32, C-contiguous DLPack producer's memory (no copy) as an AnyBuffer; a
+    read-only versioned export is copied instead (torchlean buffers are writable)."""
     if hasattr(obj, "__dlpack_device__"):
         dev = obj.__dlpack_device__()
         if int(dev[0]) != device()[0]:
             raise ValueError(f"from_dlpack: producer is on device type {dev[0]}, backend "
                              f"{_loader.BACKEND} needs {device()[0]}")
-    cap = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
-    p = _api.PyCapsule_GetPointer(cap, b"dltensor")
-    mt = ctypes.cast(p, ctypes.POINTER(DLManagedTensor)).contents
+    cap = _producer_capsule(obj)
+    if _api.PyCapsule_IsValid(cap, b"dltensor_versioned"):
+        name, used = b"dltensor_versioned", b"used_dltensor_versioned"
+        p = _api.PyCapsule_GetPointer(cap, name)
+        mt = ctypes.cast(p, ctypes.POINTER(DLManagedTensorVersioned)).contents
+        if mt.version.major != DLPACK_VERSION[0]:
+            raise BufferError(f"from_dlpack: DLPack version {mt.version.major}."
+                              f"{mt.version.minor} is not supported (need {DLPACK_VERSION[0]}.x)")
+        read_only = bool(mt.flags & FLAG_READ_ONLY)
+    elif _api.PyCapsule_IsValid(cap, b"dltensor"):
+        name, used, read_only = b"dltensor", b"used_dltensor", False
+        p = _api.PyCapsule_GetPointer(cap, name)
+        mt = ctypes.cast(p, ctypes.POINTER(DLManagedTensor)).contents
+    else:
+        raise TypeError(f"from_dlpack: expected a DLPack producer or an unused 'dltensor' / "
+                        f"'dltensor_versioned' capsule, got {type(obj).__name__}")
     dt = mt.dl_tensor
     shape = tuple(dt.shape[i] for i in range(dt.ndim))
     if (dt.dtype.code, dt.dtype.bits, dt.dtype.lanes) != (2, 32, 1):
@@ -123,12 +198,14 @@ def from_dlpack(obj) -> "AnyBuffer":
     st = lib.tl_buf_wrap(int(dt.data or 0) + int(dt.byte_offset), n, out)
     if st:
         raise_status("from_dlpack", st)
-    _api.PyCapsule_SetName(cap, b"used_dltensor")
+    _api.PyCapsule_SetName(cap, used)
     b = Buffer(out[0], n)
     deleter = mt.deleter
     mt_ptr = ctypes.pointer(mt)
-    keep = (cap, obj)
+    keep = (cap, obj)   # the producer's memory lives while these do
     weakref.finalize(b, lambda: (deleter(mt_ptr) if deleter else None, keep))
+    if read_only:
+        return AnyBuffer(shape, b.copy())   # the wrapper dies here: the producer is released
     return AnyBuffer(shape, b)
 
 
@@ -149,9 +226,10 @@ def _tensor_dlpack(self, stream=None, max_version=None, dl_device=None, copy=Non
     if dl_device is not None and tuple(int(v) for v in dl_device) != device():
         raise BufferError(f"__dlpack__: the tensor lives on DLPack device {device()}, not "
                           f"{tuple(dl_device)}; use .numpy() for a host copy")
+    versioned = max_version is not None and int(max_version[0]) >= DLPACK_VERSION[0]
     if copy:
-        return to_dlpack(self.value.copy())
-    return to_dlpack(self.value)
+        return to_dlpack(self._node().value.copy(), versioned=versioned, copied=True)
+    return to_dlpack(self.value, versioned=versioned)
 
 
 def _tensor_dlpack_device(self):

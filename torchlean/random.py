@@ -10,6 +10,7 @@ backend, thread count or CUDA grid, and a key is derived from (seed, counter) wi
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -30,19 +31,25 @@ def key_of(seed: int, counter: int) -> int:
 
 
 _stream = {"seed": 0, "counter": 0}
+_stream_lock = threading.Lock()   # threads drawing keys at once each get a distinct counter value
 
 
 def manual_seed(seed: int) -> None:
-    """Seed every session-level draw and initialiser; resets the per-call counter."""
-    _stream["seed"] = int(seed) & _M64
-    _stream["counter"] = 0
+    """Seed the process-wide key stream: every Session draw (rand_uniform, bernoulli_mask,
+    dropout) and every nn.init initialiser, in all threads; resets the per-call counter. NumPy's
+    and Python's generators are not touched."""
+    with _stream_lock:
+        _stream["seed"] = int(seed) & _M64
+        _stream["counter"] = 0
 
 
 def next_key() -> int:
     """The key of the next session-level draw: key_of(seed, counter); the counter advances."""
-    k = key_of(_stream["seed"], _stream["counter"])
-    _stream["counter"] += 1
-    return k
+    with _stream_lock:
+        c = _stream["counter"]
+        _stream["counter"] = c + 1
+        seed = _stream["seed"]
+    return key_of(seed, c)
 
 
 def get_rng_state() -> np.ndarray:
@@ -58,7 +65,8 @@ def set_rng_state(state) -> None:
                          f"get_rng_state() returns, got {a.dtype} array of shape {a.shape}")
     if a.dtype.kind == "i" and (a < 0).any():
         raise ValueError(f"set_rng_state: seed and counter must be >= 0, got {a.tolist()}")
-    _stream["seed"], _stream["counter"] = int(a[0]) & _M64, int(a[1])
+    with _stream_lock:
+        _stream["seed"], _stream["counter"] = int(a[0]) & _M64, int(a[1])
 
 
 def _draws(key: int, start: int, count: int, step: int = 1) -> np.ndarray:

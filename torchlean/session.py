@@ -8,6 +8,7 @@ stale flag: training updates the mirror, reading `.data` synchronises once.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from torchlean import composite as _composite
 
 # the registry's tape ops: the only names Tensor.__getattr__ forwards as methods
 _TAPE_OPS = frozenset(n for n in vars(TapeOps) if not n.startswith("_"))
+_get_ident = threading.get_ident
 
 
 class Parameter:
@@ -123,10 +125,23 @@ def _binop_fallback(tape, name, a, b):
     return getattr(tape, name)(a, b)
 
 
+def _graph_freed(grad, needs, saved):
+    raise RuntimeError("backward: this part of the graph was already differentiated and its "
+                       "saved values freed by an earlier backward(); pass retain_graph=True to "
+                       "the first backward() to differentiate it again")
+
+
 class Session:
-    """One tape, the parameter table (leaf id -> Parameter) and an integer environment."""
+    """One tape, the parameter table (leaf id -> Parameter) and an integer environment.
+
+    A Session belongs to the thread that created it: using it (or its Tensors) from another
+    thread raises RuntimeError, since a tape mutated by two threads at once would free buffers
+    under a running kernel. Each thread makes its own Session (default_session() is per thread).
+    """
 
     def __init__(self):
+        self.owner = _get_ident()
+        self.owner_name = threading.current_thread().name
         self.tape = Tape()
         self.gen = 0
         self.param_leaf: dict[int, int] = {}     # id(Parameter) -> node id in this step
@@ -135,19 +150,36 @@ class Session:
         self.nats: list[int] = []
         self.refs: dict[int, int] = {}           # node id -> live Tensor wrappers (this step)
 
+    def check_thread(self) -> None:
+        if _get_ident() != self.owner:
+            raise RuntimeError(
+                f"Session {id(self):#x} belongs to thread {self.owner_name!r} (id {self.owner}) "
+                f"and was used from thread {threading.current_thread().name!r} (id {_get_ident()}); "
+                "a Session and its Tensors are not shared between threads: create one Session "
+                "per thread")
+
     # ---------------------------------------------------------------- recording
     def _wrap(self, nid: int) -> "Tensor":
         return Tensor(self, nid, self.gen)
 
     def tensor(self, value, requires_grad: bool = False) -> "Tensor":
+        self.check_thread()
         return self._wrap(self.tape.leaf(np.asarray(value, dtype=np.float32), requires_grad=requires_grad))
 
     def use(self, p: Parameter) -> "Tensor":
         """Record a parameter's device mirror as a borrowed leaf (once per step)."""
+        self.check_thread()
         nid = self.param_leaf.get(id(p))
+        req = p.requires_grad and is_grad_enabled()
+        if nid is not None:
+            # without step() a leaf is reused; it is stale once the mirror was replaced (an
+            # optimizer, set(), load_state_dict) or the grad mode differs from its recording
+            node = self.tape.nodes[nid]
+            if node.value is not p.mirror() or node.requires_grad != req:
+                nid = None
         if nid is None:
             nid = self.tape.leaf(p.mirror(), name=p.name,
-                                 requires_grad=p.requires_grad and is_grad_enabled())
+                                 requires_grad=req)
             self.param_leaf[id(p)] = nid
             self.params_by_leaf[nid] = p
         return self._wrap(nid)
@@ -163,6 +195,7 @@ class Session:
         return self.tensor(x)
 
     def op(self, name: str, *xs, **attrs) -> "Tensor":
+        self.check_thread()
         fn = getattr(self.tape, name, None)
         if fn is None:
             raise AttributeError(f"{name}: no such tape op in this build's registry (ops.yaml)")
@@ -204,8 +237,15 @@ class Session:
         return x * self.bernoulli_mask(x.shape, keep) * (1.0 / keep)
 
     # ---------------------------------------------------------------- backward / lifetime
-    def backward(self, t: "Tensor", seed=None) -> None:
-        wrt = [i for i, n in enumerate(self.tape.nodes) if n.parents == () and n.requires_grad]
+    def backward(self, t: "Tensor", seed=None, retain_graph: bool = False) -> None:
+        """Accumulate gradients of t into the leaves that require one (parameters: .grad).
+
+        Then, as PyTorch frees its graph, the graph's saved values and the intermediates no
+        Tensor refers to are released (unless retain_graph), so a loop that never calls step()
+        keeps its memory flat; differentiating the freed graph again raises."""
+        self.check_thread()
+        t._check()
+        graph, wrt = self._graph(t.id)
         if not wrt:
             raise RuntimeError("backward: no leaf requires a gradient")
 
@@ -236,9 +276,63 @@ class Session:
             self.grads[i] = g
         for h in list(_backward_end_hooks):
             h()
+        if not retain_graph:
+            self._free_graph(graph)
+
+    def _graph(self, out: int):
+        """Nodes a gradient can reach from `out` (through nodes requiring one) and, of them, the
+        leaves requiring a gradient; the walk costs the graph's size, not the tape's length."""
+        nodes = self.tape.nodes
+        seen, stack, leaves = set(), [out], []
+        while stack:
+            i = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            node = nodes[i]
+            if not node.requires_grad:
+                continue
+            if node.parents:
+                stack.extend(node.parents)
+            else:
+                leaves.append(i)
+        return seen, sorted(leaves)
+
+    def _free_graph(self, graph) -> None:
+        """Drop the residuals of every node in `graph` and the values of intermediates that no
+        Tensor wraps, no live view aliases and nobody was handed (Tensor.value)."""
+        nodes = self.tape.nodes
+        aliased = set()
+        for i in self.refs:          # a live view keeps the memory it aliases
+            stack = [i]
+            while stack:
+                n = nodes[stack.pop()]
+                if not n.owns_value:
+                    for p in n.parents:
+                        if p not in aliased:
+                            aliased.add(p)
+                            stack.append(p)
+        for i in graph:
+            node = nodes[i]
+            if node.vjp is not None:
+                node.vjp = _graph_freed
+            node.saved = {}
+            for r in node.cleanup:
+                r.release()
+            node.cleanup = ()
+            if not node.owns_value or i in aliased or node.held:
+                continue                 # parameter mirrors, views, memory lent or aliased
+            if i in self.refs:
+                node.pinned = False      # no VJP needs it now: it dies with its last Tensor
+            else:                        # an intermediate or an uploaded input nobody wraps
+                node.value.release()
+                g = self.grads.pop(i, None)
+                if g is not None:
+                    g.release()
 
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""
+        self.check_thread()
         self.tape.release()
         for g in self.grads.values():
             g.release()
@@ -273,7 +367,7 @@ class Tensor:
         # VJP or a view still needs it (Tape.drop_value decides)
         try:
             s = self.session
-            if self.gen != s.gen:
+            if self.gen != s.gen or _get_ident() != s.owner:
                 return
             refs, nid = s.refs, self.id
             c = refs.get(nid, 0) - 1
@@ -282,11 +376,17 @@ class Tensor:
             else:
                 refs.pop(nid, None)
                 s.tape.drop_value(nid)
+                g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
+                if g is not None:
+                    g.release()
         except Exception:  # interpreter shutdown: nothing left to free
             pass
 
     def _check(self):
-        if self.gen != self.session.gen:
+        s = self.session
+        if _get_ident() != s.owner:
+            s.check_thread()
+        if self.gen != s.gen:
             raise ValueError(f"tensor (node {self.id}) belongs to a step that was released by "
                              "Session.step()")
 
@@ -299,7 +399,7 @@ class Tensor:
         # whoever holds the buffer may outlive this Tensor (detach, DLPack, user code): the
         # node's memory must then stay until Session.step(), not die with the last Tensor
         node = self._node()
-        node.pinned = True
+        node.pinned = node.held = True
         return node.value
 
     @property
@@ -315,10 +415,48 @@ class Tensor:
         return self._node().requires_grad
 
     def numpy(self) -> np.ndarray:
-        return self.value.to_numpy()
+        return self._node().value.to_numpy()   # a host copy: the node need not stay alive
 
     def item(self) -> float:
-        return float(self.numpy().reshape(-1)[0])
+        v = self._node().value
+        if v.numel != 1:
+            raise ValueError(f"item: a Tensor with {v.numel} elements (shape {v.shape}) cannot "
+                             "be converted to a Python scalar; item() needs exactly one element")
+        return float(v.to_numpy().reshape(-1)[0])
+
+    def __bool__(self) -> bool:
+        v = self._node().value
+        if v.numel != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous "
+                               f"(shape {v.shape})")
+        return bool(v.to_numpy().reshape(-1)[0])
+
+    def _compare(self, o, fn):
+        """Elementwise comparison as in PyTorch: a 0/1 float32 Tensor, broadcast, no gradient.
+        Computed on the host from the downloaded values."""
+        if isinstance(o, (Tensor, Parameter)):
+            b = np.asarray(o.numpy() if isinstance(o, Tensor) else o.data)
+        elif isinstance(o, (int, float, bool, np.ndarray, np.number, list, tuple)):
+            b = np.asarray(o)
+            if b.dtype.kind not in "biuf":
+                return NotImplemented
+        else:
+            return NotImplemented
+        a = self.numpy()
+        try:
+            r = fn(a, b)
+        except ValueError:
+            raise ValueError(f"comparison: shapes {a.shape} and {b.shape} do not "
+                             "broadcast") from None
+        return self.session.tensor(r.astype(np.float32))
+
+    def __eq__(self, o):
+        return self._compare(o, np.equal)
+
+    def __ne__(self, o):
+        return self._compare(o, np.not_equal)
+
+    __hash__ = object.__hash__   # identity, so Tensors stay usable as dict keys
 
     def __array__(self, dtype=None, copy=None):
         from torchlean import _loader
@@ -327,8 +465,8 @@ class Tensor:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
-    def backward(self, seed=None):
-        self.session.backward(self, seed)
+    def backward(self, seed=None, retain_graph: bool = False):
+        self.session.backward(self, seed, retain_graph=retain_graph)
 
     @property
     def grad(self):
@@ -351,7 +489,8 @@ class Tensor:
     def _binary(self, name, o):
         # fast path: both operands live tensors of this session's current step
         s = self.session
-        if o.__class__ is Tensor and o.session is s and self.gen == s.gen == o.gen:
+        if (o.__class__ is Tensor and o.session is s and self.gen == s.gen == o.gen
+                and _get_ident() == s.owner):
             return Tensor(s, getattr(s.tape, name)(self.id, o.id), s.gen)
         if (name == "mul" and isinstance(o, (int, float, np.integer, np.floating))
                 and not isinstance(o, bool) and math.isfinite(o)):
@@ -503,13 +642,15 @@ class Tensor:
         return f"tensor({body}, shape={tuple(values.shape)}{grad})"
 
 
-_default = [None]
+_default = threading.local()
 
 
 def default_session() -> Session:
-    if _default[0] is None:
-        _default[0] = Session()
-    return _default[0]
+    """This thread's default Session (created on first use; Sessions are per thread)."""
+    s = getattr(_default, "session", None)
+    if s is None:
+        s = _default.session = Session()
+    return s
 
 
 def tensor(value, requires_grad: bool = False, session: Session | None = None) -> Tensor:

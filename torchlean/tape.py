@@ -8,6 +8,10 @@ summed back to its parent's shape), dense and sparse backward, and release.
 """
 from __future__ import annotations
 
+import functools
+import threading
+from heapq import heappop, heappush
+
 import numpy as np
 
 from torchlean._generated import ops as _ops
@@ -19,7 +23,7 @@ class Node:
     """One recorded step: its value, parents, and what its VJP needs."""
 
     __slots__ = ("name", "value", "requires_grad", "parents", "vjp", "saved", "cleanup",
-                 "owns_value", "broadcast", "pinned")
+                 "owns_value", "broadcast", "pinned", "held")
 
     def __init__(self, name, value, requires_grad, parents=(), vjp=None, saved=None,
                  cleanup=(), owns_value=True, broadcast=False):
@@ -33,25 +37,51 @@ class Node:
         self.owns_value = owns_value        # False for borrowed leaves and views
         self.broadcast = broadcast          # parents may need sum_to on their gradients
         self.pinned = True                  # value needed later (see Tape.drop_value)
+        self.held = False                   # value handed out (Tensor.value): never dropped early
 
 
 _new_node = Node.__new__
-_grad_enabled = [True]
+
+
+class _GradMode(threading.local):
+    """Per-thread grad mode, as in PyTorch: one thread's no_grad() never strips another's graph.
+    `stack` holds the modes saved by the open no_grad blocks of this thread."""
+    enabled = True
+
+    def __init__(self):
+        self.stack = []
+
+
+_grad_mode = _GradMode()
 
 
 class no_grad:
-    """Context manager: ops record no gradient information inside it (values only)."""
+    """Ops record no gradient information inside it (values only), in this thread only.
+
+    A context manager (blocks nest, and one instance may be entered again or from several
+    threads: the saved modes live on a per-thread stack) and a decorator:
+    `@torchlean.no_grad()` runs the function with gradients off."""
 
     def __enter__(self):
-        self._prev = _grad_enabled[0]
-        _grad_enabled[0] = False
+        _grad_mode.stack.append(_grad_mode.enabled)
+        _grad_mode.enabled = False
+        return self
 
     def __exit__(self, *exc):
-        _grad_enabled[0] = self._prev
+        _grad_mode.enabled = _grad_mode.stack.pop()
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def without_grad(*args, **kwargs):
+            with no_grad():
+                return fn(*args, **kwargs)
+        return without_grad
 
 
 def is_grad_enabled() -> bool:
-    return _grad_enabled[0]
+    """Whether ops record gradients in the calling thread."""
+    return _grad_mode.enabled
 
 
 class Tape(TapeOps):
@@ -59,6 +89,8 @@ class Tape(TapeOps):
 
     def __init__(self):
         self.nodes: list[Node] = []
+        self.grad_leaves: list[int] = []   # leaves recorded with requires_grad, in order
+        self.released = False
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -75,16 +107,24 @@ class Tape(TapeOps):
             val, owns = AnyBuffer.from_numpy(value), True
         else:
             raise TypeError(f"leaf: value must be a NumPy array or AnyBuffer, got {type(value).__name__}")
+        self._check_open("leaf")
         self.nodes.append(Node(name, val, bool(requires_grad), owns_value=owns))
-        return len(self.nodes) - 1
+        i = len(self.nodes) - 1
+        if requires_grad:
+            self.grad_leaves.append(i)
+        return i
 
     def value(self, i: int) -> AnyBuffer:
         """The value of node i (owned by the tape: copy it to keep it past release())."""
         return self._node("value", i).value
 
+    def _check_open(self, op: str) -> None:
+        if self.released:
+            raise ValueError(f"{op}: this tape was released (Tape.release()); record on a new Tape")
+
     def _node(self, op: str, i) -> Node:
-        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
-            raise TypeError(f"{op}: node ids are ints, got {type(i).__name__}")
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"{op}: node ids are ints, got {type(i).__name__} {i!r}")
         if not 0 <= i < len(self.nodes):
             raise ValueError(f"{op}: node id {i} is not on this tape (it has {len(self.nodes)} nodes)")
         return self.nodes[i]
@@ -93,7 +133,7 @@ class Tape(TapeOps):
         """The live value of node i; anything else (not an int, off the tape, negative,
         released) goes to _input_error for the message."""
         try:
-            if i >= 0:
+            if i.__class__ is int and i >= 0:   # not a bool: True is no node id
                 v = self.nodes[i].value
                 if v.buf.live:
                     return v
@@ -102,6 +142,7 @@ class Tape(TapeOps):
         return self._input_error(op, i)
 
     def _input_error(self, op: str, i) -> AnyBuffer:
+        self._check_open(op)
         v = self._node(op, i).value  # raises for a bad id
         if not v.buf.live:
             raise ValueError(f"{op}: node {i} (shape {v.shape}) was released")
@@ -115,7 +156,7 @@ class Tape(TapeOps):
         once per recorded op, so it fills the Node's slots directly (no __init__ frame)."""
         nodes = self.nodes
         req = False
-        if vjp is not None and _grad_enabled[0]:
+        if vjp is not None and _grad_mode.enabled:
             for p in parents:
                 if nodes[p].requires_grad:
                     req = True
@@ -126,13 +167,22 @@ class Tape(TapeOps):
         node.requires_grad = req
         node.parents = parents
         node.vjp = vjp if req else None
-        node.saved = saved if req else {}  # keep nothing alive for a node that never runs its VJP
+        if req:
+            # index and mask arrays are snapshots: mutating the caller's array after the
+            # forward must not change the gradient
+            for k, v in saved.items():
+                if v.__class__ is np.ndarray or v.__class__ is list:
+                    saved[k] = np.array(v, copy=True)
+            node.saved = saved
+        else:
+            node.saved = {}  # keep nothing alive for a node that never runs its VJP
         node.cleanup = ()
         node.owns_value = out.owns
         node.broadcast = broadcast
         # Pin what a VJP will read (saved inputs, a saved output) and the parents of a view (it
         # aliases their memory); an unpinned value may be dropped early by drop_value.
         node.pinned = False
+        node.held = False
         if req:
             for v in saved.values():
                 if v is out:
@@ -148,11 +198,12 @@ class Tape(TapeOps):
         return len(nodes) - 1
 
     def drop_value(self, i: int) -> bool:
-        """Release node i's value now if nothing recorded needs it: an op result (not a leaf)
-        that no VJP saved and no view aliases. The Session calls this when the last Tensor on
-        the node goes away, so intermediates die as early as in PyTorch. True if released."""
+        """Release node i's value now if nothing recorded needs it: an op result that no VJP
+        saved and no view aliases (leaves stay pinned until a Session frees its graph). The
+        Session calls this when the last Tensor on the node goes away, so intermediates die as
+        early as in PyTorch. True if released."""
         node = self.nodes[i]
-        if node.pinned or not node.owns_value or not node.parents:
+        if node.pinned or not node.owns_value:
             return False
         node.value.release()
         return True
@@ -183,6 +234,7 @@ class Tape(TapeOps):
         taken the gradient and the id is left out of the result. Data-parallel training starts
         communicating a gradient here, while the rest of the backward pass still runs.
         """
+        self._check_open("backward")
         out = self._node("backward", out_id)
         g0 = self._seed(out, seed)
         keep = None
@@ -193,11 +245,14 @@ class Tape(TapeOps):
         grads: dict[int, AnyBuffer] = {out_id: g0}
         taken: set[int] = set()   # ids whose gradient on_final took
         nodes = self.nodes
+        # pending: the nodes holding a gradient not yet pushed to their parents, as a max-heap
+        # of ids (parents have lower ids, so the largest is always ready); the walk costs the
+        # graph's size, not the tape's length
+        pending = [-out_id]
         try:
-            for i in range(out_id, -1, -1):
-                g = grads.get(i)
-                if g is None:
-                    continue
+            while pending:
+                i = -heappop(pending)
+                g = grads[i]
                 node = nodes[i]
                 if node.vjp is not None and node.requires_grad:
                     needs = [nodes[p].requires_grad for p in node.parents]
@@ -208,6 +263,8 @@ class Tape(TapeOps):
                         if not nodes[p].requires_grad:
                             c.release()
                             continue
+                        if p not in grads:
+                            heappush(pending, -p)
                         self._accumulate(grads, p, c, node)
                 if keep is not None and i not in keep:
                     grads.pop(i).release()
@@ -274,4 +331,5 @@ class Tape(TapeOps):
             node.saved = {}
             node.cleanup = ()
             node.vjp = None
+        self.released = True
         return n

@@ -153,16 +153,19 @@ int tl_buf_wrap(uint64_t ptr, int64_t n, tl_buf *out) {
     return TL_OK;
 }
 
-int64_t tl_buf_size(tl_buf b) { return (b && b->live) ? b->n : -1; }
+int64_t tl_buf_size(tl_buf b) {
+    return (b && __atomic_load_n(&b->live, __ATOMIC_ACQUIRE)) ? b->n : -1;
+}
 
+/* Threads may race to release one buffer (cffi drops the GIL; finalizers run anywhere): the
+ * atomic exchange on `live` lets exactly one caller free the payload, every other one sees 0. */
 int tl_buf_release(tl_buf b) {
-    if (!b || !b->live) return 0;
+    if (!b || !__atomic_exchange_n(&b->live, 0, __ATOMIC_ACQ_REL)) return 0;
     if (b->owned) {
         if (b->data) tlb_free(b->data, (size_t)b->n * sizeof(float));
         tl_stats_note_free(b->n * (int64_t)sizeof(float));
     }
     b->data = NULL;
-    b->live = 0;
     return 1;
 }
 

@@ -17,7 +17,10 @@ static volatile int exact_flag = -1;
 
 static int env_flag(const char *name, const char *alt, int *out) {
     const char *v = getenv(name);
-    if ((!v || !*v) && alt) v = getenv(alt);
+    if ((!v || !*v) && alt && getenv(alt)) {
+        name = alt;   /* the message names the variable that was read */
+        v = getenv(alt);
+    }
     if (!v || !*v || strcmp(v, "0") == 0) { *out = 0; return TL_OK; }
     if (strcmp(v, "1") == 0) { *out = 1; return TL_OK; }
     *out = 0;

@@ -190,7 +190,9 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_ke
         }
     }
     if (!live) return;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // fully blocked row: output 0
+    if (m == INFINITY) l = NAN;  // inf - inf: a +inf score makes the row NaN (as the stub)
+    // fully blocked row: output 0; a NaN score (NaN in Q, K) keeps the row NaN
+    const float inv = l > 0.0f ? 1.0f / l : (l != l ? l : 0.0f);
 #pragma unroll
     for (int d = 0; d < 32; d++) o[d] *= inv;
     store_own<HDM, T::SPL>(o, O, base + (size_t)i * HD, part, hd);
@@ -663,7 +665,9 @@ __global__ void __launch_bounds__(256) flash_fwd_tiled64(
     for (int a = 0; a < 4; a++) {
         const int i = i0 + q0 + a;
         if (i >= n) continue;
-        const float inv = l[a] > 0.0f ? 1.0f / l[a] : 0.0f;  // fully blocked row: output 0
+        if (m[a] == INFINITY) l[a] = NAN;  // a +inf score makes the row NaN (as the stub)
+        // fully blocked row: output 0; a NaN score keeps the row NaN
+        const float inv = l[a] > 0.0f ? 1.0f / l[a] : (l[a] != l[a] ? l[a] : 0.0f);
 #pragma unroll
         for (int c = 0; c < 4; c++)
             if (c0 + c < hd) O[base + (size_t)i * HD + c0 + c] = o[a][c] * inv;
@@ -730,13 +734,17 @@ __global__ void masked_softmax_rows(float *__restrict__ S, const float *__restri
     float *row = S + r * n;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < n; j += blockDim.x)
-        if (!mask || mask[(size_t)i * n + j] != 0.0f) mx = fmaxf(mx, row[j] * scale);
+        if (!mask || mask[(size_t)i * n + j] != 0.0f) {
+            const float v = row[j] * scale;
+            mx = fmaxf(mx, v != v ? INFINITY : v);  // fmaxf drops NaN: count it as +inf
+        }
     mx = tl_block_max(mx);
     float den = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x)
         if (mx != -INFINITY && (!mask || mask[(size_t)i * n + j] != 0.0f)) den += expf(row[j] * scale - mx);
     den = tl_block_sum(den);
-    const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+    // fully blocked: 0; a NaN or +inf score (inf - inf) makes the row NaN, as the stub
+    const float inv = den > 0.0f && mx != INFINITY ? 1.0f / den : (mx == INFINITY ? NAN : 0.0f);
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
         bool ok = mx != -INFINITY && (!mask || mask[(size_t)i * n + j] != 0.0f);
         row[j] = ok ? expf(row[j] * scale - mx) * inv : 0.0f;

@@ -442,7 +442,7 @@ __device__ Window window_stats(const Geom &G, int kind, const float *plane, int6
             unravel(j, G.k, G.r, ko);
             int64_t t = tap(G, ko, oo);
             float v = t < 0 ? -INFINITY : plane[t];
-            if (v > w.best) { w.best = v; w.arg = j; }
+            if (v > w.best || (v != v && w.best == w.best)) { w.best = v; w.arg = j; }  // NaN wins
         }
     } else if (kind == POOL_AVG) {
         for (int64_t j = 0; j < KN; j++) {

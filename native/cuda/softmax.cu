@@ -59,7 +59,8 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
             if (KIND != 2 || !mr || mr[k] != 0.0f) st = stat_add(st, xr[k]);
     st = tl_group_reduce<G>(st, StatMerge{});
     if (!ok) return;
-    if (KIND == 2 && !(st.s > 0.0f)) {  // nothing allowed (or degenerate): the row is all 0
+    if (st.m == INFINITY) st.s = NAN;  // inf - inf: a +inf entry makes the row NaN (as the stub)
+    if (KIND == 2 && st.s == 0.0f) {  // nothing allowed (or only -inf): the row is all 0
         for (int64_t k = lane; k < cols; k += G) yr[k] = 0.0f;
         return;
     }
@@ -70,7 +71,7 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
         float inv = 1.0f / st.s;
         for (int64_t k = lane; k < cols; k += G) {
             bool allowed = KIND != 2 || !mr || mr[k] != 0.0f;
-            yr[k] = allowed ? expf(xr[k] - st.m) * inv : 0.0f;
+            yr[k] = allowed ? expf(xr[k] - st.m) * inv : 0.0f * inv;  // NaN row: NaN too
         }
     }
 }

@@ -78,7 +78,7 @@ int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl
                 float d = 0.0f;
                 for (int64_t p = 0; p < hd; p++) d += qi[p] * kj[p];
                 s[j] = d * scale;
-                if (s[j] > mx) mx = s[j];
+                if (s[j] > mx || s[j] != s[j]) mx = s[j]; /* a NaN score poisons the row */
             }
             for (int64_t p = 0; p < hd; p++) oi[p] = 0.0f;
             if (mx == -INFINITY) { L[bhi] = 0.0f; continue; } /* fully blocked: output 0 */

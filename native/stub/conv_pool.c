@@ -251,8 +251,10 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
                     window(&G, x, o, -INFINITY, vals, offs);
                     float best = -FLT_MAX;
                     int64_t arg = -1;
-                    for (int64_t j = 0; j < KN; j++)
-                        if (vals[j] > best) { best = vals[j]; arg = j; }
+                    for (int64_t j = 0; j < KN; j++) /* the first NaN wins for good (PyTorch) */
+                        if (vals[j] > best || (vals[j] != vals[j] && best == best)) {
+                            best = vals[j]; arg = j;
+                        }
                     if (!backward) y[o] = best;
                     else if (arg >= 0 && offs[arg] >= 0) y[offs[arg]] += gp[o];
                 } else if (kind == POOL_AVG) {

@@ -69,7 +69,8 @@ int tlk_log_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int6
 }
 
 /* mask: 0/1 floats of mask_rows x cols (row r of x reads mask row r % mask_rows), or NULL with
- * mask_rows == 0 for no mask. Blocked entries are exactly 0; a row with nothing allowed is 0. */
+ * mask_rows == 0 for no mask. Blocked entries are exactly 0; a row with nothing allowed is 0; a
+ * row with an allowed NaN or +inf is all NaN. */
 int tlk_masked_softmax(const char *op, tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t cols, int64_t mask_rows) {
     const int64_t n = rows * cols;
     const float *X = x->data, *M = mask_rows ? mask->data : NULL; float *Y = y->data;
@@ -77,14 +78,16 @@ int tlk_masked_softmax(const char *op, tl_buf x, tl_buf mask, tl_buf y, int64_t 
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols; float *yr = Y + r * cols;
         const float *mr = M ? M + (r % mask_rows) * cols : NULL;
-        float m = -INFINITY; int any = 0;
+        /* max over the allowed entries; an allowed NaN poisons it (and so the whole row) */
+        float m = -INFINITY;
         for (int64_t j = 0; j < cols; j++)
-            if (!mr || mr[j] != 0.0f) { any = 1; m = xr[j] > m ? xr[j] : m; }
-        if (!any) { for (int64_t j = 0; j < cols; j++) yr[j] = 0.0f; continue; }
+            if (!mr || mr[j] != 0.0f) m = (xr[j] > m || xr[j] != xr[j]) ? xr[j] : m;
+        /* nothing allowed (or only -inf allowed): the row is 0. NaN and +inf go on and give a
+         * NaN row (inf - inf), as PyTorch's softmax does; blocked entries too (0 * NaN) */
+        if (m == -INFINITY) { for (int64_t j = 0; j < cols; j++) yr[j] = 0.0f; continue; }
         for (int64_t j = 0; j < cols; j++)
             yr[j] = (!mr || mr[j] != 0.0f) ? tl_expf(xr[j] - m) : 0.0f;
         float s = row_sum(yr, cols);
-        if (!(s > 0.0f)) { for (int64_t j = 0; j < cols; j++) yr[j] = 0.0f; continue; }
         float inv = 1.0f / s;
         for (int64_t j = 0; j < cols; j++) yr[j] *= inv;
     }

@@ -40,11 +40,16 @@ class Module:
         object.__setattr__(self, name, b)
         return b
 
-    def named_parameters(self, prefix=""):
+    def named_parameters(self, prefix="", _seen=None):
+        """(dotted name, Parameter), each Parameter once (under its first name) even when
+        modules share it (tied weights), as in PyTorch: an optimizer then steps it once."""
+        seen = set() if _seen is None else _seen
         for k, p in self._params.items():
-            yield prefix + k, p
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                yield prefix + k, p
         for k, m in self._modules.items():
-            yield from m.named_parameters(prefix + k + ".")
+            yield from m.named_parameters(prefix + k + ".", seen)
 
     def parameters(self):
         return [p for _, p in self.named_parameters()]
@@ -395,9 +400,16 @@ class Embedding(Module):
         session (integer indices carry none)."""
         from torchlean.session import default_session
         s = session or getattr(idx, "session", None) or default_session()
-        if hasattr(idx, "numpy"):
-            idx = idx.numpy()
-        return s.op("gather_rows", self.weight, indices=np.asarray(idx, dtype=np.int64))
+        a = np.asarray(idx.numpy() if hasattr(idx, "numpy") else idx)
+        n = self.weight.shape[0]
+        if a.dtype.kind not in "iu" and not (a.dtype.kind == "f" and np.all(a == np.round(a))):
+            raise TypeError(f"Embedding: indices must be integers, got dtype {a.dtype}")
+        bad = np.flatnonzero((a < 0) | (a >= n))
+        if bad.size:
+            raise IndexError(f"Embedding: index {a.reshape(-1)[bad[0]]} is out of range for "
+                             f"{n} embeddings (indices of shape {a.shape}); expected 0 <= index "
+                             f"< {n}")
+        return s.op("gather_rows", self.weight, indices=a.astype(np.int64))
 
 
 class MultiHeadAttention(Module):

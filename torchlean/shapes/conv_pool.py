@@ -27,6 +27,15 @@ def _strides_pads(stride, padding, r):
     return s, p
 
 
+def _window_fits(what, sp, k, p):
+    """A window larger than its padded input has no valid position: an error, as in PyTorch
+    (an empty input, size 0, still gives an empty output)."""
+    for a, (i, kk, pp) in enumerate(zip(sp, k, p)):
+        if i > 0 and kk > i + 2 * pp:
+            raise ShapeError(f"{what} size {tuple(k)} is larger than the padded input: axis {a} "
+                             f"has {i} + 2*{pp} = {i + 2 * pp} < {kk}")
+
+
 def conv_size(i, k, s, p):
     """Seed rule: 0 when k = 0 or in + 2p < k, else (in + 2p - k) / s + 1."""
     return 0 if k == 0 or i + 2 * p < k else (i + 2 * p - k) // s + 1
@@ -66,6 +75,8 @@ def _conv_parts(kernel, bias, x, stride, padding, rank, transpose):
         raise ShapeError(f"bias must have shape ({cout},) (C_out), got {tuple(bias)}")
     s, p = _strides_pads(stride, padding, r)
     k = tuple(kernel[2:])
+    if not transpose:
+        _window_fits("kernel", sp, k, p)
     size = conv_transpose_size if transpose else conv_size
     out = tuple(size(i, kk, ss, pp) for i, kk, ss, pp in zip(sp, k, s, p))
     return r, n, cin, cout, sp, k, out, s, p
@@ -120,6 +131,11 @@ def _pool_parts(x, kernel_size, stride, padding, rank):
     if any(e < 0 for e in k):
         raise ShapeError(f"kernel_size must be >= 0, got {kernel_size!r}")
     s, p = _strides_pads(stride, padding, r)
+    if any(e == 0 for e in k):
+        raise ShapeError(f"kernel_size must be >= 1 on every axis, got {kernel_size!r}")
+    if any(pp > kk // 2 for kk, pp in zip(k, p)):
+        raise ShapeError(f"padding {tuple(p)} must be at most half the kernel size {tuple(k)}")
+    _window_fits("pooling window", sp, k, p)
     out = tuple(pool_size(i, kk, ss, pp) for i, kk, ss, pp in zip(sp, k, s, p))
     return r, n, c, sp, k, out, s, p
 

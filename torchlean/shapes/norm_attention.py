@@ -94,4 +94,5 @@ def mha_lse(x, num_heads):
 
 
 def mha_hd(wq, num_heads):
+    require_rank(wq, 2, 2, "Wq")
     return wq[1] // num_heads if num_heads > 0 else 0

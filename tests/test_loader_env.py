@@ -1,0 +1,129 @@
+"""Environment variables and library loading, each in a fresh interpreter (the backend is
+chosen once per process at import)."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(code, **env):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TORCHLEAN_")}
+    e.update(env)
+    e["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    return subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), env=e,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def foreign_so(tmp_path_factory):
+    """A valid shared library that is not torchlean (no tl_ symbols)."""
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        pytest.fail("a C compiler is needed to build the foreign library (the stub needs one too)")
+    d = tmp_path_factory.mktemp("foreign")
+    src = d / "f.c"
+    src.write_text("int not_torchlean(void) { return 42; }\n")
+    out = d / "libforeign.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(out), str(src)], check=True)
+    return out
+
+
+@pytest.mark.parametrize("bad", ["12abc", "-5", " 7", "1e9", "4MiB", "99999999999999999999"])
+def test_junk_cache_cap_is_an_error(bad):
+    r = _run("import torchlean", TORCHLEAN_BACKEND="stub", TORCHLEAN_CUDA_CACHE_CAP_BYTES=bad)
+    assert r.returncode != 0
+    assert "ValueError: TORCHLEAN_CUDA_CACHE_CAP_BYTES must be a decimal number" in r.stderr
+    assert repr(bad) in r.stderr, r.stderr
+
+
+def test_good_cache_cap_values_import():
+    for ok in ("", "0", "4194304"):
+        r = _run("import torchlean; print('ok')", TORCHLEAN_BACKEND="stub",
+                 TORCHLEAN_CUDA_CACHE_CAP_BYTES=ok)
+        assert r.returncode == 0 and r.stdout.strip() == "ok", (ok, r.stderr)
+
+
+def test_missing_lib_dir_is_an_error(tmp_path):
+    missing = tmp_path / "nowhere"
+    r = _run("import torchlean", TORCHLEAN_BACKEND="stub", TORCHLEAN_LIB_DIR=str(missing))
+    assert r.returncode != 0
+    assert "BackendError" in r.stderr and "TORCHLEAN_LIB_DIR" in r.stderr
+    assert "is not a directory" in r.stderr and str(missing) in r.stderr, r.stderr
+
+
+def test_alternate_deterministic_variable_is_named_in_its_error():
+    r = _run("import torchlean", TORCHLEAN_BACKEND="stub",
+             TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS="yes")
+    assert r.returncode != 0
+    assert "TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS must be unset, empty, 0 or 1, got 'yes'" \
+        in r.stderr, r.stderr
+    r = _run("import torchlean; print(torchlean.is_deterministic())", TORCHLEAN_BACKEND="stub",
+             TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS="1")
+    assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr
+
+
+def test_foreign_library_is_a_backend_error(tmp_path, foreign_so):
+    shutil.copy(foreign_so, tmp_path / "libtorchlean_stub.so")
+    r = _run("import torchlean", TORCHLEAN_BACKEND="stub", TORCHLEAN_LIB_DIR=str(tmp_path))
+    assert r.returncode != 0
+    assert "BackendError" in r.stderr and "is not a torchlean library" in r.stderr, r.stderr
+    (tmp_path / "libtorchlean_stub.so").write_bytes(b"\x7fELF junk, not a library")
+    r = _run("import torchlean", TORCHLEAN_BACKEND="stub", TORCHLEAN_LIB_DIR=str(tmp_path))
+    assert r.returncode != 0
+    assert "BackendError" in r.stderr and "cannot load" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("kind", ["foreign", "junk"])
+def test_auto_falls_back_to_stub_with_a_warning_when_cuda_is_broken(tmp_path, foreign_so, kind):
+    lib = tmp_path / "libtorchlean_cuda.so"
+    if kind == "foreign":
+        shutil.copy(foreign_so, lib)
+    else:
+        lib.write_bytes(b"not an ELF file at all")
+    code = ("import warnings\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    import torchlean\n"
+            "print(torchlean.backend())\n"
+            "print('|'.join(str(x.message) for x in w if x.category is RuntimeWarning))\n")
+    r = _run(code, TORCHLEAN_BACKEND="auto", TORCHLEAN_LIB_DIR=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    backend, msg = r.stdout.splitlines()
+    assert backend == "stub"
+    assert "falling back to the stub backend because the CUDA library is unusable" in msg
+    assert str(lib) in msg
+    assert ("is not a torchlean library" if kind == "foreign" else "cannot load") in msg
+
+
+def test_auto_without_a_cuda_library_is_silent(tmp_path):
+    code = ("import warnings\nwarnings.simplefilter('error')\nimport torchlean\n"
+            "print(torchlean.backend())")
+    r = _run(code, TORCHLEAN_BACKEND="auto", TORCHLEAN_LIB_DIR=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() in ("stub", "cuda")
+
+
+_OMP_ENV = ("import ctypes, sys, torchlean\n"
+            "sys.stderr.flush()\n"
+            "ctypes.CDLL('libgomp.so.1').omp_display_env(0)\n")
+
+
+@pytest.mark.parametrize("user, expect", [(None, "PASSIVE"), ("active", "ACTIVE")])
+def test_openmp_waits_passively_unless_the_user_chose(user, expect):
+    """libgomp reads OMP_WAIT_POLICY when the stub loads it; omp_display_env shows what it got."""
+    env = {"TORCHLEAN_BACKEND": "stub"}
+    if user is not None:
+        env["OMP_WAIT_POLICY"] = user
+    saved = os.environ.pop("OMP_WAIT_POLICY", None)   # the parent's own setting must not leak in
+    try:
+        r = _run(_OMP_ENV, **env)
+    finally:
+        if saved is not None:
+            os.environ["OMP_WAIT_POLICY"] = saved
+    assert r.returncode == 0, r.stderr
+    assert f"OMP_WAIT_POLICY = '{expect}'" in r.stderr, r.stderr
