@@ -356,4 +356,83 @@ TLM_HD float tlm_osm_finish(const tlm_osm *st, float acc) {
     return st->l == 0.0f ? 0.0f : tlm_div(acc, st->l);
 }
 
+/* ==================================================================================== */
+/* ---- attention, spectral: shared steps of the attention backward, DFT twiddles ---- */
+
+/* Attention scores and their backward, one (query i, key j) pair (rule 5 and its backward):
+ * s = dot(q_i, k_j) (rule 3) times scale; p = exp(s - lse_i) recomputes the probability from
+ * the forward's log-sum-exp; ds = (p (dp - D_i)) scale with dp = dot(dO_i, v_j) (rule 3) and
+ * D_i = dot(dO_i, O_i) (rule 3). Both libraries call these, so every pass that needs p or ds
+ * (dQ over keys, dK and dV over queries) gets the same bits. */
+TLM_HD float tlm_attn_score(const float *q, const float *k, int64_t hd, float scale) {
+    return tlm_mul(tlm_dot(q, 1, k, 1, hd, 0.0f), scale);
+}
+TLM_HD float tlm_attn_prob(float s, float lse) { return tlm_exp(tlm_sub(s, lse)); }
+TLM_HD float tlm_attn_dscore(float p, float dp, float d, float scale) {
+    return tlm_mul(tlm_mul(p, tlm_sub(dp, d)), scale);
+}
+
+/* IEEE double product for the twiddle series (device code names the rounding) */
+#if defined(__CUDA_ARCH__)
+TLM_HD double tlm_tw_dmul(double a, double b) { return __dmul_rn(a, b); }
+#else
+TLM_HD double tlm_tw_dmul(double a, double b) { return a * b; }
+#endif
+
+/* DFT twiddles c = cos(2 pi r / n), s = sin(2 pi r / n) for integer 0 <= r < n, in double,
+ * from IEEE operations only (no libm, no sincospi), so both libraries build the same table.
+ * Integer octant reduction: 8r = o n + u, the angle is o pi/4 + (pi/4) u/n; odd octants use
+ * the complement (pi/4)(n - u)/n, so the series argument x lies in [0, pi/4]; Taylor series
+ * of sin to x^21 and cos to x^22 (truncation below 1e-21) in Horner form. Exact at the
+ * quarter points (0, pi/2, pi, 3 pi/2). Error a few double ulp: far below float32. */
+TLM_HD void tlm_twiddle(int64_t r, int64_t n, double *c_out, double *s_out) {
+    if ((4 * r) % n == 0) {
+        int64_t q = (4 * r) / n;
+        *c_out = q == 0 ? 1.0 : q == 2 ? -1.0 : 0.0;
+        *s_out = q == 1 ? 1.0 : q == 3 ? -1.0 : 0.0;
+        return;
+    }
+    int64_t o = (8 * r) / n, u = 8 * r - o * n;
+    if (o & 1) u = n - u;
+    double x = tlm_tw_dmul(0.7853981633974483, tlm_ddiv((double)u, (double)n));
+    double z = tlm_tw_dmul(x, x);
+    double sp = 1.9572941063391263e-20;                 /* 1/21! */
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), -8.22063524662433e-18);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), 2.8114572543455206e-15);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), -7.647163731819816e-13);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), 1.6059043836821613e-10);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), -2.505210838544172e-08);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), 2.7557319223985893e-06);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), -0.0001984126984126984);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), 0.008333333333333333);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), -0.16666666666666666);
+    double sn = tlm_dadd(x, tlm_tw_dmul(tlm_tw_dmul(x, z), sp));
+    double cp = -8.896791392450574e-22;                 /* -1/22! */
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), 4.110317623312165e-19);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), -1.5619206968586225e-16);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), 4.779477332387385e-14);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), -1.1470745597729725e-11);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), 2.08767569878681e-09);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), -2.755731922398589e-07);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), 2.48015873015873e-05);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), -0.001388888888888889);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), 0.041666666666666664);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), -0.5);
+    double cs = tlm_dadd(1.0, tlm_tw_dmul(z, cp));
+    /* angle = o pi/4 + x (even o) or (o + 1) pi/4 - x (odd o) */
+    double c, s;
+    switch (o) {
+    case 0: c = cs; s = sn; break;
+    case 1: c = sn; s = cs; break;
+    case 2: c = -sn; s = cs; break;
+    case 3: c = -cs; s = sn; break;
+    case 4: c = -cs; s = -sn; break;
+    case 5: c = -sn; s = -cs; break;
+    case 6: c = sn; s = -cs; break;
+    default: c = cs; s = -sn; break;
+    }
+    *c_out = c;
+    *s_out = s;
+}
+
 #endif /* TL_MATH_H */

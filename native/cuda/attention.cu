@@ -13,8 +13,10 @@
 //   other head dims: a group of lanes owns one query row (forward, dQ) or key row (dK/dV).
 // use_flash = 0: the composed path (materialised scores in scratch, a masked softmax kernel,
 // strided-batched GEMMs), kept as the reference the fused core is tested against.
+// Exact mode (tl_exact(), either use_flash): the stub's canonical order, see "exact path" below.
 #include <math.h>
 #include "common.cuh"
+#include "tl_math.h"
 #include "entry/attention_kernels.h"
 
 namespace {
@@ -834,6 +836,208 @@ int composed_backward(const char *op, cublasHandle_t hnd, const float *Q, const 
     return st;
 }
 
+// ---------------------------------------------------------------- exact path (tl_exact())
+// The stub's order exactly (native/stub/attention.c's file comment): projections and weight
+// gradients through tl_gemm_exact_f32, the online softmax of rule 5 (tiles of TLM_ATTN_TILE
+// keys in order), recomputed probabilities from tlm_attn_prob/dscore, and every gradient row
+// one fma chain over keys (dQ) or queries (dK, dV) in order. One warp owns one row: its lanes
+// compute the row's dot products for 32 or 64 keys (queries) at once, each a whole rule-3
+// chain, then accumulate the row's head dims (lane + 32 c) in key order. A row's dims are taken
+// EX_DCHUNK at a time (the softmax state is recomputed per chunk, identically).
+constexpr int EX_WARPS = 4;         // rows per block
+constexpr int EX_DCHUNK = 256;      // head dims per pass: 8 registers per lane
+constexpr int EX_PER_LANE = EX_DCHUNK / 32;
+constexpr unsigned EX_FULL = 0xffffffffu;
+
+inline unsigned ex_blocks(int64_t rows) {
+    int64_t nb = (rows + EX_WARPS - 1) / EX_WARPS;
+    return (unsigned)(nb < (1 << 20) ? nb : (1 << 20));
+}
+
+__device__ __forceinline__ bool ex_blocked(const float *M, int64_t n, int64_t i, int64_t j) {
+    return M && M[i * n + j] == 0.0f;
+}
+
+// forward: rule 5 per (sample, head, query row); tlm_osm_tile's steps with its exps spread
+// over the lanes (same operations, same order)
+__global__ void __launch_bounds__(EX_WARPS * 32) exact_fwd_kernel(
+    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ M, float *__restrict__ O, float *__restrict__ L, int64_t B, int64_t n,
+    int64_t H, int64_t hd, float scale) {
+    __shared__ float tile[EX_WARPS][TLM_ATTN_TILE];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t HD = H * hd, rows = B * H * n;
+    const float neg_inf = tlm_from_bits((int32_t)0xff800000), nan = tlm_from_bits(0x7fc00000);
+    float *s = tile[w];
+    for (int64_t row = (int64_t)blockIdx.x * EX_WARPS + w; row < rows; row += (int64_t)gridDim.x * EX_WARPS) {
+        int64_t bb = row / (H * n), hh = (row / n) % H, i = row % n;
+        const float *qi = Q + (bb * n + i) * HD + hh * hd;
+        const float *Kb = K + bb * n * HD + hh * hd, *Vb = V + bb * n * HD + hh * hd;
+        float *oi = O + (bb * n + i) * HD + hh * hd;
+        for (int64_t d0 = 0; d0 < hd; d0 += EX_DCHUNK) {
+            float acc[EX_PER_LANE];
+#pragma unroll
+            for (int c = 0; c < EX_PER_LANE; c++) acc[c] = 0.0f;
+            tlm_osm st;
+            tlm_osm_init(&st);
+            bool nan_seen = false;
+            for (int64_t j0 = 0; j0 < n; j0 += TLM_ATTN_TILE) {
+                int nt = (int)(n - j0 < TLM_ATTN_TILE ? n - j0 : TLM_ATTN_TILE);
+                bool mine = false;
+                for (int jj = lane; jj < nt; jj += 32) {
+                    float sj = ex_blocked(M, n, i, j0 + jj) ? neg_inf
+                                                            : tlm_attn_score(qi, Kb + (j0 + jj) * HD, hd, scale);
+                    mine |= sj != sj;
+                    s[jj] = sj;
+                }
+                nan_seen |= __any_sync(EX_FULL, mine) != 0;
+                __syncwarp();
+                float m_new = st.m;
+                for (int jj = 0; jj < nt; jj++) m_new = s[jj] > m_new ? s[jj] : m_new;
+                bool none = m_new == neg_inf;
+                float alpha = (st.m == m_new) ? 1.0f : tlm_exp(tlm_sub(st.m, m_new));
+                __syncwarp();
+                for (int jj = lane; jj < nt; jj += 32) s[jj] = none ? 0.0f : tlm_exp(tlm_sub(s[jj], m_new));
+                __syncwarp();
+                float t = s[0];
+                for (int jj = 1; jj < nt; jj++) t = tlm_add(t, s[jj]);
+                st.l = tlm_add(tlm_mul(st.l, alpha), t);
+                st.m = m_new;
+#pragma unroll
+                for (int c = 0; c < EX_PER_LANE; c++) acc[c] = tlm_mul(acc[c], alpha);
+                for (int jj = 0; jj < nt; jj++) {
+                    const float pj = s[jj], *vj = Vb + (j0 + jj) * HD;
+#pragma unroll
+                    for (int c = 0; c < EX_PER_LANE; c++) {
+                        int64_t d = d0 + lane + 32 * c;
+                        if (d < hd) acc[c] = tlm_fma(pj, vj[d], acc[c]);
+                    }
+                }
+                __syncwarp();
+            }
+#pragma unroll
+            for (int c = 0; c < EX_PER_LANE; c++) {
+                int64_t d = d0 + lane + 32 * c;
+                if (d < hd) oi[d] = nan_seen ? nan : tlm_osm_finish(&st, acc[c]);
+            }
+            if (d0 == 0 && lane == 0)
+                L[row] = nan_seen ? nan : st.l == 0.0f ? 0.0f : tlm_add(st.m, tlm_log(st.l));
+        }
+    }
+}
+
+// D_i = dot(dO_i, O_i) (rule 3), one thread per row
+__global__ void exact_rowdot_kernel(const float *__restrict__ dO, const float *__restrict__ O,
+                                    float *__restrict__ D, int64_t B, int64_t n, int64_t H, int64_t hd) {
+    const int64_t HD = H * hd;
+    TL_GRID_STRIDE(r, B * H * n) {
+        int64_t bb = r / (H * n), hh = (r / n) % H, i = r % n;
+        const int64_t off = (bb * n + i) * HD + hh * hd;
+        D[r] = tlm_dot(dO + off, 1, O + off, 1, hd, 0.0f);
+    }
+}
+
+// key_rows = 0: dQ_i = sum_j ds_ij k_j over keys in order (G1 = dQ);
+// key_rows = 1: dK_j = sum_i ds_ij q_i and dV_j = sum_i p_ij dO_i over queries (G1 = dK, G2 = dV).
+// Lane l computes the pair (row, c0 + l); masked pairs add nothing.
+__global__ void __launch_bounds__(EX_WARPS * 32) exact_grad_kernel(
+    int key_rows, const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ dO, const float *__restrict__ L, const float *__restrict__ D,
+    const float *__restrict__ M, float *__restrict__ G1, float *__restrict__ G2, int64_t B, int64_t n,
+    int64_t H, int64_t hd, float scale) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t HD = H * hd, rows = B * H * n;
+    for (int64_t row = (int64_t)blockIdx.x * EX_WARPS + w; row < rows; row += (int64_t)gridDim.x * EX_WARPS) {
+        int64_t bb = row / (H * n), bh = row / n, r = row % n;
+        const int64_t base = bb * n * HD + (bh % H) * hd;   // (sample, head) block, row 0
+        for (int64_t d0 = 0; d0 < hd; d0 += EX_DCHUNK) {
+            float g1[EX_PER_LANE], g2[EX_PER_LANE];
+#pragma unroll
+            for (int c = 0; c < EX_PER_LANE; c++) { g1[c] = 0.0f; g2[c] = 0.0f; }
+            for (int64_t c0 = 0; c0 < n; c0 += 32) {
+                int64_t other = c0 + lane;
+                int64_t i = key_rows ? other : r, j = key_rows ? r : other;
+                bool ok = other < n && !ex_blocked(M, n, i, j);
+                float p = 0.0f, ds = 0.0f;
+                if (ok) {
+                    const int64_t qo = base + i * HD, ko = base + j * HD;
+                    float sc = tlm_attn_score(Q + qo, K + ko, hd, scale);
+                    p = tlm_attn_prob(sc, L[bh * n + i]);
+                    float dp = tlm_dot(dO + qo, 1, V + ko, 1, hd, 0.0f);
+                    ds = tlm_attn_dscore(p, dp, D[bh * n + i], scale);
+                }
+                unsigned okm = __ballot_sync(EX_FULL, ok);
+                int cnt = (int)(n - c0 < 32 ? n - c0 : 32);
+                for (int cc = 0; cc < cnt; cc++) {
+                    float pv = __shfl_sync(EX_FULL, p, cc), dsv = __shfl_sync(EX_FULL, ds, cc);
+                    if (!((okm >> cc) & 1u)) continue;
+                    const int64_t co = base + (c0 + cc) * HD;
+                    if (key_rows) {
+#pragma unroll
+                        for (int c = 0; c < EX_PER_LANE; c++) {
+                            int64_t d = d0 + lane + 32 * c;
+                            if (d < hd) {
+                                g1[c] = tlm_fma(dsv, Q[co + d], g1[c]);
+                                g2[c] = tlm_fma(pv, dO[co + d], g2[c]);
+                            }
+                        }
+                    } else {
+#pragma unroll
+                        for (int c = 0; c < EX_PER_LANE; c++) {
+                            int64_t d = d0 + lane + 32 * c;
+                            if (d < hd) g1[c] = tlm_fma(dsv, K[co + d], g1[c]);
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < EX_PER_LANE; c++) {
+                int64_t d = d0 + lane + 32 * c;
+                if (d < hd) {
+                    G1[base + r * HD + d] = g1[c];
+                    if (key_rows) G2[base + r * HD + d] = g2[c];
+                }
+            }
+        }
+    }
+}
+
+int exact_forward(const char *op, const float *wq, const float *wk, const float *wv, const float *wo,
+                  const float *X, const float *M, float *Y, float *Q, float *K, float *V, float *O, float *L,
+                  int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd, float scale) {
+    const int64_t R = b * n, HD = h * hd;
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wq, HD, 0, Q, HD, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wk, HD, 0, K, HD, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wv, HD, 0, V, HD, 0, 0));
+    exact_fwd_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, tl_stream()>>>(Q, K, V, M, O, L, b, n, h, hd, scale);
+    TL_LAUNCHED(op);
+    return tl_gemm_exact_f32(op, 0, 0, 1, R, dm, HD, O, HD, 0, wo, dm, 0, Y, dm, 0, 0);
+}
+
+// dO, dQ, dK, dV (R x HD) and D (b*h*n) are scratch
+int exact_backward(const char *op, const float *G, const float *wq, const float *wk, const float *wv,
+                   const float *wo, const float *X, const float *Q, const float *K, const float *V,
+                   const float *L, const float *O, const float *M, float *dwq, float *dwk, float *dwv,
+                   float *dwo, float *dx, float *dO, float *dQ, float *dK, float *dV, float *D, int64_t b,
+                   int64_t n, int64_t dm, int64_t h, int64_t hd, float scale) {
+    const int64_t R = b * n, HD = h * hd;
+    cudaStream_t s = tl_stream();
+    TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, HD, dm, R, O, HD, 0, G, dm, 0, dwo, dm, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 0, 1, 1, R, HD, dm, G, dm, 0, wo, dm, 0, dO, HD, 0, 0));
+    exact_rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, s>>>(dO, O, D, b, n, h, hd);
+    exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(0, Q, K, V, dO, L, D, M, dQ, nullptr, b, n,
+                                                                    h, hd, scale);
+    exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(1, Q, K, V, dO, L, D, M, dK, dV, b, n, h,
+                                                                    hd, scale);
+    TL_LAUNCHED(op);
+    TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dQ, HD, 0, dwq, HD, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dK, HD, 0, dwk, HD, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dV, HD, 0, dwv, HD, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dQ, HD, 0, wq, HD, 0, dx, dm, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dK, HD, 0, wk, HD, 0, dx, dm, 0, 1));
+    return tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dV, HD, 0, wv, HD, 0, dx, dm, 0, 1);
+}
+
 // CUDA launch limits: (batch x heads) runs on gridDim.y, and sequence offsets stay in int range
 constexpr int64_t MAX_SEQ = 1 << 30;
 int check_launch(const char *op, int64_t b, int64_t n, int64_t h) {
@@ -862,10 +1066,13 @@ extern "C" int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl
         for (tl_buf t : outs) TL_TRY(zero(op, t));
         return TL_OK;
     }
-    cublasHandle_t hnd;
-    TL_TRY(tl_cublas(op, &hnd));
     const float *M = has_mask ? mask->data : nullptr;
     const float *X = x->data;
+    if (tl_exact())
+        return exact_forward(op, wq->data, wk->data, wv->data, wo->data, X, M, y->data, q->data, k->data,
+                             v->data, attn->data, lse->data, b, n, dm, h, hd, (float)(1.0 / sqrt((double)hd)));
+    cublasHandle_t hnd;
+    TL_TRY(tl_cublas(op, &hnd));
     TL_TRY(gemm(op, hnd, false, false, R, HD, dm, 1.0f, X, dm, wq->data, HD, 0.0f, q->data, HD));
     TL_TRY(gemm(op, hnd, false, false, R, HD, dm, 1.0f, X, dm, wk->data, HD, 0.0f, k->data, HD));
     TL_TRY(gemm(op, hnd, false, false, R, HD, dm, 1.0f, X, dm, wv->data, HD, 0.0f, v->data, HD));
@@ -898,8 +1105,6 @@ extern "C" int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_bu
         for (tl_buf t : outs) TL_TRY(zero(op, t));
         return TL_OK;
     }
-    cublasHandle_t hnd;
-    TL_TRY(tl_cublas(op, &hnd));
     const float *M = has_mask ? mask->data : nullptr;
     const float *G = g->data, *X = x->data, *Q = q->data, *K = k->data, *V = v->data;
     const float *O = attn->data, *L = lse->data;
@@ -909,7 +1114,20 @@ extern "C" int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_bu
     TL_TRY(tl_scratch(op, sizeof(float) * (4 * big + (size_t)(b * h * n)), &tmp));
     float *dO = (float *)tmp, *dQ = dO + big, *dK = dQ + big, *dV = dK + big, *D = dV + big;
     const float scale = (float)(1.0 / sqrt((double)hd));
-    int st = gemm(op, hnd, true, false, HD, dm, R, 1.0f, O, HD, G, dm, 0.0f, dwo->data, dm);
+    if (tl_exact()) {
+        int est = exact_backward(op, G, wq->data, wk->data, wv->data, wo->data, X, Q, K, V, L, O, M, dwq->data,
+                                 dwk->data, dwv->data, dwo->data, dx->data, dO, dQ, dK, dV, D, b, n, dm, h, hd,
+                                 scale);
+        tl_scratch_free(tmp);
+        return est;
+    }
+    cublasHandle_t hnd;
+    int st = tl_cublas(op, &hnd);
+    if (st) {
+        tl_scratch_free(tmp);
+        return st;
+    }
+    st = gemm(op, hnd, true, false, HD, dm, R, 1.0f, O, HD, G, dm, 0.0f, dwo->data, dm);
     if (!st) st = gemm(op, hnd, false, true, R, HD, dm, 1.0f, G, dm, wo->data, dm, 0.0f, dO, HD);
     if (!st) {
         rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, tl_stream()>>>(dO, O, D, b, (int)n,

@@ -1,11 +1,13 @@
 // scan.cu (CUDA): the diagonal selective scan h_t = a_t * h_{t-1} + b_t * x_t and its backward.
 //
-// Mirrors native/stub/scan.c: one thread per (sample, channel) runs time sequentially (reads
-// and writes are coalesced over channels). The recurrence is float32 without FMA (nvcc
-// --fmad=false), so it matches the stub bit for bit. Coefficient gradients shared along the
-// batch ((D,) and (T, D) forms) are written as per-sample float64 partials and then summed in
-// increasing sample order by a second kernel: no atomics, always deterministic.
+// Mirrors native/stub/scan.c bit for bit in every mode: one thread per (sample, channel) runs
+// time sequentially (reads and writes are coalesced over channels). The recurrence is float32
+// with rounded products and sums named by tl_math.h (tlm_mul, tlm_add: no FMA). Coefficient
+// gradients shared along the batch ((D,) and (T, D) forms) are written as per-sample float64
+// partials (a (D,) coefficient's summed over time in decreasing order) and then summed in
+// increasing sample order by a second kernel: no atomics, the stub's order exactly.
 #include "common.cuh"
+#include "tl_math.h"
 #include "entry/scan_kernels.h"
 
 namespace {
@@ -26,9 +28,9 @@ __global__ void k_scan_fwd(const float *__restrict__ a, const float *__restrict_
         float h = h0[i];
         for (int64_t t = 0; t < steps; t++) {
             int64_t row = (bi * steps + t) * width;
-            float ah = a[coef_row(a_mode, bi, t, steps, width) + j] * h;
-            float bx = b[coef_row(b_mode, bi, t, steps, width) + j] * x[row + j];
-            h = ah + bx;
+            float ah = tlm_mul(a[coef_row(a_mode, bi, t, steps, width) + j], h);
+            float bx = tlm_mul(b[coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
+            h = tlm_add(ah, bx);
             y[row + j] = h;
         }
     }
@@ -50,19 +52,19 @@ __global__ void k_scan_bwd(const float *__restrict__ a, const float *__restrict_
             int64_t row = (bi * steps + t) * width;
             float gt = g[row + j];
             if (t + 1 < steps) {
-                float carry = a[coef_row(a_mode, bi, t + 1, steps, width) + j] * gnext;
-                gt = gt + carry;
+                float carry = tlm_mul(a[coef_row(a_mode, bi, t + 1, steps, width) + j], gnext);
+                gt = tlm_add(gt, carry);
             }
             gnext = gt;
             float hp = t ? h[row - width + j] : h0[i];
             double ca = (double)gt * (double)hp, cb = (double)gt * (double)x[row + j];
             if (a_mode == 0) sa += ca; else pa[row + j] = ca;
             if (b_mode == 0) sb += cb; else pb[row + j] = cb;
-            dx[row + j] = gt * b[coef_row(b_mode, bi, t, steps, width) + j];
+            dx[row + j] = tlm_mul(gt, b[coef_row(b_mode, bi, t, steps, width) + j]);
         }
         if (a_mode == 0) pa[i] = sa;
         if (b_mode == 0) pb[i] = sb;
-        dh0[i] = a[coef_row(a_mode, bi, 0, steps, width) + j] * gnext;
+        dh0[i] = tlm_mul(a[coef_row(a_mode, bi, 0, steps, width) + j], gnext);
     }
 }
 

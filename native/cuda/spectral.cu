@@ -1,26 +1,23 @@
 // spectral.cu (CUDA): real DFTs over the last axis and the FNO spectral convolution.
 //
-// Direct transforms, mirroring native/stub/spectral.c: one thread per output coefficient,
-// twiddles from a float64 table of cos/sin(2 pi r / n) built per call in scratch memory
-// (exact at the quarter points), float64 accumulation. The spectral convolution only ever
+// Direct transforms, mirroring native/stub/spectral.c bit for bit in every mode: one thread
+// per output coefficient, twiddles from a float64 table of cos/sin(2 pi r / n) built per call
+// in scratch memory by tlm_twiddle (tl_math.h, as on the stub: no cuFFT, no sincospi), float64
+// sums sequential in index order (nvcc --fmad=false: no contraction). The spectral convolution only ever
 // needs the `modes` retained bins, so a truncated DFT (O(grid * modes * width)) replaces a
 // full cuFFT R2C/C2R pair; every sum runs in a fixed order (no atomics), so results are
 // bit-reproducible run to run whatever the deterministic flag.
 #include "common.cuh"
+#include "tl_math.h"
 #include "entry/spectral_kernels.h"
 
 namespace {
 
+// the stub's table (tlm_twiddle: IEEE double operations only), so both give the same bits
 __global__ void k_twiddles(double2 *tw, int64_t n) {
     TL_GRID_STRIDE(r, n) {
         double c, s;
-        if ((4 * r) % n == 0) {
-            int64_t q = (4 * r) / n;
-            c = (q == 0) ? 1.0 : (q == 2) ? -1.0 : 0.0;
-            s = (q == 1) ? 1.0 : (q == 3) ? -1.0 : 0.0;
-        } else {
-            sincospi(2.0 * (double)r / (double)n, &s, &c);
-        }
+        tlm_twiddle(r, n, &c, &s);
         tw[r] = make_double2(c, s);
     }
 }

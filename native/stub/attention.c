@@ -1,103 +1,184 @@
-/* attention.c (stub): multi_head_attention forward and fused backward, plain C.
+/* attention.c (stub): multi_head_attention forward and fused backward, in the canonical order
+ * of tl_math.h, in every mode (CUDA's exact path, cuda/attention.cu, follows the same order).
  *
  * Layout: q, k, v and attn (the pre-projection output) are (B*n, H*hd) row-major, exactly what
  * the projections x @ W produce; head h of token i is the column block [h*hd, (h+1)*hd). lse is
  * (B, H, n): the per-row log-sum-exp of the scaled, masked scores, which lets the backward
- * recompute every probability without storing the n x n matrix. A fully blocked row has no
- * allowed key, outputs 0 and stores lse 0 (never read). Both use_flash settings share this code.
+ * recompute every probability without storing the n x n matrix.
+ *
+ * The order, which is the contract both libraries follow:
+ *  - projections Q = x Wq, K, V, y = attn Wo and every weight gradient: tl_gemm_exact_f32
+ *    (rule 3); dx = dQ Wq^T + dK Wk^T + dV Wv^T is one fma chain over dQ's, then dK's, then
+ *    dV's columns (each GEMM continues the previous one's sums).
+ *  - forward, per (sample, head, query row): rule 5 (online softmax, tiles of TLM_ATTN_TILE keys
+ *    in order; masked keys score -inf and still take part in acc's fma with p = 0). The output
+ *    is acc / l, lse = m + log(l). A row with no allowed key outputs 0 with lse 0; a row that
+ *    met a NaN score outputs NaN with lse NaN (the softmax would otherwise drop it).
+ *  - backward: D_i = dot(dO_i, O_i); per allowed pair p and ds from tlm_attn_prob/dscore
+ *    (scores recomputed from lse); dQ_i = sum of ds_ij k_j over keys j in order, dK_j = sum of
+ *    ds_ij q_i and dV_j = sum of p_ij dO_i over queries i in order, each one fma chain from 0;
+ *    masked pairs add nothing.
+ * Empty problems (no rows, no head dims or d_model 0) give all-zero outputs, as on CUDA.
+ * Speed: dot products of a query against a block of keys run as fma chains over the head dim,
+ * vectorised across the keys (head-major transposed copies of K, V, Q, dO), never across a sum.
  */
-#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
 #include "entry/attention_kernels.h"
 
-/* C (M x N) (+)= A (M x K) @ B (K x N) */
-static void mm_nn(const float *A, const float *B, float *C, int64_t M, int64_t K, int64_t N, int acc) {
-#pragma omp parallel for schedule(static) if (M * N * K > TL_PAR_MIN)
-    for (int64_t i = 0; i < M; i++) {
-        float *c = C + i * N;
-        if (!acc) for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
-        for (int64_t p = 0; p < K; p++) {
-            float a = A[i * K + p];
-            const float *b = B + p * N;
-            for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
+#define TILE TLM_ATTN_TILE
+
+/* T[((bb*h + hh)*hd + p)*n + j] = A[(bb*n + j)*HD + hh*hd + p]: per (sample, head), the head's
+ * columns as rows, so one query's dots against consecutive keys read contiguous memory */
+static void head_transpose(const float *A, float *T, int64_t b, int64_t n, int64_t h, int64_t hd) {
+    const int64_t HD = h * hd;
+#pragma omp parallel for collapse(2) schedule(static) if (b * n * HD > TL_PAR_MIN)
+    for (int64_t bh = 0; bh < b * h; bh++)
+        for (int64_t p = 0; p < hd; p++) {
+            int64_t bb = bh / h, hh = bh % h;
+            const float *src = A + bb * n * HD + hh * hd + p;
+            float *dst = T + (bh * hd + p) * n;
+            for (int64_t j = 0; j < n; j++) dst[j] = src[j * HD];
         }
+}
+
+/* s[jj] = dot(a, column j0 + jj of T) for jj < nt: per output one fma chain over p in order from
+ * 0 (rule 3); T is one (sample, head) block of head_transpose, hd rows of length n */
+static void dots_block(const float *a, const float *T, int64_t n, int64_t hd, int64_t j0, int64_t nt,
+                       float *s) {
+    for (int64_t jj = 0; jj < nt; jj++) s[jj] = 0.0f;
+    for (int64_t p = 0; p < hd; p++) {
+        const float ap = a[p], *t = T + p * n + j0;
+        for (int64_t jj = 0; jj < nt; jj++) s[jj] = tlm_fma(ap, t[jj], s[jj]);
     }
 }
 
-/* C (M x N) = A^T @ B with A (K x M), B (K x N) */
-static void mm_tn(const float *A, const float *B, float *C, int64_t M, int64_t K, int64_t N) {
-#pragma omp parallel for schedule(static) if (M * N * K > TL_PAR_MIN)
-    for (int64_t i = 0; i < M; i++) {
-        float *c = C + i * N;
-        for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
-        for (int64_t p = 0; p < K; p++) {
-            float a = A[p * M + i];
-            const float *b = B + p * N;
-            for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
-        }
-    }
+static inline int blocked(const float *M, int64_t n, int64_t i, int64_t j) {
+    return M && M[i * n + j] == 0.0f;
 }
 
-/* C (M x N) (+)= A @ B^T with A (M x K), B (N x K) */
-static void mm_nt(const float *A, const float *B, float *C, int64_t M, int64_t K, int64_t N, int acc) {
-#pragma omp parallel for schedule(static) if (M * N * K > TL_PAR_MIN)
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            float s = 0.0f;
-            for (int64_t p = 0; p < K; p++) s += A[i * K + p] * B[j * K + p];
-            C[i * N + j] = acc ? C[i * N + j] + s : s;
-        }
+static int zero_all(tl_buf *outs, int count) {
+    for (int i = 0; i < count; i++)
+        if (outs[i]->n) memset(outs[i]->data, 0, sizeof(float) * (size_t)outs[i]->n);
+    return TL_OK;
 }
+
+static float head_scale(int64_t hd) { return (float)(1.0 / sqrt((double)hd)); }
 
 int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf mask,
                             tl_buf y, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn,
                             int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd,
                             int64_t has_mask, int64_t flash) {
     const int64_t R = b * n, HD = h * hd;
-    const float *M = has_mask ? mask->data : NULL;
-    mm_nn(x->data, wq->data, q->data, R, dm, HD, 0);
-    mm_nn(x->data, wk->data, k->data, R, dm, HD, 0);
-    mm_nn(x->data, wv->data, v->data, R, dm, HD, 0);
-    const float scale = hd > 0 ? (float)(1.0 / sqrt((double)hd)) : 1.0f;
-    const float *Q = q->data, *K = k->data, *V = v->data;
+    if (R == 0 || HD == 0 || dm == 0) {
+        tl_buf outs[] = {y, q, k, v, lse, attn};
+        return zero_all(outs, 6);
+    }
+    const float *M = has_mask ? mask->data : NULL, *X = x->data;
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wq->data, HD, 0, q->data, HD, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wk->data, HD, 0, k->data, HD, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wv->data, HD, 0, v->data, HD, 0, 0));
+    float *KT = malloc(sizeof(float) * (size_t)(R * HD));
+    if (!KT) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld-element temporaries", op, (long long)(R * HD));
+    head_transpose(k->data, KT, b, n, h, hd);
+    const float scale = head_scale(hd), neg_inf = tlm_from_bits((int32_t)0xff800000);
+    const float *Q = q->data, *V = v->data;
     float *O = attn->data, *L = lse->data;
-#pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN)
+    int oom = 0;
+#pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : oom)
     {
-        float *s = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+        float s[TILE], *acc = malloc(sizeof(float) * (size_t)hd);
+        oom = !acc;
 #pragma omp for schedule(static)
         for (int64_t bhi = 0; bhi < b * h * n; bhi++) {
+            if (!acc) continue;
             int64_t bb = bhi / (h * n), hh = (bhi / n) % h, i = bhi % n;
-            const float *qi = Q + (bb * n + i) * HD + hh * hd;
+            const float *qi = Q + (bb * n + i) * HD + hh * hd, *KTbh = KT + (bb * h + hh) * hd * n;
             float *oi = O + (bb * n + i) * HD + hh * hd;
-            float mx = -INFINITY;
-            for (int64_t j = 0; j < n; j++) {
-                if (M && M[i * n + j] == 0.0f) { s[j] = -INFINITY; continue; }
-                const float *kj = K + (bb * n + j) * HD + hh * hd;
-                float d = 0.0f;
-                for (int64_t p = 0; p < hd; p++) d += qi[p] * kj[p];
-                s[j] = d * scale;
-                if (s[j] > mx || s[j] != s[j]) mx = s[j]; /* a NaN score poisons the row */
+            tlm_osm st;
+            tlm_osm_init(&st);
+            int nan_seen = 0;
+            for (int64_t p = 0; p < hd; p++) acc[p] = 0.0f;
+            for (int64_t j0 = 0; j0 < n; j0 += TILE) {
+                int nt = (int)(n - j0 < TILE ? n - j0 : TILE);
+                dots_block(qi, KTbh, n, hd, j0, nt, s);
+                for (int jj = 0; jj < nt; jj++) {
+                    s[jj] = blocked(M, n, i, j0 + jj) ? neg_inf : tlm_mul(s[jj], scale);
+                    nan_seen |= s[jj] != s[jj];
+                }
+                float alpha = tlm_osm_tile(&st, s, nt);
+                for (int64_t p = 0; p < hd; p++) acc[p] = tlm_mul(acc[p], alpha);
+                for (int jj = 0; jj < nt; jj++) {
+                    const float pj = s[jj], *vj = V + (bb * n + j0 + jj) * HD + hh * hd;
+                    for (int64_t p = 0; p < hd; p++) acc[p] = tlm_fma(pj, vj[p], acc[p]);
+                }
             }
-            for (int64_t p = 0; p < hd; p++) oi[p] = 0.0f;
-            if (mx == -INFINITY) { L[bhi] = 0.0f; continue; } /* fully blocked: output 0 */
-            float den = 0.0f;
-            for (int64_t j = 0; j < n; j++) {
-                if (s[j] == -INFINITY) continue;
-                float pj = tl_expf(s[j] - mx);
-                den += pj;
-                const float *vj = V + (bb * n + j) * HD + hh * hd;
-                for (int64_t p = 0; p < hd; p++) oi[p] += pj * vj[p];
-            }
-            for (int64_t p = 0; p < hd; p++) oi[p] /= den;
-            L[bhi] = mx + logf(den);
+            const float nan = tlm_from_bits(0x7fc00000);
+            for (int64_t p = 0; p < hd; p++) oi[p] = nan_seen ? nan : tlm_osm_finish(&st, acc[p]);
+            L[bhi] = nan_seen ? nan : st.l == 0.0f ? 0.0f : tlm_add(st.m, tlm_log(st.l));
         }
-        free(s);
+        free(acc);
     }
-    mm_nn(O, wo->data, y->data, R, HD, dm, 0);
+    free(KT);
+    if (oom) return tl_fail(TL_E_OOM, "%s: out of host memory for a row accumulator of %lld", op, (long long)hd);
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, dm, HD, O, HD, 0, wo->data, dm, 0, y->data, dm, 0, 0));
     (void)flash;
     return TL_OK;
+}
+
+/* dQ (per query row, over keys in order) or dK and dV (per key row, over queries in order) */
+static void grad_rows(int key_rows, const float *Q, const float *K, const float *V, const float *dO,
+                      const float *T1, const float *T2, const float *L, const float *Dr, const float *M,
+                      float *G1, float *G2, int64_t b, int64_t n, int64_t h, int64_t hd, float scale,
+                      int *oom) {
+    const int64_t HD = h * hd;
+    int bad = 0;
+#pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : bad)
+    {
+        float s[TILE], dp[TILE], pr[TILE], ds[TILE];
+        int ok[TILE];
+        float *g1 = malloc(sizeof(float) * (size_t)(2 * hd)), *g2 = g1 ? g1 + hd : NULL;
+        bad = !g1;
+#pragma omp for schedule(static)
+        for (int64_t row = 0; row < b * h * n; row++) {
+            if (!g1) continue;
+            int64_t bb = row / (h * n), hh = (row / n) % h, r = row % n;
+            const int64_t off = (bb * n + r) * HD + hh * hd, blk = (bb * h + hh) * hd * n;
+            /* query rows: this row's q and dO against K^T and V^T; key rows: k and v against
+             * Q^T and dO^T (the same fma chains: fma(a, b, c) == fma(b, a, c)) */
+            const float *a1 = key_rows ? K + off : Q + off, *a2 = key_rows ? V + off : dO + off;
+            for (int64_t p = 0; p < 2 * hd; p++) g1[p] = 0.0f;
+            for (int64_t c0 = 0; c0 < n; c0 += TILE) {
+                int nt = (int)(n - c0 < TILE ? n - c0 : TILE);
+                dots_block(a1, T1 + blk, n, hd, c0, nt, s);
+                dots_block(a2, T2 + blk, n, hd, c0, nt, dp);
+                for (int cc = 0; cc < nt; cc++) {
+                    int64_t i = key_rows ? c0 + cc : r, j = key_rows ? r : c0 + cc;
+                    int64_t qrow = (bb * h + hh) * n + i;
+                    ok[cc] = !blocked(M, n, i, j);
+                    pr[cc] = tlm_attn_prob(tlm_mul(s[cc], scale), L[qrow]);
+                    ds[cc] = tlm_attn_dscore(pr[cc], dp[cc], Dr[qrow], scale);
+                }
+                for (int cc = 0; cc < nt; cc++) {
+                    if (!ok[cc]) continue;
+                    const int64_t coff = (bb * n + c0 + cc) * HD + hh * hd;
+                    if (key_rows) {
+                        const float *qi = Q + coff, *doi = dO + coff;
+                        for (int64_t p = 0; p < hd; p++) g1[p] = tlm_fma(ds[cc], qi[p], g1[p]);
+                        for (int64_t p = 0; p < hd; p++) g2[p] = tlm_fma(pr[cc], doi[p], g2[p]);
+                    } else {
+                        const float *kj = K + coff;
+                        for (int64_t p = 0; p < hd; p++) g1[p] = tlm_fma(ds[cc], kj[p], g1[p]);
+                    }
+                }
+            }
+            memcpy(G1 + off, g1, sizeof(float) * (size_t)hd);
+            if (key_rows) memcpy(G2 + off, g2, sizeof(float) * (size_t)hd);
+        }
+        free(g1);
+    }
+    *oom = bad;
 }
 
 int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo,
@@ -106,69 +187,46 @@ int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_bu
                                      tl_buf dwo, tl_buf dx, int64_t b, int64_t n, int64_t dm,
                                      int64_t h, int64_t hd, int64_t has_mask, int64_t flash) {
     const int64_t R = b * n, HD = h * hd;
+    if (R == 0 || HD == 0 || dm == 0) {
+        tl_buf outs[] = {dwq, dwk, dwv, dwo, dx};
+        return zero_all(outs, 5);
+    }
     const float *M = has_mask ? mask->data : NULL;
-    size_t big = sizeof(float) * (size_t)(R * HD > 0 ? R * HD : 1);
-    float *dO = malloc(big), *dQ = malloc(big), *dK = malloc(big), *dV = malloc(big);
-    float *Dr = malloc(sizeof(float) * (size_t)(b * h * n > 0 ? b * h * n : 1));
-    if (!dO || !dQ || !dK || !dV || !Dr) {
-        free(dO); free(dQ); free(dK); free(dV); free(Dr);
-        return tl_fail(TL_E_OOM, "%s: out of host memory for %lld-element temporaries", op, (long long)(R * HD));
-    }
+    size_t big = (size_t)(R * HD);
+    /* dO, dQ, dK, dV and two transposes (R x HD each), D (b*h*n) */
+    float *work = malloc(sizeof(float) * (6 * big + (size_t)(b * h * n)));
+    if (!work) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld-element temporaries", op, (long long)(7 * big));
+    float *dO = work, *dQ = dO + big, *dK = dQ + big, *dV = dK + big, *T1 = dV + big, *T2 = T1 + big;
+    float *Dr = T2 + big;
     const float *G = g->data, *Q = q->data, *K = k->data, *V = v->data, *O = attn->data, *L = lse->data;
-    mm_tn(O, G, dwo->data, HD, R, dm);          /* dWo = attn^T g */
-    mm_nt(G, wo->data, dO, R, dm, HD, 0);       /* dAttn = g Wo^T */
-    const float scale = hd > 0 ? (float)(1.0 / sqrt((double)hd)) : 1.0f;
-    /* D_i = dO_i . O_i per head and row */
-    for (int64_t bhi = 0; bhi < b * h * n; bhi++) {
-        int64_t bb = bhi / (h * n), hh = (bhi / n) % h, i = bhi % n;
-        const float *o = O + (bb * n + i) * HD + hh * hd, *d = dO + (bb * n + i) * HD + hh * hd;
-        float s = 0.0f;
-        for (int64_t p = 0; p < hd; p++) s += d[p] * o[p];
-        Dr[bhi] = s;
-    }
-    /* dQ: one query row at a time over keys in order */
-#pragma omp parallel for schedule(static) if (b * h * n * n * hd > TL_PAR_MIN)
-    for (int64_t bhi = 0; bhi < b * h * n; bhi++) {
-        int64_t bb = bhi / (h * n), hh = (bhi / n) % h, i = bhi % n;
-        const float *qi = Q + (bb * n + i) * HD + hh * hd, *doi = dO + (bb * n + i) * HD + hh * hd;
-        float *dqi = dQ + (bb * n + i) * HD + hh * hd;
-        for (int64_t p = 0; p < hd; p++) dqi[p] = 0.0f;
-        for (int64_t j = 0; j < n; j++) {
-            if (M && M[i * n + j] == 0.0f) continue;
-            const float *kj = K + (bb * n + j) * HD + hh * hd, *vj = V + (bb * n + j) * HD + hh * hd;
-            float sd = 0.0f, dp = 0.0f;
-            for (int64_t p = 0; p < hd; p++) { sd += qi[p] * kj[p]; dp += doi[p] * vj[p]; }
-            float pij = tl_expf(sd * scale - L[bhi]);
-            float ds = pij * (dp - Dr[bhi]) * scale;
-            for (int64_t p = 0; p < hd; p++) dqi[p] += ds * kj[p];
+    int st = tl_gemm_exact_f32(op, 1, 0, 1, HD, dm, R, O, HD, 0, G, dm, 0, dwo->data, dm, 0, 0);
+    if (!st) st = tl_gemm_exact_f32(op, 0, 1, 1, R, HD, dm, G, dm, 0, wo->data, dm, 0, dO, HD, 0, 0);
+    const float scale = head_scale(hd);
+    int oom = 0;
+    if (!st) {
+        for (int64_t bhi = 0; bhi < b * h * n; bhi++) {   /* D_i = dot(dO_i, O_i) */
+            int64_t bb = bhi / (h * n), hh = (bhi / n) % h, i = bhi % n;
+            const int64_t off = (bb * n + i) * HD + hh * hd;
+            Dr[bhi] = tlm_dot(dO + off, 1, O + off, 1, hd, 0.0f);
         }
-    }
-    /* dK, dV: one key row at a time over queries in order (no shared accumulation) */
-#pragma omp parallel for schedule(static) if (b * h * n * n * hd > TL_PAR_MIN)
-    for (int64_t bhj = 0; bhj < b * h * n; bhj++) {
-        int64_t bb = bhj / (h * n), hh = (bhj / n) % h, j = bhj % n;
-        const float *kj = K + (bb * n + j) * HD + hh * hd, *vj = V + (bb * n + j) * HD + hh * hd;
-        float *dkj = dK + (bb * n + j) * HD + hh * hd, *dvj = dV + (bb * n + j) * HD + hh * hd;
-        for (int64_t p = 0; p < hd; p++) { dkj[p] = 0.0f; dvj[p] = 0.0f; }
-        for (int64_t i = 0; i < n; i++) {
-            if (M && M[i * n + j] == 0.0f) continue;
-            int64_t bhi = (bb * h + hh) * n + i;
-            const float *qi = Q + (bb * n + i) * HD + hh * hd, *doi = dO + (bb * n + i) * HD + hh * hd;
-            float sd = 0.0f, dp = 0.0f;
-            for (int64_t p = 0; p < hd; p++) { sd += qi[p] * kj[p]; dp += doi[p] * vj[p]; }
-            float pij = tl_expf(sd * scale - L[bhi]);
-            float ds = pij * (dp - Dr[bhi]) * scale;
-            for (int64_t p = 0; p < hd; p++) { dkj[p] += ds * qi[p]; dvj[p] += pij * doi[p]; }
+        head_transpose(K, T1, b, n, h, hd);
+        head_transpose(V, T2, b, n, h, hd);
+        grad_rows(0, Q, K, V, dO, T1, T2, L, Dr, M, dQ, NULL, b, n, h, hd, scale, &oom);
+        if (!oom) {
+            head_transpose(Q, T1, b, n, h, hd);
+            head_transpose(dO, T2, b, n, h, hd);
+            grad_rows(1, Q, K, V, dO, T1, T2, L, Dr, M, dK, dV, b, n, h, hd, scale, &oom);
         }
+        if (oom) st = tl_fail(TL_E_OOM, "%s: out of host memory for row accumulators of %lld", op, (long long)hd);
     }
     const float *X = x->data;
-    mm_tn(X, dQ, dwq->data, dm, R, HD);
-    mm_tn(X, dK, dwk->data, dm, R, HD);
-    mm_tn(X, dV, dwv->data, dm, R, HD);
-    mm_nt(dQ, wq->data, dx->data, R, HD, dm, 0);
-    mm_nt(dK, wk->data, dx->data, R, HD, dm, 1);
-    mm_nt(dV, wv->data, dx->data, R, HD, dm, 1);
-    free(dO); free(dQ); free(dK); free(dV); free(Dr);
+    if (!st) st = tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dQ, HD, 0, dwq->data, HD, 0, 0);
+    if (!st) st = tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dK, HD, 0, dwk->data, HD, 0, 0);
+    if (!st) st = tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dV, HD, 0, dwv->data, HD, 0, 0);
+    if (!st) st = tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dQ, HD, 0, wq->data, HD, 0, dx->data, dm, 0, 0);
+    if (!st) st = tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dK, HD, 0, wk->data, HD, 0, dx->data, dm, 0, 1);
+    if (!st) st = tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dV, HD, 0, wv->data, HD, 0, dx->data, dm, 0, 1);
+    free(work);
     (void)flash;
-    return TL_OK;
+    return st;
 }

@@ -2,9 +2,14 @@
  *
  * Layouts: x, h, g are (batch, steps, width); h0 and dh0 are (batch, width). A coefficient
  * (a or b) has a mode: 0 = (width,) fixed, 1 = (steps, width) shared by the batch, 2 =
- * (batch, steps, width). The recurrence runs in float32 (no FMA contraction), matching the
- * CUDA kernel bit for bit; coefficient gradients accumulate in double, samples in increasing
- * order and time in decreasing order, independent of the thread count.
+ * (batch, steps, width). The recurrence runs sequentially in time in float32 with two rounded
+ * products and one rounded sum, h_t = tlm_add(tlm_mul(a_t, h_{t-1}), tlm_mul(b_t, x_t)) (no
+ * FMA), and the backward carry likewise g_t = tlm_add(dY_t, tlm_mul(a_{t+1}, g_{t+1})).
+ * Coefficient gradients take exact float64 products g_t h_{t-1} and g_t x_t and sum them in
+ * float64 in one stated order: per sample over time in decreasing order from 0 (for (D,)
+ * coefficients), then over samples in increasing order from 0, rounded to float32 once. CUDA
+ * (cuda/scan.cu) runs the same operations in the same order, so the two give the same bits in
+ * every mode, independent of the thread count.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,17 +37,14 @@ int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, 
             const float *xt = X + (bi * steps + t) * width;
             const float *hp = t ? Y + (bi * steps + t - 1) * width : H0 + bi * width;
             float *ht = Y + (bi * steps + t) * width;
-            for (int64_t j = 0; j < width; j++) {
-                float ah = at[j] * hp[j];
-                float bx = bt[j] * xt[j];
-                ht[j] = ah + bx;
-            }
+            for (int64_t j = 0; j < width; j++) ht[j] = tlm_add(tlm_mul(at[j], hp[j]), tlm_mul(bt[j], xt[j]));
         }
     return TL_OK;
 }
 
 /* Channels are independent: each OpenMP chunk of channels runs samples in increasing order and
- * time in decreasing order, carrying g_{t+1} in `gnext`. */
+ * time in decreasing order, carrying g_{t+1} in `gnext`. A (D,) coefficient's gradient is first
+ * summed per sample (sa, sb), then added to the total in sample order (see the file comment). */
 int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf h, tl_buf g, tl_buf da,
                                tl_buf db, tl_buf dx, tl_buf dh0, int64_t batch, int64_t steps,
                                int64_t width, int64_t a_mode, int64_t b_mode) {
@@ -65,12 +67,14 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
     }
     const float *A = a->data, *B = b->data, *X = x->data, *H0 = h0->data, *H = h->data, *G = g->data;
     float *DX = dx->data, *DH0 = dh0->data;
-    const int64_t CH = 64; /* channels per chunk */
+    const int64_t CH = 64; /* channels per chunk (the size of sa, sb) */
     int64_t nchunks = (width + CH - 1) / CH;
 #pragma omp parallel for schedule(static) if (nchunks > 1 && nx > TL_PAR_MIN)
     for (int64_t c0 = 0; c0 < width; c0 += CH) {
         int64_t c1 = c0 + CH < width ? c0 + CH : width;
+        double sa[64], sb[64]; /* per-sample sums over time for (D,) coefficients */
         for (int64_t bi = 0; bi < batch; bi++) {
+            for (int64_t j = 0; j < c1 - c0; j++) { sa[j] = 0.0; sb[j] = 0.0; }
             for (int64_t t = steps - 1; t >= 0; t--) {
                 const float *bt = B + coef_row(b_mode, bi, t, steps, width);
                 const float *an = t + 1 < steps ? A + coef_row(a_mode, bi, t + 1, steps, width) : NULL;
@@ -80,17 +84,19 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
                 double *cb = accB + coef_row(b_mode, bi, t, steps, width);
                 for (int64_t j = c0; j < c1; j++) {
                     float gt = G[row + j];
-                    if (an) {
-                        float carry = an[j] * gnext[j];
-                        gt = gt + carry;
-                    }
+                    if (an) gt = tlm_add(gt, tlm_mul(an[j], gnext[j]));
                     gnext[j] = gt;
-                    ca[j] += (double)gt * (double)hp[j];
-                    cb[j] += (double)gt * (double)X[row + j];
-                    DX[row + j] = gt * bt[j];
+                    double pa = (double)gt * (double)hp[j], pb = (double)gt * (double)X[row + j];
+                    if (a_mode == 0) sa[j - c0] += pa; else ca[j] += pa;
+                    if (b_mode == 0) sb[j - c0] += pb; else cb[j] += pb;
+                    DX[row + j] = tlm_mul(gt, bt[j]);
                 }
             }
-            for (int64_t j = c0; j < c1; j++) DH0[bi * width + j] = A[coef_row(a_mode, bi, 0, steps, width) + j] * gnext[j];
+            for (int64_t j = c0; j < c1; j++) {
+                if (a_mode == 0) accA[j] += sa[j - c0];
+                if (b_mode == 0) accB[j] += sb[j - c0];
+            }
+            for (int64_t j = c0; j < c1; j++) DH0[bi * width + j] = tlm_mul(A[coef_row(a_mode, bi, 0, steps, width) + j], gnext[j]);
         }
     }
     for (int64_t i = 0; i < na; i++) da->data[i] = (float)accA[i];

@@ -1,9 +1,12 @@
 /* spectral.c (stub): real DFTs over the last axis and the FNO spectral convolution.
  *
  * Direct transforms (not FFTs): the stub is the reference, and the sizes it meets are small.
- * Twiddles come from one float64 table of cos/sin(2 pi r / n), indexed by r = k t mod n (exact
- * at the quarter points), and every sum accumulates in double in a fixed order, so results do
- * not depend on the thread count. The spectral convolution transforms only the `modes`
+ * Twiddles come from one float64 table of cos/sin(2 pi r / n) built by tlm_twiddle (tl_math.h:
+ * IEEE operations only, exact at the quarter points), indexed by r = k t mod n, and every sum
+ * accumulates in double, sequentially in index order (t, k, channel or sample), with no
+ * contraction. CUDA (cuda/spectral.cu) builds the same table and runs the same sums in the same
+ * order, one thread per output, so the two give the same bits in every mode; results do not
+ * depend on the thread count. The spectral convolution transforms only the `modes`
  * retained bins: O(grid * modes * width) per sample instead of a full spectrum.
  *
  * Conventions (inventory section 10.8): rfft is unnormalised with exp(-2 pi i k t / n), packed
@@ -15,24 +18,12 @@
 #include "stub.h"
 #include "entry/spectral_kernels.h"
 
-/* tw[2r] = cos(2 pi r / n), tw[2r + 1] = sin(2 pi r / n) for r = 0..n-1 */
+/* tw[2r] = cos(2 pi r / n), tw[2r + 1] = sin(2 pi r / n) for r = 0..n-1, from tlm_twiddle
+ * (IEEE operations only), so CUDA's table has the same bits */
 static int twiddles(const char *op, int64_t n, double **out) {
     double *tw = malloc(sizeof(double) * 2 * (size_t)(n > 0 ? n : 1));
     if (!tw) return tl_fail(TL_E_OOM, "%s: cannot allocate a twiddle table for n = %lld", op, (long long)n);
-    for (int64_t r = 0; r < n; r++) {
-        double c, s;
-        if ((4 * r) % n == 0) { /* exact at 0, pi/2, pi, 3pi/2 */
-            int64_t q = (4 * r) / n;
-            c = (q == 0) ? 1.0 : (q == 2) ? -1.0 : 0.0;
-            s = (q == 1) ? 1.0 : (q == 3) ? -1.0 : 0.0;
-        } else {
-            double ang = 2.0 * M_PI * (double)r / (double)n;
-            c = cos(ang);
-            s = sin(ang);
-        }
-        tw[2 * r] = c;
-        tw[2 * r + 1] = s;
-    }
+    for (int64_t r = 0; r < n; r++) tlm_twiddle(r, n, &tw[2 * r], &tw[2 * r + 1]);
     *out = tw;
     return TL_OK;
 }
@@ -151,9 +142,9 @@ static void idft_trunc(const double *Z, int64_t grid, int64_t width, int64_t mod
         int64_t r = 0;
         for (int64_t k = 0; k < modes; k++) {
             double w = weighted ? bin_weight(k, grid) : 1.0;
-            double c = w * tw[2 * r], s = is_edge_bin(k, grid) ? 0.0 : w * tw[2 * r + 1];
+            double c = tw[2 * r], s = is_edge_bin(k, grid) ? 0.0 : tw[2 * r + 1];
             const double *Zk = Z + k * width * 2;
-            for (int64_t ch = 0; ch < width; ch++) acc[ch] += Zk[2 * ch] * c - Zk[2 * ch + 1] * s;
+            for (int64_t ch = 0; ch < width; ch++) acc[ch] += w * (Zk[2 * ch] * c - Zk[2 * ch + 1] * s);
             r += t;
             if (r >= grid) r -= grid;
         }
