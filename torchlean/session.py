@@ -8,6 +8,7 @@ stale flag: training updates the mirror, reading `.data` synchronises once.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -213,9 +214,16 @@ class Session:
         self.gen += 1
 
     def __enter__(self):
+        """Inside `with Session() as s:` s is the current session: default_session() returns
+        it, so torchlean.tensor(), Embedding of integer indices and functions given no Tensor
+        record on s (as a PyTorch program's ops land in one graph). Leaving releases the step."""
+        _entered_stack().append(self)
         return self
 
     def __exit__(self, *exc):
+        stack = _entered_stack()
+        if stack and stack[-1] is self:
+            stack.pop()
         self.step()
 
 
@@ -466,9 +474,22 @@ class Tensor:
 
 
 _default = [None]
+_entered = threading.local()     # this thread's sessions inside a `with` block, innermost last
+
+
+def _entered_stack() -> list:
+    st = getattr(_entered, "stack", None)
+    if st is None:
+        st = _entered.stack = []
+    return st
 
 
 def default_session() -> Session:
+    """The innermost `with Session()` block's session of this thread, else the process-wide
+    default session (made on first use)."""
+    st = _entered_stack()
+    if st:
+        return st[-1]
     if _default[0] is None:
         _default[0] = Session()
     return _default[0]
