@@ -66,7 +66,8 @@ def save_checkpoint(path: str, tl, model, optimizer, scheduler, step: int) -> No
 
 
 def load_checkpoint(path: str, tl, model, optimizer, scheduler, total_steps: int) -> int:
-    """Restore a checkpoint written by save_checkpoint; returns the step it was taken at."""
+    """Restore a checkpoint written by save_checkpoint; returns the step it was taken at.
+    A pickle, as torch.save writes: load only checkpoints you wrote yourself."""
     with open(path, "rb") as f:
         state = pickle.load(f)
     if state["scheduler"]["total_steps"] != total_steps:
