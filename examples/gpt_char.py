@@ -112,6 +112,7 @@ def main(argv=None):
     p.add_argument("--clip", type=float, default=1.0, help="max gradient norm")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--generate", type=int, default=200, help="characters to sample at the end")
+    p.add_argument("--eval-batches", type=int, default=8, help="held-out batches per estimate")
     args = p.parse_args(argv)
     tl = setup(args)
     from torchlean import nn, optim
@@ -135,7 +136,7 @@ def main(argv=None):
         lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, args.steps - warmup),
                                        eta_min=args.lr / 10)], milestones=[warmup])
 
-    val_initial = estimate_loss(tl, model, val_data, args.batch_size, T)
+    val_initial = estimate_loss(tl, model, val_data, args.batch_size, T, args.eval_batches)
     rng = np.random.default_rng(args.seed)
     loss_v = float("nan")
     t0 = time.perf_counter()
@@ -155,7 +156,7 @@ def main(argv=None):
                 bar.set_postfix(loss=f"{loss_v:.4f}")
     tl.synchronize()
     dt = time.perf_counter() - t0
-    val = estimate_loss(tl, model, val_data, args.batch_size, T)
+    val = estimate_loss(tl, model, val_data, args.batch_size, T, args.eval_batches)
     print(f"held-out loss {val_initial:.3f} -> {val:.3f} nats/char "
           f"(ln(vocab) = {np.log(vocab):.3f}); {dt:.1f} s for {args.steps} steps")
 

@@ -11,6 +11,10 @@ NAMES = ["mlp_digits.py", "digits_cnn.py", "char_transformer.py", "fno_burgers.p
          "selective_scan_seq.py", "two_layer_net.py", "cnn_classifier.py", "gpt_char.py"]
 
 
+# flags that keep a 3-step smoke run short (fewer held-out batches, a shorter sample)
+QUICK = {"gpt_char.py": ("--eval-batches", "1", "--generate", "20")}
+
+
 def _run(name, *extra, steps=3):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     r = subprocess.run([sys.executable, os.path.join(EX, name), "--steps", str(steps), *extra],
@@ -32,7 +36,7 @@ def test_example_runs(name, tmp_path):
     if backend not in ("stub", "cuda"):
         backend = "auto"
     line, r = _run(name, "--backend", backend, "--seed", "1", "--deterministic",
-                   "--save", str(tmp_path / "w.safetensors"))
+                   "--save", str(tmp_path / "w.safetensors"), *QUICK.get(name, ()))
     f = _fields(line)
     assert f["example"] == name[:-3] and f["deterministic"] == "1" and f["steps"] == "3"
     assert f["backend"] in ("stub", "cuda")
@@ -132,7 +136,8 @@ def test_cnn_classifier_resume_refuses_another_schedule_length(tmp_path):
 
 def test_gpt_char_loss_decreases_and_samples():
     line, r = _run("gpt_char.py", "--no-progress", "--deterministic", "--generate", "40",
-                   "--n-layer", "1", "--block-size", "32", "--warmup", "5", steps=40)
+                   "--n-layer", "1", "--block-size", "32", "--warmup", "5", "--eval-batches", "4",
+                   steps=40)
     f = _fields(line)
     vocab = int(f["vocab"])
     assert vocab > 60
