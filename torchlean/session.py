@@ -345,9 +345,16 @@ class Session:
         self.gen += 1
 
     def __enter__(self):
+        """Inside `with Session() as s:` s is the current session: default_session() returns
+        it, so torchlean.tensor(), Embedding of integer indices and functions given no Tensor
+        record on s (as a PyTorch program's ops land in one graph). Leaving releases the step."""
+        _entered_stack().append(self)
         return self
 
     def __exit__(self, *exc):
+        stack = _entered_stack()
+        if stack and stack[-1] is self:
+            stack.pop()
         self.step()
 
 
@@ -642,11 +649,22 @@ class Tensor:
         return f"tensor({body}, shape={tuple(values.shape)}{grad})"
 
 
-_default = threading.local()
+_default = threading.local()      # this thread's default session and its `with` stack
+
+
+def _entered_stack() -> list:
+    st = getattr(_default, "stack", None)
+    if st is None:
+        st = _default.stack = []
+    return st
 
 
 def default_session() -> Session:
-    """This thread's default Session (created on first use; Sessions are per thread)."""
+    """The innermost `with Session()` block's session of this thread, else this thread's default
+    Session (created on first use; Sessions are per thread)."""
+    st = _entered_stack()
+    if st:
+        return st[-1]
     s = getattr(_default, "session", None)
     if s is None:
         s = _default.session = Session()
