@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from _common import parser, setup, progress, summary
+from _common import DataParallel, parser, setup, progress, summary
 from digits_cnn import load_data
 
 TARGET_ACC = 0.97
@@ -115,46 +115,50 @@ def main(argv=None):
     from torchlean.optim import lr_scheduler
 
     Xtr, ytr, Xte, yte = load_data()
-    model = build_model(args.width)
+    dp = DataParallel(args)          # --accumulate K, and mpirun -n W: data parallel
+    net = build_model(args.width)
+    model = dp.wrap(net)
     criterion = nn.CrossEntropyLoss()
     optimizer = optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True,
                           weight_decay=5e-4)
     scheduler = lr_scheduler.OneCycleLR(optimizer, max_lr=args.lr, total_steps=args.steps)
     start = 0
     if args.resume:
-        start = load_checkpoint(args.resume, tl, model, optimizer, scheduler, args.steps)
+        start = load_checkpoint(args.resume, tl, net, optimizer, scheduler, args.steps)
     if args.checkpoint_dir:
         os.makedirs(args.checkpoint_dir, exist_ok=True)
     batches = train_batches(TensorDataset(Xtr, ytr), args.batch_size, args.seed, start)
 
     loss_v = grad_norm = float("nan")
     t0 = time.perf_counter()
-    bar = progress(args.steps - start, "train", args.no_progress)
+    bar = progress(args.steps - start, "train", args.no_progress or dp.rank > 0)
     for i in bar:
         step = start + i + 1                      # the number of optimizer steps taken after
         xb, yb = next(batches)
         with tl.Session() as s:
-            loss = criterion(model(s.tensor(xb)), yb)
             optimizer.zero_grad()
-            loss.backward()
+            for (xm, ym), sync in dp.micro_batches(model, xb, yb):
+                with sync:
+                    loss = criterion(model(s.tensor(xm)), ym)
+                    dp.backward(loss)
             grad_norm = nn.utils.clip_grad_norm_(model.parameters(), args.clip)
             optimizer.step()
             scheduler.step()
             if step % 25 == 0 or step == args.steps:
                 loss_v = loss.item()
                 bar.set_postfix(loss=f"{loss_v:.4f}", lr=f"{scheduler.get_last_lr()[0]:.3g}")
-        if args.checkpoint_dir and (step == args.steps or (
+        if args.checkpoint_dir and dp.rank == 0 and (step == args.steps or (
                 args.checkpoint_every and step % args.checkpoint_every == 0)):
-            save_checkpoint(os.path.join(args.checkpoint_dir, f"step_{step}.ckpt"), tl, model,
+            save_checkpoint(os.path.join(args.checkpoint_dir, f"step_{step}.ckpt"), tl, net,
                             optimizer, scheduler, step)
     tl.synchronize()
     dt = time.perf_counter() - t0
 
-    acc, test_loss = evaluate(tl, model, Xte, yte)
+    acc, test_loss = evaluate(tl, net, Xte, yte)
     print(f"test accuracy: {acc * 100:.2f}% (target {TARGET_ACC * 100:.0f}%), "
           f"test loss {test_loss:.4f}, {dt:.1f} s for {args.steps - start} steps")
-    if args.save:
-        model.save(args.save)
+    if args.save and dp.rank == 0:
+        net.save(args.save)
     summary("cnn_classifier", tl, steps=args.steps, start_step=start, loss=loss_v,
             grad_norm=grad_norm, test_acc=acc, test_loss=test_loss, target_acc=TARGET_ACC,
             time_s=dt)

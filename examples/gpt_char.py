@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from _common import parser, setup, progress, summary
+from _common import DataParallel, parser, setup, progress, summary
 from char_transformer import batch, load_data
 
 
@@ -122,7 +122,9 @@ def main(argv=None):
     n_val = len(data) // 10
     train_data, val_data = data[:-n_val], data[-n_val:]
     vocab, T = len(chars), args.block_size
-    model = build_model(vocab, T, args.n_layer, args.n_head, args.n_embd)
+    dp = DataParallel(args)          # --accumulate K, and mpirun -n W: data parallel
+    net = build_model(vocab, T, args.n_layer, args.n_head, args.n_embd)
+    model = dp.wrap(net)
 
     # weight decay on the matrices (linear and embedding weights), none on biases and norms
     decay = [p for _, p in model.named_parameters() if len(p.shape) >= 2]
@@ -136,18 +138,20 @@ def main(argv=None):
         lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, args.steps - warmup),
                                        eta_min=args.lr / 10)], milestones=[warmup])
 
-    val_initial = estimate_loss(tl, model, val_data, args.batch_size, T, args.eval_batches)
+    val_initial = estimate_loss(tl, net, val_data, args.batch_size, T, args.eval_batches)
     rng = np.random.default_rng(args.seed)
     loss_v = float("nan")
     t0 = time.perf_counter()
-    bar = progress(args.steps, "train", args.no_progress)
+    bar = progress(args.steps, "train", args.no_progress or dp.rank > 0)
     for step in bar:
         xb, yb = batch(train_data, rng, args.batch_size, T)
         with tl.Session():
-            logits = model(xb)
-            loss = nn.functional.cross_entropy(logits.view(-1, vocab), yb.reshape(-1))
             optimizer.zero_grad()
-            loss.backward()
+            for (xm, ym), sync in dp.micro_batches(model, xb, yb):
+                with sync:
+                    logits = model(xm)
+                    loss = nn.functional.cross_entropy(logits.view(-1, vocab), ym.reshape(-1))
+                    dp.backward(loss)
             nn.utils.clip_grad_norm_(model.parameters(), args.clip)
             optimizer.step()
             scheduler.step()
@@ -156,17 +160,17 @@ def main(argv=None):
                 bar.set_postfix(loss=f"{loss_v:.4f}")
     tl.synchronize()
     dt = time.perf_counter() - t0
-    val = estimate_loss(tl, model, val_data, args.batch_size, T, args.eval_batches)
+    val = estimate_loss(tl, net, val_data, args.batch_size, T, args.eval_batches)
     print(f"held-out loss {val_initial:.3f} -> {val:.3f} nats/char "
           f"(ln(vocab) = {np.log(vocab):.3f}); {dt:.1f} s for {args.steps} steps")
 
     prompt = np.array([[chars.index(c) for c in "The "]], dtype=np.int64)
-    out = generate(tl, model, prompt, args.generate, args.temperature,
+    out = generate(tl, net, prompt, args.generate, args.temperature,
                    np.random.default_rng(args.seed))
     text = "".join(chars[i] for i in out[0])
     print(f"sample (temperature {args.temperature}):\n{text}\n")
-    if args.save:
-        model.save(args.save)
+    if args.save and dp.rank == 0:
+        net.save(args.save)
     summary("gpt_char", tl, steps=args.steps, loss=loss_v, val_loss_initial=val_initial,
             val_loss=val, vocab=vocab, generated=len(text) - 4, time_s=dt)
 

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from _common import parser, setup, progress, summary
+from _common import DataParallel, parser, setup, progress, summary
 
 N, D_in, H, D_out = 64, 1000, 100, 10
 
@@ -30,29 +30,31 @@ def main(argv=None):
     x = rng.standard_normal((N, D_in)).astype(np.float32)
     y = rng.standard_normal((N, D_out)).astype(np.float32)
 
-    model = build_model()
+    dp = DataParallel(args)          # --accumulate K, and mpirun -n W: data parallel
+    model = dp.wrap(build_model())
     loss_fn = nn.MSELoss(reduction="sum")
     optimizer = optim.SGD(model.parameters(), lr=args.lr)
 
     first = last = float("nan")
     t0 = time.perf_counter()
-    bar = progress(args.steps, "train", args.no_progress)
+    bar = progress(args.steps, "train", args.no_progress or dp.rank > 0)
     for t in bar:
         with tl.Session() as s:
-            y_pred = model(s.tensor(x))
-            loss = loss_fn(y_pred, s.tensor(y))
+            optimizer.zero_grad()
+            for (xb, yb), sync in dp.micro_batches(model, x, y):
+                with sync:
+                    loss = loss_fn(model(s.tensor(xb)), s.tensor(yb))
+                    dp.backward(loss)
             if t == 0:
                 first = loss.item()
             if t % 100 == 99 or t == args.steps - 1:
                 last = loss.item()
                 bar.set_postfix(loss=f"{last:.4g}")
-            optimizer.zero_grad()
-            loss.backward()
             optimizer.step()
     tl.synchronize()
     dt = time.perf_counter() - t0
-    if args.save:
-        model.save(args.save)
+    if args.save and dp.rank == 0:
+        getattr(model, "module", model).save(args.save)
     summary("two_layer_net", tl, steps=args.steps, loss_initial=first, loss=last, time_s=dt)
 
 
