@@ -9,7 +9,12 @@
  * Determinism: each C element is owned by one task per k slice, slices run in increasing k,
  * and the micro-kernel adds products one k at a time (acc = acc + a * b, no FMA: the Makefile
  * turns contraction off). So every C element sums its products in increasing k order whatever
- * the blocking, tile position or thread count: batched and single-row calls agree bit for bit. */
+ * the blocking, tile position or thread count: batched and single-row calls agree bit for bit.
+ *
+ * Exact mode (tl_exact()) follows native/common/tl_math.h, as CUDA's exact mode does: GEMMs go
+ * to the exact GEMM (rule 3, one FMA chain per output; linear starts it at the bias). The
+ * column sums of linear's bias gradient and the MSE sum are rule 4 in every mode (chunked
+ * sequential sums, then the pairwise tree: as fast as a sequential sum here). */
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
