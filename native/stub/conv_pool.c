@@ -193,6 +193,49 @@ static void window(const geom_t *G, const float *plane, int64_t o, float pad_val
     }
 }
 
+#define SMOOTH_BLOCK 64 /* smooth-max windows handled together, so exp and log run as vectors */
+#define SMOOTH_WORK 16384 /* ... but at most about this many window values at once */
+
+/* Smooth-max pooling of one plane, SMOOTH_BLOCK windows at a time. Per window: pivot (first
+ * value, then max/min by the sign of beta), e_j = exp(beta (v_j - pivot)), s = rule-4 sum of
+ * the e_j; forward y = pivot + log(s) / beta, backward adds g e_j / s to each in-image cell,
+ * windows in order. Work buffers: v and pv of blk * KN floats, offs of as many offsets. */
+static int64_t smooth_block(int64_t KN) {
+    int64_t blk = KN > 0 ? SMOOTH_WORK / KN : SMOOTH_BLOCK;
+    return blk < 1 ? 1 : (blk > SMOOTH_BLOCK ? SMOOTH_BLOCK : blk);
+}
+
+static void smooth_plane(const geom_t *G, const float *x, const float *gp, float *y, float beta,
+                         int backward, float *v, float *pv, int64_t *offs) {
+    const int64_t KN = G->k_n, blk = smooth_block(KN);
+    float piv[SMOOTH_BLOCK], s[SMOOTH_BLOCK];
+    for (int64_t o0 = 0; o0 < G->out_n; o0 += blk) {
+        int64_t nb = G->out_n - o0 < blk ? G->out_n - o0 : blk;
+        for (int64_t q = 0; q < nb; q++) {
+            float *vq = v + q * KN;
+            window(G, x, o0 + q, 0.0f, vq, offs + q * KN);
+            float p = vq[0];
+            for (int64_t j = 1; j < KN; j++)
+                p = beta > 0 ? (vq[j] > p ? vq[j] : p) : (vq[j] < p ? vq[j] : p);
+            piv[q] = p;
+            for (int64_t j = 0; j < KN; j++) pv[q * KN + j] = p;
+        }
+#pragma omp simd
+        for (int64_t e = 0; e < nb * KN; e++) v[e] = tlm_exp(tlm_mul(beta, tlm_sub(v[e], pv[e])));
+        for (int64_t q = 0; q < nb; q++) s[q] = tlm_sum(v + q * KN, 1, KN);
+        if (!backward) {
+#pragma omp simd
+            for (int64_t q = 0; q < nb; q++) y[o0 + q] = tlm_add(piv[q], tlm_div(tlm_log(s[q]), beta));
+            continue;
+        }
+        for (int64_t q = 0; q < nb; q++)
+            for (int64_t j = 0; j < KN; j++) {
+                int64_t t = offs[q * KN + j];
+                if (t >= 0) y[t] = tlm_add(y[t], tlm_mul(gp[o0 + q], tlm_div(v[q * KN + j], s[q])));
+            }
+    }
+}
+
 static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const geom_t *geom,
                 double beta_d, int backward) {
     const geom_t G = *geom;
@@ -207,9 +250,10 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
     /* one plane per iteration: each backward plane scatters in a fixed (o, j) order */
 #pragma omp parallel if (planes * G.out_n * KN > TL_PAR_MIN)
     {
-        float *vals = (float *)malloc((size_t)KN * 2 * sizeof(float));
-        float *ev = vals ? vals + KN : NULL;  /* smooth-max: exp(beta (v - pivot)) per tap */
-        int64_t *offs = (int64_t *)malloc((size_t)KN * sizeof(int64_t));
+        /* one window's values and offsets; smooth-max keeps a block of windows (and pivots) */
+        int64_t wn = kind == POOL_SMOOTH ? smooth_block(KN) * KN : KN;
+        float *vals = (float *)malloc((size_t)wn * (kind == POOL_SMOOTH ? 2 : 1) * sizeof(float));
+        int64_t *offs = (int64_t *)malloc((size_t)wn * sizeof(int64_t));
         if (!vals || !offs) {
 #pragma omp atomic write
             err = 1;
@@ -220,6 +264,10 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
             const float *x = input->data + pl * G.in_n;
             const float *gp = backward ? g->data + pl * G.out_n : NULL;
             float *y = backward ? out->data + pl * G.in_n : out->data + pl * G.out_n;
+            if (kind == POOL_SMOOTH) {
+                smooth_plane(&G, x, gp, y, beta, backward, vals, vals + wn, offs);
+                continue;
+            }
             for (int64_t o = 0; o < G.out_n; o++) {
                 if (kind == POOL_MAX) {
                     window(&G, x, o, -INFINITY, vals, offs);
@@ -239,20 +287,6 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
                         float d = tlm_div(gp[o], denom);
                         for (int64_t j = 0; j < KN; j++)
                             if (offs[j] >= 0) y[offs[j]] = tlm_add(y[offs[j]], d);
-                    }
-                } else {
-                    window(&G, x, o, 0.0f, vals, offs);
-                    float piv = vals[0];
-                    for (int64_t j = 1; j < KN; j++)
-                        piv = beta > 0 ? (vals[j] > piv ? vals[j] : piv) : (vals[j] < piv ? vals[j] : piv);
-                    for (int64_t j = 0; j < KN; j++) ev[j] = tlm_exp(tlm_mul(beta, tlm_sub(vals[j], piv)));
-                    float s = tlm_sum(ev, 1, KN);
-                    if (!backward) {
-                        y[o] = tlm_add(piv, tlm_div(tlm_log(s), beta));
-                    } else {
-                        for (int64_t j = 0; j < KN; j++)
-                            if (offs[j] >= 0)
-                                y[offs[j]] = tlm_add(y[offs[j]], tlm_mul(gp[o], tlm_div(ev[j], s)));
                     }
                 }
             }
