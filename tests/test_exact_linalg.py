@@ -230,13 +230,16 @@ def test_conv2d_forward_and_backward_bits(case):
     np.testing.assert_allclose(db, g64.sum((0, 2, 3)), rtol=1e-4, atol=1e-4)
 
 
-def test_conv_bias_grad_past_one_chunk_per_channel():
-    # N P = 2 * 17 * 19 = 646 values per channel: three chunks, then the tree
-    rng = np.random.default_rng(12)
-    k, x = rng_f32(rng, 3, 1, 1, 1), rng_f32(rng, 2, 1, 17, 19)
-    g = (rng_f32(rng, 2, 3, 17, 19) * 1000).astype(np.float32)
+@pytest.mark.parametrize("n,h,w", [(2, 17, 19), (3, 37, 41)])
+def test_conv_bias_grad_past_one_chunk_per_channel(n, h, w):
+    # N P = 646 values per channel (three chunks) and 4551 (eighteen): chunks, then the tree
+    rng = np.random.default_rng(12 + n)
+    k, x = rng_f32(rng, 3, 1, 1, 1), rng_f32(rng, n, 1, h, w)
+    g = (rng_f32(rng, n, 3, h, w) * np.exp(rng.uniform(-8, 8, (n, 3, h, w)))).astype(np.float32)
     _, db, _ = (t.to_numpy() for t in ops.conv_backward(buf(k), buf(x), buf(g)))
     same_bits(db, rule4_rows(g.transpose(1, 0, 2, 3).reshape(3, -1)))
+    np.testing.assert_allclose(db, g.astype(np.float64).sum((0, 2, 3)), rtol=1e-4,
+                               atol=1e-6 * np.abs(g).sum((0, 2, 3)).max())
 
 
 def test_conv_transpose2d_forward_gathers_from_the_bias():
