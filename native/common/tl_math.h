@@ -435,4 +435,43 @@ TLM_HD void tlm_twiddle(int64_t r, int64_t n, double *c_out, double *s_out) {
     *s_out = s;
 }
 
+
+/* ==== added for linalg / conv_pool: rule 4 fed one value at a time ====
+ * For sums whose values are computed on the fly (squared differences, strided columns, window
+ * taps): pushing x[0], x[1], ... gives the bits of tlm_sum(x, 1, n). After c whole chunks the
+ * stack holds one partial per set bit of c (a binary counter), which is how tlm_sum merges. */
+typedef struct tlm_sumacc {
+    float part[64];  /* completed partials, oldest (tallest) first */
+    int top;
+    int len;         /* values in the current chunk */
+    int64_t chunks;  /* chunks completed */
+    float cur;       /* the current chunk's running sum */
+} tlm_sumacc;
+
+TLM_HD void tlm_sumacc_init(tlm_sumacc *a) { a->top = 0; a->len = 0; a->chunks = 0; a->cur = 0.0f; }
+
+TLM_HD void tlm_sumacc_close_chunk(tlm_sumacc *a) {
+    float s = a->cur;
+    for (int64_t c = a->chunks; c & 1; c >>= 1) s = tlm_add(a->part[--a->top], s);
+    a->part[a->top++] = s;
+    a->chunks++;
+    a->len = 0;
+}
+
+TLM_HD void tlm_sumacc_push(tlm_sumacc *a, float x) {
+    a->cur = a->len == 0 ? x : tlm_add(a->cur, x);
+    if (++a->len == TLM_CHUNK) tlm_sumacc_close_chunk(a);
+}
+
+/* the rule-4 sum of everything pushed (0 when nothing was) */
+TLM_HD float tlm_sumacc_finish(tlm_sumacc *a) {
+    if (a->chunks == 0) return a->len > 0 ? a->cur : 0.0f;  /* one chunk: its sequential sum */
+    if (a->len > 0) tlm_sumacc_close_chunk(a);
+    if (a->top == 0) return 0.0f;
+    float s = a->part[--a->top];
+    while (a->top > 0) s = tlm_add(a->part[--a->top], s);
+    return s;
+}
+/* ==== end of the linalg / conv_pool additions ==== */
+
 #endif /* TL_MATH_H */

@@ -18,9 +18,17 @@
 //
 // Pooling forward is one thread per output cell. Its backward scatters with atomicAdd by
 // default; with tl_deterministic() one thread per input cell gathers from the windows covering
-// it in row-major order instead (the registry's deterministic_path).
+// it in row-major window order instead (the registry's deterministic_path), the order in which
+// the stub scatters.
+//
+// Exact mode (tl_exact()) computes the stub's bits (stub/conv_pool.c, rules of
+// native/common/tl_math.h): every GEMM is the exact GEMM (rule 3; the forward accumulates from
+// the bias, kernel gradients run one chain over (sample, position)), the bias gradient is rule
+// 4 (linalg.cuh). In every mode col2im adds a cell's taps in kernel-offset order onto its start
+// value, and pooling uses rule-4 window sums and tlm_exp / tlm_log.
 #include <float.h>
 #include "common.cuh"
+#include "linalg.cuh"
 #include "entry/conv_pool_kernels.h"
 
 namespace {
@@ -70,8 +78,8 @@ __global__ void k_im2col(Geom G, int64_t C, int64_t nb, const float *img, float 
     }
 }
 
-// img[b][c][i] = (bias ? bias[c] : 0) + sum over kernel offsets k (row-major) of the column
-// entry that read cell i at offset k. A gather: one writer per cell, fixed order.
+// img[b][c][i] = (bias ? bias[c] : 0), then + the column entry that read cell i at offset k for
+// each kernel offset k in row-major order. A gather: one writer per cell, fixed order.
 __global__ void k_col2im(Geom G, int64_t C, int64_t nb, const float *col, const float *bias,
                          float *img) {
     const int64_t K = G.k_n, P = G.out_n, total = nb * C * G.in_n;
@@ -80,7 +88,7 @@ __global__ void k_col2im(Geom G, int64_t C, int64_t nb, const float *col, const 
         int64_t c = bc % C, b = bc / C;
         int64_t ii[8], ko[8];
         unravel(cell, G.in, G.r, ii);
-        float s = 0.0f;
+        float s = bias ? bias[c] : 0.0f;
         for (int64_t kk = 0; kk < K; kk++) {
             unravel(kk, G.k, G.r, ko);
             int64_t o = 0;
@@ -90,9 +98,9 @@ __global__ void k_col2im(Geom G, int64_t C, int64_t nb, const float *col, const 
                 if (t < 0 || t % G.s[a] != 0 || t / G.s[a] >= G.out[a]) ok = false;
                 else o = o * G.out[a] + t / G.s[a];
             }
-            if (ok) s += col[(c * K + kk) * (nb * P) + b * P + o];
+            if (ok) s = tlm_add(s, col[(c * K + kk) * (nb * P) + b * P + o]);
         }
-        img[i] = (bias ? bias[c] : 0.0f) + s;
+        img[i] = s;
     }
 }
 
@@ -133,7 +141,7 @@ __global__ void k_col2im_2d(Geom2 g, int nb, const float *col, const float *bias
         int iy = t % g.H; t /= g.H;
         int c = t % g.C, b = t / g.C;
         const float *src = col + (size_t)c * K * nbP + (size_t)b * P;
-        float s = 0.0f;
+        float s = bias ? bias[c] : 0.0f;
         for (int ky = 0; ky < g.KH; ky++) {
             int ty = iy + g.PH - ky;
             if (ty < 0) break;
@@ -146,10 +154,10 @@ __global__ void k_col2im_2d(Geom2 g, int nb, const float *col, const float *bias
                 if (tx % g.SW) continue;
                 int ox = tx / g.SW;
                 if (ox >= g.OW) continue;
-                s += src[(size_t)(ky * g.KW + kx) * nbP + oy * g.OW + ox];
+                s = tlm_add(s, src[(size_t)(ky * g.KW + kx) * nbP + oy * g.OW + ox]);
             }
         }
-        img[i] = (bias ? bias[c] : 0.0f) + s;
+        img[i] = s;
     }
 }
 
@@ -189,6 +197,13 @@ __global__ void k_bias_grad(const float *g, float *db, int64_t N, int64_t C, int
     if (threadIdx.x == 0) db[c] = s;
 }
 
+// value j = b * P + o of channel c: g[b][c][o] (rule 4 in exact mode)
+struct ChannelOf {
+    const float *g;
+    int64_t C, P;
+    __device__ float at(int64_t c, int64_t j) const { return g[((j / P) * C + c) * P + j % P]; }
+};
+
 // ------------------------------------------------------------------ GEMM (row-major)
 
 // C_b (M x Nc, ldc) = op(A_b) op(B_b) + beta C_b for b < batch; A_b is M x K (K x M when ta)
@@ -200,6 +215,9 @@ int gemm(const char *op, int ta, int tb, int64_t M, int64_t Nc, int64_t K, const
     if (M > INT32_MAX || Nc > INT32_MAX || K > INT32_MAX || batch > INT32_MAX ||
         lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
         return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
+    if (tl_exact())  // rule 3: accumulate (beta 1) continues C's chain
+        return tl_gemm_exact_f32(op, ta, tb, batch, M, Nc, K, A, lda, sA, B, ldb, sB, C, ldc, sC,
+                                 beta != 0.0f);
     cublasHandle_t h;
     TL_TRY(tl_cublas(op, &h));
     const float one = 1.0f;
@@ -272,8 +290,9 @@ int sum_parts(const char *op, const float *parts, int64_t nb, int64_t n, float *
 // A_b = A + b * a_stride. Two deterministic forms, picked by shape: with few positions per
 // sample (P <= CK) A is regrouped channel-major and one GEMM runs over all m * P columns
 // (scratch Ca * m * P); otherwise a strided-batched GEMM writes one partial per sample and
-// they are summed in sample order (scratch m * Ca * CK). Either keeps the scratch small.
-bool kgrad_channel_major(int64_t P, int64_t CK) { return P <= CK; }
+// they are summed in sample order (scratch m * Ca * CK). Either keeps the scratch small. Exact
+// mode always takes the first: one fma chain per weight over (sample, position), as the stub.
+bool kgrad_channel_major(int64_t P, int64_t CK) { return P <= CK || tl_exact(); }
 
 int64_t kgrad_scratch(int64_t Ca, int64_t P, int64_t CK) {
     return kgrad_channel_major(P, CK) ? Ca * P : Ca * CK;  // floats per sample
@@ -369,7 +388,10 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
     TL_TRY(zero(op, dk->data, nk));
     TL_TRY(zero(op, dx->data, G.n * xin));
     TL_TRY(zero(op, db->data, G.cout));
-    if (G.cout > 0 && G.n * G.out_n > 0) {
+    if (tl_exact()) {
+        TL_TRY(rule4_rows(op, ChannelOf{g->data, G.cout, G.out_n}, G.cout, G.n * G.out_n,
+                          db->data, 0.0f));
+    } else if (G.cout > 0 && G.n * G.out_n > 0) {
         k_bias_grad<<<(unsigned)G.cout, TL_THREADS, 0, st>>>(g->data, db->data, G.n, G.cout,
                                                              G.out_n);
         TL_LAUNCHED(op);
@@ -423,14 +445,19 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
 enum { POOL_MAX, POOL_AVG, POOL_SMOOTH };
 
 // Statistics of window o of one plane, exactly as the stub computes them: for max the first
-// row-major strict maximum (padding is -inf and never wins; -FLT_MAX when nothing does); for
-// smooth max the pivot (first value, then max/min by the sign of beta; padding counts as 0) and
-// the sum of exp(beta (v - pivot)).
+// row-major strict maximum, a NaN winning for good (padding is -inf and never wins; -FLT_MAX
+// when nothing does); for avg the rule-4 sum of the window (padding counts as 0); for smooth
+// max the pivot (first value, then max/min by the sign of beta; padding counts as 0) and the
+// rule-4 sum of exp(beta (v - pivot)).
 struct Window {
     float best;     // max: the maximum; smooth: the pivot
     int64_t arg;    // max: winning kernel offset or -1
     float sum;      // smooth: sum of exp(beta (v - pivot)); avg: sum of values
 };
+
+__device__ __forceinline__ float smooth_term(float beta, float v, float pivot) {
+    return tlm_exp(tlm_mul(beta, tlm_sub(v, pivot)));
+}
 
 __device__ Window window_stats(const Geom &G, int kind, const float *plane, int64_t o, float beta) {
     int64_t oo[8], ko[8];
@@ -444,11 +471,15 @@ __device__ Window window_stats(const Geom &G, int kind, const float *plane, int6
             float v = t < 0 ? -INFINITY : plane[t];
             if (v > w.best || (v != v && w.best == w.best)) { w.best = v; w.arg = j; }  // NaN wins
         }
-    } else if (kind == POOL_AVG) {
+        return w;
+    }
+    tlm_sumacc acc;
+    tlm_sumacc_init(&acc);
+    if (kind == POOL_AVG) {
         for (int64_t j = 0; j < KN; j++) {
             unravel(j, G.k, G.r, ko);
             int64_t t = tap(G, ko, oo);
-            w.sum += t < 0 ? 0.0f : plane[t];
+            tlm_sumacc_push(&acc, t < 0 ? 0.0f : plane[t]);
         }
     } else {
         for (int64_t j = 0; j < KN; j++) {
@@ -461,10 +492,10 @@ __device__ Window window_stats(const Geom &G, int kind, const float *plane, int6
         for (int64_t j = 0; j < KN; j++) {
             unravel(j, G.k, G.r, ko);
             int64_t t = tap(G, ko, oo);
-            float v = t < 0 ? 0.0f : plane[t];
-            w.sum += expf(beta * (v - w.best));
+            tlm_sumacc_push(&acc, smooth_term(beta, t < 0 ? 0.0f : plane[t], w.best));
         }
     }
+    w.sum = tlm_sumacc_finish(&acc);
     return w;
 }
 
@@ -474,8 +505,8 @@ __global__ void k_pool_fwd(Geom G, int kind, const float *x, float *y, float bet
         const int64_t pl = i / G.out_n, o = i % G.out_n;
         Window w = window_stats(G, kind, x + pl * G.in_n, o, beta);
         if (kind == POOL_MAX) y[i] = w.best;
-        else if (kind == POOL_AVG) y[i] = w.sum / (float)G.k_n;
-        else y[i] = w.best + logf(w.sum) / beta;
+        else if (kind == POOL_AVG) y[i] = tlm_div(w.sum, (float)G.k_n);
+        else y[i] = tlm_add(w.best, tlm_div(tlm_log(w.sum), beta));
     }
 }
 
@@ -483,8 +514,8 @@ __global__ void k_pool_fwd(Geom G, int kind, const float *x, float *y, float bet
 __device__ __forceinline__ float pool_share(const Geom &G, int kind, const Window &w, int64_t j,
                                             float v, float go, float beta) {
     if (kind == POOL_MAX) return w.arg == j ? go : 0.0f;
-    if (kind == POOL_AVG) return go / (float)G.k_n;
-    return go * (expf(beta * (v - w.best)) / w.sum);
+    if (kind == POOL_AVG) return tlm_div(go, (float)G.k_n);
+    return tlm_mul(go, tlm_div(smooth_term(beta, v, w.best), w.sum));
 }
 
 // default path: one thread per window scatters its shares with atomicAdd
@@ -514,8 +545,8 @@ __global__ void k_pool_bwd_scatter(Geom G, int kind, const float *x, const float
     }
 }
 
-// deterministic path: one thread per input cell gathers from the windows covering it, in
-// row-major kernel-offset order
+// deterministic path: one thread per input cell gathers from the windows covering it in
+// row-major window order (kernel offsets descending), from 0: the stub's scatter order
 __global__ void k_pool_bwd_gather(Geom G, int kind, const float *x, const float *g, float *dx,
                                   float beta, int64_t planes) {
     const int64_t total = planes * G.in_n;
@@ -525,7 +556,7 @@ __global__ void k_pool_bwd_gather(Geom G, int kind, const float *x, const float 
         int64_t ii[8], ko[8];
         unravel(cell, G.in, G.r, ii);
         float s = 0.0f;
-        for (int64_t j = 0; j < G.k_n; j++) {
+        for (int64_t j = G.k_n - 1; j >= 0; j--) {
             unravel(j, G.k, G.r, ko);
             int64_t o = 0;
             bool ok = true;
@@ -536,7 +567,7 @@ __global__ void k_pool_bwd_gather(Geom G, int kind, const float *x, const float 
             }
             if (!ok) continue;
             Window w = window_stats(G, kind, plane, o, beta);
-            s += pool_share(G, kind, w, j, plane[cell], g[pl * G.out_n + o], beta);
+            s = tlm_add(s, pool_share(G, kind, w, j, plane[cell], g[pl * G.out_n + o], beta));
         }
         dx[i] = s;
     }

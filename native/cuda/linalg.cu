@@ -3,7 +3,12 @@
 // Row-major C (m, p) = op(A) op(B) is computed as column-major C^T = op(B)^T op(A)^T, i.e. the
 // operands are swapped and no data is transposed. The handle from tl_cublas() is bound to
 // tl_stream() and runs strict FP32 unless TF32 was opted into.
+//
+// Exact mode (tl_exact()) follows native/common/tl_math.h as the stub does: GEMMs take the
+// exact GEMM (rule 3; linear accumulates from the bias), column sums and the MSE sum are rule 4
+// (linalg.cuh), and every elementwise step is a tlm_ operation.
 #include "common.cuh"
+#include "linalg.cuh"
 #include "entry/linalg_kernels.h"
 
 // C = op(A) op(B) (+ beta C); A stored (batch, m, n) or (batch, n, m) when ta; B (batch, n, p) or
@@ -13,6 +18,9 @@ static int gemm(const char *op, const float *A, const float *B, float *C, int64_
     if (batch == 0 || m == 0 || p == 0) return TL_OK;
     if (m > INT32_MAX || n > INT32_MAX || p > INT32_MAX || batch > INT32_MAX)
         return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
+    if (tl_exact())
+        return tl_gemm_exact_f32(op, ta, tb, batch, m, p, n, A, ta ? m : n, m * n, B, tb ? n : p,
+                                 n * p, C, p, m * p, beta != 0.0f);
     if (n == 0 && beta == 0.0f) {
         TL_CUDA_TRY(op, cudaMemsetAsync(C, 0, (size_t)(batch * m * p) * sizeof(float), tl_stream()));
         return TL_OK;
@@ -67,8 +75,16 @@ extern "C" int tlk_linear_backward_w(const char *op, tl_buf g, tl_buf x, tl_buf 
     return gemm(op, g->data, x->data, dw->data, 1, out_dim, rows, in_dim, 1, 0, 0.0f);
 }
 
+// value j of row o: g[j][o], column o of g (rows, cols)
+struct ColumnOf {
+    const float *g;
+    int64_t cols;
+    __device__ float at(int64_t o, int64_t j) const { return g[j * cols + o]; }
+};
+
 extern "C" int tlk_linear_backward_b(const char *op, tl_buf g, tl_buf db, int64_t rows, int64_t out_dim) {
     if (out_dim == 0) return TL_OK;
+    if (tl_exact()) return rule4_rows(op, ColumnOf{g->data, out_dim}, out_dim, rows, db->data, 0.0f);
     k_col_sum<<<tl_blocks(out_dim), TL_THREADS, 0, tl_stream()>>>(g->data, db->data, rows, out_dim);
     TL_LAUNCHED(op);
     return TL_OK;
@@ -87,12 +103,20 @@ __global__ void k_mse(const float *a, const float *t, float *y, int64_t n) {
     if (threadIdx.x == 0) y[0] = s * (1.0f / (float)n);
 }
 
+// the stub's formula: scale = g * (2 / n), then (yhat - target) * scale, each step rounded
 __global__ void k_mse_bwd(const float *a, const float *t, const float *g, float *d, int64_t n) {
-    float scale = g[0] * (2.0f / (float)n);
-    TL_GRID_STRIDE(i, n) d[i] = (a[i] - t[i]) * scale;
+    float scale = tlm_mul(g[0], tlm_div(2.0f, (float)n));
+    TL_GRID_STRIDE(i, n) d[i] = tlm_mul(tlm_sub(a[i], t[i]), scale);
 }
 
+// value j: (yhat[j] - target[j])^2, rounded after the subtraction and the product
+struct SquaredDiff {
+    const float *a, *t;
+    __device__ float at(int64_t, int64_t j) const { float d = tlm_sub(a[j], t[j]); return tlm_mul(d, d); }
+};
+
 extern "C" int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n) {
+    if (tl_exact()) return rule4_rows(op, SquaredDiff{yhat->data, target->data}, 1, n, y->data, (float)n);
     k_mse<<<1, TL_THREADS, 0, tl_stream()>>>(yhat->data, target->data, y->data, n);
     TL_LAUNCHED(op);
     return TL_OK;

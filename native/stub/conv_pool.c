@@ -3,8 +3,16 @@
  *
  * Geometry arrives as one flat array (torchlean/shapes.py conv_geom / pool_geom):
  *   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
- * Convolution is im2col + a plain GEMM loop per sample (the same formulation as the CUDA
- * library); every sum runs in a fixed order that does not depend on the thread count.
+ * Convolution is im2col + the exact GEMM per sample (rule 3 of native/common/tl_math.h; the same
+ * formulation as the CUDA library, which uses it in exact mode), so in every mode:
+ *   forward            y_b = fma chain over (c_in, kernel offset) in order, from the bias
+ *   kernel gradient    one fma chain per weight over (sample, position) in order, from 0
+ *   input gradient     dcol = W^T g_b (fma chain over c_out), then col2im
+ * col2im adds each image cell's taps in kernel-offset order onto its start value (the bias for
+ * the transposed forward, 0 for gradients); the bias gradient is rule 4 over (sample,
+ * position). Pooling: window values in row-major kernel order; avg and smooth-max window sums
+ * are rule 4, smooth-max uses tlm_exp / tlm_log; backward adds each window's shares into its
+ * cells window by window in row-major output order. Nothing depends on the thread count.
  */
 #include <float.h>
 #include <stdlib.h>
@@ -50,7 +58,8 @@ static void im2col(const geom_t *G, int64_t C, const float *img, float *col) {
     }
 }
 
-/* img[c] += col rows of channel c, in a fixed (k, o) order; channels in parallel */
+/* img[c] += col rows of channel c, kernel offsets in order (each cell gets its taps in that
+ * order: one kernel offset touches a cell at most once); channels in parallel */
 static void col2im(const geom_t *G, int64_t C, const float *col, float *img) {
     int64_t K = G->k_n, P = G->out_n;
 #pragma omp parallel for schedule(static) if (C * K * P > TL_PAR_MIN)
@@ -63,47 +72,30 @@ static void col2im(const geom_t *G, int64_t C, const float *col, float *img) {
             for (int64_t o = 0; o < P; o++) {
                 unravel(o, G->out, G->r, oo);
                 int64_t t = tap(G, ko, oo);
-                if (t >= 0) im[t] += row[o];
+                if (t >= 0) im[t] = tlm_add(im[t], row[o]);
             }
         }
     }
 }
 
-/* C[m, n] (+)= sum_k A(m, k) B[k, n], row-major B and C, A(m, k) = A[m * am + k * ak] (so
- * am = K, ak = 1 reads A as stored, am = 1, ak = M reads it transposed); fixed k order */
-static void gemm_an(int64_t M, int64_t N, int64_t K, const float *A, int64_t am, int64_t ak,
-                    const float *B, float *C, int acc) {
-#pragma omp parallel for schedule(static) if (M * N * K > TL_PAR_MIN)
-    for (int64_t m = 0; m < M; m++) {
-        float *c = C + m * N;
-        if (!acc) for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
-        for (int64_t k = 0; k < K; k++) {
-            float a = A[m * am + k * ak];
-            const float *b = B + k * N;
-            for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
+/* C (M, N), row-major, (=|+=) op(A) op(B): the exact GEMM on one sample (batch strides unused) */
+static int gemm1(const char *op, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                 int64_t lda, const float *B, int64_t ldb, float *C, int accumulate) {
+    return tl_gemm_exact_f32(op, ta, tb, 1, M, N, K, A, lda, 0, B, ldb, 0, C, N, 0, accumulate);
+}
+
+/* dbias[c] = rule 4 over g[b][c][o] for (b, o) in order */
+static void bias_grad(const float *g, int64_t N, int64_t C, int64_t P, float *db) {
+#pragma omp parallel for schedule(static) if (N * C * P > TL_PAR_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        tlm_sumacc acc;
+        tlm_sumacc_init(&acc);
+        for (int64_t b = 0; b < N; b++) {
+            const float *gp = g + (b * C + c) * P;
+            for (int64_t o = 0; o < P; o++) tlm_sumacc_push(&acc, gp[o]);
         }
+        db[c] = tlm_sumacc_finish(&acc);
     }
-}
-
-static void gemm_nn(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C, int acc) {
-    gemm_an(M, N, K, A, K, 1, B, C, acc);
-}
-
-/* A stored (K, M): C = A^T B */
-static void gemm_tn(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C, int acc) {
-    gemm_an(M, N, K, A, 1, M, B, C, acc);
-}
-
-/* C[m, n] (+)= sum_k A[m, k] B[n, k]  (B transposed): dot products */
-static void gemm_nt(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C, int acc) {
-#pragma omp parallel for schedule(static) if (M * N * K > TL_PAR_MIN)
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t j = 0; j < N; j++) {
-            float s = 0.0f;
-            const float *a = A + m * K, *b = B + j * K;
-            for (int64_t k = 0; k < K; k++) s += a[k] * b[k];
-            C[m * N + j] = acc ? C[m * N + j] + s : s;
-        }
 }
 
 /* ------------------------------------------------------------------ convolution */
@@ -111,45 +103,37 @@ static void gemm_nt(int64_t M, int64_t N, int64_t K, const float *A, const float
 int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
                      const tl_geom *geom, int64_t transpose) {
     const geom_t G = *geom;
-    int64_t K = G.k_n;
-    /* conv: image = input (in), columns = output (out); transpose: the other way round */
-    int64_t xin = transpose ? G.cin * G.in_n : G.cin * G.in_n;
-    int64_t yout = transpose ? G.cout * G.out_n : G.cout * G.out_n;
+    int64_t K = G.k_n, xin = G.cin * G.in_n, yout = G.cout * G.out_n;
     float *Y = y->data;
     const float *W = kernel->data, *B = bias->data, *X = input->data;
-    int64_t ny = G.n * yout;
-    if (ny == 0) return TL_OK;
-    if (!transpose) {
-        int64_t P = G.out_n, CK = G.cin * K;
-        float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
-        if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
-        for (int64_t b = 0; b < G.n; b++) {
-            float *yb = Y + b * yout;
-            im2col(&G, G.cin, X + b * xin, col);
-            gemm_nn(G.cout, P, CK, W, col, yb, 0);
-            for (int64_t oc = 0; oc < G.cout; oc++)
-                for (int64_t o = 0; o < P; o++) yb[oc * P + o] += B[oc];
-        }
-        free(col);
-        return TL_OK;
-    }
-    /* transposed conv: geometry swapped so "image" = output (size out), columns = input (in) */
+    if (G.n * yout == 0) return TL_OK;
+    /* conv: image = input (in), columns = output (out); transpose: the swapped geometry, so
+     * "image" = output (size out), columns = input (in) */
     geom_t T = G;
-    for (int64_t a = 0; a < G.r; a++) { T.in[a] = G.out[a]; T.out[a] = G.in[a]; }
-    T.in_n = G.out_n; T.out_n = G.in_n;
-    int64_t P = T.out_n, CK = G.cout * K;
+    if (transpose) {
+        for (int64_t a = 0; a < G.r; a++) { T.in[a] = G.out[a]; T.out[a] = G.in[a]; }
+        T.in_n = G.out_n; T.out_n = G.in_n;
+    }
+    int64_t P = T.out_n, CK = (transpose ? G.cout : G.cin) * K;
     float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
-    if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the col2im buffer", op);
-    for (int64_t b = 0; b < G.n; b++) {
+    if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
+    int st = TL_OK;
+    for (int64_t b = 0; b < G.n && !st; b++) {
         float *yb = Y + b * yout;
-        /* col[(co, k), p] = sum_ci W[ci, (co, k)] x[ci, p] */
-        gemm_tn(CK, P, G.cin, W, X + b * xin, col, 0);
+        int64_t cells = transpose ? T.in_n : P;
         for (int64_t oc = 0; oc < G.cout; oc++)
-            for (int64_t o = 0; o < T.in_n; o++) yb[oc * T.in_n + o] = B[oc];
-        col2im(&T, G.cout, col, yb);
+            for (int64_t o = 0; o < cells; o++) yb[oc * cells + o] = B[oc];
+        if (!transpose) {
+            im2col(&G, G.cin, X + b * xin, col);
+            st = gemm1(op, 0, 0, G.cout, P, CK, W, CK, col, P, yb, 1); /* y_b += W col */
+        } else {
+            /* col[(co, k), p] = sum_ci W[ci, (co, k)] x[ci, p], then gathered onto y_b */
+            st = gemm1(op, 1, 0, CK, P, G.cin, W, CK, X + b * xin, P, col, 0);
+            if (!st) col2im(&T, G.cout, col, yb);
+        }
     }
     free(col);
-    return TL_OK;
+    return st;
 }
 
 /* the backward of conv (transpose = 0) and conv_transpose (transpose = 1) */
@@ -159,47 +143,36 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     int64_t K = G.k_n;
     int64_t xin = G.cin * G.in_n, yout = G.cout * G.out_n;
     const float *W = kernel->data, *X = input->data, *Gd = g->data;
-    float *DK = dk->data, *DB = db->data, *DX = dx->data;
-    for (int64_t i = 0; i < G.cout * G.cin * K; i++) DK[i] = 0.0f;
-    for (int64_t i = 0; i < G.n * xin; i++) DX[i] = 0.0f;
-    /* dBias: per channel, samples then positions in order */
-    for (int64_t oc = 0; oc < G.cout; oc++) {
-        float s = 0.0f;
-        for (int64_t b = 0; b < G.n; b++) {
-            const float *gp = Gd + b * yout + oc * G.out_n;
-            for (int64_t o = 0; o < G.out_n; o++) s += gp[o];
-        }
-        DB[oc] = s;
-    }
+    float *DK = dk->data, *DX = dx->data;
+    memset(DK, 0, (size_t)(G.cout * G.cin * K) * sizeof(float));
+    memset(DX, 0, (size_t)(G.n * xin) * sizeof(float));
+    bias_grad(Gd, G.n, G.cout, G.out_n, db->data);
     if (G.n * yout == 0 || G.n * xin == 0) return TL_OK;
-    if (!transpose) {
-        int64_t P = G.out_n, CK = G.cin * K;
-        float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
-        if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
-        for (int64_t b = 0; b < G.n; b++) {
-            const float *gb = Gd + b * yout;
-            im2col(&G, G.cin, X + b * xin, col);
-            gemm_nt(G.cout, CK, P, gb, col, DK, 1);          /* dW += g col^T */
-            gemm_tn(CK, P, G.cout, W, gb, col, 0);           /* dcol = W^T g */
-            col2im(&G, G.cin, col, DX + b * xin);
-        }
-        free(col);
-        return TL_OK;
-    }
     geom_t T = G;
-    for (int64_t a = 0; a < G.r; a++) { T.in[a] = G.out[a]; T.out[a] = G.in[a]; }
-    T.in_n = G.out_n; T.out_n = G.in_n;
-    int64_t P = T.out_n, CK = G.cout * K;
+    if (transpose) {
+        for (int64_t a = 0; a < G.r; a++) { T.in[a] = G.out[a]; T.out[a] = G.in[a]; }
+        T.in_n = G.out_n; T.out_n = G.in_n;
+    }
+    int64_t P = T.out_n, CK = (transpose ? G.cout : G.cin) * K;
     float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
     if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
-    for (int64_t b = 0; b < G.n; b++) {
-        const float *xb = X + b * xin;
-        im2col(&T, G.cout, Gd + b * yout, col);              /* col[(co,k), p] of the grad */
-        gemm_nt(G.cin, CK, P, xb, col, DK, 1);              /* dW[ci, (co,k)] += x col^T */
-        gemm_nn(G.cin, P, CK, W, col, DX + b * xin, 0);     /* dx = W col */
+    int st = TL_OK;
+    for (int64_t b = 0; b < G.n && !st; b++) {
+        if (!transpose) {
+            const float *gb = Gd + b * yout;
+            im2col(&G, G.cin, X + b * xin, col);
+            st = gemm1(op, 0, 1, G.cout, CK, P, gb, P, col, P, DK, 1);      /* dW += g col^T */
+            if (!st) st = gemm1(op, 1, 0, CK, P, G.cout, W, CK, gb, P, col, 0); /* dcol = W^T g */
+            if (!st) col2im(&G, G.cin, col, DX + b * xin);
+        } else {
+            const float *xb = X + b * xin;
+            im2col(&T, G.cout, Gd + b * yout, col);                          /* the grad's columns */
+            st = gemm1(op, 0, 1, G.cin, CK, P, xb, P, col, P, DK, 1);       /* dW += x col^T */
+            if (!st) st = gemm1(op, 0, 0, G.cin, P, CK, W, CK, col, P, DX + b * xin, 0); /* dx = W col */
+        }
     }
     free(col);
-    return TL_OK;
+    return st;
 }
 
 
@@ -220,6 +193,49 @@ static void window(const geom_t *G, const float *plane, int64_t o, float pad_val
     }
 }
 
+#define SMOOTH_BLOCK 64 /* smooth-max windows handled together, so exp and log run as vectors */
+#define SMOOTH_WORK 16384 /* ... but at most about this many window values at once */
+
+/* Smooth-max pooling of one plane, SMOOTH_BLOCK windows at a time. Per window: pivot (first
+ * value, then max/min by the sign of beta), e_j = exp(beta (v_j - pivot)), s = rule-4 sum of
+ * the e_j; forward y = pivot + log(s) / beta, backward adds g e_j / s to each in-image cell,
+ * windows in order. Work buffers: v and pv of blk * KN floats, offs of as many offsets. */
+static int64_t smooth_block(int64_t KN) {
+    int64_t blk = KN > 0 ? SMOOTH_WORK / KN : SMOOTH_BLOCK;
+    return blk < 1 ? 1 : (blk > SMOOTH_BLOCK ? SMOOTH_BLOCK : blk);
+}
+
+static void smooth_plane(const geom_t *G, const float *x, const float *gp, float *y, float beta,
+                         int backward, float *v, float *pv, int64_t *offs) {
+    const int64_t KN = G->k_n, blk = smooth_block(KN);
+    float piv[SMOOTH_BLOCK], s[SMOOTH_BLOCK];
+    for (int64_t o0 = 0; o0 < G->out_n; o0 += blk) {
+        int64_t nb = G->out_n - o0 < blk ? G->out_n - o0 : blk;
+        for (int64_t q = 0; q < nb; q++) {
+            float *vq = v + q * KN;
+            window(G, x, o0 + q, 0.0f, vq, offs + q * KN);
+            float p = vq[0];
+            for (int64_t j = 1; j < KN; j++)
+                p = beta > 0 ? (vq[j] > p ? vq[j] : p) : (vq[j] < p ? vq[j] : p);
+            piv[q] = p;
+            for (int64_t j = 0; j < KN; j++) pv[q * KN + j] = p;
+        }
+#pragma omp simd
+        for (int64_t e = 0; e < nb * KN; e++) v[e] = tlm_exp(tlm_mul(beta, tlm_sub(v[e], pv[e])));
+        for (int64_t q = 0; q < nb; q++) s[q] = tlm_sum(v + q * KN, 1, KN);
+        if (!backward) {
+#pragma omp simd
+            for (int64_t q = 0; q < nb; q++) y[o0 + q] = tlm_add(piv[q], tlm_div(tlm_log(s[q]), beta));
+            continue;
+        }
+        for (int64_t q = 0; q < nb; q++)
+            for (int64_t j = 0; j < KN; j++) {
+                int64_t t = offs[q * KN + j];
+                if (t >= 0) y[t] = tlm_add(y[t], tlm_mul(gp[o0 + q], tlm_div(v[q * KN + j], s[q])));
+            }
+    }
+}
+
 static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const geom_t *geom,
                 double beta_d, int backward) {
     const geom_t G = *geom;
@@ -234,8 +250,10 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
     /* one plane per iteration: each backward plane scatters in a fixed (o, j) order */
 #pragma omp parallel if (planes * G.out_n * KN > TL_PAR_MIN)
     {
-        float *vals = (float *)malloc((size_t)KN * sizeof(float));
-        int64_t *offs = (int64_t *)malloc((size_t)KN * sizeof(int64_t));
+        /* one window's values and offsets; smooth-max keeps a block of windows (and pivots) */
+        int64_t wn = kind == POOL_SMOOTH ? smooth_block(KN) * KN : KN;
+        float *vals = (float *)malloc((size_t)wn * (kind == POOL_SMOOTH ? 2 : 1) * sizeof(float));
+        int64_t *offs = (int64_t *)malloc((size_t)wn * sizeof(int64_t));
         if (!vals || !offs) {
 #pragma omp atomic write
             err = 1;
@@ -246,6 +264,10 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
             const float *x = input->data + pl * G.in_n;
             const float *gp = backward ? g->data + pl * G.out_n : NULL;
             float *y = backward ? out->data + pl * G.in_n : out->data + pl * G.out_n;
+            if (kind == POOL_SMOOTH) {
+                smooth_plane(&G, x, gp, y, beta, backward, vals, vals + wn, offs);
+                continue;
+            }
             for (int64_t o = 0; o < G.out_n; o++) {
                 if (kind == POOL_MAX) {
                     window(&G, x, o, -INFINITY, vals, offs);
@@ -256,29 +278,15 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
                             best = vals[j]; arg = j;
                         }
                     if (!backward) y[o] = best;
-                    else if (arg >= 0 && offs[arg] >= 0) y[offs[arg]] += gp[o];
+                    else if (arg >= 0 && offs[arg] >= 0) y[offs[arg]] = tlm_add(y[offs[arg]], gp[o]);
                 } else if (kind == POOL_AVG) {
                     window(&G, x, o, 0.0f, vals, offs);
                     if (!backward) {
-                        float s = 0.0f;
-                        for (int64_t j = 0; j < KN; j++) s += vals[j];
-                        y[o] = s / denom;
+                        y[o] = tlm_div(tlm_sum(vals, 1, KN), denom);
                     } else {
-                        float d = gp[o] / denom;
-                        for (int64_t j = 0; j < KN; j++) if (offs[j] >= 0) y[offs[j]] += d;
-                    }
-                } else {
-                    window(&G, x, o, 0.0f, vals, offs);
-                    float piv = vals[0];
-                    for (int64_t j = 1; j < KN; j++)
-                        piv = beta > 0 ? (vals[j] > piv ? vals[j] : piv) : (vals[j] < piv ? vals[j] : piv);
-                    float s = 0.0f;
-                    for (int64_t j = 0; j < KN; j++) s += expf(beta * (vals[j] - piv));
-                    if (!backward) {
-                        y[o] = piv + logf(s) / beta;
-                    } else {
+                        float d = tlm_div(gp[o], denom);
                         for (int64_t j = 0; j < KN; j++)
-                            if (offs[j] >= 0) y[offs[j]] += gp[o] * (expf(beta * (vals[j] - piv)) / s);
+                            if (offs[j] >= 0) y[offs[j]] = tlm_add(y[offs[j]], d);
                     }
                 }
             }

@@ -1,7 +1,9 @@
 /* dgemm.c (stub): float64 row-major GEMM on host arrays, C = A (m, k) @ B (k, n).
  *
- * Cache-blocked loops; every C[i, j] sums its k products in increasing k order (blocks of k in
- * order, then k within a block), so the result is the naive order on any thread count.
+ * Cache-blocked loops; every C[i, j] is one fused multiply-add chain in increasing k order,
+ * c = fma(a[i, k], b[k, j], c) from 0 (blocks of k in order, then k within a block; vectorised
+ * across j only), on any thread count. CUDA's exact mode runs the same chain (cuda/dgemm.cu), so
+ * in exact mode both give the same bits.
  */
 #include <string.h>
 #include "stub.h"
@@ -27,7 +29,7 @@ int tlk_dgemm(const char *op, const double *a_data, int64_t a_data_len, const do
                     for (int64_t p = p0; p < p1; p++) {
                         double av = a_data[i * k + p];
                         const double *bp = b_data + p * n;
-                        for (int64_t j = j0; j < j1; j++) ci[j] += av * bp[j];
+                        for (int64_t j = j0; j < j1; j++) ci[j] = __builtin_fma(av, bp[j], ci[j]);
                     }
                 }
             }

@@ -9,7 +9,12 @@
  * Determinism: each C element is owned by one task per k slice, slices run in increasing k,
  * and the micro-kernel adds products one k at a time (acc = acc + a * b, no FMA: the Makefile
  * turns contraction off). So every C element sums its products in increasing k order whatever
- * the blocking, tile position or thread count: batched and single-row calls agree bit for bit. */
+ * the blocking, tile position or thread count: batched and single-row calls agree bit for bit.
+ *
+ * Exact mode (tl_exact()) follows native/common/tl_math.h, as CUDA's exact mode does: GEMMs go
+ * to the exact GEMM (rule 3, one FMA chain per output; linear starts it at the bias). The
+ * column sums of linear's bias gradient and the MSE sum are rule 4 in every mode (chunked
+ * sequential sums, then the pairwise tree: as fast as a sequential sum here). */
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
@@ -272,10 +277,15 @@ static int gemm_strided(const float *A, int64_t ars, int64_t acs, const float *B
     return g.failed;
 }
 
-/* batched C = op(A) op(B) with the stored layouts described in ops.yaml (matmul_t) */
+/* batched C = op(A) op(B) with the stored layouts described in ops.yaml (matmul_t). Exact mode
+ * takes the exact GEMM (rule 3: one FMA chain per output, the bits CUDA computes); the default
+ * keeps the blocked GEMM above (products and sums rounded separately). */
 static int gemm(const char *op, const float *A, const float *B, float *C, int64_t batch, int64_t m,
                 int64_t n, int64_t p, int ta, int tb, int accumulate) {
     /* op(A) (m, n): stored (m, n) or, transposed, (n, m); op(B) (n, p): stored (n, p) or (p, n) */
+    if (tl_exact())
+        return tl_gemm_exact_f32(op, ta, tb, batch, m, p, n, A, ta ? m : n, m * n, B, tb ? n : p,
+                                 n * p, C, p, m * p, accumulate);
     int64_t ars = ta ? 1 : n, acs = ta ? m : 1, brs = tb ? 1 : p, bcs = tb ? n : 1;
     int failed = 0;
     if (batch > 1 && m * n * p < BATCH_PAR_MAX) {
@@ -317,11 +327,39 @@ int tlk_linear_backward_w(const char *op, tl_buf g, tl_buf x, tl_buf dw, int64_t
     return gemm(op, g->data, x->data, dw->data, 1, out_dim, rows, in_dim, 1, 0, 0);
 }
 
+/* Rule 4 down each column of x (rows, cols): rows in chunks of TLM_CHUNK summed in order, then
+ * the binary tree over the chunk partials, for all columns at once (vectorised across columns,
+ * never across rows). part holds nchunks * cols floats. */
+static void column_sums(const float *x, int64_t rows, int64_t cols, float *part, float *out) {
+    int64_t nchunks = (rows + TLM_CHUNK - 1) / TLM_CHUNK;
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN && nchunks > 1)
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t r0 = c * TLM_CHUNK, r1 = r0 + TLM_CHUNK < rows ? r0 + TLM_CHUNK : rows;
+        float *p = part + c * cols;
+        memcpy(p, x + r0 * cols, (size_t)cols * sizeof(float));
+        for (int64_t r = r0 + 1; r < r1; r++) {
+            const float *xr = x + r * cols;
+            for (int64_t o = 0; o < cols; o++) p[o] = tlm_add(p[o], xr[o]);
+        }
+    }
+    for (int64_t count = nchunks; count > 1;) { /* tlm_tree_sum, column by column */
+        int64_t half = count / 2;
+        for (int64_t i = 0; i < half; i++)
+            for (int64_t o = 0; o < cols; o++)
+                part[i * cols + o] = tlm_add(part[2 * i * cols + o], part[(2 * i + 1) * cols + o]);
+        if (count & 1) memcpy(part + half * cols, part + (count - 1) * cols, (size_t)cols * sizeof(float));
+        count = half + (count & 1);
+    }
+    memcpy(out, part, (size_t)cols * sizeof(float));
+}
+
 int tlk_linear_backward_b(const char *op, tl_buf g, tl_buf db, int64_t rows, int64_t out_dim) {
-    /* column sums of g, rows in increasing order */
-    for (int64_t o = 0; o < out_dim; o++) db->data[o] = 0.0f;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t o = 0; o < out_dim; o++) db->data[o] += g->data[r * out_dim + o];
+    if (rows == 0) { memset(db->data, 0, (size_t)out_dim * sizeof(float)); return TL_OK; }
+    int64_t nchunks = (rows + TLM_CHUNK - 1) / TLM_CHUNK;
+    float *part = (float *)malloc((size_t)(nchunks * out_dim) * sizeof(float));
+    if (!part) return tl_fail(TL_E_OOM, "%s: out of host memory for column partials", op);
+    column_sums(g->data, rows, out_dim, part, db->data);
+    free(part);
     return TL_OK;
 }
 
@@ -330,18 +368,33 @@ int tlk_linear_backward_x(const char *op, tl_buf g, tl_buf w, tl_buf x, tl_buf d
     return gemm(op, g->data, w->data, dx->data, 1, rows, out_dim, in_dim, 0, 0, 0);
 }
 
+/* mean((yhat - target)^2): d = yhat - target, d * d, rule 4 over the n squares, then / n */
 int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n) {
     const float *a = yhat->data, *t = target->data;
-    double s = 0.0;
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t i = 0; i < n; i++) { float d = a[i] - t[i]; acc[i & 7] += d * d; }
-    s = (double)(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
-    y->data[0] = (float)s * (1.0f / (float)n);
+    int64_t nchunks = (n + TLM_CHUNK - 1) / TLM_CHUNK;
+    float local[64], *part = nchunks <= 64 ? local : (float *)malloc((size_t)nchunks * sizeof(float));
+    if (!part) return tl_fail(TL_E_OOM, "%s: out of host memory for chunk partials", op);
+#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t i1 = (c + 1) * TLM_CHUNK < n ? (c + 1) * TLM_CHUNK : n;
+        float d = tlm_sub(a[c * TLM_CHUNK], t[c * TLM_CHUNK]), s = tlm_mul(d, d);
+        for (int64_t i = c * TLM_CHUNK + 1; i < i1; i++) {
+            d = tlm_sub(a[i], t[i]);
+            s = tlm_add(s, tlm_mul(d, d));
+        }
+        part[c] = s;
+    }
+    y->data[0] = tlm_div(tlm_tree_sum(part, nchunks), (float)n);
+    if (part != local) free(part);
     return TL_OK;
 }
 
+/* 2 g (yhat - target) / n as scale = g * (2 / n), then (yhat - target) * scale */
 int tlk_mse_loss_backward(const char *op, tl_buf yhat, tl_buf target, tl_buf g, tl_buf dyhat, int64_t n) {
-    float scale = n ? g->data[0] * (2.0f / (float)n) : 0.0f;
-    for (int64_t i = 0; i < n; i++) dyhat->data[i] = (yhat->data[i] - target->data[i]) * scale;
+    float scale = tlm_mul(g->data[0], tlm_div(2.0f, (float)n));
+    const float *a = yhat->data, *t = target->data;
+    float *d = dyhat->data;
+#pragma omp parallel for simd schedule(static) if (n > TL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) d[i] = tlm_mul(tlm_sub(a[i], t[i]), scale);
     return TL_OK;
 }
