@@ -60,8 +60,21 @@ def relu(x):
     return _sess(x).op("relu", x)
 
 
-def gelu(x):
-    return _sess(x).op("gelu", x)
+_GELU_OPS = {"none": "gelu_erf", "tanh": "gelu"}
+
+
+def gelu(x, approximate="none"):
+    """torch's GELU: approximate="none" (the default) is the exact erf form, "tanh" the tanh
+    approximation (the registry's gelu op)."""
+    op = _GELU_OPS.get(approximate)
+    if op is None:
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _sess(x).op(op, x)
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """torch's softplus: log(1 + exp(beta x)) / beta, and x where beta x > threshold."""
+    return _sess(x).op("softplus_beta", x, beta=float(beta), threshold=float(threshold))
 
 
 def tanh(x):

@@ -183,8 +183,28 @@ class ReLU(_Act):
     op = "relu"
 
 
-class GELU(_Act):
-    op = "gelu"
+class GELU(Module):
+    """torch.nn.GELU: approximate="none" (the default, exact erf form) or "tanh"."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x, approximate=self.approximate)
+
+
+class Softplus(Module):
+    """torch.nn.Softplus(beta=1, threshold=20)."""
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = float(beta), float(threshold)
+
+    def forward(self, x):
+        return F.softplus(x, beta=self.beta, threshold=self.threshold)
 
 
 class Tanh(_Act):
