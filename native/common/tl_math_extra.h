@@ -89,7 +89,7 @@ TLM_HD float tlm_pow(float x, float y) {
     if (x != x || y != y) return tlm_add(x, y);                    /* NaN */
     int kind = tlm_int_kind(y);
     float ax = tlm_abs(x);
-    int neg = x < 0.0f && kind == 2;                               /* sign of the result */
+    int neg = tlm_to_bits(x) < 0 && kind == 2;                     /* sign bit set (-0 too), odd y */
     if (y == inf || y == -inf) {
         if (ax == 1.0f) return 1.0f;                                /* pow(-1, +-inf) */
         return ((ax < 1.0f) == (y < 0.0f)) ? inf : 0.0f;
