@@ -237,15 +237,25 @@ class Dropout(Module):
 
 
 class Conv2d(Module):
-    def __init__(self, cin, cout, kernel_size, stride=1, padding=0):
+    """weight (cout, cin / groups, k, k); dilation and groups (depthwise included) other than 1
+    run through F.conv2d's dense-kernel composition."""
+
+    def __init__(self, cin, cout, kernel_size, stride=1, padding=0, dilation=1, groups=1):
         super().__init__()
-        k = kernel_size
-        a = 1.0 / math.sqrt(cin * k * k)
-        self.weight = Parameter(init.uniform((cout, cin, k, k), -a, a))
+        k, groups = kernel_size, int(groups)
+        if groups < 1 or cin % groups or cout % groups:
+            raise ValueError(f"Conv2d: in_channels ({cin}) and out_channels ({cout}) must be "
+                             f"divisible by groups ({groups})")
+        a = 1.0 / math.sqrt(cin // groups * k * k)
+        self.weight = Parameter(init.uniform((cout, cin // groups, k, k), -a, a))
         self.bias = Parameter(init.uniform((cout,), -a, a))
         self.stride, self.padding = stride, padding
+        self.dilation, self.groups = dilation, groups
 
     def forward(self, x):
+        if self.groups != 1 or self.dilation != 1:
+            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                            self.groups)
         return x.session.op("conv2d", self.weight, self.bias, x, stride=self.stride,
                             padding=self.padding)
 
@@ -540,9 +550,9 @@ def _tuple(v, n, what, name):
 
 
 class _ConvNd(Module):
-    """torch.nn.ConvNd on the registry's N-D conv op: weight (C_out, C_in, k...), bias (C_out,);
-    input (N, C_in, spatial...) or (C_in, spatial...). groups and dilation other than 1 need
-    kernels that do not exist yet and raise NotImplementedError."""
+    """torch.nn.ConvNd: weight (C_out, C_in / groups, k...), bias (C_out,); input (N, C_in,
+    spatial...) or (C_in, spatial...). groups (depthwise included) and dilation run through
+    F.conv1d/2d/3d, which builds a dense kernel for the registry's N-D conv op."""
 
     rank = 0
 
@@ -550,25 +560,29 @@ class _ConvNd(Module):
                  groups=1, bias=True, padding_mode="zeros"):
         super().__init__()
         name, n = type(self).__name__, self.rank
-        for arg, v in (("groups", groups), ("dilation", dilation)):
-            if any(a != 1 for a in _tuple(v, n, arg, name)):
-                raise NotImplementedError(f"{name}: {arg}={v!r} is not supported yet (only 1)")
         if padding_mode != "zeros":
             raise NotImplementedError(f"{name}: padding_mode={padding_mode!r} is not supported "
                                       "(only 'zeros')")
+        groups = int(groups)
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
+                             f"({out_channels}) must be divisible by groups ({groups})")
         k = _tuple(kernel_size, n, "kernel_size", name)
         self.kernel_size, self.stride = k, _tuple(stride, n, "stride", name)
+        self.dilation, self.groups = _tuple(dilation, n, "dilation", name), groups
+        ke = tuple(d * (a - 1) + 1 for a, d in zip(k, self.dilation))
         if padding == "valid":
             padding = 0
         elif padding == "same":
-            if any(s != 1 for s in self.stride) or any(a % 2 == 0 for a in k):
-                raise NotImplementedError(f"{name}: padding='same' needs stride 1 and odd kernel "
-                                          f"sizes here, got kernel {k}, stride {self.stride}")
-            padding = tuple(a // 2 for a in k)
+            if any(s != 1 for s in self.stride) or any(a % 2 == 0 for a in ke):
+                raise NotImplementedError(f"{name}: padding='same' needs stride 1 and odd dilated "
+                                          f"kernel sizes here, got {ke}, stride {self.stride}")
+            padding = tuple(a // 2 for a in ke)
         self.padding = _tuple(padding, n, "padding", name)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        a = 1.0 / math.sqrt(in_channels * math.prod(k))
-        self.weight = Parameter(init.uniform((out_channels, in_channels) + k, -a, a), name="weight")
+        a = 1.0 / math.sqrt(in_channels // groups * math.prod(k))
+        self.weight = Parameter(init.uniform((out_channels, in_channels // groups) + k, -a, a),
+                                name="weight")
         if bias:
             self.bias = Parameter(init.uniform((out_channels,), -a, a), name="bias")
         else:   # the op takes a bias input: a constant zero one, neither trained nor saved
@@ -580,8 +594,11 @@ class _ConvNd(Module):
             raise ValueError(f"{type(self).__name__}: expected input (N, {self.in_channels}, "
                              f"{n} spatial axes) or ({self.in_channels}, {n} spatial axes), "
                              f"got {shp}")
-        return x.session.op("conv", self.weight, self.bias, x, stride=self.stride,
-                            padding=self.padding)
+        if self.groups == 1 and all(d == 1 for d in self.dilation):
+            return x.session.op("conv", self.weight, self.bias, x, stride=self.stride,
+                                padding=self.padding)
+        return F._conv_nd(n, x, self.weight, self.bias, self.stride, self.padding,
+                          self.dilation, self.groups)
 
 
 class Conv1d(_ConvNd):
