@@ -191,12 +191,6 @@ def test_adaptive_avg_pool2d(shape, out_size):
     _check_grad(g, _fd(ref, a, w))
 
 
-def test_adaptive_avg_pool2d_uneven_not_implemented():
-    s = Session()
-    with pytest.raises(NotImplementedError, match=r"output size \(2, 2\) does not divide the input size \(5, 4\)"):
-        nn.AdaptiveAvgPool2d(2)(s.tensor(_data(1, 5, 4)))
-
-
 def test_module_list_dict_named_modules_apply_requires_grad():
     manual_seed(0)
     blocks = nn.ModuleList([nn.Linear(3, 4), nn.ReLU()])

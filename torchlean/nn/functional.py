@@ -182,3 +182,48 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """torch's conv3d (see conv1d for how groups and dilation are computed)."""
     return _conv_nd(3, input, weight, bias, stride, padding, dilation, groups)
+
+
+# ---------------------------------------------------------------------------- adaptive pooling
+
+def _adaptive_weights(n_in, n_out):
+    """(n_out, n_in) averaging matrix of torch's adaptive windows [floor(i n_in / n_out),
+    ceil((i + 1) n_in / n_out))."""
+    a = np.zeros((n_out, n_in), np.float64)
+    for i in range(n_out):
+        lo, hi = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+        a[i, lo:hi] = 1.0 / (hi - lo)
+    return a.astype(np.float32)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """torch's adaptive_avg_pool2d for (N, C, H, W) or (C, H, W). Sizes that divide the input
+    are avg_pool2d with kernel = stride = input / output and (1, 1) is a mean; other sizes have
+    uneven, overlapping windows, computed as two averaging matrices, one per spatial axis
+    (linear over W, then over H): each output is the window mean."""
+    s = _sess(input)
+    x = s.as_tensor(input)
+    shp = tuple(x.shape)
+    if len(shp) not in (3, 4):
+        raise ValueError(f"adaptive_avg_pool2d: expected input (N, C, H, W) or (C, H, W), "
+                         f"got {shp}")
+    sizes = (output_size, output_size) if isinstance(output_size, (int, np.integer)) or \
+        output_size is None else tuple(output_size)
+    if len(sizes) != 2:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be an int or 2 sizes, got "
+                         f"{output_size!r}")
+    h, w = shp[-2:]
+    oh, ow = (n if o is None else int(o) for o, n in zip(sizes, (h, w)))
+    if oh < 1 or ow < 1 or h < 1 or w < 1:
+        raise ValueError(f"adaptive_avg_pool2d: output size {(oh, ow)} and input size {(h, w)} "
+                         "must be positive")
+    if (oh, ow) == (h, w):
+        return x
+    if (oh, ow) == (1, 1):
+        return x.mean(dim=(-2, -1), keepdim=True)
+    if h % oh == 0 and w % ow == 0:
+        k = (h // oh, w // ow)
+        return s.op("avg_pool2d", x, kernel_size=k, stride=k, padding=0)
+    y = linear(x, s.tensor(_adaptive_weights(w, ow)))                 # (..., H, ow)
+    y = linear(y.transpose(-2, -1), s.tensor(_adaptive_weights(h, oh)))  # (..., ow, oh)
+    return y.transpose(-2, -1)

@@ -673,9 +673,8 @@ class GroupNorm(Module):
 # ---------------------------------------------------------------------------- pooling
 
 class AdaptiveAvgPool2d(Module):
-    """Average pooling to a fixed (oh, ow) output for (N, C, H, W) or (C, H, W) input. Sizes
-    that divide the input use avg_pool2d with kernel = stride = input / output; (1, 1) is a
-    mean; other sizes need uneven windows (a later kernel) and raise NotImplementedError."""
+    """Average pooling to a fixed (oh, ow) output for (N, C, H, W) or (C, H, W) input, with
+    torch's windows (F.adaptive_avg_pool2d); None keeps that input size."""
 
     def __init__(self, output_size):
         super().__init__()
@@ -683,22 +682,7 @@ class AdaptiveAvgPool2d(Module):
             output_size is None else tuple(output_size)
 
     def forward(self, x):
-        shp = tuple(x.shape)
-        if len(shp) not in (3, 4):
-            raise ValueError(f"AdaptiveAvgPool2d: expected input (N, C, H, W) or (C, H, W), "
-                             f"got {shp}")
-        h, w = shp[-2:]
-        oh, ow = (h if o is None else int(o) for o in self.output_size)
-        if (oh, ow) == (h, w):
-            return x
-        if (oh, ow) == (1, 1):
-            return x.mean(dim=(-2, -1), keepdim=True)
-        if oh < 1 or ow < 1 or h % oh or w % ow:
-            raise NotImplementedError(f"AdaptiveAvgPool2d: output size {(oh, ow)} does not "
-                                      f"divide the input size {(h, w)}; only dividing sizes "
-                                      "are supported yet")
-        k = (h // oh, w // ow)
-        return x.session.op("avg_pool2d", x, kernel_size=k, stride=k, padding=0)
+        return F.adaptive_avg_pool2d(x, self.output_size)
 
 
 # ---------------------------------------------------------------------------- losses
