@@ -156,6 +156,22 @@ def test_argmax_argmin_nan_wins_and_dim_none(kind):
     assert getattr(s.tensor(3.0), kind)(0).shape == ()
 
 
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+def test_argmax_argmin_long_rows_split_into_chunks(kind):
+    """rows longer than one CUDA block's chunk: ties and NaN across chunk borders"""
+    x = _ints(3, 20001, seed=16, lo=-4, hi=5)
+    x[1, 17000] = NAN
+    x[1, 19000] = NAN
+    x[2, 8191:8193] = 9.0 if kind == "argmax" else -9.0       # a tie across the border
+    s = Session()
+    t = s.tensor(x)
+    want = getattr(np, kind)(x, axis=1)
+    assert want[1] == 17000 and want[2] == 8191
+    np.testing.assert_array_equal(getattr(t, kind)(1), want)
+    np.testing.assert_array_equal(getattr(t, kind)(), getattr(np, kind)(x))
+    np.testing.assert_array_equal(getattr(s.tensor(x.T.copy()), kind)(0), want)
+
+
 def test_argmax_bad_input():
     s = Session()
     with pytest.raises(ValueError, match=r"argmax: cannot reduce over the empty dim 1 of shape \(3, 0\)"):
