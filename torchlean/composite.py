@@ -289,12 +289,25 @@ def chunk(x, chunks, dim=0):
 # where, argmax/argmin, max/min over a dim, pow (the compare, argreduce and pointwise_extra
 # registry families)
 
-def where(cond, a, b):
-    """torch.where(cond, a, b): cond a 0/1 float Tensor or a boolean (or numeric) array; a and
-    b Tensors or numbers, all broadcast. Gradients reach a and b, never cond."""
-    from torchlean.session import Tensor, default_session
-    s = next((v.session for v in (cond, a, b) if isinstance(v, Tensor)), None) or default_session()
-    if not isinstance(cond, Tensor):
+class MinMaxResult(tuple):
+    """(values, indices) of max/min over a dim, like torch.return_types.max."""
+
+    def __new__(cls, values, indices):
+        return super().__new__(cls, (values, indices))
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def where(s, cond, a, b):
+    """torch.where(cond, a, b) in session s: cond a 0/1 float Tensor or a boolean (or numeric)
+    array; a and b Tensors or numbers, all broadcast. Gradients reach a and b, never cond."""
+    if not hasattr(cond, "session"):
         c = np.asarray(cond)
         if c.dtype != np.bool_ and not np.issubdtype(c.dtype, np.number):
             raise TypeError(f"where: cond must be a Tensor or a boolean/numeric array, got "
@@ -342,8 +355,7 @@ def argreduce(x, kind, dim=None, keepdim=False):
 def max_min(x, kind, dim=None, keepdim=False):
     """torch.max/min: no dim -> the 0-d extreme (ties share the gradient, as amax); with dim ->
     (values, indices) where values' gradient goes to the chosen index only."""
-    from torchlean.session import MinMaxResult, Tensor, Parameter
-    if isinstance(dim, (Tensor, Parameter)):
+    if dim is not None and not isinstance(dim, (int, np.integer)):    # max(other): elementwise
         return _op(x, "maximum" if kind == "max" else "minimum", dim)
     if dim is None:
         if keepdim:
@@ -361,9 +373,8 @@ def max_min(x, kind, dim=None, keepdim=False):
 
 def power(x, p):
     """x ** p: a Python number p is an attribute (pow_scalar); a Tensor p broadcasts (pow)."""
-    from torchlean.session import Tensor, Parameter
-    if isinstance(p, (Tensor, Parameter)) or np.ndim(p) != 0:
-        return _op(x, "pow", p)
-    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.integer, np.floating)):
+    if isinstance(p, (bool, np.bool_, str, bytes)):
         raise TypeError(f"pow: exponent must be a number or a Tensor, got {type(p).__name__}")
-    return _op(x, "pow_scalar", p=float(p))
+    if isinstance(p, (int, float, np.integer, np.floating)):
+        return _op(x, "pow_scalar", p=float(p))
+    return _op(x, "pow", p)         # a Tensor, Parameter or array exponent, broadcast

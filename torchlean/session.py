@@ -526,7 +526,7 @@ class Tensor:
 
     def where(self, condition, other):
         """torch's x.where(cond, y): torchlean.where(cond, x, y)."""
-        return _composite.where(condition, self, other)
+        return _composite.where(self.session, condition, self, other)
 
     def argmax(self, dim=None, keepdim=False):
         """Indices of the maxima as an int64 NumPy array (first on ties; a NaN wins)."""
@@ -567,20 +567,7 @@ class Tensor:
         return f"tensor({body}, shape={tuple(values.shape)}{grad})"
 
 
-class MinMaxResult(tuple):
-    """(values, indices) of max/min over a dim, like torch.return_types.max."""
-
-    def __new__(cls, values, indices):
-        return super().__new__(cls, (values, indices))
-
-    @property
-    def values(self):
-        return self[0]
-
-    @property
-    def indices(self):
-        return self[1]
-
+MinMaxResult = _composite.MinMaxResult
 
 _default = [None]
 
@@ -624,7 +611,8 @@ def chunk(x, chunks, dim=0):
 
 def where(condition, input, other) -> Tensor:
     """torch.where(condition, input, other); condition a 0/1 Tensor or a boolean array."""
-    return _composite.where(condition, input, other)
+    s = next((v.session for v in (condition, input, other) if isinstance(v, Tensor)), None)
+    return _composite.where(s or default_session(), condition, input, other)
 
 
 def argmax(input, dim=None, keepdim=False):
