@@ -479,3 +479,74 @@ def masked_softmax(x, mask):
     return out
 
 # -------------------------------------------------------------------- end of section: reduce_views
+
+
+# ==================================================================== section: api_ops
+def lt(a, b):
+    return (a < b).astype(np.float64)
+
+
+def le(a, b):
+    return (a <= b).astype(np.float64)
+
+
+def gt(a, b):
+    return (a > b).astype(np.float64)
+
+
+def ge(a, b):
+    return (a >= b).astype(np.float64)
+
+
+def eq(a, b):
+    return (a == b).astype(np.float64)
+
+
+def ne(a, b):
+    return (a != b).astype(np.float64)
+
+
+def where(cond, a, b):
+    return np.where(cond != 0, a, b)
+
+
+def argmax(x, axis):
+    return np.argmax(x, axis=axis).astype(np.float64)
+
+
+def argmin(x, axis):
+    return np.argmin(x, axis=axis).astype(np.float64)
+
+
+def select_along_axis(x, idx, axis):
+    """x[..., idx, ...] per position; indices outside [0, len) read 0."""
+    n = x.shape[axis]
+    k = np.asarray(idx, dtype=np.int64)
+    inside = (k >= 0) & (k < n)
+    got = np.take_along_axis(x, np.expand_dims(np.where(inside, k, 0), axis), axis)
+    return np.where(inside, np.squeeze(got, axis), 0.0)
+
+
+def pow(a, b):  # noqa: A001 - registry name
+    with np.errstate(all="ignore"):
+        return np.power(a, b)
+
+
+def pow_scalar(x, p):
+    with np.errstate(all="ignore"):
+        return np.power(x, p)
+
+
+def erf(x):
+    """erf in float64 via math.erf (the standard library's, independent of torchlean)."""
+    import math
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def gelu_erf(x):
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+def softplus_beta(x, beta=1.0, threshold=20.0):
+    bx = beta * x
+    return np.where(bx > threshold, x, np.logaddexp(0.0, bx) / beta)

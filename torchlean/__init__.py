@@ -17,6 +17,7 @@ from torchlean._generated import ops
 from torchlean.dgemm import dgemm
 from torchlean.session import Session, Tensor, Parameter, manual_seed, tensor, softmax, log_softmax
 from torchlean.session import cat, stack, split, chunk, get_rng_state, set_rng_state
+from torchlean.session import where, argmax, argmin, pow, erf, eq, ne, lt, le, gt, ge  # noqa: A004
 from torchlean import optim, nn, interop, data
 from torchlean.interop import from_numpy, tensor_from_dlpack as from_dlpack
 
@@ -112,4 +113,5 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "empty_cache", "synchronize", "no_grad", "is_grad_enabled", "dgemm", "Session", "Tensor",
            "Parameter", "manual_seed", "tensor", "softmax", "log_softmax", "optim", "nn",
            "from_numpy", "from_dlpack", "DeviceMask", "cat", "stack", "split", "chunk",
-           "get_rng_state", "set_rng_state", "data"]
+           "get_rng_state", "set_rng_state", "data", "where", "argmax", "argmin", "pow", "erf",
+           "eq", "ne", "lt", "le", "gt", "ge"]

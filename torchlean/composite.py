@@ -283,3 +283,98 @@ def chunk(x, chunks, dim=0):
     d = indexing.normalize_dim(dim, x.ndim, "chunk")
     n = x.shape[d]
     return split(x, max(1, -(-n // int(chunks))), d)
+
+
+# ------------------------------------------------------------------------------ comparisons,
+# where, argmax/argmin, max/min over a dim, pow (the compare, argreduce and pointwise_extra
+# registry families)
+
+class MinMaxResult(tuple):
+    """(values, indices) of max/min over a dim, like torch.return_types.max."""
+
+    def __new__(cls, values, indices):
+        return super().__new__(cls, (values, indices))
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def where(s, cond, a, b):
+    """torch.where(cond, a, b) in session s: cond a 0/1 float Tensor or a boolean (or numeric)
+    array; a and b Tensors or numbers, all broadcast. Gradients reach a and b, never cond."""
+    if not hasattr(cond, "session"):
+        c = np.asarray(cond)
+        if c.dtype != np.bool_ and not np.issubdtype(c.dtype, np.number):
+            raise TypeError(f"where: cond must be a Tensor or a boolean/numeric array, got "
+                            f"dtype {c.dtype}")
+        cond = s.tensor((c != 0).astype(np.float32))
+    return s.op("where", cond, a, b)
+
+
+def _index_result(x, y, d, keepdim):
+    """An argmax-style float Tensor of whole numbers as the int64 array torch would return."""
+    out = y.numpy().astype(np.int64)
+    if keepdim:
+        out = out.reshape(tuple(1 if i == d else n for i, n in enumerate(x.shape)))
+    return out
+
+
+def _arg_prepare(x, kind, dim):
+    """(tensor to reduce, axis) for argmax/argmin/max/min; a 0-d tensor acts as shape (1,)."""
+    if dim is None or x.ndim == 0:
+        if dim is not None:
+            indexing.normalize_dim(dim, 1, kind)   # a 0-d tensor accepts dim 0 and -1, as torch
+        flat = reshape(x, (-1,))
+        if flat.shape[0] == 0:
+            raise ValueError(f"{kind}: expected a non-empty tensor, got shape {tuple(x.shape)}")
+        return flat, 0
+    d = indexing.normalize_dim(dim, x.ndim, kind)
+    if x.shape[d] == 0:
+        raise ValueError(f"{kind}: cannot reduce over the empty dim {d} of shape "
+                         f"{tuple(x.shape)} (no identity)")
+    return x, d
+
+
+def argreduce(x, kind, dim=None, keepdim=False):
+    """torch.argmax/argmin: int64 NumPy indices (first one on ties; a NaN wins)."""
+    y, d = _arg_prepare(x, kind, dim)
+    idx = _op(y, kind, axis=d)
+    if dim is None:
+        out = idx.numpy().astype(np.int64)
+        return out.reshape((1,) * x.ndim) if keepdim else out.reshape(())
+    if x.ndim == 0:
+        return idx.numpy().astype(np.int64).reshape(())
+    return _index_result(x, idx, d, keepdim)
+
+
+def max_min(x, kind, dim=None, keepdim=False):
+    """torch.max/min: no dim -> the 0-d extreme (ties share the gradient, as amax); with dim ->
+    (values, indices) where values' gradient goes to the chosen index only."""
+    if dim is not None and not isinstance(dim, (int, np.integer)):    # max(other): elementwise
+        return _op(x, "maximum" if kind == "max" else "minimum", dim)
+    if dim is None:
+        if keepdim:
+            raise ValueError(f"{kind}: keepdim needs a dim")
+        y, _ = _arg_prepare(x, kind, None)
+        return reduce(x, "amax" if kind == "max" else "amin")
+    y, d = _arg_prepare(x, kind, dim)
+    idx = _op(y, "argmax" if kind == "max" else "argmin", axis=d)
+    values = _op(y, "select_along_axis", idx, axis=d)
+    if x.ndim == 0:
+        return MinMaxResult(reshape(values, ()), idx.numpy().astype(np.int64).reshape(()))
+    indices = _index_result(x, idx, d, keepdim)
+    return MinMaxResult(_keep(x, values, (d,), keepdim), indices)
+
+
+def power(x, p):
+    """x ** p: a Python number p is an attribute (pow_scalar); a Tensor p broadcasts (pow)."""
+    if isinstance(p, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"pow: exponent must be a number or a Tensor, got {type(p).__name__}")
+    if isinstance(p, (int, float, np.integer, np.floating)):
+        return _op(x, "pow_scalar", p=float(p))
+    return _op(x, "pow", p)         # a Tensor, Parameter or array exponent, broadcast

@@ -438,30 +438,18 @@ class Tensor:
                                f"(shape {v.shape})")
         return bool(v.to_numpy().reshape(-1)[0])
 
-    def _compare(self, o, fn):
-        """Elementwise comparison as in PyTorch: a 0/1 float32 Tensor, broadcast, no gradient.
-        Computed on the host from the downloaded values."""
-        if isinstance(o, (Tensor, Parameter)):
-            b = np.asarray(o.numpy() if isinstance(o, Tensor) else o.data)
-        elif isinstance(o, (int, float, bool, np.ndarray, np.number, list, tuple)):
-            b = np.asarray(o)
-            if b.dtype.kind not in "biuf":
-                return NotImplemented
-        else:
-            return NotImplemented
-        a = self.numpy()
-        try:
-            r = fn(a, b)
-        except ValueError:
-            raise ValueError(f"comparison: shapes {a.shape} and {b.shape} do not "
-                             "broadcast") from None
-        return self.session.tensor(r.astype(np.float32))
+    _COMPARABLE = (int, float, bool, np.ndarray, np.number, list, tuple)
 
     def __eq__(self, o):
-        return self._compare(o, np.equal)
+        """Elementwise == as in PyTorch: a 0/1 float32 Tensor (the eq kernel), no gradient."""
+        if not isinstance(o, (Tensor, Parameter) + self._COMPARABLE):
+            return NotImplemented
+        return self._binary("eq", o)
 
     def __ne__(self, o):
-        return self._compare(o, np.not_equal)
+        if not isinstance(o, (Tensor, Parameter) + self._COMPARABLE):
+            return NotImplemented
+        return self._binary("ne", o)
 
     __hash__ = object.__hash__   # identity, so Tensors stay usable as dict keys
 
@@ -637,6 +625,70 @@ class Tensor:
     def chunk(self, chunks, dim=0):
         return _composite.chunk(self, chunks, dim)
 
+    # comparisons (0/1 float32 masks, no gradient), where, arg/max/min over a dim, pow, erf
+    def __lt__(self, o):
+        return self._binary("lt", o)
+
+    def __le__(self, o):
+        return self._binary("le", o)
+
+    def __gt__(self, o):
+        return self._binary("gt", o)
+
+    def __ge__(self, o):
+        return self._binary("ge", o)
+
+    def lt(self, other):
+        return self._binary("lt", other)
+
+    def le(self, other):
+        return self._binary("le", other)
+
+    def gt(self, other):
+        return self._binary("gt", other)
+
+    def ge(self, other):
+        return self._binary("ge", other)
+
+    def eq(self, other):
+        """Elementwise == as a 0/1 float32 mask (on the registry's eq kernel)."""
+        return self._binary("eq", other)
+
+    def ne(self, other):
+        """Elementwise != as a 0/1 float32 mask (on the registry's ne kernel)."""
+        return self._binary("ne", other)
+
+    def where(self, condition, other):
+        """torch's x.where(cond, y): torchlean.where(cond, x, y)."""
+        return _composite.where(self.session, condition, self, other)
+
+    def argmax(self, dim=None, keepdim=False):
+        """Indices of the maxima as an int64 NumPy array (first on ties; a NaN wins)."""
+        return _composite.argreduce(self, "argmax", dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return _composite.argreduce(self, "argmin", dim, keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        """No dim: the 0-d maximum. dim: (values, indices) with int64 NumPy indices; the
+        gradient of values goes to the chosen index only. A Tensor: elementwise maximum."""
+        return _composite.max_min(self, "max", dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return _composite.max_min(self, "min", dim, keepdim)
+
+    def pow(self, exponent):
+        return _composite.power(self, exponent)
+
+    def __pow__(self, exponent):
+        return _composite.power(self, exponent)
+
+    def __rpow__(self, base):
+        return self.session.op("pow", self._other(base), self)
+
+    def erf(self):
+        return self.session.op("erf", self)
+
     def __repr__(self):
         try:
             values = self.numpy()
@@ -648,6 +700,8 @@ class Tensor:
         grad = ", requires_grad=True" if req else ""
         return f"tensor({body}, shape={tuple(values.shape)}{grad})"
 
+
+MinMaxResult = _composite.MinMaxResult
 
 _default = threading.local()      # this thread's default session and its `with` stack
 
@@ -702,9 +756,38 @@ def chunk(x, chunks, dim=0):
     return _composite.chunk(x, chunks, dim)
 
 
+def where(condition, input, other) -> Tensor:
+    """torch.where(condition, input, other); condition a 0/1 Tensor or a boolean array."""
+    s = next((v.session for v in (condition, input, other) if isinstance(v, Tensor)), None)
+    return _composite.where(s or default_session(), condition, input, other)
+
+
+def argmax(input, dim=None, keepdim=False):
+    return _composite.argreduce(input, "argmax", dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    return _composite.argreduce(input, "argmin", dim, keepdim)
+
+
+def pow(input, exponent):  # noqa: A001 - torch's name
+    """torch.pow: a Tensor base with a number or Tensor exponent, or a number base."""
+    s = next((v.session for v in (input, exponent) if isinstance(v, Tensor)), None) or default_session()
+    if isinstance(input, (Tensor, Parameter)):
+        return _composite.power(s.as_tensor(input), exponent)
+    return s.op("pow", input, exponent)
+
+
 softmax = functional("softmax")
 log_softmax = functional("log_softmax")
 relu = functional("relu")
+erf = functional("erf")
+eq = functional("eq")
+ne = functional("ne")
+lt = functional("lt")
+le = functional("le")
+gt = functional("gt")
+ge = functional("ge")
 
 __all__ = ["Session", "Tensor", "Parameter", "manual_seed", "get_rng_state", "set_rng_state",
-           "cat", "stack", "split", "chunk", "no_grad", "tensor", "default_session", "functional"]
+           "cat", "stack", "split", "chunk", "no_grad", "where", "argmax", "argmin", "pow", "erf", "eq", "ne", "lt", "le", "gt", "ge", "tensor", "default_session", "functional"]

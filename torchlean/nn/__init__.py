@@ -3,7 +3,8 @@ from torchlean.nn.modules import (Module, Sequential, Linear, Conv2d, ConvTransp
                                   AvgPool2d, LayerNorm, BatchNorm2d, Dropout, GELU, ReLU, Tanh,
                                   Sigmoid, Embedding, MultiHeadAttention, SpectralConv1d, Flatten)
 from torchlean.nn.modules import (ModuleList, ModuleDict, Conv1d, Conv3d, BatchNorm1d, RMSNorm,
-                                  GroupNorm, AdaptiveAvgPool2d, MSELoss, CrossEntropyLoss)
+                                  GroupNorm, AdaptiveAvgPool2d, MSELoss, CrossEntropyLoss,
+                                  Softplus)
 from torchlean.nn import functional, init, utils
 from torchlean.nn.checkpoint import save_file, load_file
 from torchlean.session import Parameter
@@ -12,4 +13,4 @@ __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPo
            "LayerNorm", "BatchNorm2d", "Dropout", "GELU", "ReLU", "Tanh", "Sigmoid", "Embedding",
            "MultiHeadAttention", "SpectralConv1d", "Flatten", "Parameter", "functional", "init", "utils",
            "save_file", "load_file", "ModuleList", "ModuleDict", "Conv1d", "Conv3d", "BatchNorm1d",
-           "RMSNorm", "GroupNorm", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss"]
+           "RMSNorm", "GroupNorm", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss", "Softplus"]

@@ -80,8 +80,21 @@ def relu(x):
     return _sess(x).op("relu", x)
 
 
-def gelu(x):
-    return _sess(x).op("gelu", x)
+_GELU_OPS = {"none": "gelu_erf", "tanh": "gelu"}
+
+
+def gelu(x, approximate="none"):
+    """torch's GELU: approximate="none" (the default) is the exact erf form, "tanh" the tanh
+    approximation (the registry's gelu op)."""
+    op = _GELU_OPS.get(approximate)
+    if op is None:
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _sess(x).op(op, x)
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """torch's softplus: log(1 + exp(beta x)) / beta, and x where beta x > threshold."""
+    return _sess(x).op("softplus_beta", x, beta=float(beta), threshold=float(threshold))
 
 
 def tanh(x):
@@ -98,3 +111,139 @@ def softmax(x):
 
 def log_softmax(x):
     return _sess(x).op("log_softmax", x)
+
+
+# ---------------------------------------------------------------------------- convolution
+
+def _per_axis(v, n, what, op):
+    t = (int(v),) * n if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
+    if len(t) != n:
+        raise ValueError(f"{op}: {what} must be an int or {n} ints, got {v!r}")
+    return t
+
+
+_EXPAND_CACHE: dict = {}
+
+
+def _expansion_indices(wshape, cin, groups, dilation):
+    """Indices into the flat grouped kernel w (C_out, C_in / groups, k...) that build the dense
+    kernel (C_out, C_in, d (k - 1) + 1, ...): entry (o, c, p) reads w[o, c - g(o) C_in/groups,
+    p / d] when c is in o's group and every p_i is a multiple of d_i, else an out-of-range index,
+    which gather_vec reads as 0 (and its VJP, a scatter-add, ignores)."""
+    key = (tuple(wshape), cin, groups, dilation)
+    idx = _EXPAND_CACHE.get(key)
+    if idx is not None:
+        return idx
+    cout, cin_g, ks = wshape[0], wshape[1], tuple(wshape[2:])
+    ke = tuple(d * (k - 1) + 1 for k, d in zip(ks, dilation))
+    src = np.arange(math.prod(wshape), dtype=np.int64).reshape(wshape)
+    o = np.arange(cout)[:, None]
+    local = np.arange(cin)[None, :] - (o // (cout // groups)) * cin_g      # (C_out, C_in)
+    inside = ((local >= 0) & (local < cin_g)).reshape((cout, cin) + (1,) * len(ks))
+    picked = src[o, np.clip(local, 0, cin_g - 1)]                         # (C_out, C_in, k...)
+    idx = np.full((cout, cin) + ke, src.size, dtype=np.int64)             # out of range: reads 0
+    taps = tuple(slice(None, None, d) for d in dilation)
+    idx[(slice(None), slice(None)) + taps] = np.where(inside, picked, src.size)
+    if len(_EXPAND_CACHE) > 64:
+        _EXPAND_CACHE.clear()
+    _EXPAND_CACHE[key] = idx
+    return idx
+
+
+def _conv_nd(rank, input, weight, bias, stride, padding, dilation, groups):
+    op = f"conv{rank}d"
+    s = _sess(input, weight, bias)
+    x, w = s.as_tensor(input), s.as_tensor(weight)
+    groups = int(groups)
+    dil = _per_axis(dilation, rank, "dilation", op)
+    st = _per_axis(stride, rank, "stride", op)
+    if w.ndim != rank + 2 or x.ndim not in (rank + 1, rank + 2):
+        raise ValueError(f"{op}: expected weight (C_out, C_in / groups, {rank} kernel sizes) and "
+                         f"input (N, C_in, {rank} spatial) or (C_in, {rank} spatial), got weight "
+                         f"{w.shape}, input {x.shape}")
+    cin, cout = x.shape[-rank - 1], w.shape[0]
+    if groups < 1 or cin % groups or cout % groups or w.shape[1] * groups != cin:
+        raise ValueError(f"{op}: groups={groups} needs C_in ({cin}) and C_out ({cout}) divisible "
+                         f"by it and weight.shape[1] == C_in / groups, got weight {w.shape}, "
+                         f"input {x.shape}")
+    if any(d < 1 for d in dil):
+        raise ValueError(f"{op}: dilation must be >= 1, got {dilation!r}")
+    ke = tuple(d * (k - 1) + 1 for k, d in zip(w.shape[2:], dil))
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            if any(v != 1 for v in st) or any(k % 2 == 0 for k in ke):
+                raise NotImplementedError(f"{op}: padding='same' needs stride 1 and odd dilated "
+                                          f"kernel sizes here, got {ke}, stride {st}")
+            padding = tuple(k // 2 for k in ke)
+        else:
+            raise ValueError(f"{op}: padding must be an int, a tuple, 'valid' or 'same', got "
+                             f"{padding!r}")
+    b = s.tensor(np.zeros(cout, np.float32)) if bias is None else s.as_tensor(bias)
+    if groups != 1 or any(d != 1 for d in dil):
+        w = s.op("gather_vec", s.op("reshape", w, shape=(-1,)),
+                 indices=_expansion_indices(tuple(w.shape), cin, groups, dil))
+    return s.op("conv", w, b, x, stride=st, padding=_per_axis(padding, rank, "padding", op))
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch's conv1d. groups and dilation build a dense kernel with gather_vec (zeros off the
+    group blocks and between dilated taps) and run one registry conv: the arithmetic of a
+    groups-fold wider convolution, differentiable through gather_vec's scatter-add VJP."""
+    return _conv_nd(1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch's conv2d (see conv1d for how groups and dilation are computed)."""
+    return _conv_nd(2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch's conv3d (see conv1d for how groups and dilation are computed)."""
+    return _conv_nd(3, input, weight, bias, stride, padding, dilation, groups)
+
+
+# ---------------------------------------------------------------------------- adaptive pooling
+
+def _adaptive_weights(n_in, n_out):
+    """(n_out, n_in) averaging matrix of torch's adaptive windows [floor(i n_in / n_out),
+    ceil((i + 1) n_in / n_out))."""
+    a = np.zeros((n_out, n_in), np.float64)
+    for i in range(n_out):
+        lo, hi = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+        a[i, lo:hi] = 1.0 / (hi - lo)
+    return a.astype(np.float32)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """torch's adaptive_avg_pool2d for (N, C, H, W) or (C, H, W). Sizes that divide the input
+    are avg_pool2d with kernel = stride = input / output and (1, 1) is a mean; other sizes have
+    uneven, overlapping windows, computed as two averaging matrices, one per spatial axis
+    (linear over W, then over H): each output is the window mean."""
+    s = _sess(input)
+    x = s.as_tensor(input)
+    shp = tuple(x.shape)
+    if len(shp) not in (3, 4):
+        raise ValueError(f"adaptive_avg_pool2d: expected input (N, C, H, W) or (C, H, W), "
+                         f"got {shp}")
+    sizes = (output_size, output_size) if isinstance(output_size, (int, np.integer)) or \
+        output_size is None else tuple(output_size)
+    if len(sizes) != 2:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be an int or 2 sizes, got "
+                         f"{output_size!r}")
+    h, w = shp[-2:]
+    oh, ow = (n if o is None else int(o) for o, n in zip(sizes, (h, w)))
+    if oh < 1 or ow < 1 or h < 1 or w < 1:
+        raise ValueError(f"adaptive_avg_pool2d: output size {(oh, ow)} and input size {(h, w)} "
+                         "must be positive")
+    if (oh, ow) == (h, w):
+        return x
+    if (oh, ow) == (1, 1):
+        return x.mean(dim=(-2, -1), keepdim=True)
+    if h % oh == 0 and w % ow == 0:
+        k = (h // oh, w // ow)
+        return s.op("avg_pool2d", x, kernel_size=k, stride=k, padding=0)
+    y = linear(x, s.tensor(_adaptive_weights(w, ow)))                 # (..., H, ow)
+    y = linear(y.transpose(-2, -1), s.tensor(_adaptive_weights(h, oh)))  # (..., ow, oh)
+    return y.transpose(-2, -1)

@@ -188,8 +188,28 @@ class ReLU(_Act):
     op = "relu"
 
 
-class GELU(_Act):
-    op = "gelu"
+class GELU(Module):
+    """torch.nn.GELU: approximate="none" (the default, exact erf form) or "tanh"."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x, approximate=self.approximate)
+
+
+class Softplus(Module):
+    """torch.nn.Softplus(beta=1, threshold=20)."""
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = float(beta), float(threshold)
+
+    def forward(self, x):
+        return F.softplus(x, beta=self.beta, threshold=self.threshold)
 
 
 class Tanh(_Act):
@@ -222,15 +242,25 @@ class Dropout(Module):
 
 
 class Conv2d(Module):
-    def __init__(self, cin, cout, kernel_size, stride=1, padding=0):
+    """weight (cout, cin / groups, k, k); dilation and groups (depthwise included) other than 1
+    run through F.conv2d's dense-kernel composition."""
+
+    def __init__(self, cin, cout, kernel_size, stride=1, padding=0, dilation=1, groups=1):
         super().__init__()
-        k = kernel_size
-        a = 1.0 / math.sqrt(cin * k * k)
-        self.weight = Parameter(init.uniform((cout, cin, k, k), -a, a))
+        k, groups = kernel_size, int(groups)
+        if groups < 1 or cin % groups or cout % groups:
+            raise ValueError(f"Conv2d: in_channels ({cin}) and out_channels ({cout}) must be "
+                             f"divisible by groups ({groups})")
+        a = 1.0 / math.sqrt(cin // groups * k * k)
+        self.weight = Parameter(init.uniform((cout, cin // groups, k, k), -a, a))
         self.bias = Parameter(init.uniform((cout,), -a, a))
         self.stride, self.padding = stride, padding
+        self.dilation, self.groups = dilation, groups
 
     def forward(self, x):
+        if self.groups != 1 or self.dilation != 1:
+            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                            self.groups)
         return x.session.op("conv2d", self.weight, self.bias, x, stride=self.stride,
                             padding=self.padding)
 
@@ -532,9 +562,9 @@ def _tuple(v, n, what, name):
 
 
 class _ConvNd(Module):
-    """torch.nn.ConvNd on the registry's N-D conv op: weight (C_out, C_in, k...), bias (C_out,);
-    input (N, C_in, spatial...) or (C_in, spatial...). groups and dilation other than 1 need
-    kernels that do not exist yet and raise NotImplementedError."""
+    """torch.nn.ConvNd: weight (C_out, C_in / groups, k...), bias (C_out,); input (N, C_in,
+    spatial...) or (C_in, spatial...). groups (depthwise included) and dilation run through
+    F.conv1d/2d/3d, which builds a dense kernel for the registry's N-D conv op."""
 
     rank = 0
 
@@ -542,25 +572,29 @@ class _ConvNd(Module):
                  groups=1, bias=True, padding_mode="zeros"):
         super().__init__()
         name, n = type(self).__name__, self.rank
-        for arg, v in (("groups", groups), ("dilation", dilation)):
-            if any(a != 1 for a in _tuple(v, n, arg, name)):
-                raise NotImplementedError(f"{name}: {arg}={v!r} is not supported yet (only 1)")
         if padding_mode != "zeros":
             raise NotImplementedError(f"{name}: padding_mode={padding_mode!r} is not supported "
                                       "(only 'zeros')")
+        groups = int(groups)
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
+                             f"({out_channels}) must be divisible by groups ({groups})")
         k = _tuple(kernel_size, n, "kernel_size", name)
         self.kernel_size, self.stride = k, _tuple(stride, n, "stride", name)
+        self.dilation, self.groups = _tuple(dilation, n, "dilation", name), groups
+        ke = tuple(d * (a - 1) + 1 for a, d in zip(k, self.dilation))
         if padding == "valid":
             padding = 0
         elif padding == "same":
-            if any(s != 1 for s in self.stride) or any(a % 2 == 0 for a in k):
-                raise NotImplementedError(f"{name}: padding='same' needs stride 1 and odd kernel "
-                                          f"sizes here, got kernel {k}, stride {self.stride}")
-            padding = tuple(a // 2 for a in k)
+            if any(s != 1 for s in self.stride) or any(a % 2 == 0 for a in ke):
+                raise NotImplementedError(f"{name}: padding='same' needs stride 1 and odd dilated "
+                                          f"kernel sizes here, got {ke}, stride {self.stride}")
+            padding = tuple(a // 2 for a in ke)
         self.padding = _tuple(padding, n, "padding", name)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        a = 1.0 / math.sqrt(in_channels * math.prod(k))
-        self.weight = Parameter(init.uniform((out_channels, in_channels) + k, -a, a), name="weight")
+        a = 1.0 / math.sqrt(in_channels // groups * math.prod(k))
+        self.weight = Parameter(init.uniform((out_channels, in_channels // groups) + k, -a, a),
+                                name="weight")
         if bias:
             self.bias = Parameter(init.uniform((out_channels,), -a, a), name="bias")
         else:   # the op takes a bias input: a constant zero one, neither trained nor saved
@@ -572,8 +606,11 @@ class _ConvNd(Module):
             raise ValueError(f"{type(self).__name__}: expected input (N, {self.in_channels}, "
                              f"{n} spatial axes) or ({self.in_channels}, {n} spatial axes), "
                              f"got {shp}")
-        return x.session.op("conv", self.weight, self.bias, x, stride=self.stride,
-                            padding=self.padding)
+        if self.groups == 1 and all(d == 1 for d in self.dilation):
+            return x.session.op("conv", self.weight, self.bias, x, stride=self.stride,
+                                padding=self.padding)
+        return F._conv_nd(n, x, self.weight, self.bias, self.stride, self.padding,
+                          self.dilation, self.groups)
 
 
 class Conv1d(_ConvNd):
@@ -648,9 +685,8 @@ class GroupNorm(Module):
 # ---------------------------------------------------------------------------- pooling
 
 class AdaptiveAvgPool2d(Module):
-    """Average pooling to a fixed (oh, ow) output for (N, C, H, W) or (C, H, W) input. Sizes
-    that divide the input use avg_pool2d with kernel = stride = input / output; (1, 1) is a
-    mean; other sizes need uneven windows (a later kernel) and raise NotImplementedError."""
+    """Average pooling to a fixed (oh, ow) output for (N, C, H, W) or (C, H, W) input, with
+    torch's windows (F.adaptive_avg_pool2d); None keeps that input size."""
 
     def __init__(self, output_size):
         super().__init__()
@@ -658,22 +694,7 @@ class AdaptiveAvgPool2d(Module):
             output_size is None else tuple(output_size)
 
     def forward(self, x):
-        shp = tuple(x.shape)
-        if len(shp) not in (3, 4):
-            raise ValueError(f"AdaptiveAvgPool2d: expected input (N, C, H, W) or (C, H, W), "
-                             f"got {shp}")
-        h, w = shp[-2:]
-        oh, ow = (h if o is None else int(o) for o in self.output_size)
-        if (oh, ow) == (h, w):
-            return x
-        if (oh, ow) == (1, 1):
-            return x.mean(dim=(-2, -1), keepdim=True)
-        if oh < 1 or ow < 1 or h % oh or w % ow:
-            raise NotImplementedError(f"AdaptiveAvgPool2d: output size {(oh, ow)} does not "
-                                      f"divide the input size {(h, w)}; only dividing sizes "
-                                      "are supported yet")
-        k = (h // oh, w // ow)
-        return x.session.op("avg_pool2d", x, kernel_size=k, stride=k, padding=0)
+        return F.adaptive_avg_pool2d(x, self.output_size)
 
 
 # ---------------------------------------------------------------------------- losses
