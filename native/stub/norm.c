@@ -28,9 +28,9 @@ int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols;
         float *yr = Y + r * cols, *hr = XH + r * cols;
-        float mean = tlm_mul(tlm_sum(xr, 1, cols), inv_cols);
+        float mean = tlm_mul(tl_rule4_sum(xr, cols), inv_cols);
         for (int64_t j = 0; j < cols; j++) { float d = tlm_sub(xr[j], mean); yr[j] = tlm_mul(d, d); }
-        float var = tlm_mul(tlm_sum(yr, 1, cols), inv_cols);   /* y holds the squares for now */
+        float var = tlm_mul(tl_rule4_sum(yr, cols), inv_cols);   /* y holds the squares for now */
         float sd = tlm_sqrt(tlm_add(var, e));
         IS[r] = tlm_div(1.0f, sd);
         for (int64_t j = 0; j < cols; j++) {
@@ -58,9 +58,9 @@ int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_st
         const float *gr = GO + r * cols, *xr = XH + r * cols;
         float *dr = DX + r * cols;
         for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(gr[j], GA[j]);
-        float S1 = tlm_sum(dr, 1, cols);
+        float S1 = tl_rule4_sum(dr, cols);
         for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(dr[j], xr[j]);
-        float S2 = tlm_sum(dr, 1, cols), is = IS[r];
+        float S2 = tl_rule4_sum(dr, cols), is = IS[r];
         for (int64_t j = 0; j < cols; j++) {
             float dxh = tlm_mul(gr[j], GA[j]);
             float t = tlm_sub(tlm_sub(tlm_mul(dxh, fc), S1), tlm_mul(xr[j], S2));

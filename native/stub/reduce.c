@@ -17,18 +17,21 @@
 
 #define SUM_BLOCK 16384
 
-/* Rule 4 over x[0..n): chunk partials in parallel (independent outputs), then tlm_tree_sum. */
+/* Rule 4 over x[0..n) on all threads: blocks of 64 chunks are aligned complete subtrees of the
+ * rule's tree (the last block the tree of what is left), so tlm_tree_sum over the block sums,
+ * each computed by tl_rule4_sum in parallel, is the whole tree. */
+#define RULE4_BLOCK (64 * TLM_CHUNK)
 static int rule4_sum(const char *op, const float *x, int64_t n, float *out) {
-    int64_t nc = (n + TLM_CHUNK - 1) / TLM_CHUNK;
-    if (nc <= 64) { *out = tlm_sum(x, 1, n); return TL_OK; }
-    float *part = (float *)malloc((size_t)nc * sizeof(float));
-    if (!part) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld partial sums", op, (long long)nc);
-#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
-    for (int64_t c = 0; c < nc; c++) {
-        int64_t lo = c * TLM_CHUNK;
-        part[c] = tlm_chunk_sum(x + lo, 1, n - lo < TLM_CHUNK ? n - lo : TLM_CHUNK);
+    int64_t nb = (n + RULE4_BLOCK - 1) / RULE4_BLOCK;
+    if (nb <= 1) { *out = tl_rule4_sum(x, n); return TL_OK; }
+    float *part = (float *)malloc((size_t)nb * sizeof(float));
+    if (!part) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld partial sums", op, (long long)nb);
+#pragma omp parallel for schedule(static) if (nb > 2)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * RULE4_BLOCK;
+        part[b] = tl_rule4_sum(x + lo, n - lo < RULE4_BLOCK ? n - lo : RULE4_BLOCK);
     }
-    *out = tlm_tree_sum(part, nc);
+    *out = tlm_tree_sum(part, nb);
     free(part);
     return TL_OK;
 }
@@ -74,7 +77,7 @@ static int axis_sum(const char *op, const float *X, float *Y, int64_t outer, int
         int exact = tl_exact();
 #pragma omp parallel for schedule(static) if (outer * len > TL_PAR_MIN)
         for (int64_t o = 0; o < outer; o++) {
-            float s = exact ? tlm_sum(X + o * len, 1, len)
+            float s = exact ? tl_rule4_sum(X + o * len, len)
                             : (len ? (float)tl_sum_f32_block(X + o * len, len) : 0.0f);
             Y[o] = mean ? tlm_mul(s, sc) : s;
         }

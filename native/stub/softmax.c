@@ -19,7 +19,7 @@ static inline float row_max(const float *x, int64_t c) {
 
 /* the row sum: rule 4 in exact mode, else the fixed 8-lane order of tl_sum_f32_block */
 static inline float row_sum(const float *x, int64_t c, int exact) {
-    return exact ? tlm_sum(x, 1, c) : (float)tl_sum_f32_block(x, c);
+    return exact ? tl_rule4_sum(x, c) : (float)tl_sum_f32_block(x, c);
 }
 
 /* y[j] = y[j] / s: a division in exact mode, a multiplication by 1/s otherwise */
