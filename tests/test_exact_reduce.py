@@ -24,8 +24,7 @@ F32 = np.float32
 
 @pytest.fixture(autouse=True)
 def exact_mode():
-    if tl.backend() != "stub":
-        pytest.skip("the stub's exact kernels are tested here; CUDA parity: test_exact_parity.py")
+    """any backend: CUDA's exact paths must give these bits too (the GPU run takes this file)"""
     assert tl.set_exact(True)
     yield
     tl.set_exact(False)
@@ -40,23 +39,24 @@ def _np(b):
 
 
 def rule4(a, axis=0):
-    """Rule 4 along `axis` of a float32 array, vectorised across the other axes."""
+    """Rule 4 along `axis` of a float32 array, vectorised across chunks and the other axes."""
     a = np.moveaxis(np.asarray(a, F32), axis, 0)
-    n = a.shape[0]
+    n, rest = a.shape[0], a.shape[1:]
     if n == 0:
-        return np.zeros(a.shape[1:], F32)
-    parts = []
-    for lo in range(0, n, CHUNK):
-        s = a[lo].copy()
-        for k in range(lo + 1, min(lo + CHUNK, n)):
-            s = (s + a[k]).astype(F32)
-        parts.append(s)
-    while len(parts) > 1:
-        nxt = [(parts[2 * i] + parts[2 * i + 1]).astype(F32) for i in range(len(parts) // 2)]
-        if len(parts) % 2:
-            nxt.append(parts[-1])
-        parts = nxt
-    return parts[0]
+        return np.zeros(rest, F32)
+    nc = -(-n // CHUNK)
+    pad = np.zeros((nc * CHUNK,) + rest, F32)
+    pad[:n] = a
+    c = pad.reshape((nc, CHUNK) + rest)
+    s = c[:, 0].copy()                       # each chunk from its first value, in index order
+    for j in range(1, CHUNK):
+        live = (np.arange(nc) * CHUNK + j < n).reshape((nc,) + (1,) * len(rest))
+        s = np.where(live, (s + c[:, j]).astype(F32), s)
+    while s.shape[0] > 1:                    # level by level; an odd last partial carried up
+        half = s.shape[0] // 2
+        nxt = (s[0:2 * half:2] + s[1:2 * half:2]).astype(F32)
+        s = np.concatenate([nxt, s[2 * half:]]) if s.shape[0] % 2 else nxt
+    return s[0]
 
 
 def assert_bits(got, want):
@@ -134,6 +134,15 @@ def test_reduce_max_keeps_the_first_zero_and_propagates_nan():
     assert_bits(got_t, got)
 
 
+def test_long_sums_split_into_subtrees_give_the_same_bits():
+    """sizes where CUDA splits a row over several blocks and the stub over threads"""
+    rng = np.random.default_rng(3)
+    x = _data(rng, 3_000_001)
+    assert_bits(_np(ops.sum(_buf(x))), rule4(x))
+    c = _data(rng, (70_001, 2))
+    assert_bits(_np(ops.reduce_sum(_buf(c), axis=0)), rule4(c, 0))
+
+
 # --------------------------------------------------------------------------- softmax
 
 def _exp(shim, x):  # noqa: F811
@@ -172,6 +181,19 @@ def test_softmax_backwards_bit_for_bit(shim, shape):  # noqa: F811
     ref = y.astype(np.float64) * (g - (g.astype(np.float64) * y).sum(-1, keepdims=True))
     np.testing.assert_allclose(_np(ops.softmax_backward(_buf(y), _buf(g))), ref, rtol=1e-4,
                                atol=1e-5)
+
+
+def test_rows_longer_than_the_shared_memory_partials(shim):  # noqa: F811
+    """2.1M columns: more chunk partials than CUDA keeps in shared memory (8192 chunks)"""
+    x = _data(np.random.default_rng(8), (1, 2_100_001))
+    m = x.max(-1, keepdims=True)
+    e = _exp(shim, (x - m).astype(F32))
+    assert_bits(_np(ops.softmax(_buf(x))), (e / rule4(e, -1)[..., None]).astype(F32))
+    assert_bits(_np(ops.reduce_max(_buf(x), axis=1)), x.max(-1))
+    y = _np(ops.softmax(_buf(x)))
+    g = _data(np.random.default_rng(9), x.shape)
+    s = rule4((g * y).astype(F32), -1)[..., None]
+    assert_bits(_np(ops.softmax_backward(_buf(y), _buf(g))), (y * (g - s).astype(F32)).astype(F32))
 
 
 def test_masked_softmax_bit_for_bit(shim):  # noqa: F811
@@ -227,7 +249,7 @@ def ln_emulation(x, ga, be, eps):
     return y, xh, (F32(1) / sd).astype(F32)[..., 0]
 
 
-@pytest.mark.parametrize("shape", [(3, 700), (600, 7), (5, 1), (1, 257)])
+@pytest.mark.parametrize("shape", [(3, 700), (600, 7), (5, 1), (1, 257), (1, 2_100_001)])
 def test_layer_norm_forward_and_backward_bit_for_bit(shape):
     rng = np.random.default_rng(shape[0] * 7 + shape[1])
     x = (rng.standard_normal(shape) * 2 + 0.5).astype(F32)
@@ -258,7 +280,8 @@ def test_layer_norm_forward_and_backward_bit_for_bit(shape):
     np.testing.assert_allclose(dx, dx_ref, rtol=2e-3, atol=2e-4 * np.abs(dx_ref).max())
 
 
-@pytest.mark.parametrize("shape", [(4, 3, 100), (3, 2, 1), (2, 700), (3, 2, 9, 31), (1, 1, 1)])
+@pytest.mark.parametrize("shape", [(4, 3, 100), (3, 2, 1), (2, 700), (3, 2, 9, 31), (1, 1, 1),
+                                   (1, 1, 1500, 1401)])
 def test_batchnorm_forward_and_backward_bit_for_bit(shape):
     """x is (C, L), (C, H, W) or (N, C, H, W); a channel's elements sample by sample"""
     rng = np.random.default_rng(sum(shape))
