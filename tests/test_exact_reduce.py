@@ -111,6 +111,15 @@ def test_axis_sum_and_mean_are_rule4_bit_for_bit(shape, axis, mean):
     assert np.all(np.abs(got - ref) <= 1e-5 * scale + 1e-6)
 
 
+def test_empty_axes_and_empty_outputs():
+    z = np.zeros((3, 0, 4), F32)
+    np.testing.assert_array_equal(_np(ops.reduce_sum(_buf(z), axis=1)), np.zeros((3, 4)))
+    assert np.isnan(_np(ops.reduce_mean(_buf(z), axis=1))).all()
+    assert _np(ops.reduce_sum(_buf(np.zeros((0, 600, 3), F32)), axis=1)).shape == (0, 3)
+    assert _np(ops.reduce_mean(_buf(np.zeros((2, 600, 0), F32)), axis=1)).shape == (2, 0)
+    assert _np(ops.sum(_buf(np.zeros(0, F32)))) == 0.0
+
+
 def test_sum_to_is_a_chain_of_axis_sums_innermost_first():
     """(300, 4, 70) -> (4, 1): the 70-axis by rule 4, then the 300-axis, as CUDA does"""
     x = _data(np.random.default_rng(5), (300, 4, 70))

@@ -73,6 +73,7 @@ int tlk_sum(const char *op, tl_buf x, tl_buf y, int64_t n) {
 static int axis_sum(const char *op, const float *X, float *Y, int64_t outer, int64_t len,
                     int64_t inner, int mean) {
     float sc = len ? 1.0f / (float)len : NAN;
+    if (outer * inner == 0) return TL_OK;
     if (inner == 1) {
         int exact = tl_exact();
 #pragma omp parallel for schedule(static) if (outer * len > TL_PAR_MIN)
