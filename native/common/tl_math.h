@@ -474,4 +474,47 @@ TLM_HD float tlm_sumacc_finish(tlm_sumacc *a) {
 }
 /* ==== end of the linalg / conv_pool additions ==== */
 
+/* ==== additions: rule 4 fed one value at a time (reductions, softmax, norms) ==== */
+
+/* Rule 4 over a sequence whose values arrive in order (computed on the fly, or read through a
+ * gather such as batchnorm's (sample, position) walk): tlm_sum4_add each value, then
+ * tlm_sum4_result. The chunking and the stack of partials are those of tlm_sum, so the result
+ * is the same tree as tlm_tree_sum over the chunk partials. */
+typedef struct tlm_sum4 {
+    float val[64];
+    int height[64];
+    int top;
+    int fill;   /* values in the open chunk */
+    float cur;  /* the open chunk's sequential sum */
+} tlm_sum4;
+
+TLM_HD void tlm_sum4_init(tlm_sum4 *a) { a->top = 0; a->fill = 0; a->cur = 0.0f; }
+
+/* push one finished chunk partial, merging equal heights as tlm_sum does */
+TLM_HD void tlm_sum4_push(tlm_sum4 *a, float s) {
+    int h = 0;
+    while (a->top > 0 && a->height[a->top - 1] == h) { s = tlm_add(a->val[--a->top], s); h++; }
+    a->val[a->top] = s; a->height[a->top] = h; a->top++;
+}
+
+TLM_HD void tlm_sum4_add(tlm_sum4 *a, float v) {
+    a->cur = a->fill ? tlm_add(a->cur, v) : v;
+    if (++a->fill == TLM_CHUNK) { tlm_sum4_push(a, a->cur); a->fill = 0; }
+}
+
+/* the sum of everything added (0 for nothing); the accumulator is spent afterwards */
+TLM_HD float tlm_sum4_result(tlm_sum4 *a) {
+    if (a->fill) { tlm_sum4_push(a, a->cur); a->fill = 0; }
+    if (a->top == 0) return 0.0f;
+    float s = a->val[--a->top];
+    while (a->top > 0) s = tlm_add(a->val[--a->top], s);
+    return s;
+}
+
+/* The maximum step of the exact reductions: v replaces m when greater, so among equal values
+ * (+0 and -0) the first wins; NaN never replaces (softmax's row max, whose NaN propagates through
+ * the sum of exps instead). Associative over ordered segments (left = earlier), so a chunk tree
+ * gives the sequential result. */
+TLM_HD float tlm_max_first(float m, float v) { return v > m ? v : m; }
+
 #endif /* TL_MATH_H */

@@ -3,6 +3,11 @@
 // Same conventions as the stub: biased variance, eps inside the sqrt, mean/var via multiplication
 // by float32(1/N), xhat = (x - mean) / std. Every reduction is a fixed-order block reduction
 // (tl_block_sum, reduce_util.cuh) or an ordered loop, so results are bit-reproducible without atomics.
+//
+// Exact mode computes the stub's sums (native/stub/norm.c) by rule 4 of tl_math.h: a block per
+// row (layer_norm) or per channel (batchnorm, its elements sample by sample) reduces with
+// tl_exact_block_reduce; layer_norm's dgamma and dbeta are exact column sums
+// (tl_cuda_axis_sum over the rows) of g * xhat and g.
 #include "common.cuh"
 #include "entry/norm_kernels.h"
 
@@ -242,7 +247,139 @@ __global__ void bn_bwd_kernel(const float *__restrict__ g, const float *__restri
     }
 }
 
+// ---- exact mode ----
+// partials: shared memory, or gpart (a slice per block) when there are too many
+__device__ __forceinline__ float *exact_part(float *smem, float *gpart, int64_t n) {
+    return gpart ? gpart + blockIdx.x * tl_exact_chunks(n) : smem;
+}
+
+__global__ void exact_ln_fwd(const float *__restrict__ x, const float *__restrict__ gamma,
+                             const float *__restrict__ beta, float *__restrict__ y,
+                             float *__restrict__ xhat, float *__restrict__ inv_std, int64_t cols,
+                             float inv_cols, float eps, float *gpart) {
+    extern __shared__ float smem[];
+    float *part = exact_part(smem, gpart, cols);
+    const int64_t r = blockIdx.x;
+    const float *xr = x + r * cols;
+    const float mean = tlm_mul(tl_exact_block_reduce([=](int64_t j) { return xr[j]; }, cols, part,
+                                                     TlExactSum{}), inv_cols);
+    const float var = tlm_mul(tl_exact_block_reduce([=](int64_t j) {
+                                  float d = tlm_sub(xr[j], mean);
+                                  return tlm_mul(d, d);
+                              }, cols, part, TlExactSum{}), inv_cols);
+    const float sd = tlm_sqrt(tlm_add(var, eps));
+    if (threadIdx.x == 0) inv_std[r] = tlm_div(1.0f, sd);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float xh = tlm_div(tlm_sub(xr[j], mean), sd);
+        xhat[r * cols + j] = xh;
+        y[r * cols + j] = tlm_add(tlm_mul(xh, gamma[j]), beta[j]);
+    }
+}
+
+__global__ void exact_ln_bwd_dx(const float *__restrict__ g, const float *__restrict__ xhat,
+                                const float *__restrict__ inv_std, const float *__restrict__ gamma,
+                                float *__restrict__ dx, int64_t cols, float fcols, float inv_cols,
+                                float *gpart) {
+    extern __shared__ float smem[];
+    float *part = exact_part(smem, gpart, cols);
+    const int64_t r = blockIdx.x;
+    const float *gr = g + r * cols, *xr = xhat + r * cols;
+    const float S1 = tl_exact_block_reduce([=](int64_t j) { return tlm_mul(gr[j], gamma[j]); },
+                                           cols, part, TlExactSum{});
+    const float S2 = tl_exact_block_reduce(
+        [=](int64_t j) { return tlm_mul(tlm_mul(gr[j], gamma[j]), xr[j]); }, cols, part, TlExactSum{});
+    const float is = inv_std[r];
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float d = tlm_mul(gr[j], gamma[j]);
+        float t = tlm_sub(tlm_sub(tlm_mul(d, fcols), S1), tlm_mul(xr[j], S2));
+        dx[r * cols + j] = tlm_mul(tlm_mul(t, is), inv_cols);
+    }
+}
+
+__global__ void exact_mul_kernel(const float *__restrict__ a, const float *__restrict__ b,
+                                 float *__restrict__ out, int64_t n) {
+    TL_GRID_STRIDE(i, n) out[i] = tlm_mul(a[i], b[i]);
+}
+
+// channel ch's element e of the (sample, position) walk: sample e / s, position e % s
+__device__ __forceinline__ int64_t bn_off(int64_t e, int64_t c, int64_t s, int64_t ch) {
+    int64_t b = e / s;
+    return (b * c + ch) * s + (e - b * s);
+}
+
+__global__ void exact_bn_fwd(const float *__restrict__ x, const float *__restrict__ gamma,
+                             const float *__restrict__ beta, float *__restrict__ y,
+                             float *__restrict__ xhat, float *__restrict__ mean_out,
+                             float *__restrict__ var_out, float *__restrict__ inv_std, int64_t n,
+                             int64_t c, int64_t s, float inv_cnt, float eps, float *gpart) {
+    extern __shared__ float smem[];
+    float *part = exact_part(smem, gpart, n * s);
+    const int64_t ch = blockIdx.x;
+    const float mean = tlm_mul(tl_exact_block_reduce([=](int64_t e) { return x[bn_off(e, c, s, ch)]; },
+                                                     n * s, part, TlExactSum{}), inv_cnt);
+    const float var = tlm_mul(tl_exact_block_reduce([=](int64_t e) {
+                                  float d = tlm_sub(x[bn_off(e, c, s, ch)], mean);
+                                  return tlm_mul(d, d);
+                              }, n * s, part, TlExactSum{}), inv_cnt);
+    const float sd = tlm_sqrt(tlm_add(var, eps));
+    if (threadIdx.x == 0) {
+        mean_out[ch] = mean;
+        var_out[ch] = var;
+        inv_std[ch] = tlm_div(1.0f, sd);
+    }
+    const float ga = gamma[ch], be = beta[ch];
+    BN_FOR(off) {
+        float xh = tlm_div(tlm_sub(x[off], mean), sd);
+        xhat[off] = xh;
+        y[off] = tlm_add(tlm_mul(xh, ga), be);
+    }
+}
+
+__global__ void exact_bn_bwd(const float *__restrict__ g, const float *__restrict__ xhat,
+                             const float *__restrict__ inv_std, const float *__restrict__ gamma,
+                             float *__restrict__ dx, float *__restrict__ dgamma,
+                             float *__restrict__ dbeta, int64_t n, int64_t c, int64_t s,
+                             float fcnt, float inv_cnt, float *gpart) {
+    extern __shared__ float smem[];
+    float *part = exact_part(smem, gpart, n * s);
+    const int64_t ch = blockIdx.x;
+    const float SB = tl_exact_block_reduce([=](int64_t e) { return g[bn_off(e, c, s, ch)]; }, n * s,
+                                           part, TlExactSum{});
+    const float SG = tl_exact_block_reduce([=](int64_t e) {
+        int64_t off = bn_off(e, c, s, ch);
+        return tlm_mul(g[off], xhat[off]);
+    }, n * s, part, TlExactSum{});
+    const float ga = gamma[ch], is = inv_std[ch];
+    if (threadIdx.x == 0) {
+        dbeta[ch] = SB;
+        dgamma[ch] = SG;
+    }
+    const float S1 = tlm_mul(SB, ga), S2 = tlm_mul(SG, ga);
+    BN_FOR(off) {
+        float d = tlm_mul(g[off], ga);
+        float t = tlm_sub(tlm_sub(tlm_mul(d, fcnt), S1), tlm_mul(xhat[off], S2));
+        dx[off] = tlm_mul(tlm_mul(t, is), inv_cnt);
+    }
+}
+
+// shared memory or a scratch slice per block for `blocks` reductions of n values each
+int exact_parts(const char *op, int64_t blocks, int64_t n, size_t *smem, float **gpart) {
+    *gpart = nullptr;
+    *smem = tl_exact_smem(n);
+    if (*smem) return TL_OK;
+    return tl_scratch(op, (size_t)(blocks * tl_exact_chunks(n)) * sizeof(float), (void **)gpart);
+}
+
+int exact_done(const char *op, float *gpart) {
+    int rc = tl_cuda_launched(op);
+    if (gpart) tl_scratch_free(gpart);
+    return rc;
+}
+
 }  // namespace
+
+extern "C" TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t outer,
+                                          int64_t len, int64_t inner, int mean);
 
 extern "C" int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
                              tl_buf inv_std, int64_t rows, int64_t cols, double eps) {
@@ -251,6 +388,15 @@ extern "C" int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf bet
         return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit %lld", op, (long long)rows,
                        (long long)TL_MAX_GRID_X);
     const float inv_cols = (float)(1.0 / (double)cols);
+    if (tl_exact()) {
+        size_t smem;
+        float *gpart;
+        TL_TRY(exact_parts(op, rows, cols, &smem, &gpart));
+        exact_ln_fwd<<<(unsigned)rows, tl_exact_threads(cols), smem, tl_stream()>>>(
+            x->data, gamma->data, beta->data, y->data, xhat->data, inv_std->data, cols, inv_cols,
+            (float)eps, gpart);
+        return exact_done(op, gpart);
+    }
     const int R = ln_rows_r(cols);
     if (R == 4)
         ln_fwd_rows<4><<<(unsigned)rows, 256, 0, tl_stream()>>>(
@@ -280,6 +426,23 @@ extern "C" int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl
     }
     const int R = ln_rows_r(cols);
     const float inv_cols = (float)(1.0 / (double)cols);
+    if (tl_exact()) {
+        if (rows > TL_MAX_GRID_X)
+            return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
+        // dgamma, dbeta: column sums by rule 4 (dx holds the products g * xhat until the dx kernel)
+        const int64_t n = rows * cols;
+        exact_mul_kernel<<<tl_blocks(n), TL_THREADS, 0, st>>>(g->data, xhat->data, dx->data, n);
+        TL_LAUNCHED(op);
+        TL_TRY(tl_cuda_axis_sum(op, dx->data, dgamma->data, 1, rows, cols, 0));
+        TL_TRY(tl_cuda_axis_sum(op, g->data, dbeta->data, 1, rows, cols, 0));
+        size_t smem;
+        float *gpart;
+        TL_TRY(exact_parts(op, rows, cols, &smem, &gpart));
+        exact_ln_bwd_dx<<<(unsigned)rows, tl_exact_threads(cols), smem, st>>>(
+            g->data, xhat->data, inv_std->data, gamma->data, dx->data, cols, (float)cols, inv_cols,
+            gpart);
+        return exact_done(op, gpart);
+    }
     if (R == 4)
         ln_bwd_dx_rows<4><<<(unsigned)rows, 256, 0, st>>>(
             (const float4 *)g->data, (const float4 *)xhat->data, inv_std->data,
@@ -314,6 +477,15 @@ extern "C" int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamm
                                           tl_buf xhat, tl_buf mean, tl_buf var, tl_buf inv_std,
                                           int64_t n, int64_t c, int64_t s, double eps) {
     if (c == 0) return TL_OK;
+    if (tl_exact()) {
+        size_t smem;
+        float *gpart;
+        TL_TRY(exact_parts(op, c, n * s, &smem, &gpart));
+        exact_bn_fwd<<<(unsigned)c, tl_exact_threads(n * s), smem, tl_stream()>>>(
+            x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
+            inv_std->data, n, c, s, (float)(1.0 / (double)(n * s)), (float)eps, gpart);
+        return exact_done(op, gpart);
+    }
     bn_fwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
         x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
         inv_std->data, n, c, s, (float)(1.0 / (double)(n * s)), (float)eps);
@@ -326,6 +498,15 @@ extern "C" int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl
                                                    tl_buf dbeta, int64_t n, int64_t c, int64_t s) {
     if (c == 0) return TL_OK;
     const int64_t cnt = n * s;
+    if (tl_exact()) {
+        size_t smem;
+        float *gpart;
+        TL_TRY(exact_parts(op, c, cnt, &smem, &gpart));
+        exact_bn_bwd<<<(unsigned)c, tl_exact_threads(cnt), smem, tl_stream()>>>(
+            g->data, xhat->data, inv_std->data, gamma->data, dx->data, dgamma->data, dbeta->data,
+            n, c, s, (float)cnt, cnt ? (float)(1.0 / (double)cnt) : 0.0f, gpart);
+        return exact_done(op, gpart);
+    }
     bn_bwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
         g->data, xhat->data, inv_std->data, gamma->data, dx->data, dgamma->data, dbeta->data, n,
         c, s, (float)cnt, cnt ? (float)(1.0 / (double)cnt) : 0.0f);

@@ -9,6 +9,15 @@
 // output; in deterministic mode they go to a scratch array and a second kernel adds the S
 // partials of each output in chunk order, so the result is bit-identical run to run.
 // sum() is the rows case with outer = 1; views.cu reuses tl_cuda_axis_sum for sum_to.
+//
+// Exact mode replaces the splits and shuffle trees by rule 4 of tl_math.h, the stub's order:
+// an output's values in chunks of TLM_CHUNK, each summed sequentially, then tlm_tree_sum's tree
+// over the chunk partials. Work is split into groups of G chunks, G a power of two: an aligned
+// group is a complete subtree of that tree (the last group the tree of what is left), so the
+// group results combined by tlm_tree_sum give the whole tree. Rows (inner == 1): a block per
+// (row, group) with the group's tree in shared memory; columns: a thread per (output, group)
+// running tlm_sum down the column. reduce_max's exact rows take a block per row the same way
+// (the maximum of ordered segments, first of equal values kept).
 #include "common.cuh"
 #include "entry/reduce_kernels.h"
 #include <math.h>
@@ -109,6 +118,79 @@ int launch_fill(const char *op, float *y, int64_t n, float v) {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// ---- exact mode ----
+constexpr int64_t EXACT_MAX_GROUP = 4096;  // chunks per block-reduced group (16 KB of partials)
+
+__device__ __forceinline__ float exact_out(float s, int mean, float scale) {
+    return mean ? tlm_mul(s, scale) : s;
+}
+
+// block per (row, group): dst[row] (ng == 1) or dst[row * ng + group]
+__global__ void exact_rows_sum_kernel(const float *__restrict__ x, float *__restrict__ dst,
+                                      int64_t len, int64_t G, int64_t ng, int mean, float scale) {
+    extern __shared__ float part[];
+    const int64_t row = blockIdx.x / ng, g = blockIdx.x % ng;
+    const int64_t lo = g * G * TLM_CHUNK, hi = lo + G * TLM_CHUNK < len ? lo + G * TLM_CHUNK : len;
+    const float *xr = x + row * len + lo;
+    float s = tl_exact_block_reduce([=](int64_t e) { return xr[e]; }, hi - lo, part, TlExactSum{});
+    if (threadIdx.x == 0) {
+        if (ng == 1) dst[row] = exact_out(s, mean, scale);
+        else dst[row * ng + g] = s;
+    }
+}
+
+// thread per (output j, group), j fastest (coalesced down the columns)
+__global__ void exact_cols_sum_kernel(const float *__restrict__ x, float *__restrict__ dst,
+                                      int64_t outer, int64_t len, int64_t inner, int64_t G,
+                                      int64_t ng, int mean, float scale) {
+    const int64_t M = outer * inner;
+    TL_GRID_STRIDE(t, M * ng) {
+        int64_t g = t / M, j = t % M, o = j / inner, i = j % inner;
+        int64_t lo = g * G * TLM_CHUNK, hi = lo + G * TLM_CHUNK < len ? lo + G * TLM_CHUNK : len;
+        float s = tlm_sum(x + (o * len + lo) * inner + i, inner, hi - lo);
+        if (ng == 1) dst[j] = exact_out(s, mean, scale);
+        else dst[j * ng + g] = s;
+    }
+}
+
+// y[j] = tlm_tree_sum over output j's ng group results (in place in gp)
+__global__ void exact_finish_kernel(float *gp, float *__restrict__ y, int64_t M, int64_t ng,
+                                    int mean, float scale) {
+    TL_GRID_STRIDE(j, M) y[j] = exact_out(tlm_tree_sum(gp + j * ng, ng), mean, scale);
+}
+
+int exact_axis_sum(const char *op, const float *x, float *y, int64_t outer, int64_t len,
+                   int64_t inner, int mean, float scale) {
+    const int64_t M = outer * inner, nc = cdiv(len, TLM_CHUNK);
+    const bool rows = inner == 1 && nc > 1;
+    const int64_t want = rows ? cdiv(2048, outer) : cdiv(TARGET_THREADS, M);  // groups per output
+    int64_t G = 1;
+    while (G * want < nc && (!rows || G < EXACT_MAX_GROUP)) G *= 2;
+    const int64_t ng = cdiv(nc, G);
+    if (rows && M * ng > TL_MAX_GRID_X)
+        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)M);
+    cudaStream_t st = tl_stream();
+    float *gp = nullptr;
+    if (ng > 1) TL_TRY(tl_scratch(op, (size_t)(M * ng) * sizeof(float), (void **)&gp));
+    float *dst = ng > 1 ? gp : y;
+    if (rows) {
+        int threads = 32;
+        while (threads < 256 && threads < G) threads *= 2;
+        exact_rows_sum_kernel<<<(unsigned)(M * ng), threads, (size_t)G * sizeof(float), st>>>(
+            x, dst, len, G, ng, mean, scale);
+    } else {
+        exact_cols_sum_kernel<<<tl_blocks(M * ng), TL_THREADS, 0, st>>>(x, dst, outer, len, inner, G,
+                                                                         ng, mean, scale);
+    }
+    int rc = tl_cuda_launched(op);
+    if (!rc && ng > 1) {
+        exact_finish_kernel<<<tl_blocks(M), TL_THREADS, 0, st>>>(gp, y, M, ng, mean, scale);
+        rc = tl_cuda_launched(op);
+    }
+    if (gp) tl_scratch_free(gp);
+    return rc;
+}
+
 }  // namespace
 
 // y[o, i] = scale * sum_k x[o, k, i] (scale = 1/len when mean, NaN for an empty mean).
@@ -119,6 +201,7 @@ extern "C" TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float 
     if (M == 0) return TL_OK;
     float scale = mean ? (len ? 1.0f / (float)len : NAN) : 1.0f;
     if (len == 0) return launch_fill(op, y, M, mean ? NAN : 0.0f);
+    if (tl_exact()) return exact_axis_sum(op, x, y, outer, len, inner, mean, scale);
     cudaStream_t st = tl_stream();
     int det = tl_deterministic();
     int64_t S, chunk;
@@ -219,6 +302,17 @@ __global__ void cols_max_kernel(const float *__restrict__ x, float *__restrict__
     }
 }
 
+// exact mode, rows of more than one chunk: a block per row, rule 4's chunks and tree with the
+// ordered maximum (partials in shared memory, or in gpart, one slice per row, when too many)
+__global__ void exact_rows_max_kernel(const float *__restrict__ x, float *__restrict__ y,
+                                      int64_t len, float *gpart) {
+    extern __shared__ float smem[];
+    float *part = gpart ? gpart + blockIdx.x * tl_exact_chunks(len) : smem;
+    const float *xr = x + (int64_t)blockIdx.x * len;
+    float m = tl_exact_block_reduce([=](int64_t e) { return xr[e]; }, len, part, TlExactMax{});
+    if (threadIdx.x == 0) y[blockIdx.x] = m;
+}
+
 // ties: cnt[j] = number of entries of output j's axis equal to its max y[j]
 template <int G>
 __global__ void rows_tie_count(const float *__restrict__ x, const float *__restrict__ y,
@@ -274,7 +368,19 @@ extern "C" int tlk_reduce_max(const char *op, tl_buf x, tl_buf y, int64_t outer,
     if (M == 0) return TL_OK;
     if (len == 0) return launch_fill(op, y->data, M, 0.0f);  // totalised: empty max is 0
     cudaStream_t st = tl_stream();
-    if (inner == 1 && len >= 32) {
+    if (tl_exact() && inner == 1 && len > TLM_CHUNK) {
+        // the sequential cols kernel below is already the stub's order; long rows need the tree
+        if (outer > TL_MAX_GRID_X)
+            return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)outer);
+        size_t smem = tl_exact_smem(len);
+        float *gpart = nullptr;
+        if (!smem) TL_TRY(tl_scratch(op, (size_t)(outer * tl_exact_chunks(len)) * sizeof(float), (void **)&gpart));
+        exact_rows_max_kernel<<<(unsigned)outer, tl_exact_threads(len), smem, st>>>(x->data, y->data, len, gpart);
+        int rc = tl_cuda_launched(op);
+        if (gpart) tl_scratch_free(gpart);
+        return rc;
+    }
+    if (!tl_exact() && inner == 1 && len >= 32) {
         if (len >= 2048)
             rows_max_kernel<256><<<(unsigned)outer, 256, 0, st>>>(x->data, y->data, outer, len);
         else

@@ -6,12 +6,16 @@
 //          every lane holds the same bits;
 //   block: each warp reduces its lanes, then every thread combines the per-warp results in
 //          warp order 0, 1, 2, ... (blockDim.x a multiple of 32, at most 1024).
+// Exact mode does not use these trees: its reductions (the tl_exact_* helpers at the end) follow
+// rule 4 of tl_math.h, chunks of TLM_CHUNK summed sequentially and then tlm_tree_sum's tree, so
+// they give the stub's bits.
 // One NaN rule: NaN propagates. Sums do by IEEE arithmetic; tl_max_nan returns NaN when either
 // operand is NaN (fmaxf would drop it). The helpers are templates over the value type: a kernel
 // reducing its own type (softmax's running max and sum) supplies tl_shfl_xor and a combine.
 #pragma once
 
 #include <cuda_runtime.h>
+#include "tl_math.h"
 
 __device__ __forceinline__ float tl_max_nan(float a, float b) {
     return (a != a || b != b) ? a + b : (b > a ? b : a);
@@ -63,3 +67,65 @@ template <int G> __device__ __forceinline__ float tl_group_sum(float v) { return
 template <int G> __device__ __forceinline__ float tl_group_max(float v) { return tl_group_reduce<G>(v, TlMax{}); }
 __device__ __forceinline__ float tl_block_sum(float v) { return tl_warps_reduce(v, TlSum{}, blockDim.x >> 5); }
 __device__ __forceinline__ float tl_block_max(float v) { return tl_warps_reduce(v, TlMax{}, blockDim.x >> 5); }
+
+// ---- exact mode: rule 4 of tl_math.h computed by a block ----
+
+struct TlExactSum {
+    __device__ __forceinline__ float operator()(float a, float b) const { return tlm_add(a, b); }
+};
+// the maximum of ordered operands (a earlier): the first of equal values wins, NaN propagates
+struct TlExactMax {
+    __device__ __forceinline__ float operator()(float a, float b) const { return tl_max_nan(a, b); }
+};
+// tlm_max_first: the first of equal values wins, NaN never replaces (softmax's row max)
+struct TlExactMaxFirst {
+    __device__ __forceinline__ float operator()(float a, float b) const { return tlm_max_first(a, b); }
+};
+
+// tlm_tree_sum's tree over p[0..count) (shared or global memory), computed in place by the
+// whole block: at distance step = 1, 2, 4, ..., p[i] (i a multiple of 2 step) absorbs
+// p[i + step]. Those are the pairs of tlm_tree_sum's level log2(step), and an odd last partial
+// stays where it is, which is the carry. Every thread calls it; every thread gets the result.
+template <class Op>
+__device__ float tl_exact_block_tree(float *p, int64_t count, Op op) {
+    __syncthreads();  // the partials were written by other threads
+    for (int64_t step = 1; step < count; step *= 2) {
+        for (int64_t i = 2 * step * threadIdx.x; i + step < count; i += 2 * step * blockDim.x)
+            p[i] = op(p[i], p[i + step]);
+        __syncthreads();
+    }
+    float r = count > 0 ? p[0] : 0.0f;
+    __syncthreads();  // p may be reused once everyone has read the result
+    return r;
+}
+
+// Rule 4 over the values f(0), ..., f(n - 1) by the whole block: thread t reduces chunks
+// t, t + blockDim.x, ... sequentially from each chunk's first value into part[c] (part holds
+// ceil(n / TLM_CHUNK) floats), then tl_exact_block_tree. n == 0 gives 0.
+template <class F, class Op>
+__device__ float tl_exact_block_reduce(F f, int64_t n, float *part, Op op) {
+    const int64_t nc = (n + TLM_CHUNK - 1) / TLM_CHUNK;
+    for (int64_t c = threadIdx.x; c < nc; c += blockDim.x) {
+        int64_t lo = c * TLM_CHUNK, hi = lo + TLM_CHUNK < n ? lo + TLM_CHUNK : n;
+        float s = f(lo);
+        for (int64_t e = lo + 1; e < hi; e++) s = op(s, f(e));
+        part[c] = s;
+    }
+    return tl_exact_block_tree(part, nc, op);
+}
+
+// Launch shape of a block-per-row exact kernel for rows of n values: threads = the chunk count
+// rounded up to a power of two, 32..256; partials in dynamic shared memory when they fit
+// (TL_EXACT_SMEM_CHUNKS), else in a global scratch of one slice per row (the kernel's gpart).
+#define TL_EXACT_SMEM_CHUNKS 8192
+static __host__ __device__ inline int64_t tl_exact_chunks(int64_t n) { return (n + TLM_CHUNK - 1) / TLM_CHUNK; }
+static inline int tl_exact_threads(int64_t n) {
+    int64_t nc = tl_exact_chunks(n);
+    int t = 32;
+    while (t < 256 && t < nc) t *= 2;
+    return t;
+}
+static inline size_t tl_exact_smem(int64_t n) {
+    int64_t nc = tl_exact_chunks(n);
+    return nc <= TL_EXACT_SMEM_CHUNKS ? (size_t)(nc > 0 ? nc : 1) * sizeof(float) : 0;
+}

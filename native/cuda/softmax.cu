@@ -3,6 +3,11 @@
 // (a warp for rows up to 1024 columns, a 256-thread block beyond). The forward makes one pass
 // for the row statistics with an online (max, sum of exp) pair per thread, combined by a fixed
 // shuffle tree, then one pass writing the outputs; all reductions are fixed-order (no atomics).
+//
+// Exact mode runs the stub's arithmetic instead (native/stub/softmax.c): a block per row, the
+// row max in index order (first of equal values kept), tlm_exp, the row sum by rule 4 of
+// tl_math.h (tl_exact_block_reduce) and a division; the backward sums the rounded products
+// g * y (softmax) or g (log_softmax) by rule 4. NaN propagates as on the stub.
 #include "common.cuh"
 #include "entry/softmax_kernels.h"
 #include <math.h>
@@ -71,7 +76,7 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
         float inv = 1.0f / st.s;
         for (int64_t k = lane; k < cols; k += G) {
             bool allowed = KIND != 2 || !mr || mr[k] != 0.0f;
-            yr[k] = allowed ? expf(xr[k] - st.m) * inv : 0.0f * inv;  // NaN row: NaN too
+            yr[k] = allowed ? expf(xr[k] - st.m) * inv : 0.0f;  // blocked: exactly 0, NaN row too
         }
     }
 }
@@ -137,6 +142,74 @@ __global__ void softmax_bwd(const float *__restrict__ y, const float *__restrict
         dr[k] = LOG ? gr[k] - expf(yr[k]) * s : yr[k] * (gr[k] - s);
 }
 
+// ---- exact mode: a block per row, partials in shared memory (or gpart, a slice per row) ----
+template <int KIND>
+__global__ void exact_softmax_fwd(const float *__restrict__ x, const float *__restrict__ mask,
+                                  float *__restrict__ y, int64_t cols, int64_t mask_rows,
+                                  float *gpart) {
+    extern __shared__ float smem[];
+    float *part = gpart ? gpart + blockIdx.x * tl_exact_chunks(cols) : smem;
+    const int64_t row = blockIdx.x;
+    const float *xr = x + row * cols;
+    float *yr = y + row * cols;
+    const float *mr = (KIND == 2 && mask) ? mask + (row % mask_rows) * cols : nullptr;
+    auto allowed = [=](int64_t e) { return KIND != 2 || !mr || mr[e] != 0.0f; };
+    // blocked entries read as -inf: they never win the first-wins max over the allowed ones
+    const float m = tl_exact_block_reduce([=](int64_t e) { return allowed(e) ? xr[e] : -INFINITY; },
+                                          cols, part, TlExactMaxFirst{});
+    if (KIND == 2 && m == -INFINITY) {  // nothing allowed, or all -inf: 0, unless a NaN hides there
+        float nan = tl_exact_block_reduce(
+            [=](int64_t e) { return allowed(e) && xr[e] != xr[e] ? 1.0f : 0.0f; }, cols, part,
+            TlExactMax{});
+        for (int64_t e = threadIdx.x; e < cols; e += blockDim.x)
+            yr[e] = nan != 0.0f && allowed(e) ? NAN : 0.0f;
+        return;
+    }
+    const float s = tl_exact_block_reduce(
+        [=](int64_t e) { return allowed(e) ? tlm_exp(tlm_sub(xr[e], m)) : 0.0f; }, cols, part,
+        TlExactSum{});
+    if (KIND == 1) {
+        const float ls = tlm_log(s);
+        for (int64_t e = threadIdx.x; e < cols; e += blockDim.x) yr[e] = tlm_sub(tlm_sub(xr[e], m), ls);
+    } else {
+        for (int64_t e = threadIdx.x; e < cols; e += blockDim.x)
+            yr[e] = allowed(e) ? tlm_div(tlm_exp(tlm_sub(xr[e], m)), s) : 0.0f;
+    }
+}
+
+template <int LOG>
+__global__ void exact_softmax_bwd(const float *__restrict__ y, const float *__restrict__ g,
+                                  float *__restrict__ dx, int64_t cols, float *gpart) {
+    extern __shared__ float smem[];
+    float *part = gpart ? gpart + blockIdx.x * tl_exact_chunks(cols) : smem;
+    const int64_t off = (int64_t)blockIdx.x * cols;
+    const float *yr = y + off, *gr = g + off;
+    float *dr = dx + off;
+    const float s = tl_exact_block_reduce(
+        [=](int64_t e) { return LOG ? gr[e] : tlm_mul(gr[e], yr[e]); }, cols, part, TlExactSum{});
+    for (int64_t e = threadIdx.x; e < cols; e += blockDim.x)
+        dr[e] = LOG ? tlm_sub(gr[e], tlm_mul(tlm_exp(yr[e]), s)) : tlm_mul(yr[e], tlm_sub(gr[e], s));
+}
+
+// launch geometry shared by the exact kernels: smem or a scratch for the partials
+struct ExactRows {
+    size_t smem = 0;
+    float *gpart = nullptr;
+    int setup(const char *op, int64_t rows, int64_t cols) {
+        if (rows > TL_MAX_GRID_X)
+            return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
+        smem = tl_exact_smem(cols);
+        if (!smem)
+            return tl_scratch(op, (size_t)(rows * tl_exact_chunks(cols)) * sizeof(float), (void **)&gpart);
+        return TL_OK;
+    }
+    int finish(const char *op) {
+        int rc = tl_cuda_launched(op);
+        if (gpart) tl_scratch_free(gpart);
+        return rc;
+    }
+};
+
 unsigned group_blocks(int64_t rows, int G) { return (unsigned)((rows * G + TL_THREADS - 1) / TL_THREADS); }
 
 template <int KIND>
@@ -144,6 +217,13 @@ int launch_fwd(const char *op, const float *x, const float *mask, float *y, int6
                int64_t cols, int64_t mask_rows) {
     if (rows == 0) return TL_OK;
     cudaStream_t st = tl_stream();
+    if (tl_exact()) {
+        ExactRows ex;
+        TL_TRY(ex.setup(op, rows, cols));
+        exact_softmax_fwd<KIND><<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
+            x, mask, y, cols, mask_rows, ex.gpart);
+        return ex.finish(op);
+    }
     if (KIND != 2 && cols > 1024 && cols <= 8192 && cols % 4 == 0 && rows <= INT32_MAX) {
         const float4 *x4 = (const float4 *)x;
         float4 *y4 = (float4 *)y;
@@ -166,6 +246,13 @@ template <int LOG>
 int launch_bwd(const char *op, const float *y, const float *g, float *dx, int64_t rows, int64_t cols) {
     if (rows == 0) return TL_OK;
     cudaStream_t st = tl_stream();
+    if (tl_exact()) {
+        ExactRows ex;
+        TL_TRY(ex.setup(op, rows, cols));
+        exact_softmax_bwd<LOG><<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
+            y, g, dx, cols, ex.gpart);
+        return ex.finish(op);
+    }
     if (cols <= 1024)
         softmax_bwd<32, LOG><<<group_blocks(rows, 32), TL_THREADS, 0, st>>>(y, g, dx, rows, cols);
     else

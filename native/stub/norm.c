@@ -2,10 +2,21 @@
  *
  * Conventions (inventory section 10): biased variance, eps inside the sqrt, mean and variance
  * by multiplication with float32(1/N), xhat = (x - mean) / std (a division), y = xhat*gamma+beta.
- * Sums run in double in a fixed order, so results do not depend on the thread count.
+ *
+ * Every sum follows rule 4 of tl_math.h in every mode (the sums were sequential chains before,
+ * so the canonical order costs nothing): the mean's sum of x, then the variance's sum of the
+ * rounded squares (x - mean)^2, in index order; layer_norm over a row, batchnorm over a
+ * channel's elements sample by sample (n outer, positions inner). The backward sums the
+ * rounded products the same way: S1 = sum dxhat, S2 = sum dxhat * xhat per row (channel), and
+ * dgamma = sum g * xhat, dbeta = sum g per column over rows in row order (layer_norm).
+ * CUDA's exact mode computes the same sums in the same order (native/cuda/norm.cu).
  */
+#include <stdlib.h>
 #include "stub.h"
 #include "entry/norm_kernels.h"
+
+TL_HIDDEN int tl_stub_axis_sum(const char *op, const float *X, float *Y, int64_t outer,
+                               int64_t len, int64_t inner);
 
 int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
                   int64_t rows, int64_t cols, double eps) {
@@ -16,18 +27,16 @@ int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols;
-        double s = 0.0;
-        for (int64_t j = 0; j < cols; j++) s += xr[j];
-        float mean = (float)s * inv_cols;
-        double v = 0.0;
-        for (int64_t j = 0; j < cols; j++) { double d = (double)(xr[j] - mean); v += d * d; }
-        float var = (float)v * inv_cols;
-        float sd = sqrtf(var + e);
-        IS[r] = 1.0f / sd;
+        float *yr = Y + r * cols, *hr = XH + r * cols;
+        float mean = tlm_mul(tl_rule4_sum(xr, cols), inv_cols);
+        for (int64_t j = 0; j < cols; j++) { float d = tlm_sub(xr[j], mean); yr[j] = tlm_mul(d, d); }
+        float var = tlm_mul(tl_rule4_sum(yr, cols), inv_cols);   /* y holds the squares for now */
+        float sd = tlm_sqrt(tlm_add(var, e));
+        IS[r] = tlm_div(1.0f, sd);
         for (int64_t j = 0; j < cols; j++) {
-            float xh = (xr[j] - mean) / sd;
-            XH[r * cols + j] = xh;
-            Y[r * cols + j] = xh * G[j] + B[j];
+            float xh = tlm_div(tlm_sub(xr[j], mean), sd);
+            hr[j] = xh;
+            yr[j] = tlm_add(tlm_mul(xh, G[j]), B[j]);
         }
     }
     return TL_OK;
@@ -39,32 +48,47 @@ int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_st
     const float *GO = g->data, *XH = xhat->data, *IS = inv_std->data, *GA = gamma->data;
     float *DX = dx->data, *DG = dgamma->data, *DB = dbeta->data;
     const float fc = (float)cols, inv_cols = cols ? (float)(1.0 / (double)cols) : 0.0f;
+    /* column sums first, with dx as the scratch for the products g * xhat */
+#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) DX[i] = tlm_mul(GO[i], XH[i]);
+    TL_TRY(tl_stub_axis_sum(op, DX, DG, 1, rows, cols));
+    TL_TRY(tl_stub_axis_sum(op, GO, DB, 1, rows, cols));
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *gr = GO + r * cols, *xr = XH + r * cols;
-        double s1 = 0.0, s2 = 0.0;
+        float *dr = DX + r * cols;
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(gr[j], GA[j]);
+        float S1 = tl_rule4_sum(dr, cols);
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(dr[j], xr[j]);
+        float S2 = tl_rule4_sum(dr, cols), is = IS[r];
         for (int64_t j = 0; j < cols; j++) {
-            float dxh = gr[j] * GA[j];
-            s1 += dxh; s2 += (double)dxh * xr[j];
+            float dxh = tlm_mul(gr[j], GA[j]);
+            float t = tlm_sub(tlm_sub(tlm_mul(dxh, fc), S1), tlm_mul(xr[j], S2));
+            dr[j] = tlm_mul(tlm_mul(t, is), inv_cols);
         }
-        float S1 = (float)s1, S2 = (float)s2, is = IS[r];
-        for (int64_t j = 0; j < cols; j++) {
-            float dxh = gr[j] * GA[j];
-            DX[r * cols + j] = (((dxh * fc - S1) - xr[j] * S2) * is) * inv_cols;
-        }
-    }
-    /* column sums: rows in index order for every column (fixed order) */
-#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
-    for (int64_t j = 0; j < cols; j++) {
-        double sg = 0.0, sb = 0.0;
-        for (int64_t r = 0; r < rows; r++) {
-            float gv = GO[r * cols + j];
-            sg += (double)gv * XH[r * cols + j];
-            sb += gv;
-        }
-        DG[j] = (float)sg; DB[j] = (float)sb;
     }
     return TL_OK;
+}
+
+/* kinds of per-channel sums over the (sample, position) walk */
+enum { BN_X, BN_SQDEV, BN_PROD };
+
+/* rule 4 over channel ch's n*s elements, sample by sample: a[off] (BN_X),
+ * (a[off] - mu)^2 (BN_SQDEV) or a[off] * b[off] (BN_PROD), every step rounded */
+static float bn_channel_sum(int kind, const float *a, const float *b, float mu, int64_t n,
+                            int64_t c, int64_t s, int64_t ch) {
+    tlm_sum4 acc;
+    tlm_sum4_init(&acc);
+    for (int64_t bi = 0; bi < n; bi++) {
+        int64_t off = (bi * c + ch) * s;
+        for (int64_t i = 0; i < s; i++) {
+            float v = a[off + i];
+            if (kind == BN_SQDEV) { float d = tlm_sub(v, mu); v = tlm_mul(d, d); }
+            else if (kind == BN_PROD) v = tlm_mul(v, b[off + i]);
+            tlm_sum4_add(&acc, v);
+        }
+    }
+    return tlm_sum4_result(&acc);
 }
 
 int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
@@ -76,26 +100,16 @@ int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf b
     const float inv_cnt = (float)(1.0 / (double)(n * s)), e = (float)eps;
 #pragma omp parallel for schedule(static) if (total > TL_PAR_MIN)
     for (int64_t ch = 0; ch < c; ch++) {
-        double sum = 0.0;
-        for (int64_t b = 0; b < n; b++) {
-            const float *xr = X + (b * c + ch) * s;
-            for (int64_t i = 0; i < s; i++) sum += xr[i];
-        }
-        float mu = (float)sum * inv_cnt;
-        double sq = 0.0;
-        for (int64_t b = 0; b < n; b++) {
-            const float *xr = X + (b * c + ch) * s;
-            for (int64_t i = 0; i < s; i++) { double d = (double)(xr[i] - mu); sq += d * d; }
-        }
-        float vr = (float)sq * inv_cnt;
-        float sd = sqrtf(vr + e);
-        M[ch] = mu; V[ch] = vr; IS[ch] = 1.0f / sd;
+        float mu = tlm_mul(bn_channel_sum(BN_X, X, NULL, 0.0f, n, c, s, ch), inv_cnt);
+        float vr = tlm_mul(bn_channel_sum(BN_SQDEV, X, NULL, mu, n, c, s, ch), inv_cnt);
+        float sd = tlm_sqrt(tlm_add(vr, e));
+        M[ch] = mu; V[ch] = vr; IS[ch] = tlm_div(1.0f, sd);
         for (int64_t b = 0; b < n; b++) {
             int64_t off = (b * c + ch) * s;
             for (int64_t i = 0; i < s; i++) {
-                float xh = (X[off + i] - mu) / sd;
+                float xh = tlm_div(tlm_sub(X[off + i], mu), sd);
                 XH[off + i] = xh;
-                Y[off + i] = xh * G[ch] + B[ch];
+                Y[off + i] = tlm_add(tlm_mul(xh, G[ch]), B[ch]);
             }
         }
     }
@@ -112,19 +126,17 @@ int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, 
     const float fc = (float)cnt, inv_cnt = cnt ? (float)(1.0 / (double)cnt) : 0.0f;
 #pragma omp parallel for schedule(static) if (total > TL_PAR_MIN)
     for (int64_t ch = 0; ch < c; ch++) {
-        double sb = 0.0, sg = 0.0;
-        for (int64_t b = 0; b < n; b++) {
-            int64_t off = (b * c + ch) * s;
-            for (int64_t i = 0; i < s; i++) { sb += GO[off + i]; sg += (double)GO[off + i] * XH[off + i]; }
-        }
-        DB[ch] = (float)sb; DG[ch] = (float)sg;
+        float sb = bn_channel_sum(BN_X, GO, NULL, 0.0f, n, c, s, ch);
+        float sg = bn_channel_sum(BN_PROD, GO, XH, 0.0f, n, c, s, ch);
+        DB[ch] = sb; DG[ch] = sg;
         /* sum(dxhat) = gamma * sum(g), sum(dxhat * xhat) = gamma * sum(g * xhat) */
-        float S1 = (float)sb * GA[ch], S2 = (float)sg * GA[ch], is = IS[ch];
+        float S1 = tlm_mul(sb, GA[ch]), S2 = tlm_mul(sg, GA[ch]), is = IS[ch];
         for (int64_t b = 0; b < n; b++) {
             int64_t off = (b * c + ch) * s;
             for (int64_t i = 0; i < s; i++) {
-                float dxh = GO[off + i] * GA[ch];
-                DX[off + i] = (((dxh * fc - S1) - XH[off + i] * S2) * is) * inv_cnt;
+                float dxh = tlm_mul(GO[off + i], GA[ch]);
+                float t = tlm_sub(tlm_sub(tlm_mul(dxh, fc), S1), tlm_mul(XH[off + i], S2));
+                DX[off + i] = tlm_mul(tlm_mul(t, is), inv_cnt);
             }
         }
     }

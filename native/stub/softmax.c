@@ -1,30 +1,47 @@
 /* softmax.c (stub): softmax, log_softmax, masked softmax over the last axis and their
  * backward kernels. Leading axes are folded into rows; rows run in parallel (independent
  * outputs), and each row is computed in a fixed order, so results do not depend on threads.
- * Stable forms: exp(x - rowmax); log_softmax directly as (x - max) - log(sum exp(x - max)). */
+ * Stable forms: exp(x - rowmax); log_softmax directly as (x - max) - log(sum exp(x - max)).
+ *
+ * The arithmetic is tl_math.h's: the row max in index order (tlm_max_first), tlm_exp, the row
+ * sum by rule 4 and a division (exact mode); default mode sums a row in 8 interleaved lanes
+ * (tl_sum_f32_block) and multiplies by the reciprocal, which is cheaper. NaN propagates: a NaN
+ * in a row (or a +inf, whose exp(inf - inf) is NaN) makes the row's sum NaN, so its outputs. */
 #include <math.h>
 #include "stub.h"
 #include "entry/softmax_kernels.h"
 
 static inline float row_max(const float *x, int64_t c) {
     float m = x[0];
-    for (int64_t j = 1; j < c; j++) m = x[j] > m ? x[j] : m;
+    for (int64_t j = 1; j < c; j++) m = tlm_max_first(m, x[j]);
     return m;
 }
 
-/* sum of a row in the fixed 8-lane order of tl_sum_f32_block, in float */
-static inline float row_sum(const float *x, int64_t c) { return (float)tl_sum_f32_block(x, c); }
+/* the row sum: rule 4 in exact mode, else the fixed 8-lane order of tl_sum_f32_block */
+static inline float row_sum(const float *x, int64_t c, int exact) {
+    return exact ? tl_rule4_sum(x, c) : (float)tl_sum_f32_block(x, c);
+}
+
+/* y[j] = y[j] / s: a division in exact mode, a multiplication by 1/s otherwise */
+static inline void row_scale(float *y, int64_t c, float s, int exact) {
+    if (exact) {
+        for (int64_t j = 0; j < c; j++) y[j] = tlm_div(y[j], s);
+    } else {
+        float inv = 1.0f / s;
+        for (int64_t j = 0; j < c; j++) y[j] *= inv;
+    }
+}
 
 int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
     const int64_t n = rows * cols;
     const float *X = x->data; float *Y = y->data;
+    const int exact = tl_exact();
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols; float *yr = Y + r * cols;
         float m = row_max(xr, cols);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tl_expf(xr[j] - m);
-        float inv = 1.0f / row_sum(yr, cols);
-        for (int64_t j = 0; j < cols; j++) yr[j] *= inv;
+        for (int64_t j = 0; j < cols; j++) yr[j] = tl_expf(tlm_sub(xr[j], m));
+        row_scale(yr, cols, row_sum(yr, cols, exact), exact);
     }
     return TL_OK;
 }
@@ -32,64 +49,74 @@ int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) 
 int tlk_log_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
     const int64_t n = rows * cols;
     const float *X = x->data; float *Y = y->data;
+    const int exact = tl_exact();
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols; float *yr = Y + r * cols;
         float m = row_max(xr, cols);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tl_expf(xr[j] - m); /* scratch: the exps */
-        float ls = logf(row_sum(yr, cols));
-        for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - m) - ls;
+        for (int64_t j = 0; j < cols; j++) yr[j] = tl_expf(tlm_sub(xr[j], m)); /* scratch: the exps */
+        float s = row_sum(yr, cols, exact);
+        float ls = exact ? tlm_log(s) : logf(s);
+        for (int64_t j = 0; j < cols; j++) yr[j] = tlm_sub(tlm_sub(xr[j], m), ls);
     }
     return TL_OK;
 }
 
+/* dx = y (g - s), s = rowsum(g y) over the rounded products */
 int tlk_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
     const int64_t n = rows * cols;
     const float *Yv = y->data, *G = g->data; float *D = dx->data;
+    const int exact = tl_exact();
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *yr = Yv + r * cols, *gr = G + r * cols; float *dr = D + r * cols;
-        for (int64_t j = 0; j < cols; j++) dr[j] = gr[j] * yr[j];
-        float s = row_sum(dr, cols);
-        for (int64_t j = 0; j < cols; j++) dr[j] = yr[j] * (gr[j] - s);
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(gr[j], yr[j]);
+        float s = row_sum(dr, cols, exact);
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(yr[j], tlm_sub(gr[j], s));
     }
     return TL_OK;
 }
 
+/* dx = g - exp(y) s, s = rowsum(g) */
 int tlk_log_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
     const int64_t n = rows * cols;
     const float *Yv = y->data, *G = g->data; float *D = dx->data;
+    const int exact = tl_exact();
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *yr = Yv + r * cols, *gr = G + r * cols; float *dr = D + r * cols;
-        float s = row_sum(gr, cols);
-        for (int64_t j = 0; j < cols; j++) dr[j] = gr[j] - tl_expf(yr[j]) * s;
+        float s = row_sum(gr, cols, exact);
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_sub(gr[j], tlm_mul(tl_expf(yr[j]), s));
     }
     return TL_OK;
 }
 
 /* mask: 0/1 floats of mask_rows x cols (row r of x reads mask row r % mask_rows), or NULL with
- * mask_rows == 0 for no mask. Blocked entries are exactly 0; a row with nothing allowed is 0; a
- * row with an allowed NaN or +inf is all NaN. */
+ * mask_rows == 0 for no mask. Blocked entries are exactly 0. A row with nothing allowed, or
+ * whose allowed entries are all -inf, is 0; otherwise NaN propagates to the allowed entries. */
 int tlk_masked_softmax(const char *op, tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t cols, int64_t mask_rows) {
     const int64_t n = rows * cols;
     const float *X = x->data, *M = mask_rows ? mask->data : NULL; float *Y = y->data;
+    const int exact = tl_exact();
+    const float ninf = -INFINITY;
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols; float *yr = Y + r * cols;
         const float *mr = M ? M + (r % mask_rows) * cols : NULL;
-        /* max over the allowed entries; an allowed NaN poisons it (and so the whole row) */
-        float m = -INFINITY;
+        float m = ninf; int any = 0;
         for (int64_t j = 0; j < cols; j++)
-            if (!mr || mr[j] != 0.0f) m = (xr[j] > m || xr[j] != xr[j]) ? xr[j] : m;
-        /* nothing allowed (or only -inf allowed): the row is 0. NaN and +inf go on and give a
-         * NaN row (inf - inf), as PyTorch's softmax does; blocked entries too (0 * NaN) */
-        if (m == -INFINITY) { for (int64_t j = 0; j < cols; j++) yr[j] = 0.0f; continue; }
+            if (!mr || mr[j] != 0.0f) { m = any ? tlm_max_first(m, xr[j]) : xr[j]; any = 1; }
+        if (!any || m == ninf) { /* 0, unless a NaN hides behind -inf entries */
+            int nan = 0;
+            for (int64_t j = 0; j < cols; j++) nan |= (!mr || mr[j] != 0.0f) && xr[j] != xr[j];
+            for (int64_t j = 0; j < cols; j++) yr[j] = nan && (!mr || mr[j] != 0.0f) ? NAN : 0.0f;
+            continue;
+        }
         for (int64_t j = 0; j < cols; j++)
-            yr[j] = (!mr || mr[j] != 0.0f) ? tl_expf(xr[j] - m) : 0.0f;
-        float s = row_sum(yr, cols);
-        float inv = 1.0f / s;
-        for (int64_t j = 0; j < cols; j++) yr[j] *= inv;
+            yr[j] = (!mr || mr[j] != 0.0f) ? tl_expf(tlm_sub(xr[j], m)) : 0.0f;
+        float s = row_sum(yr, cols, exact), inv = 1.0f / s;
+        for (int64_t j = 0; j < cols; j++) /* blocked entries stay exactly 0, even for a NaN s */
+            if (!mr || mr[j] != 0.0f) yr[j] = exact ? tlm_div(yr[j], s) : yr[j] * inv;
     }
     return TL_OK;
 }

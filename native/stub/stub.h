@@ -41,4 +41,25 @@ static inline double tl_sum_f32_block(const float *x, int64_t n) {
 static inline float tl_expf(float x) { return tlm_exp(x); }
 static inline float tl_tanhf(float x) { return tlm_tanh(x); }
 
+/* Rule 4 of tl_math.h over x[0..n), the same bits as tlm_sum: up to 8 whole chunks are summed
+ * side by side (independent chains, so the adds overlap instead of waiting on each other; the
+ * order within each chunk is unchanged), then pushed into the tree in chunk order. */
+static inline float tl_rule4_sum(const float *x, int64_t n) {
+    tlm_sum4 acc;
+    tlm_sum4_init(&acc);
+    int64_t c = 0;
+    while (n - c >= TLM_CHUNK) {
+        int64_t whole = (n - c) / TLM_CHUNK;
+        int m = whole < 8 ? (int)whole : 8;
+        float s[8];
+        for (int k = 0; k < m; k++) s[k] = x[c + k * TLM_CHUNK];
+        for (int64_t i = 1; i < TLM_CHUNK; i++)
+            for (int k = 0; k < m; k++) s[k] = tlm_add(s[k], x[c + k * TLM_CHUNK + i]);
+        for (int k = 0; k < m; k++) tlm_sum4_push(&acc, s[k]);
+        c += (int64_t)m * TLM_CHUNK;
+    }
+    if (c < n) tlm_sum4_push(&acc, tlm_chunk_sum(x + c, 1, n - c));
+    return tlm_sum4_result(&acc);
+}
+
 #endif

@@ -1,4 +1,5 @@
 /* views.c (stub): broadcasting and its adjoint. Shapes are right-aligned (NumPy rules). */
+#include <stdlib.h>
 #include <string.h>
 #include "stub.h"
 #include "entry/views_kernels.h"
@@ -78,6 +79,34 @@ static void sumto_rec(const sumto_plan *p, int lev, const float *X, float *Y) {
 }
 
 TL_HIDDEN int tl_stub_sum_fixed(const char *op, const float *x, int64_t n, double *out);
+TL_HIDDEN int tl_stub_axis_sum(const char *op, const float *X, float *Y, int64_t outer,
+                               int64_t len, int64_t inner);
+
+/* Exact mode: CUDA's order (views.cu), one rule-4 axis sum (reduce.c) per summed group,
+ * innermost first, each over the previous result. */
+static int sumto_exact(const char *op, const sumto_plan *p, const float *X, float *Y) {
+    int g = p->g, summed = 0;
+    int64_t size[SUMTO_MAXG]; int kept[SUMTO_MAXG];
+    for (int q = 0; q < g; q++) { size[q] = p->size[q]; kept[q] = p->kept[q]; summed += !kept[q]; }
+    const float *cur = X;
+    float *owned = NULL;
+    for (int q = g - 1; q >= 0; q--) {
+        if (kept[q]) continue;
+        int64_t outer = 1, inner = 1;
+        for (int k = 0; k < q; k++) outer *= size[k];
+        for (int k = q + 1; k < g; k++) inner *= size[k];
+        float *dst = --summed > 0 ? (float *)malloc((size_t)(outer * inner) * sizeof(float)) : Y;
+        if (!dst) { free(owned); return tl_fail(TL_E_OOM, "%s: out of host memory", op); }
+        int rc = tl_stub_axis_sum(op, cur, dst, outer, size[q], inner);
+        free(owned);
+        owned = dst == Y ? NULL : dst;
+        if (rc) { free(owned); return rc; }
+        cur = dst;
+        for (int k = q; k < g - 1; k++) { size[k] = size[k + 1]; kept[k] = kept[k + 1]; }
+        g--;
+    }
+    return TL_OK;
+}
 
 int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
               const int64_t *out_dims, int64_t out_len) {
@@ -116,6 +145,7 @@ int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64
         if (tmp_kept[q]) ys *= tmp_size[q];
     }
     /* a group's x step is the product of the groups inside it; its y step counts kept ones */
+    if (tl_exact()) return sumto_exact(op, &p, X, Y);
     for (int64_t i = 0; i < m; i++) Y[i] = 0.0f;
     if (p.kept[0]) {
         /* outermost group kept: its slices write disjoint outputs */
