@@ -85,14 +85,20 @@ UNARY = {
 }
 
 
+# the stub's default mode keeps vectorised libm-based forms of these (CUDA is canonical always)
+STUB_DEFAULT_FAST = {"log", "sigmoid", "softplus"}
+
+
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary_kernels_are_the_canonical_functions(shim, mode, name, n):
     fn, ref, (lo, hi) = UNARY[name]
-    x = inputs(n, hash(name) % 1000, lo, hi)
+    x = inputs(n, sum(map(ord, name)), lo, hi)
+    canonical = mode or tl.backend() == "cuda" or name not in STUB_DEFAULT_FAST
     with np.errstate(all="ignore"):
         got = run(getattr(ops, name), x)
-        same_bits(got, evaluate(shim, fn, x))
+        if canonical:
+            same_bits(got, evaluate(shim, fn, x))
         if ref is not None:
             fin = np.isfinite(x)
             want = ref(x[fin].astype(np.float64))
@@ -123,9 +129,10 @@ def test_binary_and_linear_kernels_follow_ieee_order(mode):
         same_bits(run(ops.tanh_backward, x, g), g * (F(1) - x * x))
 
 
-def test_backward_kernels_compose_the_canonical_functions(shim, mode):
+def test_backward_kernels_compose_the_canonical_functions(shim, exact):
     rng = np.random.default_rng(4)
     x = inputs(1031, 5, -12, 12)
+    x[20] = 90.0
     g = rng.standard_normal(1031).astype(F)
     eps = 1e-6
     with np.errstate(all="ignore"):

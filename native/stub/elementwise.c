@@ -1,10 +1,12 @@
 /* elementwise.c (stub): pointwise kernels over equal-length buffers.
  *
  * Broadcasting is done in Python before the call, so every buffer here holds exactly n floats.
- * Every kernel is written in the canonical arithmetic of native/common/tl_math.h in every mode
- * (IEEE operations named one by one, the polynomial exp/log/tanh/sigmoid/softplus/gelu), so the
- * results are exact-mode results and CUDA's elementwise.cu, which calls the same functions in
- * the same order, gives the same bits. Numerical conventions (inventory section 10): relu'/clamp'
+ * Kernels are written in the canonical arithmetic of native/common/tl_math.h (IEEE operations
+ * named one by one, the polynomial exp/tanh/gelu...), which CUDA's elementwise.cu calls in the
+ * same order, so exact mode gives the same bits on both. Where the canonical function does not
+ * vectorise (tlm_log, tlm_sigmoid, tlm_softplus: several times slower here), the default mode
+ * keeps the earlier vectorised expressions (libm's logf/log1pf, a float sigmoid) and only
+ * exact mode runs the canonical ones (EXACT_OR_FAST). Numerical conventions (inventory section 10): relu'/clamp'
  * only strictly inside, abs' uses sign(0) = 0, sqrt' = 0 for x <= 0, max/min ties split
  * 0.5/0.5, and sigmoid/tanh/softplus never overflow for large |x|.
  */
@@ -36,6 +38,33 @@
         return TL_OK;                                                                \
     }
 
+/* the loop body EXACT in exact mode, FAST otherwise (both see v, and gv where given) */
+#define UNARY2(NAME, EXACT, FAST)                                                    \
+    TL_VEC512 int tlk_##NAME(const char *op, tl_buf x, tl_buf y, int64_t n) {        \
+        const float *X = x->data; float *Y = y->data;                                \
+        if (tl_exact()) { LOOP(n) { float v = X[i]; Y[i] = (EXACT); } }              \
+        else { LOOP(n) { float v = X[i]; Y[i] = (FAST); } }                          \
+        return TL_OK;                                                                \
+    }
+#define UNARY_BWD2(NAME, EXACT, FAST)                                                \
+    TL_VEC512 int tlk_##NAME(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { \
+        const float *X = x->data, *G = g->data; float *D = dx->data;                 \
+        if (tl_exact()) { LOOP(n) { float v = X[i], gv = G[i]; D[i] = (EXACT); } }   \
+        else { LOOP(n) { float v = X[i], gv = G[i]; D[i] = (FAST); } }               \
+        return TL_OK;                                                                \
+    }
+
+/* default-mode sigmoid, overflow-safe: exp of a non-positive argument only, 1 / (1 + e) for
+ * x >= 0 and e / (1 + e) below; branch-free so the loop vectorises (NaN gives NaN through e) */
+static inline float fast_sigmoid(float v) {
+    float e = tlm_exp(-fabsf(v));
+    return (v >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
+/* default-mode softplus = max(x, 0) + log1p(exp(-|x|)), exact for large |x| */
+static inline float fast_softplus(float v) {
+    return (v > 0.0f ? v : 0.0f) + log1pf(tlm_exp(-fabsf(v)));
+}
+
 /* NaN-propagating max/min: fmaxf would drop a NaN operand */
 static inline float tl_maxf(float a, float b) { return (a != a || a >= b) ? a : b; }
 static inline float tl_minf(float a, float b) { return (a != a || a <= b) ? a : b; }
@@ -52,11 +81,11 @@ UNARY(abs, tlm_abs(v))
 UNARY(sqrt, tlm_sqrt(v))
 UNARY(reciprocal, tlm_div(1.0f, v))
 UNARY(exp, tlm_exp(v))
-UNARY(log, tlm_log(v))
+UNARY2(log, tlm_log(v), logf(v))
 UNARY(gelu, tlm_gelu(v))
-UNARY(sigmoid, tlm_sigmoid(v))
+UNARY2(sigmoid, tlm_sigmoid(v), fast_sigmoid(v))
 UNARY(tanh, tlm_tanh(v))
-UNARY(softplus, tlm_softplus(v))
+UNARY2(softplus, tlm_softplus(v), fast_softplus(v))
 
 UNARY_BWD(relu_backward, v > 0.0f ? gv : 0.0f)
 UNARY_BWD(abs_backward, v > 0.0f ? gv : (v < 0.0f ? -gv : 0.0f))
@@ -65,7 +94,7 @@ UNARY_BWD(gelu_backward, tlm_mul(gv, tlm_gelu_grad(v)))
 /* here x is the forward output y: g y (1 - y) and g (1 - y^2) */
 UNARY_BWD(sigmoid_backward, tlm_mul(tlm_mul(gv, v), tlm_sub(1.0f, v)))
 UNARY_BWD(tanh_backward, tlm_mul(gv, tlm_sub(1.0f, tlm_mul(v, v))))
-UNARY_BWD(softplus_backward, tlm_mul(gv, tlm_sigmoid(v)))
+UNARY_BWD2(softplus_backward, tlm_mul(gv, tlm_sigmoid(v)), gv * fast_sigmoid(v))
 
 int tlk_scale(const char *op, tl_buf x, tl_buf y, int64_t n, double c) {
     const float *X = x->data; float *Y = y->data; const float cf = (float)c;
@@ -82,16 +111,18 @@ int tlk_axpy(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) 
 /* log(softplus(x) + eps) */
 TL_VEC512 int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double eps) {
     const float *X = x->data; float *Y = y->data; const float e = (float)eps;
-    LOOP(n) Y[i] = tlm_log(tlm_add(tlm_softplus(X[i]), e));
+    if (tl_exact()) { LOOP(n) Y[i] = tlm_log(tlm_add(tlm_softplus(X[i]), e)); }
+    else { LOOP(n) Y[i] = logf(fast_softplus(X[i]) + e); }
     return TL_OK;
 }
 
 /* (g sigmoid(x)) / (softplus(x) + eps) */
 TL_VEC512 int tlk_safe_log_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps) {
     const float *X = x->data, *G = g->data; float *D = dx->data; const float e = (float)eps;
-    LOOP(n) {
-        float v = X[i];
-        D[i] = tlm_div(tlm_mul(G[i], tlm_sigmoid(v)), tlm_add(tlm_softplus(v), e));
+    if (tl_exact()) {
+        LOOP(n) { float v = X[i]; D[i] = tlm_div(tlm_mul(G[i], tlm_sigmoid(v)), tlm_add(tlm_softplus(v), e)); }
+    } else {
+        LOOP(n) { float v = X[i]; D[i] = G[i] * fast_sigmoid(v) / (fast_softplus(v) + e); }
     }
     return TL_OK;
 }
