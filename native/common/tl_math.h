@@ -395,7 +395,7 @@ TLM_HD float tlm_reduce_2pi(float u, int32_t *q, float *rsign) {
     return tlm_sub(t, tlm_mul(qf, 0.25f));
 }
 
-/* cos(2 pi u), max error 1.3 ulp (tests/test_exact_math.py): exact reduction, then
+/* cos(2 pi u), max error 1.6 ulp (tests/test_exact_math.py): exact reduction, then
  * cos(2 pi (q/4 + s)) = cos, -sin, -cos of 2 pi s for q = 0, 1, 2. Exact at multiples of 1/4
  * (cos(pi/2) gives -0); +-inf and NaN give NaN. */
 TLM_HD float tlm_cos_2pi(float u) {

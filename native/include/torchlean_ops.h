@@ -82,7 +82,7 @@ TL_API int tl_clamp_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo
 TL_API int tl_rand_uniform(tl_buf y, int64_t n, uint64_t key);
 /* n float32 values, 1.0 where uniform_i < p else 0.0. */
 TL_API int tl_bernoulli_mask(tl_buf y, int64_t n, uint64_t key, double p);
-/* n float32 normals (Box-Muller on draws 2i and 2i+1, in double), mean + std z. */
+/* n float32 normals (Box-Muller on draws 2i and 2i+1, in double), mean + std z. In exact */
 TL_API int tl_rand_normal(tl_buf y, int64_t n, uint64_t key, double mean, double std);
 
 /* ---- optim (native/stub/optim.c, native/cuda/optim.cu) ---- */

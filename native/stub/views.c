@@ -159,6 +159,10 @@ static void sumto_exact_generic(const sumto_plan *p, const float *X, float *Y, i
         int sl[SUMTO_MAXG], ns = 0;   /* summed levels, outermost first */
         int64_t coord[SUMTO_MAXG];
         for (int lev = 0; lev < p->g; lev++) if (!p->kept[lev]) { sl[ns] = lev; coord[ns] = 0; ns++; }
+        if (ns == 1 && sl[0] == p->g - 1) {   /* one contiguous run per output (row sums) */
+            Y[j] = tlm_sum(X + base, 1, p->size[p->g - 1]);
+            continue;
+        }
         rule4_acc acc = {.top = 0, .count = 0};
         int64_t off = 0;
         for (;;) {

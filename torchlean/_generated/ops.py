@@ -707,7 +707,9 @@ def bernoulli_mask(*, n: int, key: int, p: float):
 
 
 def rand_normal(*, n: int, key: int, mean: float = 0.0, std: float = 1.0):
-    """n float32 normals (Box-Muller on draws 2i and 2i+1, in double), mean + std z."""
+    """n float32 normals (Box-Muller on draws 2i and 2i+1, in double), mean + std z. In exact
+    mode the same draws go through canonical float32 operations instead:
+    z = sqrt(-2 log u1) cos(2 pi u2), y = mean + std z (tl_math.h tlm_log, tlm_cos_2pi)."""
     _op = "rand_normal"
     n = attr(_op, "n", n, "int", "nonneg")
     key = attr(_op, "key", key, "key", None)
