@@ -3,11 +3,12 @@
  * Broadcasting is done in Python before the call, so every buffer here holds exactly n floats.
  * Kernels are written in the canonical arithmetic of native/common/tl_math.h (IEEE operations
  * named one by one, the polynomial exp/tanh/gelu...), which CUDA's elementwise.cu calls in the
- * same order, so exact mode gives the same bits on both. Where the canonical function does not
- * vectorise (tlm_log, tlm_sigmoid, tlm_softplus: several times slower here), the default mode
- * keeps the earlier vectorised expressions (libm's logf/log1pf, a float sigmoid) and only exact
- * mode runs the canonical ones (UNARY2 and the safe_log pair); exact sigmoid is restated in
- * vectorisable loops with the same bits (sigmoid_exact_block).
+ * same order, so exact mode gives the same bits on both. GCC does not vectorise tlm_log and
+ * tlm_sigmoid as written (early returns; float selects mixed with double arithmetic), so the
+ * stub restates them in vectorisable loops with the same bits (log_exact_block, canonical in
+ * every mode since it beats libm's logf; sigmoid_exact_block, 1.6x the float sigmoid, so exact
+ * mode only). Softplus and the safe_log pair keep libm's log1pf/logf in the default mode and
+ * run the canonical functions in exact mode (UNARY2).
  * Numerical conventions (inventory section 10): relu'/clamp' only strictly inside, abs' uses
  * sign(0) = 0, sqrt' = 0 for x <= 0, max/min ties split 0.5/0.5, and sigmoid/tanh/softplus never
  * overflow for large |x|.
@@ -87,13 +88,37 @@ static TL_VEC512 void sigmoid_exact_block(const float *X, float *Y, int64_t len)
     }
 }
 
-/* exact-mode sigmoid of x[0..n) into y, blocks split across threads */
-static void sigmoid_exact(const float *X, float *Y, int64_t n) {
+/* BLOCK(x, y, len) over x[0..n) into y, blocks split across threads */
+static void by_blocks(void (*block)(const float *, float *, int64_t), const float *X, float *Y, int64_t n) {
     const int64_t nb = (n + SIG_BLOCK - 1) / SIG_BLOCK;
     #pragma omp parallel for schedule(static) if(n > TL_PAR_MIN)
     for (int64_t b = 0; b < nb; b++) {
         int64_t i0 = b * SIG_BLOCK, len = n - i0 < SIG_BLOCK ? n - i0 : SIG_BLOCK;
-        sigmoid_exact_block(X + i0, Y + i0, len);
+        block(X + i0, Y + i0, len);
+    }
+}
+
+/* tlm_log over a block, bit for bit, in three vectorised loops: the argument tlm_log reduces
+ * (x itself when positive and finite, else 1), the reduction and series, then the special values
+ * (NaN, 0, negative, +inf) selected over the series value, as tlm_log's returns do. */
+static TL_VEC512 void log_exact_block(const float *X, float *Y, int64_t len) {
+    float XIN[SIG_BLOCK];
+    for (int64_t i = 0; i < len; i++) {
+        float v = X[i];
+        XIN[i] = v > 0.0f && v <= 3.40282347e38f ? v : 1.0f;
+    }
+    for (int64_t i = 0; i < len; i++) {
+        float e, f = tlm_log_split(XIN[i], &e);
+        float r = tlm_add(tlm_log1p_reduced(f), tlm_mul(e, -2.12194440e-4f));
+        Y[i] = tlm_add(r, tlm_mul(e, 0.693359375f));
+    }
+    const float ninf = tlm_from_bits((int32_t)0xff800000), nan = tlm_from_bits(0x7fc00000);
+    for (int64_t i = 0; i < len; i++) {
+        float v = X[i], r = Y[i];
+        r = v > 3.40282347e38f ? v : r;
+        r = v < 0.0f ? nan : r;
+        r = v == 0.0f ? ninf : r;
+        Y[i] = v != v ? tlm_add(v, v) : r;
     }
 }
 
@@ -113,11 +138,15 @@ UNARY(abs, tlm_abs(v))
 UNARY(sqrt, tlm_sqrt(v))
 UNARY(reciprocal, tlm_div(1.0f, v))
 UNARY(exp, tlm_exp(v))
-UNARY2(log, tlm_log(v), logf(v))
+/* canonical in every mode: the blocked form is faster than libm's scalar logf */
+int tlk_log(const char *op, tl_buf x, tl_buf y, int64_t n) {
+    by_blocks(log_exact_block, x->data, y->data, n);
+    return TL_OK;
+}
 UNARY(gelu, tlm_gelu(v))
 int tlk_sigmoid(const char *op, tl_buf x, tl_buf y, int64_t n) {
     const float *X = x->data; float *Y = y->data;
-    if (tl_exact()) { sigmoid_exact(X, Y, n); return TL_OK; }
+    if (tl_exact()) { by_blocks(sigmoid_exact_block, X, Y, n); return TL_OK; }
     LOOP(n) Y[i] = fast_sigmoid(X[i]);
     return TL_OK;
 }
@@ -135,7 +164,7 @@ UNARY_BWD(tanh_backward, tlm_mul(gv, tlm_sub(1.0f, tlm_mul(v, v))))
 int tlk_softplus_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
     const float *X = x->data, *G = g->data; float *D = dx->data;
     if (tl_exact()) {
-        sigmoid_exact(X, D, n);
+        by_blocks(sigmoid_exact_block, X, D, n);
         LOOP(n) D[i] = tlm_mul(G[i], D[i]);
     } else {
         LOOP(n) D[i] = G[i] * fast_sigmoid(X[i]);
