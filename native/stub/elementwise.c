@@ -187,8 +187,18 @@ int tlk_axpy(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) 
 /* log(softplus(x) + eps) */
 TL_VEC512 int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double eps) {
     const float *X = x->data; float *Y = y->data; const float e = (float)eps;
-    if (tl_exact()) { LOOP(n) Y[i] = tlm_log(tlm_add(tlm_softplus(X[i]), e)); }
-    else { LOOP(n) Y[i] = logf(fast_softplus(X[i]) + e); }
+    if (tl_exact()) {
+        const int64_t nb = (n + SIG_BLOCK - 1) / SIG_BLOCK;
+        #pragma omp parallel for schedule(static) if(n > TL_PAR_MIN)
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t i0 = b * SIG_BLOCK, len = n - i0 < SIG_BLOCK ? n - i0 : SIG_BLOCK;
+            float t[SIG_BLOCK];
+            for (int64_t i = 0; i < len; i++) t[i] = tlm_add(tlm_softplus(X[i0 + i]), e);
+            log_exact_block(t, Y + i0, len);
+        }
+    } else {
+        LOOP(n) Y[i] = logf(fast_softplus(X[i]) + e);
+    }
     return TL_OK;
 }
 
