@@ -13,10 +13,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-# Modules that test the stub library's own arithmetic (its exp, its GEMM summation order). On a
+# Modules that test the stub library's own arithmetic (its exp, its GEMM summation order) or fake
+# device pointers with the stub's host pointers (the NCCL communicator against a fake NCCL). On a
 # CUDA run they are not collected in this process; test_parity.py runs them in a stub
 # subprocess instead, so a CUDA run covers them without skipping anything.
-STUB_ONLY_MODULES = ("test_stub_exp.py", "test_stub_gemm.py")
+STUB_ONLY_MODULES = ("test_stub_exp.py", "test_stub_gemm.py", "test_distributed_nccl.py")
 
 
 def pytest_ignore_collect(collection_path, config):

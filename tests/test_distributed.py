@@ -203,12 +203,18 @@ def mpiexec() -> str:
     return found
 
 
+# Open MPI's mpiexec refuses to start as root without these (containers and GPU machines often
+# run as root); MPICH ignores them
+MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
 def launch(world: int, scenario: str, out: Path, timeout_s: float = 60.0,
            extra_env=None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TORCHLEAN_DIST_TIMEOUT_S", "30")
     env["NCCL_NVLS_ENABLE"] = "0"
+    env.update(MPI_AS_ROOT)
     env.update(extra_env or {})
     cmd = [mpiexec(), "-n", str(world), sys.executable, str(Path(__file__).resolve()),
            scenario, str(out)]
@@ -461,7 +467,8 @@ def test_example_trains_data_parallel(tmp_path):
     from safetensors.numpy import load_file
     ex = str(ROOT / "examples" / "mlp_digits.py")
     args = ["--steps", "12", "--no-progress", "--save"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), NCCL_NVLS_ENABLE="0", **rank_backend(2))
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", **MPI_AS_ROOT, **rank_backend(2))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env.setdefault("TORCHLEAN_DIST_TIMEOUT_S", "30")
     dp = run_group([mpiexec(), "-n", "2", sys.executable, ex, "--accumulate", "2", *args,
                     str(tmp_path / "dp.safetensors")], env, 120)

@@ -1,4 +1,4 @@
-"""The exact-mode GEMM (tl_gemm_exact) equals rule 3 bit for bit: every output a sequential
+"""The exact-mode GEMM (registry entry gemm_exact, tl_gemm_exact) equals rule 3 bit for bit: every output a sequential
 fused multiply-add chain in k order, from 0 or from C's prior value. The reference is the NumPy
 emulation in tests/exact_fma.py (checked against the C library's fmaf in test_exact_math.py).
 On CUDA the same tests compare the GPU kernel with that reference, so passing on both backends
@@ -99,8 +99,10 @@ def test_nan_inf_and_signed_zero_follow_ieee():
 
 
 def test_bad_arguments_are_clear_errors():
-    with pytest.raises(ValueError, match="gemm_exact.*0 or 1"):
+    with pytest.raises(ValueError, match=r"gemm_exact: expected \(ta == 0 or ta == 1\).*got ta=2"):
         gemm_exact(np.ones(4), np.ones(4), np.ones(4), 1, 2, 2, 2, 2, 0, 0)
+    with pytest.raises(ValueError, match=r"gemm_exact: .*accumulate == 1\).*accumulate=-1"):
+        gemm_exact(np.ones(4), np.ones(4), np.ones(4), 1, 2, 2, 2, 0, 0, -1)
     with pytest.raises(ValueError, match="gemm_exact.*b must hold 6 elements, got 4"):
         gemm_exact(np.ones(4), np.ones(4), np.ones(6), 1, 2, 2, 3, 0, 0, 0)
     with pytest.raises(ValueError, match="gemm_exact.*>= 0"):
@@ -117,3 +119,23 @@ def test_output_does_not_depend_on_the_thread_count_or_size_of_the_problem():
     full = gemm_exact(a, b, np.zeros((1, m, n)), 1, m, k, n, 0, 0, 0)[0]
     row = gemm_exact(a[:, 123:124], b, np.zeros((1, 1, n)), 1, 1, k, n, 0, 0, 0)[0]
     assert np.array_equal(full[123].view(np.uint32), row[0].view(np.uint32))
+
+
+def test_registry_function_checks_and_runs_in_place():
+    """gemm_exact is a registry entry: torchlean's generated buffer function checks its attrs in
+    Python, the generated C contract checks the lengths, and the kernel updates c in place."""
+    from torchlean._generated import ops
+    from torchlean.buffer import AnyBuffer
+    rng = np.random.default_rng(5)
+    a, b, a_st, _ = _operands(rng, 2, 3, 5, 4, 1, 0)
+    bias = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    A, B, C = (AnyBuffer.from_numpy(x) for x in (a_st, b, bias))
+    ops.gemm_exact(A, B, C, batch=2, m=3, k=5, n=4, ta=True, accumulate=True)
+    want = np.stack([gemm_fma_reference(a[i], b[i], bias[i]) for i in range(2)])
+    assert np.array_equal(C.to_numpy().view(np.uint32), want.view(np.uint32))
+    with pytest.raises(ValueError, match="gemm_exact.*m.*>= 0|gemm_exact.*nonneg|gemm_exact.*m"):
+        ops.gemm_exact(A, B, C, batch=2, m=-3, k=5, n=4)
+    with pytest.raises(ValueError, match="gemm_exact: a must hold 1 elements, got 30"):
+        ops.gemm_exact(A, B, C, batch=1, m=1, k=1, n=2)
+    for x in (A, B, C):
+        x.buf.release()

@@ -26,9 +26,10 @@ from exact_fma import fma32
 ROOT = Path(__file__).resolve().parent.parent
 SHIM = ROOT / "build" / "tl_math_test.so"
 NAMES = ["exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "gelu", "gelu_grad", "sqrt",
-         "rsqrt"]
+         "rsqrt", "sin_2pi", "cos_2pi"]
 FN = {n: i for i, n in enumerate(NAMES)}
-ULP_FUNCS = ["exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "sqrt", "rsqrt"]
+ULP_FUNCS = ["exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "sqrt", "rsqrt",
+             "sin_2pi", "cos_2pi"]
 MAX_ULP = 2.0
 STRIDE = 251
 
@@ -58,6 +59,10 @@ WINDOWS = {
     "erf": [_window(1.0), _window(2.0), _window(4.0), _window(-1.0), _window(1e-20)],
     "sqrt": [_range(0.0, 1.1754942e-38)],
     "rsqrt": [_range(0.0, 1.1754942e-38), _range(1.0, 4.0)],
+    # rand_normal's angle u2 = k 2^-24 in [0, 1): every float in [1/4, 1) (all of its
+    # values there), the octant switch points, and the end of the integer-rounding reduction
+    "sin_2pi": [_range(0.25, 0.99999994), _window(0.125), _window(-0.375), _window(8388607.5)],
+    "cos_2pi": [_range(0.25, 0.99999994), _window(0.125), _window(-0.375), _window(8388607.5)],
 }
 
 
@@ -147,6 +152,11 @@ SPECIALS = {
     "gelu_grad": [(NAN, NAN), (0.0, 0.5), (-0.0, 0.5), (20.0, 1.0), (-20.0, 0.0)],
     "sqrt": [(NAN, NAN), (INF, INF), (-0.0, -0.0), (-1.0, NAN), (4.0, 2.0)],
     "rsqrt": [(NAN, NAN), (INF, 0.0), (0.0, INF), (-0.0, -INF), (-1.0, NAN), (4.0, 0.5)],
+    # exact at multiples of 1/4 (zeros of cos come out -0); integers beyond 2^23 give 0 / 1
+    "sin_2pi": [(NAN, NAN), (INF, NAN), (-INF, NAN), (0.0, 0.0), (-0.0, -0.0), (0.25, 1.0),
+                (-0.25, -1.0), (0.75, -1.0), (1.0, 0.0), (1e30, 0.0), (-1e30, -0.0)],
+    "cos_2pi": [(NAN, NAN), (INF, NAN), (-INF, NAN), (0.0, 1.0), (-0.0, 1.0), (0.5, -1.0),
+                (0.25, -0.0), (1.0, 1.0), (-3.0, 1.0), (1e30, 1.0), (8388607.5, -1.0)],
 }
 
 

@@ -120,11 +120,11 @@ def test_empty_axes_and_empty_outputs():
     assert _np(ops.sum(_buf(np.zeros(0, F32)))) == 0.0
 
 
-def test_sum_to_is_a_chain_of_axis_sums_innermost_first():
-    """(300, 4, 70) -> (4, 1): the 70-axis by rule 4, then the 300-axis, as CUDA does"""
+def test_sum_to_is_rule4_over_each_outputs_sources_in_x_order():
+    """(300, 4, 70) -> (4, 1): output j is rule 4 over x[:, j, :] in increasing x index"""
     x = _data(np.random.default_rng(5), (300, 4, 70))
     got = _np(ops.sum_to(_buf(x), shape=(4, 1)))
-    assert_bits(got, rule4(rule4(x, 2), 0).reshape(4, 1))
+    assert_bits(got, rule4(x.transpose(1, 0, 2).reshape(4, -1), 1).reshape(4, 1))
     np.testing.assert_allclose(got, x.astype(np.float64).sum((0, 2)).reshape(4, 1), rtol=1e-4,
                                atol=1e-4)
     assert_bits(_np(ops.sum_to(_buf(x), shape=())), rule4(x.ravel()))

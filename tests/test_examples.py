@@ -125,7 +125,8 @@ def test_cnn_classifier_resume_is_bit_exact(tmp_path):
 def test_cnn_classifier_resume_refuses_another_schedule_length(tmp_path):
     _run("cnn_classifier.py", "--no-progress", "--width", "4", "--checkpoint-dir", str(tmp_path),
          steps=2)
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     r = subprocess.run([sys.executable, os.path.join(EX, "cnn_classifier.py"), "--steps", "5",
                         "--no-progress", "--width", "4", "--resume",
                         str(tmp_path / "step_2.ckpt")],

@@ -65,7 +65,7 @@ TL_HD float tl_uniform_at(uint64_t key, uint64_t i) {
 }
 
 /* The exact-mode GEMM (README "Reproducibility levels", rule 3), one per library
- * (stub/gemm_exact.c, cuda/gemm_exact.cu). Row-major; for b < batch, C + b sc (m, n) gets
+ * (stub/gemm.c, cuda/gemm.cu; ops.yaml gemm_exact exports it). Row-major; for b < batch, C + b sc (m, n) gets
  * op(A) op(B): op(A)[i][kk] is A[i lda + kk], or A[kk lda + i] when ta; op(B)[kk][j] is
  * B[kk ldb + j], or B[j ldb + kk] when tb; batch strides sa, sb, sc. Each output is
  * acc = fma(op(A)[i][kk], op(B)[kk][j], acc) for kk = 0..k-1 in order, acc starting at 0, or at

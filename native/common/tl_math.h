@@ -517,4 +517,78 @@ TLM_HD float tlm_sum4_result(tlm_sum4 *a) {
  * gives the sequential result. */
 TLM_HD float tlm_max_first(float m, float v) { return v > m ? v : m; }
 
+
+/* ==== additions: sin and cos of 2 pi u (Box-Muller's angle), and an exact integer power ====
+ * Added after the functions above without changing their bits. */
+
+/* sin(2 pi s) and cos(2 pi s) for |s| <= 1/8, s exact: s S(s^2) and 1 + s^2 C(s^2), degree-4
+ * least-squares fits (Chebyshev nodes, relative weights) of sin(2 pi s) / s and
+ * (cos(2 pi s) - 1) / s^2 in z = s^2, Horner in plain rounded operations. */
+TLM_HD float tlm_sin_2pi_reduced(float s) {
+    float z = tlm_mul(s, s);
+    float p = 4.148257446e+01f;
+    p = tlm_add(tlm_mul(p, z), -7.669820404e+01f);
+    p = tlm_add(tlm_mul(p, z), 8.160520935e+01f);
+    p = tlm_add(tlm_mul(p, z), -4.134170151e+01f);
+    /* 2 pi = 6.283185482f - 1.7484555e-7: the low part joins the polynomial tail */
+    return tlm_add(tlm_mul(s, 6.283185482e+00f), tlm_mul(s, tlm_add(-1.748455531e-07f, tlm_mul(z, p))));
+}
+TLM_HD float tlm_cos_2pi_reduced(float s) {
+    float z = tlm_mul(s, s);
+    float q = -2.606243134e+01f;
+    q = tlm_add(tlm_mul(q, z), 6.023838043e+01f);
+    q = tlm_add(tlm_mul(q, z), -8.545677185e+01f);
+    q = tlm_add(tlm_mul(q, z), 6.493939209e+01f);
+    q = tlm_add(tlm_mul(q, z), -1.973920822e+01f);
+    return tlm_add(1.0f, tlm_mul(z, q));
+}
+
+/* Reduce u exactly: r = u - round(u) in [-1/2, 1/2] (|u| >= 2^23 is an integer: r = 0), then
+ * t = |r| = q/4 + s with q = round(4t) in {0, 1, 2} and |s| <= 1/8 (both steps are exact
+ * subtractions). Returns s, the quadrant q and the sign of r (1 or -1) for sin. */
+TLM_HD float tlm_reduce_2pi(float u, int32_t *q, float *rsign) {
+    const float shifter = 8388608.0f; /* 2^23: adding it to 0 <= a < 2^23 rounds a to an integer */
+    float a = tlm_abs(u);
+    float r = a < shifter ? tlm_sub(a, tlm_sub(tlm_add(a, shifter), shifter)) : 0.0f;
+    float t = tlm_abs(r);
+    float qf = tlm_sub(tlm_add(tlm_mul(t, 4.0f), shifter), shifter);
+    *q = (int32_t)qf;
+    *rsign = tlm_copysign(1.0f, tlm_mul(r, u));  /* sign of r times sign of u (odd sin) */
+    return tlm_sub(t, tlm_mul(qf, 0.25f));
+}
+
+/* cos(2 pi u), max error 1.6 ulp (tests/test_exact_math.py): exact reduction, then
+ * cos(2 pi (q/4 + s)) = cos, -sin, -cos of 2 pi s for q = 0, 1, 2. Exact at multiples of 1/4
+ * (cos(pi/2) gives -0); +-inf and NaN give NaN. */
+TLM_HD float tlm_cos_2pi(float u) {
+    int32_t q;
+    float sg, s = tlm_reduce_2pi(u, &q, &sg);
+    float c = tlm_cos_2pi_reduced(s), sn = tlm_sin_2pi_reduced(s);
+    float y = q == 0 ? c : (q == 1 ? -sn : -c);
+    return u - u != 0.0f ? tlm_from_bits(0x7fc00000) : y;   /* inf - inf and NaN are NaN */
+}
+
+/* sin(2 pi u), max error 1.6 ulp: sin(2 pi (q/4 + s)) = sin, cos, -sin of 2 pi s, with the sign
+ * of r u (sin is odd twice over). +-inf and NaN give NaN. */
+TLM_HD float tlm_sin_2pi(float u) {
+    int32_t q;
+    float sg, s = tlm_reduce_2pi(u, &q, &sg);
+    float c = tlm_cos_2pi_reduced(s), sn = tlm_sin_2pi_reduced(s);
+    float y = q == 0 ? sn : (q == 1 ? c : -sn);
+    return u - u != 0.0f ? tlm_from_bits(0x7fc00000) : tlm_mul(sg, y);
+}
+
+/* b^e for an integer e >= 0 by binary powering in IEEE double (square and multiply from the
+ * low bit): a fixed sequence of rounded products, so every machine gets the same bits (libm's
+ * pow may differ in the last place). Adam's bias corrections use it on the host. */
+TLM_HD double tlm_powi_d(double b, int64_t e) {
+    double r = 1.0, x = b;
+    while (e > 0) {
+        if (e & 1) r = r * x;
+        x = x * x;
+        e >>= 1;
+    }
+    return r;
+}
+
 #endif /* TL_MATH_H */

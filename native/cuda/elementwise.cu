@@ -2,35 +2,18 @@
 //
 // One templated map kernel per arity: a grid-stride loop over float4 packets when every pointer
 // is 16-byte aligned (the pool's allocations are), then a scalar tail. Element i's value depends
-// only on the inputs at i, never on the grid, so results equal the stub's up to libm ulps.
+// only on the inputs at i, never on the grid. Every functor below is the stub's expression in
+// the canonical arithmetic of tl_math.h (the same tlm_ calls in the same order, no CUDA math
+// intrinsics), in every mode: the kernels are memory-bound, so exact and default are one path
+// and give the stub's bits.
 #include "common.cuh"
+#include "tl_math.h"
 #include "entry/elementwise_kernels.h"
 
 namespace {
 
 __device__ __forceinline__ float maxf_nan(float a, float b) { return (a != a || a >= b) ? a : b; }
 __device__ __forceinline__ float minf_nan(float a, float b) { return (a != a || a <= b) ? a : b; }
-__device__ __forceinline__ float sigmoidf_(float v) {
-    if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
-    float e = expf(v);
-    return e / (1.0f + e);
-}
-__device__ __forceinline__ float softplusf_(float v) { return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v))); }
-#define GELU_K 0.7978845608f
-#define GELU_A 0.044715f
-// stagewise, each stage rounded with no FMA contraction (inventory 10.6), as the stub
-__device__ __forceinline__ float geluf_(float v) {
-    float cubic = __fmul_rn(__fmul_rn(__fmul_rn(GELU_A, v), v), v);
-    float t = tanhf(__fmul_rn(GELU_K, __fadd_rn(v, cubic)));
-    return __fmul_rn(__fmul_rn(v, __fadd_rn(1.0f, t)), 0.5f);
-}
-__device__ __forceinline__ float gelu_gradf_(float v) {
-    float cubic = __fmul_rn(__fmul_rn(__fmul_rn(GELU_A, v), v), v);
-    float t = tanhf(__fmul_rn(GELU_K, __fadd_rn(v, cubic)));
-    float du = __fmul_rn(GELU_K, __fadd_rn(1.0f, __fmul_rn(__fmul_rn(3.0f * GELU_A, v), v)));
-    float rest = __fmul_rn(__fmul_rn(v, __fsub_rn(1.0f, __fmul_rn(t, t))), du);
-    return __fmul_rn(__fadd_rn(__fadd_rn(1.0f, t), rest), 0.5f);
-}
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
@@ -94,40 +77,47 @@ int launch3(const char *op, tl_buf a, tl_buf b, tl_buf c, tl_buf y, int64_t n, F
     return TL_OK;
 }
 
-struct Add { __device__ float operator()(float a, float b) const { return a + b; } };
-struct Sub { __device__ float operator()(float a, float b) const { return a - b; } };
-struct Mul { __device__ float operator()(float a, float b) const { return a * b; } };
-struct Div { __device__ float operator()(float a, float b) const { return a / b; } };
+struct Add { __device__ float operator()(float a, float b) const { return tlm_add(a, b); } };
+struct Sub { __device__ float operator()(float a, float b) const { return tlm_sub(a, b); } };
+struct Mul { __device__ float operator()(float a, float b) const { return tlm_mul(a, b); } };
+struct Div { __device__ float operator()(float a, float b) const { return tlm_div(a, b); } };
 struct Max { __device__ float operator()(float a, float b) const { return maxf_nan(a, b); } };
 struct Min { __device__ float operator()(float a, float b) const { return minf_nan(a, b); } };
-struct Axpy { float c; __device__ float operator()(float a, float b) const { return a + c * b; } };
+struct Axpy { float c; __device__ float operator()(float a, float b) const { return tlm_add(a, tlm_mul(c, b)); } };
 
 struct Relu { __device__ float operator()(float v) const { return (v > 0.0f || v != v) ? v : 0.0f; } };
-struct Abs { __device__ float operator()(float v) const { return fabsf(v); } };
-struct Sqrt { __device__ float operator()(float v) const { return sqrtf(v); } };
-struct Recip { __device__ float operator()(float v) const { return 1.0f / v; } };
-struct Exp { __device__ float operator()(float v) const { return expf(v); } };
-struct Log { __device__ float operator()(float v) const { return logf(v); } };
-struct Gelu { __device__ float operator()(float v) const { return geluf_(v); } };
-struct Sigmoid { __device__ float operator()(float v) const { return sigmoidf_(v); } };
-struct Tanh { __device__ float operator()(float v) const { return tanhf(v); } };
-struct Softplus { __device__ float operator()(float v) const { return softplusf_(v); } };
-struct Scale { float c; __device__ float operator()(float v) const { return c * v; } };
-struct SafeLog { float e; __device__ float operator()(float v) const { return logf(softplusf_(v) + e); } };
+struct Abs { __device__ float operator()(float v) const { return tlm_abs(v); } };
+struct Sqrt { __device__ float operator()(float v) const { return tlm_sqrt(v); } };
+struct Recip { __device__ float operator()(float v) const { return tlm_div(1.0f, v); } };
+struct Exp { __device__ float operator()(float v) const { return tlm_exp(v); } };
+struct Log { __device__ float operator()(float v) const { return tlm_log(v); } };
+struct Gelu { __device__ float operator()(float v) const { return tlm_gelu(v); } };
+struct Sigmoid { __device__ float operator()(float v) const { return tlm_sigmoid(v); } };
+struct Tanh { __device__ float operator()(float v) const { return tlm_tanh(v); } };
+struct Softplus { __device__ float operator()(float v) const { return tlm_softplus(v); } };
+struct Scale { float c; __device__ float operator()(float v) const { return tlm_mul(c, v); } };
+struct SafeLog { float e; __device__ float operator()(float v) const { return tlm_log(tlm_add(tlm_softplus(v), e)); } };
 struct Clamp { float l, h; __device__ float operator()(float v) const { return v < l ? l : (v > h ? h : v); } };
 
 // backward maps: (x, g) -> dx
 struct ReluB { __device__ float operator()(float v, float g) const { return v > 0.0f ? g : 0.0f; } };
 struct AbsB { __device__ float operator()(float v, float g) const { return v > 0.0f ? g : (v < 0.0f ? -g : 0.0f); } };
-struct SqrtB { __device__ float operator()(float v, float g) const { return v > 0.0f ? g * 0.5f / sqrtf(v) : 0.0f; } };
-struct GeluB { __device__ float operator()(float v, float g) const { return g * gelu_gradf_(v); } };
-struct SigmoidB { __device__ float operator()(float y, float g) const { return g * y * (1.0f - y); } };
-struct TanhB { __device__ float operator()(float y, float g) const { return g * (1.0f - y * y); } };
-struct SoftplusB { __device__ float operator()(float v, float g) const { return g * sigmoidf_(v); } };
-struct SafeLogB { float e; __device__ float operator()(float v, float g) const { return g * sigmoidf_(v) / (softplusf_(v) + e); } };
+struct SqrtB {
+    __device__ float operator()(float v, float g) const { return v > 0.0f ? tlm_div(tlm_mul(g, 0.5f), tlm_sqrt(v)) : 0.0f; }
+};
+struct GeluB { __device__ float operator()(float v, float g) const { return tlm_mul(g, tlm_gelu_grad(v)); } };
+struct SigmoidB { __device__ float operator()(float y, float g) const { return tlm_mul(tlm_mul(g, y), tlm_sub(1.0f, y)); } };
+struct TanhB { __device__ float operator()(float y, float g) const { return tlm_mul(g, tlm_sub(1.0f, tlm_mul(y, y))); } };
+struct SoftplusB { __device__ float operator()(float v, float g) const { return tlm_mul(g, tlm_sigmoid(v)); } };
+struct SafeLogB {
+    float e;
+    __device__ float operator()(float v, float g) const {
+        return tlm_div(tlm_mul(g, tlm_sigmoid(v)), tlm_add(tlm_softplus(v), e));
+    }
+};
 struct ClampB { float l, h; __device__ float operator()(float v, float g) const { return (v > l && v < h) ? g : 0.0f; } };
-struct MaxB { __device__ float operator()(float a, float b, float g) const { return (a > b ? 1.0f : (a == b ? 0.5f : 0.0f)) * g; } };
-struct MinB { __device__ float operator()(float a, float b, float g) const { return (a < b ? 1.0f : (a == b ? 0.5f : 0.0f)) * g; } };
+struct MaxB { __device__ float operator()(float a, float b, float g) const { return tlm_mul(a > b ? 1.0f : (a == b ? 0.5f : 0.0f), g); } };
+struct MinB { __device__ float operator()(float a, float b, float g) const { return tlm_mul(a < b ? 1.0f : (a == b ? 0.5f : 0.0f), g); } };
 
 }  // namespace
 

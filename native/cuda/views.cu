@@ -4,10 +4,12 @@
 // the big shape are dropped and neighbouring axes of the same kind (kept or broadcast) merged, so
 // kernels see at most a few groups. sum_to runs as a chain of axis reductions (tl_cuda_axis_sum in
 // reduce.cu), one per summed group, innermost first: every pass is coalesced, and in
-// deterministic mode every pass is fixed-order, so the chain is bit-reproducible.
+// deterministic mode every pass is fixed-order, so the chain is bit-reproducible. In exact mode
+// each output is rule 4 over its sources instead (sum_to_exact), the stub's order.
 // Every permutation op is a block swap y[o, b, a, i] = x[o, a, b, i] (geom from
 // shapes.swap_geom): a 32 x 32 shared-memory tile transpose when inner == 1, a row copy otherwise.
 #include "common.cuh"
+#include "tl_math.h"
 #include "entry/views_kernels.h"
 
 extern "C" TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t outer,
@@ -90,6 +92,94 @@ extern "C" int tlk_broadcast_to(const char *op, tl_buf x, tl_buf y, const int64_
     return TL_OK;
 }
 
+// ---- exact mode: every output is rule 4 (tl_math.h) over its sources in increasing x index,
+// as the stub's sumto_exact_*: stage 1, one thread per (output, chunk of TLM_CHUNK sources) sums
+// sequentially from the chunk's first source; stage 2, one thread per output folds its chunk sums
+// with tlm_sum's stack (the fixed binary tree).
+namespace {
+
+struct ExactPlan {
+    int g;
+    int64_t size[MAXG];
+    int64_t xs[MAXG];   // x stride of each group
+    int kept[MAXG];
+    int64_t S;          // sources per output
+};
+
+__global__ void sumto_exact_chunks(const float *__restrict__ x, float *__restrict__ out, int64_t m,
+                                   int64_t nc, ExactPlan p) {
+    TL_GRID_STRIDE(t, m * nc) {
+        int64_t j = t % m, c = t / m, base = 0, r = j;
+        for (int lev = p.g - 1; lev >= 0; lev--)
+            if (p.kept[lev]) { base += (r % p.size[lev]) * p.xs[lev]; r /= p.size[lev]; }
+        // the chunk's first source: summed coordinates of s0, innermost group fastest
+        int64_t s0 = c * TLM_CHUNK, coord[MAXG], off = 0;
+        r = s0;
+        for (int lev = p.g - 1; lev >= 0; lev--)
+            if (!p.kept[lev]) { coord[lev] = r % p.size[lev]; r /= p.size[lev]; off += coord[lev] * p.xs[lev]; }
+        int64_t len = p.S - s0 < TLM_CHUNK ? p.S - s0 : TLM_CHUNK;
+        float acc = x[base + off];
+        for (int64_t i = 1; i < len; i++) {
+            for (int lev = p.g - 1; lev >= 0; lev--) {   // odometer step over the summed groups
+                if (p.kept[lev]) continue;
+                off += p.xs[lev];
+                if (++coord[lev] < p.size[lev]) break;
+                off -= coord[lev] * p.xs[lev];
+                coord[lev] = 0;
+            }
+            acc = tlm_add(acc, x[base + off]);
+        }
+        out[t] = acc;
+    }
+}
+
+// part[c * m + j] for c < nc: tlm_sum's merge order over the chunk sums of output j
+__global__ void sumto_exact_tree(const float *__restrict__ part, float *__restrict__ y, int64_t m,
+                                 int64_t nc) {
+    TL_GRID_STRIDE(j, m) {
+        float val[64];
+        int height[64], top = 0;
+        for (int64_t c = 0; c < nc; c++) {
+            float s = part[c * m + j];
+            int h = 0;
+            while (top > 0 && height[top - 1] == h) { s = tlm_add(val[--top], s); h++; }
+            val[top] = s; height[top] = h; top++;
+        }
+        float s = val[--top];
+        while (top > 0) s = tlm_add(val[--top], s);
+        y[j] = s;
+    }
+}
+
+int sum_to_exact(const char *op, const float *x, float *y, int64_t n, int64_t m, const Plan &p) {
+    ExactPlan e;
+    e.g = p.g;
+    int64_t xs = 1;
+    for (int lev = p.g - 1; lev >= 0; lev--) {
+        e.size[lev] = p.size[lev]; e.kept[lev] = p.kept[lev]; e.xs[lev] = xs; xs *= p.size[lev];
+    }
+    e.S = n / m;
+    int64_t nc = (e.S + TLM_CHUNK - 1) / TLM_CHUNK;
+    cudaStream_t st = tl_stream();
+    if (nc == 1) {
+        sumto_exact_chunks<<<tl_blocks(m), TL_THREADS, 0, st>>>(x, y, m, 1, e);
+        TL_LAUNCHED(op);
+        return TL_OK;
+    }
+    float *part = nullptr;
+    TL_TRY(tl_scratch(op, (size_t)(m * nc) * sizeof(float), (void **)&part));
+    sumto_exact_chunks<<<tl_blocks(m * nc), TL_THREADS, 0, st>>>(x, part, m, nc, e);
+    int rs = tl_cuda_launched(op);
+    if (!rs) {
+        sumto_exact_tree<<<tl_blocks(m), TL_THREADS, 0, st>>>(part, y, m, nc);
+        rs = tl_cuda_launched(op);
+    }
+    tl_scratch_free(part);
+    return rs;
+}
+
+}  // namespace
+
 extern "C" int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
                          const int64_t *out_dims, int64_t out_len) {
     Plan p;
@@ -106,6 +196,7 @@ extern "C" int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_
                                         cudaMemcpyDeviceToDevice, st));
         return TL_OK;
     }
+    if (tl_exact()) return sum_to_exact(op, x->data, y->data, n, m, p);
     // groups as a working list; reduce summed groups innermost first
     int g = p.g;
     int64_t size[MAXG];

@@ -102,13 +102,6 @@ TL_API int tl_is_deterministic(void);
  * implies deterministic, and tl_set_deterministic(0) also turns exact mode off */
 TL_API int tl_set_exact(int flag);
 TL_API int tl_is_exact(void);
-/* The exact-mode GEMM, exposed for tests and benchmarks. For each b < batch:
- * C[b] (m, n) = op(A[b]) op(B[b]); op(A) (m, k) is stored (m, k), or (k, m) when ta = 1; op(B)
- * (k, n) is stored (k, n), or (n, k) when tb = 1. Every output is acc = fmaf(a[i,kk], b[kk,j], acc)
- * for kk = 0..k-1 in order, from acc = 0 (accumulate = 0) or from C's prior value (1): the same
- * bits on every backend. */
-TL_API int tl_gemm_exact(tl_buf a, tl_buf b, tl_buf c, int64_t batch, int64_t m, int64_t k,
-                         int64_t n, int64_t ta, int64_t tb, int64_t accumulate);
 /* TF32 for GEMMs (CUDA only; the stub records the flag) */
 TL_API int tl_set_allow_tf32(int flag);
 

@@ -57,7 +57,8 @@ int tlk_broadcast_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims,
  * dropped and neighbouring axes of the same kind (kept: target == input, summed: target 1) are
  * merged, leaving at most a few alternating groups. The recursion below walks x in row-major
  * order with pointer arithmetic only (no per-element division); every output element sums its
- * sources in increasing x index, a fixed order whatever the thread count. */
+ * sources in increasing x index, a fixed order whatever the thread count. In exact mode each
+ * output is instead rule 4 of tl_math.h over those sources (sumto_exact_*). */
 #define SUMTO_MAXG 64
 
 typedef struct {
@@ -79,33 +80,106 @@ static void sumto_rec(const sumto_plan *p, int lev, const float *X, float *Y) {
 }
 
 TL_HIDDEN int tl_stub_sum_fixed(const char *op, const float *x, int64_t n, double *out);
-TL_HIDDEN int tl_stub_axis_sum(const char *op, const float *X, float *Y, int64_t outer,
-                               int64_t len, int64_t inner);
 
-/* Exact mode: CUDA's order (views.cu), one rule-4 axis sum (reduce.c) per summed group,
- * innermost first, each over the previous result. */
-static int sumto_exact(const char *op, const sumto_plan *p, const float *X, float *Y) {
-    int g = p->g, summed = 0;
-    int64_t size[SUMTO_MAXG]; int kept[SUMTO_MAXG];
-    for (int q = 0; q < g; q++) { size[q] = p->size[q]; kept[q] = p->kept[q]; summed += !kept[q]; }
-    const float *cur = X;
-    float *owned = NULL;
-    for (int q = g - 1; q >= 0; q--) {
-        if (kept[q]) continue;
-        int64_t outer = 1, inner = 1;
-        for (int k = 0; k < q; k++) outer *= size[k];
-        for (int k = q + 1; k < g; k++) inner *= size[k];
-        float *dst = --summed > 0 ? (float *)malloc((size_t)(outer * inner) * sizeof(float)) : Y;
-        if (!dst) { free(owned); return tl_fail(TL_E_OOM, "%s: out of host memory", op); }
-        int rc = tl_stub_axis_sum(op, cur, dst, outer, size[q], inner);
-        free(owned);
-        owned = dst == Y ? NULL : dst;
-        if (rc) { free(owned); return rc; }
-        cur = dst;
-        for (int k = q; k < g - 1; k++) { size[k] = size[k + 1]; kept[k] = kept[k + 1]; }
-        g--;
+/* ---- exact mode: every output is rule 4 (tl_math.h) over its sources in increasing x index:
+ * sequential within chunks of TLM_CHUNK sources, then the fixed binary tree over the chunk sums.
+ * CUDA's views.cu computes the same chunks and tree. */
+
+/* rule 4 fed one value at a time: the running chunk sum, and a stack of finished partials
+ * merged as in tlm_sum (equal heights merge at once, the rest fold from the top at the end) */
+typedef struct {
+    float val[64];
+    int height[64];
+    int top;
+    float chunk;
+    int64_t count;
+} rule4_acc;
+
+static inline void rule4_merge(rule4_acc *a, float s) {
+    int h = 0;
+    while (a->top > 0 && a->height[a->top - 1] == h) { s = tlm_add(a->val[--a->top], s); h++; }
+    a->val[a->top] = s; a->height[a->top] = h; a->top++;
+}
+
+static inline void rule4_push(rule4_acc *a, float v) {
+    a->chunk = (a->count % TLM_CHUNK == 0) ? v : tlm_add(a->chunk, v);
+    if (++a->count % TLM_CHUNK == 0) rule4_merge(a, a->chunk);
+}
+
+static inline float rule4_finish(rule4_acc *a) {
+    if (a->count % TLM_CHUNK != 0) rule4_merge(a, a->chunk);
+    if (a->top == 0) return 0.0f;
+    float s = a->val[--a->top];
+    while (a->top > 0) s = tlm_add(a->val[--a->top], s);
+    return s;
+}
+
+/* (R, K) -> (K): column sums vectorised across columns. Chunk partials part[c][i] (rows
+ * [256 c, 256 c + 256) summed in order from the chunk's first row), then the level-by-level
+ * tree of tlm_tree_sum over c, column by column in lockstep. */
+static int sumto_exact_columns(const char *op, const float *X, float *Y, int64_t R, int64_t K) {
+    const int64_t CH = 256, nc = (R + TLM_CHUNK - 1) / TLM_CHUNK, nblk = (K + CH - 1) / CH;
+    int fail = 0;
+#pragma omp parallel for schedule(static) if (R * K > TL_PAR_MIN)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t k0 = blk * CH, w = K - k0 < CH ? K - k0 : CH;
+        float *part = malloc((size_t)(nc * w) * sizeof(float));
+        if (!part) { fail = 1; continue; }
+        for (int64_t c = 0; c < nc; c++) {
+            float *pc = part + c * w;
+            int64_t r0 = c * TLM_CHUNK, r1 = r0 + TLM_CHUNK < R ? r0 + TLM_CHUNK : R;
+            memcpy(pc, X + r0 * K + k0, (size_t)w * sizeof(float));
+            for (int64_t r = r0 + 1; r < r1; r++) {
+                const float *xr = X + r * K + k0;
+                for (int64_t i = 0; i < w; i++) pc[i] = tlm_add(pc[i], xr[i]);
+            }
+        }
+        for (int64_t count = nc; count > 1;) {
+            int64_t half = count / 2;
+            for (int64_t c = 0; c < half; c++)
+                for (int64_t i = 0; i < w; i++)
+                    part[c * w + i] = tlm_add(part[2 * c * w + i], part[(2 * c + 1) * w + i]);
+            if (count & 1) memmove(part + half * w, part + (count - 1) * w, (size_t)w * sizeof(float));
+            count = half + (count & 1);
+        }
+        memcpy(Y + k0, part, (size_t)w * sizeof(float));
+        free(part);
     }
-    return TL_OK;
+    return fail ? tl_fail(TL_E_OOM, "%s: out of memory for column partial sums", op) : TL_OK;
+}
+
+/* any plan: per output, walk its sources in increasing x index with an odometer over the summed
+ * groups and feed rule 4 */
+static void sumto_exact_generic(const sumto_plan *p, const float *X, float *Y, int64_t m) {
+#pragma omp parallel for schedule(static) if (m > 64)
+    for (int64_t j = 0; j < m; j++) {
+        int64_t base = 0, r = j;
+        for (int lev = p->g - 1; lev >= 0; lev--)
+            if (p->kept[lev]) { base += (r % p->size[lev]) * p->xs[lev]; r /= p->size[lev]; }
+        int sl[SUMTO_MAXG], ns = 0;   /* summed levels, outermost first */
+        int64_t coord[SUMTO_MAXG];
+        for (int lev = 0; lev < p->g; lev++) if (!p->kept[lev]) { sl[ns] = lev; coord[ns] = 0; ns++; }
+        if (ns == 1 && sl[0] == p->g - 1) {   /* one contiguous run per output (row sums) */
+            Y[j] = tlm_sum(X + base, 1, p->size[p->g - 1]);
+            continue;
+        }
+        rule4_acc acc = {.top = 0, .count = 0};
+        int64_t off = 0;
+        for (;;) {
+            rule4_push(&acc, X[base + off]);
+            int q = ns - 1;   /* increment the odometer, innermost summed group first */
+            while (q >= 0) {
+                int lev = sl[q];
+                off += p->xs[lev];
+                if (++coord[q] < p->size[lev]) break;
+                off -= coord[q] * p->xs[lev];
+                coord[q] = 0;
+                q--;
+            }
+            if (q < 0) break;
+        }
+        Y[j] = rule4_finish(&acc);
+    }
 }
 
 int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64_t in_len,
@@ -117,6 +191,7 @@ int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64
     float *Y = y->data; const float *X = x->data;
     if (m == 0) return TL_OK;
     if (n == m) { memcpy(Y, X, (size_t)n * sizeof(float)); return TL_OK; }
+    if (tl_exact() && m == 1) { Y[0] = tlm_sum(X, 1, n); return TL_OK; }
     if (m == 1 || n == 0) { /* everything sums into one element (or nothing flows) */
         double s = 0.0;
         if (n) TL_TRY(tl_stub_sum_fixed("sum_to", X, n, &s));
@@ -145,7 +220,11 @@ int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64
         if (tmp_kept[q]) ys *= tmp_size[q];
     }
     /* a group's x step is the product of the groups inside it; its y step counts kept ones */
-    if (tl_exact()) return sumto_exact(op, &p, X, Y);
+    if (tl_exact()) {
+        if (p.g == 2 && !p.kept[0]) return sumto_exact_columns(op, X, Y, p.size[0], p.size[1]);
+        sumto_exact_generic(&p, X, Y, m);
+        return TL_OK;
+    }
     for (int64_t i = 0; i < m; i++) Y[i] = 0.0f;
     if (p.kept[0]) {
         /* outermost group kept: its slices write disjoint outputs */

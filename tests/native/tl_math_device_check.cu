@@ -9,8 +9,8 @@
 #include "tl_math.h"
 
 static const char *NAMES[] = {"exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "gelu",
-                              "gelu_grad", "sqrt", "rsqrt"};
-constexpr int NFN = 11;
+                              "gelu_grad", "sqrt", "rsqrt", "sin_2pi", "cos_2pi"};
+constexpr int NFN = 13;
 
 __host__ __device__ static float eval(int fn, float x) {
     switch (fn) {
@@ -24,7 +24,9 @@ __host__ __device__ static float eval(int fn, float x) {
     case 7: return tlm_gelu(x);
     case 8: return tlm_gelu_grad(x);
     case 9: return tlm_sqrt(x);
-    default: return tlm_rsqrt(x);
+    case 10: return tlm_rsqrt(x);
+    case 11: return tlm_sin_2pi(x);
+    default: return tlm_cos_2pi(x);
     }
 }
 

@@ -10,7 +10,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 enum { F_EXP, F_LOG, F_LOG1P, F_TANH, F_SIGMOID, F_SOFTPLUS, F_ERF, F_GELU, F_GELU_GRAD,
-       F_SQRT, F_RSQRT, F_COUNT };
+       F_SQRT, F_RSQRT, F_SIN_2PI, F_COS_2PI, F_COUNT };
 
 static float eval(int fn, float x) {
     switch (fn) {
@@ -25,8 +25,21 @@ static float eval(int fn, float x) {
     case F_GELU_GRAD: return tlm_gelu_grad(x);
     case F_SQRT: return tlm_sqrt(x);
     case F_RSQRT: return tlm_rsqrt(x);
+    case F_SIN_2PI: return tlm_sin_2pi(x);
+    case F_COS_2PI: return tlm_cos_2pi(x);
     }
     return NAN;
+}
+
+/* sin or cos of 2 pi x in double, x reduced exactly first (x - rint(x) and the octant shifts are
+ * exact in double), so large x and the zeros of cos are referenced to full precision */
+static double trig_2pi(int want_sin, double x) {
+    if (!isfinite(x)) return NAN;
+    double r = x - rint(x), t = fabs(r), sg = r < 0 ? -1.0 : 1.0;   /* sin(2 pi x) = sin(2 pi r) */
+    const double tau = 6.283185307179586476925;
+    if (t <= 0.125) return want_sin ? sg * sin(tau * t) : cos(tau * t);
+    if (t <= 0.375) return want_sin ? sg * cos(tau * (t - 0.25)) : -sin(tau * (t - 0.25));
+    return want_sin ? -sg * sin(tau * (t - 0.5)) : -cos(tau * (t - 0.5));
 }
 
 /* the true value in double (sigmoid and softplus in their overflow-safe forms) */
@@ -41,6 +54,8 @@ static double reference(int fn, double x) {
     case F_ERF: return erf(x);
     case F_SQRT: return sqrt(x);
     case F_RSQRT: return 1.0 / sqrt(x);
+    case F_SIN_2PI: return trig_2pi(1, x);
+    case F_COS_2PI: return trig_2pi(0, x);
     }
     return NAN;
 }

@@ -1,14 +1,17 @@
-/* gemm_exact.c (stub): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
+/* gemm.c (stub): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
  *
  * Each output is one sequential fused multiply-add chain in k order, exactly as on CUDA
- * (cuda/gemm_exact.cu), so both give the same bits. Speed comes from working on a block of
+ * (cuda/gemm.cu), so both give the same bits. Speed comes from working on a block of
  * GX_ROWS x GX_COLS outputs at once: for each kk, one A value per row times a contiguous row
  * segment of B, so the compiler vectorises across output columns j, never across k. op(B) is
  * packed first into contiguous k-major panels of GX_COLS columns (whatever its layout), which
- * keeps the inner loop's loads sequential. OpenMP splits the output blocks. */
+ * keeps the inner loop's loads sequential. OpenMP splits the output blocks.
+ * tl_gemm_exact_f32 is what other kernels call; tlk_gemm_exact is the registry entry's body
+ * (ops.yaml gemm_exact), whose arguments the generated contract has checked. */
 #include <stdlib.h>
 #include "stub.h"
 #include "tl_math.h"
+#include "entry/gemm_kernels.h"
 
 #define GX_ROWS 8
 #define GX_COLS 32
@@ -72,4 +75,12 @@ int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m, 
     }
     free(packed);
     return TL_OK;
+}
+
+/* row-major (batch, ., .) buffers: op(a) (m, k) stored (m, k) or (k, m), op(b) (k, n) stored
+ * (k, n) or (n, k) */
+int tlk_gemm_exact(const char *op, tl_buf a, tl_buf b, tl_buf c, int64_t batch, int64_t m, int64_t k,
+                   int64_t n, int64_t ta, int64_t tb, int64_t accumulate) {
+    return tl_gemm_exact_f32(op, (int)ta, (int)tb, batch, m, n, k, a->data, ta ? m : k, m * k,
+                             b->data, tb ? k : n, k * n, c->data, n, m * n, (int)accumulate);
 }

@@ -1,13 +1,15 @@
-// gemm_exact.cu (CUDA): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
+// gemm.cu (CUDA): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
 //
 // A tiled SIMT SGEMM in which each thread owns an 8x8 block of outputs and accumulates each
 // one as acc = fma(a[i,kk], b[kk,j], acc) strictly for kk = 0..K-1 in order, from 0 (or from
 // C's prior value), with no split-k and no reassociation: the same chain the stub runs
-// (stub/gemm_exact.c), so the bits agree. Speed comes from 128x128 block tiles of BK k-steps
+// (stub/gemm.c), so the bits agree. Speed comes from 128x128 block tiles of BK k-steps
 // staged through double-buffered shared memory (one barrier per k-tile, next tile's global
 // loads in flight during the current tile's FMAs), float4 loads where the layout allows, and
 // an 8x8 register tile per thread read as float4 pairs 64 apart (no bank conflicts).
+// tl_gemm_exact_f32 is what other kernels call; tlk_gemm_exact is the registry entry's body.
 #include "common.cuh"
+#include "entry/gemm_kernels.h"
 
 namespace {
 
@@ -190,4 +192,11 @@ extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, 
                          accumulate);
     return launch<16>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc, sc,
                       accumulate);
+}
+
+// the registry entry (ops.yaml gemm_exact): row-major batched buffers, as the stub's body
+extern "C" int tlk_gemm_exact(const char *op, tl_buf a, tl_buf b, tl_buf c, int64_t batch, int64_t m,
+                              int64_t k, int64_t n, int64_t ta, int64_t tb, int64_t accumulate) {
+    return tl_gemm_exact_f32(op, (int)ta, (int)tb, batch, m, n, k, a->data, ta ? m : k, m * k,
+                             b->data, tb ? k : n, k * n, c->data, n, m * n, (int)accumulate);
 }
