@@ -44,7 +44,7 @@ def test_example_exact_stub_equals_cuda_after_200_steps(name, tmp_path):
         diff = np.flatnonzero(_bits(ws[k]).ravel() != _bits(wc[k]).ravel())
         assert diff.size == 0, (f"{name} {k}: {diff.size} of {ws[k].size} weights differ between "
                                 f"the stub and CUDA after {STEPS} exact steps")
-    losses = {k: v for k, v in stub.items() if "loss" in k}
-    assert losses, stub
-    for k, v in losses.items():
-        assert cuda[k] == v, f"{name} {k}: stub {v} vs CUDA {cuda[k]}"
+    # every reported number (losses, accuracies, errors) but the timings agree too
+    numbers = {k: v for k, v in stub.items() if k != "backend" and "time" not in k}
+    for k, v in numbers.items():
+        assert cuda.get(k) == v, f"{name} {k}: stub {v} vs CUDA {cuda.get(k)}"

@@ -305,6 +305,8 @@ def test_sum_to_exact_propagates_nan_and_inf(exact):
 # ---------------------------------------------------------------- index: scatter-add order
 
 def test_scatter_add_duplicates_accumulate_in_index_order(mode):
+    """Exact mode (and the stub always): duplicates add in index order, bit for bit. CUDA's
+    default mode adds them with atomics, in no fixed order: there only the float64 sum holds."""
     rng = np.random.default_rng(11)
     rows, cols, k = 5, 300, 900
     x = rng.standard_normal((rows, cols)).astype(F)
@@ -319,4 +321,9 @@ def test_scatter_add_duplicates_accumulate_in_index_order(mode):
     for j, i in enumerate(idx):
         if 0 <= i < rows:
             want[i] = want[i] + v[j]
-    same_bits(got, want)
+    if mode or tl.backend() == "stub":
+        same_bits(got, want)
+    else:
+        ref = np.zeros((rows, cols))
+        np.add.at(ref, idx, v.astype(np.float64))
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(v).max())
