@@ -247,3 +247,108 @@ def adaptive_avg_pool2d(input, output_size):
     y = linear(x, s.tensor(_adaptive_weights(w, ow)))                 # (..., H, ow)
     y = linear(y.transpose(-2, -1), s.tensor(_adaptive_weights(h, oh)))  # (..., ow, oh)
     return y.transpose(-2, -1)
+
+
+# ---------------------------------------------------------------------------- attention
+
+def split_attention_mask(op, mask, shape, blocked_when=False):
+    """A PyTorch attention mask as (allowed, additive) for scores of `shape` (..., L, S).
+
+    Boolean masks give `allowed` (True = may attend; blocked_when=True reads True as blocked,
+    nn.MultiheadAttention's convention); float masks are added to the scores, their -inf entries
+    becoming blocked entries of `allowed` (masked_softmax gives them exactly 0 and never
+    computes inf - inf) and the rest an additive constant. A Tensor float mask is added as is
+    (differentiable). Returns host arrays broadcast to `shape` when not (L, S)."""
+    if mask is None:
+        return None, None
+    if isinstance(mask, (Tensor, Parameter)):
+        return None, mask
+    a = np.asarray(mask)
+    target = tuple(shape[-2:]) if a.ndim <= 2 else tuple(shape)
+    try:
+        fits = np.broadcast_shapes(a.shape, target) == target
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{op}: attention mask of shape {a.shape} does not broadcast to the "
+                         f"scores (..., L, S) = {tuple(shape)}")
+    a = np.broadcast_to(a, target)
+    if a.dtype == np.bool_:
+        return (~a if blocked_when else a), None
+    if a.dtype.kind not in "fiu":
+        raise TypeError(f"{op}: attention mask must be boolean or float, got dtype {a.dtype}")
+    a = a.astype(np.float64)
+    if np.isnan(a).any() or (a == np.inf).any():
+        raise ValueError(f"{op}: a float attention mask may hold finite values and -inf, got "
+                         "NaN or +inf")
+    blocked = a == -np.inf
+    allowed = ~blocked if blocked.any() else None
+    additive = np.where(blocked, 0.0, a).astype(np.float32) if (a[~blocked] != 0).any() else None
+    return allowed, additive
+
+
+def causal_mask(l, s):
+    """torch's is_causal mask for L queries and S keys: query i may attend keys j <= i (the
+    lower triangle of an L x S matrix, aligned top left)."""
+    return np.tri(l, s, dtype=bool)
+
+
+def attention_core(q, k, v, allowed=None, additive=None, scale=None, dropout_p=0.0,
+                   training=True):
+    """softmax(q @ k^T * scale + additive, over keys where `allowed`) @ v for q (N, L, E),
+    k (N, S, E), v (N, S, Ev), all registry ops (bmm, masked_softmax/softmax), so it is
+    differentiable and exact-mode safe. allowed: None, a boolean (L, S) or (N, L, S) array or a
+    DeviceMask; additive: None, a float array or a Tensor broadcasting to (N, L, S)."""
+    s = _sess(q, k, v)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scores = s.op("bmm", q, k.transpose(-2, -1)) * scale
+    if additive is not None:
+        scores = scores + additive
+    if allowed is None:
+        p = s.op("softmax", scores)
+    else:
+        p = s.op("masked_softmax", scores, mask=allowed)
+    if dropout_p > 0.0:
+        p = dropout(p, dropout_p, training)
+    return s.op("bmm", p, v)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """torch's F.scaled_dot_product_attention for query (..., L, E), key (..., S, E), value
+    (..., S, Ev) with the same leading axes: softmax(q k^T * scale + mask) v, scale defaulting
+    to 1/sqrt(E). A boolean attn_mask means True = may attend; a float one is added to the
+    scores (-inf blocks). is_causal applies the lower-triangular (L, S) mask (not together with
+    attn_mask, as torch). Rows with every key blocked give 0 (torch gives NaN)."""
+    op = "scaled_dot_product_attention"
+    s = _sess(query, key, value)
+    q, k, v = s.as_tensor(query), s.as_tensor(key), s.as_tensor(value)
+    if (q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim or q.shape[:-2] != k.shape[:-2]
+            or k.shape[:-2] != v.shape[:-2] or q.shape[-1] != k.shape[-1]
+            or k.shape[-2] != v.shape[-2]):
+        raise ValueError(f"{op}: expected query (..., L, E), key (..., S, E) and value "
+                         f"(..., S, Ev) with the same leading axes, got query {q.shape}, key "
+                         f"{k.shape}, value {v.shape}")
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{op}: give either attn_mask or is_causal=True, not both (as torch)")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"{op}: dropout_p must be in [0, 1), got {dropout_p}")
+    lead, (l, e), (sk, ev) = tuple(q.shape[:-2]), q.shape[-2:], v.shape[-2:]
+    n = math.prod(lead)
+    scores = lead + (l, sk)
+    if is_causal:
+        allowed, additive = causal_mask(l, sk), None
+    else:
+        allowed, additive = split_attention_mask(op, attn_mask, scores)
+    if allowed is not None and allowed.ndim > 2:
+        allowed = allowed.reshape(n, l, sk)
+    if additive is not None:
+        if isinstance(additive, np.ndarray):
+            additive = s.tensor(additive.reshape((n, l, sk) if additive.ndim > 2 else (l, sk)))
+        else:
+            additive = s.as_tensor(additive)
+            if len(additive.shape) > 2:
+                additive = additive.expand(*scores).reshape(n, l, sk)
+    y = attention_core(q.reshape(n, l, e), k.reshape(n, sk, e), v.reshape(n, sk, ev), allowed,
+                       additive, scale, dropout_p)
+    return y.reshape(lead + (l, ev))
