@@ -289,16 +289,53 @@ class _Pool(Module):
         super().__init__()
         self.k, self.s, self.p = kernel_size, stride or kernel_size, padding
 
+    def _plain(self):
+        return True
+
     def forward(self, x):
-        return x.session.op(self.op, x, kernel_size=self.k, stride=self.s, padding=self.p)
+        if self._plain():   # the registry op directly
+            return x.session.op(self.op, x, kernel_size=self.k, stride=self.s, padding=self.p)
+        return self._options(x)
 
 
 class MaxPool2d(_Pool):
+    """torch.nn.MaxPool2d; dilation, ceil_mode and return_indices (then forward returns
+    (output, int64 indices)) go through F.max_pool2d."""
+
     op = "max_pool2d"
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__(kernel_size, stride, padding)
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def _plain(self):
+        return self.dilation in (1, (1, 1)) and not self.return_indices and not self.ceil_mode
+
+    def _options(self, x):
+        return F.max_pool2d(x, self.k, self.s, self.p, self.dilation, self.ceil_mode,
+                            self.return_indices)
 
 
 class AvgPool2d(_Pool):
+    """torch.nn.AvgPool2d; ceil_mode, count_include_pad=False and divisor_override go through
+    F.avg_pool2d."""
+
     op = "avg_pool2d"
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):
+        super().__init__(kernel_size, stride, padding)
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def _plain(self):
+        return not self.ceil_mode and self.divisor_override is None and \
+            (self.count_include_pad or self.p in (0, (0, 0)))
+
+    def _options(self, x):
+        return F.avg_pool2d(x, self.k, self.s, self.p, self.ceil_mode, self.count_include_pad,
+                            self.divisor_override)
 
 
 class LayerNorm(Module):
@@ -808,6 +845,20 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, x):
         return F.adaptive_avg_pool2d(x, self.output_size)
+
+
+class AdaptiveMaxPool2d(Module):
+    """Max pooling to a fixed (oh, ow) output (F.adaptive_max_pool2d); return_indices makes
+    forward return (output, int64 indices)."""
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size = (output_size, output_size) if isinstance(output_size, int) or \
+            output_size is None else tuple(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, x):
+        return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
 
 
 # ---------------------------------------------------------------------------- losses
