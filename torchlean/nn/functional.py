@@ -204,6 +204,40 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv_nd(3, input, weight, bias, stride, padding, dilation, groups)
 
 
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """torch's conv_transpose2d (groups=1, dilation=1) for weight (C_in, C_out, kh, kw):
+    out = (in - 1) stride - 2 padding + k + output_padding. output_padding runs the registry
+    conv_transpose2d unpadded and without bias, keeps rows/cols [padding, padding + out) (cells
+    past the full result are zero), then adds the bias."""
+    op = "conv_transpose2d"
+    s = _sess(input, weight, bias)
+    x, w = s.as_tensor(input), s.as_tensor(weight)
+    if int(groups) != 1 or _per_axis(dilation, 2, "dilation", op) != (1, 1):
+        raise NotImplementedError(f"{op}: groups and dilation other than 1 are not supported")
+    st, p = _per_axis(stride, 2, "stride", op), _per_axis(padding, 2, "padding", op)
+    op_pad = _per_axis(output_padding, 2, "output_padding", op)
+    if w.ndim != 4 or x.ndim not in (3, 4) or x.shape[-3] != w.shape[0]:
+        raise ValueError(f"{op}: expected weight (C_in, C_out, kh, kw) and input (N, C_in, H, W) "
+                         f"or (C_in, H, W), got weight {w.shape}, input {x.shape}")
+    if any(o < 0 or o >= a for o, a in zip(op_pad, st)):
+        raise ValueError(f"{op}: output_padding {op_pad} must be >= 0 and smaller than the "
+                         f"stride {st}")
+    b = s.tensor(np.zeros(w.shape[1], np.float32)) if bias is None else s.as_tensor(bias)
+    if op_pad == (0, 0):
+        return s.op("conv_transpose2d", w, b, x, stride=st, padding=p)
+    full = s.op("conv_transpose2d", w, s.tensor(np.zeros(w.shape[1], np.float32)), x,
+                stride=st, padding=(0, 0))
+    fh, fw = full.shape[-2:]
+    out = tuple(f - 2 * a + o for f, a, o in zip((fh, fw), p, op_pad))
+    if any(n < 1 for n in out):
+        raise ValueError(f"{op}: output size {out} for input {x.shape}, weight {w.shape}, "
+                         f"stride {st}, padding {p}, output_padding {op_pad} is not positive")
+    y = full[..., p[0]:p[0] + out[0], p[1]:p[1] + out[1]]
+    y = _pad_after(y, tuple(n - m for n, m in zip(out, y.shape[-2:])), 0.0)
+    return y + b.reshape(-1, 1, 1)
+
+
 # ---------------------------------------------------------------------------- adaptive pooling
 
 def _adaptive_weights(n_in, n_out):
@@ -456,7 +490,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     registry max_pool2d (ceil_mode appends -inf cells on the right/bottom); dilation gathers the
     windows (taps in the padding repeat a real tap) and takes amax. return_indices also returns
     an int64 NumPy array of flat per-plane indices (h * W + w) of the first (row-major) maximum
-    of each window, as torch's indices for distinct values."""
+    of each window, as torch's indices for distinct values. The gradient goes to the maximum
+    (the registry kernel's first one; on the gathered path tied maxima share it, amax's rule)."""
     op = "max_pool2d"
     s, x = _pool_input(op, input)
     k = _pair(kernel_size, op, "kernel_size")

@@ -267,17 +267,21 @@ class Conv2d(Module):
 
 class ConvTranspose2d(Conv2d):
     """weight (cin, cout, k, k) as in PyTorch, whose default init takes the fan-in from
-    weight.shape[1] * k * k (= cout * k * k)."""
+    weight.shape[1] * k * k (= cout * k * k). output_padding (< stride) adds rows/cols at the
+    bottom/right (F.conv_transpose2d)."""
 
-    def __init__(self, cin, cout, kernel_size, stride=1, padding=0):
+    def __init__(self, cin, cout, kernel_size, stride=1, padding=0, output_padding=0):
         Module.__init__(self)
         k = kernel_size
         a = 1.0 / math.sqrt(cout * k * k)
         self.weight = Parameter(init.uniform((cin, cout, k, k), -a, a))
         self.bias = Parameter(init.uniform((cout,), -a, a))
-        self.stride, self.padding = stride, padding
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
 
     def forward(self, x):
+        if self.output_padding not in (0, (0, 0)):
+            return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
+                                      self.output_padding)
         return x.session.op("conv_transpose2d", self.weight, self.bias, x, stride=self.stride,
                             padding=self.padding)
 
