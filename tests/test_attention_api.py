@@ -4,7 +4,6 @@ NumPy references and central finite differences of those references."""
 import numpy as np
 import pytest
 
-import torchlean as tl
 from torchlean import nn
 from torchlean.nn import functional as F
 from torchlean.session import Session, manual_seed
