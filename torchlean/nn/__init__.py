@@ -4,7 +4,7 @@ from torchlean.nn.modules import (Module, Sequential, Linear, Conv2d, ConvTransp
                                   Sigmoid, Embedding, MultiHeadAttention, SpectralConv1d, Flatten)
 from torchlean.nn.modules import (ModuleList, ModuleDict, Conv1d, Conv3d, BatchNorm1d, RMSNorm,
                                   GroupNorm, AdaptiveAvgPool2d, MSELoss, CrossEntropyLoss,
-                                  Softplus)
+                                  Softplus, AdaptiveMaxPool2d)
 from torchlean.nn import functional, init, utils
 from torchlean.nn.checkpoint import save_file, load_file
 from torchlean.session import Parameter
@@ -13,4 +13,5 @@ __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPo
            "LayerNorm", "BatchNorm2d", "Dropout", "GELU", "ReLU", "Tanh", "Sigmoid", "Embedding",
            "MultiHeadAttention", "SpectralConv1d", "Flatten", "Parameter", "functional", "init", "utils",
            "save_file", "load_file", "ModuleList", "ModuleDict", "Conv1d", "Conv3d", "BatchNorm1d",
-           "RMSNorm", "GroupNorm", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss", "Softplus"]
+           "RMSNorm", "GroupNorm", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss", "Softplus",
+           "AdaptiveMaxPool2d"]

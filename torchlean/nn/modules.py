@@ -267,17 +267,21 @@ class Conv2d(Module):
 
 class ConvTranspose2d(Conv2d):
     """weight (cin, cout, k, k) as in PyTorch, whose default init takes the fan-in from
-    weight.shape[1] * k * k (= cout * k * k)."""
+    weight.shape[1] * k * k (= cout * k * k). output_padding (< stride) adds rows/cols at the
+    bottom/right (F.conv_transpose2d)."""
 
-    def __init__(self, cin, cout, kernel_size, stride=1, padding=0):
+    def __init__(self, cin, cout, kernel_size, stride=1, padding=0, output_padding=0):
         Module.__init__(self)
         k = kernel_size
         a = 1.0 / math.sqrt(cout * k * k)
         self.weight = Parameter(init.uniform((cin, cout, k, k), -a, a))
         self.bias = Parameter(init.uniform((cout,), -a, a))
-        self.stride, self.padding = stride, padding
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
 
     def forward(self, x):
+        if self.output_padding not in (0, (0, 0)):
+            return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
+                                      self.output_padding)
         return x.session.op("conv_transpose2d", self.weight, self.bias, x, stride=self.stride,
                             padding=self.padding)
 
@@ -289,16 +293,53 @@ class _Pool(Module):
         super().__init__()
         self.k, self.s, self.p = kernel_size, stride or kernel_size, padding
 
+    def _plain(self):
+        return True
+
     def forward(self, x):
-        return x.session.op(self.op, x, kernel_size=self.k, stride=self.s, padding=self.p)
+        if self._plain():   # the registry op directly
+            return x.session.op(self.op, x, kernel_size=self.k, stride=self.s, padding=self.p)
+        return self._options(x)
 
 
 class MaxPool2d(_Pool):
+    """torch.nn.MaxPool2d; dilation, ceil_mode and return_indices (then forward returns
+    (output, int64 indices)) go through F.max_pool2d."""
+
     op = "max_pool2d"
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__(kernel_size, stride, padding)
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def _plain(self):
+        return self.dilation in (1, (1, 1)) and not self.return_indices and not self.ceil_mode
+
+    def _options(self, x):
+        return F.max_pool2d(x, self.k, self.s, self.p, self.dilation, self.ceil_mode,
+                            self.return_indices)
 
 
 class AvgPool2d(_Pool):
+    """torch.nn.AvgPool2d; ceil_mode, count_include_pad=False and divisor_override go through
+    F.avg_pool2d."""
+
     op = "avg_pool2d"
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):
+        super().__init__(kernel_size, stride, padding)
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def _plain(self):
+        return not self.ceil_mode and self.divisor_override is None and \
+            (self.count_include_pad or self.p in (0, (0, 0)))
+
+    def _options(self, x):
+        return F.avg_pool2d(x, self.k, self.s, self.p, self.ceil_mode, self.count_include_pad,
+                            self.divisor_override)
 
 
 class LayerNorm(Module):
@@ -443,17 +484,39 @@ class Embedding(Module):
 
 
 class MultiHeadAttention(Module):
-    """Self-attention over d_model with num_heads heads (Q/K/V/O weights, no biases). The fused
-    kernel (use_flash=True, the default) never stores the n x n scores on CUDA; the composed
-    path is the plain reference."""
+    """Multi-head attention over d_model with num_heads heads, batch first: query (B, T, D) or
+    (T, D); Q = query @ Wq, K = key @ Wk, V = value @ Wv, output @ Wo (weights (in, out)).
 
-    def __init__(self, d_model, num_heads, use_flash=True):
+    Self-attention with no biases and only boolean (T, T) masks runs the fused kernel
+    (use_flash=True, the default, never stores the T x T scores on CUDA). Cross attention
+    (key/value of another length S, kdim/vdim), projection biases (bias=True, zero-initialised
+    as torch), key_padding_mask and float masks run the composed path: projections, heads,
+    F.attention_core (bmm, masked_softmax), merge, output projection: all registry ops.
+
+    Masks: `mask` is torchlean's boolean (T, S) mask, True = may attend (as
+    F.scaled_dot_product_attention); `attn_mask` and `key_padding_mask` ((B, S) or (S,)) follow
+    nn.MultiheadAttention, True = blocked. Float masks (either keyword) are added to the scores.
+    is_causal=True applies the causal mask, uploaded once per (T, S) and kept on the module.
+    Rows with every key blocked give 0. Returns the output only (no attention weights)."""
+
+    def __init__(self, d_model, num_heads, use_flash=True, bias=False, kdim=None, vdim=None):
         super().__init__()
+        if num_heads < 1 or d_model % num_heads:
+            raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by "
+                             f"num_heads ({num_heads})")
         sh = (d_model, d_model)
-        self.Wq, self.Wk = Parameter(init.xavier_uniform(sh)), Parameter(init.xavier_uniform(sh))
-        self.Wv, self.Wo = Parameter(init.xavier_uniform(sh)), Parameter(init.xavier_uniform(sh))
-        self.num_heads, self.use_flash = num_heads, use_flash
-        self._mask = None  # the last boolean mask, uploaded once (a DeviceMask)
+        self.kdim, self.vdim = kdim or d_model, vdim or d_model
+        self.Wq = Parameter(init.xavier_uniform(sh))
+        self.Wk = Parameter(init.xavier_uniform((self.kdim, d_model)))
+        self.Wv = Parameter(init.xavier_uniform((self.vdim, d_model)))
+        self.Wo = Parameter(init.xavier_uniform(sh))
+        if bias:
+            self.bq, self.bk = Parameter(np.zeros(d_model)), Parameter(np.zeros(d_model))
+            self.bv, self.bo = Parameter(np.zeros(d_model)), Parameter(np.zeros(d_model))
+        self.d_model, self.num_heads = d_model, num_heads
+        self.use_flash, self.has_bias = use_flash, bool(bias)
+        self._mask = None     # the last boolean mask, uploaded once (a DeviceMask)
+        self._causal = {}     # (T, S) -> causal DeviceMask
 
     def _device_mask(self, mask):
         """The same mask every step (a causal mask) is uploaded once, not twice per step."""
@@ -466,10 +529,101 @@ class MultiHeadAttention(Module):
         self._mask = DeviceMask(mask)
         return self._mask
 
-    def forward(self, x, mask=None):
-        return x.session.op("multi_head_attention", self.Wq, self.Wk, self.Wv, self.Wo, x,
-                            num_heads=self.num_heads, mask=self._device_mask(mask),
-                            use_flash=self.use_flash)
+    def _causal_mask(self, t, s):
+        m = self._causal.get((t, s))
+        if m is None:
+            m = self._causal[(t, s)] = DeviceMask(F.causal_mask(t, s))
+        return m
+
+    def forward(self, query, key=None, value=None, key_padding_mask=None, *, mask=None,
+                attn_mask=None, is_causal=False):
+        op = "MultiHeadAttention"
+        for name, a in (("key", key), ("value", value)):
+            if a is not None and not isinstance(a, (Tensor, Parameter)) and \
+                    np.asarray(a).dtype == np.bool_:
+                raise TypeError(f"{op}: {name} is a boolean array; pass masks by keyword "
+                                "(mask=, attn_mask=, key_padding_mask=)")
+        s = query.session
+        x = s.as_tensor(query)
+        self_attn = (key is None or key is query) and (value is None or value is query)
+        kx = x if key is None else s.as_tensor(key)
+        vx = kx if value is None else s.as_tensor(value)
+        if x.ndim not in (2, 3) or kx.ndim != x.ndim or vx.ndim != x.ndim \
+                or x.shape[-1] != self.d_model or kx.shape[-1] != self.kdim \
+                or vx.shape[-1] != self.vdim or kx.shape[:-1] != vx.shape[:-1] \
+                or kx.shape[:-2] != x.shape[:-2]:
+            raise ValueError(f"{op}: expected query (B, T, {self.d_model}) or (T, "
+                             f"{self.d_model}), key (.., S, {self.kdim}) and value (.., S, "
+                             f"{self.vdim}) with the same batch, got query {x.shape}, key "
+                             f"{kx.shape}, value {vx.shape}")
+        t, sk = x.shape[-2], kx.shape[-2]
+        b = x.shape[0] if x.ndim == 3 else 1
+        n = b * self.num_heads
+        if is_causal and (mask is not None or attn_mask is not None):
+            raise ValueError(f"{op}: is_causal=True builds the causal mask; do not pass mask= "
+                             "or attn_mask= with it")
+        if mask is not None and attn_mask is not None:
+            raise ValueError(f"{op}: give mask= (True = may attend) or attn_mask= (True = "
+                             "blocked), not both")
+        if mask is not None or attn_mask is not None:
+            allowed, additive = F.split_attention_mask(
+                op, attn_mask if mask is None else mask, (n, t, sk),
+                blocked_when=mask is None)
+        else:
+            allowed, additive = (self._causal_mask(t, sk) if is_causal else None), None
+        if key_padding_mask is not None:
+            kpm = np.asarray(key_padding_mask)
+            want = (b, sk) if x.ndim == 3 else (sk,)
+            if kpm.shape != want or kpm.dtype.kind not in "bf":
+                raise ValueError(f"{op}: key_padding_mask must be boolean or float of shape "
+                                 f"{want} (batch, keys), got {kpm.dtype} {kpm.shape}")
+            kpm = kpm.reshape(b, 1, 1, sk)
+            if kpm.dtype == np.bool_:
+                keep = np.broadcast_to(~kpm, (b, self.num_heads, t, sk)).reshape(n, t, sk)
+                allowed = keep if allowed is None else np.asarray(allowed) & keep
+            else:
+                blocked = kpm == -np.inf
+                full = np.broadcast_to(np.where(blocked, 0.0, kpm), (b, self.num_heads, t, sk))
+                full = full.reshape(n, t, sk).astype(np.float32)
+                additive = full if additive is None else additive + full
+                if blocked.any():
+                    keep = np.broadcast_to(~blocked, (b, self.num_heads, t, sk)).reshape(n, t, sk)
+                    allowed = keep if allowed is None else np.asarray(allowed) & keep
+        fused = (self_attn and not self.has_bias and additive is None
+                 and (allowed is None or np.shape(allowed) == (t, t)))
+        if fused:
+            return s.op("multi_head_attention", self.Wq, self.Wk, self.Wv, self.Wo, x,
+                        num_heads=self.num_heads, mask=self._device_mask(allowed),
+                        use_flash=self.use_flash)
+        if allowed is not None and not isinstance(allowed, DeviceMask):
+            allowed = self._device_mask(allowed)
+        return self._composed(x, kx, vx, allowed, additive)
+
+    def _project(self, x, w, bias):
+        """(.., L, in) @ w (+ bias) split into heads: (B * H, L, hd)."""
+        s, lead = x.session, x.shape[:-1]
+        y = s.op("matmul", x.reshape(-1, x.shape[-1]), w)
+        if bias is not None:
+            y = y + s.use(bias)
+        b = lead[0] if len(lead) == 2 else 1
+        h = self.num_heads
+        y = y.reshape(b, lead[-1], h, self.d_model // h).permute(0, 2, 1, 3)
+        return y.reshape(b * h, lead[-1], self.d_model // h)
+
+    def _composed(self, x, k, v, allowed, additive):
+        s, h = x.session, self.num_heads
+        bias = (lambda name: getattr(self, name)) if self.has_bias else (lambda name: None)
+        q = self._project(x, self.Wq, bias("bq"))
+        kh, vh = self._project(k, self.Wk, bias("bk")), self._project(v, self.Wv, bias("bv"))
+        if additive is not None and not isinstance(additive, (Tensor, Parameter)):
+            additive = s.tensor(additive)
+        o = F.attention_core(q, kh, vh, allowed, additive)                 # (B * H, T, hd)
+        t = x.shape[-2]
+        o = o.reshape(-1, h, t, self.d_model // h).permute(0, 2, 1, 3).reshape(-1, self.d_model)
+        y = s.op("matmul", o, self.Wo)
+        if self.has_bias:
+            y = y + s.use(self.bo)
+        return y.reshape(x.shape)
 
 
 class SpectralConv1d(Module):
@@ -695,6 +849,20 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, x):
         return F.adaptive_avg_pool2d(x, self.output_size)
+
+
+class AdaptiveMaxPool2d(Module):
+    """Max pooling to a fixed (oh, ow) output (F.adaptive_max_pool2d); return_indices makes
+    forward return (output, int64 indices)."""
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size = (output_size, output_size) if isinstance(output_size, int) or \
+            output_size is None else tuple(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, x):
+        return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
 
 
 # ---------------------------------------------------------------------------- losses
