@@ -7,18 +7,12 @@ tolerance: the float32 bit patterns of every forward value and every input gradi
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from harness import case_id, tape_cases
-from test_parity import compute_case
+from test_parity import compute_case, stub_dump
 
-ROOT = Path(__file__).resolve().parent.parent
 CASES = tape_cases()
 
 
@@ -32,19 +26,7 @@ def bits(a: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def stub_exact_results(tmp_path_factory):
-    path = tmp_path_factory.mktemp("exact_parity") / "stub.npz"
-    env = dict(os.environ, TORCHLEAN_BACKEND="stub", TORCHLEAN_EXACT="1")
-    env.pop("TORCHLEAN_REQUIRE_CUDA", None)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT / "tests"), str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    code = f"import test_parity; test_parity.dump_all({str(path)!r})"
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, f"stub subprocess failed:\n{r.stdout}\n{r.stderr}"
-    with np.load(path, allow_pickle=True) as z:
-        data = {k: z[k] for k in z.files}
-    data["__errors__"] = list(data["__errors__"])
-    return data
+    return stub_dump(tmp_path_factory, TORCHLEAN_EXACT="1")
 
 
 @pytest.mark.cuda

@@ -63,10 +63,10 @@ def dump_all(path: str) -> None:
     np.savez(path, **arrays)
 
 
-@pytest.fixture(scope="module")
-def stub_results(tmp_path_factory):
+def stub_dump(tmp_path_factory, **env_extra) -> dict:
+    """Every case computed on the stub in a subprocess (with env_extra set), as arrays by key."""
     path = tmp_path_factory.mktemp("parity") / "stub.npz"
-    env = dict(os.environ, TORCHLEAN_BACKEND="stub")
+    env = dict(os.environ, TORCHLEAN_BACKEND="stub", **env_extra)
     env.pop("TORCHLEAN_REQUIRE_CUDA", None)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT / "tests"), str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
@@ -78,6 +78,11 @@ def stub_results(tmp_path_factory):
         data = {k: z[k] for k in z.files}
     data["__errors__"] = list(data["__errors__"])
     return data
+
+
+@pytest.fixture(scope="module")
+def stub_results(tmp_path_factory):
+    return stub_dump(tmp_path_factory)
 
 
 @pytest.mark.cuda
