@@ -592,6 +592,46 @@ __global__ void k_pool_bwd_gather(Geom G, int kind, const float *x, const float 
     }
 }
 
+// The 1-D/2-D fast path of k_pool_bwd_gather for max and avg pooling: 32-bit indices, the
+// same windows in the same order (kernel offsets descending), the same shares (zero shares of
+// max included), so the same bits.
+__global__ void k_pool_bwd_gather_2d(Geom2 q, int kind, const float *x, const float *g, float *dx,
+                                     int planes) {
+    const int HW = q.H * q.W, P = q.OH * q.OW, KN = q.KH * q.KW, total = planes * HW;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int pl = i / HW, cell = i % HW, iy = cell / q.W, ix = cell % q.W;
+        const float *plane = x + (size_t)pl * HW, *gp = g + (size_t)pl * P;
+        float s = 0.0f;
+        for (int ky = q.KH - 1; ky >= 0; ky--) {
+            const int ty = iy + q.PH - ky;
+            if (ty < 0 || ty % q.SH) continue;
+            const int oy = ty / q.SH;
+            if (oy >= q.OH) break;  // ty grows as ky falls
+            for (int kx = q.KW - 1; kx >= 0; kx--) {
+                const int tx = ix + q.PW - kx;
+                if (tx < 0 || tx % q.SW) continue;
+                const int ox = tx / q.SW;
+                if (ox >= q.OW) break;
+                const float go = gp[oy * q.OW + ox];
+                if (kind == POOL_AVG) { s = tlm_add(s, tlm_div(go, (float)KN)); continue; }
+                float best = -FLT_MAX;  // window_stats' max: the first strict maximum, NaN wins
+                int arg = -1;
+                for (int wy = 0; wy < q.KH; wy++) {
+                    const int y = oy * q.SH + wy - q.PH;
+                    for (int wx = 0; wx < q.KW; wx++) {
+                        const int xx = ox * q.SW + wx - q.PW;
+                        float v = (y >= 0 && y < q.H && xx >= 0 && xx < q.W) ? plane[y * q.W + xx]
+                                                                              : -INFINITY;
+                        if (v > best || (v != v && best == best)) { best = v; arg = wy * q.KW + wx; }
+                    }
+                }
+                s = tlm_add(s, arg == ky * q.KW + kx ? go : 0.0f);
+            }
+        }
+        dx[i] = s;
+    }
+}
+
 int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const Geom &G,
          double beta_d, int backward) {
     const int64_t planes = G.n * G.cin;
@@ -607,6 +647,13 @@ int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const Geo
     }
     if (tl_deterministic()) {
         if (planes * G.in_n == 0) return TL_OK;
+        const int64_t lim = INT32_MAX / 2;
+        if (kind != POOL_SMOOTH && G.r <= 2 && planes * G.in_n < lim && planes * G.out_n < lim) {
+            k_pool_bwd_gather_2d<<<tl_blocks(planes * G.in_n), TL_THREADS, 0, st>>>(
+                to_2d(G, 1), kind, input->data, g->data, out->data, (int)planes);
+            TL_LAUNCHED(op);
+            return TL_OK;
+        }
         k_pool_bwd_gather<<<tl_blocks(planes * G.in_n), TL_THREADS, 0, st>>>(
             G, kind, input->data, g->data, out->data, beta, planes);
         TL_LAUNCHED(op);

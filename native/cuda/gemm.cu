@@ -8,8 +8,8 @@
 // loads in flight during the current tile's FMAs), float4 loads where the layout allows, and
 // an 8x8 register tile per thread read as float4 pairs 64 apart (no bank conflicts).
 // Shapes that would launch fewer than two 128x128 blocks per SM (few outputs, often with a long
-// K) take a smaller tile instead, 64x64 or 32x32 with 4x4 or 2x2 outputs per thread, so more
-// SMs work; the bits are the same, since each output is still its one chain in k order.
+// K) take a smaller tile instead, 64x64, 32x32 or 16x16 with 4x4, 2x2 or 1 output per thread,
+// so more SMs work; the bits are the same, since each output is still its one chain in k order.
 // tl_gemm_exact_f32 is what other kernels call; tlk_gemm_exact is the registry entry's body.
 #include "common.cuh"
 #include "entry/gemm_kernels.h"
@@ -143,16 +143,35 @@ k_gemm_exact(int M, int N, int K, const float *__restrict__ A, long long lda, lo
 }
 
 // The small-tile kernel: a (16 TM) x (16 TM) output tile per block of 256 threads, TM x TM
-// outputs per thread (rows ty + 16 i, columns tx + 16 j), K staged through shared memory 16 at
-// a time. Same chain per output as k_gemm_exact.
-constexpr int SMALL_BK = 16;
+// outputs per thread (rows ty + 16 i, columns tx + 16 j), K staged through shared memory
+// SMALL_BK at a time, the next tile's global loads in flight (in registers) during the current
+// tile's FMAs: skinny shapes often have a long K. Same chain per output as k_gemm_exact.
+constexpr int SMALL_BK = 64;
+
+// the SMALL_BK x T tiles of op(A) (rows row0..) and op(B) (columns col0..) from k0, NL values
+// per thread each; neighbouring threads read neighbouring addresses of either layout
+template <int T, int NL, bool TA, bool TB>
+__device__ __forceinline__ void small_load(int M, int N, int K, const float *A, long long lda,
+                                           const float *B, long long ldb, int row0, int col0,
+                                           int k0, float ra[NL], float rb[NL]) {
+#pragma unroll
+    for (int q = 0; q < NL; q++) {
+        const int e = threadIdx.x + THREADS * q;
+        int kk = TA ? e / T : e % SMALL_BK, i = TA ? e % T : e / SMALL_BK;
+        int r = row0 + i, k = k0 + kk;
+        ra[q] = (r < M && k < K) ? A[TA ? (long long)k * lda + r : (long long)r * lda + k] : 0.0f;
+        int kb = TB ? e % SMALL_BK : e / T, j = TB ? e / SMALL_BK : e % T;
+        int c = col0 + j, kq = k0 + kb;
+        rb[q] = (c < N && kq < K) ? B[TB ? (long long)c * ldb + kq : (long long)kq * ldb + c] : 0.0f;
+    }
+}
 
 template <int TM, bool TA, bool TB>
 __global__ void __launch_bounds__(THREADS)
 k_gemm_exact_small(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
                    const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
                    long long ldc, long long sc, int accumulate, long long b0, bool rows_on_x) {
-    constexpr int T = 16 * TM;
+    constexpr int T = 16 * TM, NL = SMALL_BK * T / THREADS;
     __shared__ float As[SMALL_BK][T + 1];  // As[kk][i] = op(A)[row0 + i][k0 + kk]; +1: no conflicts
     __shared__ float Bs[SMALL_BK][T + 1];  // Bs[kk][j] = op(B)[k0 + kk][col0 + j]
     long long bi = b0 + blockIdx.z;
@@ -169,17 +188,18 @@ k_gemm_exact_small(int M, int N, int K, const float *__restrict__ A, long long l
             int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
             acc[i][j] = (accumulate && r < M && c < N) ? C[(long long)r * ldc + c] : 0.0f;
         }
+    float ra[NL], rb[NL];
+    if (K > 0) small_load<T, NL, TA, TB>(M, N, K, A, lda, B, ldb, row0, col0, 0, ra, rb);
     for (int k0 = 0; k0 < K; k0 += SMALL_BK) {
-        // neighbouring threads read neighbouring addresses of whichever layout the operand has
-        for (int e = threadIdx.x; e < SMALL_BK * T; e += THREADS) {
-            int kk = TA ? e / T : e % SMALL_BK, i = TA ? e % T : e / SMALL_BK;
-            int r = row0 + i, k = k0 + kk;
-            As[kk][i] = (r < M && k < K) ? A[TA ? (long long)k * lda + r : (long long)r * lda + k] : 0.0f;
-            int kb = TB ? e % SMALL_BK : e / T, j = TB ? e / SMALL_BK : e % T;
-            int c = col0 + j, kq = k0 + kb;
-            Bs[kb][j] = (c < N && kq < K) ? B[TB ? (long long)c * ldb + kq : (long long)kq * ldb + c] : 0.0f;
+#pragma unroll
+        for (int q = 0; q < NL; q++) {
+            const int e = threadIdx.x + THREADS * q;
+            As[TA ? e / T : e % SMALL_BK][TA ? e % T : e / SMALL_BK] = ra[q];
+            Bs[TB ? e % SMALL_BK : e / T][TB ? e / SMALL_BK : e % T] = rb[q];
         }
         __syncthreads();
+        if (k0 + SMALL_BK < K)  // the next tile, while this one is multiplied
+            small_load<T, NL, TA, TB>(M, N, K, A, lda, B, ldb, row0, col0, k0 + SMALL_BK, ra, rb);
         const int kn = K - k0 < SMALL_BK ? K - k0 : SMALL_BK;  // no padded fma past K
         for (int kk = 0; kk < kn; kk++) {
             float a[TM], b[TM];
@@ -300,6 +320,9 @@ extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, 
     if (tile_blocks(batch, m, n, 128) < enough) {
         if (tile_blocks(batch, m, n, 64) >= enough)
             return launch_small<4>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb,
+                                   C, ldc, sc, accumulate);
+        if (tile_blocks(batch, m, n, 32) < enough / 2)  // very few outputs: one chain per thread
+            return launch_small<1>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb,
                                    C, ldc, sc, accumulate);
         return launch_small<2>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C,
                                ldc, sc, accumulate);
