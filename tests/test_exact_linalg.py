@@ -192,6 +192,13 @@ def conv_out(n, k, s, p):
     return (n + 2 * p - k) // s + 1
 
 
+def kernel_grad_reference(a, cols):
+    """The exact kernel gradient: per sample b the rule-3 chain a_b (C_a, P) @ cols_b^T over b's
+    positions from 0, then rule 4 over the samples (chunks of 256 samples, then the tree)."""
+    parts = np.stack([gemm_fma_reference(a[i], cols[i].T.copy()) for i in range(len(cols))], -1)
+    return rule4_rows(parts)
+
+
 CONV_CASES = [  # (N, C_in, C_out, H, W, kh, kw, stride, pad): N P above one chunk, odd sizes
     (3, 2, 3, 11, 13, 3, 3, (1, 1), (1, 1)),
     (2, 3, 2, 9, 7, 2, 3, (2, 1), (0, 2)),
@@ -215,8 +222,7 @@ def test_conv2d_forward_and_backward_bits(case):
     g = rng_f32(rng, N, co, oh, ow)
     dk, db, dx = (t.to_numpy() for t in ops.conv_backward(buf(k), buf(x), buf(g), stride=st, padding=pd))
     g_cm = g.reshape(N, co, P).transpose(1, 0, 2).reshape(co, N * P)    # (sample, position) order
-    col_all = np.concatenate(cols, axis=1)                             # (CK, N P)
-    same_bits(dk.reshape(co, CK), gemm_fma_reference(g_cm, col_all.T.copy()))
+    same_bits(dk.reshape(co, CK), kernel_grad_reference(g.reshape(N, co, P), cols))
     same_bits(db, rule4_rows(g_cm))
     want_dx = np.stack([col2im(gemm_fma_reference(k.reshape(co, CK).T.copy(), g[i].reshape(co, P)),
                                np.zeros((ci, H, W), np.float32), kh, kw, st, pd, oh, ow)
@@ -240,6 +246,45 @@ def test_conv_bias_grad_past_one_chunk_per_channel(n, h, w):
     same_bits(db, rule4_rows(g.transpose(1, 0, 2, 3).reshape(3, -1)))
     np.testing.assert_allclose(db, g.astype(np.float64).sum((0, 2, 3)), rtol=1e-4,
                                atol=1e-6 * np.abs(g).sum((0, 2, 3)).max())
+
+
+@pytest.mark.parametrize("n", [1, 256, 257, 700])
+def test_conv_kernel_grad_is_rule4_over_per_sample_chains(n):
+    # 700 samples: chunks of 256, 256 and 188, then the tree; 257 puts one sample in a second chunk
+    ci, co, h, w, kh, kw, st, pd = 2, 3, 3, 4, 2, 2, (1, 2), (1, 0)
+    rng = np.random.default_rng(40 + n)
+    k, x = rng_f32(rng, co, ci, kh, kw), rng_f32(rng, n, ci, h, w)
+    oh, ow = conv_out(h, kh, st[0], pd[0]), conv_out(w, kw, st[1], pd[1])
+    # gradients over a wide range, so a different summation order shows in the bits
+    g = (rng_f32(rng, n, co, oh, ow) * np.exp(rng.uniform(-6, 6, (n, co, oh, ow)))).astype(np.float32)
+    dk, _, _ = (t.to_numpy() for t in ops.conv_backward(buf(k), buf(x), buf(g), stride=st, padding=pd))
+    cols = [im2col(x[i], kh, kw, st, pd, oh, ow) for i in range(n)]
+    same_bits(dk.reshape(co, -1), kernel_grad_reference(g.reshape(n, co, -1), cols))
+    # the order is not the single chain over (sample, position): that one differs somewhere
+    if n > 1:
+        g_cm = g.reshape(n, co, -1).transpose(1, 0, 2).reshape(co, -1)
+        one_chain = gemm_fma_reference(g_cm, np.concatenate(cols, 1).T.copy())
+        assert (one_chain.view(np.uint32) != dk.reshape(co, -1).view(np.uint32)).any()
+    want = np.einsum("bop,bcp->oc", g.reshape(n, co, -1).astype(np.float64),
+                     np.stack(cols).astype(np.float64))
+    scale = np.einsum("bop,bcp->oc", np.abs(g.reshape(n, co, -1)).astype(np.float64),
+                      np.abs(np.stack(cols)).astype(np.float64))
+    assert np.all(np.abs(dk.reshape(co, -1) - want) <= 1e-5 * scale + 1e-30)
+
+
+def test_conv_transpose_kernel_grad_is_rule4_over_per_sample_chains():
+    # the transposed conv's kernel gradient: x_b (C_in, H W) against the columns of g_b
+    n, ci, co, h, w, kh, kw, st, pd = 300, 2, 3, 3, 2, 3, 2, (2, 1), (1, 0)
+    rng = np.random.default_rng(14)
+    k, x = rng_f32(rng, ci, co, kh, kw), rng_f32(rng, n, ci, h, w)
+    oh, ow = (h - 1) * st[0] + kh - 2 * pd[0], (w - 1) * st[1] + kw - 2 * pd[1]
+    g = (rng_f32(rng, n, co, oh, ow) * np.exp(rng.uniform(-6, 6, (n, co, oh, ow)))).astype(np.float32)
+    dk, _, dx = (t.to_numpy() for t in ops.conv_transpose_backward(buf(k), buf(x), buf(g), stride=st,
+                                                                   padding=pd))
+    cols = [im2col(g[i], kh, kw, st, pd, h, w) for i in range(n)]    # the grad's columns (co K, h w)
+    same_bits(dk.reshape(ci, -1), kernel_grad_reference(x.reshape(n, ci, -1), cols))
+    want_dx = np.stack([gemm_fma_reference(k.reshape(ci, -1), cols[i]) for i in range(n)])
+    same_bits(dx.reshape(n, ci, -1), want_dx)
 
 
 def test_conv_transpose2d_forward_gathers_from_the_bias():

@@ -23,8 +23,9 @@
 //
 // Exact mode (tl_exact()) computes the stub's bits (stub/conv_pool.c, rules of
 // native/common/tl_math.h): every GEMM is the exact GEMM (rule 3; the forward accumulates from
-// the bias, kernel gradients run one chain over (sample, position)), the bias gradient is rule
-// 4 (linalg.cuh). In every mode col2im adds a cell's taps in kernel-offset order onto its start
+// the bias; a kernel gradient is one chain per sample over its positions, one GEMM batched
+// over the samples, then rule 4 over the samples, linalg.cuh Rule4Stream), the bias gradient
+// is rule 4 (linalg.cuh). In every mode col2im adds a cell's taps in kernel-offset order onto its start
 // value, and pooling uses rule-4 window sums and tlm_exp / tlm_log.
 #include <float.h>
 #include "common.cuh"
@@ -290,16 +291,20 @@ int sum_parts(const char *op, const float *parts, int64_t nb, int64_t n, float *
 // A_b = A + b * a_stride. Two deterministic forms, picked by shape: with few positions per
 // sample (P <= CK) A is regrouped channel-major and one GEMM runs over all m * P columns
 // (scratch Ca * m * P); otherwise a strided-batched GEMM writes one partial per sample and
-// they are summed in sample order (scratch m * Ca * CK). Either keeps the scratch small. Exact
-// mode always takes the first: one fma chain per weight over (sample, position), as the stub.
-bool kgrad_channel_major(int64_t P, int64_t CK) { return P <= CK || tl_exact(); }
+// they are summed in sample order (scratch m * Ca * CK). Either keeps the scratch small.
+// Exact mode always takes the second, as the stub: each partial is the rule-3 chain over the
+// sample's positions from 0 (one exact GEMM batched over the samples, so a long K = N * P never
+// serialises the GEMM), and the partials enter the rule-4 sum over all samples (Rule4Stream,
+// which writes dW after the last chunk: `last`).
+bool kgrad_channel_major(int64_t P, int64_t CK) { return P <= CK && !tl_exact(); }
 
 int64_t kgrad_scratch(int64_t Ca, int64_t P, int64_t CK) {
     return kgrad_channel_major(P, CK) ? Ca * P : Ca * CK;  // floats per sample
 }
 
 int kernel_grad(const char *op, const float *A, int64_t a_stride, int64_t Ca, const float *col,
-                int64_t m, int64_t P, int64_t CK, float *tmp, float *DK) {
+                int64_t m, int64_t P, int64_t CK, float *tmp, float *DK, Rule4Stream &acc,
+                float *acc_state, bool last) {
     const int64_t nk = Ca * CK;
     if (kgrad_channel_major(P, CK)) {
         k_channel_major<<<tl_blocks(m * Ca * P), TL_THREADS, 0, tl_stream()>>>(A, tmp, m, Ca, P);
@@ -307,6 +312,7 @@ int kernel_grad(const char *op, const float *A, int64_t a_stride, int64_t Ca, co
         return gemm(op, 0, 1, Ca, CK, m * P, tmp, m * P, 0, col, m * P, 0, 1.0f, DK, CK, 0, 1);
     }
     TL_TRY(gemm(op, 0, 1, Ca, CK, P, A, P, a_stride, col, m * P, P, 0.0f, tmp, CK, nk, m));
+    if (tl_exact()) return rule4_stream_push(op, acc, acc_state, tmp, m, last ? DK : nullptr);
     return sum_parts(op, tmp, m, nk, DK);
 }
 
@@ -323,9 +329,16 @@ int64_t chunk_samples(int64_t per_sample_floats, int64_t P, int64_t N) {
 }
 
 struct Scratch {  // stream-ordered temporaries, freed when the entry point returns
-    void *p[2] = {nullptr, nullptr};
-    ~Scratch() { tl_scratch_free(p[0]); tl_scratch_free(p[1]); }
+    void *p[3] = {nullptr, nullptr, nullptr};
+    ~Scratch() { tl_scratch_free(p[0]); tl_scratch_free(p[1]); tl_scratch_free(p[2]); }
 };
+
+// exact mode's kernel-gradient sum over the samples: its state in sc.p[2]
+int kgrad_stream(const char *op, Rule4Stream &acc, int64_t nk, int64_t n, Scratch &sc) {
+    if (!tl_exact()) return TL_OK;
+    const int64_t floats = rule4_stream_floats(acc, nk, n);
+    return tl_scratch(op, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &sc.p[2]);
+}
 
 // ------------------------------------------------------------------ convolution
 
@@ -407,12 +420,15 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
         TL_TRY(tl_scratch(op, (size_t)(CK * nb * P) * sizeof(float), &sc.p[0]));
         TL_TRY(tl_scratch(op, (size_t)(nb * per) * sizeof(float), &sc.p[1]));
         float *col = (float *)sc.p[0], *tmp = (float *)sc.p[1];
+        Rule4Stream acc;
+        TL_TRY(kgrad_stream(op, acc, nk, G.n, sc));
         for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
             const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
             const float *gb = Gd + n0 * yout;
             TL_TRY(im2col(op, G, G.cin, m, X + n0 * xin, col));
             // dW (C_out x CK) += sum_b g_b (C_out x P) @ col_b^T
-            TL_TRY(kernel_grad(op, gb, yout, G.cout, col, m, P, CK, tmp, DK));
+            TL_TRY(kernel_grad(op, gb, yout, G.cout, col, m, P, CK, tmp, DK, acc,
+                               (float *)sc.p[2], n0 + m == G.n));
             // dcol_b (CK x P) = W^T @ g_b (overwrites col), then gathered into dx
             TL_TRY(gemm(op, 1, 0, CK, P, G.cout, W, CK, 0, gb, P, yout, 0.0f, col, m * P, P, m));
             TL_TRY(col2im(op, G, G.cin, m, col, nullptr, DX + n0 * xin));
@@ -427,12 +443,15 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
     TL_TRY(tl_scratch(op, (size_t)(CK * nb * P > 0 ? CK * nb * P : 1) * sizeof(float), &sc.p[0]));
     TL_TRY(tl_scratch(op, (size_t)(nb * per > 0 ? nb * per : 1) * sizeof(float), &sc.p[1]));
     float *col = (float *)sc.p[0], *tmp = (float *)sc.p[1];
+    Rule4Stream acc;
+    TL_TRY(kgrad_stream(op, acc, nk, G.n, sc));
     for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
         const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
         const float *xb = X + n0 * xin;
         TL_TRY(im2col(op, T, G.cout, m, Gd + n0 * yout, col));
         // dW (C_in x CK) += sum_b x_b (C_in x P) @ col_b^T
-        TL_TRY(kernel_grad(op, xb, xin, G.cin, col, m, P, CK, tmp, DK));
+        TL_TRY(kernel_grad(op, xb, xin, G.cin, col, m, P, CK, tmp, DK, acc, (float *)sc.p[2],
+                           n0 + m == G.n));
         // dx_b (C_in x P) = W (C_in x CK) @ col_b
         TL_TRY(gemm(op, 0, 0, G.cin, P, CK, W, CK, 0, col, m * P, P, 0.0f, DX + n0 * xin, P, xin,
                     m));
@@ -573,6 +592,46 @@ __global__ void k_pool_bwd_gather(Geom G, int kind, const float *x, const float 
     }
 }
 
+// The 1-D/2-D fast path of k_pool_bwd_gather for max and avg pooling: 32-bit indices, the
+// same windows in the same order (kernel offsets descending), the same shares (zero shares of
+// max included), so the same bits.
+__global__ void k_pool_bwd_gather_2d(Geom2 q, int kind, const float *x, const float *g, float *dx,
+                                     int planes) {
+    const int HW = q.H * q.W, P = q.OH * q.OW, KN = q.KH * q.KW, total = planes * HW;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int pl = i / HW, cell = i % HW, iy = cell / q.W, ix = cell % q.W;
+        const float *plane = x + (size_t)pl * HW, *gp = g + (size_t)pl * P;
+        float s = 0.0f;
+        for (int ky = q.KH - 1; ky >= 0; ky--) {
+            const int ty = iy + q.PH - ky;
+            if (ty < 0 || ty % q.SH) continue;
+            const int oy = ty / q.SH;
+            if (oy >= q.OH) break;  // ty grows as ky falls
+            for (int kx = q.KW - 1; kx >= 0; kx--) {
+                const int tx = ix + q.PW - kx;
+                if (tx < 0 || tx % q.SW) continue;
+                const int ox = tx / q.SW;
+                if (ox >= q.OW) break;
+                const float go = gp[oy * q.OW + ox];
+                if (kind == POOL_AVG) { s = tlm_add(s, tlm_div(go, (float)KN)); continue; }
+                float best = -FLT_MAX;  // window_stats' max: the first strict maximum, NaN wins
+                int arg = -1;
+                for (int wy = 0; wy < q.KH; wy++) {
+                    const int y = oy * q.SH + wy - q.PH;
+                    for (int wx = 0; wx < q.KW; wx++) {
+                        const int xx = ox * q.SW + wx - q.PW;
+                        float v = (y >= 0 && y < q.H && xx >= 0 && xx < q.W) ? plane[y * q.W + xx]
+                                                                              : -INFINITY;
+                        if (v > best || (v != v && best == best)) { best = v; arg = wy * q.KW + wx; }
+                    }
+                }
+                s = tlm_add(s, arg == ky * q.KW + kx ? go : 0.0f);
+            }
+        }
+        dx[i] = s;
+    }
+}
+
 int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const Geom &G,
          double beta_d, int backward) {
     const int64_t planes = G.n * G.cin;
@@ -588,6 +647,13 @@ int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const Geo
     }
     if (tl_deterministic()) {
         if (planes * G.in_n == 0) return TL_OK;
+        const int64_t lim = INT32_MAX / 2;
+        if (kind != POOL_SMOOTH && G.r <= 2 && planes * G.in_n < lim && planes * G.out_n < lim) {
+            k_pool_bwd_gather_2d<<<tl_blocks(planes * G.in_n), TL_THREADS, 0, st>>>(
+                to_2d(G, 1), kind, input->data, g->data, out->data, (int)planes);
+            TL_LAUNCHED(op);
+            return TL_OK;
+        }
         k_pool_bwd_gather<<<tl_blocks(planes * G.in_n), TL_THREADS, 0, st>>>(
             G, kind, input->data, g->data, out->data, beta, planes);
         TL_LAUNCHED(op);

@@ -6,7 +6,8 @@
  * Convolution is im2col + the exact GEMM per sample (rule 3 of native/common/tl_math.h; the same
  * formulation as the CUDA library, which uses it in exact mode), so in every mode:
  *   forward            y_b = fma chain over (c_in, kernel offset) in order, from the bias
- *   kernel gradient    one fma chain per weight over (sample, position) in order, from 0
+ *   kernel gradient    per sample b, one fma chain per weight over b's positions in order,
+ *                      from 0; then rule 4 over the samples (chunks of 256 samples, the tree)
  *   input gradient     dcol = W^T g_b (fma chain over c_out), then col2im
  * col2im adds each image cell's taps in kernel-offset order onto its start value (the bias for
  * the transposed forward, 0 for gradients); the bias gradient is rule 4 over (sample,
@@ -98,6 +99,79 @@ static void bias_grad(const float *g, int64_t N, int64_t C, int64_t P, float *db
     }
 }
 
+/* ------------------------------------------------------------------ rule 4 over samples
+ * The kernel gradient is a rule-4 sum over samples of per-sample gradients (vectors of nk
+ * weights). The samples arrive one at a time, so this is tlm_sumacc run on nk outputs at once:
+ * cur[i] is output i's open chunk, part[h * nk + i] its stack of closed chunk partials. The
+ * counters are the same for every output, so they are kept once. Scratch: (1 + depth) nk
+ * floats, whatever the batch size. CUDA (linalg.cuh rule4_stream) runs the same steps. */
+typedef struct sample_sum {
+    int64_t nk, len, chunks; /* outputs; samples in the open chunk; chunks closed */
+    int top, depth;          /* partials on the stack; its capacity */
+    float *cur, *part;
+} sample_sum;
+
+static int sample_sum_init(sample_sum *s, int64_t nk, int64_t n_samples) {
+    int64_t nchunks = (n_samples + TLM_CHUNK - 1) / TLM_CHUNK;
+    s->depth = 1;
+    while (((int64_t)1 << s->depth) <= nchunks) s->depth++;  /* the bits of nchunks: one partial per set bit */
+    s->nk = nk; s->len = 0; s->chunks = 0; s->top = 0;
+    s->cur = (float *)malloc((size_t)(nk > 0 ? nk : 1) * (size_t)(1 + s->depth) * sizeof(float));
+    s->part = s->cur ? s->cur + nk : NULL;
+    return s->cur != NULL;
+}
+
+/* close the open chunk: merge it with the partials of equal height (tlm_sumacc_close_chunk) */
+static void sample_sum_close(sample_sum *s) {
+    int merges = 0;
+    for (int64_t c = s->chunks; c & 1; c >>= 1) merges++;
+    const int64_t nk = s->nk;
+    const int top = s->top;
+    float *cur = s->cur, *part = s->part;
+#pragma omp parallel for schedule(static) if (nk * (merges + 1) > TL_PAR_MIN)
+    for (int64_t i = 0; i < nk; i++) {
+        float v = cur[i];
+        for (int t = 1; t <= merges; t++) v = tlm_add(part[(top - t) * nk + i], v);
+        part[(top - merges) * nk + i] = v;
+    }
+    s->top = top - merges + 1;
+    s->chunks++;
+    s->len = 0;
+}
+
+/* add one sample's vector x[0..nk) */
+static void sample_sum_push(sample_sum *s, const float *x) {
+    const int64_t nk = s->nk;
+    float *cur = s->cur;
+    if (s->len == 0) memcpy(cur, x, (size_t)nk * sizeof(float));
+    else {
+#pragma omp parallel for schedule(static) if (nk > TL_PAR_MIN)
+        for (int64_t i = 0; i < nk; i++) cur[i] = tlm_add(cur[i], x[i]);
+    }
+    if (++s->len == TLM_CHUNK) sample_sum_close(s);
+}
+
+/* out[i] = the rule-4 sum of everything pushed (tlm_sumacc_finish); frees the scratch */
+static void sample_sum_finish(sample_sum *s, float *out) {
+    const int64_t nk = s->nk;
+    if (s->chunks == 0) {
+        if (s->len > 0) memcpy(out, s->cur, (size_t)nk * sizeof(float));
+        else memset(out, 0, (size_t)nk * sizeof(float));
+    } else {
+        if (s->len > 0) sample_sum_close(s);
+        const int top = s->top;
+        const float *part = s->part;
+#pragma omp parallel for schedule(static) if (nk * top > TL_PAR_MIN)
+        for (int64_t i = 0; i < nk; i++) {
+            float v = part[(top - 1) * nk + i];
+            for (int h = top - 2; h >= 0; h--) v = tlm_add(part[h * nk + i], v);
+            out[i] = v;
+        }
+    }
+    free(s->cur);
+    s->cur = s->part = NULL;
+}
+
 /* ------------------------------------------------------------------ convolution */
 /* conv (transpose = 0) and conv_transpose (transpose = 1), N-D and 2-D alike */
 int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
@@ -153,24 +227,32 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
         for (int64_t a = 0; a < G.r; a++) { T.in[a] = G.out[a]; T.out[a] = G.in[a]; }
         T.in_n = G.out_n; T.out_n = G.in_n;
     }
-    int64_t P = T.out_n, CK = (transpose ? G.cout : G.cin) * K;
+    int64_t P = T.out_n, CK = (transpose ? G.cout : G.cin) * K, nk = G.cout * G.cin * K;
     float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
-    if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
+    float *dkb = (float *)malloc((size_t)(nk > 0 ? nk : 1) * sizeof(float)); /* one sample's */
+    sample_sum acc;
+    if (!col || !dkb || !sample_sum_init(&acc, nk, G.n)) {
+        free(col); free(dkb);
+        return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col and kernel-gradient buffers", op);
+    }
     int st = TL_OK;
     for (int64_t b = 0; b < G.n && !st; b++) {
         if (!transpose) {
             const float *gb = Gd + b * yout;
             im2col(&G, G.cin, X + b * xin, col);
-            st = gemm1(op, 0, 1, G.cout, CK, P, gb, P, col, P, DK, 1);      /* dW += g col^T */
+            st = gemm1(op, 0, 1, G.cout, CK, P, gb, P, col, P, dkb, 0);     /* dW_b = g_b col^T */
             if (!st) st = gemm1(op, 1, 0, CK, P, G.cout, W, CK, gb, P, col, 0); /* dcol = W^T g */
             if (!st) col2im(&G, G.cin, col, DX + b * xin);
         } else {
             const float *xb = X + b * xin;
             im2col(&T, G.cout, Gd + b * yout, col);                          /* the grad's columns */
-            st = gemm1(op, 0, 1, G.cin, CK, P, xb, P, col, P, DK, 1);       /* dW += x col^T */
+            st = gemm1(op, 0, 1, G.cin, CK, P, xb, P, col, P, dkb, 0);      /* dW_b = x_b col^T */
             if (!st) st = gemm1(op, 0, 0, G.cin, P, CK, W, CK, col, P, DX + b * xin, 0); /* dx = W col */
         }
+        if (!st) sample_sum_push(&acc, dkb);
     }
+    sample_sum_finish(&acc, DK);  /* dW = rule 4 over the samples' dW_b */
+    free(dkb);
     free(col);
     return st;
 }
