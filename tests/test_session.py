@@ -154,3 +154,32 @@ def test_buffers_handed_out_outlive_their_tensor():
     np.testing.assert_allclose(d.numpy(), np.full((3, 4), 8.0))
     np.testing.assert_allclose(buf.to_numpy(), np.full((3, 4), 8.0))
     s.step()
+
+
+def test_a_loop_without_step_keeps_a_bounded_number_of_node_records():
+    """After backward() frees the graph, nodes nothing can read are forgotten (one shared
+    placeholder per slot), so a PyTorch-shaped loop that never calls step() holds a fixed number
+    of real node records, not one per op ever recorded."""
+    from torchlean import nn, optim
+    m = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = optim.SGD(m.parameters(), lr=0.05)
+    s = tl.Session()
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(5, 6)), rng.integers(0, 3, 5)
+
+    def live_records():
+        t = s.tape
+        return sum(1 for i in range(len(t.nodes)) if not t.is_forgotten(i))
+
+    counts, losses = [], []
+    for step in range(60):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(m(s.tensor(x)), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if step in (19, 59):
+            counts.append(live_records())
+    assert len(s.tape.nodes) > 60 * 5            # every op was recorded...
+    assert counts[0] == counts[1] < 40, counts   # ...but the real records stay bounded
+    assert losses[-1] < losses[0]                # and training still works

@@ -282,7 +282,7 @@ class Session:
     def _graph(self, out: int):
         """Nodes a gradient can reach from `out` (through nodes requiring one) and, of them, the
         leaves requiring a gradient; the walk costs the graph's size, not the tape's length."""
-        nodes = self.tape.nodes
+        nodes, forgotten = self.tape.nodes, self.tape.is_forgotten
         seen, stack, leaves = set(), [out], []
         while stack:
             i = stack.pop()
@@ -290,6 +290,8 @@ class Session:
                 continue
             seen.add(i)
             node = nodes[i]
+            if forgotten(i):             # freed by an earlier backward, record and all
+                _graph_freed(None, None, None)
             if not node.requires_grad:
                 continue
             if node.parents:
@@ -320,15 +322,20 @@ class Session:
             for r in node.cleanup:
                 r.release()
             node.cleanup = ()
-            if not node.owns_value or i in aliased or node.held:
-                continue                 # parameter mirrors, views, memory lent or aliased
+            if i in aliased or node.held:
+                continue                 # memory lent, or aliased by a live view
+            if not node.owns_value and not node.parents:
+                continue                 # a parameter mirror or borrowed leaf: it stays
             if i in self.refs:
                 node.pinned = False      # no VJP needs it now: it dies with its last Tensor
-            else:                        # an intermediate or an uploaded input nobody wraps
-                node.value.release()
-                g = self.grads.pop(i, None)
-                if g is not None:
-                    g.release()
+                continue
+            # an intermediate, a view or an uploaded input nobody wraps: nothing reads it again
+            if node.owns_value:
+                node.value.release()     # (a view's memory belongs to its parent)
+            g = self.grads.pop(i, None)
+            if g is not None:
+                g.release()
+            self.tape.forget(i)
 
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""
@@ -382,7 +389,8 @@ class Tensor:
                 refs[nid] = c
             else:
                 refs.pop(nid, None)
-                s.tape.drop_value(nid)
+                if s.tape.drop_value(nid) and s.tape.nodes[nid].vjp is _graph_freed:
+                    s.tape.forget(nid)         # its graph is gone too: nothing reads the node
                 g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
                 if g is not None:
                     g.release()

@@ -41,6 +41,18 @@ class Node:
 
 
 _new_node = Node.__new__
+_forgotten: list = []   # the shared placeholder of forgotten nodes, made on first use
+
+
+def _forgotten_node() -> Node:
+    """A node with a released value, no parents and no gradient: what Tape.forget leaves."""
+    if not _forgotten:
+        value = AnyBuffer.from_numpy(np.zeros(0, np.float32))
+        value.release()
+        node = Node("forgotten", value, False, owns_value=False)
+        node.pinned = False
+        _forgotten.append(node)
+    return _forgotten[0]
 
 
 class _GradMode(threading.local):
@@ -207,6 +219,16 @@ class Tape(TapeOps):
             return False
         node.value.release()
         return True
+
+    def forget(self, i: int) -> None:
+        """Drop node i's record once nothing can read it (its value released, its graph freed,
+        no Tensor on it). The slot keeps a shared released placeholder, so a loop that never
+        calls Session.step() holds one list slot per op instead of a node with its buffers'
+        Python objects."""
+        self.nodes[i] = _forgotten_node()
+
+    def is_forgotten(self, i: int) -> bool:
+        return self.nodes[i] is _forgotten_node()
 
     def _record_residuals(self, name, out, parents, vjp, saved, broadcast, keep, drop) -> int:
         """_record for an op with extra outputs: `keep` are residuals the VJP reads (owned by the
