@@ -1,8 +1,8 @@
 """Memory of a PyTorch-shaped training loop that never calls Session.step(): the digits CNN
 (examples/digits_cnn.py's model and data) for --steps Adam steps, reading
 torchlean.memory_stats() every --every steps. backward() frees the graph's intermediates, so
-live bytes must stay flat after the first step; the Python-side node list still grows by a
-small record per op (the tape is not truncated without step()).
+live bytes must stay flat after the first step, and so must the process size: the records of
+freed nodes are forgotten (the tape keeps one list slot per op without step()).
 
     python bench/no_step_memory.py --steps 10000 --out bench/results/no-step-memory.md
 """
