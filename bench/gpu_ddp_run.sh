@@ -22,23 +22,7 @@ export TORCHLEAN_DIST_TIMEOUT_S=${TORCHLEAN_DIST_TIMEOUT_S:-120}
 PY=${PY:-python3}
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
-note() { echo "$*" >>"$SUMMARY"; echo "$*"; }
-
-# step NAME LOG LIMIT_S CMD...: CMD under timeout min(LIMIT_S, budget left - 10 s)
-step() {
-  local name=$1 log=$2 limit=$3; shift 3
-  local left=$((BUDGET - ($(date +%s) - START) - 10))
-  if [ "$left" -lt 15 ]; then note "$name: SKIPPED (budget spent)"; return 0; fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  local t0=$(date +%s)
-  echo "=== $name (limit ${limit}s): $*" >>"$log"
-  timeout -k 10 "$limit" "$@" >>"$log" 2>&1
-  local rc=$?
-  local what="rc=$rc"
-  { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && what="TIMED OUT after ${limit}s"
-  note "$name: $what ($(($(date +%s) - t0)) s)"
-  return 0
-}
+. bench/gpu_steps.sh   # note and step (the script runs from the repo root)
 
 {
   date -u

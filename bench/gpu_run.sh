@@ -19,23 +19,7 @@ export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
 
-note() { echo "$*" | tee -a "$SUMMARY"; }
-
-# step NAME LOG LIMIT_S CMD...: run CMD with a timeout of min(LIMIT_S, time left - 15 s)
-step() {
-  local name=$1 log=$2 limit=$3; shift 3
-  local left=$((BUDGET - ($(date +%s) - START) - 15))
-  if [ "$left" -lt 20 ]; then note "$name: SKIPPED (budget spent)"; return 0; fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  local t0=$(date +%s)
-  echo "=== $name (limit ${limit}s): $*" >>"$log"
-  timeout -k 10 "$limit" "$@" >>"$log" 2>&1
-  local rc=$?
-  local what="rc=$rc"
-  [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && what="TIMED OUT after ${limit}s"
-  note "$name: $what ($(($(date +%s) - t0)) s)"
-  return 0
-}
+. bench/gpu_steps.sh   # note and step (the script runs from the repo root)
 
 {
   date -u
