@@ -36,6 +36,10 @@ TL_HIDDEN int tl_cuda_poison_status(const char *op);
 // stream-ordered scratch memory for a kernel's temporaries (freed in stream order)
 TL_HIDDEN int tl_scratch(const char *op, size_t bytes, void **out);
 TL_HIDDEN void tl_scratch_free(void *p);
+// y[o, i] = sum over k of x[o, k, i] (a mean when `mean`), coalesced and split over the GPU
+// (reduce.cu); fixed order in deterministic mode, rule 4 in exact mode. Device pointers.
+TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t outer, int64_t len,
+                               int64_t inner, int mean);
 }
 
 #define TL_CUDA_TRY(op, call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return tl_cuda_status(op, e_); } while (0)

@@ -188,14 +188,16 @@ __global__ void k_fill_bias(const float *bias, float *y, int64_t nbc, int64_t C,
     TL_GRID_STRIDE(i, nbc * P) y[i] = bias[(i / P) % C];
 }
 
-// db[c] = sum over samples then positions of g[b][c][o]: one block per channel, each thread
-// sums a strided slice in index order, then tl_block_sum (fixed order, deterministic)
-__global__ void k_bias_grad(const float *g, float *db, int64_t N, int64_t C, int64_t P) {
-    const int64_t c = blockIdx.x, m = N * P;
-    float s = 0.0f;
-    for (int64_t j = threadIdx.x; j < m; j += blockDim.x) s += g[((j / P) * C + c) * P + j % P];
-    s = tl_block_sum(s);
-    if (threadIdx.x == 0) db[c] = s;
+// db[c] = sum over samples and positions of g[b][c][o]: the positions of every (b, c) first, then
+// the samples of every channel, both as whole-GPU axis sums (fixed order in deterministic mode)
+int bias_grad(const char *op, const float *g, float *db, int64_t N, int64_t C, int64_t P) {
+    if (P == 1) return tl_cuda_axis_sum(op, g, db, 1, N, C, 0);
+    float *per_sample;
+    TL_TRY(tl_scratch(op, (size_t)(N * C) * sizeof(float), (void **)&per_sample));
+    int st = tl_cuda_axis_sum(op, g, per_sample, N * C, P, 1, 0);
+    if (!st) st = tl_cuda_axis_sum(op, per_sample, db, 1, N, C, 0);
+    tl_scratch_free(per_sample);
+    return st;
 }
 
 // value j = b * P + o of channel c: g[b][c][o] (rule 4 in exact mode)
@@ -405,9 +407,7 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
         TL_TRY(rule4_rows(op, ChannelOf{g->data, G.cout, G.out_n}, G.cout, G.n * G.out_n,
                           db->data, 0.0f));
     } else if (G.cout > 0 && G.n * G.out_n > 0) {
-        k_bias_grad<<<(unsigned)G.cout, TL_THREADS, 0, st>>>(g->data, db->data, G.n, G.cout,
-                                                             G.out_n);
-        TL_LAUNCHED(op);
+        TL_TRY(bias_grad(op, g->data, db->data, G.n, G.cout, G.out_n));
     }
     if (G.n * yout == 0 || G.n * xin == 0) return TL_OK;
     const float *W = kernel->data, *X = input->data, *Gd = g->data;

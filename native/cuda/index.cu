@@ -2,8 +2,11 @@
 //
 // Indices arrive as host int64 arrays; they are copied to stream-ordered scratch memory.
 // Gathers read 0 for out-of-range indices; scatter-adds skip them and accumulate duplicates,
-// with atomicAdd by default and, in deterministic mode, one thread per output element that scans
-// the updates in index order j = 0..k-1 (the stub's order).
+// with atomicAdd by default. In deterministic mode the host groups the update positions by target
+// row (a stable counting sort, or a sort on (row, j) for very tall targets), and one thread per
+// (touched row, column) adds that row's updates in index order j = 0..k-1: the stub's order, at
+// the cost of one pass over the updates.
+#include <stdlib.h>
 #include "common.cuh"
 #include "entry/index_kernels.h"
 
@@ -62,15 +65,78 @@ __global__ void k_scatter_atomic(const float *v, float *y, const int64_t *idx, i
     }
 }
 
-// deterministic: each output element sums its updates in index order, then adds them to y
-__global__ void k_scatter_ordered(const float *v, float *y, const int64_t *idx, int64_t rows, int64_t cols, int64_t k) {
-    TL_GRID_STRIDE(t, rows * cols) {
-        int64_t r = t / cols, c = t % cols;
-        float acc = y[t];
-        for (int64_t j = 0; j < k; j++)
-            if (idx[j] == r) acc += v[j * cols + c];
-        y[t] = acc;
+// deterministic: plan = [rows touched (nu) | segment starts (nu + 1) | update positions (k)];
+// the updates of row plan[u] are positions plan[2 nu + 1 + p] for p in [start[u], start[u + 1])
+__global__ void k_scatter_ordered(const float *v, float *y, const int64_t *plan, int64_t nu,
+                                  int64_t cols) {
+    const int64_t *start = plan + nu, *pos = plan + 2 * nu + 1;
+    TL_GRID_STRIDE(t, nu * cols) {
+        const int64_t u = t / cols, c = t % cols, at = plan[u] * cols + c;
+        float acc = y[at];
+        for (int64_t p = start[u]; p < start[u + 1]; p++) acc += v[pos[p] * cols + c];
+        y[at] = acc;
     }
+}
+
+static int cmp_row_pos(const void *a, const void *b) {  // (row, j) pairs, row then j
+    const int64_t *x = (const int64_t *)a, *y = (const int64_t *)b;
+    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : (x[1] > y[1]);
+}
+
+// the plan of k_scatter_ordered for in-range updates (host memory the caller frees); *nu set
+static int64_t *scatter_plan(const int64_t *idx, int64_t k, int64_t rows, int64_t *nu, int64_t *len) {
+    int64_t valid = 0;
+    for (int64_t j = 0; j < k; j++) valid += idx[j] >= 0 && idx[j] < rows;
+    int64_t *pairs = (int64_t *)malloc((size_t)(valid > 0 ? valid : 1) * 2 * sizeof(int64_t));
+    if (!pairs) return NULL;
+    int64_t m = 0;
+    if (rows <= 4 * k + 65536) {  // stable counting sort by row
+        int64_t *count = (int64_t *)calloc((size_t)rows + 1, sizeof(int64_t));
+        if (!count) { free(pairs); return NULL; }
+        for (int64_t j = 0; j < k; j++) if (idx[j] >= 0 && idx[j] < rows) count[idx[j] + 1]++;
+        for (int64_t r = 0; r < rows; r++) count[r + 1] += count[r];
+        for (int64_t j = 0; j < k; j++)
+            if (idx[j] >= 0 && idx[j] < rows) {
+                int64_t at = count[idx[j]]++;
+                pairs[2 * at] = idx[j]; pairs[2 * at + 1] = j;
+            }
+        free(count);
+        m = valid;
+    } else {
+        for (int64_t j = 0; j < k; j++)
+            if (idx[j] >= 0 && idx[j] < rows) { pairs[2 * m] = idx[j]; pairs[2 * m + 1] = j; m++; }
+        qsort(pairs, (size_t)m, 2 * sizeof(int64_t), cmp_row_pos);
+    }
+    int64_t u = 0;
+    for (int64_t p = 0; p < m; p++) u += p == 0 || pairs[2 * p] != pairs[2 * p - 2];
+    int64_t *plan = (int64_t *)malloc((size_t)(2 * u + 1 + m) * sizeof(int64_t));
+    if (!plan) { free(pairs); return NULL; }
+    int64_t *start = plan + u, *pos = plan + 2 * u + 1, q = 0;
+    for (int64_t p = 0; p < m; p++) {
+        if (p == 0 || pairs[2 * p] != pairs[2 * p - 2]) { plan[q] = pairs[2 * p]; start[q++] = p; }
+        pos[p] = pairs[2 * p + 1];
+    }
+    start[u] = m;
+    free(pairs);
+    *nu = u;
+    *len = 2 * u + 1 + m;
+    return plan;
+}
+
+// y += the updates in index order per row (k_scatter_ordered)
+static int scatter_ordered(const char *op, const float *v, float *y, const int64_t *idx, int64_t k,
+                           int64_t rows, int64_t cols) {
+    int64_t nu = 0, len = 0;
+    int64_t *plan = scatter_plan(idx, k, rows, &nu, &len);
+    if (!plan) return tl_fail(TL_E_OOM, "%s: out of host memory planning %lld updates", op, (long long)k);
+    int64_t *d = NULL;
+    int st = nu > 0 ? upload_idx(op, plan, len, &d) : TL_OK;
+    free(plan);
+    if (st || nu == 0) return st;
+    k_scatter_ordered<<<tl_blocks(nu * cols), TL_THREADS, 0, tl_stream()>>>(v, y, d, nu, cols);
+    tl_scratch_free(d);
+    return tl_cuda_launched(op);
 }
 
 static int gather_rows_impl(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t k) {
@@ -90,12 +156,10 @@ static int scatter_rows_impl(const char *op, tl_buf x, tl_buf v, tl_buf y, int64
     if (x) TL_TRY(copy_d2d(op, y->data, x->data, rows * cols));
     else TL_CUDA_TRY(op, cudaMemsetAsync(y->data, 0, (size_t)(rows * cols) * sizeof(float), tl_stream()));
     if (k == 0) return TL_OK;
+    if (tl_deterministic()) return scatter_ordered(op, v->data, y->data, idx, k, rows, cols);
     int64_t *d = NULL;
     TL_TRY(upload_idx(op, idx, k, &d));
-    if (tl_deterministic())
-        k_scatter_ordered<<<tl_blocks(rows * cols), TL_THREADS, 0, tl_stream()>>>(v->data, y->data, d, rows, cols, k);
-    else
-        k_scatter_atomic<<<tl_blocks(k * cols), TL_THREADS, 0, tl_stream()>>>(v->data, y->data, d, rows, cols, k);
+    k_scatter_atomic<<<tl_blocks(k * cols), TL_THREADS, 0, tl_stream()>>>(v->data, y->data, d, rows, cols, k);
     tl_scratch_free(d);
     TL_LAUNCHED(op);
     return TL_OK;

@@ -54,15 +54,6 @@ __global__ void k_rows_from_vec(const float *v, float *y, int64_t rows, int64_t 
     TL_GRID_STRIDE(i, rows * cols) y[i] = v[i % cols];
 }
 
-// one thread per column, rows summed in increasing order (deterministic, no atomics)
-__global__ void k_col_sum(const float *g, float *out, int64_t rows, int64_t cols) {
-    TL_GRID_STRIDE(c, cols) {
-        float s = 0.0f;
-        for (int64_t r = 0; r < rows; r++) s += g[r * cols + c];
-        out[c] = s;
-    }
-}
-
 extern "C" int tlk_linear(const char *op, tl_buf w, tl_buf b, tl_buf x, tl_buf y, int64_t rows, int64_t out_dim, int64_t in_dim) {
     if (rows * out_dim == 0) return TL_OK;
     k_rows_from_vec<<<tl_blocks(rows * out_dim), TL_THREADS, 0, tl_stream()>>>(b->data, y->data, rows, out_dim);
@@ -85,9 +76,7 @@ struct ColumnOf {
 extern "C" int tlk_linear_backward_b(const char *op, tl_buf g, tl_buf db, int64_t rows, int64_t out_dim) {
     if (out_dim == 0) return TL_OK;
     if (tl_exact()) return rule4_rows(op, ColumnOf{g->data, out_dim}, out_dim, rows, db->data, 0.0f);
-    k_col_sum<<<tl_blocks(out_dim), TL_THREADS, 0, tl_stream()>>>(g->data, db->data, rows, out_dim);
-    TL_LAUNCHED(op);
-    return TL_OK;
+    return tl_cuda_axis_sum(op, g->data, db->data, 1, rows, out_dim, 0);
 }
 
 extern "C" int tlk_linear_backward_x(const char *op, tl_buf g, tl_buf w, tl_buf x, tl_buf dx, int64_t rows, int64_t out_dim,
@@ -95,12 +84,9 @@ extern "C" int tlk_linear_backward_x(const char *op, tl_buf g, tl_buf w, tl_buf 
     return gemm(op, g->data, w->data, dx->data, 1, rows, out_dim, in_dim, 0, 0, 0.0f);
 }
 
-// one block: strided partials in index order, then tl_block_sum (fixed order, deterministic)
-__global__ void k_mse(const float *a, const float *t, float *y, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) { float d = a[i] - t[i]; s += d * d; }
-    s = tl_block_sum(s);
-    if (threadIdx.x == 0) y[0] = s * (1.0f / (float)n);
+// sq[i] = (a[i] - t[i])^2, whose mean tl_cuda_axis_sum then takes over the whole GPU
+__global__ void k_sq_diff(const float *a, const float *t, float *sq, int64_t n) {
+    TL_GRID_STRIDE(i, n) { float d = a[i] - t[i]; sq[i] = d * d; }
 }
 
 // the stub's formula: scale = g * (2 / n), then (yhat - target) * scale, each step rounded
@@ -117,9 +103,13 @@ struct SquaredDiff {
 
 extern "C" int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n) {
     if (tl_exact()) return rule4_rows(op, SquaredDiff{yhat->data, target->data}, 1, n, y->data, (float)n);
-    k_mse<<<1, TL_THREADS, 0, tl_stream()>>>(yhat->data, target->data, y->data, n);
-    TL_LAUNCHED(op);
-    return TL_OK;
+    float *sq;
+    TL_TRY(tl_scratch(op, (size_t)n * sizeof(float), (void **)&sq));
+    k_sq_diff<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(yhat->data, target->data, sq, n);
+    int st = tl_cuda_launched(op);
+    if (!st) st = tl_cuda_axis_sum(op, sq, y->data, 1, n, 1, 1);
+    tl_scratch_free(sq);
+    return st;
 }
 
 extern "C" int tlk_mse_loss_backward(const char *op, tl_buf yhat, tl_buf target, tl_buf g, tl_buf dyhat, int64_t n) {

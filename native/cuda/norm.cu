@@ -378,9 +378,6 @@ int exact_done(const char *op, float *gpart) {
 
 }  // namespace
 
-extern "C" TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t outer,
-                                          int64_t len, int64_t inner, int mean);
-
 extern "C" int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
                              tl_buf inv_std, int64_t rows, int64_t cols, double eps) {
     if (rows == 0) return TL_OK;

@@ -12,9 +12,6 @@
 #include "tl_math.h"
 #include "entry/views_kernels.h"
 
-extern "C" TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t outer,
-                                          int64_t len, int64_t inner, int mean);
-
 namespace {
 
 constexpr int MAXG = 16;
