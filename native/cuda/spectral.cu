@@ -104,9 +104,59 @@ int transform(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n, bool
 // ------------------------------------------------------------------ spectral convolution
 // Spectra are float64 (batch, modes, width, 2) in scratch memory.
 
-// X[b, k, c] = sum_t x[b, t, c] exp(-2 pi i k t / grid); as_dz: times w_k / grid, edge imag 0
-__global__ void k_dft_trunc(const float *__restrict__ x, double *__restrict__ X, int64_t batch, int64_t grid,
-                            int64_t width, int64_t modes, const double2 *__restrict__ tw, int as_dz) {
+// X[b, k, c] = sum_t x[b, t, c] exp(-2 pi i k t / grid); as_dz: times w_k / grid, edge imag 0.
+// Each output is one sequential float64 chain over t (the stub's order). A block owns
+// DFT_THREADS consecutive (k, c) outputs of one sample b and stages DFT_TC grid rows of that
+// sample's x at a time in shared memory, so every chain step reads shared memory instead of
+// waiting on a global load (the chains themselves cannot be split without changing bits).
+constexpr int DFT_THREADS = 256;
+constexpr int64_t DFT_SMEM_FLOATS = 8192;  // 32 KiB of staged x
+
+__device__ __forceinline__ void dft_finish(double re, double im, int64_t k, int64_t grid, int as_dz,
+                                           double *out) {
+    if (as_dz) {
+        double s = bin_weight(k, grid) / (double)grid;
+        re *= s;
+        im = is_edge_bin(k, grid) ? 0.0 : im * s;
+    }
+    out[0] = re;
+    out[1] = im;
+}
+
+__global__ void __launch_bounds__(DFT_THREADS)
+k_dft_trunc(const float *__restrict__ x, double *__restrict__ X, int64_t grid, int64_t width,
+            int64_t modes, int64_t blocks_per_sample, int64_t tc, const double2 *__restrict__ tw,
+            int as_dz) {
+    extern __shared__ float xs[];  // xs[tt * width + c] = x[b, t0 + tt, c]
+    const int64_t b = blockIdx.x / blocks_per_sample;
+    const int64_t j = (blockIdx.x % blocks_per_sample) * DFT_THREADS + threadIdx.x;  // (k, c)
+    const bool active = j < modes * width;
+    const int64_t k = active ? j / width : 0, c = active ? j % width : 0;
+    const float *xb = x + b * grid * width;
+    double re = 0.0, im = 0.0;
+    int64_t r = 0;
+    for (int64_t t0 = 0; t0 < grid; t0 += tc) {
+        const int64_t rows = grid - t0 < tc ? grid - t0 : tc;
+        __syncthreads();  // the previous tile is consumed
+        for (int64_t e = threadIdx.x; e < rows * width; e += DFT_THREADS) xs[e] = xb[t0 * width + e];
+        __syncthreads();
+        if (active)
+            for (int64_t tt = 0; tt < rows; tt++) {
+                double2 w = __ldg(&tw[r]);
+                double v = (double)xs[tt * width + c];
+                re += v * w.x;
+                im -= v * w.y;
+                r += k;
+                if (r >= grid) r -= grid;
+            }
+    }
+    if (active) dft_finish(re, im, k, grid, as_dz, X + 2 * (b * modes * width + j));
+}
+
+// the same outputs without staging, for very wide inputs (width > DFT_SMEM_FLOATS)
+__global__ void k_dft_trunc_wide(const float *__restrict__ x, double *__restrict__ X, int64_t batch,
+                                 int64_t grid, int64_t width, int64_t modes,
+                                 const double2 *__restrict__ tw, int as_dz) {
     TL_GRID_STRIDE(i, batch * modes * width) {
         int64_t c = i % width, k = (i / width) % modes, b = i / (width * modes);
         const float *xc = x + b * grid * width + c;
@@ -120,14 +170,26 @@ __global__ void k_dft_trunc(const float *__restrict__ x, double *__restrict__ X,
             r += k;
             if (r >= grid) r -= grid;
         }
-        if (as_dz) {
-            double s = bin_weight(k, grid) / (double)grid;
-            re *= s;
-            im = is_edge_bin(k, grid) ? 0.0 : im * s;
-        }
-        X[2 * i] = re;
-        X[2 * i + 1] = im;
+        dft_finish(re, im, k, grid, as_dz, X + 2 * i);
     }
+}
+
+// launch one of the two on the stream
+int dft_trunc(const char *op, const float *x, double *X, int64_t batch, int64_t grid, int64_t width,
+              int64_t modes, const double2 *tw, int as_dz) {
+    if (batch * modes * width == 0) return TL_OK;
+    cudaStream_t s = tl_stream();
+    const int64_t per = (modes * width + DFT_THREADS - 1) / DFT_THREADS;
+    if (width > DFT_SMEM_FLOATS || batch * per > TL_MAX_GRID_X) {
+        k_dft_trunc_wide<<<tl_blocks(batch * modes * width), TL_THREADS, 0, s>>>(x, X, batch, grid, width,
+                                                                                 modes, tw, as_dz);
+    } else {
+        int64_t tc = DFT_SMEM_FLOATS / width;
+        if (tc > grid) tc = grid;
+        k_dft_trunc<<<(unsigned)(batch * per), DFT_THREADS, (size_t)(tc * width) * sizeof(float), s>>>(
+            x, X, grid, width, modes, per, tc, tw, as_dz);
+    }
+    return tl_cuda_launched(op);
 }
 
 // forward (conj_w = 0): Z[b, k, o] = sum_c X[b, k, c] W[k, c, o]
@@ -231,7 +293,12 @@ int tlk_spectral_conv1d_rfft(const char *op, tl_buf x, tl_buf w_re, tl_buf w_im,
     }
     double *X = work, *Z = work + 2 * ns;
     cudaStream_t s = tl_stream();
-    k_dft_trunc<<<tl_blocks(ns), TL_THREADS, 0, s>>>(x->data, X, batch, grid, width, modes, tw, 0);
+    st = dft_trunc(op, x->data, X, batch, grid, width, modes, tw, 0);
+    if (st) {
+        tl_scratch_free(work);
+        tl_scratch_free(tw);
+        return st;
+    }
     k_mix<<<tl_blocks(ns), TL_THREADS, 0, s>>>(X, w_re->data, w_im->data, Z, batch, width, modes, 0);
     k_idft_trunc<<<tl_blocks(nx), TL_THREADS, 0, s>>>(Z, y->data, batch, grid, width, modes, tw,
                                                         1.0 / (double)grid, 1);
@@ -260,8 +327,13 @@ int tlk_spectral_conv1d_rfft_backward(const char *op, tl_buf x, tl_buf w_re, tl_
         return st;
     }
     double *X = work, *dZ = work + 2 * ns, *dX = work + 4 * ns;
-    k_dft_trunc<<<tl_blocks(ns), TL_THREADS, 0, s>>>(x->data, X, batch, grid, width, modes, tw, 0);
-    k_dft_trunc<<<tl_blocks(ns), TL_THREADS, 0, s>>>(g->data, dZ, batch, grid, width, modes, tw, 1);
+    st = dft_trunc(op, x->data, X, batch, grid, width, modes, tw, 0);
+    if (!st) st = dft_trunc(op, g->data, dZ, batch, grid, width, modes, tw, 1);
+    if (st) {
+        tl_scratch_free(work);
+        tl_scratch_free(tw);
+        return st;
+    }
     k_dweights<<<tl_blocks(nw), TL_THREADS, 0, s>>>(X, dZ, dw_re->data, dw_im->data, batch, width, modes);
     k_mix<<<tl_blocks(ns), TL_THREADS, 0, s>>>(dZ, w_re->data, w_im->data, dX, batch, width, modes, 1);
     k_idft_trunc<<<tl_blocks(nx), TL_THREADS, 0, s>>>(dX, dx->data, batch, grid, width, modes, tw, 1.0, 0);

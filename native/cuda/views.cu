@@ -58,13 +58,15 @@ int make_plan(const char *op, tl_buf small, tl_buf big, const int64_t *sd, int64
     return TL_OK;
 }
 
-__global__ void broadcast_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t n, Plan p) {
-    TL_GRID_STRIDE(t, n) {
-        int64_t r = t, off = 0;
+// I: the index type, 32-bit when the output fits (64-bit division is several times slower)
+template <class I>
+__global__ void broadcast_kernel(const float *__restrict__ x, float *__restrict__ y, I n, Plan p) {
+    for (I t = (I)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (I)gridDim.x * blockDim.x) {
+        I r = t, off = 0;
         for (int q = p.g - 1; q >= 0; q--) {
-            int64_t c = r % p.size[q];
-            r /= p.size[q];
-            off += c * p.sstride[q];
+            I size = (I)p.size[q], c = r % size;
+            r /= size;
+            off += c * (I)p.sstride[q];
         }
         y[t] = x[off];
     }
@@ -84,7 +86,10 @@ extern "C" int tlk_broadcast_to(const char *op, tl_buf x, tl_buf y, const int64_
                                         cudaMemcpyDeviceToDevice, st));
         return TL_OK;
     }
-    broadcast_kernel<<<tl_blocks(n), TL_THREADS, 0, st>>>(x->data, y->data, n, p);
+    if (n < ((int64_t)1 << 31))
+        broadcast_kernel<uint32_t><<<tl_blocks(n), TL_THREADS, 0, st>>>(x->data, y->data, (uint32_t)n, p);
+    else
+        broadcast_kernel<int64_t><<<tl_blocks(n), TL_THREADS, 0, st>>>(x->data, y->data, n, p);
     TL_LAUNCHED(op);
     return TL_OK;
 }
