@@ -17,9 +17,10 @@
 // the batch bound the column buffer; kernel gradients accumulate chunk after chunk in order.
 //
 // Pooling forward is one thread per output cell. Its backward scatters with atomicAdd by
-// default; with tl_deterministic() one thread per input cell gathers from the windows covering
-// it in row-major window order instead (the registry's deterministic_path), the order in which
-// the stub scatters.
+// default; with tl_deterministic() and overlapping windows one thread per input cell gathers
+// from the windows covering it in row-major window order instead (the registry's
+// deterministic_path), the order in which the stub scatters. Non-overlapping windows (stride
+// >= window, the common 2x2/2) scatter in every mode: one share per cell, nothing to order.
 //
 // Exact mode (tl_exact()) computes the stub's bits (stub/conv_pool.c, rules of
 // native/common/tl_math.h): every GEMM is the exact GEMM (rule 3; the forward accumulates from
@@ -632,6 +633,15 @@ __global__ void k_pool_bwd_gather_2d(Geom2 q, int kind, const float *x, const fl
     }
 }
 
+// Windows overlap when some stride is below its window extent. Otherwise every input cell gets
+// at most one share, which the scatter adds onto 0 exactly as the gather would (0 + share): the
+// scatter is then deterministic, bit for bit the gather's result, and serves every mode.
+bool windows_overlap(const Geom &G) {
+    for (int a = 0; a < G.r; a++)
+        if (G.s[a] < G.k[a]) return true;
+    return false;
+}
+
 int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const Geom &G,
          double beta_d, int backward) {
     const int64_t planes = G.n * G.cin;
@@ -645,7 +655,7 @@ int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, const Geo
         TL_LAUNCHED(op);
         return TL_OK;
     }
-    if (tl_deterministic()) {
+    if (tl_deterministic() && windows_overlap(G)) {
         if (planes * G.in_n == 0) return TL_OK;
         const int64_t lim = INT32_MAX / 2;
         if (kind != POOL_SMOOTH && G.r <= 2 && planes * G.in_n < lim && planes * G.out_n < lim) {
