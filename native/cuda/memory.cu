@@ -34,6 +34,7 @@
 
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
@@ -158,18 +159,23 @@ int64_t pool_cached(void) {
     return r > u ? r - u : 0;
 }
 
-// Keep at most g_cap cached bytes (no-op without a cap). Trimming only releases memory whose
-// frees the stream has already passed, so this is safe at any time.
+int64_t listed_bytes(void);  // bytes waiting on the reuse lists (below)
+
+// Keep at most g_cap cached bytes (no-op without a cap), counting what waits on the reuse lists
+// below. Trimming only releases memory whose frees the stream has already passed, so this is
+// safe at any time.
 void enforce_cap(void) {
     if (g_cap <= 0 || !g_pool) return;
+    int64_t budget = g_cap - listed_bytes();
+    if (budget < 0) budget = 0;
     int64_t used = pool_attr(cudaMemPoolAttrUsedMemCurrent);
     int64_t reserved = pool_attr(cudaMemPoolAttrReservedMemCurrent);
-    if (reserved - used <= g_cap) return;
-    if (cudaMemPoolTrimTo(g_pool, (size_t)(used + g_cap)) != cudaSuccess) cudaGetLastError();
+    if (reserved - used <= budget) return;
+    if (cudaMemPoolTrimTo(g_pool, (size_t)(used + budget)) != cudaSuccess) cudaGetLastError();
     // The pool releases whole physical chunks (tens of MiB) and keeps at least the bytes asked
-    // for, so trimming to used + cap can leave a chunk larger than the cap cached. The cap is a
+    // for, so trimming to used + budget can leave a chunk larger than that cached. The cap is a
     // promise: trim to what is in use when the gentle trim was not enough.
-    if (pool_cached() > g_cap && cudaMemPoolTrimTo(g_pool, (size_t)used) != cudaSuccess)
+    if (pool_cached() > budget && cudaMemPoolTrimTo(g_pool, (size_t)used) != cudaSuccess)
         cudaGetLastError();
 }
 
@@ -200,6 +206,26 @@ size_t class_bytes(int c) { return kSmallMin << c; }
 
 int64_t small_limit(void) { return g_cap > 0 && g_cap < kSmallCacheMax ? g_cap : kSmallCacheMax; }
 
+// Larger blocks are reused the same way, keyed by their size rounded up to kLargeRound: a
+// training step allocates the same sizes every iteration, so an exact-size list hits almost
+// always and wastes nothing, and each hit saves a pool allocation and a stream-ordered free
+// (a few microseconds of host time each). At most kLargeCacheMax bytes (and the cap) wait there.
+const size_t kLargeRound = 4096;
+const int64_t kLargeCacheMax = (int64_t)1 << 30;
+std::unordered_map<size_t, std::vector<void *>> g_large;  // guarded by g_small_mu
+int64_t g_large_bytes = 0;
+
+size_t large_bytes(size_t bytes) { return (bytes + kLargeRound - 1) / kLargeRound * kLargeRound; }
+int64_t large_limit(void) {
+    const int64_t room = g_cap > 0 ? g_cap - g_small_bytes : kLargeCacheMax;  // under g_small_mu
+    return room < kLargeCacheMax ? room : kLargeCacheMax;
+}
+
+int64_t listed_bytes(void) {
+    std::lock_guard<std::mutex> lk(g_small_mu);
+    return g_small_bytes + g_large_bytes;
+}
+
 // hand every cached small block back to the pool (stream-ordered frees)
 void small_flush(void) {
     std::lock_guard<std::mutex> lk(g_small_mu);
@@ -209,6 +235,11 @@ void small_flush(void) {
         g_small_n[c] = 0;
     }
     g_small_bytes = 0;
+    for (auto &kv : g_large)
+        for (void *p : kv.second)
+            if (cudaFreeAsync(p, g_stream) != cudaSuccess) cudaGetLastError();
+    g_large.clear();
+    g_large_bytes = 0;
 }
 
 // Allocate from the pool in stream order; on failure synchronise, trim, retry once.
@@ -227,6 +258,16 @@ int pool_alloc(const char *op, size_t bytes, void **out) {
             }
         }
         bytes = class_bytes(c);
+    } else {
+        bytes = large_bytes(bytes);
+        std::lock_guard<std::mutex> lk(g_small_mu);
+        auto it = g_large.find(bytes);
+        if (it != g_large.end() && !it->second.empty()) {
+            *out = it->second.back();
+            it->second.pop_back();
+            g_large_bytes -= (int64_t)bytes;
+            return TL_OK;
+        }
     }
     cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, g_pool, g_stream);
     if (e == cudaErrorMemoryAllocation) {
@@ -264,6 +305,14 @@ void pool_free(void *p, size_t bytes) {
             g_small_bytes + (int64_t)class_bytes(c) <= small_limit()) {
             g_small[c][g_small_n[c]++] = p;
             g_small_bytes += (int64_t)class_bytes(c);
+            return;
+        }
+    } else if (bytes) {
+        const size_t lb = large_bytes(bytes);
+        std::lock_guard<std::mutex> lk(g_small_mu);
+        if (g_large_bytes + (int64_t)lb <= large_limit()) {
+            g_large[lb].push_back(p);
+            g_large_bytes += (int64_t)lb;
             return;
         }
     }
@@ -449,7 +498,7 @@ void tl_scratch_free(void *p) {
         }
     }
     tl_stats_note_bytes(-(int64_t)bytes);
-    pool_free(p, 0);
+    pool_free(p, bytes);
 }
 
 // ------------------------------------------------------------------ backend hooks
@@ -544,7 +593,7 @@ void tlb_fill_stats(tl_memory_stats *s) {
     int64_t small_bytes;
     {
         std::lock_guard<std::mutex> lk(g_small_mu);
-        small_bytes = g_small_bytes;
+        small_bytes = g_small_bytes + g_large_bytes;
     }
     s->cached_bytes = g_stream_ready ? pool_cached() + small_bytes : 0;
     size_t free_b = 0, total_b = 0;
