@@ -36,6 +36,9 @@ TL_HIDDEN int tl_cuda_poison_status(const char *op);
 // stream-ordered scratch memory for a kernel's temporaries (freed in stream order)
 TL_HIDDEN int tl_scratch(const char *op, size_t bytes, void **out);
 TL_HIDDEN void tl_scratch_free(void *p);
+// host -> device copy on the stream; the caller may reuse src as soon as it returns (small
+// uploads go through a pinned staging ring and do not wait for the stream)
+TL_HIDDEN int tl_upload(const char *op, void *dst, const void *src, size_t bytes);
 // y[o, i] = sum over k of x[o, k, i] (a mean when `mean`), coalesced and split over the GPU
 // (reduce.cu); fixed order in deterministic mode, rule 4 in exact mode. Device pointers.
 TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t outer, int64_t len,

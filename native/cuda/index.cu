@@ -21,8 +21,8 @@ static int upload_idx(const char *op, const int64_t *idx, int64_t k, int64_t **o
     if (k == 0) return TL_OK;
     void *p = NULL;
     TL_TRY(tl_scratch(op, (size_t)k * sizeof(int64_t), &p));
-    cudaError_t e = cudaMemcpyAsync(p, idx, (size_t)k * sizeof(int64_t), cudaMemcpyHostToDevice, tl_stream());
-    if (e != cudaSuccess) { tl_scratch_free(p); return tl_cuda_status(op, e); }
+    int st = tl_upload(op, p, idx, (size_t)k * sizeof(int64_t));
+    if (st) { tl_scratch_free(p); return st; }
     *out = (int64_t *)p;
     return TL_OK;
 }

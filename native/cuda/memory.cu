@@ -4,7 +4,8 @@
 // Stream. One library-owned non-blocking stream, created on first use. Every kernel, copy,
 // allocation and free is queued on it, so stream order alone makes buffer reuse safe. The only
 // host synchronisations are tlb_d2h (a download must see its data), tlb_sync (tl_synchronize),
-// tlb_empty_cache, and every launch when TORCHLEAN_CUDA_SYNC=1 (a debugging aid: an error then
+// tlb_empty_cache, an upload from page-locked user memory or too large for the staging ring
+// (see tl_upload), and every launch when TORCHLEAN_CUDA_SYNC=1 (a debugging aid: an error then
 // surfaces at the op that caused it).
 //
 // Memory. Buffers and scratch come from a library-owned stream-ordered pool
@@ -35,6 +36,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <vector>
+#include <deque>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
@@ -327,6 +329,71 @@ __global__ void fill_kernel(float *p, int64_t n, float v) {
     TL_GRID_STRIDE(i, n) p[i] = v;
 }
 
+// Uploads. A cudaMemcpyAsync from pageable memory first waits for the whole stream, so every
+// batch, label or index upload would stall the host until the GPU caught up, and the next
+// launches could not queue behind running work. Uploads up to kStageMax bytes are copied into a
+// pinned staging ring instead and sent from there asynchronously: the host returns at once and
+// the caller may reuse its array. A region of the ring is reused only after the event recorded
+// behind its copy has completed (the host waits only when kStageBytes of uploads are in flight).
+const size_t kStageBytes = (size_t)32 << 20, kStageMax = (size_t)8 << 20, kStageAlign = 256;
+struct StagedCopy { size_t lo, hi; cudaEvent_t done; };
+std::mutex g_stage_mu;
+char *g_stage = nullptr;                 // pinned, kStageBytes, allocated on first use
+bool g_stage_failed = false;             // cudaMallocHost failed once: upload directly
+size_t g_stage_head = 0;                 // where the next region starts
+std::deque<StagedCopy> g_stage_busy;     // copies in flight, oldest first (ring order)
+std::vector<cudaEvent_t> g_stage_events; // recycled events
+
+// wait for the oldest staged copy and recycle its event (under g_stage_mu)
+int stage_retire_oldest(const char *op) {
+    StagedCopy c = g_stage_busy.front();
+    g_stage_busy.pop_front();
+    cudaError_t e = cudaEventSynchronize(c.done);
+    g_stage_events.push_back(c.done);
+    return e == cudaSuccess ? TL_OK : tl_cuda_status(op, e);
+}
+
+// staged upload; *staged false when the ring cannot take it (too large, no pinned memory)
+int stage_upload(const char *op, void *dst, const void *src, size_t bytes, bool *staged) {
+    *staged = false;
+    const size_t need = (bytes + kStageAlign - 1) / kStageAlign * kStageAlign;
+    if (need > kStageMax) return TL_OK;
+    std::lock_guard<std::mutex> lk(g_stage_mu);
+    if (g_stage_failed) return TL_OK;
+    if (!g_stage) {
+        if (cudaMallocHost((void **)&g_stage, kStageBytes) != cudaSuccess) {
+            cudaGetLastError();
+            g_stage = nullptr;
+            g_stage_failed = true;
+            return TL_OK;
+        }
+    }
+    if (g_stage_head + need > kStageBytes) g_stage_head = 0;  // wrap: the tail stays unused
+    const size_t lo = g_stage_head, hi = lo + need;
+    while (!g_stage_busy.empty() &&
+           ((g_stage_busy.front().lo < hi && g_stage_busy.front().hi > lo) ||
+            g_stage_busy.size() >= 4096))
+        TL_TRY(stage_retire_oldest(op));
+    cudaEvent_t ev;
+    if (!g_stage_events.empty()) {
+        ev = g_stage_events.back();
+        g_stage_events.pop_back();
+    } else {
+        TL_CUDA_TRY(op, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    }
+    memcpy(g_stage + lo, src, bytes);
+    cudaError_t e = cudaMemcpyAsync(dst, g_stage + lo, bytes, cudaMemcpyHostToDevice, g_stream);
+    if (e == cudaSuccess) e = cudaEventRecord(ev, g_stream);
+    if (e != cudaSuccess) {
+        g_stage_events.push_back(ev);
+        return tl_cuda_status(op, e);
+    }
+    g_stage_busy.push_back(StagedCopy{lo, hi, ev});
+    g_stage_head = hi;
+    *staged = true;
+    return TL_OK;
+}
+
 int sync_stream(const char *op) {
     TL_TRY(poison_check(op));
     if (!g_stream_ready) return TL_OK;
@@ -501,6 +568,26 @@ void tl_scratch_free(void *p) {
     pool_free(p, bytes);
 }
 
+int tl_upload(const char *op, void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return TL_OK;
+    cudaStream_t s = tl_stream();
+    if (!s) return g_poisoned ? tl_cuda_poison_status(op) : TL_E_DEVICE;
+    cudaPointerAttributes a;
+    bool pinned = false;
+    if (cudaPointerGetAttributes(&a, src) != cudaSuccess) cudaGetLastError();
+    else pinned = a.type == cudaMemoryTypeHost;
+    if (!pinned) {
+        bool staged = false;
+        TL_TRY(stage_upload(op, dst, src, bytes, &staged));
+        if (staged) return TL_OK;
+    }
+    TL_CUDA_TRY(op, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+    // From pageable memory the copy is staged before cudaMemcpyAsync returns, so the caller may
+    // free its array at once. From page-locked memory it is truly asynchronous: wait for it.
+    if (pinned) TL_CUDA_TRY(op, cudaStreamSynchronize(s));
+    return TL_OK;
+}
+
 // ------------------------------------------------------------------ backend hooks
 
 const char *tlb_name(void) { return "cuda"; }
@@ -535,18 +622,7 @@ int tlb_copy(void *dst, const void *src, size_t bytes) {
 
 int tlb_h2d(void *dst, const void *src, size_t bytes) {
     TL_TRY(poison_check("upload"));
-    cudaStream_t s = tl_stream();
-    if (!s) return TL_E_DEVICE;
-    TL_CUDA_TRY("upload", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-    // From pageable memory the copy is staged before cudaMemcpyAsync returns, so the caller may
-    // free its array at once. From page-locked memory it is truly asynchronous: wait for it.
-    cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, src) != cudaSuccess) {
-        cudaGetLastError();
-    } else if (a.type == cudaMemoryTypeHost) {
-        TL_CUDA_TRY("upload", cudaStreamSynchronize(s));
-    }
-    return TL_OK;
+    return tl_upload("upload", dst, src, bytes);
 }
 
 int tlb_d2h(void *dst, const void *src, size_t bytes) {
