@@ -249,6 +249,7 @@ int pool_alloc(const char *op, size_t bytes, void **out) {
     TL_TRY(poison_check(op));
     TL_TRY(ensure_init(op));
     void *p = nullptr;
+    const size_t asked = bytes;  // the message names what the caller asked for, not the rounding
     const int c = small_class(bytes);
     if (c >= 0) {
         {
@@ -289,7 +290,7 @@ int pool_alloc(const char *op, size_t bytes, void **out) {
         return tl_fail(TL_E_OOM,
                        "%s: out of device memory: requested %zu bytes; torchlean holds %lld "
                        "bytes in %lld live buffers; the device has %zu bytes free of %zu",
-                       op, bytes, (long long)st.live_bytes, (long long)st.live_buffers, free_b,
+                       op, asked, (long long)st.live_bytes, (long long)st.live_buffers, free_b,
                        total_b);
     }
     if (e != cudaSuccess) return tl_cuda_status(op, e);
