@@ -31,7 +31,7 @@
 // chunks of whole stages, S chosen from the shape and the SM count so the launch fills the GPU
 // (about one or two waves) and bounded so the partials stay under 16 MiB. Each block writes its
 // chunk's partial tile to a workspace; k_sum_chunks then adds the S partials of every element in
-// chunk order. No atomics anywhere: every result is the same run to run on one GPU model, so the
+// a fixed order. No atomics anywhere: every result is the same run to run on one GPU model, so the
 // default and the deterministic mode share these kernels. Exact mode, the transposed convolution
 // and three or more spatial axes stay on conv_pool.cu's im2col path.
 //
@@ -442,12 +442,25 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_wgrad(Wgrad p) {
     }
 }
 
-// out[i] = sum over z < S of ws[z][i], in z order
-__global__ void k_sum_chunks(const float *ws, int S, int64_t mn, float *out) {
-    TL_GRID_STRIDE(i, mn) {
-        float s = ws[i];
-        for (int z = 1; z < S; z++) s += ws[(int64_t)z * mn + i];
-        out[i] = s;
+// out[i] = the sum over z < S of ws[z][i] in a fixed order: lane l (threadIdx.y < L) of element
+// i adds z = l, l + L, ..., then the L lane sums are added in lane order. A block is 256 / L
+// elements (threadIdx.x) by L lanes; many lanes keep the GPU busy when there are few elements and
+// many chunks (a first layer's 64 x 27 kernel gradient).
+template <int L>
+__global__ void __launch_bounds__(256) k_sum_chunks(const float *ws, int S, int64_t mn, float *out) {
+    constexpr int E = 256 / L;
+    __shared__ float part[L][E + 1];
+    const int64_t i = (int64_t)blockIdx.x * E + threadIdx.x;
+    const int l = threadIdx.y;
+    float s = 0.0f;
+    if (i < mn)
+        for (int z = l; z < S; z += L) s += ws[(int64_t)z * mn + i];
+    part[l][threadIdx.x] = s;
+    __syncthreads();
+    if (l == 0 && i < mn) {
+        float t = part[0][threadIdx.x];
+        for (int q = 1; q < L; q++) t += part[q][threadIdx.x];
+        out[i] = t;
     }
 }
 
@@ -600,7 +613,11 @@ int launch_wgrad_tile(const char *op, Wgrad p, float *dW, Scratch &sc) {
     TL_LAUNCHED(op);
     if (S > 1) {
         const int64_t mn = (int64_t)p.M * p.N;
-        k_sum_chunks<<<tl_blocks(mn), TL_THREADS, 0, tl_stream()>>>(out, (int)S, mn, dW);
+        // 8 lanes per element, or 32 when 32 elements a block would not give every SM two blocks
+        if (cdiv(mn, 32) >= 2 * sm_count())
+            k_sum_chunks<8><<<(unsigned)cdiv(mn, 32), dim3(32, 8), 0, tl_stream()>>>(out, (int)S, mn, dW);
+        else
+            k_sum_chunks<32><<<(unsigned)cdiv(mn, 8), dim3(8, 32), 0, tl_stream()>>>(out, (int)S, mn, dW);
         TL_LAUNCHED(op);
     }
     return TL_OK;
