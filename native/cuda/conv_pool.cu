@@ -192,11 +192,18 @@ __global__ void k_fill_bias(const float *bias, float *y, int64_t nbc, int64_t C,
 }
 
 // db[c] = sum over samples then positions of g[b][c][o]: one block per channel, each thread
-// sums a strided slice in index order, then tl_block_sum (fixed order, deterministic)
+// sums a strided slice in index order (j = b P + o stepped by the block size, sample and
+// position carried along without a division), then tl_block_sum (fixed order, deterministic)
 __global__ void k_bias_grad(const float *g, float *db, int64_t N, int64_t C, int64_t P) {
-    const int64_t c = blockIdx.x, m = N * P;
+    const int64_t c = blockIdx.x, m = N * P, step_b = blockDim.x / P, step_o = blockDim.x % P;
+    int64_t b = threadIdx.x / P, o = threadIdx.x % P;
     float s = 0.0f;
-    for (int64_t j = threadIdx.x; j < m; j += blockDim.x) s += g[((j / P) * C + c) * P + j % P];
+    for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
+        s += g[(b * C + c) * P + o];
+        b += step_b;
+        o += step_o;
+        if (o >= P) { o -= P; b++; }
+    }
     s = tl_block_sum(s);
     if (threadIdx.x == 0) db[c] = s;
 }
