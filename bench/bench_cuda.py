@@ -338,35 +338,51 @@ def _attrs_of(opname):
     return {a.name for a in OPS[opname].attrs}
 
 
+# (N, C_in, C_out, H, kernel, stride, padding): the first row is the long-standing one, then the
+# four convolutions of the VGG-style CIFAR model (conv 64-64-pool-128-128-pool, batch 128), a 1x1
+# and a stride-2 3x3. The input's gradient is computed on both sides (torchlean's conv backward
+# always computes it; the torch input requires grad so cuDNN does the same work).
+CONV_ROWS = [
+    (64, 64, 64, 32, 3, 1, 1),
+    (128, 3, 64, 32, 3, 1, 1),
+    (128, 64, 64, 32, 3, 1, 1),
+    (128, 64, 128, 16, 3, 1, 1),
+    (128, 128, 128, 16, 3, 1, 1),
+    (128, 128, 256, 16, 1, 1, 0),
+    (128, 64, 128, 32, 3, 2, 1),
+]
+
+
 @bench("conv2d fwd+bwd")
 def _conv():
     needs("conv2d")
-    N, C, H = 64, 64, 32
-    x, xt = both((N, C, H, H), 9)
-    w, wt = both((C, C, 3, 3), 10, lo=-0.1, hi=0.1)
-    bias, bt = both((C,), 11)
-    g, gt = both((N, C, H, H), 12)
-    xt.requires_grad_(True)
-    wt.requires_grad_(True)
-    bt.requires_grad_(True)
-    kw = {"padding": 1} if "padding" in _attrs_of("conv2d") else {}
+    # on CUDA, conv_igemm.cu's implicit GEMMs unless TORCHLEAN_CONV_IGEMM=0 (im2col + cuBLAS)
+    path = "im2col" if os.environ.get("TORCHLEAN_CONV_IGEMM") == "0" else "implicit GEMM"
+    for i, (N, Ci, Co, H, k, st, pd) in enumerate(CONV_ROWS):
+        x, xt = both((N, Ci, H, H), 9 + 10 * i)
+        w, wt = both((Co, Ci, k, k), 10 + 10 * i, lo=-0.1, hi=0.1)
+        bias, bt = both((Co,), 11 + 10 * i)
+        OH = (H + 2 * pd - k) // st + 1
+        g, gt = both((N, Co, OH, OH), 12 + 10 * i)
+        for z in (xt, wt, bt):
+            z.requires_grad_(True)
 
-    def tl_step():
-        t = tl.Tape()
-        ik, ib, ix = t.leaf(w), t.leaf(bias), t.leaf(x)
-        out = t.conv2d(ik, ib, ix, **kw)
-        grads = t.backward(out, seed=g, wrt=[ik, ib, ix])
-        _release(grads)
-        t.release()
+        def tl_step():
+            t = tl.Tape()
+            ik, ib, ix = t.leaf(w), t.leaf(bias), t.leaf(x)
+            out = t.conv2d(ik, ib, ix, stride=st, padding=pd)
+            _release(t.backward(out, seed=g, wrt=[ik, ib, ix]))
+            t.release()
 
-    def torch_step():
-        y = F.conv2d(xt, wt, bt, padding=kw.get("padding", 0))
-        y.backward(gt)
-        xt.grad = wt.grad = bt.grad = None
+        def torch_step():
+            y = F.conv2d(xt, wt, bt, stride=st, padding=pd)
+            y.backward(gt)
+            xt.grad = wt.grad = bt.grad = None
 
-    row(f"conv2d fwd+bwd N{N} {C}->{C} {H}x{H} 3x3", time_tl(tl_step), time_torch(torch_step),
-        note="vs cuDNN, TF32 off")
-    _release([x, w, bias, g])
+        shape = f"{k}x{k}" + (f" s{st}" if st != 1 else "") + (f" p{pd}" if pd != 1 else "")
+        row(f"conv2d fwd+bwd N{N} {Ci}->{Co} {H}x{H} {shape}", time_tl(tl_step),
+            time_torch(torch_step), note=f"{path} vs cuDNN, TF32 off")
+        _release([x, w, bias, g])
 
 
 @bench("attention fwd+bwd")
