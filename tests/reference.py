@@ -260,8 +260,9 @@ def multi_head_attention(wq, wk, wv, wo, x, num_heads, mask=None, use_flash=True
     allowed = np.ones((n, n), bool) if mask is None else np.asarray(mask, dtype=bool)
     if causal:
         allowed = allowed & np.tri(n, dtype=bool)
-    q, k, v = ((xb @ w).reshape(B, n, num_heads, hd).transpose(0, 2, 1, 3) for w in (wq, wk, wv))
-    s = np.where(allowed, q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd), -np.inf)
+    q, k, v = (np.ascontiguousarray((xb @ w).reshape(B, n, num_heads, hd).transpose(0, 2, 1, 3))
+               for w in (wq, wk, wv))
+    s = np.where(allowed, q @ np.ascontiguousarray(k.transpose(0, 1, 3, 2)) / np.sqrt(hd), -np.inf)
     top = s.max(axis=-1, keepdims=True)
     e = np.where(allowed, np.exp(s - np.where(np.isfinite(top), top, 0.0)), 0.0)
     den = e.sum(axis=-1, keepdims=True)

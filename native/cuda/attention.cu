@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_ke
 #pragma unroll
     for (int d = 0; d < 32; d++) o[d] *= inv;
     store_own<HDM, T::SPL>(o, O, base + (size_t)i * HD, part, hd);
-    if (part == 0) lse[(size_t)bh * n + i] = l > 0.0f ? m + logf(l) : 0.0f;
+    if (part == 0) lse[(size_t)bh * n + i] = l > 0.0f ? m + logf(l) : inv;  // NaN row: NaN
 }
 
 // D_i = dO_i . O_i per (b, h, i): one thread per row.

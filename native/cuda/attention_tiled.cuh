@@ -250,14 +250,14 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::FWD_BLOCKS) attn_fwd_til
     }
 #pragma unroll
     for (int a = 0; a < 4; a++) {
-        // a +inf score makes the row NaN (as the stub); a fully blocked row outputs 0; a NaN
-        // score keeps the row NaN
+        // a +inf score makes the row NaN (as the stub); a fully blocked row outputs 0 with lse
+        // 0; a NaN score keeps the row and its lse NaN
         const float la = m[a] == INFINITY ? NAN : l[a];
         const float inv = la > 0.0f ? 1.0f / la : (la != la ? la : 0.0f);
 #pragma unroll
         for (int d = 0; d < 4 * DC; d++) o[a][d] *= inv;
         const int i = i0 + r0 + a;
-        if (cl == 0 && i < n) lse[(size_t)bh * n + i] = la > 0.0f ? m[a] + logf(la) : 0.0f;
+        if (cl == 0 && i < n) lse[(size_t)bh * n + i] = la > 0.0f ? m[a] + logf(la) : inv;
     }
     store_rows<DC>(o, O, base, i0, r0, cl, n, HD, hd);
 }
