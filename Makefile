@@ -77,6 +77,16 @@ build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/t
 	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -fopenmp,-ffp-contract=off -Inative/common \
 	  -o $@ $< -lgomp
 
+# the tiled CUDA attention kernels (native/cuda/attention_tiled.cuh) compiled for the CPU with a
+# small CUDA emulation (tests/native/cuda_emu/), so tests/test_attention_tiles.py checks them
+# without a GPU
+ATTN_EMU_DEPS := tests/native/attention_tiled_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+                 native/cuda/attention_tiled.cuh native/cuda/reduce_util.cuh native/common/tl_math.h
+build/attention_tiled_emu.so: $(ATTN_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
 	$(PY) -m codegen.gen
 

@@ -388,7 +388,14 @@ def _conv():
 @bench("attention fwd+bwd")
 def _attention():
     needs("multi_head_attention")
-    B, Hh, n, hd = 8, 8, 1024, 64
+    # (B, H, n, hd, causal, forward-only row too): the transformer shape of the first table and
+    # the common LLM shape (head dim 128), each plain and causal (torch: SDPA's is_causal)
+    for shape in [(8, 8, 1024, 64, False, True), (8, 8, 1024, 64, True, False),
+                  (4, 16, 2048, 128, False, True), (4, 16, 2048, 128, True, False)]:
+        _attention_rows(*shape)
+
+
+def _attention_rows(B, Hh, n, hd, causal, fwd_row):
     d = Hh * hd
     x, xt = both((B, n, d), 13)
     Ws = [both((d, d), 14 + i, lo=-0.05, hi=0.05) for i in range(4)]
@@ -397,9 +404,15 @@ def _attention():
     kw = {"num_heads": Hh}
     if "use_flash" in attrs:
         kw["use_flash"] = True
+    if causal:
+        if "causal" not in attrs:
+            raise LookupError("multi_head_attention has no causal attr")
+        kw["causal"] = True
     xt.requires_grad_(True)
     for _, wt in Ws:
         wt.requires_grad_(True)
+    label = f"B{B} H{Hh} n{n} hd{hd}{' causal' if causal else ''} (with projections)"
+    note = f"vs F.scaled_dot_product_attention fp32{' is_causal' if causal else ''}"
 
     def tl_step():
         t = tl.Tape()
@@ -408,17 +421,19 @@ def _attention():
         _release(t.backward(out, seed=g, wrt=ids))
         t.release()
 
-    def torch_step():
+    def torch_out():
         q, k, v = (xt @ Ws[i][1] for i in range(3))
         q, k, v = (z.view(B, n, Hh, hd).transpose(1, 2) for z in (q, k, v))
-        o = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, n, d)
-        (o @ Ws[3][1]).backward(gt)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return o.transpose(1, 2).reshape(B, n, d) @ Ws[3][1]
+
+    def torch_step():
+        torch_out().backward(gt)
         xt.grad = None
         for _, wt in Ws:
             wt.grad = None
 
-    row(f"attention fwd+bwd B{B} H{Hh} n{n} hd{hd} (with projections)", time_tl(tl_step),
-        time_torch(torch_step), note="vs F.scaled_dot_product_attention fp32")
+    row(f"attention fwd+bwd {label}", time_tl(tl_step), time_torch(torch_step), note=note)
 
     def tl_fwd():
         t = tl.Tape()
@@ -428,13 +443,10 @@ def _attention():
 
     def torch_fwd():
         with torch.no_grad():
-            q, k, v = (xt @ Ws[i][1] for i in range(3))
-            q, k, v = (z.view(B, n, Hh, hd).transpose(1, 2) for z in (q, k, v))
-            o = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, n, d)
-            return o @ Ws[3][1]
+            return torch_out()
 
-    row(f"attention fwd only B{B} H{Hh} n{n} hd{hd} (with projections)", time_tl(tl_fwd),
-        time_torch(torch_fwd), note="vs F.scaled_dot_product_attention fp32")
+    if fwd_row:
+        row(f"attention fwd only {label}", time_tl(tl_fwd), time_torch(torch_fwd), note=note)
     _release([x, g] + [w for w, _ in Ws])
 
 

@@ -249,29 +249,25 @@ def batchnorm_channel_first(x, gamma, beta, eps=1e-6):
     return y if batched else y[0]
 
 
-def multi_head_attention(wq, wk, wv, wo, x, num_heads, mask=None, use_flash=True):
-    """Plain float64 multi-head attention; mask True = may attend, blocked rows give 0."""
+def multi_head_attention(wq, wk, wv, wo, x, num_heads, mask=None, use_flash=True, causal=False):
+    """Plain float64 multi-head attention; mask True = may attend, causal blocks keys j > i
+    (both apply together), blocked rows give 0."""
     batched = x.ndim == 3
     xb = x if batched else x[None]
     B, n, _ = xb.shape
     hh = wq.shape[1]
     hd = hh // num_heads
-    scale = 1.0 / np.sqrt(hd)
-    m = None if mask is None else np.asarray(mask, dtype=bool)
-    out = np.zeros((B, n, hh))
-    for b in range(B):
-        q, k, v = xb[b] @ wq, xb[b] @ wk, xb[b] @ wv
-        for h in range(num_heads):
-            sl = slice(h * hd, (h + 1) * hd)
-            s = q[:, sl] @ k[:, sl].T * scale
-            for i in range(n):
-                allowed = np.ones(n, bool) if m is None else m[i]
-                if not allowed.any():
-                    continue
-                z = np.where(allowed, s[i], -np.inf)
-                p = np.exp(z - z.max())
-                p = p / p.sum()
-                out[b, i, sl] = p @ v[:, sl]
+    allowed = np.ones((n, n), bool) if mask is None else np.asarray(mask, dtype=bool)
+    if causal:
+        allowed = allowed & np.tri(n, dtype=bool)
+    q, k, v = (np.ascontiguousarray((xb @ w).reshape(B, n, num_heads, hd).transpose(0, 2, 1, 3))
+               for w in (wq, wk, wv))
+    s = np.where(allowed, q @ np.ascontiguousarray(k.transpose(0, 1, 3, 2)) / np.sqrt(hd), -np.inf)
+    top = s.max(axis=-1, keepdims=True)
+    e = np.where(allowed, np.exp(s - np.where(np.isfinite(top), top, 0.0)), 0.0)
+    den = e.sum(axis=-1, keepdims=True)
+    p = e / np.where(den > 0, den, 1.0)
+    out = (p @ v).transpose(0, 2, 1, 3).reshape(B, n, hh)
     y = out @ wo
     return y if batched else y[0]
 

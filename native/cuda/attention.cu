@@ -8,16 +8,22 @@
 // staged in shared memory, so the n x n matrix is never stored. The backward recomputes the
 // probabilities from lse and writes every gradient element from exactly one thread: no
 // atomics, bit-reproducible. Two kernel shapes:
-//   head dims 33..64 (the common case): register-tiled kernels (flash_*_tiled64), each thread
-//     a 4 x 4 patch of a 64 x 64 score tile, like a small SIMT GEMM;
-//   other head dims: a group of lanes owns one query row (forward, dQ) or key row (dK/dV).
+//   head dims 33..128: register-tiled kernels (attn_*_tiled<HDP>, the head dims padded to 64,
+//     96 or 128), each thread 4 rows x 4-8 columns of a score tile, like a small SIMT GEMM;
+//   head dims <= 32: a group of lanes owns one query row (forward, dQ) or key row (dK/dV).
 // use_flash = 0: the composed path (materialised scores in scratch, a masked softmax kernel,
 // strided-batched GEMMs), kept as the reference the fused core is tested against.
+// causal = 1 (query i attends keys j <= i, ANDed with the mask): the fused kernels skip the
+// tiles that lie wholly after the diagonal and test pairs only on the tiles that cross it; the
+// composed path masks the same pairs.
 // Exact mode (tl_exact(), either use_flash): the stub's canonical order, see "exact path" below.
 #include <math.h>
+#include <stdint.h>
+#include <initializer_list>
 #include "common.cuh"
 #include "tl_math.h"
 #include "entry/attention_kernels.h"
+#include "attention_tiled.cuh"
 
 namespace {
 
@@ -43,7 +49,7 @@ int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, 
     return TL_OK;
 }
 
-// ---------------------------------------------------------------- fused (flash) kernels
+// ---------------------------------------------------------------- per-row kernels (head dim <= 32)
 // A row (query row in the forward and dQ, key row in dK/dV) is owned by a group of SPL adjacent
 // lanes; each lane keeps 32 of the head's dims in registers (as float4 chunks c = c4 * SPL +
 // part, so the group reads one contiguous stretch of a shared tile and the warp's reads
@@ -155,7 +161,7 @@ template <int HDM>
 __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_kernel(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ mask, float *__restrict__ O, float *__restrict__ lse, int n, int H,
-    int hd, float scale) {
+    int hd, float scale, bool causal) {
     using T = Tiles<HDM>;
     __shared__ __align__(16) float Ks[T::BK][HDM];
     __shared__ __align__(16) float Vs[T::BK][HDM];
@@ -170,12 +176,14 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_ke
 #pragma unroll
     for (int d = 0; d < 32; d++) o[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    for (int j0 = 0; j0 < n; j0 += T::BK) {
+    // causal: no row of this block sees a key past its last row; row i stops at key i
+    const int jend = causal ? min(n, (int)(blockIdx.x + 1) * T::BQ) : n;
+    for (int j0 = 0; j0 < jend; j0 += T::BK) {
         __syncthreads();
         stage<HDM, T::BK>(Ks, Vs, K, V, base, j0, n, HD, hd);
         __syncthreads();
         if (!live) continue;  // a row's lanes agree, so the group shuffles stay convergent
-        const int jn = min(T::BK, n - j0);
+        const int jn = min(T::BK, (causal ? i + 1 : n) - j0);
         for (int jj = 0; jj < jn; jj++) {
             if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
             const float s = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
@@ -198,7 +206,7 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_ke
 #pragma unroll
     for (int d = 0; d < 32; d++) o[d] *= inv;
     store_own<HDM, T::SPL>(o, O, base + (size_t)i * HD, part, hd);
-    if (part == 0) lse[(size_t)bh * n + i] = l > 0.0f ? m + logf(l) : 0.0f;
+    if (part == 0) lse[(size_t)bh * n + i] = l > 0.0f ? m + logf(l) : inv;  // NaN row: NaN
 }
 
 // D_i = dO_i . O_i per (b, h, i): one thread per row.
@@ -219,7 +227,8 @@ template <int HDM>
 __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_dq_kernel(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
-    const float *__restrict__ mask, float *__restrict__ dQ, int n, int H, int hd, float scale) {
+    const float *__restrict__ mask, float *__restrict__ dQ, int n, int H, int hd, float scale,
+    bool causal) {
     using T = Tiles<HDM>;
     __shared__ __align__(16) float Ks[T::BK][HDM];
     __shared__ __align__(16) float Vs[T::BK][HDM];
@@ -236,12 +245,13 @@ __global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_dq_ker
     for (int d = 0; d < 32; d++) dq[d] = 0.0f;
     const float L = live ? lse[(size_t)bh * n + i] : 0.0f;
     const float Di = live ? D[(size_t)bh * n + i] : 0.0f;
-    for (int j0 = 0; j0 < n; j0 += T::BK) {
+    const int jend = causal ? min(n, (int)(blockIdx.x + 1) * T::BQ) : n;
+    for (int j0 = 0; j0 < jend; j0 += T::BK) {
         __syncthreads();
         stage<HDM, T::BK>(Ks, Vs, K, V, base, j0, n, HD, hd);
         __syncthreads();
         if (!live) continue;
-        const int jn = min(T::BK, n - j0);
+        const int jn = min(T::BK, (causal ? i + 1 : n) - j0);
         for (int jj = 0; jj < jn; jj++) {
             if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
             const float s = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
@@ -260,7 +270,7 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPLKV) flash_dkv
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
     const float *__restrict__ mask, float *__restrict__ dK, float *__restrict__ dV, int n, int H,
-    int hd, float scale) {
+    int hd, float scale, bool causal) {
     using T = Tiles<HDM>;
     __shared__ __align__(16) float Qs[T::BQT][HDM];
     __shared__ __align__(16) float Gs[T::BQT][HDM];
@@ -276,7 +286,9 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPLKV) flash_dkv
     load_own<HDM, T::SPLKV>(v, V, base + (size_t)j * HD, live, part, hd, 1.0f);
 #pragma unroll
     for (int d = 0; d < 16; d++) dk[d] = dv[d] = 0.0f;
-    for (int i0 = 0; i0 < n; i0 += T::BQT) {
+    // causal: the block's first key is seen by no query before it; key j by queries i >= j
+    const int istart = causal ? (int)blockIdx.x * T::BKV / T::BQT * T::BQT : 0;
+    for (int i0 = istart; i0 < n; i0 += T::BQT) {
         __syncthreads();
         stage<HDM, T::BQT>(Qs, Gs, Q, dO, base, i0, n, HD, hd);
         for (int ii = threadIdx.x; ii < T::BQT; ii += blockDim.x) {
@@ -287,7 +299,7 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPLKV) flash_dkv
         __syncthreads();
         if (!live) continue;
         const int in_ = min(T::BQT, n - i0);
-        for (int ii = 0; ii < in_; ii++) {
+        for (int ii = causal ? max(0, j - i0) : 0; ii < in_; ii++) {
             if (mask && mask[(size_t)(i0 + ii) * n + j] == 0.0f) continue;
             const float s = tl_group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(k, Qs[ii], part));
             const float dp = tl_group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(v, Gs[ii], part));
@@ -302,426 +314,92 @@ __global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPLKV) flash_dkv
     store_own<HDM, T::SPLKV>(dv, dV, base + (size_t)j * HD, part, hd);
 }
 
-// ---------------------------------------------------------------- tiled dK/dV (head dim <= 64)
-// dK/dV as small register-tiled GEMMs: a block owns 64 keys and walks the queries in tiles of
-// 64. Each thread computes a 4 keys x 4 queries patch of S = K Q^T and dP = V dO^T (K, V, Q, dO
-// staged transposed in shared memory, rows padded to 68 floats), turns it into P and dS, writes
-// both to shared memory, then accumulates a 4 keys x 4 dims patch of dV += P dO and dK += dS Q.
-// Every value read from shared memory feeds four FMAs and each exp is computed once. Sums run
-// in fixed orders (d, then query tiles and queries ascending): bit-reproducible, no atomics.
-constexpr int TT = 64;       // keys per block, queries per tile, head-dim bound
-constexpr int TP = 68;       // padded row length of the transposed tiles
-constexpr size_t kTiledDkvSmem =
-    sizeof(float) * (4 * TT * TP + 2 * TT * TT + 2 * TT * TP + 2 * TT);
-
-__device__ __forceinline__ void f4(const float *p, float *o) {
-    float4 v = *reinterpret_cast<const float4 *>(p);
-    o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
+// ---------------------------------------------------------------- tiled kernels: launches
+// (the kernels are in attention_tiled.cuh)
+// the opt-in to more than 48 KiB of dynamic shared memory, once per kernel and process
+template <class Kernel>
+int allow_smem(const char *op, Kernel kernel, size_t bytes, bool &done) {
+    if (!done) {
+        TL_CUDA_TRY(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)bytes));
+        done = true;
+    }
+    return TL_OK;
 }
 
-__global__ void __launch_bounds__(256) flash_dkv_tiled64(
-    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
-    const float *__restrict__ mask, float *__restrict__ dK, float *__restrict__ dV, int n, int H,
-    int hd, float scale) {
-    extern __shared__ __align__(16) float sm[];
-    float *KT = sm, *VT = KT + TT * TP, *QT = VT + TT * TP, *GT = QT + TT * TP;  // [d][row]
-    float *Qn = GT + TT * TP, *Gn = Qn + TT * TT;                                // [q][d]
-    float *PT = Gn + TT * TT, *ST = PT + TT * TP;                                // [q][key]
-    float *Ls = ST + TT * TP, *Ds = Ls + TT;
-    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-    const int HD = H * hd;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int j0 = blockIdx.x * TT;
-    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    for (int e = tid; e < TT * TT; e += 256) {
-        const int r = e >> 6, d = e & 63, j = j0 + r;
-        const bool ok = j < n && d < hd;
-        KT[d * TP + r] = ok ? K[base + (size_t)j * HD + d] * scale : 0.0f;
-        VT[d * TP + r] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
-    }
-    const int k0 = ty * 4, c0 = tx * 4;  // this thread's keys; its queries (S) or dims (dK, dV)
-    float dk[4][4], dv[4][4];
-#pragma unroll
-    for (int a = 0; a < 4; a++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) dk[a][c] = dv[a][c] = 0.0f;
-    for (int i0 = 0; i0 < n; i0 += TT) {
-        __syncthreads();  // the previous tile's shared reads are done
-        for (int e = tid; e < TT * TT; e += 256) {
-            const int r = e >> 6, d = e & 63, i = i0 + r;
-            const bool ok = i < n && d < hd;
-            const float q = ok ? Q[base + (size_t)i * HD + d] : 0.0f;
-            const float g = ok ? dO[base + (size_t)i * HD + d] : 0.0f;
-            Qn[r * TT + d] = q;
-            QT[d * TP + r] = q;
-            Gn[r * TT + d] = g;
-            GT[d * TP + r] = g;
-        }
-        if (tid < TT) {
-            const int i = i0 + tid;
-            Ls[tid] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
-            Ds[tid] = i < n ? D[(size_t)bh * n + i] : 0.0f;
-        }
-        __syncthreads();
-        float s[4][4], dp[4][4];
-#pragma unroll
-        for (int a = 0; a < 4; a++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) s[a][c] = dp[a][c] = 0.0f;
-#pragma unroll 4
-        for (int d = 0; d < TT; d++) {
-            float kk[4], qq[4], vv[4], gg[4];
-            f4(KT + d * TP + k0, kk);
-            f4(QT + d * TP + c0, qq);
-            f4(VT + d * TP + k0, vv);
-            f4(GT + d * TP + c0, gg);
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    s[a][c] = __fmaf_rn(kk[a], qq[c], s[a][c]);
-                    dp[a][c] = __fmaf_rn(vv[a], gg[c], dp[a][c]);
-                }
-        }
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int q = c0 + c, i = i0 + q;
-            const float L = Ls[q], Di = Ds[q];
-            float p[4], ds[4];
-#pragma unroll
-            for (int a = 0; a < 4; a++) {
-                const int j = j0 + k0 + a;
-                const bool ok = i < n && j < n && (!mask || mask[(size_t)i * n + j] != 0.0f);
-                p[a] = ok ? expf(s[a][c] - L) : 0.0f;
-                ds[a] = p[a] * (dp[a][c] - Di) * scale;
-            }
-            *reinterpret_cast<float4 *>(PT + q * TP + k0) = make_float4(p[0], p[1], p[2], p[3]);
-            *reinterpret_cast<float4 *>(ST + q * TP + k0) = make_float4(ds[0], ds[1], ds[2], ds[3]);
-        }
-        __syncthreads();
-#pragma unroll 4
-        for (int q = 0; q < TT; q++) {
-            float pp[4], ss[4], gg[4], qq[4];
-            f4(PT + q * TP + k0, pp);
-            f4(ST + q * TP + k0, ss);
-            f4(Gn + q * TT + c0, gg);
-            f4(Qn + q * TT + c0, qq);
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    dv[a][c] = __fmaf_rn(pp[a], gg[c], dv[a][c]);
-                    dk[a][c] = __fmaf_rn(ss[a], qq[c], dk[a][c]);
-                }
-        }
-    }
-#pragma unroll
-    for (int a = 0; a < 4; a++) {
-        const int j = j0 + k0 + a;
-        if (j >= n) continue;
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int d = c0 + c;
-            if (d < hd) {
-                dK[base + (size_t)j * HD + d] = dk[a][c];
-                dV[base + (size_t)j * HD + d] = dv[a][c];
-            }
-        }
-    }
+// float4 staging needs hd % 4 == 0 and 16-byte aligned tensors (then every row start is too)
+inline bool vec_ok(int64_t hd, std::initializer_list<const float *> ps) {
+    if (hd % 4) return false;
+    for (const float *p : ps)
+        if (reinterpret_cast<uintptr_t>(p) % 16) return false;
+    return true;
 }
 
-int launch_dkv_tiled64(const char *op, const float *Q, const float *K, const float *V,
-                       const float *dO, const float *L, const float *D, const float *M, float *dK,
-                       float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
-    static int smem_ready = 0;  // the opt-in above 48 KiB of shared memory, once per process
-    if (!smem_ready) {
-        TL_CUDA_TRY(op, cudaFuncSetAttribute(flash_dkv_tiled64,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)kTiledDkvSmem));
-        smem_ready = 1;
-    }
-    dim3 grid((unsigned)((n + TT - 1) / TT), (unsigned)(B * H));
-    flash_dkv_tiled64<<<grid, 256, kTiledDkvSmem, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
-                                                                 (int)n, (int)H, (int)hd, scale);
+template <int HDP>
+int tiled_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
+                  float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
+                  bool causal) {
+    static bool ready = false;
+    TL_TRY(allow_smem(op, attn_fwd_tiled<HDP>, Tiled<HDP>::FWD_SMEM, ready));
+    dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
+    attn_fwd_tiled<HDP><<<grid, TTHREADS, Tiled<HDP>::FWD_SMEM, tl_stream()>>>(
+        Q, K, V, M, O, L, (int)n, (int)H, (int)hd, scale, causal, vec_ok(hd, {Q, K, V}));
     TL_LAUNCHED(op);
     return TL_OK;
 }
 
-// ---------------------------------------------------------------- tiled dQ (head dim <= 64)
-// The mirror of flash_dkv_tiled64: a block owns 64 queries and walks the keys in tiles of 64;
-// each thread computes a 4 queries x 4 keys patch of S and dP, writes dS to shared memory and
-// accumulates a 4 queries x 4 dims patch of dQ += dS K. Fixed orders, no atomics.
-constexpr size_t kTiledDqSmem = sizeof(float) * (4 * TT * TP + TT * TT + TT * TP);
-
-__global__ void __launch_bounds__(256) flash_dq_tiled64(
-    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
-    const float *__restrict__ mask, float *__restrict__ dQ, int n, int H, int hd, float scale) {
-    extern __shared__ __align__(16) float sm[];
-    float *QT = sm, *GT = QT + TT * TP, *KT = GT + TT * TP, *VT = KT + TT * TP;  // [d][row]
-    float *Kn = VT + TT * TP;                                                    // [key][d]
-    float *DS = Kn + TT * TT;                                                    // [key][q]
-    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-    const int HD = H * hd;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int i0 = blockIdx.x * TT;
-    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    for (int e = tid; e < TT * TT; e += 256) {
-        const int r = e >> 6, d = e & 63, i = i0 + r;
-        const bool ok = i < n && d < hd;
-        QT[d * TP + r] = ok ? Q[base + (size_t)i * HD + d] * scale : 0.0f;
-        GT[d * TP + r] = ok ? dO[base + (size_t)i * HD + d] : 0.0f;
-    }
-    const int q0 = ty * 4, c0 = tx * 4;  // this thread's queries; its keys (S) or dims (dQ)
-    float L[4], Di[4], acc[4][4];
-#pragma unroll
-    for (int a = 0; a < 4; a++) {
-        const int i = i0 + q0 + a;
-        L[a] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
-        Di[a] = i < n ? D[(size_t)bh * n + i] : 0.0f;
-#pragma unroll
-        for (int c = 0; c < 4; c++) acc[a][c] = 0.0f;
-    }
-    for (int j0 = 0; j0 < n; j0 += TT) {
-        __syncthreads();  // the previous tile's shared reads are done
-        for (int e = tid; e < TT * TT; e += 256) {
-            const int r = e >> 6, d = e & 63, j = j0 + r;
-            const bool ok = j < n && d < hd;
-            const float k = ok ? K[base + (size_t)j * HD + d] : 0.0f;
-            KT[d * TP + r] = k;
-            Kn[r * TT + d] = k;
-            VT[d * TP + r] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
-        }
-        __syncthreads();
-        float s[4][4], dp[4][4];
-#pragma unroll
-        for (int a = 0; a < 4; a++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) s[a][c] = dp[a][c] = 0.0f;
-#pragma unroll 4
-        for (int d = 0; d < TT; d++) {
-            float qq[4], kk[4], gg[4], vv[4];
-            f4(QT + d * TP + q0, qq);
-            f4(KT + d * TP + c0, kk);
-            f4(GT + d * TP + q0, gg);
-            f4(VT + d * TP + c0, vv);
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    s[a][c] = __fmaf_rn(qq[a], kk[c], s[a][c]);
-                    dp[a][c] = __fmaf_rn(gg[a], vv[c], dp[a][c]);
-                }
-        }
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int k = c0 + c, j = j0 + k;
-            float ds[4];
-#pragma unroll
-            for (int a = 0; a < 4; a++) {
-                const int i = i0 + q0 + a;
-                const bool ok = i < n && j < n && (!mask || mask[(size_t)i * n + j] != 0.0f);
-                ds[a] = ok ? expf(s[a][c] - L[a]) * (dp[a][c] - Di[a]) * scale : 0.0f;
-            }
-            *reinterpret_cast<float4 *>(DS + k * TP + q0) = make_float4(ds[0], ds[1], ds[2], ds[3]);
-        }
-        __syncthreads();
-#pragma unroll 4
-        for (int k = 0; k < TT; k++) {
-            float ss[4], kk[4];
-            f4(DS + k * TP + q0, ss);
-            f4(Kn + k * TT + c0, kk);
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) acc[a][c] = __fmaf_rn(ss[a], kk[c], acc[a][c]);
-        }
-    }
-#pragma unroll
-    for (int a = 0; a < 4; a++) {
-        const int i = i0 + q0 + a;
-        if (i >= n) continue;
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-            if (c0 + c < hd) dQ[base + (size_t)i * HD + c0 + c] = acc[a][c];
-    }
-}
-
-int launch_dq_tiled64(const char *op, const float *Q, const float *K, const float *V,
-                      const float *dO, const float *L, const float *D, const float *M, float *dQ,
-                      int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
-    static int smem_ready = 0;
-    if (!smem_ready) {
-        TL_CUDA_TRY(op, cudaFuncSetAttribute(flash_dq_tiled64,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)kTiledDqSmem));
-        smem_ready = 1;
-    }
-    dim3 grid((unsigned)((n + TT - 1) / TT), (unsigned)(B * H));
-    flash_dq_tiled64<<<grid, 256, kTiledDqSmem, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
-                                                               (int)H, (int)hd, scale);
-    TL_LAUNCHED(op);
-    return TL_OK;
-}
-
-// ---------------------------------------------------------------- tiled forward (head dim <= 64)
-// A block owns 64 queries and walks the keys in tiles of 64 with an online softmax per tile:
-// each thread computes a 4 queries x 4 keys patch of S, the 16 threads sharing those queries
-// agree on the tile's row max and row sum through a fixed butterfly of shuffles (the same bits
-// on every lane), rescale their 4 queries x 4 dims patch of O, and add P V from shared memory.
-constexpr size_t kTiledFwdSmem = sizeof(float) * (3 * TT * TP + TT * TT);
-
-
-__global__ void __launch_bounds__(256) flash_fwd_tiled64(
-    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-    const float *__restrict__ mask, float *__restrict__ O, float *__restrict__ lse, int n, int H,
-    int hd, float scale) {
-    extern __shared__ __align__(16) float sm[];
-    float *QT = sm, *KT = QT + TT * TP;  // [d][row]
-    float *PS = KT + TT * TP;            // [key][q]
-    float *Vn = PS + TT * TP;            // [key][d]
-    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-    const int HD = H * hd;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int i0 = blockIdx.x * TT;
-    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    for (int e = tid; e < TT * TT; e += 256) {
-        const int r = e >> 6, d = e & 63, i = i0 + r;
-        QT[d * TP + r] = (i < n && d < hd) ? Q[base + (size_t)i * HD + d] * scale : 0.0f;
-    }
-    const int q0 = ty * 4, c0 = tx * 4;  // this thread's queries; its keys (S) or dims (O)
-    float m[4], l[4], o[4][4];
-#pragma unroll
-    for (int a = 0; a < 4; a++) {
-        m[a] = -INFINITY;
-        l[a] = 0.0f;
-#pragma unroll
-        for (int c = 0; c < 4; c++) o[a][c] = 0.0f;
-    }
-    for (int j0 = 0; j0 < n; j0 += TT) {
-        __syncthreads();
-        for (int e = tid; e < TT * TT; e += 256) {
-            const int r = e >> 6, d = e & 63, j = j0 + r;
-            const bool ok = j < n && d < hd;
-            KT[d * TP + r] = ok ? K[base + (size_t)j * HD + d] : 0.0f;
-            Vn[r * TT + d] = ok ? V[base + (size_t)j * HD + d] : 0.0f;
-        }
-        __syncthreads();
-        float s[4][4];
-#pragma unroll
-        for (int a = 0; a < 4; a++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) s[a][c] = 0.0f;
-#pragma unroll 4
-        for (int d = 0; d < TT; d++) {
-            float qq[4], kk[4];
-            f4(QT + d * TP + q0, qq);
-            f4(KT + d * TP + c0, kk);
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) s[a][c] = __fmaf_rn(qq[a], kk[c], s[a][c]);
-        }
-#pragma unroll
-        for (int a = 0; a < 4; a++) {
-            const int i = i0 + q0 + a;
-            float tmax = -INFINITY;
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int j = j0 + c0 + c;
-                const bool ok = i < n && j < n && (!mask || mask[(size_t)i * n + j] != 0.0f);
-                if (!ok) s[a][c] = -INFINITY;
-                tmax = fmaxf(tmax, s[a][c]);
-            }
-            const float mn = fmaxf(m[a], tl_group_max<16>(tmax));
-            const float corr = m[a] == -INFINITY ? 0.0f : expf(m[a] - mn);
-            float psum = 0.0f;
-            float p[4];
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                p[c] = s[a][c] == -INFINITY ? 0.0f : expf(s[a][c] - mn);
-                psum += p[c];
-            }
-            l[a] = l[a] * corr + tl_group_sum<16>(psum);
-            m[a] = mn;
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                o[a][c] *= corr;
-                PS[(c0 + c) * TP + q0 + a] = p[c];
-            }
-        }
-        __syncthreads();
-#pragma unroll 4
-        for (int k = 0; k < TT; k++) {
-            float pp[4], vv[4];
-            f4(PS + k * TP + q0, pp);
-            f4(Vn + k * TT + c0, vv);
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) o[a][c] = __fmaf_rn(pp[a], vv[c], o[a][c]);
-        }
-    }
-#pragma unroll
-    for (int a = 0; a < 4; a++) {
-        const int i = i0 + q0 + a;
-        if (i >= n) continue;
-        if (m[a] == INFINITY) l[a] = NAN;  // a +inf score makes the row NaN (as the stub)
-        // fully blocked row: output 0; a NaN score keeps the row NaN
-        const float inv = l[a] > 0.0f ? 1.0f / l[a] : (l[a] != l[a] ? l[a] : 0.0f);
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-            if (c0 + c < hd) O[base + (size_t)i * HD + c0 + c] = o[a][c] * inv;
-        if (tx == 0) lse[(size_t)bh * n + i] = l[a] > 0.0f ? m[a] + logf(l[a]) : 0.0f;
-    }
-}
-
-int launch_fwd_tiled64(const char *op, const float *Q, const float *K, const float *V,
-                       const float *M, float *O, float *L, int64_t B, int64_t n, int64_t H,
-                       int64_t hd, float scale) {
-    static int smem_ready = 0;
-    if (!smem_ready) {
-        TL_CUDA_TRY(op, cudaFuncSetAttribute(flash_fwd_tiled64,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)kTiledFwdSmem));
-        smem_ready = 1;
-    }
-    dim3 grid((unsigned)((n + TT - 1) / TT), (unsigned)(B * H));
-    flash_fwd_tiled64<<<grid, 256, kTiledFwdSmem, tl_stream()>>>(Q, K, V, M, O, L, (int)n, (int)H,
-                                                                (int)hd, scale);
-    TL_LAUNCHED(op);
-    return TL_OK;
-}
-
-template <int HDM>
-int flash_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
-                  float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
-    using T = Tiles<HDM>;
-    if (HDM == 64) return launch_fwd_tiled64(op, Q, K, V, M, O, L, B, n, H, hd, scale);
-    dim3 grid((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
-    flash_fwd_kernel<HDM><<<grid, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, M, O, L, (int)n,
-                                                                    (int)H, (int)hd, scale);
-    TL_LAUNCHED(op);
-    return TL_OK;
-}
-
-template <int HDM>
-int flash_backward(const char *op, const float *Q, const float *K, const float *V,
+template <int HDP>
+int tiled_backward(const char *op, const float *Q, const float *K, const float *V,
                    const float *dO, const float *L, const float *D, const float *M, float *dQ,
-                   float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale) {
-    using T = Tiles<HDM>;
-    if (HDM == 64) {  // head dims 33..64: the register-tiled kernels
-        TL_TRY(launch_dq_tiled64(op, Q, K, V, dO, L, D, M, dQ, B, n, H, hd, scale));
-        return launch_dkv_tiled64(op, Q, K, V, dO, L, D, M, dK, dV, B, n, H, hd, scale);
-    }
+                   float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
+                   bool causal) {
+    static bool dq_ready = false, dkv_ready = false;
+    TL_TRY(allow_smem(op, attn_dq_tiled<HDP>, Tiled<HDP>::DQ_SMEM, dq_ready));
+    TL_TRY(allow_smem(op, attn_dkv_tiled<HDP>, Tiled<HDP>::DKV_SMEM, dkv_ready));
+    const bool vec = vec_ok(hd, {Q, K, V, dO});
+    dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
+    attn_dq_tiled<HDP><<<grid, TTHREADS, Tiled<HDP>::DQ_SMEM, tl_stream()>>>(
+        Q, K, V, dO, L, D, M, dQ, (int)n, (int)H, (int)hd, scale, causal, vec);
+    TL_LAUNCHED(op);
+    attn_dkv_tiled<HDP><<<grid, TTHREADS, Tiled<HDP>::DKV_SMEM, tl_stream()>>>(
+        Q, K, V, dO, L, D, M, dK, dV, (int)n, (int)H, (int)hd, scale, causal, vec);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+// The fused core by head dim: the per-row kernels up to 32, the tiled ones (padded to 64, 96 or
+// 128 dims) above; the caller sends larger head dims to the composed path.
+int flash_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
+                  float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
+                  bool causal) {
+    if (hd > 96) return tiled_forward<128>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
+    if (hd > 64) return tiled_forward<96>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
+    if (hd > 32) return tiled_forward<64>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
+    using T = Tiles<32>;
+    dim3 grid((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
+    flash_fwd_kernel<32><<<grid, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, M, O, L, (int)n, (int)H,
+                                                                  (int)hd, scale, causal);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+int flash_backward(const char *op, const float *Q, const float *K, const float *V, const float *dO,
+                   const float *L, const float *D, const float *M, float *dQ, float *dK, float *dV,
+                   int64_t B, int64_t n, int64_t H, int64_t hd, float scale, bool causal) {
+    if (hd > 96)
+        return tiled_backward<128>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
+    if (hd > 64)
+        return tiled_backward<96>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
+    if (hd > 32)
+        return tiled_backward<64>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
+    using T = Tiles<32>;
     dim3 gq((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
-    flash_dq_kernel<HDM><<<gq, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
-                                                                 (int)H, (int)hd, scale);
+    flash_dq_kernel<32><<<gq, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
+                                                               (int)H, (int)hd, scale, causal);
     TL_LAUNCHED(op);
     dim3 gk((unsigned)((n + T::BKV - 1) / T::BKV), (unsigned)(B * H));
-    flash_dkv_kernel<HDM><<<gk, T::BKV * T::SPLKV, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dK, dV,
-                                                                   (int)n, (int)H, (int)hd, scale);
+    flash_dkv_kernel<32><<<gk, T::BKV * T::SPLKV, 0, tl_stream()>>>(
+        Q, K, V, dO, L, D, M, dK, dV, (int)n, (int)H, (int)hd, scale, causal);
     TL_LAUNCHED(op);
     return TL_OK;
 }
@@ -730,25 +408,25 @@ int flash_backward(const char *op, const float *Q, const float *K, const float *
 // In place over S (one block per (b, h, i) row): S = softmax(scale * S) over allowed entries,
 // blocked entries exactly 0, a fully blocked row all 0; also writes lse.
 __global__ void masked_softmax_rows(float *__restrict__ S, const float *__restrict__ mask,
-                                    float *__restrict__ lse, int n, float scale) {
+                                    float *__restrict__ lse, int n, float scale, bool causal) {
     const int64_t r = blockIdx.x;
     const int i = (int)(r % n);
     float *row = S + r * n;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < n; j += blockDim.x)
-        if (!mask || mask[(size_t)i * n + j] != 0.0f) {
+        if (attends(mask, causal, n, i, j)) {
             const float v = row[j] * scale;
             mx = fmaxf(mx, v != v ? INFINITY : v);  // fmaxf drops NaN: count it as +inf
         }
     mx = tl_block_max(mx);
     float den = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x)
-        if (mx != -INFINITY && (!mask || mask[(size_t)i * n + j] != 0.0f)) den += expf(row[j] * scale - mx);
+        if (mx != -INFINITY && attends(mask, causal, n, i, j)) den += expf(row[j] * scale - mx);
     den = tl_block_sum(den);
     // fully blocked: 0; a NaN or +inf score (inf - inf) makes the row NaN, as the stub
     const float inv = den > 0.0f && mx != INFINITY ? 1.0f / den : (mx == INFINITY ? NAN : 0.0f);
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
-        bool ok = mx != -INFINITY && (!mask || mask[(size_t)i * n + j] != 0.0f);
+        bool ok = mx != -INFINITY && attends(mask, causal, n, i, j);
         row[j] = ok ? expf(row[j] * scale - mx) * inv : 0.0f;
     }
     if (threadIdx.x == 0) lse[r] = den > 0.0f ? mx + logf(den) : 0.0f;
@@ -756,11 +434,12 @@ __global__ void masked_softmax_rows(float *__restrict__ S, const float *__restri
 
 // P = exp(scale * S - lse) at allowed entries (0 elsewhere), in place.
 __global__ void recompute_probs(float *__restrict__ S, const float *__restrict__ mask,
-                                const float *__restrict__ lse, int64_t total, int n, float scale) {
+                                const float *__restrict__ lse, int64_t total, int n, float scale,
+                                bool causal) {
     TL_GRID_STRIDE(e, total) {
         int64_t r = e / n;
         int i = (int)(r % n), j = (int)(e % n);
-        bool ok = !mask || mask[(size_t)i * n + j] != 0.0f;
+        bool ok = attends(mask, causal, n, i, j);
         S[e] = ok ? expf(S[e] * scale - lse[r]) : 0.0f;
     }
 }
@@ -783,14 +462,15 @@ int scores(const char *op, cublasHandle_t hnd, const float *Q, const float *K, f
 
 int composed_forward(const char *op, cublasHandle_t hnd, const float *Q, const float *K,
                      const float *V, const float *M, float *O, float *L, int64_t B, int64_t n,
-                     int64_t H, int64_t hd, float scale) {
+                     int64_t H, int64_t hd, float scale, bool causal) {
     const int64_t HD = H * hd, total = B * H * n * n;
     void *tmp = nullptr;
     TL_TRY(tl_scratch(op, sizeof(float) * (size_t)total, &tmp));
     float *S = (float *)tmp;
     int st = scores(op, hnd, Q, K, S, B, n, H, hd);
     if (!st) {
-        masked_softmax_rows<<<(unsigned)(B * H * n), 128, 0, tl_stream()>>>(S, M, L, (int)n, scale);
+        masked_softmax_rows<<<(unsigned)(B * H * n), 128, 0, tl_stream()>>>(S, M, L, (int)n, scale,
+                                                                           causal);
         st = tl_cuda_launched(op);
     }
     for (int64_t b = 0; b < B && !st; b++)
@@ -803,14 +483,15 @@ int composed_forward(const char *op, cublasHandle_t hnd, const float *Q, const f
 int composed_backward(const char *op, cublasHandle_t hnd, const float *Q, const float *K,
                       const float *V, const float *dO, const float *L, const float *D,
                       const float *M, float *dQ, float *dK, float *dV, int64_t B, int64_t n,
-                      int64_t H, int64_t hd, float scale) {
+                      int64_t H, int64_t hd, float scale, bool causal) {
     const int64_t HD = H * hd, total = B * H * n * n;
     void *tmp = nullptr;
     TL_TRY(tl_scratch(op, sizeof(float) * (size_t)total * 2, &tmp));
     float *P = (float *)tmp, *dP = P + total;
     int st = scores(op, hnd, Q, K, P, B, n, H, hd);
     if (!st) {
-        recompute_probs<<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(P, M, L, total, (int)n, scale);
+        recompute_probs<<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(P, M, L, total, (int)n, scale,
+                                                                          causal);
         st = tl_cuda_launched(op);
     }
     // dP = dO_h V_h^T
@@ -843,7 +524,9 @@ int composed_backward(const char *op, cublasHandle_t hnd, const float *Q, const 
 // one fma chain over keys (dQ) or queries (dK, dV) in order. One warp owns one row: its lanes
 // compute the row's dot products for 32 or 64 keys (queries) at once, each a whole rule-3
 // chain, then accumulate the row's head dims (lane + 32 c) in key order. A row's dims are taken
-// EX_DCHUNK at a time (the softmax state is recomputed per chunk, identically).
+// EX_DCHUNK at a time (the softmax state is recomputed per chunk, identically). Causal pairs
+// are blocked like masked ones: the forward keeps every key (as the stub), the backward skips
+// the runs of keys (queries) that are all blocked, which add nothing.
 constexpr int EX_WARPS = 4;         // rows per block
 constexpr int EX_DCHUNK = 256;      // head dims per pass: 8 registers per lane
 constexpr int EX_PER_LANE = EX_DCHUNK / 32;
@@ -854,8 +537,8 @@ inline unsigned ex_blocks(int64_t rows) {
     return (unsigned)(nb < (1 << 20) ? nb : (1 << 20));
 }
 
-__device__ __forceinline__ bool ex_blocked(const float *M, int64_t n, int64_t i, int64_t j) {
-    return M && M[i * n + j] == 0.0f;
+__device__ __forceinline__ bool ex_blocked(const float *M, bool causal, int64_t n, int64_t i, int64_t j) {
+    return !attends(M, causal, n, i, j);
 }
 
 // forward: rule 5 per (sample, head, query row); tlm_osm_tile's steps with its exps spread
@@ -863,7 +546,7 @@ __device__ __forceinline__ bool ex_blocked(const float *M, int64_t n, int64_t i,
 __global__ void __launch_bounds__(EX_WARPS * 32) exact_fwd_kernel(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ M, float *__restrict__ O, float *__restrict__ L, int64_t B, int64_t n,
-    int64_t H, int64_t hd, float scale) {
+    int64_t H, int64_t hd, float scale, bool causal) {
     __shared__ float tile[EX_WARPS][TLM_ATTN_TILE];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int64_t HD = H * hd, rows = B * H * n;
@@ -885,7 +568,7 @@ __global__ void __launch_bounds__(EX_WARPS * 32) exact_fwd_kernel(
                 int nt = (int)(n - j0 < TLM_ATTN_TILE ? n - j0 : TLM_ATTN_TILE);
                 bool mine = false;
                 for (int jj = lane; jj < nt; jj += 32) {
-                    float sj = ex_blocked(M, n, i, j0 + jj) ? neg_inf
+                    float sj = ex_blocked(M, causal, n, i, j0 + jj) ? neg_inf
                                                             : tlm_attn_score(qi, Kb + (j0 + jj) * HD, hd, scale);
                     mine |= sj != sj;
                     s[jj] = sj;
@@ -944,7 +627,7 @@ __global__ void __launch_bounds__(EX_WARPS * 32) exact_grad_kernel(
     int key_rows, const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ dO, const float *__restrict__ L, const float *__restrict__ D,
     const float *__restrict__ M, float *__restrict__ G1, float *__restrict__ G2, int64_t B, int64_t n,
-    int64_t H, int64_t hd, float scale) {
+    int64_t H, int64_t hd, float scale, bool causal) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int64_t HD = H * hd, rows = B * H * n;
     for (int64_t row = (int64_t)blockIdx.x * EX_WARPS + w; row < rows; row += (int64_t)gridDim.x * EX_WARPS) {
@@ -954,10 +637,12 @@ __global__ void __launch_bounds__(EX_WARPS * 32) exact_grad_kernel(
             float g1[EX_PER_LANE], g2[EX_PER_LANE];
 #pragma unroll
             for (int c = 0; c < EX_PER_LANE; c++) { g1[c] = 0.0f; g2[c] = 0.0f; }
-            for (int64_t c0 = 0; c0 < n; c0 += 32) {
+            // causal: query row r meets keys <= r, key row r queries >= r (the rest add nothing)
+            const int64_t c_lo = causal && key_rows ? r / 32 * 32 : 0, c_hi = causal && !key_rows ? r + 1 : n;
+            for (int64_t c0 = c_lo; c0 < c_hi; c0 += 32) {
                 int64_t other = c0 + lane;
                 int64_t i = key_rows ? other : r, j = key_rows ? r : other;
-                bool ok = other < n && !ex_blocked(M, n, i, j);
+                bool ok = other < n && !ex_blocked(M, causal, n, i, j);
                 float p = 0.0f, ds = 0.0f;
                 if (ok) {
                     const int64_t qo = base + i * HD, ko = base + j * HD;
@@ -1004,12 +689,13 @@ __global__ void __launch_bounds__(EX_WARPS * 32) exact_grad_kernel(
 
 int exact_forward(const char *op, const float *wq, const float *wk, const float *wv, const float *wo,
                   const float *X, const float *M, float *Y, float *Q, float *K, float *V, float *O, float *L,
-                  int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd, float scale) {
+                  int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd, float scale, bool causal) {
     const int64_t R = b * n, HD = h * hd;
     TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wq, HD, 0, Q, HD, 0, 0));
     TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wk, HD, 0, K, HD, 0, 0));
     TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wv, HD, 0, V, HD, 0, 0));
-    exact_fwd_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, tl_stream()>>>(Q, K, V, M, O, L, b, n, h, hd, scale);
+    exact_fwd_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, tl_stream()>>>(Q, K, V, M, O, L, b, n, h, hd, scale,
+                                                                              causal);
     TL_LAUNCHED(op);
     return tl_gemm_exact_f32(op, 0, 0, 1, R, dm, HD, O, HD, 0, wo, dm, 0, Y, dm, 0, 0);
 }
@@ -1019,16 +705,16 @@ int exact_backward(const char *op, const float *G, const float *wq, const float 
                    const float *wo, const float *X, const float *Q, const float *K, const float *V,
                    const float *L, const float *O, const float *M, float *dwq, float *dwk, float *dwv,
                    float *dwo, float *dx, float *dO, float *dQ, float *dK, float *dV, float *D, int64_t b,
-                   int64_t n, int64_t dm, int64_t h, int64_t hd, float scale) {
+                   int64_t n, int64_t dm, int64_t h, int64_t hd, float scale, bool causal) {
     const int64_t R = b * n, HD = h * hd;
     cudaStream_t s = tl_stream();
     TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, HD, dm, R, O, HD, 0, G, dm, 0, dwo, dm, 0, 0));
     TL_TRY(tl_gemm_exact_f32(op, 0, 1, 1, R, HD, dm, G, dm, 0, wo, dm, 0, dO, HD, 0, 0));
     exact_rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, s>>>(dO, O, D, b, n, h, hd);
     exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(0, Q, K, V, dO, L, D, M, dQ, nullptr, b, n,
-                                                                    h, hd, scale);
+                                                                    h, hd, scale, causal);
     exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(1, Q, K, V, dO, L, D, M, dK, dV, b, n, h,
-                                                                    hd, scale);
+                                                                    hd, scale, causal);
     TL_LAUNCHED(op);
     TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dQ, HD, 0, dwq, HD, 0, 0));
     TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dK, HD, 0, dwk, HD, 0, 0));
@@ -1058,7 +744,8 @@ int zero(const char *op, tl_buf t) {
 extern "C" int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x,
                                        tl_buf mask, tl_buf y, tl_buf q, tl_buf k, tl_buf v,
                                        tl_buf lse, tl_buf attn, int64_t b, int64_t n, int64_t dm,
-                                       int64_t h, int64_t hd, int64_t has_mask, int64_t flash) {
+                                       int64_t h, int64_t hd, int64_t has_mask, int64_t flash,
+                                       int64_t causal) {
     const int64_t R = b * n, HD = h * hd;
     TL_TRY(check_launch(op, b, n, h));
     if (R == 0 || HD == 0 || dm == 0) {
@@ -1070,7 +757,8 @@ extern "C" int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl
     const float *X = x->data;
     if (tl_exact())
         return exact_forward(op, wq->data, wk->data, wv->data, wo->data, X, M, y->data, q->data, k->data,
-                             v->data, attn->data, lse->data, b, n, dm, h, hd, (float)(1.0 / sqrt((double)hd)));
+                             v->data, attn->data, lse->data, b, n, dm, h, hd, (float)(1.0 / sqrt((double)hd)),
+                             causal != 0);
     cublasHandle_t hnd;
     TL_TRY(tl_cublas(op, &hnd));
     TL_TRY(gemm(op, hnd, false, false, R, HD, dm, 1.0f, X, dm, wq->data, HD, 0.0f, q->data, HD));
@@ -1079,15 +767,10 @@ extern "C" int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl
     const float scale = (float)(1.0 / sqrt((double)hd));
     const float *Q = q->data, *K = k->data, *V = v->data;
     float *O = attn->data, *L = lse->data;
-    if (flash && hd <= 32) {
-        TL_TRY(flash_forward<32>(op, Q, K, V, M, O, L, b, n, h, hd, scale));
-    } else if (flash && hd <= 64) {
-        TL_TRY(flash_forward<64>(op, Q, K, V, M, O, L, b, n, h, hd, scale));
-    } else if (flash && hd <= 128) {
-        TL_TRY(flash_forward<128>(op, Q, K, V, M, O, L, b, n, h, hd, scale));
-    } else {
-        TL_TRY(composed_forward(op, hnd, Q, K, V, M, O, L, b, n, h, hd, scale));
-    }
+    if (flash && hd <= 128)
+        TL_TRY(flash_forward(op, Q, K, V, M, O, L, b, n, h, hd, scale, causal != 0));
+    else
+        TL_TRY(composed_forward(op, hnd, Q, K, V, M, O, L, b, n, h, hd, scale, causal != 0));
     TL_TRY(gemm(op, hnd, false, false, R, dm, HD, 1.0f, O, HD, wo->data, dm, 0.0f, y->data, dm));
     return TL_OK;
 }
@@ -1097,7 +780,8 @@ extern "C" int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_bu
                                                 tl_buf lse, tl_buf attn, tl_buf mask, tl_buf dwq,
                                                 tl_buf dwk, tl_buf dwv, tl_buf dwo, tl_buf dx,
                                                 int64_t b, int64_t n, int64_t dm, int64_t h,
-                                                int64_t hd, int64_t has_mask, int64_t flash) {
+                                                int64_t hd, int64_t has_mask, int64_t flash,
+                                                int64_t causal) {
     const int64_t R = b * n, HD = h * hd;
     TL_TRY(check_launch(op, b, n, h));
     if (R == 0 || HD == 0 || dm == 0) {
@@ -1117,7 +801,7 @@ extern "C" int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_bu
     if (tl_exact()) {
         int est = exact_backward(op, G, wq->data, wk->data, wv->data, wo->data, X, Q, K, V, L, O, M, dwq->data,
                                  dwk->data, dwv->data, dwo->data, dx->data, dO, dQ, dK, dV, D, b, n, dm, h, hd,
-                                 scale);
+                                 scale, causal != 0);
         tl_scratch_free(tmp);
         return est;
     }
@@ -1135,14 +819,11 @@ extern "C" int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_bu
         st = tl_cuda_launched(op);
     }
     if (!st) {
-        if (flash && hd <= 32)
-            st = flash_backward<32>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale);
-        else if (flash && hd <= 64)
-            st = flash_backward<64>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale);
-        else if (flash && hd <= 128)
-            st = flash_backward<128>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale);
+        if (flash && hd <= 128)
+            st = flash_backward(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal != 0);
         else
-            st = composed_backward(op, hnd, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale);
+            st = composed_backward(op, hnd, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale,
+                                   causal != 0);
     }
     if (!st) st = gemm(op, hnd, true, false, dm, HD, R, 1.0f, X, dm, dQ, HD, 0.0f, dwq->data, HD);
     if (!st) st = gemm(op, hnd, true, false, dm, HD, R, 1.0f, X, dm, dK, HD, 0.0f, dwk->data, HD);

@@ -18,6 +18,11 @@
  *    (scores recomputed from lse); dQ_i = sum of ds_ij k_j over keys j in order, dK_j = sum of
  *    ds_ij q_i and dV_j = sum of p_ij dO_i over queries i in order, each one fma chain from 0;
  *    masked pairs add nothing.
+ * Causal (query i attends keys j <= i) is one more blocking rule, ANDed with the mask: exactly
+ * the lower-triangular boolean mask, bit for bit. Work on blocked pairs is skipped only where
+ * the order above makes it vanish: the dot products of blocked keys (their score is -inf
+ * whatever it was) and the backward's masked pairs. The forward keeps the p = 0 fma of keys
+ * after the query, since fma(0, v, acc) is not acc when v is inf or NaN or acc is -0.
  * Empty problems (no rows, no head dims or d_model 0) give all-zero outputs, as on CUDA.
  * Speed: dot products of a query against a block of keys run as fma chains over the head dim,
  * vectorised across the keys (head-major transposed copies of K, V, Q, dO), never across a sum.
@@ -54,8 +59,9 @@ static void dots_block(const float *a, const float *T, int64_t n, int64_t hd, in
     }
 }
 
-static inline int blocked(const float *M, int64_t n, int64_t i, int64_t j) {
-    return M && M[i * n + j] == 0.0f;
+/* the pair (query i, key j) is blocked by the mask or, when causal, because j > i */
+static inline int blocked(const float *M, int causal, int64_t n, int64_t i, int64_t j) {
+    return (causal && j > i) || (M && M[i * n + j] == 0.0f);
 }
 
 static int zero_all(tl_buf *outs, int count) {
@@ -69,7 +75,7 @@ static float head_scale(int64_t hd) { return (float)(1.0 / sqrt((double)hd)); }
 int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf mask,
                             tl_buf y, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn,
                             int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd,
-                            int64_t has_mask, int64_t flash) {
+                            int64_t has_mask, int64_t flash, int64_t causal) {
     const int64_t R = b * n, HD = h * hd;
     if (R == 0 || HD == 0 || dm == 0) {
         tl_buf outs[] = {y, q, k, v, lse, attn};
@@ -102,9 +108,12 @@ int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl
             for (int64_t p = 0; p < hd; p++) acc[p] = 0.0f;
             for (int64_t j0 = 0; j0 < n; j0 += TILE) {
                 int nt = (int)(n - j0 < TILE ? n - j0 : TILE);
-                dots_block(qi, KTbh, n, hd, j0, nt, s);
+                /* causal: keys after i score -inf whatever their dot, so it is not computed */
+                int64_t nd = causal ? i + 1 - j0 : nt;
+                nd = nd < 0 ? 0 : nd > nt ? nt : nd;
+                dots_block(qi, KTbh, n, hd, j0, nd, s);
                 for (int jj = 0; jj < nt; jj++) {
-                    s[jj] = blocked(M, n, i, j0 + jj) ? neg_inf : tlm_mul(s[jj], scale);
+                    s[jj] = blocked(M, (int)causal, n, i, j0 + jj) ? neg_inf : tlm_mul(s[jj], scale);
                     nan_seen |= s[jj] != s[jj];
                 }
                 float alpha = tlm_osm_tile(&st, s, nt);
@@ -130,8 +139,8 @@ int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl
 /* dQ (per query row, over keys in order) or dK and dV (per key row, over queries in order) */
 static void grad_rows(int key_rows, const float *Q, const float *K, const float *V, const float *dO,
                       const float *T1, const float *T2, const float *L, const float *Dr, const float *M,
-                      float *G1, float *G2, int64_t b, int64_t n, int64_t h, int64_t hd, float scale,
-                      int *oom) {
+                      int causal, float *G1, float *G2, int64_t b, int64_t n, int64_t h, int64_t hd,
+                      float scale, int *oom) {
     const int64_t HD = h * hd;
     int bad = 0;
 #pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : bad)
@@ -149,14 +158,18 @@ static void grad_rows(int key_rows, const float *Q, const float *K, const float 
              * Q^T and dO^T (the same fma chains: fma(a, b, c) == fma(b, a, c)) */
             const float *a1 = key_rows ? K + off : Q + off, *a2 = key_rows ? V + off : dO + off;
             for (int64_t p = 0; p < 2 * hd; p++) g1[p] = 0.0f;
-            for (int64_t c0 = 0; c0 < n; c0 += TILE) {
-                int nt = (int)(n - c0 < TILE ? n - c0 : TILE);
+            /* causal: a query row sees keys c <= r, a key row is seen by queries c >= r; the
+             * tiles outside hold only masked pairs, which add nothing */
+            const int64_t c_lo = causal && key_rows ? r / TILE * TILE : 0;
+            const int64_t c_hi = causal && !key_rows ? r + 1 : n;
+            for (int64_t c0 = c_lo; c0 < c_hi; c0 += TILE) {
+                int nt = (int)(c_hi - c0 < TILE ? c_hi - c0 : TILE);
                 dots_block(a1, T1 + blk, n, hd, c0, nt, s);
                 dots_block(a2, T2 + blk, n, hd, c0, nt, dp);
                 for (int cc = 0; cc < nt; cc++) {
                     int64_t i = key_rows ? c0 + cc : r, j = key_rows ? r : c0 + cc;
                     int64_t qrow = (bb * h + hh) * n + i;
-                    ok[cc] = !blocked(M, n, i, j);
+                    ok[cc] = !blocked(M, causal, n, i, j);
                     pr[cc] = tlm_attn_prob(tlm_mul(s[cc], scale), L[qrow]);
                     ds[cc] = tlm_attn_dscore(pr[cc], dp[cc], Dr[qrow], scale);
                 }
@@ -185,7 +198,8 @@ int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_bu
                                      tl_buf x, tl_buf q, tl_buf k, tl_buf v, tl_buf lse,
                                      tl_buf attn, tl_buf mask, tl_buf dwq, tl_buf dwk, tl_buf dwv,
                                      tl_buf dwo, tl_buf dx, int64_t b, int64_t n, int64_t dm,
-                                     int64_t h, int64_t hd, int64_t has_mask, int64_t flash) {
+                                     int64_t h, int64_t hd, int64_t has_mask, int64_t flash,
+                                     int64_t causal) {
     const int64_t R = b * n, HD = h * hd;
     if (R == 0 || HD == 0 || dm == 0) {
         tl_buf outs[] = {dwq, dwk, dwv, dwo, dx};
@@ -211,11 +225,11 @@ int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_bu
         }
         head_transpose(K, T1, b, n, h, hd);
         head_transpose(V, T2, b, n, h, hd);
-        grad_rows(0, Q, K, V, dO, T1, T2, L, Dr, M, dQ, NULL, b, n, h, hd, scale, &oom);
+        grad_rows(0, Q, K, V, dO, T1, T2, L, Dr, M, (int)causal, dQ, NULL, b, n, h, hd, scale, &oom);
         if (!oom) {
             head_transpose(Q, T1, b, n, h, hd);
             head_transpose(dO, T2, b, n, h, hd);
-            grad_rows(1, Q, K, V, dO, T1, T2, L, Dr, M, dK, dV, b, n, h, hd, scale, &oom);
+            grad_rows(1, Q, K, V, dO, T1, T2, L, Dr, M, (int)causal, dK, dV, b, n, h, hd, scale, &oom);
         }
         if (oom) st = tl_fail(TL_E_OOM, "%s: out of host memory for row accumulators of %lld", op, (long long)hd);
     }

@@ -496,7 +496,9 @@ class MultiHeadAttention(Module):
     Masks: `mask` is torchlean's boolean (T, S) mask, True = may attend (as
     F.scaled_dot_product_attention); `attn_mask` and `key_padding_mask` ((B, S) or (S,)) follow
     nn.MultiheadAttention, True = blocked. Float masks (either keyword) are added to the scores.
-    is_causal=True applies the causal mask, uploaded once per (T, S) and kept on the module.
+    is_causal=True lets query i attend keys j <= i: the fused kernel takes it as its causal attr
+    (no mask buffer, and the key tiles past the diagonal are skipped); the composed path uses
+    the causal mask, uploaded once per (T, S) and kept on the module.
     Rows with every key blocked give 0. Returns the output only (no attention weights)."""
 
     def __init__(self, d_model, num_heads, use_flash=True, bias=False, kdim=None, vdim=None):
@@ -570,7 +572,15 @@ class MultiHeadAttention(Module):
                 op, attn_mask if mask is None else mask, (n, t, sk),
                 blocked_when=mask is None)
         else:
-            allowed, additive = (self._causal_mask(t, sk) if is_causal else None), None
+            allowed, additive = None, None
+        fused = (self_attn and not self.has_bias and additive is None and key_padding_mask is None
+                 and (allowed is None or np.shape(allowed) == (t, t)))
+        if fused:
+            return s.op("multi_head_attention", self.Wq, self.Wk, self.Wv, self.Wo, x,
+                        num_heads=self.num_heads, mask=self._device_mask(allowed),
+                        use_flash=self.use_flash, causal=bool(is_causal))
+        if is_causal:
+            allowed = self._causal_mask(t, sk)
         if key_padding_mask is not None:
             kpm = np.asarray(key_padding_mask)
             want = (b, sk) if x.ndim == 3 else (sk,)
@@ -589,12 +599,6 @@ class MultiHeadAttention(Module):
                 if blocked.any():
                     keep = np.broadcast_to(~blocked, (b, self.num_heads, t, sk)).reshape(n, t, sk)
                     allowed = keep if allowed is None else np.asarray(allowed) & keep
-        fused = (self_attn and not self.has_bias and additive is None
-                 and (allowed is None or np.shape(allowed) == (t, t)))
-        if fused:
-            return s.op("multi_head_attention", self.Wq, self.Wk, self.Wv, self.Wo, x,
-                        num_heads=self.num_heads, mask=self._device_mask(allowed),
-                        use_flash=self.use_flash)
         if allowed is not None and not isinstance(allowed, DeviceMask):
             allowed = self._device_mask(allowed)
         return self._composed(x, kx, vx, allowed, additive)

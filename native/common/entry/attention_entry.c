@@ -4,7 +4,7 @@
 #include "ops/attention_ops.h"
 #include "attention_kernels.h"
 
-int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf mask, tl_buf y, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn, int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd, int64_t has_mask, int64_t flash) {
+int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf mask, tl_buf y, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn, int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd, int64_t has_mask, int64_t flash, int64_t causal) {
     static const char op[] = "multi_head_attention";
     TL_TRY(tlb_ready(op));
     TL_TRY(tl_check_live(op, "wq", wq));
@@ -48,10 +48,10 @@ int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x
     TL_TRY(tl_check_len(op, "lse", lse, len_lse));
     TL_TRY(tl_check_len(op, "attn", attn, len_attn));
     if (len_y == 0 && len_q == 0 && len_k == 0 && len_v == 0 && len_lse == 0 && len_attn == 0) return TL_OK;
-    return tlk_multi_head_attention(op, wq, wk, wv, wo, x, mask, y, q, k, v, lse, attn, b, n, dm, h, hd, has_mask, flash);
+    return tlk_multi_head_attention(op, wq, wk, wv, wo, x, mask, y, q, k, v, lse, attn, b, n, dm, h, hd, has_mask, flash, causal);
 }
 
-int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn, tl_buf mask, tl_buf dwq, tl_buf dwk, tl_buf dwv, tl_buf dwo, tl_buf dx, int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd, int64_t has_mask, int64_t flash) {
+int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn, tl_buf mask, tl_buf dwq, tl_buf dwk, tl_buf dwv, tl_buf dwo, tl_buf dx, int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd, int64_t has_mask, int64_t flash, int64_t causal) {
     static const char op[] = "multi_head_attention_backward";
     TL_TRY(tlb_ready(op));
     TL_TRY(tl_check_live(op, "g", g));
@@ -110,5 +110,5 @@ int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, 
     TL_TRY(tl_check_len(op, "dwo", dwo, len_dwo));
     TL_TRY(tl_check_len(op, "dx", dx, len_dx));
     if (len_dwq == 0 && len_dwk == 0 && len_dwv == 0 && len_dwo == 0 && len_dx == 0) return TL_OK;
-    return tlk_multi_head_attention_backward(op, g, wq, wk, wv, wo, x, q, k, v, lse, attn, mask, dwq, dwk, dwv, dwo, dx, b, n, dm, h, hd, has_mask, flash);
+    return tlk_multi_head_attention_backward(op, g, wq, wk, wv, wo, x, q, k, v, lse, attn, mask, dwq, dwk, dwv, dwo, dx, b, n, dm, h, hd, has_mask, flash, causal);
 }

@@ -1,0 +1,337 @@
+"""Attention at the head dims of the tiled CUDA kernels (33..128, padded to 64, 96 or 128) and
+the causal attr, against float64 NumPy.
+
+Two layers:
+  * the op on the loaded backend (the stub in CI, CUDA on the GPU machine): forward and all five
+    gradients against an analytic float64 backward (itself checked by central differences), at
+    head dims 64, 80, 96 and 128, lengths that leave partial 64-row tiles, B * H > 1, causal on
+    and off; causal against the explicit lower-triangular mask, bit for bit, on every path;
+    NaN propagation;
+  * the CUDA tiled kernels' own source (native/cuda/attention_tiled.cuh) run on the CPU through
+    a small CUDA emulation (tests/native/cuda_emu), so CI checks their indexing, their tile
+    skipping and their barriers without a GPU: O, lse, dQ, dK and dV against float64, every
+    element written, the same bits in either thread order.
+"""
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import cffi
+import numpy as np
+import pytest
+
+import torchlean as tl
+from torchlean._generated import ops
+
+ROOT = Path(__file__).resolve().parent.parent
+EMU = ROOT / "build" / "attention_tiled_emu.so"
+
+
+# ---------------------------------------------------------------- float64 references
+
+def _heads(a, B, n, H):
+    return a.reshape(B, n, H, -1).transpose(0, 2, 1, 3)
+
+
+def _merge(a):
+    B, H, n, hd = a.shape
+    return a.transpose(0, 2, 1, 3).reshape(B, n, H * hd)
+
+
+def allowed_pairs(n, mask=None, causal=False):
+    ok = np.ones((n, n), bool) if mask is None else np.asarray(mask, bool)
+    return ok & np.tri(n, dtype=bool) if causal else ok
+
+
+def core_forward(q, k, v, ok, scale):
+    """softmax over allowed keys (fully blocked rows: 0) of q k^T scale, times v; also the
+    log-sum-exp per row (0 for a fully blocked row), as the kernels store it."""
+    s = np.where(ok, q @ k.swapaxes(-1, -2) * scale, -np.inf)
+    top = s.max(axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    e = np.where(ok, np.exp(s - top), 0.0)
+    den = e.sum(axis=-1, keepdims=True)
+    p = e / np.where(den > 0, den, 1.0)
+    lse = np.where(den > 0, top + np.log(np.where(den > 0, den, 1.0)), 0.0)[..., 0]
+    return p, p @ v, lse
+
+
+def core_backward(q, k, v, p, do, scale):
+    """dQ, dK, dV of the core from the probabilities: dS = P (dP - rowsum(dO o O)) scale."""
+    dp = do @ v.swapaxes(-1, -2)
+    d = (do * (p @ v)).sum(axis=-1, keepdims=True)
+    ds = p * (dp - d) * scale
+    return ds @ k, ds.swapaxes(-1, -2) @ q, p.swapaxes(-1, -2) @ do
+
+
+def mha_reference(wq, wk, wv, wo, x, g, H, mask=None, causal=False):
+    """y and (dwq, dwk, dwv, dwo, dx) of multi_head_attention in float64, the backward derived
+    by hand (test_reference_backward_matches_central_differences checks it)."""
+    B, n, dm = x.shape
+    hd = wq.shape[1] // H
+    scale = 1.0 / math.sqrt(hd)
+    q, k, v = (_heads(x @ w, B, n, H) for w in (wq, wk, wv))
+    p, o, _ = core_forward(q, k, v, allowed_pairs(n, mask, causal), scale)
+    attn = _merge(o)
+    y = attn @ wo
+    X, G, A = x.reshape(-1, dm), g.reshape(-1, dm), attn.reshape(B * n, -1)
+    dq, dk, dv = (_merge(a).reshape(B * n, -1)
+                  for a in core_backward(q, k, v, p, _heads(g @ wo.T, B, n, H), scale))
+    dx = dq @ wq.T + dk @ wk.T + dv @ wv.T
+    return y, (X.T @ dq, X.T @ dk, X.T @ dv, A.T @ G, dx.reshape(B, n, dm))
+
+
+def _inputs(seed, B, n, dm, H, hd):
+    """x uniform in [-1, 1]; weights scaled so scores have a spread of about 1.3 (a softmax far
+    from uniform); all values exactly representable in float32."""
+    rng = np.random.default_rng(seed)
+    f32 = lambda a: a.astype(np.float32).astype(np.float64)  # noqa: E731
+    ws = [f32(rng.normal(size=(dm, H * hd)) * 2 / math.sqrt(dm)) for _ in range(3)]
+    wo = f32(rng.normal(size=(H * hd, dm)) / math.sqrt(H * hd))
+    x = f32(rng.uniform(-1, 1, (B, n, dm)))
+    g = f32(rng.uniform(-1, 1, (B, n, dm)))
+    return ws + [wo], x, g
+
+
+def _run(ws, x, g, H, **attrs):
+    t = tl.Tape()
+    ids = [t.leaf(a) for a in ws + [x]]
+    y = t.multi_head_attention(*ids, num_heads=H, **attrs)
+    val = t.value(y).to_numpy()
+    gr = t.backward(y, seed=g)
+    grads = [gr[i].to_numpy() for i in ids]
+    for b in gr:
+        b.release()
+    t.release()
+    return val, grads
+
+
+def _close(got, want, what, rel):
+    """max |got - want| within rel of max(max |want|, 1) (float32 kernels against float64)"""
+    err = np.abs(np.asarray(got, np.float64) - want).max()
+    top = max(np.abs(want).max(), 1.0)
+    assert err <= rel * top, f"{what}: max error {err:.3g}, max |reference| {np.abs(want).max():.3g}"
+
+
+def test_reference_backward_matches_central_differences():
+    ws, x, g = _inputs(0, 2, 5, 4, 2, 3)
+    mask = np.ones((5, 5), bool)
+    mask[3, :2] = False
+    _, grads = mha_reference(*ws, x, g, 2, mask, causal=True)
+    args = ws + [x]
+    h = 1e-6
+    for which, grad in zip(range(5), grads):
+        est = np.zeros_like(args[which])
+        for idx in np.ndindex(args[which].shape):
+            hi, lo = [a.copy() for a in args], [a.copy() for a in args]
+            hi[which][idx] += h
+            lo[which][idx] -= h
+            est[idx] = ((mha_reference(*hi, g, 2, mask, True)[0] * g).sum()
+                        - (mha_reference(*lo, g, 2, mask, True)[0] * g).sum()) / (2 * h)
+        np.testing.assert_allclose(grad, est, rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------- the op on the loaded backend
+
+@pytest.mark.parametrize("hd,n", [(64, 67), (80, 130), (96, 67), (128, 130)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_forward_and_gradients_against_float64(hd, n, causal):
+    B, H, dm = 2, 2, 16
+    ws, x, g = _inputs(hd + n + causal, B, n, dm, H, hd)
+    y, grads = _run(ws, x, g, H, causal=causal)
+    want_y, want_g = mha_reference(*ws, x, g, H, causal=causal)
+    _close(y, want_y, "y", 2e-5)
+    for name, got, want in zip(("dWq", "dWk", "dWv", "dWo", "dx"), grads, want_g):
+        _close(got, want, name, 1e-4)
+
+
+@pytest.mark.parametrize("use_flash", [True, False])
+def test_causal_and_mask_both_apply(use_flash):
+    B, H, n, hd, dm = 2, 2, 70, 80, 12
+    ws, x, g = _inputs(7, B, n, dm, H, hd)
+    mask = np.random.default_rng(8).uniform(size=(n, n)) < 0.6
+    mask[40] = False          # a fully blocked row
+    mask[:, 0] = False        # row 0 then sees nothing under causal
+    y, grads = _run(ws, x, g, H, mask=mask, causal=True, use_flash=use_flash)
+    want_y, want_g = mha_reference(*ws, x, g, H, mask, causal=True)
+    assert np.all(y[:, [0, 40]] == 0.0)
+    _close(y, want_y, "y", 2e-5)
+    for name, got, want in zip(("dWq", "dWk", "dWv", "dWo", "dx"), grads, want_g):
+        _close(got, want, name, 1e-4)
+
+
+@pytest.fixture(params=[False, True], ids=["default", "exact"])
+def mode(request):
+    was = tl.is_exact()
+    assert tl.set_exact(request.param) == request.param
+    yield request.param
+    tl.set_exact(was)
+
+
+# head dims of every CUDA path: per-row kernels (16), tiled (48, 80, 128), composed (136)
+@pytest.mark.parametrize("hd", [16, 48, 80, 128, 136])
+@pytest.mark.parametrize("use_flash", [True, False])
+def test_causal_is_the_tril_mask_bit_for_bit(mode, hd, use_flash):
+    """Skipping the tiles past the diagonal changes nothing for finite inputs: the same bits as
+    the explicit lower-triangular mask, forward and backward, in exact and default mode."""
+    B, H, n, dm = 2, 2, 130 if hd <= 80 else 67, 8
+    ws, x, g = _inputs(hd, B, n, dm, H, hd)
+    a = _run(ws, x, g, H, causal=True, use_flash=use_flash)
+    b = _run(ws, x, g, H, mask=np.tri(n, dtype=bool), use_flash=use_flash)
+    for got, want in zip([a[0]] + a[1], [b[0]] + b[1]):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_causal_is_deterministic():
+    ws, x, g = _inputs(3, 2, 130, 8, 2, 96)
+    a = _run(ws, x, g, 2, causal=True)
+    b = _run(ws, x, g, 2, causal=True)
+    for got, want in zip([a[0]] + a[1], [b[0]] + b[1]):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("hd", [16, 64, 128])
+def test_nan_propagates_under_causal(hd):
+    """NaN in Wq makes every output NaN; NaN in one token makes the rows that attend it
+    (that token and every later one) NaN."""
+    B, H, n, dm = 1, 2, 70, 8
+    ws, x, g = _inputs(hd, B, n, dm, H, hd)
+    bad = [w.copy() for w in ws]
+    bad[0][1, 2] = np.nan
+    y = ops.multi_head_attention(*[tl.AnyBuffer.from_numpy(a.astype(np.float32)) for a in bad + [x]],
+                                 num_heads=H, causal=True)[0].to_numpy()
+    assert np.isnan(y).all()
+    x2 = x.copy()
+    x2[0, 50, 3] = np.nan
+    y = ops.multi_head_attention(*[tl.AnyBuffer.from_numpy(a.astype(np.float32)) for a in ws + [x2]],
+                                 num_heads=H, causal=True)[0].to_numpy()
+    assert np.isnan(y[0, 50:]).all()
+
+
+def test_causal_must_be_a_bool():
+    ws, x, _ = _inputs(0, 1, 3, 4, 1, 4)
+    bufs = [tl.AnyBuffer.from_numpy(a.astype(np.float32)) for a in ws + [x]]
+    with pytest.raises(TypeError, match="multi_head_attention: causal must be True or False"):
+        ops.multi_head_attention(*bufs, num_heads=1, causal="yes")
+    with pytest.raises(TypeError, match="multi_head_attention: causal must be True or False"):
+        ops.multi_head_attention(*bufs, num_heads=1, causal=2)
+
+
+# ---------------------------------------------------------------- the CUDA kernels, emulated
+
+@pytest.fixture(scope="module")
+def emu():
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.fail("no C++ compiler: the tiled CUDA kernels cannot be checked on the CPU")
+    r = subprocess.run(["make", "-s", str(EMU.relative_to(ROOT))], cwd=ROOT, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ffi = cffi.FFI()
+    ffi.cdef("""
+        int emu_tiled_hdp(int hd);
+        int emu_attention_fwd(const float *Q, const float *K, const float *V, const float *M,
+                              float *O, float *L, int B, int n, int H, int hd, float scale,
+                              int causal, int vec, int reverse);
+        int emu_attention_bwd(const float *Q, const float *K, const float *V, const float *dO,
+                              const float *L, const float *D, const float *M, float *dQ,
+                              float *dK, float *dV, int B, int n, int H, int hd, float scale,
+                              int causal, int vec, int reverse);
+    """)
+    return ffi, ffi.dlopen(str(EMU))
+
+
+def emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse):
+    """The tiled kernels on (B*n, H*hd) float32 q, k, v, dO as attention.cu launches them:
+    returns O, lse, dQ, dK, dV (outputs start as NaN, so an element never written shows)."""
+    ffi, lib = emu
+    Bn, HD = q.shape
+    hd, n = HD // H, Bn // B
+    ptr = lambda a: ffi.NULL if a is None else ffi.cast("float *", ffi.from_buffer(a))  # noqa: E731
+    m = None if mask is None else np.ascontiguousarray(mask, np.float32)
+    scale = np.float32(1.0 / math.sqrt(hd))
+    o = np.full((Bn, HD), np.nan, np.float32)
+    lse = np.full(B * H * n, np.nan, np.float32)
+    assert lib.emu_attention_fwd(ptr(q), ptr(k), ptr(v), ptr(m), ptr(o), ptr(lse), B, n, H, hd,
+                                 scale, causal, vec, reverse) == 0
+    # D = rowsum(dO o O) per (b, h, i), as rowdot_kernel computes it before the backward
+    d = (_heads(do, B, n, H).astype(np.float64) * _heads(o, B, n, H)).sum(-1)
+    d = np.ascontiguousarray(d, np.float32).reshape(-1)
+    dq, dk, dv = (np.full((Bn, HD), np.nan, np.float32) for _ in range(3))
+    assert lib.emu_attention_bwd(ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(d), ptr(m),
+                                 ptr(dq), ptr(dk), ptr(dv), B, n, H, hd, scale, causal, vec,
+                                 reverse) == 0
+    return o, lse, dq, dk, dv
+
+
+def _core_inputs(seed, B, n, H, hd):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(B * n, H * hd)).astype(np.float32) for _ in range(4)]
+
+
+def test_emulation_picks_attention_cu_tiles(emu):
+    _, lib = emu
+    assert [lib.emu_tiled_hdp(h) for h in (32, 33, 64, 65, 80, 96, 97, 128, 129)] == \
+        [0, 64, 64, 96, 96, 96, 128, 128, 0]
+
+
+@pytest.mark.parametrize("B,n,H,hd,causal,masked,vec", [
+    (2, 67, 2, 64, False, False, True),
+    (1, 130, 2, 64, True, True, True),
+    (2, 67, 1, 33, True, False, False),    # hd below a multiple of 4: scalar staging
+    (1, 130, 2, 80, True, False, True),
+    (1, 67, 2, 80, False, True, False),
+    (2, 130, 1, 96, True, True, True),
+    (1, 67, 2, 128, True, False, True),
+    (1, 200, 1, 128, False, True, True),
+    (1, 1, 2, 100, True, False, True),     # one token
+])
+def test_tiled_kernels_against_float64(emu, B, n, H, hd, causal, masked, vec):
+    q, k, v, do = _core_inputs(n + hd, B, n, H, hd)
+    mask = None
+    if masked:
+        mask = np.random.default_rng(n).uniform(size=(n, n)) < 0.7
+        mask[n // 2] = False
+    got = emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse=False)
+    for a in got:
+        assert np.isfinite(a).all(), "an output element was never written"
+    ok = allowed_pairs(n, mask, causal)
+    h = lambda a: _heads(a.astype(np.float64), B, n, H)  # noqa: E731
+    scale = float(np.float32(1.0 / math.sqrt(hd)))
+    p, o, lse = core_forward(h(q), h(k), h(v), ok, scale)
+    grads = core_backward(h(q), h(k), h(v), p, h(do), scale)
+    _close(h(got[0]), o, "O", 5e-6)
+    np.testing.assert_allclose(got[1].reshape(B, H, n), lse, rtol=0, atol=5e-6)
+    for name, a, want in zip(("dQ", "dK", "dV"), got[2:], grads):
+        _close(h(a), want, name, 5e-6)
+    # the reverse thread order (one warp far ahead of the others the other way) gives the same bits
+    rev = emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse=True)
+    for a, b in zip(got, rev):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+@pytest.mark.parametrize("hd", [64, 96, 128])
+def test_tiled_causal_skipping_is_the_tril_mask(emu, hd):
+    q, k, v, do = _core_inputs(hd, 1, 150, 2, hd)
+    a = emulate(emu, q, k, v, do, 1, 2, None, True, True, False)
+    b = emulate(emu, q, k, v, do, 1, 2, np.tri(150, dtype=bool), False, True, False)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x.view(np.uint32), y.view(np.uint32))
+
+
+def test_tiled_fully_blocked_rows_and_nan(emu):
+    B, n, H, hd = 1, 70, 1, 64
+    q, k, v, do = _core_inputs(1, B, n, H, hd)
+    mask = np.ones((n, n), bool)
+    mask[5] = False
+    o, lse, dq, dk, dv = emulate(emu, q, k, v, do, B, H, mask, False, True, False)
+    assert np.all(o[5] == 0) and lse[5] == 0 and np.all(dq[5] == 0)
+    assert np.isfinite(dk).all() and np.isfinite(dv).all()
+    k2 = k.copy()
+    k2[30, 7] = np.nan        # key 30 scores NaN for every query that sees it (causal: i >= 30)
+    o, lse, dq, dk, dv = emulate(emu, q, k2, v, do, B, H, None, True, True, False)
+    assert np.isnan(o[30:]).all() and np.isnan(lse[30:]).all() and np.isnan(dq[30:]).all()
+    # the forward multiplies probabilities by V only, so the earlier rows stay finite (dQ's
+    # product with K may not: a blocked pair adds 0 * NaN within the diagonal tile)
+    assert np.isfinite(o[:30]).all() and np.isfinite(lse[:30]).all()
