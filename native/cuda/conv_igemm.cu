@@ -648,18 +648,20 @@ int launch_wgrad(const char *op, const Wgrad &p, float *dW, Scratch &sc) {
 bool tl_conv_igemm_takes(const tl_geom &G, int transpose) {
     if (transpose || tl_exact() || (G.r != 1 && G.r != 2) || !igemm_enabled()) return false;
     if (G.n < 1 || G.cin < 1 || G.cout < 1 || G.in_n < 1 || G.k_n < 1 || G.out_n < 1) return false;
-    // every index inside the kernels is a sum of two terms below 2^30 (int32 arithmetic)
-    const int64_t lim = (int64_t)1 << 30;
+    // every index inside the kernels is a sum of two terms below 2^30 (int32 arithmetic); the
+    // products are taken in double, so that no size can wrap around the check
+    const double lim = (double)(1 << 30);
     const int a = G.r == 2 ? 1 : 0;
-    const int64_t H = a ? G.in[0] : 1, W = G.in[a], OH = a ? G.out[0] : 1, OW = G.out[a];
-    const int64_t KH = a ? G.k[0] : 1, KW = G.k[a], SH = a ? G.s[0] : 1, SW = G.s[a];
-    const int64_t PH = a ? G.p[0] : 0, PW = G.p[a];
-    const int64_t cmax = G.cin > G.cout ? G.cin : G.cout;
-    if (G.n * cmax * G.in_n >= lim || G.n * cmax * G.out_n >= lim) return false;
-    if ((cmax + 4) * G.cin * G.k_n >= lim || (cmax + 4) * G.cout * G.k_n >= lim) return false;
+    const double H = a ? G.in[0] : 1, W = (double)G.in[a], OH = a ? G.out[0] : 1;
+    const double OW = (double)G.out[a], KH = a ? G.k[0] : 1, KW = (double)G.k[a];
+    const double SH = a ? G.s[0] : 1, SW = (double)G.s[a], PH = a ? G.p[0] : 0, PW = (double)G.p[a];
+    const double n = (double)G.n, cmax = (double)(G.cin > G.cout ? G.cin : G.cout);
+    const double kn = (double)G.k_n;
+    if (n * cmax * G.in_n >= lim || n * cmax * G.out_n >= lim) return false;
+    if ((cmax + 4) * G.cin * kn >= lim || (cmax + 4) * G.cout * kn >= lim) return false;
     if ((H + 2 * PH + KH + SH + 2) * (W + 2 * PW + KW + SW + 2) * cmax >= lim) return false;
     if ((OH + KH + PH + 2) * (OW + KW + PW + 2) * cmax >= lim) return false;
-    if (SH * SW > 65535 || cmax > 65535 * 32) return false;  // grid z (classes) and y (row tiles)
+    if (SH * SW > 65535 || cmax > 65535.0 * 32) return false;  // grid z (classes), y (row tiles)
     return true;
 }
 
