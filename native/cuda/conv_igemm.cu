@@ -287,6 +287,7 @@ __global__ void __launch_bounds__(256) k_gather_direct(Gather p) {
     float acc[MR];
 #pragma unroll
     for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+#pragma unroll 4
     for (int k = 0; k < c.K; k++) {
         const int4 t = __ldg(tab + k);
         const float v = ((unsigned)(gh + t.y) < (unsigned)p.LH && (unsigned)(gw + t.z) < (unsigned)p.LW)
