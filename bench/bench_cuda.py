@@ -380,8 +380,12 @@ def _conv():
             xt.grad = wt.grad = bt.grad = None
 
         shape = f"{k}x{k}" + (f" s{st}" if st != 1 else "") + (f" p{pd}" if pd != 1 else "")
-        row(f"conv2d fwd+bwd N{N} {Ci}->{Co} {H}x{H} {shape}", time_tl(tl_step),
-            time_torch(torch_step), note=f"{path} vs cuDNN, TF32 off")
+        t_default = time_tl(tl_step)
+        tl.set_deterministic(True)
+        t_det = time_tl(tl_step)
+        tl.set_deterministic(False)
+        row(f"conv2d fwd+bwd N{N} {Ci}->{Co} {H}x{H} {shape}", t_default, time_torch(torch_step),
+            note=f"{path} vs cuDNN, TF32 off; deterministic/default {t_det / t_default:.2f}")
         _release([x, w, bias, g])
 
 

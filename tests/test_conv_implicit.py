@@ -6,6 +6,8 @@ a kernel gradient summed over more than 100k positions (split over K on CUDA); N
 and bit-identical repeats in the default and the deterministic mode."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -213,3 +215,28 @@ def test_results_repeat_bit_for_bit_in_both_modes(stride):
     for name, a, c, d in zip(("y", "dx", "dw", "db"), first, again, det):
         np.testing.assert_array_equal(a, c, err_msg=f"{name}: repeat")
         np.testing.assert_array_equal(a, d, err_msg=f"{name}: deterministic mode")
+
+
+@pytest.mark.cuda
+def test_cuda_backward_scratch_is_a_small_workspace():
+    """conv_backward of 32 x 64 x 32 x 32 with a 64 x 64 x 3 x 3 kernel: the implicit kernels
+    need the kernel's k-major copy and at most 16 MiB of kernel-gradient partials beyond the
+    three gradients, where im2col (TORCHLEAN_CONV_IGEMM=0) holds 576 x 32768 columns (72 MiB)."""
+    rng = np.random.default_rng(2)
+    x = tl.AnyBuffer.from_numpy(_data(rng, (32, 64, 32, 32)))
+    w = tl.AnyBuffer.from_numpy(_data(rng, (64, 64, 3, 3)))
+    g = tl.AnyBuffer.from_numpy(_data(rng, (32, 64, 32, 32)))
+    tl.synchronize()
+    tl.reset_peak_memory_stats()
+    before = tl.memory_stats()
+    grads = tl.ops.conv_backward(w, x, g, padding=1)
+    tl.synchronize()
+    extra = tl.memory_stats()["peak_bytes"] - before["live_bytes"]
+    outputs = sum(4 * int(np.prod(t.shape)) for t in grads)
+    weight = 4 * 64 * 64 * 9
+    if os.environ.get("TORCHLEAN_CONV_IGEMM") == "0":
+        assert extra >= outputs + 576 * 32768 * 4
+    else:
+        assert outputs <= extra <= outputs + (16 << 20) + 2 * weight + (64 << 10)
+    for t in (x, w, g) + tuple(grads):
+        t.release()

@@ -287,6 +287,7 @@ __global__ void __launch_bounds__(256) k_gather_direct(Gather p) {
     float acc[MR];
 #pragma unroll
     for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+#pragma unroll 4
     for (int k = 0; k < c.K; k++) {
         const int4 t = __ldg(tab + k);
         const float v = ((unsigned)(gh + t.y) < (unsigned)p.LH && (unsigned)(gw + t.z) < (unsigned)p.LW)
@@ -342,7 +343,8 @@ struct Wgrad {
     int M, N, KK, KW;          // C_out, C_in*KK, taps, kernel width
     int ktot, chunk;           // N*P and the k-steps of a chunk (a multiple of BK)
     const float *g;            // [batch][M][P]
-    int P, OW, g_bstride;
+    int P, OH, OW, g_bstride;
+    int step_b, step_o, step_h, step_w;  // BK = step_b P + step_o, step_o = step_h OW + step_w
     const float *x;            // [batch][C_in][H][W]
     int H, W, x_bstride, SH, SW, PH, PW;
     float *out;                // [S][M][N]
@@ -379,17 +381,13 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_wgrad(Wgrad p) {
     // each thread loads one k (kk) of a stage, for rows / columns rr + KR j
     const int kk = tid % BK, rr = tid / BK;
     // stage s <- k-steps [k0, k0 + BK) of this chunk, 4-byte copies (0 outside)
+    // this thread's k = (kb, ko), ko = (koh, kow): divided once here, then carried forward by
+    // BK after each stage's copies (issue runs for k0 = klo, klo + BK, ... in turn)
+    int kb = (klo + kk) / p.P, ko = klo + kk - kb * p.P, koh = ko / p.OW, kow = ko - koh * p.OW;
     auto issue = [&](int k0, int s) {
-        const int k = k0 + kk;
-        const bool ok = k < khi;
-        int ab = 0, xb = 0, hb = 0, wb = 0;
-        if (ok) {
-            const int b = k / p.P, o = k - b * p.P, oh = o / p.OW, ow = o - oh * p.OW;
-            ab = b * p.g_bstride + o;
-            hb = oh * p.SH - p.PH;
-            wb = ow * p.SW - p.PW;
-            xb = b * p.x_bstride + hb * p.W + wb;
-        }
+        const bool ok = k0 + kk < khi;
+        const int hb = koh * p.SH - p.PH, wb = kow * p.SW - p.PW;
+        const int ab = kb * p.g_bstride + ko, xb = kb * p.x_bstride + hb * p.W + wb;
 #pragma unroll
         for (int i = 0; i < NA; i++) {
             const int m = row0 + rr + KR * i;
@@ -403,6 +401,12 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_wgrad(Wgrad p) {
                            (unsigned)(wb + e.z) < (unsigned)p.W;
             cp_async4(&Bs[s][kk][rr + KR * j], p.x + (v ? xb + e.x : 0), v);
         }
+        kb += p.step_b;
+        ko += p.step_o;
+        koh += p.step_h;
+        kow += p.step_w;
+        if (kow >= p.OW) { kow -= p.OW; koh++; }
+        if (ko >= p.P) { ko -= p.P; kb++; koh -= p.OH; }
     };
 
     float acc[T::RM][T::RN];
@@ -645,18 +649,20 @@ int launch_wgrad(const char *op, const Wgrad &p, float *dW, Scratch &sc) {
 bool tl_conv_igemm_takes(const tl_geom &G, int transpose) {
     if (transpose || tl_exact() || (G.r != 1 && G.r != 2) || !igemm_enabled()) return false;
     if (G.n < 1 || G.cin < 1 || G.cout < 1 || G.in_n < 1 || G.k_n < 1 || G.out_n < 1) return false;
-    // every index inside the kernels is a sum of two terms below 2^30 (int32 arithmetic)
-    const int64_t lim = (int64_t)1 << 30;
+    // every index inside the kernels is a sum of two terms below 2^30 (int32 arithmetic); the
+    // products are taken in double, so that no size can wrap around the check
+    const double lim = (double)(1 << 30);
     const int a = G.r == 2 ? 1 : 0;
-    const int64_t H = a ? G.in[0] : 1, W = G.in[a], OH = a ? G.out[0] : 1, OW = G.out[a];
-    const int64_t KH = a ? G.k[0] : 1, KW = G.k[a], SH = a ? G.s[0] : 1, SW = G.s[a];
-    const int64_t PH = a ? G.p[0] : 0, PW = G.p[a];
-    const int64_t cmax = G.cin > G.cout ? G.cin : G.cout;
-    if (G.n * cmax * G.in_n >= lim || G.n * cmax * G.out_n >= lim) return false;
-    if ((cmax + 4) * G.cin * G.k_n >= lim || (cmax + 4) * G.cout * G.k_n >= lim) return false;
+    const double H = a ? G.in[0] : 1, W = (double)G.in[a], OH = a ? G.out[0] : 1;
+    const double OW = (double)G.out[a], KH = a ? G.k[0] : 1, KW = (double)G.k[a];
+    const double SH = a ? G.s[0] : 1, SW = (double)G.s[a], PH = a ? G.p[0] : 0, PW = (double)G.p[a];
+    const double n = (double)G.n, cmax = (double)(G.cin > G.cout ? G.cin : G.cout);
+    const double kn = (double)G.k_n;
+    if (n * cmax * G.in_n >= lim || n * cmax * G.out_n >= lim) return false;
+    if ((cmax + 4) * G.cin * kn >= lim || (cmax + 4) * G.cout * kn >= lim) return false;
     if ((H + 2 * PH + KH + SH + 2) * (W + 2 * PW + KW + SW + 2) * cmax >= lim) return false;
     if ((OH + KH + PH + 2) * (OW + KW + PW + 2) * cmax >= lim) return false;
-    if (SH * SW > 65535 || cmax > 65535 * 32) return false;  // grid z (classes) and y (row tiles)
+    if (SH * SW > 65535 || cmax > 65535.0 * 32) return false;  // grid z (classes), y (row tiles)
     return true;
 }
 
@@ -692,7 +698,8 @@ int tl_conv_igemm_backward(const char *op, const tl_geom &G, const float *W, con
     Wgrad w = {};
     w.M = c.Cout; w.N = c.Cin * KK; w.KK = KK; w.KW = c.KW;
     w.ktot = c.N * P;
-    w.g = g; w.P = P; w.OW = c.OW; w.g_bstride = c.Cout * P;
+    w.g = g; w.P = P; w.OH = c.OH; w.OW = c.OW; w.g_bstride = c.Cout * P;
+    w.step_b = BK / P; w.step_o = BK % P; w.step_h = w.step_o / c.OW; w.step_w = w.step_o % c.OW;
     w.x = X; w.H = c.H; w.W = c.W; w.x_bstride = c.Cin * c.H * c.W;
     w.SH = c.SH; w.SW = c.SW; w.PH = c.PH; w.PW = c.PW;
     TL_TRY(launch_wgrad(op, w, dW, sc));
