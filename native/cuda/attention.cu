@@ -57,7 +57,8 @@ int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, 
 // broadcast). Dot products are summed over the group with a butterfly of shuffles: every lane
 // ends with the same bits, and the order is fixed (bit-reproducible). The n x n matrix is never
 // stored; tiles of K/V (or Q/dO) are staged in shared memory.
-// Tile sizes by the compile-time head-dim bound HDM: shared tiles stay under 48 KiB.
+// Tile sizes by the compile-time head-dim bound HDM (only 32 is launched; larger head dims run
+// the tiled kernels): shared tiles stay under 48 KiB.
 template <int HDM> struct Tiles {
     static constexpr int SPL = HDM / 32;            // lanes per row (forward, dQ: 32 dims each)
     static constexpr int SPLKV = HDM / 16;          // lanes per row (dK/dV: 16 dims each, so
