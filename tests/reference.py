@@ -272,6 +272,20 @@ def multi_head_attention(wq, wk, wv, wo, x, num_heads, mask=None, use_flash=True
     return y if batched else y[0]
 
 
+def attention(q, k, v, mask=None, use_flash=True, causal=False):
+    """softmax(q k^T / sqrt(E)) v per leading index over allowed keys (mask True = may attend,
+    causal blocks keys j > i); fully blocked rows give 0."""
+    n, e = q.shape[-2:]
+    allowed = np.ones((n, n), bool) if mask is None else np.asarray(mask, dtype=bool)
+    if causal:
+        allowed = allowed & np.tri(n, dtype=bool)
+    s = np.where(allowed, q @ np.swapaxes(k, -1, -2) / np.sqrt(e), -np.inf)
+    top = s.max(axis=-1, keepdims=True)
+    ex = np.where(allowed, np.exp(s - np.where(np.isfinite(top), top, 0.0)), 0.0)
+    den = ex.sum(axis=-1, keepdims=True)
+    return (ex / np.where(den > 0, den, 1.0)) @ v
+
+
 # -------------------------------------------------------------------- end of section: norm_attention
 
 

@@ -2,11 +2,12 @@
 the causal attr, against float64 NumPy.
 
 Two layers:
-  * the op on the loaded backend (the stub in CI, CUDA on the GPU machine): forward and all five
-    gradients against an analytic float64 backward (itself checked by central differences), at
-    head dims 64, 80, 96 and 128, lengths that leave partial 64-row tiles, B * H > 1, causal on
-    and off; causal against the explicit lower-triangular mask, bit for bit, on every path;
-    NaN propagation;
+  * the ops on the loaded backend (the stub in CI, CUDA on the GPU machine): multi_head_attention's
+    forward and all five gradients against an analytic float64 backward (itself checked by
+    central differences), at head dims 64, 80, 96 and 128, lengths that leave partial 64-row
+    tiles, B * H > 1, causal on and off; causal against the explicit lower-triangular mask, bit
+    for bit, on every path; NaN propagation; the attention op (the core without projections)
+    through F.scaled_dot_product_attention;
   * the CUDA tiled kernels' own source (native/cuda/attention_tiled.cuh) run on the CPU through
     a small CUDA emulation (tests/native/cuda_emu), so CI checks their indexing, their tile
     skipping and their barriers without a GPU: O, lse, dQ, dK and dV against float64, every
@@ -216,6 +217,60 @@ def test_causal_must_be_a_bool():
         ops.multi_head_attention(*bufs, num_heads=1, causal="yes")
     with pytest.raises(TypeError, match="multi_head_attention: causal must be True or False"):
         ops.multi_head_attention(*bufs, num_heads=1, causal=2)
+
+
+# ---------------------------------------------------------------- attention op and F.sdpa
+
+def _run_sdpa(q, k, v, g, **kw):
+    from torchlean.nn import functional as F
+    s = tl.Session()
+    ts = [s.tensor(a.astype(np.float32), requires_grad=True) for a in (q, k, v)]
+    y = F.scaled_dot_product_attention(*ts, **kw)
+    (y * s.tensor(g.astype(np.float32))).sum().backward()
+    return y.numpy(), [t.grad for t in ts]
+
+
+@pytest.mark.parametrize("e,n", [(64, 67), (80, 130), (128, 67)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_self_shaped_runs_the_fused_op(e, n, causal):
+    """F.scaled_dot_product_attention on (B, H, L, E) with S = L: output and the gradients of
+    q, k and v against float64; is_causal gives the bits of the explicit tril mask."""
+    rng = np.random.default_rng(e + n)
+    q, k, v, g = (rng.normal(size=(2, 3, n, e)).astype(np.float32).astype(np.float64)
+                  for _ in range(4))
+    y, grads = _run_sdpa(q, k, v, g, is_causal=causal)
+    scale = 1.0 / math.sqrt(e)
+    p, want, _ = core_forward(q, k, v, allowed_pairs(n, causal=causal), scale)
+    _close(y, want, "output", 2e-5)
+    for name, got, w in zip("qkv", grads, core_backward(q, k, v, p, g, scale)):
+        _close(got, w, f"d{name}", 1e-4)
+    if causal:
+        y2, grads2 = _run_sdpa(q, k, v, g, attn_mask=np.tri(n, dtype=bool))
+        for a, b in zip([y] + grads, [y2] + grads2):
+            np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_sdpa_fused_agrees_with_the_composed_path():
+    """An explicit scale (the same value) takes the bmm + masked_softmax path: the two agree."""
+    rng = np.random.default_rng(3)
+    q, k, v, g = (rng.normal(size=(2, 40, 96)) for _ in range(4))
+    mask = rng.uniform(size=(40, 40)) < 0.6
+    fused = _run_sdpa(q, k, v, g, attn_mask=mask)
+    composed = _run_sdpa(q, k, v, g, attn_mask=mask, scale=1.0 / math.sqrt(96))
+    for a, b in zip([fused[0]] + fused[1], [composed[0]] + composed[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * np.abs(b).max())
+
+
+def test_attention_op_bad_inputs():
+    buf = lambda *sh: tl.AnyBuffer.from_numpy(np.ones(sh, np.float32))  # noqa: E731
+    with pytest.raises(ValueError, match=r"attention: .*one shape.*k \(2, 4, 3\)"):
+        ops.attention(buf(2, 5, 3), buf(2, 4, 3), buf(2, 5, 3))
+    with pytest.raises(ValueError, match=r"attention: .*rank"):
+        ops.attention(buf(5), buf(5), buf(5))
+    with pytest.raises(ValueError, match=r"attention: mask must have shape \(5, 5\)"):
+        ops.attention(buf(2, 5, 3), buf(2, 5, 3), buf(2, 5, 3), mask=np.ones((5, 4), bool))
+    with pytest.raises(TypeError, match="attention: causal must be True or False"):
+        ops.attention(buf(2, 5, 3), buf(2, 5, 3), buf(2, 5, 3), causal=None)
 
 
 # ---------------------------------------------------------------- the CUDA kernels, emulated

@@ -1,4 +1,5 @@
-// attention.cu (CUDA): multi_head_attention forward and fused backward.
+// attention.cu (CUDA): multi_head_attention forward and fused backward, and their core without
+// the projections (the attention op: H = 1, hd = E).
 //
 // Layout (shared with the stub): q, k, v and attn are (B*n, H*hd) row-major, the direct result
 // of the cuBLAS projections; head h of token i is the column block [h*hd, (h+1)*hd), so heads
@@ -56,7 +57,8 @@ int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, 
 // broadcast). Dot products are summed over the group with a butterfly of shuffles: every lane
 // ends with the same bits, and the order is fixed (bit-reproducible). The n x n matrix is never
 // stored; tiles of K/V (or Q/dO) are staged in shared memory.
-// Tile sizes by the compile-time head-dim bound HDM: shared tiles stay under 48 KiB.
+// Tile sizes by the compile-time head-dim bound HDM (only 32 is launched; larger head dims run
+// the tiled kernels): shared tiles stay under 48 KiB.
 template <int HDM> struct Tiles {
     static constexpr int SPL = HDM / 32;            // lanes per row (forward, dQ: 32 dims each)
     static constexpr int SPLKV = HDM / 16;          // lanes per row (dK/dV: 16 dims each, so
@@ -687,41 +689,57 @@ __global__ void __launch_bounds__(EX_WARPS * 32) exact_grad_kernel(
     }
 }
 
-int exact_forward(const char *op, const float *wq, const float *wk, const float *wv, const float *wo,
-                  const float *X, const float *M, float *Y, float *Q, float *K, float *V, float *O, float *L,
-                  int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd, float scale, bool causal) {
-    const int64_t R = b * n, HD = h * hd;
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wq, HD, 0, Q, HD, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wk, HD, 0, K, HD, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wv, HD, 0, V, HD, 0, 0));
-    exact_fwd_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, tl_stream()>>>(Q, K, V, M, O, L, b, n, h, hd, scale,
-                                                                              causal);
-    TL_LAUNCHED(op);
-    return tl_gemm_exact_f32(op, 0, 0, 1, R, dm, HD, O, HD, 0, wo, dm, 0, Y, dm, 0, 0);
+// ---------------------------------------------------------------- the core and the projections
+// The attention core on (B*n, H*hd) Q, K, V: O and lse, by mode and head dim (exact mode's
+// canonical kernel, the fused kernels for use_flash and hd <= 128, else the composed path).
+int core_forward(const char *op, const float *Q, const float *K, const float *V, const float *M, float *O,
+                 float *L, int64_t b, int64_t n, int64_t h, int64_t hd, bool flash, bool causal) {
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    if (tl_exact()) {
+        exact_fwd_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, tl_stream()>>>(Q, K, V, M, O, L, b, n, h, hd,
+                                                                                  scale, causal);
+        TL_LAUNCHED(op);
+        return TL_OK;
+    }
+    if (flash && hd <= 128) return flash_forward(op, Q, K, V, M, O, L, b, n, h, hd, scale, causal);
+    cublasHandle_t hnd;
+    TL_TRY(tl_cublas(op, &hnd));
+    return composed_forward(op, hnd, Q, K, V, M, O, L, b, n, h, hd, scale, causal);
 }
 
-// dO, dQ, dK, dV (R x HD) and D (b*h*n) are scratch
-int exact_backward(const char *op, const float *G, const float *wq, const float *wk, const float *wv,
-                   const float *wo, const float *X, const float *Q, const float *K, const float *V,
-                   const float *L, const float *O, const float *M, float *dwq, float *dwk, float *dwv,
-                   float *dwo, float *dx, float *dO, float *dQ, float *dK, float *dV, float *D, int64_t b,
-                   int64_t n, int64_t dm, int64_t h, int64_t hd, float scale, bool causal) {
-    const int64_t R = b * n, HD = h * hd;
+// The core's backward: dQ, dK, dV from dO and the forward's O and lse; D (b*h*n) is scratch.
+int core_backward(const char *op, const float *Q, const float *K, const float *V, const float *O,
+                  const float *L, const float *dO, const float *M, float *dQ, float *dK, float *dV, float *D,
+                  int64_t b, int64_t n, int64_t h, int64_t hd, bool flash, bool causal) {
+    const float scale = (float)(1.0 / sqrt((double)hd));
     cudaStream_t s = tl_stream();
-    TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, HD, dm, R, O, HD, 0, G, dm, 0, dwo, dm, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 0, 1, 1, R, HD, dm, G, dm, 0, wo, dm, 0, dO, HD, 0, 0));
-    exact_rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, s>>>(dO, O, D, b, n, h, hd);
-    exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(0, Q, K, V, dO, L, D, M, dQ, nullptr, b, n,
-                                                                    h, hd, scale, causal);
-    exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(1, Q, K, V, dO, L, D, M, dK, dV, b, n, h,
-                                                                    hd, scale, causal);
+    if (tl_exact()) {
+        exact_rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, s>>>(dO, O, D, b, n, h, hd);
+        exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(0, Q, K, V, dO, L, D, M, dQ, nullptr, b,
+                                                                        n, h, hd, scale, causal);
+        exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(1, Q, K, V, dO, L, D, M, dK, dV, b, n,
+                                                                        h, hd, scale, causal);
+        TL_LAUNCHED(op);
+        return TL_OK;
+    }
+    rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, s>>>(dO, O, D, b, (int)n, (int)h, (int)hd);
     TL_LAUNCHED(op);
-    TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dQ, HD, 0, dwq, HD, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dK, HD, 0, dwk, HD, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dV, HD, 0, dwv, HD, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dQ, HD, 0, wq, HD, 0, dx, dm, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dK, HD, 0, wk, HD, 0, dx, dm, 0, 1));
-    return tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dV, HD, 0, wv, HD, 0, dx, dm, 0, 1);
+    if (flash && hd <= 128)
+        return flash_backward(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal);
+    cublasHandle_t hnd;
+    TL_TRY(tl_cublas(op, &hnd));
+    return composed_backward(op, hnd, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal);
+}
+
+// C (M x N) = op(A) op(B), or C += op(A) op(B) when accumulate: the canonical GEMM in exact mode
+// (which continues C's sums), cuBLAS otherwise. The projections and weight gradients.
+int project(const char *op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+            const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
+    if (tl_exact())
+        return tl_gemm_exact_f32(op, ta, tb, 1, M, N, K, A, lda, 0, B, ldb, 0, C, ldc, 0, accumulate);
+    cublasHandle_t hnd;
+    TL_TRY(tl_cublas(op, &hnd));
+    return gemm(op, hnd, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
 }
 
 // CUDA launch limits: (batch x heads) runs on gridDim.y, and sequence offsets stay in int range
@@ -755,24 +773,12 @@ extern "C" int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl
     }
     const float *M = has_mask ? mask->data : nullptr;
     const float *X = x->data;
-    if (tl_exact())
-        return exact_forward(op, wq->data, wk->data, wv->data, wo->data, X, M, y->data, q->data, k->data,
-                             v->data, attn->data, lse->data, b, n, dm, h, hd, (float)(1.0 / sqrt((double)hd)),
-                             causal != 0);
-    cublasHandle_t hnd;
-    TL_TRY(tl_cublas(op, &hnd));
-    TL_TRY(gemm(op, hnd, false, false, R, HD, dm, 1.0f, X, dm, wq->data, HD, 0.0f, q->data, HD));
-    TL_TRY(gemm(op, hnd, false, false, R, HD, dm, 1.0f, X, dm, wk->data, HD, 0.0f, k->data, HD));
-    TL_TRY(gemm(op, hnd, false, false, R, HD, dm, 1.0f, X, dm, wv->data, HD, 0.0f, v->data, HD));
-    const float scale = (float)(1.0 / sqrt((double)hd));
-    const float *Q = q->data, *K = k->data, *V = v->data;
-    float *O = attn->data, *L = lse->data;
-    if (flash && hd <= 128)
-        TL_TRY(flash_forward(op, Q, K, V, M, O, L, b, n, h, hd, scale, causal != 0));
-    else
-        TL_TRY(composed_forward(op, hnd, Q, K, V, M, O, L, b, n, h, hd, scale, causal != 0));
-    TL_TRY(gemm(op, hnd, false, false, R, dm, HD, 1.0f, O, HD, wo->data, dm, 0.0f, y->data, dm));
-    return TL_OK;
+    TL_TRY(project(op, false, false, R, HD, dm, X, dm, wq->data, HD, q->data, HD, false));
+    TL_TRY(project(op, false, false, R, HD, dm, X, dm, wk->data, HD, k->data, HD, false));
+    TL_TRY(project(op, false, false, R, HD, dm, X, dm, wv->data, HD, v->data, HD, false));
+    TL_TRY(core_forward(op, q->data, k->data, v->data, M, attn->data, lse->data, b, n, h, hd, flash != 0,
+                        causal != 0));
+    return project(op, false, false, R, dm, HD, attn->data, HD, wo->data, dm, y->data, dm, false);
 }
 
 extern "C" int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv,
@@ -790,47 +796,54 @@ extern "C" int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_bu
         return TL_OK;
     }
     const float *M = has_mask ? mask->data : nullptr;
-    const float *G = g->data, *X = x->data, *Q = q->data, *K = k->data, *V = v->data;
-    const float *O = attn->data, *L = lse->data;
+    const float *G = g->data, *X = x->data, *O = attn->data;
     // scratch: dO, dQ, dK, dV (R x HD each) and D (B*H*n)
     const size_t big = (size_t)(R * HD);
     void *tmp = nullptr;
     TL_TRY(tl_scratch(op, sizeof(float) * (4 * big + (size_t)(b * h * n)), &tmp));
     float *dO = (float *)tmp, *dQ = dO + big, *dK = dQ + big, *dV = dK + big, *D = dV + big;
-    const float scale = (float)(1.0 / sqrt((double)hd));
-    if (tl_exact()) {
-        int est = exact_backward(op, G, wq->data, wk->data, wv->data, wo->data, X, Q, K, V, L, O, M, dwq->data,
-                                 dwk->data, dwv->data, dwo->data, dx->data, dO, dQ, dK, dV, D, b, n, dm, h, hd,
-                                 scale, causal != 0);
-        tl_scratch_free(tmp);
-        return est;
+    int st = project(op, true, false, HD, dm, R, O, HD, G, dm, dwo->data, dm, false);
+    if (!st) st = project(op, false, true, R, HD, dm, G, dm, wo->data, dm, dO, HD, false);
+    if (!st) st = core_backward(op, q->data, k->data, v->data, O, lse->data, dO, M, dQ, dK, dV, D, b, n, h, hd,
+                                flash != 0, causal != 0);
+    if (!st) st = project(op, true, false, dm, HD, R, X, dm, dQ, HD, dwq->data, HD, false);
+    if (!st) st = project(op, true, false, dm, HD, R, X, dm, dK, HD, dwk->data, HD, false);
+    if (!st) st = project(op, true, false, dm, HD, R, X, dm, dV, HD, dwv->data, HD, false);
+    // dx = dQ Wq^T + dK Wk^T + dV Wv^T, each GEMM continuing the previous one's sums
+    if (!st) st = project(op, false, true, R, dm, HD, dQ, HD, wq->data, HD, dx->data, dm, false);
+    if (!st) st = project(op, false, true, R, dm, HD, dK, HD, wk->data, HD, dx->data, dm, true);
+    if (!st) st = project(op, false, true, R, dm, HD, dV, HD, wv->data, HD, dx->data, dm, true);
+    tl_scratch_free(tmp);
+    return st;
+}
+
+extern "C" int tlk_attention(const char *op, tl_buf q, tl_buf k, tl_buf v, tl_buf mask, tl_buf o, tl_buf lse,
+                             int64_t b, int64_t n, int64_t e, int64_t has_mask, int64_t flash,
+                             int64_t causal) {
+    TL_TRY(check_launch(op, b, n, 1));
+    if (b * n == 0 || e == 0) {
+        TL_TRY(zero(op, o));
+        return zero(op, lse);
     }
-    cublasHandle_t hnd;
-    int st = tl_cublas(op, &hnd);
-    if (st) {
-        tl_scratch_free(tmp);
-        return st;
+    return core_forward(op, q->data, k->data, v->data, has_mask ? mask->data : nullptr, o->data, lse->data, b,
+                        n, 1, e, flash != 0, causal != 0);
+}
+
+extern "C" int tlk_attention_backward(const char *op, tl_buf g, tl_buf q, tl_buf k, tl_buf v, tl_buf o,
+                                      tl_buf lse, tl_buf mask, tl_buf dq, tl_buf dk, tl_buf dv, int64_t b,
+                                      int64_t n, int64_t e, int64_t has_mask, int64_t flash,
+                                      int64_t causal) {
+    TL_TRY(check_launch(op, b, n, 1));
+    if (b * n == 0 || e == 0) {
+        tl_buf outs[] = {dq, dk, dv};
+        for (tl_buf t : outs) TL_TRY(zero(op, t));
+        return TL_OK;
     }
-    st = gemm(op, hnd, true, false, HD, dm, R, 1.0f, O, HD, G, dm, 0.0f, dwo->data, dm);
-    if (!st) st = gemm(op, hnd, false, true, R, HD, dm, 1.0f, G, dm, wo->data, dm, 0.0f, dO, HD);
-    if (!st) {
-        rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, tl_stream()>>>(dO, O, D, b, (int)n,
-                                                                           (int)h, (int)hd);
-        st = tl_cuda_launched(op);
-    }
-    if (!st) {
-        if (flash && hd <= 128)
-            st = flash_backward(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal != 0);
-        else
-            st = composed_backward(op, hnd, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale,
-                                   causal != 0);
-    }
-    if (!st) st = gemm(op, hnd, true, false, dm, HD, R, 1.0f, X, dm, dQ, HD, 0.0f, dwq->data, HD);
-    if (!st) st = gemm(op, hnd, true, false, dm, HD, R, 1.0f, X, dm, dK, HD, 0.0f, dwk->data, HD);
-    if (!st) st = gemm(op, hnd, true, false, dm, HD, R, 1.0f, X, dm, dV, HD, 0.0f, dwv->data, HD);
-    if (!st) st = gemm(op, hnd, false, true, R, dm, HD, 1.0f, dQ, HD, wq->data, HD, 0.0f, dx->data, dm);
-    if (!st) st = gemm(op, hnd, false, true, R, dm, HD, 1.0f, dK, HD, wk->data, HD, 1.0f, dx->data, dm);
-    if (!st) st = gemm(op, hnd, false, true, R, dm, HD, 1.0f, dV, HD, wv->data, HD, 1.0f, dx->data, dm);
+    void *tmp = nullptr;  // D, one per row
+    TL_TRY(tl_scratch(op, sizeof(float) * (size_t)(b * n), &tmp));
+    int st = core_backward(op, q->data, k->data, v->data, o->data, lse->data, g->data,
+                           has_mask ? mask->data : nullptr, dq->data, dk->data, dv->data, (float *)tmp, b, n,
+                           1, e, flash != 0, causal != 0);
     tl_scratch_free(tmp);
     return st;
 }

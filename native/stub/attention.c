@@ -1,5 +1,6 @@
-/* attention.c (stub): multi_head_attention forward and fused backward, in the canonical order
- * of tl_math.h, in every mode (CUDA's exact path, cuda/attention.cu, follows the same order).
+/* attention.c (stub): multi_head_attention forward and fused backward, and their core without
+ * the projections (the attention op, H = 1), in the canonical order of tl_math.h, in every mode
+ * (CUDA's exact path, cuda/attention.cu, follows the same order).
  *
  * Layout: q, k, v and attn (the pre-projection output) are (B*n, H*hd) row-major, exactly what
  * the projections x @ W produce; head h of token i is the column block [h*hd, (h+1)*hd). lse is
@@ -72,25 +73,14 @@ static int zero_all(tl_buf *outs, int count) {
 
 static float head_scale(int64_t hd) { return (float)(1.0 / sqrt((double)hd)); }
 
-int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf mask,
-                            tl_buf y, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn,
-                            int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd,
-                            int64_t has_mask, int64_t flash, int64_t causal) {
+/* The attention core on (B*n, H*hd) Q, K, V: O and lse by rule 5, per (sample, head, row). */
+static int core_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
+                        int causal, float *O, float *L, int64_t b, int64_t n, int64_t h, int64_t hd) {
     const int64_t R = b * n, HD = h * hd;
-    if (R == 0 || HD == 0 || dm == 0) {
-        tl_buf outs[] = {y, q, k, v, lse, attn};
-        return zero_all(outs, 6);
-    }
-    const float *M = has_mask ? mask->data : NULL, *X = x->data;
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wq->data, HD, 0, q->data, HD, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wk->data, HD, 0, k->data, HD, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wv->data, HD, 0, v->data, HD, 0, 0));
     float *KT = malloc(sizeof(float) * (size_t)(R * HD));
     if (!KT) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld-element temporaries", op, (long long)(R * HD));
-    head_transpose(k->data, KT, b, n, h, hd);
+    head_transpose(K, KT, b, n, h, hd);
     const float scale = head_scale(hd), neg_inf = tlm_from_bits((int32_t)0xff800000);
-    const float *Q = q->data, *V = v->data;
-    float *O = attn->data, *L = lse->data;
     int oom = 0;
 #pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : oom)
     {
@@ -113,7 +103,7 @@ int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl
                 nd = nd < 0 ? 0 : nd > nt ? nt : nd;
                 dots_block(qi, KTbh, n, hd, j0, nd, s);
                 for (int jj = 0; jj < nt; jj++) {
-                    s[jj] = blocked(M, (int)causal, n, i, j0 + jj) ? neg_inf : tlm_mul(s[jj], scale);
+                    s[jj] = blocked(M, causal, n, i, j0 + jj) ? neg_inf : tlm_mul(s[jj], scale);
                     nan_seen |= s[jj] != s[jj];
                 }
                 float alpha = tlm_osm_tile(&st, s, nt);
@@ -131,9 +121,37 @@ int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl
     }
     free(KT);
     if (oom) return tl_fail(TL_E_OOM, "%s: out of host memory for a row accumulator of %lld", op, (long long)hd);
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, dm, HD, O, HD, 0, wo->data, dm, 0, y->data, dm, 0, 0));
+    return TL_OK;
+}
+
+int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf mask,
+                            tl_buf y, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn,
+                            int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd,
+                            int64_t has_mask, int64_t flash, int64_t causal) {
+    const int64_t R = b * n, HD = h * hd;
+    if (R == 0 || HD == 0 || dm == 0) {
+        tl_buf outs[] = {y, q, k, v, lse, attn};
+        return zero_all(outs, 6);
+    }
+    const float *M = has_mask ? mask->data : NULL, *X = x->data;
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wq->data, HD, 0, q->data, HD, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wk->data, HD, 0, k->data, HD, 0, 0));
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wv->data, HD, 0, v->data, HD, 0, 0));
+    TL_TRY(core_forward(op, q->data, k->data, v->data, M, (int)causal, attn->data, lse->data, b, n, h, hd));
+    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, dm, HD, attn->data, HD, 0, wo->data, dm, 0, y->data, dm, 0, 0));
     (void)flash;
     return TL_OK;
+}
+
+int tlk_attention(const char *op, tl_buf q, tl_buf k, tl_buf v, tl_buf mask, tl_buf o, tl_buf lse,
+                  int64_t b, int64_t n, int64_t e, int64_t has_mask, int64_t flash, int64_t causal) {
+    if (b * n == 0 || e == 0) {
+        tl_buf outs[] = {o, lse};
+        return zero_all(outs, 2);
+    }
+    (void)flash;
+    return core_forward(op, q->data, k->data, v->data, has_mask ? mask->data : NULL, (int)causal, o->data,
+                        lse->data, b, n, 1, e);
 }
 
 /* dQ (per query row, over keys in order) or dK and dV (per key row, over queries in order) */
@@ -194,6 +212,36 @@ static void grad_rows(int key_rows, const float *Q, const float *K, const float 
     *oom = bad;
 }
 
+/* The core's backward: dQ, dK, dV (B*n, H*hd) from dO and the forward's O and lse. */
+static int core_backward(const char *op, const float *Q, const float *K, const float *V, const float *O,
+                         const float *L, const float *dO, const float *M, int causal, float *dQ, float *dK,
+                         float *dV, int64_t b, int64_t n, int64_t h, int64_t hd) {
+    const int64_t HD = h * hd;
+    const size_t big = (size_t)(b * n * HD);
+    /* two transposes (B*n x H*hd each) and D (b*h*n) */
+    float *work = malloc(sizeof(float) * (2 * big + (size_t)(b * h * n)));
+    if (!work) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld-element temporaries", op, (long long)(3 * big));
+    float *T1 = work, *T2 = T1 + big, *Dr = T2 + big;
+    for (int64_t bhi = 0; bhi < b * h * n; bhi++) {   /* D_i = dot(dO_i, O_i) */
+        int64_t bb = bhi / (h * n), hh = (bhi / n) % h, i = bhi % n;
+        const int64_t off = (bb * n + i) * HD + hh * hd;
+        Dr[bhi] = tlm_dot(dO + off, 1, O + off, 1, hd, 0.0f);
+    }
+    const float scale = head_scale(hd);
+    int oom = 0;
+    head_transpose(K, T1, b, n, h, hd);
+    head_transpose(V, T2, b, n, h, hd);
+    grad_rows(0, Q, K, V, dO, T1, T2, L, Dr, M, causal, dQ, NULL, b, n, h, hd, scale, &oom);
+    if (!oom) {
+        head_transpose(Q, T1, b, n, h, hd);
+        head_transpose(dO, T2, b, n, h, hd);
+        grad_rows(1, Q, K, V, dO, T1, T2, L, Dr, M, causal, dK, dV, b, n, h, hd, scale, &oom);
+    }
+    free(work);
+    if (oom) return tl_fail(TL_E_OOM, "%s: out of host memory for row accumulators of %lld", op, (long long)hd);
+    return TL_OK;
+}
+
 int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo,
                                      tl_buf x, tl_buf q, tl_buf k, tl_buf v, tl_buf lse,
                                      tl_buf attn, tl_buf mask, tl_buf dwq, tl_buf dwk, tl_buf dwv,
@@ -207,32 +255,15 @@ int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_bu
     }
     const float *M = has_mask ? mask->data : NULL;
     size_t big = (size_t)(R * HD);
-    /* dO, dQ, dK, dV and two transposes (R x HD each), D (b*h*n) */
-    float *work = malloc(sizeof(float) * (6 * big + (size_t)(b * h * n)));
-    if (!work) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld-element temporaries", op, (long long)(7 * big));
-    float *dO = work, *dQ = dO + big, *dK = dQ + big, *dV = dK + big, *T1 = dV + big, *T2 = T1 + big;
-    float *Dr = T2 + big;
-    const float *G = g->data, *Q = q->data, *K = k->data, *V = v->data, *O = attn->data, *L = lse->data;
+    /* dO, dQ, dK, dV (R x HD each) */
+    float *work = malloc(sizeof(float) * 4 * big);
+    if (!work) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld-element temporaries", op, (long long)(4 * big));
+    float *dO = work, *dQ = dO + big, *dK = dQ + big, *dV = dK + big;
+    const float *G = g->data, *O = attn->data;
     int st = tl_gemm_exact_f32(op, 1, 0, 1, HD, dm, R, O, HD, 0, G, dm, 0, dwo->data, dm, 0, 0);
     if (!st) st = tl_gemm_exact_f32(op, 0, 1, 1, R, HD, dm, G, dm, 0, wo->data, dm, 0, dO, HD, 0, 0);
-    const float scale = head_scale(hd);
-    int oom = 0;
-    if (!st) {
-        for (int64_t bhi = 0; bhi < b * h * n; bhi++) {   /* D_i = dot(dO_i, O_i) */
-            int64_t bb = bhi / (h * n), hh = (bhi / n) % h, i = bhi % n;
-            const int64_t off = (bb * n + i) * HD + hh * hd;
-            Dr[bhi] = tlm_dot(dO + off, 1, O + off, 1, hd, 0.0f);
-        }
-        head_transpose(K, T1, b, n, h, hd);
-        head_transpose(V, T2, b, n, h, hd);
-        grad_rows(0, Q, K, V, dO, T1, T2, L, Dr, M, (int)causal, dQ, NULL, b, n, h, hd, scale, &oom);
-        if (!oom) {
-            head_transpose(Q, T1, b, n, h, hd);
-            head_transpose(dO, T2, b, n, h, hd);
-            grad_rows(1, Q, K, V, dO, T1, T2, L, Dr, M, (int)causal, dK, dV, b, n, h, hd, scale, &oom);
-        }
-        if (oom) st = tl_fail(TL_E_OOM, "%s: out of host memory for row accumulators of %lld", op, (long long)hd);
-    }
+    if (!st) st = core_backward(op, q->data, k->data, v->data, O, lse->data, dO, M, (int)causal, dQ, dK, dV, b,
+                                n, h, hd);
     const float *X = x->data;
     if (!st) st = tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dQ, HD, 0, dwq->data, HD, 0, 0);
     if (!st) st = tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dK, HD, 0, dwk->data, HD, 0, 0);
@@ -243,4 +274,16 @@ int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_bu
     free(work);
     (void)flash;
     return st;
+}
+
+int tlk_attention_backward(const char *op, tl_buf g, tl_buf q, tl_buf k, tl_buf v, tl_buf o, tl_buf lse,
+                           tl_buf mask, tl_buf dq, tl_buf dk, tl_buf dv, int64_t b, int64_t n, int64_t e,
+                           int64_t has_mask, int64_t flash, int64_t causal) {
+    if (b * n == 0 || e == 0) {
+        tl_buf outs[] = {dq, dk, dv};
+        return zero_all(outs, 3);
+    }
+    (void)flash;
+    return core_backward(op, q->data, k->data, v->data, o->data, lse->data, g->data, has_mask ? mask->data : NULL,
+                         (int)causal, dq->data, dk->data, dv->data, b, n, 1, e);
 }

@@ -1,37 +1,54 @@
 // attention_tiled_emu.cpp: native/cuda/attention_tiled.cuh's kernels compiled for the CPU with
 // the emulation in cuda_emu/cuda_runtime.h, behind a C API that tests/test_attention_tiles.py
-// loads. Launch shapes, shared-memory sizes and the block order are attention.cu's.
+// loads. Launch shapes, shared-memory sizes and the block order are attention.cu's; shared
+// memory past a kernel's size is poisoned with NaN and checked for stray writes.
 #include <cuda_runtime.h>  // the emulation (tests/native/cuda_emu)
 
 #include "reduce_util.cuh"
 #include "attention_tiled.cuh"
 
 namespace {
-alignas(16) float4 smem4[(256 * 1024) / sizeof(float4)];  // the dynamic shared memory
+constexpr size_t kSmemBytes = 256 * 1024;
+alignas(16) float4 smem4[kSmemBytes / sizeof(float4)];  // the dynamic shared memory
+constexpr size_t kSmemFloats = kSmemBytes / sizeof(float);
+
+// A kernel launch with `bytes` of dynamic shared memory, as attention.cu sizes it. The floats
+// past that size hold NaN: a read past the kernel's share shows as NaN in its outputs, and a
+// write there makes the launch fail (return false).
+bool launch(dim3 grid, size_t bytes, std::function<void()> body, bool reverse) {
+    float *f = reinterpret_cast<float *>(smem4);
+    const size_t used = bytes / sizeof(float);
+    std::fill(f, f + used, 0.0f);
+    std::fill(f + used, f + kSmemFloats, NAN);
+    emu::launch(grid, dim3(TTHREADS), std::move(body), reverse);
+    for (size_t i = used; i < kSmemFloats; i++)
+        if (f[i] == f[i]) return false;
+    return true;
+}
 
 template <int HDP>
-void fwd(const float *Q, const float *K, const float *V, const float *M, float *O, float *L, int B,
+bool fwd(const float *Q, const float *K, const float *V, const float *M, float *O, float *L, int B,
          int n, int H, int hd, float scale, bool causal, bool vec, bool reverse) {
-    static_assert(Tiled<HDP>::FWD_SMEM <= sizeof(smem4), "shared memory");
+    static_assert(Tiled<HDP>::FWD_SMEM < sizeof(smem4), "shared memory");
     dim3 grid((n + TROWS - 1) / TROWS, B * H);
-    emu::launch(grid, dim3(TTHREADS), [=] {
+    return launch(grid, Tiled<HDP>::FWD_SMEM, [=] {
         attn_fwd_tiled<HDP>(Q, K, V, M, O, L, n, H, hd, scale, causal, vec);
     }, reverse);
 }
 
 template <int HDP>
-void bwd(const float *Q, const float *K, const float *V, const float *dO, const float *L,
+bool bwd(const float *Q, const float *K, const float *V, const float *dO, const float *L,
          const float *D, const float *M, float *dQ, float *dK, float *dV, int B, int n, int H,
          int hd, float scale, bool causal, bool vec, bool reverse) {
-    static_assert(Tiled<HDP>::DQ_SMEM <= sizeof(smem4) && Tiled<HDP>::DKV_SMEM <= sizeof(smem4),
+    static_assert(Tiled<HDP>::DQ_SMEM < sizeof(smem4) && Tiled<HDP>::DKV_SMEM < sizeof(smem4),
                   "shared memory");
     dim3 grid((n + TROWS - 1) / TROWS, B * H);
-    emu::launch(grid, dim3(TTHREADS), [=] {
-        attn_dq_tiled<HDP>(Q, K, V, dO, L, D, M, dQ, n, H, hd, scale, causal, vec);
-    }, reverse);
-    emu::launch(grid, dim3(TTHREADS), [=] {
-        attn_dkv_tiled<HDP>(Q, K, V, dO, L, D, M, dK, dV, n, H, hd, scale, causal, vec);
-    }, reverse);
+    return launch(grid, Tiled<HDP>::DQ_SMEM, [=] {
+               attn_dq_tiled<HDP>(Q, K, V, dO, L, D, M, dQ, n, H, hd, scale, causal, vec);
+           }, reverse) &&
+           launch(grid, Tiled<HDP>::DKV_SMEM, [=] {
+               attn_dkv_tiled<HDP>(Q, K, V, dO, L, D, M, dK, dV, n, H, hd, scale, causal, vec);
+           }, reverse);
 }
 }  // namespace
 
@@ -40,27 +57,32 @@ extern "C" {
 // the padded head dim attention.cu picks for hd (0: not a tiled head dim)
 int emu_tiled_hdp(int hd) { return hd > 128 || hd <= 32 ? 0 : hd > 96 ? 128 : hd > 64 ? 96 : 64; }
 
+// 0: done; -1: not a tiled head dim; -2: a kernel wrote past its shared-memory size
 int emu_attention_fwd(const float *Q, const float *K, const float *V, const float *M, float *O,
                       float *L, int B, int n, int H, int hd, float scale, int causal, int vec,
                       int reverse) {
+    bool ok;
     switch (emu_tiled_hdp(hd)) {
-    case 64: fwd<64>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse); return 0;
-    case 96: fwd<96>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse); return 0;
-    case 128: fwd<128>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse); return 0;
+    case 64: ok = fwd<64>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 96: ok = fwd<96>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 128: ok = fwd<128>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse); break;
+    default: return -1;
     }
-    return -1;
+    return ok ? 0 : -2;
 }
 
 int emu_attention_bwd(const float *Q, const float *K, const float *V, const float *dO,
                       const float *L, const float *D, const float *M, float *dQ, float *dK,
                       float *dV, int B, int n, int H, int hd, float scale, int causal, int vec,
                       int reverse) {
+    bool ok;
     switch (emu_tiled_hdp(hd)) {
-    case 64: bwd<64>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); return 0;
-    case 96: bwd<96>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); return 0;
-    case 128: bwd<128>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); return 0;
+    case 64: ok = bwd<64>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 96: ok = bwd<96>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 128: ok = bwd<128>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    default: return -1;
     }
-    return -1;
+    return ok ? 0 : -2;
 }
 
 }  // extern "C"

@@ -347,13 +347,21 @@ def attention_core(q, k, v, allowed=None, additive=None, scale=None, dropout_p=0
     return s.op("bmm", p, v)
 
 
+# the fused attention op runs (batch x heads) on one CUDA grid axis
+_FUSED_MAX_BATCH = 65535
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None):
     """torch's F.scaled_dot_product_attention for query (..., L, E), key (..., S, E), value
     (..., S, Ev) with the same leading axes: softmax(q k^T * scale + mask) v, scale defaulting
     to 1/sqrt(E). A boolean attn_mask means True = may attend; a float one is added to the
     scores (-inf blocks). is_causal applies the lower-triangular (L, S) mask (not together with
-    attn_mask, as torch). Rows with every key blocked give 0 (torch gives NaN)."""
+    attn_mask, as torch). Rows with every key blocked give 0 (torch gives NaN).
+
+    Self-shaped calls (S = L, Ev = E, the default scale, no dropout, no float mask, a boolean
+    mask of shape (L, L) if any) run the fused `attention` op, which never stores the L x L
+    scores and takes is_causal as its attr; the others compose bmm and masked_softmax."""
     op = "scaled_dot_product_attention"
     s = _sess(query, key, value)
     q, k, v = s.as_tensor(query), s.as_tensor(key), s.as_tensor(value)
@@ -370,10 +378,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     lead, (l, e), (sk, ev) = tuple(q.shape[:-2]), q.shape[-2:], v.shape[-2:]
     n = math.prod(lead)
     scores = lead + (l, sk)
+    allowed, additive = (None, None) if is_causal else split_attention_mask(op, attn_mask, scores)
+    if (l == sk and e == ev and scale is None and dropout_p == 0.0 and additive is None
+            and 0 < n <= _FUSED_MAX_BATCH and (allowed is None or allowed.shape == (l, l))):
+        # self-shaped: the fused attention op (causal as its attr, no mask buffer)
+        y = s.op("attention", q.reshape(n, l, e), k.reshape(n, l, e), v.reshape(n, l, e),
+                 mask=allowed, causal=bool(is_causal))
+        return y.reshape(lead + (l, ev))
     if is_causal:
-        allowed, additive = causal_mask(l, sk), None
-    else:
-        allowed, additive = split_attention_mask(op, attn_mask, scores)
+        allowed = causal_mask(l, sk)
     if allowed is not None and allowed.ndim > 2:
         allowed = allowed.reshape(n, l, sk)
     if additive is not None:

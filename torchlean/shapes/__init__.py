@@ -26,8 +26,8 @@ from .index import (as_index, concat0, concat1d, gather_row, gather_rows, gather
                     slice1d, slice_range0)
 from .conv_pool import (conv_bias_shape, conv_geom, conv_grad, conv_out, conv_transpose_out,
                         pool_geom, pool_grad, pool_out)
-from .norm_attention import (bn_c, bn_n, bn_out, bn_s, bn_stats, ln_out, ln_param, ln_stats,
-                             mha_hd, mha_lse, mha_out, mha_proj)
+from .norm_attention import (attn_lse, attn_out, bn_c, bn_n, bn_out, bn_s, bn_stats, ln_out,
+                             ln_param, ln_stats, mha_hd, mha_lse, mha_out, mha_proj)
 from .argreduce import select_axis, select_axis_back
 from .spectral_scan import (irfft, rfft, scan_mode, selective_scan, spectral_conv1d,
                             spectrum_rows)

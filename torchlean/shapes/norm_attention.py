@@ -1,4 +1,4 @@
-"""Layer norm, channel-first batch norm and multi-head attention."""
+"""Layer norm, channel-first batch norm, multi-head attention and its core (attention)."""
 from __future__ import annotations
 
 import math
@@ -96,3 +96,20 @@ def mha_lse(x, num_heads):
 def mha_hd(wq, num_heads):
     require_rank(wq, 2, 2, "Wq")
     return wq[1] // num_heads if num_heads > 0 else 0
+
+
+def attn_out(q, k, v, mask):
+    """attention: q, k, v of one shape (N, n, E) or (n, E); mask (n, n)."""
+    require_rank(q, 2, 3, "q")
+    if tuple(k) != tuple(q) or tuple(v) != tuple(q):
+        raise ShapeError(f"expected q, k and v of one shape (N, n, E) or (n, E); got q {tuple(q)}, "
+                         f"k {tuple(k)}, v {tuple(v)}")
+    n = q[-2]
+    if mask is not None and tuple(mask.shape) != (n, n):
+        raise ShapeError(f"mask must have shape ({n}, {n}) for q {tuple(q)}, got {tuple(mask.shape)}")
+    return tuple(q)
+
+
+def attn_lse(q):
+    """One log-sum-exp per query row: q's shape without its last axis."""
+    return tuple(q[:-1])

@@ -112,3 +112,69 @@ int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, 
     if (len_dwq == 0 && len_dwk == 0 && len_dwv == 0 && len_dwo == 0 && len_dx == 0) return TL_OK;
     return tlk_multi_head_attention_backward(op, g, wq, wk, wv, wo, x, q, k, v, lse, attn, mask, dwq, dwk, dwv, dwo, dx, b, n, dm, h, hd, has_mask, flash, causal);
 }
+
+int tl_attention(tl_buf q, tl_buf k, tl_buf v, tl_buf mask, tl_buf o, tl_buf lse, int64_t b, int64_t n, int64_t e, int64_t has_mask, int64_t flash, int64_t causal) {
+    static const char op[] = "attention";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "q", q));
+    TL_TRY(tl_check_live(op, "k", k));
+    TL_TRY(tl_check_live(op, "v", v));
+    if (has_mask) TL_TRY(tl_check_live(op, "mask", mask));
+    TL_TRY(tl_check_live(op, "o", o));
+    TL_TRY(tl_check_live(op, "lse", lse));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of q"; const int64_t len_q = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of k"; const int64_t len_k = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of v"; const int64_t len_v = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of mask"; const int64_t len_mask = (has_mask ? tl_lmul(&L, tl_lname(&L, "n", n), tl_lname(&L, "n", n)) : INT64_C(0));
+    L.what = "length of o"; const int64_t len_o = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of lse"; const int64_t len_lse = tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n));
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "q", q, len_q));
+    TL_TRY(tl_check_len(op, "k", k, len_k));
+    TL_TRY(tl_check_len(op, "v", v, len_v));
+    if (has_mask) TL_TRY(tl_check_len(op, "mask", mask, len_mask));
+    TL_TRY(tl_check_len(op, "o", o, len_o));
+    TL_TRY(tl_check_len(op, "lse", lse, len_lse));
+    if (len_o == 0 && len_lse == 0) return TL_OK;
+    return tlk_attention(op, q, k, v, mask, o, lse, b, n, e, has_mask, flash, causal);
+}
+
+int tl_attention_backward(tl_buf g, tl_buf q, tl_buf k, tl_buf v, tl_buf o, tl_buf lse, tl_buf mask, tl_buf dq, tl_buf dk, tl_buf dv, int64_t b, int64_t n, int64_t e, int64_t has_mask, int64_t flash, int64_t causal) {
+    static const char op[] = "attention_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "q", q));
+    TL_TRY(tl_check_live(op, "k", k));
+    TL_TRY(tl_check_live(op, "v", v));
+    TL_TRY(tl_check_live(op, "o", o));
+    TL_TRY(tl_check_live(op, "lse", lse));
+    if (has_mask) TL_TRY(tl_check_live(op, "mask", mask));
+    TL_TRY(tl_check_live(op, "dq", dq));
+    TL_TRY(tl_check_live(op, "dk", dk));
+    TL_TRY(tl_check_live(op, "dv", dv));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of q"; const int64_t len_q = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of k"; const int64_t len_k = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of v"; const int64_t len_v = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of o"; const int64_t len_o = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of lse"; const int64_t len_lse = tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n));
+    L.what = "length of mask"; const int64_t len_mask = (has_mask ? tl_lmul(&L, tl_lname(&L, "n", n), tl_lname(&L, "n", n)) : INT64_C(0));
+    L.what = "length of dq"; const int64_t len_dq = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of dk"; const int64_t len_dk = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    L.what = "length of dv"; const int64_t len_dv = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "b", b), tl_lname(&L, "n", n)), tl_lname(&L, "e", e));
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "q", q, len_q));
+    TL_TRY(tl_check_len(op, "k", k, len_k));
+    TL_TRY(tl_check_len(op, "v", v, len_v));
+    TL_TRY(tl_check_len(op, "o", o, len_o));
+    TL_TRY(tl_check_len(op, "lse", lse, len_lse));
+    if (has_mask) TL_TRY(tl_check_len(op, "mask", mask, len_mask));
+    TL_TRY(tl_check_len(op, "dq", dq, len_dq));
+    TL_TRY(tl_check_len(op, "dk", dk, len_dk));
+    TL_TRY(tl_check_len(op, "dv", dv, len_dv));
+    if (len_dq == 0 && len_dk == 0 && len_dv == 0) return TL_OK;
+    return tlk_attention_backward(op, g, q, k, v, o, lse, mask, dq, dk, dv, b, n, e, has_mask, flash, causal);
+}

@@ -11,6 +11,8 @@ extern "C" {
 
 TL_API int tl_multi_head_attention(tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf mask, tl_buf y, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn, int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd, int64_t has_mask, int64_t flash, int64_t causal);
 TL_API int tl_multi_head_attention_backward(tl_buf g, tl_buf wq, tl_buf wk, tl_buf wv, tl_buf wo, tl_buf x, tl_buf q, tl_buf k, tl_buf v, tl_buf lse, tl_buf attn, tl_buf mask, tl_buf dwq, tl_buf dwk, tl_buf dwv, tl_buf dwo, tl_buf dx, int64_t b, int64_t n, int64_t dm, int64_t h, int64_t hd, int64_t has_mask, int64_t flash, int64_t causal);
+TL_API int tl_attention(tl_buf q, tl_buf k, tl_buf v, tl_buf mask, tl_buf o, tl_buf lse, int64_t b, int64_t n, int64_t e, int64_t has_mask, int64_t flash, int64_t causal);
+TL_API int tl_attention_backward(tl_buf g, tl_buf q, tl_buf k, tl_buf v, tl_buf o, tl_buf lse, tl_buf mask, tl_buf dq, tl_buf dk, tl_buf dv, int64_t b, int64_t n, int64_t e, int64_t has_mask, int64_t flash, int64_t causal);
 
 #ifdef __cplusplus
 }
