@@ -161,8 +161,8 @@ def lm(c, rng):
                 self.ln2, self.ff1, self.ff2 = nn.LayerNorm(d), nn.Linear(d, 4 * d), \
                     nn.Linear(4 * d, d)
 
-            def forward(self, h, mask):
-                h = h + self.att(self.ln1(h), mask=mask)
+            def forward(self, h):
+                h = h + self.att(self.ln1(h), is_causal=True)
                 return h + self.ff2(self.ff1(self.ln2(h)).gelu())
 
         class LM(nn.Module):
@@ -172,12 +172,11 @@ def lm(c, rng):
                 self.pos = nn.Parameter(nn.init.normal((T, d), 0.0, 0.02), name="pos")
                 self.blocks = nn.Sequential(*[Block() for _ in range(n)])
                 self.ln_f, self.head = nn.LayerNorm(d), nn.Linear(d, V)
-                self.mask = np.tril(np.ones((T, T), dtype=bool))
 
             def forward(self, idx, session):
                 h = self.emb(idx, session=session) + session.use(self.pos)
                 for i in range(len(self.blocks)):
-                    h = self.blocks[i](h, self.mask)
+                    h = self.blocks[i](h)
                 return self.head(self.ln_f(h))
 
         return LM()
