@@ -19,6 +19,7 @@
 // composed path masks the same pairs.
 // Exact mode (tl_exact(), either use_flash): the stub's canonical order, see "exact path" below.
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <initializer_list>
 #include "common.cuh"
@@ -369,6 +370,17 @@ int tiled_backward(const char *op, const float *Q, const float *K, const float *
     return TL_OK;
 }
 
+// Smallest head dim that takes the tiled kernels: 33, or 1 with TORCHLEAN_ATTN_TILED_SMALL=1
+// (head dims <= 32 then padded to 64: twice the dot-product work, but tiles instead of rows).
+int64_t tiled_min_hd() {
+    static int64_t v = 0;
+    if (!v) {
+        const char *e = getenv("TORCHLEAN_ATTN_TILED_SMALL");
+        v = (e && e[0] == '1' && e[1] == 0) ? 1 : 33;
+    }
+    return v;
+}
+
 // The fused core by head dim: the per-row kernels up to 32, the tiled ones (padded to 64, 96 or
 // 128 dims) above; the caller sends larger head dims to the composed path.
 int flash_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
@@ -376,7 +388,8 @@ int flash_forward(const char *op, const float *Q, const float *K, const float *V
                   bool causal) {
     if (hd > 96) return tiled_forward<128>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
     if (hd > 64) return tiled_forward<96>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
-    if (hd > 32) return tiled_forward<64>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
+    if (hd >= tiled_min_hd())
+        return tiled_forward<64>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
     using T = Tiles<32>;
     dim3 grid((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
     flash_fwd_kernel<32><<<grid, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, M, O, L, (int)n, (int)H,
@@ -392,7 +405,7 @@ int flash_backward(const char *op, const float *Q, const float *K, const float *
         return tiled_backward<128>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
     if (hd > 64)
         return tiled_backward<96>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
-    if (hd > 32)
+    if (hd >= tiled_min_hd())
         return tiled_backward<64>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
     using T = Tiles<32>;
     dim3 gq((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
