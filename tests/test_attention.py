@@ -149,7 +149,7 @@ def test_larger_against_reference_and_deterministic():
 
 @pytest.mark.parametrize("hd,n", [(20, 70), (48, 70), (64, 130), (64, 1), (100, 67)])
 def test_head_dims_flash_composed_reference(hd, n):
-    """Head dims in every CUDA kernel class (<= 32, <= 64 with the tiled dK/dV, <= 128), lengths
+    """Head dims in every CUDA kernel class (tiles padded to 64, 96 and 128), lengths
     that leave partial 64-row tiles, a mask with a fully blocked row: the fused path against the
     composed path (gradients) and against float64 (forward), and bit-identical on a rerun."""
     rng = np.random.default_rng(hd + n)

@@ -8,10 +8,9 @@
 // use_flash = 1 (and hd <= 128): fused kernels with an online softmax; K/V (or Q/dO) tiles are
 // staged in shared memory, so the n x n matrix is never stored. The backward recomputes the
 // probabilities from lse and writes every gradient element from exactly one thread: no
-// atomics, bit-reproducible. Two kernel shapes:
-//   head dims 33..128: register-tiled kernels (attn_*_tiled<HDP>, the head dims padded to 64,
-//     96 or 128), each thread 4 rows x 4-8 columns of a score tile, like a small SIMT GEMM;
-//   head dims <= 32: a group of lanes owns one query row (forward, dQ) or key row (dK/dV).
+// atomics, bit-reproducible. The kernels are register-tiled (attn_*_tiled<HDP>, the head dims
+// padded to 64, 96 or 128), each thread 4 rows x 4-8 columns of a score tile, like a small SIMT
+// GEMM.
 // use_flash = 0: the composed path (materialised scores in scratch, a masked softmax kernel,
 // strided-batched GEMMs), kept as the reference the fused core is tested against.
 // causal = 1 (query i attends keys j <= i, ANDed with the mask): the fused kernels skip the
@@ -51,167 +50,7 @@ int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, 
     return TL_OK;
 }
 
-// ---------------------------------------------------------------- per-row kernels (head dim <= 32)
-// A row (query row in the forward and dQ, key row in dK/dV) is owned by a group of SPL adjacent
-// lanes; each lane keeps 32 of the head's dims in registers (as float4 chunks c = c4 * SPL +
-// part, so the group reads one contiguous stretch of a shared tile and the warp's reads
-// broadcast). Dot products are summed over the group with a butterfly of shuffles: every lane
-// ends with the same bits, and the order is fixed (bit-reproducible). The n x n matrix is never
-// stored; tiles of K/V (or Q/dO) are staged in shared memory.
-// Tile sizes by the compile-time head-dim bound HDM (only 32 is launched; larger head dims run
-// the tiled kernels): shared tiles stay under 48 KiB.
-template <int HDM> struct Tiles {
-    static constexpr int SPL = HDM / 32;            // lanes per row (forward, dQ: 32 dims each)
-    static constexpr int SPLKV = HDM / 16;          // lanes per row (dK/dV: 16 dims each, so
-                                                    // four row vectors fit without spilling)
-    static constexpr int BQ = 64;                   // query rows per block (forward, dQ)
-    static constexpr int BK = 4096 / HDM;           // key rows per staged tile (forward, dQ)
-    static constexpr int BKV = 64;                  // key rows per block (dK/dV)
-    static constexpr int BQT = 2048 / HDM;          // query rows per staged tile (dK/dV)
-};
-
-
-// dim of this lane's chunk c4, component e
-template <int HDM, int LPR>
-__device__ __forceinline__ int own_dim(int part, int c4, int e) {
-    return 4 * (c4 * LPR + part) + e;
-}
-
-// Load this lane's dims of row `row` (0 past hd or for a dead row), times mul.
-template <int HDM, int LPR>
-__device__ __forceinline__ void load_own(float *r, const float *__restrict__ src, size_t off,
-                                         bool live, int part, int hd, float mul) {
-#pragma unroll
-    for (int c = 0; c < HDM / (4 * LPR); c++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int d = own_dim<HDM, LPR>(part, c, e);
-            r[4 * c + e] = (live && d < hd) ? src[off + d] * mul : 0.0f;
-        }
-}
-
-template <int HDM, int LPR>
-__device__ __forceinline__ void store_own(const float *r, float *__restrict__ dst, size_t off,
-                                          int part, int hd) {
-#pragma unroll
-    for (int c = 0; c < HDM / (4 * LPR); c++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int d = own_dim<HDM, LPR>(part, c, e);
-            if (d < hd) dst[off + d] = r[4 * c + e];
-        }
-}
-
-// The hot loops use explicit fused multiply-adds: the library builds with --fmad=false (no
-// silent contraction anywhere), and these kernels opt in where the FP32 pipe is the limit.
-// Orders stay fixed, so results remain bit-reproducible run to run.
-
-// partial dot product of this lane's dims with a shared-memory row (four independent chains)
-template <int HDM, int LPR>
-__device__ __forceinline__ float dot_own(const float *r, const float *srow, int part) {
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-#pragma unroll
-    for (int c = 0; c < HDM / (4 * LPR); c++) {
-        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * LPR + part));
-        s0 = __fmaf_rn(r[4 * c], t.x, s0);
-        s1 = __fmaf_rn(r[4 * c + 1], t.y, s1);
-        s2 = __fmaf_rn(r[4 * c + 2], t.z, s2);
-        s3 = __fmaf_rn(r[4 * c + 3], t.w, s3);
-    }
-    return (s0 + s1) + (s2 + s3);
-}
-
-// r += b * srow (this lane's dims)
-template <int HDM, int LPR>
-__device__ __forceinline__ void axpy_own(float *r, float b, const float *srow, int part) {
-#pragma unroll
-    for (int c = 0; c < HDM / (4 * LPR); c++) {
-        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * LPR + part));
-        r[4 * c] = __fmaf_rn(b, t.x, r[4 * c]);
-        r[4 * c + 1] = __fmaf_rn(b, t.y, r[4 * c + 1]);
-        r[4 * c + 2] = __fmaf_rn(b, t.z, r[4 * c + 2]);
-        r[4 * c + 3] = __fmaf_rn(b, t.w, r[4 * c + 3]);
-    }
-}
-
-// r = r * a + srow (the online-softmax rescale when a new maximum arrives)
-template <int HDM, int LPR>
-__device__ __forceinline__ void rescale_add_own(float *r, float a, const float *srow, int part) {
-#pragma unroll
-    for (int c = 0; c < HDM / (4 * LPR); c++) {
-        float4 t = *reinterpret_cast<const float4 *>(srow + 4 * (c * LPR + part));
-        r[4 * c] = __fmaf_rn(r[4 * c], a, t.x);
-        r[4 * c + 1] = __fmaf_rn(r[4 * c + 1], a, t.y);
-        r[4 * c + 2] = __fmaf_rn(r[4 * c + 2], a, t.z);
-        r[4 * c + 3] = __fmaf_rn(r[4 * c + 3], a, t.w);
-    }
-}
-
-// stage rows [r0, r0 + R) of one head of A (and of B) into shared tiles, 0 past n or hd
-template <int HDM, int R>
-__device__ __forceinline__ void stage(float (*As)[HDM], float (*Bs)[HDM], const float *A,
-                                      const float *B, size_t base, int r0, int n, int HD, int hd) {
-    for (int e = threadIdx.x; e < R * HDM; e += blockDim.x) {
-        int rr = e / HDM, d = e % HDM, r = r0 + rr;
-        bool ok = r < n && d < hd;
-        As[rr][d] = ok ? A[base + (size_t)r * HD + d] : 0.0f;
-        Bs[rr][d] = ok ? B[base + (size_t)r * HD + d] : 0.0f;
-    }
-}
-
-// Forward: grid (ceil(n/BQ), B*H), SPL lanes per query row.
-template <int HDM>
-__global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_fwd_kernel(
-    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-    const float *__restrict__ mask, float *__restrict__ O, float *__restrict__ lse, int n, int H,
-    int hd, float scale, bool causal) {
-    using T = Tiles<HDM>;
-    __shared__ __align__(16) float Ks[T::BK][HDM];
-    __shared__ __align__(16) float Vs[T::BK][HDM];
-    const int HD = H * hd;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int part = threadIdx.x % T::SPL;
-    const int i = blockIdx.x * T::BQ + threadIdx.x / T::SPL;
-    const bool live = i < n;
-    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    float q[32], o[32];
-    load_own<HDM, T::SPL>(q, Q, base + (size_t)i * HD, live, part, hd, scale);
-#pragma unroll
-    for (int d = 0; d < 32; d++) o[d] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
-    // causal: no row of this block sees a key past its last row; row i stops at key i
-    const int jend = causal ? min(n, (int)(blockIdx.x + 1) * T::BQ) : n;
-    for (int j0 = 0; j0 < jend; j0 += T::BK) {
-        __syncthreads();
-        stage<HDM, T::BK>(Ks, Vs, K, V, base, j0, n, HD, hd);
-        __syncthreads();
-        if (!live) continue;  // a row's lanes agree, so the group shuffles stay convergent
-        const int jn = min(T::BK, (causal ? i + 1 : n) - j0);
-        for (int jj = 0; jj < jn; jj++) {
-            if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
-            const float s = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
-            if (s > m) {
-                const float corr = expf(m - s);  // m = -inf gives exactly 0
-                l = l * corr + 1.0f;
-                rescale_add_own<HDM, T::SPL>(o, corr, Vs[jj], part);
-                m = s;
-            } else {
-                const float p = expf(s - m);
-                l += p;
-                axpy_own<HDM, T::SPL>(o, p, Vs[jj], part);
-            }
-        }
-    }
-    if (!live) return;
-    if (m == INFINITY) l = NAN;  // inf - inf: a +inf score makes the row NaN (as the stub)
-    // fully blocked row: output 0; a NaN score (NaN in Q, K) keeps the row NaN
-    const float inv = l > 0.0f ? 1.0f / l : (l != l ? l : 0.0f);
-#pragma unroll
-    for (int d = 0; d < 32; d++) o[d] *= inv;
-    store_own<HDM, T::SPL>(o, O, base + (size_t)i * HD, part, hd);
-    if (part == 0) lse[(size_t)bh * n + i] = l > 0.0f ? m + logf(l) : inv;  // NaN row: NaN
-}
-
+// ---------------------------------------------------------------- backward row dots
 // D_i = dO_i . O_i per (b, h, i): one thread per row.
 __global__ void rowdot_kernel(const float *__restrict__ dO, const float *__restrict__ O,
                               float *__restrict__ D, int64_t B, int n, int H, int hd) {
@@ -223,98 +62,6 @@ __global__ void rowdot_kernel(const float *__restrict__ dO, const float *__restr
         for (int d = 0; d < hd; d++) s += a[d] * c[d];
         D[r] = s;
     }
-}
-
-// dQ: grid (ceil(n/BQ), B*H), SPL lanes per query row, K/V tiles in shared memory.
-template <int HDM>
-__global__ void __launch_bounds__(Tiles<HDM>::BQ * Tiles<HDM>::SPL) flash_dq_kernel(
-    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
-    const float *__restrict__ mask, float *__restrict__ dQ, int n, int H, int hd, float scale,
-    bool causal) {
-    using T = Tiles<HDM>;
-    __shared__ __align__(16) float Ks[T::BK][HDM];
-    __shared__ __align__(16) float Vs[T::BK][HDM];
-    const int HD = H * hd;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int part = threadIdx.x % T::SPL;
-    const int i = blockIdx.x * T::BQ + threadIdx.x / T::SPL;
-    const bool live = i < n;
-    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    float q[32], g[32], dq[32];
-    load_own<HDM, T::SPL>(q, Q, base + (size_t)i * HD, live, part, hd, scale);
-    load_own<HDM, T::SPL>(g, dO, base + (size_t)i * HD, live, part, hd, 1.0f);
-#pragma unroll
-    for (int d = 0; d < 32; d++) dq[d] = 0.0f;
-    const float L = live ? lse[(size_t)bh * n + i] : 0.0f;
-    const float Di = live ? D[(size_t)bh * n + i] : 0.0f;
-    const int jend = causal ? min(n, (int)(blockIdx.x + 1) * T::BQ) : n;
-    for (int j0 = 0; j0 < jend; j0 += T::BK) {
-        __syncthreads();
-        stage<HDM, T::BK>(Ks, Vs, K, V, base, j0, n, HD, hd);
-        __syncthreads();
-        if (!live) continue;
-        const int jn = min(T::BK, (causal ? i + 1 : n) - j0);
-        for (int jj = 0; jj < jn; jj++) {
-            if (mask && mask[(size_t)i * n + j0 + jj] == 0.0f) continue;
-            const float s = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(q, Ks[jj], part));
-            const float dp = tl_group_sum<T::SPL>(dot_own<HDM, T::SPL>(g, Vs[jj], part));
-            const float ds = expf(s - L) * (dp - Di) * scale;
-            axpy_own<HDM, T::SPL>(dq, ds, Ks[jj], part);
-        }
-    }
-    if (!live) return;
-    store_own<HDM, T::SPL>(dq, dQ, base + (size_t)i * HD, part, hd);
-}
-
-// dK, dV: grid (ceil(n/BKV), B*H), SPL lanes per key row; Q/dO tiles in shared memory.
-template <int HDM>
-__global__ void __launch_bounds__(Tiles<HDM>::BKV * Tiles<HDM>::SPLKV) flash_dkv_kernel(
-    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
-    const float *__restrict__ mask, float *__restrict__ dK, float *__restrict__ dV, int n, int H,
-    int hd, float scale, bool causal) {
-    using T = Tiles<HDM>;
-    __shared__ __align__(16) float Qs[T::BQT][HDM];
-    __shared__ __align__(16) float Gs[T::BQT][HDM];
-    __shared__ float Ls[T::BQT], Ds[T::BQT];
-    const int HD = H * hd;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int part = threadIdx.x % T::SPLKV;
-    const int j = blockIdx.x * T::BKV + threadIdx.x / T::SPLKV;
-    const bool live = j < n;
-    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    float k[16], v[16], dk[16], dv[16];
-    load_own<HDM, T::SPLKV>(k, K, base + (size_t)j * HD, live, part, hd, scale);
-    load_own<HDM, T::SPLKV>(v, V, base + (size_t)j * HD, live, part, hd, 1.0f);
-#pragma unroll
-    for (int d = 0; d < 16; d++) dk[d] = dv[d] = 0.0f;
-    // causal: the block's first key is seen by no query before it; key j by queries i >= j
-    const int istart = causal ? (int)blockIdx.x * T::BKV / T::BQT * T::BQT : 0;
-    for (int i0 = istart; i0 < n; i0 += T::BQT) {
-        __syncthreads();
-        stage<HDM, T::BQT>(Qs, Gs, Q, dO, base, i0, n, HD, hd);
-        for (int ii = threadIdx.x; ii < T::BQT; ii += blockDim.x) {
-            int i = i0 + ii;
-            Ls[ii] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
-            Ds[ii] = i < n ? D[(size_t)bh * n + i] : 0.0f;
-        }
-        __syncthreads();
-        if (!live) continue;
-        const int in_ = min(T::BQT, n - i0);
-        for (int ii = causal ? max(0, j - i0) : 0; ii < in_; ii++) {
-            if (mask && mask[(size_t)(i0 + ii) * n + j] == 0.0f) continue;
-            const float s = tl_group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(k, Qs[ii], part));
-            const float dp = tl_group_sum<T::SPLKV>(dot_own<HDM, T::SPLKV>(v, Gs[ii], part));
-            const float p = expf(s - Ls[ii]);
-            const float ds = p * (dp - Ds[ii]) * scale;
-            axpy_own<HDM, T::SPLKV>(dv, p, Gs[ii], part);
-            axpy_own<HDM, T::SPLKV>(dk, ds, Qs[ii], part);
-        }
-    }
-    if (!live) return;
-    store_own<HDM, T::SPLKV>(dk, dK, base + (size_t)j * HD, part, hd);
-    store_own<HDM, T::SPLKV>(dv, dV, base + (size_t)j * HD, part, hd);
 }
 
 // ---------------------------------------------------------------- tiled kernels: launches
@@ -370,32 +117,15 @@ int tiled_backward(const char *op, const float *Q, const float *K, const float *
     return TL_OK;
 }
 
-// Smallest head dim that takes the tiled kernels: 33, or 1 with TORCHLEAN_ATTN_TILED_SMALL=1
-// (head dims <= 32 then padded to 64: twice the dot-product work, but tiles instead of rows).
-int64_t tiled_min_hd() {
-    static int64_t v = 0;
-    if (!v) {
-        const char *e = getenv("TORCHLEAN_ATTN_TILED_SMALL");
-        v = (e && e[0] == '1' && e[1] == 0) ? 1 : 33;
-    }
-    return v;
-}
-
-// The fused core by head dim: the per-row kernels up to 32, the tiled ones (padded to 64, 96 or
-// 128 dims) above; the caller sends larger head dims to the composed path.
+// The fused core by head dim: the tiled kernels with the head dims padded to 64, 96 or 128 (a
+// head dim of 32 or less pads to 64 too: twice its dot-product work, still far faster than a
+// lane group per row); the caller sends larger head dims to the composed path.
 int flash_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
                   float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
                   bool causal) {
     if (hd > 96) return tiled_forward<128>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
     if (hd > 64) return tiled_forward<96>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
-    if (hd >= tiled_min_hd())
-        return tiled_forward<64>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
-    using T = Tiles<32>;
-    dim3 grid((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
-    flash_fwd_kernel<32><<<grid, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, M, O, L, (int)n, (int)H,
-                                                                  (int)hd, scale, causal);
-    TL_LAUNCHED(op);
-    return TL_OK;
+    return tiled_forward<64>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
 }
 
 int flash_backward(const char *op, const float *Q, const float *K, const float *V, const float *dO,
@@ -405,18 +135,7 @@ int flash_backward(const char *op, const float *Q, const float *K, const float *
         return tiled_backward<128>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
     if (hd > 64)
         return tiled_backward<96>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
-    if (hd >= tiled_min_hd())
-        return tiled_backward<64>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
-    using T = Tiles<32>;
-    dim3 gq((unsigned)((n + T::BQ - 1) / T::BQ), (unsigned)(B * H));
-    flash_dq_kernel<32><<<gq, T::BQ * T::SPL, 0, tl_stream()>>>(Q, K, V, dO, L, D, M, dQ, (int)n,
-                                                               (int)H, (int)hd, scale, causal);
-    TL_LAUNCHED(op);
-    dim3 gk((unsigned)((n + T::BKV - 1) / T::BKV), (unsigned)(B * H));
-    flash_dkv_kernel<32><<<gk, T::BKV * T::SPLKV, 0, tl_stream()>>>(
-        Q, K, V, dO, L, D, M, dK, dV, (int)n, (int)H, (int)hd, scale, causal);
-    TL_LAUNCHED(op);
-    return TL_OK;
+    return tiled_backward<64>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
 }
 
 // ---------------------------------------------------------------- composed path kernels
