@@ -220,7 +220,9 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
     m["needs_cond"] = [" or ".join(f"needs[{i}]" for i in v["idx"]) for v in vjps]
     # the Tape method: positional arguments, one dict of what the VJP reads, nothing else built
     m["ops_call"] = ", ".join([f"_{n}" for n in inputs] + [f"{a.name}={a.name}" for a in op.attrs])
-    saved = [f'"{n}": _{n}' for n in m["saved_inputs"]]
+    shape_only = op.vjp_shape_only_names()
+    saved = [f'"{n}": _{n}.shape' if n in shape_only else f'"{n}": _{n}'
+             for n in m["saved_inputs"]]
     saved += [f'"{n}": {n}' for n in m["saved_attrs"]]
     saved += [f'"{n}": _r_{n}' for n in m["saved_outputs"]]
     if m["primary_saved"]:

@@ -182,6 +182,24 @@ class Op:
                     names.add(node.id)
         return names
 
+    def vjp_shape_only_names(self) -> set[str]:
+        """Names every VJP expression reads only as `shape(name)`: the tape keeps their shape,
+        not their buffer (a reshape's gradient needs no activation, as in PyTorch)."""
+        in_shape, elsewhere = set(), set()
+        for v in self.vjps:
+            tree = ast.parse(v.expr, mode="eval")
+            wrapped = set()
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id == "shape" and len(node.args) == 1
+                        and not node.keywords and isinstance(node.args[0], ast.Name)):
+                    wrapped.add(id(node.args[0]))
+                    in_shape.add(node.args[0].id)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and id(node) not in wrapped:
+                    elsewhere.add(node.id)
+        return in_shape - elsewhere
+
 
 def _err(path, line, msg):
     return RegistryError(f"{path}:{line}: {msg}")

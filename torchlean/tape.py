@@ -5,6 +5,11 @@ A node holds its value, its parents, whether it requires a gradient, what its VJ
 from ops.yaml (torchlean._generated.tape_ops.TapeOps); this module holds what is common to all
 of them: recording, gradient accumulation (including the one place where a broadcast gradient is
 summed back to its parent's shape), dense and sparse backward, and release.
+
+Lifetimes follow PyTorch's. Each node counts its `users`: the unrun VJPs that read its value and
+the live views that alias it. A value with no user, no Tensor on it (`referenced`, the Session's
+count of live Tensor wrappers) and not handed out is freed at once, during the forward pass when
+its last Tensor goes and during a graph-freeing backward as soon as the last VJP reading it ran.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ class Node:
     """One recorded step: its value, parents, and what its VJP needs."""
 
     __slots__ = ("name", "value", "requires_grad", "parents", "vjp", "saved", "cleanup",
-                 "owns_value", "broadcast", "pinned", "held")
+                 "owns_value", "broadcast", "pinned", "held", "users", "reads", "dropped")
 
     def __init__(self, name, value, requires_grad, parents=(), vjp=None, saved=None,
                  cleanup=(), owns_value=True, broadcast=False):
@@ -36,8 +41,11 @@ class Node:
         self.cleanup = cleanup              # residuals this node owns (a tuple)
         self.owns_value = owns_value        # False for borrowed leaves and views
         self.broadcast = broadcast          # parents may need sum_to on their gradients
-        self.pinned = True                  # value needed later (see Tape.drop_value)
+        self.pinned = True                  # a leaf: never dropped early (see Tape.drop_value)
         self.held = False                   # value handed out (Tensor.value): never dropped early
+        self.users = 0                      # unrun VJPs reading the value + live views of it
+        self.reads = ()                     # node ids whose values this node's VJP reads
+        self.dropped = False                # value released (a view: its base let go)
 
 
 _new_node = Node.__new__
@@ -50,9 +58,16 @@ def _forgotten_node() -> Node:
         value = AnyBuffer.from_numpy(np.zeros(0, np.float32))
         value.release()
         node = Node("forgotten", value, False, owns_value=False)
-        node.pinned = False
+        node.pinned, node.dropped = False, True
         _forgotten.append(node)
     return _forgotten[0]
+
+
+def freed_vjp(grad, needs, saved):
+    """The VJP of a node whose saved values a graph-freeing backward already released."""
+    raise RuntimeError("backward: this part of the graph was already differentiated and its "
+                       "saved values freed by an earlier backward(); pass retain_graph=True to "
+                       "the first backward() to differentiate it again")
 
 
 class _GradMode(threading.local):
@@ -99,10 +114,13 @@ def is_grad_enabled() -> bool:
 class Tape(TapeOps):
     """Records ops on AnyBuffers and runs reverse-mode differentiation over them."""
 
-    def __init__(self):
+    def __init__(self, referenced=()):
         self.nodes: list[Node] = []
         self.grad_leaves: list[int] = []   # leaves recorded with requires_grad, in order
         self.released = False
+        # node ids something outside the tape still reads (a Session passes its live Tensor
+        # counts): their values are never freed early
+        self.referenced = referenced
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -191,34 +209,85 @@ class Tape(TapeOps):
         node.cleanup = ()
         node.owns_value = out.owns
         node.broadcast = broadcast
-        # Pin what a VJP will read (saved inputs, a saved output) and the parents of a view (it
-        # aliases their memory); an unpinned value may be dropped early by drop_value.
         node.pinned = False
         node.held = False
+        node.dropped = False
+        # Count the users of what a VJP will read (saved inputs, a saved output: `reads` names
+        # their nodes) and of the parents of a view (it aliases their memory); a value with no
+        # user may be freed early (drop_value, a graph-freeing backward).
+        i = len(nodes)
+        node.users = 0
+        node.reads = ()
         if req:
+            reads = []
             for v in saved.values():
                 if v is out:
-                    node.pinned = True
-                else:
-                    for p in parents:
-                        if nodes[p].value is v:
-                            nodes[p].pinned = True
+                    reads.append(i)
+                    continue
+                for p in parents:
+                    if nodes[p].value is v:
+                        reads.append(p)
+                        nodes[p].users += 1
+                        break
+            if reads:
+                node.reads = tuple(reads)
+                node.users = reads.count(i)
         if not out.owns:
             for p in parents:
-                nodes[p].pinned = True
+                nodes[p].users += 1
         nodes.append(node)
-        return len(nodes) - 1
+        return i
 
     def drop_value(self, i: int) -> bool:
-        """Release node i's value now if nothing recorded needs it: an op result that no VJP
-        saved and no view aliases (leaves stay pinned until a Session frees its graph). The
-        Session calls this when the last Tensor on the node goes away, so intermediates die as
-        early as in PyTorch. True if released."""
+        """Release node i's value now if nothing needs it: no unrun VJP reads it, no live view
+        aliases it, no Tensor wraps it (`referenced`) and it is neither a leaf (leaves stay until
+        a Session frees its graph) nor handed out. The Session calls this when the last Tensor
+        on the node goes away, so intermediates die as early as in PyTorch. A view that goes
+        lets its base go in turn. True if released."""
         node = self.nodes[i]
-        if node.pinned or not node.owns_value:
+        if node.pinned or node.held or node.users or node.dropped:
             return False
-        node.value.release()
+        self._drop(i)
         return True
+
+    def _drop(self, i: int) -> None:
+        """Release node i's value (a view: give up its base, which may then go too)."""
+        nodes, referenced = self.nodes, self.referenced
+        stack = [i]
+        while stack:
+            node = nodes[stack.pop()]
+            node.dropped = True
+            if node.owns_value:
+                node.value.release()
+                continue
+            for p in node.parents:     # a view (a borrowed leaf has no parents)
+                base = nodes[p]
+                base.users -= 1
+                if (not base.users and not base.pinned and not base.held and not base.dropped
+                        and p not in referenced):
+                    stack.append(p)
+
+    def _let_go(self, j: int) -> None:
+        """One user of node j is done with its value: free it if that was the last."""
+        node = self.nodes[j]
+        node.users -= 1
+        if (not node.users and not node.pinned and not node.held and not node.dropped
+                and j not in self.referenced):
+            self._drop(j)
+
+    def free_saved(self, i: int) -> None:
+        """Node i's VJP will not run again: release its residuals, let go of the values it read
+        (each freed once its last user is done) and make a later differentiation raise."""
+        node = self.nodes[i]
+        if node.vjp is not None:
+            node.vjp = freed_vjp
+        node.saved = {}
+        for r in node.cleanup:
+            r.release()
+        node.cleanup = ()
+        reads, node.reads = node.reads, ()
+        for j in reads:
+            self._let_go(j)
 
     def forget(self, i: int) -> None:
         """Drop node i's record once nothing can read it (its value released, its graph freed,
@@ -244,7 +313,7 @@ class Tape(TapeOps):
         return i
 
     # ------------------------------------------------------------------ backward
-    def backward(self, out_id: int, seed=None, wrt=None, on_final=None):
+    def backward(self, out_id: int, seed=None, wrt=None, on_final=None, free_graph=False):
         """Reverse-mode gradients of node `out_id`.
 
         seed: the cotangent (NumPy array or AnyBuffer shaped like the output); defaults to 1 for a
@@ -255,6 +324,9 @@ class Tape(TapeOps):
         is final (every consumer has a larger id, so all have run); when it returns True it has
         taken the gradient and the id is left out of the result. Data-parallel training starts
         communicating a gradient here, while the rest of the backward pass still runs.
+        free_graph: free each node's saved values right after its VJP ran (PyTorch's backward
+        without retain_graph), so the pass never holds every activation and every gradient at
+        once; differentiating those nodes again raises.
         """
         self._check_open("backward")
         out = self._node("backward", out_id)
@@ -276,6 +348,10 @@ class Tape(TapeOps):
                 i = -heappop(pending)
                 g = grads[i]
                 node = nodes[i]
+                # a gradient that only passes through (i not asked for) is handed on as is when
+                # a VJP returns a view of it (reshape): no copy
+                passing = keep is not None and i not in keep
+                handed = False
                 if node.vjp is not None and node.requires_grad:
                     needs = [nodes[p].requires_grad for p in node.parents]
                     contribs = node.vjp(g, needs, node.saved)
@@ -285,11 +361,18 @@ class Tape(TapeOps):
                         if not nodes[p].requires_grad:
                             c.release()
                             continue
+                        if passing and not handed and not c.owns and c.buf is g.buf:
+                            c = AnyBuffer._wrap(c.shape, c.buf)   # takes over g's payload
+                            handed = True
                         if p not in grads:
                             heappush(pending, -p)
                         self._accumulate(grads, p, c, node)
-                if keep is not None and i not in keep:
-                    grads.pop(i).release()
+                    if free_graph:
+                        self.free_saved(i)
+                if passing:
+                    del grads[i]
+                    if not handed:
+                        g.release()
                 elif on_final is not None and keep is not None and on_final(i, g):
                     del grads[i]
                     taken.add(i)
@@ -300,7 +383,7 @@ class Tape(TapeOps):
         if keep is not None:
             return {i: grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
                     for i in sorted(keep) if i not in taken}
-        return [grads[i] if i in grads else AnyBuffer.zeros(n.value.shape)
+        return [grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
                 for i, n in enumerate(nodes)]
 
     def _seed(self, out: Node, seed) -> AnyBuffer:

@@ -2,9 +2,10 @@
 """Tape methods, one per tape op in ops.yaml, and their vector-Jacobian products.
 
 A method reads its parents' values, runs the buffer-level op from torchlean._generated.ops and
-records a node. The node keeps only what the op's VJP reads (inputs by reference, extra outputs
-as owned residuals). A VJP gets the upstream cotangent `grad`, a needs-grad mask (one bool per
-input) and the saved values, and returns one fresh buffer (or None) per input.
+records a node. The node keeps only what the op's VJP reads (inputs by reference, or just their
+shape where that is all it reads; extra outputs as owned residuals). A VJP gets the upstream
+cotangent `grad`, a needs-grad mask (one bool per input) and the saved values, and returns one
+fresh buffer (or None) per input.
 """
 from torchlean import shapes as S
 from torchlean._generated import ops as _ops
@@ -953,39 +954,41 @@ class TapeOps:
         _x = self._input("broadcast_to", x)
         _out = _ops.broadcast_to(_x, shape=shape)
         return self._record("broadcast_to", _out, (x,), _vjp_broadcast_to,
-                            {"x": _x, "shape": shape}, False)
+                            {"x": _x.shape, "shape": shape}, False)
 
     def sum_to(self, x: int, *, shape: tuple) -> int:
         """Sum x over the axes broadcast_to(shape) expanded; the adjoint of broadcast_to."""
         _x = self._input("sum_to", x)
         _out = _ops.sum_to(_x, shape=shape)
-        return self._record("sum_to", _out, (x,), _vjp_sum_to, {"x": _x, "shape": shape}, False)
+        return self._record("sum_to", _out, (x,), _vjp_sum_to, {"x": _x.shape, "shape": shape},
+                            False)
 
     def sum(self, x: int) -> int:
         """Sum of all elements (a 0-d result)."""
         _x = self._input("sum", x)
         _out = _ops.sum(_x)
-        return self._record("sum", _out, (x,), _vjp_sum, {"x": _x}, False)
+        return self._record("sum", _out, (x,), _vjp_sum, {"x": _x.shape}, False)
 
     def reshape(self, x: int, *, shape: tuple) -> int:
         """The same elements under a new shape (one -1 allowed); no copy, the result aliases x."""
         _x = self._input("reshape", x)
         _out = _ops.reshape(_x, shape=shape)
-        return self._record("reshape", _out, (x,), _vjp_reshape, {"x": _x, "shape": shape}, False)
+        return self._record("reshape", _out, (x,), _vjp_reshape, {"x": _x.shape, "shape": shape},
+                            False)
 
     def reduce_sum(self, x: int, *, axis: int) -> int:
         """Sum over `axis` (negative counts from the end); the axis is dropped. An empty axis sums to 0."""
         _x = self._input("reduce_sum", x)
         _out = _ops.reduce_sum(_x, axis=axis)
-        return self._record("reduce_sum", _out, (x,), _vjp_reduce_sum, {"x": _x, "axis": axis},
-                            False)
+        return self._record("reduce_sum", _out, (x,), _vjp_reduce_sum,
+                            {"x": _x.shape, "axis": axis}, False)
 
     def reduce_mean(self, x: int, *, axis: int) -> int:
         """Mean over `axis` (the sum times 1.0f/(float)len); the axis is dropped. An empty axis gives NaN."""
         _x = self._input("reduce_mean", x)
         _out = _ops.reduce_mean(_x, axis=axis)
-        return self._record("reduce_mean", _out, (x,), _vjp_reduce_mean, {"x": _x, "axis": axis},
-                            False)
+        return self._record("reduce_mean", _out, (x,), _vjp_reduce_mean,
+                            {"x": _x.shape, "axis": axis}, False)
 
     def reduce_max(self, x: int, *, axis: int) -> int:
         """Maximum over `axis` (dropped); an empty axis gives 0, NaN propagates. The VJP splits the gradient equally among the entries equal to the maximum (ties share, like maximum's 0.5/0.5)."""
@@ -998,7 +1001,7 @@ class TapeOps:
         """The same elements as one axis of numel(x); no copy, the result aliases x."""
         _x = self._input("flatten", x)
         _out = _ops.flatten(_x)
-        return self._record("flatten", _out, (x,), _vjp_flatten, {"x": _x}, False)
+        return self._record("flatten", _out, (x,), _vjp_flatten, {"x": _x.shape}, False)
 
     def transpose2d(self, x: int) -> int:
         """(m, n) -> (n, m)."""
@@ -1380,7 +1383,7 @@ class TapeOps:
         _idx = self._input("select_along_axis", idx)
         _out = _ops.select_along_axis(_x, _idx, axis=axis)
         return self._record("select_along_axis", _out, (x, idx), _vjp_select_along_axis,
-                            {"x": _x, "idx": _idx, "axis": axis}, False)
+                            {"x": _x.shape, "idx": _idx, "axis": axis}, False)
 
     def pow(self, a: int, b: int) -> int:
         """Elementwise a ** b with NumPy broadcasting and C pow's special cases (PyTorch's): a negative base needs a whole-number exponent (else NaN), pow(x, 0) = pow(1, y) = 1, zero and infinite bases and exponents as C99. Computed in double, rounded to float32 once."""
