@@ -217,6 +217,9 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
         vjps.append({"targets": v.targets, "idx": idx, "lines": lines, "result": result,
                      "fresh": is_tmp, "lhs": ", ".join(f"out[{i}]" for i in idx)})
     m["vjps"] = vjps
+    # a broadcast op sums each input's gradient back to that input's shape inside its VJP, as
+    # soon as it is computed: one full-size temporary at a time, not one per input
+    m["sum_back"] = op.broadcast and all(len(v.targets) == 1 for v in op.vjps)
     m["needs_cond"] = [" or ".join(f"needs[{i}]" for i in v["idx"]) for v in vjps]
     # the Tape method: positional arguments, one dict of what the VJP reads, nothing else built
     m["ops_call"] = ", ".join([f"_{n}" for n in inputs] + [f"{a.name}={a.name}" for a in op.attrs])
@@ -227,6 +230,8 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
     saved += [f'"{n}": _r_{n}' for n in m["saved_outputs"]]
     if m["primary_saved"]:
         saved.append(f'"{m["returns"][0]}": _out')
+    if m["sum_back"] and op.vjps:
+        saved.append('"input_shapes": ' + tuple_src([f"_{n}.shape" for n in inputs]))
     rec = [f'"{op.name}"', "_out", tuple_src(inputs), f"_vjp_{op.name}" if op.vjps else "None",
            "{" + ", ".join(saved) + "}", str(op.broadcast)]
     m["residual_vars"] = [f"_r_{n}" for n in m["returns"][1:]]

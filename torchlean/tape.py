@@ -348,8 +348,8 @@ class Tape(TapeOps):
                 i = -heappop(pending)
                 g = grads[i]
                 node = nodes[i]
-                # a gradient that only passes through (i not asked for) is handed on as is when
-                # a VJP returns a view of it (reshape): no copy
+                # a gradient that only passes through (i not asked for) is handed on to the
+                # first parent a VJP returns it (or a view of it) for: no copy
                 passing = keep is not None and i not in keep
                 handed = False
                 if node.vjp is not None and node.requires_grad:
@@ -358,12 +358,18 @@ class Tape(TapeOps):
                     for p, c in zip(node.parents, contribs):
                         if c is None:
                             continue
-                        if not nodes[p].requires_grad:
+                        if c is g or (not c.owns and c.buf is g.buf):
+                            if not nodes[p].requires_grad:
+                                continue
+                            if passing and not handed:
+                                handed = True
+                                if c is not g:
+                                    c = AnyBuffer._wrap(c.shape, c.buf)  # takes g's payload
+                            else:
+                                c = c.copy()
+                        elif not nodes[p].requires_grad:
                             c.release()
                             continue
-                        if passing and not handed and not c.owns and c.buf is g.buf:
-                            c = AnyBuffer._wrap(c.shape, c.buf)   # takes over g's payload
-                            handed = True
                         if p not in grads:
                             heappush(pending, -p)
                         self._accumulate(grads, p, c, node)

@@ -4,32 +4,45 @@
 A method reads its parents' values, runs the buffer-level op from torchlean._generated.ops and
 records a node. The node keeps only what the op's VJP reads (inputs by reference, or just their
 shape where that is all it reads; extra outputs as owned residuals). A VJP gets the upstream
-cotangent `grad`, a needs-grad mask (one bool per input) and the saved values, and returns one
-fresh buffer (or None) per input.
+cotangent `grad`, a needs-grad mask (one bool per input) and the saved values, and returns per
+input a fresh buffer, None, or `grad` itself (the tape hands it on, or copies it).
 """
 from torchlean import shapes as S
 from torchlean._generated import ops as _ops
 
 
+def _to_shape(t, shape, fresh):
+    """A broadcast input's gradient summed back to the input's shape at once (`t` released when
+    it is a temporary of the VJP)."""
+    if t.shape == shape:
+        return t
+    s = _ops.sum_to(t, shape=shape)
+    if fresh:
+        t.release()
+    return s
+
+
 def _vjp_add(grad, needs, s):
+    input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
-        out[0] = grad.copy()
+        out[0] = _to_shape(grad, input_shapes[0], False)
     if needs[1]:
-        out[1] = grad.copy()
+        out[1] = _to_shape(grad, input_shapes[1], False)
     return out
 
 
 def _vjp_mul(grad, needs, s):
     a = s["a"]
     b = s["b"]
+    input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.mul(grad, b)
-        out[0] = _t1
+        out[0] = _to_shape(_t1, input_shapes[0], True)
     if needs[1]:
         _t1 = _ops.mul(grad, a)
-        out[1] = _t1
+        out[1] = _to_shape(_t1, input_shapes[1], True)
     return out
 
 
@@ -43,59 +56,63 @@ def _vjp_relu(grad, needs, s):
 
 
 def _vjp_sub(grad, needs, s):
+    input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
-        out[0] = grad.copy()
+        out[0] = _to_shape(grad, input_shapes[0], False)
     if needs[1]:
         _t1 = _ops.scale(grad, c=-1.0)
-        out[1] = _t1
+        out[1] = _to_shape(_t1, input_shapes[1], True)
     return out
 
 
 def _vjp_div(grad, needs, s):
     b = s["b"]
     y = s["y"]
+    input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.div(grad, b)
-        out[0] = _t1
+        out[0] = _to_shape(_t1, input_shapes[0], True)
     if needs[1]:
         _t1 = _ops.div(y, b)
         _t2 = _ops.mul(grad, _t1)
         _t1.release()
         _t3 = _ops.scale(_t2, c=-1.0)
         _t2.release()
-        out[1] = _t3
+        out[1] = _to_shape(_t3, input_shapes[1], True)
     return out
 
 
 def _vjp_maximum(grad, needs, s):
     a = s["a"]
     b = s["b"]
+    input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.maximum_backward(a, b, grad)
-        out[0] = _t1
+        out[0] = _to_shape(_t1, input_shapes[0], True)
     if needs[1]:
         _t1 = _ops.maximum_backward(a, b, grad)
         _t2 = _ops.sub(grad, _t1)
         _t1.release()
-        out[1] = _t2
+        out[1] = _to_shape(_t2, input_shapes[1], True)
     return out
 
 
 def _vjp_minimum(grad, needs, s):
     a = s["a"]
     b = s["b"]
+    input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.minimum_backward(a, b, grad)
-        out[0] = _t1
+        out[0] = _to_shape(_t1, input_shapes[0], True)
     if needs[1]:
         _t1 = _ops.minimum_backward(a, b, grad)
         _t2 = _ops.sub(grad, _t1)
         _t1.release()
-        out[1] = _t2
+        out[1] = _to_shape(_t2, input_shapes[1], True)
     return out
 
 
@@ -110,12 +127,13 @@ def _vjp_scale(grad, needs, s):
 
 def _vjp_axpy(grad, needs, s):
     c = s["c"]
+    input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
-        out[0] = grad.copy()
+        out[0] = _to_shape(grad, input_shapes[0], False)
     if needs[1]:
         _t1 = _ops.scale(grad, c=c)
-        out[1] = _t1
+        out[1] = _to_shape(_t1, input_shapes[1], True)
     return out
 
 
@@ -518,7 +536,7 @@ def _vjp_scatter_add_vec(grad, needs, s):
     indices = s["indices"]
     out = [None] * 2
     if needs[0]:
-        out[0] = grad.copy()
+        out[0] = grad
     if needs[1]:
         _t1 = _ops.gather_vec_like(grad, values, indices=indices)
         out[1] = _t1
@@ -529,7 +547,7 @@ def _vjp_scatter_add_row(grad, needs, s):
     index = s["index"]
     out = [None] * 2
     if needs[0]:
-        out[0] = grad.copy()
+        out[0] = grad
     if needs[1]:
         _t1 = _ops.gather_row(grad, index=index)
         out[1] = _t1
@@ -744,13 +762,14 @@ def _vjp_selective_scan(grad, needs, s):
 
 def _vjp_where(grad, needs, s):
     cond = s["cond"]
+    input_shapes = s["input_shapes"]
     out = [None] * 3
     if needs[1]:
         _t1 = _ops.where_backward(cond, grad, take_a=True)
-        out[1] = _t1
+        out[1] = _to_shape(_t1, input_shapes[1], True)
     if needs[2]:
         _t1 = _ops.where_backward(cond, grad, take_a=False)
-        out[2] = _t1
+        out[2] = _to_shape(_t1, input_shapes[2], True)
     return out
 
 
@@ -769,13 +788,14 @@ def _vjp_pow(grad, needs, s):
     a = s["a"]
     b = s["b"]
     y = s["y"]
+    input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.pow_backward_base(a, b, grad)
-        out[0] = _t1
+        out[0] = _to_shape(_t1, input_shapes[0], True)
     if needs[1]:
         _t1 = _ops.pow_backward_exponent(a, b, y, grad)
-        out[1] = _t1
+        out[1] = _to_shape(_t1, input_shapes[1], True)
     return out
 
 
@@ -827,14 +847,16 @@ class TapeOps:
         _a = self._input("add", a)
         _b = self._input("add", b)
         _out = _ops.add(_a, _b)
-        return self._record("add", _out, (a, b), _vjp_add, {}, True)
+        return self._record("add", _out, (a, b), _vjp_add, {"input_shapes": (_a.shape, _b.shape)},
+                            True)
 
     def mul(self, a: int, b: int) -> int:
         """Elementwise a * b with NumPy broadcasting."""
         _a = self._input("mul", a)
         _b = self._input("mul", b)
         _out = _ops.mul(_a, _b)
-        return self._record("mul", _out, (a, b), _vjp_mul, {"a": _a, "b": _b}, True)
+        return self._record("mul", _out, (a, b), _vjp_mul,
+                            {"a": _a, "b": _b, "input_shapes": (_a.shape, _b.shape)}, True)
 
     def relu(self, x: int) -> int:
         """Elementwise max(x, 0); the derivative is 1 only where x > 0."""
@@ -847,28 +869,32 @@ class TapeOps:
         _a = self._input("sub", a)
         _b = self._input("sub", b)
         _out = _ops.sub(_a, _b)
-        return self._record("sub", _out, (a, b), _vjp_sub, {}, True)
+        return self._record("sub", _out, (a, b), _vjp_sub, {"input_shapes": (_a.shape, _b.shape)},
+                            True)
 
     def div(self, a: int, b: int) -> int:
         """Elementwise a / b with NumPy broadcasting."""
         _a = self._input("div", a)
         _b = self._input("div", b)
         _out = _ops.div(_a, _b)
-        return self._record("div", _out, (a, b), _vjp_div, {"b": _b, "y": _out}, True)
+        return self._record("div", _out, (a, b), _vjp_div,
+                            {"b": _b, "y": _out, "input_shapes": (_a.shape, _b.shape)}, True)
 
     def maximum(self, a: int, b: int) -> int:
         """Elementwise max(a, b) with NumPy broadcasting; ties split the gradient 0.5/0.5."""
         _a = self._input("maximum", a)
         _b = self._input("maximum", b)
         _out = _ops.maximum(_a, _b)
-        return self._record("maximum", _out, (a, b), _vjp_maximum, {"a": _a, "b": _b}, True)
+        return self._record("maximum", _out, (a, b), _vjp_maximum,
+                            {"a": _a, "b": _b, "input_shapes": (_a.shape, _b.shape)}, True)
 
     def minimum(self, a: int, b: int) -> int:
         """Elementwise min(a, b) with NumPy broadcasting; ties split the gradient 0.5/0.5."""
         _a = self._input("minimum", a)
         _b = self._input("minimum", b)
         _out = _ops.minimum(_a, _b)
-        return self._record("minimum", _out, (a, b), _vjp_minimum, {"a": _a, "b": _b}, True)
+        return self._record("minimum", _out, (a, b), _vjp_minimum,
+                            {"a": _a, "b": _b, "input_shapes": (_a.shape, _b.shape)}, True)
 
     def scale(self, x: int, *, c: float) -> int:
         """Elementwise c * x."""
@@ -881,7 +907,8 @@ class TapeOps:
         _a = self._input("axpy", a)
         _b = self._input("axpy", b)
         _out = _ops.axpy(_a, _b, c=c)
-        return self._record("axpy", _out, (a, b), _vjp_axpy, {"c": c}, True)
+        return self._record("axpy", _out, (a, b), _vjp_axpy,
+                            {"c": c, "input_shapes": (_a.shape, _b.shape)}, True)
 
     def abs(self, x: int) -> int:
         """Elementwise |x|; the derivative uses sign(0) = 0."""
@@ -1363,7 +1390,9 @@ class TapeOps:
         _a = self._input("where", a)
         _b = self._input("where", b)
         _out = _ops.where(_cond, _a, _b)
-        return self._record("where", _out, (cond, a, b), _vjp_where, {"cond": _cond}, True)
+        return self._record("where", _out, (cond, a, b), _vjp_where,
+                            {"cond": _cond, "input_shapes": (_cond.shape, _a.shape, _b.shape)},
+                            True)
 
     def argmax(self, x: int, *, axis: int) -> int:
         """Index of the maximum over `axis` (dropped) as a float32 whole number: the first maximum on ties, the first NaN when there is one (NaN propagates, as PyTorch). The axis must be non-empty and at most 2^24 long (every index exact in float32). No gradient."""
@@ -1390,7 +1419,9 @@ class TapeOps:
         _a = self._input("pow", a)
         _b = self._input("pow", b)
         _out = _ops.pow(_a, _b)
-        return self._record("pow", _out, (a, b), _vjp_pow, {"a": _a, "b": _b, "y": _out}, True)
+        return self._record("pow", _out, (a, b), _vjp_pow,
+                            {"a": _a, "b": _b, "y": _out, "input_shapes": (_a.shape, _b.shape)},
+                            True)
 
     def pow_scalar(self, x: int, *, p: float) -> int:
         """Elementwise x ** p for a Python number p (the rules of pow; any float p, inf and NaN included)."""
