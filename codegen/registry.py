@@ -24,6 +24,9 @@ Entry schema (see the header of ops.yaml for the prose version):
                int64_t name_len` for a zero-filled host array of the shape the expression
                gives, and the ops function returns those arrays (outputs may then be {})
   broadcast:   true = inputs are broadcast (NumPy rules) to the output shape before the kernel
+  broadcast_kernel: "<op>(attr=value, ...)" (with broadcast): when the input shapes differ,
+               call that tape: false op on the same inputs instead, which reads them in place
+               through broadcast strides (no full-size copies of the inputs)
   view:        <input name> = no kernel; the output aliases that input's buffer (reshape)
   inplace:     [input names] the kernel updates these buffers in place (optimizer steps)
   vjp:         {"x": expr, "a, b": expr-returning-a-tuple}; "grad" is the upstream cotangent
@@ -58,7 +61,7 @@ ARRAY_CTYPES = {"i64[]", "geom", "f64[]", "f64out[]"}
 ATTR_CHECKS = {"finite", "positive", "nonneg", "finite_nonzero", "finite_nonneg", "prob"}
 ENTRY_KEYS = {"name", "doc", "family", "tape", "inputs", "attrs", "outputs", "args", "broadcast",
               "view", "inplace", "vjp", "determinism", "deterministic_path", "test",
-              "lengths", "requires", "kernel"}
+              "lengths", "requires", "kernel", "broadcast_kernel"}
 ATTR_KEYS = {"type", "default", "check", "doc"}
 TEST_KEYS = {"ref", "cases", "domain", "fwd", "vjp", "parity", "skip_vjp", "note", "integer_inputs"}
 TOL_KEYS = {"rtol", "atol"}
@@ -134,6 +137,7 @@ class Op:
     outputs: list[tuple[str, str]] = field(default_factory=list)
     args: list[Arg] = field(default_factory=list)
     broadcast: bool = False
+    broadcast_kernel: str = ""  # "<op>(attr=value, ...)" for differing input shapes
     view: str | None = None
     inplace: list[str] = field(default_factory=list)
     vjps: list[Vjp] = field(default_factory=list)
@@ -199,6 +203,19 @@ class Op:
                 if isinstance(node, ast.Name) and id(node) not in wrapped:
                     elsewhere.add(node.id)
         return in_shape - elsewhere
+
+
+def broadcast_kernel_call(op: Op, path=None) -> tuple[str, dict]:
+    """(op name, {attr: Python source of its value}) of an op's broadcast_kernel."""
+    try:
+        call = ast.parse(op.broadcast_kernel, mode="eval").body
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.args
+                and all(isinstance(k.value, ast.Constant) for k in call.keywords)):
+            raise SyntaxError
+    except SyntaxError:
+        raise _err(path, op.line, f"{op.name}: broadcast_kernel must read '<op>(attr=constant, "
+                   f"...)', got {op.broadcast_kernel!r}") from None
+    return call.func.id, {k.arg: ast.unparse(k.value) for k in call.keywords}
 
 
 def _err(path, line, msg):
@@ -298,6 +315,9 @@ def _parse_entry(raw: LineDict, path) -> Op:
         raise _err(path, line, f"{name}: f64out[] host outputs are only allowed with tape: false")
     op.outputs = [(str(k), str(v)) for k, v in outs.items()]
     op.broadcast = bool(_pop(raw, "broadcast", False))
+    op.broadcast_kernel = str(_pop(raw, "broadcast_kernel", "") or "")
+    if op.broadcast_kernel and not op.broadcast:
+        raise _err(path, line, f"{name}: broadcast_kernel needs broadcast: true")
     op.view = _pop(raw, "view")
     if op.view is not None and op.view not in op.inputs:
         raise _err(path, line, f"{name}: view must name an input, got {op.view!r}")
@@ -361,6 +381,14 @@ def _check_expressions(ops: list[Op], path):
     helpers = load_shape_helpers()
     by_name = {o.name: o for o in ops}
     for op in ops:
+        if op.broadcast_kernel:
+            fn, kw = broadcast_kernel_call(op, path)
+            callee = by_name.get(fn)
+            if callee is None or callee.tape or len(callee.inputs) != len(op.inputs) \
+                    or set(kw) - {a.name for a in callee.attrs}:
+                raise _err(path, op.line, f"{op.name}: broadcast_kernel {op.broadcast_kernel!r} "
+                           f"must call a tape: false op taking {len(op.inputs)} inputs and "
+                           "the attrs given")
         scope = set(op.inputs) | {a.name for a in op.attrs}
         for oname, expr in op.outputs:
             _check_helper_expr(expr, scope, helpers, path, op, f"output '{oname}'")

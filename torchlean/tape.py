@@ -354,7 +354,10 @@ class Tape(TapeOps):
                 handed = False
                 if node.vjp is not None and node.requires_grad:
                     needs = [nodes[p].requires_grad for p in node.parents]
-                    contribs = node.vjp(g, needs, node.saved)
+                    if passing or not getattr(node.vjp, "overwrites_grad", False):
+                        contribs = node.vjp(g, needs, node.saved)
+                    else:   # the VJP writes over its cotangent: it gets a copy of one kept
+                        contribs = node.vjp(g.copy(), needs, node.saved)
                     for p, c in zip(node.parents, contribs):
                         if c is None:
                             continue
