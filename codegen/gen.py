@@ -211,7 +211,7 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
         sig += ["*"] + m["attr_sig"]
     m["tape_sig"] = ", ".join(sig)
     # tape side
-    saved_names = op.vjp_names() - {"grad"}
+    saved_names = (op.vjp_names() | op.recompute_names()) - {"grad"}
     m["saved_inputs"] = [n for n in inputs if n in saved_names]
     m["saved_outputs"] = [n for n, _ in op.outputs[1:] if n in saved_names]
     m["drop_outputs"] = [n for n, _ in op.outputs[1:] if n not in saved_names]
@@ -225,13 +225,18 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
                      "fresh": is_tmp, "lhs": ", ".join(f"out[{i}]" for i in idx)})
     m["vjps"] = vjps
     m["overwrites_grad"] = any(_passes_grad_inplace(v.expr, ops_by_name) for v in op.vjps)
+    m["recompute"] = None
+    if op.recompute:
+        lines, result, is_tmp = lower_vjp(op.recompute, set(ops_by_name), helpers)
+        m["recompute"] = {"lines": lines, "result": result if is_tmp else result + ".copy()",
+                          "names": sorted(op.recompute_names() & (set(inputs) | saved_names))}
     # a broadcast op sums each input's gradient back to that input's shape inside its VJP, as
     # soon as it is computed: one full-size temporary at a time, not one per input
     m["sum_back"] = op.broadcast and all(len(v.targets) == 1 for v in op.vjps)
     m["needs_cond"] = [" or ".join(f"needs[{i}]" for i in v["idx"]) for v in vjps]
     # the Tape method: positional arguments, one dict of what the VJP reads, nothing else built
     m["ops_call"] = ", ".join([f"_{n}" for n in inputs] + [f"{a.name}={a.name}" for a in op.attrs])
-    shape_only = op.vjp_shape_only_names()
+    shape_only = op.vjp_shape_only_names() - op.recompute_names()
     saved = [f'"{n}": _{n}.shape' if n in shape_only else f'"{n}": _{n}'
              for n in m["saved_inputs"]]
     saved += [f'"{n}": {n}' for n in m["saved_attrs"]]
@@ -246,7 +251,11 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
     if m["residual_vars"]:
         rec += ["keep=" + tuple_src([f"_r_{n}" for n in m["saved_outputs"]]),
                 "drop=" + tuple_src([f"_r_{n}" for n in m["drop_outputs"]])]
+        if op.recompute:
+            rec.append(f"recompute=_recompute_{op.name}")
         m["record"] = wrap_call("return self._record_residuals", rec, 8)
+    elif op.recompute:
+        m["record"] = wrap_call("return self._record", rec + [f"recompute=_recompute_{op.name}"], 8)
     else:
         m["record"] = wrap_call("return self._record", rec, 8)
     return m

@@ -30,6 +30,9 @@ Entry schema (see the header of ops.yaml for the prose version):
   view:        <input name> = no kernel; the output aliases that input's buffer (reshape)
   inplace:     [input names] the kernel updates these buffers in place (optimizer steps)
   vjp:         {"x": expr, "a, b": expr-returning-a-tuple}; "grad" is the upstream cotangent
+  recompute:   expr (the vjp language, no grad) giving the op's value again from what the node
+               keeps for its VJP: a Session may then free the value while only VJPs still need
+               it and recompute it (same kernels, same bits) just before the first of them runs
   determinism: none | atomic; atomic needs deterministic_path (the fixed-order algorithm)
   lengths:     {buffer or array name: length expression} the generated C entry checks before the
                kernel runs (see codegen/entry.py); default when absent and an arg `n` exists:
@@ -61,7 +64,7 @@ ARRAY_CTYPES = {"i64[]", "geom", "f64[]", "f64out[]"}
 ATTR_CHECKS = {"finite", "positive", "nonneg", "finite_nonzero", "finite_nonneg", "prob"}
 ENTRY_KEYS = {"name", "doc", "family", "tape", "inputs", "attrs", "outputs", "args", "broadcast",
               "view", "inplace", "vjp", "determinism", "deterministic_path", "test",
-              "lengths", "requires", "kernel", "broadcast_kernel"}
+              "lengths", "requires", "kernel", "broadcast_kernel", "recompute"}
 ATTR_KEYS = {"type", "default", "check", "doc"}
 TEST_KEYS = {"ref", "cases", "domain", "fwd", "vjp", "parity", "skip_vjp", "note", "integer_inputs"}
 TOL_KEYS = {"rtol", "atol"}
@@ -141,6 +144,7 @@ class Op:
     view: str | None = None
     inplace: list[str] = field(default_factory=list)
     vjps: list[Vjp] = field(default_factory=list)
+    recompute: str = ""  # expression giving the value again from what the VJP keeps
     determinism: str = "none"
     deterministic_path: str = ""
     test: dict = field(default_factory=dict)
@@ -185,6 +189,14 @@ class Op:
                 if isinstance(node, ast.Name):
                     names.add(node.id)
         return names
+
+    def recompute_names(self) -> set[str]:
+        """Names the recompute expression reads (the node keeps them too)."""
+        if not self.recompute:
+            return set()
+        tree = ast.parse(self.recompute, mode="eval")
+        callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in callees}
 
     def vjp_shape_only_names(self) -> set[str]:
         """Names every VJP expression reads only as `shape(name)`: the tape keeps their shape,
@@ -339,6 +351,9 @@ def _parse_entry(raw: LineDict, path) -> Op:
                 raise _err(path, line, f"{name}: vjp for input '{t}' is given twice")
             covered.add(t)
         op.vjps.append(Vjp(targets, str(expr)))
+    op.recompute = str(_pop(raw, "recompute", "") or "")
+    if op.recompute and not op.vjps:
+        raise _err(path, line, f"{name}: recompute needs a vjp (it serves the VJPs of consumers)")
     op.determinism = str(_pop(raw, "determinism", "none"))
     op.deterministic_path = str(_pop(raw, "deterministic_path", "") or "")
     if op.determinism not in ("none", "atomic"):
@@ -396,6 +411,13 @@ def _check_expressions(ops: list[Op], path):
         for a in op.args:
             _check_helper_expr(a.expr, oscope, helpers, path, op, f"arg '{a.name}'")
         vscope = scope | {n for n, _ in op.outputs} | {"grad"}
+        if op.recompute:
+            _expr_calls(op.recompute, path, op.line, f"{op.name}: recompute")
+            bad = op.recompute_names() - (scope | {n for n, _ in op.outputs[1:]})
+            if bad or "grad" in op.recompute or op.outputs[0][0] in op.vjp_names():
+                raise _err(path, op.line, f"{op.name}: recompute may read inputs, attrs and "
+                           "residual outputs only, and only for an op whose VJP does not read "
+                           f"its value; got {op.recompute!r}")
         for v in op.vjps:
             tree = _expr_calls(v.expr, path, op.line, f"{op.name}: vjp")
             for node in ast.walk(tree):

@@ -10,6 +10,10 @@ Lifetimes follow PyTorch's. Each node counts its `users`: the unrun VJPs that re
 the live views that alias it. A value with no user, no Tensor on it (`referenced`, the Session's
 count of live Tensor wrappers) and not handed out is freed at once, during the forward pass when
 its last Tensor goes and during a graph-freeing backward as soon as the last VJP reading it ran.
+One step further than PyTorch: the value of an op that can give it again from what its node
+keeps for its own VJP (ops.yaml `recompute`: GELU from its input, layer_norm from xhat, gamma
+and beta) is freed too while only VJPs need it (`stale`), and recomputed, with the forward's
+kernels and so the same bits, just before the first of those VJPs runs.
 """
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ class Node:
     """One recorded step: its value, parents, and what its VJP needs."""
 
     __slots__ = ("name", "value", "requires_grad", "parents", "vjp", "saved", "cleanup",
-                 "owns_value", "broadcast", "pinned", "held", "users", "reads", "dropped")
+                 "owns_value", "broadcast", "pinned", "held", "users", "reads", "dropped",
+                 "views", "recompute", "stale")
 
     def __init__(self, name, value, requires_grad, parents=(), vjp=None, saved=None,
                  cleanup=(), owns_value=True, broadcast=False):
@@ -46,6 +51,9 @@ class Node:
         self.users = 0                      # unrun VJPs reading the value + live views of it
         self.reads = ()                     # node ids whose values this node's VJP reads
         self.dropped = False                # value released (a view: its base let go)
+        self.views = ()                     # ids of the views made of the value (live or not)
+        self.recompute = None               # saved -> the value again (ops.yaml recompute)
+        self.stale = False                  # value freed until a VJP reading it runs
 
 
 _new_node = Node.__new__
@@ -61,6 +69,11 @@ def _forgotten_node() -> Node:
         node.pinned, node.dropped = False, True
         _forgotten.append(node)
     return _forgotten[0]
+
+
+def _holds_memory(node) -> bool:
+    """Is the node's value its own memory or a borrowed leaf's (not a view of another node)?"""
+    return node.owns_value or not node.parents
 
 
 def freed_vjp(grad, needs, saved):
@@ -178,7 +191,7 @@ class Tape(TapeOps):
             raise ValueError(f"{op}: node {i} (shape {v.shape}) was released")
         return v
 
-    def _record(self, name, out, parents, vjp, saved, broadcast) -> int:
+    def _record(self, name, out, parents, vjp, saved, broadcast, recompute=None) -> int:
         """Append the node of a single-output op and return its id.
 
         `saved` maps the names the VJP reads to their values; it is kept only when the node
@@ -212,6 +225,9 @@ class Tape(TapeOps):
         node.pinned = False
         node.held = False
         node.dropped = False
+        node.views = ()
+        node.recompute = recompute if req else None
+        node.stale = False
         # Count the users of what a VJP will read (saved inputs, a saved output: `reads` names
         # their nodes) and of the parents of a view (it aliases their memory); a value with no
         # user may be freed early (drop_value, a graph-freeing backward).
@@ -235,6 +251,7 @@ class Tape(TapeOps):
         if not out.owns:
             for p in parents:
                 nodes[p].users += 1
+                nodes[p].views += (i,)
         nodes.append(node)
         return i
 
@@ -245,10 +262,59 @@ class Tape(TapeOps):
         on the node goes away, so intermediates die as early as in PyTorch. A view that goes
         lets its base go in turn. True if released."""
         node = self.nodes[i]
-        if node.pinned or node.held or node.users or node.dropped:
+        if node.pinned or node.held or node.dropped or node.stale:
+            return False
+        if node.users:
+            base = i
+            while not _holds_memory(self.nodes[base]):
+                base = self.nodes[base].parents[0]
+            if self._recomputable(base):
+                self._make_stale(base)   # only VJPs read it: they get it recomputed
             return False
         self._drop(i)
         return True
+
+    def _recomputable(self, i: int) -> bool:
+        """May node i's value be freed and recomputed for the VJPs that read it? Its op can give
+        it again (from what the node keeps until its own VJP ran), and no Tensor wraps it or any
+        live view of it, nor was it handed out."""
+        node = self.nodes[i]
+        if (node.recompute is None or node.vjp is freed_vjp or node.stale or node.dropped
+                or node.held or node.pinned or i in self.referenced):
+            return False
+        return self._views_free(i)
+
+    def _views_free(self, i: int) -> bool:
+        """No Tensor wraps a live view made of view i, recursively, and none was handed out."""
+        for v in self.nodes[i].views:
+            view = self.nodes[v]
+            if not view.dropped and (view.held or v in self.referenced
+                                     or not self._views_free(v)):
+                return False
+        return True
+
+    def _make_stale(self, i: int) -> None:
+        """Free node i's value; it and its live views are recomputed before a VJP reads them."""
+        self.nodes[i].value.release()
+        stack = [i]
+        while stack:
+            node = self.nodes[stack.pop()]
+            node.stale = True
+            stack.extend(v for v in node.views if not self.nodes[v].dropped)
+
+    def _recompute(self, i: int) -> None:
+        """Give stale node i (or the view i of one) its value back, computed again from what the
+        op's node keeps, and point its live views at the new memory."""
+        nodes = self.nodes
+        while not _holds_memory(nodes[i]):
+            i = nodes[i].parents[0]
+        fresh = nodes[i].recompute(nodes[i].saved)
+        stack = [i]
+        while stack:   # readers hold the nodes' AnyBuffers: give those the new payload
+            node = nodes[stack.pop()]
+            node.value.buf, node.value.handle = fresh.buf, fresh.handle
+            node.stale = False
+            stack.extend(v for v in node.views if not nodes[v].dropped)
 
     def _drop(self, i: int) -> None:
         """Release node i's value (a view: give up its base, which may then go too)."""
@@ -257,6 +323,7 @@ class Tape(TapeOps):
         while stack:
             node = nodes[stack.pop()]
             node.dropped = True
+            node.stale = False
             if node.owns_value:
                 node.value.release()
                 continue
@@ -279,6 +346,8 @@ class Tape(TapeOps):
         """Node i's VJP will not run again: release its residuals, let go of the values it read
         (each freed once its last user is done) and make a later differentiation raise."""
         node = self.nodes[i]
+        if node.stale and node.users and _holds_memory(node):
+            self._recompute(i)   # what it is recomputed from is about to go
         if node.vjp is not None:
             node.vjp = freed_vjp
         node.saved = {}
@@ -299,12 +368,13 @@ class Tape(TapeOps):
     def is_forgotten(self, i: int) -> bool:
         return self.nodes[i] is _forgotten_node()
 
-    def _record_residuals(self, name, out, parents, vjp, saved, broadcast, keep, drop) -> int:
+    def _record_residuals(self, name, out, parents, vjp, saved, broadcast, keep, drop,
+                          recompute=None) -> int:
         """_record for an op with extra outputs: `keep` are residuals the VJP reads (owned by the
         node while it needs them), `drop` the ones nothing reads (released at once)."""
         for r in drop:
             r.release()
-        i = self._record(name, out, parents, vjp, saved, broadcast)
+        i = self._record(name, out, parents, vjp, saved, broadcast, recompute)
         if self.nodes[i].requires_grad:
             self.nodes[i].cleanup = keep
         else:
@@ -353,6 +423,9 @@ class Tape(TapeOps):
                 passing = keep is not None and i not in keep
                 handed = False
                 if node.vjp is not None and node.requires_grad:
+                    for j in node.reads:
+                        if nodes[j].stale:
+                            self._recompute(j)
                     needs = [nodes[p].requires_grad for p in node.parents]
                     if passing or not getattr(node.vjp, "overwrites_grad", False):
                         contribs = node.vjp(g, needs, node.saved)

@@ -7,7 +7,8 @@ shape where that is all it reads; extra outputs as owned residuals). A VJP gets 
 cotangent `grad`, a needs-grad mask (one bool per input) and the saved values, and returns per
 input a fresh buffer, None, or `grad` itself (the tape hands it on, or copies it). A VJP marked
 `overwrites_grad` updates `grad` in place (its kernel writes an input's gradient over it): the
-tape gives it a private copy when it must keep the gradient.
+tape gives it a private copy when it must keep the gradient. A `_recompute_<op>` function gives
+a node's value again from what the node keeps (ops.yaml `recompute`).
 """
 from torchlean import shapes as S
 from torchlean._generated import ops as _ops
@@ -197,6 +198,13 @@ def _vjp_gelu(grad, needs, s):
     return out
 
 
+def _recompute_gelu(s):
+    """The value of a gelu node again, from what it keeps (the kernels of the forward)."""
+    x = s["x"]
+    _t1 = _ops.gelu(x)
+    return _t1
+
+
 def _vjp_sigmoid(grad, needs, s):
     y = s["y"]
     out = [None] * 1
@@ -222,6 +230,13 @@ def _vjp_softplus(grad, needs, s):
         _t1 = _ops.softplus_backward(x, grad)
         out[0] = _t1
     return out
+
+
+def _recompute_softplus(s):
+    """The value of a softplus node again, from what it keeps (the kernels of the forward)."""
+    x = s["x"]
+    _t1 = _ops.softplus(x)
+    return _t1
 
 
 def _vjp_safe_log(grad, needs, s):
@@ -680,6 +695,7 @@ def _vjp_smooth_max_pool(grad, needs, s):
 
 def _vjp_layer_norm(grad, needs, s):
     gamma = s["gamma"]
+    beta = s["beta"]
     xhat = s["xhat"]
     inv_std = s["inv_std"]
     out = [None] * 3
@@ -687,6 +703,17 @@ def _vjp_layer_norm(grad, needs, s):
         _t1 = _ops.layer_norm_backward(grad, xhat, inv_std, gamma)
         out[0], out[1], out[2] = _t1
     return out
+
+
+def _recompute_layer_norm(s):
+    """The value of a layer_norm node again, from what it keeps (the kernels of the forward)."""
+    beta = s["beta"]
+    gamma = s["gamma"]
+    xhat = s["xhat"]
+    _t1 = _ops.mul(xhat, gamma)
+    _t2 = _ops.add(_t1, beta)
+    _t1.release()
+    return _t2
 
 
 def _vjp_batchnorm_channel_first(grad, needs, s):
@@ -832,6 +859,13 @@ def _vjp_gelu_erf(grad, needs, s):
     return out
 
 
+def _recompute_gelu_erf(s):
+    """The value of a gelu_erf node again, from what it keeps (the kernels of the forward)."""
+    x = s["x"]
+    _t1 = _ops.gelu_erf(x)
+    return _t1
+
+
 def _vjp_softplus_beta(grad, needs, s):
     x = s["x"]
     beta = s["beta"]
@@ -841,6 +875,15 @@ def _vjp_softplus_beta(grad, needs, s):
         _t1 = _ops.softplus_beta_backward(x, grad, beta=beta, threshold=threshold)
         out[0] = _t1
     return out
+
+
+def _recompute_softplus_beta(s):
+    """The value of a softplus_beta node again, from what it keeps (the kernels of the forward)."""
+    beta = s["beta"]
+    threshold = s["threshold"]
+    x = s["x"]
+    _t1 = _ops.softplus_beta(x, beta=beta, threshold=threshold)
+    return _t1
 
 
 
@@ -949,7 +992,8 @@ class TapeOps:
         """GELU, tanh form 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))."""
         _x = self._input("gelu", x)
         _out = _ops.gelu(_x)
-        return self._record("gelu", _out, (x,), _vjp_gelu, {"x": _x}, False)
+        return self._record("gelu", _out, (x,), _vjp_gelu, {"x": _x}, False,
+                            recompute=_recompute_gelu)
 
     def sigmoid(self, x: int) -> int:
         """Elementwise 1 / (1 + e^-x), overflow-safe."""
@@ -967,7 +1011,8 @@ class TapeOps:
         """Elementwise log(1 + e^x), overflow-safe."""
         _x = self._input("softplus", x)
         _out = _ops.softplus(_x)
-        return self._record("softplus", _out, (x,), _vjp_softplus, {"x": _x}, False)
+        return self._record("softplus", _out, (x,), _vjp_softplus, {"x": _x}, False,
+                            recompute=_recompute_softplus)
 
     def safe_log(self, x: int, *, eps: float = 1e-06) -> int:
         """log(softplus(x) + eps), finite for every finite x."""
@@ -1279,8 +1324,9 @@ class TapeOps:
         _beta = self._input("layer_norm", beta)
         _out, _r_xhat, _r_inv_std = _ops.layer_norm(_x, _gamma, _beta, eps=eps)
         return self._record_residuals("layer_norm", _out, (x, gamma, beta), _vjp_layer_norm,
-                                      {"gamma": _gamma, "xhat": _r_xhat, "inv_std": _r_inv_std},
-                                      False, keep=(_r_xhat, _r_inv_std), drop=())
+                                      {"gamma": _gamma, "beta": _beta, "xhat": _r_xhat, "inv_std": _r_inv_std},
+                                      False, keep=(_r_xhat, _r_inv_std), drop=(),
+                                      recompute=_recompute_layer_norm)
 
     def batchnorm_channel_first(self, x: int, gamma: int, beta: int, *, eps: float = 1e-06) -> int:
         """Batch normalisation with training statistics per channel. x is (C, L), (C, H, W) or (N, C, H, W); statistics over every axis but C; biased variance, eps inside the sqrt. Residuals xhat, mean, var (biased) and inv_std (per channel)."""
@@ -1447,12 +1493,14 @@ class TapeOps:
         """GELU, exact form (PyTorch's approximate="none") x / 2 (1 + erf(x / sqrt(2)))."""
         _x = self._input("gelu_erf", x)
         _out = _ops.gelu_erf(_x)
-        return self._record("gelu_erf", _out, (x,), _vjp_gelu_erf, {"x": _x}, False)
+        return self._record("gelu_erf", _out, (x,), _vjp_gelu_erf, {"x": _x}, False,
+                            recompute=_recompute_gelu_erf)
 
     def softplus_beta(self, x: int, *, beta: float = 1.0, threshold: float = 20.0) -> int:
         """PyTorch's softplus: log(1 + e^(beta x)) / beta, and x itself where beta x > threshold."""
         _x = self._input("softplus_beta", x)
         _out = _ops.softplus_beta(_x, beta=beta, threshold=threshold)
         return self._record("softplus_beta", _out, (x,), _vjp_softplus_beta,
-                            {"x": _x, "beta": beta, "threshold": threshold}, False)
+                            {"x": _x, "beta": beta, "threshold": threshold}, False,
+                            recompute=_recompute_softplus_beta)
 
