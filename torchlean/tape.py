@@ -346,6 +346,8 @@ class Tape(TapeOps):
         """Node i's VJP will not run again: release its residuals, let go of the values it read
         (each freed once its last user is done) and make a later differentiation raise."""
         node = self.nodes[i]
+        if node.vjp is freed_vjp or node.vjp is None and not node.cleanup and not node.reads:
+            return                   # freed already, or nothing kept
         if node.stale and node.users and _holds_memory(node):
             self._recompute(i)   # what it is recomputed from is about to go
         if node.vjp is not None:
