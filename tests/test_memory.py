@@ -232,16 +232,18 @@ def test_a_dead_view_lets_its_base_go_and_a_reshape_keeps_only_a_shape():
 
 # ------------------------------------------------------------------ the same bits
 def _gelu_ln_model(keep):
-    """Layer norm -> linear -> GELU -> linear on a 3-D input (views on both sides of each
-    linear); `keep` collects every intermediate Tensor, so nothing is freed or recomputed."""
+    """Layer norm -> linear -> GELU, softplus -> linear on a 3-D input (views on both sides of
+    each linear), and GELU of the layer norm's output; `keep` collects every intermediate
+    Tensor, so nothing is freed or recomputed."""
     def f(s, p, x):
         h = s.op("layer_norm", x, p["g"], p["b"], eps=1e-5)
         a = F.linear(h, p["w1"], p["b1"])
         g = a.gelu()
         e = a.softplus()
         y = F.linear(g * e, p["w2"])
-        keep.extend([h, a, g, e, y])
-        return (y * y).sum()
+        c = h.gelu()                      # recomputed from a recomputed value
+        keep.extend([h, a, g, e, y, c])
+        return (y * y).sum() + (c * c).sum()
     return f
 
 

@@ -308,6 +308,9 @@ class Tape(TapeOps):
         nodes = self.nodes
         while not _holds_memory(nodes[i]):
             i = nodes[i].parents[0]
+        for j in nodes[i].reads:   # what it is computed from may be recomputed itself
+            if nodes[j].stale:
+                self._recompute(j)
         fresh = nodes[i].recompute(nodes[i].saved)
         stack = [i]
         while stack:   # readers hold the nodes' AnyBuffers: give those the new payload
