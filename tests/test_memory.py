@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import gc
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +23,7 @@ import torchlean as tl
 from torchlean import nn, optim
 from torchlean._generated import ops
 from torchlean.session import Session, manual_seed
+from torchlean import tape as tape_module
 from torchlean.shapes import broadcast_dims, strided_broadcast
 
 F = nn.functional
@@ -268,6 +273,76 @@ def test_recomputed_values_give_the_gradients_of_kept_ones_bit_for_bit():
         s.step()
     for k in params:
         np.testing.assert_array_equal(grads[0][k], grads[1][k], err_msg=k)
+
+
+def test_keep_activations_keeps_the_values_and_gives_the_same_gradients(monkeypatch):
+    rng = np.random.default_rng(5)
+    params = {"g": rng.normal(size=7), "b": rng.normal(size=7), "w1": rng.normal(size=(9, 7)),
+              "b1": rng.normal(size=9), "w2": rng.normal(size=(5, 9))}
+    x = rng.normal(size=(2, 3, 7))
+    grads = []
+    for keep_values in (False, True):
+        monkeypatch.setattr(tape_module, "KEEP_ACTIVATIONS", keep_values)
+        s = Session()
+        p = {k: nn.Parameter(v) for k, v in params.items()}
+        keep = []
+        loss = _gelu_ln_model(keep)(s, p, s.tensor(x))
+        keep.clear()
+        gc.collect()
+        assert any(n.stale for n in s.tape.nodes) is not keep_values
+        loss.backward()
+        grads.append({k: v.grad for k, v in p.items()})
+        s.step()
+    for k in params:
+        np.testing.assert_array_equal(grads[0][k], grads[1][k], err_msg=k)
+
+
+def _import_with(value):
+    env = dict(os.environ, TORCHLEAN_KEEP_ACTIVATIONS=value)
+    root = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join([str(root)] + [v for v in [env.get("PYTHONPATH")] if v])
+    return subprocess.run([sys.executable, "-c", "import torchlean.tape as t; "
+                           "print(t.KEEP_ACTIVATIONS)"], cwd=str(root), env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("value,keep", [("1", "True"), ("0", "False"), ("", "False")])
+def test_keep_activations_variable_is_read_at_import(value, keep):
+    r = _import_with(value)
+    assert r.returncode == 0 and r.stdout.strip() == keep, r.stderr
+
+
+@pytest.mark.parametrize("bad", ["yes", "2", " 1"])
+def test_junk_keep_activations_is_an_error(bad):
+    r = _import_with(bad)
+    assert r.returncode != 0
+    assert "TORCHLEAN_KEEP_ACTIVATIONS must be unset, empty, 0 or 1" in r.stderr
+    assert repr(bad) in r.stderr
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (2, 5, 33), (16, 256), (4, 1100)])
+def test_layer_norm_output_is_affine_rows_of_its_xhat_bit_for_bit(shape):
+    """layer_norm's recompute: every forward kernel (row-resident, strided, exact) rounds the
+    product then the sum, as affine_rows and float32 NumPy do."""
+    rng = np.random.default_rng(shape[-1])
+    x = (rng.normal(size=shape) * 3 + 1).astype(np.float32)
+    g, b = rng.normal(size=shape[-1]).astype(np.float32), rng.normal(size=shape[-1]).astype(np.float32)
+    X, G, B = (tl.AnyBuffer.from_numpy(v) for v in (x, g, b))
+    for exact in (False, True):
+        was = tl.is_exact()
+        tl.set_exact(exact)
+        try:
+            y, xhat, inv_std = ops.layer_norm(X, G, B, eps=1e-5)
+            again = ops.affine_rows(xhat, G, B)
+        finally:
+            tl.set_exact(was)
+        xh = xhat.to_numpy()
+        assert again.to_numpy().tobytes() == y.to_numpy().tobytes()
+        np.testing.assert_array_equal(y.to_numpy(), (xh * g) + b)   # float32: two roundings
+        for buf in (y, xhat, inv_std, again):
+            buf.release()
+    for buf in (X, G, B):
+        buf.release()
 
 
 def test_a_recomputed_value_shared_with_another_graph():

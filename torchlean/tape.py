@@ -14,10 +14,13 @@ One step further than PyTorch: the value of an op that can give it again from wh
 keeps for its own VJP (ops.yaml `recompute`: GELU from its input, layer_norm from xhat, gamma
 and beta) is freed too while only VJPs need it (`stale`), and recomputed, with the forward's
 kernels and so the same bits, just before the first of those VJPs runs.
+TORCHLEAN_KEEP_ACTIVATIONS=1 (read once, at import) keeps such values instead: the same
+gradients, more memory, no recomputation (to compare the two).
 """
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from heapq import heappop, heappush
 
@@ -69,6 +72,19 @@ def _forgotten_node() -> Node:
         node.pinned, node.dropped = False, True
         _forgotten.append(node)
     return _forgotten[0]
+
+
+def _env_flag(name: str) -> bool:
+    """unset, empty or 0: off; 1: on; anything else is an error (as TORCHLEAN_DETERMINISTIC)."""
+    v = os.environ.get(name)
+    if v is None or v in ("", "0"):
+        return False
+    if v == "1":
+        return True
+    raise ValueError(f"{name} must be unset, empty, 0 or 1, got {v!r}")
+
+
+KEEP_ACTIVATIONS = _env_flag("TORCHLEAN_KEEP_ACTIVATIONS")   # no recomputation when set
 
 
 def _holds_memory(node) -> bool:
@@ -279,8 +295,8 @@ class Tape(TapeOps):
         it again (from what the node keeps until its own VJP ran), and no Tensor wraps it or any
         live view of it, nor was it handed out."""
         node = self.nodes[i]
-        if (node.recompute is None or node.vjp is freed_vjp or node.stale or node.dropped
-                or node.held or node.pinned or i in self.referenced):
+        if (node.recompute is None or KEEP_ACTIVATIONS or node.vjp is freed_vjp or node.stale
+                or node.dropped or node.held or node.pinned or i in self.referenced):
             return False
         return self._views_free(i)
 

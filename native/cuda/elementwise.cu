@@ -112,6 +112,16 @@ __global__ void map2_bcast(const float *__restrict__ a, const float *__restrict_
     }
 }
 
+// layer_norm's y from xhat, the two rounded operations of norm.cu's forward kernels
+__global__ void affine_rows_kernel(const float *__restrict__ x, const float *__restrict__ g,
+                                   const float *__restrict__ b, float *__restrict__ y, int64_t n,
+                                   uint32_t cols) {
+    TL_GRID_STRIDE(i, n) {
+        uint32_t j = (uint32_t)i % cols;
+        y[i] = tlm_add(tlm_mul(x[i], g[j]), b[j]);
+    }
+}
+
 template <class F>
 int launch2_bcast(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, const BcastGeom &g, F f) {
     map2_bcast<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(a->data, b->data, y->data, n, g, f);
@@ -194,6 +204,14 @@ int tlk_binary_broadcast(const char *op, tl_buf a, tl_buf b, tl_buf y, const int
     case 4: return launch2_bcast(op, a, b, y, n, g, Max{});
     default: return launch2_bcast(op, a, b, y, n, g, Min{});
     }
+}
+
+int tlk_affine_rows(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, int64_t rows, int64_t cols) {
+    int64_t n = rows * cols;
+    affine_rows_kernel<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(x->data, gamma->data, beta->data, y->data,
+                                                                      n, (uint32_t)cols);
+    TL_LAUNCHED(op);
+    return TL_OK;
 }
 
 int tlk_relu(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Relu{}); }

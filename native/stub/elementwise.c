@@ -187,6 +187,16 @@ int tlk_binary_broadcast(const char *op, tl_buf a, tl_buf b, tl_buf y, const int
     return TL_OK;
 }
 
+/* layer_norm's y from xhat: the same two rounded operations as norm.c's forward */
+int tlk_affine_rows(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, int64_t rows, int64_t cols) {
+    const float *X = x->data, *G = gamma->data, *B = beta->data;
+    float *Y = y->data;
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = tlm_add(tlm_mul(X[r * cols + j], G[j]), B[j]);
+    return TL_OK;
+}
+
 UNARY(relu, (v > 0.0f || v != v) ? v : 0.0f) /* NaN passes through */
 UNARY(abs, tlm_abs(v))
 UNARY(sqrt, tlm_sqrt(v))

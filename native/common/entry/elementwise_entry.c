@@ -65,6 +65,29 @@ int tl_binary_broadcast(tl_buf a, tl_buf b, tl_buf y, const int64_t *y_dims, int
     return tlk_binary_broadcast(op, a, b, y, y_dims, y_dims_len, a_dims, a_dims_len, b_dims, b_dims_len, fn);
 }
 
+int tl_affine_rows(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, int64_t rows, int64_t cols) {
+    static const char op[] = "affine_rows";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "gamma", gamma));
+    TL_TRY(tl_check_live(op, "beta", beta));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of gamma"; const int64_t len_gamma = tl_lname(&L, "cols", cols);
+    L.what = "length of beta"; const int64_t len_beta = tl_lname(&L, "cols", cols);
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    if (L.status) return L.status;
+    if (!(cols >= 1))
+        return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "gamma", gamma, len_gamma));
+    TL_TRY(tl_check_len(op, "beta", beta, len_beta));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_affine_rows(op, x, gamma, beta, y, rows, cols);
+}
+
 int tl_relu(tl_buf x, tl_buf y, int64_t n) {
     static const char op[] = "relu";
     TL_TRY(tlb_ready(op));
