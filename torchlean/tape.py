@@ -3,8 +3,8 @@
 A node holds its value, its parents, whether it requires a gradient, what its VJP needs
 (inputs by reference, residual outputs it owns) and the VJP itself. Op methods are generated
 from ops.yaml (torchlean._generated.tape_ops.TapeOps); this module holds what is common to all
-of them: recording, gradient accumulation (including the one place where a broadcast gradient is
-summed back to its parent's shape), dense and sparse backward, and release.
+of them: recording, gradient accumulation (generated VJPs sum broadcast gradients back to their
+input's shape; _accumulate does it for any other VJP), dense and sparse backward, and release.
 
 Lifetimes follow PyTorch's. Each node counts its `users`: the unrun VJPs that read its value and
 the live views that alias it. A value with no user, no Tensor on it (`referenced`, the Session's
@@ -276,7 +276,8 @@ class Tape(TapeOps):
         aliases it, no Tensor wraps it (`referenced`) and it is neither a leaf (leaves stay until
         a Session frees its graph) nor handed out. The Session calls this when the last Tensor
         on the node goes away, so intermediates die as early as in PyTorch. A view that goes
-        lets its base go in turn. True if released."""
+        lets its base go in turn. A value only VJPs still read goes too when its op can
+        recompute it (it turns `stale`). True if released for good."""
         node = self.nodes[i]
         if node.pinned or node.held or node.dropped or node.stale:
             return False
