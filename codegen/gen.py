@@ -30,10 +30,12 @@ import jinja2
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from codegen.entry import build_entries, entry_source, kernel_decls
-    from codegen.registry import ROOT, Op, load_shape_helpers, parse_registry, registry_hash
+    from codegen.registry import (ROOT, Op, broadcast_kernel_call, load_shape_helpers,
+                                  parse_registry, registry_hash)
 else:
     from .entry import build_entries, entry_source, kernel_decls
-    from .registry import ROOT, Op, load_shape_helpers, parse_registry, registry_hash
+    from .registry import (ROOT, Op, broadcast_kernel_call, load_shape_helpers, parse_registry,
+                           registry_hash)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 ATTR_PY_TYPES = {"float": "float", "int": "int", "bool": "bool", "shape": "tuple", "ints": "object",
@@ -194,6 +196,11 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
         else:
             call.append(f"_a_{a.name}")
     m["c_call"] = call
+    m["broadcast_call"] = ""
+    if op.broadcast_kernel:
+        fn, kw = broadcast_kernel_call(op)
+        m["broadcast_call"] = f"{fn}({', '.join(inputs + [f'{k}={v}' for k, v in kw.items()])})"
+        m["broadcast_shapes"] = ", ".join(f"{n}_s" for n in inputs)
     # the fast input check; `live` (the slow path) then names the bad input
     tests = [f"{n}.__class__ is AnyBuffer and {n}.buf.live" for n in inputs]
     m["live_test"] = " and ".join(tests)
@@ -204,7 +211,7 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
         sig += ["*"] + m["attr_sig"]
     m["tape_sig"] = ", ".join(sig)
     # tape side
-    saved_names = op.vjp_names() - {"grad"}
+    saved_names = (op.vjp_names() | op.recompute_names()) - {"grad"}
     m["saved_inputs"] = [n for n in inputs if n in saved_names]
     m["saved_outputs"] = [n for n, _ in op.outputs[1:] if n in saved_names]
     m["drop_outputs"] = [n for n, _ in op.outputs[1:] if n not in saved_names]
@@ -217,24 +224,53 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
         vjps.append({"targets": v.targets, "idx": idx, "lines": lines, "result": result,
                      "fresh": is_tmp, "lhs": ", ".join(f"out[{i}]" for i in idx)})
     m["vjps"] = vjps
+    m["overwrites_grad"] = any(_passes_grad_inplace(v.expr, ops_by_name) for v in op.vjps)
+    m["recompute"] = None
+    if op.recompute:
+        lines, result, is_tmp = lower_vjp(op.recompute, set(ops_by_name), helpers)
+        m["recompute"] = {"lines": lines, "result": result if is_tmp else result + ".copy()",
+                          "names": sorted(op.recompute_names() & (set(inputs) | saved_names))}
+    # a broadcast op sums each input's gradient back to that input's shape inside its VJP, as
+    # soon as it is computed: one full-size temporary at a time, not one per input
+    m["sum_back"] = op.broadcast and all(len(v.targets) == 1 for v in op.vjps)
     m["needs_cond"] = [" or ".join(f"needs[{i}]" for i in v["idx"]) for v in vjps]
     # the Tape method: positional arguments, one dict of what the VJP reads, nothing else built
     m["ops_call"] = ", ".join([f"_{n}" for n in inputs] + [f"{a.name}={a.name}" for a in op.attrs])
-    saved = [f'"{n}": _{n}' for n in m["saved_inputs"]]
+    shape_only = op.vjp_shape_only_names() - op.recompute_names()
+    saved = [f'"{n}": _{n}.shape' if n in shape_only else f'"{n}": _{n}'
+             for n in m["saved_inputs"]]
     saved += [f'"{n}": {n}' for n in m["saved_attrs"]]
     saved += [f'"{n}": _r_{n}' for n in m["saved_outputs"]]
     if m["primary_saved"]:
         saved.append(f'"{m["returns"][0]}": _out')
+    if m["sum_back"] and op.vjps:
+        saved.append('"input_shapes": ' + tuple_src([f"_{n}.shape" for n in inputs]))
     rec = [f'"{op.name}"', "_out", tuple_src(inputs), f"_vjp_{op.name}" if op.vjps else "None",
            "{" + ", ".join(saved) + "}", str(op.broadcast)]
     m["residual_vars"] = [f"_r_{n}" for n in m["returns"][1:]]
     if m["residual_vars"]:
         rec += ["keep=" + tuple_src([f"_r_{n}" for n in m["saved_outputs"]]),
                 "drop=" + tuple_src([f"_r_{n}" for n in m["drop_outputs"]])]
+        if op.recompute:
+            rec.append(f"recompute=_recompute_{op.name}")
         m["record"] = wrap_call("return self._record_residuals", rec, 8)
+    elif op.recompute:
+        m["record"] = wrap_call("return self._record", rec + [f"recompute=_recompute_{op.name}"], 8)
     else:
         m["record"] = wrap_call("return self._record", rec, 8)
     return m
+
+
+def _passes_grad_inplace(expr: str, ops_by_name) -> bool:
+    """Does the VJP expression hand `grad` to an op that updates that input in place?"""
+    for node in ast.walk(ast.parse(expr, mode="eval")):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ops_by_name:
+            callee = ops_by_name[node.func.id]
+            for name, arg in zip(callee.inputs, node.args):
+                if isinstance(arg, ast.Name) and arg.id == "grad" and name in callee.inplace:
+                    return True
+    return False
 
 
 def wrap_call(callee: str, args: list[str], indent: int, width: int = 100) -> str:

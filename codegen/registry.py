@@ -24,9 +24,15 @@ Entry schema (see the header of ops.yaml for the prose version):
                int64_t name_len` for a zero-filled host array of the shape the expression
                gives, and the ops function returns those arrays (outputs may then be {})
   broadcast:   true = inputs are broadcast (NumPy rules) to the output shape before the kernel
+  broadcast_kernel: "<op>(attr=value, ...)" (with broadcast): when the input shapes differ,
+               call that tape: false op on the same inputs instead, which reads them in place
+               through broadcast strides (no full-size copies of the inputs)
   view:        <input name> = no kernel; the output aliases that input's buffer (reshape)
   inplace:     [input names] the kernel updates these buffers in place (optimizer steps)
   vjp:         {"x": expr, "a, b": expr-returning-a-tuple}; "grad" is the upstream cotangent
+  recompute:   expr (the vjp language, no grad) giving the op's value again from what the node
+               keeps for its VJP: a Session may then free the value while only VJPs still need
+               it and recompute it (same kernels, same bits) just before the first of them runs
   determinism: none | atomic; atomic needs deterministic_path (the fixed-order algorithm)
   lengths:     {buffer or array name: length expression} the generated C entry checks before the
                kernel runs (see codegen/entry.py); default when absent and an arg `n` exists:
@@ -58,7 +64,7 @@ ARRAY_CTYPES = {"i64[]", "geom", "f64[]", "f64out[]"}
 ATTR_CHECKS = {"finite", "positive", "nonneg", "finite_nonzero", "finite_nonneg", "prob"}
 ENTRY_KEYS = {"name", "doc", "family", "tape", "inputs", "attrs", "outputs", "args", "broadcast",
               "view", "inplace", "vjp", "determinism", "deterministic_path", "test",
-              "lengths", "requires", "kernel"}
+              "lengths", "requires", "kernel", "broadcast_kernel", "recompute"}
 ATTR_KEYS = {"type", "default", "check", "doc"}
 TEST_KEYS = {"ref", "cases", "domain", "fwd", "vjp", "parity", "skip_vjp", "note", "integer_inputs"}
 TOL_KEYS = {"rtol", "atol"}
@@ -134,9 +140,11 @@ class Op:
     outputs: list[tuple[str, str]] = field(default_factory=list)
     args: list[Arg] = field(default_factory=list)
     broadcast: bool = False
+    broadcast_kernel: str = ""  # "<op>(attr=value, ...)" for differing input shapes
     view: str | None = None
     inplace: list[str] = field(default_factory=list)
     vjps: list[Vjp] = field(default_factory=list)
+    recompute: str = ""  # expression giving the value again from what the VJP keeps
     determinism: str = "none"
     deterministic_path: str = ""
     test: dict = field(default_factory=dict)
@@ -181,6 +189,45 @@ class Op:
                 if isinstance(node, ast.Name):
                     names.add(node.id)
         return names
+
+    def recompute_names(self) -> set[str]:
+        """Names the recompute expression reads (the node keeps them too)."""
+        if not self.recompute:
+            return set()
+        tree = ast.parse(self.recompute, mode="eval")
+        callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in callees}
+
+    def vjp_shape_only_names(self) -> set[str]:
+        """Names every VJP expression reads only as `shape(name)`: the tape keeps their shape,
+        not their buffer (a reshape's gradient needs no activation, as in PyTorch)."""
+        in_shape, elsewhere = set(), set()
+        for v in self.vjps:
+            tree = ast.parse(v.expr, mode="eval")
+            wrapped = set()
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id == "shape" and len(node.args) == 1
+                        and not node.keywords and isinstance(node.args[0], ast.Name)):
+                    wrapped.add(id(node.args[0]))
+                    in_shape.add(node.args[0].id)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and id(node) not in wrapped:
+                    elsewhere.add(node.id)
+        return in_shape - elsewhere
+
+
+def broadcast_kernel_call(op: Op, path=None) -> tuple[str, dict]:
+    """(op name, {attr: Python source of its value}) of an op's broadcast_kernel."""
+    try:
+        call = ast.parse(op.broadcast_kernel, mode="eval").body
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.args
+                and all(isinstance(k.value, ast.Constant) for k in call.keywords)):
+            raise SyntaxError
+    except SyntaxError:
+        raise _err(path, op.line, f"{op.name}: broadcast_kernel must read '<op>(attr=constant, "
+                   f"...)', got {op.broadcast_kernel!r}") from None
+    return call.func.id, {k.arg: ast.unparse(k.value) for k in call.keywords}
 
 
 def _err(path, line, msg):
@@ -280,6 +327,9 @@ def _parse_entry(raw: LineDict, path) -> Op:
         raise _err(path, line, f"{name}: f64out[] host outputs are only allowed with tape: false")
     op.outputs = [(str(k), str(v)) for k, v in outs.items()]
     op.broadcast = bool(_pop(raw, "broadcast", False))
+    op.broadcast_kernel = str(_pop(raw, "broadcast_kernel", "") or "")
+    if op.broadcast_kernel and not op.broadcast:
+        raise _err(path, line, f"{name}: broadcast_kernel needs broadcast: true")
     op.view = _pop(raw, "view")
     if op.view is not None and op.view not in op.inputs:
         raise _err(path, line, f"{name}: view must name an input, got {op.view!r}")
@@ -301,6 +351,9 @@ def _parse_entry(raw: LineDict, path) -> Op:
                 raise _err(path, line, f"{name}: vjp for input '{t}' is given twice")
             covered.add(t)
         op.vjps.append(Vjp(targets, str(expr)))
+    op.recompute = str(_pop(raw, "recompute", "") or "")
+    if op.recompute and not op.vjps:
+        raise _err(path, line, f"{name}: recompute needs a vjp (it serves the VJPs of consumers)")
     op.determinism = str(_pop(raw, "determinism", "none"))
     op.deterministic_path = str(_pop(raw, "deterministic_path", "") or "")
     if op.determinism not in ("none", "atomic"):
@@ -343,6 +396,14 @@ def _check_expressions(ops: list[Op], path):
     helpers = load_shape_helpers()
     by_name = {o.name: o for o in ops}
     for op in ops:
+        if op.broadcast_kernel:
+            fn, kw = broadcast_kernel_call(op, path)
+            callee = by_name.get(fn)
+            if callee is None or callee.tape or len(callee.inputs) != len(op.inputs) \
+                    or set(kw) - {a.name for a in callee.attrs}:
+                raise _err(path, op.line, f"{op.name}: broadcast_kernel {op.broadcast_kernel!r} "
+                           f"must call a tape: false op taking {len(op.inputs)} inputs and "
+                           "the attrs given")
         scope = set(op.inputs) | {a.name for a in op.attrs}
         for oname, expr in op.outputs:
             _check_helper_expr(expr, scope, helpers, path, op, f"output '{oname}'")
@@ -350,6 +411,13 @@ def _check_expressions(ops: list[Op], path):
         for a in op.args:
             _check_helper_expr(a.expr, oscope, helpers, path, op, f"arg '{a.name}'")
         vscope = scope | {n for n, _ in op.outputs} | {"grad"}
+        if op.recompute:
+            _expr_calls(op.recompute, path, op.line, f"{op.name}: recompute")
+            bad = op.recompute_names() - (scope | {n for n, _ in op.outputs[1:]})
+            if bad or "grad" in op.recompute or op.outputs[0][0] in op.vjp_names():
+                raise _err(path, op.line, f"{op.name}: recompute may read inputs, attrs and "
+                           "residual outputs only, and only for an op whose VJP does not read "
+                           f"its value; got {op.recompute!r}")
         for v in op.vjps:
             tree = _expr_calls(v.expr, path, op.line, f"{op.name}: vjp")
             for node in ast.walk(tree):

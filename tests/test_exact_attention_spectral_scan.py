@@ -379,11 +379,15 @@ def test_selective_scan_follows_the_stated_order(exact, a_shape, b_shape):
     b = rng.uniform(-1, 1, shapes[b_shape]).astype(F32)
     x, g = (rng.uniform(-1, 1, (B, T, D)).astype(F32) for _ in range(2))
     h0 = rng.uniform(-1, 1, (B, D)).astype(F32)
-    (y,) = run(O.selective_scan, a, b, x, h0)
+    y, hc = run(O.selective_scan, a, b, x, h0)
     h_want, grads_want = scan_emulation(a, b, x, h0, g)
     assert_bits(y, h_want, "selective_scan")
     np.testing.assert_allclose(y, R.selective_scan(*(v.astype(np.float64) for v in (a, b, x, h0))),
                                rtol=1e-5, atol=1e-5)
-    grads = run(O.selective_scan_backward, a, b, x, h0, y, g)
+    # the residual: the state entering each chunk of 16 steps (h0, h_15, h_31, ...)
+    entering = np.concatenate([h0[:, None], h_want[:, 15:-1:16]], axis=1)
+    assert_bits(hc, entering, "selective_scan checkpoints")
+    # the backward recomputes the states from hc and writes dx over g
+    grads = run(O.selective_scan_backward, a, b, x, h0, hc, g)
     for name, got, want in zip(["da", "db", "dx", "dh0"], grads, grads_want):
         assert_bits(got, want, name)

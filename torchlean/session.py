@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from torchlean.buffer import AnyBuffer
-from torchlean.tape import Tape, no_grad, is_grad_enabled
+from torchlean.tape import Tape, freed_vjp, no_grad, is_grad_enabled
 from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
 from torchlean.random import get_rng_state, manual_seed, next_key, set_rng_state
@@ -125,12 +125,6 @@ def _binop_fallback(tape, name, a, b):
     return getattr(tape, name)(a, b)
 
 
-def _graph_freed(grad, needs, saved):
-    raise RuntimeError("backward: this part of the graph was already differentiated and its "
-                       "saved values freed by an earlier backward(); pass retain_graph=True to "
-                       "the first backward() to differentiate it again")
-
-
 class Session:
     """One tape, the parameter table (leaf id -> Parameter) and an integer environment.
 
@@ -142,13 +136,13 @@ class Session:
     def __init__(self):
         self.owner = _get_ident()
         self.owner_name = threading.current_thread().name
-        self.tape = Tape()
+        self.refs: dict[int, int] = {}           # node id -> live Tensor wrappers (this step)
+        self.tape = Tape(referenced=self.refs)   # a wrapped node's value is never freed early
         self.gen = 0
         self.param_leaf: dict[int, int] = {}     # id(Parameter) -> node id in this step
         self.params_by_leaf: dict[int, Parameter] = {}
         self.grads: dict[int, AnyBuffer] = {}    # node id -> gradient (non-parameter leaves)
         self.nats: list[int] = []
-        self.refs: dict[int, int] = {}           # node id -> live Tensor wrappers (this step)
 
     def check_thread(self) -> None:
         if _get_ident() != self.owner:
@@ -240,9 +234,10 @@ class Session:
     def backward(self, t: "Tensor", seed=None, retain_graph: bool = False) -> None:
         """Accumulate gradients of t into the leaves that require one (parameters: .grad).
 
-        Then, as PyTorch frees its graph, the graph's saved values and the intermediates no
-        Tensor refers to are released (unless retain_graph), so a loop that never calls step()
-        keeps its memory flat; differentiating the freed graph again raises."""
+        Unless retain_graph, the graph is freed as PyTorch frees it: each node's saved values
+        as soon as its VJP ran (so the pass never holds every activation and every gradient at
+        once), then whatever of the graph no Tensor refers to, so a loop that never calls
+        step() keeps its memory flat; differentiating the freed graph again raises."""
         self.check_thread()
         t._check()
         graph, wrt = self._graph(t.id)
@@ -264,7 +259,8 @@ class Session:
             return True
 
         # parameter gradients are accumulated as soon as they are final (hooks may start work)
-        grads = self.tape.backward(t.id, seed=seed, wrt=wrt, on_final=param_grad_final)
+        grads = self.tape.backward(t.id, seed=seed, wrt=wrt, on_final=param_grad_final,
+                                   free_graph=not retain_graph)
         for i, g in grads.items():
             if param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
@@ -290,8 +286,8 @@ class Session:
                 continue
             seen.add(i)
             node = nodes[i]
-            if forgotten(i):             # freed by an earlier backward, record and all
-                _graph_freed(None, None, None)
+            if forgotten(i) or node.vjp is freed_vjp:   # freed by an earlier backward
+                freed_vjp(None, None, None)
             if not node.requires_grad:
                 continue
             if node.parents:
@@ -301,41 +297,27 @@ class Session:
         return seen, sorted(leaves)
 
     def _free_graph(self, graph) -> None:
-        """Drop the residuals of every node in `graph` and the values of intermediates that no
-        Tensor wraps, no live view aliases and nobody was handed (Tensor.value)."""
-        nodes = self.tape.nodes
-        aliased = set()
-        for i in self.refs:          # a live view keeps the memory it aliases
-            stack = [i]
-            while stack:
-                n = nodes[stack.pop()]
-                if not n.owns_value:
-                    for p in n.parents:
-                        if p not in aliased:
-                            aliased.add(p)
-                            stack.append(p)
-        for i in graph:
+        """Drop the residuals of every node in `graph` (those of the nodes the backward pass
+        did not reach), then the values nothing reads any more: no Tensor wraps them, no VJP
+        or live view needs them, nobody was handed them (Tensor.value). Those nodes' records
+        are forgotten."""
+        tape = self.tape
+        nodes = tape.nodes
+        order = sorted(graph, reverse=True)   # views before the values they alias
+        for i in order:
+            tape.free_saved(i)
+        for i in order:
             node = nodes[i]
-            if node.vjp is not None:
-                node.vjp = _graph_freed
-            node.saved = {}
-            for r in node.cleanup:
-                r.release()
-            node.cleanup = ()
-            if i in aliased or node.held:
-                continue                 # memory lent, or aliased by a live view
             if not node.owns_value and not node.parents:
                 continue                 # a parameter mirror or borrowed leaf: it stays
-            if i in self.refs:
-                node.pinned = False      # no VJP needs it now: it dies with its last Tensor
-                continue
-            # an intermediate, a view or an uploaded input nobody wraps: nothing reads it again
-            if node.owns_value:
-                node.value.release()     # (a view's memory belongs to its parent)
+            node.pinned = False          # an uploaded leaf too dies with its last Tensor now
+            if i in self.refs or node.held or node.users:
+                continue                 # wrapped, lent, or read by a VJP or view outside
+            tape.drop_value(i)
             g = self.grads.pop(i, None)
             if g is not None:
                 g.release()
-            self.tape.forget(i)
+            tape.forget(i)
 
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""
@@ -344,7 +326,7 @@ class Session:
         for g in self.grads.values():
             g.release()
         self.grads.clear()
-        self.tape = Tape()
+        self.tape = Tape(referenced=self.refs)
         self.param_leaf.clear()
         self.params_by_leaf.clear()
         self.nats.clear()
@@ -389,7 +371,7 @@ class Tensor:
                 refs[nid] = c
             else:
                 refs.pop(nid, None)
-                if s.tape.drop_value(nid) and s.tape.nodes[nid].vjp is _graph_freed:
+                if s.tape.drop_value(nid) and s.tape.nodes[nid].vjp is freed_vjp:
                     s.tape.forget(nid)         # its graph is gone too: nothing reads the node
                 g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
                 if g is not None:

@@ -3,12 +3,24 @@
 A node holds its value, its parents, whether it requires a gradient, what its VJP needs
 (inputs by reference, residual outputs it owns) and the VJP itself. Op methods are generated
 from ops.yaml (torchlean._generated.tape_ops.TapeOps); this module holds what is common to all
-of them: recording, gradient accumulation (including the one place where a broadcast gradient is
-summed back to its parent's shape), dense and sparse backward, and release.
+of them: recording, gradient accumulation (generated VJPs sum broadcast gradients back to their
+input's shape; _accumulate does it for any other VJP), dense and sparse backward, and release.
+
+Lifetimes follow PyTorch's. Each node counts its `users`: the unrun VJPs that read its value and
+the live views that alias it. A value with no user, no Tensor on it (`referenced`, the Session's
+count of live Tensor wrappers) and not handed out is freed at once, during the forward pass when
+its last Tensor goes and during a graph-freeing backward as soon as the last VJP reading it ran.
+One step further than PyTorch: the value of an op that can give it again from what its node
+keeps for its own VJP (ops.yaml `recompute`: GELU from its input, layer_norm from xhat, gamma
+and beta) is freed too while only VJPs need it (`stale`), and recomputed, with the forward's
+kernels and so the same bits, just before the first of those VJPs runs.
+TORCHLEAN_KEEP_ACTIVATIONS=1 (read once, at import) keeps such values instead: the same
+gradients, more memory, no recomputation (to compare the two).
 """
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from heapq import heappop, heappush
 
@@ -23,7 +35,8 @@ class Node:
     """One recorded step: its value, parents, and what its VJP needs."""
 
     __slots__ = ("name", "value", "requires_grad", "parents", "vjp", "saved", "cleanup",
-                 "owns_value", "broadcast", "pinned", "held")
+                 "owns_value", "broadcast", "pinned", "held", "users", "reads", "dropped",
+                 "views", "recompute", "stale")
 
     def __init__(self, name, value, requires_grad, parents=(), vjp=None, saved=None,
                  cleanup=(), owns_value=True, broadcast=False):
@@ -36,8 +49,14 @@ class Node:
         self.cleanup = cleanup              # residuals this node owns (a tuple)
         self.owns_value = owns_value        # False for borrowed leaves and views
         self.broadcast = broadcast          # parents may need sum_to on their gradients
-        self.pinned = True                  # value needed later (see Tape.drop_value)
+        self.pinned = True                  # a leaf: never dropped early (see Tape.drop_value)
         self.held = False                   # value handed out (Tensor.value): never dropped early
+        self.users = 0                      # unrun VJPs reading the value + live views of it
+        self.reads = ()                     # node ids whose values this node's VJP reads
+        self.dropped = False                # value released (a view: its base let go)
+        self.views = ()                     # ids of the views made of the value (live or not)
+        self.recompute = None               # saved -> the value again (ops.yaml recompute)
+        self.stale = False                  # value freed until a VJP reading it runs
 
 
 _new_node = Node.__new__
@@ -50,9 +69,34 @@ def _forgotten_node() -> Node:
         value = AnyBuffer.from_numpy(np.zeros(0, np.float32))
         value.release()
         node = Node("forgotten", value, False, owns_value=False)
-        node.pinned = False
+        node.pinned, node.dropped = False, True
         _forgotten.append(node)
     return _forgotten[0]
+
+
+def _env_flag(name: str) -> bool:
+    """unset, empty or 0: off; 1: on; anything else is an error (as TORCHLEAN_DETERMINISTIC)."""
+    v = os.environ.get(name)
+    if v is None or v in ("", "0"):
+        return False
+    if v == "1":
+        return True
+    raise ValueError(f"{name} must be unset, empty, 0 or 1, got {v!r}")
+
+
+KEEP_ACTIVATIONS = _env_flag("TORCHLEAN_KEEP_ACTIVATIONS")   # no recomputation when set
+
+
+def _holds_memory(node) -> bool:
+    """Is the node's value its own memory or a borrowed leaf's (not a view of another node)?"""
+    return node.owns_value or not node.parents
+
+
+def freed_vjp(grad, needs, saved):
+    """The VJP of a node whose saved values a graph-freeing backward already released."""
+    raise RuntimeError("backward: this part of the graph was already differentiated and its "
+                       "saved values freed by an earlier backward(); pass retain_graph=True to "
+                       "the first backward() to differentiate it again")
 
 
 class _GradMode(threading.local):
@@ -99,10 +143,13 @@ def is_grad_enabled() -> bool:
 class Tape(TapeOps):
     """Records ops on AnyBuffers and runs reverse-mode differentiation over them."""
 
-    def __init__(self):
+    def __init__(self, referenced=()):
         self.nodes: list[Node] = []
         self.grad_leaves: list[int] = []   # leaves recorded with requires_grad, in order
         self.released = False
+        # node ids something outside the tape still reads (a Session passes its live Tensor
+        # counts): their values are never freed early
+        self.referenced = referenced
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -160,7 +207,7 @@ class Tape(TapeOps):
             raise ValueError(f"{op}: node {i} (shape {v.shape}) was released")
         return v
 
-    def _record(self, name, out, parents, vjp, saved, broadcast) -> int:
+    def _record(self, name, out, parents, vjp, saved, broadcast, recompute=None) -> int:
         """Append the node of a single-output op and return its id.
 
         `saved` maps the names the VJP reads to their values; it is kept only when the node
@@ -191,34 +238,147 @@ class Tape(TapeOps):
         node.cleanup = ()
         node.owns_value = out.owns
         node.broadcast = broadcast
-        # Pin what a VJP will read (saved inputs, a saved output) and the parents of a view (it
-        # aliases their memory); an unpinned value may be dropped early by drop_value.
         node.pinned = False
         node.held = False
+        node.dropped = False
+        node.views = ()
+        node.recompute = recompute if req else None
+        node.stale = False
+        # Count the users of what a VJP will read (saved inputs, a saved output: `reads` names
+        # their nodes) and of the parents of a view (it aliases their memory); a value with no
+        # user may be freed early (drop_value, a graph-freeing backward).
+        i = len(nodes)
+        node.users = 0
+        node.reads = ()
         if req:
+            reads = []
             for v in saved.values():
                 if v is out:
-                    node.pinned = True
-                else:
-                    for p in parents:
-                        if nodes[p].value is v:
-                            nodes[p].pinned = True
+                    reads.append(i)
+                    continue
+                for p in parents:
+                    if nodes[p].value is v:
+                        reads.append(p)
+                        nodes[p].users += 1
+                        break
+            if reads:
+                node.reads = tuple(reads)
+                node.users = reads.count(i)
         if not out.owns:
             for p in parents:
-                nodes[p].pinned = True
+                nodes[p].users += 1
+                nodes[p].views += (i,)
         nodes.append(node)
-        return len(nodes) - 1
+        return i
 
     def drop_value(self, i: int) -> bool:
-        """Release node i's value now if nothing recorded needs it: an op result that no VJP
-        saved and no view aliases (leaves stay pinned until a Session frees its graph). The
-        Session calls this when the last Tensor on the node goes away, so intermediates die as
-        early as in PyTorch. True if released."""
+        """Release node i's value now if nothing needs it: no unrun VJP reads it, no live view
+        aliases it, no Tensor wraps it (`referenced`) and it is neither a leaf (leaves stay until
+        a Session frees its graph) nor handed out. The Session calls this when the last Tensor
+        on the node goes away, so intermediates die as early as in PyTorch. A view that goes
+        lets its base go in turn. A value only VJPs still read goes too when its op can
+        recompute it (it turns `stale`). True if released for good."""
         node = self.nodes[i]
-        if node.pinned or not node.owns_value:
+        if node.pinned or node.held or node.dropped or node.stale:
             return False
-        node.value.release()
+        if node.users:
+            base = i
+            while not _holds_memory(self.nodes[base]):
+                base = self.nodes[base].parents[0]
+            if self._recomputable(base):
+                self._make_stale(base)   # only VJPs read it: they get it recomputed
+            return False
+        self._drop(i)
         return True
+
+    def _recomputable(self, i: int) -> bool:
+        """May node i's value be freed and recomputed for the VJPs that read it? Its op can give
+        it again (from what the node keeps until its own VJP ran), and no Tensor wraps it or any
+        live view of it, nor was it handed out."""
+        node = self.nodes[i]
+        if (node.recompute is None or KEEP_ACTIVATIONS or node.vjp is freed_vjp or node.stale
+                or node.dropped or node.held or node.pinned or i in self.referenced):
+            return False
+        return self._views_free(i)
+
+    def _views_free(self, i: int) -> bool:
+        """No Tensor wraps a live view made of view i, recursively, and none was handed out."""
+        for v in self.nodes[i].views:
+            view = self.nodes[v]
+            if not view.dropped and (view.held or v in self.referenced
+                                     or not self._views_free(v)):
+                return False
+        return True
+
+    def _make_stale(self, i: int) -> None:
+        """Free node i's value; it and its live views are recomputed before a VJP reads them."""
+        self.nodes[i].value.release()
+        stack = [i]
+        while stack:
+            node = self.nodes[stack.pop()]
+            node.stale = True
+            stack.extend(v for v in node.views if not self.nodes[v].dropped)
+
+    def _recompute(self, i: int) -> None:
+        """Give stale node i (or the view i of one) its value back, computed again from what the
+        op's node keeps, and point its live views at the new memory."""
+        nodes = self.nodes
+        while not _holds_memory(nodes[i]):
+            i = nodes[i].parents[0]
+        for j in nodes[i].reads:   # what it is computed from may be recomputed itself
+            if nodes[j].stale:
+                self._recompute(j)
+        fresh = nodes[i].recompute(nodes[i].saved)
+        stack = [i]
+        while stack:   # readers hold the nodes' AnyBuffers: give those the new payload
+            node = nodes[stack.pop()]
+            node.value.buf, node.value.handle = fresh.buf, fresh.handle
+            node.stale = False
+            stack.extend(v for v in node.views if not nodes[v].dropped)
+
+    def _drop(self, i: int) -> None:
+        """Release node i's value (a view: give up its base, which may then go too)."""
+        nodes, referenced = self.nodes, self.referenced
+        stack = [i]
+        while stack:
+            node = nodes[stack.pop()]
+            node.dropped = True
+            node.stale = False
+            if node.owns_value:
+                node.value.release()
+                continue
+            for p in node.parents:     # a view (a borrowed leaf has no parents)
+                base = nodes[p]
+                base.users -= 1
+                if (not base.users and not base.pinned and not base.held and not base.dropped
+                        and p not in referenced):
+                    stack.append(p)
+
+    def _let_go(self, j: int) -> None:
+        """One user of node j is done with its value: free it if that was the last."""
+        node = self.nodes[j]
+        node.users -= 1
+        if (not node.users and not node.pinned and not node.held and not node.dropped
+                and j not in self.referenced):
+            self._drop(j)
+
+    def free_saved(self, i: int) -> None:
+        """Node i's VJP will not run again: release its residuals, let go of the values it read
+        (each freed once its last user is done) and make a later differentiation raise."""
+        node = self.nodes[i]
+        if node.vjp is freed_vjp or node.vjp is None and not node.cleanup and not node.reads:
+            return                   # freed already, or nothing kept
+        if node.stale and node.users and _holds_memory(node):
+            self._recompute(i)   # what it is recomputed from is about to go
+        if node.vjp is not None:
+            node.vjp = freed_vjp
+        node.saved = {}
+        for r in node.cleanup:
+            r.release()
+        node.cleanup = ()
+        reads, node.reads = node.reads, ()
+        for j in reads:
+            self._let_go(j)
 
     def forget(self, i: int) -> None:
         """Drop node i's record once nothing can read it (its value released, its graph freed,
@@ -230,12 +390,13 @@ class Tape(TapeOps):
     def is_forgotten(self, i: int) -> bool:
         return self.nodes[i] is _forgotten_node()
 
-    def _record_residuals(self, name, out, parents, vjp, saved, broadcast, keep, drop) -> int:
+    def _record_residuals(self, name, out, parents, vjp, saved, broadcast, keep, drop,
+                          recompute=None) -> int:
         """_record for an op with extra outputs: `keep` are residuals the VJP reads (owned by the
         node while it needs them), `drop` the ones nothing reads (released at once)."""
         for r in drop:
             r.release()
-        i = self._record(name, out, parents, vjp, saved, broadcast)
+        i = self._record(name, out, parents, vjp, saved, broadcast, recompute)
         if self.nodes[i].requires_grad:
             self.nodes[i].cleanup = keep
         else:
@@ -244,7 +405,7 @@ class Tape(TapeOps):
         return i
 
     # ------------------------------------------------------------------ backward
-    def backward(self, out_id: int, seed=None, wrt=None, on_final=None):
+    def backward(self, out_id: int, seed=None, wrt=None, on_final=None, free_graph=False):
         """Reverse-mode gradients of node `out_id`.
 
         seed: the cotangent (NumPy array or AnyBuffer shaped like the output); defaults to 1 for a
@@ -255,6 +416,9 @@ class Tape(TapeOps):
         is final (every consumer has a larger id, so all have run); when it returns True it has
         taken the gradient and the id is left out of the result. Data-parallel training starts
         communicating a gradient here, while the rest of the backward pass still runs.
+        free_graph: free each node's saved values right after its VJP ran (PyTorch's backward
+        without retain_graph), so the pass never holds every activation and every gradient at
+        once; differentiating those nodes again raises.
         """
         self._check_open("backward")
         out = self._node("backward", out_id)
@@ -276,20 +440,43 @@ class Tape(TapeOps):
                 i = -heappop(pending)
                 g = grads[i]
                 node = nodes[i]
+                # a gradient that only passes through (i not asked for) is handed on to the
+                # first parent a VJP returns it (or a view of it) for: no copy
+                passing = keep is not None and i not in keep
+                handed = False
                 if node.vjp is not None and node.requires_grad:
+                    for j in node.reads:
+                        if nodes[j].stale:
+                            self._recompute(j)
                     needs = [nodes[p].requires_grad for p in node.parents]
-                    contribs = node.vjp(g, needs, node.saved)
+                    if passing or not getattr(node.vjp, "overwrites_grad", False):
+                        contribs = node.vjp(g, needs, node.saved)
+                    else:   # the VJP writes over its cotangent: it gets a copy of one kept
+                        contribs = node.vjp(g.copy(), needs, node.saved)
                     for p, c in zip(node.parents, contribs):
                         if c is None:
                             continue
-                        if not nodes[p].requires_grad:
+                        if c is g or (not c.owns and c.buf is g.buf):
+                            if not nodes[p].requires_grad:
+                                continue
+                            if passing and not handed:
+                                handed = True
+                                if c is not g:
+                                    c = AnyBuffer._wrap(c.shape, c.buf)  # takes g's payload
+                            else:
+                                c = c.copy()
+                        elif not nodes[p].requires_grad:
                             c.release()
                             continue
                         if p not in grads:
                             heappush(pending, -p)
                         self._accumulate(grads, p, c, node)
-                if keep is not None and i not in keep:
-                    grads.pop(i).release()
+                    if free_graph:
+                        self.free_saved(i)
+                if passing:
+                    del grads[i]
+                    if not handed:
+                        g.release()
                 elif on_final is not None and keep is not None and on_final(i, g):
                     del grads[i]
                     taken.add(i)
@@ -300,7 +487,7 @@ class Tape(TapeOps):
         if keep is not None:
             return {i: grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
                     for i in sorted(keep) if i not in taken}
-        return [grads[i] if i in grads else AnyBuffer.zeros(n.value.shape)
+        return [grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
                 for i, n in enumerate(nodes)]
 
     def _seed(self, out: Node, seed) -> AnyBuffer:

@@ -64,6 +64,10 @@ TL_HD float tl_uniform_at(uint64_t key, uint64_t i) {
     return (float)(d >> 8) * (1.0f / 16777216.0f);
 }
 
+/* selective_scan keeps the state entering each chunk of TL_SCAN_CHUNK steps (its residual hc);
+ * its backward recomputes a chunk's states from there instead of reading every saved state
+ * (torchlean/shapes/spectral_scan.py SCAN_CHUNK is the same number) */
+#define TL_SCAN_CHUNK 16
 /* The exact-mode GEMM (README "Reproducibility levels", rule 3), one per library
  * (stub/gemm.c, cuda/gemm.cu; ops.yaml gemm_exact exports it). Row-major; for b < batch, C + b sc (m, n) gets
  * op(A) op(B): op(A)[i][kk] is A[i lda + kk], or A[kk lda + i] when ta; op(B)[kk][j] is

@@ -1,7 +1,8 @@
 // elementwise.cu (CUDA): pointwise kernels, mirroring native/stub/elementwise.c.
 //
 // One templated map kernel per arity: a grid-stride loop over float4 packets when every pointer
-// is 16-byte aligned (the pool's allocations are), then a scalar tail. Element i's value depends
+// is 16-byte aligned (the pool's allocations are), then a scalar tail; binary_broadcast reads its
+// inputs through broadcast strides instead (the ops add to minimum when input shapes differ). Element i's value depends
 // only on the inputs at i, never on the grid. Every functor below is the stub's expression in
 // the canonical arithmetic of tl_math.h (the same tlm_ calls in the same order, no CUDA math
 // intrinsics), in every mode: the kernels are memory-bound, so exact and default are one path
@@ -85,6 +86,49 @@ struct Max { __device__ float operator()(float a, float b) const { return maxf_n
 struct Min { __device__ float operator()(float a, float b) const { return minf_nan(a, b); } };
 struct Axpy { float c; __device__ float operator()(float a, float b) const { return tlm_add(a, tlm_mul(c, b)); } };
 
+// binary_broadcast: y = f(a, b) with a and b read through strides (0 along the axes they are
+// broadcast on) over at most TL_MAX_RANK coalesced axes. Buffers hold < 2^32 elements (the
+// ABI's limit), so the index arithmetic runs in 32 bits.
+struct BcastGeom {
+    int r;
+    uint32_t dims[TL_MAX_RANK], sa[TL_MAX_RANK], sb[TL_MAX_RANK];
+};
+
+template <class F>
+__global__ void map2_bcast(const float *__restrict__ a, const float *__restrict__ b, float *__restrict__ y,
+                           int64_t n, BcastGeom g, F f) {
+    TL_GRID_STRIDE(i, n) {
+        uint32_t rest = (uint32_t)i, ao = 0, bo = 0;
+#pragma unroll
+        for (int k = TL_MAX_RANK - 1; k >= 0; k--) {
+            if (k < g.r) {
+                uint32_t d = g.dims[k], idx = rest % d;
+                rest /= d;
+                ao += idx * g.sa[k];
+                bo += idx * g.sb[k];
+            }
+        }
+        y[i] = f(a[ao], b[bo]);
+    }
+}
+
+// layer_norm's y from xhat, the two rounded operations of norm.cu's forward kernels
+__global__ void affine_rows_kernel(const float *__restrict__ x, const float *__restrict__ g,
+                                   const float *__restrict__ b, float *__restrict__ y, int64_t n,
+                                   uint32_t cols) {
+    TL_GRID_STRIDE(i, n) {
+        uint32_t j = (uint32_t)i % cols;
+        y[i] = tlm_add(tlm_mul(x[i], g[j]), b[j]);
+    }
+}
+
+template <class F>
+int launch2_bcast(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, const BcastGeom &g, F f) {
+    map2_bcast<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(a->data, b->data, y->data, n, g, f);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
 struct Relu { __device__ float operator()(float v) const { return (v > 0.0f || v != v) ? v : 0.0f; } };
 struct Abs { __device__ float operator()(float v) const { return tlm_abs(v); } };
 struct Sqrt { __device__ float operator()(float v) const { return tlm_sqrt(v); } };
@@ -130,6 +174,45 @@ int tlk_div(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return la
 int tlk_maximum(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Max{}); }
 int tlk_minimum(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Min{}); }
 int tlk_axpy(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) { return launch2(op, a, b, y, n, Axpy{(float)c}); }
+
+// The broadcasting form of add, sub, mul, div, maximum and minimum (fn 0..5): each op's own
+// functor per element, so the bits of the op on expanded copies, without the copies.
+int tlk_binary_broadcast(const char *op, tl_buf a, tl_buf b, tl_buf y, const int64_t *y_dims, int64_t y_dims_len,
+                        const int64_t *a_dims, int64_t a_dims_len, const int64_t *b_dims, int64_t b_dims_len,
+                        int64_t fn) {
+    int64_t r = y_dims_len;
+    if (r < 1 || r > TL_MAX_RANK || a_dims_len != r || b_dims_len != r)
+        return tl_fail(TL_E_ARG, "%s: expected 1 to %d coalesced axes, the same number for a, b and y; got %lld, "
+                       "%lld and %lld", op, TL_MAX_RANK, (long long)a_dims_len, (long long)b_dims_len,
+                       (long long)r);
+    BcastGeom g;
+    g.r = (int)r;
+    int64_t ea = 1, eb = 1, n = 1;
+    for (int64_t k = r - 1; k >= 0; k--) {  // row-major strides, 0 where broadcast
+        g.dims[k] = (uint32_t)y_dims[k];
+        g.sa[k] = a_dims[k] == 1 ? 0u : (uint32_t)ea;
+        g.sb[k] = b_dims[k] == 1 ? 0u : (uint32_t)eb;
+        ea *= a_dims[k];
+        eb *= b_dims[k];
+        n *= y_dims[k];
+    }
+    switch (fn) {
+    case 0: return launch2_bcast(op, a, b, y, n, g, Add{});
+    case 1: return launch2_bcast(op, a, b, y, n, g, Sub{});
+    case 2: return launch2_bcast(op, a, b, y, n, g, Mul{});
+    case 3: return launch2_bcast(op, a, b, y, n, g, Div{});
+    case 4: return launch2_bcast(op, a, b, y, n, g, Max{});
+    default: return launch2_bcast(op, a, b, y, n, g, Min{});
+    }
+}
+
+int tlk_affine_rows(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, int64_t rows, int64_t cols) {
+    int64_t n = rows * cols;
+    affine_rows_kernel<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(x->data, gamma->data, beta->data, y->data,
+                                                                      n, (uint32_t)cols);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
 
 int tlk_relu(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Relu{}); }
 int tlk_abs(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Abs{}); }

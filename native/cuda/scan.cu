@@ -2,10 +2,15 @@
 //
 // Mirrors native/stub/scan.c bit for bit in every mode: one thread per (sample, channel) runs
 // time sequentially (reads and writes are coalesced over channels). The recurrence is float32
-// with rounded products and sums named by tl_math.h (tlm_mul, tlm_add: no FMA). Coefficient
-// gradients shared along the batch ((D,) and (T, D) forms) are written as per-sample float64
-// partials (a (D,) coefficient's summed over time in decreasing order) and then summed in
-// increasing sample order by a second kernel: no atomics, the stub's order exactly.
+// with rounded products and sums named by tl_math.h (tlm_mul, tlm_add: no FMA). The forward also
+// writes the state entering each chunk of TL_SCAN_CHUNK steps (hc); the backward recomputes a
+// chunk's states from it in registers, with the forward's very operations (so the same bits),
+// instead of reading a saved copy of every state, and writes dx over its cotangent g.
+// Coefficient gradients shared along the batch ((D,) and (T, D) forms) are written as
+// per-sample float64 partials (a (D,) coefficient's summed over time in decreasing order) and
+// then summed in increasing sample order by a second kernel: no atomics, the stub's order
+// exactly. A per-sample (B, T, D) coefficient's gradient is its float64 product rounded once,
+// written directly (no partials).
 #include "common.cuh"
 #include "tl_math.h"
 #include "entry/scan_kernels.h"
@@ -21,13 +26,15 @@ int64_t coef_len(int64_t mode, int64_t batch, int64_t steps, int64_t width) {
 }
 
 __global__ void k_scan_fwd(const float *__restrict__ a, const float *__restrict__ b, const float *__restrict__ x,
-                           const float *__restrict__ h0, float *__restrict__ y, int64_t batch, int64_t steps,
-                           int64_t width, int64_t a_mode, int64_t b_mode) {
+                           const float *__restrict__ h0, float *__restrict__ y, float *__restrict__ hc,
+                           int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode,
+                           int64_t chunks) {
     TL_GRID_STRIDE(i, batch * width) {
         int64_t bi = i / width, j = i % width;
         float h = h0[i];
         for (int64_t t = 0; t < steps; t++) {
             int64_t row = (bi * steps + t) * width;
+            if (t % TL_SCAN_CHUNK == 0) hc[(bi * chunks + t / TL_SCAN_CHUNK) * width + j] = h;
             float ah = tlm_mul(a[coef_row(a_mode, bi, t, steps, width) + j], h);
             float bx = tlm_mul(b[coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
             h = tlm_add(ah, bx);
@@ -36,31 +43,58 @@ __global__ void k_scan_fwd(const float *__restrict__ a, const float *__restrict_
     }
 }
 
-// Reverse time per (sample, channel). Coefficient gradient contributions go to `pa`/`pb`:
-// mode 0: (batch, width) per-sample sums over time; mode 1: (batch, steps, width); mode 2: the
-// gradient itself, (batch, steps, width). All float64.
+// Reverse time per (sample, channel), one chunk of TL_SCAN_CHUNK steps at a time: the chunk's
+// states are recomputed from hc into registers (hs[k] = h_{t0 + k}), then walked backwards.
+// `gdx` holds the cotangent g on entry and dx on exit (each element is read, then written, by
+// the one thread that owns it). Coefficient gradient contributions go to `pa`/`pb` for the
+// shared forms: mode 0: (batch, width) per-sample sums over time; mode 1: (batch, steps,
+// width), all float64; mode 2 is written to da/db directly, rounded once.
 __global__ void k_scan_bwd(const float *__restrict__ a, const float *__restrict__ b, const float *__restrict__ x,
-                           const float *__restrict__ h0, const float *__restrict__ h, const float *__restrict__ g,
-                           double *__restrict__ pa, double *__restrict__ pb, float *__restrict__ dx,
-                           float *__restrict__ dh0, int64_t batch, int64_t steps, int64_t width, int64_t a_mode,
-                           int64_t b_mode) {
+                           const float *__restrict__ hc, float *gdx, double *__restrict__ pa,
+                           double *__restrict__ pb, float *__restrict__ da, float *__restrict__ db,
+                           float *__restrict__ dh0, int64_t batch, int64_t steps, int64_t width,
+                           int64_t a_mode, int64_t b_mode, int64_t chunks) {
     TL_GRID_STRIDE(i, batch * width) {
         int64_t bi = i / width, j = i % width;
         float gnext = 0.0f;
         double sa = 0.0, sb = 0.0;
-        for (int64_t t = steps - 1; t >= 0; t--) {
-            int64_t row = (bi * steps + t) * width;
-            float gt = g[row + j];
-            if (t + 1 < steps) {
-                float carry = tlm_mul(a[coef_row(a_mode, bi, t + 1, steps, width) + j], gnext);
-                gt = tlm_add(gt, carry);
+        for (int64_t q = chunks - 1; q >= 0; q--) {
+            int64_t t0 = q * TL_SCAN_CHUNK;
+            int64_t len = steps - t0 < TL_SCAN_CHUNK ? steps - t0 : TL_SCAN_CHUNK;
+            float hstart = hc[(bi * chunks + q) * width + j];
+            float hs[TL_SCAN_CHUNK];
+            float h = hstart;
+#pragma unroll
+            for (int k = 0; k < TL_SCAN_CHUNK; k++) {
+                if (k < len) {
+                    int64_t t = t0 + k, row = (bi * steps + t) * width;
+                    float ah = tlm_mul(a[coef_row(a_mode, bi, t, steps, width) + j], h);
+                    float bx = tlm_mul(b[coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
+                    h = tlm_add(ah, bx);
+                    hs[k] = h;
+                }
             }
-            gnext = gt;
-            float hp = t ? h[row - width + j] : h0[i];
-            double ca = (double)gt * (double)hp, cb = (double)gt * (double)x[row + j];
-            if (a_mode == 0) sa += ca; else pa[row + j] = ca;
-            if (b_mode == 0) sb += cb; else pb[row + j] = cb;
-            dx[row + j] = tlm_mul(gt, b[coef_row(b_mode, bi, t, steps, width) + j]);
+#pragma unroll
+            for (int k = TL_SCAN_CHUNK - 1; k >= 0; k--) {
+                if (k < len) {
+                    int64_t t = t0 + k, row = (bi * steps + t) * width;
+                    float gt = gdx[row + j];
+                    if (t + 1 < steps) {
+                        float carry = tlm_mul(a[coef_row(a_mode, bi, t + 1, steps, width) + j], gnext);
+                        gt = tlm_add(gt, carry);
+                    }
+                    gnext = gt;
+                    float hp = k ? hs[k - 1] : hstart;
+                    double ca = (double)gt * (double)hp, cb = (double)gt * (double)x[row + j];
+                    if (a_mode == 0) sa += ca;
+                    else if (a_mode == 1) pa[row + j] = ca;
+                    else da[row + j] = (float)(0.0 + ca);
+                    if (b_mode == 0) sb += cb;
+                    else if (b_mode == 1) pb[row + j] = cb;
+                    else db[row + j] = (float)(0.0 + cb);
+                    gdx[row + j] = tlm_mul(gt, b[coef_row(b_mode, bi, t, steps, width) + j]);
+                }
+            }
         }
         if (a_mode == 0) pa[i] = sa;
         if (b_mode == 0) pb[i] = sb;
@@ -82,19 +116,28 @@ __global__ void k_sum_samples(const double *__restrict__ p, float *__restrict__ 
 
 extern "C" {
 
-int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, int64_t batch, int64_t steps,
-                      int64_t width, int64_t a_mode, int64_t b_mode) {
+// the chunk count the registry passed must be the one this library recomputes with
+static int check_chunks(const char *op, int64_t steps, int64_t chunks) {
+    if (chunks != (steps + TL_SCAN_CHUNK - 1) / TL_SCAN_CHUNK)
+        return tl_fail(TL_E_ARG, "%s: %lld checkpoint chunks for %lld steps; expected chunks of %d steps", op,
+                       (long long)chunks, (long long)steps, TL_SCAN_CHUNK);
+    return TL_OK;
+}
+
+int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, tl_buf hc, int64_t batch,
+                      int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode, int64_t chunks) {
     if (batch * steps * width == 0) return TL_OK;
+    TL_TRY(check_chunks(op, steps, chunks));
     k_scan_fwd<<<tl_blocks(batch * width), TL_THREADS, 0, tl_stream()>>>(a->data, b->data, x->data, h0->data,
-                                                                         y->data, batch, steps, width, a_mode,
-                                                                         b_mode);
+                                                                         y->data, hc->data, batch, steps, width,
+                                                                         a_mode, b_mode, chunks);
     TL_LAUNCHED(op);
     return TL_OK;
 }
 
-int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf h, tl_buf g, tl_buf da,
-                               tl_buf db, tl_buf dx, tl_buf dh0, int64_t batch, int64_t steps,
-                               int64_t width, int64_t a_mode, int64_t b_mode) {
+int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf hc, tl_buf g,
+                               tl_buf da, tl_buf db, tl_buf dh0, int64_t batch, int64_t steps, int64_t width,
+                               int64_t a_mode, int64_t b_mode, int64_t chunks) {
     int64_t na = coef_len(a_mode, batch, steps, width), nb = coef_len(b_mode, batch, steps, width);
     int64_t nx = batch * steps * width;
     cudaStream_t s = tl_stream();
@@ -106,18 +149,19 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
             TL_CUDA_TRY(op, cudaMemsetAsync(dh0->data, 0, sizeof(float) * (size_t)(batch * width), s));
         return TL_OK;
     }
-    // partial sizes: (batch, width) for mode 0, (batch, steps, width) otherwise
-    int64_t pa_len = a_mode == 0 ? batch * width : nx, pb_len = b_mode == 0 ? batch * width : nx;
-    double *part;
-    TL_TRY(tl_scratch(op, sizeof(double) * (size_t)(pa_len + pb_len), (void **)&part));
-    double *pa = part, *pb = part + pa_len;
-    k_scan_bwd<<<tl_blocks(batch * width), TL_THREADS, 0, s>>>(a->data, b->data, x->data, h0->data, h->data,
-                                                               g->data, pa, pb, dx->data, dh0->data, batch,
-                                                               steps, width, a_mode, b_mode);
-    // fold the samples: mode 2 keeps them (one "sample" of batch * steps * width entries)
-    int64_t a_samples = a_mode == 2 ? 1 : batch, b_samples = b_mode == 2 ? 1 : batch;
-    k_sum_samples<<<tl_blocks(na), TL_THREADS, 0, s>>>(pa, da->data, a_samples, na);
-    k_sum_samples<<<tl_blocks(nb), TL_THREADS, 0, s>>>(pb, db->data, b_samples, nb);
+    TL_TRY(check_chunks(op, steps, chunks));
+    // partial sizes: (batch, width) for mode 0, (batch, steps, width) for mode 1, none for mode 2
+    int64_t pa_len = a_mode == 0 ? batch * width : a_mode == 1 ? nx : 0;
+    int64_t pb_len = b_mode == 0 ? batch * width : b_mode == 1 ? nx : 0;
+    double *part = nullptr;
+    if (pa_len + pb_len > 0) TL_TRY(tl_scratch(op, sizeof(double) * (size_t)(pa_len + pb_len), (void **)&part));
+    double *pa = part, *pb = part ? part + pa_len : nullptr;
+    k_scan_bwd<<<tl_blocks(batch * width), TL_THREADS, 0, s>>>(a->data, b->data, x->data, hc->data, g->data, pa,
+                                                               pb, da->data, db->data, dh0->data, batch, steps,
+                                                               width, a_mode, b_mode, chunks);
+    // fold the samples of the shared forms
+    if (a_mode != 2) k_sum_samples<<<tl_blocks(na), TL_THREADS, 0, s>>>(pa, da->data, batch, na);
+    if (b_mode != 2) k_sum_samples<<<tl_blocks(nb), TL_THREADS, 0, s>>>(pb, db->data, batch, nb);
     int st = tl_cuda_launched(op);
     tl_scratch_free(part);
     return st;

@@ -1,6 +1,7 @@
 /* elementwise.c (stub): pointwise kernels over equal-length buffers.
  *
- * Broadcasting is done in Python before the call, so every buffer here holds exactly n floats.
+ * Buffers hold exactly n floats, except binary_broadcast's inputs, read through broadcast
+ * strides (the ops add to minimum take it when their input shapes differ).
  * Kernels are written in the canonical arithmetic of native/common/tl_math.h (IEEE operations
  * named one by one, the polynomial exp/tanh/gelu...), which CUDA's elementwise.cu calls in the
  * same order, so exact mode gives the same bits on both. GCC does not vectorise tlm_log and
@@ -132,6 +133,69 @@ BINARY(mul, tlm_mul(av, bv))
 BINARY(div, tlm_div(av, bv))
 BINARY(maximum, tl_maxf(av, bv))
 BINARY(minimum, tl_minf(av, bv))
+
+/* binary_broadcast: one output row (the last coalesced axis) of fn(a, b), a and b read through
+ * strides (0 along the axes they are broadcast on). */
+#define BCAST_ROW(NAME, EXPR)                                                                 \
+    static void NAME##_row(const float *A, int64_t sa, const float *B, int64_t sb, float *Y,  \
+                           int64_t len) {                                                      \
+        for (int64_t k = 0; k < len; k++) { float av = A[k * sa], bv = B[k * sb]; Y[k] = (EXPR); } \
+    }
+BCAST_ROW(add, tlm_add(av, bv))
+BCAST_ROW(sub, tlm_sub(av, bv))
+BCAST_ROW(mul, tlm_mul(av, bv))
+BCAST_ROW(div, tlm_div(av, bv))
+BCAST_ROW(maximum, tl_maxf(av, bv))
+BCAST_ROW(minimum, tl_minf(av, bv))
+
+typedef void (*bcast_row_fn)(const float *, int64_t, const float *, int64_t, float *, int64_t);
+
+/* The broadcasting form of add, sub, mul, div, maximum and minimum (fn 0..5): the op's own
+ * expression per element, so the bits of the op on expanded copies, without the copies. */
+int tlk_binary_broadcast(const char *op, tl_buf a, tl_buf b, tl_buf y, const int64_t *y_dims, int64_t y_dims_len,
+                        const int64_t *a_dims, int64_t a_dims_len, const int64_t *b_dims, int64_t b_dims_len,
+                        int64_t fn) {
+    static const bcast_row_fn rows_of[6] = {add_row, sub_row, mul_row, div_row, maximum_row, minimum_row};
+    int64_t r = y_dims_len;
+    if (r < 1 || r > TL_MAX_RANK || a_dims_len != r || b_dims_len != r)
+        return tl_fail(TL_E_ARG, "%s: expected 1 to %d coalesced axes, the same number for a, b and y; got %lld, "
+                       "%lld and %lld", op, TL_MAX_RANK, (long long)a_dims_len, (long long)b_dims_len,
+                       (long long)r);
+    int64_t sa[TL_MAX_RANK], sb[TL_MAX_RANK];
+    for (int64_t k = r - 1, ea = 1, eb = 1; k >= 0; k--) { /* row-major strides, 0 where broadcast */
+        sa[k] = a_dims[k] == 1 ? 0 : ea;
+        sb[k] = b_dims[k] == 1 ? 0 : eb;
+        ea *= a_dims[k];
+        eb *= b_dims[k];
+    }
+    const float *A = a->data, *B = b->data;
+    float *Y = y->data;
+    bcast_row_fn row = rows_of[fn];
+    int64_t len = y_dims[r - 1], nrows = 1;
+    for (int64_t k = 0; k < r - 1; k++) nrows *= y_dims[k];
+#pragma omp parallel for schedule(static) if (nrows * len > TL_PAR_MIN && nrows > 1)
+    for (int64_t i = 0; i < nrows; i++) {
+        int64_t ao = 0, bo = 0, rest = i;
+        for (int64_t k = r - 2; k >= 0; k--) {
+            int64_t idx = rest % y_dims[k];
+            rest /= y_dims[k];
+            ao += idx * sa[k];
+            bo += idx * sb[k];
+        }
+        row(A + ao, sa[r - 1], B + bo, sb[r - 1], Y + i * len, len);
+    }
+    return TL_OK;
+}
+
+/* layer_norm's y from xhat: the same two rounded operations as norm.c's forward */
+int tlk_affine_rows(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, int64_t rows, int64_t cols) {
+    const float *X = x->data, *G = gamma->data, *B = beta->data;
+    float *Y = y->data;
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = tlm_add(tlm_mul(X[r * cols + j], G[j]), B[j]);
+    return TL_OK;
+}
 
 UNARY(relu, (v > 0.0f || v != v) ? v : 0.0f) /* NaN passes through */
 UNARY(abs, tlm_abs(v))

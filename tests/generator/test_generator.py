@@ -83,6 +83,16 @@ BAD = [
      "condition uses 'k', which is not a scalar arg"),
     ("bad_kernel", "  args: [\"i64 n = numel(x)\"]\n  kernel: \"k(a=x)\"\n",
      "kernel constant a must be an int or float literal"),
+    ("broadcast_kernel_without_broadcast", "  broadcast_kernel: \"k(fn=1)\"\n",
+     "broadcast_kernel needs broadcast: true"),
+    ("broadcast_kernel_unknown", "  broadcast: true\n  broadcast_kernel: \"nope(fn=1)\"\n"
+     "  args: [\"i64 n = numel(y)\"]\n",
+     "broadcast_kernel 'nope(fn=1)' must call a tape: false op"),
+    ("recompute_without_vjp", "  recompute: \"bad(x)\"\n  args: [\"i64 n = numel(x)\"]\n",
+     "recompute needs a vjp"),
+    ("recompute_reads_grad", "  vjp: {x: grad}\n  recompute: \"bad(grad)\"\n"
+     "  args: [\"i64 n = numel(x)\"]\n",
+     "recompute may read inputs, attrs and residual outputs only"),
 ]
 
 

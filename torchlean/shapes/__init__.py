@@ -15,7 +15,7 @@ from __future__ import annotations
 from .core import ShapeError, shape
 from .generic import (batch_of, cols, dims, flag, flat, lead_len, nonempty_last, numel, row_len,
                       rows, same, scalar, seq_len, vec)
-from .broadcast import broadcast, broadcast_to, sum_to
+from .broadcast import broadcast, broadcast_dims, broadcast_to, strided_broadcast, sum_to
 from .views import (axis_len, inner, outer, permute_bca, permute_cab, reduce, reduce_axis_back,
                     reduce_max_back, reshape, swap_adjacent, swap_geom, swap_last2, transpose2d)
 from .softmax import mask_rows, masked_softmax, softmax_rows
@@ -29,8 +29,8 @@ from .conv_pool import (conv_bias_shape, conv_geom, conv_grad, conv_out, conv_tr
 from .norm_attention import (attn_lse, attn_out, bn_c, bn_n, bn_out, bn_s, bn_stats, ln_out,
                              ln_param, ln_stats, mha_hd, mha_lse, mha_out, mha_proj)
 from .argreduce import select_axis, select_axis_back
-from .spectral_scan import (irfft, rfft, scan_mode, selective_scan, spectral_conv1d,
-                            spectrum_rows)
+from .spectral_scan import (irfft, rfft, scan_checkpoints, scan_chunks, scan_mode,
+                            selective_scan, spectral_conv1d, spectrum_rows)
 
 # Other names ops.yaml uses for the rules above (kept so the registry needs no edit).
 gemm_batch = mha_b = scan_batch = spectral_batch = batch_of

@@ -64,6 +64,21 @@ def selective_scan(a, b, x, h0):
     return x
 
 
+SCAN_CHUNK = 16   # steps per recomputed chunk: TL_SCAN_CHUNK in native/common/tl_internal.h
+
+
+def scan_chunks(x):
+    """Chunks of SCAN_CHUNK steps along the time axis of x (the last one may be shorter)."""
+    return -(-shape(x)[-2] // SCAN_CHUNK)
+
+
+def scan_checkpoints(x):
+    """The states entering each chunk: x (T, D) -> (chunks, D); (B, T, D) -> (B, chunks, D)."""
+    x = shape(x)
+    require_rank(x, 2, 3, "x")
+    return x[:-2] + (scan_chunks(x), x[-1])
+
+
 def scan_mode(c, x, name="coefficient"):
     """How a coefficient is laid out: 0 = (D,), 1 = (T, D), 2 = (B, T, D)."""
     c, x = shape(c), shape(x)

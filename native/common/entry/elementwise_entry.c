@@ -40,6 +40,54 @@ int tl_mul(tl_buf a, tl_buf b, tl_buf y, int64_t n) {
     return tlk_mul(op, a, b, y, n);
 }
 
+int tl_binary_broadcast(tl_buf a, tl_buf b, tl_buf y, const int64_t *y_dims, int64_t y_dims_len, const int64_t *a_dims, int64_t a_dims_len, const int64_t *b_dims, int64_t b_dims_len, int64_t fn) {
+    static const char op[] = "binary_broadcast";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "a", a));
+    TL_TRY(tl_check_live(op, "b", b));
+    TL_TRY(tl_check_live(op, "y", y));
+    TL_TRY(tl_check_array(op, "y_dims", y_dims, y_dims_len));
+    TL_TRY(tl_check_array(op, "a_dims", a_dims, a_dims_len));
+    TL_TRY(tl_check_array(op, "b_dims", b_dims, b_dims_len));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of a"; const int64_t len_a = tl_lprod(&L, "a_dims", a_dims, a_dims_len);
+    L.what = "length of b"; const int64_t len_b = tl_lprod(&L, "b_dims", b_dims, b_dims_len);
+    L.what = "length of y"; const int64_t len_y = tl_lprod(&L, "y_dims", y_dims, y_dims_len);
+    if (L.status) return L.status;
+    if (!((fn >= 0) && (fn <= 5)))
+        return tl_fail(TL_E_ARG, "%s: expected fn >= 0 and fn <= 5, got fn=%lld", op, (long long)fn);
+    if (!(tl_broadcastable(a_dims, a_dims_len, y_dims, y_dims_len) && tl_broadcastable(b_dims, b_dims_len, y_dims, y_dims_len)))
+        return tl_fail(TL_E_ARG, "%s: expected broadcastable(a_dims, y_dims) and broadcastable(b_dims, y_dims)", op);
+    TL_TRY(tl_check_len(op, "a", a, len_a));
+    TL_TRY(tl_check_len(op, "b", b, len_b));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_binary_broadcast(op, a, b, y, y_dims, y_dims_len, a_dims, a_dims_len, b_dims, b_dims_len, fn);
+}
+
+int tl_affine_rows(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, int64_t rows, int64_t cols) {
+    static const char op[] = "affine_rows";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "gamma", gamma));
+    TL_TRY(tl_check_live(op, "beta", beta));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of gamma"; const int64_t len_gamma = tl_lname(&L, "cols", cols);
+    L.what = "length of beta"; const int64_t len_beta = tl_lname(&L, "cols", cols);
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    if (L.status) return L.status;
+    if (!(cols >= 1))
+        return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "gamma", gamma, len_gamma));
+    TL_TRY(tl_check_len(op, "beta", beta, len_beta));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_affine_rows(op, x, gamma, beta, y, rows, cols);
+}
+
 int tl_relu(tl_buf x, tl_buf y, int64_t n) {
     static const char op[] = "relu";
     TL_TRY(tlb_ready(op));

@@ -13,6 +13,8 @@ extern "C" {
 
 TL_HIDDEN int tlk_add(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n);
 TL_HIDDEN int tlk_mul(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_binary_broadcast(const char *op, tl_buf a, tl_buf b, tl_buf y, const int64_t *y_dims, int64_t y_dims_len, const int64_t *a_dims, int64_t a_dims_len, const int64_t *b_dims, int64_t b_dims_len, int64_t fn);
+TL_HIDDEN int tlk_affine_rows(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, int64_t rows, int64_t cols);
 TL_HIDDEN int tlk_relu(const char *op, tl_buf x, tl_buf y, int64_t n);
 TL_HIDDEN int tlk_relu_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
 TL_HIDDEN int tlk_sub(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n);

@@ -4,7 +4,7 @@
 #include "ops/scan_ops.h"
 #include "scan_kernels.h"
 
-int tl_selective_scan(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode) {
+int tl_selective_scan(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, tl_buf hc, int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode, int64_t chunks) {
     static const char op[] = "selective_scan";
     TL_TRY(tlb_ready(op));
     TL_TRY(tl_check_live(op, "a", a));
@@ -12,12 +12,14 @@ int tl_selective_scan(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, int64_t
     TL_TRY(tl_check_live(op, "x", x));
     TL_TRY(tl_check_live(op, "h0", h0));
     TL_TRY(tl_check_live(op, "y", y));
+    TL_TRY(tl_check_live(op, "hc", hc));
     tl_lens L = {op, "", TL_OK};
     L.what = "length of a"; const int64_t len_a = ((a_mode == 0) ? tl_lname(&L, "width", width) : ((a_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
     L.what = "length of b"; const int64_t len_b = ((b_mode == 0) ? tl_lname(&L, "width", width) : ((b_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
     L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
     L.what = "length of h0"; const int64_t len_h0 = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "width", width));
     L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
+    L.what = "length of hc"; const int64_t len_hc = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "chunks", chunks)), tl_lname(&L, "width", width));
     if (L.status) return L.status;
     if (!((a_mode >= 0) && (a_mode <= 2) && (b_mode >= 0) && (b_mode <= 2)))
         return tl_fail(TL_E_ARG, "%s: expected a_mode >= 0 and a_mode <= 2 and b_mode >= 0 and b_mode <= 2, got a_mode=%lld, b_mode=%lld", op, (long long)a_mode, (long long)b_mode);
@@ -26,33 +28,32 @@ int tl_selective_scan(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, int64_t
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "h0", h0, len_h0));
     TL_TRY(tl_check_len(op, "y", y, len_y));
-    if (len_y == 0) return TL_OK;
-    return tlk_selective_scan(op, a, b, x, h0, y, batch, steps, width, a_mode, b_mode);
+    TL_TRY(tl_check_len(op, "hc", hc, len_hc));
+    if (len_y == 0 && len_hc == 0) return TL_OK;
+    return tlk_selective_scan(op, a, b, x, h0, y, hc, batch, steps, width, a_mode, b_mode, chunks);
 }
 
-int tl_selective_scan_backward(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf h, tl_buf g, tl_buf da, tl_buf db, tl_buf dx, tl_buf dh0, int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode) {
+int tl_selective_scan_backward(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf hc, tl_buf g, tl_buf da, tl_buf db, tl_buf dh0, int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode, int64_t chunks) {
     static const char op[] = "selective_scan_backward";
     TL_TRY(tlb_ready(op));
     TL_TRY(tl_check_live(op, "a", a));
     TL_TRY(tl_check_live(op, "b", b));
     TL_TRY(tl_check_live(op, "x", x));
     TL_TRY(tl_check_live(op, "h0", h0));
-    TL_TRY(tl_check_live(op, "h", h));
+    TL_TRY(tl_check_live(op, "hc", hc));
     TL_TRY(tl_check_live(op, "g", g));
     TL_TRY(tl_check_live(op, "da", da));
     TL_TRY(tl_check_live(op, "db", db));
-    TL_TRY(tl_check_live(op, "dx", dx));
     TL_TRY(tl_check_live(op, "dh0", dh0));
     tl_lens L = {op, "", TL_OK};
     L.what = "length of a"; const int64_t len_a = ((a_mode == 0) ? tl_lname(&L, "width", width) : ((a_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
     L.what = "length of b"; const int64_t len_b = ((b_mode == 0) ? tl_lname(&L, "width", width) : ((b_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
     L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
     L.what = "length of h0"; const int64_t len_h0 = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "width", width));
-    L.what = "length of h"; const int64_t len_h = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
+    L.what = "length of hc"; const int64_t len_hc = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "chunks", chunks)), tl_lname(&L, "width", width));
     L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
     L.what = "length of da"; const int64_t len_da = ((a_mode == 0) ? tl_lname(&L, "width", width) : ((a_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
     L.what = "length of db"; const int64_t len_db = ((b_mode == 0) ? tl_lname(&L, "width", width) : ((b_mode == 1) ? tl_lmul(&L, tl_lname(&L, "steps", steps), tl_lname(&L, "width", width)) : tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width))));
-    L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "steps", steps)), tl_lname(&L, "width", width));
     L.what = "length of dh0"; const int64_t len_dh0 = tl_lmul(&L, tl_lname(&L, "batch", batch), tl_lname(&L, "width", width));
     if (L.status) return L.status;
     if (!((a_mode >= 0) && (a_mode <= 2) && (b_mode >= 0) && (b_mode <= 2)))
@@ -61,12 +62,11 @@ int tl_selective_scan_backward(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf h
     TL_TRY(tl_check_len(op, "b", b, len_b));
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "h0", h0, len_h0));
-    TL_TRY(tl_check_len(op, "h", h, len_h));
+    TL_TRY(tl_check_len(op, "hc", hc, len_hc));
     TL_TRY(tl_check_len(op, "g", g, len_g));
     TL_TRY(tl_check_len(op, "da", da, len_da));
     TL_TRY(tl_check_len(op, "db", db, len_db));
-    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
     TL_TRY(tl_check_len(op, "dh0", dh0, len_dh0));
-    if (len_da == 0 && len_db == 0 && len_dx == 0 && len_dh0 == 0) return TL_OK;
-    return tlk_selective_scan_backward(op, a, b, x, h0, h, g, da, db, dx, dh0, batch, steps, width, a_mode, b_mode);
+    if (len_da == 0 && len_db == 0 && len_dh0 == 0 && len_g == 0) return TL_OK;
+    return tlk_selective_scan_backward(op, a, b, x, h0, hc, g, da, db, dh0, batch, steps, width, a_mode, b_mode, chunks);
 }

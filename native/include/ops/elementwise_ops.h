@@ -11,6 +11,8 @@ extern "C" {
 
 TL_API int tl_add(tl_buf a, tl_buf b, tl_buf y, int64_t n);
 TL_API int tl_mul(tl_buf a, tl_buf b, tl_buf y, int64_t n);
+TL_API int tl_binary_broadcast(tl_buf a, tl_buf b, tl_buf y, const int64_t *y_dims, int64_t y_dims_len, const int64_t *a_dims, int64_t a_dims_len, const int64_t *b_dims, int64_t b_dims_len, int64_t fn);
+TL_API int tl_affine_rows(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, int64_t rows, int64_t cols);
 TL_API int tl_relu(tl_buf x, tl_buf y, int64_t n);
 TL_API int tl_relu_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n);
 TL_API int tl_sub(tl_buf a, tl_buf b, tl_buf y, int64_t n);

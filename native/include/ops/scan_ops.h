@@ -9,8 +9,8 @@
 extern "C" {
 #endif
 
-TL_API int tl_selective_scan(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode);
-TL_API int tl_selective_scan_backward(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf h, tl_buf g, tl_buf da, tl_buf db, tl_buf dx, tl_buf dh0, int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode);
+TL_API int tl_selective_scan(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, tl_buf hc, int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode, int64_t chunks);
+TL_API int tl_selective_scan_backward(tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf hc, tl_buf g, tl_buf da, tl_buf db, tl_buf dh0, int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode, int64_t chunks);
 
 #ifdef __cplusplus
 }
