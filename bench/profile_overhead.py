@@ -1,10 +1,11 @@
 """Where host time goes: a cProfile of 1-element tape adds, or of a realistic model's steps.
 
-    TORCHLEAN_BACKEND=cuda python bench/profile_overhead.py [--n 4000] [--model lm --steps 20]
+    TORCHLEAN_BACKEND=cuda python bench/profile_overhead.py [--n 4000] [--model lm --steps 20 --size full]
 
 Prints the wall time per op (or per step) and the Python functions with the most own time, so a
 change in the call path (Tape -> generated op -> cffi -> entry layer -> launch) shows where it
-costs. With --model, the step is bench_models.py's torchlean trainer at full size.
+costs. With --model, the step is bench_models.py's torchlean trainer at full size (or
+--size quick: toy sizes, where the step is nearly all host time, e.g. on the stub).
 """
 import argparse
 import cProfile
@@ -34,9 +35,9 @@ def tape_add_loop(n):
     return loop, n, "tape add"
 
 
-def model_loop(name, steps):
+def model_loop(name, steps, size):
     import bench_models as bm
-    w = bm.BUILDERS[name](bm.SIZES[name]["full"], np.random.default_rng(0))
+    w = bm.BUILDERS[name](bm.SIZES[name][size], np.random.default_rng(0))
     step, _ = bm.tl_trainer(w)
     for i in range(3):
         step(i)
@@ -53,9 +54,11 @@ def main():
     p.add_argument("--n", type=int, default=4000)
     p.add_argument("--model", default=None)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--size", default="full", choices=["full", "quick"],
+                   help="bench_models.py size of --model (quick: toy sizes, all host time)")
     p.add_argument("--top", type=int, default=15)
     a = p.parse_args()
-    loop, n, what = model_loop(a.model, a.steps) if a.model else tape_add_loop(a.n)
+    loop, n, what = model_loop(a.model, a.steps, a.size) if a.model else tape_add_loop(a.n)
     loop()
     t0 = time.perf_counter()
     loop()

@@ -168,6 +168,30 @@ def attr_sig(a) -> str:
     return f"{a.name}: {t}"
 
 
+# The value tests (on `v`) of the attr checks that have a cheap inline form; see attr_fast_test.
+_FAST_CHECKS = {None: "", "finite": " and _isfinite(v)", "positive": " and v > 0",
+                "nonneg": " and v >= 0", "prob": " and 0.0 <= v <= 1.0",
+                "finite_nonneg": " and _isfinite(v) and v >= 0"}
+
+
+def attr_fast_test(a) -> str | None:
+    """A condition under which _opsupport.attr would hand `a`'s value back unchanged (a plain
+    float, int or bool that passes the check, or a None mask), so the generated op calls attr
+    only when it fails: attr still does every conversion and raises every error. None where
+    there is no such short form (shapes, arrays, keys, finite_nonzero)."""
+    kinds = {"float": "float", "int": "int", "ints": "int", "bool": "bool"}
+    if a.type == "mask":
+        return f"{a.name} is None"
+    if a.type not in kinds or a.check not in _FAST_CHECKS:
+        return None
+    if a.type == "bool" and a.check is not None:
+        return None
+    if a.type in ("int", "ints") and a.check not in (None, "positive", "nonneg"):
+        return None
+    test = f"v.__class__ is {kinds[a.type]}" + _FAST_CHECKS[a.check]
+    return re.sub(r"\bv\b", a.name, test)
+
+
 def op_model(op: Op, ops_by_name, helpers) -> dict:
     inputs = op.inputs
     outs = [n for n, _ in op.outputs if n not in op.inplace]
@@ -178,6 +202,7 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
         "inputs": inputs,
         "attr_sig": [attr_sig(a) for a in op.attrs],
         "attrs": op.attrs,
+        "attr_fast": {a.name: attr_fast_test(a) for a in op.attrs},
         "out_shapes": [(n, shape_expr(e, inputs)) for n, e in op.outputs],
         "alloc_outs": outs,
         "args": [(a.name, a.ctype, shape_expr(a.expr, inputs, [n for n, _ in op.outputs]))

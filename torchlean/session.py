@@ -165,15 +165,15 @@ class Session:
         self.check_thread()
         nid = self.param_leaf.get(id(p))
         req = p.requires_grad and is_grad_enabled()
+        mirror = p.mirror()
         if nid is not None:
             # without step() a leaf is reused; it is stale once the mirror was replaced (an
             # optimizer, set(), load_state_dict) or the grad mode differs from its recording
             node = self.tape.nodes[nid]
-            if node.value is not p.mirror() or node.requires_grad != req:
+            if node.value is not mirror or node.requires_grad != req:
                 nid = None
         if nid is None:
-            nid = self.tape.leaf(p.mirror(), name=p.name,
-                                 requires_grad=req)
+            nid = self.tape.leaf(mirror, name=p.name, requires_grad=req)
             self.param_leaf[id(p)] = nid
             self.params_by_leaf[nid] = p
         return self._wrap(nid)
@@ -193,8 +193,12 @@ class Session:
         fn = getattr(self.tape, name, None)
         if fn is None:
             raise AttributeError(f"{name}: no such tape op in this build's registry (ops.yaml)")
-        ids = [self.as_tensor(x).id for x in xs]
-        return self._wrap(fn(*ids, **attrs))
+        # a Tensor of this session's current step (the common case) is used as it is; anything
+        # else goes through as_tensor (conversion, or the error naming what is wrong)
+        gen = self.gen
+        ids = [x.id if x.__class__ is Tensor and x.session is self and x.gen == gen
+               else self.as_tensor(x).id for x in xs]
+        return Tensor(self, fn(*ids, **attrs), gen)
 
     def input_nat(self, n: int) -> int:
         self.nats.append(int(n))

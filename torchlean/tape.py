@@ -468,9 +468,14 @@ class Tape(TapeOps):
                         elif not nodes[p].requires_grad:
                             c.release()
                             continue
-                        if p not in grads:
+                        if p in grads:
+                            self._accumulate(grads, p, c, node)
+                        else:
                             heappush(pending, -p)
-                        self._accumulate(grads, p, c, node)
+                            if c.owns and c.shape == nodes[p].value.shape:
+                                grads[p] = c   # the first gradient of p, as it is
+                            else:
+                                self._accumulate(grads, p, c, node)
                     if free_graph:
                         self.free_saved(i)
                 if passing:

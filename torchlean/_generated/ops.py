@@ -4,8 +4,10 @@
 Each function checks its inputs, computes output shapes with the named rules in
 torchlean/shapes/, allocates outputs, calls the kernel and returns fresh AnyBuffers (or a
 tuple for several outputs). Nothing is recorded on a tape: torchlean.Tape builds on these.
+An attr that already is a plain float, int or bool passing its check (or a None mask) is used
+as it is; anything else goes through _opsupport.attr, which converts it or raises.
 """
-from math import prod as _prod
+from math import isfinite as _isfinite, prod as _prod
 
 import numpy as _np
 
@@ -93,7 +95,8 @@ def binary_broadcast(a, b, *, fn: int):
     _op = "binary_broadcast"
     if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
         live(_op, a, b)  # raises, naming the bad input
-    fn = attr(_op, "fn", fn, "int", None)
+    if not (fn.__class__ is int):
+        fn = attr(_op, "fn", fn, "int", None)
     a_s = a.shape
     b_s = b.shape
     try:
@@ -330,7 +333,8 @@ def scale(x, *, c: float):
     _op = "scale"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    c = attr(_op, "c", c, "float", "finite")
+    if not (c.__class__ is float and _isfinite(c)):
+        c = attr(_op, "c", c, "float", "finite")
     x_s = x.shape
     try:
         y_shape = x_s
@@ -350,7 +354,8 @@ def axpy(a, b, *, c: float):
     _op = "axpy"
     if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
         live(_op, a, b)  # raises, naming the bad input
-    c = attr(_op, "c", c, "float", "finite")
+    if not (c.__class__ is float and _isfinite(c)):
+        c = attr(_op, "c", c, "float", "finite")
     a_s = a.shape
     b_s = b.shape
     try:
@@ -651,7 +656,8 @@ def safe_log(x, *, eps: float = 1e-06):
     _op = "safe_log"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    eps = attr(_op, "eps", eps, "float", "finite_nonneg")
+    if not (eps.__class__ is float and _isfinite(eps) and eps >= 0):
+        eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
     try:
         y_shape = x_s
@@ -671,7 +677,8 @@ def safe_log_backward(x, g, *, eps: float = 1e-06):
     _op = "safe_log_backward"
     if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, x, g)  # raises, naming the bad input
-    eps = attr(_op, "eps", eps, "float", "finite_nonneg")
+    if not (eps.__class__ is float and _isfinite(eps) and eps >= 0):
+        eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
     g_s = g.shape
     try:
@@ -692,8 +699,10 @@ def clamp(x, *, lo: float, hi: float):
     _op = "clamp"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    lo = attr(_op, "lo", lo, "float", "finite")
-    hi = attr(_op, "hi", hi, "float", "finite")
+    if not (lo.__class__ is float and _isfinite(lo)):
+        lo = attr(_op, "lo", lo, "float", "finite")
+    if not (hi.__class__ is float and _isfinite(hi)):
+        hi = attr(_op, "hi", hi, "float", "finite")
     x_s = x.shape
     try:
         y_shape = x_s
@@ -714,8 +723,10 @@ def clamp_backward(x, g, *, lo: float, hi: float):
     _op = "clamp_backward"
     if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, x, g)  # raises, naming the bad input
-    lo = attr(_op, "lo", lo, "float", "finite")
-    hi = attr(_op, "hi", hi, "float", "finite")
+    if not (lo.__class__ is float and _isfinite(lo)):
+        lo = attr(_op, "lo", lo, "float", "finite")
+    if not (hi.__class__ is float and _isfinite(hi)):
+        hi = attr(_op, "hi", hi, "float", "finite")
     x_s = x.shape
     g_s = g.shape
     try:
@@ -735,7 +746,8 @@ def clamp_backward(x, g, *, lo: float, hi: float):
 def rand_uniform(*, n: int, key: int):
     """n float32 uniforms in [0, 1); element i depends only on (key, i)."""
     _op = "rand_uniform"
-    n = attr(_op, "n", n, "int", "nonneg")
+    if not (n.__class__ is int and n >= 0):
+        n = attr(_op, "n", n, "int", "nonneg")
     key = attr(_op, "key", key, "key", None)
     try:
         y_shape = S.vec(n)
@@ -753,9 +765,11 @@ def rand_uniform(*, n: int, key: int):
 def bernoulli_mask(*, n: int, key: int, p: float):
     """n float32 values, 1.0 where uniform_i < p else 0.0."""
     _op = "bernoulli_mask"
-    n = attr(_op, "n", n, "int", "nonneg")
+    if not (n.__class__ is int and n >= 0):
+        n = attr(_op, "n", n, "int", "nonneg")
     key = attr(_op, "key", key, "key", None)
-    p = attr(_op, "p", p, "float", "prob")
+    if not (p.__class__ is float and 0.0 <= p <= 1.0):
+        p = attr(_op, "p", p, "float", "prob")
     try:
         y_shape = S.vec(n)
         _a_n = n
@@ -775,10 +789,13 @@ def rand_normal(*, n: int, key: int, mean: float = 0.0, std: float = 1.0):
     mode the same draws go through canonical float32 operations instead:
     z = sqrt(-2 log u1) cos(2 pi u2), y = mean + std z (tl_math.h tlm_log, tlm_cos_2pi)."""
     _op = "rand_normal"
-    n = attr(_op, "n", n, "int", "nonneg")
+    if not (n.__class__ is int and n >= 0):
+        n = attr(_op, "n", n, "int", "nonneg")
     key = attr(_op, "key", key, "key", None)
-    mean = attr(_op, "mean", mean, "float", "finite")
-    std = attr(_op, "std", std, "float", "finite")
+    if not (mean.__class__ is float and _isfinite(mean)):
+        mean = attr(_op, "mean", mean, "float", "finite")
+    if not (std.__class__ is float and _isfinite(std)):
+        std = attr(_op, "std", std, "float", "finite")
     try:
         y_shape = S.vec(n)
         _a_n = n
@@ -801,12 +818,18 @@ def sgd_step(p, g, buf, *, lr: float, momentum: float = 0.0, dampening: float = 
             and g.__class__ is AnyBuffer and g.buf.live
             and buf.__class__ is AnyBuffer and buf.buf.live):
         live(_op, p, g, buf)  # raises, naming the bad input
-    lr = attr(_op, "lr", lr, "float", "finite")
-    momentum = attr(_op, "momentum", momentum, "float", "finite")
-    dampening = attr(_op, "dampening", dampening, "float", "finite")
-    weight_decay = attr(_op, "weight_decay", weight_decay, "float", "finite")
-    nesterov = attr(_op, "nesterov", nesterov, "bool", None)
-    first = attr(_op, "first", first, "bool", None)
+    if not (lr.__class__ is float and _isfinite(lr)):
+        lr = attr(_op, "lr", lr, "float", "finite")
+    if not (momentum.__class__ is float and _isfinite(momentum)):
+        momentum = attr(_op, "momentum", momentum, "float", "finite")
+    if not (dampening.__class__ is float and _isfinite(dampening)):
+        dampening = attr(_op, "dampening", dampening, "float", "finite")
+    if not (weight_decay.__class__ is float and _isfinite(weight_decay)):
+        weight_decay = attr(_op, "weight_decay", weight_decay, "float", "finite")
+    if not (nesterov.__class__ is bool):
+        nesterov = attr(_op, "nesterov", nesterov, "bool", None)
+    if not (first.__class__ is bool):
+        first = attr(_op, "first", first, "bool", None)
     p_s = p.shape
     g_s = g.shape
     buf_s = buf.shape
@@ -836,13 +859,20 @@ def adam_step(p, g, m, v, *, lr: float, beta1: float = 0.9, beta2: float = 0.999
             and m.__class__ is AnyBuffer and m.buf.live
             and v.__class__ is AnyBuffer and v.buf.live):
         live(_op, p, g, m, v)  # raises, naming the bad input
-    lr = attr(_op, "lr", lr, "float", "finite")
-    beta1 = attr(_op, "beta1", beta1, "float", "finite")
-    beta2 = attr(_op, "beta2", beta2, "float", "finite")
-    eps = attr(_op, "eps", eps, "float", "finite")
-    weight_decay = attr(_op, "weight_decay", weight_decay, "float", "finite")
-    decoupled = attr(_op, "decoupled", decoupled, "bool", None)
-    step = attr(_op, "step", step, "int", "positive")
+    if not (lr.__class__ is float and _isfinite(lr)):
+        lr = attr(_op, "lr", lr, "float", "finite")
+    if not (beta1.__class__ is float and _isfinite(beta1)):
+        beta1 = attr(_op, "beta1", beta1, "float", "finite")
+    if not (beta2.__class__ is float and _isfinite(beta2)):
+        beta2 = attr(_op, "beta2", beta2, "float", "finite")
+    if not (eps.__class__ is float and _isfinite(eps)):
+        eps = attr(_op, "eps", eps, "float", "finite")
+    if not (weight_decay.__class__ is float and _isfinite(weight_decay)):
+        weight_decay = attr(_op, "weight_decay", weight_decay, "float", "finite")
+    if not (decoupled.__class__ is bool):
+        decoupled = attr(_op, "decoupled", decoupled, "bool", None)
+    if not (step.__class__ is int and step > 0):
+        step = attr(_op, "step", step, "int", "positive")
     p_s = p.shape
     g_s = g.shape
     m_s = m.shape
@@ -878,13 +908,20 @@ def gemm_exact(a, b, c, *, batch: int, m: int, k: int, n: int, ta: bool = False,
             and b.__class__ is AnyBuffer and b.buf.live
             and c.__class__ is AnyBuffer and c.buf.live):
         live(_op, a, b, c)  # raises, naming the bad input
-    batch = attr(_op, "batch", batch, "int", "nonneg")
-    m = attr(_op, "m", m, "int", "nonneg")
-    k = attr(_op, "k", k, "int", "nonneg")
-    n = attr(_op, "n", n, "int", "nonneg")
-    ta = attr(_op, "ta", ta, "bool", None)
-    tb = attr(_op, "tb", tb, "bool", None)
-    accumulate = attr(_op, "accumulate", accumulate, "bool", None)
+    if not (batch.__class__ is int and batch >= 0):
+        batch = attr(_op, "batch", batch, "int", "nonneg")
+    if not (m.__class__ is int and m >= 0):
+        m = attr(_op, "m", m, "int", "nonneg")
+    if not (k.__class__ is int and k >= 0):
+        k = attr(_op, "k", k, "int", "nonneg")
+    if not (n.__class__ is int and n >= 0):
+        n = attr(_op, "n", n, "int", "nonneg")
+    if not (ta.__class__ is bool):
+        ta = attr(_op, "ta", ta, "bool", None)
+    if not (tb.__class__ is bool):
+        tb = attr(_op, "tb", tb, "bool", None)
+    if not (accumulate.__class__ is bool):
+        accumulate = attr(_op, "accumulate", accumulate, "bool", None)
     a_s = a.shape
     b_s = b.shape
     c_s = c.shape
@@ -982,7 +1019,8 @@ def reduce_sum(x, *, axis: int):
     _op = "reduce_sum"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    axis = attr(_op, "axis", axis, "int", None)
+    if not (axis.__class__ is int):
+        axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     try:
         y_shape = S.reduce(x_s, axis)
@@ -1003,7 +1041,8 @@ def reduce_mean(x, *, axis: int):
     _op = "reduce_mean"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    axis = attr(_op, "axis", axis, "int", None)
+    if not (axis.__class__ is int):
+        axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     try:
         y_shape = S.reduce(x_s, axis)
@@ -1025,8 +1064,10 @@ def reduce_axis_backward(g, *, shape: tuple, axis: int, mean: bool = False):
     if not (g.__class__ is AnyBuffer and g.buf.live):
         live(_op, g)  # raises, naming the bad input
     shape = attr(_op, "shape", shape, "shape", None)
-    axis = attr(_op, "axis", axis, "int", None)
-    mean = attr(_op, "mean", mean, "bool", None)
+    if not (axis.__class__ is int):
+        axis = attr(_op, "axis", axis, "int", None)
+    if not (mean.__class__ is bool):
+        mean = attr(_op, "mean", mean, "bool", None)
     g_s = g.shape
     try:
         dx_shape = S.reduce_axis_back(g_s, shape, axis)
@@ -1048,7 +1089,8 @@ def reduce_max(x, *, axis: int):
     _op = "reduce_max"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    axis = attr(_op, "axis", axis, "int", None)
+    if not (axis.__class__ is int):
+        axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     try:
         y_shape = S.reduce(x_s, axis)
@@ -1071,7 +1113,8 @@ def reduce_max_backward(x, y, g, *, axis: int):
             and y.__class__ is AnyBuffer and y.buf.live
             and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, x, y, g)  # raises, naming the bad input
-    axis = attr(_op, "axis", axis, "int", None)
+    if not (axis.__class__ is int):
+        axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     y_s = y.shape
     g_s = g.shape
@@ -1125,7 +1168,8 @@ def swap_adjacent(x, *, depth: int):
     _op = "swap_adjacent"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    depth = attr(_op, "depth", depth, "int", None)
+    if not (depth.__class__ is int):
+        depth = attr(_op, "depth", depth, "int", None)
     x_s = x.shape
     try:
         y_shape = S.swap_adjacent(x_s, depth)
@@ -1276,7 +1320,8 @@ def masked_softmax(x, *, mask: object):
     _op = "masked_softmax"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    mask = attr(_op, "mask", mask, "mask", None)
+    if not (mask is None):
+        mask = attr(_op, "mask", mask, "mask", None)
     x_s = x.shape
     try:
         y_shape = S.masked_softmax(x_s, mask)
@@ -1342,8 +1387,10 @@ def matmul_t(a, b, *, trans_a: bool = False, trans_b: bool = False):
     _op = "matmul_t"
     if not (a.__class__ is AnyBuffer and a.buf.live and b.__class__ is AnyBuffer and b.buf.live):
         live(_op, a, b)  # raises, naming the bad input
-    trans_a = attr(_op, "trans_a", trans_a, "bool", None)
-    trans_b = attr(_op, "trans_b", trans_b, "bool", None)
+    if not (trans_a.__class__ is bool):
+        trans_a = attr(_op, "trans_a", trans_a, "bool", None)
+    if not (trans_b.__class__ is bool):
+        trans_b = attr(_op, "trans_b", trans_b, "bool", None)
     a_s = a.shape
     b_s = b.shape
     try:
@@ -1518,8 +1565,10 @@ def slice1d(x, *, start: int, length: int):
     _op = "slice1d"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    start = attr(_op, "start", start, "int", "nonneg")
-    length = attr(_op, "length", length, "int", "nonneg")
+    if not (start.__class__ is int and start >= 0):
+        start = attr(_op, "start", start, "int", "nonneg")
+    if not (length.__class__ is int and length >= 0):
+        length = attr(_op, "length", length, "int", "nonneg")
     x_s = x.shape
     try:
         y_shape = S.slice1d(x_s, start, length)
@@ -1560,8 +1609,10 @@ def slice_range0(x, *, start: int, length: int):
     _op = "slice_range0"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    start = attr(_op, "start", start, "int", "nonneg")
-    length = attr(_op, "length", length, "int", "nonneg")
+    if not (start.__class__ is int and start >= 0):
+        start = attr(_op, "start", start, "int", "nonneg")
+    if not (length.__class__ is int and length >= 0):
+        length = attr(_op, "length", length, "int", "nonneg")
     x_s = x.shape
     try:
         y_shape = S.slice_range0(x_s, start, length)
@@ -1583,8 +1634,10 @@ def pad_range0(g, *, start: int, total: int):
     _op = "pad_range0"
     if not (g.__class__ is AnyBuffer and g.buf.live):
         live(_op, g)  # raises, naming the bad input
-    start = attr(_op, "start", start, "int", "nonneg")
-    total = attr(_op, "total", total, "int", "nonneg")
+    if not (start.__class__ is int and start >= 0):
+        start = attr(_op, "start", start, "int", "nonneg")
+    if not (total.__class__ is int and total >= 0):
+        total = attr(_op, "total", total, "int", "nonneg")
     g_s = g.shape
     try:
         y_shape = S.pad_range0(g_s, start, total)
@@ -1799,8 +1852,10 @@ def conv2d(kernel, bias, input, *, stride: object = 1, padding: object = 0):
             and bias.__class__ is AnyBuffer and bias.buf.live
             and input.__class__ is AnyBuffer and input.buf.live):
         live(_op, kernel, bias, input)  # raises, naming the bad input
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
     bias_s = bias.shape
     input_s = input.shape
@@ -1823,8 +1878,10 @@ def conv(kernel, bias, input, *, stride: object = 1, padding: object = 0):
             and bias.__class__ is AnyBuffer and bias.buf.live
             and input.__class__ is AnyBuffer and input.buf.live):
         live(_op, kernel, bias, input)  # raises, naming the bad input
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
     bias_s = bias.shape
     input_s = input.shape
@@ -1847,8 +1904,10 @@ def conv_backward(kernel, input, grad_out, *, stride: object = 1, padding: objec
             and input.__class__ is AnyBuffer and input.buf.live
             and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
         live(_op, kernel, input, grad_out)  # raises, naming the bad input
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
     input_s = input.shape
     grad_out_s = grad_out.shape
@@ -1875,8 +1934,10 @@ def conv_transpose2d(kernel, bias, input, *, stride: object = 1, padding: object
             and bias.__class__ is AnyBuffer and bias.buf.live
             and input.__class__ is AnyBuffer and input.buf.live):
         live(_op, kernel, bias, input)  # raises, naming the bad input
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
     bias_s = bias.shape
     input_s = input.shape
@@ -1899,8 +1960,10 @@ def conv_transpose(kernel, bias, input, *, stride: object = 1, padding: object =
             and bias.__class__ is AnyBuffer and bias.buf.live
             and input.__class__ is AnyBuffer and input.buf.live):
         live(_op, kernel, bias, input)  # raises, naming the bad input
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
     bias_s = bias.shape
     input_s = input.shape
@@ -1923,8 +1986,10 @@ def conv_transpose_backward(kernel, input, grad_out, *, stride: object = 1, padd
             and input.__class__ is AnyBuffer and input.buf.live
             and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
         live(_op, kernel, input, grad_out)  # raises, naming the bad input
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     kernel_s = kernel.shape
     input_s = input.shape
     grad_out_s = grad_out.shape
@@ -1949,9 +2014,12 @@ def max_pool2d(input, *, kernel_size: object, stride: object = 1, padding: objec
     _op = "max_pool2d"
     if not (input.__class__ is AnyBuffer and input.buf.live):
         live(_op, input)  # raises, naming the bad input
-    kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (kernel_size.__class__ is int):
+        kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     input_s = input.shape
     try:
         y_shape = S.pool_out(input_s, kernel_size, stride, padding, 2)
@@ -1970,9 +2038,12 @@ def max_pool(input, *, kernel_size: object, stride: object = 1, padding: object 
     _op = "max_pool"
     if not (input.__class__ is AnyBuffer and input.buf.live):
         live(_op, input)  # raises, naming the bad input
-    kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (kernel_size.__class__ is int):
+        kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     input_s = input.shape
     try:
         y_shape = S.pool_out(input_s, kernel_size, stride, padding)
@@ -1992,10 +2063,14 @@ def max_pool_backward(input, grad_out, *, kernel_size: object, stride: object = 
     if not (input.__class__ is AnyBuffer and input.buf.live
             and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
         live(_op, input, grad_out)  # raises, naming the bad input
-    kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
-    rank = attr(_op, "rank", rank, "int", None)
+    if not (kernel_size.__class__ is int):
+        kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
+    if not (rank.__class__ is int):
+        rank = attr(_op, "rank", rank, "int", None)
     input_s = input.shape
     grad_out_s = grad_out.shape
     try:
@@ -2015,9 +2090,12 @@ def avg_pool2d(input, *, kernel_size: object, stride: object = 1, padding: objec
     _op = "avg_pool2d"
     if not (input.__class__ is AnyBuffer and input.buf.live):
         live(_op, input)  # raises, naming the bad input
-    kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (kernel_size.__class__ is int):
+        kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     input_s = input.shape
     try:
         y_shape = S.pool_out(input_s, kernel_size, stride, padding, 2)
@@ -2036,9 +2114,12 @@ def avg_pool(input, *, kernel_size: object, stride: object = 1, padding: object 
     _op = "avg_pool"
     if not (input.__class__ is AnyBuffer and input.buf.live):
         live(_op, input)  # raises, naming the bad input
-    kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (kernel_size.__class__ is int):
+        kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     input_s = input.shape
     try:
         y_shape = S.pool_out(input_s, kernel_size, stride, padding)
@@ -2058,10 +2139,14 @@ def avg_pool_backward(input, grad_out, *, kernel_size: object, stride: object = 
     if not (input.__class__ is AnyBuffer and input.buf.live
             and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
         live(_op, input, grad_out)  # raises, naming the bad input
-    kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
-    rank = attr(_op, "rank", rank, "int", None)
+    if not (kernel_size.__class__ is int):
+        kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
+    if not (rank.__class__ is int):
+        rank = attr(_op, "rank", rank, "int", None)
     input_s = input.shape
     grad_out_s = grad_out.shape
     try:
@@ -2081,10 +2166,13 @@ def smooth_max_pool2d(input, *, kernel_size: object, beta: float, stride: object
     _op = "smooth_max_pool2d"
     if not (input.__class__ is AnyBuffer and input.buf.live):
         live(_op, input)  # raises, naming the bad input
-    kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
+    if not (kernel_size.__class__ is int):
+        kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     beta = attr(_op, "beta", beta, "float", "finite_nonzero")
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     input_s = input.shape
     try:
         y_shape = S.pool_out(input_s, kernel_size, stride, padding, 2)
@@ -2104,10 +2192,13 @@ def smooth_max_pool(input, *, kernel_size: object, beta: float, stride: object =
     _op = "smooth_max_pool"
     if not (input.__class__ is AnyBuffer and input.buf.live):
         live(_op, input)  # raises, naming the bad input
-    kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
+    if not (kernel_size.__class__ is int):
+        kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     beta = attr(_op, "beta", beta, "float", "finite_nonzero")
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
     input_s = input.shape
     try:
         y_shape = S.pool_out(input_s, kernel_size, stride, padding)
@@ -2128,11 +2219,15 @@ def smooth_max_pool_backward(input, grad_out, *, kernel_size: object, beta: floa
     if not (input.__class__ is AnyBuffer and input.buf.live
             and grad_out.__class__ is AnyBuffer and grad_out.buf.live):
         live(_op, input, grad_out)  # raises, naming the bad input
-    kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
+    if not (kernel_size.__class__ is int):
+        kernel_size = attr(_op, "kernel_size", kernel_size, "ints", None)
     beta = attr(_op, "beta", beta, "float", "finite_nonzero")
-    stride = attr(_op, "stride", stride, "ints", None)
-    padding = attr(_op, "padding", padding, "ints", None)
-    rank = attr(_op, "rank", rank, "int", None)
+    if not (stride.__class__ is int):
+        stride = attr(_op, "stride", stride, "ints", None)
+    if not (padding.__class__ is int):
+        padding = attr(_op, "padding", padding, "ints", None)
+    if not (rank.__class__ is int):
+        rank = attr(_op, "rank", rank, "int", None)
     input_s = input.shape
     grad_out_s = grad_out.shape
     try:
@@ -2155,7 +2250,8 @@ def layer_norm(x, gamma, beta, *, eps: float = 1e-06):
             and gamma.__class__ is AnyBuffer and gamma.buf.live
             and beta.__class__ is AnyBuffer and beta.buf.live):
         live(_op, x, gamma, beta)  # raises, naming the bad input
-    eps = attr(_op, "eps", eps, "float", "finite_nonneg")
+    if not (eps.__class__ is float and _isfinite(eps) and eps >= 0):
+        eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
     gamma_s = gamma.shape
     beta_s = beta.shape
@@ -2213,7 +2309,8 @@ def batchnorm_channel_first(x, gamma, beta, *, eps: float = 1e-06):
             and gamma.__class__ is AnyBuffer and gamma.buf.live
             and beta.__class__ is AnyBuffer and beta.buf.live):
         live(_op, x, gamma, beta)  # raises, naming the bad input
-    eps = attr(_op, "eps", eps, "float", "finite_nonneg")
+    if not (eps.__class__ is float and _isfinite(eps) and eps >= 0):
+        eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
     gamma_s = gamma.shape
     beta_s = beta.shape
@@ -2279,10 +2376,14 @@ def multi_head_attention(wq, wk, wv, wo, x, *, num_heads: int, mask: object = No
             and wo.__class__ is AnyBuffer and wo.buf.live
             and x.__class__ is AnyBuffer and x.buf.live):
         live(_op, wq, wk, wv, wo, x)  # raises, naming the bad input
-    num_heads = attr(_op, "num_heads", num_heads, "int", None)
-    mask = attr(_op, "mask", mask, "mask", None)
-    use_flash = attr(_op, "use_flash", use_flash, "bool", None)
-    causal = attr(_op, "causal", causal, "bool", None)
+    if not (num_heads.__class__ is int):
+        num_heads = attr(_op, "num_heads", num_heads, "int", None)
+    if not (mask is None):
+        mask = attr(_op, "mask", mask, "mask", None)
+    if not (use_flash.__class__ is bool):
+        use_flash = attr(_op, "use_flash", use_flash, "bool", None)
+    if not (causal.__class__ is bool):
+        causal = attr(_op, "causal", causal, "bool", None)
     wq_s = wq.shape
     wk_s = wk.shape
     wv_s = wv.shape
@@ -2334,10 +2435,14 @@ def multi_head_attention_backward(g, wq, wk, wv, wo, x, q, k, v, lse, attn, *, n
             and lse.__class__ is AnyBuffer and lse.buf.live
             and attn.__class__ is AnyBuffer and attn.buf.live):
         live(_op, g, wq, wk, wv, wo, x, q, k, v, lse, attn)  # raises, naming the bad input
-    num_heads = attr(_op, "num_heads", num_heads, "int", None)
-    mask = attr(_op, "mask", mask, "mask", None)
-    use_flash = attr(_op, "use_flash", use_flash, "bool", None)
-    causal = attr(_op, "causal", causal, "bool", None)
+    if not (num_heads.__class__ is int):
+        num_heads = attr(_op, "num_heads", num_heads, "int", None)
+    if not (mask is None):
+        mask = attr(_op, "mask", mask, "mask", None)
+    if not (use_flash.__class__ is bool):
+        use_flash = attr(_op, "use_flash", use_flash, "bool", None)
+    if not (causal.__class__ is bool):
+        causal = attr(_op, "causal", causal, "bool", None)
     g_s = g.shape
     wq_s = wq.shape
     wk_s = wk.shape
@@ -2385,9 +2490,12 @@ def attention(q, k, v, *, mask: object = None, use_flash: bool = True, causal: b
             and k.__class__ is AnyBuffer and k.buf.live
             and v.__class__ is AnyBuffer and v.buf.live):
         live(_op, q, k, v)  # raises, naming the bad input
-    mask = attr(_op, "mask", mask, "mask", None)
-    use_flash = attr(_op, "use_flash", use_flash, "bool", None)
-    causal = attr(_op, "causal", causal, "bool", None)
+    if not (mask is None):
+        mask = attr(_op, "mask", mask, "mask", None)
+    if not (use_flash.__class__ is bool):
+        use_flash = attr(_op, "use_flash", use_flash, "bool", None)
+    if not (causal.__class__ is bool):
+        causal = attr(_op, "causal", causal, "bool", None)
     q_s = q.shape
     k_s = k.shape
     v_s = v.shape
@@ -2422,9 +2530,12 @@ def attention_backward(g, q, k, v, o, lse, *, mask: object = None, use_flash: bo
             and o.__class__ is AnyBuffer and o.buf.live
             and lse.__class__ is AnyBuffer and lse.buf.live):
         live(_op, g, q, k, v, o, lse)  # raises, naming the bad input
-    mask = attr(_op, "mask", mask, "mask", None)
-    use_flash = attr(_op, "use_flash", use_flash, "bool", None)
-    causal = attr(_op, "causal", causal, "bool", None)
+    if not (mask is None):
+        mask = attr(_op, "mask", mask, "mask", None)
+    if not (use_flash.__class__ is bool):
+        use_flash = attr(_op, "use_flash", use_flash, "bool", None)
+    if not (causal.__class__ is bool):
+        causal = attr(_op, "causal", causal, "bool", None)
     g_s = g.shape
     q_s = q.shape
     k_s = k.shape
@@ -2481,7 +2592,8 @@ def rfft_backward(g, *, n: int):
     _op = "rfft_backward"
     if not (g.__class__ is AnyBuffer and g.buf.live):
         live(_op, g)  # raises, naming the bad input
-    n = attr(_op, "n", n, "int", "positive")
+    if not (n.__class__ is int and n > 0):
+        n = attr(_op, "n", n, "int", "positive")
     g_s = g.shape
     try:
         dx_shape = S.irfft(g_s, n)
@@ -2502,7 +2614,8 @@ def irfft(x, *, n: int):
     _op = "irfft"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    n = attr(_op, "n", n, "int", "positive")
+    if not (n.__class__ is int and n > 0):
+        n = attr(_op, "n", n, "int", "positive")
     x_s = x.shape
     try:
         y_shape = S.irfft(x_s, n)
@@ -2868,7 +2981,8 @@ def where_backward(cond, g, *, take_a: bool):
     if not (cond.__class__ is AnyBuffer and cond.buf.live
             and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, cond, g)  # raises, naming the bad input
-    take_a = attr(_op, "take_a", take_a, "bool", None)
+    if not (take_a.__class__ is bool):
+        take_a = attr(_op, "take_a", take_a, "bool", None)
     cond_s = cond.shape
     g_s = g.shape
     try:
@@ -2893,7 +3007,8 @@ def argmax(x, *, axis: int):
     _op = "argmax"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    axis = attr(_op, "axis", axis, "int", None)
+    if not (axis.__class__ is int):
+        axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     try:
         y_shape = S.reduce(x_s, axis)
@@ -2914,7 +3029,8 @@ def argmin(x, *, axis: int):
     _op = "argmin"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    axis = attr(_op, "axis", axis, "int", None)
+    if not (axis.__class__ is int):
+        axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     try:
         y_shape = S.reduce(x_s, axis)
@@ -2936,7 +3052,8 @@ def select_along_axis(x, idx, *, axis: int):
     if not (x.__class__ is AnyBuffer and x.buf.live
             and idx.__class__ is AnyBuffer and idx.buf.live):
         live(_op, x, idx)  # raises, naming the bad input
-    axis = attr(_op, "axis", axis, "int", None)
+    if not (axis.__class__ is int):
+        axis = attr(_op, "axis", axis, "int", None)
     x_s = x.shape
     idx_s = idx.shape
     try:
@@ -2960,7 +3077,8 @@ def select_along_axis_backward(idx, g, *, shape: tuple, axis: int):
             and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, idx, g)  # raises, naming the bad input
     shape = attr(_op, "shape", shape, "shape", None)
-    axis = attr(_op, "axis", axis, "int", None)
+    if not (axis.__class__ is int):
+        axis = attr(_op, "axis", axis, "int", None)
     idx_s = idx.shape
     g_s = g.shape
     try:
@@ -3059,7 +3177,8 @@ def pow_scalar(x, *, p: float):
     _op = "pow_scalar"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
-    p = attr(_op, "p", p, "float", None)
+    if not (p.__class__ is float):
+        p = attr(_op, "p", p, "float", None)
     x_s = x.shape
     try:
         y_shape = x_s
@@ -3079,7 +3198,8 @@ def pow_scalar_backward(x, g, *, p: float):
     _op = "pow_scalar_backward"
     if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, x, g)  # raises, naming the bad input
-    p = attr(_op, "p", p, "float", None)
+    if not (p.__class__ is float):
+        p = attr(_op, "p", p, "float", None)
     x_s = x.shape
     g_s = g.shape
     try:
@@ -3175,7 +3295,8 @@ def softplus_beta(x, *, beta: float = 1.0, threshold: float = 20.0):
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
     beta = attr(_op, "beta", beta, "float", "finite_nonzero")
-    threshold = attr(_op, "threshold", threshold, "float", "finite")
+    if not (threshold.__class__ is float and _isfinite(threshold)):
+        threshold = attr(_op, "threshold", threshold, "float", "finite")
     x_s = x.shape
     try:
         y_shape = x_s
@@ -3197,7 +3318,8 @@ def softplus_beta_backward(x, g, *, beta: float = 1.0, threshold: float = 20.0):
     if not (x.__class__ is AnyBuffer and x.buf.live and g.__class__ is AnyBuffer and g.buf.live):
         live(_op, x, g)  # raises, naming the bad input
     beta = attr(_op, "beta", beta, "float", "finite_nonzero")
-    threshold = attr(_op, "threshold", threshold, "float", "finite")
+    if not (threshold.__class__ is float and _isfinite(threshold)):
+        threshold = attr(_op, "threshold", threshold, "float", "finite")
     x_s = x.shape
     g_s = g.shape
     try:
