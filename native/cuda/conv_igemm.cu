@@ -38,8 +38,8 @@
 // leaves an SM with fewer than the blocks that saturate it still costs their time. With at most 8
 // rows (the input gradient of a first layer, C_in <= 8, or C_out <= 8) one thread keeps every row
 // in registers: k_gather_rows computes 4 vertically adjacent cells of a column and loads each
-// gathered value once for all the taps that read it (tap rows up to 7, classes of at least 4
-// cell rows); k_gather_direct (one cell per thread) takes the rest.
+// gathered value once for all the taps that read it (taps within 7x7, classes of at least 4 cell
+// rows); k_gather_direct (one cell per thread) takes the rest.
 //
 // The kernel gradient (k_wgrad) has few output tiles and a long K = N*P, so K is split into S
 // chunks of whole stages, S chosen from the shape and the SM count so the launch fills the GPU
@@ -258,22 +258,13 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_gather_gemm(Gather p) 
                 cp_async16(&As[s][kk][m], v ? A + (int64_t)(k0 + kk) * p.M4 + row0 + m : p.A, v);
             }
         }
+        // this thread's table rows k0 + bk + BROWS j: {offset, tap bit} or, WIDE, {offset, tap}
+        const int2 *te = reinterpret_cast<const int2 *>(tab + k0 + bk) + (WIDE ? 1 : 0);
 #pragma unroll
         for (int j = 0; j < NB; j++) {
-            const int k = k0 + bk + BROWS * j;
-            const int2 *e = reinterpret_cast<const int2 *>(tab + k);
-            bool v;
-            int off;
-            if constexpr (WIDE) {  // {offset, tap}
-                const int2 t = __ldg(e + 1);
-                v = tap_in(mlo, mhi, t.y);
-                off = t.x;
-            } else {  // {offset, tap bit}
-                const int2 t = __ldg(e);
-                v = (mlo & (unsigned)t.y) != 0;
-                off = t.x;
-            }
-            cp_async4(&Bs[s][bk + BROWS * j][bn], p.src + (v ? gb + off : 0), v);
+            const int2 t = __ldg(te + 2 * BROWS * j);
+            const bool v = WIDE ? tap_in(mlo, mhi, t.y) : (mlo & (unsigned)t.y) != 0;
+            cp_async4(&Bs[s][bk + BROWS * j][bn], p.src + (v ? gb + t.x : 0), v);
         }
     };
 
@@ -365,25 +356,30 @@ __global__ void __launch_bounds__(256) k_gather_direct(Gather p) {
 }
 
 // At most MR (4 or 8, == M4) rows and columns one cell apart (MH = MW = 1: a stride-1 forward or
-// any input-gradient class) whose taps have at most THX rows: a thread computes RH = 4
-// vertically adjacent columns (jh0 .. jh0 + 3, jw) for every row. For channel c and tap column
-// u it loads the RH + TH - 1 cells (c, jh0 + AH + i, jw + AW + u) once and multiplies each into
-// every (column, tap row) pair that reads it, instead of one load per tap as a gathered GEMM
-// does. Consecutive threads take consecutive jw, so every load of a warp is one coalesced row.
-template <int MR, int THX>
+// any input-gradient class) whose taps fit in TX x TX: a thread computes RH = 4 vertically
+// adjacent columns (jh0 .. jh0 + 3, jw) for every row. For each channel c it loads the window of
+// cells (c, jh0 + AH + i, jw + AW + u), i < RH + TH - 1, u < TW, once, and multiplies each into
+// every (column, tap) pair that reads it, instead of one load per tap as a gathered GEMM does.
+// Consecutive threads take consecutive jw, so every load of a warp is one coalesced row; two
+// channels are in flight at a time where registers allow (the next one's loads overlap this
+// one's FMAs).
+template <int MR, int TX>
 __global__ void __launch_bounds__(256) k_gather_rows(Gather p) {
-    constexpr int RH = 4, NV = RH + THX - 1;
+    constexpr int RH = 4, NV = RH + TX - 1;
     const Cls c = class_of(p, blockIdx.z);
     const int RG = (c.CH + RH - 1) / RH;
     const int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= p.batch * RG * c.CW) return;
     const int jw = n % c.CW, rest = n / c.CW, jh0 = (rest % RG) * RH, b = rest / RG;
     const int R0 = jh0 + c.AH, C0 = jw + c.AW;
-    const int nv = RH + c.TH - 1;
-    unsigned rows_in = 0;  // bit i: image row R0 + i exists
+    // cell (R0 + i, C0 + u) exists and is read: bit i of rows_in and bit u of cols_in
+    unsigned rows_in = 0, cols_in = 0;
 #pragma unroll
     for (int i = 0; i < NV; i++)
-        if (i < nv && (unsigned)(R0 + i) < (unsigned)p.LH) rows_in |= 1u << i;
+        if (i < RH + c.TH - 1 && (unsigned)(R0 + i) < (unsigned)p.LH) rows_in |= 1u << i;
+#pragma unroll
+    for (int u = 0; u < TX; u++)
+        if (u < c.TW && (unsigned)(C0 + u) < (unsigned)p.LW) cols_in |= 1u << u;
     const int taps = c.TH * c.TW, channels = taps > 0 ? c.K / taps : 0;
     const int plane = p.LH * p.LW;
     const float *A = p.A + (int64_t)c.off * MR;
@@ -393,27 +389,33 @@ __global__ void __launch_bounds__(256) k_gather_rows(Gather p) {
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.0f;
     int base = b * p.src_bstride + R0 * p.LW + C0;  // cell (channel 0, row R0, column C0)
+#pragma unroll(MR == 4 && TX <= 3 ? 2 : 1)
     for (int ch = 0; ch < channels; ch++, base += plane) {
-        for (int u = 0; u < c.TW; u++) {
-            const bool col_in = (unsigned)(C0 + u) < (unsigned)p.LW;
-            float v[NV];
+        float v[NV][TX];
 #pragma unroll
-            for (int i = 0; i < NV; i++)
-                v[i] = col_in && ((rows_in >> i) & 1u) ? __ldg(p.src + base + i * p.LW + u) : 0.0f;
-            const float *arow = A + (int64_t)(ch * taps + u) * MR;  // tap (0, u); tap t is t TW rows on
+        for (int i = 0; i < NV; i++)
 #pragma unroll
-            for (int t = 0; t < THX; t++) {
-                if (t >= c.TH) break;
-                const float4 *w4 = reinterpret_cast<const float4 *>(arow + (int64_t)t * c.TW * MR);
+            for (int u = 0; u < TX; u++)
+                v[i][u] = (rows_in >> i) & (cols_in >> u) & 1u ? __ldg(p.src + base + i * p.LW + u)
+                                                                : 0.0f;
+        const float *arow = A + (int64_t)ch * taps * MR;  // row (ch, t, u) is t TW + u on
+#pragma unroll
+        for (int t = 0; t < TX; t++) {
+            if (t >= c.TH) break;
+#pragma unroll
+            for (int u = 0; u < TX; u++) {
+                if (u >= c.TW) break;
+                const float4 *w4 = reinterpret_cast<const float4 *>(arow + (int64_t)(t * c.TW + u) * MR);
 #pragma unroll
                 for (int q = 0; q < MR / 4; q++) {
                     const float4 w = __ldg(w4 + q);
 #pragma unroll
                     for (int r = 0; r < RH; r++) {
-                        acc[r][4 * q] = __fmaf_rn(w.x, v[r + t], acc[r][4 * q]);
-                        acc[r][4 * q + 1] = __fmaf_rn(w.y, v[r + t], acc[r][4 * q + 1]);
-                        acc[r][4 * q + 2] = __fmaf_rn(w.z, v[r + t], acc[r][4 * q + 2]);
-                        acc[r][4 * q + 3] = __fmaf_rn(w.w, v[r + t], acc[r][4 * q + 3]);
+                        const float x = v[r + t][u];
+                        acc[r][4 * q] = __fmaf_rn(w.x, x, acc[r][4 * q]);
+                        acc[r][4 * q + 1] = __fmaf_rn(w.y, x, acc[r][4 * q + 1]);
+                        acc[r][4 * q + 2] = __fmaf_rn(w.z, x, acc[r][4 * q + 2]);
+                        acc[r][4 * q + 3] = __fmaf_rn(w.w, x, acc[r][4 * q + 3]);
                     }
                 }
             }
@@ -718,12 +720,13 @@ int launch_gather_tile(const char *op, const Gather &p, int64_t ncols, int class
                 : launch_gather_tile<T, false>(op, p, ncols, classes);
 }
 
+// k_gather_rows for taps within tx x tx (tx <= 7)
 template <int MR>
-int launch_gather_rows(const char *op, const Gather &p, int64_t threads, int classes, int th) {
+int launch_gather_rows(const char *op, const Gather &p, int64_t threads, int classes, int tx) {
     dim3 grid((unsigned)cdiv(threads, 256), 1, (unsigned)classes);
-    if (th <= 1) k_gather_rows<MR, 1><<<grid, 256, 0, tl_stream()>>>(p);
-    else if (th <= 3) k_gather_rows<MR, 3><<<grid, 256, 0, tl_stream()>>>(p);
-    else if (th <= 5) k_gather_rows<MR, 5><<<grid, 256, 0, tl_stream()>>>(p);
+    if (tx <= 1) k_gather_rows<MR, 1><<<grid, 256, 0, tl_stream()>>>(p);
+    else if (tx <= 3) k_gather_rows<MR, 3><<<grid, 256, 0, tl_stream()>>>(p);
+    else if (tx <= 5) k_gather_rows<MR, 5><<<grid, 256, 0, tl_stream()>>>(p);
     else k_gather_rows<MR, 7><<<grid, 256, 0, tl_stream()>>>(p);
     return tl_cuda_launched(op);
 }
@@ -750,9 +753,10 @@ struct GatherShape {
 // out = the gathered GEMM of p
 int launch_gather(const char *op, const Gather &p, const GatherShape &s) {
     if (p.M4 <= 8) {
-        if (s.unit_step && s.th_max <= 7 && s.ch_min >= 4)
-            return p.M4 == 4 ? launch_gather_rows<4>(op, p, s.rows_threads, s.classes, s.th_max)
-                             : launch_gather_rows<8>(op, p, s.rows_threads, s.classes, s.th_max);
+        const int tx = s.th_max > s.tw_max ? s.th_max : s.tw_max;
+        if (s.unit_step && tx <= 7 && s.ch_min >= 4)
+            return p.M4 == 4 ? launch_gather_rows<4>(op, p, s.rows_threads, s.classes, tx)
+                             : launch_gather_rows<8>(op, p, s.rows_threads, s.classes, tx);
         dim3 grid((unsigned)cdiv(s.ncols, 256), 1, (unsigned)s.classes);
         if (p.M4 == 4) k_gather_direct<4><<<grid, 256, 0, tl_stream()>>>(p);
         else k_gather_direct<8><<<grid, 256, 0, tl_stream()>>>(p);
