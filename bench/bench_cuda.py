@@ -389,6 +389,47 @@ def _conv():
         _release([x, w, bias, g])
 
 
+# (N, C_in, C_out, H, kernel, stride, padding) of transposed convolutions (kernel (C_in, C_out,
+# k, k)): a DCGAN-style 4x4 stride-2 upsampling, a U-Net 2x2 stride-2 one and a stride-1 3x3
+CONV_TRANSPOSE_ROWS = [
+    (128, 128, 64, 16, 4, 2, 1),
+    (64, 128, 64, 16, 2, 2, 0),
+    (64, 64, 64, 32, 3, 1, 1),
+]
+
+
+@bench("conv_transpose2d fwd+bwd")
+def _conv_transpose():
+    needs("conv_transpose2d")
+    # on CUDA, the implicit GEMMs of the swapped convolution unless TORCHLEAN_CONV_IGEMM=0
+    path = "im2col" if os.environ.get("TORCHLEAN_CONV_IGEMM") == "0" else "implicit GEMM"
+    for i, (N, Ci, Co, H, k, st, pd) in enumerate(CONV_TRANSPOSE_ROWS):
+        OH = (H - 1) * st - 2 * pd + k
+        x, xt = both((N, Ci, H, H), 19 + 10 * i)
+        w, wt = both((Ci, Co, k, k), 20 + 10 * i, lo=-0.1, hi=0.1)
+        bias, bt = both((Co,), 21 + 10 * i)
+        g, gt = both((N, Co, OH, OH), 22 + 10 * i)
+        for z in (xt, wt, bt):
+            z.requires_grad_(True)
+
+        def tl_step():
+            t = tl.Tape()
+            ik, ib, ix = t.leaf(w), t.leaf(bias), t.leaf(x)
+            out = t.conv_transpose2d(ik, ib, ix, stride=st, padding=pd)
+            _release(t.backward(out, seed=g, wrt=[ik, ib, ix]))
+            t.release()
+
+        def torch_step():
+            y = F.conv_transpose2d(xt, wt, bt, stride=st, padding=pd)
+            y.backward(gt)
+            xt.grad = wt.grad = bt.grad = None
+
+        shape = f"{k}x{k}" + (f" s{st}" if st != 1 else "") + (f" p{pd}" if pd != 1 else "")
+        row(f"conv_transpose2d fwd+bwd N{N} {Ci}->{Co} {H}x{H} {shape}", time_tl(tl_step),
+            time_torch(torch_step), note=f"{path} vs cuDNN, TF32 off")
+        _release([x, w, bias, g])
+
+
 @bench("attention fwd+bwd")
 def _attention():
     needs("multi_head_attention")

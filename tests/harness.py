@@ -86,3 +86,23 @@ def finite_diff_vjp(f, xs, g, which, max_coords=48, rng=None, eps=None):
         xm[which].flat[c] -= h
         est[j] = (np.sum(f(*xp) * g) - np.sum(f(*xm) * g)) / (2 * h)
     return coords, est
+
+
+F32_U = 2.0 ** -24  # float32 unit roundoff
+
+
+def assert_sums_close(name, got, want, sumsq, terms):
+    """got within float32 accumulation error of the float64 sums want: 16 u sqrt(terms) times
+    the root of the sum of the squared terms (sumsq; the typical error of a chain of `terms`
+    float32 adds is u sqrt(terms) ||terms||), plus the rounding of the value itself; NaN exactly
+    where want is NaN."""
+    got = np.asarray(got, np.float64)
+    assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=f"{name}: NaN pattern")
+    tol = 16 * F32_U * np.sqrt(terms) * np.sqrt(sumsq) + 4 * F32_U * np.abs(want) + 1e-30
+    err = np.where(nan, 0.0, np.abs(got - want))
+    bad = err > np.where(nan, 0.0, tol)
+    assert not bad.any(), (f"{name}: {bad.sum()} of {bad.size} elements off, worst error "
+                           f"{err.max():.3g} at {np.unravel_index(np.argmax(err - tol), err.shape)}, "
+                           f"tolerance there {tol.flat[np.argmax(err - tol)]:.3g}")

@@ -1,9 +1,11 @@
 """Convolutions with one and two spatial axes (on CUDA the implicit-GEMM kernels of
 native/cuda/conv_igemm.cu) against a float64 NumPy reference: forward, input, kernel and bias
-gradients over odd channel counts, batch 1 and odd batches, 1x1 / 3x3 / 5x5 kernels, strides 1
-and 2 (and 3 and 4: stride residue classes no tap reads), paddings 0..2 and non-square images;
-a kernel gradient summed over more than 100k positions (split over K on CUDA); NaN propagation;
-and bit-identical repeats in the default and the deterministic mode."""
+gradients over odd channel counts, batch 1 and odd batches, 1x1 to 7x7 kernels (8x8: past the
+implicit kernels' 63 taps), strides 1 and 2 (and 3 and 4: stride residue classes no tap reads),
+paddings 0..3 and non-square images, first layers and layers of at most 8 rows (the CUDA
+kernels that keep every row in registers); a kernel gradient summed over more than 100k
+positions (split over K on CUDA, the bias gradient in the same pass); NaN propagation; and
+bit-identical repeats in the default and the deterministic mode."""
 from __future__ import annotations
 
 import os
@@ -14,8 +16,7 @@ import pytest
 import torchlean as tl
 from torchlean.nn import functional as F
 from torchlean.session import Session
-
-U = 2.0 ** -24  # float32 unit roundoff
+from harness import assert_sums_close as _check
 
 
 def _windows(x, kh, kw, sh, sw, ph, pw):
@@ -43,22 +44,6 @@ def _reference(x, w, b, g, stride, padding):
             part = np.tensordot(g64, w64[:, :, i, j], axes=([1], [0])).transpose(0, 3, 1, 2)
             dxp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw] += part
     return y, dxp[:, :, ph:ph + h, pw:pw + wd], dw, db
-
-
-def _check(name, got, want, sumsq, terms):
-    """got within float32 accumulation error of want: 16 u sqrt(terms) times the root of the
-    sum of squared terms (the typical error of a chain of `terms` float32 adds is
-    u sqrt(terms) ||terms||), plus the rounding of the value itself; NaN where want is NaN."""
-    got = np.asarray(got, np.float64)
-    assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
-    nan = np.isnan(want)
-    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=f"{name}: NaN pattern")
-    tol = 16 * U * np.sqrt(terms) * np.sqrt(sumsq) + 4 * U * np.abs(want) + 1e-30
-    err = np.where(nan, 0.0, np.abs(got - want))
-    bad = err > np.where(nan, 0.0, tol)
-    assert not bad.any(), (f"{name}: {bad.sum()} of {bad.size} elements off, worst error "
-                           f"{err.max():.3g} at {np.unravel_index(np.argmax(err - tol), err.shape)}, "
-                           f"tolerance there {tol.flat[np.argmax(err - tol)]:.3g}")
 
 
 def _run(x, w, b, g, stride, padding, rank):
@@ -119,6 +104,13 @@ CASES_2D = [  # N, C_in, C_out, (H, W), (kh, kw), stride, padding
     (1, 6, 9, (5, 5), (3, 3), (1, 1), (2, 2)),          # padding 2 on a 3x3
     (7, 32, 64, (12, 12), (3, 3), (1, 1), (1, 1)),      # VGG-like, odd batch
     (1, 64, 33, (15, 17), (3, 3), (2, 2), (1, 1)),      # stride-2 3x3, odd image
+    (2, 3, 64, (32, 32), (3, 3), (1, 1), (1, 1)),       # first layer: 27-deep forward, 3-row dx
+    (2, 40, 3, (11, 9), (5, 3), (1, 1), (2, 1)),        # 3 output rows, 5 tap rows
+    (3, 7, 2, (12, 10), (3, 3), (2, 2), (1, 1)),        # 7 dx rows over stride classes
+    (2, 6, 5, (10, 9), (2, 2), (1, 1), (0, 0)),         # 2x2, few rows both ways
+    (2, 3, 9, (13, 11), (7, 7), (2, 2), (3, 3)),        # 7x7 stem: 49 taps
+    (2, 36, 5, (9, 10), (7, 7), (1, 1), (3, 3)),        # 7x7 stride 1: 49 taps per dx class
+    (1, 4, 6, (10, 9), (8, 8), (1, 1), (3, 4)),         # 8x8: 64 taps (CUDA: im2col)
 ]
 
 

@@ -1,5 +1,5 @@
-// conv_igemm.cu (CUDA): convolution with one or two spatial axes as implicit GEMMs: the forward
-// pass, the input gradient and the kernel gradient, with no column buffer.
+// conv_igemm.cu (CUDA): convolution with one or two spatial axes, and its transpose, as implicit
+// GEMMs: the forward pass, the input gradient and the kernel gradient, with no column buffer.
 //
 // Layouts (row-major, as everywhere): input X[b][ci][h][w], kernel W[co][ci][kh][kw], output
 // Y[b][co][oh][ow], P = OH*OW output positions, KK = KH*KW taps; a 1-D convolution is the 2-D one
@@ -7,36 +7,51 @@
 // the kernel, a tile at a time, instead of being written out by im2col first:
 //   forward          Y  (C_out x N*P)     = W (C_out x C_in*KK) . cols(X) + bias
 //   input gradient   dX (C_in  x N*H*W)   = W' (C_in x C_out*KK) . cols(g)
-//   kernel gradient  dW (C_out x C_in*KK) = g (C_out x N*P) . cols(X)^T
-// The forward and input-gradient GEMMs share one kernel (k_gather_gemm): its A operand is the
-// kernel, copied k-major and zero-padded to a multiple of 4 rows by a small prep kernel (so A
-// stages are aligned float4 loads); its B operand is gathered through a per-k table
-// {offset, dh, dw} of the k's image offset and tap, so the inner loop adds, compares and loads
-// with no division. For a stride s > 1 the input gradient splits the image cells into the s_h*s_w
-// residue classes of (i + p) mod s: the cells of one class are read by the same taps (those with
-// k = (i + p) mod s), so each class is its own GEMM (blockIdx.z) over just those taps, instead of
-// one GEMM over all taps of which 1 in s^2 contributes. Every cell belongs to exactly one class
-// and is written once (zero when no tap reads it).
+//   kernel gradient  dW (C_out x C_in*KK) = g (C_out x N*P) . cols(X)^T, bias gradient = g . 1
+// A transposed convolution is the adjoint of the convolution T that maps its output back to its
+// input (kernel (C_in, C_out, k...) read as T's (C_out', C_in', k...)): its forward is T's input
+// gradient (plus the bias), its input gradient is T's forward, its kernel gradient is T's kernel
+// gradient with the roles of the two images swapped.
+//
+// Gathered GEMMs (forward, input gradient). The A operand is the kernel, copied k-major and
+// zero-padded to a multiple of 4 rows by a small prep kernel (A stages are aligned float4 loads).
+// The k rows form classes (below); each class reads its columns through taps (t, u) < (TH, TW):
+// k = (c, t, u) reads image cell (c, jh + AH + t, jw + AW + u) of column (jh, jw). A per-k table
+// holds the cell's offset and the tap; each thread builds, once, the bit mask of the taps that
+// fall inside the image for its column, so a gathered load costs a table load, a mask test and
+// the copy (no bounds arithmetic in the loop). Classes are padded to whole BK-deep stages with
+// zero rows whose tap is never inside, so the loop has no k bound either. At most 63 taps per
+// class (7x7 kernels): masks are 32 or 64 bits (k_gather_gemm's WIDE).
+// For a stride s > 1 the input gradient splits the image cells into the s_h*s_w residue classes
+// of (i + p) mod s: the cells of one class are read by the same taps (those with k = (i + p) mod
+// s), so each class is its own GEMM (blockIdx.z) over just those taps, instead of one GEMM over
+// all taps of which 1 in s^2 contributes. A class's taps run in reverse kernel order, so that
+// every class reads its cells forwards like a forward pass. Every cell belongs to exactly one
+// class and is written once (zero, or the bias, when no tap reads it).
 //
 // Tiling, after the exact GEMM of gemm.cu: a block computes a BM x BN output tile, each thread an
 // RM x RN register tile (rows and columns in groups of 4, the groups 4*TY and 4*TX apart, read as
 // float4 from shared memory without bank conflicts), K staged BK = 16 deep through
 // double-buffered shared memory (one barrier per stage, the next stage's global loads in flight
-// during the current stage's FMAs). Shapes pick a tile (128x128 with 256 threads, 64x128 and
-// 32x128 with 128) by padded work, so C_out = 64 does not waste half of a 128-row tile; with at
-// most 8 rows (C_in <= 8 for the input gradient of a first layer, C_out <= 8) a thread per column
-// keeps all rows in registers instead (k_gather_direct).
+// during the current stage's FMAs). A tile (128x128 with 256 threads, 64x128 and 32x128 with
+// 128) is picked per shape by its estimated time: waves of resident blocks, where a wave that
+// leaves an SM with fewer than the blocks that saturate it still costs their time. With at most 8
+// rows (the input gradient of a first layer, C_in <= 8, or C_out <= 8) one thread keeps every row
+// in registers: k_gather_rows computes 4 vertically adjacent cells of a column and loads each
+// gathered value once for all the taps that read it (taps within 7x7, classes of at least 4 cell
+// rows); k_gather_direct (one cell per thread) takes the rest.
 //
 // The kernel gradient (k_wgrad) has few output tiles and a long K = N*P, so K is split into S
 // chunks of whole stages, S chosen from the shape and the SM count so the launch fills the GPU
 // (about one or two waves) and bounded so the partials stay under 16 MiB. Each block writes its
 // chunk's partial tile to a workspace; k_sum_chunks then adds the S partials of every element in
-// a fixed order. No atomics anywhere: every result is the same run to run on one GPU model, so the
-// default and the deterministic mode share these kernels. Exact mode, the transposed convolution
-// and three or more spatial axes stay on conv_pool.cu's im2col path.
+// a fixed order. The blocks of the first column tile also add up their chunk's g rows, which is
+// the bias gradient (one pass over g for both). No atomics anywhere: every result is the same run
+// to run on one GPU model, so the default and the deterministic mode share these kernels. Exact
+// mode and three or more spatial axes stay on conv_pool.cu's im2col path.
 //
-// TORCHLEAN_CONV_IGEMM=0 (read once) sends every convolution down conv_pool.cu's im2col + cuBLAS
-// path instead, to compare the two.
+// TORCHLEAN_CONV_IGEMM=0 (read once) sends every convolution, transposed or not, down
+// conv_pool.cu's im2col + cuBLAS path instead, to compare the two.
 #include <stdlib.h>
 #include <string.h>
 #include "common.cuh"
@@ -46,7 +61,10 @@ namespace {
 
 // ---- kernels (device code; everything up to the host section)
 
-constexpr int BK = 16;  // k-steps per shared-memory stage
+constexpr int BK = 16;     // k-steps per shared-memory stage
+constexpr int MAX_TAPS = 63;  // taps of one class: bits 0..62 of a tap mask (63: no tap)
+
+__host__ __device__ inline int round_bk(int k) { return (k + BK - 1) / BK * BK; }
 
 // ---- async copies (cp.async, sm_80 on): global -> shared memory without a register stage;
 // a copy that is not valid writes zeros (source size 0) and reads nothing
@@ -82,32 +100,37 @@ struct Axis {
     }
     __host__ __device__ int q(int c) const { return (first(c) + P - c) / S; }
     __host__ __device__ int taps(int c) const { return c < K ? (K - c + S - 1) / S : 0; }
-    // taps of the classes before c
-    __host__ __device__ int taps_before(int c) const { return (K / S) * c + (c < K % S ? c : K % S); }
 };
 
-// where class (ch, cw)'s k rows start: classes in row-major order, cg (C_out) rows per tap pair
-__host__ __device__ inline int class_offset(int cg, const Axis &ah, const Axis &aw, int ch, int cw) {
-    return cg * (ah.taps_before(ch) * aw.K + ah.taps(ch) * aw.taps_before(cw));
+// k rows of input-gradient class z (of s_h x s_w, row-major): cg (C_out) channels of its taps
+__host__ __device__ inline int class_rows(int cg, const Axis &ah, const Axis &aw, int z) {
+    return cg * ah.taps(z / aw.S) * aw.taps(z % aw.S);
+}
+// where class z's rows start: the classes before it, each padded to whole stages
+__host__ __device__ inline int class_start(int cg, const Axis &ah, const Axis &aw, int z) {
+    int s = 0;
+    for (int y = 0; y < z; y++) s += round_bk(class_rows(cg, ah, aw, y));
+    return s;
 }
 
-// One GEMM of k_gather_gemm: its columns are (b, jh, jw), b < batch, jh < CH, jw < CW; column
-// (jh, jw) gathers around image position (jh MH + AH, jw MW + AW) and writes output position
-// (OH0 + jh OSH, OW0 + jw OSW); its k rows are [off, off + K) of A and the table.
+// One GEMM of the gathered kernels: its columns are (b, jh, jw), b < batch, jh < CH, jw < CW;
+// column (jh, jw) gathers around image position (jh MH + AH, jw MW + AW) through taps (t, u) <
+// (TH, TW) and writes output position (OH0 + jh OSH, OW0 + jw OSW); its k rows are [off, off + K)
+// of A and the table, zero rows up to off + round_bk(K).
 struct Cls {
-    int CH, CW, MH, AH, MW, AW, OH0, OSH, OW0, OSW, K, off;
+    int CH, CW, MH, AH, MW, AW, OH0, OSH, OW0, OSW, TH, TW, K, off;
 };
 
 // out[b][m][pos(n)] = (bias[m]) + sum_k A[k][m] src[gather(n, k)] over the classes of blockIdx.z
 struct Gather {
     int M, M4, batch;          // rows, A's padded row length, samples
     const float *A;            // [k][M4], zero past M
-    const int4 *tab;           // [k]: {image offset, dh, dw, 0}
+    const int4 *tab;           // [k]: {image offset, tap bit (taps < 32, else 0), offset, tap}
     const float *src;          // gathered image [batch][C][LH][LW]
     int LH, LW, src_bstride;
     float *out;                // [batch][M][..][OLW]
     int out_bstride, out_cstride, OLW;
-    const float *bias;         // forward only
+    const float *bias;         // or null
     int vec_out;               // out, its strides and OLW multiples of 16 bytes
     int dgrad;                 // 0: one class, fwd; 1: the s_h x s_w classes of ah, aw
     Axis ah, aw;
@@ -119,12 +142,35 @@ __host__ __device__ inline Cls class_of(const Gather &p, int z) {
     if (!p.dgrad) return p.fwd;
     const int ch = z / p.aw.S, cw = z % p.aw.S;
     Cls c;
+    c.TH = p.ah.taps(ch); c.TW = p.aw.taps(cw);
     c.CH = p.ah.count(ch); c.CW = p.aw.count(cw);
-    c.MH = 1; c.AH = p.ah.q(ch); c.MW = 1; c.AW = p.aw.q(cw);
+    // taps in reverse kernel order: tap t reads output jh + q - (TH - 1) + t
+    c.MH = 1; c.AH = p.ah.q(ch) - (c.TH - 1); c.MW = 1; c.AW = p.aw.q(cw) - (c.TW - 1);
     c.OH0 = p.ah.first(ch); c.OSH = p.ah.S; c.OW0 = p.aw.first(cw); c.OSW = p.aw.S;
-    c.K = p.cg * p.ah.taps(ch) * p.aw.taps(cw);
-    c.off = class_offset(p.cg, p.ah, p.aw, ch, cw);
+    c.K = class_rows(p.cg, p.ah, p.aw, z);
+    c.off = class_start(p.cg, p.ah, p.aw, z);
     return c;
+}
+
+// bits [lo, hi) of a 64-bit word (0 <= lo, hi <= 63)
+__host__ __device__ inline uint64_t bit_span(int lo, int hi) {
+    if (lo >= hi) return 0;
+    const uint64_t below_hi = hi >= 64 ? ~0ull : (1ull << hi) - 1;
+    return below_hi & ~((1ull << lo) - 1);
+}
+
+// the taps (bit t TW + u) of class c whose cell lies inside the LH x LW image for a column
+// gathering around (gh, gw)
+__device__ __forceinline__ uint64_t tap_mask(const Cls &c, int gh, int gw, int LH, int LW) {
+    const uint64_t cols = bit_span(max(0, -gw), min(c.TW, LW - gw));
+    uint64_t m = 0;
+    for (int t = max(0, -gh), hi = min(c.TH, LH - gh); t < hi; t++) m |= cols << (t * c.TW);
+    return m;
+}
+
+// tap (< 64) of the 64-bit mask mhi:mlo
+__device__ __forceinline__ bool tap_in(unsigned mlo, unsigned mhi, int tap) {
+    return ((((uint64_t)mhi << 32 | mlo) >> tap) & 1u) != 0;
 }
 
 // offset in out of column n of class c (row 0)
@@ -165,7 +211,8 @@ template <class T> __device__ __forceinline__ int tile_col(int tx, int j) {
     return (j / 4) * 4 * T::TX + tx * 4 + j % 4;
 }
 
-template <class T>
+// WIDE: some class has more than 32 taps (64-bit masks)
+template <class T, bool WIDE>
 __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_gather_gemm(Gather p) {
     constexpr int BM = T::BM, BN = T::BN, NT = T::NT;
     constexpr int BROWS = NT / BN;       // k rows of a B stage one pass of the block loads
@@ -184,18 +231,20 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_gather_gemm(Gather p) 
     const int4 *tab = p.tab + c.off;
     const int tid = threadIdx.x, ty = tid / T::TX, tx = tid % T::TX;
 
-    // the column this thread gathers for B stages: image offset and position of its window
+    // the column this thread gathers for B stages: its window's image offset and tap mask
+    // (no taps past the last column)
     const int bn = tid % BN, bk = tid / BN;
-    int gb = 0, gh = 0, gw = 0;
-    bool gok = false;
+    int gb = 0;
+    unsigned mlo = 0, mhi = 0;
     {
         const int n = col0 + bn;
         if (n < ncols) {
             const int b = n / per, r = n - b * per, jh = r / c.CW, jw = r - jh * c.CW;
-            gh = jh * c.MH + c.AH;
-            gw = jw * c.MW + c.AW;
+            const int gh = jh * c.MH + c.AH, gw = jw * c.MW + c.AW;
             gb = b * p.src_bstride + gh * p.LW + gw;
-            gok = true;
+            const uint64_t m = tap_mask(c, gh, gw, p.LH, p.LW);
+            mlo = (unsigned)m;
+            mhi = (unsigned)(m >> 32);
         }
     }
 
@@ -205,21 +254,17 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_gather_gemm(Gather p) 
         for (int q = 0; q < NA; q++) {
             const int e = tid + NT * q, kk = e / (BM / 4), m = (e % (BM / 4)) * 4;
             if (A4 % NT == 0 || e < A4) {
-                const bool v = k0 + kk < c.K && row0 + m < p.M4;
+                const bool v = row0 + m < p.M4;
                 cp_async16(&As[s][kk][m], v ? A + (int64_t)(k0 + kk) * p.M4 + row0 + m : p.A, v);
             }
         }
-#pragma unroll 8
+        // this thread's table rows k0 + bk + BROWS j: {offset, tap bit} or, WIDE, {offset, tap}
+        const int2 *te = reinterpret_cast<const int2 *>(tab + k0 + bk) + (WIDE ? 1 : 0);
+#pragma unroll
         for (int j = 0; j < NB; j++) {
-            const int k = k0 + bk + BROWS * j;
-            bool v = false;
-            int off = 0;
-            if (gok && k < c.K) {
-                const int4 t = __ldg(tab + k);
-                v = (unsigned)(gh + t.y) < (unsigned)p.LH && (unsigned)(gw + t.z) < (unsigned)p.LW;
-                off = v ? gb + t.x : 0;
-            }
-            cp_async4(&Bs[s][bk + BROWS * j][bn], p.src + off, v);
+            const int2 t = __ldg(te + 2 * BROWS * j);
+            const bool v = WIDE ? tap_in(mlo, mhi, t.y) : (mlo & (unsigned)t.y) != 0;
+            cp_async4(&Bs[s][bk + BROWS * j][bn], p.src + (v ? gb + t.x : 0), v);
         }
     };
 
@@ -228,13 +273,14 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_gather_gemm(Gather p) 
     for (int i = 0; i < T::RM; i++)
 #pragma unroll
         for (int j = 0; j < T::RN; j++) acc[i][j] = 0.0f;
-    if (c.K > 0) issue(0, 0);
+    const int kp = round_bk(c.K);
+    if (kp > 0) issue(0, 0);
     cp_async_wait_all();
     __syncthreads();
     // one barrier per stage: stage cur+1 is copied while stage cur is multiplied; the barrier
     // ending a stage also ends every read of the buffer the next stage's copies overwrite
-    for (int k0 = 0, cur = 0; k0 < c.K; k0 += BK, cur ^= 1) {
-        if (k0 + BK < c.K) issue(k0 + BK, cur ^ 1);
+    for (int k0 = 0, cur = 0; k0 < kp; k0 += BK, cur ^= 1) {
+        if (k0 + BK < kp) issue(k0 + BK, cur ^ 1);
         stage_fma<T, BM, BN>(&As[cur][0][0], &Bs[cur][0][0], ty, tx, acc);
         cp_async_wait_all();
         __syncthreads();
@@ -282,6 +328,8 @@ __global__ void __launch_bounds__(256) k_gather_direct(Gather p) {
     const int b = n / per, r = n - b * per, jh = r / c.CW, jw = r - jh * c.CW;
     const int gh = jh * c.MH + c.AH, gw = jw * c.MW + c.AW;
     const int gb = b * p.src_bstride + gh * p.LW + gw;  // + a tap's offset: inside the image
+    const uint64_t mask = tap_mask(c, gh, gw, p.LH, p.LW);
+    const unsigned mlo = (unsigned)mask, mhi = (unsigned)(mask >> 32);
     const float *A = p.A + (int64_t)c.off * MR;
     const int4 *tab = p.tab + c.off;
     float acc[MR];
@@ -289,9 +337,8 @@ __global__ void __launch_bounds__(256) k_gather_direct(Gather p) {
     for (int m = 0; m < MR; m++) acc[m] = 0.0f;
 #pragma unroll 4
     for (int k = 0; k < c.K; k++) {
-        const int4 t = __ldg(tab + k);
-        const float v = ((unsigned)(gh + t.y) < (unsigned)p.LH && (unsigned)(gw + t.z) < (unsigned)p.LW)
-                            ? __ldg(p.src + gb + t.x) : 0.0f;
+        const int2 t = __ldg(reinterpret_cast<const int2 *>(tab + k) + 1);  // {offset, tap}
+        const float v = tap_in(mlo, mhi, t.y) ? __ldg(p.src + gb + t.x) : 0.0f;
         const float4 *a = reinterpret_cast<const float4 *>(A + (int64_t)k * MR);
 #pragma unroll
         for (int q = 0; q < MR / 4; q++) {
@@ -308,37 +355,133 @@ __global__ void __launch_bounds__(256) k_gather_direct(Gather p) {
         if (m < p.M) out[(int64_t)m * p.out_cstride] = acc[m] + (p.bias ? __ldg(p.bias + m) : 0.0f);
 }
 
-// The forward's A and table: A[k][m] = W[m][k] (0 for m >= M), tab[k] = the image offset and
-// tap of k = (ci, kh, kw)
-__global__ void k_prep_forward(const float *W, int M, int M4, int K, int KK, int KW, int H, int Wd,
-                               float *A, int4 *tab) {
-    TL_GRID_STRIDE(i, (int64_t)K * M4) {
+// At most MR (4 or 8, == M4) rows and columns one cell apart (MH = MW = 1: a stride-1 forward or
+// any input-gradient class) whose taps fit in TX x TX: a thread computes RH = 4 vertically
+// adjacent columns (jh0 .. jh0 + 3, jw) for every row. For each channel c it loads the window of
+// cells (c, jh0 + AH + i, jw + AW + u), i < RH + TH - 1, u < TW, once, and multiplies each into
+// every (column, tap) pair that reads it, instead of one load per tap as a gathered GEMM does.
+// Consecutive threads take consecutive jw, so every load of a warp is one coalesced row; two
+// channels are in flight at a time where registers allow (the next one's loads overlap this
+// one's FMAs).
+template <int MR, int TX>
+__global__ void __launch_bounds__(256) k_gather_rows(Gather p) {
+    constexpr int RH = 4, NV = RH + TX - 1;
+    const Cls c = class_of(p, blockIdx.z);
+    const int RG = (c.CH + RH - 1) / RH;
+    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= p.batch * RG * c.CW) return;
+    const int jw = n % c.CW, rest = n / c.CW, jh0 = (rest % RG) * RH, b = rest / RG;
+    const int R0 = jh0 + c.AH, C0 = jw + c.AW;
+    // cell (R0 + i, C0 + u) exists and is read: bit i of rows_in and bit u of cols_in
+    unsigned rows_in = 0, cols_in = 0;
+#pragma unroll
+    for (int i = 0; i < NV; i++)
+        if (i < RH + c.TH - 1 && (unsigned)(R0 + i) < (unsigned)p.LH) rows_in |= 1u << i;
+#pragma unroll
+    for (int u = 0; u < TX; u++)
+        if (u < c.TW && (unsigned)(C0 + u) < (unsigned)p.LW) cols_in |= 1u << u;
+    const int taps = c.TH * c.TW, channels = taps > 0 ? c.K / taps : 0;
+    const int plane = p.LH * p.LW;
+    const float *A = p.A + (int64_t)c.off * MR;
+    float acc[RH][MR];
+#pragma unroll
+    for (int r = 0; r < RH; r++)
+#pragma unroll
+        for (int m = 0; m < MR; m++) acc[r][m] = 0.0f;
+    int base = b * p.src_bstride + R0 * p.LW + C0;  // cell (channel 0, row R0, column C0)
+#pragma unroll(MR == 4 && TX <= 3 ? 2 : 1)
+    for (int ch = 0; ch < channels; ch++, base += plane) {
+        float v[NV][TX];
+#pragma unroll
+        for (int i = 0; i < NV; i++)
+#pragma unroll
+            for (int u = 0; u < TX; u++)
+                v[i][u] = (rows_in >> i) & (cols_in >> u) & 1u ? __ldg(p.src + base + i * p.LW + u)
+                                                                : 0.0f;
+        const float *arow = A + (int64_t)ch * taps * MR;  // row (ch, t, u) is t TW + u on
+#pragma unroll
+        for (int t = 0; t < TX; t++) {
+            if (t >= c.TH) break;
+#pragma unroll
+            for (int u = 0; u < TX; u++) {
+                if (u >= c.TW) break;
+                const float4 *w4 = reinterpret_cast<const float4 *>(arow + (int64_t)(t * c.TW + u) * MR);
+#pragma unroll
+                for (int q = 0; q < MR / 4; q++) {
+                    const float4 w = __ldg(w4 + q);
+#pragma unroll
+                    for (int r = 0; r < RH; r++) {
+                        const float x = v[r + t][u];
+                        acc[r][4 * q] = __fmaf_rn(w.x, x, acc[r][4 * q]);
+                        acc[r][4 * q + 1] = __fmaf_rn(w.y, x, acc[r][4 * q + 1]);
+                        acc[r][4 * q + 2] = __fmaf_rn(w.z, x, acc[r][4 * q + 2]);
+                        acc[r][4 * q + 3] = __fmaf_rn(w.w, x, acc[r][4 * q + 3]);
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < RH; r++) {
+        const int jh = jh0 + r;
+        if (jh >= c.CH) break;
+        float *out = p.out + b * p.out_bstride + (c.OH0 + jh * c.OSH) * p.OLW + c.OW0 + jw * c.OSW;
+#pragma unroll
+        for (int m = 0; m < MR; m++)
+            if (m < p.M) out[(int64_t)m * p.out_cstride] = acc[r][m] + (p.bias ? __ldg(p.bias + m) : 0.0f);
+    }
+}
+
+// a table row: {offset, tap bit (taps < 32), offset, tap}; a padding row's tap 63 is never inside
+__device__ __forceinline__ int4 tab_entry(int offset, int tap) {
+    return make_int4(offset, tap < 32 ? (int)(1u << tap) : 0, offset, tap);
+}
+__device__ __forceinline__ int4 tab_padding() { return make_int4(0, 0, 0, MAX_TAPS); }
+
+// The forward's A and table over rows k < KP (round_bk(K)): A[k][m] = W[m][k] (0 for m >= M or
+// k >= K), tab[k] = the image offset and tap of k = (ci, kh, kw) (bit 0 past K)
+__global__ void k_prep_forward(const float *W, int M, int M4, int K, int KP, int KK, int KW,
+                               int H, int Wd, float *A, int4 *tab) {
+    TL_GRID_STRIDE(i, (int64_t)KP * M4) {
         const int k = (int)(i / M4), m = (int)(i % M4);
-        A[i] = m < M ? W[(int64_t)m * K + k] : 0.0f;
+        A[i] = m < M && k < K ? W[(int64_t)m * K + k] : 0.0f;
         if (m == 0) {
             const int ci = k / KK, r = k % KK, kh = r / KW, kw = r % KW;
-            tab[k] = make_int4(ci * H * Wd + kh * Wd + kw, kh, kw, 0);
+            tab[k] = k < K ? tab_entry(ci * H * Wd + kh * Wd + kw, r) : tab_padding();
         }
     }
 }
 
-// The input gradient's A and table, classes in row-major order, inside a class k = (co, th, tw)
-// for tap (c_h + S_h th, c_w + S_w tw): A[k][m] = W[co][m][kh][kw] (0 for m >= C_in), tab[k] =
-// the offset of g[co][-th][-tw] and the output step back (-th, -tw)
-__global__ void k_prep_dgrad(const float *W, int Cout, int Cin, int M4, int KK, int KW, Axis ah,
-                             Axis aw, int OH, int OW, float *A, int4 *tab) {
-    TL_GRID_STRIDE(i, (int64_t)Cout * KK * M4) {
-        const int m = (int)(i % M4), t = (int)(i / M4);
-        const int co = t / KK, r = t % KK, kh = r / KW, kw = r % KW;
-        const int ch = kh % ah.S, th = kh / ah.S, cw = kw % aw.S, tw = kw / aw.S;
-        const int dest = class_offset(Cout, ah, aw, ch, cw) + (co * ah.taps(ch) + th) * aw.taps(cw) + tw;
-        A[(int64_t)dest * M4 + m] = m < Cin ? W[((int64_t)co * Cin + m) * KK + r] : 0.0f;
-        if (m == 0) tab[dest] = make_int4(co * OH * OW - th * OW - tw, -th, -tw, 0);
+// The input gradient's A and table over the rows of all classes (class_start): inside class
+// (ch, cw) row (co, t, u) is tap (kh, kw) = (ch + S_h (TH - 1 - t), cw + S_w (TW - 1 - u)),
+// A[row][m] = W[co][m][kh][kw] (0 for m >= C_in and on padding rows), tab[row] = the offset of
+// g[co][t][u] and tap bit t TW + u (bit 0 on padding rows)
+__global__ void k_prep_dgrad(const float *W, int Cout, int Cin, int M4, int KH, int KW, Axis ah,
+                             Axis aw, int OH, int OW, int rows, float *A, int4 *tab) {
+    TL_GRID_STRIDE(i, (int64_t)rows * M4) {
+        const int m = (int)(i % M4), d = (int)(i / M4);
+        int z = 0, start = 0;
+        while (d >= start + round_bk(class_rows(Cout, ah, aw, z))) {
+            start += round_bk(class_rows(Cout, ah, aw, z));
+            z++;
+        }
+        const int ch = z / aw.S, cw = z % aw.S, TH = ah.taps(ch), TW = aw.taps(cw);
+        const int j = d - start;
+        float a = 0.0f;
+        int4 e = tab_padding();
+        if (j < Cout * TH * TW) {
+            const int co = j / (TH * TW), tap = j % (TH * TW), t = tap / TW, u = tap % TW;
+            const int kh = ch + ah.S * (TH - 1 - t), kw = cw + aw.S * (TW - 1 - u);
+            if (m < Cin) a = W[(((int64_t)co * Cin + m) * KH + kh) * KW + kw];
+            e = tab_entry(co * OH * OW + t * OW + u, tap);
+        }
+        A[i] = a;
+        if (m == 0) tab[d] = e;
     }
 }
 
 // dW partials: out[z][m][n] = sum over k in chunk z of g[b][m][o] X[b][ci][tap], k = (b, o),
-// n = (ci, kh, kw)
+// n = (ci, kh, kw); with db, db[z][m] = the sum of the same g[b][m][o] (the bias gradient)
 struct Wgrad {
     int M, N, KK, KW;          // C_out, C_in*KK, taps, kernel width
     int ktot, chunk;           // N*P and the k-steps of a chunk (a multiple of BK)
@@ -347,8 +490,10 @@ struct Wgrad {
     int step_b, step_o, step_h, step_w;  // BK = step_b P + step_o, step_o = step_h OW + step_w
     const float *x;            // [batch][C_in][H][W]
     int H, W, x_bstride, SH, SW, PH, PW;
-    float *out;                // [S][M][N]
-    int vec_out;               // out 16-byte aligned and N % 4 == 0
+    float *out;                // chunk z's [M][N] at out + z * zstride
+    float *db;                 // or null: chunk z's [M] at db + z * zstride
+    int64_t zstride;
+    int vec_out;               // out and zstride 16-byte aligned and N % 4 == 0
 };
 
 template <class T>
@@ -358,7 +503,7 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_wgrad(Wgrad p) {
     constexpr int LDA = BM + 4, LDB = BN + 4;
     constexpr int KR = NT / BK;          // rows (of A) / columns (of B) one pass loads
     constexpr int NA = BM / KR, NB = BN / KR;
-    static_assert(NT % BK == 0 && BM % KR == 0 && BN % KR == 0, "whole passes");
+    static_assert(NT % BK == 0 && BM % KR == 0 && BN % KR == 0 && NT >= BM, "whole passes");
     __shared__ __align__(16) float As[2][BK][LDA];
     __shared__ __align__(16) float Bs[2][BK][LDB];
     __shared__ int4 ntab[BN];            // per column: {offset in a sample, kh, kw, valid}
@@ -409,6 +554,9 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_wgrad(Wgrad p) {
         if (ko >= p.P) { ko -= p.P; kb++; koh -= p.OH; }
     };
 
+    // the blocks of the first column tile also sum their rows of g: thread tid < BM, row tid
+    const bool bias_row = p.db && blockIdx.x == 0 && tid < BM;
+    float dsum = 0.0f;
     float acc[T::RM][T::RN];
 #pragma unroll
     for (int i = 0; i < T::RM; i++)
@@ -420,11 +568,15 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_wgrad(Wgrad p) {
     for (int k0 = klo, cur = 0; k0 < khi; k0 += BK, cur ^= 1) {
         if (k0 + BK < khi) issue(k0 + BK, cur ^ 1);
         stage_fma<T, LDA, LDB>(&As[cur][0][0], &Bs[cur][0][0], ty, tx, acc);
+        if (bias_row)
+#pragma unroll
+            for (int q = 0; q < BK; q++) dsum += As[cur][q][tid];
         cp_async_wait_all();
         __syncthreads();
     }
 
-    float *out = p.out + (int64_t)blockIdx.z * p.M * p.N;
+    float *out = p.out + blockIdx.z * p.zstride;
+    if (bias_row && row0 + tid < p.M) p.db[blockIdx.z * p.zstride + row0 + tid] = dsum;
 #pragma unroll
     for (int i = 0; i < T::RM; i++) {
         const int r = row0 + tile_row<T>(ty, i);
@@ -446,37 +598,40 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_wgrad(Wgrad p) {
     }
 }
 
-// out[i] = the sum over z < S of ws[z][i] in a fixed order: lane l (threadIdx.y < L) of element
-// i adds z = l, l + L, ..., then the L lane sums are added in lane order. A block is 256 / L
-// elements (threadIdx.x) by L lanes; many lanes keep the GPU busy when there are few elements and
-// many chunks (a first layer's 64 x 27 kernel gradient).
+// element i < n: the sum over z < S of ws[z * zstride + i] in a fixed order, written to a[i] for
+// i < split and to b[i - split] after: lane l (threadIdx.y < L) of element i adds z = l, l + L,
+// ..., then the L lane sums are added in lane order. A block is 256 / L elements (threadIdx.x) by
+// L lanes; many lanes keep the GPU busy when there are few elements and many chunks (a first
+// layer's 64 x 27 kernel gradient).
 template <int L>
-__global__ void __launch_bounds__(256) k_sum_chunks(const float *ws, int S, int64_t mn, float *out) {
+__global__ void __launch_bounds__(256) k_sum_chunks(const float *ws, int S, int64_t zstride,
+                                                    int64_t n, int64_t split, float *a, float *b) {
     constexpr int E = 256 / L;
     __shared__ float part[L][E + 1];
     const int64_t i = (int64_t)blockIdx.x * E + threadIdx.x;
     const int l = threadIdx.y;
     float s = 0.0f;
-    if (i < mn)
-        for (int z = l; z < S; z += L) s += ws[(int64_t)z * mn + i];
+    if (i < n)
+        for (int z = l; z < S; z += L) s += ws[(int64_t)z * zstride + i];
     part[l][threadIdx.x] = s;
     __syncthreads();
-    if (l == 0 && i < mn) {
+    if (l == 0 && i < n) {
         float t = part[0][threadIdx.x];
         for (int q = 1; q < L; q++) t += part[q][threadIdx.x];
-        out[i] = t;
+        if (i < split) a[i] = t;
+        else b[i - split] = t;
     }
 }
 
 // ---- host
 
-// the tiles the shapes choose from; eff: throughput relative to 8x8 per thread (a guess that
-// only breaks ties between shapes of similar padded work)
+// the tiles the shapes choose from
 typedef Tile<16, 16, 8, 8> T128x128;  // 256 threads
 typedef Tile<8, 16, 8, 8> T64x128;    // 128 threads
 typedef Tile<8, 16, 4, 8> T32x128;    // 128 threads, 4 x 8 per thread
 typedef Tile<16, 8, 8, 8> T128x64;    // 128 threads
 typedef Tile<8, 8, 8, 8> T64x64;      // 64 threads
+typedef Tile<8, 8, 8, 4> T64x32;      // 64 threads, 8 x 4 per thread
 
 // TORCHLEAN_CONV_IGEMM=0 selects conv_pool.cu's im2col path (read once)
 bool igemm_enabled() {
@@ -512,9 +667,9 @@ template <class F> int blocks_per_sm(F kernel, int threads, int *cache) {
     return *cache;
 }
 
-template <class T> int gather_slots() {
+template <class T> int gather_occupancy() {
     static int occ = 0;
-    return sm_count() * blocks_per_sm(k_gather_gemm<T>, T::NT, &occ);
+    return blocks_per_sm(k_gather_gemm<T, false>, T::NT, &occ);
 }
 template <class T> int wgrad_slots() {
     static int occ = 0;
@@ -530,15 +685,21 @@ struct Conv2 {
     int N, Cin, Cout, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
 };
 
-Conv2 conv2_of(const tl_geom &G) {
+// The convolution of G (transpose 0), or the one whose adjoint the transposed convolution of G
+// is (transpose 1): it maps the transposed convolution's output (C_out channels, G.out) to its
+// input (C_in channels, G.in), and G's kernel (C_in, C_out, k...) is its (C_out', C_in', k...).
+Conv2 conv2_of(const tl_geom &G, int transpose) {
     const int a = G.r == 2 ? 1 : 0;
+    const int64_t *in = transpose ? G.out : G.in, *out = transpose ? G.in : G.out;
     Conv2 c;
-    c.N = (int)G.n; c.Cin = (int)G.cin; c.Cout = (int)G.cout;
-    c.H = a ? (int)G.in[0] : 1;   c.W = (int)G.in[a];
-    c.OH = a ? (int)G.out[0] : 1; c.OW = (int)G.out[a];
-    c.KH = a ? (int)G.k[0] : 1;   c.KW = (int)G.k[a];
-    c.SH = a ? (int)G.s[0] : 1;   c.SW = (int)G.s[a];
-    c.PH = a ? (int)G.p[0] : 0;   c.PW = (int)G.p[a];
+    c.N = (int)G.n;
+    c.Cin = (int)(transpose ? G.cout : G.cin);
+    c.Cout = (int)(transpose ? G.cin : G.cout);
+    c.H = a ? (int)in[0] : 1;   c.W = (int)in[a];
+    c.OH = a ? (int)out[0] : 1; c.OW = (int)out[a];
+    c.KH = a ? (int)G.k[0] : 1; c.KW = (int)G.k[a];
+    c.SH = a ? (int)G.s[0] : 1; c.SW = (int)G.s[a];
+    c.PH = a ? (int)G.p[0] : 0; c.PW = (int)G.p[a];
     return c;
 }
 
@@ -547,50 +708,87 @@ struct Scratch {  // stream-ordered temporaries, freed when the call returns
     ~Scratch() { tl_scratch_free(p[0]); tl_scratch_free(p[1]); }
 };
 
-// time of a launch of `blocks` blocks of BM x BN outputs, up to a common factor
-double tile_cost(int64_t blocks, int slots, int bm, int bn, int occ, double eff) {
-    return (double)cdiv(blocks, slots) * bm * bn * occ / eff;
-}
-
-template <class T>
+template <class T, bool WIDE>
 int launch_gather_tile(const char *op, const Gather &p, int64_t ncols, int classes) {
     dim3 grid((unsigned)cdiv(ncols, T::BN), (unsigned)cdiv(p.M, T::BM), (unsigned)classes);
-    k_gather_gemm<T><<<grid, T::NT, 0, tl_stream()>>>(p);
+    k_gather_gemm<T, WIDE><<<grid, T::NT, 0, tl_stream()>>>(p);
+    return tl_cuda_launched(op);
+}
+template <class T>
+int launch_gather_tile(const char *op, const Gather &p, int64_t ncols, int classes, bool wide) {
+    return wide ? launch_gather_tile<T, true>(op, p, ncols, classes)
+                : launch_gather_tile<T, false>(op, p, ncols, classes);
+}
+
+// k_gather_rows for taps within tx x tx (tx <= 7)
+template <int MR>
+int launch_gather_rows(const char *op, const Gather &p, int64_t threads, int classes, int tx) {
+    dim3 grid((unsigned)cdiv(threads, 256), 1, (unsigned)classes);
+    if (tx <= 1) k_gather_rows<MR, 1><<<grid, 256, 0, tl_stream()>>>(p);
+    else if (tx <= 3) k_gather_rows<MR, 3><<<grid, 256, 0, tl_stream()>>>(p);
+    else if (tx <= 5) k_gather_rows<MR, 5><<<grid, 256, 0, tl_stream()>>>(p);
+    else k_gather_rows<MR, 7><<<grid, 256, 0, tl_stream()>>>(p);
     return tl_cuda_launched(op);
 }
 
-// out = the gathered GEMM of p over `classes` classes of at most ncols columns
-int launch_gather(const char *op, const Gather &p, int64_t ncols, int classes) {
+// Estimated time of `blocks` blocks of bm x bn outputs (each eff times as fast as a 128 x 128
+// block per output) with occ resident per SM, up to a common factor: whole waves of occ blocks
+// per SM, then the last wave's busiest SM; an SM holding fewer than `sat` blocks (the warps that
+// keep it busy) still takes sat blocks' time.
+double tile_time(int64_t blocks, int occ, int sat, int bm, int bn, double eff) {
+    const int64_t sms = sm_count(), wave = sms * occ;
+    int64_t t = blocks / wave * (occ > sat ? occ : sat);
+    const int64_t last = cdiv(blocks % wave, sms);
+    if (last > 0) t += last > sat ? last : sat;
+    return (double)t * bm * bn / eff;
+}
+
+// The shape of a gathered GEMM as the launcher sees it: at most ncols columns in each of
+// `classes` classes, at most th_max x tw_max taps, every class's cell rows at least ch_min
+struct GatherShape {
+    int64_t ncols, rows_threads;  // columns; threads of k_gather_rows (4 cell rows each)
+    int classes, th_max, tw_max, ch_min, unit_step;  // unit_step: MH = MW = 1
+};
+
+// out = the gathered GEMM of p
+int launch_gather(const char *op, const Gather &p, const GatherShape &s) {
     if (p.M4 <= 8) {
-        dim3 grid((unsigned)cdiv(ncols, 256), 1, (unsigned)classes);
+        const int tx = s.th_max > s.tw_max ? s.th_max : s.tw_max;
+        if (s.unit_step && tx <= 7 && s.ch_min >= 4)
+            return p.M4 == 4 ? launch_gather_rows<4>(op, p, s.rows_threads, s.classes, tx)
+                             : launch_gather_rows<8>(op, p, s.rows_threads, s.classes, tx);
+        dim3 grid((unsigned)cdiv(s.ncols, 256), 1, (unsigned)s.classes);
         if (p.M4 == 4) k_gather_direct<4><<<grid, 256, 0, tl_stream()>>>(p);
         else k_gather_direct<8><<<grid, 256, 0, tl_stream()>>>(p);
         return tl_cuda_launched(op);
     }
+    const bool wide = s.th_max * s.tw_max > 32;
     struct Choice { double cost; int which; } best{0.0, -1};
-    auto consider = [&](int which, int bm, int bn, int slots, double eff) {
-        const int64_t blocks = cdiv(p.M, bm) * cdiv(ncols, bn) * classes;
-        const int occ = slots / sm_count();
-        const double cost = tile_cost(blocks, slots, bm, bn, occ > 0 ? occ : 1, eff);
+    auto consider = [&](int which, int bm, int bn, int occ, int sat, double eff) {
+        const int64_t blocks = cdiv(p.M, bm) * cdiv(s.ncols, bn) * s.classes;
+        const double cost = tile_time(blocks, occ, sat, bm, bn, eff);
         if (best.which < 0 || cost < best.cost) best = {cost, which};
     };
-    consider(0, T128x128::BM, T128x128::BN, gather_slots<T128x128>(), 1.0);
-    consider(1, T64x128::BM, T64x128::BN, gather_slots<T64x128>(), 1.0);
-    consider(2, T32x128::BM, T32x128::BN, gather_slots<T32x128>(), 0.8);
-    if (best.which == 0) return launch_gather_tile<T128x128>(op, p, ncols, classes);
-    if (best.which == 1) return launch_gather_tile<T64x128>(op, p, ncols, classes);
-    return launch_gather_tile<T32x128>(op, p, ncols, classes);
+    // saturation: about 8 warps per SM; a 64-row tile gathers twice the B values per FMA
+    consider(0, T128x128::BM, T128x128::BN, gather_occupancy<T128x128>(), 1, 1.0);
+    consider(1, T64x128::BM, T64x128::BN, gather_occupancy<T64x128>(), 2, 0.93);
+    consider(2, T32x128::BM, T32x128::BN, gather_occupancy<T32x128>(), 2, 0.8);
+    if (best.which == 0) return launch_gather_tile<T128x128>(op, p, s.ncols, s.classes, wide);
+    if (best.which == 1) return launch_gather_tile<T64x128>(op, p, s.ncols, s.classes, wide);
+    return launch_gather_tile<T32x128>(op, p, s.ncols, s.classes, wide);
 }
 
 const int64_t kWorkspaceFloats = (int64_t)4 << 20;  // 16 MiB of kernel-gradient partials
 const int64_t kMinChunkStages = 8;                  // each chunk at least 8 stages of BK
 
 template <class T>
-int launch_wgrad_tile(const char *op, Wgrad p, float *dW, Scratch &sc) {
+int launch_wgrad_tile(const char *op, Wgrad p, float *dW, float *db, Scratch &sc) {
     const int64_t mt = cdiv(p.M, T::BM), nt = cdiv(p.N, T::BN), tiles = mt * nt;
     const int slots = wgrad_slots<T>();
     const int64_t stages = cdiv(p.ktot, BK);
-    int64_t smax = kWorkspaceFloats / ((int64_t)p.M * p.N);
+    // a chunk's partials: [M][N], then [M] of the bias gradient, rounded to 16 bytes
+    const int64_t mn = (int64_t)p.M * p.N, zstride = round4((int)(mn + (db ? p.M : 0)));
+    int64_t smax = kWorkspaceFloats / zstride;
     if (smax > stages / kMinChunkStages) smax = stages / kMinChunkStages;
     if (smax > 65535) smax = 65535;
     int64_t S = 1;
@@ -605,29 +803,35 @@ int launch_wgrad_tile(const char *op, Wgrad p, float *dW, Scratch &sc) {
     const int64_t chunk = cdiv(cdiv(p.ktot, S), BK) * BK;
     S = cdiv(p.ktot, chunk);
     p.chunk = (int)chunk;
-    float *out = dW;
     if (S > 1) {
-        TL_TRY(tl_scratch(op, (size_t)(S * p.M * p.N) * sizeof(float), &sc.p[1]));
-        out = (float *)sc.p[1];
+        TL_TRY(tl_scratch(op, (size_t)(S * zstride) * sizeof(float), &sc.p[1]));
+        p.out = (float *)sc.p[1];
+        p.db = db ? p.out + mn : nullptr;
+        p.zstride = zstride;
+    } else {
+        p.out = dW;
+        p.db = db;
+        p.zstride = 0;
     }
-    p.out = out;
-    p.vec_out = aligned16(out) && p.N % 4 == 0;
+    p.vec_out = aligned16(p.out) && p.N % 4 == 0;
     dim3 grid((unsigned)nt, (unsigned)mt, (unsigned)S);
     k_wgrad<T><<<grid, T::NT, 0, tl_stream()>>>(p);
     TL_LAUNCHED(op);
     if (S > 1) {
-        const int64_t mn = (int64_t)p.M * p.N;
+        const int64_t n = mn + (db ? p.M : 0);
         // 8 lanes per element, or 32 when 32 elements a block would not give every SM two blocks
-        if (cdiv(mn, 32) >= 2 * sm_count())
-            k_sum_chunks<8><<<(unsigned)cdiv(mn, 32), dim3(32, 8), 0, tl_stream()>>>(out, (int)S, mn, dW);
+        if (cdiv(n, 32) >= 2 * sm_count())
+            k_sum_chunks<8><<<(unsigned)cdiv(n, 32), dim3(32, 8), 0, tl_stream()>>>(
+                p.out, (int)S, zstride, n, mn, dW, db);
         else
-            k_sum_chunks<32><<<(unsigned)cdiv(mn, 8), dim3(8, 32), 0, tl_stream()>>>(out, (int)S, mn, dW);
+            k_sum_chunks<32><<<(unsigned)cdiv(n, 8), dim3(8, 32), 0, tl_stream()>>>(
+                p.out, (int)S, zstride, n, mn, dW, db);
         TL_LAUNCHED(op);
     }
     return TL_OK;
 }
 
-int launch_wgrad(const char *op, const Wgrad &p, float *dW, Scratch &sc) {
+int launch_wgrad(const char *op, const Wgrad &p, float *dW, float *db, Scratch &sc) {
     // the tile with the least padded work (the split over K fills the GPU whatever the tile)
     struct Choice { double cost; int which; } best{0.0, -1};
     auto consider = [&](int which, int bm, int bn, double eff) {
@@ -638,45 +842,25 @@ int launch_wgrad(const char *op, const Wgrad &p, float *dW, Scratch &sc) {
     consider(1, T64x128::BM, T64x128::BN, 0.95);
     consider(2, T128x64::BM, T128x64::BN, 0.95);
     consider(3, T64x64::BM, T64x64::BN, 0.85);
-    if (best.which == 0) return launch_wgrad_tile<T128x128>(op, p, dW, sc);
-    if (best.which == 1) return launch_wgrad_tile<T64x128>(op, p, dW, sc);
-    if (best.which == 2) return launch_wgrad_tile<T128x64>(op, p, dW, sc);
-    return launch_wgrad_tile<T64x64>(op, p, dW, sc);
+    consider(4, T64x32::BM, T64x32::BN, 0.7);
+    if (best.which == 0) return launch_wgrad_tile<T128x128>(op, p, dW, db, sc);
+    if (best.which == 1) return launch_wgrad_tile<T64x128>(op, p, dW, db, sc);
+    if (best.which == 2) return launch_wgrad_tile<T128x64>(op, p, dW, db, sc);
+    if (best.which == 3) return launch_wgrad_tile<T64x64>(op, p, dW, db, sc);
+    return launch_wgrad_tile<T64x32>(op, p, dW, db, sc);
 }
 
-}  // namespace
-
-bool tl_conv_igemm_takes(const tl_geom &G, int transpose) {
-    if (transpose || tl_exact() || (G.r != 1 && G.r != 2) || !igemm_enabled()) return false;
-    if (G.n < 1 || G.cin < 1 || G.cout < 1 || G.in_n < 1 || G.k_n < 1 || G.out_n < 1) return false;
-    // every index inside the kernels is a sum of two terms below 2^30 (int32 arithmetic); the
-    // products are taken in double, so that no size can wrap around the check
-    const double lim = (double)(1 << 30);
-    const int a = G.r == 2 ? 1 : 0;
-    const double H = a ? G.in[0] : 1, W = (double)G.in[a], OH = a ? G.out[0] : 1;
-    const double OW = (double)G.out[a], KH = a ? G.k[0] : 1, KW = (double)G.k[a];
-    const double SH = a ? G.s[0] : 1, SW = (double)G.s[a], PH = a ? G.p[0] : 0, PW = (double)G.p[a];
-    const double n = (double)G.n, cmax = (double)(G.cin > G.cout ? G.cin : G.cout);
-    const double kn = (double)G.k_n;
-    if (n * cmax * G.in_n >= lim || n * cmax * G.out_n >= lim) return false;
-    if ((cmax + 4) * G.cin * kn >= lim || (cmax + 4) * G.cout * kn >= lim) return false;
-    if ((H + 2 * PH + KH + SH + 2) * (W + 2 * PW + KW + SW + 2) * cmax >= lim) return false;
-    if ((OH + KH + PH + 2) * (OW + KW + PW + 2) * cmax >= lim) return false;
-    if (SH * SW > 65535 || cmax > 65535.0 * 32) return false;  // grid z (classes), y (row tiles)
-    return true;
-}
-
-int tl_conv_igemm_forward(const char *op, const tl_geom &G, const float *W, const float *bias,
-                          const float *X, float *Y) {
-    const Conv2 c = conv2_of(G);
-    const int KK = c.KH * c.KW, K = c.Cin * KK, M4 = round4(c.Cout);
+// Y = conv_c(X) (+ bias): every element of Y written
+int gather_forward(const char *op, const Conv2 &c, const float *W, const float *bias,
+                   const float *X, float *Y) {
+    const int KK = c.KH * c.KW, K = c.Cin * KK, KP = round_bk(K), M4 = round4(c.Cout);
     Scratch sc;
-    const size_t abytes = (size_t)K * M4 * sizeof(float);  // a multiple of 16
-    TL_TRY(tl_scratch(op, abytes + (size_t)K * sizeof(int4), &sc.p[0]));
+    const size_t abytes = (size_t)KP * M4 * sizeof(float);  // a multiple of 16
+    TL_TRY(tl_scratch(op, abytes + (size_t)KP * sizeof(int4), &sc.p[0]));
     float *A = (float *)sc.p[0];
     int4 *tab = (int4 *)((char *)sc.p[0] + abytes);
-    k_prep_forward<<<tl_blocks((int64_t)K * M4), TL_THREADS, 0, tl_stream()>>>(
-        W, c.Cout, M4, K, KK, c.KW, c.H, c.W, A, tab);
+    k_prep_forward<<<tl_blocks((int64_t)KP * M4), TL_THREADS, 0, tl_stream()>>>(
+        W, c.Cout, M4, K, KP, KK, c.KW, c.H, c.W, A, tab);
     TL_LAUNCHED(op);
     Gather p = {};
     p.M = c.Cout; p.M4 = M4; p.batch = c.N; p.A = A; p.tab = tab;
@@ -685,16 +869,53 @@ int tl_conv_igemm_forward(const char *op, const tl_geom &G, const float *W, cons
     p.bias = bias;
     p.vec_out = aligned16(Y) && p.out_cstride % 4 == 0 && c.OW % 4 == 0;
     p.dgrad = 0;
-    p.fwd = Cls{c.OH, c.OW, c.SH, -c.PH, c.SW, -c.PW, 0, 1, 0, 1, K, 0};
-    return launch_gather(op, p, (int64_t)c.N * c.OH * c.OW, 1);
+    p.fwd = Cls{c.OH, c.OW, c.SH, -c.PH, c.SW, -c.PW, 0, 1, 0, 1, c.KH, c.KW, K, 0};
+    GatherShape s;
+    s.ncols = (int64_t)c.N * c.OH * c.OW;
+    s.rows_threads = (int64_t)c.N * cdiv(c.OH, 4) * c.OW;
+    s.classes = 1; s.th_max = c.KH; s.tw_max = c.KW; s.ch_min = c.OH;
+    s.unit_step = c.SH == 1 && c.SW == 1;
+    return launch_gather(op, p, s);
 }
 
-int tl_conv_igemm_backward(const char *op, const tl_geom &G, const float *W, const float *X,
-                           const float *g, float *dW, float *dX) {
-    const Conv2 c = conv2_of(G);
+// dX = the input gradient of conv_c from g (+ bias): every element of dX written
+int gather_dgrad(const char *op, const Conv2 &c, const float *W, const float *bias,
+                 const float *g, float *dX) {
+    const Axis ah{c.SH, c.PH, c.KH, c.H}, aw{c.SW, c.PW, c.KW, c.W};
+    const int classes = c.SH * c.SW, M4 = round4(c.Cin);
+    const int rows = class_start(c.Cout, ah, aw, classes);
+    Scratch sc;
+    const size_t abytes = (size_t)rows * M4 * sizeof(float);
+    TL_TRY(tl_scratch(op, abytes + (size_t)(rows > 0 ? rows : 1) * sizeof(int4), &sc.p[0]));
+    float *A = (float *)sc.p[0];
+    int4 *tab = (int4 *)((char *)sc.p[0] + abytes);
+    if (rows > 0) {
+        k_prep_dgrad<<<tl_blocks((int64_t)rows * M4), TL_THREADS, 0, tl_stream()>>>(
+            W, c.Cout, c.Cin, M4, c.KH, c.KW, ah, aw, c.OH, c.OW, rows, A, tab);
+        TL_LAUNCHED(op);
+    }
+    Gather p = {};
+    p.M = c.Cin; p.M4 = M4; p.batch = c.N; p.A = A; p.tab = tab;
+    p.src = g; p.LH = c.OH; p.LW = c.OW; p.src_bstride = c.Cout * c.OH * c.OW;
+    p.out = dX; p.out_cstride = c.H * c.W; p.out_bstride = c.Cin * p.out_cstride; p.OLW = c.W;
+    p.bias = bias;
+    p.vec_out = aligned16(dX) && p.out_cstride % 4 == 0 && c.W % 4 == 0;
+    p.dgrad = 1; p.ah = ah; p.aw = aw; p.cg = c.Cout;
+    GatherShape s;
+    s.ncols = (int64_t)c.N * cdiv(c.H, c.SH) * cdiv(c.W, c.SW);
+    s.rows_threads = (int64_t)c.N * cdiv(cdiv(c.H, c.SH), 4) * cdiv(c.W, c.SW);
+    s.classes = classes; s.th_max = ah.taps(0); s.tw_max = aw.taps(0);
+    s.ch_min = c.H / c.SH;  // every class has at least floor(H / S_h) cell rows
+    s.unit_step = 1;
+    return launch_gather(op, p, s);
+}
+
+// dW (and db, when set) of conv_c from its upstream gradient g and its input X: every element
+// written
+int kernel_grad(const char *op, const Conv2 &c, const float *g, const float *X, float *dW,
+                float *db) {
     const int KK = c.KH * c.KW, P = c.OH * c.OW;
     Scratch sc;
-    // kernel gradient
     Wgrad w = {};
     w.M = c.Cout; w.N = c.Cin * KK; w.KK = KK; w.KW = c.KW;
     w.ktot = c.N * P;
@@ -702,24 +923,48 @@ int tl_conv_igemm_backward(const char *op, const tl_geom &G, const float *W, con
     w.step_b = BK / P; w.step_o = BK % P; w.step_h = w.step_o / c.OW; w.step_w = w.step_o % c.OW;
     w.x = X; w.H = c.H; w.W = c.W; w.x_bstride = c.Cin * c.H * c.W;
     w.SH = c.SH; w.SW = c.SW; w.PH = c.PH; w.PW = c.PW;
-    TL_TRY(launch_wgrad(op, w, dW, sc));
-    // input gradient: C_in rows, the classes of both axes
-    const int M4 = round4(c.Cin), KT = c.Cout * KK;
-    const size_t abytes = (size_t)KT * M4 * sizeof(float);
-    TL_TRY(tl_scratch(op, abytes + (size_t)KT * sizeof(int4), &sc.p[0]));
-    float *A = (float *)sc.p[0];
-    int4 *tab = (int4 *)((char *)sc.p[0] + abytes);
-    const Axis ah{c.SH, c.PH, c.KH, c.H}, aw{c.SW, c.PW, c.KW, c.W};
-    k_prep_dgrad<<<tl_blocks((int64_t)KT * M4), TL_THREADS, 0, tl_stream()>>>(
-        W, c.Cout, c.Cin, M4, KK, c.KW, ah, aw, c.OH, c.OW, A, tab);
-    TL_LAUNCHED(op);
-    Gather p = {};
-    p.M = c.Cin; p.M4 = M4; p.batch = c.N; p.A = A; p.tab = tab;
-    p.src = g; p.LH = c.OH; p.LW = c.OW; p.src_bstride = c.Cout * P;
-    p.out = dX; p.out_cstride = c.H * c.W; p.out_bstride = c.Cin * p.out_cstride; p.OLW = c.W;
-    p.bias = nullptr;
-    p.vec_out = aligned16(dX) && p.out_cstride % 4 == 0 && c.W % 4 == 0;
-    p.dgrad = 1; p.ah = ah; p.aw = aw; p.cg = c.Cout;
-    const int64_t ncols = (int64_t)c.N * cdiv(c.H, c.SH) * cdiv(c.W, c.SW);
-    return launch_gather(op, p, ncols, c.SH * c.SW);
+    return launch_wgrad(op, w, dW, db, sc);
+}
+
+}  // namespace
+
+bool tl_conv_igemm_takes(const tl_geom &G, int transpose) {
+    if (tl_exact() || (G.r != 1 && G.r != 2) || !igemm_enabled()) return false;
+    if (G.n < 1 || G.cin < 1 || G.cout < 1 || G.in_n < 1 || G.k_n < 1 || G.out_n < 1) return false;
+    if (G.k_n > MAX_TAPS) return false;  // a tap mask is 64 bits, one of them "no tap"
+    // every index inside the kernels is a sum of two terms below 2^30 (int32 arithmetic); the
+    // products are taken in double, so that no size can wrap around the check. The conv checked
+    // is the one the kernels run (for a transposed convolution, its adjoint).
+    const Conv2 c = conv2_of(G, transpose);
+    const double lim = (double)(1 << 30);
+    const double H = c.H, W = c.W, OH = c.OH, OW = c.OW, KH = c.KH, KW = c.KW;
+    const double SH = c.SH, SW = c.SW, PH = c.PH, PW = c.PW;
+    const double n = (double)G.n, cmax = (double)(G.cin > G.cout ? G.cin : G.cout);
+    const double kn = (double)G.k_n;
+    if (n * cmax * H * W >= lim || n * cmax * OH * OW >= lim) return false;
+    // A's rows (each class padded by less than BK) times its padded row length
+    if ((cmax + 4) * (cmax * kn + BK * SH * SW) >= lim) return false;
+    if ((H + 2 * PH + KH + SH + 2) * (W + 2 * PW + KW + SW + 2) * cmax >= lim) return false;
+    if ((OH + KH + PH + 2) * (OW + KW + PW + 2) * cmax >= lim) return false;
+    if (SH * SW > 65535 || cmax > 65535.0 * 32) return false;  // grid z (classes), y (row tiles)
+    return true;
+}
+
+int tl_conv_igemm_forward(const char *op, const tl_geom &G, int transpose, const float *W,
+                          const float *bias, const float *X, float *Y) {
+    const Conv2 c = conv2_of(G, transpose);
+    if (transpose) return gather_dgrad(op, c, W, bias, X, Y);
+    return gather_forward(op, c, W, bias, X, Y);
+}
+
+int tl_conv_igemm_backward(const char *op, const tl_geom &G, int transpose, const float *W,
+                           const float *X, const float *g, float *dW, float *db, float *dX) {
+    const Conv2 c = conv2_of(G, transpose);
+    if (transpose) {
+        // the adjoint conv's upstream gradient is X, its input g
+        TL_TRY(kernel_grad(op, c, X, g, dW, nullptr));
+        return gather_forward(op, c, W, nullptr, g, dX);
+    }
+    TL_TRY(kernel_grad(op, c, g, X, dW, db));
+    return gather_dgrad(op, c, W, nullptr, g, dX);
 }

@@ -5,9 +5,9 @@
 // Geometry arrives as one flat array (torchlean/shapes.py conv_geom / pool_geom):
 //   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
 //
-// Convolutions with one or two spatial axes run as implicit GEMMs (conv_igemm.cu) outside
-// exact mode; the rest (exact mode, transposed, three or more axes, TORCHLEAN_CONV_IGEMM=0) is
-// im2col + cuBLAS SGEMM. The column matrix of a chunk of nb samples is laid out
+// Convolutions and transposed convolutions with one or two spatial axes run as implicit GEMMs
+// (conv_igemm.cu) outside exact mode; the rest (exact mode, three or more axes, more than 64
+// kernel taps, TORCHLEAN_CONV_IGEMM=0) is im2col + cuBLAS SGEMM. The column matrix of a chunk of nb samples is laid out
 // col[(c, k)][b * P + o] (rows: channel and kernel offset; columns: sample-major output
 // positions), so that
 //   forward            y_b      = W @ col_b               (one strided-batched GEMM, W shared)
@@ -356,7 +356,8 @@ int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
     if (!st) return TL_E_DEVICE;
     const float *W = kernel->data, *X = input->data;
     float *Y = y->data;
-    if (tl_conv_igemm_takes(G, transpose)) return tl_conv_igemm_forward(op, G, W, bias->data, X, Y);
+    if (tl_conv_igemm_takes(G, transpose))
+        return tl_conv_igemm_forward(op, G, transpose, W, bias->data, X, Y);
     Scratch sc;
     if (!transpose) {
         const int64_t P = G.out_n, CK = G.cin * K;
@@ -405,7 +406,12 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
     const int64_t nk = G.cout * G.cin * K;
     cudaStream_t st = tl_stream();
     if (!st) return TL_E_DEVICE;
-    const bool implicit = tl_conv_igemm_takes(G, transpose);  // writes every element of dk, dx
+    // the implicit GEMMs write every element of dk and dx, and of db for a convolution (its
+    // kernel-gradient pass sums g as well)
+    const bool implicit = tl_conv_igemm_takes(G, transpose);
+    if (implicit && !transpose)
+        return tl_conv_igemm_backward(op, G, 0, kernel->data, input->data, g->data, dk->data,
+                                      db->data, dx->data);
     if (!implicit) {
         TL_TRY(zero(op, dk->data, nk));
         TL_TRY(zero(op, dx->data, G.n * xin));
@@ -418,7 +424,8 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
         TL_TRY(bias_grad(op, g->data, db->data, G.n, G.cout, G.out_n));
     }
     if (implicit)
-        return tl_conv_igemm_backward(op, G, kernel->data, input->data, g->data, dk->data, dx->data);
+        return tl_conv_igemm_backward(op, G, 1, kernel->data, input->data, g->data, dk->data,
+                                      nullptr, dx->data);
     if (G.n * yout == 0 || G.n * xin == 0) return TL_OK;
     const float *W = kernel->data, *X = input->data, *Gd = g->data;
     float *DK = dk->data, *DX = dx->data;
