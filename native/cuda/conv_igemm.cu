@@ -286,16 +286,24 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_gather_gemm(Gather p) 
         __syncthreads();
     }
 
-    // epilogue, a group of 4 columns at a time: their output offsets (-1 past the last column),
-    // then every row; with vec the 4 columns are 4 consecutive, aligned outputs
+    // epilogue, a group of 4 consecutive columns at a time: their output offsets (-1 past the
+    // last column; the first one divided out, the next ones stepped), then every row; with vec
+    // the 4 columns are 4 consecutive, aligned outputs
     const bool vec = p.vec_out && c.CW % 4 == 0 && c.OSW == 1 && c.OW0 % 4 == 0;
 #pragma unroll
     for (int h = 0; h < T::RN / 4; h++) {
         int co[4];
+        const int n0 = col0 + tile_col<T>(tx, 4 * h);
+        int b = n0 / per, jh = (n0 - b * per) / c.CW, jw = n0 - b * per - jh * c.CW;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int n = col0 + tile_col<T>(tx, 4 * h + e);
-            co[e] = n < ncols ? out_offset(p, c, n) : -1;
+            co[e] = n0 + e < ncols
+                        ? b * p.out_bstride + (c.OH0 + jh * c.OSH) * p.OLW + c.OW0 + jw * c.OSW
+                        : -1;
+            if (++jw == c.CW) {
+                jw = 0;
+                if (++jh == c.CH) { jh = 0; b++; }
+            }
         }
 #pragma unroll
         for (int i = 0; i < T::RM; i++) {
