@@ -41,14 +41,15 @@
 // gathered value once for all the taps that read it (taps within 7x7, classes of at least 4 cell
 // rows); k_gather_direct (one cell per thread) takes the rest.
 //
-// The kernel gradient (k_wgrad) has few output tiles and a long K = N*P, so K is split into S
-// chunks of whole stages, S chosen from the shape and the SM count so the launch fills the GPU
-// (about one or two waves) and bounded so the partials stay under 16 MiB. Each block writes its
-// chunk's partial tile to a workspace; k_sum_chunks then adds the S partials of every element in
-// a fixed order. The blocks of the first column tile also add up their chunk's g rows, which is
-// the bias gradient (one pass over g for both). No atomics anywhere: every result is the same run
-// to run on one GPU model, so the default and the deterministic mode share these kernels. Exact
-// mode and three or more spatial axes stay on conv_pool.cu's im2col path.
+// The kernel gradient (k_wgrad, a tile from 128x128 down to 64x32 by padded work) has few output
+// tiles and a long K = N*P, so K is split into S chunks of whole stages, S chosen from the shape
+// and the SM count so the launch fills the GPU (about one or two waves) and bounded so the
+// partials stay under 16 MiB. Each block writes its chunk's partial tile to a workspace;
+// k_sum_chunks then adds the S partials of every element in a fixed order. The blocks of the
+// first column tile also add up their chunk's g rows, which is the bias gradient (one pass over g
+// for both). No atomics anywhere: every result is the same run to run on one GPU model, so the
+// default and the deterministic mode share these kernels. Exact mode, three or more spatial axes
+// and kernels of more than 63 taps stay on conv_pool.cu's im2col path.
 //
 // TORCHLEAN_CONV_IGEMM=0 (read once) sends every convolution, transposed or not, down
 // conv_pool.cu's im2col + cuBLAS path instead, to compare the two.
