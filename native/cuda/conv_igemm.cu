@@ -41,14 +41,15 @@
 // gathered value once for all the taps that read it (taps within 7x7, classes of at least 4 cell
 // rows); k_gather_direct (one cell per thread) takes the rest.
 //
-// The kernel gradient (k_wgrad) has few output tiles and a long K = N*P, so K is split into S
-// chunks of whole stages, S chosen from the shape and the SM count so the launch fills the GPU
-// (about one or two waves) and bounded so the partials stay under 16 MiB. Each block writes its
-// chunk's partial tile to a workspace; k_sum_chunks then adds the S partials of every element in
-// a fixed order. The blocks of the first column tile also add up their chunk's g rows, which is
-// the bias gradient (one pass over g for both). No atomics anywhere: every result is the same run
-// to run on one GPU model, so the default and the deterministic mode share these kernels. Exact
-// mode and three or more spatial axes stay on conv_pool.cu's im2col path.
+// The kernel gradient (k_wgrad, a tile from 128x128 down to 64x32 by padded work) has few output
+// tiles and a long K = N*P, so K is split into S chunks of whole stages, S chosen from the shape
+// and the SM count so the launch fills the GPU (about one or two waves) and bounded so the
+// partials stay under 16 MiB. Each block writes its chunk's partial tile to a workspace;
+// k_sum_chunks then adds the S partials of every element in a fixed order. The blocks of the
+// first column tile also add up their chunk's g rows, which is the bias gradient (one pass over g
+// for both). No atomics anywhere: every result is the same run to run on one GPU model, so the
+// default and the deterministic mode share these kernels. Exact mode, three or more spatial axes
+// and kernels of more than 63 taps stay on conv_pool.cu's im2col path.
 //
 // TORCHLEAN_CONV_IGEMM=0 (read once) sends every convolution, transposed or not, down
 // conv_pool.cu's im2col + cuBLAS path instead, to compare the two.
@@ -286,16 +287,24 @@ __global__ void __launch_bounds__(T::NT, T::MIN_BLOCKS) k_gather_gemm(Gather p) 
         __syncthreads();
     }
 
-    // epilogue, a group of 4 columns at a time: their output offsets (-1 past the last column),
-    // then every row; with vec the 4 columns are 4 consecutive, aligned outputs
+    // epilogue, a group of 4 consecutive columns at a time: their output offsets (-1 past the
+    // last column; the first one divided out, the next ones stepped), then every row; with vec
+    // the 4 columns are 4 consecutive, aligned outputs
     const bool vec = p.vec_out && c.CW % 4 == 0 && c.OSW == 1 && c.OW0 % 4 == 0;
 #pragma unroll
     for (int h = 0; h < T::RN / 4; h++) {
         int co[4];
+        const int n0 = col0 + tile_col<T>(tx, 4 * h);
+        int b = n0 / per, jh = (n0 - b * per) / c.CW, jw = n0 - b * per - jh * c.CW;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int n = col0 + tile_col<T>(tx, 4 * h + e);
-            co[e] = n < ncols ? out_offset(p, c, n) : -1;
+            co[e] = n0 + e < ncols
+                        ? b * p.out_bstride + (c.OH0 + jh * c.OSH) * p.OLW + c.OW0 + jw * c.OSW
+                        : -1;
+            if (++jw == c.CW) {
+                jw = 0;
+                if (++jh == c.CH) { jh = 0; b++; }
+            }
         }
 #pragma unroll
         for (int i = 0; i < T::RM; i++) {

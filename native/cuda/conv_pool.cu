@@ -6,10 +6,10 @@
 //   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
 //
 // Convolutions and transposed convolutions with one or two spatial axes run as implicit GEMMs
-// (conv_igemm.cu) outside exact mode; the rest (exact mode, three or more axes, more than 64
-// kernel taps, TORCHLEAN_CONV_IGEMM=0) is im2col + cuBLAS SGEMM. The column matrix of a chunk of nb samples is laid out
-// col[(c, k)][b * P + o] (rows: channel and kernel offset; columns: sample-major output
-// positions), so that
+// (conv_igemm.cu) outside exact mode; the rest (exact mode, three or more axes, more than 63
+// kernel taps, TORCHLEAN_CONV_IGEMM=0) is im2col + cuBLAS SGEMM. The column matrix of a chunk
+// of nb samples is laid out col[(c, k)][b * P + o] (rows: channel and kernel offset; columns:
+// sample-major output positions), so that
 //   forward            y_b      = W @ col_b               (one strided-batched GEMM, W shared)
 //   kernel gradient    dW      += G' @ col^T              (one GEMM over all nb * P columns)
 //   column gradient    dcol     = W^T @ G'                (one GEMM), then col2im
