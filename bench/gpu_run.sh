@@ -42,7 +42,7 @@ step "build (make stub cuda)" "$OUT/build.log" 240 make -j"$JOBS" stub cuda
 step "symbols-check" "$OUT/build.log" 30 make symbols-check
 step "test-cuda" "$OUT/test-cuda.log" ${TEST_CUDA_LIMIT_S:-300} make test-cuda PYTEST_ARGS="${TEST_CUDA_ARGS:-}"
 note "test-cuda result: $(grep -E '(passed|failed|error)' "$OUT/test-cuda.log" | tail -n 1)"
-step "bench-cuda" "$OUT/bench.log" 150 make bench-cuda
+step "bench-cuda" "$OUT/bench.log" ${BENCH_CUDA_LIMIT_S:-240} make bench-cuda
 [ -f bench/results/cuda.md ] && cp bench/results/cuda.md "$OUT/cuda.md"
 [ -f bench/results/models.md ] && cp bench/results/models.md "$OUT/models.md"
 if [ -f bench/bench_examples.py ]; then

@@ -171,3 +171,37 @@ def test_conv_transpose_repeats_bit_for_bit_in_both_modes(stride):
     for name, a, c, d in zip(("y", "dx", "dw", "db"), first, again, det):
         np.testing.assert_array_equal(a, c, err_msg=f"{name}: repeat")
         np.testing.assert_array_equal(a, d, err_msg=f"{name}: deterministic mode")
+
+
+@pytest.mark.parametrize("kernel_size", [(3, 5), (2, 1)])
+def test_conv_modules_take_a_kernel_size_pair(kernel_size):
+    """nn.Conv2d and nn.ConvTranspose2d accept kernel_size=(kh, kw) as torch does: weight shapes
+    follow it and the outputs match a float64 NumPy direct convolution / its adjoint."""
+    from torchlean import nn
+    from torchlean.session import Session
+    kh, kw = kernel_size
+    r = np.random.default_rng(kh * 10 + kw)
+    x = r.uniform(-1, 1, (2, 3, 6, 7)).astype(np.float32)
+    s = Session()
+    conv = nn.Conv2d(3, 4, kernel_size, padding=1)
+    assert conv.weight.shape == (4, 3, kh, kw)
+    w, b = conv.weight.data.astype(np.float64), conv.bias.data.astype(np.float64)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    oh, ow = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    want = np.zeros((2, 4, oh, ow)) + b[None, :, None, None]
+    for i in range(kh):
+        for j in range(kw):
+            want += np.einsum("oc,nchw->nohw", w[:, :, i, j], xp[:, :, i:i + oh, j:j + ow])
+    got = conv(s.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    tconv = nn.ConvTranspose2d(3, 4, kernel_size, stride=2)
+    assert tconv.weight.shape == (3, 4, kh, kw)
+    wt, bt = tconv.weight.data.astype(np.float64), tconv.bias.data.astype(np.float64)
+    H, W = x.shape[2:]
+    want_t = np.zeros((2, 4, (H - 1) * 2 + kh, (W - 1) * 2 + kw)) + bt[None, :, None, None]
+    for i in range(kh):
+        for j in range(kw):
+            want_t[:, :, i:i + 2 * H:2, j:j + 2 * W:2] += np.einsum(
+                "co,nchw->nohw", wt[:, :, i, j], x.astype(np.float64))
+    np.testing.assert_allclose(tconv(s.tensor(x)).numpy(), want_t, rtol=1e-5, atol=1e-5)
+    s.step()

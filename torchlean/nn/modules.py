@@ -242,17 +242,17 @@ class Dropout(Module):
 
 
 class Conv2d(Module):
-    """weight (cout, cin / groups, k, k); dilation and groups (depthwise included) other than 1
+    """weight (cout, cin / groups, kh, kw) (kernel_size an int or a pair); dilation and groups (depthwise included) other than 1
     run through F.conv2d's dense-kernel composition."""
 
     def __init__(self, cin, cout, kernel_size, stride=1, padding=0, dilation=1, groups=1):
         super().__init__()
-        k, groups = kernel_size, int(groups)
+        (kh, kw), groups = _tuple(kernel_size, 2, "kernel_size", "Conv2d"), int(groups)
         if groups < 1 or cin % groups or cout % groups:
             raise ValueError(f"Conv2d: in_channels ({cin}) and out_channels ({cout}) must be "
                              f"divisible by groups ({groups})")
-        a = 1.0 / math.sqrt(cin // groups * k * k)
-        self.weight = Parameter(init.uniform((cout, cin // groups, k, k), -a, a))
+        a = 1.0 / math.sqrt(cin // groups * kh * kw)
+        self.weight = Parameter(init.uniform((cout, cin // groups, kh, kw), -a, a))
         self.bias = Parameter(init.uniform((cout,), -a, a))
         self.stride, self.padding = stride, padding
         self.dilation, self.groups = dilation, groups
@@ -266,15 +266,15 @@ class Conv2d(Module):
 
 
 class ConvTranspose2d(Conv2d):
-    """weight (cin, cout, k, k) as in PyTorch, whose default init takes the fan-in from
+    """weight (cin, cout, kh, kw) as in PyTorch (kernel_size an int or a pair), whose default init takes the fan-in from
     weight.shape[1] * k * k (= cout * k * k). output_padding (< stride) adds rows/cols at the
     bottom/right (F.conv_transpose2d)."""
 
     def __init__(self, cin, cout, kernel_size, stride=1, padding=0, output_padding=0):
         Module.__init__(self)
-        k = kernel_size
-        a = 1.0 / math.sqrt(cout * k * k)
-        self.weight = Parameter(init.uniform((cin, cout, k, k), -a, a))
+        kh, kw = _tuple(kernel_size, 2, "kernel_size", "ConvTranspose2d")
+        a = 1.0 / math.sqrt(cout * kh * kw)
+        self.weight = Parameter(init.uniform((cin, cout, kh, kw), -a, a))
         self.bias = Parameter(init.uniform((cout,), -a, a))
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
 
