@@ -381,7 +381,9 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_dkv_til
                 const bool ok = i < n && j < n && attends(mask, causal, n, i, j);
                 const float p = ok ? expf(s[a][k] - Ls[c]) : 0.0f;
                 s[a][k] = p;
-                dp[a][k] = p * (dp[a][k] - Ds[c]) * scale;
+                // a blocked pair adds nothing, even when its row's dP or D is NaN (as the dQ
+                // kernel and the stub): its dS is 0, not 0 * NaN
+                dp[a][k] = ok ? p * (dp[a][k] - Ds[c]) * scale : 0.0f;
             }
         }
         const int cols = min(COLS, n - i0);
