@@ -36,6 +36,8 @@ TL_HIDDEN int tl_cuda_poison_status(const char *op);
 // stream-ordered scratch memory for a kernel's temporaries (freed in stream order)
 TL_HIDDEN int tl_scratch(const char *op, size_t bytes, void **out);
 TL_HIDDEN void tl_scratch_free(void *p);
+// the current device's SM count (queried once; 132, an H100 SXM's, if the query fails)
+TL_HIDDEN int tl_sm_count(void);
 // host -> device copy on the stream; the caller may reuse src as soon as it returns (small
 // uploads go through a pinned staging ring and do not wait for the stream)
 TL_HIDDEN int tl_upload(const char *op, void *dst, const void *src, size_t bytes);

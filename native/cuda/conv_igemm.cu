@@ -652,18 +652,6 @@ bool igemm_enabled() {
     return on != 0;
 }
 
-int sm_count() {
-    static int sms = 0;
-    if (!sms) {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
-            sms = v;
-        else
-            sms = 132;
-    }
-    return sms;
-}
 
 // resident blocks of a kernel per SM (once per kernel; 1 if the query fails)
 template <class F> int blocks_per_sm(F kernel, int threads, int *cache) {
@@ -682,7 +670,7 @@ template <class T> int gather_occupancy() {
 }
 template <class T> int wgrad_slots() {
     static int occ = 0;
-    return sm_count() * blocks_per_sm(k_wgrad<T>, T::NT, &occ);
+    return tl_sm_count() * blocks_per_sm(k_wgrad<T>, T::NT, &occ);
 }
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -745,7 +733,7 @@ int launch_gather_rows(const char *op, const Gather &p, int64_t threads, int cla
 // per SM, then the last wave's busiest SM; an SM holding fewer than `sat` blocks (the warps that
 // keep it busy) still takes sat blocks' time.
 double tile_time(int64_t blocks, int occ, int sat, int bm, int bn, double eff) {
-    const int64_t sms = sm_count(), wave = sms * occ;
+    const int64_t sms = tl_sm_count(), wave = sms * occ;
     int64_t t = blocks / wave * (occ > sat ? occ : sat);
     const int64_t last = cdiv(blocks % wave, sms);
     if (last > 0) t += last > sat ? last : sat;
@@ -829,7 +817,7 @@ int launch_wgrad_tile(const char *op, Wgrad p, float *dW, float *db, Scratch &sc
     if (S > 1) {
         const int64_t n = mn + (db ? p.M : 0);
         // 8 lanes per element, or 32 when 32 elements a block would not give every SM two blocks
-        if (cdiv(n, 32) >= 2 * sm_count())
+        if (cdiv(n, 32) >= 2 * tl_sm_count())
             k_sum_chunks<8><<<(unsigned)cdiv(n, 32), dim3(32, 8), 0, tl_stream()>>>(
                 p.out, (int)S, zstride, n, mn, dW, db);
         else

@@ -254,19 +254,6 @@ int64_t tile_blocks(int64_t batch, int64_t m, int64_t n, int64_t t) {
     return batch * ((m + t - 1) / t) * ((n + t - 1) / t);
 }
 
-// the SM count of the current device (once; 132 on an H100 SXM if the query fails)
-int sm_count() {
-    static int sms = 0;
-    if (!sms) {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
-            sms = v;
-        else
-            sms = 132;
-    }
-    return sms;
-}
 
 template <int BK>
 int launch(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
@@ -318,7 +305,7 @@ extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, 
         return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
     // The 128x128 kernel does far more per block, so it wins unless it would leave most SMs
     // idle (at 1024^3 on an H200, 64 blocks on 132 SMs: 0.12 ms, 32x32 tiles: 0.20 ms)
-    const int64_t sms = sm_count();
+    const int64_t sms = tl_sm_count();
     if (tile_blocks(batch, m, n, 128) < sms / 4) {
         if (tile_blocks(batch, m, n, 32) >= sms / 2)
             return launch_small<2>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb,

@@ -569,6 +569,19 @@ void tl_scratch_free(void *p) {
     pool_free(p, bytes);
 }
 
+int tl_sm_count(void) {
+    static int sms = 0;
+    if (!sms) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
+            sms = v;
+        else
+            sms = 132;
+    }
+    return sms;
+}
+
 int tl_upload(const char *op, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return TL_OK;
     cudaStream_t s = tl_stream();
