@@ -158,7 +158,7 @@ class Session:
 
     def tensor(self, value, requires_grad: bool = False) -> "Tensor":
         self.check_thread()
-        return self._wrap(self.tape.leaf(np.asarray(value, dtype=np.float32), requires_grad=requires_grad))
+        return self._wrap(self._own_leaf(np.asarray(value, dtype=np.float32), requires_grad))
 
     def use(self, p: Parameter) -> "Tensor":
         """Record a parameter's device mirror as a borrowed leaf (once per step)."""
@@ -171,12 +171,23 @@ class Session:
             # optimizer, set(), load_state_dict) or the grad mode differs from its recording
             node = self.tape.nodes[nid]
             if node.value is not mirror or node.requires_grad != req:
+                self._retire_param_leaf(nid)
                 nid = None
         if nid is None:
             nid = self.tape.leaf(mirror, name=p.name, requires_grad=req)
             self.param_leaf[id(p)] = nid
             self.params_by_leaf[nid] = p
         return self._wrap(nid)
+
+    def _retire_param_leaf(self, nid: int) -> None:
+        """A parameter's leaf of an older mirror or grad mode: forgotten once no graph uses it
+        (a graph that still does keeps it, so its gradient still reaches the parameter)."""
+        node = self.tape.nodes[nid]
+        if node.consumers or nid in self.refs:
+            return
+        self.params_by_leaf.pop(nid, None)
+        node.pinned = False
+        self.tape.let_go(nid)
 
     def as_tensor(self, x) -> "Tensor":
         if isinstance(x, Tensor):
@@ -195,10 +206,11 @@ class Session:
             raise AttributeError(f"{name}: no such tape op in this build's registry (ops.yaml)")
         # a Tensor of this session's current step (the common case) is used as it is; anything
         # else goes through as_tensor (conversion, or the error naming what is wrong)
+        # (converted operands are kept until the op is recorded: their leaves live as long)
         gen = self.gen
-        ids = [x.id if x.__class__ is Tensor and x.session is self and x.gen == gen
-               else self.as_tensor(x).id for x in xs]
-        return Tensor(self, fn(*ids, **attrs), gen)
+        ts = [x if x.__class__ is Tensor and x.session is self and x.gen == gen
+              else self.as_tensor(x) for x in xs]
+        return Tensor(self, fn(*[t.id for t in ts], **attrs), gen)
 
     def input_nat(self, n: int) -> int:
         self.nats.append(int(n))
@@ -218,9 +230,13 @@ class Session:
         b = _ops.bernoulli_mask(n=int(np.prod(shape)), key=next_key(), p=p)
         return self._wrap(self._own_leaf(AnyBuffer(shape, b.buf)))
 
-    def _own_leaf(self, buf: AnyBuffer) -> int:
-        nid = self.tape.leaf(buf, requires_grad=False)
-        self.tape.nodes[nid].owns_value = True   # the kernel output belongs to this step
+    def _own_leaf(self, value, requires_grad: bool = False) -> int:
+        """A leaf owning `value` (an array to upload, or a kernel's fresh AnyBuffer): it lives
+        while a Tensor or a graph reads it, as PyTorch's tensors do."""
+        nid = self.tape.leaf(value, requires_grad=requires_grad)
+        node = self.tape.nodes[nid]
+        node.owns_value = True
+        node.pinned = False
         return nid
 
     def dropout(self, x, p: float = 0.5, training: bool = True) -> "Tensor":
@@ -282,7 +298,7 @@ class Session:
     def _graph(self, out: int):
         """Nodes a gradient can reach from `out` (through nodes requiring one) and, of them, the
         leaves requiring a gradient; the walk costs the graph's size, not the tape's length."""
-        nodes, forgotten = self.tape.nodes, self.tape.is_forgotten
+        nodes = self.tape.nodes
         seen, stack, leaves = set(), [out], []
         while stack:
             i = stack.pop()
@@ -290,7 +306,7 @@ class Session:
                 continue
             seen.add(i)
             node = nodes[i]
-            if forgotten(i) or node.vjp is freed_vjp:   # freed by an earlier backward
+            if node.vjp is freed_vjp:   # freed by an earlier backward
                 freed_vjp(None, None, None)
             if not node.requires_grad:
                 continue
@@ -315,8 +331,8 @@ class Session:
             if not node.owns_value and not node.parents:
                 continue                 # a parameter mirror or borrowed leaf: it stays
             node.pinned = False          # an uploaded leaf too dies with its last Tensor now
-            if i in self.refs or node.held or node.users:
-                continue                 # wrapped, lent, or read by a VJP or view outside
+            if i in self.refs or node.users or node.consumers:
+                continue                 # wrapped, or read or differentiated by a VJP outside
             tape.drop_value(i)
             g = self.grads.pop(i, None)
             if g is not None:
@@ -375,8 +391,7 @@ class Tensor:
                 refs[nid] = c
             else:
                 refs.pop(nid, None)
-                if s.tape.drop_value(nid) and s.tape.nodes[nid].vjp is freed_vjp:
-                    s.tape.forget(nid)         # its graph is gone too: nothing reads the node
+                s.tape.let_go(nid)           # and, unless a graph still reads it, its node
                 g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
                 if g is not None:
                     g.release()
@@ -398,10 +413,10 @@ class Tensor:
     @property
     def value(self) -> AnyBuffer:
         # whoever holds the buffer may outlive this Tensor (detach, DLPack, user code): the
-        # node's memory must then stay until Session.step(), not die with the last Tensor
-        node = self._node()
-        node.pinned = node.held = True
-        return node.value
+        # tape then never releases it early; it lives while the holder references it (or
+        # until Session.step())
+        self._check()
+        return self.session.tape.hand_out(self.id)
 
     @property
     def shape(self):
@@ -469,7 +484,9 @@ class Tensor:
     def detach(self) -> "Tensor":
         with no_grad():
             s = self.session
-            return s._wrap(s.tape.leaf(self.value, requires_grad=False))
+            nid = s.tape.leaf(self.value, requires_grad=False)
+            s.tape.nodes[nid].pinned = False   # borrowed: forgotten with its last Tensor
+            return s._wrap(nid)
 
     # operators ---------------------------------------------------------------
     def _other(self, o):
