@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from torchlean import indexing
+from torchlean.int_tensor import IntTensor, host_key
 from torchlean.tape import no_grad
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -31,7 +32,7 @@ def reshape(x, shape, op="reshape"):
 
 
 def getitem(x, key):
-    plan = indexing.plan_getitem(x.shape, key, lambda t: t.numpy())
+    plan = indexing.plan_getitem(x.shape, host_key(key), lambda t: t.numpy())
     if plan.kind == "block":
         rows = math.prod(x.shape) // plan.row
         flat = reshape(x, (rows, plan.row))
@@ -317,11 +318,11 @@ def where(s, cond, a, b):
 
 
 def _index_result(x, y, d, keepdim):
-    """An argmax-style float Tensor of whole numbers as the int64 array torch would return."""
+    """An argmax-style float Tensor of whole numbers as the int64 tensor torch would return."""
     out = y.numpy().astype(np.int64)
     if keepdim:
         out = out.reshape(tuple(1 if i == d else n for i, n in enumerate(x.shape)))
-    return out
+    return IntTensor(out)
 
 
 def _arg_prepare(x, kind, dim):
@@ -341,20 +342,23 @@ def _arg_prepare(x, kind, dim):
 
 
 def argreduce(x, kind, dim=None, keepdim=False):
-    """torch.argmax/argmin: int64 NumPy indices (first one on ties; a NaN wins)."""
+    """torch.argmax/argmin: an int64 IntTensor of indices (first one on ties; a NaN wins)."""
     y, d = _arg_prepare(x, kind, dim)
     idx = _op(y, kind, axis=d)
     if dim is None:
         out = idx.numpy().astype(np.int64)
-        return out.reshape((1,) * x.ndim) if keepdim else out.reshape(())
+        return IntTensor(out.reshape((1,) * x.ndim) if keepdim else out.reshape(()))
     if x.ndim == 0:
-        return idx.numpy().astype(np.int64).reshape(())
+        return IntTensor(idx.numpy().astype(np.int64).reshape(()))
     return _index_result(x, idx, d, keepdim)
 
 
 def max_min(x, kind, dim=None, keepdim=False):
     """torch.max/min: no dim -> the 0-d extreme (ties share the gradient, as amax); with dim ->
     (values, indices) where values' gradient goes to the chosen index only."""
+    if isinstance(dim, (str, bytes, float, bool, np.floating, np.bool_)):
+        raise TypeError(f"{kind}: dim must be an int (or a Tensor for the elementwise "
+                        f"{kind}imum), got {type(dim).__name__} {dim!r}")
     if dim is not None and not isinstance(dim, (int, np.integer)):    # max(other): elementwise
         return _op(x, "maximum" if kind == "max" else "minimum", dim)
     if dim is None:
@@ -366,7 +370,8 @@ def max_min(x, kind, dim=None, keepdim=False):
     idx = _op(y, "argmax" if kind == "max" else "argmin", axis=d)
     values = _op(y, "select_along_axis", idx, axis=d)
     if x.ndim == 0:
-        return MinMaxResult(reshape(values, ()), idx.numpy().astype(np.int64).reshape(()))
+        return MinMaxResult(reshape(values, ()),
+                            IntTensor(idx.numpy().astype(np.int64).reshape(())))
     indices = _index_result(x, idx, d, keepdim)
     return MinMaxResult(_keep(x, values, (d,), keepdim), indices)
 

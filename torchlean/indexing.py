@@ -107,8 +107,6 @@ def _as_key_tuple(key, to_numpy) -> tuple:
             a = to_numpy(k) if hasattr(k, "session") else np.asarray(k)
             if a.size == 0 and isinstance(k, list):
                 a = a.astype(np.int64)      # x[[]] as NumPy: an empty integer index
-            if a.dtype.kind == "f" and hasattr(k, "session"):
-                a = a != 0          # a float32 0/1 mask Tensor (what comparisons return)
             if a.dtype.kind not in "biu":
                 raise IndexError(f"__getitem__: index arrays must hold integers or booleans, got "
                                  f"dtype {a.dtype}")
