@@ -5,6 +5,7 @@ reference) and a CUDA library. TORCHLEAN_BACKEND=stub|cuda|auto picks one at imp
 """
 from __future__ import annotations
 
+import builtins as _builtins
 import os as _os
 
 from torchlean.errors import BackendError, DeviceError
@@ -19,7 +20,21 @@ from torchlean.session import Session, Tensor, Parameter, manual_seed, tensor, s
 from torchlean.session import cat, stack, split, chunk, get_rng_state, set_rng_state
 from torchlean.session import where, argmax, argmin, pow, erf, eq, ne, lt, le, gt, ge  # noqa: A004
 from torchlean import optim, nn, interop, data
-from torchlean.interop import from_numpy, tensor_from_dlpack as from_dlpack
+from torchlean.interop import tensor_from_dlpack as from_dlpack
+# torch-shaped top level: factories, torch.X forms of Tensor methods, dtypes and devices
+from torchlean.int_tensor import IntTensor
+from torchlean.dtypes import dtype, float32, int64, bool_ as _bool_dtype
+from torchlean.devices import device
+from torchlean import cuda
+from torchlean.factories import (tensor, as_tensor, from_numpy, zeros, ones, empty, full,  # noqa: F811
+                                 zeros_like, ones_like, empty_like, full_like, rand, randn,
+                                 randint, rand_like, randn_like, randint_like, randperm, arange,
+                                 linspace, eye, is_tensor, numel)
+from torchlean.functions import (abs, exp, log, sqrt, rsqrt, sigmoid, tanh, relu, reciprocal,  # noqa: A004
+                                 neg, square, sum, mean, amax, amin, max, min, var, std,
+                                 logsumexp, flatten, reshape, transpose, permute, squeeze,
+                                 unsqueeze, t, clamp, clip, detach, clone, add, sub, mul, div,
+                                 matmul, mm, bmm, maximum, minimum)
 
 __version__ = "0.1.0"
 
@@ -38,7 +53,7 @@ def _parse_flag(name: str, alt: str | None = None) -> bool | None:
 def _check_byte_count(name: str) -> None:
     """A byte count variable holds plain decimal digits; junk is an error, not "no cap"."""
     v = _os.environ.get(name)
-    if v is not None and v != "" and not (v.isascii() and v.isdigit() and int(v) < 2**63):
+    if v is not None and v != "" and not (v.isascii() and v.isdigit() and _builtins.int(v) < 2**63):
         raise ValueError(f"{name} must be a decimal number of bytes (0 = no cap), got {v!r}")
 
 
@@ -47,14 +62,22 @@ def backend() -> str:
     return _loader.BACKEND
 
 
+def _check_flag(op: str, flag) -> int:
+    """True/False (or 1/0); anything else, 'no' included, is an error, not a truthy string."""
+    if flag is True or flag is False or (type(flag).__name__ == "bool_") or (
+            type(flag) is _builtins.int and flag in (0, 1)):
+        return 1 if flag else 0
+    raise TypeError(f"{op}: flag must be True or False, got {type(flag).__name__} {flag!r}")
+
+
 def set_deterministic(flag: bool) -> bool:
     """Turn fixed-order (bit-reproducible) reductions on or off; returns the observed flag.
     Turning it off also turns exact mode off (exact implies deterministic)."""
-    return bool(_lib.tl_set_deterministic(1 if flag else 0))
+    return _builtins.bool(_lib.tl_set_deterministic(_check_flag("set_deterministic", flag)))
 
 
 def is_deterministic() -> bool:
-    return bool(_lib.tl_is_deterministic())
+    return _builtins.bool(_lib.tl_is_deterministic())
 
 
 def set_exact(flag: bool) -> bool:
@@ -62,11 +85,11 @@ def set_exact(flag: bool) -> bool:
     canonical arithmetic of native/common/tl_math.h so the stub and CUDA give the same bits
     (kernels are being converted family by family: README "Reproducibility levels"). It implies
     deterministic mode: turned on with it, left as it was when exact mode goes off."""
-    return bool(_lib.tl_set_exact(1 if flag else 0))
+    return _builtins.bool(_lib.tl_set_exact(_check_flag("set_exact", flag)))
 
 
 def is_exact() -> bool:
-    return bool(_lib.tl_is_exact())
+    return _builtins.bool(_lib.tl_is_exact())
 
 
 def memory_stats() -> dict:
@@ -74,7 +97,7 @@ def memory_stats() -> dict:
     (CUDA) cached pool bytes, its cap and the device's free/total bytes."""
     s = _ffi.new("tl_memory_stats *")
     _lib.tl_memory_stats_get(s)
-    return {k: int(getattr(s, k)) for k in (
+    return {k: _builtins.int(getattr(s, k)) for k in (
         "live_buffers", "live_bytes", "peak_bytes", "allocations", "frees", "cached_bytes",
         "cache_cap_bytes", "device_free_bytes", "device_total_bytes")}
 
@@ -114,4 +137,15 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "Parameter", "manual_seed", "tensor", "softmax", "log_softmax", "optim", "nn",
            "from_numpy", "from_dlpack", "DeviceMask", "cat", "stack", "split", "chunk",
            "get_rng_state", "set_rng_state", "data", "where", "argmax", "argmin", "pow", "erf",
-           "eq", "ne", "lt", "le", "gt", "ge"]
+           "eq", "ne", "lt", "le", "gt", "ge", "IntTensor", "dtype", "float32", "int64", "long",
+           "float", "int", "bool", "device", "cuda", "as_tensor", "zeros", "ones", "empty",
+           "full", "zeros_like", "ones_like", "empty_like", "full_like", "rand", "randn",
+           "randint", "rand_like", "randn_like", "randint_like", "randperm", "arange",
+           "linspace", "eye", "is_tensor", "numel", "abs", "exp", "log", "sqrt", "rsqrt",
+           "sigmoid", "tanh", "relu", "reciprocal", "neg", "square", "sum", "mean", "amax",
+           "amin", "max", "min", "var", "std", "logsumexp", "flatten", "reshape", "transpose",
+           "permute", "squeeze", "unsqueeze", "t", "clamp", "clip", "detach", "clone", "add",
+           "sub", "mul", "div", "matmul", "mm", "bmm", "maximum", "minimum"]
+
+# torch's dtype aliases; bound last, since they shadow builtins in this module's namespace
+globals().update(float=float32, long=int64, int=int64, bool=_bool_dtype)

@@ -22,6 +22,12 @@ def _host(x):
     return x._a if isinstance(x, IntTensor) else np.asarray(x)
 
 
+def _mask(x):
+    """x for a logical operator: a float Tensor (torchlean's comparisons) as a boolean mask."""
+    a = _host(x)
+    return a != 0 if a.dtype.kind == "f" else a
+
+
 def _floaty(o) -> bool:
     """Would torch promote an int64 tensor combined with o to float?"""
     if isinstance(o, IntTensor) or isinstance(o, (bool, int, np.integer, np.bool_)):
@@ -375,17 +381,17 @@ class IntTensor:
         return IntTensor(-self._a)
 
     def __and__(self, o):
-        return IntTensor(self._a & _host(o))
+        return IntTensor(self._a & _mask(o))
 
     __rand__ = __and__
 
     def __or__(self, o):
-        return IntTensor(self._a | _host(o))
+        return IntTensor(self._a | _mask(o))
 
     __ror__ = __or__
 
     def __xor__(self, o):
-        return IntTensor(self._a ^ _host(o))
+        return IntTensor(self._a ^ _mask(o))
 
     def __invert__(self):
         return IntTensor(~self._a)

@@ -18,6 +18,9 @@ from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
 from torchlean.random import get_rng_state, manual_seed, next_key, set_rng_state
 from torchlean import composite as _composite
+from torchlean import devices as _devices
+from torchlean.dtypes import float32 as _float32
+from torchlean.int_tensor import IntTensor
 
 # the registry's tape ops: the only names Tensor.__getattr__ forwards as methods
 _TAPE_OPS = frozenset(n for n in vars(TapeOps) if not n.startswith("_"))
@@ -73,6 +76,28 @@ class Parameter:
 
     def numpy(self) -> np.ndarray:
         return self.data.copy()
+
+    # torch's nn.Parameter is a Tensor: the size queries a training script asks of one
+    @property
+    def ndim(self) -> int:
+        return self._host.ndim
+
+    def dim(self) -> int:
+        return self._host.ndim
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self) -> int:
+        return int(self._host.size)
+
+    @property
+    def dtype(self):
+        return _float32
+
+    @property
+    def device(self):
+        return _devices.current()
 
     def __array__(self, dtype=None, copy=None):
         a = self.data
@@ -197,6 +222,10 @@ class Session:
             return x
         if isinstance(x, Parameter):
             return self.use(x)
+        if isinstance(x, IntTensor):
+            raise TypeError(f"expected a float32 Tensor, got an {x.dtype.name} tensor of shape "
+                            f"{tuple(x.shape)}: torch does not mix dtypes here either; convert "
+                            "it with .float()")
         return self.tensor(x)
 
     def op(self, name: str, *xs, **attrs) -> "Tensor":
@@ -503,6 +532,8 @@ class Tensor:
             # a scalar factor is an attribute of the scale op, not an uploaded leaf
             self._check()
             return Tensor(s, s.tape.scale(self.id, c=float(o)), s.gen)
+        if o.__class__ is IntTensor and name != "matmul":
+            o = o.float(s)      # elementwise: int64 promotes to float32, as in torch
         return s.op(name, self, o)
 
     def __add__(self, o):
@@ -522,6 +553,8 @@ class Tensor:
         return self._binary("sub", o)
 
     def __rsub__(self, o):
+        if o.__class__ is IntTensor:
+            o = o.float(self.session)
         return self._other(o) - self
 
     def __truediv__(self, o):
@@ -530,6 +563,8 @@ class Tensor:
         return self._binary("div", o)
 
     def __rtruediv__(self, o):
+        if o.__class__ is IntTensor:
+            o = o.float(self.session)
         return self.session.op("div", self._other(o), self)
 
     def __matmul__(self, o):
@@ -699,6 +734,113 @@ class Tensor:
 
     def erf(self):
         return self.session.op("erf", self)
+
+    # torch's dtype and device idiom, and small conveniences --------------------------------
+    @property
+    def dtype(self):
+        return _float32
+
+    @property
+    def device(self):
+        return _devices.current()
+
+    @property
+    def is_cuda(self) -> bool:
+        return _devices.current().type == "cuda"
+
+    def to(self, *args, **kwargs):
+        """to(device), to(dtype), to(device, dtype), to(other): the same Tensor on this
+        backend's device (see torchlean.devices), an IntTensor for int64/bool."""
+        dt = _devices.parse_to("to", args, kwargs)
+        if dt is None or dt is _float32:
+            return self
+        return self.bool() if dt == np.bool_ else self.long()
+
+    def cpu(self):
+        """Itself: .numpy() and .item() copy to the host from either backend."""
+        self._check()
+        return self
+
+    def cuda(self, device=None, non_blocking=False):
+        _devices.check_cuda("cuda")
+        return self
+
+    def float(self):
+        return self
+
+    def long(self):
+        """An int64 IntTensor, truncating toward zero as torch does."""
+        a = self.numpy()
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"long: cannot convert NaN or inf to int64 (shape {a.shape})")
+        return IntTensor(np.trunc(a).astype(np.int64))
+
+    int = long
+
+    def bool(self):
+        return IntTensor(self.numpy() != 0)
+
+    def type(self, dtype=None):
+        return "torch.FloatTensor" if dtype is None else self.to(dtype)
+
+    def t(self):
+        """torch's x.t(): the transpose of a matrix; 0-d and 1-d tensors as they are."""
+        if self.ndim > 2:
+            raise ValueError(f"t: expects a tensor with <= 2 dimensions, got shape {self.shape}"
+                             "; use x.transpose(d0, d1) or x.mT")
+        return self if self.ndim < 2 else _composite.transpose(self, 0, 1)
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d tensor")
+        return shape[0]
+
+    def clone(self):
+        """A copy in new memory; gradients flow through it, as torch's clone."""
+        s = self.session
+        self._check()
+        return Tensor(s, s.tape.scale(self.id, c=1.0), s.gen)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def neg(self):
+        return -self
+
+    def contiguous(self):
+        return self
+
+    def view_as(self, other):
+        return self.reshape(tuple(other.shape))
+
+    def element_size(self) -> int:
+        return 4
+
+    nelement = numel
+
+    def __float__(self):
+        return self.item()
+
+    def __int__(self):
+        return int(self.item())
+
+    # logical operators on masks (torch's bool tensors): a bool IntTensor on the host
+    def __and__(self, o):
+        return self.bool() & o
+
+    __rand__ = __and__
+
+    def __or__(self, o):
+        return self.bool() | o
+
+    __ror__ = __or__
+
+    def __xor__(self, o):
+        return self.bool() ^ o
+
+    def __invert__(self):
+        return ~self.bool()
 
     def __repr__(self):
         try:
