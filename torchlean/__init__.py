@@ -25,7 +25,7 @@ from torchlean.interop import tensor_from_dlpack as from_dlpack
 from torchlean.int_tensor import IntTensor
 from torchlean.dtypes import dtype, float32, int64, bool_ as _bool_dtype
 from torchlean.devices import device
-from torchlean import cuda
+from torchlean import cuda, utils
 from torchlean.factories import (tensor, as_tensor, from_numpy, zeros, ones, empty, full,  # noqa: F811
                                  zeros_like, ones_like, empty_like, full_like, rand, randn,
                                  randint, rand_like, randn_like, randint_like, randperm, arange,
@@ -137,7 +137,7 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "Parameter", "manual_seed", "tensor", "softmax", "log_softmax", "optim", "nn",
            "from_numpy", "from_dlpack", "DeviceMask", "cat", "stack", "split", "chunk",
            "get_rng_state", "set_rng_state", "data", "where", "argmax", "argmin", "pow", "erf",
-           "eq", "ne", "lt", "le", "gt", "ge", "IntTensor", "dtype", "float32", "int64", "long",
+           "eq", "ne", "lt", "le", "gt", "ge", "IntTensor", "utils", "dtype", "float32", "int64", "long",
            "float", "int", "bool", "device", "cuda", "as_tensor", "zeros", "ones", "empty",
            "full", "zeros_like", "ones_like", "empty_like", "full_like", "rand", "randn",
            "randint", "rand_like", "randn_like", "randint_like", "randperm", "arange",

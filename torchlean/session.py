@@ -805,6 +805,11 @@ class Tensor:
     def tolist(self):
         return self.numpy().tolist()
 
+    @property
+    def data(self):
+        """torch's x.data: the same values, outside the graph (detach())."""
+        return self.detach()
+
     def neg(self):
         return -self
 

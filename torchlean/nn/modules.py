@@ -147,6 +147,23 @@ class Module:
             p.requires_grad = bool(requires_grad)
         return self
 
+    def to(self, *args, **kwargs):
+        """torch's model.to(device) / to(dtype): parameters already live on the backend chosen
+        at import, so this checks the target (cuda on the stub raises) and returns self."""
+        from torchlean.devices import parse_to
+        dt = parse_to("Module.to", args, kwargs)
+        if dt is not None and not dt.is_floating_point:
+            raise TypeError(f"Module.to: parameters are float32, got dtype {dt}")
+        return self
+
+    def cuda(self, device=None):
+        from torchlean.devices import check_cuda
+        check_cuda("Module.cuda")
+        return self
+
+    def cpu(self):
+        return self
+
 
 class Sequential(Module):
     def __init__(self, *mods):
