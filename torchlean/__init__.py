@@ -138,14 +138,15 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "from_numpy", "from_dlpack", "DeviceMask", "cat", "stack", "split", "chunk",
            "get_rng_state", "set_rng_state", "data", "where", "argmax", "argmin", "pow", "erf",
            "eq", "ne", "lt", "le", "gt", "ge", "IntTensor", "utils", "dtype", "float32", "int64", "long",
-           "float", "int", "bool", "device", "cuda", "as_tensor", "zeros", "ones", "empty",
+           "device", "cuda", "as_tensor", "zeros", "ones", "empty",
            "full", "zeros_like", "ones_like", "empty_like", "full_like", "rand", "randn",
            "randint", "rand_like", "randn_like", "randint_like", "randperm", "arange",
-           "linspace", "eye", "is_tensor", "numel", "abs", "exp", "log", "sqrt", "rsqrt",
-           "sigmoid", "tanh", "relu", "reciprocal", "neg", "square", "sum", "mean", "amax",
-           "amin", "max", "min", "var", "std", "logsumexp", "flatten", "reshape", "transpose",
+           "linspace", "eye", "is_tensor", "numel", "exp", "log", "sqrt", "rsqrt",
+           "sigmoid", "tanh", "relu", "reciprocal", "neg", "square", "mean", "amax",
+           "amin", "var", "std", "logsumexp", "flatten", "reshape", "transpose",
            "permute", "squeeze", "unsqueeze", "t", "clamp", "clip", "detach", "clone", "add",
            "sub", "mul", "div", "matmul", "mm", "bmm", "maximum", "minimum"]
 
-# torch's dtype aliases; bound last, since they shadow builtins in this module's namespace
+# torch's dtype aliases; bound last, since they shadow builtins in this module's namespace (the
+# names that shadow builtins, these and abs/max/min/sum, stay out of __all__)
 globals().update(float=float32, long=int64, int=int64, bool=_bool_dtype)
