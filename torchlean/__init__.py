@@ -63,9 +63,10 @@ def backend() -> str:
 
 
 def _check_flag(op: str, flag) -> int:
-    """True/False (or 1/0); anything else, 'no' included, is an error, not a truthy string."""
-    if flag is True or flag is False or (type(flag).__name__ == "bool_") or (
-            type(flag) is _builtins.int and flag in (0, 1)):
+    """A bool or an integer (by its truth, as before); anything else, a string like 'no'
+    included, is an error rather than a truthy value."""
+    import numpy as np
+    if isinstance(flag, (_builtins.int, np.integer, np.bool_)):
         return 1 if flag else 0
     raise TypeError(f"{op}: flag must be True or False, got {type(flag).__name__} {flag!r}")
 
