@@ -258,8 +258,15 @@ def test_bad_inputs_raise_torch_kinds_of_error():
     with pytest.raises(TypeError, match="set_deterministic"):
         tl.set_deterministic("yes")
     assert not tl.is_exact()
-    with pytest.raises(TypeError, match="got an int64 tensor of shape"):
+    with pytest.raises(TypeError, match=r"matmul: expected float operands, got int64 data of shape \(3, 1\)"):
         x @ tl.tensor([[1], [2], [3]])
+    with pytest.raises(TypeError, match="matmul: expected float operands"):
+        x @ np.ones((3, 1), np.int64)
+    with pytest.raises(TypeError, match="got an int64 tensor of shape"):
+        nn.Linear(3, 1)(tl.tensor([[1, 2, 3]]))
+    # elementwise, int64 data promote to float32 as torch promotes int64 tensors
+    np.testing.assert_array_equal((x * np.array([1, 2, 3])).numpy(), x.numpy() * [1, 2, 3])
+    np.testing.assert_array_equal((x + tl.tensor([1, 2, 3])).numpy(), x.numpy() + [1, 2, 3])
 
 
 @pytest.mark.skipif(tl.backend() != "stub", reason="NumPy producers live in host memory")

@@ -568,10 +568,10 @@ class Tensor:
         return self.session.op("div", self._other(o), self)
 
     def __matmul__(self, o):
-        return self._binary("matmul", o)
+        return self._binary("matmul", _float_operand("matmul", o))
 
     def __rmatmul__(self, o):
-        return self.session.op("matmul", self._other(o), self)
+        return self.session.op("matmul", self._other(_float_operand("matmul", o)), self)
 
     def __getattr__(self, name):
         # registry tape ops as methods: x.relu(), x.softmax(), x.transpose2d() ... but never
@@ -860,6 +860,16 @@ class Tensor:
 
 
 MinMaxResult = _composite.MinMaxResult
+
+
+def _float_operand(op: str, o):
+    """o for an op torch runs on one dtype only (@): integer or bool data raise TypeError,
+    where elementwise ops promote them to float32 as torch promotes int64 tensors."""
+    if isinstance(o, IntTensor) or (isinstance(o, np.ndarray) and o.dtype.kind in "biu"):
+        raise TypeError(f"{op}: expected float operands, got {o.dtype.name} data of shape "
+                        f"{tuple(o.shape)} (torch refuses mixed dtypes here too); convert it "
+                        "with .float() or .astype(np.float32)")
+    return o
 
 _default = threading.local()      # this thread's default session and its `with` stack
 
