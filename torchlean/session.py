@@ -532,7 +532,9 @@ class Tensor:
             # a scalar factor is an attribute of the scale op, not an uploaded leaf
             self._check()
             return Tensor(s, s.tape.scale(self.id, c=float(o)), s.gen)
-        if o.__class__ is IntTensor and name != "matmul":
+        if name == "matmul":
+            _float_operand(name, o)
+        elif o.__class__ is IntTensor:
             o = o.float(s)      # elementwise: int64 promotes to float32, as in torch
         return s.op(name, self, o)
 
@@ -568,10 +570,10 @@ class Tensor:
         return self.session.op("div", self._other(o), self)
 
     def __matmul__(self, o):
-        return self._binary("matmul", _float_operand("matmul", o))
+        return self._binary("matmul", o)
 
     def __rmatmul__(self, o):
-        return self.session.op("matmul", self._other(_float_operand("matmul", o)), self)
+        return self.session.op("matmul", self._other(o), self)
 
     def __getattr__(self, name):
         # registry tape ops as methods: x.relu(), x.softmax(), x.transpose2d() ... but never
