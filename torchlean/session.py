@@ -421,9 +421,10 @@ class Tensor:
             else:
                 refs.pop(nid, None)
                 s.tape.let_go(nid)           # and, unless a graph still reads it, its node
-                g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
-                if g is not None:
-                    g.release()
+                if s.grads:
+                    g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
+                    if g is not None:
+                        g.release()
         except Exception:  # interpreter shutdown: nothing left to free
             pass
 

@@ -7,9 +7,16 @@ of them: recording, gradient accumulation (generated VJPs sum broadcast gradient
 input's shape; _add_grad does it for any other VJP), dense and sparse backward, and release.
 
 Lifetimes follow PyTorch's. Each node counts its `users`: the unrun VJPs that read its value and
-the live views that alias it. A value with no user, no Tensor on it (`referenced`, the Session's
-count of live Tensor wrappers) and not handed out is freed at once, during the forward pass when
-its last Tensor goes and during a graph-freeing backward as soon as the last VJP reading it ran.
+the live views that alias it. A value with no user and no Tensor on it (`referenced`, the
+Session's count of live Tensor wrappers) is freed at once, during the forward pass when its last
+Tensor goes and during a graph-freeing backward as soon as the last VJP reading it ran; a value
+handed out (`held`) is let go instead, and lives while its holder references it. Each node also
+counts its `consumers`, the unrun VJPs that will send it a gradient: a node with neither a
+Tensor nor a consumer can never be differentiated again, so when its last Tensor goes
+(`let_go`) its saved values are freed and its parents lose a consumer in turn, which frees a
+graph whose output was dropped without backward(), as PyTorch's reference counts do. Records
+of nodes nothing can read are forgotten (NodeTable), so a loop without Session.step() keeps a
+fixed number of them.
 One step further than PyTorch: the value of an op that can give it again from what its node
 keeps for its own VJP (ops.yaml `recompute`: GELU from its input, layer_norm from xhat, gamma
 and beta) is freed too while only VJPs need it (`stale`), and recomputed, with the forward's
@@ -465,7 +472,17 @@ class Tape(TapeOps):
         reference counts do. An unrun VJP that no Tensor and no consumer can reach will never
         run, so its saved values go, and so, in turn, do its parents' (graph included); values
         and records nothing reads are released and forgotten."""
-        nodes, referenced, forgotten = self.nodes, self.referenced, _forgotten_node()
+        nodes = self.nodes
+        node = nodes.get(i)
+        if (node is not None and node.vjp is None and node.owns_value and not node.consumers
+                and not node.users and not node.pinned and not node.dropped and not node.stale
+                and i not in self.referenced):
+            # the common case, a value no graph reads (no_grad, or a result nobody differentiates)
+            if not node.held:
+                node.value.release()
+            del nodes[i]
+            return
+        referenced, forgotten = self.referenced, _forgotten_node()
         stack = [i]
         while stack:
             j = stack.pop()
