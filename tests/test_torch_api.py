@@ -243,6 +243,12 @@ def test_t_len_clone_tolist_and_parameter_numel():
         len(tl.tensor(1.0))
     m = nn.Linear(4, 3)
     assert sum(p.numel() for p in m.parameters()) == 15 and m.weight.size(1) == 4
+    w = tl.tensor([1.5, -2.0]).requires_grad_()
+    (w * w * w).sum().backward()
+    np.testing.assert_array_equal(w.grad, [3 * 1.5 ** 2, 3 * 4.0])
+    with pytest.raises(RuntimeError, match="only leaf tensors"):
+        (w * 2.0).requires_grad_()
+    assert np.array_equal(w.data.numpy(), [1.5, -2.0]) and not w.data.requires_grad
 
 
 # ------------------------------------------------------------------------------ bad inputs

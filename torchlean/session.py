@@ -808,6 +808,16 @@ class Tensor:
     def tolist(self):
         return self.numpy().tolist()
 
+    def requires_grad_(self, requires_grad: bool = True):
+        """torch's in-place flag change, for leaves (a tensor made by torchlean.tensor or a
+        factory); an op's result raises, as in torch."""
+        node = self._node()
+        if node.parents:
+            raise RuntimeError("requires_grad_: only leaf tensors can change requires_grad; "
+                               "use detach() for a result of ops")
+        node.requires_grad = bool(requires_grad)
+        return self
+
     @property
     def data(self):
         """torch's x.data: the same values, outside the graph (detach())."""

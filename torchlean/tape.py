@@ -199,7 +199,6 @@ class Tape(TapeOps):
 
     def __init__(self, referenced=()):
         self.nodes = NodeTable()
-        self.grad_leaves: list[int] = []   # leaves recorded with requires_grad, in order
         self.released = False
         # node ids something outside the tape still reads (a Session passes its live Tensor
         # counts): their values are never freed early
@@ -222,10 +221,7 @@ class Tape(TapeOps):
             raise TypeError(f"leaf: value must be a NumPy array or AnyBuffer, got {type(value).__name__}")
         self._check_open("leaf")
         self.nodes.append(Node(name, val, bool(requires_grad), owns_value=owns))
-        i = len(self.nodes) - 1
-        if requires_grad:
-            self.grad_leaves.append(i)
-        return i
+        return len(self.nodes) - 1
 
     def value(self, i: int) -> AnyBuffer:
         """The value of node i (owned by the tape: copy it to keep it past release())."""
