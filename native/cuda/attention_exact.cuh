@@ -56,8 +56,13 @@ __device__ __forceinline__ void exact_dots(float (&s)[4][CPT], const float *XT, 
     }
 }
 
+// a tile's pair bits: bit c of a row's mask is column c (32-bit masks for tiles of 32 columns)
+template <int COLS> struct PairBits { using type = unsigned long long; };
+template <> struct PairBits<32> { using type = unsigned; };
+
 // bits[a] |= the same of the row group's other 7 lanes (every lane of the group calls it)
-__device__ __forceinline__ void group_or(unsigned long long (&bits)[4]) {
+template <class Bits>
+__device__ __forceinline__ void group_or(Bits (&bits)[4]) {
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
@@ -66,11 +71,12 @@ __device__ __forceinline__ void group_or(unsigned long long (&bits)[4]) {
 
 // acc[a][.] = fma(P[c][r0 + a], Y[c][.], acc) over columns c < cols in order, skipping the pairs
 // whose bit c of ok[a] is clear (blocked pairs add nothing)
-template <int DC, int LDY>
+template <int DC, int LDY, class Bits>
 __device__ __forceinline__ void exact_products(float (&acc)[4][4 * DC], const float *P,
                                                const float *Y, int r0, int cl, int cols,
-                                               const unsigned long long (&ok)[4]) {
-    const unsigned long long full = cols >= 64 ? ~0ull : (1ull << cols) - 1;
+                                               const Bits (&ok)[4]) {
+    constexpr int W = 8 * sizeof(Bits);
+    const Bits full = cols >= W ? ~Bits(0) : (Bits(1) << cols) - 1;
     if ((ok[0] & ok[1] & ok[2] & ok[3] & full) == full) {
         tile_products<DC, LDY>(acc, P, Y, r0, cl, cols);
         return;
@@ -309,16 +315,17 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DQ_BLOCKS) attn_dq_exact
             for (int k = 0; k < CPT; k++) s[a][k] = dp[a][k] = 0.0f;
         exact_dots<CPT, T::LD>(s, QT, Ks, r0, cl, hd);
         exact_dots<CPT, T::LD>(dp, GT, VS, r0, cl, hd);
-        unsigned long long ok[4];
+        using Bits = typename PairBits<COLS>::type;
+        Bits ok[4];
 #pragma unroll
         for (int a = 0; a < 4; a++) {
             const int i = i0 + r0 + a;
-            ok[a] = i < n ? 0ull : ~0ull;  // rows past n are never stored: no guard for them
+            ok[a] = i < n ? Bits(0) : ~Bits(0);  // rows past n are never stored: no guard for them
 #pragma unroll
             for (int k = 0; k < CPT; k++) {
                 const int c = cl + 8 * k, j = j0 + c;
                 exact_pair(s[a][k], dp[a][k], L[a], Di[a], scale);
-                if (i < n && j < n && attends(mask, causal, n, i, j)) ok[a] |= 1ull << c;
+                if (i < n && j < n && attends(mask, causal, n, i, j)) ok[a] |= Bits(1) << c;
             }
         }
         group_or(ok);
@@ -377,16 +384,17 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_dkv_exa
             for (int k = 0; k < CPT; k++) s[a][k] = dp[a][k] = 0.0f;
         exact_dots<CPT, T::LD>(s, KT, Qs, r0, cl, hd);   // fma(k, q, .) is fma(q, k, .)
         exact_dots<CPT, T::LD>(dp, VT, GS, r0, cl, hd);
-        unsigned long long ok[4];
+        using Bits = typename PairBits<COLS>::type;
+        Bits ok[4];
 #pragma unroll
         for (int a = 0; a < 4; a++) {
             const int j = j0 + r0 + a;
-            ok[a] = j < n ? 0ull : ~0ull;  // keys past n are never stored: no guard for them
+            ok[a] = j < n ? Bits(0) : ~Bits(0);  // keys past n are never stored: no guard for them
 #pragma unroll
             for (int k = 0; k < CPT; k++) {
                 const int c = cl + 8 * k, i = i0 + c;
                 exact_pair(s[a][k], dp[a][k], Ls[c], Ds[c], scale);
-                if (i < n && j < n && attends(mask, causal, n, i, j)) ok[a] |= 1ull << c;
+                if (i < n && j < n && attends(mask, causal, n, i, j)) ok[a] |= Bits(1) << c;
             }
         }
         group_or(ok);
