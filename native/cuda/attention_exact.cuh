@@ -262,8 +262,8 @@ __global__ void attn_rowdot_exact(const float *__restrict__ dO, const float *__r
     }
 }
 
-// P and dS of a tile's pairs from the scores s and dP (both rule-3 chains), the row's or
-// column's lse and D: s becomes p, dp becomes ds; ok says the pair takes part
+// p and dS of one (query, key) pair from its score s and dP (both rule-3 chains) and the
+// query's lse and D, as the stub's tlm_attn_prob/dscore: s becomes p, dp becomes dS
 __device__ __forceinline__ void exact_pair(float &s, float &dp, float L, float Dv, float scale) {
     const float p = tlm_attn_prob(tlm_mul(s, scale), L);
     dp = tlm_attn_dscore(p, dp, Dv, scale);
