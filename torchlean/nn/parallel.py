@@ -304,7 +304,6 @@ def check_same_model(comm, module: Module, values: bool) -> None:
     got = comm.allgather_array(sig, what)
     if (got == sig).all():
         return
-    _mark_failed(comm)
     me = f"rank {comm.rank}: DistributedDataParallel: the ranks wrap different models: "
     if (got[:, :2] != sig[:2]).any():
         texts = allgather_bytes(comm, text, what)

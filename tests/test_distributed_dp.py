@@ -1,0 +1,394 @@
+"""Data parallel equals accumulation with dropout and BatchNorm; ranks that disagree fail fast.
+
+Each multi-process test starts `mpiexec -n W python tests/test_distributed_dp.py <scenario>
+<dir>` (the workers are at the bottom); the ranks write what they saw to <dir> and the test
+compares it with references computed here in one process: the same micro-batches accumulated
+in rank order for DistributedDataParallel, float64 NumPy for SyncBatchNorm. Run under 2 and 3
+processes (with 3, float sums depend on their order).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import test_distributed as td
+
+ROOT = Path(__file__).resolve().parent.parent
+B = 5                      # rows per micro-batch (odd)
+KS = (1, 1, 2)             # micro-batches per rank in each step
+SEED = 7
+
+
+# ---------------------------------------------------------------------------------- shared
+def build_model():
+    from torchlean import nn
+    return nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(),
+                         nn.Flatten(), nn.Dropout(0.3), nn.Linear(3 * 4 * 4, 5),
+                         nn.BatchNorm1d(5, momentum=None), nn.Tanh(), nn.Linear(5, 3))
+
+
+def data(world: int):
+    """X[step][m] (B, 1, 4, 4) and labels Y[step][m] for global micro-batch m = j * W + r."""
+    rng = np.random.default_rng(3)
+    X = [rng.normal(size=(world * k, B, 1, 4, 4)) for k in KS]
+    Y = [rng.integers(0, 3, size=(world * k, B)) for k in KS]
+    return X, Y
+
+
+def state(model) -> dict:
+    return {k: v.copy() for k, v in model.state_dict().items()}
+
+
+def loss_of(model, s, x, y):
+    from torchlean.nn import functional as F
+    return F.cross_entropy(model(s.tensor(x)), y)
+
+
+# ---------------------------------------------------------------------------------- workers
+def worker_equal(out: Path) -> None:
+    """Three SGD steps of the dropout + BatchNorm model under DistributedDataParallel, which
+    keys the dropout draws itself (no micro_batch scope here). Every rank starts from other
+    weights and buffers: the wrap must broadcast rank 0's."""
+    import torchlean.distributed as dist
+    from torchlean import optim
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import Session, manual_seed
+    dist.init()
+    td.set_exact(True)
+    r, W = dist.rank(), dist.world_size()
+    manual_seed(100 + r)
+    model = build_model()
+    model[1].running_mean.set(np.full(3, float(r)))
+    ddp = DistributedDataParallel(model, bucket_cap_mb=0.0002)
+    res = {f"init.{k}": v for k, v in state(model).items()}
+    manual_seed(SEED)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    X, Y = data(W)
+    s = Session()
+    for t, k in enumerate(KS):
+        opt.zero_grad()
+        for j in range(k):
+            m = j * W + r
+            if j < k - 1:
+                with ddp.no_sync():
+                    loss_of(ddp, s, X[t][m], Y[t][m]).backward()
+            else:
+                loss_of(ddp, s, X[t][m], Y[t][m]).backward()
+            s.step()
+        res.update({f"grad{t}.{i}": p.grad for i, p in enumerate(model.parameters())})
+        opt.step()
+    res.update({f"final.{k}": v for k, v in state(model).items()})
+    np.savez(out / f"rank{r}.npz", **res)
+    dist.destroy()
+
+
+def reference(world: int) -> dict:
+    """One process: each step runs the W * K micro-batches' forwards in global order m (so
+    BatchNorm folds them in that order), each under random.micro_batch(step, m); the gradients
+    are summed as the ranks sum them (each rank's micro-batches, then the ranks in order) and
+    scaled by 1/W."""
+    from torchlean import optim, ops, random
+    from torchlean.session import Session, manual_seed
+    td.set_exact(True)
+    try:
+        manual_seed(100)
+        model = build_model()
+        params = model.parameters()
+        ref = {f"init.{k}": v for k, v in state(model).items()}
+        manual_seed(SEED)
+        opt = optim.SGD(params, lr=0.1, momentum=0.9)
+        X, Y = data(world)
+        for t, k in enumerate(KS):
+            s = Session()
+            losses = []
+            for m in range(world * k):
+                with random.micro_batch(t, m):
+                    losses.append(loss_of(model, s, X[t][m], Y[t][m]))
+            partial = []
+            for r in range(world):
+                opt.zero_grad()
+                for j in range(k):
+                    losses[j * world + r].backward()
+                partial.append([p.grad_buf.copy() for p in params])
+            opt.zero_grad()
+            for i, p in enumerate(params):
+                g = partial[0][i]
+                for r in range(1, world):
+                    g = ops.add(g, partial[r][i])
+                p.grad_buf = ops.scale(g, c=1.0 / world)
+            ref.update({f"grad{t}.{i}": p.grad for i, p in enumerate(params)})
+            opt.step()
+            s.step()
+        ref.update({f"final.{k}": v for k, v in state(model).items()})
+        return ref
+    finally:
+        td.set_exact(False)
+
+
+def worker_checks(out: Path) -> None:
+    """Mismatched models raise on every rank at wrap time; then SyncBatchNorm on ranks holding
+    batches of different sizes."""
+    import torchlean.distributed as dist
+    from torchlean import nn
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import Session, manual_seed
+    dist.init()
+    r, W = dist.rank(), dist.world_size()
+    last = r == W - 1
+    res = {}
+
+    def attempt(name, model, **kw):
+        try:
+            DistributedDataParallel(model, **kw).remove_hooks()
+            res[name] = np.array("no error")
+        except dist.DistributedError as e:
+            res[name] = np.array(str(e))
+
+    manual_seed(1)
+    m = build_model()
+    if last:
+        m[5].weight.requires_grad = False
+    attempt("requires_grad", m)
+    manual_seed(1)
+    attempt("shape", nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2 if last else 3)))
+    attempt("missing", nn.Sequential(nn.Linear(4, 3), *([] if last else [nn.Linear(3, 3)])))
+    manual_seed(1 + r)
+    attempt("values", nn.Sequential(nn.Linear(4, 3)), init_sync=False)
+    manual_seed(1)
+    attempt("same_values", nn.Sequential(nn.Linear(4, 3)), init_sync=False)
+
+    # SyncBatchNorm: rank r holds r + 2 samples; loss_r = sum(w_r * y_r)
+    x, w = syncbn_data(W)
+    bn = nn.SyncBatchNorm(3, momentum=0.25)
+    bn.weight.set(np.array([1.5, -0.5, 2.0]))
+    bn.bias.set(np.array([0.1, 0.2, -0.3]))
+    s = Session()
+    xt = s.tensor(x[r], requires_grad=True)
+    y = bn(xt)
+    (y * s.tensor(w[r])).sum().backward()
+    res.update(y=y.numpy(), gx=xt.grad, ggamma=bn.weight.grad, gbeta=bn.bias.grad,
+               running_mean=bn.running_mean.numpy(), running_var=bn.running_var.numpy(),
+               nbt=bn.num_batches_tracked.numpy())
+    bn.eval()
+    res["y_eval"] = bn(s.tensor(x[r])).numpy()
+    np.savez(out / f"rank{r}.npz", **res)
+    dist.destroy()
+
+
+def syncbn_data(world: int):
+    rng = np.random.default_rng(5)
+    x = [rng.normal(loc=1.0, scale=2.0, size=(r + 2, 3, 3, 2)) for r in range(world)]
+    w = [rng.normal(size=a.shape) for a in x]
+    return x, w
+
+
+def worker_skip(out: Path) -> None:
+    """The last rank skips step 1's backward; every rank must fail at that step."""
+    import torchlean.distributed as dist
+    from torchlean import nn
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import Session
+    dist.init()
+    r, W = dist.rank(), dist.world_size()
+    model = nn.Sequential(nn.Linear(4, 6), nn.Dropout(0.2), nn.Tanh(), nn.Linear(6, 2))
+    ddp = DistributedDataParallel(model)
+    s = Session()
+    x = np.random.default_rng(r).normal(size=(3, 4))
+    for step in range(4):
+        loss = ddp(s.tensor(x)).sum()
+        if step == 1 and r == W - 1:
+            continue
+        try:
+            loss.backward()
+        except dist.DistributedError as e:
+            (out / f"error{r}.txt").write_text(f"step {step}: {e}")
+            raise
+        s.step()
+    (out / f"finished{r}.txt").write_text("no error")
+
+
+def worker_lose(out: Path, how: str) -> None:
+    """The last rank dies (SIGKILL) or raises in step 2 of DistributedDataParallel training;
+    the others must fail within TORCHLEAN_DIST_TIMEOUT_S, writing their error."""
+    import torchlean.distributed as dist
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import Session
+    dist.init()
+    r, W = dist.rank(), dist.world_size()
+    model = build_model()
+    ddp = DistributedDataParallel(model)
+    X, Y = data(W)
+    s = Session()
+    for step in range(3):
+        if step == 2 and r == W - 1:
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError(f"rank {r} gives up")
+        try:
+            loss_of(ddp, s, X[0][r], Y[0][r]).backward()
+        except dist.DistributedError as e:
+            (out / f"error{r}.txt").write_text(str(e))
+            raise
+        s.step()
+
+
+# ---------------------------------------------------------------------------------- tests
+WORLDS = [2, 3]
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_dropout_batchnorm_model_equals_accumulation_bitwise(tmp_path, world):
+    """Initial broadcast (weights and buffers), every step's averaged gradients, the final
+    weights and the BatchNorm buffers (running mean, variance, num_batches_tracked) equal the
+    one-process accumulation bit for bit on every rank."""
+    ranks = td.run_ok(world, "equal", tmp_path, timeout_s=90)
+    ref = reference(world)
+    assert float(ref["final.6.num_batches_tracked"]) == world * sum(KS)
+    for r, got in enumerate(ranks):
+        assert sorted(got) == sorted(ref)
+        for key in ref:
+            assert np.array_equal(got[key], ref[key]), (
+                f"rank {r} {key}: max diff {np.abs(got[key] - ref[key]).max()}")
+    # the test can fail: dropout really drew per micro-batch, BatchNorm really moved
+    assert not np.array_equal(ref["init.1.running_mean"], ref["final.1.running_mean"])
+    assert not np.array_equal(ref["grad0.0"], ref["grad1.0"])
+
+
+def _syncbn_reference(world: int):
+    """float64 BatchNorm over the global batch; gradients of sum_r sum(w_r * y_r)."""
+    x, w = syncbn_data(world)
+    gamma, beta = np.array([1.5, -0.5, 2.0]), np.array([0.1, 0.2, -0.3])
+    X = np.concatenate(x)
+    Wt = np.concatenate(w)
+    axes = (0, 2, 3)
+    n = X.size // 3
+    mu = X.mean(axes, keepdims=True)
+    var = X.var(axes, keepdims=True)
+    inv = 1.0 / np.sqrt(var + 1e-5)
+    xhat = (X - mu) * inv
+    g = gamma.reshape(1, 3, 1, 1)
+    Y = xhat * g + beta.reshape(1, 3, 1, 1)
+    dxhat = Wt * g
+    GX = inv * (dxhat - dxhat.mean(axes, keepdims=True)
+                - xhat * (dxhat * xhat).mean(axes, keepdims=True))
+    rm = 0.25 * mu.ravel()
+    rv = 0.75 + 0.25 * var.ravel() * n / (n - 1)
+    bounds = np.cumsum([0] + [a.shape[0] for a in x])
+    per = [slice(bounds[r], bounds[r + 1]) for r in range(world)]
+    return x, w, Y, GX, rm, rv, per, xhat, gamma, beta
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_mismatched_models_raise_and_syncbatchnorm_is_global(tmp_path, world):
+    ranks = td.run_ok(world, "checks", tmp_path, timeout_s=90)
+    x, w, Y, GX, rm, rv, per, xhat, gamma, beta = _syncbn_reference(world)
+    for r, got in enumerate(ranks):
+        msg = str(got["requires_grad"])
+        assert f"rank {r}:" in msg and "'5.weight'" in msg and "requires_grad=False" in msg, msg
+        assert f"rank {world - 1} has" in msg, msg
+        msg = str(got["shape"])
+        assert "'1.weight' of shape (3, 3)" in msg and "(2, 3)" in msg, msg
+        msg = str(got["missing"])
+        assert "'1.weight'" in msg and "nothing" in msg, msg
+        msg = str(got["values"])
+        assert "'0.weight'" in msg and "init_sync" in msg, msg
+        assert str(got["same_values"]) == "no error"
+        sl = per[r]
+        np.testing.assert_allclose(got["y"], Y[sl], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got["gx"], GX[sl], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got["ggamma"], (w[r] * xhat[sl]).sum((0, 2, 3)), rtol=1e-4,
+                                   atol=1e-5)
+        np.testing.assert_allclose(got["gbeta"], w[r].sum((0, 2, 3)), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got["running_mean"], rm, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got["running_var"], rv, rtol=1e-5, atol=1e-6)
+        assert float(got["nbt"]) == 1.0
+        ev = ((x[r] - rm.reshape(1, 3, 1, 1)) / np.sqrt(rv.reshape(1, 3, 1, 1) + 1e-5)
+              * gamma.reshape(1, 3, 1, 1) + beta.reshape(1, 3, 1, 1))
+        np.testing.assert_allclose(got["y_eval"], ev, rtol=1e-5, atol=1e-5)
+    # the global statistics differ from a rank's own: a local BatchNorm would fail the check
+    local = (x[0] - x[0].mean((0, 2, 3), keepdims=True)) / np.sqrt(
+        x[0].var((0, 2, 3), keepdims=True) + 1e-5)
+    assert np.abs(local * gamma.reshape(1, 3, 1, 1) + beta.reshape(1, 3, 1, 1)
+                  - Y[per[0]]).max() > 1e-2
+
+
+def _run_failing(world, scenario, tmp_path):
+    t0 = time.monotonic()
+    res = td.launch(world, scenario, tmp_path, timeout_s=60,
+                    extra_env={**td.rank_backend(world), "TORCHLEAN_DIST_TIMEOUT_S": "3"})
+    elapsed = time.monotonic() - t0
+    assert res.returncode != 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert elapsed < 30, f"the job took {elapsed:.1f} s to end"
+    return res
+
+
+def _launch_here(world, scenario, out, **kw):
+    """td.launch runs test_distributed.py's workers; these live in this file."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"),
+                                         env.get("PYTHONPATH", "")])
+    env.setdefault("TORCHLEAN_DIST_TIMEOUT_S", "30")
+    env["NCCL_NVLS_ENABLE"] = "0"
+    env.update(td.MPI_AS_ROOT)
+    env.update(kw.get("extra_env", {}))
+    cmd = [td.mpiexec(), "-n", str(world), sys.executable, str(Path(__file__).resolve()),
+           scenario, str(out)]
+    return td.run_group(cmd, env, kw.get("timeout_s", 60))
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_skipped_backward_fails_that_step_on_every_rank(tmp_path, world):
+    res = _run_failing(world, "skip", tmp_path)
+    for r in range(world):
+        err = tmp_path / f"error{r}.txt"
+        assert err.exists(), f"rank {r} raised nothing:\n{res.stdout}\n{res.stderr[-3000:]}"
+        msg = err.read_text()
+        want_step = 2 if r == world - 1 else 1      # the skipper is one forward ahead
+        assert msg.startswith(f"step {want_step}:") and f"rank {r}:" in msg, msg
+        counts = [2 if q == world - 1 else 1 for q in range(world)]
+        assert f"forward passes since the last reduction by rank: {counts}" in msg, msg
+        assert not (tmp_path / f"finished{r}.txt").exists()
+
+
+@pytest.mark.parametrize("world,how", [(2, "kill"), (3, "kill"), (2, "raise")])
+def test_lost_rank_fails_the_others_within_the_timeout(tmp_path, world, how):
+    """A rank killed (or raising) mid-training: the others raise a DistributedError naming
+    the collective within the 3 s deadline (or the launcher ends them first), never a hang."""
+    res = _run_failing(world, how, tmp_path)
+    errors = [tmp_path / f"error{r}.txt" for r in range(world - 1)]
+    if how == "raise":
+        assert "rank 1 gives up" in res.stderr
+        assert all(e.exists() for e in errors), res.stdout + res.stderr[-3000:]
+    for r, e in enumerate(errors):
+        if e.exists():
+            msg = e.read_text()
+            assert f"rank {r}:" in msg and "did not complete within 3 s" in msg, msg
+
+
+# Make td.launch find this file's workers: it runs test_distributed.py, so route through here.
+def _patch_launch():
+    def launch(world, scenario, out, timeout_s=60.0, extra_env=None):
+        return _launch_here(world, scenario, out, timeout_s=timeout_s,
+                            extra_env=extra_env or {})
+    return launch
+
+
+@pytest.fixture(autouse=True)
+def _workers_here(monkeypatch):
+    monkeypatch.setattr(td, "launch", _patch_launch())
+
+
+if __name__ == "__main__":
+    scenario, out = sys.argv[1], Path(sys.argv[2])
+    {"equal": lambda: worker_equal(out),
+     "checks": lambda: worker_checks(out),
+     "skip": lambda: worker_skip(out),
+     "kill": lambda: worker_lose(out, "kill"),
+     "raise": lambda: worker_lose(out, "raise")}[scenario]()
