@@ -392,3 +392,60 @@ if __name__ == "__main__":
      "skip": lambda: worker_skip(out),
      "kill": lambda: worker_lose(out, "kill"),
      "raise": lambda: worker_lose(out, "raise")}[scenario]()
+
+
+# ---------------------------------------------------------------------------------- examples
+def test_cnn_classifier_data_parallel_equals_accumulation_and_resumes(tmp_path):
+    """examples/cnn_classifier.py (dropout, BatchNorm, checkpoints) in exact mode: 2 ranks equal
+    one process with --accumulate 2 in every weight and buffer, bit for bit; resuming the
+    2-rank run from its step-3 checkpoint ends with the same bits; rank 0 alone prints."""
+    from safetensors.numpy import load_file
+    ex = str(ROOT / "examples" / "cnn_classifier.py")
+    args = ["--exact", "--steps", "6", "--no-progress", "--batch-size", "30"]
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", **td.MPI_AS_ROOT, **td.rank_backend(2))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env.setdefault("TORCHLEAN_DIST_TIMEOUT_S", "30")
+
+    def dp(*more):
+        res = td.run_group([td.mpiexec(), "-n", "2", sys.executable, ex, *args, *more], env, 120)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return res
+
+    full = dp("--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "3",
+              "--save", str(tmp_path / "dp.safetensors"))
+    assert full.stdout.count("summary:") == 1 and full.stdout.count("test accuracy") == 1
+    assert sorted(os.listdir(tmp_path / "ck")) == ["step_3.ckpt", "step_6.ckpt"]
+    dp("--resume", str(tmp_path / "ck" / "step_3.ckpt"),
+       "--save", str(tmp_path / "resumed.safetensors"))
+    one = subprocess.run([sys.executable, ex, *args, "--accumulate", "2", "--save",
+                          str(tmp_path / "one.safetensors")], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-2000:]
+    a = load_file(str(tmp_path / "dp.safetensors"))
+    for other in ("one", "resumed"):
+        b = load_file(str(tmp_path / f"{other}.safetensors"))
+        assert sorted(a) == sorted(b) and len(a) == 16
+        for k in a:
+            assert np.array_equal(a[k], b[k]), f"{other} {k}"
+    assert float(a["features.1.num_batches_tracked"]) == 12.0    # 6 steps x 2 micro-batches
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    """A failed write leaves the previous file and no temporary behind."""
+    from torchlean import nn
+    from torchlean.nn import checkpoint
+    p = tmp_path / "w.safetensors"
+    nn.save_file({"a": np.arange(3.0)}, p)
+    np.testing.assert_array_equal(nn.load_file(p)["a"], [0, 1, 2])
+
+    def fail(src, dst):
+        raise OSError("disk full")
+    monkeypatch.setattr(checkpoint.os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        nn.save_file({"a": np.ones(5)}, p)
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["w.safetensors"]
+    np.testing.assert_array_equal(nn.load_file(p)["a"], [0, 1, 2])
+    nn.save_file({"a": np.ones(2)}, p)
+    assert os.listdir(tmp_path) == ["w.safetensors"]
+    np.testing.assert_array_equal(nn.load_file(p)["a"], [1, 1])
