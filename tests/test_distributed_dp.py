@@ -189,20 +189,26 @@ def syncbn_data(world: int):
     return x, w
 
 
-def worker_skip(out: Path) -> None:
-    """The last rank skips step 1's backward; every rank must fail at that step."""
+def worker_skip(out: Path, batchnorm: bool) -> None:
+    """The last rank skips step 1's backward; every rank must fail at that step (with
+    BatchNorm, at the first exchange that no longer matches)."""
     import torchlean.distributed as dist
     from torchlean import nn
     from torchlean.nn.parallel import DistributedDataParallel
     from torchlean.session import Session
     dist.init()
     r, W = dist.rank(), dist.world_size()
-    model = nn.Sequential(nn.Linear(4, 6), nn.Dropout(0.2), nn.Tanh(), nn.Linear(6, 2))
+    model = nn.Sequential(nn.Linear(4, 6), nn.Dropout(0.2), nn.Tanh(), nn.Linear(6, 2),
+                          *([nn.BatchNorm1d(2)] if batchnorm else []))
     ddp = DistributedDataParallel(model)
     s = Session()
     x = np.random.default_rng(r).normal(size=(3, 4))
     for step in range(4):
-        loss = ddp(s.tensor(x)).sum()
+        try:
+            loss = ddp(s.tensor(x)).sum()
+        except dist.DistributedError as e:
+            (out / f"error{r}.txt").write_text(f"step {step}: {e}")
+            raise
         if step == 1 and r == W - 1:
             continue
         try:
@@ -357,6 +363,19 @@ def test_skipped_backward_fails_that_step_on_every_rank(tmp_path, world):
         assert not (tmp_path / f"finished{r}.txt").exists()
 
 
+def test_skipped_backward_with_batchnorm_fails_on_every_rank(tmp_path):
+    """With BatchNorm the skipper's next forward exchanges batch statistics while the others
+    check the step: the tagged exchanges tell the two apart on both sides."""
+    res = _run_failing(2, "skip_bn", tmp_path)
+    for r in range(2):
+        err = tmp_path / f"error{r}.txt"
+        assert err.exists(), f"rank {r} raised nothing:\n{res.stdout}\n{res.stderr[-3000:]}"
+        msg = err.read_text()
+        assert msg.startswith(f"step {1 + r}:") and f"rank {r}:" in msg, msg
+        assert ("rank 0 at 'DistributedDataParallel step check', rank 1 at 'BatchNorm running "
+                "statistics'") in msg, msg
+
+
 @pytest.mark.parametrize("world,how", [(2, "kill"), (3, "kill"), (2, "raise")])
 def test_lost_rank_fails_the_others_within_the_timeout(tmp_path, world, how):
     """A rank killed (or raising) mid-training: the others raise a DistributedError naming
@@ -389,7 +408,8 @@ if __name__ == "__main__":
     scenario, out = sys.argv[1], Path(sys.argv[2])
     {"equal": lambda: worker_equal(out),
      "checks": lambda: worker_checks(out),
-     "skip": lambda: worker_skip(out),
+     "skip": lambda: worker_skip(out, batchnorm=False),
+     "skip_bn": lambda: worker_skip(out, batchnorm=True),
      "kill": lambda: worker_lose(out, "kill"),
      "raise": lambda: worker_lose(out, "raise")}[scenario]()
 
@@ -449,3 +469,74 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     nn.save_file({"a": np.ones(2)}, p)
     assert os.listdir(tmp_path) == ["w.safetensors"]
     np.testing.assert_array_equal(nn.load_file(p)["a"], [1, 1])
+
+
+# ---------------------------------------------------------------------------------- in process
+def test_micro_batch_keys_depend_on_seed_step_and_index_only():
+    """Inside random.micro_batch(step, index) the d-th draw uses micro_key(seed, step, index, d)
+    whatever was drawn before, the stream's counter stands still, and scopes nest."""
+    import torchlean as tl
+    from torchlean import random
+    from torchlean.session import manual_seed
+    s = tl.Session()
+    manual_seed(11)
+    s.rand_uniform(7)                               # advances the counter
+    before = random.get_rng_state()
+    with random.micro_batch(4, 3):
+        assert random.current_micro_batch() == (4, 3)
+        a = s.bernoulli_mask((5, 3), 0.4).numpy()
+        u = s.rand_uniform(9).numpy()
+        with random.micro_batch(4, 2):
+            inner = s.rand_uniform(9).numpy()
+        assert random.current_micro_batch() == (4, 3)
+        u2 = s.rand_uniform(9).numpy()
+    assert random.current_micro_batch() is None
+    np.testing.assert_array_equal(random.get_rng_state(), before)
+    np.testing.assert_array_equal(a.ravel(), random.bernoulli(15, random.micro_key(11, 4, 3, 0),
+                                                              0.4))
+    np.testing.assert_array_equal(u, random.uniform(9, random.micro_key(11, 4, 3, 1)))
+    np.testing.assert_array_equal(inner, random.uniform(9, random.micro_key(11, 4, 2, 0)))
+    np.testing.assert_array_equal(u2, random.uniform(9, random.micro_key(11, 4, 3, 2)))
+    manual_seed(11)                                  # no earlier draws: the same masks
+    with random.micro_batch(4, 3):
+        np.testing.assert_array_equal(s.bernoulli_mask((5, 3), 0.4).numpy(), a)
+    keys = {random.micro_key(sd, st, i, 0) for sd in (0, 1) for st in (0, 1) for i in (0, 1)}
+    assert len(keys) == 8 and not keys & {random.key_of(sd, c) for sd in (0, 1)
+                                          for c in range(4)}
+    for bad in (-1, 1.5, True, "0"):
+        with pytest.raises(ValueError, match="micro_batch: index must be an integer >= 0"):
+            with random.micro_batch(0, bad):
+                pass
+
+
+def test_convert_sync_batchnorm_outside_a_job_is_batchnorm():
+    """Without torchlean.distributed.init() SyncBatchNorm is BatchNorm on the local batch;
+    convert_sync_batchnorm keeps the parameters and buffers, recursively."""
+    import torchlean as tl
+    from torchlean import nn
+    from torchlean.session import manual_seed
+    manual_seed(2)
+    plain = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.Sequential(nn.Flatten(),
+                                                                             nn.BatchNorm1d(12)))
+    plain[1].running_mean.set(np.array([0.5, -1.0, 2.0]))
+    manual_seed(2)
+    conv = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.Sequential(nn.Flatten(),
+                                                                            nn.BatchNorm1d(12)))
+    conv[1].running_mean.set(np.array([0.5, -1.0, 2.0]))
+    conv = nn.SyncBatchNorm.convert_sync_batchnorm(conv)
+    assert type(conv[1]) is nn.SyncBatchNorm and type(conv[2][1]) is nn.SyncBatchNorm
+    assert sorted(conv.state_dict()) == sorted(plain.state_dict())
+    x = np.random.default_rng(0).normal(size=(3, 2, 4, 4))
+    s = tl.Session()
+    for mode in ("train", "eval"):
+        getattr(plain, mode)()
+        getattr(conv, mode)()
+        np.testing.assert_allclose(conv(s.tensor(x)).numpy(), plain(s.tensor(x)).numpy(),
+                                   rtol=1e-5, atol=1e-5)
+    for k, v in plain.state_dict().items():
+        np.testing.assert_allclose(conv.state_dict()[k], v, rtol=1e-6, atol=1e-7, err_msg=k)
+    with pytest.raises(ValueError, match=r"SyncBatchNorm: expected input \(N, 3, \*\)"):
+        conv[1](s.tensor(np.ones((2, 4, 5))))
+    conv.train()
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        conv[2][1](s.tensor(np.ones((1, 12))))

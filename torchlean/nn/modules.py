@@ -462,9 +462,10 @@ class BatchNorm2d(Module):
             mean.release()
             var.release()
         else:
+            from torchlean.distributed import agree
             from torchlean.distributed.reduce import rank_rows
-            what = f"{type(self).__name__} running statistics"
-            counts = comm.allgather_array(np.array([count], np.int64), what + " counts")[:, 0]
+            what = "BatchNorm running statistics"
+            counts = agree.exchange(comm, what, [count])[:, 0]
             work, (means, variances) = comm.all_gather([mean, var], what)
             work.wait()
             for m_r, v_r, n_r in zip(rank_rows(means, comm.world, mean.shape),
@@ -519,8 +520,8 @@ class SyncBatchNorm(BatchNorm2d):
         count = int(np.prod(shp)) // c
         total = count
         if comm is not None and comm.world > 1:
-            total = int(comm.allgather_array(np.array([count], np.int64),
-                                             "SyncBatchNorm counts")[:, 0].sum())
+            from torchlean.distributed import agree
+            total = int(agree.exchange(comm, "SyncBatchNorm batch size", [count]).sum())
 
             def over_ranks(t, what):
                 return dist.all_reduce_tensor(t, f"SyncBatchNorm {what}")

@@ -47,6 +47,7 @@ from torchlean import distributed as dist
 from torchlean import random as _random
 from torchlean.buffer import AnyBuffer
 from torchlean._generated import ops as _ops
+from torchlean.distributed import agree
 from torchlean.distributed.reduce import exact_reduction, rank_rows, sum_rows
 from torchlean.nn.modules import BatchNorm2d, Module, SyncBatchNorm
 from torchlean.session import register_backward_end_hook
@@ -177,15 +178,19 @@ class DistributedDataParallel(Module):
         if comm.world == 1:
             return
         micro = _random.current_micro_batch()
-        mine = np.array([self._step, self._forwards, -1 if micro is None else micro[0],
-                         len(self._buckets)], np.int64)
-        got = comm.allgather_array(mine, "DistributedDataParallel step check")
+        mine = [self._step, self._forwards, -1 if micro is None else micro[0],
+                len(self._buckets)]
+        try:
+            got = agree.exchange(comm, "DistributedDataParallel step check", mine)
+        except dist.DistributedError:
+            self._reset(ok=False)
+            raise
         if (got == mine).all():
             return
         names = ("reductions so far", "forward passes since the last reduction",
                  "micro-batch step", "buckets")
         k = int(np.flatnonzero((got != got[0]).any(axis=0))[0])
-        _mark_failed(comm)
+        agree.mark_failed(comm)
         self._reset(ok=False)
         raise dist.DistributedError(
             f"rank {comm.rank}: DistributedDataParallel: the ranks are not at the same step "
@@ -272,13 +277,6 @@ class _Detach:
         for m in self.norms:
             object.__setattr__(m, "_ranks", None)
         self.norms = []
-
-
-def _mark_failed(comm) -> None:
-    """The job cannot continue: end it at exit instead of waiting in MPI_Finalize."""
-    mpi = getattr(comm, "mpi", comm)
-    if hasattr(mpi, "failed"):
-        mpi.failed = True
 
 
 def _describe(module: Module) -> list[tuple[str, str, tuple, bool]]:
