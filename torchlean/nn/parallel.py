@@ -80,17 +80,12 @@ class DistributedDataParallel(Module):
         self.module = module
         comm = dist.communicator()
         object.__setattr__(self, "_comm", comm)
-        object.__setattr__(self, "_broadcast_buffers", bool(broadcast_buffers))
         object.__setattr__(self, "_sync", True)
         object.__setattr__(self, "_active", False)
         object.__setattr__(self, "_checked", False)   # this step's agreement check done
         object.__setattr__(self, "_forwards", 0)      # training forwards since the last reduction
         object.__setattr__(self, "_step", 0)          # reductions completed
-        seen, params = set(), []
-        for p in module.parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                params.append(p)
+        params = module.parameters()     # each once, tied weights included
         check_same_model(comm, module, values=not init_sync)
         states = (params if init_sync else []) + (
             module.buffers() if init_sync and broadcast_buffers else [])
