@@ -46,6 +46,13 @@ def state(model) -> dict:
     return {k: v.copy() for k, v in model.state_dict().items()}
 
 
+def note(path: Path, text: str) -> None:
+    """Write a rank's report whole or not at all: a rank may be ended (MPI_Abort) mid-write."""
+    tmp = path.with_suffix(".part")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def loss_of(model, s, x, y):
     from torchlean.nn import functional as F
     return F.cross_entropy(model(s.tensor(x)), y)
@@ -207,17 +214,17 @@ def worker_skip(out: Path, batchnorm: bool) -> None:
         try:
             loss = ddp(s.tensor(x)).sum()
         except dist.DistributedError as e:
-            (out / f"error{r}.txt").write_text(f"step {step}: {e}")
+            note(out / f"error{r}.txt", f"step {step}: {e}")
             raise
         if step == 1 and r == W - 1:
             continue
         try:
             loss.backward()
         except dist.DistributedError as e:
-            (out / f"error{r}.txt").write_text(f"step {step}: {e}")
+            note(out / f"error{r}.txt", f"step {step}: {e}")
             raise
         s.step()
-    (out / f"finished{r}.txt").write_text("no error")
+    note(out / f"finished{r}.txt", "no error")
 
 
 def worker_lose(out: Path, how: str) -> None:
@@ -240,7 +247,7 @@ def worker_lose(out: Path, how: str) -> None:
         try:
             loss_of(ddp, s, X[0][r], Y[0][r]).backward()
         except dist.DistributedError as e:
-            (out / f"error{r}.txt").write_text(str(e))
+            note(out / f"error{r}.txt", str(e))
             raise
         s.step()
 

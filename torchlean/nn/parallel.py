@@ -185,7 +185,6 @@ class DistributedDataParallel(Module):
         names = ("reductions so far", "forward passes since the last reduction",
                  "micro-batch step", "buckets")
         k = int(np.flatnonzero((got != got[0]).any(axis=0))[0])
-        agree.mark_failed(comm)
         self._reset(ok=False)
         raise dist.DistributedError(
             f"rank {comm.rank}: DistributedDataParallel: the ranks are not at the same step "
