@@ -171,6 +171,24 @@ def worker_checks(out: Path) -> None:
     manual_seed(1)
     attempt("same_values", nn.Sequential(nn.Linear(4, 3)), init_sync=False)
 
+    # a buffer other than BatchNorm's follows rank 0's at each training forward
+    class Tally(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("seen", np.zeros(2, np.float32))
+
+        def forward(self, x):
+            self.seen.set(self.seen.numpy() + (r + 1))
+            return x
+
+    tally = Tally()
+    ddp = DistributedDataParallel(tally)
+    s = Session()
+    for _ in range(2):
+        ddp(s.tensor(np.ones(2)))
+    res["tally"] = tally.seen.numpy()
+    ddp.remove_hooks()
+
     # SyncBatchNorm: rank r holds r + 2 samples; loss_r = sum(w_r * y_r)
     x, w = syncbn_data(W)
     bn = nn.SyncBatchNorm(3, momentum=0.25)
@@ -313,6 +331,7 @@ def test_mismatched_models_raise_and_syncbatchnorm_is_global(tmp_path, world):
         msg = str(got["values"])
         assert "'0.weight'" in msg and "init_sync" in msg, msg
         assert str(got["same_values"]) == "no error"
+        np.testing.assert_array_equal(got["tally"], [1 + r + 1] * 2)   # rank 0's 1, then own
         sl = per[r]
         np.testing.assert_allclose(got["y"], Y[sl], rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got["gx"], GX[sl], rtol=1e-4, atol=1e-5)

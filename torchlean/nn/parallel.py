@@ -66,8 +66,9 @@ class DistributedDataParallel(Module):
     """Wraps `module` (reached as .module); forward calls it. torchlean.distributed.init() must
     have run. bucket_cap_mb: bucket size in megabytes (about 25 MB as in PyTorch; the first
     bucket, holding the last layers, is capped at 1 MB so communication starts early).
-    broadcast_buffers: rank 0's buffers are broadcast at wrap time and BatchNorm's running
-    statistics fold every rank's batch in rank order (False: each rank keeps its own buffers).
+    broadcast_buffers: rank 0's buffers are broadcast at wrap time; then BatchNorm's running
+    statistics fold every rank's batch in rank order and any other buffer is broadcast from
+    rank 0 at each training forward (False: each rank keeps its own buffers).
     init_sync: broadcast rank 0's parameters (and buffers) at wrap time; False requires every
     rank to hold the same values already (checked)."""
 
@@ -92,9 +93,15 @@ class DistributedDataParallel(Module):
         self._broadcast(states, "parameter and buffer broadcast")
         norms = [m for m in module.modules()
                  if isinstance(m, BatchNorm2d) and not isinstance(m, SyncBatchNorm)]
+        synced = set()      # buffers every rank updates alike: BatchNorm's, SyncBatchNorm's
         if broadcast_buffers:
             for m in norms:
                 object.__setattr__(m, "_ranks", comm)
+            synced = {id(b) for m in module.modules() if isinstance(m, BatchNorm2d)
+                      for b in m.buffers()}
+        # any other buffer follows rank 0's at every training forward, as in PyTorch
+        object.__setattr__(self, "_rank0_buffers", [
+            b for b in module.buffers() if broadcast_buffers and id(b) not in synced])
         trainable = [p for p in params if p.requires_grad]
         # the first bucket (the last layers) is small, as in PyTorch, so communication starts
         # early in the backward pass
@@ -135,6 +142,8 @@ class DistributedDataParallel(Module):
             return self.module(*args, **kwargs)
         j = self._forwards
         object.__setattr__(self, "_forwards", j + 1)
+        if self._rank0_buffers:
+            self._broadcast(self._rank0_buffers, "buffer broadcast")
         if _random.current_micro_batch() is not None:
             return self.module(*args, **kwargs)
         comm = self._comm
