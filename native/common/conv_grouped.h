@@ -51,12 +51,9 @@ TLM_HD int64_t tl_gconv_at(const tl_gconv *C, int a, int64_t o, int64_t kk) {
     return i >= 0 && i < C->in[a] ? i : -1;
 }
 
-/* y[i], i over (n, c_out of all groups, output position) */
+/* y at sample n, output channel co (of all groups), output position (o0, o1, o2) */
 TLM_HD float tl_gconv_forward(const tl_gconv *C, const float *w, const float *b, const float *x,
-                              int64_t i) {
-    const int64_t ctot = C->cout * C->groups;
-    const int64_t o = i % C->out_n, co = (i / C->out_n) % ctot, n = i / C->out_n / ctot;
-    const int64_t o2 = o % C->out[2], o1 = (o / C->out[2]) % C->out[1], o0 = o / C->out[2] / C->out[1];
+                              int64_t n, int64_t co, int64_t o0, int64_t o1, int64_t o2) {
     const float *wk = w + co * C->cin * C->k_n;
     const float *xg = x + (n * C->cin * C->groups + (co / C->cout) * C->cin) * C->in_n;
     float acc = b[co];
@@ -81,15 +78,15 @@ TLM_HD float tl_gconv_forward(const tl_gconv *C, const float *w, const float *b,
 /* the output position that kernel tap kk reaches from input offset i along axis a, or -1 */
 TLM_HD int64_t tl_gconv_from(const tl_gconv *C, int a, int64_t i, int64_t kk) {
     const int64_t t = i + C->p[a] - kk * C->d[a];
+    if (C->s[a] == 1) return t >= 0 && t < C->out[a] ? t : -1;   /* no division at stride 1 */
     if (t < 0 || t % C->s[a]) return -1;
     return t / C->s[a] < C->out[a] ? t / C->s[a] : -1;
 }
 
-/* dinput[i], i over (n, c_in of all groups, input position) */
-TLM_HD float tl_gconv_dinput(const tl_gconv *C, const float *w, const float *g, int64_t i) {
-    const int64_t ctot = C->cin * C->groups, otot = C->cout * C->groups;
-    const int64_t q = i % C->in_n, ci = (i / C->in_n) % ctot, n = i / C->in_n / ctot;
-    const int64_t q2 = q % C->in[2], q1 = (q / C->in[2]) % C->in[1], q0 = q / C->in[2] / C->in[1];
+/* dinput at sample n, input channel ci (of all groups), input position (q0, q1, q2) */
+TLM_HD float tl_gconv_dinput(const tl_gconv *C, const float *w, const float *g, int64_t n,
+                             int64_t ci, int64_t q0, int64_t q1, int64_t q2) {
+    const int64_t otot = C->cout * C->groups;
     const int64_t grp = ci / C->cin, cl = ci % C->cin;
     const float *gg = g + (n * otot + grp * C->cout) * C->out_n;
     const float *wg = w + (grp * C->cout * C->cin + cl) * C->k_n;
@@ -113,12 +110,11 @@ TLM_HD float tl_gconv_dinput(const tl_gconv *C, const float *w, const float *g, 
     return acc;
 }
 
-/* sample n's share of dkernel[j], j over (c_out of all groups, c_in of the group, tap) */
-TLM_HD float tl_gconv_dkernel_sample(const tl_gconv *C, const float *x, const float *g, int64_t j,
+/* sample n's share of the kernel gradient at (co of all groups, cl of its group, tap k0 k1 k2) */
+TLM_HD float tl_gconv_dkernel_sample(const tl_gconv *C, const float *x, const float *g,
+                                     int64_t co, int64_t cl, int64_t k0, int64_t k1, int64_t k2,
                                      int64_t n) {
     const int64_t otot = C->cout * C->groups;
-    const int64_t kk = j % C->k_n, cl = (j / C->k_n) % C->cin, co = j / C->k_n / C->cin;
-    const int64_t k2 = kk % C->k[2], k1 = (kk / C->k[2]) % C->k[1], k0 = kk / C->k[2] / C->k[1];
     const float *xc = x + (n * C->cin * C->groups + (co / C->cout) * C->cin + cl) * C->in_n;
     const float *gc = g + (n * otot + co) * C->out_n;
     float acc = 0.0f;

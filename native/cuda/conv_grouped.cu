@@ -14,21 +14,48 @@ namespace {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
          i += (int64_t)gridDim.x * blockDim.x)
 
+// (plane, position) of value i; 32-bit division (every count is under the uint32 limit)
+__device__ __forceinline__ void unravel(uint32_t i, uint32_t planes_of, const int64_t *dims,
+                                        uint32_t *pl, int64_t *a0, int64_t *a1, int64_t *a2) {
+    const uint32_t d1 = (uint32_t)dims[1], d2 = (uint32_t)dims[2];
+    const uint32_t q = i % planes_of;
+    *pl = i / planes_of;
+    *a2 = q % d2;
+    *a1 = (q / d2) % d1;
+    *a0 = q / d2 / d1;
+}
+
 __global__ void k_forward(tl_gconv C, const float *w, const float *b, const float *x, float *y,
                           int64_t total) {
-    TL_GRID_LOOP(i, total) y[i] = tl_gconv_forward(&C, w, b, x, i);
+    const uint32_t ctot = (uint32_t)(C.cout * C.groups);
+    TL_GRID_LOOP(i, total) {
+        uint32_t pl;
+        int64_t o0, o1, o2;
+        unravel((uint32_t)i, (uint32_t)C.out_n, C.out, &pl, &o0, &o1, &o2);
+        y[i] = tl_gconv_forward(&C, w, b, x, pl / ctot, pl % ctot, o0, o1, o2);
+    }
 }
 
 __global__ void k_dinput(tl_gconv C, const float *w, const float *g, float *dx, int64_t total) {
-    TL_GRID_LOOP(i, total) dx[i] = tl_gconv_dinput(&C, w, g, i);
+    const uint32_t ctot = (uint32_t)(C.cin * C.groups);
+    TL_GRID_LOOP(i, total) {
+        uint32_t pl;
+        int64_t q0, q1, q2;
+        unravel((uint32_t)i, (uint32_t)C.in_n, C.in, &pl, &q0, &q1, &q2);
+        dx[i] = tl_gconv_dinput(&C, w, g, pl / ctot, pl % ctot, q0, q1, q2);
+    }
 }
 
 // part[j * N + n]: sample n's share of weight j; threads of a warp take neighbouring weights
 __global__ void k_dkernel_samples(tl_gconv C, const float *x, const float *g, float *part,
                                   int64_t nw) {
     TL_GRID_LOOP(t, nw * C.n) {
-        const int64_t j = t % nw, n = t / nw;
-        part[j * C.n + n] = tl_gconv_dkernel_sample(&C, x, g, j, n);
+        const uint32_t j = (uint32_t)(t % nw), n = (uint32_t)(t / nw);
+        const uint32_t kn = (uint32_t)C.k_n, cin = (uint32_t)C.cin;
+        const uint32_t kk = j % kn, cl = (j / kn) % cin, co = j / kn / cin;
+        const uint32_t k2 = kk % (uint32_t)C.k[2], k1 = (kk / (uint32_t)C.k[2]) % (uint32_t)C.k[1];
+        const uint32_t k0 = kk / (uint32_t)C.k[2] / (uint32_t)C.k[1];
+        part[(int64_t)j * C.n + n] = tl_gconv_dkernel_sample(&C, x, g, co, cl, k0, k1, k2, n);
     }
 }
 

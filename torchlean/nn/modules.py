@@ -404,6 +404,10 @@ class BatchNorm2d(Module):
     running_var (momentum=None: cumulative average over num_batches_tracked). eval() normalises
     with the running statistics. Running stats and num_batches_tracked are buffers: saved by
     state_dict(), never handed to an optimizer. eps defaults to PyTorch's 1e-5.
+
+    Under DistributedDataParallel each training forward gathers every rank's batch mean and
+    variance and applies the W updates in rank order, so the buffers stay equal on every rank
+    and equal those of one process running the ranks' micro-batches in rank order.
     """
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
@@ -428,6 +432,7 @@ class BatchNorm2d(Module):
             self.register_buffer("running_var", np.ones(c, np.float32))
             self.register_buffer("num_batches_tracked", np.zeros((), np.float32))
         object.__setattr__(self, "_nbt", 0)
+        object.__setattr__(self, "_ranks", None)   # DistributedDataParallel's communicator
 
     def _after_load(self):
         if self.track_running_stats:
@@ -462,20 +467,114 @@ class BatchNorm2d(Module):
 
     def _update_running(self, xbuf, count):
         """Batch statistics from the fused kernel (its mean/var residuals are not kept on the
-        tape), folded into the running buffers with device ops; no host round trip."""
-        object.__setattr__(self, "_nbt", self._nbt + 1)
-        self.num_batches_tracked.set(np.float32(self._nbt))
-        m = 1.0 / self._nbt if self.momentum is None else float(self.momentum)
+        tape), folded into the running buffers with device ops; no host round trip. Under
+        DistributedDataParallel every rank's statistics are folded in, in rank order."""
         y, xhat, mean, var, inv_std = _ops.batchnorm_channel_first(
             xbuf, self.weight.mirror(), self.bias.mirror(), eps=self.eps)
         for b in (y, xhat, inv_std):
             b.release()
+        comm = self._ranks
+        if comm is None or comm.world == 1:
+            self._fold(mean, var, count)
+            mean.release()
+            var.release()
+        else:
+            from torchlean.distributed import agree
+            from torchlean.distributed.reduce import rank_rows
+            what = "BatchNorm running statistics"
+            counts = agree.exchange(comm, what, [count])[:, 0]
+            work, (means, variances) = comm.all_gather([mean, var], what)
+            work.wait()
+            for m_r, v_r, n_r in zip(rank_rows(means, comm.world, mean.shape),
+                                     rank_rows(variances, comm.world, var.shape), counts):
+                self._fold(m_r, v_r, int(n_r))
+            for b in (mean, var, means, variances):
+                b.release()
+
+    def _fold(self, mean, var, count):
+        """One running-statistics update from a batch's mean and biased variance over `count`
+        values per channel."""
+        object.__setattr__(self, "_nbt", self._nbt + 1)
+        self.num_batches_tracked.set(np.float32(self._nbt))
+        m = 1.0 / self._nbt if self.momentum is None else float(self.momentum)
         for buf, stat, c in ((self.running_mean, mean, m),
                              (self.running_var, var, m * count / (count - 1))):
             kept = _ops.scale(buf.mirror(), c=1.0 - m)
             buf.set_mirror(_ops.axpy(kept, stat, c=c))
             kept.release()
-            stat.release()
+
+
+class SyncBatchNorm(BatchNorm2d):
+    """BatchNorm over (N, C, *) whose training statistics are those of the global batch: every
+    rank's values, as torch.nn.SyncBatchNorm. The per-channel sums behind the mean and the
+    variance are summed over the ranks on the tape (torchlean.distributed.reduce.
+    all_reduce_tensor), so the gradient is the global batch's too: its backward sums the
+    gradients' terms over the ranks. One running-statistics update per forward, with the global
+    mean and unbiased variance. Outside a multi-process job it is BatchNorm on the local batch.
+    Needs torchlean.distributed.init() in a job of several processes."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, process_group=None):
+        if process_group is not None:
+            raise ValueError("SyncBatchNorm: process_group must be None (every rank takes part)")
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+
+    def forward(self, x):
+        s = x.session
+        x = s.as_tensor(x)
+        shp = tuple(x.shape)
+        c = self.num_features
+        if len(shp) < 2 or shp[1] != c:
+            raise ValueError(f"SyncBatchNorm: expected input (N, {c}, *), got {shp}")
+        along = (1, c) + (1,) * (len(shp) - 2)
+        if not self.training and self.track_running_stats:
+            scale = s.use(self.weight) * ((s.use(self.running_var) + self.eps).rsqrt())
+            shift = s.use(self.bias) - s.use(self.running_mean) * scale
+            return x * scale.reshape(along) + shift.reshape(along)
+        from torchlean import distributed as dist
+        comm = dist.communicator() if dist.is_initialized() else None
+        dims = (0,) + tuple(range(2, len(shp)))
+        count = int(np.prod(shp)) // c
+        total = count
+        if comm is not None and comm.world > 1:
+            from torchlean.distributed import agree
+            total = int(agree.exchange(comm, "SyncBatchNorm batch size", [count]).sum())
+
+            def over_ranks(t, what):
+                return dist.all_reduce_tensor(t, f"SyncBatchNorm {what}")
+        else:
+            def over_ranks(t, what):
+                return t
+        if self.training and total < 2:
+            raise ValueError(f"SyncBatchNorm: expected more than 1 value per channel when "
+                             f"training, got {total} over every rank (input {shp})")
+        mean = over_ranks(x.sum(dim=dims), "sum") * (1.0 / total)
+        d = x - mean.reshape(along)
+        var = over_ranks((d * d).sum(dim=dims), "sum of squares") * (1.0 / total)
+        y = d * ((var + self.eps).rsqrt() * s.use(self.weight)).reshape(along)
+        y = y + s.use(self.bias).reshape(along)
+        if self.training and self.track_running_stats:
+            self._fold(mean.value, var.value, total)
+        return y
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """module with every BatchNorm1d/2d replaced by a SyncBatchNorm holding the same
+        parameters and buffers (module itself when it is one); as torch's."""
+        if isinstance(module, BatchNorm2d) and not isinstance(module, SyncBatchNorm):
+            new = cls(module.num_features, module.eps, module.momentum, module.affine,
+                      module.track_running_stats, process_group)
+            if module.affine:
+                new.weight, new.bias = module.weight, module.bias
+            if module.track_running_stats:
+                for k in ("running_mean", "running_var", "num_batches_tracked"):
+                    getattr(new, k).set(getattr(module, k).numpy())
+                object.__setattr__(new, "_nbt", module._nbt)
+            new.train(module.training)
+            return new
+        for k, child in list(module._modules.items()):
+            setattr(module, k, cls.convert_sync_batchnorm(child, process_group))
+        return module
 
 
 class Embedding(Module):
