@@ -130,3 +130,29 @@ def test_session_step_still_releases_its_tensors():
         t = tl.tensor(np.ones(3, np.float32))
     with pytest.raises(ValueError, match="released"):
         t.numpy()
+
+
+@pytest.mark.skipif(tl.backend() != "stub", reason="NumPy producers live in host memory")
+def test_dlpack_imports_let_their_producer_go_with_the_tensor():
+    import weakref
+    freed = []
+
+    class Producer:
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    for i in range(3):
+        p = Producer(np.arange(4, dtype=np.float32) + i)
+        weakref.finalize(p, freed.append, i)
+        t = tl.from_dlpack(p)
+        del p
+        assert (t * 2.0).numpy().tolist() == [2.0 * (k + i) for k in range(4)]
+        del t
+        gc.collect()
+    assert freed == [0, 1, 2]

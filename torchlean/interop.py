@@ -276,6 +276,7 @@ def tensor_from_dlpack(obj, session=None):
     s = session or default_session()
     buf = from_dlpack(obj)
     nid = s.tape.leaf(buf, requires_grad=False)   # borrowed: the producer owns the memory
+    s.tape.nodes[nid].pinned = False   # forgotten with its last Tensor: the producer is let go
     return s._wrap(nid)
 
 
