@@ -147,6 +147,12 @@ def test_module_functions_equal_the_methods():
     np.testing.assert_allclose(tl.matmul(x, x.t()).numpy(), xs @ xs.T, rtol=1e-5)
     np.testing.assert_allclose(tl.add(x, x, alpha=2).numpy(), 3 * xs, rtol=1e-6)
     np.testing.assert_allclose(tl.maximum(x, x * 0.0 + 1.0).numpy(), np.maximum(xs, 1.0))
+    np.testing.assert_array_equal(tl.clamp(x, 0.8, 1.5).numpy(), np.clip(x.numpy(), 0.8, 1.5))
+    np.testing.assert_array_equal(tl.clip(x, min=1.0).numpy(), np.maximum(x.numpy(), 1.0))
+    np.testing.assert_array_equal(tl.clamp(x, max=1.0).numpy(), np.minimum(x.numpy(), 1.0))
+    inf = tl.tensor([np.inf, -np.inf, 0.5])
+    assert tl.clamp(inf, min=0.0).numpy().tolist() == [np.inf, 0.0, 0.5]
+    assert tl.clamp(tl.tensor([-3, 0, 9]), 0, 5).tolist() == [0, 0, 5]
     assert tl.numel(x) == 12 and tl.is_tensor(x) and not tl.is_tensor(xs)
     with pytest.raises(TypeError, match=r"torchlean.exp\(\): argument 'input' must be a Tensor"):
         tl.exp(xs)

@@ -4,6 +4,8 @@ method, so the two never disagree; the input must be a Tensor (a Parameter, an I
 torch requires, and anything else raises TypeError naming the function."""
 from __future__ import annotations
 
+import math
+
 from torchlean.int_tensor import IntTensor
 from torchlean.session import Parameter, Tensor, default_session
 
@@ -11,7 +13,7 @@ from torchlean.session import Parameter, Tensor, default_session
 METHODS = ("abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal",
            "neg", "square", "sum", "mean", "amax", "amin", "max", "min", "var", "std",
            "logsumexp", "flatten", "reshape", "transpose", "permute", "squeeze", "unsqueeze",
-           "t", "clamp", "detach", "clone", "numel")
+           "t", "detach", "clone", "numel")
 
 
 def _as_input(name, x):
@@ -83,10 +85,24 @@ def minimum(input, other):
     return _as_input("minimum", input).session.op("minimum", input, other)
 
 
-def clip(input, min=None, max=None):  # noqa: A002 - torch's names
-    """torch.clip: an alias of clamp."""
-    return clamp(input, min, max)  # noqa: F821 - made by the loop above
+def clamp(input, min=None, max=None):  # noqa: A002 - torch's names
+    """torch.clamp(input, min, max): two finite numbers are the registry clamp (derivative 1
+    strictly inside); one bound, or an infinite or Tensor bound, is maximum / minimum (which
+    keeps infinities)."""
+    x = _as_input("clamp", input)
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    if isinstance(x, IntTensor):
+        return x.clamp(min, max)
+    finite = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (min, max))
+    if finite and min <= max:
+        return x.clamp(lo=float(min), hi=float(max))
+    y = x if min is None else x.session.op("maximum", x, min)
+    return y if max is None else y.session.op("minimum", y, max)
+
+
+clip = clamp
 
 
 __all__ = list(METHODS) + ["add", "sub", "mul", "div", "matmul", "mm", "bmm", "maximum",
-                           "minimum", "clip"]
+                           "minimum", "clamp", "clip"]

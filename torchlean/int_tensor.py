@@ -399,6 +399,11 @@ class IntTensor:
     def abs(self):
         return IntTensor(np.abs(self._a))
 
+    def clamp(self, min=None, max=None):  # noqa: A002 - torch's names
+        return IntTensor(np.clip(self._a, min, max))
+
+    clip = clamp
+
     def __repr__(self):
         body = np.array2string(self._a, separator=", ", prefix="tensor(")
         dt = "" if self._a.dtype == np.bool_ else ", dtype=torchlean.int64"
