@@ -156,3 +156,18 @@ def test_dlpack_imports_let_their_producer_go_with_the_tensor():
         del t
         gc.collect()
     assert freed == [0, 1, 2]
+
+
+def test_a_tensor_dying_during_backward_is_let_go_after_it():
+    """A hook (or a garbage-collected cycle) may drop the last Tensor on a node whose VJP the
+    running backward pass has still to run: the pass must still run it."""
+    x = tl.tensor(np.array([0.3, -1.2], np.float32), requires_grad=True)
+    p = tl.Parameter(np.array([2.0, 0.5], np.float32))
+    held = [x.sigmoid()]                      # recorded before p's leaf: differentiated after it
+    z = (held[0] * p).sum()
+    p.register_post_accumulate_grad_hook(lambda _: held.clear())
+    z.backward()
+    sv = 1 / (1 + np.exp(-np.array([0.3, -1.2])))
+    np.testing.assert_allclose(x.grad, np.array([2.0, 0.5]) * sv * (1 - sv), rtol=1e-6)
+    np.testing.assert_allclose(p.grad, sv, rtol=1e-6)
+    assert held == []

@@ -307,9 +307,16 @@ class Session:
                 h(p)
             return True
 
-        # parameter gradients are accumulated as soon as they are final (hooks may start work)
-        grads = self.tape.backward(t.id, seed=seed, wrt=wrt, on_final=param_grad_final,
-                                   free_graph=not retain_graph)
+        # parameter gradients are accumulated as soon as they are final (hooks may start work);
+        # Tensors dying meanwhile (a garbage-collected cycle, a hook) are let go afterwards, so
+        # no VJP the pass is about to run loses what it reads
+        tape = self.tape
+        tape.deferred = []
+        try:
+            grads = tape.backward(t.id, seed=seed, wrt=wrt, on_final=param_grad_final,
+                                  free_graph=not retain_graph)
+        finally:
+            deferred, tape.deferred = tape.deferred, None
         for i, g in grads.items():
             if param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
@@ -323,6 +330,9 @@ class Session:
             h()
         if not retain_graph:
             self._free_graph(graph)
+        for i in deferred:
+            if i not in self.refs:
+                tape.let_go(i)
 
     def _graph(self, out: int):
         """Nodes a gradient can reach from `out` (through nodes requiring one) and, of them, the

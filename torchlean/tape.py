@@ -199,6 +199,7 @@ class Tape(TapeOps):
 
     def __init__(self, referenced=()):
         self.nodes = NodeTable()
+        self.deferred = None   # while a Session's backward runs: ids whose last Tensor went
         self.released = False
         # node ids something outside the tape still reads (a Session passes its live Tensor
         # counts): their values are never freed early
@@ -468,6 +469,9 @@ class Tape(TapeOps):
         reference counts do. An unrun VJP that no Tensor and no consumer can reach will never
         run, so its saved values go, and so, in turn, do its parents' (graph included); values
         and records nothing reads are released and forgotten."""
+        if self.deferred is not None:    # a backward pass is running: after it
+            self.deferred.append(i)
+            return
         nodes = self.nodes
         node = nodes.get(i)
         if (node is not None and node.vjp is None and node.owns_value and not node.consumers
