@@ -97,8 +97,9 @@ gen-check:                                 ## fail if generated files are out of
 symbols-check: $(STUB_LIB)                 ## the built libraries export exactly the header's symbols
 	$(PY) -m codegen.symbols $(STUB_LIB) $(wildcard $(CUDA_LIB))
 
-install:                                   ## pip install the package with its test extra
-	$(PY) -m pip install -q -e '.[test]' || $(PY) -m pip install -q --user -e '.[test]'
+install:                                   ## pip install the package with its test extra (stub only)
+	TORCHLEAN_BUILD_CUDA=0 $(PY) -m pip install -q -e '.[test]' || \
+	  TORCHLEAN_BUILD_CUDA=0 $(PY) -m pip install -q --user -e '.[test]'
 
 test: install gen-check stub               ## set up on a fresh machine and run the whole CPU suite
 	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -n 2 $(PYTEST_ARGS) tests
