@@ -98,8 +98,8 @@ symbols-check: $(STUB_LIB)                 ## the built libraries export exactly
 	$(PY) -m codegen.symbols $(STUB_LIB) $(wildcard $(CUDA_LIB))
 
 install:                                   ## pip install the package with its test extra (stub only)
-	TORCHLEAN_BUILD_CUDA=0 $(PY) -m pip install -q -e '.[test]' || \
-	  TORCHLEAN_BUILD_CUDA=0 $(PY) -m pip install -q --user -e '.[test]'
+	TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q -e '.[test]' || \
+	  TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q --user -e '.[test]'
 
 test: install gen-check stub               ## set up on a fresh machine and run the whole CPU suite
 	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -n 2 $(PYTEST_ARGS) tests
@@ -155,7 +155,8 @@ bench-models: cuda                         ## six realistic models vs PyTorch in
 	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py
 
 demo: stub                                 ## install the examples extra, train the digits CNN
-	$(PY) -m pip install -q -e '.[examples]' || $(PY) -m pip install -q --user -e '.[examples]'
+	TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q -e '.[examples]' || \
+	  TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q --user -e '.[examples]'
 	$(PY) examples/digits_cnn.py
 
 clean:                                     ## remove built libraries
