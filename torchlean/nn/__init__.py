@@ -3,8 +3,9 @@ from torchlean.nn.modules import (Module, Sequential, Linear, Conv2d, ConvTransp
                                   AvgPool2d, LayerNorm, BatchNorm2d, Dropout, GELU, ReLU, Tanh,
                                   Sigmoid, Embedding, MultiHeadAttention, SpectralConv1d, Flatten)
 from torchlean.nn.modules import (ModuleList, ModuleDict, Conv1d, Conv3d, BatchNorm1d, RMSNorm,
-                                  GroupNorm, AdaptiveAvgPool2d, MSELoss, CrossEntropyLoss,
-                                  Softplus, AdaptiveMaxPool2d)
+                                  GroupNorm, AdaptiveAvgPool2d, Softplus, AdaptiveMaxPool2d)
+from torchlean.nn.losses import (MSELoss, CrossEntropyLoss, L1Loss, SmoothL1Loss, HuberLoss,
+                                 KLDivLoss, BCELoss, BCEWithLogitsLoss, NLLLoss)
 from torchlean.nn import functional, init, utils
 from torchlean.nn.checkpoint import save_file, load_file
 from torchlean.session import Parameter
@@ -14,4 +15,6 @@ __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPo
            "MultiHeadAttention", "SpectralConv1d", "Flatten", "Parameter", "functional", "init", "utils",
            "save_file", "load_file", "ModuleList", "ModuleDict", "Conv1d", "Conv3d", "BatchNorm1d",
            "RMSNorm", "GroupNorm", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss", "Softplus",
-           "AdaptiveMaxPool2d"]
+           "AdaptiveMaxPool2d",
+           "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss", "BCEWithLogitsLoss",
+           "NLLLoss"]

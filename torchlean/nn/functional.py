@@ -6,6 +6,9 @@ import math
 import numpy as np
 
 from torchlean.session import Tensor, Parameter, default_session
+from torchlean.nn.loss_functions import (  # noqa: F401 - torch.nn.functional names
+    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
+    l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 
 
 def _sess(*xs):
@@ -33,43 +36,6 @@ def linear(input, weight, bias=None):
     lead = x.shape[:-1]
     y = s.op("linear", w, b, s.op("reshape", x, shape=(math.prod(lead), x.shape[-1])))
     return s.op("reshape", y, shape=lead + (w.shape[0],))
-
-
-def mse_loss(yhat, target):
-    s = _sess(yhat, target)
-    return s.op("mse_loss", yhat, target)
-
-
-def _class_labels(op: str, labels, n: int, c: int, what: str = "label") -> np.ndarray:
-    """Integer class labels, one per row, each in [0, c): anything else raises naming op."""
-    if isinstance(labels, Tensor):
-        raise TypeError(f"{op}: {what}s must be an integer array, got a float32 Tensor")
-    a = np.asarray(labels)
-    if a.dtype.kind not in "iu":
-        raise TypeError(f"{op}: {what}s must be an integer array, got dtype {a.dtype}")
-    if a.shape != (n,):
-        raise ValueError(f"{op}: expected one {what} per row, shape ({n},) for logits ({n}, {c}), "
-                         f"got shape {a.shape}")
-    bad = np.flatnonzero((a < 0) | (a >= c))
-    if bad.size:
-        raise ValueError(f"{op}: {what} {a[bad[0]]} at row {bad[0]} is out of range for {c} "
-                         f"classes (logits ({n}, {c})); expected 0 <= {what} < {c}")
-    return a.astype(np.int64)
-
-
-def cross_entropy(logits, labels):
-    """mean over rows of -log_softmax(logits)[row, label]; labels: integer array (no grad),
-    one per row, each in [0, classes)."""
-    s = _sess(logits)
-    logits = s.as_tensor(logits)
-    if logits.ndim != 2:
-        raise ValueError(f"cross_entropy: logits must be (rows, classes), got shape {logits.shape}")
-    n, c = logits.shape
-    labels = _class_labels("cross_entropy", labels, n, c)
-    lp = s.op("log_softmax", logits)
-    picked = s.op("gather_vec", s.op("reshape", lp, shape=(n * c,)),
-                  indices=np.arange(n, dtype=np.int64) * c + labels)
-    return picked.sum() * (-1.0 / max(n, 1))
 
 
 def dropout(x, p=0.5, training=True):

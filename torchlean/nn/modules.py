@@ -867,35 +867,3 @@ class AdaptiveMaxPool2d(Module):
 
     def forward(self, x):
         return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
-
-
-# ---------------------------------------------------------------------------- losses
-
-class MSELoss(Module):
-    """Mean (default), sum or elementwise ('none') squared error, as torch.nn.MSELoss."""
-
-    def __init__(self, reduction="mean"):
-        super().__init__()
-        if reduction not in ("mean", "sum", "none"):
-            raise ValueError(f"MSELoss: reduction must be 'mean', 'sum' or 'none', got "
-                             f"{reduction!r}")
-        self.reduction = reduction
-
-    def forward(self, input, target):
-        s = input.session
-        target = s.as_tensor(target)
-        if tuple(input.shape) != tuple(target.shape):
-            raise ValueError(f"MSELoss: input {tuple(input.shape)} and target "
-                             f"{tuple(target.shape)} must have the same shape")
-        if self.reduction == "none":
-            d = input - target
-            return d * d
-        loss = F.mse_loss(input, target)
-        return loss * float(math.prod(input.shape)) if self.reduction == "sum" else loss
-
-
-class CrossEntropyLoss(Module):
-    """Mean cross-entropy of (N, C) logits against integer class labels."""
-
-    def forward(self, input, target):
-        return F.cross_entropy(input, target)
