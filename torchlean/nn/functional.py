@@ -71,12 +71,56 @@ def sigmoid(x):
     return _sess(x).op("sigmoid", x)
 
 
-def softmax(x):
-    return _sess(x).op("softmax", x)
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """softmax over `dim`; dim=None is the last axis here (torch's legacy rule for a missing
+    dim picks axis 0 of a 1-D or 3-D input and axis 1 otherwise, with a warning)."""
+    return _sess(input).as_tensor(input).softmax(-1 if dim is None else dim)
 
 
-def log_softmax(x):
-    return _sess(x).op("log_softmax", x)
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """log_softmax over `dim` (dim=None: the last axis, see softmax)."""
+    return _sess(input).as_tensor(input).log_softmax(-1 if dim is None else dim)
+
+
+def silu(input, inplace=False):
+    """x * sigmoid(x) (torch's silu / swish)."""
+    x = _sess(input).as_tensor(input)
+    return x * x.session.op("sigmoid", x)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x where x > 0, negative_slope * x elsewhere: relu(x) - slope relu(-x)."""
+    s = _sess(input)
+    x = s.as_tensor(input)
+    return s.op("relu", x) - s.op("relu", -x) * float(negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, alpha (exp(x) - 1) elsewhere: relu(x) + alpha (exp(-relu(-x)) - 1)."""
+    s = _sess(input)
+    x = s.as_tensor(input)
+    neg = -s.op("relu", -x)
+    return s.op("relu", x) + (s.op("exp", neg) - 1.0) * float(alpha)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch's layer_norm over the trailing `normalized_shape` axes: one registry layer_norm
+    over the folded trailing axes; weight / bias None are ones / zeros."""
+    s = _sess(input, weight, bias)
+    x = s.as_tensor(input)
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else \
+        tuple(int(n) for n in normalized_shape)
+    shp = tuple(x.shape)
+    if not ns or len(shp) < len(ns) or shp[len(shp) - len(ns):] != ns:
+        raise ValueError(f"layer_norm: expected input with trailing shape {ns}, got {shp}")
+    d = math.prod(ns)
+    for name, v in (("weight", weight), ("bias", bias)):
+        if v is not None and tuple(np.shape(v)) != ns:
+            raise ValueError(f"layer_norm: {name} must have shape {ns}, got {tuple(np.shape(v))}")
+    w = s.tensor(np.ones(d, np.float32)) if weight is None else s.as_tensor(weight).reshape(d)
+    b = s.tensor(np.zeros(d, np.float32)) if bias is None else s.as_tensor(bias).reshape(d)
+    y = s.op("layer_norm", x.reshape(shp[:len(shp) - len(ns)] + (d,)), w, b, eps=float(eps))
+    return y.reshape(shp)
 
 
 # ---------------------------------------------------------------------------- convolution

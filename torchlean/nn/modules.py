@@ -241,41 +241,24 @@ class Dropout(Module):
         return F.dropout(x, self.p, self.training)
 
 
-class Conv2d(Module):
-    """weight (cout, cin / groups, kh, kw) (kernel_size an int or a pair); dilation and groups (depthwise included) other than 1
-    run through F.conv2d's dense-kernel composition."""
-
-    def __init__(self, cin, cout, kernel_size, stride=1, padding=0, dilation=1, groups=1):
-        super().__init__()
-        (kh, kw), groups = _tuple(kernel_size, 2, "kernel_size", "Conv2d"), int(groups)
-        if groups < 1 or cin % groups or cout % groups:
-            raise ValueError(f"Conv2d: in_channels ({cin}) and out_channels ({cout}) must be "
-                             f"divisible by groups ({groups})")
-        a = 1.0 / math.sqrt(cin // groups * kh * kw)
-        self.weight = Parameter(init.uniform((cout, cin // groups, kh, kw), -a, a))
-        self.bias = Parameter(init.uniform((cout,), -a, a))
-        self.stride, self.padding = stride, padding
-        self.dilation, self.groups = dilation, groups
-
-    def forward(self, x):
-        if self.groups != 1 or self.dilation != 1:
-            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                            self.groups)
-        return x.session.op("conv2d", self.weight, self.bias, x, stride=self.stride,
-                            padding=self.padding)
-
-
-class ConvTranspose2d(Conv2d):
+class ConvTranspose2d(Module):
     """weight (cin, cout, kh, kw) as in PyTorch (kernel_size an int or a pair), whose default init takes the fan-in from
     weight.shape[1] * k * k (= cout * k * k). output_padding (< stride) adds rows/cols at the
     bottom/right (F.conv_transpose2d)."""
 
-    def __init__(self, cin, cout, kernel_size, stride=1, padding=0, output_padding=0):
+    def __init__(self, cin, cout, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1):
         Module.__init__(self)
+        if int(groups) != 1 or dilation not in (1, (1, 1)):
+            raise NotImplementedError("ConvTranspose2d: groups and dilation other than 1 are "
+                                      f"not supported, got groups={groups}, dilation={dilation}")
         kh, kw = _tuple(kernel_size, 2, "kernel_size", "ConvTranspose2d")
         a = 1.0 / math.sqrt(cout * kh * kw)
-        self.weight = Parameter(init.uniform((cin, cout, kh, kw), -a, a))
-        self.bias = Parameter(init.uniform((cout,), -a, a))
+        self.weight = Parameter(init.uniform((cin, cout, kh, kw), -a, a), name="weight")
+        if bias:
+            self.bias = Parameter(init.uniform((cout,), -a, a), name="bias")
+        else:   # the op takes a bias input: a constant zero one, neither trained nor saved
+            object.__setattr__(self, "bias", Parameter(np.zeros(cout), requires_grad=False))
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
 
     def forward(self, x):
@@ -773,6 +756,19 @@ class _ConvNd(Module):
 
 class Conv1d(_ConvNd):
     rank = 1
+
+
+class Conv2d(_ConvNd):
+    """torch.nn.Conv2d; plain convolutions run the registry conv2d op."""
+
+    rank = 2
+
+    def forward(self, x):
+        if self.groups == 1 and self.dilation == (1, 1) and x.ndim in (3, 4) \
+                and x.shape[-3] == self.in_channels:
+            return x.session.op("conv2d", self.weight, self.bias, x, stride=self.stride,
+                                padding=self.padding)
+        return super().forward(x)
 
 
 class Conv3d(_ConvNd):
