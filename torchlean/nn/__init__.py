@@ -6,6 +6,10 @@ from torchlean.nn.modules import (ModuleList, ModuleDict, Conv1d, Conv3d, BatchN
                                   GroupNorm, AdaptiveAvgPool2d, Softplus, AdaptiveMaxPool2d)
 from torchlean.nn.losses import (MSELoss, CrossEntropyLoss, L1Loss, SmoothL1Loss, HuberLoss,
                                  KLDivLoss, BCELoss, BCEWithLogitsLoss, NLLLoss)
+from torchlean.nn.activation import Identity, SiLU, LeakyReLU, ELU, Dropout2d
+from torchlean.nn.pooling import Upsample, MaxPool1d, AvgPool1d, MaxPool3d, AvgPool3d
+from torchlean.nn.recurrent import LSTM, GRU
+from torchlean.nn.attention import MultiheadAttention
 from torchlean.nn import functional, init, utils
 from torchlean.nn.checkpoint import save_file, load_file
 from torchlean.session import Parameter
@@ -17,4 +21,6 @@ __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPo
            "RMSNorm", "GroupNorm", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss", "Softplus",
            "AdaptiveMaxPool2d",
            "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss", "BCEWithLogitsLoss",
-           "NLLLoss"]
+           "NLLLoss",
+           "Identity", "SiLU", "LeakyReLU", "ELU", "Dropout2d", "Upsample", "MaxPool1d",
+           "AvgPool1d", "MaxPool3d", "AvgPool3d", "LSTM", "GRU", "MultiheadAttention"]

@@ -42,6 +42,25 @@ def dropout(x, p=0.5, training=True):
     return _sess(x).dropout(x, p, training)
 
 
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """torch's dropout2d: each (sample, channel) plane of (N, C, H, W) input is zeroed with
+    probability p and the rest scaled by 1 / (1 - p); one Bernoulli draw per plane, broadcast
+    over it. A 3-D input is read as (N, C, L), as torch 2 does (channel-wise 1-D dropout)."""
+    s = _sess(input)
+    x = s.as_tensor(input)
+    if x.ndim not in (3, 4):
+        raise ValueError(f"dropout2d: expected input (N, C, H, W) or (N, C, L), got {x.shape}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout2d: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = 1.0 - p
+    mask = s.bernoulli_mask(tuple(x.shape[:2]) + (1,) * (x.ndim - 2), keep)
+    return x * mask * (1.0 / keep)
+
+
 def relu(x):
     return _sess(x).op("relu", x)
 
@@ -323,8 +342,11 @@ def split_attention_mask(op, mask, shape, blocked_when=False):
     a = np.broadcast_to(a, target)
     if a.dtype == np.bool_:
         return (~a if blocked_when else a), None
-    if a.dtype.kind not in "fiu":
-        raise TypeError(f"{op}: attention mask must be boolean or float, got dtype {a.dtype}")
+    if a.dtype.kind != "f":
+        # torch raises too: an integer 0/1 mask added as a float would block nothing
+        raise TypeError(f"{op}: attention mask must be boolean (or float, added to the scores), "
+                        f"got dtype {a.dtype}; an integer mask such as np.tril(np.ones((T, T), "
+                        "int)) must be converted with .astype(bool)")
     a = a.astype(np.float64)
     if np.isnan(a).any() or (a == np.inf).any():
         raise ValueError(f"{op}: a float attention mask may hold finite values and -inf, got "
@@ -444,10 +466,11 @@ def _pool_out_size(op, n, k, st, p, d, ceil_mode):
 
 
 def _pad_after(x, extra, value):
-    """x with `extra` (per spatial axis, H then W) constant cells appended on the right/bottom."""
+    """x with `extra` (one count per trailing axis, e.g. H then W) constant cells appended at
+    the end of each of those axes."""
     from torchlean.session import cat
     s = x.session
-    for axis, e in zip((-2, -1), extra):
+    for axis, e in zip(range(-len(extra), 0), extra):
         if e:
             shape = list(x.shape)
             shape[axis] = e
@@ -599,3 +622,8 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     win = _plane_windows(_adaptive_taps(h, oh), _adaptive_taps(w, ow), w)
     y = _max_over_windows(s, x, win)
     return (y, _first_max_indices(x, y, win)) if return_indices else y
+
+
+# resampling and the 1-D / 3-D pooling forms live in their own module
+from torchlean.nn.resample import (  # noqa: E402,F401 - torch.nn.functional names
+    avg_pool1d, avg_pool3d, interpolate, max_pool1d, max_pool3d, upsample)
