@@ -44,8 +44,10 @@ class DataLoader:
             dataset, self._single = TensorDataset(*dataset), False
         else:
             self._single = False
-        if int(batch_size) < 1:
-            raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+                or batch_size < 1:
+            raise ValueError(f"DataLoader: batch_size must be >= 1 and an integer (torch: a "
+                             f"positive integer value), got batch_size={batch_size!r}")
         if generator is not None and seed is not None:
             raise ValueError("DataLoader: pass seed or generator, not both")
         self.dataset, self.batch_size = dataset, int(batch_size)
