@@ -433,3 +433,105 @@ def test_convolutions_without_bias_load_torch_state_strictly(cls, shape):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
     with pytest.raises(KeyError, match="unexpected keys"):
         m.load_state_dict({"weight": w, "bias": np.zeros(6)})
+
+
+# ------------------------------------------------------------------- tensor forms
+
+def _softmax(v, axis):
+    e = np.exp(v - v.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1, -3])
+def test_softmax_and_log_softmax_over_any_dim(dim):
+    a = _rng(50).normal(size=(3, 4, 5)) * 2
+    _check(lambda x: x.softmax(dim), lambda v: _softmax(v, dim), a)
+    _check(lambda x: F.log_softmax(x, dim=dim), lambda v: np.log(_softmax(v, dim)), a)
+    _check(lambda x: tl.softmax(x, dim), lambda v: _softmax(v, dim), a)
+    s = Session()
+    np.testing.assert_allclose(F.softmax(s.tensor(a)).numpy(), _softmax(a, -1), rtol=1e-5)
+    with pytest.raises(IndexError, match="softmax: dim 3 is out of range"):
+        s.tensor(a).softmax(3)
+
+
+def test_clamp_min_max_as_torch():
+    a = np.array([-np.inf, -2.0, -0.5, 0.0, 0.7, 3.0, np.inf, np.nan])
+    s = Session()
+    x = s.tensor(a)
+    for kw, ref in (({"min": -1.0, "max": 1.0}, np.clip(a, -1, 1)),
+                    ({"min": 0.0}, np.maximum(a, 0.0)),
+                    ({"max": 0.5}, np.minimum(a, 0.5))):
+        np.testing.assert_array_equal(x.clamp(**kw).numpy(), ref.astype(np.float32))
+    np.testing.assert_array_equal(x.clamp(-1.0, 1.0).numpy(), np.clip(a, -1, 1).astype(np.float32))
+    np.testing.assert_array_equal(x.clamp(lo=-1.0, hi=1.0).numpy(),
+                                  np.clip(a, -1, 1).astype(np.float32))
+    lo = s.tensor(np.full(8, -0.25))
+    np.testing.assert_array_equal(x.clamp(min=lo).numpy(), np.maximum(a, -0.25).astype(np.float32))
+    with pytest.raises(ValueError, match="at least one of 'min' or 'max'"):
+        x.clamp()
+    b = _rng(51).normal(size=(4, 3))
+    _check(lambda t: t.clamp(min=-0.5, max=0.5), lambda v: np.clip(v, -0.5, 0.5), b)
+
+
+@pytest.mark.parametrize("sa, sb", [((4,), (4,)), ((4,), (4, 3)), ((2, 4), (4,)),
+                                    ((3, 2, 4), (4,)), ((4,), (2, 4, 3)),
+                                    ((3, 2, 4), (4, 5)), ((3, 2, 4), (3, 4, 5)),
+                                    ((2, 1, 2, 4), (3, 4, 1)), ((2, 4), (3, 4, 2)),
+                                    ((1, 1), (1, 1))])
+def test_matmul_one_d_and_broadcast_batched(sa, sb):
+    a, b = _rng(52).normal(size=sa), _rng(53).normal(size=sb)
+    _check(lambda x: x @ b, lambda v: v @ b, a, rtol=1e-5, atol=1e-5)
+    _check(lambda y: torch_matmul(a, y), lambda v: a @ v, b, rtol=1e-5, atol=1e-5)
+
+
+def torch_matmul(a, y):
+    return y.session.tensor(a).matmul(y)
+
+
+def test_matmul_shape_errors():
+    s = Session()
+    with pytest.raises(ValueError, match=r"matmul: shapes \(2, 3\) and \(4,\) cannot be multiplied"):
+        s.tensor(np.ones((2, 3))) @ s.tensor(np.ones(4))
+    with pytest.raises(ValueError, match=r"matmul: batch shapes \(2,\) and \(3,\)"):
+        s.tensor(np.ones((2, 2, 3))) @ s.tensor(np.ones((3, 3, 2)))
+
+
+def test_floor_and_trunc_division():
+    a = np.array([7.0, -7.0, 7.5, -7.5, 0.0, -0.0, 1e9, -3.25, 6.0, 5.0, np.inf, np.nan])
+    b = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 3.0, 7.0, 0.5, -3.0, 0.25, 2.0, 1.0])
+    s = Session()
+    x = s.tensor(a)
+    q = (a.astype(np.float32) / b.astype(np.float32)).astype(np.float64)
+    np.testing.assert_array_equal((x // s.tensor(b)).numpy(), np.floor(q).astype(np.float32))
+    np.testing.assert_array_equal(x.div(s.tensor(b), rounding_mode="trunc").numpy(),
+                                  np.trunc(q).astype(np.float32))
+    fin = np.isfinite(a)          # inf // 2 is inf here, NaN in torch and NumPy (fmod-based)
+    np.testing.assert_array_equal(x.div(s.tensor(b), rounding_mode="floor").numpy()[fin],
+                                  np.floor_divide(a, b)[fin].astype(np.float32))
+    np.testing.assert_array_equal((x // 4).numpy(), np.floor(a / 4).astype(np.float32))
+    np.testing.assert_array_equal((10.0 // s.tensor(b[:4])).numpy(),
+                                  np.floor(10.0 / b[:4]).astype(np.float32))
+    # every float32 in a range: floor is exact, including halves and values near 2^23
+    v = np.concatenate([np.linspace(-20, 20, 4001), 8388608.0 + np.arange(-4, 4) * 0.5,
+                        -8388608.0 + np.arange(-4, 4) * 0.5]).astype(np.float32)
+    np.testing.assert_array_equal(s.tensor(v).floor().numpy(), np.floor(v))
+    np.testing.assert_array_equal(s.tensor(v).trunc().numpy(), np.trunc(v))
+    with pytest.raises(ValueError, match="rounding_mode must be None, 'floor' or 'trunc'"):
+        x.div(2.0, rounding_mode="round")
+
+
+@pytest.mark.parametrize("ns", [(5,), (3, 5), 5])
+def test_functional_layer_norm(ns):
+    a = _rng(54).normal(size=(2, 3, 5)) * 3 + 1
+    shape = (ns,) if isinstance(ns, int) else ns
+    axes = tuple(range(-len(shape), 0))
+    w, b = _rng(55).normal(size=shape), _rng(56).normal(size=shape)
+
+    def ref(v, w=w, b=b):
+        m = v.mean(axes, keepdims=True)
+        var = ((v - m) ** 2).mean(axes, keepdims=True)
+        return (v - m) / np.sqrt(var + 1e-5) * w + b
+    _check(lambda x: F.layer_norm(x, ns, w, b), ref, a, rtol=1e-4, atol=1e-4)
+    _check(lambda x: F.layer_norm(x, ns), lambda v: ref(v, 1.0, 0.0), a, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match=r"layer_norm: expected input with trailing shape \(4,\)"):
+        F.layer_norm(Session().tensor(a), 4)
