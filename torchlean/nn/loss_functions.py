@@ -153,8 +153,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 
 def _is_probabilities(target, shape):
-    if isinstance(target, (Tensor, Parameter)):
-        return tuple(target.shape) == tuple(shape)   # a float Tensor of the input's shape
+    if isinstance(target, (Tensor, Parameter)):      # a float Tensor of the input's shape
+        return tuple(target.shape) == tuple(shape) and \
+            np.dtype(getattr(target, "dtype", np.float32)).kind == "f"
     a = np.asarray(target)
     return a.dtype.kind == "f" and a.shape == tuple(shape)
 
