@@ -175,8 +175,8 @@ def test_non_integer_counts_raise():
         sched.CosineAnnealingWarmRestarts(_opt(), T_0=2.0)
     with pytest.raises(ValueError, match="T_mult must be >= 1"):
         sched.CosineAnnealingWarmRestarts(_opt(), T_0=2, T_mult=0)
-    with pytest.raises(ValueError, match=r"batch_size must be >= 1 and an integer.*2.7"):
+    with pytest.raises(TypeError, match=r"DataLoader: batch_size must be an int, got float 2.7"):
         DataLoader(np.zeros((5, 2)), batch_size=2.7)
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(TypeError, match="batch_size"):
         DataLoader(np.zeros((5, 2)), batch_size=True)
     assert len(DataLoader(np.zeros((5, 2)), batch_size=np.int64(2))) == 3
