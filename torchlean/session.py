@@ -621,6 +621,38 @@ class Tensor:
     def chunk(self, chunks, dim=0):
         return _composite.chunk(self, chunks, dim)
 
+    # torch's signatures over registry ops (softmax over any dim, clamp's min/max, matmul's
+    # 1-D and batched operands, rounded division); composed in torchlean.composite
+    def softmax(self, dim=-1):
+        return _composite.softmax(self, dim, "softmax")
+
+    def log_softmax(self, dim=-1):
+        return _composite.softmax(self, dim, "log_softmax")
+
+    def clamp(self, min=None, max=None, *, lo=None, hi=None):  # noqa: A002 - torch's names
+        """torch's clamp(min, max); the registry's lo=/hi= keywords are accepted too."""
+        return _composite.clamp(self, lo if min is None else min, hi if max is None else max)
+
+    clip = clamp
+
+    def matmul(self, other):
+        return self @ other
+
+    def div(self, other, *, rounding_mode=None):
+        return _composite.div(self, other, rounding_mode)
+
+    def __floordiv__(self, o):
+        return _composite.div(self, o, "floor")
+
+    def __rfloordiv__(self, o):
+        return _composite.rdiv(self, o, "floor")
+
+    def floor(self):
+        return _composite.floor(self)
+
+    def trunc(self):
+        return _composite.trunc(self)
+
     # comparisons (0/1 float32 masks, no gradient), where, arg/max/min over a dim, pow, erf
     def __lt__(self, o):
         return self._binary("lt", o)
@@ -684,38 +716,6 @@ class Tensor:
 
     def erf(self):
         return self.session.op("erf", self)
-
-    # torch's signatures over registry ops (softmax over any dim, clamp's min/max, matmul's
-    # 1-D and batched operands, rounded division); composed in torchlean.composite
-    def softmax(self, dim=-1):
-        return _composite.softmax(self, dim, "softmax")
-
-    def log_softmax(self, dim=-1):
-        return _composite.softmax(self, dim, "log_softmax")
-
-    def clamp(self, min=None, max=None, *, lo=None, hi=None):  # noqa: A002 - torch's names
-        """torch's clamp(min, max); the registry's lo=/hi= keywords are accepted too."""
-        return _composite.clamp(self, lo if min is None else min, hi if max is None else max)
-
-    clip = clamp
-
-    def matmul(self, other):
-        return self @ other
-
-    def div(self, other, *, rounding_mode=None):
-        return _composite.div(self, other, rounding_mode)
-
-    def __floordiv__(self, o):
-        return _composite.div(self, o, "floor")
-
-    def __rfloordiv__(self, o):
-        return _composite.rdiv(self, o, "floor")
-
-    def floor(self):
-        return _composite.floor(self)
-
-    def trunc(self):
-        return _composite.trunc(self)
 
     def __repr__(self):
         try:
