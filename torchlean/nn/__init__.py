@@ -3,24 +3,26 @@ from torchlean.nn.modules import (Module, Sequential, Linear, Conv2d, ConvTransp
                                   AvgPool2d, LayerNorm, BatchNorm2d, Dropout, GELU, ReLU, Tanh,
                                   Sigmoid, Embedding, MultiHeadAttention, SpectralConv1d, Flatten)
 from torchlean.nn.modules import (ModuleList, ModuleDict, Conv1d, Conv3d, BatchNorm1d, RMSNorm,
-                                  GroupNorm, AdaptiveAvgPool2d, Softplus, AdaptiveMaxPool2d)
-from torchlean.nn.losses import (MSELoss, CrossEntropyLoss, L1Loss, SmoothL1Loss, HuberLoss,
-                                 KLDivLoss, BCELoss, BCEWithLogitsLoss, NLLLoss)
+                                  GroupNorm, AdaptiveAvgPool2d, MSELoss, CrossEntropyLoss,
+                                  Softplus, AdaptiveMaxPool2d)
+from torchlean.nn import functional, init, utils
+from torchlean.nn.checkpoint import save_file, load_file
+from torchlean.session import Parameter
+from torchlean.nn.losses import (L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss,
+                                 BCEWithLogitsLoss, NLLLoss)
 from torchlean.nn.activation import Identity, SiLU, LeakyReLU, ELU, Dropout2d
 from torchlean.nn.pooling import Upsample, MaxPool1d, AvgPool1d, MaxPool3d, AvgPool3d
 from torchlean.nn.recurrent import LSTM, GRU
 from torchlean.nn.attention import MultiheadAttention
-from torchlean.nn import functional, init, utils
-from torchlean.nn.checkpoint import save_file, load_file
-from torchlean.session import Parameter
 
 __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
            "LayerNorm", "BatchNorm2d", "Dropout", "GELU", "ReLU", "Tanh", "Sigmoid", "Embedding",
            "MultiHeadAttention", "SpectralConv1d", "Flatten", "Parameter", "functional", "init", "utils",
            "save_file", "load_file", "ModuleList", "ModuleDict", "Conv1d", "Conv3d", "BatchNorm1d",
            "RMSNorm", "GroupNorm", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss", "Softplus",
-           "AdaptiveMaxPool2d",
-           "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss", "BCEWithLogitsLoss",
-           "NLLLoss",
-           "Identity", "SiLU", "LeakyReLU", "ELU", "Dropout2d", "Upsample", "MaxPool1d",
-           "AvgPool1d", "MaxPool3d", "AvgPool3d", "LSTM", "GRU", "MultiheadAttention"]
+           "AdaptiveMaxPool2d"]
+
+__all__ += ["L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss", "BCEWithLogitsLoss",
+            "NLLLoss", "Identity", "SiLU", "LeakyReLU", "ELU", "Dropout2d", "Upsample",
+            "MaxPool1d", "AvgPool1d", "MaxPool3d", "AvgPool3d", "LSTM", "GRU",
+            "MultiheadAttention"]
