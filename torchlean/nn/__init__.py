@@ -21,8 +21,3 @@ __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPo
            "save_file", "load_file", "ModuleList", "ModuleDict", "Conv1d", "Conv3d", "BatchNorm1d",
            "RMSNorm", "GroupNorm", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss", "Softplus",
            "AdaptiveMaxPool2d"]
-
-__all__ += ["L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss", "BCEWithLogitsLoss",
-            "NLLLoss", "Identity", "SiLU", "LeakyReLU", "ELU", "Dropout2d", "Upsample",
-            "MaxPool1d", "AvgPool1d", "MaxPool3d", "AvgPool3d", "LSTM", "GRU",
-            "MultiheadAttention"]
