@@ -568,3 +568,49 @@ def test_functional_layer_norm(ns):
     _check(lambda x: F.layer_norm(x, ns), lambda v: ref(v, 1.0, 0.0), a, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match=r"layer_norm: expected input with trailing shape \(4,\)"):
         F.layer_norm(Session().tensor(a), 4)
+
+
+def test_rnn_relu_and_tanh():
+    for nl, act in (("tanh", np.tanh), ("relu", lambda v: np.maximum(v, 0))):
+        tl.manual_seed(6)
+        m = nn.RNN(3, 4, 2, nl, batch_first=True)
+        sd = {k: v.astype(np.float64) for k, v in m.state_dict().items()}
+        assert sd["weight_ih_l1"].shape == (4, 4) and sd["bias_hh_l0"].shape == (4,)
+        a = _rng(60).normal(size=(2, 5, 3))
+        x, hs = a.transpose(1, 0, 2), []
+        for layer in range(2):
+            h, ys = np.zeros((2, 4)), []
+            for t in range(5):
+                h = act(x[t] @ sd[f"weight_ih_l{layer}"].T + sd[f"bias_ih_l{layer}"]
+                        + h @ sd[f"weight_hh_l{layer}"].T + sd[f"bias_hh_l{layer}"])
+                ys.append(h)
+            x = np.stack(ys)
+            hs.append(h)
+        out, hn = m(Session().tensor(a))
+        np.testing.assert_allclose(out.numpy(), x.transpose(1, 0, 2), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(hn.numpy(), np.stack(hs), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="unknown nonlinearity 'gelu'"):
+        nn.RNN(3, 4, nonlinearity="gelu")
+
+
+def test_torch_constructor_options_and_small_modules():
+    from collections import OrderedDict
+    s = Session()
+    a = _rng(61).normal(size=(2, 12))
+    x = s.tensor(a)
+    m = nn.Sequential(OrderedDict(fc=nn.Linear(12, 6), act=nn.ReLU(inplace=True),
+                                  drop=nn.Dropout(0.1, inplace=True), un=nn.Unflatten(1, (2, 3))))
+    assert list(m.state_dict()) == ["fc.weight", "fc.bias"]
+    m.eval()
+    y = m(x)
+    ref = np.maximum(a @ m.fc.weight.data.T.astype(np.float64) + m.fc.bias.data, 0)
+    np.testing.assert_allclose(y.numpy(), ref.reshape(2, 2, 3), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(nn.Flatten()(y).numpy(), ref, rtol=1e-5, atol=1e-6)
+    assert nn.Flatten(0, 1)(y).shape == (4, 3)
+    np.testing.assert_allclose(nn.Softmax(dim=1)(x).numpy(), _softmax(a, 1), rtol=1e-5)
+    np.testing.assert_allclose(nn.LogSoftmax(dim=-1)(x).numpy(), np.log(_softmax(a, 1)),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"Unflatten: unflattened_size \(5, 3\)"):
+        nn.Unflatten(1, (5, 3))(x)
+    with pytest.raises(TypeError, match="Sequential: 0 is not a Module"):
+        nn.Sequential(3)

@@ -53,3 +53,19 @@ class Dropout2d(Module):
 
     def forward(self, input):
         return F.dropout2d(input, self.p, self.training)
+
+
+class Softmax(Module):
+    """softmax over `dim` (None: the last axis; see F.softmax)."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim)
+
+
+class LogSoftmax(Softmax):
+    def forward(self, input):
+        return F.log_softmax(input, self.dim)

@@ -149,10 +149,16 @@ class Module:
 
 
 class Sequential(Module):
+    """Modules applied in order; Sequential(OrderedDict(name=module)) names them, as torch."""
+
     def __init__(self, *mods):
         super().__init__()
-        for i, m in enumerate(mods):
-            setattr(self, str(i), m)
+        named = mods[0].items() if len(mods) == 1 and isinstance(mods[0], dict) else \
+            ((str(i), m) for i, m in enumerate(mods))
+        for k, m in named:
+            if not isinstance(m, Module):
+                raise TypeError(f"Sequential: {k} is not a Module, got {type(m).__name__}")
+            setattr(self, k, m)
 
     def __getitem__(self, i):
         return list(self._modules.values())[i]
@@ -179,6 +185,9 @@ class Linear(Module):
 
 class _Act(Module):
     op = ""
+
+    def __init__(self, inplace=False):
+        super().__init__()   # inplace is accepted (torch's ReLU(inplace=True)); no effect
 
     def forward(self, x):
         return x.session.op(self.op, x)
@@ -221,17 +230,39 @@ class Sigmoid(_Act):
 
 
 class Flatten(Module):
-    """(N, ...) -> (N, prod(...))."""
+    """torch.nn.Flatten: axes start_dim..end_dim merged into one (default: all but the
+    first)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
 
     def forward(self, x):
-        return x.reshape(x.shape[0], -1)
+        return x.flatten(self.start_dim, self.end_dim)
+
+
+class Unflatten(Module):
+    """torch.nn.Unflatten: axis `dim` split into `unflattened_size`."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = int(dim), tuple(int(n) for n in unflattened_size)
+
+    def forward(self, x):
+        shp = tuple(x.shape)
+        d = self.dim % len(shp) if shp else 0
+        if not shp or math.prod(self.unflattened_size) != shp[d] and -1 not in self.unflattened_size:
+            raise ValueError(f"Unflatten: unflattened_size {self.unflattened_size} must multiply "
+                             f"to the size {shp[d] if shp else None} of dim {self.dim} of input "
+                             f"{shp}")
+        return x.reshape(shp[:d] + self.unflattened_size + shp[d + 1:])
 
 
 class Dropout(Module):
     """Zeroes each element with probability p and scales the rest by 1/(1-p) in training;
     the identity in eval()."""
 
-    def __init__(self, p=0.5):
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")

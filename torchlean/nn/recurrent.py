@@ -1,4 +1,4 @@
-"""torch.nn.LSTM and GRU: torch's parameter names (weight_ih_l0, weight_hh_l0, bias_ih_l0,
+"""torch.nn.RNN, LSTM and GRU: torch's parameter names (weight_ih_l0, weight_hh_l0, bias_ih_l0,
 bias_hh_l0, '_reverse' for the backward direction), gate order (LSTM i, f, g, o; GRU r, z, n)
 and shapes, so a torch state_dict loads strictly. Composed from registry ops: each gate's
 input projection runs once over the whole sequence, each step adds one linear of the hidden
@@ -121,6 +121,32 @@ class _RNNBase(Module):
             state = self._cell([g[t] for g in xg], state, whh, bhh)
             ys[t] = state[0]
         return stack(ys), state
+
+
+class RNN(_RNNBase):
+    """torch.nn.RNN: h' = tanh (or relu) of x W_ih^T + b_ih + h W_hh^T + b_hh.
+    forward(input, h0) returns (output, h_n)."""
+
+    gates = 1
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or "
+                             "'relu'")
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional)
+        self.nonlinearity = nonlinearity
+
+    def _start_state(self, s, hx, n, batched):
+        return (self._initial(s, hx, n, batched, "h_0"),)
+
+    def _pack_state(self, hs):
+        return hs[0]
+
+    def _cell(self, xg, state, whh, bhh):
+        (h,) = state
+        return (h.session.op(self.nonlinearity, xg[0] + F.linear(h, whh[0], bhh[0])),)
 
 
 class LSTM(_RNNBase):
