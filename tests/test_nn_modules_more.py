@@ -614,3 +614,33 @@ def test_torch_constructor_options_and_small_modules():
         nn.Unflatten(1, (5, 3))(x)
     with pytest.raises(TypeError, match="Sequential: 0 is not a Module"):
         nn.Sequential(3)
+
+
+def test_multihead_attention_gradients_and_separate_projections():
+    tl.manual_seed(7)
+    m = nn.MultiheadAttention(4, 2, batch_first=True)
+    sd = {k: _rng(70 + i).normal(size=v.shape) * 0.5 for i, (k, v) in enumerate(m.state_dict().items())}
+    m.load_state_dict(sd)
+    q = _rng(75).normal(size=(1, 3, 4))
+    blocked = np.array([[False, True, True], [False, False, True], [False, False, False]])
+    _check(lambda x: m(x, x, x, attn_mask=blocked)[0],
+           lambda v: _mha_ref(sd, v, v, v, 2, blocked)[0], q, rtol=1e-4, atol=1e-5)
+    # the weights' gradient: in_proj_weight by central differences of the reference
+    m.zero_grad()
+    s = Session()
+    out, w = m(s.tensor(q), s.tensor(q), s.tensor(q))
+    g = _rng(76).uniform(-1, 1, size=(1, 3, 4))
+    (out * s.tensor(g)).sum().backward()
+
+    def f(wv):
+        return _mha_ref(dict(sd, in_proj_weight=wv), q, q, q, 2)[0]
+    for i, v in _fd(f, sd["in_proj_weight"], g, coords=10).items():
+        assert m.in_proj_weight.grad.reshape(-1)[i] == pytest.approx(v, rel=2e-3, abs=2e-3)
+    k = nn.MultiheadAttention(4, 2, kdim=3, vdim=5)
+    assert list(k.state_dict()) == ["q_proj_weight", "k_proj_weight", "v_proj_weight",
+                                    "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+    out, w = k(s.tensor(np.ones((2, 1, 4))), s.tensor(np.ones((6, 1, 3))), s.tensor(np.ones((6, 1, 5))))
+    assert out.shape == (2, 1, 4) and w.shape == (1, 2, 6)
+    np.testing.assert_allclose(w.numpy().sum(-1), 1.0, rtol=1e-6)
+    with pytest.raises(AssertionError, match="divisible by num_heads"):
+        nn.MultiheadAttention(5, 2)
