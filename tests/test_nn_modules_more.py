@@ -644,3 +644,21 @@ def test_multihead_attention_gradients_and_separate_projections():
     np.testing.assert_allclose(w.numpy().sum(-1), 1.0, rtol=1e-6)
     with pytest.raises(AssertionError, match="divisible by num_heads"):
         nn.MultiheadAttention(5, 2)
+
+
+@pytest.mark.parametrize("out", [1, 3, 4, 7])
+def test_adaptive_pool1d(out):
+    a = _rng(80).normal(size=(2, 3, 7))
+
+    def ref(v, kind):
+        cols = []
+        for i in range(out):
+            lo, hi = (i * 7) // out, -((-(i + 1) * 7) // out)
+            w = v[..., lo:hi]
+            cols.append(w.mean(-1) if kind == "avg" else w.max(-1))
+        return np.stack(cols, -1)
+    _check(nn.AdaptiveAvgPool1d(out), lambda v: ref(v, "avg"), a)
+    _check(nn.AdaptiveMaxPool1d(out), lambda v: ref(v, "max"), a)
+    y, idx = F.adaptive_max_pool1d(Session().tensor(a[0]), out, return_indices=True)
+    assert idx.shape == (3, out)
+    np.testing.assert_allclose(np.take_along_axis(a[0], idx, -1), y.numpy(), rtol=1e-6)

@@ -13,7 +13,8 @@ from torchlean.nn.losses import (L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCE
                                  BCEWithLogitsLoss, NLLLoss)
 from torchlean.nn.activation import (Identity, SiLU, LeakyReLU, ELU, Dropout2d, Softmax,
                                      LogSoftmax)
-from torchlean.nn.pooling import Upsample, MaxPool1d, AvgPool1d, MaxPool3d, AvgPool3d
+from torchlean.nn.pooling import (Upsample, MaxPool1d, AvgPool1d, MaxPool3d, AvgPool3d,
+                                  AdaptiveAvgPool1d, AdaptiveMaxPool1d)
 from torchlean.nn.recurrent import RNN, LSTM, GRU
 from torchlean.nn.attention import MultiheadAttention
 

@@ -626,4 +626,5 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 
 # resampling and the 1-D / 3-D pooling forms live in their own module
 from torchlean.nn.resample import (  # noqa: E402,F401 - torch.nn.functional names
-    avg_pool1d, avg_pool3d, interpolate, max_pool1d, max_pool3d, upsample)
+    adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, avg_pool3d, interpolate, max_pool1d,
+    max_pool3d, upsample)

@@ -1,10 +1,10 @@
-"""torch.nn's Upsample and 1-D / 3-D pooling modules: options kept, the functional forms of
-torchlean.nn.resample called."""
+"""torch.nn's Upsample and the 1-D, 3-D and adaptive 1-D pooling modules: each keeps its
+options and calls its functional form in torchlean.nn.resample."""
 from __future__ import annotations
 
 from torchlean.nn.modules import Module
-from torchlean.nn.resample import (avg_pool1d, avg_pool3d, interpolate, max_pool1d,
-                                   max_pool3d)
+from torchlean.nn.resample import (adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d,
+                                   avg_pool3d, interpolate, max_pool1d, max_pool3d)
 
 
 class Upsample(Module):
@@ -67,3 +67,21 @@ class AvgPool3d(_PoolModule):
                  count_include_pad=True, divisor_override=None):
         super().__init__(kernel_size, stride, padding, ceil_mode=ceil_mode,
                          count_include_pad=count_include_pad, divisor_override=divisor_override)
+
+
+class AdaptiveAvgPool1d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveMaxPool1d(Module):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, input):
+        return adaptive_max_pool1d(input, self.output_size, self.return_indices)

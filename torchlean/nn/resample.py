@@ -54,6 +54,24 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                         count_include_pad).squeeze(-2)
 
 
+def adaptive_avg_pool1d(input, output_size):
+    """torch's adaptive_avg_pool1d on (N, C, L) or (C, L): the 2-D form over a (1, L) plane."""
+    op = "adaptive_avg_pool1d"
+    x = _as_plane(op, F._sess(input).as_tensor(input))
+    return F.adaptive_avg_pool2d(x, (1, _one(output_size, op, "output_size"))).squeeze(-2)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """torch's adaptive_max_pool1d on (N, C, L) or (C, L): the 2-D form over a (1, L) plane;
+    return_indices also gives int64 positions along L."""
+    op = "adaptive_max_pool1d"
+    x = _as_plane(op, F._sess(input).as_tensor(input))
+    r = F.adaptive_max_pool2d(x, (1, _one(output_size, op, "output_size")), return_indices)
+    if return_indices:
+        return r[0].squeeze(-2), r[1][..., 0, :]
+    return r.squeeze(-2)
+
+
 def _pool3d_args(op, input, kernel_size, stride, padding, ceil_mode):
     s = F._sess(input)
     x = s.as_tensor(input)
