@@ -662,3 +662,41 @@ def test_adaptive_pool1d(out):
     y, idx = F.adaptive_max_pool1d(Session().tensor(a[0]), out, return_indices=True)
     assert idx.shape == (3, out)
     np.testing.assert_allclose(np.take_along_axis(a[0], idx, -1), y.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode, npmode", [("constant", "constant"), ("reflect", "reflect"),
+                                          ("replicate", "edge"), ("circular", "wrap")])
+def test_pad_modes(mode, npmode):
+    a = _rng(81).normal(size=(2, 3, 4, 5))
+    pads = (2, 1, 0, 3)                       # last axis (2, 1), then H (0, 3)
+    width = [(0, 0), (0, 0), (0, 3), (2, 1)]
+    _check(lambda x: F.pad(x, pads, mode=mode), lambda v: np.pad(v, width, mode=npmode), a)
+    s = Session()
+    with pytest.raises(ValueError, match="pad: pad must hold"):
+        F.pad(s.tensor(a), (1, 2, 3))
+
+
+def test_pad_constant_value_crop_and_channel_axis():
+    a = _rng(82).normal(size=(2, 3, 4))
+    s = Session()
+    got = F.pad(s.tensor(a), (-1, 2, 0, 0, 1, 1), value=2.5).numpy()
+    ref = np.pad(a[:, :, 1:], [(1, 1), (0, 0), (0, 2)], constant_values=2.5)
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+    with pytest.raises(ValueError, match="reflect padding"):
+        F.pad(s.tensor(a), (4, 0), mode="reflect")
+    with pytest.raises(NotImplementedError, match="mode 'mirror'"):
+        F.pad(s.tensor(a), (1, 1), mode="mirror")
+
+
+@pytest.mark.parametrize("p, dim", [(2.0, 1), (1.0, -1), (3.0, 0)])
+def test_normalize(p, dim):
+    a = _rng(83).normal(size=(3, 4))
+    a[1] = 0.0                                 # a zero row: divided by eps, stays 0
+    def ref(v):
+        n = (np.abs(v) ** p).sum(axis=dim, keepdims=True) ** (1 / p)
+        return v / np.maximum(n, 1e-12)
+    s = Session()
+    np.testing.assert_allclose(F.normalize(s.tensor(a), p, dim).numpy(), ref(a), rtol=1e-5,
+                               atol=1e-6)
+    b = _rng(84).normal(size=(3, 4))
+    _check(lambda x: F.normalize(x, p, dim), ref, b, rtol=1e-5, atol=1e-5)

@@ -38,7 +38,7 @@ def linear(input, weight, bias=None):
     return s.op("reshape", y, shape=lead + (w.shape[0],))
 
 
-def dropout(x, p=0.5, training=True):
+def dropout(x, p=0.5, training=True, inplace=False):
     return _sess(x).dropout(x, p, training)
 
 
@@ -61,7 +61,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     return x * mask * (1.0 / keep)
 
 
-def relu(x):
+def relu(x, inplace=False):
     return _sess(x).op("relu", x)
 
 
@@ -625,6 +625,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 
 
 # resampling and the 1-D / 3-D pooling forms live in their own module
+from torchlean.nn.padding import normalize, pad  # noqa: E402,F401
 from torchlean.nn.resample import (  # noqa: E402,F401 - torch.nn.functional names
     adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, avg_pool3d, interpolate, max_pool1d,
     max_pool3d, upsample)
