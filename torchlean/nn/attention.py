@@ -100,7 +100,7 @@ class MultiheadAttention(Module):
         out = out.squeeze(0) if not batched else (out if self.batch_first else out.transpose(0, 1))
         if not need_weights:
             return out, None
-        w = p.reshape(n, h, length, sk)
+        w = pd.reshape(n, h, length, sk)       # torch returns the weights after dropout
         if average_attn_weights:
             w = w.mean(dim=1)
         return out, (w.squeeze(0) if not batched else w)
