@@ -122,8 +122,8 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 # ---------------------------------------------------------------------------- interpolate
 
 def _output_sizes(op, shp, rank, size, scale_factor):
-    """torch's output sizes and the per-axis source scales (in / out, or 1 / scale_factor when
-    a scale factor is given)."""
+    """torch's output sizes and the per-axis source scales as torch computes them in float32:
+    in / out, or 1 / scale_factor when a scale factor is given."""
     if (size is None) == (scale_factor is None):
         raise ValueError(f"{op}: give exactly one of size and scale_factor")
     ins = shp[-rank:]
@@ -133,7 +133,7 @@ def _output_sizes(op, shp, rank, size, scale_factor):
         if len(outs) != rank:
             raise ValueError(f"{op}: size must be an int or {rank} ints for input {shp}, got "
                              f"{size!r}")
-        scales = tuple(i / o for i, o in zip(ins, outs))
+        scales = tuple(np.float32(i) / np.float32(o) for i, o in zip(ins, outs))
     else:
         sf = (float(scale_factor),) * rank if np.ndim(scale_factor) == 0 else \
             tuple(float(v) for v in scale_factor)
@@ -141,15 +141,19 @@ def _output_sizes(op, shp, rank, size, scale_factor):
             raise ValueError(f"{op}: scale_factor must be a positive number or {rank} of them, "
                              f"got {scale_factor!r}")
         outs = tuple(int(math.floor(i * f)) for i, f in zip(ins, sf))
-        scales = tuple(1.0 / f for f in sf)
+        scales = tuple(np.float32(1.0 / f) for f in sf)
     if any(o < 1 for o in outs):
         raise ValueError(f"{op}: output size {outs} for input {shp} must be positive")
     return outs, scales
 
 
 def _nearest_index(n_in, n_out, scale, exact):
-    dst = np.arange(n_out, dtype=np.float64)
-    src = np.floor((dst + 0.5) * scale) if exact else np.floor(dst * np.float32(scale))
+    """torch's source index, in float32 as torch computes it: floor(dst * scale), or
+    floor((dst + 0.5) * scale) for nearest-exact, clipped to the input."""
+    dst = np.arange(n_out, dtype=np.float32)
+    if exact:
+        dst = dst + np.float32(0.5)
+    src = np.floor(dst * np.float32(scale))
     return np.minimum(src.astype(np.int64), n_in - 1)
 
 
