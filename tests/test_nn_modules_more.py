@@ -412,6 +412,15 @@ def test_multihead_attention_loads_torch_state_and_returns_averaged_weights():
     np.testing.assert_allclose(out.numpy(), ref_o.transpose(1, 0, 2), rtol=1e-5, atol=1e-5)
     assert w.shape == (2, 2, 4, 4)
     assert m2(*(s.tensor(q.transpose(1, 0, 2)),) * 3, need_weights=False)[1] is None
+    # need_weights=False takes F.scaled_dot_product_attention (fused where it fits): same output
+    qs = s.tensor(q)
+    for kw in ({}, {"is_causal": True}, {"attn_mask": np.triu(np.ones((4, 4), bool), 1)},
+               {"key_padding_mask": np.array([[False] * 3 + [True], [False] * 4])},
+               {"attn_mask": np.where(np.eye(4, dtype=bool), -1.5, 0.0)}):
+        a1 = m(qs, qs, qs, **kw)[0].numpy()
+        a2, none = m(qs, qs, qs, need_weights=False, **kw)
+        assert none is None
+        np.testing.assert_allclose(a2.numpy(), a1, rtol=1e-5, atol=1e-6)
 
 
 def test_integer_attention_mask_raises_as_torch():

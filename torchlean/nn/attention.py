@@ -89,13 +89,19 @@ class MultiheadAttention(Module):
         vh = self._heads(F.linear(v, wv, bv), n, sk)
         allowed, additive = self._masks(op, attn_mask, key_padding_mask, is_causal, n, length,
                                         sk, batched)
-        scores = s.op("bmm", qh, kh.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
-        if additive is not None:
-            scores = scores + additive
-        p = s.op("softmax", scores) if allowed is None else \
-            s.op("masked_softmax", scores, mask=allowed)
-        pd = F.dropout(p, self.dropout, self.training) if self.dropout > 0.0 else p
-        o = s.op("bmm", pd, vh).reshape(n, h, length, self.head_dim).permute(0, 2, 1, 3)
+        drop = self.dropout if self.training else 0.0
+        if need_weights or (allowed is not None and additive is not None):
+            scores = s.op("bmm", qh, kh.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
+            if additive is not None:
+                scores = scores + additive
+            p = s.op("softmax", scores) if allowed is None else \
+                s.op("masked_softmax", scores, mask=allowed)
+            pd = F.dropout(p, drop, True) if drop > 0.0 else p
+            o = s.op("bmm", pd, vh)
+        else:   # no weights wanted: F.scaled_dot_product_attention (the fused op where it fits)
+            o = F.scaled_dot_product_attention(qh, kh, vh, allowed if additive is None else
+                                               additive, dropout_p=drop)
+        o = o.reshape(n, h, length, self.head_dim).permute(0, 2, 1, 3)
         out = self.out_proj(o.reshape(n, length, self.embed_dim))
         out = out.squeeze(0) if not batched else (out if self.batch_first else out.transpose(0, 1))
         if not need_weights:
@@ -106,8 +112,8 @@ class MultiheadAttention(Module):
         return out, (w.squeeze(0) if not batched else w)
 
     def _masks(self, op, attn_mask, key_padding_mask, is_causal, n, length, sk, batched):
-        """(allowed (N*H, L, S) bool or None, additive float array or Tensor or None) from
-        torch's attn_mask ((L, S) or (N*H, L, S); True = blocked, or float added) and
+        """(allowed (L, S) or (N*H, L, S) bool or None, additive float array or Tensor or None)
+        from torch's attn_mask ((L, S) or (N*H, L, S); True = blocked, or float added) and
         key_padding_mask ((N, S); True = ignored, or float added)."""
         h = self.num_heads
         shape = (n * h, length, sk)
@@ -129,6 +135,4 @@ class MultiheadAttention(Module):
                 additive = d2 if additive is None else additive + d2
         if isinstance(additive, np.ndarray) and additive.ndim == 3:
             additive = additive.reshape(shape)
-        if allowed is not None:
-            allowed = np.broadcast_to(np.asarray(allowed), shape)
         return allowed, additive
