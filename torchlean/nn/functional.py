@@ -6,9 +6,6 @@ import math
 import numpy as np
 
 from torchlean.session import Tensor, Parameter, default_session
-from torchlean.nn.loss_functions import (  # noqa: F401 - torch.nn.functional names
-    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
-    l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 
 
 def _sess(*xs):
@@ -624,7 +621,10 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     return (y, _first_max_indices(x, y, win)) if return_indices else y
 
 
-# resampling and the 1-D / 3-D pooling forms live in their own module
+# losses, padding, resampling and the 1-D / 3-D pooling forms live in their own modules
+from torchlean.nn.loss_functions import (  # noqa: E402,F401 - torch.nn.functional names
+    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
+    l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 from torchlean.nn.padding import normalize, pad  # noqa: E402,F401
 from torchlean.nn.resample import (  # noqa: E402,F401 - torch.nn.functional names
     adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, avg_pool3d, interpolate, max_pool1d,
