@@ -166,10 +166,16 @@ class Module:
 
 
 class Sequential(Module):
+    """Modules applied in order; Sequential(OrderedDict(name=module)) names them, as torch."""
+
     def __init__(self, *mods):
         super().__init__()
-        for i, m in enumerate(mods):
-            setattr(self, str(i), m)
+        named = mods[0].items() if len(mods) == 1 and isinstance(mods[0], dict) else \
+            ((str(i), m) for i, m in enumerate(mods))
+        for k, m in named:
+            if not isinstance(m, Module):
+                raise TypeError(f"Sequential: {k} is not a Module, got {type(m).__name__}")
+            setattr(self, k, m)
 
     def __getitem__(self, i):
         return list(self._modules.values())[i]
@@ -196,6 +202,9 @@ class Linear(Module):
 
 class _Act(Module):
     op = ""
+
+    def __init__(self, inplace=False):
+        super().__init__()   # inplace is accepted (torch's ReLU(inplace=True)); no effect
 
     def forward(self, x):
         return x.session.op(self.op, x)
@@ -238,17 +247,39 @@ class Sigmoid(_Act):
 
 
 class Flatten(Module):
-    """(N, ...) -> (N, prod(...))."""
+    """torch.nn.Flatten: axes start_dim..end_dim merged into one (default: all but the
+    first)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
 
     def forward(self, x):
-        return x.reshape(x.shape[0], -1)
+        return x.flatten(self.start_dim, self.end_dim)
+
+
+class Unflatten(Module):
+    """torch.nn.Unflatten: axis `dim` split into `unflattened_size`."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = int(dim), tuple(int(n) for n in unflattened_size)
+
+    def forward(self, x):
+        shp = tuple(x.shape)
+        d = self.dim % len(shp) if shp else 0
+        if not shp or math.prod(self.unflattened_size) != shp[d] and -1 not in self.unflattened_size:
+            raise ValueError(f"Unflatten: unflattened_size {self.unflattened_size} must multiply "
+                             f"to the size {shp[d] if shp else None} of dim {self.dim} of input "
+                             f"{shp}")
+        return x.reshape(shp[:d] + self.unflattened_size + shp[d + 1:])
 
 
 class Dropout(Module):
     """Zeroes each element with probability p and scales the rest by 1/(1-p) in training;
     the identity in eval()."""
 
-    def __init__(self, p=0.5):
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
@@ -258,41 +289,24 @@ class Dropout(Module):
         return F.dropout(x, self.p, self.training)
 
 
-class Conv2d(Module):
-    """weight (cout, cin / groups, kh, kw) (kernel_size an int or a pair); dilation and groups (depthwise included) other than 1
-    run through F.conv2d's dense-kernel composition."""
-
-    def __init__(self, cin, cout, kernel_size, stride=1, padding=0, dilation=1, groups=1):
-        super().__init__()
-        (kh, kw), groups = _tuple(kernel_size, 2, "kernel_size", "Conv2d"), int(groups)
-        if groups < 1 or cin % groups or cout % groups:
-            raise ValueError(f"Conv2d: in_channels ({cin}) and out_channels ({cout}) must be "
-                             f"divisible by groups ({groups})")
-        a = 1.0 / math.sqrt(cin // groups * kh * kw)
-        self.weight = Parameter(init.uniform((cout, cin // groups, kh, kw), -a, a))
-        self.bias = Parameter(init.uniform((cout,), -a, a))
-        self.stride, self.padding = stride, padding
-        self.dilation, self.groups = dilation, groups
-
-    def forward(self, x):
-        if self.groups != 1 or self.dilation != 1:
-            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                            self.groups)
-        return x.session.op("conv2d", self.weight, self.bias, x, stride=self.stride,
-                            padding=self.padding)
-
-
-class ConvTranspose2d(Conv2d):
+class ConvTranspose2d(Module):
     """weight (cin, cout, kh, kw) as in PyTorch (kernel_size an int or a pair), whose default init takes the fan-in from
     weight.shape[1] * k * k (= cout * k * k). output_padding (< stride) adds rows/cols at the
     bottom/right (F.conv_transpose2d)."""
 
-    def __init__(self, cin, cout, kernel_size, stride=1, padding=0, output_padding=0):
+    def __init__(self, cin, cout, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1):
         Module.__init__(self)
+        if int(groups) != 1 or dilation not in (1, (1, 1)):
+            raise NotImplementedError("ConvTranspose2d: groups and dilation other than 1 are "
+                                      f"not supported, got groups={groups}, dilation={dilation}")
         kh, kw = _tuple(kernel_size, 2, "kernel_size", "ConvTranspose2d")
         a = 1.0 / math.sqrt(cout * kh * kw)
-        self.weight = Parameter(init.uniform((cin, cout, kh, kw), -a, a))
-        self.bias = Parameter(init.uniform((cout,), -a, a))
+        self.weight = Parameter(init.uniform((cin, cout, kh, kw), -a, a), name="weight")
+        if bias:
+            self.bias = Parameter(init.uniform((cout,), -a, a), name="bias")
+        else:   # the op takes a bias input: a constant zero one, neither trained nor saved
+            object.__setattr__(self, "bias", Parameter(np.zeros(cout), requires_grad=False))
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
 
     def forward(self, x):
@@ -578,9 +592,28 @@ class SyncBatchNorm(BatchNorm2d):
 
 
 class Embedding(Module):
-    def __init__(self, n, d):
+    """torch.nn.Embedding: weight (num_embeddings, embedding_dim) ~ N(0, 1). padding_idx's row
+    starts at zero and never receives a gradient (its lookups read a detached weight)."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
+                 norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
+                 _freeze=False):
         super().__init__()
-        self.weight = Parameter(init.normal((n, d)))
+        n = int(num_embeddings)
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are "
+                                      "not supported")
+        if padding_idx is not None:
+            if not -n <= int(padding_idx) < n:
+                raise AssertionError(f"Embedding: padding_idx {padding_idx} must be within "
+                                     f"num_embeddings ({n})")
+            padding_idx = int(padding_idx) % n
+        self.num_embeddings, self.embedding_dim = n, int(embedding_dim)
+        self.padding_idx = padding_idx
+        w = init.normal((n, int(embedding_dim))) if _weight is None else np.asarray(_weight)
+        if padding_idx is not None and _weight is None:
+            w[padding_idx] = 0.0
+        self.weight = Parameter(w, requires_grad=not _freeze, name="weight")
 
     def forward(self, idx, session=None):
         """idx: integer array (any shape) -> idx.shape + (d,); session defaults to the default
@@ -596,7 +629,13 @@ class Embedding(Module):
             raise IndexError(f"Embedding: index {a.reshape(-1)[bad[0]]} is out of range for "
                              f"{n} embeddings (indices of shape {a.shape}); expected 0 <= index "
                              f"< {n}")
-        return s.op("gather_rows", self.weight, indices=a.astype(np.int64))
+        a = a.astype(np.int64)
+        y = s.op("gather_rows", self.weight, indices=a)
+        pad = None if self.padding_idx is None else a == self.padding_idx
+        if pad is None or not pad.any():
+            return y
+        frozen = s.op("gather_rows", s.use(self.weight).detach(), indices=a)
+        return s.op("where", s.tensor(pad[..., None].astype(np.float32)), frozen, y)
 
 
 class MultiHeadAttention(Module):
@@ -891,6 +930,19 @@ class Conv1d(_ConvNd):
     rank = 1
 
 
+class Conv2d(_ConvNd):
+    """torch.nn.Conv2d; plain convolutions run the registry conv2d op."""
+
+    rank = 2
+
+    def forward(self, x):
+        if self.groups == 1 and self.dilation == (1, 1) and x.ndim in (3, 4) \
+                and x.shape[-3] == self.in_channels:
+            return x.session.op("conv2d", self.weight, self.bias, x, stride=self.stride,
+                                padding=self.padding)
+        return super().forward(x)
+
+
 class Conv3d(_ConvNd):
     rank = 3
 
@@ -985,33 +1037,6 @@ class AdaptiveMaxPool2d(Module):
         return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
 
 
-# ---------------------------------------------------------------------------- losses
-
-class MSELoss(Module):
-    """Mean (default), sum or elementwise ('none') squared error, as torch.nn.MSELoss."""
-
-    def __init__(self, reduction="mean"):
-        super().__init__()
-        if reduction not in ("mean", "sum", "none"):
-            raise ValueError(f"MSELoss: reduction must be 'mean', 'sum' or 'none', got "
-                             f"{reduction!r}")
-        self.reduction = reduction
-
-    def forward(self, input, target):
-        s = input.session
-        target = s.as_tensor(target)
-        if tuple(input.shape) != tuple(target.shape):
-            raise ValueError(f"MSELoss: input {tuple(input.shape)} and target "
-                             f"{tuple(target.shape)} must have the same shape")
-        if self.reduction == "none":
-            d = input - target
-            return d * d
-        loss = F.mse_loss(input, target)
-        return loss * float(math.prod(input.shape)) if self.reduction == "sum" else loss
-
-
-class CrossEntropyLoss(Module):
-    """Mean cross-entropy of (N, C) logits against integer class labels."""
-
-    def forward(self, input, target):
-        return F.cross_entropy(input, target)
+# the loss modules live in torchlean.nn.losses (which builds on Module above); the two that
+# were defined here stay importable from this module
+from torchlean.nn.losses import CrossEntropyLoss, MSELoss  # noqa: E402,F401
