@@ -19,14 +19,14 @@ class BasicBlock(nn.Module):
 
     def __init__(self, in_planes, planes, stride=1):
         super().__init__()
-        self.conv1 = nn.Conv2d(in_planes, planes, kernel_size=3, stride=stride, padding=1)
+        self.conv1 = nn.Conv2d(in_planes, planes, kernel_size=3, stride=stride, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, kernel_size=3, stride=1, padding=1)
+        self.conv2 = nn.Conv2d(planes, planes, kernel_size=3, stride=1, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(planes)
         self.shortcut = nn.Sequential()
         if stride != 1 or in_planes != planes:
             self.shortcut = nn.Sequential(
-                nn.Conv2d(in_planes, planes, kernel_size=1, stride=stride),
+                nn.Conv2d(in_planes, planes, kernel_size=1, stride=stride, bias=False),
                 nn.BatchNorm2d(planes),
             )
 
@@ -41,7 +41,7 @@ class ResNet(nn.Module):
     def __init__(self, num_blocks=(1, 1, 1), widths=(16, 32, 64), num_classes=10):
         super().__init__()
         self.in_planes = widths[0]
-        self.conv1 = nn.Conv2d(1, widths[0], kernel_size=3, stride=1, padding=1)
+        self.conv1 = nn.Conv2d(1, widths[0], kernel_size=3, stride=1, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(widths[0])
         layers = []
         for i, (n, w) in enumerate(zip(num_blocks, widths)):

@@ -4,8 +4,7 @@ cross-entropy plus the KL divergence) on scikit-learn's 8x8 digits scaled to [0,
 a PyTorch program and run by torchlean after changing imports.
 
 Only the three import lines below differ from the torch program (`import torch`, `import
-torch.nn as nn`, `import torch.nn.functional as F`). The binary cross-entropy is written out
-with torch.log, as valid torch code, so the program needs no loss module beyond torch's basics.
+torch.nn as nn`, `import torch.nn.functional as F`).
 """
 import argparse
 
@@ -44,9 +43,9 @@ class VAE(nn.Module):
         return self.decode(z), mu, logvar
 
 
-def loss_function(recon_x, x, mu, logvar, eps=1e-7):
+def loss_function(recon_x, x, mu, logvar):
     """Reconstruction (binary cross-entropy, summed) + KL divergence, summed over the batch."""
-    bce = -torch.sum(x * torch.log(recon_x + eps) + (1 - x) * torch.log(1 - recon_x + eps))
+    bce = F.binary_cross_entropy(recon_x, x, reduction='sum')
     kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
     return bce + kld
 

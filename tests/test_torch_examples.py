@@ -52,7 +52,7 @@ def test_cifar_tutorial_runs():
 
 def test_resnet_runs():
     out = _run("torch_resnet.py", "--steps", "3")
-    assert re.search(r"ResNet with 78090 parameters", out)
+    assert re.search(r"ResNet with 77754 parameters", out)
     assert 0.0 <= float(re.search(r"final test accuracy: ([\d.]+)%", out)[1]) <= 100.0
 
 
