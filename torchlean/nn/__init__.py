@@ -24,4 +24,8 @@ __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPo
            "MultiHeadAttention", "SpectralConv1d", "Flatten", "Parameter", "functional", "init", "utils",
            "save_file", "load_file", "ModuleList", "ModuleDict", "Conv1d", "Conv3d", "BatchNorm1d",
            "RMSNorm", "GroupNorm", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss", "Softplus",
-           "AdaptiveMaxPool2d", "SyncBatchNorm"]
+           "AdaptiveMaxPool2d", "SyncBatchNorm", "Unflatten", "L1Loss", "SmoothL1Loss", "HuberLoss",
+           "KLDivLoss", "BCELoss", "BCEWithLogitsLoss", "NLLLoss", "Identity", "SiLU", "LeakyReLU",
+           "ELU", "Dropout2d", "Softmax", "LogSoftmax", "Upsample", "MaxPool1d", "AvgPool1d",
+           "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "RNN", "LSTM", "GRU",
+           "MultiheadAttention"]
