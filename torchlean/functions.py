@@ -52,8 +52,8 @@ def mul(input, other):
     return _as_input("mul", input) * other
 
 
-def div(input, other):
-    return _as_input("div", input) / other
+def div(input, other, *, rounding_mode=None):
+    return _as_input("div", input).div(other, rounding_mode=rounding_mode)
 
 
 def matmul(input, other):
