@@ -21,6 +21,7 @@ Long campaigns: `python -m tests.random_graphs --graphs 10000 --modes default,de
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import sys
 import time
@@ -1242,10 +1243,16 @@ def expected_grads(G, ref_grads):
 
 
 def check(G) -> list[str]:
-    """Run G on torchlean and against the float64 reference; returns the mismatches."""
+    """Run G on torchlean and against the float64 reference; returns the mismatches (a buffer
+    the run leaves live is one too: every gradient buffer must have been freed or kept)."""
     fwd_ref, loss_ref, ref_grads = reference(G)
+    live = tl.memory_stats()["live_bytes"]
     fwd, loss_vals, grads = run_torchlean(G)
+    gc.collect()
     errors = []
+    leaked = tl.memory_stats()["live_bytes"] - live
+    if leaked:
+        errors.append(f"{leaked} bytes still live after the run")
     for v, a in fwd.items():
         r = fwd_ref[v]
         if a.shape != r.shape:
