@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 
 import numpy as np
 
@@ -121,6 +122,44 @@ def register_backward_end_hook(fn):
     return _HookHandle(_backward_end_hooks, fn)
 
 
+# Parameter -> (thread, Session) weak references: who records it for a gradient now. Kept off
+# the Parameter so copies and pickles of a model carry no claim.
+_trainers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_trainers_lock = threading.Lock()
+
+
+def _claim_for_training(p: Parameter, s: "Session") -> None:
+    """Record that session s (of this thread) trains p. A Parameter's gradient buffer and mirror
+    are replaced and freed by backward and optimizer steps without locks, so a second thread
+    training the same Parameter while the first one's Session still holds it would free buffers
+    the other is reading: that raises here instead. The claim ends with the Session's step(),
+    the Session itself, or its thread."""
+    me = threading.current_thread()
+    with _trainers_lock:
+        t = _trainers.get(p)
+        if t is not None and t[1]() is s:
+            return
+        if t is not None and t[0]() is not me:
+            thread, owner = t[0](), t[1]()
+            if owner is not None and thread is not None and thread.is_alive():
+                raise RuntimeError(
+                    f"Parameter {p.name + ' ' if p.name else ''}of shape {tuple(p.shape)} is "
+                    f"being trained by Session {id(owner):#x} in thread {thread.name!r} and was "
+                    f"used for a gradient from thread {me.name!r}: one thread at a time trains a "
+                    "model (backward and optimizer steps free and replace its device buffers); "
+                    "give each thread its own copy of the model, use it under no_grad(), or "
+                    "call step() on the first thread's Session when it is done")
+        _trainers[p] = (weakref.ref(me), weakref.ref(s))
+
+
+def _release_claims(s: "Session") -> None:
+    with _trainers_lock:
+        for p in s.params_by_leaf.values():
+            t = _trainers.get(p)
+            if t is not None and t[1]() is s:
+                del _trainers[p]
+
+
 def _binop_fallback(tape, name, a, b):
     return getattr(tape, name)(a, b)
 
@@ -165,6 +204,8 @@ class Session:
         self.check_thread()
         nid = self.param_leaf.get(id(p))
         req = p.requires_grad and is_grad_enabled()
+        if req:
+            _claim_for_training(p, self)
         mirror = p.mirror()
         if nid is not None:
             # without step() a leaf is reused; it is stale once the mirror was replaced (an
@@ -326,6 +367,7 @@ class Session:
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""
         self.check_thread()
+        _release_claims(self)   # another thread may train its parameters now
         self.tape.release()
         for g in self.grads.values():
             g.release()
