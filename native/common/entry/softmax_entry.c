@@ -81,8 +81,6 @@ int tl_masked_softmax(tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t col
     L.what = "length of mask"; const int64_t len_mask = ((mask_rows > 0) ? tl_lmul(&L, tl_lname(&L, "mask_rows", mask_rows), tl_lname(&L, "cols", cols)) : INT64_C(0));
     L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
-    if (!(cols >= 1))
-        return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
     if (!(mask_rows >= 0))
         return tl_fail(TL_E_ARG, "%s: expected mask_rows >= 0, got mask_rows=%lld", op, (long long)mask_rows);
     if (!((mask_rows == 0) || ((rows % mask_rows) == 0)))
