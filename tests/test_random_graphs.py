@@ -44,7 +44,7 @@ def test_random_graphs_match_float64(mode, mode_restored):
 
 def test_generator_covers_every_op_family_and_scenario():
     """The CI seeds exercise what the issue asks for, not a lucky subset."""
-    ops, scenarios, nograd, tied, frozen, reused = set(), set(), 0, 0, 0, 0
+    ops, scenarios, nograd, tied, frozen, reused, param_nograd = set(), set(), 0, 0, 0, 0, 0
     for seed in range(N_GRAPHS):
         G = rg.generate(seed)
         scenarios.add(G.scenario)
@@ -56,10 +56,11 @@ def test_generator_covers_every_op_family_and_scenario():
         for st in G.steps:
             ops.add(st.op)
             nograd += st.nograd
+            param_nograd += st.nograd and st.op == "leaf"
         reused += max(G.uses) >= 2
     assert ops == set(rg.OPS) | {"leaf"}
     assert scenarios == {"one", "two", "twice", "steps"}
-    assert min(nograd, tied, frozen) >= 5 and reused >= N_GRAPHS // 2
+    assert min(nograd, tied, frozen, param_nograd) >= 5 and reused >= N_GRAPHS // 2
 
 
 def test_checker_sees_a_wrong_gradient(monkeypatch):
