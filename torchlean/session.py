@@ -96,6 +96,7 @@ class Parameter:
 
     def zero_grad(self):
         if self.grad_buf is not None:
+            check_training_thread(self, "zero_grad")
             self.grad_buf.release()
             self.grad_buf = None
 
@@ -128,28 +129,53 @@ _trainers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _trainers_lock = threading.Lock()
 
 
+def _other_trainer(p: Parameter):
+    """(thread, Session) of another live thread whose live Session trains p, else None (call
+    with _trainers_lock held)."""
+    t = _trainers.get(p)
+    if t is None:
+        return None
+    thread, owner = t[0](), t[1]()
+    if thread is None or owner is None or thread is threading.current_thread() \
+            or not thread.is_alive():
+        return None
+    return thread, owner
+
+
+def _conflict(p: Parameter, op: str, thread, owner) -> RuntimeError:
+    return RuntimeError(
+        f"{op}: Parameter {p.name + ' ' if p.name else ''}of shape {tuple(p.shape)} is being "
+        f"trained by Session {id(owner):#x} in thread {thread.name!r} and was used for a "
+        f"gradient from thread {threading.current_thread().name!r}: one thread at a time trains "
+        "a model (backward, zero_grad and optimizer steps free and replace its device "
+        "buffers); give each thread its own copy of the model, use it under no_grad(), or call "
+        "step() on the first thread's Session when it is done")
+
+
+def check_training_thread(p: Parameter, op: str) -> None:
+    """Raise when another thread's live Session trains p (before freeing or reading p's
+    gradient buffer: zero_grad, optimizer steps)."""
+    with _trainers_lock:
+        other = _other_trainer(p)
+    if other is not None:
+        raise _conflict(p, op, *other)
+
+
 def _claim_for_training(p: Parameter, s: "Session") -> None:
     """Record that session s (of this thread) trains p. A Parameter's gradient buffer and mirror
     are replaced and freed by backward and optimizer steps without locks, so a second thread
     training the same Parameter while the first one's Session still holds it would free buffers
     the other is reading: that raises here instead. The claim ends with the Session's step(),
     the Session itself, or its thread."""
-    me = threading.current_thread()
     with _trainers_lock:
         t = _trainers.get(p)
         if t is not None and t[1]() is s:
             return
-        if t is not None and t[0]() is not me:
-            thread, owner = t[0](), t[1]()
-            if owner is not None and thread is not None and thread.is_alive():
-                raise RuntimeError(
-                    f"Parameter {p.name + ' ' if p.name else ''}of shape {tuple(p.shape)} is "
-                    f"being trained by Session {id(owner):#x} in thread {thread.name!r} and was "
-                    f"used for a gradient from thread {me.name!r}: one thread at a time trains a "
-                    "model (backward and optimizer steps free and replace its device buffers); "
-                    "give each thread its own copy of the model, use it under no_grad(), or "
-                    "call step() on the first thread's Session when it is done")
-        _trainers[p] = (weakref.ref(me), weakref.ref(s))
+        other = _other_trainer(p)
+        if other is None:
+            _trainers[p] = (weakref.ref(threading.current_thread()), weakref.ref(s))
+            return
+    raise _conflict(p, "use", *other)
 
 
 def _release_claims(s: "Session") -> None:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from torchlean.buffer import AnyBuffer
-from torchlean.session import Parameter
+from torchlean.session import Parameter, check_training_thread
 from torchlean._generated import ops as _ops
 
 
@@ -108,6 +108,7 @@ class Optimizer:
         for g in self.param_groups:
             for p in g["params"]:
                 if p.grad_buf is not None:
+                    check_training_thread(p, f"{type(self).__name__}.step")
                     yield g, p
 
 
