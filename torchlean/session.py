@@ -96,9 +96,11 @@ class Parameter:
 
     def zero_grad(self):
         if self.grad_buf is not None:
-            check_training_thread(self, "zero_grad")
-            self.grad_buf.release()
-            self.grad_buf = None
+            with training_lock(self):
+                check_training_thread(self, "zero_grad")
+                if self.grad_buf is not None:
+                    self.grad_buf.release()
+                    self.grad_buf = None
 
     def __repr__(self):
         return f"Parameter(shape={self.shape})"
@@ -123,15 +125,27 @@ def register_backward_end_hook(fn):
     return _HookHandle(_backward_end_hooks, fn)
 
 
-# Parameter -> (thread, Session) weak references: who records it for a gradient now. Kept off
-# the Parameter so copies and pickles of a model carry no claim.
+# Who trains each Parameter now: (thread, Session) weak references, and one lock per Parameter
+# that orders the claim and every free of its gradient buffer (zero_grad, optimizer steps). Kept
+# off the Parameter so copies and pickles of a model carry neither.
 _trainers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_trainers_lock = threading.Lock()
+_locks: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_locks_lock = threading.Lock()
+
+
+def training_lock(p: Parameter) -> threading.RLock:
+    """The lock held while p is claimed, while its gradient buffer is freed (zero_grad) and while
+    an optimizer step reads it."""
+    lock = _locks.get(p)
+    if lock is None:
+        with _locks_lock:
+            lock = _locks.setdefault(p, threading.RLock())
+    return lock
 
 
 def _other_trainer(p: Parameter):
     """(thread, Session) of another live thread whose live Session trains p, else None (call
-    with _trainers_lock held)."""
+    with p's training_lock held)."""
     t = _trainers.get(p)
     if t is None:
         return None
@@ -142,48 +156,41 @@ def _other_trainer(p: Parameter):
     return thread, owner
 
 
-def _conflict(p: Parameter, op: str, thread, owner) -> RuntimeError:
-    return RuntimeError(
-        f"{op}: Parameter {p.name + ' ' if p.name else ''}of shape {tuple(p.shape)} is being "
-        f"trained by Session {id(owner):#x} in thread {thread.name!r} and was used for a "
-        f"gradient from thread {threading.current_thread().name!r}: one thread at a time trains "
-        "a model (backward, zero_grad and optimizer steps free and replace its device "
-        "buffers); give each thread its own copy of the model, use it under no_grad(), or call "
-        "step() on the first thread's Session when it is done")
-
-
 def check_training_thread(p: Parameter, op: str) -> None:
-    """Raise when another thread's live Session trains p (before freeing or reading p's
-    gradient buffer: zero_grad, optimizer steps)."""
-    with _trainers_lock:
-        other = _other_trainer(p)
+    """Raise when another thread's live Session trains p. Call it with p's training_lock held,
+    and keep holding it while freeing or reading p's gradient buffer (zero_grad, optimizer
+    steps): the other thread's claim then waits for that to finish."""
+    other = _other_trainer(p)
     if other is not None:
-        raise _conflict(p, op, *other)
+        thread, owner = other
+        raise RuntimeError(
+            f"{op}: Parameter {p.name + ' ' if p.name else ''}of shape {tuple(p.shape)} is being "
+            f"trained by Session {id(owner):#x} in thread {thread.name!r} and was used from "
+            f"thread {threading.current_thread().name!r}: one thread at a time trains a model "
+            "(backward, zero_grad and optimizer steps free and replace its device buffers); "
+            "give each thread its own copy of the model, use it under no_grad(), or call step() "
+            "on the first thread's Session when it is done")
 
 
 def _claim_for_training(p: Parameter, s: "Session") -> None:
-    """Record that session s (of this thread) trains p. A Parameter's gradient buffer and mirror
-    are replaced and freed by backward and optimizer steps without locks, so a second thread
-    training the same Parameter while the first one's Session still holds it would free buffers
-    the other is reading: that raises here instead. The claim ends with the Session's step(),
-    the Session itself, or its thread."""
-    with _trainers_lock:
-        t = _trainers.get(p)
-        if t is not None and t[1]() is s:
-            return
-        other = _other_trainer(p)
-        if other is None:
-            _trainers[p] = (weakref.ref(threading.current_thread()), weakref.ref(s))
-            return
-    raise _conflict(p, "use", *other)
+    """Record that session s (of this thread) trains p, so that another thread's backward,
+    zero_grad or optimizer step on p raises instead of freeing buffers this one reads. The
+    claim ends with the Session's step(), the Session itself, or its thread."""
+    t = _trainers.get(p)
+    if t is not None and t[1]() is s:
+        return
+    with training_lock(p):
+        check_training_thread(p, "use")
+        _trainers[p] = (weakref.ref(threading.current_thread()), weakref.ref(s))
 
 
 def _release_claims(s: "Session") -> None:
-    with _trainers_lock:
-        for p in s.params_by_leaf.values():
-            t = _trainers.get(p)
-            if t is not None and t[1]() is s:
-                del _trainers[p]
+    for p in s.params_by_leaf.values():
+        t = _trainers.get(p)
+        if t is not None and t[1]() is s:
+            with training_lock(p):
+                if _trainers.get(p) is t:
+                    del _trainers[p]
 
 
 def _binop_fallback(tape, name, a, b):
