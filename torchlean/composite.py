@@ -396,3 +396,118 @@ def power(x, p):
     if isinstance(p, (int, float, np.integer, np.floating)):
         return _op(x, "pow_scalar", p=float(p))
     return _op(x, "pow", p)         # a Tensor, Parameter or array exponent, broadcast
+
+
+# ------------------------------------------------------------------------------ softmax, clamp
+
+def softmax(x, dim=-1, kind="softmax"):
+    """softmax / log_softmax over any dim: the registry op works on the last axis, so another
+    dim is swapped last and back (two transposes)."""
+    n = x.ndim
+    d = indexing.normalize_dim(-1 if dim is None else dim, n, kind)
+    if n == 0:
+        return _op(reshape(x, (1,)), kind).reshape(())
+    if d == n - 1:
+        return _op(x, kind)
+    return transpose(_op(transpose(x, d, -1), kind), d, -1)
+
+
+def clamp(x, min=None, max=None, op="clamp"):  # noqa: A002 - torch's argument names
+    """torch.clamp: numbers or Tensors as bounds, either may be None (not both). Two number
+    bounds are the registry clamp (derivative 1 strictly inside); one bound or a Tensor bound
+    is maximum / minimum, which keeps infinities."""
+    if min is None and max is None:
+        raise ValueError(f"{op}: at least one of 'min' or 'max' must not be None")
+    for name, v in (("min", min), ("max", max)):
+        if v is not None and not hasattr(v, "shape") and not isinstance(
+                v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{op}: {name} must be a number or a Tensor, got {type(v).__name__}")
+    numbers = all(v is None or isinstance(v, (int, float, np.integer, np.floating))
+                  for v in (min, max))
+    if numbers and min is not None and max is not None and math.isfinite(min) \
+            and math.isfinite(max) and min <= max:
+        return _op(x, "clamp", lo=float(min), hi=float(max))
+    y = x if min is None else _op(x, "maximum", min)
+    return y if max is None else _op(y, "minimum", max)
+
+
+# ------------------------------------------------------------------------------ matmul
+
+def matmul(a, b):
+    """torch.matmul: 1-D operands are promoted (a row on the left, a column on the right) and
+    the added axis removed; rank > 2 operands broadcast their batch axes (bmm over the folded
+    batch; a 2-D right operand folds the left's batch into rows: one GEMM)."""
+    s = a.session
+    b = s.as_tensor(b)
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if not sa or not sb:
+        raise ValueError(f"matmul: both operands need at least one dimension, got shapes {sa} "
+                         f"and {sb}")
+    if sa[-1] != (sb[0] if len(sb) == 1 else sb[-2]):
+        raise ValueError(f"matmul: shapes {sa} and {sb} cannot be multiplied (inner sizes "
+                         f"{sa[-1]} and {sb[0] if len(sb) == 1 else sb[-2]} differ)")
+    if len(sa) == 2 and len(sb) == 2:
+        return _op(a, "matmul", b)
+    if len(sa) == 1 and len(sb) == 1:
+        return reshape(_op(reshape(a, (1, sa[0])), "matmul", reshape(b, (sb[0], 1))), ())
+    if len(sa) == 1:
+        return squeeze(matmul(unsqueeze(a, 0), b), -2)
+    if len(sb) == 1:
+        return squeeze(matmul(a, unsqueeze(b, -1)), -1)
+    if len(sb) == 2:                                      # (..., n, k) @ (k, m): one GEMM
+        y = _op(reshape(a, (-1, sa[-1])), "matmul", b)
+        return reshape(y, sa[:-1] + (sb[-1],))
+    try:
+        batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+    except ValueError:
+        raise ValueError(f"matmul: batch shapes {sa[:-2]} and {sb[:-2]} of {sa} and {sb} do not "
+                         "broadcast") from None
+    nb = math.prod(batch)
+    ea = reshape(expand(a, batch + sa[-2:]), (nb,) + sa[-2:])
+    eb = reshape(expand(b, batch + sb[-2:]), (nb,) + sb[-2:])
+    return reshape(_op(ea, "bmm", eb), batch + (sa[-2], sb[-1]))
+
+
+# ------------------------------------------------------------------------------ rounding
+
+_TWO_23 = 8388608.0        # 2^23: every float32 at or above it is a whole number
+
+
+def floor(x):
+    """torch.floor (gradient zero, as torch, so it is recorded without one): |x| < 2^23 is
+    rounded to the nearest whole number as (|x| + 2^23) - 2^23 (exact in float32), the sign
+    restored, and 1 taken off where that rounded up; larger values, inf and NaN pass through."""
+    with no_grad():
+        s = x.session
+        a = _op(x, "abs")
+        r = (a + _TWO_23) - _TWO_23
+        r = where(s, x < 0.0, -r, r)
+        r = r - (r > x)
+        return where(s, a < _TWO_23, r, x)
+
+
+def trunc(x):
+    """torch.trunc: floor of |x| with x's sign (gradient zero)."""
+    with no_grad():
+        s = x.session
+        f = floor(_op(x, "abs"))
+        return where(s, x < 0.0, -f, f)
+
+
+def div(x, other, rounding_mode=None):
+    """torch.div: true division, or rounded toward -inf ('floor', as //) or toward 0 ('trunc')
+    of the float32 quotient (gradient zero when rounded, as torch). The quotient is rounded
+    once first, so where a / b rounds up to a whole number the floor can exceed torch's
+    fmod-based result (1 // 0.1 gives 10 here, 9 in torch)."""
+    if rounding_mode not in (None, "floor", "trunc"):
+        raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got "
+                         f"{rounding_mode!r}")
+    q = _op(x, "div", other)
+    if rounding_mode is None:
+        return q
+    return floor(q) if rounding_mode == "floor" else trunc(q)
+
+
+def rdiv(x, other, rounding_mode):
+    """other / x rounded as div, for a number or array on the left (other // x)."""
+    return div(x.session.as_tensor(other), x, rounding_mode)

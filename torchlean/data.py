@@ -44,7 +44,10 @@ class DataLoader:
             dataset, self._single = TensorDataset(*dataset), False
         else:
             self._single = False
-        if int(batch_size) < 1:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            raise TypeError(f"DataLoader: batch_size must be an int, got "
+                            f"{type(batch_size).__name__} {batch_size!r}")
+        if batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
         if generator is not None and seed is not None:
             raise ValueError("DataLoader: pass seed or generator, not both")

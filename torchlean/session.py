@@ -591,10 +591,12 @@ class Tensor:
         return self.session.op("div", self._other(o), self)
 
     def __matmul__(self, o):
-        return self._binary("matmul", o)
+        if self.ndim == 2 and getattr(o, "ndim", None) == 2:
+            return self._binary("matmul", o)
+        return _composite.matmul(self, o)
 
     def __rmatmul__(self, o):
-        return self.session.op("matmul", self._other(o), self)
+        return _composite.matmul(self._other(o), self)
 
     def __getattr__(self, name):
         # registry tape ops as methods: x.relu(), x.softmax(), x.transpose2d() ... but never
@@ -693,6 +695,38 @@ class Tensor:
 
     def chunk(self, chunks, dim=0):
         return _composite.chunk(self, chunks, dim)
+
+    # torch's signatures over registry ops (softmax over any dim, clamp's min/max, matmul's
+    # 1-D and batched operands, rounded division); composed in torchlean.composite
+    def softmax(self, dim=-1):
+        return _composite.softmax(self, dim, "softmax")
+
+    def log_softmax(self, dim=-1):
+        return _composite.softmax(self, dim, "log_softmax")
+
+    def clamp(self, min=None, max=None, *, lo=None, hi=None):  # noqa: A002 - torch's names
+        """torch's clamp(min, max); the registry's lo=/hi= keywords are accepted too."""
+        return _composite.clamp(self, lo if min is None else min, hi if max is None else max)
+
+    clip = clamp
+
+    def matmul(self, other):
+        return self @ other
+
+    def div(self, other, *, rounding_mode=None):
+        return _composite.div(self, other, rounding_mode)
+
+    def __floordiv__(self, o):
+        return _composite.div(self, o, "floor")
+
+    def __rfloordiv__(self, o):
+        return _composite.rdiv(self, o, "floor")
+
+    def floor(self):
+        return _composite.floor(self)
+
+    def trunc(self):
+        return _composite.trunc(self)
 
     # comparisons (0/1 float32 masks, no gradient), where, arg/max/min over a dim, pow, erf
     def __lt__(self, o):
@@ -847,8 +881,16 @@ def pow(input, exponent):  # noqa: A001 - torch's name
     return s.op("pow", input, exponent)
 
 
-softmax = functional("softmax")
-log_softmax = functional("log_softmax")
+def softmax(input, dim=-1):
+    return Tensor.softmax(default_session().as_tensor(input) if not isinstance(input, Tensor)
+                          else input, dim)
+
+
+def log_softmax(input, dim=-1):
+    return Tensor.log_softmax(default_session().as_tensor(input)
+                              if not isinstance(input, Tensor) else input, dim)
+
+
 relu = functional("relu")
 erf = functional("erf")
 eq = functional("eq")

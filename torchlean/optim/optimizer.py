@@ -19,7 +19,14 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []
         self.state: dict[int, dict] = {}        # id(Parameter) -> its state
+        name = type(self).__name__
+        if isinstance(params, (Parameter, dict)) or not hasattr(params, "__iter__"):
+            raise TypeError(f"{name}: params must be an iterable of Parameters or of parameter "
+                            f"group dicts, got {type(params).__name__}")
+        self._check_group(dict(self.defaults))   # bad options raise before anything else
         params = list(params)
+        if not params:
+            raise ValueError(f"{name}: optimizer got an empty parameter list")
         if params and all(isinstance(g, dict) for g in params):
             for g in params:
                 self.add_param_group(g)
@@ -39,6 +46,9 @@ class Optimizer:
             if not isinstance(p, Parameter):
                 raise TypeError(f"{name}: params must be torchlean Parameters, got "
                                 f"{type(p).__name__}")
+        if len({id(p) for p in g["params"]}) != len(g["params"]):
+            raise ValueError(f"{name}: a parameter group holds the same parameter more than "
+                             "once; it would be stepped twice per step")
         seen = {id(p) for other in self.param_groups for p in other["params"]}
         if any(id(p) in seen for p in g["params"]):
             raise ValueError(f"{name}: some parameters appear in more than one parameter group")
