@@ -294,30 +294,98 @@ def ref_where(args, p):
 
 
 def gen_matmul(G, rng, x):
+    """x @ y with torch's rules: 1-D operands, 2-D, and batched operands whose leading axes
+    broadcast (the partner: a new leaf or an existing value of a fitting shape)."""
     sh = G.shapes[x]
-    if len(sh) != 2:
+    if not sh:
         raise Reject
-    n, k = sh
-    if rng.random() < 0.5:
-        m = int(rng.integers(1, 5))
-        y = G.new_leaf(rng, (k, m))
-        if n * m > MAX_NUMEL:
-            raise Reject
-        return Step("matmul", [x, y], {}, [G.fresh()])
+    k = sh[-1]
     m = int(rng.integers(1, 5))
-    y = _partner(G, rng, (m, n), want_broadcast=False)
-    if G.shapes[y] != (m, n) or m * k > MAX_NUMEL:
+    kind = rng.random()
+    if len(sh) == 1:
+        other = (k,) if kind < 0.3 else (k, m) if kind < 0.7 else (2, k, m)
+    elif kind < 0.25:
+        other = (k,)
+    elif kind < 0.7 or len(sh) == 2:
+        other = (k, m) if kind < 0.85 else (int(rng.integers(1, 3)), k, m)
+    else:
+        lead = tuple(1 if rng.random() < 0.3 else n for n in sh[:-2])
+        other = lead + (k, m)
+    y = _partner(G, rng, other, want_broadcast=False) if rng.random() < 0.5 else \
+        G.new_leaf(rng, other, scale=1.0 / math.sqrt(k))
+    if G.shapes[y] != other:
         raise Reject
-    return Step("matmul", [y, x], {}, [G.fresh()])
+    out = np.matmul(np.empty(sh), np.empty(other)).shape
+    if not shape_ok(out):
+        raise Reject
+    return Step("matmul", [x, y], {"form": str(rng.choice(["@", "method"]))}, [G.fresh()])
 
 
 def tl_matmul(s, args, p):
-    return args[0] @ args[1]
+    a, b = args
+    return a @ b if p["form"] == "@" else a.matmul(b)
 
 
 def ref_matmul(args, p):
     a, b = _bc(*args)
-    return a @ b
+    if a.ndim == 2 and b.ndim == 2:               # (z, k) @ (z, k): a 0-d dot per z
+        return np.einsum("zk,zk->z", a, b)
+    if a.ndim == 2:
+        return np.einsum("zk,z...km->z...m", a, b)
+    if b.ndim == 2:
+        return np.einsum("z...nk,zk->z...n", a, b)
+    nd = max(a.ndim, b.ndim)                     # align the batch ranks after the z axis
+    a = a.reshape(a.shape[:1] + (1,) * (nd - a.ndim) + a.shape[1:])
+    b = b.reshape(b.shape[:1] + (1,) * (nd - b.ndim) + b.shape[1:])
+    return np.matmul(a, b)
+
+
+def gen_softmax_dim(G, rng, x):
+    """softmax / log_softmax over any dim (0-d included), as Tensor methods or functions."""
+    nd = len(G.shapes[x])
+    d = int(rng.integers(-max(nd, 1), max(nd, 1)))
+    kind = str(rng.choice(["softmax", "log_softmax"]))
+    return Step("softmax_dim", [x], {"kind": kind, "dim": d,
+                                     "form": str(rng.choice(["method", "tl", "F"]))}, [G.fresh()])
+
+
+def tl_softmax_dim(s, args, p):
+    x, k, d = args[0], p["kind"], p["dim"]
+    if p["form"] == "method":
+        return getattr(x, k)(d)
+    return getattr(tl if p["form"] == "tl" else F, k)(x, d)
+
+
+def ref_softmax_dim(args, p):
+    x = args[0]
+    if x.ndim == 1:                               # a 0-d tensor: softmax 1, log_softmax 0
+        return np.ones_like(x) if p["kind"] == "softmax" else np.zeros_like(x)
+    y = np.moveaxis(x, _ax(p["dim"], x.ndim - 1), -1)
+    y = _np_softmax(y) if p["kind"] == "softmax" else _np_log_softmax(y)
+    return np.moveaxis(y, -1, _ax(p["dim"], x.ndim - 1))
+
+
+def gen_clamp(G, rng, x):
+    """clamp(min, max) with number bounds kept DELTA away from every input (torch's clamp)."""
+    v = np.unique(G.vals[x].reshape(-1))
+    gaps = [(v[i] + v[i + 1]) / 2 for i in range(len(v) - 1) if v[i + 1] - v[i] >= 2 * DELTA]
+    gaps += [float(v[0] - 0.5), float(v[-1] + 0.5)]
+    lo, hi = sorted(float(np.float32(c)) for c in rng.choice(gaps, size=2))
+    which = str(rng.choice(["both", "min", "max"]))
+    if np.min(np.abs(v - lo)) < DELTA or np.min(np.abs(v - hi)) < DELTA:
+        raise Reject
+    return Step("clamp", [x], {"lo": lo if which != "max" else None,
+                               "hi": hi if which != "min" else None}, [G.fresh()])
+
+
+def tl_clamp(s, args, p):
+    if p["lo"] is not None and p["hi"] is not None:
+        return args[0].clamp(p["lo"], p["hi"])
+    return args[0].clamp(min=p["lo"]) if p["hi"] is None else args[0].clamp(max=p["hi"])
+
+
+def ref_clamp(args, p):
+    return np.clip(args[0], p["lo"], p["hi"])
 
 
 def gen_linear(G, rng, x):
@@ -967,6 +1035,8 @@ OPS = {
     "pool": (gen_pool, tl_pool, ref_pool, 1.5),
     "attention": (gen_attention, tl_attention, ref_attention, 1),
     "detach": (gen_detach, tl_detach, ref_detach, 0.4),
+    "softmax_dim": (gen_softmax_dim, tl_softmax_dim, ref_softmax_dim, 1),
+    "clamp": (gen_clamp, tl_clamp, ref_clamp, 0.8),
     "loss_fn": (gen_loss_fn, tl_loss_fn, ref_loss_fn, 0.7),
     "conv_transpose": (gen_conv_transpose, tl_conv_transpose, ref_conv_transpose, 0.8),
     "adaptive_pool": (gen_adaptive_pool, tl_adaptive_pool, ref_adaptive_pool, 0.6),
