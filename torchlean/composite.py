@@ -8,12 +8,13 @@ single-axis reductions, cat is a tree of concat0 on axis-0-first layouts.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
 from torchlean import indexing
 from torchlean.int_tensor import IntTensor, host_key
-from torchlean.tape import no_grad
+from torchlean.tape import is_grad_enabled, no_grad
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -22,12 +23,21 @@ def _op(x, name, *others, **attrs):
     return x.session.op(name, x, *others, **attrs)
 
 
+def _unchanged(x):
+    """x for an op that changes nothing (a reshape to its own shape, an identity permutation):
+    the same Tensor, except under no_grad, where torch's result is a new view that needs no
+    gradient, so a loss built from it must not reach x's graph."""
+    if is_grad_enabled() or not x.requires_grad:
+        return x
+    return x.detach()
+
+
 # ------------------------------------------------------------------------------ shapes
 
 def reshape(x, shape, op="reshape"):
     shape = indexing.reshape_target(x.shape, shape, op)
     if shape == tuple(x.shape):
-        return x
+        return _unchanged(x)
     return _op(x, "reshape", shape=shape)
 
 
@@ -42,7 +52,8 @@ def getitem(x, key):
     if plan.indices.size == 0:
         # nothing to read: a zero-size result that still belongs to x's graph
         return reshape(_op(reshape(x, (-1,)), "slice_range0", start=0, length=0), plan.shape)
-    return _op(reshape(x, (-1,)), "gather_vec", indices=plan.indices)
+    y = _op(reshape(x, (-1,)), "gather_vec", indices=plan.indices)
+    return reshape(y, plan.shape)     # a 0-d index array gives a 0-d result, as NumPy
 
 
 def permute(x, dims):
@@ -50,7 +61,7 @@ def permute(x, dims):
         dims = tuple(dims[0])
     perm = indexing.normalize_permutation(dims, x.ndim)
     if perm == tuple(range(x.ndim)):
-        return x
+        return _unchanged(x)
     if x.ndim == 2:
         return _op(x, "transpose2d")
     if perm == (1, 2, 0):
@@ -70,7 +81,7 @@ def transpose(x, dim0, dim1):
     n = x.ndim
     a, b = (indexing.normalize_dim(d, n, "transpose") for d in (dim0, dim1))
     if n < 2 or a == b:
-        return x
+        return _unchanged(x)
     perm = list(range(n))
     perm[a], perm[b] = perm[b], perm[a]
     return permute(x, perm)
@@ -126,7 +137,7 @@ def expand(x, sizes):
         target.append(int(n))
     target = tuple(target)
     if target == s:
-        return x
+        return _unchanged(x)
     return _op(x, "broadcast_to", shape=target)
 
 
@@ -147,7 +158,7 @@ def reduce(x, kind, dim=None, keepdim=False):
                 raise ValueError(f"{kind}: cannot reduce over the empty axis {d} of shape "
                                  f"{tuple(x.shape)} (no identity)")
     if not dims:        # a 0-d tensor, or dim=() as NumPy: nothing to reduce
-        return x
+        return _unchanged(x)
     if kind in ("sum", "mean") and len(dims) == x.ndim:
         total = _op(x, "sum")
         if kind == "mean":
@@ -167,28 +178,35 @@ def _count(x, dims):
     return math.prod(x.shape[d] for d in dims)
 
 
-def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
+def var(x, dim=None, unbiased=None, keepdim=False, correction=None, op="var"):
     """Variance with torch's correction (default 1, Bessel); unbiased=False is correction=0."""
     if unbiased is not None and correction is not None:
-        raise ValueError("var: pass either unbiased or correction, not both")
+        raise ValueError(f"{op}: pass either unbiased or correction, not both")
     c = 1 if correction is None and unbiased is None else (
         correction if correction is not None else (1 if unbiased else 0))
-    dims = indexing.normalize_dims(dim, x.ndim, "var")
+    dims = indexing.normalize_dims(dim, x.ndim, op)
     m = reduce(x, "mean", dims, keepdim=True)
     d = x - m
     ss = reduce(d * d, "sum", dims, keepdim)
     denom = _count(x, dims) - c
-    return ss * (1.0 / denom) if denom > 0 else ss * float("nan")
+    if denom > 0:
+        return ss * (1.0 / denom)
+    # torch divides by max(0, N - correction): 0/0 is nan (one element, unbiased), else inf
+    warnings.warn(f"{op}: degrees of freedom <= 0 for correction {c} over {_count(x, dims)} "
+                  f"element(s) of shape {tuple(x.shape)}", RuntimeWarning, stacklevel=4)
+    return _op(ss, "div", x.session.tensor(np.float32(0.0)))
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
-    return _op(var(x, dim, unbiased, keepdim, correction), "sqrt")
+    return _op(var(x, dim, unbiased, keepdim, correction, "std"), "sqrt")
 
 
 def logsumexp(x, dim, keepdim=False):
     """log(sum(exp(x))) shifted by the (detached, clamped finite) max for stability: an all
     -inf slice gives -inf and a +inf entry gives +inf, as torch."""
     dims = indexing.normalize_dims(dim, x.ndim, "logsumexp")
+    if _count(x, dims) == 0:       # an empty sum: log(0) = -inf, as torch
+        return _op(reduce(x, "sum", dims, keepdim), "log")
     with no_grad():
         m = _op(reduce(x, "amax", dims, keepdim=True), "clamp",
                 lo=-_FLOAT32_MAX, hi=_FLOAT32_MAX)
@@ -219,7 +237,7 @@ def cat(tensors, dim=0):
         if len(sh) != len(ref) or sh[:d] != ref[:d] or sh[d + 1:] != ref[d + 1:]:
             raise ValueError(f"cat: shapes {[tuple(t.shape) for t in ts]} differ outside dim {d}")
     if len(ts) == 1:
-        return ts[0]
+        return _unchanged(ts[0])
     outer, inner = math.prod(ref[:d]), math.prod(ref[d + 1:])
     total = sum(t.shape[d] for t in ts)
     out_shape = ref[:d] + (total,) + ref[d + 1:]

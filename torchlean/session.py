@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 
 import numpy as np
 
@@ -120,8 +121,11 @@ class Parameter:
 
     def zero_grad(self):
         if self.grad_buf is not None:
-            self.grad_buf.release()
-            self.grad_buf = None
+            with training_lock(self):
+                check_training_thread(self, "zero_grad")
+                if self.grad_buf is not None:
+                    self.grad_buf.release()
+                    self.grad_buf = None
 
     def __repr__(self):
         return f"Parameter(shape={self.shape})"
@@ -144,6 +148,74 @@ _backward_end_hooks: list = []
 def register_backward_end_hook(fn):
     _backward_end_hooks.append(fn)
     return _HookHandle(_backward_end_hooks, fn)
+
+
+# Who trains each Parameter now: (thread, Session) weak references, and one lock per Parameter
+# that orders the claim and every free of its gradient buffer (zero_grad, optimizer steps). Kept
+# off the Parameter so copies and pickles of a model carry neither.
+_trainers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_locks: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_locks_lock = threading.Lock()
+
+
+def training_lock(p: Parameter) -> threading.RLock:
+    """The lock held while p is claimed, while its gradient buffer is freed (zero_grad) and while
+    an optimizer step reads it."""
+    lock = _locks.get(p)
+    if lock is None:
+        with _locks_lock:
+            lock = _locks.setdefault(p, threading.RLock())
+    return lock
+
+
+def _other_trainer(p: Parameter):
+    """(thread, Session) of another live thread whose live Session trains p, else None (call
+    with p's training_lock held)."""
+    t = _trainers.get(p)
+    if t is None:
+        return None
+    thread, owner = t[0](), t[1]()
+    if thread is None or owner is None or thread is threading.current_thread() \
+            or not thread.is_alive():
+        return None
+    return thread, owner
+
+
+def check_training_thread(p: Parameter, op: str) -> None:
+    """Raise when another thread's live Session trains p. Call it with p's training_lock held,
+    and keep holding it while freeing or reading p's gradient buffer (zero_grad, optimizer
+    steps): the other thread's claim then waits for that to finish."""
+    other = _other_trainer(p)
+    if other is not None:
+        thread, owner = other
+        raise RuntimeError(
+            f"{op}: Parameter {p.name + ' ' if p.name else ''}of shape {tuple(p.shape)} is being "
+            f"trained by Session {id(owner):#x} in thread {thread.name!r} and was used from "
+            f"thread {threading.current_thread().name!r}: one thread at a time trains a model "
+            "(backward, zero_grad and optimizer steps free and replace its device buffers); "
+            "give each thread its own copy of the model, use it under no_grad(), or call step() "
+            "on the first thread's Session when it is done")
+
+
+def _claim_for_training(p: Parameter, s: "Session") -> None:
+    """Record that session s (of this thread) trains p, so that another thread's backward,
+    zero_grad or optimizer step on p raises instead of freeing buffers this one reads. The
+    claim ends with the Session's step(), the Session itself, or its thread."""
+    t = _trainers.get(p)
+    if t is not None and t[1]() is s:
+        return
+    with training_lock(p):
+        check_training_thread(p, "use")
+        _trainers[p] = (weakref.ref(threading.current_thread()), weakref.ref(s))
+
+
+def _release_claims(s: "Session") -> None:
+    for p in s.params_by_leaf.values():
+        t = _trainers.get(p)
+        if t is not None and t[1]() is s:
+            with training_lock(p):
+                if _trainers.get(p) is t:
+                    del _trainers[p]
 
 
 def _binop_fallback(tape, name, a, b):
@@ -190,6 +262,8 @@ class Session:
         self.check_thread()
         nid = self.param_leaf.get(id(p))
         req = p.requires_grad and is_grad_enabled()
+        if req:
+            _claim_for_training(p, self)
         mirror = p.mirror()
         if nid is not None:
             # without step() a leaf is reused; it is stale once the mirror was replaced (an
@@ -381,6 +455,7 @@ class Session:
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""
         self.check_thread()
+        _release_claims(self)   # another thread may train its parameters now
         self.tape.release()
         for g in self.grads.values():
             g.release()

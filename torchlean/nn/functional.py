@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from torchlean.session import Tensor, Parameter, default_session
+from torchlean.tape import is_grad_enabled
 
 
 def _sess(*xs):
@@ -301,8 +302,8 @@ def adaptive_avg_pool2d(input, output_size):
     if oh < 1 or ow < 1 or h < 1 or w < 1:
         raise ValueError(f"adaptive_avg_pool2d: output size {(oh, ow)} and input size {(h, w)} "
                          "must be positive")
-    if (oh, ow) == (h, w):
-        return x
+    if (oh, ow) == (h, w):   # torch's result is a new tensor: under no_grad it needs no grad
+        return x if is_grad_enabled() else x.detach()
     if (oh, ow) == (1, 1):
         return x.mean(dim=(-2, -1), keepdim=True)
     if h % oh == 0 and w % ow == 0:

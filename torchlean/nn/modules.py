@@ -999,7 +999,7 @@ class GroupNorm(Module):
         shp = tuple(x.shape)
         if len(shp) < 2 or shp[1] != self.num_channels:
             raise ValueError(f"GroupNorm: expected input (N, {self.num_channels}, *), got {shp}")
-        g = x.reshape(shp[0], self.num_groups, -1)
+        g = x.reshape(shp[0], self.num_groups, math.prod(shp[1:]) // self.num_groups)
         d = g - g.mean(dim=2, keepdim=True)
         y = (d * ((d * d).mean(dim=2, keepdim=True) + self.eps).rsqrt()).reshape(shp)
         if self.weight is None:

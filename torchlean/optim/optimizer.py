@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from torchlean.buffer import AnyBuffer
-from torchlean.session import Parameter
+from torchlean.session import Parameter, check_training_thread, training_lock
 from torchlean._generated import ops as _ops
 
 
@@ -114,11 +114,14 @@ class Optimizer:
             self.state[id(p)] = new
 
     def _with_grads(self):
-        """(group, parameter) for every parameter that has a gradient."""
+        """(group, parameter) for every parameter that has a gradient, with the parameter's
+        training lock held until the caller asks for the next one."""
         for g in self.param_groups:
             for p in g["params"]:
                 if p.grad_buf is not None:
-                    yield g, p
+                    with training_lock(p):   # held while the step reads the gradient
+                        check_training_thread(p, f"{type(self).__name__}.step")
+                        yield g, p
 
 
 class SGD(Optimizer):
