@@ -4,11 +4,9 @@
  * strides (the ops add to minimum take it when their input shapes differ).
  * Kernels are written in the canonical arithmetic of native/common/tl_math.h (IEEE operations
  * named one by one, the polynomial exp/tanh/gelu...), which CUDA's elementwise.cu calls in the
- * same order, so exact mode gives the same bits on both. GCC does not vectorise tlm_log and
- * tlm_sigmoid as written (early returns; float selects mixed with double arithmetic), so the
- * stub restates them in vectorisable loops with the same bits (log_exact_block, canonical in
- * every mode since it beats libm's logf; sigmoid_exact_block, 1.6x the float sigmoid, so exact
- * mode only). Softplus and the safe_log pair keep libm's log1pf/logf in the default mode and
+ * same order, so exact mode gives the same bits on both. The transcendental functions are
+ * correctly rounded and branch-free, so their loops vectorise (log is canonical in every mode;
+ * sigmoid in exact mode only). Softplus and the safe_log pair keep libm's log1pf/logf in the default mode and
  * run the canonical functions in exact mode (UNARY2).
  * Numerical conventions (inventory section 10): relu'/clamp' only strictly inside, abs' uses
  * sign(0) = 0, sqrt' = 0 for x <= 0, max/min ties split 0.5/0.5, and sigmoid/tanh/softplus never
@@ -62,31 +60,10 @@ static inline float fast_softplus(float v) {
     return (v > 0.0f ? v : 0.0f) + log1pf(tlm_exp(-fabsf(v)));
 }
 
-/* tlm_sigmoid over a block, bit for bit, in three loops GCC vectorises (one loop mixing float
- * selects with double arithmetic does not): (1) the float reduction e^-|x| = 2^k (1 + t) and
- * the two normal float factors of 2^-k; (2) tlm_sigmoid's double arithmetic, both quotients;
- * (3) the float selects. tests/test_exact_pointwise.py compares it with tlm_sigmoid on every
- * 251st float32. */
+/* tlm_sigmoid over a block (branch-free, so the loop vectorises) */
 #define SIG_BLOCK 512
 static TL_VEC512 void sigmoid_exact_block(const float *X, float *Y, int64_t len) {
-    float T[SIG_BLOCK], P1[SIG_BLOCK], P2[SIG_BLOCK], YP[SIG_BLOCK], YN[SIG_BLOCK];
-    for (int64_t i = 0; i < len; i++) {
-        int32_t k;
-        T[i] = tlm_exp_parts(-tlm_abs(X[i]), &k);          /* k in [-150, 0] */
-        int32_t k1 = k >> 1, k2 = k - k1;
-        P1[i] = tlm_from_bits((127 - k1) << 23);
-        P2[i] = tlm_from_bits((127 - k2) << 23);
-    }
-    for (int64_t i = 0; i < len; i++) {
-        double p = (double)P1[i] * (double)P2[i];           /* 2^-k exactly, as tlm_pow2d(-k) */
-        double n = tlm_dadd(1.0, (double)T[i]), d = tlm_dadd(p, n);
-        YP[i] = tlm_d2f(tlm_ddiv(p, d));
-        YN[i] = tlm_d2f(tlm_ddiv(n, d));
-    }
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i];
-        Y[i] = v != v ? tlm_add(v, v) : (v >= 0.0f ? YP[i] : YN[i]);
-    }
+    for (int64_t i = 0; i < len; i++) Y[i] = tlm_sigmoid(X[i]);
 }
 
 /* BLOCK(x, y, len) over x[0..n) into y, blocks split across threads */
@@ -99,28 +76,9 @@ static void by_blocks(void (*block)(const float *, float *, int64_t), const floa
     }
 }
 
-/* tlm_log over a block, bit for bit, in three vectorised loops: the argument tlm_log reduces
- * (x itself when positive and finite, else 1), the reduction and series, then the special values
- * (NaN, 0, negative, +inf) selected over the series value, as tlm_log's returns do. */
+/* tlm_log over a block (branch-free, so the loop vectorises) */
 static TL_VEC512 void log_exact_block(const float *X, float *Y, int64_t len) {
-    float XIN[SIG_BLOCK];
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i];
-        XIN[i] = v > 0.0f && v <= 3.40282347e38f ? v : 1.0f;
-    }
-    for (int64_t i = 0; i < len; i++) {
-        float e, f = tlm_log_split(XIN[i], &e);
-        float r = tlm_add(tlm_log1p_reduced(f), tlm_mul(e, -2.12194440e-4f));
-        Y[i] = tlm_add(r, tlm_mul(e, 0.693359375f));
-    }
-    const float ninf = tlm_from_bits((int32_t)0xff800000), nan = tlm_from_bits(0x7fc00000);
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i], r = Y[i];
-        r = v > 3.40282347e38f ? v : r;
-        r = v < 0.0f ? nan : r;
-        r = v == 0.0f ? ninf : r;
-        Y[i] = v != v ? tlm_add(v, v) : r;
-    }
+    for (int64_t i = 0; i < len; i++) Y[i] = tlm_log(X[i]);
 }
 
 /* NaN-propagating max/min: fmaxf would drop a NaN operand */
