@@ -172,9 +172,14 @@ TLM_HD float tlm_sel(int32_t c, float v, float y) {
     int32_t m = -c;
     return tlm_from_bits((tlm_to_bits(y) & ~m) | (tlm_to_bits(v) & m));
 }
-/* x clamped to [lo, hi] (NaN stays NaN; callers select it out) */
+/* v when c, else y, for doubles (bit select: a plain ?: lets GCC branch around loads) */
+TLM_HD double tlm_dsel(int32_t c, double v, double y) {
+    int64_t m = -(int64_t)c;
+    return tlm_dfrom_bits((tlm_dbits(y) & ~m) | (tlm_dbits(v) & m));
+}
+/* x clamped to [lo, hi]; NaN gives lo (callers select NaN back at the end) */
 TLM_HD float tlm_clampf(float x, float lo, float hi) {
-    return tlm_sel(x < lo, lo, tlm_sel(x > hi, hi, x));
+    return tlm_sel(!(x >= lo), lo, tlm_sel(x > hi, hi, x));
 }
 
 /* Known hard cases: inputs where the double evaluation above sits closer to a float32
@@ -315,7 +320,7 @@ TLM_HD tlm_dd tlm_log_core(double e, tlm_dd f) {
 
 /* natural log, correctly rounded. log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf. */
 TLM_HD float tlm_log(float x) {
-    float e, f = tlm_log_split(x > 0.0f && x <= 3.40282347e38f ? x : 1.0f, &e);
+    float e, f = tlm_log_split(tlm_sel((x > 0.0f) & (x <= 3.40282347e38f), x, 1.0f), &e);
     tlm_dd fd = {(double)f, 0.0};
     tlm_dd l = tlm_log_core((double)e, fd);
     float y = tlm_dd_round(l.hi, l.lo);
@@ -395,7 +400,7 @@ TLM_HD float tlm_softplus(float x) {
     tlm_dd u = tlm_fast_two_sum(1.0, e.hi);
     u.lo = tlm_dadd(u.lo, e.lo);
     tlm_dd l = tlm_log_dd(u);
-    tlm_dd s = tlm_two_sum(x > 0.0f ? (double)x : 0.0, l.hi);
+    tlm_dd s = tlm_two_sum((double)tlm_sel(x > 0.0f, x, 0.0f), l.hi);
     float y = tlm_dd_round(s.hi, tlm_dadd(s.lo, l.lo));
     y = tlm_sel(x > 3.40282347e38f, x, y);
     return tlm_nan_pass(x, tlm_hard(TLM_F_SOFTPLUS, x, y));
@@ -453,15 +458,23 @@ TLM_HD float tlm_erf(float x) {
     p = tlm_dfma(p, z, -0x1.812746b0379e7p-2);
     tlm_dd sm = tlm_two_prod(ad, 0x1.20dd750429b6dp+0);
     sm.lo = tlm_dfma(ad, tlm_dfma(z, p, 0x1.1ae3a914fed80p-56), sm.lo);
-    int64_t i = (int64_t)tlm_dmul(tlm_dsub(ad, 0.5), 8.0);
-    i = i < 0 ? 0 : (i > 27 ? 27 : i);
-    const double *row = TLM_TAB(tlm_erf_tab)[i];
+    int64_t i = (int64_t)tlm_dmul(tlm_dsub((double)tlm_clampf(a, 0.5f, 3.9375f), 0.5), 8.0);
+#define TLM_ERF_C(n) TLM_TAB(tlm_erf_tab)[i][n]   /* indexed directly: GCC gathers it */
     double t = tlm_dsub(ad, tlm_dfma((double)i, 0.125, 0.5625));   /* exact */
-    double acc = row[12];
-    for (int n = 11; n >= 2; n--) acc = tlm_dfma(acc, t, row[n]);
-    acc = tlm_dmul(acc, t);
+    double acc = tlm_dfma(TLM_ERF_C(12), t, TLM_ERF_C(11));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(10));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(9));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(8));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(7));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(6));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(5));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(4));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(3));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(2));
+    double bhi = TLM_ERF_C(0), blo = tlm_dfma(acc, t, TLM_ERF_C(1));
+#undef TLM_ERF_C
     int32_t small = a < 0.5f;
-    double hi = small ? sm.hi : row[0], lo = small ? sm.lo : tlm_dadd(row[1], acc);
+    double hi = tlm_dsel(small, sm.hi, bhi), lo = tlm_dsel(small, sm.lo, blo);
     float y = tlm_sel(a >= 4.0f, 1.0f, tlm_dd_round(hi, lo));
     y = tlm_copysign(y, x);
     return tlm_nan_pass(x, tlm_hard(TLM_F_ERF, x, y));
@@ -767,7 +780,7 @@ TLM_HD tlm_dd tlm_cos_2pi_dd(double s) {
 TLM_HD float tlm_reduce_2pi(float u, int32_t *q, float *rsign) {
     const float shifter = 8388608.0f; /* 2^23: adding it to 0 <= a < 2^23 rounds a to an integer */
     float a = tlm_abs(u);
-    float r = a < shifter ? tlm_sub(a, tlm_sub(tlm_add(a, shifter), shifter)) : 0.0f;
+    float r = tlm_sel(a < shifter, tlm_sub(a, tlm_sub(tlm_add(a, shifter), shifter)), 0.0f);
     float t = tlm_abs(r);
     float qf = tlm_sub(tlm_add(tlm_mul(t, 4.0f), shifter), shifter);
     *q = (int32_t)qf;
