@@ -20,6 +20,7 @@ from torchlean.session import cat, stack, split, chunk, get_rng_state, set_rng_s
 from torchlean.session import where, argmax, argmin, pow, erf, eq, ne, lt, le, gt, ge  # noqa: A004
 from torchlean import optim, nn, interop, data
 from torchlean.interop import from_numpy, tensor_from_dlpack as from_dlpack
+from torchlean.exact_arith import exact_version
 
 __version__ = "0.1.0"
 
@@ -114,4 +115,4 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "Parameter", "manual_seed", "tensor", "softmax", "log_softmax", "optim", "nn",
            "from_numpy", "from_dlpack", "DeviceMask", "cat", "stack", "split", "chunk",
            "get_rng_state", "set_rng_state", "data", "where", "argmax", "argmin", "pow", "erf",
-           "eq", "ne", "lt", "le", "gt", "ge"]
+           "eq", "ne", "lt", "le", "gt", "ge", "exact_version"]
