@@ -1,12 +1,13 @@
 """Exact-mode cost of the kernels built on tl_math.h's transcendental functions, two builds side by side.
 
     TORCHLEAN_BACKEND=stub python bench/bench_exact_math.py [--n 1048576] [--reps 31] [--rounds 3] \
-        [--other /path/to/another/checkout]
+        [--other /path/to/another/checkout] [--threads 1]
 
 Times each kernel in exact mode (median per call into preallocated outputs) for this checkout
 and, with --other, for another checkout's stub library (e.g. the commit before a change), in
-alternating rounds, so a loaded machine slows both alike; reports the best median of the rounds
-and the ratio this/other. Each library runs in its own subprocess.
+alternating rounds; reports the best median of the rounds and the ratio this/other. Each library
+runs in its own subprocess. With one thread (the default) the time is the process's CPU time,
+which a machine shared with other jobs does not inflate; with more, wall time.
 """
 import argparse
 import json
@@ -24,7 +25,8 @@ import numpy as np
 import torchlean as tl
 from torchlean._loader import ffi, lib
 from torchlean.buffer import AnyBuffer
-n, reps = int(sys.argv[1]), int(sys.argv[2])
+n, reps, threads = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+clock = time.process_time if threads == 1 else time.perf_counter
 rng = np.random.default_rng(0)
 up = lambda a: AnyBuffer.from_numpy(np.asarray(a, np.float32))
 X, P, G, U = up(rng.uniform(-6, 6, n)), up(rng.uniform(0.01, 30, n)), up(rng.normal(size=n)), \
@@ -51,17 +53,19 @@ for name, f in cases.items():
     assert f() == 0, name
     ts = []
     for _ in range(reps):
-        t = time.perf_counter()
+        t = clock()
         f()
-        ts.append(time.perf_counter() - t)
+        ts.append(clock() - t)
     out[name] = float(np.median(ts) * 1e3)
 print(json.dumps(out))
 """
 
 
-def run(tree, n, reps):
-    env = dict(os.environ, PYTHONPATH=str(tree), TORCHLEAN_BACKEND="stub")
-    r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(reps)], cwd=tree, env=env,
+def run(tree, n, reps, threads):
+    env = dict(os.environ, PYTHONPATH=str(tree), TORCHLEAN_BACKEND="stub",
+               OMP_NUM_THREADS=str(threads))
+    r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(reps), str(threads)], cwd=tree,
+                       env=env,
                        capture_output=True, text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -72,14 +76,16 @@ def main():
     ap.add_argument("--reps", type=int, default=31)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--other", type=Path, default=None)
+    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     trees = [("this", ROOT)] + ([("other", args.other.resolve())] if args.other else [])
     best = {label: {} for label, _ in trees}
     for _ in range(args.rounds):
         for label, tree in trees:
-            for k, v in run(tree, args.n, args.reps).items():
+            for k, v in run(tree, args.n, args.reps, args.threads).items():
                 best[label][k] = min(v, best[label].get(k, float("inf")))
-    print(f"stub, exact mode, n = {args.n}, best of {args.rounds} medians of {args.reps} (ms)")
+    what = "CPU ms, 1 thread" if args.threads == 1 else f"wall ms, {args.threads} threads"
+    print(f"stub, exact mode, n = {args.n}, best of {args.rounds} medians of {args.reps} ({what})")
     head = f"{'kernel':16s} {'this':>9s}"
     if args.other:
         head += f" {'other':>9s} {'this/other':>11s}"

@@ -38,8 +38,11 @@
 
 #if defined(__CUDACC__)
 #define TLM_HD __host__ __device__ __forceinline__ static
+#define TLM_HD_INLINE TLM_HD
 #else
 #define TLM_HD static inline
+/* the transcendental functions: always inlined, so the loops that call them vectorise */
+#define TLM_HD_INLINE static inline __attribute__((always_inline))
 #endif
 
 #define TLM_CHUNK 256      /* rule 4: values summed sequentially before the tree */
@@ -210,7 +213,7 @@ TLM_HD float tlm_hard(int fn, float x, float y) {
  * m = m.hi + m.lo (|m.lo| <= ulp(m.hi) / 2) with error below 2^-59 relative to e^r. r = rh + rl with
  * rh = x - k LN2_HI exact; e^r - 1 = rh + rh^2/2 + rl e^rh + rh^3 Q(rh), the square split
  * exactly (tlm_two_prod) and summed with the leading term first. */
-TLM_HD double tlm_expm1_core(double x, tlm_dd *m) {
+TLM_HD_INLINE double tlm_expm1_core(double x, tlm_dd *m) {
     const double shifter = 0x1.8p52;   /* adding it rounds to an integer */
     double kd = tlm_dsub(tlm_dadd(tlm_dmul(x, TLM_INV_LN2), shifter), shifter);
     double rh = tlm_dfma(-kd, TLM_LN2_HI, x);   /* exact */
@@ -238,7 +241,7 @@ TLM_HD double tlm_expm1_core(double x, tlm_dd *m) {
 TLM_HD double tlm_pow2_of(double kd) { return tlm_dfrom_bits(((int64_t)kd + 1023) << 52); }
 
 /* e^x, correctly rounded. x is clamped to [-104, 89] (e^-104 rounds to 0, e^89 overflows). */
-TLM_HD float tlm_exp(float x) {
+TLM_HD_INLINE float tlm_exp(float x) {
     tlm_dd m;
     double kd = tlm_expm1_core((double)tlm_clampf(x, -104.0f, 89.0f), &m);
     tlm_dd e = tlm_fast_two_sum(1.0, m.hi);                  /* e^r = e.hi + (e.lo + m.lo) */
@@ -249,7 +252,7 @@ TLM_HD float tlm_exp(float x) {
 
 /* e^x - 1, correctly rounded: 2^k e^r - 1 with the -1 added exactly (2Sum); x clamped to
  * [-104, 89]; expm1(-0) = -0. */
-TLM_HD float tlm_expm1(float x) {
+TLM_HD_INLINE float tlm_expm1(float x) {
     tlm_dd m;
     double kd = tlm_expm1_core((double)tlm_clampf(x, -104.0f, 89.0f), &m);
     double p = tlm_pow2_of(kd);
@@ -261,7 +264,7 @@ TLM_HD float tlm_expm1(float x) {
 }
 
 /* e^-a as 2^k (hi + lo) scaled into one unevaluated sum, for a >= 0 (float), clamped at 104 */
-TLM_HD tlm_dd tlm_exp_neg(float a) {
+TLM_HD_INLINE tlm_dd tlm_exp_neg(float a) {
     tlm_dd m;
     double kd = tlm_expm1_core(-(double)tlm_clampf(a, 0.0f, 104.0f), &m);
     double p = tlm_pow2_of(kd);
@@ -273,7 +276,7 @@ TLM_HD tlm_dd tlm_exp_neg(float a) {
 
 /* (n.hi + n.lo) / (d.hi + d.lo) as an unevaluated sum, relative error about 2^-100 beyond the
  * inputs' own: one reciprocal, then the remainder n - q d (an FMA) divided again. */
-TLM_HD tlm_dd tlm_dd_div(tlm_dd n, tlm_dd d) {
+TLM_HD_INLINE tlm_dd tlm_dd_div(tlm_dd n, tlm_dd d) {
     double inv = tlm_ddiv(1.0, d.hi);
     tlm_dd q;
     q.hi = tlm_dmul(n.hi, inv);
@@ -299,7 +302,7 @@ TLM_HD float tlm_log_split(float x, float *e_out) {
  * unless f.hi = 0), as an unevaluated sum with relative error below 2^-59:
  * log(1 + f) = 2 atanh(s) = 2s + s z R(z), s = f / (2 + f), z = s^2 <= 0.0295; e ln2 is
  * e LN2_HI (exact) + e LN2_LO. */
-TLM_HD tlm_dd tlm_log_core(double e, tlm_dd f) {
+TLM_HD_INLINE tlm_dd tlm_log_core(double e, tlm_dd f) {
     tlm_dd two = tlm_fast_two_sum(2.0, f.hi);
     two.lo = tlm_dadd(two.lo, f.lo);
     tlm_dd s = tlm_dd_div(f, two);
@@ -319,7 +322,7 @@ TLM_HD tlm_dd tlm_log_core(double e, tlm_dd f) {
 }
 
 /* natural log, correctly rounded. log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf. */
-TLM_HD float tlm_log(float x) {
+TLM_HD_INLINE float tlm_log(float x) {
     float e, f = tlm_log_split(tlm_sel((x > 0.0f) & (x <= 3.40282347e38f), x, 1.0f), &e);
     tlm_dd fd = {(double)f, 0.0};
     tlm_dd l = tlm_log_core((double)e, fd);
@@ -332,7 +335,7 @@ TLM_HD float tlm_log(float x) {
 
 /* log of u = u.hi + u.lo > 0 (u.lo tiny beside u.hi), finite: u.hi = 2^e m, m in
  * [sqrt(1/2), sqrt(2)), f = (m - 1) + u.lo 2^-e, both parts exact */
-TLM_HD tlm_dd tlm_log_dd(tlm_dd u) {
+TLM_HD_INLINE tlm_dd tlm_log_dd(tlm_dd u) {
     int64_t b = tlm_dbits(u.hi);
     int64_t e = ((b >> 52) & 0x7ff) - 1023;                 /* u.hi normal: u.hi = 1.m 2^e */
     int64_t big = (b & 0x000fffffffffffffLL) > 0x6a09e667f3bcdLL; /* 1.m > sqrt(2) */
@@ -346,7 +349,7 @@ TLM_HD tlm_dd tlm_log_dd(tlm_dd u) {
 
 /* log(1 + x), correctly rounded: 1 + x is formed exactly (2Sum) and passed to tlm_log_dd.
  * log1p(-1) = -inf, below it NaN, log1p(+inf) = +inf, log1p(-0) = -0. */
-TLM_HD float tlm_log1p(float x) {
+TLM_HD_INLINE float tlm_log1p(float x) {
     float xc = tlm_clampf(x, -0.5f, 3.40282347e38f);
     /* below -1/2, 1 + x is exact in float and positive (or 0 at -1, selected out below) */
     xc = tlm_sel(x < -0.5f, tlm_add(1.0f, x), xc);
@@ -363,7 +366,7 @@ TLM_HD float tlm_log1p(float x) {
 
 /* tanh, correctly rounded: tanh(a) = -M / (2 + M), M = e^-2a - 1 (no cancellation), a = |x|
  * clamped to 20 (tanh rounds to 1 beyond 9.02); the sign is copied from x (tanh(-0) = -0). */
-TLM_HD float tlm_tanh(float x) {
+TLM_HD_INLINE float tlm_tanh(float x) {
     float a = tlm_clampf(tlm_abs(x), 0.0f, 20.0f);
     tlm_dd m;
     double kd = tlm_expm1_core(-2.0 * (double)a, &m);
@@ -381,7 +384,7 @@ TLM_HD float tlm_tanh(float x) {
 
 /* 1 / (1 + e^-x), correctly rounded, overflow-safe: with E = e^-|x|, 1 / (1 + E) for x >= 0
  * and E / (1 + E) below. */
-TLM_HD float tlm_sigmoid(float x) {
+TLM_HD_INLINE float tlm_sigmoid(float x) {
     tlm_dd e = tlm_exp_neg(tlm_abs(x));
     tlm_dd d = tlm_fast_two_sum(1.0, e.hi);
     d.lo = tlm_dadd(d.lo, e.lo);
@@ -395,7 +398,7 @@ TLM_HD float tlm_sigmoid(float x) {
 
 /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|), correctly rounded (the sum is exact before the
  * one rounding) */
-TLM_HD float tlm_softplus(float x) {
+TLM_HD_INLINE float tlm_softplus(float x) {
     tlm_dd e = tlm_exp_neg(tlm_abs(x));
     tlm_dd u = tlm_fast_two_sum(1.0, e.hi);
     u.lo = tlm_dadd(u.lo, e.lo);
@@ -443,7 +446,7 @@ TLM_TABLE(double tlm_erf_tab_dev[28][13], double tlm_erf_tab_host[28][13], TLM_E
 /* erf, correctly rounded. |x| < 1/2: x (c0 + z Q(z)), z = x^2, c0 = 2/sqrt(pi) as hi + lo;
  * [1/2, 4): the interval's Taylor polynomial around its centre, erf(c) as hi + lo; |x| >= 4
  * rounds to 1. Odd: the sign is copied from x (erf(-0) = -0). */
-TLM_HD float tlm_erf(float x) {
+TLM_HD_INLINE float tlm_erf(float x) {
     float a = tlm_clampf(tlm_abs(x), 0.0f, 4.0f);
     double ad = (double)a, z = tlm_dmul(ad, ad);
     double p = 0x1.cac885b9d0bf4p-27;
@@ -487,14 +490,14 @@ TLM_HD float tlm_erf(float x) {
  * and gelu(-inf) = -inf * 0 = NaN, as the formula says. */
 #define TLM_GELU_K 0.7978845608f
 #define TLM_GELU_A 0.044715f
-TLM_HD float tlm_gelu(float x) {
+TLM_HD_INLINE float tlm_gelu(float x) {
     float cubic = tlm_mul(tlm_mul(tlm_mul(TLM_GELU_A, x), x), x);
     float t = tlm_tanh(tlm_mul(TLM_GELU_K, tlm_add(x, cubic)));
     return tlm_mul(tlm_mul(x, tlm_add(1.0f, t)), 0.5f);
 }
 
 /* d gelu / dx of the same formula, stagewise: (1 + t + (x (1 - t t)) (k (1 + (3c x) x))) / 2 */
-TLM_HD float tlm_gelu_grad(float x) {
+TLM_HD_INLINE float tlm_gelu_grad(float x) {
     float cubic = tlm_mul(tlm_mul(tlm_mul(TLM_GELU_A, x), x), x);
     float t = tlm_tanh(tlm_mul(TLM_GELU_K, tlm_add(x, cubic)));
     float du = tlm_mul(TLM_GELU_K, tlm_add(1.0f, tlm_mul(tlm_mul(3.0f * TLM_GELU_A, x), x)));
@@ -747,7 +750,7 @@ TLM_HD float tlm_max_first(float m, float v) { return v > m ? v : m; }
 
 /* sin(2 pi s) = s (2 pi + z S(z)) and cos(2 pi s) = 1 - 2 pi^2 z + z^2 C(z), z = s^2 (exact),
  * for |s| <= 1/8, as unevaluated sums (2 pi and 2 pi^2 as hi + lo) */
-TLM_HD tlm_dd tlm_sin_2pi_dd(double s) {
+TLM_HD_INLINE tlm_dd tlm_sin_2pi_dd(double s) {
     double z = tlm_dmul(s, s);
     double p = -0x1.6cc577dadd922p-1;
     p = tlm_dfma(p, z, 0x1.e8f036bcd3237p+1);
@@ -760,7 +763,7 @@ TLM_HD tlm_dd tlm_sin_2pi_dd(double s) {
     r.lo = tlm_dfma(s, tlm_dfma(z, p, 0x1.1a62633145c07p-52), r.lo);
     return r;
 }
-TLM_HD tlm_dd tlm_cos_2pi_dd(double s) {
+TLM_HD_INLINE tlm_dd tlm_cos_2pi_dd(double s) {
     double z = tlm_dmul(s, s);
     double p = -0x1.b38340f56931fp+0;
     p = tlm_dfma(p, z, 0x1.f9cfc07738157p+2);
@@ -791,7 +794,7 @@ TLM_HD float tlm_reduce_2pi(float u, int32_t *q, float *rsign) {
 /* cos(2 pi u), correctly rounded: exact reduction, then cos(2 pi (q/4 + s)) = cos, -sin, -cos
  * of 2 pi s for q = 0, 1, 2. Exact at multiples of 1/4 (cos(pi/2) gives -0); +-inf and NaN
  * give NaN. */
-TLM_HD float tlm_cos_2pi(float u) {
+TLM_HD_INLINE float tlm_cos_2pi(float u) {
     int32_t q;
     float sg, s = tlm_reduce_2pi(u, &q, &sg);
     tlm_dd c = tlm_cos_2pi_dd((double)s), sn = tlm_sin_2pi_dd((double)s);
@@ -803,7 +806,7 @@ TLM_HD float tlm_cos_2pi(float u) {
 
 /* sin(2 pi u), correctly rounded: sin(2 pi (q/4 + s)) = sin, cos, -sin of 2 pi s, with the sign
  * of r u (sin is odd twice over). +-inf and NaN give NaN. */
-TLM_HD float tlm_sin_2pi(float u) {
+TLM_HD_INLINE float tlm_sin_2pi(float u) {
     int32_t q;
     float sg, s = tlm_reduce_2pi(u, &q, &sg);
     tlm_dd c = tlm_cos_2pi_dd((double)s), sn = tlm_sin_2pi_dd((double)s);
