@@ -6,8 +6,8 @@
  * into CUDA device code. The rules, also listed in README "Reproducibility levels":
  *
  *  1. Elementary operations are IEEE float32 with round-to-nearest-even: tlm_add, tlm_sub,
- *     tlm_mul, tlm_div, tlm_sqrt, and tlm_fma (one rounding of a*b+c); a few IEEE double
- *     operations (tlm_dadd, tlm_dmul, tlm_dfma, tlm_ddiv, tlm_d2f) inside rule 2. Both libraries compile
+ *     tlm_mul, tlm_div, tlm_sqrt, and tlm_fma (one rounding of a*b+c); IEEE double operations
+ *     (tlm_dadd, tlm_dmul, tlm_dfma, tlm_ddiv, tlm_d2f) inside rule 2. Both libraries compile
  *     with contraction off (-ffp-contract=off, nvcc --fmad=false) and device code names the
  *     rounding (__fmul_rn, __fdiv_rn, ...) so no compiler can fuse or approximate.
  *  2. Transcendental functions (exp, expm1, log, log1p, tanh, sigmoid, softplus, erf, sin and
@@ -159,7 +159,7 @@ TLM_HD double tlm_dd_to_odd(double hi, double lo) {
     tlm_dd s = tlm_fast_two_sum(hi, lo);
     int64_t b = tlm_dbits(s.hi), be = tlm_dbits(s.lo);
     int64_t dir = ((be ^ b) >> 63) | 1;                      /* +1: lo has the sign of hi */
-    int64_t on = (int64_t)((be << 1) != 0) & ~b & 1;         /* inexact and even */
+    int64_t on = (int64_t)(((uint64_t)be << 1) != 0) & ~b & 1;   /* inexact and even */
     return tlm_dfrom_bits(b + (dir & -on));
 }
 /* hi + lo rounded to float32 once */
@@ -210,9 +210,9 @@ TLM_HD float tlm_hard(int fn, float x, float y) {
 
 /* e^x - 1 = 2^k (1 + m) - 1 with 1 + m = e^r, r = x - k ln2, |r| <= ln2/2, for x in
  * [-210, 180] holding at most 26 significant bits (a float32, or twice one). Returns k;
- * m = m.hi + m.lo (|m.lo| <= ulp(m.hi) / 2) with error below 2^-59 relative to e^r. r = rh + rl with
- * rh = x - k LN2_HI exact; e^r - 1 = rh + rh^2/2 + rl e^rh + rh^3 Q(rh), the square split
- * exactly (tlm_two_prod) and summed with the leading term first. */
+ * m = m.hi + m.lo (|m.lo| <= ulp(m.hi) / 2) with error below 2^-59 relative to e^r.
+ * r = rh + rl with rh = x - k LN2_HI exact; e^r - 1 = rh + rh^2/2 + rl e^rh + rh^3 Q(rh), the
+ * square split exactly (tlm_two_prod) and summed with the leading term first. */
 TLM_HD_INLINE double tlm_expm1_core(double x, tlm_dd *m) {
     const double shifter = 0x1.8p52;   /* adding it rounds to an integer */
     double kd = tlm_dsub(tlm_dadd(tlm_dmul(x, TLM_INV_LN2), shifter), shifter);
@@ -412,34 +412,146 @@ TLM_HD_INLINE float tlm_softplus(float x) {
 /* erf on [1/2, 4): 28 intervals of width 1/8, each row {erf(c) as hi, lo, then the Taylor
  * coefficients erf^(n)(c) / n!, n = 1..11} at the interval's centre c */
 #define TLM_ERF_ROWS { \
-{0x1.25b8a88b6dd7fp-1, 0x1.9534a3b5bd215p-55, 0x1.a5074e2157620p-1, -0x1.d9a837e5824e4p-2, -0x1.9c41d1d5fae55p-4, 0x1.75bebc1b18d1cp-3, -0x1.6410ad9332666p-7, -0x1.7df8890b11fa7p-5, 0x1.4a54816d3608ap-7, 0x1.18f36eb18f3d7p-7, -0x1.8d661c030e173p-9, -0x1.3628ede23de1dp-10, 0x1.438eb2b3c46d1p-11}, \
-{0x1.569243d2b3a9bp-1, 0x1.8eef7012e8df5p-56, 0x1.681ff24b4ab04p-1, -0x1.ef2bed2786b25p-2, -0x1.a4254557d722fp-7, 0x1.532415c267962p-3, -0x1.558b4c55a835cp-5, -0x1.1b7ad5b777f1bp-5, 0x1.1201d3bd0e758p-6, 0x1.2995e3a88a890p-8, -0x1.0294c3e93cdb0p-8, -0x1.159644a564e28p-12, 0x1.63daf9b385638p-11}, \
-{0x1.7fb9bfaed8078p-1, 0x1.66cf14bcad032p-56, 0x1.2a8dcede3673bp-1, -0x1.e5267029187c0p-2, 0x1.fe0796bb9d05ap-5, 0x1.0fa23021ad0acp-3, -0x1.fa21ebca76761p-5, -0x1.31546d5c4edb4p-6, 0x1.37e5469efb7a6p-6, 0x1.097966e2e87e3p-13, -0x1.e82ab020887a7p-9, 0x1.318270c11b2d8p-11, 0x1.12652e433d763p-11}, \
-{0x1.a1551a16aaeafp-1, 0x1.a558a46df5f67p-57, 0x1.dfca26f5bbf88p-2, -0x1.c1cd84866038fp-2, 0x1.e4c9975da0987p-4, 0x1.747e31bf47af3p-4, -0x1.1d1f00109e42ap-4, -0x1.47654175ceb42p-9, 0x1.1a817c594b8cbp-6, -0x1.cb8acd699cca6p-9, -0x1.57b72bf874db6p-9, 0x1.24493dca8b643p-10, 0x1.f556774c6a909p-13}, \
-{0x1.bbef0fbde6221p-1, -0x1.322c1148e0d48p-55, 0x1.75a91a7f4d2edp-2, -0x1.8d03ac274201cp-2, 0x1.3954778d6a0dfp-3, 0x1.88e0f7b183fc6p-5, -0x1.0f7c15f75ee13p-4, 0x1.5e22cfa1aab51p-7, 0x1.9ad28c5557c22p-7, -0x1.704ec5d29fc83p-8, -0x1.23360304f19bap-10, 0x1.43ca3fcdf057ap-10, -0x1.dcb97a9e067eep-15}, \
-{0x1.d0580b2cfd249p-1, 0x1.4fca6318dfee9p-55, 0x1.1a0dc51a9934dp-2, -0x1.4ef05a0f95eebp-2, 0x1.5648b5dc47417p-3, 0x1.40fbaba44504cp-7, -0x1.c0db89d0a41a4p-5, 0x1.388c3ec056942p-6, 0x1.aecb7463cf446p-8, -0x1.8bca53327e075p-8, 0x1.4add4a8239f4bp-12, 0x1.05ce4abd0ff4fp-10, -0x1.183f198a0ba0dp-12}, \
-{0x1.df85ea8db188ep-1, -0x1.f71e8254d11a9p-55, 0x1.9cb5bd549b111p-3, -0x1.0ed7443f85c33p-2, 0x1.5066cda84bba9p-3, -0x1.419fa10b6ed7dp-6, -0x1.3f41761d5a941p-5, 0x1.6d1d724baaae4p-6, 0x1.e377f5703f7ffp-11, -0x1.4cc916ad63c27p-8, 0x1.553ef0d12719fp-10, 0x1.26240f5597ee0p-11, -0x1.6bbf0fffb70d1p-12}, \
-{0x1.ea7730ed0bbb9p-1, 0x1.2c5bd7ce1388bp-55, 0x1.24a7b84d38971p-3, -0x1.a4b118ef01593p-3, 0x1.319c7a75f9187p-3, -0x1.3db5bed47faf6p-5, -0x1.7019bda6c2fddp-6, 0x1.59d3aa402c32ep-6, -0x1.b324eab9c87a9p-9, -0x1.b4774d37d0dd7p-9, 0x1.c01377485a844p-10, 0x1.a5db5f627b4cdp-14, -0x1.40d9c429b88a4p-12}, \
-{0x1.f21c9f12f0677p-1, -0x1.7efe429672266p-58, 0x1.92470a61b6965p-4, -0x1.3a47801c56a57p-3, 0x1.0453f90d3bd35p-3, -0x1.8a7c6a239217bp-5, -0x1.075c088031ee3p-7, 0x1.16f9c9c127b80p-6, -0x1.74c2fc9bdfe97p-8, -0x1.760c522bd5bebp-10, 0x1.a3cdb656adb43p-10, -0x1.02c3c1ab0b16dp-12, -0x1.92892013c6fc1p-13}, \
-{0x1.f74a6d9a38383p-1, 0x1.c33a329423946p-55, 0x1.0bf97e95f2a64p-4, -0x1.c435059d09788p-4, 0x1.a3687c1eaf1adp-4, -0x1.9647a30b16824p-5, 0x1.6981061dfbb09p-9, 0x1.7e8755da47040p-7, -0x1.9be731fdab95dp-8, 0x1.3a95ae0a75546p-13, 0x1.319f780e962d7p-10, -0x1.b88dd51a4f7afp-12, -0x1.037f168a8e0c6p-14}, \
-{0x1.fab0dd89d1309p-1, -0x1.ae61bd9db1babp-55, 0x1.5a08e85af27e0p-5, -0x1.399812926bc23p-4, 0x1.4140efb719cb0p-4, -0x1.7535a61a4193dp-5, 0x1.374c88c7e6abdp-7, 0x1.a40709e010e77p-8, -0x1.6dc078888efa7p-8, 0x1.2ee6d200993afp-10, 0x1.44f175e22a161p-11, -0x1.c2fb051c92966p-12, 0x1.523035ed39813p-15}, \
-{0x1.fcdacca0bfb73p-1, -0x1.2c33d88729e43p-55, 0x1.b1160991ff737p-6, -0x1.a38d59456f77dp-5, 0x1.d5bd91b6b0123p-5, -0x1.3b35dcbc80146p-5, 0x1.9d76b0a0535c7p-7, 0x1.14c887a83a0e6p-9, -0x1.117f42cc6e9f4p-8, 0x1.9b477bdad8e0bp-10, 0x1.1d219fb0e1bc9p-13, -0x1.5bb59d3ca6abfp-12, 0x1.8ca373c577165p-14}, \
-{0x1.fe307f2b503d0p-1, -0x1.8a555000387f8p-57, 0x1.06ae13b0d3255p-6, -0x1.0ee3844e59be7p-5, 0x1.48b127f8ed8a5p-5, -0x1.f155b4e7d8c3bp-6, 0x1.aa2c0753d569ap-7, -0x1.bbf7e2795837bp-11, -0x1.5478d784d271cp-9, 0x1.8eae08cdf9547p-10, -0x1.92946556037e5p-13, -0x1.90f27ae615128p-13, 0x1.b076b7853882ep-14}, \
-{0x1.fefcce6813974p-1, -0x1.b27cf5025d1c8p-58, 0x1.34d7dbc76d7e5p-7, -0x1.51cc18621fc23p-6, 0x1.b925a99886bb7p-6, -0x1.71e7d408c8c6fp-6, 0x1.7ea58080a81efp-7, -0x1.46eb9d203e071p-9, -0x1.403333682fa5ep-10, 0x1.3b37d5bd14a40p-10, -0x1.6be130822dbdfp-12, -0x1.03d4bcdafe930p-14, 0x1.55848476c7d88p-14}, \
-{0x1.ff733814af88cp-1, 0x1.0a87238cea4f9p-56, 0x1.5ff2750fe7820p-8, -0x1.96f0575a63ae5p-7, 0x1.1c5a643f04363p-6, -0x1.04f5caaf2196fp-6, 0x1.382a146afb9d2p-7, -0x1.95cab93aa68d2p-9, -0x1.d2fd90fe62928p-13, 0x1.9f50fb94c0b82p-11, -0x1.7d7378074399bp-12, 0x1.cc0c9cba01378p-16, 0x1.92a3a2947141ep-15}, \
-{0x1.ffb5bdf67fe6fp-1, 0x1.4e830346f6e7fp-62, 0x1.84ba3004a50d0p-9, -0x1.d9c2ea85a927dp-8, 0x1.60898536e104ap-7, -0x1.5eb1c899f0b70p-7, 0x1.d854f73e74c87p-8, -0x1.897719a9d257ep-9, 0x1.88cdc8b807c97p-12, 0x1.b325a11c1f45ap-12, -0x1.381548f692740p-12, 0x1.2b1fd05559d5ap-14, 0x1.1ed31cd6fe717p-16}, \
-{0x1.ffd9f78c7524ap-1, 0x1.04ed6ff98e45dp-55, 0x1.a024365f771bdp-10, -0x1.0a9732d5284ddp-8, 0x1.a4bf47a43042ap-8, -0x1.c23802d8a5bb7p-8, 0x1.4f40070668329p-8, -0x1.4c9a2c9dccd04p-9, 0x1.4f7a50b5bc019p-11, 0x1.18b04eb90c73ap-13, -0x1.a4c3880c0ea6ap-13, 0x1.4b7b82a86e254p-14, -0x1.0bc762b1be79cp-18}, \
-{0x1.ffed167b12ac2p-1, -0x1.ddc0ce3ed8fcbp-55, 0x1.afc85e0f82e12p-11, -0x1.221a9f326bef4p-9, 0x1.e3c9aab90bcf4p-9, -0x1.14b1b98141f21p-8, 0x1.c1c19b9e63d70p-9, -0x1.feac3dbeb5124p-10, 0x1.63e88178b0e49p-11, -0x1.4441c86c93f7ap-15, -0x1.c8ceebc5fc50cp-14, 0x1.125b77a79fcb6p-14, -0x1.da7be990bb4aep-17}, \
-{0x1.fff6dee89352ep-1, 0x1.b96c0ba13851dp-55, 0x1.b23a5a23e4210p-12, -0x1.315107613c673p-10, 0x1.0c243329a9ca1p-9, -0x1.4630116262084p-9, 0x1.1e84d1022e8cbp-9, -0x1.6b41872716325p-10, 0x1.36edde582b265p-11, -0x1.f7870ebc38e66p-14, -0x1.51ecfdc37801ep-15, 0x1.711d817e07bc3p-15, -0x1.0ae90d500cdaap-16}, \
-{0x1.fffbb8f1049c6p-1, 0x1.d2c6266b51f27p-56, 0x1.a740684026555p-13, -0x1.36d34c8f1c26ap-11, 0x1.1eb6e14974a25p-10, -0x1.714eb8cc0947fp-10, 0x1.5bec08c01b1d7p-10, -0x1.e4621d82dad12p-11, 0x1.e1b7b564b0e79p-12, -0x1.24564b69716a0p-13, 0x1.bf8e3b47f3cc9p-20, 0x1.8f55a9be0e03dp-16, -0x1.b3b76e620315ap-17}, \
-{0x1.fffe0e0140857p-1, -0x1.6aa36f86c14ddp-57, 0x1.8fdc1b2dcf7b9p-14, -0x1.322484cf12daap-12, 0x1.27dc1bc6cfef5p-11, -0x1.9202f465eb421p-11, 0x1.93b4c9746835fp-11, -0x1.30e9e6142fe9bp-11, 0x1.555b9d5fb4825p-12, -0x1.055983c4ac7abp-13, 0x1.68e6c75a5d068p-16, 0x1.2d4a50d2829b7p-17, -0x1.1de08b5647c04p-17}, \
-{0x1.ffff2436a21dcp-1, -0x1.3607959a29d36p-55, 0x1.6e2367dc27f95p-15, -0x1.23c436c36fdabp-13, 0x1.26bf00867a835p-12, -0x1.a51fb50b15f22p-12, 0x1.c0825378fda08p-12, -0x1.6c3dbfe0cbe4ap-12, 0x1.c1dd1438378dfp-13, -0x1.94c36a9d7c0f6p-14, 0x1.bf0aab116ca42p-16, 0x1.6bdbd2f94d9afp-23, -0x1.2b32e8d43f559p-18}, \
-{0x1.ffffa1de8c582p-1, 0x1.832540129302ap-55, 0x1.44f21e49054f2p-16, -0x1.0d18811478659p-14, 0x1.1b964d438f622p-13, -0x1.a8d7851f26bf0p-13, 0x1.ddd6df9b6852dp-13, -0x1.9e52b7aac1644p-13, 0x1.165b2034fcab2p-13, -0x1.1b75c33326751p-14, 0x1.91a253c42f4e8p-16, -0x1.020b498059edbp-18, -0x1.ade63f3082a14p-20}, \
-{0x1.ffffd8e1a2f22p-1, -0x1.c10adf6b19989p-55, 0x1.1783ceac28910p-17, -0x1.e06a8b37e5b93p-16, 0x1.07978c7b8496bp-14, -0x1.9d039884f8be5p-14, 0x1.e8d1145e94a54p-14, -0x1.c1f7251172a87p-14, 0x1.458b9e0854d68p-14, -0x1.6eb05572453f5p-15, 0x1.33045cf65279ep-16, -0x1.42c8adf1cd1fdp-18, 0x1.91109b80a7a7ep-27}, \
-{0x1.fffff039f9e8fp-1, -0x1.9d1bcd6174e99p-55, 0x1.d21397ead99cbp-19, -0x1.9f19734d29cf9p-17, 0x1.d982bd41d8954p-16, -0x1.8320fc4836be5p-15, 0x1.e0a1cb1d071f3p-15, -0x1.d384223047b9cp-15, 0x1.696daf6422bd4p-15, -0x1.bb6e2d311a919p-16, 0x1.a4fcb0ea87efbp-17, -0x1.1c940c531c53bp-18, 0x1.7469913f4f763p-21}, \
-{0x1.fffff9d446cccp-1, -0x1.bb06bab98bc7ep-57, 0x1.789fb715aae95p-20, -0x1.5b333cc7f98f1p-18, 0x1.9b12fdbf90f62p-17, -0x1.5e06923144d70p-16, 0x1.c6a071925631dp-16, -0x1.d178cb0388a82p-16, 0x1.7e29d33ac92b6p-16, -0x1.f9203429ba9ffp-17, 0x1.094dadeee395cp-17, -0x1.a771cf3589991p-19, 0x1.b8fd1c29c263fp-21}, \
-{0x1.fffffda86faa9p-1, -0x1.d230252d68f25p-56, 0x1.26f9df8519bd7p-21, -0x1.1926290adc888p-19, 0x1.5900c02d97304p-18, -0x1.3166de6a8c640p-17, 0x1.9dfcc328729e0p-17, -0x1.bcab1ed5ec38dp-17, 0x1.81cd74a57ce17p-17, -0x1.106e95b6bf43dp-17, 0x1.379625a71385fp-18, -0x1.1970a5b67012cp-19, 0x1.74761c833476cp-21}, \
-{0x1.ffffff233ee1dp-1, 0x1.db123ed17221dp-55, 0x1.bfd7555a3bd68p-23, -0x1.b8d7f804d2e73p-21, 0x1.17f93e5149289p-19, -0x1.013b0457d08fap-18, 0x1.6b245d7e1d829p-18, -0x1.98077548c6950p-18, 0x1.7492048ab3cebp-18, -0x1.17506c7b39df8p-18, 0x1.57e94a4c5f5a5p-19, -0x1.5709711f3cabcp-20, 0x1.0a0f9569482a8p-21}, \
+    {0x1.25b8a88b6dd7fp-1, 0x1.9534a3b5bd215p-55, 0x1.a5074e2157620p-1, \
+     -0x1.d9a837e5824e4p-2, -0x1.9c41d1d5fae55p-4, 0x1.75bebc1b18d1cp-3, \
+     -0x1.6410ad9332666p-7, -0x1.7df8890b11fa7p-5, 0x1.4a54816d3608ap-7, \
+     0x1.18f36eb18f3d7p-7, -0x1.8d661c030e173p-9, -0x1.3628ede23de1dp-10, \
+     0x1.438eb2b3c46d1p-11}, \
+    {0x1.569243d2b3a9bp-1, 0x1.8eef7012e8df5p-56, 0x1.681ff24b4ab04p-1, \
+     -0x1.ef2bed2786b25p-2, -0x1.a4254557d722fp-7, 0x1.532415c267962p-3, \
+     -0x1.558b4c55a835cp-5, -0x1.1b7ad5b777f1bp-5, 0x1.1201d3bd0e758p-6, \
+     0x1.2995e3a88a890p-8, -0x1.0294c3e93cdb0p-8, -0x1.159644a564e28p-12, \
+     0x1.63daf9b385638p-11}, \
+    {0x1.7fb9bfaed8078p-1, 0x1.66cf14bcad032p-56, 0x1.2a8dcede3673bp-1, \
+     -0x1.e5267029187c0p-2, 0x1.fe0796bb9d05ap-5, 0x1.0fa23021ad0acp-3, \
+     -0x1.fa21ebca76761p-5, -0x1.31546d5c4edb4p-6, 0x1.37e5469efb7a6p-6, \
+     0x1.097966e2e87e3p-13, -0x1.e82ab020887a7p-9, 0x1.318270c11b2d8p-11, \
+     0x1.12652e433d763p-11}, \
+    {0x1.a1551a16aaeafp-1, 0x1.a558a46df5f67p-57, 0x1.dfca26f5bbf88p-2, \
+     -0x1.c1cd84866038fp-2, 0x1.e4c9975da0987p-4, 0x1.747e31bf47af3p-4, \
+     -0x1.1d1f00109e42ap-4, -0x1.47654175ceb42p-9, 0x1.1a817c594b8cbp-6, \
+     -0x1.cb8acd699cca6p-9, -0x1.57b72bf874db6p-9, 0x1.24493dca8b643p-10, \
+     0x1.f556774c6a909p-13}, \
+    {0x1.bbef0fbde6221p-1, -0x1.322c1148e0d48p-55, 0x1.75a91a7f4d2edp-2, \
+     -0x1.8d03ac274201cp-2, 0x1.3954778d6a0dfp-3, 0x1.88e0f7b183fc6p-5, \
+     -0x1.0f7c15f75ee13p-4, 0x1.5e22cfa1aab51p-7, 0x1.9ad28c5557c22p-7, \
+     -0x1.704ec5d29fc83p-8, -0x1.23360304f19bap-10, 0x1.43ca3fcdf057ap-10, \
+     -0x1.dcb97a9e067eep-15}, \
+    {0x1.d0580b2cfd249p-1, 0x1.4fca6318dfee9p-55, 0x1.1a0dc51a9934dp-2, \
+     -0x1.4ef05a0f95eebp-2, 0x1.5648b5dc47417p-3, 0x1.40fbaba44504cp-7, \
+     -0x1.c0db89d0a41a4p-5, 0x1.388c3ec056942p-6, 0x1.aecb7463cf446p-8, \
+     -0x1.8bca53327e075p-8, 0x1.4add4a8239f4bp-12, 0x1.05ce4abd0ff4fp-10, \
+     -0x1.183f198a0ba0dp-12}, \
+    {0x1.df85ea8db188ep-1, -0x1.f71e8254d11a9p-55, 0x1.9cb5bd549b111p-3, \
+     -0x1.0ed7443f85c33p-2, 0x1.5066cda84bba9p-3, -0x1.419fa10b6ed7dp-6, \
+     -0x1.3f41761d5a941p-5, 0x1.6d1d724baaae4p-6, 0x1.e377f5703f7ffp-11, \
+     -0x1.4cc916ad63c27p-8, 0x1.553ef0d12719fp-10, 0x1.26240f5597ee0p-11, \
+     -0x1.6bbf0fffb70d1p-12}, \
+    {0x1.ea7730ed0bbb9p-1, 0x1.2c5bd7ce1388bp-55, 0x1.24a7b84d38971p-3, \
+     -0x1.a4b118ef01593p-3, 0x1.319c7a75f9187p-3, -0x1.3db5bed47faf6p-5, \
+     -0x1.7019bda6c2fddp-6, 0x1.59d3aa402c32ep-6, -0x1.b324eab9c87a9p-9, \
+     -0x1.b4774d37d0dd7p-9, 0x1.c01377485a844p-10, 0x1.a5db5f627b4cdp-14, \
+     -0x1.40d9c429b88a4p-12}, \
+    {0x1.f21c9f12f0677p-1, -0x1.7efe429672266p-58, 0x1.92470a61b6965p-4, \
+     -0x1.3a47801c56a57p-3, 0x1.0453f90d3bd35p-3, -0x1.8a7c6a239217bp-5, \
+     -0x1.075c088031ee3p-7, 0x1.16f9c9c127b80p-6, -0x1.74c2fc9bdfe97p-8, \
+     -0x1.760c522bd5bebp-10, 0x1.a3cdb656adb43p-10, -0x1.02c3c1ab0b16dp-12, \
+     -0x1.92892013c6fc1p-13}, \
+    {0x1.f74a6d9a38383p-1, 0x1.c33a329423946p-55, 0x1.0bf97e95f2a64p-4, \
+     -0x1.c435059d09788p-4, 0x1.a3687c1eaf1adp-4, -0x1.9647a30b16824p-5, \
+     0x1.6981061dfbb09p-9, 0x1.7e8755da47040p-7, -0x1.9be731fdab95dp-8, \
+     0x1.3a95ae0a75546p-13, 0x1.319f780e962d7p-10, -0x1.b88dd51a4f7afp-12, \
+     -0x1.037f168a8e0c6p-14}, \
+    {0x1.fab0dd89d1309p-1, -0x1.ae61bd9db1babp-55, 0x1.5a08e85af27e0p-5, \
+     -0x1.399812926bc23p-4, 0x1.4140efb719cb0p-4, -0x1.7535a61a4193dp-5, \
+     0x1.374c88c7e6abdp-7, 0x1.a40709e010e77p-8, -0x1.6dc078888efa7p-8, \
+     0x1.2ee6d200993afp-10, 0x1.44f175e22a161p-11, -0x1.c2fb051c92966p-12, \
+     0x1.523035ed39813p-15}, \
+    {0x1.fcdacca0bfb73p-1, -0x1.2c33d88729e43p-55, 0x1.b1160991ff737p-6, \
+     -0x1.a38d59456f77dp-5, 0x1.d5bd91b6b0123p-5, -0x1.3b35dcbc80146p-5, \
+     0x1.9d76b0a0535c7p-7, 0x1.14c887a83a0e6p-9, -0x1.117f42cc6e9f4p-8, \
+     0x1.9b477bdad8e0bp-10, 0x1.1d219fb0e1bc9p-13, -0x1.5bb59d3ca6abfp-12, \
+     0x1.8ca373c577165p-14}, \
+    {0x1.fe307f2b503d0p-1, -0x1.8a555000387f8p-57, 0x1.06ae13b0d3255p-6, \
+     -0x1.0ee3844e59be7p-5, 0x1.48b127f8ed8a5p-5, -0x1.f155b4e7d8c3bp-6, \
+     0x1.aa2c0753d569ap-7, -0x1.bbf7e2795837bp-11, -0x1.5478d784d271cp-9, \
+     0x1.8eae08cdf9547p-10, -0x1.92946556037e5p-13, -0x1.90f27ae615128p-13, \
+     0x1.b076b7853882ep-14}, \
+    {0x1.fefcce6813974p-1, -0x1.b27cf5025d1c8p-58, 0x1.34d7dbc76d7e5p-7, \
+     -0x1.51cc18621fc23p-6, 0x1.b925a99886bb7p-6, -0x1.71e7d408c8c6fp-6, \
+     0x1.7ea58080a81efp-7, -0x1.46eb9d203e071p-9, -0x1.403333682fa5ep-10, \
+     0x1.3b37d5bd14a40p-10, -0x1.6be130822dbdfp-12, -0x1.03d4bcdafe930p-14, \
+     0x1.55848476c7d88p-14}, \
+    {0x1.ff733814af88cp-1, 0x1.0a87238cea4f9p-56, 0x1.5ff2750fe7820p-8, \
+     -0x1.96f0575a63ae5p-7, 0x1.1c5a643f04363p-6, -0x1.04f5caaf2196fp-6, \
+     0x1.382a146afb9d2p-7, -0x1.95cab93aa68d2p-9, -0x1.d2fd90fe62928p-13, \
+     0x1.9f50fb94c0b82p-11, -0x1.7d7378074399bp-12, 0x1.cc0c9cba01378p-16, \
+     0x1.92a3a2947141ep-15}, \
+    {0x1.ffb5bdf67fe6fp-1, 0x1.4e830346f6e7fp-62, 0x1.84ba3004a50d0p-9, \
+     -0x1.d9c2ea85a927dp-8, 0x1.60898536e104ap-7, -0x1.5eb1c899f0b70p-7, \
+     0x1.d854f73e74c87p-8, -0x1.897719a9d257ep-9, 0x1.88cdc8b807c97p-12, \
+     0x1.b325a11c1f45ap-12, -0x1.381548f692740p-12, 0x1.2b1fd05559d5ap-14, \
+     0x1.1ed31cd6fe717p-16}, \
+    {0x1.ffd9f78c7524ap-1, 0x1.04ed6ff98e45dp-55, 0x1.a024365f771bdp-10, \
+     -0x1.0a9732d5284ddp-8, 0x1.a4bf47a43042ap-8, -0x1.c23802d8a5bb7p-8, \
+     0x1.4f40070668329p-8, -0x1.4c9a2c9dccd04p-9, 0x1.4f7a50b5bc019p-11, \
+     0x1.18b04eb90c73ap-13, -0x1.a4c3880c0ea6ap-13, 0x1.4b7b82a86e254p-14, \
+     -0x1.0bc762b1be79cp-18}, \
+    {0x1.ffed167b12ac2p-1, -0x1.ddc0ce3ed8fcbp-55, 0x1.afc85e0f82e12p-11, \
+     -0x1.221a9f326bef4p-9, 0x1.e3c9aab90bcf4p-9, -0x1.14b1b98141f21p-8, \
+     0x1.c1c19b9e63d70p-9, -0x1.feac3dbeb5124p-10, 0x1.63e88178b0e49p-11, \
+     -0x1.4441c86c93f7ap-15, -0x1.c8ceebc5fc50cp-14, 0x1.125b77a79fcb6p-14, \
+     -0x1.da7be990bb4aep-17}, \
+    {0x1.fff6dee89352ep-1, 0x1.b96c0ba13851dp-55, 0x1.b23a5a23e4210p-12, \
+     -0x1.315107613c673p-10, 0x1.0c243329a9ca1p-9, -0x1.4630116262084p-9, \
+     0x1.1e84d1022e8cbp-9, -0x1.6b41872716325p-10, 0x1.36edde582b265p-11, \
+     -0x1.f7870ebc38e66p-14, -0x1.51ecfdc37801ep-15, 0x1.711d817e07bc3p-15, \
+     -0x1.0ae90d500cdaap-16}, \
+    {0x1.fffbb8f1049c6p-1, 0x1.d2c6266b51f27p-56, 0x1.a740684026555p-13, \
+     -0x1.36d34c8f1c26ap-11, 0x1.1eb6e14974a25p-10, -0x1.714eb8cc0947fp-10, \
+     0x1.5bec08c01b1d7p-10, -0x1.e4621d82dad12p-11, 0x1.e1b7b564b0e79p-12, \
+     -0x1.24564b69716a0p-13, 0x1.bf8e3b47f3cc9p-20, 0x1.8f55a9be0e03dp-16, \
+     -0x1.b3b76e620315ap-17}, \
+    {0x1.fffe0e0140857p-1, -0x1.6aa36f86c14ddp-57, 0x1.8fdc1b2dcf7b9p-14, \
+     -0x1.322484cf12daap-12, 0x1.27dc1bc6cfef5p-11, -0x1.9202f465eb421p-11, \
+     0x1.93b4c9746835fp-11, -0x1.30e9e6142fe9bp-11, 0x1.555b9d5fb4825p-12, \
+     -0x1.055983c4ac7abp-13, 0x1.68e6c75a5d068p-16, 0x1.2d4a50d2829b7p-17, \
+     -0x1.1de08b5647c04p-17}, \
+    {0x1.ffff2436a21dcp-1, -0x1.3607959a29d36p-55, 0x1.6e2367dc27f95p-15, \
+     -0x1.23c436c36fdabp-13, 0x1.26bf00867a835p-12, -0x1.a51fb50b15f22p-12, \
+     0x1.c0825378fda08p-12, -0x1.6c3dbfe0cbe4ap-12, 0x1.c1dd1438378dfp-13, \
+     -0x1.94c36a9d7c0f6p-14, 0x1.bf0aab116ca42p-16, 0x1.6bdbd2f94d9afp-23, \
+     -0x1.2b32e8d43f559p-18}, \
+    {0x1.ffffa1de8c582p-1, 0x1.832540129302ap-55, 0x1.44f21e49054f2p-16, \
+     -0x1.0d18811478659p-14, 0x1.1b964d438f622p-13, -0x1.a8d7851f26bf0p-13, \
+     0x1.ddd6df9b6852dp-13, -0x1.9e52b7aac1644p-13, 0x1.165b2034fcab2p-13, \
+     -0x1.1b75c33326751p-14, 0x1.91a253c42f4e8p-16, -0x1.020b498059edbp-18, \
+     -0x1.ade63f3082a14p-20}, \
+    {0x1.ffffd8e1a2f22p-1, -0x1.c10adf6b19989p-55, 0x1.1783ceac28910p-17, \
+     -0x1.e06a8b37e5b93p-16, 0x1.07978c7b8496bp-14, -0x1.9d039884f8be5p-14, \
+     0x1.e8d1145e94a54p-14, -0x1.c1f7251172a87p-14, 0x1.458b9e0854d68p-14, \
+     -0x1.6eb05572453f5p-15, 0x1.33045cf65279ep-16, -0x1.42c8adf1cd1fdp-18, \
+     0x1.91109b80a7a7ep-27}, \
+    {0x1.fffff039f9e8fp-1, -0x1.9d1bcd6174e99p-55, 0x1.d21397ead99cbp-19, \
+     -0x1.9f19734d29cf9p-17, 0x1.d982bd41d8954p-16, -0x1.8320fc4836be5p-15, \
+     0x1.e0a1cb1d071f3p-15, -0x1.d384223047b9cp-15, 0x1.696daf6422bd4p-15, \
+     -0x1.bb6e2d311a919p-16, 0x1.a4fcb0ea87efbp-17, -0x1.1c940c531c53bp-18, \
+     0x1.7469913f4f763p-21}, \
+    {0x1.fffff9d446cccp-1, -0x1.bb06bab98bc7ep-57, 0x1.789fb715aae95p-20, \
+     -0x1.5b333cc7f98f1p-18, 0x1.9b12fdbf90f62p-17, -0x1.5e06923144d70p-16, \
+     0x1.c6a071925631dp-16, -0x1.d178cb0388a82p-16, 0x1.7e29d33ac92b6p-16, \
+     -0x1.f9203429ba9ffp-17, 0x1.094dadeee395cp-17, -0x1.a771cf3589991p-19, \
+     0x1.b8fd1c29c263fp-21}, \
+    {0x1.fffffda86faa9p-1, -0x1.d230252d68f25p-56, 0x1.26f9df8519bd7p-21, \
+     -0x1.1926290adc888p-19, 0x1.5900c02d97304p-18, -0x1.3166de6a8c640p-17, \
+     0x1.9dfcc328729e0p-17, -0x1.bcab1ed5ec38dp-17, 0x1.81cd74a57ce17p-17, \
+     -0x1.106e95b6bf43dp-17, 0x1.379625a71385fp-18, -0x1.1970a5b67012cp-19, \
+     0x1.74761c833476cp-21}, \
+    {0x1.ffffff233ee1dp-1, 0x1.db123ed17221dp-55, 0x1.bfd7555a3bd68p-23, \
+     -0x1.b8d7f804d2e73p-21, 0x1.17f93e5149289p-19, -0x1.013b0457d08fap-18, \
+     0x1.6b245d7e1d829p-18, -0x1.98077548c6950p-18, 0x1.7492048ab3cebp-18, \
+     -0x1.17506c7b39df8p-18, 0x1.57e94a4c5f5a5p-19, -0x1.5709711f3cabcp-20, \
+     0x1.0a0f9569482a8p-21}, \
 }
 TLM_TABLE(double tlm_erf_tab_dev[28][13], double tlm_erf_tab_host[28][13], TLM_ERF_ROWS)
 
@@ -746,7 +858,7 @@ TLM_HD float tlm_sum4_result(tlm_sum4 *a) {
 TLM_HD float tlm_max_first(float m, float v) { return v > m ? v : m; }
 
 
-/* ==== sin and cos of 2 pi u (Box-Muller's angle), correctly rounded; an exact integer power ==== */
+/* ==== sin and cos of 2 pi u (Box-Muller's angle), correctly rounded; an exact integer power === */
 
 /* sin(2 pi s) = s (2 pi + z S(z)) and cos(2 pi s) = 1 - 2 pi^2 z + z^2 C(z), z = s^2 (exact),
  * for |s| <= 1/8, as unevaluated sums (2 pi and 2 pi^2 as hi + lo) */
