@@ -1,9 +1,9 @@
 """Exact-mode cost of the kernels built on tl_math.h's transcendental functions, two builds side by side.
 
     TORCHLEAN_BACKEND=stub python bench/bench_exact_math.py [--n 1048576] [--reps 31] [--rounds 3] \
-        [--other /path/to/another/checkout] [--threads 1]
+        [--other /path/to/another/checkout] [--threads 1] [--default-mode]
 
-Times each kernel in exact mode (median per call into preallocated outputs) for this checkout
+Times each kernel in exact mode (or default mode; median per call into preallocated outputs) for this checkout
 and, with --other, for another checkout's stub library (e.g. the commit before a change), in
 alternating rounds; reports the best median of the rounds and the ratio this/other. Each library
 runs in its own subprocess. With one thread (the default) the time is the process's CPU time,
@@ -25,7 +25,7 @@ import numpy as np
 import torchlean as tl
 from torchlean._loader import ffi, lib
 from torchlean.buffer import AnyBuffer
-n, reps, threads = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+n, reps, threads, exact = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 clock = time.process_time if threads == 1 else time.perf_counter
 rng = np.random.default_rng(0)
 up = lambda a: AnyBuffer.from_numpy(np.asarray(a, np.float32))
@@ -47,7 +47,7 @@ cases = {
     "softmax": lambda: lib.tl_softmax(h["X"], h["Y"], rows, n // rows),
     "rand_normal": lambda: lib.tl_rand_normal(h["Y"], n, 7, 0.0, 1.0),
 }
-tl.set_exact(True)
+tl.set_exact(exact)
 out = {}
 for name, f in cases.items():
     assert f() == 0, name
@@ -61,10 +61,11 @@ print(json.dumps(out))
 """
 
 
-def run(tree, n, reps, threads):
+def run(tree, n, reps, threads, exact):
     env = dict(os.environ, PYTHONPATH=str(tree), TORCHLEAN_BACKEND="stub",
                OMP_NUM_THREADS=str(threads))
-    r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(reps), str(threads)], cwd=tree,
+    r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(reps), str(threads),
+                        "1" if exact else "0"], cwd=tree,
                        env=env,
                        capture_output=True, text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -77,15 +78,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--other", type=Path, default=None)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--default-mode", action="store_true", help="time default mode instead")
     args = ap.parse_args()
     trees = [("this", ROOT)] + ([("other", args.other.resolve())] if args.other else [])
     best = {label: {} for label, _ in trees}
     for _ in range(args.rounds):
         for label, tree in trees:
-            for k, v in run(tree, args.n, args.reps, args.threads).items():
+            for k, v in run(tree, args.n, args.reps, args.threads, not args.default_mode).items():
                 best[label][k] = min(v, best[label].get(k, float("inf")))
     what = "CPU ms, 1 thread" if args.threads == 1 else f"wall ms, {args.threads} threads"
-    print(f"stub, exact mode, n = {args.n}, best of {args.rounds} medians of {args.reps} ({what})")
+    mode = "default" if args.default_mode else "exact"
+    print(f"stub, {mode} mode, n = {args.n}, best of {args.rounds} medians of {args.reps} ({what})")
     head = f"{'kernel':16s} {'this':>9s}"
     if args.other:
         head += f" {'other':>9s} {'this/other':>11s}"

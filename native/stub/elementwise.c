@@ -5,9 +5,9 @@
  * Kernels are written in the canonical arithmetic of native/common/tl_math.h (IEEE operations
  * named one by one, the polynomial exp/tanh/gelu...), which CUDA's elementwise.cu calls in the
  * same order, so exact mode gives the same bits on both. The transcendental functions are
- * correctly rounded and branch-free, so their loops vectorise (log is canonical in every mode;
- * sigmoid in exact mode only). Softplus and the safe_log pair keep libm's log1pf/logf in the default mode and
- * run the canonical functions in exact mode (UNARY2).
+ * correctly rounded and branch-free, so their loops vectorise (exp, tanh, log, softplus and
+ * safe_log are canonical in every mode, faster than libm's scalar calls; sigmoid in exact mode
+ * only).
  * Numerical conventions (inventory section 10): relu'/clamp' only strictly inside, abs' uses
  * sign(0) = 0, sqrt' = 0 for x <= 0, max/min ties split 0.5/0.5, and sigmoid/tanh/softplus never
  * overflow for large |x|.
@@ -40,24 +40,11 @@
         return TL_OK;                                                                \
     }
 
-/* the loop body EXACT in exact mode, FAST otherwise (both see v = x[i]) */
-#define UNARY2(NAME, EXACT, FAST)                                                    \
-    TL_VEC512 int tlk_##NAME(const char *op, tl_buf x, tl_buf y, int64_t n) {        \
-        const float *X = x->data; float *Y = y->data;                                \
-        if (tl_exact()) { LOOP(n) { float v = X[i]; Y[i] = (EXACT); } }              \
-        else { LOOP(n) { float v = X[i]; Y[i] = (FAST); } }                          \
-        return TL_OK;                                                                \
-    }
-
 /* default-mode sigmoid, overflow-safe: exp of a non-positive argument only, 1 / (1 + e) for
  * x >= 0 and e / (1 + e) below; branch-free so the loop vectorises (NaN gives NaN through e) */
 static inline float fast_sigmoid(float v) {
     float e = tlm_exp(-fabsf(v));
     return (v >= 0.0f ? 1.0f : e) / (1.0f + e);
-}
-/* default-mode softplus = max(x, 0) + log1p(exp(-|x|)), exact for large |x| */
-static inline float fast_softplus(float v) {
-    return (v > 0.0f ? v : 0.0f) + log1pf(tlm_exp(-fabsf(v)));
 }
 
 /* tlm_sigmoid over a block (branch-free, so the loop vectorises) */
@@ -173,7 +160,7 @@ int tlk_sigmoid(const char *op, tl_buf x, tl_buf y, int64_t n) {
     return TL_OK;
 }
 UNARY(tanh, tlm_tanh(v))
-UNARY2(softplus, tlm_softplus(v), fast_softplus(v))
+UNARY(softplus, tlm_softplus(v))
 
 UNARY_BWD(relu_backward, v > 0.0f ? gv : 0.0f)
 UNARY_BWD(abs_backward, v > 0.0f ? gv : (v < 0.0f ? -gv : 0.0f))
@@ -209,17 +196,13 @@ int tlk_axpy(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) 
 /* log(softplus(x) + eps) */
 TL_VEC512 int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double eps) {
     const float *X = x->data; float *Y = y->data; const float e = (float)eps;
-    if (tl_exact()) {
-        const int64_t nb = (n + SIG_BLOCK - 1) / SIG_BLOCK;
-        #pragma omp parallel for schedule(static) if(n > TL_PAR_MIN)
-        for (int64_t b = 0; b < nb; b++) {
-            int64_t i0 = b * SIG_BLOCK, len = n - i0 < SIG_BLOCK ? n - i0 : SIG_BLOCK;
-            float t[SIG_BLOCK];
-            for (int64_t i = 0; i < len; i++) t[i] = tlm_add(tlm_softplus(X[i0 + i]), e);
-            log_exact_block(t, Y + i0, len);
-        }
-    } else {
-        LOOP(n) Y[i] = logf(fast_softplus(X[i]) + e);
+    const int64_t nb = (n + SIG_BLOCK - 1) / SIG_BLOCK;
+    #pragma omp parallel for schedule(static) if(n > TL_PAR_MIN)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t i0 = b * SIG_BLOCK, len = n - i0 < SIG_BLOCK ? n - i0 : SIG_BLOCK;
+        float t[SIG_BLOCK];
+        for (int64_t i = 0; i < len; i++) t[i] = tlm_add(tlm_softplus(X[i0 + i]), e);
+        log_exact_block(t, Y + i0, len);
     }
     return TL_OK;
 }
@@ -230,7 +213,7 @@ TL_VEC512 int tlk_safe_log_backward(const char *op, tl_buf x, tl_buf g, tl_buf d
     if (tl_exact()) {
         LOOP(n) { float v = X[i]; D[i] = tlm_div(tlm_mul(G[i], tlm_sigmoid(v)), tlm_add(tlm_softplus(v), e)); }
     } else {
-        LOOP(n) { float v = X[i]; D[i] = G[i] * fast_sigmoid(v) / (fast_softplus(v) + e); }
+        LOOP(n) { float v = X[i]; D[i] = G[i] * fast_sigmoid(v) / (tlm_softplus(v) + e); }
     }
     return TL_OK;
 }
