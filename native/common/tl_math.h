@@ -354,7 +354,7 @@ TLM_HD_INLINE float tlm_log1p(float x) {
     /* below -1/2, 1 + x is exact in float and positive (or 0 at -1, selected out below) */
     xc = tlm_sel(x < -0.5f, tlm_add(1.0f, x), xc);
     tlm_dd u = tlm_two_sum(x < -0.5f ? 0.0 : 1.0, (double)xc);
-    u.hi = tlm_dadd(u.hi, x <= -1.0f ? 1.0 : 0.0);            /* 1 + x = 0: any finite stand-in */
+    u.hi = tlm_dadd(u.hi, x <= -1.0f ? 1.0 : 0.0);   /* x <= -1: a stand-in, selected out below */
     tlm_dd l = tlm_log_dd(u);
     float y = tlm_dd_round(l.hi, l.lo);
     y = tlm_sel(x > 3.40282347e38f, x, y);
