@@ -35,6 +35,7 @@ from torchlean.functions import (abs, exp, log, sqrt, rsqrt, sigmoid, tanh, relu
                                  logsumexp, flatten, reshape, transpose, permute, squeeze,
                                  unsqueeze, t, clamp, clip, detach, clone, add, sub, mul, div,
                                  matmul, mm, bmm, maximum, minimum, floor, trunc)
+from torchlean.exact_arith import exact_version
 
 __version__ = "0.1.0"
 
@@ -146,7 +147,8 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "sigmoid", "tanh", "relu", "reciprocal", "neg", "square", "mean", "amax",
            "amin", "var", "std", "logsumexp", "flatten", "reshape", "transpose",
            "permute", "squeeze", "unsqueeze", "t", "clamp", "clip", "detach", "clone", "add",
-           "sub", "mul", "div", "matmul", "mm", "bmm", "maximum", "minimum", "floor", "trunc"]
+           "sub", "mul", "div", "matmul", "mm", "bmm", "maximum", "minimum", "floor", "trunc",
+           "exact_version"]
 
 # torch's dtype aliases; bound last, since they shadow builtins in this module's namespace (the
 # names that shadow builtins, these and abs/max/min/sum, stay out of __all__)

@@ -4,12 +4,10 @@
  * strides (the ops add to minimum take it when their input shapes differ).
  * Kernels are written in the canonical arithmetic of native/common/tl_math.h (IEEE operations
  * named one by one, the polynomial exp/tanh/gelu...), which CUDA's elementwise.cu calls in the
- * same order, so exact mode gives the same bits on both. GCC does not vectorise tlm_log and
- * tlm_sigmoid as written (early returns; float selects mixed with double arithmetic), so the
- * stub restates them in vectorisable loops with the same bits (log_exact_block, canonical in
- * every mode since it beats libm's logf; sigmoid_exact_block, 1.6x the float sigmoid, so exact
- * mode only). Softplus and the safe_log pair keep libm's log1pf/logf in the default mode and
- * run the canonical functions in exact mode (UNARY2).
+ * same order, so exact mode gives the same bits on both. The transcendental functions are
+ * correctly rounded and branch-free, so their loops vectorise (exp, tanh, log, softplus and
+ * safe_log are canonical in every mode, faster than libm's scalar calls; sigmoid in exact mode
+ * only).
  * Numerical conventions (inventory section 10): relu'/clamp' only strictly inside, abs' uses
  * sign(0) = 0, sqrt' = 0 for x <= 0, max/min ties split 0.5/0.5, and sigmoid/tanh/softplus never
  * overflow for large |x|.
@@ -42,51 +40,17 @@
         return TL_OK;                                                                \
     }
 
-/* the loop body EXACT in exact mode, FAST otherwise (both see v = x[i]) */
-#define UNARY2(NAME, EXACT, FAST)                                                    \
-    TL_VEC512 int tlk_##NAME(const char *op, tl_buf x, tl_buf y, int64_t n) {        \
-        const float *X = x->data; float *Y = y->data;                                \
-        if (tl_exact()) { LOOP(n) { float v = X[i]; Y[i] = (EXACT); } }              \
-        else { LOOP(n) { float v = X[i]; Y[i] = (FAST); } }                          \
-        return TL_OK;                                                                \
-    }
-
 /* default-mode sigmoid, overflow-safe: exp of a non-positive argument only, 1 / (1 + e) for
  * x >= 0 and e / (1 + e) below; branch-free so the loop vectorises (NaN gives NaN through e) */
 static inline float fast_sigmoid(float v) {
     float e = tlm_exp(-fabsf(v));
     return (v >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
-/* default-mode softplus = max(x, 0) + log1p(exp(-|x|)), exact for large |x| */
-static inline float fast_softplus(float v) {
-    return (v > 0.0f ? v : 0.0f) + log1pf(tlm_exp(-fabsf(v)));
-}
 
-/* tlm_sigmoid over a block, bit for bit, in three loops GCC vectorises (one loop mixing float
- * selects with double arithmetic does not): (1) the float reduction e^-|x| = 2^k (1 + t) and
- * the two normal float factors of 2^-k; (2) tlm_sigmoid's double arithmetic, both quotients;
- * (3) the float selects. tests/test_exact_pointwise.py compares it with tlm_sigmoid on every
- * 251st float32. */
+/* tlm_sigmoid over a block (branch-free, so the loop vectorises) */
 #define SIG_BLOCK 512
 static TL_VEC512 void sigmoid_exact_block(const float *X, float *Y, int64_t len) {
-    float T[SIG_BLOCK], P1[SIG_BLOCK], P2[SIG_BLOCK], YP[SIG_BLOCK], YN[SIG_BLOCK];
-    for (int64_t i = 0; i < len; i++) {
-        int32_t k;
-        T[i] = tlm_exp_parts(-tlm_abs(X[i]), &k);          /* k in [-150, 0] */
-        int32_t k1 = k >> 1, k2 = k - k1;
-        P1[i] = tlm_from_bits((127 - k1) << 23);
-        P2[i] = tlm_from_bits((127 - k2) << 23);
-    }
-    for (int64_t i = 0; i < len; i++) {
-        double p = (double)P1[i] * (double)P2[i];           /* 2^-k exactly, as tlm_pow2d(-k) */
-        double n = tlm_dadd(1.0, (double)T[i]), d = tlm_dadd(p, n);
-        YP[i] = tlm_d2f(tlm_ddiv(p, d));
-        YN[i] = tlm_d2f(tlm_ddiv(n, d));
-    }
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i];
-        Y[i] = v != v ? tlm_add(v, v) : (v >= 0.0f ? YP[i] : YN[i]);
-    }
+    for (int64_t i = 0; i < len; i++) Y[i] = tlm_sigmoid(X[i]);
 }
 
 /* BLOCK(x, y, len) over x[0..n) into y, blocks split across threads */
@@ -99,28 +63,9 @@ static void by_blocks(void (*block)(const float *, float *, int64_t), const floa
     }
 }
 
-/* tlm_log over a block, bit for bit, in three vectorised loops: the argument tlm_log reduces
- * (x itself when positive and finite, else 1), the reduction and series, then the special values
- * (NaN, 0, negative, +inf) selected over the series value, as tlm_log's returns do. */
+/* tlm_log over a block (branch-free, so the loop vectorises) */
 static TL_VEC512 void log_exact_block(const float *X, float *Y, int64_t len) {
-    float XIN[SIG_BLOCK];
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i];
-        XIN[i] = v > 0.0f && v <= 3.40282347e38f ? v : 1.0f;
-    }
-    for (int64_t i = 0; i < len; i++) {
-        float e, f = tlm_log_split(XIN[i], &e);
-        float r = tlm_add(tlm_log1p_reduced(f), tlm_mul(e, -2.12194440e-4f));
-        Y[i] = tlm_add(r, tlm_mul(e, 0.693359375f));
-    }
-    const float ninf = tlm_from_bits((int32_t)0xff800000), nan = tlm_from_bits(0x7fc00000);
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i], r = Y[i];
-        r = v > 3.40282347e38f ? v : r;
-        r = v < 0.0f ? nan : r;
-        r = v == 0.0f ? ninf : r;
-        Y[i] = v != v ? tlm_add(v, v) : r;
-    }
+    for (int64_t i = 0; i < len; i++) Y[i] = tlm_log(X[i]);
 }
 
 /* NaN-propagating max/min: fmaxf would drop a NaN operand */
@@ -215,7 +160,7 @@ int tlk_sigmoid(const char *op, tl_buf x, tl_buf y, int64_t n) {
     return TL_OK;
 }
 UNARY(tanh, tlm_tanh(v))
-UNARY2(softplus, tlm_softplus(v), fast_softplus(v))
+UNARY(softplus, tlm_softplus(v))
 
 UNARY_BWD(relu_backward, v > 0.0f ? gv : 0.0f)
 UNARY_BWD(abs_backward, v > 0.0f ? gv : (v < 0.0f ? -gv : 0.0f))
@@ -251,17 +196,13 @@ int tlk_axpy(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) 
 /* log(softplus(x) + eps) */
 TL_VEC512 int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double eps) {
     const float *X = x->data; float *Y = y->data; const float e = (float)eps;
-    if (tl_exact()) {
-        const int64_t nb = (n + SIG_BLOCK - 1) / SIG_BLOCK;
-        #pragma omp parallel for schedule(static) if(n > TL_PAR_MIN)
-        for (int64_t b = 0; b < nb; b++) {
-            int64_t i0 = b * SIG_BLOCK, len = n - i0 < SIG_BLOCK ? n - i0 : SIG_BLOCK;
-            float t[SIG_BLOCK];
-            for (int64_t i = 0; i < len; i++) t[i] = tlm_add(tlm_softplus(X[i0 + i]), e);
-            log_exact_block(t, Y + i0, len);
-        }
-    } else {
-        LOOP(n) Y[i] = logf(fast_softplus(X[i]) + e);
+    const int64_t nb = (n + SIG_BLOCK - 1) / SIG_BLOCK;
+    #pragma omp parallel for schedule(static) if(n > TL_PAR_MIN)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t i0 = b * SIG_BLOCK, len = n - i0 < SIG_BLOCK ? n - i0 : SIG_BLOCK;
+        float t[SIG_BLOCK];
+        for (int64_t i = 0; i < len; i++) t[i] = tlm_add(tlm_softplus(X[i0 + i]), e);
+        log_exact_block(t, Y + i0, len);
     }
     return TL_OK;
 }
@@ -272,7 +213,7 @@ TL_VEC512 int tlk_safe_log_backward(const char *op, tl_buf x, tl_buf g, tl_buf d
     if (tl_exact()) {
         LOOP(n) { float v = X[i]; D[i] = tlm_div(tlm_mul(G[i], tlm_sigmoid(v)), tlm_add(tlm_softplus(v), e)); }
     } else {
-        LOOP(n) { float v = X[i]; D[i] = G[i] * fast_sigmoid(v) / (fast_softplus(v) + e); }
+        LOOP(n) { float v = X[i]; D[i] = G[i] * fast_sigmoid(v) / (tlm_softplus(v) + e); }
     }
     return TL_OK;
 }
