@@ -25,7 +25,7 @@ PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
 .PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
-        bench-models demo install clean help symbols-check
+        bench-models demo install clean help symbols-check check-math
 
 all: stub                                  ## build the stub library (default)
 
