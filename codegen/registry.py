@@ -40,6 +40,9 @@ Entry schema (see the header of ops.yaml for the prose version):
   requires:    ["<condition>"] further conditions on the scalar C args, checked in C
   kernel:      "<name>" or "<name>(const=value, ...)": the hidden tlk_<name> body this entry
                calls; entries naming one kernel share its body (2-D forms, permutations)
+  formula:     "tlf_<name>(<inputs and f64 args>)": a pure elementwise map whose formula lives
+               in native/common/formulas/<family>.h; codegen/maps.py emits both backends' bodies
+  own_schedule: [stub] or [cuda]: that backend hand-writes the map's body (same formula)
   test:        cases/domain/tolerances for the registry-driven test suite
 """
 from __future__ import annotations
@@ -56,6 +59,7 @@ from codegen.schema import (ARG_RE, ATTR_CHECKS, ATTR_KEYS, ATTR_TYPES, ENTRY_KE
                             RESERVED, ROOT, TEST_KEYS, TOL_KEYS, Arg, Attr, Op, RegistryError,
                             Vjp, where)
 from codegen.entry import build_entries  # the C entry contract: lengths, requires, kernel
+from codegen.maps import parse_formula  # formula maps: both backends' loops
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -238,6 +242,12 @@ def _parse_entry(raw: LineDict, path) -> Op:
         raise _err(path, line, f"{name}: requires must be a list of conditions")
     op.requires = [str(r) for r in requires]
     op.kernel = str(_pop(raw, "kernel", "") or "")
+    op.formula = str(_pop(raw, "formula", "") or "")
+    op.own_schedule = list(_pop(raw, "own_schedule", []) or [])
+    if op.formula:
+        parse_formula(op, path)
+    elif op.own_schedule:
+        raise _err(path, line, f"{name}: own_schedule needs a formula")
     test = _pop(raw, "test", None)
     if op.tape and test is None:
         raise _err(path, line, f"{name}: tape op needs a 'test' block (cases and tolerances)")

@@ -17,7 +17,8 @@ ARRAY_CTYPES = {"i64[]", "geom", "f64[]", "f64out[]"}
 ATTR_CHECKS = {"finite", "positive", "nonneg", "finite_nonzero", "finite_nonneg", "prob"}
 ENTRY_KEYS = {"name", "doc", "family", "tape", "inputs", "attrs", "outputs", "args", "broadcast",
               "view", "inplace", "vjp", "determinism", "deterministic_path", "test",
-              "lengths", "requires", "kernel", "broadcast_kernel", "recompute"}
+              "lengths", "requires", "kernel", "broadcast_kernel", "recompute", "formula",
+              "own_schedule"}
 ATTR_KEYS = {"type", "default", "check", "doc"}
 TEST_KEYS = {"ref", "cases", "domain", "fwd", "vjp", "parity", "skip_vjp", "note", "integer_inputs"}
 TOL_KEYS = {"rtol", "atol"}
@@ -85,6 +86,8 @@ class Op:
     lengths: dict = field(default_factory=dict)  # buffer/array name -> length expression
     requires: list = field(default_factory=list)  # conditions on scalar C args
     kernel: str = ""  # "name" or "name(k=v, ...)"; "" = the op's own name
+    formula: str = ""  # "tlf_<name>(args)": a pure map both backends' bodies are generated for
+    own_schedule: list = field(default_factory=list)  # backends whose map body is hand-written
 
     @property
     def symbol(self) -> str:
