@@ -1,7 +1,9 @@
 // norm.cu (CUDA): layer_norm and batchnorm_channel_first, fused forward and backward kernels.
 //
-// Same conventions as the stub: biased variance, eps inside the sqrt, mean/var via multiplication
-// by float32(1/N), xhat = (x - mean) / std. Every reduction is a fixed-order block reduction
+// The arithmetic around the sums is the stub's, from native/common/formulas/normalize.h: biased
+// variance, eps inside the sqrt, mean/var via multiplication by float32(1/N), xhat = (x - mean) / std.
+// (Plain float operators and sqrtf compile to the same IEEE round-to-nearest instructions as
+// the formulas' named ones here: nvcc's default -prec-div/-prec-sqrt and --fmad=false.) Every reduction is a fixed-order block reduction
 // (tl_block_sum, reduce_util.cuh) or an ordered loop, so results are bit-reproducible without atomics.
 //
 // Exact mode computes the stub's sums (native/stub/norm.c) by rule 4 of tl_math.h: a block per
@@ -9,6 +11,7 @@
 // tl_exact_block_reduce; layer_norm's dgamma and dbeta are exact column sums
 // (tl_cuda_axis_sum over the rows) of g * xhat and g.
 #include "common.cuh"
+#include "formulas/normalize.h"
 #include "entry/norm_kernels.h"
 
 namespace {
@@ -25,19 +28,16 @@ __global__ void ln_fwd_kernel(const float *__restrict__ x, const float *__restri
     const float *xr = x + r * cols;
     float s = 0.0f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
-    const float mean = tl_block_sum(s) * inv_cols;
+    const float mean = tlf_mean(tl_block_sum(s), inv_cols);
     float v = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) v += tlf_sqdev(xr[j], mean);
+    const float var = tlf_mean(tl_block_sum(v), inv_cols);
+    const float sd = tlf_norm_std(var, eps);
+    if (threadIdx.x == 0) inv_std[r] = tlf_norm_inv(sd);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float d = xr[j] - mean;
-        v += d * d;
-    }
-    const float var = tl_block_sum(v) * inv_cols;
-    const float sd = sqrtf(var + eps);
-    if (threadIdx.x == 0) inv_std[r] = 1.0f / sd;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float xh = (xr[j] - mean) / sd;
+        float xh = tlf_norm_xhat(xr[j], mean, sd);
         xhat[r * cols + j] = xh;
-        y[r * cols + j] = __fadd_rn(__fmul_rn(xh, gamma[j]), beta[j]);
+        y[r * cols + j] = tlf_affine(xh, gamma[j], beta[j]);
     }
 }
 
@@ -62,31 +62,28 @@ __global__ void __launch_bounds__(256) ln_fwd_rows(const float4 *__restrict__ x,
         v[j] = k < cols4 ? x[r * cols4 + k] : make_float4(0.f, 0.f, 0.f, 0.f);
         s += hsum4(v[j]);
     }
-    const float mean = tl_block_sum(s) * inv_cols;
+    const float mean = tlf_mean(tl_block_sum(s), inv_cols);
     float q = 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
         int64_t k = threadIdx.x + (int64_t)j * 256;
-        if (k < cols4) {
-            float4 d = make_float4(v[j].x - mean, v[j].y - mean, v[j].z - mean, v[j].w - mean);
-            q += hsum4(make_float4(d.x * d.x, d.y * d.y, d.z * d.z, d.w * d.w));
-        }
+        if (k < cols4)
+            q += hsum4(make_float4(tlf_sqdev(v[j].x, mean), tlf_sqdev(v[j].y, mean),
+                                   tlf_sqdev(v[j].z, mean), tlf_sqdev(v[j].w, mean)));
     }
-    const float var = tl_block_sum(q) * inv_cols;
-    const float sd = sqrtf(var + eps);
-    if (threadIdx.x == 0) inv_std[r] = 1.0f / sd;
+    const float var = tlf_mean(tl_block_sum(q), inv_cols);
+    const float sd = tlf_norm_std(var, eps);
+    if (threadIdx.x == 0) inv_std[r] = tlf_norm_inv(sd);
 #pragma unroll
     for (int j = 0; j < R; j++) {
         int64_t k = threadIdx.x + (int64_t)j * 256;
         if (k < cols4) {
-            float4 h = make_float4((v[j].x - mean) / sd, (v[j].y - mean) / sd,
-                                   (v[j].z - mean) / sd, (v[j].w - mean) / sd);
+            float4 h = make_float4(tlf_norm_xhat(v[j].x, mean, sd), tlf_norm_xhat(v[j].y, mean, sd),
+                                   tlf_norm_xhat(v[j].z, mean, sd), tlf_norm_xhat(v[j].w, mean, sd));
             float4 ga = gamma[k], be = beta[k];
             xhat[r * cols4 + k] = h;
-            y[r * cols4 + k] = make_float4(__fadd_rn(__fmul_rn(h.x, ga.x), be.x),
-                                           __fadd_rn(__fmul_rn(h.y, ga.y), be.y),
-                                           __fadd_rn(__fmul_rn(h.z, ga.z), be.z),
-                                           __fadd_rn(__fmul_rn(h.w, ga.w), be.w));
+            y[r * cols4 + k] = make_float4(tlf_affine(h.x, ga.x, be.x), tlf_affine(h.y, ga.y, be.y),
+                                           tlf_affine(h.z, ga.z, be.z), tlf_affine(h.w, ga.w, be.w));
         }
     }
 }
@@ -120,10 +117,10 @@ __global__ void __launch_bounds__(256) ln_bwd_dx_rows(const float4 *__restrict__
     for (int j = 0; j < R; j++) {
         int64_t k = threadIdx.x + (int64_t)j * 256;
         if (k < cols4)
-            dx[r * cols4 + k] = make_float4((((d[j].x * fcols - S1) - h[j].x * S2) * is) * inv_cols,
-                                            (((d[j].y * fcols - S1) - h[j].y * S2) * is) * inv_cols,
-                                            (((d[j].z * fcols - S1) - h[j].z * S2) * is) * inv_cols,
-                                            (((d[j].w * fcols - S1) - h[j].w * S2) * is) * inv_cols);
+            dx[r * cols4 + k] = make_float4(tlf_norm_dx(d[j].x, h[j].x, S1, S2, fcols, is, inv_cols),
+                                            tlf_norm_dx(d[j].y, h[j].y, S1, S2, fcols, is, inv_cols),
+                                            tlf_norm_dx(d[j].z, h[j].z, S1, S2, fcols, is, inv_cols),
+                                            tlf_norm_dx(d[j].w, h[j].w, S1, S2, fcols, is, inv_cols));
     }
 }
 
@@ -147,8 +144,7 @@ __global__ void ln_bwd_dx_kernel(const float *__restrict__ g, const float *__res
     }
     const float S1 = tl_block_sum(s1), S2 = tl_block_sum(s2), is = inv_std[r];
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float d = gr[j] * gamma[j];
-        dx[r * cols + j] = (((d * fcols - S1) - xr[j] * S2) * is) * inv_cols;
+        dx[r * cols + j] = tlf_norm_dx(gr[j] * gamma[j], xr[j], S1, S2, fcols, is, inv_cols);
     }
 }
 
@@ -202,24 +198,21 @@ __global__ void bn_fwd_kernel(const float *__restrict__ x, const float *__restri
     const int64_t ch = blockIdx.x;
     float acc = 0.0f;
     BN_FOR(off) acc += x[off];
-    const float mean = tl_block_sum(acc) * inv_cnt;
+    const float mean = tlf_mean(tl_block_sum(acc), inv_cnt);
     float v = 0.0f;
-    BN_FOR(off) {
-        float d = x[off] - mean;
-        v += d * d;
-    }
-    const float var = tl_block_sum(v) * inv_cnt;
-    const float sd = sqrtf(var + eps);
+    BN_FOR(off) v += tlf_sqdev(x[off], mean);
+    const float var = tlf_mean(tl_block_sum(v), inv_cnt);
+    const float sd = tlf_norm_std(var, eps);
     if (threadIdx.x == 0) {
         mean_out[ch] = mean;
         var_out[ch] = var;
-        inv_std[ch] = 1.0f / sd;
+        inv_std[ch] = tlf_norm_inv(sd);
     }
     const float ga = gamma[ch], be = beta[ch];
     BN_FOR(off) {
-        float xh = (x[off] - mean) / sd;
+        float xh = tlf_norm_xhat(x[off], mean, sd);
         xhat[off] = xh;
-        y[off] = __fadd_rn(__fmul_rn(xh, ga), be);
+        y[off] = tlf_affine(xh, ga, be);
     }
 }
 
@@ -241,10 +234,7 @@ __global__ void bn_bwd_kernel(const float *__restrict__ g, const float *__restri
         dgamma[ch] = SG;
     }
     const float S1 = SB * ga, S2 = SG * ga;
-    BN_FOR(off) {
-        float d = g[off] * ga;
-        dx[off] = (((d * fcnt - S1) - xhat[off] * S2) * is) * inv_cnt;
-    }
+    BN_FOR(off) dx[off] = tlf_norm_dx(g[off] * ga, xhat[off], S1, S2, fcnt, is, inv_cnt);
 }
 
 // ---- exact mode ----
@@ -261,18 +251,16 @@ __global__ void exact_ln_fwd(const float *__restrict__ x, const float *__restric
     float *part = exact_part(smem, gpart, cols);
     const int64_t r = blockIdx.x;
     const float *xr = x + r * cols;
-    const float mean = tlm_mul(tl_exact_block_reduce([=](int64_t j) { return xr[j]; }, cols, part,
-                                                     TlExactSum{}), inv_cols);
-    const float var = tlm_mul(tl_exact_block_reduce([=](int64_t j) {
-                                  float d = tlm_sub(xr[j], mean);
-                                  return tlm_mul(d, d);
-                              }, cols, part, TlExactSum{}), inv_cols);
-    const float sd = tlm_sqrt(tlm_add(var, eps));
-    if (threadIdx.x == 0) inv_std[r] = tlm_div(1.0f, sd);
+    const float mean = tlf_mean(tl_exact_block_reduce([=](int64_t j) { return xr[j]; }, cols, part,
+                                                      TlExactSum{}), inv_cols);
+    const float var = tlf_mean(tl_exact_block_reduce([=](int64_t j) { return tlf_sqdev(xr[j], mean); },
+                                                     cols, part, TlExactSum{}), inv_cols);
+    const float sd = tlf_norm_std(var, eps);
+    if (threadIdx.x == 0) inv_std[r] = tlf_norm_inv(sd);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float xh = tlm_div(tlm_sub(xr[j], mean), sd);
+        float xh = tlf_norm_xhat(xr[j], mean, sd);
         xhat[r * cols + j] = xh;
-        y[r * cols + j] = tlm_add(tlm_mul(xh, gamma[j]), beta[j]);
+        y[r * cols + j] = tlf_affine(xh, gamma[j], beta[j]);
     }
 }
 
@@ -289,11 +277,8 @@ __global__ void exact_ln_bwd_dx(const float *__restrict__ g, const float *__rest
     const float S2 = tl_exact_block_reduce(
         [=](int64_t j) { return tlm_mul(tlm_mul(gr[j], gamma[j]), xr[j]); }, cols, part, TlExactSum{});
     const float is = inv_std[r];
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float d = tlm_mul(gr[j], gamma[j]);
-        float t = tlm_sub(tlm_sub(tlm_mul(d, fcols), S1), tlm_mul(xr[j], S2));
-        dx[r * cols + j] = tlm_mul(tlm_mul(t, is), inv_cols);
-    }
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+        dx[r * cols + j] = tlf_norm_dx(tlm_mul(gr[j], gamma[j]), xr[j], S1, S2, fcols, is, inv_cols);
 }
 
 __global__ void exact_mul_kernel(const float *__restrict__ a, const float *__restrict__ b,
@@ -315,23 +300,22 @@ __global__ void exact_bn_fwd(const float *__restrict__ x, const float *__restric
     extern __shared__ float smem[];
     float *part = exact_part(smem, gpart, n * s);
     const int64_t ch = blockIdx.x;
-    const float mean = tlm_mul(tl_exact_block_reduce([=](int64_t e) { return x[bn_off(e, c, s, ch)]; },
-                                                     n * s, part, TlExactSum{}), inv_cnt);
-    const float var = tlm_mul(tl_exact_block_reduce([=](int64_t e) {
-                                  float d = tlm_sub(x[bn_off(e, c, s, ch)], mean);
-                                  return tlm_mul(d, d);
-                              }, n * s, part, TlExactSum{}), inv_cnt);
-    const float sd = tlm_sqrt(tlm_add(var, eps));
+    const float mean = tlf_mean(tl_exact_block_reduce([=](int64_t e) { return x[bn_off(e, c, s, ch)]; },
+                                                      n * s, part, TlExactSum{}), inv_cnt);
+    const float var = tlf_mean(tl_exact_block_reduce([=](int64_t e) {
+                                   return tlf_sqdev(x[bn_off(e, c, s, ch)], mean);
+                               }, n * s, part, TlExactSum{}), inv_cnt);
+    const float sd = tlf_norm_std(var, eps);
     if (threadIdx.x == 0) {
         mean_out[ch] = mean;
         var_out[ch] = var;
-        inv_std[ch] = tlm_div(1.0f, sd);
+        inv_std[ch] = tlf_norm_inv(sd);
     }
     const float ga = gamma[ch], be = beta[ch];
     BN_FOR(off) {
-        float xh = tlm_div(tlm_sub(x[off], mean), sd);
+        float xh = tlf_norm_xhat(x[off], mean, sd);
         xhat[off] = xh;
-        y[off] = tlm_add(tlm_mul(xh, ga), be);
+        y[off] = tlf_affine(xh, ga, be);
     }
 }
 
@@ -355,11 +339,7 @@ __global__ void exact_bn_bwd(const float *__restrict__ g, const float *__restric
         dgamma[ch] = SG;
     }
     const float S1 = tlm_mul(SB, ga), S2 = tlm_mul(SG, ga);
-    BN_FOR(off) {
-        float d = tlm_mul(g[off], ga);
-        float t = tlm_sub(tlm_sub(tlm_mul(d, fcnt), S1), tlm_mul(xhat[off], S2));
-        dx[off] = tlm_mul(tlm_mul(t, is), inv_cnt);
-    }
+    BN_FOR(off) dx[off] = tlf_norm_dx(tlm_mul(g[off], ga), xhat[off], S1, S2, fcnt, is, inv_cnt);
 }
 
 // shared memory or a scratch slice per block for `blocks` reductions of n values each

@@ -4,11 +4,13 @@
 // for the row statistics with an online (max, sum of exp) pair per thread, combined by a fixed
 // shuffle tree, then one pass writing the outputs; all reductions are fixed-order (no atomics).
 //
-// Exact mode runs the stub's arithmetic instead (native/stub/softmax.c): a block per row, the
+// Exact mode runs the stub's arithmetic instead (native/common/formulas/normalize.h, the
+// schedule of native/stub/softmax.c): a block per row, the
 // row max in index order (first of equal values kept), tlm_exp, the row sum by rule 4 of
 // tl_math.h (tl_exact_block_reduce) and a division; the backward sums the rounded products
 // g * y (softmax) or g (log_softmax) by rule 4. NaN propagates as on the stub.
 #include "common.cuh"
+#include "formulas/normalize.h"
 #include "entry/softmax_kernels.h"
 #include <math.h>
 
@@ -166,14 +168,14 @@ __global__ void exact_softmax_fwd(const float *__restrict__ x, const float *__re
         return;
     }
     const float s = tl_exact_block_reduce(
-        [=](int64_t e) { return allowed(e) ? tlm_exp(tlm_sub(xr[e], m)) : 0.0f; }, cols, part,
+        [=](int64_t e) { return allowed(e) ? tlf_softmax_exp(xr[e], m) : 0.0f; }, cols, part,
         TlExactSum{});
     if (KIND == 1) {
         const float ls = tlm_log(s);
-        for (int64_t e = threadIdx.x; e < cols; e += blockDim.x) yr[e] = tlm_sub(tlm_sub(xr[e], m), ls);
+        for (int64_t e = threadIdx.x; e < cols; e += blockDim.x) yr[e] = tlf_log_softmax(xr[e], m, ls);
     } else {
         for (int64_t e = threadIdx.x; e < cols; e += blockDim.x)
-            yr[e] = allowed(e) ? tlm_div(tlm_exp(tlm_sub(xr[e], m)), s) : 0.0f;
+            yr[e] = allowed(e) ? tlf_softmax_div(tlf_softmax_exp(xr[e], m), s) : 0.0f;
     }
 }
 
@@ -188,7 +190,7 @@ __global__ void exact_softmax_bwd(const float *__restrict__ y, const float *__re
     const float s = tl_exact_block_reduce(
         [=](int64_t e) { return LOG ? gr[e] : tlm_mul(gr[e], yr[e]); }, cols, part, TlExactSum{});
     for (int64_t e = threadIdx.x; e < cols; e += blockDim.x)
-        dr[e] = LOG ? tlm_sub(gr[e], tlm_mul(tlm_exp(yr[e]), s)) : tlm_mul(yr[e], tlm_sub(gr[e], s));
+        dr[e] = LOG ? tlf_log_softmax_backward(yr[e], gr[e], s) : tlf_softmax_backward(yr[e], gr[e], s);
 }
 
 // launch geometry shared by the exact kernels: smem or a scratch for the partials

@@ -12,6 +12,7 @@
 #define TL_FORMULAS_ELEMENTWISE_H
 
 #include "tl_math.h"
+#include "formulas/normalize.h"  /* tlf_affine: affine_rows is layer_norm's map */
 #if !defined(__CUDACC__)
 #include <math.h>
 #endif
@@ -32,8 +33,6 @@ TLM_HD float tlf_minimum_backward(float a, float b, float g) {
     return tlm_mul(a < b ? 1.0f : (a == b ? 0.5f : 0.0f), g);
 }
 TLM_HD float tlf_axpy(float a, float b, float c) { return tlm_add(a, tlm_mul(c, b)); }
-/* layer_norm's y from xhat (and every normalize map): the product rounded, then the sum */
-TLM_HD float tlf_affine(float xh, float gamma, float beta) { return tlm_add(tlm_mul(xh, gamma), beta); }
 
 /* ---- unary ---- */
 TLM_HD float tlf_relu(float x) { return (x > 0.0f || x != x) ? x : 0.0f; } /* NaN passes */
