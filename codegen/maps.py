@@ -8,7 +8,7 @@ native/common/formulas/<family>.h (host and device code). This module emits, per
   native/common/entry/<family>_maps_stub.inc  the stub bodies: one loop per op, under the
       schedule native/stub/<family>.c defines before including it (TL_MAP_LOOP, TL_MAP_ATTR);
   native/common/entry/<family>_maps_cuda.inc  the CUDA bodies: a functor per op run by the
-      launchers native/cuda/<family>.cu defines (launch1..launch3: float4 maps, grid stride).
+      launchers native/cuda/<family>.cu defines (launch1..launch4: float4 maps, grid stride).
 
 `own_schedule: [stub]` (or [cuda]) keeps that backend's body hand-written over the same formula
 (the stub's blocked exact log/sigmoid), so only the other backend's body is generated.
@@ -40,8 +40,8 @@ def parse_formula(op: Op, path) -> tuple[str, list[str]]:
     others = [a for a in op.args if a.ctype != "f64" and not (a.ctype == "i64" and a.name == "n")]
     outs = [o for o, _ in op.outputs if o not in op.inplace]
     if op.lengths or others or op.mask_attrs or op.inplace or len(outs) != 1 \
-            or "n" not in [a.name for a in op.args] or not 1 <= len(op.inputs) <= 3 or op.kernel:
-        raise _err(path, op, "a formula map takes 1 to 3 inputs and one output of n elements each "
+            or "n" not in [a.name for a in op.args] or not 1 <= len(op.inputs) <= 4 or op.kernel:
+        raise _err(path, op, "a formula map takes 1 to 4 inputs and one output of n elements each "
                    "(args: 'i64 n' and f64 scalars only; no lengths, kernel, inplace or mask)")
     for n in names:
         if n not in op.inputs and n not in params:
@@ -116,7 +116,7 @@ def render_maps(ops: list[Op], path, gen_line: str) -> dict[str, str]:
         out[f"native/common/entry/{fam}_maps_cuda.inc"] = (
             gen_line + f"/* {fam}_maps_cuda.inc: the CUDA bodies of the {fam} maps ops.yaml gives a\n"
             f" * `formula:`, one functor each, run by the launchers native/cuda/{fam}.cu defines\n"
-            " * (launch1..launch3) before including this file. Functors of own_schedule: [cuda] ops\n"
+            " * (launch1..launch4) before including this file. Functors of own_schedule: [cuda] ops\n"
             " * are emitted too, for the hand-written body. */\n" + head
             + "namespace {\n\n" + "\n".join(cuda_body(o, path)[0] for o in fops) + "\n\n}  // namespace\n\n"
             + "extern \"C\" {\n\n" + "\n\n".join(b for _, b in cu) + "\n\n}  // extern \"C\"\n")
