@@ -62,3 +62,25 @@ static inline unsigned tl_blocks(int64_t n) {
 
 #define TL_GRID_STRIDE(i, n) \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// Partials of an exact block-per-row launch (rule 4 by tl_exact_block_reduce, reduce_util.cuh):
+// `blocks` reductions of n values each, in dynamic shared memory when they fit (smem bytes),
+// else in a scratch slice per block (gpart); finish() checks the launch and frees the scratch.
+struct TlExactParts {
+    size_t smem = 0;
+    float *gpart = nullptr;
+    int setup(const char *op, int64_t blocks, int64_t n) {
+        smem = tl_exact_smem(n);
+        if (smem) return TL_OK;
+        return tl_scratch(op, (size_t)(blocks * tl_exact_chunks(n)) * sizeof(float), (void **)&gpart);
+    }
+    int finish(const char *op) {
+        int rc = tl_cuda_launched(op);
+        if (gpart) tl_scratch_free(gpart);
+        return rc;
+    }
+};
+// in the kernel: this block's partials (smem is its dynamic shared memory)
+__device__ __forceinline__ float *tl_exact_part(float *smem, float *gpart, int64_t n) {
+    return gpart ? gpart + blockIdx.x * tl_exact_chunks(n) : smem;
+}

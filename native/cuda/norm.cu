@@ -238,17 +238,12 @@ __global__ void bn_bwd_kernel(const float *__restrict__ g, const float *__restri
 }
 
 // ---- exact mode ----
-// partials: shared memory, or gpart (a slice per block) when there are too many
-__device__ __forceinline__ float *exact_part(float *smem, float *gpart, int64_t n) {
-    return gpart ? gpart + blockIdx.x * tl_exact_chunks(n) : smem;
-}
-
 __global__ void exact_ln_fwd(const float *__restrict__ x, const float *__restrict__ gamma,
                              const float *__restrict__ beta, float *__restrict__ y,
                              float *__restrict__ xhat, float *__restrict__ inv_std, int64_t cols,
                              float inv_cols, float eps, float *gpart) {
     extern __shared__ float smem[];
-    float *part = exact_part(smem, gpart, cols);
+    float *part = tl_exact_part(smem, gpart, cols);
     const int64_t r = blockIdx.x;
     const float *xr = x + r * cols;
     const float mean = tlf_mean(tl_exact_block_reduce([=](int64_t j) { return xr[j]; }, cols, part,
@@ -269,7 +264,7 @@ __global__ void exact_ln_bwd_dx(const float *__restrict__ g, const float *__rest
                                 float *__restrict__ dx, int64_t cols, float fcols, float inv_cols,
                                 float *gpart) {
     extern __shared__ float smem[];
-    float *part = exact_part(smem, gpart, cols);
+    float *part = tl_exact_part(smem, gpart, cols);
     const int64_t r = blockIdx.x;
     const float *gr = g + r * cols, *xr = xhat + r * cols;
     const float S1 = tl_exact_block_reduce([=](int64_t j) { return tlm_mul(gr[j], gamma[j]); },
@@ -298,7 +293,7 @@ __global__ void exact_bn_fwd(const float *__restrict__ x, const float *__restric
                              float *__restrict__ var_out, float *__restrict__ inv_std, int64_t n,
                              int64_t c, int64_t s, float inv_cnt, float eps, float *gpart) {
     extern __shared__ float smem[];
-    float *part = exact_part(smem, gpart, n * s);
+    float *part = tl_exact_part(smem, gpart, n * s);
     const int64_t ch = blockIdx.x;
     const float mean = tlf_mean(tl_exact_block_reduce([=](int64_t e) { return x[bn_off(e, c, s, ch)]; },
                                                       n * s, part, TlExactSum{}), inv_cnt);
@@ -325,7 +320,7 @@ __global__ void exact_bn_bwd(const float *__restrict__ g, const float *__restric
                              float *__restrict__ dbeta, int64_t n, int64_t c, int64_t s,
                              float fcnt, float inv_cnt, float *gpart) {
     extern __shared__ float smem[];
-    float *part = exact_part(smem, gpart, n * s);
+    float *part = tl_exact_part(smem, gpart, n * s);
     const int64_t ch = blockIdx.x;
     const float SB = tl_exact_block_reduce([=](int64_t e) { return g[bn_off(e, c, s, ch)]; }, n * s,
                                            part, TlExactSum{});
@@ -342,20 +337,6 @@ __global__ void exact_bn_bwd(const float *__restrict__ g, const float *__restric
     BN_FOR(off) dx[off] = tlf_norm_dx(tlm_mul(g[off], ga), xhat[off], S1, S2, fcnt, is, inv_cnt);
 }
 
-// shared memory or a scratch slice per block for `blocks` reductions of n values each
-int exact_parts(const char *op, int64_t blocks, int64_t n, size_t *smem, float **gpart) {
-    *gpart = nullptr;
-    *smem = tl_exact_smem(n);
-    if (*smem) return TL_OK;
-    return tl_scratch(op, (size_t)(blocks * tl_exact_chunks(n)) * sizeof(float), (void **)gpart);
-}
-
-int exact_done(const char *op, float *gpart) {
-    int rc = tl_cuda_launched(op);
-    if (gpart) tl_scratch_free(gpart);
-    return rc;
-}
-
 }  // namespace
 
 extern "C" int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
@@ -366,13 +347,12 @@ extern "C" int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf bet
                        (long long)TL_MAX_GRID_X);
     const float inv_cols = (float)(1.0 / (double)cols);
     if (tl_exact()) {
-        size_t smem;
-        float *gpart;
-        TL_TRY(exact_parts(op, rows, cols, &smem, &gpart));
-        exact_ln_fwd<<<(unsigned)rows, tl_exact_threads(cols), smem, tl_stream()>>>(
+        TlExactParts ex;
+        TL_TRY(ex.setup(op, rows, cols));
+        exact_ln_fwd<<<(unsigned)rows, tl_exact_threads(cols), ex.smem, tl_stream()>>>(
             x->data, gamma->data, beta->data, y->data, xhat->data, inv_std->data, cols, inv_cols,
-            (float)eps, gpart);
-        return exact_done(op, gpart);
+            (float)eps, ex.gpart);
+        return ex.finish(op);
     }
     const int R = ln_rows_r(cols);
     if (R == 4)
@@ -412,13 +392,12 @@ extern "C" int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl
         TL_LAUNCHED(op);
         TL_TRY(tl_cuda_axis_sum(op, dx->data, dgamma->data, 1, rows, cols, 0));
         TL_TRY(tl_cuda_axis_sum(op, g->data, dbeta->data, 1, rows, cols, 0));
-        size_t smem;
-        float *gpart;
-        TL_TRY(exact_parts(op, rows, cols, &smem, &gpart));
-        exact_ln_bwd_dx<<<(unsigned)rows, tl_exact_threads(cols), smem, st>>>(
+        TlExactParts ex;
+        TL_TRY(ex.setup(op, rows, cols));
+        exact_ln_bwd_dx<<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
             g->data, xhat->data, inv_std->data, gamma->data, dx->data, cols, (float)cols, inv_cols,
-            gpart);
-        return exact_done(op, gpart);
+            ex.gpart);
+        return ex.finish(op);
     }
     if (R == 4)
         ln_bwd_dx_rows<4><<<(unsigned)rows, 256, 0, st>>>(
@@ -455,13 +434,12 @@ extern "C" int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamm
                                           int64_t n, int64_t c, int64_t s, double eps) {
     if (c == 0) return TL_OK;
     if (tl_exact()) {
-        size_t smem;
-        float *gpart;
-        TL_TRY(exact_parts(op, c, n * s, &smem, &gpart));
-        exact_bn_fwd<<<(unsigned)c, tl_exact_threads(n * s), smem, tl_stream()>>>(
+        TlExactParts ex;
+        TL_TRY(ex.setup(op, c, n * s));
+        exact_bn_fwd<<<(unsigned)c, tl_exact_threads(n * s), ex.smem, tl_stream()>>>(
             x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
-            inv_std->data, n, c, s, (float)(1.0 / (double)(n * s)), (float)eps, gpart);
-        return exact_done(op, gpart);
+            inv_std->data, n, c, s, (float)(1.0 / (double)(n * s)), (float)eps, ex.gpart);
+        return ex.finish(op);
     }
     bn_fwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
         x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
@@ -476,13 +454,12 @@ extern "C" int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl
     if (c == 0) return TL_OK;
     const int64_t cnt = n * s;
     if (tl_exact()) {
-        size_t smem;
-        float *gpart;
-        TL_TRY(exact_parts(op, c, cnt, &smem, &gpart));
-        exact_bn_bwd<<<(unsigned)c, tl_exact_threads(cnt), smem, tl_stream()>>>(
+        TlExactParts ex;
+        TL_TRY(ex.setup(op, c, cnt));
+        exact_bn_bwd<<<(unsigned)c, tl_exact_threads(cnt), ex.smem, tl_stream()>>>(
             g->data, xhat->data, inv_std->data, gamma->data, dx->data, dgamma->data, dbeta->data,
-            n, c, s, (float)cnt, cnt ? (float)(1.0 / (double)cnt) : 0.0f, gpart);
-        return exact_done(op, gpart);
+            n, c, s, (float)cnt, cnt ? (float)(1.0 / (double)cnt) : 0.0f, ex.gpart);
+        return ex.finish(op);
     }
     bn_bwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
         g->data, xhat->data, inv_std->data, gamma->data, dx->data, dgamma->data, dbeta->data, n,

@@ -150,7 +150,7 @@ __global__ void exact_softmax_fwd(const float *__restrict__ x, const float *__re
                                   float *__restrict__ y, int64_t cols, int64_t mask_rows,
                                   float *gpart) {
     extern __shared__ float smem[];
-    float *part = gpart ? gpart + blockIdx.x * tl_exact_chunks(cols) : smem;
+    float *part = tl_exact_part(smem, gpart, cols);
     const int64_t row = blockIdx.x;
     const float *xr = x + row * cols;
     float *yr = y + row * cols;
@@ -183,7 +183,7 @@ template <int LOG>
 __global__ void exact_softmax_bwd(const float *__restrict__ y, const float *__restrict__ g,
                                   float *__restrict__ dx, int64_t cols, float *gpart) {
     extern __shared__ float smem[];
-    float *part = gpart ? gpart + blockIdx.x * tl_exact_chunks(cols) : smem;
+    float *part = tl_exact_part(smem, gpart, cols);
     const int64_t off = (int64_t)blockIdx.x * cols;
     const float *yr = y + off, *gr = g + off;
     float *dr = dx + off;
@@ -193,24 +193,12 @@ __global__ void exact_softmax_bwd(const float *__restrict__ y, const float *__re
         dr[e] = LOG ? tlf_log_softmax_backward(yr[e], gr[e], s) : tlf_softmax_backward(yr[e], gr[e], s);
 }
 
-// launch geometry shared by the exact kernels: smem or a scratch for the partials
-struct ExactRows {
-    size_t smem = 0;
-    float *gpart = nullptr;
-    int setup(const char *op, int64_t rows, int64_t cols) {
-        if (rows > TL_MAX_GRID_X)
-            return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
-        smem = tl_exact_smem(cols);
-        if (!smem)
-            return tl_scratch(op, (size_t)(rows * tl_exact_chunks(cols)) * sizeof(float), (void **)&gpart);
-        return TL_OK;
-    }
-    int finish(const char *op) {
-        int rc = tl_cuda_launched(op);
-        if (gpart) tl_scratch_free(gpart);
-        return rc;
-    }
-};
+// the exact kernels' launch check: one block per row
+int exact_rows_fit(const char *op, int64_t rows) {
+    if (rows > TL_MAX_GRID_X)
+        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
+    return TL_OK;
+}
 
 unsigned group_blocks(int64_t rows, int G) { return (unsigned)((rows * G + TL_THREADS - 1) / TL_THREADS); }
 
@@ -220,7 +208,8 @@ int launch_fwd(const char *op, const float *x, const float *mask, float *y, int6
     if (rows == 0) return TL_OK;
     cudaStream_t st = tl_stream();
     if (tl_exact()) {
-        ExactRows ex;
+        TlExactParts ex;
+        TL_TRY(exact_rows_fit(op, rows));
         TL_TRY(ex.setup(op, rows, cols));
         exact_softmax_fwd<KIND><<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
             x, mask, y, cols, mask_rows, ex.gpart);
@@ -249,7 +238,8 @@ int launch_bwd(const char *op, const float *y, const float *g, float *dx, int64_
     if (rows == 0) return TL_OK;
     cudaStream_t st = tl_stream();
     if (tl_exact()) {
-        ExactRows ex;
+        TlExactParts ex;
+        TL_TRY(exact_rows_fit(op, rows));
         TL_TRY(ex.setup(op, rows, cols));
         exact_softmax_bwd<LOG><<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
             y, g, dx, cols, ex.gpart);
