@@ -12,29 +12,11 @@
 #include "entry/linalg_kernels.h"
 
 // C = op(A) op(B) (+ beta C); A stored (batch, m, n) or (batch, n, m) when ta; B (batch, n, p) or
-// (batch, p, n) when tb.
+// (batch, p, n) when tb: the library's GEMM entry (exact or cuBLAS), contiguous batches.
 static int gemm(const char *op, const float *A, const float *B, float *C, int64_t batch, int64_t m,
                 int64_t n, int64_t p, int ta, int tb, float beta) {
-    if (batch == 0 || m == 0 || p == 0) return TL_OK;
-    if (m > INT32_MAX || n > INT32_MAX || p > INT32_MAX || batch > INT32_MAX)
-        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
-    if (tl_exact())
-        return tl_gemm_exact_f32(op, ta, tb, batch, m, p, n, A, ta ? m : n, m * n, B, tb ? n : p,
-                                 n * p, C, p, m * p, beta != 0.0f);
-    if (n == 0 && beta == 0.0f) {
-        TL_CUDA_TRY(op, cudaMemsetAsync(C, 0, (size_t)(batch * m * p) * sizeof(float), tl_stream()));
-        return TL_OK;
-    }
-    cublasHandle_t h;
-    TL_TRY(tl_cublas(op, &h));
-    const float one = 1.0f;
-    int lda = ta ? (int)m : (int)n;   // leading dim of A's stored rows
-    int ldb = tb ? (int)n : (int)p;
-    TL_CUBLAS_TRY(op, cublasSgemmStridedBatched(
-        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)p, (int)m, (int)n,
-        &one, B, ldb, (long long)(n * p), A, lda, (long long)(m * n), &beta, C, (int)p,
-        (long long)(m * p), (int)batch));
-    return TL_OK;
+    return tl_gemm_f32(op, ta, tb, batch, m, p, n, A, ta ? m : n, m * n, B, tb ? n : p, n * p, beta, C, p,
+                       m * p, 0);
 }
 
 extern "C" int tlk_matmul_t(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t batch, int64_t m, int64_t n, int64_t p,
