@@ -31,18 +31,19 @@ import zlib
 
 import numpy as np
 
-import torchlean
 from torchlean import distributed as dist
+from torchlean import runtime
 from torchlean._loader import ffi, lib
 from torchlean.buffer import AnyBuffer, Buffer, raise_status
 from torchlean._generated import ops as _ops
 from torchlean.nn.modules import Module
 from torchlean.session import register_backward_end_hook
+from torchlean.tape import is_grad_enabled
 
 
 def exact_reduction() -> bool:
     """True when gradients must be reduced in rank order (deterministic or exact mode)."""
-    return torchlean.is_deterministic() or bool(getattr(torchlean, "is_exact", lambda: False)())
+    return runtime.is_deterministic() or runtime.is_exact()
 
 
 def _view(buf: Buffer, start: int, n: int, shape) -> AnyBuffer:
@@ -136,7 +137,7 @@ class DistributedDataParallel(Module):
             # a backward pass that raised part-way left reductions in flight: complete them
             # so this rank's collectives stay in step with the others'
             self._on_backward_end()
-        if self._broadcast_buffers and self.training and torchlean.is_grad_enabled():
+        if self._broadcast_buffers and self.training and is_grad_enabled():
             bufs = self.module.buffers()
             if bufs:
                 self._broadcast(bufs, "buffer broadcast")
