@@ -354,7 +354,8 @@ def _check_helper_expr(expr, scope, helpers, path, op, what):
             if not isinstance(node.func, ast.Name) or not hasattr(helpers, node.func.id):
                 fn = getattr(node.func, "id", ast.unparse(node.func))
                 raise _err(path, op.line, f"{op.name}: {what} calls '{fn}', which is not a "
-                           "helper in torchlean/shapes/")
+                           "helper in torchlean/shapes/ (define it in torchlean/shapes/<family>.py "
+                           "and export it from torchlean/shapes/__init__.py)")
         elif isinstance(node, ast.Name) and not _is_callee(tree, node) and node.id not in scope:
             raise _err(path, op.line, f"{op.name}: {what} uses unknown name '{node.id}' "
                        f"(known: {', '.join(sorted(scope))})")
