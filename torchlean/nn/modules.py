@@ -573,8 +573,8 @@ class MultiHeadAttention(Module):
                 blocked_when=mask is None)
         else:
             allowed, additive = None, None
-        fused = (self_attn and not self.has_bias and additive is None and key_padding_mask is None
-                 and (allowed is None or np.shape(allowed) == (t, t)))
+        fused = (self_attn and not self.has_bias and key_padding_mask is None
+                 and F.fused_attention_fits(t, sk, allowed, additive))
         if fused:
             return s.op("multi_head_attention", self.Wq, self.Wk, self.Wv, self.Wo, x,
                         num_heads=self.num_heads, mask=self._device_mask(allowed),
