@@ -121,10 +121,6 @@ def register_backward_end_hook(fn):
     return _HookHandle(_backward_end_hooks, fn)
 
 
-def _binop_fallback(tape, name, a, b):
-    return getattr(tape, name)(a, b)
-
-
 class Session:
     """One tape, the parameter table (leaf id -> Parameter) and an integer environment.
 

@@ -1395,7 +1395,7 @@ def matmul_t(a, b, *, trans_a: bool = False, trans_b: bool = False):
     b_s = b.shape
     try:
         y_shape = S.gemm_t(a_s, b_s, trans_a, trans_b)
-        _a_batch = S.gemm_batch(a_s)
+        _a_batch = S.batch_of(a_s)
         _a_m = S.gemm_m(a_s, trans_a)
         _a_n = S.gemm_n(a_s, trans_a)
         _a_p = S.gemm_p(b_s, trans_b)
@@ -2396,14 +2396,14 @@ def multi_head_attention(wq, wk, wv, wo, x, *, num_heads: int, mask: object = No
         v_shape = S.mha_proj(x_s, wq_s)
         lse_shape = S.mha_lse(x_s, num_heads)
         attn_shape = S.mha_proj(x_s, wq_s)
-        _a_b = S.mha_b(x_s)
-        _a_n = S.mha_n(x_s)
-        _a_dm = S.mha_dm(x_s)
+        _a_b = S.batch_of(x_s)
+        _a_n = S.seq_len(x_s)
+        _a_dm = S.cols(x_s)
         _a_h = num_heads
         _a_hd = S.mha_hd(wq_s, num_heads)
-        _a_has_mask = S.mha_flag(mask)
-        _a_flash = S.mha_flag(use_flash)
-        _a_causal = S.mha_flag(causal)
+        _a_has_mask = S.flag(mask)
+        _a_flash = S.flag(use_flash)
+        _a_causal = S.flag(causal)
     except ShapeError as _e:
         raise shape_error(_op, _e, wq=wq, wk=wk, wv=wv, wo=wo, x=x) from None
     _tmp = []
@@ -2460,14 +2460,14 @@ def multi_head_attention_backward(g, wq, wk, wv, wo, x, q, k, v, lse, attn, *, n
         dwv_shape = wv_s
         dwo_shape = wo_s
         dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
-        _a_b = S.mha_b(x_s)
-        _a_n = S.mha_n(x_s)
-        _a_dm = S.mha_dm(x_s)
+        _a_b = S.batch_of(x_s)
+        _a_n = S.seq_len(x_s)
+        _a_dm = S.cols(x_s)
         _a_h = num_heads
         _a_hd = S.mha_hd(wq_s, num_heads)
-        _a_has_mask = S.mha_flag(mask)
-        _a_flash = S.mha_flag(use_flash)
-        _a_causal = S.mha_flag(causal)
+        _a_has_mask = S.flag(mask)
+        _a_flash = S.flag(use_flash)
+        _a_causal = S.flag(causal)
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, wq=wq, wk=wk, wv=wv, wo=wo, x=x, q=q, k=k, v=v, lse=lse, attn=attn) from None
     _tmp = []
@@ -2665,10 +2665,10 @@ def spectral_conv1d_rfft(x, w_re, w_im):
     w_im_s = w_im.shape
     try:
         y_shape = S.spectral_conv1d(x_s, w_re_s, w_im_s)
-        _a_batch = S.spectral_batch(x_s)
-        _a_grid = S.spectral_grid(x_s)
-        _a_width = S.spectral_width(x_s)
-        _a_modes = S.spectral_modes(w_re_s)
+        _a_batch = S.batch_of(x_s)
+        _a_grid = S.seq_len(x_s)
+        _a_width = S.cols(x_s)
+        _a_modes = S.lead_len(w_re_s)
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, w_re=w_re, w_im=w_im) from None
     y = alloc(_op, y_shape)
@@ -2696,10 +2696,10 @@ def spectral_conv1d_rfft_backward(x, w_re, w_im, g):
         dx_shape = S.same(S.spectral_conv1d(x_s, w_re_s, w_im_s), g_s)
         dw_re_shape = w_re_s
         dw_im_shape = w_im_s
-        _a_batch = S.spectral_batch(x_s)
-        _a_grid = S.spectral_grid(x_s)
-        _a_width = S.spectral_width(x_s)
-        _a_modes = S.spectral_modes(w_re_s)
+        _a_batch = S.batch_of(x_s)
+        _a_grid = S.seq_len(x_s)
+        _a_width = S.cols(x_s)
+        _a_modes = S.lead_len(w_re_s)
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, w_re=w_re, w_im=w_im, g=g) from None
     dx = alloc(_op, dx_shape)
@@ -2731,9 +2731,9 @@ def selective_scan(a, b, x, h0):
     try:
         y_shape = S.selective_scan(a_s, b_s, x_s, h0_s)
         hc_shape = S.scan_checkpoints(x_s)
-        _a_batch = S.scan_batch(x_s)
-        _a_steps = S.scan_steps(x_s)
-        _a_width = S.scan_width(x_s)
+        _a_batch = S.batch_of(x_s)
+        _a_steps = S.seq_len(x_s)
+        _a_width = S.cols(x_s)
         _a_a_mode = S.scan_mode(a_s, x_s)
         _a_b_mode = S.scan_mode(b_s, x_s)
         _a_chunks = S.scan_chunks(x_s)
@@ -2772,9 +2772,9 @@ def selective_scan_backward(a, b, x, h0, hc, g):
         db_shape = b_s
         g_shape = S.same(S.selective_scan(a_s, b_s, x_s, h0_s), g_s)
         dh0_shape = h0_s
-        _a_batch = S.scan_batch(x_s)
-        _a_steps = S.scan_steps(x_s)
-        _a_width = S.scan_width(x_s)
+        _a_batch = S.batch_of(x_s)
+        _a_steps = S.seq_len(x_s)
+        _a_width = S.cols(x_s)
         _a_a_mode = S.scan_mode(a_s, x_s)
         _a_b_mode = S.scan_mode(b_s, x_s)
         _a_chunks = S.scan_chunks(x_s)

@@ -767,7 +767,7 @@ def _vjp_rfft(grad, needs, s):
     x = s["x"]
     out = [None] * 1
     if needs[0]:
-        _t1 = _ops.rfft_backward(grad, n=S.fft_len(x))
+        _t1 = _ops.rfft_backward(grad, n=S.cols(x))
         out[0] = _t1
     return out
 
