@@ -225,6 +225,21 @@ def conv_transpose2d(kernel, bias, input, stride=1, padding=0):
     return conv_transpose(kernel, bias, input, stride, padding)
 
 
+def conv_grouped(kernel, bias, input, stride=1, padding=0, dilation=1, groups=1):
+    """The dense float64 convolution of the block-diagonal, zero-dilated kernel."""
+    r = kernel.ndim - 2
+    d = _cp_axes(dilation, r)
+    cout, cin_g, ks = kernel.shape[0], kernel.shape[1], kernel.shape[2:]
+    span = tuple(dd * (k - 1) + 1 for dd, k in zip(d, ks))
+    dense = np.zeros((cout, cin_g * groups) + span)
+    per = cout // groups
+    taps = tuple(slice(None, None, dd) for dd in d)
+    for o in range(cout):
+        g = o // per
+        dense[(o, slice(g * cin_g, (g + 1) * cin_g)) + taps] = kernel[o]
+    return conv(dense, bias, input, stride, padding)
+
+
 # -------------------------------------------------------------------- end of section: conv_pool
 
 

@@ -4,7 +4,7 @@ A node holds its value, its parents, whether it requires a gradient, what its VJ
 (inputs by reference, residual outputs it owns) and the VJP itself. Op methods are generated
 from ops.yaml (torchlean._generated.tape_ops.TapeOps); this module holds what is common to all
 of them: recording, gradient accumulation (generated VJPs sum broadcast gradients back to their
-input's shape; _accumulate does it for any other VJP), dense and sparse backward, and release.
+input's shape; _add_grad does it for any other VJP), dense and sparse backward, and release.
 
 Lifetimes follow PyTorch's. Each node counts its `users`: the unrun VJPs that read its value and
 the live views that alias it. A value with no user, no Tensor on it (`referenced`, the Session's
@@ -16,6 +16,19 @@ and beta) is freed too while only VJPs need it (`stale`), and recomputed, with t
 kernels and so the same bits, just before the first of those VJPs runs.
 TORCHLEAN_KEEP_ACTIVATIONS=1 (read once, at import) keeps such values instead: the same
 gradients, more memory, no recomputation (to compare the two).
+
+Who owns a gradient buffer during backward (one rule, one path in Tape._give/_add_grad):
+- `grads[p]`, a node's gradient so far, owns its payload alone; no other entry aliases it.
+- A VJP's contribution is either fresh (an owning buffer the VJP made) or borrowed: the cotangent
+  itself, a view of it, or any non-owning view. A fresh payload is ours; the cotangent's payload
+  is ours only when it is disposable: nothing reads the node's gradient after its VJP (the node
+  was not asked for) or it is a private copy.
+- Of all contributions sharing one payload, only the last may consume it (keep it as the
+  parent's first gradient, or free it after adding it into one); every earlier one, and every
+  borrowed one, is only read: copied into a fresh gradient or added into a fresh sum. Readers
+  run before consumers, so a payload is never freed while a contribution still reads it.
+- Accumulation always writes `prev + c` into a fresh buffer and then frees `prev`.
+- A disposable cotangent no parent consumed is freed when its node is done.
 """
 from __future__ import annotations
 
@@ -430,48 +443,25 @@ class Tape(TapeOps):
                 i = -heappop(pending)
                 g = grads[i]
                 node = nodes[i]
-                # a gradient that only passes through (i not asked for) is handed on to the
-                # first parent a VJP returns it (or a view of it) for: no copy
-                passing = keep is not None and i not in keep
-                handed = False
+                # g is disposable when nothing reads it after this node (i was not asked for)
+                disposable = keep is not None and i not in keep
                 if node.vjp is not None and node.requires_grad:
                     for j in node.reads:
                         if nodes[j].stale:
                             self._recompute(j)
                     needs = [nodes[p].requires_grad for p in node.parents]
-                    if passing or not getattr(node.vjp, "overwrites_grad", False):
-                        contribs = node.vjp(g, needs, node.saved)
-                    else:   # the VJP writes over its cotangent: it gets a copy of one kept
-                        contribs = node.vjp(g.copy(), needs, node.saved)
-                    for p, c in zip(node.parents, contribs):
-                        if c is None:
-                            continue
-                        if c is g or (not c.owns and c.buf is g.buf):
-                            if not nodes[p].requires_grad:
-                                continue
-                            if passing and not handed:
-                                handed = True
-                                if c is not g:
-                                    c = AnyBuffer._wrap(c.shape, c.buf)  # takes g's payload
-                            else:
-                                c = c.copy()
-                        elif not nodes[p].requires_grad:
-                            c.release()
-                            continue
-                        if p in grads:
-                            self._accumulate(grads, p, c, node)
-                        else:
-                            heappush(pending, -p)
-                            if c.owns and c.shape == nodes[p].value.shape:
-                                grads[p] = c   # the first gradient of p, as it is
-                            else:
-                                self._accumulate(grads, p, c, node)
+                    cot = g
+                    if not disposable and getattr(node.vjp, "overwrites_grad", False):
+                        cot = g.copy()   # the VJP writes over its cotangent: give it a copy
+                    contribs = node.vjp(cot, needs, node.saved)
+                    self._give(grads, pending, node, cot, contribs,
+                               cot_disposable=disposable or cot is not g)
                     if free_graph:
                         self.free_saved(i)
-                if passing:
+                elif disposable:
+                    g.release()   # nothing flows on from here
+                if disposable:
                     del grads[i]
-                    if not handed:
-                        g.release()
                 elif on_final is not None and keep is not None and on_final(i, g):
                     del grads[i]
                     taken.add(i)
@@ -484,6 +474,58 @@ class Tape(TapeOps):
                     for i in sorted(keep) if i not in taken}
         return [grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
                 for i, n in enumerate(nodes)]
+
+    def _give(self, grads, pending, node, cot, contribs, cot_disposable) -> None:
+        """Hand a VJP's contributions to the parents' gradients under the ownership rule (module
+        docstring): readers go first and consumers last, so nothing is freed while a later
+        contribution still reads it; a disposable cotangent nobody consumed is freed here."""
+        nodes = self.nodes
+        routed = [(p, c) for p, c in zip(node.parents, contribs)
+                  if c is not None and nodes[p].requires_grad]
+        last = {c.buf: k for k, (p, c) in enumerate(routed)}   # its last reader may consume it
+        consumers = []
+        for k, (p, c) in enumerate(routed):
+            ours = cot_disposable if c.buf is cot.buf else c.owns
+            if ours and last[c.buf] == k:
+                consumers.append((p, c))
+            else:
+                self._add_grad(grads, pending, p, c, False, node)
+        kept = False   # the cotangent's payload became a parent's gradient
+        for p, c in consumers:
+            kept |= self._add_grad(grads, pending, p, c, True, node) and c.buf is cot.buf
+        for p, c in zip(node.parents, contribs):   # fresh gradients for parents needing none
+            if c is not None and c.owns and c.buf not in last and c.buf is not cot.buf:
+                c.release()
+        if cot_disposable and not kept:
+            cot.release()
+
+    def _add_grad(self, grads, pending, p: int, c: AnyBuffer, consume: bool, node: Node) -> bool:
+        """Add contribution c to parent p's gradient. `consume`: c's payload is ours to keep or
+        free; otherwise c is only read. Returns True when c's payload became p's gradient."""
+        pshape = self.nodes[p].value.shape
+        if c.shape != pshape:
+            if not node.broadcast:
+                if consume:
+                    c.release()
+                raise RuntimeError(f"{node.name}: VJP produced shape {c.shape} for a parent of "
+                                   f"shape {pshape}")
+            s = _ops.sum_to(c, shape=pshape)  # the one place broadcasting is undone
+            if consume:
+                c.release()
+            c, consume = s, True
+        prev = grads.get(p)
+        if prev is None:
+            heappush(pending, -p)
+            if not consume:
+                grads[p] = c.copy()
+                return False
+            grads[p] = c if c.owns else AnyBuffer._wrap(c.shape, c.buf)   # a view takes its payload
+            return True
+        grads[p] = _ops.add(prev, c)
+        prev.release()
+        if consume:
+            c.release()
+        return False
 
     def _seed(self, out: Node, seed) -> AnyBuffer:
         shape = out.value.shape
@@ -502,26 +544,6 @@ class Tape(TapeOps):
             raise ValueError(f"backward: seed shape {a.shape} does not match output shape "
                              f"{shape} of '{out.name}'")
         return AnyBuffer.from_numpy(a.reshape(shape))
-
-    def _accumulate(self, grads, p: int, c: AnyBuffer, node: Node):
-        if not c.owns:
-            c = c.copy()
-        pshape = self.nodes[p].value.shape
-        if c.shape != pshape:
-            if not node.broadcast:
-                c.release()
-                raise RuntimeError(f"{node.name}: VJP produced shape {c.shape} for a parent of "
-                                   f"shape {pshape}")
-            s = _ops.sum_to(c, shape=pshape)  # the one place broadcasting is undone
-            c.release()
-            c = s
-        prev = grads.get(p)
-        if prev is None:
-            grads[p] = c
-        else:
-            grads[p] = _ops.add(prev, c)
-            prev.release()
-            c.release()
 
     # ------------------------------------------------------------------ lifetime
     def release(self) -> int:

@@ -181,16 +181,20 @@ def _conv_nd(rank, input, weight, bias, stride, padding, dilation, groups):
             raise ValueError(f"{op}: padding must be an int, a tuple, 'valid' or 'same', got "
                              f"{padding!r}")
     b = s.tensor(np.zeros(cout, np.float32)) if bias is None else s.as_tensor(bias)
+    pad = _per_axis(padding, rank, "padding", op)
     if groups != 1 or any(d != 1 for d in dil):
+        if rank <= 3:   # direct grouped kernels: no dense, groups-fold wider kernel
+            return s.op("conv_grouped", w, b, x, stride=st, padding=pad, dilation=dil,
+                        groups=groups)
         w = s.op("gather_vec", s.op("reshape", w, shape=(-1,)),
                  indices=_expansion_indices(tuple(w.shape), cin, groups, dil))
-    return s.op("conv", w, b, x, stride=st, padding=_per_axis(padding, rank, "padding", op))
+    return s.op("conv", w, b, x, stride=st, padding=pad)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """torch's conv1d. groups and dilation build a dense kernel with gather_vec (zeros off the
-    group blocks and between dilated taps) and run one registry conv: the arithmetic of a
-    groups-fold wider convolution, differentiable through gather_vec's scatter-add VJP."""
+    """torch's conv1d. groups and dilation run the registry's conv_grouped (direct kernels over
+    each group's channels, depthwise included); with groups = 1 and dilation 1 its bits are the
+    dense conv's."""
     return _conv_nd(1, input, weight, bias, stride, padding, dilation, groups)
 
 

@@ -24,7 +24,8 @@ from .linalg import (batch_rows, bmm, dgemm, gemm_m, gemm_n, gemm_p, gemm_t, lin
 from .index import (as_index, concat0, concat1d, gather_row, gather_rows, gather_scalar,
                     gather_vec, like_gather, pad_range0, scatter_row, scatter_rows, scatter_vec,
                     slice1d, slice_range0)
-from .conv_pool import (conv_bias_shape, conv_geom, conv_grad, conv_out, conv_transpose_out,
+from .conv_pool import (conv_bias_shape, conv_dilation3, conv_geom, conv_grad, conv_grouped_geom,
+                        conv_grouped_grad, conv_grouped_out, conv_out, conv_transpose_out,
                         pool_geom, pool_grad, pool_out)
 from .norm_attention import (attn_lse, attn_out, bn_c, bn_n, bn_out, bn_s, bn_stats, ln_out,
                              ln_param, ln_stats, mha_hd, mha_lse, mha_out, mha_proj)
