@@ -419,6 +419,10 @@ def tanh(x):
     return np.tanh(x)
 
 
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
 def softplus(x):
     return np.logaddexp(0.0, x)
 

@@ -86,4 +86,17 @@ TLM_HD float tlf_safe_log_backward_fast(float x, float g, float eps) {
     return g * tlf_sigmoid_fast(x) / (tlf_softplus_fast(x) + eps);
 }
 
+/* silu = x sigmoid(x) (tlf_sigmoid_fast: vectorises on the CPU); -0 once the sigmoid
+ * underflows, so -inf gives -0 (its limit) instead of -inf * 0 */
+TLM_HD float tlf_silu(float x) {
+    float s = tlf_sigmoid_fast(x);
+    return s == 0.0f ? -0.0f : tlm_mul(x, s);
+}
+/* g s (1 + x (1 - s)), the terms that would be inf * 0 at +-inf taken as their limits */
+TLM_HD float tlf_silu_backward(float x, float g) {
+    float s = tlf_sigmoid_fast(x), c = tlm_sub(1.0f, s);
+    float t = c == 0.0f ? 0.0f : tlm_mul(x, c);
+    return tlm_mul(g, s == 0.0f ? 0.0f : tlm_mul(s, tlm_add(1.0f, t)));
+}
+
 #endif /* TL_FORMULAS_ELEMENTWISE_H */
