@@ -105,6 +105,11 @@ def sigmoid(x):
     return _sess(x).op("sigmoid", x)
 
 
+def silu(x):
+    """torch's SiLU (swish), x * sigmoid(x): the registry's silu op."""
+    return _sess(x).op("silu", x)
+
+
 def softmax(x):
     return _sess(x).op("softmax", x)
 
