@@ -137,3 +137,44 @@ int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, 
     }
     return TL_OK;
 }
+
+/* rms_norm: the rule-4 sum of the rounded squares per row (y holds them for now) */
+int tlk_rms_norm(const char *op, tl_buf x, tl_buf weight, tl_buf y, tl_buf inv_rms, int64_t rows, int64_t cols,
+                 double eps) {
+    const float *X = x->data, *W = weight->data;
+    float *Y = y->data, *IR = inv_rms->data;
+    const float inv_cols = (float)(1.0 / (double)cols), e = (float)eps;
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = X + r * cols;
+        float *yr = Y + r * cols;
+        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_square(xr[j]);
+        float ir = tlf_norm_inv(tlf_norm_std(tlf_mean(tl_rule4_sum(yr, cols), inv_cols), e));
+        IR[r] = ir;
+        for (int64_t j = 0; j < cols; j++) yr[j] = tlm_mul(tlf_rms_xhat(xr[j], ir), W[j]);
+    }
+    return TL_OK;
+}
+
+/* dweight: column sums of g * xhat (dx as the scratch); then per row S2 = sum (g w) xhat */
+int tlk_rms_norm_backward(const char *op, tl_buf g, tl_buf x, tl_buf inv_rms, tl_buf weight, tl_buf dx,
+                          tl_buf dweight, int64_t rows, int64_t cols) {
+    const float *GO = g->data, *X = x->data, *IR = inv_rms->data, *W = weight->data;
+    float *DX = dx->data;
+    const float fc = (float)cols, inv_cols = cols ? (float)(1.0 / (double)cols) : 0.0f;
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++)
+            DX[r * cols + j] = tlm_mul(GO[r * cols + j], tlf_rms_xhat(X[r * cols + j], IR[r]));
+    TL_TRY(tl_stub_axis_sum(op, DX, dweight->data, 1, rows, cols));
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *gr = GO + r * cols, *xr = X + r * cols;
+        float *dr = DX + r * cols, ir = IR[r];
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(tlm_mul(gr[j], W[j]), tlf_rms_xhat(xr[j], ir));
+        float S2 = tl_rule4_sum(dr, cols);
+        for (int64_t j = 0; j < cols; j++)
+            dr[j] = tlf_rms_dx(tlm_mul(gr[j], W[j]), tlf_rms_xhat(xr[j], ir), S2, fc, ir, inv_cols);
+    }
+    return TL_OK;
+}

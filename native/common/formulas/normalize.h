@@ -32,6 +32,14 @@ TLM_HD float tlf_norm_dx(float dxh, float xh, float S1, float S2, float fn, floa
     return tlm_mul(tlm_mul(t, inv_std), inv_n);
 }
 
+/* ---- rms_norm: inv_rms = 1 / sqrt(mean(x^2) + eps) (tlf_mean, tlf_norm_std, tlf_norm_inv over
+ * the squares), xhat = x inv_rms, y = xhat weight; backward as above without S1 ---- */
+TLM_HD float tlf_square(float x) { return tlm_mul(x, x); }
+TLM_HD float tlf_rms_xhat(float x, float inv_rms) { return tlm_mul(x, inv_rms); }
+TLM_HD float tlf_rms_dx(float dxh, float xh, float S2, float fn, float inv_rms, float inv_n) {
+    return tlm_mul(tlm_mul(tlm_sub(tlm_mul(dxh, fn), tlm_mul(xh, S2)), inv_rms), inv_n);
+}
+
 /* ---- softmax and log_softmax ---- */
 TLM_HD float tlf_softmax_exp(float x, float max) { return tlm_exp(tlm_sub(x, max)); }
 TLM_HD float tlf_softmax_div(float e, float sum) { return tlm_div(e, sum); }
