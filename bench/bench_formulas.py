@@ -39,6 +39,9 @@ m, v, buf = (up(np.zeros(N, np.float32)) for _ in range(3))
 ln = ops.layer_norm(xm, gam, bet)
 bn = ops.batchnorm_channel_first(xc, gam16, bet16)
 sm = ops.softmax(xm)
+tall = up(rng.standard_normal((N // 16, 16)).astype(np.float32))
+wide = up(rng.standard_normal((N // 2048, 2048)).astype(np.float32))
+cube = up(rng.standard_normal((16, N // 256, 16)).astype(np.float32))
 cases = {
     "add": lambda: ops.add(x, y), "mul": lambda: ops.mul(x, y), "maximum": lambda: ops.maximum(x, y),
     "axpy": lambda: ops.axpy(x, y, c=0.5), "scale": lambda: ops.scale(x, c=0.5),
@@ -62,8 +65,12 @@ cases = {
     "batchnorm_backward": lambda: ops.batchnorm_channel_first_backward(gc, bn[1], bn[4], gam16),
     "softmax": lambda: ops.softmax(xm), "softmax_backward": lambda: ops.softmax_backward(sm, gm),
     "log_softmax": lambda: ops.log_softmax(xm),
+    "linear_backward_b (N/16 x 16)": lambda: ops.linear_backward_b(tall),
+    "sum_to (N/512 x 512 -> 512)": lambda: ops.sum_to(xm, shape=(cols,)),
+    "sum_to (N/2048 x 2048 -> 2048)": lambda: ops.sum_to(wide, shape=(2048,)),
+    "reduce_sum (16 x N/256 x 16, axis 1)": lambda: ops.reduce_sum(cube, axis=1),
 }
-keep = {id(b) for b in (x, y, g, pos, xm, gm, gam, bet, xc, gc, gam16, bet16, m, v, buf, sm) + ln + bn}
+keep = {id(b) for b in (x, y, g, pos, xm, gm, gam, bet, xc, gc, gam16, bet16, m, v, buf, sm, tall, wide, cube) + ln + bn}
 out = {}
 for name, f in cases.items():
     best = float("inf")

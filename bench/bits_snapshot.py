@@ -89,6 +89,11 @@ def large_cases():
     bb = ops.batchnorm_channel_first_backward(up(g[:xc.size].reshape(xc.shape)), bn[1], bn[4], up(gam[:10]))
     for i, v in enumerate(bb):
         out[f"batchnorm_bwd_{i}"] = v
+    tall = _data(9)[:2570 * 33].reshape(2570, 33)
+    out["sum_to_tall"] = ops.sum_to(up(tall), shape=(33,))
+    out["sum_to_wide"] = ops.sum_to(up(xs), shape=(333,))
+    out["linear_backward_b_tall"] = ops.linear_backward_b(up(tall))
+    out["reduce_sum_inner"] = ops.reduce_sum(up(_data(10)[:7 * 600 * 19].reshape(7, 600, 19)), axis=1)
     out["rand_uniform"] = ops.rand_uniform(n=N, key=12345)
     out["rand_normal"] = ops.rand_normal(n=N, key=777, mean=0.5, std=2.0)
     out["bernoulli"] = ops.bernoulli_mask(n=N, key=99, p=0.3)

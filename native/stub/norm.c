@@ -17,9 +17,6 @@
 #include "formulas/normalize.h"
 #include "entry/norm_kernels.h"
 
-TL_HIDDEN int tl_stub_axis_sum(const char *op, const float *X, float *Y, int64_t outer,
-                               int64_t len, int64_t inner);
-
 int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
                   int64_t rows, int64_t cols, double eps) {
     const int64_t n = rows * cols;
