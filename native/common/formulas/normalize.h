@@ -40,6 +40,11 @@ TLM_HD float tlf_rms_dx(float dxh, float xh, float S2, float fn, float inv_rms, 
     return tlm_mul(tlm_mul(tlm_sub(tlm_mul(dxh, fn), tlm_mul(xh, S2)), inv_rms), inv_n);
 }
 
+/* ---- mse_loss: mean of the rounded squares tlf_sqdev(yhat, target) (the sum by rule 4, then a
+ * division by n); backward (yhat - target) * (g (2 / n)), each step rounded ---- */
+TLM_HD float tlf_mse_scale(float g, float n) { return tlm_mul(g, tlm_div(2.0f, n)); }
+TLM_HD float tlf_mse_backward(float yhat, float target, float scale) { return tlm_mul(tlm_sub(yhat, target), scale); }
+
 /* ---- softmax and log_softmax ---- */
 TLM_HD float tlf_softmax_exp(float x, float max) { return tlm_exp(tlm_sub(x, max)); }
 TLM_HD float tlf_softmax_div(float e, float sum) { return tlm_div(e, sum); }
