@@ -26,7 +26,8 @@ TLM_HD float tlf_norm_inv(float sd) { return tlm_div(1.0f, sd); }
 TLM_HD float tlf_norm_xhat(float x, float mean, float sd) { return tlm_div(tlm_sub(x, mean), sd); }
 TLM_HD float tlf_affine(float xh, float gamma, float beta) { return tlm_add(tlm_mul(xh, gamma), beta); }
 
-/* ---- the backward map: dx of one element from its dxhat = g * gamma and xhat ---- */
+/* ---- the backward map: dx of one element from its dxhat = g * gamma and xhat; S2's terms ---- */
+TLM_HD float tlf_dxhat_xhat(float g, float gamma, float xh) { return tlm_mul(tlm_mul(g, gamma), xh); }
 TLM_HD float tlf_norm_dx(float dxh, float xh, float S1, float S2, float fn, float inv_std, float inv_n) {
     float t = tlm_sub(tlm_sub(tlm_mul(dxh, fn), S1), tlm_mul(xh, S2));
     return tlm_mul(tlm_mul(t, inv_std), inv_n);
