@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from torchlean._loader import BACKEND, lib
 from torchlean.buffer import raise_status
 
@@ -92,10 +94,18 @@ def backend() -> str:
     return BACKEND
 
 
+def _check_flag(op: str, flag) -> int:
+    """A bool or an integer (by its truth); anything else, a string like 'no' included, is an
+    error rather than a truthy value."""
+    if isinstance(flag, (int, np.integer, np.bool_)):
+        return 1 if flag else 0
+    raise TypeError(f"{op}: flag must be True or False, got {type(flag).__name__} {flag!r}")
+
+
 def set_deterministic(flag: bool) -> bool:
     """Turn fixed-order (bit-reproducible) reductions on or off; returns the observed flag.
     Turning it off also turns exact mode off (exact implies deterministic)."""
-    return bool(lib.tl_set_deterministic(1 if flag else 0))
+    return bool(lib.tl_set_deterministic(_check_flag("set_deterministic", flag)))
 
 
 def is_deterministic() -> bool:
@@ -107,7 +117,7 @@ def set_exact(flag: bool) -> bool:
     canonical arithmetic of native/common/tl_math.h so the stub and CUDA give the same bits
     (README "Reproducibility levels"). It implies deterministic mode: turned on with it, left
     as it was when exact mode goes off."""
-    return bool(lib.tl_set_exact(1 if flag else 0))
+    return bool(lib.tl_set_exact(_check_flag("set_exact", flag)))
 
 
 def is_exact() -> bool:
