@@ -5,7 +5,6 @@ reference) and a CUDA library. TORCHLEAN_BACKEND=stub|cuda|auto picks one at imp
 """
 from __future__ import annotations
 
-import builtins as _builtins
 
 from torchlean.errors import BackendError, DeviceError
 from torchlean import _loader
@@ -36,28 +35,9 @@ from torchlean.functions import (abs, exp, log, sqrt, rsqrt, sigmoid, tanh, relu
                                  matmul, mm, bmm, maximum, minimum, floor, trunc)
 from torchlean.exact_arith import exact_version
 from torchlean.runtime import (backend, set_deterministic, is_deterministic, set_exact, is_exact,
-                               synchronize)
+                               synchronize, memory_stats, reset_peak_memory_stats, empty_cache)
 
 __version__ = "0.1.0"
-
-
-def memory_stats() -> dict:
-    """Counters of the native allocator: live buffers and bytes, peak, allocations, frees, and
-    (CUDA) cached pool bytes, its cap and the device's free/total bytes."""
-    s = _ffi.new("tl_memory_stats *")
-    _lib.tl_memory_stats_get(s)
-    return {k: _builtins.int(getattr(s, k)) for k in (
-        "live_buffers", "live_bytes", "peak_bytes", "allocations", "frees", "cached_bytes",
-        "cache_cap_bytes", "device_free_bytes", "device_total_bytes")}
-
-
-def reset_peak_memory_stats() -> None:
-    _lib.tl_memory_reset_peak()
-
-
-def empty_cache() -> None:
-    """Return cached device memory to the driver (no-op on the stub)."""
-    _lib.tl_empty_cache()
 
 
 __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backend", "ops",

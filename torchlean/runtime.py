@@ -1,5 +1,5 @@
 """The runtime's switches: the TORCHLEAN_* environment, the determinism and exact-mode flags,
-TF32, and waiting for the device.
+TF32, waiting for the device and the allocator's counters.
 
 Every TORCHLEAN_* variable is named in ENV (and README "Environment variables") and parsed by
 one of the readers below, so a typo is an error naming the variable instead of a silent
@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from torchlean._loader import BACKEND, lib
+from torchlean._loader import BACKEND, ffi, lib
 from torchlean.buffer import raise_status
 
 # every variable torchlean reads: name -> (reader, what it sets); README lists the same
@@ -129,6 +129,25 @@ def synchronize() -> None:
     st = lib.tl_synchronize()
     if st:
         raise_status("synchronize", st)
+
+
+def memory_stats() -> dict:
+    """Counters of the native allocator: live buffers and bytes, peak, allocations, frees, and
+    (CUDA) cached pool bytes, its cap and the device's free/total bytes."""
+    s = ffi.new("tl_memory_stats *")
+    lib.tl_memory_stats_get(s)
+    return {k: int(getattr(s, k)) for k in (
+        "live_buffers", "live_bytes", "peak_bytes", "allocations", "frees", "cached_bytes",
+        "cache_cap_bytes", "device_free_bytes", "device_total_bytes")}
+
+
+def reset_peak_memory_stats() -> None:
+    lib.tl_memory_reset_peak()
+
+
+def empty_cache() -> None:
+    """Return cached device memory to the driver (no-op on the stub)."""
+    lib.tl_empty_cache()
 
 
 def _apply_environment() -> None:
