@@ -252,6 +252,11 @@ def layer_norm(x, gamma, beta, eps=1e-6):
     return (x - mean) / np.sqrt(var + eps) * gamma + beta
 
 
+def rms_norm(x, weight, eps=1.1920928955078125e-07):
+    """Over the last axis, as torch.nn.RMSNorm."""
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * weight
+
+
 def batchnorm_channel_first(x, gamma, beta, eps=1e-6):
     """x (C, ...) or (N, C, H, W): statistics per channel over every other axis."""
     batched = x.ndim == 4
@@ -417,6 +422,10 @@ def sigmoid(x):
 
 def tanh(x):
     return np.tanh(x)
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
 
 
 def softplus(x):

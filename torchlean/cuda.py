@@ -2,7 +2,7 @@
 answered by the backend chosen at import, never by probing a driver again."""
 from __future__ import annotations
 
-from torchlean import _loader
+from torchlean import _loader, runtime
 from torchlean.random import manual_seed
 
 
@@ -25,13 +25,11 @@ def manual_seed_all(seed: int) -> None:
 
 
 def synchronize(device=None) -> None:
-    from torchlean import synchronize as _sync
-    _sync()
+    runtime.synchronize()
 
 
 def empty_cache() -> None:
-    from torchlean import empty_cache as _empty
-    _empty()
+    runtime.empty_cache()
 
 
 __all__ = ["is_available", "device_count", "current_device", "manual_seed", "manual_seed_all",

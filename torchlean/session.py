@@ -218,10 +218,6 @@ def _release_claims(s: "Session") -> None:
                     del _trainers[p]
 
 
-def _binop_fallback(tape, name, a, b):
-    return getattr(tape, name)(a, b)
-
-
 class Session:
     """One tape, the parameter table (leaf id -> Parameter) and an integer environment.
 

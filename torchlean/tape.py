@@ -40,7 +40,6 @@ Who owns a gradient buffer during backward (one rule, one path in Tape._give/_ad
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from heapq import heappop, heappush
 
@@ -49,6 +48,7 @@ import numpy as np
 from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
 from torchlean.buffer import AnyBuffer
+from torchlean.runtime import env_flag
 
 
 class Node:
@@ -128,17 +128,7 @@ class NodeTable(dict):
         return self.next_id > 0
 
 
-def _env_flag(name: str) -> bool:
-    """unset, empty or 0: off; 1: on; anything else is an error (as TORCHLEAN_DETERMINISTIC)."""
-    v = os.environ.get(name)
-    if v is None or v in ("", "0"):
-        return False
-    if v == "1":
-        return True
-    raise ValueError(f"{name} must be unset, empty, 0 or 1, got {v!r}")
-
-
-KEEP_ACTIVATIONS = _env_flag("TORCHLEAN_KEEP_ACTIVATIONS")   # no recomputation when set
+KEEP_ACTIVATIONS = bool(env_flag("TORCHLEAN_KEEP_ACTIVATIONS"))   # no recomputation when set
 
 
 def _holds_memory(node) -> bool:

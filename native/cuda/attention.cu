@@ -31,17 +31,9 @@
 namespace {
 
 // ---------------------------------------------------------------- row-major GEMM helpers
-// C (M x N) = alpha * op(A) (M x K) @ op(B) (K x N) + beta * C; lda/ldb/ldc are the row-major
-// leading dimensions of the stored matrices. Row-major C^T = op(B)^T op(A)^T in column-major.
-int gemm(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-         float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-         float *C, int64_t ldc) {
-    TL_CUBLAS_TRY(op, cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  (int)N, (int)M, (int)K, &alpha, B, (int)ldb, A, (int)lda, &beta,
-                                  C, (int)ldc));
-    return TL_OK;
-}
-
+// C_b (M x N) = alpha * op(A_b) (M x K) @ op(B_b) (K x N) + beta * C_b on cuBLAS (the default
+// mode's composed path); lda/ldb/ldc are the row-major leading dimensions of the stored
+// matrices. Row-major C^T = op(B)^T op(A)^T in column-major.
 int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, int64_t N,
                  int64_t K, float alpha, const float *A, int64_t lda, int64_t sa, const float *B,
                  int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc, int64_t sc,
@@ -503,15 +495,12 @@ int core_backward(const char *op, const float *Q, const float *K, const float *V
     return composed_backward(op, hnd, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal);
 }
 
-// C (M x N) = op(A) op(B), or C += op(A) op(B) when accumulate: the canonical GEMM in exact mode
-// (which continues C's sums), cuBLAS otherwise. The projections and weight gradients.
+// C (M x N) = op(A) op(B), or C += op(A) op(B) when accumulate: the library's GEMM entry (the
+// canonical GEMM in exact mode, which continues C's sums; one cuBLAS SGEMM otherwise). The
+// projections and weight gradients.
 int project(const char *op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
             const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
-    if (tl_exact())
-        return tl_gemm_exact_f32(op, ta, tb, 1, M, N, K, A, lda, 0, B, ldb, 0, C, ldc, 0, accumulate);
-    cublasHandle_t hnd;
-    TL_TRY(tl_cublas(op, &hnd));
-    return gemm(op, hnd, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+    return tl_gemm_f32(op, ta, tb, 1, M, N, K, A, lda, 0, B, ldb, 0, accumulate ? 1.0f : 0.0f, C, ldc, 0, 1);
 }
 
 // CUDA launch limits: (batch x heads) runs on gridDim.y, and sequence offsets stay in int range

@@ -214,26 +214,12 @@ struct ChannelOf {
 // ------------------------------------------------------------------ GEMM (row-major)
 
 // C_b (M x Nc, ldc) = op(A_b) op(B_b) + beta C_b for b < batch; A_b is M x K (K x M when ta)
-// with leading dimension lda, B_b is K x Nc (Nc x K when tb). Row-major via the operand swap.
+// with leading dimension lda, B_b is K x Nc (Nc x K when tb): the library's GEMM entry (exact
+// mode: rule 3, accumulating (beta 1) continues C's chain; else cuBLAS).
 int gemm(const char *op, int ta, int tb, int64_t M, int64_t Nc, int64_t K, const float *A,
          int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB, float beta, float *C,
          int64_t ldc, int64_t sC, int64_t batch) {
-    if (M == 0 || Nc == 0 || batch == 0) return TL_OK;
-    if (M > INT32_MAX || Nc > INT32_MAX || K > INT32_MAX || batch > INT32_MAX ||
-        lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
-        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
-    if (tl_exact())  // rule 3: accumulate (beta 1) continues C's chain
-        return tl_gemm_exact_f32(op, ta, tb, batch, M, Nc, K, A, lda, sA, B, ldb, sB, C, ldc, sC,
-                                 beta != 0.0f);
-    cublasHandle_t h;
-    TL_TRY(tl_cublas(op, &h));
-    const float one = 1.0f;
-    if (K == 0 && beta != 0.0f) return TL_OK;  // nothing to add (K = 0, beta = 0 writes zeros)
-    TL_CUBLAS_TRY(op, cublasSgemmStridedBatched(
-        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)Nc, (int)M,
-        (int)K, &one, B, (int)(ldb > 0 ? ldb : 1), (long long)sB, A, (int)(lda > 0 ? lda : 1),
-        (long long)sA, &beta, C, (int)ldc, (long long)sC, (int)batch));
-    return TL_OK;
+    return tl_gemm_f32(op, ta, tb, batch, M, Nc, K, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, 0);
 }
 
 // zero n floats on the stream

@@ -62,4 +62,9 @@ static inline float tl_rule4_sum(const float *x, int64_t n) {
     return tlm_sum4_result(&acc);
 }
 
+/* y[o, i] = sum over k of x[o, k, i] by rule 4 for each output, every mode (reduce.c): the
+ * stub's one column sum (sum_to, linear's bias gradient, the norms' parameter gradients) */
+TL_HIDDEN int tl_stub_axis_sum(const char *op, const float *X, float *Y, int64_t outer,
+                               int64_t len, int64_t inner);
+
 #endif

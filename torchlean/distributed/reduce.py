@@ -14,12 +14,12 @@ import numpy as np
 
 from torchlean._loader import ffi, lib
 from torchlean.buffer import AnyBuffer, Buffer, raise_status
+from torchlean import runtime
 
 
 def exact_reduction() -> bool:
     """True when sums over ranks must run in rank order (deterministic or exact mode)."""
-    import torchlean
-    return torchlean.is_deterministic() or bool(getattr(torchlean, "is_exact", lambda: False)())
+    return runtime.is_deterministic() or runtime.is_exact()
 
 
 def buffer_view(buf: Buffer, start: int, n: int, shape) -> AnyBuffer:

@@ -88,6 +88,11 @@ def sigmoid(x):
     return _sess(x).op("sigmoid", x)
 
 
+def silu(x):
+    """torch's SiLU (swish), x * sigmoid(x): the registry's silu op."""
+    return _sess(x).op("silu", x)
+
+
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     """softmax over `dim`; dim=None is the last axis here (torch's legacy rule for a missing
     dim picks axis 0 of a 1-D or 3-D input and axis 1 otherwise, with a warning)."""
@@ -361,6 +366,13 @@ def causal_mask(l, s):
     return np.tri(l, s, dtype=bool)
 
 
+def fused_attention_fits(l, s, allowed, additive) -> bool:
+    """Whether the fused attention kernels can run this attention: self-shaped (as many keys as
+    queries), no additive mask, and a boolean mask, if any, of shape (L, L). The one test
+    F.scaled_dot_product_attention and nn.MultiheadAttention share (each adds its own limits)."""
+    return l == s and additive is None and (allowed is None or np.shape(allowed) == (l, l))
+
+
 def attention_core(q, k, v, allowed=None, additive=None, scale=None, dropout_p=0.0,
                    training=True):
     """softmax(q @ k^T * scale + additive, over keys where `allowed`) @ v for q (N, L, E),
@@ -413,8 +425,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     n = math.prod(lead)
     scores = lead + (l, sk)
     allowed, additive = (None, None) if is_causal else split_attention_mask(op, attn_mask, scores)
-    if (l == sk and e == ev and scale is None and dropout_p == 0.0 and additive is None
-            and 0 < n <= _FUSED_MAX_BATCH and (allowed is None or allowed.shape == (l, l))):
+    if (e == ev and scale is None and dropout_p == 0.0 and 0 < n <= _FUSED_MAX_BATCH
+            and fused_attention_fits(l, sk, allowed, additive)):
         # self-shaped: the fused attention op (causal as its attr, no mask buffer)
         y = s.op("attention", q.reshape(n, l, e), k.reshape(n, l, e), v.reshape(n, l, e),
                  mask=allowed, causal=bool(is_causal))

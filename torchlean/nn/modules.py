@@ -728,8 +728,8 @@ class MultiHeadAttention(Module):
                 blocked_when=mask is None)
         else:
             allowed, additive = None, None
-        fused = (self_attn and not self.has_bias and additive is None and key_padding_mask is None
-                 and (allowed is None or np.shape(allowed) == (t, t)))
+        fused = (self_attn and not self.has_bias and key_padding_mask is None
+                 and F.fused_attention_fits(t, sk, allowed, additive))
         if fused:
             return s.op("multi_head_attention", self.Wq, self.Wk, self.Wv, self.Wo, x,
                         num_heads=self.num_heads, mask=self._device_mask(allowed),
@@ -977,9 +977,12 @@ class RMSNorm(Module):
         ns, shp = self.normalized_shape, tuple(x.shape)
         if len(shp) < len(ns) or shp[len(shp) - len(ns):] != ns:
             raise ValueError(f"RMSNorm: expected input with trailing shape {ns}, got {shp}")
-        dims = tuple(range(len(shp) - len(ns), len(shp)))
-        y = x * ((x * x).mean(dim=dims, keepdim=True) + self.eps).rsqrt()
-        return y * x.session.use(self.weight) if self.weight is not None else y
+        cols = math.prod(ns)   # the registry's rms_norm over the normalized axes folded into one
+        s = x.session
+        w = s.use(self.weight).reshape(cols) if self.weight is not None else \
+            s.tensor(np.ones(cols, np.float32))
+        y = s.op("rms_norm", x.reshape(shp[:len(shp) - len(ns)] + (cols,)), w, eps=self.eps)
+        return y.reshape(shp)
 
 
 class GroupNorm(Module):

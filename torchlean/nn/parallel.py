@@ -42,7 +42,6 @@ import zlib
 
 import numpy as np
 
-import torchlean
 from torchlean import distributed as dist
 from torchlean import random as _random
 from torchlean.buffer import AnyBuffer

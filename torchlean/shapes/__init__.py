@@ -32,10 +32,3 @@ from .norm_attention import (attn_lse, attn_out, bn_c, bn_n, bn_out, bn_s, bn_st
 from .argreduce import select_axis, select_axis_back
 from .spectral_scan import (irfft, rfft, scan_checkpoints, scan_chunks, scan_mode,
                             selective_scan, spectral_conv1d, spectrum_rows)
-
-# Other names ops.yaml uses for the rules above (kept so the registry needs no edit).
-gemm_batch = mha_b = scan_batch = spectral_batch = batch_of
-mha_n = scan_steps = spectral_grid = seq_len
-fft_len = mha_dm = scan_width = spectral_width = cols
-spectral_modes = lead_len
-mha_flag = flag
