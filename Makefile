@@ -81,7 +81,8 @@ build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/t
 # small CUDA emulation (tests/native/cuda_emu/), so tests/test_attention_tiles.py checks them
 # without a GPU
 ATTN_EMU_DEPS := tests/native/attention_tiled_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
-                 native/cuda/attention_tiled.cuh native/cuda/reduce_util.cuh native/common/tl_math.h
+                 native/cuda/attention_tiled.cuh native/cuda/attention_exact.cuh \
+                 native/cuda/reduce_util.cuh native/common/tl_math.h
 build/attention_tiled_emu.so: $(ATTN_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
