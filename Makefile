@@ -88,6 +88,15 @@ build/attention_tiled_emu.so: $(ATTN_EMU_DEPS)
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
 	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
 
+# exact mode's convolution kernels (native/cuda/conv_exact.cuh) on the CPU, the same emulation:
+# tests/test_conv_exact_kernels.py compares them with the stub bit for bit
+CONV_EMU_DEPS := tests/native/conv_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+                 native/cuda/conv_exact.cuh native/common/tl_math.h
+build/conv_exact_emu.so: $(CONV_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
 	$(PY) -m codegen.gen
 

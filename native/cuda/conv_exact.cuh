@@ -1,0 +1,425 @@
+// conv_exact.cuh: exact mode's convolution kernels (1-D and 2-D) as implicit GEMMs: the image-side
+// operand is gathered from the image a tile at a time, so no im2col or col2im buffer exists, and
+// every output gets the bits of the stub (stub/conv_pool.c: im2col + the exact GEMM + col2im,
+// rules 3 and 4 of native/common/tl_math.h). Device code only: conv_pool.cu launches these, and
+// tests/native/conv_exact_emu.cpp runs the same source on the CPU (tests/native/cuda_emu), so
+// CI compares them with the stub bit for bit without a GPU.
+//
+// Three kernels serve the six passes (conv and transposed conv: forward, input and kernel
+// gradient). With "image" the side the stub runs im2col or col2im on (C channels, H x W) and
+// "columns" the other side's positions (OH x OW), a tap t = (kh, kw) < KH x KW joins column
+// (oy, ox) with image cell (oy SH + kh - PH, ox SW + kw - PW):
+//   cx_gather   out[b][m][o] = from start(m) (bias or 0), the fma chain over k = (c, t) in order
+//               of A[m][k] * image_b[c][cell(t, o)], 0 where the cell is padding (the fma still
+//               happens, as the stub's GEMM multiplies the column's 0): the conv forward, and
+//               the transposed conv's input gradient.
+//   cx_scatter  out[b][c][cell] = from start(c), for t in kernel order where some column o reads
+//               the cell through t: + (the fma chain over d < D, from 0, of Wt[d][c][t] *
+//               src_b[d][o]): the chain is the stub's column entry (W^T times the columns) and
+//               the adds are its col2im (each cell's taps in kernel order): the conv input
+//               gradient, and the transposed conv's forward.
+//   cx_wgrad    part[b][m][(c, t)] = the fma chain over positions o in order, from 0, of
+//               A_b[m][o] * image_b[c][cell(t, o)] (0 in the padding): one sample's kernel
+//               gradient; conv_pool.cu then sums the samples by rule 4 (linalg.cuh Rule4Stream).
+// Tiling follows the exact GEMM (gemm.cu): 256 threads of a 16 x 16 grid, each owning TM x TN
+// outputs (rows and columns in groups of 4, groups 64 apart, read as float4 from shared memory),
+// K staged CX_BK deep through double-buffered shared memory (one barrier per stage, the next
+// stage's loads in flight during the current stage's FMAs). The last stage stops at K: no fma
+// with padding past the end of a chain. Every output is written by one thread: no atomics.
+#pragma once
+
+#include <stdint.h>
+#include "tl_math.h"
+
+namespace {
+
+// One side of a convolution seen by the kernels: the image (C channels of H x W), the column
+// positions (OH x OW), the kernel (KH x KW taps), strides and paddings. A 1-D convolution is
+// the 2-D one of height 1.
+struct ConvShape {
+    int C, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
+};
+
+constexpr int CX_THREADS = 256, CX_BK = 16;
+
+// a block's tile: TM x TN outputs per thread (4 or 8 each)
+template <int TM, int TN>
+struct CxTile {
+    static constexpr int RM = TM, RN = TN, BM = 16 * TM, BN = 16 * TN;
+    static constexpr int LDA = BM + 4, LDB = BN + 4;  // shared rows, 16-byte aligned, skewed
+    static constexpr int LA = CX_BK * BM / CX_THREADS, LB = CX_BK * BN / CX_THREADS;
+    static constexpr int SMEM = 2 * CX_BK * (LDA + LDB) * (int)sizeof(float);
+};
+
+// the tile offset of a thread's output i (of TM or TN), t its thread row or column
+__host__ __device__ __forceinline__ int cx_at(int i, int t) { return (i / 4) * 64 + t * 4 + i % 4; }
+
+// outputs per thread along an axis of n outputs: 4 when one 64-wide tile covers it
+__host__ __device__ __forceinline__ int cx_per_thread(int64_t n) { return n <= 64 ? 4 : 8; }
+
+// acc[i][j] = fma(A(k, i), B(k, j), acc[i][j]) for k = 0..K-1 in order. loadA / loadB fill a
+// stage's registers from k0, storeA / storeB put them into a shared buffer (As or Bs plus
+// buffer * CX_BK * LD); every thread of the block calls it with the same K.
+template <int TM, int TN, class LoadA, class LoadB, class StoreA, class StoreB>
+__device__ __forceinline__ void cx_chain(int K, float *As, float *Bs, LoadA loadA, LoadB loadB,
+                                         StoreA storeA, StoreB storeB, float (&acc)[TM][TN]) {
+    typedef CxTile<TM, TN> T;
+    if (K <= 0) return;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    float ra[T::LA], rb[T::LB];
+    loadA(0, ra);
+    loadB(0, rb);
+    storeA(As, ra);
+    storeB(Bs, rb);
+    __syncthreads();
+    for (int k0 = 0, cur = 0; k0 < K; k0 += CX_BK, cur ^= 1) {
+        const bool more = k0 + CX_BK < K;
+        if (more) {
+            loadA(k0 + CX_BK, ra);
+            loadB(k0 + CX_BK, rb);
+        }
+        const float *as = As + cur * CX_BK * T::LDA, *bs = Bs + cur * CX_BK * T::LDB;
+        const int kn = K - k0 < CX_BK ? K - k0 : CX_BK;
+        for (int kk = 0; kk < kn; kk++) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int g = 0; g < TM / 4; g++) {
+                const float4 v = *reinterpret_cast<const float4 *>(as + kk * T::LDA + g * 64 + ty * 4);
+                a[4 * g] = v.x; a[4 * g + 1] = v.y; a[4 * g + 2] = v.z; a[4 * g + 3] = v.w;
+            }
+#pragma unroll
+            for (int g = 0; g < TN / 4; g++) {
+                const float4 v = *reinterpret_cast<const float4 *>(bs + kk * T::LDB + g * 64 + tx * 4);
+                b[4 * g] = v.x; b[4 * g + 1] = v.y; b[4 * g + 2] = v.z; b[4 * g + 3] = v.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        }
+        if (more) {
+            storeA(As + (cur ^ 1) * CX_BK * T::LDA, ra);
+            storeB(Bs + (cur ^ 1) * CX_BK * T::LDB, rb);
+        }
+        __syncthreads();
+    }
+}
+
+// cx_gather: out[b][m][o] for rows m < M and columns (b, o) < ncols = batch * OH * OW; A is
+// M x (C KH KW) row-major; start bias[m] or 0. Grid: (column tiles, row tiles).
+template <int TM, int TN>
+__global__ void __launch_bounds__(CX_THREADS)
+cx_gather(int M, int ncols, const float *__restrict__ A, const float *__restrict__ bias,
+          const float *__restrict__ img, float *__restrict__ out, ConvShape s) {
+    typedef CxTile<TM, TN> T;
+    extern __shared__ float4 smem4[];
+    float *As = reinterpret_cast<float *>(smem4), *Bs = As + 2 * CX_BK * T::LDA;
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int row0 = blockIdx.y * T::BM, col0 = blockIdx.x * T::BN;
+    const int KK = s.KH * s.KW, CK = s.C * KK, P = s.OH * s.OW;
+    // this thread's B loads: column jb of the tile, k rows tid / BN + (256 / BN) q
+    const int jb = tid % T::BN, col = col0 + jb;
+    const bool cok = col < ncols;
+    const int bb = cok ? col / P : 0, pb = cok ? col % P : 0;
+    const int iy0 = (pb / s.OW) * s.SH - s.PH, ix0 = (pb % s.OW) * s.SW - s.PW;
+    const float *im = img + (int64_t)bb * s.C * s.H * s.W;
+    auto loadA = [&](int k0, float *ra) {
+#pragma unroll
+        for (int q = 0; q < T::LA; q++) {
+            const int e = tid + CX_THREADS * q, r = row0 + e / CX_BK, k = k0 + e % CX_BK;
+            ra[q] = (r < M && k < CK) ? A[(int64_t)r * CK + k] : 0.0f;
+        }
+    };
+    auto storeA = [&](float *S, const float *ra) {
+#pragma unroll
+        for (int q = 0; q < T::LA; q++) {
+            const int e = tid + CX_THREADS * q;
+            S[(e % CX_BK) * T::LDA + e / CX_BK] = ra[q];
+        }
+    };
+    auto loadB = [&](int k0, float *rb) {
+#pragma unroll
+        for (int q = 0; q < T::LB; q++) {
+            const int k = k0 + tid / T::BN + (CX_THREADS / T::BN) * q;
+            float v = 0.0f;
+            if (cok && k < CK) {
+                const int c = k / KK, t = k % KK;
+                const int iy = iy0 + t / s.KW, ix = ix0 + t % s.KW;
+                if (iy >= 0 && iy < s.H && ix >= 0 && ix < s.W) v = im[((int64_t)c * s.H + iy) * s.W + ix];
+            }
+            rb[q] = v;
+        }
+    };
+    auto storeB = [&](float *S, const float *rb) {
+#pragma unroll
+        for (int q = 0; q < T::LB; q++) S[(tid / T::BN + (CX_THREADS / T::BN) * q) * T::LDB + jb] = rb[q];
+    };
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int r = row0 + cx_at(i, ty);
+#pragma unroll
+        for (int j = 0; j < TN; j++) acc[i][j] = (bias && r < M) ? bias[r] : 0.0f;
+    }
+    cx_chain<TM, TN>(CK, As, Bs, loadA, loadB, storeA, storeB, acc);
+#pragma unroll
+    for (int j = 0; j < TN; j++) {
+        const int c = col0 + cx_at(j, tx);
+        if (c >= ncols) continue;
+        const int b = c / P, o = c % P;
+#pragma unroll
+        for (int i = 0; i < TM; i++) {
+            const int r = row0 + cx_at(i, ty);
+            if (r < M) out[((int64_t)b * M + r) * P + o] = acc[i][j];
+        }
+    }
+}
+
+// cx_scatter: out[b][c][cell] for rows c < s.C and columns (b, cell) < ncols = batch * H * W;
+// Wt is D x C x (KH KW), src_b D x (OH OW); start bias[c] or 0. Grid: (column tiles, row tiles).
+template <int TM, int TN>
+__global__ void __launch_bounds__(CX_THREADS)
+cx_scatter(int D, int ncols, const float *__restrict__ Wt, const float *__restrict__ bias,
+           const float *__restrict__ src, float *__restrict__ out, ConvShape s) {
+    typedef CxTile<TM, TN> T;
+    extern __shared__ float4 smem4[];
+    float *As = reinterpret_cast<float *>(smem4), *Bs = As + 2 * CX_BK * T::LDA;
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int row0 = blockIdx.y * T::BM, col0 = blockIdx.x * T::BN;
+    const int M = s.C, KK = s.KH * s.KW, HW = s.H * s.W, P = s.OH * s.OW;
+    // the column this thread loads (jb) and the columns of its outputs (j): sample and cell
+    const int jb = tid % T::BN, colb = col0 + jb;
+    const bool cok = colb < ncols;
+    const int bb = cok ? colb / HW : 0, cb = cok ? colb % HW : 0;
+    const int yb = cb / s.W + s.PH, xb = cb % s.W + s.PW;  // cell + padding: o s + t
+    const float *sb = src + (int64_t)bb * D * P;
+    int cy[TN], cx[TN];
+#pragma unroll
+    for (int j = 0; j < TN; j++) {
+        const int c = col0 + cx_at(j, tx), cell = (c < ncols ? c : 0) % HW;
+        cy[j] = cell / s.W + s.PH;
+        cx[j] = cell % s.W + s.PW;
+    }
+    float sum[TM][TN], acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int r = row0 + cx_at(i, ty);
+#pragma unroll
+        for (int j = 0; j < TN; j++) sum[i][j] = (bias && r < M) ? bias[r] : 0.0f;
+    }
+    for (int kh = 0; kh < s.KH; kh++)
+        for (int kw = 0; kw < s.KW; kw++) {
+            const int t = kh * s.KW + kw;
+            // the column position that reads this thread's load cell through tap t, or -1
+            const int ry = yb - kh, rx = xb - kw;
+            const int ob = (cok && ry >= 0 && rx >= 0 && ry % s.SH == 0 && rx % s.SW == 0 &&
+                            ry / s.SH < s.OH && rx / s.SW < s.OW)
+                               ? (ry / s.SH) * s.OW + rx / s.SW : -1;
+            auto loadA = [&](int k0, float *ra) {
+#pragma unroll
+                for (int q = 0; q < T::LA; q++) {
+                    const int e = tid + CX_THREADS * q, r = row0 + e % T::BM, d = k0 + e / T::BM;
+                    ra[q] = (r < M && d < D) ? Wt[((int64_t)d * M + r) * KK + t] : 0.0f;
+                }
+            };
+            auto storeA = [&](float *S, const float *ra) {
+#pragma unroll
+                for (int q = 0; q < T::LA; q++) {
+                    const int e = tid + CX_THREADS * q;
+                    S[(e / T::BM) * T::LDA + e % T::BM] = ra[q];
+                }
+            };
+            auto loadB = [&](int k0, float *rb) {
+#pragma unroll
+                for (int q = 0; q < T::LB; q++) {
+                    const int d = k0 + tid / T::BN + (CX_THREADS / T::BN) * q;
+                    rb[q] = (ob >= 0 && d < D) ? sb[(int64_t)d * P + ob] : 0.0f;
+                }
+            };
+            auto storeB = [&](float *S, const float *rb) {
+#pragma unroll
+                for (int q = 0; q < T::LB; q++)
+                    S[(tid / T::BN + (CX_THREADS / T::BN) * q) * T::LDB + jb] = rb[q];
+            };
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
+            cx_chain<TM, TN>(D, As, Bs, loadA, loadB, storeA, storeB, acc);
+#pragma unroll
+            for (int j = 0; j < TN; j++) {
+                const int vy = cy[j] - kh, vx = cx[j] - kw;
+                if (vy < 0 || vx < 0 || vy % s.SH || vx % s.SW || vy / s.SH >= s.OH || vx / s.SW >= s.OW)
+                    continue;  // no column reads this cell through tap t
+#pragma unroll
+                for (int i = 0; i < TM; i++) sum[i][j] = tlm_add(sum[i][j], acc[i][j]);
+            }
+        }
+#pragma unroll
+    for (int j = 0; j < TN; j++) {
+        const int c = col0 + cx_at(j, tx);
+        if (c >= ncols) continue;
+        const int b = c / HW, cell = c % HW;
+#pragma unroll
+        for (int i = 0; i < TM; i++) {
+            const int r = row0 + cx_at(i, ty);
+            if (r < M) out[((int64_t)b * M + r) * HW + cell] = sum[i][j];
+        }
+    }
+}
+
+// cx_wgrad: part[z][m][n] for rows m < M, columns n = (c, t) < C KH KW and samples z <
+// gridDim.z: the chain over sample z's positions of A_z[m][o] (A_z = A + z M OH OW, row-major
+// M x OH OW) times image_z[c][cell(t, o)]. Grid: (column tiles, row tiles, samples).
+template <int TM, int TN>
+__global__ void __launch_bounds__(CX_THREADS)
+cx_wgrad(int M, const float *__restrict__ A, const float *__restrict__ img,
+         float *__restrict__ part, ConvShape s) {
+    typedef CxTile<TM, TN> T;
+    extern __shared__ float4 smem4[];
+    float *As = reinterpret_cast<float *>(smem4), *Bs = As + 2 * CX_BK * T::LDA;
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int row0 = blockIdx.y * T::BM, col0 = blockIdx.x * T::BN;
+    const int KK = s.KH * s.KW, CK = s.C * KK, P = s.OH * s.OW;
+    const int64_t z = blockIdx.z;
+    const float *Az = A + z * M * P, *im = img + z * s.C * s.H * s.W;
+    // this thread's B loads: position k0 + kb of columns tid / 16 + 16 q
+    const int kb = tid % CX_BK;
+    int off[T::LB], dy[T::LB], dx[T::LB];
+#pragma unroll
+    for (int q = 0; q < T::LB; q++) {
+        const int n = col0 + tid / CX_BK + 16 * q, c = n / KK, t = n % KK;
+        off[q] = n < CK ? c * s.H * s.W : -1;
+        dy[q] = t / s.KW - s.PH;
+        dx[q] = t % s.KW - s.PW;
+    }
+    auto loadA = [&](int k0, float *ra) {
+#pragma unroll
+        for (int q = 0; q < T::LA; q++) {
+            const int e = tid + CX_THREADS * q, r = row0 + e / CX_BK, k = k0 + e % CX_BK;
+            ra[q] = (r < M && k < P) ? Az[(int64_t)r * P + k] : 0.0f;
+        }
+    };
+    auto storeA = [&](float *S, const float *ra) {
+#pragma unroll
+        for (int q = 0; q < T::LA; q++) {
+            const int e = tid + CX_THREADS * q;
+            S[(e % CX_BK) * T::LDA + e / CX_BK] = ra[q];
+        }
+    };
+    auto loadB = [&](int k0, float *rb) {
+        const int o = k0 + kb;
+        const int oy = o < P ? (o / s.OW) * s.SH : -(1 << 20), ox = (o % s.OW) * s.SW;
+#pragma unroll
+        for (int q = 0; q < T::LB; q++) {
+            const int iy = oy + dy[q], ix = ox + dx[q];
+            rb[q] = (off[q] >= 0 && iy >= 0 && iy < s.H && ix >= 0 && ix < s.W)
+                        ? im[off[q] + iy * s.W + ix] : 0.0f;
+        }
+    };
+    auto storeB = [&](float *S, const float *rb) {
+#pragma unroll
+        for (int q = 0; q < T::LB; q++) S[kb * T::LDB + tid / CX_BK + 16 * q] = rb[q];
+    };
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
+    cx_chain<TM, TN>(P, As, Bs, loadA, loadB, storeA, storeB, acc);
+    float *pz = part + z * M * CK;
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int r = row0 + cx_at(i, ty);
+        if (r >= M) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            const int n = col0 + cx_at(j, tx);
+            if (n < CK) pz[(int64_t)r * CK + n] = acc[i][j];
+        }
+    }
+}
+
+
+// ---------------------------------------------------------------- the passes (host side)
+// A convolution's sizes in 2-D (1-D: height 1): N samples, input Cin x H x W, output Cout x
+// OH x OW, kernel KH x KW, strides, paddings. For a transposed convolution "input" and "output"
+// are its own (x and y), the stub's swapped geometry.
+struct ConvDims {
+    int N, Cin, Cout, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
+};
+
+// the image and columns of the stub's im2col / col2im: the input and output positions for a
+// convolution, the output and input positions for a transposed convolution
+inline ConvShape cx_shape(const ConvDims &d, bool transpose) {
+    ConvShape s;
+    s.C = transpose ? d.Cout : d.Cin;
+    s.H = transpose ? d.OH : d.H;   s.W = transpose ? d.OW : d.W;
+    s.OH = transpose ? d.H : d.OH;  s.OW = transpose ? d.W : d.OW;
+    s.KH = d.KH; s.KW = d.KW; s.SH = d.SH; s.SW = d.SW; s.PH = d.PH; s.PW = d.PW;
+    return s;
+}
+
+// f(CxTile<TM, TN>()) for the tile of a launch over `rows` x `cols` outputs (wide: 8 columns per
+// thread allowed; cx_scatter keeps two accumulators per output, so it keeps 4)
+template <class F>
+void cx_tiles(int64_t rows, int64_t cols, bool wide, F f) {
+    const bool r8 = cx_per_thread(rows) == 8, c8 = wide && cx_per_thread(cols) == 8;
+    if (r8 && c8) f(CxTile<8, 8>());
+    else if (r8) f(CxTile<8, 4>());
+    else if (c8) f(CxTile<4, 8>());
+    else f(CxTile<4, 4>());
+}
+
+// Each pass as the stub orders it, launched through L: L::gather(tile, M, ncols, A, bias, img,
+// out, shape), L::scatter(tile, D, ncols, Wt, bias, src, out, shape) and L::wgrad(tile, M,
+// samples, A, img, part, shape) launch the kernels of the tile (conv_pool.cu on the GPU,
+// tests/native/conv_exact_emu.cpp on the CPU); each returns 0 or an error code.
+
+// y = the convolution (transpose 0) or transposed convolution (1) of x, from the bias
+template <class L>
+int cx_forward(L &l, const ConvDims &d, bool transpose, const float *W, const float *bias,
+               const float *X, float *Y) {
+    const ConvShape s = cx_shape(d, transpose);
+    const int ncols = d.N * d.OH * d.OW;  // y's cells
+    if (d.Cout == 0 || ncols == 0) return 0;
+    int st = 0;
+    if (!transpose)  // y_b = bias + W col(x_b)
+        cx_tiles(d.Cout, ncols, true, [&](auto t) { st = l.gather(t, d.Cout, ncols, W, bias, X, Y, s); });
+    else             // y_b = col2im(W^T x_b) onto the bias
+        cx_tiles(d.Cout, ncols, false, [&](auto t) { st = l.scatter(t, d.Cin, ncols, W, bias, X, Y, s); });
+    return st;
+}
+
+// dx from the upstream gradient g: col2im(W^T col(g)) for a convolution, W col(g) for a
+// transposed convolution (the chains start from 0)
+template <class L>
+int cx_input_grad(L &l, const ConvDims &d, bool transpose, const float *W, const float *G, float *dX) {
+    const ConvShape s = cx_shape(d, transpose);
+    const int ncols = d.N * d.H * d.W;
+    if (d.Cin == 0 || ncols == 0) return 0;
+    int st = 0;
+    if (!transpose)
+        cx_tiles(d.Cin, ncols, false, [&](auto t) { st = l.scatter(t, d.Cout, ncols, W, nullptr, G, dX, s); });
+    else
+        cx_tiles(d.Cin, ncols, true, [&](auto t) { st = l.gather(t, d.Cin, ncols, W, nullptr, G, dX, s); });
+    return st;
+}
+
+// part[z] (Ca x Cb KH KW, z < m) = the kernel gradient of sample n0 + z alone: g_b col(x_b)^T for a
+// convolution (Ca = Cout), x_b col(g_b)^T for a transposed convolution (Ca = Cin)
+template <class L>
+int cx_kernel_grad(L &l, const ConvDims &d, bool transpose, const float *X, const float *G,
+                   int n0, int m, float *part) {
+    const ConvShape s = cx_shape(d, transpose);
+    const int Ca = transpose ? d.Cin : d.Cout, nk = s.C * d.KH * d.KW;
+    if (Ca == 0 || nk == 0 || m == 0) return 0;
+    const float *xs = X + (int64_t)n0 * d.Cin * d.H * d.W, *gs = G + (int64_t)n0 * d.Cout * d.OH * d.OW;
+    int st = 0;
+    cx_tiles(Ca, nk, true, [&](auto t) {
+        st = l.wgrad(t, Ca, m, transpose ? xs : gs, transpose ? gs : xs, part, s);
+    });
+    return st;
+}
+
+}  // namespace
