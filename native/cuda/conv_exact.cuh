@@ -108,7 +108,7 @@ __device__ __forceinline__ void cx_chain(int K, float *As, float *Bs, LoadA load
 // cx_gather: out[b][m][o] for rows m < M and columns (b, o) < ncols = batch * OH * OW; A is
 // M x (C KH KW) row-major; start bias[m] or 0. Grid: (column tiles, row tiles).
 template <int TM, int TN>
-__global__ void __launch_bounds__(CX_THREADS)
+__global__ void __launch_bounds__(CX_THREADS, 2)
 cx_gather(int M, int ncols, const float *__restrict__ A, const float *__restrict__ bias,
           const float *__restrict__ img, float *__restrict__ out, ConvShape s) {
     typedef CxTile<TM, TN> T;
@@ -178,7 +178,7 @@ cx_gather(int M, int ncols, const float *__restrict__ A, const float *__restrict
 // cx_scatter: out[b][c][cell] for rows c < s.C and columns (b, cell) < ncols = batch * H * W;
 // Wt is D x C x (KH KW), src_b D x (OH OW); start bias[c] or 0. Grid: (column tiles, row tiles).
 template <int TM, int TN>
-__global__ void __launch_bounds__(CX_THREADS)
+__global__ void __launch_bounds__(CX_THREADS, 2)
 cx_scatter(int D, int ncols, const float *__restrict__ Wt, const float *__restrict__ bias,
            const float *__restrict__ src, float *__restrict__ out, ConvShape s) {
     typedef CxTile<TM, TN> T;
@@ -272,7 +272,7 @@ cx_scatter(int D, int ncols, const float *__restrict__ Wt, const float *__restri
 // gridDim.z: the chain over sample z's positions of A_z[m][o] (A_z = A + z M OH OW, row-major
 // M x OH OW) times image_z[c][cell(t, o)]. Grid: (column tiles, row tiles, samples).
 template <int TM, int TN>
-__global__ void __launch_bounds__(CX_THREADS)
+__global__ void __launch_bounds__(CX_THREADS, 2)
 cx_wgrad(int M, const float *__restrict__ A, const float *__restrict__ img,
          float *__restrict__ part, ConvShape s) {
     typedef CxTile<TM, TN> T;

@@ -34,6 +34,7 @@
 #include "common.cuh"
 #include "linalg.cuh"
 #include "conv_igemm.cuh"
+#include "conv_exact.cuh"
 #include "entry/conv_pool_kernels.h"
 
 namespace {
@@ -113,9 +114,7 @@ __global__ void k_col2im(Geom G, int64_t C, int64_t nb, const float *col, const 
 // (channel, sample, output position) walking its kernel window (im2col) and one thread per image
 // cell walking the offsets that read it (col2im). Most convolutions take it; 64-bit divisions
 // in the N-D kernels above cost more than the memory traffic.
-struct Geom2 {
-    int C, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
-};
+typedef ConvShape Geom2;  // conv_exact.cuh: C, H, W, OH, OW, KH, KW, SH, SW, PH, PW
 
 __global__ void k_im2col_2d(Geom2 g, int nb, const float *img, float *col) {
     const int P = g.OH * g.OW, total = g.C * nb * P, K = g.KH * g.KW;
@@ -332,6 +331,79 @@ int kgrad_stream(const char *op, Rule4Stream &acc, int64_t nk, int64_t n, Scratc
     return tl_scratch(op, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &sc.p[2]);
 }
 
+// ------------------------------------------------------------------ exact implicit GEMMs
+
+// Exact mode's 1-D and 2-D convolutions run conv_exact.cuh's kernels (no column buffer): 32-bit
+// index arithmetic enough and row tiles within gridDim.y. Three or more spatial axes stay on
+// the im2col + exact GEMM path below (the same bits).
+bool exact_implicit(const Geom &G) {
+    if (!tl_exact() || G.r > 2) return false;
+    const int64_t lim = INT32_MAX / 2, rows = (int64_t)65535 * 64;
+    return G.n * G.cin * G.in_n < lim && G.n * G.cout * G.out_n < lim &&
+           G.cout * G.cin * G.k_n < lim && G.cin < rows && G.cout < rows;
+}
+
+ConvDims dims_of(const Geom &G) {
+    const Geom2 in = to_2d(G, G.cin);  // H, W, OH, OW, kernel, strides, paddings in 2-D
+    ConvDims d;
+    d.N = (int)G.n; d.Cin = (int)G.cin; d.Cout = (int)G.cout;
+    d.H = in.H; d.W = in.W; d.OH = in.OH; d.OW = in.OW; d.KH = in.KH; d.KW = in.KW;
+    d.SH = in.SH; d.SW = in.SW; d.PH = in.PH; d.PW = in.PW;
+    return d;
+}
+
+unsigned tiles_of(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
+
+// conv_exact.cuh's launches on the library's stream
+struct ExactLaunch {
+    const char *op;
+    template <class T>
+    int gather(T, int M, int ncols, const float *A, const float *bias, const float *img, float *out,
+               ConvShape s) {
+        cx_gather<T::RM, T::RN><<<dim3(tiles_of(ncols, T::BN), tiles_of(M, T::BM)), CX_THREADS,
+                                  T::SMEM, tl_stream()>>>(M, ncols, A, bias, img, out, s);
+        return tl_cuda_launched(op);
+    }
+    template <class T>
+    int scatter(T, int D, int ncols, const float *Wt, const float *bias, const float *src,
+                float *out, ConvShape s) {
+        cx_scatter<T::RM, T::RN><<<dim3(tiles_of(ncols, T::BN), tiles_of(s.C, T::BM)), CX_THREADS,
+                                   T::SMEM, tl_stream()>>>(D, ncols, Wt, bias, src, out, s);
+        return tl_cuda_launched(op);
+    }
+    template <class T>
+    int wgrad(T, int M, int m, const float *A, const float *img, float *part, ConvShape s) {
+        const int nk = s.C * s.KH * s.KW;
+        cx_wgrad<T::RM, T::RN><<<dim3(tiles_of(nk, T::BN), tiles_of(M, T::BM), (unsigned)m),
+                                 CX_THREADS, T::SMEM, tl_stream()>>>(M, A, img, part, s);
+        return tl_cuda_launched(op);
+    }
+};
+
+// dX, then dW: per chunk of samples their partials (one chain over each sample's positions),
+// pushed into the rule-4 sum over the samples (Rule4Stream; dW written after the last chunk)
+int exact_backward(const char *op, const Geom &G, int transpose, const float *W, const float *X,
+                   const float *Gd, float *DK, float *DX) {
+    const ConvDims d = dims_of(G);
+    ExactLaunch l{op};
+    TL_TRY(cx_input_grad(l, d, transpose != 0, W, Gd, DX));
+    const int64_t nk = G.cout * G.cin * G.k_n;
+    if (nk == 0) return TL_OK;
+    Scratch sc;
+    Rule4Stream acc;
+    TL_TRY(kgrad_stream(op, acc, nk, G.n, sc));
+    int64_t nb = chunk_samples(nk, 0, G.n);
+    if (nb > 65535) nb = 65535;  // samples on gridDim.z
+    TL_TRY(tl_scratch(op, (size_t)(nb * nk) * sizeof(float), &sc.p[1]));
+    float *part = (float *)sc.p[1];
+    for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
+        const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
+        TL_TRY(cx_kernel_grad(l, d, transpose != 0, X, Gd, (int)n0, (int)m, part));
+        TL_TRY(rule4_stream_push(op, acc, (float *)sc.p[2], part, m, n0 + m == G.n ? DK : nullptr));
+    }
+    return TL_OK;
+}
+
 // ------------------------------------------------------------------ convolution
 
 int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
@@ -344,6 +416,10 @@ int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
     float *Y = y->data;
     if (tl_conv_igemm_takes(G, transpose))
         return tl_conv_igemm_forward(op, G, transpose, W, bias->data, X, Y);
+    if (exact_implicit(G)) {
+        ExactLaunch l{op};
+        return cx_forward(l, dims_of(G), transpose != 0, W, bias->data, X, Y);
+    }
     Scratch sc;
     if (!transpose) {
         const int64_t P = G.out_n, CK = G.cin * K;
@@ -395,10 +471,12 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
     // the implicit GEMMs write every element of dk and dx, and of db for a convolution (its
     // kernel-gradient pass sums g as well)
     const bool implicit = tl_conv_igemm_takes(G, transpose);
+    // exact mode's implicit GEMMs write every element of dk and dx as well
+    const bool exact = exact_implicit(G) && G.n * yout > 0 && G.n * xin > 0;
     if (implicit && !transpose)
         return tl_conv_igemm_backward(op, G, 0, kernel->data, input->data, g->data, dk->data,
                                       db->data, dx->data);
-    if (!implicit) {
+    if (!implicit && !exact) {
         TL_TRY(zero(op, dk->data, nk));
         TL_TRY(zero(op, dx->data, G.n * xin));
     }
@@ -412,6 +490,9 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
     if (implicit)
         return tl_conv_igemm_backward(op, G, 1, kernel->data, input->data, g->data, dk->data,
                                       nullptr, dx->data);
+    if (exact)
+        return exact_backward(op, G, transpose, kernel->data, input->data, g->data, dk->data,
+                              dx->data);
     if (G.n * yout == 0 || G.n * xin == 0) return TL_OK;
     const float *W = kernel->data, *X = input->data, *Gd = g->data;
     float *DK = dk->data, *DX = dx->data;
