@@ -80,7 +80,7 @@ __device__ __forceinline__ void cx_chain(int K, float *As, float *Bs, LoadA load
         }
         const float *as = As + cur * CX_BK * T::LDA, *bs = Bs + cur * CX_BK * T::LDB;
         const int kn = K - k0 < CX_BK ? K - k0 : CX_BK;
-        for (int kk = 0; kk < kn; kk++) {
+        auto step = [&](int kk) {
             float a[TM], b[TN];
 #pragma unroll
             for (int g = 0; g < TM / 4; g++) {
@@ -96,6 +96,12 @@ __device__ __forceinline__ void cx_chain(int K, float *As, float *Bs, LoadA load
             for (int i = 0; i < TM; i++)
 #pragma unroll
                 for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        };
+        if (kn == CX_BK) {
+#pragma unroll
+            for (int kk = 0; kk < CX_BK; kk++) step(kk);
+        } else {
+            for (int kk = 0; kk < kn; kk++) step(kk);
         }
         if (more) {
             storeA(As + (cur ^ 1) * CX_BK * T::LDA, ra);
@@ -106,8 +112,10 @@ __device__ __forceinline__ void cx_chain(int K, float *As, float *Bs, LoadA load
 }
 
 // cx_gather: out[b][m][o] for rows m < M and columns (b, o) < ncols = batch * OH * OW; A is
-// M x (C KH KW) row-major; start bias[m] or 0. Grid: (column tiles, row tiles).
-template <int TM, int TN>
+// M x (C KH KW) row-major; start bias[m] or 0. KS: the kernel is KS x KS (1 or 3, so the
+// per-element splits of k into channel and tap divide by constants), or 0 (any kernel).
+// Grid: (column tiles, row tiles).
+template <int TM, int TN, int KS>
 __global__ void __launch_bounds__(CX_THREADS, 2)
 cx_gather(int M, int ncols, const float *__restrict__ A, const float *__restrict__ bias,
           const float *__restrict__ img, float *__restrict__ out, ConvShape s) {
@@ -116,7 +124,7 @@ cx_gather(int M, int ncols, const float *__restrict__ A, const float *__restrict
     float *As = reinterpret_cast<float *>(smem4), *Bs = As + 2 * CX_BK * T::LDA;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int row0 = blockIdx.y * T::BM, col0 = blockIdx.x * T::BN;
-    const int KK = s.KH * s.KW, CK = s.C * KK, P = s.OH * s.OW;
+    const int KW = KS ? KS : s.KW, KK = KS ? KS * KS : s.KH * s.KW, CK = s.C * KK, P = s.OH * s.OW;
     // this thread's B loads: column jb of the tile, k rows tid / BN + (256 / BN) q
     const int jb = tid % T::BN, col = col0 + jb;
     const bool cok = col < ncols;
@@ -144,7 +152,7 @@ cx_gather(int M, int ncols, const float *__restrict__ A, const float *__restrict
             float v = 0.0f;
             if (cok && k < CK) {
                 const int c = k / KK, t = k % KK;
-                const int iy = iy0 + t / s.KW, ix = ix0 + t % s.KW;
+                const int iy = iy0 + t / KW, ix = ix0 + t % KW;
                 if (iy >= 0 && iy < s.H && ix >= 0 && ix < s.W) v = im[((int64_t)c * s.H + iy) * s.W + ix];
             }
             rb[q] = v;
@@ -360,14 +368,17 @@ inline ConvShape cx_shape(const ConvDims &d, bool transpose) {
     return s;
 }
 
-// f(CxTile<TM, TN>()) for the tile of a launch over `rows` x `cols` outputs (wide: 8 columns per
-// thread allowed; cx_scatter keeps two accumulators per output, so it keeps 4)
+// the gather's kernel-size specialisation (cx_gather's KS)
+inline int cx_ks(const ConvShape &s) { return s.KH == s.KW && (s.KH == 1 || s.KH == 3) ? s.KH : 0; }
+
+// f(CxTile<TM, TN>()) for the tile of a launch over `rows` x `cols` outputs: 8 rows per thread
+// when one 64-row tile does not cover the rows, else 8 columns when `wide` and one 64-column
+// tile does not cover them (cx_scatter keeps two accumulators per output: 4 columns), else 4 x 4.
+// No 8 x 8: at 128 registers (two blocks per SM) it would spill.
 template <class F>
 void cx_tiles(int64_t rows, int64_t cols, bool wide, F f) {
-    const bool r8 = cx_per_thread(rows) == 8, c8 = wide && cx_per_thread(cols) == 8;
-    if (r8 && c8) f(CxTile<8, 8>());
-    else if (r8) f(CxTile<8, 4>());
-    else if (c8) f(CxTile<4, 8>());
+    if (cx_per_thread(rows) == 8) f(CxTile<8, 4>());
+    else if (wide && cx_per_thread(cols) == 8) f(CxTile<4, 8>());
     else f(CxTile<4, 4>());
 }
 

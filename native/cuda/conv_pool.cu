@@ -360,8 +360,12 @@ struct ExactLaunch {
     template <class T>
     int gather(T, int M, int ncols, const float *A, const float *bias, const float *img, float *out,
                ConvShape s) {
-        cx_gather<T::RM, T::RN><<<dim3(tiles_of(ncols, T::BN), tiles_of(M, T::BM)), CX_THREADS,
-                                  T::SMEM, tl_stream()>>>(M, ncols, A, bias, img, out, s);
+        const dim3 grid(tiles_of(ncols, T::BN), tiles_of(M, T::BM));
+        switch (cx_ks(s)) {
+        case 1: cx_gather<T::RM, T::RN, 1><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(M, ncols, A, bias, img, out, s); break;
+        case 3: cx_gather<T::RM, T::RN, 3><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(M, ncols, A, bias, img, out, s); break;
+        default: cx_gather<T::RM, T::RN, 0><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(M, ncols, A, bias, img, out, s);
+        }
         return tl_cuda_launched(op);
     }
     template <class T>

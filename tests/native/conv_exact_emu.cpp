@@ -35,7 +35,11 @@ struct EmuLauncher {
                ConvShape s) {
         static_assert(T::SMEM <= (int)kSmemBytes, "shared memory");
         return launch(dim3(tiles(ncols, T::BN), tiles(M, T::BM)), T::SMEM, [=] {
-            cx_gather<T::RM, T::RN>(M, ncols, A, bias, img, out, s);
+            switch (cx_ks(s)) {
+            case 1: cx_gather<T::RM, T::RN, 1>(M, ncols, A, bias, img, out, s); break;
+            case 3: cx_gather<T::RM, T::RN, 3>(M, ncols, A, bias, img, out, s); break;
+            default: cx_gather<T::RM, T::RN, 0>(M, ncols, A, bias, img, out, s);
+            }
         }, reverse);
     }
     template <class T>
