@@ -183,30 +183,61 @@ cx_gather(int M, int ncols, const float *__restrict__ A, const float *__restrict
     }
 }
 
-// cx_scatter: out[b][c][cell] for rows c < s.C and columns (b, cell) < ncols = batch * H * W;
-// Wt is D x C x (KH KW), src_b D x (OH OW); start bias[c] or 0. Grid: (column tiles, row tiles).
+// The residue classes of an image axis under stride S and padding P (the cells whose taps share
+// a residue): class z holds the indices i with (i + P) mod S == z, first(z) + S j for j < count(z);
+// only the taps k with k mod S == z read them.
+struct CxClass {
+    int first, count;
+    __host__ __device__ CxClass(int z, int S, int P, int L) {
+        first = ((z - P) % S + S) % S;
+        count = first < L ? (L - first + S - 1) / S : 0;
+    }
+};
+
+// columns of the largest class (conv_pool.cu sizes cx_scatter's grid by it)
+__host__ __device__ inline int cx_class_cols(int N, const ConvShape &s) {
+    return N * ((s.H + s.SH - 1) / s.SH) * ((s.W + s.SW - 1) / s.SW);
+}
+
+// cx_scatter: out[b][c][cell] for rows c < s.C, samples b < N; Wt is D x C x (KH KW), src_b
+// D x (OH OW); start bias[c] or 0. The columns of blockIdx.z are the (sample, cell) pairs of one
+// residue class (CxClass) of each axis, (b, j_h, j_w) row-major, and its tap loop visits just
+// the taps of that class, in kernel order: with stride s a cell is read through 1 in s of the
+// taps along each axis, and the others, which the stub's col2im never adds, cost nothing.
+// Grid: (column tiles of the largest class, row tiles, SH SW classes).
 template <int TM, int TN>
 __global__ void __launch_bounds__(CX_THREADS, 2)
-cx_scatter(int D, int ncols, const float *__restrict__ Wt, const float *__restrict__ bias,
+cx_scatter(int D, int N, const float *__restrict__ Wt, const float *__restrict__ bias,
            const float *__restrict__ src, float *__restrict__ out, ConvShape s) {
     typedef CxTile<TM, TN> T;
     extern __shared__ float4 smem4[];
     float *As = reinterpret_cast<float *>(smem4), *Bs = As + 2 * CX_BK * T::LDA;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int row0 = blockIdx.y * T::BM, col0 = blockIdx.x * T::BN;
+    const int zy = blockIdx.z / s.SW, zx = blockIdx.z % s.SW;
+    const CxClass cly(zy, s.SH, s.PH, s.H), clx(zx, s.SW, s.PW, s.W);
+    const int per = cly.count * clx.count, ncols = N * per;
+    if (col0 >= ncols) return;  // the whole block: a smaller class
     const int M = s.C, KK = s.KH * s.KW, HW = s.H * s.W, P = s.OH * s.OW;
-    // the column this thread loads (jb) and the columns of its outputs (j): sample and cell
+    // column c of the class: sample, and image row and column plus padding (o s + tap)
+    auto decode = [&](int c, int &b, int &y, int &x) {
+        b = c / per;
+        const int r = c % per;
+        y = cly.first + (r / clx.count) * s.SH + s.PH;
+        x = clx.first + (r % clx.count) * s.SW + s.PW;
+    };
+    // the column this thread loads (jb) and the columns of its outputs (j)
     const int jb = tid % T::BN, colb = col0 + jb;
     const bool cok = colb < ncols;
-    const int bb = cok ? colb / HW : 0, cb = cok ? colb % HW : 0;
-    const int yb = cb / s.W + s.PH, xb = cb % s.W + s.PW;  // cell + padding: o s + t
+    int bb, yb, xb;
+    decode(cok ? colb : 0, bb, yb, xb);
     const float *sb = src + (int64_t)bb * D * P;
     int cy[TN], cx[TN];
 #pragma unroll
     for (int j = 0; j < TN; j++) {
-        const int c = col0 + cx_at(j, tx), cell = (c < ncols ? c : 0) % HW;
-        cy[j] = cell / s.W + s.PH;
-        cx[j] = cell % s.W + s.PW;
+        const int c = col0 + cx_at(j, tx);
+        int b;
+        decode(c < ncols ? c : 0, b, cy[j], cx[j]);
     }
     float sum[TM][TN], acc[TM][TN];
 #pragma unroll
@@ -215,13 +246,12 @@ cx_scatter(int D, int ncols, const float *__restrict__ Wt, const float *__restri
 #pragma unroll
         for (int j = 0; j < TN; j++) sum[i][j] = (bias && r < M) ? bias[r] : 0.0f;
     }
-    for (int kh = 0; kh < s.KH; kh++)
-        for (int kw = 0; kw < s.KW; kw++) {
+    for (int kh = zy; kh < s.KH; kh += s.SH)
+        for (int kw = zx; kw < s.KW; kw += s.SW) {
             const int t = kh * s.KW + kw;
             // the column position that reads this thread's load cell through tap t, or -1
             const int ry = yb - kh, rx = xb - kw;
-            const int ob = (cok && ry >= 0 && rx >= 0 && ry % s.SH == 0 && rx % s.SW == 0 &&
-                            ry / s.SH < s.OH && rx / s.SW < s.OW)
+            const int ob = (cok && ry >= 0 && rx >= 0 && ry / s.SH < s.OH && rx / s.SW < s.OW)
                                ? (ry / s.SH) * s.OW + rx / s.SW : -1;
             auto loadA = [&](int k0, float *ra) {
 #pragma unroll
@@ -256,8 +286,8 @@ cx_scatter(int D, int ncols, const float *__restrict__ Wt, const float *__restri
             cx_chain<TM, TN>(D, As, Bs, loadA, loadB, storeA, storeB, acc);
 #pragma unroll
             for (int j = 0; j < TN; j++) {
-                const int vy = cy[j] - kh, vx = cx[j] - kw;
-                if (vy < 0 || vx < 0 || vy % s.SH || vx % s.SW || vy / s.SH >= s.OH || vx / s.SW >= s.OW)
+                const int vy = cy[j] - kh, vx = cx[j] - kw;  // multiples of the strides here
+                if (vy < 0 || vx < 0 || vy / s.SH >= s.OH || vx / s.SW >= s.OW)
                     continue;  // no column reads this cell through tap t
 #pragma unroll
                 for (int i = 0; i < TM; i++) sum[i][j] = tlm_add(sum[i][j], acc[i][j]);
@@ -267,7 +297,9 @@ cx_scatter(int D, int ncols, const float *__restrict__ Wt, const float *__restri
     for (int j = 0; j < TN; j++) {
         const int c = col0 + cx_at(j, tx);
         if (c >= ncols) continue;
-        const int b = c / HW, cell = c % HW;
+        int b, y, x;
+        decode(c, b, y, x);
+        const int cell = (y - s.PH) * s.W + (x - s.PW);
 #pragma unroll
         for (int i = 0; i < TM; i++) {
             const int r = row0 + cx_at(i, ty);
@@ -383,7 +415,7 @@ void cx_tiles(int64_t rows, int64_t cols, bool wide, F f) {
 }
 
 // Each pass as the stub orders it, launched through L: L::gather(tile, M, ncols, A, bias, img,
-// out, shape), L::scatter(tile, D, ncols, Wt, bias, src, out, shape) and L::wgrad(tile, M,
+// out, shape), L::scatter(tile, D, N, Wt, bias, src, out, shape) and L::wgrad(tile, M,
 // samples, A, img, part, shape) launch the kernels of the tile (conv_pool.cu on the GPU,
 // tests/native/conv_exact_emu.cpp on the CPU); each returns 0 or an error code.
 
@@ -398,7 +430,7 @@ int cx_forward(L &l, const ConvDims &d, bool transpose, const float *W, const fl
     if (!transpose)  // y_b = bias + W col(x_b)
         cx_tiles(d.Cout, ncols, true, [&](auto t) { st = l.gather(t, d.Cout, ncols, W, bias, X, Y, s); });
     else             // y_b = col2im(W^T x_b) onto the bias
-        cx_tiles(d.Cout, ncols, false, [&](auto t) { st = l.scatter(t, d.Cin, ncols, W, bias, X, Y, s); });
+        cx_tiles(d.Cout, ncols, false, [&](auto t) { st = l.scatter(t, d.Cin, d.N, W, bias, X, Y, s); });
     return st;
 }
 
@@ -411,7 +443,7 @@ int cx_input_grad(L &l, const ConvDims &d, bool transpose, const float *W, const
     if (d.Cin == 0 || ncols == 0) return 0;
     int st = 0;
     if (!transpose)
-        cx_tiles(d.Cin, ncols, false, [&](auto t) { st = l.scatter(t, d.Cout, ncols, W, nullptr, G, dX, s); });
+        cx_tiles(d.Cin, ncols, false, [&](auto t) { st = l.scatter(t, d.Cout, d.N, W, nullptr, G, dX, s); });
     else
         cx_tiles(d.Cin, ncols, true, [&](auto t) { st = l.gather(t, d.Cin, ncols, W, nullptr, G, dX, s); });
     return st;

@@ -340,7 +340,8 @@ bool exact_implicit(const Geom &G) {
     if (!tl_exact() || G.r > 2) return false;
     const int64_t lim = INT32_MAX / 2, rows = (int64_t)65535 * 64;
     return G.n * G.cin * G.in_n < lim && G.n * G.cout * G.out_n < lim &&
-           G.cout * G.cin * G.k_n < lim && G.cin < rows && G.cout < rows;
+           G.cout * G.cin * G.k_n < lim && G.cin < rows && G.cout < rows &&
+           G.s[0] * (G.r == 2 ? G.s[1] : 1) <= 65535;  // cx_scatter's classes on gridDim.z
 }
 
 ConvDims dims_of(const Geom &G) {
@@ -369,10 +370,12 @@ struct ExactLaunch {
         return tl_cuda_launched(op);
     }
     template <class T>
-    int scatter(T, int D, int ncols, const float *Wt, const float *bias, const float *src,
+    int scatter(T, int D, int N, const float *Wt, const float *bias, const float *src,
                 float *out, ConvShape s) {
-        cx_scatter<T::RM, T::RN><<<dim3(tiles_of(ncols, T::BN), tiles_of(s.C, T::BM)), CX_THREADS,
-                                   T::SMEM, tl_stream()>>>(D, ncols, Wt, bias, src, out, s);
+        const dim3 grid(tiles_of(cx_class_cols(N, s), T::BN), tiles_of(s.C, T::BM),
+                        (unsigned)(s.SH * s.SW));
+        cx_scatter<T::RM, T::RN><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(D, N, Wt, bias, src,
+                                                                           out, s);
         return tl_cuda_launched(op);
     }
     template <class T>

@@ -43,10 +43,11 @@ struct EmuLauncher {
         }, reverse);
     }
     template <class T>
-    int scatter(T, int D, int ncols, const float *Wt, const float *bias, const float *src,
+    int scatter(T, int D, int N, const float *Wt, const float *bias, const float *src,
                 float *out, ConvShape s) {
-        return launch(dim3(tiles(ncols, T::BN), tiles(s.C, T::BM)), T::SMEM, [=] {
-            cx_scatter<T::RM, T::RN>(D, ncols, Wt, bias, src, out, s);
+        return launch(dim3(tiles(cx_class_cols(N, s), T::BN), tiles(s.C, T::BM),
+                           (unsigned)(s.SH * s.SW)), T::SMEM, [=] {
+            cx_scatter<T::RM, T::RN>(D, N, Wt, bias, src, out, s);
         }, reverse);
     }
     template <class T>
