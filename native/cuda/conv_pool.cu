@@ -5,9 +5,10 @@
 // Geometry arrives as one flat array (torchlean/shapes.py conv_geom / pool_geom):
 //   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
 //
-// Convolutions and transposed convolutions with one or two spatial axes run as implicit GEMMs
-// (conv_igemm.cu) outside exact mode; the rest (exact mode, three or more axes, more than 63
-// kernel taps, TORCHLEAN_CONV_IGEMM=0) is im2col + cuBLAS SGEMM. The column matrix of a chunk
+// Convolutions and transposed convolutions with one or two spatial axes run as implicit GEMMs:
+// conv_igemm.cu outside exact mode, conv_exact.cuh in exact mode (the stub's bits, no column
+// buffer); the rest (three or more axes, more than 63 kernel taps outside exact mode,
+// TORCHLEAN_CONV_IGEMM=0) is im2col + cuBLAS SGEMM, or the exact GEMM in exact mode. The column matrix of a chunk
 // of nb samples is laid out col[(c, k)][b * P + o] (rows: channel and kernel offset; columns:
 // sample-major output positions), so that
 //   forward            y_b      = W @ col_b               (one strided-batched GEMM, W shared)
