@@ -9,6 +9,7 @@
 // (linalg.cuh), and every elementwise step is a tlm_ operation.
 #include "common.cuh"
 #include "linalg.cuh"
+#include "formulas/normalize.h"
 #include "entry/linalg_kernels.h"
 
 // C = op(A) op(B) (+ beta C); A stored (batch, m, n) or (batch, n, m) when ta; B (batch, n, p) or
@@ -68,19 +69,19 @@ extern "C" int tlk_linear_backward_x(const char *op, tl_buf g, tl_buf w, tl_buf 
 
 // sq[i] = (a[i] - t[i])^2, whose mean tl_cuda_axis_sum then takes over the whole GPU
 __global__ void k_sq_diff(const float *a, const float *t, float *sq, int64_t n) {
-    TL_GRID_STRIDE(i, n) { float d = a[i] - t[i]; sq[i] = d * d; }
+    TL_GRID_STRIDE(i, n) sq[i] = tlf_sqdev(a[i], t[i]);
 }
 
-// the stub's formula: scale = g * (2 / n), then (yhat - target) * scale, each step rounded
+// the stub's formula (formulas/normalize.h): scale = g * (2 / n), then (yhat - target) * scale
 __global__ void k_mse_bwd(const float *a, const float *t, const float *g, float *d, int64_t n) {
-    float scale = tlm_mul(g[0], tlm_div(2.0f, (float)n));
-    TL_GRID_STRIDE(i, n) d[i] = tlm_mul(tlm_sub(a[i], t[i]), scale);
+    float scale = tlf_mse_scale(g[0], (float)n);
+    TL_GRID_STRIDE(i, n) d[i] = tlf_mse_backward(a[i], t[i], scale);
 }
 
 // value j: (yhat[j] - target[j])^2, rounded after the subtraction and the product
 struct SquaredDiff {
     const float *a, *t;
-    __device__ float at(int64_t, int64_t j) const { float d = tlm_sub(a[j], t[j]); return tlm_mul(d, d); }
+    __device__ float at(int64_t, int64_t j) const { return tlf_sqdev(a[j], t[j]); }
 };
 
 extern "C" int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n) {

@@ -270,7 +270,7 @@ __global__ void exact_ln_bwd_dx(const float *__restrict__ g, const float *__rest
     const float S1 = tl_exact_block_reduce([=](int64_t j) { return tlm_mul(gr[j], gamma[j]); },
                                            cols, part, TlExactSum{});
     const float S2 = tl_exact_block_reduce(
-        [=](int64_t j) { return tlm_mul(tlm_mul(gr[j], gamma[j]), xr[j]); }, cols, part, TlExactSum{});
+        [=](int64_t j) { return tlf_dxhat_xhat(gr[j], gamma[j], xr[j]); }, cols, part, TlExactSum{});
     const float is = inv_std[r];
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
         dx[r * cols + j] = tlf_norm_dx(tlm_mul(gr[j], gamma[j]), xr[j], S1, S2, fcols, is, inv_cols);
@@ -361,7 +361,7 @@ __global__ void rms_bwd_dx(const float *__restrict__ g, const float *__restrict_
     const float *gr = g + r * cols, *xr = x + r * cols;
     const float ir = inv_rms[r];
     const float S2 = tl_exact_block_reduce(
-        [=](int64_t j) { return tlm_mul(tlm_mul(gr[j], w[j]), tlf_rms_xhat(xr[j], ir)); }, cols, part, TlExactSum{});
+        [=](int64_t j) { return tlf_dxhat_xhat(gr[j], w[j], tlf_rms_xhat(xr[j], ir)); }, cols, part, TlExactSum{});
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
         dx[r * cols + j] = tlf_rms_dx(tlm_mul(gr[j], w[j]), tlf_rms_xhat(xr[j], ir), S2, fcols, ir, inv_cols);
 }

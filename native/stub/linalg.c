@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "formulas/normalize.h"
 #include "entry/linalg_kernels.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -346,11 +347,8 @@ int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t c = 0; c < nchunks; c++) {
         int64_t i1 = (c + 1) * TLM_CHUNK < n ? (c + 1) * TLM_CHUNK : n;
-        float d = tlm_sub(a[c * TLM_CHUNK], t[c * TLM_CHUNK]), s = tlm_mul(d, d);
-        for (int64_t i = c * TLM_CHUNK + 1; i < i1; i++) {
-            d = tlm_sub(a[i], t[i]);
-            s = tlm_add(s, tlm_mul(d, d));
-        }
+        float s = tlf_sqdev(a[c * TLM_CHUNK], t[c * TLM_CHUNK]);
+        for (int64_t i = c * TLM_CHUNK + 1; i < i1; i++) s = tlm_add(s, tlf_sqdev(a[i], t[i]));
         part[c] = s;
     }
     y->data[0] = tlm_div(tlm_tree_sum(part, nchunks), (float)n);
@@ -360,10 +358,10 @@ int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n
 
 /* 2 g (yhat - target) / n as scale = g * (2 / n), then (yhat - target) * scale */
 int tlk_mse_loss_backward(const char *op, tl_buf yhat, tl_buf target, tl_buf g, tl_buf dyhat, int64_t n) {
-    float scale = tlm_mul(g->data[0], tlm_div(2.0f, (float)n));
+    float scale = tlf_mse_scale(g->data[0], (float)n);
     const float *a = yhat->data, *t = target->data;
     float *d = dyhat->data;
 #pragma omp parallel for simd schedule(static) if (n > TL_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) d[i] = tlm_mul(tlm_sub(a[i], t[i]), scale);
+    for (int64_t i = 0; i < n; i++) d[i] = tlf_mse_backward(a[i], t[i], scale);
     return TL_OK;
 }

@@ -168,7 +168,7 @@ int tlk_rms_norm_backward(const char *op, tl_buf g, tl_buf x, tl_buf inv_rms, tl
     for (int64_t r = 0; r < rows; r++) {
         const float *gr = GO + r * cols, *xr = X + r * cols;
         float *dr = DX + r * cols, ir = IR[r];
-        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(tlm_mul(gr[j], W[j]), tlf_rms_xhat(xr[j], ir));
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlf_dxhat_xhat(gr[j], W[j], tlf_rms_xhat(xr[j], ir));
         float S2 = tl_rule4_sum(dr, cols);
         for (int64_t j = 0; j < cols; j++)
             dr[j] = tlf_rms_dx(tlm_mul(gr[j], W[j]), tlf_rms_xhat(xr[j], ir), S2, fc, ir, inv_cols);

@@ -26,7 +26,8 @@ TLM_HD float tlf_norm_inv(float sd) { return tlm_div(1.0f, sd); }
 TLM_HD float tlf_norm_xhat(float x, float mean, float sd) { return tlm_div(tlm_sub(x, mean), sd); }
 TLM_HD float tlf_affine(float xh, float gamma, float beta) { return tlm_add(tlm_mul(xh, gamma), beta); }
 
-/* ---- the backward map: dx of one element from its dxhat = g * gamma and xhat ---- */
+/* ---- the backward map: dx of one element from its dxhat = g * gamma and xhat; S2's terms ---- */
+TLM_HD float tlf_dxhat_xhat(float g, float gamma, float xh) { return tlm_mul(tlm_mul(g, gamma), xh); }
 TLM_HD float tlf_norm_dx(float dxh, float xh, float S1, float S2, float fn, float inv_std, float inv_n) {
     float t = tlm_sub(tlm_sub(tlm_mul(dxh, fn), S1), tlm_mul(xh, S2));
     return tlm_mul(tlm_mul(t, inv_std), inv_n);
@@ -39,6 +40,11 @@ TLM_HD float tlf_rms_xhat(float x, float inv_rms) { return tlm_mul(x, inv_rms); 
 TLM_HD float tlf_rms_dx(float dxh, float xh, float S2, float fn, float inv_rms, float inv_n) {
     return tlm_mul(tlm_mul(tlm_sub(tlm_mul(dxh, fn), tlm_mul(xh, S2)), inv_rms), inv_n);
 }
+
+/* ---- mse_loss: mean of the rounded squares tlf_sqdev(yhat, target) (the sum by rule 4, then a
+ * division by n); backward (yhat - target) * (g (2 / n)), each step rounded ---- */
+TLM_HD float tlf_mse_scale(float g, float n) { return tlm_mul(g, tlm_div(2.0f, n)); }
+TLM_HD float tlf_mse_backward(float yhat, float target, float scale) { return tlm_mul(tlm_sub(yhat, target), scale); }
 
 /* ---- softmax and log_softmax ---- */
 TLM_HD float tlf_softmax_exp(float x, float max) { return tlm_exp(tlm_sub(x, max)); }
