@@ -97,6 +97,15 @@ build/conv_exact_emu.so: $(CONV_EMU_DEPS)
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
 	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
 
+# exact batchnorm's parallel chunk sums (native/cuda/bn_exact.cuh) on the CPU, the same emulation
+BN_EMU_DEPS := tests/native/bn_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+               native/cuda/bn_exact.cuh native/cuda/reduce_util.cuh native/common/tl_math.h \
+               native/common/formulas/normalize.h
+build/bn_exact_emu.so: $(BN_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
 	$(PY) -m codegen.gen
 
