@@ -16,6 +16,7 @@
 namespace {
 
 constexpr int BNX_CHUNK_THREADS = 64;  // chunks per block of bnx_chunks
+constexpr int BNX_BATCH = 8;           // loads a chunk thread issues before adding them
 enum { BNX_X = 0, BNX_SQDEV = 1, BNX_GRAD = 2 };
 
 // chunks of n * s elements
@@ -41,15 +42,28 @@ bnx_chunks(const float *__restrict__ a, const float *__restrict__ b, const float
     int64_t j = lo - b0 * s, off = (b0 * c + ch) * s + j;  // element e = b s + j of the channel
     const float mu = KIND == BNX_SQDEV ? mean[ch] : 0.0f;
     float s1 = 0.0f, s2 = 0.0f;
-    for (int64_t e = lo; e < hi; e++) {
-        float v1, v2 = 0.0f;
-        if (KIND == BNX_X) v1 = a[off];
-        else if (KIND == BNX_SQDEV) v1 = tlf_sqdev(a[off], mu);
-        else { v1 = a[off]; v2 = tlm_mul(a[off], b[off]); }
-        if (e == lo) { s1 = v1; s2 = v2; }
-        else { s1 = tlm_add(s1, v1); s2 = tlm_add(s2, v2); }
-        off++;
-        if (++j == s) { j = 0; off += (c - 1) * s; }  // the channel's plane of the next sample
+    // BNX_BATCH loads in flight per thread, then their adds in order
+    for (int64_t e0 = lo; e0 < hi; e0 += BNX_BATCH) {
+        float va[BNX_BATCH], vb[BNX_BATCH];
+#pragma unroll
+        for (int u = 0; u < BNX_BATCH; u++) {
+            if (e0 + u < hi) {
+                va[u] = a[off];
+                vb[u] = KIND == BNX_GRAD ? b[off] : 0.0f;
+                off++;
+                if (++j == s) { j = 0; off += (c - 1) * s; }  // the channel's plane of the next sample
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < BNX_BATCH; u++) {
+            if (e0 + u >= hi) break;
+            float v1, v2 = 0.0f;
+            if (KIND == BNX_X) v1 = va[u];
+            else if (KIND == BNX_SQDEV) v1 = tlf_sqdev(va[u], mu);
+            else { v1 = va[u]; v2 = tlm_mul(va[u], vb[u]); }
+            if (e0 + u == lo) { s1 = v1; s2 = v2; }  // a chunk's sum starts from its first value
+            else { s1 = tlm_add(s1, v1); s2 = tlm_add(s2, v2); }
+        }
     }
     part[ch * nc + k] = s1;
     if (KIND == BNX_GRAD) part2[ch * nc + k] = s2;
