@@ -2,7 +2,7 @@
 or col2im buffer) run on the CPU through the small CUDA emulation (tests/native/cuda_emu), against
 the loaded backend's conv ops in exact mode (the stub in CI: the reference orders of
 stub/conv_pool.c), bit for bit: forward, input gradient and kernel gradient of the convolution
-and the transposed convolution, 1-D and 2-D, odd sizes, strides and paddings, size 1, tiles of
+and the transposed convolution, 1-D, 2-D and 3-D, odd sizes, strides and paddings, size 1, tiles of
 4 and 8 outputs per thread, several tiles per axis, chains longer than one 16-deep stage, inf,
 NaN and signed zeros; then close to a float64 reference.
 """
@@ -42,9 +42,15 @@ def out_size(n, k, s, p, transpose):
     return (n - 1) * s + k - 2 * p if transpose else (n + 2 * p - k) // s + 1
 
 
-def geometry(N, Cin, Cout, H, W, KH, KW, SH, SW, PH, PW, transpose):
-    OH, OW = out_size(H, KH, SH, PH, transpose), out_size(W, KW, SW, PW, transpose)
-    return np.array([N, Cin, Cout, H, W, OH, OW, KH, KW, SH, SW, PH, PW], np.int32)
+def pad3(t, fill):
+    return (fill,) * (3 - len(t)) + tuple(t)
+
+
+def geometry(N, Cin, Cout, size, kernel, stride, padding, transpose):
+    """conv_exact.cuh's ConvDims as 18 int32 (axes right-aligned in depth, height, width)"""
+    out = [out_size(n, k, s, p, transpose) for n, k, s, p in zip(size, kernel, stride, padding)]
+    return np.array([N, Cin, Cout, *pad3(size, 1), *pad3(out, 1), *pad3(kernel, 1),
+                     *pad3(stride, 1), *pad3(padding, 0)], np.int32), tuple(out)
 
 
 def emulate(emu, g, transpose, w, b, x, gy, chunk=2, reverse=False):
@@ -61,16 +67,15 @@ def emulate(emu, g, transpose, w, b, x, gy, chunk=2, reverse=False):
     return y, dw, dx
 
 
-def backend_exact(transpose, w, b, x, gy, stride, padding, one_d):
-    """the loaded backend's conv ops in exact mode: y, dW, dX"""
-    if one_d:  # (N, C, 1, W) -> the 1-D op
-        w, x, gy = w[:, :, 0], x[:, :, 0], gy[:, :, 0]
-        stride, padding = stride[1], padding[1]
-        fwd = ops.conv_transpose if transpose else ops.conv
-        bwd = ops.conv_transpose_backward if transpose else ops.conv_backward
-    else:
+def backend_exact(transpose, w, b, x, gy, stride, padding):
+    """the loaded backend's conv ops in exact mode (conv2d / conv_transpose2d for two spatial
+    axes, the N-D ops otherwise): y, dW, dX"""
+    if x.ndim == 4:
         fwd = ops.conv_transpose2d if transpose else ops.conv2d
-        bwd = ops.conv_transpose_backward if transpose else ops.conv_backward
+    else:
+        fwd = ops.conv_transpose if transpose else ops.conv
+    bwd = ops.conv_transpose_backward if transpose else ops.conv_backward
+    stride, padding = list(stride), list(padding)
     was = tl.is_exact()
     tl.set_exact(True)
     try:
@@ -83,8 +88,6 @@ def backend_exact(transpose, w, b, x, gy, stride, padding, one_d):
             a.release()
     finally:
         tl.set_exact(was)
-    if one_d:
-        out = [a[:, :, None] for a in out]
     return out
 
 
@@ -98,12 +101,14 @@ def assert_same_bits(got, want, names=("y", "dW", "dX")):
                                f"{a[bad[0]]!r} vs {b[bad[0]]!r}")
 
 
-def inputs(seed, g, transpose):
-    N, Cin, Cout, H, W, OH, OW, KH, KW = (int(v) for v in g[:9])
+def case(seed, N, Cin, Cout, size, kernel, stride, padding, transpose):
+    """geometry and random w, b, x, g of one case"""
+    g, out = geometry(N, Cin, Cout, size, kernel, stride, padding, transpose)
+    assert all(o > 0 for o in out), "a case without output"
     rng = np.random.default_rng(seed)
     f = lambda *s: rng.normal(size=s).astype(np.float32)  # noqa: E731
-    w = f(Cin, Cout, KH, KW) if transpose else f(Cout, Cin, KH, KW)
-    return w, f(Cout), f(N, Cin, H, W), f(N, Cout, OH, OW)
+    w = f(Cin, Cout, *kernel) if transpose else f(Cout, Cin, *kernel)
+    return g, w, f(Cout), f(N, Cin, *size), f(N, Cout, *out)
 
 
 # N, Cin, Cout, H, W, KH, KW, SH, SW, PH, PW
@@ -118,25 +123,37 @@ SHAPES = [
 ]
 
 
+def case2d(seed, shape, transpose):
+    N, Cin, Cout, H, W, KH, KW, SH, SW, PH, PW = shape
+    return case(seed, N, Cin, Cout, (H, W), (KH, KW), (SH, SW), (PH, PW), transpose)
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("transpose", [0, 1])
 def test_exact_conv_kernels_are_the_stub_bit_for_bit(emu, shape, transpose):
-    N, Cin, Cout, H, W, KH, KW, SH, SW, PH, PW = shape
-    if transpose and (out_size(H, KH, SH, PH, 1) <= 0 or out_size(W, KW, SW, PW, 1) <= 0):
-        pytest.fail("a transposed case without output")
-    g = geometry(*shape, transpose)
-    w, b, x, gy = inputs(sum(shape) + transpose, g, transpose)
+    g, w, b, x, gy = case2d(sum(shape) + transpose, shape, transpose)
     got = emulate(emu, g, transpose, w, b, x, gy)
-    assert_same_bits(got, backend_exact(transpose, w, b, x, gy, (SH, SW), (PH, PW), False))
+    assert_same_bits(got, backend_exact(transpose, w, b, x, gy, shape[7:9], shape[9:11]))
 
 
 @pytest.mark.parametrize("transpose", [0, 1])
 def test_exact_conv_kernels_1d(emu, transpose):
-    shape = (3, 5, 9, 1, 23, 1, 4, 1, 2, 0, 2)
-    g = geometry(*shape, transpose)
-    w, b, x, gy = inputs(5 + transpose, g, transpose)
+    g, w, b, x, gy = case(5 + transpose, 3, 5, 9, (23,), (4,), (2,), (2,), transpose)
     got = emulate(emu, g, transpose, w, b, x, gy, chunk=3)
-    assert_same_bits(got, backend_exact(transpose, w, b, x, gy, (1, 2), (0, 2), True))
+    assert_same_bits(got, backend_exact(transpose, w, b, x, gy, (2,), (2,)))
+
+
+@pytest.mark.parametrize("geom", [
+    ((5, 4, 6), (3, 2, 3), (1, 1, 2), (1, 0, 1)),
+    ((6, 3, 5), (2, 3, 1), (2, 1, 3), (0, 1, 0)),
+    ((1, 1, 1), (1, 1, 1), (1, 1, 1), (0, 0, 0)),
+], ids=["k323", "stride213", "size1"])
+@pytest.mark.parametrize("transpose", [0, 1])
+def test_exact_conv_kernels_3d(emu, geom, transpose):
+    size, kernel, stride, padding = geom
+    g, w, b, x, gy = case(sum(size) + transpose, 2, 3, 4, size, kernel, stride, padding, transpose)
+    got = emulate(emu, g, transpose, w, b, x, gy)
+    assert_same_bits(got, backend_exact(transpose, w, b, x, gy, stride, padding))
 
 
 @pytest.mark.parametrize("transpose", [0, 1])
@@ -144,8 +161,7 @@ def test_exact_conv_kernels_inf_nan_and_signed_zeros(emu, transpose):
     """inf and NaN flow as the stub's (padding taps multiply a 0: an inf weight there gives NaN);
     -0 biases and zero data keep the stub's zero signs; the reverse thread order too."""
     shape = (2, 3, 4, 6, 5, 3, 3, 2, 1, 1, 1)
-    g = geometry(*shape, transpose)
-    w, b, x, gy = inputs(3, g, transpose)
+    g, w, b, x, gy = case2d(3, shape, transpose)
     w.reshape(-1)[5] = np.inf
     x[0, 1, 2, 3] = np.nan
     x[1, 0, 0, 0] = -np.inf
@@ -154,10 +170,10 @@ def test_exact_conv_kernels_inf_nan_and_signed_zeros(emu, transpose):
     x[1, 2] = -0.0
     gy[1, :2] = 0.0
     w[1] = -0.0
-    want = backend_exact(transpose, w, b, x, gy, (2, 1), (1, 1), False)
+    want = backend_exact(transpose, w, b, x, gy, (2, 1), (1, 1))
+    assert np.isnan(want[0]).any() and np.isnan(want[1]).any() and np.isinf(want[2]).any()
     assert_same_bits(emulate(emu, g, transpose, w, b, x, gy), want)
     assert_same_bits(emulate(emu, g, transpose, w, b, x, gy, chunk=1, reverse=True), want)
-    assert np.isnan(want[0]).any() and np.isnan(want[1]).any() and np.isinf(want[2]).any()
 
 
 def conv2d_f64(w, b, x, s, p):
@@ -180,8 +196,7 @@ def test_exact_conv_kernels_against_float64(emu):
     dW = d<g, y>/dW and dX = d<g, y>/dX computed in float64 from the linearity of the conv"""
     shape = (2, 6, 17, 6, 7, 3, 3, 2, 1, 1, 1)
     N, Cin, Cout, H, W, KH, KW, SH, SW, PH, PW = shape
-    g = geometry(*shape, 0)
-    w, b, x, gy = inputs(11, g, 0)
+    g, w, b, x, gy = case2d(11, shape, 0)
     y, dw, dx = emulate(emu, g, 0, w, b, x, gy)
     w64, x64, g64 = (a.astype(np.float64) for a in (w, x, gy))
     ref = conv2d_f64(w64, b.astype(np.float64), x64, (SH, SW), (PH, PW))
@@ -211,9 +226,8 @@ def test_exact_conv_forward_keeps_a_negative_zero_chain(emu):
     """A chain from a -0 bias whose products are all -0 stays -0 in the stub; one fma past the
     chain's end (a padded stage) would make it +0. 27 taps: not a whole number of stages."""
     shape = (1, 3, 2, 4, 4, 3, 3, 1, 1, 0, 0)
-    g = geometry(*shape, 0)
-    w, b, x, gy = inputs(2, g, 0)
+    g, w, b, x, gy = case2d(2, shape, 0)
     w, b, x = np.abs(w), np.full_like(b, -0.0), np.full_like(x, -0.0)
-    want = backend_exact(0, w, b, x, gy, (1, 1), (0, 0), False)
+    want = backend_exact(0, w, b, x, gy, (1, 1), (0, 0))
     assert np.all(want[0] == 0) and np.all(np.signbit(want[0]))
     assert_same_bits(emulate(emu, g, 0, w, b, x, gy), want)

@@ -1,4 +1,4 @@
-// conv_exact.cuh: exact mode's convolution kernels (1-D and 2-D) as implicit GEMMs: the image-side
+// conv_exact.cuh: exact mode's convolution kernels (1 to 3 spatial axes) as implicit GEMMs: the image-side
 // operand is gathered from the image a tile at a time, so no im2col or col2im buffer exists, and
 // every output gets the bits of the stub (stub/conv_pool.c: im2col + the exact GEMM + col2im,
 // rules 3 and 4 of native/common/tl_math.h). Device code only: conv_pool.cu launches these, and
@@ -6,9 +6,10 @@
 // CI compares them with the stub bit for bit without a GPU.
 //
 // Three kernels serve the six passes (conv and transposed conv: forward, input and kernel
-// gradient). With "image" the side the stub runs im2col or col2im on (C channels, H x W) and
-// "columns" the other side's positions (OH x OW), a tap t = (kh, kw) < KH x KW joins column
-// (oy, ox) with image cell (oy SH + kh - PH, ox SW + kw - PW):
+// gradient) with one, two or three spatial axes. With "image" the side the stub runs im2col or
+// col2im on (C channels, D x H x W) and "columns" the other side's positions (OD x OH x OW), a
+// tap t = (kd, kh, kw) joins column (oz, oy, ox) with image cell (oz SD + kd - PD, oy SH + kh -
+// PH, ox SW + kw - PW):
 //   cx_gather   out[b][m][o] = from start(m) (bias or 0), the fma chain over k = (c, t) in order
 //               of A[m][k] * image_b[c][cell(t, o)], 0 where the cell is padding (the fma still
 //               happens, as the stub's GEMM multiplies the column's 0): the conv forward, and
@@ -33,11 +34,11 @@
 
 namespace {
 
-// One side of a convolution seen by the kernels: the image (C channels of H x W), the column
-// positions (OH x OW), the kernel (KH x KW taps), strides and paddings. A 1-D convolution is
-// the 2-D one of height 1.
+// One side of a convolution seen by the kernels: the image (C channels of D x H x W), the
+// column positions (OD x OH x OW), the kernel (KD x KH x KW taps), strides and paddings. A 2-D
+// convolution is the 3-D one of depth 1, a 1-D one also of height 1.
 struct ConvShape {
-    int C, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
+    int C, D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW, PD, PH, PW;
 };
 
 constexpr int CX_THREADS = 256, CX_BK = 16;
@@ -111,9 +112,9 @@ __device__ __forceinline__ void cx_chain(int K, float *As, float *Bs, LoadA load
     }
 }
 
-// cx_gather: out[b][m][o] for rows m < M and columns (b, o) < ncols = batch * OH * OW; A is
-// M x (C KH KW) row-major; start bias[m] or 0. KS: the kernel is KS x KS (1 or 3, so the
-// per-element splits of k into channel and tap divide by constants), or 0 (any kernel).
+// cx_gather: out[b][m][o] for rows m < M and columns (b, o) < ncols = batch * OD * OH * OW; A
+// is M x (C KD KH KW) row-major; start bias[m] or 0. KS: the kernel is 1 x KS x KS (1 or 3, so
+// the per-element splits of k into channel and tap divide by constants), or 0 (any kernel).
 // Grid: (column tiles, row tiles).
 template <int TM, int TN, int KS>
 __global__ void __launch_bounds__(CX_THREADS, 2)
@@ -124,13 +125,15 @@ cx_gather(int M, int ncols, const float *__restrict__ A, const float *__restrict
     float *As = reinterpret_cast<float *>(smem4), *Bs = As + 2 * CX_BK * T::LDA;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int row0 = blockIdx.y * T::BM, col0 = blockIdx.x * T::BN;
-    const int KW = KS ? KS : s.KW, KK = KS ? KS * KS : s.KH * s.KW, CK = s.C * KK, P = s.OH * s.OW;
+    const int KW = KS ? KS : s.KW, KHW = KS ? KS * KS : s.KH * s.KW, KK = KS ? KHW : KHW * s.KD;
+    const int CK = s.C * KK, PHW = s.OH * s.OW, P = s.OD * PHW;
     // this thread's B loads: column jb of the tile, k rows tid / BN + (256 / BN) q
     const int jb = tid % T::BN, col = col0 + jb;
     const bool cok = col < ncols;
-    const int bb = cok ? col / P : 0, pb = cok ? col % P : 0;
-    const int iy0 = (pb / s.OW) * s.SH - s.PH, ix0 = (pb % s.OW) * s.SW - s.PW;
-    const float *im = img + (int64_t)bb * s.C * s.H * s.W;
+    const int bb = cok ? col / P : 0, pb = cok ? col % P : 0, qb = pb % PHW;
+    const int iz0 = (pb / PHW) * s.SD - s.PD;
+    const int iy0 = (qb / s.OW) * s.SH - s.PH, ix0 = (qb % s.OW) * s.SW - s.PW;
+    const float *im = img + (int64_t)bb * s.C * s.D * s.H * s.W;
     auto loadA = [&](int k0, float *ra) {
 #pragma unroll
         for (int q = 0; q < T::LA; q++) {
@@ -151,9 +154,10 @@ cx_gather(int M, int ncols, const float *__restrict__ A, const float *__restrict
             const int k = k0 + tid / T::BN + (CX_THREADS / T::BN) * q;
             float v = 0.0f;
             if (cok && k < CK) {
-                const int c = k / KK, t = k % KK;
-                const int iy = iy0 + t / KW, ix = ix0 + t % KW;
-                if (iy >= 0 && iy < s.H && ix >= 0 && ix < s.W) v = im[((int64_t)c * s.H + iy) * s.W + ix];
+                const int c = k / KK, t = k % KK, th = KS ? t : t % KHW;
+                const int iz = iz0 + (KS ? 0 : t / KHW), iy = iy0 + th / KW, ix = ix0 + th % KW;
+                if (iz >= 0 && iz < s.D && iy >= 0 && iy < s.H && ix >= 0 && ix < s.W)
+                    v = im[(((int64_t)c * s.D + iz) * s.H + iy) * s.W + ix];
             }
             rb[q] = v;
         }
@@ -194,50 +198,60 @@ struct CxClass {
     }
 };
 
-// columns of the largest class (conv_pool.cu sizes cx_scatter's grid by it)
-__host__ __device__ inline int cx_class_cols(int N, const ConvShape &s) {
-    return N * ((s.H + s.SH - 1) / s.SH) * ((s.W + s.SW - 1) / s.SW);
+// whether the depth axis does anything (cx_scatter's D3)
+__host__ __device__ inline bool cx_3d(const ConvShape &s) {
+    return !(s.D == 1 && s.OD == 1 && s.KD == 1 && s.SD == 1 && s.PD == 0);
 }
 
-// cx_scatter: out[b][c][cell] for rows c < s.C, samples b < N; Wt is D x C x (KH KW), src_b
-// D x (OH OW); start bias[c] or 0. The columns of blockIdx.z are the (sample, cell) pairs of one
-// residue class (CxClass) of each axis, (b, j_h, j_w) row-major, and its tap loop visits just
-// the taps of that class, in kernel order: with stride s a cell is read through 1 in s of the
-// taps along each axis, and the others, which the stub's col2im never adds, cost nothing.
-// Grid: (column tiles of the largest class, row tiles, SH SW classes).
-template <int TM, int TN>
+// columns of the largest class (conv_pool.cu sizes cx_scatter's grid by it)
+__host__ __device__ inline int cx_class_cols(int N, const ConvShape &s) {
+    return N * ((s.D + s.SD - 1) / s.SD) * ((s.H + s.SH - 1) / s.SH) * ((s.W + s.SW - 1) / s.SW);
+}
+
+// cx_scatter: out[b][c][cell] for rows c < s.C, samples b < N; Wt is D x C x (KD KH KW), src_b
+// D x (OD OH OW); start bias[c] or 0. The columns of blockIdx.z are the (sample, cell) pairs of
+// one residue class (CxClass) of each axis, (b, j_d, j_h, j_w) row-major, and its tap loop
+// visits just the taps of that class, in kernel order: with stride s a cell is read through 1 in
+// s of the taps along each axis, and the others, which the stub's col2im never adds, cost
+// nothing. D3 false: the depth axis is trivial (cx_3d), known at compile time (fewer registers).
+// Grid: (column tiles of the largest class, row tiles, SD SH SW classes).
+template <int TM, int TN, bool D3>
 __global__ void __launch_bounds__(CX_THREADS, 2)
 cx_scatter(int D, int N, const float *__restrict__ Wt, const float *__restrict__ bias,
            const float *__restrict__ src, float *__restrict__ out, ConvShape s) {
     typedef CxTile<TM, TN> T;
+    if (!D3) { s.D = s.OD = s.KD = s.SD = 1; s.PD = 0; }
     extern __shared__ float4 smem4[];
     float *As = reinterpret_cast<float *>(smem4), *Bs = As + 2 * CX_BK * T::LDA;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int row0 = blockIdx.y * T::BM, col0 = blockIdx.x * T::BN;
-    const int zy = blockIdx.z / s.SW, zx = blockIdx.z % s.SW;
-    const CxClass cly(zy, s.SH, s.PH, s.H), clx(zx, s.SW, s.PW, s.W);
-    const int per = cly.count * clx.count, ncols = N * per;
+    const int zd = blockIdx.z / (s.SH * s.SW), zy = (blockIdx.z / s.SW) % s.SH, zx = blockIdx.z % s.SW;
+    const CxClass cld(zd, s.SD, s.PD, s.D), cly(zy, s.SH, s.PH, s.H), clx(zx, s.SW, s.PW, s.W);
+    const int plane = cly.count * clx.count, per = cld.count * plane, ncols = N * per;
     if (col0 >= ncols) return;  // the whole block: a smaller class
-    const int M = s.C, KK = s.KH * s.KW, HW = s.H * s.W, P = s.OH * s.OW;
-    // column c of the class: sample, and image row and column plus padding (o s + tap)
-    auto decode = [&](int c, int &b, int &y, int &x) {
+    const int M = s.C, KK = s.KD * s.KH * s.KW, DHW = s.D * s.H * s.W, P = s.OD * s.OH * s.OW;
+    // column c of the class: sample, and image depth, row and column plus padding (o s + tap)
+    auto decode = [&](int c, int &b, int &z, int &y, int &x) {
         b = c / per;
-        const int r = c % per;
-        y = cly.first + (r / clx.count) * s.SH + s.PH;
-        x = clx.first + (r % clx.count) * s.SW + s.PW;
+        const int r = c % per, r2 = r % plane;
+        z = cld.first + (r / plane) * s.SD + s.PD;
+        y = cly.first + (r2 / clx.count) * s.SH + s.PH;
+        x = clx.first + (r2 % clx.count) * s.SW + s.PW;
     };
-    // the column this thread loads (jb) and the columns of its outputs (j)
+    // the column this thread loads (jb) and the cells of its output columns (j): depth, and row
+    // and column packed 16 bits each (conv_pool.cu keeps extents plus paddings below 2^15)
     const int jb = tid % T::BN, colb = col0 + jb;
     const bool cok = colb < ncols;
-    int bb, yb, xb;
-    decode(cok ? colb : 0, bb, yb, xb);
+    int bb, zb, yb, xb;
+    decode(cok ? colb : 0, bb, zb, yb, xb);
     const float *sb = src + (int64_t)bb * D * P;
-    int cy[TN], cx[TN];
+    int cz[TN], cyx[TN];
 #pragma unroll
     for (int j = 0; j < TN; j++) {
         const int c = col0 + cx_at(j, tx);
-        int b;
-        decode(c < ncols ? c : 0, b, cy[j], cx[j]);
+        int b, y, x;
+        decode(c < ncols ? c : 0, b, cz[j], y, x);
+        cyx[j] = (y << 16) | x;
     }
     float sum[TM][TN], acc[TM][TN];
 #pragma unroll
@@ -246,13 +260,15 @@ cx_scatter(int D, int N, const float *__restrict__ Wt, const float *__restrict__
 #pragma unroll
         for (int j = 0; j < TN; j++) sum[i][j] = (bias && r < M) ? bias[r] : 0.0f;
     }
+    for (int kd = zd; kd < s.KD; kd += s.SD)
     for (int kh = zy; kh < s.KH; kh += s.SH)
         for (int kw = zx; kw < s.KW; kw += s.SW) {
-            const int t = kh * s.KW + kw;
+            const int t = (kd * s.KH + kh) * s.KW + kw;
             // the column position that reads this thread's load cell through tap t, or -1
-            const int ry = yb - kh, rx = xb - kw;
-            const int ob = (cok && ry >= 0 && rx >= 0 && ry / s.SH < s.OH && rx / s.SW < s.OW)
-                               ? (ry / s.SH) * s.OW + rx / s.SW : -1;
+            const int rz = zb - kd, ry = yb - kh, rx = xb - kw;
+            const int ob = (cok && rz >= 0 && ry >= 0 && rx >= 0 && rz / s.SD < s.OD &&
+                            ry / s.SH < s.OH && rx / s.SW < s.OW)
+                               ? ((rz / s.SD) * s.OH + ry / s.SH) * s.OW + rx / s.SW : -1;
             auto loadA = [&](int k0, float *ra) {
 #pragma unroll
                 for (int q = 0; q < T::LA; q++) {
@@ -286,8 +302,8 @@ cx_scatter(int D, int N, const float *__restrict__ Wt, const float *__restrict__
             cx_chain<TM, TN>(D, As, Bs, loadA, loadB, storeA, storeB, acc);
 #pragma unroll
             for (int j = 0; j < TN; j++) {
-                const int vy = cy[j] - kh, vx = cx[j] - kw;  // multiples of the strides here
-                if (vy < 0 || vx < 0 || vy / s.SH >= s.OH || vx / s.SW >= s.OW)
+                const int vz = cz[j] - kd, vy = (cyx[j] >> 16) - kh, vx = (cyx[j] & 0xffff) - kw;
+                if (vz < 0 || vy < 0 || vx < 0 || vz / s.SD >= s.OD || vy / s.SH >= s.OH || vx / s.SW >= s.OW)
                     continue;  // no column reads this cell through tap t
 #pragma unroll
                 for (int i = 0; i < TM; i++) sum[i][j] = tlm_add(sum[i][j], acc[i][j]);
@@ -297,20 +313,20 @@ cx_scatter(int D, int N, const float *__restrict__ Wt, const float *__restrict__
     for (int j = 0; j < TN; j++) {
         const int c = col0 + cx_at(j, tx);
         if (c >= ncols) continue;
-        int b, y, x;
-        decode(c, b, y, x);
-        const int cell = (y - s.PH) * s.W + (x - s.PW);
+        int b, z, y, x;
+        decode(c, b, z, y, x);
+        const int cell = ((z - s.PD) * s.H + (y - s.PH)) * s.W + (x - s.PW);
 #pragma unroll
         for (int i = 0; i < TM; i++) {
             const int r = row0 + cx_at(i, ty);
-            if (r < M) out[((int64_t)b * M + r) * HW + cell] = sum[i][j];
+            if (r < M) out[((int64_t)b * M + r) * DHW + cell] = sum[i][j];
         }
     }
 }
 
-// cx_wgrad: part[z][m][n] for rows m < M, columns n = (c, t) < C KH KW and samples z <
-// gridDim.z: the chain over sample z's positions of A_z[m][o] (A_z = A + z M OH OW, row-major
-// M x OH OW) times image_z[c][cell(t, o)]. Grid: (column tiles, row tiles, samples).
+// cx_wgrad: part[z][m][n] for rows m < M, columns n = (c, t) < C KD KH KW and samples z <
+// gridDim.z: the chain over sample z's positions of A_z[m][o] (A_z = A + z M OD OH OW, row-major)
+// times image_z[c][cell(t, o)]. Grid: (column tiles, row tiles, samples).
 template <int TM, int TN>
 __global__ void __launch_bounds__(CX_THREADS, 2)
 cx_wgrad(int M, const float *__restrict__ A, const float *__restrict__ img,
@@ -320,18 +336,19 @@ cx_wgrad(int M, const float *__restrict__ A, const float *__restrict__ img,
     float *As = reinterpret_cast<float *>(smem4), *Bs = As + 2 * CX_BK * T::LDA;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int row0 = blockIdx.y * T::BM, col0 = blockIdx.x * T::BN;
-    const int KK = s.KH * s.KW, CK = s.C * KK, P = s.OH * s.OW;
+    const int KHW = s.KH * s.KW, KK = s.KD * KHW, CK = s.C * KK;
+    const int PHW = s.OH * s.OW, P = s.OD * PHW, HW = s.H * s.W;
     const int64_t z = blockIdx.z;
-    const float *Az = A + z * M * P, *im = img + z * s.C * s.H * s.W;
-    // this thread's B loads: position k0 + kb of columns tid / 16 + 16 q
+    const float *Az = A + z * M * P, *im = img + z * s.C * s.D * HW;
+    // this thread's B loads: position k0 + kb of columns tid / 16 + 16 q, each column's channel
+    // plane offset and its tap (kd, kh, kw) packed 10 bits each
     const int kb = tid % CX_BK;
-    int off[T::LB], dy[T::LB], dx[T::LB];
+    int off[T::LB], tap[T::LB];
 #pragma unroll
     for (int q = 0; q < T::LB; q++) {
         const int n = col0 + tid / CX_BK + 16 * q, c = n / KK, t = n % KK;
-        off[q] = n < CK ? c * s.H * s.W : -1;
-        dy[q] = t / s.KW - s.PH;
-        dx[q] = t % s.KW - s.PW;
+        off[q] = n < CK ? c * s.D * HW : -1;
+        tap[q] = ((t / KHW) << 20) | (((t % KHW) / s.KW) << 10) | (t % s.KW);
     }
     auto loadA = [&](int k0, float *ra) {
 #pragma unroll
@@ -348,13 +365,14 @@ cx_wgrad(int M, const float *__restrict__ A, const float *__restrict__ img,
         }
     };
     auto loadB = [&](int k0, float *rb) {
-        const int o = k0 + kb;
-        const int oy = o < P ? (o / s.OW) * s.SH : -(1 << 20), ox = (o % s.OW) * s.SW;
+        const int o = k0 + kb, oq = o % PHW;
+        const bool ook = o < P;
+        const int bz = (o / PHW) * s.SD - s.PD, by = (oq / s.OW) * s.SH - s.PH, bx = (oq % s.OW) * s.SW - s.PW;
 #pragma unroll
         for (int q = 0; q < T::LB; q++) {
-            const int iy = oy + dy[q], ix = ox + dx[q];
-            rb[q] = (off[q] >= 0 && iy >= 0 && iy < s.H && ix >= 0 && ix < s.W)
-                        ? im[off[q] + iy * s.W + ix] : 0.0f;
+            const int iz = bz + (tap[q] >> 20), iy = by + ((tap[q] >> 10) & 1023), ix = bx + (tap[q] & 1023);
+            rb[q] = (ook && off[q] >= 0 && iz >= 0 && iz < s.D && iy >= 0 && iy < s.H && ix >= 0 && ix < s.W)
+                        ? im[off[q] + (iz * s.H + iy) * s.W + ix] : 0.0f;
         }
     };
     auto storeB = [&](float *S, const float *rb) {
@@ -380,13 +398,12 @@ cx_wgrad(int M, const float *__restrict__ A, const float *__restrict__ img,
     }
 }
 
-
 // ---------------------------------------------------------------- the passes (host side)
-// A convolution's sizes in 2-D (1-D: height 1): N samples, input Cin x H x W, output Cout x
-// OH x OW, kernel KH x KW, strides, paddings. For a transposed convolution "input" and "output"
-// are its own (x and y), the stub's swapped geometry.
+// A convolution's sizes in 3-D (2-D: depth 1; 1-D: also height 1): N samples, input Cin x D x
+// H x W, output Cout x OD x OH x OW, kernel KD x KH x KW, strides, paddings. For a transposed
+// convolution "input" and "output" are its own (x and y), the stub's swapped geometry.
 struct ConvDims {
-    int N, Cin, Cout, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
+    int N, Cin, Cout, D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW, PD, PH, PW;
 };
 
 // the image and columns of the stub's im2col / col2im: the input and output positions for a
@@ -394,23 +411,26 @@ struct ConvDims {
 inline ConvShape cx_shape(const ConvDims &d, bool transpose) {
     ConvShape s;
     s.C = transpose ? d.Cout : d.Cin;
-    s.H = transpose ? d.OH : d.H;   s.W = transpose ? d.OW : d.W;
-    s.OH = transpose ? d.H : d.OH;  s.OW = transpose ? d.W : d.OW;
-    s.KH = d.KH; s.KW = d.KW; s.SH = d.SH; s.SW = d.SW; s.PH = d.PH; s.PW = d.PW;
+    s.D = transpose ? d.OD : d.D;   s.H = transpose ? d.OH : d.H;   s.W = transpose ? d.OW : d.W;
+    s.OD = transpose ? d.D : d.OD;  s.OH = transpose ? d.H : d.OH;  s.OW = transpose ? d.W : d.OW;
+    s.KD = d.KD; s.KH = d.KH; s.KW = d.KW; s.SD = d.SD; s.SH = d.SH; s.SW = d.SW;
+    s.PD = d.PD; s.PH = d.PH; s.PW = d.PW;
     return s;
 }
 
 // the gather's kernel-size specialisation (cx_gather's KS)
-inline int cx_ks(const ConvShape &s) { return s.KH == s.KW && (s.KH == 1 || s.KH == 3) ? s.KH : 0; }
+inline int cx_ks(const ConvShape &s) {
+    return s.KD == 1 && s.KH == s.KW && (s.KH == 1 || s.KH == 3) ? s.KH : 0;
+}
 
-// f(CxTile<TM, TN>()) for the tile of a launch over `rows` x `cols` outputs: 8 rows per thread
-// when one 64-row tile does not cover the rows, else 8 columns when `wide` and one 64-column
-// tile does not cover them (cx_scatter keeps two accumulators per output: 4 columns), else 4 x 4.
-// No 8 x 8: at 128 registers (two blocks per SM) it would spill.
+// f(CxTile<TM, TN>()) for the tile of a launch over `rows` x `cols` outputs (cx_gather,
+// cx_wgrad): 8 rows per thread when one 64-row tile does not cover the rows, else 8 columns when
+// one 64-column tile does not cover them, else 4 x 4. No 8 x 8: at 128 registers (two blocks
+// per SM) it would spill. cx_scatter, with two accumulators per output, always takes 4 x 4.
 template <class F>
-void cx_tiles(int64_t rows, int64_t cols, bool wide, F f) {
+void cx_tiles(int64_t rows, int64_t cols, F f) {
     if (cx_per_thread(rows) == 8) f(CxTile<8, 4>());
-    else if (wide && cx_per_thread(cols) == 8) f(CxTile<4, 8>());
+    else if (cx_per_thread(cols) == 8) f(CxTile<4, 8>());
     else f(CxTile<4, 4>());
 }
 
@@ -424,13 +444,13 @@ template <class L>
 int cx_forward(L &l, const ConvDims &d, bool transpose, const float *W, const float *bias,
                const float *X, float *Y) {
     const ConvShape s = cx_shape(d, transpose);
-    const int ncols = d.N * d.OH * d.OW;  // y's cells
+    const int ncols = d.N * d.OD * d.OH * d.OW;  // y's cells
     if (d.Cout == 0 || ncols == 0) return 0;
     int st = 0;
     if (!transpose)  // y_b = bias + W col(x_b)
-        cx_tiles(d.Cout, ncols, true, [&](auto t) { st = l.gather(t, d.Cout, ncols, W, bias, X, Y, s); });
+        cx_tiles(d.Cout, ncols, [&](auto t) { st = l.gather(t, d.Cout, ncols, W, bias, X, Y, s); });
     else             // y_b = col2im(W^T x_b) onto the bias
-        cx_tiles(d.Cout, ncols, false, [&](auto t) { st = l.scatter(t, d.Cin, d.N, W, bias, X, Y, s); });
+        st = l.scatter(CxTile<4, 4>(), d.Cin, d.N, W, bias, X, Y, s);
     return st;
 }
 
@@ -439,13 +459,13 @@ int cx_forward(L &l, const ConvDims &d, bool transpose, const float *W, const fl
 template <class L>
 int cx_input_grad(L &l, const ConvDims &d, bool transpose, const float *W, const float *G, float *dX) {
     const ConvShape s = cx_shape(d, transpose);
-    const int ncols = d.N * d.H * d.W;
+    const int ncols = d.N * d.D * d.H * d.W;
     if (d.Cin == 0 || ncols == 0) return 0;
     int st = 0;
     if (!transpose)
-        cx_tiles(d.Cin, ncols, false, [&](auto t) { st = l.scatter(t, d.Cout, d.N, W, nullptr, G, dX, s); });
+        st = l.scatter(CxTile<4, 4>(), d.Cout, d.N, W, nullptr, G, dX, s);
     else
-        cx_tiles(d.Cin, ncols, true, [&](auto t) { st = l.gather(t, d.Cin, ncols, W, nullptr, G, dX, s); });
+        cx_tiles(d.Cin, ncols, [&](auto t) { st = l.gather(t, d.Cin, ncols, W, nullptr, G, dX, s); });
     return st;
 }
 
@@ -455,11 +475,12 @@ template <class L>
 int cx_kernel_grad(L &l, const ConvDims &d, bool transpose, const float *X, const float *G,
                    int n0, int m, float *part) {
     const ConvShape s = cx_shape(d, transpose);
-    const int Ca = transpose ? d.Cin : d.Cout, nk = s.C * d.KH * d.KW;
+    const int Ca = transpose ? d.Cin : d.Cout, nk = s.C * d.KD * d.KH * d.KW;
     if (Ca == 0 || nk == 0 || m == 0) return 0;
-    const float *xs = X + (int64_t)n0 * d.Cin * d.H * d.W, *gs = G + (int64_t)n0 * d.Cout * d.OH * d.OW;
+    const float *xs = X + (int64_t)n0 * d.Cin * d.D * d.H * d.W;
+    const float *gs = G + (int64_t)n0 * d.Cout * d.OD * d.OH * d.OW;
     int st = 0;
-    cx_tiles(Ca, nk, true, [&](auto t) {
+    cx_tiles(Ca, nk, [&](auto t) {
         st = l.wgrad(t, Ca, m, transpose ? xs : gs, transpose ? gs : xs, part, s);
     });
     return st;

@@ -5,9 +5,9 @@
 // Geometry arrives as one flat array (torchlean/shapes.py conv_geom / pool_geom):
 //   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
 //
-// Convolutions and transposed convolutions with one or two spatial axes run as implicit GEMMs:
-// conv_igemm.cu outside exact mode, conv_exact.cuh in exact mode (the stub's bits, no column
-// buffer); the rest (three or more axes, more than 63 kernel taps outside exact mode,
+// Convolutions and transposed convolutions run as implicit GEMMs: conv_igemm.cu outside exact
+// mode (one or two spatial axes), conv_exact.cuh in exact mode (one to three axes; the stub's
+// bits, no column buffer); the rest (more axes, more than 63 kernel taps outside exact mode,
 // TORCHLEAN_CONV_IGEMM=0) is im2col + cuBLAS SGEMM, or the exact GEMM in exact mode. The column matrix of a chunk
 // of nb samples is laid out col[(c, k)][b * P + o] (rows: channel and kernel offset; columns:
 // sample-major output positions), so that
@@ -115,7 +115,9 @@ __global__ void k_col2im(Geom G, int64_t C, int64_t nb, const float *col, const 
 // (channel, sample, output position) walking its kernel window (im2col) and one thread per image
 // cell walking the offsets that read it (col2im). Most convolutions take it; 64-bit divisions
 // in the N-D kernels above cost more than the memory traffic.
-typedef ConvShape Geom2;  // conv_exact.cuh: C, H, W, OH, OW, KH, KW, SH, SW, PH, PW
+struct Geom2 {
+    int C, H, W, OH, OW, KH, KW, SH, SW, PH, PW;
+};
 
 __global__ void k_im2col_2d(Geom2 g, int nb, const float *img, float *col) {
     const int P = g.OH * g.OW, total = g.C * nb * P, K = g.KH * g.KW;
@@ -334,23 +336,40 @@ int kgrad_stream(const char *op, Rule4Stream &acc, int64_t nk, int64_t n, Scratc
 
 // ------------------------------------------------------------------ exact implicit GEMMs
 
-// Exact mode's 1-D and 2-D convolutions run conv_exact.cuh's kernels (no column buffer): 32-bit
-// index arithmetic enough and row tiles within gridDim.y. Three or more spatial axes stay on
-// the im2col + exact GEMM path below (the same bits).
+// Exact mode's convolutions with one to three spatial axes run conv_exact.cuh's kernels (no
+// column buffer): 32-bit index arithmetic enough, row tiles within gridDim.y, cx_scatter's
+// residue classes within gridDim.z, kernel extents within cx_wgrad's 10-bit tap fields, image
+// extents plus paddings within cx_scatter's 16-bit cell fields. More
+// axes stay on the im2col + exact GEMM path below (the same bits).
 bool exact_implicit(const Geom &G) {
-    if (!tl_exact() || G.r > 2) return false;
+    if (!tl_exact() || G.r > 3) return false;
     const int64_t lim = INT32_MAX / 2, rows = (int64_t)65535 * 64;
+    int64_t classes = 1;
+    for (int a = 0; a < G.r; a++) {
+        if (G.k[a] >= 1024 || G.s[a] >= (1 << 16) || G.in[a] + G.p[a] >= (1 << 15) ||
+            G.out[a] + G.p[a] >= (1 << 15))
+            return false;
+        classes *= G.s[a];
+    }
     return G.n * G.cin * G.in_n < lim && G.n * G.cout * G.out_n < lim &&
-           G.cout * G.cin * G.k_n < lim && G.cin < rows && G.cout < rows &&
-           G.s[0] * (G.r == 2 ? G.s[1] : 1) <= 65535;  // cx_scatter's classes on gridDim.z
+           G.cout * G.cin * G.k_n < lim && G.cin < rows && G.cout < rows && classes <= 65535;
 }
 
+// the geometry's axes right-aligned in depth, height, width (missing leading axes of size 1)
 ConvDims dims_of(const Geom &G) {
-    const Geom2 in = to_2d(G, G.cin);  // H, W, OH, OW, kernel, strides, paddings in 2-D
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1},
+            pd[3] = {0, 0, 0};
+    for (int a = 0; a < G.r; a++) {
+        const int t = 3 - G.r + a;
+        in[t] = G.in[a]; out[t] = G.out[a]; k[t] = G.k[a]; st[t] = G.s[a]; pd[t] = G.p[a];
+    }
     ConvDims d;
     d.N = (int)G.n; d.Cin = (int)G.cin; d.Cout = (int)G.cout;
-    d.H = in.H; d.W = in.W; d.OH = in.OH; d.OW = in.OW; d.KH = in.KH; d.KW = in.KW;
-    d.SH = in.SH; d.SW = in.SW; d.PH = in.PH; d.PW = in.PW;
+    d.D = (int)in[0]; d.H = (int)in[1]; d.W = (int)in[2];
+    d.OD = (int)out[0]; d.OH = (int)out[1]; d.OW = (int)out[2];
+    d.KD = (int)k[0]; d.KH = (int)k[1]; d.KW = (int)k[2];
+    d.SD = (int)st[0]; d.SH = (int)st[1]; d.SW = (int)st[2];
+    d.PD = (int)pd[0]; d.PH = (int)pd[1]; d.PW = (int)pd[2];
     return d;
 }
 
@@ -374,14 +393,18 @@ struct ExactLaunch {
     int scatter(T, int D, int N, const float *Wt, const float *bias, const float *src,
                 float *out, ConvShape s) {
         const dim3 grid(tiles_of(cx_class_cols(N, s), T::BN), tiles_of(s.C, T::BM),
-                        (unsigned)(s.SH * s.SW));
-        cx_scatter<T::RM, T::RN><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(D, N, Wt, bias, src,
-                                                                           out, s);
+                        (unsigned)(s.SD * s.SH * s.SW));
+        if (cx_3d(s))
+            cx_scatter<T::RM, T::RN, true><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(
+                D, N, Wt, bias, src, out, s);
+        else
+            cx_scatter<T::RM, T::RN, false><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(
+                D, N, Wt, bias, src, out, s);
         return tl_cuda_launched(op);
     }
     template <class T>
     int wgrad(T, int M, int m, const float *A, const float *img, float *part, ConvShape s) {
-        const int nk = s.C * s.KH * s.KW;
+        const int nk = s.C * s.KD * s.KH * s.KW;
         cx_wgrad<T::RM, T::RN><<<dim3(tiles_of(nk, T::BN), tiles_of(M, T::BM), (unsigned)m),
                                  CX_THREADS, T::SMEM, tl_stream()>>>(M, A, img, part, s);
         return tl_cuda_launched(op);

@@ -46,13 +46,14 @@ struct EmuLauncher {
     int scatter(T, int D, int N, const float *Wt, const float *bias, const float *src,
                 float *out, ConvShape s) {
         return launch(dim3(tiles(cx_class_cols(N, s), T::BN), tiles(s.C, T::BM),
-                           (unsigned)(s.SH * s.SW)), T::SMEM, [=] {
-            cx_scatter<T::RM, T::RN>(D, N, Wt, bias, src, out, s);
+                           (unsigned)(s.SD * s.SH * s.SW)), T::SMEM, [=] {
+            if (cx_3d(s)) cx_scatter<T::RM, T::RN, true>(D, N, Wt, bias, src, out, s);
+            else cx_scatter<T::RM, T::RN, false>(D, N, Wt, bias, src, out, s);
         }, reverse);
     }
     template <class T>
     int wgrad(T, int M, int m, const float *A, const float *img, float *part, ConvShape s) {
-        const int nk = s.C * s.KH * s.KW;
+        const int nk = s.C * s.KD * s.KH * s.KW;
         return launch(dim3(tiles(nk, T::BN), tiles(M, T::BM), (unsigned)m), T::SMEM, [=] {
             cx_wgrad<T::RM, T::RN>(M, A, img, part, s);
         }, reverse);
@@ -61,15 +62,16 @@ struct EmuLauncher {
 
 ConvDims dims(const int *g) {
     ConvDims d;
-    d.N = g[0]; d.Cin = g[1]; d.Cout = g[2]; d.H = g[3]; d.W = g[4]; d.OH = g[5]; d.OW = g[6];
-    d.KH = g[7]; d.KW = g[8]; d.SH = g[9]; d.SW = g[10]; d.PH = g[11]; d.PW = g[12];
+    int *f[] = {&d.N, &d.Cin, &d.Cout, &d.D, &d.H, &d.W, &d.OD, &d.OH, &d.OW, &d.KD, &d.KH,
+                &d.KW, &d.SD, &d.SH, &d.SW, &d.PD, &d.PH, &d.PW};
+    for (int i = 0; i < 18; i++) *f[i] = g[i];
     return d;
 }
 }  // namespace
 
 extern "C" {
 
-// g: N, Cin, Cout, H, W, OH, OW, KH, KW, SH, SW, PH, PW (conv_exact.cuh ConvDims). 0: done,
+// g: N, Cin, Cout, D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW, PD, PH, PW (ConvDims). 0: done,
 // -2: a kernel wrote past its shared memory
 int emu_conv_exact_forward(const int *g, int transpose, const float *W, const float *bias,
                            const float *X, float *Y, int reverse) {
@@ -84,7 +86,7 @@ int emu_conv_exact_backward(const int *g, int transpose, const float *W, const f
     EmuLauncher l{reverse != 0};
     const ConvDims d = dims(g);
     int st = cx_input_grad(l, d, transpose != 0, W, G, dX);
-    const int64_t nk = (int64_t)d.Cin * d.Cout * d.KH * d.KW;
+    const int64_t nk = (int64_t)d.Cin * d.Cout * d.KD * d.KH * d.KW;
     std::vector<tlm_sumacc> acc((size_t)nk);
     for (auto &a : acc) tlm_sumacc_init(&a);
     std::vector<float> part((size_t)(nk * chunk), NAN);
