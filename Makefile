@@ -68,14 +68,23 @@ $(CUDA_LIB): $(CUDA_OBJS)
 # test shims for the canonical arithmetic (native/common/tl_math.h): the header compiled with the
 # stub's flags into a library tests/test_exact_math.py loads, and as CUDA device code into a
 # program that compares every float32 input's device result with the host's (GPU machine)
-build/tl_math_test.so: tests/native/tl_math_shim.c native/common/tl_math.h
+build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h native/common/tl_math.h
 	@mkdir -p build
-	$(CC) $(STUB_CFLAGS) -Inative/common -shared -Wl,-z,nodelete -o $@ $< -lm
+	$(CC) $(STUB_CFLAGS) -Inative/common -shared -Wl,-z,nodelete -o $@ $< -lquadmath -lm
 
 build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h
 	@mkdir -p build
 	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -fopenmp,-ffp-contract=off -Inative/common \
 	  -o $@ $< -lgomp
+
+# exhaustive proof that tl_math.h's transcendental functions are correctly rounded (all 2^32
+# inputs per function against glibc double + libquadmath; minutes per function, outside CI)
+build/check_math: tests/native/check_math.c tests/native/cr_oracle.h native/common/tl_math.h
+	@mkdir -p build
+	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
+
+check-math: build/check_math               ## exhaustive correct-rounding check (long; not in CI)
+	build/check_math
 
 # the tiled CUDA attention kernels (native/cuda/attention_tiled.cuh) compiled for the CPU with a
 # small CUDA emulation (tests/native/cuda_emu/), so tests/test_attention_tiles.py checks them
@@ -120,8 +129,9 @@ gen-check:                                 ## fail if generated files are out of
 symbols-check: $(STUB_LIB)                 ## the built libraries export exactly the header's symbols
 	$(PY) -m codegen.symbols $(STUB_LIB) $(wildcard $(CUDA_LIB))
 
-install:                                   ## pip install the package with its test extra
-	$(PY) -m pip install -q -e '.[test]' || $(PY) -m pip install -q --user -e '.[test]'
+install:                                   ## pip install the package with its test extra (stub only)
+	TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q -e '.[test]' || \
+	  TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q --user -e '.[test]'
 
 test: install gen-check stub               ## set up on a fresh machine and run the whole CPU suite
 	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -n 2 $(PYTEST_ARGS) tests
@@ -177,7 +187,8 @@ bench-models: cuda                         ## six realistic models vs PyTorch in
 	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py
 
 demo: stub                                 ## install the examples extra, train the digits CNN
-	$(PY) -m pip install -q -e '.[examples]' || $(PY) -m pip install -q --user -e '.[examples]'
+	TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q -e '.[examples]' || \
+	  TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q --user -e '.[examples]'
 	$(PY) examples/digits_cnn.py
 
 clean:                                     ## remove built libraries

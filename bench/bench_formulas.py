@@ -106,11 +106,12 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     base, head = Path(a.base).resolve(), ROOT
     times: dict[str, dict[str, list]] = {"base": {}, "head": {}}
-    for _ in range(a.rounds):
-        for side, root in (("base", base), ("head", head)):
+    for r in range(a.rounds):   # the order alternates, so neither side always runs second
+        for side, root in ((("base", base), ("head", head)) if r % 2 == 0 else (("head", head), ("base", base))):
             for k, v in run(root, a.n, a.reps, a.exact).items():
                 times[side].setdefault(k, []).append(v)
-    lines = [f"| op (n = {a.n}, {'exact' if a.exact else 'default'} mode) | base ms | this tree ms | ratio |",
+    thr = os.environ.get("OMP_NUM_THREADS", "all")
+    lines = [f"| op (n = {a.n}, {'exact' if a.exact else 'default'} mode, threads {thr}) | base ms | this tree ms | ratio |",
              "|---|---|---|---|"]
     for k in times["base"]:
         b, h = statistics.median(times["base"][k]), statistics.median(times["head"][k])

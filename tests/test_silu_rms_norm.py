@@ -125,7 +125,7 @@ def test_rms_norm_nan_row_stays_in_its_row_and_zero_row_gives_zero():
 
 def test_rms_norm_bad_weight_names_the_op_and_shapes():
     x = tl.AnyBuffer.from_numpy(np.ones((2, 4), np.float32))
-    with pytest.raises(ValueError, match=r"rms_norm: expected gamma of shape \(4,\).*got gamma \(3,\)"):
+    with pytest.raises(ValueError, match=r"rms_norm: expected weight of shape \(4,\).*got weight \(3,\)"):
         ops.rms_norm(x, tl.AnyBuffer.from_numpy(np.ones(3, np.float32)))
     with pytest.raises(ValueError, match=r"RMSNorm: expected input with trailing shape \(5,\)"):
         nn.RMSNorm(5)(tl.tensor(np.ones((2, 4), np.float32)))

@@ -5,6 +5,7 @@ reference) and a CUDA library. TORCHLEAN_BACKEND=stub|cuda|auto picks one at imp
 """
 from __future__ import annotations
 
+
 from torchlean.errors import BackendError, DeviceError
 from torchlean import _loader
 from torchlean._loader import ffi as _ffi, lib as _lib
@@ -17,30 +18,26 @@ from torchlean.session import Session, Tensor, Parameter, manual_seed, tensor, s
 from torchlean.session import cat, stack, split, chunk, get_rng_state, set_rng_state
 from torchlean.session import where, argmax, argmin, pow, erf, eq, ne, lt, le, gt, ge  # noqa: A004
 from torchlean import optim, nn, interop, data
-from torchlean.interop import from_numpy, tensor_from_dlpack as from_dlpack
+from torchlean.interop import tensor_from_dlpack as from_dlpack
+# torch-shaped top level: factories, torch.X forms of Tensor methods, dtypes and devices
+from torchlean.int_tensor import IntTensor
+from torchlean.dtypes import dtype, float32, int64, bool_ as _bool_dtype
+from torchlean.devices import device
+from torchlean import cuda, utils
+from torchlean.factories import (tensor, as_tensor, from_numpy, zeros, ones, empty, full,  # noqa: F811
+                                 zeros_like, ones_like, empty_like, full_like, rand, randn,
+                                 randint, rand_like, randn_like, randint_like, randperm, arange,
+                                 linspace, eye, is_tensor, numel)
+from torchlean.functions import (abs, exp, log, sqrt, rsqrt, sigmoid, tanh, relu, reciprocal,  # noqa: A004
+                                 neg, square, sum, mean, amax, amin, max, min, var, std,
+                                 logsumexp, flatten, reshape, transpose, permute, squeeze,
+                                 unsqueeze, t, clamp, clip, detach, clone, add, sub, mul, div,
+                                 matmul, mm, bmm, maximum, minimum, floor, trunc)
+from torchlean.exact_arith import exact_version
 from torchlean.runtime import (backend, set_deterministic, is_deterministic, set_exact, is_exact,
-                               synchronize)
+                               synchronize, memory_stats, reset_peak_memory_stats, empty_cache)
 
 __version__ = "0.1.0"
-
-
-def memory_stats() -> dict:
-    """Counters of the native allocator: live buffers and bytes, peak, allocations, frees, and
-    (CUDA) cached pool bytes, its cap and the device's free/total bytes."""
-    s = _ffi.new("tl_memory_stats *")
-    _lib.tl_memory_stats_get(s)
-    return {k: int(getattr(s, k)) for k in (
-        "live_buffers", "live_bytes", "peak_bytes", "allocations", "frees", "cached_bytes",
-        "cache_cap_bytes", "device_free_bytes", "device_total_bytes")}
-
-
-def reset_peak_memory_stats() -> None:
-    _lib.tl_memory_reset_peak()
-
-
-def empty_cache() -> None:
-    """Return cached device memory to the driver (no-op on the stub)."""
-    _lib.tl_empty_cache()
 
 
 __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backend", "ops",
@@ -49,4 +46,17 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "Parameter", "manual_seed", "tensor", "softmax", "log_softmax", "optim", "nn",
            "from_numpy", "from_dlpack", "DeviceMask", "cat", "stack", "split", "chunk",
            "get_rng_state", "set_rng_state", "data", "where", "argmax", "argmin", "pow", "erf",
-           "eq", "ne", "lt", "le", "gt", "ge"]
+           "eq", "ne", "lt", "le", "gt", "ge", "IntTensor", "utils", "dtype", "float32", "int64", "long",
+           "device", "cuda", "as_tensor", "zeros", "ones", "empty",
+           "full", "zeros_like", "ones_like", "empty_like", "full_like", "rand", "randn",
+           "randint", "rand_like", "randn_like", "randint_like", "randperm", "arange",
+           "linspace", "eye", "is_tensor", "numel", "exp", "log", "sqrt", "rsqrt",
+           "sigmoid", "tanh", "relu", "reciprocal", "neg", "square", "mean", "amax",
+           "amin", "var", "std", "logsumexp", "flatten", "reshape", "transpose",
+           "permute", "squeeze", "unsqueeze", "t", "clamp", "clip", "detach", "clone", "add",
+           "sub", "mul", "div", "matmul", "mm", "bmm", "maximum", "minimum", "floor", "trunc",
+           "exact_version"]
+
+# torch's dtype aliases; bound last, since they shadow builtins in this module's namespace (the
+# names that shadow builtins, these and abs/max/min/sum, stay out of __all__)
+globals().update(float=float32, long=int64, int=int64, bool=_bool_dtype)

@@ -1,5 +1,5 @@
 """The runtime's switches: the TORCHLEAN_* environment, the determinism and exact-mode flags,
-TF32, and waiting for the device.
+TF32, waiting for the device and the allocator's counters.
 
 Every TORCHLEAN_* variable is named in ENV (and README "Environment variables") and parsed by
 one of the readers below, so a typo is an error naming the variable instead of a silent
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 
-from torchlean._loader import BACKEND, lib
+import numpy as np
+
+from torchlean._loader import BACKEND, ffi, lib
 from torchlean.buffer import raise_status
 
 # every variable torchlean reads: name -> (reader, what it sets); README lists the same
@@ -92,10 +94,18 @@ def backend() -> str:
     return BACKEND
 
 
+def _check_flag(op: str, flag) -> int:
+    """A bool or an integer (by its truth); anything else, a string like 'no' included, is an
+    error rather than a truthy value."""
+    if isinstance(flag, (int, np.integer, np.bool_)):
+        return 1 if flag else 0
+    raise TypeError(f"{op}: flag must be True or False, got {type(flag).__name__} {flag!r}")
+
+
 def set_deterministic(flag: bool) -> bool:
     """Turn fixed-order (bit-reproducible) reductions on or off; returns the observed flag.
     Turning it off also turns exact mode off (exact implies deterministic)."""
-    return bool(lib.tl_set_deterministic(1 if flag else 0))
+    return bool(lib.tl_set_deterministic(_check_flag("set_deterministic", flag)))
 
 
 def is_deterministic() -> bool:
@@ -107,7 +117,7 @@ def set_exact(flag: bool) -> bool:
     canonical arithmetic of native/common/tl_math.h so the stub and CUDA give the same bits
     (README "Reproducibility levels"). It implies deterministic mode: turned on with it, left
     as it was when exact mode goes off."""
-    return bool(lib.tl_set_exact(1 if flag else 0))
+    return bool(lib.tl_set_exact(_check_flag("set_exact", flag)))
 
 
 def is_exact() -> bool:
@@ -119,6 +129,25 @@ def synchronize() -> None:
     st = lib.tl_synchronize()
     if st:
         raise_status("synchronize", st)
+
+
+def memory_stats() -> dict:
+    """Counters of the native allocator: live buffers and bytes, peak, allocations, frees, and
+    (CUDA) cached pool bytes, its cap and the device's free/total bytes."""
+    s = ffi.new("tl_memory_stats *")
+    lib.tl_memory_stats_get(s)
+    return {k: int(getattr(s, k)) for k in (
+        "live_buffers", "live_bytes", "peak_bytes", "allocations", "frees", "cached_bytes",
+        "cache_cap_bytes", "device_free_bytes", "device_total_bytes")}
+
+
+def reset_peak_memory_stats() -> None:
+    lib.tl_memory_reset_peak()
+
+
+def empty_cache() -> None:
+    """Return cached device memory to the driver (no-op on the stub)."""
+    lib.tl_empty_cache()
 
 
 def _apply_environment() -> None:

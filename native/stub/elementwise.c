@@ -3,12 +3,10 @@
  *
  * The maps ops.yaml gives a `formula:` are generated (entry/elementwise_maps_stub.inc) into the
  * vectorised loop defined here. What stays by hand is schedule: binary_broadcast's strided rows,
- * affine_rows, and the blocked loops for tlm_log and tlm_sigmoid, which GCC does not vectorise as
- * written (early returns; float selects mixed with double arithmetic): log_exact_block and
- * sigmoid_exact_block give their bits in vectorisable loops (the log in every mode, since it
- * beats libm's logf; the sigmoid in exact mode). The default mode's sigmoid, softplus and
- * safe_log pair keep the faster float/libm formulas (tlf_*_fast), as before: not the
- * canonical bits, so exact mode runs the canonical formulas instead.
+ * affine_rows, the log over blocks (every mode), safe_log as softplus + eps then that log, and
+ * the sigmoid over blocks (exact mode). The default mode's sigmoid and the softplus/safe_log
+ * backward keep the faster float sigmoid (tlf_sigmoid_fast): not tlf_sigmoid's bits, so exact
+ * mode runs the canonical formulas instead.
  */
 #include "stub.h"
 #include "entry/elementwise_kernels.h"
@@ -22,31 +20,10 @@
 #define TL_MAP_ATTR TL_VEC512
 #include "entry/elementwise_maps_stub.inc"
 
-/* tlm_sigmoid over a block, bit for bit, in three loops GCC vectorises (one loop mixing float
- * selects with double arithmetic does not): (1) the float reduction e^-|x| = 2^k (1 + t) and
- * the two normal float factors of 2^-k; (2) tlm_sigmoid's double arithmetic, both quotients;
- * (3) the float selects. tests/test_exact_pointwise.py compares it with tlm_sigmoid on every
- * 251st float32. */
+/* tlm_sigmoid over a block (branch-free, so the loop vectorises) */
 #define SIG_BLOCK 512
 static TL_VEC512 void sigmoid_exact_block(const float *X, float *Y, int64_t len) {
-    float T[SIG_BLOCK], P1[SIG_BLOCK], P2[SIG_BLOCK], YP[SIG_BLOCK], YN[SIG_BLOCK];
-    for (int64_t i = 0; i < len; i++) {
-        int32_t k;
-        T[i] = tlm_exp_parts(-tlm_abs(X[i]), &k);          /* k in [-150, 0] */
-        int32_t k1 = k >> 1, k2 = k - k1;
-        P1[i] = tlm_from_bits((127 - k1) << 23);
-        P2[i] = tlm_from_bits((127 - k2) << 23);
-    }
-    for (int64_t i = 0; i < len; i++) {
-        double p = (double)P1[i] * (double)P2[i];           /* 2^-k exactly, as tlm_pow2d(-k) */
-        double n = tlm_dadd(1.0, (double)T[i]), d = tlm_dadd(p, n);
-        YP[i] = tlm_d2f(tlm_ddiv(p, d));
-        YN[i] = tlm_d2f(tlm_ddiv(n, d));
-    }
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i];
-        Y[i] = v != v ? tlm_add(v, v) : (v >= 0.0f ? YP[i] : YN[i]);
-    }
+    for (int64_t i = 0; i < len; i++) Y[i] = tlf_sigmoid(X[i]);
 }
 
 /* BLOCK(x, y, len) over x[0..n) into y, blocks split across threads */
@@ -59,28 +36,9 @@ static void by_blocks(void (*block)(const float *, float *, int64_t), const floa
     }
 }
 
-/* tlm_log over a block, bit for bit, in three vectorised loops: the argument tlm_log reduces
- * (x itself when positive and finite, else 1), the reduction and series, then the special values
- * (NaN, 0, negative, +inf) selected over the series value, as tlm_log's returns do. */
+/* tlm_log over a block (branch-free, so the loop vectorises) */
 static TL_VEC512 void log_exact_block(const float *X, float *Y, int64_t len) {
-    float XIN[SIG_BLOCK];
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i];
-        XIN[i] = v > 0.0f && v <= 3.40282347e38f ? v : 1.0f;
-    }
-    for (int64_t i = 0; i < len; i++) {
-        float e, f = tlm_log_split(XIN[i], &e);
-        float r = tlm_add(tlm_log1p_reduced(f), tlm_mul(e, -2.12194440e-4f));
-        Y[i] = tlm_add(r, tlm_mul(e, 0.693359375f));
-    }
-    const float ninf = tlm_from_bits((int32_t)0xff800000), nan = tlm_from_bits(0x7fc00000);
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i], r = Y[i];
-        r = v > 3.40282347e38f ? v : r;
-        r = v < 0.0f ? nan : r;
-        r = v == 0.0f ? ninf : r;
-        Y[i] = v != v ? tlm_add(v, v) : r;
-    }
+    for (int64_t i = 0; i < len; i++) Y[i] = tlf_log(X[i]);
 }
 
 /* binary_broadcast: one output row (the last coalesced axis) of fn(a, b), a and b read through
@@ -157,13 +115,6 @@ int tlk_sigmoid(const char *op, tl_buf x, tl_buf y, int64_t n) {
     LOOP(n) Y[i] = tlf_sigmoid_fast(X[i]);
     return TL_OK;
 }
-TL_VEC512 int tlk_softplus(const char *op, tl_buf x, tl_buf y, int64_t n) {
-    const float *X = x->data; float *Y = y->data;
-    if (tl_exact()) { LOOP(n) Y[i] = tlf_softplus(X[i]); }
-    else { LOOP(n) Y[i] = tlf_softplus_fast(X[i]); }
-    return TL_OK;
-}
-
 /* g sigmoid(x); exact mode computes sigmoid(x) into dx first, then multiplies in place */
 int tlk_softplus_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
     const float *X = x->data, *G = g->data; float *D = dx->data;
@@ -176,20 +127,16 @@ int tlk_softplus_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t
     return TL_OK;
 }
 
-/* log(softplus(x) + eps) */
+/* log(softplus(x) + eps), canonical in every mode: softplus + eps over a block, then the blocked log */
 TL_VEC512 int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double eps) {
     const float *X = x->data; float *Y = y->data; const float e = (float)eps;
-    if (tl_exact()) {
-        const int64_t nb = (n + SIG_BLOCK - 1) / SIG_BLOCK;
-        #pragma omp parallel for schedule(static) if(n > TL_PAR_MIN)
-        for (int64_t b = 0; b < nb; b++) {
-            int64_t i0 = b * SIG_BLOCK, len = n - i0 < SIG_BLOCK ? n - i0 : SIG_BLOCK;
-            float t[SIG_BLOCK];
-            for (int64_t i = 0; i < len; i++) t[i] = tlm_add(tlf_softplus(X[i0 + i]), e);
-            log_exact_block(t, Y + i0, len);
-        }
-    } else {
-        LOOP(n) Y[i] = tlf_safe_log_fast(X[i], e);
+    const int64_t nb = (n + SIG_BLOCK - 1) / SIG_BLOCK;
+    #pragma omp parallel for schedule(static) if(n > TL_PAR_MIN)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t i0 = b * SIG_BLOCK, len = n - i0 < SIG_BLOCK ? n - i0 : SIG_BLOCK;
+        float t[SIG_BLOCK];
+        for (int64_t i = 0; i < len; i++) t[i] = tlm_add(tlf_softplus(X[i0 + i]), e);
+        log_exact_block(t, Y + i0, len);
     }
     return TL_OK;
 }

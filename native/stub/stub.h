@@ -36,8 +36,8 @@ static inline double tl_sum_f32_block(const float *x, int64_t n) {
 #endif
 
 /* Branch-free float32 e^x and tanh that loops vectorise (scalar libm calls do not): the
- * canonical versions of native/common/tl_math.h, the same code exact mode runs on CUDA.
- * exp within 1 ulp, tanh within 1.4 ulp (tests/test_stub_exp.py, tests/test_exact_math.py). */
+ * canonical, correctly rounded versions of native/common/tl_math.h, the same code exact mode
+ * runs on CUDA (tests/test_stub_exp.py, tests/test_exact_math.py). */
 static inline float tl_expf(float x) { return tlm_exp(x); }
 static inline float tl_tanhf(float x) { return tlm_tanh(x); }
 

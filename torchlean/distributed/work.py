@@ -36,7 +36,7 @@ def poll(done, *, rank: int, what: str, timeout_s: float, on_timeout=None) -> No
                     on_timeout()
                 raise DistributedError(
                     f"rank {rank}: {what} did not complete within {timeout_s:g} s: a peer "
-                    "process died or stopped calling the same collective (timeout set by "
+                    "process died, raised or stopped calling the same collective (timeout set by "
                     "TORCHLEAN_DIST_TIMEOUT_S)")
             time.sleep(min(1e-3, 1e-5 * (spins - 200) ** 0.5 + 1e-6))
 

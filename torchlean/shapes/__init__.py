@@ -13,12 +13,12 @@ One module per family: core (error, rank and axis checks), generic, broadcast, v
 from __future__ import annotations
 
 from .core import ShapeError, shape
-from .generic import (batch_of, cols, dims, flag, flat, lead_len, nonempty_last, numel, row_len,
+from .generic import (batch_of, cols, dims, flag, flat, lead_len, numel, row_len,
                       rows, same, scalar, seq_len, vec)
 from .broadcast import broadcast, broadcast_dims, broadcast_to, strided_broadcast, sum_to
 from .views import (axis_len, inner, outer, permute_bca, permute_cab, reduce, reduce_axis_back,
                     reduce_max_back, reshape, swap_adjacent, swap_geom, swap_last2, transpose2d)
-from .softmax import mask_rows, masked_softmax, softmax_rows
+from .softmax import mask_rows, masked_softmax, softmax_rows, softmax_shape
 from .linalg import (batch_rows, bmm, dgemm, gemm_m, gemm_n, gemm_p, gemm_t, linear, linear_db,
                      linear_dw, matmul)
 from .index import (as_index, concat0, concat1d, gather_row, gather_rows, gather_scalar,

@@ -9,7 +9,7 @@ from .core import ShapeError, require_rank
 def ln_out(x, gamma, beta=None):
     """layer_norm (gamma, beta) and rms_norm (weight): each (cols,), matching x's last axis."""
     require_rank(x, 1, None, "x")
-    params = {"gamma": gamma} if beta is None else {"gamma": gamma, "beta": beta}
+    params = {"weight": gamma} if beta is None else {"gamma": gamma, "beta": beta}
     for name, p in params.items():
         require_rank(p, 1, 1, name)
     if any(p[0] != x[-1] for p in params.values()):

@@ -67,9 +67,9 @@ TLM_HD float tlf_safe_log_backward(float x, float g, float eps) {
 }
 TLM_HD float tlf_clamp_backward(float x, float g, float lo, float hi) { return (x > lo && x < hi) ? g : 0.0f; }
 
-/* ---- the stub's default-mode sigmoid and softplus: float arithmetic and libm's log1pf, faster
- * than the canonical double-based tlm_sigmoid on the CPU; not tlf_sigmoid's bits, so only the
- * stub's default schedule uses them as such (exact mode and CUDA run tlf_sigmoid / tlf_softplus).
+/* ---- the stub's default-mode sigmoid (and the softplus/safe_log backward on it): float
+ * arithmetic, faster than tlm_sigmoid on the CPU; not tlf_sigmoid's bits, so only the stub's
+ * default schedule uses them as such (exact mode and CUDA run tlf_sigmoid).
  * tlf_sigmoid_fast is also silu's sigmoid, in every mode (named IEEE operations: both backends
  * give its bits). ---- */
 /* overflow-safe: exp of a non-positive argument only, 1 / (1 + e) for x >= 0 and e / (1 + e)
@@ -78,12 +78,9 @@ TLM_HD float tlf_sigmoid_fast(float x) {
     float e = tlm_exp(-fabsf(x));
     return tlm_div(x >= 0.0f ? 1.0f : e, tlm_add(1.0f, e));
 }
-/* max(x, 0) + log1p(exp(-|x|)), exact for large |x| */
-TLM_HD float tlf_softplus_fast(float x) { return (x > 0.0f ? x : 0.0f) + log1pf(tlm_exp(-fabsf(x))); }
 TLM_HD float tlf_softplus_backward_fast(float x, float g) { return g * tlf_sigmoid_fast(x); }
-TLM_HD float tlf_safe_log_fast(float x, float eps) { return logf(tlf_softplus_fast(x) + eps); }
 TLM_HD float tlf_safe_log_backward_fast(float x, float g, float eps) {
-    return g * tlf_sigmoid_fast(x) / (tlf_softplus_fast(x) + eps);
+    return g * tlf_sigmoid_fast(x) / (tlm_softplus(x) + eps);
 }
 
 /* silu = x sigmoid(x) (tlf_sigmoid_fast: vectorises on the CPU); -0 once the sigmoid
