@@ -32,7 +32,7 @@ HARD_CASES = ROOT / "tests" / "native" / "tl_math_hard_cases.txt"
 NAMES = ["exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "gelu", "gelu_grad", "sqrt",
          "rsqrt", "sin_2pi", "cos_2pi", "expm1"]
 FN = {n: i for i, n in enumerate(NAMES)}
-# the correctly rounded functions, numbered as tl_math.h's TLM_F_*
+# the correctly rounded functions, numbered as tests/native/cr_oracle.h's TLM_F_*
 CR = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "sin_2pi", "cos_2pi"]
 STRIDE = 1021
 

@@ -94,8 +94,9 @@ TLM_HD float tlm_rsqrt(float x) { return tlm_div(1.0f, tlm_sqrt(x)); }
  * hi + lo of two doubles, relative error below about 2^-56 (most near 2^-59). That is rounded to
  * float32 in one step (tlm_dd_round). An input whose true value lies closer to a rounding
  * midpoint than that error could round the wrong way; the exhaustive check over all 2^32
- * inputs (`make check-math`, tests/native/check_math.c, against libm and quad precision) found
- * the few that do, and TLM_HARD_CASES lists their correctly rounded results.
+ * inputs (`make check-math`, tests/native/check_math.c, against glibc and quad precision) found
+ * none, for every function here (bench/results/check-math.md). Any change to this code must
+ * pass it again (a wrong input would need a fix-up, as CORE-MATH lists its exceptions).
  * Double FMAs (tlm_dfma) are used freely: the result is correctly rounded either way. The code
  * is branch-free (selects), so stub loops vectorise and GPU warps do not diverge. */
 
@@ -185,25 +186,6 @@ TLM_HD float tlm_clampf(float x, float lo, float hi) {
     return tlm_sel(!(x >= lo), lo, tlm_sel(x > hi, hi, x));
 }
 
-/* Known hard cases: inputs where the double evaluation above sits closer to a float32
- * rounding midpoint than its error, and rounds the wrong way (found by `make check-math`).
- * Each row is {function, input bits, correctly rounded result bits}. */
-enum { TLM_F_EXP, TLM_F_EXPM1, TLM_F_LOG, TLM_F_LOG1P, TLM_F_TANH, TLM_F_SIGMOID, TLM_F_SOFTPLUS,
-       TLM_F_ERF, TLM_F_SIN_2PI, TLM_F_COS_2PI };
-#define TLM_HARD_CASES { {-1, 0, 0} }
-TLM_TABLE(int32_t tlm_hard_dev[][3], int32_t tlm_hard_host[][3], TLM_HARD_CASES)
-#define TLM_N_HARD ((int)(sizeof(TLM_TAB(tlm_hard)) / sizeof(TLM_TAB(tlm_hard)[0])))
-
-/* y, or the listed result when (fn, x) is a known hard case */
-TLM_HD float tlm_hard(int fn, float x, float y) {
-    int32_t b = tlm_to_bits(x), r = tlm_to_bits(y);
-    for (int i = 0; i < TLM_N_HARD; i++) {
-        int32_t hit = (TLM_TAB(tlm_hard)[i][0] == fn) & (TLM_TAB(tlm_hard)[i][1] == b);
-        r = hit ? TLM_TAB(tlm_hard)[i][2] : r;
-    }
-    return tlm_from_bits(r);
-}
-
 #define TLM_LN2_HI 0x1.62e42fefa3800p-1   /* 42 bits: k LN2_HI is exact for |k| < 2^11 */
 #define TLM_LN2_LO 0x1.ef35793c76730p-45
 #define TLM_INV_LN2 0x1.71547652b82fep+0
@@ -247,7 +229,7 @@ TLM_HD_INLINE float tlm_exp(float x) {
     tlm_dd e = tlm_fast_two_sum(1.0, m.hi);                  /* e^r = e.hi + (e.lo + m.lo) */
     double s = tlm_dd_to_odd(e.hi, tlm_dadd(e.lo, m.lo));
     float y = tlm_d2f(tlm_dmul(s, tlm_pow2_of(kd)));         /* one rounding: s is odd */
-    return tlm_nan_pass(x, tlm_hard(TLM_F_EXP, x, y));
+    return tlm_nan_pass(x, y);
 }
 
 /* e^x - 1, correctly rounded: 2^k e^r - 1 with the -1 added exactly (2Sum); x clamped to
@@ -260,7 +242,7 @@ TLM_HD_INLINE float tlm_expm1(float x) {
     tlm_dd s = tlm_two_sum(tlm_dmul(e.hi, p), -1.0);
     float y = tlm_dd_round(s.hi, tlm_dadd(s.lo, tlm_dmul(tlm_dadd(e.lo, m.lo), p)));
     y = tlm_sel(x == 0.0f, x, y);
-    return tlm_nan_pass(x, tlm_hard(TLM_F_EXPM1, x, y));
+    return tlm_nan_pass(x, y);
 }
 
 /* e^-a as 2^k (hi + lo) scaled into one unevaluated sum, for a >= 0 (float), clamped at 104 */
@@ -330,7 +312,7 @@ TLM_HD_INLINE float tlm_log(float x) {
     y = tlm_sel(x > 3.40282347e38f, x, y);
     y = tlm_sel(x < 0.0f, tlm_from_bits(0x7fc00000), y);
     y = tlm_sel(x == 0.0f, tlm_from_bits((int32_t)0xff800000), y);
-    return tlm_nan_pass(x, tlm_hard(TLM_F_LOG, x, y));
+    return tlm_nan_pass(x, y);
 }
 
 /* log of u = u.hi + u.lo > 0 (u.lo tiny beside u.hi), finite: u.hi = 2^e m, m in
@@ -361,7 +343,7 @@ TLM_HD_INLINE float tlm_log1p(float x) {
     y = tlm_sel(x < -1.0f, tlm_from_bits(0x7fc00000), y);
     y = tlm_sel(x == -1.0f, tlm_from_bits((int32_t)0xff800000), y);
     y = tlm_sel(x == 0.0f, x, y);
-    return tlm_nan_pass(x, tlm_hard(TLM_F_LOG1P, x, y));
+    return tlm_nan_pass(x, y);
 }
 
 /* tanh, correctly rounded: tanh(a) = -M / (2 + M), M = e^-2a - 1 (no cancellation), a = |x|
@@ -379,7 +361,7 @@ TLM_HD_INLINE float tlm_tanh(float x) {
     d.lo = tlm_dadd(d.lo, mm.lo);
     tlm_dd t = tlm_dd_div(n, d);
     float y = tlm_copysign(tlm_dd_round(t.hi, t.lo), x);
-    return tlm_nan_pass(x, tlm_hard(TLM_F_TANH, x, y));
+    return tlm_nan_pass(x, y);
 }
 
 /* 1 / (1 + e^-x), correctly rounded, overflow-safe: with E = e^-|x|, 1 / (1 + E) for x >= 0
@@ -393,7 +375,7 @@ TLM_HD_INLINE float tlm_sigmoid(float x) {
     n.lo = x >= 0.0f ? 0.0 : e.lo;
     tlm_dd q = tlm_dd_div(n, d);
     float y = tlm_dd_round(q.hi, q.lo);
-    return tlm_nan_pass(x, tlm_hard(TLM_F_SIGMOID, x, y));
+    return tlm_nan_pass(x, y);
 }
 
 /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|), correctly rounded (the sum is exact before the
@@ -406,7 +388,7 @@ TLM_HD_INLINE float tlm_softplus(float x) {
     tlm_dd s = tlm_two_sum((double)tlm_sel(x > 0.0f, x, 0.0f), l.hi);
     float y = tlm_dd_round(s.hi, tlm_dadd(s.lo, l.lo));
     y = tlm_sel(x > 3.40282347e38f, x, y);
-    return tlm_nan_pass(x, tlm_hard(TLM_F_SOFTPLUS, x, y));
+    return tlm_nan_pass(x, y);
 }
 
 /* erf on [1/2, 4): 28 intervals of width 1/8, each row {erf(c) as hi, lo, then the Taylor
@@ -592,7 +574,7 @@ TLM_HD_INLINE float tlm_erf(float x) {
     double hi = tlm_dsel(small, sm.hi, bhi), lo = tlm_dsel(small, sm.lo, blo);
     float y = tlm_sel(a >= 4.0f, 1.0f, tlm_dd_round(hi, lo));
     y = tlm_copysign(y, x);
-    return tlm_nan_pass(x, tlm_hard(TLM_F_ERF, x, y));
+    return tlm_nan_pass(x, y);
 }
 
 /* GELU, tanh form, the registry's stagewise formula with every stage rounded:
@@ -912,7 +894,7 @@ TLM_HD_INLINE float tlm_cos_2pi(float u) {
     tlm_dd c = tlm_cos_2pi_dd((double)s), sn = tlm_sin_2pi_dd((double)s);
     double hi = q == 0 ? c.hi : (q == 1 ? -sn.hi : -c.hi);
     double lo = q == 0 ? c.lo : (q == 1 ? -sn.lo : -c.lo);
-    float y = tlm_hard(TLM_F_COS_2PI, u, tlm_dd_round(hi, lo));
+    float y = tlm_dd_round(hi, lo);
     return tlm_sel(u - u != 0.0f, tlm_from_bits(0x7fc00000), y);   /* inf - inf and NaN */
 }
 
@@ -924,7 +906,7 @@ TLM_HD_INLINE float tlm_sin_2pi(float u) {
     tlm_dd c = tlm_cos_2pi_dd((double)s), sn = tlm_sin_2pi_dd((double)s);
     double hi = q == 0 ? sn.hi : (q == 1 ? c.hi : -sn.hi);
     double lo = q == 0 ? sn.lo : (q == 1 ? c.lo : -sn.lo);
-    float y = tlm_hard(TLM_F_SIN_2PI, u, tlm_mul(sg, tlm_dd_round(hi, lo)));
+    float y = tlm_mul(sg, tlm_dd_round(hi, lo));
     return tlm_sel(u - u != 0.0f, tlm_from_bits(0x7fc00000), y);
 }
 

@@ -100,7 +100,7 @@ EXPORT void tlmt_scan(int fn, uint32_t lo, uint32_t hi, uint32_t stride, double 
     *checked = cnt;
 }
 
-/* correct rounding (cr_oracle.h, functions numbered as tl_math.h's TLM_F_*) */
+/* correct rounding (cr_oracle.h, functions numbered as its TLM_F_*) */
 EXPORT int tlmt_cr_count(void) { return CR_COUNT; }
 EXPORT void tlmt_cr_eval(int fn, const float *x, float *y, int64_t n) { cr_ours_block(fn, x, y, n); }
 /* out: inputs checked, mismatches, quad fallbacks, unresolved; *first_bad: one mismatching input */
