@@ -97,6 +97,29 @@ build/attention_tiled_emu.so: $(ATTN_EMU_DEPS)
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
 	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
 
+# The emulation's globals are C++ inline variables, which g++ makes process-wide unique symbols:
+# two emulated libraries in one process would share (and twice destroy) them. -fno-gnu-unique
+# keeps each library's own.
+EMU_OWN := $(shell $(CXX) -fno-gnu-unique -x c++ -E /dev/null >/dev/null 2>&1 && echo -fno-gnu-unique)
+
+# exact mode's convolution kernels (native/cuda/conv_exact.cuh) on the CPU, the same emulation:
+# tests/test_conv_exact_kernels.py compares them with the stub bit for bit
+CONV_EMU_DEPS := tests/native/conv_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+                 native/cuda/conv_exact.cuh native/common/tl_math.h
+build/conv_exact_emu.so: $(CONV_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
+# exact batchnorm's parallel chunk sums (native/cuda/bn_exact.cuh) on the CPU, the same emulation
+BN_EMU_DEPS := tests/native/bn_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+               native/cuda/bn_exact.cuh native/cuda/reduce_util.cuh native/common/tl_math.h \
+               native/common/formulas/normalize.h
+build/bn_exact_emu.so: $(BN_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
 	$(PY) -m codegen.gen
 

@@ -7,11 +7,13 @@
 // (tl_block_sum, reduce_util.cuh) or an ordered loop, so results are bit-reproducible without atomics.
 //
 // Exact mode computes the stub's sums (native/stub/norm.c) by rule 4 of tl_math.h: a block per
-// row (layer_norm) or per channel (batchnorm, its elements sample by sample) reduces with
-// tl_exact_block_reduce; layer_norm's dgamma and dbeta are exact column sums
-// (tl_cuda_axis_sum over the rows) of g * xhat and g.
+// row reduces layer_norm's rows with tl_exact_block_reduce; batchnorm (its channel's elements
+// sample by sample) sums every channel's chunks side by side, then each channel's tree, then
+// maps the elements on a flat grid (bn_exact.cuh); layer_norm's dgamma and dbeta are exact
+// column sums (tl_cuda_axis_sum over the rows) of g * xhat and g.
 #include "common.cuh"
 #include "formulas/normalize.h"
+#include "bn_exact.cuh"
 #include "entry/norm_kernels.h"
 
 namespace {
@@ -281,62 +283,6 @@ __global__ void exact_mul_kernel(const float *__restrict__ a, const float *__res
     TL_GRID_STRIDE(i, n) out[i] = tlm_mul(a[i], b[i]);
 }
 
-// channel ch's element e of the (sample, position) walk: sample e / s, position e % s
-__device__ __forceinline__ int64_t bn_off(int64_t e, int64_t c, int64_t s, int64_t ch) {
-    int64_t b = e / s;
-    return (b * c + ch) * s + (e - b * s);
-}
-
-__global__ void exact_bn_fwd(const float *__restrict__ x, const float *__restrict__ gamma,
-                             const float *__restrict__ beta, float *__restrict__ y,
-                             float *__restrict__ xhat, float *__restrict__ mean_out,
-                             float *__restrict__ var_out, float *__restrict__ inv_std, int64_t n,
-                             int64_t c, int64_t s, float inv_cnt, float eps, float *gpart) {
-    extern __shared__ float smem[];
-    float *part = tl_exact_part(smem, gpart, n * s);
-    const int64_t ch = blockIdx.x;
-    const float mean = tlf_mean(tl_exact_block_reduce([=](int64_t e) { return x[bn_off(e, c, s, ch)]; },
-                                                      n * s, part, TlExactSum{}), inv_cnt);
-    const float var = tlf_mean(tl_exact_block_reduce([=](int64_t e) {
-                                   return tlf_sqdev(x[bn_off(e, c, s, ch)], mean);
-                               }, n * s, part, TlExactSum{}), inv_cnt);
-    const float sd = tlf_norm_std(var, eps);
-    if (threadIdx.x == 0) {
-        mean_out[ch] = mean;
-        var_out[ch] = var;
-        inv_std[ch] = tlf_norm_inv(sd);
-    }
-    const float ga = gamma[ch], be = beta[ch];
-    BN_FOR(off) {
-        float xh = tlf_norm_xhat(x[off], mean, sd);
-        xhat[off] = xh;
-        y[off] = tlf_affine(xh, ga, be);
-    }
-}
-
-__global__ void exact_bn_bwd(const float *__restrict__ g, const float *__restrict__ xhat,
-                             const float *__restrict__ inv_std, const float *__restrict__ gamma,
-                             float *__restrict__ dx, float *__restrict__ dgamma,
-                             float *__restrict__ dbeta, int64_t n, int64_t c, int64_t s,
-                             float fcnt, float inv_cnt, float *gpart) {
-    extern __shared__ float smem[];
-    float *part = tl_exact_part(smem, gpart, n * s);
-    const int64_t ch = blockIdx.x;
-    const float SB = tl_exact_block_reduce([=](int64_t e) { return g[bn_off(e, c, s, ch)]; }, n * s,
-                                           part, TlExactSum{});
-    const float SG = tl_exact_block_reduce([=](int64_t e) {
-        int64_t off = bn_off(e, c, s, ch);
-        return tlm_mul(g[off], xhat[off]);
-    }, n * s, part, TlExactSum{});
-    const float ga = gamma[ch], is = inv_std[ch];
-    if (threadIdx.x == 0) {
-        dbeta[ch] = SB;
-        dgamma[ch] = SG;
-    }
-    const float S1 = tlm_mul(SB, ga), S2 = tlm_mul(SG, ga);
-    BN_FOR(off) dx[off] = tlf_norm_dx(tlm_mul(g[off], ga), xhat[off], S1, S2, fcnt, is, inv_cnt);
-}
-
 // rms_norm, one schedule in every mode: a block per row, rule 4 of tl_math.h
 // (tl_exact_block_reduce) over the rounded squares, so every mode gives the stub's bits.
 __global__ void rms_fwd(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
@@ -464,17 +410,72 @@ extern "C" int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl
     return s1;
 }
 
+namespace {
+
+// exact batchnorm's kernels (bn_exact.cuh) on the library's stream
+struct BnxLaunch {
+    const char *op;
+    int64_t c;
+    int tree_threads;
+    template <int KIND>
+    int chunks(int64_t nc, const float *a, const float *b, const float *mean, int64_t n, int64_t cc,
+               int64_t s, float *part, float *part2) {
+        if (nc == 0) return TL_OK;
+        bnx_chunks<KIND><<<(unsigned)(c * bnx_groups(nc)), BNX_CHUNK_THREADS, 0, tl_stream()>>>(
+            a, b, mean, n, cc, s, part, part2);
+        return tl_cuda_launched(op);
+    }
+    template <int KIND>
+    int tree(int64_t nc, float *part, float *part2, float inv_cnt, float eps, float *o1, float *o2,
+             float *o3) {
+        bnx_tree<KIND><<<(unsigned)c, tree_threads, 0, tl_stream()>>>(part, part2, nc, inv_cnt, eps,
+                                                                      o1, o2, o3);
+        return tl_cuda_launched(op);
+    }
+    int fwd(const float *x, const float *gamma, const float *beta, const float *mean, const float *sd,
+            float *y, float *xhat, int64_t total, int64_t cc, int64_t s) {
+        if (total == 0) return TL_OK;
+        if (total < (int64_t)UINT32_MAX / 2)
+            bnx_apply_fwd<unsigned><<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(
+                x, gamma, beta, mean, sd, y, xhat, (unsigned)total, (unsigned)cc, (unsigned)s);
+        else
+            bnx_apply_fwd<int64_t><<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(
+                x, gamma, beta, mean, sd, y, xhat, total, cc, s);
+        return tl_cuda_launched(op);
+    }
+    int bwd(const float *g, const float *xhat, const float *inv_std, const float *gamma,
+            const float *dbeta, const float *dgamma, float *dx, int64_t total, int64_t cc, int64_t s,
+            float fcnt, float inv_cnt) {
+        if (total == 0) return TL_OK;
+        if (total < (int64_t)UINT32_MAX / 2)
+            bnx_apply_bwd<unsigned><<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(
+                g, xhat, inv_std, gamma, dbeta, dgamma, dx, (unsigned)total, (unsigned)cc,
+                (unsigned)s, fcnt, inv_cnt);
+        else
+            bnx_apply_bwd<int64_t><<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(
+                g, xhat, inv_std, gamma, dbeta, dgamma, dx, total, cc, s, fcnt, inv_cnt);
+        return tl_cuda_launched(op);
+    }
+};
+
+}  // namespace
+
 extern "C" int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y,
                                           tl_buf xhat, tl_buf mean, tl_buf var, tl_buf inv_std,
                                           int64_t n, int64_t c, int64_t s, double eps) {
     if (c == 0) return TL_OK;
     if (tl_exact()) {
-        TlExactParts ex;
-        TL_TRY(ex.setup(op, c, n * s));
-        exact_bn_fwd<<<(unsigned)c, tl_exact_threads(n * s), ex.smem, tl_stream()>>>(
-            x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
-            inv_std->data, n, c, s, (float)(1.0 / (double)(n * s)), (float)eps, ex.gpart);
-        return ex.finish(op);
+        const int64_t nc = bnx_chunks_of(n * s);
+        BnxLaunch l{op, c, tl_exact_threads(n * s)};
+        float *part = nullptr, *sd = nullptr;
+        int st = tl_scratch(op, (size_t)(c * nc + c) * sizeof(float), (void **)&part);
+        if (!st) {
+            sd = part + c * nc;
+            st = bnx_forward(l, x->data, gamma->data, beta->data, y->data, xhat->data, mean->data,
+                             var->data, inv_std->data, n, c, s, (float)eps, part, sd);
+        }
+        tl_scratch_free(part);
+        return st;
     }
     bn_fwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
         x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
@@ -489,12 +490,15 @@ extern "C" int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl
     if (c == 0) return TL_OK;
     const int64_t cnt = n * s;
     if (tl_exact()) {
-        TlExactParts ex;
-        TL_TRY(ex.setup(op, c, cnt));
-        exact_bn_bwd<<<(unsigned)c, tl_exact_threads(cnt), ex.smem, tl_stream()>>>(
-            g->data, xhat->data, inv_std->data, gamma->data, dx->data, dgamma->data, dbeta->data,
-            n, c, s, (float)cnt, cnt ? (float)(1.0 / (double)cnt) : 0.0f, ex.gpart);
-        return ex.finish(op);
+        const int64_t nc = bnx_chunks_of(cnt);
+        BnxLaunch l{op, c, tl_exact_threads(cnt)};
+        float *part = nullptr;
+        int st = tl_scratch(op, (size_t)(2 * c * nc) * sizeof(float), (void **)&part);
+        if (!st)
+            st = bnx_backward(l, g->data, xhat->data, inv_std->data, gamma->data, dx->data,
+                              dgamma->data, dbeta->data, n, c, s, part, part + c * nc);
+        tl_scratch_free(part);
+        return st;
     }
     bn_bwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
         g->data, xhat->data, inv_std->data, gamma->data, dx->data, dgamma->data, dbeta->data, n,
