@@ -1,0 +1,61 @@
+/* fused.c (stub): fused kernels for transformer training.
+ *
+ * cross_entropy_rows: one row of logits at a time, in the exact arithmetic of tl_math.h (both
+ * modes; the stub has one): the row max in index order (tlm_max_first), s = rule-4 sum of
+ * tlm_exp(x - max), ls = tlm_log(s), loss = (max - x[t]) + ls. Only max and ls are kept; the
+ * backward rebuilds p = tlm_exp((x - max) - ls) (log_softmax's value, exponentiated) and writes
+ * g * (p - [j == t]) in the same pass. A label outside [0, V) marks the row ignored: loss 0,
+ * gradient 0. NaN propagates: a NaN (or +inf, as inf - inf) in a row makes its sum, max, loss and
+ * gradient NaN. */
+#include <math.h>
+#include "stub.h"
+#include "entry/fused_kernels.h"
+
+static inline int ce_label(const int64_t *lab, int64_t r, int64_t cols) {
+    return lab[r] >= 0 && lab[r] < cols;
+}
+
+int tlk_cross_entropy_rows(const char *op, tl_buf x, tl_buf loss, tl_buf rowmax, tl_buf logsum,
+                           int64_t rows, int64_t cols, const int64_t *lab, int64_t lab_len) {
+    (void)op; (void)lab_len;
+    const float *X = x->data;
+    float *L = loss->data, *M = rowmax->data, *LS = logsum->data;
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = X + r * cols;
+        float m = xr[0];
+        for (int64_t j = 1; j < cols; j++) m = tlm_max_first(m, xr[j]);
+        tlm_sum4 acc;
+        tlm_sum4_init(&acc);
+        for (int64_t j = 0; j < cols; j++) tlm_sum4_add(&acc, tlm_exp(tlm_sub(xr[j], m)));
+        float sum = tlm_sum4_result(&acc), ls = tlm_log(sum);
+        M[r] = sum != sum ? sum : m; /* a NaN row stores NaN, whichever max the order found */
+        LS[r] = ls;
+        L[r] = ce_label(lab, r, cols) ? tlm_add(tlm_sub(m, xr[lab[r]]), ls) : 0.0f;
+    }
+    return TL_OK;
+}
+
+int tlk_cross_entropy_rows_backward(const char *op, tl_buf g, tl_buf x, tl_buf rowmax, tl_buf logsum,
+                                    tl_buf dx, int64_t rows, int64_t cols, const int64_t *lab,
+                                    int64_t lab_len) {
+    (void)op; (void)lab_len;
+    const float *G = g->data, *X = x->data, *M = rowmax->data, *LS = logsum->data;
+    float *D = dx->data;
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = X + r * cols;
+        float *dr = D + r * cols;
+        if (!ce_label(lab, r, cols)) {
+            for (int64_t j = 0; j < cols; j++) dr[j] = 0.0f;
+            continue;
+        }
+        const float m = M[r], ls = LS[r], gr = G[r];
+        const int64_t t = lab[r];
+        for (int64_t j = 0; j < cols; j++) {
+            float p = tlm_exp(tlm_sub(tlm_sub(xr[j], m), ls));
+            dr[j] = tlm_mul(gr, j == t ? tlm_sub(p, 1.0f) : p);
+        }
+    }
+    return TL_OK;
+}
