@@ -326,7 +326,7 @@ TL_API int tl_softplus_beta(tl_buf x, tl_buf y, int64_t n, double beta, double t
 TL_API int tl_softplus_beta_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double beta, double threshold);
 
 /* ---- fused (native/stub/fused.c, native/cuda/fused.cu) ---- */
-/* Per-row cross-entropy of logits x (N, V) against integer labels (N,), loss_r = (max_r - x[r, t_r]) + log(sum_j exp(x[r, j] - max_r)); a label outside [0, V) marks the row ignored (loss exactly 0, gradient 0). Residuals are the row max and the log of the row sum, so the backward rebuilds softmax - onehot in one pass without a saved (N, V) tensor. */
+/* Per-row cross-entropy of logits x (N, V) against integer labels (N,), loss_r = (max_r - x[r, t_r]) + log(sum_j exp(x[r, j] - max_r)); a label outside [0, V) (index attrs are non-negative, so V itself) marks the row ignored (loss exactly 0, gradient 0). Residuals are the row max and the log of the row sum, so the backward rebuilds softmax - onehot in one pass without a saved (N, V) tensor. */
 TL_API int tl_cross_entropy_rows(tl_buf x, tl_buf loss, tl_buf rowmax, tl_buf logsum, int64_t rows, int64_t cols, const int64_t *lab, int64_t lab_len);
 /* dx[r, j] = g[r] * (exp((x[r, j] - max_r) - logsum_r) - [j == t_r]); ignored rows (label outside [0, V)) get 0. */
 TL_API int tl_cross_entropy_rows_backward(tl_buf g, tl_buf x, tl_buf rowmax, tl_buf logsum, tl_buf dx, int64_t rows, int64_t cols, const int64_t *lab, int64_t lab_len);

@@ -3405,7 +3405,7 @@ def softplus_beta_backward(x, g, *, beta: float = 1.0, threshold: float = 20.0):
 
 
 def cross_entropy_rows(x, *, labels: object):
-    """Per-row cross-entropy of logits x (N, V) against integer labels (N,), loss_r = (max_r - x[r, t_r]) + log(sum_j exp(x[r, j] - max_r)); a label outside [0, V) marks the row ignored (loss exactly 0, gradient 0). Residuals are the row max and the log of the row sum, so the backward rebuilds softmax - onehot in one pass without a saved (N, V) tensor."""
+    """Per-row cross-entropy of logits x (N, V) against integer labels (N,), loss_r = (max_r - x[r, t_r]) + log(sum_j exp(x[r, j] - max_r)); a label outside [0, V) (index attrs are non-negative, so V itself) marks the row ignored (loss exactly 0, gradient 0). Residuals are the row max and the log of the row sum, so the backward rebuilds softmax - onehot in one pass without a saved (N, V) tensor."""
     _op = "cross_entropy_rows"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input

@@ -1566,7 +1566,7 @@ class TapeOps:
                             recompute=_recompute_softplus_beta)
 
     def cross_entropy_rows(self, x: int, *, labels: object) -> int:
-        """Per-row cross-entropy of logits x (N, V) against integer labels (N,), loss_r = (max_r - x[r, t_r]) + log(sum_j exp(x[r, j] - max_r)); a label outside [0, V) marks the row ignored (loss exactly 0, gradient 0). Residuals are the row max and the log of the row sum, so the backward rebuilds softmax - onehot in one pass without a saved (N, V) tensor."""
+        """Per-row cross-entropy of logits x (N, V) against integer labels (N,), loss_r = (max_r - x[r, t_r]) + log(sum_j exp(x[r, j] - max_r)); a label outside [0, V) (index attrs are non-negative, so V itself) marks the row ignored (loss exactly 0, gradient 0). Residuals are the row max and the log of the row sum, so the backward rebuilds softmax - onehot in one pass without a saved (N, V) tensor."""
         _x = self._input("cross_entropy_rows", x)
         _out, _r_rowmax, _r_logsum = _ops.cross_entropy_rows(_x, labels=labels)
         return self._record_residuals("cross_entropy_rows", _out, (x,), _vjp_cross_entropy_rows,

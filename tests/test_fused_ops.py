@@ -1,0 +1,134 @@
+"""The fused transformer ops through their public paths: F.cross_entropy's plain case takes
+cross_entropy_rows (compared with float64 references, closed-form gradients, central finite
+differences and the composite path), including ignored rows, NaN/inf rows, one class, odd vocab
+sizes and bad labels. The registry cases (tests/test_registry_ops.py) cover the op itself."""
+import numpy as np
+import pytest
+
+import torchlean as tl
+from torchlean.nn import functional as F
+from torchlean.nn import fused_loss
+from torchlean.nn.loss_functions import TargetOutOfRange
+from torchlean.session import Session
+
+
+def _ce64(z, y, ignore_index=-100):
+    """Per-row loss and d(sum of loss)/dz in float64; ignored rows give 0 and 0."""
+    z = z.astype(np.float64)
+    m = z.max(axis=1, keepdims=True)
+    lse = m[:, 0] + np.log(np.exp(z - m).sum(axis=1))
+    keep = y != ignore_index
+    ys = np.where(keep, y, 0)
+    loss = np.where(keep, lse - z[np.arange(len(y)), ys], 0.0)
+    p = np.exp(z - lse[:, None])
+    p[np.arange(len(y)), ys] -= 1.0
+    return loss, p * keep[:, None]
+
+
+def _run(z, y, reduction="mean", **kw):
+    s = Session()
+    x = s.tensor(z, requires_grad=True)
+    out = F.cross_entropy(x, y, reduction=reduction, **kw)
+    (out.sum() if reduction == "none" else out).backward()
+    return out.numpy(), x.grad
+
+
+@pytest.mark.parametrize("n,v", [(1, 1), (1, 7), (5, 263), (3, 1031), (17, 64)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_plain_cross_entropy_matches_float64_and_closed_form_gradient(n, v, reduction):
+    rng = np.random.default_rng(n * 1000 + v)
+    z = rng.normal(0, 3, (n, v)).astype(np.float32)
+    y = rng.integers(0, v, n)
+    loss, grad = _ce64(z, y)
+    scale = 1.0 / n if reduction == "mean" else 1.0
+    want = {"mean": loss.mean(), "sum": loss.sum(), "none": loss}[reduction]
+    got, g = _run(z, y, reduction)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(g, grad * scale, rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_matches_central_differences():
+    rng = np.random.default_rng(3)
+    z = rng.normal(0, 1, (4, 9)).astype(np.float32)
+    y = np.array([8, 0, 4, 4])
+    _, g = _run(z, y)
+    fd = np.zeros((4, 9))
+    for i in range(z.size):
+        for sgn in (1, -1):
+            zz = z.astype(np.float64).copy().reshape(-1)
+            zz[i] += sgn * 1e-5
+            fd.reshape(-1)[i] += sgn * _ce64(zz.reshape(4, 9), y)[0].mean() / 2e-5
+    np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-6)
+
+
+def test_ignore_index_rows_give_zero_loss_and_gradient_and_leave_the_mean():
+    rng = np.random.default_rng(5)
+    z = rng.normal(0, 2, (6, 11)).astype(np.float32)
+    y = np.array([3, -100, 10, -100, 0, 5])
+    loss, grad = _ce64(z, y)
+    got, g = _run(z, y)
+    np.testing.assert_allclose(got, loss.sum() / 4, rtol=2e-6)
+    np.testing.assert_allclose(g, grad / 4, rtol=1e-5, atol=1e-7)
+    assert not g[[1, 3]].any()
+    y2 = np.where(y == -100, 0, y)          # -100 is now an ordinary (bad) label: not allowed
+    with pytest.raises(TargetOutOfRange, match=r"cross_entropy: label -100 at row 1"):
+        _run(z, y, ignore_index=10)
+    got, g = _run(z, y2, "none", ignore_index=10)
+    assert got[2] == 0.0 and not g[2].any()
+    got, _ = _run(z, np.full(6, 7), ignore_index=7)
+    assert np.isnan(got)                    # torch: every row ignored gives 0 / 0
+
+
+def test_nan_and_inf_rows_stay_in_their_rows():
+    z = np.zeros((4, 5), np.float32)
+    z[0, 2] = np.nan
+    z[1, 4] = np.inf
+    z[2, 1] = -np.inf
+    y = np.array([1, 0, 3, 2])
+    got, g = _run(z, y, "none")
+    assert np.isnan(got[0]) and np.isnan(got[1])
+    np.testing.assert_allclose(got[2:], [np.log(4.0), np.log(5.0)], rtol=1e-6)
+    assert np.isnan(g[:2]).all()
+    assert g[2, 1] == 0.0 and np.isfinite(g[2:]).all()
+
+
+def test_fused_and_composite_paths_agree():
+    rng = np.random.default_rng(11)
+    z = rng.normal(0, 4, (9, 301)).astype(np.float32)
+    y = rng.integers(0, 301, 9)
+    y[4] = -100
+    fused = _run(z, y)
+    fused_loss.enabled = False
+    try:
+        composite = _run(z, y)
+    finally:
+        fused_loss.enabled = True
+    np.testing.assert_allclose(fused[0], composite[0], rtol=1e-6)
+    np.testing.assert_allclose(fused[1], composite[1], rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_bits_repeat_run_to_run(exact):
+    rng = np.random.default_rng(2)
+    z = rng.normal(0, 3, (7, 777)).astype(np.float32)
+    y = rng.integers(0, 777, 7)
+    before = tl.is_exact(), tl.is_deterministic()
+    tl.set_exact(exact)
+    tl.set_deterministic(True)
+    try:
+        a, b = _run(z, y), _run(z, y)
+    finally:
+        tl.set_deterministic(before[1])
+        tl.set_exact(before[0])
+    assert a[0].tobytes() == b[0].tobytes() and a[1].tobytes() == b[1].tobytes()
+
+
+def test_bad_labels_name_the_op_and_shapes():
+    z = np.zeros((3, 4), np.float32)
+    with pytest.raises(TargetOutOfRange, match=r"cross_entropy: label 4 at row 2 .* 4 classes"):
+        _run(z, np.array([0, 1, 4]))
+    with pytest.raises(ValueError, match=r"cross_entropy: .*shape \(3,\) for logits \(3, 4\), got "
+                                         r"shape \(2,\)"):
+        _run(z, np.array([0, 1]))
+    with pytest.raises(TypeError, match="cross_entropy: labels must be an integer array"):
+        _run(z, np.array([0.0, 1.0, 2.0]))
