@@ -585,3 +585,9 @@ def cross_entropy_rows(x, labels):
     ok = (t >= 0) & (t < x.shape[1])
     picked = x[np.arange(x.shape[0]), np.where(ok, t, 0)]
     return np.where(ok, lse - picked, 0.0)
+
+
+def linear_gelu(w, b, x):
+    """gelu(x W^T + b), the tanh form."""
+    z = x @ w.T + b
+    return 0.5 * z * (1.0 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3)))

@@ -6,10 +6,17 @@
  * backward rebuilds p = tlm_exp((x - max) - ls) (log_softmax's value, exponentiated) and writes
  * g * (p - [j == t]) in the same pass. A label outside [0, V) marks the row ignored: loss 0,
  * gradient 0. NaN propagates: a NaN (or +inf, as inf - inf) in a row makes its sum, max, loss and
- * gradient NaN. */
+ * gradient NaN.
+ *
+ * linear_gelu: linear's kernel into pre, then gelu's into y, so the bits are those of linear
+ * followed by gelu in every mode; the backward is gelu_backward into a scratch, then linear's
+ * three backward kernels on it. */
 #include <math.h>
 #include "stub.h"
+#include <stdlib.h>
 #include "entry/fused_kernels.h"
+#include "entry/elementwise_kernels.h"
+#include "entry/linalg_kernels.h"
 
 static inline int ce_label(const int64_t *lab, int64_t r, int64_t cols) {
     return lab[r] >= 0 && lab[r] < cols;
@@ -58,4 +65,24 @@ int tlk_cross_entropy_rows_backward(const char *op, tl_buf g, tl_buf x, tl_buf r
         }
     }
     return TL_OK;
+}
+
+int tlk_linear_gelu(const char *op, tl_buf w, tl_buf b, tl_buf x, tl_buf y, tl_buf pre,
+                    int64_t rows, int64_t out_dim, int64_t in_dim) {
+    TL_TRY(tlk_linear(op, w, b, x, pre, rows, out_dim, in_dim));
+    return tlk_gelu(op, pre, y, rows * out_dim);
+}
+
+int tlk_linear_gelu_backward(const char *op, tl_buf g, tl_buf w, tl_buf x, tl_buf pre, tl_buf dw,
+                             tl_buf db, tl_buf dx, int64_t rows, int64_t out_dim, int64_t in_dim) {
+    const int64_t n = rows * out_dim;
+    float *scratch = n ? (float *)malloc((size_t)n * sizeof(float)) : NULL;
+    if (n && !scratch) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld floats", op, (long long)n);
+    struct tl_buffer dpre = {scratch, n, 1, 0};
+    int rc = n ? tlk_gelu_backward(op, pre, g, &dpre, n) : TL_OK;
+    if (rc == TL_OK) rc = tlk_linear_backward_w(op, &dpre, x, dw, rows, out_dim, in_dim);
+    if (rc == TL_OK) rc = tlk_linear_backward_b(op, &dpre, db, rows, out_dim);
+    if (rc == TL_OK) rc = tlk_linear_backward_x(op, &dpre, w, x, dx, rows, out_dim, in_dim);
+    free(scratch);
+    return rc;
 }

@@ -56,3 +56,57 @@ int tl_cross_entropy_rows_backward(tl_buf g, tl_buf x, tl_buf rowmax, tl_buf log
     if (len_dx == 0) return TL_OK;
     return tlk_cross_entropy_rows_backward(op, g, x, rowmax, logsum, dx, rows, cols, lab, lab_len);
 }
+
+int tl_linear_gelu(tl_buf w, tl_buf b, tl_buf x, tl_buf y, tl_buf pre, int64_t rows, int64_t out_dim, int64_t in_dim) {
+    static const char op[] = "linear_gelu";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "w", w));
+    TL_TRY(tl_check_live(op, "b", b));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    TL_TRY(tl_check_live(op, "pre", pre));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of w"; const int64_t len_w = tl_lmul(&L, tl_lname(&L, "out_dim", out_dim), tl_lname(&L, "in_dim", in_dim));
+    L.what = "length of b"; const int64_t len_b = tl_lname(&L, "out_dim", out_dim);
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "in_dim", in_dim));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "out_dim", out_dim));
+    L.what = "length of pre"; const int64_t len_pre = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "out_dim", out_dim));
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "w", w, len_w));
+    TL_TRY(tl_check_len(op, "b", b, len_b));
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    TL_TRY(tl_check_len(op, "pre", pre, len_pre));
+    if (len_y == 0 && len_pre == 0) return TL_OK;
+    return tlk_linear_gelu(op, w, b, x, y, pre, rows, out_dim, in_dim);
+}
+
+int tl_linear_gelu_backward(tl_buf g, tl_buf w, tl_buf x, tl_buf pre, tl_buf dw, tl_buf db, tl_buf dx, int64_t rows, int64_t out_dim, int64_t in_dim) {
+    static const char op[] = "linear_gelu_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "w", w));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "pre", pre));
+    TL_TRY(tl_check_live(op, "dw", dw));
+    TL_TRY(tl_check_live(op, "db", db));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "out_dim", out_dim));
+    L.what = "length of w"; const int64_t len_w = tl_lmul(&L, tl_lname(&L, "out_dim", out_dim), tl_lname(&L, "in_dim", in_dim));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "in_dim", in_dim));
+    L.what = "length of pre"; const int64_t len_pre = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "out_dim", out_dim));
+    L.what = "length of dw"; const int64_t len_dw = tl_lmul(&L, tl_lname(&L, "out_dim", out_dim), tl_lname(&L, "in_dim", in_dim));
+    L.what = "length of db"; const int64_t len_db = tl_lname(&L, "out_dim", out_dim);
+    L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "in_dim", in_dim));
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "w", w, len_w));
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "pre", pre, len_pre));
+    TL_TRY(tl_check_len(op, "dw", dw, len_dw));
+    TL_TRY(tl_check_len(op, "db", db, len_db));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dw == 0 && len_db == 0 && len_dx == 0) return TL_OK;
+    return tlk_linear_gelu_backward(op, g, w, x, pre, dw, db, dx, rows, out_dim, in_dim);
+}
