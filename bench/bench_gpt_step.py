@@ -1,5 +1,5 @@
 """One GPT-2-width training step, torchlean vs PyTorch eager, with and without torchlean's
-fused cross-entropy (issue 24).
+fused ops (cross_entropy_rows, linear_gelu; issue 24).
 
     python bench/bench_gpt_step.py [--steps N] [--repeats R] [--quick] [--out FILE]
 
@@ -8,7 +8,8 @@ batch 8 (causal attention, GELU tanh form, AdamW), both sides from the same init
 the same batches, TF32 off. Each row is the median step time of `repeats` runs of `steps`
 steps after warm-up, every run closed by a device synchronisation (sidebyside.measure).
 Rows: torchlean default mode with the fused ops (the default), without them
-(torchlean.nn.fused_loss.enabled = False: log_softmax + gather), deterministic, exact, and torch.
+(torchlean.nn.fused.enabled = False: log_softmax + gather, linear then gelu), deterministic,
+exact, and torch.
 --quick shrinks the model to toy sizes (a CPU smoke run). Prints a markdown table."""
 from __future__ import annotations
 
@@ -29,11 +30,11 @@ FULL = dict(vocab=8192, d=768, heads=12, layers=6, T=512, batch=8)
 QUICK = dict(vocab=37, d=16, heads=2, layers=2, T=8, batch=2)
 
 
-def _run(tl, w, timing, fused=True, mode=None):
-    """Median seconds per step of torchlean with the fused loss on/off in one mode."""
-    from torchlean.nn import fused_loss
+def _run(tl, w, timing, use_fused=True, mode=None):
+    """Median seconds per step of torchlean with the fused ops on/off in one mode."""
+    from torchlean.nn import fused
     sync, reset, peak = torchlean_hooks(tl)
-    fused_loss.enabled = fused
+    fused.enabled = use_fused
     switch = {"det": tl.set_deterministic, "exact": tl.set_exact}.get(mode)
     if switch:
         switch(True)
@@ -41,7 +42,7 @@ def _run(tl, w, timing, fused=True, mode=None):
         step, _ = tl_trainer(w)
         r = measure(step, sync, reset, peak, **timing)
     finally:
-        fused_loss.enabled = True
+        fused.enabled = True
         if switch:
             switch(False)
             tl.set_deterministic(False)
@@ -62,8 +63,8 @@ def main(argv=None):
     w = lm(dict(cfg), np.random.default_rng(0))
     timing = dict(warmup=a.warmup, repeats=a.repeats, steps=a.steps)
     side = TorchSide(tl.backend(), a.no_torch)
-    rows = [("torchlean default, fused cross-entropy", _run(tl, w, timing)),
-            ("torchlean default, composite cross-entropy", _run(tl, w, timing, fused=False)),
+    rows = [("torchlean default, fused ops", _run(tl, w, timing)),
+            ("torchlean default, unfused ops", _run(tl, w, timing, use_fused=False)),
             ("torchlean deterministic, fused", _run(tl, w, timing, mode="det")),
             ("torchlean exact, fused", _run(tl, w, timing, mode="exact"))]
     torch_ms = None

@@ -7,7 +7,7 @@ import pytest
 
 import torchlean as tl
 from torchlean.nn import functional as F
-from torchlean.nn import fused_loss
+from torchlean.nn import fused
 from torchlean.nn.loss_functions import TargetOutOfRange
 from torchlean.session import Session
 
@@ -97,14 +97,14 @@ def test_fused_and_composite_paths_agree():
     z = rng.normal(0, 4, (9, 301)).astype(np.float32)
     y = rng.integers(0, 301, 9)
     y[4] = -100
-    fused = _run(z, y)
-    fused_loss.enabled = False
+    one = _run(z, y)
+    fused.enabled = False
     try:
         composite = _run(z, y)
     finally:
-        fused_loss.enabled = True
-    np.testing.assert_allclose(fused[0], composite[0], rtol=1e-6)
-    np.testing.assert_allclose(fused[1], composite[1], rtol=1e-5, atol=1e-8)
+        fused.enabled = True
+    np.testing.assert_allclose(one[0], composite[0], rtol=1e-6)
+    np.testing.assert_allclose(one[1], composite[1], rtol=1e-5, atol=1e-8)
 
 
 @pytest.mark.parametrize("exact", [False, True])
@@ -132,3 +132,54 @@ def test_bad_labels_name_the_op_and_shapes():
         _run(z, np.array([0, 1]))
     with pytest.raises(TypeError, match="cross_entropy: labels must be an integer array"):
         _run(z, np.array([0.0, 1.0, 2.0]))
+
+
+# ----------------------------------------------------------------------------- linear_gelu
+
+def _gelu64(z):
+    return 0.5 * z * (1.0 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3)))
+
+
+def _linear_gelu(shape, din, dout, use_fused=True, seed=0):
+    from torchlean import nn
+    from torchlean.session import manual_seed
+    manual_seed(seed)
+    lin = nn.Linear(din, dout)
+    s = Session()
+    xa = np.random.default_rng(seed).normal(0, 1, shape + (din,)).astype(np.float32)
+    x = s.tensor(xa, requires_grad=True)
+    fused.enabled = use_fused
+    try:
+        y = fused.linear_gelu(lin, x)
+    finally:
+        fused.enabled = True
+    wts = np.random.default_rng(seed + 1).uniform(0.5, 1.5, y.shape).astype(np.float32)
+    (y * s.tensor(wts)).sum().backward()
+    return lin, xa, wts, y.numpy(), x.grad, lin.weight.grad, lin.bias.grad
+
+
+@pytest.mark.parametrize("shape,din,dout", [((5,), 7, 9), ((1,), 1, 1), ((2, 3), 8, 16), ((), 4, 3)])
+def test_linear_gelu_matches_float64_and_the_unfused_bits(shape, din, dout):
+    lin, xa, wts, y, gx, gw, gb = _linear_gelu(shape, din, dout)
+    w = lin.weight.numpy().astype(np.float64)
+    b = lin.bias.numpy().astype(np.float64)
+    z = xa.astype(np.float64) @ w.T + b
+    np.testing.assert_allclose(y, _gelu64(z), rtol=1e-5, atol=1e-6)
+    h = 1e-6                                       # d gelu / dz by central differences
+    dz = wts * (_gelu64(z + h) - _gelu64(z - h)) / (2 * h)
+    np.testing.assert_allclose(gx, dz @ w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gw, dz.reshape(-1, dout).T @ xa.reshape(-1, din), rtol=1e-4,
+                               atol=1e-5)
+    np.testing.assert_allclose(gb, dz.reshape(-1, dout).sum(0), rtol=1e-4, atol=1e-5)
+    unfused = _linear_gelu(shape, din, dout, use_fused=False)
+    for a, b_ in zip((y, gx, gw, gb), unfused[3:]):
+        assert a.tobytes() == b_.tobytes()         # the stub runs linear then gelu: same bits
+
+
+def test_linear_gelu_names_the_shapes_on_bad_input():
+    from torchlean import nn
+    lin = nn.Linear(4, 3)
+    x = Session().tensor(np.zeros((2, 5), np.float32))
+    with pytest.raises(ValueError, match=r"linear_gelu: expected input \(\.\.\., 4\) for weight "
+                                         r"\(3, 4\), got input \(2, 5\)"):
+        fused.linear_gelu(lin, x)

@@ -7,10 +7,22 @@
 // beyond, fixed-order group reductions (deterministic) and expf/logf. Exact mode: the stub's
 // arithmetic (a block per row, tlm_max_first and rule-4 sums of tl_exact_block_reduce, tlm_exp,
 // tlm_log), so the same bits as the stub.
+//
+// linear_gelu: default mode runs one cuBLASLt GEMM with the GELU_AUX_BIAS epilogue (bias, then
+// the tanh-form GELU, the registry's gelu form; the pre-activation goes to `pre` as the
+// epilogue's aux output), strict FP32 unless TF32 is allowed. Deterministic and exact modes, and
+// any shape cuBLASLt declines (an output width not a multiple of 8, misaligned buffers, no
+// algorithm), run linear's kernel then gelu's, so their bits are those of the unfused pair (in
+// exact mode: linear's rule-3 chain from the bias, then gelu's stagewise formula; the stub's).
+// The backward is gelu_backward into a scratch, then linear's three backward kernels.
 #include "common.cuh"
 #include "reduce_util.cuh"
 #include "entry/fused_kernels.h"
+#include "entry/elementwise_kernels.h"
+#include "entry/linalg_kernels.h"
+#include <cublasLt.h>
 #include <math.h>
+#include <mutex>
 
 namespace {
 
@@ -140,5 +152,120 @@ extern "C" int tlk_cross_entropy_rows_backward(const char *op, tl_buf g, tl_buf 
                                                              logsum->data, d, dx->data, rows, cols);
     int rc = tl_cuda_launched(op);
     tl_scratch_free(d);
+    return rc;
+}
+
+namespace {
+
+std::mutex g_lt_mu;
+cublasLtHandle_t g_lt = nullptr;
+void *g_lt_ws = nullptr;
+const size_t kLtWorkspaceBytes = (size_t)32 << 20;
+
+int lt_handle(const char *op, cublasLtHandle_t *out) {
+    cublasHandle_t h;
+    TL_TRY(tl_cublas(op, &h));  // device and stream set up, no sticky error
+    std::lock_guard<std::mutex> lk(g_lt_mu);
+    if (!g_lt) {
+        cublasLtHandle_t lt = nullptr;
+        TL_CUBLAS_TRY(op, cublasLtCreate(&lt));
+        void *ws = nullptr;
+        cudaError_t e = cudaMalloc(&ws, kLtWorkspaceBytes);  // once per process
+        if (e != cudaSuccess) { cublasLtDestroy(lt); return tl_cuda_status(op, e); }
+        g_lt = lt;
+        g_lt_ws = ws;
+    }
+    *out = g_lt;
+    return TL_OK;
+}
+
+struct LtPlan {  // the descriptors of one call, destroyed with it
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+    ~LtPlan() {
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        if (d) cublasLtMatrixLayoutDestroy(d);
+        if (b) cublasLtMatrixLayoutDestroy(b);
+        if (a) cublasLtMatrixLayoutDestroy(a);
+        if (desc) cublasLtMatmulDescDestroy(desc);
+    }
+};
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// y (rows, out) = gelu(x W^T + b), pre = x W^T + b in one GEMM. In column-major terms that is
+// D (out, rows) = op_T(W: in x out, ld in) * (x: in x rows, ld in) + bias(out). *done says
+// whether cuBLASLt took it; a decline (no algorithm, unsupported layout) is not an error.
+int lt_linear_gelu(const char *op, const float *w, const float *b, const float *x, float *y,
+                   float *pre, int64_t rows, int64_t out, int64_t in, bool *done) {
+    *done = false;
+    if (out % 8 != 0 || !aligned16(w) || !aligned16(b) || !aligned16(x) || !aligned16(y) ||
+        !aligned16(pre))
+        return TL_OK;
+    cublasLtHandle_t lt;
+    TL_TRY(lt_handle(op, &lt));
+    LtPlan p;
+    const cublasComputeType_t ct = tl_allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    const int64_t aux_ld = out;
+    TL_CUBLAS_TRY(op, cublasLtMatmulDescCreate(&p.desc, ct, CUDA_R_32F));
+    TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof(b)));
+    TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre,
+                                                     sizeof(pre)));
+    TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                                     sizeof(aux_ld)));
+    TL_CUBLAS_TRY(op, cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, (uint64_t)in, (uint64_t)out, in));
+    TL_CUBLAS_TRY(op, cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, (uint64_t)in, (uint64_t)rows, in));
+    TL_CUBLAS_TRY(op, cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, (uint64_t)out, (uint64_t)rows, out));
+    TL_CUBLAS_TRY(op, cublasLtMatmulPreferenceCreate(&p.pref));
+    const size_t ws = kLtWorkspaceBytes;
+    TL_CUBLAS_TRY(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &ws, sizeof(ws)));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, p.pref, 1, &res, &found) !=
+            CUBLAS_STATUS_SUCCESS || found == 0)
+        return TL_OK;
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasLtMatmul(lt, p.desc, &one, w, p.a, x, p.b, &zero, y, p.d, y, p.d,
+                                       &res.algo, g_lt_ws, ws, tl_stream());
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) return TL_OK;
+    if (st != CUBLAS_STATUS_SUCCESS) return tl_cublas_status(op, st);
+    *done = true;
+    return TL_OK;
+}
+
+}  // namespace
+
+extern "C" int tlk_linear_gelu(const char *op, tl_buf w, tl_buf b, tl_buf x, tl_buf y, tl_buf pre,
+                               int64_t rows, int64_t out_dim, int64_t in_dim) {
+    if (rows * out_dim == 0) return TL_OK;
+    if (!tl_deterministic() && in_dim > 0) {
+        bool done = false;
+        TL_TRY(lt_linear_gelu(op, w->data, b->data, x->data, y->data, pre->data, rows, out_dim,
+                              in_dim, &done));
+        if (done) return TL_OK;
+    }
+    TL_TRY(tlk_linear(op, w, b, x, pre, rows, out_dim, in_dim));
+    return tlk_gelu(op, pre, y, rows * out_dim);
+}
+
+extern "C" int tlk_linear_gelu_backward(const char *op, tl_buf g, tl_buf w, tl_buf x, tl_buf pre,
+                                        tl_buf dw, tl_buf db, tl_buf dx, int64_t rows,
+                                        int64_t out_dim, int64_t in_dim) {
+    const int64_t n = rows * out_dim;
+    void *scratch = nullptr;
+    if (n) TL_TRY(tl_scratch(op, (size_t)n * sizeof(float), &scratch));
+    struct tl_buffer dpre = {(float *)scratch, n, 1, 0};
+    int rc = n ? tlk_gelu_backward(op, pre, g, &dpre, n) : TL_OK;
+    if (rc == TL_OK) rc = tlk_linear_backward_w(op, &dpre, x, dw, rows, out_dim, in_dim);
+    if (rc == TL_OK) rc = tlk_linear_backward_b(op, &dpre, db, rows, out_dim);
+    if (rc == TL_OK) rc = tlk_linear_backward_x(op, &dpre, w, x, dx, rows, out_dim, in_dim);
+    if (scratch) tl_scratch_free(scratch);
     return rc;
 }

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from torchlean.nn import fused_loss
+from torchlean.nn import fused
 from torchlean.session import Parameter, Tensor, default_session
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -155,9 +155,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         return _soft_cross_entropy(s, x, cdim, target, weight, reduction, float(label_smoothing))
     y = integer_labels(op, target)
     cdim, lshape = _split_input(op, x, y.shape, "logits")
-    if fused_loss.applies(x, weight, label_smoothing):
+    if fused.applies_to_cross_entropy(x, weight, label_smoothing):
         keep = _kept_labels(op, y, x.shape[1], int(ignore_index))
-        return fused_loss.cross_entropy_rows(x, y, keep, reduction)
+        return fused.cross_entropy_rows(x, y, keep, reduction)
     rows = s.op("log_softmax", _class_last(x, cdim))
     return _nll_rows(op, rows, y, lshape, weight, int(ignore_index), reduction,
                      float(label_smoothing))
