@@ -72,25 +72,61 @@ __global__ void ce_fwd_exact(const float *__restrict__ x, const int64_t *__restr
     loss[row] = ce_label_ok(lab, row, cols) ? tlm_add(tlm_sub(m, xr[lab[row]]), ls) : 0.0f;
 }
 
+// a block per row (grid-stride over rows): the row's statistics and label are read once, the
+// row is walked by the block's threads (float4 when every row starts 16-byte aligned)
 template <bool EXACT>
+__device__ __forceinline__ float ce_grad(float x, float m, float ls, float g, bool hit) {
+    if (EXACT) {
+        const float p = tlm_exp(tlm_sub(tlm_sub(x, m), ls));
+        return tlm_mul(g, hit ? tlm_sub(p, 1.0f) : p);
+    }
+    const float p = expf((x - m) - ls);
+    return g * (hit ? p - 1.0f : p);
+}
+
+template <bool EXACT, bool VEC4>
 __global__ void ce_bwd(const float *__restrict__ g, const float *__restrict__ x,
                        const float *__restrict__ rowmax, const float *__restrict__ logsum,
                        const int64_t *__restrict__ lab, float *__restrict__ dx, int64_t rows,
                        int64_t cols) {
-    const int64_t n = rows * cols;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / cols, j = i - r * cols;
-        if (!ce_label_ok(lab, r, cols)) { dx[i] = 0.0f; continue; }
-        const bool hit = j == lab[r];
-        if (EXACT) {
-            const float p = tlm_exp(tlm_sub(tlm_sub(x[i], rowmax[r]), logsum[r]));
-            dx[i] = tlm_mul(g[r], hit ? tlm_sub(p, 1.0f) : p);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + r * cols;
+        float *dr = dx + r * cols;
+        const int64_t t = lab[r];
+        if (t < 0 || t >= cols) {  // ignored row
+            for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dr[j] = 0.0f;
+            continue;
+        }
+        const float m = rowmax[r], ls = logsum[r], gr = g[r];
+        if (VEC4) {
+            const float4 *x4 = (const float4 *)xr;
+            float4 *d4 = (float4 *)dr;
+            for (int64_t q = threadIdx.x; q < cols / 4; q += blockDim.x) {
+                const float4 v = x4[q];
+                const int64_t j = 4 * q;
+                d4[q] = make_float4(ce_grad<EXACT>(v.x, m, ls, gr, j == t),
+                                    ce_grad<EXACT>(v.y, m, ls, gr, j + 1 == t),
+                                    ce_grad<EXACT>(v.z, m, ls, gr, j + 2 == t),
+                                    ce_grad<EXACT>(v.w, m, ls, gr, j + 3 == t));
+            }
         } else {
-            const float p = expf((x[i] - rowmax[r]) - logsum[r]);
-            dx[i] = g[r] * (hit ? p - 1.0f : p);
+            for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+                dr[j] = ce_grad<EXACT>(xr[j], m, ls, gr, j == t);
         }
     }
+}
+
+template <bool EXACT>
+void launch_ce_bwd(const float *g, const float *x, const float *rowmax, const float *logsum,
+                   const int64_t *lab, float *dx, int64_t rows, int64_t cols) {
+    const bool vec4 = cols % 4 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)dx & 15u) == 0;
+    const int64_t per_thread = vec4 ? cols / 4 : cols;
+    const int threads = per_thread >= 256 ? 256 : per_thread >= 128 ? 128 : 64;
+    const unsigned blocks = (unsigned)(rows < 65536 * 16 ? rows : 65536 * 16);
+    if (vec4)
+        ce_bwd<EXACT, true><<<blocks, threads, 0, tl_stream()>>>(g, x, rowmax, logsum, lab, dx, rows, cols);
+    else
+        ce_bwd<EXACT, false><<<blocks, threads, 0, tl_stream()>>>(g, x, rowmax, logsum, lab, dx, rows, cols);
 }
 
 int upload_labels(const char *op, const int64_t *lab, int64_t n, int64_t **out) {
@@ -143,13 +179,12 @@ extern "C" int tlk_cross_entropy_rows_backward(const char *op, tl_buf g, tl_buf 
                                                const int64_t *lab, int64_t lab_len) {
     int64_t *d = NULL;
     TL_TRY(upload_labels(op, lab, rows, &d));
-    const unsigned blocks = tl_blocks(rows * cols);
-    if (tl_exact())
-        ce_bwd<true><<<blocks, TL_THREADS, 0, tl_stream()>>>(g->data, x->data, rowmax->data,
-                                                            logsum->data, d, dx->data, rows, cols);
-    else
-        ce_bwd<false><<<blocks, TL_THREADS, 0, tl_stream()>>>(g->data, x->data, rowmax->data,
-                                                             logsum->data, d, dx->data, rows, cols);
+    if (rows > 0) {
+        if (tl_exact())
+            launch_ce_bwd<true>(g->data, x->data, rowmax->data, logsum->data, d, dx->data, rows, cols);
+        else
+            launch_ce_bwd<false>(g->data, x->data, rowmax->data, logsum->data, d, dx->data, rows, cols);
+    }
     int rc = tl_cuda_launched(op);
     tl_scratch_free(d);
     return rc;
