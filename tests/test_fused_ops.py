@@ -183,3 +183,26 @@ def test_linear_gelu_names_the_shapes_on_bad_input():
     with pytest.raises(ValueError, match=r"linear_gelu: expected input \(\.\.\., 4\) for weight "
                                          r"\(3, 4\), got input \(2, 5\)"):
         fused.linear_gelu(lin, x)
+
+
+def test_linear_gelu_activation_is_freed_and_recomputed_with_the_same_gradients():
+    import gc
+    from torchlean import nn
+    from torchlean.session import manual_seed
+    x = np.random.default_rng(4).normal(size=(6, 5)).astype(np.float32)
+    grads = []
+    for use_fused in (True, False):
+        manual_seed(0)
+        ff1, ff2 = nn.Linear(5, 8), nn.Linear(8, 3)
+        s = Session()
+        fused.enabled = use_fused
+        try:
+            loss = ff2(fused.linear_gelu(ff1, s.tensor(x))).sum()
+        finally:
+            fused.enabled = True
+        gc.collect()
+        stale = {n.name for n in s.tape.nodes if n.stale}
+        assert ("linear_gelu" if use_fused else "gelu") in stale, stale
+        loss.backward()
+        grads.append([p.grad.tobytes() for p in (ff1.weight, ff1.bias, ff2.weight, ff2.bias)])
+    assert grads[0] == grads[1]

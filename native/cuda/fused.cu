@@ -8,13 +8,15 @@
 // arithmetic (a block per row, tlm_max_first and rule-4 sums of tl_exact_block_reduce, tlm_exp,
 // tlm_log), so the same bits as the stub.
 //
-// linear_gelu: default mode runs one cuBLASLt GEMM with the GELU_AUX_BIAS epilogue (bias, then
-// the tanh-form GELU, the registry's gelu form; the pre-activation goes to `pre` as the
-// epilogue's aux output), strict FP32 unless TF32 is allowed. Deterministic and exact modes, and
-// any shape cuBLASLt declines (an output width not a multiple of 8, misaligned buffers, no
-// algorithm), run linear's kernel then gelu's, so their bits are those of the unfused pair (in
-// exact mode: linear's rule-3 chain from the bias, then gelu's stagewise formula; the stub's).
-// The backward is gelu_backward into a scratch, then linear's three backward kernels.
+// linear_gelu: default mode runs one cuBLASLt GEMM with the BIAS epilogue into `pre` (no bias
+// broadcast pass and no read of C), then gelu's kernel into y. The GELU stays the registry's
+// kernel rather than cuBLASLt's GELU_AUX_BIAS epilogue because the tape frees y while only VJPs
+// read it and recomputes it as gelu(pre) (ops.yaml `recompute`), which must give the forward's
+// bits. Strict FP32 unless TF32 is allowed. Deterministic and exact modes, and anything
+// cuBLASLt declines (misaligned buffers, no algorithm), run linear's kernel then gelu's, so
+// their bits are those of the unfused pair (in exact mode: linear's rule-3 chain from the bias,
+// then gelu's stagewise formula, the stub's). The backward is gelu_backward into a scratch,
+// then linear's three backward kernels.
 #include "common.cuh"
 #include "reduce_util.cuh"
 #include "entry/fused_kernels.h"
@@ -229,31 +231,24 @@ struct LtPlan {  // the descriptors of one call, destroyed with it
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-// y (rows, out) = gelu(x W^T + b), pre = x W^T + b in one GEMM. In column-major terms that is
+// pre (rows, out) = x W^T + b in one GEMM. In column-major terms that is
 // D (out, rows) = op_T(W: in x out, ld in) * (x: in x rows, ld in) + bias(out). *done says
 // whether cuBLASLt took it; a decline (no algorithm, unsupported layout) is not an error.
-int lt_linear_gelu(const char *op, const float *w, const float *b, const float *x, float *y,
-                   float *pre, int64_t rows, int64_t out, int64_t in, bool *done) {
+int lt_linear_bias(const char *op, const float *w, const float *b, const float *x, float *pre,
+                   int64_t rows, int64_t out, int64_t in, bool *done) {
     *done = false;
-    if (out % 8 != 0 || !aligned16(w) || !aligned16(b) || !aligned16(x) || !aligned16(y) ||
-        !aligned16(pre))
-        return TL_OK;
+    if (!aligned16(w) || !aligned16(b) || !aligned16(x) || !aligned16(pre)) return TL_OK;
     cublasLtHandle_t lt;
     TL_TRY(lt_handle(op, &lt));
     LtPlan p;
     const cublasComputeType_t ct = tl_allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    const int64_t aux_ld = out;
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     TL_CUBLAS_TRY(op, cublasLtMatmulDescCreate(&p.desc, ct, CUDA_R_32F));
     TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof(b)));
-    TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre,
-                                                     sizeof(pre)));
-    TL_CUBLAS_TRY(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
-                                                     sizeof(aux_ld)));
     TL_CUBLAS_TRY(op, cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, (uint64_t)in, (uint64_t)out, in));
     TL_CUBLAS_TRY(op, cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, (uint64_t)in, (uint64_t)rows, in));
     TL_CUBLAS_TRY(op, cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, (uint64_t)out, (uint64_t)rows, out));
@@ -267,7 +262,7 @@ int lt_linear_gelu(const char *op, const float *w, const float *b, const float *
             CUBLAS_STATUS_SUCCESS || found == 0)
         return TL_OK;
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasLtMatmul(lt, p.desc, &one, w, p.a, x, p.b, &zero, y, p.d, y, p.d,
+    cublasStatus_t st = cublasLtMatmul(lt, p.desc, &one, w, p.a, x, p.b, &zero, pre, p.d, pre, p.d,
                                        &res.algo, g_lt_ws, ws, tl_stream());
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) return TL_OK;
     if (st != CUBLAS_STATUS_SUCCESS) return tl_cublas_status(op, st);
@@ -280,13 +275,10 @@ int lt_linear_gelu(const char *op, const float *w, const float *b, const float *
 extern "C" int tlk_linear_gelu(const char *op, tl_buf w, tl_buf b, tl_buf x, tl_buf y, tl_buf pre,
                                int64_t rows, int64_t out_dim, int64_t in_dim) {
     if (rows * out_dim == 0) return TL_OK;
-    if (!tl_deterministic() && in_dim > 0) {
-        bool done = false;
-        TL_TRY(lt_linear_gelu(op, w->data, b->data, x->data, y->data, pre->data, rows, out_dim,
-                              in_dim, &done));
-        if (done) return TL_OK;
-    }
-    TL_TRY(tlk_linear(op, w, b, x, pre, rows, out_dim, in_dim));
+    bool done = false;
+    if (!tl_deterministic() && in_dim > 0)
+        TL_TRY(lt_linear_bias(op, w->data, b->data, x->data, pre->data, rows, out_dim, in_dim, &done));
+    if (!done) TL_TRY(tlk_linear(op, w, b, x, pre, rows, out_dim, in_dim));
     return tlk_gelu(op, pre, y, rows * out_dim);
 }
 

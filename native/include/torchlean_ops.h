@@ -330,7 +330,7 @@ TL_API int tl_softplus_beta_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, d
 TL_API int tl_cross_entropy_rows(tl_buf x, tl_buf loss, tl_buf rowmax, tl_buf logsum, int64_t rows, int64_t cols, const int64_t *lab, int64_t lab_len);
 /* dx[r, j] = g[r] * (exp((x[r, j] - max_r) - logsum_r) - [j == t_r]); ignored rows (label outside [0, V)) get 0. */
 TL_API int tl_cross_entropy_rows_backward(tl_buf g, tl_buf x, tl_buf rowmax, tl_buf logsum, tl_buf dx, int64_t rows, int64_t cols, const int64_t *lab, int64_t lab_len);
-/* y = gelu(W x + b) (the registry's tanh-form GELU) for x (in,) or (N, in); also returns the pre-activation pre = W x + b for the backward. Exact and deterministic modes compute linear's exact GEMM then gelu's formula (the same bits as linear followed by gelu); CUDA default mode writes y and pre from one cuBLASLt GEMM with the GELU_AUX_BIAS epilogue. */
+/* y = gelu(W x + b) (the registry's tanh-form GELU) for x (in,) or (N, in); also returns the pre-activation pre = W x + b for the backward. Exact and deterministic modes run linear's kernel then gelu's (the same bits as linear followed by gelu); CUDA default mode computes pre by one cuBLASLt GEMM with the bias epilogue, then gelu's kernel, so y is always gelu(pre) bit for bit (the recompute). */
 TL_API int tl_linear_gelu(tl_buf w, tl_buf b, tl_buf x, tl_buf y, tl_buf pre, int64_t rows, int64_t out_dim, int64_t in_dim);
 /* (dW, db, dx) of linear_gelu from dpre = gelu_backward(pre, g), then linear's three backward GEMMs on dpre. */
 TL_API int tl_linear_gelu_backward(tl_buf g, tl_buf w, tl_buf x, tl_buf pre, tl_buf dw, tl_buf db, tl_buf dx, int64_t rows, int64_t out_dim, int64_t in_dim);

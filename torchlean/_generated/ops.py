@@ -3457,7 +3457,7 @@ def cross_entropy_rows_backward(g, x, rowmax, logsum, *, labels: object):
 
 
 def linear_gelu(w, b, x):
-    """y = gelu(W x + b) (the registry's tanh-form GELU) for x (in,) or (N, in); also returns the pre-activation pre = W x + b for the backward. Exact and deterministic modes compute linear's exact GEMM then gelu's formula (the same bits as linear followed by gelu); CUDA default mode writes y and pre from one cuBLASLt GEMM with the GELU_AUX_BIAS epilogue."""
+    """y = gelu(W x + b) (the registry's tanh-form GELU) for x (in,) or (N, in); also returns the pre-activation pre = W x + b for the backward. Exact and deterministic modes run linear's kernel then gelu's (the same bits as linear followed by gelu); CUDA default mode computes pre by one cuBLASLt GEMM with the bias epilogue, then gelu's kernel, so y is always gelu(pre) bit for bit (the recompute)."""
     _op = "linear_gelu"
     if not (w.__class__ is AnyBuffer and w.buf.live
             and b.__class__ is AnyBuffer and b.buf.live

@@ -938,6 +938,13 @@ def _vjp_linear_gelu(grad, needs, s):
     return out
 
 
+def _recompute_linear_gelu(s):
+    """The value of a linear_gelu node again, from what it keeps (the kernels of the forward)."""
+    pre = s["pre"]
+    _t1 = _ops.gelu(pre)
+    return _t1
+
+
 
 class TapeOps:
     """Generated op methods mixed into torchlean.Tape (node ids in, node id out)."""
@@ -1585,12 +1592,12 @@ class TapeOps:
                                       False, keep=(_r_rowmax, _r_logsum), drop=())
 
     def linear_gelu(self, w: int, b: int, x: int) -> int:
-        """y = gelu(W x + b) (the registry's tanh-form GELU) for x (in,) or (N, in); also returns the pre-activation pre = W x + b for the backward. Exact and deterministic modes compute linear's exact GEMM then gelu's formula (the same bits as linear followed by gelu); CUDA default mode writes y and pre from one cuBLASLt GEMM with the GELU_AUX_BIAS epilogue."""
+        """y = gelu(W x + b) (the registry's tanh-form GELU) for x (in,) or (N, in); also returns the pre-activation pre = W x + b for the backward. Exact and deterministic modes run linear's kernel then gelu's (the same bits as linear followed by gelu); CUDA default mode computes pre by one cuBLASLt GEMM with the bias epilogue, then gelu's kernel, so y is always gelu(pre) bit for bit (the recompute)."""
         _w = self._input("linear_gelu", w)
         _b = self._input("linear_gelu", b)
         _x = self._input("linear_gelu", x)
         _out, _r_pre = _ops.linear_gelu(_w, _b, _x)
         return self._record_residuals("linear_gelu", _out, (w, b, x), _vjp_linear_gelu,
                                       {"w": _w, "x": _x, "pre": _r_pre}, False, keep=(_r_pre,),
-                                      drop=())
+                                      drop=(), recompute=_recompute_linear_gelu)
 

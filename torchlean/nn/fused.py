@@ -4,8 +4,9 @@
   is the op cross_entropy_rows: the tape keeps the logits and two floats per row instead of an
   (N, V) log_softmax, and the backward writes softmax - onehot in one pass.
 - linear_gelu(linear, x) is gelu(linear(x)) (tanh form) as the op linear_gelu: on CUDA in
-  default mode one cuBLASLt GEMM with a bias+GELU epilogue; the same bits as linear then gelu
-  in deterministic and exact modes and on the stub.
+  default mode one cuBLASLt GEMM with the bias epilogue, then gelu's kernel (so the tape may
+  free the activation and recompute it as gelu(pre) with the same bits); linear's kernel then
+  gelu's in deterministic and exact modes and on the stub.
 
 `enabled = False` makes both take the unfused ops (log_softmax + gather; linear then gelu),
 for benchmarks and comparisons."""
