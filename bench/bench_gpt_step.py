@@ -6,7 +6,8 @@ fused ops (cross_entropy_rows, linear_gelu; issue 24).
 The model is bench_models.py's pre-norm LM at d=768, 12 heads, 6 layers, T=512, vocab 8192,
 batch 8 (causal attention, GELU tanh form, AdamW), both sides from the same initial weights on
 the same batches, TF32 off. Each row is the median step time of `repeats` runs of `steps`
-steps after warm-up, every run closed by a device synchronisation (sidebyside.measure).
+steps after warm-up, every run closed by a device synchronisation (sidebyside.measure), and
+the peak memory of the timed steps (each allocator's own counter).
 Rows: torchlean default mode with the fused ops (the default), without them
 (torchlean.nn.fused.enabled = False: log_softmax + gather, linear then gelu), deterministic,
 exact, and torch.
@@ -78,11 +79,12 @@ def main(argv=None):
              f"vocab={cfg['vocab']} batch={cfg['batch']}, AdamW; backend {tl.backend()}, "
              f"{side.device_name}; median of {a.repeats} runs of {a.steps} steps after "
              f"{a.warmup} warm-up steps", "",
-             "| run | ms/step | vs torch | first loss |", "|---|---:|---:|---:|"]
+             "| run | ms/step | vs torch | peak MiB | first loss |", "|---|---:|---:|---:|---:|"]
     for name, r in rows:
         ms = r["step_s"] * 1e3
         vs = f"{ms / torch_ms:.2f}x" if torch_ms else "n/a"
-        lines.append(f"| {name} | {ms:.2f} | {vs} | {r['first_loss']:.5f} |")
+        pk = "n/a" if r.get("peak") is None else f"{r['peak'] / 2**20:.1f}"
+        lines.append(f"| {name} | {ms:.2f} | {vs} | {pk} | {r['first_loss']:.5f} |")
     text = "\n".join(lines)
     print(text)
     if a.out:
