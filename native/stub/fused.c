@@ -22,24 +22,38 @@ static inline int ce_label(const int64_t *lab, int64_t r, int64_t cols) {
     return lab[r] >= 0 && lab[r] < cols;
 }
 
+/* one row's statistics; e is a scratch of cols floats for the exps (summed by rule 4 after a
+ * loop the compiler vectorises, the same bits as adding them one by one) */
+static void ce_row(const float *xr, int64_t cols, const int64_t *lab, int64_t r, float *e,
+                   float *loss, float *rowmax, float *logsum) {
+    float m = xr[0];
+    for (int64_t j = 1; j < cols; j++) m = tlm_max_first(m, xr[j]);
+    for (int64_t j = 0; j < cols; j++) e[j] = tlm_exp(tlm_sub(xr[j], m));
+    float sum = tl_rule4_sum(e, cols), ls = tlm_log(sum);
+    *rowmax = sum != sum ? sum : m; /* a NaN row stores NaN, whichever max the order found */
+    *logsum = ls;
+    *loss = ce_label(lab, r, cols) ? tlm_add(tlm_sub(m, xr[lab[r]]), ls) : 0.0f;
+}
+
 int tlk_cross_entropy_rows(const char *op, tl_buf x, tl_buf loss, tl_buf rowmax, tl_buf logsum,
                            int64_t rows, int64_t cols, const int64_t *lab, int64_t lab_len) {
-    (void)op; (void)lab_len;
+    (void)lab_len;
     const float *X = x->data;
     float *L = loss->data, *M = rowmax->data, *LS = logsum->data;
-#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = X + r * cols;
-        float m = xr[0];
-        for (int64_t j = 1; j < cols; j++) m = tlm_max_first(m, xr[j]);
-        tlm_sum4 acc;
-        tlm_sum4_init(&acc);
-        for (int64_t j = 0; j < cols; j++) tlm_sum4_add(&acc, tlm_exp(tlm_sub(xr[j], m)));
-        float sum = tlm_sum4_result(&acc), ls = tlm_log(sum);
-        M[r] = sum != sum ? sum : m; /* a NaN row stores NaN, whichever max the order found */
-        LS[r] = ls;
-        L[r] = ce_label(lab, r, cols) ? tlm_add(tlm_sub(m, xr[lab[r]]), ls) : 0.0f;
+    int failed = 0;
+#pragma omp parallel if (rows * cols > TL_PAR_MIN)
+    {
+        float *e = (float *)malloc((size_t)cols * sizeof(float));
+        if (!e) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++)
+            if (e) ce_row(X + r * cols, cols, lab, r, e, L + r, M + r, LS + r);
+        free(e);
     }
+    if (failed) return tl_fail(TL_E_OOM, "%s: out of host memory for a row of %lld floats", op, (long long)cols);
     return TL_OK;
 }
 
@@ -59,10 +73,8 @@ int tlk_cross_entropy_rows_backward(const char *op, tl_buf g, tl_buf x, tl_buf r
         }
         const float m = M[r], ls = LS[r], gr = G[r];
         const int64_t t = lab[r];
-        for (int64_t j = 0; j < cols; j++) {
-            float p = tlm_exp(tlm_sub(tlm_sub(xr[j], m), ls));
-            dr[j] = tlm_mul(gr, j == t ? tlm_sub(p, 1.0f) : p);
-        }
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(gr, tlm_exp(tlm_sub(tlm_sub(xr[j], m), ls)));
+        dr[t] = tlm_mul(gr, tlm_sub(tlm_exp(tlm_sub(tlm_sub(xr[t], m), ls)), 1.0f));
     }
     return TL_OK;
 }
