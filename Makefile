@@ -60,7 +60,7 @@ build/cuda/%.cu.o: native/cuda/%.cu
 
 $(CUDA_LIB): $(CUDA_OBJS)
 	@mkdir -p $(LIBDIR)
-	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas \
+	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt \
 	  -Xlinker -rpath,$(CUDA_HOME)/lib64
 
 -include $(STUB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d)

@@ -584,3 +584,19 @@ def gelu_erf(x):
 def softplus_beta(x, beta=1.0, threshold=20.0):
     bx = beta * x
     return np.where(bx > threshold, x, np.logaddexp(0.0, bx) / beta)
+
+
+def cross_entropy_rows(x, labels):
+    """-log softmax(x)[r, t_r] per row; a label outside [0, V) gives 0."""
+    t = np.asarray(labels, dtype=np.int64).reshape(-1)
+    m = x.max(axis=1, keepdims=True)
+    lse = (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True)))[:, 0]
+    ok = (t >= 0) & (t < x.shape[1])
+    picked = x[np.arange(x.shape[0]), np.where(ok, t, 0)]
+    return np.where(ok, lse - picked, 0.0)
+
+
+def linear_gelu(w, b, x):
+    """gelu(x W^T + b), the tanh form."""
+    z = x @ w.T + b
+    return 0.5 * z * (1.0 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3)))

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from torchlean.nn import fused
 from torchlean.session import Parameter, Tensor, default_session
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -83,13 +84,9 @@ def _split_input(op, x, target_shape, what="input"):
     return cdim, want
 
 
-def _nll_rows(op, rows, y, lshape, weight, ignore_index, reduction, label_smoothing=0.0):
-    """torch's nll_loss over (M, C) log-probability rows and M integer labels (result shape
-    lshape for 'none'), plus the label-smoothed cross-entropy term when label_smoothing > 0."""
-    s = rows.session
-    m, c = rows.shape
-    w = _class_weight(op, weight, c)
-    flat_y = y.reshape(-1)
+def _kept_labels(op, flat_y, c, ignore_index):
+    """The mask of rows whose label is not ignore_index; raises on any other label outside
+    [0, c)."""
     keep = flat_y != ignore_index
     bad = np.flatnonzero(keep & ((flat_y < 0) | (flat_y >= c)))
     if bad.size:
@@ -97,6 +94,17 @@ def _nll_rows(op, rows, y, lshape, weight, ignore_index, reduction, label_smooth
         raise TargetOutOfRange(f"{op}: label {flat_y[i]} at row {i} is out of range for {c} "
                                f"classes; expected 0 <= label < {c} or label == ignore_index "
                                f"({ignore_index})")
+    return keep
+
+
+def _nll_rows(op, rows, y, lshape, weight, ignore_index, reduction, label_smoothing=0.0):
+    """torch's nll_loss over (M, C) log-probability rows and M integer labels (result shape
+    lshape for 'none'), plus the label-smoothed cross-entropy term when label_smoothing > 0."""
+    s = rows.session
+    m, c = rows.shape
+    w = _class_weight(op, weight, c)
+    flat_y = y.reshape(-1)
+    keep = _kept_labels(op, flat_y, c, ignore_index)
     safe_y = np.where(keep, flat_y, 0)
     wy = np.where(keep, 1.0 if w is None else w[safe_y], 0.0)  # per-row weight, 0 if ignored
     # out-of-range indices read 0 (and get no gradient): ignored rows pick nothing
@@ -147,6 +155,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         return _soft_cross_entropy(s, x, cdim, target, weight, reduction, float(label_smoothing))
     y = integer_labels(op, target)
     cdim, lshape = _split_input(op, x, y.shape, "logits")
+    if fused.applies_to_cross_entropy(x, weight, label_smoothing):
+        keep = _kept_labels(op, y, x.shape[1], int(ignore_index))
+        return fused.cross_entropy_rows(x, y, keep, reduction)
     rows = s.op("log_softmax", _class_last(x, cdim))
     return _nll_rows(op, rows, y, lshape, weight, int(ignore_index), reduction,
                      float(label_smoothing))

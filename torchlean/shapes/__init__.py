@@ -29,6 +29,7 @@ from .conv_pool import (conv_bias_shape, conv_dilation3, conv_geom, conv_grad, c
                         pool_geom, pool_grad, pool_out)
 from .norm_attention import (attn_lse, attn_out, bn_c, bn_n, bn_out, bn_s, bn_stats, ln_out,
                              ln_param, ln_stats, mha_hd, mha_lse, mha_out, mha_proj)
+from .fused import ce_rows
 from .argreduce import select_axis, select_axis_back
 from .spectral_scan import (irfft, rfft, scan_checkpoints, scan_chunks, scan_mode,
                             selective_scan, spectral_conv1d, spectrum_rows)
