@@ -88,9 +88,10 @@ def sigmoid(x):
     return _sess(x).op("sigmoid", x)
 
 
-def silu(x):
-    """torch's SiLU (swish), x * sigmoid(x): the registry's silu op."""
-    return _sess(x).op("silu", x)
+def silu(input, inplace=False):
+    """torch's SiLU (swish), x * sigmoid(x): the registry's silu op (`inplace` is accepted for
+    torch's signature; torchlean has no in-place ops)."""
+    return _sess(input).op("silu", input)
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
@@ -102,12 +103,6 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """log_softmax over `dim` (dim=None: the last axis, see softmax)."""
     return _sess(input).as_tensor(input).log_softmax(-1 if dim is None else dim)
-
-
-def silu(input, inplace=False):
-    """x * sigmoid(x) (torch's silu / swish)."""
-    x = _sess(input).as_tensor(input)
-    return x * x.session.op("sigmoid", x)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
