@@ -9,7 +9,9 @@
 // Exact mode computes the stub's sums (native/stub/norm.c) by rule 4 of tl_math.h: a block per
 // row reduces layer_norm's rows with tl_exact_block_reduce; batchnorm (its channel's elements
 // sample by sample) sums every channel's chunks side by side, then each channel's tree, then
-// maps the elements on a flat grid (bn_exact.cuh); layer_norm's dgamma and dbeta are exact
+// maps the elements on a flat grid (bn_exact.cuh), in every mode: that parallel structure is
+// faster than a block per channel (bench/results/bn-exact.md), so default batchnorm has the
+// stub's bits too; layer_norm's dgamma and dbeta are exact
 // column sums (tl_cuda_axis_sum over the rows) of g * xhat and g.
 #include "common.cuh"
 #include "formulas/normalize.h"
@@ -182,61 +184,6 @@ __global__ void col_finish_kernel(const float *__restrict__ pg, const float *__r
         dgamma[j] = sg;
         dbeta[j] = sb;
     }
-}
-
-// Every element offset of channel ch, sample by sample (each thread a strided slice of the
-// sample's s positions, in a fixed order: the block tree then makes the sums reproducible).
-#define BN_FOR(off)                                                                  \
-    for (int64_t b_ = 0; b_ < n; b_++)                                               \
-        for (int64_t j_ = threadIdx.x, off = (b_ * c + ch) * s + j_; j_ < s;         \
-             j_ += blockDim.x, off += blockDim.x)
-
-// One block per channel: statistics over the n*s elements of that channel.
-__global__ void bn_fwd_kernel(const float *__restrict__ x, const float *__restrict__ gamma,
-                              const float *__restrict__ beta, float *__restrict__ y,
-                              float *__restrict__ xhat, float *__restrict__ mean_out,
-                              float *__restrict__ var_out, float *__restrict__ inv_std, int64_t n,
-                              int64_t c, int64_t s, float inv_cnt, float eps) {
-    const int64_t ch = blockIdx.x;
-    float acc = 0.0f;
-    BN_FOR(off) acc += x[off];
-    const float mean = tlf_mean(tl_block_sum(acc), inv_cnt);
-    float v = 0.0f;
-    BN_FOR(off) v += tlf_sqdev(x[off], mean);
-    const float var = tlf_mean(tl_block_sum(v), inv_cnt);
-    const float sd = tlf_norm_std(var, eps);
-    if (threadIdx.x == 0) {
-        mean_out[ch] = mean;
-        var_out[ch] = var;
-        inv_std[ch] = tlf_norm_inv(sd);
-    }
-    const float ga = gamma[ch], be = beta[ch];
-    BN_FOR(off) {
-        float xh = tlf_norm_xhat(x[off], mean, sd);
-        xhat[off] = xh;
-        y[off] = tlf_affine(xh, ga, be);
-    }
-}
-
-__global__ void bn_bwd_kernel(const float *__restrict__ g, const float *__restrict__ xhat,
-                              const float *__restrict__ inv_std, const float *__restrict__ gamma,
-                              float *__restrict__ dx, float *__restrict__ dgamma,
-                              float *__restrict__ dbeta, int64_t n, int64_t c, int64_t s,
-                              float fcnt, float inv_cnt) {
-    const int64_t ch = blockIdx.x;
-    float sb = 0.0f, sg = 0.0f;
-    BN_FOR(off) {
-        sb += g[off];
-        sg += g[off] * xhat[off];
-    }
-    const float SB = tl_block_sum(sb), SG = tl_block_sum(sg);
-    const float ga = gamma[ch], is = inv_std[ch];
-    if (threadIdx.x == 0) {
-        dbeta[ch] = SB;
-        dgamma[ch] = SG;
-    }
-    const float S1 = SB * ga, S2 = SG * ga;
-    BN_FOR(off) dx[off] = tlf_norm_dx(g[off] * ga, xhat[off], S1, S2, fcnt, is, inv_cnt);
 }
 
 // ---- exact mode ----
@@ -464,24 +411,18 @@ extern "C" int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamm
                                           tl_buf xhat, tl_buf mean, tl_buf var, tl_buf inv_std,
                                           int64_t n, int64_t c, int64_t s, double eps) {
     if (c == 0) return TL_OK;
-    if (tl_exact()) {
-        const int64_t nc = bnx_chunks_of(n * s);
-        BnxLaunch l{op, c, tl_exact_threads(n * s)};
-        float *part = nullptr, *sd = nullptr;
-        int st = tl_scratch(op, (size_t)(c * nc + c) * sizeof(float), (void **)&part);
-        if (!st) {
-            sd = part + c * nc;
-            st = bnx_forward(l, x->data, gamma->data, beta->data, y->data, xhat->data, mean->data,
-                             var->data, inv_std->data, n, c, s, (float)eps, part, sd);
-        }
-        tl_scratch_free(part);
-        return st;
+    // every mode: the exact sums (all channels' chunks side by side) beat a block per channel
+    const int64_t nc = bnx_chunks_of(n * s);
+    BnxLaunch l{op, c, tl_exact_threads(n * s)};
+    float *part = nullptr, *sd = nullptr;
+    int st = tl_scratch(op, (size_t)(c * nc + c) * sizeof(float), (void **)&part);
+    if (!st) {
+        sd = part + c * nc;
+        st = bnx_forward(l, x->data, gamma->data, beta->data, y->data, xhat->data, mean->data,
+                         var->data, inv_std->data, n, c, s, (float)eps, part, sd);
     }
-    bn_fwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
-        x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
-        inv_std->data, n, c, s, (float)(1.0 / (double)(n * s)), (float)eps);
-    TL_LAUNCHED(op);
-    return TL_OK;
+    tl_scratch_free(part);
+    return st;
 }
 
 extern "C" int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std,
@@ -489,22 +430,15 @@ extern "C" int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl
                                                    tl_buf dbeta, int64_t n, int64_t c, int64_t s) {
     if (c == 0) return TL_OK;
     const int64_t cnt = n * s;
-    if (tl_exact()) {
-        const int64_t nc = bnx_chunks_of(cnt);
-        BnxLaunch l{op, c, tl_exact_threads(cnt)};
-        float *part = nullptr;
-        int st = tl_scratch(op, (size_t)(2 * c * nc) * sizeof(float), (void **)&part);
-        if (!st)
-            st = bnx_backward(l, g->data, xhat->data, inv_std->data, gamma->data, dx->data,
-                              dgamma->data, dbeta->data, n, c, s, part, part + c * nc);
-        tl_scratch_free(part);
-        return st;
-    }
-    bn_bwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
-        g->data, xhat->data, inv_std->data, gamma->data, dx->data, dgamma->data, dbeta->data, n,
-        c, s, (float)cnt, cnt ? (float)(1.0 / (double)cnt) : 0.0f);
-    TL_LAUNCHED(op);
-    return TL_OK;
+    const int64_t nc = bnx_chunks_of(cnt);
+    BnxLaunch l{op, c, tl_exact_threads(cnt)};
+    float *part = nullptr;
+    int st = tl_scratch(op, (size_t)(2 * c * nc) * sizeof(float), (void **)&part);
+    if (!st)
+        st = bnx_backward(l, g->data, xhat->data, inv_std->data, gamma->data, dx->data,
+                          dgamma->data, dbeta->data, n, c, s, part, part + c * nc);
+    tl_scratch_free(part);
+    return st;
 }
 
 extern "C" int tlk_rms_norm(const char *op, tl_buf x, tl_buf weight, tl_buf y, tl_buf inv_rms, int64_t rows,
