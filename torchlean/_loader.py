@@ -19,12 +19,8 @@ from torchlean.errors import BackendError
 ffi = cffi.FFI()
 ffi.cdef(CDEF)
 
-# OpenMP workers of the stub wait passively (sleep) between parallel regions unless the user
-# chose a policy: spinning workers on a shared or oversubscribed machine steal the cores the
-# other threads need (the digits demo ran 100x slower next to one busy process). libgomp reads
-# the variable when it is first loaded, i.e. when the stub library is opened below; an OpenMP
-# runtime that some other module loaded earlier keeps its own setting.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# The stub brings its own thread pool (native/stub/threads.c) instead of libgomp, so loading it
+# sets no OpenMP variable: another library's OpenMP in this process keeps its own settings.
 
 _PKG = Path(__file__).resolve().parent
 BACKENDS = ("stub", "cuda")
