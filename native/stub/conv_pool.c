@@ -371,17 +371,32 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
 enum { POOL_MAX, POOL_AVG, POOL_SMOOTH };
 
 /* Gather the window of output o of one plane: vals[j] (padding: pad_value), offs[j] (-1 for
- * padding), in kernel row-major order. */
-static void window(const geom_t *G, const float *plane, int64_t o, float pad_value, float *vals,
-                   int64_t *offs) {
-    int64_t oo[8], ko[8];
-    unravel(o, G->out, G->r, oo);
-    for (int64_t j = 0; j < G->k_n; j++) {
-        unravel(j, G->k, G->r, ko);
-        int64_t t = tap(G, ko, oo);
-        offs[j] = t;
-        vals[j] = t < 0 ? pad_value : plane[t];
+ * padding), in kernel row-major order. tab is the call's tap table read output-major:
+ * tab[o * KN + j], the same for every plane. */
+static inline void window(const int64_t *tab, int64_t KN, const float *plane, int64_t o,
+                          float pad_value, float *vals, int64_t *offs) {
+    const int64_t *t = tab + o * KN;
+    for (int64_t j = 0; j < KN; j++) {
+        offs[j] = t[j];
+        vals[j] = t[j] < 0 ? pad_value : plane[t[j]];
     }
+}
+
+/* the (out_n, KN) window table of G; NULL when out of memory */
+static int64_t *window_table(const geom_t *G) {
+    int64_t KN = G->k_n, O = G->out_n;
+    int64_t *tab = (int64_t *)malloc((size_t)(KN * O > 0 ? KN * O : 1) * sizeof(int64_t));
+    if (!tab) return NULL;
+#pragma omp parallel for schedule(static) if (KN * O * G->r > TL_PAR_MIN)
+    for (int64_t o = 0; o < O; o++) {
+        int64_t oo[8], ko[8];
+        unravel(o, G->out, G->r, oo);
+        for (int64_t j = 0; j < KN; j++) {
+            unravel(j, G->k, G->r, ko);
+            tab[o * KN + j] = tap(G, ko, oo);
+        }
+    }
+    return tab;
 }
 
 #define SMOOTH_BLOCK 64 /* smooth-max windows handled together, so exp and log run as vectors */
@@ -396,7 +411,7 @@ static int64_t smooth_block(int64_t KN) {
     return blk < 1 ? 1 : (blk > SMOOTH_BLOCK ? SMOOTH_BLOCK : blk);
 }
 
-static void smooth_plane(const geom_t *G, const float *x, const float *gp, float *y, float beta,
+static void smooth_plane(const geom_t *G, const int64_t *tab, const float *x, const float *gp, float *y, float beta,
                          int backward, float *v, float *pv, int64_t *offs) {
     const int64_t KN = G->k_n, blk = smooth_block(KN);
     float piv[SMOOTH_BLOCK], s[SMOOTH_BLOCK];
@@ -404,7 +419,7 @@ static void smooth_plane(const geom_t *G, const float *x, const float *gp, float
         int64_t nb = G->out_n - o0 < blk ? G->out_n - o0 : blk;
         for (int64_t q = 0; q < nb; q++) {
             float *vq = v + q * KN;
-            window(G, x, o0 + q, 0.0f, vq, offs + q * KN);
+            window(tab, KN, x, o0 + q, 0.0f, vq, offs + q * KN);
             float p = vq[0];
             for (int64_t j = 1; j < KN; j++)
                 p = beta > 0 ? (vq[j] > p ? vq[j] : p) : (vq[j] < p ? vq[j] : p);
@@ -438,6 +453,8 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
     int64_t KN = G.k_n;
     float denom = (float)KN;
     int err = 0;
+    int64_t *tab = window_table(&G);
+    if (!tab) return tl_fail(TL_E_OOM, "%s: out of host memory for the pooling window table", op);
     /* one plane per iteration: each backward plane scatters in a fixed (o, j) order */
 #pragma omp parallel if (planes * G.out_n * KN > TL_PAR_MIN)
     {
@@ -449,29 +466,29 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
 #pragma omp atomic write
             err = 1;
         }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 8) nowait
         for (int64_t pl = 0; pl < planes; pl++) {
             if (!vals || !offs) continue;
             const float *x = input->data + pl * G.in_n;
             const float *gp = backward ? g->data + pl * G.out_n : NULL;
             float *y = backward ? out->data + pl * G.in_n : out->data + pl * G.out_n;
             if (kind == POOL_SMOOTH) {
-                smooth_plane(&G, x, gp, y, beta, backward, vals, vals + wn, offs);
+                smooth_plane(&G, tab, x, gp, y, beta, backward, vals, vals + wn, offs);
                 continue;
             }
             for (int64_t o = 0; o < G.out_n; o++) {
                 if (kind == POOL_MAX) {
-                    window(&G, x, o, -INFINITY, vals, offs);
+                    const int64_t *t = tab + o * KN;
                     float best = -FLT_MAX;
                     int64_t arg = -1;
-                    for (int64_t j = 0; j < KN; j++) /* the first NaN wins for good (PyTorch) */
-                        if (vals[j] > best || (vals[j] != vals[j] && best == best)) {
-                            best = vals[j]; arg = j;
-                        }
+                    for (int64_t j = 0; j < KN; j++) { /* the first NaN wins for good (PyTorch) */
+                        float v = t[j] < 0 ? -INFINITY : x[t[j]];
+                        if (v > best || (v != v && best == best)) { best = v; arg = j; }
+                    }
                     if (!backward) y[o] = best;
-                    else if (arg >= 0 && offs[arg] >= 0) y[offs[arg]] = tlm_add(y[offs[arg]], gp[o]);
+                    else if (arg >= 0 && t[arg] >= 0) y[t[arg]] = tlm_add(y[t[arg]], gp[o]);
                 } else if (kind == POOL_AVG) {
-                    window(&G, x, o, 0.0f, vals, offs);
+                    window(tab, KN, x, o, 0.0f, vals, offs);
                     if (!backward) {
                         y[o] = tlm_div(tlm_sum(vals, 1, KN), denom);
                     } else {
@@ -485,6 +502,7 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
         free(vals);
         free(offs);
     }
+    free(tab);
     if (err) return tl_fail(TL_E_OOM, "%s: out of host memory for a pooling window", op);
     return TL_OK;
 }
