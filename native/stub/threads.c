@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #define MAX_THREADS 256
-#define MAX_LOOPS 8            /* dynamic loops per region */
+#define MAX_LOOPS 16           /* dynamic loops and singles per region with a shared record */
 #define SPIN_NS 100000         /* how long an idle thread spins before it sleeps */
 
 typedef struct {
@@ -64,7 +64,7 @@ static struct {
        .start_lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* the OpenMP identity of the running code: its slot, its team's size, its loop count */
-static __thread int t_slot = 0, t_team = 1, t_loops = 0, t_in_region = 0;
+static __thread int t_slot = 0, t_team = 1, t_loops = 0, t_in_region = 0, t_static_loop = 0;
 static __thread uint32_t t_gen = 0;
 
 static inline uint64_t pack(uint32_t gen, int nslots, int next) {
@@ -299,7 +299,18 @@ bool GOMP_loop_nonmonotonic_dynamic_start(long start, long end, long incr, long 
         return true;
     }
     int k = t_loops++;
-    if (k >= MAX_LOOPS) abort();                     /* more dynamic loops than one region holds */
+    t_static_loop = k >= MAX_LOOPS;
+    if (t_static_loop) {                             /* past the region's loop records: */
+        long n = incr > 0 ? (end - start + incr - 1) / incr : (start - end - incr - 1) / -incr;
+        if (n <= 0) return false;                    /* each slot its static share */
+        long per = n / t_team, rem = n % t_team;
+        long first = t_slot * per + (t_slot < rem ? t_slot : rem);
+        long cnt = per + (t_slot < rem);
+        if (cnt == 0) return false;
+        *istart = start + first * incr;
+        *iend = *istart + cnt * incr;
+        return true;
+    }
     loop_t *L = &P.loops[k];
     while (atomic_flag_test_and_set_explicit(&P.loop_lock, memory_order_acquire)) cpu_relax();
     if (L->gen != t_gen) {
@@ -312,7 +323,7 @@ bool GOMP_loop_nonmonotonic_dynamic_start(long start, long end, long incr, long 
 }
 
 bool GOMP_loop_nonmonotonic_dynamic_next(long *istart, long *iend) {
-    if (t_team <= 1) return false;
+    if (t_team <= 1 || t_static_loop) return false;
     return loop_claim(&P.loops[t_loops - 1], istart, iend);
 }
 
@@ -337,7 +348,7 @@ void GOMP_loop_end(void) { GOMP_barrier(); }
 bool GOMP_single_start(void) {
     if (t_team <= 1) return true;
     int k = t_loops++;
-    if (k >= MAX_LOOPS) abort();
+    if (k >= MAX_LOOPS) return t_slot == 0;          /* past the records: slot 0 runs it */
     loop_t *L = &P.loops[k];
     bool first = false;
     while (atomic_flag_test_and_set_explicit(&P.loop_lock, memory_order_acquire)) cpu_relax();
