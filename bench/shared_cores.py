@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def configs(gomp_lib):
     """name -> extra environment"""
-    out = {"torchlean pool (spin 100 us, then sleep; slots claimed)": {}}
+    out = {"torchlean pool (spin 20 us unless preempted, then sleep; slots claimed)": {}}
     if gomp_lib:
         for pol in ("PASSIVE", "ACTIVE"):
-            out[f"libgomp {pol} (stub before the pool)"] = {"OMP_WAIT_POLICY": pol,
+            out[f"libgomp {pol} (the --gomp-lib build)"] = {"OMP_WAIT_POLICY": pol,
                                                             "TORCHLEAN_LIB_DIR": gomp_lib}
     return out
 

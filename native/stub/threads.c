@@ -7,7 +7,8 @@
  * waits for a descheduled worker; workers that sleep (PASSIVE) are slow to wake on an idle
  * virtual machine. This pool does both halves well:
  *  - a worker spins for SPIN_NS after its last job (the gap between two kernels of a training
- *    step is shorter), then sleeps on a futex;
+ *    step is about that), then sleeps on a futex; a worker preempted since its last job (other
+ *    processes want the cores) does not spin until CALM_JOBS jobs ran without a preemption;
  *  - a region's thread slots are claimed, not assigned: the calling thread runs slot 0, then
  *    any slot no worker has claimed yet. A late worker (asleep, or descheduled by another
  *    process) costs nothing but the parallelism; the region never waits for it to start.
@@ -28,13 +29,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_THREADS 256
 #define MAX_LOOPS 16           /* dynamic loops and singles per region with a shared record */
-#define SPIN_NS 100000         /* how long an idle thread spins before it sleeps */
+#ifndef SPIN_NS
+#define SPIN_NS 20000          /* how long an idle thread spins before it sleeps */
+#endif
+#define CALM_JOBS 64           /* jobs without a preemption before a worker spins again */
 
 typedef struct {
     _Atomic long next;
@@ -51,6 +56,7 @@ static struct {
     _Atomic uint64_t claim;
     _Atomic int done;           /* slots finished (futex word of the caller's join) */
     _Atomic int caller_sleeps;
+    _Atomic int contended;      /* a worker was preempted lately: the caller's join spins less */
     _Atomic int bar_count, bar_gen, bar_sleepers;
     atomic_flag loop_lock;
     loop_t loops[MAX_LOOPS];
@@ -73,6 +79,12 @@ static inline uint64_t pack(uint32_t gen, int nslots, int next) {
 static inline uint32_t c_gen(uint64_t c) { return (uint32_t)(c >> 32); }
 static inline int c_nslots(uint64_t c) { return (int)((c >> 16) & 0xffff); }
 static inline int c_next(uint64_t c) { return (int)(c & 0xffff); }
+
+/* involuntary context switches of the calling thread */
+static long preemptions(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
 
 static void futex_wait(_Atomic int *addr, int val) {
     syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
@@ -135,7 +147,17 @@ static void run_unclaimed(uint32_t gen) {
 /* arg: the last region started before this worker (it takes slots from the next one on) */
 static void *worker(void *arg) {
     uint32_t seen = (uint32_t)(uintptr_t)arg;
+    long preempted = preemptions();
+    int calm = 0;
     for (;;) {
+        /* spin only while this worker keeps its core: a preemption since the last job means
+         * other processes want the cores, and spinning would take them away (sleep at once
+         * until CALM_JOBS jobs in a row ran without one) */
+        long p = preemptions();
+        if (p != preempted) { calm = 0; preempted = p; }
+        else if (calm < CALM_JOBS) calm++;
+        int64_t spin_ns = calm >= CALM_JOBS ? SPIN_NS : 0;
+        atomic_store_explicit(&P.contended, spin_ns == 0, memory_order_relaxed);
         int64_t t0 = 0;
         for (unsigned i = 1;; i++) {           /* spin for a new region with a free slot */
             uint64_t c = atomic_load_explicit(&P.claim, memory_order_acquire);
@@ -147,7 +169,7 @@ static void *worker(void *arg) {
             if ((i & 63) == 0) {
                 int64_t t = now_ns();
                 if (!t0) t0 = t;
-                else if (t - t0 > SPIN_NS) {   /* then sleep until the next region starts */
+                else if (t - t0 > spin_ns) {   /* then sleep until the next region starts */
                     int seq = atomic_load(&P.wake_seq);
                     atomic_fetch_add(&P.sleepers, 1);
                     if (c_gen(atomic_load(&P.claim)) == seen) futex_wait(&P.wake_seq, seq);
@@ -242,9 +264,10 @@ void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigne
     run_unclaimed(gen);
     int d = atomic_load(&P.done);
     if (d != n) {                                    /* a worker is still on its slot */
-        int64_t t0 = now_ns();
+        int64_t t0 = now_ns(), spin = atomic_load_explicit(&P.contended, memory_order_relaxed)
+                                     ? SPIN_NS / 50 : SPIN_NS;
         while ((d = atomic_load_explicit(&P.done, memory_order_acquire)) != n
-               && now_ns() - t0 < SPIN_NS)
+               && now_ns() - t0 < spin)
             for (int i = 0; i < 32; i++) cpu_relax();
         while ((d = atomic_load(&P.done)) != n) {
             atomic_store(&P.caller_sleeps, 1);
