@@ -25,7 +25,7 @@ PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
 .PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
-        bench-models demo install clean help symbols-check
+        bench-models demo install clean help symbols-check check-math
 
 all: stub                                  ## build the stub library (default)
 
@@ -63,7 +63,7 @@ build/cuda/%.cu.o: native/cuda/%.cu
 
 $(CUDA_LIB): $(CUDA_OBJS)
 	@mkdir -p $(LIBDIR)
-	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas \
+	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt \
 	  -Xlinker -rpath,$(CUDA_HOME)/lib64
 
 -include $(STUB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d)
@@ -71,23 +71,56 @@ $(CUDA_LIB): $(CUDA_OBJS)
 # test shims for the canonical arithmetic (native/common/tl_math.h): the header compiled with the
 # stub's flags into a library tests/test_exact_math.py loads, and as CUDA device code into a
 # program that compares every float32 input's device result with the host's (GPU machine)
-build/tl_math_test.so: tests/native/tl_math_shim.c native/common/tl_math.h
+build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h native/common/tl_math.h
 	@mkdir -p build
-	$(CC) $(STUB_CFLAGS) -Inative/common -shared -Wl,-z,nodelete -o $@ $< -lm
+	$(CC) $(STUB_CFLAGS) -Inative/common -shared -Wl,-z,nodelete -o $@ $< -lquadmath -lm
 
 build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h
 	@mkdir -p build
 	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -fopenmp,-ffp-contract=off -Inative/common \
 	  -o $@ $< -lgomp
 
+# exhaustive proof that tl_math.h's transcendental functions are correctly rounded (all 2^32
+# inputs per function against glibc double + libquadmath; minutes per function, outside CI)
+build/check_math: tests/native/check_math.c tests/native/cr_oracle.h native/common/tl_math.h
+	@mkdir -p build
+	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
+
+check-math: build/check_math               ## exhaustive correct-rounding check (long; not in CI)
+	build/check_math
+
 # the tiled CUDA attention kernels (native/cuda/attention_tiled.cuh) compiled for the CPU with a
 # small CUDA emulation (tests/native/cuda_emu/), so tests/test_attention_tiles.py checks them
 # without a GPU
 ATTN_EMU_DEPS := tests/native/attention_tiled_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
-                 native/cuda/attention_tiled.cuh native/cuda/reduce_util.cuh native/common/tl_math.h
+                 native/cuda/attention_tiled.cuh native/cuda/attention_exact.cuh \
+                 native/cuda/reduce_util.cuh native/common/tl_math.h
 build/attention_tiled_emu.so: $(ATTN_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
+# The emulation's globals are C++ inline variables, which g++ makes process-wide unique symbols:
+# two emulated libraries in one process would share (and twice destroy) them. -fno-gnu-unique
+# keeps each library's own.
+EMU_OWN := $(shell $(CXX) -fno-gnu-unique -x c++ -E /dev/null >/dev/null 2>&1 && echo -fno-gnu-unique)
+
+# exact mode's convolution kernels (native/cuda/conv_exact.cuh) on the CPU, the same emulation:
+# tests/test_conv_exact_kernels.py compares them with the stub bit for bit
+CONV_EMU_DEPS := tests/native/conv_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+                 native/cuda/conv_exact.cuh native/common/tl_math.h
+build/conv_exact_emu.so: $(CONV_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
+# exact batchnorm's parallel chunk sums (native/cuda/bn_exact.cuh) on the CPU, the same emulation
+BN_EMU_DEPS := tests/native/bn_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+               native/cuda/bn_exact.cuh native/cuda/reduce_util.cuh native/common/tl_math.h \
+               native/common/formulas/normalize.h
+build/bn_exact_emu.so: $(BN_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
 	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
 
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
@@ -99,8 +132,9 @@ gen-check:                                 ## fail if generated files are out of
 symbols-check: $(STUB_LIB)                 ## the built libraries export exactly the header's symbols
 	$(PY) -m codegen.symbols $(STUB_LIB) $(wildcard $(CUDA_LIB))
 
-install:                                   ## pip install the package with its test extra
-	$(PY) -m pip install -q -e '.[test]' || $(PY) -m pip install -q --user -e '.[test]'
+install:                                   ## pip install the package with its test extra (stub only)
+	TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q -e '.[test]' || \
+	  TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q --user -e '.[test]'
 
 test: install gen-check stub               ## set up on a fresh machine and run the whole CPU suite
 	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -n 2 $(PYTEST_ARGS) tests
@@ -156,7 +190,8 @@ bench-models: cuda                         ## six realistic models vs PyTorch in
 	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py
 
 demo: stub                                 ## install the examples extra, train the digits CNN
-	$(PY) -m pip install -q -e '.[examples]' || $(PY) -m pip install -q --user -e '.[examples]'
+	TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q -e '.[examples]' || \
+	  TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q --user -e '.[examples]'
 	$(PY) examples/digits_cnn.py
 
 clean:                                     ## remove built libraries

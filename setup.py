@@ -1,7 +1,10 @@
-"""Build hook: `pip install .` and `pip wheel .` compile the stub library with `make stub`, so
-the installed package (and the wheel) contains torchlean/lib/libtorchlean_stub.so and imports.
-Everything else about the package lives in pyproject.toml. The CUDA library is not built here
-(it needs nvcc and a GPU machine): run `make cuda` in a checkout for it."""
+"""Build hook: `pip install .` and `pip wheel .` compile the native libraries, so the installed
+package (and the wheel) contains torchlean/lib/ and imports without a checkout. Everything else
+about the package lives in pyproject.toml.
+
+The stub (`make stub`) is always built. The CUDA library (`make cuda`) is built too when nvcc is
+found (on PATH, or $CUDA_HOME/bin/nvcc, default /usr/local/cuda); TORCHLEAN_BUILD_CUDA=1 insists
+on it (no nvcc is an error) and TORCHLEAN_BUILD_CUDA=0 skips it."""
 import os
 import shutil
 import subprocess
@@ -13,17 +16,54 @@ from setuptools.dist import Distribution
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STUB = os.path.join("torchlean", "lib", "libtorchlean_stub.so")
+CUDA = os.path.join("torchlean", "lib", "libtorchlean_cuda.so")
 
 
-class build_py_with_stub(build_py):
-    """build_py that first runs `make stub` and then places the library in the build tree."""
+def find_nvcc(env=os.environ):
+    """The nvcc the Makefile would use: $NVCC, then PATH, then $CUDA_HOME/bin (or
+    /usr/local/cuda/bin); None when there is none."""
+    for cand in (env.get("NVCC"), shutil.which("nvcc", path=env.get("PATH")),
+                 os.path.join(env.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def build_cuda(env=os.environ, nvcc=None):
+    """Whether to build the CUDA library: TORCHLEAN_BUILD_CUDA=1 yes (nvcc required), 0 no,
+    unset or empty: when nvcc is found. Anything else is an error."""
+    flag = env.get("TORCHLEAN_BUILD_CUDA", "")
+    if flag not in ("", "0", "1"):
+        raise ValueError(f"TORCHLEAN_BUILD_CUDA must be unset, empty, 0 or 1, got {flag!r}")
+    if flag == "0":
+        return False
+    if nvcc is None and flag == "1":
+        raise RuntimeError("TORCHLEAN_BUILD_CUDA=1 but no nvcc was found (set NVCC, CUDA_HOME "
+                           "or PATH); TORCHLEAN_BUILD_CUDA=0 builds the stub only")
+    return nvcc is not None
+
+
+class build_py_with_native(build_py):
+    """build_py that first runs `make stub` (and `make cuda` when wanted) and then places the
+    libraries in the build tree."""
 
     def run(self):
+        libs = [STUB]
         subprocess.run(["make", "-C", HERE, "stub", f"PY={sys.executable}"], check=True)
+        nvcc = find_nvcc()
+        if build_cuda(nvcc=nvcc):
+            jobs = f"-j{os.cpu_count() or 1}"
+            r = subprocess.run(["make", "-C", HERE, jobs, "cuda", f"PY={sys.executable}",
+                                f"NVCC={nvcc}"])
+            if r.returncode:
+                raise RuntimeError(f"`make cuda` failed with {nvcc} (exit {r.returncode}); set "
+                                   "TORCHLEAN_BUILD_CUDA=0 to install the stub only")
+            libs.append(CUDA)
         super().run()
-        dest = os.path.join(self.build_lib, STUB)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        shutil.copy2(os.path.join(HERE, STUB), dest)
+        for lib in libs:
+            dest = os.path.join(self.build_lib, lib)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy2(os.path.join(HERE, lib), dest)
 
 
 class BinaryDistribution(Distribution):
@@ -33,4 +73,5 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": build_py_with_stub}, distclass=BinaryDistribution)
+if __name__ == "__main__":
+    setup(cmdclass={"build_py": build_py_with_native}, distclass=BinaryDistribution)

@@ -153,6 +153,7 @@ def lm(c, rng):
 
     def build_tl():
         from torchlean import nn
+        from torchlean.nn import fused        # gelu(ff1(x)) as one op (unfused when disabled)
 
         class Block(nn.Module):
             def __init__(self):
@@ -163,7 +164,7 @@ def lm(c, rng):
 
             def forward(self, h):
                 h = h + self.att(self.ln1(h), is_causal=True)
-                return h + self.ff2(self.ff1(self.ln2(h)).gelu())
+                return h + self.ff2(fused.linear_gelu(self.ff1, self.ln2(h)))
 
         class LM(nn.Module):
             def __init__(self):

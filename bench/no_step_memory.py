@@ -2,7 +2,8 @@
 (examples/digits_cnn.py's model and data) for --steps Adam steps, reading
 torchlean.memory_stats() every --every steps. backward() frees the graph's intermediates, so
 live bytes must stay flat after the first step, and so must the process size: the records of
-freed nodes are forgotten (the tape keeps one list slot per op without step()).
+freed nodes are forgotten ("tape nodes" counts the ids handed out; bench/lifetime_memory.py
+counts the records kept).
 
     python bench/no_step_memory.py --steps 10000 --out bench/results/no-step-memory.md
 """

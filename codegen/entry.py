@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from codegen.registry import CTYPES, Op, RegistryError
+from codegen.schema import CTYPES, Op, RegistryError, where
 
 GEOM_FIELDS = {"r", "n", "cin", "cout", "in_n", "k_n", "out_n", "col_n"}
 _CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
@@ -54,7 +54,7 @@ class Entry:
 
 
 def _err(path, op, msg):
-    return RegistryError(f"{path}:{op.line}: {op.name}: {msg}")
+    return RegistryError(f"{where(path)}:{op.line}: {op.name}: {msg}")
 
 
 def _parse_kernel(op: Op, path):

@@ -30,11 +30,13 @@ import jinja2
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from codegen.entry import build_entries, entry_source, kernel_decls
-    from codegen.registry import (ROOT, Op, broadcast_kernel_call, load_shape_helpers,
+    from codegen.maps import render_maps
+    from codegen.registry import (ROOT, Op, RegistryError, broadcast_kernel_call, load_shape_helpers,
                                   parse_registry, registry_hash)
 else:
     from .entry import build_entries, entry_source, kernel_decls
-    from .registry import (ROOT, Op, broadcast_kernel_call, load_shape_helpers, parse_registry,
+    from .maps import render_maps
+    from .registry import (ROOT, Op, RegistryError, broadcast_kernel_call, load_shape_helpers, parse_registry,
                            registry_hash)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -393,6 +395,7 @@ def render_native(ops: list[Op], h: str, registry_path: Path) -> dict[Path, str]
             "#include <math.h>\n"
             f"#include \"ops/{fam}_ops.h\"\n#include \"{fam}_kernels.h\"\n\n"
             + "\n\n".join(entry_source(e) for e in es) + "\n")
+    out.update({ROOT / p: t for p, t in render_maps(ops, registry_path, GEN_C).items()})
     out[ROOT / "native/common/entry/registry_hash.h"] = (
         GEN_C + "/* The hash of the C ABI the registry describes; the loader compares it. */\n"
         f"#define TL_REGISTRY_HASH \"{h}\"\n#define TL_OP_KERNELS {len(entries)}\n")
@@ -404,7 +407,11 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true", help="fail if generated files are stale")
     p.add_argument("--registry", default=str(ROOT / "ops.yaml"))
     a = p.parse_args(argv)
-    files = render_all(Path(a.registry))
+    try:
+        files = render_all(Path(a.registry))
+    except RegistryError as e:  # one line, ops.yaml:LINE: what is wrong
+        print(e, file=sys.stderr)
+        return 2
     stale = []
     for path, content in files.items():
         old = path.read_text() if path.exists() else None

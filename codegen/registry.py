@@ -40,6 +40,9 @@ Entry schema (see the header of ops.yaml for the prose version):
   requires:    ["<condition>"] further conditions on the scalar C args, checked in C
   kernel:      "<name>" or "<name>(const=value, ...)": the hidden tlk_<name> body this entry
                calls; entries naming one kernel share its body (2-D forms, permutations)
+  formula:     "tlf_<name>(<inputs and f64 args>)": a pure elementwise map whose formula lives
+               in native/common/formulas/<family>.h; codegen/maps.py emits both backends' bodies
+  own_schedule: [stub] or [cuda]: that backend hand-writes the map's body (same formula)
   test:        cases/domain/tolerances for the registry-driven test suite
 """
 from __future__ import annotations
@@ -47,34 +50,16 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
-import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-ATTR_TYPES = {"float", "int", "bool", "shape", "ints", "index", "mask", "key", "array"}
-CTYPES = {"i64": "int64_t", "f64": "double", "u64": "uint64_t", "i64[]": "const int64_t *",
-          "geom": "const int64_t *", "f64[]": "const double *", "f64out[]": "double *"}
-# passed as pointer + length; `geom` is an i64[] conv/pool geometry the entry layer parses
-ARRAY_CTYPES = {"i64[]", "geom", "f64[]", "f64out[]"}
-ATTR_CHECKS = {"finite", "positive", "nonneg", "finite_nonzero", "finite_nonneg", "prob"}
-ENTRY_KEYS = {"name", "doc", "family", "tape", "inputs", "attrs", "outputs", "args", "broadcast",
-              "view", "inplace", "vjp", "determinism", "deterministic_path", "test",
-              "lengths", "requires", "kernel", "broadcast_kernel", "recompute"}
-ATTR_KEYS = {"type", "default", "check", "doc"}
-TEST_KEYS = {"ref", "cases", "domain", "fwd", "vjp", "parity", "skip_vjp", "note", "integer_inputs"}
-TOL_KEYS = {"rtol", "atol"}
-NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-ARG_RE = re.compile(r"^\s*(i64\[\]|f64out\[\]|f64\[\]|geom|i64|f64|u64)\s+([a-z_][a-z0-9_]*)\s*=\s*(.+?)\s*$")
-RESERVED = {"grad", "self", "out", "needs"}
-
-
-class RegistryError(ValueError):
-    """A schema violation, reported as 'file:line: message'."""
+from codegen.schema import (ARG_RE, ATTR_CHECKS, ATTR_KEYS, ATTR_TYPES, ENTRY_KEYS, NAME_RE,
+                            RESERVED, ROOT, TEST_KEYS, TOL_KEYS, Arg, Attr, Op, RegistryError,
+                            Vjp, where)
+from codegen.entry import build_entries  # the C entry contract: lengths, requires, kernel
+from codegen.maps import parse_formula  # formula maps: both backends' loops
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -105,118 +90,6 @@ def load_shape_helpers():
     return mod
 
 
-@dataclass
-class Attr:
-    name: str
-    type: str
-    default: Any = None
-    has_default: bool = False
-    check: str | None = None
-    doc: str = ""
-
-
-@dataclass
-class Arg:
-    ctype: str  # i64 f64 u64 i64[] f64[] f64out[]
-    name: str
-    expr: str
-
-
-@dataclass
-class Vjp:
-    targets: list[str]  # input names this expression produces gradients for
-    expr: str
-
-
-@dataclass
-class Op:
-    name: str
-    doc: str
-    family: str
-    line: int
-    tape: bool = True
-    inputs: list[str] = field(default_factory=list)
-    attrs: list[Attr] = field(default_factory=list)
-    outputs: list[tuple[str, str]] = field(default_factory=list)
-    args: list[Arg] = field(default_factory=list)
-    broadcast: bool = False
-    broadcast_kernel: str = ""  # "<op>(attr=value, ...)" for differing input shapes
-    view: str | None = None
-    inplace: list[str] = field(default_factory=list)
-    vjps: list[Vjp] = field(default_factory=list)
-    recompute: str = ""  # expression giving the value again from what the VJP keeps
-    determinism: str = "none"
-    deterministic_path: str = ""
-    test: dict = field(default_factory=dict)
-    lengths: dict = field(default_factory=dict)  # buffer/array name -> length expression
-    requires: list = field(default_factory=list)  # conditions on scalar C args
-    kernel: str = ""  # "name" or "name(k=v, ...)"; "" = the op's own name
-
-    @property
-    def symbol(self) -> str:
-        return f"tl_{self.name}"
-
-    @property
-    def has_kernel(self) -> bool:
-        return self.view is None
-
-    @property
-    def host_outputs(self) -> list[str]:
-        """Names of f64out[] args: host float64 arrays the ops function returns."""
-        return [a.name for a in self.args if a.ctype == "f64out[]"]
-
-    @property
-    def mask_attrs(self) -> list[Attr]:
-        return [a for a in self.attrs if a.type == "mask"]
-
-    def c_params(self) -> list[str]:
-        """The C parameter list: input buffers, mask buffers, output buffers, scalar args."""
-        ps = [f"tl_buf {n}" for n in self.inputs]
-        ps += [f"tl_buf {a.name}" for a in self.mask_attrs]
-        ps += [f"tl_buf {n}" for n, _ in self.outputs if n not in self.inplace]
-        for a in self.args:
-            if a.ctype in ARRAY_CTYPES:
-                ps += [f"{CTYPES[a.ctype]}{a.name}", f"int64_t {a.name}_len"]
-            else:
-                ps.append(f"{CTYPES[a.ctype]} {a.name}")
-        return ps
-
-    def vjp_names(self) -> set[str]:
-        """Input and output names that some VJP expression reads (what the tape must keep)."""
-        names: set[str] = set()
-        for v in self.vjps:
-            for node in ast.walk(ast.parse(v.expr, mode="eval")):
-                if isinstance(node, ast.Name):
-                    names.add(node.id)
-        return names
-
-    def recompute_names(self) -> set[str]:
-        """Names the recompute expression reads (the node keeps them too)."""
-        if not self.recompute:
-            return set()
-        tree = ast.parse(self.recompute, mode="eval")
-        callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in callees}
-
-    def vjp_shape_only_names(self) -> set[str]:
-        """Names every VJP expression reads only as `shape(name)`: the tape keeps their shape,
-        not their buffer (a reshape's gradient needs no activation, as in PyTorch)."""
-        in_shape, elsewhere = set(), set()
-        for v in self.vjps:
-            tree = ast.parse(v.expr, mode="eval")
-            wrapped = set()
-            for node in ast.walk(tree):
-                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                        and node.func.id == "shape" and len(node.args) == 1
-                        and not node.keywords and isinstance(node.args[0], ast.Name)):
-                    wrapped.add(id(node.args[0]))
-                    in_shape.add(node.args[0].id)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Name) and id(node) not in wrapped:
-                    elsewhere.add(node.id)
-        return in_shape - elsewhere
-
-
 def broadcast_kernel_call(op: Op, path=None) -> tuple[str, dict]:
     """(op name, {attr: Python source of its value}) of an op's broadcast_kernel."""
     try:
@@ -231,7 +104,7 @@ def broadcast_kernel_call(op: Op, path=None) -> tuple[str, dict]:
 
 
 def _err(path, line, msg):
-    return RegistryError(f"{path}:{line}: {msg}")
+    return RegistryError(f"{where(path)}:{line}: {msg}")
 
 
 def _pop(d: LineDict, key, default=None):
@@ -252,9 +125,9 @@ def parse_registry(path: Path | str = ROOT / "ops.yaml", text: str | None = None
     try:
         doc = yaml.load(text, Loader=_LineLoader)
     except yaml.YAMLError as e:
-        raise RegistryError(f"{path}: invalid YAML: {e}") from None
+        raise RegistryError(f"{where(path)}: invalid YAML: {e}") from None
     if not isinstance(doc, dict) or "ops" not in doc:
-        raise RegistryError(f"{path}:1: the registry must be a mapping with an 'ops' list")
+        raise RegistryError(f"{where(path)}:1: the registry must be a mapping with an 'ops' list")
     unknown = set(doc) - {"ops", "version"}
     if unknown:
         raise _err(path, doc.line, f"unknown top-level key(s): {', '.join(sorted(unknown))}")
@@ -262,14 +135,13 @@ def parse_registry(path: Path | str = ROOT / "ops.yaml", text: str | None = None
     seen: dict[str, int] = {}
     for raw in doc["ops"] or []:
         if not isinstance(raw, LineDict):
-            raise RegistryError(f"{path}: every entry of 'ops' must be a mapping, got {raw!r}")
+            raise RegistryError(f"{where(path)}: every entry of 'ops' must be a mapping, got {raw!r}")
         op = _parse_entry(raw, path)
         if op.name in seen:
             raise _err(path, op.line, f"op '{op.name}' is defined twice (first at line {seen[op.name]})")
         seen[op.name] = op.line
         ops.append(op)
     _check_expressions(ops, path)
-    from codegen.entry import build_entries  # the C entry contract: lengths, requires, kernel
     build_entries(ops, path)
     return ops
 
@@ -370,6 +242,12 @@ def _parse_entry(raw: LineDict, path) -> Op:
         raise _err(path, line, f"{name}: requires must be a list of conditions")
     op.requires = [str(r) for r in requires]
     op.kernel = str(_pop(raw, "kernel", "") or "")
+    op.formula = str(_pop(raw, "formula", "") or "")
+    op.own_schedule = list(_pop(raw, "own_schedule", []) or [])
+    if op.formula:
+        parse_formula(op, path)
+    elif op.own_schedule:
+        raise _err(path, line, f"{name}: own_schedule needs a formula")
     test = _pop(raw, "test", None)
     if op.tape and test is None:
         raise _err(path, line, f"{name}: tape op needs a 'test' block (cases and tolerances)")
@@ -476,7 +354,8 @@ def _check_helper_expr(expr, scope, helpers, path, op, what):
             if not isinstance(node.func, ast.Name) or not hasattr(helpers, node.func.id):
                 fn = getattr(node.func, "id", ast.unparse(node.func))
                 raise _err(path, op.line, f"{op.name}: {what} calls '{fn}', which is not a "
-                           "helper in torchlean/shapes/")
+                           "helper in torchlean/shapes/ (define it in torchlean/shapes/<family>.py "
+                           "and export it from torchlean/shapes/__init__.py)")
         elif isinstance(node, ast.Name) and not _is_callee(tree, node) and node.id not in scope:
             raise _err(path, op.line, f"{op.name}: {what} uses unknown name '{node.id}' "
                        f"(known: {', '.join(sorted(scope))})")

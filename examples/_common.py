@@ -50,17 +50,25 @@ def setup(args):
 class DataParallel:
     """--accumulate K and mpirun -n W for the examples' training loops.
 
-    Every rank draws the same global batch; rank r takes its shard (np.array_split over W) and
-    splits it into K micro-batches. The model is wrapped in DistributedDataParallel when W > 1;
-    each micro-batch loss is scaled by 1/K and all but the last run under no_sync, so the step
-    uses the mean of the W * K micro-batch losses' gradients. A plain run is W = 1, K = 1."""
+    Every rank draws the same global batch and splits it into W * K micro-batches
+    (np.array_split); rank r runs micro-batches r, W + r, 2W + r, ...: its j-th is global
+    micro-batch j * W + r, the order in which DistributedDataParallel's BatchNorm folds the
+    ranks' statistics. Each micro-batch runs inside torchlean.random.micro_batch(step, index),
+    so its dropout masks are those one process draws for it with --accumulate W*K. The model is
+    wrapped in DistributedDataParallel when W > 1; each micro-batch loss is scaled by 1/K and
+    all but the last run under no_sync, so the step uses the mean of the W * K micro-batch
+    losses' gradients. A plain run is W = 1, K = 1. Only rank 0 writes to stdout.
+    `step` counts the optimizer steps (set it when resuming)."""
 
     def __init__(self, args):
         import torchlean.distributed as dist
         dist.init()
         self.rank, self.world, self.k = dist.rank(), dist.world_size(), args.accumulate
+        self.step = 0
         if self.k < 1:
             raise SystemExit(f"--accumulate must be >= 1, got {self.k}")
+        if self.rank > 0:   # one summary line and one progress bar: rank 0's
+            sys.stdout = open(os.devnull, "w")
 
     def wrap(self, model):
         if self.world == 1:
@@ -69,17 +77,25 @@ class DataParallel:
         return DistributedDataParallel(model)
 
     def micro_batches(self, model, *arrays):
-        """Yield (this rank's micro-batch of each array, context to run its backward in)."""
+        """Yield (this rank's micro-batch of each array, context to run it in) for one step."""
         import numpy as np
-        n = len(arrays[0])
-        if n < self.world * self.k:
+        n, total = len(arrays[0]), self.world * self.k
+        if n < total:
             raise SystemExit(f"a global batch of {n} cannot feed {self.world} ranks x "
                              f"{self.k} micro-batches")
-        parts = [np.array_split(np.array_split(a, self.world)[self.rank], self.k) for a in arrays]
+        parts = [np.array_split(a, total) for a in arrays]
         for j in range(self.k):
+            index = j * self.world + self.rank
             quiet = j < self.k - 1 and hasattr(model, "no_sync")
-            yield tuple(p[j] for p in parts), (model.no_sync() if quiet
-                                               else contextlib.nullcontext())
+            yield tuple(p[index] for p in parts), self._context(model, index, quiet)
+        self.step += 1
+
+    @contextlib.contextmanager
+    def _context(self, model, index, quiet):
+        from torchlean import random
+        with random.micro_batch(self.step, index), (
+                model.no_sync() if quiet else contextlib.nullcontext()):
+            yield
 
     def backward(self, loss):
         (loss * (1.0 / self.k) if self.k > 1 else loss).backward()
@@ -98,9 +114,15 @@ class _NoBar:
         pass
 
 
+def _rank() -> int:
+    import torchlean.distributed as dist
+    return dist.rank() if dist.is_initialized() else 0
+
+
 def progress(n: int, desc: str, disable: bool = False):
-    """A tqdm bar over range(n) (cleared when done); .set_postfix(loss=...) shows the loss."""
-    if disable:
+    """A tqdm bar over range(n) (cleared when done) on rank 0; .set_postfix(loss=...) shows
+    the loss."""
+    if disable or _rank() > 0:
         return _NoBar(n)
     try:
         from tqdm import tqdm
@@ -110,12 +132,13 @@ def progress(n: int, desc: str, disable: bool = False):
 
 
 def summary(example: str, tl, **fields) -> str:
-    """Print the final `summary:` line: example, backend, deterministic and exact flags, then
-    fields."""
+    """Print the final `summary:` line (rank 0 only): example, backend, deterministic and exact
+    flags, then fields."""
     parts = [f"example={example}", f"backend={tl.backend()}",
              f"deterministic={int(tl.is_deterministic())}", f"exact={int(tl.is_exact())}"]
     for k, v in fields.items():
         parts.append(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}")
     line = "summary: " + " ".join(parts)
-    print(line, flush=True)
+    if _rank() == 0:
+        print(line, flush=True)
     return line

@@ -56,13 +56,12 @@ def train_batches(dataset, batch_size: int, seed: int, start_step: int):
 
 
 def save_checkpoint(path: str, tl, model, optimizer, scheduler, step: int) -> None:
-    """Everything the next step depends on, written atomically (torch.save's usual dict)."""
+    """Everything the next step depends on, written atomically (torch.save's usual dict): a
+    temporary file, fsync, rename."""
+    from torchlean.nn.checkpoint import write_atomic
     state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
              "scheduler": scheduler.state_dict(), "rng_state": tl.get_rng_state()}
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        pickle.dump(state, f)
-    os.replace(tmp, path)
+    write_atomic(path, pickle.dumps(state))
 
 
 def load_checkpoint(path: str, tl, model, optimizer, scheduler, total_steps: int) -> int:
@@ -125,6 +124,7 @@ def main(argv=None):
     start = 0
     if args.resume:
         start = load_checkpoint(args.resume, tl, net, optimizer, scheduler, args.steps)
+        dp.step = start                  # micro-batch draws are keyed by the step
     if args.checkpoint_dir:
         os.makedirs(args.checkpoint_dir, exist_ok=True)
     batches = train_batches(TensorDataset(Xtr, ytr), args.batch_size, args.seed, start)

@@ -225,6 +225,21 @@ def conv_transpose2d(kernel, bias, input, stride=1, padding=0):
     return conv_transpose(kernel, bias, input, stride, padding)
 
 
+def conv_grouped(kernel, bias, input, stride=1, padding=0, dilation=1, groups=1):
+    """The dense float64 convolution of the block-diagonal, zero-dilated kernel."""
+    r = kernel.ndim - 2
+    d = _cp_axes(dilation, r)
+    cout, cin_g, ks = kernel.shape[0], kernel.shape[1], kernel.shape[2:]
+    span = tuple(dd * (k - 1) + 1 for dd, k in zip(d, ks))
+    dense = np.zeros((cout, cin_g * groups) + span)
+    per = cout // groups
+    taps = tuple(slice(None, None, dd) for dd in d)
+    for o in range(cout):
+        g = o // per
+        dense[(o, slice(g * cin_g, (g + 1) * cin_g)) + taps] = kernel[o]
+    return conv(dense, bias, input, stride, padding)
+
+
 # -------------------------------------------------------------------- end of section: conv_pool
 
 
@@ -235,6 +250,11 @@ def layer_norm(x, gamma, beta, eps=1e-6):
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
     return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def rms_norm(x, weight, eps=1.1920928955078125e-07):
+    """Over the last axis, as torch.nn.RMSNorm."""
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * weight
 
 
 def batchnorm_channel_first(x, gamma, beta, eps=1e-6):
@@ -404,6 +424,10 @@ def tanh(x):
     return np.tanh(x)
 
 
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
 def softplus(x):
     return np.logaddexp(0.0, x)
 
@@ -560,3 +584,19 @@ def gelu_erf(x):
 def softplus_beta(x, beta=1.0, threshold=20.0):
     bx = beta * x
     return np.where(bx > threshold, x, np.logaddexp(0.0, bx) / beta)
+
+
+def cross_entropy_rows(x, labels):
+    """-log softmax(x)[r, t_r] per row; a label outside [0, V) gives 0."""
+    t = np.asarray(labels, dtype=np.int64).reshape(-1)
+    m = x.max(axis=1, keepdims=True)
+    lse = (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True)))[:, 0]
+    ok = (t >= 0) & (t < x.shape[1])
+    picked = x[np.arange(x.shape[0]), np.where(ok, t, 0)]
+    return np.where(ok, lse - picked, 0.0)
+
+
+def linear_gelu(w, b, x):
+    """gelu(x W^T + b), the tanh form."""
+    z = x @ w.T + b
+    return 0.5 * z * (1.0 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3)))

@@ -11,7 +11,11 @@ Two layers:
   * the CUDA tiled kernels' own source (native/cuda/attention_tiled.cuh) run on the CPU through
     a small CUDA emulation (tests/native/cuda_emu), so CI checks their indexing, their tile
     skipping and their barriers without a GPU: O, lse, dQ, dK and dV against float64, every
-    element written, the same bits in either thread order.
+    element written, the same bits in either thread order;
+  * exact mode's tiled kernels (native/cuda/attention_exact.cuh) through the same emulation
+    against the loaded backend's attention op in exact mode (the stub in CI: the reference
+    order), bit for bit, at lengths around the 64-key tile, head dims 1 to 128, masks, causal
+    tile skipping, NaN and inf.
 """
 import math
 import shutil
@@ -293,6 +297,13 @@ def emu():
                               const float *L, const float *D, const float *M, float *dQ,
                               float *dK, float *dV, int B, int n, int H, int hd, float scale,
                               int causal, int vec, int reverse);
+        int emu_exact_fwd(const float *Q, const float *K, const float *V, const float *M,
+                          float *O, float *L, int B, int n, int H, int hd, int causal, int vec,
+                          int reverse);
+        int emu_exact_bwd(const float *Q, const float *K, const float *V, const float *O,
+                          const float *dO, const float *L, const float *M, float *D, float *dQ,
+                          float *dK, float *dV, int B, int n, int H, int hd, int causal, int vec,
+                          int reverse);
     """)
     return ffi, ffi.dlopen(str(EMU))
 
@@ -390,3 +401,157 @@ def test_tiled_fully_blocked_rows_and_nan(emu):
     # the forward multiplies probabilities by V only, so the earlier rows stay finite (dQ's
     # product with K may not: a blocked pair adds 0 * NaN within the diagonal tile)
     assert np.isfinite(o[:30]).all() and np.isfinite(lse[:30]).all()
+
+
+# ---------------------------------------------------------------- exact mode's kernels, emulated
+
+def emulate_exact(emu, q, k, v, do, B, H, mask, causal, vec, reverse=False):
+    """attention_exact.cuh's kernels on (B*n, H*hd) float32 as attention.cu's exact path launches
+    them (D from attn_rowdot_exact): O, lse, dQ, dK, dV, each first filled with NaN."""
+    ffi, lib = emu
+    Bn, HD = q.shape
+    hd, n = HD // H, Bn // B
+    ptr = lambda a: ffi.NULL if a is None else ffi.cast("float *", ffi.from_buffer(a))  # noqa: E731
+    m = None if mask is None else np.ascontiguousarray(mask, np.float32)
+    o, dq, dk, dv = (np.full((Bn, HD), np.nan, np.float32) for _ in range(4))
+    lse, d = (np.full(B * H * n, np.nan, np.float32) for _ in range(2))
+    assert lib.emu_exact_fwd(ptr(q), ptr(k), ptr(v), ptr(m), ptr(o), ptr(lse), B, n, H, hd,
+                             causal, vec, reverse) == 0
+    assert lib.emu_exact_bwd(ptr(q), ptr(k), ptr(v), ptr(o), ptr(do), ptr(lse), ptr(m), ptr(d),
+                             ptr(dq), ptr(dk), ptr(dv), B, n, H, hd, causal, vec, reverse) == 0
+    return o, lse, dq, dk, dv
+
+
+def backend_exact(q, k, v, do, B, H, mask, causal):
+    """The loaded backend's attention and attention_backward in exact mode, head by head (the
+    op's batch is B*H): O, lse, dQ, dK, dV in the kernels' (B*n, H*hd) layout."""
+    Bn, HD = q.shape
+    n, hd = Bn // B, HD // H
+    split = lambda a: np.ascontiguousarray(  # noqa: E731
+        a.reshape(B, n, H, hd).transpose(0, 2, 1, 3).reshape(B * H, n, hd))
+    join = lambda a: a.reshape(B, H, n, hd).transpose(0, 2, 1, 3).reshape(Bn, HD)  # noqa: E731
+    attrs = {"causal": bool(causal)}
+    if mask is not None:
+        attrs["mask"] = np.asarray(mask, bool)
+    was = tl.is_exact()
+    tl.set_exact(True)
+    try:
+        bufs = [tl.AnyBuffer.from_numpy(split(a)) for a in (do, q, k, v)]
+        fwd = ops.attention(*bufs[1:], **attrs)
+        bwd = ops.attention_backward(bufs[0], *bufs[1:], *fwd, **attrs)
+        o, lse, dq, dk, dv = (b.to_numpy() for b in fwd + bwd)
+        for b in bufs + list(fwd) + list(bwd):
+            b.release()
+    finally:
+        tl.set_exact(was)
+    return join(o), lse.reshape(-1), join(dq), join(dk), join(dv)
+
+
+def assert_same_bits(got, want, names=("O", "lse", "dQ", "dK", "dV")):
+    """float32 bit patterns equal, NaN meeting NaN (payloads aside, as tests/test_exact_parity)"""
+    for name, a, b in zip(names, got, want):
+        a, b = np.asarray(a, np.float32).ravel(), np.asarray(b, np.float32).ravel()
+        same = (a.view(np.uint32) == b.view(np.uint32)) | (np.isnan(a) & np.isnan(b))
+        bad = np.flatnonzero(~same)
+        assert bad.size == 0, (f"{name}: {bad.size} of {a.size} differ; first at {bad[0]}: "
+                               f"{a[bad[0]]!r} vs {b[bad[0]]!r}")
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 130])
+@pytest.mark.parametrize("hd", [1, 7, 64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_exact_kernels_are_the_stub_bit_for_bit(emu, n, hd, causal):
+    """Random inputs at lengths around the 64-key tile and head dims 1 to 128 (the padded
+    tiles 64 and 128, scalar staging below a multiple of 4): every output the backend's exact
+    bits, and close to float64."""
+    B, H = (2, 2) if n < 64 else (1, 2) if n < 130 else (1, 1)
+    q, k, v, do = _core_inputs(7 * n + hd, B, n, H, hd)
+    got = emulate_exact(emu, q, k, v, do, B, H, None, causal, vec=hd % 4 == 0)
+    assert_same_bits(got, backend_exact(q, k, v, do, B, H, None, causal))
+    h = lambda a: _heads(a.astype(np.float64), B, n, H)  # noqa: E731
+    scale = float(np.float32(1.0 / math.sqrt(hd)))
+    p, o, lse = core_forward(h(q), h(k), h(v), allowed_pairs(n, None, causal), scale)
+    _close(h(got[0]), o, "O", 5e-6)
+    for name, a, want in zip(("dQ", "dK", "dV"), got[2:], core_backward(h(q), h(k), h(v), p, h(do), scale)):
+        _close(h(a), want, name, 2e-5)
+
+
+@pytest.mark.parametrize("hd,vec", [(7, False), (64, False), (96, True)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_exact_kernels_with_a_mask(emu, hd, vec, causal):
+    """Blocked pairs inside tiles (their backward fma skipped, not made with 0), a fully
+    blocked row (output and lse 0), a key no query sees; the reverse thread order too."""
+    n, H = 130, 2 if hd < 64 else 1
+    q, k, v, do = _core_inputs(hd, 1, n, H, hd)
+    mask = np.random.default_rng(hd).uniform(size=(n, n)) < 0.6
+    mask[65] = False
+    mask[:, 3] = False
+    got = emulate_exact(emu, q, k, v, do, 1, H, mask, causal, vec)
+    assert np.all(got[0].reshape(n, H * hd)[65] == 0) and np.all(got[1].reshape(H, n)[:, 65] == 0)
+    assert_same_bits(got, backend_exact(q, k, v, do, 1, H, mask, causal))
+    if causal:
+        assert_same_bits(emulate_exact(emu, q, k, v, do, 1, H, mask, causal, vec, reverse=True), got)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_exact_kernels_with_inf_and_nan(emu, causal):
+    """inf and NaN in q, k, v and dO give the stub's bits; a NaN query's row is NaN."""
+    n, hd = 130, 7
+    q, k, v, do = _core_inputs(11, 1, n, 1, hd)
+    k[5, 2], k[70, 0], q[9, 1], v[3, 3], do[11, 2] = np.inf, -np.inf, np.nan, np.inf, np.nan
+    got = emulate_exact(emu, q, k, v, do, 1, 1, None, causal, vec=False)
+    assert_same_bits(got, backend_exact(q, k, v, do, 1, 1, None, causal))
+    assert np.isnan(got[0][9]).all() and np.isnan(got[1][9]) and np.isnan(got[2][9]).all()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_exact_blocked_inf_key_adds_nothing(emu, causal):
+    """An inf in a key that the mask blocks for every query: the stub skips its backward fma
+    (fma(0, inf, .) would be NaN), so every gradient stays finite and dK, dV of that key are 0."""
+    n, hd = 130, 64
+    q, k, v, do = _core_inputs(12, 1, n, 1, hd)
+    k[5, 2] = np.inf
+    mask = np.ones((n, n), bool)
+    mask[:, 5] = False
+    mask[20:40, 70] = False
+    got = emulate_exact(emu, q, k, v, do, 1, 1, mask, causal, vec=True)
+    assert_same_bits(got, backend_exact(q, k, v, do, 1, 1, mask, causal))
+    assert all(np.isfinite(a).all() for a in got)
+    assert np.all(got[3][5] == 0) and np.all(got[4][5] == 0)
+
+
+def _jump(hd, n=130, tail=(1.0, 1.0)):
+    """Every query's score jumps by ~300 at key 64, so alpha underflows to 0 and turns a negative
+    accumulator of column 0 into -0; values of column 0 are -0 over keys 64..127 and `tail` at
+    keys 128, 129, which causal blocks 0 and 1 skip."""
+    q, k, v, do = _core_inputs(hd, 1, n, 1, hd)
+    q[:] = 0
+    q[:, 0] = 1
+    k *= 0.01
+    k[64] = 0
+    k[64, 0] = 300 * math.sqrt(hd)
+    v[:64, 0], v[64:128, 0], v[128:, 0] = -1.0, -0.0, tail
+    return q, k, v, do
+
+
+def test_exact_causal_skipping_keeps_the_skipped_keys_effect(emu):
+    """The stub walks the tiles after a causal block's queries with p = 0, and fma(0, v, -0) is
+    +0 when v's sign bit is clear; fma(0, inf, .) is NaN. The skipping kernel reproduces both."""
+    n, hd = 130, 7
+    q, k, v, do = _jump(hd)
+    got = emulate_exact(emu, q, k, v, do, 1, 1, None, True, vec=False)
+    assert_same_bits(got, backend_exact(q, k, v, do, 1, 1, None, True))
+    o = got[0]
+    # rows 64..127 end their last tile with acc -0 in column 0: the skipped +1 values make it +0
+    assert np.all(o[64:128, 0] == 0) and not np.signbit(o[64:128, 0]).any()
+    q, k, v, do = _jump(hd, tail=(-1.0, -1.0))      # sign bits set: -0 stays
+    got = emulate_exact(emu, q, k, v, do, 1, 1, None, True, vec=False)
+    assert_same_bits(got, backend_exact(q, k, v, do, 1, 1, None, True))
+    assert np.signbit(got[0][64:128, 0]).all()
+    q, k, v, do = _core_inputs(5, 1, n, 1, 64)
+    v[129, 3], v[128, 5] = np.inf, np.nan           # after every query of blocks 0 and 1
+    got = emulate_exact(emu, q, k, v, do, 1, 1, None, True, vec=True)
+    assert_same_bits(got, backend_exact(q, k, v, do, 1, 1, None, True))
+    o = got[0]
+    assert np.isnan(o[:129, 3]).all() and o[129, 3] == np.inf and np.isnan(o[:, 5]).all()
+    assert np.isfinite(np.delete(o, [3, 5], 1)).all()

@@ -208,25 +208,24 @@ def test_data_ptr_is_a_device_pointer():
 
 
 def test_kernel_scratch_counts_in_peak_and_is_returned():
-    """A convolution's im2col columns are scratch: they raise peak_bytes while the op runs and
-    are gone from live_bytes (and never counted as buffers) once it returns. Exact mode keeps
-    the im2col path (outside it conv_igemm.cu gathers without a column buffer)."""
+    """Kernel scratch raises peak_bytes while the op runs and is gone from live_bytes (and never
+    counted as a buffer) once it returns: conv_grouped_backward keeps its per-sample kernel
+    gradient partials (weights x samples floats) in scratch before summing the samples."""
     rng = np.random.default_rng(0)
-    x = tl.AnyBuffer.from_numpy(rng.uniform(-1, 1, (8, 16, 32, 32)).astype(np.float32))
-    w = tl.AnyBuffer.from_numpy(rng.uniform(-1, 1, (16, 16, 3, 3)).astype(np.float32))
-    b = tl.AnyBuffer.from_numpy(rng.uniform(-1, 1, 16).astype(np.float32))
+    n, c, hw = 64, 16, 32
+    x = tl.AnyBuffer.from_numpy(rng.uniform(-1, 1, (n, c, hw, hw)).astype(np.float32))
+    w = tl.AnyBuffer.from_numpy(rng.uniform(-1, 1, (c, 1, 3, 3)).astype(np.float32))
+    g = tl.AnyBuffer.from_numpy(rng.uniform(-1, 1, (n, c, hw, hw)).astype(np.float32))
     tl.synchronize()
     tl.reset_peak_memory_stats()
     before = tl.memory_stats()
-    tl.set_exact(True)
-    try:
-        y = tl.ops.conv2d(w, b, x, padding=1)
-    finally:
-        tl.set_exact(False)
+    outs = tl.ops.conv_grouped_backward(w, x, g, padding=1, groups=c)
+    tl.synchronize()
     s = tl.memory_stats()
-    y_bytes, col_bytes = 8 * 16 * 32 * 32 * 4, 16 * 9 * 8 * 32 * 32 * 4
-    assert s["live_bytes"] - before["live_bytes"] == y_bytes
-    assert s["live_buffers"] - before["live_buffers"] == 1
-    assert s["peak_bytes"] - before["live_bytes"] >= y_bytes + col_bytes
-    for t in (x, w, b, y):
+    out_bytes = (c * 9 + c + n * c * hw * hw) * 4
+    part_bytes = c * 9 * n * 4
+    assert s["live_bytes"] - before["live_bytes"] == out_bytes
+    assert s["live_buffers"] - before["live_buffers"] == 3
+    assert s["peak_bytes"] - before["live_bytes"] >= out_bytes + part_bytes
+    for t in (x, w, g) + tuple(outs):
         t.release()

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_build_py_ships_the_stub_and_the_built_package_imports(tmp_path):
     build = tmp_path / "lib"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHLEAN_")}
+    env["TORCHLEAN_BUILD_CUDA"] = "0"   # the CUDA build is minutes of nvcc; tests/test_setup_cuda.py
     r = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(build)],
                        cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr

@@ -40,8 +40,8 @@ def test_import_numpy_follows_the_backend_device():
         a[0, 0] = 42.0
         assert t.numpy()[0, 0] == 42.0
         assert t.shape == (2, 3)
-        with pytest.raises(TypeError):
-            interop.from_dlpack(np.arange(3, dtype=np.float64))
+        with pytest.raises(TypeError, match="expected float32 or float64"):
+            interop.from_dlpack(np.arange(3, dtype=np.int64))
     else:
         with pytest.raises(ValueError, match="from_dlpack.*device type 1"):
             interop.tensor_from_dlpack(a, session=s)

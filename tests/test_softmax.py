@@ -15,13 +15,27 @@ def _buf(a):
 
 
 @pytest.mark.parametrize("op", ["softmax", "log_softmax", "masked_softmax"])
-def test_empty_last_axis_is_an_error(op):
+@pytest.mark.parametrize("shape", [(3, 0), (0, 4), (2, 0, 5, 0)])
+def test_empty_axis_gives_an_empty_result_and_gradient(op, shape):
+    """As torch: softmax over an empty axis (or of no rows) is an empty tensor, not an error."""
     t = tl.Tape()
-    x = t.leaf(np.zeros((3, 0)))
-    kw = {"mask": None} if op == "masked_softmax" else {}
-    with pytest.raises(ValueError, match=rf"{op}.*last axis.*\(3, 0\)"):
-        getattr(t, op)(x, **kw)
+    x = t.leaf(np.zeros(shape))
+    kw = {"mask": np.ones(shape, bool)} if op == "masked_softmax" else {}
+    y = getattr(t, op)(x, **kw)
+    assert t.value(y).shape == shape
+    g = t.backward(y, seed=np.zeros(shape))[x]
+    assert g.to_numpy().shape == shape
     t.release()
+
+
+def test_softmax_over_an_empty_axis_through_the_tensor_api():
+    s = tl.Session()
+    x = s.tensor(np.zeros((3, 0)), requires_grad=True)
+    y = x.softmax()
+    z = tl.log_softmax(x)
+    assert y.shape == z.shape == (3, 0)
+    (y.sum() + z.sum()).backward()
+    assert x.grad.shape == (3, 0)
 
 
 def test_softmax_of_scalar_is_an_error():

@@ -74,8 +74,11 @@ def test_getitem_boolean_mask_and_mask_tensor():
     np.testing.assert_allclose(g, _adjoint(a.shape, m, w), atol=1e-6)
     s = Session()
     x = s.tensor(a)
-    mask = s.tensor(m.astype(np.float32))        # a 0/1 float mask, as comparisons return
-    np.testing.assert_array_equal(x[mask].numpy(), a[m])
+    np.testing.assert_array_equal(x[x > 0.3].numpy(), a[m])    # a comparison is a mask
+    np.testing.assert_array_equal(x[(x > 0.3).reshape(12).reshape(3, 4)].numpy(), a[m])
+    mask = s.tensor(m.astype(np.float32))        # any other float Tensor: torch's IndexError
+    with pytest.raises(IndexError, match=r"float32 Tensor of shape \(3, 4\)"):
+        x[mask]
 
 
 def test_getitem_duplicate_indices_accumulate():

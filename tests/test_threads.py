@@ -180,3 +180,137 @@ def test_rng_key_counter_is_thread_safe():
     got = sorted(k for ks in keys for k in ks)
     expect = sorted(splitmix64(1234 + c) for c in range(8000))
     assert got == expect
+
+
+def _shared_model_step(s, model, opt, x, y):
+    opt.zero_grad()
+    loss = ((model(s.tensor(x)) - s.tensor(y)) ** 2).sum()
+    loss.backward()
+    opt.step()
+    s.step()
+
+
+def test_two_threads_training_one_model_raise_instead_of_freeing_each_others_buffers():
+    """Each thread has its own Session and optimizer, the model is shared: backward and the
+    optimizer replace and free the parameters' gradient buffers, so the second thread to train
+    it while the first one's Session holds it raises (ASan saw a use-after-free in adam_step)."""
+    rng = np.random.default_rng(11)
+    model = tl.nn.Linear(6, 3)
+    w0, b0 = model.weight.numpy(), model.bias.numpy()
+    x, y = rng.normal(size=(5, 6)), rng.normal(size=(5, 3))
+    started, done = threading.Event(), threading.Event()
+    outcome = {}
+
+    def trainer(k):
+        s = Session()
+        opt = tl.optim.SGD(model.parameters(), lr=0.01)
+        try:
+            if k == 1:
+                started.wait(10)          # the other thread trains (and holds) the model
+            loss = ((model(s.tensor(x)) - s.tensor(y)) ** 2).sum()
+            if k == 0:
+                started.set()
+                done.wait(10)             # keep this Session's graph alive meanwhile
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            outcome[k] = "trained"
+        except RuntimeError as e:
+            outcome[k] = str(e)
+        finally:
+            if k == 1:
+                done.set()
+
+    _run_threads(2, trainer)
+    assert outcome[0] == "trained"
+    msg = outcome[1]
+    for part in ("Parameter", "of shape (3, 6)", "'worker-0'", "'worker-1'", "one thread at a time"):
+        assert part in msg
+    # the model took exactly one SGD step of the first thread: d/dW sum (xW^T + b - y)^2
+    r = x @ w0.T.astype(np.float64) + b0 - y
+    np.testing.assert_allclose(model.weight.numpy(), w0 - 0.01 * 2 * r.T @ x, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(model.bias.numpy(), b0 - 0.01 * 2 * r.sum(0), rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_passes_to_another_thread_after_step_or_with_its_session():
+    rng = np.random.default_rng(12)
+    model = tl.nn.Linear(4, 2)
+    x, y = rng.normal(size=(3, 4)), rng.normal(size=(3, 2))
+    s = Session()
+    opt = tl.optim.SGD(model.parameters(), lr=0.01)
+    loss = ((model(s.tensor(x)) - s.tensor(y)) ** 2).sum()
+    loss.backward()
+    opt.step()
+
+    def other_thread_evaluates_then_trains(k):
+        t = Session()
+        with tl.no_grad():           # reading the model under no_grad never conflicts
+            t.use(model.weight)
+        _shared_model_step(t, model, tl.optim.SGD(model.parameters(), lr=0.01), x, y)
+
+    with pytest.raises(RuntimeError, match="one thread at a time"):
+        _run_threads(1, other_thread_evaluates_then_trains)
+    s.step()                         # this thread's Session lets go of the model
+    _run_threads(1, other_thread_evaluates_then_trains)
+    # this thread trains again (the worker's Session and thread are gone), in a Session that
+    # is dropped without step(): a Session that is gone holds nothing either
+    def train_without_step():
+        t = Session()
+        ((model(t.tensor(x)) - t.tensor(y)) ** 2).sum().backward()
+        opt.step()
+
+    train_without_step()
+    _run_threads(1, other_thread_evaluates_then_trains)
+
+
+def test_zero_grad_and_step_from_another_thread_raise_while_the_model_is_trained():
+    rng = np.random.default_rng(13)
+    model = tl.nn.Linear(3, 2)
+    x, y = rng.normal(size=(4, 3)), rng.normal(size=(4, 2))
+    _shared_model_step(Session(), model, tl.optim.SGD(model.parameters(), lr=0.01), x, y)
+    holding, done = threading.Event(), threading.Event()
+    seen = []
+
+    def body(k):
+        if k == 0:        # trains and keeps its Session's graph (and claim) alive
+            s = Session()
+            ((model(s.tensor(x)) - s.tensor(y)) ** 2).sum().backward()
+            holding.set()
+            done.wait(10)
+            s.step()
+            return
+        holding.wait(10)
+        opt = tl.optim.SGD(model.parameters(), lr=0.01)
+        for f in (opt.zero_grad, opt.step):
+            with pytest.raises(RuntimeError) as e:
+                f()
+            seen.append(str(e.value))
+        done.set()
+
+    _run_threads(2, body)
+    assert seen[0].startswith("zero_grad: Parameter") and seen[1].startswith("SGD.step: Parameter")
+    assert all("'worker-0'" in m and "'worker-1'" in m for m in seen)
+
+
+def test_two_threads_racing_on_one_model_never_crash():
+    """Both threads run full training loops on one model: every conflict is the RuntimeError,
+    never a freed buffer read (run under `make sanitize`, ASan checks the native side)."""
+    rng = np.random.default_rng(14)
+    model = tl.nn.Linear(8, 4)
+    x, y = rng.normal(size=(6, 8)), rng.normal(size=(6, 4))
+    stopped = []
+
+    def train(k):
+        opt = tl.optim.Adam(model.parameters(), lr=0.01)
+        s = Session()
+        for _ in range(30):
+            try:
+                _shared_model_step(s, model, opt, x, y)
+            except RuntimeError as e:
+                assert "one thread at a time" in str(e)
+                stopped.append(k)
+                s.step()
+                return
+
+    _run_threads(2, train)
+    assert np.all(np.isfinite(model.weight.numpy())) and np.all(np.isfinite(model.bias.numpy()))

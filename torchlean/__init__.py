@@ -5,7 +5,6 @@ reference) and a CUDA library. TORCHLEAN_BACKEND=stub|cuda|auto picks one at imp
 """
 from __future__ import annotations
 
-import os as _os
 
 from torchlean.errors import BackendError, DeviceError
 from torchlean import _loader
@@ -19,94 +18,27 @@ from torchlean.session import Session, Tensor, Parameter, manual_seed, tensor, s
 from torchlean.session import cat, stack, split, chunk, get_rng_state, set_rng_state
 from torchlean.session import where, argmax, argmin, pow, erf, eq, ne, lt, le, gt, ge  # noqa: A004
 from torchlean import optim, nn, interop, data
-from torchlean.interop import from_numpy, tensor_from_dlpack as from_dlpack
+from torchlean.interop import tensor_from_dlpack as from_dlpack
+# torch-shaped top level: factories, torch.X forms of Tensor methods, dtypes and devices
+from torchlean.int_tensor import IntTensor
+from torchlean.dtypes import dtype, float32, int64, bool_ as _bool_dtype
+from torchlean.devices import device
+from torchlean import cuda, utils
+from torchlean.factories import (tensor, as_tensor, from_numpy, zeros, ones, empty, full,  # noqa: F811
+                                 zeros_like, ones_like, empty_like, full_like, rand, randn,
+                                 randint, rand_like, randn_like, randint_like, randperm, arange,
+                                 linspace, eye, is_tensor, numel)
+from torchlean.functions import (abs, exp, log, sqrt, rsqrt, sigmoid, tanh, relu, reciprocal,  # noqa: A004
+                                 neg, square, sum, mean, amax, amin, max, min, var, std,
+                                 logsumexp, flatten, reshape, transpose, permute, squeeze,
+                                 unsqueeze, t, clamp, clip, detach, clone, add, sub, mul, div,
+                                 matmul, mm, bmm, maximum, minimum, floor, trunc)
+from torchlean.exact_arith import exact_version
+from torchlean.runtime import (backend, set_deterministic, is_deterministic, set_exact, is_exact,
+                               synchronize, memory_stats, reset_peak_memory_stats, empty_cache)
 
 __version__ = "0.1.0"
 
-
-def _parse_flag(name: str, alt: str | None = None) -> bool | None:
-    v = _os.environ.get(name)
-    if (v is None or v == "") and alt and _os.environ.get(alt) is not None:
-        name, v = alt, _os.environ.get(alt)   # errors name the variable that was read
-    if v is None or v == "" or v == "0":
-        return None if v is None else False
-    if v == "1":
-        return True
-    raise ValueError(f"{name} must be unset, empty, 0 or 1, got {v!r}")
-
-
-def _check_byte_count(name: str) -> None:
-    """A byte count variable holds plain decimal digits; junk is an error, not "no cap"."""
-    v = _os.environ.get(name)
-    if v is not None and v != "" and not (v.isascii() and v.isdigit() and int(v) < 2**63):
-        raise ValueError(f"{name} must be a decimal number of bytes (0 = no cap), got {v!r}")
-
-
-def backend() -> str:
-    """The name of the native backend in use: 'stub' or 'cuda'."""
-    return _loader.BACKEND
-
-
-def set_deterministic(flag: bool) -> bool:
-    """Turn fixed-order (bit-reproducible) reductions on or off; returns the observed flag.
-    Turning it off also turns exact mode off (exact implies deterministic)."""
-    return bool(_lib.tl_set_deterministic(1 if flag else 0))
-
-
-def is_deterministic() -> bool:
-    return bool(_lib.tl_is_deterministic())
-
-
-def set_exact(flag: bool) -> bool:
-    """Turn exact mode on or off; returns the observed flag. In exact mode kernels follow the
-    canonical arithmetic of native/common/tl_math.h so the stub and CUDA give the same bits
-    (kernels are being converted family by family: README "Reproducibility levels"). It implies
-    deterministic mode: turned on with it, left as it was when exact mode goes off."""
-    return bool(_lib.tl_set_exact(1 if flag else 0))
-
-
-def is_exact() -> bool:
-    return bool(_lib.tl_is_exact())
-
-
-def memory_stats() -> dict:
-    """Counters of the native allocator: live buffers and bytes, peak, allocations, frees, and
-    (CUDA) cached pool bytes, its cap and the device's free/total bytes."""
-    s = _ffi.new("tl_memory_stats *")
-    _lib.tl_memory_stats_get(s)
-    return {k: int(getattr(s, k)) for k in (
-        "live_buffers", "live_bytes", "peak_bytes", "allocations", "frees", "cached_bytes",
-        "cache_cap_bytes", "device_free_bytes", "device_total_bytes")}
-
-
-def reset_peak_memory_stats() -> None:
-    _lib.tl_memory_reset_peak()
-
-
-def empty_cache() -> None:
-    """Return cached device memory to the driver (no-op on the stub)."""
-    _lib.tl_empty_cache()
-
-
-def synchronize() -> None:
-    """Wait for queued device work (no-op on the stub)."""
-    from torchlean.buffer import raise_status
-    st = _lib.tl_synchronize()
-    if st:
-        raise_status("synchronize", st)
-
-
-# the environment flags are validated here so a typo is an error, not a silent default
-_det = _parse_flag("TORCHLEAN_DETERMINISTIC", "TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS")
-if _det is not None:
-    set_deterministic(_det)
-_exact = _parse_flag("TORCHLEAN_EXACT")   # after the deterministic flag: exact turns it on
-if _exact is not None:
-    set_exact(_exact)
-_check_byte_count("TORCHLEAN_CUDA_CACHE_CAP_BYTES")
-_tf32 = _parse_flag("TORCHLEAN_ALLOW_TF32")
-if _tf32 is not None:
-    _lib.tl_set_allow_tf32(1 if _tf32 else 0)
 
 __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backend", "ops",
            "set_deterministic", "is_deterministic", "set_exact", "is_exact", "memory_stats", "reset_peak_memory_stats",
@@ -114,4 +46,17 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "Parameter", "manual_seed", "tensor", "softmax", "log_softmax", "optim", "nn",
            "from_numpy", "from_dlpack", "DeviceMask", "cat", "stack", "split", "chunk",
            "get_rng_state", "set_rng_state", "data", "where", "argmax", "argmin", "pow", "erf",
-           "eq", "ne", "lt", "le", "gt", "ge"]
+           "eq", "ne", "lt", "le", "gt", "ge", "IntTensor", "utils", "dtype", "float32", "int64", "long",
+           "device", "cuda", "as_tensor", "zeros", "ones", "empty",
+           "full", "zeros_like", "ones_like", "empty_like", "full_like", "rand", "randn",
+           "randint", "rand_like", "randn_like", "randint_like", "randperm", "arange",
+           "linspace", "eye", "is_tensor", "numel", "exp", "log", "sqrt", "rsqrt",
+           "sigmoid", "tanh", "relu", "reciprocal", "neg", "square", "mean", "amax",
+           "amin", "var", "std", "logsumexp", "flatten", "reshape", "transpose",
+           "permute", "squeeze", "unsqueeze", "t", "clamp", "clip", "detach", "clone", "add",
+           "sub", "mul", "div", "matmul", "mm", "bmm", "maximum", "minimum", "floor", "trunc",
+           "exact_version"]
+
+# torch's dtype aliases; bound last, since they shadow builtins in this module's namespace (the
+# names that shadow builtins, these and abs/max/min/sum, stay out of __all__)
+globals().update(float=float32, long=int64, int=int64, bool=_bool_dtype)

@@ -22,13 +22,9 @@ HINTS = {
     "broadcast_to": "x.expand(*sizes)",
     "swapaxes": "x.transpose(d0, d1)",
     "moveaxis": "x.permute(*dims)",
-    "max": "x.amax(dim=...)",
-    "min": "x.amin(dim=...)",
     "concatenate": "torchlean.cat(tensors, dim)",
-    "astype": "nothing: torchlean tensors are float32 only",
-    "float": "nothing: torchlean tensors are float32 only",
-    "to": "nothing: the backend is chosen at import (TORCHLEAN_BACKEND)",
-    "cuda": "nothing: the backend is chosen at import (TORCHLEAN_BACKEND)",
+    "astype": "x.to(dtype), x.long() or x.float() (float32, int64 and bool tensors)",
+    "double": "x.float(): torchlean tensors are float32 (int64 and bool: IntTensor)",
     "square_": "x.square()",
 }
 

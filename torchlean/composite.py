@@ -8,11 +8,13 @@ single-axis reductions, cat is a tree of concat0 on axis-0-first layouts.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
 from torchlean import indexing
-from torchlean.tape import no_grad
+from torchlean.int_tensor import IntTensor, host_key
+from torchlean.tape import is_grad_enabled, no_grad
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -21,17 +23,26 @@ def _op(x, name, *others, **attrs):
     return x.session.op(name, x, *others, **attrs)
 
 
+def _unchanged(x):
+    """x for an op that changes nothing (a reshape to its own shape, an identity permutation):
+    the same Tensor, except under no_grad, where torch's result is a new view that needs no
+    gradient, so a loss built from it must not reach x's graph."""
+    if is_grad_enabled() or not x.requires_grad:
+        return x
+    return x.detach()
+
+
 # ------------------------------------------------------------------------------ shapes
 
 def reshape(x, shape, op="reshape"):
     shape = indexing.reshape_target(x.shape, shape, op)
     if shape == tuple(x.shape):
-        return x
+        return _unchanged(x)
     return _op(x, "reshape", shape=shape)
 
 
 def getitem(x, key):
-    plan = indexing.plan_getitem(x.shape, key, lambda t: t.numpy())
+    plan = indexing.plan_getitem(x.shape, host_key(key), lambda t: t.numpy())
     if plan.kind == "block":
         rows = math.prod(x.shape) // plan.row
         flat = reshape(x, (rows, plan.row))
@@ -41,7 +52,8 @@ def getitem(x, key):
     if plan.indices.size == 0:
         # nothing to read: a zero-size result that still belongs to x's graph
         return reshape(_op(reshape(x, (-1,)), "slice_range0", start=0, length=0), plan.shape)
-    return _op(reshape(x, (-1,)), "gather_vec", indices=plan.indices)
+    y = _op(reshape(x, (-1,)), "gather_vec", indices=plan.indices)
+    return reshape(y, plan.shape)     # a 0-d index array gives a 0-d result, as NumPy
 
 
 def permute(x, dims):
@@ -49,7 +61,7 @@ def permute(x, dims):
         dims = tuple(dims[0])
     perm = indexing.normalize_permutation(dims, x.ndim)
     if perm == tuple(range(x.ndim)):
-        return x
+        return _unchanged(x)
     if x.ndim == 2:
         return _op(x, "transpose2d")
     if perm == (1, 2, 0):
@@ -69,7 +81,7 @@ def transpose(x, dim0, dim1):
     n = x.ndim
     a, b = (indexing.normalize_dim(d, n, "transpose") for d in (dim0, dim1))
     if n < 2 or a == b:
-        return x
+        return _unchanged(x)
     perm = list(range(n))
     perm[a], perm[b] = perm[b], perm[a]
     return permute(x, perm)
@@ -125,7 +137,7 @@ def expand(x, sizes):
         target.append(int(n))
     target = tuple(target)
     if target == s:
-        return x
+        return _unchanged(x)
     return _op(x, "broadcast_to", shape=target)
 
 
@@ -146,7 +158,7 @@ def reduce(x, kind, dim=None, keepdim=False):
                 raise ValueError(f"{kind}: cannot reduce over the empty axis {d} of shape "
                                  f"{tuple(x.shape)} (no identity)")
     if not dims:        # a 0-d tensor, or dim=() as NumPy: nothing to reduce
-        return x
+        return _unchanged(x)
     if kind in ("sum", "mean") and len(dims) == x.ndim:
         total = _op(x, "sum")
         if kind == "mean":
@@ -166,28 +178,35 @@ def _count(x, dims):
     return math.prod(x.shape[d] for d in dims)
 
 
-def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
+def var(x, dim=None, unbiased=None, keepdim=False, correction=None, op="var"):
     """Variance with torch's correction (default 1, Bessel); unbiased=False is correction=0."""
     if unbiased is not None and correction is not None:
-        raise ValueError("var: pass either unbiased or correction, not both")
+        raise ValueError(f"{op}: pass either unbiased or correction, not both")
     c = 1 if correction is None and unbiased is None else (
         correction if correction is not None else (1 if unbiased else 0))
-    dims = indexing.normalize_dims(dim, x.ndim, "var")
+    dims = indexing.normalize_dims(dim, x.ndim, op)
     m = reduce(x, "mean", dims, keepdim=True)
     d = x - m
     ss = reduce(d * d, "sum", dims, keepdim)
     denom = _count(x, dims) - c
-    return ss * (1.0 / denom) if denom > 0 else ss * float("nan")
+    if denom > 0:
+        return ss * (1.0 / denom)
+    # torch divides by max(0, N - correction): 0/0 is nan (one element, unbiased), else inf
+    warnings.warn(f"{op}: degrees of freedom <= 0 for correction {c} over {_count(x, dims)} "
+                  f"element(s) of shape {tuple(x.shape)}", RuntimeWarning, stacklevel=4)
+    return _op(ss, "div", x.session.tensor(np.float32(0.0)))
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
-    return _op(var(x, dim, unbiased, keepdim, correction), "sqrt")
+    return _op(var(x, dim, unbiased, keepdim, correction, "std"), "sqrt")
 
 
 def logsumexp(x, dim, keepdim=False):
     """log(sum(exp(x))) shifted by the (detached, clamped finite) max for stability: an all
     -inf slice gives -inf and a +inf entry gives +inf, as torch."""
     dims = indexing.normalize_dims(dim, x.ndim, "logsumexp")
+    if _count(x, dims) == 0:       # an empty sum: log(0) = -inf, as torch
+        return _op(reduce(x, "sum", dims, keepdim), "log")
     with no_grad():
         m = _op(reduce(x, "amax", dims, keepdim=True), "clamp",
                 lo=-_FLOAT32_MAX, hi=_FLOAT32_MAX)
@@ -218,7 +237,7 @@ def cat(tensors, dim=0):
         if len(sh) != len(ref) or sh[:d] != ref[:d] or sh[d + 1:] != ref[d + 1:]:
             raise ValueError(f"cat: shapes {[tuple(t.shape) for t in ts]} differ outside dim {d}")
     if len(ts) == 1:
-        return ts[0]
+        return _unchanged(ts[0])
     outer, inner = math.prod(ref[:d]), math.prod(ref[d + 1:])
     total = sum(t.shape[d] for t in ts)
     out_shape = ref[:d] + (total,) + ref[d + 1:]
@@ -317,11 +336,11 @@ def where(s, cond, a, b):
 
 
 def _index_result(x, y, d, keepdim):
-    """An argmax-style float Tensor of whole numbers as the int64 array torch would return."""
+    """An argmax-style float Tensor of whole numbers as the int64 tensor torch would return."""
     out = y.numpy().astype(np.int64)
     if keepdim:
         out = out.reshape(tuple(1 if i == d else n for i, n in enumerate(x.shape)))
-    return out
+    return IntTensor(out)
 
 
 def _arg_prepare(x, kind, dim):
@@ -341,20 +360,23 @@ def _arg_prepare(x, kind, dim):
 
 
 def argreduce(x, kind, dim=None, keepdim=False):
-    """torch.argmax/argmin: int64 NumPy indices (first one on ties; a NaN wins)."""
+    """torch.argmax/argmin: an int64 IntTensor of indices (first one on ties; a NaN wins)."""
     y, d = _arg_prepare(x, kind, dim)
     idx = _op(y, kind, axis=d)
     if dim is None:
         out = idx.numpy().astype(np.int64)
-        return out.reshape((1,) * x.ndim) if keepdim else out.reshape(())
+        return IntTensor(out.reshape((1,) * x.ndim) if keepdim else out.reshape(()))
     if x.ndim == 0:
-        return idx.numpy().astype(np.int64).reshape(())
+        return IntTensor(idx.numpy().astype(np.int64).reshape(()))
     return _index_result(x, idx, d, keepdim)
 
 
 def max_min(x, kind, dim=None, keepdim=False):
     """torch.max/min: no dim -> the 0-d extreme (ties share the gradient, as amax); with dim ->
     (values, indices) where values' gradient goes to the chosen index only."""
+    if isinstance(dim, (str, bytes, float, bool, np.floating, np.bool_)):
+        raise TypeError(f"{kind}: dim must be an int (or a Tensor for the elementwise "
+                        f"{kind}imum), got {type(dim).__name__} {dim!r}")
     if dim is not None and not isinstance(dim, (int, np.integer)):    # max(other): elementwise
         return _op(x, "maximum" if kind == "max" else "minimum", dim)
     if dim is None:
@@ -366,7 +388,8 @@ def max_min(x, kind, dim=None, keepdim=False):
     idx = _op(y, "argmax" if kind == "max" else "argmin", axis=d)
     values = _op(y, "select_along_axis", idx, axis=d)
     if x.ndim == 0:
-        return MinMaxResult(reshape(values, ()), idx.numpy().astype(np.int64).reshape(()))
+        return MinMaxResult(reshape(values, ()),
+                            IntTensor(idx.numpy().astype(np.int64).reshape(())))
     indices = _index_result(x, idx, d, keepdim)
     return MinMaxResult(_keep(x, values, (d,), keepdim), indices)
 
@@ -378,3 +401,118 @@ def power(x, p):
     if isinstance(p, (int, float, np.integer, np.floating)):
         return _op(x, "pow_scalar", p=float(p))
     return _op(x, "pow", p)         # a Tensor, Parameter or array exponent, broadcast
+
+
+# ------------------------------------------------------------------------------ softmax, clamp
+
+def softmax(x, dim=-1, kind="softmax"):
+    """softmax / log_softmax over any dim: the registry op works on the last axis, so another
+    dim is swapped last and back (two transposes)."""
+    n = x.ndim
+    d = indexing.normalize_dim(-1 if dim is None else dim, n, kind)
+    if n == 0:
+        return _op(reshape(x, (1,)), kind).reshape(())
+    if d == n - 1:
+        return _op(x, kind)
+    return transpose(_op(transpose(x, d, -1), kind), d, -1)
+
+
+def clamp(x, min=None, max=None, op="clamp"):  # noqa: A002 - torch's argument names
+    """torch.clamp: numbers or Tensors as bounds, either may be None (not both). Two number
+    bounds are the registry clamp (derivative 1 strictly inside); one bound or a Tensor bound
+    is maximum / minimum, which keeps infinities."""
+    if min is None and max is None:
+        raise ValueError(f"{op}: at least one of 'min' or 'max' must not be None")
+    for name, v in (("min", min), ("max", max)):
+        if v is not None and not hasattr(v, "shape") and not isinstance(
+                v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{op}: {name} must be a number or a Tensor, got {type(v).__name__}")
+    numbers = all(v is None or isinstance(v, (int, float, np.integer, np.floating))
+                  for v in (min, max))
+    if numbers and min is not None and max is not None and math.isfinite(min) \
+            and math.isfinite(max) and min <= max:
+        return _op(x, "clamp", lo=float(min), hi=float(max))
+    y = x if min is None else _op(x, "maximum", min)
+    return y if max is None else _op(y, "minimum", max)
+
+
+# ------------------------------------------------------------------------------ matmul
+
+def matmul(a, b):
+    """torch.matmul: 1-D operands are promoted (a row on the left, a column on the right) and
+    the added axis removed; rank > 2 operands broadcast their batch axes (bmm over the folded
+    batch; a 2-D right operand folds the left's batch into rows: one GEMM)."""
+    s = a.session
+    b = s.as_tensor(b)
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if not sa or not sb:
+        raise ValueError(f"matmul: both operands need at least one dimension, got shapes {sa} "
+                         f"and {sb}")
+    if sa[-1] != (sb[0] if len(sb) == 1 else sb[-2]):
+        raise ValueError(f"matmul: shapes {sa} and {sb} cannot be multiplied (inner sizes "
+                         f"{sa[-1]} and {sb[0] if len(sb) == 1 else sb[-2]} differ)")
+    if len(sa) == 2 and len(sb) == 2:
+        return _op(a, "matmul", b)
+    if len(sa) == 1 and len(sb) == 1:
+        return reshape(_op(reshape(a, (1, sa[0])), "matmul", reshape(b, (sb[0], 1))), ())
+    if len(sa) == 1:
+        return squeeze(matmul(unsqueeze(a, 0), b), -2)
+    if len(sb) == 1:
+        return squeeze(matmul(a, unsqueeze(b, -1)), -1)
+    if len(sb) == 2:                                      # (..., n, k) @ (k, m): one GEMM
+        y = _op(reshape(a, (-1, sa[-1])), "matmul", b)
+        return reshape(y, sa[:-1] + (sb[-1],))
+    try:
+        batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+    except ValueError:
+        raise ValueError(f"matmul: batch shapes {sa[:-2]} and {sb[:-2]} of {sa} and {sb} do not "
+                         "broadcast") from None
+    nb = math.prod(batch)
+    ea = reshape(expand(a, batch + sa[-2:]), (nb,) + sa[-2:])
+    eb = reshape(expand(b, batch + sb[-2:]), (nb,) + sb[-2:])
+    return reshape(_op(ea, "bmm", eb), batch + (sa[-2], sb[-1]))
+
+
+# ------------------------------------------------------------------------------ rounding
+
+_TWO_23 = 8388608.0        # 2^23: every float32 at or above it is a whole number
+
+
+def floor(x):
+    """torch.floor (gradient zero, as torch, so it is recorded without one): |x| < 2^23 is
+    rounded to the nearest whole number as (|x| + 2^23) - 2^23 (exact in float32), the sign
+    restored, and 1 taken off where that rounded up; larger values, inf and NaN pass through."""
+    with no_grad():
+        s = x.session
+        a = _op(x, "abs")
+        r = (a + _TWO_23) - _TWO_23
+        r = where(s, x < 0.0, -r, r)
+        r = r - (r > x)
+        return where(s, a < _TWO_23, r, x)
+
+
+def trunc(x):
+    """torch.trunc: floor of |x| with x's sign (gradient zero)."""
+    with no_grad():
+        s = x.session
+        f = floor(_op(x, "abs"))
+        return where(s, x < 0.0, -f, f)
+
+
+def div(x, other, rounding_mode=None):
+    """torch.div: true division, or rounded toward -inf ('floor', as //) or toward 0 ('trunc')
+    of the float32 quotient (gradient zero when rounded, as torch). The quotient is rounded
+    once first, so where a / b rounds up to a whole number the floor can exceed torch's
+    fmod-based result (1 // 0.1 gives 10 here, 9 in torch)."""
+    if rounding_mode not in (None, "floor", "trunc"):
+        raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got "
+                         f"{rounding_mode!r}")
+    q = _op(x, "div", other)
+    if rounding_mode is None:
+        return q
+    return floor(q) if rounding_mode == "floor" else trunc(q)
+
+
+def rdiv(x, other, rounding_mode):
+    """other / x rounded as div, for a number or array on the left (other // x)."""
+    return div(x.session.as_tensor(other), x, rounding_mode)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from torchlean.int_tensor import IntTensor
 from torchlean.session import default_session
 
 
@@ -34,7 +35,9 @@ class DataLoader:
 
     shuffle draws a new permutation every epoch from `generator` (a numpy Generator) or from
     np.random.default_rng(seed); drop_last drops a short final batch. Batches are NumPy arrays,
-    or Tensors of `session` (the default session when None) with as_tensor=True (float32)."""
+    or, with as_tensor=True, tensors as torch's DataLoader gives them: float columns as float32
+    Tensors of `session` (the default session when None), integer and bool columns (labels)
+    as int64/bool IntTensors."""
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None,
                  generator=None, as_tensor=False, session=None):
@@ -44,7 +47,10 @@ class DataLoader:
             dataset, self._single = TensorDataset(*dataset), False
         else:
             self._single = False
-        if int(batch_size) < 1:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            raise TypeError(f"DataLoader: batch_size must be an int, got "
+                            f"{type(batch_size).__name__} {batch_size!r}")
+        if batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
         if generator is not None and seed is not None:
             raise ValueError("DataLoader: pass seed or generator, not both")
@@ -67,7 +73,7 @@ class DataLoader:
             cols = [np.stack([np.asarray(r[j]) for r in rows]) for j in range(len(rows[0]))]
         if self.as_tensor:
             s = self.session or default_session()
-            cols = [s.tensor(c) for c in cols]
+            cols = [IntTensor(c) if c.dtype.kind in "biu" else s.tensor(c) for c in cols]
         return cols[0] if self._single else tuple(cols)
 
     def __iter__(self):

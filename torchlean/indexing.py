@@ -28,15 +28,17 @@ def normalize_dim(dim, ndim: int, op: str) -> int:
 
 
 def normalize_dims(dim, ndim: int, op: str) -> tuple:
-    """dim=None -> every axis; an int or a tuple/list of ints -> sorted unique axes."""
+    """dim=None -> every axis; an int or a tuple/list of ints -> sorted unique axes. A 0-d
+    tensor accepts dim 0 and -1 (as torch) and has no axis to reduce: ()."""
     if dim is None:
         return tuple(range(ndim))
     if isinstance(dim, (list, tuple)):
         dims = [normalize_dim(d, ndim, op) for d in dim]
         if len(set(dims)) != len(dims):
             raise ValueError(f"{op}: dim {tuple(dim)} names an axis twice (rank {ndim})")
-        return tuple(sorted(dims))
-    return (normalize_dim(dim, ndim, op),)
+        return tuple(sorted(dims)) if ndim else ()
+    d = normalize_dim(dim, ndim, op)
+    return (d,) if ndim else ()
 
 
 def normalize_permutation(dims, ndim: int, op: str = "permute") -> tuple:
@@ -107,8 +109,6 @@ def _as_key_tuple(key, to_numpy) -> tuple:
             a = to_numpy(k) if hasattr(k, "session") else np.asarray(k)
             if a.size == 0 and isinstance(k, list):
                 a = a.astype(np.int64)      # x[[]] as NumPy: an empty integer index
-            if a.dtype.kind == "f" and hasattr(k, "session"):
-                a = a != 0          # a float32 0/1 mask Tensor (what comparisons return)
             if a.dtype.kind not in "biu":
                 raise IndexError(f"__getitem__: index arrays must hold integers or booleans, got "
                                  f"dtype {a.dtype}")

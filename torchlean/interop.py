@@ -157,7 +157,8 @@ def _producer_capsule(obj):
 
 def from_dlpack(obj) -> "AnyBuffer":
     """Wrap a float32, C-contiguous DLPack producer's memory (no copy) as an AnyBuffer; a
-    read-only versioned export is copied instead (torchlean buffers are writable)."""
+    read-only versioned export is copied instead (torchlean buffers are writable), and so is a
+    float64 (rounded to nearest float32) or non-contiguous one, as torch.tensor would copy."""
     if hasattr(obj, "__dlpack_device__"):
         dev = obj.__dlpack_device__()
         if int(dev[0]) != device()[0]:
@@ -181,9 +182,11 @@ def from_dlpack(obj) -> "AnyBuffer":
                         f"'dltensor_versioned' capsule, got {type(obj).__name__}")
     dt = mt.dl_tensor
     shape = tuple(dt.shape[i] for i in range(dt.ndim))
-    if (dt.dtype.code, dt.dtype.bits, dt.dtype.lanes) != (2, 32, 1):
-        raise TypeError(f"from_dlpack: expected float32, got dtype code {dt.dtype.code} "
-                        f"bits {dt.dtype.bits}")
+    kind = (dt.dtype.code, dt.dtype.bits, dt.dtype.lanes)
+    if kind not in ((2, 32, 1), (2, 64, 1)):
+        raise TypeError(f"from_dlpack: expected float32 or float64, got dtype code "
+                        f"{dt.dtype.code} bits {dt.dtype.bits} lanes {dt.dtype.lanes}")
+    strides = None
     if dt.strides:
         expect, acc = [], 1
         for d in reversed(shape):
@@ -191,22 +194,54 @@ def from_dlpack(obj) -> "AnyBuffer":
             acc *= d
         got = [dt.strides[i] for i in range(dt.ndim)]
         if any(g != e for g, e, d in zip(got, reversed(expect), shape) if d > 1):
-            raise ValueError(f"from_dlpack: expected a C-contiguous tensor of shape {shape}, "
-                             f"got strides {got}")
+            strides = got
     n = int(np.prod(shape)) if shape else 1
-    out = ffi.new("tl_buf *")
-    st = lib.tl_buf_wrap(int(dt.data or 0) + int(dt.byte_offset), n, out)
-    if st:
-        raise_status("from_dlpack", st)
-    _api.PyCapsule_SetName(cap, used)
-    b = Buffer(out[0], n)
+    data = int(dt.data or 0) + int(dt.byte_offset)
     deleter = mt.deleter
     mt_ptr = ctypes.pointer(mt)
-    keep = (cap, obj)   # the producer's memory lives while these do
-    weakref.finalize(b, lambda: (deleter(mt_ptr) if deleter else None, keep))
-    if read_only:
-        return AnyBuffer(shape, b.copy())   # the wrapper dies here: the producer is released
-    return AnyBuffer(shape, b)
+    _api.PyCapsule_SetName(cap, used)
+    if kind == (2, 32, 1) and strides is None:
+        out = ffi.new("tl_buf *")
+        st = lib.tl_buf_wrap(data, n, out)
+        if st:
+            raise_status("from_dlpack", st)
+        b = Buffer(out[0], n)
+        keep = (cap, obj)   # the producer's memory lives while these do
+        weakref.finalize(b, lambda: (deleter(mt_ptr) if deleter else None, keep))
+        if read_only:
+            return AnyBuffer(shape, b.copy())   # the wrapper dies here: the producer is released
+        return AnyBuffer(shape, b)
+    # float64 or strided: read the producer's bytes and make a contiguous float32 copy
+    try:
+        return AnyBuffer.from_numpy(_strided_copy(data, shape, strides, dt.dtype.bits // 8))
+    finally:
+        if deleter:
+            deleter(mt_ptr)   # nothing of the producer's is kept
+
+
+def _strided_copy(data: int, shape: tuple, strides, itemsize: int) -> np.ndarray:
+    """A host copy of the DLPack tensor at `data` (either backend's memory: the bytes it spans
+    are read through a wrapped native buffer), as float64 or float32 NumPy."""
+    if strides is None:
+        strides, acc = [], 1
+        for d in reversed(shape):
+            strides.insert(0, acc)
+            acc *= d
+    if any(st < 0 for st in strides):
+        raise ValueError(f"from_dlpack: negative strides {list(strides)} are not supported")
+    np_type = np.float64 if itemsize == 8 else np.float32
+    if 0 in shape:
+        return np.zeros(shape, np_type)
+    extent = 1 + sum((d - 1) * st for d, st in zip(shape, strides))
+    nbytes = extent * itemsize
+    words = -(-nbytes // 4)
+    out = ffi.new("tl_buf *")
+    st = lib.tl_buf_wrap(data, words, out)
+    if st:
+        raise_status("from_dlpack", st)
+    raw = Buffer(out[0], words).to_numpy().view(np.uint8)[:nbytes].view(np_type)
+    view = np.lib.stride_tricks.as_strided(raw, shape, [st * itemsize for st in strides])
+    return np.array(view, copy=True)
 
 
 def from_numpy(a, session=None, requires_grad=False):
@@ -241,6 +276,7 @@ def tensor_from_dlpack(obj, session=None):
     s = session or default_session()
     buf = from_dlpack(obj)
     nid = s.tape.leaf(buf, requires_grad=False)   # borrowed: the producer owns the memory
+    s.tape.nodes[nid].pinned = False   # forgotten with its last Tensor: the producer is let go
     return s._wrap(nid)
 
 

@@ -4,11 +4,18 @@ Session-level draws (Session.rand_uniform, dropout masks, nn.init) take their ke
 process-wide stream: manual_seed(seed) resets it, next_key() is key_of(seed, counter) and advances
 the counter.
 
+Inside `micro_batch(step, index)` the d-th draw's key is micro_key(seed, step, index, d) instead,
+and the counter stands still: a draw depends on the seed, the optimizer step and the global
+micro-batch index only, not on how many micro-batches this process ran before. So rank r of a
+data-parallel job draws, for its micro-batch, exactly what one process accumulating every
+micro-batch draws for the same one (examples/_common.py and DistributedDataParallel set it).
+
 Why counter-based: element i is a function of (key, i) only, so a draw is reproducible on any
 backend, thread count or CUDA grid, and a key is derived from (seed, counter) without state.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 
@@ -30,7 +37,18 @@ def key_of(seed: int, counter: int) -> int:
     return splitmix64((seed + counter) & _M64)
 
 
-_stream = {"seed": 0, "counter": 0}
+_MICRO_DOMAIN = 0x6D6963726F626174   # "microbat": micro-batch keys never meet key_of's
+
+
+def micro_key(seed: int, step: int, index: int, draw: int) -> int:
+    """The key of the draw-th draw of micro-batch `index` of optimizer step `step`."""
+    k = splitmix64((seed ^ _MICRO_DOMAIN) & _M64)
+    k = splitmix64((k + step) & _M64)
+    k = splitmix64((k + index) & _M64)
+    return splitmix64((k + draw) & _M64)
+
+
+_stream = {"seed": 0, "counter": 0, "micro": None}   # micro: [step, index, draws] or None
 _stream_lock = threading.Lock()   # threads drawing keys at once each get a distinct counter value
 
 
@@ -44,12 +62,46 @@ def manual_seed(seed: int) -> None:
 
 
 def next_key() -> int:
-    """The key of the next session-level draw: key_of(seed, counter); the counter advances."""
+    """The key of the next session-level draw: key_of(seed, counter), and the counter advances;
+    inside micro_batch(step, index), micro_key(seed, step, index, d) for the d-th draw there."""
     with _stream_lock:
+        seed, micro = _stream["seed"], _stream["micro"]
+        if micro is not None:
+            d = micro[2]
+            micro[2] = d + 1
+            return micro_key(seed, micro[0], micro[1], d)
         c = _stream["counter"]
         _stream["counter"] = c + 1
-        seed = _stream["seed"]
     return key_of(seed, c)
+
+
+def _nonneg_int(what: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise ValueError(f"micro_batch: {what} must be an integer >= 0, got {v!r}")
+    return int(v)
+
+
+@contextlib.contextmanager
+def micro_batch(step: int, index: int):
+    """Key the draws inside by (seed, step, index): `step` is the optimizer step, `index` the
+    micro-batch's place in that step's global batch (over every rank). The draws restart at
+    d = 0 on entry and the stream's counter does not move. Nesting replaces the outer scope
+    until the inner one ends."""
+    new = [_nonneg_int("step", step), _nonneg_int("index", index), 0]
+    with _stream_lock:
+        prev = _stream["micro"]
+        _stream["micro"] = new
+    try:
+        yield
+    finally:
+        with _stream_lock:
+            _stream["micro"] = prev
+
+
+def current_micro_batch() -> tuple[int, int] | None:
+    """(step, index) of the micro_batch scope in force, or None outside any."""
+    m = _stream["micro"]
+    return None if m is None else (m[0], m[1])
 
 
 def get_rng_state() -> np.ndarray:

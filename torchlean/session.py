@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
 from torchlean.random import get_rng_state, manual_seed, next_key, set_rng_state
 from torchlean import composite as _composite
+from torchlean import devices as _devices
+from torchlean.dtypes import float32 as _float32
+from torchlean.int_tensor import IntTensor
 
 # the registry's tape ops: the only names Tensor.__getattr__ forwards as methods
 _TAPE_OPS = frozenset(n for n in vars(TapeOps) if not n.startswith("_"))
@@ -74,6 +78,28 @@ class Parameter:
     def numpy(self) -> np.ndarray:
         return self.data.copy()
 
+    # torch's nn.Parameter is a Tensor: the size queries a training script asks of one
+    @property
+    def ndim(self) -> int:
+        return self._host.ndim
+
+    def dim(self) -> int:
+        return self._host.ndim
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self) -> int:
+        return int(self._host.size)
+
+    @property
+    def dtype(self):
+        return _float32
+
+    @property
+    def device(self):
+        return _devices.current()
+
     def __array__(self, dtype=None, copy=None):
         a = self.data
         return a.astype(dtype) if dtype is not None else a.copy()
@@ -95,8 +121,11 @@ class Parameter:
 
     def zero_grad(self):
         if self.grad_buf is not None:
-            self.grad_buf.release()
-            self.grad_buf = None
+            with training_lock(self):
+                check_training_thread(self, "zero_grad")
+                if self.grad_buf is not None:
+                    self.grad_buf.release()
+                    self.grad_buf = None
 
     def __repr__(self):
         return f"Parameter(shape={self.shape})"
@@ -121,8 +150,72 @@ def register_backward_end_hook(fn):
     return _HookHandle(_backward_end_hooks, fn)
 
 
-def _binop_fallback(tape, name, a, b):
-    return getattr(tape, name)(a, b)
+# Who trains each Parameter now: (thread, Session) weak references, and one lock per Parameter
+# that orders the claim and every free of its gradient buffer (zero_grad, optimizer steps). Kept
+# off the Parameter so copies and pickles of a model carry neither.
+_trainers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_locks: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_locks_lock = threading.Lock()
+
+
+def training_lock(p: Parameter) -> threading.RLock:
+    """The lock held while p is claimed, while its gradient buffer is freed (zero_grad) and while
+    an optimizer step reads it."""
+    lock = _locks.get(p)
+    if lock is None:
+        with _locks_lock:
+            lock = _locks.setdefault(p, threading.RLock())
+    return lock
+
+
+def _other_trainer(p: Parameter):
+    """(thread, Session) of another live thread whose live Session trains p, else None (call
+    with p's training_lock held)."""
+    t = _trainers.get(p)
+    if t is None:
+        return None
+    thread, owner = t[0](), t[1]()
+    if thread is None or owner is None or thread is threading.current_thread() \
+            or not thread.is_alive():
+        return None
+    return thread, owner
+
+
+def check_training_thread(p: Parameter, op: str) -> None:
+    """Raise when another thread's live Session trains p. Call it with p's training_lock held,
+    and keep holding it while freeing or reading p's gradient buffer (zero_grad, optimizer
+    steps): the other thread's claim then waits for that to finish."""
+    other = _other_trainer(p)
+    if other is not None:
+        thread, owner = other
+        raise RuntimeError(
+            f"{op}: Parameter {p.name + ' ' if p.name else ''}of shape {tuple(p.shape)} is being "
+            f"trained by Session {id(owner):#x} in thread {thread.name!r} and was used from "
+            f"thread {threading.current_thread().name!r}: one thread at a time trains a model "
+            "(backward, zero_grad and optimizer steps free and replace its device buffers); "
+            "give each thread its own copy of the model, use it under no_grad(), or call step() "
+            "on the first thread's Session when it is done")
+
+
+def _claim_for_training(p: Parameter, s: "Session") -> None:
+    """Record that session s (of this thread) trains p, so that another thread's backward,
+    zero_grad or optimizer step on p raises instead of freeing buffers this one reads. The
+    claim ends with the Session's step(), the Session itself, or its thread."""
+    t = _trainers.get(p)
+    if t is not None and t[1]() is s:
+        return
+    with training_lock(p):
+        check_training_thread(p, "use")
+        _trainers[p] = (weakref.ref(threading.current_thread()), weakref.ref(s))
+
+
+def _release_claims(s: "Session") -> None:
+    for p in s.params_by_leaf.values():
+        t = _trainers.get(p)
+        if t is not None and t[1]() is s:
+            with training_lock(p):
+                if _trainers.get(p) is t:
+                    del _trainers[p]
 
 
 class Session:
@@ -158,25 +251,38 @@ class Session:
 
     def tensor(self, value, requires_grad: bool = False) -> "Tensor":
         self.check_thread()
-        return self._wrap(self.tape.leaf(np.asarray(value, dtype=np.float32), requires_grad=requires_grad))
+        return self._wrap(self._own_leaf(np.asarray(value, dtype=np.float32), requires_grad))
 
     def use(self, p: Parameter) -> "Tensor":
         """Record a parameter's device mirror as a borrowed leaf (once per step)."""
         self.check_thread()
         nid = self.param_leaf.get(id(p))
         req = p.requires_grad and is_grad_enabled()
+        if req:
+            _claim_for_training(p, self)
         mirror = p.mirror()
         if nid is not None:
             # without step() a leaf is reused; it is stale once the mirror was replaced (an
             # optimizer, set(), load_state_dict) or the grad mode differs from its recording
             node = self.tape.nodes[nid]
             if node.value is not mirror or node.requires_grad != req:
+                self._retire_param_leaf(nid)
                 nid = None
         if nid is None:
             nid = self.tape.leaf(mirror, name=p.name, requires_grad=req)
             self.param_leaf[id(p)] = nid
             self.params_by_leaf[nid] = p
         return self._wrap(nid)
+
+    def _retire_param_leaf(self, nid: int) -> None:
+        """A parameter's leaf of an older mirror or grad mode: forgotten once no graph uses it
+        (a graph that still does keeps it, so its gradient still reaches the parameter)."""
+        node = self.tape.nodes[nid]
+        if node.consumers or nid in self.refs:
+            return
+        self.params_by_leaf.pop(nid, None)
+        node.pinned = False
+        self.tape.let_go(nid)
 
     def as_tensor(self, x) -> "Tensor":
         if isinstance(x, Tensor):
@@ -186,6 +292,10 @@ class Session:
             return x
         if isinstance(x, Parameter):
             return self.use(x)
+        if isinstance(x, IntTensor):
+            raise TypeError(f"expected a float32 Tensor, got an {x.dtype.name} tensor of shape "
+                            f"{tuple(x.shape)}: torch does not mix dtypes here either; convert "
+                            "it with .float()")
         return self.tensor(x)
 
     def op(self, name: str, *xs, **attrs) -> "Tensor":
@@ -195,10 +305,11 @@ class Session:
             raise AttributeError(f"{name}: no such tape op in this build's registry (ops.yaml)")
         # a Tensor of this session's current step (the common case) is used as it is; anything
         # else goes through as_tensor (conversion, or the error naming what is wrong)
+        # (converted operands are kept until the op is recorded: their leaves live as long)
         gen = self.gen
-        ids = [x.id if x.__class__ is Tensor and x.session is self and x.gen == gen
-               else self.as_tensor(x).id for x in xs]
-        return Tensor(self, fn(*ids, **attrs), gen)
+        ts = [x if x.__class__ is Tensor and x.session is self and x.gen == gen
+              else self.as_tensor(x) for x in xs]
+        return Tensor(self, fn(*[t.id for t in ts], **attrs), gen)
 
     def input_nat(self, n: int) -> int:
         self.nats.append(int(n))
@@ -218,9 +329,13 @@ class Session:
         b = _ops.bernoulli_mask(n=int(np.prod(shape)), key=next_key(), p=p)
         return self._wrap(self._own_leaf(AnyBuffer(shape, b.buf)))
 
-    def _own_leaf(self, buf: AnyBuffer) -> int:
-        nid = self.tape.leaf(buf, requires_grad=False)
-        self.tape.nodes[nid].owns_value = True   # the kernel output belongs to this step
+    def _own_leaf(self, value, requires_grad: bool = False) -> int:
+        """A leaf owning `value` (an array to upload, or a kernel's fresh AnyBuffer): it lives
+        while a Tensor or a graph reads it, as PyTorch's tensors do."""
+        nid = self.tape.leaf(value, requires_grad=requires_grad)
+        node = self.tape.nodes[nid]
+        node.owns_value = True
+        node.pinned = False
         return nid
 
     def dropout(self, x, p: float = 0.5, training: bool = True) -> "Tensor":
@@ -262,9 +377,16 @@ class Session:
                 h(p)
             return True
 
-        # parameter gradients are accumulated as soon as they are final (hooks may start work)
-        grads = self.tape.backward(t.id, seed=seed, wrt=wrt, on_final=param_grad_final,
-                                   free_graph=not retain_graph)
+        # parameter gradients are accumulated as soon as they are final (hooks may start work);
+        # Tensors dying meanwhile (a garbage-collected cycle, a hook) are let go afterwards, so
+        # no VJP the pass is about to run loses what it reads
+        tape = self.tape
+        tape.deferred = []
+        try:
+            grads = tape.backward(t.id, seed=seed, wrt=wrt, on_final=param_grad_final,
+                                  free_graph=not retain_graph)
+        finally:
+            deferred, tape.deferred = tape.deferred, None
         for i, g in grads.items():
             if param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
@@ -278,11 +400,14 @@ class Session:
             h()
         if not retain_graph:
             self._free_graph(graph)
+        for i in deferred:
+            if i not in self.refs:
+                tape.let_go(i)
 
     def _graph(self, out: int):
         """Nodes a gradient can reach from `out` (through nodes requiring one) and, of them, the
         leaves requiring a gradient; the walk costs the graph's size, not the tape's length."""
-        nodes, forgotten = self.tape.nodes, self.tape.is_forgotten
+        nodes = self.tape.nodes
         seen, stack, leaves = set(), [out], []
         while stack:
             i = stack.pop()
@@ -290,7 +415,7 @@ class Session:
                 continue
             seen.add(i)
             node = nodes[i]
-            if forgotten(i) or node.vjp is freed_vjp:   # freed by an earlier backward
+            if node.vjp is freed_vjp:   # freed by an earlier backward
                 freed_vjp(None, None, None)
             if not node.requires_grad:
                 continue
@@ -315,8 +440,8 @@ class Session:
             if not node.owns_value and not node.parents:
                 continue                 # a parameter mirror or borrowed leaf: it stays
             node.pinned = False          # an uploaded leaf too dies with its last Tensor now
-            if i in self.refs or node.held or node.users:
-                continue                 # wrapped, lent, or read by a VJP or view outside
+            if i in self.refs or node.users or node.consumers:
+                continue                 # wrapped, or read or differentiated by a VJP outside
             tape.drop_value(i)
             g = self.grads.pop(i, None)
             if g is not None:
@@ -326,6 +451,7 @@ class Session:
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""
         self.check_thread()
+        _release_claims(self)   # another thread may train its parameters now
         self.tape.release()
         for g in self.grads.values():
             g.release()
@@ -375,11 +501,11 @@ class Tensor:
                 refs[nid] = c
             else:
                 refs.pop(nid, None)
-                if s.tape.drop_value(nid) and s.tape.nodes[nid].vjp is freed_vjp:
-                    s.tape.forget(nid)         # its graph is gone too: nothing reads the node
-                g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
-                if g is not None:
-                    g.release()
+                s.tape.let_go(nid)           # and, unless a graph still reads it, its node
+                if s.grads:
+                    g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
+                    if g is not None:
+                        g.release()
         except Exception:  # interpreter shutdown: nothing left to free
             pass
 
@@ -398,10 +524,10 @@ class Tensor:
     @property
     def value(self) -> AnyBuffer:
         # whoever holds the buffer may outlive this Tensor (detach, DLPack, user code): the
-        # node's memory must then stay until Session.step(), not die with the last Tensor
-        node = self._node()
-        node.pinned = node.held = True
-        return node.value
+        # tape then never releases it early; it lives while the holder references it (or
+        # until Session.step())
+        self._check()
+        return self.session.tape.hand_out(self.id)
 
     @property
     def shape(self):
@@ -469,7 +595,9 @@ class Tensor:
     def detach(self) -> "Tensor":
         with no_grad():
             s = self.session
-            return s._wrap(s.tape.leaf(self.value, requires_grad=False))
+            nid = s.tape.leaf(self.value, requires_grad=False)
+            s.tape.nodes[nid].pinned = False   # borrowed: forgotten with its last Tensor
+            return s._wrap(nid)
 
     # operators ---------------------------------------------------------------
     def _other(self, o):
@@ -486,6 +614,10 @@ class Tensor:
             # a scalar factor is an attribute of the scale op, not an uploaded leaf
             self._check()
             return Tensor(s, s.tape.scale(self.id, c=float(o)), s.gen)
+        if name == "matmul":
+            _float_operand(name, o)
+        elif o.__class__ is IntTensor:
+            o = o.float(s)      # elementwise: int64 promotes to float32, as in torch
         return s.op(name, self, o)
 
     def __add__(self, o):
@@ -505,6 +637,8 @@ class Tensor:
         return self._binary("sub", o)
 
     def __rsub__(self, o):
+        if o.__class__ is IntTensor:
+            o = o.float(self.session)
         return self._other(o) - self
 
     def __truediv__(self, o):
@@ -513,13 +647,17 @@ class Tensor:
         return self._binary("div", o)
 
     def __rtruediv__(self, o):
+        if o.__class__ is IntTensor:
+            o = o.float(self.session)
         return self.session.op("div", self._other(o), self)
 
     def __matmul__(self, o):
-        return self._binary("matmul", o)
+        if self.ndim == 2 and getattr(o, "ndim", None) == 2:
+            return self._binary("matmul", o)
+        return _composite.matmul(self, o)
 
     def __rmatmul__(self, o):
-        return self.session.op("matmul", self._other(o), self)
+        return _composite.matmul(self._other(o), self)
 
     def __getattr__(self, name):
         # registry tape ops as methods: x.relu(), x.softmax(), x.transpose2d() ... but never
@@ -619,6 +757,38 @@ class Tensor:
     def chunk(self, chunks, dim=0):
         return _composite.chunk(self, chunks, dim)
 
+    # torch's signatures over registry ops (softmax over any dim, clamp's min/max, matmul's
+    # 1-D and batched operands, rounded division); composed in torchlean.composite
+    def softmax(self, dim=-1):
+        return _composite.softmax(self, dim, "softmax")
+
+    def log_softmax(self, dim=-1):
+        return _composite.softmax(self, dim, "log_softmax")
+
+    def clamp(self, min=None, max=None, *, lo=None, hi=None):  # noqa: A002 - torch's names
+        """torch's clamp(min, max); the registry's lo=/hi= keywords are accepted too."""
+        return _composite.clamp(self, lo if min is None else min, hi if max is None else max)
+
+    clip = clamp
+
+    def matmul(self, other):
+        return self @ other
+
+    def div(self, other, *, rounding_mode=None):
+        return _composite.div(self, other, rounding_mode)
+
+    def __floordiv__(self, o):
+        return _composite.div(self, o, "floor")
+
+    def __rfloordiv__(self, o):
+        return _composite.rdiv(self, o, "floor")
+
+    def floor(self):
+        return _composite.floor(self)
+
+    def trunc(self):
+        return _composite.trunc(self)
+
     # comparisons (0/1 float32 masks, no gradient), where, arg/max/min over a dim, pow, erf
     def __lt__(self, o):
         return self._binary("lt", o)
@@ -683,6 +853,128 @@ class Tensor:
     def erf(self):
         return self.session.op("erf", self)
 
+    # torch's dtype and device idiom, and small conveniences --------------------------------
+    @property
+    def dtype(self):
+        return _float32
+
+    @property
+    def device(self):
+        return _devices.current()
+
+    @property
+    def is_cuda(self) -> bool:
+        return _devices.current().type == "cuda"
+
+    def to(self, *args, **kwargs):
+        """to(device), to(dtype), to(device, dtype), to(other): the same Tensor on this
+        backend's device (see torchlean.devices), an IntTensor for int64/bool."""
+        dt = _devices.parse_to("to", args, kwargs)
+        if dt is None or dt is _float32:
+            return self
+        return self.bool() if dt == np.bool_ else self.long()
+
+    def cpu(self):
+        """Itself: .numpy() and .item() copy to the host from either backend."""
+        self._check()
+        return self
+
+    def cuda(self, device=None, non_blocking=False):
+        _devices.check_cuda("cuda")
+        return self
+
+    def float(self):
+        return self
+
+    def long(self):
+        """An int64 IntTensor, truncating toward zero as torch does."""
+        a = self.numpy()
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"long: cannot convert NaN or inf to int64 (shape {a.shape})")
+        return IntTensor(np.trunc(a).astype(np.int64))
+
+    int = long
+
+    def bool(self):
+        return IntTensor(self.numpy() != 0)
+
+    def type(self, dtype=None):
+        return "torch.FloatTensor" if dtype is None else self.to(dtype)
+
+    def t(self):
+        """torch's x.t(): the transpose of a matrix; 0-d and 1-d tensors as they are."""
+        if self.ndim > 2:
+            raise ValueError(f"t: expects a tensor with <= 2 dimensions, got shape {self.shape}"
+                             "; use x.transpose(d0, d1) or x.mT")
+        return self if self.ndim < 2 else _composite.transpose(self, 0, 1)
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d tensor")
+        return shape[0]
+
+    def clone(self):
+        """A copy in new memory; gradients flow through it, as torch's clone."""
+        s = self.session
+        self._check()
+        return Tensor(s, s.tape.scale(self.id, c=1.0), s.gen)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def requires_grad_(self, requires_grad: bool = True):
+        """torch's in-place flag change, for leaves (a tensor made by torchlean.tensor or a
+        factory); an op's result raises, as in torch."""
+        node = self._node()
+        if node.parents:
+            raise RuntimeError("requires_grad_: only leaf tensors can change requires_grad; "
+                               "use detach() for a result of ops")
+        node.requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def data(self):
+        """torch's x.data: the same values, outside the graph (detach())."""
+        return self.detach()
+
+    def neg(self):
+        return -self
+
+    def contiguous(self):
+        return self
+
+    def view_as(self, other):
+        return self.reshape(tuple(other.shape))
+
+    def element_size(self) -> int:
+        return 4
+
+    nelement = numel
+
+    def __float__(self):
+        return self.item()
+
+    def __int__(self):
+        return int(self.item())
+
+    # logical operators on masks (torch's bool tensors): a bool IntTensor on the host
+    def __and__(self, o):
+        return self.bool() & o
+
+    __rand__ = __and__
+
+    def __or__(self, o):
+        return self.bool() | o
+
+    __ror__ = __or__
+
+    def __xor__(self, o):
+        return self.bool() ^ o
+
+    def __invert__(self):
+        return ~self.bool()
+
     def __repr__(self):
         try:
             values = self.numpy()
@@ -696,6 +988,16 @@ class Tensor:
 
 
 MinMaxResult = _composite.MinMaxResult
+
+
+def _float_operand(op: str, o):
+    """o for an op torch runs on one dtype only (@): integer or bool data raise TypeError,
+    where elementwise ops promote them to float32 as torch promotes int64 tensors."""
+    if isinstance(o, IntTensor) or (isinstance(o, np.ndarray) and o.dtype.kind in "biu"):
+        raise TypeError(f"{op}: expected float operands, got {o.dtype.name} data of shape "
+                        f"{tuple(o.shape)} (torch refuses mixed dtypes here too); convert it "
+                        "with .float() or .astype(np.float32)")
+    return o
 
 _default = threading.local()      # this thread's default session and its `with` stack
 
@@ -772,8 +1074,16 @@ def pow(input, exponent):  # noqa: A001 - torch's name
     return s.op("pow", input, exponent)
 
 
-softmax = functional("softmax")
-log_softmax = functional("log_softmax")
+def softmax(input, dim=-1):
+    return Tensor.softmax(default_session().as_tensor(input) if not isinstance(input, Tensor)
+                          else input, dim)
+
+
+def log_softmax(input, dim=-1):
+    return Tensor.log_softmax(default_session().as_tensor(input)
+                              if not isinstance(input, Tensor) else input, dim)
+
+
 relu = functional("relu")
 erf = functional("erf")
 eq = functional("eq")

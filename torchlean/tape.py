@@ -4,23 +4,42 @@ A node holds its value, its parents, whether it requires a gradient, what its VJ
 (inputs by reference, residual outputs it owns) and the VJP itself. Op methods are generated
 from ops.yaml (torchlean._generated.tape_ops.TapeOps); this module holds what is common to all
 of them: recording, gradient accumulation (generated VJPs sum broadcast gradients back to their
-input's shape; _accumulate does it for any other VJP), dense and sparse backward, and release.
+input's shape; _add_grad does it for any other VJP), dense and sparse backward, and release.
 
 Lifetimes follow PyTorch's. Each node counts its `users`: the unrun VJPs that read its value and
-the live views that alias it. A value with no user, no Tensor on it (`referenced`, the Session's
-count of live Tensor wrappers) and not handed out is freed at once, during the forward pass when
-its last Tensor goes and during a graph-freeing backward as soon as the last VJP reading it ran.
+the live views that alias it. A value with no user and no Tensor on it (`referenced`, the
+Session's count of live Tensor wrappers) is freed at once, during the forward pass when its last
+Tensor goes and during a graph-freeing backward as soon as the last VJP reading it ran; a value
+handed out (`held`) is let go instead, and lives while its holder references it. Each node also
+counts its `consumers`, the unrun VJPs that will send it a gradient: a node with neither a
+Tensor nor a consumer can never be differentiated again, so when its last Tensor goes
+(`let_go`) its saved values are freed and its parents lose a consumer in turn, which frees a
+graph whose output was dropped without backward(), as PyTorch's reference counts do. Records
+of nodes nothing can read are forgotten (NodeTable), so a loop without Session.step() keeps a
+fixed number of them.
 One step further than PyTorch: the value of an op that can give it again from what its node
 keeps for its own VJP (ops.yaml `recompute`: GELU from its input, layer_norm from xhat, gamma
 and beta) is freed too while only VJPs need it (`stale`), and recomputed, with the forward's
 kernels and so the same bits, just before the first of those VJPs runs.
 TORCHLEAN_KEEP_ACTIVATIONS=1 (read once, at import) keeps such values instead: the same
 gradients, more memory, no recomputation (to compare the two).
+
+Who owns a gradient buffer during backward (one rule, one path in Tape._give/_add_grad):
+- `grads[p]`, a node's gradient so far, owns its payload alone; no other entry aliases it.
+- A VJP's contribution is either fresh (an owning buffer the VJP made) or borrowed: the cotangent
+  itself, a view of it, or any non-owning view. A fresh payload is ours; the cotangent's payload
+  is ours only when it is disposable: nothing reads the node's gradient after its VJP (the node
+  was not asked for) or it is a private copy.
+- Of all contributions sharing one payload, only the last may consume it (keep it as the
+  parent's first gradient, or free it after adding it into one); every earlier one, and every
+  borrowed one, is only read: copied into a fresh gradient or added into a fresh sum. Readers
+  run before consumers, so a payload is never freed while a contribution still reads it.
+- Accumulation always writes `prev + c` into a fresh buffer and then frees `prev`.
+- A disposable cotangent no parent consumed is freed when its node is done.
 """
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from heapq import heappop, heappush
 
@@ -29,6 +48,7 @@ import numpy as np
 from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
 from torchlean.buffer import AnyBuffer
+from torchlean.runtime import env_flag
 
 
 class Node:
@@ -36,7 +56,7 @@ class Node:
 
     __slots__ = ("name", "value", "requires_grad", "parents", "vjp", "saved", "cleanup",
                  "owns_value", "broadcast", "pinned", "held", "users", "reads", "dropped",
-                 "views", "recompute", "stale")
+                 "views", "recompute", "stale", "consumers")
 
     def __init__(self, name, value, requires_grad, parents=(), vjp=None, saved=None,
                  cleanup=(), owns_value=True, broadcast=False):
@@ -57,6 +77,7 @@ class Node:
         self.views = ()                     # ids of the views made of the value (live or not)
         self.recompute = None               # saved -> the value again (ops.yaml recompute)
         self.stale = False                  # value freed until a VJP reading it runs
+        self.consumers = 0                  # unrun VJPs that will send this node a gradient
 
 
 _new_node = Node.__new__
@@ -74,17 +95,40 @@ def _forgotten_node() -> Node:
     return _forgotten[0]
 
 
-def _env_flag(name: str) -> bool:
-    """unset, empty or 0: off; 1: on; anything else is an error (as TORCHLEAN_DETERMINISTIC)."""
-    v = os.environ.get(name)
-    if v is None or v in ("", "0"):
-        return False
-    if v == "1":
-        return True
-    raise ValueError(f"{name} must be unset, empty, 0 or 1, got {v!r}")
+class NodeTable(dict):
+    """The tape's nodes by id: a list's interface (ids 0, 1, ... in recording order; len is the
+    next id; iteration yields every node in order) over a dict, so a forgotten node's slot goes
+    away (memory stays flat in a loop that never calls Session.step()) and reads back as the
+    shared released placeholder."""
+
+    __slots__ = ("next_id",)
+
+    def __init__(self):
+        super().__init__()
+        self.next_id = 0
+
+    def append(self, node) -> None:
+        self[self.next_id] = node
+        self.next_id += 1
+
+    def __missing__(self, i):
+        if i.__class__ is int and 0 <= i < self.next_id:
+            return _forgotten_node()
+        if i.__class__ is int and -self.next_id <= i < 0:
+            return self[self.next_id + i]
+        raise IndexError(f"node id {i!r} is not on this tape (it has {self.next_id} nodes)")
+
+    def __len__(self) -> int:
+        return self.next_id
+
+    def __iter__(self):
+        return (self[i] for i in range(self.next_id))
+
+    def __bool__(self) -> bool:
+        return self.next_id > 0
 
 
-KEEP_ACTIVATIONS = _env_flag("TORCHLEAN_KEEP_ACTIVATIONS")   # no recomputation when set
+KEEP_ACTIVATIONS = bool(env_flag("TORCHLEAN_KEEP_ACTIVATIONS"))   # no recomputation when set
 
 
 def _holds_memory(node) -> bool:
@@ -144,8 +188,8 @@ class Tape(TapeOps):
     """Records ops on AnyBuffers and runs reverse-mode differentiation over them."""
 
     def __init__(self, referenced=()):
-        self.nodes: list[Node] = []
-        self.grad_leaves: list[int] = []   # leaves recorded with requires_grad, in order
+        self.nodes = NodeTable()
+        self.deferred = None   # while a Session's backward runs: ids whose last Tensor went
         self.released = False
         # node ids something outside the tape still reads (a Session passes its live Tensor
         # counts): their values are never freed early
@@ -168,10 +212,7 @@ class Tape(TapeOps):
             raise TypeError(f"leaf: value must be a NumPy array or AnyBuffer, got {type(value).__name__}")
         self._check_open("leaf")
         self.nodes.append(Node(name, val, bool(requires_grad), owns_value=owns))
-        i = len(self.nodes) - 1
-        if requires_grad:
-            self.grad_leaves.append(i)
-        return i
+        return len(self.nodes) - 1
 
     def value(self, i: int) -> AnyBuffer:
         """The value of node i (owned by the tape: copy it to keep it past release())."""
@@ -244,13 +285,18 @@ class Tape(TapeOps):
         node.views = ()
         node.recompute = recompute if req else None
         node.stale = False
+        node.consumers = 0
         # Count the users of what a VJP will read (saved inputs, a saved output: `reads` names
         # their nodes) and of the parents of a view (it aliases their memory); a value with no
-        # user may be freed early (drop_value, a graph-freeing backward).
-        i = len(nodes)
+        # user may be freed early (drop_value, a graph-freeing backward). A parent that needs a
+        # gradient counts this VJP among its consumers: while one is unrun, its graph stays.
+        i = nodes.next_id
         node.users = 0
         node.reads = ()
         if req:
+            for p in parents:
+                if nodes[p].requires_grad:
+                    nodes[p].consumers += 1
             reads = []
             for v in saved.values():
                 if v is out:
@@ -268,18 +314,20 @@ class Tape(TapeOps):
             for p in parents:
                 nodes[p].users += 1
                 nodes[p].views += (i,)
-        nodes.append(node)
+        nodes[i] = node
+        nodes.next_id = i + 1
         return i
 
     def drop_value(self, i: int) -> bool:
         """Release node i's value now if nothing needs it: no unrun VJP reads it, no live view
-        aliases it, no Tensor wraps it (`referenced`) and it is neither a leaf (leaves stay until
-        a Session frees its graph) nor handed out. The Session calls this when the last Tensor
-        on the node goes away, so intermediates die as early as in PyTorch. A view that goes
-        lets its base go in turn. A value only VJPs still read goes too when its op can
-        recompute it (it turns `stale`). True if released for good."""
+        aliases it, no Tensor wraps it (`referenced`) and it is not pinned (a borrowed leaf).
+        The Session calls this when the last Tensor on the node goes away, so intermediates die
+        as early as in PyTorch. A view that goes lets its base go in turn. A value handed out
+        (`held`: Tensor.value) is let go, not released: its payload lives while its holders
+        reference it. A value only VJPs still read goes too when its op can recompute it (it
+        turns `stale`). True if released for good."""
         node = self.nodes[i]
-        if node.pinned or node.held or node.dropped or node.stale:
+        if node.pinned or node.dropped or node.stale:
             return False
         if node.users:
             base = i
@@ -345,12 +393,13 @@ class Tape(TapeOps):
             node.dropped = True
             node.stale = False
             if node.owns_value:
-                node.value.release()
+                if not node.held:      # a holder's references keep a handed-out payload
+                    node.value.release()
                 continue
             for p in node.parents:     # a view (a borrowed leaf has no parents)
                 base = nodes[p]
                 base.users -= 1
-                if (not base.users and not base.pinned and not base.held and not base.dropped
+                if (not base.users and not base.pinned and not base.dropped
                         and p not in referenced):
                     stack.append(p)
 
@@ -358,7 +407,7 @@ class Tape(TapeOps):
         """One user of node j is done with its value: free it if that was the last."""
         node = self.nodes[j]
         node.users -= 1
-        if (not node.users and not node.pinned and not node.held and not node.dropped
+        if (not node.users and not node.pinned and not node.dropped
                 and j not in self.referenced):
             self._drop(j)
 
@@ -371,6 +420,11 @@ class Tape(TapeOps):
         if node.stale and node.users and _holds_memory(node):
             self._recompute(i)   # what it is recomputed from is about to go
         if node.vjp is not None:
+            if node.vjp is not freed_vjp:   # its parents lose a consumer
+                nodes = self.nodes
+                for p in node.parents:
+                    if nodes[p].requires_grad:
+                        nodes[p].consumers -= 1
             node.vjp = freed_vjp
         node.saved = {}
         for r in node.cleanup:
@@ -382,13 +436,63 @@ class Tape(TapeOps):
 
     def forget(self, i: int) -> None:
         """Drop node i's record once nothing can read it (its value released, its graph freed,
-        no Tensor on it). The slot keeps a shared released placeholder, so a loop that never
-        calls Session.step() holds one list slot per op instead of a node with its buffers'
-        Python objects."""
-        self.nodes[i] = _forgotten_node()
+        no Tensor on it, no unrun VJP sending it a gradient). Its id reads back as a shared
+        released placeholder, so a loop that never calls Session.step() keeps no record of the
+        ops it ran."""
+        self.nodes.pop(i, None)
+
+    def hand_out(self, i: int) -> AnyBuffer:
+        """Node i's value for a holder outside the tape (Tensor.value): it, and the base a view
+        aliases, are never released early or recomputed; when nothing on the tape needs them
+        any more the tape lets go and the payload dies with the holder's last reference."""
+        nodes = self.nodes
+        j = i
+        while True:
+            nodes[j].held = True
+            if _holds_memory(nodes[j]):
+                break
+            j = nodes[j].parents[0]
+        return nodes[i].value
+
+    def let_go(self, i: int) -> None:
+        """The last Tensor on node i is gone: free what nothing can read any more, as PyTorch's
+        reference counts do. An unrun VJP that no Tensor and no consumer can reach will never
+        run, so its saved values go, and so, in turn, do its parents' (graph included); values
+        and records nothing reads are released and forgotten."""
+        if self.deferred is not None:    # a backward pass is running: after it
+            self.deferred.append(i)
+            return
+        nodes = self.nodes
+        node = nodes.get(i)
+        if (node is not None and node.vjp is None and node.owns_value and not node.consumers
+                and not node.users and not node.pinned and not node.dropped and not node.stale
+                and i not in self.referenced):
+            # the common case, a value no graph reads (no_grad, or a result nobody differentiates)
+            if not node.held:
+                node.value.release()
+            del nodes[i]
+            return
+        referenced, forgotten = self.referenced, _forgotten_node()
+        stack = [i]
+        while stack:
+            j = stack.pop()
+            node = nodes[j]
+            if node is forgotten or j in referenced:
+                continue
+            if not node.consumers and node.vjp is not None and node.vjp is not freed_vjp:
+                parents = node.parents
+                self.free_saved(j)          # parents lose this consumer, reads a user
+                stack.extend(parents)
+            if not node.dropped:
+                self.drop_value(j)
+            if node.dropped and not node.consumers and (node.vjp is None
+                                                        or node.vjp is freed_vjp):
+                if not node.owns_value:
+                    stack.extend(node.parents)   # a view's base may have gone with it
+                self.forget(j)
 
     def is_forgotten(self, i: int) -> bool:
-        return self.nodes[i] is _forgotten_node()
+        return 0 <= i < self.nodes.next_id and i not in self.nodes
 
     def _record_residuals(self, name, out, parents, vjp, saved, broadcast, keep, drop,
                           recompute=None) -> int:
@@ -440,48 +544,25 @@ class Tape(TapeOps):
                 i = -heappop(pending)
                 g = grads[i]
                 node = nodes[i]
-                # a gradient that only passes through (i not asked for) is handed on to the
-                # first parent a VJP returns it (or a view of it) for: no copy
-                passing = keep is not None and i not in keep
-                handed = False
+                # g is disposable when nothing reads it after this node (i was not asked for)
+                disposable = keep is not None and i not in keep
                 if node.vjp is not None and node.requires_grad:
                     for j in node.reads:
                         if nodes[j].stale:
                             self._recompute(j)
                     needs = [nodes[p].requires_grad for p in node.parents]
-                    if passing or not getattr(node.vjp, "overwrites_grad", False):
-                        contribs = node.vjp(g, needs, node.saved)
-                    else:   # the VJP writes over its cotangent: it gets a copy of one kept
-                        contribs = node.vjp(g.copy(), needs, node.saved)
-                    for p, c in zip(node.parents, contribs):
-                        if c is None:
-                            continue
-                        if c is g or (not c.owns and c.buf is g.buf):
-                            if not nodes[p].requires_grad:
-                                continue
-                            if passing and not handed:
-                                handed = True
-                                if c is not g:
-                                    c = AnyBuffer._wrap(c.shape, c.buf)  # takes g's payload
-                            else:
-                                c = c.copy()
-                        elif not nodes[p].requires_grad:
-                            c.release()
-                            continue
-                        if p in grads:
-                            self._accumulate(grads, p, c, node)
-                        else:
-                            heappush(pending, -p)
-                            if c.owns and c.shape == nodes[p].value.shape:
-                                grads[p] = c   # the first gradient of p, as it is
-                            else:
-                                self._accumulate(grads, p, c, node)
+                    cot = g
+                    if not disposable and getattr(node.vjp, "overwrites_grad", False):
+                        cot = g.copy()   # the VJP writes over its cotangent: give it a copy
+                    contribs = node.vjp(cot, needs, node.saved)
+                    self._give(grads, pending, node, cot, contribs,
+                               cot_disposable=disposable or cot is not g)
                     if free_graph:
                         self.free_saved(i)
-                if passing:
+                elif disposable:
+                    g.release()   # nothing flows on from here
+                if disposable:
                     del grads[i]
-                    if not handed:
-                        g.release()
                 elif on_final is not None and keep is not None and on_final(i, g):
                     del grads[i]
                     taken.add(i)
@@ -494,6 +575,58 @@ class Tape(TapeOps):
                     for i in sorted(keep) if i not in taken}
         return [grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
                 for i, n in enumerate(nodes)]
+
+    def _give(self, grads, pending, node, cot, contribs, cot_disposable) -> None:
+        """Hand a VJP's contributions to the parents' gradients under the ownership rule (module
+        docstring): readers go first and consumers last, so nothing is freed while a later
+        contribution still reads it; a disposable cotangent nobody consumed is freed here."""
+        nodes = self.nodes
+        routed = [(p, c) for p, c in zip(node.parents, contribs)
+                  if c is not None and nodes[p].requires_grad]
+        last = {c.buf: k for k, (p, c) in enumerate(routed)}   # its last reader may consume it
+        consumers = []
+        for k, (p, c) in enumerate(routed):
+            ours = cot_disposable if c.buf is cot.buf else c.owns
+            if ours and last[c.buf] == k:
+                consumers.append((p, c))
+            else:
+                self._add_grad(grads, pending, p, c, False, node)
+        kept = False   # the cotangent's payload became a parent's gradient
+        for p, c in consumers:
+            kept |= self._add_grad(grads, pending, p, c, True, node) and c.buf is cot.buf
+        for p, c in zip(node.parents, contribs):   # fresh gradients for parents needing none
+            if c is not None and c.owns and c.buf not in last and c.buf is not cot.buf:
+                c.release()
+        if cot_disposable and not kept:
+            cot.release()
+
+    def _add_grad(self, grads, pending, p: int, c: AnyBuffer, consume: bool, node: Node) -> bool:
+        """Add contribution c to parent p's gradient. `consume`: c's payload is ours to keep or
+        free; otherwise c is only read. Returns True when c's payload became p's gradient."""
+        pshape = self.nodes[p].value.shape
+        if c.shape != pshape:
+            if not node.broadcast:
+                if consume:
+                    c.release()
+                raise RuntimeError(f"{node.name}: VJP produced shape {c.shape} for a parent of "
+                                   f"shape {pshape}")
+            s = _ops.sum_to(c, shape=pshape)  # the one place broadcasting is undone
+            if consume:
+                c.release()
+            c, consume = s, True
+        prev = grads.get(p)
+        if prev is None:
+            heappush(pending, -p)
+            if not consume:
+                grads[p] = c.copy()
+                return False
+            grads[p] = c if c.owns else AnyBuffer._wrap(c.shape, c.buf)   # a view takes its payload
+            return True
+        grads[p] = _ops.add(prev, c)
+        prev.release()
+        if consume:
+            c.release()
+        return False
 
     def _seed(self, out: Node, seed) -> AnyBuffer:
         shape = out.value.shape
@@ -512,26 +645,6 @@ class Tape(TapeOps):
             raise ValueError(f"backward: seed shape {a.shape} does not match output shape "
                              f"{shape} of '{out.name}'")
         return AnyBuffer.from_numpy(a.reshape(shape))
-
-    def _accumulate(self, grads, p: int, c: AnyBuffer, node: Node):
-        if not c.owns:
-            c = c.copy()
-        pshape = self.nodes[p].value.shape
-        if c.shape != pshape:
-            if not node.broadcast:
-                c.release()
-                raise RuntimeError(f"{node.name}: VJP produced shape {c.shape} for a parent of "
-                                   f"shape {pshape}")
-            s = _ops.sum_to(c, shape=pshape)  # the one place broadcasting is undone
-            c.release()
-            c = s
-        prev = grads.get(p)
-        if prev is None:
-            grads[p] = c
-        else:
-            grads[p] = _ops.add(prev, c)
-            prev.release()
-            c.release()
 
     # ------------------------------------------------------------------ lifetime
     def release(self) -> int:

@@ -15,17 +15,9 @@
 
 #include "tl_math.h"
 
-#if defined(__CUDA_ARCH__)
-TLM_HD double tlm_dmul(double a, double b) { return __dmul_rn(a, b); }
-TLM_HD double tlm_dsub(double a, double b) { return __dsub_rn(a, b); }
-#else
-TLM_HD double tlm_dmul(double a, double b) { return a * b; }
-TLM_HD double tlm_dsub(double a, double b) { return a - b; }
-#endif
-
-#define TLM_LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000: k * LN2_HI exact for |k| < 2^20 */
-#define TLM_LN2_LO 1.90821492927058770002e-10
-#define TLM_INV_LN2 1.44269504088896338700e+00
+/* tlm_dmul and tlm_dsub come from tl_math.h; pow keeps its own ln2 split */
+#define TLM_POW_LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000: k * LN2_HI exact for |k| < 2^20 */
+#define TLM_POW_LN2_LO 1.90821492927058770002e-10
 
 /* log(a) in double for finite a > 0 (float32) */
 TLM_HD double tlm_log_d(float a) {
@@ -45,7 +37,7 @@ TLM_HD double tlm_log_d(float a) {
     p = tlm_dadd(tlm_dmul(p, z), 1.0 / 3.0);
     double logm = tlm_dadd(tlm_dadd(s, s), tlm_dmul(tlm_dadd(s, s), tlm_dmul(z, p)));
     double ed = (double)e;
-    return tlm_dadd(tlm_dmul(ed, TLM_LN2_HI), tlm_dadd(logm, tlm_dmul(ed, TLM_LN2_LO)));
+    return tlm_dadd(tlm_dmul(ed, TLM_POW_LN2_HI), tlm_dadd(logm, tlm_dmul(ed, TLM_POW_LN2_LO)));
 }
 
 /* e^t rounded to float32 once, for t a double (overflow gives +inf, underflow 0) */
@@ -54,7 +46,7 @@ TLM_HD float tlm_exp_d2f(double t) {
     double tc = t < 100.0 ? t : 100.0;            /* e^100 and e^-120 are out of float32's range */
     tc = tc > -120.0 ? tc : -120.0;
     double kd = tlm_dsub(tlm_dadd(tlm_dmul(tc, TLM_INV_LN2), shifter), shifter);
-    double r = tlm_dsub(tlm_dsub(tc, tlm_dmul(kd, TLM_LN2_HI)), tlm_dmul(kd, TLM_LN2_LO));
+    double r = tlm_dsub(tlm_dsub(tc, tlm_dmul(kd, TLM_POW_LN2_HI)), tlm_dmul(kd, TLM_POW_LN2_LO));
     double p = 1.0 / 6227020800.0;                /* 1/13! */
     p = tlm_dadd(tlm_dmul(p, r), 1.0 / 479001600.0);
     p = tlm_dadd(tlm_dmul(p, r), 1.0 / 39916800.0);

@@ -40,18 +40,13 @@ __global__ void argreduce_thread(const float *__restrict__ x, float *__restrict_
     }
 }
 
-// one block reduces entries [lo, hi) of row j (strided by `inner`) to its best (value, index)
+// the block's best of its threads' (best, at) pairs: a shared-memory tree, pairs at distance
+// blockDim.x / 2, / 4, ... (the rule is a total order with index ties, so the result is the
+// row's best whatever the tree); every thread gets it
 template <int KIND>
-__device__ void block_best(const float *__restrict__ row, int64_t inner, int64_t lo, int64_t hi,
-                           float *best_v, int64_t *best_k) {
+__device__ void block_pick(float best, int64_t at, float *best_v, int64_t *best_k) {
     __shared__ float sv[TL_THREADS];
     __shared__ int64_t sk[TL_THREADS];
-    float best = row[lo * inner];
-    int64_t at = lo;
-    for (int64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) {
-        float v = row[k * inner];
-        if (beats<KIND>(v, k, best, at)) { best = v; at = k; }
-    }
     sv[threadIdx.x] = best;
     sk[threadIdx.x] = at;
     __syncthreads();
@@ -65,6 +60,19 @@ __device__ void block_best(const float *__restrict__ row, int64_t inner, int64_t
     }
     *best_v = sv[0];
     *best_k = sk[0];
+}
+
+// one block reduces entries [lo, hi) of row j (strided by `inner`) to its best (value, index)
+template <int KIND>
+__device__ void block_best(const float *__restrict__ row, int64_t inner, int64_t lo, int64_t hi,
+                           float *best_v, int64_t *best_k) {
+    float best = row[lo * inner];
+    int64_t at = lo;
+    for (int64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) {
+        float v = row[k * inner];
+        if (beats<KIND>(v, k, best, at)) { best = v; at = k; }
+    }
+    block_pick<KIND>(best, at, best_v, best_k);
 }
 
 // pass 1: block (c, j) reduces chunk c of row j into the partials
@@ -83,8 +91,6 @@ __global__ void argreduce_chunks(const float *__restrict__ x, float *__restrict_
 template <int KIND>
 __global__ void argreduce_partials(const float *__restrict__ pv, const int64_t *__restrict__ pk,
                                    float *__restrict__ y, int64_t chunks) {
-    __shared__ float sv[TL_THREADS];
-    __shared__ int64_t sk[TL_THREADS];
     const int64_t j = blockIdx.x;
     float best = pv[j * chunks];
     int64_t at = pk[j * chunks];
@@ -94,18 +100,10 @@ __global__ void argreduce_partials(const float *__restrict__ pv, const int64_t *
             at = pk[j * chunks + c];
         }
     }
-    sv[threadIdx.x] = best;
-    sk[threadIdx.x] = at;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s && beats<KIND>(sv[threadIdx.x + s], sk[threadIdx.x + s],
-                                           sv[threadIdx.x], sk[threadIdx.x])) {
-            sv[threadIdx.x] = sv[threadIdx.x + s];
-            sk[threadIdx.x] = sk[threadIdx.x + s];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) y[j] = (float)sk[0];
+    float v;
+    int64_t k;
+    block_pick<KIND>(best, at, &v, &k);
+    if (threadIdx.x == 0) y[j] = (float)k;
 }
 
 template <int KIND>

@@ -16,7 +16,8 @@
 // causal = 1 (query i attends keys j <= i, ANDed with the mask): the fused kernels skip the
 // tiles that lie wholly after the diagonal and test pairs only on the tiles that cross it; the
 // composed path masks the same pairs.
-// Exact mode (tl_exact(), either use_flash): the stub's canonical order, see "exact path" below.
+// Exact mode (tl_exact(), either use_flash): the stub's canonical order, see "exact path" below:
+// the tiled exact kernels of attention_exact.cuh for head dims up to 128, row kernels above.
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -25,21 +26,14 @@
 #include "tl_math.h"
 #include "entry/attention_kernels.h"
 #include "attention_tiled.cuh"
+#include "attention_exact.cuh"
 
 namespace {
 
 // ---------------------------------------------------------------- row-major GEMM helpers
-// C (M x N) = alpha * op(A) (M x K) @ op(B) (K x N) + beta * C; lda/ldb/ldc are the row-major
-// leading dimensions of the stored matrices. Row-major C^T = op(B)^T op(A)^T in column-major.
-int gemm(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-         float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-         float *C, int64_t ldc) {
-    TL_CUBLAS_TRY(op, cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  (int)N, (int)M, (int)K, &alpha, B, (int)ldb, A, (int)lda, &beta,
-                                  C, (int)ldc));
-    return TL_OK;
-}
-
+// C_b (M x N) = alpha * op(A_b) (M x K) @ op(B_b) (K x N) + beta * C_b on cuBLAS (the default
+// mode's composed path); lda/ldb/ldc are the row-major leading dimensions of the stored
+// matrices. Row-major C^T = op(B)^T op(A)^T in column-major.
 int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, int64_t N,
                  int64_t K, float alpha, const float *A, int64_t lda, int64_t sa, const float *B,
                  int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc, int64_t sc,
@@ -255,7 +249,42 @@ int composed_backward(const char *op, cublasHandle_t hnd, const float *Q, const 
 // The stub's order exactly (native/stub/attention.c's file comment): projections and weight
 // gradients through tl_gemm_exact_f32, the online softmax of rule 5 (tiles of TLM_ATTN_TILE
 // keys in order), recomputed probabilities from tlm_attn_prob/dscore, and every gradient row
-// one fma chain over keys (dQ) or queries (dK, dV) in order. One warp owns one row: its lanes
+// one fma chain over keys (dQ) or queries (dK, dV) in order.
+// Head dims up to 128: the tiled kernels of attention_exact.cuh (the default kernels' tiles,
+// the stub's arithmetic), launched like the default ones.
+template <int HDP>
+int exact_tiled_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
+                        float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
+                        bool causal) {
+    static bool ready = false;
+    TL_TRY(allow_smem(op, attn_fwd_exact<HDP>, Exact<HDP>::FWD_SMEM, ready));
+    dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
+    attn_fwd_exact<HDP><<<grid, TTHREADS, Exact<HDP>::FWD_SMEM, tl_stream()>>>(
+        Q, K, V, M, O, L, (int)n, (int)H, (int)hd, scale, causal, vec_ok(hd, {Q, K, V}));
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+template <int HDP>
+int exact_tiled_backward(const char *op, const float *Q, const float *K, const float *V,
+                         const float *dO, const float *L, const float *D, const float *M, float *dQ,
+                         float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd,
+                         float scale, bool causal) {
+    static bool dq_ready = false, dkv_ready = false;
+    TL_TRY(allow_smem(op, attn_dq_exact<HDP>, Tiled<HDP>::DQ_SMEM, dq_ready));
+    TL_TRY(allow_smem(op, attn_dkv_exact<HDP>, Tiled<HDP>::DKV_SMEM, dkv_ready));
+    const bool vec = vec_ok(hd, {Q, K, V, dO});
+    dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
+    attn_dq_exact<HDP><<<grid, TTHREADS, Tiled<HDP>::DQ_SMEM, tl_stream()>>>(
+        Q, K, V, dO, L, D, M, dQ, (int)n, (int)H, (int)hd, scale, causal, vec);
+    TL_LAUNCHED(op);
+    attn_dkv_exact<HDP><<<grid, TTHREADS, Tiled<HDP>::DKV_SMEM, tl_stream()>>>(
+        Q, K, V, dO, L, D, M, dK, dV, (int)n, (int)H, (int)hd, scale, causal, vec);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+// Head dims above 128 (past the tiled kernels' registers): one warp owns one row. Its lanes
 // compute the row's dot products for 32 or 64 keys (queries) at once, each a whole rule-3
 // chain, then accumulate the row's head dims (lane + 32 c) in key order. A row's dims are taken
 // EX_DCHUNK at a time (the softmax state is recomputed per chunk, identically). Causal pairs
@@ -343,17 +372,6 @@ __global__ void __launch_bounds__(EX_WARPS * 32) exact_fwd_kernel(
     }
 }
 
-// D_i = dot(dO_i, O_i) (rule 3), one thread per row
-__global__ void exact_rowdot_kernel(const float *__restrict__ dO, const float *__restrict__ O,
-                                    float *__restrict__ D, int64_t B, int64_t n, int64_t H, int64_t hd) {
-    const int64_t HD = H * hd;
-    TL_GRID_STRIDE(r, B * H * n) {
-        int64_t bb = r / (H * n), hh = (r / n) % H, i = r % n;
-        const int64_t off = (bb * n + i) * HD + hh * hd;
-        D[r] = tlm_dot(dO + off, 1, O + off, 1, hd, 0.0f);
-    }
-}
-
 // key_rows = 0: dQ_i = sum_j ds_ij k_j over keys in order (G1 = dQ);
 // key_rows = 1: dK_j = sum_i ds_ij q_i and dV_j = sum_i p_ij dO_i over queries (G1 = dK, G2 = dV).
 // Lane l computes the pair (row, c0 + l); masked pairs add nothing.
@@ -427,6 +445,11 @@ __global__ void __launch_bounds__(EX_WARPS * 32) exact_grad_kernel(
 int core_forward(const char *op, const float *Q, const float *K, const float *V, const float *M, float *O,
                  float *L, int64_t b, int64_t n, int64_t h, int64_t hd, bool flash, bool causal) {
     const float scale = (float)(1.0 / sqrt((double)hd));
+    if (tl_exact() && hd <= 128) {
+        if (hd > 96) return exact_tiled_forward<128>(op, Q, K, V, M, O, L, b, n, h, hd, scale, causal);
+        if (hd > 64) return exact_tiled_forward<96>(op, Q, K, V, M, O, L, b, n, h, hd, scale, causal);
+        return exact_tiled_forward<64>(op, Q, K, V, M, O, L, b, n, h, hd, scale, causal);
+    }
     if (tl_exact()) {
         exact_fwd_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, tl_stream()>>>(Q, K, V, M, O, L, b, n, h, hd,
                                                                                   scale, causal);
@@ -446,13 +469,22 @@ int core_backward(const char *op, const float *Q, const float *K, const float *V
     const float scale = (float)(1.0 / sqrt((double)hd));
     cudaStream_t s = tl_stream();
     if (tl_exact()) {
-        exact_rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, s>>>(dO, O, D, b, n, h, hd);
-        exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(0, Q, K, V, dO, L, D, M, dQ, nullptr, b,
-                                                                        n, h, hd, scale, causal);
-        exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(1, Q, K, V, dO, L, D, M, dK, dV, b, n,
-                                                                        h, hd, scale, causal);
+        attn_rowdot_exact<<<tl_blocks(b * h * n), TL_THREADS, 0, s>>>(dO, O, D, b * h * n, (int)n, (int)h,
+                                                                      (int)hd);
         TL_LAUNCHED(op);
-        return TL_OK;
+        if (hd > 128) {
+            exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(0, Q, K, V, dO, L, D, M, dQ, nullptr,
+                                                                            b, n, h, hd, scale, causal);
+            exact_grad_kernel<<<ex_blocks(b * h * n), EX_WARPS * 32, 0, s>>>(1, Q, K, V, dO, L, D, M, dK, dV, b,
+                                                                            n, h, hd, scale, causal);
+            TL_LAUNCHED(op);
+            return TL_OK;
+        }
+        if (hd > 96)
+            return exact_tiled_backward<128>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal);
+        if (hd > 64)
+            return exact_tiled_backward<96>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal);
+        return exact_tiled_backward<64>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal);
     }
     rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, s>>>(dO, O, D, b, (int)n, (int)h, (int)hd);
     TL_LAUNCHED(op);
@@ -463,15 +495,12 @@ int core_backward(const char *op, const float *Q, const float *K, const float *V
     return composed_backward(op, hnd, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal);
 }
 
-// C (M x N) = op(A) op(B), or C += op(A) op(B) when accumulate: the canonical GEMM in exact mode
-// (which continues C's sums), cuBLAS otherwise. The projections and weight gradients.
+// C (M x N) = op(A) op(B), or C += op(A) op(B) when accumulate: the library's GEMM entry (the
+// canonical GEMM in exact mode, which continues C's sums; one cuBLAS SGEMM otherwise). The
+// projections and weight gradients.
 int project(const char *op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
             const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
-    if (tl_exact())
-        return tl_gemm_exact_f32(op, ta, tb, 1, M, N, K, A, lda, 0, B, ldb, 0, C, ldc, 0, accumulate);
-    cublasHandle_t hnd;
-    TL_TRY(tl_cublas(op, &hnd));
-    return gemm(op, hnd, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+    return tl_gemm_f32(op, ta, tb, 1, M, N, K, A, lda, 0, B, ldb, 0, accumulate ? 1.0f : 0.0f, C, ldc, 0, 1);
 }
 
 // CUDA launch limits: (batch x heads) runs on gridDim.y, and sequence offsets stay in int range

@@ -41,6 +41,12 @@ TL_HIDDEN int tl_sm_count(void);
 // host -> device copy on the stream; the caller may reuse src as soon as it returns (small
 // uploads go through a pinned staging ring and do not wait for the stream)
 TL_HIDDEN int tl_upload(const char *op, void *dst, const void *src, size_t bytes);
+// the one GEMM entry of the kernels (gemm.cu): exact mode's rule-3 GEMM or cuBLAS; C_b =
+// op(A_b) op(B_b) + beta C_b (beta 0 or 1), row-major, batch strides sa, sb, sc; `single`: one
+// plain cuBLAS SGEMM instead of the strided-batched one (batch 1)
+TL_HIDDEN int tl_gemm_f32(const char *op, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
+                          int64_t sb, float beta, float *C, int64_t ldc, int64_t sc, int single);
 // y[o, i] = sum over k of x[o, k, i] (a mean when `mean`), coalesced and split over the GPU
 // (reduce.cu); fixed order in deterministic mode, rule 4 in exact mode. Device pointers.
 TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t outer, int64_t len,
@@ -62,3 +68,25 @@ static inline unsigned tl_blocks(int64_t n) {
 
 #define TL_GRID_STRIDE(i, n) \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// Partials of an exact block-per-row launch (rule 4 by tl_exact_block_reduce, reduce_util.cuh):
+// `blocks` reductions of n values each, in dynamic shared memory when they fit (smem bytes),
+// else in a scratch slice per block (gpart); finish() checks the launch and frees the scratch.
+struct TlExactParts {
+    size_t smem = 0;
+    float *gpart = nullptr;
+    int setup(const char *op, int64_t blocks, int64_t n) {
+        smem = tl_exact_smem(n);
+        if (smem) return TL_OK;
+        return tl_scratch(op, (size_t)(blocks * tl_exact_chunks(n)) * sizeof(float), (void **)&gpart);
+    }
+    int finish(const char *op) {
+        int rc = tl_cuda_launched(op);
+        if (gpart) tl_scratch_free(gpart);
+        return rc;
+    }
+};
+// in the kernel: this block's partials (smem is its dynamic shared memory)
+__device__ __forceinline__ float *tl_exact_part(float *smem, float *gpart, int64_t n) {
+    return gpart ? gpart + blockIdx.x * tl_exact_chunks(n) : smem;
+}

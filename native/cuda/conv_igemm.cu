@@ -48,8 +48,9 @@
 // k_sum_chunks then adds the S partials of every element in a fixed order. The blocks of the
 // first column tile also add up their chunk's g rows, which is the bias gradient (one pass over g
 // for both). No atomics anywhere: every result is the same run to run on one GPU model, so the
-// default and the deterministic mode share these kernels. Exact mode, three or more spatial axes
-// and kernels of more than 63 taps stay on conv_pool.cu's im2col path.
+// default and the deterministic mode share these kernels. Exact mode takes conv_exact.cuh's
+// kernels; three or more spatial axes and kernels of more than 63 taps stay on conv_pool.cu's
+// im2col path.
 //
 // TORCHLEAN_CONV_IGEMM=0 (read once) sends every convolution, transposed or not, down
 // conv_pool.cu's im2col + cuBLAS path instead, to compare the two.

@@ -5,9 +5,10 @@
 // Geometry arrives as one flat array (torchlean/shapes.py conv_geom / pool_geom):
 //   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
 //
-// Convolutions and transposed convolutions with one or two spatial axes run as implicit GEMMs
-// (conv_igemm.cu) outside exact mode; the rest (exact mode, three or more axes, more than 63
-// kernel taps, TORCHLEAN_CONV_IGEMM=0) is im2col + cuBLAS SGEMM. The column matrix of a chunk
+// Convolutions and transposed convolutions run as implicit GEMMs: conv_igemm.cu outside exact
+// mode (one or two spatial axes), conv_exact.cuh in exact mode (one to three axes; the stub's
+// bits, no column buffer); the rest (more axes, more than 63 kernel taps outside exact mode,
+// TORCHLEAN_CONV_IGEMM=0) is im2col + cuBLAS SGEMM, or the exact GEMM in exact mode. The column matrix of a chunk
 // of nb samples is laid out col[(c, k)][b * P + o] (rows: channel and kernel offset; columns:
 // sample-major output positions), so that
 //   forward            y_b      = W @ col_b               (one strided-batched GEMM, W shared)
@@ -34,6 +35,7 @@
 #include "common.cuh"
 #include "linalg.cuh"
 #include "conv_igemm.cuh"
+#include "conv_exact.cuh"
 #include "entry/conv_pool_kernels.h"
 
 namespace {
@@ -214,26 +216,12 @@ struct ChannelOf {
 // ------------------------------------------------------------------ GEMM (row-major)
 
 // C_b (M x Nc, ldc) = op(A_b) op(B_b) + beta C_b for b < batch; A_b is M x K (K x M when ta)
-// with leading dimension lda, B_b is K x Nc (Nc x K when tb). Row-major via the operand swap.
+// with leading dimension lda, B_b is K x Nc (Nc x K when tb): the library's GEMM entry (exact
+// mode: rule 3, accumulating (beta 1) continues C's chain; else cuBLAS).
 int gemm(const char *op, int ta, int tb, int64_t M, int64_t Nc, int64_t K, const float *A,
          int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB, float beta, float *C,
          int64_t ldc, int64_t sC, int64_t batch) {
-    if (M == 0 || Nc == 0 || batch == 0) return TL_OK;
-    if (M > INT32_MAX || Nc > INT32_MAX || K > INT32_MAX || batch > INT32_MAX ||
-        lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
-        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
-    if (tl_exact())  // rule 3: accumulate (beta 1) continues C's chain
-        return tl_gemm_exact_f32(op, ta, tb, batch, M, Nc, K, A, lda, sA, B, ldb, sB, C, ldc, sC,
-                                 beta != 0.0f);
-    cublasHandle_t h;
-    TL_TRY(tl_cublas(op, &h));
-    const float one = 1.0f;
-    if (K == 0 && beta != 0.0f) return TL_OK;  // nothing to add (K = 0, beta = 0 writes zeros)
-    TL_CUBLAS_TRY(op, cublasSgemmStridedBatched(
-        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)Nc, (int)M,
-        (int)K, &one, B, (int)(ldb > 0 ? ldb : 1), (long long)sB, A, (int)(lda > 0 ? lda : 1),
-        (long long)sA, &beta, C, (int)ldc, (long long)sC, (int)batch));
-    return TL_OK;
+    return tl_gemm_f32(op, ta, tb, batch, M, Nc, K, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, 0);
 }
 
 // zero n floats on the stream
@@ -346,6 +334,107 @@ int kgrad_stream(const char *op, Rule4Stream &acc, int64_t nk, int64_t n, Scratc
     return tl_scratch(op, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &sc.p[2]);
 }
 
+// ------------------------------------------------------------------ exact implicit GEMMs
+
+// Exact mode's convolutions with one to three spatial axes run conv_exact.cuh's kernels (no
+// column buffer): 32-bit index arithmetic enough, row tiles within gridDim.y, cx_scatter's
+// residue classes within gridDim.z, kernel extents within cx_wgrad's 10-bit tap fields, image
+// extents plus paddings within cx_scatter's 16-bit cell fields. More
+// axes stay on the im2col + exact GEMM path below (the same bits).
+bool exact_implicit(const Geom &G) {
+    if (!tl_exact() || G.r > 3) return false;
+    const int64_t lim = INT32_MAX / 2, rows = (int64_t)65535 * 64;
+    int64_t classes = 1;
+    for (int a = 0; a < G.r; a++) {
+        if (G.k[a] >= 1024 || G.s[a] >= (1 << 16) || G.in[a] + G.p[a] >= (1 << 15) ||
+            G.out[a] + G.p[a] >= (1 << 15))
+            return false;
+        classes *= G.s[a];
+    }
+    return G.n * G.cin * G.in_n < lim && G.n * G.cout * G.out_n < lim &&
+           G.cout * G.cin * G.k_n < lim && G.cin < rows && G.cout < rows && classes <= 65535;
+}
+
+// the geometry's axes right-aligned in depth, height, width (missing leading axes of size 1)
+ConvDims dims_of(const Geom &G) {
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1},
+            pd[3] = {0, 0, 0};
+    for (int a = 0; a < G.r; a++) {
+        const int t = 3 - G.r + a;
+        in[t] = G.in[a]; out[t] = G.out[a]; k[t] = G.k[a]; st[t] = G.s[a]; pd[t] = G.p[a];
+    }
+    ConvDims d;
+    d.N = (int)G.n; d.Cin = (int)G.cin; d.Cout = (int)G.cout;
+    d.D = (int)in[0]; d.H = (int)in[1]; d.W = (int)in[2];
+    d.OD = (int)out[0]; d.OH = (int)out[1]; d.OW = (int)out[2];
+    d.KD = (int)k[0]; d.KH = (int)k[1]; d.KW = (int)k[2];
+    d.SD = (int)st[0]; d.SH = (int)st[1]; d.SW = (int)st[2];
+    d.PD = (int)pd[0]; d.PH = (int)pd[1]; d.PW = (int)pd[2];
+    return d;
+}
+
+unsigned tiles_of(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
+
+// conv_exact.cuh's launches on the library's stream
+struct ExactLaunch {
+    const char *op;
+    template <class T>
+    int gather(T, int M, int ncols, const float *A, const float *bias, const float *img, float *out,
+               ConvShape s) {
+        const dim3 grid(tiles_of(ncols, T::BN), tiles_of(M, T::BM));
+        switch (cx_ks(s)) {
+        case 1: cx_gather<T::RM, T::RN, 1><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(M, ncols, A, bias, img, out, s); break;
+        case 3: cx_gather<T::RM, T::RN, 3><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(M, ncols, A, bias, img, out, s); break;
+        default: cx_gather<T::RM, T::RN, 0><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(M, ncols, A, bias, img, out, s);
+        }
+        return tl_cuda_launched(op);
+    }
+    template <class T>
+    int scatter(T, int D, int N, const float *Wt, const float *bias, const float *src,
+                float *out, ConvShape s) {
+        const dim3 grid(tiles_of(cx_class_cols(N, s), T::BN), tiles_of(s.C, T::BM),
+                        (unsigned)(s.SD * s.SH * s.SW));
+        if (cx_3d(s))
+            cx_scatter<T::RM, T::RN, true><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(
+                D, N, Wt, bias, src, out, s);
+        else
+            cx_scatter<T::RM, T::RN, false><<<grid, CX_THREADS, T::SMEM, tl_stream()>>>(
+                D, N, Wt, bias, src, out, s);
+        return tl_cuda_launched(op);
+    }
+    template <class T>
+    int wgrad(T, int M, int m, const float *A, const float *img, float *part, ConvShape s) {
+        const int nk = s.C * s.KD * s.KH * s.KW;
+        cx_wgrad<T::RM, T::RN><<<dim3(tiles_of(nk, T::BN), tiles_of(M, T::BM), (unsigned)m),
+                                 CX_THREADS, T::SMEM, tl_stream()>>>(M, A, img, part, s);
+        return tl_cuda_launched(op);
+    }
+};
+
+// dX, then dW: per chunk of samples their partials (one chain over each sample's positions),
+// pushed into the rule-4 sum over the samples (Rule4Stream; dW written after the last chunk)
+int exact_backward(const char *op, const Geom &G, int transpose, const float *W, const float *X,
+                   const float *Gd, float *DK, float *DX) {
+    const ConvDims d = dims_of(G);
+    ExactLaunch l{op};
+    TL_TRY(cx_input_grad(l, d, transpose != 0, W, Gd, DX));
+    const int64_t nk = G.cout * G.cin * G.k_n;
+    if (nk == 0) return TL_OK;
+    Scratch sc;
+    Rule4Stream acc;
+    TL_TRY(kgrad_stream(op, acc, nk, G.n, sc));
+    int64_t nb = chunk_samples(nk, 0, G.n);
+    if (nb > 65535) nb = 65535;  // samples on gridDim.z
+    TL_TRY(tl_scratch(op, (size_t)(nb * nk) * sizeof(float), &sc.p[1]));
+    float *part = (float *)sc.p[1];
+    for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
+        const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
+        TL_TRY(cx_kernel_grad(l, d, transpose != 0, X, Gd, (int)n0, (int)m, part));
+        TL_TRY(rule4_stream_push(op, acc, (float *)sc.p[2], part, m, n0 + m == G.n ? DK : nullptr));
+    }
+    return TL_OK;
+}
+
 // ------------------------------------------------------------------ convolution
 
 int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
@@ -358,6 +447,10 @@ int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
     float *Y = y->data;
     if (tl_conv_igemm_takes(G, transpose))
         return tl_conv_igemm_forward(op, G, transpose, W, bias->data, X, Y);
+    if (exact_implicit(G)) {
+        ExactLaunch l{op};
+        return cx_forward(l, dims_of(G), transpose != 0, W, bias->data, X, Y);
+    }
     Scratch sc;
     if (!transpose) {
         const int64_t P = G.out_n, CK = G.cin * K;
@@ -409,10 +502,12 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
     // the implicit GEMMs write every element of dk and dx, and of db for a convolution (its
     // kernel-gradient pass sums g as well)
     const bool implicit = tl_conv_igemm_takes(G, transpose);
+    // exact mode's implicit GEMMs write every element of dk and dx as well
+    const bool exact = exact_implicit(G) && G.n * yout > 0 && G.n * xin > 0;
     if (implicit && !transpose)
         return tl_conv_igemm_backward(op, G, 0, kernel->data, input->data, g->data, dk->data,
                                       db->data, dx->data);
-    if (!implicit) {
+    if (!implicit && !exact) {
         TL_TRY(zero(op, dk->data, nk));
         TL_TRY(zero(op, dx->data, G.n * xin));
     }
@@ -426,6 +521,9 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
     if (implicit)
         return tl_conv_igemm_backward(op, G, 1, kernel->data, input->data, g->data, dk->data,
                                       nullptr, dx->data);
+    if (exact)
+        return exact_backward(op, G, transpose, kernel->data, input->data, g->data, dk->data,
+                              dx->data);
     if (G.n * yout == 0 || G.n * xin == 0) return TL_OK;
     const float *W = kernel->data, *X = input->data, *Gd = g->data;
     float *DK = dk->data, *DX = dx->data;

@@ -1,20 +1,18 @@
-// elementwise.cu (CUDA): pointwise kernels, mirroring native/stub/elementwise.c.
+// elementwise.cu (CUDA): the schedules of the pointwise kernels; their arithmetic is
+// native/common/formulas/elementwise.h, shared with the stub.
 //
 // One templated map kernel per arity: a grid-stride loop over float4 packets when every pointer
-// is 16-byte aligned (the pool's allocations are), then a scalar tail; binary_broadcast reads its
-// inputs through broadcast strides instead (the ops add to minimum when input shapes differ). Element i's value depends
-// only on the inputs at i, never on the grid. Every functor below is the stub's expression in
-// the canonical arithmetic of tl_math.h (the same tlm_ calls in the same order, no CUDA math
-// intrinsics), in every mode: the kernels are memory-bound, so exact and default are one path
-// and give the stub's bits.
+// is 16-byte aligned (the pool's allocations are), then a scalar tail. The maps ops.yaml gives a
+// `formula:` are generated (entry/elementwise_maps_cuda.inc: a functor per op over launch1..3);
+// binary_broadcast reads its inputs through broadcast strides instead (the ops add to minimum
+// when input shapes differ), with the same functors. Element i's value depends only on the
+// inputs at i, never on the grid, and the formulas use no CUDA math intrinsics: the kernels are
+// memory-bound, so exact and default are one path and give the stub's canonical bits.
 #include "common.cuh"
-#include "tl_math.h"
+#include "formulas/elementwise.h"
 #include "entry/elementwise_kernels.h"
 
 namespace {
-
-__device__ __forceinline__ float maxf_nan(float a, float b) { return (a != a || a >= b) ? a : b; }
-__device__ __forceinline__ float minf_nan(float a, float b) { return (a != a || a <= b) ? a : b; }
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
@@ -78,14 +76,6 @@ int launch3(const char *op, tl_buf a, tl_buf b, tl_buf c, tl_buf y, int64_t n, F
     return TL_OK;
 }
 
-struct Add { __device__ float operator()(float a, float b) const { return tlm_add(a, b); } };
-struct Sub { __device__ float operator()(float a, float b) const { return tlm_sub(a, b); } };
-struct Mul { __device__ float operator()(float a, float b) const { return tlm_mul(a, b); } };
-struct Div { __device__ float operator()(float a, float b) const { return tlm_div(a, b); } };
-struct Max { __device__ float operator()(float a, float b) const { return maxf_nan(a, b); } };
-struct Min { __device__ float operator()(float a, float b) const { return minf_nan(a, b); } };
-struct Axpy { float c; __device__ float operator()(float a, float b) const { return tlm_add(a, tlm_mul(c, b)); } };
-
 // binary_broadcast: y = f(a, b) with a and b read through strides (0 along the axes they are
 // broadcast on) over at most TL_MAX_RANK coalesced axes. Buffers hold < 2^32 elements (the
 // ABI's limit), so the index arithmetic runs in 32 bits.
@@ -118,7 +108,7 @@ __global__ void affine_rows_kernel(const float *__restrict__ x, const float *__r
                                    uint32_t cols) {
     TL_GRID_STRIDE(i, n) {
         uint32_t j = (uint32_t)i % cols;
-        y[i] = tlm_add(tlm_mul(x[i], g[j]), b[j]);
+        y[i] = tlf_affine(x[i], g[j], b[j]);
     }
 }
 
@@ -129,51 +119,12 @@ int launch2_bcast(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, const
     return TL_OK;
 }
 
-struct Relu { __device__ float operator()(float v) const { return (v > 0.0f || v != v) ? v : 0.0f; } };
-struct Abs { __device__ float operator()(float v) const { return tlm_abs(v); } };
-struct Sqrt { __device__ float operator()(float v) const { return tlm_sqrt(v); } };
-struct Recip { __device__ float operator()(float v) const { return tlm_div(1.0f, v); } };
-struct Exp { __device__ float operator()(float v) const { return tlm_exp(v); } };
-struct Log { __device__ float operator()(float v) const { return tlm_log(v); } };
-struct Gelu { __device__ float operator()(float v) const { return tlm_gelu(v); } };
-struct Sigmoid { __device__ float operator()(float v) const { return tlm_sigmoid(v); } };
-struct Tanh { __device__ float operator()(float v) const { return tlm_tanh(v); } };
-struct Softplus { __device__ float operator()(float v) const { return tlm_softplus(v); } };
-struct Scale { float c; __device__ float operator()(float v) const { return tlm_mul(c, v); } };
-struct SafeLog { float e; __device__ float operator()(float v) const { return tlm_log(tlm_add(tlm_softplus(v), e)); } };
-struct Clamp { float l, h; __device__ float operator()(float v) const { return v < l ? l : (v > h ? h : v); } };
-
-// backward maps: (x, g) -> dx
-struct ReluB { __device__ float operator()(float v, float g) const { return v > 0.0f ? g : 0.0f; } };
-struct AbsB { __device__ float operator()(float v, float g) const { return v > 0.0f ? g : (v < 0.0f ? -g : 0.0f); } };
-struct SqrtB {
-    __device__ float operator()(float v, float g) const { return v > 0.0f ? tlm_div(tlm_mul(g, 0.5f), tlm_sqrt(v)) : 0.0f; }
-};
-struct GeluB { __device__ float operator()(float v, float g) const { return tlm_mul(g, tlm_gelu_grad(v)); } };
-struct SigmoidB { __device__ float operator()(float y, float g) const { return tlm_mul(tlm_mul(g, y), tlm_sub(1.0f, y)); } };
-struct TanhB { __device__ float operator()(float y, float g) const { return tlm_mul(g, tlm_sub(1.0f, tlm_mul(y, y))); } };
-struct SoftplusB { __device__ float operator()(float v, float g) const { return tlm_mul(g, tlm_sigmoid(v)); } };
-struct SafeLogB {
-    float e;
-    __device__ float operator()(float v, float g) const {
-        return tlm_div(tlm_mul(g, tlm_sigmoid(v)), tlm_add(tlm_softplus(v), e));
-    }
-};
-struct ClampB { float l, h; __device__ float operator()(float v, float g) const { return (v > l && v < h) ? g : 0.0f; } };
-struct MaxB { __device__ float operator()(float a, float b, float g) const { return tlm_mul(a > b ? 1.0f : (a == b ? 0.5f : 0.0f), g); } };
-struct MinB { __device__ float operator()(float a, float b, float g) const { return tlm_mul(a < b ? 1.0f : (a == b ? 0.5f : 0.0f), g); } };
-
 }  // namespace
 
-extern "C" {
+// the generated bodies of every formula map (ops.yaml `formula:`), over the launchers above
+#include "entry/elementwise_maps_cuda.inc"
 
-int tlk_add(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Add{}); }
-int tlk_sub(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Sub{}); }
-int tlk_mul(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Mul{}); }
-int tlk_div(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Div{}); }
-int tlk_maximum(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Max{}); }
-int tlk_minimum(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) { return launch2(op, a, b, y, n, Min{}); }
-int tlk_axpy(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) { return launch2(op, a, b, y, n, Axpy{(float)c}); }
+extern "C" {
 
 // The broadcasting form of add, sub, mul, div, maximum and minimum (fn 0..5): each op's own
 // functor per element, so the bits of the op on expanded copies, without the copies.
@@ -197,12 +148,12 @@ int tlk_binary_broadcast(const char *op, tl_buf a, tl_buf b, tl_buf y, const int
         n *= y_dims[k];
     }
     switch (fn) {
-    case 0: return launch2_bcast(op, a, b, y, n, g, Add{});
-    case 1: return launch2_bcast(op, a, b, y, n, g, Sub{});
-    case 2: return launch2_bcast(op, a, b, y, n, g, Mul{});
-    case 3: return launch2_bcast(op, a, b, y, n, g, Div{});
-    case 4: return launch2_bcast(op, a, b, y, n, g, Max{});
-    default: return launch2_bcast(op, a, b, y, n, g, Min{});
+    case 0: return launch2_bcast(op, a, b, y, n, g, Map_add{});
+    case 1: return launch2_bcast(op, a, b, y, n, g, Map_sub{});
+    case 2: return launch2_bcast(op, a, b, y, n, g, Map_mul{});
+    case 3: return launch2_bcast(op, a, b, y, n, g, Map_div{});
+    case 4: return launch2_bcast(op, a, b, y, n, g, Map_maximum{});
+    default: return launch2_bcast(op, a, b, y, n, g, Map_minimum{});
     }
 }
 
@@ -213,37 +164,5 @@ int tlk_affine_rows(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf 
     TL_LAUNCHED(op);
     return TL_OK;
 }
-
-int tlk_relu(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Relu{}); }
-int tlk_abs(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Abs{}); }
-int tlk_sqrt(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Sqrt{}); }
-int tlk_reciprocal(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Recip{}); }
-int tlk_exp(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Exp{}); }
-int tlk_log(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Log{}); }
-int tlk_gelu(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Gelu{}); }
-int tlk_sigmoid(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Sigmoid{}); }
-int tlk_tanh(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Tanh{}); }
-int tlk_softplus(const char *op, tl_buf x, tl_buf y, int64_t n) { return launch1(op, x, y, n, Softplus{}); }
-int tlk_scale(const char *op, tl_buf x, tl_buf y, int64_t n, double c) { return launch1(op, x, y, n, Scale{(float)c}); }
-int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double eps) { return launch1(op, x, y, n, SafeLog{(float)eps}); }
-int tlk_clamp(const char *op, tl_buf x, tl_buf y, int64_t n, double lo, double hi) {
-    return launch1(op, x, y, n, Clamp{(float)lo, (float)hi});
-}
-
-int tlk_relu_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, x, g, dx, n, ReluB{}); }
-int tlk_abs_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, x, g, dx, n, AbsB{}); }
-int tlk_sqrt_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, x, g, dx, n, SqrtB{}); }
-int tlk_gelu_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, x, g, dx, n, GeluB{}); }
-int tlk_sigmoid_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, y, g, dx, n, SigmoidB{}); }
-int tlk_tanh_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, y, g, dx, n, TanhB{}); }
-int tlk_softplus_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { return launch2(op, x, g, dx, n, SoftplusB{}); }
-int tlk_safe_log_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps) {
-    return launch2(op, x, g, dx, n, SafeLogB{(float)eps});
-}
-int tlk_clamp_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, double hi) {
-    return launch2(op, x, g, dx, n, ClampB{(float)lo, (float)hi});
-}
-int tlk_maximum_backward(const char *op, tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) { return launch3(op, a, b, g, da, n, MaxB{}); }
-int tlk_minimum_backward(const char *op, tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) { return launch3(op, a, b, g, da, n, MinB{}); }
 
 }  // extern "C"

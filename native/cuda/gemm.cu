@@ -10,7 +10,8 @@
 // Shapes that would launch 128x128 blocks on fewer than a quarter of the SMs (few outputs,
 // often with a long K) take a smaller tile instead, 32x32 or 16x16 with 2x2 or 1 output per
 // thread, so more SMs work; the bits are the same, since each output is still its one chain in k order.
-// tl_gemm_exact_f32 is what other kernels call; tlk_gemm_exact is the registry entry's body.
+// tl_gemm_f32 is what other kernels call (exact or cuBLAS); tlk_gemm_exact is the registry
+// entry's body.
 #include "common.cuh"
 #include "entry/gemm_kernels.h"
 
@@ -318,6 +319,44 @@ extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, 
                          accumulate);
     return launch<16>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc, sc,
                       accumulate);
+}
+
+// The one GEMM entry of the CUDA kernels (linalg, conv_pool, attention), where exact mode
+// chooses its GEMM: C_b = op(A_b) op(B_b) + beta C_b for b < batch, beta 0 or 1; row-major A_b
+// M x K (K x M when ta), B_b K x N (N x K when tb), leading dimensions lda, ldb, ldc and batch
+// strides sa, sb, sc. Exact mode: tl_gemm_exact_f32 (rule 3; beta 1 continues C's chains).
+// Otherwise cuBLAS through the operand swap (row-major C^T = op(B)^T op(A)^T column-major): one
+// strided-batched SGEMM, or one plain SGEMM when `single` (batch 1: attention's projections
+// always made that call, and cuBLAS may pick other kernels for the two forms). K = 0 leaves C
+// (beta 1) or zeroes it (beta 0).
+extern "C" int tl_gemm_f32(const char *op, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                           const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
+                           int64_t sb, float beta, float *C, int64_t ldc, int64_t sc, int single) {
+    if (M == 0 || N == 0 || batch == 0) return TL_OK;
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX || lda > INT32_MAX ||
+        ldb > INT32_MAX || ldc > INT32_MAX)
+        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
+    if (tl_exact())
+        return tl_gemm_exact_f32(op, ta, tb, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc,
+                                 beta != 0.0f);
+    if (K == 0 && beta != 0.0f) return TL_OK;  // nothing to add
+    if (K == 0 && ldc == N && (batch == 1 || sc == M * N)) {
+        TL_CUDA_TRY(op, cudaMemsetAsync(C, 0, (size_t)(batch * M * N) * sizeof(float), tl_stream()));
+        return TL_OK;
+    }
+    cublasHandle_t h;
+    TL_TRY(tl_cublas(op, &h));
+    const float one = 1.0f;
+    const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int la = (int)(lda > 0 ? lda : 1), lb = (int)(ldb > 0 ? ldb : 1);
+    if (single)
+        TL_CUBLAS_TRY(op, cublasSgemm(h, opb, opa, (int)N, (int)M, (int)K, &one, B, lb, A, la, &beta, C,
+                                      (int)ldc));
+    else
+        TL_CUBLAS_TRY(op, cublasSgemmStridedBatched(h, opb, opa, (int)N, (int)M, (int)K, &one, B, lb,
+                                                    (long long)sb, A, la, (long long)sa, &beta, C,
+                                                    (int)ldc, (long long)sc, (int)batch));
+    return TL_OK;
 }
 
 // the registry entry (ops.yaml gemm_exact): row-major batched buffers, as the stub's body

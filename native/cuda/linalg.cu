@@ -9,32 +9,15 @@
 // (linalg.cuh), and every elementwise step is a tlm_ operation.
 #include "common.cuh"
 #include "linalg.cuh"
+#include "formulas/normalize.h"
 #include "entry/linalg_kernels.h"
 
 // C = op(A) op(B) (+ beta C); A stored (batch, m, n) or (batch, n, m) when ta; B (batch, n, p) or
-// (batch, p, n) when tb.
+// (batch, p, n) when tb: the library's GEMM entry (exact or cuBLAS), contiguous batches.
 static int gemm(const char *op, const float *A, const float *B, float *C, int64_t batch, int64_t m,
                 int64_t n, int64_t p, int ta, int tb, float beta) {
-    if (batch == 0 || m == 0 || p == 0) return TL_OK;
-    if (m > INT32_MAX || n > INT32_MAX || p > INT32_MAX || batch > INT32_MAX)
-        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
-    if (tl_exact())
-        return tl_gemm_exact_f32(op, ta, tb, batch, m, p, n, A, ta ? m : n, m * n, B, tb ? n : p,
-                                 n * p, C, p, m * p, beta != 0.0f);
-    if (n == 0 && beta == 0.0f) {
-        TL_CUDA_TRY(op, cudaMemsetAsync(C, 0, (size_t)(batch * m * p) * sizeof(float), tl_stream()));
-        return TL_OK;
-    }
-    cublasHandle_t h;
-    TL_TRY(tl_cublas(op, &h));
-    const float one = 1.0f;
-    int lda = ta ? (int)m : (int)n;   // leading dim of A's stored rows
-    int ldb = tb ? (int)n : (int)p;
-    TL_CUBLAS_TRY(op, cublasSgemmStridedBatched(
-        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)p, (int)m, (int)n,
-        &one, B, ldb, (long long)(n * p), A, lda, (long long)(m * n), &beta, C, (int)p,
-        (long long)(m * p), (int)batch));
-    return TL_OK;
+    return tl_gemm_f32(op, ta, tb, batch, m, p, n, A, ta ? m : n, m * n, B, tb ? n : p, n * p, beta, C, p,
+                       m * p, 0);
 }
 
 extern "C" int tlk_matmul_t(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t batch, int64_t m, int64_t n, int64_t p,
@@ -86,19 +69,19 @@ extern "C" int tlk_linear_backward_x(const char *op, tl_buf g, tl_buf w, tl_buf 
 
 // sq[i] = (a[i] - t[i])^2, whose mean tl_cuda_axis_sum then takes over the whole GPU
 __global__ void k_sq_diff(const float *a, const float *t, float *sq, int64_t n) {
-    TL_GRID_STRIDE(i, n) { float d = a[i] - t[i]; sq[i] = d * d; }
+    TL_GRID_STRIDE(i, n) sq[i] = tlf_sqdev(a[i], t[i]);
 }
 
-// the stub's formula: scale = g * (2 / n), then (yhat - target) * scale, each step rounded
+// the stub's formula (formulas/normalize.h): scale = g * (2 / n), then (yhat - target) * scale
 __global__ void k_mse_bwd(const float *a, const float *t, const float *g, float *d, int64_t n) {
-    float scale = tlm_mul(g[0], tlm_div(2.0f, (float)n));
-    TL_GRID_STRIDE(i, n) d[i] = tlm_mul(tlm_sub(a[i], t[i]), scale);
+    float scale = tlf_mse_scale(g[0], (float)n);
+    TL_GRID_STRIDE(i, n) d[i] = tlf_mse_backward(a[i], t[i], scale);
 }
 
 // value j: (yhat[j] - target[j])^2, rounded after the subtraction and the product
 struct SquaredDiff {
     const float *a, *t;
-    __device__ float at(int64_t, int64_t j) const { float d = tlm_sub(a[j], t[j]); return tlm_mul(d, d); }
+    __device__ float at(int64_t, int64_t j) const { return tlf_sqdev(a[j], t[j]); }
 };
 
 extern "C" int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n) {

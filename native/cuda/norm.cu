@@ -1,14 +1,21 @@
 // norm.cu (CUDA): layer_norm and batchnorm_channel_first, fused forward and backward kernels.
 //
-// Same conventions as the stub: biased variance, eps inside the sqrt, mean/var via multiplication
-// by float32(1/N), xhat = (x - mean) / std. Every reduction is a fixed-order block reduction
+// The arithmetic around the sums is the stub's, from native/common/formulas/normalize.h: biased
+// variance, eps inside the sqrt, mean/var via multiplication by float32(1/N), xhat = (x - mean) / std.
+// (Plain float operators and sqrtf compile to the same IEEE round-to-nearest instructions as
+// the formulas' named ones here: nvcc's default -prec-div/-prec-sqrt and --fmad=false.) Every reduction is a fixed-order block reduction
 // (tl_block_sum, reduce_util.cuh) or an ordered loop, so results are bit-reproducible without atomics.
 //
 // Exact mode computes the stub's sums (native/stub/norm.c) by rule 4 of tl_math.h: a block per
-// row (layer_norm) or per channel (batchnorm, its elements sample by sample) reduces with
-// tl_exact_block_reduce; layer_norm's dgamma and dbeta are exact column sums
-// (tl_cuda_axis_sum over the rows) of g * xhat and g.
+// row reduces layer_norm's rows with tl_exact_block_reduce; batchnorm (its channel's elements
+// sample by sample) sums every channel's chunks side by side, then each channel's tree, then
+// maps the elements on a flat grid (bn_exact.cuh), in every mode: that parallel structure is
+// faster than a block per channel (bench/results/bn-exact.md), so default batchnorm has the
+// stub's bits too; layer_norm's dgamma and dbeta are exact
+// column sums (tl_cuda_axis_sum over the rows) of g * xhat and g.
 #include "common.cuh"
+#include "formulas/normalize.h"
+#include "bn_exact.cuh"
 #include "entry/norm_kernels.h"
 
 namespace {
@@ -25,19 +32,16 @@ __global__ void ln_fwd_kernel(const float *__restrict__ x, const float *__restri
     const float *xr = x + r * cols;
     float s = 0.0f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
-    const float mean = tl_block_sum(s) * inv_cols;
+    const float mean = tlf_mean(tl_block_sum(s), inv_cols);
     float v = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) v += tlf_sqdev(xr[j], mean);
+    const float var = tlf_mean(tl_block_sum(v), inv_cols);
+    const float sd = tlf_norm_std(var, eps);
+    if (threadIdx.x == 0) inv_std[r] = tlf_norm_inv(sd);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float d = xr[j] - mean;
-        v += d * d;
-    }
-    const float var = tl_block_sum(v) * inv_cols;
-    const float sd = sqrtf(var + eps);
-    if (threadIdx.x == 0) inv_std[r] = 1.0f / sd;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float xh = (xr[j] - mean) / sd;
+        float xh = tlf_norm_xhat(xr[j], mean, sd);
         xhat[r * cols + j] = xh;
-        y[r * cols + j] = __fadd_rn(__fmul_rn(xh, gamma[j]), beta[j]);
+        y[r * cols + j] = tlf_affine(xh, gamma[j], beta[j]);
     }
 }
 
@@ -62,31 +66,28 @@ __global__ void __launch_bounds__(256) ln_fwd_rows(const float4 *__restrict__ x,
         v[j] = k < cols4 ? x[r * cols4 + k] : make_float4(0.f, 0.f, 0.f, 0.f);
         s += hsum4(v[j]);
     }
-    const float mean = tl_block_sum(s) * inv_cols;
+    const float mean = tlf_mean(tl_block_sum(s), inv_cols);
     float q = 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
         int64_t k = threadIdx.x + (int64_t)j * 256;
-        if (k < cols4) {
-            float4 d = make_float4(v[j].x - mean, v[j].y - mean, v[j].z - mean, v[j].w - mean);
-            q += hsum4(make_float4(d.x * d.x, d.y * d.y, d.z * d.z, d.w * d.w));
-        }
+        if (k < cols4)
+            q += hsum4(make_float4(tlf_sqdev(v[j].x, mean), tlf_sqdev(v[j].y, mean),
+                                   tlf_sqdev(v[j].z, mean), tlf_sqdev(v[j].w, mean)));
     }
-    const float var = tl_block_sum(q) * inv_cols;
-    const float sd = sqrtf(var + eps);
-    if (threadIdx.x == 0) inv_std[r] = 1.0f / sd;
+    const float var = tlf_mean(tl_block_sum(q), inv_cols);
+    const float sd = tlf_norm_std(var, eps);
+    if (threadIdx.x == 0) inv_std[r] = tlf_norm_inv(sd);
 #pragma unroll
     for (int j = 0; j < R; j++) {
         int64_t k = threadIdx.x + (int64_t)j * 256;
         if (k < cols4) {
-            float4 h = make_float4((v[j].x - mean) / sd, (v[j].y - mean) / sd,
-                                   (v[j].z - mean) / sd, (v[j].w - mean) / sd);
+            float4 h = make_float4(tlf_norm_xhat(v[j].x, mean, sd), tlf_norm_xhat(v[j].y, mean, sd),
+                                   tlf_norm_xhat(v[j].z, mean, sd), tlf_norm_xhat(v[j].w, mean, sd));
             float4 ga = gamma[k], be = beta[k];
             xhat[r * cols4 + k] = h;
-            y[r * cols4 + k] = make_float4(__fadd_rn(__fmul_rn(h.x, ga.x), be.x),
-                                           __fadd_rn(__fmul_rn(h.y, ga.y), be.y),
-                                           __fadd_rn(__fmul_rn(h.z, ga.z), be.z),
-                                           __fadd_rn(__fmul_rn(h.w, ga.w), be.w));
+            y[r * cols4 + k] = make_float4(tlf_affine(h.x, ga.x, be.x), tlf_affine(h.y, ga.y, be.y),
+                                           tlf_affine(h.z, ga.z, be.z), tlf_affine(h.w, ga.w, be.w));
         }
     }
 }
@@ -120,10 +121,10 @@ __global__ void __launch_bounds__(256) ln_bwd_dx_rows(const float4 *__restrict__
     for (int j = 0; j < R; j++) {
         int64_t k = threadIdx.x + (int64_t)j * 256;
         if (k < cols4)
-            dx[r * cols4 + k] = make_float4((((d[j].x * fcols - S1) - h[j].x * S2) * is) * inv_cols,
-                                            (((d[j].y * fcols - S1) - h[j].y * S2) * is) * inv_cols,
-                                            (((d[j].z * fcols - S1) - h[j].z * S2) * is) * inv_cols,
-                                            (((d[j].w * fcols - S1) - h[j].w * S2) * is) * inv_cols);
+            dx[r * cols4 + k] = make_float4(tlf_norm_dx(d[j].x, h[j].x, S1, S2, fcols, is, inv_cols),
+                                            tlf_norm_dx(d[j].y, h[j].y, S1, S2, fcols, is, inv_cols),
+                                            tlf_norm_dx(d[j].z, h[j].z, S1, S2, fcols, is, inv_cols),
+                                            tlf_norm_dx(d[j].w, h[j].w, S1, S2, fcols, is, inv_cols));
     }
 }
 
@@ -147,8 +148,7 @@ __global__ void ln_bwd_dx_kernel(const float *__restrict__ g, const float *__res
     }
     const float S1 = tl_block_sum(s1), S2 = tl_block_sum(s2), is = inv_std[r];
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float d = gr[j] * gamma[j];
-        dx[r * cols + j] = (((d * fcols - S1) - xr[j] * S2) * is) * inv_cols;
+        dx[r * cols + j] = tlf_norm_dx(gr[j] * gamma[j], xr[j], S1, S2, fcols, is, inv_cols);
     }
 }
 
@@ -186,93 +186,25 @@ __global__ void col_finish_kernel(const float *__restrict__ pg, const float *__r
     }
 }
 
-// Every element offset of channel ch, sample by sample (each thread a strided slice of the
-// sample's s positions, in a fixed order: the block tree then makes the sums reproducible).
-#define BN_FOR(off)                                                                  \
-    for (int64_t b_ = 0; b_ < n; b_++)                                               \
-        for (int64_t j_ = threadIdx.x, off = (b_ * c + ch) * s + j_; j_ < s;         \
-             j_ += blockDim.x, off += blockDim.x)
-
-// One block per channel: statistics over the n*s elements of that channel.
-__global__ void bn_fwd_kernel(const float *__restrict__ x, const float *__restrict__ gamma,
-                              const float *__restrict__ beta, float *__restrict__ y,
-                              float *__restrict__ xhat, float *__restrict__ mean_out,
-                              float *__restrict__ var_out, float *__restrict__ inv_std, int64_t n,
-                              int64_t c, int64_t s, float inv_cnt, float eps) {
-    const int64_t ch = blockIdx.x;
-    float acc = 0.0f;
-    BN_FOR(off) acc += x[off];
-    const float mean = tl_block_sum(acc) * inv_cnt;
-    float v = 0.0f;
-    BN_FOR(off) {
-        float d = x[off] - mean;
-        v += d * d;
-    }
-    const float var = tl_block_sum(v) * inv_cnt;
-    const float sd = sqrtf(var + eps);
-    if (threadIdx.x == 0) {
-        mean_out[ch] = mean;
-        var_out[ch] = var;
-        inv_std[ch] = 1.0f / sd;
-    }
-    const float ga = gamma[ch], be = beta[ch];
-    BN_FOR(off) {
-        float xh = (x[off] - mean) / sd;
-        xhat[off] = xh;
-        y[off] = __fadd_rn(__fmul_rn(xh, ga), be);
-    }
-}
-
-__global__ void bn_bwd_kernel(const float *__restrict__ g, const float *__restrict__ xhat,
-                              const float *__restrict__ inv_std, const float *__restrict__ gamma,
-                              float *__restrict__ dx, float *__restrict__ dgamma,
-                              float *__restrict__ dbeta, int64_t n, int64_t c, int64_t s,
-                              float fcnt, float inv_cnt) {
-    const int64_t ch = blockIdx.x;
-    float sb = 0.0f, sg = 0.0f;
-    BN_FOR(off) {
-        sb += g[off];
-        sg += g[off] * xhat[off];
-    }
-    const float SB = tl_block_sum(sb), SG = tl_block_sum(sg);
-    const float ga = gamma[ch], is = inv_std[ch];
-    if (threadIdx.x == 0) {
-        dbeta[ch] = SB;
-        dgamma[ch] = SG;
-    }
-    const float S1 = SB * ga, S2 = SG * ga;
-    BN_FOR(off) {
-        float d = g[off] * ga;
-        dx[off] = (((d * fcnt - S1) - xhat[off] * S2) * is) * inv_cnt;
-    }
-}
-
 // ---- exact mode ----
-// partials: shared memory, or gpart (a slice per block) when there are too many
-__device__ __forceinline__ float *exact_part(float *smem, float *gpart, int64_t n) {
-    return gpart ? gpart + blockIdx.x * tl_exact_chunks(n) : smem;
-}
-
 __global__ void exact_ln_fwd(const float *__restrict__ x, const float *__restrict__ gamma,
                              const float *__restrict__ beta, float *__restrict__ y,
                              float *__restrict__ xhat, float *__restrict__ inv_std, int64_t cols,
                              float inv_cols, float eps, float *gpart) {
     extern __shared__ float smem[];
-    float *part = exact_part(smem, gpart, cols);
+    float *part = tl_exact_part(smem, gpart, cols);
     const int64_t r = blockIdx.x;
     const float *xr = x + r * cols;
-    const float mean = tlm_mul(tl_exact_block_reduce([=](int64_t j) { return xr[j]; }, cols, part,
-                                                     TlExactSum{}), inv_cols);
-    const float var = tlm_mul(tl_exact_block_reduce([=](int64_t j) {
-                                  float d = tlm_sub(xr[j], mean);
-                                  return tlm_mul(d, d);
-                              }, cols, part, TlExactSum{}), inv_cols);
-    const float sd = tlm_sqrt(tlm_add(var, eps));
-    if (threadIdx.x == 0) inv_std[r] = tlm_div(1.0f, sd);
+    const float mean = tlf_mean(tl_exact_block_reduce([=](int64_t j) { return xr[j]; }, cols, part,
+                                                      TlExactSum{}), inv_cols);
+    const float var = tlf_mean(tl_exact_block_reduce([=](int64_t j) { return tlf_sqdev(xr[j], mean); },
+                                                     cols, part, TlExactSum{}), inv_cols);
+    const float sd = tlf_norm_std(var, eps);
+    if (threadIdx.x == 0) inv_std[r] = tlf_norm_inv(sd);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float xh = tlm_div(tlm_sub(xr[j], mean), sd);
+        float xh = tlf_norm_xhat(xr[j], mean, sd);
         xhat[r * cols + j] = xh;
-        y[r * cols + j] = tlm_add(tlm_mul(xh, gamma[j]), beta[j]);
+        y[r * cols + j] = tlf_affine(xh, gamma[j], beta[j]);
     }
 }
 
@@ -281,19 +213,16 @@ __global__ void exact_ln_bwd_dx(const float *__restrict__ g, const float *__rest
                                 float *__restrict__ dx, int64_t cols, float fcols, float inv_cols,
                                 float *gpart) {
     extern __shared__ float smem[];
-    float *part = exact_part(smem, gpart, cols);
+    float *part = tl_exact_part(smem, gpart, cols);
     const int64_t r = blockIdx.x;
     const float *gr = g + r * cols, *xr = xhat + r * cols;
     const float S1 = tl_exact_block_reduce([=](int64_t j) { return tlm_mul(gr[j], gamma[j]); },
                                            cols, part, TlExactSum{});
     const float S2 = tl_exact_block_reduce(
-        [=](int64_t j) { return tlm_mul(tlm_mul(gr[j], gamma[j]), xr[j]); }, cols, part, TlExactSum{});
+        [=](int64_t j) { return tlf_dxhat_xhat(gr[j], gamma[j], xr[j]); }, cols, part, TlExactSum{});
     const float is = inv_std[r];
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float d = tlm_mul(gr[j], gamma[j]);
-        float t = tlm_sub(tlm_sub(tlm_mul(d, fcols), S1), tlm_mul(xr[j], S2));
-        dx[r * cols + j] = tlm_mul(tlm_mul(t, is), inv_cols);
-    }
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+        dx[r * cols + j] = tlf_norm_dx(tlm_mul(gr[j], gamma[j]), xr[j], S1, S2, fcols, is, inv_cols);
 }
 
 __global__ void exact_mul_kernel(const float *__restrict__ a, const float *__restrict__ b,
@@ -301,79 +230,39 @@ __global__ void exact_mul_kernel(const float *__restrict__ a, const float *__res
     TL_GRID_STRIDE(i, n) out[i] = tlm_mul(a[i], b[i]);
 }
 
-// channel ch's element e of the (sample, position) walk: sample e / s, position e % s
-__device__ __forceinline__ int64_t bn_off(int64_t e, int64_t c, int64_t s, int64_t ch) {
-    int64_t b = e / s;
-    return (b * c + ch) * s + (e - b * s);
-}
-
-__global__ void exact_bn_fwd(const float *__restrict__ x, const float *__restrict__ gamma,
-                             const float *__restrict__ beta, float *__restrict__ y,
-                             float *__restrict__ xhat, float *__restrict__ mean_out,
-                             float *__restrict__ var_out, float *__restrict__ inv_std, int64_t n,
-                             int64_t c, int64_t s, float inv_cnt, float eps, float *gpart) {
+// rms_norm, one schedule in every mode: a block per row, rule 4 of tl_math.h
+// (tl_exact_block_reduce) over the rounded squares, so every mode gives the stub's bits.
+__global__ void rms_fwd(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
+                        float *__restrict__ inv_rms, int64_t cols, float inv_cols, float eps, float *gpart) {
     extern __shared__ float smem[];
-    float *part = exact_part(smem, gpart, n * s);
-    const int64_t ch = blockIdx.x;
-    const float mean = tlm_mul(tl_exact_block_reduce([=](int64_t e) { return x[bn_off(e, c, s, ch)]; },
-                                                     n * s, part, TlExactSum{}), inv_cnt);
-    const float var = tlm_mul(tl_exact_block_reduce([=](int64_t e) {
-                                  float d = tlm_sub(x[bn_off(e, c, s, ch)], mean);
-                                  return tlm_mul(d, d);
-                              }, n * s, part, TlExactSum{}), inv_cnt);
-    const float sd = tlm_sqrt(tlm_add(var, eps));
-    if (threadIdx.x == 0) {
-        mean_out[ch] = mean;
-        var_out[ch] = var;
-        inv_std[ch] = tlm_div(1.0f, sd);
-    }
-    const float ga = gamma[ch], be = beta[ch];
-    BN_FOR(off) {
-        float xh = tlm_div(tlm_sub(x[off], mean), sd);
-        xhat[off] = xh;
-        y[off] = tlm_add(tlm_mul(xh, ga), be);
-    }
+    float *part = tl_exact_part(smem, gpart, cols);
+    const int64_t r = blockIdx.x;
+    const float *xr = x + r * cols;
+    const float ms = tlf_mean(tl_exact_block_reduce([=](int64_t j) { return tlf_square(xr[j]); }, cols, part,
+                                                    TlExactSum{}), inv_cols);
+    const float ir = tlf_norm_inv(tlf_norm_std(ms, eps));
+    if (threadIdx.x == 0) inv_rms[r] = ir;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[r * cols + j] = tlm_mul(tlf_rms_xhat(xr[j], ir), w[j]);
 }
 
-__global__ void exact_bn_bwd(const float *__restrict__ g, const float *__restrict__ xhat,
-                             const float *__restrict__ inv_std, const float *__restrict__ gamma,
-                             float *__restrict__ dx, float *__restrict__ dgamma,
-                             float *__restrict__ dbeta, int64_t n, int64_t c, int64_t s,
-                             float fcnt, float inv_cnt, float *gpart) {
+__global__ void rms_bwd_dx(const float *__restrict__ g, const float *__restrict__ x,
+                           const float *__restrict__ inv_rms, const float *__restrict__ w,
+                           float *__restrict__ dx, int64_t cols, float fcols, float inv_cols, float *gpart) {
     extern __shared__ float smem[];
-    float *part = exact_part(smem, gpart, n * s);
-    const int64_t ch = blockIdx.x;
-    const float SB = tl_exact_block_reduce([=](int64_t e) { return g[bn_off(e, c, s, ch)]; }, n * s,
-                                           part, TlExactSum{});
-    const float SG = tl_exact_block_reduce([=](int64_t e) {
-        int64_t off = bn_off(e, c, s, ch);
-        return tlm_mul(g[off], xhat[off]);
-    }, n * s, part, TlExactSum{});
-    const float ga = gamma[ch], is = inv_std[ch];
-    if (threadIdx.x == 0) {
-        dbeta[ch] = SB;
-        dgamma[ch] = SG;
-    }
-    const float S1 = tlm_mul(SB, ga), S2 = tlm_mul(SG, ga);
-    BN_FOR(off) {
-        float d = tlm_mul(g[off], ga);
-        float t = tlm_sub(tlm_sub(tlm_mul(d, fcnt), S1), tlm_mul(xhat[off], S2));
-        dx[off] = tlm_mul(tlm_mul(t, is), inv_cnt);
-    }
+    float *part = tl_exact_part(smem, gpart, cols);
+    const int64_t r = blockIdx.x;
+    const float *gr = g + r * cols, *xr = x + r * cols;
+    const float ir = inv_rms[r];
+    const float S2 = tl_exact_block_reduce(
+        [=](int64_t j) { return tlf_dxhat_xhat(gr[j], w[j], tlf_rms_xhat(xr[j], ir)); }, cols, part, TlExactSum{});
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+        dx[r * cols + j] = tlf_rms_dx(tlm_mul(gr[j], w[j]), tlf_rms_xhat(xr[j], ir), S2, fcols, ir, inv_cols);
 }
 
-// shared memory or a scratch slice per block for `blocks` reductions of n values each
-int exact_parts(const char *op, int64_t blocks, int64_t n, size_t *smem, float **gpart) {
-    *gpart = nullptr;
-    *smem = tl_exact_smem(n);
-    if (*smem) return TL_OK;
-    return tl_scratch(op, (size_t)(blocks * tl_exact_chunks(n)) * sizeof(float), (void **)gpart);
-}
-
-int exact_done(const char *op, float *gpart) {
-    int rc = tl_cuda_launched(op);
-    if (gpart) tl_scratch_free(gpart);
-    return rc;
+// g * xhat per element (the terms of dweight's column sums)
+__global__ void rms_g_xhat(const float *__restrict__ g, const float *__restrict__ x,
+                           const float *__restrict__ inv_rms, float *__restrict__ out, int64_t n, int64_t cols) {
+    TL_GRID_STRIDE(i, n) out[i] = tlm_mul(g[i], tlf_rms_xhat(x[i], inv_rms[i / cols]));
 }
 
 }  // namespace
@@ -386,13 +275,12 @@ extern "C" int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf bet
                        (long long)TL_MAX_GRID_X);
     const float inv_cols = (float)(1.0 / (double)cols);
     if (tl_exact()) {
-        size_t smem;
-        float *gpart;
-        TL_TRY(exact_parts(op, rows, cols, &smem, &gpart));
-        exact_ln_fwd<<<(unsigned)rows, tl_exact_threads(cols), smem, tl_stream()>>>(
+        TlExactParts ex;
+        TL_TRY(ex.setup(op, rows, cols));
+        exact_ln_fwd<<<(unsigned)rows, tl_exact_threads(cols), ex.smem, tl_stream()>>>(
             x->data, gamma->data, beta->data, y->data, xhat->data, inv_std->data, cols, inv_cols,
-            (float)eps, gpart);
-        return exact_done(op, gpart);
+            (float)eps, ex.gpart);
+        return ex.finish(op);
     }
     const int R = ln_rows_r(cols);
     if (R == 4)
@@ -432,13 +320,12 @@ extern "C" int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl
         TL_LAUNCHED(op);
         TL_TRY(tl_cuda_axis_sum(op, dx->data, dgamma->data, 1, rows, cols, 0));
         TL_TRY(tl_cuda_axis_sum(op, g->data, dbeta->data, 1, rows, cols, 0));
-        size_t smem;
-        float *gpart;
-        TL_TRY(exact_parts(op, rows, cols, &smem, &gpart));
-        exact_ln_bwd_dx<<<(unsigned)rows, tl_exact_threads(cols), smem, st>>>(
+        TlExactParts ex;
+        TL_TRY(ex.setup(op, rows, cols));
+        exact_ln_bwd_dx<<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
             g->data, xhat->data, inv_std->data, gamma->data, dx->data, cols, (float)cols, inv_cols,
-            gpart);
-        return exact_done(op, gpart);
+            ex.gpart);
+        return ex.finish(op);
     }
     if (R == 4)
         ln_bwd_dx_rows<4><<<(unsigned)rows, 256, 0, st>>>(
@@ -470,24 +357,72 @@ extern "C" int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl
     return s1;
 }
 
+namespace {
+
+// exact batchnorm's kernels (bn_exact.cuh) on the library's stream
+struct BnxLaunch {
+    const char *op;
+    int64_t c;
+    int tree_threads;
+    template <int KIND>
+    int chunks(int64_t nc, const float *a, const float *b, const float *mean, int64_t n, int64_t cc,
+               int64_t s, float *part, float *part2) {
+        if (nc == 0) return TL_OK;
+        bnx_chunks<KIND><<<(unsigned)(c * bnx_groups(nc)), BNX_CHUNK_THREADS, 0, tl_stream()>>>(
+            a, b, mean, n, cc, s, part, part2);
+        return tl_cuda_launched(op);
+    }
+    template <int KIND>
+    int tree(int64_t nc, float *part, float *part2, float inv_cnt, float eps, float *o1, float *o2,
+             float *o3) {
+        bnx_tree<KIND><<<(unsigned)c, tree_threads, 0, tl_stream()>>>(part, part2, nc, inv_cnt, eps,
+                                                                      o1, o2, o3);
+        return tl_cuda_launched(op);
+    }
+    int fwd(const float *x, const float *gamma, const float *beta, const float *mean, const float *sd,
+            float *y, float *xhat, int64_t total, int64_t cc, int64_t s) {
+        if (total == 0) return TL_OK;
+        if (total < (int64_t)UINT32_MAX / 2)
+            bnx_apply_fwd<unsigned><<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(
+                x, gamma, beta, mean, sd, y, xhat, (unsigned)total, (unsigned)cc, (unsigned)s);
+        else
+            bnx_apply_fwd<int64_t><<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(
+                x, gamma, beta, mean, sd, y, xhat, total, cc, s);
+        return tl_cuda_launched(op);
+    }
+    int bwd(const float *g, const float *xhat, const float *inv_std, const float *gamma,
+            const float *dbeta, const float *dgamma, float *dx, int64_t total, int64_t cc, int64_t s,
+            float fcnt, float inv_cnt) {
+        if (total == 0) return TL_OK;
+        if (total < (int64_t)UINT32_MAX / 2)
+            bnx_apply_bwd<unsigned><<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(
+                g, xhat, inv_std, gamma, dbeta, dgamma, dx, (unsigned)total, (unsigned)cc,
+                (unsigned)s, fcnt, inv_cnt);
+        else
+            bnx_apply_bwd<int64_t><<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(
+                g, xhat, inv_std, gamma, dbeta, dgamma, dx, total, cc, s, fcnt, inv_cnt);
+        return tl_cuda_launched(op);
+    }
+};
+
+}  // namespace
+
 extern "C" int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y,
                                           tl_buf xhat, tl_buf mean, tl_buf var, tl_buf inv_std,
                                           int64_t n, int64_t c, int64_t s, double eps) {
     if (c == 0) return TL_OK;
-    if (tl_exact()) {
-        size_t smem;
-        float *gpart;
-        TL_TRY(exact_parts(op, c, n * s, &smem, &gpart));
-        exact_bn_fwd<<<(unsigned)c, tl_exact_threads(n * s), smem, tl_stream()>>>(
-            x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
-            inv_std->data, n, c, s, (float)(1.0 / (double)(n * s)), (float)eps, gpart);
-        return exact_done(op, gpart);
+    // every mode: the exact sums (all channels' chunks side by side) beat a block per channel
+    const int64_t nc = bnx_chunks_of(n * s);
+    BnxLaunch l{op, c, tl_exact_threads(n * s)};
+    float *part = nullptr, *sd = nullptr;
+    int st = tl_scratch(op, (size_t)(c * nc + c) * sizeof(float), (void **)&part);
+    if (!st) {
+        sd = part + c * nc;
+        st = bnx_forward(l, x->data, gamma->data, beta->data, y->data, xhat->data, mean->data,
+                         var->data, inv_std->data, n, c, s, (float)eps, part, sd);
     }
-    bn_fwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
-        x->data, gamma->data, beta->data, y->data, xhat->data, mean->data, var->data,
-        inv_std->data, n, c, s, (float)(1.0 / (double)(n * s)), (float)eps);
-    TL_LAUNCHED(op);
-    return TL_OK;
+    tl_scratch_free(part);
+    return st;
 }
 
 extern "C" int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std,
@@ -495,18 +430,47 @@ extern "C" int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl
                                                    tl_buf dbeta, int64_t n, int64_t c, int64_t s) {
     if (c == 0) return TL_OK;
     const int64_t cnt = n * s;
-    if (tl_exact()) {
-        size_t smem;
-        float *gpart;
-        TL_TRY(exact_parts(op, c, cnt, &smem, &gpart));
-        exact_bn_bwd<<<(unsigned)c, tl_exact_threads(cnt), smem, tl_stream()>>>(
-            g->data, xhat->data, inv_std->data, gamma->data, dx->data, dgamma->data, dbeta->data,
-            n, c, s, (float)cnt, cnt ? (float)(1.0 / (double)cnt) : 0.0f, gpart);
-        return exact_done(op, gpart);
+    const int64_t nc = bnx_chunks_of(cnt);
+    BnxLaunch l{op, c, tl_exact_threads(cnt)};
+    float *part = nullptr;
+    int st = tl_scratch(op, (size_t)(2 * c * nc) * sizeof(float), (void **)&part);
+    if (!st)
+        st = bnx_backward(l, g->data, xhat->data, inv_std->data, gamma->data, dx->data,
+                          dgamma->data, dbeta->data, n, c, s, part, part + c * nc);
+    tl_scratch_free(part);
+    return st;
+}
+
+extern "C" int tlk_rms_norm(const char *op, tl_buf x, tl_buf weight, tl_buf y, tl_buf inv_rms, int64_t rows,
+                            int64_t cols, double eps) {
+    if (rows == 0) return TL_OK;
+    if (rows > TL_MAX_GRID_X)
+        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
+    TlExactParts ex;
+    TL_TRY(ex.setup(op, rows, cols));
+    rms_fwd<<<(unsigned)rows, tl_exact_threads(cols), ex.smem, tl_stream()>>>(
+        x->data, weight->data, y->data, inv_rms->data, cols, (float)(1.0 / (double)cols), (float)eps, ex.gpart);
+    return ex.finish(op);
+}
+
+extern "C" int tlk_rms_norm_backward(const char *op, tl_buf g, tl_buf x, tl_buf inv_rms, tl_buf weight, tl_buf dx,
+                                     tl_buf dweight, int64_t rows, int64_t cols) {
+    cudaStream_t st = tl_stream();
+    if (rows == 0) {
+        TL_CUDA_TRY(op, cudaMemsetAsync(dweight->data, 0, sizeof(float) * cols, st));
+        return TL_OK;
     }
-    bn_bwd_kernel<<<(unsigned)c, LN_THREADS, 0, tl_stream()>>>(
-        g->data, xhat->data, inv_std->data, gamma->data, dx->data, dgamma->data, dbeta->data, n,
-        c, s, (float)cnt, cnt ? (float)(1.0 / (double)cnt) : 0.0f);
+    if (rows > TL_MAX_GRID_X)
+        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
+    // dweight: column sums of g * xhat (dx holds the products until the dx kernel)
+    const int64_t n = rows * cols;
+    rms_g_xhat<<<tl_blocks(n), TL_THREADS, 0, st>>>(g->data, x->data, inv_rms->data, dx->data, n, cols);
     TL_LAUNCHED(op);
-    return TL_OK;
+    TL_TRY(tl_cuda_axis_sum(op, dx->data, dweight->data, 1, rows, cols, 0));
+    TlExactParts ex;
+    TL_TRY(ex.setup(op, rows, cols));
+    rms_bwd_dx<<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
+        g->data, x->data, inv_rms->data, weight->data, dx->data, cols, (float)cols, (float)(1.0 / (double)cols),
+        ex.gpart);
+    return ex.finish(op);
 }

@@ -307,7 +307,7 @@ __global__ void cols_max_kernel(const float *__restrict__ x, float *__restrict__
 __global__ void exact_rows_max_kernel(const float *__restrict__ x, float *__restrict__ y,
                                       int64_t len, float *gpart) {
     extern __shared__ float smem[];
-    float *part = gpart ? gpart + blockIdx.x * tl_exact_chunks(len) : smem;
+    float *part = tl_exact_part(smem, gpart, len);
     const float *xr = x + (int64_t)blockIdx.x * len;
     float m = tl_exact_block_reduce([=](int64_t e) { return xr[e]; }, len, part, TlExactMax{});
     if (threadIdx.x == 0) y[blockIdx.x] = m;
@@ -372,13 +372,11 @@ extern "C" int tlk_reduce_max(const char *op, tl_buf x, tl_buf y, int64_t outer,
         // the sequential cols kernel below is already the stub's order; long rows need the tree
         if (outer > TL_MAX_GRID_X)
             return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)outer);
-        size_t smem = tl_exact_smem(len);
-        float *gpart = nullptr;
-        if (!smem) TL_TRY(tl_scratch(op, (size_t)(outer * tl_exact_chunks(len)) * sizeof(float), (void **)&gpart));
-        exact_rows_max_kernel<<<(unsigned)outer, tl_exact_threads(len), smem, st>>>(x->data, y->data, len, gpart);
-        int rc = tl_cuda_launched(op);
-        if (gpart) tl_scratch_free(gpart);
-        return rc;
+        TlExactParts ex;
+        TL_TRY(ex.setup(op, outer, len));
+        exact_rows_max_kernel<<<(unsigned)outer, tl_exact_threads(len), ex.smem, st>>>(x->data, y->data, len,
+                                                                                        ex.gpart);
+        return ex.finish(op);
     }
     if (!tl_exact() && inner == 1 && len >= 32) {
         if (len >= 2048)

@@ -1,45 +1,27 @@
-// rng.cu (CUDA): counter-based random kernels, mirroring native/stub/rng.c.
-//
-// Element i is a pure function of (key, i) via tl_sm64/tl_uniform_at (shared with the stub), so
-// the output is bit-identical to the stub and to torchlean/random.py whatever the grid shape.
-// The normal kernel works in double (as the contract says), using CUDA's correctly-rounded-ish
-// double log/cos/sqrt; results round to float32 and match the host reference. In exact mode it
-// runs the stub's canonical float32 Box-Muller (tl_math.h) instead, bit for bit.
+// rng.cu (CUDA): the schedule of the counter-based random kernels (grid-stride loops); the
+// transforms are native/common/formulas/rng.h, shared with the stub, so the output is the
+// stub's and torchlean/random.py's whatever the grid shape (the double normal through CUDA's
+// double log/cos/sqrt, rounded to float32; exact mode the canonical float32 Box-Muller).
 #include "common.cuh"
-#include "tl_math.h"
+#include "formulas/rng.h"
 #include "entry/rng_kernels.h"
 
 namespace {
 
 __global__ void k_uniform(float *y, int64_t n, uint64_t key) {
-    TL_GRID_STRIDE(i, n) y[i] = tl_uniform_at(key, (uint64_t)i);
+    TL_GRID_STRIDE(i, n) y[i] = tlf_uniform(key, i);
 }
 
 __global__ void k_bernoulli(float *y, int64_t n, uint64_t key, float p) {
-    TL_GRID_STRIDE(i, n) y[i] = tl_uniform_at(key, (uint64_t)i) < p ? 1.0f : 0.0f;
+    TL_GRID_STRIDE(i, n) y[i] = tlf_bernoulli(key, i, p);
 }
 
 __global__ void k_normal(float *y, int64_t n, uint64_t key, double mean, double std) {
-    TL_GRID_STRIDE(i, n) {
-        uint32_t d1 = (uint32_t)tl_sm64(key + 2 * (uint64_t)i);
-        uint32_t d2 = (uint32_t)tl_sm64(key + 2 * (uint64_t)i + 1);
-        double u1 = ((double)(d1 >> 8) + 1.0) * (1.0 / 16777216.0);
-        double u2 = (double)(d2 >> 8) * (1.0 / 16777216.0);
-        double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-        y[i] = (float)(mean + std * z);
-    }
+    TL_GRID_STRIDE(i, n) y[i] = tlf_normal(key, i, mean, std);
 }
 
-// exact mode: the stub's tl_normal_exact_at, the same canonical operations in the same order
 __global__ void k_normal_exact(float *y, int64_t n, uint64_t key, float mean, float std) {
-    TL_GRID_STRIDE(i, n) {
-        uint32_t d1 = (uint32_t)tl_sm64(key + 2 * (uint64_t)i);
-        uint32_t d2 = (uint32_t)tl_sm64(key + 2 * (uint64_t)i + 1);
-        float u1 = tlm_mul((float)((d1 >> 8) + 1u), 5.9604644775390625e-8f);   // 2^-24
-        float u2 = tlm_mul((float)(d2 >> 8), 5.9604644775390625e-8f);
-        float z = tlm_mul(tlm_sqrt(tlm_mul(-2.0f, tlm_log(u1))), tlm_cos_2pi(u2));
-        y[i] = tlm_add(mean, tlm_mul(std, z));
-    }
+    TL_GRID_STRIDE(i, n) y[i] = tlf_normal_exact(key, i, mean, std);
 }
 
 }  // namespace

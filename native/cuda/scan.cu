@@ -12,6 +12,7 @@
 // exactly. A per-sample (B, T, D) coefficient's gradient is its float64 product rounded once,
 // written directly (no partials).
 #include "common.cuh"
+#include "formulas/scan.h"
 #include "tl_math.h"
 #include "entry/scan_kernels.h"
 
@@ -35,9 +36,8 @@ __global__ void k_scan_fwd(const float *__restrict__ a, const float *__restrict_
         for (int64_t t = 0; t < steps; t++) {
             int64_t row = (bi * steps + t) * width;
             if (t % TL_SCAN_CHUNK == 0) hc[(bi * chunks + t / TL_SCAN_CHUNK) * width + j] = h;
-            float ah = tlm_mul(a[coef_row(a_mode, bi, t, steps, width) + j], h);
-            float bx = tlm_mul(b[coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
-            h = tlm_add(ah, bx);
+            h = tlf_scan_step(a[coef_row(a_mode, bi, t, steps, width) + j], h,
+                              b[coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
             y[row + j] = h;
         }
     }
@@ -68,9 +68,8 @@ __global__ void k_scan_bwd(const float *__restrict__ a, const float *__restrict_
             for (int k = 0; k < TL_SCAN_CHUNK; k++) {
                 if (k < len) {
                     int64_t t = t0 + k, row = (bi * steps + t) * width;
-                    float ah = tlm_mul(a[coef_row(a_mode, bi, t, steps, width) + j], h);
-                    float bx = tlm_mul(b[coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
-                    h = tlm_add(ah, bx);
+                    h = tlf_scan_step(a[coef_row(a_mode, bi, t, steps, width) + j], h,
+                                      b[coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
                     hs[k] = h;
                 }
             }
@@ -79,10 +78,7 @@ __global__ void k_scan_bwd(const float *__restrict__ a, const float *__restrict_
                 if (k < len) {
                     int64_t t = t0 + k, row = (bi * steps + t) * width;
                     float gt = gdx[row + j];
-                    if (t + 1 < steps) {
-                        float carry = tlm_mul(a[coef_row(a_mode, bi, t + 1, steps, width) + j], gnext);
-                        gt = tlm_add(gt, carry);
-                    }
+                    if (t + 1 < steps) gt = tlf_scan_carry(gt, a[coef_row(a_mode, bi, t + 1, steps, width) + j], gnext);
                     gnext = gt;
                     float hp = k ? hs[k - 1] : hstart;
                     double ca = (double)gt * (double)hp, cb = (double)gt * (double)x[row + j];

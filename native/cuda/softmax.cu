@@ -4,11 +4,13 @@
 // for the row statistics with an online (max, sum of exp) pair per thread, combined by a fixed
 // shuffle tree, then one pass writing the outputs; all reductions are fixed-order (no atomics).
 //
-// Exact mode runs the stub's arithmetic instead (native/stub/softmax.c): a block per row, the
+// Exact mode runs the stub's arithmetic instead (native/common/formulas/normalize.h, the
+// schedule of native/stub/softmax.c): a block per row, the
 // row max in index order (first of equal values kept), tlm_exp, the row sum by rule 4 of
 // tl_math.h (tl_exact_block_reduce) and a division; the backward sums the rounded products
 // g * y (softmax) or g (log_softmax) by rule 4. NaN propagates as on the stub.
 #include "common.cuh"
+#include "formulas/normalize.h"
 #include "entry/softmax_kernels.h"
 #include <math.h>
 
@@ -148,7 +150,7 @@ __global__ void exact_softmax_fwd(const float *__restrict__ x, const float *__re
                                   float *__restrict__ y, int64_t cols, int64_t mask_rows,
                                   float *gpart) {
     extern __shared__ float smem[];
-    float *part = gpart ? gpart + blockIdx.x * tl_exact_chunks(cols) : smem;
+    float *part = tl_exact_part(smem, gpart, cols);
     const int64_t row = blockIdx.x;
     const float *xr = x + row * cols;
     float *yr = y + row * cols;
@@ -166,14 +168,14 @@ __global__ void exact_softmax_fwd(const float *__restrict__ x, const float *__re
         return;
     }
     const float s = tl_exact_block_reduce(
-        [=](int64_t e) { return allowed(e) ? tlm_exp(tlm_sub(xr[e], m)) : 0.0f; }, cols, part,
+        [=](int64_t e) { return allowed(e) ? tlf_softmax_exp(xr[e], m) : 0.0f; }, cols, part,
         TlExactSum{});
     if (KIND == 1) {
         const float ls = tlm_log(s);
-        for (int64_t e = threadIdx.x; e < cols; e += blockDim.x) yr[e] = tlm_sub(tlm_sub(xr[e], m), ls);
+        for (int64_t e = threadIdx.x; e < cols; e += blockDim.x) yr[e] = tlf_log_softmax(xr[e], m, ls);
     } else {
         for (int64_t e = threadIdx.x; e < cols; e += blockDim.x)
-            yr[e] = allowed(e) ? tlm_div(tlm_exp(tlm_sub(xr[e], m)), s) : 0.0f;
+            yr[e] = allowed(e) ? tlf_softmax_div(tlf_softmax_exp(xr[e], m), s) : 0.0f;
     }
 }
 
@@ -181,34 +183,22 @@ template <int LOG>
 __global__ void exact_softmax_bwd(const float *__restrict__ y, const float *__restrict__ g,
                                   float *__restrict__ dx, int64_t cols, float *gpart) {
     extern __shared__ float smem[];
-    float *part = gpart ? gpart + blockIdx.x * tl_exact_chunks(cols) : smem;
+    float *part = tl_exact_part(smem, gpart, cols);
     const int64_t off = (int64_t)blockIdx.x * cols;
     const float *yr = y + off, *gr = g + off;
     float *dr = dx + off;
     const float s = tl_exact_block_reduce(
         [=](int64_t e) { return LOG ? gr[e] : tlm_mul(gr[e], yr[e]); }, cols, part, TlExactSum{});
     for (int64_t e = threadIdx.x; e < cols; e += blockDim.x)
-        dr[e] = LOG ? tlm_sub(gr[e], tlm_mul(tlm_exp(yr[e]), s)) : tlm_mul(yr[e], tlm_sub(gr[e], s));
+        dr[e] = LOG ? tlf_log_softmax_backward(yr[e], gr[e], s) : tlf_softmax_backward(yr[e], gr[e], s);
 }
 
-// launch geometry shared by the exact kernels: smem or a scratch for the partials
-struct ExactRows {
-    size_t smem = 0;
-    float *gpart = nullptr;
-    int setup(const char *op, int64_t rows, int64_t cols) {
-        if (rows > TL_MAX_GRID_X)
-            return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
-        smem = tl_exact_smem(cols);
-        if (!smem)
-            return tl_scratch(op, (size_t)(rows * tl_exact_chunks(cols)) * sizeof(float), (void **)&gpart);
-        return TL_OK;
-    }
-    int finish(const char *op) {
-        int rc = tl_cuda_launched(op);
-        if (gpart) tl_scratch_free(gpart);
-        return rc;
-    }
-};
+// the exact kernels' launch check: one block per row
+int exact_rows_fit(const char *op, int64_t rows) {
+    if (rows > TL_MAX_GRID_X)
+        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
+    return TL_OK;
+}
 
 unsigned group_blocks(int64_t rows, int G) { return (unsigned)((rows * G + TL_THREADS - 1) / TL_THREADS); }
 
@@ -218,7 +208,8 @@ int launch_fwd(const char *op, const float *x, const float *mask, float *y, int6
     if (rows == 0) return TL_OK;
     cudaStream_t st = tl_stream();
     if (tl_exact()) {
-        ExactRows ex;
+        TlExactParts ex;
+        TL_TRY(exact_rows_fit(op, rows));
         TL_TRY(ex.setup(op, rows, cols));
         exact_softmax_fwd<KIND><<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
             x, mask, y, cols, mask_rows, ex.gpart);
@@ -247,7 +238,8 @@ int launch_bwd(const char *op, const float *y, const float *g, float *dx, int64_
     if (rows == 0) return TL_OK;
     cudaStream_t st = tl_stream();
     if (tl_exact()) {
-        ExactRows ex;
+        TlExactParts ex;
+        TL_TRY(exact_rows_fit(op, rows));
         TL_TRY(ex.setup(op, rows, cols));
         exact_softmax_bwd<LOG><<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
             y, g, dx, cols, ex.gpart);

@@ -1,18 +1,12 @@
-/* elementwise.c (stub): pointwise kernels over equal-length buffers.
+/* elementwise.c (stub): the schedules of the pointwise kernels; their arithmetic is
+ * native/common/formulas/elementwise.h, shared with CUDA.
  *
- * Buffers hold exactly n floats, except binary_broadcast's inputs, read through broadcast
- * strides (the ops add to minimum take it when their input shapes differ).
- * Kernels are written in the canonical arithmetic of native/common/tl_math.h (IEEE operations
- * named one by one, the polynomial exp/tanh/gelu...), which CUDA's elementwise.cu calls in the
- * same order, so exact mode gives the same bits on both. GCC does not vectorise tlm_log and
- * tlm_sigmoid as written (early returns; float selects mixed with double arithmetic), so the
- * stub restates them in vectorisable loops with the same bits (log_exact_block, canonical in
- * every mode since it beats libm's logf; sigmoid_exact_block, 1.6x the float sigmoid, so exact
- * mode only). Softplus and the safe_log pair keep libm's log1pf/logf in the default mode and
- * run the canonical functions in exact mode (UNARY2).
- * Numerical conventions (inventory section 10): relu'/clamp' only strictly inside, abs' uses
- * sign(0) = 0, sqrt' = 0 for x <= 0, max/min ties split 0.5/0.5, and sigmoid/tanh/softplus never
- * overflow for large |x|.
+ * The maps ops.yaml gives a `formula:` are generated (entry/elementwise_maps_stub.inc) into the
+ * vectorised loop defined here. What stays by hand is schedule: binary_broadcast's strided rows,
+ * affine_rows, the log over blocks (every mode), safe_log as softplus + eps then that log, and
+ * the sigmoid over blocks (exact mode). The default mode's sigmoid and the softplus/safe_log
+ * backward keep the faster float sigmoid (tlf_sigmoid_fast): not tlf_sigmoid's bits, so exact
+ * mode runs the canonical formulas instead.
  */
 #include "stub.h"
 #include "entry/elementwise_kernels.h"
@@ -20,73 +14,16 @@
 #define LOOP(n) _Pragma("omp parallel for simd if(n > TL_PAR_MIN) schedule(static)") \
     for (int64_t i = 0; i < n; i++)
 
-#define BINARY(NAME, EXPR)                                                           \
-    int tlk_##NAME(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n) {        \
-        const float *A = a->data, *B = b->data; float *Y = y->data;                  \
-        LOOP(n) { float av = A[i], bv = B[i]; Y[i] = (EXPR); }                       \
-        return TL_OK;                                                                \
-    }
+/* the schedule of the generated map bodies (entry/elementwise_maps_stub.inc): one vectorised
+ * loop per op, split across threads above TL_PAR_MIN elements */
+#define TL_MAP_LOOP(n) LOOP(n)
+#define TL_MAP_ATTR TL_VEC512
+#include "entry/elementwise_maps_stub.inc"
 
-#define UNARY(NAME, EXPR)                                                            \
-    TL_VEC512 int tlk_##NAME(const char *op, tl_buf x, tl_buf y, int64_t n) {        \
-        const float *X = x->data; float *Y = y->data;                                \
-        LOOP(n) { float v = X[i]; Y[i] = (EXPR); }                                   \
-        return TL_OK;                                                                \
-    }
-
-/* dx = f(x, g) */
-#define UNARY_BWD(NAME, EXPR)                                                        \
-    TL_VEC512 int tlk_##NAME(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) { \
-        const float *X = x->data, *G = g->data; float *D = dx->data;                 \
-        LOOP(n) { float v = X[i], gv = G[i]; D[i] = (EXPR); }                        \
-        return TL_OK;                                                                \
-    }
-
-/* the loop body EXACT in exact mode, FAST otherwise (both see v = x[i]) */
-#define UNARY2(NAME, EXACT, FAST)                                                    \
-    TL_VEC512 int tlk_##NAME(const char *op, tl_buf x, tl_buf y, int64_t n) {        \
-        const float *X = x->data; float *Y = y->data;                                \
-        if (tl_exact()) { LOOP(n) { float v = X[i]; Y[i] = (EXACT); } }              \
-        else { LOOP(n) { float v = X[i]; Y[i] = (FAST); } }                          \
-        return TL_OK;                                                                \
-    }
-
-/* default-mode sigmoid, overflow-safe: exp of a non-positive argument only, 1 / (1 + e) for
- * x >= 0 and e / (1 + e) below; branch-free so the loop vectorises (NaN gives NaN through e) */
-static inline float fast_sigmoid(float v) {
-    float e = tlm_exp(-fabsf(v));
-    return (v >= 0.0f ? 1.0f : e) / (1.0f + e);
-}
-/* default-mode softplus = max(x, 0) + log1p(exp(-|x|)), exact for large |x| */
-static inline float fast_softplus(float v) {
-    return (v > 0.0f ? v : 0.0f) + log1pf(tlm_exp(-fabsf(v)));
-}
-
-/* tlm_sigmoid over a block, bit for bit, in three loops GCC vectorises (one loop mixing float
- * selects with double arithmetic does not): (1) the float reduction e^-|x| = 2^k (1 + t) and
- * the two normal float factors of 2^-k; (2) tlm_sigmoid's double arithmetic, both quotients;
- * (3) the float selects. tests/test_exact_pointwise.py compares it with tlm_sigmoid on every
- * 251st float32. */
+/* tlm_sigmoid over a block (branch-free, so the loop vectorises) */
 #define SIG_BLOCK 512
 static TL_VEC512 void sigmoid_exact_block(const float *X, float *Y, int64_t len) {
-    float T[SIG_BLOCK], P1[SIG_BLOCK], P2[SIG_BLOCK], YP[SIG_BLOCK], YN[SIG_BLOCK];
-    for (int64_t i = 0; i < len; i++) {
-        int32_t k;
-        T[i] = tlm_exp_parts(-tlm_abs(X[i]), &k);          /* k in [-150, 0] */
-        int32_t k1 = k >> 1, k2 = k - k1;
-        P1[i] = tlm_from_bits((127 - k1) << 23);
-        P2[i] = tlm_from_bits((127 - k2) << 23);
-    }
-    for (int64_t i = 0; i < len; i++) {
-        double p = (double)P1[i] * (double)P2[i];           /* 2^-k exactly, as tlm_pow2d(-k) */
-        double n = tlm_dadd(1.0, (double)T[i]), d = tlm_dadd(p, n);
-        YP[i] = tlm_d2f(tlm_ddiv(p, d));
-        YN[i] = tlm_d2f(tlm_ddiv(n, d));
-    }
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i];
-        Y[i] = v != v ? tlm_add(v, v) : (v >= 0.0f ? YP[i] : YN[i]);
-    }
+    for (int64_t i = 0; i < len; i++) Y[i] = tlf_sigmoid(X[i]);
 }
 
 /* BLOCK(x, y, len) over x[0..n) into y, blocks split across threads */
@@ -99,40 +36,10 @@ static void by_blocks(void (*block)(const float *, float *, int64_t), const floa
     }
 }
 
-/* tlm_log over a block, bit for bit, in three vectorised loops: the argument tlm_log reduces
- * (x itself when positive and finite, else 1), the reduction and series, then the special values
- * (NaN, 0, negative, +inf) selected over the series value, as tlm_log's returns do. */
+/* tlm_log over a block (branch-free, so the loop vectorises) */
 static TL_VEC512 void log_exact_block(const float *X, float *Y, int64_t len) {
-    float XIN[SIG_BLOCK];
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i];
-        XIN[i] = v > 0.0f && v <= 3.40282347e38f ? v : 1.0f;
-    }
-    for (int64_t i = 0; i < len; i++) {
-        float e, f = tlm_log_split(XIN[i], &e);
-        float r = tlm_add(tlm_log1p_reduced(f), tlm_mul(e, -2.12194440e-4f));
-        Y[i] = tlm_add(r, tlm_mul(e, 0.693359375f));
-    }
-    const float ninf = tlm_from_bits((int32_t)0xff800000), nan = tlm_from_bits(0x7fc00000);
-    for (int64_t i = 0; i < len; i++) {
-        float v = X[i], r = Y[i];
-        r = v > 3.40282347e38f ? v : r;
-        r = v < 0.0f ? nan : r;
-        r = v == 0.0f ? ninf : r;
-        Y[i] = v != v ? tlm_add(v, v) : r;
-    }
+    for (int64_t i = 0; i < len; i++) Y[i] = tlf_log(X[i]);
 }
-
-/* NaN-propagating max/min: fmaxf would drop a NaN operand */
-static inline float tl_maxf(float a, float b) { return (a != a || a >= b) ? a : b; }
-static inline float tl_minf(float a, float b) { return (a != a || a <= b) ? a : b; }
-
-BINARY(add, tlm_add(av, bv))
-BINARY(sub, tlm_sub(av, bv))
-BINARY(mul, tlm_mul(av, bv))
-BINARY(div, tlm_div(av, bv))
-BINARY(maximum, tl_maxf(av, bv))
-BINARY(minimum, tl_minf(av, bv))
 
 /* binary_broadcast: one output row (the last coalesced axis) of fn(a, b), a and b read through
  * strides (0 along the axes they are broadcast on). */
@@ -141,12 +48,12 @@ BINARY(minimum, tl_minf(av, bv))
                            int64_t len) {                                                      \
         for (int64_t k = 0; k < len; k++) { float av = A[k * sa], bv = B[k * sb]; Y[k] = (EXPR); } \
     }
-BCAST_ROW(add, tlm_add(av, bv))
-BCAST_ROW(sub, tlm_sub(av, bv))
-BCAST_ROW(mul, tlm_mul(av, bv))
-BCAST_ROW(div, tlm_div(av, bv))
-BCAST_ROW(maximum, tl_maxf(av, bv))
-BCAST_ROW(minimum, tl_minf(av, bv))
+BCAST_ROW(add, tlf_add(av, bv))
+BCAST_ROW(sub, tlf_sub(av, bv))
+BCAST_ROW(mul, tlf_mul(av, bv))
+BCAST_ROW(div, tlf_div(av, bv))
+BCAST_ROW(maximum, tlf_maximum(av, bv))
+BCAST_ROW(minimum, tlf_minimum(av, bv))
 
 typedef void (*bcast_row_fn)(const float *, int64_t, const float *, int64_t, float *, int64_t);
 
@@ -193,37 +100,21 @@ int tlk_affine_rows(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf 
     float *Y = y->data;
 #pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN && rows > 1)
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = tlm_add(tlm_mul(X[r * cols + j], G[j]), B[j]);
+        for (int64_t j = 0; j < cols; j++) Y[r * cols + j] = tlf_affine(X[r * cols + j], G[j], B[j]);
     return TL_OK;
 }
 
-UNARY(relu, (v > 0.0f || v != v) ? v : 0.0f) /* NaN passes through */
-UNARY(abs, tlm_abs(v))
-UNARY(sqrt, tlm_sqrt(v))
-UNARY(reciprocal, tlm_div(1.0f, v))
-UNARY(exp, tlm_exp(v))
 /* canonical in every mode: the blocked form is faster than libm's scalar logf */
 int tlk_log(const char *op, tl_buf x, tl_buf y, int64_t n) {
     by_blocks(log_exact_block, x->data, y->data, n);
     return TL_OK;
 }
-UNARY(gelu, tlm_gelu(v))
 int tlk_sigmoid(const char *op, tl_buf x, tl_buf y, int64_t n) {
     const float *X = x->data; float *Y = y->data;
     if (tl_exact()) { by_blocks(sigmoid_exact_block, X, Y, n); return TL_OK; }
-    LOOP(n) Y[i] = fast_sigmoid(X[i]);
+    LOOP(n) Y[i] = tlf_sigmoid_fast(X[i]);
     return TL_OK;
 }
-UNARY(tanh, tlm_tanh(v))
-UNARY2(softplus, tlm_softplus(v), fast_softplus(v))
-
-UNARY_BWD(relu_backward, v > 0.0f ? gv : 0.0f)
-UNARY_BWD(abs_backward, v > 0.0f ? gv : (v < 0.0f ? -gv : 0.0f))
-UNARY_BWD(sqrt_backward, v > 0.0f ? tlm_div(tlm_mul(gv, 0.5f), tlm_sqrt(v)) : 0.0f)
-UNARY_BWD(gelu_backward, tlm_mul(gv, tlm_gelu_grad(v)))
-/* here x is the forward output y: g y (1 - y) and g (1 - y^2) */
-UNARY_BWD(sigmoid_backward, tlm_mul(tlm_mul(gv, v), tlm_sub(1.0f, v)))
-UNARY_BWD(tanh_backward, tlm_mul(gv, tlm_sub(1.0f, tlm_mul(v, v))))
 /* g sigmoid(x); exact mode computes sigmoid(x) into dx first, then multiplies in place */
 int tlk_softplus_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
     const float *X = x->data, *G = g->data; float *D = dx->data;
@@ -231,37 +122,21 @@ int tlk_softplus_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t
         by_blocks(sigmoid_exact_block, X, D, n);
         LOOP(n) D[i] = tlm_mul(G[i], D[i]);
     } else {
-        LOOP(n) D[i] = G[i] * fast_sigmoid(X[i]);
+        LOOP(n) D[i] = tlf_softplus_backward_fast(X[i], G[i]);
     }
     return TL_OK;
 }
 
-int tlk_scale(const char *op, tl_buf x, tl_buf y, int64_t n, double c) {
-    const float *X = x->data; float *Y = y->data; const float cf = (float)c;
-    LOOP(n) Y[i] = tlm_mul(cf, X[i]);
-    return TL_OK;
-}
-
-int tlk_axpy(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, double c) {
-    const float *A = a->data, *B = b->data; float *Y = y->data; const float cf = (float)c;
-    LOOP(n) Y[i] = tlm_add(A[i], tlm_mul(cf, B[i]));
-    return TL_OK;
-}
-
-/* log(softplus(x) + eps) */
+/* log(softplus(x) + eps), canonical in every mode: softplus + eps over a block, then the blocked log */
 TL_VEC512 int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double eps) {
     const float *X = x->data; float *Y = y->data; const float e = (float)eps;
-    if (tl_exact()) {
-        const int64_t nb = (n + SIG_BLOCK - 1) / SIG_BLOCK;
-        #pragma omp parallel for schedule(static) if(n > TL_PAR_MIN)
-        for (int64_t b = 0; b < nb; b++) {
-            int64_t i0 = b * SIG_BLOCK, len = n - i0 < SIG_BLOCK ? n - i0 : SIG_BLOCK;
-            float t[SIG_BLOCK];
-            for (int64_t i = 0; i < len; i++) t[i] = tlm_add(tlm_softplus(X[i0 + i]), e);
-            log_exact_block(t, Y + i0, len);
-        }
-    } else {
-        LOOP(n) Y[i] = logf(fast_softplus(X[i]) + e);
+    const int64_t nb = (n + SIG_BLOCK - 1) / SIG_BLOCK;
+    #pragma omp parallel for schedule(static) if(n > TL_PAR_MIN)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t i0 = b * SIG_BLOCK, len = n - i0 < SIG_BLOCK ? n - i0 : SIG_BLOCK;
+        float t[SIG_BLOCK];
+        for (int64_t i = 0; i < len; i++) t[i] = tlm_add(tlf_softplus(X[i0 + i]), e);
+        log_exact_block(t, Y + i0, len);
     }
     return TL_OK;
 }
@@ -270,38 +145,9 @@ TL_VEC512 int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double
 TL_VEC512 int tlk_safe_log_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps) {
     const float *X = x->data, *G = g->data; float *D = dx->data; const float e = (float)eps;
     if (tl_exact()) {
-        LOOP(n) { float v = X[i]; D[i] = tlm_div(tlm_mul(G[i], tlm_sigmoid(v)), tlm_add(tlm_softplus(v), e)); }
+        LOOP(n) D[i] = tlf_safe_log_backward(X[i], G[i], e);
     } else {
-        LOOP(n) { float v = X[i]; D[i] = G[i] * fast_sigmoid(v) / (fast_softplus(v) + e); }
+        LOOP(n) D[i] = tlf_safe_log_backward_fast(X[i], G[i], e);
     }
     return TL_OK;
 }
-
-int tlk_clamp(const char *op, tl_buf x, tl_buf y, int64_t n, double lo, double hi) {
-    const float *X = x->data; float *Y = y->data; const float l = (float)lo, h = (float)hi;
-    LOOP(n) { float v = X[i]; Y[i] = v < l ? l : (v > h ? h : v); }
-    return TL_OK;
-}
-
-int tlk_clamp_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, double hi) {
-    const float *X = x->data, *G = g->data; float *D = dx->data;
-    const float l = (float)lo, h = (float)hi;
-    LOOP(n) { float v = X[i]; D[i] = (v > l && v < h) ? G[i] : 0.0f; }
-    return TL_OK;
-}
-
-/* da: g where a wins, 0.5 g at a tie, else 0; the VJP forms db = g - da, so ties split 0.5/0.5 */
-#define MINMAX_BWD(NAME, CMP)                                                         \
-    int tlk_##NAME(const char *op, tl_buf a, tl_buf b, tl_buf g, tl_buf da, int64_t n) { \
-        const float *A = a->data, *B = b->data, *G = g->data;                         \
-        float *DA = da->data;                                                      \
-        LOOP(n) {                                                                     \
-            float av = A[i], bv = B[i], gv = G[i];                                    \
-            float w = (av CMP bv) ? 1.0f : (av == bv ? 0.5f : 0.0f);                  \
-            DA[i] = tlm_mul(w, gv);                                                   \
-        }                                                                             \
-        return TL_OK;                                                                 \
-    }
-
-MINMAX_BWD(maximum_backward, >)
-MINMAX_BWD(minimum_backward, <)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "formulas/normalize.h"
 #include "entry/linalg_kernels.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -327,40 +328,9 @@ int tlk_linear_backward_w(const char *op, tl_buf g, tl_buf x, tl_buf dw, int64_t
     return gemm(op, g->data, x->data, dw->data, 1, out_dim, rows, in_dim, 1, 0, 0);
 }
 
-/* Rule 4 down each column of x (rows, cols): rows in chunks of TLM_CHUNK summed in order, then
- * the binary tree over the chunk partials, for all columns at once (vectorised across columns,
- * never across rows). part holds nchunks * cols floats. */
-static void column_sums(const float *x, int64_t rows, int64_t cols, float *part, float *out) {
-    int64_t nchunks = (rows + TLM_CHUNK - 1) / TLM_CHUNK;
-#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN && nchunks > 1)
-    for (int64_t c = 0; c < nchunks; c++) {
-        int64_t r0 = c * TLM_CHUNK, r1 = r0 + TLM_CHUNK < rows ? r0 + TLM_CHUNK : rows;
-        float *p = part + c * cols;
-        memcpy(p, x + r0 * cols, (size_t)cols * sizeof(float));
-        for (int64_t r = r0 + 1; r < r1; r++) {
-            const float *xr = x + r * cols;
-            for (int64_t o = 0; o < cols; o++) p[o] = tlm_add(p[o], xr[o]);
-        }
-    }
-    for (int64_t count = nchunks; count > 1;) { /* tlm_tree_sum, column by column */
-        int64_t half = count / 2;
-        for (int64_t i = 0; i < half; i++)
-            for (int64_t o = 0; o < cols; o++)
-                part[i * cols + o] = tlm_add(part[2 * i * cols + o], part[(2 * i + 1) * cols + o]);
-        if (count & 1) memcpy(part + half * cols, part + (count - 1) * cols, (size_t)cols * sizeof(float));
-        count = half + (count & 1);
-    }
-    memcpy(out, part, (size_t)cols * sizeof(float));
-}
-
+/* db = the rule-4 column sums of g (rows, out_dim) */
 int tlk_linear_backward_b(const char *op, tl_buf g, tl_buf db, int64_t rows, int64_t out_dim) {
-    if (rows == 0) { memset(db->data, 0, (size_t)out_dim * sizeof(float)); return TL_OK; }
-    int64_t nchunks = (rows + TLM_CHUNK - 1) / TLM_CHUNK;
-    float *part = (float *)malloc((size_t)(nchunks * out_dim) * sizeof(float));
-    if (!part) return tl_fail(TL_E_OOM, "%s: out of host memory for column partials", op);
-    column_sums(g->data, rows, out_dim, part, db->data);
-    free(part);
-    return TL_OK;
+    return tl_stub_axis_sum(op, g->data, db->data, 1, rows, out_dim);
 }
 
 int tlk_linear_backward_x(const char *op, tl_buf g, tl_buf w, tl_buf x, tl_buf dx, int64_t rows, int64_t out_dim, int64_t in_dim) {
@@ -377,11 +347,8 @@ int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t c = 0; c < nchunks; c++) {
         int64_t i1 = (c + 1) * TLM_CHUNK < n ? (c + 1) * TLM_CHUNK : n;
-        float d = tlm_sub(a[c * TLM_CHUNK], t[c * TLM_CHUNK]), s = tlm_mul(d, d);
-        for (int64_t i = c * TLM_CHUNK + 1; i < i1; i++) {
-            d = tlm_sub(a[i], t[i]);
-            s = tlm_add(s, tlm_mul(d, d));
-        }
+        float s = tlf_sqdev(a[c * TLM_CHUNK], t[c * TLM_CHUNK]);
+        for (int64_t i = c * TLM_CHUNK + 1; i < i1; i++) s = tlm_add(s, tlf_sqdev(a[i], t[i]));
         part[c] = s;
     }
     y->data[0] = tlm_div(tlm_tree_sum(part, nchunks), (float)n);
@@ -391,10 +358,10 @@ int tlk_mse_loss(const char *op, tl_buf yhat, tl_buf target, tl_buf y, int64_t n
 
 /* 2 g (yhat - target) / n as scale = g * (2 / n), then (yhat - target) * scale */
 int tlk_mse_loss_backward(const char *op, tl_buf yhat, tl_buf target, tl_buf g, tl_buf dyhat, int64_t n) {
-    float scale = tlm_mul(g->data[0], tlm_div(2.0f, (float)n));
+    float scale = tlf_mse_scale(g->data[0], (float)n);
     const float *a = yhat->data, *t = target->data;
     float *d = dyhat->data;
 #pragma omp parallel for simd schedule(static) if (n > TL_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) d[i] = tlm_mul(tlm_sub(a[i], t[i]), scale);
+    for (int64_t i = 0; i < n; i++) d[i] = tlf_mse_backward(a[i], t[i], scale);
     return TL_OK;
 }

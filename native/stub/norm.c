@@ -1,7 +1,8 @@
 /* norm.c (stub): layer_norm and batchnorm_channel_first, forward and fused backward.
  *
- * Conventions (inventory section 10): biased variance, eps inside the sqrt, mean and variance
- * by multiplication with float32(1/N), xhat = (x - mean) / std (a division), y = xhat*gamma+beta.
+ * The arithmetic around the sums is native/common/formulas/normalize.h (shared with CUDA):
+ * biased variance, eps inside the sqrt, mean and variance by multiplication with float32(1/N),
+ * xhat = (x - mean) / std (a division), y = xhat*gamma+beta.
  *
  * Every sum follows rule 4 of tl_math.h in every mode (the sums were sequential chains before,
  * so the canonical order costs nothing): the mean's sum of x, then the variance's sum of the
@@ -13,10 +14,8 @@
  */
 #include <stdlib.h>
 #include "stub.h"
+#include "formulas/normalize.h"
 #include "entry/norm_kernels.h"
-
-TL_HIDDEN int tl_stub_axis_sum(const char *op, const float *X, float *Y, int64_t outer,
-                               int64_t len, int64_t inner);
 
 int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
                   int64_t rows, int64_t cols, double eps) {
@@ -28,15 +27,15 @@ int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols;
         float *yr = Y + r * cols, *hr = XH + r * cols;
-        float mean = tlm_mul(tl_rule4_sum(xr, cols), inv_cols);
-        for (int64_t j = 0; j < cols; j++) { float d = tlm_sub(xr[j], mean); yr[j] = tlm_mul(d, d); }
-        float var = tlm_mul(tl_rule4_sum(yr, cols), inv_cols);   /* y holds the squares for now */
-        float sd = tlm_sqrt(tlm_add(var, e));
-        IS[r] = tlm_div(1.0f, sd);
+        float mean = tlf_mean(tl_rule4_sum(xr, cols), inv_cols);
+        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_sqdev(xr[j], mean);
+        float var = tlf_mean(tl_rule4_sum(yr, cols), inv_cols);   /* y holds the squares for now */
+        float sd = tlf_norm_std(var, e);
+        IS[r] = tlf_norm_inv(sd);
         for (int64_t j = 0; j < cols; j++) {
-            float xh = tlm_div(tlm_sub(xr[j], mean), sd);
+            float xh = tlf_norm_xhat(xr[j], mean, sd);
             hr[j] = xh;
-            yr[j] = tlm_add(tlm_mul(xh, G[j]), B[j]);
+            yr[j] = tlf_affine(xh, G[j], B[j]);
         }
     }
     return TL_OK;
@@ -61,11 +60,7 @@ int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_st
         float S1 = tl_rule4_sum(dr, cols);
         for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(dr[j], xr[j]);
         float S2 = tl_rule4_sum(dr, cols), is = IS[r];
-        for (int64_t j = 0; j < cols; j++) {
-            float dxh = tlm_mul(gr[j], GA[j]);
-            float t = tlm_sub(tlm_sub(tlm_mul(dxh, fc), S1), tlm_mul(xr[j], S2));
-            dr[j] = tlm_mul(tlm_mul(t, is), inv_cols);
-        }
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlf_norm_dx(tlm_mul(gr[j], GA[j]), xr[j], S1, S2, fc, is, inv_cols);
     }
     return TL_OK;
 }
@@ -83,7 +78,7 @@ static float bn_channel_sum(int kind, const float *a, const float *b, float mu, 
         int64_t off = (bi * c + ch) * s;
         for (int64_t i = 0; i < s; i++) {
             float v = a[off + i];
-            if (kind == BN_SQDEV) { float d = tlm_sub(v, mu); v = tlm_mul(d, d); }
+            if (kind == BN_SQDEV) v = tlf_sqdev(v, mu);
             else if (kind == BN_PROD) v = tlm_mul(v, b[off + i]);
             tlm_sum4_add(&acc, v);
         }
@@ -100,16 +95,16 @@ int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf b
     const float inv_cnt = (float)(1.0 / (double)(n * s)), e = (float)eps;
 #pragma omp parallel for schedule(static) if (total > TL_PAR_MIN)
     for (int64_t ch = 0; ch < c; ch++) {
-        float mu = tlm_mul(bn_channel_sum(BN_X, X, NULL, 0.0f, n, c, s, ch), inv_cnt);
-        float vr = tlm_mul(bn_channel_sum(BN_SQDEV, X, NULL, mu, n, c, s, ch), inv_cnt);
-        float sd = tlm_sqrt(tlm_add(vr, e));
-        M[ch] = mu; V[ch] = vr; IS[ch] = tlm_div(1.0f, sd);
+        float mu = tlf_mean(bn_channel_sum(BN_X, X, NULL, 0.0f, n, c, s, ch), inv_cnt);
+        float vr = tlf_mean(bn_channel_sum(BN_SQDEV, X, NULL, mu, n, c, s, ch), inv_cnt);
+        float sd = tlf_norm_std(vr, e);
+        M[ch] = mu; V[ch] = vr; IS[ch] = tlf_norm_inv(sd);
         for (int64_t b = 0; b < n; b++) {
             int64_t off = (b * c + ch) * s;
             for (int64_t i = 0; i < s; i++) {
-                float xh = tlm_div(tlm_sub(X[off + i], mu), sd);
+                float xh = tlf_norm_xhat(X[off + i], mu, sd);
                 XH[off + i] = xh;
-                Y[off + i] = tlm_add(tlm_mul(xh, G[ch]), B[ch]);
+                Y[off + i] = tlf_affine(xh, G[ch], B[ch]);
             }
         }
     }
@@ -133,12 +128,50 @@ int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, 
         float S1 = tlm_mul(sb, GA[ch]), S2 = tlm_mul(sg, GA[ch]), is = IS[ch];
         for (int64_t b = 0; b < n; b++) {
             int64_t off = (b * c + ch) * s;
-            for (int64_t i = 0; i < s; i++) {
-                float dxh = tlm_mul(GO[off + i], GA[ch]);
-                float t = tlm_sub(tlm_sub(tlm_mul(dxh, fc), S1), tlm_mul(XH[off + i], S2));
-                DX[off + i] = tlm_mul(tlm_mul(t, is), inv_cnt);
-            }
+            for (int64_t i = 0; i < s; i++)
+                DX[off + i] = tlf_norm_dx(tlm_mul(GO[off + i], GA[ch]), XH[off + i], S1, S2, fc, is, inv_cnt);
         }
+    }
+    return TL_OK;
+}
+
+/* rms_norm: the rule-4 sum of the rounded squares per row (y holds them for now) */
+int tlk_rms_norm(const char *op, tl_buf x, tl_buf weight, tl_buf y, tl_buf inv_rms, int64_t rows, int64_t cols,
+                 double eps) {
+    const float *X = x->data, *W = weight->data;
+    float *Y = y->data, *IR = inv_rms->data;
+    const float inv_cols = (float)(1.0 / (double)cols), e = (float)eps;
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = X + r * cols;
+        float *yr = Y + r * cols;
+        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_square(xr[j]);
+        float ir = tlf_norm_inv(tlf_norm_std(tlf_mean(tl_rule4_sum(yr, cols), inv_cols), e));
+        IR[r] = ir;
+        for (int64_t j = 0; j < cols; j++) yr[j] = tlm_mul(tlf_rms_xhat(xr[j], ir), W[j]);
+    }
+    return TL_OK;
+}
+
+/* dweight: column sums of g * xhat (dx as the scratch); then per row S2 = sum (g w) xhat */
+int tlk_rms_norm_backward(const char *op, tl_buf g, tl_buf x, tl_buf inv_rms, tl_buf weight, tl_buf dx,
+                          tl_buf dweight, int64_t rows, int64_t cols) {
+    const float *GO = g->data, *X = x->data, *IR = inv_rms->data, *W = weight->data;
+    float *DX = dx->data;
+    const float fc = (float)cols, inv_cols = cols ? (float)(1.0 / (double)cols) : 0.0f;
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++)
+            DX[r * cols + j] = tlm_mul(GO[r * cols + j], tlf_rms_xhat(X[r * cols + j], IR[r]));
+    TL_TRY(tl_stub_axis_sum(op, DX, dweight->data, 1, rows, cols));
+#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *gr = GO + r * cols, *xr = X + r * cols;
+        float *dr = DX + r * cols, ir = IR[r];
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlf_dxhat_xhat(gr[j], W[j], tlf_rms_xhat(xr[j], ir));
+        float S2 = tl_rule4_sum(dr, cols);
+        for (int64_t j = 0; j < cols; j++)
+            dr[j] = tlf_rms_dx(tlm_mul(gr[j], W[j]), tlf_rms_xhat(xr[j], ir), S2, fc, ir, inv_cols);
     }
     return TL_OK;
 }

@@ -10,6 +10,7 @@
  * since it costs no more than a plain running sum. Default mode sums contiguous rows with
  * tl_sum_f32_block (8 interleaved lanes, faster than one sequential chain). */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
@@ -69,6 +70,22 @@ int tlk_sum(const char *op, tl_buf x, tl_buf y, int64_t n) {
     return TL_OK;
 }
 
+/* chunk c of column tile t (outer index t / nch, columns from (t % nch) CH): the sequential sum of
+ * its rows, whole inner-rows added in k order (vectorised over the tile's columns), into its row
+ * of the partials (part, or y itself when there is one chunk) */
+static inline void axis_chunk(const float *X, float *part, float *Y, int64_t len, int64_t inner,
+                              int64_t nc, int64_t nch, int64_t CH, int64_t t, int64_t c) {
+    int64_t o = t / nch, i0 = (t % nch) * CH, w = inner - i0 < CH ? inner - i0 : CH;
+    const float *x = X + o * len * inner + i0;
+    float *p = (part ? part + o * nc * inner + i0 : Y + o * inner + i0) + c * inner;
+    int64_t k0 = c * TLM_CHUNK, k1 = len - k0 < TLM_CHUNK ? len : k0 + TLM_CHUNK;
+    memcpy(p, x + k0 * inner, (size_t)w * sizeof(float));
+    for (int64_t k = k0 + 1; k < k1; k++) {
+        const float *xr = x + k * inner;
+        for (int64_t i = 0; i < w; i++) p[i] = tlm_add(p[i], xr[i]);
+    }
+}
+
 /* y[o, i] = sum_k x[o, k, i], times float32(1/len) when mean (NaN for an empty mean) */
 static int axis_sum(const char *op, const float *X, float *Y, int64_t outer, int64_t len,
                     int64_t inner, int mean) {
@@ -98,22 +115,24 @@ static int axis_sum(const char *op, const float *X, float *Y, int64_t outer, int
         if (!part) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld partial sums", op,
                                   (long long)(outer * nc * inner));
     }
-    const int64_t CH = 1024;
-    int64_t nch = (inner + CH - 1) / CH, tiles = outer * nch;
-#pragma omp parallel for schedule(static) if (outer * len * inner > TL_PAR_MIN)
+    /* column tiles of at most 1024 outputs, narrower (down to 64) until every thread has one;
+     * when there are still fewer tiles than threads (a tall, narrow x), the chunk sums run over
+     * (tile, chunk) pairs first, then the trees. The tile width and the split change no bit:
+     * each output's chain and tree are fixed. */
+    const int parallel = outer * len * inner > TL_PAR_MIN;
+    const int64_t threads = parallel ? omp_get_max_threads() : 1;
+    int64_t CH = 1024;
+    while (CH > 64 && outer * ((inner + CH - 1) / CH) < threads) CH /= 2;
+    const int64_t nch = (inner + CH - 1) / CH, tiles = outer * nch;
+    const int split = tiles < threads && nc > 1;
+#pragma omp parallel for schedule(static) if (parallel && split)
+    for (int64_t tc = 0; tc < (split ? tiles * nc : 0); tc++)
+        axis_chunk(X, part, Y, len, inner, nc, nch, CH, tc / nc, tc % nc);
+#pragma omp parallel for schedule(static) if (parallel && tiles > 1)
     for (int64_t t = 0; t < tiles; t++) {
         int64_t o = t / nch, i0 = (t % nch) * CH, w = inner - i0 < CH ? inner - i0 : CH;
-        const float *x = X + o * len * inner + i0;
         float *pb = part ? part + o * nc * inner + i0 : Y + o * inner + i0;
-        for (int64_t c = 0; c < nc; c++) {
-            int64_t k0 = c * TLM_CHUNK, k1 = len - k0 < TLM_CHUNK ? len : k0 + TLM_CHUNK;
-            float *p = pb + c * inner;
-            memcpy(p, x + k0 * inner, (size_t)w * sizeof(float));
-            for (int64_t k = k0 + 1; k < k1; k++) {
-                const float *xr = x + k * inner;
-                for (int64_t i = 0; i < w; i++) p[i] = tlm_add(p[i], xr[i]);
-            }
-        }
+        for (int64_t c = 0; c < (split ? 0 : nc); c++) axis_chunk(X, part, Y, len, inner, nc, nch, CH, t, c);
         for (int64_t step = 1; step < nc; step *= 2)
             for (int64_t c = 0; c + step < nc; c += 2 * step) {
                 float *a = pb + c * inner;
@@ -129,7 +148,8 @@ static int axis_sum(const char *op, const float *X, float *Y, int64_t outer, int
     return TL_OK;
 }
 
-/* Hidden for views.c: sum_to in exact mode runs as the same chain of axis sums as CUDA's. */
+/* The stub's one rule-4 column sum (stub.h): reduce_sum, sum_to, linear's bias gradient and the
+ * norms' parameter gradients all run it. */
 TL_HIDDEN int tl_stub_axis_sum(const char *op, const float *X, float *Y, int64_t outer,
                                int64_t len, int64_t inner) {
     return axis_sum(op, X, Y, outer, len, inner, 0);

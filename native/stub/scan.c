@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "formulas/scan.h"
 #include "entry/scan_kernels.h"
 
 static inline int64_t coef_len(int64_t mode, int64_t batch, int64_t steps, int64_t width) {
@@ -51,7 +52,7 @@ int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, 
             float *ht = Y + (bi * steps + t) * width;
             if (t % TL_SCAN_CHUNK == 0) /* the state entering this chunk */
                 memcpy(HC + (bi * chunks + t / TL_SCAN_CHUNK) * width, hp, sizeof(float) * (size_t)width);
-            for (int64_t j = 0; j < width; j++) ht[j] = tlm_add(tlm_mul(at[j], hp[j]), tlm_mul(bt[j], xt[j]));
+            for (int64_t j = 0; j < width; j++) ht[j] = tlf_scan_step(at[j], hp[j], bt[j], xt[j]);
         }
     return TL_OK;
 }
@@ -109,7 +110,7 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
                     const float *hp = hs[t - t0];
                     float *ht = hs[t - t0 + 1];
                     for (int64_t j = c0; j < c1; j++)
-                        ht[j - c0] = tlm_add(tlm_mul(at[j], hp[j - c0]), tlm_mul(bt[j], xt[j]));
+                        ht[j - c0] = tlf_scan_step(at[j], hp[j - c0], bt[j], xt[j]);
                 }
                 for (int64_t t = t1 - 1; t >= t0; t--) {
                     const float *bt = B + coef_row(b_mode, bi, t, steps, width);
@@ -120,7 +121,7 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
                     double *cb = accB + coef_row(b_mode, bi, t, steps, width);
                     for (int64_t j = c0; j < c1; j++) {
                         float gt = G[row + j];
-                        if (an) gt = tlm_add(gt, tlm_mul(an[j], gnext[j]));
+                        if (an) gt = tlf_scan_carry(gt, an[j], gnext[j]);
                         gnext[j] = gt;
                         double pa = (double)gt * (double)hp[j - c0], pb = (double)gt * (double)X[row + j];
                         if (a_mode == 0) sa[j - c0] += pa;

@@ -3,12 +3,14 @@
  * outputs), and each row is computed in a fixed order, so results do not depend on threads.
  * Stable forms: exp(x - rowmax); log_softmax directly as (x - max) - log(sum exp(x - max)).
  *
- * The arithmetic is tl_math.h's: the row max in index order (tlm_max_first), tlm_exp, the row
+ * The per-element arithmetic is native/common/formulas/normalize.h (shared with CUDA's exact
+ * kernels), on tl_math.h: the row max in index order (tlm_max_first), tlm_exp, the row
  * sum by rule 4 and a division (exact mode); default mode sums a row in 8 interleaved lanes
  * (tl_sum_f32_block) and multiplies by the reciprocal, which is cheaper. NaN propagates: a NaN
  * in a row (or a +inf, whose exp(inf - inf) is NaN) makes the row's sum NaN, so its outputs. */
 #include <math.h>
 #include "stub.h"
+#include "formulas/normalize.h"
 #include "entry/softmax_kernels.h"
 
 static inline float row_max(const float *x, int64_t c) {
@@ -25,7 +27,7 @@ static inline float row_sum(const float *x, int64_t c, int exact) {
 /* y[j] = y[j] / s: a division in exact mode, a multiplication by 1/s otherwise */
 static inline void row_scale(float *y, int64_t c, float s, int exact) {
     if (exact) {
-        for (int64_t j = 0; j < c; j++) y[j] = tlm_div(y[j], s);
+        for (int64_t j = 0; j < c; j++) y[j] = tlf_softmax_div(y[j], s);
     } else {
         float inv = 1.0f / s;
         for (int64_t j = 0; j < c; j++) y[j] *= inv;
@@ -40,7 +42,7 @@ int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) 
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols; float *yr = Y + r * cols;
         float m = row_max(xr, cols);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tl_expf(tlm_sub(xr[j], m));
+        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_softmax_exp(xr[j], m);
         row_scale(yr, cols, row_sum(yr, cols, exact), exact);
     }
     return TL_OK;
@@ -54,10 +56,10 @@ int tlk_log_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t co
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols; float *yr = Y + r * cols;
         float m = row_max(xr, cols);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tl_expf(tlm_sub(xr[j], m)); /* scratch: the exps */
+        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_softmax_exp(xr[j], m); /* scratch: the exps */
         float s = row_sum(yr, cols, exact);
         float ls = exact ? tlm_log(s) : logf(s);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tlm_sub(tlm_sub(xr[j], m), ls);
+        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_log_softmax(xr[j], m, ls);
     }
     return TL_OK;
 }
@@ -72,7 +74,7 @@ int tlk_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t 
         const float *yr = Yv + r * cols, *gr = G + r * cols; float *dr = D + r * cols;
         for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(gr[j], yr[j]);
         float s = row_sum(dr, cols, exact);
-        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(yr[j], tlm_sub(gr[j], s));
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlf_softmax_backward(yr[j], gr[j], s);
     }
     return TL_OK;
 }
@@ -86,7 +88,7 @@ int tlk_log_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int6
     for (int64_t r = 0; r < rows; r++) {
         const float *yr = Yv + r * cols, *gr = G + r * cols; float *dr = D + r * cols;
         float s = row_sum(gr, cols, exact);
-        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_sub(gr[j], tlm_mul(tl_expf(yr[j]), s));
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlf_log_softmax_backward(yr[j], gr[j], s);
     }
     return TL_OK;
 }
@@ -113,10 +115,10 @@ int tlk_masked_softmax(const char *op, tl_buf x, tl_buf mask, tl_buf y, int64_t 
             continue;
         }
         for (int64_t j = 0; j < cols; j++)
-            yr[j] = (!mr || mr[j] != 0.0f) ? tl_expf(tlm_sub(xr[j], m)) : 0.0f;
+            yr[j] = (!mr || mr[j] != 0.0f) ? tlf_softmax_exp(xr[j], m) : 0.0f;
         float s = row_sum(yr, cols, exact), inv = 1.0f / s;
         for (int64_t j = 0; j < cols; j++) /* blocked entries stay exactly 0, even for a NaN s */
-            if (!mr || mr[j] != 0.0f) yr[j] = exact ? tlm_div(yr[j], s) : yr[j] * inv;
+            if (!mr || mr[j] != 0.0f) yr[j] = exact ? tlf_softmax_div(yr[j], s) : yr[j] * inv;
     }
     return TL_OK;
 }

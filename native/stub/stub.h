@@ -36,8 +36,8 @@ static inline double tl_sum_f32_block(const float *x, int64_t n) {
 #endif
 
 /* Branch-free float32 e^x and tanh that loops vectorise (scalar libm calls do not): the
- * canonical versions of native/common/tl_math.h, the same code exact mode runs on CUDA.
- * exp within 1 ulp, tanh within 1.4 ulp (tests/test_stub_exp.py, tests/test_exact_math.py). */
+ * canonical, correctly rounded versions of native/common/tl_math.h, the same code exact mode
+ * runs on CUDA (tests/test_stub_exp.py, tests/test_exact_math.py). */
 static inline float tl_expf(float x) { return tlm_exp(x); }
 static inline float tl_tanhf(float x) { return tlm_tanh(x); }
 
@@ -61,5 +61,10 @@ static inline float tl_rule4_sum(const float *x, int64_t n) {
     if (c < n) tlm_sum4_push(&acc, tlm_chunk_sum(x + c, 1, n - c));
     return tlm_sum4_result(&acc);
 }
+
+/* y[o, i] = sum over k of x[o, k, i] by rule 4 for each output, every mode (reduce.c): the
+ * stub's one column sum (sum_to, linear's bias gradient, the norms' parameter gradients) */
+TL_HIDDEN int tl_stub_axis_sum(const char *op, const float *X, float *Y, int64_t outer,
+                               int64_t len, int64_t inner);
 
 #endif

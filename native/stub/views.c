@@ -85,69 +85,6 @@ TL_HIDDEN int tl_stub_sum_fixed(const char *op, const float *x, int64_t n, doubl
  * sequential within chunks of TLM_CHUNK sources, then the fixed binary tree over the chunk sums.
  * CUDA's views.cu computes the same chunks and tree. */
 
-/* rule 4 fed one value at a time: the running chunk sum, and a stack of finished partials
- * merged as in tlm_sum (equal heights merge at once, the rest fold from the top at the end) */
-typedef struct {
-    float val[64];
-    int height[64];
-    int top;
-    float chunk;
-    int64_t count;
-} rule4_acc;
-
-static inline void rule4_merge(rule4_acc *a, float s) {
-    int h = 0;
-    while (a->top > 0 && a->height[a->top - 1] == h) { s = tlm_add(a->val[--a->top], s); h++; }
-    a->val[a->top] = s; a->height[a->top] = h; a->top++;
-}
-
-static inline void rule4_push(rule4_acc *a, float v) {
-    a->chunk = (a->count % TLM_CHUNK == 0) ? v : tlm_add(a->chunk, v);
-    if (++a->count % TLM_CHUNK == 0) rule4_merge(a, a->chunk);
-}
-
-static inline float rule4_finish(rule4_acc *a) {
-    if (a->count % TLM_CHUNK != 0) rule4_merge(a, a->chunk);
-    if (a->top == 0) return 0.0f;
-    float s = a->val[--a->top];
-    while (a->top > 0) s = tlm_add(a->val[--a->top], s);
-    return s;
-}
-
-/* (R, K) -> (K): column sums vectorised across columns. Chunk partials part[c][i] (rows
- * [256 c, 256 c + 256) summed in order from the chunk's first row), then the level-by-level
- * tree of tlm_tree_sum over c, column by column in lockstep. */
-static int sumto_exact_columns(const char *op, const float *X, float *Y, int64_t R, int64_t K) {
-    const int64_t CH = 256, nc = (R + TLM_CHUNK - 1) / TLM_CHUNK, nblk = (K + CH - 1) / CH;
-    int fail = 0;
-#pragma omp parallel for schedule(static) if (R * K > TL_PAR_MIN)
-    for (int64_t blk = 0; blk < nblk; blk++) {
-        int64_t k0 = blk * CH, w = K - k0 < CH ? K - k0 : CH;
-        float *part = malloc((size_t)(nc * w) * sizeof(float));
-        if (!part) { fail = 1; continue; }
-        for (int64_t c = 0; c < nc; c++) {
-            float *pc = part + c * w;
-            int64_t r0 = c * TLM_CHUNK, r1 = r0 + TLM_CHUNK < R ? r0 + TLM_CHUNK : R;
-            memcpy(pc, X + r0 * K + k0, (size_t)w * sizeof(float));
-            for (int64_t r = r0 + 1; r < r1; r++) {
-                const float *xr = X + r * K + k0;
-                for (int64_t i = 0; i < w; i++) pc[i] = tlm_add(pc[i], xr[i]);
-            }
-        }
-        for (int64_t count = nc; count > 1;) {
-            int64_t half = count / 2;
-            for (int64_t c = 0; c < half; c++)
-                for (int64_t i = 0; i < w; i++)
-                    part[c * w + i] = tlm_add(part[2 * c * w + i], part[(2 * c + 1) * w + i]);
-            if (count & 1) memmove(part + half * w, part + (count - 1) * w, (size_t)w * sizeof(float));
-            count = half + (count & 1);
-        }
-        memcpy(Y + k0, part, (size_t)w * sizeof(float));
-        free(part);
-    }
-    return fail ? tl_fail(TL_E_OOM, "%s: out of memory for column partial sums", op) : TL_OK;
-}
-
 /* any plan: per output, walk its sources in increasing x index with an odometer over the summed
  * groups and feed rule 4 */
 static void sumto_exact_generic(const sumto_plan *p, const float *X, float *Y, int64_t m) {
@@ -163,10 +100,11 @@ static void sumto_exact_generic(const sumto_plan *p, const float *X, float *Y, i
             Y[j] = tlm_sum(X + base, 1, p->size[p->g - 1]);
             continue;
         }
-        rule4_acc acc = {.top = 0, .count = 0};
+        tlm_sum4 acc;
+        tlm_sum4_init(&acc);
         int64_t off = 0;
         for (;;) {
-            rule4_push(&acc, X[base + off]);
+            tlm_sum4_add(&acc, X[base + off]);
             int q = ns - 1;   /* increment the odometer, innermost summed group first */
             while (q >= 0) {
                 int lev = sl[q];
@@ -178,7 +116,7 @@ static void sumto_exact_generic(const sumto_plan *p, const float *X, float *Y, i
             }
             if (q < 0) break;
         }
-        Y[j] = rule4_finish(&acc);
+        Y[j] = tlm_sum4_result(&acc);
     }
 }
 
@@ -221,7 +159,7 @@ int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64
     }
     /* a group's x step is the product of the groups inside it; its y step counts kept ones */
     if (tl_exact()) {
-        if (p.g == 2 && !p.kept[0]) return sumto_exact_columns(op, X, Y, p.size[0], p.size[1]);
+        if (p.g == 2 && !p.kept[0]) return tl_stub_axis_sum(op, X, Y, 1, p.size[0], p.size[1]);
         sumto_exact_generic(&p, X, Y, m);
         return TL_OK;
     }

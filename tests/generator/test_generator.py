@@ -57,6 +57,11 @@ def test_fixture_features_appear_in_output():
 
 
 BAD = [
+    ("formula_not_a_map", '  formula: "tlf_neg(x)"\n', "a formula map takes 1 to 4 inputs"),
+    ("formula_syntax", '  args: ["i64 n = numel(x)"]\n  formula: "x + 1"\n', "formula must read 'tlf_<name>"),
+    ("formula_unknown_arg", '  args: ["i64 n = numel(x)"]\n  formula: "tlf_neg(x, c)"\n',
+     "formula argument 'c' is neither an input"),
+    ("own_schedule_alone", "  own_schedule: [stub]\n", "own_schedule needs a formula"),
     ("unknown_key", "  colour: red\n", "unknown key(s) colour in op 'bad'"),
     ("vjp_unknown_op", "  vjp: {x: \"nope(grad)\"}\n",
      "vjp calls 'nope', which is neither a registry op nor a helper"),
@@ -116,6 +121,28 @@ def test_schema_errors_name_file_line_and_problem(tmp_path, case, extra, message
     line = 8 if case in ("bad_attr_type", "unknown_check") else 3  # attr errors: the attr's line
     assert f"{p}:{line}:" in str(e.value)
     assert message in str(e.value)
+
+
+def test_generator_reports_a_registry_error_in_one_line(tmp_path):
+    """`make gen` on a broken registry prints ops.yaml:LINE: what is wrong, no traceback."""
+    p = tmp_path / "ops.yaml"
+    p.write_text(FIXTURE.read_text().replace('outputs: {y: "same(x)"}', 'outputs: {y: "samee(x)"}', 1))
+    r = subprocess.run(["python3", "-m", "codegen.gen", "--check", "--registry", str(p)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        f"{p}:16: scale: output 'y' calls 'samee', which is not a helper in torchlean/shapes/ "
+        "(define it in torchlean/shapes/<family>.py and export it from torchlean/shapes/__init__.py)"]
+
+
+def test_formula_maps_generate_both_backends_bodies():
+    files = _render_fixture()
+    stub, cuda = files["elementwise_maps_stub.inc"], files["elementwise_maps_cuda.inc"]
+    assert "TL_MAP_LOOP(n) Y[i] = tlf_scale(X0[i], P_c);" in stub
+    assert "tlk_relu" not in stub  # own_schedule: [stub] keeps the stub's body hand-written
+    assert "struct Map_scale { float c; __device__ float operator()(float x) const " \
+           "{ return tlf_scale(x, c); } };" in cuda
+    assert "return launch1(op, x, y, n, Map_relu{});" in cuda
 
 
 def _two_ops(second_kernel_args: str) -> str:

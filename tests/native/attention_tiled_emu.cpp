@@ -1,11 +1,12 @@
-// attention_tiled_emu.cpp: native/cuda/attention_tiled.cuh's kernels compiled for the CPU with
-// the emulation in cuda_emu/cuda_runtime.h, behind a C API that tests/test_attention_tiles.py
-// loads. Launch shapes, shared-memory sizes and the block order are attention.cu's; shared
+// attention_tiled_emu.cpp: native/cuda/attention_tiled.cuh's kernels (default mode) and
+// attention_exact.cuh's (exact mode) compiled for the CPU with the emulation in
+// cuda_emu/cuda_runtime.h, behind a C API that tests/test_attention_tiles.py loads. Launch shapes, shared-memory sizes and the block order are attention.cu's; shared
 // memory past a kernel's size is poisoned with NaN and checked for stray writes.
 #include <cuda_runtime.h>  // the emulation (tests/native/cuda_emu)
 
 #include "reduce_util.cuh"
 #include "attention_tiled.cuh"
+#include "attention_exact.cuh"
 
 namespace {
 constexpr size_t kSmemBytes = 256 * 1024;
@@ -50,6 +51,31 @@ bool bwd(const float *Q, const float *K, const float *V, const float *dO, const 
                attn_dkv_tiled<HDP>(Q, K, V, dO, L, D, M, dK, dV, n, H, hd, scale, causal, vec);
            }, reverse);
 }
+template <int HDP>
+bool fwd_exact(const float *Q, const float *K, const float *V, const float *M, float *O, float *L,
+               int B, int n, int H, int hd, float scale, bool causal, bool vec, bool reverse) {
+    static_assert(Exact<HDP>::FWD_SMEM < sizeof(smem4), "shared memory");
+    dim3 grid((n + TROWS - 1) / TROWS, B * H);
+    return launch(grid, Exact<HDP>::FWD_SMEM, [=] {
+        attn_fwd_exact<HDP>(Q, K, V, M, O, L, n, H, hd, scale, causal, vec);
+    }, reverse);
+}
+
+template <int HDP>
+bool bwd_exact(const float *Q, const float *K, const float *V, const float *dO, const float *L,
+               const float *D, const float *M, float *dQ, float *dK, float *dV, int B, int n,
+               int H, int hd, float scale, bool causal, bool vec, bool reverse) {
+    dim3 grid((n + TROWS - 1) / TROWS, B * H);
+    return launch(grid, Tiled<HDP>::DQ_SMEM, [=] {
+               attn_dq_exact<HDP>(Q, K, V, dO, L, D, M, dQ, n, H, hd, scale, causal, vec);
+           }, reverse) &&
+           launch(grid, Tiled<HDP>::DKV_SMEM, [=] {
+               attn_dkv_exact<HDP>(Q, K, V, dO, L, D, M, dK, dV, n, H, hd, scale, causal, vec);
+           }, reverse);
+}
+
+// the padded head dim attention.cu's exact path picks for hd (0: a wide head, the row kernels)
+int exact_hdp(int hd) { return hd > 128 ? 0 : hd > 96 ? 128 : hd > 64 ? 96 : 64; }
 }  // namespace
 
 extern "C" {
@@ -80,6 +106,40 @@ int emu_attention_bwd(const float *Q, const float *K, const float *V, const floa
     case 64: ok = bwd<64>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
     case 96: ok = bwd<96>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
     case 128: ok = bwd<128>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    default: return -1;
+    }
+    return ok ? 0 : -2;
+}
+
+// exact mode: the same contract as emu_attention_fwd/bwd, plus D (b*h*n) computed as
+// attention.cu does (attn_rowdot_exact) from dO and O; -1: a head dim above 128
+int emu_exact_fwd(const float *Q, const float *K, const float *V, const float *M, float *O,
+                  float *L, int B, int n, int H, int hd, int causal, int vec, int reverse) {
+    const float scale = (float)(1.0 / sqrt((double)hd));  // attention.cu's and the stub's
+    bool ok;
+    switch (exact_hdp(hd)) {
+    case 64: ok = fwd_exact<64>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 96: ok = fwd_exact<96>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 128: ok = fwd_exact<128>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse); break;
+    default: return -1;
+    }
+    return ok ? 0 : -2;
+}
+
+int emu_exact_bwd(const float *Q, const float *K, const float *V, const float *O,
+                  const float *dO, const float *L, const float *M, float *D, float *dQ,
+                  float *dK, float *dV, int B, int n, int H, int hd, int causal, int vec,
+                  int reverse) {
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    const int64_t rows = (int64_t)B * H * n;
+    launch(dim3((unsigned)((rows + TTHREADS - 1) / TTHREADS)), 0, [=] {
+        attn_rowdot_exact(dO, O, D, rows, n, H, hd);
+    }, reverse);
+    bool ok;
+    switch (exact_hdp(hd)) {
+    case 64: ok = bwd_exact<64>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 96: ok = bwd_exact<96>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 128: ok = bwd_exact<128>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
     default: return -1;
     }
     return ok ? 0 : -2;

@@ -1,16 +1,20 @@
 // tl_math_device_check.cu: native/common/tl_math.h compiled as CUDA device code gives the same
 // bits as the same header compiled for the host, for every function on every float32 input.
+// The host side is proven correctly rounded by `make check-math` (tests/native/check_math.c), so
+// equal bits make the device side correctly rounded too.
 // `make build/tl_math_device_check` builds it (CPU CI only builds it); on a GPU machine
-// `build/tl_math_device_check [stride]` prints one line per function and exits 1 on a mismatch.
+// `build/tl_math_device_check [stride]` prints one line per function (with its seconds) and
+// exits 1 on a mismatch.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <cuda_runtime.h>
 #include "tl_math.h"
 
 static const char *NAMES[] = {"exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "gelu",
-                              "gelu_grad", "sqrt", "rsqrt", "sin_2pi", "cos_2pi"};
-constexpr int NFN = 13;
+                              "gelu_grad", "sqrt", "rsqrt", "sin_2pi", "cos_2pi", "expm1"};
+constexpr int NFN = 14;
 
 __host__ __device__ static float eval(int fn, float x) {
     switch (fn) {
@@ -26,7 +30,8 @@ __host__ __device__ static float eval(int fn, float x) {
     case 9: return tlm_sqrt(x);
     case 10: return tlm_rsqrt(x);
     case 11: return tlm_sin_2pi(x);
-    default: return tlm_cos_2pi(x);
+    case 12: return tlm_cos_2pi(x);
+    default: return tlm_expm1(x);
     }
 }
 
@@ -49,6 +54,7 @@ int main(int argc, char **argv) {
     for (int fn = 0; fn < NFN; fn++) {
         long long mismatches = 0;
         uint32_t first = 0;
+        auto t0 = std::chrono::steady_clock::now();
         for (long long s = 0; s < total; s += chunk) {
             long long n = total - s < chunk ? total - s : chunk;
             unsigned long long start = (unsigned long long)s * stride;
@@ -71,7 +77,8 @@ int main(int argc, char **argv) {
             }
             mismatches += local;
         }
-        printf("%-10s inputs=%lld mismatches=%lld\n", NAMES[fn], total, mismatches);
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        printf("%-10s inputs=%lld mismatches=%lld seconds=%.1f\n", NAMES[fn], total, mismatches, secs);
         if (mismatches) { printf("  first mismatch bits 0x%08x\n", first); bad_fns++; }
     }
     printf("tl_math device check: %s\n", bad_fns ? "FAIL" : "all bit-identical");

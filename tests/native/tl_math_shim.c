@@ -1,16 +1,18 @@
-/* tl_math_shim.c: test-only wrapper that exports native/common/tl_math.h to Python (cffi) and
- * measures each canonical function's error against a double-precision libm reference.
+/* tl_math_shim.c: test-only wrapper that exports native/common/tl_math.h to Python (cffi): each
+ * function on an array, the correct-rounding check of cr_oracle.h over a sampled range, and the
+ * error of the IEEE-composed functions (sqrt, rsqrt) against a double-precision libm reference.
  *
  * Built by `make build/tl_math_test.so` with the stub's flags, so the functions compile exactly
- * as they do inside the stub. libm is used here only, as the independent reference. */
+ * as they do inside the stub. libm and libquadmath are used here only, as the independent
+ * reference. */
 #include <math.h>
 #include <stdint.h>
-#include "tl_math.h"
+#include "cr_oracle.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
 enum { F_EXP, F_LOG, F_LOG1P, F_TANH, F_SIGMOID, F_SOFTPLUS, F_ERF, F_GELU, F_GELU_GRAD,
-       F_SQRT, F_RSQRT, F_SIN_2PI, F_COS_2PI, F_COUNT };
+       F_SQRT, F_RSQRT, F_SIN_2PI, F_COS_2PI, F_EXPM1, F_COUNT };
 
 static float eval(int fn, float x) {
     switch (fn) {
@@ -27,37 +29,14 @@ static float eval(int fn, float x) {
     case F_RSQRT: return tlm_rsqrt(x);
     case F_SIN_2PI: return tlm_sin_2pi(x);
     case F_COS_2PI: return tlm_cos_2pi(x);
+    case F_EXPM1: return tlm_expm1(x);
     }
     return NAN;
 }
 
-/* sin or cos of 2 pi x in double, x reduced exactly first (x - rint(x) and the octant shifts are
- * exact in double), so large x and the zeros of cos are referenced to full precision */
-static double trig_2pi(int want_sin, double x) {
-    if (!isfinite(x)) return NAN;
-    double r = x - rint(x), t = fabs(r), sg = r < 0 ? -1.0 : 1.0;   /* sin(2 pi x) = sin(2 pi r) */
-    const double tau = 6.283185307179586476925;
-    if (t <= 0.125) return want_sin ? sg * sin(tau * t) : cos(tau * t);
-    if (t <= 0.375) return want_sin ? sg * cos(tau * (t - 0.25)) : -sin(tau * (t - 0.25));
-    return want_sin ? -sg * sin(tau * (t - 0.5)) : -cos(tau * (t - 0.5));
-}
-
-/* the true value in double (sigmoid and softplus in their overflow-safe forms) */
+/* the true value in double, for the IEEE-composed functions */
 static double reference(int fn, double x) {
-    switch (fn) {
-    case F_EXP: return exp(x);
-    case F_LOG: return log(x);
-    case F_LOG1P: return log1p(x);
-    case F_TANH: return tanh(x);
-    case F_SIGMOID: return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-    case F_SOFTPLUS: return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x)));
-    case F_ERF: return erf(x);
-    case F_SQRT: return sqrt(x);
-    case F_RSQRT: return 1.0 / sqrt(x);
-    case F_SIN_2PI: return trig_2pi(1, x);
-    case F_COS_2PI: return trig_2pi(0, x);
-    }
-    return NAN;
+    return fn == F_SQRT ? sqrt(x) : 1.0 / sqrt(x);
 }
 
 /* |got - ref| in float32 ulps of ref; NaN/overflow disagreements count as +inf */
@@ -75,8 +54,21 @@ static double ulp_error(float got, double ref) {
 
 EXPORT int tlmt_count(void) { return F_COUNT; }
 
+/* one switch, then a loop the compiler vectorises (as the stub's kernels do) */
+#define EVAL_CASE(F, FN) case F: for (int64_t i = 0; i < n; i++) y[i] = FN(x[i]); break;
 EXPORT void tlmt_eval(int fn, const float *x, float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = eval(fn, x[i]);
+    switch (fn) {
+    EVAL_CASE(F_EXP, tlm_exp)
+    EVAL_CASE(F_LOG, tlm_log)
+    EVAL_CASE(F_LOG1P, tlm_log1p)
+    EVAL_CASE(F_TANH, tlm_tanh)
+    EVAL_CASE(F_SIGMOID, tlm_sigmoid)
+    EVAL_CASE(F_SOFTPLUS, tlm_softplus)
+    EVAL_CASE(F_ERF, tlm_erf)
+    EVAL_CASE(F_GELU, tlm_gelu)
+    EVAL_CASE(F_GELU_GRAD, tlm_gelu_grad)
+    default: for (int64_t i = 0; i < n; i++) y[i] = eval(fn, x[i]);
+    }
 }
 
 /* Every stride-th bit pattern in [lo, hi] (inclusive, as uint32). Reports the largest ulp error,
@@ -106,6 +98,18 @@ EXPORT void tlmt_scan(int fn, uint32_t lo, uint32_t hi, uint32_t stride, double 
     *max_err = best;
     memcpy(worst, &arg, sizeof arg);
     *checked = cnt;
+}
+
+/* correct rounding (cr_oracle.h, functions numbered as its TLM_F_*) */
+EXPORT int tlmt_cr_count(void) { return CR_COUNT; }
+EXPORT void tlmt_cr_eval(int fn, const float *x, float *y, int64_t n) { cr_ours_block(fn, x, y, n); }
+/* out: inputs checked, mismatches, quad fallbacks, unresolved; *first_bad: one mismatching input */
+EXPORT void tlmt_cr_check(int fn, uint32_t lo, uint32_t hi, uint32_t stride, int64_t *out,
+                          uint32_t *first_bad) {
+    cr_stats st;
+    cr_check_range(fn, lo, hi, stride, &st);
+    out[0] = st.checked; out[1] = st.mismatches; out[2] = st.quad; out[3] = st.unresolved;
+    *first_bad = st.nbad ? st.bad[0] : 0;
 }
 
 EXPORT float tlmt_sum(const float *x, int64_t n) { return tlm_sum(x, 1, n); }

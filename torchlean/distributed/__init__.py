@@ -11,6 +11,10 @@ the CUDA backend (rank 0's unique id broadcast over MPI), MPI itself on the stub
 are host memory. A plain `python script.py` is rank 0 of 1 and needs no MPI. Every collective
 waits with a deadline (TORCHLEAN_DIST_TIMEOUT_S, default 300 s): a dead peer ends the job with a
 DistributedError naming this rank and the collective instead of hanging it.
+
+reduce.py holds the sums over ranks in a fixed order (and the differentiable one SyncBatchNorm
+records on the tape); agree.py the small tagged exchanges that tell ranks at different points of
+the program apart (DistributedDataParallel's step check, BatchNorm's batch sizes).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from torchlean._loader import lib as _lib
 from torchlean.buffer import AnyBuffer, Buffer, raise_status
 from torchlean.distributed.errors import DistributedError
 from torchlean.distributed.launch import LaunchInfo, detect
+from torchlean.distributed.reduce import all_reduce_tensor
 from torchlean.distributed.work import timeout_from_env
 
 _state: dict = {"comm": None, "info": None, "device": None}
@@ -205,4 +210,4 @@ def destroy() -> None:
 
 __all__ = ["init", "is_initialized", "rank", "world_size", "local_rank", "device", "all_reduce",
            "broadcast", "barrier", "destroy", "DistributedError", "LaunchInfo", "detect",
-           "communicator"]
+           "communicator", "all_reduce_tensor"]

@@ -191,7 +191,7 @@ class NCCLComm:
         return self._launch(what, enqueue), outs
 
     def barrier(self, what: str = "barrier") -> None:
-        from torchlean import synchronize
+        from torchlean.runtime import synchronize
         synchronize()
         self.mpi.barrier(what)
 

@@ -7,28 +7,18 @@ with a DistributedError naming this rank and the collective, instead of hanging 
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 
 import numpy as np
 
 from torchlean.distributed.errors import DistributedError
+from torchlean.runtime import env_seconds
 
 DEFAULT_TIMEOUT_S = 300.0
 
 
 def timeout_from_env() -> float:
-    v = os.environ.get("TORCHLEAN_DIST_TIMEOUT_S", "")
-    if v.strip() == "":
-        return DEFAULT_TIMEOUT_S
-    try:
-        t = float(v)
-    except ValueError:
-        t = float("nan")
-    if not t > 0 or t == float("inf"):
-        raise ValueError(f"TORCHLEAN_DIST_TIMEOUT_S must be a positive number of seconds, "
-                         f"got {v!r}")
-    return t
+    return env_seconds("TORCHLEAN_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S)
 
 
 def poll(done, *, rank: int, what: str, timeout_s: float, on_timeout=None) -> None:
@@ -46,7 +36,7 @@ def poll(done, *, rank: int, what: str, timeout_s: float, on_timeout=None) -> No
                     on_timeout()
                 raise DistributedError(
                     f"rank {rank}: {what} did not complete within {timeout_s:g} s: a peer "
-                    "process died or stopped calling the same collective (timeout set by "
+                    "process died, raised or stopped calling the same collective (timeout set by "
                     "TORCHLEAN_DIST_TIMEOUT_S)")
             time.sleep(min(1e-3, 1e-5 * (spins - 200) ** 0.5 + 1e-6))
 

@@ -9,6 +9,7 @@ by PyTorch with int64 buffers (BatchNorm's num_batches_tracked) loads.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -22,9 +23,35 @@ _ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, 
 
 
 def save_file(tensors: dict, path) -> None:
-    """Write {name: array} as float32 tensors (0-d arrays keep their shape)."""
-    _st.save_file({name: np.asarray(v, dtype=np.float32, order="C")  # 0-d stays 0-d
-                   for name, v in tensors.items()}, str(path))
+    """Write {name: array} as float32 tensors (0-d arrays keep their shape), atomically: a
+    reader (or a resumed run) sees the old file or the complete new one, never a torn one."""
+    data = _st.save({name: np.asarray(v, dtype=np.float32, order="C")  # 0-d stays 0-d
+                     for name, v in tensors.items()})
+    write_atomic(path, data)
+
+
+def write_atomic(path, data: bytes) -> None:
+    """Write data to a temporary file next to path, fsync it, then rename it over path (and
+    fsync the folder); on any failure the temporary file is removed and path is untouched."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+    with contextlib.suppress(OSError):   # make the rename itself durable where folders open
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _bad(path, problem):

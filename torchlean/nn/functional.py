@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from torchlean.session import Tensor, Parameter, default_session
+from torchlean.tape import is_grad_enabled
 
 
 def _sess(*xs):
@@ -35,48 +36,30 @@ def linear(input, weight, bias=None):
     return s.op("reshape", y, shape=lead + (w.shape[0],))
 
 
-def mse_loss(yhat, target):
-    s = _sess(yhat, target)
-    return s.op("mse_loss", yhat, target)
-
-
-def _class_labels(op: str, labels, n: int, c: int, what: str = "label") -> np.ndarray:
-    """Integer class labels, one per row, each in [0, c): anything else raises naming op."""
-    if isinstance(labels, Tensor):
-        raise TypeError(f"{op}: {what}s must be an integer array, got a float32 Tensor")
-    a = np.asarray(labels)
-    if a.dtype.kind not in "iu":
-        raise TypeError(f"{op}: {what}s must be an integer array, got dtype {a.dtype}")
-    if a.shape != (n,):
-        raise ValueError(f"{op}: expected one {what} per row, shape ({n},) for logits ({n}, {c}), "
-                         f"got shape {a.shape}")
-    bad = np.flatnonzero((a < 0) | (a >= c))
-    if bad.size:
-        raise ValueError(f"{op}: {what} {a[bad[0]]} at row {bad[0]} is out of range for {c} "
-                         f"classes (logits ({n}, {c})); expected 0 <= {what} < {c}")
-    return a.astype(np.int64)
-
-
-def cross_entropy(logits, labels):
-    """mean over rows of -log_softmax(logits)[row, label]; labels: integer array (no grad),
-    one per row, each in [0, classes)."""
-    s = _sess(logits)
-    logits = s.as_tensor(logits)
-    if logits.ndim != 2:
-        raise ValueError(f"cross_entropy: logits must be (rows, classes), got shape {logits.shape}")
-    n, c = logits.shape
-    labels = _class_labels("cross_entropy", labels, n, c)
-    lp = s.op("log_softmax", logits)
-    picked = s.op("gather_vec", s.op("reshape", lp, shape=(n * c,)),
-                  indices=np.arange(n, dtype=np.int64) * c + labels)
-    return picked.sum() * (-1.0 / max(n, 1))
-
-
-def dropout(x, p=0.5, training=True):
+def dropout(x, p=0.5, training=True, inplace=False):
     return _sess(x).dropout(x, p, training)
 
 
-def relu(x):
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """torch's dropout2d: each (sample, channel) plane of (N, C, H, W) input is zeroed with
+    probability p and the rest scaled by 1 / (1 - p); one Bernoulli draw per plane, broadcast
+    over it. A 3-D input is read as (N, C, L), as torch 2 does (channel-wise 1-D dropout)."""
+    s = _sess(input)
+    x = s.as_tensor(input)
+    if x.ndim not in (3, 4):
+        raise ValueError(f"dropout2d: expected input (N, C, H, W) or (N, C, L), got {x.shape}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout2d: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = 1.0 - p
+    mask = s.bernoulli_mask(tuple(x.shape[:2]) + (1,) * (x.ndim - 2), keep)
+    return x * mask * (1.0 / keep)
+
+
+def relu(x, inplace=False):
     return _sess(x).op("relu", x)
 
 
@@ -105,12 +88,56 @@ def sigmoid(x):
     return _sess(x).op("sigmoid", x)
 
 
-def softmax(x):
-    return _sess(x).op("softmax", x)
+def silu(input, inplace=False):
+    """torch's SiLU (swish), x * sigmoid(x): the registry's silu op (`inplace` is accepted for
+    torch's signature; torchlean has no in-place ops)."""
+    return _sess(input).op("silu", input)
 
 
-def log_softmax(x):
-    return _sess(x).op("log_softmax", x)
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """softmax over `dim`; dim=None is the last axis here (torch's legacy rule for a missing
+    dim picks axis 0 of a 1-D or 3-D input and axis 1 otherwise, with a warning)."""
+    return _sess(input).as_tensor(input).softmax(-1 if dim is None else dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """log_softmax over `dim` (dim=None: the last axis, see softmax)."""
+    return _sess(input).as_tensor(input).log_softmax(-1 if dim is None else dim)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x where x > 0, negative_slope * x elsewhere: relu(x) - slope relu(-x)."""
+    s = _sess(input)
+    x = s.as_tensor(input)
+    return s.op("relu", x) - s.op("relu", -x) * float(negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, alpha (exp(x) - 1) elsewhere: relu(x) + alpha (exp(-relu(-x)) - 1)."""
+    s = _sess(input)
+    x = s.as_tensor(input)
+    neg = -s.op("relu", -x)
+    return s.op("relu", x) + (s.op("exp", neg) - 1.0) * float(alpha)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch's layer_norm over the trailing `normalized_shape` axes: one registry layer_norm
+    over the folded trailing axes; weight / bias None are ones / zeros."""
+    s = _sess(input, weight, bias)
+    x = s.as_tensor(input)
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else \
+        tuple(int(n) for n in normalized_shape)
+    shp = tuple(x.shape)
+    if not ns or len(shp) < len(ns) or shp[len(shp) - len(ns):] != ns:
+        raise ValueError(f"layer_norm: expected input with trailing shape {ns}, got {shp}")
+    d = math.prod(ns)
+    for name, v in (("weight", weight), ("bias", bias)):
+        if v is not None and tuple(np.shape(v)) != ns:
+            raise ValueError(f"layer_norm: {name} must have shape {ns}, got {tuple(np.shape(v))}")
+    w = s.tensor(np.ones(d, np.float32)) if weight is None else s.as_tensor(weight).reshape(d)
+    b = s.tensor(np.zeros(d, np.float32)) if bias is None else s.as_tensor(bias).reshape(d)
+    y = s.op("layer_norm", x.reshape(shp[:len(shp) - len(ns)] + (d,)), w, b, eps=float(eps))
+    return y.reshape(shp)
 
 
 # ---------------------------------------------------------------------------- convolution
@@ -181,16 +208,20 @@ def _conv_nd(rank, input, weight, bias, stride, padding, dilation, groups):
             raise ValueError(f"{op}: padding must be an int, a tuple, 'valid' or 'same', got "
                              f"{padding!r}")
     b = s.tensor(np.zeros(cout, np.float32)) if bias is None else s.as_tensor(bias)
+    pad = _per_axis(padding, rank, "padding", op)
     if groups != 1 or any(d != 1 for d in dil):
+        if rank <= 3:   # direct grouped kernels: no dense, groups-fold wider kernel
+            return s.op("conv_grouped", w, b, x, stride=st, padding=pad, dilation=dil,
+                        groups=groups)
         w = s.op("gather_vec", s.op("reshape", w, shape=(-1,)),
                  indices=_expansion_indices(tuple(w.shape), cin, groups, dil))
-    return s.op("conv", w, b, x, stride=st, padding=_per_axis(padding, rank, "padding", op))
+    return s.op("conv", w, b, x, stride=st, padding=pad)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """torch's conv1d. groups and dilation build a dense kernel with gather_vec (zeros off the
-    group blocks and between dilated taps) and run one registry conv: the arithmetic of a
-    groups-fold wider convolution, differentiable through gather_vec's scatter-add VJP."""
+    """torch's conv1d. groups and dilation run the registry's conv_grouped (direct kernels over
+    each group's channels, depthwise included); with groups = 1 and dilation 1 its bits are the
+    dense conv's."""
     return _conv_nd(1, input, weight, bias, stride, padding, dilation, groups)
 
 
@@ -271,8 +302,8 @@ def adaptive_avg_pool2d(input, output_size):
     if oh < 1 or ow < 1 or h < 1 or w < 1:
         raise ValueError(f"adaptive_avg_pool2d: output size {(oh, ow)} and input size {(h, w)} "
                          "must be positive")
-    if (oh, ow) == (h, w):
-        return x
+    if (oh, ow) == (h, w):   # torch's result is a new tensor: under no_grad it needs no grad
+        return x if is_grad_enabled() else x.detach()
     if (oh, ow) == (1, 1):
         return x.mean(dim=(-2, -1), keepdim=True)
     if h % oh == 0 and w % ow == 0:
@@ -309,8 +340,11 @@ def split_attention_mask(op, mask, shape, blocked_when=False):
     a = np.broadcast_to(a, target)
     if a.dtype == np.bool_:
         return (~a if blocked_when else a), None
-    if a.dtype.kind not in "fiu":
-        raise TypeError(f"{op}: attention mask must be boolean or float, got dtype {a.dtype}")
+    if a.dtype.kind != "f":
+        # torch raises too: an integer 0/1 mask added as a float would block nothing
+        raise TypeError(f"{op}: attention mask must be boolean (or float, added to the scores), "
+                        f"got dtype {a.dtype}; an integer mask such as np.tril(np.ones((T, T), "
+                        "int)) must be converted with .astype(bool)")
     a = a.astype(np.float64)
     if np.isnan(a).any() or (a == np.inf).any():
         raise ValueError(f"{op}: a float attention mask may hold finite values and -inf, got "
@@ -325,6 +359,13 @@ def causal_mask(l, s):
     """torch's is_causal mask for L queries and S keys: query i may attend keys j <= i (the
     lower triangle of an L x S matrix, aligned top left)."""
     return np.tri(l, s, dtype=bool)
+
+
+def fused_attention_fits(l, s, allowed, additive) -> bool:
+    """Whether the fused attention kernels can run this attention: self-shaped (as many keys as
+    queries), no additive mask, and a boolean mask, if any, of shape (L, L). The one test
+    F.scaled_dot_product_attention and nn.MultiheadAttention share (each adds its own limits)."""
+    return l == s and additive is None and (allowed is None or np.shape(allowed) == (l, l))
 
 
 def attention_core(q, k, v, allowed=None, additive=None, scale=None, dropout_p=0.0,
@@ -379,8 +420,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     n = math.prod(lead)
     scores = lead + (l, sk)
     allowed, additive = (None, None) if is_causal else split_attention_mask(op, attn_mask, scores)
-    if (l == sk and e == ev and scale is None and dropout_p == 0.0 and additive is None
-            and 0 < n <= _FUSED_MAX_BATCH and (allowed is None or allowed.shape == (l, l))):
+    if (e == ev and scale is None and dropout_p == 0.0 and 0 < n <= _FUSED_MAX_BATCH
+            and fused_attention_fits(l, sk, allowed, additive)):
         # self-shaped: the fused attention op (causal as its attr, no mask buffer)
         y = s.op("attention", q.reshape(n, l, e), k.reshape(n, l, e), v.reshape(n, l, e),
                  mask=allowed, causal=bool(is_causal))
@@ -430,10 +471,11 @@ def _pool_out_size(op, n, k, st, p, d, ceil_mode):
 
 
 def _pad_after(x, extra, value):
-    """x with `extra` (per spatial axis, H then W) constant cells appended on the right/bottom."""
+    """x with `extra` (one count per trailing axis, e.g. H then W) constant cells appended at
+    the end of each of those axes."""
     from torchlean.session import cat
     s = x.session
-    for axis, e in zip((-2, -1), extra):
+    for axis, e in zip(range(-len(extra), 0), extra):
         if e:
             shape = list(x.shape)
             shape[axis] = e
@@ -585,3 +627,13 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     win = _plane_windows(_adaptive_taps(h, oh), _adaptive_taps(w, ow), w)
     y = _max_over_windows(s, x, win)
     return (y, _first_max_indices(x, y, win)) if return_indices else y
+
+
+# losses, padding, resampling and the 1-D / 3-D pooling forms live in their own modules
+from torchlean.nn.loss_functions import (  # noqa: E402,F401 - torch.nn.functional names
+    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
+    l1_loss, mse_loss, nll_loss, smooth_l1_loss)
+from torchlean.nn.padding import normalize, pad  # noqa: E402,F401
+from torchlean.nn.resample import (  # noqa: E402,F401 - torch.nn.functional names
+    adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, avg_pool3d, interpolate, max_pool1d,
+    max_pool3d, upsample)

@@ -1,24 +1,35 @@
 """DistributedDataParallel: the same model on every rank, gradients averaged across ranks.
 
-At wrap time rank 0's parameters and buffers are broadcast, so every rank starts equal (and the
-ranks check they hold the same parameter shapes). Parameters are grouped in buckets of about
+At wrap time the ranks check that they wrap the same model: the same parameter and buffer names,
+shapes and requires_grad flags (a difference is a DistributedError on every rank naming the first
+one); then rank 0's parameters and buffers are broadcast (init_sync=True, as PyTorch), or, with
+init_sync=False, the values must already agree. Parameters are grouped in buckets of about
 `bucket_cap_mb` megabytes, in reverse registration order (the order backward finishes them).
 When a backward pass has accumulated the last gradient of a bucket (a post-accumulate-grad hook,
 see Parameter.register_post_accumulate_grad_hook), the bucket's reduction starts at once, in
 bucket order on every rank, so communication overlaps the rest of the backward pass (on CUDA on
 a separate NCCL stream). When the backward pass ends, every reduction is waited for and each
 gradient becomes its average over the ranks. Only gradients are touched: any optimizer works.
+Before its first bucket, each reducing backward checks that every rank is at the same step (the
+same number of forward passes since the last reduction, the same micro-batch step): a rank that
+skipped a backward() fails that step on every rank instead of drifting.
 
 Two reductions:
   default: NCCL's (or MPI's) all-reduce sum, then the scale op with c = 1/W. Its summation order
       is the library's choice, so results agree with one process to rounding (allclose).
-  exact (torchlean.is_deterministic(), or torchlean.is_exact() where it exists): each bucket is
-      all-gathered and summed in rank order, g = g_0; g = g + g_1; ...; g = g + g_{W-1}, with
-      the add kernel, then scaled by the scale op with c = 1/W. That is bit for bit what one
-      process gets by accumulating the W ranks' micro-batches in rank order with backward()
-      (which adds each new gradient to .grad with the same add kernel) and then applying
+  exact (torchlean.is_deterministic() or torchlean.is_exact()): each bucket is all-gathered and
+      summed in rank order, g = g_0; g = g + g_1; ...; g = g + g_{W-1}, with the add kernel,
+      then scaled by the scale op with c = 1/W. That is bit for bit what one process gets by
+      accumulating the W ranks' micro-batches in rank order with backward() (which adds each
+      new gradient to .grad with the same add kernel) and then applying
       torchlean.ops.scale(grad, c=1/W): the single-process reference of a W-rank step.
-      Stub and CUDA run the same add and scale kernels on the same float32 inputs.
+
+Micro-batches: the j-th training forward since the last reduction on rank r is global
+micro-batch j * W + r of the step. Its random draws (dropout) are keyed by (seed, step, that
+index) through torchlean.random.micro_batch, unless the caller opened such a scope itself (the
+examples do, with their own step count, so a resumed run draws the same), and BatchNorm folds
+every rank's batch statistics into its running buffers in rank order (broadcast_buffers=True), so
+W processes equal one process accumulating the W micro-batches of each forward in rank order.
 
 no_sync(): backward passes inside it only accumulate locally (gradient accumulation); the first
 backward outside it reduces the accumulated sums.
@@ -31,27 +42,14 @@ import zlib
 
 import numpy as np
 
-import torchlean
 from torchlean import distributed as dist
-from torchlean._loader import ffi, lib
-from torchlean.buffer import AnyBuffer, Buffer, raise_status
+from torchlean import random as _random
+from torchlean.buffer import AnyBuffer
 from torchlean._generated import ops as _ops
-from torchlean.nn.modules import Module
+from torchlean.distributed import agree
+from torchlean.distributed.reduce import exact_reduction, rank_rows, sum_rows
+from torchlean.nn.modules import BatchNorm2d, Module, SyncBatchNorm
 from torchlean.session import register_backward_end_hook
-
-
-def exact_reduction() -> bool:
-    """True when gradients must be reduced in rank order (deterministic or exact mode)."""
-    return torchlean.is_deterministic() or bool(getattr(torchlean, "is_exact", lambda: False)())
-
-
-def _view(buf: Buffer, start: int, n: int, shape) -> AnyBuffer:
-    """Floats [start, start + n) of buf as an AnyBuffer sharing its memory (no copy)."""
-    out = ffi.new("tl_buf *")
-    st = lib.tl_buf_wrap(buf.data_ptr() + 4 * start, n, out)
-    if st:
-        raise_status("DistributedDataParallel", st)
-    return AnyBuffer(shape, Buffer(out[0], n))
 
 
 class _Bucket:
@@ -67,11 +65,14 @@ class DistributedDataParallel(Module):
     """Wraps `module` (reached as .module); forward calls it. torchlean.distributed.init() must
     have run. bucket_cap_mb: bucket size in megabytes (about 25 MB as in PyTorch; the first
     bucket, holding the last layers, is capped at 1 MB so communication starts early).
-    broadcast_buffers: also broadcast rank 0's buffers (BatchNorm statistics) at every forward
-    in training mode."""
+    broadcast_buffers: rank 0's buffers are broadcast at wrap time; then BatchNorm's running
+    statistics fold every rank's batch in rank order and any other buffer is broadcast from
+    rank 0 at each training forward (False: each rank keeps its own buffers).
+    init_sync: broadcast rank 0's parameters (and buffers) at wrap time; False requires every
+    rank to hold the same values already (checked)."""
 
     def __init__(self, module: Module, bucket_cap_mb: float = 25.0,
-                 broadcast_buffers: bool = True):
+                 broadcast_buffers: bool = True, init_sync: bool = True):
         super().__init__()
         if not bucket_cap_mb > 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be > 0, got "
@@ -79,16 +80,27 @@ class DistributedDataParallel(Module):
         self.module = module
         comm = dist.communicator()
         object.__setattr__(self, "_comm", comm)
-        object.__setattr__(self, "_broadcast_buffers", broadcast_buffers)
         object.__setattr__(self, "_sync", True)
         object.__setattr__(self, "_active", False)
-        seen, params = set(), []
-        for p in module.parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                params.append(p)
-        self._check_same_model(params)
-        self._broadcast([p for p in params] + module.buffers(), "parameter broadcast")
+        object.__setattr__(self, "_checked", False)   # this step's agreement check done
+        object.__setattr__(self, "_forwards", 0)      # training forwards since the last reduction
+        object.__setattr__(self, "_step", 0)          # reductions completed
+        params = module.parameters()     # each once, tied weights included
+        check_same_model(comm, module, values=not init_sync)
+        states = (params if init_sync else []) + (
+            module.buffers() if init_sync and broadcast_buffers else [])
+        self._broadcast(states, "parameter and buffer broadcast")
+        norms = [m for m in module.modules()
+                 if isinstance(m, BatchNorm2d) and not isinstance(m, SyncBatchNorm)]
+        synced = set()      # buffers every rank updates alike: BatchNorm's, SyncBatchNorm's
+        if broadcast_buffers:
+            for m in norms:
+                object.__setattr__(m, "_ranks", comm)
+            synced = {id(b) for m in module.modules() if isinstance(m, BatchNorm2d)
+                      for b in m.buffers()}
+        # any other buffer follows rank 0's at every training forward, as in PyTorch
+        object.__setattr__(self, "_rank0_buffers", [
+            b for b in module.buffers() if broadcast_buffers and id(b) not in synced])
         trainable = [p for p in params if p.requires_grad]
         # the first bucket (the last layers) is small, as in PyTorch, so communication starts
         # early in the backward pass
@@ -107,22 +119,11 @@ class DistributedDataParallel(Module):
         hooks = [p.register_post_accumulate_grad_hook(lambda p, me=me: me() and me()._on_grad(p))
                  for p in trainable]
         hooks.append(register_backward_end_hook(lambda: me() and me()._on_backward_end()))
+        hooks.append(_Detach(norms))
         object.__setattr__(self, "_hooks", hooks)
         weakref.finalize(self, _remove_all, hooks)   # a dropped wrapper leaves no hooks behind
 
     # ---------------------------------------------------------------- wrap time
-    def _check_same_model(self, params) -> None:
-        shapes = ";".join(",".join(map(str, p.shape)) for p in params)
-        sig = np.array([len(params), sum(int(np.prod(p.shape)) for p in params),
-                        zlib.crc32(shapes.encode())], np.int64)
-        got = self._comm.allgather_array(sig, "DistributedDataParallel parameter check")
-        if (got != sig).any():
-            rows = ", ".join(f"rank {r}: {int(g[0])} parameters, {int(g[1])} elements"
-                             for r, g in enumerate(got))
-            raise dist.DistributedError(
-                f"rank {self._comm.rank}: DistributedDataParallel: the ranks wrap different "
-                f"models (parameter shapes differ): {rows}")
-
     def _broadcast(self, states, what: str) -> None:
         mirrors = [s.mirror() for s in states]
         if mirrors and self._comm.world > 1:
@@ -136,11 +137,17 @@ class DistributedDataParallel(Module):
             # a backward pass that raised part-way left reductions in flight: complete them
             # so this rank's collectives stay in step with the others'
             self._on_backward_end()
-        if self._broadcast_buffers and self.training and torchlean.is_grad_enabled():
-            bufs = self.module.buffers()
-            if bufs:
-                self._broadcast(bufs, "buffer broadcast")
-        return self.module(*args, **kwargs)
+        if not self.training:
+            return self.module(*args, **kwargs)
+        j = self._forwards
+        object.__setattr__(self, "_forwards", j + 1)
+        if self._rank0_buffers:
+            self._broadcast(self._rank0_buffers, "buffer broadcast")
+        if _random.current_micro_batch() is not None:
+            return self.module(*args, **kwargs)
+        comm = self._comm
+        with _random.micro_batch(self._step, j * comm.world + comm.rank):
+            return self.module(*args, **kwargs)
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -161,7 +168,37 @@ class DistributedDataParallel(Module):
             return
         b.ready.add(id(p))
         object.__setattr__(self, "_active", True)
+        self._check_same_step()
         self._launch_ready()
+
+    def _check_same_step(self) -> None:
+        """Before this step's first collective: every rank ran as many forward passes since the
+        last reduction, in the same micro-batch step, with as many buckets."""
+        if self._checked:
+            return
+        object.__setattr__(self, "_checked", True)
+        comm = self._comm
+        if comm.world == 1:
+            return
+        micro = _random.current_micro_batch()
+        mine = [self._step, self._forwards, -1 if micro is None else micro[0],
+                len(self._buckets)]
+        try:
+            got = agree.exchange(comm, "DistributedDataParallel step check", mine)
+        except dist.DistributedError:
+            self._reset(ok=False)
+            raise
+        if (got == mine).all():
+            return
+        names = ("reductions so far", "forward passes since the last reduction",
+                 "micro-batch step", "buckets")
+        k = int(np.flatnonzero((got != got[0]).any(axis=0))[0])
+        self._reset(ok=False)
+        raise dist.DistributedError(
+            f"rank {comm.rank}: DistributedDataParallel: the ranks are not at the same step "
+            f"(reduction #{self._step + 1} of this rank): {names[k]} by rank: "
+            f"{got[:, k].tolist()}. A rank skipped a backward() (or ran an extra forward); "
+            "every rank must run the same forward and backward passes")
 
     def _launch_ready(self) -> None:
         # buckets start in index order on every rank, so the collectives match
@@ -183,7 +220,9 @@ class DistributedDataParallel(Module):
     def _on_backward_end(self) -> None:
         if not self._active:
             return
+        ok = False
         try:
+            self._check_same_step()
             for b in self._buckets:   # parameters no gradient reached: zeros on this rank
                 for p in b.params:
                     if id(p) not in b.ready:
@@ -193,12 +232,21 @@ class DistributedDataParallel(Module):
             self._launch_ready()
             for b in self._buckets:
                 self._finish(b)
+            ok = True
         finally:
-            for b in self._buckets:
-                b.ready.clear()
-                b.pending = None
-            object.__setattr__(self, "_next", 0)
-            object.__setattr__(self, "_active", False)
+            self._reset(ok)
+
+    def _reset(self, ok: bool) -> None:
+        """Ready for the next step (counted when this one's reduction completed)."""
+        for b in self._buckets:
+            b.ready.clear()
+            b.pending = None
+        object.__setattr__(self, "_next", 0)
+        object.__setattr__(self, "_active", False)
+        object.__setattr__(self, "_checked", False)
+        object.__setattr__(self, "_forwards", 0)
+        if ok:
+            object.__setattr__(self, "_step", self._step + 1)
 
     def _finish(self, b: _Bucket) -> None:
         work, gathered = b.pending
@@ -209,24 +257,94 @@ class DistributedDataParallel(Module):
             if gathered is None:
                 avg = _ops.scale(g, c=1.0 / W)
             else:
-                n = g.numel
-                parts = [_view(gathered[i], r * n, n, g.shape) for r in range(W)]
-                acc = parts[0]
-                for part in parts[1:]:
-                    s = _ops.add(acc, part)
-                    if acc is not parts[0]:
-                        acc.release()
-                    acc = s
+                acc = sum_rows(rank_rows(gathered[i], W, g.shape))
                 avg = _ops.scale(acc, c=1.0 / W)
-                if acc is not parts[0]:
-                    acc.release()
+                acc.release()
                 gathered[i].release()
             g.release()
             p.grad_buf = avg
 
     def remove_hooks(self) -> None:
-        """Detach from the parameters (the wrapper stops reducing)."""
+        """Detach from the parameters and BatchNorm layers (the wrapper stops reducing)."""
         _remove_all(self._hooks)
+
+
+class _Detach:
+    """A hook handle that unhooks BatchNorm layers from the communicator."""
+
+    def __init__(self, norms):
+        self.norms = norms
+
+    def remove(self) -> None:
+        for m in self.norms:
+            object.__setattr__(m, "_ranks", None)
+        self.norms = []
+
+
+def _describe(module: Module) -> list[tuple[str, str, tuple, bool]]:
+    return ([("parameter", n, tuple(p.shape), bool(p.requires_grad))
+             for n, p in module.named_parameters()]
+            + [("buffer", n, tuple(b.shape), False) for n, b in module.named_buffers()])
+
+
+def check_same_model(comm, module: Module, values: bool) -> None:
+    """Every rank wraps a model with the same parameter and buffer names, shapes and
+    requires_grad flags (and, with values, the same values, bit for bit); otherwise a
+    DistributedError on every rank naming the first difference."""
+    if comm.world == 1:
+        return
+    what = "DistributedDataParallel model check"
+    entries = _describe(module)
+    text = "\n".join(f"{k} {n} {s} {g}" for k, n, s, g in entries).encode()
+    crcs = np.zeros(0, np.int64)
+    if values:
+        crcs = np.array([zlib.crc32(np.ascontiguousarray(t.numpy(), np.float32).tobytes())
+                         for t in module.parameters() + module.buffers()], np.int64)
+    sig = np.array([len(entries), zlib.crc32(text), zlib.crc32(crcs.tobytes())], np.int64)
+    got = comm.allgather_array(sig, what)
+    if (got == sig).all():
+        return
+    me = f"rank {comm.rank}: DistributedDataParallel: the ranks wrap different models: "
+    if (got[:, :2] != sig[:2]).any():
+        texts = allgather_bytes(comm, text, what)
+        tables = [[line.split(" ", 2) for line in t.decode().split("\n") if line]
+                  for t in texts]
+        raise dist.DistributedError(me + first_difference(tables))
+    every = comm.allgather_array(crcs, what + " values")
+    i = int(np.flatnonzero((every != every[0]).any(axis=0))[0])
+    kind, name = entries[i][0], entries[i][1]
+    differ = [r for r in range(comm.world) if every[r, i] != every[0, i]]
+    raise dist.DistributedError(
+        me + f"{kind} {name!r} holds other values on rank(s) {differ} than on rank 0 "
+        "(init_sync=False requires equal values; init_sync=True copies rank 0's)")
+
+
+def first_difference(tables: list[list[list[str]]]) -> str:
+    """The first entry where some rank's (kind, name, shape and flag) differ from rank 0's."""
+    for i in range(max(len(t) for t in tables)):
+        rows = [t[i] if i < len(t) else None for t in tables]
+        for r, row in enumerate(rows):
+            if row != rows[0]:
+                return f"entry {i}: rank 0 has {_entry(rows[0])}, rank {r} has {_entry(row)}"
+    return "the descriptions differ"
+
+
+def _entry(row) -> str:
+    if row is None:
+        return "nothing (fewer parameters and buffers)"
+    kind, name, rest = row
+    shape, flag = rest.rsplit(" ", 1)
+    extra = f", requires_grad={flag}" if kind == "parameter" else ""
+    return f"{kind} {name!r} of shape {shape}{extra}"
+
+
+def allgather_bytes(comm, data: bytes, what: str) -> list[bytes]:
+    """Every rank's bytes, in rank order (two fixed-size gathers, each with the deadline)."""
+    sizes = comm.allgather_array(np.array([len(data)], np.int64), what + " sizes")[:, 0]
+    buf = np.zeros(int(sizes.max()), np.uint8)
+    buf[:len(data)] = np.frombuffer(data, np.uint8)
+    rows = comm.allgather_array(buf, what + " text")
+    return [rows[r, :int(n)].tobytes() for r, n in enumerate(sizes)]
 
 
 def _remove_all(hooks: list) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import bisect
 import math
 
+import numpy as np
+
 
 class LRScheduler:
     def __init__(self, optimizer, last_epoch: int = -1):
@@ -53,9 +55,7 @@ class StepLR(LRScheduler):
     """lr = base * gamma ** (epoch // step_size)."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
-        if int(step_size) < 1:
-            raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
-        self.step_size, self.gamma = int(step_size), gamma
+        self.step_size, self.gamma = _positive_int("StepLR", "step_size", step_size), gamma
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, epoch):
@@ -241,6 +241,134 @@ class OneCycleLR(LRScheduler):
                 self._set_momentum(g, self._at(g, self.last_epoch, "momentum"))
 
 
+def _positive_int(name, what, v, least=1):
+    """An int >= least; a float (2.5) or bool raises TypeError instead of being truncated."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name}: {what} must be an integer, got {v!r} ({type(v).__name__})")
+    if v < least:
+        raise ValueError(f"{name}: {what} must be >= {least}, got {v}")
+    return int(v)
+
+
+class ExponentialLR(LRScheduler):
+    """lr = base * gamma ** epoch."""
+
+    def __init__(self, optimizer, gamma, last_epoch=-1):
+        self.gamma = float(gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch):
+        return [b * self.gamma ** epoch for b in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR: lr = eta_min + (base - eta_min) (1 + cos(pi T_cur / T_i)) / 2, where the i-th
+    period lasts T_i = T_0 T_mult^i epochs and T_cur counts epochs since the last restart.
+    step(epoch) also takes a fractional epoch (e.g. epoch + batch / batches), as torch."""
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
+        name = "CosineAnnealingWarmRestarts"
+        self.T_0 = _positive_int(name, "T_0", T_0)
+        self.T_mult = _positive_int(name, "T_mult", T_mult)
+        if not isinstance(eta_min, (int, float)) or isinstance(eta_min, bool):
+            raise TypeError(f"{name}: eta_min must be a number, got {eta_min!r}")
+        self.eta_min = float(eta_min)
+        super().__init__(optimizer, last_epoch)
+
+    def _period(self, epoch):
+        """(T_cur, T_i) at `epoch`."""
+        if self.T_mult == 1:
+            return epoch % self.T_0, self.T_0
+        n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+        start = self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+        if epoch < start:                         # log rounding at a period boundary
+            n -= 1
+        elif epoch >= start + self.T_0 * self.T_mult ** n:
+            n += 1
+        start = self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+        return epoch - start, self.T_0 * self.T_mult ** n
+
+    def lr_at(self, epoch):
+        if epoch < 0:
+            raise ValueError(f"CosineAnnealingWarmRestarts: epoch must be >= 0, got {epoch}")
+        t_cur, t_i = self._period(epoch)
+        c = (1 + math.cos(math.pi * t_cur / t_i)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+    def step(self, epoch=None):
+        if epoch is None:
+            super().step()
+            return
+        self.last_epoch = math.floor(epoch)
+        self._apply(self.lr_at(epoch))
+
+
+class ReduceLROnPlateau:
+    """Multiply every group's lr by factor (not below min_lr) once the metric passed to
+    step(metrics) has not improved for more than `patience` epochs; improvement is relative or
+    absolute (threshold_mode) in `mode` ('min' or 'max'); cooldown epochs follow each cut."""
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
+                 threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
+        name = "ReduceLROnPlateau"
+        if not factor < 1.0:
+            raise ValueError(f"{name}: factor should be < 1.0, got {factor}")
+        if mode not in ("min", "max"):
+            raise ValueError(f"{name}: mode {mode!r} is unknown; expected 'min' or 'max'")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"{name}: threshold mode {threshold_mode!r} is unknown; expected "
+                             "'rel' or 'abs'")
+        n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != n:
+                raise ValueError(f"{name}: expected {n} min_lrs (one per group), got "
+                                 f"{len(min_lr)}")
+            self.min_lrs = [float(v) for v in min_lr]
+        else:
+            self.min_lrs = [float(min_lr)] * n
+        self.optimizer, self.mode, self.factor = optimizer, mode, float(factor)
+        self.patience = _positive_int(name, "patience", patience, least=0)
+        self.cooldown = _positive_int(name, "cooldown", cooldown, least=0)
+        self.threshold, self.threshold_mode, self.eps = float(threshold), threshold_mode, eps
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs, self.cooldown_counter, self.last_epoch = 0, 0, 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+    def is_better(self, a, best):
+        if self.mode == "min":
+            return a < (best * (1.0 - self.threshold) if self.threshold_mode == "rel"
+                        else best - self.threshold)
+        return a > (best * (1.0 + self.threshold) if self.threshold_mode == "rel"
+                    else best + self.threshold)
+
+    def step(self, metrics):
+        current = float(metrics)
+        self.last_epoch += 1
+        if self.is_better(current, self.best):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for g, low in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(g["lr"] * self.factor, low)
+                if g["lr"] - new > self.eps:
+                    g["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self) -> list:
+        return list(self._last_lr)
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.__dict__.update(sd)
+
+
 def _per_group(v, n, what):
     if isinstance(v, (list, tuple)):
         if len(v) != n:
@@ -251,4 +379,5 @@ def _per_group(v, n, what):
 
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "CosineAnnealingLR", "LambdaLR", "LinearLR",
-           "SequentialLR", "OneCycleLR"]
+           "SequentialLR", "OneCycleLR", "ExponentialLR", "CosineAnnealingWarmRestarts",
+           "ReduceLROnPlateau"]

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from torchlean.buffer import AnyBuffer
-from torchlean.session import Parameter
+from torchlean.session import Parameter, check_training_thread, training_lock
 from torchlean._generated import ops as _ops
 
 
@@ -19,7 +19,14 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []
         self.state: dict[int, dict] = {}        # id(Parameter) -> its state
+        name = type(self).__name__
+        if isinstance(params, (Parameter, dict)) or not hasattr(params, "__iter__"):
+            raise TypeError(f"{name}: params must be an iterable of Parameters or of parameter "
+                            f"group dicts, got {type(params).__name__}")
+        self._check_group(dict(self.defaults))   # bad options raise before anything else
         params = list(params)
+        if not params:
+            raise ValueError(f"{name}: optimizer got an empty parameter list")
         if params and all(isinstance(g, dict) for g in params):
             for g in params:
                 self.add_param_group(g)
@@ -39,6 +46,9 @@ class Optimizer:
             if not isinstance(p, Parameter):
                 raise TypeError(f"{name}: params must be torchlean Parameters, got "
                                 f"{type(p).__name__}")
+        if len({id(p) for p in g["params"]}) != len(g["params"]):
+            raise ValueError(f"{name}: a parameter group holds the same parameter more than "
+                             "once; it would be stepped twice per step")
         seen = {id(p) for other in self.param_groups for p in other["params"]}
         if any(id(p) in seen for p in g["params"]):
             raise ValueError(f"{name}: some parameters appear in more than one parameter group")
@@ -104,11 +114,14 @@ class Optimizer:
             self.state[id(p)] = new
 
     def _with_grads(self):
-        """(group, parameter) for every parameter that has a gradient."""
+        """(group, parameter) for every parameter that has a gradient, with the parameter's
+        training lock held until the caller asks for the next one."""
         for g in self.param_groups:
             for p in g["params"]:
                 if p.grad_buf is not None:
-                    yield g, p
+                    with training_lock(p):   # held while the step reads the gradient
+                        check_training_thread(p, f"{type(self).__name__}.step")
+                        yield g, p
 
 
 class SGD(Optimizer):

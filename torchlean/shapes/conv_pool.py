@@ -157,3 +157,57 @@ def pool_grad(x, g, kernel_size, stride, padding, rank=0):
     if tuple(g) != want:
         raise ShapeError(f"grad must have the pooled shape {want}, got {tuple(g)}")
     return tuple(x)
+
+
+def _grouped_parts(kernel, bias, x, stride, padding, dilation, groups):
+    """Checked pieces of a grouped, dilated convolution (conv_grouped): 1..3 spatial axes."""
+    r = len(kernel) - 2
+    if not 1 <= r <= 3:
+        raise ShapeError(f"kernel must be (C_out, C_in / groups, k...) with 1..3 spatial axes, got "
+                         f"shape {tuple(kernel)}")
+    n, c, sp = _split_batch(x, r)
+    g = int(groups)
+    cout, cin_g = kernel[0], kernel[1]
+    if g < 1 or cout % g or c % g or cin_g * g != c:
+        raise ShapeError(f"groups={groups} needs C_in ({c}) and C_out ({cout}) divisible by it and "
+                         f"kernel.shape[1] == C_in / groups, got kernel {tuple(kernel)}")
+    if bias is not None and tuple(bias) != (cout,):
+        raise ShapeError(f"bias must have shape ({cout},) (C_out), got {tuple(bias)}")
+    s, p = _strides_pads(stride, padding, r)
+    d = _per_axis(dilation, r, "dilation")
+    if any(e < 1 for e in d):
+        raise ShapeError(f"dilation must be >= 1 on every axis, got {dilation!r}")
+    k = tuple(kernel[2:])
+    span = tuple(dd * (kk - 1) + 1 if kk else 0 for dd, kk in zip(d, k))
+    _window_fits("dilated kernel", sp, span, p)
+    out = tuple(conv_size(i, kk, ss, pp) for i, kk, ss, pp in zip(sp, span, s, p))
+    return r, n, c, cout, sp, k, out, s, p, d, g
+
+
+def conv_grouped_out(kernel, bias, x, stride, padding, dilation, groups):
+    """Output shape of conv_grouped: (N, C_out, out...) or (C_out, out...)."""
+    r, n, c, cout, sp, k, out, s, p, d, g = _grouped_parts(kernel, bias, x, stride, padding,
+                                                          dilation, groups)
+    return ((n,) if n is not None else ()) + (cout,) + out
+
+
+def conv_grouped_geom(kernel, x, stride, padding, dilation, groups):
+    """The geometry of one group (C_in / groups inputs, C_out / groups outputs): the kernels
+    add the group offsets themselves."""
+    r, n, c, cout, sp, k, out, s, p, d, g = _grouped_parts(kernel, None, x, stride, padding,
+                                                          dilation, groups)
+    return (r, 1 if n is None else n, c // g, cout // g) + sp + k + out + s + p
+
+
+def conv_dilation3(kernel, dilation):
+    """The dilation per spatial axis, padded with 1 to three axes."""
+    r = len(kernel) - 2
+    return _per_axis(dilation, r, "dilation") + (1,) * (3 - r)
+
+
+def conv_grouped_grad(kernel, x, g, stride, padding, dilation, groups):
+    """Kernel shape for conv_grouped_backward; g must have the output shape."""
+    want = conv_grouped_out(kernel, None, x, stride, padding, dilation, groups)
+    if tuple(g) != want:
+        raise ShapeError(f"grad must have the output shape {want}, got {tuple(g)}")
+    return tuple(kernel)

@@ -79,14 +79,6 @@ def batch_of(v):
     return s[0] if len(s) == 3 else 1
 
 
-def nonempty_last(s):
-    """The last axis must not be empty (softmax-like rules)."""
-    require_rank(s, 1)
-    if s[-1] == 0:
-        raise ShapeError("the last axis must not be empty")
-    return tuple(s)
-
-
 def flag(v):
     """An i64 kernel flag: a bool as 0/1; an optional value (a mask) as 1 when present."""
     if v is None:

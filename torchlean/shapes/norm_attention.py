@@ -6,14 +6,16 @@ import math
 from .core import ShapeError, require_rank
 
 
-def ln_out(x, gamma, beta):
-    """layer_norm: gamma and beta are (cols,) matching x's last axis."""
+def ln_out(x, gamma, beta=None):
+    """layer_norm (gamma, beta) and rms_norm (weight): each (cols,), matching x's last axis."""
     require_rank(x, 1, None, "x")
-    require_rank(gamma, 1, 1, "gamma")
-    require_rank(beta, 1, 1, "beta")
-    if gamma[0] != x[-1] or beta[0] != x[-1]:
-        raise ShapeError(f"expected gamma and beta of shape ({x[-1]},) matching the last axis of x "
-                         f"{tuple(x)}; got gamma {tuple(gamma)}, beta {tuple(beta)}")
+    params = {"weight": gamma} if beta is None else {"gamma": gamma, "beta": beta}
+    for name, p in params.items():
+        require_rank(p, 1, 1, name)
+    if any(p[0] != x[-1] for p in params.values()):
+        got = ", ".join(f"{name} {tuple(p)}" for name, p in params.items())
+        raise ShapeError(f"expected {' and '.join(params)} of shape ({x[-1]},) matching the last axis "
+                         f"of x {tuple(x)}; got {got}")
     if x[-1] == 0:
         raise ShapeError("the last axis of x must not be empty")
     return tuple(x)

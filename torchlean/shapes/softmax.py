@@ -3,19 +3,25 @@ from __future__ import annotations
 
 import math
 
-from .core import ShapeError
-from .generic import nonempty_last
+from .core import ShapeError, require_rank
+
+
+def softmax_shape(s):
+    """A softmax input's shape is its output's: rank >= 1 (an empty last axis gives an empty
+    result, as torch)."""
+    require_rank(s, 1)
+    return tuple(s)
 
 
 def softmax_rows(s):
-    """Rows of a softmax input (leading axes folded); the last axis must be non-empty."""
-    nonempty_last(s)
+    """Rows of a softmax input (leading axes folded)."""
+    softmax_shape(s)
     return math.prod(s[:-1])
 
 
 def masked_softmax(s, mask):
     """x's shape; mask (boolean, or None for no mask) must have x's shape or x's last-2 shape."""
-    nonempty_last(s)
+    softmax_shape(s)
     if mask is None:
         return tuple(s)
     m = tuple(mask.shape)

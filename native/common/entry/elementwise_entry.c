@@ -578,3 +578,36 @@ int tl_clamp_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, doubl
     if (len_dx == 0) return TL_OK;
     return tlk_clamp_backward(op, x, g, dx, n, lo, hi);
 }
+
+int tl_silu(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "silu";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_silu(op, x, y, n);
+}
+
+int tl_silu_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "silu_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_silu_backward(op, x, g, dx, n);
+}

@@ -44,6 +44,8 @@ TL_HIDDEN int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double
 TL_HIDDEN int tlk_safe_log_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps);
 TL_HIDDEN int tlk_clamp(const char *op, tl_buf x, tl_buf y, int64_t n, double lo, double hi);
 TL_HIDDEN int tlk_clamp_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, double hi);
+TL_HIDDEN int tlk_silu(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_silu_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
 
 #ifdef __cplusplus
 }

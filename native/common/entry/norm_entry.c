@@ -127,3 +127,53 @@ int tl_batchnorm_channel_first_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, t
     if (len_dx == 0 && len_dgamma == 0 && len_dbeta == 0) return TL_OK;
     return tlk_batchnorm_channel_first_backward(op, g, xhat, inv_std, gamma, dx, dgamma, dbeta, n, c, s);
 }
+
+int tl_rms_norm(tl_buf x, tl_buf weight, tl_buf y, tl_buf inv_rms, int64_t rows, int64_t cols, double eps) {
+    static const char op[] = "rms_norm";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "weight", weight));
+    TL_TRY(tl_check_live(op, "y", y));
+    TL_TRY(tl_check_live(op, "inv_rms", inv_rms));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of weight"; const int64_t len_weight = tl_lname(&L, "cols", cols);
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of inv_rms"; const int64_t len_inv_rms = tl_lname(&L, "rows", rows);
+    if (L.status) return L.status;
+    if (!(cols >= 1))
+        return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "weight", weight, len_weight));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    TL_TRY(tl_check_len(op, "inv_rms", inv_rms, len_inv_rms));
+    if (len_y == 0 && len_inv_rms == 0) return TL_OK;
+    return tlk_rms_norm(op, x, weight, y, inv_rms, rows, cols, eps);
+}
+
+int tl_rms_norm_backward(tl_buf g, tl_buf x, tl_buf inv_rms, tl_buf weight, tl_buf dx, tl_buf dweight, int64_t rows, int64_t cols) {
+    static const char op[] = "rms_norm_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "inv_rms", inv_rms));
+    TL_TRY(tl_check_live(op, "weight", weight));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    TL_TRY(tl_check_live(op, "dweight", dweight));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of inv_rms"; const int64_t len_inv_rms = tl_lname(&L, "rows", rows);
+    L.what = "length of weight"; const int64_t len_weight = tl_lname(&L, "cols", cols);
+    L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of dweight"; const int64_t len_dweight = tl_lname(&L, "cols", cols);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "inv_rms", inv_rms, len_inv_rms));
+    TL_TRY(tl_check_len(op, "weight", weight, len_weight));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    TL_TRY(tl_check_len(op, "dweight", dweight, len_dweight));
+    if (len_dx == 0 && len_dweight == 0) return TL_OK;
+    return tlk_rms_norm_backward(op, g, x, inv_rms, weight, dx, dweight, rows, cols);
+}

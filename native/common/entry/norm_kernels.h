@@ -15,6 +15,8 @@ TL_HIDDEN int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta
 TL_HIDDEN int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma, tl_buf dx, tl_buf dgamma, tl_buf dbeta, int64_t rows, int64_t cols);
 TL_HIDDEN int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf mean, tl_buf var, tl_buf inv_std, int64_t n, int64_t c, int64_t s, double eps);
 TL_HIDDEN int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma, tl_buf dx, tl_buf dgamma, tl_buf dbeta, int64_t n, int64_t c, int64_t s);
+TL_HIDDEN int tlk_rms_norm(const char *op, tl_buf x, tl_buf weight, tl_buf y, tl_buf inv_rms, int64_t rows, int64_t cols, double eps);
+TL_HIDDEN int tlk_rms_norm_backward(const char *op, tl_buf g, tl_buf x, tl_buf inv_rms, tl_buf weight, tl_buf dx, tl_buf dweight, int64_t rows, int64_t cols);
 
 #ifdef __cplusplus
 }

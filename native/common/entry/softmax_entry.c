@@ -13,8 +13,6 @@ int tl_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
     L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
-    if (!(cols >= 1))
-        return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
     if (len_y == 0) return TL_OK;
@@ -32,8 +30,6 @@ int tl_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t col
     L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
-    if (!(cols >= 1))
-        return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
     TL_TRY(tl_check_len(op, "y", y, len_y));
     TL_TRY(tl_check_len(op, "g", g, len_g));
     TL_TRY(tl_check_len(op, "dx", dx, len_dx));
@@ -50,8 +46,6 @@ int tl_log_softmax(tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
     L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
-    if (!(cols >= 1))
-        return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
     TL_TRY(tl_check_len(op, "x", x, len_x));
     TL_TRY(tl_check_len(op, "y", y, len_y));
     if (len_y == 0) return TL_OK;
@@ -69,8 +63,6 @@ int tl_log_softmax_backward(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t
     L.what = "length of g"; const int64_t len_g = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     L.what = "length of dx"; const int64_t len_dx = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
-    if (!(cols >= 1))
-        return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
     TL_TRY(tl_check_len(op, "y", y, len_y));
     TL_TRY(tl_check_len(op, "g", g, len_g));
     TL_TRY(tl_check_len(op, "dx", dx, len_dx));
@@ -89,8 +81,6 @@ int tl_masked_softmax(tl_buf x, tl_buf mask, tl_buf y, int64_t rows, int64_t col
     L.what = "length of mask"; const int64_t len_mask = ((mask_rows > 0) ? tl_lmul(&L, tl_lname(&L, "mask_rows", mask_rows), tl_lname(&L, "cols", cols)) : INT64_C(0));
     L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
     if (L.status) return L.status;
-    if (!(cols >= 1))
-        return tl_fail(TL_E_ARG, "%s: expected cols >= 1, got cols=%lld", op, (long long)cols);
     if (!(mask_rows >= 0))
         return tl_fail(TL_E_ARG, "%s: expected mask_rows >= 0, got mask_rows=%lld", op, (long long)mask_rows);
     if (!((mask_rows == 0) || ((rows % mask_rows) == 0)))

@@ -42,6 +42,8 @@ TL_API int tl_safe_log(tl_buf x, tl_buf y, int64_t n, double eps);
 TL_API int tl_safe_log_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps);
 TL_API int tl_clamp(tl_buf x, tl_buf y, int64_t n, double lo, double hi);
 TL_API int tl_clamp_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n, double lo, double hi);
+TL_API int tl_silu(tl_buf x, tl_buf y, int64_t n);
+TL_API int tl_silu_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n);
 
 #ifdef __cplusplus
 }

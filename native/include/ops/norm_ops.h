@@ -13,6 +13,8 @@ TL_API int tl_layer_norm(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf x
 TL_API int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma, tl_buf dx, tl_buf dgamma, tl_buf dbeta, int64_t rows, int64_t cols);
 TL_API int tl_batchnorm_channel_first(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf mean, tl_buf var, tl_buf inv_std, int64_t n, int64_t c, int64_t s, double eps);
 TL_API int tl_batchnorm_channel_first_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma, tl_buf dx, tl_buf dgamma, tl_buf dbeta, int64_t n, int64_t c, int64_t s);
+TL_API int tl_rms_norm(tl_buf x, tl_buf weight, tl_buf y, tl_buf inv_rms, int64_t rows, int64_t cols, double eps);
+TL_API int tl_rms_norm_backward(tl_buf g, tl_buf x, tl_buf inv_rms, tl_buf weight, tl_buf dx, tl_buf dweight, int64_t rows, int64_t cols);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -61,7 +62,7 @@ inline std::vector<Thread> g_threads;
 inline std::vector<Barrier> g_bars;  // 0: the block; 1 + w: warp w
 inline Thread *g_cur = nullptr;
 inline ucontext_t g_sched;
-inline std::vector<float> g_slot;    // one exchange slot per thread (shuffles)
+inline std::vector<unsigned long long> g_slot;  // one exchange slot per thread (shuffles)
 inline std::function<void()> g_body;
 inline bool g_reverse = false;
 
@@ -89,7 +90,7 @@ inline void trampoline() {
 inline void run_block(unsigned nthreads) {
     const size_t stack_bytes = 256 * 1024;
     g_threads.resize(nthreads);
-    g_slot.assign(nthreads, 0.0f);
+    g_slot.assign(nthreads, 0ull);
     g_bars.assign(1 + (nthreads + 31) / 32, Barrier{});
     g_bars[0].expected = nthreads;
     for (unsigned w = 0; w < (nthreads + 31) / 32; w++)
@@ -154,12 +155,19 @@ inline void launch(dim3 grid, dim3 block, std::function<void()> body, bool rever
 inline void __syncthreads() { emu::wait(0); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::wait(1 + emu::g_cur->tid / 32); }
 
-// every lane of the warp takes part (as in the kernels emulated here); mask is not checked
-inline float __shfl_xor_sync(unsigned, float v, int o) {
+// every lane of the warp takes part (as in the kernels emulated here); mask is not checked.
+// V: any type of at most 8 bytes (float, int, unsigned long long), moved bit for bit.
+template <class V>
+inline V __shfl_xor_sync(unsigned, V v, int o) {
+    static_assert(sizeof(V) <= sizeof(unsigned long long), "shuffle of at most 8 bytes");
     const unsigned t = emu::g_cur->tid;
-    emu::g_slot[t] = v;
+    unsigned long long bits = 0;
+    std::memcpy(&bits, &v, sizeof v);
+    emu::g_slot[t] = bits;
     emu::wait(1 + t / 32);
-    const float r = emu::g_slot[(t & ~31u) | ((t & 31u) ^ (unsigned)o)];
+    bits = emu::g_slot[(t & ~31u) | ((t & 31u) ^ (unsigned)o)];
     emu::wait(1 + t / 32);
+    V r;
+    std::memcpy(&r, &bits, sizeof r);
     return r;
 }

@@ -1,0 +1,299 @@
+// conv_grouped.cu: grouped and dilated convolution on the GPU, one thread per value around the
+// formulas of native/common/conv_grouped.h (the stub runs the same functions in loops), so every
+// mode gives the stub's bits. The kernel gradient runs in two passes: one thread per (weight,
+// sample) computes the sample's chain into scratch, then one thread per weight sums the samples
+// by rule 4; the bias gradient likewise by chunks of TLM_CHUNK values, then the tree.
+//
+// Depthwise 2-D convolutions (one input and one output channel per group) take tiled kernels
+// that stage the image and gradient planes in shared memory, padding as zeros, and run the same
+// chains in the same orders (the formulas' x = 0 for a padding tap is the staged zero).
+#include "common.cuh"
+#include "conv_grouped.h"
+#include "entry/conv_grouped_kernels.h"
+
+namespace {
+
+// grid-stride over n values; indices never depend on the grid size
+#define TL_GRID_LOOP(i, n) \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+// (plane, position) of value i; 32-bit division (every count is under the uint32 limit)
+__device__ __forceinline__ void unravel(uint32_t i, uint32_t planes_of, const int64_t *dims,
+                                        uint32_t *pl, int64_t *a0, int64_t *a1, int64_t *a2) {
+    const uint32_t d1 = (uint32_t)dims[1], d2 = (uint32_t)dims[2];
+    const uint32_t q = i % planes_of;
+    *pl = i / planes_of;
+    *a2 = q % d2;
+    *a1 = (q / d2) % d1;
+    *a0 = q / d2 / d1;
+}
+
+__global__ void k_forward(tl_gconv C, const float *w, const float *b, const float *x, float *y,
+                          int64_t total) {
+    const uint32_t ctot = (uint32_t)(C.cout * C.groups);
+    TL_GRID_LOOP(i, total) {
+        uint32_t pl;
+        int64_t o0, o1, o2;
+        unravel((uint32_t)i, (uint32_t)C.out_n, C.out, &pl, &o0, &o1, &o2);
+        y[i] = tl_gconv_forward(&C, w, b, x, pl / ctot, pl % ctot, o0, o1, o2);
+    }
+}
+
+__global__ void k_dinput(tl_gconv C, const float *w, const float *g, float *dx, int64_t total) {
+    const uint32_t ctot = (uint32_t)(C.cin * C.groups);
+    TL_GRID_LOOP(i, total) {
+        uint32_t pl;
+        int64_t q0, q1, q2;
+        unravel((uint32_t)i, (uint32_t)C.in_n, C.in, &pl, &q0, &q1, &q2);
+        dx[i] = tl_gconv_dinput(&C, w, g, pl / ctot, pl % ctot, q0, q1, q2);
+    }
+}
+
+// part[j * N + n]: sample n's share of weight j; threads of a warp take neighbouring weights
+__global__ void k_dkernel_samples(tl_gconv C, const float *x, const float *g, float *part,
+                                  int64_t nw) {
+    TL_GRID_LOOP(t, nw * C.n) {
+        const uint32_t j = (uint32_t)(t % nw), n = (uint32_t)(t / nw);
+        const uint32_t kn = (uint32_t)C.k_n, cin = (uint32_t)C.cin;
+        const uint32_t kk = j % kn, cl = (j / kn) % cin, co = j / kn / cin;
+        const uint32_t k2 = kk % (uint32_t)C.k[2], k1 = (kk / (uint32_t)C.k[2]) % (uint32_t)C.k[1];
+        const uint32_t k0 = kk / (uint32_t)C.k[2] / (uint32_t)C.k[1];
+        part[(int64_t)j * C.n + n] = tl_gconv_dkernel_sample(&C, x, g, co, cl, k0, k1, k2, n);
+    }
+}
+
+// rule 4 over `len` partials per row (samples of a weight, chunks of a bias gradient): pushing
+// whole-chunk partials (chunked = 1) or single values (chunked = 0) in order
+__global__ void k_rows_rule4(const float *part, int64_t len, int64_t rows, int chunked,
+                             float *out) {
+    TL_GRID_LOOP(r, rows) {
+        tlm_sum4 acc;
+        tlm_sum4_init(&acc);
+        const float *p = part + r * len;
+        for (int64_t i = 0; i < len; i++) {
+            if (chunked) tlm_sum4_push(&acc, p[i]);
+            else tlm_sum4_add(&acc, p[i]);
+        }
+        out[r] = tlm_sum4_result(&acc);
+    }
+}
+
+__global__ void k_dbias_chunks(tl_gconv C, const float *g, float *part, int64_t chunks) {
+    const int64_t ctot = C.cout * C.groups;
+    TL_GRID_LOOP(t, ctot * chunks) part[t] = tl_gconv_dbias_chunk(&C, g, t / chunks, t % chunks);
+}
+
+
+// ---------------------------------------------------------------- depthwise 2-D (tiled)
+constexpr int DW_TW = 32, DW_TH = 8;       // output tile: 32 x 8 threads, one value each
+constexpr int DW_SMEM = 48 * 1024;         // staged planes beyond this take the generic kernels
+
+// y over a DW_TH x DW_TW tile of plane (n, c): the input window with its halo staged first
+__global__ void k_dw_forward(tl_gconv C, const float *w, const float *b, const float *x, float *y,
+                             int pw, int ph) {
+    extern __shared__ float patch[];   // ph x pw input values (0 in the padding)
+    const int H = (int)C.in[0], W = (int)C.in[1], OH = (int)C.out[0], OW = (int)C.out[1];
+    const int kh = (int)C.k[0], kw = (int)C.k[1], sy = (int)C.s[0], sx = (int)C.s[1];
+    const int dy = (int)C.d[0], dx = (int)C.d[1];
+    const int tiles_w = (OW + DW_TW - 1) / DW_TW;
+    const int oy0 = (blockIdx.x / tiles_w) * DW_TH, ox0 = (blockIdx.x % tiles_w) * DW_TW;
+    const int64_t planes = C.n * C.groups;
+    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
+        const int c = (int)(pl % C.groups);
+        const float *xp = x + pl * (int64_t)H * W;
+        const int iy0 = oy0 * sy - (int)C.p[0], ix0 = ox0 * sx - (int)C.p[1];
+        __syncthreads();
+        for (int t = threadIdx.y * DW_TW + threadIdx.x; t < ph * pw; t += DW_TW * DW_TH) {
+            const int iy = iy0 + t / pw, ix = ix0 + t % pw;
+            patch[t] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? xp[(int64_t)iy * W + ix] : 0.0f;
+        }
+        __syncthreads();
+        const int oy = oy0 + threadIdx.y, ox = ox0 + threadIdx.x;
+        if (oy < OH && ox < OW) {
+            const float *wk = w + (int64_t)c * kh * kw;
+            const float *pp = patch + threadIdx.y * sy * pw + threadIdx.x * sx;
+            float acc = b[c];
+            for (int ky = 0; ky < kh; ky++)
+                for (int kx = 0; kx < kw; kx++)
+                    acc = tlm_fma(wk[ky * kw + kx], pp[ky * dy * pw + kx * dx], acc);
+            y[pl * (int64_t)OH * OW + (int64_t)oy * OW + ox] = acc;
+        }
+    }
+}
+
+// dinput at stride 1 over a DW_TH x DW_TW tile: the gradient window staged (0 off the plane)
+__global__ void k_dw_dinput(tl_gconv C, const float *w, const float *g, float *dxo, int pw, int ph) {
+    extern __shared__ float patch[];   // ph x pw gradient values
+    const int H = (int)C.in[0], W = (int)C.in[1], OH = (int)C.out[0], OW = (int)C.out[1];
+    const int kh = (int)C.k[0], kw = (int)C.k[1], dy = (int)C.d[0], dx = (int)C.d[1];
+    const int tiles_w = (W + DW_TW - 1) / DW_TW;
+    const int qy0 = (blockIdx.x / tiles_w) * DW_TH, qx0 = (blockIdx.x % tiles_w) * DW_TW;
+    // output rows reaching this tile: q + p - k d for k = kh-1 .. 0
+    const int gy0 = qy0 + (int)C.p[0] - (kh - 1) * dy, gx0 = qx0 + (int)C.p[1] - (kw - 1) * dx;
+    const int64_t planes = C.n * C.groups;
+    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
+        const int c = (int)(pl % C.groups);
+        const float *gp = g + pl * (int64_t)OH * OW;
+        __syncthreads();
+        for (int t = threadIdx.y * DW_TW + threadIdx.x; t < ph * pw; t += DW_TW * DW_TH) {
+            const int oy = gy0 + t / pw, ox = gx0 + t % pw;
+            patch[t] = (oy >= 0 && oy < OH && ox >= 0 && ox < OW) ? gp[(int64_t)oy * OW + ox] : 0.0f;
+        }
+        __syncthreads();
+        const int qy = qy0 + threadIdx.y, qx = qx0 + threadIdx.x;
+        if (qy < H && qx < W) {
+            const float *wk = w + (int64_t)c * kh * kw;
+            float acc = 0.0f;
+            for (int ky = 0; ky < kh; ky++) {
+                const int oy = qy + (int)C.p[0] - ky * dy;
+                if (oy < 0 || oy >= OH) continue;
+                for (int kx = 0; kx < kw; kx++) {
+                    const int ox = qx + (int)C.p[1] - kx * dx;
+                    if (ox < 0 || ox >= OW) continue;
+                    const float gv = patch[(oy - gy0) * pw + (ox - gx0)];
+                    acc = tlm_add(acc, tlm_fma(wk[ky * kw + kx], gv, 0.0f));
+                }
+            }
+            dxo[pl * (int64_t)H * W + (int64_t)qy * W + qx] = acc;
+        }
+    }
+}
+
+// one block per plane (n, c): both planes staged, one thread per tap runs the sample's chain
+__global__ void k_dw_dkernel(tl_gconv C, const float *x, const float *g, float *part) {
+    extern __shared__ float planes_s[];   // the input plane, then the gradient plane
+    const int H = (int)C.in[0], W = (int)C.in[1], OH = (int)C.out[0], OW = (int)C.out[1];
+    const int kh = (int)C.k[0], kw = (int)C.k[1];
+    float *xs = planes_s, *gs = planes_s + H * W;
+    const int64_t planes = C.n * C.groups;
+    for (int64_t pl = blockIdx.x; pl < planes; pl += gridDim.x) {
+        const int64_t n = pl / C.groups, c = pl % C.groups;
+        __syncthreads();
+        for (int t = threadIdx.x; t < H * W; t += blockDim.x) xs[t] = x[pl * (int64_t)H * W + t];
+        for (int t = threadIdx.x; t < OH * OW; t += blockDim.x) gs[t] = g[pl * (int64_t)OH * OW + t];
+        __syncthreads();
+        for (int tap = threadIdx.x; tap < kh * kw; tap += blockDim.x) {
+            const int ky = tap / kw, kx = tap % kw;
+            float acc = 0.0f;
+            for (int oy = 0; oy < OH; oy++) {
+                const int iy = oy * (int)C.s[0] - (int)C.p[0] + ky * (int)C.d[0];
+                const bool rin = iy >= 0 && iy < H;
+                for (int ox = 0; ox < OW; ox++) {
+                    const int ix = ox * (int)C.s[1] - (int)C.p[1] + kx * (int)C.d[1];
+                    const float v = (rin && ix >= 0 && ix < W) ? xs[iy * W + ix] : 0.0f;
+                    acc = tlm_fma(gs[oy * OW + ox], v, acc);
+                }
+            }
+            part[(c * kh * kw + tap) * C.n + n] = acc;
+        }
+    }
+}
+
+// the tiled kernels serve depthwise 2-D convolutions whose staged data fits DW_SMEM
+bool dw_2d(const tl_gconv &C) {
+    return C.cin == 1 && C.cout == 1 && C.k[2] == 1 && C.in[2] == 1 && C.out[2] == 1;
+}
+
+unsigned dw_planes_grid(int64_t planes) {
+    return (unsigned)(planes < 65535 ? (planes > 0 ? planes : 1) : 65535);
+}
+
+}  // namespace
+
+extern "C" {
+
+int tlk_conv_grouped_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
+                             const tl_geom *geom, const int64_t *dilation, int64_t dilation_len,
+                             int64_t groups) {
+    tl_gconv C;
+    TL_TRY(tl_gconv_make(op, geom, dilation, groups, &C));
+    const int64_t total = C.n * C.cout * C.groups * C.out_n;
+    if (dw_2d(C)) {
+        const int pw = (DW_TW - 1) * (int)C.s[1] + ((int)C.k[1] - 1) * (int)C.d[1] + 1;
+        const int ph = (DW_TH - 1) * (int)C.s[0] + ((int)C.k[0] - 1) * (int)C.d[0] + 1;
+        if ((size_t)pw * ph * sizeof(float) <= DW_SMEM) {
+            const int64_t tiles = ((C.out[0] + DW_TH - 1) / DW_TH) * ((C.out[1] + DW_TW - 1) / DW_TW);
+            if (tiles <= TL_MAX_GRID_X) {
+                k_dw_forward<<<dim3((unsigned)tiles, dw_planes_grid(C.n * C.groups)),
+                               dim3(DW_TW, DW_TH), (size_t)pw * ph * sizeof(float), tl_stream()>>>(
+                    C, kernel->data, bias->data, input->data, y->data, pw, ph);
+                TL_LAUNCHED(op);
+                return TL_OK;
+            }
+        }
+    }
+    k_forward<<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(C, kernel->data, bias->data,
+                                                               input->data, y->data, total);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+int tlk_conv_grouped_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf grad_out,
+                              tl_buf dkernel, tl_buf dbias, tl_buf dinput, const tl_geom *geom,
+                              const int64_t *dilation, int64_t dilation_len, int64_t groups) {
+    tl_gconv C;
+    TL_TRY(tl_gconv_make(op, geom, dilation, groups, &C));
+    const int64_t ctot = C.cout * C.groups, nin = C.n * C.cin * C.groups * C.in_n;
+    const int64_t nw = ctot * C.cin * C.k_n, chunks = (C.n * C.out_n + TLM_CHUNK - 1) / TLM_CHUNK;
+    bool dinput_done = false;
+    if (nin > 0 && dw_2d(C) && C.s[0] == 1 && C.s[1] == 1) {
+        const int pw = DW_TW + ((int)C.k[1] - 1) * (int)C.d[1];
+        const int ph = DW_TH + ((int)C.k[0] - 1) * (int)C.d[0];
+        const int64_t tiles = ((C.in[0] + DW_TH - 1) / DW_TH) * ((C.in[1] + DW_TW - 1) / DW_TW);
+        if ((size_t)pw * ph * sizeof(float) <= DW_SMEM && tiles <= TL_MAX_GRID_X) {
+            k_dw_dinput<<<dim3((unsigned)tiles, dw_planes_grid(C.n * C.groups)), dim3(DW_TW, DW_TH),
+                          (size_t)pw * ph * sizeof(float), tl_stream()>>>(
+                C, kernel->data, grad_out->data, dinput->data, pw, ph);
+            TL_LAUNCHED(op);
+            dinput_done = true;
+        }
+    }
+    if (nin > 0 && !dinput_done) {
+        k_dinput<<<tl_blocks(nin), TL_THREADS, 0, tl_stream()>>>(C, kernel->data, grad_out->data,
+                                                                dinput->data, nin);
+        TL_LAUNCHED(op);
+    }
+    if (nw > 0 && C.n > 0) {
+        float *part;
+        TL_TRY(tl_scratch(op, (size_t)(nw * C.n) * sizeof(float), (void **)&part));
+        const size_t planes_bytes = (size_t)(C.in_n + C.out_n) * sizeof(float);
+        if (dw_2d(C) && planes_bytes <= DW_SMEM) {
+            const int threads = (int)((C.k_n + 31) / 32 * 32);
+            k_dw_dkernel<<<dw_planes_grid(C.n * C.groups), threads < 1024 ? threads : 1024,
+                           planes_bytes, tl_stream()>>>(C, input->data, grad_out->data, part);
+        } else {
+            k_dkernel_samples<<<tl_blocks(nw * C.n), TL_THREADS, 0, tl_stream()>>>(
+                C, input->data, grad_out->data, part, nw);
+        }
+        int st = tl_cuda_launched(op);
+        if (!st) {
+            k_rows_rule4<<<tl_blocks(nw), TL_THREADS, 0, tl_stream()>>>(part, C.n, nw, 0,
+                                                                       dkernel->data);
+            st = tl_cuda_launched(op);
+        }
+        tl_scratch_free(part);
+        if (st) return st;
+    } else if (nw > 0) {
+        TL_CUDA_TRY(op, cudaMemsetAsync(dkernel->data, 0, (size_t)nw * sizeof(float), tl_stream()));
+    }
+    if (ctot > 0 && chunks > 0) {
+        float *part;
+        TL_TRY(tl_scratch(op, (size_t)(ctot * chunks) * sizeof(float), (void **)&part));
+        k_dbias_chunks<<<tl_blocks(ctot * chunks), TL_THREADS, 0, tl_stream()>>>(
+            C, grad_out->data, part, chunks);
+        int st = tl_cuda_launched(op);
+        if (!st) {
+            k_rows_rule4<<<tl_blocks(ctot), TL_THREADS, 0, tl_stream()>>>(part, chunks, ctot, 1,
+                                                                         dbias->data);
+            st = tl_cuda_launched(op);
+        }
+        tl_scratch_free(part);
+        if (st) return st;
+    } else if (ctot > 0) {
+        TL_CUDA_TRY(op, cudaMemsetAsync(dbias->data, 0, (size_t)ctot * sizeof(float), tl_stream()));
+    }
+    return TL_OK;
+}
+
+}  // extern "C"

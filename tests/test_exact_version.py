@@ -1,0 +1,44 @@
+"""torchlean.exact_version() names the exact arithmetic: a digest of exact-mode bits is pinned to
+it, so bits that change without a new version fail here (bump EXACT_VERSION in
+torchlean/exact_arith.py, note the change in README "Reproducibility levels", update PINNED)."""
+import hashlib
+
+import numpy as np
+
+import torchlean as tl
+from torchlean._generated import ops
+from torchlean.buffer import AnyBuffer
+
+# version -> sha256 of the exact-mode outputs below
+PINNED = {2: "d329d74b893e7fe9a60f6203205e8e86cf1bf27a9486e089fe93f9da6052ae85"}
+
+
+def _exact_bits():
+    """exact-mode outputs of the transcendental kernels (and ops built on them) on fixed inputs:
+    every 4099th float32 in [-30, 30], plus a Box-Muller draw"""
+    lo, hi = np.float32(-30).view(np.uint32), np.float32(30).view(np.uint32)
+    pos = np.arange(0, int(hi) + 1, 4099, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([pos, -pos[1:]]).astype(np.float32)
+    assert lo > hi   # negative floats have the sign bit set
+    xb, pb = AnyBuffer.from_numpy(x), AnyBuffer.from_numpy(np.abs(x) + np.float32(1e-3))
+    rows = AnyBuffer.from_numpy(x[: x.size // 7 * 7].reshape(-1, 7))
+    was = tl.set_exact(True)
+    try:
+        outs = [ops.exp(xb), ops.log(pb), ops.tanh(xb), ops.sigmoid(xb), ops.softplus(xb),
+                ops.erf(xb), ops.gelu(xb), ops.softmax(rows), ops.rand_normal(n=4097, key=11)]
+        data = b"".join(o.to_numpy().tobytes() for o in outs)
+    finally:
+        tl.set_exact(was)
+    return data
+
+
+def test_exact_version_is_an_int_in_the_public_api():
+    assert isinstance(tl.exact_version(), int)
+    assert "exact_version" in tl.__all__
+    assert tl.exact_version() in PINNED
+
+
+def test_exact_bits_match_the_digest_pinned_to_this_version():
+    digest = hashlib.sha256(_exact_bits()).hexdigest()
+    assert PINNED[tl.exact_version()] == digest, (
+        f"exact-mode bits changed (digest {digest}): bump EXACT_VERSION and pin the new digest")

@@ -1,0 +1,15 @@
+"""The version number of exact mode's arithmetic.
+
+Stored exact results say which arithmetic produced them. EXACT_VERSION changes whenever any
+exact-mode bit can change (a rule, a function, an order); README "Reproducibility levels"
+lists each version's change, and tests/test_exact_version.py pins a digest of exact-mode bits
+to it, so a change of bits without a new version fails CI.
+"""
+
+EXACT_VERSION = 2   # 2: transcendental functions correctly rounded (issue 26)
+
+
+def exact_version() -> int:
+    """The version of the exact arithmetic (torchlean.set_exact): an int that changes whenever
+    any exact-mode result can change."""
+    return EXACT_VERSION

@@ -1,0 +1,442 @@
+"""IntTensor: torch's int64 and bool tensors, held on the host as a NumPy array.
+
+Why on the host: what a training loop does with integer tensors (labels, indices, argmax
+results, accuracy counts) is bookkeeping that ends in a host number or a kernel attribute
+(gather indices are host int64 arrays), so a device copy would only add a round trip. The
+methods follow torch's names and results; arithmetic with a float Tensor or a Python float
+promotes to a float32 Tensor of the default session, as torch promotes int64 to float32.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from torchlean.dtypes import bool_ as _bool, int64 as _int64
+from torchlean import indexing
+
+
+def _host(x):
+    """x as a NumPy array (an IntTensor's array, no copy)."""
+    return x._a if isinstance(x, IntTensor) else np.asarray(x)
+
+
+def _mask(x):
+    """x for a logical operator: a float Tensor (torchlean's comparisons) as a boolean mask."""
+    a = _host(x)
+    return a != 0 if a.dtype.kind == "f" else a
+
+
+def _floaty(o) -> bool:
+    """Would torch promote an int64 tensor combined with o to float?"""
+    if isinstance(o, IntTensor) or isinstance(o, (bool, int, np.integer, np.bool_)):
+        return False
+    if isinstance(o, (float, np.floating)):
+        return True
+    if isinstance(o, np.ndarray):
+        return o.dtype.kind == "f"
+    return hasattr(o, "session") or type(o).__name__ == "Parameter"   # a float Tensor
+
+
+class IntTensor:
+    """An int64 or bool tensor on the host (NumPy); see the module docstring."""
+
+    __slots__ = ("_a",)
+    __array_priority__ = 1001          # NumPy defers to our operators
+    requires_grad = False
+    grad = None
+    is_cuda = False
+
+    def __init__(self, a):
+        a = np.asarray(a)
+        if a.dtype == np.bool_:
+            self._a = a
+        elif a.dtype.kind in "iu":
+            self._a = a.astype(np.int64, copy=False)
+        else:
+            raise TypeError(f"IntTensor: expected integer or boolean data, got dtype {a.dtype}")
+
+    # ------------------------------------------------------------------ what it is
+    @property
+    def dtype(self):
+        return _bool if self._a.dtype == np.bool_ else _int64
+
+    @property
+    def device(self):
+        from torchlean.devices import device
+        return device("cpu")
+
+    @property
+    def shape(self):
+        return self._a.shape
+
+    @property
+    def ndim(self) -> int:
+        return self._a.ndim
+
+    def dim(self) -> int:
+        return self._a.ndim
+
+    def size(self, dim=None):
+        if dim is None:
+            return self._a.shape
+        return self._a.shape[indexing.normalize_dim(dim, self._a.ndim, "size")]
+
+    def numel(self) -> int:
+        return int(self._a.size)
+
+    nelement = numel
+
+    def __len__(self) -> int:
+        if self._a.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return len(self._a)
+
+    # ------------------------------------------------------------------ conversions
+    def numpy(self) -> np.ndarray:
+        return self._a.copy()
+
+    def __array__(self, dtype=None, copy=None):
+        return self._a.copy() if dtype is None else self._a.astype(dtype)
+
+    def tolist(self):
+        return self._a.tolist()
+
+    def item(self):
+        if self._a.size != 1:
+            raise ValueError(f"item: a Tensor with {self._a.size} elements (shape "
+                             f"{self._a.shape}) cannot be converted to a Python scalar")
+        return self._a.reshape(-1)[0].item()
+
+    def __int__(self):
+        return int(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __index__(self):
+        if self._a.dtype == np.bool_ or self._a.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self._a.reshape(-1)[0])
+
+    def __bool__(self):
+        if self._a.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous "
+                               f"(shape {self._a.shape})")
+        return bool(self._a.reshape(-1)[0])
+
+    def float(self, session=None):
+        """A float32 Tensor (of `session`, default the default session) with these values."""
+        from torchlean.session import default_session
+        return (session or default_session()).tensor(self._a.astype(np.float32))
+
+    def long(self) -> "IntTensor":
+        return IntTensor(self._a.astype(np.int64))
+
+    int = long
+
+    def bool(self) -> "IntTensor":
+        return IntTensor(self._a != 0)
+
+    def to(self, *args, **kwargs) -> "IntTensor":
+        from torchlean.devices import parse_to
+        dt = parse_to("to", args, kwargs)
+        if dt is None or dt in (_int64, _bool):
+            return self if dt is None or dt == self.dtype else IntTensor(self._a.astype(dt.numpy))
+        return self.float()
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return "torch.LongTensor" if self.dtype == _int64 else "torch.BoolTensor"
+        return self.to(dtype)
+
+    def cpu(self) -> "IntTensor":
+        return self
+
+    def cuda(self, device=None, non_blocking=False) -> "IntTensor":
+        from torchlean.devices import check_cuda
+        check_cuda("cuda")
+        return self
+
+    def clone(self) -> "IntTensor":
+        return IntTensor(self._a.copy())
+
+    def detach(self) -> "IntTensor":
+        return self
+
+    def contiguous(self) -> "IntTensor":
+        return self
+
+    # ------------------------------------------------------------------ shapes
+    def __getitem__(self, key):
+        return IntTensor(self._a[host_key(key)])
+
+    def __setitem__(self, key, value):
+        self._a[host_key(key)] = _host(value)
+
+    def __iter__(self):
+        if self._a.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (IntTensor(r) for r in self._a)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return IntTensor(self._a.reshape(indexing.reshape_target(self._a.shape, shape,
+                                                                 "reshape")))
+
+    view = reshape
+
+    def view_as(self, other):
+        return self.reshape(tuple(other.shape))
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        s = self._a.shape
+        if not s:
+            return IntTensor(self._a.reshape(1))
+        a = indexing.normalize_dim(start_dim, len(s), "flatten")
+        b = indexing.normalize_dim(end_dim, len(s), "flatten")
+        return IntTensor(self._a.reshape(s[:a] + (math.prod(s[a:b + 1]),) + s[b + 1:]))
+
+    def unsqueeze(self, dim):
+        return IntTensor(np.expand_dims(self._a, indexing.normalize_dim(dim, self._a.ndim + 1,
+                                                                        "unsqueeze")))
+
+    def squeeze(self, dim=None):
+        if dim is None:
+            return IntTensor(self._a.squeeze())
+        d = indexing.normalize_dim(dim, self._a.ndim, "squeeze")
+        return IntTensor(self._a.squeeze(d) if self._a.shape[d] == 1 else self._a)
+
+    def permute(self, *dims):
+        if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+            dims = tuple(dims[0])
+        return IntTensor(self._a.transpose(indexing.normalize_permutation(dims, self._a.ndim)))
+
+    def transpose(self, dim0, dim1):
+        return IntTensor(np.swapaxes(self._a, indexing.normalize_dim(dim0, self._a.ndim, "transpose"),
+                                     indexing.normalize_dim(dim1, self._a.ndim, "transpose")))
+
+    def t(self):
+        if self._a.ndim > 2:
+            raise ValueError(f"t: expects a tensor with <= 2 dimensions, got shape {self._a.shape}")
+        return IntTensor(self._a.T)
+
+    @property
+    def T(self):
+        return IntTensor(self._a.T)
+
+    # ------------------------------------------------------------------ reductions
+    def _dims(self, dim, op):
+        return None if dim is None else indexing.normalize_dims(dim, self._a.ndim, op)
+
+    def sum(self, dim=None, keepdim=False):
+        return IntTensor(np.sum(self._a, axis=self._dims(dim, "sum"), keepdims=keepdim,
+                                dtype=np.int64))
+
+    def prod(self, dim=None, keepdim=False):
+        return IntTensor(np.prod(self._a, axis=self._dims(dim, "prod"), keepdims=keepdim,
+                                 dtype=np.int64))
+
+    def mean(self, dim=None, keepdim=False):
+        raise TypeError(f"mean: an {self.dtype} tensor has no mean (torch raises too); use "
+                        ".float().mean()")
+
+    def _extreme(self, kind, dim, keepdim):
+        if self._a.size == 0:
+            raise ValueError(f"{kind}: expected a non-empty tensor, got shape {self._a.shape}")
+        if dim is None:
+            return IntTensor(self._a.max() if kind == "max" else self._a.min())
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            if isinstance(dim, (IntTensor, np.ndarray)):    # max(other): elementwise
+                f = np.maximum if kind == "max" else np.minimum
+                return IntTensor(f(self._a, _host(dim)))
+            raise TypeError(f"{kind}: dim must be an int, got {type(dim).__name__}")
+        from torchlean.composite import MinMaxResult
+        d = indexing.normalize_dim(dim, self._a.ndim, kind)
+        a = self._a if self._a.ndim else self._a.reshape(1)
+        idx = a.argmax(axis=d) if kind == "max" else a.argmin(axis=d)
+        vals = np.take_along_axis(a, np.expand_dims(idx, d), d)
+        if not keepdim:
+            vals = vals.squeeze(d)
+        else:
+            idx = np.expand_dims(idx, d)
+        if not self._a.ndim:
+            vals, idx = vals.reshape(()), idx.reshape(())
+        return MinMaxResult(IntTensor(vals), IntTensor(idx))
+
+    def max(self, dim=None, keepdim=False):
+        return self._extreme("max", dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return self._extreme("min", dim, keepdim)
+
+    def argmax(self, dim=None, keepdim=False):
+        return self._arg("argmax", dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return self._arg("argmin", dim, keepdim)
+
+    def _arg(self, kind, dim, keepdim):
+        f = np.argmax if kind == "argmax" else np.argmin
+        if dim is None:
+            out = np.asarray(f(self._a))
+            return IntTensor(out.reshape((1,) * self._a.ndim) if keepdim else out)
+        d = indexing.normalize_dim(dim, self._a.ndim, kind)
+        return IntTensor(f(self._a, axis=d, keepdims=keepdim) if self._a.ndim else f(self._a))
+
+    def any(self, dim=None, keepdim=False):
+        return IntTensor(np.any(self._a, axis=self._dims(dim, "any"), keepdims=keepdim))
+
+    def all(self, dim=None, keepdim=False):
+        return IntTensor(np.all(self._a, axis=self._dims(dim, "all"), keepdims=keepdim))
+
+    def unique(self):
+        return IntTensor(np.unique(self._a))
+
+    def bincount(self, minlength=0):
+        return IntTensor(np.bincount(self._a.reshape(-1), minlength=minlength))
+
+    # ------------------------------------------------------------------ operators
+    def _binary(self, o, f, name, reflected=False):
+        if _floaty(o):
+            x = self.float()
+            return getattr(x, name)(o)
+        if not isinstance(o, (IntTensor, bool, int, np.integer, np.bool_, np.ndarray, list,
+                              tuple)):
+            return NotImplemented
+        a, b = self._a, _host(o)
+        r = f(b, a) if reflected else f(a, b)
+        return IntTensor(r) if isinstance(r, np.ndarray) and r.dtype.kind in "biu" else r
+
+    def __eq__(self, o):
+        return self._compare(o, operator.eq, "__eq__")
+
+    def __ne__(self, o):
+        return self._compare(o, operator.ne, "__ne__")
+
+    def __lt__(self, o):
+        return self._compare(o, operator.lt, "__lt__")
+
+    def __le__(self, o):
+        return self._compare(o, operator.le, "__le__")
+
+    def __gt__(self, o):
+        return self._compare(o, operator.gt, "__gt__")
+
+    def __ge__(self, o):
+        return self._compare(o, operator.ge, "__ge__")
+
+    def _compare(self, o, f, name):
+        if _floaty(o):       # against floats: a bool IntTensor, compared on the host
+            o = np.asarray(o, dtype=np.float64) if not hasattr(o, "numpy") else o.numpy()
+        elif not isinstance(o, (IntTensor, bool, int, np.integer, np.bool_, np.ndarray, list,
+                                tuple)):
+            return NotImplemented
+        return IntTensor(f(self._a, _host(o)))
+
+    eq = __eq__
+    ne = __ne__
+    lt = __lt__
+    le = __le__
+    gt = __gt__
+    ge = __ge__
+    __hash__ = object.__hash__
+
+    def __add__(self, o):
+        return self._binary(o, np.add, "__add__")
+
+    def __radd__(self, o):
+        return self._binary(o, np.add, "__radd__", reflected=True)
+
+    def __sub__(self, o):
+        return self._binary(o, np.subtract, "__sub__")
+
+    def __rsub__(self, o):
+        return self._binary(o, np.subtract, "__rsub__", reflected=True)
+
+    def __mul__(self, o):
+        return self._binary(o, np.multiply, "__mul__")
+
+    def __rmul__(self, o):
+        return self._binary(o, np.multiply, "__rmul__", reflected=True)
+
+    def __floordiv__(self, o):
+        return self._binary(o, np.floor_divide, "__floordiv__")
+
+    def __mod__(self, o):
+        return self._binary(o, np.remainder, "__mod__")
+
+    def __truediv__(self, o):      # int / int is float in torch
+        return self.float() / (o.float() if isinstance(o, IntTensor) else o)
+
+    def __rtruediv__(self, o):
+        return o / self.float()
+
+    def __neg__(self):
+        if self._a.dtype == np.bool_:
+            raise TypeError("negation of a bool tensor: use ~ (logical not)")
+        return IntTensor(-self._a)
+
+    def __and__(self, o):
+        return IntTensor(self._a & _mask(o))
+
+    __rand__ = __and__
+
+    def __or__(self, o):
+        return IntTensor(self._a | _mask(o))
+
+    __ror__ = __or__
+
+    def __xor__(self, o):
+        return IntTensor(self._a ^ _mask(o))
+
+    def __invert__(self):
+        return IntTensor(~self._a)
+
+    def abs(self):
+        return IntTensor(np.abs(self._a))
+
+    def clamp(self, min=None, max=None):  # noqa: A002 - torch's names
+        return IntTensor(np.clip(self._a, min, max))
+
+    clip = clamp
+
+    def __repr__(self):
+        body = np.array2string(self._a, separator=", ", prefix="tensor(")
+        dt = "" if self._a.dtype == np.bool_ else ", dtype=torchlean.int64"
+        if self._a.dtype == np.bool_:
+            dt = ", dtype=torchlean.bool"
+        return f"tensor({body}{dt})"
+
+
+_MASK_OPS = frozenset(("lt", "le", "gt", "ge", "eq", "ne"))
+
+
+def _mask_array(t) -> np.ndarray:
+    """A float Tensor used as an index: torch's comparisons return bool tensors, torchlean's
+    return 0/1 float32 ones, so a comparison's result (or a view of one) is a boolean mask;
+    any other float Tensor raises IndexError, as in torch."""
+    nodes = t.session.tape.nodes
+    node = t._node()
+    while not node.owns_value and node.parents:     # a view: look at what it aliases
+        node = nodes[node.parents[0]]
+    if node.name not in _MASK_OPS:
+        raise IndexError(f"__getitem__: tensors used as indices must be long, int or bool "
+                         f"tensors; got a float32 Tensor of shape {tuple(t.shape)} (use "
+                         f".long() for indices, or a comparison such as x > 0 for a mask)")
+    return t.numpy() != 0
+
+
+def host_key(key):
+    """An index expression with IntTensors as their arrays and comparison Tensors as boolean
+    masks (other float Tensors raise IndexError); anything else as it is."""
+    if isinstance(key, tuple):
+        return tuple(host_key(k) for k in key)
+    if isinstance(key, IntTensor):
+        return key._a
+    if hasattr(key, "session") and hasattr(key, "_node"):
+        return _mask_array(key)
+    return key

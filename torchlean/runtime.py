@@ -1,0 +1,167 @@
+"""The runtime's switches: the TORCHLEAN_* environment, the determinism and exact-mode flags,
+TF32, waiting for the device and the allocator's counters.
+
+Every TORCHLEAN_* variable is named in ENV (and README "Environment variables") and parsed by
+one of the readers below, so a typo is an error naming the variable instead of a silent
+default. The loader reads TORCHLEAN_BACKEND and TORCHLEAN_LIB_DIR itself (it runs before any
+library exists); the native libraries read the CUDA tuning variables (their values are checked
+here too). Modules below the package face (tape, nn, distributed) import this module, never
+`torchlean` itself, for the flags and synchronize().
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from torchlean._loader import BACKEND, ffi, lib
+from torchlean.buffer import raise_status
+
+# every variable torchlean reads: name -> (reader, what it sets); README lists the same
+ENV = {
+    "TORCHLEAN_BACKEND": ("loader", "which native library: auto, stub or cuda"),
+    "TORCHLEAN_LIB_DIR": ("loader", "a folder searched first for the native libraries"),
+    "TORCHLEAN_DETERMINISTIC": ("flag", "fixed-order reductions everywhere"),
+    "TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS": ("flag", "the older name of TORCHLEAN_DETERMINISTIC"),
+    "TORCHLEAN_EXACT": ("flag", "exact mode (implies deterministic)"),
+    "TORCHLEAN_ALLOW_TF32": ("flag", "CUDA GEMMs may use TF32 tensor cores"),
+    "TORCHLEAN_CUDA_SYNC": ("flag", "synchronise after every CUDA launch (read by the CUDA library)"),
+    "TORCHLEAN_CONV_IGEMM": ("flag", "0: CUDA convolutions take im2col + cuBLAS (read by the CUDA library)"),
+    "TORCHLEAN_GEMM_EXACT_BK": ("choice", "8 or 16: k-steps per tile of CUDA's exact GEMM (read by the CUDA library)"),
+    "TORCHLEAN_KEEP_ACTIVATIONS": ("flag", "keep GELU, softplus and layer-norm outputs for the backward"),
+    "TORCHLEAN_CUDA_CACHE_CAP_BYTES": ("bytes", "cap on the CUDA pool's cached bytes (0: none)"),
+    "TORCHLEAN_DIST_TIMEOUT_S": ("seconds", "deadline of every collective of torchlean.distributed"),
+    "TORCHLEAN_NCCL_LIB": ("path", "the libnccl to load (CUDA data parallel)"),
+    "TORCHLEAN_REQUIRE_CUDA": ("flag", "tests: fail instead of skipping when CUDA is not the backend"),
+}
+
+
+def _raw(name: str) -> str | None:
+    if name not in ENV:
+        raise KeyError(f"{name} is not a torchlean environment variable (runtime.ENV)")
+    return os.environ.get(name)
+
+
+def env_flag(name: str, alt: str | None = None) -> bool | None:
+    """unset: None; empty or 0: False; 1: True; anything else is a ValueError. `alt` is an older
+    name read when `name` is unset or empty (errors then name `alt`)."""
+    v = _raw(name)
+    if (v is None or v == "") and alt and _raw(alt) is not None:
+        name, v = alt, _raw(alt)
+    if v is None or v == "" or v == "0":
+        return None if v is None else False
+    if v == "1":
+        return True
+    raise ValueError(f"{name} must be unset, empty, 0 or 1, got {v!r}")
+
+
+def env_bytes(name: str) -> int | None:
+    """A byte count in plain decimal digits (unset or empty: None); junk is a ValueError."""
+    v = _raw(name)
+    if v is None or v == "":
+        return None
+    if not (v.isascii() and v.isdigit() and int(v) < 2**63):
+        raise ValueError(f"{name} must be a decimal number of bytes (0 = no cap), got {v!r}")
+    return int(v)
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A positive finite number of seconds; unset or blank: default."""
+    v = _raw(name) or ""
+    if v.strip() == "":
+        return default
+    try:
+        t = float(v)
+    except ValueError:
+        t = float("nan")
+    if not t > 0 or t == float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds, got {v!r}")
+    return t
+
+
+def env_choice(name: str, choices: tuple[str, ...]) -> str | None:
+    """One of `choices` (unset or empty: None)."""
+    v = _raw(name)
+    if v is None or v == "":
+        return None
+    if v not in choices:
+        raise ValueError(f"{name} must be unset or one of {', '.join(choices)}, got {v!r}")
+    return v
+
+
+def backend() -> str:
+    """The name of the native backend in use: 'stub' or 'cuda'."""
+    return BACKEND
+
+
+def _check_flag(op: str, flag) -> int:
+    """A bool or an integer (by its truth); anything else, a string like 'no' included, is an
+    error rather than a truthy value."""
+    if isinstance(flag, (int, np.integer, np.bool_)):
+        return 1 if flag else 0
+    raise TypeError(f"{op}: flag must be True or False, got {type(flag).__name__} {flag!r}")
+
+
+def set_deterministic(flag: bool) -> bool:
+    """Turn fixed-order (bit-reproducible) reductions on or off; returns the observed flag.
+    Turning it off also turns exact mode off (exact implies deterministic)."""
+    return bool(lib.tl_set_deterministic(_check_flag("set_deterministic", flag)))
+
+
+def is_deterministic() -> bool:
+    return bool(lib.tl_is_deterministic())
+
+
+def set_exact(flag: bool) -> bool:
+    """Turn exact mode on or off; returns the observed flag. In exact mode kernels follow the
+    canonical arithmetic of native/common/tl_math.h so the stub and CUDA give the same bits
+    (README "Reproducibility levels"). It implies deterministic mode: turned on with it, left
+    as it was when exact mode goes off."""
+    return bool(lib.tl_set_exact(_check_flag("set_exact", flag)))
+
+
+def is_exact() -> bool:
+    return bool(lib.tl_is_exact())
+
+
+def synchronize() -> None:
+    """Wait for queued device work (no-op on the stub)."""
+    st = lib.tl_synchronize()
+    if st:
+        raise_status("synchronize", st)
+
+
+def memory_stats() -> dict:
+    """Counters of the native allocator: live buffers and bytes, peak, allocations, frees, and
+    (CUDA) cached pool bytes, its cap and the device's free/total bytes."""
+    s = ffi.new("tl_memory_stats *")
+    lib.tl_memory_stats_get(s)
+    return {k: int(getattr(s, k)) for k in (
+        "live_buffers", "live_bytes", "peak_bytes", "allocations", "frees", "cached_bytes",
+        "cache_cap_bytes", "device_free_bytes", "device_total_bytes")}
+
+
+def reset_peak_memory_stats() -> None:
+    lib.tl_memory_reset_peak()
+
+
+def empty_cache() -> None:
+    """Return cached device memory to the driver (no-op on the stub)."""
+    lib.tl_empty_cache()
+
+
+def _apply_environment() -> None:
+    """Validate every variable the libraries read and apply the flags, once, at import."""
+    det = env_flag("TORCHLEAN_DETERMINISTIC", "TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS")
+    if det is not None:
+        set_deterministic(det)
+    exact = env_flag("TORCHLEAN_EXACT")   # after the deterministic flag: exact turns it on
+    if exact is not None:
+        set_exact(exact)
+    env_bytes("TORCHLEAN_CUDA_CACHE_CAP_BYTES")
+    tf32 = env_flag("TORCHLEAN_ALLOW_TF32")
+    if tf32 is not None:
+        lib.tl_set_allow_tf32(1 if tf32 else 0)
+
+
+_apply_environment()

@@ -1,0 +1,4 @@
+"""torch.utils's layout, for programs that say `torch.utils.data.DataLoader`."""
+from torchlean.utils import data
+
+__all__ = ["data"]
