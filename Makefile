@@ -40,9 +40,12 @@ build/stub/%.o: native/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STUB_CFLAGS) $(DEPFLAGS) $(INCLUDES) -Inative/stub -c $< -o $@
 
+# linked without libgomp: native/stub/threads.c is the stub's OpenMP runtime (a missing GOMP
+# entry point fails the link instead of loading libgomp)
 $(STUB_LIB): $(STUB_OBJS)
 	@mkdir -p $(LIBDIR)
-	$(CC) $(STUB_CFLAGS) -shared -Wl,-z,nodelete -o $@ $(STUB_OBJS) -lm
+	$(CC) $(filter-out -fopenmp,$(STUB_CFLAGS)) -shared -Wl,-z,nodelete -Wl,--no-undefined \
+	  -o $@ $(STUB_OBJS) -lm -lpthread
 
 cuda: $(CUDA_LIB)                          ## build torchlean/lib/libtorchlean_cuda.so (needs nvcc)
 

@@ -1,5 +1,5 @@
-"""Importing torchlean leaves OMP_WAIT_POLICY as the user had it: its libgomp waits passively,
-but the environment that child processes and later OpenMP runtimes read is restored."""
+"""Importing torchlean leaves OMP_WAIT_POLICY as the user had it, in this process and in its
+children (the stub runs on its own thread pool, native/stub/threads.c, and loads no libgomp)."""
 import os
 import subprocess
 import sys

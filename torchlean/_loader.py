@@ -19,6 +19,9 @@ from torchlean.errors import BackendError
 ffi = cffi.FFI()
 ffi.cdef(CDEF)
 
+# The stub brings its own thread pool (native/stub/threads.c) instead of libgomp, so loading it
+# sets no OpenMP variable: another library's OpenMP in this process keeps its own settings.
+
 _PKG = Path(__file__).resolve().parent
 BACKENDS = ("stub", "cuda")
 
@@ -52,26 +55,6 @@ def _unusable(msg: str) -> BackendError:
     return e
 
 
-def _dlopen(path: Path):
-    """Open the library with OMP_WAIT_POLICY=PASSIVE in the environment unless the user chose a
-    policy, and restore the environment right after.
-
-    OpenMP workers of the stub then wait passively (sleep) between parallel regions: spinning
-    workers on a shared or oversubscribed machine steal the cores the other threads need (the
-    digits demo ran 100x slower next to one busy process). libgomp reads the variable once, when
-    it is first loaded, i.e. by this dlopen; restoring it afterwards keeps child processes and
-    OpenMP runtimes loaded later (torch's bundled libgomp, Intel's) on the user's setting. Only a
-    library sharing this very libgomp.so.1 (not a bundled copy) shares its passive waiting, and a
-    libgomp.so.1 loaded before torchlean keeps its own setting."""
-    if "OMP_WAIT_POLICY" in os.environ:
-        return ffi.dlopen(str(path))
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    try:
-        return ffi.dlopen(str(path))
-    finally:
-        os.environ.pop("OMP_WAIT_POLICY", None)
-
-
 def open_backend(name: str):
     """Open and check one backend library; raise BackendError saying why it cannot be used."""
     if name not in BACKENDS:
@@ -82,7 +65,7 @@ def open_backend(name: str):
         raise BackendError(f"torchlean {name} library not found ({hint}); tried: "
                            + ", ".join(str(t) for t in tried))
     try:
-        lib = _dlopen(path)
+        lib = ffi.dlopen(str(path))
     except OSError as e:
         raise _unusable(f"cannot load {path}: {e}") from None
     try:

@@ -27,7 +27,9 @@ typedef tl_geom geom_t;
 /* ------------------------------------------------------------------ im2col / col2im
  * col has rows (c, kernel offset) and columns (output position): col[(c*K + k) * P + o]
  * holds image[c, o*s + k - p] (0 outside). "img" is the image side (conv input), P the
- * output side (conv output). */
+ * output side (conv output). Which image cell a (kernel offset, position) pair reads is the
+ * same for every channel and sample, so it is computed once per call: tab[k * P + o] is its
+ * offset in a channel's image, or -1 in the padding. */
 static void unravel(int64_t i, const int64_t *dims, int64_t r, int64_t *idx) {
     for (int64_t a = r - 1; a >= 0; a--) { idx[a] = dims[a] ? i % dims[a] : 0; if (dims[a]) i /= dims[a]; }
 }
@@ -43,43 +45,52 @@ static inline int64_t tap(const geom_t *G, const int64_t *ko, const int64_t *oo)
     return off;
 }
 
-static void im2col(const geom_t *G, int64_t C, const float *img, float *col) {
+/* the (K, P) tap table of G; NULL when out of memory */
+static int64_t *tap_table(const geom_t *G) {
     int64_t K = G->k_n, P = G->out_n;
-#pragma omp parallel for schedule(static) if (C * K * P > TL_PAR_MIN)
-    for (int64_t ck = 0; ck < C * K; ck++) {
-        int64_t c = ck / K, kk = ck % K, ko[8], oo[8];
+    int64_t *tab = (int64_t *)malloc((size_t)(K * P > 0 ? K * P : 1) * sizeof(int64_t));
+    if (!tab) return NULL;
+#pragma omp parallel for schedule(static) if (K * P * G->r > TL_PAR_MIN)
+    for (int64_t kk = 0; kk < K; kk++) {
+        int64_t ko[8], oo[8];
         unravel(kk, G->k, G->r, ko);
-        const float *im = img + c * G->in_n;
-        float *row = col + ck * P;
         for (int64_t o = 0; o < P; o++) {
             unravel(o, G->out, G->r, oo);
-            int64_t t = tap(G, ko, oo);
-            row[o] = t < 0 ? 0.0f : im[t];
+            tab[kk * P + o] = tap(G, ko, oo);
         }
+    }
+    return tab;
+}
+
+static void im2col(const int64_t *tab, int64_t C, int64_t K, int64_t P, int64_t img_n,
+                   const float *img, float *col, int par) {
+#pragma omp parallel for schedule(static) if (par && C * K * P > TL_PAR_MIN)
+    for (int64_t ck = 0; ck < C * K; ck++) {
+        const float *im = img + (ck / K) * img_n;
+        const int64_t *t = tab + (ck % K) * P;
+        float *row = col + ck * P;
+        for (int64_t o = 0; o < P; o++) row[o] = t[o] < 0 ? 0.0f : im[t[o]];
     }
 }
 
 /* img[c] += col rows of channel c, kernel offsets in order (each cell gets its taps in that
- * order: one kernel offset touches a cell at most once); channels in parallel */
-static void col2im(const geom_t *G, int64_t C, const float *col, float *img) {
-    int64_t K = G->k_n, P = G->out_n;
-#pragma omp parallel for schedule(static) if (C * K * P > TL_PAR_MIN)
+ * order: one kernel offset touches a cell at most once) */
+static void col2im(const int64_t *tab, int64_t C, int64_t K, int64_t P, int64_t img_n,
+                   const float *col, float *img, int par) {
+#pragma omp parallel for schedule(static) if (par && C * K * P > TL_PAR_MIN)
     for (int64_t c = 0; c < C; c++) {
-        float *im = img + c * G->in_n;
-        int64_t ko[8], oo[8];
+        float *im = img + c * img_n;
         for (int64_t kk = 0; kk < K; kk++) {
-            unravel(kk, G->k, G->r, ko);
             const float *row = col + (c * K + kk) * P;
-            for (int64_t o = 0; o < P; o++) {
-                unravel(o, G->out, G->r, oo);
-                int64_t t = tap(G, ko, oo);
-                if (t >= 0) im[t] = tlm_add(im[t], row[o]);
-            }
+            const int64_t *t = tab + kk * P;
+            for (int64_t o = 0; o < P; o++)
+                if (t[o] >= 0) im[t[o]] = tlm_add(im[t[o]], row[o]);
         }
     }
 }
 
-/* C (M, N), row-major, (=|+=) op(A) op(B): the exact GEMM on one sample (batch strides unused) */
+/* C (M, N), row-major, (=|+=) op(A) op(B): the exact GEMM on one sample (batch strides unused);
+ * inside a parallel region over samples its own loops run on the calling thread */
 static int gemm1(const char *op, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
                  int64_t lda, const float *B, int64_t ldb, float *C, int accumulate) {
     return tl_gemm_exact_f32(op, ta, tb, 1, M, N, K, A, lda, 0, B, ldb, 0, C, N, 0, accumulate);
@@ -101,15 +112,18 @@ static void bias_grad(const float *g, int64_t N, int64_t C, int64_t P, float *db
 
 /* ------------------------------------------------------------------ rule 4 over samples
  * The kernel gradient is a rule-4 sum over samples of per-sample gradients (vectors of nk
- * weights). The samples arrive one at a time, so this is tlm_sumacc run on nk outputs at once:
+ * weights). The samples arrive in groups, so this is tlm_sumacc run on nk outputs at once:
  * cur[i] is output i's open chunk, part[h * nk + i] its stack of closed chunk partials. The
- * counters are the same for every output, so they are kept once. Scratch: (1 + depth) nk
- * floats, whatever the batch size. CUDA (linalg.cuh rule4_stream) runs the same steps. */
+ * counters are the same for every output; a group is pushed in parallel over ranges of
+ * outputs, each range running the same counter steps. Scratch: (1 + depth) nk floats, whatever
+ * the batch size. CUDA (linalg.cuh rule4_stream) runs the same steps. */
 typedef struct sample_sum {
     int64_t nk, len, chunks; /* outputs; samples in the open chunk; chunks closed */
     int top, depth;          /* partials on the stack; its capacity */
     float *cur, *part;
 } sample_sum;
+
+#define SS_RANGE 2048        /* outputs per parallel range */
 
 static int sample_sum_init(sample_sum *s, int64_t nk, int64_t n_samples) {
     int64_t nchunks = (n_samples + TLM_CHUNK - 1) / TLM_CHUNK;
@@ -121,44 +135,55 @@ static int sample_sum_init(sample_sum *s, int64_t nk, int64_t n_samples) {
     return s->cur != NULL;
 }
 
-/* close the open chunk: merge it with the partials of equal height (tlm_sumacc_close_chunk) */
-static void sample_sum_close(sample_sum *s) {
+/* close the open chunk of outputs [i0, i1): merge it with the partials of equal height
+ * (tlm_sumacc_close_chunk); s is the range's copy of the counters */
+static void ss_close(sample_sum *s, int64_t i0, int64_t i1) {
     int merges = 0;
     for (int64_t c = s->chunks; c & 1; c >>= 1) merges++;
     const int64_t nk = s->nk;
     const int top = s->top;
-    float *cur = s->cur, *part = s->part;
-#pragma omp parallel for schedule(static) if (nk * (merges + 1) > TL_PAR_MIN)
-    for (int64_t i = 0; i < nk; i++) {
-        float v = cur[i];
-        for (int t = 1; t <= merges; t++) v = tlm_add(part[(top - t) * nk + i], v);
-        part[(top - merges) * nk + i] = v;
+    for (int64_t i = i0; i < i1; i++) {
+        float v = s->cur[i];
+        for (int t = 1; t <= merges; t++) v = tlm_add(s->part[(top - t) * nk + i], v);
+        s->part[(top - merges) * nk + i] = v;
     }
     s->top = top - merges + 1;
     s->chunks++;
     s->len = 0;
 }
 
-/* add one sample's vector x[0..nk) */
-static void sample_sum_push(sample_sum *s, const float *x) {
-    const int64_t nk = s->nk;
+/* add one sample's vector x to outputs [i0, i1) */
+static void ss_push(sample_sum *s, int64_t i0, int64_t i1, const float *x) {
     float *cur = s->cur;
-    if (s->len == 0) memcpy(cur, x, (size_t)nk * sizeof(float));
-    else {
-#pragma omp parallel for schedule(static) if (nk > TL_PAR_MIN)
-        for (int64_t i = 0; i < nk; i++) cur[i] = tlm_add(cur[i], x[i]);
+    if (s->len == 0) for (int64_t i = i0; i < i1; i++) cur[i] = x[i];
+    else for (int64_t i = i0; i < i1; i++) cur[i] = tlm_add(cur[i], x[i]);
+    if (++s->len == TLM_CHUNK) ss_close(s, i0, i1);
+}
+
+/* push count samples' vectors (x + j * nk, in order) */
+static void sample_sum_push(sample_sum *s, const float *x, int64_t count, int par) {
+    const int64_t nk = s->nk, ranges = (nk + SS_RANGE - 1) / SS_RANGE;
+#pragma omp parallel for schedule(static) if (par && nk * count > TL_PAR_MIN && ranges > 1)
+    for (int64_t q = 0; q < ranges; q++) {
+        sample_sum l = *s;
+        int64_t i0 = q * SS_RANGE, i1 = i0 + SS_RANGE < nk ? i0 + SS_RANGE : nk;
+        for (int64_t j = 0; j < count; j++) ss_push(&l, i0, i1, x + j * nk);
     }
-    if (++s->len == TLM_CHUNK) sample_sum_close(s);
+    for (int64_t j = 0; j < count; j++) ss_push(s, 0, 0, NULL);   /* the shared counters */
 }
 
 /* out[i] = the rule-4 sum of everything pushed (tlm_sumacc_finish); frees the scratch */
 static void sample_sum_finish(sample_sum *s, float *out) {
     const int64_t nk = s->nk;
     if (s->chunks == 0) {
-        if (s->len > 0) memcpy(out, s->cur, (size_t)nk * sizeof(float));
-        else memset(out, 0, (size_t)nk * sizeof(float));
+        if (s->len > 0 && nk > 0) memcpy(out, s->cur, (size_t)nk * sizeof(float));
+        else if (nk > 0) memset(out, 0, (size_t)nk * sizeof(float));
     } else {
-        if (s->len > 0) sample_sum_close(s);
+        if (s->len > 0) {
+            sample_sum l = *s;
+            ss_close(&l, 0, nk);
+            *s = l;
+        }
         const int top = s->top;
         const float *part = s->part;
 #pragma omp parallel for schedule(static) if (nk * top > TL_PAR_MIN)
@@ -172,88 +197,172 @@ static void sample_sum_finish(sample_sum *s, float *out) {
     s->cur = s->part = NULL;
 }
 
-/* ------------------------------------------------------------------ convolution */
+/* ------------------------------------------------------------------ convolution
+ * Samples are independent up to the kernel gradient's sum over them, so a batch runs one
+ * sample per thread at a time (each thread with its own column buffer); a single sample, or a
+ * batch too small to share, runs its im2col, GEMMs and col2im on all threads instead. */
+typedef struct conv_plan {
+    const char *op;
+    geom_t G, T;        /* T: the image-side geometry (G, or G swapped for the transpose) */
+    int transpose;
+    int64_t K, P, CK, xin, yout, nk;
+    int64_t *tab;       /* T's tap table */
+    int outer;          /* parallel over samples */
+} conv_plan;
+
+static int plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t transpose) {
+    c->op = op;
+    c->G = *geom;
+    c->T = c->G;
+    c->transpose = (int)transpose;
+    if (transpose) {
+        for (int64_t a = 0; a < c->G.r; a++) { c->T.in[a] = c->G.out[a]; c->T.out[a] = c->G.in[a]; }
+        c->T.in_n = c->G.out_n; c->T.out_n = c->G.in_n;
+    }
+    c->K = c->G.k_n;
+    c->P = c->T.out_n;
+    c->CK = (transpose ? c->G.cout : c->G.cin) * c->K;
+    c->xin = c->G.cin * c->G.in_n;
+    c->yout = c->G.cout * c->G.out_n;
+    c->nk = c->G.cout * c->G.cin * c->K;
+    double work = (double)c->G.n * (double)(transpose ? c->G.cin : c->G.cout) * c->CK * c->P;
+    c->outer = c->G.n > 1 && work > 65536.0;
+    c->tab = tap_table(&c->T);
+    return c->tab != NULL;
+}
+
+static float *col_buffer(const conv_plan *c) {
+    return (float *)malloc((size_t)(c->CK * c->P > 0 ? c->CK * c->P : 1) * sizeof(float));
+}
+
+/* y_b = bias + conv(x_b): the rule-3 chain over (c_in, kernel offset) from the bias */
+static int forward_sample(const conv_plan *c, const float *W, const float *B, const float *X,
+                          float *Y, int64_t b, float *col, int par) {
+    const geom_t *G = &c->G;
+    float *yb = Y + b * c->yout;
+    int64_t cells = G->out_n;
+    for (int64_t oc = 0; oc < G->cout; oc++)
+        for (int64_t o = 0; o < cells; o++) yb[oc * cells + o] = B[oc];
+    if (!c->transpose) {
+        im2col(c->tab, G->cin, c->K, c->P, G->in_n, X + b * c->xin, col, par);
+        return gemm1(c->op, 0, 0, G->cout, c->P, c->CK, W, c->CK, col, c->P, yb, 1);
+    }
+    /* col[(co, k), p] = sum_ci W[ci, (co, k)] x[ci, p], then gathered onto y_b */
+    int st = gemm1(c->op, 1, 0, c->CK, c->P, G->cin, W, c->CK, X + b * c->xin, c->P, col, 0);
+    if (!st) col2im(c->tab, G->cout, c->K, c->P, c->T.in_n, col, yb, par);
+    return st;
+}
+
+/* one sample's kernel gradient dkb (the rule-3 chain over its positions, from 0) and input
+ * gradient dx_b (dcol = W^T g_b, chains over c_out, then col2im onto zeros) */
+static int backward_sample(const conv_plan *c, const float *W, const float *X, const float *Gd,
+                           float *DX, float *dkb, int64_t b, float *col, int par) {
+    const geom_t *G = &c->G;
+    int64_t P = c->P, CK = c->CK;
+    int st;
+    if (!c->transpose) {
+        const float *gb = Gd + b * c->yout;
+        im2col(c->tab, G->cin, c->K, P, G->in_n, X + b * c->xin, col, par);
+        st = gemm1(c->op, 0, 1, G->cout, CK, P, gb, P, col, P, dkb, 0);          /* dW_b = g_b col^T */
+        if (!st) st = gemm1(c->op, 1, 0, CK, P, G->cout, W, CK, gb, P, col, 0);  /* dcol = W^T g */
+        if (!st) col2im(c->tab, G->cin, c->K, P, G->in_n, col, DX + b * c->xin, par);
+    } else {
+        const float *xb = X + b * c->xin;
+        im2col(c->tab, G->cout, c->K, P, c->T.in_n, Gd + b * c->yout, col, par); /* the grad's columns */
+        st = gemm1(c->op, 0, 1, G->cin, CK, P, xb, P, col, P, dkb, 0);           /* dW_b = x_b col^T */
+        if (!st) st = gemm1(c->op, 0, 0, G->cin, P, CK, W, CK, col, P, DX + b * c->xin, 0); /* dx = W col */
+    }
+    return st;
+}
+
 /* conv (transpose = 0) and conv_transpose (transpose = 1), N-D and 2-D alike */
 int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
                      const tl_geom *geom, int64_t transpose) {
-    const geom_t G = *geom;
-    int64_t K = G.k_n, xin = G.cin * G.in_n, yout = G.cout * G.out_n;
-    float *Y = y->data;
+    if (geom->n * geom->cout * geom->out_n == 0) return TL_OK;
+    conv_plan c;
+    if (!plan_conv(&c, op, geom, transpose))
+        return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col tap table", op);
     const float *W = kernel->data, *B = bias->data, *X = input->data;
-    if (G.n * yout == 0) return TL_OK;
-    /* conv: image = input (in), columns = output (out); transpose: the swapped geometry, so
-     * "image" = output (size out), columns = input (in) */
-    geom_t T = G;
-    if (transpose) {
-        for (int64_t a = 0; a < G.r; a++) { T.in[a] = G.out[a]; T.out[a] = G.in[a]; }
-        T.in_n = G.out_n; T.out_n = G.in_n;
-    }
-    int64_t P = T.out_n, CK = (transpose ? G.cout : G.cin) * K;
-    float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
-    if (!col) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
+    float *Y = y->data;
     int st = TL_OK;
-    for (int64_t b = 0; b < G.n && !st; b++) {
-        float *yb = Y + b * yout;
-        int64_t cells = transpose ? T.in_n : P;
-        for (int64_t oc = 0; oc < G.cout; oc++)
-            for (int64_t o = 0; o < cells; o++) yb[oc * cells + o] = B[oc];
-        if (!transpose) {
-            im2col(&G, G.cin, X + b * xin, col);
-            st = gemm1(op, 0, 0, G.cout, P, CK, W, CK, col, P, yb, 1); /* y_b += W col */
-        } else {
-            /* col[(co, k), p] = sum_ci W[ci, (co, k)] x[ci, p], then gathered onto y_b */
-            st = gemm1(op, 1, 0, CK, P, G.cin, W, CK, X + b * xin, P, col, 0);
-            if (!st) col2im(&T, G.cout, col, yb);
+#pragma omp parallel if (c.outer)
+    {
+        float *col = col_buffer(&c);
+        if (!col) {
+#pragma omp atomic write
+            st = TL_E_OOM;
         }
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t b = 0; b < c.G.n; b++) {
+            if (!col || st) continue;
+            int e = forward_sample(&c, W, B, X, Y, b, col, !c.outer);
+            if (e) {
+#pragma omp atomic write
+                st = e;
+            }
+        }
+        free(col);
     }
-    free(col);
+    free(c.tab);
+    if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
     return st;
 }
+
+#define DK_SCRATCH (1 << 22) /* floats of per-sample kernel gradients held at once (16 MiB) */
 
 /* the backward of conv (transpose = 0) and conv_transpose (transpose = 1) */
 int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, tl_buf db,
                       tl_buf dx, const tl_geom *geom, int64_t transpose) {
-    const geom_t G = *geom;
-    int64_t K = G.k_n;
-    int64_t xin = G.cin * G.in_n, yout = G.cout * G.out_n;
+    const geom_t *G = geom;
+    int64_t nk = G->cout * G->cin * G->k_n, xin = G->cin * G->in_n, yout = G->cout * G->out_n;
     const float *W = kernel->data, *X = input->data, *Gd = g->data;
     float *DK = dk->data, *DX = dx->data;
-    memset(DK, 0, (size_t)(G.cout * G.cin * K) * sizeof(float));
-    memset(DX, 0, (size_t)(G.n * xin) * sizeof(float));
-    bias_grad(Gd, G.n, G.cout, G.out_n, db->data);
-    if (G.n * yout == 0 || G.n * xin == 0) return TL_OK;
-    geom_t T = G;
-    if (transpose) {
-        for (int64_t a = 0; a < G.r; a++) { T.in[a] = G.out[a]; T.out[a] = G.in[a]; }
-        T.in_n = G.out_n; T.out_n = G.in_n;
-    }
-    int64_t P = T.out_n, CK = (transpose ? G.cout : G.cin) * K, nk = G.cout * G.cin * K;
-    float *col = (float *)malloc((size_t)(CK * P > 0 ? CK * P : 1) * sizeof(float));
-    float *dkb = (float *)malloc((size_t)(nk > 0 ? nk : 1) * sizeof(float)); /* one sample's */
+    /* empty buffers may have no storage at all: memset(NULL, 0, 0) is undefined */
+    if (nk > 0) memset(DK, 0, (size_t)nk * sizeof(float));
+    if (G->n * xin > 0) memset(DX, 0, (size_t)(G->n * xin) * sizeof(float));
+    bias_grad(Gd, G->n, G->cout, G->out_n, db->data);
+    if (G->n * yout == 0 || G->n * xin == 0) return TL_OK;
+    conv_plan c;
+    if (!plan_conv(&c, op, geom, transpose))
+        return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col tap table", op);
+    /* samples go in groups whose kernel gradients fit DK_SCRATCH (at least one sample) */
+    int64_t group = nk > 0 ? DK_SCRATCH / nk : G->n;
+    if (group < 1) group = 1;
+    if (group > G->n) group = G->n;
+    if (!c.outer) group = 1;
+    float *dkb = (float *)malloc((size_t)(group * nk > 0 ? group * nk : 1) * sizeof(float));
     sample_sum acc;
-    if (!col || !dkb || !sample_sum_init(&acc, nk, G.n)) {
-        free(col); free(dkb);
-        return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col and kernel-gradient buffers", op);
+    if (!dkb || !sample_sum_init(&acc, nk, G->n)) {
+        free(dkb); free(c.tab);
+        return tl_fail(TL_E_OOM, "%s: out of host memory for the kernel-gradient buffers", op);
     }
     int st = TL_OK;
-    for (int64_t b = 0; b < G.n && !st; b++) {
-        if (!transpose) {
-            const float *gb = Gd + b * yout;
-            im2col(&G, G.cin, X + b * xin, col);
-            st = gemm1(op, 0, 1, G.cout, CK, P, gb, P, col, P, dkb, 0);     /* dW_b = g_b col^T */
-            if (!st) st = gemm1(op, 1, 0, CK, P, G.cout, W, CK, gb, P, col, 0); /* dcol = W^T g */
-            if (!st) col2im(&G, G.cin, col, DX + b * xin);
-        } else {
-            const float *xb = X + b * xin;
-            im2col(&T, G.cout, Gd + b * yout, col);                          /* the grad's columns */
-            st = gemm1(op, 0, 1, G.cin, CK, P, xb, P, col, P, dkb, 0);      /* dW_b = x_b col^T */
-            if (!st) st = gemm1(op, 0, 0, G.cin, P, CK, W, CK, col, P, DX + b * xin, 0); /* dx = W col */
+    for (int64_t b0 = 0; b0 < G->n && !st; b0 += group) {
+        int64_t nb = G->n - b0 < group ? G->n - b0 : group;
+#pragma omp parallel if (c.outer && nb > 1)
+        {
+            float *col = col_buffer(&c);
+            if (!col) {
+#pragma omp atomic write
+                st = TL_E_OOM;
+            }
+#pragma omp for schedule(dynamic, 1) nowait
+            for (int64_t j = 0; j < nb; j++) {
+                if (!col || st) continue;
+                int e = backward_sample(&c, W, X, Gd, DX, dkb + j * nk, b0 + j, col, !c.outer);
+                if (e) {
+#pragma omp atomic write
+                    st = e;
+                }
+            }
+            free(col);
         }
-        if (!st) sample_sum_push(&acc, dkb);
+        if (!st) sample_sum_push(&acc, dkb, nb, 1);
     }
     sample_sum_finish(&acc, DK);  /* dW = rule 4 over the samples' dW_b */
     free(dkb);
-    free(col);
+    free(c.tab);
+    if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
     return st;
 }
 
@@ -262,17 +371,32 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
 enum { POOL_MAX, POOL_AVG, POOL_SMOOTH };
 
 /* Gather the window of output o of one plane: vals[j] (padding: pad_value), offs[j] (-1 for
- * padding), in kernel row-major order. */
-static void window(const geom_t *G, const float *plane, int64_t o, float pad_value, float *vals,
-                   int64_t *offs) {
-    int64_t oo[8], ko[8];
-    unravel(o, G->out, G->r, oo);
-    for (int64_t j = 0; j < G->k_n; j++) {
-        unravel(j, G->k, G->r, ko);
-        int64_t t = tap(G, ko, oo);
-        offs[j] = t;
-        vals[j] = t < 0 ? pad_value : plane[t];
+ * padding), in kernel row-major order. tab is the call's tap table read output-major:
+ * tab[o * KN + j], the same for every plane. */
+static inline void window(const int64_t *tab, int64_t KN, const float *plane, int64_t o,
+                          float pad_value, float *vals, int64_t *offs) {
+    const int64_t *t = tab + o * KN;
+    for (int64_t j = 0; j < KN; j++) {
+        offs[j] = t[j];
+        vals[j] = t[j] < 0 ? pad_value : plane[t[j]];
     }
+}
+
+/* the (out_n, KN) window table of G; NULL when out of memory */
+static int64_t *window_table(const geom_t *G) {
+    int64_t KN = G->k_n, O = G->out_n;
+    int64_t *tab = (int64_t *)malloc((size_t)(KN * O > 0 ? KN * O : 1) * sizeof(int64_t));
+    if (!tab) return NULL;
+#pragma omp parallel for schedule(static) if (KN * O * G->r > TL_PAR_MIN)
+    for (int64_t o = 0; o < O; o++) {
+        int64_t oo[8], ko[8];
+        unravel(o, G->out, G->r, oo);
+        for (int64_t j = 0; j < KN; j++) {
+            unravel(j, G->k, G->r, ko);
+            tab[o * KN + j] = tap(G, ko, oo);
+        }
+    }
+    return tab;
 }
 
 #define SMOOTH_BLOCK 64 /* smooth-max windows handled together, so exp and log run as vectors */
@@ -287,7 +411,7 @@ static int64_t smooth_block(int64_t KN) {
     return blk < 1 ? 1 : (blk > SMOOTH_BLOCK ? SMOOTH_BLOCK : blk);
 }
 
-static void smooth_plane(const geom_t *G, const float *x, const float *gp, float *y, float beta,
+static void smooth_plane(const geom_t *G, const int64_t *tab, const float *x, const float *gp, float *y, float beta,
                          int backward, float *v, float *pv, int64_t *offs) {
     const int64_t KN = G->k_n, blk = smooth_block(KN);
     float piv[SMOOTH_BLOCK], s[SMOOTH_BLOCK];
@@ -295,7 +419,7 @@ static void smooth_plane(const geom_t *G, const float *x, const float *gp, float
         int64_t nb = G->out_n - o0 < blk ? G->out_n - o0 : blk;
         for (int64_t q = 0; q < nb; q++) {
             float *vq = v + q * KN;
-            window(G, x, o0 + q, 0.0f, vq, offs + q * KN);
+            window(tab, KN, x, o0 + q, 0.0f, vq, offs + q * KN);
             float p = vq[0];
             for (int64_t j = 1; j < KN; j++)
                 p = beta > 0 ? (vq[j] > p ? vq[j] : p) : (vq[j] < p ? vq[j] : p);
@@ -329,6 +453,8 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
     int64_t KN = G.k_n;
     float denom = (float)KN;
     int err = 0;
+    int64_t *tab = window_table(&G);
+    if (!tab) return tl_fail(TL_E_OOM, "%s: out of host memory for the pooling window table", op);
     /* one plane per iteration: each backward plane scatters in a fixed (o, j) order */
 #pragma omp parallel if (planes * G.out_n * KN > TL_PAR_MIN)
     {
@@ -340,29 +466,29 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
 #pragma omp atomic write
             err = 1;
         }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 8) nowait
         for (int64_t pl = 0; pl < planes; pl++) {
             if (!vals || !offs) continue;
             const float *x = input->data + pl * G.in_n;
             const float *gp = backward ? g->data + pl * G.out_n : NULL;
             float *y = backward ? out->data + pl * G.in_n : out->data + pl * G.out_n;
             if (kind == POOL_SMOOTH) {
-                smooth_plane(&G, x, gp, y, beta, backward, vals, vals + wn, offs);
+                smooth_plane(&G, tab, x, gp, y, beta, backward, vals, vals + wn, offs);
                 continue;
             }
             for (int64_t o = 0; o < G.out_n; o++) {
                 if (kind == POOL_MAX) {
-                    window(&G, x, o, -INFINITY, vals, offs);
+                    const int64_t *t = tab + o * KN;
                     float best = -FLT_MAX;
                     int64_t arg = -1;
-                    for (int64_t j = 0; j < KN; j++) /* the first NaN wins for good (PyTorch) */
-                        if (vals[j] > best || (vals[j] != vals[j] && best == best)) {
-                            best = vals[j]; arg = j;
-                        }
+                    for (int64_t j = 0; j < KN; j++) { /* the first NaN wins for good (PyTorch) */
+                        float v = t[j] < 0 ? -INFINITY : x[t[j]];
+                        if (v > best || (v != v && best == best)) { best = v; arg = j; }
+                    }
                     if (!backward) y[o] = best;
-                    else if (arg >= 0 && offs[arg] >= 0) y[offs[arg]] = tlm_add(y[offs[arg]], gp[o]);
+                    else if (arg >= 0 && t[arg] >= 0) y[t[arg]] = tlm_add(y[t[arg]], gp[o]);
                 } else if (kind == POOL_AVG) {
-                    window(&G, x, o, 0.0f, vals, offs);
+                    window(tab, KN, x, o, 0.0f, vals, offs);
                     if (!backward) {
                         y[o] = tlm_div(tlm_sum(vals, 1, KN), denom);
                     } else {
@@ -376,6 +502,7 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
         free(vals);
         free(offs);
     }
+    free(tab);
     if (err) return tl_fail(TL_E_OOM, "%s: out of host memory for a pooling window", op);
     return TL_OK;
 }
