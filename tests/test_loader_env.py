@@ -121,6 +121,8 @@ def test_the_stub_sets_no_openmp_variable_and_loads_no_libgomp():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
     r = subprocess.run([sys.executable, "-c", _OMP_ENV], cwd=str(ROOT), capture_output=True,
                        text=True, timeout=120,
-                       env=dict(env, TORCHLEAN_BACKEND="stub", PYTHONPATH=str(ROOT)))
+                       env=dict(env, TORCHLEAN_BACKEND="stub",
+                                PYTHONPATH=os.pathsep.join(filter(None, (str(ROOT),
+                                                                         env.get("PYTHONPATH"))))))
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:2] == ["[]", "False"], r.stdout
