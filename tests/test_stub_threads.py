@@ -43,7 +43,8 @@ print(h.hexdigest())
 def test_results_do_not_depend_on_the_thread_count():
     digests = set()
     for n in ("1", "3"):   # 3: a team larger than the machine, slots left to steal
-        env = dict(os.environ, OMP_NUM_THREADS=n, TORCHLEAN_BACKEND="stub", PYTHONPATH=str(ROOT))
+        env = dict(os.environ, OMP_NUM_THREADS=n, TORCHLEAN_BACKEND="stub",
+                   PYTHONPATH=os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
         r = subprocess.run([sys.executable, "-c", _CASE], env=env, capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 0, r.stderr
