@@ -690,6 +690,11 @@ TLM_HD float tlm_attn_score(const float *q, const float *k, int64_t hd, float sc
     return tlm_mul(tlm_dot(q, 1, k, 1, hd, 0.0f), scale);
 }
 TLM_HD float tlm_attn_prob(float s, float lse) { return tlm_exp(tlm_sub(s, lse)); }
+/* a row's saved log-sum-exp from its final running max m and denominator l: NaN when a NaN
+ * score was seen, 0 for a fully masked row (l = 0), else m + log(l) */
+TLM_HD float tlm_attn_lse(float m, float l, int nan_seen) {
+    return nan_seen ? tlm_from_bits(0x7fc00000) : l == 0.0f ? 0.0f : tlm_add(m, tlm_log(l));
+}
 TLM_HD float tlm_attn_dscore(float p, float dp, float d, float scale) {
     return tlm_mul(tlm_mul(p, tlm_sub(dp, d)), scale);
 }

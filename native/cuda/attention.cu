@@ -367,7 +367,7 @@ __global__ void __launch_bounds__(EX_WARPS * 32) exact_fwd_kernel(
                 if (d < hd) oi[d] = nan_seen ? nan : tlm_osm_finish(&st, acc[c]);
             }
             if (d0 == 0 && lane == 0)
-                L[row] = nan_seen ? nan : st.l == 0.0f ? 0.0f : tlm_add(st.m, tlm_log(st.l));
+                L[row] = tlm_attn_lse(st.m, st.l, nan_seen);
         }
     }
 }

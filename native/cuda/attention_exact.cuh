@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::FWD_BLOCKS) attn_fwd_exa
             }
         const int i = i0 + r0 + a;
         if (cl == 0 && i < n)
-            lse[(size_t)bh * n + i] = bad[a] ? nan : l[a] == 0.0f ? 0.0f : tlm_add(m[a], tlm_log(l[a]));
+            lse[(size_t)bh * n + i] = tlm_attn_lse(m[a], l[a], bad[a]);
     }
     store_rows<DC>(o, O, base, i0, r0, cl, n, HD, hd);
 }

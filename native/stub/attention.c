@@ -115,7 +115,7 @@ static int core_forward(const char *op, const float *Q, const float *K, const fl
             }
             const float nan = tlm_from_bits(0x7fc00000);
             for (int64_t p = 0; p < hd; p++) oi[p] = nan_seen ? nan : tlm_osm_finish(&st, acc[p]);
-            L[bhi] = nan_seen ? nan : st.l == 0.0f ? 0.0f : tlm_add(st.m, tlm_log(st.l));
+            L[bhi] = tlm_attn_lse(st.m, st.l, nan_seen);
         }
         free(acc);
     }
