@@ -1,5 +1,5 @@
-"""The CUDA runtime (native/cuda/memory.cu): pool statistics, empty_cache, the cache cap,
-out-of-memory errors, TORCHLEAN_CUDA_SYNC, sticky errors and the TF32 flag.
+"""The CUDA runtime (native/cuda/context.cu, pool.cu): pool statistics, empty_cache, the cache
+cap, out-of-memory errors, TORCHLEAN_CUDA_SYNC, sticky errors and the TF32 flag.
 Everything here needs the CUDA backend; process-wide settings are tested in subprocesses."""
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ TL_HIDDEN void tl_stats_note_bytes(int64_t bytes);  /* +/- scratch bytes (live a
 /* allocate a fresh live buffer of n floats (payload uninitialised); common/buffer.c */
 TL_HIDDEN int tl_new_buffer(const char *op, int64_t n, tl_buf *out);
 
-/* ---- backend hooks: implemented once per library (stub/memory.c, cuda/memory.cu) ---- */
+/* ---- backend hooks: implemented once per library (stub/memory.c; cuda/context.cu and pool.cu) */
 TL_HIDDEN int tlb_alloc(size_t bytes, void **out);
 TL_HIDDEN void tlb_free(void *p, size_t bytes);
 TL_HIDDEN int tlb_fill(float *p, int64_t n, float v);          /* v == 0 gives all-zero bits */

@@ -10,14 +10,14 @@ from torchlean.nn import functional, init, utils
 from torchlean.nn.checkpoint import save_file, load_file
 from torchlean.session import Parameter
 from torchlean.nn.modules import Unflatten
-from torchlean.nn.losses import (L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss,
-                                 BCEWithLogitsLoss, NLLLoss)
-from torchlean.nn.activation import (Identity, SiLU, LeakyReLU, ELU, Dropout2d, Softmax,
-                                     LogSoftmax)
-from torchlean.nn.pooling import (Upsample, MaxPool1d, AvgPool1d, MaxPool3d, AvgPool3d,
+from torchlean.nn.modules import (L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss,
+                                  BCEWithLogitsLoss, NLLLoss)
+from torchlean.nn.modules import (Identity, SiLU, LeakyReLU, ELU, Dropout2d, Softmax,
+                                  LogSoftmax)
+from torchlean.nn.modules import (Upsample, MaxPool1d, AvgPool1d, MaxPool3d, AvgPool3d,
                                   AdaptiveAvgPool1d, AdaptiveMaxPool1d)
-from torchlean.nn.recurrent import RNN, LSTM, GRU
-from torchlean.nn.attention import MultiheadAttention
+from torchlean.nn.modules import RNN, LSTM, GRU
+from torchlean.nn.modules import MultiheadAttention
 
 __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
            "LayerNorm", "BatchNorm2d", "Dropout", "GELU", "ReLU", "Tanh", "Sigmoid", "Embedding",

@@ -49,7 +49,7 @@ from torchlean._generated import ops as _ops
 from torchlean.distributed import agree
 from torchlean.distributed.reduce import exact_reduction, rank_rows, sum_rows
 from torchlean.nn.modules import BatchNorm2d, Module, SyncBatchNorm
-from torchlean.session import register_backward_end_hook
+from torchlean.parameter import register_backward_end_hook
 
 
 class _Bucket:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from torchlean.buffer import AnyBuffer
-from torchlean.session import Parameter, check_training_thread, training_lock
+from torchlean.parameter import Parameter, check_training_thread, training_lock
 from torchlean._generated import ops as _ops
 
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from torchlean.nn import functional as F, init
-from torchlean.nn.modules import Module
+from torchlean.nn.modules.base import Module
 from torchlean.session import Parameter, cat, stack
 
 

@@ -3,7 +3,7 @@ torchlean.nn.loss_functions."""
 from __future__ import annotations
 
 from torchlean.nn import loss_functions as L
-from torchlean.nn.modules import Module
+from torchlean.nn.modules.base import Module
 
 
 class _Loss(Module):

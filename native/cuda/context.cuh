@@ -1,0 +1,21 @@
+// context.cuh: the state context.cu (stream, errors, cuBLAS, uploads) shares with pool.cu (the
+// caching allocator). Internal to those two files; kernel files use common.cuh.
+#pragma once
+#include "common.cuh"
+
+namespace tl_ctx {
+
+extern cudaStream_t g_stream;
+extern volatile int g_stream_ready;    // 1 once g_stream (and the pool) exist
+extern cudaMemPool_t g_pool;
+extern int64_t g_cap;                  // TORCHLEAN_CUDA_CACHE_CAP_BYTES, 0 = no cap
+extern volatile int g_poisoned;
+
+// create the stream and the pool on first use (context.cu)
+int ensure_init(const char *op);
+// TL_OK, or the sticky error's status once the context is poisoned (context.cu)
+int poison_check(const char *op);
+// TORCHLEAN_CUDA_CACHE_CAP_BYTES' value: plain decimal digits, else 0 = no cap (pool.cu)
+int64_t parse_cap(const char *v);
+
+}  // namespace tl_ctx

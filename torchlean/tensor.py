@@ -1,0 +1,546 @@
+"""Tensor: a handle (session, node id, generation) on a Session's tape. Session.step() bumps the
+generation, so a stale Tensor raises instead of reading freed memory. Its methods forward to the
+registry's tape ops and the composites of torchlean.composite."""
+from __future__ import annotations
+
+import math
+import threading
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from torchlean.buffer import AnyBuffer
+from torchlean.tape import no_grad
+from torchlean._generated.tape_ops import TapeOps
+from torchlean import composite as _composite
+from torchlean import devices as _devices
+from torchlean.dtypes import float32 as _float32
+from torchlean.int_tensor import IntTensor
+from torchlean.parameter import Parameter
+
+if TYPE_CHECKING:   # annotations only: the Session module builds on this one
+    from torchlean.session import Session
+
+# the registry's tape ops: the only names Tensor.__getattr__ forwards as methods
+_TAPE_OPS = frozenset(n for n in vars(TapeOps) if not n.startswith("_"))
+_get_ident = threading.get_ident
+
+
+class Tensor:
+    """A handle (session, node id) on the session's tape."""
+
+    __slots__ = ("session", "id", "gen")
+    __array_priority__ = 1000
+
+    def __init__(self, session: Session, nid: int, gen: int):
+        self.session, self.id, self.gen = session, nid, gen
+        refs = session.refs
+        refs[nid] = refs.get(nid, 0) + 1
+
+    def __del__(self):
+        # the last wrapper of an intermediate result is gone: its memory can go too, unless a
+        # VJP or a view still needs it (Tape.drop_value decides)
+        try:
+            s = self.session
+            if self.gen != s.gen or _get_ident() != s.owner:
+                return
+            refs, nid = s.refs, self.id
+            c = refs.get(nid, 0) - 1
+            if c > 0:
+                refs[nid] = c
+            else:
+                refs.pop(nid, None)
+                s.tape.let_go(nid)           # and, unless a graph still reads it, its node
+                if s.grads:
+                    g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
+                    if g is not None:
+                        g.release()
+        except Exception:  # interpreter shutdown: nothing left to free
+            pass
+
+    def _check(self):
+        s = self.session
+        if _get_ident() != s.owner:
+            s.check_thread()
+        if self.gen != s.gen:
+            raise ValueError(f"tensor (node {self.id}) belongs to a step that was released by "
+                             "Session.step()")
+
+    def _node(self):
+        self._check()
+        return self.session.tape.nodes[self.id]
+
+    @property
+    def value(self) -> AnyBuffer:
+        # whoever holds the buffer may outlive this Tensor (detach, DLPack, user code): the
+        # tape then never releases it early; it lives while the holder references it (or
+        # until Session.step())
+        self._check()
+        return self.session.tape.hand_out(self.id)
+
+    @property
+    def shape(self):
+        return self._node().value.shape
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._node().requires_grad
+
+    def numpy(self) -> np.ndarray:
+        return self._node().value.to_numpy()   # a host copy: the node need not stay alive
+
+    def item(self) -> float:
+        v = self._node().value
+        if v.numel != 1:
+            raise ValueError(f"item: a Tensor with {v.numel} elements (shape {v.shape}) cannot "
+                             "be converted to a Python scalar; item() needs exactly one element")
+        return float(v.to_numpy().reshape(-1)[0])
+
+    def __bool__(self) -> bool:
+        v = self._node().value
+        if v.numel != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous "
+                               f"(shape {v.shape})")
+        return bool(v.to_numpy().reshape(-1)[0])
+
+    _COMPARABLE = (int, float, bool, np.ndarray, np.number, list, tuple)
+
+    def __eq__(self, o):
+        """Elementwise == as in PyTorch: a 0/1 float32 Tensor (the eq kernel), no gradient."""
+        if not isinstance(o, (Tensor, Parameter) + self._COMPARABLE):
+            return NotImplemented
+        return self._binary("eq", o)
+
+    def __ne__(self, o):
+        if not isinstance(o, (Tensor, Parameter) + self._COMPARABLE):
+            return NotImplemented
+        return self._binary("ne", o)
+
+    __hash__ = object.__hash__   # identity, so Tensors stay usable as dict keys
+
+    def __array__(self, dtype=None, copy=None):
+        from torchlean import _loader
+        if copy is False and _loader.BACKEND == "cuda":
+            raise ValueError("Tensor.__array__: copy=False is impossible for a CUDA tensor")
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def backward(self, seed=None, retain_graph: bool = False):
+        self.session.backward(self, seed, retain_graph=retain_graph)
+
+    @property
+    def grad(self):
+        self._check()
+        p = self.session.params_by_leaf.get(self.id)
+        if p is not None:
+            return p.grad
+        g = self.session.grads.get(self.id)
+        return None if g is None else g.to_numpy()
+
+    def detach(self) -> "Tensor":
+        with no_grad():
+            s = self.session
+            nid = s.tape.leaf(self.value, requires_grad=False)
+            s.tape.nodes[nid].pinned = False   # borrowed: forgotten with its last Tensor
+            return s._wrap(nid)
+
+    # operators ---------------------------------------------------------------
+    def _other(self, o):
+        return self.session.as_tensor(o)
+
+    def _binary(self, name, o):
+        # fast path: both operands live tensors of this session's current step
+        s = self.session
+        if (o.__class__ is Tensor and o.session is s and self.gen == s.gen == o.gen
+                and _get_ident() == s.owner):
+            return Tensor(s, getattr(s.tape, name)(self.id, o.id), s.gen)
+        if (name == "mul" and isinstance(o, (int, float, np.integer, np.floating))
+                and not isinstance(o, bool) and math.isfinite(o)):
+            # a scalar factor is an attribute of the scale op, not an uploaded leaf
+            self._check()
+            return Tensor(s, s.tape.scale(self.id, c=float(o)), s.gen)
+        if name == "matmul":
+            _float_operand(name, o)
+        elif o.__class__ is IntTensor:
+            o = o.float(s)      # elementwise: int64 promotes to float32, as in torch
+        return s.op(name, self, o)
+
+    def __add__(self, o):
+        return self._binary("add", o)
+
+    __radd__ = __add__
+
+    def __mul__(self, o):
+        return self._binary("mul", o)
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return self._binary("mul", -1.0)
+
+    def __sub__(self, o):
+        return self._binary("sub", o)
+
+    def __rsub__(self, o):
+        if o.__class__ is IntTensor:
+            o = o.float(self.session)
+        return self._other(o) - self
+
+    def __truediv__(self, o):
+        if not isinstance(o, (Tensor, Parameter)) and np.ndim(o) == 0:
+            return self * (1.0 / float(o))
+        return self._binary("div", o)
+
+    def __rtruediv__(self, o):
+        if o.__class__ is IntTensor:
+            o = o.float(self.session)
+        return self.session.op("div", self._other(o), self)
+
+    def __matmul__(self, o):
+        if self.ndim == 2 and getattr(o, "ndim", None) == 2:
+            return self._binary("matmul", o)
+        return _composite.matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return _composite.matmul(self._other(o), self)
+
+    def __getattr__(self, name):
+        # registry tape ops as methods: x.relu(), x.softmax(), x.transpose2d() ... but never
+        # Tape's own methods (leaf, drop_value, release, ...), which take node ids, not tensors
+        if name not in _TAPE_OPS:
+            if name.startswith("_"):
+                raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+            from torchlean.api_hints import unknown_attribute
+            raise AttributeError(unknown_attribute(name, [n for n in dir(Tensor)
+                                                          if not n.startswith("_")]))
+        return lambda *others, **attrs: self.session.op(name, self, *others, **attrs)
+
+    # PyTorch-style API ------------------------------------------------------------------
+    # (shapes, indexing, reductions over dims, joining; composed from registry ops in
+    # torchlean.composite, index planning in torchlean.indexing)
+    def __getitem__(self, key):
+        return _composite.getitem(self, key)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def T(self):
+        """All axes reversed (torch's .T; for 2-D the transpose)."""
+        return _composite.permute(self, tuple(range(self.ndim))[::-1])
+
+    @property
+    def mT(self):
+        """The last two axes swapped."""
+        if self.ndim < 2:
+            raise ValueError(f"mT: expected a tensor of rank >= 2, got shape {self.shape}")
+        return _composite.transpose(self, -2, -1)
+
+    def transpose(self, dim0, dim1):
+        return _composite.transpose(self, dim0, dim1)
+
+    def permute(self, *dims):
+        return _composite.permute(self, dims)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return _composite.reshape(self, shape)
+
+    def view(self, *shape):
+        """The same as reshape: every torchlean tensor is contiguous."""
+        return self.reshape(*shape)
+
+    def unsqueeze(self, dim):
+        return _composite.unsqueeze(self, dim)
+
+    def squeeze(self, dim=None):
+        return _composite.squeeze(self, dim)
+
+    def expand(self, *sizes):
+        return _composite.expand(self, sizes)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return _composite.flatten(self, start_dim, end_dim)
+
+    def sum(self, dim=None, keepdim=False, *, axis=None):
+        return _composite.reduce(self, "sum", axis if dim is None else dim, keepdim)
+
+    def mean(self, dim=None, keepdim=False, *, axis=None):
+        return _composite.reduce(self, "mean", axis if dim is None else dim, keepdim)
+
+    def amax(self, dim=None, keepdim=False):
+        return _composite.reduce(self, "amax", dim, keepdim)
+
+    def amin(self, dim=None, keepdim=False):
+        return _composite.reduce(self, "amin", dim, keepdim)
+
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return _composite.var(self, dim, unbiased, keepdim, correction)
+
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return _composite.std(self, dim, unbiased, keepdim, correction)
+
+    def logsumexp(self, dim, keepdim=False):
+        return _composite.logsumexp(self, dim, keepdim)
+
+    def square(self):
+        return self * self
+
+    def rsqrt(self):
+        return self.session.op("reciprocal", self.session.op("sqrt", self))
+
+    def split(self, split_size_or_sections, dim=0):
+        return _composite.split(self, split_size_or_sections, dim)
+
+    def chunk(self, chunks, dim=0):
+        return _composite.chunk(self, chunks, dim)
+
+    # torch's signatures over registry ops (softmax over any dim, clamp's min/max, matmul's
+    # 1-D and batched operands, rounded division); composed in torchlean.composite
+    def softmax(self, dim=-1):
+        return _composite.softmax(self, dim, "softmax")
+
+    def log_softmax(self, dim=-1):
+        return _composite.softmax(self, dim, "log_softmax")
+
+    def clamp(self, min=None, max=None, *, lo=None, hi=None):  # noqa: A002 - torch's names
+        """torch's clamp(min, max); the registry's lo=/hi= keywords are accepted too."""
+        return _composite.clamp(self, lo if min is None else min, hi if max is None else max)
+
+    clip = clamp
+
+    def matmul(self, other):
+        return self @ other
+
+    def div(self, other, *, rounding_mode=None):
+        return _composite.div(self, other, rounding_mode)
+
+    def __floordiv__(self, o):
+        return _composite.div(self, o, "floor")
+
+    def __rfloordiv__(self, o):
+        return _composite.rdiv(self, o, "floor")
+
+    def floor(self):
+        return _composite.floor(self)
+
+    def trunc(self):
+        return _composite.trunc(self)
+
+    # comparisons (0/1 float32 masks, no gradient), where, arg/max/min over a dim, pow, erf
+    def __lt__(self, o):
+        return self._binary("lt", o)
+
+    def __le__(self, o):
+        return self._binary("le", o)
+
+    def __gt__(self, o):
+        return self._binary("gt", o)
+
+    def __ge__(self, o):
+        return self._binary("ge", o)
+
+    def lt(self, other):
+        return self._binary("lt", other)
+
+    def le(self, other):
+        return self._binary("le", other)
+
+    def gt(self, other):
+        return self._binary("gt", other)
+
+    def ge(self, other):
+        return self._binary("ge", other)
+
+    def eq(self, other):
+        """Elementwise == as a 0/1 float32 mask (on the registry's eq kernel)."""
+        return self._binary("eq", other)
+
+    def ne(self, other):
+        """Elementwise != as a 0/1 float32 mask (on the registry's ne kernel)."""
+        return self._binary("ne", other)
+
+    def where(self, condition, other):
+        """torch's x.where(cond, y): torchlean.where(cond, x, y)."""
+        return _composite.where(self.session, condition, self, other)
+
+    def argmax(self, dim=None, keepdim=False):
+        """Indices of the maxima as an int64 NumPy array (first on ties; a NaN wins)."""
+        return _composite.argreduce(self, "argmax", dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return _composite.argreduce(self, "argmin", dim, keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        """No dim: the 0-d maximum. dim: (values, indices) with int64 NumPy indices; the
+        gradient of values goes to the chosen index only. A Tensor: elementwise maximum."""
+        return _composite.max_min(self, "max", dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return _composite.max_min(self, "min", dim, keepdim)
+
+    def pow(self, exponent):
+        return _composite.power(self, exponent)
+
+    def __pow__(self, exponent):
+        return _composite.power(self, exponent)
+
+    def __rpow__(self, base):
+        return self.session.op("pow", self._other(base), self)
+
+    def erf(self):
+        return self.session.op("erf", self)
+
+    # torch's dtype and device idiom, and small conveniences --------------------------------
+    @property
+    def dtype(self):
+        return _float32
+
+    @property
+    def device(self):
+        return _devices.current()
+
+    @property
+    def is_cuda(self) -> bool:
+        return _devices.current().type == "cuda"
+
+    def to(self, *args, **kwargs):
+        """to(device), to(dtype), to(device, dtype), to(other): the same Tensor on this
+        backend's device (see torchlean.devices), an IntTensor for int64/bool."""
+        dt = _devices.parse_to("to", args, kwargs)
+        if dt is None or dt is _float32:
+            return self
+        return self.bool() if dt == np.bool_ else self.long()
+
+    def cpu(self):
+        """Itself: .numpy() and .item() copy to the host from either backend."""
+        self._check()
+        return self
+
+    def cuda(self, device=None, non_blocking=False):
+        _devices.check_cuda("cuda")
+        return self
+
+    def float(self):
+        return self
+
+    def long(self):
+        """An int64 IntTensor, truncating toward zero as torch does."""
+        a = self.numpy()
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"long: cannot convert NaN or inf to int64 (shape {a.shape})")
+        return IntTensor(np.trunc(a).astype(np.int64))
+
+    int = long
+
+    def bool(self):
+        return IntTensor(self.numpy() != 0)
+
+    def type(self, dtype=None):
+        return "torch.FloatTensor" if dtype is None else self.to(dtype)
+
+    def t(self):
+        """torch's x.t(): the transpose of a matrix; 0-d and 1-d tensors as they are."""
+        if self.ndim > 2:
+            raise ValueError(f"t: expects a tensor with <= 2 dimensions, got shape {self.shape}"
+                             "; use x.transpose(d0, d1) or x.mT")
+        return self if self.ndim < 2 else _composite.transpose(self, 0, 1)
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d tensor")
+        return shape[0]
+
+    def clone(self):
+        """A copy in new memory; gradients flow through it, as torch's clone."""
+        s = self.session
+        self._check()
+        return Tensor(s, s.tape.scale(self.id, c=1.0), s.gen)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def requires_grad_(self, requires_grad: bool = True):
+        """torch's in-place flag change, for leaves (a tensor made by torchlean.tensor or a
+        factory); an op's result raises, as in torch."""
+        node = self._node()
+        if node.parents:
+            raise RuntimeError("requires_grad_: only leaf tensors can change requires_grad; "
+                               "use detach() for a result of ops")
+        node.requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def data(self):
+        """torch's x.data: the same values, outside the graph (detach())."""
+        return self.detach()
+
+    def neg(self):
+        return -self
+
+    def contiguous(self):
+        return self
+
+    def view_as(self, other):
+        return self.reshape(tuple(other.shape))
+
+    def element_size(self) -> int:
+        return 4
+
+    nelement = numel
+
+    def __float__(self):
+        return self.item()
+
+    def __int__(self):
+        return int(self.item())
+
+    # logical operators on masks (torch's bool tensors): a bool IntTensor on the host
+    def __and__(self, o):
+        return self.bool() & o
+
+    __rand__ = __and__
+
+    def __or__(self, o):
+        return self.bool() | o
+
+    __ror__ = __or__
+
+    def __xor__(self, o):
+        return self.bool() ^ o
+
+    def __invert__(self):
+        return ~self.bool()
+
+    def __repr__(self):
+        try:
+            values = self.numpy()
+            req = self.requires_grad
+        except ValueError:
+            return f"tensor(<released by Session.step()>, node={self.id})"
+        body = np.array2string(values, separator=", ", prefix="tensor(", precision=4,
+                               floatmode="maxprec_equal")
+        grad = ", requires_grad=True" if req else ""
+        return f"tensor({body}, shape={tuple(values.shape)}{grad})"
+
+
+def _float_operand(op: str, o):
+    """o for an op torch runs on one dtype only (@): integer or bool data raise TypeError,
+    where elementwise ops promote them to float32 as torch promotes int64 tensors."""
+    if isinstance(o, IntTensor) or (isinstance(o, np.ndarray) and o.dtype.kind in "biu"):
+        raise TypeError(f"{op}: expected float operands, got {o.dtype.name} data of shape "
+                        f"{tuple(o.shape)} (torch refuses mixed dtypes here too); convert it "
+                        "with .float() or .astype(np.float32)")
+    return o
