@@ -157,9 +157,11 @@ SAN_CFLAGS ?= -std=gnu11 -O1 -g -march=native -ffp-contract=off -fno-math-errno 
 SANITIZE_CPU_TESTS ?= tests
 SANITIZE_CPU_ARGS  ?= -n 2
 
+# -fopenmp compiles the parallel loops into calls that native/stub/threads.c answers; --as-needed
+# keeps libgomp out of the library, as the normal build does
 $(SAN_LIB): $(COMMON_SRC) $(STUB_SRC) $(HEADERS)
 	@mkdir -p $(SAN_DIR)
-	$(CC) $(SAN_CFLAGS) $(INCLUDES) -Inative/stub -shared -o $@ $(COMMON_SRC) $(STUB_SRC) -lm
+	$(CC) $(SAN_CFLAGS) $(INCLUDES) -Inative/stub -shared -Wl,--as-needed -o $@ $(COMMON_SRC) $(STUB_SRC) -lm -lpthread
 
 sanitize: $(SAN_LIB) stub                  ## the CPU suite on an ASan+UBSan build of the stub
 	TORCHLEAN_BACKEND=stub TORCHLEAN_LIB_DIR=$(SAN_DIR) \

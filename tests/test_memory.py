@@ -489,3 +489,22 @@ def test_affine_rows_against_float64_with_nan_and_inf():
     y = ops.affine_rows(*(tl.AnyBuffer.from_numpy(v) for v in (x, g, b))).to_numpy()
     assert np.isnan(y[0, 0]) and np.isnan(y[0, 1])  # NaN in, and inf * 0
     assert y[0, 2] == np.inf and y[0, 3] == -np.inf
+
+
+def test_release_after_the_finalizer_touches_no_destroyed_handle():
+    """A garbage-collected cycle may run a Buffer's finalizer (which destroys its native handle)
+    before another object's finalizer releases the same Buffer (a Tensor letting go of its
+    value): that release must see a dead Buffer and leave the destroyed handle alone (the
+    sanitized suite aborts on the use after free it once was)."""
+    import gc
+    from torchlean.buffer import AnyBuffer, Buffer
+
+    b = Buffer.from_numpy(np.ones(5, np.float32))
+    b.__del__()                       # what the collector does first in such a cycle
+    assert not b.live and b.handle is None
+    assert b.release() == 0
+    a = AnyBuffer.from_numpy(np.ones(3, np.float32))
+    a.buf.__del__()
+    assert a.release() == 0
+    del a, b
+    gc.collect()                      # the real finalizers afterwards are harmless too

@@ -80,6 +80,10 @@ class Buffer:
         # tolerate a Buffer that never got a handle (e.g. a failed copy.deepcopy)
         h = getattr(self, "handle", None)
         if h is not None:
+            # a garbage-collected cycle may run another finalizer (a Tensor letting go of its
+            # value) after this one on the same object: it must find a dead Buffer, never
+            # the destroyed handle
+            self.handle, self.live = None, False
             _destroy(h)
 
     def __copy__(self):
@@ -159,6 +163,8 @@ class Buffer:
             was, self.live = self.live, False
             return int(was)
         self.live = False
+        if self.handle is None:   # destroyed by its finalizer already (see __del__)
+            return 0
         return lib.tl_buf_release(self.handle)
 
     def data_ptr(self) -> int:
