@@ -18,7 +18,6 @@ import argparse
 import ctypes
 import os
 import statistics
-import subprocess
 import sys
 
 import numpy as np
@@ -27,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torchlean as tl  # noqa: E402
 from torchlean._generated import ops  # noqa: E402
+from cuda_timing import gpu_name, torch_median_ms  # noqa: E402
 
 SHAPES = [  # (label, B, H, n, hd, causal)
     ("hd64 n1024", 8, 8, 1024, 64, False),
@@ -165,20 +165,8 @@ def time_torch(arrays, B, H, n, hd, causal, reps):
     torch.backends.cudnn.allow_tf32 = False
     q, k, v, g = (torch.tensor(a.reshape(B, H, n, hd), device="cuda", requires_grad=True)
                   for a in arrays)
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
     def med(fn):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        out = []
-        for _ in range(reps):
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            out.append(s.elapsed_time(e))
-        return statistics.median(out)
+        return torch_median_ms(torch, fn, reps, warmup=3)
 
     fwd = med(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
 
@@ -196,9 +184,7 @@ def main():
     args = p.parse_args()
     assert tl.backend() == "cuda", "run with TORCHLEAN_BACKEND=cuda on a GPU machine"
     ev = Events()
-    dev = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip().splitlines()
-    lines = [f"Attention core, float32, {dev[0] if dev else 'unknown GPU'}; CUDA events, median of "
+    lines = [f"Attention core, float32, {gpu_name()}; CUDA events, median of "
              f"{args.reps} after warm-up; ms.", ""]
     same = True if args.no_parity else parity(lines)
     tl.set_exact(False)

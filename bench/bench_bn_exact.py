@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torchlean as tl  # noqa: E402
 from torchlean._generated import ops  # noqa: E402
+from cuda_timing import gpu_name, torch_median_ms  # noqa: E402
 
 SHAPES = [(128, 32, 32), (128, 64, 16), (128, 128, 8), (128, 16, 64)]  # N, C, H (= W)
 PARITY = [(3, 5, 7, 41), (128, 32, 32, 32), (300, 3, 5, 5)]
@@ -103,20 +103,8 @@ def time_torch(arrs, reps):
     except ImportError:
         return None
     x, ga, be, g = (torch.tensor(a, device="cuda", requires_grad=True) for a in arrs)
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
     def med(fn):
-        for _ in range(5):
-            fn()
-        torch.cuda.synchronize()
-        out = []
-        for _ in range(reps):
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            out.append(s.elapsed_time(e))
-        return statistics.median(out)
+        return torch_median_ms(torch, fn, reps, warmup=5)
 
     fwd = med(lambda: F.batch_norm(x, None, None, ga, be, training=True, eps=1e-5))
 
@@ -138,9 +126,7 @@ def main():
     assert tl.backend() == "cuda", "run with TORCHLEAN_BACKEND=cuda on a GPU machine"
     from bench_attention_exact import Events
     ev = Events()
-    dev = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip().splitlines()
-    lines = [f"batchnorm_channel_first, float32, {dev[0] if dev else 'unknown GPU'}; CUDA events, "
+    lines = [f"batchnorm_channel_first, float32, {gpu_name()}; CUDA events, "
              f"median of {args.reps} after warm-up; ms.", ""]
     same = True if args.no_parity else parity(lines)
     tl.set_exact(False)

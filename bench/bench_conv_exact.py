@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torchlean as tl  # noqa: E402
 from torchlean._generated import ops  # noqa: E402
+from cuda_timing import gpu_name, torch_median_ms  # noqa: E402
 
 SHAPES = [  # (label, N, C_in, C_out, H (= W), k, stride, padding)
     ("VGG conv1 3->64 32x32", 128, 3, 64, 32, 3, 1, 1),
@@ -141,20 +141,8 @@ def time_torch(arrays, stride, padding, reps):
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
     w, b, x, g = (torch.tensor(a, device="cuda", requires_grad=True) for a in arrays)
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
     def med(fn):
-        for _ in range(5):
-            fn()
-        torch.cuda.synchronize()
-        out = []
-        for _ in range(reps):
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            out.append(s.elapsed_time(e))
-        return statistics.median(out)
+        return torch_median_ms(torch, fn, reps, warmup=5)
 
     fwd = med(lambda: F.conv2d(x, w, b, stride=stride, padding=padding))
 
@@ -175,9 +163,7 @@ def main():
         return 0
     assert tl.backend() == "cuda", "run with TORCHLEAN_BACKEND=cuda on a GPU machine"
     ev = timer()
-    dev = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip().splitlines()
-    lines = [f"conv2d, float32, {dev[0] if dev else 'unknown GPU'}; CUDA events, median of "
+    lines = [f"conv2d, float32, {gpu_name()}; CUDA events, median of "
              f"{args.reps} after warm-up; ms.", ""]
     same = True if args.no_parity else parity(lines)
     tl.set_exact(False)
