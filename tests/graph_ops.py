@@ -120,6 +120,7 @@ UNARY = {
                lambda x: np.min(np.abs(x)) >= DELTA),
     "tanh": (lambda x: x.tanh(), np.tanh, None),
     "sigmoid": (lambda x: F.sigmoid(x), lambda x: 1.0 / (1.0 + np.exp(-x)), None),
+    "silu": (lambda x: F.silu(x), lambda x: x / (1.0 + np.exp(-x)), None),
     "exp": (lambda x: x.exp(), np.exp, lambda x: np.max(x) <= 3.0),
     "log": (lambda x: x.log(), np.log, lambda x: np.min(x) >= 0.2),
     "sqrt": (lambda x: x.sqrt(), np.sqrt, lambda x: np.min(x) >= 0.2),
@@ -795,7 +796,7 @@ def gen_conv(G, rng, x):
         raise Reject
     nd = len(sh) - 2                 # (N, C, L) -> conv1d, (N, C, H, W) -> conv2d
     c = sh[1]
-    groups = int(rng.choice([g for g in (1, 2) if c % g == 0]))
+    groups = int(rng.choice(sorted({g for g in (1, 2, c) if c % g == 0})))   # c: depthwise
     cout = groups * int(rng.integers(1, 3))
     k = tuple(int(rng.integers(1, min(3, n + 1) + 1)) for n in sh[2:])
     pad = int(rng.integers(0, 2))
