@@ -101,3 +101,25 @@ def test_bad_geometry_names_the_op(kshape, xshape, attrs, match):
     with pytest.raises(ValueError, match="conv_grouped") as e:
         O.conv_grouped(*args, **attrs)
     assert e.match(match)
+
+
+@pytest.mark.parametrize("groups,cin", [(4, 1), (2, 3)])
+def test_backward_over_many_slices_is_close_to_float64_and_the_same_twice(groups, cin):
+    """N * H * W past one kernel-gradient slice (16384 positions on CUDA): kernel and bias
+    gradients against float64, and two runs give the same bits (every mode is deterministic)"""
+    n, hw, ks = 3, (83, 70), 3
+    k, b = _data(groups * 2, cin, ks, ks, seed=11), _data(groups * 2, seed=12)
+    x, g = _data(n, groups * cin, *hw, seed=13), _data(n, groups * 2, *hw, seed=14)
+    K, B, X, G = (AnyBuffer.from_numpy(a) for a in (k, b, x, g))
+    runs = [[o.to_numpy() for o in O.conv_grouped_backward(K, X, G, padding=1, groups=groups)]
+            for _ in range(2)]
+    for a, c in zip(*runs):
+        np.testing.assert_array_equal(a.view(np.uint32), c.view(np.uint32))
+    dk, db, dx = runs[0]
+    np.testing.assert_allclose(db, g.astype(np.float64).sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-4)
+    x64, g64 = x.astype(np.float64), g.astype(np.float64)
+    for idx in [(0, 0, 0, 0), (groups * 2 - 1, cin - 1, 2, 1), (1, 0, 1, 1)]:
+        e = np.zeros(k.shape)
+        e[idx] = 1
+        want = np.sum(R.conv_grouped(e, np.zeros(b.shape), x64, padding=1, groups=groups) * g64)
+        np.testing.assert_allclose(dk[idx], want, rtol=1e-4, atol=1e-3)
