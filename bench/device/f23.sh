@@ -6,6 +6,7 @@
 # Run from the repository root after `make -j16 stub cuda`; $OUT receives the tables.
 set -u
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+[ -d /tmp/site ] && export PYTHONPATH="/tmp/site:$PYTHONPATH"   # carried cffi (bench/gpu_run.sh)
 export TORCHLEAN_BACKEND=cuda
 OUT="${OUT:-/tmp/f23}"
 mkdir -p "$OUT"
@@ -36,6 +37,7 @@ TORCHLEAN_REQUIRE_CUDA=1 TORCHLEAN_CONV_GROUPED_LEGACY=1 timeout 120 python3 -m 
     -p no:cacheprovider tests/test_conv_grouped_kernels.py tests/test_conv_groups.py 2>&1 | tail -3
 
 echo "=== torch programs on CUDA (default options)"
+python3 -c "import sklearn" 2>/dev/null || echo "sklearn missing: torch_resnet and torch_vae (digits) cannot load their data"
 for prog in torch_cifar_classifier torch_resnet torch_vae; do
     echo "--- examples/$prog.py"
     SECONDS=0
