@@ -261,14 +261,23 @@ void by_size_rows(int k, int ry, F f) {
 
 unsigned planes_grid(const tl_gconv &C) { return dw_planes_grid(C.n * C.groups); }
 
+// rows per thread of a depthwise tile: TORCHLEAN_DW_ROWS, halved while half the tile still
+// covers a plane of `height` rows (a 7x7 plane takes one row a thread, not 32 mostly idle rows)
+int rows_for(int64_t height) {
+    int ry = dw_rows();
+    while (ry > 1 && GC_TH * ry / 2 >= height) ry /= 2;
+    return ry;
+}
+
 // the fixed-size tiled forward (depthwise or grouped); false when the shape does not take it
 bool tiled_forward(const tl_gconv &C, const float *w, const float *b, const float *x, float *y) {
     const bool dw = C.cin == 1 && C.cout == 1;
+    const int ry = rows_for(C.out[0]);
     GcShape L;
-    if (legacy() || !gc_shape(C, false, !dw, dw_rows(), &L)) return false;
+    if (legacy() || !gc_shape(C, false, !dw, ry, &L)) return false;
     const dim3 grid((unsigned)L.tiles, planes_grid(C));
     if (dw)
-        by_size_rows(gc_square(C), dw_rows(), [&](auto K, auto R) {
+        by_size_rows(gc_square(C), ry, [&](auto K, auto R) {
             k_dw_forward_t<K.value, K.value, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
                 C, w, b, x, y, L.pw, L.ph);
         });
@@ -283,11 +292,12 @@ bool tiled_forward(const tl_gconv &C, const float *w, const float *b, const floa
 // the fixed-size tiled input gradient at stride 1
 bool tiled_dinput(const tl_gconv &C, const float *w, const float *g, float *dx) {
     const bool dw = C.cin == 1 && C.cout == 1;
+    const int ry = rows_for(C.in[0]);
     GcShape L;
-    if (legacy() || !gc_shape(C, true, !dw, dw_rows(), &L)) return false;
+    if (legacy() || !gc_shape(C, true, !dw, ry, &L)) return false;
     const dim3 grid((unsigned)L.tiles, planes_grid(C));
     if (dw)
-        by_size_rows(gc_square(C), dw_rows(), [&](auto K, auto R) {
+        by_size_rows(gc_square(C), ry, [&](auto K, auto R) {
             k_dw_dinput_t<K.value, K.value, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
                 C, w, g, dx, L.pw, L.ph);
         });
