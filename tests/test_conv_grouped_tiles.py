@@ -114,25 +114,35 @@ def test_tiled_forward_and_input_gradient_are_the_backend_bit_for_bit(emu, case,
 
 
 @pytest.mark.parametrize("case", [(3, 1, 1, 2, (19, 21), 3, 2, 1, 1),
-                                  (1, 2, 3, 2, (17, 40), 3, 2, 1, 1)])
-def test_strided_forward_is_tiled_and_its_input_gradient_is_not(emu, case):
+                                  (1, 1, 1, 3, (40, 37), 5, 2, 2, 1),
+                                  (2, 1, 1, 2, (17, 35), 3, 3, 2, 2),
+                                  (1, 1, 1, 2, (9, 8), 7, 2, 3, 1)])
+@pytest.mark.parametrize("rows", [1, 2])
+def test_strided_depthwise_forward_and_input_gradient_are_tiled(emu, case, rows):
     c = Case(*case)
-    y = c.backend()[0]
-    np.testing.assert_array_equal(_bits(tiled(emu, c, False, 2, cap=2)), _bits(y))
+    y, _, _, dx = c.backend()
+    np.testing.assert_array_equal(_bits(tiled(emu, c, False, rows, cap=2)), _bits(y))
+    np.testing.assert_array_equal(_bits(tiled(emu, c, True, rows, cap=5, reverse=True)), _bits(dx))
+
+
+def test_strided_grouped_input_gradient_is_not_tiled(emu):
+    c = Case(1, 2, 3, 2, (17, 40), 3, 2, 1, 1)
+    np.testing.assert_array_equal(_bits(tiled(emu, c, False, 1, cap=2)), _bits(c.backend()[0]))
     ffi, lib = emu
     out = np.zeros_like(c.x)
-    assert lib.emu_gconv_tiled(ffi.cast("int *", ffi.from_buffer(c.g)), 1, 2, _ptr(ffi, c.w),
+    assert lib.emu_gconv_tiled(ffi.cast("int *", ffi.from_buffer(c.g)), 1, 1, _ptr(ffi, c.w),
                                _ptr(ffi, c.b), _ptr(ffi, c.gy), _ptr(ffi, out), 9, 0) == -1
 
 
 def test_inf_nan_and_signed_zeros_meet_the_padding_as_in_the_formulas(emu):
-    for groups_case in ((1, 1, 1, 2, (5, 6), 3, 1, 1, 1), (1, 2, 2, 2, (5, 6), 3, 1, 1, 1)):
+    for groups_case in ((1, 1, 1, 2, (5, 6), 3, 1, 1, 1), (1, 2, 2, 2, (5, 6), 3, 1, 1, 1),
+                        (1, 1, 1, 2, (7, 6), 3, 2, 1, 1)):
         c = Case(*groups_case, seed=7)
         c.w[0, 0, 0, 0] = np.inf         # reads padding in the forward (inf * 0 = NaN)
         c.w[-1, -1, 2, 2] = -np.inf      # reaches off the plane in the input gradient (skipped)
         c.x[0, -1, 2, 3] = np.nan
         c.gy[0, 0, 1, :] = -0.0
-        c.gy[0, -1, 4, 5] = np.inf
+        c.gy[0, -1, -1, -1] = np.inf
         y, _, _, dx = c.backend()
         for rows in (1, 2):
             np.testing.assert_array_equal(_bits(tiled(emu, c, False, rows)), _bits(y))

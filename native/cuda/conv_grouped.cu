@@ -289,14 +289,19 @@ bool tiled_forward(const tl_gconv &C, const float *w, const float *b, const floa
     return true;
 }
 
-// the fixed-size tiled input gradient at stride 1
+// the fixed-size tiled input gradient (depthwise at any stride, grouped at stride 1)
 bool tiled_dinput(const tl_gconv &C, const float *w, const float *g, float *dx) {
     const bool dw = C.cin == 1 && C.cout == 1;
     const int ry = rows_for(C.in[0]);
     GcShape L;
     if (legacy() || !gc_shape(C, true, !dw, ry, &L)) return false;
     const dim3 grid((unsigned)L.tiles, planes_grid(C));
-    if (dw)
+    if (dw && (C.s[0] != 1 || C.s[1] != 1))
+        by_size_rows(gc_square(C), ry, [&](auto K, auto R) {
+            k_dw_dinput_strided_t<K.value, K.value, R.value>
+                <<<grid, GC_THREADS, L.smem, tl_stream()>>>(C, w, g, dx);
+        });
+    else if (dw)
         by_size_rows(gc_square(C), ry, [&](auto K, auto R) {
             k_dw_dinput_t<K.value, K.value, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
                 C, w, g, dx, L.pw, L.ph);

@@ -133,6 +133,72 @@ __global__ void __launch_bounds__(GC_THREADS) k_dw_dinput_t(tl_gconv C, const fl
     }
 }
 
+// dinput at stride > 1 over a tile of depthwise plane (n, c): cell q takes tap k when
+// q + p - k d is a multiple of the stride s (output (q + p - k d) / s), as tl_gconv_from; the
+// output rows and columns the tile reaches are staged (at most ph x pw, given by gc_shape)
+__device__ __forceinline__ int gc_floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+template <int KH, int KW, int RY>
+__global__ void __launch_bounds__(GC_THREADS) k_dw_dinput_strided_t(tl_gconv C,
+                                                                    const float *__restrict__ w,
+                                                                    const float *__restrict__ g,
+                                                                    float *__restrict__ dxo) {
+    float *patch = gc_smem();
+    const int H = (int)C.in[0], W = (int)C.in[1], OH = (int)C.out[0], OW = (int)C.out[1];
+    const int sy = (int)C.s[0], sx = (int)C.s[1], dy = (int)C.d[0], dx = (int)C.d[1];
+    const int py = (int)C.p[0], px = (int)C.p[1];
+    const int tx = threadIdx.x % GC_TW, ty = threadIdx.x / GC_TW;
+    const int tiles_w = (W + GC_TW - 1) / GC_TW;
+    const int qy0 = (blockIdx.x / tiles_w) * (GC_TH * RY), qx0 = (blockIdx.x % tiles_w) * GC_TW;
+    const int gy0 = gc_floor_div(qy0 + py - (KH - 1) * dy, sy);
+    const int gx0 = gc_floor_div(qx0 + px - (KW - 1) * dx, sx);
+    const int ph = gc_floor_div(qy0 + GC_TH * RY - 1 + py, sy) - gy0 + 1;
+    const int pw = gc_floor_div(qx0 + GC_TW - 1 + px, sx) - gx0 + 1;
+    const int qx = qx0 + tx;
+    int col[KW];   // the staged column of tap kx, or -1 when it reaches no output
+#pragma unroll
+    for (int kx = 0; kx < KW; kx++) {
+        const int t = qx + px - kx * dx;
+        col[kx] = (t >= 0 && t % sx == 0 && t / sx < OW) ? t / sx - gx0 : -1;
+    }
+    const int64_t planes = C.n * C.groups;
+    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
+        const int c = (int)(pl % C.groups);
+        float wr[KH * KW];
+#pragma unroll
+        for (int t = 0; t < KH * KW; t++) wr[t] = w[(int64_t)c * KH * KW + t];
+        const float *gp = g + pl * (int64_t)OH * OW;
+        __syncthreads();
+        for (int r = ty; r < ph; r += GC_TH) {
+            const int oy = gy0 + r;
+            const bool rin = oy >= 0 && oy < OH;
+            for (int q = tx; q < pw; q += GC_TW) {
+                const int ox = gx0 + q;
+                patch[r * pw + q] = (rin && ox >= 0 && ox < OW) ? gp[(int64_t)oy * OW + ox] : 0.0f;
+            }
+        }
+        __syncthreads();
+        if (qx >= W) continue;
+        float *dp = dxo + pl * (int64_t)H * W + qx;
+#pragma unroll
+        for (int r = 0; r < RY; r++) {
+            const int qy = qy0 + ty * RY + r;
+            if (qy >= H) break;
+            float acc = 0.0f;
+#pragma unroll
+            for (int ky = 0; ky < KH; ky++) {
+                const int t = qy + py - ky * dy;
+                if (t < 0 || t % sy || t / sy >= OH) continue;
+                const float *pr = patch + (t / sy - gy0) * pw;
+#pragma unroll
+                for (int kx = 0; kx < KW; kx++)
+                    if (col[kx] >= 0) acc = tlm_add(acc, tlm_fma(wr[ky * KW + kx], pr[col[kx]], 0.0f));
+            }
+            dp[(int64_t)qy * W] = acc;
+        }
+    }
+}
+
 // grouped forward over a 32 x 8 tile of sample n, group grp: the group's input channels staged
 // (with halo) and its weights transposed to [c][tap][co], so each staged value feeds GC_OCB
 // chains; every chain is tl_gconv_forward's (bias, then c and taps in order)
@@ -391,16 +457,21 @@ struct GcShape {
     size_t smem;
 };
 
-// the shape of k_dw_forward_t / k_dw_dinput_t (rows: RY) or, with grouped, k_grp_forward_t /
-// k_grp_dinput_t (one row per thread); false when it does not fit (the input gradient kernels
-// need stride 1)
+// the shape of k_dw_forward_t / k_dw_dinput_t (k_dw_dinput_strided_t at a stride) (rows: RY)
+// or, with grouped, k_grp_forward_t / k_grp_dinput_t (one row per thread; the input gradient at
+// stride 1 only); false when it does not fit
 inline bool gc_shape(const tl_gconv &C, bool dinput, bool grouped, int rows, GcShape *L) {
     const int k = gc_square(C);
     if (!k || C.in[2] != 1 || C.out[2] != 1) return false;
-    if (dinput && (C.s[0] != 1 || C.s[1] != 1)) return false;
+    const bool strided = C.s[0] != 1 || C.s[1] != 1;
+    if (dinput && strided && grouped) return false;
     const int th = GC_TH * (grouped ? 1 : rows);
     const int64_t sy = dinput ? 1 : C.s[0], sx = dinput ? 1 : C.s[1];
-    const int64_t ph = (th - 1) * sy + (k - 1) * C.d[0] + 1, pw = (GC_TW - 1) * sx + (k - 1) * C.d[1] + 1;
+    int64_t ph = (th - 1) * sy + (k - 1) * C.d[0] + 1, pw = (GC_TW - 1) * sx + (k - 1) * C.d[1] + 1;
+    if (dinput && strided) {   // the output rows/columns a tile reaches, at most
+        ph = (th - 1 + (k - 1) * C.d[0]) / C.s[0] + 2;
+        pw = (GC_TW - 1 + (k - 1) * C.d[1]) / C.s[1] + 2;
+    }
     const int64_t *img = dinput ? C.in : C.out;
     L->tiles = ((img[0] + th - 1) / th) * ((img[1] + GC_TW - 1) / GC_TW);
     L->ph = (int)ph;

@@ -54,6 +54,7 @@ int tiled(const tl_gconv &C, bool dinput, const float *w, const float *b, const 
     const dim3 grid((unsigned)L.tiles, planes_grid(C, cap));
     return launch(grid, L.smem, [=] {
         if (dw && !dinput) k_dw_forward_t<K, K, R>(C, w, b, src, dst, L.pw, L.ph);
+        else if (dw && (C.s[0] != 1 || C.s[1] != 1)) k_dw_dinput_strided_t<K, K, R>(C, w, src, dst);
         else if (dw) k_dw_dinput_t<K, K, R>(C, w, src, dst, L.pw, L.ph);
         else if (!dinput) k_grp_forward_t<K, K>(C, w, b, src, dst, L.pw, L.ph, L.woff, L.cpad);
         else k_grp_dinput_t<K, K>(C, w, src, dst, L.pw, L.ph, L.woff, L.cpad);
