@@ -21,11 +21,12 @@ from torchlean._generated import ops as O
 from torchlean.buffer import AnyBuffer
 from torchlean.nn import functional as F
 
-CASES = [  # name, N, C, H=W, kernel, groups (0: depthwise)
-    ("depthwise 3x3, MobileNet stage", 64, 128, 56, 3, 0),
-    ("depthwise 7x7, ConvNeXt stage", 64, 96, 56, 7, 0),
-    ("depthwise 3x3, small", 8, 32, 28, 3, 0),
-    ("grouped 3x3, 8 groups of 16", 32, 128, 28, 3, 8),
+CASES = [  # name, N, C, H=W, kernel, groups (0: depthwise), stride
+    ("depthwise 3x3, MobileNet stage", 64, 128, 56, 3, 0, 1),
+    ("depthwise 7x7, ConvNeXt stage", 64, 96, 56, 7, 0, 1),
+    ("depthwise 3x3, small", 8, 32, 28, 3, 0, 1),
+    ("grouped 3x3, 8 groups of 16", 32, 128, 28, 3, 8, 1),
+    ("depthwise 3x3 stride 2, MobileNet", 64, 144, 56, 3, 0, 2),
 ]
 KNOBS = ("TORCHLEAN_CONV_GROUPED_LEGACY", "TORCHLEAN_DW_ROWS", "TORCHLEAN_GCONV_WG_CHUNK")
 
@@ -48,37 +49,39 @@ def _rel(a, b):
     return float(np.max(np.abs(np.asarray(a, np.float64) - b)) / max(np.max(np.abs(b)), 1e-30))
 
 
-def measure(torch, dev, n, c, hw, k, g, reps):
+def measure(torch, dev, n, c, hw, k, g, st, reps):
     """(step, fwd, bwd) ms for torchlean and torch, the error against torch, same bits twice"""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
     w = (rng.standard_normal((c, c // g, k, k)) * 0.1).astype(np.float32)
     b = rng.standard_normal(c).astype(np.float32)
-    gy = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
+    ohw = (hw + 2 * (k // 2) - k) // st + 1
+    gy = rng.standard_normal((n, c, ohw, ohw)).astype(np.float32)
     # inputs live on the device before timing, on both sides: the step is the kernels only
     X, W, B = tl.nn.Parameter(x), tl.nn.Parameter(w), tl.nn.Parameter(b)
     seed = AnyBuffer.from_numpy(gy)
 
     def step_tl():
         with tl.Session() as s:
-            y = F.conv2d(s.use(X), s.use(W), s.use(B), padding=k // 2, groups=g)
+            y = F.conv2d(s.use(X), s.use(W), s.use(B), padding=k // 2, groups=g, stride=st)
             y.backward(seed)
     r = {"tl_step": _time(step_tl, tl.synchronize, reps)}
     Wb, Bb, Xb = (AnyBuffer.from_numpy(v) for v in (w, b, x))
 
     def fwd_only():
-        O.conv_grouped(Wb, Bb, Xb, padding=k // 2, groups=g).release()
+        O.conv_grouped(Wb, Bb, Xb, padding=k // 2, groups=g, stride=st).release()
 
     def bwd_only():
-        for o in O.conv_grouped_backward(Wb, Xb, seed, padding=k // 2, groups=g):
+        for o in O.conv_grouped_backward(Wb, Xb, seed, padding=k // 2, groups=g, stride=st):
             o.release()
     r["tl_fwd"] = _time(fwd_only, tl.synchronize, reps)
     r["tl_bwd"] = _time(bwd_only, tl.synchronize, reps)
-    yb = O.conv_grouped(Wb, Bb, Xb, padding=k // 2, groups=g)
+    yb = O.conv_grouped(Wb, Bb, Xb, padding=k // 2, groups=g, stride=st)
     mine = [yb.to_numpy()]
     yb.release()
-    outs = [o.to_numpy() for o in O.conv_grouped_backward(Wb, Xb, seed, padding=k // 2, groups=g)]
-    again = [o.to_numpy() for o in O.conv_grouped_backward(Wb, Xb, seed, padding=k // 2, groups=g)]
+    attrs = dict(padding=k // 2, groups=g, stride=st)
+    outs = [o.to_numpy() for o in O.conv_grouped_backward(Wb, Xb, seed, **attrs)]
+    again = [o.to_numpy() for o in O.conv_grouped_backward(Wb, Xb, seed, **attrs)]
     r["same"] = all(np.array_equal(p.view(np.uint32), q.view(np.uint32)) for p, q in zip(outs, again))
     mine += [outs[2], outs[0], outs[1]]   # y, dx, dw, db
     for key in ("t_step", "t_fwd", "t_bwd", "err"):
@@ -93,14 +96,14 @@ def measure(torch, dev, n, c, hw, k, g, reps):
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 
     def step_t():
-        conv(tx, tw, tb, padding=k // 2, groups=g).backward(tg)
+        conv(tx, tw, tb, padding=k // 2, groups=g, stride=st).backward(tg)
     r["t_step"] = _time(step_t, sync, reps)
 
     def fwd_t():
         with torch.no_grad():
-            conv(tx, tw, tb, padding=k // 2, groups=g)
+            conv(tx, tw, tb, padding=k // 2, groups=g, stride=st)
     r["t_fwd"] = _time(fwd_t, sync, reps)
-    ty = conv(tx, tw, tb, padding=k // 2, groups=g)
+    ty = conv(tx, tw, tb, padding=k // 2, groups=g, stride=st)
 
     def bwd_t():
         torch.autograd.grad(ty, (tx, tw, tb), tg, retain_graph=True)
@@ -125,13 +128,13 @@ def main():
     if torch is not None:
         torch.backends.cudnn.allow_tf32 = False
         torch.set_num_threads(max(1, torch.get_num_threads()))
-    cases = CASES[2:] if a.small else CASES
+    cases = CASES[2:4] if a.small else CASES
     if a.cases:
         cases = [CASES[int(i)] for i in a.cases.split(",")]
     rows = []
-    for name, n, c, hw, k, groups in cases:
-        r = measure(torch, dev, n, c, hw, k, c if groups == 0 else groups, a.reps)
-        rows.append((name, f"N{n} C{c} {hw}x{hw} k{k} g{c if groups == 0 else groups}", r))
+    for name, n, c, hw, k, groups, st in cases:
+        r = measure(torch, dev, n, c, hw, k, c if groups == 0 else groups, st, a.reps)
+        rows.append((name, f"N{n} C{c} {hw}x{hw} k{k} g{c if groups == 0 else groups} s{st}", r))
     gpu = ""
     if dev == "cuda":
         from bench.cuda_timing import gpu_name
