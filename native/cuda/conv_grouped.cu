@@ -201,8 +201,9 @@ __global__ void k_dw_dkernel(tl_gconv C, const float *x, const float *g, float *
 // ---------------------------------------------------------------- dispatch
 
 // Knobs for comparing schedules, read once: TORCHLEAN_CONV_GROUPED_LEGACY=1 runs the earlier
-// per-value and tiled kernels throughout; TORCHLEAN_DW_ROWS (1, 2, 4) sets GC_RY;
-// TORCHLEAN_GCONV_WG_CHUNK the positions per kernel-gradient slice.
+// per-value and tiled kernels throughout; TORCHLEAN_DW_ROWS (1, 2, 4) the most rows per thread
+// of a depthwise tile (rows_for); TORCHLEAN_GCONV_WG_CHUNK the positions per kernel-gradient
+// slice.
 int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : dflt;
@@ -324,7 +325,7 @@ int wgrad_slices(const char *op, const tl_gconv &C, const float *x, const float 
     const int64_t E = C.n * C.out_n, rows = C.cout * C.groups * C.cin, T = C.k_n + 1;
     const int64_t chunk = gc_wgrad_chunk(C, wg_chunk());
     const int64_t slices = (E + chunk - 1) / chunk;
-    if (rows > TL_MAX_GRID_X) return TL_OK;
+    if (rows < 1 || rows > TL_MAX_GRID_X) return TL_OK;
     float *part;
     TL_TRY(tl_scratch(op, (size_t)(rows * slices * T) * sizeof(float), (void **)&part));
     const dim3 grid((unsigned)rows, (unsigned)slices);
