@@ -28,7 +28,7 @@ CASES = [  # name, N, C, H=W, kernel, groups (0: depthwise), stride
     ("grouped 3x3, 8 groups of 16", 32, 128, 28, 3, 8, 1),
     ("depthwise 3x3 stride 2, MobileNet", 64, 144, 56, 3, 0, 2),
 ]
-KNOBS = ("TORCHLEAN_CONV_GROUPED_LEGACY", "TORCHLEAN_DW_ROWS", "TORCHLEAN_GCONV_WG_CHUNK")
+KNOBS = ("TORCHLEAN_CONV_GROUPED_LEGACY", "TORCHLEAN_DW_ROWS")
 
 
 def _time(fn, sync, reps):

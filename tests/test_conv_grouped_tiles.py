@@ -1,8 +1,8 @@
 """The tiled grouped/depthwise CUDA convolution kernels (native/cuda/conv_grouped_tiles.cuh) run on
 the CPU through the small CUDA emulation (tests/native/cuda_emu), against the loaded backend's
 conv_grouped ops (the stub in CI): forward and input gradient bit for bit in every mode (they run
-the formulas' chains), exact mode's bias-gradient chunks bit for bit, and the default mode's
-kernel/bias gradient slices close to the backend and to float64. Shapes cross tile edges (32
+the formulas' chains; NaN as NaN, whatever its payload), and the default mode's kernel/bias
+gradient slices close to the backend and to float64. Shapes cross tile edges (32
 columns, 8 * rows rows), the plane loop wraps (a short grid), threads run in both scheduling
 orders; inf, NaN and signed zeros meet padding taps."""
 import shutil
@@ -35,17 +35,8 @@ def emu():
                             const float *src, float *dst, int cap, int reverse);
         int emu_gconv_wgrad(const int *g, const float *x, const float *gy, float *dw, float *db,
                             long long want, int reverse);
-        int emu_gconv_dbias_exact(const int *g, const float *gy, float *db, int reverse);
     """)
     return ffi, ffi.dlopen(str(EMU))
-
-
-@pytest.fixture
-def exact():
-    was = tl.is_exact()
-    tl.set_exact(True)
-    yield
-    tl.set_exact(was)
 
 
 def _data(*shape, seed=0):
@@ -53,7 +44,9 @@ def _data(*shape, seed=0):
 
 
 def _bits(a):
-    return np.ascontiguousarray(a, np.float32).view(np.uint32)
+    """the bits, every NaN as one pattern (the CPU emulation and a GPU write different NaNs)"""
+    a = np.ascontiguousarray(a, np.float32)
+    return np.where(np.isnan(a), np.uint32(0x7fc00000), a.view(np.uint32))
 
 
 class Case:
@@ -185,17 +178,3 @@ def test_kernel_gradient_slices_against_backend_and_float64(emu, case, want):
     dw2, db2 = _wgrad(emu, c, want, reverse=True)
     np.testing.assert_array_equal(_bits(dw2), _bits(dw))
     np.testing.assert_array_equal(_bits(db2), _bits(db))
-
-
-@pytest.mark.parametrize("case", [(3, 1, 1, 2, (17, 19), 3, 1, None, 1),   # chunks cross planes
-                                  (1, 2, 3, 2, (5, 5), 3, 1, None, 1),       # one short chunk
-                                  (70, 1, 1, 1, (16, 16), 3, 1, None, 1)])   # more than 32 chunks
-def test_exact_bias_chunks_are_the_backend_bit_for_bit(emu, exact, case):
-    c = Case(*case)
-    c.gy[0, 0, 0, 0] = -0.0
-    db_b = c.backend()[2]
-    ffi, lib = emu
-    db = np.full(c.b.shape, np.nan, np.float32)
-    assert lib.emu_gconv_dbias_exact(ffi.cast("int *", ffi.from_buffer(c.g)), _ptr(ffi, c.gy),
-                                     _ptr(ffi, db), 1) == 0
-    np.testing.assert_array_equal(_bits(db), _bits(db_b))

@@ -1,17 +1,18 @@
 // conv_grouped.cu: grouped and dilated convolution on the GPU around the formulas of
 // native/common/conv_grouped.h (the stub runs the same functions in loops).
 //
-// 2-D convolutions with a 3x3, 5x5 or 7x7 kernel take the tiled kernels of
-// conv_grouped_tiles.cuh: the forward pass and (at stride 1) the input gradient stage the image
-// or gradient tile with its halo in shared memory and run the formulas' chains, so every mode
-// gives the stub's bits; depthwise tiles give each thread several rows, grouped ones several
-// channels. In default and deterministic modes the kernel and bias gradients are one reduction
-// over (sample, position) slices with every lane busy and a fixed tree (run to run identical,
-// not the stub's order). Exact mode keeps the stub's orders: one thread (or, depthwise, one
-// block per plane) per (weight, sample) chain, then rule 4 over the samples; the bias gradient by
-// chunks of TLM_CHUNK values read coalesced, then the tree. Other shapes take one thread per
-// value (k_forward, k_dinput) and the depthwise tiled kernels of any size (k_dw_forward,
-// k_dw_dinput).
+// Grouped 2-D convolutions with a 3x3, 5x5 or 7x7 kernel, and depthwise 3x3 ones, take the
+// fixed-size tiles of conv_grouped_tiles.cuh (takes_fixed says why these): the forward pass and
+// the input gradient stage the image or gradient tile with its halo in shared memory and run the
+// formulas' chains, so every mode gives the stub's bits; depthwise tiles give each thread several
+// rows, grouped ones several channels. In default and deterministic modes their kernel and bias
+// gradients are one reduction over (sample, position) slices with every lane busy and a fixed
+// tree (run to run identical, not the stub's order).
+// Other depthwise 2-D convolutions take 32 x 8 tiles of any kernel size (k_dw_forward, and
+// k_dw_dinput at stride 1) and a block per plane for the kernel gradient (k_dw_dkernel); the
+// rest one thread per value (k_forward, k_dinput, k_dkernel_samples). Those kernel gradients,
+// and all of exact mode's, are the stub's orders: a chain per (weight, sample), then rule 4 over
+// the samples; the bias gradient by chunks of TLM_CHUNK values, then the tree.
 #include <stdlib.h>
 #include <type_traits>
 #include "common.cuh"
@@ -202,8 +203,7 @@ __global__ void k_dw_dkernel(tl_gconv C, const float *x, const float *g, float *
 
 // Knobs for comparing schedules, read once: TORCHLEAN_CONV_GROUPED_LEGACY=1 runs the earlier
 // per-value and tiled kernels throughout; TORCHLEAN_DW_ROWS (1, 2, 4) the most rows per thread
-// of a depthwise tile (rows_for); TORCHLEAN_GCONV_WG_CHUNK the positions per kernel-gradient
-// slice.
+// of a depthwise tile (rows_for).
 int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : dflt;
@@ -215,10 +215,6 @@ bool legacy() {
 int dw_rows() {
     static const int v = env_int("TORCHLEAN_DW_ROWS", 4);
     return v == 1 || v == 2 || v == 4 ? v : 4;
-}
-int64_t wg_chunk() {
-    static const int v = env_int("TORCHLEAN_GCONV_WG_CHUNK", 16384);
-    return v >= 256 ? v : 16384;
 }
 
 // the tiled kernels serve 2-D convolutions; depthwise ones have one channel in and out a group
@@ -250,17 +246,26 @@ void by_size(int k, F f) {
     else if (k == 5) f(std::integral_constant<int, 5>());
     else f(std::integral_constant<int, 7>());
 }
-// f(size, rows) for the compiled rows per thread (1, 2, 4)
+// f(std::integral_constant<int, ry>) for the compiled rows per thread (1, 2, 4)
 template <class F>
-void by_size_rows(int k, int ry, F f) {
-    by_size(k, [&](auto K) {
-        if (ry == 1) f(K, std::integral_constant<int, 1>());
-        else if (ry == 2) f(K, std::integral_constant<int, 2>());
-        else f(K, std::integral_constant<int, 4>());
-    });
+void by_rows(int ry, F f) {
+    if (ry == 1) f(std::integral_constant<int, 1>());
+    else if (ry == 2) f(std::integral_constant<int, 2>());
+    else f(std::integral_constant<int, 4>());
 }
 
 unsigned planes_grid(const tl_gconv &C) { return dw_planes_grid(C.n * C.groups); }
+
+// Which convolutions take the fixed-size kernels (measured on an H200 against the earlier
+// kernels, bench/results/depthwise.md): grouped ones always (the per-value kernels were 5-13x
+// slower); depthwise 3x3 (a quarter of the earlier forward's loads per output, and 9-tap kernel
+// gradients that left 23 of 32 lanes idle); depthwise 5x5 and 7x7 stay on the 32 x 8 tiles and
+// per-plane kernel-gradient blocks, which keep 25 or 49 lanes of 32 or 64 busy and measured
+// faster than the fixed-size tiles at 7x7.
+bool takes_fixed(const tl_gconv &C) {
+    const bool dw = C.cin == 1 && C.cout == 1;
+    return !legacy() && two_d(C) && gc_square(C) && (!dw || gc_square(C) == 3);
+}
 
 // rows per thread of a depthwise tile: TORCHLEAN_DW_ROWS, halved while half the tile still
 // covers a plane of `height` rows (a 7x7 plane takes one row a thread, not 32 mostly idle rows)
@@ -275,11 +280,11 @@ bool tiled_forward(const tl_gconv &C, const float *w, const float *b, const floa
     const bool dw = C.cin == 1 && C.cout == 1;
     const int ry = rows_for(C.out[0]);
     GcShape L;
-    if (legacy() || !gc_shape(C, false, !dw, ry, &L)) return false;
+    if (!takes_fixed(C) || !gc_shape(C, false, !dw, ry, &L)) return false;
     const dim3 grid((unsigned)L.tiles, planes_grid(C));
     if (dw)
-        by_size_rows(gc_square(C), ry, [&](auto K, auto R) {
-            k_dw_forward_t<K.value, K.value, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
+        by_rows(ry, [&](auto R) {   // 3x3 (takes_fixed)
+            k_dw_forward_t<3, 3, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
                 C, w, b, x, y, L.pw, L.ph);
         });
     else
@@ -295,16 +300,16 @@ bool tiled_dinput(const tl_gconv &C, const float *w, const float *g, float *dx) 
     const bool dw = C.cin == 1 && C.cout == 1;
     const int ry = rows_for(C.in[0]);
     GcShape L;
-    if (legacy() || !gc_shape(C, true, !dw, ry, &L)) return false;
+    if (!takes_fixed(C) || !gc_shape(C, true, !dw, ry, &L)) return false;
     const dim3 grid((unsigned)L.tiles, planes_grid(C));
     if (dw && (C.s[0] != 1 || C.s[1] != 1))
-        by_size_rows(gc_square(C), ry, [&](auto K, auto R) {
-            k_dw_dinput_strided_t<K.value, K.value, R.value>
-                <<<grid, GC_THREADS, L.smem, tl_stream()>>>(C, w, g, dx);
+        by_rows(ry, [&](auto R) {
+            k_dw_dinput_strided_t<3, 3, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
+                C, w, g, dx);
         });
     else if (dw)
-        by_size_rows(gc_square(C), ry, [&](auto K, auto R) {
-            k_dw_dinput_t<K.value, K.value, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
+        by_rows(ry, [&](auto R) {
+            k_dw_dinput_t<3, 3, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
                 C, w, g, dx, L.pw, L.ph);
         });
     else
@@ -321,9 +326,9 @@ int wgrad_slices(const char *op, const tl_gconv &C, const float *x, const float 
                  float *db, bool *done) {
     *done = false;
     const int k = gc_square(C);
-    if (legacy() || tl_exact() || !two_d(C) || !k || C.n < 1 || C.out_n < 1) return TL_OK;
+    if (!takes_fixed(C) || tl_exact() || C.n < 1 || C.out_n < 1) return TL_OK;
     const int64_t E = C.n * C.out_n, rows = C.cout * C.groups * C.cin, T = C.k_n + 1;
-    const int64_t chunk = gc_wgrad_chunk(C, wg_chunk());
+    const int64_t chunk = gc_wgrad_chunk(C, GC_WG_CHUNK);
     const int64_t slices = (E + chunk - 1) / chunk;
     if (rows < 1 || rows > TL_MAX_GRID_X) return TL_OK;
     float *part;
@@ -433,14 +438,8 @@ int tlk_conv_grouped_backward(const char *op, tl_buf kernel, tl_buf input, tl_bu
     if (ctot > 0 && chunks > 0) {
         float *part;
         TL_TRY(tl_scratch(op, (size_t)(ctot * chunks) * sizeof(float), (void **)&part));
-        const int64_t warps = ctot * ((chunks + 31) / 32);
-        if (!legacy() && C.n * C.out_n < ((int64_t)1 << 31) && (warps + 7) / 8 <= TL_MAX_GRID_X)
-            k_dbias_chunks_tiled<<<(unsigned)((warps + 7) / 8), GC_THREADS,
-                                   8 * 32 * 33 * sizeof(float), tl_stream()>>>(
-                C, grad_out->data, part, chunks);
-        else
-            k_dbias_chunks<<<tl_blocks(ctot * chunks), TL_THREADS, 0, tl_stream()>>>(
-                C, grad_out->data, part, chunks);
+        k_dbias_chunks<<<tl_blocks(ctot * chunks), TL_THREADS, 0, tl_stream()>>>(
+            C, grad_out->data, part, chunks);
         int st = tl_cuda_launched(op);
         if (!st) {
             k_rows_rule4<<<tl_blocks(ctot), TL_THREADS, 0, tl_stream()>>>(part, chunks, ctot, 1,

@@ -5,8 +5,7 @@
 //
 // Forward and input gradient compute tl_gconv_forward's and tl_gconv_dinput's chains (so every
 // mode keeps the stub's bits); the kernel and bias gradients of k_wgrad_slices are the default
-// and deterministic modes' (a fixed tree, not the exact order); k_dbias_chunks_tiled is exact
-// mode's bias gradient chunks.
+// and deterministic modes' (a fixed tree, not the exact order).
 #pragma once
 
 #include "conv_grouped.h"
@@ -402,45 +401,6 @@ __global__ void __launch_bounds__(GC_THREADS) k_wgrad_slices(tl_gconv C, const f
     }
 }
 
-// Exact mode's bias-gradient chunks (tl_gconv_dbias_chunk's sums), coalesced: a warp owns 32
-// consecutive chunks of one channel and reads them 32 values of each at a time (neighbouring
-// lanes, neighbouring values) into a shared tile; then each lane continues its own chunk's
-// sequential sum over the tile's row.
-__global__ void __launch_bounds__(GC_THREADS) k_dbias_chunks_tiled(tl_gconv C, const float *__restrict__ g,
-                                                            float *__restrict__ part,
-                                                            int64_t chunks) {
-    float (*tile)[32][33] = reinterpret_cast<float (*)[32][33]>(gc_smem());   // [8][32][33]
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t groups_per_ch = (chunks + 31) / 32;
-    const int64_t wid = (int64_t)blockIdx.x * 8 + warp;
-    const int64_t ctot = C.cout * C.groups;
-    if (wid >= ctot * groups_per_ch) return;   // whole warps leave; no block barrier below
-    const int64_t co = wid / groups_per_ch, cw0 = (wid % groups_per_ch) * 32;
-    const uint32_t P = (uint32_t)C.out_n;
-    const int64_t len = C.n * C.out_n;
-    float (*tl)[33] = tile[warp];
-    float s = 0.0f;
-    for (int rnd = 0; rnd < TLM_CHUNK / 32; rnd++) {
-        for (int c = 0; c < 32; c++) {
-            const int64_t j = (cw0 + c) * TLM_CHUNK + rnd * 32 + lane;
-            float v = 0.0f;
-            if (cw0 + c < chunks && j < len) {
-                const uint32_t n = (uint32_t)j / P, o = (uint32_t)j - n * P;
-                v = g[((int64_t)n * ctot + co) * P + o];
-            }
-            tl[c][lane] = v;
-        }
-        __syncwarp();
-        const int64_t jb = (cw0 + lane) * TLM_CHUNK + rnd * 32;
-        for (int i = 0; i < 32; i++) {
-            if (jb + i >= len) break;
-            s = rnd == 0 && i == 0 ? tl[lane][i] : tlm_add(s, tl[lane][i]);
-        }
-        __syncwarp();
-    }
-    if (cw0 + lane < chunks) part[co * chunks + cw0 + lane] = s;
-}
-
 // ---------------------------------------------------------------- launch shapes (host)
 constexpr size_t GC_SMEM = 48 * 1024;   // a tiled launch's shared memory at most
 
@@ -488,6 +448,9 @@ inline bool gc_shape(const tl_gconv &C, bool dinput, bool grouped, int rows, GcS
     L->smem = (size_t)total * sizeof(float);
     return ph * pw < (1 << 24) && L->smem <= GC_SMEM && L->tiles <= 2147483647LL;
 }
+
+constexpr int64_t GC_WG_CHUNK = 16384;   // positions a kernel-gradient slice (4096 and 65536
+                                         // measured no faster at 3x3)
 
 // slices of k_wgrad_slices: `chunk` positions each, at most 65535 (grid y)
 inline int64_t gc_wgrad_chunk(const tl_gconv &C, int64_t want) {

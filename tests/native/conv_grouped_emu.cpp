@@ -1,8 +1,8 @@
 // conv_grouped_emu.cpp: the tiled grouped/depthwise convolution kernels
 // (native/cuda/conv_grouped_tiles.cuh) compiled for the CPU with the emulation in
 // cuda_emu/cuda_runtime.h, behind a C API that tests/test_conv_grouped_tiles.py loads. Launch
-// shapes are gc_shape's, as conv_grouped.cu launches them; the last passes that add partials
-// (the kernel-gradient slices, exact mode's bias chunks) run here on the host in the GPU's order.
+// shapes are gc_shape's, as conv_grouped.cu launches them; the last pass that adds the
+// kernel-gradient slices runs here on the host in the GPU's order.
 // Shared memory past a launch's size is poisoned with NaN and checked for stray writes.
 #include <cuda_runtime.h>  // the emulation (tests/native/cuda_emu)
 
@@ -115,24 +115,6 @@ int emu_gconv_wgrad(const int *g, const float *x, const float *gy, float *dw, fl
     case 7: return wgrad<7>(C, x, gy, dw, db, want, reverse != 0);
     default: return -1;
     }
-}
-
-// exact mode's db: k_dbias_chunks_tiled's chunk sums, then rule 4 over them in order
-int emu_gconv_dbias_exact(const int *g, const float *gy, float *db, int reverse) {
-    const tl_gconv C = geom(g);
-    const int64_t ctot = C.cout * C.groups, chunks = (C.n * C.out_n + TLM_CHUNK - 1) / TLM_CHUNK;
-    std::vector<float> part((size_t)(ctot * chunks), NAN);
-    float *pp = part.data();
-    const int64_t warps = ctot * ((chunks + 31) / 32);
-    const int st = launch(dim3((unsigned)((warps + 7) / 8)), 8 * 32 * 33 * sizeof(float),
-                          [=] { k_dbias_chunks_tiled(C, gy, pp, chunks); }, reverse != 0);
-    for (int64_t co = 0; co < ctot; co++) {
-        tlm_sum4 acc;
-        tlm_sum4_init(&acc);
-        for (int64_t c = 0; c < chunks; c++) tlm_sum4_push(&acc, part[(size_t)(co * chunks + c)]);
-        db[co] = tlm_sum4_result(&acc);
-    }
-    return st;
 }
 
 }  // extern "C"
