@@ -18,16 +18,18 @@ __device__ __forceinline__ float *gc_smem() {
     return reinterpret_cast<float *>(smem4);
 }
 
-// The kernels below are written for a kernel size known at compile time (3x3, 5x5, 7x7): the
-// weights sit in registers and the tap loops unroll. A thread computes RY vertically adjacent
-// values of one column, so a 32 x 8 block covers a 32 x 8*GC_RY tile.
+// The kernels below are written for a kernel size known at compile time: the weights sit in
+// registers and the tap loops unroll. A depthwise thread computes RY vertically adjacent values
+// of one column, so a block covers a 32 x 8*RY tile. (conv_grouped.cu launches the depthwise
+// ones at 3x3 only, the grouped ones and the kernel gradient at 3x3, 5x5 and 7x7; the CPU
+// emulation tests all three sizes.)
 
 // y over a tile of depthwise plane (n, c): the same chain as tl_gconv_forward
 template <int KH, int KW, int RY>
-__global__ void __launch_bounds__(GC_THREADS) k_dw_forward_t(tl_gconv C, const float *__restrict__ w,
-                                                      const float *__restrict__ b,
-                                                      const float *__restrict__ x,
-                                                      float *__restrict__ y, int pw, int ph) {
+__global__ void __launch_bounds__(GC_THREADS)
+k_dw_forward_t(
+    tl_gconv C, const float *__restrict__ w, const float *__restrict__ b,
+    const float *__restrict__ x, float *__restrict__ y, int pw, int ph) {
     float *patch = gc_smem();   // ph x pw input values (0 in the padding)
     const int H = (int)C.in[0], W = (int)C.in[1], OH = (int)C.out[0], OW = (int)C.out[1];
     const int sy = (int)C.s[0], sx = (int)C.s[1], dy = (int)C.d[0], dx = (int)C.d[1];
@@ -76,9 +78,10 @@ __global__ void __launch_bounds__(GC_THREADS) k_dw_forward_t(tl_gconv C, const f
 // off the output plane skipped, as there), the gradient window staged with the flipped kernel's
 // halo
 template <int KH, int KW, int RY>
-__global__ void __launch_bounds__(GC_THREADS) k_dw_dinput_t(tl_gconv C, const float *__restrict__ w,
-                                                     const float *__restrict__ g,
-                                                     float *__restrict__ dxo, int pw, int ph) {
+__global__ void __launch_bounds__(GC_THREADS)
+k_dw_dinput_t(
+    tl_gconv C, const float *__restrict__ w, const float *__restrict__ g, float *__restrict__ dxo,
+    int pw, int ph) {
     float *patch = gc_smem();   // ph x pw gradient values (0 off the plane)
     const int H = (int)C.in[0], W = (int)C.in[1], OH = (int)C.out[0], OW = (int)C.out[1];
     const int dy = (int)C.d[0], dx = (int)C.d[1], py = (int)C.p[0], px = (int)C.p[1];
@@ -135,13 +138,15 @@ __global__ void __launch_bounds__(GC_THREADS) k_dw_dinput_t(tl_gconv C, const fl
 // dinput at stride > 1 over a tile of depthwise plane (n, c): cell q takes tap k when
 // q + p - k d is a multiple of the stride s (output (q + p - k d) / s), as tl_gconv_from; the
 // output rows and columns the tile reaches are staged (at most ph x pw, given by gc_shape)
-__device__ __forceinline__ int gc_floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+__device__ __forceinline__ int gc_floor_div(int a, int b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
 
 template <int KH, int KW, int RY>
-__global__ void __launch_bounds__(GC_THREADS) k_dw_dinput_strided_t(tl_gconv C,
-                                                                    const float *__restrict__ w,
-                                                                    const float *__restrict__ g,
-                                                                    float *__restrict__ dxo) {
+__global__ void __launch_bounds__(GC_THREADS)
+k_dw_dinput_strided_t(
+    tl_gconv C, const float *__restrict__ w, const float *__restrict__ g,
+    float *__restrict__ dxo) {
     float *patch = gc_smem();
     const int H = (int)C.in[0], W = (int)C.in[1], OH = (int)C.out[0], OW = (int)C.out[1];
     const int sy = (int)C.s[0], sx = (int)C.s[1], dy = (int)C.d[0], dx = (int)C.d[1];
@@ -191,7 +196,8 @@ __global__ void __launch_bounds__(GC_THREADS) k_dw_dinput_strided_t(tl_gconv C,
                 const float *pr = patch + (t / sy - gy0) * pw;
 #pragma unroll
                 for (int kx = 0; kx < KW; kx++)
-                    if (col[kx] >= 0) acc = tlm_add(acc, tlm_fma(wr[ky * KW + kx], pr[col[kx]], 0.0f));
+                    if (col[kx] >= 0)
+                        acc = tlm_add(acc, tlm_fma(wr[ky * KW + kx], pr[col[kx]], 0.0f));
             }
             dp[(int64_t)qy * W] = acc;
         }
@@ -202,11 +208,10 @@ __global__ void __launch_bounds__(GC_THREADS) k_dw_dinput_strided_t(tl_gconv C,
 // (with halo) and its weights transposed to [c][tap][co], so each staged value feeds GC_OCB
 // chains; every chain is tl_gconv_forward's (bias, then c and taps in order)
 template <int KH, int KW>
-__global__ void __launch_bounds__(GC_THREADS) k_grp_forward_t(tl_gconv C, const float *__restrict__ w,
-                                                       const float *__restrict__ b,
-                                                       const float *__restrict__ x,
-                                                       float *__restrict__ y, int pw, int ph,
-                                                       int woff, int cpad) {
+__global__ void __launch_bounds__(GC_THREADS)
+k_grp_forward_t(
+    tl_gconv C, const float *__restrict__ w, const float *__restrict__ b,
+    const float *__restrict__ x, float *__restrict__ y, int pw, int ph, int woff, int cpad) {
     constexpr int KK = KH * KW;
     float *sm = gc_smem();   // cin patches of ph x pw, then (at woff) the weights
     float *wt = sm + woff;
@@ -242,7 +247,8 @@ __global__ void __launch_bounds__(GC_THREADS) k_grp_forward_t(tl_gconv C, const 
         for (int co0 = 0; co0 < cout; co0 += GC_OCB) {
             float acc[GC_OCB];
 #pragma unroll
-            for (int j = 0; j < GC_OCB; j++) acc[j] = co0 + j < cout ? b[grp * cout + co0 + j] : 0.0f;
+            for (int j = 0; j < GC_OCB; j++)
+                acc[j] = co0 + j < cout ? b[grp * cout + co0 + j] : 0.0f;
             for (int c = 0; c < cin; c++) {
                 const float *pp = sm + (c * ph + ty * sy) * pw + tx * sx;
                 const float *wc = wt + c * KK * cpad + co0;
@@ -269,10 +275,10 @@ __global__ void __launch_bounds__(GC_THREADS) k_grp_forward_t(tl_gconv C, const 
 // planes staged, weights as [tap][co][cl]; per tap reaching the plane, the chain over co from 0
 // is added onto the cell's sum (tl_gconv_dinput's order)
 template <int KH, int KW>
-__global__ void __launch_bounds__(GC_THREADS) k_grp_dinput_t(tl_gconv C, const float *__restrict__ w,
-                                                      const float *__restrict__ g,
-                                                      float *__restrict__ dxo, int pw, int ph,
-                                                      int woff, int cpad) {
+__global__ void __launch_bounds__(GC_THREADS)
+k_grp_dinput_t(
+    tl_gconv C, const float *__restrict__ w, const float *__restrict__ g, float *__restrict__ dxo,
+    int pw, int ph, int woff, int cpad) {
     constexpr int KK = KH * KW;
     float *sm = gc_smem();   // cout gradient patches of ph x pw, then the weights
     float *wt = sm + woff;
@@ -346,9 +352,10 @@ __global__ void __launch_bounds__(GC_THREADS) k_grp_dinput_t(tl_gconv C, const f
 // its threads in a fixed tree (warp butterflies, then the 8 warps in order) into part[r][s][T].
 // k_wgrad_finish adds the slices in order. Nothing depends on timing: run to run identical.
 template <int KH, int KW>
-__global__ void __launch_bounds__(GC_THREADS) k_wgrad_slices(tl_gconv C, const float *__restrict__ x,
-                                                      const float *__restrict__ g,
-                                                      float *__restrict__ part, int64_t chunk) {
+__global__ void __launch_bounds__(GC_THREADS)
+k_wgrad_slices(
+    tl_gconv C, const float *__restrict__ x, const float *__restrict__ g, float *__restrict__ part,
+    int64_t chunk) {
     constexpr int T = KH * KW + 1;
     float (*red)[T] = reinterpret_cast<float (*)[T]>(gc_smem());   // [8][T]
     const int H = (int)C.in[0], W = (int)C.in[1], OH = (int)C.out[0], OW = (int)C.out[1];
