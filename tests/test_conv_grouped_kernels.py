@@ -46,16 +46,17 @@ def test_groups_one_is_the_dense_convolution_bit_for_bit(exact, kshape, xshape, 
         np.testing.assert_array_equal(_bits(g), _bits(w))
 
 
-@pytest.mark.parametrize("ks,dilation", [(3, 1), (7, 1), (3, 2)])
-def test_depthwise_against_float64(ks, dilation):
+@pytest.mark.parametrize("ks,dilation,stride", [(3, 1, 1), (7, 1, 1), (3, 2, 1), (3, 1, 2),
+                                                (5, 1, 3)])
+def test_depthwise_against_float64(ks, dilation, stride):
     c, pad = 5, dilation * (ks // 2)
     k, b, x = _data(c, 1, ks, ks, seed=5), _data(c, seed=6), _data(3, c, 13, 11, seed=7)
     s = tl.Session()
     X = s.tensor(x, requires_grad=True)
     K, B = s.tensor(k, requires_grad=True), s.tensor(b, requires_grad=True)
-    y = tl.nn.functional.conv2d(X, K, B, padding=pad, dilation=dilation, groups=c)
+    y = tl.nn.functional.conv2d(X, K, B, stride=stride, padding=pad, dilation=dilation, groups=c)
     want = R.conv_grouped(k.astype(np.float64), b.astype(np.float64), x.astype(np.float64),
-                          padding=pad, dilation=dilation, groups=c)
+                          stride=stride, padding=pad, dilation=dilation, groups=c)
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
     g = _data(*want.shape, seed=8).astype(np.float64)
     (y * s.tensor(g)).sum().backward()
@@ -64,12 +65,24 @@ def test_depthwise_against_float64(ks, dilation):
     for idx in np.ndindex(k.shape):
         e = np.zeros_like(k, np.float64)
         e[idx] = 1
-        dk[idx] = np.sum(R.conv_grouped(e, np.zeros(c), x.astype(np.float64), padding=pad,
-                                        dilation=dilation, groups=c) * g)
+        dk[idx] = np.sum(R.conv_grouped(e, np.zeros(c), x.astype(np.float64), stride=stride,
+                                        padding=pad, dilation=dilation, groups=c) * g)
     np.testing.assert_allclose(K.grad.numpy() if hasattr(K.grad, "numpy") else K.grad,
                                dk, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(B.grad.numpy() if hasattr(B.grad, "numpy") else B.grad,
                                g.sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-4)
+    # dx: each tap carries w * g back to the input cell it read
+    dx = np.zeros(x.shape)
+    oy, ox = np.arange(g.shape[2]), np.arange(g.shape[3])
+    for ky in range(ks):
+        for kx in range(ks):
+            iy, ix = oy * stride - pad + ky * dilation, ox * stride - pad + kx * dilation
+            ry, rx = (iy >= 0) & (iy < x.shape[2]), (ix >= 0) & (ix < x.shape[3])
+            wk = k[:, 0, ky, kx].astype(np.float64)[None, :, None, None]
+            contrib = g[:, :, ry][:, :, :, rx] * wk
+            dx[:, :, iy[ry][:, None], ix[rx][None, :]] += contrib
+    np.testing.assert_allclose(X.grad.numpy() if hasattr(X.grad, "numpy") else X.grad, dx,
+                               rtol=1e-4, atol=1e-4)
     s.close() if hasattr(s, "close") else None
 
 
