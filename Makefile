@@ -123,6 +123,15 @@ build/bn_exact_emu.so: $(BN_EMU_DEPS)
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
 	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
 
+# the tiled grouped/depthwise convolution kernels (native/cuda/conv_grouped_tiles.cuh) on the
+# CPU, the same emulation: tests/test_conv_grouped_tiles.py compares them with the stub
+GCONV_EMU_DEPS := tests/native/conv_grouped_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+                  native/cuda/conv_grouped_tiles.cuh native/common/conv_grouped.h native/common/tl_math.h
+build/conv_grouped_emu.so: $(GCONV_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -Inative/include -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
 	$(PY) -m codegen.gen
 
