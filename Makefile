@@ -25,7 +25,7 @@ PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
 .PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
-        bench-models demo install clean help symbols-check check-math
+        bench-models demo install clean help symbols-check check-math check-math-cuda
 
 all: stub                                  ## build the stub library (default)
 
@@ -77,8 +77,11 @@ build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h nati
 
 build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h
 	@mkdir -p build
-	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -fopenmp,-ffp-contract=off -Inative/common \
-	  -o $@ $< -lgomp
+	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -O3,-march=native,-fopenmp,-ffp-contract=off \
+	  -Inative/common -o $@ $< -lgomp
+
+check-math-cuda: build/tl_math_device_check  ## device = host bits on all 2^32 inputs per function (GPU)
+	build/tl_math_device_check
 
 # exhaustive proof that tl_math.h's transcendental functions are correctly rounded (all 2^32
 # inputs per function against glibc double + libquadmath; minutes per function, outside CI)
