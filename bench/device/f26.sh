@@ -1,0 +1,31 @@
+#!/bin/bash
+# f26 (issue 26): correctly rounded tl_math.h on the GPU machine.
+#  1. build/check_math_same: the current header = the proven double-double version
+#     (tests/native/tl_math_cr_ref.h), bit for bit on all 2^32 inputs, on all CPU cores.
+#  2. make check-math-cuda: device = host bits on all 2^32 inputs per function (digests).
+#  3. bench/bench_tl_math.sh: per-function cost, pre-CR polynomials vs double-double vs current,
+#     CUDA kernel (2^26 elements) and host (stub loop form, one thread).
+# F26_SKIP=same,sweep,bench skips parts.
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/f26-out}; mkdir -p "$OUT"
+skip() { [[ ",$F26_SKIP," == *",$1,"* ]]; }
+nproc; nvidia-smi --query-gpu=name --format=csv,noheader; git log --oneline -1 2>/dev/null
+make -s -j16 build/check_math_same build/tl_math_device_check || exit 1
+status=0
+if ! skip same; then
+    echo "== 1. check_math_same (host, all cores)"
+    start=$(date +%s.%N)
+    build/check_math_same | tee "$OUT/check_math_same.txt" || status=1
+    echo "check_math_same wall seconds: $(echo "$(date +%s.%N) - $start" | bc)"
+fi
+if ! skip sweep; then
+    echo "== 2. make check-math-cuda (device vs host, all 2^32 inputs)"
+    start=$(date +%s.%N)
+    build/tl_math_device_check | tee "$OUT/device_check.txt" || status=1
+    echo "check-math-cuda wall seconds: $(echo "$(date +%s.%N) - $start" | bc)"
+fi
+if ! skip bench; then
+    echo "== 3. bench_tl_math (cuda, host)"
+    bench/bench_tl_math.sh cuda host | tee "$OUT/bench_tl_math.md"
+fi
+exit $status
