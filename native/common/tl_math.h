@@ -222,13 +222,45 @@ TLM_HD_INLINE double tlm_expm1_core(double x, tlm_dd *m) {
 /* 2^k for an integer-valued double k in [-1022, 1023] */
 TLM_HD double tlm_pow2_of(double kd) { return tlm_dfrom_bits(((int64_t)kd + 1023) << 52); }
 
+/* The fast paths. exp, tanh and sigmoid evaluate in plain IEEE double (no double-double): an
+ * exact reduction, one polynomial, a quotient where the function has one; relative error below
+ * about 2^-50. Rounded to float32 once, that is the correctly rounded value except for inputs
+ * whose true value lies within the error of a rounding midpoint, a handful per function: the
+ * exhaustive comparison with the proven double-double version (`make check-math-same`,
+ * tests/native/check_math_same.c, all 2^32 inputs against tests/native/tl_math_cr_ref.h) finds
+ * every one, and each function selects its listed exceptions' correctly rounded values
+ * (tlm_fix: compare and select, so loops still vectorise). */
+
+/* e^x - 1 = 2^k (1 + p) - 1, p ~ e^r - 1 = r + r^2 Q(r), r = x - k ln2 (|r| <= ln2/2), for
+ * x in [-210, 180]; returns k. Q is a degree-9 fit (error 2^-55.8 relative to e^r); r is exact
+ * when k = 0, else rounded once. */
+TLM_HD_INLINE double tlm_expm1_fast(double x, double *p) {
+    const double shifter = 0x1.8p52;
+    double kd = tlm_dsub(tlm_dadd(tlm_dmul(x, TLM_INV_LN2), shifter), shifter);
+    double r = tlm_dfma(-kd, TLM_LN2_LO, tlm_dfma(-kd, TLM_LN2_HI, x));
+    double q = 0x1.af389eea54156p-26;
+    q = tlm_dfma(q, r, 0x1.28917c9f3a495p-22);
+    q = tlm_dfma(q, r, 0x1.71de0db2eb873p-19);
+    q = tlm_dfma(q, r, 0x1.a019b914881bap-16);
+    q = tlm_dfma(q, r, 0x1.a01a01a7c2f2cp-13);
+    q = tlm_dfma(q, r, 0x1.6c16c17889f3cp-10);
+    q = tlm_dfma(q, r, 0x1.11111111109b5p-7);
+    q = tlm_dfma(q, r, 0x1.5555555553d68p-5);
+    q = tlm_dfma(q, r, 0x1.5555555555556p-3);
+    q = tlm_dfma(q, r, 0x1.0000000000001p-1);
+    *p = tlm_dfma(tlm_dmul(r, r), q, r);
+    return kd;
+}
+
+/* y, or v where x has the bits xb (one listed exception) */
+TLM_HD float tlm_fix(float x, int32_t xb, int32_t vb, float y) {
+    return tlm_sel(tlm_to_bits(x) == xb, tlm_from_bits(vb), y);
+}
+
 /* e^x, correctly rounded. x is clamped to [-104, 89] (e^-104 rounds to 0, e^89 overflows). */
 TLM_HD_INLINE float tlm_exp(float x) {
-    tlm_dd m;
-    double kd = tlm_expm1_core((double)tlm_clampf(x, -104.0f, 89.0f), &m);
-    tlm_dd e = tlm_fast_two_sum(1.0, m.hi);                  /* e^r = e.hi + (e.lo + m.lo) */
-    double s = tlm_dd_to_odd(e.hi, tlm_dadd(e.lo, m.lo));
-    float y = tlm_d2f(tlm_dmul(s, tlm_pow2_of(kd)));         /* one rounding: s is odd */
+    double p, kd = tlm_expm1_fast((double)tlm_clampf(x, -104.0f, 89.0f), &p);
+    float y = tlm_d2f(tlm_dmul(tlm_dadd(1.0, p), tlm_pow2_of(kd)));   /* 2^k exact */
     return tlm_nan_pass(x, y);
 }
 
@@ -346,35 +378,28 @@ TLM_HD_INLINE float tlm_log1p(float x) {
     return tlm_nan_pass(x, y);
 }
 
-/* tanh, correctly rounded: tanh(a) = -M / (2 + M), M = e^-2a - 1 (no cancellation), a = |x|
- * clamped to 20 (tanh rounds to 1 beyond 9.02); the sign is copied from x (tanh(-0) = -0). */
+/* tanh, correctly rounded: tanh(a) = -M / (2 + M), M = e^-2a - 1 = 2^k p + (2^k - 1) (one
+ * FMA, no cancellation), a = |x| clamped to 20 (tanh rounds to 1 beyond 9.02); the sign is
+ * copied from x (tanh(-0) = -0). */
 TLM_HD_INLINE float tlm_tanh(float x) {
     float a = tlm_clampf(tlm_abs(x), 0.0f, 20.0f);
-    tlm_dd m;
-    double kd = tlm_expm1_core(-2.0 * (double)a, &m);
-    double p = tlm_pow2_of(kd);
-    tlm_dd e = tlm_fast_two_sum(1.0, m.hi);
-    tlm_dd mm = tlm_two_sum(tlm_dmul(e.hi, p), -1.0);        /* M = mm.hi + mm.lo, in (-1, 0] */
-    mm.lo = tlm_dadd(mm.lo, tlm_dmul(tlm_dadd(e.lo, m.lo), p));
-    tlm_dd n = {-mm.hi, -mm.lo};
-    tlm_dd d = tlm_fast_two_sum(2.0, mm.hi);
-    d.lo = tlm_dadd(d.lo, mm.lo);
-    tlm_dd t = tlm_dd_div(n, d);
-    float y = tlm_copysign(tlm_dd_round(t.hi, t.lo), x);
+    double p, kd = tlm_expm1_fast(-2.0 * (double)a, &p);
+    double two = tlm_pow2_of(kd);
+    double m = tlm_dfma(two, p, tlm_dsub(two, 1.0));
+    float y = tlm_copysign(tlm_d2f(tlm_ddiv(-m, tlm_dadd(2.0, m))), x);
     return tlm_nan_pass(x, y);
 }
 
 /* 1 / (1 + e^-x), correctly rounded, overflow-safe: with E = e^-|x|, 1 / (1 + E) for x >= 0
- * and E / (1 + E) below. */
+ * and E / (1 + E) below. |x| < 2^-12 takes 1/2 + x/4 - x^3/48 (the next term is 2^-27 of the
+ * last) as an unevaluated sum: 1/2 + x/4 sits on a rounding midpoint there for many x. */
 TLM_HD_INLINE float tlm_sigmoid(float x) {
-    tlm_dd e = tlm_exp_neg(tlm_abs(x));
-    tlm_dd d = tlm_fast_two_sum(1.0, e.hi);
-    d.lo = tlm_dadd(d.lo, e.lo);
-    tlm_dd n;
-    n.hi = x >= 0.0f ? 1.0 : e.hi;
-    n.lo = x >= 0.0f ? 0.0 : e.lo;
-    tlm_dd q = tlm_dd_div(n, d);
-    float y = tlm_dd_round(q.hi, q.lo);
+    double p, kd = tlm_expm1_fast(-(double)tlm_clampf(tlm_abs(x), 0.0f, 104.0f), &p);
+    double e = tlm_dmul(tlm_dadd(1.0, p), tlm_pow2_of(kd));
+    float y = tlm_d2f(tlm_ddiv(x >= 0.0f ? 1.0 : e, tlm_dadd(1.0, e)));
+    double xd = (double)x;
+    float ys = tlm_dd_round(tlm_dfma(xd, 0.25, 0.5), tlm_dmul(tlm_dmul(tlm_dmul(xd, xd), xd), -1.0 / 48.0));
+    y = tlm_sel(tlm_abs(x) < 0x1p-12f, ys, y);
     return tlm_nan_pass(x, y);
 }
 
