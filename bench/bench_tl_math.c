@@ -3,7 +3,8 @@
  * Compiled once per header version (bench/bench_tl_math.sh: -I picks the header), so one source
  * compares the pre-CR polynomials (bench/ref/tl_math_poly.h), the first correctly rounded
  * double-double version (tests/native/tl_math_cr_ref.h) and the current header.
- * Prints `name ns_per_element` lines: best of ROUNDS timings of REPS passes over N elements. */
+ * Prints `name ns_per_element` lines (thread CPU time): best of ROUNDS timings of REPS passes
+ * over N elements. */
 #include <stdio.h>
 #include <time.h>
 #include "tl_math.h"
@@ -15,7 +16,7 @@ float X[N], Y[N];   /* not static: the stores must stay */
 
 static double now(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);   /* CPU time: other jobs on a shared machine count less */
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
