@@ -5,7 +5,10 @@
 #  2. make check-math-cuda: device = host bits on all 2^32 inputs per function (digests).
 #  3. bench/bench_tl_math.sh: per-function cost, pre-CR polynomials vs double-double vs current,
 #     CUDA kernel (2^26 elements) and host (stub loop form, one thread).
-# F26_SKIP=same,sweep,bench skips parts.
+#  4. bench/bench_exact_math.py: the stub's exact-mode kernels (one thread, CPU time), this tree
+#     against the same tree with the proven double-double header (and against 3919dfa, the
+#     pre-CR polynomials, where git can check it out).
+# F26_SKIP=same,sweep,bench,kernels skips parts.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/f26-out}; mkdir -p "$OUT"
 skip() { [[ ",$F26_SKIP," == *",$1,"* ]]; }
@@ -27,5 +30,24 @@ fi
 if ! skip bench; then
     echo "== 3. bench_tl_math (cuda, host)"
     bench/bench_tl_math.sh cuda host | tee "$OUT/bench_tl_math.md"
+fi
+if ! skip kernels; then
+    echo "== 4. stub exact-mode kernels (bench_exact_math.py, n = 262144, 1 thread)"
+    D=/tmp/f26-crdd; rm -rf $D; mkdir -p $D
+    tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C $D
+    cp tests/native/tl_math_cr_ref.h $D/native/common/tl_math.h
+    rm -f $D/torchlean/lib/*.so
+    (cd $D && make -s -j16 stub >/dev/null) || echo "cr_dd stub build failed"
+    TORCHLEAN_BACKEND=stub python3 bench/bench_exact_math.py --n 262144 --reps 15 --rounds 3 --other $D \
+        | tee "$OUT/kernels_vs_crdd.md"
+    P=/tmp/f26-poly; rm -rf $P
+    if git worktree add -f $P 3919dfa >/dev/null 2>&1; then
+        (cd $P && make -s -j16 stub >/dev/null) || echo "3919dfa stub build failed"
+        TORCHLEAN_BACKEND=stub python3 bench/bench_exact_math.py --n 262144 --reps 15 --rounds 3 --other $P \
+            | tee "$OUT/kernels_vs_poly.md"
+        git worktree remove --force $P
+    else
+        echo "(no git checkout of 3919dfa here: pre-CR kernel times not measured)"
+    fi
 fi
 exit $status
