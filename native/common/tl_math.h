@@ -89,19 +89,19 @@ TLM_HD float tlm_rsqrt(float x) { return tlm_div(1.0f, tlm_sqrt(x)); }
  * exp, expm1, log, log1p, tanh, sigmoid, softplus, erf and sin/cos of 2 pi u return the float32
  * nearest the true value (ties to even) for every float32 input, so any correctly rounded
  * float32 library gives the same bits; the route inside does not matter. Two routes:
- *  - expm1, log1p, softplus, sin/cos of 2 pi u evaluate in IEEE double with the leading terms
- *    kept as an unevaluated sum hi + lo of two doubles, relative error below about 2^-56,
- *    rounded to float32 in one step (tlm_dd_round). `make check-math` (tests/native/check_math.c,
- *    against glibc and quad precision, all 2^32 inputs) found no input that rounds wrong
- *    (bench/results/check-math.md).
- *  - exp, log, tanh, sigmoid and erf, the ones elementwise kernels spend their time in, evaluate
- *    in plain double (one polynomial, at most one quotient), relative error about 2^-51, rounded
- *    to float32 once. Inputs whose true value lies within that error of a rounding midpoint may
- *    round wrong; `make check-math-same` compares every one of the 2^32 inputs with the proven
- *    double-double version of the same function (tests/native/tl_math_cr_ref.h, which passed
- *    check-math) and lists them, and the function selects their correct values (tlm_fix; log
- *    has five, the others none). So both routes are proven on every input, and the fast one
- *    costs about what the pre-CR float polynomials did (bench/results/tl-math-speed.md).
+ *  - expm1 and log1p evaluate in IEEE double with the leading terms kept as an unevaluated
+ *    sum hi + lo of two doubles, relative error below about 2^-56, rounded to float32 in one
+ *    step (tlm_dd_round). `make check-math` (tests/native/check_math.c, against glibc and quad
+ *    precision, all 2^32 inputs) found no input that rounds wrong (bench/results/check-math.md).
+ *  - exp, log, tanh, sigmoid, softplus, erf and sin/cos of 2 pi u, the ones elementwise
+ *    kernels spend their time in, evaluate in plain double (one polynomial or two, at most one
+ *    quotient), relative error about 2^-51, rounded to float32 once. An input whose true value
+ *    lies within that error of a rounding midpoint may round wrong: `make check-math-same`
+ *    compares all 2^32 inputs with the proven double-double version of the same function
+ *    (tests/native/tl_math_cr_ref.h, which passed check-math) and lists every such input, and
+ *    the function selects their correct values (tlm_fix; log has five, softplus one, the others
+ *    none). So both routes are proven on every input; the plain one costs 1-3x the pre-CR float
+ *    polynomials instead of 2-7x (bench/results/tl-math-speed.md).
  * Coefficients come from tests/native/tl_math_coeffs.py (mpmath). Any change to this code must
  * pass check-math (double-double route) or check-math-same (plain route) again.
  * Double FMAs (tlm_dfma) are used freely: the result is correctly rounded either way. The code
@@ -273,17 +273,6 @@ TLM_HD_INLINE float tlm_expm1(float x) {
     return tlm_nan_pass(x, y);
 }
 
-/* e^-a as 2^k (hi + lo) scaled into one unevaluated sum, for a >= 0 (float), clamped at 104 */
-TLM_HD_INLINE tlm_dd tlm_exp_neg(float a) {
-    tlm_dd m;
-    double kd = tlm_expm1_core(-(double)tlm_clampf(a, 0.0f, 104.0f), &m);
-    double p = tlm_pow2_of(kd);
-    tlm_dd e = tlm_fast_two_sum(1.0, m.hi);
-    e.hi = tlm_dmul(e.hi, p);
-    e.lo = tlm_dmul(tlm_dadd(e.lo, m.lo), p);
-    return e;
-}
-
 /* (n.hi + n.lo) / (d.hi + d.lo) as an unevaluated sum, relative error about 2^-100 beyond the
  * inputs' own: one reciprocal, then the remainder n - q d (an FMA) divided again. */
 TLM_HD_INLINE tlm_dd tlm_dd_div(tlm_dd n, tlm_dd d) {
@@ -415,15 +404,26 @@ TLM_HD_INLINE float tlm_sigmoid(float x) {
     return tlm_nan_pass(x, y);
 }
 
-/* log(1 + e^x) = max(x, 0) + log1p(e^-|x|), correctly rounded (the sum is exact before the
- * one rounding) */
+/* log(1 + e^x) = max(x, 0) + log1p(E), E = e^-|x| (clamped at 104), correctly rounded, in plain
+ * double: log1p(E) = 2s + s z P(z) with s = E / (2 + E) (tlm_log's P), or, where 1 + E > sqrt(2),
+ * ln2 + log1p(f) with f = (E - 1) / 2, so that |s| stays within P's range. */
 TLM_HD_INLINE float tlm_softplus(float x) {
-    tlm_dd e = tlm_exp_neg(tlm_abs(x));
-    tlm_dd u = tlm_fast_two_sum(1.0, e.hi);
-    u.lo = tlm_dadd(u.lo, e.lo);
-    tlm_dd l = tlm_log_dd(u);
-    tlm_dd s = tlm_two_sum((double)tlm_sel(x > 0.0f, x, 0.0f), l.hi);
-    float y = tlm_dd_round(s.hi, tlm_dadd(s.lo, l.lo));
+    double e = tlm_exp_fast(-(double)tlm_clampf(tlm_abs(x), 0.0f, 104.0f));
+    int32_t big = e > 0x1.6a09e667f3bcdp-2;
+    double f = big ? tlm_dmul(tlm_dsub(e, 1.0), 0.5) : e;
+    double sd = tlm_ddiv(f, tlm_dadd(2.0, f)), z = tlm_dmul(sd, sd);
+    double p = 0x1.0c039fe4bea01p-3;
+    p = tlm_dfma(p, z, 0x1.0fbe957ed02d3p-3);
+    p = tlm_dfma(p, z, 0x1.3b1c355ddb480p-3);
+    p = tlm_dfma(p, z, 0x1.745cf9047e55ep-3);
+    p = tlm_dfma(p, z, 0x1.c71c7201593cap-3);
+    p = tlm_dfma(p, z, 0x1.2492492476ccap-2);
+    p = tlm_dfma(p, z, 0x1.9999999999a38p-2);
+    p = tlm_dfma(p, z, 0x1.5555555555555p-1);
+    double l = tlm_dfma(tlm_dmul(sd, z), p, tlm_dadd(big ? TLM_LN2_LO : 0.0, tlm_dadd(sd, sd)));
+    l = tlm_dadd(big ? TLM_LN2_HI : 0.0, l);
+    float y = tlm_d2f(tlm_dadd((double)tlm_sel(x > 0.0f, x, 0.0f), l));
+    y = tlm_fix(x, 0x39ea41d0, 0x3f3180bd, y);   /* the one exception (check-math-same) */
     y = tlm_sel(x > 3.40282347e38f, x, y);
     return tlm_nan_pass(x, y);
 }
@@ -747,8 +747,9 @@ TLM_HD float tlm_max_first(float m, float v) { return v > m ? v : m; }
 /* ==== sin and cos of 2 pi u (Box-Muller's angle), correctly rounded; an exact integer power === */
 
 /* sin(2 pi s) = s (2 pi + z S(z)) and cos(2 pi s) = 1 - 2 pi^2 z + z^2 C(z), z = s^2 (exact),
- * for |s| <= 1/8, as unevaluated sums (2 pi and 2 pi^2 as hi + lo) */
-TLM_HD_INLINE tlm_dd tlm_sin_2pi_dd(double s) {
+ * for |s| <= 1/8, in plain double (2 pi and 2 pi^2 as hi + lo, the lo parts added in with the
+ * small terms) */
+TLM_HD_INLINE double tlm_sin_2pi_d(double s) {
     double z = tlm_dmul(s, s);
     double p = -0x1.6cc577dadd922p-1;
     p = tlm_dfma(p, z, 0x1.e8f036bcd3237p+1);
@@ -757,11 +758,9 @@ TLM_HD_INLINE tlm_dd tlm_sin_2pi_dd(double s) {
     p = tlm_dfma(p, z, -0x1.32d2cce62b872p+6);
     p = tlm_dfma(p, z, 0x1.466bc6775aae1p+6);
     p = tlm_dfma(p, z, -0x1.4abbce625be53p+5);
-    tlm_dd r = tlm_two_prod(s, 0x1.921fb54442d18p+2);
-    r.lo = tlm_dfma(s, tlm_dfma(z, p, 0x1.1a62633145c07p-52), r.lo);
-    return r;
+    return tlm_dfma(s, 0x1.921fb54442d18p+2, tlm_dmul(s, tlm_dfma(z, p, 0x1.1a62633145c07p-52)));
 }
-TLM_HD_INLINE tlm_dd tlm_cos_2pi_dd(double s) {
+TLM_HD_INLINE double tlm_cos_2pi_d(double s) {
     double z = tlm_dmul(s, s);
     double p = -0x1.b38340f56931fp+0;
     p = tlm_dfma(p, z, 0x1.f9cfc07738157p+2);
@@ -769,10 +768,8 @@ TLM_HD_INLINE tlm_dd tlm_cos_2pi_dd(double s) {
     p = tlm_dfma(p, z, 0x1.e1f50688302c5p+5);
     p = tlm_dfma(p, z, -0x1.55d3c7e3cbd74p+6);
     p = tlm_dfma(p, z, 0x1.03c1f081b5ac4p+6);
-    tlm_dd q = tlm_two_prod(-0x1.3bd3cc9be45dep+4, z);
-    tlm_dd h = tlm_fast_two_sum(1.0, q.hi);
-    h.lo = tlm_dadd(h.lo, tlm_dfma(tlm_dmul(z, z), p, tlm_dfma(-0x1.692b71366cc04p-50, z, q.lo)));
-    return h;
+    double small = tlm_dfma(tlm_dmul(z, z), p, tlm_dmul(-0x1.692b71366cc04p-50, z));
+    return tlm_dfma(-0x1.3bd3cc9be45dep+4, z, tlm_dadd(1.0, small));
 }
 
 /* Reduce u exactly: r = u - round(u) in [-1/2, 1/2] (|u| >= 2^23 is an integer: r = 0), then
@@ -795,10 +792,8 @@ TLM_HD float tlm_reduce_2pi(float u, int32_t *q, float *rsign) {
 TLM_HD_INLINE float tlm_cos_2pi(float u) {
     int32_t q;
     float sg, s = tlm_reduce_2pi(u, &q, &sg);
-    tlm_dd c = tlm_cos_2pi_dd((double)s), sn = tlm_sin_2pi_dd((double)s);
-    double hi = q == 0 ? c.hi : (q == 1 ? -sn.hi : -c.hi);
-    double lo = q == 0 ? c.lo : (q == 1 ? -sn.lo : -c.lo);
-    float y = tlm_dd_round(hi, lo);
+    double c = tlm_cos_2pi_d((double)s), sn = tlm_sin_2pi_d((double)s);
+    float y = tlm_d2f(q == 0 ? c : (q == 1 ? -sn : -c));
     return tlm_sel(u - u != 0.0f, tlm_from_bits(0x7fc00000), y);   /* inf - inf and NaN */
 }
 
@@ -807,10 +802,8 @@ TLM_HD_INLINE float tlm_cos_2pi(float u) {
 TLM_HD_INLINE float tlm_sin_2pi(float u) {
     int32_t q;
     float sg, s = tlm_reduce_2pi(u, &q, &sg);
-    tlm_dd c = tlm_cos_2pi_dd((double)s), sn = tlm_sin_2pi_dd((double)s);
-    double hi = q == 0 ? sn.hi : (q == 1 ? c.hi : -sn.hi);
-    double lo = q == 0 ? sn.lo : (q == 1 ? c.lo : -sn.lo);
-    float y = tlm_mul(sg, tlm_dd_round(hi, lo));
+    double c = tlm_cos_2pi_d((double)s), sn = tlm_sin_2pi_d((double)s);
+    float y = tlm_mul(sg, tlm_d2f(q == 0 ? sn : (q == 1 ? c : -sn)));
     return tlm_sel(u - u != 0.0f, tlm_from_bits(0x7fc00000), y);
 }
 
