@@ -1,5 +1,7 @@
 #!/bin/bash
 # f26 (issue 26): correctly rounded tl_math.h on the GPU machine.
+#  0. make check-math: the current header against the glibc + quad-precision oracle, all 2^32
+#     inputs per function, on all CPU cores (the direct proof).
 #  1. build/check_math_same: the current header = the proven double-double version
 #     (tests/native/tl_math_cr_ref.h), bit for bit on all 2^32 inputs, on all CPU cores.
 #  2. make check-math-cuda: device = host bits on all 2^32 inputs per function (digests).
@@ -8,13 +10,20 @@
 #  4. bench/bench_exact_math.py: the stub's exact-mode kernels (one thread, CPU time), this tree
 #     against the same tree with the proven double-double header (and against 3919dfa, the
 #     pre-CR polynomials, where git can check it out).
-# F26_SKIP=same,sweep,bench,kernels skips parts.
+# F26_SKIP=oracle,same,sweep,bench,kernels skips parts.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/f26-out}; mkdir -p "$OUT"
 skip() { [[ ",$F26_SKIP," == *",$1,"* ]]; }
 nproc; nvidia-smi --query-gpu=name --format=csv,noheader; git log --oneline -1 2>/dev/null
-make -s -j16 build/check_math_same build/tl_math_device_check || exit 1
+make -s -j16 build/check_math build/check_math_same build/tl_math_device_check || exit 1
 status=0
+if ! skip oracle; then
+    echo "== 0. make check-math (oracle, all cores; hard-case lines in \$OUT/check_math.txt)"
+    start=$(date +%s%N)
+    build/check_math > "$OUT/check_math.txt" || status=1
+    grep -v "^  hard" "$OUT/check_math.txt"
+    echo "check-math wall time: $(( ($(date +%s%N) - start) / 1000000 )) ms"
+fi
 if ! skip same; then
     echo "== 1. check_math_same (host, all cores)"
     start=$(date +%s%N)
@@ -38,12 +47,12 @@ if ! skip kernels; then
     cp tests/native/tl_math_cr_ref.h $D/native/common/tl_math.h
     rm -f $D/torchlean/lib/*.so
     (cd $D && make -s -j16 stub >/dev/null) || echo "cr_dd stub build failed"
-    TORCHLEAN_BACKEND=stub python3 bench/bench_exact_math.py --n 262144 --reps 15 --rounds 3 --other $D \
+    TORCHLEAN_BACKEND=stub python3 bench/bench_exact_math.py --n 262144 --reps 11 --rounds 2 --other $D \
         | tee "$OUT/kernels_vs_crdd.md"
     P=/tmp/f26-poly; rm -rf $P
     if git worktree add -f $P 3919dfa >/dev/null 2>&1; then
         (cd $P && make -s -j16 stub >/dev/null) || echo "3919dfa stub build failed"
-        TORCHLEAN_BACKEND=stub python3 bench/bench_exact_math.py --n 262144 --reps 15 --rounds 3 --other $P \
+        TORCHLEAN_BACKEND=stub python3 bench/bench_exact_math.py --n 262144 --reps 11 --rounds 2 --other $P \
             | tee "$OUT/kernels_vs_poly.md"
         git worktree remove --force $P
     else
