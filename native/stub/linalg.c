@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "sgemm.h"
 #include "formulas/normalize.h"
 #include "entry/linalg_kernels.h"
 #ifdef _OPENMP
@@ -148,7 +149,7 @@ static int64_t kslice(int64_t n) {
 typedef struct {
     const float *A, *B;
     float *C, *Bp;
-    int64_t ars, acs, brs, bcs, m, n, p;
+    int64_t ars, acs, brs, bcs, m, n, p, ldc;
     int accumulate, direct_b, failed;
 } gemm_job;
 
@@ -219,7 +220,7 @@ static void gemm_run(gemm_job *g, int64_t nthreads, int64_t me) {
                     }
                     for (int64_t ip = 0; ip < mc; ip += MR)
                         micro_tile((int)(mc - ip < MR ? mc - ip : MR), kc, Ap + ip * kc, bp, ldb,
-                                   g->C + (i0 + ip) * p + jc + j, p, nr, zero);
+                                   g->C + (i0 + ip) * g->ldc + jc + j, g->ldc, nr, zero);
                 }
             }
             if (team) { /* the next slice repacks the shared B panels */
@@ -231,20 +232,21 @@ static void gemm_run(gemm_job *g, int64_t nthreads, int64_t me) {
 }
 
 /* C (m, p) = op(A) (m, n) @ op(B) (n, p) with element strides as in pack_a / pack_b; C is
- * row-major and overwritten unless accumulate. Returns nonzero on allocation failure. */
-static int gemm_strided(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
-                        int64_t bcs, float *C, int64_t m, int64_t n, int64_t p, int accumulate,
-                        int may_thread) {
+ * row-major with row stride ldc and overwritten unless accumulate. Returns nonzero on
+ * allocation failure. */
+int tl_sgemm(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs, int64_t bcs,
+             float *C, int64_t ldc, int64_t m, int64_t n, int64_t p, int accumulate, int may_thread) {
     if (m == 0 || p == 0) return 0;
     if (n == 0) {
-        if (!accumulate) memset(C, 0, (size_t)(m * p) * sizeof(float));
+        if (!accumulate)
+            for (int64_t i = 0; i < m; i++) memset(C + i * ldc, 0, (size_t)p * sizeof(float));
         return 0;
     }
     if (m * n * p <= SMALL_GEMM) {
         /* tiny products: the same per-element sums (start, then + a*b in increasing k) without
          * packing buffers or OpenMP bookkeeping */
         for (int64_t i = 0; i < m; i++) {
-            float *c = C + i * p;
+            float *c = C + i * ldc;
             if (!accumulate) memset(c, 0, (size_t)p * sizeof(float));
             for (int64_t k = 0; k < n; k++) {
                 float av = A[i * ars + k * acs];
@@ -261,7 +263,7 @@ static int gemm_strided(const float *A, int64_t ars, int64_t acs, const float *B
     }
     float local[LOCAL_PACK];
     /* few rows: packing B would cost as much as the product, so full panels are read in place */
-    gemm_job g = {A, B, C, NULL, ars, acs, brs, bcs, m, n, p, accumulate, m <= MC && bcs == 1, 0};
+    gemm_job g = {A, B, C, NULL, ars, acs, brs, bcs, m, n, p, ldc, accumulate, m <= MC && bcs == 1, 0};
     if (!g.direct_b) {
         int64_t ncmax = p < NC ? p : NC, kcmax = kslice(n);
         int64_t need = kcmax * ((ncmax + NR - 1) / NR * NR);
@@ -293,12 +295,12 @@ static int gemm(const char *op, const float *A, const float *B, float *C, int64_
         /* many small products: one whole product per thread at a time */
 #pragma omp parallel for schedule(static) reduction(| : failed) if (batch * m * n * p > 8 * TL_PAR_MIN)
         for (int64_t s = 0; s < batch; s++)
-            failed |= gemm_strided(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p,
-                                   m, n, p, accumulate, 0);
+            failed |= tl_sgemm(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p, p,
+                               m, n, p, accumulate, 0);
     } else {
         for (int64_t s = 0; s < batch && !failed; s++)
-            failed = gemm_strided(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p,
-                                  m, n, p, accumulate, 1);
+            failed = tl_sgemm(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p, p,
+                              m, n, p, accumulate, 1);
     }
     if (failed) return tl_fail(TL_E_OOM, "%s: out of host memory for packed GEMM panels", op);
     return TL_OK;
