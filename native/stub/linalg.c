@@ -7,12 +7,14 @@
  * through a register-tiled MR x NR micro-kernel written with GCC/Clang vector types.
  *
  * Determinism: each C element is owned by one task per k slice, slices run in increasing k,
- * and the micro-kernel adds products one k at a time (acc = acc + a * b, no FMA: the Makefile
- * turns contraction off). So every C element sums its products in increasing k order whatever
- * the blocking, tile position or thread count: batched and single-row calls agree bit for bit.
+ * and the micro-kernel adds products one k at a time with a fused multiply-add (acc =
+ * fma(a, b, acc), VFMA below). So every C element is one fma chain in increasing k order from
+ * 0 (or from C when accumulating) whatever the blocking, tile position or thread count: batched
+ * and single-row calls agree bit for bit, and the chain is rule 3 of tl_math.h, the exact GEMM's.
  *
  * Exact mode (tl_exact()) follows native/common/tl_math.h, as CUDA's exact mode does: GEMMs go
- * to the exact GEMM (rule 3, one FMA chain per output; linear starts it at the bias). The
+ * to the exact GEMM (gemm.c: rule 3, one FMA chain per output; linear starts it at the bias),
+ * which stays the reference; the chain is the same, so both modes' products agree. The
  * column sums of linear's bias gradient and the MSE sum are rule 4 in every mode (chunked
  * sequential sums, then the pairwise tree: as fast as a sequential sum here). */
 #include <stdlib.h>
@@ -46,6 +48,33 @@ typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 #define vload(p) ((v16)*(const v16u *)(p))
 #define vstore(p, v) (*(v16u *)(p) = (v))
 
+/* VFMA(a, b, c): c + a * b per lane with one rounding (fused multiply-add), a a float and b, c
+ * v16. One instruction per 16 (AVX-512) or 8 (AVX2 + FMA) lanes where the build targets them
+ * (the Makefile's -march=native), a correctly rounded fmaf per lane elsewhere: the same bits on
+ * every machine, only the speed differs. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define VFMA(a, b, c) ((v16)_mm512_fmadd_ps(_mm512_set1_ps(a), (__m512)(b), (__m512)(c)))
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef float v8h __attribute__((vector_size(32)));
+#define VFMA(a, b, c) __extension__({                                                          \
+    v16 b_ = (b), c_ = (c), r_;                                                                 \
+    __m256 a_ = _mm256_set1_ps(a);                                                              \
+    v8h lo_ = (v8h)_mm256_fmadd_ps(a_, (__m256)__builtin_shufflevector(b_, b_, 0, 1, 2, 3, 4, 5, 6, 7), \
+                                   (__m256)__builtin_shufflevector(c_, c_, 0, 1, 2, 3, 4, 5, 6, 7)); \
+    v8h hi_ = (v8h)_mm256_fmadd_ps(a_, (__m256)__builtin_shufflevector(b_, b_, 8, 9, 10, 11, 12, 13, 14, 15), \
+                                   (__m256)__builtin_shufflevector(c_, c_, 8, 9, 10, 11, 12, 13, 14, 15)); \
+    r_ = __builtin_shufflevector(lo_, hi_, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); \
+    r_; })
+#else
+#define VFMA(a, b, c) __extension__({                                                          \
+    v16 b_ = (b), c_ = (c), r_;                                                                 \
+    float a_ = (a);                                                                             \
+    for (int l_ = 0; l_ < 16; l_++) r_[l_] = __builtin_fmaf(a_, b_[l_], c_[l_]);                \
+    r_; })
+#endif
+
 /* C[0..mr, 0..nr) (row stride ldc) = (zero ? 0 : C) + Ap^T Bp over kc steps.
  * Ap: kc groups of MR floats (row r of step k at k*MR + r); Bp: kc rows of >= 16 * nv floats,
  * ldb apart (NR for a packed panel, the row stride when B is read in place).
@@ -71,8 +100,8 @@ ukernel(const int mr, const int nv, int64_t kc, const float *restrict Ap, const 
         v16 b0 = vload(Bp + k * ldb), b1 = nv > 1 ? vload(Bp + k * ldb + 16) : b0;
         for (int r = 0; r < mr; r++) {
             float a = Ap[k * MR + r];
-            acc[r][0] = acc[r][0] + a * b0;
-            if (nv > 1) acc[r][1] = acc[r][1] + a * b1;
+            acc[r][0] = VFMA(a, b0, acc[r][0]);
+            if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
         }
     }
     for (int r = 0; r < mr; r++) {
@@ -105,6 +134,12 @@ static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t i0, int64_t
                    int64_t kc, float *Ap) {
     for (int64_t ip = 0; ip < mc; ip += MR, Ap += MR * kc) {
         int64_t mr = mc - ip < MR ? mc - ip : MR;
+        if (ars == 1) { /* A stored transposed: each k's MR rows are contiguous */
+            const float *a = A + (i0 + ip) + k0 * acs;
+            for (int64_t k = 0; k < kc; k++)
+                for (int64_t r = 0; r < MR; r++) Ap[k * MR + r] = r < mr ? a[k * acs + r] : 0.0f;
+            continue;
+        }
         for (int64_t r = 0; r < MR; r++) {
             if (r >= mr) {
                 for (int64_t k = 0; k < kc; k++) Ap[k * MR + r] = 0.0f;
@@ -253,9 +288,9 @@ int tl_sgemm(const float *A, int64_t ars, int64_t acs, const float *B, int64_t b
                 const float *b = B + k * brs;
                 if (bcs == 1) {
 #pragma omp simd
-                    for (int64_t j = 0; j < p; j++) c[j] = c[j] + av * b[j];
+                    for (int64_t j = 0; j < p; j++) c[j] = __builtin_fmaf(av, b[j], c[j]);
                 } else {
-                    for (int64_t j = 0; j < p; j++) c[j] = c[j] + av * b[j * bcs];
+                    for (int64_t j = 0; j < p; j++) c[j] = __builtin_fmaf(av, b[j * bcs], c[j]);
                 }
             }
         }

@@ -2,9 +2,9 @@
  *
  * C (m, p) = op(A) (m, n) @ op(B) (n, p), op(A)[i][k] at A[i*ars + k*acs], op(B)[k][j] at
  * B[k*brs + j*bcs], C row-major with row stride ldc, overwritten (accumulate = 0) or added to.
- * Every C element sums its products one k at a time in increasing k (c = c + a*b, two
- * roundings), whatever the blocking or thread count, so splitting k into consecutive calls
- * with accumulate gives the same bits as one call. may_thread = 0 runs on the calling thread
+ * Every C element is one fused multiply-add chain in increasing k (c = fma(a, b, c)) whatever
+ * the blocking or thread count, so splitting k into consecutive calls with accumulate gives the
+ * same bits as one call. may_thread = 0 runs on the calling thread
  * alone (safe inside a parallel loop). Returns nonzero when packing memory ran out. */
 #ifndef TL_STUB_SGEMM_H
 #define TL_STUB_SGEMM_H
