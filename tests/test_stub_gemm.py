@@ -90,3 +90,19 @@ def test_bits_do_not_depend_on_thread_count():
                              check=True)
         digests.add(out.stdout.strip())
     assert len(digests) == 1
+
+
+def test_default_gemm_gives_the_exact_gemms_bits():
+    # both are rule 3 (one fma chain per element in k order), through different kernels
+    a, b, bias = f32(70, 333), f32(333, 41), f32(41)
+    was = tl.is_exact()
+    try:
+        got = {}
+        for exact in (False, True):
+            tl.set_exact(exact)
+            got[exact] = (ops.matmul(buf(a), buf(b)).to_numpy(),
+                          ops.linear(buf(b.T.copy()), buf(bias), buf(a)).to_numpy())
+    finally:
+        tl.set_exact(was)
+    for d, e in zip(got[False], got[True]):
+        assert np.array_equal(d.view(np.uint32), e.view(np.uint32))
