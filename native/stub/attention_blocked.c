@@ -74,11 +74,13 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
     float inv[QB];
     int bad[QB];
     for (int64_t r = 0; r < qb; r++) {
+        /* keys past ke are blocked for this row: probability 0, no exponential needed */
         float *s = S + r * kn;
-        scale_and_block(s, M, causal, n, i0 + r, kn, scale);
+        const int64_t ke = key_end(M, causal, n, i0 + r);
+        scale_and_block(s, M, causal, n, i0 + r, ke, scale);
         float m = tlm_from_bits((int32_t)0xff800000);
         int nan_seen = 0;
-        for (int64_t j = 0; j < kn; j++) {
+        for (int64_t j = 0; j < ke; j++) {
             nan_seen |= s[j] != s[j];
             m = s[j] > m ? s[j] : m;
         }
@@ -86,8 +88,9 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         if (m == tlm_from_bits((int32_t)0xff800000)) {
             memset(s, 0, sizeof(float) * (size_t)kn);
         } else {
-            for (int64_t j = 0; j < kn; j++) s[j] = tl_expf(tlm_sub(s[j], m));
-            l = row_sum(s, kn);
+            for (int64_t j = 0; j < ke; j++) s[j] = tl_expf(tlm_sub(s[j], m));
+            for (int64_t j = ke; j < kn; j++) s[j] = 0.0f;
+            l = row_sum(s, ke);
         }
         L[i0 + r] = tlm_attn_lse(m, l, nan_seen);
         bad[r] = nan_seen;
@@ -148,16 +151,18 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
             const int64_t i = i0 + r;
             float *p = S + r * kn, *ds = dP + r * kn;
             const float lse = L[i], D = tlm_dot(dO + i * HD, 1, O + i * HD, 1, hd, 0.0f);
-            for (int64_t j = 0; j < kn; j++) {
+            const int64_t ke = key_end(M, causal, n, i);
+            for (int64_t j = 0; j < ke; j++) {
                 p[j] = tlm_attn_prob(tlm_mul(p[j], scale), lse);
                 ds[j] = tlm_attn_dscore(p[j], ds[j], D, scale);
             }
             /* blocked pairs: probability and score gradient 0 */
+            for (int64_t j = ke; j < kn; j++) p[j] = ds[j] = 0.0f;
             if (causal)
-                for (int64_t j = i + 1; j < kn; j++) p[j] = ds[j] = 0.0f;
+                for (int64_t j = i + 1; j < ke; j++) p[j] = ds[j] = 0.0f;
             if (M) {
                 const float *mi = M + i * n;
-                for (int64_t j = 0; j < kn; j++) {
+                for (int64_t j = 0; j < ke; j++) {
                     p[j] = mi[j] == 0.0f ? 0.0f : p[j];
                     ds[j] = mi[j] == 0.0f ? 0.0f : ds[j];
                 }
