@@ -53,6 +53,35 @@ static void scale_and_block(float *s, const float *M, int causal, int64_t n, int
     }
 }
 
+/* ke rounded up to whole 16-key vectors, at most kn: loops run to it so none has a scalar tail
+ * (the keys in [ke, kv) are blocked for the row and come out 0) */
+static inline int64_t vec_end(int64_t ke, int64_t kn) {
+    int64_t e = (ke + 15) & ~(int64_t)15;
+    return e < kn ? e : kn;
+}
+
+/* the largest of s[0..n) (NaN ignored; -inf when none) in 16 lanes, and whether a NaN was seen */
+static float row_max(const float *s, int64_t n, int *nan_seen) {
+    float mx[16];
+    int nan[16];
+    for (int l = 0; l < 16; l++) { mx[l] = tlm_from_bits((int32_t)0xff800000); nan[l] = 0; }
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++) {
+            nan[l] |= s[j + l] != s[j + l];
+            mx[l] = s[j + l] > mx[l] ? s[j + l] : mx[l];
+        }
+    for (; j < n; j++) {
+        nan[0] |= s[j] != s[j];
+        mx[0] = s[j] > mx[0] ? s[j] : mx[0];
+    }
+    float m = mx[0];
+    int any = nan[0];
+    for (int l = 1; l < 16; l++) { m = mx[l] > m ? mx[l] : m; any |= nan[l]; }
+    *nan_seen = any;
+    return m;
+}
+
 /* fixed-order sum: 8 interleaved partials, then pairs */
 static float row_sum(const float *x, int64_t n) { return (float)tl_sum_f32_block(x, n); }
 
@@ -76,21 +105,18 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
     for (int64_t r = 0; r < qb; r++) {
         /* keys past ke are blocked for this row: probability 0, no exponential needed */
         float *s = S + r * kn;
-        const int64_t ke = key_end(M, causal, n, i0 + r);
-        scale_and_block(s, M, causal, n, i0 + r, ke, scale);
-        float m = tlm_from_bits((int32_t)0xff800000);
-        int nan_seen = 0;
-        for (int64_t j = 0; j < ke; j++) {
-            nan_seen |= s[j] != s[j];
-            m = s[j] > m ? s[j] : m;
-        }
+        const int64_t ke = key_end(M, causal, n, i0 + r), kv = vec_end(ke, kn);
+        scale_and_block(s, M, causal, n, i0 + r, kv, scale);
+        for (int64_t j = ke; j < kv; j++) s[j] = tlm_from_bits((int32_t)0xff800000);
+        int nan_seen;
+        const float m = row_max(s, kv, &nan_seen);
         float l = 0.0f;
         if (m == tlm_from_bits((int32_t)0xff800000)) {
             memset(s, 0, sizeof(float) * (size_t)kn);
         } else {
-            for (int64_t j = 0; j < ke; j++) s[j] = tl_expf(tlm_sub(s[j], m));
-            for (int64_t j = ke; j < kn; j++) s[j] = 0.0f;
-            l = row_sum(s, ke);
+            for (int64_t j = 0; j < kv; j++) s[j] = tl_expf(tlm_sub(s[j], m));
+            for (int64_t j = kv; j < kn; j++) s[j] = 0.0f;
+            l = row_sum(s, kv);
         }
         L[i0 + r] = tlm_attn_lse(m, l, nan_seen);
         bad[r] = nan_seen;
@@ -151,8 +177,8 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
             const int64_t i = i0 + r;
             float *p = S + r * kn, *ds = dP + r * kn;
             const float lse = L[i], D = tlm_dot(dO + i * HD, 1, O + i * HD, 1, hd, 0.0f);
-            const int64_t ke = key_end(M, causal, n, i);
-            for (int64_t j = 0; j < ke; j++) {
+            const int64_t ke = key_end(M, causal, n, i), kv = vec_end(ke, kn);
+            for (int64_t j = 0; j < kv; j++) {
                 p[j] = tlm_attn_prob(tlm_mul(p[j], scale), lse);
                 ds[j] = tlm_attn_dscore(p[j], ds[j], D, scale);
             }
