@@ -34,7 +34,7 @@ static inline int omp_get_thread_num(void) { return 0; }
 #define MR 8     /* micro-tile rows: accumulators live in 2 * MR vector registers */
 #define NR 32    /* micro-tile columns: two 16-float vectors */
 #define KC 384   /* longest k slice (slices are equal): a KC x NR B panel is 48 KiB, about L1 */
-#define MC 64    /* rows per task (one packed A block, in L2) */
+#define MC 64    /* rows per packed A block (in L2) */
 #define NC 2048  /* columns of B packed per pass (KC x NC floats = 3 MiB) */
 #define SMALL_GEMM 512 /* m n p at most this: plain loops */
 #define LOCAL_PACK 4096 /* packing buffers up to this many floats live on the stack */
