@@ -12,6 +12,7 @@
 // thread, so more SMs work; the bits are the same, since each output is still its one chain in k order.
 // tl_gemm_f32 is what other kernels call (exact or cuBLAS); tlk_gemm_exact is the registry
 // entry's body.
+#include <string.h>
 #include "common.cuh"
 #include "entry/gemm_kernels.h"
 
@@ -32,91 +33,120 @@ __device__ __forceinline__ void load4(const float *p, long long ld, int outer, i
     }
 }
 
-// Stage one BK-deep tile of op(X) into registers: `rows` is the tile's non-k extent (BM or
-// BN), TRANS says whether X is stored k-major (contiguous along rows) or row-major (contiguous
-// along k). Each thread loads BK/8 float4s.
-template <int BK, bool KMAJOR>
-__device__ __forceinline__ void load_tile(const float *X, long long ld, int r0, int k0, int R, int K,
-                                          bool vec, float reg[BK / 8][4]) {
+// The large-tile kernel, one template for every block shape: a BM x BN output tile per block of
+// (BM/WM) x (BN/WN) warps, each warp a WM x WN sub-tile, each lane TM x TN outputs in float4
+// groups (rows lm*4 + g*LM*4 + 0..3 of its warp tile for g < TM/4, LM = WM/TM lanes down,
+// columns likewise with LN = WN/TN lanes across), so a warp's fragment reads are LM (or LN)
+// consecutive float4s: one shared-memory wavefront each. K is staged BK at a time into
+// k-major shared tiles padded by 4 floats (a row-major operand's transposing stores then hit
+// distinct banks), double-buffered: the next tile's global loads sit in registers while the
+// current one is multiplied, one barrier per k-tile.
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_>
+struct Tile {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
+    static constexpr int LM = WM / TM, LN = WN / TN;
+    static constexpr int THREADS = (BM / WM) * (BN / WN) * 32;
+    static constexpr int PAD = 4;
+    static_assert(LM * LN == 32 && TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "tile shape");
+    static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles");
+};
+
+// float4 loads of one BK-deep tile of an operand whose non-k extent is R, into registers:
+// KMAJOR operands are stored X[k * ld + r] (contiguous along r), the others X[r * ld + k]
+template <int R, int BK, int THREADS, bool KMAJOR>
+struct Stage {
+    static constexpr int F = R * BK / 4, NQ = (F + THREADS - 1) / THREADS;
+    float v[NQ][4];
+    __device__ __forceinline__ void load(const float *X, long long ld, int r0, int k0, int Rn, int K,
+                                         bool vec) {
 #pragma unroll
-    for (int q = 0; q < BK / 8; q++) {
-        int e = threadIdx.x + THREADS * q;
-        if (KMAJOR) {   // X[k * ld + r]: 32 float4 per k-row
-            load4(X, ld, k0 + e / 32, r0 + (e % 32) * 4, K, R, vec, reg[q]);
-        } else {        // X[r * ld + k]: BK/4 float4 per row
-            load4(X, ld, r0 + e / (BK / 4), k0 + (e % (BK / 4)) * 4, R, K, vec, reg[q]);
+        for (int q = 0; q < NQ; q++) {
+            int e = threadIdx.x + THREADS * q;
+            if (F % THREADS && e >= F) break;
+            if (KMAJOR) load4(X, ld, k0 + e / (R / 4), r0 + (e % (R / 4)) * 4, K, Rn, vec, v[q]);
+            else load4(X, ld, r0 + e / (BK / 4), k0 + (e % (BK / 4)) * 4, Rn, K, vec, v[q]);
         }
     }
-}
-
-template <int BK, bool KMAJOR>
-__device__ __forceinline__ void store_tile(float (*S)[128], const float reg[BK / 8][4]) {
+    // into S[kk * (R + 4) + r]
+    __device__ __forceinline__ void store(float *S) const {
 #pragma unroll
-    for (int q = 0; q < BK / 8; q++) {
-        int e = threadIdx.x + THREADS * q;
-        if (KMAJOR) {
-            *reinterpret_cast<float4 *>(&S[e / 32][(e % 32) * 4]) =
-                make_float4(reg[q][0], reg[q][1], reg[q][2], reg[q][3]);
-        } else {
-            int r = e / (BK / 4), kq = (e % (BK / 4)) * 4;
+        for (int q = 0; q < NQ; q++) {
+            int e = threadIdx.x + THREADS * q;
+            if (F % THREADS && e >= F) break;
+            if (KMAJOR) {
+                *reinterpret_cast<float4 *>(&S[(e / (R / 4)) * (R + 4) + (e % (R / 4)) * 4]) =
+                    make_float4(v[q][0], v[q][1], v[q][2], v[q][3]);
+            } else {
+                int r = e / (BK / 4), kq = (e % (BK / 4)) * 4;
 #pragma unroll
-            for (int i = 0; i < 4; i++) S[kq + i][r] = reg[q][i];
+                for (int i = 0; i < 4; i++) S[(kq + i) * (R + 4) + r] = v[q][i];
+            }
         }
     }
-}
+};
 
-// op(A) (M, K): A[i lda + k], or A[k lda + i] when TA; op(B) (K, N): B[k ldb + j], or B[j ldb + k]
-template <int BK, bool TA, bool TB>
-__global__ void __launch_bounds__(THREADS, 2)
-k_gemm_exact(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
-             const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
-             long long ldc, long long sc, int accumulate, bool vec_a, bool vec_b, long long b0,
-             bool rows_on_x) {
-    __shared__ __align__(16) float As[2][BK][BM];
-    __shared__ __align__(16) float Bs[2][BK][BN];
+template <class T, int MINB, bool TA, bool TB>
+__global__ void __launch_bounds__(T::THREADS, MINB)
+k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
+            const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
+            long long ldc, long long sc, int accumulate, bool vec_a, bool vec_b, bool vec_c,
+            long long b0, bool rows_on_x) {
+    constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, SA = BM + 4,
+                  SB = BN + 4;
+    __shared__ __align__(16) float As[2][BK * SA];  // As[.][kk * SA + i] = op(A)[row0 + i][k0 + kk]
+    __shared__ __align__(16) float Bs[2][BK * SB];  // Bs[.][kk * SB + j] = op(B)[k0 + kk][col0 + j]
     long long bi = b0 + blockIdx.z;
     A += bi * sa; B += bi * sb; C += bi * sc;
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wr = (warp / (BN / T::WN)) * T::WM + (lane / T::LN) * 4;
+    const int wc = (warp % (BN / T::WN)) * T::WN + (lane % T::LN) * 4;
     const int row0 = (rows_on_x ? blockIdx.x : blockIdx.y) * BM;
     const int col0 = (rows_on_x ? blockIdx.y : blockIdx.x) * BN;
+    auto row_of = [&](int i) { return row0 + wr + (i / 4) * T::LM * 4 + i % 4; };
+    auto col_of = [&](int j) { return col0 + wc + (j / 4) * T::LN * 4 + j % 4; };
 
-    float acc[8][8];
+    float acc[TM][TN];
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+    for (int i = 0; i < TM; i++)
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+        for (int j = 0; j < TN; j++) {
+            int r = row_of(i), c = col_of(j);
             acc[i][j] = (accumulate && r < M && c < N) ? C[(long long)r * ldc + c] : 0.0f;
         }
-    }
 
-    float ra[BK / 8][4], rb[BK / 8][4];
+    Stage<BM, BK, T::THREADS, TA> ga;
+    Stage<BN, BK, T::THREADS, !TB> gb;
     if (K > 0) {
-        load_tile<BK, TA>(A, lda, row0, 0, M, K, vec_a, ra);
-        load_tile<BK, !TB>(B, ldb, col0, 0, N, K, vec_b, rb);
-        store_tile<BK, TA>(As[0], ra);
-        store_tile<BK, !TB>(Bs[0], rb);
+        ga.load(A, lda, row0, 0, M, K, vec_a);
+        gb.load(B, ldb, col0, 0, N, K, vec_b);
+        ga.store(As[0]);
+        gb.store(Bs[0]);
     }
     __syncthreads();
     for (int k0 = 0, cur = 0; k0 < K; k0 += BK, cur ^= 1) {
         const bool more = k0 + BK < K;
         if (more) {
-            load_tile<BK, TA>(A, lda, row0, k0 + BK, M, K, vec_a, ra);
-            load_tile<BK, !TB>(B, ldb, col0, k0 + BK, N, K, vec_b, rb);
+            ga.load(A, lda, row0, k0 + BK, M, K, vec_a);
+            gb.load(B, ldb, col0, k0 + BK, N, K, vec_b);
         }
-        const int kn = K - k0 < BK ? K - k0 : BK;   // the last tile stops at K: no padded fma
+        const int kn = K - k0 < BK ? K - k0 : BK;  // the last tile stops at K: no padded fma
+        const float *as = As[cur], *bs = Bs[cur];
         auto step = [&](int kk) {
-            float4 a0 = *reinterpret_cast<const float4 *>(&As[cur][kk][ty * 4]);
-            float4 a1 = *reinterpret_cast<const float4 *>(&As[cur][kk][64 + ty * 4]);
-            float4 b0v = *reinterpret_cast<const float4 *>(&Bs[cur][kk][tx * 4]);
-            float4 b1v = *reinterpret_cast<const float4 *>(&Bs[cur][kk][64 + tx * 4]);
-            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-            const float b[8] = {b0v.x, b0v.y, b0v.z, b0v.w, b1v.x, b1v.y, b1v.z, b1v.w};
+            float a[TM], b[TN];
 #pragma unroll
-            for (int i = 0; i < 8; i++)
+            for (int g = 0; g < TM / 4; g++) {
+                float4 t = *reinterpret_cast<const float4 *>(&as[kk * SA + wr + g * T::LM * 4]);
+                a[4 * g] = t.x; a[4 * g + 1] = t.y; a[4 * g + 2] = t.z; a[4 * g + 3] = t.w;
+            }
 #pragma unroll
-                for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+            for (int g = 0; g < TN / 4; g++) {
+                float4 t = *reinterpret_cast<const float4 *>(&bs[kk * SB + wc + g * T::LN * 4]);
+                b[4 * g] = t.x; b[4 * g + 1] = t.y; b[4 * g + 2] = t.z; b[4 * g + 3] = t.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
         };
         if (kn == BK) {
 #pragma unroll
@@ -125,20 +155,28 @@ k_gemm_exact(int M, int N, int K, const float *__restrict__ A, long long lda, lo
             for (int kk = 0; kk < kn; kk++) step(kk);
         }
         if (more) {
-            store_tile<BK, TA>(As[cur ^ 1], ra);
-            store_tile<BK, !TB>(Bs[cur ^ 1], rb);
+            ga.store(As[cur ^ 1]);
+            gb.store(Bs[cur ^ 1]);
         }
         __syncthreads();
     }
 
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+    for (int i = 0; i < TM; i++) {
+        const int r = row_of(i);
         if (r >= M) continue;
+        float *cr = C + (long long)r * ldc;
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
-            if (c < N) C[(long long)r * ldc + c] = acc[i][j];
+        for (int g = 0; g < TN / 4; g++) {
+            const int c = col_of(4 * g);
+            if (vec_c && c + 3 < N) {
+                *reinterpret_cast<float4 *>(cr + c) =
+                    make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (c + e < N) cr[c + e] = acc[i][4 * g + e];
+            }
         }
     }
 }
@@ -250,14 +288,130 @@ int launch_small(const char *op, int ta, int tb, int64_t batch, int M, int N, in
     return TL_OK;
 }
 
-// blocks a launch with T x T output tiles would start
+// blocks a launch with tm x tn output tiles would start
+int64_t tile_blocks_mn(int64_t batch, int64_t m, int64_t n, int64_t tm, int64_t tn) {
+    return batch * ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
+}
+
 int64_t tile_blocks(int64_t batch, int64_t m, int64_t n, int64_t t) {
-    return batch * ((m + t - 1) / t) * ((n + t - 1) / t);
+    return tile_blocks_mn(batch, m, n, t, t);
 }
 
 
+// the previous kernel (128x128, 16x16 threads of 8x8, BK 8 or 16), kept to compare against
+// (old) Stage one BK-deep tile of op(X) into registers: `rows` is the tile's non-k extent (BM or
+// BN), TRANS says whether X is stored k-major (contiguous along rows) or row-major (contiguous
+// along k). Each thread loads BK/8 float4s.
+template <int BK, bool KMAJOR>
+__device__ __forceinline__ void load_tile(const float *X, long long ld, int r0, int k0, int R, int K,
+                                          bool vec, float reg[BK / 8][4]) {
+#pragma unroll
+    for (int q = 0; q < BK / 8; q++) {
+        int e = threadIdx.x + THREADS * q;
+        if (KMAJOR) {   // X[k * ld + r]: 32 float4 per k-row
+            load4(X, ld, k0 + e / 32, r0 + (e % 32) * 4, K, R, vec, reg[q]);
+        } else {        // X[r * ld + k]: BK/4 float4 per row
+            load4(X, ld, r0 + e / (BK / 4), k0 + (e % (BK / 4)) * 4, R, K, vec, reg[q]);
+        }
+    }
+}
+
+template <int BK, bool KMAJOR>
+__device__ __forceinline__ void store_tile(float (*S)[128], const float reg[BK / 8][4]) {
+#pragma unroll
+    for (int q = 0; q < BK / 8; q++) {
+        int e = threadIdx.x + THREADS * q;
+        if (KMAJOR) {
+            *reinterpret_cast<float4 *>(&S[e / 32][(e % 32) * 4]) =
+                make_float4(reg[q][0], reg[q][1], reg[q][2], reg[q][3]);
+        } else {
+            int r = e / (BK / 4), kq = (e % (BK / 4)) * 4;
+#pragma unroll
+            for (int i = 0; i < 4; i++) S[kq + i][r] = reg[q][i];
+        }
+    }
+}
+
+// op(A) (M, K): A[i lda + k], or A[k lda + i] when TA; op(B) (K, N): B[k ldb + j], or B[j ldb + k]
+template <int BK, bool TA, bool TB>
+__global__ void __launch_bounds__(THREADS, 2)
+k_gemm_old(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
+             const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
+             long long ldc, long long sc, int accumulate, bool vec_a, bool vec_b, long long b0,
+             bool rows_on_x) {
+    __shared__ __align__(16) float As[2][BK][BM];
+    __shared__ __align__(16) float Bs[2][BK][BN];
+    long long bi = b0 + blockIdx.z;
+    A += bi * sa; B += bi * sb; C += bi * sc;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int row0 = (rows_on_x ? blockIdx.x : blockIdx.y) * BM;
+    const int col0 = (rows_on_x ? blockIdx.y : blockIdx.x) * BN;
+
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+            acc[i][j] = (accumulate && r < M && c < N) ? C[(long long)r * ldc + c] : 0.0f;
+        }
+    }
+
+    float ra[BK / 8][4], rb[BK / 8][4];
+    if (K > 0) {
+        load_tile<BK, TA>(A, lda, row0, 0, M, K, vec_a, ra);
+        load_tile<BK, !TB>(B, ldb, col0, 0, N, K, vec_b, rb);
+        store_tile<BK, TA>(As[0], ra);
+        store_tile<BK, !TB>(Bs[0], rb);
+    }
+    __syncthreads();
+    for (int k0 = 0, cur = 0; k0 < K; k0 += BK, cur ^= 1) {
+        const bool more = k0 + BK < K;
+        if (more) {
+            load_tile<BK, TA>(A, lda, row0, k0 + BK, M, K, vec_a, ra);
+            load_tile<BK, !TB>(B, ldb, col0, k0 + BK, N, K, vec_b, rb);
+        }
+        const int kn = K - k0 < BK ? K - k0 : BK;   // the last tile stops at K: no padded fma
+        auto step = [&](int kk) {
+            float4 a0 = *reinterpret_cast<const float4 *>(&As[cur][kk][ty * 4]);
+            float4 a1 = *reinterpret_cast<const float4 *>(&As[cur][kk][64 + ty * 4]);
+            float4 b0v = *reinterpret_cast<const float4 *>(&Bs[cur][kk][tx * 4]);
+            float4 b1v = *reinterpret_cast<const float4 *>(&Bs[cur][kk][64 + tx * 4]);
+            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float b[8] = {b0v.x, b0v.y, b0v.z, b0v.w, b1v.x, b1v.y, b1v.z, b1v.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        };
+        if (kn == BK) {
+#pragma unroll
+            for (int kk = 0; kk < BK; kk++) step(kk);
+        } else {
+            for (int kk = 0; kk < kn; kk++) step(kk);
+        }
+        if (more) {
+            store_tile<BK, TA>(As[cur ^ 1], ra);
+            store_tile<BK, !TB>(Bs[cur ^ 1], rb);
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+        if (r >= M) continue;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+            if (c < N) C[(long long)r * ldc + c] = acc[i][j];
+        }
+    }
+}
+
 template <int BK>
-int launch(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
+int launch_old(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
            int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
            int64_t sc, int accumulate) {
     // float4 loads need 16-byte aligned rows in every batch element
@@ -272,7 +426,7 @@ int launch(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, c
     for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
         grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
 #define TL_GX_LAUNCH(TA, TB)                                                                     \
-    k_gemm_exact<BK, TA, TB><<<grid, THREADS, 0, tl_stream()>>>(M, N, K, A, lda, sa, B, ldb, sb, \
+    k_gemm_old<BK, TA, TB><<<grid, THREADS, 0, tl_stream()>>>(M, N, K, A, lda, sa, B, ldb, sb, \
                                                                 C, ldc, sc, accumulate, va, vb, b0, \
                                                                 rows_on_x)
         if (!ta && !tb) TL_GX_LAUNCH(false, false);
@@ -285,40 +439,95 @@ int launch(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, c
     return TL_OK;
 }
 
-}  // namespace
 
-// k-tile depth; TORCHLEAN_GEMM_EXACT_BK=8|16 overrides it for tuning (the bits do not depend on it)
-static int gemm_exact_bk(void) {
-    static int bk = 0;
-    if (!bk) {
-        const char *v = getenv("TORCHLEAN_GEMM_EXACT_BK");
-        bk = (v && v[0] == '8' && v[1] == 0) ? 8 : 16;
-    }
-    return bk;
+// float4 loads and stores need 16-byte aligned rows in every batch element
+bool aligned16(const void *p, int64_t ld, int64_t s, int64_t batch) {
+    return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch == 1 || s % 4 == 0);
 }
 
-extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
-                                 int64_t n, int64_t k, const float *A, int64_t lda, int64_t sa,
-                                 const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
-                                 int64_t sc, int accumulate) {
-    if (batch == 0 || m == 0 || n == 0) return TL_OK;
-    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
-        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
-    // The 128x128 kernel does far more per block, so it wins unless it would leave most SMs
-    // idle (at 1024^3 on an H200, 64 blocks on 132 SMs: 0.12 ms, 32x32 tiles: 0.20 ms)
-    const int64_t sms = tl_sm_count();
-    if (tile_blocks(batch, m, n, 128) < sms / 4) {
-        if (tile_blocks(batch, m, n, 32) >= sms / 2)
-            return launch_small<2>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb,
-                                   C, ldc, sc, accumulate);
-        return launch_small<1>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C,
-                               ldc, sc, accumulate);  // very few outputs: one chain per thread
+template <class T, int MINB>
+int launch_tile(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
+                int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
+                int64_t ldc, int64_t sc, int accumulate) {
+    bool va = aligned16(A, lda, sa, batch), vb = aligned16(B, ldb, sb, batch),
+         vc = aligned16(C, ldc, sc, batch);
+    // gridDim.y stops at 65535: the longer tile count goes on x (M N < 2^32, so one fits on y)
+    unsigned mt = (unsigned)((M + T::BM - 1) / T::BM), nt = (unsigned)((N + T::BN - 1) / T::BN);
+    bool rows_on_x = mt > 65535;
+    dim3 grid(rows_on_x ? mt : nt, rows_on_x ? nt : mt, 1);
+    for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
+        grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
+#define TL_GX_TILE(TA, TB)                                                                       \
+    k_gemm_tile<T, MINB, TA, TB><<<grid, T::THREADS, 0, tl_stream()>>>(                          \
+        M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, va, vb, vc, b0, rows_on_x)
+        if (!ta && !tb) TL_GX_TILE(false, false);
+        else if (!ta && tb) TL_GX_TILE(false, true);
+        else if (ta && !tb) TL_GX_TILE(true, false);
+        else TL_GX_TILE(true, true);
+#undef TL_GX_TILE
+        TL_LAUNCHED(op);
     }
-    if (gemm_exact_bk() == 8)
-        return launch<8>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc, sc,
-                         accumulate);
-    return launch<16>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc, sc,
-                      accumulate);
+    return TL_OK;
+}
+
+using LaunchFn = int (*)(const char *, int, int, int64_t, int, int, int, const float *, int64_t,
+                         int64_t, const float *, int64_t, int64_t, float *, int64_t, int64_t, int);
+
+// the large-tile shapes: name, BM x BN, launcher
+struct TileChoice {
+    const char *name;
+    int bm, bn;
+    LaunchFn fn;
+};
+const TileChoice TILES[] = {
+    {"a", 128, 128, launch_tile<Tile<128, 128, 8, 32, 64, 8, 8>, 2>},
+    {"b", 128, 128, launch_tile<Tile<128, 128, 16, 32, 64, 8, 8>, 2>},
+    {"c", 128, 128, launch_tile<Tile<128, 128, 8, 64, 64, 8, 16>, 2>},
+    {"d", 128, 256, launch_tile<Tile<128, 256, 8, 64, 64, 8, 16>, 1>},
+    {"e", 256, 128, launch_tile<Tile<256, 128, 8, 64, 64, 16, 8>, 1>},
+    {"f", 96, 128, launch_tile<Tile<96, 128, 8, 32, 64, 8, 8>, 2>},
+    {"g", 64, 128, launch_tile<Tile<64, 128, 8, 32, 64, 8, 8>, 3>},
+    {"h", 128, 64, launch_tile<Tile<128, 64, 8, 64, 32, 8, 8>, 3>},
+    {"i", 96, 96, launch_tile<Tile<96, 96, 8, 96, 32, 12, 8>, 3>},
+    {"old16", 128, 128, launch_old<16>},
+    {"old8", 128, 128, launch_old<8>},
+};
+
+}  // namespace
+
+// TORCHLEAN_GEMM_EXACT_TILE=name runs every large product on that tile (for benchmarks: the
+// bits never depend on it); unset, the tile is chosen per shape
+static const TileChoice *forced_tile(void) {
+    static int done = 0;
+    static const TileChoice *t = nullptr;
+    if (!done) {
+        const char *v = getenv("TORCHLEAN_GEMM_EXACT_TILE");
+        if (v)
+            for (const TileChoice &c : TILES)
+                if (!strcmp(v, c.name)) t = &c;
+        done = 1;
+    }
+    return t;
+}
+
+// The tile whose busiest SM has the least work: ceil(tiles / SMs) tiles of bm x bn outputs
+// each, over the tile's relative FMA rate (smaller tiles stage more per FMA). Tiles of 128x128
+// run most products; the narrower ones keep every SM busy where 128x128 tiles leave a
+// fraction of the last wave empty (4096 x 768: 192 tiles on 132 SMs).
+static const TileChoice *pick_tile(int64_t batch, int64_t m, int64_t n, int64_t sms) {
+    if (const TileChoice *t = forced_tile()) return t;
+    static const struct { const char *name; double rate; } CANDIDATES[] = {
+        {"a", 1.0}, {"f", 0.97}, {"i", 0.93}, {"g", 0.9}};
+    const TileChoice *best = nullptr;
+    double best_cost = 0;
+    for (auto &cand : CANDIDATES)
+        for (const TileChoice &c : TILES)
+            if (!strcmp(c.name, cand.name)) {
+                int64_t per_sm = (tile_blocks_mn(batch, m, n, c.bm, c.bn) + sms - 1) / sms;
+                double cost = (double)per_sm * c.bm * c.bn / cand.rate;
+                if (!best || cost < best_cost) best = &c, best_cost = cost;
+            }
+    return best;
 }
 
 // The one GEMM entry of the CUDA kernels (linalg, conv_pool, attention), where exact mode
