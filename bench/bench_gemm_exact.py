@@ -8,8 +8,10 @@ product and the three products of a transformer's 768 -> 3072 linear layer on 40
 (forward x W^T: NT; input gradient g W: NN; weight gradient g^T x: TN), timed as a loop of
 calls ended by a synchronise (median of repeats), against tl_matmul_t in default mode (cuBLAS
 SGEMM, TF32 off). The large-tile shape comes from TORCHLEAN_GEMM_EXACT_TILE (unset: chosen per
-shape, "auto" below); it never changes the bits, so the script runs the parity check and the
-timings for each tile in a child process and reports them side by side.
+shape, "auto" below) and TORCHLEAN_GEMM_EXACT_CHAIN=0 turns off the long-K chain kernel
+("nochain"); neither changes the bits, so the script runs the parity check and the timings
+for each setting in a child process and reports them side by side. The FNO columns are its
+skip-linear's weight gradient (K = 20 x 1024 points) and forward.
 """
 from __future__ import annotations
 
@@ -31,12 +33,15 @@ SHAPES = {
     "fwd NT 4096x768->3072": (1, 4096, 768, 3072, 0, 1),
     "dgrad NN 4096x3072->768": (1, 4096, 3072, 768, 0, 0),
     "wgrad TN 3072x4096->768": (1, 3072, 4096, 768, 1, 0),
+    "FNO wgrad TN 64x20480->64": (1, 64, 20480, 64, 1, 0),
+    "FNO fwd NT 20480x64->64": (1, 20480, 64, 64, 0, 1),
 }
 # odd shapes: partial tiles on every side, K off the k-tile, unaligned rows (no float4 loads)
 PARITY = [(1, 1, 1, 1), (3, 37, 129, 53), (1, 513, 1000, 777), (2, 128, 64, 256),
           (1, 1024, 1024, 1024), (1, 200, 4097, 130), (2, 700, 301, 650), (1, 523, 259, 1037),
-          (1, 4096, 5, 96), (1, 97, 33, 4099)]
-TILES = ["auto", "a", "b", "c", "d", "e", "f", "g", "h", "i", "old16", "old8"]
+          (1, 4096, 5, 96), (1, 97, 33, 4099), (1, 64, 2051, 40), (2, 9, 1500, 13),
+          (1, 64, 20480, 64)]
+TILES = ["auto", "nochain", "a", "b", "c", "d", "e", "f", "g", "h", "i", "old16", "old8"]
 
 
 def _upload(lib, ffi, x):
@@ -109,10 +114,14 @@ def timing(shape, reps, cublas):
     if cublas:  # default mode: tl_matmul_t is cuBLAS with the same transposes
         calls["cublas"] = lambda: lib.tl_matmul_t(ha, hb, hc, batch, m, k, n, ta, tb)
     out = {}
-    inner = max(1, int(1e12 // (2 * batch * m * k * n)))  # about 25 ms a loop
     for name, f in calls.items():
         assert f() == 0
         lib.tl_synchronize()
+        t = time.perf_counter()
+        for _ in range(3):
+            f()
+        lib.tl_synchronize()
+        inner = max(1, int(0.025 / ((time.perf_counter() - t) / 3)))  # about 25 ms a loop
         ts = []
         for _ in range(reps):
             t = time.perf_counter()
@@ -159,7 +168,10 @@ def main():
         for tile in args.tiles.split(","):
             env = dict(os.environ, TORCHLEAN_BACKEND="cuda")
             env.pop("TORCHLEAN_GEMM_EXACT_TILE", None)
-            if tile != "auto":
+            env.pop("TORCHLEAN_GEMM_EXACT_CHAIN", None)
+            if tile == "nochain":  # auto tiles without the long-K chain kernel
+                env["TORCHLEAN_GEMM_EXACT_CHAIN"] = "0"
+            elif tile != "auto":
                 env["TORCHLEAN_GEMM_EXACT_TILE"] = tile
             cmd = [sys.executable, __file__, "--child", "--ref", ref, "--reps", str(args.reps)]
             r = subprocess.run(cmd + (["--cublas"] if cublas is None else []), env=env,

@@ -265,6 +265,109 @@ k_gemm_exact_small(int M, int N, int K, const float *__restrict__ A, long long l
     }
 }
 
+// The chain kernel, for few outputs over a long K (a weight gradient over many tokens: 64 x 64
+// with K = 20480), where each output's chain of K dependent FMAs is the whole cost: one thread
+// per output, 8 x 8 outputs per block of 64 threads, so the blocks spread over the SMs instead
+// of crowding a few. K is staged CHAIN_KC at a time into k-contiguous shared rows read as
+// float4 (four chain steps per two loads); cp.async fills the other buffer with the next
+// chunk while the current chunk's FMAs run. Same chain per output as every other kernel here.
+constexpr int CHAIN_T = 8, CHAIN_KC = 256, CHAIN_THREADS = CHAIN_T * CHAIN_T,
+              CHAIN_NL = CHAIN_T * CHAIN_KC / CHAIN_THREADS;
+
+// where element e of a chunk goes: (row or column, k), neighbouring threads on neighbouring
+// addresses of either layout (KCONTIG: the operand is stored contiguous along k)
+template <bool KCONTIG>
+__device__ __forceinline__ void chain_slot(int e, int &x, int &kk) {
+    x = KCONTIG ? e / CHAIN_KC : e % CHAIN_T;
+    kk = KCONTIG ? e % CHAIN_KC : e / CHAIN_T;
+}
+
+// a 4-byte asynchronous copy global -> shared, zero-filled when !ok (src is then not read)
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
+}
+
+template <bool TA, bool TB>
+__global__ void __launch_bounds__(CHAIN_THREADS)
+k_gemm_exact_chain(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
+                   const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
+                   long long ldc, long long sc, int accumulate, long long tiles_m, long long tiles_n) {
+    __shared__ __align__(16) float As[2][CHAIN_T][CHAIN_KC + 4];  // As[.][i][kk] = op(A)[row0 + i][k0 + kk]
+    __shared__ __align__(16) float Bs[2][CHAIN_T][CHAIN_KC + 4];  // Bs[.][j][kk] = op(B)[k0 + kk][col0 + j]
+    long long t = blockIdx.x;
+    const int col0 = (int)(t % tiles_n) * CHAIN_T;
+    t /= tiles_n;
+    const int row0 = (int)(t % tiles_m) * CHAIN_T;
+    const long long bi = t / tiles_m;
+    A += bi * sa; B += bi * sb; C += bi * sc;
+    const int r = threadIdx.x / CHAIN_T, c = threadIdx.x % CHAIN_T;
+    const bool live = row0 + r < M && col0 + c < N;
+    float acc = (accumulate && live) ? C[(long long)(row0 + r) * ldc + col0 + c] : 0.0f;
+
+    auto fetch = [&](int k0, int buf) {
+#pragma unroll 8
+        for (int q = 0; q < CHAIN_NL; q++) {
+            const int e = threadIdx.x + CHAIN_THREADS * q;
+            int i, j, ka, kb;
+            chain_slot<!TA>(e, i, ka);
+            chain_slot<TB>(e, j, kb);
+            const int gi = row0 + i, gj = col0 + j, gka = k0 + ka, gkb = k0 + kb;
+            const bool oka = gi < M && gka < K, okb = gj < N && gkb < K;
+            cp_async4(&As[buf][i][ka], oka ? A + (TA ? (long long)gka * lda + gi : (long long)gi * lda + gka) : A, oka);
+            cp_async4(&Bs[buf][j][kb], okb ? B + (TB ? (long long)gj * ldb + gkb : (long long)gkb * ldb + gj) : B, okb);
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    if (K > 0) fetch(0, 0);
+    for (int k0 = 0, cur = 0; k0 < K; k0 += CHAIN_KC, cur ^= 1) {
+        if (k0 + CHAIN_KC < K) {
+            fetch(k0 + CHAIN_KC, cur ^ 1);  // that buffer was released by the last barrier
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::);
+        }
+        __syncthreads();
+        const int kn = K - k0 < CHAIN_KC ? K - k0 : CHAIN_KC;  // no padded fma past K
+        const float *ar = As[cur][r], *br = Bs[cur][c];
+        auto quad = [&](int kk) {
+            const float4 a = *reinterpret_cast<const float4 *>(ar + kk);
+            const float4 b = *reinterpret_cast<const float4 *>(br + kk);
+            acc = __fmaf_rn(a.x, b.x, acc);
+            acc = __fmaf_rn(a.y, b.y, acc);
+            acc = __fmaf_rn(a.z, b.z, acc);
+            acc = __fmaf_rn(a.w, b.w, acc);
+        };
+        if (kn == CHAIN_KC) {
+#pragma unroll 8
+            for (int kk = 0; kk < CHAIN_KC; kk += 4) quad(kk);
+        } else {
+            int kk = 0;
+            for (; kk + 4 <= kn; kk += 4) quad(kk);
+            for (; kk < kn; kk++) acc = __fmaf_rn(ar[kk], br[kk], acc);
+        }
+        __syncthreads();
+    }
+    if (live) C[(long long)(row0 + r) * ldc + col0 + c] = acc;
+}
+
+int launch_chain(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
+                 int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
+                 int64_t ldc, int64_t sc, int accumulate) {
+    const long long tm = (M + CHAIN_T - 1) / CHAIN_T, tn = (N + CHAIN_T - 1) / CHAIN_T;
+    const unsigned blocks = (unsigned)(batch * tm * tn);  // a few per SM at most: see the caller
+#define TL_GX_CHAIN(TA, TB)                                                                       \
+    k_gemm_exact_chain<TA, TB><<<blocks, CHAIN_THREADS, 0, tl_stream()>>>(                        \
+        M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, tm, tn)
+    if (!ta && !tb) TL_GX_CHAIN(false, false);
+    else if (!ta && tb) TL_GX_CHAIN(false, true);
+    else if (ta && !tb) TL_GX_CHAIN(true, false);
+    else TL_GX_CHAIN(true, true);
+#undef TL_GX_CHAIN
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
 template <int TM>
 int launch_small(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
                  int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
@@ -510,6 +613,17 @@ static const TileChoice *forced_tile(void) {
     return t;
 }
 
+// TORCHLEAN_GEMM_EXACT_CHAIN=0 turns the chain kernel off (for benchmarks: the bits never
+// depend on it)
+static bool chain_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("TORCHLEAN_GEMM_EXACT_CHAIN");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
 // The tile whose busiest SM has the least work: ceil(tiles / SMs) tiles of bm x bn outputs
 // each, over the tile's relative FMA rate (smaller tiles stage more per FMA). Tiles of 128x128
 // run most products; the narrower ones keep every SM busy where 128x128 tiles leave a
@@ -517,7 +631,7 @@ static const TileChoice *forced_tile(void) {
 static const TileChoice *pick_tile(int64_t batch, int64_t m, int64_t n, int64_t sms) {
     if (const TileChoice *t = forced_tile()) return t;
     static const struct { const char *name; double rate; } CANDIDATES[] = {
-        {"a", 1.0}, {"f", 0.97}, {"i", 0.93}, {"g", 0.9}};
+        {"a", 1.0}, {"f", 0.97}, {"i", 0.93}, {"g", 0.9}, {"h", 0.9}};
     const TileChoice *best = nullptr;
     double best_cost = 0;
     for (auto &cand : CANDIDATES)
@@ -528,6 +642,31 @@ static const TileChoice *pick_tile(int64_t batch, int64_t m, int64_t n, int64_t 
                 if (!best || cost < best_cost) best = &c, best_cost = cost;
             }
     return best;
+}
+
+extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
+                                 int64_t n, int64_t k, const float *A, int64_t lda, int64_t sa,
+                                 const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
+                                 int64_t sc, int accumulate) {
+    if (batch == 0 || m == 0 || n == 0) return TL_OK;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
+    const int64_t sms = tl_sm_count();
+    // few outputs over a long K: one chain per thread, spread over the SMs
+    if (k >= 4 * CHAIN_KC && tile_blocks_mn(batch, m, n, CHAIN_T, CHAIN_T) <= 2 * sms && chain_enabled())
+        return launch_chain(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc,
+                            sc, accumulate);
+    // The large tiles do far more per block, so they win unless 128x128 tiles would leave most
+    // SMs idle (at 1024^3 on an H200, 64 blocks on 132 SMs: 0.12 ms, 32x32 tiles: 0.20 ms)
+    if (tile_blocks(batch, m, n, 128) < sms / 4) {
+        if (tile_blocks(batch, m, n, 32) >= sms / 2)
+            return launch_small<2>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb,
+                                   C, ldc, sc, accumulate);
+        return launch_small<1>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C,
+                               ldc, sc, accumulate);  // very few outputs: one chain per thread
+    }
+    return pick_tile(batch, m, n, sms)->fn(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B,
+                                           ldb, sb, C, ldc, sc, accumulate);
 }
 
 // The one GEMM entry of the CUDA kernels (linalg, conv_pool, attention), where exact mode
