@@ -33,6 +33,19 @@ __device__ __forceinline__ void load4(const float *p, long long ld, int outer, i
     }
 }
 
+// asynchronous copies global -> shared of 4 or 16 bytes, zero-filled when !ok (src unread)
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, bool ok) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
 // The large-tile kernel, one template for every block shape: a BM x BN output tile per block of
 // (BM/WM) x (BN/WN) warps, each warp a WM x WN sub-tile, each lane TM x TN outputs in float4
 // groups (rows lm*4 + g*LM*4 + 0..3 of its warp tile for g < TM/4, LM = WM/TM lanes down,
@@ -67,6 +80,40 @@ struct Stage {
             else load4(X, ld, r0 + e / (BK / 4), k0 + (e % (BK / 4)) * 4, Rn, K, vec, v[q]);
         }
     }
+    // the same tile straight into S[kk * (R + 4) + r] by cp.async, no registers: float4 copies
+    // along r for KMAJOR operands, single floats (to their transposed places) for the others;
+    // zero-filled outside the operand
+    __device__ __forceinline__ static void fetch(float *S, const float *X, long long ld, int r0, int k0,
+                                                 int Rn, int K, bool vec) {
+        if (KMAJOR) {
+#pragma unroll
+            for (int q = 0; q < NQ; q++) {
+                int e = threadIdx.x + THREADS * q;
+                if (F % THREADS && e >= F) break;
+                const int k = k0 + e / (R / 4), r = r0 + (e % (R / 4)) * 4;
+                float *d = &S[(e / (R / 4)) * (R + 4) + (e % (R / 4)) * 4];
+                if (vec && k < K && r + 3 < Rn) {
+                    cp_async16(d, X + (long long)k * ld + r, true);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const bool ok = k < K && r + i < Rn;
+                        cp_async4(d + i, ok ? X + (long long)k * ld + r + i : X, ok);
+                    }
+                }
+            }
+        } else {
+            constexpr int FE = R * BK, NE = (FE + THREADS - 1) / THREADS;
+#pragma unroll
+            for (int q = 0; q < NE; q++) {
+                int e = threadIdx.x + THREADS * q;
+                if (FE % THREADS && e >= FE) break;
+                const int r = e / BK, kk = e % BK;
+                const bool ok = r0 + r < Rn && k0 + kk < K;
+                cp_async4(&S[kk * (R + 4) + r], ok ? X + (long long)(r0 + r) * ld + k0 + kk : X, ok);
+            }
+        }
+    }
     // into S[kk * (R + 4) + r]
     __device__ __forceinline__ void store(float *S) const {
 #pragma unroll
@@ -85,7 +132,7 @@ struct Stage {
     }
 };
 
-template <class T, int MINB, bool TA, bool TB>
+template <class T, int MINB, int STAGES, bool TA, bool TB>
 __global__ void __launch_bounds__(T::THREADS, MINB)
 k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
             const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
@@ -93,8 +140,9 @@ k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, lon
             long long b0, bool rows_on_x) {
     constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, SA = BM + 4,
                   SB = BN + 4;
-    __shared__ __align__(16) float As[2][BK * SA];  // As[.][kk * SA + i] = op(A)[row0 + i][k0 + kk]
-    __shared__ __align__(16) float Bs[2][BK * SB];  // Bs[.][kk * SB + j] = op(B)[k0 + kk][col0 + j]
+    constexpr int NBUF = STAGES ? STAGES : 2;
+    __shared__ __align__(16) float As[NBUF][BK * SA];  // As[.][kk * SA + i] = op(A)[row0 + i][k0 + kk]
+    __shared__ __align__(16) float Bs[NBUF][BK * SB];  // Bs[.][kk * SB + j] = op(B)[k0 + kk][col0 + j]
     long long bi = b0 + blockIdx.z;
     A += bi * sa; B += bi * sb; C += bi * sc;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -114,23 +162,8 @@ k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, lon
             acc[i][j] = (accumulate && r < M && c < N) ? C[(long long)r * ldc + c] : 0.0f;
         }
 
-    Stage<BM, BK, T::THREADS, TA> ga;
-    Stage<BN, BK, T::THREADS, !TB> gb;
-    if (K > 0) {
-        ga.load(A, lda, row0, 0, M, K, vec_a);
-        gb.load(B, ldb, col0, 0, N, K, vec_b);
-        ga.store(As[0]);
-        gb.store(Bs[0]);
-    }
-    __syncthreads();
-    for (int k0 = 0, cur = 0; k0 < K; k0 += BK, cur ^= 1) {
-        const bool more = k0 + BK < K;
-        if (more) {
-            ga.load(A, lda, row0, k0 + BK, M, K, vec_a);
-            gb.load(B, ldb, col0, k0 + BK, N, K, vec_b);
-        }
-        const int kn = K - k0 < BK ? K - k0 : BK;  // the last tile stops at K: no padded fma
-        const float *as = As[cur], *bs = Bs[cur];
+    // kn k-steps of the tile in buffers as, bs (kn < BK only for the last tile: no padded fma)
+    auto multiply = [&](const float *as, const float *bs, int kn) {
         auto step = [&](int kk) {
             float a[TM], b[TN];
 #pragma unroll
@@ -154,11 +187,57 @@ k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, lon
         } else {
             for (int kk = 0; kk < kn; kk++) step(kk);
         }
-        if (more) {
-            ga.store(As[cur ^ 1]);
-            gb.store(Bs[cur ^ 1]);
+    };
+
+    using SA_ = Stage<BM, BK, T::THREADS, TA>;
+    using SB_ = Stage<BN, BK, T::THREADS, !TB>;
+    if constexpr (STAGES > 0) {
+        // cp.async pipeline: STAGES - 1 tiles in flight while one is multiplied, one barrier
+        // per tile (it also frees the buffer the next fetch overwrites)
+        const int ntiles = (K + BK - 1) / BK;
+#pragma unroll
+        for (int st = 0; st < STAGES - 1; st++) {
+            if (st < ntiles) {
+                SA_::fetch(As[st], A, lda, row0, st * BK, M, K, vec_a);
+                SB_::fetch(Bs[st], B, ldb, col0, st * BK, N, K, vec_b);
+            }
+            cp_async_commit();
+        }
+        for (int t = 0; t < ntiles; t++) {
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();
+            const int nt = t + STAGES - 1;
+            if (nt < ntiles) {
+                SA_::fetch(As[nt % STAGES], A, lda, row0, nt * BK, M, K, vec_a);
+                SB_::fetch(Bs[nt % STAGES], B, ldb, col0, nt * BK, N, K, vec_b);
+            }
+            cp_async_commit();
+            multiply(As[t % STAGES], Bs[t % STAGES], K - t * BK < BK ? K - t * BK : BK);
+        }
+    } else {
+        // registers hold the next tile's global loads while the current one is multiplied
+        SA_ ga;
+        SB_ gb;
+        if (K > 0) {
+            ga.load(A, lda, row0, 0, M, K, vec_a);
+            gb.load(B, ldb, col0, 0, N, K, vec_b);
+            ga.store(As[0]);
+            gb.store(Bs[0]);
         }
         __syncthreads();
+        for (int k0 = 0, cur = 0; k0 < K; k0 += BK, cur ^= 1) {
+            const bool more = k0 + BK < K;
+            if (more) {
+                ga.load(A, lda, row0, k0 + BK, M, K, vec_a);
+                gb.load(B, ldb, col0, k0 + BK, N, K, vec_b);
+            }
+            multiply(As[cur], Bs[cur], K - k0 < BK ? K - k0 : BK);
+            if (more) {
+                ga.store(As[cur ^ 1]);
+                gb.store(Bs[cur ^ 1]);
+            }
+            __syncthreads();
+        }
     }
 
 #pragma unroll
@@ -282,12 +361,6 @@ __device__ __forceinline__ void chain_slot(int e, int &x, int &kk) {
     kk = KCONTIG ? e % CHAIN_KC : e / CHAIN_T;
 }
 
-// a 4-byte asynchronous copy global -> shared, zero-filled when !ok (src is then not read)
-__device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
-}
-
 template <bool TA, bool TB>
 __global__ void __launch_bounds__(CHAIN_THREADS)
 k_gemm_exact_chain(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
@@ -317,15 +390,15 @@ k_gemm_exact_chain(int M, int N, int K, const float *__restrict__ A, long long l
             cp_async4(&As[buf][i][ka], oka ? A + (TA ? (long long)gka * lda + gi : (long long)gi * lda + gka) : A, oka);
             cp_async4(&Bs[buf][j][kb], okb ? B + (TB ? (long long)gj * ldb + gkb : (long long)gkb * ldb + gj) : B, okb);
         }
-        asm volatile("cp.async.commit_group;\n" ::);
+        cp_async_commit();
     };
     if (K > 0) fetch(0, 0);
     for (int k0 = 0, cur = 0; k0 < K; k0 += CHAIN_KC, cur ^= 1) {
         if (k0 + CHAIN_KC < K) {
             fetch(k0 + CHAIN_KC, cur ^ 1);  // that buffer was released by the last barrier
-            asm volatile("cp.async.wait_group 1;\n" ::);
+            cp_async_wait<1>();
         } else {
-            asm volatile("cp.async.wait_group 0;\n" ::);
+            cp_async_wait<0>();
         }
         __syncthreads();
         const int kn = K - k0 < CHAIN_KC ? K - k0 : CHAIN_KC;  // no padded fma past K
@@ -548,7 +621,7 @@ bool aligned16(const void *p, int64_t ld, int64_t s, int64_t batch) {
     return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch == 1 || s % 4 == 0);
 }
 
-template <class T, int MINB>
+template <class T, int MINB, int STAGES = 0>
 int launch_tile(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
                 int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
                 int64_t ldc, int64_t sc, int accumulate) {
@@ -561,7 +634,7 @@ int launch_tile(const char *op, int ta, int tb, int64_t batch, int M, int N, int
     for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
         grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
 #define TL_GX_TILE(TA, TB)                                                                       \
-    k_gemm_tile<T, MINB, TA, TB><<<grid, T::THREADS, 0, tl_stream()>>>(                          \
+    k_gemm_tile<T, MINB, STAGES, TA, TB><<<grid, T::THREADS, 0, tl_stream()>>>(                          \
         M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, va, vb, vc, b0, rows_on_x)
         if (!ta && !tb) TL_GX_TILE(false, false);
         else if (!ta && tb) TL_GX_TILE(false, true);
@@ -591,7 +664,11 @@ const TileChoice TILES[] = {
     {"f", 96, 128, launch_tile<Tile<96, 128, 8, 32, 64, 8, 8>, 2>},
     {"g", 64, 128, launch_tile<Tile<64, 128, 8, 32, 64, 8, 8>, 3>},
     {"h", 128, 64, launch_tile<Tile<128, 64, 8, 64, 32, 8, 8>, 3>},
-    {"i", 96, 96, launch_tile<Tile<96, 96, 8, 96, 32, 12, 8>, 3>},
+    {"i", 96, 96, launch_tile<Tile<96, 96, 8, 96, 32, 12, 8>, 2>},
+    {"a3", 128, 128, launch_tile<Tile<128, 128, 8, 32, 64, 8, 8>, 2, 3>},
+    {"a4", 128, 128, launch_tile<Tile<128, 128, 8, 32, 64, 8, 8>, 2, 4>},
+    {"f3", 96, 128, launch_tile<Tile<96, 128, 8, 32, 64, 8, 8>, 2, 3>},
+    {"i3", 96, 96, launch_tile<Tile<96, 96, 8, 96, 32, 12, 8>, 2, 3>},
     {"old16", 128, 128, launch_old<16>},
     {"old8", 128, 128, launch_old<8>},
 };
