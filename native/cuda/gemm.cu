@@ -690,15 +690,15 @@ static const TileChoice *forced_tile(void) {
     return t;
 }
 
-// TORCHLEAN_GEMM_EXACT_CHAIN=0 turns the chain kernel off (for benchmarks: the bits never
-// depend on it)
-static bool chain_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
+// TORCHLEAN_GEMM_EXACT_CHAIN=0 turns the chain kernel off, =2 also gives it every product the
+// small tiles would take (for benchmarks: the bits never depend on it)
+static int chain_mode(void) {
+    static int mode = -1;
+    if (mode < 0) {
         const char *v = getenv("TORCHLEAN_GEMM_EXACT_CHAIN");
-        on = !(v && !strcmp(v, "0"));
+        mode = (v && !strcmp(v, "0")) ? 0 : (v && !strcmp(v, "2")) ? 2 : 1;
     }
-    return on;
+    return mode;
 }
 
 // The tile whose busiest SM has the least work: ceil(tiles / SMs) tiles of bm x bn outputs
@@ -730,7 +730,10 @@ extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, 
         return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
     const int64_t sms = tl_sm_count();
     // few outputs over a long K: one chain per thread, spread over the SMs
-    if (k >= 4 * CHAIN_KC && tile_blocks_mn(batch, m, n, CHAIN_T, CHAIN_T) <= 2 * sms && chain_enabled())
+    const int chain = chain_mode();
+    if (chain && k >= 4 * CHAIN_KC &&
+        (tile_blocks_mn(batch, m, n, CHAIN_T, CHAIN_T) <= 2 * sms ||
+         (chain == 2 && tile_blocks(batch, m, n, 128) < sms / 4)))
         return launch_chain(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc,
                             sc, accumulate);
     // The large tiles do far more per block, so they win unless 128x128 tiles would leave most
