@@ -349,7 +349,8 @@ k_gemm_exact_small(int M, int N, int K, const float *__restrict__ A, long long l
 // per output, 8 x 8 outputs per block of 64 threads, so the blocks spread over the SMs instead
 // of crowding a few. K is staged CHAIN_KC at a time into k-contiguous shared rows read as
 // float4 (four chain steps per two loads); cp.async fills the other buffer with the next
-// chunk while the current chunk's FMAs run. Same chain per output as every other kernel here.
+// chunk, its copies issued between the current chunk's FMAs. Same chain per output as every
+// other kernel here.
 constexpr int CHAIN_T = 8, CHAIN_KC = 256, CHAIN_THREADS = CHAIN_T * CHAIN_T,
               CHAIN_NL = CHAIN_T * CHAIN_KC / CHAIN_THREADS;
 
@@ -378,29 +379,24 @@ k_gemm_exact_chain(int M, int N, int K, const float *__restrict__ A, long long l
     const bool live = row0 + r < M && col0 + c < N;
     float acc = (accumulate && live) ? C[(long long)(row0 + r) * ldc + col0 + c] : 0.0f;
 
-    auto fetch = [&](int k0, int buf) {
-#pragma unroll 8
-        for (int q = 0; q < CHAIN_NL; q++) {
-            const int e = threadIdx.x + CHAIN_THREADS * q;
-            int i, j, ka, kb;
-            chain_slot<!TA>(e, i, ka);
-            chain_slot<TB>(e, j, kb);
-            const int gi = row0 + i, gj = col0 + j, gka = k0 + ka, gkb = k0 + kb;
-            const bool oka = gi < M && gka < K, okb = gj < N && gkb < K;
-            cp_async4(&As[buf][i][ka], oka ? A + (TA ? (long long)gka * lda + gi : (long long)gi * lda + gka) : A, oka);
-            cp_async4(&Bs[buf][j][kb], okb ? B + (TB ? (long long)gj * ldb + gkb : (long long)gkb * ldb + gj) : B, okb);
-        }
-        cp_async_commit();
+    // copy q of this thread's share of the chunk at k0 into buffer buf
+    auto fetch = [&](int k0, int buf, int q) {
+        const int e = threadIdx.x + CHAIN_THREADS * q;
+        int i, j, ka, kb;
+        chain_slot<!TA>(e, i, ka);
+        chain_slot<TB>(e, j, kb);
+        const int gi = row0 + i, gj = col0 + j, gka = k0 + ka, gkb = k0 + kb;
+        const bool oka = gi < M && gka < K, okb = gj < N && gkb < K;
+        cp_async4(&As[buf][i][ka], oka ? A + (TA ? (long long)gka * lda + gi : (long long)gi * lda + gka) : A, oka);
+        cp_async4(&Bs[buf][j][kb], okb ? B + (TB ? (long long)gj * ldb + gkb : (long long)gkb * ldb + gj) : B, okb);
     };
-    if (K > 0) fetch(0, 0);
+    if (K > 0) {
+        for (int q = 0; q < CHAIN_NL; q++) fetch(0, 0, q);
+        cp_async_commit();
+    }
     for (int k0 = 0, cur = 0; k0 < K; k0 += CHAIN_KC, cur ^= 1) {
-        if (k0 + CHAIN_KC < K) {
-            fetch(k0 + CHAIN_KC, cur ^ 1);  // that buffer was released by the last barrier
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        cp_async_wait<0>();
+        __syncthreads();  // chunk k0 is in, and every thread is done with the other buffer
         const int kn = K - k0 < CHAIN_KC ? K - k0 : CHAIN_KC;  // no padded fma past K
         const float *ar = As[cur][r], *br = Bs[cur][c];
         auto quad = [&](int kk) {
@@ -412,14 +408,20 @@ k_gemm_exact_chain(int M, int N, int K, const float *__restrict__ A, long long l
             acc = __fmaf_rn(a.w, b.w, acc);
         };
         if (kn == CHAIN_KC) {
-#pragma unroll 8
-            for (int kk = 0; kk < CHAIN_KC; kk += 4) quad(kk);
-        } else {
+            // the next chunk's copies go out between the chain's steps, which wait on each
+            // other anyway, instead of all before them
+            const bool next = k0 + CHAIN_KC < K;
+#pragma unroll 4
+            for (int qd = 0; qd < CHAIN_KC / 4; qd++) {
+                if (next && qd < CHAIN_NL) fetch(k0 + CHAIN_KC, cur ^ 1, qd);
+                quad(4 * qd);
+            }
+            cp_async_commit();
+        } else {  // the last chunk
             int kk = 0;
             for (; kk + 4 <= kn; kk += 4) quad(kk);
             for (; kk < kn; kk++) acc = __fmaf_rn(ar[kk], br[kk], acc);
         }
-        __syncthreads();
     }
     if (live) C[(long long)(row0 + r) * ldc + col0 + c] = acc;
 }
