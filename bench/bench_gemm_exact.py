@@ -9,7 +9,7 @@ product and the three products of a transformer's 768 -> 3072 linear layer on 40
 calls ended by a synchronise (median of repeats), against tl_matmul_t in default mode (cuBLAS
 SGEMM, TF32 off). The large-tile shape comes from TORCHLEAN_GEMM_EXACT_TILE (unset: chosen per
 shape, "auto" below) and TORCHLEAN_GEMM_EXACT_CHAIN=0 turns off the long-K chain kernel
-("nochain"), =2 gives it every long-K product of few tiles ("chainwide"); neither changes the bits, so the script runs the parity check and the timings
+("nochain"); neither changes the bits, so the script runs the parity check and the timings
 for each setting in a child process and reports them side by side. The FNO columns are its
 skip-linear's weight gradient (K = 20 x 1024 points) and forward.
 """
@@ -43,7 +43,7 @@ PARITY = [(1, 1, 1, 1), (3, 37, 129, 53), (1, 513, 1000, 777), (2, 128, 64, 256)
           (1, 1024, 1024, 1024), (1, 200, 4097, 130), (2, 700, 301, 650), (1, 523, 259, 1037),
           (1, 4096, 5, 96), (1, 97, 33, 4099), (1, 64, 2051, 40), (2, 9, 1500, 13),
           (1, 64, 20480, 64)]
-TILES = ["auto", "nochain", "chainwide", "a", "b", "c", "d", "e", "f", "g", "h", "i", "a3", "a4", "f3", "i3", "old16", "old8"]
+TILES = ["auto", "nochain", "128x128", "96x128", "96x96", "128x64"]
 
 
 def _upload(lib, ffi, x):
@@ -173,8 +173,6 @@ def main():
             env.pop("TORCHLEAN_GEMM_EXACT_CHAIN", None)
             if tile == "nochain":  # auto tiles without the long-K chain kernel
                 env["TORCHLEAN_GEMM_EXACT_CHAIN"] = "0"
-            elif tile == "chainwide":  # the chain kernel for every long-K product of few tiles
-                env["TORCHLEAN_GEMM_EXACT_CHAIN"] = "2"
             elif tile != "auto":
                 env["TORCHLEAN_GEMM_EXACT_TILE"] = tile
             cmd = [sys.executable, __file__, "--child", "--ref", ref, "--reps", str(args.reps)]

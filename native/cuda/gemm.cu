@@ -1,15 +1,18 @@
 // gemm.cu (CUDA): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
 //
-// A tiled SIMT SGEMM in which each thread owns an 8x8 block of outputs and accumulates each
-// one as acc = fma(a[i,kk], b[kk,j], acc) strictly for kk = 0..K-1 in order, from 0 (or from
-// C's prior value), with no split-k and no reassociation: the same chain the stub runs
-// (stub/gemm.c), so the bits agree. Speed comes from 128x128 block tiles of BK k-steps
-// staged through double-buffered shared memory (one barrier per k-tile, next tile's global
-// loads in flight during the current tile's FMAs), float4 loads where the layout allows, and
-// an 8x8 register tile per thread read as float4 pairs 64 apart (no bank conflicts).
-// Shapes that would launch 128x128 blocks on fewer than a quarter of the SMs (few outputs,
-// often with a long K) take a smaller tile instead, 32x32 or 16x16 with 2x2 or 1 output per
-// thread, so more SMs work; the bits are the same, since each output is still its one chain in k order.
+// Tiled SIMT SGEMMs in which each thread owns a block of outputs and accumulates each one as
+// acc = fma(a[i,kk], b[kk,j], acc) strictly for kk = 0..K-1 in order, from 0 (or from C's prior
+// value), with no split-k and no reassociation: the same chain the stub runs (stub/gemm.c), so
+// the bits agree whichever kernel runs. The kernels differ only in how many outputs a block
+// and a thread own and how K reaches shared memory:
+// - 128x128 tiles (16x16 threads of 8x8, BK 16, register-staged double buffering), the main
+//   kernel; 96x128, 96x96 (cp.async, three stages) and 128x64 tiles from one warp-tiled
+//   template, for shapes whose 128x128 tiles would leave much of the last wave empty;
+//   pick_tile chooses by the busiest SM's work (bench/results/gemm-exact.md has the rates);
+// - 32x32 or 16x16 tiles with 2x2 or 1 output per thread where 128x128 tiles would fill under
+//   a quarter of the SMs;
+// - the chain kernel (one output per thread, 8x8 per block) for few outputs over a long K,
+//   a weight gradient over many tokens, where the K dependent FMAs of each chain are the cost.
 // tl_gemm_f32 is what other kernels call (exact or cuBLAS); tlk_gemm_exact is the registry
 // entry's body.
 #include <string.h>
@@ -33,6 +36,147 @@ __device__ __forceinline__ void load4(const float *p, long long ld, int outer, i
     }
 }
 
+// Stage one BK-deep tile of op(X) into registers: `rows` is the tile's non-k extent (BM or
+// BN), TRANS says whether X is stored k-major (contiguous along rows) or row-major (contiguous
+// along k). Each thread loads BK/8 float4s.
+template <int BK, bool KMAJOR>
+__device__ __forceinline__ void load_tile(const float *X, long long ld, int r0, int k0, int R, int K,
+                                          bool vec, float reg[BK / 8][4]) {
+#pragma unroll
+    for (int q = 0; q < BK / 8; q++) {
+        int e = threadIdx.x + THREADS * q;
+        if (KMAJOR) {   // X[k * ld + r]: 32 float4 per k-row
+            load4(X, ld, k0 + e / 32, r0 + (e % 32) * 4, K, R, vec, reg[q]);
+        } else {        // X[r * ld + k]: BK/4 float4 per row
+            load4(X, ld, r0 + e / (BK / 4), k0 + (e % (BK / 4)) * 4, R, K, vec, reg[q]);
+        }
+    }
+}
+
+template <int BK, bool KMAJOR>
+__device__ __forceinline__ void store_tile(float (*S)[128], const float reg[BK / 8][4]) {
+#pragma unroll
+    for (int q = 0; q < BK / 8; q++) {
+        int e = threadIdx.x + THREADS * q;
+        if (KMAJOR) {
+            *reinterpret_cast<float4 *>(&S[e / 32][(e % 32) * 4]) =
+                make_float4(reg[q][0], reg[q][1], reg[q][2], reg[q][3]);
+        } else {
+            int r = e / (BK / 4), kq = (e % (BK / 4)) * 4;
+#pragma unroll
+            for (int i = 0; i < 4; i++) S[kq + i][r] = reg[q][i];
+        }
+    }
+}
+
+// op(A) (M, K): A[i lda + k], or A[k lda + i] when TA; op(B) (K, N): B[k ldb + j], or B[j ldb + k]
+template <int BK, bool TA, bool TB>
+__global__ void __launch_bounds__(THREADS, 2)
+k_gemm_exact(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
+             const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
+             long long ldc, long long sc, int accumulate, bool vec_a, bool vec_b, long long b0,
+             bool rows_on_x) {
+    __shared__ __align__(16) float As[2][BK][BM];
+    __shared__ __align__(16) float Bs[2][BK][BN];
+    long long bi = b0 + blockIdx.z;
+    A += bi * sa; B += bi * sb; C += bi * sc;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int row0 = (rows_on_x ? blockIdx.x : blockIdx.y) * BM;
+    const int col0 = (rows_on_x ? blockIdx.y : blockIdx.x) * BN;
+
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+            acc[i][j] = (accumulate && r < M && c < N) ? C[(long long)r * ldc + c] : 0.0f;
+        }
+    }
+
+    float ra[BK / 8][4], rb[BK / 8][4];
+    if (K > 0) {
+        load_tile<BK, TA>(A, lda, row0, 0, M, K, vec_a, ra);
+        load_tile<BK, !TB>(B, ldb, col0, 0, N, K, vec_b, rb);
+        store_tile<BK, TA>(As[0], ra);
+        store_tile<BK, !TB>(Bs[0], rb);
+    }
+    __syncthreads();
+    for (int k0 = 0, cur = 0; k0 < K; k0 += BK, cur ^= 1) {
+        const bool more = k0 + BK < K;
+        if (more) {
+            load_tile<BK, TA>(A, lda, row0, k0 + BK, M, K, vec_a, ra);
+            load_tile<BK, !TB>(B, ldb, col0, k0 + BK, N, K, vec_b, rb);
+        }
+        const int kn = K - k0 < BK ? K - k0 : BK;   // the last tile stops at K: no padded fma
+        auto step = [&](int kk) {
+            float4 a0 = *reinterpret_cast<const float4 *>(&As[cur][kk][ty * 4]);
+            float4 a1 = *reinterpret_cast<const float4 *>(&As[cur][kk][64 + ty * 4]);
+            float4 b0v = *reinterpret_cast<const float4 *>(&Bs[cur][kk][tx * 4]);
+            float4 b1v = *reinterpret_cast<const float4 *>(&Bs[cur][kk][64 + tx * 4]);
+            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float b[8] = {b0v.x, b0v.y, b0v.z, b0v.w, b1v.x, b1v.y, b1v.z, b1v.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        };
+        if (kn == BK) {
+#pragma unroll
+            for (int kk = 0; kk < BK; kk++) step(kk);
+        } else {
+            for (int kk = 0; kk < kn; kk++) step(kk);
+        }
+        if (more) {
+            store_tile<BK, TA>(As[cur ^ 1], ra);
+            store_tile<BK, !TB>(Bs[cur ^ 1], rb);
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+        if (r >= M) continue;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+            if (c < N) C[(long long)r * ldc + c] = acc[i][j];
+        }
+    }
+}
+
+template <int BK>
+int launch(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
+           int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
+           int64_t sc, int accumulate) {
+    // float4 loads need 16-byte aligned rows in every batch element
+    auto aligned = [](const float *p, int64_t ld, int64_t s, int64_t batch) {
+        return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch == 1 || s % 4 == 0);
+    };
+    bool va = aligned(A, lda, sa, batch), vb = aligned(B, ldb, sb, batch);
+    // gridDim.y stops at 65535: the longer tile count goes on x (M N < 2^32, so one fits on y)
+    unsigned mt = (unsigned)((M + BM - 1) / BM), nt = (unsigned)((N + BN - 1) / BN);
+    bool rows_on_x = mt > 65535;
+    dim3 grid(rows_on_x ? mt : nt, rows_on_x ? nt : mt, 1);
+    for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
+        grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
+#define TL_GX_LAUNCH(TA, TB)                                                                     \
+    k_gemm_exact<BK, TA, TB><<<grid, THREADS, 0, tl_stream()>>>(M, N, K, A, lda, sa, B, ldb, sb, \
+                                                                C, ldc, sc, accumulate, va, vb, b0, \
+                                                                rows_on_x)
+        if (!ta && !tb) TL_GX_LAUNCH(false, false);
+        else if (!ta && tb) TL_GX_LAUNCH(false, true);
+        else if (ta && !tb) TL_GX_LAUNCH(true, false);
+        else TL_GX_LAUNCH(true, true);
+#undef TL_GX_LAUNCH
+        TL_LAUNCHED(op);
+    }
+    return TL_OK;
+}
+
+
 // asynchronous copies global -> shared of 4 or 16 bytes, zero-filled when !ok (src unread)
 __device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
     unsigned d = (unsigned)__cvta_generic_to_shared(dst);
@@ -46,20 +190,20 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// The large-tile kernel, one template for every block shape: a BM x BN output tile per block of
+// The warp-tiled kernel for the other large tiles: a BM x BN output tile per block of
 // (BM/WM) x (BN/WN) warps, each warp a WM x WN sub-tile, each lane TM x TN outputs in float4
 // groups (rows lm*4 + g*LM*4 + 0..3 of its warp tile for g < TM/4, LM = WM/TM lanes down,
 // columns likewise with LN = WN/TN lanes across), so a warp's fragment reads are LM (or LN)
 // consecutive float4s: one shared-memory wavefront each. K is staged BK at a time into
 // k-major shared tiles padded by 4 floats (a row-major operand's transposing stores then hit
-// distinct banks), double-buffered: the next tile's global loads sit in registers while the
-// current one is multiplied, one barrier per k-tile.
+// distinct banks), one barrier per k-tile, either through registers (the next tile's global
+// loads in flight while the current one is multiplied) or, with STAGES > 0, by cp.async with
+// STAGES - 1 tiles in flight (measured faster for 96x128 and 96x96, slower for 128x128).
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_>
 struct Tile {
     static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
     static constexpr int LM = WM / TM, LN = WN / TN;
     static constexpr int THREADS = (BM / WM) * (BN / WN) * 32;
-    static constexpr int PAD = 4;
     static_assert(LM * LN == 32 && TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "tile shape");
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles");
 };
@@ -476,148 +620,6 @@ int64_t tile_blocks(int64_t batch, int64_t m, int64_t n, int64_t t) {
 }
 
 
-// the previous kernel (128x128, 16x16 threads of 8x8, BK 8 or 16), kept to compare against
-// (old) Stage one BK-deep tile of op(X) into registers: `rows` is the tile's non-k extent (BM or
-// BN), TRANS says whether X is stored k-major (contiguous along rows) or row-major (contiguous
-// along k). Each thread loads BK/8 float4s.
-template <int BK, bool KMAJOR>
-__device__ __forceinline__ void load_tile(const float *X, long long ld, int r0, int k0, int R, int K,
-                                          bool vec, float reg[BK / 8][4]) {
-#pragma unroll
-    for (int q = 0; q < BK / 8; q++) {
-        int e = threadIdx.x + THREADS * q;
-        if (KMAJOR) {   // X[k * ld + r]: 32 float4 per k-row
-            load4(X, ld, k0 + e / 32, r0 + (e % 32) * 4, K, R, vec, reg[q]);
-        } else {        // X[r * ld + k]: BK/4 float4 per row
-            load4(X, ld, r0 + e / (BK / 4), k0 + (e % (BK / 4)) * 4, R, K, vec, reg[q]);
-        }
-    }
-}
-
-template <int BK, bool KMAJOR>
-__device__ __forceinline__ void store_tile(float (*S)[128], const float reg[BK / 8][4]) {
-#pragma unroll
-    for (int q = 0; q < BK / 8; q++) {
-        int e = threadIdx.x + THREADS * q;
-        if (KMAJOR) {
-            *reinterpret_cast<float4 *>(&S[e / 32][(e % 32) * 4]) =
-                make_float4(reg[q][0], reg[q][1], reg[q][2], reg[q][3]);
-        } else {
-            int r = e / (BK / 4), kq = (e % (BK / 4)) * 4;
-#pragma unroll
-            for (int i = 0; i < 4; i++) S[kq + i][r] = reg[q][i];
-        }
-    }
-}
-
-// op(A) (M, K): A[i lda + k], or A[k lda + i] when TA; op(B) (K, N): B[k ldb + j], or B[j ldb + k]
-template <int BK, bool TA, bool TB>
-__global__ void __launch_bounds__(THREADS, 2)
-k_gemm_old(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
-             const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
-             long long ldc, long long sc, int accumulate, bool vec_a, bool vec_b, long long b0,
-             bool rows_on_x) {
-    __shared__ __align__(16) float As[2][BK][BM];
-    __shared__ __align__(16) float Bs[2][BK][BN];
-    long long bi = b0 + blockIdx.z;
-    A += bi * sa; B += bi * sb; C += bi * sc;
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const int row0 = (rows_on_x ? blockIdx.x : blockIdx.y) * BM;
-    const int col0 = (rows_on_x ? blockIdx.y : blockIdx.x) * BN;
-
-    float acc[8][8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
-            acc[i][j] = (accumulate && r < M && c < N) ? C[(long long)r * ldc + c] : 0.0f;
-        }
-    }
-
-    float ra[BK / 8][4], rb[BK / 8][4];
-    if (K > 0) {
-        load_tile<BK, TA>(A, lda, row0, 0, M, K, vec_a, ra);
-        load_tile<BK, !TB>(B, ldb, col0, 0, N, K, vec_b, rb);
-        store_tile<BK, TA>(As[0], ra);
-        store_tile<BK, !TB>(Bs[0], rb);
-    }
-    __syncthreads();
-    for (int k0 = 0, cur = 0; k0 < K; k0 += BK, cur ^= 1) {
-        const bool more = k0 + BK < K;
-        if (more) {
-            load_tile<BK, TA>(A, lda, row0, k0 + BK, M, K, vec_a, ra);
-            load_tile<BK, !TB>(B, ldb, col0, k0 + BK, N, K, vec_b, rb);
-        }
-        const int kn = K - k0 < BK ? K - k0 : BK;   // the last tile stops at K: no padded fma
-        auto step = [&](int kk) {
-            float4 a0 = *reinterpret_cast<const float4 *>(&As[cur][kk][ty * 4]);
-            float4 a1 = *reinterpret_cast<const float4 *>(&As[cur][kk][64 + ty * 4]);
-            float4 b0v = *reinterpret_cast<const float4 *>(&Bs[cur][kk][tx * 4]);
-            float4 b1v = *reinterpret_cast<const float4 *>(&Bs[cur][kk][64 + tx * 4]);
-            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-            const float b[8] = {b0v.x, b0v.y, b0v.z, b0v.w, b1v.x, b1v.y, b1v.z, b1v.w};
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-#pragma unroll
-                for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
-        };
-        if (kn == BK) {
-#pragma unroll
-            for (int kk = 0; kk < BK; kk++) step(kk);
-        } else {
-            for (int kk = 0; kk < kn; kk++) step(kk);
-        }
-        if (more) {
-            store_tile<BK, TA>(As[cur ^ 1], ra);
-            store_tile<BK, !TB>(Bs[cur ^ 1], rb);
-        }
-        __syncthreads();
-    }
-
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-        if (r >= M) continue;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
-            if (c < N) C[(long long)r * ldc + c] = acc[i][j];
-        }
-    }
-}
-
-template <int BK>
-int launch_old(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
-           int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
-           int64_t sc, int accumulate) {
-    // float4 loads need 16-byte aligned rows in every batch element
-    auto aligned = [](const float *p, int64_t ld, int64_t s, int64_t batch) {
-        return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch == 1 || s % 4 == 0);
-    };
-    bool va = aligned(A, lda, sa, batch), vb = aligned(B, ldb, sb, batch);
-    // gridDim.y stops at 65535: the longer tile count goes on x (M N < 2^32, so one fits on y)
-    unsigned mt = (unsigned)((M + BM - 1) / BM), nt = (unsigned)((N + BN - 1) / BN);
-    bool rows_on_x = mt > 65535;
-    dim3 grid(rows_on_x ? mt : nt, rows_on_x ? nt : mt, 1);
-    for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
-        grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
-#define TL_GX_LAUNCH(TA, TB)                                                                     \
-    k_gemm_old<BK, TA, TB><<<grid, THREADS, 0, tl_stream()>>>(M, N, K, A, lda, sa, B, ldb, sb, \
-                                                                C, ldc, sc, accumulate, va, vb, b0, \
-                                                                rows_on_x)
-        if (!ta && !tb) TL_GX_LAUNCH(false, false);
-        else if (!ta && tb) TL_GX_LAUNCH(false, true);
-        else if (ta && !tb) TL_GX_LAUNCH(true, false);
-        else TL_GX_LAUNCH(true, true);
-#undef TL_GX_LAUNCH
-        TL_LAUNCHED(op);
-    }
-    return TL_OK;
-}
-
-
 // float4 loads and stores need 16-byte aligned rows in every batch element
 bool aligned16(const void *p, int64_t ld, int64_t s, int64_t batch) {
     return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch == 1 || s % 4 == 0);
@@ -651,28 +653,19 @@ int launch_tile(const char *op, int ta, int tb, int64_t batch, int M, int N, int
 using LaunchFn = int (*)(const char *, int, int, int64_t, int, int, int, const float *, int64_t,
                          int64_t, const float *, int64_t, int64_t, float *, int64_t, int64_t, int);
 
-// the large-tile shapes: name, BM x BN, launcher
+// the large tiles: name, BM x BN, FMA rate relative to 128x128 (measured at 4096^3 on an H200,
+// where every tile runs full waves: bench/results/gemm-exact.md), launcher
 struct TileChoice {
     const char *name;
     int bm, bn;
+    double rate;
     LaunchFn fn;
 };
 const TileChoice TILES[] = {
-    {"a", 128, 128, launch_tile<Tile<128, 128, 8, 32, 64, 8, 8>, 2>},
-    {"b", 128, 128, launch_tile<Tile<128, 128, 16, 32, 64, 8, 8>, 2>},
-    {"c", 128, 128, launch_tile<Tile<128, 128, 8, 64, 64, 8, 16>, 2>},
-    {"d", 128, 256, launch_tile<Tile<128, 256, 8, 64, 64, 8, 16>, 1>},
-    {"e", 256, 128, launch_tile<Tile<256, 128, 8, 64, 64, 16, 8>, 1>},
-    {"f", 96, 128, launch_tile<Tile<96, 128, 8, 32, 64, 8, 8>, 2>},
-    {"g", 64, 128, launch_tile<Tile<64, 128, 8, 32, 64, 8, 8>, 3>},
-    {"h", 128, 64, launch_tile<Tile<128, 64, 8, 64, 32, 8, 8>, 3>},
-    {"i", 96, 96, launch_tile<Tile<96, 96, 8, 96, 32, 12, 8>, 2>},
-    {"a3", 128, 128, launch_tile<Tile<128, 128, 8, 32, 64, 8, 8>, 2, 3>},
-    {"a4", 128, 128, launch_tile<Tile<128, 128, 8, 32, 64, 8, 8>, 2, 4>},
-    {"f3", 96, 128, launch_tile<Tile<96, 128, 8, 32, 64, 8, 8>, 2, 3>},
-    {"i3", 96, 96, launch_tile<Tile<96, 96, 8, 96, 32, 12, 8>, 2, 3>},
-    {"old16", 128, 128, launch_old<16>},
-    {"old8", 128, 128, launch_old<8>},
+    {"128x128", 128, 128, 1.0, launch<16>},
+    {"96x128", 96, 128, 0.845, launch_tile<Tile<96, 128, 8, 32, 64, 8, 8>, 2, 3>},
+    {"96x96", 96, 96, 0.64, launch_tile<Tile<96, 96, 8, 96, 32, 12, 8>, 2, 3>},
+    {"128x64", 128, 64, 0.63, launch_tile<Tile<128, 64, 8, 64, 32, 8, 8>, 3>},
 };
 
 }  // namespace
@@ -692,34 +685,30 @@ static const TileChoice *forced_tile(void) {
     return t;
 }
 
-// TORCHLEAN_GEMM_EXACT_CHAIN=0 turns the chain kernel off, =2 also gives it every product the
-// small tiles would take (for benchmarks: the bits never depend on it)
-static int chain_mode(void) {
-    static int mode = -1;
-    if (mode < 0) {
+// TORCHLEAN_GEMM_EXACT_CHAIN=0 turns the chain kernel off (for benchmarks: the bits never
+// depend on it)
+static bool chain_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
         const char *v = getenv("TORCHLEAN_GEMM_EXACT_CHAIN");
-        mode = (v && !strcmp(v, "0")) ? 0 : (v && !strcmp(v, "2")) ? 2 : 1;
+        on = !(v && !strcmp(v, "0"));
     }
-    return mode;
+    return on;
 }
 
 // The tile whose busiest SM has the least work: ceil(tiles / SMs) tiles of bm x bn outputs
-// each, over the tile's relative FMA rate (smaller tiles stage more per FMA). Tiles of 128x128
-// run most products; the narrower ones keep every SM busy where 128x128 tiles leave a
-// fraction of the last wave empty (4096 x 768: 192 tiles on 132 SMs).
+// each, over the tile's FMA rate. 128x128 tiles run most products; the smaller ones keep every
+// SM busy where 128x128 tiles would leave much of the last wave empty (4096 x 768: 192 tiles
+// on 132 SMs; 96x128 tiles, 258 of them, take 0.54 ms instead of 0.63).
 static const TileChoice *pick_tile(int64_t batch, int64_t m, int64_t n, int64_t sms) {
     if (const TileChoice *t = forced_tile()) return t;
-    static const struct { const char *name; double rate; } CANDIDATES[] = {
-        {"a", 1.0}, {"f", 0.97}, {"i", 0.93}, {"g", 0.9}, {"h", 0.9}};
     const TileChoice *best = nullptr;
     double best_cost = 0;
-    for (auto &cand : CANDIDATES)
-        for (const TileChoice &c : TILES)
-            if (!strcmp(c.name, cand.name)) {
-                int64_t per_sm = (tile_blocks_mn(batch, m, n, c.bm, c.bn) + sms - 1) / sms;
-                double cost = (double)per_sm * c.bm * c.bn / cand.rate;
-                if (!best || cost < best_cost) best = &c, best_cost = cost;
-            }
+    for (const TileChoice &c : TILES) {
+        const int64_t per_sm = (tile_blocks_mn(batch, m, n, c.bm, c.bn) + sms - 1) / sms;
+        const double cost = (double)per_sm * c.bm * c.bn / c.rate;
+        if (!best || cost < best_cost) best = &c, best_cost = cost;
+    }
     return best;
 }
 
@@ -732,10 +721,7 @@ extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, 
         return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
     const int64_t sms = tl_sm_count();
     // few outputs over a long K: one chain per thread, spread over the SMs
-    const int chain = chain_mode();
-    if (chain && k >= 4 * CHAIN_KC &&
-        (tile_blocks_mn(batch, m, n, CHAIN_T, CHAIN_T) <= 2 * sms ||
-         (chain == 2 && tile_blocks(batch, m, n, 128) < sms / 4)))
+    if (k >= 4 * CHAIN_KC && tile_blocks_mn(batch, m, n, CHAIN_T, CHAIN_T) <= 2 * sms && chain_enabled())
         return launch_chain(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc,
                             sc, accumulate);
     // The large tiles do far more per block, so they win unless 128x128 tiles would leave most
