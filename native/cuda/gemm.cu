@@ -492,11 +492,12 @@ k_gemm_exact_small(int M, int N, int K, const float *__restrict__ A, long long l
 // with K = 20480), where each output's chain of K dependent FMAs is the whole cost: one thread
 // per output, 8 x 8 outputs per block of 64 threads, so the blocks spread over the SMs instead
 // of crowding a few. K is staged CHAIN_KC at a time into k-contiguous shared rows read as
-// float4 (four chain steps per two loads); cp.async fills the other buffer with the next
-// chunk, its copies issued between the current chunk's FMAs. Same chain per output as every
-// other kernel here.
+// float4 (four chain steps per two loads), a group ahead of the FMAs; cp.async fills the
+// other buffer with the next chunk, its copies issued between the current chunk's FMAs. Same
+// chain per output as every other kernel here.
 constexpr int CHAIN_T = 8, CHAIN_KC = 256, CHAIN_THREADS = CHAIN_T * CHAIN_T,
-              CHAIN_NL = CHAIN_T * CHAIN_KC / CHAIN_THREADS;
+              CHAIN_NL = CHAIN_T * CHAIN_KC / CHAIN_THREADS, CHAIN_G = 4;
+static_assert(CHAIN_NL % (CHAIN_KC / 4 / CHAIN_G) == 0, "copies per group");
 
 // where element e of a chunk goes: (row or column, k), neighbouring threads on neighbouring
 // addresses of either layout (KCONTIG: the operand is stored contiguous along k)
@@ -552,13 +553,43 @@ k_gemm_exact_chain(int M, int N, int K, const float *__restrict__ A, long long l
             acc = __fmaf_rn(a.w, b.w, acc);
         };
         if (kn == CHAIN_KC) {
-            // the next chunk's copies go out between the chain's steps, which wait on each
-            // other anyway, instead of all before them
+            // groups of CHAIN_G quads: the next group's shared loads are issued before this
+            // group's FMAs (which wait on each other anyway), then this group's share of the
+            // next chunk's copies. In this source order nothing waits on a load: the compiler
+            // may not move shared loads across the copies into shared memory.
             const bool next = k0 + CHAIN_KC < K;
-#pragma unroll 4
-            for (int qd = 0; qd < CHAIN_KC / 4; qd++) {
-                if (next && qd < CHAIN_NL) fetch(k0 + CHAIN_KC, cur ^ 1, qd);
-                quad(4 * qd);
+            constexpr int NG = CHAIN_KC / 4 / CHAIN_G, PER = CHAIN_NL / NG;
+            float4 fa[CHAIN_G], fb[CHAIN_G];
+#pragma unroll
+            for (int u = 0; u < CHAIN_G; u++) {
+                fa[u] = *reinterpret_cast<const float4 *>(ar + 4 * u);
+                fb[u] = *reinterpret_cast<const float4 *>(br + 4 * u);
+            }
+#pragma unroll 1
+            for (int g = 0; g < NG; g++) {
+                float4 na[CHAIN_G], nb[CHAIN_G];
+                if (g + 1 < NG) {
+#pragma unroll
+                    for (int u = 0; u < CHAIN_G; u++) {
+                        na[u] = *reinterpret_cast<const float4 *>(ar + 4 * (CHAIN_G * (g + 1) + u));
+                        nb[u] = *reinterpret_cast<const float4 *>(br + 4 * (CHAIN_G * (g + 1) + u));
+                    }
+                }
+                if (next) {
+#pragma unroll
+                    for (int u = 0; u < PER; u++) fetch(k0 + CHAIN_KC, cur ^ 1, g * PER + u);
+                }
+#pragma unroll
+                for (int u = 0; u < CHAIN_G; u++) {  // k = k0 + 4 (CHAIN_G g + u) + 0..3, in order
+                    acc = __fmaf_rn(fa[u].x, fb[u].x, acc);
+                    acc = __fmaf_rn(fa[u].y, fb[u].y, acc);
+                    acc = __fmaf_rn(fa[u].z, fb[u].z, acc);
+                    acc = __fmaf_rn(fa[u].w, fb[u].w, acc);
+                }
+                if (g + 1 < NG) {
+#pragma unroll
+                    for (int u = 0; u < CHAIN_G; u++) fa[u] = na[u], fb[u] = nb[u];
+                }
             }
             cp_async_commit();
         } else {  // the last chunk
