@@ -39,11 +39,15 @@ def _bits_equal(got, want):
     return bool(same.all()), np.argwhere(~same)[:5]
 
 
-# CUDA picks the tile by the block count (gemm.cu): with 132 SMs, 300 x (1 tile) takes the
-# 128x128 kernel, 1 x 300 x 300 the 32x32 one, the other shapes the 16x16 one; K = 70 and 300
-# cross its 64-deep k-tiles
+# CUDA picks the kernel by the shape (gemm.cu): with 132 SMs, 300 x (1 tile) and 1000 x 700
+# take 128x64 tiles, 1920 x 2048 128x128, 4095 x 767 96x128, 3071 x 767 96x96 (partial tiles
+# on both sides), 1 x 300 x 300 the 32x32 one, K >= 1024 with few outputs the chain kernel
+# (K = 1100 and 1029 end mid-chunk), the other shapes the 16x16 one; K = 70 and 300 cross its
+# 64-deep k-tiles
 SHAPES = [(1, 1, 1, 1), (1, 5, 7, 3), (3, 37, 129, 53), (2, 64, 16, 64), (1, 65, 300, 70),
-          (1, 130, 9, 129), (2, 4, 1, 67), (1, 1, 500, 1), (300, 5, 7, 3), (1, 300, 70, 300)]
+          (1, 130, 9, 129), (2, 4, 1, 67), (1, 1, 500, 1), (300, 5, 7, 3), (1, 300, 70, 300),
+          (1, 1000, 19, 700), (1, 1920, 5, 2048), (1, 4095, 11, 767), (1, 3071, 17, 767),
+          (1, 9, 1100, 13), (2, 16, 1029, 8)]
 
 
 @pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])

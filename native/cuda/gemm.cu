@@ -1,17 +1,21 @@
 // gemm.cu (CUDA): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
 //
-// A tiled SIMT SGEMM in which each thread owns an 8x8 block of outputs and accumulates each
-// one as acc = fma(a[i,kk], b[kk,j], acc) strictly for kk = 0..K-1 in order, from 0 (or from
-// C's prior value), with no split-k and no reassociation: the same chain the stub runs
-// (stub/gemm.c), so the bits agree. Speed comes from 128x128 block tiles of BK k-steps
-// staged through double-buffered shared memory (one barrier per k-tile, next tile's global
-// loads in flight during the current tile's FMAs), float4 loads where the layout allows, and
-// an 8x8 register tile per thread read as float4 pairs 64 apart (no bank conflicts).
-// Shapes that would launch 128x128 blocks on fewer than a quarter of the SMs (few outputs,
-// often with a long K) take a smaller tile instead, 32x32 or 16x16 with 2x2 or 1 output per
-// thread, so more SMs work; the bits are the same, since each output is still its one chain in k order.
+// Tiled SIMT SGEMMs in which each thread owns a block of outputs and accumulates each one as
+// acc = fma(a[i,kk], b[kk,j], acc) strictly for kk = 0..K-1 in order, from 0 (or from C's prior
+// value), with no split-k and no reassociation: the same chain the stub runs (stub/gemm.c), so
+// the bits agree whichever kernel runs. The kernels differ only in how many outputs a block
+// and a thread own and how K reaches shared memory:
+// - 128x128 tiles (16x16 threads of 8x8, BK 16, register-staged double buffering), the main
+//   kernel; 96x128, 96x96 (cp.async, three stages) and 128x64 tiles from one warp-tiled
+//   template, for shapes whose 128x128 tiles would leave much of the last wave empty;
+//   pick_tile chooses by the busiest SM's work (bench/results/gemm-exact.md has the rates);
+// - 32x32 or 16x16 tiles with 2x2 or 1 output per thread where 128x128 tiles would fill under
+//   a quarter of the SMs;
+// - the chain kernel (one output per thread, 8x8 per block) for few outputs over a long K,
+//   a weight gradient over many tokens, where the K dependent FMAs of each chain are the cost.
 // tl_gemm_f32 is what other kernels call (exact or cuBLAS); tlk_gemm_exact is the registry
 // entry's body.
+#include <string.h>
 #include "common.cuh"
 #include "entry/gemm_kernels.h"
 
@@ -143,6 +147,263 @@ k_gemm_exact(int M, int N, int K, const float *__restrict__ A, long long lda, lo
     }
 }
 
+template <int BK>
+int launch(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
+           int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
+           int64_t sc, int accumulate) {
+    // float4 loads need 16-byte aligned rows in every batch element
+    auto aligned = [](const float *p, int64_t ld, int64_t s, int64_t batch) {
+        return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch == 1 || s % 4 == 0);
+    };
+    bool va = aligned(A, lda, sa, batch), vb = aligned(B, ldb, sb, batch);
+    // gridDim.y stops at 65535: the longer tile count goes on x (M N < 2^32, so one fits on y)
+    unsigned mt = (unsigned)((M + BM - 1) / BM), nt = (unsigned)((N + BN - 1) / BN);
+    bool rows_on_x = mt > 65535;
+    dim3 grid(rows_on_x ? mt : nt, rows_on_x ? nt : mt, 1);
+    for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
+        grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
+#define TL_GX_LAUNCH(TA, TB)                                                                     \
+    k_gemm_exact<BK, TA, TB><<<grid, THREADS, 0, tl_stream()>>>(M, N, K, A, lda, sa, B, ldb, sb, \
+                                                                C, ldc, sc, accumulate, va, vb, b0, \
+                                                                rows_on_x)
+        if (!ta && !tb) TL_GX_LAUNCH(false, false);
+        else if (!ta && tb) TL_GX_LAUNCH(false, true);
+        else if (ta && !tb) TL_GX_LAUNCH(true, false);
+        else TL_GX_LAUNCH(true, true);
+#undef TL_GX_LAUNCH
+        TL_LAUNCHED(op);
+    }
+    return TL_OK;
+}
+
+
+// asynchronous copies global -> shared of 4 or 16 bytes, zero-filled when !ok (src unread)
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, bool ok) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// The warp-tiled kernel for the other large tiles: a BM x BN output tile per block of
+// (BM/WM) x (BN/WN) warps, each warp a WM x WN sub-tile, each lane TM x TN outputs in float4
+// groups (rows lm*4 + g*LM*4 + 0..3 of its warp tile for g < TM/4, LM = WM/TM lanes down,
+// columns likewise with LN = WN/TN lanes across), so a warp's fragment reads are LM (or LN)
+// consecutive float4s: one shared-memory wavefront each. K is staged BK at a time into
+// k-major shared tiles padded by 4 floats (a row-major operand's transposing stores then hit
+// distinct banks), one barrier per k-tile, either through registers (the next tile's global
+// loads in flight while the current one is multiplied) or, with STAGES > 0, by cp.async with
+// STAGES - 1 tiles in flight (measured faster for 96x128 and 96x96, slower for 128x128).
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_>
+struct Tile {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
+    static constexpr int LM = WM / TM, LN = WN / TN;
+    static constexpr int THREADS = (BM / WM) * (BN / WN) * 32;
+    static_assert(LM * LN == 32 && TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "tile shape");
+    static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles");
+};
+
+// float4 loads of one BK-deep tile of an operand whose non-k extent is R, into registers:
+// KMAJOR operands are stored X[k * ld + r] (contiguous along r), the others X[r * ld + k]
+template <int R, int BK, int THREADS, bool KMAJOR>
+struct Stage {
+    static constexpr int F = R * BK / 4, NQ = (F + THREADS - 1) / THREADS;
+    float v[NQ][4];
+    __device__ __forceinline__ void load(const float *X, long long ld, int r0, int k0, int Rn, int K,
+                                         bool vec) {
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            int e = threadIdx.x + THREADS * q;
+            if (F % THREADS && e >= F) break;
+            if (KMAJOR) load4(X, ld, k0 + e / (R / 4), r0 + (e % (R / 4)) * 4, K, Rn, vec, v[q]);
+            else load4(X, ld, r0 + e / (BK / 4), k0 + (e % (BK / 4)) * 4, Rn, K, vec, v[q]);
+        }
+    }
+    // the same tile straight into S[kk * (R + 4) + r] by cp.async, no registers: float4 copies
+    // along r for KMAJOR operands, single floats (to their transposed places) for the others;
+    // zero-filled outside the operand
+    __device__ __forceinline__ static void fetch(float *S, const float *X, long long ld, int r0, int k0,
+                                                 int Rn, int K, bool vec) {
+        if (KMAJOR) {
+#pragma unroll
+            for (int q = 0; q < NQ; q++) {
+                int e = threadIdx.x + THREADS * q;
+                if (F % THREADS && e >= F) break;
+                const int k = k0 + e / (R / 4), r = r0 + (e % (R / 4)) * 4;
+                float *d = &S[(e / (R / 4)) * (R + 4) + (e % (R / 4)) * 4];
+                if (vec && k < K && r + 3 < Rn) {
+                    cp_async16(d, X + (long long)k * ld + r, true);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const bool ok = k < K && r + i < Rn;
+                        cp_async4(d + i, ok ? X + (long long)k * ld + r + i : X, ok);
+                    }
+                }
+            }
+        } else {
+            constexpr int FE = R * BK, NE = (FE + THREADS - 1) / THREADS;
+#pragma unroll
+            for (int q = 0; q < NE; q++) {
+                int e = threadIdx.x + THREADS * q;
+                if (FE % THREADS && e >= FE) break;
+                const int r = e / BK, kk = e % BK;
+                const bool ok = r0 + r < Rn && k0 + kk < K;
+                cp_async4(&S[kk * (R + 4) + r], ok ? X + (long long)(r0 + r) * ld + k0 + kk : X, ok);
+            }
+        }
+    }
+    // into S[kk * (R + 4) + r]
+    __device__ __forceinline__ void store(float *S) const {
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            int e = threadIdx.x + THREADS * q;
+            if (F % THREADS && e >= F) break;
+            if (KMAJOR) {
+                *reinterpret_cast<float4 *>(&S[(e / (R / 4)) * (R + 4) + (e % (R / 4)) * 4]) =
+                    make_float4(v[q][0], v[q][1], v[q][2], v[q][3]);
+            } else {
+                int r = e / (BK / 4), kq = (e % (BK / 4)) * 4;
+#pragma unroll
+                for (int i = 0; i < 4; i++) S[(kq + i) * (R + 4) + r] = v[q][i];
+            }
+        }
+    }
+};
+
+template <class T, int MINB, int STAGES, bool TA, bool TB>
+__global__ void __launch_bounds__(T::THREADS, MINB)
+k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
+            const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
+            long long ldc, long long sc, int accumulate, bool vec_a, bool vec_b, bool vec_c,
+            long long b0, bool rows_on_x) {
+    constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, SA = BM + 4,
+                  SB = BN + 4;
+    constexpr int NBUF = STAGES ? STAGES : 2;
+    __shared__ __align__(16) float As[NBUF][BK * SA];  // As[.][kk * SA + i] = op(A)[row0 + i][k0 + kk]
+    __shared__ __align__(16) float Bs[NBUF][BK * SB];  // Bs[.][kk * SB + j] = op(B)[k0 + kk][col0 + j]
+    long long bi = b0 + blockIdx.z;
+    A += bi * sa; B += bi * sb; C += bi * sc;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wr = (warp / (BN / T::WN)) * T::WM + (lane / T::LN) * 4;
+    const int wc = (warp % (BN / T::WN)) * T::WN + (lane % T::LN) * 4;
+    const int row0 = (rows_on_x ? blockIdx.x : blockIdx.y) * BM;
+    const int col0 = (rows_on_x ? blockIdx.y : blockIdx.x) * BN;
+    auto row_of = [&](int i) { return row0 + wr + (i / 4) * T::LM * 4 + i % 4; };
+    auto col_of = [&](int j) { return col0 + wc + (j / 4) * T::LN * 4 + j % 4; };
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            int r = row_of(i), c = col_of(j);
+            acc[i][j] = (accumulate && r < M && c < N) ? C[(long long)r * ldc + c] : 0.0f;
+        }
+
+    // kn k-steps of the tile in buffers as, bs (kn < BK only for the last tile: no padded fma)
+    auto multiply = [&](const float *as, const float *bs, int kn) {
+        auto step = [&](int kk) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int g = 0; g < TM / 4; g++) {
+                float4 t = *reinterpret_cast<const float4 *>(&as[kk * SA + wr + g * T::LM * 4]);
+                a[4 * g] = t.x; a[4 * g + 1] = t.y; a[4 * g + 2] = t.z; a[4 * g + 3] = t.w;
+            }
+#pragma unroll
+            for (int g = 0; g < TN / 4; g++) {
+                float4 t = *reinterpret_cast<const float4 *>(&bs[kk * SB + wc + g * T::LN * 4]);
+                b[4 * g] = t.x; b[4 * g + 1] = t.y; b[4 * g + 2] = t.z; b[4 * g + 3] = t.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        };
+        if (kn == BK) {
+#pragma unroll
+            for (int kk = 0; kk < BK; kk++) step(kk);
+        } else {
+            for (int kk = 0; kk < kn; kk++) step(kk);
+        }
+    };
+
+    using SA_ = Stage<BM, BK, T::THREADS, TA>;
+    using SB_ = Stage<BN, BK, T::THREADS, !TB>;
+    if constexpr (STAGES > 0) {
+        // cp.async pipeline: STAGES - 1 tiles in flight while one is multiplied, one barrier
+        // per tile (it also frees the buffer the next fetch overwrites)
+        const int ntiles = (K + BK - 1) / BK;
+#pragma unroll
+        for (int st = 0; st < STAGES - 1; st++) {
+            if (st < ntiles) {
+                SA_::fetch(As[st], A, lda, row0, st * BK, M, K, vec_a);
+                SB_::fetch(Bs[st], B, ldb, col0, st * BK, N, K, vec_b);
+            }
+            cp_async_commit();
+        }
+        for (int t = 0; t < ntiles; t++) {
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();
+            const int nt = t + STAGES - 1;
+            if (nt < ntiles) {
+                SA_::fetch(As[nt % STAGES], A, lda, row0, nt * BK, M, K, vec_a);
+                SB_::fetch(Bs[nt % STAGES], B, ldb, col0, nt * BK, N, K, vec_b);
+            }
+            cp_async_commit();
+            multiply(As[t % STAGES], Bs[t % STAGES], K - t * BK < BK ? K - t * BK : BK);
+        }
+    } else {
+        // registers hold the next tile's global loads while the current one is multiplied
+        SA_ ga;
+        SB_ gb;
+        if (K > 0) {
+            ga.load(A, lda, row0, 0, M, K, vec_a);
+            gb.load(B, ldb, col0, 0, N, K, vec_b);
+            ga.store(As[0]);
+            gb.store(Bs[0]);
+        }
+        __syncthreads();
+        for (int k0 = 0, cur = 0; k0 < K; k0 += BK, cur ^= 1) {
+            const bool more = k0 + BK < K;
+            if (more) {
+                ga.load(A, lda, row0, k0 + BK, M, K, vec_a);
+                gb.load(B, ldb, col0, k0 + BK, N, K, vec_b);
+            }
+            multiply(As[cur], Bs[cur], K - k0 < BK ? K - k0 : BK);
+            if (more) {
+                ga.store(As[cur ^ 1]);
+                gb.store(Bs[cur ^ 1]);
+            }
+            __syncthreads();
+        }
+    }
+
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int r = row_of(i);
+        if (r >= M) continue;
+        float *cr = C + (long long)r * ldc;
+#pragma unroll
+        for (int g = 0; g < TN / 4; g++) {
+            const int c = col_of(4 * g);
+            if (vec_c && c + 3 < N) {
+                *reinterpret_cast<float4 *>(cr + c) =
+                    make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (c + e < N) cr[c + e] = acc[i][4 * g + e];
+            }
+        }
+    }
+}
+
 // The small-tile kernel: a (16 TM) x (16 TM) output tile per block of 256 threads, TM x TM
 // outputs per thread (rows ty + 16 i, columns tx + 16 j), K staged through shared memory
 // SMALL_BK at a time, the next tile's global loads in flight (in registers) during the current
@@ -227,6 +488,136 @@ k_gemm_exact_small(int M, int N, int K, const float *__restrict__ A, long long l
     }
 }
 
+// The chain kernel, for few outputs over a long K (a weight gradient over many tokens: 64 x 64
+// with K = 20480), where each output's chain of K dependent FMAs is the whole cost: one thread
+// per output, 8 x 8 outputs per block of 64 threads, so the blocks spread over the SMs instead
+// of crowding a few. K is staged CHAIN_KC at a time into k-contiguous shared rows read as
+// float4 (four chain steps per two loads), a group ahead of the FMAs; cp.async fills the
+// other buffer with the next chunk, its copies issued between the current chunk's FMAs. Same
+// chain per output as every other kernel here.
+constexpr int CHAIN_T = 8, CHAIN_KC = 256, CHAIN_THREADS = CHAIN_T * CHAIN_T,
+              CHAIN_NL = CHAIN_T * CHAIN_KC / CHAIN_THREADS, CHAIN_G = 4;
+static_assert(CHAIN_NL % (CHAIN_KC / 4 / CHAIN_G) == 0, "copies per group");
+
+// where element e of a chunk goes: (row or column, k), neighbouring threads on neighbouring
+// addresses of either layout (KCONTIG: the operand is stored contiguous along k)
+template <bool KCONTIG>
+__device__ __forceinline__ void chain_slot(int e, int &x, int &kk) {
+    x = KCONTIG ? e / CHAIN_KC : e % CHAIN_T;
+    kk = KCONTIG ? e % CHAIN_KC : e / CHAIN_T;
+}
+
+template <bool TA, bool TB>
+__global__ void __launch_bounds__(CHAIN_THREADS)
+k_gemm_exact_chain(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
+                   const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
+                   long long ldc, long long sc, int accumulate, long long tiles_m, long long tiles_n) {
+    __shared__ __align__(16) float As[2][CHAIN_T][CHAIN_KC + 4];  // As[.][i][kk] = op(A)[row0 + i][k0 + kk]
+    __shared__ __align__(16) float Bs[2][CHAIN_T][CHAIN_KC + 4];  // Bs[.][j][kk] = op(B)[k0 + kk][col0 + j]
+    long long t = blockIdx.x;
+    const int col0 = (int)(t % tiles_n) * CHAIN_T;
+    t /= tiles_n;
+    const int row0 = (int)(t % tiles_m) * CHAIN_T;
+    const long long bi = t / tiles_m;
+    A += bi * sa; B += bi * sb; C += bi * sc;
+    const int r = threadIdx.x / CHAIN_T, c = threadIdx.x % CHAIN_T;
+    const bool live = row0 + r < M && col0 + c < N;
+    float acc = (accumulate && live) ? C[(long long)(row0 + r) * ldc + col0 + c] : 0.0f;
+
+    // copy q of this thread's share of the chunk at k0 into buffer buf
+    auto fetch = [&](int k0, int buf, int q) {
+        const int e = threadIdx.x + CHAIN_THREADS * q;
+        int i, j, ka, kb;
+        chain_slot<!TA>(e, i, ka);
+        chain_slot<TB>(e, j, kb);
+        const int gi = row0 + i, gj = col0 + j, gka = k0 + ka, gkb = k0 + kb;
+        const bool oka = gi < M && gka < K, okb = gj < N && gkb < K;
+        cp_async4(&As[buf][i][ka], oka ? A + (TA ? (long long)gka * lda + gi : (long long)gi * lda + gka) : A, oka);
+        cp_async4(&Bs[buf][j][kb], okb ? B + (TB ? (long long)gj * ldb + gkb : (long long)gkb * ldb + gj) : B, okb);
+    };
+    if (K > 0) {
+        for (int q = 0; q < CHAIN_NL; q++) fetch(0, 0, q);
+        cp_async_commit();
+    }
+    for (int k0 = 0, cur = 0; k0 < K; k0 += CHAIN_KC, cur ^= 1) {
+        cp_async_wait<0>();
+        __syncthreads();  // chunk k0 is in, and every thread is done with the other buffer
+        const int kn = K - k0 < CHAIN_KC ? K - k0 : CHAIN_KC;  // no padded fma past K
+        const float *ar = As[cur][r], *br = Bs[cur][c];
+        auto quad = [&](int kk) {
+            const float4 a = *reinterpret_cast<const float4 *>(ar + kk);
+            const float4 b = *reinterpret_cast<const float4 *>(br + kk);
+            acc = __fmaf_rn(a.x, b.x, acc);
+            acc = __fmaf_rn(a.y, b.y, acc);
+            acc = __fmaf_rn(a.z, b.z, acc);
+            acc = __fmaf_rn(a.w, b.w, acc);
+        };
+        if (kn == CHAIN_KC) {
+            // groups of CHAIN_G quads: the next group's shared loads are issued before this
+            // group's FMAs (which wait on each other anyway), then this group's share of the
+            // next chunk's copies. In this source order nothing waits on a load: the compiler
+            // may not move shared loads across the copies into shared memory.
+            const bool next = k0 + CHAIN_KC < K;
+            constexpr int NG = CHAIN_KC / 4 / CHAIN_G, PER = CHAIN_NL / NG;
+            float4 fa[CHAIN_G], fb[CHAIN_G];
+#pragma unroll
+            for (int u = 0; u < CHAIN_G; u++) {
+                fa[u] = *reinterpret_cast<const float4 *>(ar + 4 * u);
+                fb[u] = *reinterpret_cast<const float4 *>(br + 4 * u);
+            }
+#pragma unroll 1
+            for (int g = 0; g < NG; g++) {
+                float4 na[CHAIN_G], nb[CHAIN_G];
+                if (g + 1 < NG) {
+#pragma unroll
+                    for (int u = 0; u < CHAIN_G; u++) {
+                        na[u] = *reinterpret_cast<const float4 *>(ar + 4 * (CHAIN_G * (g + 1) + u));
+                        nb[u] = *reinterpret_cast<const float4 *>(br + 4 * (CHAIN_G * (g + 1) + u));
+                    }
+                }
+                if (next) {
+#pragma unroll
+                    for (int u = 0; u < PER; u++) fetch(k0 + CHAIN_KC, cur ^ 1, g * PER + u);
+                }
+#pragma unroll
+                for (int u = 0; u < CHAIN_G; u++) {  // k = k0 + 4 (CHAIN_G g + u) + 0..3, in order
+                    acc = __fmaf_rn(fa[u].x, fb[u].x, acc);
+                    acc = __fmaf_rn(fa[u].y, fb[u].y, acc);
+                    acc = __fmaf_rn(fa[u].z, fb[u].z, acc);
+                    acc = __fmaf_rn(fa[u].w, fb[u].w, acc);
+                }
+                if (g + 1 < NG) {
+#pragma unroll
+                    for (int u = 0; u < CHAIN_G; u++) fa[u] = na[u], fb[u] = nb[u];
+                }
+            }
+            cp_async_commit();
+        } else {  // the last chunk
+            int kk = 0;
+            for (; kk + 4 <= kn; kk += 4) quad(kk);
+            for (; kk < kn; kk++) acc = __fmaf_rn(ar[kk], br[kk], acc);
+        }
+    }
+    if (live) C[(long long)(row0 + r) * ldc + col0 + c] = acc;
+}
+
+int launch_chain(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
+                 int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
+                 int64_t ldc, int64_t sc, int accumulate) {
+    const long long tm = (M + CHAIN_T - 1) / CHAIN_T, tn = (N + CHAIN_T - 1) / CHAIN_T;
+    const unsigned blocks = (unsigned)(batch * tm * tn);  // a few per SM at most: see the caller
+#define TL_GX_CHAIN(TA, TB)                                                                       \
+    k_gemm_exact_chain<TA, TB><<<blocks, CHAIN_THREADS, 0, tl_stream()>>>(                        \
+        M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, tm, tn)
+    if (!ta && !tb) TL_GX_CHAIN(false, false);
+    else if (!ta && tb) TL_GX_CHAIN(false, true);
+    else if (ta && !tb) TL_GX_CHAIN(true, false);
+    else TL_GX_CHAIN(true, true);
+#undef TL_GX_CHAIN
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
 template <int TM>
 int launch_small(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
                  int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
@@ -250,51 +641,106 @@ int launch_small(const char *op, int ta, int tb, int64_t batch, int M, int N, in
     return TL_OK;
 }
 
-// blocks a launch with T x T output tiles would start
+// blocks a launch with tm x tn output tiles would start
+int64_t tile_blocks_mn(int64_t batch, int64_t m, int64_t n, int64_t tm, int64_t tn) {
+    return batch * ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
+}
+
 int64_t tile_blocks(int64_t batch, int64_t m, int64_t n, int64_t t) {
-    return batch * ((m + t - 1) / t) * ((n + t - 1) / t);
+    return tile_blocks_mn(batch, m, n, t, t);
 }
 
 
-template <int BK>
-int launch(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
-           int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
-           int64_t sc, int accumulate) {
-    // float4 loads need 16-byte aligned rows in every batch element
-    auto aligned = [](const float *p, int64_t ld, int64_t s, int64_t batch) {
-        return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch == 1 || s % 4 == 0);
-    };
-    bool va = aligned(A, lda, sa, batch), vb = aligned(B, ldb, sb, batch);
+// float4 loads and stores need 16-byte aligned rows in every batch element
+bool aligned16(const void *p, int64_t ld, int64_t s, int64_t batch) {
+    return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch == 1 || s % 4 == 0);
+}
+
+template <class T, int MINB, int STAGES = 0>
+int launch_tile(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
+                int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
+                int64_t ldc, int64_t sc, int accumulate) {
+    bool va = aligned16(A, lda, sa, batch), vb = aligned16(B, ldb, sb, batch),
+         vc = aligned16(C, ldc, sc, batch);
     // gridDim.y stops at 65535: the longer tile count goes on x (M N < 2^32, so one fits on y)
-    unsigned mt = (unsigned)((M + BM - 1) / BM), nt = (unsigned)((N + BN - 1) / BN);
+    unsigned mt = (unsigned)((M + T::BM - 1) / T::BM), nt = (unsigned)((N + T::BN - 1) / T::BN);
     bool rows_on_x = mt > 65535;
     dim3 grid(rows_on_x ? mt : nt, rows_on_x ? nt : mt, 1);
     for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
         grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
-#define TL_GX_LAUNCH(TA, TB)                                                                     \
-    k_gemm_exact<BK, TA, TB><<<grid, THREADS, 0, tl_stream()>>>(M, N, K, A, lda, sa, B, ldb, sb, \
-                                                                C, ldc, sc, accumulate, va, vb, b0, \
-                                                                rows_on_x)
-        if (!ta && !tb) TL_GX_LAUNCH(false, false);
-        else if (!ta && tb) TL_GX_LAUNCH(false, true);
-        else if (ta && !tb) TL_GX_LAUNCH(true, false);
-        else TL_GX_LAUNCH(true, true);
-#undef TL_GX_LAUNCH
+#define TL_GX_TILE(TA, TB)                                                                       \
+    k_gemm_tile<T, MINB, STAGES, TA, TB><<<grid, T::THREADS, 0, tl_stream()>>>(                          \
+        M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, va, vb, vc, b0, rows_on_x)
+        if (!ta && !tb) TL_GX_TILE(false, false);
+        else if (!ta && tb) TL_GX_TILE(false, true);
+        else if (ta && !tb) TL_GX_TILE(true, false);
+        else TL_GX_TILE(true, true);
+#undef TL_GX_TILE
         TL_LAUNCHED(op);
     }
     return TL_OK;
 }
 
+using LaunchFn = int (*)(const char *, int, int, int64_t, int, int, int, const float *, int64_t,
+                         int64_t, const float *, int64_t, int64_t, float *, int64_t, int64_t, int);
+
+// the large tiles: name, BM x BN, FMA rate relative to 128x128 (measured at 4096^3 on an H200,
+// where every tile runs full waves: bench/results/gemm-exact.md), launcher
+struct TileChoice {
+    const char *name;
+    int bm, bn;
+    double rate;
+    LaunchFn fn;
+};
+const TileChoice TILES[] = {
+    {"128x128", 128, 128, 1.0, launch<16>},
+    {"96x128", 96, 128, 0.845, launch_tile<Tile<96, 128, 8, 32, 64, 8, 8>, 2, 3>},
+    {"96x96", 96, 96, 0.64, launch_tile<Tile<96, 96, 8, 96, 32, 12, 8>, 2, 3>},
+    {"128x64", 128, 64, 0.63, launch_tile<Tile<128, 64, 8, 64, 32, 8, 8>, 3>},
+};
+
 }  // namespace
 
-// k-tile depth; TORCHLEAN_GEMM_EXACT_BK=8|16 overrides it for tuning (the bits do not depend on it)
-static int gemm_exact_bk(void) {
-    static int bk = 0;
-    if (!bk) {
-        const char *v = getenv("TORCHLEAN_GEMM_EXACT_BK");
-        bk = (v && v[0] == '8' && v[1] == 0) ? 8 : 16;
+// TORCHLEAN_GEMM_EXACT_TILE=name runs every large product on that tile (for benchmarks: the
+// bits never depend on it); unset, the tile is chosen per shape
+static const TileChoice *forced_tile(void) {
+    static int done = 0;
+    static const TileChoice *t = nullptr;
+    if (!done) {
+        const char *v = getenv("TORCHLEAN_GEMM_EXACT_TILE");
+        if (v)
+            for (const TileChoice &c : TILES)
+                if (!strcmp(v, c.name)) t = &c;
+        done = 1;
     }
-    return bk;
+    return t;
+}
+
+// TORCHLEAN_GEMM_EXACT_CHAIN=0 turns the chain kernel off (for benchmarks: the bits never
+// depend on it)
+static bool chain_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("TORCHLEAN_GEMM_EXACT_CHAIN");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
+// The tile whose busiest SM has the least work: ceil(tiles / SMs) tiles of bm x bn outputs
+// each, over the tile's FMA rate. 128x128 tiles run most products; the smaller ones keep every
+// SM busy where 128x128 tiles would leave much of the last wave empty (4096 x 768: 192 tiles
+// on 132 SMs; 96x128 tiles, 258 of them, take 0.54 ms instead of 0.63).
+static const TileChoice *pick_tile(int64_t batch, int64_t m, int64_t n, int64_t sms) {
+    if (const TileChoice *t = forced_tile()) return t;
+    const TileChoice *best = nullptr;
+    double best_cost = 0;
+    for (const TileChoice &c : TILES) {
+        const int64_t per_sm = (tile_blocks_mn(batch, m, n, c.bm, c.bn) + sms - 1) / sms;
+        const double cost = (double)per_sm * c.bm * c.bn / c.rate;
+        if (!best || cost < best_cost) best = &c, best_cost = cost;
+    }
+    return best;
 }
 
 extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
@@ -304,9 +750,13 @@ extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, 
     if (batch == 0 || m == 0 || n == 0) return TL_OK;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
         return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
-    // The 128x128 kernel does far more per block, so it wins unless it would leave most SMs
-    // idle (at 1024^3 on an H200, 64 blocks on 132 SMs: 0.12 ms, 32x32 tiles: 0.20 ms)
     const int64_t sms = tl_sm_count();
+    // few outputs over a long K: one chain per thread, spread over the SMs
+    if (k >= 4 * CHAIN_KC && tile_blocks_mn(batch, m, n, CHAIN_T, CHAIN_T) <= 2 * sms && chain_enabled())
+        return launch_chain(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc,
+                            sc, accumulate);
+    // The large tiles do far more per block, so they win unless 128x128 tiles would leave most
+    // SMs idle (at 1024^3 on an H200, 64 blocks on 132 SMs: 0.12 ms, 32x32 tiles: 0.20 ms)
     if (tile_blocks(batch, m, n, 128) < sms / 4) {
         if (tile_blocks(batch, m, n, 32) >= sms / 2)
             return launch_small<2>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb,
@@ -314,11 +764,8 @@ extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, 
         return launch_small<1>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C,
                                ldc, sc, accumulate);  // very few outputs: one chain per thread
     }
-    if (gemm_exact_bk() == 8)
-        return launch<8>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc, sc,
-                         accumulate);
-    return launch<16>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc, sc,
-                      accumulate);
+    return pick_tile(batch, m, n, sms)->fn(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B,
+                                           ldb, sb, C, ldc, sc, accumulate);
 }
 
 // The one GEMM entry of the CUDA kernels (linalg, conv_pool, attention), where exact mode
