@@ -4,6 +4,8 @@
 // memory past a kernel's size is poisoned with NaN and checked for stray writes.
 #include <cuda_runtime.h>  // the emulation (tests/native/cuda_emu)
 
+#include <vector>
+
 #include "reduce_util.cuh"
 #include "attention_tiled.cuh"
 #include "attention_exact.cuh"
@@ -27,14 +29,25 @@ bool launch(dim3 grid, size_t bytes, std::function<void()> body, bool reverse) {
     return true;
 }
 
+int g_fwd_keys = 64;  // the forward's key tile (emu_set_fwd_keys)
+
+template <int HDP, int KEYS>
+bool fwd_keys(const float *Q, const float *K, const float *V, const float *M, float *O, float *L,
+              int B, int n, int H, int hd, float scale, bool causal, bool vec, bool reverse) {
+    using F = FwdTiles<HDP, KEYS>;
+    static_assert(F::SMEM < sizeof(smem4), "shared memory");
+    dim3 grid((n + TROWS - 1) / TROWS, B * H);
+    return launch(grid, F::SMEM, [=] {
+        attn_fwd_tiled<HDP, KEYS>(Q, K, V, M, O, L, n, H, hd, scale, causal, vec);
+    }, reverse);
+}
+
 template <int HDP>
 bool fwd(const float *Q, const float *K, const float *V, const float *M, float *O, float *L, int B,
          int n, int H, int hd, float scale, bool causal, bool vec, bool reverse) {
-    static_assert(Tiled<HDP>::FWD_SMEM < sizeof(smem4), "shared memory");
-    dim3 grid((n + TROWS - 1) / TROWS, B * H);
-    return launch(grid, Tiled<HDP>::FWD_SMEM, [=] {
-        attn_fwd_tiled<HDP>(Q, K, V, M, O, L, n, H, hd, scale, causal, vec);
-    }, reverse);
+    if (g_fwd_keys == 32)
+        return fwd_keys<HDP, 32>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse);
+    return fwd_keys<HDP, 64>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse);
 }
 
 template <int HDP>
@@ -51,6 +64,53 @@ bool bwd(const float *Q, const float *K, const float *V, const float *dO, const 
                attn_dkv_tiled<HDP>(Q, K, V, dO, L, D, M, dK, dV, n, H, hd, scale, causal, vec);
            }, reverse);
 }
+// The one-pass backward's dQ on the CPU: blocks run one after another here, so no block can
+// wait for another; each rank's share goes to its own slot instead, and dq_reduce sums the
+// slots in rank order (first rank stored, later ranks added), the order attention.cu's
+// counters enforce. A rank written twice, or a share missing below a written rank, fails.
+struct DqSlots {
+    float *part;             // [ranks][B n HD]
+    unsigned char *written;  // the same shape
+    size_t size;
+    int block_id() const { return (int)(blockIdx.x + gridDim.x * blockIdx.y); }
+    void wait(int, int) const { __syncthreads(); }
+    void add(size_t i, float v, int rank) const {
+        const size_t k = (size_t)rank * size + i;
+        if (written[k]) abort();
+        part[k] = v;
+        written[k] = 1;
+    }
+    void done(int, int) const { __syncthreads(); }
+};
+
+template <int HDP>
+bool bwd_onepass(const float *Q, const float *K, const float *V, const float *dO, const float *L,
+                 const float *D, const float *M, float *dQ, float *dK, float *dV, int B, int n,
+                 int H, int hd, float scale, bool causal, bool vec, bool reverse) {
+    static_assert(Tiled<HDP>::BWD1_SMEM < sizeof(smem4), "shared memory");
+    const int nb = (n + TROWS - 1) / TROWS;
+    const size_t size = (size_t)B * n * H * hd;
+    std::vector<float> part((size_t)nb * size);
+    std::vector<unsigned char> written((size_t)nb * size, 0);
+    DqSlots sink{part.data(), written.data(), size};
+    dim3 grid(nb, B * H);
+    if (!launch(grid, Tiled<HDP>::BWD1_SMEM, [=] {
+            attn_bwd_onepass<HDP, DqSlots>(Q, K, V, dO, L, D, M, sink, dK, dV, n, H, hd, scale,
+                                           causal, vec);
+        }, reverse))
+        return false;
+    for (size_t i = 0; i < size; i++) {
+        if (!written[i]) continue;  // past hd in the padded layout: never the case here
+        float acc = part[i];
+        int r = 1;
+        for (; r < nb && written[(size_t)r * size + i]; r++) acc += part[(size_t)r * size + i];
+        for (int q = r; q < nb; q++)
+            if (written[(size_t)q * size + i]) return false;  // a gap in the ranks
+        dQ[i] = acc;
+    }
+    return true;
+}
+
 template <int HDP>
 bool fwd_exact(const float *Q, const float *K, const float *V, const float *M, float *O, float *L,
                int B, int n, int H, int hd, float scale, bool causal, bool vec, bool reverse) {
@@ -80,6 +140,10 @@ int exact_hdp(int hd) { return hd > 128 ? 0 : hd > 96 ? 128 : hd > 64 ? 96 : 64;
 
 extern "C" {
 
+// the forward's key tile for the next emu_attention_fwd calls (attention.cu:
+// TORCHLEAN_ATTN_FWD_KEYS)
+void emu_set_fwd_keys(int keys) { g_fwd_keys = keys; }
+
 // the padded head dim attention.cu picks for hd (0: not a tiled head dim)
 int emu_tiled_hdp(int hd) { return hd > 128 || hd <= 32 ? 0 : hd > 96 ? 128 : hd > 64 ? 96 : 64; }
 
@@ -106,6 +170,21 @@ int emu_attention_bwd(const float *Q, const float *K, const float *V, const floa
     case 64: ok = bwd<64>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
     case 96: ok = bwd<96>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
     case 128: ok = bwd<128>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    default: return -1;
+    }
+    return ok ? 0 : -2;
+}
+
+// the one-pass backward (attn_bwd_onepass), the same contract as emu_attention_bwd
+int emu_attention_bwd_onepass(const float *Q, const float *K, const float *V, const float *dO,
+                              const float *L, const float *D, const float *M, float *dQ,
+                              float *dK, float *dV, int B, int n, int H, int hd, float scale,
+                              int causal, int vec, int reverse) {
+    bool ok;
+    switch (emu_tiled_hdp(hd)) {
+    case 64: ok = bwd_onepass<64>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 96: ok = bwd_onepass<96>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 128: ok = bwd_onepass<128>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
     default: return -1;
     }
     return ok ? 0 : -2;

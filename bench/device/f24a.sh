@@ -1,0 +1,28 @@
+#!/bin/bash
+# Issue 24, items 1-2 on the GPU (repo root, after `make -j16 stub cuda`; $OUT: output folder):
+# the attention CUDA tests under each backward variant, the attention bench against SDPA for
+# each variant, and the GPT-width step. About 3-4 minutes.
+set -u
+export TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/f24a-out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+T="tests/test_attention_tiles.py tests/test_attention.py tests/test_attention_api.py"
+NOEMU="not emulation and not tiled_ and not exact_kernels and not onepass and not 32_key"  # CPU-only
+echo "== smoke: one-pass backward against the two kernels at bench sizes"
+if ! timeout 60 python3 bench/attention_smoke.py; then
+    echo "one-pass backward FAILED or hung: the rest runs with TORCHLEAN_ATTN_BWD=two"
+    export TORCHLEAN_ATTN_BWD=two
+fi
+echo "== CUDA tests, default (one-pass backward)"
+timeout 150 python3 -m pytest -q -x $T -k "$NOEMU" 2>&1 | tail -4
+echo "== CUDA tests, TORCHLEAN_ATTN_BWD=two TORCHLEAN_ATTN_FWD_KEYS=32"
+TORCHLEAN_ATTN_BWD=two TORCHLEAN_ATTN_FWD_KEYS=32 timeout 90 python3 -m pytest -q -x tests/test_attention.py tests/test_attention_tiles.py -k "($NOEMU) and (float64 or deterministic or causal or variants)" 2>&1 | tail -3
+echo "== CUDA tests, norm and fused ops"
+timeout 60 python3 -m pytest -q -x tests/test_norm.py tests/test_fused_ops.py 2>&1 | tail -3
+echo "== attention bench (forward key tile 64)"
+timeout 100 python3 bench/bench_attention.py --reps 15 --out "$OUT/attention.md" 2>&1 | tail -22
+echo "== attention bench, TORCHLEAN_ATTN_FWD_KEYS=32 (forward columns)"
+TORCHLEAN_ATTN_FWD_KEYS=32 timeout 60 python3 bench/bench_attention.py --reps 15 --shapes 0,2,4 --out "$OUT/attention-k32.md" 2>&1 | tail -14
+echo "== GPT-width step"
+timeout 120 python3 bench/bench_gpt_step.py --out "$OUT/gpt-step.md" 2>&1 | tail -12
