@@ -18,8 +18,8 @@ echo "== CUDA tests, default (one-pass backward)"
 timeout 150 python3 -m pytest -q -x $T -k "$NOEMU" 2>&1 | tail -4
 echo "== CUDA tests, TORCHLEAN_ATTN_BWD=two TORCHLEAN_ATTN_FWD_KEYS=32"
 TORCHLEAN_ATTN_BWD=two TORCHLEAN_ATTN_FWD_KEYS=32 timeout 90 python3 -m pytest -q -x tests/test_attention.py tests/test_attention_tiles.py -k "($NOEMU) and (float64 or deterministic or causal or variants)" 2>&1 | tail -3
-echo "== CUDA tests, norm and fused ops"
-timeout 60 python3 -m pytest -q -x tests/test_norm.py tests/test_fused_ops.py 2>&1 | tail -3
+echo "== CUDA tests, norm, fused ops (linear_residual), their registry cases"
+timeout 90 python3 -m pytest -q -x tests/test_norm.py tests/test_fused_ops.py tests/test_registry_ops.py -k "not registry or linear_residual or linear_gelu or layer_norm or cross_entropy_rows" 2>&1 | tail -3
 echo "== attention bench (forward key tile 64)"
 timeout 100 python3 bench/bench_attention.py --reps 15 --out "$OUT/attention.md" 2>&1 | tail -22
 echo "== attention bench, TORCHLEAN_ATTN_FWD_KEYS=32 (forward columns)"

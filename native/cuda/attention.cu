@@ -212,7 +212,8 @@ int tiled_backward(const char *op, const float *Q, const float *K, const float *
                    const float *dO, const float *L, const float *D, const float *M, float *dQ,
                    float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
                    bool causal) {
-    if (onepass_wanted() && onepass_fits<HDP>((n + TROWS - 1) / TROWS))
+    if (onepass_wanted() && B * H * ((n + 31) / 32) < INT32_MAX &&
+        onepass_fits<HDP>((n + TROWS - 1) / TROWS))
         return onepass_backward<HDP>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale,
                                      causal);
     static bool dq_ready = false, dkv_ready = false;

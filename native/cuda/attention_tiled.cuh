@@ -234,6 +234,8 @@ __global__ void __launch_bounds__(TTHREADS, (FwdTiles<HDP, KEYS>::BLOCKS)) attn_
 #pragma unroll
             for (int k = 0; k < CPT; k++) s[a][k] = 0.0f;
         tile_dots<CPT, T::LD>(s, QT, KP, r0, cl, dlim);
+        // every pair of the tile takes part: no pair tests
+        const bool inside = !mask && i0 + TROWS <= n && j0 + KEYS <= n && (!causal || j0 + KEYS <= i0 + 1);
 #pragma unroll
         for (int a = 0; a < 4; a++) {
             const int i = i0 + r0 + a;
@@ -241,7 +243,7 @@ __global__ void __launch_bounds__(TTHREADS, (FwdTiles<HDP, KEYS>::BLOCKS)) attn_
 #pragma unroll
             for (int k = 0; k < CPT; k++) {
                 const int j = j0 + cl + 8 * k;
-                if (!(i < n && j < n && attends(mask, causal, n, i, j))) s[a][k] = -INFINITY;
+                if (!inside && !(i < n && j < n && attends(mask, causal, n, i, j))) s[a][k] = -INFINITY;
                 tmax = fmaxf(tmax, s[a][k]);
             }
             const float mn = fmaxf(m[a], tl_group_max<8>(tmax));
@@ -500,13 +502,15 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_bwd_one
             for (int k = 0; k < CPT; k++) s[a][k] = dp[a][k] = 0.0f;
         tile_dots<CPT, T::LD>(s, KT, Qs, r0, cl, dlim);
         tile_dots<CPT, T::LD>(dp, VT, GS, r0, cl, dlim);
+        // every pair of the tile takes part (queries i0.., keys j0..): no pair tests
+        const bool inside = !mask && i0 + COLS <= n && j0 + TROWS <= n && (!causal || j0 + TROWS <= i0 + 1);
 #pragma unroll
         for (int k = 0; k < CPT; k++) {
             const int c = cl + 8 * k, i = i0 + c;
 #pragma unroll
             for (int a = 0; a < 4; a++) {
                 const int j = j0 + r0 + a;
-                const bool ok = i < n && j < n && attends(mask, causal, n, i, j);
+                const bool ok = inside || (i < n && j < n && attends(mask, causal, n, i, j));
                 const float p = ok ? expf(s[a][k] - Ls[c]) : 0.0f;
                 s[a][k] = p;
                 dp[a][k] = ok ? p * (dp[a][k] - Ds[c]) * scale : 0.0f;
