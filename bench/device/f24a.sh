@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 24, items 1-2 on the GPU (repo root, after `make -j16 stub cuda`; $OUT: output folder):
 # the attention CUDA tests under each backward variant, the attention bench against SDPA for
-# each variant, and the GPT-width step. About 3-4 minutes.
+# each variant, and the GPT-width step. About 4 minutes; every step has its own timeout.
 set -u
 export TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/f24a-out}
@@ -17,12 +17,14 @@ fi
 echo "== CUDA tests, default (one-pass backward)"
 timeout 150 python3 -m pytest -q -x $T -k "$NOEMU" 2>&1 | tail -4
 echo "== CUDA tests, TORCHLEAN_ATTN_BWD=two TORCHLEAN_ATTN_FWD_KEYS=32"
-TORCHLEAN_ATTN_BWD=two TORCHLEAN_ATTN_FWD_KEYS=32 timeout 90 python3 -m pytest -q -x tests/test_attention.py tests/test_attention_tiles.py -k "($NOEMU) and (float64 or deterministic or causal or variants)" 2>&1 | tail -3
+TORCHLEAN_ATTN_BWD=two TORCHLEAN_ATTN_FWD_KEYS=32 timeout 60 python3 -m pytest -q -x tests/test_attention.py tests/test_attention_tiles.py -k "($NOEMU) and (float64 or deterministic or head_dims)" 2>&1 | tail -3
 echo "== CUDA tests, norm, fused ops (linear_residual), their registry cases"
 timeout 90 python3 -m pytest -q -x tests/test_norm.py tests/test_fused_ops.py tests/test_registry_ops.py -k "not registry or linear_residual or linear_gelu or layer_norm or cross_entropy_rows" 2>&1 | tail -3
 echo "== attention bench (forward key tile 64)"
-timeout 100 python3 bench/bench_attention.py --reps 15 --out "$OUT/attention.md" 2>&1 | tail -22
+timeout 100 python3 bench/bench_attention.py --reps 10 --out "$OUT/attention.md" 2>&1 | tail -22
 echo "== attention bench, TORCHLEAN_ATTN_FWD_KEYS=32 (forward columns)"
-TORCHLEAN_ATTN_FWD_KEYS=32 timeout 60 python3 bench/bench_attention.py --reps 15 --shapes 0,2,4 --out "$OUT/attention-k32.md" 2>&1 | tail -14
+TORCHLEAN_ATTN_FWD_KEYS=32 timeout 60 python3 bench/bench_attention.py --reps 10 --shapes 0,2,4 --out "$OUT/attention-k32.md" 2>&1 | tail -14
 echo "== GPT-width step"
 timeout 120 python3 bench/bench_gpt_step.py --out "$OUT/gpt-step.md" 2>&1 | tail -12
+echo "== GPT-width step, kernels by time (torch.profiler)"
+timeout 60 python3 bench/profile_gpt_step.py --steps 3 --top 22 2>&1 | tail -52
