@@ -11,7 +11,7 @@ the peak memory of the timed steps (each allocator's own counter).
 Rows: torchlean default mode with the fused ops (the default), without them
 (torchlean.nn.fused.enabled = False: log_softmax + gather, linear then gelu), the attention
 variants (TORCHLEAN_ATTN_BWD=two: the dQ and dK/dV kernels instead of the one-pass backward;
-TORCHLEAN_ATTN_FWD_KEYS=32), deterministic, exact, and torch.
+=onepass64: its 64-query tiles; TORCHLEAN_ATTN_FWD_KEYS=32), deterministic, exact, and torch.
 --quick shrinks the model to toy sizes (a CPU smoke run). Prints a markdown table."""
 from __future__ import annotations
 
@@ -78,6 +78,8 @@ def main(argv=None):
             ("torchlean default, unfused ops", _run(tl, w, timing, use_fused=False)),
             ("torchlean default, fused, two-kernel attention backward",
              _run(tl, w, timing, env={"TORCHLEAN_ATTN_BWD": "two"})),
+            ("torchlean default, fused, one-pass backward with 64-query tiles",
+             _run(tl, w, timing, env={"TORCHLEAN_ATTN_BWD": "onepass64"})),
             ("torchlean default, fused, 32-key attention forward tiles",
              _run(tl, w, timing, env={"TORCHLEAN_ATTN_FWD_KEYS": "32"})),
             ("torchlean deterministic, fused", _run(tl, w, timing, mode="det")),

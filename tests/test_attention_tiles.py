@@ -154,13 +154,13 @@ def test_forward_and_gradients_against_float64(hd, n, causal):
 @pytest.mark.parametrize("hd,n,causal", [(64, 300, False), (64, 257, True), (128, 200, False),
                                          (128, 331, True), (33, 130, False)])
 def test_backward_variants_against_float64_and_stable(hd, n, causal, monkeypatch):
-    """Both CUDA backwards (TORCHLEAN_ATTN_BWD: onepass sums dQ shares of several key blocks in
-    a fixed order; two runs the dQ and dK/dV kernels) against float64, and bit-identical on a
-    rerun; on the stub the variable is ignored and the same checks hold."""
+    """The CUDA backwards (TORCHLEAN_ATTN_BWD: onepass and onepass64 sum dQ shares of several key
+    blocks in a fixed order; two runs the dQ and dK/dV kernels) against float64, and
+    bit-identical on a rerun; on the stub the variable is ignored and the same checks hold."""
     B, H, dm = 1, 2, 16
     ws, x, g = _inputs(hd + n + causal + 7, B, n, dm, H, hd)
     want_y, want_g = mha_reference(*ws, x, g, H, causal=causal)
-    for variant in ("onepass", "two"):
+    for variant in ("onepass", "onepass64", "two"):
         monkeypatch.setenv("TORCHLEAN_ATTN_BWD", variant)
         y, grads = _run(ws, x, g, H, causal=causal)
         _close(y, want_y, "y", 2e-5)
@@ -318,6 +318,7 @@ def emu():
                               float *dK, float *dV, int B, int n, int H, int hd, float scale,
                               int causal, int vec, int reverse);
         void emu_set_fwd_keys(int keys);
+        void emu_set_onepass_cols(int cols);
         int emu_attention_bwd_onepass(const float *Q, const float *K, const float *V,
                               const float *dO, const float *L, const float *D, const float *M,
                               float *dQ, float *dK, float *dV, int B, int n, int H, int hd,
@@ -594,9 +595,19 @@ def test_exact_causal_skipping_keeps_the_skipped_keys_effect(emu):
     (1, 200, 1, 128, True, True, True),
     (1, 1, 2, 100, False, False, True),
 ])
-def test_onepass_backward_against_float64(emu, B, n, H, hd, causal, masked, vec):
-    """attn_bwd_onepass: dQ from per-key-block shares summed in rank order, dK and dV are
-    float64-close; the reverse thread order gives the same bits."""
+@pytest.mark.parametrize("cols", [32, 64])
+def test_onepass_backward_against_float64(emu, B, n, H, hd, causal, masked, vec, cols):
+    """attn_bwd_onepass with 32- and 64-query tiles (64: head dims up to 64, else 32): dQ from
+    per-key-block shares summed in rank order, dK and dV are float64-close; the reverse thread
+    order gives the same bits."""
+    emu[1].emu_set_onepass_cols(cols)
+    try:
+        _onepass_case(emu, B, n, H, hd, causal, masked, vec)
+    finally:
+        emu[1].emu_set_onepass_cols(32)
+
+
+def _onepass_case(emu, B, n, H, hd, causal, masked, vec):
     q, k, v, do = _core_inputs(3 * n + hd, B, n, H, hd)
     mask = None
     if masked:

@@ -20,6 +20,7 @@
 // the tiled exact kernels of attention_exact.cuh for head dims up to 128, row kernels above.
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <stdint.h>
 #include <initializer_list>
 #include "common.cuh"
@@ -161,35 +162,39 @@ struct DqOrdered {
     }
 };
 
-// Which backward the fused path runs: the one-pass kernel (default) or the dQ and dK/dV
-// kernels; TORCHLEAN_ATTN_BWD=two picks the latter (benchmarks compare them).
-bool onepass_wanted() {
+// Which backward the fused path runs: the one-pass kernel with 32-query tiles (default), with
+// 64-query tiles (onepass64, head dims up to 64), or the dQ and dK/dV kernels (two); read from
+// TORCHLEAN_ATTN_BWD per call (benchmarks compare them). 0: two kernels, else the query tile.
+int onepass_cols(int hdp) {
     const char *e = getenv("TORCHLEAN_ATTN_BWD");
-    return !(e && e[0] == 't');
+    if (e && e[0] == 't') return 0;
+    if (e && !strcmp(e, "onepass64") && hdp == 64) return 64;
+    return 32;
 }
 
 // whether one head's key blocks all fit on the GPU at once (the one-pass walk's condition)
-template <int HDP>
+template <int HDP, int CPT>
 bool onepass_fits(int64_t key_blocks) {
     static int per_sm = -1;
     if (per_sm < 0) {
         int v = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_bwd_onepass<HDP, DqOrdered>,
-                                                          TTHREADS, Tiled<HDP>::BWD1_SMEM) != cudaSuccess)
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_bwd_onepass<HDP, CPT, DqOrdered>,
+                                                          TTHREADS, Onepass<HDP, CPT>::SMEM) != cudaSuccess)
             v = 0;
         per_sm = v;
     }
     return key_blocks <= (int64_t)per_sm * tl_sm_count();
 }
 
-template <int HDP>
+template <int HDP, int CPT>
 int onepass_backward(const char *op, const float *Q, const float *K, const float *V,
                      const float *dO, const float *L, const float *D, const float *M, float *dQ,
                      float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd,
                      float scale, bool causal) {
+    using P = Onepass<HDP, CPT>;
     static bool ready = false;
-    TL_TRY(allow_smem(op, attn_bwd_onepass<HDP, DqOrdered>, Tiled<HDP>::BWD1_SMEM, ready));
-    const int64_t tiles = (n + 31) / 32, words = B * H * tiles + 1;
+    TL_TRY(allow_smem(op, attn_bwd_onepass<HDP, CPT, DqOrdered>, P::SMEM, ready));
+    const int64_t tiles = (n + P::COLS - 1) / P::COLS, words = B * H * tiles + 1;
     void *tmp = nullptr;
     TL_TRY(tl_scratch(op, sizeof(int) * (size_t)words, &tmp));
     int *cnt = (int *)tmp;
@@ -198,7 +203,7 @@ int onepass_backward(const char *op, const float *Q, const float *K, const float
     if (!st) {
         DqOrdered sink{dQ, cnt, reinterpret_cast<unsigned *>(cnt + words - 1)};
         dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
-        attn_bwd_onepass<HDP, DqOrdered><<<grid, TTHREADS, Tiled<HDP>::BWD1_SMEM, tl_stream()>>>(
+        attn_bwd_onepass<HDP, CPT, DqOrdered><<<grid, TTHREADS, P::SMEM, tl_stream()>>>(
             Q, K, V, dO, L, D, M, sink, dK, dV, (int)n, (int)H, (int)hd, scale, causal,
             vec_ok(hd, {Q, K, V, dO}));
         st = tl_cuda_launched(op);
@@ -207,15 +212,32 @@ int onepass_backward(const char *op, const float *Q, const float *K, const float
     return st;
 }
 
+// the one-pass backward with 8 CPT-query tiles when it applies (*done), else nothing
+template <int HDP, int CPT>
+int try_onepass(const char *op, const float *Q, const float *K, const float *V, const float *dO,
+                const float *L, const float *D, const float *M, float *dQ, float *dK, float *dV,
+                int64_t B, int64_t n, int64_t H, int64_t hd, float scale, bool causal, bool *done) {
+    *done = B * H * ((n + 8 * CPT - 1) / (8 * CPT)) < INT32_MAX &&
+            onepass_fits<HDP, CPT>((n + TROWS - 1) / TROWS);
+    if (!*done) return TL_OK;
+    return onepass_backward<HDP, CPT>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale,
+                                      causal);
+}
+
 template <int HDP>
 int tiled_backward(const char *op, const float *Q, const float *K, const float *V,
                    const float *dO, const float *L, const float *D, const float *M, float *dQ,
                    float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
                    bool causal) {
-    if (onepass_wanted() && B * H * ((n + 31) / 32) < INT32_MAX &&
-        onepass_fits<HDP>((n + TROWS - 1) / TROWS))
-        return onepass_backward<HDP>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale,
-                                     causal);
+    const int cols = onepass_cols(HDP);
+    bool done = false;
+    if (cols == 64)
+        TL_TRY((try_onepass<64, 8>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal,
+                                   &done)));
+    else if (cols == 32)
+        TL_TRY((try_onepass<HDP, 4>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale,
+                                    causal, &done)));
+    if (done) return TL_OK;
     static bool dq_ready = false, dkv_ready = false;
     TL_TRY(allow_smem(op, attn_dq_tiled<HDP>, Tiled<HDP>::DQ_SMEM, dq_ready));
     TL_TRY(allow_smem(op, attn_dkv_tiled<HDP>, Tiled<HDP>::DKV_SMEM, dkv_ready));

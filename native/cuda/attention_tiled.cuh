@@ -56,10 +56,18 @@ template <int HDP> struct Tiled {
     // dK/dV: K^T, V^T, queries, dO (later dS), probabilities, lse and D of the query tile
     static constexpr size_t DKV_SMEM =
         sizeof(float) * (2 * HDP * TROWS + 2 * 8 * DKV_CPT * LD + 8 * DKV_CPT * (PTR + 2));
-    // one-pass backward: the dK/dV kernel's (dS key-major reuses the probabilities' space), and
-    // the tile's rank
-    static constexpr size_t BWD1_SMEM = DKV_SMEM + 16;
-    static_assert(TROWS * 8 * DKV_CPT <= 8 * DKV_CPT * PTR, "key-major dS fits the P tile");
+};
+
+// The one-pass backward with query tiles of 8 CPT: the dK/dV kernel's shared memory (dS
+// key-major reuses the probabilities' space) and the tile's rank; 32-query tiles (CPT 4) keep
+// the dK/dV kernel's blocks per SM, 64-query tiles (CPT 8, head dims up to 64) take two.
+template <int HDP, int CPT> struct Onepass {
+    using T = Tiled<HDP>;
+    static constexpr int COLS = 8 * CPT;
+    static constexpr int BLOCKS = CPT == T::DKV_CPT ? T::DKV_BLOCKS : 2;
+    static constexpr size_t SMEM = sizeof(float) *
+        (2 * HDP * TROWS + 2 * COLS * T::LD + COLS * (PTR + 2)) + 16;
+    static_assert(CPT == 4 || (CPT == 8 && HDP == 64), "one-pass query tiles");
 };
 
 // The forward's key tile: KEYS keys per step (64, or 32 for less shared memory and more blocks
@@ -435,22 +443,22 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_dkv_til
 // checks that and otherwise runs the two kernels).
 __device__ __forceinline__ int dst_swz(int r) { return ((r >> 2) & 3) << 1; }
 
-template <int HDP, class Sink>
-__global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_bwd_onepass(
+template <int HDP, int CPT, class Sink>
+__global__ void __launch_bounds__(TTHREADS, (Onepass<HDP, CPT>::BLOCKS)) attn_bwd_onepass(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
     const float *__restrict__ mask, Sink sink, float *__restrict__ dK, float *__restrict__ dV,
     int n, int H, int hd, float scale, bool causal, bool vec) {
     using T = Tiled<HDP>;
-    constexpr int CPT = T::DKV_CPT, COLS = 8 * CPT, DC = T::DC;
-    static_assert(COLS == 32, "key-major dS: 8 float4 chunks of queries per key");
-    constexpr int MC = (HDP + 63) / 64;            // dQ share: float4 chunks of dims per thread
+    constexpr int COLS = 8 * CPT, DC = T::DC;
+    // dQ share: a group of TPG threads owns 4 queries, each thread MC float4 chunks of dims
+    constexpr int TPG = TTHREADS / (COLS / 4), MC = (HDP + 4 * TPG - 1) / (4 * TPG);
     extern __shared__ float4 smem4[];
     float *KT = reinterpret_cast<float *>(smem4);  // [HDP][64]
     float *VT = KT + HDP * TROWS;                  // [HDP][64]
     float *Qs = VT + HDP * TROWS;                  // [COLS][LD]
     float *GS = Qs + COLS * T::LD;                 // [COLS][LD] dO, then [COLS][PTR] dS
-    float *PT = GS + COLS * T::LD;                 // [COLS][PTR] P, then [64][32] dS key-major
+    float *PT = GS + COLS * T::LD;                 // [COLS][PTR] P, then [64][COLS] dS key-major
     float *Ls = PT + COLS * PTR, *Ds = Ls + COLS;  // [COLS] each
     int &rank_s = *reinterpret_cast<int *>(Ds + COLS);
     const int lane = threadIdx.x & 31, cl = lane & 7;
@@ -461,8 +469,8 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_bwd_one
     const int keys = min(TROWS, n - j0);
     const size_t base = (size_t)b * n * HD + (size_t)h * hd;
     const int dlim = (hd + 3) & ~3;
-    // dQ share: thread t owns queries 4 (t / 16) .. + 3 of the tile and dims 4 (t % 16) + 64 m
-    const int qg = 4 * (threadIdx.x >> 4), dl = 4 * (threadIdx.x & 15);
+    // dQ share: thread t owns queries 4 (t / TPG) .. + 3 of the tile, dims 4 (t % TPG) + 4 TPG m
+    const int qg = 4 * (threadIdx.x / TPG), dl = 4 * (threadIdx.x % TPG);
     stage_rows_t<HDP>(KT, K, base, j0, n, HD, hd, scale, vec);
     stage_rows_t<HDP>(VT, V, base, j0, n, HD, hd, 1.0f, vec);
     float dk[4][4 * DC], dv[4][4 * DC];
@@ -522,14 +530,14 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_bwd_one
         tile_products<DC, T::LD>(dv, PT, GS, r0, cl, cols);
         __syncthreads();  // every thread is done reading dO: GS takes dS
         put_tile<CPT>(GS, dp, r0, cl);
-        // dS key-major over P (read by now): key r's 32 queries as 8 float4 chunks, chunk q / 4
+        // dS key-major over P (read by now): key r's queries as float4 chunks, chunk q / 4
         // stored at (q / 4) ^ swz(r), so a warp's stores hit 32 distinct banks
 #pragma unroll
         for (int a = 0; a < 4; a++)
 #pragma unroll
             for (int k = 0; k < CPT; k++) {
                 const int r = r0 + a, c = cl + 8 * k;
-                PT[r * 32 + 4 * ((c >> 2) ^ dst_swz(r)) + (c & 3)] = dp[a][k];
+                PT[r * COLS + 4 * ((c >> 2) ^ dst_swz(r)) + (c & 3)] = dp[a][k];
             }
         __syncthreads();
         tile_products<DC, T::LD>(dk, GS, Qs, r0, cl, cols);
@@ -542,11 +550,11 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_bwd_one
 #pragma unroll 4
         for (int r = 0; r < keys; r++) {
             const float4 p =
-                *reinterpret_cast<const float4 *>(PT + r * 32 + 4 * ((qg >> 2) ^ dst_swz(r)));
+                *reinterpret_cast<const float4 *>(PT + r * COLS + 4 * ((qg >> 2) ^ dst_swz(r)));
             const size_t row = base + (size_t)(j0 + r) * HD;
 #pragma unroll
             for (int m = 0; m < MC; m++) {
-                const int d = dl + 64 * m;
+                const int d = dl + 4 * TPG * m;
                 float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 if (vec) {
                     if (d < hd) kv = *reinterpret_cast<const float4 *>(K + row + d);
@@ -576,7 +584,7 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_bwd_one
             for (int m = 0; m < MC; m++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const int d = dl + 64 * m + e;
+                    const int d = dl + 4 * TPG * m + e;
                     if (d < hd) sink.add(base + (size_t)i * HD + d, dq[a][4 * m + e], rank);
                 }
         }

@@ -83,20 +83,24 @@ struct DqSlots {
     void done(int, int) const { __syncthreads(); }
 };
 
-template <int HDP>
-bool bwd_onepass(const float *Q, const float *K, const float *V, const float *dO, const float *L,
-                 const float *D, const float *M, float *dQ, float *dK, float *dV, int B, int n,
-                 int H, int hd, float scale, bool causal, bool vec, bool reverse) {
-    static_assert(Tiled<HDP>::BWD1_SMEM < sizeof(smem4), "shared memory");
+int g_onepass_cols = 32;  // the one-pass backward's query tile (emu_set_onepass_cols)
+
+template <int HDP, int CPT>
+bool bwd_onepass_cpt(const float *Q, const float *K, const float *V, const float *dO,
+                     const float *L, const float *D, const float *M, float *dQ, float *dK,
+                     float *dV, int B, int n, int H, int hd, float scale, bool causal, bool vec,
+                     bool reverse) {
+    using P = Onepass<HDP, CPT>;
+    static_assert(P::SMEM < sizeof(smem4), "shared memory");
     const int nb = (n + TROWS - 1) / TROWS;
     const size_t size = (size_t)B * n * H * hd;
     std::vector<float> part((size_t)nb * size);
     std::vector<unsigned char> written((size_t)nb * size, 0);
     DqSlots sink{part.data(), written.data(), size};
     dim3 grid(nb, B * H);
-    if (!launch(grid, Tiled<HDP>::BWD1_SMEM, [=] {
-            attn_bwd_onepass<HDP, DqSlots>(Q, K, V, dO, L, D, M, sink, dK, dV, n, H, hd, scale,
-                                           causal, vec);
+    if (!launch(grid, P::SMEM, [=] {
+            attn_bwd_onepass<HDP, CPT, DqSlots>(Q, K, V, dO, L, D, M, sink, dK, dV, n, H, hd,
+                                                scale, causal, vec);
         }, reverse))
         return false;
     for (size_t i = 0; i < size; i++) {
@@ -109,6 +113,18 @@ bool bwd_onepass(const float *Q, const float *K, const float *V, const float *dO
         dQ[i] = acc;
     }
     return true;
+}
+
+template <int HDP>
+bool bwd_onepass(const float *Q, const float *K, const float *V, const float *dO, const float *L,
+                 const float *D, const float *M, float *dQ, float *dK, float *dV, int B, int n,
+                 int H, int hd, float scale, bool causal, bool vec, bool reverse) {
+    if constexpr (HDP == 64)
+        if (g_onepass_cols == 64)
+            return bwd_onepass_cpt<64, 8>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale,
+                                          causal, vec, reverse);
+    return bwd_onepass_cpt<HDP, 4>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal,
+                                   vec, reverse);
 }
 
 template <int HDP>
@@ -139,6 +155,10 @@ int exact_hdp(int hd) { return hd > 128 ? 0 : hd > 96 ? 128 : hd > 64 ? 96 : 64;
 }  // namespace
 
 extern "C" {
+
+// the one-pass backward's query tile for the next calls (attention.cu: TORCHLEAN_ATTN_BWD=
+// onepass64 takes 64 for head dims up to 64)
+void emu_set_onepass_cols(int cols) { g_onepass_cols = cols; }
 
 // the forward's key tile for the next emu_attention_fwd calls (attention.cu:
 // TORCHLEAN_ATTN_FWD_KEYS)
