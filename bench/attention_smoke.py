@@ -1,4 +1,4 @@
-"""Quick GPU check of the attention backward variants at benchmark sizes: the one-pass backward
+"""GPU check of the attention backward variants at benchmark sizes: the one-pass backward
 (TORCHLEAN_ATTN_BWD=onepass, onepass64) against the two-kernel one (=two), and each one-pass
 variant rerun bit for bit. Exit status 0 when every check holds (bench/device scripts run it under a timeout
 before the long runs, so a hang or a wrong answer shows first)."""

@@ -1,5 +1,5 @@
 """One GPT-2-width training step, torchlean vs PyTorch eager, with and without torchlean's
-fused ops (cross_entropy_rows, linear_gelu; issue 24).
+fused ops (cross_entropy_rows, linear_gelu, linear_residual; issue 24).
 
     python bench/bench_gpt_step.py [--steps N] [--repeats R] [--quick] [--out FILE]
 
@@ -9,9 +9,10 @@ the same batches, TF32 off. Each row is the median step time of `repeats` runs o
 steps after warm-up, every run closed by a device synchronisation (sidebyside.measure), and
 the peak memory of the timed steps (each allocator's own counter).
 Rows: torchlean default mode with the fused ops (the default), without them
-(torchlean.nn.fused.enabled = False: log_softmax + gather, linear then gelu), the attention
-variants (TORCHLEAN_ATTN_BWD=two: the dQ and dK/dV kernels instead of the one-pass backward;
-=onepass64: its 64-query tiles; TORCHLEAN_ATTN_FWD_KEYS=32), deterministic, exact, and torch.
+(torchlean.nn.fused.enabled = False: log_softmax + gather, linear then gelu, linear then
+add), the attention
+variants (TORCHLEAN_ATTN_BWD=onepass: the one-pass backward instead of the dQ and dK/dV
+kernels; =onepass64: its 64-query tiles; TORCHLEAN_ATTN_FWD_KEYS=32), deterministic, exact, and torch.
 --quick shrinks the model to toy sizes (a CPU smoke run). Prints a markdown table."""
 from __future__ import annotations
 
@@ -76,8 +77,8 @@ def main(argv=None):
     side = TorchSide(tl.backend(), a.no_torch)
     rows = [("torchlean default, fused ops", _run(tl, w, timing)),
             ("torchlean default, unfused ops", _run(tl, w, timing, use_fused=False)),
-            ("torchlean default, fused, two-kernel attention backward",
-             _run(tl, w, timing, env={"TORCHLEAN_ATTN_BWD": "two"})),
+            ("torchlean default, fused, one-pass attention backward",
+             _run(tl, w, timing, env={"TORCHLEAN_ATTN_BWD": "onepass"})),
             ("torchlean default, fused, one-pass backward with 64-query tiles",
              _run(tl, w, timing, env={"TORCHLEAN_ATTN_BWD": "onepass64"})),
             ("torchlean default, fused, 32-key attention forward tiles",

@@ -28,7 +28,7 @@ ENV = {
     "TORCHLEAN_CUDA_SYNC": ("flag", "synchronise after every CUDA launch (read by the CUDA library)"),
     "TORCHLEAN_CONV_IGEMM": ("flag", "0: CUDA convolutions take im2col + cuBLAS (read by the CUDA library)"),
     "TORCHLEAN_GEMM_EXACT_BK": ("choice", "8 or 16: k-steps per tile of CUDA's exact GEMM (read by the CUDA library)"),
-    "TORCHLEAN_ATTN_BWD": ("choice", "onepass (default), onepass64 or two: CUDA attention's backward kernels (read by the CUDA library)"),
+    "TORCHLEAN_ATTN_BWD": ("choice", "two (default), onepass or onepass64: CUDA attention's backward kernels (read by the CUDA library)"),
     "TORCHLEAN_ATTN_FWD_KEYS": ("choice", "64 (default) or 32: keys per tile of CUDA attention's forward (read by the CUDA library)"),
     "TORCHLEAN_KEEP_ACTIVATIONS": ("flag", "keep GELU, softplus and layer-norm outputs for the backward"),
     "TORCHLEAN_CUDA_CACHE_CAP_BYTES": ("bytes", "cap on the CUDA pool's cached bytes (0: none)"),
@@ -161,7 +161,7 @@ def _apply_environment() -> None:
     if exact is not None:
         set_exact(exact)
     env_bytes("TORCHLEAN_CUDA_CACHE_CAP_BYTES")
-    env_choice("TORCHLEAN_ATTN_BWD", ("onepass", "onepass64", "two"))
+    env_choice("TORCHLEAN_ATTN_BWD", ("two", "onepass", "onepass64"))
     env_choice("TORCHLEAN_ATTN_FWD_KEYS", ("32", "64"))
     tf32 = env_flag("TORCHLEAN_ALLOW_TF32")
     if tf32 is not None:

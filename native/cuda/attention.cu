@@ -10,7 +10,10 @@
 // probabilities from lse and writes every gradient element from exactly one thread: no
 // atomics, bit-reproducible. The kernels are register-tiled (attn_*_tiled<HDP>, the head dims
 // padded to 64, 96 or 128), each thread 4 rows x 4-8 columns of a score tile, like a small SIMT
-// GEMM.
+// GEMM. TORCHLEAN_ATTN_BWD=onepass (or onepass64) runs the backward as one kernel instead of
+// the dQ and dK/dV pair: each key block also computes its share of dQ, and the shares are summed
+// in a fixed order through per-tile counters (attn_bwd_onepass, DqOrdered below): still no
+// atomics on the data, still bit-reproducible.
 // use_flash = 0: the composed path (materialised scores in scratch, a masked softmax kernel,
 // strided-batched GEMMs), kept as the reference the fused core is tested against.
 // causal = 1 (query i attends keys j <= i, ANDed with the mask): the fused kernels skip the
@@ -162,28 +165,34 @@ struct DqOrdered {
     }
 };
 
-// Which backward the fused path runs: the one-pass kernel with 32-query tiles (default), with
-// 64-query tiles (onepass64, head dims up to 64), or the dQ and dK/dV kernels (two); read from
-// TORCHLEAN_ATTN_BWD per call (benchmarks compare them). 0: two kernels, else the query tile.
+// Which backward the fused path runs, from TORCHLEAN_ATTN_BWD per call: the dQ and dK/dV
+// kernels (unset or `two`, the default: the one measured on a GPU so far), the one-pass kernel
+// with 32-query tiles (`onepass`) or with 64-query tiles (`onepass64`, head dims up to 64).
+// 0: two kernels, else the query tile.
 int onepass_cols(int hdp) {
     const char *e = getenv("TORCHLEAN_ATTN_BWD");
-    if (e && e[0] == 't') return 0;
-    if (e && !strcmp(e, "onepass64") && hdp == 64) return 64;
-    return 32;
+    if (!e || strncmp(e, "onepass", 7)) return 0;
+    return !strcmp(e, "onepass64") && hdp == 64 ? 64 : 32;
 }
 
-// whether one head's key blocks all fit on the GPU at once (the one-pass walk's condition)
+// whether one head's key blocks all fit on the GPU at once (the one-pass walk's condition); the
+// occupancy query needs the kernel's shared-memory opt-in first
 template <int HDP, int CPT>
-bool onepass_fits(int64_t key_blocks) {
+int onepass_fits(const char *op, int64_t key_blocks, bool *fits) {
+    static bool ready = false;
     static int per_sm = -1;
+    TL_TRY(allow_smem(op, attn_bwd_onepass<HDP, CPT, DqOrdered>, Onepass<HDP, CPT>::SMEM, ready));
     if (per_sm < 0) {
         int v = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_bwd_onepass<HDP, CPT, DqOrdered>,
-                                                          TTHREADS, Onepass<HDP, CPT>::SMEM) != cudaSuccess)
+                                                          TTHREADS, Onepass<HDP, CPT>::SMEM) != cudaSuccess) {
+            (void)cudaGetLastError();
             v = 0;
+        }
         per_sm = v;
     }
-    return key_blocks <= (int64_t)per_sm * tl_sm_count();
+    *fits = key_blocks <= (int64_t)per_sm * tl_sm_count();
+    return TL_OK;
 }
 
 template <int HDP, int CPT>
@@ -192,8 +201,6 @@ int onepass_backward(const char *op, const float *Q, const float *K, const float
                      float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd,
                      float scale, bool causal) {
     using P = Onepass<HDP, CPT>;
-    static bool ready = false;
-    TL_TRY(allow_smem(op, attn_bwd_onepass<HDP, CPT, DqOrdered>, P::SMEM, ready));
     const int64_t tiles = (n + P::COLS - 1) / P::COLS, words = B * H * tiles + 1;
     void *tmp = nullptr;
     TL_TRY(tl_scratch(op, sizeof(int) * (size_t)words, &tmp));
@@ -217,8 +224,9 @@ template <int HDP, int CPT>
 int try_onepass(const char *op, const float *Q, const float *K, const float *V, const float *dO,
                 const float *L, const float *D, const float *M, float *dQ, float *dK, float *dV,
                 int64_t B, int64_t n, int64_t H, int64_t hd, float scale, bool causal, bool *done) {
-    *done = B * H * ((n + 8 * CPT - 1) / (8 * CPT)) < INT32_MAX &&
-            onepass_fits<HDP, CPT>((n + TROWS - 1) / TROWS);
+    *done = false;
+    if (B * H * ((n + 8 * CPT - 1) / (8 * CPT)) >= INT32_MAX) return TL_OK;
+    TL_TRY((onepass_fits<HDP, CPT>(op, (n + TROWS - 1) / TROWS, done)));
     if (!*done) return TL_OK;
     return onepass_backward<HDP, CPT>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale,
                                       causal);
