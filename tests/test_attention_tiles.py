@@ -613,7 +613,9 @@ def test_exact_causal_skipping_keeps_the_skipped_keys_effect(emu):
 def test_onepass_backward_against_float64(emu, B, n, H, hd, causal, masked, vec, cols):
     """attn_bwd_onepass with 32- and 64-query tiles (64: head dims up to 64, else 32): dQ from
     per-key-block shares summed in rank order, dK and dV are float64-close; the reverse thread
-    order gives the same bits."""
+    order gives the same bits. The emulation also checks each tile's ranks: 0.. without gaps,
+    each reached at a later step of its block's walk than the rank before (on the GPU rank r
+    waits for rank r - 1, so no wait can close a cycle)."""
     emu[1].emu_set_onepass_cols(cols)
     try:
         _onepass_case(emu, B, n, H, hd, causal, masked, vec)

@@ -65,14 +65,24 @@ bool bwd(const float *Q, const float *K, const float *V, const float *dO, const 
            }, reverse);
 }
 // The one-pass backward's dQ on the CPU: blocks run one after another here, so no block can
-// wait for another; each rank's share goes to its own slot instead, and dq_reduce sums the
+// wait for another; each rank's share goes to its own slot instead, and the caller sums the
 // slots in rank order (first rank stored, later ranks added), the order attention.cu's
 // counters enforce. A rank written twice, or a share missing below a written rank, fails.
+// It also records the step of its walk at which each block reached each (tile, rank): on the
+// GPU rank r waits for rank r - 1, so that one must come at an earlier step of its own walk
+// (then no wait can close a cycle, and the walk cannot deadlock while one head's blocks are
+// all resident).
 struct DqSlots {
     float *part;             // [ranks][B n HD]
     unsigned char *written;  // the same shape
     size_t size;
-    int block_id() const { return (int)(blockIdx.x + gridDim.x * blockIdx.y); }
+    int *step_at;            // [ranks][tiles of all heads]: the step, -1 if none
+    int *cur;                // the running block's step (blocks run one after another)
+    size_t slots;
+    int block_id() const {
+        if (threadIdx.x == 0) *cur = 0;
+        return (int)(blockIdx.x + gridDim.x * blockIdx.y);
+    }
     void wait(int, int) const { __syncthreads(); }
     void add(size_t i, float v, int rank) const {
         const size_t k = (size_t)rank * size + i;
@@ -80,7 +90,10 @@ struct DqSlots {
         part[k] = v;
         written[k] = 1;
     }
-    void done(int, int) const { __syncthreads(); }
+    void done(int slot, int rank) const {
+        if (threadIdx.x == 0) step_at[(size_t)rank * slots + slot] = (*cur)++;
+        __syncthreads();
+    }
 };
 
 int g_onepass_cols = 32;  // the one-pass backward's query tile (emu_set_onepass_cols)
@@ -96,13 +109,22 @@ bool bwd_onepass_cpt(const float *Q, const float *K, const float *V, const float
     const size_t size = (size_t)B * n * H * hd;
     std::vector<float> part((size_t)nb * size);
     std::vector<unsigned char> written((size_t)nb * size, 0);
-    DqSlots sink{part.data(), written.data(), size};
+    const size_t slots = (size_t)B * H * ((n + P::COLS - 1) / P::COLS);
+    std::vector<int> step_at((size_t)nb * slots, -1);
+    int cur = 0;
+    DqSlots sink{part.data(), written.data(), size, step_at.data(), &cur, slots};
     dim3 grid(nb, B * H);
     if (!launch(grid, P::SMEM, [=] {
             attn_bwd_onepass<HDP, CPT, DqSlots>(Q, K, V, dO, L, D, M, sink, dK, dV, n, H, hd,
                                                 scale, causal, vec);
         }, reverse))
         return false;
+    for (size_t t = 0; t < slots; t++) {  // every tile: ranks 0.. without gaps, steps rising
+        if (step_at[t] < 0) return false;  // every tile has a first share
+        for (int r = 1; r < nb && step_at[(size_t)r * slots + t] >= 0; r++)
+            if (step_at[(size_t)r * slots + t] <= step_at[(size_t)(r - 1) * slots + t])
+                return false;
+    }
     for (size_t i = 0; i < size; i++) {
         if (!written[i]) continue;  // past hd in the padded layout: never the case here
         float acc = part[i];
