@@ -25,7 +25,8 @@ PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
 .PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
-        bench-models demo install clean help symbols-check check-math
+        bench-models demo install clean help symbols-check check-math check-math-cuda \
+        check-math-same
 
 all: stub                                  ## build the stub library (default)
 
@@ -77,8 +78,11 @@ build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h nati
 
 build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h
 	@mkdir -p build
-	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -fopenmp,-ffp-contract=off -Inative/common \
-	  -o $@ $< -lgomp
+	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -O3,-march=native,-fopenmp,-ffp-contract=off \
+	  -Inative/common -o $@ $< -lgomp
+
+check-math-cuda: build/tl_math_device_check  ## device = host bits on all 2^32 inputs per function (GPU)
+	build/tl_math_device_check
 
 # exhaustive proof that tl_math.h's transcendental functions are correctly rounded (all 2^32
 # inputs per function against glibc double + libquadmath; minutes per function, outside CI)
@@ -88,6 +92,20 @@ build/check_math: tests/native/check_math.c tests/native/cr_oracle.h native/comm
 
 check-math: build/check_math               ## exhaustive correct-rounding check (long; not in CI)
 	build/check_math
+
+# the current header against the proven double-double version (tests/native/tl_math_cr_ref.h),
+# bit for bit on all 2^32 inputs per function, on all cores (seconds on 16 cores)
+SAME_DEPS := tests/native/check_math_same_eval.c native/common/tl_math.h tests/native/tl_math_cr_ref.h
+build/check_math_same: tests/native/check_math_same.c $(SAME_DEPS)
+	@mkdir -p build
+	$(CC) $(STUB_CFLAGS) -Inative/common -DTLM_HEADER='"tl_math.h"' -DEVAL=cur_eval -c \
+	  tests/native/check_math_same_eval.c -o build/check_math_same_cur.o
+	$(CC) $(STUB_CFLAGS) -Itests/native -DTLM_HEADER='"tl_math_cr_ref.h"' -DEVAL=ref_eval -c \
+	  tests/native/check_math_same_eval.c -o build/check_math_same_ref.o
+	$(CC) $(STUB_CFLAGS) -o $@ $< build/check_math_same_cur.o build/check_math_same_ref.o
+
+check-math-same: build/check_math_same     ## current tl_math.h = the proven version, all 2^32 inputs
+	build/check_math_same
 
 # the tiled CUDA attention kernels (native/cuda/attention_tiled.cuh) compiled for the CPU with a
 # small CUDA emulation (tests/native/cuda_emu/), so tests/test_attention_tiles.py checks them
@@ -122,6 +140,15 @@ build/bn_exact_emu.so: $(BN_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
 	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
+# the tiled grouped/depthwise convolution kernels (native/cuda/conv_grouped_tiles.cuh) on the
+# CPU, the same emulation: tests/test_conv_grouped_tiles.py compares them with the stub
+GCONV_EMU_DEPS := tests/native/conv_grouped_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+                  native/cuda/conv_grouped_tiles.cuh native/common/conv_grouped.h native/common/tl_math.h
+build/conv_grouped_emu.so: $(GCONV_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -Inative/include -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
 
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
 	$(PY) -m codegen.gen

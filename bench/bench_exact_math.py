@@ -62,12 +62,14 @@ print(json.dumps(out))
 
 
 def run(tree, n, reps, threads, exact):
-    env = dict(os.environ, PYTHONPATH=str(tree), TORCHLEAN_BACKEND="stub",
-               OMP_NUM_THREADS=str(threads))
+    # the tree first, the caller's PYTHONPATH kept (cffi or numpy may live there)
+    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, TORCHLEAN_BACKEND="stub", OMP_NUM_THREADS=str(threads))
     r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(reps), str(threads),
                         "1" if exact else "0"], cwd=tree,
-                       env=env,
-                       capture_output=True, text=True, check=True)
+                       env=env, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"bench_exact_math: the child for {tree} failed:\n{r.stderr}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 

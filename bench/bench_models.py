@@ -1,10 +1,10 @@
 """Realistic models trained side by side: torchlean vs PyTorch eager on one device, one run.
 
-    python bench/bench_models.py [--models mlp,cnn,vgg,lm,fno,mamba] [--steps N] [--repeats R]
+    python bench/bench_models.py [--models mlp,cnn,vgg,resnet,lm,fno,mamba] [--steps N] [--repeats R]
                                  [--quick] [--out bench/results/models.md]
 
 The models of issue 14 at their sizes (MLP, MNIST-size CNN, VGG-style CIFAR CNN, a 4-layer
-transformer LM, an FNO) plus a Mamba-style selective-scan block. For each, both frameworks
+transformer LM, an FNO), a ResNet-style CIFAR model with BatchNorm, plus a Mamba-style selective-scan block. For each, both frameworks
 build the same architecture from the same initial weights (torchlean's are copied into the
 torch twin by state_dict name), train with the same optimizer on the same random batches,
 uploaded from host NumPy every step, TF32 off on both sides.
@@ -47,6 +47,8 @@ SIZES = {
                 quick=dict(side=10, c1=3, c2=4, fc=8, classes=10, batch=2)),
     "vgg": dict(full=dict(side=32, c1=64, c2=128, classes=10, batch=128),
                 quick=dict(side=8, c1=3, c2=4, classes=10, batch=2)),
+    "resnet": dict(full=dict(side=32, widths=(32, 64, 128), blocks=2, classes=10, batch=128),
+                   quick=dict(side=8, widths=(3, 4, 5), blocks=1, classes=10, batch=2)),
     "lm": dict(full=dict(vocab=256, d=256, heads=8, layers=4, T=128, batch=32),
                quick=dict(vocab=16, d=16, heads=2, layers=2, T=8, batch=2)),
     "fno": dict(full=dict(width=64, modes=16, grid=1024, layers=4, proj=128, batch=20),
@@ -143,6 +145,67 @@ def vgg(c, rng):
     return _image_workload("vgg", c, rng, 3, plan,
                            f"VGG-style CNN 3x{c['side']}x{c['side']}: conv {c['c1']}-{c['c1']}-pool-"
                            f"{c['c2']}-{c['c2']}-pool-fc{c['classes']}, Adam, cross-entropy")
+
+
+def _resnet(nn, F, c):
+    """CIFAR ResNet of BasicBlocks (3x3 conv-BN-ReLU-3x3 conv-BN + shortcut, 1x1 conv-BN where
+    the shape changes), one stage per width, global average pool, linear head. torchlean's nn
+    and torch.nn share these constructors, so one definition builds both twins."""
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.short = None
+            if stride != 1 or cin != cout:
+                self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                           nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            h = F.relu(self.bn1(self.conv1(x)))
+            h = self.bn2(self.conv2(h))
+            return F.relu(h + (x if self.short is None else self.short(x)))
+
+    class ResNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            w = c["widths"]
+            self.stem = nn.Sequential(nn.Conv2d(3, w[0], 3, padding=1, bias=False),
+                                      nn.BatchNorm2d(w[0]), nn.ReLU())
+            blocks, cin = [], w[0]
+            for i, cout in enumerate(w):
+                for j in range(c["blocks"]):
+                    blocks.append(Block(cin, cout, 2 if (i > 0 and j == 0) else 1))
+                    cin = cout
+            self.blocks = nn.Sequential(*blocks)
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Linear(cin, c["classes"])
+
+        def forward(self, x):
+            return self.fc(self.pool(self.blocks(self.stem(x))).flatten(1))
+
+    return ResNet()
+
+
+def resnet(c, rng):
+    """ResNet-style CIFAR model (issue 21's fifth): BasicBlocks with BatchNorm, widths
+    32/64/128, two blocks per stage, SGD with Nesterov momentum and weight decay."""
+    def build_tl():
+        from torchlean import nn
+        return _resnet(nn, nn.functional, c)
+
+    batches = [(rng.standard_normal((c["batch"], 3, c["side"], c["side"]), dtype=np.float32),
+                rng.integers(0, c["classes"], c["batch"])) for _ in range(N_BATCHES)]
+    w = "/".join(str(v) for v in c["widths"])
+    return Workload("resnet", c, f"ResNet-style CIFAR 3x{c['side']}x{c['side']}: BasicBlocks with "
+                    f"BatchNorm, widths {w}, {c['blocks']} blocks per stage, SGD Nesterov, "
+                    "cross-entropy", ("sgd", dict(lr=0.05, momentum=0.9, nesterov=True,
+                                                  weight_decay=5e-4)),
+                    "ce", batches, build_tl,
+                    lambda torch: _resnet(torch.nn, torch.nn.functional, c))
 
 
 def lm(c, rng):
@@ -358,7 +421,7 @@ def mamba(c, rng):
                     ("adam", dict(lr=1e-3)), "mse", batches, build_tl, build_torch)
 
 
-BUILDERS = dict(mlp=mlp, cnn=cnn, vgg=vgg, lm=lm, fno=fno, mamba=mamba)
+BUILDERS = dict(mlp=mlp, cnn=cnn, vgg=vgg, resnet=resnet, lm=lm, fno=fno, mamba=mamba)
 
 
 # ------------------------------------------------------------------------------ the two trainers

@@ -10,6 +10,7 @@ torchlean loads). The machine may be shared, so the two sides run in alternating
 --steps steps, --rounds times, and each side's time is the median of its blocks: load that comes
 and goes hits both sides alike. The table goes into --out under its own heading (the rest of the
 file, e.g. bench_stub.py's op table, is kept). torch is a benchmark-only dependency.
+bench/stub_ab.sh runs this script alternately against another build of the stub (before/after).
 """
 from __future__ import annotations
 

@@ -185,6 +185,24 @@ def test_onepass_backward_on_the_device_in_a_subprocess():
     assert r.returncode == 0 and "attention smoke: ok" in r.stdout, r.stdout + r.stderr
 
 
+def test_ragged_key_ranges_against_float64():
+    # each row's last allowed key falls anywhere (not on a 16-key vector or 64-row block edge),
+    # some rows see no key, small odd head dims: the stub's blocked default path stops each
+    # row's softmax at its last allowed key and each query block's products at the last key
+    # any of its rows may attend
+    B, H, n, hd, dm = 2, 3, 150, 5, 7
+    ws, x, g = _inputs(21, B, n, dm, H, hd)
+    rng = np.random.default_rng(22)
+    last = rng.integers(-1, n, n)                       # -1: the row sees nothing
+    mask = (np.arange(n)[None, :] <= last[:, None]) & (rng.uniform(size=(n, n)) < 0.8)
+    for causal in (False, True):
+        y, grads = _run(ws, x, g, H, mask=mask, causal=causal)
+        want_y, want_g = mha_reference(*ws, x, g, H, mask, causal)
+        _close(y, want_y, "y", 2e-5)
+        for name, got, want in zip(("dWq", "dWk", "dWv", "dWo", "dx"), grads, want_g):
+            _close(got, want, name, 1e-4)
+
+
 @pytest.mark.parametrize("use_flash", [True, False])
 def test_causal_and_mask_both_apply(use_flash):
     B, H, n, hd, dm = 2, 2, 70, 80, 12

@@ -1,10 +1,11 @@
-"""The stub's blocked GEMM keeps the naive per-element summation order, bit for bit.
+"""The stub's blocked GEMM keeps the naive per-element fma chain, bit for bit.
 
 native/stub/linalg.c packs panels, tiles registers, splits k into slices and runs tasks in
-parallel; none of that may change a bit: every C element must equal the sequential float32 sum
-c = 0; c = c + a[i, k] * b[k, j] for k = 0, 1, ... (no FMA). NumPy float32 arithmetic does exactly
-that one k at a time, so it is the oracle. Shapes straddle the micro-tile (8 x 32), k slice
-(at most 384, equal slices), row block (64) and in-place-B (m <= 64) boundaries.
+parallel; none of that may change a bit: every C element must equal the float32 chain
+c = 0; c = fma(a[i, k], b[k, j], c) for k = 0, 1, ... (rule 3, the exact GEMM's order).
+tests/exact_fma.py's independent float32 fma, applied one k at a time, is the oracle. Shapes
+straddle the micro-tile (8 x 32), k slice (at most 384, equal slices), row block (64) and
+in-place-B (m <= 64) boundaries.
 """
 import os
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 import torchlean as tl
 from torchlean import ops
+from exact_fma import gemm_fma_reference
 
 pytestmark = pytest.mark.skipif(tl.backend() != "stub", reason="checks the stub's GEMM order")
 
@@ -27,11 +29,8 @@ def f32(*shape):
 
 
 def sequential(a, b, c0=None):
-    """float32 a @ b summed one k at a time in increasing k, each product and sum rounded."""
-    c = np.zeros((a.shape[0], b.shape[1]), np.float32) if c0 is None else c0.astype(np.float32)
-    for k in range(a.shape[1]):
-        c = c + a[:, k:k + 1] * b[k:k + 1, :]
-    return c
+    """float32 a @ b as one fma chain per element in increasing k, from c0 (zeros by default)."""
+    return gemm_fma_reference(a, b, None if c0 is None else np.asarray(c0, np.float32))
 
 
 def buf(x):
@@ -91,3 +90,19 @@ def test_bits_do_not_depend_on_thread_count():
                              check=True)
         digests.add(out.stdout.strip())
     assert len(digests) == 1
+
+
+def test_default_gemm_gives_the_exact_gemms_bits():
+    # both are rule 3 (one fma chain per element in k order), through different kernels
+    a, b, bias = f32(70, 333), f32(333, 41), f32(41)
+    was = tl.is_exact()
+    try:
+        got = {}
+        for exact in (False, True):
+            tl.set_exact(exact)
+            got[exact] = (ops.matmul(buf(a), buf(b)).to_numpy(),
+                          ops.linear(buf(b.T.copy()), buf(bias), buf(a)).to_numpy())
+    finally:
+        tl.set_exact(was)
+    for d, e in zip(got[False], got[True]):
+        assert np.array_equal(d.view(np.uint32), e.view(np.uint32))

@@ -2,7 +2,8 @@
 regions started by two application threads at once, and a pool in a forked child.
 
 Kernels exercised: convolutions (a region over samples with a dynamic loop), pooling (dynamic
-loop over planes), the blocked matmul (a region with barriers) and elementwise loops."""
+loop over planes), the blocked matmul (a region with barriers), the default mode's blocked
+attention (a loop over heads and query blocks, GEMMs inside) and elementwise loops."""
 from __future__ import annotations
 
 import hashlib
@@ -33,6 +34,10 @@ outs = [y, *tl.ops.conv_backward(A(w), A(x), A(f(37, 7, 9, 11)), stride=1, paddi
 outs.append(tl.ops.max_pool(A(x), kernel_size=(3, 3), stride=2, padding=1))
 outs.append(tl.ops.smooth_max_pool(A(x), kernel_size=(2, 2), beta=2.0, stride=1))
 outs.append(tl.ops.matmul(A(f(301, 269)), A(f(269, 311))))
+ws, xa, mask = [A(f(12, 12)) for _ in range(4)], A(f(3, 130, 12)), r.uniform(size=(130, 130)) < 0.6
+for kw in (dict(causal=True), dict(mask=mask)):
+    fwd = tl.ops.multi_head_attention(*ws, xa, num_heads=3, **kw)
+    outs += [*fwd, *tl.ops.multi_head_attention_backward(A(f(3, 130, 12)), *ws, xa, *fwd[1:], num_heads=3, **kw)]
 h = hashlib.sha256()
 for o in outs:
     h.update(o.to_numpy().tobytes())

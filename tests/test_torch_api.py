@@ -132,7 +132,9 @@ def test_module_functions_equal_the_methods():
              "max": ((1,), {}), "min": ((), {}), "var": ((1,), {}), "std": ((), {}),
              "logsumexp": ((1,), {}), "flatten": ((), {}), "reshape": (((4, 3),), {}),
              "transpose": ((0, 1), {}), "permute": ((1, 0),), "unsqueeze": ((0,), {}),
-             "squeeze": ((), {}), "amin": ((0,), {}), "clamp": ((), {})}
+             "squeeze": ((), {}), "amin": ((0,), {}), "clamp": ((), {}),
+             "gather": ((1, tl.tensor(np.array([[0], [3], [1]]))), {}),
+             "broadcast_to": (((2, 3, 4),), {})}
     for name in functions.METHODS:
         if name in ("clamp", "numel", "detach"):
             continue
@@ -167,10 +169,55 @@ def test_every_torch_function_method_is_at_top_level():
                    "maximum", "mean", "min", "minimum", "mm", "mul", "ne", "neg", "numel",
                    "permute", "pow", "reciprocal", "relu", "reshape", "rsqrt", "sigmoid",
                    "softmax", "split", "sqrt", "square", "squeeze", "std", "sub", "sum", "t",
-                   "tanh", "transpose", "unsqueeze", "var", "where"]
+                   "tanh", "transpose", "unsqueeze", "var", "where", "gather", "broadcast_to"]
     x = tl.tensor([1.0])
     missing = [n for n in torch_names if hasattr(x, n) and not callable(getattr(tl, n, None))]
     assert missing == []
+
+
+@pytest.mark.parametrize("shape,dim,ishape", [((3, 4), 1, (3, 2)), ((3, 4), 0, (2, 4)),
+                                               ((2, 3, 5), -1, (2, 1, 7)), ((4,), 0, (6,)),
+                                               ((2, 3, 5), 1, (1, 3, 2))])
+def test_gather_is_take_along_axis_with_a_scatter_add_gradient(shape, dim, ishape):
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal(shape).astype(np.float32)
+    idx = rng.integers(0, shape[dim], ishape)
+    x = tl.tensor(xs, requires_grad=True)
+    y = tl.gather(x, dim, tl.tensor(idx))
+    sub = xs[tuple(slice(0, n) if a != dim % len(shape) else slice(None)
+                   for a, n in enumerate(ishape))]
+    np.testing.assert_array_equal(y.numpy(), np.take_along_axis(sub, idx, axis=dim))
+    g = rng.standard_normal(ishape)
+    (y * tl.tensor(g.astype(np.float32))).sum().backward()
+    want = np.zeros(shape)
+    grid = list(np.indices(ishape))
+    grid[dim % len(shape)] = idx
+    np.add.at(want, tuple(grid), g.astype(np.float32).astype(np.float64))
+    grad = x.grad.numpy() if hasattr(x.grad, "numpy") else np.asarray(x.grad)
+    np.testing.assert_allclose(grad, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(x.gather(dim, idx).numpy(), y.numpy())   # a NumPy index too
+    try:
+        import torch
+    except ImportError:
+        return
+    want_t = torch.gather(torch.tensor(xs), dim, torch.tensor(idx)).numpy()
+    np.testing.assert_array_equal(y.numpy(), want_t)
+
+
+def test_gather_and_broadcast_to_bad_inputs():
+    x = tl.randn(3, 4)
+    with pytest.raises(TypeError, match="gather: index must be an int64 tensor"):
+        x.gather(1, tl.randn(3, 1))
+    with pytest.raises(IndexError, match=r"gather: index out of range \[0, 4\)"):
+        tl.gather(x, 1, tl.tensor(np.array([[4], [0], [0]])))
+    with pytest.raises(ValueError, match="must have the input's rank 2"):
+        x.gather(0, np.array([1, 2]))
+    with pytest.raises(ValueError, match="exceeds input shape"):
+        x.gather(1, np.zeros((4, 1), np.int64))
+    with pytest.raises(TypeError, match="dim must be an int"):
+        x.gather("1", np.zeros((3, 1), np.int64))
+    assert tl.broadcast_to(tl.tensor([[1.0], [2.0]]), (3, 2, 2)).numpy().tolist() == \
+        [[[1.0, 1.0], [2.0, 2.0]]] * 3
 
 
 # ------------------------------------------------------------------------------ IntTensor

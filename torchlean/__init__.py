@@ -32,7 +32,8 @@ from torchlean.functions import (abs, exp, log, sqrt, rsqrt, sigmoid, tanh, relu
                                  neg, square, sum, mean, amax, amin, max, min, var, std,
                                  logsumexp, flatten, reshape, transpose, permute, squeeze,
                                  unsqueeze, t, clamp, clip, detach, clone, add, sub, mul, div,
-                                 matmul, mm, bmm, maximum, minimum, floor, trunc)
+                                 matmul, mm, bmm, maximum, minimum, floor, trunc, gather,
+                                 broadcast_to)
 from torchlean.exact_arith import exact_version
 from torchlean.runtime import (backend, set_deterministic, is_deterministic, set_exact, is_exact,
                                synchronize, memory_stats, reset_peak_memory_stats, empty_cache)
@@ -55,7 +56,7 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "amin", "var", "std", "logsumexp", "flatten", "reshape", "transpose",
            "permute", "squeeze", "unsqueeze", "t", "clamp", "clip", "detach", "clone", "add",
            "sub", "mul", "div", "matmul", "mm", "bmm", "maximum", "minimum", "floor", "trunc",
-           "exact_version"]
+           "gather", "broadcast_to", "exact_version"]
 
 # torch's dtype aliases; bound last, since they shadow builtins in this module's namespace (the
 # names that shadow builtins, these and abs/max/min/sum, stay out of __all__)

@@ -115,6 +115,37 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, s[:a] + (math.prod(s[a:b + 1]),) + s[b + 1:], "flatten")
 
 
+def gather(x, dim, index):
+    """torch.gather(x, dim, index): out[p] = x[p with axis dim replaced by index[p]], for index
+    an int64 tensor (or integer array) of x's rank no larger than x off axis dim. One gather of
+    the flattened x (VJP: scatter-add), the flat positions worked out on the host."""
+    if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"gather: dim must be an int, got {type(dim).__name__} {dim!r}")
+    if isinstance(index, IntTensor):
+        idx = index.numpy()
+    elif isinstance(index, np.ndarray) and np.issubdtype(index.dtype, np.integer):
+        idx = index
+    else:
+        raise TypeError(f"gather: index must be an int64 tensor, got "
+                        f"{getattr(index, 'dtype', type(index).__name__)}")
+    shape = tuple(x.shape)
+    if idx.ndim != len(shape):
+        raise ValueError(f"gather: index of shape {idx.shape} must have the input's rank "
+                         f"{len(shape)} (input shape {shape})")
+    d = dim + len(shape) if dim < 0 else dim
+    if not 0 <= d < max(len(shape), 1):
+        raise IndexError(f"gather: dim {dim} out of range for shape {shape}")
+    if any(i > n for a, (i, n) in enumerate(zip(idx.shape, shape)) if a != d):
+        raise ValueError(f"gather: index shape {idx.shape} exceeds input shape {shape} off dim {d}")
+    if idx.size and (idx.min() < 0 or idx.max() >= shape[d]):
+        raise IndexError(f"gather: index out of range [0, {shape[d]}) for dim {d} of shape {shape}")
+    grid = list(np.indices(idx.shape, sparse=True)) if idx.ndim else []
+    if grid:
+        grid[d] = idx
+    flat = np.ravel_multi_index(tuple(np.broadcast_arrays(*grid)), shape) if grid else np.zeros((), np.int64)
+    return reshape(reshape(x, (-1,))[flat.reshape(-1)], idx.shape)
+
+
 def expand(x, sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
         sizes = tuple(sizes[0])

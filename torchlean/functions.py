@@ -13,7 +13,7 @@ from torchlean.session import Parameter, Tensor, default_session
 METHODS = ("abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal",
            "neg", "square", "sum", "mean", "amax", "amin", "max", "min", "var", "std",
            "logsumexp", "flatten", "reshape", "transpose", "permute", "squeeze", "unsqueeze",
-           "t", "detach", "clone", "numel", "floor", "trunc")
+           "t", "detach", "clone", "numel", "floor", "trunc", "gather", "broadcast_to")
 
 
 def _as_input(name, x):

@@ -270,6 +270,14 @@ class Tensor:
     def expand(self, *sizes):
         return _composite.expand(self, sizes)
 
+    def broadcast_to(self, size):
+        """torch's x.broadcast_to(shape): x.expand(shape)."""
+        return _composite.expand(self, tuple(size))
+
+    def gather(self, dim, index):
+        """torch's x.gather(dim, index) (torchlean.composite.gather)."""
+        return _composite.gather(self, dim, index)
+
     def flatten(self, start_dim=0, end_dim=-1):
         return _composite.flatten(self, start_dim, end_dim)
 

@@ -138,10 +138,13 @@ TLM_HD float tl_gconv_dkernel_sample(const tl_gconv *C, const float *x, const fl
 TLM_HD float tl_gconv_dbias_chunk(const tl_gconv *C, const float *g, int64_t co, int64_t chunk) {
     const int64_t otot = C->cout * C->groups, len = C->n * C->out_n;
     const int64_t j0 = chunk * TLM_CHUNK, j1 = j0 + TLM_CHUNK < len ? j0 + TLM_CHUNK : len;
+    int64_t n = j0 / C->out_n, o = j0 % C->out_n;   /* then walked, not divided per value */
+    const float *gp = g + (n * otot + co) * C->out_n;
     float s = 0.0f;
     for (int64_t j = j0; j < j1; j++) {
-        const float v = g[((j / C->out_n) * otot + co) * C->out_n + j % C->out_n];
+        const float v = gp[o];
         s = j == j0 ? v : tlm_add(s, v);
+        if (++o == C->out_n) { o = 0; gp += otot * C->out_n; }
     }
     return s;
 }

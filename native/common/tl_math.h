@@ -88,15 +88,22 @@ TLM_HD float tlm_rsqrt(float x) { return tlm_div(1.0f, tlm_sqrt(x)); }
  *
  * exp, expm1, log, log1p, tanh, sigmoid, softplus, erf and sin/cos of 2 pi u return the float32
  * nearest the true value (ties to even) for every float32 input, so any correctly rounded
- * float32 library gives the same bits; the route inside does not matter. Each evaluates in IEEE
- * double: an exact argument reduction, a polynomial (coefficients from
- * tests/native/tl_math_coeffs.py, mpmath), and the leading terms kept as an unevaluated sum
- * hi + lo of two doubles, relative error below about 2^-56 (most near 2^-59). That is rounded to
- * float32 in one step (tlm_dd_round). An input whose true value lies closer to a rounding
- * midpoint than that error could round the wrong way; the exhaustive check over all 2^32
- * inputs (`make check-math`, tests/native/check_math.c, against glibc and quad precision) found
- * none, for every function here (bench/results/check-math.md). Any change to this code must
- * pass it again (a wrong input would need a fix-up, as CORE-MATH lists its exceptions).
+ * float32 library gives the same bits; the route inside does not matter. Two routes:
+ *  - expm1 and log1p evaluate in IEEE double with the leading terms kept as an unevaluated
+ *    sum hi + lo of two doubles, relative error below about 2^-56, rounded to float32 in one
+ *    step (tlm_dd_round). `make check-math` (tests/native/check_math.c, against glibc and quad
+ *    precision, all 2^32 inputs) found no input that rounds wrong (bench/results/check-math.md).
+ *  - exp, log, tanh, sigmoid, softplus, erf and sin/cos of 2 pi u, the ones elementwise
+ *    kernels spend their time in, evaluate in plain double (one polynomial or two, at most one
+ *    quotient), relative error about 2^-51, rounded to float32 once. An input whose true value
+ *    lies within that error of a rounding midpoint may round wrong: `make check-math-same`
+ *    compares all 2^32 inputs with the proven double-double version of the same function
+ *    (tests/native/tl_math_cr_ref.h, which passed check-math) and lists every such input, and
+ *    the function selects their correct values (tlm_fix; log has five, softplus one, the others
+ *    none). So both routes are proven on every input; the plain one costs 1-3x the pre-CR float
+ *    polynomials instead of 2-7x (bench/results/tl-math-speed.md).
+ * Coefficients come from tests/native/tl_math_coeffs.py (mpmath). Any change to this code must
+ * pass check-math (double-double route) or check-math-same (plain route) again.
  * Double FMAs (tlm_dfma) are used freely: the result is correctly rounded either way. The code
  * is branch-free (selects), so stub loops vectorise and GPU warps do not diverge. */
 
@@ -112,19 +119,6 @@ TLM_HD double tlm_dsub(double a, double b) { return a - b; }
 TLM_HD double tlm_dfma(double a, double b, double c) { return __builtin_fma(a, b, c); }
 TLM_HD int64_t tlm_dbits(double d) { int64_t b; memcpy(&b, &d, sizeof b); return b; }
 TLM_HD double tlm_dfrom_bits(int64_t b) { double d; memcpy(&d, &b, sizeof d); return d; }
-#endif
-
-/* Constant tables: CUDA device code reads a __device__ copy, host code a plain one. */
-#if defined(__CUDA_ARCH__)
-#define TLM_TAB(name) name##_dev
-#else
-#define TLM_TAB(name) name##_host
-#endif
-#if defined(__CUDACC__)
-#define TLM_TABLE(decl_dev, decl_host, data) static __device__ const decl_dev = data; \
-                                             static const decl_host = data;
-#else
-#define TLM_TABLE(decl_dev, decl_host, data) static const decl_host = data;
 #endif
 
 /* an unevaluated sum hi + lo of two doubles */
@@ -222,13 +216,47 @@ TLM_HD_INLINE double tlm_expm1_core(double x, tlm_dd *m) {
 /* 2^k for an integer-valued double k in [-1022, 1023] */
 TLM_HD double tlm_pow2_of(double kd) { return tlm_dfrom_bits(((int64_t)kd + 1023) << 52); }
 
+/* the plain-double route (see rule 2 above) */
+
+/* x = k ln2 + r, |r| <= ln2/2, for x in [-210, 180]: returns r (exact when k = 0, else rounded
+ * once) and sets *t = 1.5 2^52 + k, whose low bits hold k (tlm_scale2 reads them). */
+TLM_HD_INLINE double tlm_exp_reduce(double x, double *t) {
+    *t = tlm_dfma(x, TLM_INV_LN2, 0x1.8p52);
+    double kd = tlm_dsub(*t, 0x1.8p52);
+    return tlm_dfma(-kd, TLM_LN2_LO, tlm_dfma(-kd, TLM_LN2_HI, x));
+}
+/* 2^k v for tlm_exp_reduce's t, v > 0 and 2^k v a normal double: k added to v's exponent
+ * (t's bits are those of 1.5 2^52 plus k, and 1.5 2^52's bits end in 52 zero bits) */
+TLM_HD double tlm_scale2(double v, double t) {
+    return tlm_dfrom_bits(tlm_dbits(v) + (int64_t)((uint64_t)tlm_dbits(t) << 52));
+}
+/* Q(r) = (e^r - 1 - r) / r^2 on |r| <= ln2/2, a degree-9 fit: error 2^-55.8 relative to e^r */
+TLM_HD_INLINE double tlm_exp_q(double r) {
+    double q = 0x1.af389eea54156p-26;
+    q = tlm_dfma(q, r, 0x1.28917c9f3a495p-22);
+    q = tlm_dfma(q, r, 0x1.71de0db2eb873p-19);
+    q = tlm_dfma(q, r, 0x1.a019b914881bap-16);
+    q = tlm_dfma(q, r, 0x1.a01a01a7c2f2cp-13);
+    q = tlm_dfma(q, r, 0x1.6c16c17889f3cp-10);
+    q = tlm_dfma(q, r, 0x1.11111111109b5p-7);
+    q = tlm_dfma(q, r, 0x1.5555555553d68p-5);
+    q = tlm_dfma(q, r, 0x1.5555555555556p-3);
+    return tlm_dfma(q, r, 0x1.0000000000001p-1);
+}
+/* e^x = 2^k (1 + r (1 + r Q(r))) for x in [-210, 180], one double */
+TLM_HD_INLINE double tlm_exp_fast(double x) {
+    double t, r = tlm_exp_reduce(x, &t);
+    return tlm_scale2(tlm_dfma(tlm_dfma(tlm_exp_q(r), r, 1.0), r, 1.0), t);
+}
+
+/* y, or v where x has the bits xb (one listed exception) */
+TLM_HD float tlm_fix(float x, int32_t xb, int32_t vb, float y) {
+    return tlm_sel(tlm_to_bits(x) == xb, tlm_from_bits(vb), y);
+}
+
 /* e^x, correctly rounded. x is clamped to [-104, 89] (e^-104 rounds to 0, e^89 overflows). */
 TLM_HD_INLINE float tlm_exp(float x) {
-    tlm_dd m;
-    double kd = tlm_expm1_core((double)tlm_clampf(x, -104.0f, 89.0f), &m);
-    tlm_dd e = tlm_fast_two_sum(1.0, m.hi);                  /* e^r = e.hi + (e.lo + m.lo) */
-    double s = tlm_dd_to_odd(e.hi, tlm_dadd(e.lo, m.lo));
-    float y = tlm_d2f(tlm_dmul(s, tlm_pow2_of(kd)));         /* one rounding: s is odd */
+    float y = tlm_d2f(tlm_exp_fast((double)tlm_clampf(x, -104.0f, 89.0f)));
     return tlm_nan_pass(x, y);
 }
 
@@ -243,17 +271,6 @@ TLM_HD_INLINE float tlm_expm1(float x) {
     float y = tlm_dd_round(s.hi, tlm_dadd(s.lo, tlm_dmul(tlm_dadd(e.lo, m.lo), p)));
     y = tlm_sel(x == 0.0f, x, y);
     return tlm_nan_pass(x, y);
-}
-
-/* e^-a as 2^k (hi + lo) scaled into one unevaluated sum, for a >= 0 (float), clamped at 104 */
-TLM_HD_INLINE tlm_dd tlm_exp_neg(float a) {
-    tlm_dd m;
-    double kd = tlm_expm1_core(-(double)tlm_clampf(a, 0.0f, 104.0f), &m);
-    double p = tlm_pow2_of(kd);
-    tlm_dd e = tlm_fast_two_sum(1.0, m.hi);
-    e.hi = tlm_dmul(e.hi, p);
-    e.lo = tlm_dmul(tlm_dadd(e.lo, m.lo), p);
-    return e;
 }
 
 /* (n.hi + n.lo) / (d.hi + d.lo) as an unevaluated sum, relative error about 2^-100 beyond the
@@ -303,12 +320,28 @@ TLM_HD_INLINE tlm_dd tlm_log_core(double e, tlm_dd f) {
     return h;
 }
 
-/* natural log, correctly rounded. log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf. */
+/* natural log, correctly rounded. log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf.
+ * x = 2^e (1 + f) exactly (tlm_log_split); log(1 + f) = 2s + s z P(z), s = f / (2 + f),
+ * z = s^2, in plain double (tlm_log_core's P), added to e ln2 with the leading part last. */
 TLM_HD_INLINE float tlm_log(float x) {
     float e, f = tlm_log_split(tlm_sel((x > 0.0f) & (x <= 3.40282347e38f), x, 1.0f), &e);
-    tlm_dd fd = {(double)f, 0.0};
-    tlm_dd l = tlm_log_core((double)e, fd);
-    float y = tlm_dd_round(l.hi, l.lo);
+    double ed = (double)e, fd = (double)f;
+    double sd = tlm_ddiv(fd, tlm_dadd(2.0, fd)), z = tlm_dmul(sd, sd);
+    double p = 0x1.0c039fe4bea01p-3;
+    p = tlm_dfma(p, z, 0x1.0fbe957ed02d3p-3);
+    p = tlm_dfma(p, z, 0x1.3b1c355ddb480p-3);
+    p = tlm_dfma(p, z, 0x1.745cf9047e55ep-3);
+    p = tlm_dfma(p, z, 0x1.c71c7201593cap-3);
+    p = tlm_dfma(p, z, 0x1.2492492476ccap-2);
+    p = tlm_dfma(p, z, 0x1.9999999999a38p-2);
+    p = tlm_dfma(p, z, 0x1.5555555555555p-1);
+    double t = tlm_dfma(tlm_dmul(sd, z), p, tlm_dfma(ed, TLM_LN2_LO, tlm_dadd(sd, sd)));
+    float y = tlm_d2f(tlm_dfma(ed, TLM_LN2_HI, t));
+    y = tlm_fix(x, 0x3c413d3a, (int32_t)0xc08e158f, y);   /* the exceptions (check-math-same) */
+    y = tlm_fix(x, 0x41178feb, 0x400fe5e7, y);
+    y = tlm_fix(x, 0x4c5d65a5, 0x418f034b, y);
+    y = tlm_fix(x, 0x65d890d3, 0x4254d1f9, y);
+    y = tlm_fix(x, 0x6f31a8ec, 0x42845a89, y);
     y = tlm_sel(x > 3.40282347e38f, x, y);
     y = tlm_sel(x < 0.0f, tlm_from_bits(0x7fc00000), y);
     y = tlm_sel(x == 0.0f, tlm_from_bits((int32_t)0xff800000), y);
@@ -346,200 +379,59 @@ TLM_HD_INLINE float tlm_log1p(float x) {
     return tlm_nan_pass(x, y);
 }
 
-/* tanh, correctly rounded: tanh(a) = -M / (2 + M), M = e^-2a - 1 (no cancellation), a = |x|
- * clamped to 20 (tanh rounds to 1 beyond 9.02); the sign is copied from x (tanh(-0) = -0). */
+/* tanh, correctly rounded: tanh(a) = -M / (2 + M), M = e^-2a - 1 = 2^k p + (2^k - 1) (one
+ * FMA, no cancellation), a = |x| clamped to 20 (tanh rounds to 1 beyond 9.02); the sign is
+ * copied from x (tanh(-0) = -0). */
 TLM_HD_INLINE float tlm_tanh(float x) {
     float a = tlm_clampf(tlm_abs(x), 0.0f, 20.0f);
-    tlm_dd m;
-    double kd = tlm_expm1_core(-2.0 * (double)a, &m);
-    double p = tlm_pow2_of(kd);
-    tlm_dd e = tlm_fast_two_sum(1.0, m.hi);
-    tlm_dd mm = tlm_two_sum(tlm_dmul(e.hi, p), -1.0);        /* M = mm.hi + mm.lo, in (-1, 0] */
-    mm.lo = tlm_dadd(mm.lo, tlm_dmul(tlm_dadd(e.lo, m.lo), p));
-    tlm_dd n = {-mm.hi, -mm.lo};
-    tlm_dd d = tlm_fast_two_sum(2.0, mm.hi);
-    d.lo = tlm_dadd(d.lo, mm.lo);
-    tlm_dd t = tlm_dd_div(n, d);
-    float y = tlm_copysign(tlm_dd_round(t.hi, t.lo), x);
+    double t, r = tlm_exp_reduce(-2.0 * (double)a, &t);
+    double p = tlm_dfma(tlm_dmul(r, r), tlm_exp_q(r), r);   /* e^r - 1 */
+    double two = tlm_scale2(1.0, t);
+    double m = tlm_dfma(two, p, tlm_dsub(two, 1.0));
+    float y = tlm_copysign(tlm_d2f(tlm_ddiv(-m, tlm_dadd(2.0, m))), x);
     return tlm_nan_pass(x, y);
 }
 
 /* 1 / (1 + e^-x), correctly rounded, overflow-safe: with E = e^-|x|, 1 / (1 + E) for x >= 0
- * and E / (1 + E) below. */
+ * and E / (1 + E) below. |x| < 2^-12 takes 1/2 + x/4 - x^3/48 (the next term is 2^-27 of the
+ * last) as an unevaluated sum: 1/2 + x/4 sits on a rounding midpoint there for many x. */
 TLM_HD_INLINE float tlm_sigmoid(float x) {
-    tlm_dd e = tlm_exp_neg(tlm_abs(x));
-    tlm_dd d = tlm_fast_two_sum(1.0, e.hi);
-    d.lo = tlm_dadd(d.lo, e.lo);
-    tlm_dd n;
-    n.hi = x >= 0.0f ? 1.0 : e.hi;
-    n.lo = x >= 0.0f ? 0.0 : e.lo;
-    tlm_dd q = tlm_dd_div(n, d);
-    float y = tlm_dd_round(q.hi, q.lo);
+    double e = tlm_exp_fast(-(double)tlm_clampf(tlm_abs(x), 0.0f, 104.0f));
+    float y = tlm_d2f(tlm_ddiv(x >= 0.0f ? 1.0 : e, tlm_dadd(1.0, e)));
+    double xd = (double)x;
+    float ys = tlm_dd_round(tlm_dfma(xd, 0.25, 0.5), tlm_dmul(tlm_dmul(tlm_dmul(xd, xd), xd), -1.0 / 48.0));
+    y = tlm_sel(tlm_abs(x) < 0x1p-12f, ys, y);
     return tlm_nan_pass(x, y);
 }
 
-/* log(1 + e^x) = max(x, 0) + log1p(e^-|x|), correctly rounded (the sum is exact before the
- * one rounding) */
+/* log(1 + e^x) = max(x, 0) + log1p(E), E = e^-|x| (clamped at 104), correctly rounded, in plain
+ * double: log1p(E) = 2s + s z P(z) with s = E / (2 + E) (tlm_log's P), or, where 1 + E > sqrt(2),
+ * ln2 + log1p(f) with f = (E - 1) / 2, so that |s| stays within P's range. */
 TLM_HD_INLINE float tlm_softplus(float x) {
-    tlm_dd e = tlm_exp_neg(tlm_abs(x));
-    tlm_dd u = tlm_fast_two_sum(1.0, e.hi);
-    u.lo = tlm_dadd(u.lo, e.lo);
-    tlm_dd l = tlm_log_dd(u);
-    tlm_dd s = tlm_two_sum((double)tlm_sel(x > 0.0f, x, 0.0f), l.hi);
-    float y = tlm_dd_round(s.hi, tlm_dadd(s.lo, l.lo));
+    double e = tlm_exp_fast(-(double)tlm_clampf(tlm_abs(x), 0.0f, 104.0f));
+    int32_t big = e > 0x1.6a09e667f3bcdp-2;
+    double f = big ? tlm_dmul(tlm_dsub(e, 1.0), 0.5) : e;
+    double sd = tlm_ddiv(f, tlm_dadd(2.0, f)), z = tlm_dmul(sd, sd);
+    double p = 0x1.0c039fe4bea01p-3;
+    p = tlm_dfma(p, z, 0x1.0fbe957ed02d3p-3);
+    p = tlm_dfma(p, z, 0x1.3b1c355ddb480p-3);
+    p = tlm_dfma(p, z, 0x1.745cf9047e55ep-3);
+    p = tlm_dfma(p, z, 0x1.c71c7201593cap-3);
+    p = tlm_dfma(p, z, 0x1.2492492476ccap-2);
+    p = tlm_dfma(p, z, 0x1.9999999999a38p-2);
+    p = tlm_dfma(p, z, 0x1.5555555555555p-1);
+    double l = tlm_dfma(tlm_dmul(sd, z), p, tlm_dadd(big ? TLM_LN2_LO : 0.0, tlm_dadd(sd, sd)));
+    l = tlm_dadd(big ? TLM_LN2_HI : 0.0, l);
+    float y = tlm_d2f(tlm_dadd((double)tlm_sel(x > 0.0f, x, 0.0f), l));
+    y = tlm_fix(x, 0x39ea41d0, 0x3f3180bd, y);   /* the one exception (check-math-same) */
     y = tlm_sel(x > 3.40282347e38f, x, y);
     return tlm_nan_pass(x, y);
 }
 
-/* erf on [1/2, 4): 28 intervals of width 1/8, each row {erf(c) as hi, lo, then the Taylor
- * coefficients erf^(n)(c) / n!, n = 1..11} at the interval's centre c */
-#define TLM_ERF_ROWS { \
-    {0x1.25b8a88b6dd7fp-1, 0x1.9534a3b5bd215p-55, 0x1.a5074e2157620p-1, \
-     -0x1.d9a837e5824e4p-2, -0x1.9c41d1d5fae55p-4, 0x1.75bebc1b18d1cp-3, \
-     -0x1.6410ad9332666p-7, -0x1.7df8890b11fa7p-5, 0x1.4a54816d3608ap-7, \
-     0x1.18f36eb18f3d7p-7, -0x1.8d661c030e173p-9, -0x1.3628ede23de1dp-10, \
-     0x1.438eb2b3c46d1p-11}, \
-    {0x1.569243d2b3a9bp-1, 0x1.8eef7012e8df5p-56, 0x1.681ff24b4ab04p-1, \
-     -0x1.ef2bed2786b25p-2, -0x1.a4254557d722fp-7, 0x1.532415c267962p-3, \
-     -0x1.558b4c55a835cp-5, -0x1.1b7ad5b777f1bp-5, 0x1.1201d3bd0e758p-6, \
-     0x1.2995e3a88a890p-8, -0x1.0294c3e93cdb0p-8, -0x1.159644a564e28p-12, \
-     0x1.63daf9b385638p-11}, \
-    {0x1.7fb9bfaed8078p-1, 0x1.66cf14bcad032p-56, 0x1.2a8dcede3673bp-1, \
-     -0x1.e5267029187c0p-2, 0x1.fe0796bb9d05ap-5, 0x1.0fa23021ad0acp-3, \
-     -0x1.fa21ebca76761p-5, -0x1.31546d5c4edb4p-6, 0x1.37e5469efb7a6p-6, \
-     0x1.097966e2e87e3p-13, -0x1.e82ab020887a7p-9, 0x1.318270c11b2d8p-11, \
-     0x1.12652e433d763p-11}, \
-    {0x1.a1551a16aaeafp-1, 0x1.a558a46df5f67p-57, 0x1.dfca26f5bbf88p-2, \
-     -0x1.c1cd84866038fp-2, 0x1.e4c9975da0987p-4, 0x1.747e31bf47af3p-4, \
-     -0x1.1d1f00109e42ap-4, -0x1.47654175ceb42p-9, 0x1.1a817c594b8cbp-6, \
-     -0x1.cb8acd699cca6p-9, -0x1.57b72bf874db6p-9, 0x1.24493dca8b643p-10, \
-     0x1.f556774c6a909p-13}, \
-    {0x1.bbef0fbde6221p-1, -0x1.322c1148e0d48p-55, 0x1.75a91a7f4d2edp-2, \
-     -0x1.8d03ac274201cp-2, 0x1.3954778d6a0dfp-3, 0x1.88e0f7b183fc6p-5, \
-     -0x1.0f7c15f75ee13p-4, 0x1.5e22cfa1aab51p-7, 0x1.9ad28c5557c22p-7, \
-     -0x1.704ec5d29fc83p-8, -0x1.23360304f19bap-10, 0x1.43ca3fcdf057ap-10, \
-     -0x1.dcb97a9e067eep-15}, \
-    {0x1.d0580b2cfd249p-1, 0x1.4fca6318dfee9p-55, 0x1.1a0dc51a9934dp-2, \
-     -0x1.4ef05a0f95eebp-2, 0x1.5648b5dc47417p-3, 0x1.40fbaba44504cp-7, \
-     -0x1.c0db89d0a41a4p-5, 0x1.388c3ec056942p-6, 0x1.aecb7463cf446p-8, \
-     -0x1.8bca53327e075p-8, 0x1.4add4a8239f4bp-12, 0x1.05ce4abd0ff4fp-10, \
-     -0x1.183f198a0ba0dp-12}, \
-    {0x1.df85ea8db188ep-1, -0x1.f71e8254d11a9p-55, 0x1.9cb5bd549b111p-3, \
-     -0x1.0ed7443f85c33p-2, 0x1.5066cda84bba9p-3, -0x1.419fa10b6ed7dp-6, \
-     -0x1.3f41761d5a941p-5, 0x1.6d1d724baaae4p-6, 0x1.e377f5703f7ffp-11, \
-     -0x1.4cc916ad63c27p-8, 0x1.553ef0d12719fp-10, 0x1.26240f5597ee0p-11, \
-     -0x1.6bbf0fffb70d1p-12}, \
-    {0x1.ea7730ed0bbb9p-1, 0x1.2c5bd7ce1388bp-55, 0x1.24a7b84d38971p-3, \
-     -0x1.a4b118ef01593p-3, 0x1.319c7a75f9187p-3, -0x1.3db5bed47faf6p-5, \
-     -0x1.7019bda6c2fddp-6, 0x1.59d3aa402c32ep-6, -0x1.b324eab9c87a9p-9, \
-     -0x1.b4774d37d0dd7p-9, 0x1.c01377485a844p-10, 0x1.a5db5f627b4cdp-14, \
-     -0x1.40d9c429b88a4p-12}, \
-    {0x1.f21c9f12f0677p-1, -0x1.7efe429672266p-58, 0x1.92470a61b6965p-4, \
-     -0x1.3a47801c56a57p-3, 0x1.0453f90d3bd35p-3, -0x1.8a7c6a239217bp-5, \
-     -0x1.075c088031ee3p-7, 0x1.16f9c9c127b80p-6, -0x1.74c2fc9bdfe97p-8, \
-     -0x1.760c522bd5bebp-10, 0x1.a3cdb656adb43p-10, -0x1.02c3c1ab0b16dp-12, \
-     -0x1.92892013c6fc1p-13}, \
-    {0x1.f74a6d9a38383p-1, 0x1.c33a329423946p-55, 0x1.0bf97e95f2a64p-4, \
-     -0x1.c435059d09788p-4, 0x1.a3687c1eaf1adp-4, -0x1.9647a30b16824p-5, \
-     0x1.6981061dfbb09p-9, 0x1.7e8755da47040p-7, -0x1.9be731fdab95dp-8, \
-     0x1.3a95ae0a75546p-13, 0x1.319f780e962d7p-10, -0x1.b88dd51a4f7afp-12, \
-     -0x1.037f168a8e0c6p-14}, \
-    {0x1.fab0dd89d1309p-1, -0x1.ae61bd9db1babp-55, 0x1.5a08e85af27e0p-5, \
-     -0x1.399812926bc23p-4, 0x1.4140efb719cb0p-4, -0x1.7535a61a4193dp-5, \
-     0x1.374c88c7e6abdp-7, 0x1.a40709e010e77p-8, -0x1.6dc078888efa7p-8, \
-     0x1.2ee6d200993afp-10, 0x1.44f175e22a161p-11, -0x1.c2fb051c92966p-12, \
-     0x1.523035ed39813p-15}, \
-    {0x1.fcdacca0bfb73p-1, -0x1.2c33d88729e43p-55, 0x1.b1160991ff737p-6, \
-     -0x1.a38d59456f77dp-5, 0x1.d5bd91b6b0123p-5, -0x1.3b35dcbc80146p-5, \
-     0x1.9d76b0a0535c7p-7, 0x1.14c887a83a0e6p-9, -0x1.117f42cc6e9f4p-8, \
-     0x1.9b477bdad8e0bp-10, 0x1.1d219fb0e1bc9p-13, -0x1.5bb59d3ca6abfp-12, \
-     0x1.8ca373c577165p-14}, \
-    {0x1.fe307f2b503d0p-1, -0x1.8a555000387f8p-57, 0x1.06ae13b0d3255p-6, \
-     -0x1.0ee3844e59be7p-5, 0x1.48b127f8ed8a5p-5, -0x1.f155b4e7d8c3bp-6, \
-     0x1.aa2c0753d569ap-7, -0x1.bbf7e2795837bp-11, -0x1.5478d784d271cp-9, \
-     0x1.8eae08cdf9547p-10, -0x1.92946556037e5p-13, -0x1.90f27ae615128p-13, \
-     0x1.b076b7853882ep-14}, \
-    {0x1.fefcce6813974p-1, -0x1.b27cf5025d1c8p-58, 0x1.34d7dbc76d7e5p-7, \
-     -0x1.51cc18621fc23p-6, 0x1.b925a99886bb7p-6, -0x1.71e7d408c8c6fp-6, \
-     0x1.7ea58080a81efp-7, -0x1.46eb9d203e071p-9, -0x1.403333682fa5ep-10, \
-     0x1.3b37d5bd14a40p-10, -0x1.6be130822dbdfp-12, -0x1.03d4bcdafe930p-14, \
-     0x1.55848476c7d88p-14}, \
-    {0x1.ff733814af88cp-1, 0x1.0a87238cea4f9p-56, 0x1.5ff2750fe7820p-8, \
-     -0x1.96f0575a63ae5p-7, 0x1.1c5a643f04363p-6, -0x1.04f5caaf2196fp-6, \
-     0x1.382a146afb9d2p-7, -0x1.95cab93aa68d2p-9, -0x1.d2fd90fe62928p-13, \
-     0x1.9f50fb94c0b82p-11, -0x1.7d7378074399bp-12, 0x1.cc0c9cba01378p-16, \
-     0x1.92a3a2947141ep-15}, \
-    {0x1.ffb5bdf67fe6fp-1, 0x1.4e830346f6e7fp-62, 0x1.84ba3004a50d0p-9, \
-     -0x1.d9c2ea85a927dp-8, 0x1.60898536e104ap-7, -0x1.5eb1c899f0b70p-7, \
-     0x1.d854f73e74c87p-8, -0x1.897719a9d257ep-9, 0x1.88cdc8b807c97p-12, \
-     0x1.b325a11c1f45ap-12, -0x1.381548f692740p-12, 0x1.2b1fd05559d5ap-14, \
-     0x1.1ed31cd6fe717p-16}, \
-    {0x1.ffd9f78c7524ap-1, 0x1.04ed6ff98e45dp-55, 0x1.a024365f771bdp-10, \
-     -0x1.0a9732d5284ddp-8, 0x1.a4bf47a43042ap-8, -0x1.c23802d8a5bb7p-8, \
-     0x1.4f40070668329p-8, -0x1.4c9a2c9dccd04p-9, 0x1.4f7a50b5bc019p-11, \
-     0x1.18b04eb90c73ap-13, -0x1.a4c3880c0ea6ap-13, 0x1.4b7b82a86e254p-14, \
-     -0x1.0bc762b1be79cp-18}, \
-    {0x1.ffed167b12ac2p-1, -0x1.ddc0ce3ed8fcbp-55, 0x1.afc85e0f82e12p-11, \
-     -0x1.221a9f326bef4p-9, 0x1.e3c9aab90bcf4p-9, -0x1.14b1b98141f21p-8, \
-     0x1.c1c19b9e63d70p-9, -0x1.feac3dbeb5124p-10, 0x1.63e88178b0e49p-11, \
-     -0x1.4441c86c93f7ap-15, -0x1.c8ceebc5fc50cp-14, 0x1.125b77a79fcb6p-14, \
-     -0x1.da7be990bb4aep-17}, \
-    {0x1.fff6dee89352ep-1, 0x1.b96c0ba13851dp-55, 0x1.b23a5a23e4210p-12, \
-     -0x1.315107613c673p-10, 0x1.0c243329a9ca1p-9, -0x1.4630116262084p-9, \
-     0x1.1e84d1022e8cbp-9, -0x1.6b41872716325p-10, 0x1.36edde582b265p-11, \
-     -0x1.f7870ebc38e66p-14, -0x1.51ecfdc37801ep-15, 0x1.711d817e07bc3p-15, \
-     -0x1.0ae90d500cdaap-16}, \
-    {0x1.fffbb8f1049c6p-1, 0x1.d2c6266b51f27p-56, 0x1.a740684026555p-13, \
-     -0x1.36d34c8f1c26ap-11, 0x1.1eb6e14974a25p-10, -0x1.714eb8cc0947fp-10, \
-     0x1.5bec08c01b1d7p-10, -0x1.e4621d82dad12p-11, 0x1.e1b7b564b0e79p-12, \
-     -0x1.24564b69716a0p-13, 0x1.bf8e3b47f3cc9p-20, 0x1.8f55a9be0e03dp-16, \
-     -0x1.b3b76e620315ap-17}, \
-    {0x1.fffe0e0140857p-1, -0x1.6aa36f86c14ddp-57, 0x1.8fdc1b2dcf7b9p-14, \
-     -0x1.322484cf12daap-12, 0x1.27dc1bc6cfef5p-11, -0x1.9202f465eb421p-11, \
-     0x1.93b4c9746835fp-11, -0x1.30e9e6142fe9bp-11, 0x1.555b9d5fb4825p-12, \
-     -0x1.055983c4ac7abp-13, 0x1.68e6c75a5d068p-16, 0x1.2d4a50d2829b7p-17, \
-     -0x1.1de08b5647c04p-17}, \
-    {0x1.ffff2436a21dcp-1, -0x1.3607959a29d36p-55, 0x1.6e2367dc27f95p-15, \
-     -0x1.23c436c36fdabp-13, 0x1.26bf00867a835p-12, -0x1.a51fb50b15f22p-12, \
-     0x1.c0825378fda08p-12, -0x1.6c3dbfe0cbe4ap-12, 0x1.c1dd1438378dfp-13, \
-     -0x1.94c36a9d7c0f6p-14, 0x1.bf0aab116ca42p-16, 0x1.6bdbd2f94d9afp-23, \
-     -0x1.2b32e8d43f559p-18}, \
-    {0x1.ffffa1de8c582p-1, 0x1.832540129302ap-55, 0x1.44f21e49054f2p-16, \
-     -0x1.0d18811478659p-14, 0x1.1b964d438f622p-13, -0x1.a8d7851f26bf0p-13, \
-     0x1.ddd6df9b6852dp-13, -0x1.9e52b7aac1644p-13, 0x1.165b2034fcab2p-13, \
-     -0x1.1b75c33326751p-14, 0x1.91a253c42f4e8p-16, -0x1.020b498059edbp-18, \
-     -0x1.ade63f3082a14p-20}, \
-    {0x1.ffffd8e1a2f22p-1, -0x1.c10adf6b19989p-55, 0x1.1783ceac28910p-17, \
-     -0x1.e06a8b37e5b93p-16, 0x1.07978c7b8496bp-14, -0x1.9d039884f8be5p-14, \
-     0x1.e8d1145e94a54p-14, -0x1.c1f7251172a87p-14, 0x1.458b9e0854d68p-14, \
-     -0x1.6eb05572453f5p-15, 0x1.33045cf65279ep-16, -0x1.42c8adf1cd1fdp-18, \
-     0x1.91109b80a7a7ep-27}, \
-    {0x1.fffff039f9e8fp-1, -0x1.9d1bcd6174e99p-55, 0x1.d21397ead99cbp-19, \
-     -0x1.9f19734d29cf9p-17, 0x1.d982bd41d8954p-16, -0x1.8320fc4836be5p-15, \
-     0x1.e0a1cb1d071f3p-15, -0x1.d384223047b9cp-15, 0x1.696daf6422bd4p-15, \
-     -0x1.bb6e2d311a919p-16, 0x1.a4fcb0ea87efbp-17, -0x1.1c940c531c53bp-18, \
-     0x1.7469913f4f763p-21}, \
-    {0x1.fffff9d446cccp-1, -0x1.bb06bab98bc7ep-57, 0x1.789fb715aae95p-20, \
-     -0x1.5b333cc7f98f1p-18, 0x1.9b12fdbf90f62p-17, -0x1.5e06923144d70p-16, \
-     0x1.c6a071925631dp-16, -0x1.d178cb0388a82p-16, 0x1.7e29d33ac92b6p-16, \
-     -0x1.f9203429ba9ffp-17, 0x1.094dadeee395cp-17, -0x1.a771cf3589991p-19, \
-     0x1.b8fd1c29c263fp-21}, \
-    {0x1.fffffda86faa9p-1, -0x1.d230252d68f25p-56, 0x1.26f9df8519bd7p-21, \
-     -0x1.1926290adc888p-19, 0x1.5900c02d97304p-18, -0x1.3166de6a8c640p-17, \
-     0x1.9dfcc328729e0p-17, -0x1.bcab1ed5ec38dp-17, 0x1.81cd74a57ce17p-17, \
-     -0x1.106e95b6bf43dp-17, 0x1.379625a71385fp-18, -0x1.1970a5b67012cp-19, \
-     0x1.74761c833476cp-21}, \
-    {0x1.ffffff233ee1dp-1, 0x1.db123ed17221dp-55, 0x1.bfd7555a3bd68p-23, \
-     -0x1.b8d7f804d2e73p-21, 0x1.17f93e5149289p-19, -0x1.013b0457d08fap-18, \
-     0x1.6b245d7e1d829p-18, -0x1.98077548c6950p-18, 0x1.7492048ab3cebp-18, \
-     -0x1.17506c7b39df8p-18, 0x1.57e94a4c5f5a5p-19, -0x1.5709711f3cabcp-20, \
-     0x1.0a0f9569482a8p-21}, \
-}
-TLM_TABLE(double tlm_erf_tab_dev[28][13], double tlm_erf_tab_host[28][13], TLM_ERF_ROWS)
-
-/* erf, correctly rounded. |x| < 1/2: x (c0 + z Q(z)), z = x^2, c0 = 2/sqrt(pi) as hi + lo;
- * [1/2, 4): the interval's Taylor polynomial around its centre, erf(c) as hi + lo; |x| >= 4
- * rounds to 1. Odd: the sign is copied from x (erf(-0) = -0). */
+/* erf, correctly rounded. |x| < 1/2: x (c0 + z P(z)), z = x^2; [1/2, 4): 1 - e^-x^2 G(x), G the
+ * scaled complement erfc(x) e^x^2 (smooth), two degree-18 fits in t = x - c on [1/2, 7/4] and
+ * [7/4, 4] (centres c = 9/8 and 23/8; errors 2^-57.6 and 2^-59.3 relative to erf); |x| >= 4
+ * rounds to 1. Odd: the sign is copied from x (erf(-0) = -0). Plain double throughout. */
 TLM_HD_INLINE float tlm_erf(float x) {
     float a = tlm_clampf(tlm_abs(x), 0.0f, 4.0f);
     double ad = (double)a, z = tlm_dmul(ad, ad);
@@ -553,26 +445,33 @@ TLM_HD_INLINE float tlm_erf(float x) {
     p = tlm_dfma(p, z, -0x1.b82ce31288b13p-6);
     p = tlm_dfma(p, z, 0x1.ce2f21a042be2p-4);
     p = tlm_dfma(p, z, -0x1.812746b0379e7p-2);
-    tlm_dd sm = tlm_two_prod(ad, 0x1.20dd750429b6dp+0);
-    sm.lo = tlm_dfma(ad, tlm_dfma(z, p, 0x1.1ae3a914fed80p-56), sm.lo);
-    int64_t i = (int64_t)tlm_dmul(tlm_dsub((double)tlm_clampf(a, 0.5f, 3.9375f), 0.5), 8.0);
-#define TLM_ERF_C(n) TLM_TAB(tlm_erf_tab)[i][n]   /* indexed directly: GCC gathers it */
-    double t = tlm_dsub(ad, tlm_dfma((double)i, 0.125, 0.5625));   /* exact */
-    double acc = tlm_dfma(TLM_ERF_C(12), t, TLM_ERF_C(11));
-    acc = tlm_dfma(acc, t, TLM_ERF_C(10));
-    acc = tlm_dfma(acc, t, TLM_ERF_C(9));
-    acc = tlm_dfma(acc, t, TLM_ERF_C(8));
-    acc = tlm_dfma(acc, t, TLM_ERF_C(7));
-    acc = tlm_dfma(acc, t, TLM_ERF_C(6));
-    acc = tlm_dfma(acc, t, TLM_ERF_C(5));
-    acc = tlm_dfma(acc, t, TLM_ERF_C(4));
-    acc = tlm_dfma(acc, t, TLM_ERF_C(3));
-    acc = tlm_dfma(acc, t, TLM_ERF_C(2));
-    double bhi = TLM_ERF_C(0), blo = tlm_dfma(acc, t, TLM_ERF_C(1));
-#undef TLM_ERF_C
-    int32_t small = a < 0.5f;
-    double hi = tlm_dsel(small, sm.hi, bhi), lo = tlm_dsel(small, sm.lo, blo);
-    float y = tlm_sel(a >= 4.0f, 1.0f, tlm_dd_round(hi, lo));
+    double small = tlm_dfma(tlm_dmul(ad, z), p, tlm_dmul(ad, 0x1.20dd750429b6dp+0));
+    int32_t far = a >= 1.75f;
+    double t = tlm_dsub(ad, tlm_dsel(far, 2.875, 1.125));   /* exact */
+#define TLM_ERFC_C(near, far_) (far ? far_ : near)
+    double g = TLM_ERFC_C(0x1.9cdf8c77d20ccp-28, 0x1.8e9c2517322cap-39);
+    g = tlm_dfma(g, t, TLM_ERFC_C(-0x1.7c3b62e6da69ep-26, -0x1.e3b578c873a89p-37));
+    g = tlm_dfma(g, t, TLM_ERFC_C(0x1.26ae6c3085286p-24, 0x1.ac6ecd0ec0fffp-35));
+    g = tlm_dfma(g, t, TLM_ERFC_C(-0x1.017e92f270df8p-22, -0x1.f2b563aaa4549p-33));
+    g = tlm_dfma(g, t, TLM_ERFC_C(0x1.bb89b3e4c8155p-21, 0x1.292dff1def9f7p-30));
+    g = tlm_dfma(g, t, TLM_ERFC_C(-0x1.7080e6d2cfcc8p-19, -0x1.4f185eabbff9dp-28));
+    g = tlm_dfma(g, t, TLM_ERFC_C(0x1.29974c42e9622p-17, 0x1.71f867bba1780p-26));
+    g = tlm_dfma(g, t, TLM_ERFC_C(-0x1.d2b1ee88b0887p-16, -0x1.91b412c4c3b9ep-24));
+    g = tlm_dfma(g, t, TLM_ERFC_C(0x1.62743ec2e86a9p-14, 0x1.ab81ccc6dc039p-22));
+    g = tlm_dfma(g, t, TLM_ERFC_C(-0x1.041e3b774de8ap-12, -0x1.bd5f07ad24fc7p-20));
+    g = tlm_dfma(g, t, TLM_ERFC_C(0x1.6fd9a572d0d9fp-11, 0x1.c5b488bd4d24dp-18));
+    g = tlm_dfma(g, t, TLM_ERFC_C(-0x1.f38c6cf5d56f9p-10, -0x1.c35c6388e5df8p-16));
+    g = tlm_dfma(g, t, TLM_ERFC_C(0x1.446c5166d9613p-8, 0x1.b5d78b30f2eecp-14));
+    g = tlm_dfma(g, t, TLM_ERFC_C(-0x1.910a5d7c2248dp-7, -0x1.9d6f222b62479p-12));
+    g = tlm_dfma(g, t, TLM_ERFC_C(0x1.d4e711a2df862p-6, 0x1.7b404aa4db172p-10));
+    g = tlm_dfma(g, t, TLM_ERFC_C(-0x1.01343a2c92156p-4, -0x1.512f92fca2362p-8));
+    g = tlm_dfma(g, t, TLM_ERFC_C(0x1.05e72521ca1b8p-3, 0x1.21c23afa33c5bp-6));
+    g = tlm_dfma(g, t, TLM_ERFC_C(-0x1.e78b356770fbbp-3, -0x1.dfc0205709b5ep-5));
+    g = tlm_dfma(g, t, TLM_ERFC_C(0x1.9531e09b149b5p-2, 0x1.7d0a5e9dd5710p-3));
+#undef TLM_ERFC_C
+    double big = tlm_dfma(-tlm_exp_fast(-z), g, 1.0);
+    float y = tlm_d2f(tlm_dsel(a < 0.5f, small, big));
+    y = tlm_sel(a >= 4.0f, 1.0f, y);
     y = tlm_copysign(y, x);
     return tlm_nan_pass(x, y);
 }
@@ -848,8 +747,9 @@ TLM_HD float tlm_max_first(float m, float v) { return v > m ? v : m; }
 /* ==== sin and cos of 2 pi u (Box-Muller's angle), correctly rounded; an exact integer power === */
 
 /* sin(2 pi s) = s (2 pi + z S(z)) and cos(2 pi s) = 1 - 2 pi^2 z + z^2 C(z), z = s^2 (exact),
- * for |s| <= 1/8, as unevaluated sums (2 pi and 2 pi^2 as hi + lo) */
-TLM_HD_INLINE tlm_dd tlm_sin_2pi_dd(double s) {
+ * for |s| <= 1/8, in plain double (2 pi and 2 pi^2 as hi + lo, the lo parts added in with the
+ * small terms) */
+TLM_HD_INLINE double tlm_sin_2pi_d(double s) {
     double z = tlm_dmul(s, s);
     double p = -0x1.6cc577dadd922p-1;
     p = tlm_dfma(p, z, 0x1.e8f036bcd3237p+1);
@@ -858,11 +758,9 @@ TLM_HD_INLINE tlm_dd tlm_sin_2pi_dd(double s) {
     p = tlm_dfma(p, z, -0x1.32d2cce62b872p+6);
     p = tlm_dfma(p, z, 0x1.466bc6775aae1p+6);
     p = tlm_dfma(p, z, -0x1.4abbce625be53p+5);
-    tlm_dd r = tlm_two_prod(s, 0x1.921fb54442d18p+2);
-    r.lo = tlm_dfma(s, tlm_dfma(z, p, 0x1.1a62633145c07p-52), r.lo);
-    return r;
+    return tlm_dfma(s, 0x1.921fb54442d18p+2, tlm_dmul(s, tlm_dfma(z, p, 0x1.1a62633145c07p-52)));
 }
-TLM_HD_INLINE tlm_dd tlm_cos_2pi_dd(double s) {
+TLM_HD_INLINE double tlm_cos_2pi_d(double s) {
     double z = tlm_dmul(s, s);
     double p = -0x1.b38340f56931fp+0;
     p = tlm_dfma(p, z, 0x1.f9cfc07738157p+2);
@@ -870,10 +768,8 @@ TLM_HD_INLINE tlm_dd tlm_cos_2pi_dd(double s) {
     p = tlm_dfma(p, z, 0x1.e1f50688302c5p+5);
     p = tlm_dfma(p, z, -0x1.55d3c7e3cbd74p+6);
     p = tlm_dfma(p, z, 0x1.03c1f081b5ac4p+6);
-    tlm_dd q = tlm_two_prod(-0x1.3bd3cc9be45dep+4, z);
-    tlm_dd h = tlm_fast_two_sum(1.0, q.hi);
-    h.lo = tlm_dadd(h.lo, tlm_dfma(tlm_dmul(z, z), p, tlm_dfma(-0x1.692b71366cc04p-50, z, q.lo)));
-    return h;
+    double small = tlm_dfma(tlm_dmul(z, z), p, tlm_dmul(-0x1.692b71366cc04p-50, z));
+    return tlm_dfma(-0x1.3bd3cc9be45dep+4, z, tlm_dadd(1.0, small));
 }
 
 /* Reduce u exactly: r = u - round(u) in [-1/2, 1/2] (|u| >= 2^23 is an integer: r = 0), then
@@ -896,10 +792,8 @@ TLM_HD float tlm_reduce_2pi(float u, int32_t *q, float *rsign) {
 TLM_HD_INLINE float tlm_cos_2pi(float u) {
     int32_t q;
     float sg, s = tlm_reduce_2pi(u, &q, &sg);
-    tlm_dd c = tlm_cos_2pi_dd((double)s), sn = tlm_sin_2pi_dd((double)s);
-    double hi = q == 0 ? c.hi : (q == 1 ? -sn.hi : -c.hi);
-    double lo = q == 0 ? c.lo : (q == 1 ? -sn.lo : -c.lo);
-    float y = tlm_dd_round(hi, lo);
+    double c = tlm_cos_2pi_d((double)s), sn = tlm_sin_2pi_d((double)s);
+    float y = tlm_d2f(q == 0 ? c : (q == 1 ? -sn : -c));
     return tlm_sel(u - u != 0.0f, tlm_from_bits(0x7fc00000), y);   /* inf - inf and NaN */
 }
 
@@ -908,10 +802,8 @@ TLM_HD_INLINE float tlm_cos_2pi(float u) {
 TLM_HD_INLINE float tlm_sin_2pi(float u) {
     int32_t q;
     float sg, s = tlm_reduce_2pi(u, &q, &sg);
-    tlm_dd c = tlm_cos_2pi_dd((double)s), sn = tlm_sin_2pi_dd((double)s);
-    double hi = q == 0 ? sn.hi : (q == 1 ? c.hi : -sn.hi);
-    double lo = q == 0 ? sn.lo : (q == 1 ? c.lo : -sn.lo);
-    float y = tlm_mul(sg, tlm_dd_round(hi, lo));
+    double c = tlm_cos_2pi_d((double)s), sn = tlm_sin_2pi_d((double)s);
+    float y = tlm_mul(sg, tlm_d2f(q == 0 ? sn : (q == 1 ? c : -sn)));
     return tlm_sel(u - u != 0.0f, tlm_from_bits(0x7fc00000), y);
 }
 

@@ -1,14 +1,23 @@
-// conv_grouped.cu: grouped and dilated convolution on the GPU, one thread per value around the
-// formulas of native/common/conv_grouped.h (the stub runs the same functions in loops), so every
-// mode gives the stub's bits. The kernel gradient runs in two passes: one thread per (weight,
-// sample) computes the sample's chain into scratch, then one thread per weight sums the samples
-// by rule 4; the bias gradient likewise by chunks of TLM_CHUNK values, then the tree.
+// conv_grouped.cu: grouped and dilated convolution on the GPU around the formulas of
+// native/common/conv_grouped.h (the stub runs the same functions in loops).
 //
-// Depthwise 2-D convolutions (one input and one output channel per group) take tiled kernels
-// that stage the image and gradient planes in shared memory, padding as zeros, and run the same
-// chains in the same orders (the formulas' x = 0 for a padding tap is the staged zero).
+// Grouped 2-D convolutions with a 3x3, 5x5 or 7x7 kernel, and depthwise 3x3 ones, take the
+// fixed-size tiles of conv_grouped_tiles.cuh (takes_fixed says why these): the forward pass and
+// the input gradient stage the image or gradient tile with its halo in shared memory and run the
+// formulas' chains, so every mode gives the stub's bits; depthwise tiles give each thread several
+// rows, grouped ones several channels. In default and deterministic modes their kernel and bias
+// gradients are one reduction over (sample, position) slices with every lane busy and a fixed
+// tree (run to run identical, not the stub's order).
+// Other depthwise 2-D convolutions take 32 x 8 tiles of any kernel size (k_dw_forward, and
+// k_dw_dinput at stride 1) and a block per plane for the kernel gradient (k_dw_dkernel); the
+// rest one thread per value (k_forward, k_dinput, k_dkernel_samples). Those kernel gradients,
+// and all of exact mode's, are the stub's orders: a chain per (weight, sample), then rule 4 over
+// the samples; the bias gradient by chunks of TLM_CHUNK values, then the tree.
+#include <stdlib.h>
+#include <type_traits>
 #include "common.cuh"
 #include "conv_grouped.h"
+#include "conv_grouped_tiles.cuh"
 #include "entry/conv_grouped_kernels.h"
 
 namespace {
@@ -190,13 +199,154 @@ __global__ void k_dw_dkernel(tl_gconv C, const float *x, const float *g, float *
     }
 }
 
-// the tiled kernels serve depthwise 2-D convolutions whose staged data fits DW_SMEM
-bool dw_2d(const tl_gconv &C) {
-    return C.cin == 1 && C.cout == 1 && C.k[2] == 1 && C.in[2] == 1 && C.out[2] == 1;
+// ---------------------------------------------------------------- dispatch
+
+// Knobs for comparing schedules, read once: TORCHLEAN_CONV_GROUPED_LEGACY=1 runs the earlier
+// per-value and tiled kernels throughout; TORCHLEAN_DW_ROWS (1, 2, 4) the most rows per thread
+// of a depthwise tile (rows_for).
+int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
 }
+bool legacy() {
+    static const bool v = env_int("TORCHLEAN_CONV_GROUPED_LEGACY", 0) != 0;
+    return v;
+}
+int dw_rows() {
+    static const int v = env_int("TORCHLEAN_DW_ROWS", 4);
+    return v == 1 || v == 2 || v == 4 ? v : 4;
+}
+
+// the tiled kernels serve 2-D convolutions; depthwise ones have one channel in and out a group
+bool two_d(const tl_gconv &C) { return C.k[2] == 1 && C.in[2] == 1 && C.out[2] == 1; }
+bool dw_2d(const tl_gconv &C) { return C.cin == 1 && C.cout == 1 && two_d(C); }
 
 unsigned dw_planes_grid(int64_t planes) {
     return (unsigned)(planes < 65535 ? (planes > 0 ? planes : 1) : 65535);
+}
+
+// dW[r][tap] and db[co] (from the rows with cl = 0): the slices of each added in order
+__global__ void k_wgrad_finish(const float *part, int64_t rows, int64_t slices, int T, int64_t cin,
+                               float *dw, float *db) {
+    TL_GRID_LOOP(i, rows * T) {
+        const int64_t r = i / T, t = i % T;
+        if (t == T - 1 && r % cin) continue;
+        const float *p = part + r * slices * T + t;
+        float s = p[0];
+        for (int64_t k = 1; k < slices; k++) s += p[k * T];
+        if (t < T - 1) dw[r * (T - 1) + t] = s;
+        else db[r / cin] = s;
+    }
+}
+
+// f(std::integral_constant<int, k>) for the compiled square sizes k (3, 5, 7)
+template <class F>
+void by_size(int k, F f) {
+    if (k == 3) f(std::integral_constant<int, 3>());
+    else if (k == 5) f(std::integral_constant<int, 5>());
+    else f(std::integral_constant<int, 7>());
+}
+// f(std::integral_constant<int, ry>) for the compiled rows per thread (1, 2, 4)
+template <class F>
+void by_rows(int ry, F f) {
+    if (ry == 1) f(std::integral_constant<int, 1>());
+    else if (ry == 2) f(std::integral_constant<int, 2>());
+    else f(std::integral_constant<int, 4>());
+}
+
+unsigned planes_grid(const tl_gconv &C) { return dw_planes_grid(C.n * C.groups); }
+
+// Which convolutions take the fixed-size kernels (measured on an H200 against the earlier
+// kernels, bench/results/depthwise.md): grouped ones always (the per-value kernels were 5-13x
+// slower); depthwise 3x3 (a quarter of the earlier forward's loads per output, and 9-tap kernel
+// gradients that left 23 of 32 lanes idle); depthwise 5x5 and 7x7 stay on the 32 x 8 tiles and
+// per-plane kernel-gradient blocks, which keep 25 or 49 lanes of 32 or 64 busy and measured
+// faster than the fixed-size tiles at 7x7.
+bool takes_fixed(const tl_gconv &C) {
+    const bool dw = C.cin == 1 && C.cout == 1;
+    return !legacy() && two_d(C) && gc_square(C) && (!dw || gc_square(C) == 3);
+}
+
+// rows per thread of a depthwise tile: TORCHLEAN_DW_ROWS, halved while half the tile still
+// covers a plane of `height` rows (a 7x7 plane takes one row a thread, not 32 mostly idle rows)
+int rows_for(int64_t height) {
+    int ry = dw_rows();
+    while (ry > 1 && GC_TH * ry / 2 >= height) ry /= 2;
+    return ry;
+}
+
+// the fixed-size tiled forward (depthwise or grouped); false when the shape does not take it
+bool tiled_forward(const tl_gconv &C, const float *w, const float *b, const float *x, float *y) {
+    const bool dw = C.cin == 1 && C.cout == 1;
+    const int ry = rows_for(C.out[0]);
+    GcShape L;
+    if (!takes_fixed(C) || !gc_shape(C, false, !dw, ry, &L)) return false;
+    const dim3 grid((unsigned)L.tiles, planes_grid(C));
+    if (dw)
+        by_rows(ry, [&](auto R) {   // 3x3 (takes_fixed)
+            k_dw_forward_t<3, 3, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
+                C, w, b, x, y, L.pw, L.ph);
+        });
+    else
+        by_size(gc_square(C), [&](auto K) {
+            k_grp_forward_t<K.value, K.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
+                C, w, b, x, y, L.pw, L.ph, L.woff, L.cpad);
+        });
+    return true;
+}
+
+// the fixed-size tiled input gradient (depthwise at any stride, grouped at stride 1)
+bool tiled_dinput(const tl_gconv &C, const float *w, const float *g, float *dx) {
+    const bool dw = C.cin == 1 && C.cout == 1;
+    const int ry = rows_for(C.in[0]);
+    GcShape L;
+    if (!takes_fixed(C) || !gc_shape(C, true, !dw, ry, &L)) return false;
+    const dim3 grid((unsigned)L.tiles, planes_grid(C));
+    if (dw && (C.s[0] != 1 || C.s[1] != 1))
+        by_rows(ry, [&](auto R) {
+            k_dw_dinput_strided_t<3, 3, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
+                C, w, g, dx);
+        });
+    else if (dw)
+        by_rows(ry, [&](auto R) {
+            k_dw_dinput_t<3, 3, R.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
+                C, w, g, dx, L.pw, L.ph);
+        });
+    else
+        by_size(gc_square(C), [&](auto K) {
+            k_grp_dinput_t<K.value, K.value><<<grid, GC_THREADS, L.smem, tl_stream()>>>(
+                C, w, g, dx, L.pw, L.ph, L.woff, L.cpad);
+        });
+    return true;
+}
+
+// default/deterministic kernel and bias gradients by slices (*done false: the shape takes the
+// per-sample kernels instead)
+int wgrad_slices(const char *op, const tl_gconv &C, const float *x, const float *g, float *dw,
+                 float *db, bool *done) {
+    *done = false;
+    const int k = gc_square(C);
+    if (!takes_fixed(C) || tl_exact() || C.n < 1 || C.out_n < 1) return TL_OK;
+    const int64_t E = C.n * C.out_n, rows = C.cout * C.groups * C.cin, T = C.k_n + 1;
+    const int64_t chunk = gc_wgrad_chunk(C, GC_WG_CHUNK);
+    const int64_t slices = (E + chunk - 1) / chunk;
+    if (rows < 1 || rows > TL_MAX_GRID_X) return TL_OK;
+    float *part;
+    TL_TRY(tl_scratch(op, (size_t)(rows * slices * T) * sizeof(float), (void **)&part));
+    const dim3 grid((unsigned)rows, (unsigned)slices);
+    by_size(k, [&](auto K) {
+        k_wgrad_slices<K.value, K.value><<<grid, GC_THREADS, (size_t)(8 * T) * sizeof(float),
+                                           tl_stream()>>>(C, x, g, part, chunk);
+    });
+    int st = tl_cuda_launched(op);
+    if (!st) {
+        k_wgrad_finish<<<tl_blocks(rows * T), TL_THREADS, 0, tl_stream()>>>(part, rows, slices,
+                                                                          (int)T, C.cin, dw, db);
+        st = tl_cuda_launched(op);
+    }
+    tl_scratch_free(part);
+    *done = !st;
+    return st;
 }
 
 }  // namespace
@@ -209,6 +359,10 @@ int tlk_conv_grouped_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf 
     tl_gconv C;
     TL_TRY(tl_gconv_make(op, geom, dilation, groups, &C));
     const int64_t total = C.n * C.cout * C.groups * C.out_n;
+    if (total > 0 && tiled_forward(C, kernel->data, bias->data, input->data, y->data)) {
+        TL_LAUNCHED(op);
+        return TL_OK;
+    }
     if (dw_2d(C)) {
         const int pw = (DW_TW - 1) * (int)C.s[1] + ((int)C.k[1] - 1) * (int)C.d[1] + 1;
         const int ph = (DW_TH - 1) * (int)C.s[0] + ((int)C.k[0] - 1) * (int)C.d[0] + 1;
@@ -236,8 +390,9 @@ int tlk_conv_grouped_backward(const char *op, tl_buf kernel, tl_buf input, tl_bu
     TL_TRY(tl_gconv_make(op, geom, dilation, groups, &C));
     const int64_t ctot = C.cout * C.groups, nin = C.n * C.cin * C.groups * C.in_n;
     const int64_t nw = ctot * C.cin * C.k_n, chunks = (C.n * C.out_n + TLM_CHUNK - 1) / TLM_CHUNK;
-    bool dinput_done = false;
-    if (nin > 0 && dw_2d(C) && C.s[0] == 1 && C.s[1] == 1) {
+    bool dinput_done = nin > 0 && tiled_dinput(C, kernel->data, grad_out->data, dinput->data);
+    if (dinput_done) TL_LAUNCHED(op);
+    if (nin > 0 && !dinput_done && dw_2d(C) && C.s[0] == 1 && C.s[1] == 1) {
         const int pw = DW_TW + ((int)C.k[1] - 1) * (int)C.d[1];
         const int ph = DW_TH + ((int)C.k[0] - 1) * (int)C.d[0];
         const int64_t tiles = ((C.in[0] + DW_TH - 1) / DW_TH) * ((C.in[1] + DW_TW - 1) / DW_TW);
@@ -254,6 +409,9 @@ int tlk_conv_grouped_backward(const char *op, tl_buf kernel, tl_buf input, tl_bu
                                                                 dinput->data, nin);
         TL_LAUNCHED(op);
     }
+    bool sliced;
+    TL_TRY(wgrad_slices(op, C, input->data, grad_out->data, dkernel->data, dbias->data, &sliced));
+    if (sliced) return TL_OK;
     if (nw > 0 && C.n > 0) {
         float *part;
         TL_TRY(tl_scratch(op, (size_t)(nw * C.n) * sizeof(float), (void **)&part));

@@ -1,6 +1,8 @@
 /* attention.c (stub): multi_head_attention forward and fused backward, and their core without
- * the projections (the attention op, H = 1), in the canonical order of tl_math.h, in every mode
- * (CUDA's exact path, cuda/attention.cu, follows the same order).
+ * the projections (the attention op, H = 1). Exact mode follows the canonical order of
+ * tl_math.h below (CUDA's exact path, cuda/attention.cu, follows the same order); the default
+ * mode runs the projections on the default GEMM and the core as blocked GEMMs
+ * (attention_blocked.c), deterministic but in another order.
  *
  * Layout: q, k, v and attn (the pre-projection output) are (B*n, H*hd) row-major, exactly what
  * the projections x @ W produce; head h of token i is the column block [h*hd, (h+1)*hd). lse is
@@ -31,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "sgemm.h"
+#include "attention_blocked.h"
 #include "entry/attention_kernels.h"
 
 #define TILE TLM_ATTN_TILE
@@ -73,10 +77,30 @@ static int zero_all(tl_buf *outs, int count) {
 
 static float head_scale(int64_t hd) { return (float)(1.0 / sqrt((double)hd)); }
 
-/* The attention core on (B*n, H*hd) Q, K, V: O and lse by rule 5, per (sample, head, row). */
+/* C (m, nc) = op(A) (m, k) @ op(B) (k, nc), or C += it: a projection or weight gradient; op(A)
+ * stored (m, k) or, with ta, (k, m), lda apart; op(B) likewise with tb. Exact mode: rule 3
+ * (tl_gemm_exact_f32); the default: the default GEMM. */
+static int proj(const char *op, int ta, int tb, int64_t m, int64_t nc, int64_t k, const float *A,
+                int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int accumulate) {
+    if (tl_exact())
+        return tl_gemm_exact_f32(op, ta, tb, 1, m, nc, k, A, lda, 0, B, ldb, 0, C, ldc, 0, accumulate);
+    if (tl_sgemm(A, ta ? 1 : lda, ta ? lda : 1, B, tb ? 1 : ldb, tb ? ldb : 1, C, ldc, m, k, nc,
+                 accumulate, 1))
+        return tl_fail(TL_E_OOM, "%s: out of host memory for packed GEMM panels", op);
+    return TL_OK;
+}
+
+/* The attention core on (B*n, H*hd) Q, K, V: O and lse by rule 5, per (sample, head, row)
+ * (exact mode), or blocked (the default). */
 static int core_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
                         int causal, float *O, float *L, int64_t b, int64_t n, int64_t h, int64_t hd) {
     const int64_t R = b * n, HD = h * hd;
+    if (!tl_exact()) {
+        if (tl_attn_blocked_forward(Q, K, V, M, causal, O, L, b, n, h, hd))
+            return tl_fail(TL_E_OOM, "%s: out of host memory for %lld x %lld score blocks", op,
+                           (long long)n, (long long)n);
+        return TL_OK;
+    }
     float *KT = malloc(sizeof(float) * (size_t)(R * HD));
     if (!KT) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld-element temporaries", op, (long long)(R * HD));
     head_transpose(K, KT, b, n, h, hd);
@@ -134,11 +158,11 @@ int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl
         return zero_all(outs, 6);
     }
     const float *M = has_mask ? mask->data : NULL, *X = x->data;
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wq->data, HD, 0, q->data, HD, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wk->data, HD, 0, k->data, HD, 0, 0));
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, HD, dm, X, dm, 0, wv->data, HD, 0, v->data, HD, 0, 0));
+    TL_TRY(proj(op, 0, 0, R, HD, dm, X, dm, wq->data, HD, q->data, HD, 0));
+    TL_TRY(proj(op, 0, 0, R, HD, dm, X, dm, wk->data, HD, k->data, HD, 0));
+    TL_TRY(proj(op, 0, 0, R, HD, dm, X, dm, wv->data, HD, v->data, HD, 0));
     TL_TRY(core_forward(op, q->data, k->data, v->data, M, (int)causal, attn->data, lse->data, b, n, h, hd));
-    TL_TRY(tl_gemm_exact_f32(op, 0, 0, 1, R, dm, HD, attn->data, HD, 0, wo->data, dm, 0, y->data, dm, 0, 0));
+    TL_TRY(proj(op, 0, 0, R, dm, HD, attn->data, HD, wo->data, dm, y->data, dm, 0));
     (void)flash;
     return TL_OK;
 }
@@ -218,6 +242,12 @@ static int core_backward(const char *op, const float *Q, const float *K, const f
                          float *dV, int64_t b, int64_t n, int64_t h, int64_t hd) {
     const int64_t HD = h * hd;
     const size_t big = (size_t)(b * n * HD);
+    if (!tl_exact()) {
+        if (tl_attn_blocked_backward(Q, K, V, O, L, dO, M, causal, dQ, dK, dV, b, n, h, hd))
+            return tl_fail(TL_E_OOM, "%s: out of host memory for %lld x %lld score blocks", op,
+                           (long long)n, (long long)n);
+        return TL_OK;
+    }
     /* two transposes (B*n x H*hd each) and D (b*h*n) */
     float *work = malloc(sizeof(float) * (2 * big + (size_t)(b * h * n)));
     if (!work) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld-element temporaries", op, (long long)(3 * big));
@@ -260,17 +290,17 @@ int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_bu
     if (!work) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld-element temporaries", op, (long long)(4 * big));
     float *dO = work, *dQ = dO + big, *dK = dQ + big, *dV = dK + big;
     const float *G = g->data, *O = attn->data;
-    int st = tl_gemm_exact_f32(op, 1, 0, 1, HD, dm, R, O, HD, 0, G, dm, 0, dwo->data, dm, 0, 0);
-    if (!st) st = tl_gemm_exact_f32(op, 0, 1, 1, R, HD, dm, G, dm, 0, wo->data, dm, 0, dO, HD, 0, 0);
+    int st = proj(op, 1, 0, HD, dm, R, O, HD, G, dm, dwo->data, dm, 0);
+    if (!st) st = proj(op, 0, 1, R, HD, dm, G, dm, wo->data, dm, dO, HD, 0);
     if (!st) st = core_backward(op, q->data, k->data, v->data, O, lse->data, dO, M, (int)causal, dQ, dK, dV, b,
                                 n, h, hd);
     const float *X = x->data;
-    if (!st) st = tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dQ, HD, 0, dwq->data, HD, 0, 0);
-    if (!st) st = tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dK, HD, 0, dwk->data, HD, 0, 0);
-    if (!st) st = tl_gemm_exact_f32(op, 1, 0, 1, dm, HD, R, X, dm, 0, dV, HD, 0, dwv->data, HD, 0, 0);
-    if (!st) st = tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dQ, HD, 0, wq->data, HD, 0, dx->data, dm, 0, 0);
-    if (!st) st = tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dK, HD, 0, wk->data, HD, 0, dx->data, dm, 0, 1);
-    if (!st) st = tl_gemm_exact_f32(op, 0, 1, 1, R, dm, HD, dV, HD, 0, wv->data, HD, 0, dx->data, dm, 0, 1);
+    if (!st) st = proj(op, 1, 0, dm, HD, R, X, dm, dQ, HD, dwq->data, HD, 0);
+    if (!st) st = proj(op, 1, 0, dm, HD, R, X, dm, dK, HD, dwk->data, HD, 0);
+    if (!st) st = proj(op, 1, 0, dm, HD, R, X, dm, dV, HD, dwv->data, HD, 0);
+    if (!st) st = proj(op, 0, 1, R, dm, HD, dQ, HD, wq->data, HD, dx->data, dm, 0);
+    if (!st) st = proj(op, 0, 1, R, dm, HD, dK, HD, wk->data, HD, dx->data, dm, 1);
+    if (!st) st = proj(op, 0, 1, R, dm, HD, dV, HD, wv->data, HD, dx->data, dm, 1);
     free(work);
     (void)flash;
     return st;

@@ -2,22 +2,26 @@
  *
  * One GEMM routine serves everything: C = op(A) op(B) (+ C when accumulating), with op(.) an
  * optional transpose read through strides. It is blocked like GotoBLAS: for each KC-deep slice
- * of k, a block of B is packed into NR-wide column panels (zero-padded), then tasks (an MC-row
- * block of A, packed into MR-row panels, times a group of B panels) run in parallel, each
- * through a register-tiled MR x NR micro-kernel written with GCC/Clang vector types.
+ * of k, a block of B is packed into NR-wide column panels (zero-padded), then each MC-row block
+ * of A, packed into MR-row panels, runs through a register-tiled MR x NR micro-kernel written
+ * with GCC/Clang vector types. Threads take bands of C (tl_sgemm) and never wait for each other
+ * inside a product, so a thread that another process delays holds up only its own band.
  *
  * Determinism: each C element is owned by one task per k slice, slices run in increasing k,
- * and the micro-kernel adds products one k at a time (acc = acc + a * b, no FMA: the Makefile
- * turns contraction off). So every C element sums its products in increasing k order whatever
- * the blocking, tile position or thread count: batched and single-row calls agree bit for bit.
+ * and the micro-kernel adds products one k at a time with a fused multiply-add (acc =
+ * fma(a, b, acc), VFMA below). So every C element is one fma chain in increasing k order from
+ * 0 (or from C when accumulating) whatever the blocking, tile position or thread count: batched
+ * and single-row calls agree bit for bit, and the chain is rule 3 of tl_math.h, the exact GEMM's.
  *
  * Exact mode (tl_exact()) follows native/common/tl_math.h, as CUDA's exact mode does: GEMMs go
- * to the exact GEMM (rule 3, one FMA chain per output; linear starts it at the bias). The
+ * to the exact GEMM (gemm.c: rule 3, one FMA chain per output; linear starts it at the bias),
+ * which stays the reference; the chain is the same, so both modes' products agree. The
  * column sums of linear's bias gradient and the MSE sum are rule 4 in every mode (chunked
  * sequential sums, then the pairwise tree: as fast as a sequential sum here). */
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "sgemm.h"
 #include "formulas/normalize.h"
 #include "entry/linalg_kernels.h"
 #ifdef _OPENMP
@@ -30,8 +34,7 @@ static inline int omp_get_thread_num(void) { return 0; }
 #define MR 8     /* micro-tile rows: accumulators live in 2 * MR vector registers */
 #define NR 32    /* micro-tile columns: two 16-float vectors */
 #define KC 384   /* longest k slice (slices are equal): a KC x NR B panel is 48 KiB, about L1 */
-#define MC 64    /* rows per task (one packed A block, in L2) */
-#define NB 256   /* columns per task */
+#define MC 64    /* rows per packed A block (in L2) */
 #define NC 2048  /* columns of B packed per pass (KC x NC floats = 3 MiB) */
 #define SMALL_GEMM 512 /* m n p at most this: plain loops */
 #define LOCAL_PACK 4096 /* packing buffers up to this many floats live on the stack */
@@ -44,6 +47,33 @@ typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 #define vload(p) ((v16)*(const v16u *)(p))
 #define vstore(p, v) (*(v16u *)(p) = (v))
+
+/* VFMA(a, b, c): c + a * b per lane with one rounding (fused multiply-add), a a float and b, c
+ * v16. One instruction per 16 (AVX-512) or 8 (AVX2 + FMA) lanes where the build targets them
+ * (the Makefile's -march=native), a correctly rounded fmaf per lane elsewhere: the same bits on
+ * every machine, only the speed differs. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define VFMA(a, b, c) ((v16)_mm512_fmadd_ps(_mm512_set1_ps(a), (__m512)(b), (__m512)(c)))
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef float v8h __attribute__((vector_size(32)));
+#define VFMA(a, b, c) __extension__({                                                          \
+    v16 b_ = (b), c_ = (c), r_;                                                                 \
+    __m256 a_ = _mm256_set1_ps(a);                                                              \
+    v8h lo_ = (v8h)_mm256_fmadd_ps(a_, (__m256)__builtin_shufflevector(b_, b_, 0, 1, 2, 3, 4, 5, 6, 7), \
+                                   (__m256)__builtin_shufflevector(c_, c_, 0, 1, 2, 3, 4, 5, 6, 7)); \
+    v8h hi_ = (v8h)_mm256_fmadd_ps(a_, (__m256)__builtin_shufflevector(b_, b_, 8, 9, 10, 11, 12, 13, 14, 15), \
+                                   (__m256)__builtin_shufflevector(c_, c_, 8, 9, 10, 11, 12, 13, 14, 15)); \
+    r_ = __builtin_shufflevector(lo_, hi_, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); \
+    r_; })
+#else
+#define VFMA(a, b, c) __extension__({                                                          \
+    v16 b_ = (b), c_ = (c), r_;                                                                 \
+    float a_ = (a);                                                                             \
+    for (int l_ = 0; l_ < 16; l_++) r_[l_] = __builtin_fmaf(a_, b_[l_], c_[l_]);                \
+    r_; })
+#endif
 
 /* C[0..mr, 0..nr) (row stride ldc) = (zero ? 0 : C) + Ap^T Bp over kc steps.
  * Ap: kc groups of MR floats (row r of step k at k*MR + r); Bp: kc rows of >= 16 * nv floats,
@@ -70,8 +100,8 @@ ukernel(const int mr, const int nv, int64_t kc, const float *restrict Ap, const 
         v16 b0 = vload(Bp + k * ldb), b1 = nv > 1 ? vload(Bp + k * ldb + 16) : b0;
         for (int r = 0; r < mr; r++) {
             float a = Ap[k * MR + r];
-            acc[r][0] = acc[r][0] + a * b0;
-            if (nv > 1) acc[r][1] = acc[r][1] + a * b1;
+            acc[r][0] = VFMA(a, b0, acc[r][0]);
+            if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
         }
     }
     for (int r = 0; r < mr; r++) {
@@ -104,6 +134,12 @@ static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t i0, int64_t
                    int64_t kc, float *Ap) {
     for (int64_t ip = 0; ip < mc; ip += MR, Ap += MR * kc) {
         int64_t mr = mc - ip < MR ? mc - ip : MR;
+        if (ars == 1) { /* A stored transposed: each k's MR rows are contiguous */
+            const float *a = A + (i0 + ip) + k0 * acs;
+            for (int64_t k = 0; k < kc; k++)
+                for (int64_t r = 0; r < MR; r++) Ap[k * MR + r] = r < mr ? a[k * acs + r] : 0.0f;
+            continue;
+        }
         for (int64_t r = 0; r < MR; r++) {
             if (r >= mr) {
                 for (int64_t k = 0; k < kc; k++) Ap[k * MR + r] = 0.0f;
@@ -144,138 +180,116 @@ static int64_t kslice(int64_t n) {
     return (n + slices - 1) / slices;
 }
 
-/* One GEMM call: operands, sizes and the shared packed-B buffer. */
-typedef struct {
-    const float *A, *B;
-    float *C, *Bp;
-    int64_t ars, acs, brs, bcs, m, n, p;
-    int accumulate, direct_b, failed;
-} gemm_job;
-
-/* The blocked GEMM, run by each of the nthreads threads of a team (me = this thread) or by one
- * caller with nthreads = 1, which then uses no OpenMP construct at all (so it is safe inside
- * another parallel loop). Work is split by hand; each thread packs its own A blocks. */
-static void gemm_run(gemm_job *g, int64_t nthreads, int64_t me) {
-    const int64_t m = g->m, n = g->n, p = g->p;
-    const int team = nthreads > 1;
-    int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC;
-    /* small problems pack into the stack: malloc would cost as much as the product */
-    float local[LOCAL_PACK];
-    int64_t need = kcmax * ((mcmax + MR - 1) / MR * MR + NR);
-    float *Ap = need <= LOCAL_PACK ? local : (float *)malloc((size_t)need * sizeof(float));
-    float *Bt = Ap ? Ap + kcmax * ((mcmax + MR - 1) / MR * MR) : NULL; /* one edge panel */
-    if (!Ap) {
-#pragma omp atomic write
-        g->failed = 1;
-    }
-    if (team) {
-#pragma omp barrier
-    }
-    if (g->failed) { if (Ap != local) free(Ap); return; }
+/* C (m, p) (+)= op(A) op(B) on one thread: for each NC-column pass and KC-deep k slice, B's
+ * panels are packed (or, for few rows, read in place), then each MC-row block of A is packed
+ * and multiplied into its C tiles. Bp: room for kslice(n) x NC (rounded to NR) floats, or NULL
+ * when direct_b; Ap: room for kslice(n) x MC (rounded to MR) plus one KC x NR edge panel. */
+static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
+                        int64_t bcs, float *C, int64_t ldc, int64_t m, int64_t n, int64_t p,
+                        int accumulate, int direct_b, float *Bp, float *Ap) {
+    const int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC;
+    float *Bt = Ap + kcmax * ((mcmax + MR - 1) / MR * MR); /* one edge panel */
     for (int64_t jc = 0; jc < p; jc += NC) {
-        int64_t nc = p - jc < NC ? p - jc : NC;
-        int64_t npanel = (nc + NR - 1) / NR;
-        /* task grid: MC-row blocks x column groups of nb (a multiple of NR), narrowed until
-         * there are enough tasks per thread for the area split below to balance */
-        int64_t nib = (m + MC - 1) / MC, nb = NB, want = 16 * nthreads;
-        while (nb > NR && nib * ((nc + nb - 1) / nb) < want) nb /= 2;
-        int64_t njb = (nc + nb - 1) / nb;
+        const int64_t nc = p - jc < NC ? p - jc : NC;
         for (int64_t pc = 0; pc < n; pc += kcmax) {
-            int64_t kc = n - pc < kcmax ? n - pc : kcmax;
-            int zero = pc == 0 && !g->accumulate;
-            if (!g->direct_b) {
-                /* shared B panels: each thread packs a contiguous share, then all wait */
-                for (int64_t jp = me * npanel / nthreads; jp < (me + 1) * npanel / nthreads; jp++) {
-                    int64_t j0 = jc + jp * NR;
-                    pack_b(g->B, g->brs, g->bcs, pc, kc, j0, p - j0 < NR ? p - j0 : NR,
-                           g->Bp + jp * kc * NR);
-                }
-                if (team) {
-#pragma omp barrier
-                }
-            }
-            /* Tasks in row-block-major order; each thread takes a contiguous run of them holding
-             * about 1/T of the C area (a task belongs to the thread its area's midpoint falls
-             * in), so it packs each A block once and edge tasks do not unbalance the split.
-             * Which thread runs a task never matters: it alone writes its C tile this slice. */
-            int64_t packed_ib = -1;
-            for (int64_t t = 0; t < nib * njb; t++) {
-                int64_t ib = t / njb, jb = t % njb;
-                int64_t i0 = ib * MC, mc = m - i0 < MC ? m - i0 : MC;
-                int64_t ncols = (jb + 1) * nb < nc ? nb : nc - jb * nb;
-                double mid = (double)i0 * nc + (double)mc * (jb * nb) + 0.5 * (double)mc * ncols;
-                int64_t owner = (int64_t)(mid * nthreads / ((double)m * nc));
-                if ((owner < nthreads ? owner : nthreads - 1) != me) continue;
-                if (ib != packed_ib) { pack_a(g->A, g->ars, g->acs, i0, mc, pc, kc, Ap); packed_ib = ib; }
-                int64_t jend = (jb + 1) * nb < nc ? (jb + 1) * nb : nc;
-                for (int64_t j = jb * nb; j < jend; j += NR) {
-                    int nr = (int)(nc - j < NR ? nc - j : NR);
-                    const float *bp = g->Bp + (j / NR) * kc * NR;
+            const int64_t kc = n - pc < kcmax ? n - pc : kcmax;
+            const int zero = pc == 0 && !accumulate;
+            if (!direct_b)
+                for (int64_t j = 0; j < nc; j += NR)
+                    pack_b(B, brs, bcs, pc, kc, jc + j, nc - j < NR ? nc - j : NR, Bp + (j / NR) * kc * NR);
+            for (int64_t i0 = 0; i0 < m; i0 += MC) {
+                const int64_t mc = m - i0 < MC ? m - i0 : MC;
+                pack_a(A, ars, acs, i0, mc, pc, kc, Ap);
+                for (int64_t j = 0; j < nc; j += NR) {
+                    const int nr = (int)(nc - j < NR ? nc - j : NR);
+                    const float *bp = Bp ? Bp + (j / NR) * kc * NR : NULL;
                     int64_t ldb = NR;
-                    if (g->direct_b && (nr == NR || nr == 16)) { /* whole vectors: in place */
-                        bp = g->B + pc * g->brs + jc + j; ldb = g->brs;
-                    } else if (g->direct_b) {
-                        pack_b(g->B, g->brs, g->bcs, pc, kc, jc + j, nr, Bt); bp = Bt;
+                    if (direct_b && (nr == NR || nr == 16)) { /* whole vectors: in place */
+                        bp = B + pc * brs + jc + j; ldb = brs;
+                    } else if (direct_b) {
+                        pack_b(B, brs, bcs, pc, kc, jc + j, nr, Bt); bp = Bt;
                     }
                     for (int64_t ip = 0; ip < mc; ip += MR)
                         micro_tile((int)(mc - ip < MR ? mc - ip : MR), kc, Ap + ip * kc, bp, ldb,
-                                   g->C + (i0 + ip) * p + jc + j, p, nr, zero);
+                                   C + (i0 + ip) * ldc + jc + j, ldc, nr, zero);
                 }
-            }
-            if (team) { /* the next slice repacks the shared B panels */
-#pragma omp barrier
             }
         }
     }
-    if (Ap != local) free(Ap);
+}
+
+/* gemm_serial with its packing buffers: on the stack when small (malloc would cost as much as
+ * the product), else on the heap. Returns nonzero when the heap ran out. */
+static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
+                       int64_t bcs, float *C, int64_t ldc, int64_t m, int64_t n, int64_t p,
+                       int accumulate) {
+    /* few rows: packing B would cost as much as the product, so full panels are read in place */
+    const int direct_b = m <= MC && bcs == 1;
+    const int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC, ncmax = p < NC ? p : NC;
+    const int64_t na = kcmax * ((mcmax + MR - 1) / MR * MR + NR);
+    const int64_t nb = direct_b ? 0 : kcmax * ((ncmax + NR - 1) / NR * NR);
+    float local[LOCAL_PACK];
+    float *buf = na + nb <= LOCAL_PACK ? local : (float *)malloc((size_t)(na + nb) * sizeof(float));
+    if (!buf) return 1;
+    gemm_serial(A, ars, acs, B, brs, bcs, C, ldc, m, n, p, accumulate, direct_b,
+                direct_b ? NULL : buf + na, buf);
+    if (buf != local) free(buf);
+    return 0;
 }
 
 /* C (m, p) = op(A) (m, n) @ op(B) (n, p) with element strides as in pack_a / pack_b; C is
- * row-major and overwritten unless accumulate. Returns nonzero on allocation failure. */
-static int gemm_strided(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
-                        int64_t bcs, float *C, int64_t m, int64_t n, int64_t p, int accumulate,
-                        int may_thread) {
+ * row-major with row stride ldc and overwritten unless accumulate. Returns nonzero on
+ * allocation failure. Threads split C without any barrier: into row bands when m >= p (each
+ * packs all of B, n p floats, beside its m p n / T products), else into column bands (each
+ * packs all of A); each band runs gemm_packed alone. A C element's chain is the same in any
+ * band, so the split never changes a bit. */
+int tl_sgemm(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs, int64_t bcs,
+             float *C, int64_t ldc, int64_t m, int64_t n, int64_t p, int accumulate, int may_thread) {
     if (m == 0 || p == 0) return 0;
     if (n == 0) {
-        if (!accumulate) memset(C, 0, (size_t)(m * p) * sizeof(float));
+        if (!accumulate)
+            for (int64_t i = 0; i < m; i++) memset(C + i * ldc, 0, (size_t)p * sizeof(float));
         return 0;
     }
     if (m * n * p <= SMALL_GEMM) {
-        /* tiny products: the same per-element sums (start, then + a*b in increasing k) without
+        /* tiny products: the same per-element chains (start, then fma in increasing k) without
          * packing buffers or OpenMP bookkeeping */
         for (int64_t i = 0; i < m; i++) {
-            float *c = C + i * p;
+            float *c = C + i * ldc;
             if (!accumulate) memset(c, 0, (size_t)p * sizeof(float));
             for (int64_t k = 0; k < n; k++) {
                 float av = A[i * ars + k * acs];
                 const float *b = B + k * brs;
                 if (bcs == 1) {
 #pragma omp simd
-                    for (int64_t j = 0; j < p; j++) c[j] = c[j] + av * b[j];
+                    for (int64_t j = 0; j < p; j++) c[j] = __builtin_fmaf(av, b[j], c[j]);
                 } else {
-                    for (int64_t j = 0; j < p; j++) c[j] = c[j] + av * b[j * bcs];
+                    for (int64_t j = 0; j < p; j++) c[j] = __builtin_fmaf(av, b[j * bcs], c[j]);
                 }
             }
         }
         return 0;
     }
-    float local[LOCAL_PACK];
-    /* few rows: packing B would cost as much as the product, so full panels are read in place */
-    gemm_job g = {A, B, C, NULL, ars, acs, brs, bcs, m, n, p, accumulate, m <= MC && bcs == 1, 0};
-    if (!g.direct_b) {
-        int64_t ncmax = p < NC ? p : NC, kcmax = kslice(n);
-        int64_t need = kcmax * ((ncmax + NR - 1) / NR * NR);
-        g.Bp = need <= LOCAL_PACK ? local : (float *)malloc((size_t)need * sizeof(float));
-        if (!g.Bp) return 1;
+    if (!may_thread || m * n * p <= 8 * TL_PAR_MIN)
+        return gemm_packed(A, ars, acs, B, brs, bcs, C, ldc, m, n, p, accumulate);
+    const int rows = m >= p;
+    const int64_t unit = rows ? MR : NR, units = ((rows ? m : p) + unit - 1) / unit;
+    int failed = 0;
+#pragma omp parallel reduction(| : failed)
+    {
+        int64_t T = omp_get_num_threads(), me = omp_get_thread_num();
+        int64_t u0 = units * me / T, u1 = units * (me + 1) / T;
+        int64_t lo = u0 * unit, hi = u1 * unit < (rows ? m : p) ? u1 * unit : (rows ? m : p);
+        if (lo < hi) {
+            if (rows)
+                failed |= gemm_packed(A + lo * ars, ars, acs, B, brs, bcs, C + lo * ldc, ldc,
+                                      hi - lo, n, p, accumulate);
+            else
+                failed |= gemm_packed(A, ars, acs, B + lo * bcs, brs, bcs, C + lo, ldc, m, n,
+                                      hi - lo, accumulate);
+        }
     }
-    if (may_thread && m * n * p > 8 * TL_PAR_MIN) {
-#pragma omp parallel
-        gemm_run(&g, omp_get_num_threads(), omp_get_thread_num());
-    } else {
-        gemm_run(&g, 1, 0);
-    }
-    if (g.Bp != local) free(g.Bp);
-    return g.failed;
+    return failed;
 }
 
 /* batched C = op(A) op(B) with the stored layouts described in ops.yaml (matmul_t). Exact mode
@@ -293,12 +307,12 @@ static int gemm(const char *op, const float *A, const float *B, float *C, int64_
         /* many small products: one whole product per thread at a time */
 #pragma omp parallel for schedule(static) reduction(| : failed) if (batch * m * n * p > 8 * TL_PAR_MIN)
         for (int64_t s = 0; s < batch; s++)
-            failed |= gemm_strided(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p,
-                                   m, n, p, accumulate, 0);
+            failed |= tl_sgemm(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p, p,
+                               m, n, p, accumulate, 0);
     } else {
         for (int64_t s = 0; s < batch && !failed; s++)
-            failed = gemm_strided(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p,
-                                  m, n, p, accumulate, 1);
+            failed = tl_sgemm(A + s * m * n, ars, acs, B + s * n * p, brs, bcs, C + s * m * p, p,
+                              m, n, p, accumulate, 1);
     }
     if (failed) return tl_fail(TL_E_OOM, "%s: out of host memory for packed GEMM panels", op);
     return TL_OK;

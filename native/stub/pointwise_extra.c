@@ -12,7 +12,7 @@
 #define TL_MAP_ATTR
 #include "entry/pointwise_extra_maps_stub.inc"
 
-/* erf over blocks of a plain loop, which GCC vectorises (its table reads become gathers); the
+/* erf over blocks of a plain loop, which GCC vectorises; the
  * same loop inside the OpenMP-outlined body is left scalar */
 static TL_VEC512 __attribute__((noinline)) void erf_block(const float *X, float *Y, int64_t len) {
     for (int64_t i = 0; i < len; i++) Y[i] = tlf_erf(X[i]);

@@ -4,8 +4,7 @@
 
 Each polynomial is a Chebyshev interpolant (near-minimax) of the stated function on the stated
 interval, converted to monomial form at 600 bits and rounded to double; the printed error is the
-largest |fit - f| over 4000 points, relative to the quantity the header adds it to. The erf table
-is Taylor coefficients erf^(n)(c) / n! around each interval's centre.
+largest |fit - f| over 4000 points, relative to the quantity the header adds it to.
 """
 import mpmath as mp
 
@@ -60,6 +59,9 @@ def main():
     h = ln2 / 2 * (1 + mp.mpf(2) ** -20)
     q = lambda r: (mp.exp(r) - 1 - r - r * r / 2) / r ** 3 if r != 0 else mp.mpf(1) / 6
     report("exp Q", q, -h, h, 10, lambda r: abs(r) ** 3 / mp.exp(r))
+    # exp, plain-double route (tlm_exp_q): e^r = 1 + r + r^2 Q(r); error relative to e^r
+    q2 = lambda r: (mp.exp(r) - 1 - r) / r ** 2 if r != 0 else mp.mpf(1) / 2
+    report("exp Q, plain route", q2, -h, h, 9, lambda r: r * r / mp.exp(r))
 
     # log: log(1 + f) = 2s + s z R(z), s = f / (2 + f), z = s^2 <= zmax; error relative to 2s
     smax = (mp.sqrt(2) - 1) / (mp.sqrt(2) + 1) * (1 + mp.mpf(2) ** -20)
@@ -85,24 +87,13 @@ def main():
     efun = lambda z: (mp.erf(mp.sqrt(z)) / mp.sqrt(z) - c0) / z if z != 0 else -c0 / 3
     report("erf small Q", efun, 0, mp.mpf(1) / 4, 9, lambda z: z / c0)
 
-    # erf on [1/2, 4): 28 intervals of width 1/8, Taylor at the centre to degree ERF_DEG
-    deg = 11
-    rows, worst = [], mp.mpf(0)
-    for i in range(28):
-        c = mp.mpf(1) / 2 + (i + mp.mpf(1) / 2) / 8
-        tc = mp.taylor(mp.erf, c, deg)
-        hi, lo = dd(tc[0])
-        row = [hi, lo] + [float(t) for t in tc[1:]]
-        for k in range(41):
-            t = (mp.mpf(k) / 40 - mp.mpf(1) / 2) / 8
-            approx = mp.mpf(hi) + mp.mpf(lo) + horner([0] + [mp.mpf(v) for v in row[2:]], t)
-            worst = max(worst, abs(approx - mp.erf(c + t)) / mp.erf(c + t))
-        rows.append(row)
-    print(f"erf table degree {deg}: log2 rel err {float(mp.log(worst, 2)):.1f}")
-    print("/* erf table */")
-    for row in rows:
-        print("{" + ", ".join(v.hex() for v in row) + "},")
-
+    # erf on [1/2, 4): 1 - e^-x^2 G(x), G(x) = erfc(x) e^(x^2), two fits of degree 18 in
+    # t = x - c, on [1/2, 7/4] and [7/4, 4]; error relative to erf(x)
+    g = lambda x: mp.erfc(x) * mp.exp(x * x)
+    for a, b in ((mp.mpf(1) / 2, mp.mpf(7) / 4), (mp.mpf(7) / 4, mp.mpf(4))):
+        c, w = (a + b) / 2, (b - a) / 2
+        report(f"erf G around {float(c)}", lambda t, c=c: g(c + t), -w, w, 18,
+               lambda t, c=c: mp.exp(-(c + t) ** 2) / mp.erf(c + t))
 
 if __name__ == "__main__":
     main()

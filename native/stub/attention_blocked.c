@@ -1,0 +1,226 @@
+/* attention_blocked.c (stub): the default mode's attention core, as blocked GEMMs.
+ *
+ * Exact mode keeps attention.c's canonical order (one query row at a time, rule 5). The default
+ * mode only promises deterministic results, so here each (sample, head) works on blocks of QB
+ * query rows with the default GEMM (sgemm.h): S = Q K^T, a softmax over each whole row, O = P V;
+ * the backward recomputes P from the saved log-sum-exp and runs dP = dO V^T, dQ = dS K,
+ * dK += dS^T Q and dV += P^T dO, query blocks in order. A (sample, head) is one thread's work, so
+ * every result is the same for any thread count, and each GEMM sums in increasing k.
+ *
+ * Blocked pairs (mask, causal) get probability and score gradient 0. A query block's keys stop
+ * after the last key any of its rows may attend; the rest would add only zeros. That key range
+ * depends on the blocked set alone, so causal and the explicit lower-triangular mask give the
+ * same bits. As in exact mode: a row with no allowed key outputs 0 with lse 0, and a row that met
+ * a NaN score outputs NaN with lse NaN.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "stub.h"
+#include "sgemm.h"
+#include "attention_blocked.h"
+
+#define QB 64 /* query rows per block */
+
+/* 1 + the last key row i may attend (0 when none) */
+static int64_t key_end(const float *M, int causal, int64_t n, int64_t i) {
+    int64_t j = causal ? i : n - 1;
+    if (M)
+        while (j >= 0 && M[i * n + j] == 0.0f) j--;
+    return j + 1;
+}
+
+/* keys a query block [i0, i1) needs: the largest key_end of its rows */
+static int64_t block_keys(const float *M, int causal, int64_t n, int64_t i0, int64_t i1) {
+    if (!M) return causal ? i1 : n;
+    int64_t kn = 0;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t e = key_end(M, causal, n, i);
+        kn = e > kn ? e : kn;
+    }
+    return kn;
+}
+
+/* scores s[0..kn) of query i scaled, blocked pairs set to -inf */
+static void scale_and_block(float *s, const float *M, int causal, int64_t n, int64_t i, int64_t kn,
+                            float scale) {
+    const float neg_inf = tlm_from_bits((int32_t)0xff800000);
+    for (int64_t j = 0; j < kn; j++) s[j] = tlm_mul(s[j], scale);
+    if (causal)
+        for (int64_t j = i + 1; j < kn; j++) s[j] = neg_inf;
+    if (M) {
+        const float *mi = M + i * n;
+        for (int64_t j = 0; j < kn; j++) s[j] = mi[j] == 0.0f ? neg_inf : s[j];
+    }
+}
+
+/* ke rounded up to whole 16-key vectors, at most kn: loops run to it so none has a scalar tail
+ * (the keys in [ke, kv) are blocked for the row and come out 0) */
+static inline int64_t vec_end(int64_t ke, int64_t kn) {
+    int64_t e = (ke + 15) & ~(int64_t)15;
+    return e < kn ? e : kn;
+}
+
+/* the largest of s[0..n) (NaN ignored; -inf when none) in 16 lanes, and whether a NaN was seen */
+static float row_max(const float *s, int64_t n, int *nan_seen) {
+    float mx[16];
+    int nan[16];
+    for (int l = 0; l < 16; l++) { mx[l] = tlm_from_bits((int32_t)0xff800000); nan[l] = 0; }
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++) {
+            nan[l] |= s[j + l] != s[j + l];
+            mx[l] = s[j + l] > mx[l] ? s[j + l] : mx[l];
+        }
+    for (; j < n; j++) {
+        nan[0] |= s[j] != s[j];
+        mx[0] = s[j] > mx[0] ? s[j] : mx[0];
+    }
+    float m = mx[0];
+    int any = nan[0];
+    for (int l = 1; l < 16; l++) { m = mx[l] > m ? mx[l] : m; any |= nan[l]; }
+    *nan_seen = any;
+    return m;
+}
+
+/* fixed-order sum: 8 interleaved partials, then pairs */
+static float row_sum(const float *x, int64_t n) { return (float)tl_sum_f32_block(x, n); }
+
+/* one query block of one (sample, head): O rows and lse; S is scratch of QB * n floats */
+static int forward_block(const float *Q, const float *K, const float *V, const float *M, int causal,
+                         float *O, float *L, int64_t n, int64_t HD, int64_t hd, int64_t i0,
+                         int64_t i1, float scale, float *S) {
+    const int64_t qb = i1 - i0, kn = block_keys(M, causal, n, i0, i1);
+    const float nan = tlm_from_bits(0x7fc00000);
+    if (kn == 0) {
+        for (int64_t i = i0; i < i1; i++) {
+            memset(O + i * HD, 0, sizeof(float) * (size_t)hd);
+            L[i] = 0.0f;
+        }
+        return 0;
+    }
+    /* S (qb, kn) = Q_blk K^T */
+    if (tl_sgemm(Q + i0 * HD, HD, 1, K, 1, HD, S, kn, qb, hd, kn, 0, 0)) return 1;
+    float inv[QB];
+    int bad[QB];
+    for (int64_t r = 0; r < qb; r++) {
+        /* keys past ke are blocked for this row: probability 0, no exponential needed */
+        float *s = S + r * kn;
+        const int64_t ke = key_end(M, causal, n, i0 + r), kv = vec_end(ke, kn);
+        scale_and_block(s, M, causal, n, i0 + r, kv, scale);
+        for (int64_t j = ke; j < kv; j++) s[j] = tlm_from_bits((int32_t)0xff800000);
+        int nan_seen;
+        const float m = row_max(s, kv, &nan_seen);
+        float l = 0.0f;
+        if (m == tlm_from_bits((int32_t)0xff800000)) {
+            memset(s, 0, sizeof(float) * (size_t)kn);
+        } else {
+            for (int64_t j = 0; j < kv; j++) s[j] = tl_expf(tlm_sub(s[j], m));
+            for (int64_t j = kv; j < kn; j++) s[j] = 0.0f;
+            l = row_sum(s, kv);
+        }
+        L[i0 + r] = tlm_attn_lse(m, l, nan_seen);
+        bad[r] = nan_seen;
+        inv[r] = l; /* the divisor; 0 for a row with no allowed key */
+    }
+    /* O_blk (qb, hd) = P V[0..kn) */
+    if (tl_sgemm(S, kn, 1, V, HD, 1, O + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
+    for (int64_t r = 0; r < qb; r++) {
+        float *o = O + (i0 + r) * HD, l = inv[r];
+        for (int64_t p = 0; p < hd; p++) o[p] = bad[r] ? nan : l == 0.0f ? 0.0f : tlm_div(o[p], l);
+    }
+    return 0;
+}
+
+int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, const float *M,
+                            int causal, float *O, float *L, int64_t b, int64_t n, int64_t h,
+                            int64_t hd) {
+    const int64_t HD = h * hd, nqb = (n + QB - 1) / QB;
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    int bad = 0;
+#pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : bad)
+    {
+        float *S = malloc(sizeof(float) * (size_t)(QB * n));
+        bad = !S;
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < b * h * nqb; t++) {
+            if (!S) continue;
+            int64_t bh = t / nqb, bb = bh / h, hh = bh % h, i0 = (t % nqb) * QB;
+            int64_t i1 = i0 + QB < n ? i0 + QB : n, off = bb * n * HD + hh * hd;
+            bad |= forward_block(Q + off, K + off, V + off, M, causal, O + off, L + bh * n, n, HD,
+                                 hd, i0, i1, scale, S);
+        }
+        free(S);
+    }
+    return bad;
+}
+
+/* one (sample, head) of the backward: dQ, dK, dV rows of this head; S and dP are scratch of
+ * QB * n floats each */
+static int backward_head(const float *Q, const float *K, const float *V, const float *O,
+                         const float *L, const float *dO, const float *M, int causal, float *dQ,
+                         float *dK, float *dV, int64_t n, int64_t HD, int64_t hd, float scale,
+                         float *S, float *dP) {
+    for (int64_t j = 0; j < n; j++) {
+        memset(dK + j * HD, 0, sizeof(float) * (size_t)hd);
+        memset(dV + j * HD, 0, sizeof(float) * (size_t)hd);
+    }
+    for (int64_t i0 = 0; i0 < n; i0 += QB) {
+        const int64_t i1 = i0 + QB < n ? i0 + QB : n, qb = i1 - i0;
+        const int64_t kn = block_keys(M, causal, n, i0, i1);
+        if (kn == 0) {
+            for (int64_t i = i0; i < i1; i++) memset(dQ + i * HD, 0, sizeof(float) * (size_t)hd);
+            continue;
+        }
+        if (tl_sgemm(Q + i0 * HD, HD, 1, K, 1, HD, S, kn, qb, hd, kn, 0, 0)) return 1;
+        if (tl_sgemm(dO + i0 * HD, HD, 1, V, 1, HD, dP, kn, qb, hd, kn, 0, 0)) return 1;
+        for (int64_t r = 0; r < qb; r++) {
+            const int64_t i = i0 + r;
+            float *p = S + r * kn, *ds = dP + r * kn;
+            const float lse = L[i], D = tlm_dot(dO + i * HD, 1, O + i * HD, 1, hd, 0.0f);
+            const int64_t ke = key_end(M, causal, n, i), kv = vec_end(ke, kn);
+            for (int64_t j = 0; j < kv; j++) {
+                p[j] = tlm_attn_prob(tlm_mul(p[j], scale), lse);
+                ds[j] = tlm_attn_dscore(p[j], ds[j], D, scale);
+            }
+            /* blocked pairs: probability and score gradient 0 */
+            for (int64_t j = ke; j < kn; j++) p[j] = ds[j] = 0.0f;
+            if (causal)
+                for (int64_t j = i + 1; j < ke; j++) p[j] = ds[j] = 0.0f;
+            if (M) {
+                const float *mi = M + i * n;
+                for (int64_t j = 0; j < ke; j++) {
+                    p[j] = mi[j] == 0.0f ? 0.0f : p[j];
+                    ds[j] = mi[j] == 0.0f ? 0.0f : ds[j];
+                }
+            }
+        }
+        /* dQ_blk = dS K[0..kn); dK[0..kn) += dS^T Q_blk; dV[0..kn) += P^T dO_blk */
+        if (tl_sgemm(dP, kn, 1, K, HD, 1, dQ + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
+        if (tl_sgemm(dP, 1, kn, Q + i0 * HD, HD, 1, dK, HD, kn, qb, hd, 1, 0)) return 1;
+        if (tl_sgemm(S, 1, kn, dO + i0 * HD, HD, 1, dV, HD, kn, qb, hd, 1, 0)) return 1;
+    }
+    return 0;
+}
+
+int tl_attn_blocked_backward(const float *Q, const float *K, const float *V, const float *O,
+                             const float *L, const float *dO, const float *M, int causal,
+                             float *dQ, float *dK, float *dV, int64_t b, int64_t n, int64_t h,
+                             int64_t hd) {
+    const int64_t HD = h * hd;
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    int bad = 0;
+#pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : bad)
+    {
+        float *S = malloc(sizeof(float) * (size_t)(2 * QB * n));
+        bad = !S;
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < b * h; bh++) {
+            if (!S) continue;
+            int64_t off = (bh / h) * n * HD + (bh % h) * hd;
+            bad |= backward_head(Q + off, K + off, V + off, O + off, L + bh * n, dO + off, M, causal,
+                                 dQ + off, dK + off, dV + off, n, HD, hd, scale, S, S + QB * n);
+        }
+        free(S);
+    }
+    return bad;
+}

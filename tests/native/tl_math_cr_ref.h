@@ -1,0 +1,931 @@
+/* tl_math.h: torchlean's canonical float32 arithmetic, written once for both libraries.
+ *
+ * Exact mode promises that the stub and CUDA give the same bits. That holds only when both
+ * evaluate the same sequence of IEEE-rounded operations, so this header defines every
+ * operation an exact kernel may use as `static inline` code compiled into the stub (host C) and
+ * into CUDA device code. The rules, also listed in README "Reproducibility levels":
+ *
+ *  1. Elementary operations are IEEE float32 with round-to-nearest-even: tlm_add, tlm_sub,
+ *     tlm_mul, tlm_div, tlm_sqrt, and tlm_fma (one rounding of a*b+c); IEEE double operations
+ *     (tlm_dadd, tlm_dmul, tlm_dfma, tlm_ddiv, tlm_d2f) inside rule 2. Both libraries compile
+ *     with contraction off (-ffp-contract=off, nvcc --fmad=false) and device code names the
+ *     rounding (__fmul_rn, __fdiv_rn, ...) so no compiler can fuse or approximate.
+ *  2. Transcendental functions (exp, expm1, log, log1p, tanh, sigmoid, softplus, erf, sin and
+ *     cos of 2 pi u) are correctly rounded: the float32 nearest the true value, ties to even,
+ *     for every input (see "rule 2" below; `make check-math` proves it on all 2^32 inputs). No
+ *     libm, no CUDA intrinsics; any correctly rounded library gives the same bits. gelu and the
+ *     derivatives follow the registry's stagewise formulas over them, every stage rounded.
+ *  3. A dot product is a sequential FMA in k order: acc = fma(a[k], b[k], acc) for k = 0..K-1,
+ *     acc starting at 0 (or at a stated initial value such as a bias). This is the GEMM rule.
+ *  4. A sum of n values: sequential adds within chunks of TLM_CHUNK (in index order, from the
+ *     chunk's first value), then a fixed binary tree over the chunk partials: level by level,
+ *     p[i] = p[2i] + p[2i+1], an odd last partial carried up unchanged. Neither the thread
+ *     count nor the device changes the tree.
+ *  5. Online softmax (attention): keys in tiles of TLM_ATTN_TILE, processed in order. Per query
+ *     row the state is (m, l, acc[]), starting at (-inf, 0, 0). For each tile: scores s_j are
+ *     the rule-3 dot q.k_j times the scale (one tlm_mul); m_new = max(m, max_j s_j) (j order);
+ *     alpha = m == m_new ? 1 : exp(m - m_new); p_j = exp(s_j - m_new); l = l*alpha + t where t
+ *     is the sequential sum of the tile's p_j; acc[d] = acc[d]*alpha, then
+ *     acc[d] = fma(p_j, v_j[d], acc[d]) in j order. The output is acc[d] / l. See tlm_osm_*.
+ */
+#ifndef TL_MATH_H
+#define TL_MATH_H
+
+#include <stdint.h>
+#if !defined(__CUDA_ARCH__)
+#include <string.h>
+#endif
+
+#if defined(__CUDACC__)
+#define TLM_HD __host__ __device__ __forceinline__ static
+#define TLM_HD_INLINE TLM_HD
+#else
+#define TLM_HD static inline
+/* the transcendental functions: always inlined, so the loops that call them vectorise */
+#define TLM_HD_INLINE static inline __attribute__((always_inline))
+#endif
+
+#define TLM_CHUNK 256      /* rule 4: values summed sequentially before the tree */
+#define TLM_ATTN_TILE 64   /* rule 5: keys per online-softmax tile */
+
+/* ---- rule 1: IEEE-rounded elementary operations ---- */
+#if defined(__CUDA_ARCH__)
+TLM_HD float tlm_add(float a, float b) { return __fadd_rn(a, b); }
+TLM_HD float tlm_sub(float a, float b) { return __fsub_rn(a, b); }
+TLM_HD float tlm_mul(float a, float b) { return __fmul_rn(a, b); }
+TLM_HD float tlm_div(float a, float b) { return __fdiv_rn(a, b); }
+TLM_HD float tlm_sqrt(float a) { return __fsqrt_rn(a); }
+TLM_HD float tlm_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+TLM_HD float tlm_from_bits(int32_t b) { return __int_as_float(b); }
+TLM_HD int32_t tlm_to_bits(float f) { return __float_as_int(f); }
+TLM_HD double tlm_dadd(double a, double b) { return __dadd_rn(a, b); }
+TLM_HD double tlm_ddiv(double a, double b) { return __ddiv_rn(a, b); }
+TLM_HD float tlm_d2f(double a) { return __double2float_rn(a); }
+TLM_HD double tlm_pow2d(int32_t k) { return __longlong_as_double((long long)(1023 + k) << 52); }
+#else
+TLM_HD float tlm_add(float a, float b) { return a + b; }
+TLM_HD float tlm_sub(float a, float b) { return a - b; }
+TLM_HD float tlm_mul(float a, float b) { return a * b; }
+TLM_HD float tlm_div(float a, float b) { return a / b; }
+TLM_HD float tlm_sqrt(float a) { return __builtin_sqrtf(a); }   /* IEEE sqrt instruction */
+TLM_HD float tlm_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+TLM_HD float tlm_from_bits(int32_t b) { float f; memcpy(&f, &b, sizeof f); return f; }
+TLM_HD int32_t tlm_to_bits(float f) { int32_t b; memcpy(&b, &f, sizeof b); return b; }
+TLM_HD double tlm_dadd(double a, double b) { return a + b; }
+TLM_HD double tlm_ddiv(double a, double b) { return a / b; }
+TLM_HD float tlm_d2f(double a) { return (float)a; }
+TLM_HD double tlm_pow2d(int32_t k) { int64_t b = (int64_t)(1023 + k) << 52; double d; memcpy(&d, &b, sizeof d); return d; }
+#endif
+
+/* sign-bit operations: exact, never rounded */
+TLM_HD float tlm_abs(float x) { return tlm_from_bits(tlm_to_bits(x) & 0x7fffffff); }
+TLM_HD float tlm_copysign(float mag, float sgn) {
+    return tlm_from_bits((tlm_to_bits(mag) & 0x7fffffff) | (tlm_to_bits(sgn) & (int32_t)0x80000000));
+}
+TLM_HD float tlm_rsqrt(float x) { return tlm_div(1.0f, tlm_sqrt(x)); }
+
+/* ---- rule 2: transcendental functions, correctly rounded ----
+ *
+ * exp, expm1, log, log1p, tanh, sigmoid, softplus, erf and sin/cos of 2 pi u return the float32
+ * nearest the true value (ties to even) for every float32 input, so any correctly rounded
+ * float32 library gives the same bits; the route inside does not matter. Each evaluates in IEEE
+ * double: an exact argument reduction, a polynomial (coefficients from
+ * tests/native/tl_math_coeffs.py, mpmath), and the leading terms kept as an unevaluated sum
+ * hi + lo of two doubles, relative error below about 2^-56 (most near 2^-59). That is rounded to
+ * float32 in one step (tlm_dd_round). An input whose true value lies closer to a rounding
+ * midpoint than that error could round the wrong way; the exhaustive check over all 2^32
+ * inputs (`make check-math`, tests/native/check_math.c, against glibc and quad precision) found
+ * none, for every function here (bench/results/check-math.md). Any change to this code must
+ * pass it again (a wrong input would need a fix-up, as CORE-MATH lists its exceptions).
+ * Double FMAs (tlm_dfma) are used freely: the result is correctly rounded either way. The code
+ * is branch-free (selects), so stub loops vectorise and GPU warps do not diverge. */
+
+#if defined(__CUDA_ARCH__)
+TLM_HD double tlm_dmul(double a, double b) { return __dmul_rn(a, b); }
+TLM_HD double tlm_dsub(double a, double b) { return __dsub_rn(a, b); }
+TLM_HD double tlm_dfma(double a, double b, double c) { return __fma_rn(a, b, c); }
+TLM_HD int64_t tlm_dbits(double d) { return __double_as_longlong(d); }
+TLM_HD double tlm_dfrom_bits(int64_t b) { return __longlong_as_double(b); }
+#else
+TLM_HD double tlm_dmul(double a, double b) { return a * b; }
+TLM_HD double tlm_dsub(double a, double b) { return a - b; }
+TLM_HD double tlm_dfma(double a, double b, double c) { return __builtin_fma(a, b, c); }
+TLM_HD int64_t tlm_dbits(double d) { int64_t b; memcpy(&b, &d, sizeof b); return b; }
+TLM_HD double tlm_dfrom_bits(int64_t b) { double d; memcpy(&d, &b, sizeof d); return d; }
+#endif
+
+/* Constant tables: CUDA device code reads a __device__ copy, host code a plain one. */
+#if defined(__CUDA_ARCH__)
+#define TLM_TAB(name) name##_dev
+#else
+#define TLM_TAB(name) name##_host
+#endif
+#if defined(__CUDACC__)
+#define TLM_TABLE(decl_dev, decl_host, data) static __device__ const decl_dev = data; \
+                                             static const decl_host = data;
+#else
+#define TLM_TABLE(decl_dev, decl_host, data) static const decl_host = data;
+#endif
+
+/* an unevaluated sum hi + lo of two doubles */
+typedef struct tlm_dd { double hi, lo; } tlm_dd;
+
+/* hi + lo = a + b exactly, for |a| >= |b| or a == 0 (Fast2Sum) */
+TLM_HD tlm_dd tlm_fast_two_sum(double a, double b) {
+    tlm_dd r;
+    r.hi = tlm_dadd(a, b);
+    r.lo = tlm_dsub(b, tlm_dsub(r.hi, a));
+    return r;
+}
+/* hi + lo = a + b exactly, any order (2Sum) */
+TLM_HD tlm_dd tlm_two_sum(double a, double b) {
+    tlm_dd r;
+    r.hi = tlm_dadd(a, b);
+    double bb = tlm_dsub(r.hi, a);
+    r.lo = tlm_dadd(tlm_dsub(a, tlm_dsub(r.hi, bb)), tlm_dsub(b, bb));
+    return r;
+}
+/* hi + lo = a b exactly (barring underflow) */
+TLM_HD tlm_dd tlm_two_prod(double a, double b) {
+    tlm_dd r;
+    r.hi = tlm_dmul(a, b);
+    r.lo = tlm_dfma(a, b, -r.hi);
+    return r;
+}
+
+/* The double nearest hi + lo, made odd when inexact (round to odd): the float32 rounding of the
+ * result equals that of hi + lo, because float32 midpoints are even doubles. For |hi| >= |lo|
+ * or hi == 0, with hi + lo inside the double range. */
+TLM_HD double tlm_dd_to_odd(double hi, double lo) {
+    tlm_dd s = tlm_fast_two_sum(hi, lo);
+    int64_t b = tlm_dbits(s.hi), be = tlm_dbits(s.lo);
+    int64_t dir = ((be ^ b) >> 63) | 1;                      /* +1: lo has the sign of hi */
+    int64_t on = (int64_t)(((uint64_t)be << 1) != 0) & ~b & 1;   /* inexact and even */
+    return tlm_dfrom_bits(b + (dir & -on));
+}
+/* hi + lo rounded to float32 once */
+TLM_HD float tlm_dd_round(double hi, double lo) { return tlm_d2f(tlm_dd_to_odd(hi, lo)); }
+
+/* x unless it is NaN, then a quiet NaN with x's payload; selects on bits, so loops vectorise */
+TLM_HD float tlm_nan_pass(float x, float y) {
+    int32_t m = -(int32_t)(x != x);
+    return tlm_from_bits((tlm_to_bits(y) & ~m) | ((tlm_to_bits(x) | 0x400000) & m));
+}
+/* v when c, else y (bit select) */
+TLM_HD float tlm_sel(int32_t c, float v, float y) {
+    int32_t m = -c;
+    return tlm_from_bits((tlm_to_bits(y) & ~m) | (tlm_to_bits(v) & m));
+}
+/* v when c, else y, for doubles (bit select: a plain ?: lets GCC branch around loads) */
+TLM_HD double tlm_dsel(int32_t c, double v, double y) {
+    int64_t m = -(int64_t)c;
+    return tlm_dfrom_bits((tlm_dbits(y) & ~m) | (tlm_dbits(v) & m));
+}
+/* x clamped to [lo, hi]; NaN gives lo (callers select NaN back at the end) */
+TLM_HD float tlm_clampf(float x, float lo, float hi) {
+    return tlm_sel(!(x >= lo), lo, tlm_sel(x > hi, hi, x));
+}
+
+#define TLM_LN2_HI 0x1.62e42fefa3800p-1   /* 42 bits: k LN2_HI is exact for |k| < 2^11 */
+#define TLM_LN2_LO 0x1.ef35793c76730p-45
+#define TLM_INV_LN2 0x1.71547652b82fep+0
+
+/* e^x - 1 = 2^k (1 + m) - 1 with 1 + m = e^r, r = x - k ln2, |r| <= ln2/2, for x in
+ * [-210, 180] holding at most 26 significant bits (a float32, or twice one). Returns k;
+ * m = m.hi + m.lo (|m.lo| <= ulp(m.hi) / 2) with error below 2^-59 relative to e^r.
+ * r = rh + rl with rh = x - k LN2_HI exact; e^r - 1 = rh + rh^2/2 + rl e^rh + rh^3 Q(rh), the
+ * square split exactly (tlm_two_prod) and summed with the leading term first. */
+TLM_HD_INLINE double tlm_expm1_core(double x, tlm_dd *m) {
+    const double shifter = 0x1.8p52;   /* adding it rounds to an integer */
+    double kd = tlm_dsub(tlm_dadd(tlm_dmul(x, TLM_INV_LN2), shifter), shifter);
+    double rh = tlm_dfma(-kd, TLM_LN2_HI, x);   /* exact */
+    double rl = tlm_dmul(-kd, TLM_LN2_LO);      /* |rl| < 2^-36 */
+    double q = 0x1.61b2b02877046p-33;
+    q = tlm_dfma(q, rh, 0x1.1f72fc83bcbc7p-29);
+    q = tlm_dfma(q, rh, 0x1.ae64344d76c0cp-26);
+    q = tlm_dfma(q, rh, 0x1.27e4db67ac2b0p-22);
+    q = tlm_dfma(q, rh, 0x1.71de3a5904949p-19);
+    q = tlm_dfma(q, rh, 0x1.a01a01a6d7831p-16);
+    q = tlm_dfma(q, rh, 0x1.a01a01a019b2bp-13);
+    q = tlm_dfma(q, rh, 0x1.6c16c16c162d6p-10);
+    q = tlm_dfma(q, rh, 0x1.1111111111111p-7);
+    q = tlm_dfma(q, rh, 0x1.5555555555556p-5);
+    q = tlm_dfma(q, rh, 0x1.5555555555555p-3);
+    tlm_dd sq = tlm_two_prod(rh, rh);
+    tlm_dd lead = tlm_fast_two_sum(rh, tlm_dmul(sq.hi, 0.5));
+    double em1 = tlm_dfma(sq.hi, tlm_dfma(q, rh, 0.5), rh);   /* e^rh - 1, to 2^-50 */
+    double tail = tlm_dfma(tlm_dmul(sq.hi, rh), q, tlm_dfma(rl, em1, rl));
+    *m = tlm_fast_two_sum(lead.hi, tlm_dadd(lead.lo, tlm_dfma(sq.lo, 0.5, tail)));
+    return kd;
+}
+
+/* 2^k for an integer-valued double k in [-1022, 1023] */
+TLM_HD double tlm_pow2_of(double kd) { return tlm_dfrom_bits(((int64_t)kd + 1023) << 52); }
+
+/* e^x, correctly rounded. x is clamped to [-104, 89] (e^-104 rounds to 0, e^89 overflows). */
+TLM_HD_INLINE float tlm_exp(float x) {
+    tlm_dd m;
+    double kd = tlm_expm1_core((double)tlm_clampf(x, -104.0f, 89.0f), &m);
+    tlm_dd e = tlm_fast_two_sum(1.0, m.hi);                  /* e^r = e.hi + (e.lo + m.lo) */
+    double s = tlm_dd_to_odd(e.hi, tlm_dadd(e.lo, m.lo));
+    float y = tlm_d2f(tlm_dmul(s, tlm_pow2_of(kd)));         /* one rounding: s is odd */
+    return tlm_nan_pass(x, y);
+}
+
+/* e^x - 1, correctly rounded: 2^k e^r - 1 with the -1 added exactly (2Sum); x clamped to
+ * [-104, 89]; expm1(-0) = -0. */
+TLM_HD_INLINE float tlm_expm1(float x) {
+    tlm_dd m;
+    double kd = tlm_expm1_core((double)tlm_clampf(x, -104.0f, 89.0f), &m);
+    double p = tlm_pow2_of(kd);
+    tlm_dd e = tlm_fast_two_sum(1.0, m.hi);
+    tlm_dd s = tlm_two_sum(tlm_dmul(e.hi, p), -1.0);
+    float y = tlm_dd_round(s.hi, tlm_dadd(s.lo, tlm_dmul(tlm_dadd(e.lo, m.lo), p)));
+    y = tlm_sel(x == 0.0f, x, y);
+    return tlm_nan_pass(x, y);
+}
+
+/* e^-a as 2^k (hi + lo) scaled into one unevaluated sum, for a >= 0 (float), clamped at 104 */
+TLM_HD_INLINE tlm_dd tlm_exp_neg(float a) {
+    tlm_dd m;
+    double kd = tlm_expm1_core(-(double)tlm_clampf(a, 0.0f, 104.0f), &m);
+    double p = tlm_pow2_of(kd);
+    tlm_dd e = tlm_fast_two_sum(1.0, m.hi);
+    e.hi = tlm_dmul(e.hi, p);
+    e.lo = tlm_dmul(tlm_dadd(e.lo, m.lo), p);
+    return e;
+}
+
+/* (n.hi + n.lo) / (d.hi + d.lo) as an unevaluated sum, relative error about 2^-100 beyond the
+ * inputs' own: one reciprocal, then the remainder n - q d (an FMA) divided again. */
+TLM_HD_INLINE tlm_dd tlm_dd_div(tlm_dd n, tlm_dd d) {
+    double inv = tlm_ddiv(1.0, d.hi);
+    tlm_dd q;
+    q.hi = tlm_dmul(n.hi, inv);
+    double rem = tlm_dadd(tlm_dfma(-q.hi, d.hi, n.hi), tlm_dfma(-q.hi, d.lo, n.lo));
+    q.lo = tlm_dmul(rem, inv);
+    return q;
+}
+
+/* Split x > 0 (finite) as m 2^e with m in [sqrt(1/2), sqrt(2)); returns m - 1 (exact). */
+TLM_HD float tlm_log_split(float x, float *e_out) {
+    int32_t sub = x < 1.17549435e-38f;                     /* subnormal: scale by 2^23 first */
+    float xs = sub ? tlm_mul(x, 8388608.0f) : x;
+    int32_t b = tlm_to_bits(xs);
+    int32_t e = ((b >> 23) & 0xff) - 126 - (sub ? 23 : 0); /* xs = m' 2^e, m' in [0.5, 1) */
+    float m = tlm_from_bits((b & 0x007fffff) | 0x3f000000);
+    int32_t lowm = m < 0.70710678118654752f;
+    e -= lowm;
+    *e_out = (float)e;
+    return lowm ? tlm_sub(tlm_add(m, m), 1.0f) : tlm_sub(m, 1.0f); /* Sterbenz: exact */
+}
+
+/* log(2^e (1 + f)) for f = f.hi + f.lo, 1 + f in [sqrt(1/2), sqrt(2)] (f.lo tiny beside f.hi
+ * unless f.hi = 0), as an unevaluated sum with relative error below 2^-59:
+ * log(1 + f) = 2 atanh(s) = 2s + s z R(z), s = f / (2 + f), z = s^2 <= 0.0295; e ln2 is
+ * e LN2_HI (exact) + e LN2_LO. */
+TLM_HD_INLINE tlm_dd tlm_log_core(double e, tlm_dd f) {
+    tlm_dd two = tlm_fast_two_sum(2.0, f.hi);
+    two.lo = tlm_dadd(two.lo, f.lo);
+    tlm_dd s = tlm_dd_div(f, two);
+    double z = tlm_dmul(s.hi, s.hi);
+    double p = 0x1.0c039fe4bea01p-3;
+    p = tlm_dfma(p, z, 0x1.0fbe957ed02d3p-3);
+    p = tlm_dfma(p, z, 0x1.3b1c355ddb480p-3);
+    p = tlm_dfma(p, z, 0x1.745cf9047e55ep-3);
+    p = tlm_dfma(p, z, 0x1.c71c7201593cap-3);
+    p = tlm_dfma(p, z, 0x1.2492492476ccap-2);
+    p = tlm_dfma(p, z, 0x1.9999999999a38p-2);
+    p = tlm_dfma(p, z, 0x1.5555555555555p-1);
+    tlm_dd h = tlm_two_sum(tlm_dmul(e, TLM_LN2_HI), tlm_dadd(s.hi, s.hi));
+    double lo = tlm_dfma(e, TLM_LN2_LO, tlm_dfma(tlm_dmul(s.hi, z), p, tlm_dadd(s.lo, s.lo)));
+    h.lo = tlm_dadd(h.lo, lo);
+    return h;
+}
+
+/* natural log, correctly rounded. log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf. */
+TLM_HD_INLINE float tlm_log(float x) {
+    float e, f = tlm_log_split(tlm_sel((x > 0.0f) & (x <= 3.40282347e38f), x, 1.0f), &e);
+    tlm_dd fd = {(double)f, 0.0};
+    tlm_dd l = tlm_log_core((double)e, fd);
+    float y = tlm_dd_round(l.hi, l.lo);
+    y = tlm_sel(x > 3.40282347e38f, x, y);
+    y = tlm_sel(x < 0.0f, tlm_from_bits(0x7fc00000), y);
+    y = tlm_sel(x == 0.0f, tlm_from_bits((int32_t)0xff800000), y);
+    return tlm_nan_pass(x, y);
+}
+
+/* log of u = u.hi + u.lo > 0 (u.lo tiny beside u.hi), finite: u.hi = 2^e m, m in
+ * [sqrt(1/2), sqrt(2)), f = (m - 1) + u.lo 2^-e, both parts exact */
+TLM_HD_INLINE tlm_dd tlm_log_dd(tlm_dd u) {
+    int64_t b = tlm_dbits(u.hi);
+    int64_t e = ((b >> 52) & 0x7ff) - 1023;                 /* u.hi normal: u.hi = 1.m 2^e */
+    int64_t big = (b & 0x000fffffffffffffLL) > 0x6a09e667f3bcdLL; /* 1.m > sqrt(2) */
+    e += big;
+    double scale = tlm_dfrom_bits((1023 - e) << 52);        /* 2^-e */
+    tlm_dd f;
+    f.hi = tlm_dsub(tlm_dmul(u.hi, scale), 1.0);            /* Sterbenz: exact */
+    f.lo = tlm_dmul(u.lo, scale);
+    return tlm_log_core((double)e, f);
+}
+
+/* log(1 + x), correctly rounded: 1 + x is formed exactly (2Sum) and passed to tlm_log_dd.
+ * log1p(-1) = -inf, below it NaN, log1p(+inf) = +inf, log1p(-0) = -0. */
+TLM_HD_INLINE float tlm_log1p(float x) {
+    float xc = tlm_clampf(x, -0.5f, 3.40282347e38f);
+    /* below -1/2, 1 + x is exact in float and positive (or 0 at -1, selected out below) */
+    xc = tlm_sel(x < -0.5f, tlm_add(1.0f, x), xc);
+    tlm_dd u = tlm_two_sum(x < -0.5f ? 0.0 : 1.0, (double)xc);
+    u.hi = tlm_dadd(u.hi, x <= -1.0f ? 1.0 : 0.0);   /* x <= -1: a stand-in, selected out below */
+    tlm_dd l = tlm_log_dd(u);
+    float y = tlm_dd_round(l.hi, l.lo);
+    y = tlm_sel(x > 3.40282347e38f, x, y);
+    y = tlm_sel(x < -1.0f, tlm_from_bits(0x7fc00000), y);
+    y = tlm_sel(x == -1.0f, tlm_from_bits((int32_t)0xff800000), y);
+    y = tlm_sel(x == 0.0f, x, y);
+    return tlm_nan_pass(x, y);
+}
+
+/* tanh, correctly rounded: tanh(a) = -M / (2 + M), M = e^-2a - 1 (no cancellation), a = |x|
+ * clamped to 20 (tanh rounds to 1 beyond 9.02); the sign is copied from x (tanh(-0) = -0). */
+TLM_HD_INLINE float tlm_tanh(float x) {
+    float a = tlm_clampf(tlm_abs(x), 0.0f, 20.0f);
+    tlm_dd m;
+    double kd = tlm_expm1_core(-2.0 * (double)a, &m);
+    double p = tlm_pow2_of(kd);
+    tlm_dd e = tlm_fast_two_sum(1.0, m.hi);
+    tlm_dd mm = tlm_two_sum(tlm_dmul(e.hi, p), -1.0);        /* M = mm.hi + mm.lo, in (-1, 0] */
+    mm.lo = tlm_dadd(mm.lo, tlm_dmul(tlm_dadd(e.lo, m.lo), p));
+    tlm_dd n = {-mm.hi, -mm.lo};
+    tlm_dd d = tlm_fast_two_sum(2.0, mm.hi);
+    d.lo = tlm_dadd(d.lo, mm.lo);
+    tlm_dd t = tlm_dd_div(n, d);
+    float y = tlm_copysign(tlm_dd_round(t.hi, t.lo), x);
+    return tlm_nan_pass(x, y);
+}
+
+/* 1 / (1 + e^-x), correctly rounded, overflow-safe: with E = e^-|x|, 1 / (1 + E) for x >= 0
+ * and E / (1 + E) below. */
+TLM_HD_INLINE float tlm_sigmoid(float x) {
+    tlm_dd e = tlm_exp_neg(tlm_abs(x));
+    tlm_dd d = tlm_fast_two_sum(1.0, e.hi);
+    d.lo = tlm_dadd(d.lo, e.lo);
+    tlm_dd n;
+    n.hi = x >= 0.0f ? 1.0 : e.hi;
+    n.lo = x >= 0.0f ? 0.0 : e.lo;
+    tlm_dd q = tlm_dd_div(n, d);
+    float y = tlm_dd_round(q.hi, q.lo);
+    return tlm_nan_pass(x, y);
+}
+
+/* log(1 + e^x) = max(x, 0) + log1p(e^-|x|), correctly rounded (the sum is exact before the
+ * one rounding) */
+TLM_HD_INLINE float tlm_softplus(float x) {
+    tlm_dd e = tlm_exp_neg(tlm_abs(x));
+    tlm_dd u = tlm_fast_two_sum(1.0, e.hi);
+    u.lo = tlm_dadd(u.lo, e.lo);
+    tlm_dd l = tlm_log_dd(u);
+    tlm_dd s = tlm_two_sum((double)tlm_sel(x > 0.0f, x, 0.0f), l.hi);
+    float y = tlm_dd_round(s.hi, tlm_dadd(s.lo, l.lo));
+    y = tlm_sel(x > 3.40282347e38f, x, y);
+    return tlm_nan_pass(x, y);
+}
+
+/* erf on [1/2, 4): 28 intervals of width 1/8, each row {erf(c) as hi, lo, then the Taylor
+ * coefficients erf^(n)(c) / n!, n = 1..11} at the interval's centre c */
+#define TLM_ERF_ROWS { \
+    {0x1.25b8a88b6dd7fp-1, 0x1.9534a3b5bd215p-55, 0x1.a5074e2157620p-1, \
+     -0x1.d9a837e5824e4p-2, -0x1.9c41d1d5fae55p-4, 0x1.75bebc1b18d1cp-3, \
+     -0x1.6410ad9332666p-7, -0x1.7df8890b11fa7p-5, 0x1.4a54816d3608ap-7, \
+     0x1.18f36eb18f3d7p-7, -0x1.8d661c030e173p-9, -0x1.3628ede23de1dp-10, \
+     0x1.438eb2b3c46d1p-11}, \
+    {0x1.569243d2b3a9bp-1, 0x1.8eef7012e8df5p-56, 0x1.681ff24b4ab04p-1, \
+     -0x1.ef2bed2786b25p-2, -0x1.a4254557d722fp-7, 0x1.532415c267962p-3, \
+     -0x1.558b4c55a835cp-5, -0x1.1b7ad5b777f1bp-5, 0x1.1201d3bd0e758p-6, \
+     0x1.2995e3a88a890p-8, -0x1.0294c3e93cdb0p-8, -0x1.159644a564e28p-12, \
+     0x1.63daf9b385638p-11}, \
+    {0x1.7fb9bfaed8078p-1, 0x1.66cf14bcad032p-56, 0x1.2a8dcede3673bp-1, \
+     -0x1.e5267029187c0p-2, 0x1.fe0796bb9d05ap-5, 0x1.0fa23021ad0acp-3, \
+     -0x1.fa21ebca76761p-5, -0x1.31546d5c4edb4p-6, 0x1.37e5469efb7a6p-6, \
+     0x1.097966e2e87e3p-13, -0x1.e82ab020887a7p-9, 0x1.318270c11b2d8p-11, \
+     0x1.12652e433d763p-11}, \
+    {0x1.a1551a16aaeafp-1, 0x1.a558a46df5f67p-57, 0x1.dfca26f5bbf88p-2, \
+     -0x1.c1cd84866038fp-2, 0x1.e4c9975da0987p-4, 0x1.747e31bf47af3p-4, \
+     -0x1.1d1f00109e42ap-4, -0x1.47654175ceb42p-9, 0x1.1a817c594b8cbp-6, \
+     -0x1.cb8acd699cca6p-9, -0x1.57b72bf874db6p-9, 0x1.24493dca8b643p-10, \
+     0x1.f556774c6a909p-13}, \
+    {0x1.bbef0fbde6221p-1, -0x1.322c1148e0d48p-55, 0x1.75a91a7f4d2edp-2, \
+     -0x1.8d03ac274201cp-2, 0x1.3954778d6a0dfp-3, 0x1.88e0f7b183fc6p-5, \
+     -0x1.0f7c15f75ee13p-4, 0x1.5e22cfa1aab51p-7, 0x1.9ad28c5557c22p-7, \
+     -0x1.704ec5d29fc83p-8, -0x1.23360304f19bap-10, 0x1.43ca3fcdf057ap-10, \
+     -0x1.dcb97a9e067eep-15}, \
+    {0x1.d0580b2cfd249p-1, 0x1.4fca6318dfee9p-55, 0x1.1a0dc51a9934dp-2, \
+     -0x1.4ef05a0f95eebp-2, 0x1.5648b5dc47417p-3, 0x1.40fbaba44504cp-7, \
+     -0x1.c0db89d0a41a4p-5, 0x1.388c3ec056942p-6, 0x1.aecb7463cf446p-8, \
+     -0x1.8bca53327e075p-8, 0x1.4add4a8239f4bp-12, 0x1.05ce4abd0ff4fp-10, \
+     -0x1.183f198a0ba0dp-12}, \
+    {0x1.df85ea8db188ep-1, -0x1.f71e8254d11a9p-55, 0x1.9cb5bd549b111p-3, \
+     -0x1.0ed7443f85c33p-2, 0x1.5066cda84bba9p-3, -0x1.419fa10b6ed7dp-6, \
+     -0x1.3f41761d5a941p-5, 0x1.6d1d724baaae4p-6, 0x1.e377f5703f7ffp-11, \
+     -0x1.4cc916ad63c27p-8, 0x1.553ef0d12719fp-10, 0x1.26240f5597ee0p-11, \
+     -0x1.6bbf0fffb70d1p-12}, \
+    {0x1.ea7730ed0bbb9p-1, 0x1.2c5bd7ce1388bp-55, 0x1.24a7b84d38971p-3, \
+     -0x1.a4b118ef01593p-3, 0x1.319c7a75f9187p-3, -0x1.3db5bed47faf6p-5, \
+     -0x1.7019bda6c2fddp-6, 0x1.59d3aa402c32ep-6, -0x1.b324eab9c87a9p-9, \
+     -0x1.b4774d37d0dd7p-9, 0x1.c01377485a844p-10, 0x1.a5db5f627b4cdp-14, \
+     -0x1.40d9c429b88a4p-12}, \
+    {0x1.f21c9f12f0677p-1, -0x1.7efe429672266p-58, 0x1.92470a61b6965p-4, \
+     -0x1.3a47801c56a57p-3, 0x1.0453f90d3bd35p-3, -0x1.8a7c6a239217bp-5, \
+     -0x1.075c088031ee3p-7, 0x1.16f9c9c127b80p-6, -0x1.74c2fc9bdfe97p-8, \
+     -0x1.760c522bd5bebp-10, 0x1.a3cdb656adb43p-10, -0x1.02c3c1ab0b16dp-12, \
+     -0x1.92892013c6fc1p-13}, \
+    {0x1.f74a6d9a38383p-1, 0x1.c33a329423946p-55, 0x1.0bf97e95f2a64p-4, \
+     -0x1.c435059d09788p-4, 0x1.a3687c1eaf1adp-4, -0x1.9647a30b16824p-5, \
+     0x1.6981061dfbb09p-9, 0x1.7e8755da47040p-7, -0x1.9be731fdab95dp-8, \
+     0x1.3a95ae0a75546p-13, 0x1.319f780e962d7p-10, -0x1.b88dd51a4f7afp-12, \
+     -0x1.037f168a8e0c6p-14}, \
+    {0x1.fab0dd89d1309p-1, -0x1.ae61bd9db1babp-55, 0x1.5a08e85af27e0p-5, \
+     -0x1.399812926bc23p-4, 0x1.4140efb719cb0p-4, -0x1.7535a61a4193dp-5, \
+     0x1.374c88c7e6abdp-7, 0x1.a40709e010e77p-8, -0x1.6dc078888efa7p-8, \
+     0x1.2ee6d200993afp-10, 0x1.44f175e22a161p-11, -0x1.c2fb051c92966p-12, \
+     0x1.523035ed39813p-15}, \
+    {0x1.fcdacca0bfb73p-1, -0x1.2c33d88729e43p-55, 0x1.b1160991ff737p-6, \
+     -0x1.a38d59456f77dp-5, 0x1.d5bd91b6b0123p-5, -0x1.3b35dcbc80146p-5, \
+     0x1.9d76b0a0535c7p-7, 0x1.14c887a83a0e6p-9, -0x1.117f42cc6e9f4p-8, \
+     0x1.9b477bdad8e0bp-10, 0x1.1d219fb0e1bc9p-13, -0x1.5bb59d3ca6abfp-12, \
+     0x1.8ca373c577165p-14}, \
+    {0x1.fe307f2b503d0p-1, -0x1.8a555000387f8p-57, 0x1.06ae13b0d3255p-6, \
+     -0x1.0ee3844e59be7p-5, 0x1.48b127f8ed8a5p-5, -0x1.f155b4e7d8c3bp-6, \
+     0x1.aa2c0753d569ap-7, -0x1.bbf7e2795837bp-11, -0x1.5478d784d271cp-9, \
+     0x1.8eae08cdf9547p-10, -0x1.92946556037e5p-13, -0x1.90f27ae615128p-13, \
+     0x1.b076b7853882ep-14}, \
+    {0x1.fefcce6813974p-1, -0x1.b27cf5025d1c8p-58, 0x1.34d7dbc76d7e5p-7, \
+     -0x1.51cc18621fc23p-6, 0x1.b925a99886bb7p-6, -0x1.71e7d408c8c6fp-6, \
+     0x1.7ea58080a81efp-7, -0x1.46eb9d203e071p-9, -0x1.403333682fa5ep-10, \
+     0x1.3b37d5bd14a40p-10, -0x1.6be130822dbdfp-12, -0x1.03d4bcdafe930p-14, \
+     0x1.55848476c7d88p-14}, \
+    {0x1.ff733814af88cp-1, 0x1.0a87238cea4f9p-56, 0x1.5ff2750fe7820p-8, \
+     -0x1.96f0575a63ae5p-7, 0x1.1c5a643f04363p-6, -0x1.04f5caaf2196fp-6, \
+     0x1.382a146afb9d2p-7, -0x1.95cab93aa68d2p-9, -0x1.d2fd90fe62928p-13, \
+     0x1.9f50fb94c0b82p-11, -0x1.7d7378074399bp-12, 0x1.cc0c9cba01378p-16, \
+     0x1.92a3a2947141ep-15}, \
+    {0x1.ffb5bdf67fe6fp-1, 0x1.4e830346f6e7fp-62, 0x1.84ba3004a50d0p-9, \
+     -0x1.d9c2ea85a927dp-8, 0x1.60898536e104ap-7, -0x1.5eb1c899f0b70p-7, \
+     0x1.d854f73e74c87p-8, -0x1.897719a9d257ep-9, 0x1.88cdc8b807c97p-12, \
+     0x1.b325a11c1f45ap-12, -0x1.381548f692740p-12, 0x1.2b1fd05559d5ap-14, \
+     0x1.1ed31cd6fe717p-16}, \
+    {0x1.ffd9f78c7524ap-1, 0x1.04ed6ff98e45dp-55, 0x1.a024365f771bdp-10, \
+     -0x1.0a9732d5284ddp-8, 0x1.a4bf47a43042ap-8, -0x1.c23802d8a5bb7p-8, \
+     0x1.4f40070668329p-8, -0x1.4c9a2c9dccd04p-9, 0x1.4f7a50b5bc019p-11, \
+     0x1.18b04eb90c73ap-13, -0x1.a4c3880c0ea6ap-13, 0x1.4b7b82a86e254p-14, \
+     -0x1.0bc762b1be79cp-18}, \
+    {0x1.ffed167b12ac2p-1, -0x1.ddc0ce3ed8fcbp-55, 0x1.afc85e0f82e12p-11, \
+     -0x1.221a9f326bef4p-9, 0x1.e3c9aab90bcf4p-9, -0x1.14b1b98141f21p-8, \
+     0x1.c1c19b9e63d70p-9, -0x1.feac3dbeb5124p-10, 0x1.63e88178b0e49p-11, \
+     -0x1.4441c86c93f7ap-15, -0x1.c8ceebc5fc50cp-14, 0x1.125b77a79fcb6p-14, \
+     -0x1.da7be990bb4aep-17}, \
+    {0x1.fff6dee89352ep-1, 0x1.b96c0ba13851dp-55, 0x1.b23a5a23e4210p-12, \
+     -0x1.315107613c673p-10, 0x1.0c243329a9ca1p-9, -0x1.4630116262084p-9, \
+     0x1.1e84d1022e8cbp-9, -0x1.6b41872716325p-10, 0x1.36edde582b265p-11, \
+     -0x1.f7870ebc38e66p-14, -0x1.51ecfdc37801ep-15, 0x1.711d817e07bc3p-15, \
+     -0x1.0ae90d500cdaap-16}, \
+    {0x1.fffbb8f1049c6p-1, 0x1.d2c6266b51f27p-56, 0x1.a740684026555p-13, \
+     -0x1.36d34c8f1c26ap-11, 0x1.1eb6e14974a25p-10, -0x1.714eb8cc0947fp-10, \
+     0x1.5bec08c01b1d7p-10, -0x1.e4621d82dad12p-11, 0x1.e1b7b564b0e79p-12, \
+     -0x1.24564b69716a0p-13, 0x1.bf8e3b47f3cc9p-20, 0x1.8f55a9be0e03dp-16, \
+     -0x1.b3b76e620315ap-17}, \
+    {0x1.fffe0e0140857p-1, -0x1.6aa36f86c14ddp-57, 0x1.8fdc1b2dcf7b9p-14, \
+     -0x1.322484cf12daap-12, 0x1.27dc1bc6cfef5p-11, -0x1.9202f465eb421p-11, \
+     0x1.93b4c9746835fp-11, -0x1.30e9e6142fe9bp-11, 0x1.555b9d5fb4825p-12, \
+     -0x1.055983c4ac7abp-13, 0x1.68e6c75a5d068p-16, 0x1.2d4a50d2829b7p-17, \
+     -0x1.1de08b5647c04p-17}, \
+    {0x1.ffff2436a21dcp-1, -0x1.3607959a29d36p-55, 0x1.6e2367dc27f95p-15, \
+     -0x1.23c436c36fdabp-13, 0x1.26bf00867a835p-12, -0x1.a51fb50b15f22p-12, \
+     0x1.c0825378fda08p-12, -0x1.6c3dbfe0cbe4ap-12, 0x1.c1dd1438378dfp-13, \
+     -0x1.94c36a9d7c0f6p-14, 0x1.bf0aab116ca42p-16, 0x1.6bdbd2f94d9afp-23, \
+     -0x1.2b32e8d43f559p-18}, \
+    {0x1.ffffa1de8c582p-1, 0x1.832540129302ap-55, 0x1.44f21e49054f2p-16, \
+     -0x1.0d18811478659p-14, 0x1.1b964d438f622p-13, -0x1.a8d7851f26bf0p-13, \
+     0x1.ddd6df9b6852dp-13, -0x1.9e52b7aac1644p-13, 0x1.165b2034fcab2p-13, \
+     -0x1.1b75c33326751p-14, 0x1.91a253c42f4e8p-16, -0x1.020b498059edbp-18, \
+     -0x1.ade63f3082a14p-20}, \
+    {0x1.ffffd8e1a2f22p-1, -0x1.c10adf6b19989p-55, 0x1.1783ceac28910p-17, \
+     -0x1.e06a8b37e5b93p-16, 0x1.07978c7b8496bp-14, -0x1.9d039884f8be5p-14, \
+     0x1.e8d1145e94a54p-14, -0x1.c1f7251172a87p-14, 0x1.458b9e0854d68p-14, \
+     -0x1.6eb05572453f5p-15, 0x1.33045cf65279ep-16, -0x1.42c8adf1cd1fdp-18, \
+     0x1.91109b80a7a7ep-27}, \
+    {0x1.fffff039f9e8fp-1, -0x1.9d1bcd6174e99p-55, 0x1.d21397ead99cbp-19, \
+     -0x1.9f19734d29cf9p-17, 0x1.d982bd41d8954p-16, -0x1.8320fc4836be5p-15, \
+     0x1.e0a1cb1d071f3p-15, -0x1.d384223047b9cp-15, 0x1.696daf6422bd4p-15, \
+     -0x1.bb6e2d311a919p-16, 0x1.a4fcb0ea87efbp-17, -0x1.1c940c531c53bp-18, \
+     0x1.7469913f4f763p-21}, \
+    {0x1.fffff9d446cccp-1, -0x1.bb06bab98bc7ep-57, 0x1.789fb715aae95p-20, \
+     -0x1.5b333cc7f98f1p-18, 0x1.9b12fdbf90f62p-17, -0x1.5e06923144d70p-16, \
+     0x1.c6a071925631dp-16, -0x1.d178cb0388a82p-16, 0x1.7e29d33ac92b6p-16, \
+     -0x1.f9203429ba9ffp-17, 0x1.094dadeee395cp-17, -0x1.a771cf3589991p-19, \
+     0x1.b8fd1c29c263fp-21}, \
+    {0x1.fffffda86faa9p-1, -0x1.d230252d68f25p-56, 0x1.26f9df8519bd7p-21, \
+     -0x1.1926290adc888p-19, 0x1.5900c02d97304p-18, -0x1.3166de6a8c640p-17, \
+     0x1.9dfcc328729e0p-17, -0x1.bcab1ed5ec38dp-17, 0x1.81cd74a57ce17p-17, \
+     -0x1.106e95b6bf43dp-17, 0x1.379625a71385fp-18, -0x1.1970a5b67012cp-19, \
+     0x1.74761c833476cp-21}, \
+    {0x1.ffffff233ee1dp-1, 0x1.db123ed17221dp-55, 0x1.bfd7555a3bd68p-23, \
+     -0x1.b8d7f804d2e73p-21, 0x1.17f93e5149289p-19, -0x1.013b0457d08fap-18, \
+     0x1.6b245d7e1d829p-18, -0x1.98077548c6950p-18, 0x1.7492048ab3cebp-18, \
+     -0x1.17506c7b39df8p-18, 0x1.57e94a4c5f5a5p-19, -0x1.5709711f3cabcp-20, \
+     0x1.0a0f9569482a8p-21}, \
+}
+TLM_TABLE(double tlm_erf_tab_dev[28][13], double tlm_erf_tab_host[28][13], TLM_ERF_ROWS)
+
+/* erf, correctly rounded. |x| < 1/2: x (c0 + z Q(z)), z = x^2, c0 = 2/sqrt(pi) as hi + lo;
+ * [1/2, 4): the interval's Taylor polynomial around its centre, erf(c) as hi + lo; |x| >= 4
+ * rounds to 1. Odd: the sign is copied from x (erf(-0) = -0). */
+TLM_HD_INLINE float tlm_erf(float x) {
+    float a = tlm_clampf(tlm_abs(x), 0.0f, 4.0f);
+    double ad = (double)a, z = tlm_dmul(ad, ad);
+    double p = 0x1.cac885b9d0bf4p-27;
+    p = tlm_dfma(p, z, -0x1.5dd2fcc1206e6p-23);
+    p = tlm_dfma(p, z, 0x1.b9d7967f8dcd5p-20);
+    p = tlm_dfma(p, z, -0x1.f4d2063d89718p-17);
+    p = tlm_dfma(p, z, 0x1.f9a325cbffcaap-14);
+    p = tlm_dfma(p, z, -0x1.c02db3fdbb984p-11);
+    p = tlm_dfma(p, z, 0x1.565bcd0e673b1p-8);
+    p = tlm_dfma(p, z, -0x1.b82ce31288b13p-6);
+    p = tlm_dfma(p, z, 0x1.ce2f21a042be2p-4);
+    p = tlm_dfma(p, z, -0x1.812746b0379e7p-2);
+    tlm_dd sm = tlm_two_prod(ad, 0x1.20dd750429b6dp+0);
+    sm.lo = tlm_dfma(ad, tlm_dfma(z, p, 0x1.1ae3a914fed80p-56), sm.lo);
+    int64_t i = (int64_t)tlm_dmul(tlm_dsub((double)tlm_clampf(a, 0.5f, 3.9375f), 0.5), 8.0);
+#define TLM_ERF_C(n) TLM_TAB(tlm_erf_tab)[i][n]   /* indexed directly: GCC gathers it */
+    double t = tlm_dsub(ad, tlm_dfma((double)i, 0.125, 0.5625));   /* exact */
+    double acc = tlm_dfma(TLM_ERF_C(12), t, TLM_ERF_C(11));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(10));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(9));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(8));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(7));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(6));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(5));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(4));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(3));
+    acc = tlm_dfma(acc, t, TLM_ERF_C(2));
+    double bhi = TLM_ERF_C(0), blo = tlm_dfma(acc, t, TLM_ERF_C(1));
+#undef TLM_ERF_C
+    int32_t small = a < 0.5f;
+    double hi = tlm_dsel(small, sm.hi, bhi), lo = tlm_dsel(small, sm.lo, blo);
+    float y = tlm_sel(a >= 4.0f, 1.0f, tlm_dd_round(hi, lo));
+    y = tlm_copysign(y, x);
+    return tlm_nan_pass(x, y);
+}
+
+/* GELU, tanh form, the registry's stagewise formula with every stage rounded:
+ * cubic = ((c x) x) x, t = tanh(k (x + cubic)), y = (x (1 + t)) / 2. Not within 2 ulp of the
+ * true function where 1 + t cancels (x below about -3): the error there is about one ulp of
+ * |x| (the formula is the contract, as in the registry). x (1 + t) overflows for |x| > 2^127,
+ * and gelu(-inf) = -inf * 0 = NaN, as the formula says. */
+#define TLM_GELU_K 0.7978845608f
+#define TLM_GELU_A 0.044715f
+TLM_HD_INLINE float tlm_gelu(float x) {
+    float cubic = tlm_mul(tlm_mul(tlm_mul(TLM_GELU_A, x), x), x);
+    float t = tlm_tanh(tlm_mul(TLM_GELU_K, tlm_add(x, cubic)));
+    return tlm_mul(tlm_mul(x, tlm_add(1.0f, t)), 0.5f);
+}
+
+/* d gelu / dx of the same formula, stagewise: (1 + t + (x (1 - t t)) (k (1 + (3c x) x))) / 2 */
+TLM_HD_INLINE float tlm_gelu_grad(float x) {
+    float cubic = tlm_mul(tlm_mul(tlm_mul(TLM_GELU_A, x), x), x);
+    float t = tlm_tanh(tlm_mul(TLM_GELU_K, tlm_add(x, cubic)));
+    float du = tlm_mul(TLM_GELU_K, tlm_add(1.0f, tlm_mul(tlm_mul(3.0f * TLM_GELU_A, x), x)));
+    float dt = tlm_mul(tlm_mul(x, tlm_sub(1.0f, tlm_mul(t, t))), du);
+    return tlm_mul(tlm_add(tlm_add(1.0f, t), dt), 0.5f);
+}
+
+/* ---- rule 3: a dot product is a sequential FMA in k order ---- */
+TLM_HD float tlm_dot(const float *a, int64_t sa, const float *b, int64_t sb, int64_t k, float acc) {
+    for (int64_t i = 0; i < k; i++) acc = tlm_fma(a[i * sa], b[i * sb], acc);
+    return acc;
+}
+
+/* ---- rule 4: chunked sequential sums, then a fixed binary tree ---- */
+
+/* sequential sum of x[0..n) (n <= TLM_CHUNK), from x[0]; 0 when n == 0 */
+TLM_HD float tlm_chunk_sum(const float *x, int64_t stride, int64_t n) {
+    float s = n > 0 ? x[0] : 0.0f;
+    for (int64_t i = 1; i < n; i++) s = tlm_add(s, x[i * stride]);
+    return s;
+}
+
+/* The binary tree over p[0..count), in place (p[0] holds the result): level by level,
+ * p[i] = p[2i] + p[2i+1], an odd last partial carried up unchanged. */
+TLM_HD float tlm_tree_sum(float *p, int64_t count) {
+    if (count <= 0) return 0.0f;
+    while (count > 1) {
+        int64_t half = count / 2;
+        for (int64_t i = 0; i < half; i++) p[i] = tlm_add(p[2 * i], p[2 * i + 1]);
+        if (count & 1) p[half] = p[count - 1];
+        count = half + (count & 1);
+    }
+    return p[0];
+}
+
+/* Rule 4 over x[0..n) in one pass with a small stack instead of a partials array: merging two
+ * partials of equal height as soon as both exist, then folding the stack from the top, builds
+ * the same tree as tlm_tree_sum (tests/test_exact_math.py checks it against the level form). */
+TLM_HD float tlm_sum(const float *x, int64_t stride, int64_t n) {
+    float val[64];
+    int height[64], top = 0;
+    for (int64_t c = 0; c < n; c += TLM_CHUNK) {
+        int64_t len = n - c < TLM_CHUNK ? n - c : TLM_CHUNK;
+        float s = tlm_chunk_sum(x + c * stride, stride, len);
+        int h = 0;
+        while (top > 0 && height[top - 1] == h) { s = tlm_add(val[--top], s); h++; }
+        val[top] = s; height[top] = h; top++;
+    }
+    if (top == 0) return 0.0f;
+    float s = val[--top];
+    while (top > 0) s = tlm_add(val[--top], s);
+    return s;
+}
+
+/* ---- rule 5: the online-softmax tile rule ---- */
+typedef struct tlm_osm { float m, l; } tlm_osm;   /* running max and running denominator */
+
+TLM_HD void tlm_osm_init(tlm_osm *st) {
+    st->m = tlm_from_bits((int32_t)0xff800000);  /* -inf */
+    st->l = 0.0f;
+}
+
+/* Fold one tile of n scores (already dot * scale): s[j] becomes p_j = exp(s_j - m_new) and the
+ * return value is alpha, by which the caller multiplies acc[] before accumulating
+ * acc[d] = fma(p_j, v_j[d], acc[d]) in j order. A fully masked row so far (m_new = -inf) gives
+ * p_j = 0 and alpha = 1. */
+TLM_HD float tlm_osm_tile(tlm_osm *st, float *s, int n) {
+    float m_new = st->m;
+    for (int j = 0; j < n; j++) m_new = s[j] > m_new ? s[j] : m_new;
+    int none = m_new == tlm_from_bits((int32_t)0xff800000);
+    float alpha = (st->m == m_new) ? 1.0f : tlm_exp(tlm_sub(st->m, m_new));
+    float t = 0.0f;
+    for (int j = 0; j < n; j++) {
+        s[j] = none ? 0.0f : tlm_exp(tlm_sub(s[j], m_new));
+        t = j == 0 ? s[0] : tlm_add(t, s[j]);
+    }
+    st->l = tlm_add(tlm_mul(st->l, alpha), t);
+    st->m = m_new;
+    return alpha;
+}
+
+/* the row's output: acc[d] / l (l == 0, a fully masked row, gives 0) */
+TLM_HD float tlm_osm_finish(const tlm_osm *st, float acc) {
+    return st->l == 0.0f ? 0.0f : tlm_div(acc, st->l);
+}
+
+/* ==================================================================================== */
+/* ---- attention, spectral: shared steps of the attention backward, DFT twiddles ---- */
+
+/* Attention scores and their backward, one (query i, key j) pair (rule 5 and its backward):
+ * s = dot(q_i, k_j) (rule 3) times scale; p = exp(s - lse_i) recomputes the probability from
+ * the forward's log-sum-exp; ds = (p (dp - D_i)) scale with dp = dot(dO_i, v_j) (rule 3) and
+ * D_i = dot(dO_i, O_i) (rule 3). Both libraries call these, so every pass that needs p or ds
+ * (dQ over keys, dK and dV over queries) gets the same bits. */
+TLM_HD float tlm_attn_score(const float *q, const float *k, int64_t hd, float scale) {
+    return tlm_mul(tlm_dot(q, 1, k, 1, hd, 0.0f), scale);
+}
+TLM_HD float tlm_attn_prob(float s, float lse) { return tlm_exp(tlm_sub(s, lse)); }
+/* a row's saved log-sum-exp from its final running max m and denominator l: NaN when a NaN
+ * score was seen, 0 for a fully masked row (l = 0), else m + log(l) */
+TLM_HD float tlm_attn_lse(float m, float l, int nan_seen) {
+    return nan_seen ? tlm_from_bits(0x7fc00000) : l == 0.0f ? 0.0f : tlm_add(m, tlm_log(l));
+}
+TLM_HD float tlm_attn_dscore(float p, float dp, float d, float scale) {
+    return tlm_mul(tlm_mul(p, tlm_sub(dp, d)), scale);
+}
+
+/* IEEE double product for the twiddle series (device code names the rounding) */
+#if defined(__CUDA_ARCH__)
+TLM_HD double tlm_tw_dmul(double a, double b) { return __dmul_rn(a, b); }
+#else
+TLM_HD double tlm_tw_dmul(double a, double b) { return a * b; }
+#endif
+
+/* DFT twiddles c = cos(2 pi r / n), s = sin(2 pi r / n) for integer 0 <= r < n, in double,
+ * from IEEE operations only (no libm, no sincospi), so both libraries build the same table.
+ * Integer octant reduction: 8r = o n + u, the angle is o pi/4 + (pi/4) u/n; odd octants use
+ * the complement (pi/4)(n - u)/n, so the series argument x lies in [0, pi/4]; Taylor series
+ * of sin to x^21 and cos to x^22 (truncation below 1e-21) in Horner form. Exact at the
+ * quarter points (0, pi/2, pi, 3 pi/2). Error a few double ulp: far below float32. */
+TLM_HD void tlm_twiddle(int64_t r, int64_t n, double *c_out, double *s_out) {
+    if ((4 * r) % n == 0) {
+        int64_t q = (4 * r) / n;
+        *c_out = q == 0 ? 1.0 : q == 2 ? -1.0 : 0.0;
+        *s_out = q == 1 ? 1.0 : q == 3 ? -1.0 : 0.0;
+        return;
+    }
+    int64_t o = (8 * r) / n, u = 8 * r - o * n;
+    if (o & 1) u = n - u;
+    double x = tlm_tw_dmul(0.7853981633974483, tlm_ddiv((double)u, (double)n));
+    double z = tlm_tw_dmul(x, x);
+    double sp = 1.9572941063391263e-20;                 /* 1/21! */
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), -8.22063524662433e-18);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), 2.8114572543455206e-15);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), -7.647163731819816e-13);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), 1.6059043836821613e-10);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), -2.505210838544172e-08);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), 2.7557319223985893e-06);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), -0.0001984126984126984);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), 0.008333333333333333);
+    sp = tlm_dadd(tlm_tw_dmul(sp, z), -0.16666666666666666);
+    double sn = tlm_dadd(x, tlm_tw_dmul(tlm_tw_dmul(x, z), sp));
+    double cp = -8.896791392450574e-22;                 /* -1/22! */
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), 4.110317623312165e-19);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), -1.5619206968586225e-16);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), 4.779477332387385e-14);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), -1.1470745597729725e-11);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), 2.08767569878681e-09);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), -2.755731922398589e-07);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), 2.48015873015873e-05);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), -0.001388888888888889);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), 0.041666666666666664);
+    cp = tlm_dadd(tlm_tw_dmul(cp, z), -0.5);
+    double cs = tlm_dadd(1.0, tlm_tw_dmul(z, cp));
+    /* angle = o pi/4 + x (even o) or (o + 1) pi/4 - x (odd o) */
+    double c, s;
+    switch (o) {
+    case 0: c = cs; s = sn; break;
+    case 1: c = sn; s = cs; break;
+    case 2: c = -sn; s = cs; break;
+    case 3: c = -cs; s = sn; break;
+    case 4: c = -cs; s = -sn; break;
+    case 5: c = -sn; s = -cs; break;
+    case 6: c = sn; s = -cs; break;
+    default: c = cs; s = -sn; break;
+    }
+    *c_out = c;
+    *s_out = s;
+}
+
+
+/* ==== added for linalg / conv_pool: rule 4 fed one value at a time ====
+ * For sums whose values are computed on the fly (squared differences, strided columns, window
+ * taps): pushing x[0], x[1], ... gives the bits of tlm_sum(x, 1, n). After c whole chunks the
+ * stack holds one partial per set bit of c (a binary counter), which is how tlm_sum merges. */
+typedef struct tlm_sumacc {
+    float part[64];  /* completed partials, oldest (tallest) first */
+    int top;
+    int len;         /* values in the current chunk */
+    int64_t chunks;  /* chunks completed */
+    float cur;       /* the current chunk's running sum */
+} tlm_sumacc;
+
+TLM_HD void tlm_sumacc_init(tlm_sumacc *a) { a->top = 0; a->len = 0; a->chunks = 0; a->cur = 0.0f; }
+
+TLM_HD void tlm_sumacc_close_chunk(tlm_sumacc *a) {
+    float s = a->cur;
+    for (int64_t c = a->chunks; c & 1; c >>= 1) s = tlm_add(a->part[--a->top], s);
+    a->part[a->top++] = s;
+    a->chunks++;
+    a->len = 0;
+}
+
+TLM_HD void tlm_sumacc_push(tlm_sumacc *a, float x) {
+    a->cur = a->len == 0 ? x : tlm_add(a->cur, x);
+    if (++a->len == TLM_CHUNK) tlm_sumacc_close_chunk(a);
+}
+
+/* the rule-4 sum of everything pushed (0 when nothing was) */
+TLM_HD float tlm_sumacc_finish(tlm_sumacc *a) {
+    if (a->chunks == 0) return a->len > 0 ? a->cur : 0.0f;  /* one chunk: its sequential sum */
+    if (a->len > 0) tlm_sumacc_close_chunk(a);
+    if (a->top == 0) return 0.0f;
+    float s = a->part[--a->top];
+    while (a->top > 0) s = tlm_add(a->part[--a->top], s);
+    return s;
+}
+/* ==== end of the linalg / conv_pool additions ==== */
+
+/* ==== additions: rule 4 fed one value at a time (reductions, softmax, norms) ==== */
+
+/* Rule 4 over a sequence whose values arrive in order (computed on the fly, or read through a
+ * gather such as batchnorm's (sample, position) walk): tlm_sum4_add each value, then
+ * tlm_sum4_result. The chunking and the stack of partials are those of tlm_sum, so the result
+ * is the same tree as tlm_tree_sum over the chunk partials. */
+typedef struct tlm_sum4 {
+    float val[64];
+    int height[64];
+    int top;
+    int fill;   /* values in the open chunk */
+    float cur;  /* the open chunk's sequential sum */
+} tlm_sum4;
+
+TLM_HD void tlm_sum4_init(tlm_sum4 *a) { a->top = 0; a->fill = 0; a->cur = 0.0f; }
+
+/* push one finished chunk partial, merging equal heights as tlm_sum does */
+TLM_HD void tlm_sum4_push(tlm_sum4 *a, float s) {
+    int h = 0;
+    while (a->top > 0 && a->height[a->top - 1] == h) { s = tlm_add(a->val[--a->top], s); h++; }
+    a->val[a->top] = s; a->height[a->top] = h; a->top++;
+}
+
+TLM_HD void tlm_sum4_add(tlm_sum4 *a, float v) {
+    a->cur = a->fill ? tlm_add(a->cur, v) : v;
+    if (++a->fill == TLM_CHUNK) { tlm_sum4_push(a, a->cur); a->fill = 0; }
+}
+
+/* the sum of everything added (0 for nothing); the accumulator is spent afterwards */
+TLM_HD float tlm_sum4_result(tlm_sum4 *a) {
+    if (a->fill) { tlm_sum4_push(a, a->cur); a->fill = 0; }
+    if (a->top == 0) return 0.0f;
+    float s = a->val[--a->top];
+    while (a->top > 0) s = tlm_add(a->val[--a->top], s);
+    return s;
+}
+
+/* The maximum step of the exact reductions: v replaces m when greater, so among equal values
+ * (+0 and -0) the first wins; NaN never replaces (softmax's row max, whose NaN propagates through
+ * the sum of exps instead). Associative over ordered segments (left = earlier), so a chunk tree
+ * gives the sequential result. */
+TLM_HD float tlm_max_first(float m, float v) { return v > m ? v : m; }
+
+
+/* ==== sin and cos of 2 pi u (Box-Muller's angle), correctly rounded; an exact integer power === */
+
+/* sin(2 pi s) = s (2 pi + z S(z)) and cos(2 pi s) = 1 - 2 pi^2 z + z^2 C(z), z = s^2 (exact),
+ * for |s| <= 1/8, as unevaluated sums (2 pi and 2 pi^2 as hi + lo) */
+TLM_HD_INLINE tlm_dd tlm_sin_2pi_dd(double s) {
+    double z = tlm_dmul(s, s);
+    double p = -0x1.6cc577dadd922p-1;
+    p = tlm_dfma(p, z, 0x1.e8f036bcd3237p+1);
+    p = tlm_dfma(p, z, -0x1.e3074d2614b2dp+3);
+    p = tlm_dfma(p, z, 0x1.50783486facaap+5);
+    p = tlm_dfma(p, z, -0x1.32d2cce62b872p+6);
+    p = tlm_dfma(p, z, 0x1.466bc6775aae1p+6);
+    p = tlm_dfma(p, z, -0x1.4abbce625be53p+5);
+    tlm_dd r = tlm_two_prod(s, 0x1.921fb54442d18p+2);
+    r.lo = tlm_dfma(s, tlm_dfma(z, p, 0x1.1a62633145c07p-52), r.lo);
+    return r;
+}
+TLM_HD_INLINE tlm_dd tlm_cos_2pi_dd(double s) {
+    double z = tlm_dmul(s, s);
+    double p = -0x1.b38340f56931fp+0;
+    p = tlm_dfma(p, z, 0x1.f9cfc07738157p+2);
+    p = tlm_dfma(p, z, -0x1.a6d1f0ab7905cp+4);
+    p = tlm_dfma(p, z, 0x1.e1f50688302c5p+5);
+    p = tlm_dfma(p, z, -0x1.55d3c7e3cbd74p+6);
+    p = tlm_dfma(p, z, 0x1.03c1f081b5ac4p+6);
+    tlm_dd q = tlm_two_prod(-0x1.3bd3cc9be45dep+4, z);
+    tlm_dd h = tlm_fast_two_sum(1.0, q.hi);
+    h.lo = tlm_dadd(h.lo, tlm_dfma(tlm_dmul(z, z), p, tlm_dfma(-0x1.692b71366cc04p-50, z, q.lo)));
+    return h;
+}
+
+/* Reduce u exactly: r = u - round(u) in [-1/2, 1/2] (|u| >= 2^23 is an integer: r = 0), then
+ * t = |r| = q/4 + s with q = round(4t) in {0, 1, 2} and |s| <= 1/8 (both steps are exact
+ * subtractions). Returns s, the quadrant q and the sign of r (1 or -1) for sin. */
+TLM_HD float tlm_reduce_2pi(float u, int32_t *q, float *rsign) {
+    const float shifter = 8388608.0f; /* 2^23: adding it to 0 <= a < 2^23 rounds a to an integer */
+    float a = tlm_abs(u);
+    float r = tlm_sel(a < shifter, tlm_sub(a, tlm_sub(tlm_add(a, shifter), shifter)), 0.0f);
+    float t = tlm_abs(r);
+    float qf = tlm_sub(tlm_add(tlm_mul(t, 4.0f), shifter), shifter);
+    *q = (int32_t)qf;
+    *rsign = tlm_copysign(1.0f, tlm_mul(r, u));  /* sign of r times sign of u (odd sin) */
+    return tlm_sub(t, tlm_mul(qf, 0.25f));
+}
+
+/* cos(2 pi u), correctly rounded: exact reduction, then cos(2 pi (q/4 + s)) = cos, -sin, -cos
+ * of 2 pi s for q = 0, 1, 2. Exact at multiples of 1/4 (cos(pi/2) gives -0); +-inf and NaN
+ * give NaN. */
+TLM_HD_INLINE float tlm_cos_2pi(float u) {
+    int32_t q;
+    float sg, s = tlm_reduce_2pi(u, &q, &sg);
+    tlm_dd c = tlm_cos_2pi_dd((double)s), sn = tlm_sin_2pi_dd((double)s);
+    double hi = q == 0 ? c.hi : (q == 1 ? -sn.hi : -c.hi);
+    double lo = q == 0 ? c.lo : (q == 1 ? -sn.lo : -c.lo);
+    float y = tlm_dd_round(hi, lo);
+    return tlm_sel(u - u != 0.0f, tlm_from_bits(0x7fc00000), y);   /* inf - inf and NaN */
+}
+
+/* sin(2 pi u), correctly rounded: sin(2 pi (q/4 + s)) = sin, cos, -sin of 2 pi s, with the sign
+ * of r u (sin is odd twice over). +-inf and NaN give NaN. */
+TLM_HD_INLINE float tlm_sin_2pi(float u) {
+    int32_t q;
+    float sg, s = tlm_reduce_2pi(u, &q, &sg);
+    tlm_dd c = tlm_cos_2pi_dd((double)s), sn = tlm_sin_2pi_dd((double)s);
+    double hi = q == 0 ? sn.hi : (q == 1 ? c.hi : -sn.hi);
+    double lo = q == 0 ? sn.lo : (q == 1 ? c.lo : -sn.lo);
+    float y = tlm_mul(sg, tlm_dd_round(hi, lo));
+    return tlm_sel(u - u != 0.0f, tlm_from_bits(0x7fc00000), y);
+}
+
+/* b^e for an integer e >= 0 by binary powering in IEEE double (square and multiply from the
+ * low bit): a fixed sequence of rounded products, so every machine gets the same bits (libm's
+ * pow may differ in the last place). Adam's bias corrections use it on the host. */
+TLM_HD double tlm_powi_d(double b, int64_t e) {
+    double r = 1.0, x = b;
+    while (e > 0) {
+        if (e & 1) r = r * x;
+        x = x * x;
+        e >>= 1;
+    }
+    return r;
+}
+
+#endif /* TL_MATH_H */
