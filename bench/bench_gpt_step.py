@@ -1,5 +1,5 @@
 """One GPT-2-width training step, torchlean vs PyTorch eager, with and without torchlean's
-fused ops (cross_entropy_rows, linear_gelu; issue 24).
+fused ops (cross_entropy_rows, linear_gelu, linear_residual; issue 24).
 
     python bench/bench_gpt_step.py [--steps N] [--repeats R] [--quick] [--out FILE]
 
@@ -9,12 +9,15 @@ the same batches, TF32 off. Each row is the median step time of `repeats` runs o
 steps after warm-up, every run closed by a device synchronisation (sidebyside.measure), and
 the peak memory of the timed steps (each allocator's own counter).
 Rows: torchlean default mode with the fused ops (the default), without them
-(torchlean.nn.fused.enabled = False: log_softmax + gather, linear then gelu), deterministic,
-exact, and torch.
+(torchlean.nn.fused.enabled = False: log_softmax + gather, linear then gelu, linear then
+add), the attention
+variants (TORCHLEAN_ATTN_BWD=onepass: the one-pass backward instead of the dQ and dK/dV
+kernels; =onepass64: its 64-query tiles; TORCHLEAN_ATTN_FWD_KEYS=32), deterministic, exact, and torch.
 --quick shrinks the model to toy sizes (a CPU smoke run). Prints a markdown table."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -31,18 +34,26 @@ FULL = dict(vocab=8192, d=768, heads=12, layers=6, T=512, batch=8)
 QUICK = dict(vocab=37, d=16, heads=2, layers=2, T=8, batch=2)
 
 
-def _run(tl, w, timing, use_fused=True, mode=None):
-    """Median seconds per step of torchlean with the fused ops on/off in one mode."""
+def _run(tl, w, timing, use_fused=True, mode=None, env=None):
+    """Median seconds per step of torchlean with the fused ops on/off in one mode, with the
+    environment variables env set for the run (variants the CUDA library reads per call)."""
     from torchlean.nn import fused
     sync, reset, peak = torchlean_hooks(tl)
     fused.enabled = use_fused
     switch = {"det": tl.set_deterministic, "exact": tl.set_exact}.get(mode)
     if switch:
         switch(True)
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
     try:
         step, _ = tl_trainer(w)
         r = measure(step, sync, reset, peak, **timing)
     finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         fused.enabled = True
         if switch:
             switch(False)
@@ -66,6 +77,12 @@ def main(argv=None):
     side = TorchSide(tl.backend(), a.no_torch)
     rows = [("torchlean default, fused ops", _run(tl, w, timing)),
             ("torchlean default, unfused ops", _run(tl, w, timing, use_fused=False)),
+            ("torchlean default, fused, one-pass attention backward",
+             _run(tl, w, timing, env={"TORCHLEAN_ATTN_BWD": "onepass"})),
+            ("torchlean default, fused, one-pass backward with 64-query tiles",
+             _run(tl, w, timing, env={"TORCHLEAN_ATTN_BWD": "onepass64"})),
+            ("torchlean default, fused, 32-key attention forward tiles",
+             _run(tl, w, timing, env={"TORCHLEAN_ATTN_FWD_KEYS": "32"})),
             ("torchlean deterministic, fused", _run(tl, w, timing, mode="det")),
             ("torchlean exact, fused", _run(tl, w, timing, mode="exact"))]
     torch_ms = None

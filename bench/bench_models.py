@@ -216,7 +216,7 @@ def lm(c, rng):
 
     def build_tl():
         from torchlean import nn
-        from torchlean.nn import fused        # gelu(ff1(x)) as one op (unfused when disabled)
+        from torchlean.nn import fused        # gelu(ff1(x)), ff2(.) + h as ops (unfused when disabled)
 
         class Block(nn.Module):
             def __init__(self):
@@ -227,7 +227,7 @@ def lm(c, rng):
 
             def forward(self, h):
                 h = h + self.att(self.ln1(h), is_causal=True)
-                return h + self.ff2(fused.linear_gelu(self.ff1, self.ln2(h)))
+                return fused.linear_residual(self.ff2, fused.linear_gelu(self.ff1, self.ln2(h)), h)
 
         class LM(nn.Module):
             def __init__(self):

@@ -35,6 +35,7 @@ def build_model(vocab: int, T: int = 32, d: int = 32, heads: int = 2):
     """A one-block pre-norm transformer; forward(idx, session) takes (T,) or (B, T) codes and
     returns logits with the vocabulary on the last axis."""
     from torchlean import nn
+    from torchlean.nn import fused   # gelu(ff1(x)) and ff2(.) + h as single ops
 
     class CharTransformer(nn.Module):
         def __init__(self):
@@ -51,7 +52,7 @@ def build_model(vocab: int, T: int = 32, d: int = 32, heads: int = 2):
         def forward(self, idx, session):
             h = self.emb(idx, session=session) + session.use(self.pos)
             h = h + self.att(self.ln1(h), mask=self.mask)
-            h = h + self.ff2(self.ff1(self.ln2(h)).gelu())
+            h = fused.linear_residual(self.ff2, fused.linear_gelu(self.ff1, self.ln2(h)), h)
             return self.head(h)
 
     return CharTransformer()

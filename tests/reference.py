@@ -596,6 +596,11 @@ def cross_entropy_rows(x, labels):
     return np.where(ok, lse - picked, 0.0)
 
 
+def linear_residual(w, b, x, r):
+    """x W^T + b + r."""
+    return x @ w.T + b + r
+
+
 def linear_gelu(w, b, x):
     """gelu(x W^T + b), the tanh form."""
     z = x @ w.T + b

@@ -151,6 +151,40 @@ def test_forward_and_gradients_against_float64(hd, n, causal):
         _close(got, want, name, 1e-4)
 
 
+@pytest.mark.parametrize("hd,n,causal", [(64, 300, False), (64, 257, True), (128, 200, False),
+                                         (128, 331, True), (33, 130, False)])
+def test_backward_against_float64_and_stable(hd, n, causal):
+    """The default backward (CUDA: the dQ and dK/dV kernels) at lengths of several key blocks,
+    against float64, and bit-identical on a rerun."""
+    B, H, dm = 1, 2, 16
+    ws, x, g = _inputs(hd + n + causal + 7, B, n, dm, H, hd)
+    want_y, want_g = mha_reference(*ws, x, g, H, causal=causal)
+    y, grads = _run(ws, x, g, H, causal=causal)
+    _close(y, want_y, "y", 2e-5)
+    for name, got, want in zip(("dWq", "dWk", "dWv", "dWo", "dx"), grads, want_g):
+        _close(got, want, name, 1e-4)
+    y2, grads2 = _run(ws, x, g, H, causal=causal)
+    for a, b in zip([y] + list(grads), [y2] + list(grads2)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.cuda
+def test_onepass_backward_on_the_device_in_a_subprocess():
+    """TORCHLEAN_ATTN_BWD=onepass and onepass64 (blocks of one head wait on each other's dQ
+    shares) against the two-kernel backward at benchmark sizes, each rerun bit for bit:
+    bench/attention_smoke.py in a child process with a deadline, so a wait that never ends
+    fails this test instead of hanging the suite."""
+    import os
+    import sys
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, (str(root), os.environ.get("PYTHONPATH")))))
+    env.pop("TORCHLEAN_ATTN_BWD", None)
+    r = subprocess.run([sys.executable, str(root / "bench" / "attention_smoke.py")], cwd=root,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "attention smoke: ok" in r.stdout, r.stdout + r.stderr
+
+
 def test_ragged_key_ranges_against_float64():
     # each row's last allowed key falls anywhere (not on a 16-key vector or 64-row block edge),
     # some rows see no key, small odd head dims: the stub's blocked default path stops each
@@ -315,6 +349,12 @@ def emu():
                               const float *L, const float *D, const float *M, float *dQ,
                               float *dK, float *dV, int B, int n, int H, int hd, float scale,
                               int causal, int vec, int reverse);
+        void emu_set_fwd_keys(int keys);
+        void emu_set_onepass_cols(int cols);
+        int emu_attention_bwd_onepass(const float *Q, const float *K, const float *V,
+                              const float *dO, const float *L, const float *D, const float *M,
+                              float *dQ, float *dK, float *dV, int B, int n, int H, int hd,
+                              float scale, int causal, int vec, int reverse);
         int emu_exact_fwd(const float *Q, const float *K, const float *V, const float *M,
                           float *O, float *L, int B, int n, int H, int hd, int causal, int vec,
                           int reverse);
@@ -326,9 +366,11 @@ def emu():
     return ffi, ffi.dlopen(str(EMU))
 
 
-def emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse):
+def emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse, onepass=False):
     """The tiled kernels on (B*n, H*hd) float32 q, k, v, dO as attention.cu launches them:
-    returns O, lse, dQ, dK, dV (outputs start as NaN, so an element never written shows)."""
+    returns O, lse, dQ, dK, dV (outputs start as NaN, so an element never written shows).
+    onepass: the backward is attn_bwd_onepass (dQ summed in rank order) instead of the dQ and
+    dK/dV kernels."""
     ffi, lib = emu
     Bn, HD = q.shape
     hd, n = HD // H, Bn // B
@@ -343,9 +385,9 @@ def emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse):
     d = (_heads(do, B, n, H).astype(np.float64) * _heads(o, B, n, H)).sum(-1)
     d = np.ascontiguousarray(d, np.float32).reshape(-1)
     dq, dk, dv = (np.full((Bn, HD), np.nan, np.float32) for _ in range(3))
-    assert lib.emu_attention_bwd(ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(d), ptr(m),
-                                 ptr(dq), ptr(dk), ptr(dv), B, n, H, hd, scale, causal, vec,
-                                 reverse) == 0
+    bwd = lib.emu_attention_bwd_onepass if onepass else lib.emu_attention_bwd
+    assert bwd(ptr(q), ptr(k), ptr(v), ptr(do), ptr(lse), ptr(d), ptr(m), ptr(dq), ptr(dk),
+               ptr(dv), B, n, H, hd, scale, causal, vec, reverse) == 0
     return o, lse, dq, dk, dv
 
 
@@ -573,3 +615,95 @@ def test_exact_causal_skipping_keeps_the_skipped_keys_effect(emu):
     o = got[0]
     assert np.isnan(o[:129, 3]).all() and o[129, 3] == np.inf and np.isnan(o[:, 5]).all()
     assert np.isfinite(np.delete(o, [3, 5], 1)).all()
+
+
+@pytest.mark.parametrize("B,n,H,hd,causal,masked,vec", [
+    (2, 67, 2, 64, False, False, True),
+    (1, 130, 2, 64, True, True, True),
+    (1, 300, 1, 64, False, False, True),   # 5 key blocks over 10 query tiles: wrapped walks
+    (1, 257, 1, 64, True, False, True),
+    (2, 67, 1, 33, True, False, False),
+    (1, 130, 2, 80, False, True, False),
+    (1, 200, 1, 128, True, True, True),
+    (1, 1, 2, 100, False, False, True),
+])
+@pytest.mark.parametrize("cols", [32, 64])
+def test_onepass_backward_against_float64(emu, B, n, H, hd, causal, masked, vec, cols):
+    """attn_bwd_onepass with 32- and 64-query tiles (64: head dims up to 64, else 32): dQ from
+    per-key-block shares summed in rank order, dK and dV are float64-close; the reverse thread
+    order gives the same bits. The emulation also checks each tile's ranks: 0.. without gaps,
+    each reached at a later step of its block's walk than the rank before (on the GPU rank r
+    waits for rank r - 1, so no wait can close a cycle)."""
+    emu[1].emu_set_onepass_cols(cols)
+    try:
+        _onepass_case(emu, B, n, H, hd, causal, masked, vec)
+    finally:
+        emu[1].emu_set_onepass_cols(32)
+
+
+def _onepass_case(emu, B, n, H, hd, causal, masked, vec):
+    q, k, v, do = _core_inputs(3 * n + hd, B, n, H, hd)
+    mask = None
+    if masked:
+        mask = np.random.default_rng(n).uniform(size=(n, n)) < 0.7
+        mask[n // 2] = False
+    got = emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse=False, onepass=True)
+    for a in got:
+        assert np.isfinite(a).all(), "an output element was never written"
+    ok = allowed_pairs(n, mask, causal)
+    h = lambda a: _heads(a.astype(np.float64), B, n, H)  # noqa: E731
+    scale = float(np.float32(1.0 / math.sqrt(hd)))
+    p, o, lse = core_forward(h(q), h(k), h(v), ok, scale)
+    grads = core_backward(h(q), h(k), h(v), p, h(do), scale)
+    for name, a, want in zip(("dQ", "dK", "dV"), got[2:], grads):
+        _close(h(a), want, name, 5e-6)
+    rev = emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse=True, onepass=True)
+    for a, b in zip(got, rev):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_onepass_fully_blocked_rows_and_nan(emu):
+    B, n, H, hd = 1, 70, 1, 64
+    q, k, v, do = _core_inputs(1, B, n, H, hd)
+    mask = np.ones((n, n), bool)
+    mask[5] = False
+    o, lse, dq, dk, dv = emulate(emu, q, k, v, do, B, H, mask, False, True, False, onepass=True)
+    assert np.all(dq[5] == 0) and np.isfinite(dk).all() and np.isfinite(dv).all()
+    k2 = k.copy()
+    k2[30, 7] = np.nan
+    o, lse, dq, dk, dv = emulate(emu, q, k2, v, do, B, H, None, True, True, False, onepass=True)
+    assert np.isnan(dq[30:]).all()
+
+
+@pytest.mark.parametrize("B,n,H,hd,causal,masked,vec", [
+    (2, 67, 2, 64, False, False, True),
+    (1, 130, 2, 64, True, True, True),
+    (2, 67, 1, 33, True, False, False),
+    (1, 130, 2, 80, True, False, True),
+    (1, 200, 1, 128, False, True, True),
+    (1, 67, 2, 128, True, False, True),
+])
+def test_forward_32_key_tiles_against_float64(emu, B, n, H, hd, causal, masked, vec):
+    """The forward with 32-key tiles (TORCHLEAN_ATTN_FWD_KEYS=32) is float64-close, and its
+    reverse thread order gives the same bits."""
+    _, lib = emu
+    q, k, v, do = _core_inputs(5 * n + hd, B, n, H, hd)
+    mask = None
+    if masked:
+        mask = np.random.default_rng(n).uniform(size=(n, n)) < 0.7
+        mask[n // 2] = False
+    lib.emu_set_fwd_keys(32)
+    try:
+        got = emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse=False, onepass=True)
+        rev = emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse=True, onepass=True)
+    finally:
+        lib.emu_set_fwd_keys(64)
+    ok = allowed_pairs(n, mask, causal)
+    h = lambda a: _heads(a.astype(np.float64), B, n, H)  # noqa: E731
+    scale = float(np.float32(1.0 / math.sqrt(hd)))
+    p, o, lse = core_forward(h(q), h(k), h(v), ok, scale)
+    _close(h(got[0]), o, "O", 5e-6)
+    np.testing.assert_allclose(got[1].reshape(B, H, n), lse, rtol=0, atol=5e-6)
+    for a, b in zip(got, rev):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+

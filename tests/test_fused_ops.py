@@ -206,3 +206,65 @@ def test_linear_gelu_activation_is_freed_and_recomputed_with_the_same_gradients(
         loss.backward()
         grads.append([p.grad.tobytes() for p in (ff1.weight, ff1.bias, ff2.weight, ff2.bias)])
     assert grads[0] == grads[1]
+
+
+# ----------------------------------------------------------------------------- linear_residual
+
+def _linear_residual(shape, din, dout, use_fused=True, seed=0):
+    from torchlean import nn
+    from torchlean.session import manual_seed
+    manual_seed(seed)
+    lin = nn.Linear(din, dout)
+    s = Session()
+    rng = np.random.default_rng(seed)
+    xa = rng.normal(0, 1, shape + (din,)).astype(np.float32)
+    ra = rng.normal(0, 1, shape + (dout,)).astype(np.float32)
+    x, r = s.tensor(xa, requires_grad=True), s.tensor(ra, requires_grad=True)
+    fused.enabled = use_fused
+    try:
+        y = fused.linear_residual(lin, x, r)
+    finally:
+        fused.enabled = True
+    wts = np.random.default_rng(seed + 1).uniform(0.5, 1.5, y.shape).astype(np.float32)
+    (y * s.tensor(wts)).sum().backward()
+    return lin, xa, ra, wts, y.numpy(), x.grad, r.grad, lin.weight.grad, lin.bias.grad
+
+
+@pytest.mark.parametrize("shape,din,dout", [((5,), 7, 9), ((1,), 1, 1), ((2, 3), 8, 16),
+                                            ((), 4, 3), ((67,), 33, 20)])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_linear_residual_matches_float64_and_the_unfused_bits(shape, din, dout, deterministic):
+    """linear(x) + r as one op against float64 (value and all four gradients); in
+    deterministic mode (and on the stub) the same bits as linear then add."""
+    was = tl.is_deterministic()
+    tl.set_deterministic(deterministic)
+    try:
+        lin, xa, ra, wts, y, gx, gr, gw, gb = _linear_residual(shape, din, dout)
+        unfused = _linear_residual(shape, din, dout, use_fused=False)
+    finally:
+        tl.set_deterministic(was)
+    w = lin.weight.numpy().astype(np.float64)
+    b = lin.bias.numpy().astype(np.float64)
+    want = xa.astype(np.float64) @ w.T + b + ra
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    g = wts.astype(np.float64)
+    np.testing.assert_array_equal(gr, wts)          # d/dr is the seed itself
+    np.testing.assert_allclose(gx, g @ w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gw, g.reshape(-1, dout).T @ xa.reshape(-1, din), rtol=1e-4,
+                               atol=1e-5)
+    np.testing.assert_allclose(gb, g.reshape(-1, dout).sum(0), rtol=1e-4, atol=1e-5)
+    if deterministic or tl.backend() == "stub":
+        for a, b_ in zip((y, gx, gr, gw, gb), unfused[4:]):
+            assert a.tobytes() == b_.tobytes()     # linear's kernel then add's: same bits
+
+
+def test_linear_residual_names_the_shapes_on_bad_input():
+    from torchlean import nn
+    lin = nn.Linear(4, 3)
+    s = Session()
+    x = s.tensor(np.zeros((2, 4), np.float32))
+    with pytest.raises(ValueError, match=r"linear_residual: expected input \(\.\.\., 4\) and "
+                                         r"residual \(\.\.\., 3\) of the same leading shape for "
+                                         r"weight \(3, 4\), got input \(2, 4\) and residual "
+                                         r"\(2, 4\)"):
+        fused.linear_residual(lin, x, s.tensor(np.zeros((2, 4), np.float32)))

@@ -29,6 +29,8 @@ ENV = {
     "TORCHLEAN_CONV_IGEMM": ("flag", "0: CUDA convolutions take im2col + cuBLAS (read by the CUDA library)"),
     "TORCHLEAN_GEMM_EXACT_TILE": ("choice", "128x128, 96x128, 96x96 or 128x64: one large tile for every product of CUDA's exact GEMM, for benchmarks (read by the CUDA library)"),
     "TORCHLEAN_GEMM_EXACT_CHAIN": ("flag", "0: CUDA's exact GEMM runs no long-K chain kernel, for benchmarks (read by the CUDA library)"),
+    "TORCHLEAN_ATTN_BWD": ("choice", "two (default), onepass or onepass64: CUDA attention's backward kernels (read by the CUDA library)"),
+    "TORCHLEAN_ATTN_FWD_KEYS": ("choice", "64 (default) or 32: keys per tile of CUDA attention's forward (read by the CUDA library)"),
     "TORCHLEAN_KEEP_ACTIVATIONS": ("flag", "keep GELU, softplus and layer-norm outputs for the backward"),
     "TORCHLEAN_CUDA_CACHE_CAP_BYTES": ("bytes", "cap on the CUDA pool's cached bytes (0: none)"),
     "TORCHLEAN_DIST_TIMEOUT_S": ("seconds", "deadline of every collective of torchlean.distributed"),
@@ -160,6 +162,8 @@ def _apply_environment() -> None:
     if exact is not None:
         set_exact(exact)
     env_bytes("TORCHLEAN_CUDA_CACHE_CAP_BYTES")
+    env_choice("TORCHLEAN_ATTN_BWD", ("two", "onepass", "onepass64"))
+    env_choice("TORCHLEAN_ATTN_FWD_KEYS", ("32", "64"))
     tf32 = env_flag("TORCHLEAN_ALLOW_TF32")
     if tf32 is not None:
         lib.tl_set_allow_tf32(1 if tf32 else 0)

@@ -10,7 +10,10 @@
 // probabilities from lse and writes every gradient element from exactly one thread: no
 // atomics, bit-reproducible. The kernels are register-tiled (attn_*_tiled<HDP>, the head dims
 // padded to 64, 96 or 128), each thread 4 rows x 4-8 columns of a score tile, like a small SIMT
-// GEMM.
+// GEMM. TORCHLEAN_ATTN_BWD=onepass (or onepass64) runs the backward as one kernel instead of
+// the dQ and dK/dV pair: each key block also computes its share of dQ, and the shares are summed
+// in a fixed order through per-tile counters (attn_bwd_onepass, DqOrdered below): still no
+// atomics on the data, still bit-reproducible.
 // use_flash = 0: the composed path (materialised scores in scratch, a masked softmax kernel,
 // strided-batched GEMMs), kept as the reference the fused core is tested against.
 // causal = 1 (query i attends keys j <= i, ANDed with the mask): the fused kernels skip the
@@ -20,6 +23,7 @@
 // the tiled exact kernels of attention_exact.cuh for head dims up to 128, row kernels above.
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <stdint.h>
 #include <initializer_list>
 #include "common.cuh"
@@ -45,16 +49,34 @@ int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, 
 }
 
 // ---------------------------------------------------------------- backward row dots
-// D_i = dO_i . O_i per (b, h, i): one thread per row.
+// D_i = dO_i . O_i per (b, h, i): 8 lanes per row, each a strided part of the dims (float4 when
+// vec), then a butterfly over the 8 (fixed order: the same bits every run); the loads of a warp
+// cover 4 rows' contiguous dims.
 __global__ void rowdot_kernel(const float *__restrict__ dO, const float *__restrict__ O,
-                              float *__restrict__ D, int64_t B, int n, int H, int hd) {
-    const int64_t HD = (int64_t)H * hd;
-    TL_GRID_STRIDE(r, B * H * n) {
-        int64_t b = r / ((int64_t)H * n), h = (r / n) % H, i = r % n;
-        const float *a = dO + (b * n + i) * HD + h * hd, *c = O + (b * n + i) * HD + h * hd;
+                              float *__restrict__ D, int64_t B, int n, int H, int hd, bool vec) {
+    const int64_t HD = (int64_t)H * hd, rows = B * H * n;
+    const int g = threadIdx.x & 7;
+    // the warp's first row decides the loop, so all 32 lanes reach every shuffle
+    const int64_t step = ((int64_t)gridDim.x * blockDim.x) >> 3;
+    for (int64_t w0 = ((int64_t)blockIdx.x * blockDim.x + (threadIdx.x & ~31)) >> 3; w0 < rows;
+         w0 += step) {
+        const int64_t r = w0 + ((threadIdx.x & 31) >> 3);
         float s = 0.0f;
-        for (int d = 0; d < hd; d++) s += a[d] * c[d];
-        D[r] = s;
+        if (r < rows) {
+            const int64_t b = r / ((int64_t)H * n), h = (r / n) % H, i = r % n;
+            const float *a = dO + (b * n + i) * HD + h * hd, *c = O + (b * n + i) * HD + h * hd;
+            if (vec) {
+                for (int d = 4 * g; d < hd; d += 32) {
+                    const float4 x = *reinterpret_cast<const float4 *>(a + d);
+                    const float4 y = *reinterpret_cast<const float4 *>(c + d);
+                    s += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
+                }
+            } else {
+                for (int d = g; d < hd; d += 8) s += a[d] * c[d];
+            }
+        }
+        s = tl_group_sum<8>(s);
+        if (r < rows && g == 0) D[r] = s;
     }
 }
 
@@ -79,17 +101,135 @@ inline bool vec_ok(int64_t hd, std::initializer_list<const float *> ps) {
     return true;
 }
 
+template <int HDP, int KEYS>
+int tiled_forward_keys(const char *op, const float *Q, const float *K, const float *V,
+                       const float *M, float *O, float *L, int64_t B, int64_t n, int64_t H,
+                       int64_t hd, float scale, bool causal) {
+    using F = FwdTiles<HDP, KEYS>;
+    static bool ready = false;
+    TL_TRY(allow_smem(op, attn_fwd_tiled<HDP, KEYS>, F::SMEM, ready));
+    dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
+    attn_fwd_tiled<HDP, KEYS><<<grid, TTHREADS, F::SMEM, tl_stream()>>>(
+        Q, K, V, M, O, L, (int)n, (int)H, (int)hd, scale, causal, vec_ok(hd, {Q, K, V}));
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+// the forward's key tile: TORCHLEAN_ATTN_FWD_KEYS=32 or 64 (benchmarks compare them)
+int fwd_keys(int64_t hd) {
+    const char *e = getenv("TORCHLEAN_ATTN_FWD_KEYS");
+    if (e && e[0] == '3') return 32;
+    if (e && e[0] == '6') return 64;
+    (void)hd;
+    return 64;
+}
+
 template <int HDP>
 int tiled_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
                   float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
                   bool causal) {
+    if (fwd_keys(hd) == 32)
+        return tiled_forward_keys<HDP, 32>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
+    return tiled_forward_keys<HDP, 64>(op, Q, K, V, M, O, L, B, n, H, hd, scale, causal);
+}
+
+// The one-pass backward's dQ: each query tile's shares summed in rank order in place. A block
+// takes its number from a ticket (the order blocks started); thread 0 waits until the tile's
+// counter reaches the block's rank, the block adds its share (the first rank stores it), and
+// thread 0 moves the counter on once every thread's stores are visible.
+struct DqOrdered {
+    float *dQ;
+    int *cnt;           // one per (batch x head, query tile), zero before the launch
+    unsigned *ticket;   // zero before the launch
+    __device__ int block_id() const {
+        __shared__ int id;
+        if (threadIdx.x == 0) id = (int)atomicAdd(ticket, 1u);
+        __syncthreads();
+        return id;
+    }
+    __device__ void wait(int slot, int rank) const {
+        if (threadIdx.x == 0 && rank > 0) {
+            const volatile int *c = cnt + slot;
+            while (*c < rank) __nanosleep(64);
+            __threadfence();
+        }
+        __syncthreads();
+    }
+    __device__ void add(size_t i, float v, int rank) const {
+        __stcg(dQ + i, rank ? __ldcg(dQ + i) + v : v);
+    }
+    __device__ void done(int slot, int rank) const {
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) atomicExch(cnt + slot, rank + 1);
+    }
+};
+
+// Which backward the fused path runs, from TORCHLEAN_ATTN_BWD per call: the dQ and dK/dV
+// kernels (unset or `two`, the default: the one measured on a GPU so far), the one-pass kernel
+// with 32-query tiles (`onepass`) or with 64-query tiles (`onepass64`, head dims up to 64).
+// 0: two kernels, else the query tile.
+int onepass_cols(int hdp) {
+    const char *e = getenv("TORCHLEAN_ATTN_BWD");
+    if (!e || strncmp(e, "onepass", 7)) return 0;
+    return !strcmp(e, "onepass64") && hdp == 64 ? 64 : 32;
+}
+
+// whether one head's key blocks all fit on the GPU at once (the one-pass walk's condition); the
+// occupancy query needs the kernel's shared-memory opt-in first
+template <int HDP, int CPT>
+int onepass_fits(const char *op, int64_t key_blocks, bool *fits) {
     static bool ready = false;
-    TL_TRY(allow_smem(op, attn_fwd_tiled<HDP>, Tiled<HDP>::FWD_SMEM, ready));
-    dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
-    attn_fwd_tiled<HDP><<<grid, TTHREADS, Tiled<HDP>::FWD_SMEM, tl_stream()>>>(
-        Q, K, V, M, O, L, (int)n, (int)H, (int)hd, scale, causal, vec_ok(hd, {Q, K, V}));
-    TL_LAUNCHED(op);
+    static int per_sm = -1;
+    TL_TRY(allow_smem(op, attn_bwd_onepass<HDP, CPT, DqOrdered>, Onepass<HDP, CPT>::SMEM, ready));
+    if (per_sm < 0) {
+        int v = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_bwd_onepass<HDP, CPT, DqOrdered>,
+                                                          TTHREADS, Onepass<HDP, CPT>::SMEM) != cudaSuccess) {
+            (void)cudaGetLastError();
+            v = 0;
+        }
+        per_sm = v;
+    }
+    *fits = key_blocks <= (int64_t)per_sm * tl_sm_count();
     return TL_OK;
+}
+
+template <int HDP, int CPT>
+int onepass_backward(const char *op, const float *Q, const float *K, const float *V,
+                     const float *dO, const float *L, const float *D, const float *M, float *dQ,
+                     float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd,
+                     float scale, bool causal) {
+    using P = Onepass<HDP, CPT>;
+    const int64_t tiles = (n + P::COLS - 1) / P::COLS, words = B * H * tiles + 1;
+    void *tmp = nullptr;
+    TL_TRY(tl_scratch(op, sizeof(int) * (size_t)words, &tmp));
+    int *cnt = (int *)tmp;
+    const cudaError_t e = cudaMemsetAsync(cnt, 0, sizeof(int) * (size_t)words, tl_stream());
+    int st = e == cudaSuccess ? TL_OK : tl_cuda_status(op, e);
+    if (!st) {
+        DqOrdered sink{dQ, cnt, reinterpret_cast<unsigned *>(cnt + words - 1)};
+        dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
+        attn_bwd_onepass<HDP, CPT, DqOrdered><<<grid, TTHREADS, P::SMEM, tl_stream()>>>(
+            Q, K, V, dO, L, D, M, sink, dK, dV, (int)n, (int)H, (int)hd, scale, causal,
+            vec_ok(hd, {Q, K, V, dO}));
+        st = tl_cuda_launched(op);
+    }
+    tl_scratch_free(tmp);
+    return st;
+}
+
+// the one-pass backward with 8 CPT-query tiles when it applies (*done), else nothing
+template <int HDP, int CPT>
+int try_onepass(const char *op, const float *Q, const float *K, const float *V, const float *dO,
+                const float *L, const float *D, const float *M, float *dQ, float *dK, float *dV,
+                int64_t B, int64_t n, int64_t H, int64_t hd, float scale, bool causal, bool *done) {
+    *done = false;
+    if (B * H * ((n + 8 * CPT - 1) / (8 * CPT)) >= INT32_MAX) return TL_OK;
+    TL_TRY((onepass_fits<HDP, CPT>(op, (n + TROWS - 1) / TROWS, done)));
+    if (!*done) return TL_OK;
+    return onepass_backward<HDP, CPT>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale,
+                                      causal);
 }
 
 template <int HDP>
@@ -97,6 +237,15 @@ int tiled_backward(const char *op, const float *Q, const float *K, const float *
                    const float *dO, const float *L, const float *D, const float *M, float *dQ,
                    float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
                    bool causal) {
+    const int cols = onepass_cols(HDP);
+    bool done = false;
+    if (cols == 64)
+        TL_TRY((try_onepass<64, 8>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal,
+                                   &done)));
+    else if (cols == 32)
+        TL_TRY((try_onepass<HDP, 4>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale,
+                                    causal, &done)));
+    if (done) return TL_OK;
     static bool dq_ready = false, dkv_ready = false;
     TL_TRY(allow_smem(op, attn_dq_tiled<HDP>, Tiled<HDP>::DQ_SMEM, dq_ready));
     TL_TRY(allow_smem(op, attn_dkv_tiled<HDP>, Tiled<HDP>::DKV_SMEM, dkv_ready));
@@ -486,7 +635,8 @@ int core_backward(const char *op, const float *Q, const float *K, const float *V
             return exact_tiled_backward<96>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal);
         return exact_tiled_backward<64>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal);
     }
-    rowdot_kernel<<<tl_blocks(b * h * n), TL_THREADS, 0, s>>>(dO, O, D, b, (int)n, (int)h, (int)hd);
+    rowdot_kernel<<<tl_blocks(8 * b * h * n), TL_THREADS, 0, s>>>(dO, O, D, b, (int)n, (int)h, (int)hd,
+                                                                 vec_ok(hd, {dO, O}));
     TL_LAUNCHED(op);
     if (flash && hd <= 128)
         return flash_backward(op, Q, K, V, dO, L, D, M, dQ, dK, dV, b, n, h, hd, scale, causal);

@@ -58,6 +58,28 @@ template <int HDP> struct Tiled {
         sizeof(float) * (2 * HDP * TROWS + 2 * 8 * DKV_CPT * LD + 8 * DKV_CPT * (PTR + 2));
 };
 
+// The one-pass backward with query tiles of 8 CPT: the dK/dV kernel's shared memory (dS
+// key-major reuses the probabilities' space) and the tile's rank; 32-query tiles (CPT 4) keep
+// the dK/dV kernel's blocks per SM, 64-query tiles (CPT 8, head dims up to 64) take two.
+template <int HDP, int CPT> struct Onepass {
+    using T = Tiled<HDP>;
+    static constexpr int COLS = 8 * CPT;
+    static constexpr int BLOCKS = CPT == T::DKV_CPT ? T::DKV_BLOCKS : 2;
+    static constexpr size_t SMEM = sizeof(float) *
+        (2 * HDP * TROWS + 2 * COLS * T::LD + COLS * (PTR + 2)) + 16;
+    static_assert(CPT == 4 || (CPT == 8 && HDP == 64), "one-pass query tiles");
+};
+
+// The forward's key tile: KEYS keys per step (64, or 32 for less shared memory and more blocks
+// per SM), and the blocks per SM its registers and shared memory allow.
+template <int HDP, int KEYS> struct FwdTiles {
+    static_assert(KEYS == 32 || KEYS == 64, "forward key tile");
+    using T = Tiled<HDP>;
+    static constexpr int BLOCKS = KEYS == 64 ? T::FWD_BLOCKS : HDP == 128 ? 3 : 4;
+    static constexpr int KP_FLOATS = KEYS * T::LD > KEYS * PTR ? KEYS * T::LD : KEYS * PTR;
+    static constexpr size_t SMEM = sizeof(float) * (HDP * TROWS + KP_FLOATS + KEYS * HDP);
+};
+
 __device__ __forceinline__ float f4at(const float4 &v, int e) {
     return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
 }
@@ -182,17 +204,17 @@ __device__ __forceinline__ void store_rows(const float (&acc)[4][4 * DC], float 
 // Forward: a block owns 64 queries and walks the keys in tiles of 64 with an online softmax
 // per tile: scores S = (Q scale) K^T, the row group's running max and sum (the same bits on its
 // 8 lanes), the rescaled output O += P V.
-template <int HDP>
-__global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::FWD_BLOCKS) attn_fwd_tiled(
+template <int HDP, int KEYS = 64>
+__global__ void __launch_bounds__(TTHREADS, (FwdTiles<HDP, KEYS>::BLOCKS)) attn_fwd_tiled(
     const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
     const float *__restrict__ mask, float *__restrict__ O, float *__restrict__ lse, int n, int H,
     int hd, float scale, bool causal, bool vec) {
     using T = Tiled<HDP>;
-    constexpr int CPT = T::KEYS / 8, DC = T::DC;
+    constexpr int CPT = KEYS / 8, DC = T::DC;
     extern __shared__ float4 smem4[];
     float *QT = reinterpret_cast<float *>(smem4);                   // [HDP][64]
-    float *KP = QT + HDP * TROWS;                                   // [64][LD] keys, [64][PTR] p
-    float *Vs = KP + (T::KEYS * T::LD > T::KEYS * PTR ? T::KEYS * T::LD : T::KEYS * PTR);  // [64][HDP]
+    float *KP = QT + HDP * TROWS;                                   // [KEYS][LD] keys, [KEYS][PTR] p
+    float *Vs = KP + FwdTiles<HDP, KEYS>::KP_FLOATS;                // [KEYS][HDP]
     const int lane = threadIdx.x & 31, cl = lane & 7;
     const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 3) * 4;
     const int HD = H * hd, bh = blockIdx.y, b = bh / H, h = bh % H;
@@ -209,10 +231,10 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::FWD_BLOCKS) attn_fwd_til
         for (int d = 0; d < 4 * DC; d++) o[a][d] = 0.0f;
     }
     const int jend = causal ? min(n, i0 + TROWS) : n;
-    for (int j0 = 0; j0 < jend; j0 += T::KEYS) {
+    for (int j0 = 0; j0 < jend; j0 += KEYS) {
         __syncthreads();  // the previous tile's reads of KP and Vs are done
-        stage_cols<HDP, T::KEYS, T::LD>(KP, K, base, j0, n, HD, hd, vec);
-        stage_cols<HDP, T::KEYS, HDP>(Vs, V, base, j0, n, HD, hd, vec);
+        stage_cols<HDP, KEYS, T::LD>(KP, K, base, j0, n, HD, hd, vec);
+        stage_cols<HDP, KEYS, HDP>(Vs, V, base, j0, n, HD, hd, vec);
         __syncthreads();
         float s[4][CPT];
 #pragma unroll
@@ -220,6 +242,8 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::FWD_BLOCKS) attn_fwd_til
 #pragma unroll
             for (int k = 0; k < CPT; k++) s[a][k] = 0.0f;
         tile_dots<CPT, T::LD>(s, QT, KP, r0, cl, dlim);
+        // every pair of the tile takes part: no pair tests
+        const bool inside = !mask && i0 + TROWS <= n && j0 + KEYS <= n && (!causal || j0 + KEYS <= i0 + 1);
 #pragma unroll
         for (int a = 0; a < 4; a++) {
             const int i = i0 + r0 + a;
@@ -227,7 +251,7 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::FWD_BLOCKS) attn_fwd_til
 #pragma unroll
             for (int k = 0; k < CPT; k++) {
                 const int j = j0 + cl + 8 * k;
-                if (!(i < n && j < n && attends(mask, causal, n, i, j))) s[a][k] = -INFINITY;
+                if (!inside && !(i < n && j < n && attends(mask, causal, n, i, j))) s[a][k] = -INFINITY;
                 tmax = fmaxf(tmax, s[a][k]);
             }
             const float mn = fmaxf(m[a], tl_group_max<8>(tmax));
@@ -246,7 +270,7 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::FWD_BLOCKS) attn_fwd_til
         __syncthreads();  // every thread is done reading the keys: KP takes the probabilities
         put_tile<CPT>(KP, s, r0, cl);
         __syncthreads();
-        tile_products<DC, HDP>(o, KP, Vs, r0, cl, min(T::KEYS, n - j0));
+        tile_products<DC, HDP>(o, KP, Vs, r0, cl, min(KEYS, n - j0));
     }
 #pragma unroll
     for (int a = 0; a < 4; a++) {
@@ -394,6 +418,177 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_dkv_til
         put_tile<CPT>(GS, dp, r0, cl);
         __syncthreads();
         tile_products<DC, T::LD>(dk, GS, Qs, r0, cl, cols);
+    }
+    store_rows<DC>(dk, dK, base, j0, r0, cl, n, HD, hd);
+    store_rows<DC>(dv, dV, base, j0, r0, cl, n, HD, hd);
+}
+
+// ---------------------------------------------------------------- one-pass backward
+// The dK/dV kernel's walk, which also turns each query tile's dS into that tile's share of dQ
+// (dQ_i += sum over the block's 64 keys of dS_ij K_j): the scores and dP are computed once, five
+// tile GEMMs instead of the two kernels' seven. The shares of one query tile arrive from every
+// key block that sees it and are summed into dQ in a fixed order, the tile's "rank" order, so
+// the bits do not depend on timing:
+//   causal: key block jb walks query tiles 2 jb .. T-1 upward (its diagonal first), so tile qt
+//           meets the key blocks qt/2, qt/2 - 1, .. 0 two steps apart: rank = qt/2 - jb;
+//   else:   key block jb starts at tile jb T / NB and wraps around, so the blocks of one head
+//           start spread over the tiles; rank = how many blocks reach the tile before jb does.
+// Sink owns the ordering (attention.cu: a counter per query tile in global memory, a block
+// waits until the tile's earlier ranks are in; the CPU emulation: per-rank partials summed in
+// rank order afterwards), and the block numbering: sink.block_id() (heads major, key blocks
+// ascending) is the order in which blocks started, so a block only ever waits for blocks
+// that run or ran.
+// A rank's wait depends only on blocks of its head that reached the tile at an earlier step,
+// so the walk cannot deadlock while one head's key blocks fit on the GPU at once (attention.cu
+// checks that and otherwise runs the two kernels).
+__device__ __forceinline__ int dst_swz(int r) { return ((r >> 2) & 3) << 1; }
+
+template <int HDP, int CPT, class Sink>
+__global__ void __launch_bounds__(TTHREADS, (Onepass<HDP, CPT>::BLOCKS)) attn_bwd_onepass(
+    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+    const float *__restrict__ dO, const float *__restrict__ lse, const float *__restrict__ D,
+    const float *__restrict__ mask, Sink sink, float *__restrict__ dK, float *__restrict__ dV,
+    int n, int H, int hd, float scale, bool causal, bool vec) {
+    using T = Tiled<HDP>;
+    constexpr int COLS = 8 * CPT, DC = T::DC;
+    // dQ share: a group of TPG threads owns 4 queries, each thread MC float4 chunks of dims
+    constexpr int TPG = TTHREADS / (COLS / 4), MC = (HDP + 4 * TPG - 1) / (4 * TPG);
+    extern __shared__ float4 smem4[];
+    float *KT = reinterpret_cast<float *>(smem4);  // [HDP][64]
+    float *VT = KT + HDP * TROWS;                  // [HDP][64]
+    float *Qs = VT + HDP * TROWS;                  // [COLS][LD]
+    float *GS = Qs + COLS * T::LD;                 // [COLS][LD] dO, then [COLS][PTR] dS
+    float *PT = GS + COLS * T::LD;                 // [COLS][PTR] P, then [64][COLS] dS key-major
+    float *Ls = PT + COLS * PTR, *Ds = Ls + COLS;  // [COLS] each
+    int &rank_s = *reinterpret_cast<int *>(Ds + COLS);
+    const int lane = threadIdx.x & 31, cl = lane & 7;
+    const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 3) * 4;
+    const int NB = gridDim.x, vid = sink.block_id(), bh = vid / NB, jb = vid % NB;
+    const int HD = H * hd, b = bh / H, h = bh % H;
+    const int j0 = jb * TROWS, Tq = (n + COLS - 1) / COLS;
+    const int keys = min(TROWS, n - j0);
+    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
+    const int dlim = (hd + 3) & ~3;
+    // dQ share: thread t owns queries 4 (t / TPG) .. + 3 of the tile, dims 4 (t % TPG) + 4 TPG m
+    const int qg = 4 * (threadIdx.x / TPG), dl = 4 * (threadIdx.x % TPG);
+    stage_rows_t<HDP>(KT, K, base, j0, n, HD, hd, scale, vec);
+    stage_rows_t<HDP>(VT, V, base, j0, n, HD, hd, 1.0f, vec);
+    float dk[4][4 * DC], dv[4][4 * DC];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int d = 0; d < 4 * DC; d++) dk[a][d] = dv[a][d] = 0.0f;
+    const int qlo = causal ? j0 / COLS : 0, steps = Tq - qlo;
+    const int start = causal ? 0 : (int)((int64_t)jb * Tq / NB);
+    for (int t = 0; t < steps; t++) {
+        const int qt = causal ? qlo + t : (start + t) % Tq, i0 = qt * COLS;
+        __syncthreads();  // the previous tile's reads of Qs, GS, Ls, Ds, PT are done
+        if (threadIdx.x == 0) {
+            int r = 0;
+            if (causal) {
+                r = qt * COLS / TROWS - jb;
+            } else {
+                for (int o = 0; o < NB; o++) {
+                    const int so = (int)((int64_t)o * Tq / NB);
+                    r += o != jb && (qt - so + Tq) % Tq < t;
+                }
+            }
+            rank_s = r;
+        }
+        stage_cols<HDP, COLS, T::LD>(Qs, Q, base, i0, n, HD, hd, vec);
+        stage_cols<HDP, COLS, T::LD>(GS, dO, base, i0, n, HD, hd, vec);
+        if (threadIdx.x < COLS) {
+            const int i = i0 + threadIdx.x;
+            Ls[threadIdx.x] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
+            Ds[threadIdx.x] = i < n ? D[(size_t)bh * n + i] : 0.0f;
+        }
+        __syncthreads();
+        float s[4][CPT], dp[4][CPT];
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int k = 0; k < CPT; k++) s[a][k] = dp[a][k] = 0.0f;
+        tile_dots<CPT, T::LD>(s, KT, Qs, r0, cl, dlim);
+        tile_dots<CPT, T::LD>(dp, VT, GS, r0, cl, dlim);
+        // every pair of the tile takes part (queries i0.., keys j0..): no pair tests
+        const bool inside = !mask && i0 + COLS <= n && j0 + TROWS <= n && (!causal || j0 + TROWS <= i0 + 1);
+#pragma unroll
+        for (int k = 0; k < CPT; k++) {
+            const int c = cl + 8 * k, i = i0 + c;
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                const int j = j0 + r0 + a;
+                const bool ok = inside || (i < n && j < n && attends(mask, causal, n, i, j));
+                const float p = ok ? expf(s[a][k] - Ls[c]) : 0.0f;
+                s[a][k] = p;
+                dp[a][k] = ok ? p * (dp[a][k] - Ds[c]) * scale : 0.0f;
+            }
+        }
+        const int cols = min(COLS, n - i0);
+        put_tile<CPT>(PT, s, r0, cl);
+        __syncthreads();
+        tile_products<DC, T::LD>(dv, PT, GS, r0, cl, cols);
+        __syncthreads();  // every thread is done reading dO: GS takes dS
+        put_tile<CPT>(GS, dp, r0, cl);
+        // dS key-major over P (read by now): key r's queries as float4 chunks, chunk q / 4
+        // stored at (q / 4) ^ swz(r), so a warp's stores hit 32 distinct banks
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int k = 0; k < CPT; k++) {
+                const int r = r0 + a, c = cl + 8 * k;
+                PT[r * COLS + 4 * ((c >> 2) ^ dst_swz(r)) + (c & 3)] = dp[a][k];
+            }
+        __syncthreads();
+        tile_products<DC, T::LD>(dk, GS, Qs, r0, cl, cols);
+        // this key block's share of the tile's dQ: dS (queries x keys) times K (keys ascending)
+        float dq[4][4 * MC];
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int d = 0; d < 4 * MC; d++) dq[a][d] = 0.0f;
+#pragma unroll 4
+        for (int r = 0; r < keys; r++) {
+            const float4 p =
+                *reinterpret_cast<const float4 *>(PT + r * COLS + 4 * ((qg >> 2) ^ dst_swz(r)));
+            const size_t row = base + (size_t)(j0 + r) * HD;
+#pragma unroll
+            for (int m = 0; m < MC; m++) {
+                const int d = dl + 4 * TPG * m;
+                float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (vec) {
+                    if (d < hd) kv = *reinterpret_cast<const float4 *>(K + row + d);
+                } else {
+                    kv.x = d < hd ? K[row + d] : 0.0f;
+                    kv.y = d + 1 < hd ? K[row + d + 1] : 0.0f;
+                    kv.z = d + 2 < hd ? K[row + d + 2] : 0.0f;
+                    kv.w = d + 3 < hd ? K[row + d + 3] : 0.0f;
+                }
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float kd = f4at(kv, e);
+                    dq[0][4 * m + e] = __fmaf_rn(p.x, kd, dq[0][4 * m + e]);
+                    dq[1][4 * m + e] = __fmaf_rn(p.y, kd, dq[1][4 * m + e]);
+                    dq[2][4 * m + e] = __fmaf_rn(p.z, kd, dq[2][4 * m + e]);
+                    dq[3][4 * m + e] = __fmaf_rn(p.w, kd, dq[3][4 * m + e]);
+                }
+            }
+        }
+        const int rank = rank_s, slot = bh * Tq + qt;
+        sink.wait(slot, rank);
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            const int i = i0 + qg + a;
+            if (i >= n) continue;
+#pragma unroll
+            for (int m = 0; m < MC; m++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int d = dl + 4 * TPG * m + e;
+                    if (d < hd) sink.add(base + (size_t)i * HD + d, dq[a][4 * m + e], rank);
+                }
+        }
+        sink.done(slot, rank);
     }
     store_rows<DC>(dk, dK, base, j0, r0, cl, n, HD, hd);
     store_rows<DC>(dv, dV, base, j0, r0, cl, n, HD, hd);

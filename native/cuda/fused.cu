@@ -17,6 +17,9 @@
 // their bits are those of the unfused pair (in exact mode: linear's rule-3 chain from the bias,
 // then gelu's stagewise formula, the stub's). The backward is gelu_backward into a scratch,
 // then linear's three backward kernels.
+//
+// linear_residual: the same GEMM with the residual r as cuBLASLt's C operand (beta 1), or
+// linear's kernel then add's (deterministic and exact modes, declines: the unfused pair's bits).
 #include "common.cuh"
 #include "reduce_util.cuh"
 #include "entry/fused_kernels.h"
@@ -231,13 +234,15 @@ struct LtPlan {  // the descriptors of one call, destroyed with it
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-// pre (rows, out) = x W^T + b in one GEMM. In column-major terms that is
-// D (out, rows) = op_T(W: in x out, ld in) * (x: in x rows, ld in) + bias(out). *done says
-// whether cuBLASLt took it; a decline (no algorithm, unsupported layout) is not an error.
+// pre (rows, out) = x W^T + b (+ r when r is given) in one GEMM. In column-major terms that is
+// D (out, rows) = op_T(W: in x out, ld in) * (x: in x rows, ld in) + 1 * C + bias(out), C = r
+// (laid out as D) or absent. *done says whether cuBLASLt took it; a decline (no algorithm,
+// unsupported layout) is not an error.
 int lt_linear_bias(const char *op, const float *w, const float *b, const float *x, float *pre,
-                   int64_t rows, int64_t out, int64_t in, bool *done) {
+                   int64_t rows, int64_t out, int64_t in, bool *done, const float *r = nullptr) {
     *done = false;
-    if (!aligned16(w) || !aligned16(b) || !aligned16(x) || !aligned16(pre)) return TL_OK;
+    if (!aligned16(w) || !aligned16(b) || !aligned16(x) || !aligned16(pre) || (r && !aligned16(r)))
+        return TL_OK;
     cublasLtHandle_t lt;
     TL_TRY(lt_handle(op, &lt));
     LtPlan p;
@@ -262,8 +267,9 @@ int lt_linear_bias(const char *op, const float *w, const float *b, const float *
             CUBLAS_STATUS_SUCCESS || found == 0)
         return TL_OK;
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasLtMatmul(lt, p.desc, &one, w, p.a, x, p.b, &zero, pre, p.d, pre, p.d,
-                                       &res.algo, g_lt_ws, ws, tl_stream());
+    cublasStatus_t st = cublasLtMatmul(lt, p.desc, &one, w, p.a, x, p.b, r ? &one : &zero,
+                                       r ? r : pre, p.d, pre, p.d, &res.algo, g_lt_ws, ws,
+                                       tl_stream());
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) return TL_OK;
     if (st != CUBLAS_STATUS_SUCCESS) return tl_cublas_status(op, st);
     *done = true;
@@ -296,3 +302,18 @@ extern "C" int tlk_linear_gelu_backward(const char *op, tl_buf g, tl_buf w, tl_b
     if (scratch) tl_scratch_free(scratch);
     return rc;
 }
+
+// linear_residual: y = x W^T + b + r. Default mode: one cuBLASLt GEMM, bias epilogue, r as C;
+// deterministic and exact modes (and a cuBLASLt decline): linear's kernel, then add's.
+extern "C" int tlk_linear_residual(const char *op, tl_buf w, tl_buf b, tl_buf x, tl_buf r, tl_buf y,
+                                   int64_t rows, int64_t out_dim, int64_t in_dim) {
+    if (rows * out_dim == 0) return TL_OK;
+    bool done = false;
+    if (!tl_deterministic() && in_dim > 0)
+        TL_TRY(lt_linear_bias(op, w->data, b->data, x->data, y->data, rows, out_dim, in_dim, &done,
+                              r->data));
+    if (done) return TL_OK;
+    TL_TRY(tlk_linear(op, w, b, x, y, rows, out_dim, in_dim));
+    return tlk_add(op, y, r, y, rows * out_dim);
+}
+

@@ -98,3 +98,9 @@ int tlk_linear_gelu_backward(const char *op, tl_buf g, tl_buf w, tl_buf x, tl_bu
     free(scratch);
     return rc;
 }
+
+int tlk_linear_residual(const char *op, tl_buf w, tl_buf b, tl_buf x, tl_buf r, tl_buf y,
+                        int64_t rows, int64_t out_dim, int64_t in_dim) {
+    TL_TRY(tlk_linear(op, w, b, x, y, rows, out_dim, in_dim));
+    return tlk_add(op, y, r, y, rows * out_dim);
+}

@@ -4,6 +4,8 @@
 // memory past a kernel's size is poisoned with NaN and checked for stray writes.
 #include <cuda_runtime.h>  // the emulation (tests/native/cuda_emu)
 
+#include <vector>
+
 #include "reduce_util.cuh"
 #include "attention_tiled.cuh"
 #include "attention_exact.cuh"
@@ -27,14 +29,25 @@ bool launch(dim3 grid, size_t bytes, std::function<void()> body, bool reverse) {
     return true;
 }
 
+int g_fwd_keys = 64;  // the forward's key tile (emu_set_fwd_keys)
+
+template <int HDP, int KEYS>
+bool fwd_keys(const float *Q, const float *K, const float *V, const float *M, float *O, float *L,
+              int B, int n, int H, int hd, float scale, bool causal, bool vec, bool reverse) {
+    using F = FwdTiles<HDP, KEYS>;
+    static_assert(F::SMEM < sizeof(smem4), "shared memory");
+    dim3 grid((n + TROWS - 1) / TROWS, B * H);
+    return launch(grid, F::SMEM, [=] {
+        attn_fwd_tiled<HDP, KEYS>(Q, K, V, M, O, L, n, H, hd, scale, causal, vec);
+    }, reverse);
+}
+
 template <int HDP>
 bool fwd(const float *Q, const float *K, const float *V, const float *M, float *O, float *L, int B,
          int n, int H, int hd, float scale, bool causal, bool vec, bool reverse) {
-    static_assert(Tiled<HDP>::FWD_SMEM < sizeof(smem4), "shared memory");
-    dim3 grid((n + TROWS - 1) / TROWS, B * H);
-    return launch(grid, Tiled<HDP>::FWD_SMEM, [=] {
-        attn_fwd_tiled<HDP>(Q, K, V, M, O, L, n, H, hd, scale, causal, vec);
-    }, reverse);
+    if (g_fwd_keys == 32)
+        return fwd_keys<HDP, 32>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse);
+    return fwd_keys<HDP, 64>(Q, K, V, M, O, L, B, n, H, hd, scale, causal, vec, reverse);
 }
 
 template <int HDP>
@@ -51,6 +64,91 @@ bool bwd(const float *Q, const float *K, const float *V, const float *dO, const 
                attn_dkv_tiled<HDP>(Q, K, V, dO, L, D, M, dK, dV, n, H, hd, scale, causal, vec);
            }, reverse);
 }
+// The one-pass backward's dQ on the CPU: blocks run one after another here, so no block can
+// wait for another; each rank's share goes to its own slot instead, and the caller sums the
+// slots in rank order (first rank stored, later ranks added), the order attention.cu's
+// counters enforce. A rank written twice, or a share missing below a written rank, fails.
+// It also records the step of its walk at which each block reached each (tile, rank): on the
+// GPU rank r waits for rank r - 1, so that one must come at an earlier step of its own walk
+// (then no wait can close a cycle, and the walk cannot deadlock while one head's blocks are
+// all resident).
+struct DqSlots {
+    float *part;             // [ranks][B n HD]
+    unsigned char *written;  // the same shape
+    size_t size;
+    int *step_at;            // [ranks][tiles of all heads]: the step, -1 if none
+    int *cur;                // the running block's step (blocks run one after another)
+    size_t slots;
+    int block_id() const {
+        if (threadIdx.x == 0) *cur = 0;
+        return (int)(blockIdx.x + gridDim.x * blockIdx.y);
+    }
+    void wait(int, int) const { __syncthreads(); }
+    void add(size_t i, float v, int rank) const {
+        const size_t k = (size_t)rank * size + i;
+        if (written[k]) abort();
+        part[k] = v;
+        written[k] = 1;
+    }
+    void done(int slot, int rank) const {
+        if (threadIdx.x == 0) step_at[(size_t)rank * slots + slot] = (*cur)++;
+        __syncthreads();
+    }
+};
+
+int g_onepass_cols = 32;  // the one-pass backward's query tile (emu_set_onepass_cols)
+
+template <int HDP, int CPT>
+bool bwd_onepass_cpt(const float *Q, const float *K, const float *V, const float *dO,
+                     const float *L, const float *D, const float *M, float *dQ, float *dK,
+                     float *dV, int B, int n, int H, int hd, float scale, bool causal, bool vec,
+                     bool reverse) {
+    using P = Onepass<HDP, CPT>;
+    static_assert(P::SMEM < sizeof(smem4), "shared memory");
+    const int nb = (n + TROWS - 1) / TROWS;
+    const size_t size = (size_t)B * n * H * hd;
+    std::vector<float> part((size_t)nb * size);
+    std::vector<unsigned char> written((size_t)nb * size, 0);
+    const size_t slots = (size_t)B * H * ((n + P::COLS - 1) / P::COLS);
+    std::vector<int> step_at((size_t)nb * slots, -1);
+    int cur = 0;
+    DqSlots sink{part.data(), written.data(), size, step_at.data(), &cur, slots};
+    dim3 grid(nb, B * H);
+    if (!launch(grid, P::SMEM, [=] {
+            attn_bwd_onepass<HDP, CPT, DqSlots>(Q, K, V, dO, L, D, M, sink, dK, dV, n, H, hd,
+                                                scale, causal, vec);
+        }, reverse))
+        return false;
+    for (size_t t = 0; t < slots; t++) {  // every tile: ranks 0.. without gaps, steps rising
+        if (step_at[t] < 0) return false;  // every tile has a first share
+        for (int r = 1; r < nb && step_at[(size_t)r * slots + t] >= 0; r++)
+            if (step_at[(size_t)r * slots + t] <= step_at[(size_t)(r - 1) * slots + t])
+                return false;
+    }
+    for (size_t i = 0; i < size; i++) {
+        if (!written[i]) continue;  // past hd in the padded layout: never the case here
+        float acc = part[i];
+        int r = 1;
+        for (; r < nb && written[(size_t)r * size + i]; r++) acc += part[(size_t)r * size + i];
+        for (int q = r; q < nb; q++)
+            if (written[(size_t)q * size + i]) return false;  // a gap in the ranks
+        dQ[i] = acc;
+    }
+    return true;
+}
+
+template <int HDP>
+bool bwd_onepass(const float *Q, const float *K, const float *V, const float *dO, const float *L,
+                 const float *D, const float *M, float *dQ, float *dK, float *dV, int B, int n,
+                 int H, int hd, float scale, bool causal, bool vec, bool reverse) {
+    if constexpr (HDP == 64)
+        if (g_onepass_cols == 64)
+            return bwd_onepass_cpt<64, 8>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale,
+                                          causal, vec, reverse);
+    return bwd_onepass_cpt<HDP, 4>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal,
+                                   vec, reverse);
+}
+
 template <int HDP>
 bool fwd_exact(const float *Q, const float *K, const float *V, const float *M, float *O, float *L,
                int B, int n, int H, int hd, float scale, bool causal, bool vec, bool reverse) {
@@ -80,6 +178,14 @@ int exact_hdp(int hd) { return hd > 128 ? 0 : hd > 96 ? 128 : hd > 64 ? 96 : 64;
 
 extern "C" {
 
+// the one-pass backward's query tile for the next calls (attention.cu: TORCHLEAN_ATTN_BWD=
+// onepass64 takes 64 for head dims up to 64)
+void emu_set_onepass_cols(int cols) { g_onepass_cols = cols; }
+
+// the forward's key tile for the next emu_attention_fwd calls (attention.cu:
+// TORCHLEAN_ATTN_FWD_KEYS)
+void emu_set_fwd_keys(int keys) { g_fwd_keys = keys; }
+
 // the padded head dim attention.cu picks for hd (0: not a tiled head dim)
 int emu_tiled_hdp(int hd) { return hd > 128 || hd <= 32 ? 0 : hd > 96 ? 128 : hd > 64 ? 96 : 64; }
 
@@ -106,6 +212,21 @@ int emu_attention_bwd(const float *Q, const float *K, const float *V, const floa
     case 64: ok = bwd<64>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
     case 96: ok = bwd<96>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
     case 128: ok = bwd<128>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    default: return -1;
+    }
+    return ok ? 0 : -2;
+}
+
+// the one-pass backward (attn_bwd_onepass), the same contract as emu_attention_bwd
+int emu_attention_bwd_onepass(const float *Q, const float *K, const float *V, const float *dO,
+                              const float *L, const float *D, const float *M, float *dQ,
+                              float *dK, float *dV, int B, int n, int H, int hd, float scale,
+                              int causal, int vec, int reverse) {
+    bool ok;
+    switch (emu_tiled_hdp(hd)) {
+    case 64: ok = bwd_onepass<64>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 96: ok = bwd_onepass<96>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
+    case 128: ok = bwd_onepass<128>(Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal, vec, reverse); break;
     default: return -1;
     }
     return ok ? 0 : -2;

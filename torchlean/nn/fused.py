@@ -8,8 +8,13 @@
   free the activation and recompute it as gelu(pre) with the same bits); linear's kernel then
   gelu's in deterministic and exact modes and on the stub.
 
-`enabled = False` makes both take the unfused ops (log_softmax + gather; linear then gelu),
-for benchmarks and comparisons."""
+- linear_residual(linear, x, r) is linear(x) + r, the residual add after a block's last
+  linear, as the op linear_residual: on CUDA in default mode one cuBLASLt GEMM with the bias
+  epilogue and r as its C operand (no separate add pass, no intermediate linear output);
+  linear's kernel then add's in deterministic and exact modes and on the stub.
+
+`enabled = False` makes them take the unfused ops (log_softmax + gather; linear then gelu;
+linear then add), for benchmarks and comparisons."""
 from __future__ import annotations
 
 import math
@@ -55,3 +60,24 @@ def linear_gelu(linear, x):
     lead = x.shape[:-1]
     y = s.op("linear_gelu", w, b, s.op("reshape", x, shape=(math.prod(lead), x.shape[-1])))
     return s.op("reshape", y, shape=lead + (w.shape[0],))
+
+
+def linear_residual(linear, x, r):
+    """linear(x) + r for an nn.Linear, x (..., in) and r (..., out) of the same leading shape."""
+    if not enabled or linear.bias is None:
+        return linear(x) + r
+    s = x.session
+    w, b = s.as_tensor(linear.weight), s.as_tensor(linear.bias)
+    r = s.as_tensor(r)
+    if x.ndim < 1 or x.shape[-1] != w.shape[1] or tuple(r.shape) != tuple(x.shape[:-1]) + (w.shape[0],):
+        raise ValueError(f"linear_residual: expected input (..., {w.shape[1]}) and residual "
+                         f"(..., {w.shape[0]}) of the same leading shape for weight {w.shape}, "
+                         f"got input {x.shape} and residual {r.shape}")
+    if x.ndim <= 2:
+        return s.op("linear_residual", w, b, x, r)
+    lead = x.shape[:-1]
+    rows = math.prod(lead)
+    y = s.op("linear_residual", w, b, s.op("reshape", x, shape=(rows, x.shape[-1])),
+             s.op("reshape", r, shape=(rows, w.shape[0])))
+    return s.op("reshape", y, shape=lead + (w.shape[0],))
+

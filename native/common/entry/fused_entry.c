@@ -110,3 +110,27 @@ int tl_linear_gelu_backward(tl_buf g, tl_buf w, tl_buf x, tl_buf pre, tl_buf dw,
     if (len_dw == 0 && len_db == 0 && len_dx == 0) return TL_OK;
     return tlk_linear_gelu_backward(op, g, w, x, pre, dw, db, dx, rows, out_dim, in_dim);
 }
+
+int tl_linear_residual(tl_buf w, tl_buf b, tl_buf x, tl_buf r, tl_buf y, int64_t rows, int64_t out_dim, int64_t in_dim) {
+    static const char op[] = "linear_residual";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "w", w));
+    TL_TRY(tl_check_live(op, "b", b));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "r", r));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of w"; const int64_t len_w = tl_lmul(&L, tl_lname(&L, "out_dim", out_dim), tl_lname(&L, "in_dim", in_dim));
+    L.what = "length of b"; const int64_t len_b = tl_lname(&L, "out_dim", out_dim);
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "in_dim", in_dim));
+    L.what = "length of r"; const int64_t len_r = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "out_dim", out_dim));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "out_dim", out_dim));
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "w", w, len_w));
+    TL_TRY(tl_check_len(op, "b", b, len_b));
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "r", r, len_r));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_linear_residual(op, w, b, x, r, y, rows, out_dim, in_dim);
+}

@@ -15,6 +15,7 @@ TL_HIDDEN int tlk_cross_entropy_rows(const char *op, tl_buf x, tl_buf loss, tl_b
 TL_HIDDEN int tlk_cross_entropy_rows_backward(const char *op, tl_buf g, tl_buf x, tl_buf rowmax, tl_buf logsum, tl_buf dx, int64_t rows, int64_t cols, const int64_t *lab, int64_t lab_len);
 TL_HIDDEN int tlk_linear_gelu(const char *op, tl_buf w, tl_buf b, tl_buf x, tl_buf y, tl_buf pre, int64_t rows, int64_t out_dim, int64_t in_dim);
 TL_HIDDEN int tlk_linear_gelu_backward(const char *op, tl_buf g, tl_buf w, tl_buf x, tl_buf pre, tl_buf dw, tl_buf db, tl_buf dx, int64_t rows, int64_t out_dim, int64_t in_dim);
+TL_HIDDEN int tlk_linear_residual(const char *op, tl_buf w, tl_buf b, tl_buf x, tl_buf r, tl_buf y, int64_t rows, int64_t out_dim, int64_t in_dim);
 
 #ifdef __cplusplus
 }

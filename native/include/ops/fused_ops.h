@@ -13,6 +13,7 @@ TL_API int tl_cross_entropy_rows(tl_buf x, tl_buf loss, tl_buf rowmax, tl_buf lo
 TL_API int tl_cross_entropy_rows_backward(tl_buf g, tl_buf x, tl_buf rowmax, tl_buf logsum, tl_buf dx, int64_t rows, int64_t cols, const int64_t *lab, int64_t lab_len);
 TL_API int tl_linear_gelu(tl_buf w, tl_buf b, tl_buf x, tl_buf y, tl_buf pre, int64_t rows, int64_t out_dim, int64_t in_dim);
 TL_API int tl_linear_gelu_backward(tl_buf g, tl_buf w, tl_buf x, tl_buf pre, tl_buf dw, tl_buf db, tl_buf dx, int64_t rows, int64_t out_dim, int64_t in_dim);
+TL_API int tl_linear_residual(tl_buf w, tl_buf b, tl_buf x, tl_buf r, tl_buf y, int64_t rows, int64_t out_dim, int64_t in_dim);
 
 #ifdef __cplusplus
 }
