@@ -11,7 +11,7 @@ import pytest
 import torchlean as tl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODELS = ["mlp", "cnn", "vgg", "lm", "fno", "mamba"]
+MODELS = ["mlp", "cnn", "vgg", "resnet", "lm", "fno", "mamba"]
 
 
 def _load(name):
