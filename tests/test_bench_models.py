@@ -84,7 +84,7 @@ def test_exact_mode_column_when_the_build_has_it(bench_models, tmp_path, monkeyp
 
 def test_unknown_model_is_an_error(bench_models, tmp_path):
     with pytest.raises(SystemExit):
-        bench_models.main(["--quick", "--models", "mlp,resnet", "--out", str(tmp_path / "x")])
+        bench_models.main(["--quick", "--models", "mlp,resnet50", "--out", str(tmp_path / "x")])
 
 
 class _FakeClock:
