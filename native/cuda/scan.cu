@@ -112,18 +112,10 @@ __global__ void k_sum_samples(const double *__restrict__ p, float *__restrict__ 
 
 extern "C" {
 
-// the chunk count the registry passed must be the one this library recomputes with
-static int check_chunks(const char *op, int64_t steps, int64_t chunks) {
-    if (chunks != (steps + TL_SCAN_CHUNK - 1) / TL_SCAN_CHUNK)
-        return tl_fail(TL_E_ARG, "%s: %lld checkpoint chunks for %lld steps; expected chunks of %d steps", op,
-                       (long long)chunks, (long long)steps, TL_SCAN_CHUNK);
-    return TL_OK;
-}
-
 int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, tl_buf hc, int64_t batch,
                       int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode, int64_t chunks) {
     if (batch * steps * width == 0) return TL_OK;
-    TL_TRY(check_chunks(op, steps, chunks));
+    TL_TRY(tl_scan_check_chunks(op, steps, chunks));
     k_scan_fwd<<<tl_blocks(batch * width), TL_THREADS, 0, tl_stream()>>>(a->data, b->data, x->data, h0->data,
                                                                          y->data, hc->data, batch, steps, width,
                                                                          a_mode, b_mode, chunks);
@@ -145,7 +137,7 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
             TL_CUDA_TRY(op, cudaMemsetAsync(dh0->data, 0, sizeof(float) * (size_t)(batch * width), s));
         return TL_OK;
     }
-    TL_TRY(check_chunks(op, steps, chunks));
+    TL_TRY(tl_scan_check_chunks(op, steps, chunks));
     // partial sizes: (batch, width) for mode 0, (batch, steps, width) for mode 1, none for mode 2
     int64_t pa_len = a_mode == 0 ? batch * width : a_mode == 1 ? nx : 0;
     int64_t pb_len = b_mode == 0 ? batch * width : b_mode == 1 ? nx : 0;

@@ -29,17 +29,9 @@ static inline int64_t coef_row(int64_t mode, int64_t bi, int64_t t, int64_t step
     return mode == 0 ? 0 : mode == 1 ? t * width : (bi * steps + t) * width;
 }
 
-/* the chunk count the registry passed must be the one this library recomputes with */
-static int check_chunks(const char *op, int64_t steps, int64_t chunks) {
-    if (chunks != (steps + TL_SCAN_CHUNK - 1) / TL_SCAN_CHUNK)
-        return tl_fail(TL_E_ARG, "%s: %lld checkpoint chunks for %lld steps; expected chunks of %d steps",
-                       op, (long long)chunks, (long long)steps, TL_SCAN_CHUNK);
-    return TL_OK;
-}
-
 int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, tl_buf hc, int64_t batch,
                       int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode, int64_t chunks) {
-    TL_TRY(check_chunks(op, steps, chunks));
+    TL_TRY(tl_scan_check_chunks(op, steps, chunks));
     const float *A = a->data, *B = b->data, *X = x->data, *H0 = h0->data;
     float *Y = y->data, *HC = hc->data;
 #pragma omp parallel for schedule(static) if (batch > 1 && batch * steps * width > TL_PAR_MIN)
@@ -76,7 +68,7 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
         if (batch > 0 && width > 0) memset(dh0->data, 0, sizeof(float) * (size_t)(batch * width));
         return TL_OK;
     }
-    TL_TRY(check_chunks(op, steps, chunks));
+    TL_TRY(tl_scan_check_chunks(op, steps, chunks));
     /* float64 sums across samples for (D,) and (T, D) coefficients */
     int64_t nacc_a = a_mode == 2 ? 0 : na, nacc_b = b_mode == 2 ? 0 : nb;
     double *acc = calloc((size_t)(nacc_a + nacc_b + 1), sizeof(double));
