@@ -146,12 +146,14 @@ _TWO_PI = 6.283185307179586
 
 
 def _normal_at(u1: float, u2: float, mean: float, std: float) -> float:
-    """One Box-Muller value in double with C libm (math), as tl_rand_normal computes it."""
+    """One Box-Muller value in double with C libm (math)."""
     return mean + std * (math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2))
 
 
 def normal(n: int, key: int, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
-    """Box-Muller on draws 2i and 2i+1 in double, rounded to float32 (as tl_rand_normal).
+    """Box-Muller on draws 2i and 2i+1 in double, rounded to float32: the host's normals
+    (nn.init). The rand_normal kernel draws the same u1, u2 but computes in canonical float32
+    operations, so its values are within a few float32 ulps of these, not the same bits.
 
     Vectorised: NumPy's log/cos may differ from C libm's by a few double ulps, which changes
     the float32 result only next to a float32 rounding midpoint; those rare elements (and any

@@ -36,7 +36,9 @@ TLM_HD float tlf_norm_dx(float dxh, float xh, float S1, float S2, float fn, floa
 /* ---- rms_norm: inv_rms = 1 / sqrt(mean(x^2) + eps) (tlf_mean, tlf_norm_std, tlf_norm_inv over
  * the squares), xhat = x inv_rms, y = xhat weight; backward as above without S1 ---- */
 TLM_HD float tlf_square(float x) { return tlm_mul(x, x); }
+TLM_HD float tlf_rms_inv(float ss, float inv_n, float eps) { return tlf_norm_inv(tlf_norm_std(tlf_mean(ss, inv_n), eps)); }
 TLM_HD float tlf_rms_xhat(float x, float inv_rms) { return tlm_mul(x, inv_rms); }
+TLM_HD float tlf_rms_y(float x, float inv_rms, float w) { return tlm_mul(tlf_rms_xhat(x, inv_rms), w); }
 TLM_HD float tlf_rms_dx(float dxh, float xh, float S2, float fn, float inv_rms, float inv_n) {
     return tlm_mul(tlm_mul(tlm_sub(tlm_mul(dxh, fn), tlm_mul(xh, S2)), inv_rms), inv_n);
 }
