@@ -180,8 +180,10 @@ def _walk(spec: Spec, backend: str):
                 store = f"{s.target}_p[r] = v_{s.target};"
                 rows.append(store if backend == "stub" else f"if (threadIdx.x == 0) {store}")
             env[s.target] = f"v_{s.target}"
-        elif s.stored:
-            elems.append(f"{s.target}_p[r * cols + j] = {_c(s.expr, spec, env)};")
+        elif s.stored:  # later steps read the value, not the output just written
+            elems.append(f"const float e_{s.target} = {_c(s.expr, spec, env)};")
+            elems.append(f"{s.target}_p[r * cols + j] = e_{s.target};")
+            env[s.target] = f"e_{s.target}"
         else:
             env[s.target] = _c(s.expr, spec, env)
     return cols, rows, elems

@@ -153,7 +153,7 @@ def test_normalize_ops_generate_both_backends_kernels():
     assert "for (int64_t j = 0; j < cols; j++) t[j] = tlf_square(x_p[r * cols + j]);" in stub
     assert "const float v_ss = tl_rule4_sum(t, cols);" in stub
     assert "r_p[r] = v_r;" in stub
-    assert "y_p[r * cols + j] = tlf_rms_y(x_p[r * cols + j], v_r, w_p[j]);" in stub
+    assert "const float e_y = tlf_rms_y(x_p[r * cols + j], v_r, w_p[j]);" in stub
     assert "TL_TRY(tl_stub_axis_sum(op, dx_p, dw_p, 1, rows, cols));" in stub
     # CUDA: one kernel template, rule 4 in exact mode and tl_block_sum otherwise
     assert "tl_row_sum<EXACT>([=](int64_t j) { return tlf_square(x_p[r * cols + j]); }, cols, part);" in cuda
@@ -163,6 +163,37 @@ def test_normalize_ops_generate_both_backends_kernels():
     assert "cudaMemsetAsync(dw->data, 0, sizeof(float) * cols, st)" in cuda  # no rows: dw = 0
     # the element value xh is inlined where it is read
     assert "tlf_rms_dx(tlm_mul(g_p[r * cols + j], w_p[j]), tlf_rms_xhat(x_p[r * cols + j], r_p[r]), v_S2" in cuda
+
+
+def test_normalize_steps_chain_row_statistics(tmp_path):
+    """layer_norm's shape: a second sum reads the first's statistic; stored row and element values."""
+    p = tmp_path / "ops.yaml"
+    p.write_text(FIXTURE.read_text() + textwrap.dedent("""
+        - name: ln
+          doc: layer_norm as normalize steps.
+          family: norm
+          inputs: [x, gamma, beta]
+          attrs:
+            eps: {type: float, default: 1.0e-5, check: positive}
+          outputs: {y: "same(x)", xhat: "same(x)", inv_std: "reduce(x, -1)"}
+          args: ["i64 rows = rows(x)", "i64 cols = cols(x)", "f64 eps = eps"]
+          lengths: {x: "rows*cols", gamma: cols, beta: cols, y: "rows*cols", xhat: "rows*cols", inv_std: rows}
+          normalize: ["s = sum(x)", "mean = tlf_mean(s, inv_n)", "q = sum(tlf_sqdev(x, mean))",
+                      "sd = tlf_norm_std(tlf_mean(q, inv_n), eps)", "inv_std = tlf_norm_inv(sd)",
+                      "xhat = tlf_norm_xhat(x, mean, sd)", "y = tlf_affine(xhat, gamma, beta)"]
+          test: {cases: [{shapes: [[2, 3], [3], [3]]}], fwd: {rtol: 0, atol: 0}, vjp: {rtol: 0, atol: 0}}
+        """))
+    files = {q.name: text for q, text in gen.render_all(p).items()}
+    stub, cuda = files["normalize_stub.inc"], files["normalize_cuda.inc"]
+    body = stub[stub.index("int tlk_ln("):]
+    # the terms go to the first element output (xhat), the second sum reads the first's mean
+    assert body.index("t[j] = x_p[r * cols + j];") < body.index("const float v_mean = tlf_mean(v_s, inv_n_f);") \
+        < body.index("t[j] = tlf_sqdev(x_p[r * cols + j], v_mean);")
+    assert "float *t = xhat_p + r * cols;" in body
+    assert "inv_std_p[r] = v_inv_std;" in body
+    assert "const float e_xhat = tlf_norm_xhat(x_p[r * cols + j], v_mean, v_sd);" in body
+    assert "y_p[r * cols + j] = e_y;" in body and "tlf_affine(e_xhat, gamma_p[j], beta_p[j])" in body
+    assert "if (threadIdx.x == 0) inv_std_p[r] = v_inv_std;" in cuda
 
 
 def test_formula_maps_generate_both_backends_bodies():
