@@ -111,3 +111,20 @@ def test_bad_key_and_n():
         ops.rand_uniform(n=4, key=-1)
     with pytest.raises((ValueError, TypeError), match="rand_uniform"):
         ops.rand_uniform(n=-3, key=1)
+
+
+def test_host_normal_rounds_correctly_for_every_draw():
+    """random.normal rounds double log and cos to float32: that is correct rounding only if no
+    u1 = k 2^-24 (k = 1..2^24) or u2 = k 2^-24 (k < 2^24) has its true value near a float32
+    midpoint. Every one is at least 2^-47.6 (relative) away, far beyond the double error."""
+    def margin(v):
+        f = v.astype(np.float32)
+        halves = [(f.astype(np.float64) + np.nextafter(f, s).astype(np.float64)) / 2
+                  for s in (np.float32(np.inf), np.float32(-np.inf))]
+        d = np.minimum(np.abs(v - halves[0]), np.abs(v - halves[1]))
+        return np.min(d[v != 0] / np.abs(v[v != 0]))
+    worst = np.inf
+    for lo in range(0, 1 << 24, 1 << 22):
+        k = np.arange(lo, lo + (1 << 22), dtype=np.float64)
+        worst = min(worst, margin(np.log((k + 1) * 2.0 ** -24)), margin(R._cos_2pi(k * 2.0 ** -24)))
+    assert worst > 2.0 ** -47.7

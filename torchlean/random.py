@@ -158,7 +158,7 @@ def normal(n: int, key: int, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
 
     log and cos are correctly rounded there. Here they are computed in double and rounded
     once: over every u1 = k 2^-24 (k = 1..2^24) and u2 = k 2^-24 (k < 2^24) the true value lies
-    at least 2^-45.8 (relative) from a float32 rounding midpoint, far beyond the double
+    at least 2^-47.6 (relative) from a float32 rounding midpoint, far beyond the double
     functions' error, so the rounding is the correct one and the bits are the kernel's."""
     f = np.float32
     u1 = ((_draws(key, 0, n, 2) >> 8).astype(np.float64) + 1.0) * 2.0 ** -24
