@@ -13,7 +13,7 @@ if [ "${F20_SKIP_TESTS:-0}" != 1 ]; then
   timeout 400 python3 -m pytest -q -n 8 --maxfail=40 -p no:cacheprovider \
     tests/test_exact_parity.py tests/test_exact_pointwise.py tests/test_exact_reduce.py \
     tests/test_exact_attention_spectral_scan.py tests/test_exact_linalg.py tests/test_silu_rms_norm.py \
-    tests/test_norm.py tests/test_softmax.py tests/test_fused_ops.py tests/test_rng.py tests/test_scan.py \
+    tests/test_norm.py tests/test_softmax.py tests/test_fused_ops.py tests/test_rng.py tests/test_session_rng_methods.py tests/test_scan.py \
     tests/test_elementwise.py tests/test_attention.py tests/test_attention_api.py 2>&1 | tail -40
   echo "== registry ops on CUDA (rms_norm, softmax, cross_entropy, sigmoid family, scan, attention)"
   timeout 200 python3 -m pytest -q -n 8 --maxfail=20 -p no:cacheprovider tests/test_registry_ops.py \
