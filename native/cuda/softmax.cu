@@ -29,30 +29,32 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
     float *yr = y + (ok ? row : 0) * cols;
     const float *mr = (KIND == 2 && mask) ? mask + ((ok ? row : 0) % mask_rows) * cols : nullptr;
     // the row max (NaN wins: a NaN row stays NaN), the sum of exp(x - max), then the map:
-    // the stub's formulas, each pass over the row's allowed entries in the group's lane order
+    // the stub's formulas, each pass over the row's allowed entries in the group's lane order;
+    // softmax's exps wait in y for the division, so each entry costs one exp
     float m = -INFINITY;
     if (ok)
         for (int64_t k = lane; k < cols; k += G)
             if (KIND != 2 || !mr || mr[k] != 0.0f) m = tl_max_nan(m, xr[k]);
     m = tl_group_max<G>(m);
+    const bool zero = KIND == 2 && m == -INFINITY;  // nothing allowed (or only -inf, no NaN)
     float s = 0.0f;
-    if (ok)
-        for (int64_t k = lane; k < cols; k += G)
-            if (KIND != 2 || !mr || mr[k] != 0.0f) s += tlf_softmax_exp(xr[k], m);
+    if (ok && !zero)
+        for (int64_t k = lane; k < cols; k += G) {
+            const bool allowed = KIND != 2 || !mr || mr[k] != 0.0f;
+            const float e = allowed ? tlf_softmax_exp(xr[k], m) : 0.0f;
+            s += e;
+            if (KIND != 1) yr[k] = e;
+        }
     s = tl_group_sum<G>(s);
     if (!ok) return;
-    if (KIND == 2 && m == -INFINITY) {  // nothing allowed (or only -inf, no NaN): the row is all 0
+    if (zero) {  // the row is all 0
         for (int64_t k = lane; k < cols; k += G) yr[k] = 0.0f;
-        return;
-    }
-    if (KIND == 1) {
+    } else if (KIND == 1) {
         const float ls = tlm_log(s);
         for (int64_t k = lane; k < cols; k += G) yr[k] = tlf_log_softmax(xr[k], m, ls);
     } else {
-        for (int64_t k = lane; k < cols; k += G) {
-            bool allowed = KIND != 2 || !mr || mr[k] != 0.0f;
-            yr[k] = allowed ? tlf_softmax_div(tlf_softmax_exp(xr[k], m), s) : 0.0f;  // blocked: exactly 0
-        }
+        for (int64_t k = lane; k < cols; k += G)  // blocked entries stay exactly 0, even for a NaN s
+            if (KIND != 2 || !mr || mr[k] != 0.0f) yr[k] = tlf_softmax_div(yr[k], s);
     }
 }
 
