@@ -161,32 +161,32 @@ def _c(e: ast.expr, spec: Spec, env: dict) -> str:
 
 def _walk(spec: Spec, backend: str):
     """(colsums [(target, term)], row lines, element lines) of one backend"""
-    env, cols, rows, elems = {}, [], [], []
+    env, colsums, row_lines, elem_lines = {}, [], [], []
     for s in spec.steps:
         if s.kind == "colsum":
-            cols.append((s.target, _c(s.expr, spec, env)))
+            colsums.append((s.target, _c(s.expr, spec, env)))
         elif s.kind == "sum":
             term = _c(s.expr, spec, env)
             if backend == "stub":
-                rows.append(f"for (int64_t j = 0; j < cols; j++) t[j] = {term};")
-                rows.append(f"const float v_{s.target} = tl_rule4_sum(t, cols);")
+                row_lines.append(f"for (int64_t j = 0; j < cols; j++) t[j] = {term};")
+                row_lines.append(f"const float v_{s.target} = tl_rule4_sum(t, cols);")
             else:
-                rows.append(f"const float v_{s.target} = tl_row_sum<EXACT>([=](int64_t j) {{ return {term}; }}, "
+                row_lines.append(f"const float v_{s.target} = tl_row_sum<EXACT>([=](int64_t j) {{ return {term}; }}, "
                             "cols, part);")
             env[s.target] = f"v_{s.target}"
         elif s.kind == "row":
-            rows.append(f"const float v_{s.target} = {_c(s.expr, spec, env)};")
+            row_lines.append(f"const float v_{s.target} = {_c(s.expr, spec, env)};")
             if s.stored:
                 store = f"{s.target}_p[r] = v_{s.target};"
-                rows.append(store if backend == "stub" else f"if (threadIdx.x == 0) {store}")
+                row_lines.append(store if backend == "stub" else f"if (threadIdx.x == 0) {store}")
             env[s.target] = f"v_{s.target}"
         elif s.stored:  # later steps read the value, not the output just written
-            elems.append(f"const float e_{s.target} = {_c(s.expr, spec, env)};")
-            elems.append(f"{s.target}_p[r * cols + j] = e_{s.target};")
+            elem_lines.append(f"const float e_{s.target} = {_c(s.expr, spec, env)};")
+            elem_lines.append(f"{s.target}_p[r * cols + j] = e_{s.target};")
             env[s.target] = f"e_{s.target}"
         else:
             env[s.target] = _c(s.expr, spec, env)
-    return cols, rows, elems
+    return colsums, row_lines, elem_lines
 
 
 def _pointers(spec: Spec) -> list[tuple[str, str]]:
@@ -201,31 +201,33 @@ def _scalars(spec: Spec) -> list[str]:
 
 def stub_body(spec: Spec) -> str:
     op = spec.op
-    cols, rows, elems = _walk(spec, "stub")
+    colsums, row_lines, elem_lines = _walk(spec, "stub")
     L = [f"int tlk_{op.name}({', '.join(['const char *op'] + op.c_params())}) {{"]
     L += [f"    {c}float *{b}_p = {b}->data;" for b, c in _pointers(spec)]
     L += [f"    {s}" for s in _scalars(spec)]
     L.append("    (void)n_f; (void)inv_n_f;")
     par = "#pragma omp parallel for schedule(static) if (rows * cols > TL_PAR_MIN)"
-    for target, term in cols:
+    for target, term in colsums:
         L += [par, "    for (int64_t r = 0; r < rows; r++)",
               f"        for (int64_t j = 0; j < cols; j++) {spec.scratch}_p[r * cols + j] = {term};",
               f"    TL_TRY(tl_stub_axis_sum(op, {spec.scratch}_p, {target}_p, 1, rows, cols));"]
-    if rows or elems:
+    if row_lines or elem_lines:
         L += [par, "    for (int64_t r = 0; r < rows; r++) {"]
         if any(s.kind == "sum" for s in spec.steps):
             L.append(f"        float *t = {spec.scratch}_p + r * cols;  /* the sums' terms, until the outputs */")
-        L += [f"        {s}" for s in rows]
-        if elems:
-            L += ["        for (int64_t j = 0; j < cols; j++) {"] + [f"            {s}" for s in elems] + ["        }"]
+        L += [f"        {s}" for s in row_lines]
+        if elem_lines:
+            L += ["        for (int64_t j = 0; j < cols; j++) {"]
+            L += [f"            {s}" for s in elem_lines] + ["        }"]
         L.append("    }")
     L += ["    return TL_OK;", "}"]
     return "\n".join(L)
 
 
-def cuda_body(spec: Spec) -> str:
+def cuda_body(spec: Spec) -> tuple[str, str]:
+    """(the kernels, the tlk_ body)"""
     op = spec.op
-    cols, rows, elems = _walk(spec, "cuda")
+    colsums, row_lines, elem_lines = _walk(spec, "cuda")
     ptrs = [f"{c}float *__restrict__ {b}_p" for b, c in _pointers(spec)]
     kparams = ", ".join(ptrs + ["int64_t rows", "int64_t cols", "float n_f", "float inv_n_f"]
                         + [f"float f_{p}" for p in spec.params] + ["float *gpart"])
@@ -233,35 +235,40 @@ def cuda_body(spec: Spec) -> str:
                      + ["rows", "cols", "(float)cols", "(float)(1.0 / (double)cols)"]
                      + [f"(float){p}" for p in spec.params])
     K = []
-    for k, (target, term) in enumerate(cols):
+    for k, (target, term) in enumerate(colsums):
         K += [f"__global__ void cols_{op.name}_{k}({kparams}) {{",
               "    TL_GRID_STRIDE(i, rows * cols) {",
               "        const int64_t r = i / cols, j = i - r * cols;",
               f"        {spec.scratch}_p[i] = {term};", "    }", "}", ""]
-    if rows or elems:
+    if row_lines or elem_lines:
         K += ["template <bool EXACT>", f"__global__ void rows_{op.name}({kparams}) {{",
               "    extern __shared__ float tl_rows_smem[];",
               "    float *part = EXACT ? tl_exact_part(tl_rows_smem, gpart, cols) : nullptr;",
               "    const int64_t r = blockIdx.x;", "    (void)part; (void)rows; (void)n_f; (void)inv_n_f;"]
-        K += [f"    {s}" for s in rows]
-        if elems:
+        K += [f"    {s}" for s in row_lines]
+        if elem_lines:
             K += ["    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {"] + \
-                 [f"        {s}" for s in elems] + ["    }"]
+                 [f"        {s}" for s in elem_lines] + ["    }"]
         K += ["}", ""]
     H = [f"extern \"C\" int tlk_{op.name}({', '.join(['const char *op'] + op.c_params())}) {{",
          "    cudaStream_t st = tl_stream();"]
-    zero = [f"        TL_CUDA_TRY(op, cudaMemsetAsync({t}->data, 0, sizeof(float) * cols, st));" for t, _ in cols]
-    H += ["    if (rows == 0) {"] + zero + ["        return TL_OK;", "    }"] if zero else ["    if (rows == 0) return TL_OK;"]
-    if rows or elems:
+    if colsums:  # no rows: the column sums are 0
+        H += ["    if (rows == 0) {"]
+        H += [f"        TL_CUDA_TRY(op, cudaMemsetAsync({t}->data, 0, sizeof(float) * cols, st));" for t, _ in colsums]
+        H += ["        return TL_OK;", "    }"]
+    else:
+        H.append("    if (rows == 0) return TL_OK;")
+    if row_lines or elem_lines:
         H += ["    if (rows > TL_MAX_GRID_X)",
               "        return tl_fail(TL_E_SHAPE, \"%s: %lld rows exceed the CUDA grid limit\", op, (long long)rows);"]
-    for k, (target, _) in enumerate(cols):
+    for k, (target, _) in enumerate(colsums):
         H += [f"    cols_{op.name}_{k}<<<tl_blocks(rows * cols), TL_THREADS, 0, st>>>({args}, nullptr);",
               "    TL_LAUNCHED(op);",
               f"    TL_TRY(tl_cuda_axis_sum(op, {spec.scratch}->data, {target}->data, 1, rows, cols, 0));"]
-    if rows or elems:
+    if row_lines or elem_lines:
         H += ["    if (tl_exact()) {", "        TlExactParts ex;", "        TL_TRY(ex.setup(op, rows, cols));",
-              f"        rows_{op.name}<true><<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>({args}, ex.gpart);",
+              f"        rows_{op.name}<true><<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>("
+              f"{args}, ex.gpart);",
               "        return ex.finish(op);", "    }",
               f"    rows_{op.name}<false><<<(unsigned)rows, tl_rows_threads(cols), 0, st>>>({args}, nullptr);",
               "    TL_LAUNCHED(op);"]
