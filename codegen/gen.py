@@ -31,11 +31,13 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from codegen.entry import build_entries, entry_source, kernel_decls
     from codegen.maps import render_maps
+    from codegen.normalize import render_normalize
     from codegen.registry import (ROOT, Op, RegistryError, broadcast_kernel_call, load_shape_helpers,
                                   parse_registry, registry_hash)
 else:
     from .entry import build_entries, entry_source, kernel_decls
     from .maps import render_maps
+    from .normalize import render_normalize
     from .registry import (ROOT, Op, RegistryError, broadcast_kernel_call, load_shape_helpers, parse_registry,
                            registry_hash)
 
@@ -396,6 +398,7 @@ def render_native(ops: list[Op], h: str, registry_path: Path) -> dict[Path, str]
             f"#include \"ops/{fam}_ops.h\"\n#include \"{fam}_kernels.h\"\n\n"
             + "\n\n".join(entry_source(e) for e in es) + "\n")
     out.update({ROOT / p: t for p, t in render_maps(ops, registry_path, GEN_C).items()})
+    out.update({ROOT / p: t for p, t in render_normalize(ops, registry_path, GEN_C).items()})
     out[ROOT / "native/common/entry/registry_hash.h"] = (
         GEN_C + "/* The hash of the C ABI the registry describes; the loader compares it. */\n"
         f"#define TL_REGISTRY_HASH \"{h}\"\n#define TL_OP_KERNELS {len(entries)}\n")

@@ -43,6 +43,9 @@ Entry schema (see the header of ops.yaml for the prose version):
   formula:     "tlf_<name>(<inputs and f64 args>)": a pure elementwise map whose formula lives
                in native/common/formulas/<family>.h; codegen/maps.py emits both backends' bodies
   own_schedule: [stub] or [cuda]: that backend hand-writes the map's body (same formula)
+  normalize:   ["s = sum(e)", "out = colsum(e)", "v = e", ...]: a per-row op (args rows, cols)
+               whose row statistics and map call native/common/formulas/normalize.h;
+               codegen/normalize.py emits both backends' kernels (exact and default schedules)
   test:        cases/domain/tolerances for the registry-driven test suite
 """
 from __future__ import annotations
@@ -60,6 +63,7 @@ from codegen.schema import (ARG_RE, ATTR_CHECKS, ATTR_KEYS, ATTR_TYPES, ENTRY_KE
                             Vjp, where)
 from codegen.entry import build_entries  # the C entry contract: lengths, requires, kernel
 from codegen.maps import parse_formula  # formula maps: both backends' loops
+from codegen.normalize import parse_normalize  # per-row normalize ops: both backends' kernels
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -244,8 +248,13 @@ def _parse_entry(raw: LineDict, path) -> Op:
     op.kernel = str(_pop(raw, "kernel", "") or "")
     op.formula = str(_pop(raw, "formula", "") or "")
     op.own_schedule = list(_pop(raw, "own_schedule", []) or [])
+    op.normalize = [str(t) for t in (_pop(raw, "normalize", []) or [])]
+    if op.formula and op.normalize:
+        raise _err(path, line, f"{name}: give formula or normalize, not both")
     if op.formula:
         parse_formula(op, path)
+    elif op.normalize:
+        parse_normalize(op, path)
     elif op.own_schedule:
         raise _err(path, line, f"{name}: own_schedule needs a formula")
     test = _pop(raw, "test", None)

@@ -53,6 +53,27 @@ def test_normal_bits(n, key):
     assert np.all(np.isfinite(y))
 
 
+def test_normal_near_the_double_box_muller():
+    """The float32 steps stay within a few roundings of Box-Muller in double."""
+    n, key = 100003, 17
+    d1 = R._draws(key, 0, n, 2) >> 8
+    d2 = R._draws(key, 1, n, 2) >> 8
+    u1, u2 = (d1.astype(np.float64) + 1) * 2.0 ** -24, d2.astype(np.float64) * 2.0 ** -24
+    want = 0.5 + 2.0 * np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)
+    np.testing.assert_allclose(_np(ops.rand_normal(n=n, key=key, mean=0.5, std=2.0)), want,
+                               rtol=4e-6, atol=4e-6)
+
+
+def test_normal_is_mode_independent():
+    a = _np(ops.rand_normal(n=4099, key=5, mean=-1.0, std=3.0))
+    torchlean.set_exact(True)
+    try:
+        b = _np(ops.rand_normal(n=4099, key=5, mean=-1.0, std=3.0))
+    finally:
+        torchlean.set_exact(False)
+    np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
 def test_normal_moments():
     z = _np(ops.rand_normal(n=200003, key=99)).astype(np.float64)
     assert abs(z.mean()) < 0.01
@@ -90,3 +111,20 @@ def test_bad_key_and_n():
         ops.rand_uniform(n=4, key=-1)
     with pytest.raises((ValueError, TypeError), match="rand_uniform"):
         ops.rand_uniform(n=-3, key=1)
+
+
+def test_host_normal_rounds_correctly_for_every_draw():
+    """random.normal rounds double log and cos to float32: that is correct rounding only if no
+    u1 = k 2^-24 (k = 1..2^24) or u2 = k 2^-24 (k < 2^24) has its true value near a float32
+    midpoint. Every one is at least 2^-47.6 (relative) away, far beyond the double error."""
+    def margin(v):
+        f = v.astype(np.float32)
+        halves = [(f.astype(np.float64) + np.nextafter(f, s).astype(np.float64)) / 2
+                  for s in (np.float32(np.inf), np.float32(-np.inf))]
+        d = np.minimum(np.abs(v - halves[0]), np.abs(v - halves[1]))
+        return np.min(d[v != 0] / np.abs(v[v != 0]))
+    worst = np.inf
+    for lo in range(0, 1 << 24, 1 << 22):
+        k = np.arange(lo, lo + (1 << 22), dtype=np.float64)
+        worst = min(worst, margin(np.log((k + 1) * 2.0 ** -24)), margin(R._cos_2pi(k * 2.0 ** -24)))
+    assert worst > 2.0 ** -47.7

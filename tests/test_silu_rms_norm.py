@@ -99,7 +99,8 @@ def test_rms_norm_module_matches_float64_and_its_gradients(shape, ns, affine):
         np.testing.assert_allclose(m.weight.grad, (gv * xh).sum(axis=lead), rtol=1e-4, atol=1e-5)
 
 
-def test_rms_norm_stub_bits_are_the_same_in_exact_mode():
+def test_rms_norm_default_mode_is_exact_mode_on_the_stub_and_near_it_on_cuda():
+    """The stub has one schedule (rule 4); CUDA's default one sums by tl_block_sum instead."""
     x = tl.AnyBuffer.from_numpy(np.random.default_rng(6).standard_normal((37, 300)).astype(np.float32))
     w = tl.AnyBuffer.from_numpy(np.linspace(0.5, 2.0, 300, dtype=np.float32))
     base = [b.to_numpy() for b in ops.rms_norm(x, w)]
@@ -109,7 +110,10 @@ def test_rms_norm_stub_bits_are_the_same_in_exact_mode():
     finally:
         tl.set_exact(False)
     for a, b in zip(base, exact):
-        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+        if tl.backend() == "stub":
+            np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+        else:
+            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
 
 
 def test_rms_norm_nan_row_stays_in_its_row_and_zero_row_gives_zero():

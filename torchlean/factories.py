@@ -5,8 +5,8 @@ sequence, dtype=, device=, requires_grad=).
 Float results are Tensors of the default session (the innermost `with Session()`), made by
 the native kernels; int64 and bool results are IntTensors on the host. Random draws take one
 key each from torchlean.manual_seed's stream: rand and randn run the counter-based kernels
-(rand_uniform, rand_normal), which give the same bits on the stub and CUDA (rand always,
-randn in exact mode), and randint is computed on the host from the same SplitMix64 draws.
+(rand_uniform, rand_normal), which give the same bits on the stub and CUDA in every mode,
+and randint is computed on the host from the same SplitMix64 draws.
 """
 from __future__ import annotations
 

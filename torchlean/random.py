@@ -16,7 +16,6 @@ backend, thread count or CUDA grid, and a key is derived from (seed, counter) wi
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 
 import numpy as np
@@ -142,30 +141,31 @@ def bernoulli(n: int, key: int, p: float) -> np.ndarray:
     return (uniform(n, key) < np.float32(p)).astype(np.float32)
 
 
-_TWO_PI = 6.283185307179586
-
-
-def _normal_at(u1: float, u2: float, mean: float, std: float) -> float:
-    """One Box-Muller value in double with C libm (math), as tl_rand_normal computes it."""
-    return mean + std * (math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2))
+def _cos_2pi(u: np.ndarray) -> np.ndarray:
+    """cos(2 pi u) in double after tlm_cos_2pi's exact reduction: t = |u - round(u)| = q/4 + s,
+    |s| <= 1/8, then cos, -sin or -cos of 2 pi s (exact at multiples of 1/4, where it is -0)."""
+    t = np.abs(u - np.round(u))
+    q = np.round(4.0 * t)
+    s = t - q / 4.0
+    c, sn = np.cos(2.0 * np.pi * s), np.sin(2.0 * np.pi * s)
+    return np.where(q == 0, c, np.where(q == 1, -sn, -c))
 
 
 def normal(n: int, key: int, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
-    """Box-Muller on draws 2i and 2i+1 in double, rounded to float32 (as tl_rand_normal).
+    """Box-Muller on draws 2i and 2i+1 in float32 operations, as the rand_normal kernel
+    (native/common/formulas/rng.h): z = sqrt(-2 log u1) cos(2 pi u2), y = mean + std z, every
+    step rounded to float32, mean and std rounded to float32 first.
 
-    Vectorised: NumPy's log/cos may differ from C libm's by a few double ulps, which changes
-    the float32 result only next to a float32 rounding midpoint; those rare elements (and any
-    NaN) are recomputed with math, so the result is C libm's bit for bit."""
-    u1 = ((_draws(key, 0, n, 2) >> 8).astype(np.float64) + 1.0) * (1.0 / 16777216.0)
-    u2 = (_draws(key, 1, n, 2) >> 8).astype(np.float64) * (1.0 / 16777216.0)
-    scaled = std * (np.sqrt(-2.0 * np.log(u1)) * np.cos(_TWO_PI * u2))
-    y = mean + scaled
+    log and cos are correctly rounded there. Here they are computed in double and rounded
+    once: over every u1 = k 2^-24 (k = 1..2^24) and u2 = k 2^-24 (k < 2^24) the true value lies
+    at least 2^-47.6 (relative) from a float32 rounding midpoint, far beyond the double
+    functions' error, so the rounding is the correct one and the bits are the kernel's."""
+    f = np.float32
+    u1 = ((_draws(key, 0, n, 2) >> 8).astype(np.float64) + 1.0) * 2.0 ** -24
+    u2 = (_draws(key, 1, n, 2) >> 8).astype(np.float64) * 2.0 ** -24
+    log_u1 = np.log(u1).astype(f)
+    cos_u2 = _cos_2pi(u2).astype(f)
+    cos_u2[cos_u2 == 0] = f(-0.0)
     with np.errstate(over="ignore", invalid="ignore"):
-        out = y.astype(np.float32)
-        toward = np.nextafter(out, np.where(y >= out, np.float32(np.inf), np.float32(-np.inf)))
-        midpoint = (out.astype(np.float64) + toward.astype(np.float64)) * 0.5
-        margin = (abs(mean) + np.abs(scaled)) * 2.0 ** -40
-        near = ~(np.abs(y - midpoint) > margin)
-    for i in np.flatnonzero(near).tolist():
-        out[i] = _normal_at(float(u1[i]), float(u2[i]), mean, std)
-    return out
+        z = np.sqrt(f(-2.0) * log_u1) * cos_u2
+        return (f(mean) + f(std) * z).astype(f)

@@ -68,6 +68,13 @@ TL_HD float tl_uniform_at(uint64_t key, uint64_t i) {
  * its backward recomputes a chunk's states from there instead of reading every saved state
  * (torchlean/shapes/spectral_scan.py SCAN_CHUNK is the same number) */
 #define TL_SCAN_CHUNK 16
+/* the chunk count the registry passed must be the one the libraries recompute with */
+static inline int tl_scan_check_chunks(const char *op, int64_t steps, int64_t chunks) {
+    if (chunks != (steps + TL_SCAN_CHUNK - 1) / TL_SCAN_CHUNK)
+        return tl_fail(TL_E_ARG, "%s: %lld checkpoint chunks for %lld steps; expected chunks of %d steps",
+                       op, (long long)chunks, (long long)steps, TL_SCAN_CHUNK);
+    return TL_OK;
+}
 /* The exact-mode GEMM (README "Reproducibility levels", rule 3), one per library
  * (stub/gemm.c, cuda/gemm.cu; ops.yaml gemm_exact exports it). Row-major; for b < batch, C + b sc (m, n) gets
  * op(A) op(B): op(A)[i][kk] is A[i lda + kk], or A[kk lda + i] when ta; op(B)[kk][j] is

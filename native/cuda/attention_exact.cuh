@@ -281,33 +281,22 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DQ_BLOCKS) attn_dq_exact
     using T = Tiled<HDP>;
     constexpr int CPT = T::DQ_CPT, COLS = 8 * CPT, DC = T::DC;
     extern __shared__ float4 smem4[];
-    float *QT = reinterpret_cast<float *>(smem4);  // [HDP][64]
-    float *GT = QT + HDP * TROWS;                  // [HDP][64]
-    float *Ks = GT + HDP * TROWS;                  // [COLS][LD]
-    float *VS = Ks + COLS * T::LD;                 // [COLS][LD] values, then [COLS][PTR] dS
-    const int lane = threadIdx.x & 31, cl = lane & 7;
-    const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 3) * 4;
-    const int HD = H * hd, bh = blockIdx.y, b = bh / H, h = bh % H;
+    BwdBlock<HDP, COLS> blk(smem4, n, H, hd);  // Q^T, dO^T; keys, values (later dS)
+    float *QT = blk.RT, *GT = blk.RT2, *Ks = blk.C1, *VS = blk.C2;
+    const int cl = blk.cl, r0 = blk.r0, HD = blk.HD;
+    const size_t base = blk.base;
     const int i0 = (causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * TROWS;
-    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    stage_rows_t<HDP>(QT, Q, base, i0, n, HD, hd, 1.0f, vec);
-    stage_rows_t<HDP>(GT, dO, base, i0, n, HD, hd, 1.0f, vec);
+    blk.stage_own(Q, 1.0f, dO, i0, vec);
     float L[4], Di[4], acc[4][4 * DC];
+    blk.own_stats(L, Di, lse, D, i0);
 #pragma unroll
-    for (int a = 0; a < 4; a++) {
-        const int i = i0 + r0 + a;
-        L[a] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
-        Di[a] = i < n ? D[(size_t)bh * n + i] : 0.0f;
+    for (int a = 0; a < 4; a++)
 #pragma unroll
         for (int d = 0; d < 4 * DC; d++) acc[a][d] = 0.0f;
-    }
     // causal: keys after the block's last query meet only blocked pairs
     const int jend = causal ? min(n, i0 + TROWS) : n;
     for (int j0 = 0; j0 < jend; j0 += COLS) {
-        __syncthreads();  // the previous tile's reads of Ks and VS are done
-        stage_cols<HDP, COLS, T::LD>(Ks, K, base, j0, n, HD, hd, vec);
-        stage_cols<HDP, COLS, T::LD>(VS, V, base, j0, n, HD, hd, vec);
-        __syncthreads();
+        blk.stage_tile(K, V, j0, vec);
         float s[4][CPT], dp[4][CPT];
 #pragma unroll
         for (int a = 0; a < 4; a++)
@@ -348,19 +337,13 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_dkv_exa
     using T = Tiled<HDP>;
     constexpr int CPT = T::DKV_CPT, COLS = 8 * CPT, DC = T::DC;
     extern __shared__ float4 smem4[];
-    float *KT = reinterpret_cast<float *>(smem4);  // [HDP][64]
-    float *VT = KT + HDP * TROWS;                  // [HDP][64]
-    float *Qs = VT + HDP * TROWS;                  // [COLS][LD]
-    float *GS = Qs + COLS * T::LD;                 // [COLS][LD] dO, then [COLS][PTR] dS
-    float *PT = GS + COLS * T::LD;                 // [COLS][PTR]
-    float *Ls = PT + COLS * PTR, *Ds = Ls + COLS;  // [COLS] each
-    const int lane = threadIdx.x & 31, cl = lane & 7;
-    const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 3) * 4;
-    const int HD = H * hd, bh = blockIdx.y, b = bh / H, h = bh % H;
+    BwdBlock<HDP, COLS> blk(smem4, n, H, hd);  // K^T, V^T; queries, dO (later dS); P; lse, D
+    float *KT = blk.RT, *VT = blk.RT2, *Qs = blk.C1, *GS = blk.C2;
+    float *PT = blk.PT, *Ls = blk.Ls, *Ds = blk.Ds;
+    const int cl = blk.cl, r0 = blk.r0, HD = blk.HD;
+    const size_t base = blk.base;
     const int j0 = blockIdx.x * TROWS;  // causal: the low blocks see the most queries and run first
-    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
-    stage_rows_t<HDP>(KT, K, base, j0, n, HD, hd, 1.0f, vec);
-    stage_rows_t<HDP>(VT, V, base, j0, n, HD, hd, 1.0f, vec);
+    blk.stage_own(K, 1.0f, V, j0, vec);
     float dk[4][4 * DC], dv[4][4 * DC];
 #pragma unroll
     for (int a = 0; a < 4; a++)
@@ -368,15 +351,7 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_dkv_exa
         for (int d = 0; d < 4 * DC; d++) dk[a][d] = dv[a][d] = 0.0f;
     // causal: queries before the block's first key meet only blocked pairs
     for (int i0 = causal ? j0 / COLS * COLS : 0; i0 < n; i0 += COLS) {
-        __syncthreads();  // the previous tile's reads of Qs, GS, Ls, Ds are done
-        stage_cols<HDP, COLS, T::LD>(Qs, Q, base, i0, n, HD, hd, vec);
-        stage_cols<HDP, COLS, T::LD>(GS, dO, base, i0, n, HD, hd, vec);
-        if (threadIdx.x < COLS) {
-            const int i = i0 + threadIdx.x;
-            Ls[threadIdx.x] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
-            Ds[threadIdx.x] = i < n ? D[(size_t)bh * n + i] : 0.0f;
-        }
-        __syncthreads();
+        blk.stage_tile(Q, dO, i0, vec, lse, D);
         float s[4][CPT], dp[4][CPT];
 #pragma unroll
         for (int a = 0; a < 4; a++)

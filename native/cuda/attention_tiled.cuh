@@ -201,6 +201,56 @@ __device__ __forceinline__ void store_rows(const float (&acc)[4][4 * DC], float 
     }
 }
 
+// A backward block of either schedule (attention_exact.cuh too): it owns 64 rows (queries for
+// dQ, keys for dK and dV), staged transposed in RT and RT2, and walks the other side in tiles
+// of COLS rows staged in C1 and C2 (dK/dV: then a probability tile PT and the tile rows' lse
+// and D in Ls and Ds); a thread holds rows r0..r0+3 and tile columns cl + 8 k of head bh,
+// whose rows start at base.
+template <int HDP, int COLS>
+struct BwdBlock {
+    static constexpr int LD = Tiled<HDP>::LD;
+    float *RT, *RT2, *C1, *C2, *PT, *Ls, *Ds;
+    int cl, r0, n, HD, hd, bh;
+    size_t base;
+    __device__ BwdBlock(float4 *smem, int n_, int H, int hd_)
+        : RT(reinterpret_cast<float *>(smem)), RT2(RT + HDP * TROWS), C1(RT2 + HDP * TROWS),
+          C2(C1 + COLS * LD), PT(C2 + COLS * LD), Ls(PT + COLS * PTR), Ds(Ls + COLS),
+          cl(threadIdx.x & 7), r0((threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 3) * 4), n(n_),
+          HD(H * hd_), hd(hd_), bh(blockIdx.y),
+          base((size_t)(blockIdx.y / H) * n_ * H * hd_ + (size_t)(blockIdx.y % H) * hd_) {}
+    // the block's rows from row0: A (times sa) into RT, B into RT2
+    __device__ __forceinline__ void stage_own(const float *__restrict__ A, float sa,
+                                              const float *__restrict__ B, int row0, bool vec) {
+        stage_rows_t<HDP>(RT, A, base, row0, n, HD, hd, sa, vec);
+        stage_rows_t<HDP>(RT2, B, base, row0, n, HD, hd, 1.0f, vec);
+    }
+    // between two barriers, the tile from row c0: A into C1, B into C2, and given lse, the rows'
+    // lse and D (0 past n)
+    __device__ __forceinline__ void stage_tile(const float *__restrict__ A, const float *__restrict__ B,
+                                               int c0, bool vec, const float *__restrict__ lse = nullptr,
+                                               const float *__restrict__ D = nullptr) {
+        __syncthreads();  // the previous tile's reads of C1, C2, Ls and Ds are done
+        stage_cols<HDP, COLS, LD>(C1, A, base, c0, n, HD, hd, vec);
+        stage_cols<HDP, COLS, LD>(C2, B, base, c0, n, HD, hd, vec);
+        if (lse && threadIdx.x < COLS) {
+            const int i = c0 + threadIdx.x;
+            Ls[threadIdx.x] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
+            Ds[threadIdx.x] = i < n ? D[(size_t)bh * n + i] : 0.0f;
+        }
+        __syncthreads();
+    }
+    // the lse and D of the thread's rows from row0 (0 past n)
+    __device__ __forceinline__ void own_stats(float (&L)[4], float (&Di)[4], const float *__restrict__ lse,
+                                              const float *__restrict__ D, int row0) const {
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            const int i = row0 + r0 + a;
+            L[a] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
+            Di[a] = i < n ? D[(size_t)bh * n + i] : 0.0f;
+        }
+    }
+};
+
 // Forward: a block owns 64 queries and walks the keys in tiles of 64 with an online softmax
 // per tile: scores S = (Q scale) K^T, the row group's running max and sum (the same bits on its
 // 8 lanes), the rescaled output O += P V.
@@ -297,33 +347,22 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DQ_BLOCKS) attn_dq_tiled
     using T = Tiled<HDP>;
     constexpr int CPT = T::DQ_CPT, COLS = 8 * CPT, DC = T::DC;
     extern __shared__ float4 smem4[];
-    float *QT = reinterpret_cast<float *>(smem4);  // [HDP][64]
-    float *GT = QT + HDP * TROWS;                  // [HDP][64]
-    float *Ks = GT + HDP * TROWS;                  // [COLS][LD]
-    float *VS = Ks + COLS * T::LD;                 // [COLS][LD] values, then [COLS][PTR] dS
-    const int lane = threadIdx.x & 31, cl = lane & 7;
-    const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 3) * 4;
-    const int HD = H * hd, bh = blockIdx.y, b = bh / H, h = bh % H;
+    BwdBlock<HDP, COLS> blk(smem4, n, H, hd);  // Q^T, dO^T; keys, values (later dS)
+    float *QT = blk.RT, *GT = blk.RT2, *Ks = blk.C1, *VS = blk.C2;
+    const int cl = blk.cl, r0 = blk.r0, HD = blk.HD;
+    const size_t base = blk.base;
     const int i0 = (causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * TROWS;
-    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
     const int dlim = (hd + 3) & ~3;
-    stage_rows_t<HDP>(QT, Q, base, i0, n, HD, hd, scale, vec);
-    stage_rows_t<HDP>(GT, dO, base, i0, n, HD, hd, 1.0f, vec);
+    blk.stage_own(Q, scale, dO, i0, vec);
     float L[4], Di[4], acc[4][4 * DC];
+    blk.own_stats(L, Di, lse, D, i0);
 #pragma unroll
-    for (int a = 0; a < 4; a++) {
-        const int i = i0 + r0 + a;
-        L[a] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
-        Di[a] = i < n ? D[(size_t)bh * n + i] : 0.0f;
+    for (int a = 0; a < 4; a++)
 #pragma unroll
         for (int d = 0; d < 4 * DC; d++) acc[a][d] = 0.0f;
-    }
     const int jend = causal ? min(n, i0 + TROWS) : n;
     for (int j0 = 0; j0 < jend; j0 += COLS) {
-        __syncthreads();  // the previous tile's reads of Ks and VS are done
-        stage_cols<HDP, COLS, T::LD>(Ks, K, base, j0, n, HD, hd, vec);
-        stage_cols<HDP, COLS, T::LD>(VS, V, base, j0, n, HD, hd, vec);
-        __syncthreads();
+        blk.stage_tile(K, V, j0, vec);
         float s[4][CPT], dp[4][CPT];
 #pragma unroll
         for (int a = 0; a < 4; a++)
@@ -360,35 +399,21 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_dkv_til
     using T = Tiled<HDP>;
     constexpr int CPT = T::DKV_CPT, COLS = 8 * CPT, DC = T::DC;
     extern __shared__ float4 smem4[];
-    float *KT = reinterpret_cast<float *>(smem4);  // [HDP][64]
-    float *VT = KT + HDP * TROWS;                  // [HDP][64]
-    float *Qs = VT + HDP * TROWS;                  // [COLS][LD]
-    float *GS = Qs + COLS * T::LD;                 // [COLS][LD] dO, then [COLS][PTR] dS
-    float *PT = GS + COLS * T::LD;                 // [COLS][PTR]
-    float *Ls = PT + COLS * PTR, *Ds = Ls + COLS;  // [COLS] each
-    const int lane = threadIdx.x & 31, cl = lane & 7;
-    const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 3) * 4;
-    const int HD = H * hd, bh = blockIdx.y, b = bh / H, h = bh % H;
+    BwdBlock<HDP, COLS> blk(smem4, n, H, hd);  // K^T, V^T; queries, dO (later dS); P; lse, D
+    float *KT = blk.RT, *VT = blk.RT2, *Qs = blk.C1, *GS = blk.C2;
+    float *PT = blk.PT, *Ls = blk.Ls, *Ds = blk.Ds;
+    const int cl = blk.cl, r0 = blk.r0, HD = blk.HD;
+    const size_t base = blk.base;
     const int j0 = blockIdx.x * TROWS;  // causal: the low blocks see the most queries and run first
-    const size_t base = (size_t)b * n * HD + (size_t)h * hd;
     const int dlim = (hd + 3) & ~3;
-    stage_rows_t<HDP>(KT, K, base, j0, n, HD, hd, scale, vec);
-    stage_rows_t<HDP>(VT, V, base, j0, n, HD, hd, 1.0f, vec);
+    blk.stage_own(K, scale, V, j0, vec);
     float dk[4][4 * DC], dv[4][4 * DC];
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
         for (int d = 0; d < 4 * DC; d++) dk[a][d] = dv[a][d] = 0.0f;
     for (int i0 = causal ? j0 / COLS * COLS : 0; i0 < n; i0 += COLS) {
-        __syncthreads();  // the previous tile's reads of Qs, GS, Ls, Ds are done
-        stage_cols<HDP, COLS, T::LD>(Qs, Q, base, i0, n, HD, hd, vec);
-        stage_cols<HDP, COLS, T::LD>(GS, dO, base, i0, n, HD, hd, vec);
-        if (threadIdx.x < COLS) {
-            const int i = i0 + threadIdx.x;
-            Ls[threadIdx.x] = i < n ? lse[(size_t)bh * n + i] : 0.0f;
-            Ds[threadIdx.x] = i < n ? D[(size_t)bh * n + i] : 0.0f;
-        }
-        __syncthreads();
+        blk.stage_tile(Q, dO, i0, vec, lse, D);
         float s[4][CPT], dp[4][CPT];
 #pragma unroll
         for (int a = 0; a < 4; a++)

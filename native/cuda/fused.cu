@@ -4,9 +4,9 @@
 // writes three floats per row; nothing of size (N, V) is written. The backward is one
 // elementwise pass over the logits that writes dlogits = g * (softmax - onehot) from the saved
 // row max and log-sum. Default mode: a warp per row up to 1024 classes, a 256-thread block
-// beyond, fixed-order group reductions (deterministic) and expf/logf. Exact mode: the stub's
-// arithmetic (a block per row, tlm_max_first and rule-4 sums of tl_exact_block_reduce, tlm_exp,
-// tlm_log), so the same bits as the stub.
+// beyond, fixed-order group reductions (deterministic). Exact mode: the stub's sums (a block per
+// row, tlm_max_first and rule-4 sums of tl_exact_block_reduce), so the same bits as the stub.
+// Both over the stub's formulas (formulas/normalize.h: tlm_exp, tlm_log).
 //
 // linear_gelu: default mode runs one cuBLASLt GEMM with the BIAS epilogue into `pre` (no bias
 // broadcast pass and no read of C), then gelu's kernel into y. The GELU stays the registry's
@@ -22,6 +22,7 @@
 // linear's kernel then add's (deterministic and exact modes, declines: the unfused pair's bits).
 #include "common.cuh"
 #include "reduce_util.cuh"
+#include "formulas/normalize.h"
 #include "entry/fused_kernels.h"
 #include "entry/elementwise_kernels.h"
 #include "entry/linalg_kernels.h"
@@ -49,13 +50,13 @@ __global__ void ce_fwd(const float *__restrict__ x, const int64_t *__restrict__ 
     m = tl_group_max<G>(m);
     float s = 0.0f;
     if (ok)
-        for (int64_t k = lane; k < cols; k += G) s += expf(xr[k] - m);
+        for (int64_t k = lane; k < cols; k += G) s += tlf_softmax_exp(xr[k], m);
     s = tl_group_sum<G>(s);
     if (!ok || lane != 0) return;
-    const float ls = logf(s);
+    const float ls = tlm_log(s);
     rowmax[row] = s != s ? s : m;
     logsum[row] = ls;
-    loss[row] = ce_label_ok(lab, row, cols) ? (m - xr[lab[row]]) + ls : 0.0f;
+    loss[row] = ce_label_ok(lab, row, cols) ? tlf_ce_loss(m, xr[lab[row]], ls) : 0.0f;
 }
 
 __global__ void ce_fwd_exact(const float *__restrict__ x, const int64_t *__restrict__ lab,
@@ -68,28 +69,19 @@ __global__ void ce_fwd_exact(const float *__restrict__ x, const int64_t *__restr
     const float m = tl_exact_block_reduce([=](int64_t e) { return xr[e]; }, cols, part,
                                           TlExactMaxFirst{});
     __syncthreads();  // every thread holds m before part is reused
-    const float s = tl_exact_block_reduce([=](int64_t e) { return tlm_exp(tlm_sub(xr[e], m)); },
+    const float s = tl_exact_block_reduce([=](int64_t e) { return tlf_softmax_exp(xr[e], m); },
                                           cols, part, TlExactSum{});
     if (threadIdx.x != 0) return;
     const float ls = tlm_log(s);
     rowmax[row] = s != s ? s : m;
     logsum[row] = ls;
-    loss[row] = ce_label_ok(lab, row, cols) ? tlm_add(tlm_sub(m, xr[lab[row]]), ls) : 0.0f;
+    loss[row] = ce_label_ok(lab, row, cols) ? tlf_ce_loss(m, xr[lab[row]], ls) : 0.0f;
 }
 
 // a block per row (grid-stride over rows): the row's statistics and label are read once, the
-// row is walked by the block's threads (float4 when every row starts 16-byte aligned)
-template <bool EXACT>
-__device__ __forceinline__ float ce_grad(float x, float m, float ls, float g, bool hit) {
-    if (EXACT) {
-        const float p = tlm_exp(tlm_sub(tlm_sub(x, m), ls));
-        return tlm_mul(g, hit ? tlm_sub(p, 1.0f) : p);
-    }
-    const float p = expf((x - m) - ls);
-    return g * (hit ? p - 1.0f : p);
-}
-
-template <bool EXACT, bool VEC4>
+// row is walked by the block's threads (float4 when every row starts 16-byte aligned); every
+// mode (an elementwise pass: the stub's bits)
+template <bool VEC4>
 __global__ void ce_bwd(const float *__restrict__ g, const float *__restrict__ x,
                        const float *__restrict__ rowmax, const float *__restrict__ logsum,
                        const int64_t *__restrict__ lab, float *__restrict__ dx, int64_t rows,
@@ -109,19 +101,18 @@ __global__ void ce_bwd(const float *__restrict__ g, const float *__restrict__ x,
             for (int64_t q = threadIdx.x; q < cols / 4; q += blockDim.x) {
                 const float4 v = x4[q];
                 const int64_t j = 4 * q;
-                d4[q] = make_float4(ce_grad<EXACT>(v.x, m, ls, gr, j == t),
-                                    ce_grad<EXACT>(v.y, m, ls, gr, j + 1 == t),
-                                    ce_grad<EXACT>(v.z, m, ls, gr, j + 2 == t),
-                                    ce_grad<EXACT>(v.w, m, ls, gr, j + 3 == t));
+                d4[q] = make_float4(tlf_ce_grad(v.x, m, ls, gr, j == t),
+                                    tlf_ce_grad(v.y, m, ls, gr, j + 1 == t),
+                                    tlf_ce_grad(v.z, m, ls, gr, j + 2 == t),
+                                    tlf_ce_grad(v.w, m, ls, gr, j + 3 == t));
             }
         } else {
             for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-                dr[j] = ce_grad<EXACT>(xr[j], m, ls, gr, j == t);
+                dr[j] = tlf_ce_grad(xr[j], m, ls, gr, j == t);
         }
     }
 }
 
-template <bool EXACT>
 void launch_ce_bwd(const float *g, const float *x, const float *rowmax, const float *logsum,
                    const int64_t *lab, float *dx, int64_t rows, int64_t cols) {
     const bool vec4 = cols % 4 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)dx & 15u) == 0;
@@ -129,9 +120,9 @@ void launch_ce_bwd(const float *g, const float *x, const float *rowmax, const fl
     const int threads = per_thread >= 256 ? 256 : per_thread >= 128 ? 128 : 64;
     const unsigned blocks = (unsigned)(rows < 65536 * 16 ? rows : 65536 * 16);
     if (vec4)
-        ce_bwd<EXACT, true><<<blocks, threads, 0, tl_stream()>>>(g, x, rowmax, logsum, lab, dx, rows, cols);
+        ce_bwd<true><<<blocks, threads, 0, tl_stream()>>>(g, x, rowmax, logsum, lab, dx, rows, cols);
     else
-        ce_bwd<EXACT, false><<<blocks, threads, 0, tl_stream()>>>(g, x, rowmax, logsum, lab, dx, rows, cols);
+        ce_bwd<false><<<blocks, threads, 0, tl_stream()>>>(g, x, rowmax, logsum, lab, dx, rows, cols);
 }
 
 int upload_labels(const char *op, const int64_t *lab, int64_t n, int64_t **out) {
@@ -185,10 +176,7 @@ extern "C" int tlk_cross_entropy_rows_backward(const char *op, tl_buf g, tl_buf 
     int64_t *d = NULL;
     TL_TRY(upload_labels(op, lab, rows, &d));
     if (rows > 0) {
-        if (tl_exact())
-            launch_ce_bwd<true>(g->data, x->data, rowmax->data, logsum->data, d, dx->data, rows, cols);
-        else
-            launch_ce_bwd<false>(g->data, x->data, rowmax->data, logsum->data, d, dx->data, rows, cols);
+        launch_ce_bwd(g->data, x->data, rowmax->data, logsum->data, d, dx->data, rows, cols);
     }
     int rc = tl_cuda_launched(op);
     tl_scratch_free(d);

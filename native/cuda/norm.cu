@@ -230,41 +230,6 @@ __global__ void exact_mul_kernel(const float *__restrict__ a, const float *__res
     TL_GRID_STRIDE(i, n) out[i] = tlm_mul(a[i], b[i]);
 }
 
-// rms_norm, one schedule in every mode: a block per row, rule 4 of tl_math.h
-// (tl_exact_block_reduce) over the rounded squares, so every mode gives the stub's bits.
-__global__ void rms_fwd(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
-                        float *__restrict__ inv_rms, int64_t cols, float inv_cols, float eps, float *gpart) {
-    extern __shared__ float smem[];
-    float *part = tl_exact_part(smem, gpart, cols);
-    const int64_t r = blockIdx.x;
-    const float *xr = x + r * cols;
-    const float ms = tlf_mean(tl_exact_block_reduce([=](int64_t j) { return tlf_square(xr[j]); }, cols, part,
-                                                    TlExactSum{}), inv_cols);
-    const float ir = tlf_norm_inv(tlf_norm_std(ms, eps));
-    if (threadIdx.x == 0) inv_rms[r] = ir;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[r * cols + j] = tlm_mul(tlf_rms_xhat(xr[j], ir), w[j]);
-}
-
-__global__ void rms_bwd_dx(const float *__restrict__ g, const float *__restrict__ x,
-                           const float *__restrict__ inv_rms, const float *__restrict__ w,
-                           float *__restrict__ dx, int64_t cols, float fcols, float inv_cols, float *gpart) {
-    extern __shared__ float smem[];
-    float *part = tl_exact_part(smem, gpart, cols);
-    const int64_t r = blockIdx.x;
-    const float *gr = g + r * cols, *xr = x + r * cols;
-    const float ir = inv_rms[r];
-    const float S2 = tl_exact_block_reduce(
-        [=](int64_t j) { return tlf_dxhat_xhat(gr[j], w[j], tlf_rms_xhat(xr[j], ir)); }, cols, part, TlExactSum{});
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-        dx[r * cols + j] = tlf_rms_dx(tlm_mul(gr[j], w[j]), tlf_rms_xhat(xr[j], ir), S2, fcols, ir, inv_cols);
-}
-
-// g * xhat per element (the terms of dweight's column sums)
-__global__ void rms_g_xhat(const float *__restrict__ g, const float *__restrict__ x,
-                           const float *__restrict__ inv_rms, float *__restrict__ out, int64_t n, int64_t cols) {
-    TL_GRID_STRIDE(i, n) out[i] = tlm_mul(g[i], tlf_rms_xhat(x[i], inv_rms[i / cols]));
-}
-
 }  // namespace
 
 extern "C" int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
@@ -439,38 +404,4 @@ extern "C" int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl
                           dgamma->data, dbeta->data, n, c, s, part, part + c * nc);
     tl_scratch_free(part);
     return st;
-}
-
-extern "C" int tlk_rms_norm(const char *op, tl_buf x, tl_buf weight, tl_buf y, tl_buf inv_rms, int64_t rows,
-                            int64_t cols, double eps) {
-    if (rows == 0) return TL_OK;
-    if (rows > TL_MAX_GRID_X)
-        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
-    TlExactParts ex;
-    TL_TRY(ex.setup(op, rows, cols));
-    rms_fwd<<<(unsigned)rows, tl_exact_threads(cols), ex.smem, tl_stream()>>>(
-        x->data, weight->data, y->data, inv_rms->data, cols, (float)(1.0 / (double)cols), (float)eps, ex.gpart);
-    return ex.finish(op);
-}
-
-extern "C" int tlk_rms_norm_backward(const char *op, tl_buf g, tl_buf x, tl_buf inv_rms, tl_buf weight, tl_buf dx,
-                                     tl_buf dweight, int64_t rows, int64_t cols) {
-    cudaStream_t st = tl_stream();
-    if (rows == 0) {
-        TL_CUDA_TRY(op, cudaMemsetAsync(dweight->data, 0, sizeof(float) * cols, st));
-        return TL_OK;
-    }
-    if (rows > TL_MAX_GRID_X)
-        return tl_fail(TL_E_SHAPE, "%s: %lld rows exceed the CUDA grid limit", op, (long long)rows);
-    // dweight: column sums of g * xhat (dx holds the products until the dx kernel)
-    const int64_t n = rows * cols;
-    rms_g_xhat<<<tl_blocks(n), TL_THREADS, 0, st>>>(g->data, x->data, inv_rms->data, dx->data, n, cols);
-    TL_LAUNCHED(op);
-    TL_TRY(tl_cuda_axis_sum(op, dx->data, dweight->data, 1, rows, cols, 0));
-    TlExactParts ex;
-    TL_TRY(ex.setup(op, rows, cols));
-    rms_bwd_dx<<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
-        g->data, x->data, inv_rms->data, weight->data, dx->data, cols, (float)cols, (float)(1.0 / (double)cols),
-        ex.gpart);
-    return ex.finish(op);
 }

@@ -11,7 +11,7 @@
 // they give the stub's bits.
 // One NaN rule: NaN propagates. Sums do by IEEE arithmetic; tl_max_nan returns NaN when either
 // operand is NaN (fmaxf would drop it). The helpers are templates over the value type: a kernel
-// reducing its own type (softmax's running max and sum) supplies tl_shfl_xor and a combine.
+// reducing its own type supplies tl_shfl_xor and a combine.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -128,4 +128,25 @@ static inline int tl_exact_threads(int64_t n) {
 static inline size_t tl_exact_smem(int64_t n) {
     int64_t nc = tl_exact_chunks(n);
     return nc <= TL_EXACT_SMEM_CHUNKS ? (size_t)(nc > 0 ? nc : 1) * sizeof(float) : 0;
+}
+
+// ---- the two schedules of a block-per-row sum (the generated normalize kernels) ----
+
+// The row's sum of f(0), ..., f(n - 1): rule 4 in exact mode (part: tl_exact_part), else each
+// thread's chain over j = t, t + blockDim.x, ... then tl_block_sum (fixed order, not rule 4).
+template <bool EXACT, class F>
+__device__ __forceinline__ float tl_row_sum(F f, int64_t n, float *part) {
+    if constexpr (EXACT) {
+        return tl_exact_block_reduce(f, n, part, TlExactSum{});
+    } else {
+        float s = 0.0f;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s = tlm_add(s, f(j));
+        return tl_block_sum(s);
+    }
+}
+// threads of a default-mode block per row of n values: n rounded up to a power of two, 32..256
+static inline int tl_rows_threads(int64_t n) {
+    int t = 32;
+    while (t < 256 && t < n) t *= 2;
+    return t;
 }

@@ -1,7 +1,6 @@
 // rng.cu (CUDA): the schedule of the counter-based random kernels (grid-stride loops); the
 // transforms are native/common/formulas/rng.h, shared with the stub, so the output is the
-// stub's and torchlean/random.py's whatever the grid shape (the double normal through CUDA's
-// double log/cos/sqrt, rounded to float32; exact mode the canonical float32 Box-Muller).
+// stub's whatever the grid shape, in every mode.
 #include "common.cuh"
 #include "formulas/rng.h"
 #include "entry/rng_kernels.h"
@@ -16,12 +15,8 @@ __global__ void k_bernoulli(float *y, int64_t n, uint64_t key, float p) {
     TL_GRID_STRIDE(i, n) y[i] = tlf_bernoulli(key, i, p);
 }
 
-__global__ void k_normal(float *y, int64_t n, uint64_t key, double mean, double std) {
+__global__ void k_normal(float *y, int64_t n, uint64_t key, float mean, float std) {
     TL_GRID_STRIDE(i, n) y[i] = tlf_normal(key, i, mean, std);
-}
-
-__global__ void k_normal_exact(float *y, int64_t n, uint64_t key, float mean, float std) {
-    TL_GRID_STRIDE(i, n) y[i] = tlf_normal_exact(key, i, mean, std);
 }
 
 }  // namespace
@@ -44,12 +39,7 @@ int tlk_bernoulli_mask(const char *op, tl_buf y, int64_t n, uint64_t key, double
 
 int tlk_rand_normal(const char *op, tl_buf y, int64_t n, uint64_t key, double mean, double std) {
     if (n == 0) return TL_OK;
-    if (tl_exact()) {
-        k_normal_exact<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(y->data, n, key, (float)mean, (float)std);
-        TL_LAUNCHED(op);
-        return TL_OK;
-    }
-    k_normal<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(y->data, n, key, mean, std);
+    k_normal<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(y->data, n, key, (float)mean, (float)std);
     TL_LAUNCHED(op);
     return TL_OK;
 }

@@ -18,14 +18,6 @@
 
 namespace {
 
-__device__ __forceinline__ int64_t coef_row(int64_t mode, int64_t bi, int64_t t, int64_t steps, int64_t width) {
-    return mode == 0 ? 0 : mode == 1 ? t * width : (bi * steps + t) * width;
-}
-
-int64_t coef_len(int64_t mode, int64_t batch, int64_t steps, int64_t width) {
-    return mode == 0 ? width : mode == 1 ? steps * width : batch * steps * width;
-}
-
 __global__ void k_scan_fwd(const float *__restrict__ a, const float *__restrict__ b, const float *__restrict__ x,
                            const float *__restrict__ h0, float *__restrict__ y, float *__restrict__ hc,
                            int64_t batch, int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode,
@@ -36,8 +28,8 @@ __global__ void k_scan_fwd(const float *__restrict__ a, const float *__restrict_
         for (int64_t t = 0; t < steps; t++) {
             int64_t row = (bi * steps + t) * width;
             if (t % TL_SCAN_CHUNK == 0) hc[(bi * chunks + t / TL_SCAN_CHUNK) * width + j] = h;
-            h = tlf_scan_step(a[coef_row(a_mode, bi, t, steps, width) + j], h,
-                              b[coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
+            h = tlf_scan_step(a[tlf_scan_coef_row(a_mode, bi, t, steps, width) + j], h,
+                              b[tlf_scan_coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
             y[row + j] = h;
         }
     }
@@ -68,8 +60,8 @@ __global__ void k_scan_bwd(const float *__restrict__ a, const float *__restrict_
             for (int k = 0; k < TL_SCAN_CHUNK; k++) {
                 if (k < len) {
                     int64_t t = t0 + k, row = (bi * steps + t) * width;
-                    h = tlf_scan_step(a[coef_row(a_mode, bi, t, steps, width) + j], h,
-                                      b[coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
+                    h = tlf_scan_step(a[tlf_scan_coef_row(a_mode, bi, t, steps, width) + j], h,
+                                      b[tlf_scan_coef_row(b_mode, bi, t, steps, width) + j], x[row + j]);
                     hs[k] = h;
                 }
             }
@@ -78,7 +70,8 @@ __global__ void k_scan_bwd(const float *__restrict__ a, const float *__restrict_
                 if (k < len) {
                     int64_t t = t0 + k, row = (bi * steps + t) * width;
                     float gt = gdx[row + j];
-                    if (t + 1 < steps) gt = tlf_scan_carry(gt, a[coef_row(a_mode, bi, t + 1, steps, width) + j], gnext);
+                    if (t + 1 < steps)
+                        gt = tlf_scan_carry(gt, a[tlf_scan_coef_row(a_mode, bi, t + 1, steps, width) + j], gnext);
                     gnext = gt;
                     float hp = k ? hs[k - 1] : hstart;
                     double ca = (double)gt * (double)hp, cb = (double)gt * (double)x[row + j];
@@ -88,13 +81,13 @@ __global__ void k_scan_bwd(const float *__restrict__ a, const float *__restrict_
                     if (b_mode == 0) sb += cb;
                     else if (b_mode == 1) pb[row + j] = cb;
                     else db[row + j] = (float)(0.0 + cb);
-                    gdx[row + j] = tlm_mul(gt, b[coef_row(b_mode, bi, t, steps, width) + j]);
+                    gdx[row + j] = tlm_mul(gt, b[tlf_scan_coef_row(b_mode, bi, t, steps, width) + j]);
                 }
             }
         }
         if (a_mode == 0) pa[i] = sa;
         if (b_mode == 0) pb[i] = sb;
-        dh0[i] = tlm_mul(a[coef_row(a_mode, bi, 0, steps, width) + j], gnext);
+        dh0[i] = tlm_mul(a[tlf_scan_coef_row(a_mode, bi, 0, steps, width) + j], gnext);
     }
 }
 
@@ -112,18 +105,10 @@ __global__ void k_sum_samples(const double *__restrict__ p, float *__restrict__ 
 
 extern "C" {
 
-// the chunk count the registry passed must be the one this library recomputes with
-static int check_chunks(const char *op, int64_t steps, int64_t chunks) {
-    if (chunks != (steps + TL_SCAN_CHUNK - 1) / TL_SCAN_CHUNK)
-        return tl_fail(TL_E_ARG, "%s: %lld checkpoint chunks for %lld steps; expected chunks of %d steps", op,
-                       (long long)chunks, (long long)steps, TL_SCAN_CHUNK);
-    return TL_OK;
-}
-
 int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, tl_buf hc, int64_t batch,
                       int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode, int64_t chunks) {
     if (batch * steps * width == 0) return TL_OK;
-    TL_TRY(check_chunks(op, steps, chunks));
+    TL_TRY(tl_scan_check_chunks(op, steps, chunks));
     k_scan_fwd<<<tl_blocks(batch * width), TL_THREADS, 0, tl_stream()>>>(a->data, b->data, x->data, h0->data,
                                                                          y->data, hc->data, batch, steps, width,
                                                                          a_mode, b_mode, chunks);
@@ -134,7 +119,8 @@ int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, 
 int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf hc, tl_buf g,
                                tl_buf da, tl_buf db, tl_buf dh0, int64_t batch, int64_t steps, int64_t width,
                                int64_t a_mode, int64_t b_mode, int64_t chunks) {
-    int64_t na = coef_len(a_mode, batch, steps, width), nb = coef_len(b_mode, batch, steps, width);
+    int64_t na = tlf_scan_coef_len(a_mode, batch, steps, width);
+    int64_t nb = tlf_scan_coef_len(b_mode, batch, steps, width);
     int64_t nx = batch * steps * width;
     cudaStream_t s = tl_stream();
     if (batch == 0 || width == 0 || steps == 0) {
@@ -145,7 +131,7 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
             TL_CUDA_TRY(op, cudaMemsetAsync(dh0->data, 0, sizeof(float) * (size_t)(batch * width), s));
         return TL_OK;
     }
-    TL_TRY(check_chunks(op, steps, chunks));
+    TL_TRY(tl_scan_check_chunks(op, steps, chunks));
     // partial sizes: (batch, width) for mode 0, (batch, steps, width) for mode 1, none for mode 2
     int64_t pa_len = a_mode == 0 ? batch * width : a_mode == 1 ? nx : 0;
     int64_t pb_len = b_mode == 0 ? batch * width : b_mode == 1 ? nx : 0;

@@ -1,54 +1,22 @@
 // softmax.cu (CUDA): softmax, log_softmax, masked softmax over the last axis and the two
-// backward kernels. Leading axes are folded into rows; a row is handled by a group of G threads
-// (a warp for rows up to 1024 columns, a 256-thread block beyond). The forward makes one pass
-// for the row statistics with an online (max, sum of exp) pair per thread, combined by a fixed
-// shuffle tree, then one pass writing the outputs; all reductions are fixed-order (no atomics).
+// backward kernels, over the stub's formulas (native/common/formulas/normalize.h): the row max,
+// exp(x - max) (tlm_exp), the row sum and a division (log_softmax: (x - max) - log(sum)); the
+// backward from the row sum of the rounded products g * y (softmax) or of g (log_softmax).
+// Leading axes are folded into rows. The schedules differ only in their sums:
 //
-// Exact mode runs the stub's arithmetic instead (native/common/formulas/normalize.h, the
-// schedule of native/stub/softmax.c): a block per row, the
-// row max in index order (first of equal values kept), tlm_exp, the row sum by rule 4 of
-// tl_math.h (tl_exact_block_reduce) and a division; the backward sums the rounded products
-// g * y (softmax) or g (log_softmax) by rule 4. NaN propagates as on the stub.
+// Default: a row is handled by a group of G threads (a warp for rows up to 1024 columns, a
+// 256-thread block beyond; rows of up to 8192 columns, cols % 4 == 0, keep the row in
+// registers), each thread's strided chain then a fixed shuffle tree (no atomics).
+//
+// Exact mode sums as the stub does (the schedule of native/stub/softmax.c): a block per row,
+// the row max in index order (first of equal values kept), the row sum by rule 4 of tl_math.h
+// (tl_exact_block_reduce). NaN propagates as on the stub.
 #include "common.cuh"
 #include "formulas/normalize.h"
 #include "entry/softmax_kernels.h"
 #include <math.h>
 
 namespace {
-
-struct Stat {
-    float m, s;  // running max and sum of exp(v - m) over the allowed entries seen
-};
-
-__device__ __forceinline__ Stat stat_add(Stat a, float v) {
-    if (v != v) {
-        a.m = v;  // NaN poisons the row
-        a.s = v;
-    } else if (v > a.m) {
-        a.s = (a.m == -INFINITY ? 0.0f : a.s * expf(a.m - v)) + 1.0f;
-        a.m = v;
-    } else if (v != -INFINITY) {
-        a.s += expf(v - a.m);
-    }
-    return a;
-}
-
-__device__ __forceinline__ Stat stat_merge(Stat a, Stat b) {
-    float m = fmaxf(a.m, b.m);
-    if (a.m != a.m || b.m != b.m) return Stat{NAN, NAN};
-    if (m == -INFINITY) return Stat{m, 0.0f};
-    float s = (a.m == -INFINITY ? 0.0f : a.s * expf(a.m - m)) +
-              (b.m == -INFINITY ? 0.0f : b.s * expf(b.m - m));
-    return Stat{m, s};
-}
-
-struct StatMerge {
-    __device__ __forceinline__ Stat operator()(Stat a, Stat b) const { return stat_merge(a, b); }
-};
-
-__device__ __forceinline__ Stat tl_shfl_xor(unsigned mask, Stat v, int o) {
-    return Stat{__shfl_xor_sync(mask, v.m, o), __shfl_xor_sync(mask, v.s, o)};
-}
 
 // KIND: 0 softmax, 1 log_softmax, 2 masked softmax (mask row r % mask_rows; NULL = all allowed)
 template <int G, int KIND>
@@ -60,33 +28,40 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
     const float *xr = x + (ok ? row : 0) * cols;
     float *yr = y + (ok ? row : 0) * cols;
     const float *mr = (KIND == 2 && mask) ? mask + ((ok ? row : 0) % mask_rows) * cols : nullptr;
-    Stat st{-INFINITY, 0.0f};
+    // the row max (NaN wins: a NaN row stays NaN), the sum of exp(x - max), then the map:
+    // the stub's formulas, each pass over the row's allowed entries in the group's lane order;
+    // softmax's exps wait in y for the division, so each entry costs one exp
+    float m = -INFINITY;
     if (ok)
         for (int64_t k = lane; k < cols; k += G)
-            if (KIND != 2 || !mr || mr[k] != 0.0f) st = stat_add(st, xr[k]);
-    st = tl_group_reduce<G>(st, StatMerge{});
-    if (!ok) return;
-    if (st.m == INFINITY) st.s = NAN;  // inf - inf: a +inf entry makes the row NaN (as the stub)
-    if (KIND == 2 && st.s == 0.0f) {  // nothing allowed (or only -inf): the row is all 0
-        for (int64_t k = lane; k < cols; k += G) yr[k] = 0.0f;
-        return;
-    }
-    if (KIND == 1) {
-        float ls = logf(st.s);
-        for (int64_t k = lane; k < cols; k += G) yr[k] = (xr[k] - st.m) - ls;
-    } else {
-        float inv = 1.0f / st.s;
+            if (KIND != 2 || !mr || mr[k] != 0.0f) m = tl_max_nan(m, xr[k]);
+    m = tl_group_max<G>(m);
+    const bool zero = KIND == 2 && m == -INFINITY;  // nothing allowed (or only -inf, no NaN)
+    float s = 0.0f;
+    if (ok && !zero)
         for (int64_t k = lane; k < cols; k += G) {
-            bool allowed = KIND != 2 || !mr || mr[k] != 0.0f;
-            yr[k] = allowed ? expf(xr[k] - st.m) * inv : 0.0f;  // blocked: exactly 0, NaN row too
+            const bool allowed = KIND != 2 || !mr || mr[k] != 0.0f;
+            const float e = allowed ? tlf_softmax_exp(xr[k], m) : 0.0f;
+            s += e;
+            if (KIND != 1) yr[k] = e;
         }
+    s = tl_group_sum<G>(s);
+    if (!ok) return;
+    if (zero) {  // the row is all 0
+        for (int64_t k = lane; k < cols; k += G) yr[k] = 0.0f;
+    } else if (KIND == 1) {
+        const float ls = tlm_log(s);
+        for (int64_t k = lane; k < cols; k += G) yr[k] = tlf_log_softmax(xr[k], m, ls);
+    } else {
+        for (int64_t k = lane; k < cols; k += G)  // blocked entries stay exactly 0, even for a NaN s
+            if (KIND != 2 || !mr || mr[k] != 0.0f) yr[k] = tlf_softmax_div(yr[k], s);
     }
 }
 
 // Wide rows (1024 < cols <= 256 * 4 * R, cols % 4 == 0): one 256-thread block per row keeps
-// the row in registers (R float4 per thread), so x is read once and each entry costs one expf:
-// a max pass, a sum-of-exp pass and the write, the same two-pass arithmetic as the stub. The
-// block reductions run in the fixed order of reduce_util.cuh (deterministic).
+// the row in registers (R float4 per thread), so x is read once and each entry costs one exp:
+// a max pass, a sum-of-exp pass and the write. The block reductions run in the fixed order of
+// reduce_util.cuh (deterministic).
 template <int R, int LOG>
 __global__ void __launch_bounds__(256) softmax_fwd_rows(const float4 *__restrict__ x,
                                                          float4 *__restrict__ y, int64_t cols4) {
@@ -106,21 +81,23 @@ __global__ void __launch_bounds__(256) softmax_fwd_rows(const float4 *__restrict
     for (int j = 0; j < R; j++) {
         int64_t k = threadIdx.x + (int64_t)j * 256;
         if (k < cols4) {
-            float4 e = make_float4(expf(v[j].x - m), expf(v[j].y - m), expf(v[j].z - m),
-                                   expf(v[j].w - m));
+            float4 e = make_float4(tlf_softmax_exp(v[j].x, m), tlf_softmax_exp(v[j].y, m),
+                                   tlf_softmax_exp(v[j].z, m), tlf_softmax_exp(v[j].w, m));
             s += (e.x + e.y) + (e.z + e.w);
             if (!LOG) v[j] = e;
         }
     }
     s = tl_group_sum<256>(s);
-    const float a = LOG ? logf(s) : 1.0f / s;
+    const float ls = LOG ? tlm_log(s) : 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
         int64_t k = threadIdx.x + (int64_t)j * 256;
         if (k < cols4) {
             float4 o = v[j];
-            if (LOG) o = make_float4((o.x - m) - a, (o.y - m) - a, (o.z - m) - a, (o.w - m) - a);
-            else o = make_float4(o.x * a, o.y * a, o.z * a, o.w * a);
+            if (LOG) o = make_float4(tlf_log_softmax(o.x, m, ls), tlf_log_softmax(o.y, m, ls),
+                                     tlf_log_softmax(o.z, m, ls), tlf_log_softmax(o.w, m, ls));
+            else o = make_float4(tlf_softmax_div(o.x, s), tlf_softmax_div(o.y, s),
+                                 tlf_softmax_div(o.z, s), tlf_softmax_div(o.w, s));
             yr[k] = o;
         }
     }
@@ -137,11 +114,11 @@ __global__ void softmax_bwd(const float *__restrict__ y, const float *__restrict
     float *dr = dx + (ok ? row : 0) * cols;
     float acc = 0.0f;
     if (ok)
-        for (int64_t k = lane; k < cols; k += G) acc += LOG ? gr[k] : gr[k] * yr[k];
+        for (int64_t k = lane; k < cols; k += G) acc += LOG ? gr[k] : tlm_mul(gr[k], yr[k]);
     float s = tl_group_sum<G>(acc);
     if (!ok) return;
     for (int64_t k = lane; k < cols; k += G)
-        dr[k] = LOG ? gr[k] - expf(yr[k]) * s : yr[k] * (gr[k] - s);
+        dr[k] = LOG ? tlf_log_softmax_backward(yr[k], gr[k], s) : tlf_softmax_backward(yr[k], gr[k], s);
 }
 
 // ---- exact mode: a block per row, partials in shared memory (or gpart, a slice per row) ----

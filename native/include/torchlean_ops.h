@@ -90,7 +90,7 @@ TL_API int tl_silu_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n);
 TL_API int tl_rand_uniform(tl_buf y, int64_t n, uint64_t key);
 /* n float32 values, 1.0 where uniform_i < p else 0.0. */
 TL_API int tl_bernoulli_mask(tl_buf y, int64_t n, uint64_t key, double p);
-/* n float32 normals (Box-Muller on draws 2i and 2i+1, in double), mean + std z. In exact */
+/* n float32 normals by Box-Muller on draws 2i and 2i+1 in canonical float32 operations, in */
 TL_API int tl_rand_normal(tl_buf y, int64_t n, uint64_t key, double mean, double std);
 
 /* ---- optim (native/stub/optim.c, native/cuda/optim.cu) ---- */
@@ -242,7 +242,7 @@ TL_API int tl_layer_norm_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf 
 TL_API int tl_batchnorm_channel_first(tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf mean, tl_buf var, tl_buf inv_std, int64_t n, int64_t c, int64_t s, double eps);
 /* Fused batchnorm backward; returns (dx, dgamma, dbeta), per-channel sums in a fixed order. */
 TL_API int tl_batchnorm_channel_first_backward(tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma, tl_buf dx, tl_buf dgamma, tl_buf dbeta, int64_t n, int64_t c, int64_t s);
-/* RMS normalisation over the last axis (leading axes folded into rows), torch's RMSNorm; y = x * inv_rms * weight, inv_rms = 1 / sqrt(mean(x^2) + eps) (also returned, one per row). Rule-4 sums in every mode, so both backends give the same bits. */
+/* RMS normalisation over the last axis (leading axes folded into rows), torch's RMSNorm; y = x * inv_rms * weight, inv_rms = 1 / sqrt(mean(x^2) + eps) (also returned, one per row). */
 TL_API int tl_rms_norm(tl_buf x, tl_buf weight, tl_buf y, tl_buf inv_rms, int64_t rows, int64_t cols, double eps);
 /* Fused rms_norm backward; returns (dx, dweight); dweight sums g * x * inv_rms over rows in a fixed order. */
 TL_API int tl_rms_norm_backward(tl_buf g, tl_buf x, tl_buf inv_rms, tl_buf weight, tl_buf dx, tl_buf dweight, int64_t rows, int64_t cols);

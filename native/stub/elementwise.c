@@ -2,11 +2,10 @@
  * native/common/formulas/elementwise.h, shared with CUDA.
  *
  * The maps ops.yaml gives a `formula:` are generated (entry/elementwise_maps_stub.inc) into the
- * vectorised loop defined here. What stays by hand is schedule: binary_broadcast's strided rows,
- * affine_rows, the log over blocks (every mode), safe_log as softplus + eps then that log, and
- * the sigmoid over blocks (exact mode). The default mode's sigmoid and the softplus/safe_log
- * backward keep the faster float sigmoid (tlf_sigmoid_fast): not tlf_sigmoid's bits, so exact
- * mode runs the canonical formulas instead.
+ * vectorised loop defined here. What stays by hand is schedule, the same in every mode:
+ * binary_broadcast's strided rows, affine_rows, the log and the sigmoid over blocks (so their
+ * loops vectorise), softplus_backward as that sigmoid then a product, and safe_log as
+ * softplus + eps then the blocked log.
  */
 #include "stub.h"
 #include "entry/elementwise_kernels.h"
@@ -104,26 +103,20 @@ int tlk_affine_rows(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf 
     return TL_OK;
 }
 
-/* canonical in every mode: the blocked form is faster than libm's scalar logf */
+/* over blocks: faster than a plain loop of tlf_log */
 int tlk_log(const char *op, tl_buf x, tl_buf y, int64_t n) {
     by_blocks(log_exact_block, x->data, y->data, n);
     return TL_OK;
 }
 int tlk_sigmoid(const char *op, tl_buf x, tl_buf y, int64_t n) {
-    const float *X = x->data; float *Y = y->data;
-    if (tl_exact()) { by_blocks(sigmoid_exact_block, X, Y, n); return TL_OK; }
-    LOOP(n) Y[i] = tlf_sigmoid_fast(X[i]);
+    by_blocks(sigmoid_exact_block, x->data, y->data, n);
     return TL_OK;
 }
-/* g sigmoid(x); exact mode computes sigmoid(x) into dx first, then multiplies in place */
+/* g sigmoid(x) (tlf_softplus_backward): sigmoid(x) into dx over blocks, then the product in place */
 int tlk_softplus_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
-    const float *X = x->data, *G = g->data; float *D = dx->data;
-    if (tl_exact()) {
-        by_blocks(sigmoid_exact_block, X, D, n);
-        LOOP(n) D[i] = tlm_mul(G[i], D[i]);
-    } else {
-        LOOP(n) D[i] = tlf_softplus_backward_fast(X[i], G[i]);
-    }
+    const float *G = g->data; float *D = dx->data;
+    by_blocks(sigmoid_exact_block, x->data, D, n);
+    LOOP(n) D[i] = tlm_mul(G[i], D[i]);
     return TL_OK;
 }
 
@@ -137,17 +130,6 @@ TL_VEC512 int tlk_safe_log(const char *op, tl_buf x, tl_buf y, int64_t n, double
         float t[SIG_BLOCK];
         for (int64_t i = 0; i < len; i++) t[i] = tlm_add(tlf_softplus(X[i0 + i]), e);
         log_exact_block(t, Y + i0, len);
-    }
-    return TL_OK;
-}
-
-/* (g sigmoid(x)) / (softplus(x) + eps) */
-TL_VEC512 int tlk_safe_log_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps) {
-    const float *X = x->data, *G = g->data; float *D = dx->data; const float e = (float)eps;
-    if (tl_exact()) {
-        LOOP(n) D[i] = tlf_safe_log_backward(X[i], G[i], e);
-    } else {
-        LOOP(n) D[i] = tlf_safe_log_backward_fast(X[i], G[i], e);
     }
     return TL_OK;
 }

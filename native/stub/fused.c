@@ -1,7 +1,7 @@
 /* fused.c (stub): fused kernels for transformer training.
  *
- * cross_entropy_rows: one row of logits at a time, in the exact arithmetic of tl_math.h (both
- * modes; the stub has one): the row max in index order (tlm_max_first), s = rule-4 sum of
+ * cross_entropy_rows: one row of logits at a time, over formulas/normalize.h (both modes; the
+ * stub has one schedule): the row max in index order (tlm_max_first), s = rule-4 sum of
  * tlm_exp(x - max), ls = tlm_log(s), loss = (max - x[t]) + ls. Only max and ls are kept; the
  * backward rebuilds p = tlm_exp((x - max) - ls) (log_softmax's value, exponentiated) and writes
  * g * (p - [j == t]) in the same pass. A label outside [0, V) marks the row ignored: loss 0,
@@ -13,6 +13,7 @@
  * three backward kernels on it. */
 #include <math.h>
 #include "stub.h"
+#include "formulas/normalize.h"
 #include <stdlib.h>
 #include "entry/fused_kernels.h"
 #include "entry/elementwise_kernels.h"
@@ -28,11 +29,11 @@ static void ce_row(const float *xr, int64_t cols, const int64_t *lab, int64_t r,
                    float *loss, float *rowmax, float *logsum) {
     float m = xr[0];
     for (int64_t j = 1; j < cols; j++) m = tlm_max_first(m, xr[j]);
-    for (int64_t j = 0; j < cols; j++) e[j] = tlm_exp(tlm_sub(xr[j], m));
+    for (int64_t j = 0; j < cols; j++) e[j] = tlf_softmax_exp(xr[j], m);
     float sum = tl_rule4_sum(e, cols), ls = tlm_log(sum);
     *rowmax = sum != sum ? sum : m; /* a NaN row stores NaN, whichever max the order found */
     *logsum = ls;
-    *loss = ce_label(lab, r, cols) ? tlm_add(tlm_sub(m, xr[lab[r]]), ls) : 0.0f;
+    *loss = ce_label(lab, r, cols) ? tlf_ce_loss(m, xr[lab[r]], ls) : 0.0f;
 }
 
 int tlk_cross_entropy_rows(const char *op, tl_buf x, tl_buf loss, tl_buf rowmax, tl_buf logsum,
@@ -73,8 +74,8 @@ int tlk_cross_entropy_rows_backward(const char *op, tl_buf g, tl_buf x, tl_buf r
         }
         const float m = M[r], ls = LS[r], gr = G[r];
         const int64_t t = lab[r];
-        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(gr, tlm_exp(tlm_sub(tlm_sub(xr[j], m), ls)));
-        dr[t] = tlm_mul(gr, tlm_sub(tlm_exp(tlm_sub(tlm_sub(xr[t], m), ls)), 1.0f));
+        for (int64_t j = 0; j < cols; j++) dr[j] = tlf_ce_grad(xr[j], m, ls, gr, 0);
+        dr[t] = tlf_ce_grad(xr[t], m, ls, gr, 1);
     }
     return TL_OK;
 }

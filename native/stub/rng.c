@@ -1,7 +1,6 @@
 /* rng.c (stub): the schedule of the counter-based random kernels (one loop, split across
- * threads); the transforms are native/common/formulas/rng.h, shared with CUDA. rand_normal runs
- * the double transform by default (as torchlean/random.py) and the canonical float32 one in
- * exact mode.
+ * threads); the transforms are native/common/formulas/rng.h, shared with CUDA, the same in
+ * every mode.
  */
 #include "stub.h"
 #include "formulas/rng.h"
@@ -22,14 +21,8 @@ int tlk_bernoulli_mask(const char *op, tl_buf y, int64_t n, uint64_t key, double
 }
 
 int tlk_rand_normal(const char *op, tl_buf y, int64_t n, uint64_t key, double mean, double std) {
-    float *Y = y->data;
-    if (tl_exact()) {
-        const float mf = (float)mean, sf = (float)std;
-        #pragma omp parallel for simd if(n > TL_PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < n; i++) Y[i] = tlf_normal_exact(key, i, mf, sf);
-        return TL_OK;
-    }
-    #pragma omp parallel for if(n > TL_PAR_MIN / 8) schedule(static)
-    for (int64_t i = 0; i < n; i++) Y[i] = tlf_normal(key, i, mean, std);
+    float *Y = y->data; const float mf = (float)mean, sf = (float)std;
+    #pragma omp parallel for simd if(n > TL_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) Y[i] = tlf_normal(key, i, mf, sf);
     return TL_OK;
 }

@@ -20,33 +20,16 @@
 #include "formulas/scan.h"
 #include "entry/scan_kernels.h"
 
-static inline int64_t coef_len(int64_t mode, int64_t batch, int64_t steps, int64_t width) {
-    return mode == 0 ? width : mode == 1 ? steps * width : batch * steps * width;
-}
-
-/* offset of (sample bi, step t, channel 0) in a coefficient of the given mode */
-static inline int64_t coef_row(int64_t mode, int64_t bi, int64_t t, int64_t steps, int64_t width) {
-    return mode == 0 ? 0 : mode == 1 ? t * width : (bi * steps + t) * width;
-}
-
-/* the chunk count the registry passed must be the one this library recomputes with */
-static int check_chunks(const char *op, int64_t steps, int64_t chunks) {
-    if (chunks != (steps + TL_SCAN_CHUNK - 1) / TL_SCAN_CHUNK)
-        return tl_fail(TL_E_ARG, "%s: %lld checkpoint chunks for %lld steps; expected chunks of %d steps",
-                       op, (long long)chunks, (long long)steps, TL_SCAN_CHUNK);
-    return TL_OK;
-}
-
 int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, tl_buf hc, int64_t batch,
                       int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode, int64_t chunks) {
-    TL_TRY(check_chunks(op, steps, chunks));
+    TL_TRY(tl_scan_check_chunks(op, steps, chunks));
     const float *A = a->data, *B = b->data, *X = x->data, *H0 = h0->data;
     float *Y = y->data, *HC = hc->data;
 #pragma omp parallel for schedule(static) if (batch > 1 && batch * steps * width > TL_PAR_MIN)
     for (int64_t bi = 0; bi < batch; bi++)
         for (int64_t t = 0; t < steps; t++) {
-            const float *at = A + coef_row(a_mode, bi, t, steps, width);
-            const float *bt = B + coef_row(b_mode, bi, t, steps, width);
+            const float *at = A + tlf_scan_coef_row(a_mode, bi, t, steps, width);
+            const float *bt = B + tlf_scan_coef_row(b_mode, bi, t, steps, width);
             const float *xt = X + (bi * steps + t) * width;
             const float *hp = t ? Y + (bi * steps + t - 1) * width : H0 + bi * width;
             float *ht = Y + (bi * steps + t) * width;
@@ -67,7 +50,8 @@ int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, 
 int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf hc, tl_buf g,
                                tl_buf da, tl_buf db, tl_buf dh0, int64_t batch, int64_t steps, int64_t width,
                                int64_t a_mode, int64_t b_mode, int64_t chunks) {
-    int64_t na = coef_len(a_mode, batch, steps, width), nb = coef_len(b_mode, batch, steps, width);
+    int64_t na = tlf_scan_coef_len(a_mode, batch, steps, width);
+    int64_t nb = tlf_scan_coef_len(b_mode, batch, steps, width);
     int64_t nx = batch * steps * width;
     if (batch == 0 || width == 0 || steps == 0) {
         /* nothing flows: coefficient and state gradients are zero */
@@ -76,7 +60,7 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
         if (batch > 0 && width > 0) memset(dh0->data, 0, sizeof(float) * (size_t)(batch * width));
         return TL_OK;
     }
-    TL_TRY(check_chunks(op, steps, chunks));
+    TL_TRY(tl_scan_check_chunks(op, steps, chunks));
     /* float64 sums across samples for (D,) and (T, D) coefficients */
     int64_t nacc_a = a_mode == 2 ? 0 : na, nacc_b = b_mode == 2 ? 0 : nb;
     double *acc = calloc((size_t)(nacc_a + nacc_b + 1), sizeof(double));
@@ -104,8 +88,8 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
                 const float *hq = HC + (bi * chunks + q) * width;
                 for (int64_t j = c0; j < c1; j++) hs[0][j - c0] = hq[j];
                 for (int64_t t = t0; t < t1; t++) {
-                    const float *at = A + coef_row(a_mode, bi, t, steps, width);
-                    const float *bt = B + coef_row(b_mode, bi, t, steps, width);
+                    const float *at = A + tlf_scan_coef_row(a_mode, bi, t, steps, width);
+                    const float *bt = B + tlf_scan_coef_row(b_mode, bi, t, steps, width);
                     const float *xt = X + (bi * steps + t) * width;
                     const float *hp = hs[t - t0];
                     float *ht = hs[t - t0 + 1];
@@ -113,12 +97,12 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
                         ht[j - c0] = tlf_scan_step(at[j], hp[j - c0], bt[j], xt[j]);
                 }
                 for (int64_t t = t1 - 1; t >= t0; t--) {
-                    const float *bt = B + coef_row(b_mode, bi, t, steps, width);
-                    const float *an = t + 1 < steps ? A + coef_row(a_mode, bi, t + 1, steps, width) : NULL;
+                    const float *bt = B + tlf_scan_coef_row(b_mode, bi, t, steps, width);
+                    const float *an = t + 1 < steps ? A + tlf_scan_coef_row(a_mode, bi, t + 1, steps, width) : NULL;
                     int64_t row = (bi * steps + t) * width;
                     const float *hp = hs[t - t0];
-                    double *ca = accA + coef_row(a_mode, bi, t, steps, width);
-                    double *cb = accB + coef_row(b_mode, bi, t, steps, width);
+                    double *ca = accA + tlf_scan_coef_row(a_mode, bi, t, steps, width);
+                    double *cb = accB + tlf_scan_coef_row(b_mode, bi, t, steps, width);
                     for (int64_t j = c0; j < c1; j++) {
                         float gt = G[row + j];
                         if (an) gt = tlf_scan_carry(gt, an[j], gnext[j]);
@@ -138,7 +122,8 @@ int tlk_selective_scan_backward(const char *op, tl_buf a, tl_buf b, tl_buf x, tl
                 if (a_mode == 0) accA[j] += sa[j - c0];
                 if (b_mode == 0) accB[j] += sb[j - c0];
             }
-            for (int64_t j = c0; j < c1; j++) DH0[bi * width + j] = tlm_mul(A[coef_row(a_mode, bi, 0, steps, width) + j], gnext[j]);
+            for (int64_t j = c0; j < c1; j++)
+                DH0[bi * width + j] = tlm_mul(A[tlf_scan_coef_row(a_mode, bi, 0, steps, width) + j], gnext[j]);
         }
     }
     for (int64_t i = 0; i < nacc_a; i++) DA[i] = (float)accA[i];

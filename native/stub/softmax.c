@@ -3,11 +3,12 @@
  * outputs), and each row is computed in a fixed order, so results do not depend on threads.
  * Stable forms: exp(x - rowmax); log_softmax directly as (x - max) - log(sum exp(x - max)).
  *
- * The per-element arithmetic is native/common/formulas/normalize.h (shared with CUDA's exact
- * kernels), on tl_math.h: the row max in index order (tlm_max_first), tlm_exp, the row
- * sum by rule 4 and a division (exact mode); default mode sums a row in 8 interleaved lanes
- * (tl_sum_f32_block) and multiplies by the reciprocal, which is cheaper. NaN propagates: a NaN
- * in a row (or a +inf, whose exp(inf - inf) is NaN) makes the row's sum NaN, so its outputs. */
+ * The per-element arithmetic is native/common/formulas/normalize.h (shared with CUDA), on
+ * tl_math.h in every mode: the row max in index order (tlm_max_first), tlm_exp, the row sum
+ * and a division (tlm_log for log_softmax). Only the sum's order depends on the mode: rule 4
+ * in exact mode, else 8 interleaved lanes (tl_sum_f32_block), which is cheaper. NaN
+ * propagates: a NaN in a row (or a +inf, whose exp(inf - inf) is NaN) makes the row's sum
+ * NaN, so its outputs. */
 #include <math.h>
 #include "stub.h"
 #include "formulas/normalize.h"
@@ -24,14 +25,8 @@ static inline float row_sum(const float *x, int64_t c, int exact) {
     return exact ? tl_rule4_sum(x, c) : (float)tl_sum_f32_block(x, c);
 }
 
-/* y[j] = y[j] / s: a division in exact mode, a multiplication by 1/s otherwise */
-static inline void row_scale(float *y, int64_t c, float s, int exact) {
-    if (exact) {
-        for (int64_t j = 0; j < c; j++) y[j] = tlf_softmax_div(y[j], s);
-    } else {
-        float inv = 1.0f / s;
-        for (int64_t j = 0; j < c; j++) y[j] *= inv;
-    }
+static inline void row_div(float *y, int64_t c, float s) {
+    for (int64_t j = 0; j < c; j++) y[j] = tlf_softmax_div(y[j], s);
 }
 
 int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
@@ -43,7 +38,7 @@ int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) 
         const float *xr = X + r * cols; float *yr = Y + r * cols;
         float m = row_max(xr, cols);
         for (int64_t j = 0; j < cols; j++) yr[j] = tlf_softmax_exp(xr[j], m);
-        row_scale(yr, cols, row_sum(yr, cols, exact), exact);
+        row_div(yr, cols, row_sum(yr, cols, exact));
     }
     return TL_OK;
 }
@@ -58,7 +53,7 @@ int tlk_log_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t co
         float m = row_max(xr, cols);
         for (int64_t j = 0; j < cols; j++) yr[j] = tlf_softmax_exp(xr[j], m); /* scratch: the exps */
         float s = row_sum(yr, cols, exact);
-        float ls = exact ? tlm_log(s) : logf(s);
+        float ls = tlm_log(s);
         for (int64_t j = 0; j < cols; j++) yr[j] = tlf_log_softmax(xr[j], m, ls);
     }
     return TL_OK;
@@ -116,9 +111,9 @@ int tlk_masked_softmax(const char *op, tl_buf x, tl_buf mask, tl_buf y, int64_t 
         }
         for (int64_t j = 0; j < cols; j++)
             yr[j] = (!mr || mr[j] != 0.0f) ? tlf_softmax_exp(xr[j], m) : 0.0f;
-        float s = row_sum(yr, cols, exact), inv = 1.0f / s;
+        float s = row_sum(yr, cols, exact);
         for (int64_t j = 0; j < cols; j++) /* blocked entries stay exactly 0, even for a NaN s */
-            if (!mr || mr[j] != 0.0f) yr[j] = exact ? tlf_softmax_div(yr[j], s) : yr[j] * inv;
+            if (!mr || mr[j] != 0.0f) yr[j] = tlf_softmax_div(yr[j], s);
     }
     return TL_OK;
 }

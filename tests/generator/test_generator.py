@@ -56,12 +56,23 @@ def test_fixture_features_appear_in_output():
     assert 'DETERMINISM_ATOMIC_OPS = ("sum", )' in files["cdef.py"]
 
 
+_ROWS = '  args: ["i64 rows = rows(x)", "i64 cols = cols(x)"]\n  lengths: {x: "rows*cols", y: "rows*cols"}\n'
 BAD = [
     ("formula_not_a_map", '  formula: "tlf_neg(x)"\n', "a formula map takes 1 to 4 inputs"),
     ("formula_syntax", '  args: ["i64 n = numel(x)"]\n  formula: "x + 1"\n', "formula must read 'tlf_<name>"),
     ("formula_unknown_arg", '  args: ["i64 n = numel(x)"]\n  formula: "tlf_neg(x, c)"\n',
      "formula argument 'c' is neither an input"),
     ("own_schedule_alone", "  own_schedule: [stub]\n", "own_schedule needs a formula"),
+    ("normalize_without_rows", '  args: ["i64 n = numel(x)"]\n  normalize: ["y = tlf_square(x)"]\n',
+     "normalize: needs args 'i64 rows' and 'i64 cols'"),
+    ("normalize_unknown_name", _ROWS + "  normalize: [\"y = tlf_square(z)\"]\n",
+     "'z' in 'y = tlf_square(z)' is no input, earlier step"),
+    ("normalize_output_before_sum", _ROWS + "  normalize: [\"y = tlf_square(x)\", \"s = sum(x)\"]\n",
+     "element outputs come after every sum"),
+    ("normalize_not_a_call", _ROWS + "  normalize: [\"y = x * 2\"]\n",
+     "expressions are calls of tlf_/tlm_ functions on names"),
+    ("normalize_and_formula", _ROWS + "  formula: \"tlf_neg(x)\"\n  normalize: [\"y = tlf_square(x)\"]\n",
+     "give formula or normalize, not both"),
     ("unknown_key", "  colour: red\n", "unknown key(s) colour in op 'bad'"),
     ("vjp_unknown_op", "  vjp: {x: \"nope(grad)\"}\n",
      "vjp calls 'nope', which is neither a registry op nor a helper"),
@@ -133,6 +144,56 @@ def test_generator_reports_a_registry_error_in_one_line(tmp_path):
     assert r.stderr.strip().splitlines() == [
         f"{p}:16: scale: output 'y' calls 'samee', which is not a helper in torchlean/shapes/ "
         "(define it in torchlean/shapes/<family>.py and export it from torchlean/shapes/__init__.py)"]
+
+
+def test_normalize_ops_generate_both_backends_kernels():
+    files = _render_fixture()
+    stub, cuda = files["normalize_stub.inc"], files["normalize_cuda.inc"]
+    # the stub: the row's terms in the first element output, then rule 4; the map after it
+    assert "for (int64_t j = 0; j < cols; j++) t[j] = tlf_square(x_p[r * cols + j]);" in stub
+    assert "const float v_ss = tl_rule4_sum(t, cols);" in stub
+    assert "r_p[r] = v_r;" in stub
+    assert "const float e_y = tlf_rms_y(x_p[r * cols + j], v_r, w_p[j]);" in stub
+    assert "TL_TRY(tl_stub_axis_sum(op, dx_p, dw_p, 1, rows, cols));" in stub
+    # CUDA: one kernel template, rule 4 in exact mode and tl_block_sum otherwise
+    assert "tl_row_sum<EXACT>([=](int64_t j) { return tlf_square(x_p[r * cols + j]); }, cols, part);" in cuda
+    assert "rows_rms<true><<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>" in cuda
+    assert "rows_rms<false><<<(unsigned)rows, tl_rows_threads(cols), 0, st>>>" in cuda
+    assert "TL_TRY(tl_cuda_axis_sum(op, dx->data, dw->data, 1, rows, cols, 0));" in cuda
+    assert "cudaMemsetAsync(dw->data, 0, sizeof(float) * cols, st)" in cuda  # no rows: dw = 0
+    # the element value xh is inlined where it is read
+    assert "tlf_rms_dx(tlm_mul(g_p[r * cols + j], w_p[j]), tlf_rms_xhat(x_p[r * cols + j], r_p[r]), v_S2" in cuda
+
+
+def test_normalize_steps_chain_row_statistics(tmp_path):
+    """layer_norm's shape: a second sum reads the first's statistic; stored row and element values."""
+    p = tmp_path / "ops.yaml"
+    p.write_text(FIXTURE.read_text() + textwrap.dedent("""
+        - name: ln
+          doc: layer_norm as normalize steps.
+          family: norm
+          inputs: [x, gamma, beta]
+          attrs:
+            eps: {type: float, default: 1.0e-5, check: positive}
+          outputs: {y: "same(x)", xhat: "same(x)", inv_std: "reduce(x, -1)"}
+          args: ["i64 rows = rows(x)", "i64 cols = cols(x)", "f64 eps = eps"]
+          lengths: {x: "rows*cols", gamma: cols, beta: cols, y: "rows*cols", xhat: "rows*cols", inv_std: rows}
+          normalize: ["s = sum(x)", "mean = tlf_mean(s, inv_n)", "q = sum(tlf_sqdev(x, mean))",
+                      "sd = tlf_norm_std(tlf_mean(q, inv_n), eps)", "inv_std = tlf_norm_inv(sd)",
+                      "xhat = tlf_norm_xhat(x, mean, sd)", "y = tlf_affine(xhat, gamma, beta)"]
+          test: {cases: [{shapes: [[2, 3], [3], [3]]}], fwd: {rtol: 0, atol: 0}, vjp: {rtol: 0, atol: 0}}
+        """))
+    files = {q.name: text for q, text in gen.render_all(p).items()}
+    stub, cuda = files["normalize_stub.inc"], files["normalize_cuda.inc"]
+    body = stub[stub.index("int tlk_ln("):]
+    # the terms go to the first element output (xhat), the second sum reads the first's mean
+    assert body.index("t[j] = x_p[r * cols + j];") < body.index("const float v_mean = tlf_mean(v_s, inv_n_f);") \
+        < body.index("t[j] = tlf_sqdev(x_p[r * cols + j], v_mean);")
+    assert "float *t = xhat_p + r * cols;" in body
+    assert "inv_std_p[r] = v_inv_std;" in body
+    assert "const float e_xhat = tlf_norm_xhat(x_p[r * cols + j], v_mean, v_sd);" in body
+    assert "y_p[r * cols + j] = e_y;" in body and "tlf_affine(e_xhat, gamma_p[j], beta_p[j])" in body
+    assert "if (threadIdx.x == 0) inv_std_p[r] = v_inv_std;" in cuda
 
 
 def test_formula_maps_generate_both_backends_bodies():

@@ -785,9 +785,9 @@ def bernoulli_mask(*, n: int, key: int, p: float):
 
 
 def rand_normal(*, n: int, key: int, mean: float = 0.0, std: float = 1.0):
-    """n float32 normals (Box-Muller on draws 2i and 2i+1, in double), mean + std z. In exact
-    mode the same draws go through canonical float32 operations instead:
-    z = sqrt(-2 log u1) cos(2 pi u2), y = mean + std z (tl_math.h tlm_log, tlm_cos_2pi)."""
+    """n float32 normals by Box-Muller on draws 2i and 2i+1 in canonical float32 operations, in
+    every mode: z = sqrt(-2 log u1) cos(2 pi u2), y = mean + std z (tl_math.h tlm_log,
+    tlm_cos_2pi; mean and std rounded to float32)."""
     _op = "rand_normal"
     if not (n.__class__ is int and n >= 0):
         n = attr(_op, "n", n, "int", "nonneg")
@@ -3442,7 +3442,7 @@ def silu_backward(x, g):
 
 
 def rms_norm(x, weight, *, eps: float = 1.1920928955078125e-07):
-    """RMS normalisation over the last axis (leading axes folded into rows), torch's RMSNorm; y = x * inv_rms * weight, inv_rms = 1 / sqrt(mean(x^2) + eps) (also returned, one per row). Rule-4 sums in every mode, so both backends give the same bits."""
+    """RMS normalisation over the last axis (leading axes folded into rows), torch's RMSNorm; y = x * inv_rms * weight, inv_rms = 1 / sqrt(mean(x^2) + eps) (also returned, one per row)."""
     _op = "rms_norm"
     if not (x.__class__ is AnyBuffer and x.buf.live
             and weight.__class__ is AnyBuffer and weight.buf.live):

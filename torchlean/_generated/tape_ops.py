@@ -1628,7 +1628,7 @@ class TapeOps:
         return self._record("silu", _out, (x,), _vjp_silu, {"x": _x}, False)
 
     def rms_norm(self, x: int, weight: int, *, eps: float = 1.1920928955078125e-07) -> int:
-        """RMS normalisation over the last axis (leading axes folded into rows), torch's RMSNorm; y = x * inv_rms * weight, inv_rms = 1 / sqrt(mean(x^2) + eps) (also returned, one per row). Rule-4 sums in every mode, so both backends give the same bits."""
+        """RMS normalisation over the last axis (leading axes folded into rows), torch's RMSNorm; y = x * inv_rms * weight, inv_rms = 1 / sqrt(mean(x^2) + eps) (also returned, one per row)."""
         _x = self._input("rms_norm", x)
         _weight = self._input("rms_norm", weight)
         _out, _r_inv_rms = _ops.rms_norm(_x, _weight, eps=eps)

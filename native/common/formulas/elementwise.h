@@ -67,20 +67,13 @@ TLM_HD float tlf_safe_log_backward(float x, float g, float eps) {
 }
 TLM_HD float tlf_clamp_backward(float x, float g, float lo, float hi) { return (x > lo && x < hi) ? g : 0.0f; }
 
-/* ---- the stub's default-mode sigmoid (and the softplus/safe_log backward on it): float
- * arithmetic, faster than tlm_sigmoid on the CPU; not tlf_sigmoid's bits, so only the stub's
- * default schedule uses them as such (exact mode and CUDA run tlf_sigmoid).
- * tlf_sigmoid_fast is also silu's sigmoid, in every mode (named IEEE operations: both backends
- * give its bits). ---- */
-/* overflow-safe: exp of a non-positive argument only, 1 / (1 + e) for x >= 0 and e / (1 + e)
- * below; branch-free so the loop vectorises (NaN gives NaN through e); within 2 ulp */
+/* ---- silu's sigmoid, in every mode: float arithmetic that vectorises on the CPU (within 2 ulp
+ * of tlf_sigmoid, named IEEE operations, so both backends give its bits). Overflow-safe: exp
+ * of a non-positive argument only, 1 / (1 + e) for x >= 0 and e / (1 + e) below; branch-free
+ * (NaN gives NaN through e) ---- */
 TLM_HD float tlf_sigmoid_fast(float x) {
     float e = tlm_exp(-fabsf(x));
     return tlm_div(x >= 0.0f ? 1.0f : e, tlm_add(1.0f, e));
-}
-TLM_HD float tlf_softplus_backward_fast(float x, float g) { return g * tlf_sigmoid_fast(x); }
-TLM_HD float tlf_safe_log_backward_fast(float x, float g, float eps) {
-    return g * tlf_sigmoid_fast(x) / (tlm_softplus(x) + eps);
 }
 
 /* silu = x sigmoid(x) (tlf_sigmoid_fast: vectorises on the CPU); -0 once the sigmoid

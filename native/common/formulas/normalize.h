@@ -9,7 +9,7 @@
  * sum). Their backward: dxhat = g * gamma, S1 = sum dxhat, S2 = sum dxhat * xhat, and
  * dx = ((dxhat n - S1) - xhat S2) inv_std / n.
  * softmax: exp(x - max), then a division by the row sum; log_softmax: (x - max) - log(sum);
- * backward y (g - sum g y) and g - exp(y) sum g.
+ * backward y (g - sum g y) and g - exp(y) sum g; cross_entropy_rows from the same statistics.
  */
 #ifndef TL_FORMULAS_NORMALIZE_H
 #define TL_FORMULAS_NORMALIZE_H
@@ -36,7 +36,9 @@ TLM_HD float tlf_norm_dx(float dxh, float xh, float S1, float S2, float fn, floa
 /* ---- rms_norm: inv_rms = 1 / sqrt(mean(x^2) + eps) (tlf_mean, tlf_norm_std, tlf_norm_inv over
  * the squares), xhat = x inv_rms, y = xhat weight; backward as above without S1 ---- */
 TLM_HD float tlf_square(float x) { return tlm_mul(x, x); }
+TLM_HD float tlf_rms_inv(float ss, float inv_n, float eps) { return tlf_norm_inv(tlf_norm_std(tlf_mean(ss, inv_n), eps)); }
 TLM_HD float tlf_rms_xhat(float x, float inv_rms) { return tlm_mul(x, inv_rms); }
+TLM_HD float tlf_rms_y(float x, float inv_rms, float w) { return tlm_mul(tlf_rms_xhat(x, inv_rms), w); }
 TLM_HD float tlf_rms_dx(float dxh, float xh, float S2, float fn, float inv_rms, float inv_n) {
     return tlm_mul(tlm_mul(tlm_sub(tlm_mul(dxh, fn), tlm_mul(xh, S2)), inv_rms), inv_n);
 }
@@ -54,5 +56,13 @@ TLM_HD float tlf_log_softmax(float x, float max, float log_sum) { return tlm_sub
 TLM_HD float tlf_softmax_backward(float y, float g, float s) { return tlm_mul(y, tlm_sub(g, s)); }
 /* dx = g - exp(y) s, s = sum g */
 TLM_HD float tlf_log_softmax_backward(float y, float g, float s) { return tlm_sub(g, tlm_mul(tlm_exp(y), s)); }
+
+/* ---- cross_entropy_rows: the row's exps tlf_softmax_exp summed, ls = log(sum); loss
+ * (max - x[t]) + ls; backward g (p - [j == t]) with p = exp((x - max) - ls) ---- */
+TLM_HD float tlf_ce_loss(float max, float xt, float log_sum) { return tlm_add(tlm_sub(max, xt), log_sum); }
+TLM_HD float tlf_ce_grad(float x, float max, float log_sum, float g, int hit) {
+    float p = tlm_exp(tlm_sub(tlm_sub(x, max), log_sum));
+    return tlm_mul(g, hit ? tlm_sub(p, 1.0f) : p);
+}
 
 #endif /* TL_FORMULAS_NORMALIZE_H */

@@ -11,4 +11,13 @@
 TLM_HD float tlf_scan_step(float a, float h_prev, float b, float x) { return tlm_add(tlm_mul(a, h_prev), tlm_mul(b, x)); }
 TLM_HD float tlf_scan_carry(float dy, float a_next, float g_next) { return tlm_add(dy, tlm_mul(a_next, g_next)); }
 
+/* a coefficient's layout by its mode: (D,) 0, (T, D) 1, (B, T, D) 2: its length, and the offset
+ * of (sample bi, step t, channel 0) in it */
+TLM_HD int64_t tlf_scan_coef_len(int64_t mode, int64_t batch, int64_t steps, int64_t width) {
+    return mode == 0 ? width : mode == 1 ? steps * width : batch * steps * width;
+}
+TLM_HD int64_t tlf_scan_coef_row(int64_t mode, int64_t bi, int64_t t, int64_t steps, int64_t width) {
+    return mode == 0 ? 0 : mode == 1 ? t * width : (bi * steps + t) * width;
+}
+
 #endif /* TL_FORMULAS_SCAN_H */
