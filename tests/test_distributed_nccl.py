@@ -179,6 +179,26 @@ def test_all_gather_layout_and_ddp_exact_path(comm, monkeypatch):
         s.step()
         kinds = {call[0] for call in fake.calls}
         assert ("all_gather" if exact else "all_reduce") in kinds
+        # the mean is NCCL's (ncclAvg = 4): no scale kernel per parameter
+        assert all(call[5] == 4 for call in fake.calls if call[0] == "all_reduce")
+        for p, q in zip(lin.parameters(), ref.parameters()):
+            np.testing.assert_array_equal(p.grad, q.grad)
+        # two micro-batches: exact mode gathers both (.grad after no_sync holds the second
+        # alone until the reduction), the result is the accumulated sum either way
+        fake.calls.clear()
+        for q in ref.parameters():
+            q.zero_grad()
+        for p in lin.parameters():
+            p.zero_grad()
+        xs = [xin, np.array([[1.5, 0.25, -3.0]])]
+        with ddp.no_sync():
+            ddp(s.tensor(xs[0])).sum().backward()
+        ddp(s.tensor(xs[1])).sum().backward()
+        for xm in xs:
+            ref(s.tensor(xm)).sum().backward()
+        s.step()
+        n = [call[3] for call in fake.calls if call[0] in ("all_gather", "all_reduce")]
+        assert n == ([2, 2, 6, 6] if exact else [2, 6])   # bias, weight; each micro-batch
         for p, q in zip(lin.parameters(), ref.parameters()):
             np.testing.assert_array_equal(p.grad, q.grad)
         ddp.remove_hooks()

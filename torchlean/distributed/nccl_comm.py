@@ -20,7 +20,7 @@ from torchlean.distributed.cuda_runtime import CudaRuntime
 from torchlean.distributed.errors import DistributedError
 from torchlean.distributed.work import Work, poll
 
-NCCL_FLOAT32, NCCL_SUM = 7, 0
+NCCL_FLOAT32, NCCL_SUM, NCCL_AVG = 7, 0, 4
 NCCL_IN_PROGRESS = 7
 
 
@@ -76,6 +76,7 @@ def _declare(L):
 
 class NCCLComm:
     name = "nccl"
+    averages = True      # all_reduce(average=True): NCCL's ncclAvg (NCCL >= 2.10)
 
     def __init__(self, mpi, device: int):
         self.mpi = mpi
@@ -161,12 +162,16 @@ class NCCLComm:
             self.mpi.failed = True
 
     # ---------------------------------------------------------------- collectives
-    def all_reduce(self, bufs, what: str) -> Work:
+    def all_reduce(self, bufs, what: str, average: bool = False) -> Work:
+        """Sum (average: the mean, divided inside NCCL's kernel) every buffer over the ranks,
+        in place."""
+        op = NCCL_AVG if average else NCCL_SUM
+
         def enqueue(w):
             for b in bufs:
                 if b.numel:
                     p = b.buf.data_ptr()
-                    self._check(w, self.nccl.ncclAllReduce(p, p, b.numel, NCCL_FLOAT32, NCCL_SUM,
+                    self._check(w, self.nccl.ncclAllReduce(p, p, b.numel, NCCL_FLOAT32, op,
                                                            self.comm, self.stream))
         return self._launch(what, enqueue)
 

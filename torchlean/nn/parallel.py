@@ -16,7 +16,8 @@ same number of forward passes since the last reduction, the same micro-batch ste
 skipped a backward() fails that step on every rank instead of drifting.
 
 Two reductions:
-  default: NCCL's (or MPI's) all-reduce sum, then (reduce_op="avg") the scale op with c = 1/W.
+  default: NCCL's (or MPI's) all-reduce sum; reduce_op="avg" divides by W inside NCCL's
+      kernel (ncclAvg: no kernel per parameter) or, on MPI, with the scale op (c = 1/W).
       Its summation order is the library's choice, so results agree with one process to
       rounding (allclose).
   exact (torchlean.is_deterministic() or torchlean.is_exact()): every micro-batch's gradient is
@@ -272,7 +273,11 @@ class DistributedDataParallel(Module):
                                                    "micro-batches")
             b.pending = (work, gathered, k, micro)   # the gather reads micro until it is done
         else:
-            b.pending = (self._comm.all_reduce(grads, what + " all_reduce"), None)
+            if self._average and self._comm.averages:
+                b.pending = (self._comm.all_reduce(grads, what + " all_reduce (mean)",
+                                                   average=True), None)
+            else:
+                b.pending = (self._comm.all_reduce(grads, what + " all_reduce"), None)
 
     def _on_backward_end(self) -> None:
         if not self._active:
@@ -316,7 +321,7 @@ class DistributedDataParallel(Module):
         for i, p in enumerate(b.params):
             g = p.grad_buf
             if gathered is None:
-                if not self._average:
+                if not self._average or self._comm.averages:
                     continue
                 out = _ops.scale(g, c=1.0 / W)
             else:
