@@ -26,9 +26,8 @@ Two reductions:
       c = 1/W. That is bit for bit what one process accumulating the W*K micro-batches in that
       order with backward() computes (backward adds each new gradient to .grad with the same
       add kernel). To keep the micro-batches apart, a backward under no_sync() moves each
-      parameter's gradient aside (its .grad then holds only the latest micro-batch's gradient
-      until the reducing backward); this costs K gradient copies per rank, and the gather
-      W*K more for the bucket in flight.
+      parameter's gradient aside (its .grad is None until the reducing backward); this costs
+      K gradient copies per rank, and the gather W*K more for the bucket in flight.
 
 Matching one process exactly: with reduce_op="sum" and each micro-batch loss scaled by
 1/(W*K), W processes of K micro-batches equal one process accumulating W*K micro-batches each

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# f22 (issue 22): data parallel on 2 GPUs (nvidia-h200-x2). From the repo root, after
+# `make -j16 stub cuda`; about 3-4 minutes, every step under a timeout within F22_BUDGET_S.
+#  1. the data-parallel tests on CUDA (NCCL, one GPU per rank): bit-exact accumulation with
+#     K = 1, 2, 3 micro-batches, default mode against one process, the fake-NCCL unit tests;
+#  2. weak scaling, 1 vs 2 GPUs at the same batch per GPU: torchlean (mpirun) and PyTorch DDP
+#     (torchrun) for the VGG-style CNN, the d=256 LM and the GPT-2-width LM (d=768, 6 layers,
+#     T=512); efficiency = 1-GPU step / 2-GPU step;
+#  3. where the time goes on 2 GPUs: --diag variants (solo: no communication; after: no
+#     overlap; lowprio: NCCL on a normal-priority stream; nocheck: no per-step MPI check),
+#     NCCL kernels on fewer SMs (NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS = 2 and 8), exact mode,
+#     and rank 0's kernel profile of the CNN and GPT steps on 1 and 2 GPUs.
+# NVLink multicast stays off: NCCL_NVLS_ENABLE=0. Output: $OUT/{summary.txt, ddp-f22.md,
+# ddp.jsonl, bench.log, tests.log, profile.log}; the summary is also printed at the end.
+set -u
+OUT=${OUT:-/tmp/f22-out}
+mkdir -p "$OUT"
+BUDGET=${F22_BUDGET_S:-235}
+START=$(date +%s)
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+. bench/gpu_steps.sh
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export TORCHLEAN_DIST_TIMEOUT_S=${TORCHLEAN_DIST_TIMEOUT_S:-60}
+PY=${PY:-python3}
+if ls .whl/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >>"$OUT/tests.log" 2>&1 \
+    || note "wheel install failed (see tests.log)"
+fi
+export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+{
+  date -u
+  git log --oneline -1 2>/dev/null
+  nvidia-smi --query-gpu=index,name,clocks.max.sm --format=csv,noheader
+  mpirun --version 2>&1 | head -n 1
+  $PY -c "import torch, mpi4py; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version(), 'mpi4py', mpi4py.__version__)"
+} >>"$SUMMARY" 2>&1
+
+# 1. tests on CUDA (killed/stalled-rank and example tests are left to CI's stub run)
+step "tests: data parallel on CUDA (NCCL)" "$OUT/tests.log" 100 \
+  env TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 $PY -m pytest -q -rfEs -p no:cacheprovider \
+  tests/test_distributed_dp.py tests/test_distributed.py \
+  -k "bitwise or default_mode_matches or rank_order or exact_cuda_run or collectives or syncbatchnorm"
+note "tests: $(grep -E '(passed|failed|error)' "$OUT/tests.log" | tail -n 1)"
+
+# 2./3. benchmarks (Open MPI forwards only the variables named with -x)
+if mpirun --version 2>&1 | grep -qi "open mpi"; then
+  MPIRUN=(mpirun --bind-to none -x NCCL_NVLS_ENABLE -x PYTHONPATH -x TORCHLEAN_BACKEND
+          -x TORCHLEAN_DIST_TIMEOUT_S -x LD_LIBRARY_PATH -x PATH)
+  fwd() { for kv in "$@"; do printf -- '-x\n%s\n' "$kv"; done; }
+else
+  MPIRUN=(mpirun)
+  fwd() { for kv in "$@"; do printf -- '-genv\n%s\n%s\n' "${kv%%=*}" "${kv#*=}"; done; }
+fi
+export TORCHLEAN_BACKEND=cuda
+J="$OUT/ddp.jsonl"
+: >"$J"
+M=cnn,lm,gpt
+RUN=(--warmup 5 --steps 20 --out "$J")
+# tl NAME N [VAR=VALUE ...] -- ARGS: torchlean on N GPUs with the NCCL variables given
+tl() {
+  local name=$1 n=$2; shift 2
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  local extra=()
+  [ ${#envs[@]} -gt 0 ] && mapfile -t extra < <(fwd "${envs[@]}")
+  step "torchlean $name, $n GPU" "$OUT/bench.log" 70 \
+    "${MPIRUN[@]}" "${extra[@]}" -n "$n" $PY bench/bench_ddp.py run "${RUN[@]}" "$@"
+}
+pt() {
+  step "pytorch, $1 GPU" "$OUT/bench.log" 70 $PY -m torch.distributed.run --standalone \
+    --nproc_per_node "$1" bench/bench_ddp_torch.py --model $M --warmup 5 --steps 20 --out "$J"
+}
+tl "default" 1 -- --model $M
+tl "default" 2 -- --model $M
+pt 1
+pt 2
+D=cnn,gpt
+for d in after solo lowprio nocheck; do tl "diag $d" 2 -- --model $D --diag $d; done
+tl "NCCL on 2 CTAs" 2 NCCL_MAX_CTAS=2 NCCL_MAX_NCHANNELS=2 -- --model $D --tag ctas2
+tl "NCCL on 8 CTAs" 2 NCCL_MAX_CTAS=8 NCCL_MAX_NCHANNELS=8 -- --model $D --tag ctas8
+tl "exact" 1 -- --model $M --mode exact
+tl "exact" 2 -- --model $M --mode exact
+step "table" "$OUT/bench.log" 20 $PY bench/bench_ddp.py table "$J" --out "$OUT/ddp-f22.md"
+# kernel profiles last (the runs they time are tagged, not the table's main rows)
+for n in 1 2; do
+  step "profile cnn,gpt $n GPU" "$OUT/profile.log" 60 \
+    "${MPIRUN[@]}" -n "$n" $PY bench/bench_ddp.py run --model cnn,gpt --warmup 3 --steps 5 \
+    --profile 4 --tag profiled --out "$OUT/profiled.jsonl"
+done
+grep -E "^##|^  " "$OUT/profile.log" >"$OUT/profile-summary.txt" 2>/dev/null
+note "total $(($(date +%s) - START)) s"
+echo "================ summary"
+cat "$SUMMARY"
+echo "================ table"
+cat "$OUT/ddp-f22.md" 2>/dev/null
+echo "================ kernel profiles (rank 0)"
+cat "$OUT/profile-summary.txt" 2>/dev/null
+echo "================ failures (tail of the logs)"
+grep -E "Error|error|FAILED|Traceback" "$OUT/bench.log" "$OUT/tests.log" | head -n 30
