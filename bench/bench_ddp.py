@@ -216,8 +216,9 @@ def kernels(step, n: int, rank: int, label: str, top: int = 14) -> None:
     per = defaultdict(lambda: [0.0, 0])
     for ev in prof.events():
         if ev.device_type == torch.autograd.DeviceType.CUDA:
+            us = getattr(ev, "device_time_total", None)
             d = per[ev.name[:100]]
-            d[0] += getattr(ev, "device_time_total", None) or ev.cuda_time_total
+            d[0] += ev.cuda_time_total if us is None else us
             d[1] += 1
     total = sum(v[0] for v in per.values()) / n / 1e3
     lines = [f"## profile {label}: wall {wall * 1e3:.3f} ms/step, kernels {total:.3f} ms/step"]
