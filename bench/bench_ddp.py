@@ -154,6 +154,8 @@ def run_model(args, name: str) -> None:
     s = Session()
     rng = np.random.default_rng(rank)
 
+    phases = {k: [] for k in ("forward", "backward", "optimizer", "sync")}
+
     def step():
         x, y = batch(name, rng)
         tl.synchronize()
@@ -163,13 +165,28 @@ def run_model(args, name: str) -> None:
             loss = nn.functional.cross_entropy(model(s.tensor(x)), y)
         else:
             loss = nn.functional.cross_entropy(model(x, s).reshape(-1, V), y.reshape(-1))
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         opt.step()
         s.step()
+        t3 = time.perf_counter()
         tl.synchronize()
-        return time.perf_counter() - t0
+        t4 = time.perf_counter()
+        for k, a, b in (("forward", t0, t1), ("backward", t1, t2), ("optimizer", t2, t3),
+                        ("sync", t3, t4)):
+            phases[k].append(b - a)
+        return t4 - t0
 
+    inside = ddp_phases() if args.timeline and wrap else {}
     times = [step() for _ in range(args.warmup + args.steps)][args.warmup:]
+    if args.timeline and rank == 0:
+        # host time by phase (median ms over the timed steps); backward includes the DDP
+        # step check and the wait for the reductions, listed on their own
+        parts = {k: v[args.warmup:] for k, v in {**phases, **inside}.items()}
+        print(f"## timeline {name} {args.mode} W={world} {args.diag or ''}{args.tag}: " + ", ".join(
+            f"{k} {1e3 * float(np.median(v)) if v else 0.0:.3f}" for k, v in parts.items()),
+            flush=True)
     slowest = dist.communicator().allgather_array(np.array(times), "bench times").max(axis=0)
     if args.profile:
         kernels(step, args.profile, rank, f"{name} {args.mode} W={world} {args.diag or ''}"
@@ -191,6 +208,41 @@ def run_model(args, name: str) -> None:
         print(json.dumps(rec), flush=True)
         with open(args.out, "a") as f:
             f.write(json.dumps(rec) + "\n")
+
+
+_PHASES: dict = {}
+
+
+def ddp_phases() -> dict:
+    """Host time per step in DistributedDataParallel's step check and in its end-of-backward
+    wait (reductions completed, gradients finished): patches the class, for --timeline."""
+    from torchlean.nn.parallel import DistributedDataParallel as DDP
+    if _PHASES:                       # patched by an earlier model of this process
+        for v in _PHASES.values():
+            v.clear()
+        return _PHASES
+    out = _PHASES
+    out.update({"ddp check": [], "ddp wait": []})
+
+    def timed(fn, key):
+        def wrapper(self, *a):
+            t0 = time.perf_counter()
+            try:
+                return fn(self, *a)
+            finally:
+                out[key].append(time.perf_counter() - t0)
+        return wrapper
+    # the check runs once per step inside _on_grad, the wait once in _on_backward_end (which
+    # calls the check again, a no-op then)
+    check = DDP._check_same_step
+
+    def check_once(self):
+        if self._checked:
+            return None
+        return timed(check, "ddp check")(self)
+    DDP._check_same_step = check_once
+    DDP._on_backward_end = timed(DDP._on_backward_end, "ddp wait")
+    return out
 
 
 def kernels(step, n: int, rank: int, label: str, top: int = 14) -> None:
@@ -296,6 +348,8 @@ def main(argv=None) -> None:
     r.add_argument("--bucket-cap-mb", type=float, default=25.0)
     r.add_argument("--diag", choices=DIAGS, default=None, help="a diagnostic variant (W > 1)")
     r.add_argument("--tag", default="", help="names the variant in the table")
+    r.add_argument("--timeline", action="store_true",
+                   help="print rank 0's host time by phase (forward, backward, DDP check...)")
     r.add_argument("--profile", type=int, default=0, metavar="N",
                    help="then trace N steps' kernels (torch.profiler) and print rank 0's")
     r.add_argument("--out", required=True, help="JSON lines file to append to")

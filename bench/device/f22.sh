@@ -11,7 +11,8 @@
 #     NCCL kernels on fewer SMs (NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS = 2 and 8), exact mode,
 #     and rank 0's kernel profile of the CNN and GPT steps on 1 and 2 GPUs.
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0. Output: $OUT/{summary.txt, ddp-f22.md,
-# ddp.jsonl, bench.log, tests.log, profile.log}; the summary is also printed at the end.
+# ddp.jsonl, bench.log, tests.log, profile.log}; the summary, the tables, rank 0's host time by
+# phase and the kernel profiles are printed at the end.
 set -u
 OUT=${OUT:-/tmp/f22-out}
 mkdir -p "$OUT"
@@ -57,7 +58,7 @@ export TORCHLEAN_BACKEND=cuda
 J="$OUT/ddp.jsonl"
 : >"$J"
 M=cnn,lm,gpt
-RUN=(--warmup 5 --steps 20 --out "$J")
+RUN=(--warmup 5 --steps 20 --timeline --out "$J")
 # tl NAME N [VAR=VALUE ...] -- ARGS: torchlean on N GPUs with the NCCL variables given
 tl() {
   local name=$1 n=$2; shift 2
@@ -95,6 +96,8 @@ echo "================ summary"
 cat "$SUMMARY"
 echo "================ table"
 cat "$OUT/ddp-f22.md" 2>/dev/null
+echo "================ host time by phase, ms per step (rank 0)"
+grep "^## timeline" "$OUT/bench.log"
 echo "================ kernel profiles (rank 0)"
 cat "$OUT/profile-summary.txt" 2>/dev/null
 echo "================ failures (tail of the logs)"
