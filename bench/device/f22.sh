@@ -7,7 +7,8 @@
 #     (torchrun) for the VGG-style CNN, the d=256 LM and the GPT-2-width LM (d=768, 6 layers,
 #     T=512); efficiency = 1-GPU step / 2-GPU step;
 #  3. where the time goes on 2 GPUs: --diag variants (solo: no communication; after: no
-#     overlap; lowprio: NCCL on a normal-priority stream; nocheck: no per-step MPI check),
+#     overlap; devwait: the compute stream, not the host, waits for NCCL; lowprio: NCCL on a
+#     normal-priority stream; nocheck: no per-step MPI check),
 #     NCCL kernels on fewer SMs (NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS = 2 and 8), exact mode,
 #     and rank 0's kernel profile of the CNN and GPT steps on 1 and 2 GPUs.
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0. Output: $OUT/{summary.txt, ddp-f22.md,
@@ -78,7 +79,7 @@ tl "default" 2 -- --model $M
 pt 1
 pt 2
 D=cnn,gpt
-for d in after solo lowprio nocheck; do tl "diag $d" 2 -- --model $D --diag $d; done
+for d in after devwait solo lowprio nocheck; do tl "diag $d" 2 -- --model $D --diag $d; done
 tl "NCCL on 2 CTAs" 2 NCCL_MAX_CTAS=2 NCCL_MAX_NCHANNELS=2 -- --model $D --tag ctas2
 tl "NCCL on 8 CTAs" 2 NCCL_MAX_CTAS=8 NCCL_MAX_NCHANNELS=8 -- --model $D --tag ctas8
 tl "exact" 1 -- --model $M --mode exact
