@@ -99,6 +99,71 @@ def worker_equal(out: Path) -> None:
     dist.destroy()
 
 
+def train_steps(ddp, opt, steps, r: int, W: int) -> None:
+    """Steps `steps` of the KS schedule: losses scaled by 1/(W*K), reduce_op="sum"."""
+    from torchlean.session import Session
+    X, Y = data(W)
+    s = Session()
+    for t in steps:
+        k = KS[t]
+        opt.zero_grad()
+        for j in range(k):
+            m = j * W + r
+            with contextlib.nullcontext() if j == k - 1 else ddp.no_sync():
+                (loss_of(ddp, s, X[t][m], Y[t][m]) * (1.0 / (W * k))).backward()
+            s.step()
+        opt.step()
+
+
+def worker_resume(out: Path) -> None:
+    """The uninterrupted run; then the same run checkpointed after step 1 (every rank calls
+    the writes: rank 0 alone writes), every rank loading the checkpoint into a model and
+    optimizer built from other weights, and going on. DistributedDataParallel keys the
+    dropout draws itself: its `steps` comes back from the checkpoint."""
+    import pickle
+    import torchlean.distributed as dist
+    from torchlean import nn, optim, random
+    from torchlean.nn.checkpoint import write_atomic
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import manual_seed
+    dist.init()
+    td.set_exact(True)
+    r, W = dist.rank(), dist.world_size()
+
+    def fresh(seed):
+        manual_seed(seed)
+        model = build_model()
+        ddp = DistributedDataParallel(model, bucket_cap_mb=0.0002, reduce_op="sum")
+        manual_seed(SEED)
+        return model, ddp, optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    model, ddp, opt = fresh(100)
+    train_steps(ddp, opt, range(len(KS)), r, W)
+    res = {f"full.{k}": v for k, v in state(model).items()}
+    ddp.remove_hooks()
+
+    model, ddp, opt = fresh(100)
+    train_steps(ddp, opt, range(1), r, W)
+    ck = out / "step1.ckpt"
+    write_atomic(ck, pickle.dumps({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                   "rng": random.get_rng_state(), "steps": ddp.steps}))
+    model.save(out / f"own{r}.safetensors")
+    nn.save_file({"w": model[0].weight.numpy()}, out / f"file{r}.safetensors")
+    dist.barrier()      # rank 0's write is complete before any rank reads it
+    ddp.remove_hooks()
+    model, ddp, opt = fresh(200 + r)
+    saved = pickle.loads(ck.read_bytes())
+    model.load_state_dict(saved["model"])
+    opt.load_state_dict(saved["optimizer"])
+    random.set_rng_state(saved["rng"])
+    ddp.steps = saved["steps"]
+    train_steps(ddp, opt, range(1, len(KS)), r, W)
+    res.update({f"resumed.{k}": v for k, v in state(model).items()})
+    res["steps"] = np.array(ddp.steps)
+    np.savez(out / f"rank{r}.npz", **res)
+    dist.destroy()
+
+
 def reference(world: int, op: str) -> dict:
     """One process accumulating the W * K micro-batches of each step in global order m (so
     BatchNorm folds them in that order, and .grad = .grad + g adds them in that order), each
@@ -292,6 +357,23 @@ def test_dropout_batchnorm_model_equals_accumulation_bitwise(tmp_path, world):
             assert np.array_equal(ref[key], ref["avg" + key[3:]]), key
 
 
+@pytest.mark.parametrize("world", WORLDS)
+def test_checkpoints_rank0_writes_and_resume_is_bitwise(tmp_path, world):
+    """Every rank called write_atomic, Module.save and nn.save_file: only rank 0's files
+    exist, with no temporary left; the resumed run's weights and buffers equal the
+    uninterrupted run's bit for bit on every rank."""
+    ranks = td.run_ok(world, "resume", tmp_path, timeout_s=90)
+    files = sorted(f for f in os.listdir(tmp_path) if not f.startswith("rank"))
+    assert files == ["file0.safetensors", "own0.safetensors", "step1.ckpt"], files
+    for r, got in enumerate(ranks):
+        full = sorted(k for k in got if k.startswith("full."))
+        assert len(full) == 16
+        for k in full:
+            assert np.array_equal(got[k], got["resumed" + k[4:]]), f"rank {r} {k}"
+        assert np.array_equal(got["full.0.weight"], ranks[0]["full.0.weight"])
+        assert int(got["steps"]) == len(KS)
+
+
 def _syncbn_reference(world: int):
     """float64 BatchNorm over the global batch; gradients of sum_r sum(w_r * y_r)."""
     x, w = syncbn_data(world)
@@ -433,6 +515,7 @@ def _workers_here(monkeypatch):
 if __name__ == "__main__":
     scenario, out = sys.argv[1], Path(sys.argv[2])
     {"equal": lambda: worker_equal(out),
+     "resume": lambda: worker_resume(out),
      "checks": lambda: worker_checks(out),
      "skip": lambda: worker_skip(out, batchnorm=False),
      "skip_bn": lambda: worker_skip(out, batchnorm=True),

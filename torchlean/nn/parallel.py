@@ -172,6 +172,19 @@ class DistributedDataParallel(Module):
         with _random.micro_batch(self._step, j * comm.world + comm.rank):
             return self.module(*args, **kwargs)
 
+    @property
+    def steps(self) -> int:
+        """Reductions completed: the step of the micro-batch keys this wrapper opens
+        (random.micro_batch(steps, j * W + r)). Set it when resuming from a checkpoint taken
+        after n optimizer steps, so the dropout draws go on as in the uninterrupted run."""
+        return self._step
+
+    @steps.setter
+    def steps(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"DistributedDataParallel.steps must be an integer >= 0, got {n!r}")
+        object.__setattr__(self, "_step", int(n))
+
     @contextlib.contextmanager
     def no_sync(self):
         """Backward passes inside accumulate gradients locally, without communication."""
