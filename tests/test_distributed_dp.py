@@ -649,3 +649,42 @@ def test_convert_sync_batchnorm_outside_a_job_is_batchnorm():
     conv.train()
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         conv[2][1](s.tensor(np.ones((1, 12))))
+
+
+def test_reduce_op_and_steps_options():
+    """In a world of one: a bad reduce_op or steps names the option; `steps` set on resume is
+    the step of the micro-batch keys of the next training forward (index j * W + r)."""
+    import torchlean as tl
+    import torchlean.distributed as dist
+    from torchlean import nn, random
+    from torchlean.nn.parallel import DistributedDataParallel
+
+    class Seen(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.keys = nn.Linear(2, 1), []
+
+        def forward(self, x):
+            self.keys.append(random.current_micro_batch())
+            return self.lin(x)
+
+    dist.init()
+    try:
+        with pytest.raises(ValueError, match="reduce_op must be 'avg' or 'sum', got 'mean'"):
+            DistributedDataParallel(nn.Linear(2, 1), reduce_op="mean")
+        m = Seen()
+        ddp = DistributedDataParallel(m, reduce_op="sum")
+        for bad in (-1, 1.5, True, "2"):
+            with pytest.raises(ValueError, match="steps must be an integer >= 0"):
+                ddp.steps = bad
+        ddp.steps = 4
+        s = tl.Session()
+        ddp(s.tensor(np.ones((1, 2)))).sum().backward()
+        with ddp.no_sync():
+            ddp(s.tensor(np.ones((1, 2)))).sum().backward()
+        ddp(s.tensor(np.ones((1, 2)))).sum().backward()
+        s.step()
+        assert m.keys == [(4, 0), (5, 0), (5, 1)] and ddp.steps == 6
+        ddp.remove_hooks()
+    finally:
+        dist.destroy()

@@ -37,7 +37,8 @@ rounds differently from a 1/(W*K) folded into the loss.
 
 Micro-batches: the j-th training forward since the last reduction on rank r is global
 micro-batch j * W + r of the step. Its random draws (dropout) are keyed by (seed, step, that
-index) through torchlean.random.micro_batch, unless the caller opened such a scope itself (the
+index) through torchlean.random.micro_batch, step being the wrapper's `steps` (reductions
+completed; restore it when resuming), unless the caller opened such a scope itself (the
 examples do, with their own step count, so a resumed run draws the same), and BatchNorm folds
 every rank's batch statistics into its running buffers in rank order (broadcast_buffers=True), so
 W processes equal one process accumulating the W micro-batches of each forward in rank order.
