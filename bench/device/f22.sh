@@ -11,15 +11,16 @@
 #     normal-priority stream; nocheck: no per-step MPI check),
 #     NCCL kernels on fewer SMs (NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS = 2 and 8), exact mode,
 #     and rank 0's kernel profile of the CNN and GPT steps on 1 and 2 GPUs.
-# NVLink multicast stays off: NCCL_NVLS_ENABLE=0. Output: $OUT/{summary.txt, ddp-f22.md,
-# ddp.jsonl, bench.log, tests.log, profile.log}; the summary, the tables, rank 0's host time by
-# phase and the kernel profiles are printed at the end.
+# NVLink multicast stays off: NCCL_NVLS_ENABLE=0. Output (few files: the device tool returns at
+# most 8): $OUT/ddp-f22.md (the table) and $OUT/logs.txt (every log); stdout ends with the
+# summary, the table, rank 0's host time by phase, the kernel profiles and the test results.
 set -u
 OUT=${OUT:-/tmp/f22-out}
 mkdir -p "$OUT"
 BUDGET=${F22_BUDGET_S:-235}
 START=$(date +%s)
-SUMMARY="$OUT/summary.txt"
+L="$OUT/logs.txt"      # every step's output
+SUMMARY=/tmp/f22-summary.txt
 : >"$SUMMARY"
 . bench/gpu_steps.sh
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
@@ -27,7 +28,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export TORCHLEAN_DIST_TIMEOUT_S=${TORCHLEAN_DIST_TIMEOUT_S:-60}
 PY=${PY:-python3}
 if ls .whl/*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >>"$OUT/tests.log" 2>&1 \
+  $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >>"$L" 2>&1 \
     || note "wheel install failed (see tests.log)"
 fi
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -40,11 +41,11 @@ export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 } >>"$SUMMARY" 2>&1
 
 # 1. tests on CUDA (killed/stalled-rank and example tests are left to CI's stub run)
-step "tests: data parallel on CUDA (NCCL)" "$OUT/tests.log" 100 \
+step "tests: data parallel on CUDA (NCCL)" "$L" 100 \
   env TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 $PY -m pytest -q -rfEs -p no:cacheprovider \
   tests/test_distributed_dp.py tests/test_distributed.py \
   -k "bitwise or default_mode_matches or rank_order or exact_cuda_run or collectives or syncbatchnorm"
-note "tests: $(grep -E '(passed|failed|error)' "$OUT/tests.log" | tail -n 1)"
+note "tests: $(grep -E '(passed|failed|error)' "$L" | tail -n 1)"
 
 # 2./3. benchmarks (Open MPI forwards only the variables named with -x)
 if mpirun --version 2>&1 | grep -qi "open mpi"; then
@@ -56,7 +57,7 @@ else
   fwd() { for kv in "$@"; do printf -- '-genv\n%s\n%s\n' "${kv%%=*}" "${kv#*=}"; done; }
 fi
 export TORCHLEAN_BACKEND=cuda
-J="$OUT/ddp.jsonl"
+J=/tmp/f22-ddp.jsonl
 : >"$J"
 M=cnn,lm,gpt
 RUN=(--warmup 5 --steps 20 --timeline --out "$J")
@@ -67,11 +68,11 @@ tl() {
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
   local extra=()
   [ ${#envs[@]} -gt 0 ] && mapfile -t extra < <(fwd "${envs[@]}")
-  step "torchlean $name, $n GPU" "$OUT/bench.log" 70 \
+  step "torchlean $name, $n GPU" "$L" 70 \
     "${MPIRUN[@]}" "${extra[@]}" -n "$n" $PY bench/bench_ddp.py run "${RUN[@]}" "$@"
 }
 pt() {
-  step "pytorch, $1 GPU" "$OUT/bench.log" 70 $PY -m torch.distributed.run --standalone \
+  step "pytorch, $1 GPU" "$L" 70 $PY -m torch.distributed.run --standalone \
     --nproc_per_node "$1" bench/bench_ddp_torch.py --model $M --warmup 5 --steps 20 --out "$J"
 }
 tl "default" 1 -- --model $M
@@ -84,22 +85,21 @@ tl "NCCL on 2 CTAs" 2 NCCL_MAX_CTAS=2 NCCL_MAX_NCHANNELS=2 -- --model $D --tag c
 tl "NCCL on 8 CTAs" 2 NCCL_MAX_CTAS=8 NCCL_MAX_NCHANNELS=8 -- --model $D --tag ctas8
 tl "exact" 1 -- --model $M --mode exact
 tl "exact" 2 -- --model $M --mode exact
-step "table" "$OUT/bench.log" 20 $PY bench/bench_ddp.py table "$J" --out "$OUT/ddp-f22.md"
+step "table" "$L" 20 $PY bench/bench_ddp.py table "$J" --out "$OUT/ddp-f22.md"
 # kernel profiles last (the runs they time are tagged, not the table's main rows)
 for n in 1 2; do
-  step "profile cnn,gpt $n GPU" "$OUT/profile.log" 60 \
+  step "profile cnn,gpt $n GPU" "$L" 60 \
     "${MPIRUN[@]}" -n "$n" $PY bench/bench_ddp.py run --model cnn,gpt --warmup 3 --steps 5 \
-    --profile 4 --tag profiled --out "$OUT/profiled.jsonl"
+    --profile 4 --tag profiled --out /tmp/f22-profiled.jsonl
 done
-grep -E "^##|^  " "$OUT/profile.log" >"$OUT/profile-summary.txt" 2>/dev/null
 note "total $(($(date +%s) - START)) s"
 echo "================ summary"
 cat "$SUMMARY"
 echo "================ table"
 cat "$OUT/ddp-f22.md" 2>/dev/null
 echo "================ host time by phase, ms per step (rank 0)"
-grep "^## timeline" "$OUT/bench.log"
+grep "^## timeline" "$L"
 echo "================ kernel profiles (rank 0)"
-cat "$OUT/profile-summary.txt" 2>/dev/null
+grep -E "^## profile|^  +[0-9.]+ ms " "$L"
 echo "================ failures (tail of the logs)"
-grep -E "Error|error|FAILED|Traceback" "$OUT/bench.log" "$OUT/tests.log" | head -n 30
+grep -E "passed|failed|FAILED|Error|Traceback" "$L" | head -n 40
