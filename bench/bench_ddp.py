@@ -22,9 +22,8 @@ Efficiency = (1-GPU step time) / (W-GPU step time).
                no NCCL kernel shares the SMs with the backward kernels)
   lowprio      NCCL on a normal-priority stream instead of a high-priority one
   nocheck      without the per-step agreement check (one small MPI all-gather on the host)
-  devwait      NCCL work is waited for by the compute stream (cudaStreamWaitEvent) instead
-               of the host, which goes on to the optimizer step at once (no deadline: the
-               events are only checked at the next collective)
+  hostwait     the host waits for every reduction at the end of backward (as before
+               Work.order: the GPU idles while the host then queues the optimizer step)
 --tag names other variants (NCCL variables set by the caller: NCCL_MAX_CTAS,
 NCCL_MAX_NCHANNELS, how many SMs NCCL's kernels take); the NCCL variables set are recorded.
 """
@@ -46,7 +45,7 @@ MODELS = {"cnn": "VGG-style CIFAR CNN, batch 128 per GPU",
 V = 256
 # (layers, d, heads, T, batch per GPU)
 LM_SHAPES = {"lm": (4, 256, 8, 128, 32), "gpt": (6, 768, 12, 512, 8)}
-DIAGS = ("solo", "after", "lowprio", "nocheck", "devwait")
+DIAGS = ("solo", "after", "lowprio", "nocheck", "hostwait")
 
 
 def build_cnn():
@@ -125,28 +124,9 @@ def apply_diag(diag: str) -> None:
                 ctypes.byref(st), cuda_runtime.STREAM_NON_BLOCKING, 0))
             return st.value
         cuda_runtime.CudaRuntime.high_priority_stream = normal_stream
-    elif diag == "devwait":
-        from torchlean.distributed import nccl_comm
+    elif diag == "hostwait":
         from torchlean.distributed.work import Work
-        launch = nccl_comm.NCCLComm._launch
-
-        def device_wait_launch(self, what, enqueue):
-            deferred = getattr(self, "_deferred", [])
-            for ev in deferred:          # the previous step's: long done by now
-                while not self.rt.query(ev):
-                    pass
-            self._events.extend(deferred)
-            self._deferred = []
-            launch(self, what, enqueue)   # its Work (and done event) is never waited for
-
-            def stream_wait():
-                ev = self._event()
-                self.rt.record(ev, self.stream)   # after the collective
-                self.rt.wait_event(self.compute, ev)
-                self._deferred.append(ev)
-            return Work(stream_wait)
-        nccl_comm.NCCLComm._launch = device_wait_launch
-
+        Work.order = Work.wait
 
 def run(args) -> None:
     import torchlean as tl

@@ -53,12 +53,21 @@ def poll(done, *, rank: int, what: str, timeout_s: float, on_timeout=None) -> No
 
 
 class Work:
-    """A started collective: wait() blocks until it is done (or raises), then runs `finish`."""
+    """A started collective: wait() blocks until it is done (or raises), then runs `finish`.
+    order() makes later device work wait for it instead, without blocking the host, where the
+    communicator can (NCCL: `order`); elsewhere it is wait()."""
 
-    __slots__ = ("_wait", "_finish", "done")
+    __slots__ = ("_wait", "_finish", "_order", "done")
 
-    def __init__(self, wait, finish=None):
-        self._wait, self._finish, self.done = wait, finish, False
+    def __init__(self, wait, finish=None, order=None):
+        self._wait, self._finish, self._order, self.done = wait, finish, order, False
+
+    def order(self) -> None:
+        if self._order is None or self.done:
+            self.wait()
+            return
+        self.done = True
+        self._order()
 
     def wait(self) -> None:
         if self.done:

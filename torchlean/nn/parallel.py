@@ -329,7 +329,7 @@ class DistributedDataParallel(Module):
 
     def _finish(self, b: _Bucket) -> None:
         work, gathered, *micro = b.pending
-        work.wait()
+        work.order()   # NCCL: the stream waits, the host goes on to the optimizer step
         W = self._comm.world
         for i, p in enumerate(b.params):
             g = p.grad_buf
