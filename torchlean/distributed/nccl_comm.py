@@ -92,6 +92,7 @@ class NCCLComm:
         self.nccl, self.nccl_path = load_nccl()
         _declare(self.nccl)
         self.rt = CudaRuntime()
+        self.device = device
         self.rt.set_device(device)
         self.compute = self._library_stream()
         self.stream = self.rt.high_priority_stream()
@@ -188,6 +189,10 @@ class NCCLComm:
         """The watchdog: recycle the events of completed collectives that only the device
         waited for; past a deadline, or on an asynchronous NCCL error, abort."""
         err = ctypes.c_int(0)
+        try:
+            self.rt.set_device(self.device)    # this thread's CUDA calls: the rank's device
+        except DistributedError as e:
+            self.error = e
         with self._lock:
             while self._watchdog is not None:
                 if not self._watched:
