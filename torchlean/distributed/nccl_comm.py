@@ -30,6 +30,7 @@ from torchlean.distributed.work import Work, poll
 
 NCCL_FLOAT32, NCCL_SUM, NCCL_AVG = 7, 0, 4
 NCCL_IN_PROGRESS = 7
+WATCH_S = 5e-3      # the watchdog's polling period (rarely: each wake-up takes the GIL)
 
 
 class UniqueId(ctypes.Structure):
@@ -219,7 +220,7 @@ class NCCLComm:
                     self._watched = []
                     self.abort()
                     continue
-                self._wake.wait(1e-3)
+                self._wake.wait(WATCH_S)
 
     def abort(self) -> None:
         with self._lock:
