@@ -9,8 +9,10 @@ init_sync=False, the values must already agree. Parameters are grouped in bucket
 When a backward pass has accumulated the last gradient of a bucket (a post-accumulate-grad hook,
 see Parameter.register_post_accumulate_grad_hook), the bucket's reduction starts at once, in
 bucket order on every rank, so communication overlaps the rest of the backward pass (on CUDA on
-a separate NCCL stream). When the backward pass ends, every reduction is waited for and each
-gradient becomes its average over the ranks (its sum with reduce_op="sum"). Only gradients are touched: any optimizer works.
+a separate NCCL stream). When the backward pass ends, every reduction is waited for (on CUDA
+by torchlean's stream, not the host, which goes on to queue the optimizer step; NCCL's watchdog
+keeps the deadline) and each gradient becomes its average over the ranks (its sum with
+reduce_op="sum"). Only gradients are touched: any optimizer works.
 Before its first bucket, each reducing backward checks that every rank is at the same step (the
 same number of forward passes since the last reduction, the same micro-batch step): a rank that
 skipped a backward() fails that step on every rank instead of drifting.
