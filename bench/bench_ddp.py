@@ -326,7 +326,8 @@ def table(args) -> None:
     if variants:
         lines += ["", "Diagnostic variants (torchlean; efficiency against the 1-GPU run of the "
                   "same model and mode above):", "",
-                  "| model | mode | variant | GPUs | step (ms) | eff. |", "|---|---|---|---|---|---|"]
+                  "| model | mode | variant | GPUs | step (ms) | eff. |",
+                  "|---|---|---|---|---|---|"]
         for r in variants:
             one = by.get(("torchlean", r["model"], r["mode"].split(" ")[0], 1))
             eff = f"{100 * one['median_ms'] / r['median_ms']:.0f}%" if one else "n/a"
