@@ -1,18 +1,31 @@
 """Data-parallel weak scaling of torchlean: the step time of one training step on 1 and on W
 processes (one GPU each, the same batch per GPU), and the markdown table next to PyTorch DDP.
 
-    mpirun -n W python bench/bench_ddp.py run --model cnn|lm --mode default|exact --out R.jsonl
-    torchrun --nproc_per_node W bench/bench_ddp_torch.py --model cnn|lm --out R.jsonl
+    mpirun -n W python bench/bench_ddp.py run --model cnn|lm|gpt --mode default|exact --out R.jsonl
+    torchrun --nproc_per_node W bench/bench_ddp_torch.py --model cnn|lm|gpt --out R.jsonl
     python bench/bench_ddp.py table R.jsonl --out bench/results/ddp-h200x2.md
 
 Models: a VGG-style CIFAR CNN (conv 64-64-pool-128-128-pool, linear to 10 classes, batch 128 of
-3x32x32 per GPU) and a 4-layer pre-norm transformer LM (d=256, 8 heads, T=128, vocabulary 256,
-batch 32 per GPU); SGD with momentum; random data drawn on the host each step. One process
+3x32x32 per GPU), a 4-layer pre-norm transformer LM (d=256, 8 heads, T=128, vocabulary 256,
+batch 32 per GPU) and one of GPT-2's width (6 layers, d=768, 12 heads, T=512, batch 8 per GPU);
+SGD with momentum; random data drawn on the host each step. One process
 (W=1) trains the bare model; W > 1 wraps it in DistributedDataParallel. A step is timed from
 its start to the end of a device synchronisation after the optimizer step; the step time of
 a run is the median over the timed steps of the slowest rank's time. exact: torchlean's exact
 mode where the build has it, else deterministic mode (both reduce in rank order).
 Efficiency = (1-GPU step time) / (W-GPU step time).
+
+--diag runs one variant that tells where data parallelism's time goes (W > 1):
+  solo         every rank trains its bare model, no communication (contention between the
+               processes alone: host, PCIe, clocks)
+  after        every bucket's reduction starts when the backward pass has ended (no overlap:
+               no NCCL kernel shares the SMs with the backward kernels)
+  lowprio      NCCL on a normal-priority stream instead of a high-priority one
+  nocheck      without the per-step agreement check (one small MPI all-gather on the host)
+  hostwait     the host waits for every reduction at the end of backward (as before
+               Work.order: the GPU idles while the host then queues the optimizer step)
+--tag names other variants (NCCL variables set by the caller: NCCL_MAX_CTAS,
+NCCL_MAX_NCHANNELS, how many SMs NCCL's kernels take); the NCCL variables set are recorded.
 """
 from __future__ import annotations
 
@@ -27,8 +40,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MODELS = {"cnn": "VGG-style CIFAR CNN, batch 128 per GPU",
-          "lm": "transformer LM, 4 layers d=256 8 heads T=128, batch 32 per GPU"}
-V, T, D, HEADS, LAYERS = 256, 128, 256, 8, 4
+          "lm": "transformer LM, 4 layers d=256 8 heads T=128, batch 32 per GPU",
+          "gpt": "GPT-2 width LM, 6 layers d=768 12 heads T=512, batch 8 per GPU"}
+V = 256
+# (layers, d, heads, T, batch per GPU)
+LM_SHAPES = {"lm": (4, 256, 8, 128, 32), "gpt": (6, 768, 12, 512, 8)}
+DIAGS = ("solo", "after", "lowprio", "nocheck", "hostwait")
 
 
 def build_cnn():
@@ -40,8 +57,9 @@ def build_cnn():
         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(128 * 8 * 8, 10))
 
 
-def build_lm():
+def build_lm(name: str):
     from torchlean import nn
+    LAYERS, D, HEADS, T, _ = LM_SHAPES[name]
 
     class Block(nn.Module):
         def __init__(self):
@@ -76,48 +94,117 @@ def batch(model_name: str, rng):
     if model_name == "cnn":
         return (rng.standard_normal((128, 3, 32, 32), dtype=np.float32),
                 rng.integers(0, 10, 128))
-    x = rng.integers(0, V, (32, T))
+    _, _, _, T, B = LM_SHAPES[model_name]
+    x = rng.integers(0, V, (B, T))
     return x, np.roll(x, -1, axis=1)
 
 
+def apply_diag(diag: str) -> None:
+    """Patch DistributedDataParallel (or NCCL's stream) for one --diag variant, before the
+    communicator and the wrapper exist. Measurement only: these are no library options."""
+    from torchlean.nn.parallel import DistributedDataParallel as DDP
+    if diag == "after":
+        def on_grad(self, p):   # mark the bucket ready; _on_backward_end launches them all
+            b = self._bucket_of.get(id(p))
+            if not self._sync or b is None or b.pending is not None:
+                return
+            b.ready.add(id(p))
+            object.__setattr__(self, "_active", True)
+            self._check_same_step()
+        DDP._on_grad = on_grad
+    elif diag == "nocheck":
+        DDP._check_same_step = lambda self: None
+    elif diag == "lowprio":
+        import ctypes
+        from torchlean.distributed import cuda_runtime
+
+        def normal_stream(self):
+            st = ctypes.c_void_p()
+            self.check("cudaStreamCreateWithPriority", self.lib.cudaStreamCreateWithPriority(
+                ctypes.byref(st), cuda_runtime.STREAM_NON_BLOCKING, 0))
+            return st.value
+        cuda_runtime.CudaRuntime.high_priority_stream = normal_stream
+    elif diag == "hostwait":
+        from torchlean.distributed.work import Work
+        Work.order = Work.wait
+
 def run(args) -> None:
+    import torchlean as tl
+    import torchlean.distributed as dist
+    if args.diag:
+        apply_diag(args.diag)
+    dist.init()
+    if args.mode == "exact":
+        getattr(tl, "set_exact", tl.set_deterministic)(True)
+    for name in args.model.split(","):
+        if name not in MODELS:
+            raise SystemExit(f"--model: {name!r} is none of {sorted(MODELS)}")
+        run_model(args, name)
+    dist.destroy()
+
+
+def run_model(args, name: str) -> None:
     import torchlean as tl
     import torchlean.distributed as dist
     from torchlean import nn, optim
     from torchlean.nn.parallel import DistributedDataParallel
     from torchlean.session import Session, manual_seed
-    dist.init()
     rank, world = dist.rank(), dist.world_size()
-    if args.mode == "exact":
-        getattr(tl, "set_exact", tl.set_deterministic)(True)
     manual_seed(0)
-    net = build_cnn() if args.model == "cnn" else build_lm()
-    model = DistributedDataParallel(net) if world > 1 else net
+    net = build_cnn() if name == "cnn" else build_lm(name)
+    wrap = world > 1 and args.diag != "solo"
+    model = DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb) if wrap else net
     opt = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     s = Session()
     rng = np.random.default_rng(rank)
-    times = []
-    for step in range(args.warmup + args.steps):
-        x, y = batch(args.model, rng)
+
+    phases = {k: [] for k in ("forward", "backward", "optimizer", "sync")}
+
+    def step():
+        x, y = batch(name, rng)
         tl.synchronize()
         t0 = time.perf_counter()
         opt.zero_grad()
-        if args.model == "cnn":
+        if name == "cnn":
             loss = nn.functional.cross_entropy(model(s.tensor(x)), y)
         else:
             loss = nn.functional.cross_entropy(model(x, s).reshape(-1, V), y.reshape(-1))
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         opt.step()
         s.step()
+        t3 = time.perf_counter()
         tl.synchronize()
-        if step >= args.warmup:
-            times.append(time.perf_counter() - t0)
+        t4 = time.perf_counter()
+        for k, a, b in (("forward", t0, t1), ("backward", t1, t2), ("optimizer", t2, t3),
+                        ("sync", t3, t4)):
+            phases[k].append(b - a)
+        return t4 - t0
+
+    inside = ddp_phases() if args.timeline and wrap else {}
+    times = [step() for _ in range(args.warmup + args.steps)][args.warmup:]
+    if args.timeline and rank == 0:
+        # host time by phase (median ms over the timed steps); backward includes the DDP
+        # step check and the wait for the reductions, listed on their own
+        parts = {k: v[args.warmup:] for k, v in {**phases, **inside}.items()}
+        print(f"## timeline {name} {args.mode} W={world} {args.diag or ''}{args.tag}: " + ", ".join(
+            f"{k} {1e3 * float(np.median(v)) if v else 0.0:.3f}" for k, v in parts.items()),
+            flush=True)
     slowest = dist.communicator().allgather_array(np.array(times), "bench times").max(axis=0)
+    if args.profile:
+        kernels(step, args.profile, rank, f"{name} {args.mode} W={world} {args.diag or ''}"
+                f"{args.tag}")
+    if hasattr(model, "remove_hooks"):
+        model.remove_hooks()
     if rank == 0:
         mode = args.mode
         if mode == "exact" and not hasattr(tl, "set_exact"):
             mode = "exact (deterministic)"
-        rec = {"impl": "torchlean", "model": args.model, "mode": mode, "world": world,
+        variant = "+".join(v for v in (args.diag, args.tag) if v)
+        nccl = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+        rec = {"impl": "torchlean", "model": name, "mode": mode, "world": world,
+               "variant": variant, "nccl_env": nccl,
                "median_ms": 1e3 * float(np.median(slowest)),
                "p10_ms": 1e3 * float(np.percentile(slowest, 10)),
                "p90_ms": 1e3 * float(np.percentile(slowest, 90)),
@@ -125,12 +212,81 @@ def run(args) -> None:
         print(json.dumps(rec), flush=True)
         with open(args.out, "a") as f:
             f.write(json.dumps(rec) + "\n")
-    dist.destroy()
+
+
+_PHASES: dict = {}
+
+
+def ddp_phases() -> dict:
+    """Host time per step in DistributedDataParallel's step check and in its end-of-backward
+    wait (reductions completed, gradients finished): patches the class, for --timeline."""
+    from torchlean.nn.parallel import DistributedDataParallel as DDP
+    if _PHASES:                       # patched by an earlier model of this process
+        for v in _PHASES.values():
+            v.clear()
+        return _PHASES
+    out = _PHASES
+    out.update({"ddp check": [], "ddp wait": []})
+
+    def timed(fn, key):
+        def wrapper(self, *a):
+            t0 = time.perf_counter()
+            try:
+                return fn(self, *a)
+            finally:
+                out[key].append(time.perf_counter() - t0)
+        return wrapper
+    # the check runs once per step inside _on_grad, the wait once in _on_backward_end (which
+    # calls the check again, a no-op then)
+    check = DDP._check_same_step
+
+    def check_once(self):
+        if self._checked:
+            return None
+        return timed(check, "ddp check")(self)
+    DDP._check_same_step = check_once
+    DDP._on_backward_end = timed(DDP._on_backward_end, "ddp wait")
+    return out
+
+
+def kernels(step, n: int, rank: int, label: str, top: int = 14) -> None:
+    """Rank 0's GPU kernels over n steps (torch.profiler's CUPTI trace records torchlean's
+    kernels too): time per step by kernel, the sum, and the wall time. Every rank traces."""
+    from collections import defaultdict
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        print("profile: torch is not installed", flush=True)
+        return
+    import torchlean.distributed as dist
+    torch.cuda.set_device(dist.device() or 0)   # torch's device: this rank's
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / n
+    if rank:
+        return
+    per = defaultdict(lambda: [0.0, 0])
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            us = getattr(ev, "device_time_total", None)
+            d = per[ev.name[:100]]
+            d[0] += ev.cuda_time_total if us is None else us
+            d[1] += 1
+    total = sum(v[0] for v in per.values()) / n / 1e3
+    lines = [f"## profile {label}: wall {wall * 1e3:.3f} ms/step, kernels {total:.3f} ms/step"]
+    for k, (us, c) in sorted(per.items(), key=lambda kv: -kv[1][0])[:top]:
+        lines.append(f"  {us / n / 1e3:8.3f} ms  {c / n:5.1f}x  {k}")
+    print("\n".join(lines), flush=True)
 
 
 def table(args) -> None:
     recs = [json.loads(line) for line in open(args.results) if line.strip()]
-    by = {(r["impl"], r["model"], r["mode"].split(" ")[0], r["world"]): r for r in recs}
+    main = [r for r in recs if not r.get("variant")]
+    by = {(r["impl"], r["model"], r["mode"].split(" ")[0], r["world"]): r for r in main}
     worlds = sorted({r["world"] for r in recs if r["world"] > 1}) or [2]
     gpus = " / ".join(str(w) for w in worlds)
     lines = [f"# Data-parallel weak scaling, 1 vs {gpus} GPUs", "",
@@ -166,6 +322,17 @@ def table(args) -> None:
             if d and e:
                 lines.append(f"- {m}: exact / default step time on {w} GPUs = "
                              f"{e['median_ms'] / d['median_ms']:.2f}x")
+    variants = [r for r in recs if r.get("variant")]
+    if variants:
+        lines += ["", "Diagnostic variants (torchlean; efficiency against the 1-GPU run of the "
+                  "same model and mode above):", "",
+                  "| model | mode | variant | GPUs | step (ms) | eff. |",
+                  "|---|---|---|---|---|---|"]
+        for r in variants:
+            one = by.get(("torchlean", r["model"], r["mode"].split(" ")[0], 1))
+            eff = f"{100 * one['median_ms'] / r['median_ms']:.0f}%" if one else "n/a"
+            lines.append(f"| {r['model']} | {r['mode']} | {r['variant']} | {r['world']} | "
+                         f"{r['median_ms']:.2f} | {eff} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
@@ -179,10 +346,17 @@ def main(argv=None) -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="time one configuration (launch under mpirun -n W)")
-    r.add_argument("--model", choices=sorted(MODELS), required=True)
+    r.add_argument("--model", required=True, help="cnn, lm, gpt, or several: cnn,lm")
     r.add_argument("--mode", choices=["default", "exact"], default="default")
     r.add_argument("--warmup", type=int, default=5)
     r.add_argument("--steps", type=int, default=30)
+    r.add_argument("--bucket-cap-mb", type=float, default=25.0)
+    r.add_argument("--diag", choices=DIAGS, default=None, help="a diagnostic variant (W > 1)")
+    r.add_argument("--tag", default="", help="names the variant in the table")
+    r.add_argument("--timeline", action="store_true",
+                   help="print rank 0's host time by phase (forward, backward, DDP check...)")
+    r.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="then trace N steps' kernels (torch.profiler) and print rank 0's")
     r.add_argument("--out", required=True, help="JSON lines file to append to")
     t = sub.add_parser("table", help="write the markdown table from the JSON lines")
     t.add_argument("results")

@@ -55,9 +55,11 @@ class DataParallel:
     micro-batch j * W + r, the order in which DistributedDataParallel's BatchNorm folds the
     ranks' statistics. Each micro-batch runs inside torchlean.random.micro_batch(step, index),
     so its dropout masks are those one process draws for it with --accumulate W*K. The model is
-    wrapped in DistributedDataParallel when W > 1; each micro-batch loss is scaled by 1/K and
-    all but the last run under no_sync, so the step uses the mean of the W * K micro-batch
-    losses' gradients. A plain run is W = 1, K = 1. Only rank 0 writes to stdout.
+    wrapped in DistributedDataParallel(reduce_op="sum") when W > 1; each micro-batch loss is
+    scaled by 1/(W*K) and all but the last run under no_sync, so the step uses the mean of the
+    W * K micro-batch losses' gradients, and in exact mode its bits are those of one process
+    with --accumulate W*K for any W and K. A plain run is W = 1, K = 1. Only rank 0 writes to
+    stdout.
     `step` counts the optimizer steps (set it when resuming)."""
 
     def __init__(self, args):
@@ -74,7 +76,7 @@ class DataParallel:
         if self.world == 1:
             return model
         from torchlean.nn.parallel import DistributedDataParallel
-        return DistributedDataParallel(model)
+        return DistributedDataParallel(model, reduce_op="sum")
 
     def micro_batches(self, model, *arrays):
         """Yield (this rank's micro-batch of each array, context to run it in) for one step."""
@@ -98,7 +100,8 @@ class DataParallel:
             yield
 
     def backward(self, loss):
-        (loss * (1.0 / self.k) if self.k > 1 else loss).backward()
+        n = self.world * self.k
+        (loss * (1.0 / n) if n > 1 else loss).backward()
 
 
 class _NoBar:

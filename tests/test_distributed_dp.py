@@ -8,6 +8,7 @@ processes (with 3, float sums depend on their order).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,7 +23,7 @@ import test_distributed as td
 
 ROOT = Path(__file__).resolve().parent.parent
 B = 5                      # rows per micro-batch (odd)
-KS = (1, 1, 2)             # micro-batches per rank in each step
+KS = (1, 2, 3)             # micro-batches per rank in each step
 SEED = 7
 
 
@@ -60,9 +61,10 @@ def loss_of(model, s, x, y):
 
 # ---------------------------------------------------------------------------------- workers
 def worker_equal(out: Path) -> None:
-    """Three SGD steps of the dropout + BatchNorm model under DistributedDataParallel, which
-    keys the dropout draws itself (no micro_batch scope here). Every rank starts from other
-    weights and buffers: the wrap must broadcast rank 0's."""
+    """Three SGD steps (K = 1, 2, 3 micro-batches per rank) of the dropout + BatchNorm model
+    under DistributedDataParallel, which keys the dropout draws itself (no micro_batch scope
+    here), once per reduce_op. Every rank starts from other weights and buffers: the wrap must
+    broadcast rank 0's."""
     import torchlean.distributed as dist
     from torchlean import optim
     from torchlean.nn.parallel import DistributedDataParallel
@@ -70,37 +72,103 @@ def worker_equal(out: Path) -> None:
     dist.init()
     td.set_exact(True)
     r, W = dist.rank(), dist.world_size()
-    manual_seed(100 + r)
-    model = build_model()
-    model[1].running_mean.set(np.full(3, float(r)))
-    ddp = DistributedDataParallel(model, bucket_cap_mb=0.0002)
-    res = {f"init.{k}": v for k, v in state(model).items()}
-    manual_seed(SEED)
-    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    X, Y = data(W)
-    s = Session()
-    for t, k in enumerate(KS):
-        opt.zero_grad()
-        for j in range(k):
-            m = j * W + r
-            if j < k - 1:
-                with ddp.no_sync():
-                    loss_of(ddp, s, X[t][m], Y[t][m]).backward()
-            else:
-                loss_of(ddp, s, X[t][m], Y[t][m]).backward()
-            s.step()
-        res.update({f"grad{t}.{i}": p.grad for i, p in enumerate(model.parameters())})
-        opt.step()
-    res.update({f"final.{k}": v for k, v in state(model).items()})
+    res = {}
+    for op in ("sum", "avg"):
+        manual_seed(100 + r)
+        model = build_model()
+        model[1].running_mean.set(np.full(3, float(r)))
+        ddp = DistributedDataParallel(model, bucket_cap_mb=0.0002, reduce_op=op)
+        res.update({f"{op}.init.{k}": v for k, v in state(model).items()})
+        manual_seed(SEED)
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        X, Y = data(W)
+        s = Session()
+        for t, k in enumerate(KS):
+            opt.zero_grad()
+            for j in range(k):
+                m = j * W + r
+                with contextlib.nullcontext() if j == k - 1 else ddp.no_sync():
+                    scale = 1.0 / (W * k) if op == "sum" else 1.0 / k
+                    (loss_of(ddp, s, X[t][m], Y[t][m]) * scale).backward()
+                s.step()
+            res.update({f"{op}.grad{t}.{i}": p.grad for i, p in enumerate(model.parameters())})
+            opt.step()
+        res.update({f"{op}.final.{k}": v for k, v in state(model).items()})
+        ddp.remove_hooks()
     np.savez(out / f"rank{r}.npz", **res)
     dist.destroy()
 
 
-def reference(world: int) -> dict:
-    """One process: each step runs the W * K micro-batches' forwards in global order m (so
-    BatchNorm folds them in that order), each under random.micro_batch(step, m); the gradients
-    are summed as the ranks sum them (each rank's micro-batches, then the ranks in order) and
-    scaled by 1/W."""
+def train_steps(ddp, opt, steps, r: int, W: int) -> None:
+    """Steps `steps` of the KS schedule: losses scaled by 1/(W*K), reduce_op="sum"."""
+    from torchlean.session import Session
+    X, Y = data(W)
+    s = Session()
+    for t in steps:
+        k = KS[t]
+        opt.zero_grad()
+        for j in range(k):
+            m = j * W + r
+            with contextlib.nullcontext() if j == k - 1 else ddp.no_sync():
+                (loss_of(ddp, s, X[t][m], Y[t][m]) * (1.0 / (W * k))).backward()
+            s.step()
+        opt.step()
+
+
+def worker_resume(out: Path) -> None:
+    """The uninterrupted run; then the same run checkpointed after step 1 (every rank calls
+    the writes: rank 0 alone writes), every rank loading the checkpoint into a model and
+    optimizer built from other weights, and going on. DistributedDataParallel keys the
+    dropout draws itself: its `steps` comes back from the checkpoint."""
+    import pickle
+    import torchlean.distributed as dist
+    from torchlean import nn, optim, random
+    from torchlean.nn.checkpoint import write_atomic
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import manual_seed
+    dist.init()
+    td.set_exact(True)
+    r, W = dist.rank(), dist.world_size()
+
+    def fresh(seed):
+        manual_seed(seed)
+        model = build_model()
+        ddp = DistributedDataParallel(model, bucket_cap_mb=0.0002, reduce_op="sum")
+        manual_seed(SEED)
+        return model, ddp, optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    model, ddp, opt = fresh(100)
+    train_steps(ddp, opt, range(len(KS)), r, W)
+    res = {f"full.{k}": v for k, v in state(model).items()}
+    ddp.remove_hooks()
+
+    model, ddp, opt = fresh(100)
+    train_steps(ddp, opt, range(1), r, W)
+    ck = out / "step1.ckpt"
+    write_atomic(ck, pickle.dumps({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                   "rng": random.get_rng_state(), "steps": ddp.steps}))
+    model.save(out / f"own{r}.safetensors")
+    nn.save_file({"w": model[0].weight.numpy()}, out / f"file{r}.safetensors")
+    dist.barrier()      # rank 0's write is complete before any rank reads it
+    ddp.remove_hooks()
+    model, ddp, opt = fresh(200 + r)
+    saved = pickle.loads(ck.read_bytes())
+    model.load_state_dict(saved["model"])
+    opt.load_state_dict(saved["optimizer"])
+    random.set_rng_state(saved["rng"])
+    ddp.steps = saved["steps"]
+    train_steps(ddp, opt, range(1, len(KS)), r, W)
+    res.update({f"resumed.{k}": v for k, v in state(model).items()})
+    res["steps"] = np.array(ddp.steps)
+    np.savez(out / f"rank{r}.npz", **res)
+    dist.destroy()
+
+
+def reference(world: int, op: str) -> dict:
+    """One process accumulating the W * K micro-batches of each step in global order m (so
+    BatchNorm folds them in that order, and .grad = .grad + g adds them in that order), each
+    under random.micro_batch(step, m). sum: each loss scaled by 1/(W*K), as a one-process run
+    with W*K-way accumulation scales it. avg: each scaled by 1/K, the sum then by 1/W."""
     from torchlean import optim, ops, random
     from torchlean.session import Session, manual_seed
     td.set_exact(True)
@@ -108,32 +176,24 @@ def reference(world: int) -> dict:
         manual_seed(100)
         model = build_model()
         params = model.parameters()
-        ref = {f"init.{k}": v for k, v in state(model).items()}
+        ref = {f"{op}.init.{k}": v for k, v in state(model).items()}
         manual_seed(SEED)
         opt = optim.SGD(params, lr=0.1, momentum=0.9)
         X, Y = data(world)
         for t, k in enumerate(KS):
             s = Session()
-            losses = []
+            opt.zero_grad()
             for m in range(world * k):
                 with random.micro_batch(t, m):
-                    losses.append(loss_of(model, s, X[t][m], Y[t][m]))
-            partial = []
-            for r in range(world):
-                opt.zero_grad()
-                for j in range(k):
-                    losses[j * world + r].backward()
-                partial.append([p.grad_buf.copy() for p in params])
-            opt.zero_grad()
-            for i, p in enumerate(params):
-                g = partial[0][i]
-                for r in range(1, world):
-                    g = ops.add(g, partial[r][i])
-                p.grad_buf = ops.scale(g, c=1.0 / world)
-            ref.update({f"grad{t}.{i}": p.grad for i, p in enumerate(params)})
+                    scale = 1.0 / (world * k) if op == "sum" else 1.0 / k
+                    (loss_of(model, s, X[t][m], Y[t][m]) * scale).backward()
+            if op == "avg":
+                for p in params:
+                    p.grad_buf = ops.scale(p.grad_buf, c=1.0 / world)
+            ref.update({f"{op}.grad{t}.{i}": p.grad for i, p in enumerate(params)})
             opt.step()
             s.step()
-        ref.update({f"final.{k}": v for k, v in state(model).items()})
+        ref.update({f"{op}.final.{k}": v for k, v in state(model).items()})
         return ref
     finally:
         td.set_exact(False)
@@ -276,20 +336,42 @@ WORLDS = [2, 3]
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_dropout_batchnorm_model_equals_accumulation_bitwise(tmp_path, world):
-    """Initial broadcast (weights and buffers), every step's averaged gradients, the final
-    weights and the BatchNorm buffers (running mean, variance, num_batches_tracked) equal the
-    one-process accumulation bit for bit on every rank."""
+    """W ranks of K = 1, 2, 3 micro-batches equal one process accumulating W*K micro-batches:
+    the initial broadcast (weights and buffers), every step's reduced gradients, the final
+    weights and the BatchNorm buffers (running mean, variance, num_batches_tracked), bit for
+    bit on every rank; reduce_op="sum" with losses scaled by 1/(W*K) for W = 3 too."""
     ranks = td.run_ok(world, "equal", tmp_path, timeout_s=90)
-    ref = reference(world)
-    assert float(ref["final.6.num_batches_tracked"]) == world * sum(KS)
+    ref = {**reference(world, "sum"), **reference(world, "avg")}
+    assert float(ref["sum.final.6.num_batches_tracked"]) == world * sum(KS)
     for r, got in enumerate(ranks):
         assert sorted(got) == sorted(ref)
         for key in ref:
             assert np.array_equal(got[key], ref[key]), (
                 f"rank {r} {key}: max diff {np.abs(got[key] - ref[key]).max()}")
-    # the test can fail: dropout really drew per micro-batch, BatchNorm really moved
-    assert not np.array_equal(ref["init.1.running_mean"], ref["final.1.running_mean"])
-    assert not np.array_equal(ref["grad0.0"], ref["grad1.0"])
+    # the test can fail: dropout really drew per micro-batch, BatchNorm really moved, and the
+    # order of the micro-batches matters (summing rank by rank fails this test)
+    assert not np.array_equal(ref["sum.init.1.running_mean"], ref["sum.final.1.running_mean"])
+    assert not np.array_equal(ref["sum.grad0.0"], ref["sum.grad1.0"])
+    if world == 2:   # 1/W is a power of two: the mean of 1/K-scaled losses is the same sum
+        for key in (k for k in ref if k.startswith("sum.")):
+            assert np.array_equal(ref[key], ref["avg" + key[3:]]), key
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_checkpoints_rank0_writes_and_resume_is_bitwise(tmp_path, world):
+    """Every rank called write_atomic, Module.save and nn.save_file: only rank 0's files
+    exist, with no temporary left; the resumed run's weights and buffers equal the
+    uninterrupted run's bit for bit on every rank."""
+    ranks = td.run_ok(world, "resume", tmp_path, timeout_s=90)
+    files = sorted(f for f in os.listdir(tmp_path) if not f.startswith("rank"))
+    assert files == ["file0.safetensors", "own0.safetensors", "step1.ckpt"], files
+    for r, got in enumerate(ranks):
+        full = sorted(k for k in got if k.startswith("full."))
+        assert len(full) == 16
+        for k in full:
+            assert np.array_equal(got[k], got["resumed" + k[4:]]), f"rank {r} {k}"
+        assert np.array_equal(got["full.0.weight"], ranks[0]["full.0.weight"])
+        assert int(got["steps"]) == len(KS)
 
 
 def _syncbn_reference(world: int):
@@ -433,6 +515,7 @@ def _workers_here(monkeypatch):
 if __name__ == "__main__":
     scenario, out = sys.argv[1], Path(sys.argv[2])
     {"equal": lambda: worker_equal(out),
+     "resume": lambda: worker_resume(out),
      "checks": lambda: worker_checks(out),
      "skip": lambda: worker_skip(out, batchnorm=False),
      "skip_bn": lambda: worker_skip(out, batchnorm=True),
@@ -566,3 +649,42 @@ def test_convert_sync_batchnorm_outside_a_job_is_batchnorm():
     conv.train()
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         conv[2][1](s.tensor(np.ones((1, 12))))
+
+
+def test_reduce_op_and_steps_options():
+    """In a world of one: a bad reduce_op or steps names the option; `steps` set on resume is
+    the step of the micro-batch keys of the next training forward (index j * W + r)."""
+    import torchlean as tl
+    import torchlean.distributed as dist
+    from torchlean import nn, random
+    from torchlean.nn.parallel import DistributedDataParallel
+
+    class Seen(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.keys = nn.Linear(2, 1), []
+
+        def forward(self, x):
+            self.keys.append(random.current_micro_batch())
+            return self.lin(x)
+
+    dist.init()
+    try:
+        with pytest.raises(ValueError, match="reduce_op must be 'avg' or 'sum', got 'mean'"):
+            DistributedDataParallel(nn.Linear(2, 1), reduce_op="mean")
+        m = Seen()
+        ddp = DistributedDataParallel(m, reduce_op="sum")
+        for bad in (-1, 1.5, True, "2"):
+            with pytest.raises(ValueError, match="steps must be an integer >= 0"):
+                ddp.steps = bad
+        ddp.steps = 4
+        s = tl.Session()
+        ddp(s.tensor(np.ones((1, 2)))).sum().backward()
+        with ddp.no_sync():
+            ddp(s.tensor(np.ones((1, 2)))).sum().backward()
+        ddp(s.tensor(np.ones((1, 2)))).sum().backward()
+        s.step()
+        assert m.keys == [(4, 0), (5, 0), (5, 1)] and ddp.steps == 6
+        ddp.remove_hooks()
+    finally:
+        dist.destroy()

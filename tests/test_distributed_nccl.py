@@ -6,6 +6,7 @@ abort at the deadline. The real library runs in tests/test_distributed.py on a G
 from __future__ import annotations
 
 import ctypes
+import time
 
 import numpy as np
 import pytest
@@ -126,7 +127,10 @@ def comm(monkeypatch):
     monkeypatch.setattr(nccl_comm.NCCLComm, "_library_stream",
                         staticmethod(lambda: FakeRuntime.COMPUTE))
     c = nccl_comm.NCCLComm(FakeMPI(), device=0)
-    return c, fake, rt
+    yield c, fake, rt
+    rt.done = True
+    c.close()        # stops the watchdog thread, if one started
+    assert c._watchdog is None
 
 
 def test_init_sends_the_whole_unique_id(comm):
@@ -179,6 +183,29 @@ def test_all_gather_layout_and_ddp_exact_path(comm, monkeypatch):
         s.step()
         kinds = {call[0] for call in fake.calls}
         assert ("all_gather" if exact else "all_reduce") in kinds
+        # the end of backward does not block the host: torchlean's stream waits (order())
+        assert ("wait", FakeRuntime.COMPUTE) in {entry[:2] for entry in rt.log}
+        rt.log.clear()
+        # the mean is NCCL's (ncclAvg = 4): no scale kernel per parameter
+        assert all(call[5] == 4 for call in fake.calls if call[0] == "all_reduce")
+        for p, q in zip(lin.parameters(), ref.parameters()):
+            np.testing.assert_array_equal(p.grad, q.grad)
+        # two micro-batches: exact mode gathers both (.grad after no_sync holds the second
+        # alone until the reduction), the result is the accumulated sum either way
+        fake.calls.clear()
+        for q in ref.parameters():
+            q.zero_grad()
+        for p in lin.parameters():
+            p.zero_grad()
+        xs = [xin, np.array([[1.5, 0.25, -3.0]])]
+        with ddp.no_sync():
+            ddp(s.tensor(xs[0])).sum().backward()
+        ddp(s.tensor(xs[1])).sum().backward()
+        for xm in xs:
+            ref(s.tensor(xm)).sum().backward()
+        s.step()
+        n = [call[3] for call in fake.calls if call[0] in ("all_gather", "all_reduce")]
+        assert n == ([2, 2, 6, 6] if exact else [2, 6])   # bias, weight; each micro-batch
         for p, q in zip(lin.parameters(), ref.parameters()):
             np.testing.assert_array_equal(p.grad, q.grad)
         ddp.remove_hooks()
@@ -203,3 +230,48 @@ def test_deadline_aborts_the_communicator(comm):
                                                r"0.3 s"):
         c.all_reduce([tl.AnyBuffer.from_numpy(np.ones(3))], "bucket 3").wait()
     assert fake.aborted and c.comm is None and c.mpi.failed
+
+
+def _until(cond, limit_s: float = 5.0) -> float:
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < limit_s, "the watchdog did nothing"
+        time.sleep(1e-3)
+    return time.monotonic() - t0
+
+
+def test_order_makes_the_stream_wait_and_the_watchdog_recycles_the_event(comm):
+    """Work.order() returns without waiting on the host: torchlean's stream waits for the
+    collective's event, which the watchdog returns to the pool once it completed."""
+    c, fake, rt = comm
+    rt.done = False
+    c.all_reduce([tl.AnyBuffer.from_numpy(np.ones(3))], "bucket 0").order()
+    last = [e for e in rt.log if e[0] == "wait"][-1]    # (the watchdog logs its set_device)
+    done = last[2]
+    assert last == ("wait", FakeRuntime.COMPUTE, done) and done not in c._events
+    assert [w[0] for w in c._watched] == [done] and not fake.aborted
+    rt.done = True
+    _until(lambda: done in c._events)
+    assert c._watched == [] and not fake.aborted and c.error is None
+
+
+def test_watchdog_aborts_at_the_deadline_and_the_next_collective_raises(comm):
+    c, fake, rt = comm
+    rt.done = False
+    c.all_reduce([tl.AnyBuffer.from_numpy(np.ones(3))], "bucket 5").order()
+    assert not fake.aborted                      # the host went on
+    took = _until(lambda: fake.aborted)
+    assert took >= 0.25 and c.comm is None and c.mpi.failed
+    with pytest.raises(DistributedError, match=r"rank 0: bucket 5 .*did not complete within "
+                                               r"0.3 s"):
+        c.broadcast([tl.AnyBuffer.from_numpy(np.ones(3))], 0, "next")
+
+
+def test_watchdog_aborts_on_an_asynchronous_nccl_error(comm):
+    c, fake, rt = comm
+    rt.done, fake.async_error = False, 1
+    c.all_reduce([tl.AnyBuffer.from_numpy(np.ones(3))], "bucket 2").order()
+    assert _until(lambda: fake.aborted) < 0.25
+    with pytest.raises(DistributedError, match=r"rank 0: bucket 2 .*NCCL error 1 "
+                                               r"\(unhandled cuda error\)"):
+        c.barrier()

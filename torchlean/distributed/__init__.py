@@ -35,6 +35,7 @@ class _SoloComm:
     """World of one process: every collective is the identity (no MPI needed)."""
 
     name, rank, world = "solo", 0, 1
+    averages = False
 
     def _done(self):
         from torchlean.distributed.work import Work

@@ -30,6 +30,7 @@ class MPIComm:
     """COMM_WORLD with deadlines on every collective."""
 
     name = "mpi"
+    averages = False     # all_reduce sums only (the caller scales)
 
     def __init__(self, timeout_s: float):
         self.MPI = import_mpi()

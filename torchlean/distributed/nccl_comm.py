@@ -6,6 +6,12 @@ on a high-priority communication stream: each first waits (cudaStreamWaitEvent) 
 already queued on torchlean's stream, so gradients computed there are final, and signals an
 event when done. Waiting polls that event and ncclCommGetAsyncError; past the deadline the
 communicator is aborted (ncclCommAbort) and a DistributedError names the rank and collective.
+
+Work.order() (DistributedDataParallel's end of backward) instead makes torchlean's stream wait
+for that event and returns at once, so the host queues the optimizer step while the reduction
+runs; a watchdog thread then polls the event: past the deadline (or on an asynchronous NCCL
+error) it aborts the communicator, which ends NCCL's kernels, so no stream waits for ever, and
+the next collective of this process raises the DistributedError.
 """
 from __future__ import annotations
 
@@ -13,6 +19,8 @@ import ctypes
 import glob
 import importlib.util
 import os
+import threading
+import time
 
 from torchlean._loader import lib as _tl
 from torchlean.buffer import Buffer
@@ -20,8 +28,9 @@ from torchlean.distributed.cuda_runtime import CudaRuntime
 from torchlean.distributed.errors import DistributedError
 from torchlean.distributed.work import Work, poll
 
-NCCL_FLOAT32, NCCL_SUM = 7, 0
+NCCL_FLOAT32, NCCL_SUM, NCCL_AVG = 7, 0, 4
 NCCL_IN_PROGRESS = 7
+WATCH_S = 5e-3      # the watchdog's polling period (rarely: each wake-up takes the GIL)
 
 
 class UniqueId(ctypes.Structure):
@@ -76,6 +85,7 @@ def _declare(L):
 
 class NCCLComm:
     name = "nccl"
+    averages = True      # all_reduce(average=True): NCCL's ncclAvg (NCCL >= 2.10)
 
     def __init__(self, mpi, device: int):
         self.mpi = mpi
@@ -83,11 +93,18 @@ class NCCLComm:
         self.nccl, self.nccl_path = load_nccl()
         _declare(self.nccl)
         self.rt = CudaRuntime()
+        self.device = device
         self.rt.set_device(device)
         self.compute = self._library_stream()
         self.stream = self.rt.high_priority_stream()
         self._events: list[int] = []
         self._count = 0
+        # the watchdog's: collectives only the device waits for, as (event, what, deadline)
+        self._lock = threading.RLock()     # NCCL calls and the event pool, against the watchdog
+        self._wake = threading.Condition(self._lock)
+        self._watched: list = []
+        self._watchdog = None
+        self.error: DistributedError | None = None
         uid = UniqueId()
         if self.rank == 0:
             self._check("ncclGetUniqueId", self.nccl.ncclGetUniqueId(ctypes.byref(uid)))
@@ -120,23 +137,27 @@ class NCCLComm:
             raise DistributedError(f"rank {self.rank}: {what}: NCCL error {r} ({msg}){detail}")
 
     def _event(self) -> int:
-        return self._events.pop() if self._events else self.rt.event()
+        with self._lock:
+            return self._events.pop() if self._events else self.rt.event()
 
     def _launch(self, what: str, enqueue) -> Work:
         """Order after torchlean's queued work, enqueue NCCL calls, return their Work."""
+        if self.error is not None:
+            raise self.error
         self._count += 1
         what = f"{what} (collective #{self._count} of this process, NCCL)"
-        ready = self._event()
-        self.rt.record(ready, self.compute)
-        self.rt.wait_event(self.stream, ready)
-        self._events.append(ready)   # reusable at once: the wait was captured at enqueue time
-        self._check(what + ": ncclGroupStart", self.nccl.ncclGroupStart())
-        try:
-            enqueue(what)
-        finally:
-            self._check(what + ": ncclGroupEnd", self.nccl.ncclGroupEnd())
-        done = self._event()
-        self.rt.record(done, self.stream)
+        with self._lock:
+            ready = self._event()
+            self.rt.record(ready, self.compute)
+            self.rt.wait_event(self.stream, ready)
+            self._events.append(ready)   # reusable at once: the wait was captured at enqueue
+            self._check(what + ": ncclGroupStart", self.nccl.ncclGroupStart())
+            try:
+                enqueue(what)
+            finally:
+                self._check(what + ": ncclGroupEnd", self.nccl.ncclGroupEnd())
+            done = self._event()
+            self.rt.record(done, self.stream)
         err = ctypes.c_int(0)
 
         def test() -> bool:
@@ -151,22 +172,74 @@ class NCCLComm:
         def wait():
             poll(test, rank=self.rank, what=what, timeout_s=self.timeout_s,
                  on_timeout=self.abort)
-            self._events.append(done)
-        return Work(wait)
+            with self._lock:
+                self._events.append(done)
+
+        def order():
+            self.rt.wait_event(self.compute, done)
+            with self._lock:
+                self._watched.append((done, what, time.monotonic() + self.timeout_s))
+                if self._watchdog is None:
+                    self._watchdog = threading.Thread(target=self._watch, daemon=True,
+                                                      name="torchlean NCCL watchdog")
+                    self._watchdog.start()
+                self._wake.notify()
+        return Work(wait, order=order)
+
+    def _watch(self) -> None:
+        """The watchdog: recycle the events of completed collectives that only the device
+        waited for; past a deadline, or on an asynchronous NCCL error, abort."""
+        err = ctypes.c_int(0)
+        try:
+            self.rt.set_device(self.device)    # this thread's CUDA calls: the rank's device
+        except DistributedError as e:
+            self.error = e
+        with self._lock:
+            while self._watchdog is not None:
+                if not self._watched:
+                    self._wake.wait()
+                    continue
+                try:
+                    pending = [w for w in self._watched if not self.rt.query(w[0])]
+                    self._events += [w[0] for w in self._watched if w not in pending]
+                    self._watched = pending
+                    problem = None
+                    if pending and self.comm:
+                        self.nccl.ncclCommGetAsyncError(self.comm, ctypes.byref(err))
+                        if err.value not in (0, NCCL_IN_PROGRESS):
+                            msg = self.nccl.ncclGetErrorString(err.value).decode(errors="replace")
+                            problem = f"NCCL error {err.value} ({msg})"
+                    if pending and problem is None and time.monotonic() > pending[0][2]:
+                        problem = (f"did not complete within {self.timeout_s:g} s: a peer "
+                                   "process died, raised or stopped calling the same collective "
+                                   "(timeout set by TORCHLEAN_DIST_TIMEOUT_S)")
+                except DistributedError as e:     # the CUDA runtime failed
+                    problem, pending = str(e), self._watched
+                if problem is not None:
+                    self.error = DistributedError(f"rank {self.rank}: {pending[0][1]} {problem}")
+                    self._watched = []
+                    self.abort()
+                    continue
+                self._wake.wait(WATCH_S)
 
     def abort(self) -> None:
-        if self.comm:
-            self.nccl.ncclCommAbort(self.comm)
-            self.comm = None
-            self.mpi.failed = True
+        with self._lock:
+            if self.comm:
+                self.nccl.ncclCommAbort(self.comm)
+                self.comm = None
+                self.mpi.failed = True
 
     # ---------------------------------------------------------------- collectives
-    def all_reduce(self, bufs, what: str) -> Work:
+    def all_reduce(self, bufs, what: str, average: bool = False) -> Work:
+        """Sum (average: the mean, divided inside NCCL's kernel) every buffer over the ranks,
+        in place."""
+        op = NCCL_AVG if average else NCCL_SUM
+
         def enqueue(w):
             for b in bufs:
                 if b.numel:
                     p = b.buf.data_ptr()
-                    self._check(w, self.nccl.ncclAllReduce(p, p, b.numel, NCCL_FLOAT32, NCCL_SUM,
+                    self._check(w, self.nccl.ncclAllReduce(p, p, b.numel, NCCL_FLOAT32, op,
                                                            self.comm, self.stream))
         return self._launch(what, enqueue)
 
@@ -193,6 +266,8 @@ class NCCLComm:
     def barrier(self, what: str = "barrier") -> None:
         from torchlean.runtime import synchronize
         synchronize()
+        if self.error is not None:
+            raise self.error
         self.mpi.barrier(what)
 
     def copy_into(self, src, dst) -> None:
@@ -204,6 +279,16 @@ class NCCLComm:
         return self.mpi.allgather_array(a, what)
 
     def close(self) -> None:
+        with self._lock:
+            dog, self._watchdog = self._watchdog, None
+            self._wake.notify()
+        if dog is not None:
+            dog.join()
+        for ev, what, deadline in self._watched:   # done before the communicator goes
+            poll(lambda: self.rt.query(ev), rank=self.rank, what=what,
+                 timeout_s=max(deadline - time.monotonic(), 0.0), on_timeout=self.abort)
+            self._events.append(ev)
+        self._watched = []
         if self.comm:
             self.nccl.ncclCommDestroy(self.comm)
             self.comm = None

@@ -7,6 +7,7 @@ with a DistributedError naming this rank and the collective, instead of hanging 
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 
 import numpy as np
@@ -21,12 +22,18 @@ def timeout_from_env() -> float:
     return env_seconds("TORCHLEAN_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S)
 
 
+YIELD_S = 5e-3   # how long poll() keeps checking between yields before it sleeps
+
+
 def poll(done, *, rank: int, what: str, timeout_s: float, on_timeout=None) -> None:
     """Call done() until it returns True; past the deadline call on_timeout() and raise.
-    Spins briefly (a collective usually finishes in microseconds), then sleeps a little."""
+    Spins briefly (a collective usually finishes in microseconds), then for YIELD_S checks
+    after each sched_yield (a GPU backward pass the host waits for at the end of a step takes
+    milliseconds, and a sleep would wake it tens of microseconds late; yielding still lets
+    other processes of an oversubscribed host run), then sleeps a little between checks."""
     start = time.monotonic()
     deadline = start + timeout_s
-    spins = 0
+    spins = naps = 0
     while not done():
         spins += 1
         if spins > 200:
@@ -38,16 +45,29 @@ def poll(done, *, rank: int, what: str, timeout_s: float, on_timeout=None) -> No
                     f"rank {rank}: {what} did not complete within {timeout_s:g} s: a peer "
                     "process died, raised or stopped calling the same collective (timeout set by "
                     "TORCHLEAN_DIST_TIMEOUT_S)")
-            time.sleep(min(1e-3, 1e-5 * (spins - 200) ** 0.5 + 1e-6))
+            if now - start < YIELD_S:
+                os.sched_yield()
+            else:
+                naps += 1
+                time.sleep(min(1e-3, 1e-5 * naps ** 0.5 + 1e-6))
 
 
 class Work:
-    """A started collective: wait() blocks until it is done (or raises), then runs `finish`."""
+    """A started collective: wait() blocks until it is done (or raises), then runs `finish`.
+    order() makes later device work wait for it instead, without blocking the host, where the
+    communicator can (NCCL: `order`); elsewhere it is wait()."""
 
-    __slots__ = ("_wait", "_finish", "done")
+    __slots__ = ("_wait", "_finish", "_order", "done")
 
-    def __init__(self, wait, finish=None):
-        self._wait, self._finish, self.done = wait, finish, False
+    def __init__(self, wait, finish=None, order=None):
+        self._wait, self._finish, self._order, self.done = wait, finish, order, False
+
+    def order(self) -> None:
+        if self._order is None or self.done:
+            self.wait()
+            return
+        self.done = True
+        self._order()
 
     def wait(self) -> None:
         if self.done:

@@ -6,6 +6,11 @@ tensor's offsets must lie inside the data section and match its dtype and shape.
 or hostile file raises ValueError naming the file and the problem, with memory bounded by the
 file size. Numeric tensors of any dtype load as float32 (what torchlean holds): a file written
 by PyTorch with int64 buffers (BatchNorm's num_batches_tracked) loads.
+
+In a data-parallel job (torchlean.distributed.init() with several ranks) rank 0 alone writes:
+every rank holds the same weights, and several writers of one path would race. The other ranks
+return at once (no barrier, so a save guarded by `if rank == 0` still works); a rank that reads
+the file back must first wait for rank 0, with torchlean.distributed.barrier().
 """
 from __future__ import annotations
 
@@ -22,9 +27,18 @@ _ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, 
              "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
 
 
+def writes_here() -> bool:
+    """False on ranks other than 0 of a multi-process job: they skip checkpoint writes."""
+    from torchlean import distributed as dist
+    return not dist.is_initialized() or dist.rank() == 0
+
+
 def save_file(tensors: dict, path) -> None:
     """Write {name: array} as float32 tensors (0-d arrays keep their shape), atomically: a
-    reader (or a resumed run) sees the old file or the complete new one, never a torn one."""
+    reader (or a resumed run) sees the old file or the complete new one, never a torn one.
+    Rank 0 alone writes in a data-parallel job."""
+    if not writes_here():
+        return
     data = _st.save({name: np.asarray(v, dtype=np.float32, order="C")  # 0-d stays 0-d
                      for name, v in tensors.items()})
     write_atomic(path, data)
@@ -32,7 +46,10 @@ def save_file(tensors: dict, path) -> None:
 
 def write_atomic(path, data: bytes) -> None:
     """Write data to a temporary file next to path, fsync it, then rename it over path (and
-    fsync the folder); on any failure the temporary file is removed and path is untouched."""
+    fsync the folder); on any failure the temporary file is removed and path is untouched.
+    Rank 0 alone writes in a data-parallel job."""
+    if not writes_here():
+        return
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")

@@ -1,4 +1,5 @@
-"""DistributedDataParallel: the same model on every rank, gradients averaged across ranks.
+"""DistributedDataParallel: the same model on every rank, gradients averaged (or summed) across
+ranks.
 
 At wrap time the ranks check that they wrap the same model: the same parameter and buffer names,
 shapes and requires_grad flags (a difference is a DistributedError on every rank naming the first
@@ -8,25 +9,38 @@ init_sync=False, the values must already agree. Parameters are grouped in bucket
 When a backward pass has accumulated the last gradient of a bucket (a post-accumulate-grad hook,
 see Parameter.register_post_accumulate_grad_hook), the bucket's reduction starts at once, in
 bucket order on every rank, so communication overlaps the rest of the backward pass (on CUDA on
-a separate NCCL stream). When the backward pass ends, every reduction is waited for and each
-gradient becomes its average over the ranks. Only gradients are touched: any optimizer works.
+a separate NCCL stream). When the backward pass ends, every reduction is waited for (on CUDA
+by torchlean's stream, not the host, which goes on to queue the optimizer step; NCCL's watchdog
+keeps the deadline) and each gradient becomes its average over the ranks (its sum with
+reduce_op="sum"). Only gradients are touched: any optimizer works.
 Before its first bucket, each reducing backward checks that every rank is at the same step (the
 same number of forward passes since the last reduction, the same micro-batch step): a rank that
 skipped a backward() fails that step on every rank instead of drifting.
 
 Two reductions:
-  default: NCCL's (or MPI's) all-reduce sum, then the scale op with c = 1/W. Its summation order
-      is the library's choice, so results agree with one process to rounding (allclose).
-  exact (torchlean.is_deterministic() or torchlean.is_exact()): each bucket is all-gathered and
-      summed in rank order, g = g_0; g = g + g_1; ...; g = g + g_{W-1}, with the add kernel,
-      then scaled by the scale op with c = 1/W. That is bit for bit what one process gets by
-      accumulating the W ranks' micro-batches in rank order with backward() (which adds each
-      new gradient to .grad with the same add kernel) and then applying
-      torchlean.ops.scale(grad, c=1/W): the single-process reference of a W-rank step.
+  default: NCCL's (or MPI's) all-reduce sum; reduce_op="avg" divides by W inside NCCL's
+      kernel (ncclAvg: no kernel per parameter) or, on MPI, with the scale op (c = 1/W).
+      Its summation order is the library's choice, so results agree with one process to
+      rounding (allclose).
+  exact (torchlean.is_deterministic() or torchlean.is_exact()): every micro-batch's gradient is
+      all-gathered and they are summed in global micro-batch order m = 0, 1, ..., W*K - 1
+      (g = g_0; g = g + g_1; ... with the add kernel), then (reduce_op="avg") scaled with
+      c = 1/W. That is bit for bit what one process accumulating the W*K micro-batches in that
+      order with backward() computes (backward adds each new gradient to .grad with the same
+      add kernel). To keep the micro-batches apart, a backward under no_sync() moves each
+      parameter's gradient aside (its .grad is None until the reducing backward); this costs
+      K gradient copies per rank, and the gather W*K more for the bucket in flight.
+
+Matching one process exactly: with reduce_op="sum" and each micro-batch loss scaled by
+1/(W*K), W processes of K micro-batches equal one process accumulating W*K micro-batches each
+scaled by 1/(W*K), for every W and K. With reduce_op="avg" (PyTorch's mean) and losses scaled
+by 1/K they do when W is a power of two; otherwise the mean's 1/W, applied after the sum,
+rounds differently from a 1/(W*K) folded into the loss.
 
 Micro-batches: the j-th training forward since the last reduction on rank r is global
 micro-batch j * W + r of the step. Its random draws (dropout) are keyed by (seed, step, that
-index) through torchlean.random.micro_batch, unless the caller opened such a scope itself (the
+index) through torchlean.random.micro_batch, step being the wrapper's `steps` (reductions
+completed; restore it when resuming), unless the caller opened such a scope itself (the
 examples do, with their own step count, so a resumed run draws the same), and BatchNorm folds
 every rank's batch statistics into its running buffers in rank order (broadcast_buffers=True), so
 W processes equal one process accumulating the W micro-batches of each forward in rank order.
@@ -58,7 +72,10 @@ class _Bucket:
     def __init__(self, index: int):
         self.index, self.params, self.nbytes = index, [], 0
         self.ready: set[int] = set()
-        self.pending = None           # (work, gathered buffers or None) once launched
+        # once launched: (work, None) for an all-reduce; (work, gathered, K, sent) for the
+        # exact gather of K micro-batch gradients per parameter (sent[i * K + j], .grad last;
+        # gathered[i * K + j] holds every rank's copy of sent[i * K + j])
+        self.pending = None
 
 
 class DistributedDataParallel(Module):
@@ -69,14 +86,23 @@ class DistributedDataParallel(Module):
     statistics fold every rank's batch in rank order and any other buffer is broadcast from
     rank 0 at each training forward (False: each rank keeps its own buffers).
     init_sync: broadcast rank 0's parameters (and buffers) at wrap time; False requires every
-    rank to hold the same values already (checked)."""
+    rank to hold the same values already (checked).
+    reduce_op: "avg" (PyTorch's) makes each gradient the mean over the ranks, "sum" their sum
+    (scale the loss by 1 / (W * K) to match one process of W * K micro-batches in every bit)."""
 
     def __init__(self, module: Module, bucket_cap_mb: float = 25.0,
-                 broadcast_buffers: bool = True, init_sync: bool = True):
+                 broadcast_buffers: bool = True, init_sync: bool = True,
+                 reduce_op: str = "avg"):
         super().__init__()
         if not bucket_cap_mb > 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be > 0, got "
                              f"{bucket_cap_mb}")
+        if reduce_op not in ("avg", "sum"):
+            raise ValueError(f"DistributedDataParallel: reduce_op must be 'avg' or 'sum', got "
+                             f"{reduce_op!r}")
+        object.__setattr__(self, "_average", reduce_op == "avg")
+        # exact mode, under no_sync: id(param) -> {micro-batch j: its gradient}
+        object.__setattr__(self, "_aside", {})
         self.module = module
         comm = dist.communicator()
         object.__setattr__(self, "_comm", comm)
@@ -149,6 +175,19 @@ class DistributedDataParallel(Module):
         with _random.micro_batch(self._step, j * comm.world + comm.rank):
             return self.module(*args, **kwargs)
 
+    @property
+    def steps(self) -> int:
+        """Reductions completed: the step of the micro-batch keys this wrapper opens
+        (random.micro_batch(steps, j * W + r)). Set it when resuming from a checkpoint taken
+        after n optimizer steps, so the dropout draws go on as in the uninterrupted run."""
+        return self._step
+
+    @steps.setter
+    def steps(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"DistributedDataParallel.steps must be an integer >= 0, got {n!r}")
+        object.__setattr__(self, "_step", int(n))
+
     @contextlib.contextmanager
     def no_sync(self):
         """Backward passes inside accumulate gradients locally, without communication."""
@@ -161,9 +200,11 @@ class DistributedDataParallel(Module):
 
     # ---------------------------------------------------------------- backward
     def _on_grad(self, p) -> None:
-        if not self._sync:
-            return
         b = self._bucket_of.get(id(p))
+        if not self._sync:
+            if b is not None and exact_reduction():
+                self._set_aside(p)
+            return
         if b is None or b.pending is not None:
             return
         b.ready.add(id(p))
@@ -200,6 +241,35 @@ class DistributedDataParallel(Module):
             f"{got[:, k].tolist()}. A rank skipped a backward() (or ran an extra forward); "
             "every rank must run the same forward and backward passes")
 
+    def _set_aside(self, p) -> None:
+        """Exact mode, under no_sync: keep this micro-batch's gradient apart, so the reduction
+        can add every rank's micro-batches in global order (the next backward starts .grad
+        afresh). A second backward after the same forward adds into its slot."""
+        j = max(self._forwards - 1, 0)
+        slots = self._aside.setdefault(id(p), {})
+        g = p.grad_buf
+        p.grad_buf = None
+        if j in slots:
+            s = _ops.add(slots[j], g)
+            slots[j].release()
+            g.release()
+            g = s
+        slots[j] = g
+
+    def _micro_grads(self, p, k: int) -> list[AnyBuffer]:
+        """Parameter p's k micro-batch gradients of this step, in order: those set aside, then
+        .grad (the last micro-batch's); zeros where a micro-batch gave none."""
+        slots = self._aside.pop(id(p), {})
+        last = p.grad_buf
+        if k - 1 in slots:
+            s = _ops.add(slots.pop(k - 1), last)
+            last.release()
+            last = p.grad_buf = s
+        out = [slots.pop(j) if j in slots else AnyBuffer.zeros(p.shape) for j in range(k - 1)]
+        for g in slots.values():   # later slots than forwards: impossible after the step check
+            g.release()
+        return out + [last]
+
     def _launch_ready(self) -> None:
         # buckets start in index order on every rank, so the collectives match
         bs = self._buckets
@@ -212,10 +282,17 @@ class DistributedDataParallel(Module):
         what = (f"DistributedDataParallel bucket {b.index} ({len(grads)} gradients, "
                 f"{b.nbytes} bytes)")
         if exact_reduction():
-            work, gathered = self._comm.all_gather(grads, what + " all_gather")
-            b.pending = (work, gathered)
+            k = max(self._forwards, 1)
+            micro = [g for p in b.params for g in self._micro_grads(p, k)]
+            work, gathered = self._comm.all_gather(micro, what + f" all_gather of {k} "
+                                                   "micro-batches")
+            b.pending = (work, gathered, k, micro)   # the gather reads micro until it is done
         else:
-            b.pending = (self._comm.all_reduce(grads, what + " all_reduce"), None)
+            if self._average and self._comm.averages:
+                b.pending = (self._comm.all_reduce(grads, what + " all_reduce (mean)",
+                                                   average=True), None)
+            else:
+                b.pending = (self._comm.all_reduce(grads, what + " all_reduce"), None)
 
     def _on_backward_end(self) -> None:
         if not self._active:
@@ -241,6 +318,10 @@ class DistributedDataParallel(Module):
         for b in self._buckets:
             b.ready.clear()
             b.pending = None
+        for slots in self._aside.values():
+            for g in slots.values():
+                g.release()
+        self._aside.clear()
         object.__setattr__(self, "_next", 0)
         object.__setattr__(self, "_active", False)
         object.__setattr__(self, "_checked", False)
@@ -249,20 +330,27 @@ class DistributedDataParallel(Module):
             object.__setattr__(self, "_step", self._step + 1)
 
     def _finish(self, b: _Bucket) -> None:
-        work, gathered = b.pending
-        work.wait()
+        work, gathered, *micro = b.pending
+        work.order()   # NCCL: the stream waits, the host goes on to the optimizer step
         W = self._comm.world
         for i, p in enumerate(b.params):
             g = p.grad_buf
             if gathered is None:
-                avg = _ops.scale(g, c=1.0 / W)
+                if not self._average or self._comm.averages:
+                    continue
+                out = _ops.scale(g, c=1.0 / W)
             else:
-                acc = sum_rows(rank_rows(gathered[i], W, g.shape))
-                avg = _ops.scale(acc, c=1.0 / W)
-                acc.release()
-                gathered[i].release()
+                K, sent = micro
+                rows = [rank_rows(gathered[i * K + j], W, g.shape) for j in range(K)]
+                # global micro-batch m = j * W + r: rank r's j-th
+                out = sum_rows([rows[j][r] for j in range(K) for r in range(W)])
+                for c in gathered[i * K:(i + 1) * K] + sent[i * K:(i + 1) * K - 1]:
+                    c.release()
+                if self._average:
+                    acc, out = out, _ops.scale(out, c=1.0 / W)
+                    acc.release()
             g.release()
-            p.grad_buf = avg
+            p.grad_buf = out
 
     def remove_hooks(self) -> None:
         """Detach from the parameters and BatchNorm layers (the wrapper stops reducing)."""
