@@ -16,7 +16,7 @@ timeout 180 python3 -m pytest -q -x -rf --tb=short tests/test_rng.py tests/test_
 echo "=== bench"
 timeout 240 python3 bench/bench_graph_step.py --out "$OUT/graph-step.md" 2>&1 | tail -30
 echo "=== examples --graph"
-for ex in mlp_digits cnn_classifier char_transformer; do
+for ex in mlp_digits digits_cnn char_transformer; do
   if grep -q -- "--graph" examples/$ex.py; then
     timeout 60 python3 examples/$ex.py --graph --steps 60 --no-progress 2>&1 | tail -2
     timeout 60 python3 examples/$ex.py --steps 60 --no-progress 2>&1 | tail -1
