@@ -207,7 +207,7 @@ class _Graph:
 
     @staticmethod
     def _groups(opt) -> list:
-        return [(g, list(g["params"]), {k: v for k, v in g.items() if k != "params"})
+        return [(tuple(map(id, g["params"])), {k: v for k, v in g.items() if k != "params"})
                 for g in opt.param_groups] + [len(opt.param_groups)]
 
     def stale(self, args, kwargs) -> str | None:

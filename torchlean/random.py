@@ -21,6 +21,8 @@ import threading
 
 import numpy as np
 
+from torchlean import _capture
+
 _M64 = (1 << 64) - 1
 
 
@@ -65,11 +67,15 @@ def manual_seed(seed: int) -> None:
 def next_key() -> int:
     """The key of the next session-level draw: key_of(seed, counter), and the counter advances;
     inside micro_batch(step, index), micro_key(seed, step, index, d) for the d-th draw there."""
-    if _stream["graph"] is not None:
+    if _capture.STATE.strict:
         raise RuntimeError(
             "graph_step: a host-side random draw (randint, randperm, nn.init, a DataLoader "
             "shuffle) inside a captured step would be frozen in the graph; draw it outside the "
             "step and pass it in")
+    return _next_key()
+
+
+def _next_key() -> int:
     with _stream_lock:
         seed, micro = _stream["seed"], _stream["micro"]
         if micro is not None:
@@ -88,7 +94,7 @@ def next_device_key() -> int:
     the eager step would. The counter advances the same either way."""
     c0 = _stream["graph"]
     if c0 is None:
-        return next_key()
+        return _next_key()
     with _stream_lock:
         if _stream["micro"] is not None:
             raise RuntimeError("graph_step: draws inside micro_batch() cannot be captured (their "
