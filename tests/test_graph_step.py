@@ -369,3 +369,25 @@ def test_stub_runs_host_reads_eagerly():
         return y.item()
 
     assert step(np.ones(4, np.float32)) == 8.0
+
+
+@pytest.mark.parametrize("read, name", [
+    (lambda t: t.sum().item(), "Tensor.item"),
+    (lambda t: t.numpy(), "Tensor.numpy"),
+    (lambda t: t.tolist(), "Tensor.tolist"),
+    (lambda t: tl.synchronize(), "synchronize"),
+])
+def test_strict_mode_names_the_host_read(read, name):
+    """What graph_step's warm-up and capture run under (every backend): a host read raises
+    RuntimeError naming the torchlean function the step called."""
+    from torchlean import _capture
+    t = Session().tensor([1.5, 2.5])
+    _capture.STATE.strict = True
+    try:
+        with pytest.raises(RuntimeError, match=name):
+            read(t)
+        with pytest.raises(RuntimeError, match="host-side random draw"):
+            tl.randint(0, 5, (3,))
+    finally:
+        _capture.STATE.strict = False
+    assert t.numpy().tolist() == [1.5, 2.5]      # outside it, reads work again
