@@ -223,7 +223,7 @@ def attr(op: str, name: str, value, kind: str, check):
             if a.size and (a.min() < 0 or a.max() >= 2**32):
                 raise ValueError(f"{op}: {name} must be in [0, 2**32), got values in "
                                  f"[{a.min()}, {a.max()}]")
-            v = a.astype(np.int64)
+            v = a.astype(np.int64, copy=False)   # no copy: a captured step reads it in place
         elif kind == "mask":
             if value is None or value.__class__ is DeviceMask:
                 return value

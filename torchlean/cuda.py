@@ -187,9 +187,13 @@ class _Graph:
         self.constants = lib.tl_graph_constants(self.handle, n, 96)
         self.constant_op = ffi.string(n).decode()
         self.guards = list(st.guards)
+        # an integer input replays with new values only when an op checked its range (a guard),
+        # uploaded it as it is (the native side saw the upload read its bound range) and
+        # nothing else used it on the host (a plan from its values, a constant like it)
         guarded = {g[0] for g in self.guards}
         bound = [i for i, host in self.inputs.int_inputs if host.nbytes]
-        guarded -= {i for j, i in enumerate(bound) if lib.tl_graph_bound_read(self.handle, j)}
+        guarded &= {i for j, i in enumerate(bound)
+                    if lib.tl_graph_bound_read(self.handle, j) == 2}
         # integer inputs no op read as they are: their values may have shaped host constants,
         # so a replay runs only on the same values (else the step is captured again)
         self.pinned_ints = [(i, host.copy()) for i, host in self.inputs.int_inputs
@@ -213,7 +217,7 @@ class _Graph:
     def stale(self, args, kwargs) -> str | None:
         """Why this graph cannot replay this call (None: it can)."""
         for p, mirror, grad in self.params:
-            if p._mirror is not mirror or not mirror.live or p.grad_buf is not grad:
+            if p._mirror is not mirror or p.grad_buf is not grad or not mirror.buf.live:
                 return f"parameter of shape {tuple(p.shape)} was replaced"
         for o, groups in self.optims:
             if self._groups(o) != groups:
@@ -222,8 +226,13 @@ class _Graph:
         for i, lo, hi, exclude in self.guards:
             a = flat[i]
             a = a._a if isinstance(a, IntTensor) else a
-            if a.size and (a.min() < lo or a.max() >= hi or
-                           (exclude is not None and (a == exclude).any())):
+            if not a.size:
+                continue
+            if lo == 0 and a.dtype == np.int64:   # one pass: a negative index wraps above hi
+                bad = int(a.view(np.uint64).max()) >= hi
+            else:
+                bad = a.min() < lo or a.max() >= hi
+            if bad or (exclude is not None and (a == exclude).any()):
                 return "an integer input left the range the capture relied on"
         for i, old in self.pinned_ints:
             a = flat[i]
