@@ -39,7 +39,7 @@ class Embedding(Module):
         session (integer indices carry none)."""
         from torchlean.session import default_session
         s = session or getattr(idx, "session", None) or default_session()
-        a = idx._a if isinstance(idx, IntTensor) else \
+        a = idx._a if isinstance(idx, IntTensor) and _capture.STATE.active else \
             np.asarray(idx.numpy() if hasattr(idx, "numpy") else idx)
         n = self.weight.shape[0]
         if a.dtype.kind not in "iu" and not (a.dtype.kind == "f" and np.all(a == np.round(a))):
@@ -49,7 +49,7 @@ class Embedding(Module):
             raise IndexError(f"Embedding: index {a.reshape(-1)[bad[0]]} is out of range for "
                              f"{n} embeddings (indices of shape {a.shape}); expected 0 <= index "
                              f"< {n}")
-        a = a.astype(np.int64, copy=False)
+        a = a.astype(np.int64, copy=not _capture.STATE.active)   # captured: read in place
         if _capture.STATE.active:   # an input of a captured step: replays check its range
             _capture.int_guard(a, 0, n, self.padding_idx)
         y = s.op("gather_rows", self.weight, indices=a)
