@@ -11,7 +11,7 @@ import numpy as np
 from torchlean.buffer import AnyBuffer
 from torchlean.tape import Tape, freed_vjp, no_grad, is_grad_enabled
 from torchlean._generated import ops as _ops
-from torchlean.random import get_rng_state, manual_seed, next_device_key, set_rng_state
+from torchlean.random import get_rng_state, manual_seed, next_device_key, next_key, set_rng_state  # noqa: F401
 from torchlean import _capture
 from torchlean import composite as _composite
 from torchlean.int_tensor import IntTensor
