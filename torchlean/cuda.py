@@ -4,6 +4,7 @@ a whole training step captured once and replayed as one CUDA graph."""
 from __future__ import annotations
 
 import functools
+from operator import attrgetter
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from torchlean.random import manual_seed
 from torchlean.tensor import Tensor
 
 _M64 = (1 << 64) - 1
+_MIRROR, _GRAD, _LIVE = attrgetter("_mirror"), attrgetter("grad_buf"), attrgetter("live")
 
 
 def is_available() -> bool:
@@ -198,7 +200,10 @@ class _Graph:
         # so a replay runs only on the same values (else the step is captured again)
         self.pinned_ints = [(i, host.copy()) for i, host in self.inputs.int_inputs
                             if i not in guarded]
-        self.params = [(p, p._mirror, p.grad_buf) for p in st.params.values()]
+        self.params = tuple(st.params.values())
+        self.mirrors = tuple(map(_MIRROR, self.params))
+        self.grads = tuple(map(_GRAD, self.params))
+        self.bufs = tuple(m.buf for m in self.mirrors)
         self.optims = [(o, self._groups(o)) for o in st.optimizers.values()]
         self.adam_states = [o.state[id(p)] for o in st.optimizers.values()
                             if type(o).__name__ in ("Adam", "AdamW")
@@ -216,9 +221,12 @@ class _Graph:
 
     def stale(self, args, kwargs) -> str | None:
         """Why this graph cannot replay this call (None: it can)."""
-        for p, mirror, grad in self.params:
-            if p._mirror is not mirror or p.grad_buf is not grad or not mirror.buf.live:
-                return f"parameter of shape {tuple(p.shape)} was replaced"
+        ps = self.params   # identity compares of the tuples: no Python loop per parameter
+        if tuple(map(_MIRROR, ps)) != self.mirrors or tuple(map(_GRAD, ps)) != self.grads or \
+                not all(map(_LIVE, self.bufs)):
+            p = next(p for p, m, g, b in zip(ps, self.mirrors, self.grads, self.bufs)
+                     if p._mirror is not m or p.grad_buf is not g or not b.live)
+            return f"parameter of shape {tuple(p.shape)} was replaced"
         for o, groups in self.optims:
             if self._groups(o) != groups:
                 return f"{type(o).__name__}'s parameter groups changed"
