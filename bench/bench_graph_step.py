@@ -196,6 +196,8 @@ def main(argv=None):
                f"{'n/a' if t_graph is None else f'{t_graph:.3f}'} | {vs} | {hs} | "
                f"{g.captures} | {eager['first_loss']:.5f} / {graph['first_loss']:.5f} |")
         print(row, flush=True)
+        if g.captures > 1:
+            print(f"{name}: captured {g.captures} times (last: {g.recapture_reason})", flush=True)
         lines.append(row)
     text = "\n".join(lines)
     print()

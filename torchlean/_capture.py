@@ -97,6 +97,16 @@ def note_optimizer(opt) -> None:
     STATE.optimizers[id(opt)] = opt
 
 
+def is_int_input(a) -> bool:
+    """Whether array a lies in one of the captured step's integer inputs (no copy of it)."""
+    ptr = a.__array_interface__["data"][0]
+    for _, host in STATE.int_inputs:
+        base = host.__array_interface__["data"][0]
+        if base <= ptr < base + max(host.nbytes, 1):
+            return True
+    return False
+
+
 def int_guard(a, lo: int, hi: int, exclude=None) -> bool:
     """While capturing: whether `a` (an int64 array an op uploads as it is) is one of the step's
     integer inputs; if so each replay checks lo <= a < hi (and no element == exclude) on the
