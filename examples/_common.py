@@ -33,6 +33,24 @@ def parser(desc: str, steps: int) -> argparse.ArgumentParser:
     return p
 
 
+def graph_option(p: argparse.ArgumentParser) -> None:
+    """--graph: the examples whose step loop can be captured (README "Whole-step capture")."""
+    p.add_argument("--graph", action="store_true",
+                   help="capture the training step once and replay it as one CUDA graph "
+                        "(torchlean.cuda.graph_step; the stub runs it eagerly); one process, "
+                        "no --accumulate")
+
+
+def graph_step_or_none(args, dp, fn):
+    """graph_step(fn) under --graph (one process, no accumulation), else None."""
+    if not getattr(args, "graph", False):
+        return None
+    if dp.world > 1 or dp.k > 1:
+        raise SystemExit("--graph trains in one process without --accumulate")
+    from torchlean.cuda import graph_step
+    return graph_step(fn)
+
+
 def setup(args):
     """Select the backend before torchlean is imported, then seed and set determinism."""
     if args.backend:

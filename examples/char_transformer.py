@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from _common import DataParallel, parser, setup, progress, summary
+from _common import DataParallel, graph_option, graph_step_or_none, parser, setup, progress, summary
 
 
 def corpus(limit=200_000) -> str:
@@ -70,10 +70,11 @@ def main(argv=None):
     p = parser(__doc__, steps=300)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--batch-size", type=int, default=4)
+    graph_option(p)
     args = p.parse_args(argv)
     tl = setup(args)
     from torchlean import nn, optim
-    from torchlean.session import Session
+    from torchlean.session import Session, default_session
 
     data, chars = load_data()
     V, T = len(chars), 32
@@ -81,19 +82,32 @@ def main(argv=None):
     model = dp.wrap(build_model(V, T))
     opt = optim.AdamW(model.parameters(), lr=args.lr)
     s = Session()
+
+    def train_step(xb, yb):        # --graph: captured once, then replayed
+        opt.zero_grad()
+        logits = model(xb, default_session())
+        loss = nn.functional.cross_entropy(logits.reshape(-1, V), yb.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    graphed = graph_step_or_none(args, dp, train_step)
     rng = np.random.default_rng(args.seed)
     loss_v = float("nan")
     t0 = time.perf_counter()
     bar = progress(args.steps, "train", args.no_progress or dp.rank > 0)
     for step in bar:
         x, y = batch(data, rng, args.batch_size, T)
-        opt.zero_grad()
-        for (xb, yb), sync in dp.micro_batches(model, x, y):
-            with sync:
-                logits = model(xb, s)
-                loss = nn.functional.cross_entropy(logits.reshape(-1, V), yb.reshape(-1))
-                dp.backward(loss)
-        opt.step()
+        if graphed:
+            loss = graphed(x, y)
+        else:
+            opt.zero_grad()
+            for (xb, yb), sync in dp.micro_batches(model, x, y):
+                with sync:
+                    logits = model(xb, s)
+                    loss = nn.functional.cross_entropy(logits.reshape(-1, V), yb.reshape(-1))
+                    dp.backward(loss)
+            opt.step()
         if step % 50 == 0 or step == args.steps - 1:
             loss_v = loss.item()
             bar.set_postfix(loss=f"{loss_v:.4f}")

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from _common import DataParallel, parser, setup, progress, summary
+from _common import DataParallel, graph_option, graph_step_or_none, parser, setup, progress, summary
 
 
 def load_data(seed: int = 0):
@@ -35,6 +35,7 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--width", type=int, default=16, help="channels of the first conv")
+    graph_option(p)
     args = p.parse_args(argv)
     tl = setup(args)
     from torchlean import nn, optim
@@ -46,6 +47,15 @@ def main(argv=None):
     model = dp.wrap(build_model(args.width))
     opt = optim.Adam(model.parameters(), lr=args.lr)
     s = Session()
+
+    def train_step(xb, yb):        # --graph: captured once, then replayed
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    graphed = graph_step_or_none(args, dp, train_step)
     steps_per_epoch = max(1, ntr // batch)
     rng = np.random.default_rng(args.seed)
     print(f"backend: {tl.backend()}", flush=True)
@@ -58,12 +68,15 @@ def main(argv=None):
         if k == 0 and step:
             order = rng.permutation(ntr)
         idx = order[k * batch:(k + 1) * batch]
-        opt.zero_grad()
-        for (xb, yb), sync in dp.micro_batches(model, Xtr[idx], ytr[idx]):
-            with sync:
-                loss = nn.functional.cross_entropy(model(s.tensor(xb)), yb)
-                dp.backward(loss)
-        opt.step()
+        if graphed:
+            loss = graphed(Xtr[idx], ytr[idx])
+        else:
+            opt.zero_grad()
+            for (xb, yb), sync in dp.micro_batches(model, Xtr[idx], ytr[idx]):
+                with sync:
+                    loss = nn.functional.cross_entropy(model(s.tensor(xb)), yb)
+                    dp.backward(loss)
+            opt.step()
         if step % 50 == 0 or step == args.steps - 1:
             loss_v = loss.item()          # a device sync: only now and then
             bar.set_postfix(loss=f"{loss_v:.4f}")

@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from _common import DataParallel, parser, setup, progress, summary
+from _common import DataParallel, graph_option, graph_step_or_none, parser, setup, progress, summary
 
 
 def load_data(seed: int = 0):
@@ -30,6 +30,7 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--hidden", type=int, default=128)
+    graph_option(p)
     args = p.parse_args(argv)
     tl = setup(args)
     from torchlean import nn, optim
@@ -40,18 +41,30 @@ def main(argv=None):
     model = dp.wrap(build_model(args.hidden))
     opt = optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     s = Session()
+
+    def train_step(xb, yb):        # --graph: captured once, then replayed
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    graphed = graph_step_or_none(args, dp, train_step)
     rng = np.random.default_rng(args.seed)
     loss_v = float("nan")
     t0 = time.perf_counter()
     bar = progress(args.steps, "train", args.no_progress or dp.rank > 0)
     for step in bar:
         idx = rng.integers(0, len(Xtr), args.batch_size)
-        opt.zero_grad()
-        for (xb, yb), sync in dp.micro_batches(model, Xtr[idx], ytr[idx]):
-            with sync:
-                loss = nn.functional.cross_entropy(model(s.tensor(xb)), yb)
-                dp.backward(loss)
-        opt.step()
+        if graphed:
+            loss = graphed(Xtr[idx], ytr[idx])
+        else:
+            opt.zero_grad()
+            for (xb, yb), sync in dp.micro_batches(model, Xtr[idx], ytr[idx]):
+                with sync:
+                    loss = nn.functional.cross_entropy(model(s.tensor(xb)), yb)
+                    dp.backward(loss)
+            opt.step()
         if step % 50 == 0 or step == args.steps - 1:
             loss_v = loss.item()
             bar.set_postfix(loss=f"{loss_v:.4f}")

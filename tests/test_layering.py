@@ -1,15 +1,16 @@
 """Layers below the generated ops never import them (or anything above them): the loader,
-buffers, errors, the op support helpers and the shape rules."""
+buffers, errors, the capture state, the op support helpers and the shape rules."""
 import ast
 from pathlib import Path
 
 import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "torchlean"
-LOW = ["errors.py", "_loader.py", "buffer.py", "_opsupport.py"] + sorted(
+LOW = ["errors.py", "_loader.py", "_capture.py", "buffer.py", "_opsupport.py"] + sorted(
     str(p.relative_to(PKG)) for p in (PKG / "shapes").glob("*.py"))
 # what each low module may import from torchlean (the loader reads the generated cffi data)
-ALLOWED = {"torchlean.errors", "torchlean._loader", "torchlean.buffer", "torchlean.shapes",
+ALLOWED = {"torchlean.errors", "torchlean._loader", "torchlean._capture", "torchlean.buffer",
+           "torchlean.shapes",
            "torchlean._generated.cdef"}
 
 

@@ -10,6 +10,7 @@ import operator
 
 import numpy as np
 
+from torchlean import _capture
 from torchlean._loader import ffi, lib
 from torchlean.buffer import AnyBuffer, Buffer, check_count, raise_status
 from torchlean.shapes import ShapeError
@@ -223,7 +224,9 @@ def attr(op: str, name: str, value, kind: str, check):
             if a.size and (a.min() < 0 or a.max() >= 2**32):
                 raise ValueError(f"{op}: {name} must be in [0, 2**32), got values in "
                                  f"[{a.min()}, {a.max()}]")
-            v = a.astype(np.int64)
+            # eagerly a private copy; inside a captured step the array itself (its replays
+            # read a bound integer input in place)
+            v = a.astype(np.int64, copy=not _capture.STATE.active)
         elif kind == "mask":
             if value is None or value.__class__ is DeviceMask:
                 return value

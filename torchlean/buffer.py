@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from torchlean._loader import ffi, lib, last_error
+from torchlean import _capture
 
 MAX_ELEMENTS = 2**32 - 1
 # Buffer -> number of DLPack consumers still reading its payload (kept by torchlean.interop)
@@ -135,6 +136,8 @@ class Buffer:
     def to_numpy(self, dtype=np.float32) -> np.ndarray:
         """Download as float32 (default) or float64 (exact widening)."""
         self._check("Buffer.to_numpy")
+        if _capture.STATE.strict:
+            _capture.host_read("a host read (a download)")
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise TypeError(f"Buffer.to_numpy: dtype must be float32 or float64, got {dtype}")

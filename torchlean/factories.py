@@ -134,7 +134,7 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
     _reject_generator("rand", generator)
     _float_only("rand", dtype, device)
     shape = _size("rand", size)
-    b = _ops.rand_uniform(n=math.prod(shape), key=_random.next_key())
+    b = _ops.rand_uniform(n=math.prod(shape), key=_random.next_device_key())
     return _float(AnyBuffer(shape, b.buf), requires_grad)
 
 
@@ -143,7 +143,7 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
     _reject_generator("randn", generator)
     _float_only("randn", dtype, device)
     shape = _size("randn", size)
-    b = _ops.rand_normal(n=math.prod(shape), key=_random.next_key(), mean=0.0, std=1.0)
+    b = _ops.rand_normal(n=math.prod(shape), key=_random.next_device_key(), mean=0.0, std=1.0)
     return _float(AnyBuffer(shape, b.buf), requires_grad)
 
 

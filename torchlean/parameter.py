@@ -10,6 +10,7 @@ import weakref
 import numpy as np
 
 from torchlean.buffer import AnyBuffer
+from torchlean import _capture
 from torchlean import devices as _devices
 from torchlean.dtypes import float32 as _float32
 
@@ -40,12 +41,22 @@ class Parameter:
     def mirror(self) -> AnyBuffer:
         """The device mirror, uploaded once from the host value when missing."""
         if self._mirror is None or not self._mirror.live:
-            self._mirror = AnyBuffer.from_numpy(self._host)
+            with _capture.persistent():
+                self._mirror = AnyBuffer.from_numpy(self._host)
+        if _capture.STATE.active:
+            _capture.note_param(self)
         return self._mirror
 
     def set_mirror(self, buf: AnyBuffer) -> None:
         """Replace the mirror (the old one is released); the host copy becomes stale."""
         if self._mirror is not None and self._mirror is not buf:
+            old = self._mirror
+            if _capture.STATE.active and old.live and old.shape == buf.shape:
+                # a captured step keeps the buffer its replays read: copy into it
+                _capture.copy_into(old, buf)
+                buf.release()
+                self._host_current = False
+                return
             self._mirror.release()
         self._mirror = buf
         self._host_current = False

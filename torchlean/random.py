@@ -20,6 +20,8 @@ import threading
 
 import numpy as np
 
+from torchlean import _capture
+
 _M64 = (1 << 64) - 1
 
 
@@ -47,7 +49,8 @@ def micro_key(seed: int, step: int, index: int, draw: int) -> int:
     return splitmix64((k + draw) & _M64)
 
 
-_stream = {"seed": 0, "counter": 0, "micro": None}   # micro: [step, index, draws] or None
+# micro: [step, index, draws] or None; graph: the counter at a captured step's first draw
+_stream = {"seed": 0, "counter": 0, "micro": None, "graph": None}
 _stream_lock = threading.Lock()   # threads drawing keys at once each get a distinct counter value
 
 
@@ -63,6 +66,15 @@ def manual_seed(seed: int) -> None:
 def next_key() -> int:
     """The key of the next session-level draw: key_of(seed, counter), and the counter advances;
     inside micro_batch(step, index), micro_key(seed, step, index, d) for the d-th draw there."""
+    if _capture.STATE.strict:
+        raise RuntimeError(
+            "graph_step: a host-side random draw (randint, randperm, nn.init, a DataLoader "
+            "shuffle) inside a captured step would be frozen in the graph; draw it outside the "
+            "step and pass it in")
+    return _next_key()
+
+
+def _next_key() -> int:
     with _stream_lock:
         seed, micro = _stream["seed"], _stream["micro"]
         if micro is not None:
@@ -72,6 +84,23 @@ def next_key() -> int:
         c = _stream["counter"]
         _stream["counter"] = c + 1
     return key_of(seed, c)
+
+
+def next_device_key() -> int:
+    """The key argument of a native rng kernel: next_key(), except inside a captured step
+    (torchlean.cuda.graph_step), where it is the draw's place d within the step: the kernel
+    reads key_of(seed, counter0 + d) from the graph's device state, so each replay draws what
+    the eager step would. The counter advances the same either way."""
+    c0 = _stream["graph"]
+    if c0 is None:
+        return _next_key()
+    with _stream_lock:
+        if _stream["micro"] is not None:
+            raise RuntimeError("graph_step: draws inside micro_batch() cannot be captured (their "
+                               "keys depend on the step index); capture a step without it")
+        c = _stream["counter"]
+        _stream["counter"] = c + 1
+    return c - c0
 
 
 def _nonneg_int(what: str, v) -> int:

@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from torchlean._loader import BACKEND, ffi, lib
+from torchlean import _capture
 from torchlean.buffer import raise_status
 
 # every variable torchlean reads: name -> (reader, what it sets); README lists the same
@@ -129,6 +130,8 @@ def is_exact() -> bool:
 
 def synchronize() -> None:
     """Wait for queued device work (no-op on the stub)."""
+    if _capture.STATE.strict:
+        _capture.host_read("a synchronisation")
     st = lib.tl_synchronize()
     if st:
         raise_status("synchronize", st)

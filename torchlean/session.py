@@ -11,7 +11,8 @@ import numpy as np
 from torchlean.buffer import AnyBuffer
 from torchlean.tape import Tape, freed_vjp, no_grad, is_grad_enabled
 from torchlean._generated import ops as _ops
-from torchlean.random import get_rng_state, manual_seed, next_key, set_rng_state
+from torchlean.random import get_rng_state, manual_seed, next_device_key, next_key, set_rng_state  # noqa: F401
+from torchlean import _capture
 from torchlean import composite as _composite
 from torchlean.int_tensor import IntTensor
 from torchlean.parameter import Parameter, _backward_end_hooks, _claim_for_training, _release_claims
@@ -126,12 +127,12 @@ class Session:
     # ---------------------------------------------------------------- randomness
     def rand_uniform(self, shape) -> "Tensor":
         shape = tuple(shape) if not isinstance(shape, int) else (shape,)
-        b = _ops.rand_uniform(n=int(np.prod(shape)), key=next_key())
+        b = _ops.rand_uniform(n=int(np.prod(shape)), key=next_device_key())
         return self._wrap(self._own_leaf(AnyBuffer(shape, b.buf)))
 
     def bernoulli_mask(self, shape, p: float) -> "Tensor":
         shape = tuple(shape) if not isinstance(shape, int) else (shape,)
-        b = _ops.bernoulli_mask(n=int(np.prod(shape)), key=next_key(), p=p)
+        b = _ops.bernoulli_mask(n=int(np.prod(shape)), key=next_device_key(), p=p)
         return self._wrap(self._own_leaf(AnyBuffer(shape, b.buf)))
 
     def _own_leaf(self, value, requires_grad: bool = False) -> int:
@@ -174,6 +175,10 @@ class Session:
                 return False
             if p.grad_buf is None:
                 p.grad_buf = g
+            elif _capture.STATE.active:   # replays accumulate into the same buffer
+                s = _ops.add(p.grad_buf, g)
+                _capture.copy_into(p.grad_buf, s)
+                s.release(); g.release()
             else:
                 s = _ops.add(p.grad_buf, g)
                 p.grad_buf.release(); g.release()

@@ -45,6 +45,7 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from torchlean import _capture
 from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
 from torchlean.buffer import AnyBuffer
@@ -272,7 +273,9 @@ class Tape(TapeOps):
             # forward must not change the gradient
             for k, v in saved.items():
                 if v.__class__ is np.ndarray or v.__class__ is list:
-                    saved[k] = np.array(v, copy=True)
+                    if not (_capture.STATE.active and _capture.is_int_input(v)):
+                        saved[k] = np.array(v, copy=True)   # (a captured step's integer
+                                                            # input is read in place)
             node.saved = saved
         else:
             node.saved = {}  # keep nothing alive for a node that never runs its VJP

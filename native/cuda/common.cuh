@@ -49,6 +49,12 @@ TL_HIDDEN int tl_gemm_f32(const char *op, int ta, int tb, int64_t batch, int64_t
                           int64_t sb, float beta, float *C, int64_t ldc, int64_t sc, int single);
 // y[o, i] = sum over k of x[o, k, i] (a mean when `mean`), coalesced and split over the GPU
 // (reduce.cu); fixed order in deterministic mode, rule 4 in exact mode. Device pointers.
+// inside a captured step (graph.cu): the graph's device RNG base and replay index (rng.cu,
+// optim.cu read them); nullptr when no step is being captured
+TL_HIDDEN const uint64_t *tl_graph_rng_base(void);
+TL_HIDDEN const int64_t *tl_graph_replay(void);
+// a kernel that plans on the host from index values tells the capture (graph.cu)
+TL_HIDDEN void tl_graph_host_reads(const void *p, size_t bytes);
 TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t outer, int64_t len,
                                int64_t inner, int mean);
 }

@@ -211,6 +211,14 @@ extern "C" {
 
 int tl_cuda_status(const char *op, cudaError_t e) {
     if (e == cudaSuccess) return TL_OK;
+    if (e == cudaErrorStreamCaptureUnsupported || e == cudaErrorStreamCaptureInvalidated ||
+        e == cudaErrorStreamCaptureImplicit || e == cudaErrorCapturedEvent ||
+        e == cudaErrorStreamCaptureWrongThread) {
+        cudaGetLastError();
+        return tl_fail(TL_E_UNSUPPORTED, "%s: cannot run inside a captured step "
+                       "(torchlean.cuda.graph_step): %s (%s)", op, cudaGetErrorName(e),
+                       cudaGetErrorString(e));
+    }
     // clear the runtime's last-error slot so the next check does not see this one again
     // (a sticky error stays in the context whatever we do)
     cudaGetLastError();
@@ -257,7 +265,7 @@ int tl_cuda_launched(const char *op) {
         const char *v = getenv("TORCHLEAN_CUDA_SYNC");
         g_sync_each_launch = (v && strcmp(v, "1") == 0) ? 1 : 0;
     }
-    if (g_sync_each_launch && g_stream_ready) {
+    if (g_sync_each_launch && g_stream_ready && !graph_capturing()) {
         e = cudaStreamSynchronize(g_stream);
         if (e != cudaSuccess) return tl_cuda_status(op, e);
     }
@@ -349,6 +357,7 @@ int tl_sm_count(void) {
 
 int tl_upload(const char *op, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return TL_OK;
+    if (graph_capturing()) return graph_upload(op, dst, src, bytes);
     cudaStream_t s = tl_stream();
     if (!s) return g_poisoned ? tl_cuda_poison_status(op) : TL_E_DEVICE;
     cudaPointerAttributes a;
@@ -378,6 +387,14 @@ int tlb_fill(float *p, int64_t n, float v) {
     cudaStream_t s = tl_stream();
     if (!s) return g_poisoned ? tl_cuda_poison_status("full") : TL_E_DEVICE;
     if (n <= 0) return TL_OK;
+    if (graph_capturing()) {
+        if (cudaStream_t side = graph_persistent_stream()) {  // state made inside a capture
+            fill_kernel<<<tl_blocks(n), TL_THREADS, 0, side>>>(p, n, v);
+            TL_CUDA_TRY("full", cudaGetLastError());
+            TL_CUDA_TRY("full", cudaStreamSynchronize(side));
+            return TL_OK;
+        }
+    }
     if (v == 0.0f && !signbit(v)) {  // +0.0 is all-zero bits; -0.0 is not
         TL_CUDA_TRY("full", cudaMemsetAsync(p, 0, (size_t)n * sizeof(float), s));
         return TL_OK;
@@ -401,6 +418,7 @@ int tlb_h2d(void *dst, const void *src, size_t bytes) {
 
 int tlb_d2h(void *dst, const void *src, size_t bytes) {
     TL_TRY(poison_check("download"));
+    if (graph_capturing()) return graph_refuse("download", "a host read (download)");
     cudaStream_t s = tl_stream();
     if (!s) return TL_E_DEVICE;
     TL_CUDA_TRY("download", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));

@@ -128,6 +128,7 @@ static int64_t *scatter_plan(const int64_t *idx, int64_t k, int64_t rows, int64_
 static int scatter_ordered(const char *op, const float *v, float *y, const int64_t *idx, int64_t k,
                            int64_t rows, int64_t cols) {
     int64_t nu = 0, len = 0;
+    tl_graph_host_reads(idx, (size_t)k * sizeof(int64_t));   // the plan is the values'
     int64_t *plan = scatter_plan(idx, k, rows, &nu, &len);
     if (!plan) return tl_fail(TL_E_OOM, "%s: out of host memory planning %lld updates", op, (long long)k);
     int64_t *d = NULL;

@@ -145,6 +145,7 @@ void small_flush(void) {
 int pool_alloc(const char *op, size_t bytes, void **out) {
     TL_TRY(poison_check(op));
     TL_TRY(ensure_init(op));
+    if (graph_capturing()) return graph_alloc(op, bytes, out);
     void *p = nullptr;
     const size_t asked = bytes;  // the message names what the caller asked for, not the rounding
     const int c = small_class(bytes);
@@ -195,8 +196,12 @@ int pool_alloc(const char *op, size_t bytes, void **out) {
     return TL_OK;
 }
 
+}  // namespace
+
+namespace tl_ctx {
+
 // bytes: the size asked of pool_alloc (0 when unknown: the block goes straight to the pool)
-void pool_free(void *p, size_t bytes) {
+void pool_release_raw(void *p, size_t bytes) {
     if (!p || g_poisoned || !g_stream_ready) return;  // a poisoned context cannot free safely
     const int c = bytes ? small_class(bytes) : -1;
     if (c >= 0) {
@@ -223,9 +228,21 @@ void pool_free(void *p, size_t bytes) {
     enforce_cap();
 }
 
+}  // namespace tl_ctx
+
+namespace {
+
+// a block a captured graph owns (or one freed inside a capture) goes to the graph instead
+void pool_free(void *p, size_t bytes) {
+    if (!p || g_poisoned || !g_stream_ready) return;
+    if ((graph_capturing() || graph_any()) && graph_free(p, bytes)) return;
+    pool_release_raw(p, bytes);
+}
+
 int sync_stream(const char *op) {
     TL_TRY(poison_check(op));
     if (!g_stream_ready) return TL_OK;
+    if (graph_capturing()) return graph_refuse(op, "a synchronisation");
     cudaError_t e = cudaStreamSynchronize(g_stream);
     if (e != cudaSuccess) return tl_cuda_status(op, e);
     enforce_cap();
@@ -281,6 +298,7 @@ int tlb_sync(void) { return sync_stream("synchronize"); }
 int tlb_empty_cache(void) {
     TL_TRY(poison_check("empty_cache"));
     if (!g_stream_ready) return TL_OK;
+    if (graph_capturing()) return graph_refuse("empty_cache", "empty_cache");
     small_flush();
     TL_CUDA_TRY("empty_cache", cudaStreamSynchronize(g_stream));
     TL_CUDA_TRY("empty_cache", cudaMemPoolTrimTo(g_pool, 0));

@@ -113,6 +113,27 @@ TL_API int tl_set_allow_tf32(int flag);
 TL_API int tl_set_device(int64_t device);
 TL_API void *tl_cuda_stream(void);
 
+/* whole-step capture (torchlean.cuda.graph_step; native/cuda/graph.cu). A graph handle from
+ * tl_graph_new; tl_graph_bind_host gives a host range (an integer input) a device twin that
+ * uploads from it become copies of inside the capture; tl_graph_upload/copy fill static inputs
+ * in stream order; tl_graph_begin..end captures the step (rng_base: seed + counter at its first
+ * draw; draws: how many keys it takes), tl_graph_abort ends a failed capture; tl_graph_launch
+ * replays; tl_graph_set_rng moves the next replay's RNG base; tl_graph_constants counts the
+ * host constants captured (and names the first op). The stub answers TL_E_UNSUPPORTED. */
+TL_API int tl_graph_new(void **out);
+TL_API int tl_graph_bind_host(void *g, const void *host, int64_t bytes, uint64_t *dev);
+TL_API int tl_graph_upload(uint64_t dev, const void *src, int64_t bytes);
+TL_API int tl_graph_copy(uint64_t dst, uint64_t src, int64_t bytes);
+TL_API int tl_graph_begin(void *g, uint64_t rng_base);
+TL_API int tl_graph_end(void *g, int64_t draws);
+TL_API int tl_graph_abort(void *g);
+TL_API int tl_graph_launch(void *g);
+TL_API int tl_graph_set_rng(void *g, uint64_t rng_base);
+TL_API int64_t tl_graph_constants(void *g, char *op, int64_t cap);
+TL_API int tl_graph_bound_read(void *g, int64_t i);
+TL_API int tl_graph_persistent(int on);
+TL_API void tl_graph_destroy(void *g);
+
 /* SplitMix64 as exported for the Python reference tests */
 TL_API uint64_t tl_splitmix64(uint64_t x);
 /* CDEF-END */

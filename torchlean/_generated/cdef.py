@@ -81,6 +81,21 @@ int tl_set_device(int64_t device);
 void *tl_cuda_stream(void);
 
 
+int tl_graph_new(void **out);
+int tl_graph_bind_host(void *g, const void *host, int64_t bytes, uint64_t *dev);
+int tl_graph_upload(uint64_t dev, const void *src, int64_t bytes);
+int tl_graph_copy(uint64_t dst, uint64_t src, int64_t bytes);
+int tl_graph_begin(void *g, uint64_t rng_base);
+int tl_graph_end(void *g, int64_t draws);
+int tl_graph_abort(void *g);
+int tl_graph_launch(void *g);
+int tl_graph_set_rng(void *g, uint64_t rng_base);
+int64_t tl_graph_constants(void *g, char *op, int64_t cap);
+int tl_graph_bound_read(void *g, int64_t i);
+int tl_graph_persistent(int on);
+void tl_graph_destroy(void *g);
+
+
 uint64_t tl_splitmix64(uint64_t x);
 int tl_add(tl_buf a, tl_buf b, tl_buf y, int64_t n);
 int tl_mul(tl_buf a, tl_buf b, tl_buf y, int64_t n);

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from torchlean import _capture
+
 enabled = True
 
 
@@ -34,7 +36,11 @@ def cross_entropy_rows(x, labels: np.ndarray, keep: np.ndarray, reduction: str):
     """Loss of logits x (N, V) against checked labels; rows where keep is False are ignored
     (loss 0, no gradient, left out of the 'mean' denominator: 0 / 0 = NaN when all are)."""
     s = x.session
-    lab = np.where(keep, labels, x.shape[1]).astype(np.int64)   # V: out of range, so ignored
+    if _capture.STATE.active and keep.all() and \
+            _capture.int_guard(labels, 0, x.shape[1]):   # an input of a captured step
+        lab = labels.reshape(-1)                           # read as it is by every replay
+    else:
+        lab = np.where(keep, labels, x.shape[1]).astype(np.int64)   # V: out of range, so ignored
     loss = s.op("cross_entropy_rows", x, labels=lab)
     if reduction == "none":
         return loss

@@ -11,7 +11,9 @@ import math
 
 import numpy as np
 
+from torchlean import _capture
 from torchlean.nn import fused
+from torchlean.int_tensor import IntTensor
 from torchlean.session import Parameter, Tensor, default_session
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -44,12 +46,13 @@ def integer_labels(op: str, labels, what: str = "label") -> np.ndarray:
     `__array__` giving integers (an int64 Tensor); a float Tensor or array raises TypeError."""
     if isinstance(labels, Parameter):
         raise TypeError(f"{op}: {what}s must be integers, got a float32 Parameter")
-    a = np.asarray(labels.numpy() if hasattr(labels, "numpy") else labels)
+    a = labels._a if isinstance(labels, IntTensor) and _capture.STATE.active else \
+        np.asarray(labels.numpy() if hasattr(labels, "numpy") else labels)
     if a.dtype.kind not in "iu":
         kind = "float32 Tensor" if isinstance(labels, Tensor) else f"dtype {a.dtype}"
         raise TypeError(f"{op}: {what}s must be an integer array, got {kind} (class indices "
                         "are torch's Long targets)")
-    return a.astype(np.int64)
+    return a.astype(np.int64, copy=not _capture.STATE.active)   # captured: read in place
 
 
 def _class_last(x, cdim):

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from torchlean import _capture
 from torchlean.buffer import AnyBuffer
 from torchlean.parameter import Parameter, check_training_thread, training_lock
 from torchlean._generated import ops as _ops
@@ -116,6 +117,8 @@ class Optimizer:
     def _with_grads(self):
         """(group, parameter) for every parameter that has a gradient, with the parameter's
         training lock held until the caller asks for the next one."""
+        if _capture.STATE.active:
+            _capture.note_optimizer(self)
         for g in self.param_groups:
             for p in g["params"]:
                 if p.grad_buf is not None:
@@ -169,7 +172,9 @@ class Adam(Optimizer):
         for g, p in self._with_grads():
             st = self.state.setdefault(id(p), {})
             if "m" not in st:
-                st["m"], st["v"], st["step"] = AnyBuffer.zeros(p.shape), AnyBuffer.zeros(p.shape), 0
+                with _capture.persistent():   # inside a capture: zeroed once, not per replay
+                    st["m"], st["v"], st["step"] = AnyBuffer.zeros(p.shape), \
+                        AnyBuffer.zeros(p.shape), 0
             st["step"] += 1
             b1, b2 = g["betas"]
             _ops.adam_step(p.mirror(), p.grad_buf, st["m"], st["v"], lr=g["lr"], beta1=b1,

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from torchlean import _capture
+from torchlean.int_tensor import IntTensor
 from torchlean.session import Parameter
 from torchlean.nn import init
 from torchlean.nn.modules.base import Module
@@ -37,7 +39,8 @@ class Embedding(Module):
         session (integer indices carry none)."""
         from torchlean.session import default_session
         s = session or getattr(idx, "session", None) or default_session()
-        a = np.asarray(idx.numpy() if hasattr(idx, "numpy") else idx)
+        a = idx._a if isinstance(idx, IntTensor) and _capture.STATE.active else \
+            np.asarray(idx.numpy() if hasattr(idx, "numpy") else idx)
         n = self.weight.shape[0]
         if a.dtype.kind not in "iu" and not (a.dtype.kind == "f" and np.all(a == np.round(a))):
             raise TypeError(f"Embedding: indices must be integers, got dtype {a.dtype}")
@@ -46,7 +49,9 @@ class Embedding(Module):
             raise IndexError(f"Embedding: index {a.reshape(-1)[bad[0]]} is out of range for "
                              f"{n} embeddings (indices of shape {a.shape}); expected 0 <= index "
                              f"< {n}")
-        a = a.astype(np.int64)
+        a = a.astype(np.int64, copy=not _capture.STATE.active)   # captured: read in place
+        if _capture.STATE.active:   # an input of a captured step: replays check its range
+            _capture.int_guard(a, 0, n, self.padding_idx)
         y = s.op("gather_rows", self.weight, indices=a)
         pad = None if self.padding_idx is None else a == self.padding_idx
         if pad is None or not pad.any():

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from torchlean import _capture
 from torchlean.session import Parameter
 from torchlean._generated import ops as _ops
 from torchlean.nn.modules.base import Module
@@ -196,6 +197,10 @@ class BatchNorm2d(Module):
     def _fold(self, mean, var, count):
         """One running-statistics update from a batch's mean and biased variance over `count`
         values per channel."""
+        if self.momentum is None and _capture.STATE.strict:
+            raise RuntimeError("graph_step: BatchNorm with momentum=None averages with 1 / "
+                               "num_batches_tracked, a host value a replay would freeze; give "
+                               "it a momentum to capture the step")
         object.__setattr__(self, "_nbt", self._nbt + 1)
         self.num_batches_tracked.set(np.float32(self._nbt))
         m = 1.0 / self._nbt if self.momentum is None else float(self.momentum)
