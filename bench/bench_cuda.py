@@ -255,6 +255,11 @@ def _softmax():
         r["note"] = (f"{r['tl_gbs'] / COPY_GBS['tl']:.2f} of copy BW "
                      f"(torch {r['torch_gbs'] / COPY_GBS['torch']:.2f})")
     S.release()
+    for rows, cols in ((65536, 1024), (65536, 256)):      # narrow rows: one block per row
+        S, ST = both((rows, cols), 4)
+        row(f"softmax rows {rows}x{cols}", time_tl(lambda: tl.ops.softmax(S)),
+            time_torch(lambda: torch.softmax(ST, dim=-1)), 2 * rows * cols * 4)
+        S.release()
 
 
 @bench("matmul")
