@@ -417,6 +417,35 @@ def ref_linear(args, p):
     return y
 
 
+def gen_linear_residual(G, rng, x):
+    """nn.fused.linear_residual(linear, x, r) = linear(x) + r (one cuBLASLt GEMM with the bias
+    and the residual in its epilogue on CUDA in default mode)."""
+    sh = G.shapes[x]
+    if not sh or len(sh) > 3:
+        raise Reject
+    k = sh[-1]
+    m = int(rng.integers(1, 5))
+    if math.prod(sh[:-1]) * m > MAX_NUMEL:
+        raise Reject
+    w = G.new_leaf(rng, (m, k), kind="param", scale=1.0 / math.sqrt(max(k, 1)))
+    b = G.new_leaf(rng, (m,), kind="param")
+    r = G.new_leaf(rng, tuple(sh[:-1]) + (m,))
+    return Step("linear_residual", [x, w, b, r], {}, [G.fresh()])
+
+
+def tl_linear_residual(s, args, p):
+    from torchlean.nn import fused
+    x, w, b, r = args
+    lin = tl.nn.Linear(w.shape[1], w.shape[0])
+    lin.weight, lin.bias = w, b              # Parameters (the executor passes them through)
+    return fused.linear_residual(lin, x, r)
+
+
+def ref_linear_residual(args, p):
+    y = ref_linear(list(args[:3]), p)
+    return y + _bc(y, args[3])[1]
+
+
 REDUCTIONS = ("sum", "mean", "amax", "amin", "var", "std", "logsumexp", "max_dim", "min_dim",
               "sum_all", "max_all", "min_all")
 _FULL = {"sum_all": "sum", "max_all": "amax", "min_all": "amin"}
@@ -790,6 +819,36 @@ def ref_layer_norm(args, p):
     return y
 
 
+def gen_rms_norm(G, rng, x):
+    """nn.RMSNorm over the last axis (the generated normalize op), with or without a weight."""
+    sh = G.shapes[x]
+    if not sh or sh[-1] < 2:
+        raise Reject
+    if np.min((G.vals[x] ** 2).mean(axis=-1)) < 0.05:
+        raise Reject
+    ins = [x]
+    if rng.random() < 0.75:
+        ins.append(G.new_leaf(rng, (sh[-1],), kind="param"))
+    return Step("rms_norm", ins, {}, [G.fresh()])
+
+
+def tl_rms_norm(s, args, p):
+    x = args[0]
+    rn = tl.nn.RMSNorm(x.shape[-1], elementwise_affine=len(args) == 2)
+    if len(args) == 2:
+        rn.weight = args[1]                  # a Parameter (the executor passes it through)
+    return rn(x)
+
+
+def ref_rms_norm(args, p):
+    args = _bc(*args)
+    x = args[0]
+    y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + float(np.finfo(np.float32).eps))
+    if len(args) == 2:
+        y = y * args[1].reshape((x.shape[0],) + (1,) * (x.ndim - 2) + (x.shape[-1],))
+    return y
+
+
 def gen_conv(G, rng, x):
     sh = G.shapes[x]
     if len(sh) not in (3, 4):
@@ -1027,11 +1086,13 @@ OPS = {
     "where": (gen_where, tl_where, ref_where, 1.5),
     "matmul": (gen_matmul, tl_matmul, ref_matmul, 1.5),
     "linear": (gen_linear, tl_linear, ref_linear, 1.5),
+    "linear_residual": (gen_linear_residual, tl_linear_residual, ref_linear_residual, 0.6),
     "reduce": (gen_reduce, tl_reduce, ref_reduce, 3),
     "view": (gen_view, tl_view, ref_view, 3),
     "index": (gen_index, tl_index, ref_index, 2),
     "join": (gen_join, tl_join, ref_join, 2),
     "layer_norm": (gen_layer_norm, tl_layer_norm, ref_layer_norm, 1),
+    "rms_norm": (gen_rms_norm, tl_rms_norm, ref_rms_norm, 0.6),
     "conv": (gen_conv, tl_conv, ref_conv, 1.5),
     "pool": (gen_pool, tl_pool, ref_pool, 1.5),
     "attention": (gen_attention, tl_attention, ref_attention, 1),

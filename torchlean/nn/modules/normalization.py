@@ -65,7 +65,7 @@ class RMSNorm(Module):
             raise ValueError(f"RMSNorm: expected input with trailing shape {ns}, got {shp}")
         cols = math.prod(ns)   # the registry's rms_norm over the normalized axes folded into one
         s = x.session
-        w = s.use(self.weight).reshape(cols) if self.weight is not None else \
+        w = s.as_tensor(self.weight).reshape(cols) if self.weight is not None else \
             s.tensor(np.ones(cols, np.float32))
         y = s.op("rms_norm", x.reshape(shp[:len(shp) - len(ns)] + (cols,)), w, eps=self.eps)
         return y.reshape(shp)
