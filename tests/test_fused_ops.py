@@ -268,3 +268,22 @@ def test_linear_residual_names_the_shapes_on_bad_input():
                                          r"weight \(3, 4\), got input \(2, 4\) and residual "
                                          r"\(2, 4\)"):
         fused.linear_residual(lin, x, s.tensor(np.zeros((2, 4), np.float32)))
+
+
+def test_linear_residual_propagates_nan_and_inf_as_linear_then_add():
+    """Special values in x, r and the weight reach y as float64 linear(x) + r does: NaN where
+    any term is NaN or inf meets -inf, +-inf where one infinite term dominates."""
+    from torchlean import nn
+    s = Session()
+    lin = nn.Linear(3, 4)
+    w = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]], np.float32)
+    lin.weight.set(w)
+    lin.bias.set(np.zeros(4, np.float32))
+    xa = np.array([[np.nan, 1, 2], [np.inf, -1, 0], [1, 2, 3], [1e30, 1e30, 0]], np.float32)
+    ra = np.array([[0, 0, 0, 0], [0, 0, 0, -np.inf], [np.inf, -np.inf, np.nan, 0],
+                   [0, 0, 0, 0]], np.float32)
+    y = fused.linear_residual(lin, s.tensor(xa), s.tensor(ra)).numpy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = (xa.astype(np.float64) @ w.T.astype(np.float64) + ra).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    np.testing.assert_array_equal(y[~np.isnan(want)], want[~np.isnan(want)])
