@@ -255,11 +255,22 @@ def _softmax():
         r["note"] = (f"{r['tl_gbs'] / COPY_GBS['tl']:.2f} of copy BW "
                      f"(torch {r['torch_gbs'] / COPY_GBS['torch']:.2f})")
     S.release()
-    for rows, cols in ((65536, 1024), (65536, 256)):      # narrow rows: one block per row
+    # narrow rows (a warp per row), and 1000 columns: not a multiple of 4, the strided schedule
+    for rows, cols in ((65536, 1024), (65536, 256), (65536, 1000)):
         S, ST = both((rows, cols), 4)
         row(f"softmax rows {rows}x{cols}", time_tl(lambda: tl.ops.softmax(S)),
             time_torch(lambda: torch.softmax(ST, dim=-1)), 2 * rows * cols * 4)
         S.release()
+    S, ST = both((65536, 1024), 4)
+    row("log_softmax rows 65536x1024", time_tl(lambda: tl.ops.log_softmax(S)),
+        time_torch(lambda: torch.log_softmax(ST, dim=-1)), 2 * 65536 * 1024 * 4)
+    Y, YT = tl.ops.softmax(S), torch.softmax(ST, dim=-1)
+    G, GT = both((65536, 1024), 6)
+    row("softmax backward 65536x1024", time_tl(lambda: tl.ops.softmax_backward(Y, G)),
+        time_torch(lambda: torch._softmax_backward_data(GT, YT, -1, torch.float32)),
+        3 * 65536 * 1024 * 4)
+    for t in (S, Y, G):
+        t.release()
 
 
 @bench("matmul")

@@ -145,3 +145,47 @@ def test_wide_rows_match_float64(cols):
     np.testing.assert_allclose(ops.softmax(_buf(x)).to_numpy(), want, rtol=2e-5, atol=1e-30)
     lwant = (X - X.max(axis=1, keepdims=True)) - np.log(e.sum(axis=1, keepdims=True))
     np.testing.assert_allclose(ops.log_softmax(_buf(x)).to_numpy(), lwant, rtol=1e-5, atol=2e-5)
+
+
+# every register-row schedule of the CUDA kernels (a warp keeps up to 1024 columns, a block up
+# to 8192, cols % 4 == 0) and its edges; 13 rows leave a part-filled last block of 8 warps
+@pytest.mark.parametrize("cols", [4, 8, 124, 128, 132, 252, 256, 260, 512, 1020, 1024, 1028,
+                                  4096, 4100, 8192])
+def test_register_rows_forward_backward_nan_inf_match_float64(cols):
+    rng = np.random.default_rng(100 + cols)
+    x = rng.uniform(-30, 30, size=(13, cols)).astype(np.float32)
+    g = rng.standard_normal((13, cols)).astype(np.float32)
+    x[1, cols - 1] = 90.0          # the max in the last float4 of the row
+    x[2, cols // 2] = np.nan       # a NaN row stays NaN
+    x[3, 0] = np.inf               # inf - inf: NaN, as the stub
+    x[4, :] = -np.inf              # nothing finite: NaN
+    x[5, : cols - 1] = -np.inf     # one finite entry: probability 1
+    X, G = x.astype(np.float64), g.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        m = X.max(axis=1, keepdims=True)
+        m = np.where(np.isnan(X).any(axis=1, keepdims=True), np.nan, m)
+        e = np.exp(X - m)
+        s = e.sum(axis=1, keepdims=True)
+        want, lwant = e / s, (X - m) - np.log(s)
+    y = ops.softmax(_buf(x)).to_numpy()
+    ly = ops.log_softmax(_buf(x)).to_numpy()
+    np.testing.assert_allclose(y, want, rtol=2e-5, atol=1e-30)
+    np.testing.assert_allclose(ly, lwant, rtol=1e-5, atol=2e-5)
+    assert np.isnan(y[2:5]).all() and np.isnan(ly[2:5]).all()
+    assert y[5, -1] == 1.0 and (y[5, :-1] == 0).all()
+    # the backward kernels from the float32 outputs, finite rows only
+    ok = [0, 1, 5] + list(range(6, 13))
+    yf, lyf = y[ok].astype(np.float64), ly[ok].astype(np.float64)
+    dx = ops.softmax_backward(_buf(y[ok]), _buf(g[ok])).to_numpy()
+    ldx = ops.log_softmax_backward(_buf(ly[ok]), _buf(g[ok])).to_numpy()
+    Gk = G[ok]
+    np.testing.assert_allclose(dx, yf * (Gk - (Gk * yf).sum(axis=1, keepdims=True)), rtol=1e-4, atol=1e-6)
+    # g - p S: where p = 1, the float32 row sum S's own rounding (~1e-7 of sum |g|) shows
+    lwant = Gk - np.exp(lyf) * Gk.sum(axis=1, keepdims=True)
+    bound = 1e-5 + 1e-4 * np.abs(lwant) + 1e-7 * np.abs(Gk).sum(axis=1, keepdims=True)
+    assert (np.abs(ldx - lwant) <= bound).all(), np.abs(ldx - lwant).max()
+    # a NaN gradient entry makes its row's gradient NaN, others untouched
+    g2 = g[ok].copy()
+    g2[0, cols // 3] = np.nan
+    d2 = ops.softmax_backward(_buf(y[ok]), _buf(g2)).to_numpy()
+    assert np.isnan(d2[0]).all() and np.isfinite(d2[1:]).all()

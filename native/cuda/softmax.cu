@@ -5,8 +5,8 @@
 // Leading axes are folded into rows. The schedules differ only in their sums:
 //
 // Default: a row is handled by a group of G threads (a warp for rows up to 1024 columns, a
-// 256-thread block beyond; rows of up to 8192 columns, cols % 4 == 0, keep the row in
-// registers), each thread's strided chain then a fixed shuffle tree (no atomics).
+// 256-thread block beyond), each thread's strided chain then a fixed shuffle tree (no atomics).
+// Rows of up to 8192 columns with cols % 4 == 0 stay in registers (x, or y and g, read once).
 //
 // Exact mode sums as the stub does (the schedule of native/stub/softmax.c): a block per row,
 // the row max in index order (first of equal values kept), the row sum by rule 4 of tl_math.h
@@ -58,50 +58,121 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
     }
 }
 
-// Wide rows (1024 < cols <= 256 * 4 * R, cols % 4 == 0): one 256-thread block per row keeps
-// the row in registers (R float4 per thread), so x is read once and each entry costs one exp:
-// a max pass, a sum-of-exp pass and the write. The block reductions run in the fixed order of
-// reduce_util.cuh (deterministic).
-template <int R, int LOG>
+// Register rows (cols % 4 == 0, cols <= G * 4 * R): a group of G threads per row (a warp, or
+// the whole 256-thread block) keeps the row in registers, R float4 per thread, so x is read
+// once and each entry costs one exp: a max pass, a sum-of-exp pass and the write. The group
+// reductions run in the fixed order of reduce_util.cuh (deterministic).
+template <class F> __device__ __forceinline__ float4 tl_map4(float4 v, F f) {
+    return make_float4(f(v.x), f(v.y), f(v.z), f(v.w));
+}
+
+template <int G, int R, int LOG>
 __global__ void __launch_bounds__(256) softmax_fwd_rows(const float4 *__restrict__ x,
-                                                         float4 *__restrict__ y, int64_t cols4) {
-    const float4 *xr = x + (int64_t)blockIdx.x * cols4;
-    float4 *yr = y + (int64_t)blockIdx.x * cols4;
+                                                         float4 *__restrict__ y, int64_t rows,
+                                                         int64_t cols4) {
+    const int64_t row = (int64_t)blockIdx.x * (256 / G) + threadIdx.x / G;
+    const int lane = threadIdx.x % G;
+    const bool ok = row < rows;  // whole groups agree, so the group reductions stay convergent
+    const float4 *xr = x + (ok ? row : 0) * cols4;
+    float4 *yr = y + (ok ? row : 0) * cols4;
     float4 v[R];
     float m = -INFINITY;
 #pragma unroll
     for (int j = 0; j < R; j++) {
-        int64_t k = threadIdx.x + (int64_t)j * 256;
-        v[j] = k < cols4 ? xr[k] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-        m = fmaxf(m, fmaxf(fmaxf(v[j].x, v[j].y), fmaxf(v[j].z, v[j].w)));
+        const int64_t k = lane + (int64_t)j * G;
+        v[j] = ok && k < cols4 ? xr[k] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+        m = tl_max_nan(m, tl_max_nan(tl_max_nan(v[j].x, v[j].y), tl_max_nan(v[j].z, v[j].w)));
     }
-    m = tl_group_max<256>(m);
+    m = tl_group_max<G>(m);
     float s = 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
-        int64_t k = threadIdx.x + (int64_t)j * 256;
-        if (k < cols4) {
-            float4 e = make_float4(tlf_softmax_exp(v[j].x, m), tlf_softmax_exp(v[j].y, m),
-                                   tlf_softmax_exp(v[j].z, m), tlf_softmax_exp(v[j].w, m));
+        if (lane + (int64_t)j * G < cols4) {
+            const float4 e = tl_map4(v[j], [m](float t) { return tlf_softmax_exp(t, m); });
             s += (e.x + e.y) + (e.z + e.w);
             if (!LOG) v[j] = e;
         }
     }
-    s = tl_group_sum<256>(s);
+    s = tl_group_sum<G>(s);
+    if (!ok) return;
     const float ls = LOG ? tlm_log(s) : 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
-        int64_t k = threadIdx.x + (int64_t)j * 256;
+        const int64_t k = lane + (int64_t)j * G;
+        if (k < cols4)
+            yr[k] = LOG ? tl_map4(v[j], [m, ls](float t) { return tlf_log_softmax(t, m, ls); })
+                        : tl_map4(v[j], [s](float e) { return tlf_softmax_div(e, s); });
+    }
+}
+
+// the backward over register rows: y and g read once, the row sum, then the map
+template <int G, int R, int LOG>
+__global__ void __launch_bounds__(256) softmax_bwd_rows(const float4 *__restrict__ y,
+                                                         const float4 *__restrict__ g,
+                                                         float4 *__restrict__ dx, int64_t rows,
+                                                         int64_t cols4) {
+    const int64_t row = (int64_t)blockIdx.x * (256 / G) + threadIdx.x / G;
+    const int lane = threadIdx.x % G;
+    const bool ok = row < rows;
+    const int64_t off = (ok ? row : 0) * cols4;
+    float4 yv[R], gv[R];
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        const int64_t k = lane + (int64_t)j * G;
+        const bool in = ok && k < cols4;
+        yv[j] = in ? y[off + k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        gv[j] = in ? g[off + k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (in)
+            acc += LOG ? (gv[j].x + gv[j].y) + (gv[j].z + gv[j].w)
+                       : (tlm_mul(gv[j].x, yv[j].x) + tlm_mul(gv[j].y, yv[j].y)) +
+                             (tlm_mul(gv[j].z, yv[j].z) + tlm_mul(gv[j].w, yv[j].w));
+    }
+    const float s = tl_group_sum<G>(acc);
+    if (!ok) return;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        const int64_t k = lane + (int64_t)j * G;
         if (k < cols4) {
-            float4 o = v[j];
-            if (LOG) o = make_float4(tlf_log_softmax(o.x, m, ls), tlf_log_softmax(o.y, m, ls),
-                                     tlf_log_softmax(o.z, m, ls), tlf_log_softmax(o.w, m, ls));
-            else o = make_float4(tlf_softmax_div(o.x, s), tlf_softmax_div(o.y, s),
-                                 tlf_softmax_div(o.z, s), tlf_softmax_div(o.w, s));
-            yr[k] = o;
+            const float4 a = yv[j], b = gv[j];
+            dx[off + k] = LOG ? make_float4(tlf_log_softmax_backward(a.x, b.x, s), tlf_log_softmax_backward(a.y, b.y, s),
+                                            tlf_log_softmax_backward(a.z, b.z, s), tlf_log_softmax_backward(a.w, b.w, s))
+                              : make_float4(tlf_softmax_backward(a.x, b.x, s), tlf_softmax_backward(a.y, b.y, s),
+                                            tlf_softmax_backward(a.z, b.z, s), tlf_softmax_backward(a.w, b.w, s));
         }
     }
 }
+
+// the register-row schedule for cols: 0 none (cols % 4 != 0 or cols > 8192), else an index into
+// the (G, R) pairs (32, 1) (32, 2) (32, 4) (32, 8) (256, 4) (256, 8)
+int rows_schedule(int64_t cols) {
+    if (cols % 4 != 0) return 0;
+    const int64_t c4 = cols / 4;
+    return c4 <= 32 ? 1 : c4 <= 64 ? 2 : c4 <= 128 ? 3 : c4 <= 256 ? 4 : c4 <= 1024 ? 5 : c4 <= 2048 ? 6 : 0;
+}
+
+template <int G, int R, int LOG>
+void fwd_rows(const float *x, float *y, int64_t rows, int64_t cols, cudaStream_t st) {
+    softmax_fwd_rows<G, R, LOG><<<(unsigned)((rows * G + 255) / 256), 256, 0, st>>>(
+        (const float4 *)x, (float4 *)y, rows, cols / 4);
+}
+
+template <int G, int R, int LOG>
+void bwd_rows(const float *y, const float *g, float *dx, int64_t rows, int64_t cols, cudaStream_t st) {
+    softmax_bwd_rows<G, R, LOG><<<(unsigned)((rows * G + 255) / 256), 256, 0, st>>>(
+        (const float4 *)y, (const float4 *)g, (float4 *)dx, rows, cols / 4);
+}
+
+// one table for both directions: schedule i launches KERNEL<G_i, R_i, LOG>
+#define TL_ROWS_DISPATCH(sched, KERNEL, LOG, ...)          \
+    switch (sched) {                                       \
+    case 1: KERNEL<32, 1, LOG>(__VA_ARGS__); break;        \
+    case 2: KERNEL<32, 2, LOG>(__VA_ARGS__); break;        \
+    case 3: KERNEL<32, 4, LOG>(__VA_ARGS__); break;        \
+    case 4: KERNEL<32, 8, LOG>(__VA_ARGS__); break;        \
+    case 5: KERNEL<256, 4, LOG>(__VA_ARGS__); break;       \
+    default: KERNEL<256, 8, LOG>(__VA_ARGS__); break;      \
+    }
 
 // LOG: 0 softmax (dx = y (g - sum g y)), 1 log_softmax (dx = g - exp(y) sum g)
 template <int G, int LOG>
@@ -192,13 +263,9 @@ int launch_fwd(const char *op, const float *x, const float *mask, float *y, int6
             x, mask, y, cols, mask_rows, ex.gpart);
         return ex.finish(op);
     }
-    if (KIND != 2 && cols > 1024 && cols <= 8192 && cols % 4 == 0 && rows <= INT32_MAX) {
-        const float4 *x4 = (const float4 *)x;
-        float4 *y4 = (float4 *)y;
-        if (cols <= 4096)
-            softmax_fwd_rows<4, KIND><<<(unsigned)rows, 256, 0, st>>>(x4, y4, cols / 4);
-        else
-            softmax_fwd_rows<8, KIND><<<(unsigned)rows, 256, 0, st>>>(x4, y4, cols / 4);
+    const int sched = KIND != 2 ? rows_schedule(cols) : 0;
+    if (sched && rows <= INT32_MAX) {
+        TL_ROWS_DISPATCH(sched, fwd_rows, KIND, x, y, rows, cols, st);
         TL_LAUNCHED(op);
         return TL_OK;
     }
@@ -221,6 +288,12 @@ int launch_bwd(const char *op, const float *y, const float *g, float *dx, int64_
         exact_softmax_bwd<LOG><<<(unsigned)rows, tl_exact_threads(cols), ex.smem, st>>>(
             y, g, dx, cols, ex.gpart);
         return ex.finish(op);
+    }
+    const int sched = rows_schedule(cols);
+    if (sched && rows <= INT32_MAX) {
+        TL_ROWS_DISPATCH(sched, bwd_rows, LOG, y, g, dx, rows, cols, st);
+        TL_LAUNCHED(op);
+        return TL_OK;
     }
     if (cols <= 1024)
         softmax_bwd<32, LOG><<<group_blocks(rows, 32), TL_THREADS, 0, st>>>(y, g, dx, rows, cols);
