@@ -255,8 +255,9 @@ def _softmax():
         r["note"] = (f"{r['tl_gbs'] / COPY_GBS['tl']:.2f} of copy BW "
                      f"(torch {r['torch_gbs'] / COPY_GBS['torch']:.2f})")
     S.release()
-    # narrow rows (a warp per row), and 1000 columns: not a multiple of 4, the strided schedule
-    for rows, cols in ((65536, 1024), (65536, 256), (65536, 1000)):
+    # register rows of float4 (1024, 256 columns) and of single floats (1001: odd), and a GPT-2
+    # vocabulary row (50257 columns: past the register rows, the strided schedule)
+    for rows, cols in ((65536, 1024), (65536, 256), (65536, 1001), (4096, 50257)):
         S, ST = both((rows, cols), 4)
         row(f"softmax rows {rows}x{cols}", time_tl(lambda: tl.ops.softmax(S)),
             time_torch(lambda: torch.softmax(ST, dim=-1)), 2 * rows * cols * 4)

@@ -147,10 +147,12 @@ def test_wide_rows_match_float64(cols):
     np.testing.assert_allclose(ops.log_softmax(_buf(x)).to_numpy(), lwant, rtol=1e-5, atol=2e-5)
 
 
-# every register-row schedule of the CUDA kernels (a warp keeps up to 1024 columns, a block up
-# to 8192, cols % 4 == 0) and its edges; 13 rows leave a part-filled last block of 8 warps
-@pytest.mark.parametrize("cols", [4, 8, 124, 128, 132, 252, 256, 260, 512, 1020, 1024, 1028,
-                                  4096, 4100, 8192])
+# every register-row schedule of the CUDA kernels (float4 units when cols % 4 == 0, else single
+# floats; a warp, 64 threads or a block per row, up to 8192 columns) and its edges, and the
+# strided schedule past 8192; 13 rows leave a part-filled last block of 8 warps
+@pytest.mark.parametrize("cols", [1, 3, 4, 8, 33, 65, 124, 128, 129, 132, 252, 256, 257, 260,
+                                  512, 1001, 1020, 1024, 1028, 2049, 4096, 4097, 4100, 8191,
+                                  8192, 8193])
 def test_register_rows_forward_backward_nan_inf_match_float64(cols):
     rng = np.random.default_rng(100 + cols)
     x = rng.uniform(-30, 30, size=(13, cols)).astype(np.float32)

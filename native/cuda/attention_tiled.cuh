@@ -305,11 +305,11 @@ __global__ void __launch_bounds__(TTHREADS, (FwdTiles<HDP, KEYS>::BLOCKS)) attn_
                 tmax = fmaxf(tmax, s[a][k]);
             }
             const float mn = fmaxf(m[a], tl_group_max<8>(tmax));
-            const float corr = m[a] == -INFINITY ? 0.0f : tlm_exp(m[a] - mn);
+            const float corr = m[a] == -INFINITY ? 0.0f : expf(m[a] - mn);
             float psum = 0.0f;
 #pragma unroll
             for (int k = 0; k < CPT; k++) {
-                s[a][k] = s[a][k] == -INFINITY ? 0.0f : tlm_exp(s[a][k] - mn);
+                s[a][k] = s[a][k] == -INFINITY ? 0.0f : expf(s[a][k] - mn);
                 psum += s[a][k];
             }
             l[a] = l[a] * corr + tl_group_sum<8>(psum);
@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(TTHREADS, (FwdTiles<HDP, KEYS>::BLOCKS)) attn_
 #pragma unroll
         for (int d = 0; d < 4 * DC; d++) o[a][d] *= inv;
         const int i = i0 + r0 + a;
-        if (cl == 0 && i < n) lse[(size_t)bh * n + i] = la > 0.0f ? m[a] + tlm_log(la) : inv;
+        if (cl == 0 && i < n) lse[(size_t)bh * n + i] = la > 0.0f ? m[a] + logf(la) : inv;
     }
     store_rows<DC>(o, O, base, i0, r0, cl, n, HD, hd);
 }
@@ -377,7 +377,7 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DQ_BLOCKS) attn_dq_tiled
             for (int k = 0; k < CPT; k++) {
                 const int j = j0 + cl + 8 * k;
                 const bool ok = i < n && j < n && attends(mask, causal, n, i, j);
-                s[a][k] = ok ? tlm_exp(s[a][k] - L[a]) * (dp[a][k] - Di[a]) * scale : 0.0f;
+                s[a][k] = ok ? expf(s[a][k] - L[a]) * (dp[a][k] - Di[a]) * scale : 0.0f;
             }
         }
         __syncthreads();  // every thread is done reading the values: VS takes dS
@@ -428,7 +428,7 @@ __global__ void __launch_bounds__(TTHREADS, Tiled<HDP>::DKV_BLOCKS) attn_dkv_til
             for (int a = 0; a < 4; a++) {
                 const int j = j0 + r0 + a;
                 const bool ok = i < n && j < n && attends(mask, causal, n, i, j);
-                const float p = ok ? tlm_exp(s[a][k] - Ls[c]) : 0.0f;
+                const float p = ok ? expf(s[a][k] - Ls[c]) : 0.0f;
                 s[a][k] = p;
                 // a blocked pair adds nothing, even when its row's dP or D is NaN (as the dQ
                 // kernel and the stub): its dS is 0, not 0 * NaN
@@ -544,7 +544,7 @@ __global__ void __launch_bounds__(TTHREADS, (Onepass<HDP, CPT>::BLOCKS)) attn_bw
             for (int a = 0; a < 4; a++) {
                 const int j = j0 + r0 + a;
                 const bool ok = inside || (i < n && j < n && attends(mask, causal, n, i, j));
-                const float p = ok ? tlm_exp(s[a][k] - Ls[c]) : 0.0f;
+                const float p = ok ? expf(s[a][k] - Ls[c]) : 0.0f;
                 s[a][k] = p;
                 dp[a][k] = ok ? p * (dp[a][k] - Ds[c]) * scale : 0.0f;
             }

@@ -4,9 +4,10 @@
 // backward from the row sum of the rounded products g * y (softmax) or of g (log_softmax).
 // Leading axes are folded into rows. The schedules differ only in their sums:
 //
-// Default: a row is handled by a group of G threads (a warp for rows up to 1024 columns, a
-// 256-thread block beyond), each thread's strided chain then a fixed shuffle tree (no atomics).
-// Rows of up to 8192 columns with cols % 4 == 0 stay in registers (x, or y and g, read once).
+// Default: rows of up to 8192 columns stay in registers (x, or y and g, read once; "register
+// rows" below); longer rows and masked rows are handled by a group of G threads (a warp for
+// rows up to 1024 columns, a 256-thread block beyond), each thread's strided chain over global
+// memory. Either way each thread's chain is followed by a fixed shuffle tree (no atomics).
 //
 // Exact mode sums as the stub does (the schedule of native/stub/softmax.c): a block per row,
 // the row max in index order (first of equal values kept), the row sum by rule 4 of tl_math.h
@@ -58,39 +59,67 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
     }
 }
 
-// Register rows (cols % 4 == 0, cols <= G * 4 * R): a group of G threads per row (a warp, or
-// the whole 256-thread block) keeps the row in registers, R float4 per thread, so x is read
-// once and each entry costs one exp: a max pass, a sum-of-exp pass and the write. The group
-// reductions run in the fixed order of reduce_util.cuh (deterministic).
-template <class F> __device__ __forceinline__ float4 tl_map4(float4 v, F f) {
-    return make_float4(f(v.x), f(v.y), f(v.z), f(v.w));
+// Register rows (cols <= 8192): a group of G threads per row (a warp, 64 threads or the whole
+// 256-thread block) keeps the row in registers, R units of W floats per thread (W = 4, one
+// float4 load, when cols % 4 == 0, else W = 1), so x is read once and each entry costs one exp:
+// a max pass, a sum-of-exp pass and the write. The group reductions run in the fixed order of
+// reduce_util.cuh (deterministic).
+
+// threads per block: 256 (several rows) for warp groups, else the group itself
+__host__ __device__ constexpr int rows_block(int G) { return G <= 32 ? 256 : G; }
+
+template <int W> __device__ __forceinline__ void load_unit(const float *p, int64_t k, float *v) {
+    if constexpr (W == 4) {
+        const float4 t = reinterpret_cast<const float4 *>(p)[k];
+        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    } else {
+        v[0] = p[k];
+    }
+}
+template <int W> __device__ __forceinline__ void store_unit(float *p, int64_t k, const float *v) {
+    if constexpr (W == 4) reinterpret_cast<float4 *>(p)[k] = make_float4(v[0], v[1], v[2], v[3]);
+    else p[k] = v[0];
+}
+// a unit's sum: (v0 + v1) + (v2 + v3), or v0
+template <int W> __device__ __forceinline__ float unit_sum(const float *v) {
+    if constexpr (W == 4) return (v[0] + v[1]) + (v[2] + v[3]);
+    else return v[0];
 }
 
-template <int G, int R, int LOG>
-__global__ void __launch_bounds__(256) softmax_fwd_rows(const float4 *__restrict__ x,
-                                                         float4 *__restrict__ y, int64_t rows,
-                                                         int64_t cols4) {
-    const int64_t row = (int64_t)blockIdx.x * (256 / G) + threadIdx.x / G;
+template <int G, int R, int W, int LOG>
+__global__ void __launch_bounds__(rows_block(G)) softmax_fwd_rows(const float *__restrict__ x,
+                                                                   float *__restrict__ y,
+                                                                   int64_t rows, int64_t cols) {
+    const int64_t row = (int64_t)blockIdx.x * (rows_block(G) / G) + threadIdx.x / G;
     const int lane = threadIdx.x % G;
     const bool ok = row < rows;  // whole groups agree, so the group reductions stay convergent
-    const float4 *xr = x + (ok ? row : 0) * cols4;
-    float4 *yr = y + (ok ? row : 0) * cols4;
-    float4 v[R];
+    const int64_t units = cols / W;
+    const float *xr = x + (ok ? row : 0) * cols;
+    float *yr = y + (ok ? row : 0) * cols;
+    float v[R][W];
     float m = -INFINITY;
 #pragma unroll
     for (int j = 0; j < R; j++) {
         const int64_t k = lane + (int64_t)j * G;
-        v[j] = ok && k < cols4 ? xr[k] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-        m = tl_max_nan(m, tl_max_nan(tl_max_nan(v[j].x, v[j].y), tl_max_nan(v[j].z, v[j].w)));
+        if (ok && k < units) load_unit<W>(xr, k, v[j]);
+        else
+#pragma unroll
+            for (int c = 0; c < W; c++) v[j][c] = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < W; c++) m = tl_max_nan(m, v[j][c]);
     }
     m = tl_group_max<G>(m);
     float s = 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
-        if (lane + (int64_t)j * G < cols4) {
-            const float4 e = tl_map4(v[j], [m](float t) { return tlf_softmax_exp(t, m); });
-            s += (e.x + e.y) + (e.z + e.w);
-            if (!LOG) v[j] = e;
+        if (lane + (int64_t)j * G < units) {
+            float e[W];
+#pragma unroll
+            for (int c = 0; c < W; c++) e[c] = tlf_softmax_exp(v[j][c], m);
+            s += unit_sum<W>(e);
+            if (!LOG)
+#pragma unroll
+                for (int c = 0; c < W; c++) v[j][c] = e[c];
         }
     }
     s = tl_group_sum<G>(s);
@@ -99,80 +128,100 @@ __global__ void __launch_bounds__(256) softmax_fwd_rows(const float4 *__restrict
 #pragma unroll
     for (int j = 0; j < R; j++) {
         const int64_t k = lane + (int64_t)j * G;
-        if (k < cols4)
-            yr[k] = LOG ? tl_map4(v[j], [m, ls](float t) { return tlf_log_softmax(t, m, ls); })
-                        : tl_map4(v[j], [s](float e) { return tlf_softmax_div(e, s); });
+        if (k < units) {
+#pragma unroll
+            for (int c = 0; c < W; c++)
+                v[j][c] = LOG ? tlf_log_softmax(v[j][c], m, ls) : tlf_softmax_div(v[j][c], s);
+            store_unit<W>(yr, k, v[j]);
+        }
     }
 }
 
 // the backward over register rows: y and g read once, the row sum, then the map
-template <int G, int R, int LOG>
-__global__ void __launch_bounds__(256) softmax_bwd_rows(const float4 *__restrict__ y,
-                                                         const float4 *__restrict__ g,
-                                                         float4 *__restrict__ dx, int64_t rows,
-                                                         int64_t cols4) {
-    const int64_t row = (int64_t)blockIdx.x * (256 / G) + threadIdx.x / G;
+template <int G, int R, int W, int LOG>
+__global__ void __launch_bounds__(rows_block(G)) softmax_bwd_rows(const float *__restrict__ y,
+                                                                   const float *__restrict__ g,
+                                                                   float *__restrict__ dx,
+                                                                   int64_t rows, int64_t cols) {
+    const int64_t row = (int64_t)blockIdx.x * (rows_block(G) / G) + threadIdx.x / G;
     const int lane = threadIdx.x % G;
     const bool ok = row < rows;
-    const int64_t off = (ok ? row : 0) * cols4;
-    float4 yv[R], gv[R];
+    const int64_t units = cols / W, off = (ok ? row : 0) * cols;
+    float yv[R][W], gv[R][W];
     float acc = 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
         const int64_t k = lane + (int64_t)j * G;
-        const bool in = ok && k < cols4;
-        yv[j] = in ? y[off + k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        gv[j] = in ? g[off + k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (in)
-            acc += LOG ? (gv[j].x + gv[j].y) + (gv[j].z + gv[j].w)
-                       : (tlm_mul(gv[j].x, yv[j].x) + tlm_mul(gv[j].y, yv[j].y)) +
-                             (tlm_mul(gv[j].z, yv[j].z) + tlm_mul(gv[j].w, yv[j].w));
+        if (ok && k < units) {
+            load_unit<W>(y + off, k, yv[j]);
+            load_unit<W>(g + off, k, gv[j]);
+            float t[W];
+#pragma unroll
+            for (int c = 0; c < W; c++) t[c] = LOG ? gv[j][c] : tlm_mul(gv[j][c], yv[j][c]);
+            acc += unit_sum<W>(t);
+        }
     }
     const float s = tl_group_sum<G>(acc);
     if (!ok) return;
 #pragma unroll
     for (int j = 0; j < R; j++) {
         const int64_t k = lane + (int64_t)j * G;
-        if (k < cols4) {
-            const float4 a = yv[j], b = gv[j];
-            dx[off + k] = LOG ? make_float4(tlf_log_softmax_backward(a.x, b.x, s), tlf_log_softmax_backward(a.y, b.y, s),
-                                            tlf_log_softmax_backward(a.z, b.z, s), tlf_log_softmax_backward(a.w, b.w, s))
-                              : make_float4(tlf_softmax_backward(a.x, b.x, s), tlf_softmax_backward(a.y, b.y, s),
-                                            tlf_softmax_backward(a.z, b.z, s), tlf_softmax_backward(a.w, b.w, s));
+        if (k < units) {
+            float d[W];
+#pragma unroll
+            for (int c = 0; c < W; c++)
+                d[c] = LOG ? tlf_log_softmax_backward(yv[j][c], gv[j][c], s)
+                           : tlf_softmax_backward(yv[j][c], gv[j][c], s);
+            store_unit<W>(dx + off, k, d);
         }
     }
 }
 
-// the register-row schedule for cols: 0 none (cols % 4 != 0 or cols > 8192), else an index into
-// the (G, R) pairs (32, 1) (32, 2) (32, 4) (32, 8) (256, 4) (256, 8)
-int rows_schedule(int64_t cols) {
-    if (cols % 4 != 0) return 0;
-    const int64_t c4 = cols / 4;
-    return c4 <= 32 ? 1 : c4 <= 64 ? 2 : c4 <= 128 ? 3 : c4 <= 256 ? 4 : c4 <= 1024 ? 5 : c4 <= 2048 ? 6 : 0;
+// the register-row schedule for cols: 0 none (cols > 8192), else an index into the (G, R)
+// pairs (32, 1) (32, 2) (32, 4) (64, 4) (256, 4) (256, 8) (256, 16) (256, 32) over units of
+// W floats: float4 units reach 8192 columns at index 6, single floats at index 8
+int rows_schedule(int64_t cols, int W) {
+    const int64_t u = cols / W;
+    if (cols % W != 0 || cols > 8192) return 0;
+    return u <= 32 ? 1 : u <= 64 ? 2 : u <= 128 ? 3 : u <= 256 ? 4 : u <= 1024 ? 5 : u <= 2048 ? 6
+         : u <= 4096 ? 7 : 8;
 }
+int rows_width(int64_t cols) { return cols % 4 == 0 ? 4 : 1; }
 
-template <int G, int R, int LOG>
+template <int G, int R, int W, int LOG>
 void fwd_rows(const float *x, float *y, int64_t rows, int64_t cols, cudaStream_t st) {
-    softmax_fwd_rows<G, R, LOG><<<(unsigned)((rows * G + 255) / 256), 256, 0, st>>>(
-        (const float4 *)x, (float4 *)y, rows, cols / 4);
-}
-
-template <int G, int R, int LOG>
-void bwd_rows(const float *y, const float *g, float *dx, int64_t rows, int64_t cols, cudaStream_t st) {
-    softmax_bwd_rows<G, R, LOG><<<(unsigned)((rows * G + 255) / 256), 256, 0, st>>>(
-        (const float4 *)y, (const float4 *)g, (float4 *)dx, rows, cols / 4);
-}
-
-// one table for both directions: schedule i launches KERNEL<G_i, R_i, LOG>
-#define TL_ROWS_DISPATCH(sched, KERNEL, LOG, ...)          \
-    switch (sched) {                                       \
-    case 1: KERNEL<32, 1, LOG>(__VA_ARGS__); break;        \
-    case 2: KERNEL<32, 2, LOG>(__VA_ARGS__); break;        \
-    case 3: KERNEL<32, 4, LOG>(__VA_ARGS__); break;        \
-    case 4: KERNEL<32, 8, LOG>(__VA_ARGS__); break;        \
-    case 5: KERNEL<256, 4, LOG>(__VA_ARGS__); break;       \
-    default: KERNEL<256, 8, LOG>(__VA_ARGS__); break;      \
+    if constexpr (W * R <= 32) {
+        constexpr int B = rows_block(G);
+        softmax_fwd_rows<G, R, W, LOG><<<(unsigned)((rows * G + B - 1) / B), B, 0, st>>>(x, y, rows, cols);
     }
+}
+
+template <int G, int R, int W, int LOG>
+void bwd_rows(const float *y, const float *g, float *dx, int64_t rows, int64_t cols, cudaStream_t st) {
+    if constexpr (W * R <= 32) {
+        constexpr int B = rows_block(G);
+        softmax_bwd_rows<G, R, W, LOG><<<(unsigned)((rows * G + B - 1) / B), B, 0, st>>>(y, g, dx, rows, cols);
+    }
+}
+
+// one table for both directions: schedule i launches KERNEL<G_i, R_i, W, LOG>
+#define TL_ROWS_DISPATCH(sched, KERNEL, W, LOG, ...)           \
+    switch (sched) {                                           \
+    case 1: KERNEL<32, 1, W, LOG>(__VA_ARGS__); break;         \
+    case 2: KERNEL<32, 2, W, LOG>(__VA_ARGS__); break;         \
+    case 3: KERNEL<32, 4, W, LOG>(__VA_ARGS__); break;         \
+    case 4: KERNEL<64, 4, W, LOG>(__VA_ARGS__); break;         \
+    case 5: KERNEL<256, 4, W, LOG>(__VA_ARGS__); break;        \
+    case 6: KERNEL<256, 8, W, LOG>(__VA_ARGS__); break;        \
+    case 7: KERNEL<256, 16, W, LOG>(__VA_ARGS__); break;       \
+    default: KERNEL<256, 32, W, LOG>(__VA_ARGS__); break;      \
+    }
+#define TL_ROWS_LAUNCH(cols, KERNEL, LOG, ...)                                           \
+    do {                                                                                  \
+        const int w_ = rows_width(cols), s_ = rows_schedule(cols, w_);                    \
+        if (w_ == 4) { TL_ROWS_DISPATCH(s_, KERNEL, 4, LOG, __VA_ARGS__) }                \
+        else { TL_ROWS_DISPATCH(s_, KERNEL, 1, LOG, __VA_ARGS__) }                        \
+    } while (0)
 
 // LOG: 0 softmax (dx = y (g - sum g y)), 1 log_softmax (dx = g - exp(y) sum g)
 template <int G, int LOG>
@@ -263,11 +312,12 @@ int launch_fwd(const char *op, const float *x, const float *mask, float *y, int6
             x, mask, y, cols, mask_rows, ex.gpart);
         return ex.finish(op);
     }
-    const int sched = KIND != 2 ? rows_schedule(cols) : 0;
-    if (sched && rows <= INT32_MAX) {
-        TL_ROWS_DISPATCH(sched, fwd_rows, KIND, x, y, rows, cols, st);
-        TL_LAUNCHED(op);
-        return TL_OK;
+    if constexpr (KIND != 2) {  // masked rows take the strided schedule
+        if (cols <= 8192 && rows <= INT32_MAX) {
+            TL_ROWS_LAUNCH(cols, fwd_rows, KIND, x, y, rows, cols, st);
+            TL_LAUNCHED(op);
+            return TL_OK;
+        }
     }
     if (cols <= 1024)
         softmax_fwd<32, KIND><<<group_blocks(rows, 32), TL_THREADS, 0, st>>>(x, mask, y, rows, cols, mask_rows);
@@ -289,9 +339,8 @@ int launch_bwd(const char *op, const float *y, const float *g, float *dx, int64_
             y, g, dx, cols, ex.gpart);
         return ex.finish(op);
     }
-    const int sched = rows_schedule(cols);
-    if (sched && rows <= INT32_MAX) {
-        TL_ROWS_DISPATCH(sched, bwd_rows, LOG, y, g, dx, rows, cols, st);
+    if (cols <= 8192 && rows <= INT32_MAX) {
+        TL_ROWS_LAUNCH(cols, bwd_rows, LOG, y, g, dx, rows, cols, st);
         TL_LAUNCHED(op);
         return TL_OK;
     }
