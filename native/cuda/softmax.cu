@@ -33,15 +33,13 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
     // the stub's formulas, each pass over the row's allowed entries in the group's lane order;
     // softmax's exps wait in y for the division, so each entry costs one exp
     float m = -INFINITY;
-    if (ok)  // unrolled: eight independent loads in flight per thread (long rows are memory bound)
-#pragma unroll 8
+    if (ok)
         for (int64_t k = lane; k < cols; k += G)
             if (KIND != 2 || !mr || mr[k] != 0.0f) m = tl_max_nan(m, xr[k]);
     m = tl_group_max<G>(m);
     const bool zero = KIND == 2 && m == -INFINITY;  // nothing allowed (or only -inf, no NaN)
     float s = 0.0f;
     if (ok && !zero)
-#pragma unroll 8
         for (int64_t k = lane; k < cols; k += G) {
             const bool allowed = KIND != 2 || !mr || mr[k] != 0.0f;
             const float e = allowed ? tlf_softmax_exp(xr[k], m) : 0.0f;
@@ -51,14 +49,11 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
     s = tl_group_sum<G>(s);
     if (!ok) return;
     if (zero) {  // the row is all 0
-#pragma unroll 8
         for (int64_t k = lane; k < cols; k += G) yr[k] = 0.0f;
     } else if (KIND == 1) {
         const float ls = tlm_log(s);
-#pragma unroll 8
         for (int64_t k = lane; k < cols; k += G) yr[k] = tlf_log_softmax(xr[k], m, ls);
     } else {
-#pragma unroll 8
         for (int64_t k = lane; k < cols; k += G)  // blocked entries stay exactly 0, even for a NaN s
             if (KIND != 2 || !mr || mr[k] != 0.0f) yr[k] = tlf_softmax_div(yr[k], s);
     }
@@ -239,11 +234,9 @@ __global__ void softmax_bwd(const float *__restrict__ y, const float *__restrict
     float *dr = dx + (ok ? row : 0) * cols;
     float acc = 0.0f;
     if (ok)
-#pragma unroll 8
         for (int64_t k = lane; k < cols; k += G) acc += LOG ? gr[k] : tlm_mul(gr[k], yr[k]);
     float s = tl_group_sum<G>(acc);
     if (!ok) return;
-#pragma unroll 8
     for (int64_t k = lane; k < cols; k += G)
         dr[k] = LOG ? tlf_log_softmax_backward(yr[k], gr[k], s) : tlf_softmax_backward(yr[k], gr[k], s);
 }
