@@ -272,6 +272,16 @@ def _softmax():
         3 * 65536 * 1024 * 4)
     for t in (S, Y, G):
         t.release()
+    # the fused language-model loss (forward: row statistics only) against torch's cross_entropy
+    for rows, cols in ((16384, 8192), (4096, 50257)):
+        S, ST = both((rows, cols), 7)
+        lab = np.random.default_rng(8).integers(0, cols, rows)
+        labT = torch.from_numpy(lab).to(DEV)
+        row(f"cross_entropy_rows {rows}x{cols}",
+            time_tl(lambda: tl.ops.cross_entropy_rows(S, labels=lab)),
+            time_torch(lambda: torch.nn.functional.cross_entropy(ST, labT, reduction="none")),
+            rows * cols * 4)
+        S.release()
 
 
 @bench("matmul")

@@ -148,11 +148,12 @@ def test_wide_rows_match_float64(cols):
 
 
 # every register-row schedule of the CUDA kernels (float4 units when cols % 4 == 0, else single
-# floats; a warp, 64 threads or a block per row, up to 8192 columns) and its edges, and the
-# strided schedule past 8192; 13 rows leave a part-filled last block of 8 warps
+# floats; a warp, 64 threads or a block per row, up to 8192 columns) and its edges, the
+# shared-memory rows past 8192 (forward), the strided schedule past those (60001 columns: 240 KB)
+# and for the backward past 8192; 13 rows leave a part-filled last block of 8 warps
 @pytest.mark.parametrize("cols", [1, 3, 4, 8, 33, 65, 124, 128, 129, 132, 252, 256, 257, 260,
                                   512, 1001, 1020, 1024, 1028, 2049, 4096, 4097, 4100, 8191,
-                                  8192, 8193])
+                                  8192, 8193, 50257, 60001])
 def test_register_rows_forward_backward_nan_inf_match_float64(cols):
     rng = np.random.default_rng(100 + cols)
     x = rng.uniform(-30, 30, size=(13, cols)).astype(np.float32)

@@ -5,9 +5,10 @@
 // Leading axes are folded into rows. The schedules differ only in their sums:
 //
 // Default: rows of up to 8192 columns stay in registers (x, or y and g, read once; "register
-// rows" below); longer rows and masked rows are handled by a group of G threads (a warp for
-// rows up to 1024 columns, a 256-thread block beyond), each thread's strided chain over global
-// memory. Either way each thread's chain is followed by a fixed shuffle tree (no atomics).
+// rows" below), longer forward rows in shared memory ("long rows"); the rest (masked rows, the
+// backward past 8192 columns, rows past shared memory) are handled by a group of G threads (a
+// warp for rows up to 1024 columns, a 256-thread block beyond), each thread's strided chain
+// over global memory. Each thread's chain is followed by a fixed-order tree (no atomics).
 //
 // Exact mode sums as the stub does (the schedule of native/stub/softmax.c): a block per row,
 // the row max in index order (first of equal values kept), the row sum by rule 4 of tl_math.h
@@ -223,6 +224,56 @@ void bwd_rows(const float *y, const float *g, float *dx, int64_t rows, int64_t c
         else { TL_ROWS_DISPATCH(s_, KERNEL, 1, LOG, __VA_ARGS__) }                        \
     } while (0)
 
+// Long rows (8192 < cols, 4 cols bytes within one block's shared memory, about 56K columns on
+// Hopper): a 1024-thread block per row stages the row in shared memory, so x is read from
+// global memory once and y written once; each thread's chain runs over its own entries
+// (k = t, t + 1024, ...), then the block's fixed-order tree.
+template <int LOG>
+__global__ void __launch_bounds__(1024) softmax_fwd_staged(const float *__restrict__ x,
+                                                           float *__restrict__ y, int64_t cols) {
+    extern __shared__ float row_s[];
+    const float *xr = x + (int64_t)blockIdx.x * cols;
+    float *yr = y + (int64_t)blockIdx.x * cols;
+    float m = -INFINITY;
+#pragma unroll 8
+    for (int64_t k = threadIdx.x; k < cols; k += 1024) {
+        const float v = xr[k];
+        row_s[k] = v;
+        m = tl_max_nan(m, v);
+    }
+    m = tl_group_max<1024>(m);
+    float s = 0.0f;
+    for (int64_t k = threadIdx.x; k < cols; k += 1024) {
+        const float e = tlf_softmax_exp(row_s[k], m);
+        s += e;
+        if (!LOG) row_s[k] = e;
+    }
+    s = tl_group_sum<1024>(s);
+    const float ls = LOG ? tlm_log(s) : 0.0f;
+#pragma unroll 8
+    for (int64_t k = threadIdx.x; k < cols; k += 1024)
+        yr[k] = LOG ? tlf_log_softmax(row_s[k], m, ls) : tlf_softmax_div(row_s[k], s);
+}
+
+// the most columns a staged row may have on this device (0: unknown); the kernels' opt-in to
+// that much dynamic shared memory is made once per process
+int64_t staged_cols_max() {
+    static int64_t cols_max = -1;
+    if (cols_max < 0) {
+        int dev = 0, optin = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+            cudaFuncSetAttribute(softmax_fwd_staged<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024) != cudaSuccess ||
+            cudaFuncSetAttribute(softmax_fwd_staged<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024) != cudaSuccess) {
+            (void)cudaGetLastError();  // no staging: the strided schedule serves every width
+            cols_max = 0;
+        } else {
+            cols_max = (optin - 1024) / 4;  // 1 KiB left for the block reductions' partials
+        }
+    }
+    return cols_max;
+}
+
 // LOG: 0 softmax (dx = y (g - sum g y)), 1 log_softmax (dx = g - exp(y) sum g)
 template <int G, int LOG>
 __global__ void softmax_bwd(const float *__restrict__ y, const float *__restrict__ g,
@@ -315,6 +366,13 @@ int launch_fwd(const char *op, const float *x, const float *mask, float *y, int6
     if constexpr (KIND != 2) {  // masked rows take the strided schedule
         if (cols <= 8192 && rows <= INT32_MAX) {
             TL_ROWS_LAUNCH(cols, fwd_rows, KIND, x, y, rows, cols, st);
+            TL_LAUNCHED(op);
+            return TL_OK;
+        }
+    }
+    if constexpr (KIND != 2) {
+        if (cols > 8192 && cols <= staged_cols_max() && rows <= INT32_MAX) {
+            softmax_fwd_staged<KIND><<<(unsigned)rows, 1024, (size_t)cols * 4, st>>>(x, y, cols);
             TL_LAUNCHED(op);
             return TL_OK;
         }
