@@ -272,6 +272,17 @@ def _softmax():
         3 * 65536 * 1024 * 4)
     for t in (S, Y, G):
         t.release()
+    # masked softmax, a causal mask broadcast over 64 (1024, 1024) score matrices (uploaded once)
+    from torchlean._opsupport import DeviceMask
+    S, ST = both((64, 1024, 1024), 9)
+    causal = np.tril(np.ones((1024, 1024), bool))
+    dm, causalT = DeviceMask(causal), torch.from_numpy(causal).to(DEV)
+    row("masked_softmax rows 65536x1024 (causal mask)",
+        time_tl(lambda: tl.ops.masked_softmax(S, mask=dm)),
+        time_torch(lambda: torch.softmax(ST.masked_fill(~causalT, float("-inf")), dim=-1)),
+        2 * 65536 * 1024 * 4)
+    S.release()
+    dm.buf.release()
     # the fused language-model loss (forward: row statistics only) against torch's cross_entropy
     for rows, cols in ((16384, 8192), (4096, 50257)):
         S, ST = both((rows, cols), 7)

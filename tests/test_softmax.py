@@ -192,3 +192,30 @@ def test_register_rows_forward_backward_nan_inf_match_float64(cols):
     g2[0, cols // 3] = np.nan
     d2 = ops.softmax_backward(_buf(y[ok]), _buf(g2)).to_numpy()
     assert np.isnan(d2[0]).all() and np.isfinite(d2[1:]).all()
+
+
+# masked softmax over the same register-row schedules: the mask row broadcasts over a batch
+# (mask_rows 3 of 21 rows), a fully blocked mask row, blocked and allowed NaN, an all -inf row
+@pytest.mark.parametrize("cols", [1, 3, 4, 33, 128, 129, 256, 1001, 1024, 4100, 8192, 8193])
+def test_masked_register_rows_match_float64(cols):
+    rng = np.random.default_rng(200 + cols)
+    x = rng.uniform(-30, 30, size=(7, 3, cols)).astype(np.float32)
+    mask = np.ones((3, cols), bool)
+    mask[0] = rng.uniform(size=cols) < 0.5
+    mask[0, 0] = True                      # row kind 0 keeps one allowed entry at 0 ...
+    if cols > 1:
+        mask[0, cols - 1] = False          # ... and one blocked at the end
+    mask[1] = False                        # fully blocked
+    x[1, 0, cols - 1] = np.nan if cols > 1 else x[1, 0, 0]   # blocked NaN: ignored
+    x[2, 0, 0] = np.nan                    # allowed NaN: the allowed entries are NaN
+    x[3, 2, :] = -np.inf                   # every allowed entry -inf: 0
+    got = ops.masked_softmax(_buf(x), mask=mask).to_numpy()
+    X = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = reference.masked_softmax(X, np.broadcast_to(mask, x.shape))
+    want[3, 2] = 0.0
+    full = np.broadcast_to(mask, x.shape)
+    assert (got[~full] == 0.0).all()       # blocked entries exactly 0, NaN rows included
+    assert np.isnan(got[2, 0][mask[0]]).all()
+    assert (got[3, 2] == 0).all() and (got[:, 1] == 0).all()
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-30)

@@ -11,7 +11,7 @@ for round in 1 2; do
     for lib in base new; do
         if [ $lib = base ]; then export TORCHLEAN_LIB_DIR=$BASE_LIB; else unset TORCHLEAN_LIB_DIR; fi
         echo "== round $round, $lib: softmax rows"
-        BENCH_ONLY=softmax BENCH_OUT="$OUT/softmax-$lib-$round.md" timeout 120 python3 bench/bench_cuda.py 2>&1 | grep "^  softmax\|^  log_softmax\|^  cross_entropy\|rror"
+        BENCH_ONLY=softmax BENCH_OUT="$OUT/softmax-$lib-$round.md" timeout 120 python3 bench/bench_cuda.py 2>&1 | grep "^  softmax\|^  log_softmax\|^  masked\|^  cross_entropy\|rror"
     done
 done
 unset TORCHLEAN_LIB_DIR

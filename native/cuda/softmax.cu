@@ -5,10 +5,11 @@
 // Leading axes are folded into rows. The schedules differ only in their sums:
 //
 // Default: rows of up to 8192 columns stay in registers (x, or y and g, read once; "register
-// rows" below), longer forward rows in shared memory ("long rows"); the rest (masked rows, the
-// backward past 8192 columns, rows past shared memory) are handled by a group of G threads (a
-// warp for rows up to 1024 columns, a 256-thread block beyond), each thread's strided chain
-// over global memory. Each thread's chain is followed by a fixed-order tree (no atomics).
+// rows" below), longer unmasked forward rows in shared memory ("long rows"); the rest (masked
+// rows and the backward past 8192 columns, rows past shared memory) are handled by a group of
+// G threads (a warp for rows up to 1024 columns, a 256-thread block beyond), each thread's
+// strided chain over global memory. Each thread's chain is followed by a fixed-order tree (no
+// atomics).
 //
 // Exact mode sums as the stub does (the schedule of native/stub/softmax.c): a block per row,
 // the row max in index order (first of equal values kept), the row sum by rule 4 of tl_math.h
@@ -17,6 +18,8 @@
 #include "formulas/normalize.h"
 #include "entry/softmax_kernels.h"
 #include <math.h>
+#include <stdint.h>
+#include <initializer_list>
 
 namespace {
 
@@ -87,52 +90,74 @@ template <int W> __device__ __forceinline__ float unit_sum(const float *v) {
     else return v[0];
 }
 
-template <int G, int R, int W, int LOG>
+// KIND: 0 softmax, 1 log_softmax, 2 masked softmax (as softmax_fwd: blocked entries never win
+// the max, count 0 in the sum and give exactly 0; a row with nothing allowed, or only -inf,
+// gives 0 unless an allowed NaN makes it NaN); allowed entries are one bit each (R W <= 32)
+template <int G, int R, int W, int KIND>
 __global__ void __launch_bounds__(rows_block(G)) softmax_fwd_rows(const float *__restrict__ x,
+                                                                   const float *__restrict__ mask,
                                                                    float *__restrict__ y,
-                                                                   int64_t rows, int64_t cols) {
+                                                                   int64_t rows, int64_t cols,
+                                                                   int64_t mask_rows) {
     const int64_t row = (int64_t)blockIdx.x * (rows_block(G) / G) + threadIdx.x / G;
     const int lane = threadIdx.x % G;
     const bool ok = row < rows;  // whole groups agree, so the group reductions stay convergent
     const int64_t units = cols / W;
     const float *xr = x + (ok ? row : 0) * cols;
     float *yr = y + (ok ? row : 0) * cols;
+    const float *mr = (KIND == 2 && mask) ? mask + ((ok ? row : 0) % mask_rows) * cols : nullptr;
     float v[R][W];
+    uint32_t allowed = ~0u;  // bit j W + c: entry c of unit j
     float m = -INFINITY;
 #pragma unroll
     for (int j = 0; j < R; j++) {
         const int64_t k = lane + (int64_t)j * G;
-        if (ok && k < units) load_unit<W>(xr, k, v[j]);
-        else
+        if (ok && k < units) {
+            load_unit<W>(xr, k, v[j]);
+            if (KIND == 2 && mr) {
+                float mv[W];
+                load_unit<W>(mr, k, mv);
+#pragma unroll
+                for (int c = 0; c < W; c++)
+                    if (mv[c] == 0.0f) allowed &= ~(1u << (j * W + c));
+            }
+        } else {
 #pragma unroll
             for (int c = 0; c < W; c++) v[j][c] = -INFINITY;
+        }
 #pragma unroll
-        for (int c = 0; c < W; c++) m = tl_max_nan(m, v[j][c]);
+        for (int c = 0; c < W; c++)
+            if (KIND != 2 || (allowed >> (j * W + c)) & 1u) m = tl_max_nan(m, v[j][c]);
     }
     m = tl_group_max<G>(m);
+    const bool zero = KIND == 2 && m == -INFINITY;  // nothing allowed (or only -inf, no NaN)
     float s = 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
-        if (lane + (int64_t)j * G < units) {
+        if (!zero && lane + (int64_t)j * G < units) {
             float e[W];
 #pragma unroll
-            for (int c = 0; c < W; c++) e[c] = tlf_softmax_exp(v[j][c], m);
+            for (int c = 0; c < W; c++)
+                e[c] = KIND != 2 || (allowed >> (j * W + c)) & 1u ? tlf_softmax_exp(v[j][c], m) : 0.0f;
             s += unit_sum<W>(e);
-            if (!LOG)
+            if (KIND != 1)
 #pragma unroll
                 for (int c = 0; c < W; c++) v[j][c] = e[c];
         }
     }
     s = tl_group_sum<G>(s);
     if (!ok) return;
-    const float ls = LOG ? tlm_log(s) : 0.0f;
+    const float ls = KIND == 1 ? tlm_log(s) : 0.0f;
 #pragma unroll
     for (int j = 0; j < R; j++) {
         const int64_t k = lane + (int64_t)j * G;
         if (k < units) {
 #pragma unroll
-            for (int c = 0; c < W; c++)
-                v[j][c] = LOG ? tlf_log_softmax(v[j][c], m, ls) : tlf_softmax_div(v[j][c], s);
+            for (int c = 0; c < W; c++)  // blocked entries stay exactly 0, even for a NaN s
+                v[j][c] = zero ? 0.0f
+                        : KIND == 1 ? tlf_log_softmax(v[j][c], m, ls)
+                        : KIND != 2 || (allowed >> (j * W + c)) & 1u ? tlf_softmax_div(v[j][c], s)
+                                                                     : 0.0f;
             store_unit<W>(yr, k, v[j]);
         }
     }
@@ -187,13 +212,21 @@ int rows_schedule(int64_t cols, int W) {
     return u <= 32 ? 1 : u <= 64 ? 2 : u <= 128 ? 3 : u <= 256 ? 4 : u <= 1024 ? 5 : u <= 2048 ? 6
          : u <= 4096 ? 7 : 8;
 }
-int rows_width(int64_t cols) { return cols % 4 == 0 ? 4 : 1; }
+// float4 units need cols % 4 == 0 and 16-byte aligned buffers (then every row start is too)
+bool aligned16(std::initializer_list<const float *> ps) {
+    for (const float *p : ps)
+        if ((uintptr_t)p & 15u) return false;
+    return true;
+}
+int rows_width(int64_t cols, bool aligned) { return cols % 4 == 0 && aligned ? 4 : 1; }
 
-template <int G, int R, int W, int LOG>
-void fwd_rows(const float *x, float *y, int64_t rows, int64_t cols, cudaStream_t st) {
+template <int G, int R, int W, int KIND>
+void fwd_rows(const float *x, const float *mask, float *y, int64_t rows, int64_t cols,
+              int64_t mask_rows, cudaStream_t st) {
     if constexpr (W * R <= 32) {
         constexpr int B = rows_block(G);
-        softmax_fwd_rows<G, R, W, LOG><<<(unsigned)((rows * G + B - 1) / B), B, 0, st>>>(x, y, rows, cols);
+        softmax_fwd_rows<G, R, W, KIND><<<(unsigned)((rows * G + B - 1) / B), B, 0, st>>>(
+            x, mask, y, rows, cols, mask_rows);
     }
 }
 
@@ -217,9 +250,9 @@ void bwd_rows(const float *y, const float *g, float *dx, int64_t rows, int64_t c
     case 7: KERNEL<256, 16, W, LOG>(__VA_ARGS__); break;       \
     default: KERNEL<256, 32, W, LOG>(__VA_ARGS__); break;      \
     }
-#define TL_ROWS_LAUNCH(cols, KERNEL, LOG, ...)                                           \
+#define TL_ROWS_LAUNCH(cols, aligned, KERNEL, LOG, ...)                                  \
     do {                                                                                  \
-        const int w_ = rows_width(cols), s_ = rows_schedule(cols, w_);                    \
+        const int w_ = rows_width(cols, aligned), s_ = rows_schedule(cols, w_);           \
         if (w_ == 4) { TL_ROWS_DISPATCH(s_, KERNEL, 4, LOG, __VA_ARGS__) }                \
         else { TL_ROWS_DISPATCH(s_, KERNEL, 1, LOG, __VA_ARGS__) }                        \
     } while (0)
@@ -363,12 +396,10 @@ int launch_fwd(const char *op, const float *x, const float *mask, float *y, int6
             x, mask, y, cols, mask_rows, ex.gpart);
         return ex.finish(op);
     }
-    if constexpr (KIND != 2) {  // masked rows take the strided schedule
-        if (cols <= 8192 && rows <= INT32_MAX) {
-            TL_ROWS_LAUNCH(cols, fwd_rows, KIND, x, y, rows, cols, st);
-            TL_LAUNCHED(op);
-            return TL_OK;
-        }
+    if (cols <= 8192 && rows <= INT32_MAX) {
+        TL_ROWS_LAUNCH(cols, aligned16({x, mask, y}), fwd_rows, KIND, x, mask, y, rows, cols, mask_rows, st);
+        TL_LAUNCHED(op);
+        return TL_OK;
     }
     if constexpr (KIND != 2) {
         if (cols > 8192 && cols <= staged_cols_max() && rows <= INT32_MAX) {
@@ -398,7 +429,7 @@ int launch_bwd(const char *op, const float *y, const float *g, float *dx, int64_
         return ex.finish(op);
     }
     if (cols <= 8192 && rows <= INT32_MAX) {
-        TL_ROWS_LAUNCH(cols, bwd_rows, LOG, y, g, dx, rows, cols, st);
+        TL_ROWS_LAUNCH(cols, aligned16({y, g, dx}), bwd_rows, LOG, y, g, dx, rows, cols, st);
         TL_LAUNCHED(op);
         return TL_OK;
     }
