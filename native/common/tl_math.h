@@ -394,14 +394,21 @@ TLM_HD_INLINE float tlm_tanh(float x) {
 
 /* 1 / (1 + e^-x), correctly rounded, overflow-safe: with E = e^-|x|, 1 / (1 + E) for x >= 0
  * and E / (1 + E) below. |x| < 2^-12 takes 1/2 + x/4 - x^3/48 (the next term is 2^-27 of the
- * last) as an unevaluated sum: 1/2 + x/4 sits on a rounding midpoint there for many x. */
-TLM_HD_INLINE float tlm_sigmoid(float x) {
+ * last) as an unevaluated sum: 1/2 + x/4 sits on a rounding midpoint there for many x.
+ * tlm_sigmoid selects between its two parts; a schedule may instead run tlm_sigmoid_main over
+ * a block and tlm_sigmoid_small on the block's few inputs with tlm_sigmoid_is_small (the same
+ * bits, without evaluating the series for every input). */
+TLM_HD int32_t tlm_sigmoid_is_small(float x) { return tlm_abs(x) < 0x1p-12f; }
+TLM_HD_INLINE float tlm_sigmoid_main(float x) {
     double e = tlm_exp_fast(-(double)tlm_clampf(tlm_abs(x), 0.0f, 104.0f));
-    float y = tlm_d2f(tlm_ddiv(x >= 0.0f ? 1.0 : e, tlm_dadd(1.0, e)));
+    return tlm_nan_pass(x, tlm_d2f(tlm_ddiv(x >= 0.0f ? 1.0 : e, tlm_dadd(1.0, e))));
+}
+TLM_HD float tlm_sigmoid_small(float x) {
     double xd = (double)x;
-    float ys = tlm_dd_round(tlm_dfma(xd, 0.25, 0.5), tlm_dmul(tlm_dmul(tlm_dmul(xd, xd), xd), -1.0 / 48.0));
-    y = tlm_sel(tlm_abs(x) < 0x1p-12f, ys, y);
-    return tlm_nan_pass(x, y);
+    return tlm_dd_round(tlm_dfma(xd, 0.25, 0.5), tlm_dmul(tlm_dmul(tlm_dmul(xd, xd), xd), -1.0 / 48.0));
+}
+TLM_HD_INLINE float tlm_sigmoid(float x) {
+    return tlm_sel(tlm_sigmoid_is_small(x), tlm_sigmoid_small(x), tlm_sigmoid_main(x));
 }
 
 /* log(1 + e^x) = max(x, 0) + log1p(E), E = e^-|x| (clamped at 104), correctly rounded, in plain

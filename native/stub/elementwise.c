@@ -19,10 +19,19 @@
 #define TL_MAP_ATTR TL_VEC512
 #include "entry/elementwise_maps_stub.inc"
 
-/* tlm_sigmoid over a block (branch-free, so the loop vectorises) */
+/* tlf_sigmoid (tlm_sigmoid) over a block: its main formula in a loop that vectorises, then
+ * its series on the inputs below 2^-12 in magnitude, if the block has any (the same bits as
+ * tlm_sigmoid's select, without evaluating the series for every input) */
 #define SIG_BLOCK 512
 static TL_VEC512 void sigmoid_exact_block(const float *X, float *Y, int64_t len) {
-    for (int64_t i = 0; i < len; i++) Y[i] = tlf_sigmoid(X[i]);
+    int32_t small = 0;
+    for (int64_t i = 0; i < len; i++) {
+        Y[i] = tlm_sigmoid_main(X[i]);
+        small |= tlm_sigmoid_is_small(X[i]);
+    }
+    if (small)
+        for (int64_t i = 0; i < len; i++)
+            if (tlm_sigmoid_is_small(X[i])) Y[i] = tlm_sigmoid_small(X[i]);
 }
 
 /* BLOCK(x, y, len) over x[0..n) into y, blocks split across threads */
