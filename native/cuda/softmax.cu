@@ -65,9 +65,10 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
 
 // Register rows (cols <= 8192): a group of G threads per row (a warp, 64 threads or the whole
 // 256-thread block) keeps the row in registers, R units of W floats per thread (W = 4, one
-// float4 load, when cols % 4 == 0, else W = 1), so x is read once and each entry costs one exp:
-// a max pass, a sum-of-exp pass and the write. The group reductions run in the fixed order of
-// reduce_util.cuh (deterministic).
+// float4 load, when cols % 4 == 0 and the buffers are 16-byte aligned, else W = 1), so x is
+// read once and each entry costs one exp: a max pass, a sum-of-exp pass and the write. The
+// group reductions run in the fixed order of reduce_util.cuh (deterministic). A row's bits
+// depend on cols alone, never on where the row lies, so a row alone and in a batch agree.
 
 // threads per block: 256 (several rows) for warp groups, else the group itself
 __host__ __device__ constexpr int rows_block(int G) { return G <= 32 ? 256 : G; }
@@ -257,8 +258,8 @@ void bwd_rows(const float *y, const float *g, float *dx, int64_t rows, int64_t c
         else { TL_ROWS_DISPATCH(s_, KERNEL, 1, LOG, __VA_ARGS__) }                        \
     } while (0)
 
-// Long rows (8192 < cols, 4 cols bytes within one block's shared memory, about 56K columns on
-// Hopper): a 1024-thread block per row stages the row in shared memory, so x is read from
+// Long rows (8192 < cols, the row's 4 cols bytes within one block's shared memory: about 56K
+// columns on Hopper): a 1024-thread block per row stages the row in shared memory, so x is read from
 // global memory once and y written once; each thread's chain runs over its own entries
 // (k = t, t + 1024, ...), then the block's fixed-order tree.
 template <int LOG>
