@@ -68,7 +68,8 @@ __global__ void softmax_fwd(const float *__restrict__ x, const float *__restrict
 // float4 load, when cols % 4 == 0 and the buffers are 16-byte aligned, else W = 1), so x is
 // read once and each entry costs one exp: a max pass, a sum-of-exp pass and the write. The
 // group reductions run in the fixed order of reduce_util.cuh (deterministic). A row's bits
-// depend on cols alone, never on where the row lies, so a row alone and in a batch agree.
+// depend on cols and the buffers' alignment (allocations are aligned), never on the row's
+// index, so a row alone and in a batch agree.
 
 // threads per block: 256 (several rows) for warp groups, else the group itself
 __host__ __device__ constexpr int rows_block(int G) { return G <= 32 ? 256 : G; }
