@@ -61,3 +61,15 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
 # torch's dtype aliases; bound last, since they shadow builtins in this module's namespace (the
 # names that shadow builtins, these and abs/max/min/sum, stay out of __all__)
 globals().update(float=float32, long=int64, int=int64, bool=_bool_dtype)
+
+# PyTorch's operator catalog beyond the core (torchlean/catalog/): bound last, never replacing a
+# core name
+from torchlean import catalog as _catalog, special, linalg, fft, masked  # noqa: E402
+from torchlean.signal import windows as _windows  # noqa: E402
+import torchlean.nn.functional as _functional  # noqa: E402
+import sys as _sys  # noqa: E402
+_catalog.install((Tensor, Parameter), IntTensor,
+                 {"torch": _sys.modules[__name__], "nn.functional": _functional,
+                  "special": special, "linalg": linalg, "fft": fft, "masked": masked,
+                  "signal.windows": _windows})
+del _sys

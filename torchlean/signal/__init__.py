@@ -1,0 +1,1 @@
+"""torch.signal in torchlean: the window functions live in torchlean.signal.windows."""

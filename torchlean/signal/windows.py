@@ -1,0 +1,1 @@
+"""torch.signal.windows names in torchlean: filled by torchlean.catalog at import."""

@@ -1,0 +1,1 @@
+"""torch.special's names in torchlean: filled by torchlean.catalog at import (see its docstring)."""
