@@ -210,15 +210,22 @@ MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": 
 
 def launch(world: int, scenario: str, out: Path, timeout_s: float = 60.0,
            extra_env=None) -> subprocess.CompletedProcess:
+    return launch_script(world, Path(__file__).resolve(), out, timeout_s, extra_env,
+                         args=(scenario,))
+
+
+def launch_script(world: int, script: Path, out: Path, timeout_s: float = 60.0,
+                  extra_env=None, args=()) -> subprocess.CompletedProcess:
+    """`mpiexec -n world python script [args] out`: every rank with PYTHONPATH at the repo, the
+    collective deadline, NVLink multicast off, Open MPI allowed as root."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TORCHLEAN_DIST_TIMEOUT_S", "30")
     env["NCCL_NVLS_ENABLE"] = "0"
     env.update(MPI_AS_ROOT)
     env.update(extra_env or {})
-    cmd = [mpiexec(), "-n", str(world), sys.executable, str(Path(__file__).resolve()),
-           scenario, str(out)]
-    return run_group(cmd, env, timeout_s)
+    return run_group([mpiexec(), "-n", str(world), sys.executable, str(script), *args, str(out)],
+                     env, timeout_s)
 
 
 def run_group(cmd, env, timeout_s: float) -> subprocess.CompletedProcess:

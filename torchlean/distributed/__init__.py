@@ -18,197 +18,21 @@ the program apart (DistributedDataParallel's step check, BatchNorm's batch sizes
 """
 from __future__ import annotations
 
-import numpy as np
-
-from torchlean import _loader
-from torchlean._loader import lib as _lib
-from torchlean.buffer import AnyBuffer, Buffer, raise_status
 from torchlean.distributed.errors import DistributedError
 from torchlean.distributed.launch import LaunchInfo, detect
 from torchlean.distributed.reduce import all_reduce_tensor
-from torchlean.distributed.work import timeout_from_env
-
-_state: dict = {"comm": None, "info": None, "device": None}
-
-
-class _SoloComm:
-    """World of one process: every collective is the identity (no MPI needed)."""
-
-    name, rank, world = "solo", 0, 1
-    averages = False
-
-    def _done(self):
-        from torchlean.distributed.work import Work
-        return Work(lambda: None)
-
-    def all_reduce(self, bufs, what):
-        return self._done()
-
-    def broadcast(self, bufs, src, what):
-        return self._done()
-
-    def all_gather(self, bufs, what):
-        return self._done(), [b.buf.copy() for b in bufs]
-
-    def allgather_array(self, a, what):
-        return np.asarray(a)[None]
-
-    def barrier(self, what="barrier"):
-        pass
-
-    def copy_into(self, src, dst):
-        from torchlean.distributed.work import host_copy
-        host_copy(src, dst)
-
-    def close(self):
-        pass
-
-
-def _bind_device(info: LaunchInfo, local: int) -> int | None:
-    """On CUDA: device `local` (or 0 when the launcher shows each process one device)."""
-    if _loader.BACKEND != "cuda":
-        return None
-    n = _loader.ffi.new("int64_t *")
-    if _lib.tl_device_count(n):
-        raise_status("distributed.init", _lib.TL_E_DEVICE)
-    count = int(n[0])
-    dev = 0 if count == 1 else local
-    if dev >= count:
-        raise DistributedError(f"rank {info.rank}: local rank {local} has no device of its own "
-                               f"({count} visible); start at most {count} processes per node")
-    st = _lib.tl_set_device(dev)
-    if st:
-        raise_status("distributed.init", st)
-    return dev
-
-
-def init(timeout_s: float | None = None) -> None:
-    """Join the job the launcher started (idempotent). timeout_s overrides
-    TORCHLEAN_DIST_TIMEOUT_S for every later collective."""
-    if _state["comm"] is not None:
-        return
-    info = detect()
-    timeout = timeout_from_env() if timeout_s is None else float(timeout_s)
-    if info.world_size == 1 and info.launcher == "none":
-        _state["device"] = _bind_device(info, 0)
-        _state.update(comm=_SoloComm(), info=info)
-        return
-    from torchlean.distributed.mpi_comm import MPIComm
-    mpi = MPIComm(timeout)
-    if (mpi.world, mpi.rank) != (info.world_size, info.rank):
-        raise DistributedError(
-            f"torchlean.distributed: {info.launcher} says rank {info.rank} of "
-            f"{info.world_size} but MPI sees rank {mpi.rank} of {mpi.world}: the processes are "
-            "not one MPI job (torchrun starts no MPI job: launch with mpirun -n N or srun)")
-    local = info.local_rank
-    if local is None:   # ask MPI which ranks share this node
-        local = mpi.comm.Split_type(mpi.MPI.COMM_TYPE_SHARED).Get_rank()
-    info = LaunchInfo(info.launcher, info.rank, info.world_size, local)
-    _state["device"] = _bind_device(info, local)
-    if _loader.BACKEND == "cuda":
-        from torchlean.distributed.nccl_comm import NCCLComm
-        comm = NCCLComm(mpi, _state["device"])
-    else:
-        comm = mpi
-    _state.update(comm=comm, info=info)
-
-
-def is_initialized() -> bool:
-    return _state["comm"] is not None
-
-
-def communicator():
-    """The communicator init() opened (DistributedDataParallel's channel)."""
-    if _state["comm"] is None:
-        raise DistributedError("torchlean.distributed: call torchlean.distributed.init() first")
-    return _state["comm"]
-
-
-def rank() -> int:
-    return communicator().rank
-
-
-def world_size() -> int:
-    return communicator().world
-
-
-def local_rank() -> int:
-    communicator()
-    return _state["info"].local_rank
-
-
-def device() -> int | None:
-    """The CUDA device this process is bound to (None on the stub)."""
-    communicator()
-    return _state["device"]
-
-
-def _as_anybuffer(op: str, buf) -> AnyBuffer:
-    from torchlean.session import Tensor
-    if isinstance(buf, Tensor):
-        buf = buf.value
-    if isinstance(buf, Buffer):
-        buf = AnyBuffer((buf.n,), buf, owns=False)
-    if not isinstance(buf, AnyBuffer):
-        raise TypeError(f"{op}: expected an AnyBuffer, Buffer or Tensor, got {type(buf).__name__}")
-    if not buf.live:
-        raise ValueError(f"{op}: buffer of shape {buf.shape} was already released")
-    return buf
-
-
-def _check_same_size(op: str, comm, b: AnyBuffer) -> None:
-    sizes = comm.allgather_array(np.array([b.numel], np.int64), f"{op} size check")[:, 0]
-    if (sizes != b.numel).any():
-        raise DistributedError(f"rank {comm.rank}: {op}: buffer sizes differ across ranks "
-                               f"(element counts by rank: {sizes.tolist()})")
-
-
-def all_reduce(buf, op: str = "sum") -> None:
-    """Sum (op="sum") or average (op="avg": the sum scaled by 1/world) `buf` over every rank, in
-    place. The sizes are checked across ranks first."""
-    if op not in ("sum", "avg"):
-        raise ValueError(f"all_reduce: op must be 'sum' or 'avg', got {op!r}")
-    b = _as_anybuffer("all_reduce", buf)
-    comm = communicator()
-    _check_same_size("all_reduce", comm, b)
-    comm.all_reduce([b], f"all_reduce(op={op}, {b.numel} floats)").wait()
-    if op == "avg" and comm.world > 1:
-        _scale_in_place(b, 1.0 / comm.world)
-
-
-def _scale_in_place(b: AnyBuffer, c: float) -> None:
-    """b = c * b with the scale kernel, written back into b's own memory."""
-    from torchlean._generated import ops as _ops
-    s = _ops.scale(b, c=c)
-    try:
-        communicator().copy_into(s, b)
-    finally:
-        s.release()
-
-
-def broadcast(buf, src: int = 0) -> None:
-    """Overwrite `buf` on every rank with rank src's values, in place."""
-    b = _as_anybuffer("broadcast", buf)
-    comm = communicator()
-    if not 0 <= src < comm.world:
-        raise ValueError(f"broadcast: src must be a rank in [0, {comm.world}), got {src}")
-    _check_same_size("broadcast", comm, b)
-    comm.broadcast([b], src, f"broadcast(src={src}, {b.numel} floats)").wait()
-
-
-def barrier() -> None:
-    """Wait until every rank has reached this call (and, on CUDA, finished its queued work)."""
-    communicator().barrier("barrier")
-
-
-def destroy() -> None:
-    """Close the communicator; init() may be called again afterwards."""
-    comm = _state["comm"]
-    if comm is not None:
-        comm.close()
-    _state.update(comm=None, info=None)
-
+from torchlean.distributed.group import (init, is_initialized, communicator, rank, world_size,
+                                         local_rank, device, destroy, _state)
+# all_reduce / broadcast / barrier take torch's arguments (ReduceOp or "sum"/"avg", group,
+# async_op) and call the group's collectives
+from torchlean.distributed.torch_names import (ReduceOp, is_available, init_process_group,
+                                               get_rank, get_world_size, get_backend,
+                                               destroy_process_group, all_reduce, broadcast,
+                                               barrier)
+from torchlean.distributed.sampler import DistributedSampler
 
 __all__ = ["init", "is_initialized", "rank", "world_size", "local_rank", "device", "all_reduce",
            "broadcast", "barrier", "destroy", "DistributedError", "LaunchInfo", "detect",
-           "communicator", "all_reduce_tensor"]
+           "communicator", "all_reduce_tensor", "ReduceOp", "is_available",
+           "init_process_group", "get_rank", "get_world_size", "get_backend",
+           "destroy_process_group", "DistributedSampler"]
