@@ -3631,11 +3631,12 @@ def linear_residual(w, b, x, r):
 def digest(x, ring, *, slot: int = 0):
     """The 64-bit digest of x's float32 bits into row `slot` of ring (slots, 4), one definition on
     every backend and in every mode: D = sm64(S + sm64(n)) where S = sum over i of
-    sm64((i << 32) | bits(x[i])) mod 2^64 and sm64 is SplitMix64's output function. Integer
-    addition mod 2^64 is associative, so every schedule (threads, blocks) gives the same D;
-    each term is a bijection of x[i]'s bits, so changing one element always changes S.
-    ring[slot, k] holds bits 16k..16k+15 of D as an exact float (0..65535), read back without
-    any float conversion touching the bits (torchlean.audit.digest)."""
+    t((i << 32) | bits(x[i])) mod 2^64, t(k) = z ^ (z >> 29) with z = k * 0x9E3779B97F4A7C15
+    mod 2^64, and sm64 is tl_sm64 (SplitMix64). Integer addition mod 2^64 is associative, so
+    every schedule (threads, blocks) gives the same D; each term is a bijection of x[i]'s bits,
+    so changing one element always changes S. ring[slot, k] holds bits 16k..16k+15 of D as an
+    exact float (0..65535), read back without any float conversion touching the bits
+    (torchlean.audit.digests)."""
     _op = "digest"
     if not (x.__class__ is AnyBuffer and x.buf.live
             and ring.__class__ is AnyBuffer and ring.buf.live):

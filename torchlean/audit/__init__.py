@@ -3,7 +3,7 @@
 `record(path)` (a context manager) or TORCHLEAN_AUDIT=path (read at import) writes, for every op
 the tape runs (forward, and each VJP of a backward pass) and every optimizer step, the op's
 name, shapes and a 64-bit digest of each value's float32 bits, computed on the device the same
-way on every backend (digest.py). `python -m torchlean.audit` runs a script under recording,
+way on every backend (digests.py). `python -m torchlean.audit` runs a script under recording,
 compares two records (`diff`) and prints a run's certificate.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import contextlib
 import os
 
 from torchlean import tape as _tape
-from torchlean.audit.digest import digest
+from torchlean.audit.digests import digest
 from torchlean.audit.recorder import Recorder
 from torchlean.optim.hooks import register_optimizer_step_post_hook
 

@@ -1,5 +1,5 @@
 """The recorder: told of every op the tape records, runs every VJP of a backward pass, and
-notes every optimizer step, queueing a device digest of each value (digest.Ring) and writing
+notes every optimizer step, queueing a device digest of each value (digests.Ring) and writing
 the records (recordfile.Writer) once their digests are read back.
 
 It never changes a value: a digest only reads its buffer, and the VJP it runs is the tape's.
@@ -13,7 +13,7 @@ import sys
 from torchlean import _capture
 from torchlean._generated.cdef import REGISTRY_HASH
 from torchlean.buffer import AnyBuffer
-from torchlean.audit.digest import Pending, Ring
+from torchlean.audit.digests import Pending, Ring
 from torchlean.audit.recordfile import Writer
 from torchlean.exact_arith import exact_version
 from torchlean.nn.modules.base import Module
@@ -58,6 +58,9 @@ class Recorder:
         self.step = 0                 # optimizer steps so far
         self.tape = None              # the tape `known` describes
         self.known: dict = {}         # node id -> (source, digest) on that tape
+        # id(payload) -> (payload, digest) of the VJP contributions of the running backward pass
+        # (kept until the next op or step: a contribution handed on is a later VJP's cotangent)
+        self.grads: dict = {}
         self.names: dict = {}         # id(optimizer) -> (param names, module buffers)
         self.modes = set()
 
@@ -76,6 +79,8 @@ class Recorder:
     def op(self, tape, i, name, out, parents):
         if _capture.STATE.active:
             return
+        if self.grads:
+            self.grads = {}
         ins = [self._source(tape, p) for p in parents]
         nodes = tape.nodes
         if not out.owns and parents and out.buf is nodes[parents[0]].value.buf:
@@ -83,18 +88,27 @@ class Recorder:
         else:
             d = self.ring.add(out)
         self.known[i] = (self.index, d)
-        self._add(["F", self.step, name, [list(nodes[p].value.shape) for p in parents],
-                   list(out.shape), d, [list(k) for k in ins]])
+        self._add(["F", self.step, name, [nodes[p].value.shape for p in parents], out.shape, d,
+                   ins])
 
     def vjp(self, tape, i, node, cot, needs):
         if _capture.STATE.active:
             return node.vjp(cot, needs, node.saved)
         src = self._source(tape, i)[0]
-        dc = self.ring.add(cot)     # before the VJP, which may write over its cotangent
+        # before the VJP, which may write over its cotangent; a cotangent that is one VJP's
+        # contribution as it was handed on (no sum) has that contribution's digest
+        seen = self.grads.get(id(cot.buf))
+        dc = seen[1] if seen is not None and seen[0] is cot.buf else self.ring.add(cot)
         contribs = node.vjp(cot, needs, node.saved)
-        outs = [None if c is None else
-                [list(c.shape), dc if c.buf is cot.buf else self.ring.add(c)] for c in contribs]
-        self._add(["B", self.step, node.name, src, list(cot.shape), dc, outs])
+        outs = []
+        for c in contribs:
+            if c is None:
+                outs.append(None)
+                continue
+            d = dc if c.buf is cot.buf else self.ring.add(c)
+            self.grads[id(c.buf)] = (c.buf, d)
+            outs.append((c.shape, d))
+        self._add(["B", self.step, node.name, src, cot.shape, dc, outs])
         return contribs
 
     def optimizer_step(self, opt, args, kwargs):
@@ -119,6 +133,7 @@ class Recorder:
         self.modes.add(m)
         self._add(["S", self.step, type(opt).__name__, hyper, m, entries])
         self.step += 1
+        self.grads = {}
         self.tape = None            # parameters changed in place: digest their leaves again
 
     # ------------------------------------------------------------------ output
@@ -151,8 +166,8 @@ class Recorder:
 
 
 def _encode(x):
-    """Pending digests inside lists and dicts as hex strings."""
-    if isinstance(x, list):
+    """Pending digests inside lists, tuples and dicts as hex strings."""
+    if isinstance(x, (list, tuple)):
         return [_encode(v) for v in x]
     if isinstance(x, dict):
         return {k: _encode(v) for k, v in x.items()}

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchlean.buffer import AnyBuffer
+from torchlean.buffer import AnyBuffer, raise_status
 from torchlean._generated import ops as _ops
+from torchlean._loader import lib
 
 RING_SLOTS = 4096
 
@@ -51,12 +52,19 @@ class Ring:
         self.on_full = on_full       # called once a full ring was read back
 
     def add(self, value: AnyBuffer) -> Pending:
-        if len(self.pending) == RING_SLOTS:
+        """Queue the digest of `value` (a live AnyBuffer, as the tape's values are). This runs
+        for every value recorded, so it calls the library's entry directly: the arguments are
+        right by construction and the entry still checks them."""
+        pending = self.pending
+        if len(pending) == RING_SLOTS:
             self.read_back()
             self.on_full()
-        _ops.digest(value, self.buf, slot=len(self.pending))
+            pending = self.pending
+        st = lib.tl_digest(value.handle, self.buf.handle, value.numel, RING_SLOTS, len(pending))
+        if st:
+            raise_status("digest", st)
         p = Pending()
-        self.pending.append(p)
+        pending.append(p)
         return p
 
     def read_back(self) -> None:
