@@ -356,3 +356,57 @@ def test_run_without_torchlean_is_an_error(tmp_path, capsys):
     out = str(tmp_path / "none.tlaudit")
     rc, _, err = _cli(capsys, "run", "--out", out, "--", sys.executable, "-c", "pass")
     assert rc == 2 and "nothing recorded" in err
+
+
+# ---------------------------------------------------------------- compare-torch
+PORT = '''
+import sys
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 16)
+        self.fc2 = nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = F.relu(self.fc1(x))
+        if "--bug" in sys.argv and torch.__name__ == "torchlean":
+            h = torch.tanh(h)      # a porting slip: only the torchlean run takes it
+        return self.fc2(h)
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+rng = np.random.default_rng(0)
+for step in range(3):
+    x = torch.tensor(rng.normal(size=(8, 6)).astype(np.float32))
+    y = torch.tensor(rng.integers(0, 3, 8))
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+'''
+
+
+def test_compare_torch_names_the_first_differing_module(tmp_path, capsys):
+    pytest.importorskip("torch")
+    script = tmp_path / "port.py"
+    script.write_text(PORT)
+    rc, out, err = _cli(capsys, "compare-torch", "--", sys.executable, str(script))
+    assert rc == 0, err
+    assert out.strip() == "agree within tolerance: 6 module calls, 2 steps"
+    rc, out, _ = _cli(capsys, "compare-torch", "--", sys.executable, str(script), "--bug")
+    assert rc == 1 and out.startswith("first difference: step 0, module 'fc2' (Linear)")
+
+
+def test_compare_torch_without_torch_says_so(monkeypatch, capsys):
+    import importlib.util
+    from torchlean.audit import compare_torch as ct
+    real = importlib.util.find_spec
+    monkeypatch.setattr(ct.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    assert ct.compare_torch([sys.executable, "x.py"]) == 2
+    assert "PyTorch is not installed" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from torchlean.audit.certificate import certificate
+from torchlean.audit.compare_torch import compare_torch
 from torchlean.audit.diff import RecordMismatch, diff
 from torchlean.audit.recordfile import Record, RecordFileError
 
@@ -48,8 +49,7 @@ def _certificate(args) -> int:
 
 
 def _compare_torch(args) -> int:
-    from torchlean.audit.compare_torch import compare_torch
-    return compare_torch(args.command)
+    return compare_torch(args.command, steps=args.steps, rtol=args.rtol, atol=args.atol)
 
 
 def main(argv=None) -> int:
@@ -65,6 +65,9 @@ def main(argv=None) -> int:
     c = sub.add_parser("certificate", help="print a record's certificate")
     c.add_argument("file")
     t = sub.add_parser("compare-torch", help="a PyTorch script under torch and under torchlean")
+    t.add_argument("--steps", type=int, default=2, help="optimizer steps compared (default 2)")
+    t.add_argument("--rtol", type=float, default=1e-4)
+    t.add_argument("--atol", type=float, default=1e-5)
     t.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
     args = p.parse_args(argv)
     if getattr(args, "command", None) and args.command[0] == "--":
