@@ -73,7 +73,9 @@ class Recorder:
         if k is None:
             node = tape.nodes[p]
             label = (f"earlier {node.name}" if node.parents else node.name or "input")
-            k = self.known[p] = (label, self.ring.add(node.value))
+            # a value already freed (read before an optimizer step, say) has no digest to take
+            d = self.ring.add(node.value) if node.value.buf.live else None
+            k = self.known[p] = (label, d)
         return k
 
     def op(self, tape, i, name, out, parents):
