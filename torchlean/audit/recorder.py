@@ -13,7 +13,7 @@ import sys
 from torchlean import _capture
 from torchlean._generated.cdef import REGISTRY_HASH
 from torchlean.buffer import AnyBuffer
-from torchlean.audit.digests import Pending, Ring
+from torchlean.audit.digests import Ring
 from torchlean.audit.recordfile import Writer
 from torchlean.exact_arith import exact_version
 from torchlean.nn.modules.base import Module
@@ -22,10 +22,6 @@ from torchlean.runtime import backend, is_deterministic, is_exact
 
 def mode() -> str:
     return "exact" if is_exact() else "deterministic" if is_deterministic() else "default"
-
-
-def _hex(p) -> str | None:
-    return None if p is None else f"{p.value:016x}"
 
 
 def _module_names(params):
@@ -157,7 +153,7 @@ class Recorder:
         if not w.header_written:
             w.header(self.header())
         for rec in self.records:
-            w.record(_encode(rec))
+            w.record(rec)
         self.records = []
 
     def close(self) -> None:
@@ -166,13 +162,3 @@ class Recorder:
         self.ring.release()
         self.writer.close(self.modes)
 
-
-def _encode(x):
-    """Pending digests inside lists, tuples and dicts as hex strings."""
-    if isinstance(x, (list, tuple)):
-        return [_encode(v) for v in x]
-    if isinstance(x, dict):
-        return {k: _encode(v) for k, v in x.items()}
-    if isinstance(x, Pending):
-        return _hex(x)
-    return x
