@@ -102,22 +102,20 @@ class Trace:
 def _run_side(side: str, workdir: str, steps: int, argv: list) -> None:
     """Run the script in this process with the traces installed (the child's entry)."""
     if side == "torchlean":
-        import torchlean
-        import torchlean.nn
-        import torchlean.nn.functional
-        import torchlean.optim
-        mods = (torchlean, torchlean.nn, torchlean.nn.functional, torchlean.optim)
-        sys.modules.update(dict(zip(ALIASES, mods)))
-        trace = Trace(side, workdir, steps, torchlean.nn.Module)
-        call = torchlean.nn.Module.__call__
+        from torchlean import nn as tl_nn, optim as tl_optim
+        from torchlean.nn import functional as tl_functional
+        face = sys.modules["torchlean"]   # the package itself (imported first): `torch`
+        sys.modules.update(dict(zip(ALIASES, (face, tl_nn, tl_functional, tl_optim))))
+        trace = Trace(side, workdir, steps, tl_nn.Module)
+        call = tl_nn.Module.__call__
 
         def traced_call(self, *a, **kw):
             trace.pre_forward(self)
             out = call(self, *a, **kw)
             trace.forward(self, out)
             return out
-        torchlean.nn.Module.__call__ = traced_call
-        torchlean.optim.register_optimizer_step_post_hook(lambda o, a, k: trace.step())
+        tl_nn.Module.__call__ = traced_call
+        tl_optim.register_optimizer_step_post_hook(lambda o, a, k: trace.step())
     else:
         import torch
         from torch.nn.modules.module import (register_module_forward_hook,
