@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import warnings
 
 from torchlean import _capture
 from torchlean._generated.cdef import REGISTRY_HASH
@@ -59,6 +60,7 @@ class Recorder:
         self.grads: dict = {}
         self.names: dict = {}         # id(optimizer) -> (param names, module buffers)
         self.modes = set()
+        self.warned = False           # a capture was seen (and said)
 
     # ------------------------------------------------------------------ hooks
     def _source(self, tape, p):
@@ -74,8 +76,20 @@ class Recorder:
             k = self.known[p] = (label, d)
         return k
 
-    def op(self, tape, i, name, out, parents):
+    def _captured(self) -> bool:
+        """Inside a CUDA graph capture: its replays run no Python, so nothing of it is
+        recorded (said once)."""
         if _capture.STATE.active:
+            if not self.warned:
+                self.warned = True
+                warnings.warn("torchlean.audit: a captured step (torchlean.cuda.graph_step) is "
+                              "not recorded, since its replays run no Python; record it "
+                              "uncaptured", RuntimeWarning, stacklevel=4)
+            return True
+        return False
+
+    def op(self, tape, i, name, out, parents):
+        if self._captured():
             return
         if self.grads:
             self.grads = {}
@@ -90,7 +104,7 @@ class Recorder:
                    ins])
 
     def vjp(self, tape, i, node, cot, needs):
-        if _capture.STATE.active:
+        if self._captured():
             return node.vjp(cot, needs, node.saved)
         src = self._source(tape, i)[0]
         # before the VJP, which may write over its cotangent; a cotangent that is one VJP's
@@ -110,7 +124,7 @@ class Recorder:
         return contribs
 
     def optimizer_step(self, opt, args, kwargs):
-        if _capture.STATE.active:
+        if self._captured():
             return
         if id(opt) not in self.names:
             self.names[id(opt)] = _module_names(opt.params)
