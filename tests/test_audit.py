@@ -410,3 +410,14 @@ def test_compare_torch_without_torch_says_so(monkeypatch, capsys):
                         lambda name, *a: None if name == "torch" else real(name, *a))
     assert ct.compare_torch([sys.executable, "x.py"]) == 2
     assert "PyTorch is not installed" in capsys.readouterr().err
+
+
+def test_unwritable_record_path_is_named(tmp_path):
+    env = dict(os.environ, TORCHLEAN_AUDIT=str(tmp_path), TORCHLEAN_BACKEND=tl.backend())
+    r = subprocess.run([sys.executable, "-c", "import torchlean"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert f"cannot write the record '{tmp_path}'" in r.stderr
+    with pytest.raises(OSError, match="cannot write the record"):
+        with audit.record(str(tmp_path)):
+            pass

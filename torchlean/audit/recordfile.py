@@ -39,7 +39,11 @@ class Writer:
 
     def __init__(self, path: str):
         self.path = path
-        self.f = open(path, "w", encoding="utf-8")
+        try:
+            self.f = open(path, "w", encoding="utf-8")
+        except OSError as e:
+            raise OSError(e.errno, f"torchlean.audit: cannot write the record {path!r}: "
+                                   f"{e.strerror}") from None
         self.sha = hashlib.sha256()
         self.counts = {"records": 0, "ops": 0, "vjps": 0, "steps": 0}
         self.header_written = False
