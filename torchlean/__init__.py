@@ -73,3 +73,9 @@ _catalog.install((Tensor, Parameter), IntTensor,
                   "special": special, "linalg": linalg, "fft": fft, "masked": masked,
                   "signal.windows": _windows})
 del _sys
+
+# TORCHLEAN_AUDIT=path: record this process's run (torchlean.audit), from here to its exit
+import os as _os  # noqa: E402
+if _os.environ.get("TORCHLEAN_AUDIT"):
+    from torchlean import audit as _audit  # noqa: E402
+    _audit.start_from_environment()

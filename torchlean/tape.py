@@ -131,6 +131,10 @@ class NodeTable(dict):
 
 KEEP_ACTIVATIONS = bool(env_flag("TORCHLEAN_KEEP_ACTIVATIONS"))   # no recomputation when set
 
+# The recorder of torchlean.audit while one records (None otherwise): told of every recorded op
+# (AUDIT.op) and runs every VJP of a backward pass (AUDIT.vjp), digesting what they produce.
+AUDIT = None
+
 
 def _holds_memory(node) -> bool:
     """Is the node's value its own memory or a borrowed leaf's (not a view of another node)?"""
@@ -319,6 +323,8 @@ class Tape(TapeOps):
                 nodes[p].views += (i,)
         nodes[i] = node
         nodes.next_id = i + 1
+        if AUDIT is not None:
+            AUDIT.op(self, i, name, out, parents)
         return i
 
     def drop_value(self, i: int) -> bool:
@@ -557,7 +563,8 @@ class Tape(TapeOps):
                     cot = g
                     if not disposable and getattr(node.vjp, "overwrites_grad", False):
                         cot = g.copy()   # the VJP writes over its cotangent: give it a copy
-                    contribs = node.vjp(cot, needs, node.saved)
+                    contribs = (node.vjp(cot, needs, node.saved) if AUDIT is None
+                                else AUDIT.vjp(self, i, node, cot, needs))
                     self._give(grads, pending, node, cot, contribs,
                                cot_disposable=disposable or cot is not g)
                     if free_graph:

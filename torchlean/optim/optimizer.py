@@ -11,11 +11,21 @@ import numpy as np
 
 from torchlean import _capture
 from torchlean.buffer import AnyBuffer
+from torchlean.optim import hooks as _hooks
 from torchlean.parameter import Parameter, check_training_thread, training_lock
 from torchlean._generated import ops as _ops
 
 
 class Optimizer:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:   # post-step hooks (torch's) after each subclass's step()
+            cls.step = _hooks.with_post_hooks(cls.step)
+
+    def register_step_post_hook(self, hook):
+        """Run hook(self, args, kwargs) after each step() of this optimizer."""
+        return _hooks.register_instance_hook(self.__dict__.setdefault("_step_post_hooks", []), hook)
+
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []

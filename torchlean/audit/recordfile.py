@@ -1,0 +1,121 @@
+"""The .tlaudit file: one header line, one JSON line per record, one trailer line.
+
+    tlaudit 1 {"torchlean": ..., "exact_version": ..., "registry": ..., "mode": ..., ...}
+    ["F", step, op, [input shapes], output shape, output digest, [[source, digest], ...]]
+    ["B", step, op, forward record, cotangent shape, cotangent digest, [[shape, digest] | null]]
+    ["S", step, optimizer, hyperparameters, mode, [[name, shape, grad, value, {state: digest}]]]
+    end {"records": R, "ops": F, "vjps": B, "steps": S, "modes": [...], "sha256": ...}
+
+An input's source is the index of the record that produced it, or a label (a leaf: a
+parameter, a batch, a value made outside the tape). Digests are 16 hex digits (torchlean.audit
+.digest). The trailer's sha256 covers every byte before it, so a cut or edited file is refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+MAGIC = "tlaudit"
+VERSION = 1
+
+
+class RecordFileError(ValueError):
+    """A file that is not a complete, intact record (the message names the file)."""
+
+
+def _digest_hex(d) -> str:
+    """What json writes for a digest object (anything with an int `value`): 16 hex digits."""
+    if d.value is None:
+        raise TypeError(f"a digest that was not read back: {d!r}")
+    return f"{d.value:016x}"
+
+
+def _line(obj) -> str:
+    return json.dumps(obj, separators=(",", ":"), default=_digest_hex) + "\n"
+
+
+class Writer:
+    """Appends lines and keeps the running checksum; close() writes the trailer."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.f = open(path, "w", encoding="utf-8")
+        except OSError as e:
+            raise OSError(e.errno, f"torchlean.audit: cannot write the record {path!r}: "
+                                   f"{e.strerror}") from None
+        self.sha = hashlib.sha256()
+        self.counts = {"records": 0, "ops": 0, "vjps": 0, "steps": 0}
+        self.header_written = False
+
+    def _put(self, text: str) -> None:
+        self.sha.update(text.encode())
+        self.f.write(text)
+
+    def header(self, fields: dict) -> None:
+        self._put(f"{MAGIC} {VERSION} " + _line(fields))
+        self.header_written = True
+
+    def record(self, rec: list) -> None:
+        self._put(_line(rec))
+        self.counts["records"] += 1
+        self.counts[{"F": "ops", "B": "vjps", "S": "steps"}[rec[0]]] += 1
+
+    def close(self, modes) -> None:
+        trailer = dict(self.counts, modes=sorted(modes), sha256=self.sha.hexdigest())
+        self.f.write("end " + _line(trailer))
+        self.f.close()
+
+
+class Record:
+    """A read and checked record file: header (dict), records (lists), trailer (dict) and the
+    record lines as written (what the certificate digests)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise RecordFileError(f"{path}: cannot read: {e.strerror}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RecordFileError(f"{path}: not a torchlean audit record (not UTF-8 text)") from None
+        lines = text.split("\n")
+        parts = lines[0].split(" ", 2)
+        if parts[0] != MAGIC or len(parts) < 3:
+            raise RecordFileError(f"{path}: not a torchlean audit record (the first line is not "
+                                  f"'{MAGIC} <version> <header>')")
+        version, fields = parts[1], parts[2]
+        if version != str(VERSION):
+            raise RecordFileError(f"{path}: record format version {version}; this torchlean "
+                                  f"reads version {VERSION}")
+        if lines[-1] != "" or len(lines) < 3 or not lines[-2].startswith("end "):
+            raise RecordFileError(f"{path}: truncated: no trailer line (the recording process "
+                                  "did not finish, or the file was cut)")
+        self.trailer = self._json(lines[-2][4:], "trailer")
+        body = text[:len(text) - len(lines[-2]) - 1]
+        if hashlib.sha256(body.encode()).hexdigest() != self.trailer.get("sha256"):
+            raise RecordFileError(f"{path}: corrupted: the checksum of its contents does not "
+                                  "match its trailer (the file was edited or damaged)")
+        self.header = self._json(fields, "header")
+        self.lines = lines[1:-2]
+        self.records = [self._json(s, f"record {k}") for k, s in enumerate(self.lines)]
+        if len(self.records) != self.trailer.get("records"):
+            raise RecordFileError(f"{path}: corrupted: {len(self.records)} records, the trailer "
+                                  f"counts {self.trailer.get('records')}")
+
+    def _json(self, s: str, what: str):
+        try:
+            return json.loads(s)
+        except ValueError:
+            raise RecordFileError(f"{self.path}: corrupted: its {what} is not valid") from None
+
+    @property
+    def steps(self) -> int:
+        return self.trailer["steps"]
+
+    @property
+    def ops(self) -> int:
+        return self.trailer["ops"] + self.trailer["vjps"]
