@@ -658,3 +658,11 @@ def cumarg_rows(x, kind=0):
                 best, at = v, j
             out[i, j] = at
     return out.reshape(np.shape(x))
+
+
+def logcumsumexp_rows(x, reverse=0):
+    r = _rows(x)
+    if reverse:
+        r = np.flip(r, 1)
+    y = np.logaddexp.accumulate(r, axis=1)
+    return (np.flip(y, 1) if reverse else y).reshape(np.shape(x))

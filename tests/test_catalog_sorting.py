@@ -338,3 +338,40 @@ def test_against_torch_when_present():
     v, i = tl.tensor(x).median(1)
     tv, ti = torch.from_numpy(x).median(1)
     np.testing.assert_array_equal(v.numpy(), tv.numpy())
+
+
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((3, 600), 1), ((4, 3), 0), ((1,), 0)])
+def test_logcumsumexp_against_numpy(shape, dim):
+    x = (rng.standard_normal(shape) * 30).astype(np.float32)
+    want = np.logaddexp.accumulate(x.astype(np.float64), axis=dim)
+    np.testing.assert_allclose(tl.tensor(x).logcumsumexp(dim).numpy(), want, rtol=1e-5, atol=1e-4)
+
+
+def test_logcumsumexp_extremes_and_gradient():
+    x = np.array([-np.inf, -np.inf, 1000.0, -1000.0, np.inf, 0.0], np.float32)
+    got = tl.logcumsumexp(tl.tensor(x), 0).numpy()
+    assert np.array_equal(got, [-np.inf, -np.inf, 1000.0, 1000.0, np.inf, np.inf])
+    x = rng.standard_normal((2, 6)).astype(np.float32)
+    w = rng.standard_normal((2, 6))
+    t = tl.tensor(x, requires_grad=True)
+    (t.logcumsumexp(1) * tl.tensor(w.astype(np.float32))).sum().backward()
+    want = central_diff(lambda a: (np.logaddexp.accumulate(a, 1) * w).sum(), x)
+    np.testing.assert_allclose(t.grad, want, rtol=1e-3, atol=1e-3)
+
+
+def ref_trapezoid(y, x, axis):
+    y = np.moveaxis(y.astype(np.float64), axis, -1)
+    gaps = np.diff(np.moveaxis(np.broadcast_to(x, np.moveaxis(y, -1, axis).shape), axis, -1))
+    return np.moveaxis(np.cumsum((y[..., 1:] + y[..., :-1]) / 2 * gaps, -1), -1, axis)
+
+
+def test_cumulative_trapezoid():
+    y = rng.standard_normal((3, 5)).astype(np.float32)
+    got = tl.cumulative_trapezoid(tl.tensor(y), dx=0.5).numpy()
+    np.testing.assert_allclose(got, ref_trapezoid(y, np.arange(5) * 0.5, 1), rtol=1e-6, atol=1e-6)
+    xs = np.sort(rng.random(3)).astype(np.float32)
+    got = tl.cumulative_trapezoid(tl.tensor(y), tl.tensor(xs), dim=0).numpy()
+    np.testing.assert_allclose(got, ref_trapezoid(y, xs[:, None], 0), rtol=1e-5, atol=1e-6)
+    assert tl.cumulative_trapezoid(tl.tensor(y[:, :1])).shape == (3, 0)
+    with pytest.raises(ValueError, match="cumulative_trapezoid"):
+        tl.cumulative_trapezoid(tl.tensor(y), tl.tensor(xs))

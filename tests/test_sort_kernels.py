@@ -78,11 +78,13 @@ CUM_SHAPES = [(1, 1), (3, 7), (2, 256), (2, 257), (3, 1000), (1, 3000), (5, 513)
 
 
 @pytest.mark.parametrize("rows,cols", CUM_SHAPES)
-@pytest.mark.parametrize("kind,name", [(0, "cumsum_rows"), (1, "cumprod_rows")])
+@pytest.mark.parametrize("kind,name", [(0, "cumsum_rows"), (1, "cumprod_rows"),
+                                       (2, "logcumsumexp_rows")])
 @pytest.mark.parametrize("reverse", [0, 1])
 def test_running_sums_both_schedules_are_the_stub(emu, rows, cols, kind, name, reverse):
     ffi, lib = emu
-    x = specials(rows, cols, 1e3) if kind == 0 else rng.uniform(0.99, 1.01, (rows, cols)).astype(np.float32)
+    x = rng.uniform(0.99, 1.01, (rows, cols)).astype(np.float32) if kind == 1 else \
+        specials(rows, cols, 1e3 if kind == 0 else 3.0)
     want = stub(name, x, reverse=reverse)
     for block, grid, rev in [(1, 0, 0), (1, 0, 1), (0, 1, 0), (0, 2, 1)]:
         y = np.full((rows, cols), np.nan, np.float32)

@@ -4,7 +4,7 @@ torch.masked's cumsum/cumprod.
 
 Every op moves `dim` last and runs the sort family's row kernels (ops.yaml section sort_scan):
 argsort_rows (a stable sort: equal values keep their input order, NaN largest), cumarg_rows
-(running-extreme positions), cumsum_rows / cumprod_rows. Values are taken with take_rows, whose
+(running-extreme positions), cumsum_rows / cumprod_rows / logcumsumexp_rows. Values are taken with take_rows, whose
 VJP adds the gradient back at the taken positions, so every value result is differentiable.
 Indices come back as int64 IntTensors on the host (as argmax's do); IntTensor inputs are
 sorted and summed on the host with NumPy (int64 arithmetic, as torch).
@@ -20,9 +20,9 @@ from torchlean.int_tensor import IntTensor
 from torchlean.tape import no_grad
 
 METHODS = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "quantile",
-           "nanquantile", "cumsum", "cumprod", "cummax", "cummin"]
+           "nanquantile", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
 INT_METHODS = ["sort", "argsort", "msort", "cumsum", "cumprod"]
-EXPORTS = {"torch": METHODS}
+EXPORTS = {"torch": METHODS + ["cumulative_trapezoid"]}
 
 
 # ------------------------------------------------------------------------------ layout
@@ -323,3 +323,41 @@ def cummax(input, dim=None):  # noqa: A002
 def cummin(input, dim=None):  # noqa: A002
     """torch.cummin: (running minima, their indices): the last of equal values, NaN sticks."""
     return _cum_extreme(input, dim, 1, "cummin")
+
+
+def logcumsumexp(input, dim=None):  # noqa: A002
+    """torch.logcumsumexp: running log(sum(exp)) along dim, each step log(e^a + e^b) computed
+    without overflow (an all -inf prefix gives -inf)."""
+    _dim_required(dim, "logcumsumexp")
+    xt, d = _last(input, dim, "logcumsumexp")
+    return _back(_op(xt, "logcumsumexp_rows"), input, d)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """torch.cumulative_trapezoid: running trapezoid-rule integrals of y along dim (spacing dx,
+    default 1, or the sample points x); one entry fewer than y along dim."""
+    if x is not None and dx is not None:
+        raise TypeError("cumulative_trapezoid: give x or dx, not both")
+    if y.ndim == 0:
+        raise IndexError("cumulative_trapezoid: y must have at least one dimension")
+    d = indexing.normalize_dim(dim, y.ndim, "cumulative_trapezoid")
+    if y.shape[d] == 0:
+        return composite.getitem(y, (slice(None),) * d + (slice(0, 0),))
+    upper = composite.getitem(y, (slice(None),) * d + (slice(1, None),))
+    lower = composite.getitem(y, (slice(None),) * d + (slice(0, -1),))
+    mid = (upper + lower) * 0.5
+    if x is None:
+        step = 1.0 if dx is None else float(dx)
+        area = mid if step == 1.0 else mid * step
+    else:
+        x = y.session.as_tensor(x)
+        if x.ndim == 1:
+            if x.shape[0] != y.shape[d]:
+                raise ValueError(f"cumulative_trapezoid: x has {x.shape[0]} points, y has "
+                                 f"{y.shape[d]} along dim {d}")
+            x = composite.reshape(x, (-1,) + (1,) * (y.ndim - 1 - d))
+        dd = indexing.normalize_dim(dim, x.ndim, "cumulative_trapezoid")
+        gaps = (composite.getitem(x, (slice(None),) * dd + (slice(1, None),))
+                - composite.getitem(x, (slice(None),) * dd + (slice(0, -1),)))
+        area = mid * gaps
+    return cumsum(area, d)

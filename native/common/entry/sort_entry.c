@@ -95,6 +95,23 @@ int tl_cumprod_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reve
     return tlk_cumulative(op, x, y, rows, cols, reverse, 1);
 }
 
+int tl_logcumsumexp_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse) {
+    static const char op[] = "logcumsumexp_rows";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    if (L.status) return L.status;
+    if (!((reverse >= 0) && (reverse <= 1)))
+        return tl_fail(TL_E_ARG, "%s: expected reverse >= 0 and reverse <= 1, got reverse=%lld", op, (long long)reverse);
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_cumulative(op, x, y, rows, cols, reverse, 2);
+}
+
 int tl_cumprod_rows_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t rows, int64_t cols, int64_t reverse) {
     static const char op[] = "cumprod_rows_backward";
     TL_TRY(tlb_ready(op));

@@ -7,6 +7,7 @@
 #define TL_FORMULAS_SORT_H
 
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 #include "tl_math.h"
 
@@ -34,9 +35,18 @@ TLM_HD int tlf_cumarg_takes(float v, float best, int64_t kind) {
     return kind == 0 ? v >= best : v <= best;
 }
 
-/* one step of a running sum (kind 0) or product (kind 1) */
+/* log(exp(a) + exp(b)): the larger plus log1p(exp(smaller - larger)), each step correctly
+ * rounded; a NaN gives NaN, -inf is the identity, +inf absorbs */
+TLM_HD float tlf_logaddexp(float a, float b) {
+    if (a != a || b != b) return tlm_add(a, b);
+    float hi = a > b ? a : b, lo = a > b ? b : a;
+    if (lo == -INFINITY || hi == INFINITY) return hi;
+    return tlm_add(hi, tlm_log1p(tlm_exp(tlm_sub(lo, hi))));
+}
+
+/* one step of a running sum (kind 0), product (kind 1) or log-sum-exp (kind 2) */
 TLM_HD float tlf_cum_step(float acc, float v, int64_t kind) {
-    return kind == 0 ? tlm_add(acc, v) : tlm_mul(acc, v);
+    return kind == 0 ? tlm_add(acc, v) : kind == 1 ? tlm_mul(acc, v) : tlf_logaddexp(acc, v);
 }
 
 /* cumprod backward carry S_j = g_j + x_{j+1} S_{j+1} */

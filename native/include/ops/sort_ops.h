@@ -14,6 +14,7 @@ TL_API int tl_take_rows(tl_buf x, tl_buf idx, tl_buf y, int64_t rows, int64_t co
 TL_API int tl_take_rows_backward(tl_buf idx, tl_buf g, tl_buf dx, int64_t rows, int64_t k, int64_t cols, int64_t distinct);
 TL_API int tl_cumsum_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse);
 TL_API int tl_cumprod_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse);
+TL_API int tl_logcumsumexp_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse);
 TL_API int tl_cumprod_rows_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t rows, int64_t cols, int64_t reverse);
 TL_API int tl_cumarg_rows(tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t kind);
 
