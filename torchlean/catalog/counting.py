@@ -20,7 +20,8 @@ from torchlean.int_tensor import IntTensor, host_key
 METHODS = ["nonzero", "argwhere", "masked_select", "masked_scatter", "histc"]
 INT_METHODS = ["nonzero", "argwhere", "bincount"]
 INPLACE = ["masked_scatter"]
-EXPORTS = {"torch": ["nonzero", "argwhere", "masked_select", "bincount", "histc", "histogram"]}
+EXPORTS = {"torch": ["nonzero", "argwhere", "masked_select", "masked_scatter", "bincount", "histc",
+                     "histogram"]}
 
 
 def _values(x):

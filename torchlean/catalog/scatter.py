@@ -383,5 +383,6 @@ def take_along_dim(input, indices, dim=None):  # noqa: A002
                          f"broadcast off dim {d}") from None
     xs = tuple(shape[a] if a == d else common[a] for a in range(len(shape)))
     ist = tuple(idx.shape[a] if a == d else common[a] for a in range(len(shape)))
+    _check_range(idx, shape[d], "take_along_dim", d, shape)
     x = composite.expand(input, xs) if xs != shape else input
     return composite.gather(x, d, np.broadcast_to(idx, ist))

@@ -22,6 +22,7 @@ from torchlean.tape import no_grad
 METHODS = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "quantile",
            "nanquantile", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
 INT_METHODS = ["sort", "argsort", "msort", "cumsum", "cumprod"]
+INPLACE = ["cumsum", "cumprod"]
 EXPORTS = {"torch": METHODS + ["cumulative_trapezoid"]}
 
 
@@ -64,11 +65,6 @@ def _argsort_rows(xt, descending):
         return _op(xt, "argsort_rows", descending=int(bool(descending)))
 
 
-def _check_int(x, op):
-    if x._a.dtype == np.bool_:
-        raise TypeError(f"{op}: expected an int64 tensor, got bool")
-
-
 # ------------------------------------------------------------------------------ sorting
 
 def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002 - torch's names
@@ -76,7 +72,6 @@ def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002 - torch's
     order equal values either way, so the stable order is one of its answers). NaN sorts as
     larger than every number; -0 and +0 are equal."""
     if isinstance(input, IntTensor):
-        _check_int(input, "sort")
         idx = _host_argsort(input._a, dim, descending, "sort")
         return ValuesIndices(IntTensor(np.take_along_axis(input._a.reshape(idx.shape), idx, -1)
                                        if input.ndim else input._a.copy()), IntTensor(idx))
@@ -91,14 +86,13 @@ def _host_argsort(a, dim, descending, op):
         indexing.normalize_dim(dim, 1, op)
         return np.zeros((), np.int64)
     d = indexing.normalize_dim(dim, a.ndim, op)
-    key = ~a if descending else a          # ~a = -a - 1: decreasing, no overflow
+    key = ~a if descending else a          # ~a: -a - 1 (no overflow), or not for bools
     return np.argsort(key, axis=d, kind="stable").astype(np.int64)
 
 
 def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
     """torch.argsort: sort's indices."""
     if isinstance(input, IntTensor):
-        _check_int(input, "argsort")
         return IntTensor(_host_argsort(input._a, dim, descending, "argsort"))
     xt, d = _last(input, dim, "argsort")
     return _positions(_argsort_rows(xt, descending), input, d)
