@@ -239,3 +239,21 @@ def test_bad_input_errors_name_the_op(call, exc):
         call(x)
     except exc as e:
         assert any(n in str(e) for n in ("scatter", "index_", "take", "put", "gather")), str(e)
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_against_loops(reduce, include_self):
+    x = f32(5, 3)
+    idx = np.array([4, 0, 4, 2, 4])
+    src = rng.uniform(0.5, 1.5, (5, 3)).astype(np.float32)
+    want = x.astype(np.float64).copy()
+    fn = {"prod": np.prod, "mean": np.mean, "amax": np.max, "amin": np.min}[reduce]
+    for t in set(idx.tolist()):
+        vals = src[idx == t].astype(np.float64)
+        if include_self:
+            vals = np.concatenate([x[t:t + 1], vals])
+        want[t] = fn(vals, axis=0)
+    got = tl.tensor(x).index_reduce(0, tl.tensor(idx), tl.tensor(src), reduce,
+                                    include_self=include_self).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

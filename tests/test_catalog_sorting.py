@@ -375,3 +375,18 @@ def test_cumulative_trapezoid():
     assert tl.cumulative_trapezoid(tl.tensor(y[:, :1])).shape == (3, 0)
     with pytest.raises(ValueError, match="cumulative_trapezoid"):
         tl.cumulative_trapezoid(tl.tensor(y), tl.tensor(xs))
+
+
+def test_mode_smallest_of_most_frequent_at_its_last_position():
+    x = np.array([[2, 2, 1, 1], [5, 5, 5, 0], [3, 1, 3, 1]], np.float32)
+    v, i = tl.tensor(x).mode(1)
+    same_bits(v.numpy(), [1, 5, 1])
+    assert np.array_equal(i.numpy(), [3, 2, 3])
+    v, i = tl.mode(tl.tensor(x), 0, keepdim=True)
+    assert v.shape == (1, 4) and np.array_equal(i.numpy(), [[0, 2, 0, 2]])
+    same_bits(v.numpy(), [[2, 1, 1, 1]])
+    t = tl.tensor(x, requires_grad=True)
+    t.mode(1)[0].sum().backward()
+    want = np.zeros_like(x)
+    want[[0, 1, 2], [3, 2, 3]] = 1
+    same_bits(t.grad, want)

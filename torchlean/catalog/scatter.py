@@ -1,5 +1,5 @@
 """Writing and reading by index: torch's scatter, scatter_add, scatter_reduce, index_add,
-index_copy, index_fill, index_put, index_select, take, take_along_dim and put.
+index_copy, index_fill, index_put, index_reduce, index_select, take, take_along_dim and put.
 
 Indices are host data (int64 IntTensors or NumPy arrays), so every op works out the flat
 positions it reads or writes on the host and records registry ops over the flattened tensor:
@@ -7,7 +7,7 @@ reads are gather_vec (VJP: an ordered scatter-add), accumulation is scatter_add_
 added in index order on both libraries in deterministic and exact mode), and overwrites keep the
 last write in index order (torch's CPU order) through `where` over a gathered source, so the
 written values and the kept ones both get their gradients. Reductions other than a sum
-(scatter_reduce prod/amax/amin) group each target's sources on the host and reduce padded rows
+(scatter_reduce and index_reduce prod/amax/amin) group each target's sources on the host and reduce padded rows
 with registry reductions. Out-of-range indices are an IndexError naming the op.
 """
 from __future__ import annotations
@@ -20,11 +20,12 @@ from torchlean import composite, indexing
 from torchlean.int_tensor import IntTensor
 
 METHODS = ["scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill",
-           "index_put", "index_select", "take", "take_along_dim", "put"]
+           "index_put", "index_reduce", "index_select", "take", "take_along_dim", "put"]
 INPLACE = ["scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill",
-           "index_put", "put"]
+           "index_put", "index_reduce", "put"]
 EXPORTS = {"torch": ["scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy",
-                     "index_fill", "index_put", "index_select", "take", "take_along_dim"]}
+                     "index_fill", "index_put", "index_reduce", "index_select", "take",
+                     "take_along_dim"]}
 
 
 # ------------------------------------------------------------------------------ host helpers
@@ -194,10 +195,15 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
                          f"got {reduce!r}")
     src = _as_source(input, src, op)
     pos, src_pos = _scatter_positions(input, dim, index, src, op)
-    pos = pos.reshape(-1)
+    return reduce_at(input, pos, _gather_flat(src, src_pos), reduce, include_self)
+
+
+def reduce_at(input, pos, vals, reduce, include_self):
+    """input with each flat position in pos replaced by the reduction of the values aimed at
+    it (vals shaped like pos), in index order, with its own value first when include_self."""
+    pos = np.asarray(pos, np.int64).reshape(-1)
     if pos.size == 0:
         return _same(input)
-    vals = _gather_flat(src, src_pos)
     n, shape, s = math.prod(input.shape), tuple(input.shape), input.session
     hit = (_count_at(pos, n) > 0).reshape(shape)
     if reduce in ("sum", "mean"):
@@ -293,6 +299,19 @@ def index_copy(input, dim, index, source):  # noqa: A002
     pos, d = _index_positions(input, dim, index, "index_copy")
     _check_source(input, source, d, pos.shape[d], "index_copy")
     return overwrite(input, pos, source, np.arange(pos.size))
+
+
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # noqa: A002
+    """torch.index_reduce: each slice at index along dim reduced with source's slices by 'prod',
+    'mean', 'amax' or 'amin' (with the input's own value unless include_self=False), in index
+    order."""
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise ValueError(f"index_reduce: reduce must be one of 'prod', 'mean', 'amax', 'amin', "
+                         f"got {reduce!r}")
+    source = _as_source(input, source, "index_reduce")
+    pos, d = _index_positions(input, dim, index, "index_reduce")
+    _check_source(input, source, d, pos.shape[d], "index_reduce")
+    return reduce_at(input, pos, composite.reshape(source, pos.shape), reduce, include_self)
 
 
 def index_fill(input, dim, index, value):  # noqa: A002

@@ -1,5 +1,5 @@
 """Sorting, selection by rank and running sums/products/extremes: torch's sort, argsort, msort,
-topk, kthvalue, median, nanmedian, quantile, nanquantile, cumsum, cumprod, cummax, cummin and
+topk, kthvalue, median, nanmedian, mode, quantile, nanquantile, cumsum, cumprod, cummax, cummin and
 torch.masked's cumsum/cumprod.
 
 Every op moves `dim` last and runs the sort family's row kernels (ops.yaml section sort_scan):
@@ -20,7 +20,7 @@ from torchlean.int_tensor import IntTensor
 from torchlean.tape import no_grad
 
 METHODS = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "quantile",
-           "nanquantile", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
+           "nanquantile", "mode", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
 INT_METHODS = ["sort", "argsort", "msort", "cumsum", "cumprod"]
 INPLACE = ["cumsum", "cumprod"]
 EXPORTS = {"torch": METHODS + ["cumulative_trapezoid"]}
@@ -185,6 +185,36 @@ def median(input, dim=None, keepdim=False):  # noqa: A002
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     """torch.nanmedian: median ignoring NaN (NaN only where a slice is all NaN)."""
     return _median(input, dim, keepdim, "nanmedian", True)
+
+
+def _row_mode(row):
+    """Position of torch's mode of one row: the smallest of the most frequent numbers, its last
+    occurrence (each NaN counts once; an all-NaN row gives its last entry)."""
+    ok = ~np.isnan(row)
+    if not ok.any():
+        return row.size - 1
+    vals, counts = np.unique(row[ok], return_counts=True)
+    best = vals[np.argmax(counts)]              # argmax: the first, so the smallest value
+    return int(np.nonzero(row == best)[0][-1])
+
+
+def mode(input, dim=-1, keepdim=False):  # noqa: A002
+    """torch.mode: (values, indices) of the most frequent value along dim (the smallest of
+    equally frequent ones, at its last position); the value's gradient goes to that entry."""
+    xt, d = _last(input, dim, "mode")
+    if xt.shape[-1] == 0:
+        raise IndexError(f"mode: dimension {d} of shape {tuple(input.shape)} is empty")
+    with no_grad():
+        rows = xt.numpy().reshape(-1, xt.shape[-1])
+    pos = np.array([_row_mode(r) for r in rows], np.int64).reshape(xt.shape[:-1])
+    s = xt.session
+    at = s.tensor(pos.astype(np.float32).reshape(xt.shape[:-1] + (1,)))
+    values = _op(xt, "take_rows", at, distinct=1)
+    values, idx = _back(values, input, d), IntTensor(_host_back(pos[..., None], input, d))
+    if not keepdim and input.ndim:
+        values = composite.squeeze(values, d)
+        idx = IntTensor(np.squeeze(idx._a, d))
+    return ValuesIndices(values, idx)
 
 
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
