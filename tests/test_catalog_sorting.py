@@ -295,6 +295,8 @@ def test_int_sort_argsort():
     want = np.argsort(-a, axis=1, kind="stable")
     assert np.array_equal(i.numpy(), want) and np.array_equal(v.numpy(), np.take_along_axis(a, want, 1))
     assert np.array_equal(tl.tensor(a).argsort(0).numpy(), np.argsort(a, 0, kind="stable"))
+    v, i = tl.sort(tl.tensor(a), 0)
+    assert np.array_equal(v.numpy(), np.sort(a, 0)) and np.array_equal(i.numpy(), np.argsort(a, 0, kind="stable"))
     big = np.array([np.iinfo(np.int64).min, 3, np.iinfo(np.int64).max])
     assert np.array_equal(tl.tensor(big).argsort(descending=True).numpy(), [2, 1, 0])
 

@@ -25,15 +25,16 @@ EXPORTS = {"torch": ["nonzero", "argwhere", "masked_select", "masked_scatter", "
 
 
 def _values(x):
-    return x._a if isinstance(x, IntTensor) else x.numpy()
+    """A Tensor's or IntTensor's values as a host array."""
+    return x.numpy()
 
 
 def _mask(mask, shape, op):
     """A boolean mask broadcast to `shape` from a bool IntTensor, comparison Tensor or array."""
     if isinstance(mask, IntTensor):
-        if mask._a.dtype != np.bool_:
+        if mask.numpy().dtype != np.bool_:
             raise TypeError(f"{op}: mask must be a bool tensor, got int64")
-        m = mask._a
+        m = mask.numpy()
     elif hasattr(mask, "session"):
         m = host_key(mask)              # a comparison's 0/1 result; other floats raise
         if not isinstance(m, np.ndarray):

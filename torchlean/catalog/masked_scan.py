@@ -14,7 +14,7 @@ EXPORTS = {"masked": ["cumsum", "cumprod"]}
 def _fill_masked_out(input, mask, fill, op):
     if mask is None:
         return input
-    m = mask._a if isinstance(mask, IntTensor) else np.asarray(
+    m = mask.numpy() if isinstance(mask, IntTensor) else np.asarray(
         mask.numpy() if hasattr(mask, "numpy") else mask)
     try:
         m = np.broadcast_to(m != 0, tuple(input.shape))

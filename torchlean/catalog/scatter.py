@@ -33,7 +33,7 @@ EXPORTS = {"torch": ["scatter", "scatter_add", "scatter_reduce", "index_add", "i
 def index_array(index, op, what="index"):
     """An int64 NumPy array from an IntTensor, an integer array or a list of ints."""
     if isinstance(index, IntTensor):
-        a = index._a
+        a = index.numpy()
     elif hasattr(index, "session"):
         raise TypeError(f"{op}: {what} must be an int64 tensor, got a float32 Tensor")
     else:
@@ -332,8 +332,8 @@ def _put_positions(input, indices, op):
         raise TypeError(f"{op}: indices must be a tuple of tensors, got {type(indices).__name__}")
     keys = []
     for k in indices:
-        if isinstance(k, IntTensor) and k._a.dtype == np.bool_:
-            keys.append(k._a)
+        if isinstance(k, IntTensor) and k.numpy().dtype == np.bool_:
+            keys.append(k.numpy())
         elif k is None or isinstance(k, slice):
             keys.append(slice(None) if k is None else k)
         else:

@@ -21,7 +21,7 @@ EXPORTS = {"torch": ["searchsorted", "bucketize", "unique", "unique_consecutive"
 def _host(x, op, what="input"):
     """(NumPy array, is it an int64 tensor) of a Tensor, IntTensor or number."""
     if isinstance(x, IntTensor):
-        return x._a, True
+        return x.numpy(), True
     if hasattr(x, "session"):
         return x.numpy(), False
     a = np.asarray(x)

@@ -1,12 +1,12 @@
 """Sorting, selection by rank and running sums/products/extremes: torch's sort, argsort, msort,
-topk, kthvalue, median, nanmedian, mode, quantile, nanquantile, cumsum, cumprod, cummax, cummin and
-torch.masked's cumsum/cumprod.
+topk, kthvalue, median, nanmedian, mode, quantile, nanquantile, cumsum, cumprod, cummax, cummin,
+logcumsumexp and cumulative_trapezoid.
 
 Every op moves `dim` last and runs the sort family's row kernels (ops.yaml section sort_scan):
 argsort_rows (a stable sort: equal values keep their input order, NaN largest), cumarg_rows
-(running-extreme positions), cumsum_rows / cumprod_rows / logcumsumexp_rows. Values are taken with take_rows, whose
-VJP adds the gradient back at the taken positions, so every value result is differentiable.
-Indices come back as int64 IntTensors on the host (as argmax's do); IntTensor inputs are
+(running-extreme positions), cumsum_rows / cumprod_rows / logcumsumexp_rows. Values are
+taken with take_rows, whose VJP adds the gradient back at the taken positions, so every value
+result is differentiable. Indices come back as int64 IntTensors on the host (as argmax's do); IntTensor inputs are
 sorted and summed on the host with NumPy (int64 arithmetic, as torch).
 """
 from __future__ import annotations
@@ -72,9 +72,10 @@ def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002 - torch's
     order equal values either way, so the stable order is one of its answers). NaN sorts as
     larger than every number; -0 and +0 are equal."""
     if isinstance(input, IntTensor):
-        idx = _host_argsort(input._a, dim, descending, "sort")
-        return ValuesIndices(IntTensor(np.take_along_axis(input._a.reshape(idx.shape), idx, -1)
-                                       if input.ndim else input._a.copy()), IntTensor(idx))
+        a = input.numpy()
+        idx = _host_argsort(a, dim, descending, "sort")
+        values = np.take_along_axis(a, idx, dim % a.ndim) if a.ndim else a
+        return ValuesIndices(IntTensor(values), IntTensor(idx))
     xt, d = _last(input, dim, "sort")
     p = _argsort_rows(xt, descending)
     values = _op(xt, "take_rows", p, distinct=1)
@@ -93,7 +94,7 @@ def _host_argsort(a, dim, descending, op):
 def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
     """torch.argsort: sort's indices."""
     if isinstance(input, IntTensor):
-        return IntTensor(_host_argsort(input._a, dim, descending, "argsort"))
+        return IntTensor(_host_argsort(input.numpy(), dim, descending, "argsort"))
     xt, d = _last(input, dim, "argsort")
     return _positions(_argsort_rows(xt, descending), input, d)
 
@@ -135,7 +136,7 @@ def _select(input, xt, d, pos, keepdim):
     values, idx = _back(values, input, d), _positions(pk, input, d)
     if not keepdim and input.ndim:
         values = composite.squeeze(values, d)
-        idx = IntTensor(np.squeeze(idx._a, d))
+        idx = IntTensor(np.squeeze(idx.numpy(), d))
     return ValuesIndices(values, idx)
 
 
@@ -213,7 +214,7 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     values, idx = _back(values, input, d), IntTensor(_host_back(pos[..., None], input, d))
     if not keepdim and input.ndim:
         values = composite.squeeze(values, d)
-        idx = IntTensor(np.squeeze(idx._a, d))
+        idx = IntTensor(np.squeeze(idx.numpy(), d))
     return ValuesIndices(values, idx)
 
 
@@ -292,7 +293,7 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  
 # ------------------------------------------------------------------------------ running ops
 
 def _int_cumulative(x, dim, op, fn):
-    a = x._a.astype(np.int64)           # a bool tensor sums as int64, as torch
+    a = x.numpy().astype(np.int64)           # a bool tensor sums as int64, as torch
     if a.ndim == 0:
         indexing.normalize_dim(dim, 1, op)
         return IntTensor(a.copy())
