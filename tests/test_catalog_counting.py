@@ -39,7 +39,8 @@ def test_masked_select_broadcasts_and_has_a_gradient():
     same_bits(t.grad, np.broadcast_to(row, (3, 4)).astype(np.float32))
     col = tl.tensor(np.array([[1.0], [2.0]], np.float32))
     m = np.array([[True, False, True]])
-    same_bits(tl.masked_select(col, tl.tensor(m)).numpy(), np.broadcast_to([[1.0], [2.0]], (2, 3))[np.broadcast_to(m, (2, 3))])
+    wide = np.broadcast_to([[1.0], [2.0]], (2, 3))
+    same_bits(tl.masked_select(col, tl.tensor(m)).numpy(), wide[np.broadcast_to(m, (2, 3))])
     assert tl.masked_select(t, t > 100.0).shape == (0,)
 
 
@@ -112,11 +113,13 @@ def test_searchsorted_and_bucketize(side):
     assert np.array_equal(got.numpy(), np.searchsorted(seq, v, side=side))
     b = np.array([1.0, 2.0, 4.0], np.float32)
     want = np.searchsorted(b, v, side="right" if side == "right" else "left")
-    assert np.array_equal(tl.bucketize(tl.tensor(v), tl.tensor(b), right=side == "right").numpy(), want)
+    got = tl.bucketize(tl.tensor(v), tl.tensor(b), right=side == "right")
+    assert np.array_equal(got.numpy(), want)
     rows = np.sort(rng.standard_normal((3, 6)).astype(np.float32), axis=1)
     q = rng.standard_normal((3, 4)).astype(np.float32)
     got = tl.searchsorted(tl.tensor(rows), tl.tensor(q), side=side).numpy()
-    assert np.array_equal(got, np.stack([np.searchsorted(r, a, side=side) for r, a in zip(rows, q)]))
+    want = np.stack([np.searchsorted(r, a, side=side) for r, a in zip(rows, q)])
+    assert np.array_equal(got, want)
     perm = rng.permutation(6)
     unsorted = rows[0][perm]
     sorter = np.argsort(unsorted, kind="stable")
@@ -128,7 +131,8 @@ def test_searchsorted_and_bucketize(side):
 
 def test_searchsorted_bad_input():
     with pytest.raises(ValueError, match="searchsorted"):
-        tl.searchsorted(tl.tensor(np.ones((2, 3), np.float32)), tl.tensor(np.ones((3, 3), np.float32)))
+        tl.searchsorted(tl.tensor(np.ones((2, 3), np.float32)),
+                        tl.tensor(np.ones((3, 3), np.float32)))
     with pytest.raises(ValueError, match="searchsorted"):
         tl.searchsorted(tl.tensor([1, 2]), tl.tensor([1]), side="middle")
     with pytest.raises(ValueError, match="searchsorted"):

@@ -32,7 +32,8 @@ def emu():
         int emu_take_rows(const float *x, const float *idx, float *y, int64_t rows, int64_t cols,
                           int64_t k, int grid, int reverse);
         int emu_take_rows_backward(const float *idx, const float *g, float *dx, int64_t rows,
-                                   int64_t k, int64_t cols, int64_t distinct, int grid, int reverse);
+                                   int64_t k, int64_t cols, int64_t distinct, int grid,
+                                   int reverse);
         int emu_cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t reverse,
                            int64_t kind, int block, int grid, int rev_threads);
         int emu_cumprod_backward(const float *x, const float *g, float *dx, int64_t rows,

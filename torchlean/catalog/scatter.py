@@ -7,8 +7,9 @@ reads are gather_vec (VJP: an ordered scatter-add), accumulation is scatter_add_
 added in index order on both libraries in deterministic and exact mode), and overwrites keep the
 last write in index order (torch's CPU order) through `where` over a gathered source, so the
 written values and the kept ones both get their gradients. Reductions other than a sum
-(scatter_reduce and index_reduce prod/amax/amin) group each target's sources on the host and reduce padded rows
-with registry reductions. Out-of-range indices are an IndexError naming the op.
+(scatter_reduce and index_reduce prod/amax/amin) group each target's sources on the host and
+reduce padded rows with registry reductions. Out-of-range indices are an IndexError naming the
+op.
 """
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ Every op moves `dim` last and runs the sort family's row kernels (ops.yaml secti
 argsort_rows (a stable sort: equal values keep their input order, NaN largest), cumarg_rows
 (running-extreme positions), cumsum_rows / cumprod_rows / logcumsumexp_rows. Values are
 taken with take_rows, whose VJP adds the gradient back at the taken positions, so every value
-result is differentiable. Indices come back as int64 IntTensors on the host (as argmax's do); IntTensor inputs are
-sorted and summed on the host with NumPy (int64 arithmetic, as torch).
+result is differentiable. Indices come back as int64 IntTensors on the host (as argmax's do);
+IntTensor inputs are sorted and summed on the host with NumPy (int64 arithmetic, as torch).
 """
 from __future__ import annotations
 
