@@ -666,3 +666,11 @@ def logcumsumexp_rows(x, reverse=0):
         r = np.flip(r, 1)
     y = np.logaddexp.accumulate(r, axis=1)
     return (np.flip(y, 1) if reverse else y).reshape(np.shape(x))
+
+
+def scatter_add_rows(x, values, indices):
+    y = x.copy()
+    for j, i in enumerate(np.asarray(indices, dtype=np.int64).reshape(-1)):
+        if 0 <= i < x.shape[0]:
+            y[i] += values[j]
+    return y

@@ -258,3 +258,25 @@ def test_index_reduce_against_loops(reduce, include_self):
     got = tl.tensor(x).index_reduce(0, tl.tensor(idx), tl.tensor(src), reduce,
                                     include_self=include_self).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_add_adds_onto_the_input_in_index_order_bit_for_bit(dim):
+    x = (f32(4, 5, 3) * np.float32(1e4)).astype(np.float32)
+    d = dim % 3
+    k = 300
+    idx = rng.integers(0, x.shape[d], size=k)
+    src_shape = list(x.shape)
+    src_shape[d] = k
+    src = f32(*src_shape)
+    want = np.moveaxis(x.copy(), d, 0)
+    s = np.moveaxis(src, d, 0)
+    for j, i in enumerate(idx):
+        want[i] = (want[i] + s[j]).astype(np.float32)
+    was = tl.is_deterministic()
+    tl.set_deterministic(True)
+    try:
+        got = tl.tensor(x).index_add(dim, tl.tensor(idx), tl.tensor(src)).numpy()
+    finally:
+        tl.set_deterministic(was)
+    same_bits(got, np.moveaxis(want, 0, d))

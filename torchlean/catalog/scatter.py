@@ -276,30 +276,83 @@ def _check_source(input, source, d, k, op):
                          f"{k}, the index's)")
 
 
+def _slice_index(input, dim, index, op, wrap=False):
+    """(index as a checked 1-D int64 array, the normalized dim) for the index_* ops."""
+    shape = tuple(input.shape) or (1,)
+    idx = index_array(index, op)
+    if idx.ndim > 1:
+        raise IndexError(f"{op}: index must be 0-d or 1-d, got shape {idx.shape}")
+    d = _dim(dim, input.ndim, op)
+    return _check_range(idx.reshape(-1), shape[d], op, d, input.shape, wrap), d
+
+
+def _as_rows(t, d):
+    """t with dim d first and the other dims folded (a 0-d t as shape (1,)): the (len, rest)
+    tensor the row kernels take, and the shape before folding."""
+    moved = t if t.ndim else composite.reshape(t, (1,))
+    if d:
+        moved = composite.transpose(moved, 0, d)
+    ms = tuple(moved.shape)
+    return composite.reshape(moved, (ms[0], math.prod(ms[1:]))), ms
+
+
+def _from_rows(y2, ms, d, input):
+    """A (len, rest) result of _as_rows's layout back in input's layout."""
+    y = composite.reshape(y2, ms)
+    if d:
+        y = composite.transpose(y, 0, d)
+    return composite.reshape(y, ()) if input.ndim == 0 else y
+
+
 def index_select(input, dim, index):  # noqa: A002
-    """torch.index_select: the slices at index along dim (index 0-d or 1-d)."""
-    pos, d = _index_positions(input, dim, index, "index_select")
-    out = _gather_flat(input, pos)
-    return composite.reshape(out, ()) if input.ndim == 0 else out
+    """torch.index_select: the slices at index along dim (index 0-d or 1-d): gather_rows over
+    dim's slices (VJP: their ordered scatter-add)."""
+    idx, d = _slice_index(input, dim, index, "index_select")
+    x2, ms = _as_rows(input, d)
+    if idx.size == 0:
+        y2 = composite.getitem(x2, slice(0, 0))
+    else:
+        y2 = input.session.op("gather_rows", x2, indices=idx)
+    return _from_rows(y2, (idx.size,) + ms[1:], d, input)
 
 
 def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
-    """torch.index_add: input with alpha * source's slices added at index along dim, repeated
-    indices in index order."""
+    """torch.index_add: input with alpha * source's slices added at index along dim: each
+    slice's updates added onto it in index order (scatter_add_rows)."""
     source = _as_source(input, source, "index_add")
-    pos, d = _index_positions(input, dim, index, "index_add")
-    _check_source(input, source, d, pos.shape[d], "index_add")
+    idx, d = _slice_index(input, dim, index, "index_add")
+    _check_source(input, source, d, idx.size, "index_add")
+    if idx.size == 0:
+        return _same(input)
     vals = source if alpha == 1 else source * float(alpha)
-    return add_at(input, pos, composite.reshape(vals, pos.shape))
+    x2, ms = _as_rows(input, d)
+    v2, _ = _as_rows(_like_input(vals, input), d)
+    return _from_rows(input.session.op("scatter_add_rows", x2, v2, indices=idx), ms, d, input)
+
+
+def _like_input(source, input):
+    """source with input's rank (a 0-d input's source as shape (1,))."""
+    return composite.reshape(source, (-1,)) if input.ndim == 0 else source
 
 
 def index_copy(input, dim, index, source):  # noqa: A002
     """torch.index_copy: input with source's slices written at index along dim (of repeated
     indices the last stays)."""
     source = _as_source(input, source, "index_copy")
-    pos, d = _index_positions(input, dim, index, "index_copy")
-    _check_source(input, source, d, pos.shape[d], "index_copy")
-    return overwrite(input, pos, source, np.arange(pos.size))
+    idx, d = _slice_index(input, dim, index, "index_copy")
+    _check_source(input, source, d, idx.size, "index_copy")
+    if idx.size == 0:
+        return _same(input)
+    x2, ms = _as_rows(input, d)
+    v2, _ = _as_rows(_like_input(source, input), d)
+    last = idx.size - 1 - np.unique(idx[::-1], return_index=True)[1]   # each slice's last copy
+    reads = np.zeros(ms[0], np.int64)
+    reads[idx[last]] = last
+    hit = np.zeros((ms[0], 1), bool)
+    hit[idx[last]] = True
+    s = input.session
+    y2 = composite.where(s, hit, s.op("gather_rows", v2, indices=reads), x2)
+    return _from_rows(y2, ms, d, input)
 
 
 def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # noqa: A002
@@ -318,13 +371,19 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # no
 def index_fill(input, dim, index, value):  # noqa: A002
     """torch.index_fill: input with the slices at index along dim set to value (a number or a
     0-d Tensor, which then gets their gradient); negative indices count from the end."""
-    pos, _ = _index_positions(input, dim, index, "index_fill", wrap=True)
+    idx, d = _slice_index(input, dim, index, "index_fill", wrap=True)
     if hasattr(value, "session"):
         if value.ndim != 0:
             raise ValueError(f"index_fill: value must be a number or a 0-d tensor, got shape "
                              f"{tuple(value.shape)}")
-        return overwrite(input, pos, composite.reshape(value, (1,)), np.zeros(pos.size, np.int64))
-    return overwrite(input, pos, value=float(value))
+    else:
+        value = float(value)
+    shape = tuple(input.shape) or (1,)
+    hit = np.zeros(shape[d], bool)
+    hit[idx] = True
+    hit = hit.reshape(tuple(n if a == d else 1 for a, n in enumerate(shape)))
+    return composite.where(input.session, hit.reshape(tuple(input.shape)) if input.ndim == 0
+                           else hit, value, input)
 
 
 def _put_positions(input, indices, op):
