@@ -179,7 +179,15 @@ def scatter_add(input, dim, index, src):  # noqa: A002
     targets add in index order (every mode on the stub, deterministic and exact mode on CUDA)."""
     src = _as_source(input, src, "scatter_add")
     pos, src_pos = _scatter_positions(input, dim, index, src, "scatter_add")
-    return add_at(input, pos, _gather_flat(src, src_pos))
+    return add_at(input, pos, _source_values(src, src_pos, pos))
+
+
+def _source_values(src, src_pos, pos):
+    """src's entries read by scatter (the index's corner of src): src itself when it has the
+    index's shape, else a gather."""
+    if tuple(src.shape) == np.shape(pos) or (src.ndim == 0 and np.size(pos) == 1):
+        return composite.reshape(src, np.shape(pos))
+    return _gather_flat(src, src_pos)
 
 
 def _count_at(pos, n):
@@ -196,7 +204,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
                          f"got {reduce!r}")
     src = _as_source(input, src, op)
     pos, src_pos = _scatter_positions(input, dim, index, src, op)
-    return reduce_at(input, pos, _gather_flat(src, src_pos), reduce, include_self)
+    return reduce_at(input, pos, _source_values(src, src_pos, pos), reduce, include_self)
 
 
 def reduce_at(input, pos, vals, reduce, include_self):
