@@ -50,10 +50,13 @@ extern "C" int tlk_argsort_rows(const char *op, tl_buf x, tl_buf idx, int64_t ro
     k_sort_keys<<<tl_blocks(n), TL_THREADS, 0, s>>>(x->data, kin, pin, n, cols, descending);
     cudaError_t e;
     if (rows == 1) {
-        e = cub::DeviceRadixSort::SortPairs(tmp, temp, kin, kout, pin, pout, n, 0, 32, s);
+        e = cub::DeviceRadixSort::SortPairs(tmp, temp, (const uint32_t *)kin, kout, (const int32_t *)pin, pout, n, 0,
+                                            32, s);
     } else {
         k_row_offsets<<<tl_blocks(rows + 1), TL_THREADS, 0, s>>>(off, rows, cols);
-        e = cub::DeviceSegmentedSort::StableSortPairs(tmp, temp, kin, kout, pin, pout, n, rows, off, off + 1, s);
+        const int64_t *coff = off;   // the iterator types of the size query above
+        e = cub::DeviceSegmentedSort::StableSortPairs(tmp, temp, (const uint32_t *)kin, kout, (const int32_t *)pin,
+                                                      pout, n, rows, coff, coff + 1, s);
     }
     if (e == cudaSuccess) k_positions_to_float<<<tl_blocks(n), TL_THREADS, 0, s>>>(pout, idx->data, n);
     tl_scratch_free(base);
