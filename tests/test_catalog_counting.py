@@ -173,3 +173,22 @@ def test_against_torch_when_present():
     x = (rng.integers(0, 1000, size=100) / 100.0 + 0.005).astype(np.float32)
     np.testing.assert_array_equal(tl.histc(tl.tensor(x), bins=6, min=0, max=10).numpy(),
                                   torch.histc(torch.from_numpy(x), bins=6, min=0, max=10).numpy())
+
+
+@pytest.mark.parametrize("family", ["counting", "masked_scan", "scatter", "searching", "sorting"])
+def test_family_names_are_bound_to_this_family(family):
+    """Every name these families list reaches the public surface as this family's function
+    (a same-named definition elsewhere would shadow it silently)."""
+    import importlib
+    mod = importlib.import_module(f"torchlean.catalog.{family}")
+    t = tl.tensor(np.zeros(2, np.float32))
+    for name in getattr(mod, "METHODS", ()):
+        assert getattr(type(t), name) is getattr(mod, name), name
+    for name in getattr(mod, "INT_METHODS", ()):
+        assert getattr(type(tl.tensor([1])), name) is getattr(mod, name), name
+    for name in getattr(mod, "INPLACE", ()):
+        assert hasattr(type(t), name + "_"), name
+    spaces = {"torch": tl, "masked": tl.masked}
+    for ns, names in getattr(mod, "EXPORTS", {}).items():
+        for name in names:
+            assert getattr(spaces[ns], name) is getattr(mod, name), f"{ns}.{name}"

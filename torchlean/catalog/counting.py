@@ -18,7 +18,7 @@ from torchlean.catalog.scatter import index_array, overwrite
 from torchlean.int_tensor import IntTensor, host_key
 
 METHODS = ["nonzero", "argwhere", "masked_select", "masked_scatter", "histc"]
-INT_METHODS = ["nonzero", "argwhere", "bincount"]
+INT_METHODS = ["nonzero", "argwhere"]      # IntTensor.bincount is the core's
 INPLACE = ["masked_scatter"]
 EXPORTS = {"torch": ["nonzero", "argwhere", "masked_select", "masked_scatter", "bincount", "histc",
                      "histogram"]}

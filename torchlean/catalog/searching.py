@@ -14,7 +14,7 @@ from torchlean.catalog.scatter import index_array
 from torchlean.int_tensor import IntTensor
 
 METHODS = ["unique", "unique_consecutive"]
-INT_METHODS = ["unique", "unique_consecutive"]
+INT_METHODS = ["unique_consecutive"]      # IntTensor.unique is the core's
 EXPORTS = {"torch": ["searchsorted", "bucketize", "unique", "unique_consecutive"]}
 
 
