@@ -141,6 +141,15 @@ build/bn_exact_emu.so: $(BN_EMU_DEPS)
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
 	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
 
+# the sort family's kernels other than CUB's sorts (native/cuda/sort_kernels.cuh) on the CPU, the
+# same emulation: tests/test_sort_kernels.py compares them with the stub bit for bit
+SORT_EMU_DEPS := tests/native/sort_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+                 native/cuda/sort_kernels.cuh native/common/formulas/sort.h native/common/tl_math.h
+build/sort_emu.so: $(SORT_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
 # the tiled grouped/depthwise convolution kernels (native/cuda/conv_grouped_tiles.cuh) on the
 # CPU, the same emulation: tests/test_conv_grouped_tiles.py compares them with the stub
 GCONV_EMU_DEPS := tests/native/conv_grouped_emu.cpp tests/native/cuda_emu/cuda_runtime.h \

@@ -605,3 +605,72 @@ def linear_gelu(w, b, x):
     """gelu(x W^T + b), the tanh form."""
     z = x @ w.T + b
     return 0.5 * z * (1.0 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3)))
+
+
+# ---------------------------------------------------------------- sort family (rows)
+
+def _rows(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+
+
+def argsort_rows(x, descending=0):
+    """Stable sort positions per row; NaN largest, -0 equal to +0 (NumPy's stable sort keys)."""
+    r = _rows(x)
+    key = np.where(np.isnan(r), np.inf, r)
+    key = np.where(r == 0, 0.0, key)
+    rank_nan = np.isnan(r).astype(np.int8)        # NaN after +inf
+    if descending:
+        key, rank_nan = -key, -rank_nan
+    out = np.stack([np.lexsort((key_row, nan_row)) for key_row, nan_row in zip(key, rank_nan)])
+    return out.astype(np.float64).reshape(np.shape(x))
+
+
+def take_rows(x, idx, distinct=0):
+    r = _rows(x)
+    k = np.asarray(idx, dtype=np.int64)
+    k = k.reshape(-1, k.shape[-1])
+    inside = (k >= 0) & (k < r.shape[1])
+    got = np.take_along_axis(r, np.where(inside, k, 0), axis=1)
+    return np.where(inside, got, 0.0).reshape(np.shape(idx))
+
+
+def cumsum_rows(x, reverse=0):
+    r = _rows(x)
+    y = np.flip(np.cumsum(np.flip(r, 1), axis=1), 1) if reverse else np.cumsum(r, axis=1)
+    return y.reshape(np.shape(x))
+
+
+def cumprod_rows(x, reverse=0):
+    r = _rows(x)
+    y = np.flip(np.cumprod(np.flip(r, 1), axis=1), 1) if reverse else np.cumprod(r, axis=1)
+    return y.reshape(np.shape(x))
+
+
+def cumarg_rows(x, kind=0):
+    """Position of the running max (kind 0) / min (kind 1): the last of equal values, NaN sticks."""
+    r = _rows(x)
+    out = np.zeros_like(r)
+    for i, row in enumerate(r):
+        best, at = row[0], 0
+        for j, v in enumerate(row):
+            if np.isnan(v) or (not np.isnan(best) and (v >= best if kind == 0 else v <= best)):
+                best, at = v, j
+            out[i, j] = at
+    return out.reshape(np.shape(x))
+
+
+def logcumsumexp_rows(x, reverse=0):
+    r = _rows(x)
+    if reverse:
+        r = np.flip(r, 1)
+    y = np.logaddexp.accumulate(r, axis=1)
+    return (np.flip(y, 1) if reverse else y).reshape(np.shape(x))
+
+
+def scatter_add_rows(x, values, indices):
+    y = x.copy()
+    for j, i in enumerate(np.asarray(indices, dtype=np.int64).reshape(-1)):
+        if 0 <= i < x.shape[0]:
+            y[i] += values[j]
+    return y

@@ -97,3 +97,8 @@ int tlk_gather_rows_backward(const char *op, tl_buf g, tl_buf x, tl_buf y, int64
                             int64_t idx_len) {
     return scatter_rows_impl(op, NULL, g, y, rows, cols, idx, idx_len);
 }
+
+int tlk_scatter_add_rows(const char *op, tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t cols,
+                         const int64_t *idx, int64_t idx_len) {
+    return scatter_rows_impl(op, x, values, y, rows, cols, idx, idx_len);
+}

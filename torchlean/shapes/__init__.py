@@ -8,7 +8,7 @@ expected; the generated op prefixes the op name and the shapes it was given. Not
 imports the native side, so the generator can load the package to validate the registry.
 
 One module per family: core (error, rank and axis checks), generic, broadcast, views
-(reductions and permutations), softmax, linalg, index, conv_pool, norm_attention, spectral_scan.
+(reductions and permutations), softmax, linalg, index, conv_pool, norm_attention, spectral_scan, sort.
 """
 from __future__ import annotations
 
@@ -31,5 +31,6 @@ from .norm_attention import (attn_lse, attn_out, bn_c, bn_n, bn_out, bn_s, bn_st
                              ln_param, ln_stats, mha_hd, mha_lse, mha_out, mha_proj)
 from .fused import ce_rows
 from .argreduce import select_axis, select_axis_back
+from .sort import take_rows, take_rows_back
 from .spectral_scan import (irfft, rfft, scan_checkpoints, scan_chunks, scan_mode,
                             selective_scan, spectral_conv1d, spectrum_rows)

@@ -256,3 +256,22 @@ int tl_gather_rows_backward(tl_buf g, tl_buf x, tl_buf y, int64_t rows, int64_t 
     if (len_y == 0) return TL_OK;
     return tlk_gather_rows_backward(op, g, x, y, rows, cols, idx, idx_len);
 }
+
+int tl_scatter_add_rows(tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len) {
+    static const char op[] = "scatter_add_rows";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "values", values));
+    TL_TRY(tl_check_live(op, "y", y));
+    TL_TRY(tl_check_array(op, "idx", idx, idx_len));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of values"; const int64_t len_values = tl_lmul(&L, tl_lname(&L, "idx_len", idx_len), tl_lname(&L, "cols", cols));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "values", values, len_values));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_scatter_add_rows(op, x, values, y, rows, cols, idx, idx_len);
+}

@@ -24,6 +24,7 @@ TL_HIDDEN int tlk_scatter_add_row(const char *op, tl_buf x, tl_buf values, tl_bu
 TL_HIDDEN int tlk_gather_vec_backward(const char *op, tl_buf g, tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len);
 TL_HIDDEN int tlk_gather_vec_like(const char *op, tl_buf g, tl_buf v, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len);
 TL_HIDDEN int tlk_gather_rows_backward(const char *op, tl_buf g, tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len);
+TL_HIDDEN int tlk_scatter_add_rows(const char *op, tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len);
 
 #ifdef __cplusplus
 }

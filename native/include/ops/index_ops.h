@@ -23,6 +23,7 @@ TL_API int tl_scatter_add_row(tl_buf x, tl_buf values, tl_buf y, int64_t rows, i
 TL_API int tl_gather_vec_backward(tl_buf g, tl_buf x, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len);
 TL_API int tl_gather_vec_like(tl_buf g, tl_buf v, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len);
 TL_API int tl_gather_rows_backward(tl_buf g, tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len);
+TL_API int tl_scatter_add_rows(tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len);
 
 #ifdef __cplusplus
 }

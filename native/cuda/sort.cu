@@ -1,0 +1,116 @@
+// sort.cu (CUDA): sorting rows, taking entries by position, running sums, products and extremes,
+// the same results as native/stub/sort.c bit for bit in every mode.
+//
+// Sorting: each entry's key (formulas/sort.h) and column go through CUB's stable radix sorts
+// (DeviceRadixSort for one row, DeviceSegmentedSort::StableSortPairs for many), so the
+// positions are the stub's: a stable sort of distinct (key, position) pairs has one answer.
+// Running sums and products follow the chunked order of formulas/sort.h: one thread per row
+// for rows of one chunk, else a block per row (each thread the totals of its chunks, one thread
+// the carries between chunks, then every chunk's running values). Running extremes, the cumprod
+// backward and take_rows_backward with repeated positions walk each row in order on one thread.
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_sort.cuh>
+#include "common.cuh"
+#include "sort_kernels.cuh"
+#include "entry/sort_kernels.h"
+
+namespace {
+
+__global__ void k_row_offsets(int64_t *__restrict__ off, int64_t rows, int64_t cols) {
+    TL_GRID_STRIDE(r, rows + 1) off[r] = r * cols;
+}
+
+__global__ void k_positions_to_float(const int32_t *__restrict__ pos, float *__restrict__ idx, int64_t n) {
+    TL_GRID_STRIDE(t, n) idx[t] = (float)pos[t];
+}
+
+}  // namespace
+
+
+extern "C" int tlk_argsort_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t descending) {
+    const int64_t n = rows * cols;
+    cudaStream_t s = tl_stream();
+    // keys and positions in, keys and positions out, row offsets, then CUB's temporary storage
+    size_t temp = 0;
+    if (rows == 1)
+        TL_CUDA_TRY(op, cub::DeviceRadixSort::SortPairs(nullptr, temp, (const uint32_t *)nullptr, (uint32_t *)nullptr,
+                                                        (const int32_t *)nullptr, (int32_t *)nullptr, n, 0, 32, s));
+    else
+        TL_CUDA_TRY(op, cub::DeviceSegmentedSort::StableSortPairs(nullptr, temp, (const uint32_t *)nullptr,
+                                                                  (uint32_t *)nullptr, (const int32_t *)nullptr,
+                                                                  (int32_t *)nullptr, n, rows,
+                                                                  (const int64_t *)nullptr, (const int64_t *)nullptr, s));
+    const size_t words = (size_t)n * 4 * 4 + (size_t)(rows + 1) * 8 + temp + 256;
+    char *base = nullptr;
+    TL_TRY(tl_scratch(op, words, (void **)&base));
+    uint32_t *kin = (uint32_t *)base, *kout = kin + n;
+    int32_t *pin = (int32_t *)(kout + n), *pout = pin + n;
+    int64_t *off = (int64_t *)(pout + n);
+    void *tmp = (void *)(((uintptr_t)(off + rows + 1) + 255) & ~(uintptr_t)255);
+    k_sort_keys<<<tl_blocks(n), TL_THREADS, 0, s>>>(x->data, kin, pin, n, cols, descending);
+    cudaError_t e;
+    if (rows == 1) {
+        e = cub::DeviceRadixSort::SortPairs(tmp, temp, (const uint32_t *)kin, kout, (const int32_t *)pin, pout, n, 0,
+                                            32, s);
+    } else {
+        k_row_offsets<<<tl_blocks(rows + 1), TL_THREADS, 0, s>>>(off, rows, cols);
+        const int64_t *coff = off;   // the iterator types of the size query above
+        e = cub::DeviceSegmentedSort::StableSortPairs(tmp, temp, (const uint32_t *)kin, kout, (const int32_t *)pin,
+                                                      pout, n, rows, coff, coff + 1, s);
+    }
+    if (e == cudaSuccess) k_positions_to_float<<<tl_blocks(n), TL_THREADS, 0, s>>>(pout, idx->data, n);
+    tl_scratch_free(base);
+    if (e != cudaSuccess) return tl_cuda_status(op, e);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+extern "C" int tlk_take_rows(const char *op, tl_buf x, tl_buf idx, tl_buf y, int64_t rows, int64_t cols, int64_t k) {
+    k_take_rows<<<tl_blocks(rows * k), TL_THREADS, 0, tl_stream()>>>(x->data, idx->data, y->data, rows, cols, k);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+extern "C" int tlk_take_rows_backward(const char *op, tl_buf idx, tl_buf g, tl_buf dx, int64_t rows, int64_t k,
+                                      int64_t cols, int64_t distinct) {
+    cudaStream_t s = tl_stream();
+    TL_CUDA_TRY(op, cudaMemsetAsync(dx->data, 0, (size_t)(rows * cols) * sizeof(float), s));
+    if (rows * k == 0) return TL_OK;
+    if (distinct)
+        k_take_back_distinct<<<tl_blocks(rows * k), TL_THREADS, 0, s>>>(idx->data, g->data, dx->data, rows, k, cols);
+    else
+        k_take_back_ordered<<<tl_blocks(rows), TL_THREADS, 0, s>>>(idx->data, g->data, dx->data, rows, k, cols);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+extern "C" int tlk_cumulative(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse,
+                              int64_t kind) {
+    cudaStream_t s = tl_stream();
+    if (cols <= TL_CUM_CHUNK || rows > TL_MAX_GRID_X) {
+        k_cum_thread<<<tl_blocks(rows), TL_THREADS, 0, s>>>(x->data, y->data, rows, cols, reverse, kind);
+        TL_LAUNCHED(op);
+        return TL_OK;
+    }
+    const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
+    float *tot = nullptr;
+    TL_TRY(tl_scratch(op, (size_t)(rows * nch) * sizeof(float), (void **)&tot));
+    int threads = (int)min((int64_t)TL_THREADS, (nch + 31) / 32 * 32);
+    k_cum_block<<<(unsigned)rows, threads, threads * sizeof(float), s>>>(x->data, y->data, tot, cols, nch, reverse, kind);
+    tl_scratch_free(tot);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+extern "C" int tlk_cumprod_rows_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t rows, int64_t cols,
+                                         int64_t reverse) {
+    k_cumprod_back<<<tl_blocks(rows), TL_THREADS, 0, tl_stream()>>>(x->data, g->data, dx->data, rows, cols, reverse);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+extern "C" int tlk_cumarg_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t kind) {
+    k_cumarg<<<tl_blocks(rows), TL_THREADS, 0, tl_stream()>>>(x->data, idx->data, rows, cols, kind);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}

@@ -1,0 +1,67 @@
+// sort_emu.cpp: the sort family's kernels (native/cuda/sort_kernels.cuh) compiled for the CPU with
+// the emulation in cuda_emu/cuda_runtime.h, behind a C API that tests/test_sort_kernels.py loads.
+// Each function launches the kernels as sort.cu does (the block-per-row running sums with
+// sort.cu's thread count and dynamic shared memory); `grid` caps the blocks of grid-stride
+// launches so their loops wrap, and `reverse` runs the threads of a block in reverse order.
+#include <cuda_runtime.h>  // the emulation (tests/native/cuda_emu)
+
+alignas(16) float4 smem4[256];  // the dynamic shared memory (at most 256 floats here)
+
+#include "sort_kernels.cuh"
+
+namespace {
+void run(unsigned grid, unsigned threads, std::function<void()> body, bool reverse) {
+    emu::launch(dim3(grid), dim3(threads), std::move(body), reverse);
+}
+}  // namespace
+
+extern "C" {
+
+int emu_take_rows(const float *x, const float *idx, float *y, int64_t rows, int64_t cols, int64_t k,
+                  int grid, int reverse) {
+    run(grid, 64, [=] { k_take_rows(x, idx, y, rows, cols, k); }, reverse);
+    return 0;
+}
+
+int emu_take_rows_backward(const float *idx, const float *g, float *dx, int64_t rows, int64_t k,
+                           int64_t cols, int64_t distinct, int grid, int reverse) {
+    std::fill(dx, dx + rows * cols, 0.0f);
+    if (distinct) run(grid, 64, [=] { k_take_back_distinct(idx, g, dx, rows, k, cols); }, reverse);
+    else run(grid, 64, [=] { k_take_back_ordered(idx, g, dx, rows, k, cols); }, reverse);
+    return 0;
+}
+
+// block: sort.cu's block-per-row schedule (its thread count), else one thread per row
+int emu_cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t reverse, int64_t kind,
+                   int block, int grid, int rev_threads) {
+    if (!block) {
+        run(grid, 64, [=] { k_cum_thread(x, y, rows, cols, reverse, kind); }, rev_threads);
+        return 0;
+    }
+    const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
+    std::vector<float> tot((size_t)(rows * nch), NAN);
+    float *t = tot.data();
+    int threads = (int)std::min((int64_t)256, (nch + 31) / 32 * 32);
+    run((unsigned)rows, threads, [=] { k_cum_block(x, y, t, cols, nch, reverse, kind); }, rev_threads);
+    return 0;
+}
+
+int emu_cumprod_backward(const float *x, const float *g, float *dx, int64_t rows, int64_t cols,
+                         int64_t reverse, int grid, int rev_threads) {
+    run(grid, 64, [=] { k_cumprod_back(x, g, dx, rows, cols, reverse); }, rev_threads);
+    return 0;
+}
+
+int emu_cumarg(const float *x, float *idx, int64_t rows, int64_t cols, int64_t kind, int grid,
+               int rev_threads) {
+    run(grid, 64, [=] { k_cumarg(x, idx, rows, cols, kind); }, rev_threads);
+    return 0;
+}
+
+// the sort keys of n values (k_sort_keys), so a test can check their order against the stub's
+int emu_sort_keys(const float *x, uint32_t *keys, int32_t *pos, int64_t n, int64_t cols,
+                  int64_t descending) {
+    run(2, 64, [=] { k_sort_keys(x, keys, pos, n, cols, descending); }, false);
+    return 0;
+}
+}

@@ -1,0 +1,159 @@
+"""The sort family's CUDA kernels (native/cuda/sort_kernels.cuh: take_rows and its adjoint,
+running sums/products in both schedules, the cumprod backward, running extremes, sort keys) run
+on the CPU through the CUDA emulation (tests/native/cuda_emu) and must give the loaded library's
+bits (the stub's in CI; CUDA's own kernels give the same in every mode).
+CUB's sorts themselves need the GPU (tests/test_exact_parity.py compares them there)."""
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import torchlean as tl
+from torchlean import ops
+
+cffi = pytest.importorskip("cffi")
+
+ROOT = Path(__file__).resolve().parent.parent
+EMU = ROOT / "build" / "sort_emu.so"
+rng = np.random.default_rng(7)
+
+
+@pytest.fixture(scope="module")
+def emu():
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        pytest.fail("no C++ compiler: the CUDA sort kernels cannot be checked on the CPU")
+    r = subprocess.run(["make", "-s", str(EMU.relative_to(ROOT))], cwd=ROOT, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ffi = cffi.FFI()
+    ffi.cdef("""
+        int emu_take_rows(const float *x, const float *idx, float *y, int64_t rows, int64_t cols,
+                          int64_t k, int grid, int reverse);
+        int emu_take_rows_backward(const float *idx, const float *g, float *dx, int64_t rows,
+                                   int64_t k, int64_t cols, int64_t distinct, int grid,
+                                   int reverse);
+        int emu_cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t reverse,
+                           int64_t kind, int block, int grid, int rev_threads);
+        int emu_cumprod_backward(const float *x, const float *g, float *dx, int64_t rows,
+                                 int64_t cols, int64_t reverse, int grid, int rev_threads);
+        int emu_cumarg(const float *x, float *idx, int64_t rows, int64_t cols, int64_t kind,
+                       int grid, int rev_threads);
+        int emu_sort_keys(const float *x, uint32_t *keys, int32_t *pos, int64_t n, int64_t cols,
+                          int64_t descending);
+    """)
+    return ffi, ffi.dlopen(str(EMU))
+
+
+def ptr(ffi, a, t="float *"):
+    return ffi.cast(t, a.ctypes.data)
+
+
+def buf(a):
+    return tl.AnyBuffer.from_numpy(np.ascontiguousarray(a, np.float32))
+
+
+def stub(name, *arrays, **attrs):
+    return getattr(ops, name)(*[buf(a) for a in arrays], **attrs).to_numpy()
+
+
+def same_bits(a, b):
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    assert a.shape == b.shape
+    bad = a.view(np.int32) != b.view(np.int32)
+    assert not bad.any(), f"{bad.sum()} entries differ, first at {np.argwhere(bad)[0]}"
+
+
+def specials(rows, cols, scale=1.0):
+    x = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+    flat = x.reshape(-1)
+    k = max(1, flat.size // 17)
+    flat[rng.integers(0, flat.size, k)] = np.round(flat[:k])       # ties
+    if flat.size > 5:
+        flat[3], flat[5] = np.nan, -0.0
+    return x
+
+
+CUM_SHAPES = [(1, 1), (3, 7), (2, 256), (2, 257), (3, 1000), (1, 3000), (5, 513)]
+
+
+@pytest.mark.parametrize("rows,cols", CUM_SHAPES)
+@pytest.mark.parametrize("kind,name", [(0, "cumsum_rows"), (1, "cumprod_rows"),
+                                       (2, "logcumsumexp_rows")])
+@pytest.mark.parametrize("reverse", [0, 1])
+def test_running_sums_both_schedules_are_the_stub(emu, rows, cols, kind, name, reverse):
+    ffi, lib = emu
+    x = rng.uniform(0.99, 1.01, (rows, cols)).astype(np.float32) if kind == 1 else \
+        specials(rows, cols, 1e3 if kind == 0 else 3.0)
+    want = stub(name, x, reverse=reverse)
+    for block, grid, rev in [(1, 0, 0), (1, 0, 1), (0, 1, 0), (0, 2, 1)]:
+        y = np.full((rows, cols), np.nan, np.float32)
+        assert lib.emu_cumulative(ptr(ffi, x), ptr(ffi, y), rows, cols, reverse, kind, block,
+                                  grid, rev) == 0
+        same_bits(y, want)
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 1), (3, 7), (2, 300), (4, 33)])
+@pytest.mark.parametrize("reverse", [0, 1])
+def test_cumprod_backward_is_the_stub(emu, rows, cols, reverse):
+    ffi, lib = emu
+    x = rng.uniform(0.5, 1.5, (rows, cols)).astype(np.float32)
+    x.reshape(-1)[:: 5] = 0.0
+    g = rng.standard_normal((rows, cols)).astype(np.float32)
+    want = stub("cumprod_rows_backward", x, g, reverse=reverse)
+    dx = np.full_like(x, np.nan)
+    assert lib.emu_cumprod_backward(ptr(ffi, x), ptr(ffi, g), ptr(ffi, dx), rows, cols, reverse,
+                                    2, 1) == 0
+    same_bits(dx, want)
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 1), (3, 9), (2, 300)])
+@pytest.mark.parametrize("kind", [0, 1])
+def test_running_extremes_are_the_stub(emu, rows, cols, kind):
+    ffi, lib = emu
+    x = specials(rows, cols)
+    want = stub("cumarg_rows", x, kind=kind)
+    idx = np.full_like(x, np.nan)
+    assert lib.emu_cumarg(ptr(ffi, x), ptr(ffi, idx), rows, cols, kind, 1, 0) == 0
+    same_bits(idx, want)
+
+
+@pytest.mark.parametrize("rows,cols,k", [(1, 1, 1), (3, 5, 8), (4, 9, 9), (2, 300, 40)])
+def test_take_rows_and_adjoint_are_the_stub(emu, rows, cols, k):
+    ffi, lib = emu
+    x = specials(rows, cols)
+    idx = rng.integers(-1, cols + 1, size=(rows, k)).astype(np.float32)
+    y = np.full((rows, k), np.nan, np.float32)
+    assert lib.emu_take_rows(ptr(ffi, x), ptr(ffi, idx), ptr(ffi, y), rows, cols, k, 2, 1) == 0
+    same_bits(y, stub("take_rows", x, idx))
+    g = (rng.standard_normal((rows, k)) * 1e3).astype(np.float32)
+    dx = np.full((rows, cols), np.nan, np.float32)
+    assert lib.emu_take_rows_backward(ptr(ffi, idx), ptr(ffi, g), ptr(ffi, dx), rows, k, cols, 0,
+                                      2, 1) == 0
+    same_bits(dx, stub("take_rows_backward", idx, g, cols=cols))
+    perm = np.stack([rng.permutation(cols)[:min(k, cols)] for _ in range(rows)]).astype(np.float32)
+    g = g[:, :perm.shape[1]].copy()
+    g.reshape(-1)[0] = -0.0
+    dx = np.full((rows, cols), np.nan, np.float32)
+    assert lib.emu_take_rows_backward(ptr(ffi, perm), ptr(ffi, g), ptr(ffi, dx), rows,
+                                      perm.shape[1], cols, 1, 3, 0) == 0
+    same_bits(dx, stub("take_rows_backward", perm, g, cols=cols, distinct=1))
+    same_bits(dx, stub("take_rows_backward", perm, g, cols=cols, distinct=0))
+
+
+@pytest.mark.parametrize("descending", [0, 1])
+def test_sort_keys_order_is_the_stub_argsort(emu, descending):
+    """A stable sort of the CUDA keys (CUB's radix sort is stable) gives the stub's positions."""
+    ffi, lib = emu
+    rows, cols = 4, 50
+    x = specials(rows, cols)
+    x[0, :4] = [np.inf, -np.inf, -0.0, 0.0]
+    x[1, :3] = [np.float32("-nan"), np.nan, 1.0]
+    keys = np.zeros(rows * cols, np.uint32)
+    pos = np.zeros(rows * cols, np.int32)
+    assert lib.emu_sort_keys(ptr(ffi, x), ptr(ffi, keys, "uint32_t *"), ptr(ffi, pos, "int32_t *"),
+                             rows * cols, cols, descending) == 0
+    assert np.array_equal(pos.reshape(rows, cols), np.tile(np.arange(cols), (rows, 1)))
+    order = np.argsort(keys.reshape(rows, cols), axis=1, kind="stable")
+    same_bits(order.astype(np.float32), stub("argsort_rows", x, descending=descending))
