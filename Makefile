@@ -159,11 +159,17 @@ gen-check:                                 ## fail if generated files are out of
 symbols-check: $(STUB_LIB)                 ## the built libraries export exactly the header's symbols
 	$(PY) -m codegen.symbols $(STUB_LIB) $(wildcard $(CUDA_LIB))
 
-install:                                   ## pip install the package with its test extra (stub only)
+install:                                   ## pip install -e the package with its test extra (stub only)
 	TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q -e '.[test]' || \
 	  TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q --user -e '.[test]'
 
-test: install gen-check stub               ## set up on a fresh machine and run the whole CPU suite
+# the dependencies of the named extras, not torchlean itself: `make test` and `make demo` run the
+# checkout, so they neither rebuild nor replace what `pip install .` built (the CUDA library too)
+deps-%:
+	$(PY) -m pip install -q $$($(PY) tools/requirements.py $*) || \
+	  $(PY) -m pip install -q --user $$($(PY) tools/requirements.py $*)
+
+test: deps-test gen-check stub             ## set up on a fresh machine and run the whole CPU suite
 	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -n 2 $(PYTEST_ARGS) tests
 
 test-fast: stub                            ## run the suite without the install step
@@ -218,10 +224,8 @@ bench-cuda: cuda                           ## CUDA vs PyTorch: ops (cuda.md), th
 bench-models: cuda                         ## six realistic models vs PyTorch into bench/results/models.md
 	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py
 
-demo: stub                                 ## install the examples extra, train the digits CNN
-	TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q -e '.[examples]' || \
-	  TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q --user -e '.[examples]'
-	$(PY) examples/digits_cnn.py
+demo: deps-examples stub                   ## install the examples' dependencies, train the digits CNN
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PY) examples/digits_cnn.py
 
 clean:                                     ## remove built libraries
 	rm -rf $(LIBDIR) build
