@@ -215,14 +215,14 @@ sanitize-cuda: cuda stub                   ## compute-sanitizer memcheck over a 
 	  $(PY) -m pytest -q -p no:cacheprovider -k "$(SANITIZE_K)" $(PYTEST_ARGS) $(SANITIZE_TESTS)
 
 bench: stub                                ## stub vs NumPy table into bench/results/
-	TORCHLEAN_BACKEND=stub $(PY) bench/bench_stub.py
+	TORCHLEAN_BACKEND=stub $(PY) bench/bench_stub.py --out bench/results/stub.md
 
 bench-cuda: cuda                           ## CUDA vs PyTorch: ops (cuda.md), then the models (models.md)
-	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_cuda.py
-	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py
+	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_cuda.py --out bench/results/cuda.md
+	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py --out bench/results/models.md
 
 bench-models: cuda                         ## six realistic models vs PyTorch into bench/results/models.md
-	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py
+	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py --out bench/results/models.md
 
 demo: deps-examples stub                   ## install the examples' dependencies, train the digits CNN
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PY) examples/digits_cnn.py
