@@ -24,7 +24,7 @@ NVCC_FLAGS ?= -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -
 PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
-.PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
+.PHONY: all stub cuda cuda-bench gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
         bench-models demo install clean help symbols-check check-math check-math-cuda \
         check-math-same
 
@@ -67,7 +67,24 @@ $(CUDA_LIB): $(CUDA_OBJS)
 	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt \
 	  -Xlinker -rpath,$(CUDA_HOME)/lib64
 
--include $(STUB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d)
+# the benchmark build: the same library with the kernel-choice switches of
+# native/cuda/bench_switches.h read from the environment, in a folder of its own so the product
+# library never reads them (TORCHLEAN_LIB_DIR=build/cuda-bench loads it)
+BENCH_DIR       := build/cuda-bench
+CUDA_BENCH_OBJS := $(filter build/cuda/%.c.o,$(CUDA_OBJS)) \
+                   $(patsubst native/cuda/%.cu,$(BENCH_DIR)/%.cu.o,$(CUDA_SRC))
+
+$(BENCH_DIR)/%.cu.o: native/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -DTL_BENCH_SWITCHES $(DEPFLAGS) -c $< -o $@
+
+$(BENCH_DIR)/libtorchlean_cuda.so: $(CUDA_BENCH_OBJS)
+	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_BENCH_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas \
+	  -lcublasLt -Xlinker -rpath,$(CUDA_HOME)/lib64
+
+cuda-bench: $(BENCH_DIR)/libtorchlean_cuda.so  ## the CUDA library with benchmark switches (needs nvcc)
+
+-include $(STUB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d) $(CUDA_BENCH_OBJS:.o=.d)
 
 # test shims for the canonical arithmetic (native/common/tl_math.h): the header compiled with the
 # stub's flags into a library tests/test_exact_math.py loads, and as CUDA device code into a
@@ -175,7 +192,7 @@ test: deps-test gen-check stub             ## set up on a fresh machine and run 
 test-fast: stub                            ## run the suite without the install step
 	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -x $(PYTEST_ARGS) tests
 
-test-cuda: cuda stub                       ## the whole suite on the CUDA backend (GPU machine)
+test-cuda: cuda cuda-bench stub            ## the whole suite on the CUDA backend (GPU machine)
 	TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 $(PY) -m pytest -q -rfEs -p no:cacheprovider \
 	  $(PYTEST_ARGS) tests
 
