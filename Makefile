@@ -24,7 +24,7 @@ NVCC_FLAGS ?= -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -
 PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
-.PHONY: all stub cuda cuda-bench gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
+.PHONY: all stub cuda cuda-bench docs-check gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
         bench-models demo install clean help symbols-check check-math check-math-cuda \
         check-math-same
 
@@ -188,6 +188,9 @@ deps-%:
 
 test: deps-test gen-check stub             ## set up on a fresh machine and run the whole CPU suite
 	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -n 2 $(PYTEST_ARGS) tests
+
+docs-check: stub                           ## every command and figure of README.md and docs/ checked
+	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -p no:cacheprovider tests/test_docs.py
 
 test-fast: stub                            ## run the suite without the install step
 	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -x $(PYTEST_ARGS) tests
