@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from sidebyside import TorchSide, measure, torchlean_hooks, ratio, mib  # noqa: E402
+from sidebyside import TorchSide, emit, measure, torchlean_hooks, ratio, mib  # noqa: E402
 
 N_BATCHES = 8          # distinct batches cycled through (real data, never zeros)
 
@@ -301,12 +301,7 @@ def main(argv=None):
         lines.append(f"- {r['name']}: {r['desc']}" + (f" ({r['note']})" if r["note"] else ""))
     lines.append("")
     text = "\n".join(lines)
-    print(text)
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-        print(f"\nwrote {out}")
+    emit(text, args.out)
     return rows
 
 

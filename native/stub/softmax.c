@@ -32,31 +32,31 @@ static inline float row_exps(const float *xr, float *yr, int64_t c, int exact, f
     return row_sum(yr, c, exact);
 }
 
-int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+/* Both forwards, row by row: softmax y = exps / sum; log_softmax y = (x - max) - log(sum) */
+static int forward_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int log_form) {
     const int64_t n = rows * cols;
     const float *X = x->data; float *Y = y->data;
     const int exact = tl_exact();
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = X + r * cols; float *yr = Y + r * cols;
-        float m, s = row_exps(xr, yr, cols, exact, &m);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_softmax_div(yr[j], s);
+        float m, s = row_exps(xr, yr, cols, exact, &m);   /* log_softmax: yr is scratch */
+        if (log_form) {
+            float ls = tlm_log(s);
+            for (int64_t j = 0; j < cols; j++) yr[j] = tlf_log_softmax(xr[j], m, ls);
+        } else {
+            for (int64_t j = 0; j < cols; j++) yr[j] = tlf_softmax_div(yr[j], s);
+        }
     }
     return TL_OK;
 }
 
+int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    return forward_rows(x, y, rows, cols, 0);
+}
+
 int tlk_log_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
-    const int64_t n = rows * cols;
-    const float *X = x->data; float *Y = y->data;
-    const int exact = tl_exact();
-#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = X + r * cols; float *yr = Y + r * cols;
-        float m, s = row_exps(xr, yr, cols, exact, &m);   /* yr: scratch for the exps */
-        float ls = tlm_log(s);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_log_softmax(xr[j], m, ls);
-    }
-    return TL_OK;
+    return forward_rows(x, y, rows, cols, 1);
 }
 
 /* Both backwards, row by row. softmax: dx = y (g - s), s = rowsum(g y) over the rounded
