@@ -14,18 +14,21 @@ SCRIPTS = sorted(p for p in (ROOT / "bench").glob("*.py") if "__main__" in p.rea
 
 
 def _snapshot():
-    return {p: p.stat().st_mtime_ns for p in (ROOT / "bench").rglob("*") if p.is_file()}
+    return {p: p.stat().st_mtime_ns for p in (ROOT / "bench").rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_help_prints_usage_and_writes_nothing(script):
     before = _snapshot()
-    env = dict(os.environ, TORCHLEAN_BACKEND="stub")
+    env = dict(os.environ, TORCHLEAN_BACKEND="stub", PYTHONDONTWRITEBYTECODE="1")
     r = subprocess.run([sys.executable, str(script), "--help"], cwd=str(ROOT), env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("usage:"), r.stdout[:300]
-    assert _snapshot() == before, f"{script.name} --help changed files under bench/"
+    after = _snapshot()
+    changed = sorted(str(p) for p in set(before) | set(after) if before.get(p) != after.get(p))
+    assert not changed, f"{script.name} --help changed files under bench/: {changed}"
 
 
 def _writes(tree):
