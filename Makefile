@@ -24,7 +24,7 @@ NVCC_FLAGS ?= -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -
 PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
-.PHONY: all stub cuda gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
+.PHONY: all stub cuda cuda-bench docs-check gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
         bench-models demo install clean help symbols-check check-math check-math-cuda \
         check-math-same
 
@@ -67,7 +67,24 @@ $(CUDA_LIB): $(CUDA_OBJS)
 	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt \
 	  -Xlinker -rpath,$(CUDA_HOME)/lib64
 
--include $(STUB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d)
+# the benchmark build: the same library with the kernel-choice switches of
+# native/cuda/bench_switches.h read from the environment, in a folder of its own so the product
+# library never reads them (TORCHLEAN_LIB_DIR=build/cuda-bench loads it)
+BENCH_DIR       := build/cuda-bench
+CUDA_BENCH_OBJS := $(filter build/cuda/%.c.o,$(CUDA_OBJS)) \
+                   $(patsubst native/cuda/%.cu,$(BENCH_DIR)/%.cu.o,$(CUDA_SRC))
+
+$(BENCH_DIR)/%.cu.o: native/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -DTL_BENCH_SWITCHES $(DEPFLAGS) -c $< -o $@
+
+$(BENCH_DIR)/libtorchlean_cuda.so: $(CUDA_BENCH_OBJS)
+	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_BENCH_OBJS) -L$(CUDA_HOME)/lib64 -lcudart -lcublas \
+	  -lcublasLt -Xlinker -rpath,$(CUDA_HOME)/lib64
+
+cuda-bench: $(BENCH_DIR)/libtorchlean_cuda.so  ## the CUDA library with benchmark switches (needs nvcc)
+
+-include $(STUB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d) $(CUDA_BENCH_OBJS:.o=.d)
 
 # test shims for the canonical arithmetic (native/common/tl_math.h): the header compiled with the
 # stub's flags into a library tests/test_exact_math.py loads, and as CUDA device code into a
@@ -168,17 +185,26 @@ gen-check:                                 ## fail if generated files are out of
 symbols-check: $(STUB_LIB)                 ## the built libraries export exactly the header's symbols
 	$(PY) -m codegen.symbols $(STUB_LIB) $(wildcard $(CUDA_LIB))
 
-install:                                   ## pip install the package with its test extra (stub only)
+install:                                   ## pip install -e the package with its test extra (stub only)
 	TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q -e '.[test]' || \
 	  TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q --user -e '.[test]'
 
-test: install gen-check stub               ## set up on a fresh machine and run the whole CPU suite
+# the dependencies of the named extras, not torchlean itself: `make test` and `make demo` run the
+# checkout, so they neither rebuild nor replace what `pip install .` built (the CUDA library too)
+deps-%:
+	$(PY) -m pip install -q $$($(PY) tools/requirements.py $*) || \
+	  $(PY) -m pip install -q --user $$($(PY) tools/requirements.py $*)
+
+test: deps-test gen-check stub             ## set up on a fresh machine and run the whole CPU suite
 	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -n 2 $(PYTEST_ARGS) tests
+
+docs-check: stub                           ## every command and figure of README.md and docs/ checked
+	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -p no:cacheprovider tests/test_docs.py
 
 test-fast: stub                            ## run the suite without the install step
 	TORCHLEAN_BACKEND=stub $(PY) -m pytest -q -x $(PYTEST_ARGS) tests
 
-test-cuda: cuda stub                       ## the whole suite on the CUDA backend (GPU machine)
+test-cuda: cuda cuda-bench stub            ## the whole suite on the CUDA backend (GPU machine)
 	TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 $(PY) -m pytest -q -rfEs -p no:cacheprovider \
 	  $(PYTEST_ARGS) tests
 
@@ -218,19 +244,17 @@ sanitize-cuda: cuda stub                   ## compute-sanitizer memcheck over a 
 	  $(PY) -m pytest -q -p no:cacheprovider -k "$(SANITIZE_K)" $(PYTEST_ARGS) $(SANITIZE_TESTS)
 
 bench: stub                                ## stub vs NumPy table into bench/results/
-	TORCHLEAN_BACKEND=stub $(PY) bench/bench_stub.py
+	TORCHLEAN_BACKEND=stub $(PY) bench/bench_stub.py --out bench/results/stub.md
 
 bench-cuda: cuda                           ## CUDA vs PyTorch: ops (cuda.md), then the models (models.md)
-	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_cuda.py
-	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py
+	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_cuda.py --out bench/results/cuda.md
+	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py --out bench/results/models.md
 
 bench-models: cuda                         ## six realistic models vs PyTorch into bench/results/models.md
-	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py
+	TORCHLEAN_BACKEND=cuda $(PY) bench/bench_models.py --out bench/results/models.md
 
-demo: stub                                 ## install the examples extra, train the digits CNN
-	TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q -e '.[examples]' || \
-	  TORCHLEAN_BUILD_CUDA=$${TORCHLEAN_BUILD_CUDA:-0} $(PY) -m pip install -q --user -e '.[examples]'
-	$(PY) examples/digits_cnn.py
+demo: deps-examples stub                   ## install the examples' dependencies, train the digits CNN
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PY) examples/digits_cnn.py
 
 clean:                                     ## remove built libraries
 	rm -rf $(LIBDIR) build

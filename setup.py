@@ -3,8 +3,12 @@ package (and the wheel) contains torchlean/lib/ and imports without a checkout. 
 about the package lives in pyproject.toml.
 
 The stub (`make stub`) is always built. The CUDA library (`make cuda`) is built too when nvcc is
-found (on PATH, or $CUDA_HOME/bin/nvcc, default /usr/local/cuda); TORCHLEAN_BUILD_CUDA=1 insists
-on it (no nvcc is an error) and TORCHLEAN_BUILD_CUDA=0 skips it."""
+found (on PATH, or $CUDA_HOME/bin/nvcc, default /usr/local/cuda) AND a GPU driver is present
+(/proc/driver/nvidia, nvidia-smi or a loadable libcuda.so.1): a machine with the toolkit but no
+GPU could never load it. TORCHLEAN_BUILD_CUDA=1 builds it anyway (no nvcc is an error) and
+TORCHLEAN_BUILD_CUDA=0 skips it. One line on stderr says which and why (`pip install -v .`
+shows it)."""
+import ctypes
 import os
 import shutil
 import subprocess
@@ -29,18 +33,41 @@ def find_nvcc(env=os.environ):
     return None
 
 
-def build_cuda(env=os.environ, nvcc=None):
-    """Whether to build the CUDA library: TORCHLEAN_BUILD_CUDA=1 yes (nvcc required), 0 no,
-    unset or empty: when nvcc is found. Anything else is an error."""
+def gpu_driver(env=os.environ) -> str | None:
+    """What shows a GPU driver on this machine (a short phrase), or None when nothing does."""
+    if os.path.isdir("/proc/driver/nvidia"):
+        return "/proc/driver/nvidia exists"
+    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if smi:
+        return f"{smi} exists"
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    return "libcuda.so.1 loads"
+
+
+def build_cuda(env=os.environ, nvcc=None, driver=None) -> tuple[bool, str]:
+    """Whether to build the CUDA library, and why (the line the install prints):
+    TORCHLEAN_BUILD_CUDA=1 yes (nvcc required), 0 no; unset or empty: when nvcc is found and a
+    GPU driver is present. Anything else is an error."""
     flag = env.get("TORCHLEAN_BUILD_CUDA", "")
     if flag not in ("", "0", "1"):
         raise ValueError(f"TORCHLEAN_BUILD_CUDA must be unset, empty, 0 or 1, got {flag!r}")
     if flag == "0":
-        return False
-    if nvcc is None and flag == "1":
-        raise RuntimeError("TORCHLEAN_BUILD_CUDA=1 but no nvcc was found (set NVCC, CUDA_HOME "
-                           "or PATH); TORCHLEAN_BUILD_CUDA=0 builds the stub only")
-    return nvcc is not None
+        return False, "stub only: TORCHLEAN_BUILD_CUDA=0"
+    if flag == "1":
+        if nvcc is None:
+            raise RuntimeError("TORCHLEAN_BUILD_CUDA=1 but no nvcc was found (set NVCC, CUDA_HOME "
+                               "or PATH); TORCHLEAN_BUILD_CUDA=0 builds the stub only")
+        return True, f"stub and CUDA: TORCHLEAN_BUILD_CUDA=1 (nvcc: {nvcc})"
+    if nvcc is None:
+        return False, ("stub only: no nvcc found (PATH, $CUDA_HOME/bin); TORCHLEAN_BUILD_CUDA=1 "
+                       "insists on CUDA")
+    if driver is None:
+        return False, (f"stub only: nvcc found ({nvcc}) but no GPU driver (no /proc/driver/nvidia, "
+                       "nvidia-smi or libcuda.so.1); TORCHLEAN_BUILD_CUDA=1 builds CUDA anyway")
+    return True, f"stub and CUDA: nvcc found ({nvcc}) and a GPU driver ({driver})"
 
 
 class build_py_with_native(build_py):
@@ -51,7 +78,9 @@ class build_py_with_native(build_py):
         libs = [STUB]
         subprocess.run(["make", "-C", HERE, "stub", f"PY={sys.executable}"], check=True)
         nvcc = find_nvcc()
-        if build_cuda(nvcc=nvcc):
+        cuda, why = build_cuda(nvcc=nvcc, driver=gpu_driver())
+        print(f"torchlean: building {why}", file=sys.stderr, flush=True)
+        if cuda:
             jobs = f"-j{os.cpu_count() or 1}"
             r = subprocess.run(["make", "-C", HERE, jobs, "cuda", f"PY={sys.executable}",
                                 f"NVCC={nvcc}"])

@@ -6,6 +6,8 @@ the peak above the live bytes at backward() for a few such chains of 4 MiB tenso
 can be compared (bench/results/memory-stub.md):
     TORCHLEAN_BACKEND=stub python3 bench/bench_backward_peaks.py
 """
+import argparse
+
 import numpy as np
 import torchlean as tl
 
@@ -54,7 +56,8 @@ def reuse_after_add(s, p):          # the issue's (a + b) * a
     return ((p[0] + p[1]) * p[0]).sum()
 
 
-def main():
+def main(argv=None):
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     for name, f in [("add chain x12", add_chain), ("residual tanh x6", residual),
                     ("reshape/sub x6", reshape_sub), ("(a + b) * a", reuse_after_add)]:
         v = peak(f)

@@ -8,10 +8,11 @@ median of several repeats is reported. Data is random float32. GEMMs and convolu
 TF32 off on both sides (strict FP32). A row whose op is not in the registry, or that fails, is
 listed under "skipped" with the reason.
 
-Writes bench/results/cuda.md and prints it.
+Prints the table, and writes it to --out when given (`make bench-cuda`: bench/results/cuda.md).
 """
 from __future__ import annotations
 
+import argparse
 import datetime
 import math
 import os
@@ -133,8 +134,7 @@ def bench(title):
     return deco
 
 
-def run_sections():
-    only = [w for w in os.environ.get("BENCH_ONLY", "").split(",") if w]
+def run_sections(only=()):
     for title, fn in SECTIONS:
         if only and not any(w in title for w in only):
             continue
@@ -595,17 +595,24 @@ def fmt_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main():
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=os.environ.get("BENCH_OUT"),
+                   help="also write the table to this file (default: $BENCH_OUT, else none)")
+    p.add_argument("--only", default=os.environ.get("BENCH_ONLY", ""),
+                   help="comma-separated words: run the sections whose title holds one "
+                        "(default: $BENCH_ONLY, else all)")
+    args = p.parse_args(argv)
     assert tl.backend() == "cuda", f"bench_cuda needs the CUDA backend, got {tl.backend()}"
     setup()
-    run_sections()
+    run_sections([w for w in args.only.split(",") if w])
     _release([X, Y, M2])
-    # BENCH_ONLY=conv,softmax runs the matching sections; BENCH_OUT picks the table's file
-    out = Path(os.environ.get("BENCH_OUT", ROOT / "bench" / "results" / "cuda.md"))
-    out.parent.mkdir(parents=True, exist_ok=True)
     text = fmt_table()
-    out.write_text(text)
     print(text)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
 
 
 if __name__ == "__main__":

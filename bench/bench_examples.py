@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from sidebyside import TorchSide, measure, torchlean_hooks, ratio, mib  # noqa: E402
+from sidebyside import TorchSide, emit, measure, torchlean_hooks, ratio, mib  # noqa: E402
 
 N_BATCHES = 8          # distinct batches cycled through (real data, never zeros)
 
@@ -219,7 +219,7 @@ def torch_trainer(w, side, state):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "examples.md"))
+    p.add_argument("--out", default=None, help="also write the table to this file")
     p.add_argument("--models", default="mlp,cnn,transformer,fno",
                    help="comma-separated subset of mlp,cnn,transformer,fno")
     p.add_argument("--batch", type=int, default=0, help="override every model's batch size")
@@ -301,10 +301,7 @@ def main(argv=None):
         lines.append(f"- {r['name']}: {r['desc']}" + (f" ({r['note']})" if r["note"] else ""))
     lines.append("")
     text = "\n".join(lines)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(f"\nwrote {out}")
+    emit(text, args.out)
     return rows
 
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from sidebyside import TorchSide, measure, torchlean_hooks, ratio, mib  # noqa: E402
+from sidebyside import TorchSide, emit, measure, torchlean_hooks, ratio, mib  # noqa: E402
 
 N_BATCHES = 4                 # distinct random batches cycled through
 SPEED_TARGET, SPEED_MOONSHOT, MEMORY_TARGET, DET_TARGET = 0.8, 0.6, 1.0, 1.1
@@ -648,7 +648,7 @@ def report(rows, tl, side, args) -> str:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "models.md"))
+    p.add_argument("--out", default=None, help="also write the table to this file")
     p.add_argument("--models", default=",".join(MODELS),
                    help=f"comma-separated subset of {','.join(MODELS)}")
     p.add_argument("--steps", type=int, default=0,
@@ -688,10 +688,7 @@ def main(argv=None):
               + "".join(f" [{n}]" for n in row["notes"]), flush=True)
     restore_modes()
     text = report(rows, tl, side, args)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(f"\nwrote {out}")
+    emit(text, args.out)
     return rows
 
 

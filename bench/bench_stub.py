@@ -1,12 +1,13 @@
 """Stub vs NumPy on the same machine: medians over many runs after warm-up, random data.
 
-    make bench     (TORCHLEAN_BACKEND=stub python3 bench/bench_stub.py)
+    make bench     (TORCHLEAN_BACKEND=stub python3 bench/bench_stub.py --out bench/results/stub.md)
 
-Prints a Markdown table and writes it to bench/results/stub.md. Ops are called through
+Prints a Markdown table, and writes it to --out when given. Ops are called through
 torchlean.ops.<name> on AnyBuffers; an op missing from this build is skipped with a note.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -18,7 +19,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torchlean as tl  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results" / "stub.md"
 
 
 def median_ms(fn, warmup=3, runs=21):
@@ -49,7 +49,10 @@ def np_softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def main():
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=None, help="also write the table to this file")
+    args = p.parse_args(argv)
     rng = np.random.default_rng(0)
     n = 1 << 22
     a = rng.uniform(-1, 1, n).astype(np.float32)
@@ -80,8 +83,9 @@ def main():
            "median of 21 runs after 3 warm-up runs; ratio = torchlean / numpy (lower is better).")
     text = "# torchlean stub vs NumPy\n\n" + env + "\n\n" + "\n".join(lines) + "\n"
     print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Besides every registry test case (tests/test_parity.dump_all), each op runs on 1
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -112,8 +113,16 @@ def large_cases():
 
 
 def main(argv):
-    if argv[0] == "--compare":
-        a, b = np.load(argv[1], allow_pickle=True), np.load(argv[2], allow_pickle=True)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("files", nargs="+", metavar="FILE.npz",
+                   help="the snapshot to write, or with --compare the two to compare")
+    p.add_argument("--compare", action="store_true", help="compare two snapshots bit for bit")
+    args = p.parse_args(argv)
+    if len(args.files) != (2 if args.compare else 1):
+        p.error("give one FILE.npz to write, or --compare BEFORE.npz AFTER.npz")
+    argv = args.files
+    if args.compare:
+        a, b = np.load(argv[0], allow_pickle=True), np.load(argv[1], allow_pickle=True)
         bad = [k for k in a.files if k != "__errors__" and (k not in b.files or
                not np.array_equal(_bits(a[k]), _bits(b[k])))]
         missing = [k for k in a.files if k not in b.files]

@@ -11,6 +11,7 @@ import os
 import platform
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -135,6 +136,15 @@ def measure(step, sync, reset_peak, peak, warmup=5, repeats=5, steps=20, target_
         times.append(time.perf_counter() - ts)
     return dict(first_loss=first, step_s=statistics.median(times) / steps, peak=peak(),
                 steps=steps, repeats=repeats)
+
+
+def emit(text: str, out: str | None) -> None:
+    """Print a results table, and write it to `out` only when one was asked for (--out)."""
+    print(text)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text)
+        print(f"\nwrote {out}")
 
 
 def ratio(a, b) -> str:

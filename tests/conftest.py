@@ -20,6 +20,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 STUB_ONLY_MODULES = ("test_stub_exp.py", "test_stub_gemm.py", "test_distributed_nccl.py")
 
 
+CUDA_SKIP = "they need the CUDA backend (TORCHLEAN_BACKEND=cuda on a GPU machine)"
+
+
+def skip_reasons(reports) -> list[tuple[int, str]]:
+    """(count, reason) of the skipped test reports, most common first."""
+    counts = {}
+    for rep in reports:
+        longrepr = getattr(rep, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else "?"
+        reason = reason.removeprefix("Skipped: ")
+        counts[reason] = counts.get(reason, 0) + 1
+    return sorted(((n, r) for r, n in counts.items()), key=lambda nr: (-nr[0], nr[1]))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say why tests were skipped: one line per reason (the three most common), so a CPU run's
+    hundreds of skips read as what they are."""
+    reasons = skip_reasons(terminalreporter.stats.get("skipped", []))
+    for n, reason in reasons[:3]:
+        terminalreporter.write_line(f"{n} test{'s' if n != 1 else ''} skipped: {reason}")
+    rest = reasons[3:]
+    if rest:
+        terminalreporter.write_line(f"{sum(n for n, _ in rest)} more skipped for {len(rest)} "
+                                    "other reasons (pytest -rs lists them)")
+
+
 def pytest_ignore_collect(collection_path, config):
     if collection_path.name in STUB_ONLY_MODULES:
         import torchlean
@@ -36,7 +62,7 @@ def pytest_collection_modifyitems(config, items):
     if torchlean.backend() == "cuda":
         _deselect_multigpu(config, items)
         return
-    skip = pytest.mark.skip(reason="needs the CUDA backend (TORCHLEAN_BACKEND=cuda on a GPU machine)")
+    skip = pytest.mark.skip(reason=CUDA_SKIP)
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)

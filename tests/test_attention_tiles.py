@@ -173,11 +173,15 @@ def test_onepass_backward_on_the_device_in_a_subprocess():
     """TORCHLEAN_ATTN_BWD=onepass and onepass64 (blocks of one head wait on each other's dQ
     shares) against the two-kernel backward at benchmark sizes, each rerun bit for bit:
     bench/attention_smoke.py in a child process with a deadline, so a wait that never ends
-    fails this test instead of hanging the suite."""
+    fails this test instead of hanging the suite. The switch is read only by the benchmark
+    build (native/cuda/bench_switches.h), which `make test-cuda` builds first."""
     import os
     import sys
     root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    bench_lib = root / "build" / "cuda-bench" / "libtorchlean_cuda.so"
+    if not bench_lib.is_file():
+        pytest.fail(f"{bench_lib} is missing: `make cuda-bench` builds it (make test-cuda does)")
+    env = dict(os.environ, TORCHLEAN_LIB_DIR=str(bench_lib.parent), PYTHONPATH=os.pathsep.join(
         filter(None, (str(root), os.environ.get("PYTHONPATH")))))
     env.pop("TORCHLEAN_ATTN_BWD", None)
     r = subprocess.run([sys.executable, str(root / "bench" / "attention_smoke.py")], cwd=root,

@@ -100,6 +100,21 @@ def test_auto_falls_back_to_stub_with_a_warning_when_cuda_is_broken(tmp_path, fo
     assert ("is not a torchlean library" if kind == "foreign" else "cannot load") in msg
 
 
+def test_cuda_without_a_gpu_says_so_in_one_line(tmp_path):
+    """TORCHLEAN_BACKEND=cuda on a machine without an NVIDIA driver: one line saying no GPU was
+    found and how to run on the stub, not a driver-version message in a chained traceback."""
+    if os.path.isdir("/proc/driver/nvidia"):
+        pytest.skip("this machine has an NVIDIA driver")
+    r = _run("import torchlean", TORCHLEAN_BACKEND="cuda", TORCHLEAN_LIB_DIR=str(tmp_path))
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("torchlean.errors.BackendError: TORCHLEAN_BACKEND=cuda but no GPU was "
+                           "found (no NVIDIA driver"), r.stderr
+    assert last.endswith("TORCHLEAN_BACKEND=stub runs torchlean on the CPU"), r.stderr
+    assert "driver version" not in r.stderr and "During handling" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 7, r.stderr
+
+
 def test_auto_without_a_cuda_library_is_silent(tmp_path):
     code = ("import warnings\nwarnings.simplefilter('error')\nimport torchlean\n"
             "print(torchlean.backend())")

@@ -1,4 +1,4 @@
-"""setup.py's choice of building the CUDA library: with nvcc found unless
+"""setup.py's choice of building the CUDA library: with nvcc found and a GPU driver present unless
 TORCHLEAN_BUILD_CUDA=0; =1 insists; anything else is an error. (The build itself is `make cuda`,
 checked on GPU machines; here only the decision.)"""
 import importlib.util
@@ -19,18 +19,39 @@ def setup_mod():
     return mod
 
 
-@pytest.mark.parametrize("flag, nvcc, want", [("", "/x/nvcc", True), ("", None, False),
-                                              ("0", "/x/nvcc", False), ("1", "/x/nvcc", True),
-                                              ("0", None, False)])
-def test_build_cuda_decision(setup_mod, flag, nvcc, want):
-    assert setup_mod.build_cuda({"TORCHLEAN_BUILD_CUDA": flag}, nvcc) is want
+DRIVER = "/proc/driver/nvidia exists"
+
+
+@pytest.mark.parametrize("flag, nvcc, driver, want, why", [
+    ("", "/x/nvcc", DRIVER, True, "stub and CUDA: nvcc found (/x/nvcc) and a GPU driver"),
+    ("", "/x/nvcc", None, False, "stub only: nvcc found (/x/nvcc) but no GPU driver"),
+    ("", None, DRIVER, False, "stub only: no nvcc found"),
+    ("", None, None, False, "stub only: no nvcc found"),
+    ("0", "/x/nvcc", DRIVER, False, "stub only: TORCHLEAN_BUILD_CUDA=0"),
+    ("0", None, None, False, "stub only: TORCHLEAN_BUILD_CUDA=0"),
+    ("1", "/x/nvcc", None, True, "stub and CUDA: TORCHLEAN_BUILD_CUDA=1 (nvcc: /x/nvcc)"),
+    ("1", "/x/nvcc", DRIVER, True, "stub and CUDA: TORCHLEAN_BUILD_CUDA=1"),
+])
+def test_build_cuda_decision(setup_mod, flag, nvcc, driver, want, why):
+    got, line = setup_mod.build_cuda({"TORCHLEAN_BUILD_CUDA": flag}, nvcc, driver)
+    assert got is want and line.startswith(why) and "\n" not in line
 
 
 def test_build_cuda_bad_flags(setup_mod):
     with pytest.raises(RuntimeError, match="TORCHLEAN_BUILD_CUDA=1 but no nvcc was found"):
-        setup_mod.build_cuda({"TORCHLEAN_BUILD_CUDA": "1"}, None)
+        setup_mod.build_cuda({"TORCHLEAN_BUILD_CUDA": "1"}, None, DRIVER)
     with pytest.raises(ValueError, match="must be unset, empty, 0 or 1, got 'yes'"):
-        setup_mod.build_cuda({"TORCHLEAN_BUILD_CUDA": "yes"}, "/x/nvcc")
+        setup_mod.build_cuda({"TORCHLEAN_BUILD_CUDA": "yes"}, "/x/nvcc", DRIVER)
+
+
+def test_gpu_driver_sees_nvidia_smi_on_path(setup_mod, tmp_path):
+    """On a machine without /proc/driver/nvidia, an nvidia-smi on PATH is the driver's sign."""
+    if os.path.isdir("/proc/driver/nvidia"):
+        pytest.skip("this machine has a GPU driver")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    assert setup_mod.gpu_driver({"PATH": str(tmp_path)}) == f"{smi} exists"
 
 
 def test_find_nvcc_looks_in_cuda_home(setup_mod, tmp_path):

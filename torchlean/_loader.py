@@ -7,6 +7,7 @@ ABI-mode cffi would otherwise turn into a crash.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import warnings
 from pathlib import Path
@@ -55,12 +56,29 @@ def _unusable(msg: str) -> BackendError:
     return e
 
 
+NO_GPU = ("TORCHLEAN_BACKEND=cuda but no GPU was found ({why}); TORCHLEAN_BACKEND=stub runs "
+          "torchlean on the CPU")
+
+
+def _no_gpu_reason() -> str | None:
+    """Why this machine has no usable NVIDIA driver, or None when it has one."""
+    if os.path.isdir("/proc/driver/nvidia"):
+        return None
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no NVIDIA driver: /proc/driver/nvidia is absent and libcuda.so.1 does not load"
+    return None
+
+
 def open_backend(name: str):
     """Open and check one backend library; raise BackendError saying why it cannot be used."""
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)}")
     path, tried = _find(name)
     if path is None:
+        if name == "cuda" and (why := _no_gpu_reason()):
+            raise BackendError(NO_GPU.format(why=why))
         hint = "run `make`" if name == "stub" else "run `make cuda` on a machine with nvcc"
         raise BackendError(f"torchlean {name} library not found ({hint}); tried: "
                            + ", ".join(str(t) for t in tried))
@@ -80,9 +98,12 @@ def open_backend(name: str):
     if name == "cuda":
         n = ffi.new("int64_t *")
         if lib.tl_device_count(n) != 0:
-            raise BackendError(f"CUDA driver error: {ffi.string(lib.tl_last_error()).decode()}")
+            why = _no_gpu_reason()
+            raise BackendError(NO_GPU.format(why=why) if why else
+                               f"CUDA driver error: {ffi.string(lib.tl_last_error()).decode()}")
         if n[0] < 1:
-            raise BackendError("no CUDA device is visible (libtorchlean_cuda.so loaded, 0 devices)")
+            raise BackendError(NO_GPU.format(why="the driver sees 0 devices; check "
+                                                 "CUDA_VISIBLE_DEVICES"))
     return lib, path
 
 
@@ -103,7 +124,10 @@ def _choose():
     return (want,) + open_backend(want)
 
 
-BACKEND, lib, LIB_PATH = _choose()
+try:
+    BACKEND, lib, LIB_PATH = _choose()
+except BackendError as e:   # said in one line: what went wrong and what to do, no inner frames
+    raise e.with_traceback(None) from None
 
 
 def last_error() -> str:

@@ -21,7 +21,7 @@ _MIRROR, _GRAD, _LIVE = attrgetter("_mirror"), attrgetter("grad_buf"), attrgette
 
 def is_available() -> bool:
     """True when torchlean runs on the CUDA backend (float Tensors live on the GPU)."""
-    return _loader.BACKEND == "cuda"
+    return runtime.backend() == "cuda"
 
 
 def device_count() -> int:

@@ -4,7 +4,7 @@ target, "cpu" is always accepted (.numpy() copies to the host), and "cuda" on th
 BackendError, as torch raises without CUDA. IntTensors always live on the host."""
 from __future__ import annotations
 
-from torchlean import _loader
+from torchlean import runtime
 from torchlean.dtypes import dtype, dtype_of
 from torchlean.errors import BackendError
 
@@ -53,12 +53,12 @@ class device:
 
 def current() -> device:
     """Where this process's float Tensors live."""
-    return device("cuda", 0) if _loader.BACKEND == "cuda" else device("cpu")
+    return device("cuda", 0) if runtime.backend() == "cuda" else device("cpu")
 
 
 def check_cuda(op: str) -> None:
-    if _loader.BACKEND != "cuda":
-        raise BackendError(f"{op}: torchlean runs on the {_loader.BACKEND} backend, so there is "
+    if runtime.backend() != "cuda":
+        raise BackendError(f"{op}: torchlean runs on the {runtime.backend()} backend, so there is "
                            "no CUDA device to move to (set TORCHLEAN_BACKEND=cuda on a GPU "
                            "machine; torchlean.cuda.is_available() says which)")
 

@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 
-from torchlean import _loader
+from torchlean import runtime
 from torchlean._loader import ffi, lib
 from torchlean.buffer import EXPORTS, AnyBuffer, Buffer, raise_status
 
@@ -113,7 +113,7 @@ def _capsule_destructor(cap_ptr):
 
 
 def device() -> tuple:
-    return (kDLCUDA, 0) if _loader.BACKEND == "cuda" else (kDLCPU, 0)
+    return (kDLCUDA, 0) if runtime.backend() == "cuda" else (kDLCPU, 0)
 
 
 def to_dlpack(buf: AnyBuffer, versioned: bool = False, copied: bool = False):
@@ -163,7 +163,7 @@ def from_dlpack(obj) -> "AnyBuffer":
         dev = obj.__dlpack_device__()
         if int(dev[0]) != device()[0]:
             raise ValueError(f"from_dlpack: producer is on device type {dev[0]}, backend "
-                             f"{_loader.BACKEND} needs {device()[0]}")
+                             f"{runtime.backend()} needs {device()[0]}")
     cap = _producer_capsule(obj)
     if _api.PyCapsule_IsValid(cap, b"dltensor_versioned"):
         name, used = b"dltensor_versioned", b"used_dltensor_versioned"

@@ -1,11 +1,10 @@
 """The runtime's switches: the TORCHLEAN_* environment, the determinism and exact-mode flags,
 TF32, waiting for the device and the allocator's counters.
 
-Every TORCHLEAN_* variable is named in ENV (and README "Environment variables") and parsed by
-one of the readers below, so a typo is an error naming the variable instead of a silent
+Every variable torchlean reads is named in ENV (and docs/environment.md); the TORCHLEAN_* flags
+are parsed by the readers below, so a typo is an error naming the variable instead of a silent
 default. The loader reads TORCHLEAN_BACKEND and TORCHLEAN_LIB_DIR itself (it runs before any
-library exists); the native libraries read the CUDA tuning variables (their values are checked
-here too). Modules below the package face (tape, nn, distributed) import this module, never
+library exists); the native libraries read their own (values checked here where they matter). Modules below the package face (tape, nn, distributed) import this module, never
 `torchlean` itself, for the flags and synchronize().
 """
 from __future__ import annotations
@@ -18,25 +17,32 @@ from torchlean._loader import BACKEND, ffi, lib
 from torchlean import _capture
 from torchlean.buffer import raise_status
 
-# every variable torchlean reads: name -> (reader, what it sets); README lists the same
+# every variable torchlean reads: name -> (reader, what it sets); docs/environment.md lists the same.
+# Readers: "install" (setup.py), "loader", "flag"/"bytes"/"seconds"/"choice"/"path" (parsed
+# here), "stub" or "cuda" (read by that native library), "bench" (read only by the benchmark
+# build, `make cuda-bench`: native/cuda/bench_switches.h), "tests".
 ENV = {
+    "TORCHLEAN_BUILD_CUDA": ("install", "pip install: build the CUDA library (1), never (0), or when nvcc and a GPU driver are found (unset)"),
     "TORCHLEAN_BACKEND": ("loader", "which native library: auto, stub or cuda"),
     "TORCHLEAN_LIB_DIR": ("loader", "a folder searched first for the native libraries"),
     "TORCHLEAN_DETERMINISTIC": ("flag", "fixed-order reductions everywhere"),
     "TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS": ("flag", "the older name of TORCHLEAN_DETERMINISTIC"),
     "TORCHLEAN_EXACT": ("flag", "exact mode (implies deterministic)"),
     "TORCHLEAN_ALLOW_TF32": ("flag", "CUDA GEMMs may use TF32 tensor cores"),
-    "TORCHLEAN_CUDA_SYNC": ("flag", "synchronise after every CUDA launch (read by the CUDA library)"),
-    "TORCHLEAN_CONV_IGEMM": ("flag", "0: CUDA convolutions take im2col + cuBLAS (read by the CUDA library)"),
-    "TORCHLEAN_GEMM_EXACT_TILE": ("choice", "128x128, 96x128, 96x96 or 128x64: one large tile for every product of CUDA's exact GEMM, for benchmarks (read by the CUDA library)"),
-    "TORCHLEAN_GEMM_EXACT_CHAIN": ("flag", "0: CUDA's exact GEMM runs no long-K chain kernel, for benchmarks (read by the CUDA library)"),
-    "TORCHLEAN_ATTN_BWD": ("choice", "two (default), onepass or onepass64: CUDA attention's backward kernels (read by the CUDA library)"),
-    "TORCHLEAN_ATTN_FWD_KEYS": ("choice", "64 (default) or 32: keys per tile of CUDA attention's forward (read by the CUDA library)"),
     "TORCHLEAN_KEEP_ACTIVATIONS": ("flag", "keep GELU, softplus and layer-norm outputs for the backward"),
+    "OMP_NUM_THREADS": ("stub", "threads of the stub's pool (default: the CPUs this process may use)"),
+    "TORCHLEAN_CUDA_SYNC": ("cuda", "1: synchronise after every CUDA launch, so an error names its kernel (debugging)"),
+    "TORCHLEAN_CONV_IGEMM": ("cuda", "0: CUDA convolutions take im2col + cuBLAS instead of the implicit-GEMM kernels (more memory; compare speed on your shapes)"),
     "TORCHLEAN_CUDA_CACHE_CAP_BYTES": ("bytes", "cap on the CUDA pool's cached bytes (0: none)"),
     "TORCHLEAN_DIST_TIMEOUT_S": ("seconds", "deadline of every collective of torchlean.distributed"),
     "TORCHLEAN_NCCL_LIB": ("path", "the libnccl to load (CUDA data parallel)"),
-    "TORCHLEAN_REQUIRE_CUDA": ("flag", "tests: fail instead of skipping when CUDA is not the backend"),
+    "TORCHLEAN_GEMM_EXACT_TILE": ("bench", "128x128, 96x128, 96x96 or 128x64: one tile for every product of CUDA's exact GEMM"),
+    "TORCHLEAN_GEMM_EXACT_CHAIN": ("bench", "0: CUDA's exact GEMM runs no long-K chain kernel"),
+    "TORCHLEAN_ATTN_BWD": ("bench", "two (default), onepass or onepass64: CUDA attention's backward kernels"),
+    "TORCHLEAN_ATTN_FWD_KEYS": ("bench", "64 (default) or 32: keys per tile of CUDA attention's forward"),
+    "TORCHLEAN_CONV_GROUPED_LEGACY": ("bench", "1: CUDA grouped convolutions run the earlier per-value kernels"),
+    "TORCHLEAN_DW_ROWS": ("bench", "1, 2 or 4 (default): most rows per thread of a CUDA depthwise tile"),
+    "TORCHLEAN_REQUIRE_CUDA": ("tests", "fail instead of skipping when CUDA is not the backend"),
 }
 
 

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <initializer_list>
 #include "common.cuh"
+#include "bench_switches.h"
 #include "tl_math.h"
 #include "entry/attention_kernels.h"
 #include "attention_tiled.cuh"
@@ -119,9 +120,9 @@ int tiled_forward_keys(const char *op, const float *Q, const float *K, const flo
     return TL_OK;
 }
 
-// the forward's key tile: TORCHLEAN_ATTN_FWD_KEYS=32 or 64 (benchmarks compare them)
+// the forward's key tile: TORCHLEAN_ATTN_FWD_KEYS=32 or 64 (benchmark builds, bench_switches.h)
 int fwd_keys(int64_t hd) {
-    const char *e = getenv("TORCHLEAN_ATTN_FWD_KEYS");
+    const char *e = tl_bench_env("TORCHLEAN_ATTN_FWD_KEYS");
     if (e && e[0] == '3') return 32;
     if (e && e[0] == '6') return 64;
     (void)hd;
@@ -169,12 +170,13 @@ struct DqOrdered {
     }
 };
 
-// Which backward the fused path runs, from TORCHLEAN_ATTN_BWD per call: the dQ and dK/dV
+// Which backward the fused path runs, from TORCHLEAN_ATTN_BWD per call (benchmark builds,
+// bench_switches.h; the product build always runs the default): the dQ and dK/dV
 // kernels (unset or `two`, the default: the one measured on a GPU so far), the one-pass kernel
 // with 32-query tiles (`onepass`) or with 64-query tiles (`onepass64`, head dims up to 64).
 // 0: two kernels, else the query tile.
 int onepass_cols(int hdp) {
-    const char *e = getenv("TORCHLEAN_ATTN_BWD");
+    const char *e = tl_bench_env("TORCHLEAN_ATTN_BWD");
     if (!e || strncmp(e, "onepass", 7)) return 0;
     return !strcmp(e, "onepass64") && hdp == 64 ? 64 : 32;
 }

@@ -52,6 +52,28 @@ struct CxTile {
     static constexpr int SMEM = 2 * CX_BK * (LDA + LDB) * (int)sizeof(float);
 };
 
+// One stage of a row-major A (M rows of K values) into a thread's registers: element
+// e = tid + CX_THREADS q of the stage is A(row0 + e / CX_BK, k0 + e % CX_BK), 0 outside A;
+// cx_store_a puts them into a shared buffer k-major (S[k * LDA + row]).
+template <class T>
+__device__ __forceinline__ void cx_load_a(const float *__restrict__ A, int M, int K, int row0,
+                                          int k0, int tid, float *ra) {
+#pragma unroll
+    for (int q = 0; q < T::LA; q++) {
+        const int e = tid + CX_THREADS * q, r = row0 + e / CX_BK, k = k0 + e % CX_BK;
+        ra[q] = (r < M && k < K) ? A[(int64_t)r * K + k] : 0.0f;
+    }
+}
+
+template <class T>
+__device__ __forceinline__ void cx_store_a(float *S, const float *ra, int tid) {
+#pragma unroll
+    for (int q = 0; q < T::LA; q++) {
+        const int e = tid + CX_THREADS * q;
+        S[(e % CX_BK) * T::LDA + e / CX_BK] = ra[q];
+    }
+}
+
 // the tile offset of a thread's output i (of TM or TN), t its thread row or column
 __host__ __device__ __forceinline__ int cx_at(int i, int t) { return (i / 4) * 64 + t * 4 + i % 4; }
 
@@ -134,20 +156,8 @@ cx_gather(int M, int ncols, const float *__restrict__ A, const float *__restrict
     const int iz0 = (pb / PHW) * s.SD - s.PD;
     const int iy0 = (qb / s.OW) * s.SH - s.PH, ix0 = (qb % s.OW) * s.SW - s.PW;
     const float *im = img + (int64_t)bb * s.C * s.D * s.H * s.W;
-    auto loadA = [&](int k0, float *ra) {
-#pragma unroll
-        for (int q = 0; q < T::LA; q++) {
-            const int e = tid + CX_THREADS * q, r = row0 + e / CX_BK, k = k0 + e % CX_BK;
-            ra[q] = (r < M && k < CK) ? A[(int64_t)r * CK + k] : 0.0f;
-        }
-    };
-    auto storeA = [&](float *S, const float *ra) {
-#pragma unroll
-        for (int q = 0; q < T::LA; q++) {
-            const int e = tid + CX_THREADS * q;
-            S[(e % CX_BK) * T::LDA + e / CX_BK] = ra[q];
-        }
-    };
+    auto loadA = [&](int k0, float *ra) { cx_load_a<T>(A, M, CK, row0, k0, tid, ra); };
+    auto storeA = [&](float *S, const float *ra) { cx_store_a<T>(S, ra, tid); };
     auto loadB = [&](int k0, float *rb) {
 #pragma unroll
         for (int q = 0; q < T::LB; q++) {
@@ -350,20 +360,8 @@ cx_wgrad(int M, const float *__restrict__ A, const float *__restrict__ img,
         off[q] = n < CK ? c * s.D * HW : -1;
         tap[q] = ((t / KHW) << 20) | (((t % KHW) / s.KW) << 10) | (t % s.KW);
     }
-    auto loadA = [&](int k0, float *ra) {
-#pragma unroll
-        for (int q = 0; q < T::LA; q++) {
-            const int e = tid + CX_THREADS * q, r = row0 + e / CX_BK, k = k0 + e % CX_BK;
-            ra[q] = (r < M && k < P) ? Az[(int64_t)r * P + k] : 0.0f;
-        }
-    };
-    auto storeA = [&](float *S, const float *ra) {
-#pragma unroll
-        for (int q = 0; q < T::LA; q++) {
-            const int e = tid + CX_THREADS * q;
-            S[(e % CX_BK) * T::LDA + e / CX_BK] = ra[q];
-        }
-    };
+    auto loadA = [&](int k0, float *ra) { cx_load_a<T>(Az, M, P, row0, k0, tid, ra); };
+    auto storeA = [&](float *S, const float *ra) { cx_store_a<T>(S, ra, tid); };
     auto loadB = [&](int k0, float *rb) {
         const int o = k0 + kb, oq = o % PHW;
         const bool ook = o < P;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <type_traits>
 #include "common.cuh"
+#include "bench_switches.h"
 #include "conv_grouped.h"
 #include "conv_grouped_tiles.cuh"
 #include "entry/conv_grouped_kernels.h"
@@ -201,11 +202,11 @@ __global__ void k_dw_dkernel(tl_gconv C, const float *x, const float *g, float *
 
 // ---------------------------------------------------------------- dispatch
 
-// Knobs for comparing schedules, read once: TORCHLEAN_CONV_GROUPED_LEGACY=1 runs the earlier
+// Knobs for comparing schedules, read once in benchmark builds (bench_switches.h): TORCHLEAN_CONV_GROUPED_LEGACY=1 runs the earlier
 // per-value and tiled kernels throughout; TORCHLEAN_DW_ROWS (1, 2, 4) the most rows per thread
 // of a depthwise tile (rows_for).
 int env_int(const char *name, int dflt) {
-    const char *v = getenv(name);
+    const char *v = tl_bench_env(name);
     return v && *v ? atoi(v) : dflt;
 }
 bool legacy() {

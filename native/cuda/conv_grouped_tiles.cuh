@@ -11,6 +11,24 @@
 #include "conv_grouped.h"
 
 constexpr int GC_TW = 32, GC_TH = 8, GC_THREADS = GC_TW * GC_TH;
+
+// Stage a window with its halo into shared memory, every kernel's first step: nplanes planes
+// (plane_stride apart, H x W each, row-major) from row y0 and column x0, ph x pw per plane:
+// sm[(p * ph + r) * pw + q] = src[p][y0 + r][x0 + q], 0 outside the plane. The block's threads
+// walk it as GC_TH rows (ty) of GC_TW lanes (tx).
+__device__ __forceinline__ void gc_stage(float *sm, const float *src, int nplanes,
+                                         int64_t plane_stride, int H, int W, int y0, int x0,
+                                         int ph, int pw, int tx, int ty) {
+    for (int cr = ty; cr < nplanes * ph; cr += GC_TH) {
+        const int y = y0 + cr % ph;
+        const bool rin = y >= 0 && y < H;
+        const float *sp = src + (int64_t)(cr / ph) * plane_stride;
+        for (int q = tx; q < pw; q += GC_TW) {
+            const int x = x0 + q;
+            sm[cr * pw + q] = (rin && x >= 0 && x < W) ? sp[(int64_t)y * W + x] : 0.0f;
+        }
+    }
+}
 constexpr int GC_OCB = 8;   // grouped kernels: channels per register block (two float4 loads)
 
 __device__ __forceinline__ float *gc_smem() {
@@ -46,14 +64,7 @@ k_dw_forward_t(
         const float bias = b[c];
         const float *xp = x + pl * (int64_t)H * W;
         __syncthreads();
-        for (int r = ty; r < ph; r += GC_TH) {
-            const int iy = iy0 + r;
-            const bool rin = iy >= 0 && iy < H;
-            for (int q = tx; q < pw; q += GC_TW) {
-                const int ix = ix0 + q;
-                patch[r * pw + q] = (rin && ix >= 0 && ix < W) ? xp[(int64_t)iy * W + ix] : 0.0f;
-            }
-        }
+        gc_stage(patch, xp, 1, 0, H, W, iy0, ix0, ph, pw, tx, ty);
         __syncthreads();
         const int ox = ox0 + tx;
         if (ox >= OW) continue;
@@ -104,14 +115,7 @@ k_dw_dinput_t(
         for (int t = 0; t < KH * KW; t++) wr[t] = w[(int64_t)c * KH * KW + t];
         const float *gp = g + pl * (int64_t)OH * OW;
         __syncthreads();
-        for (int r = ty; r < ph; r += GC_TH) {
-            const int oy = gy0 + r;
-            const bool rin = oy >= 0 && oy < OH;
-            for (int q = tx; q < pw; q += GC_TW) {
-                const int ox = gx0 + q;
-                patch[r * pw + q] = (rin && ox >= 0 && ox < OW) ? gp[(int64_t)oy * OW + ox] : 0.0f;
-            }
-        }
+        gc_stage(patch, gp, 1, 0, OH, OW, gy0, gx0, ph, pw, tx, ty);
         __syncthreads();
         if (qx >= W) continue;
         float *dp = dxo + pl * (int64_t)H * W + qx;
@@ -173,14 +177,7 @@ k_dw_dinput_strided_t(
         for (int t = 0; t < KH * KW; t++) wr[t] = w[(int64_t)c * KH * KW + t];
         const float *gp = g + pl * (int64_t)OH * OW;
         __syncthreads();
-        for (int r = ty; r < ph; r += GC_TH) {
-            const int oy = gy0 + r;
-            const bool rin = oy >= 0 && oy < OH;
-            for (int q = tx; q < pw; q += GC_TW) {
-                const int ox = gx0 + q;
-                patch[r * pw + q] = (rin && ox >= 0 && ox < OW) ? gp[(int64_t)oy * OW + ox] : 0.0f;
-            }
-        }
+        gc_stage(patch, gp, 1, 0, OH, OW, gy0, gx0, ph, pw, tx, ty);
         __syncthreads();
         if (qx >= W) continue;
         float *dp = dxo + pl * (int64_t)H * W + qx;
@@ -232,15 +229,7 @@ k_grp_forward_t(
             const int co = i % cpad, ct = i / cpad;
             wt[i] = co < cout ? wg[(int64_t)co * cin * KK + ct] : 0.0f;
         }
-        for (int cr = ty; cr < cin * ph; cr += GC_TH) {
-            const int c = cr / ph, iy = iy0 + cr % ph;
-            const bool rin = iy >= 0 && iy < H;
-            const float *xc = xg + (int64_t)c * H * W;
-            for (int q = tx; q < pw; q += GC_TW) {
-                const int ix = ix0 + q;
-                sm[cr * pw + q] = (rin && ix >= 0 && ix < W) ? xc[(int64_t)iy * W + ix] : 0.0f;
-            }
-        }
+        gc_stage(sm, xg, cin, (int64_t)H * W, H, W, iy0, ix0, ph, pw, tx, ty);
         __syncthreads();
         const int oy = oy0 + ty, ox = ox0 + tx;
         if (oy >= OH || ox >= OW) continue;
@@ -299,15 +288,7 @@ k_grp_dinput_t(
             const int cl = i % cpad, co = (i / cpad) % cout, t = i / cpad / cout;
             wt[i] = cl < cin ? wg[((int64_t)co * cin + cl) * KK + t] : 0.0f;
         }
-        for (int cr = ty; cr < cout * ph; cr += GC_TH) {
-            const int co = cr / ph, oy = gy0 + cr % ph;
-            const bool rin = oy >= 0 && oy < OH;
-            const float *gc = gg + (int64_t)co * OH * OW;
-            for (int q = tx; q < pw; q += GC_TW) {
-                const int ox = gx0 + q;
-                sm[cr * pw + q] = (rin && ox >= 0 && ox < OW) ? gc[(int64_t)oy * OW + ox] : 0.0f;
-            }
-        }
+        gc_stage(sm, gg, cout, (int64_t)OH * OW, OH, OW, gy0, gx0, ph, pw, tx, ty);
         __syncthreads();
         const int qy = qy0 + ty, qx = qx0 + tx;
         if (qy >= H || qx >= W) continue;

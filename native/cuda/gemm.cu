@@ -17,6 +17,7 @@
 // entry's body.
 #include <string.h>
 #include "common.cuh"
+#include "bench_switches.h"
 #include "entry/gemm_kernels.h"
 
 namespace {
@@ -701,13 +702,13 @@ const TileChoice TILES[] = {
 
 }  // namespace
 
-// TORCHLEAN_GEMM_EXACT_TILE=name runs every large product on that tile (for benchmarks: the
-// bits never depend on it); unset, the tile is chosen per shape
+// TORCHLEAN_GEMM_EXACT_TILE=name runs every large product on that tile (benchmark builds only,
+// bench_switches.h: the bits never depend on it); unset, the tile is chosen per shape
 static const TileChoice *forced_tile(void) {
     static int done = 0;
     static const TileChoice *t = nullptr;
     if (!done) {
-        const char *v = getenv("TORCHLEAN_GEMM_EXACT_TILE");
+        const char *v = tl_bench_env("TORCHLEAN_GEMM_EXACT_TILE");
         if (v)
             for (const TileChoice &c : TILES)
                 if (!strcmp(v, c.name)) t = &c;
@@ -716,12 +717,12 @@ static const TileChoice *forced_tile(void) {
     return t;
 }
 
-// TORCHLEAN_GEMM_EXACT_CHAIN=0 turns the chain kernel off (for benchmarks: the bits never
-// depend on it)
+// TORCHLEAN_GEMM_EXACT_CHAIN=0 turns the chain kernel off (benchmark builds only,
+// bench_switches.h: the bits never depend on it)
 static bool chain_enabled(void) {
     static int on = -1;
     if (on < 0) {
-        const char *v = getenv("TORCHLEAN_GEMM_EXACT_CHAIN");
+        const char *v = tl_bench_env("TORCHLEAN_GEMM_EXACT_CHAIN");
         on = !(v && !strcmp(v, "0"));
     }
     return on;

@@ -45,18 +45,22 @@ static inline int64_t tap(const geom_t *G, const int64_t *ko, const int64_t *oo)
     return off;
 }
 
-/* the (K, P) tap table of G; NULL when out of memory */
-static int64_t *tap_table(const geom_t *G) {
+/* The offsets of every (kernel offset, output position) pair of G (tap), in one table: kernel-
+ * major tab[k * P + o] for im2col / col2im, or output-major tab[o * K + k] for pooling windows.
+ * NULL when out of memory. */
+static int64_t *tap_table(const geom_t *G, int kernel_major) {
     int64_t K = G->k_n, P = G->out_n;
+    int64_t outer = kernel_major ? K : P, inner = kernel_major ? P : K;
+    const int64_t *outer_dims = kernel_major ? G->k : G->out, *inner_dims = kernel_major ? G->out : G->k;
     int64_t *tab = (int64_t *)malloc((size_t)(K * P > 0 ? K * P : 1) * sizeof(int64_t));
     if (!tab) return NULL;
 #pragma omp parallel for schedule(static) if (K * P * G->r > TL_PAR_MIN)
-    for (int64_t kk = 0; kk < K; kk++) {
-        int64_t ko[8], oo[8];
-        unravel(kk, G->k, G->r, ko);
-        for (int64_t o = 0; o < P; o++) {
-            unravel(o, G->out, G->r, oo);
-            tab[kk * P + o] = tap(G, ko, oo);
+    for (int64_t a = 0; a < outer; a++) {
+        int64_t ia[8], ib[8];
+        unravel(a, outer_dims, G->r, ia);
+        for (int64_t b = 0; b < inner; b++) {
+            unravel(b, inner_dims, G->r, ib);
+            tab[a * inner + b] = kernel_major ? tap(G, ia, ib) : tap(G, ib, ia);
         }
     }
     return tab;
@@ -227,7 +231,7 @@ static int plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t 
     c->nk = c->G.cout * c->G.cin * c->K;
     double work = (double)c->G.n * (double)(transpose ? c->G.cin : c->G.cout) * c->CK * c->P;
     c->outer = c->G.n > 1 && work > 65536.0;
-    c->tab = tap_table(&c->T);
+    c->tab = tap_table(&c->T, 1);
     return c->tab != NULL;
 }
 
@@ -382,23 +386,6 @@ static inline void window(const int64_t *tab, int64_t KN, const float *plane, in
     }
 }
 
-/* the (out_n, KN) window table of G; NULL when out of memory */
-static int64_t *window_table(const geom_t *G) {
-    int64_t KN = G->k_n, O = G->out_n;
-    int64_t *tab = (int64_t *)malloc((size_t)(KN * O > 0 ? KN * O : 1) * sizeof(int64_t));
-    if (!tab) return NULL;
-#pragma omp parallel for schedule(static) if (KN * O * G->r > TL_PAR_MIN)
-    for (int64_t o = 0; o < O; o++) {
-        int64_t oo[8], ko[8];
-        unravel(o, G->out, G->r, oo);
-        for (int64_t j = 0; j < KN; j++) {
-            unravel(j, G->k, G->r, ko);
-            tab[o * KN + j] = tap(G, ko, oo);
-        }
-    }
-    return tab;
-}
-
 #define SMOOTH_BLOCK 64 /* smooth-max windows handled together, so exp and log run as vectors */
 #define SMOOTH_WORK 16384 /* ... but at most about this many window values at once */
 
@@ -453,7 +440,7 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
     int64_t KN = G.k_n;
     float denom = (float)KN;
     int err = 0;
-    int64_t *tab = window_table(&G);
+    int64_t *tab = tap_table(&G, 0);
     if (!tab) return tl_fail(TL_E_OOM, "%s: out of host memory for the pooling window table", op);
     /* one plane per iteration: each backward plane scatters in a fixed (o, j) order */
 #pragma omp parallel if (planes * G.out_n * KN > TL_PAR_MIN)

@@ -25,67 +25,67 @@ static inline float row_sum(const float *x, int64_t c, int exact) {
     return exact ? tl_rule4_sum(x, c) : (float)tl_sum_f32_block(x, c);
 }
 
-static inline void row_div(float *y, int64_t c, float s) {
-    for (int64_t j = 0; j < c; j++) y[j] = tlf_softmax_div(y[j], s);
+/* a row's exps: yr[j] = exp(xr[j] - max) into yr; returns their row sum (the row max in *m) */
+static inline float row_exps(const float *xr, float *yr, int64_t c, int exact, float *m) {
+    *m = row_max(xr, c);
+    for (int64_t j = 0; j < c; j++) yr[j] = tlf_softmax_exp(xr[j], *m);
+    return row_sum(yr, c, exact);
+}
+
+/* Both forwards, row by row: softmax y = exps / sum; log_softmax y = (x - max) - log(sum) */
+static int forward_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int log_form) {
+    const int64_t n = rows * cols;
+    const float *X = x->data; float *Y = y->data;
+    const int exact = tl_exact();
+#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = X + r * cols; float *yr = Y + r * cols;
+        float m, s = row_exps(xr, yr, cols, exact, &m);   /* log_softmax: yr is scratch */
+        if (log_form) {
+            float ls = tlm_log(s);
+            for (int64_t j = 0; j < cols; j++) yr[j] = tlf_log_softmax(xr[j], m, ls);
+        } else {
+            for (int64_t j = 0; j < cols; j++) yr[j] = tlf_softmax_div(yr[j], s);
+        }
+    }
+    return TL_OK;
 }
 
 int tlk_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
-    const int64_t n = rows * cols;
-    const float *X = x->data; float *Y = y->data;
-    const int exact = tl_exact();
-#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = X + r * cols; float *yr = Y + r * cols;
-        float m = row_max(xr, cols);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_softmax_exp(xr[j], m);
-        row_div(yr, cols, row_sum(yr, cols, exact));
-    }
-    return TL_OK;
+    return forward_rows(x, y, rows, cols, 0);
 }
 
 int tlk_log_softmax(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols) {
+    return forward_rows(x, y, rows, cols, 1);
+}
+
+/* Both backwards, row by row. softmax: dx = y (g - s), s = rowsum(g y) over the rounded
+ * products; log_softmax: dx = g - exp(y) s, s = rowsum(g). */
+static int backward_rows(tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols, int log_form) {
     const int64_t n = rows * cols;
-    const float *X = x->data; float *Y = y->data;
+    const float *Yv = y->data, *G = g->data; float *D = dx->data;
     const int exact = tl_exact();
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        const float *xr = X + r * cols; float *yr = Y + r * cols;
-        float m = row_max(xr, cols);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_softmax_exp(xr[j], m); /* scratch: the exps */
-        float s = row_sum(yr, cols, exact);
-        float ls = tlm_log(s);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_log_softmax(xr[j], m, ls);
+        const float *yr = Yv + r * cols, *gr = G + r * cols; float *dr = D + r * cols;
+        if (log_form) {
+            float s = row_sum(gr, cols, exact);
+            for (int64_t j = 0; j < cols; j++) dr[j] = tlf_log_softmax_backward(yr[j], gr[j], s);
+        } else {
+            for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(gr[j], yr[j]);
+            float s = row_sum(dr, cols, exact);
+            for (int64_t j = 0; j < cols; j++) dr[j] = tlf_softmax_backward(yr[j], gr[j], s);
+        }
     }
     return TL_OK;
 }
 
-/* dx = y (g - s), s = rowsum(g y) over the rounded products */
 int tlk_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
-    const int64_t n = rows * cols;
-    const float *Yv = y->data, *G = g->data; float *D = dx->data;
-    const int exact = tl_exact();
-#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *yr = Yv + r * cols, *gr = G + r * cols; float *dr = D + r * cols;
-        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(gr[j], yr[j]);
-        float s = row_sum(dr, cols, exact);
-        for (int64_t j = 0; j < cols; j++) dr[j] = tlf_softmax_backward(yr[j], gr[j], s);
-    }
-    return TL_OK;
+    return backward_rows(y, g, dx, rows, cols, 0);
 }
 
-/* dx = g - exp(y) s, s = rowsum(g) */
 int tlk_log_softmax_backward(const char *op, tl_buf y, tl_buf g, tl_buf dx, int64_t rows, int64_t cols) {
-    const int64_t n = rows * cols;
-    const float *Yv = y->data, *G = g->data; float *D = dx->data;
-    const int exact = tl_exact();
-#pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *yr = Yv + r * cols, *gr = G + r * cols; float *dr = D + r * cols;
-        float s = row_sum(gr, cols, exact);
-        for (int64_t j = 0; j < cols; j++) dr[j] = tlf_log_softmax_backward(yr[j], gr[j], s);
-    }
-    return TL_OK;
+    return backward_rows(y, g, dx, rows, cols, 1);
 }
 
 /* mask: 0/1 floats of mask_rows x cols (row r of x reads mask row r % mask_rows), or NULL with

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchlean import _loader
+from torchlean import _loader, runtime
 from torchlean._loader import lib as _lib
 from torchlean.buffer import AnyBuffer, Buffer, raise_status
 from torchlean.distributed.errors import DistributedError
@@ -50,7 +50,7 @@ class _SoloComm:
 
 def _bind_device(info: LaunchInfo, local: int) -> int | None:
     """On CUDA: device `local` (or 0 when the launcher shows each process one device)."""
-    if _loader.BACKEND != "cuda":
+    if runtime.backend() != "cuda":
         return None
     n = _loader.ffi.new("int64_t *")
     if _lib.tl_device_count(n):
@@ -89,7 +89,7 @@ def init(timeout_s: float | None = None) -> None:
         local = mpi.comm.Split_type(mpi.MPI.COMM_TYPE_SHARED).Get_rank()
     info = LaunchInfo(info.launcher, info.rank, info.world_size, local)
     _state["device"] = _bind_device(info, local)
-    if _loader.BACKEND == "cuda":
+    if runtime.backend() == "cuda":
         from torchlean.distributed.nccl_comm import NCCLComm
         comm = NCCLComm(mpi, _state["device"])
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 
-from torchlean import _loader
+from torchlean import _loader, runtime
 from torchlean.distributed import group as dist
 
 
@@ -35,12 +35,12 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     the launcher's."""
     if backend is not None:
         name = str(backend).split(":")[0].lower()
-        if name not in _BACKENDS[_loader.BACKEND]:
+        if name not in _BACKENDS[runtime.backend()]:
             raise ValueError(
                 f"init_process_group: backend {backend!r} is not available with torchlean's "
-                f"{_loader.BACKEND} backend (it uses "
-                f"{'NCCL' if _loader.BACKEND == 'cuda' else 'MPI'}; pass backend=None or "
-                f"{_BACKENDS[_loader.BACKEND][0]!r})")
+                f"{runtime.backend()} backend (it uses "
+                f"{'NCCL' if runtime.backend() == 'cuda' else 'MPI'}; pass backend=None or "
+                f"{_BACKENDS[runtime.backend()][0]!r})")
     if init_method not in (None, "env://"):
         raise ValueError(f"init_process_group: init_method {init_method!r} is not supported "
                          "(torchlean reads the launcher's environment: use None or 'env://')")
@@ -79,7 +79,7 @@ def get_world_size(group=None) -> int:
 
 def get_backend(group=None) -> str:
     _no_group("get_backend", group)
-    return "nccl" if _loader.BACKEND == "cuda" else "mpi"
+    return "nccl" if runtime.backend() == "cuda" else "mpi"
 
 
 class _DoneWork:
