@@ -48,7 +48,8 @@ LAYERS = [
     # collectives (nn builds data parallel and synchronised batch norm on them)
     ["distributed.errors", "distributed.launch", "distributed.agree", "distributed.cuda_runtime",
      "distributed.work", "distributed.mpi_comm", "distributed.nccl_comm"],
-    ["distributed.reduce"],
+    ["distributed.group"],
+    ["distributed.reduce", "distributed.sampler", "distributed.torch_names"],
     ["distributed"],
     ["nn.fused", "nn.init", "nn.loss_functions", "nn.padding", "nn.resample"],
     ["nn.functional"],
@@ -67,7 +68,6 @@ KNOWN_UPWARD = {
     ("_capture", "buffer"),                  # raise_status, inside a function
     ("int_tensor", "composite"),             # MinMaxResult, inside a function
     ("int_tensor", "session"),               # default_session, inside a function
-    ("distributed.reduce", "distributed"),   # the package face, inside a function
     ("nn.padding", "nn.functional"),
     ("nn.resample", "nn.functional"),
 }
@@ -76,7 +76,6 @@ KNOWN_UPWARD = {
 KNOWN_CIRCLES = [
     {"_capture", "buffer"},
     {"composite", "int_tensor", "session", "tensor"},
-    {"distributed", "distributed.reduce"},
     {"nn.functional", "nn.padding", "nn.resample"},
 ]
 

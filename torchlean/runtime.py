@@ -31,6 +31,8 @@ ENV = {
     "TORCHLEAN_ALLOW_TF32": ("flag", "CUDA GEMMs may use TF32 tensor cores"),
     "TORCHLEAN_KEEP_ACTIVATIONS": ("flag", "keep GELU, softplus and layer-norm outputs for the backward"),
     "OMP_NUM_THREADS": ("stub", "threads of the stub's pool (default: the CPUs this process may use)"),
+    "TORCHLEAN_AUDIT": ("path", "a file path: record every op and optimizer step of the run into it "
+                        "(python -m torchlean.audit; docs/audit.md)"),
     "TORCHLEAN_CUDA_SYNC": ("cuda", "1: synchronise after every CUDA launch, so an error names its kernel (debugging)"),
     "TORCHLEAN_CONV_IGEMM": ("cuda", "0: CUDA convolutions take im2col + cuBLAS instead of the implicit-GEMM kernels (more memory; compare speed on your shapes)"),
     "TORCHLEAN_CUDA_CACHE_CAP_BYTES": ("bytes", "cap on the CUDA pool's cached bytes (0: none)"),

@@ -9,7 +9,6 @@ from torchlean._loader import lib as _lib
 from torchlean.buffer import AnyBuffer, Buffer, raise_status
 from torchlean.distributed.errors import DistributedError
 from torchlean.distributed.launch import LaunchInfo, detect
-from torchlean.distributed.reduce import all_reduce_tensor
 from torchlean.distributed.work import timeout_from_env
 
 _state: dict = {"comm": None, "info": None, "device": None}

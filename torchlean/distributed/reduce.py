@@ -15,6 +15,7 @@ import numpy as np
 from torchlean._loader import ffi, lib
 from torchlean.buffer import AnyBuffer, Buffer, raise_status
 from torchlean import runtime
+from torchlean.distributed.group import communicator
 
 
 def exact_reduction() -> bool:
@@ -68,8 +69,7 @@ def sum_over_ranks(comm, bufs: list[AnyBuffer], what: str) -> list[AnyBuffer]:
 def all_reduce_tensor(t, what: str = "all_reduce_tensor"):
     """A Tensor equal to t summed over the ranks, recorded on t's tape: its gradient is the
     incoming gradient summed over the ranks (each rank's loss depends on the common sum)."""
-    from torchlean import distributed as dist
-    comm = dist.communicator()
+    comm = communicator()
     s = t.session
     (out,) = sum_over_ranks(comm, [t.value], what)
 

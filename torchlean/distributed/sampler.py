@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from torchlean.random import key_of, uniform
-from torchlean.distributed import group as dist
+import torchlean.distributed.group as dist
 
 
 def _permutation(n: int, key: int) -> np.ndarray:

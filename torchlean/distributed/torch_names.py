@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import enum
 
-from torchlean import _loader, runtime
-from torchlean.distributed import group as dist
+from torchlean import runtime
+import torchlean.distributed.group as dist
 
 
 class ReduceOp(enum.Enum):
