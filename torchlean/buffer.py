@@ -8,6 +8,7 @@ release() leaves the payload alone, so a view never frees memory it does not own
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -18,6 +19,28 @@ MAX_ELEMENTS = 2**32 - 1
 # Buffer -> number of DLPack consumers still reading its payload (kept by torchlean.interop)
 EXPORTS: dict = {}
 _STATUS_ERRORS = {}
+# Version counters, as PyTorch's: Buffer -> (version, name of the last in-place op). A storage
+# starts at version 0 and only storages written in place get an entry, so the tape's hot path
+# pays nothing until the first in-place op (EVER_BUMPED) of the process.
+VERSIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_V0 = (0, None)
+EVER_BUMPED = [False]
+
+
+def version(buf) -> int:
+    """The version of a storage (a Buffer): how many in-place writes it has seen."""
+    return VERSIONS.get(buf, _V0)[0]
+
+
+def last_writer(buf):
+    """The name of the in-place op that last wrote the storage (None if never written)."""
+    return VERSIONS.get(buf, _V0)[1]
+
+
+def bump(buf, op: str) -> None:
+    """Record one in-place write of `op` into the storage `buf` (views share it)."""
+    VERSIONS[buf] = (VERSIONS.get(buf, _V0)[0] + 1, op)
+    EVER_BUMPED[0] = True
 
 
 def raise_status(op: str, status: int):

@@ -14,6 +14,8 @@ from torchlean._generated import ops as _ops
 from torchlean.random import get_rng_state, manual_seed, next_device_key, next_key, set_rng_state  # noqa: F401
 from torchlean import _capture
 from torchlean import composite as _composite
+from torchlean import inplace as _inplace
+from torchlean import tensor as _tensor
 from torchlean.int_tensor import IntTensor
 from torchlean.parameter import Parameter, _backward_end_hooks, _claim_for_training, _release_claims
 from torchlean.tensor import Tensor
@@ -59,8 +61,33 @@ class Session:
         self.check_thread()
         return self._wrap(self._own_leaf(np.asarray(value, dtype=np.float32), requires_grad))
 
+    def borrow(self, buf: AnyBuffer, requires_grad: bool = False) -> "Tensor":
+        """A leaf Tensor sharing `buf` (a Parameter's storage, a gradient, another Tensor's
+        value): writes through either are seen by both; it is forgotten with its last Tensor."""
+        self.check_thread()
+        nid = self.tape.leaf(buf, requires_grad=requires_grad)
+        self.tape.nodes[nid].pinned = False
+        return self._wrap(nid)
+
+    def release_ref(self, nid: int) -> None:
+        """One Tensor wrapper of node nid is gone (or was rebased): when it was the last, the
+        node's memory can go too, unless a VJP or a view still needs it (Tape.let_go)."""
+        refs = self.refs
+        c = refs.get(nid, 0) - 1
+        if c > 0:
+            refs[nid] = c
+        else:
+            refs.pop(nid, None)
+            self.tape.let_go(nid)
+            if self.grads:
+                self.grads.pop(nid, None)   # nobody can ask for this gradient any more
+
     def use(self, p: Parameter) -> "Tensor":
-        """Record a parameter's device mirror as a borrowed leaf (once per step)."""
+        """Record a parameter's storage as a borrowed leaf (once per step)."""
+        return self._wrap(self.leaf_of(p))
+
+    def leaf_of(self, p: Parameter) -> int:
+        """The id of p's leaf in this step (recorded on first use)."""
         self.check_thread()
         nid = self.param_leaf.get(id(p))
         req = p.requires_grad and is_grad_enabled()
@@ -78,7 +105,7 @@ class Session:
             nid = self.tape.leaf(mirror, name=p.name, requires_grad=req)
             self.param_leaf[id(p)] = nid
             self.params_by_leaf[nid] = p
-        return self._wrap(nid)
+        return nid
 
     def _retire_param_leaf(self, nid: int) -> None:
         """A parameter's leaf of an older mirror or grad mode: forgotten once no graph uses it
@@ -91,13 +118,13 @@ class Session:
         self.tape.let_go(nid)
 
     def as_tensor(self, x) -> "Tensor":
+        if isinstance(x, Parameter):
+            return self.use(x)
         if isinstance(x, Tensor):
             if x.session is not self:
                 raise ValueError("tensors from different sessions cannot be mixed")
             x._check()
             return x
-        if isinstance(x, Parameter):
-            return self.use(x)
         if isinstance(x, IntTensor):
             raise TypeError(f"expected a float32 Tensor, got an {x.dtype.name} tensor of shape "
                             f"{tuple(x.shape)}: torch does not mix dtypes here either; convert "
@@ -175,14 +202,9 @@ class Session:
                 return False
             if p.grad_buf is None:
                 p.grad_buf = g
-            elif _capture.STATE.active:   # replays accumulate into the same buffer
-                s = _ops.add(p.grad_buf, g)
-                _capture.copy_into(p.grad_buf, s)
-                s.release(); g.release()
-            else:
-                s = _ops.add(p.grad_buf, g)
-                p.grad_buf.release(); g.release()
-                p.grad_buf = s
+            else:   # in place, as PyTorch accumulates (a capture's replays reuse the buffer)
+                _inplace.binary_into("add", p.grad_buf, g)
+                g.release()
             for h in p.post_grad_hooks:
                 h(p)
             return True
@@ -201,10 +223,10 @@ class Session:
             if param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
             prev = self.grads.get(i)
-            if prev is not None:
-                s = _ops.add(prev, g)
-                prev.release(); g.release()
-                g = s
+            if prev is not None:   # in place: a Tensor from x.grad sees the sum
+                _inplace.binary_into("add", prev, g)
+                g.release()
+                continue
             self.grads[i] = g
         for h in list(_backward_end_hooks):
             h()
@@ -253,9 +275,7 @@ class Session:
             if i in self.refs or node.users or node.consumers:
                 continue                 # wrapped, or read or differentiated by a VJP outside
             tape.drop_value(i)
-            g = self.grads.pop(i, None)
-            if g is not None:
-                g.release()
+            self.grads.pop(i, None)   # a Tensor from x.grad may still read it
             tape.forget(i)
 
     def step(self) -> None:
@@ -288,6 +308,7 @@ class Session:
 
 
 MinMaxResult = _composite.MinMaxResult
+_tensor._current.append(lambda: default_session())   # Parameter's handle: this thread's session
 
 _default = threading.local()      # this thread's default session and its `with` stack
 
