@@ -90,7 +90,7 @@ def test_threads_with_their_own_sessions_train_independently():
             p.set(p.data - 0.001 * p.grad)
             p.zero_grad()
             s.step()
-        out[k] = p.data.astype(np.float64)
+        out[k] = p.numpy().astype(np.float64)
 
     _run_threads(4, train)
     for k in range(4):   # float64 reference of the same 20 gradient steps

@@ -202,8 +202,11 @@ class Session:
                 return False
             if p.grad_buf is None:
                 p.grad_buf = g
-            else:   # in place, as PyTorch accumulates (a capture's replays reuse the buffer)
+            elif _capture.STATE.active:   # replays accumulate into the same buffer
                 _inplace.binary_into("add", p.grad_buf, g)
+                g.release()
+            else:   # a new sum: a Tensor taken from p.grad keeps the gradient it showed
+                p.grad_buf = _ops.add(p.grad_buf, g)
                 g.release()
             for h in p.post_grad_hooks:
                 h(p)
@@ -223,10 +226,8 @@ class Session:
             if param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
             prev = self.grads.get(i)
-            if prev is not None:   # in place: a Tensor from x.grad sees the sum
-                _inplace.binary_into("add", prev, g)
-                g.release()
-                continue
+            if prev is not None:   # a new sum: a Tensor from x.grad keeps what it showed
+                g = _ops.add(prev, g)
             self.grads[i] = g
         for h in list(_backward_end_hooks):
             h()
