@@ -194,8 +194,9 @@ class InPlaceOps:
                 b = src.mirror() if src._is_parameter else src._node().value
                 if b is dst:
                     return True
-                _k.copy_into(dst, b if b.shape == dst.shape else
-                             src.expand(tuple(self.shape))._node().value, "copy_")
+                wide = src if b.shape == dst.shape else src.expand(tuple(self.shape))
+                _k.copy_into(dst, wide.mirror() if wide._is_parameter else wide._node().value,
+                             "copy_")
                 return True
             a = np.asarray(src, dtype=np.float32)
             _k.copy_into(dst, AnyBuffer.from_numpy(np.broadcast_to(a, self.shape)), "copy_")
@@ -228,9 +229,8 @@ class InPlaceOps:
             _k.random_into(dst, "uniform", next_device_key())
             if (a, b) != (0.0, 1.0):
                 with no_grad():
-                    u = self.session.borrow(dst)
-                    _k.copy_into(dst, (u * (float(b) - float(a)) + float(a))._node().value,
-                                 "uniform_")
+                    scaled = self.session.borrow(dst) * (float(b) - float(a)) + float(a)
+                    _k.copy_into(dst, scaled._node().value, "uniform_")
             return True
         return self._random("uniform_", kernel)
 
