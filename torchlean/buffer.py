@@ -8,6 +8,7 @@ release() leaves the payload alone, so a view never frees memory it does not own
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 
 import numpy as np
@@ -19,11 +20,11 @@ MAX_ELEMENTS = 2**32 - 1
 # Buffer -> number of DLPack consumers still reading its payload (kept by torchlean.interop)
 EXPORTS: dict = {}
 _STATUS_ERRORS = {}
-# Version counters, as PyTorch's: Buffer -> (version, name of the last in-place op). A storage
+# Version counters, as PyTorch's: Buffer -> (version, last in-place op, its thread). A storage
 # starts at version 0 and only storages written in place get an entry, so the tape's hot path
 # pays nothing until the first in-place op (EVER_BUMPED) of the process.
 VERSIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_V0 = (0, None)
+_V0 = (0, None, None)
 EVER_BUMPED = [False]
 
 
@@ -32,14 +33,15 @@ def version(buf) -> int:
     return VERSIONS.get(buf, _V0)[0]
 
 
-def last_writer(buf):
-    """The name of the in-place op that last wrote the storage (None if never written)."""
-    return VERSIONS.get(buf, _V0)[1]
+def last_writer(buf) -> str:
+    """Which in-place op last wrote the storage, and from which thread."""
+    _, op, thread = VERSIONS.get(buf, _V0)
+    return f"{op} in thread {thread!r}" if op else "nothing"
 
 
 def bump(buf, op: str) -> None:
     """Record one in-place write of `op` into the storage `buf` (views share it)."""
-    VERSIONS[buf] = (VERSIONS.get(buf, _V0)[0] + 1, op)
+    VERSIONS[buf] = (VERSIONS.get(buf, _V0)[0] + 1, op, threading.current_thread().name)
     EVER_BUMPED[0] = True
 
 

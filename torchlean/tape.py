@@ -167,7 +167,8 @@ def _check_versions(node) -> None:
                 f"one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: [torchlean.FloatTensor {list(v.shape)}], which {node.name} "
                 f"saved for its backward ('{k}'), is at version {now}; expected version {then} "
-                f"instead (last written by {_buffer.last_writer(v.buf)})")
+                f"instead (last written by {_buffer.last_writer(v.buf)}; this backward runs in "
+                f"thread {threading.current_thread().name!r})")
 
 
 class _GradMode(threading.local):
