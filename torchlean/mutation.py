@@ -12,7 +12,9 @@ Every write bumps the storage's version counter (torchlean.buffer.bump).
 """
 from __future__ import annotations
 
+import math
 import numbers
+import threading
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from torchlean.buffer import AnyBuffer, bump
 from torchlean.random import next_device_key
 from torchlean.tape import is_grad_enabled, no_grad
 
+_get_ident = threading.get_ident
 _LEAF_MSG = ("a leaf Variable that requires grad is being used in an in-place operation. "
              "({op}: wrap the update in torchlean.no_grad(), or write through .data)")
 
@@ -75,8 +78,34 @@ class InPlaceOps:
             return o.mirror() if o._is_parameter else o._node().value
         return None
 
+    def _fast(self, name: str, other) -> bool:
+        """The common case without closures: two plain Tensors of one shape on their Session's
+        current step in its thread, neither recording a gradient: the kernel into self."""
+        s = self.session
+        if self._is_parameter or self.gen != s.gen or _get_ident() != s.owner:
+            return False
+        a = s.tape.nodes[self.id]
+        if other.__class__ is float or other.__class__ is int:   # x * c, x / c: the scale op
+            if name not in ("mul", "div") or (is_grad_enabled() and a.requires_grad) or \
+                    not (other != 0 if name == "div" else math.isfinite(other)):
+                return False
+            c = float(other) if name == "mul" else 1.0 / float(other)
+            if not math.isfinite(c):
+                return False
+            _k.scale_into(a.value, c, name + "_")
+            return True
+        if other.__class__ is not self.__class__ or other.session is not s or other.gen != s.gen:
+            return False
+        b = s.tape.nodes[other.id]
+        if is_grad_enabled() and (a.requires_grad or b.requires_grad):
+            return False
+        return _k.binary_into(name, a.value, b.value)
+
     # ------------------------------------------------------------------ arithmetic
     def add_(self, other, *, alpha=1):
+        if alpha == 1 and self._fast("add", other):
+            return self
+
         def kernel(dst):
             b = self._operand(other)
             if b is None:
@@ -89,6 +118,9 @@ class InPlaceOps:
                              (other,), kernel)
 
     def sub_(self, other, *, alpha=1):
+        if alpha == 1 and self._fast("sub", other):
+            return self
+
         def kernel(dst):
             b = self._operand(other)
             if b is None:
@@ -101,6 +133,9 @@ class InPlaceOps:
                              (other,), kernel)
 
     def mul_(self, other):
+        if self._fast("mul", other):
+            return self
+
         def kernel(dst):
             if _is_number(other) and np.isfinite(other):
                 _k.scale_into(dst, float(other), "mul_")
@@ -113,6 +148,8 @@ class InPlaceOps:
         if rounding_mode is not None:
             return self._inplace("div_", lambda: self.div(other, rounding_mode=rounding_mode),
                                  (other,))
+        if self._fast("div", other):
+            return self
 
         def kernel(dst):
             if _is_number(other) and other != 0 and np.isfinite(1.0 / float(other)):
