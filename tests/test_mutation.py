@@ -35,6 +35,19 @@ def test_parameter_is_a_leaf_tensor_with_views_and_arithmetic():
         p.requires_grad_("no")
 
 
+def test_parameter_joins_the_session_of_the_other_operand():
+    s = Session()   # not the current Session: the Parameter's ops record on s
+    w = _data(2, 2, seed=23)
+    p = nn.Parameter(w)
+    x = s.tensor(np.eye(2, dtype=np.float32))
+    np.testing.assert_array_equal((p * x).numpy(), w * np.eye(2))
+    np.testing.assert_array_equal((p @ x).numpy(), w)
+    np.testing.assert_array_equal((p - x).numpy(), w - np.eye(2))
+    np.testing.assert_array_equal(tl.where(x > 0, p, x).numpy(), np.where(np.eye(2) > 0, w, 0))
+    (p * x).sum().backward()
+    np.testing.assert_array_equal(p.grad.numpy(), np.eye(2))
+
+
 def test_data_and_detach_share_storage_outside_autograd():
     m = nn.Linear(3, 2)
     x = tl.tensor(_data(4, 3, seed=2))

@@ -22,6 +22,8 @@ class Parameter(Tensor):
     """A trainable leaf Tensor. It belongs to no Session: each Session (of each thread) that
     uses it records a leaf borrowing its storage (`mirror()`), once per step."""
 
+    _is_parameter = True
+
     def __init__(self, data=None, requires_grad: bool = True, name: str | None = None):
         if data is None:
             data = np.zeros((0,), np.float32)

@@ -333,6 +333,15 @@ def default_session() -> Session:
     return s
 
 
+def session_of(*xs) -> Session:
+    """The Session of the first Tensor among xs that belongs to one (a Parameter belongs to
+    none: it joins whichever Session uses it), else the current one."""
+    for x in xs:
+        if isinstance(x, Tensor) and not x._is_parameter:
+            return x.session
+    return default_session()
+
+
 def tensor(value, requires_grad: bool = False, session: Session | None = None) -> Tensor:
     return (session or default_session()).tensor(value, requires_grad)
 
@@ -340,8 +349,7 @@ def tensor(value, requires_grad: bool = False, session: Session | None = None) -
 def functional(name: str):
     """torchlean.<op>(x, ...) forms: dispatch on the session of the first Tensor argument."""
     def f(*xs, **attrs):
-        s = next((x.session for x in xs if isinstance(x, Tensor)), None) or default_session()
-        return s.op(name, *xs, **attrs)
+        return session_of(*xs).op(name, *xs, **attrs)
     f.__name__ = name
     return f
 
@@ -366,8 +374,7 @@ def chunk(x, chunks, dim=0):
 
 def where(condition, input, other) -> Tensor:
     """torch.where(condition, input, other); condition a 0/1 Tensor or a boolean array."""
-    s = next((v.session for v in (condition, input, other) if isinstance(v, Tensor)), None)
-    return _composite.where(s or default_session(), condition, input, other)
+    return _composite.where(session_of(condition, input, other), condition, input, other)
 
 
 def argmax(input, dim=None, keepdim=False):
@@ -380,7 +387,7 @@ def argmin(input, dim=None, keepdim=False):
 
 def pow(input, exponent):  # noqa: A001 - torch's name
     """torch.pow: a Tensor base with a number or Tensor exponent, or a number base."""
-    s = next((v.session for v in (input, exponent) if isinstance(v, Tensor)), None) or default_session()
+    s = session_of(input, exponent)
     if isinstance(input, (Tensor, Parameter)):
         return _composite.power(s.as_tensor(input), exponent)
     return s.op("pow", input, exponent)

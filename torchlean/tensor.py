@@ -176,6 +176,8 @@ class Tensor(InPlaceOps):
         return self.session.as_tensor(o)
 
     def _binary(self, name, o):
+        if self._is_parameter and isinstance(o, Tensor) and not o._is_parameter:
+            self = o.session.use(self)   # a Parameter joins the other operand's Session
         # fast path: both operands live tensors of this session's current step
         s = self.session
         if (o.__class__ is Tensor and o.session is s and self.gen == s.gen == o.gen
@@ -224,6 +226,8 @@ class Tensor(InPlaceOps):
         return self.session.op("div", self._other(o), self)
 
     def __matmul__(self, o):
+        if self._is_parameter and isinstance(o, Tensor) and not o._is_parameter:
+            self = o.session.use(self)
         if self.ndim == 2 and getattr(o, "ndim", None) == 2:
             return self._binary("matmul", o)
         return _composite.matmul(self, o)
