@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import threading
-import weakref
 
 import numpy as np
 
@@ -20,28 +19,31 @@ MAX_ELEMENTS = 2**32 - 1
 # Buffer -> number of DLPack consumers still reading its payload (kept by torchlean.interop)
 EXPORTS: dict = {}
 _STATUS_ERRORS = {}
-# Version counters, as PyTorch's: Buffer -> (version, last in-place op, its thread). A storage
-# starts at version 0 and only storages written in place get an entry, so the tape's hot path
-# pays nothing until the first in-place op (EVER_BUMPED) of the process.
-VERSIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_V0 = (0, None, None)
+# Version counters, as PyTorch's: each storage (Buffer) counts its in-place writes in its
+# `version` slot, set on the first write (an unset slot reads as 0, so allocation pays
+# nothing), and names the last writer in `writer`. EVER_BUMPED: whether any write happened in
+# this process (until then the tape records no versions at all).
 EVER_BUMPED = [False]
 
 
 def version(buf) -> int:
     """The version of a storage (a Buffer): how many in-place writes it has seen."""
-    return VERSIONS.get(buf, _V0)[0]
+    return getattr(buf, "version", 0)
 
 
 def last_writer(buf) -> str:
     """Which in-place op last wrote the storage, and from which thread."""
-    _, op, thread = VERSIONS.get(buf, _V0)
-    return f"{op} in thread {thread!r}" if op else "nothing"
+    w = getattr(buf, "writer", None)
+    if not w:
+        return "nothing"
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return f"{w[0]} in thread {names.get(w[1], w[1])!r}"
 
 
-def bump(buf, op: str) -> None:
+def bump(buf, op: str, _ident=threading.get_ident) -> None:
     """Record one in-place write of `op` into the storage `buf` (views share it)."""
-    VERSIONS[buf] = (VERSIONS.get(buf, _V0)[0] + 1, op, threading.current_thread().name)
+    buf.version = getattr(buf, "version", 0) + 1
+    buf.writer = (op, _ident())
     EVER_BUMPED[0] = True
 
 
@@ -95,7 +97,7 @@ class Buffer:
     AnyBuffer holding it) is referenced: pass `x.handle` to a kernel while `x` is alive, never
     keep the handle alone."""
 
-    __slots__ = ("handle", "n", "live", "__weakref__")
+    __slots__ = ("handle", "n", "live", "version", "writer", "__weakref__")
 
     def __init__(self, handle, n: int):
         self.handle = handle

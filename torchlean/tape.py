@@ -147,11 +147,11 @@ def freed_vjp(grad, needs, saved):
 
 
 _EVER_BUMPED = _buffer.EVER_BUMPED
-_version = _buffer.version
 
 
 def _snapshot_versions(saved: dict):
-    return {k: _version(v.buf) for k, v in saved.items() if v.__class__ is AnyBuffer}
+    return {k: getattr(v.buf, "version", 0) for k, v in saved.items()
+            if v.__class__ is AnyBuffer}
 
 
 def _check_versions(node) -> None:
@@ -161,7 +161,7 @@ def _check_versions(node) -> None:
     for k, v in node.saved.items():
         if v.__class__ is not AnyBuffer:
             continue
-        now, then = _version(v.buf), recorded.get(k, 0)
+        now, then = getattr(v.buf, "version", 0), recorded.get(k, 0)
         if now != then:
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has been modified by an "

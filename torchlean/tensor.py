@@ -52,7 +52,16 @@ class Tensor(InPlaceOps):
             s = self.session
             if self.gen != s.gen or _get_ident() != s.owner:
                 return
-            s.release_ref(self.id)
+            # Session.release_ref, inlined: this runs once per Tensor
+            refs, nid = s.refs, self.id
+            c = refs.get(nid, 0) - 1
+            if c > 0:
+                refs[nid] = c
+            else:
+                refs.pop(nid, None)
+                s.tape.let_go(nid)           # and, unless a graph still reads it, its node
+                if s.grads:
+                    s.grads.pop(nid, None)   # nobody can ask for this gradient any more
         except Exception:  # interpreter shutdown: nothing left to free
             pass
 
