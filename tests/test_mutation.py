@@ -382,3 +382,44 @@ def test_module_deepcopy_apply_and_buffers():
     assert list(mod.state_dict()) == ["steps"]
     mod.steps = tl.tensor(np.array([4.0]))
     np.testing.assert_array_equal(mod.state_dict()["steps"], [4.0])
+
+
+def test_scatter_clamp_variants_and_data_assignment():
+    s = Session()
+    x = s.tensor(np.zeros((2, 4)))
+    idx = np.array([[3, 0], [1, 1]])
+    src = s.tensor(np.arange(1.0, 7.0).reshape(2, 3), requires_grad=True)
+    y = x * 1.0
+    y.scatter_(1, idx, src)
+    want = np.zeros((2, 4))
+    for i in range(2):
+        for j in range(2):
+            want[i, idx[i, j]] = np.arange(1.0, 7.0).reshape(2, 3)[i, j]
+    np.testing.assert_array_equal(y.numpy(), want)
+    y.sum().backward()   # (1, 1) is written twice: the last write's source gets the gradient
+    np.testing.assert_array_equal(src.grad.numpy(), [[1, 1, 0], [0, 1, 0]])
+    with pytest.raises(IndexError, match="out of bounds"):
+        x.scatter_(1, np.array([[4, 0], [0, 0]]), 1.0)
+    z = s.tensor(np.array([-2.0, 0.5, 3.0]))
+    np.testing.assert_array_equal(z.clamp_min_(0.0).numpy(), [0, 0.5, 3])
+    np.testing.assert_array_equal(z.clamp_max_(1.0).square_().numpy(), [0, 0.25, 1])
+    m = nn.Linear(2, 2)
+    m.weight.data = tl.tensor(np.full((2, 2), 0.5))          # init code's idiom
+    np.testing.assert_array_equal(m.state_dict()["weight"], np.full((2, 2), 0.5))
+
+
+def test_random_fills_take_a_generator_with_next_key():
+    class Keys:   # the interface of torchlean.Generator: one device key per draw
+        def __init__(self):
+            self.k = 100
+
+        def next_key(self):
+            self.k += 1
+            return self.k
+
+    s = Session()
+    a, b = s.tensor(np.zeros(64)), s.tensor(np.zeros(64))
+    a.normal_(generator=Keys())
+    b.normal_(generator=Keys())
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert np.std(a.numpy()) > 0.5

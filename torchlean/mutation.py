@@ -211,6 +211,15 @@ class InPlaceOps:
 
     clip_ = clamp_
 
+    def clamp_min_(self, min):  # noqa: A002 - torch's name
+        return self.clamp_(min=min)
+
+    def clamp_max_(self, max):  # noqa: A002 - torch's name
+        return self.clamp_(max=max)
+
+    def square_(self):
+        return self._inplace("square_", lambda: self * self, ())
+
     def lerp_(self, end, weight):
         return self._inplace("lerp_", lambda: self + weight * (end - self), (end, weight))
 
@@ -261,9 +270,30 @@ class InPlaceOps:
         self[key] = value
         return self
 
+    def scatter_(self, dim, index, src):
+        """self[i][index[i][j][k]][k] = src[i][j][k] (dim 1; likewise for any dim), src a
+        Tensor (its leading index-shaped block is read) or a number."""
+        idx = np.asarray(index.numpy() if hasattr(index, "numpy") else index)
+        if idx.dtype.kind not in "iu" or idx.ndim != self.ndim:
+            raise RuntimeError(f"scatter_: index must be an int64 tensor with as many dims as "
+                               f"self ({self.ndim}), got dtype {idx.dtype} and shape "
+                               f"{list(idx.shape)}")
+        d = dim + self.ndim if dim < 0 else dim
+        n = self.shape[d]
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise IndexError(f"scatter_: index {int(idx.max())} is out of bounds for dimension "
+                             f"{dim} with size {n}")
+        coords = list(np.indices(idx.shape))
+        coords[d] = idx % n if n else idx
+        key = tuple(coords)
+        if isinstance(src, InPlaceOps):
+            src = src[tuple(slice(0, m) for m in idx.shape)]
+        self[key] = src
+        return self
+
     def uniform_(self, a=0.0, b=1.0, *, generator=None):
         def kernel(dst):
-            _k.random_into(dst, "uniform", next_device_key())
+            _k.random_into(dst, "uniform", _key(generator))
             if (a, b) != (0.0, 1.0):
                 with no_grad():
                     scaled = self.session.borrow(dst) * (float(b) - float(a)) + float(a)
@@ -273,11 +303,11 @@ class InPlaceOps:
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         return self._random("normal_", lambda dst: _k.random_into(
-            dst, "normal", next_device_key(), mean, std) or True)
+            dst, "normal", _key(generator), mean, std) or True)
 
     def bernoulli_(self, p=0.5, *, generator=None):
         return self._random("bernoulli_", lambda dst: _k.random_into(
-            dst, "bernoulli", next_device_key(), float(p)) or True)
+            dst, "bernoulli", _key(generator), float(p)) or True)
 
     def _random(self, op, kernel):
         if is_grad_enabled() and self.requires_grad and (
@@ -326,6 +356,12 @@ class InPlaceOps:
         refs[new] = refs.get(new, 0) + 1
         self.id = new
         s.release_ref(old)
+
+
+def _key(generator) -> int:
+    """The device key of the next draw: of `generator` (torch's generator=) or the global
+    seeded stream."""
+    return next_device_key() if generator is None else generator.next_key()
 
 
 def _check_shape(op: str, got, want) -> None:
