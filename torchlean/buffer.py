@@ -40,10 +40,15 @@ def last_writer(buf) -> str:
     return f"{w[0]} in thread {names.get(w[1], w[1])!r}"
 
 
+_BUMP_LOCK = threading.Lock()
+
+
 def bump(buf, op: str, _ident=threading.get_ident) -> None:
-    """Record one in-place write of `op` into the storage `buf` (views share it)."""
-    buf.version = getattr(buf, "version", 0) + 1
-    buf.writer = (op, _ident())
+    """Record one in-place write of `op` into the storage `buf` (views share it). Locked: two
+    threads writing one storage never lose a count (a lost one could hide a write)."""
+    with _BUMP_LOCK:
+        buf.version = getattr(buf, "version", 0) + 1
+        buf.writer = (op, _ident())
     EVER_BUMPED[0] = True
 
 
