@@ -5,6 +5,7 @@ runs under `make sanitize`); a reader sees each weight element old or new.
 
 cffi drops the GIL around native calls, so the kernels of the threads really overlap."""
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -97,6 +98,9 @@ def test_train_infer_reload_and_checkpoint_one_model(make_opt):
             opt.step()
             assert np.isfinite(loss.item())
             seen["train"] += 1
+        deadline = time.monotonic() + 10   # let the readers run at least once on a busy machine
+        while (seen["infer"] == 0 or seen["save"] == 0) and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def infer(stop):
         x = tl.tensor(xs[0])
