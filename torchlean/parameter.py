@@ -155,10 +155,8 @@ class Parameter(Tensor):
                     return
                 if set_to_none:
                     self.grad_buf = None   # a holder of the old gradient keeps it alive
-                else:
-                    _inplace.scale_into(g, 0.0, "zero_")
-                    if np.isnan(g.to_numpy()).any():   # 0 * nan: write true zeros
-                        _inplace.copy_into(g, AnyBuffer.zeros(g.shape), "zero_")
+                else:                      # zeros in place (0 * x would keep NaN and inf)
+                    _inplace.copy_into(g, AnyBuffer.zeros(g.shape), "zero_")
 
     def __deepcopy__(self, memo):
         p = Parameter(self.numpy(), self.requires_grad, self.name)
