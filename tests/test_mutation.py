@@ -423,3 +423,17 @@ def test_random_fills_take_a_generator_with_next_key():
     b.normal_(generator=Keys())
     np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert np.std(a.numpy()) > 0.5
+
+
+def test_fill_and_copy_of_constants_keep_a_non_leaf_differentiable():
+    """torch: h = x * 1; h.zero_() (or h.copy_(c)) still requires grad; x gets zeros there."""
+    s = Session()
+    x = s.tensor(_data(3, seed=24), requires_grad=True)
+    h = x * 2.0
+    h.copy_(np.array([1.0, 2.0, 3.0]))
+    k = x * 1.0
+    k.zero_()
+    assert h.requires_grad and k.requires_grad
+    (h.sum() + k.sum() + x.sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1, 1, 1])
+    np.testing.assert_array_equal(h.numpy(), [1, 2, 3])

@@ -60,9 +60,7 @@ class InPlaceOps:
             bump(dst.buf, op)   # a VJP that saved the old values now raises
             out = compute()
             _check_shape(op, out.shape, self.shape)
-            if out.id == self.id or out.session.refs.get(out.id, 0) > 1:
-                out = out.clone()   # a node of its own, never shared with another Tensor
-            self._rebase(out)
+            self._rebase(self._still_differentiable(out))
             return self
         if kernel is not None and kernel(dst):
             return self
@@ -71,6 +69,16 @@ class InPlaceOps:
         _check_shape(op, out.shape, self.shape)
         _k.copy_into(dst, out._node().value, op)
         return self
+
+    def _still_differentiable(self, out):
+        """`out` as the node self is rebased onto: its own node (never another Tensor's) and,
+        when self required grad, still requiring it (a fill or a copy of a constant sends self
+        a zero gradient, as torch's): where(everywhere, out, self) keeps out's bits."""
+        if self.requires_grad and not out.requires_grad:
+            out = _composite.where(self.session, np.ones(tuple(self.shape), bool), out, self)
+        elif out.id == self.id or out.session.refs.get(out.id, 0) > 1:
+            out = out.clone()
+        return out
 
     def _operand(self, o):
         """o as a buffer of self's shape for a kernel, or None (the caller falls back)."""
@@ -316,7 +324,8 @@ class InPlaceOps:
         if is_grad_enabled() and self.requires_grad:   # a non-leaf: a fresh leaf of draws
             fresh = self.session.tensor(np.zeros(self.shape, np.float32))
             kernel(fresh._node().value)
-            self._rebase(fresh)
+            bump(self._node().value.buf, op)
+            self._rebase(self._still_differentiable(fresh))
             return self
         kernel(self.mirror() if self._is_parameter else self._node().value)
         return self
