@@ -437,3 +437,39 @@ def test_fill_and_copy_of_constants_keep_a_non_leaf_differentiable():
     (h.sum() + k.sum() + x.sum()).backward()
     np.testing.assert_array_equal(x.grad.numpy(), [1, 1, 1])
     np.testing.assert_array_equal(h.numpy(), [1, 2, 3])
+
+
+# torch refuses negative steps, and puts an int index beside an index array separated by a
+# slice in another axis order than NumPy (torchlean reads and writes NumPy's order)
+_TORCH_KEYS = [k for k in _KEYS if not (isinstance(k, slice) and k.step == -1)
+               and not (isinstance(k, tuple) and k[:2] == (0, slice(None)))]
+
+
+@pytest.mark.parametrize("key", _TORCH_KEYS, ids=[repr(k)[:30] for k in _TORCH_KEYS])
+def test_setitem_and_inplace_gradients_as_torch(key):
+    if "asan" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("torch does not load beside the ASan runtime (make sanitize)")
+    torch = pytest.importorskip("torch")
+    a, wts = _data(3, 4, 5, seed=25), _data(3, 4, 5, seed=26)
+    sel = a[key].shape
+    vals = _data(*sel, seed=27) if sel else np.float32(0.5)
+    got = []
+    for lib in ("torchlean", "torch"):
+        if lib == "torch":
+            x0 = torch.tensor(a, requires_grad=True)
+            v = torch.tensor(vals, requires_grad=True)
+            k = tuple(torch.tensor(q) if isinstance(q, (list, np.ndarray)) else q
+                      for q in (key if isinstance(key, tuple) else (key,)))
+            w = torch.tensor(wts)
+        else:
+            s = Session()
+            x0, v = s.tensor(a, requires_grad=True), s.tensor(vals, requires_grad=True)
+            k, w = key, s.tensor(wts)
+        x = x0 * 1.0
+        x[k] = v
+        x.mul_(w).add_(x0)
+        x.sum().backward()
+        got.append([np.asarray(t.detach().numpy() if lib == "torch" else t.numpy())
+                    for t in (x, x0.grad, v.grad)])
+    for mine, ref in zip(*got):
+        np.testing.assert_allclose(mine, ref, rtol=1e-6, atol=1e-6)
