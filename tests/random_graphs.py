@@ -6,7 +6,10 @@ gradients accumulated over several backward calls). This module draws a random D
 PyTorch-style ops (torchlean.Session, Tensor methods, torchlean.nn.functional), runs it on the
 loaded backend, and checks the forward values and every leaf gradient against an independent
 float64 NumPy evaluation of the same graph: the gradients are central finite differences, all
-perturbations evaluated at once as a leading batch axis. The ops live in tests/graph_ops.py.
+perturbations evaluated at once as a leading batch axis. The ops live in tests/graph_ops.py,
+PyTorch's in-place idioms (in-place ops on non-leaves, item assignment, and a write into a value
+a VJP saved, where the checker expects PyTorch's "modified by an inplace operation" error) in
+tests/graph_inplace_ops.py.
 
 Kinks and ties are kept away by construction: the generator evaluates every candidate op in
 float64 as it builds and rejects one whose input lies within DELTA of a kink or tie (relu and
@@ -28,7 +31,10 @@ import time
 import numpy as np
 
 import torchlean as tl
-from tests.graph_ops import OPS, Reject, Step, shape_ok
+from tests import graph_inplace_ops
+from tests.graph_ops import OPS as _OPS, Reject, Step, shape_ok
+
+OPS = dict(_OPS, **graph_inplace_ops.OPS)
 
 H = 1e-5          # central-difference step
 MAX_ABS = 25.0    # values stay moderate so float32 rounding stays far below the tolerance
@@ -351,6 +357,40 @@ def _in_loss(G, v):
 
 
 
+def _host(g):
+    return None if g is None else g.numpy()
+
+
+MODIFIED = "modified by an inplace operation"
+
+
+def expects_raise(G) -> bool:
+    """Whether loss1's backward runs the VJP of an inplace_saved step (exp's, whose saved
+    output the step then wrote in place): PyTorch raises there, so must torchlean."""
+    marked = set()
+    for st in G.steps:
+        if st.op == "inplace_saved" and not st.nograd and G.grad[st.outs[0]]:
+            marked.update(st.outs)
+        elif st.op not in ("leaf", "detach") and not st.nograd and marked.intersection(st.ins):
+            marked.update(v for v in st.outs if G.grad[v])
+    return any(v in marked for v, _ in G.losses[0])
+
+
+def run_raising(G) -> list[str]:
+    """The graph of a raising case: the first backward must raise PyTorch's error."""
+    params = [tl.Parameter(v, requires_grad=rg) for v, rg in G.params]
+    s = tl.Session()
+    losses, kept, leaves = _build(G, s, params)
+    try:
+        losses[0].backward(retain_graph=True)
+    except RuntimeError as e:
+        return [] if MODIFIED in str(e) else [f"raised another RuntimeError: {e}"]
+    finally:
+        del losses, kept, leaves
+        s.step()
+    return [f"backward did not raise '{MODIFIED}' (a saved value was written in place)"]
+
+
 def run_torchlean(G):
     """Run the graph's scenario; returns (forward {vid: array}, loss values, leaf grads
     {('leaf', vid) or ('param', k): array or None})."""
@@ -374,8 +414,8 @@ def run_torchlean(G):
         losses, kept, leaves = _build(G, s, params)
         losses[0].backward()
     forward = {v: t.numpy().astype(np.float64) for v, t in kept.items()}
-    grads = {("leaf", v): t.grad for v, t in leaves.items()}
-    grads.update({("param", k): p.grad for k, p in enumerate(params)})
+    grads = {("leaf", v): _host(t.grad) for v, t in leaves.items()}
+    grads.update({("param", k): _host(p.grad) for k, p in enumerate(params)})
     del losses, kept, leaves
     s.step()
     for p in params:
@@ -405,6 +445,8 @@ def expected_grads(G, ref_grads):
 def check(G) -> list[str]:
     """Run G on torchlean and against the float64 reference; returns the mismatches (a buffer
     the run leaves live is one too: every gradient buffer must have been freed or kept)."""
+    if expects_raise(G):
+        return run_raising(G)
     fwd_ref, loss_ref, ref_grads = reference(G)
     live = tl.memory_stats()["live_bytes"]
     fwd, loss_vals, grads = run_torchlean(G)

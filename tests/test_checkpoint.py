@@ -45,8 +45,8 @@ def test_torch_style_file_with_int64_buffers_loads_into_batchnorm(tmp_path):
     p = tmp_path / "bn.safetensors"
     st.save_file(sd, str(p))
     bn.load_state_dict(str(p))
-    np.testing.assert_array_equal(bn.weight.data, [1.0, 2.0, 3.0])
-    np.testing.assert_array_equal(bn.running_mean.data, np.float32([0.1, 0.2, 0.3]))
+    np.testing.assert_array_equal(bn.weight.numpy(), [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(bn.running_mean.numpy(), np.float32([0.1, 0.2, 0.3]))
     assert bn.num_batches_tracked.data == 7 and bn._nbt == 7
 
 

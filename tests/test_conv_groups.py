@@ -87,18 +87,18 @@ def test_depthwise_module_and_same_padding_with_dilation():
     s = Session()
     y = conv(s.tensor(x))
     assert y.shape == (2, 8, 10)
-    np.testing.assert_allclose(y.numpy(), _conv_ref(x, conv.weight.data, None, (1,), (2,), (2,), 4),
+    np.testing.assert_allclose(y.numpy(), _conv_ref(x, conv.weight.numpy(), None, (1,), (2,), (2,), 4),
                                rtol=1e-5, atol=1e-5)
     c2 = nn.Conv2d(6, 3, 3, padding=2, dilation=2, groups=3)
     x2 = _data(2, 6, 7, 5, seed=8)
     assert c2.weight.shape == (3, 2, 3, 3)
     np.testing.assert_allclose(c2(s.tensor(x2)).numpy(),
-                               _conv_ref(x2, c2.weight.data, c2.bias.data, (1, 1), (2, 2), (2, 2), 3),
+                               _conv_ref(x2, c2.weight.numpy(), c2.bias.numpy(), (1, 1), (2, 2), (2, 2), 3),
                                rtol=1e-5, atol=1e-5)
     c3 = nn.Conv3d(2, 4, 3, dilation=(1, 2, 1), groups=2)
     x3 = _data(1, 2, 4, 6, 4, seed=7)
     np.testing.assert_allclose(c3(s.tensor(x3)).numpy(),
-                               _conv_ref(x3, c3.weight.data, c3.bias.data, (1,) * 3, (0,) * 3,
+                               _conv_ref(x3, c3.weight.numpy(), c3.bias.numpy(), (1,) * 3, (0,) * 3,
                                          (1, 2, 1), 2), rtol=1e-5, atol=1e-5)
 
 

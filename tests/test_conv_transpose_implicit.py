@@ -136,7 +136,7 @@ def test_conv_transpose2d_output_padding_through_nn(n, cin, cout, hw, k, stride,
     y = m(xt)
     (y * s.tensor(g)).sum().backward()
     got = (y.numpy(), xt.grad, m.weight.grad, m.bias.grad)
-    _compare(got, x, m.weight.data, m.bias.data, g, stride, padding, opad)
+    _compare(got, x, m.weight.numpy(), m.bias.numpy(), g, stride, padding, opad)
 
 
 def test_conv_transpose2d_functional_matches_the_tape_op():
@@ -185,7 +185,7 @@ def test_conv_modules_take_a_kernel_size_pair(kernel_size):
     s = Session()
     conv = nn.Conv2d(3, 4, kernel_size, padding=1)
     assert conv.weight.shape == (4, 3, kh, kw)
-    w, b = conv.weight.data.astype(np.float64), conv.bias.data.astype(np.float64)
+    w, b = conv.weight.numpy().astype(np.float64), conv.bias.numpy().astype(np.float64)
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
     oh, ow = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
     want = np.zeros((2, 4, oh, ow)) + b[None, :, None, None]
@@ -196,7 +196,7 @@ def test_conv_modules_take_a_kernel_size_pair(kernel_size):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     tconv = nn.ConvTranspose2d(3, 4, kernel_size, stride=2)
     assert tconv.weight.shape == (3, 4, kh, kw)
-    wt, bt = tconv.weight.data.astype(np.float64), tconv.bias.data.astype(np.float64)
+    wt, bt = tconv.weight.numpy().astype(np.float64), tconv.bias.numpy().astype(np.float64)
     H, W = x.shape[2:]
     want_t = np.zeros((2, 4, (H - 1) * 2 + kh, (W - 1) * 2 + kw)) + bt[None, :, None, None]
     for i in range(kh):

@@ -48,7 +48,7 @@ def test_conv_transpose2d_output_padding(shape, cout, k, stride, padding, opad):
     manual_seed(4)
     m = nn.ConvTranspose2d(shape[-3], cout, k, stride=stride, padding=padding,
                            output_padding=opad)
-    wt, b = m.weight.data.astype(np.float64), m.bias.data.astype(np.float64)
+    wt, b = m.weight.numpy().astype(np.float64), m.bias.numpy().astype(np.float64)
     a = np.random.default_rng(5).uniform(-1, 1, size=shape).astype(np.float32)
     s = Session()
     x = s.tensor(a, requires_grad=True)

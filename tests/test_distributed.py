@@ -112,7 +112,7 @@ def worker_train(out: Path, exact: bool) -> None:
     micro_loss(ddp, s, X[0, r, 0], Y[0, r, 0]).backward()
     s.step()
     for k, p in enumerate(model.parameters()):
-        res[f"grad1_{k}"] = p.grad
+        res[f"grad1_{k}"] = p.grad.numpy()
     opt.step()
     opt.zero_grad()
     with ddp.no_sync():
@@ -120,11 +120,11 @@ def worker_train(out: Path, exact: bool) -> None:
             micro_loss(ddp, s, X[1, r, m], Y[1, r, m]).backward()
             s.step()
     for k, p in enumerate(model.parameters()):   # exact mode: set aside, .grad is None
-        res[f"local_{k}"] = np.array("none") if p.grad is None else p.grad
+        res[f"local_{k}"] = np.array("none") if p.grad is None else p.grad.numpy()
     micro_loss(ddp, s, X[1, r, K_MICRO - 1], Y[1, r, K_MICRO - 1]).backward()
     s.step()
     for k, p in enumerate(model.parameters()):
-        res[f"grad2_{k}"] = p.grad
+        res[f"grad2_{k}"] = p.grad.numpy()
     opt.step()
     for k, p in enumerate(model.parameters()):
         res[f"final{k}"] = p.numpy()
@@ -301,21 +301,21 @@ def single_process_reference(world: int, exact: bool) -> dict:
             micro_loss(model, s, X[0, r, 0], Y[0, r, 0]).backward()
             s.step()
         scale_grads()
-        ref.update({f"grad1_{k}": p.grad for k, p in enumerate(params)})
+        ref.update({f"grad1_{k}": p.grad.numpy() for k, p in enumerate(params)})
         opt.step()
         for r in range(world):
             opt.zero_grad()
             for m in range(K_MICRO - 1):
                 micro_loss(model, s, X[1, r, m], Y[1, r, m]).backward()
                 s.step()
-            ref.update({f"local{r}_{k}": p.grad for k, p in enumerate(params)})
+            ref.update({f"local{r}_{k}": p.grad.numpy() for k, p in enumerate(params)})
         opt.zero_grad()
         for m in range(K_MICRO):
             for r in range(world):
                 micro_loss(model, s, X[1, r, m], Y[1, r, m]).backward()
                 s.step()
         scale_grads()
-        ref.update({f"grad2_{k}": p.grad for k, p in enumerate(params)})
+        ref.update({f"grad2_{k}": p.grad.numpy() for k, p in enumerate(params)})
         opt.step()
         ref.update({f"final{k}": p.numpy() for k, p in enumerate(params)})
         return ref
@@ -598,11 +598,11 @@ def test_buckets_follow_backward_order_and_caps():
             assert [id(p) for p in order] == [id(p) for p in reversed(model.parameters())]
             for i, b in enumerate(ddp._buckets):
                 cap = min(cap_mb, 1.0) if i == 0 else cap_mb
-                assert b.nbytes == sum(4 * p._host.size for p in b.params)
+                assert b.nbytes == sum(4 * p.numel() for p in b.params)
                 assert b.nbytes <= cap * 1e6 or len(b.params) == 1, (cap_mb, i, b.nbytes)
                 if i + 1 < len(ddp._buckets):   # a bucket closes only when the next would not fit
                     nxt = ddp._buckets[i + 1].params[0]
-                    assert b.nbytes + 4 * nxt._host.size > cap * 1e6
+                    assert b.nbytes + 4 * nxt.numel() > cap * 1e6
             ddp.remove_hooks()
         assert len(DistributedDataParallel(model, bucket_cap_mb=25.0)._buckets) == 2
     finally:

@@ -91,7 +91,7 @@ def worker_equal(out: Path) -> None:
                     scale = 1.0 / (W * k) if op == "sum" else 1.0 / k
                     (loss_of(ddp, s, X[t][m], Y[t][m]) * scale).backward()
                 s.step()
-            res.update({f"{op}.grad{t}.{i}": p.grad for i, p in enumerate(model.parameters())})
+            res.update({f"{op}.grad{t}.{i}": p.grad.numpy() for i, p in enumerate(model.parameters())})
             opt.step()
         res.update({f"{op}.final.{k}": v for k, v in state(model).items()})
         ddp.remove_hooks()
@@ -190,7 +190,7 @@ def reference(world: int, op: str) -> dict:
             if op == "avg":
                 for p in params:
                     p.grad_buf = ops.scale(p.grad_buf, c=1.0 / world)
-            ref.update({f"{op}.grad{t}.{i}": p.grad for i, p in enumerate(params)})
+            ref.update({f"{op}.grad{t}.{i}": p.grad.numpy() for i, p in enumerate(params)})
             opt.step()
             s.step()
         ref.update({f"{op}.final.{k}": v for k, v in state(model).items()})

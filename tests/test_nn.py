@@ -250,7 +250,7 @@ def test_conv_transpose_module_shapes_and_init_bound():
     manual_seed(0)
     m = nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1)
     assert m.weight.shape == (2, 3, 3, 3) and m.bias.shape == (3,)
-    assert np.abs(m.weight.data).max() <= 1 / np.sqrt(3 * 9)      # PyTorch's fan-in: cout*k*k
+    assert np.abs(m.weight.numpy()).max() <= 1 / np.sqrt(3 * 9)      # PyTorch's fan-in: cout*k*k
     s = Session()
     assert m(s.tensor(np.ones((1, 2, 4, 4)))).shape == (1, 3, 7, 7)
     s.step()

@@ -440,7 +440,7 @@ def test_integer_attention_mask_raises_as_torch():
 def test_embedding_padding_idx_row_is_zero_and_gets_no_gradient():
     tl.manual_seed(5)
     e = nn.Embedding(6, 3, padding_idx=2)
-    np.testing.assert_array_equal(e.weight.data[2], 0.0)
+    np.testing.assert_array_equal(e.weight.numpy()[2], 0.0)
     w = _rng(41).normal(size=(6, 3))
     w[2] = [1.0, 2.0, 3.0]                    # a loaded non-zero padding row is still read
     e.load_state_dict({"weight": w})
@@ -612,7 +612,7 @@ def test_torch_constructor_options_and_small_modules():
     assert list(m.state_dict()) == ["fc.weight", "fc.bias"]
     m.eval()
     y = m(x)
-    ref = np.maximum(a @ m.fc.weight.data.T.astype(np.float64) + m.fc.bias.data, 0)
+    ref = np.maximum(a @ m.fc.weight.numpy().T.astype(np.float64) + m.fc.bias.numpy(), 0)
     np.testing.assert_allclose(y.numpy(), ref.reshape(2, 2, 3), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(nn.Flatten()(y).numpy(), ref, rtol=1e-5, atol=1e-6)
     assert nn.Flatten(0, 1)(y).shape == (4, 3)

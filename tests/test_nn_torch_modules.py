@@ -20,7 +20,7 @@ def _run(module, a, seed=5):
     out = y.numpy().astype(np.float64)
     w = np.random.default_rng(seed).uniform(-1, 1, size=out.shape)
     (y * s.tensor(w)).sum().backward()
-    g = x.grad
+    g = x.grad.numpy()
     s.step()
     return out, g, w
 
@@ -65,7 +65,7 @@ def test_conv_nd_modules(cls, shape, kw):
     manual_seed(3)
     m = cls(shape[1], 4, **kw)
     a = _data(*shape, seed=2)
-    wt, b = m.weight.data, (m.bias.data if "bias" in dict(m.named_parameters()) else np.zeros(4))
+    wt, b = m.weight.numpy(), (m.bias.numpy() if "bias" in dict(m.named_parameters()) else np.zeros(4))
     ref = lambda v: _conv_ref(v, wt, b, m.stride, m.padding)
     out, g, w = _run(m, a)
     np.testing.assert_allclose(out, ref(a), rtol=1e-4, atol=1e-5)
@@ -81,7 +81,7 @@ def test_conv1d_unbatched_and_bad_input():
     a = _data(2, 6)
     s = Session()
     y = m(s.tensor(a))
-    np.testing.assert_allclose(y.numpy(), _conv_ref(a[None], m.weight.data, m.bias.data, (1,), (0,))[0],
+    np.testing.assert_allclose(y.numpy(), _conv_ref(a[None], m.weight.numpy(), m.bias.numpy(), (1,), (0,))[0],
                                rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match=r"Conv1d: expected input \(N, 2, 1 spatial axes\).*\(2, 5, 6\)"):
         m(s.tensor(_data(2, 5, 6)))
@@ -106,13 +106,13 @@ def test_batchnorm1d_train_eval(shape):
     _check_grad(g, _fd(ref, a, w))
     a64 = a.astype(np.float64)
     n = a.size // 3
-    np.testing.assert_allclose(bn.running_mean.data, 0.25 * a64.mean(axis=axes), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(bn.running_var.data, 0.75 + 0.25 * a64.var(axis=axes) * n / (n - 1),
+    np.testing.assert_allclose(bn.running_mean.numpy(), 0.25 * a64.mean(axis=axes), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bn.running_var.numpy(), 0.75 + 0.25 * a64.var(axis=axes) * n / (n - 1),
                                rtol=1e-5, atol=1e-6)
     bn.eval()
     s = Session()
     y = bn(s.tensor(a)).numpy()
-    rm, rv = bn.running_mean.data.reshape(cs), bn.running_var.data.reshape(cs)
+    rm, rv = bn.running_mean.numpy().reshape(cs), bn.running_var.numpy().reshape(cs)
     np.testing.assert_allclose(y, (a64 - rm) / np.sqrt(rv + 1e-5), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match=r"BatchNorm1d: expected input \(N, 3\) or \(N, 3, L\), got \(5, 4\)"):
         bn(s.tensor(_data(5, 4)))
@@ -126,7 +126,7 @@ def test_layernorm_normalized_shape(ns):
     ln.bias.set(np.random.default_rng(2).uniform(-1, 1, t))
     a = _data(2, 2, 3, 4, seed=6)
     axes = tuple(range(4 - len(t), 4))
-    gam, bet = ln.weight.data.astype(np.float64), ln.bias.data.astype(np.float64)
+    gam, bet = ln.weight.numpy().astype(np.float64), ln.bias.numpy().astype(np.float64)
 
     def ref(v):
         mu, var = v.mean(axis=axes, keepdims=True), v.var(axis=axes, keepdims=True)
@@ -148,7 +148,7 @@ def test_rmsnorm(ns, eps):
     a = _data(2, 3, 5, seed=7)
     e = float(np.finfo(np.float32).eps) if eps is None else eps
     axes = tuple(range(3 - len(t), 3))
-    gam = m.weight.data.astype(np.float64)
+    gam = m.weight.numpy().astype(np.float64)
     ref = lambda v: v / np.sqrt((v * v).mean(axis=axes, keepdims=True) + e) * gam
     out, g, w = _run(m, a)
     np.testing.assert_allclose(out, ref(a.astype(np.float64)), rtol=1e-4, atol=1e-5)
@@ -220,9 +220,9 @@ def test_module_list_dict_named_modules_apply_requires_grad():
     x = _data(5, 3)
     s = Session()
     y = net(s.tensor(x))
-    h = np.maximum(x @ blocks[0].weight.data.T + blocks[0].bias.data, 0)
-    h = h @ blocks[2].weight.data.T + blocks[2].bias.data
-    np.testing.assert_allclose(y.numpy(), h @ heads["b"].weight.data.T + heads["b"].bias.data,
+    h = np.maximum(x @ blocks[0].weight.numpy().T + blocks[0].bias.numpy(), 0)
+    h = h @ blocks[2].weight.numpy().T + blocks[2].bias.numpy()
+    np.testing.assert_allclose(y.numpy(), h @ heads["b"].weight.numpy().T + heads["b"].bias.numpy(),
                                rtol=1e-5, atol=1e-5)
     net.blocks.requires_grad_(False)
     y.sum().backward()      # recorded before freezing: gradients reach every parameter

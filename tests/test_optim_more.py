@@ -84,7 +84,7 @@ def test_optimizer_state_dict_round_trip_resumes_identically():
             opt = optim.RMSprop([w], lr=0.02, momentum=0.8, centered=True)
             opt.load_state_dict(sd)
         _train(opt, w, 2)
-        runs.append(w.data.copy())
+        runs.append(w.numpy())
     np.testing.assert_array_equal(runs[0], runs[1])
 
 

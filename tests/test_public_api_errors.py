@@ -56,7 +56,7 @@ def test_embedding_checks_indices_and_looks_up_rows():
     emb = nn.Embedding(6, 3)
     s = Session()
     idx = np.array([[5, 0], [2, 2]])
-    np.testing.assert_array_equal(emb(idx, session=s).numpy(), emb.weight.data[idx])
+    np.testing.assert_array_equal(emb(idx, session=s).numpy(), emb.weight.numpy()[idx])
     with pytest.raises(IndexError, match=r"Embedding: index 6 is out of range for 6 embeddings"):
         emb(np.array([1, 6]), session=s)
     with pytest.raises(IndexError, match="index -1"):
@@ -163,15 +163,15 @@ def test_tied_weights_are_one_parameter_stepped_once(make_opt):
     names = [n for n, _ in m.named_parameters()]
     assert names == ["0.weight", "0.bias", "1.bias"]
     assert len(m.parameters()) == 3
-    W0 = m[0].weight.data.astype(np.float64).copy()
+    W0 = m[0].weight.numpy().astype(np.float64).copy()
     opt = make_opt(m.parameters())
     s = Session()
     x = np.random.default_rng(4).normal(size=(2, 3))
     loss = (m(s.tensor(x)) * 1.0).sum()
     loss.backward()
-    g = m[0].weight.grad.astype(np.float64)
+    g = m[0].weight.grad.numpy().astype(np.float64)
     opt.step()
-    step = W0 - m[0].weight.data.astype(np.float64)
+    step = W0 - m[0].weight.numpy().astype(np.float64)
     if isinstance(opt, optim.SGD):
         np.testing.assert_allclose(step, 0.1 * g, rtol=1e-5, atol=1e-7)
     else:  # Adam's first step moves each weight by lr * sign(g) (|g| >> eps)

@@ -2,7 +2,8 @@
 
 tests/random_graphs.py draws the graphs (elementwise and broadcasting ops, matmul/linear,
 reductions, views, indexing, cat/stack/split, softmax, layer_norm, where, maximum/minimum, pow,
-conv/pool/attention; values reused 0-3 times, detach and no_grad inside, tied parameters, two
+conv/pool/attention, in-place ops and item assignment; values reused 0-3 times, detach and no_grad
+inside, tied parameters, writes into values a VJP saved (the backward must raise), two
 losses with retain_graph, gradients accumulated over two backward calls) and checks every
 forward value kept, every loss and every leaf gradient against central differences of an
 independent float64 evaluation. TORCHLEAN_GRAPHS=N checks N graphs per mode instead of the CI
@@ -118,3 +119,17 @@ def test_vae_reparameterisation_with_mu_reused_in_the_kl_term():
     np.testing.assert_allclose(pm.grad, 2 * z64 + mu32, rtol=1e-5, atol=1e-6)
     dl = 2 * z64 * eps.astype(np.float32) * 0.5 * np.exp(0.5 * lv32) - 0.5 * (1 - np.exp(lv32))
     np.testing.assert_allclose(pl.grad, dl, rtol=1e-5, atol=1e-6)
+
+
+def test_inplace_graphs_and_raising_cases_are_drawn_and_checked(monkeypatch):
+    """The seeds draw in-place ops, item assignment and writes into saved values; a raising
+    case fails the check when the backward does not raise (version checks switched off)."""
+    n = max(N_GRAPHS, 150)
+    graphs = [rg.generate(seed) for seed in range(n)]
+    raising = [G for G in graphs if rg.expects_raise(G)]
+    counts = {op: sum(st.op == op for G in graphs for st in G.steps)
+              for op in ("inplace", "setitem", "inplace_saved")}
+    assert counts["inplace"] >= 40 and counts["setitem"] >= 30 and len(raising) >= 3, counts
+    assert rg.check(raising[0]) == []
+    monkeypatch.setattr("torchlean.tape._check_versions", lambda node: None)
+    assert any("did not raise" in e for e in rg.check(raising[0]))

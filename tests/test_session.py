@@ -30,14 +30,17 @@ def test_stale_tensor_and_cross_session_errors():
         a.numpy()
 
 
-def test_parameter_mirror_sync():
+def test_parameter_storage_is_written_in_place():
+    # one storage for the Parameter's life: set_mirror and set copy into it, never release it
     p = Parameter(np.zeros(4))
     m = p.mirror()
     p.set_mirror(tl.AnyBuffer.from_numpy(np.full(4, 2.0)))
-    assert m.live is False
+    assert m.live and p.mirror() is m
+    np.testing.assert_array_equal(m.to_numpy(), np.full(4, 2.0, np.float32))
     np.testing.assert_array_equal(p.data, np.full(4, 2.0, np.float32))
     p.set(np.ones(4))
-    np.testing.assert_array_equal(p.mirror().to_numpy(), np.ones(4, np.float32))
+    assert p.mirror() is m
+    np.testing.assert_array_equal(m.to_numpy(), np.ones(4, np.float32))
 
 
 def test_rng_matches_design():

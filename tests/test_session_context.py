@@ -22,7 +22,7 @@ def test_tensor_and_embedding_land_on_the_entered_session():
         np.testing.assert_allclose(y.numpy(), a.astype(np.float64) + b, rtol=1e-6)
         e = emb(idx)                   # integer NumPy indices carry no session
         assert e.session is s
-        np.testing.assert_array_equal(e.numpy(), emb.weight.data[idx])
+        np.testing.assert_array_equal(e.numpy(), emb.weight.numpy()[idx])
         # the gradient reaches the embedding table: row r gets the sum of its weights
         w = rng.standard_normal((2, 3, 5))
         (e * s.tensor(w)).sum().backward()

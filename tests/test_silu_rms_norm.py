@@ -81,7 +81,7 @@ def test_rms_norm_module_matches_float64_and_its_gradients(shape, ns, affine):
     m = nn.RMSNorm(ns, eps=1e-5, elementwise_affine=affine)
     if affine:
         m.weight = tl.Parameter(rng.uniform(0.5, 1.5, ns).astype(np.float32), name="weight")
-    w = m.weight.data.astype(np.float64) if affine else 1.0
+    w = m.weight.numpy().astype(np.float64) if affine else 1.0
     axes = tuple(range(len(shape) - len(ns), len(shape)))
     x = tl.tensor(xv, requires_grad=True)
     gv = rng.uniform(-1, 1, shape).astype(np.float32)

@@ -4,6 +4,7 @@ cffi drops the GIL around every native call, so these tests use real threads sta
 behind a barrier; before the fixes the release race was a double free (abort) and a shared
 Session freed buffers under another thread's kernel.
 """
+import gc
 import threading
 
 import numpy as np
@@ -36,6 +37,15 @@ def _run_threads(n, target):
 
 
 def test_concurrent_release_frees_each_buffer_once():
+    gc.collect()   # earlier tests' garbage (storages in reference cycles) goes now, not below
+    gc.disable()
+    try:
+        _release_race()
+    finally:
+        gc.enable()
+
+
+def _release_race():
     before = tl.memory_stats()
     bufs = [tl.Buffer.from_numpy(np.full(257, float(i))) for i in range(3000)]
     results = [[0] * len(bufs) for _ in range(4)]
@@ -90,7 +100,7 @@ def test_threads_with_their_own_sessions_train_independently():
             p.set(p.data - 0.001 * p.grad)
             p.zero_grad()
             s.step()
-        out[k] = p.data.astype(np.float64)
+        out[k] = p.numpy().astype(np.float64)
 
     _run_threads(4, train)
     for k in range(4):   # float64 reference of the same 20 gradient steps

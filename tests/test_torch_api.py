@@ -249,7 +249,7 @@ def test_int_tensor_does_what_a_training_loop_needs():
     assert loss.item() == pytest.approx(want, rel=1e-6)
     emb = nn.Embedding(5, 3)
     out = emb(tl.tensor([[4, 0], [2, 2]]))
-    np.testing.assert_array_equal(out.numpy(), emb.weight.data[[[4, 0], [2, 2]]])
+    np.testing.assert_array_equal(out.numpy(), emb.weight.numpy()[[[4, 0], [2, 2]]])
     x = tl.tensor(np.arange(12.0).reshape(4, 3))
     np.testing.assert_array_equal(x[labels].numpy(), np.arange(12.0).reshape(4, 3)[[1, 0, 0, 1]])
 

@@ -8,6 +8,7 @@ release() leaves the payload alone, so a view never frees memory it does not own
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -18,6 +19,37 @@ MAX_ELEMENTS = 2**32 - 1
 # Buffer -> number of DLPack consumers still reading its payload (kept by torchlean.interop)
 EXPORTS: dict = {}
 _STATUS_ERRORS = {}
+# Version counters, as PyTorch's: each storage (Buffer) counts its in-place writes in its
+# `version` slot, set on the first write (an unset slot reads as 0, so allocation pays
+# nothing), and names the last writer in `writer`. EVER_BUMPED: whether any write happened in
+# this process (until then the tape records no versions at all).
+EVER_BUMPED = [False]
+
+
+def version(buf) -> int:
+    """The version of a storage (a Buffer): how many in-place writes it has seen."""
+    return getattr(buf, "version", 0)
+
+
+def last_writer(buf) -> str:
+    """Which in-place op last wrote the storage, and from which thread."""
+    w = getattr(buf, "writer", None)
+    if not w:
+        return "nothing"
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return f"{w[0]} in thread {names.get(w[1], w[1])!r}"
+
+
+_BUMP_LOCK = threading.Lock()
+
+
+def bump(buf, op: str, _ident=threading.get_ident) -> None:
+    """Record one in-place write of `op` into the storage `buf` (views share it). Locked: two
+    threads writing one storage never lose a count (a lost one could hide a write)."""
+    with _BUMP_LOCK:
+        buf.version = getattr(buf, "version", 0) + 1
+        buf.writer = (op, _ident())
+    EVER_BUMPED[0] = True
 
 
 def raise_status(op: str, status: int):
@@ -70,7 +102,7 @@ class Buffer:
     AnyBuffer holding it) is referenced: pass `x.handle` to a kernel while `x` is alive, never
     keep the handle alone."""
 
-    __slots__ = ("handle", "n", "live", "__weakref__")
+    __slots__ = ("handle", "n", "live", "version", "writer", "__weakref__")
 
     def __init__(self, handle, n: int):
         self.handle = handle

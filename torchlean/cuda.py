@@ -16,7 +16,7 @@ from torchlean.random import manual_seed
 from torchlean.tensor import Tensor
 
 _M64 = (1 << 64) - 1
-_MIRROR, _GRAD, _LIVE = attrgetter("_mirror"), attrgetter("grad_buf"), attrgetter("live")
+_MIRROR, _GRAD, _LIVE = attrgetter("_buf"), attrgetter("grad_buf"), attrgetter("live")
 
 
 def is_available() -> bool:
@@ -225,7 +225,7 @@ class _Graph:
         if tuple(map(_MIRROR, ps)) != self.mirrors or tuple(map(_GRAD, ps)) != self.grads or \
                 not all(map(_LIVE, self.bufs)):
             p = next(p for p, m, g, b in zip(ps, self.mirrors, self.grads, self.bufs)
-                     if p._mirror is not m or p.grad_buf is not g or not b.live)
+                     if p._buf is not m or p.grad_buf is not g or not b.live)
             return f"parameter of shape {tuple(p.shape)} was replaced"
         for o, groups in self.optims:
             if self._groups(o) != groups:

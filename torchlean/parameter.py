@@ -1,6 +1,9 @@
-"""Parameter: a trainable value kept as a host copy plus a device mirror with an explicit stale
-flag (training updates the mirror, reading `.data` synchronises once), the hooks that run after
-each backward, and the per-Parameter training claims that stop two threads training one model.
+"""Parameter: torch's nn.Parameter, a leaf Tensor that owns one device storage for its whole
+life. Every write (optimizer steps, in-place ops under no_grad, `.data` writes, set(),
+load_state_dict) goes into that storage; it is never released explicitly, so a kernel or a tape
+of another thread that still reads it keeps it alive through its Python references. Also here:
+the hooks that run after each backward, and the per-Parameter training claims that stop two
+threads training one model.
 """
 from __future__ import annotations
 
@@ -9,23 +12,65 @@ import weakref
 
 import numpy as np
 
-from torchlean.buffer import AnyBuffer
+from torchlean.buffer import AnyBuffer, bump
 from torchlean import _capture
-from torchlean import devices as _devices
-from torchlean.dtypes import float32 as _float32
+from torchlean import inplace as _inplace
+from torchlean.tensor import Tensor, current_session
 
 
-class Parameter:
-    """A trainable value: host copy + device mirror, with an explicit stale flag."""
+class Parameter(Tensor):
+    """A trainable leaf Tensor. It belongs to no Session: each Session (of each thread) that
+    uses it records a leaf borrowing its storage (`mirror()`), once per step."""
 
-    def __init__(self, value, requires_grad: bool = True, name: str | None = None):
-        self._host = np.array(value, dtype=np.float32)
-        self._mirror: AnyBuffer | None = None
-        self._host_current = True
-        self.requires_grad = requires_grad
+    _is_parameter = True
+
+    def __init__(self, data=None, requires_grad: bool = True, name: str | None = None):
+        if data is None:
+            data = np.zeros((0,), np.float32)
+        if isinstance(data, Tensor):
+            data = data.numpy()
+        with _capture.persistent():   # inside a capture: state that outlives the step
+            self._buf = AnyBuffer.from_numpy(np.asarray(data, dtype=np.float32))
+        self._requires_grad = _as_flag(requires_grad)
         self.name = name
         self.grad_buf: AnyBuffer | None = None
         self.post_grad_hooks: list = []   # fn(param) after each backward adds to grad_buf
+
+    def __del__(self):   # no Session count to give back: the storage dies with its references
+        pass
+
+    # a handle on the calling thread's current Session (Tensor's methods read these)
+    @property
+    def session(self):
+        return current_session()
+
+    @property
+    def id(self) -> int:
+        return current_session().leaf_of(self)
+
+    @property
+    def gen(self) -> int:
+        return current_session().gen
+
+    @property
+    def shape(self):
+        return self._buf.shape
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag) -> None:
+        self._requires_grad = _as_flag(flag)
+
+    def requires_grad_(self, requires_grad: bool = True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return True
 
     def register_post_accumulate_grad_hook(self, fn):
         """Call fn(param) each time a backward pass has added this parameter's (final) gradient
@@ -34,98 +79,107 @@ class Parameter:
         self.post_grad_hooks.append(fn)
         return _HookHandle(self.post_grad_hooks, fn)
 
-    @property
-    def shape(self):
-        return self._host.shape
-
     def mirror(self) -> AnyBuffer:
-        """The device mirror, uploaded once from the host value when missing."""
-        if self._mirror is None or not self._mirror.live:
-            with _capture.persistent():
-                self._mirror = AnyBuffer.from_numpy(self._host)
+        """The storage (the same AnyBuffer for the Parameter's whole life)."""
         if _capture.STATE.active:
             _capture.note_param(self)
-        return self._mirror
+        return self._buf
 
     def set_mirror(self, buf: AnyBuffer) -> None:
-        """Replace the mirror (the old one is released); the host copy becomes stale."""
-        if self._mirror is not None and self._mirror is not buf:
-            old = self._mirror
-            if _capture.STATE.active and old.live and old.shape == buf.shape:
-                # a captured step keeps the buffer its replays read: copy into it
-                _capture.copy_into(old, buf)
-                buf.release()
-                self._host_current = False
-                return
-            self._mirror.release()
-        self._mirror = buf
-        self._host_current = False
+        """Write buf's values into the storage (kept for callers of the former API)."""
+        _inplace.copy_into(self._buf, buf, "Parameter.set")
 
     def mark_device_updated(self) -> None:
-        self._host_current = False
-
-    @property
-    def data(self) -> np.ndarray:
-        """Host value, synchronised from the device once if the mirror is newer."""
-        if not self._host_current:
-            self._host = self._mirror.to_numpy()
-            self._host_current = True
-        return self._host
+        """A kernel wrote the storage in place: a new version."""
+        bump(self._buf.buf, "optimizer step")
 
     def numpy(self) -> np.ndarray:
-        return self.data.copy()
+        return self._buf.to_numpy()
 
-    # torch's nn.Parameter is a Tensor: the size queries a training script asks of one
-    @property
-    def ndim(self) -> int:
-        return self._host.ndim
-
-    def dim(self) -> int:
-        return self._host.ndim
-
-    def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
-
-    def numel(self) -> int:
-        return int(self._host.size)
+    def detach(self) -> Tensor:
+        """A Tensor sharing this storage, outside autograd (torch's detach())."""
+        return current_session().borrow(self._buf)
 
     @property
-    def dtype(self):
-        return _float32
+    def data(self) -> Tensor:
+        """torch's p.data: a Tensor sharing the storage outside autograd; writes through it are
+        seen by the next forward and by state_dict()."""
+        return self.detach()
 
-    @property
-    def device(self):
-        return _devices.current()
-
-    def __array__(self, dtype=None, copy=None):
-        a = self.data
-        return a.astype(dtype) if dtype is not None else a.copy()
+    @data.setter
+    def data(self, value) -> None:
+        v = np.asarray(value, dtype=np.float32)
+        if v.shape != self.shape:   # torch swaps the storage: so do we (never freeing the old)
+            with _capture.persistent():
+                self._buf = AnyBuffer.from_numpy(v)
+            return
+        self.set(v)
 
     def set(self, value) -> None:
-        """Overwrite from the host and invalidate the device mirror."""
-        v = np.array(value, dtype=np.float32)
-        if v.shape != self._host.shape:
-            raise ValueError(f"Parameter.set: expected shape {self._host.shape}, got {v.shape}")
-        if self._mirror is not None:
-            self._mirror.release()
-            self._mirror = None
-        self._host = v
-        self._host_current = True
+        """Overwrite the values in place (the storage stays; readers see old or new values)."""
+        if isinstance(value, Tensor):
+            value = value.numpy()
+        v = np.asarray(value, dtype=np.float32)
+        if v.shape != self.shape:
+            raise ValueError(f"Parameter.set: expected shape {self.shape}, got {v.shape}")
+        _inplace.copy_into(self._buf, AnyBuffer.from_numpy(v), "Parameter.set")
 
     @property
     def grad(self):
-        return None if self.grad_buf is None else self.grad_buf.to_numpy()
+        """The accumulated gradient as a Tensor sharing its buffer (None before backward)."""
+        g = self.grad_buf
+        return None if g is None else current_session().borrow(g)
 
-    def zero_grad(self):
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is None:
+            self.grad_buf = None
+            return
+        v = value.value if isinstance(value, Tensor) and not isinstance(value, Parameter) \
+            else None
+        if v is not None and v.shape == self.shape:
+            self.grad_buf = v.copy()
+            return
+        a = np.asarray(value, dtype=np.float32)
+        if a.shape != self.shape:
+            raise RuntimeError(f"assigned grad has data of a different size: expected "
+                               f"{list(self.shape)}, got {list(a.shape)}")
+        self.grad_buf = AnyBuffer.from_numpy(a)
+
+    def zero_grad(self, set_to_none: bool = True):
         if self.grad_buf is not None:
             with training_lock(self):
                 check_training_thread(self, "zero_grad")
-                if self.grad_buf is not None:
-                    self.grad_buf.release()
-                    self.grad_buf = None
+                g = self.grad_buf
+                if g is None:
+                    return
+                if set_to_none:
+                    self.grad_buf = None   # a holder of the old gradient keeps it alive
+                else:                      # zeros in place (0 * x would keep NaN and inf)
+                    _inplace.copy_into(g, AnyBuffer.zeros(g.shape), "zero_")
+
+    def __deepcopy__(self, memo):
+        p = Parameter(self.numpy(), self.requires_grad, self.name)
+        if self.grad_buf is not None:
+            p.grad_buf = self.grad_buf.copy()
+        memo[id(self)] = p
+        return p
+
+    def __reduce__(self):
+        return (_rebuild, (self.numpy(), self.requires_grad, self.name))
 
     def __repr__(self):
-        return f"Parameter(shape={self.shape})"
+        return "Parameter containing:\n" + Tensor.__repr__(self)
+
+
+def _rebuild(value, requires_grad, name):
+    return Parameter(value, requires_grad, name)
+
+
+def _as_flag(flag) -> bool:
+    if not isinstance(flag, (bool, np.bool_, int)):
+        raise TypeError(f"requires_grad must be a bool, got {type(flag).__name__} {flag!r}")
+    return bool(flag)
 
 
 class _HookHandle:
@@ -147,11 +201,43 @@ def register_backward_end_hook(fn):
     return _HookHandle(_backward_end_hooks, fn)
 
 
+class _WeakIdentityMap:
+    """A map with weakly held keys compared by identity (a Tensor's == is elementwise, so a
+    WeakKeyDictionary cannot hold Parameters)."""
+
+    def __init__(self):
+        self._d = {}
+
+    def get(self, key, default=None):
+        e = self._d.get(id(key))
+        return e[1] if e is not None and e[0]() is key else default
+
+    def __setitem__(self, key, value) -> None:
+        k, d = id(key), self._d
+
+        def gone(ref, k=k, d=d):
+            e = d.get(k)
+            if e is not None and e[0] is ref:
+                d.pop(k, None)
+        d[k] = (weakref.ref(key, gone), value)
+
+    def __delitem__(self, key) -> None:
+        e = self._d.get(id(key))
+        if e is not None and e[0]() is key:
+            del self._d[id(key)]
+
+    def setdefault(self, key, value):
+        got = self.get(key)
+        if got is None:
+            self[key] = got = value
+        return got
+
+
 # Who trains each Parameter now: (thread, Session) weak references, and one lock per Parameter
 # that orders the claim and every free of its gradient buffer (zero_grad, optimizer steps). Kept
 # off the Parameter so copies and pickles of a model carry neither.
-_trainers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_locks: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_trainers = _WeakIdentityMap()
+_locks = _WeakIdentityMap()
 _locks_lock = threading.Lock()
 
 

@@ -14,6 +14,8 @@ from torchlean._generated import ops as _ops
 from torchlean.random import get_rng_state, manual_seed, next_device_key, next_key, set_rng_state  # noqa: F401
 from torchlean import _capture
 from torchlean import composite as _composite
+from torchlean import inplace as _inplace
+from torchlean import tensor as _tensor
 from torchlean.int_tensor import IntTensor
 from torchlean.parameter import Parameter, _backward_end_hooks, _claim_for_training, _release_claims
 from torchlean.tensor import Tensor
@@ -59,8 +61,33 @@ class Session:
         self.check_thread()
         return self._wrap(self._own_leaf(np.asarray(value, dtype=np.float32), requires_grad))
 
+    def borrow(self, buf: AnyBuffer, requires_grad: bool = False) -> "Tensor":
+        """A leaf Tensor sharing `buf` (a Parameter's storage, a gradient, another Tensor's
+        value): writes through either are seen by both; it is forgotten with its last Tensor."""
+        self.check_thread()
+        nid = self.tape.leaf(buf, requires_grad=requires_grad)
+        self.tape.nodes[nid].pinned = False
+        return self._wrap(nid)
+
+    def release_ref(self, nid: int) -> None:
+        """One Tensor wrapper of node nid is gone (or was rebased): when it was the last, the
+        node's memory can go too, unless a VJP or a view still needs it (Tape.let_go)."""
+        refs = self.refs
+        c = refs.get(nid, 0) - 1
+        if c > 0:
+            refs[nid] = c
+        else:
+            refs.pop(nid, None)
+            self.tape.let_go(nid)
+            if self.grads:
+                self.grads.pop(nid, None)   # nobody can ask for this gradient any more
+
     def use(self, p: Parameter) -> "Tensor":
-        """Record a parameter's device mirror as a borrowed leaf (once per step)."""
+        """Record a parameter's storage as a borrowed leaf (once per step)."""
+        return self._wrap(self.leaf_of(p))
+
+    def leaf_of(self, p: Parameter) -> int:
+        """The id of p's leaf in this step (recorded on first use)."""
         self.check_thread()
         nid = self.param_leaf.get(id(p))
         req = p.requires_grad and is_grad_enabled()
@@ -78,7 +105,7 @@ class Session:
             nid = self.tape.leaf(mirror, name=p.name, requires_grad=req)
             self.param_leaf[id(p)] = nid
             self.params_by_leaf[nid] = p
-        return self._wrap(nid)
+        return nid
 
     def _retire_param_leaf(self, nid: int) -> None:
         """A parameter's leaf of an older mirror or grad mode: forgotten once no graph uses it
@@ -91,13 +118,13 @@ class Session:
         self.tape.let_go(nid)
 
     def as_tensor(self, x) -> "Tensor":
+        if isinstance(x, Parameter):
+            return self.use(x)
         if isinstance(x, Tensor):
             if x.session is not self:
                 raise ValueError("tensors from different sessions cannot be mixed")
             x._check()
             return x
-        if isinstance(x, Parameter):
-            return self.use(x)
         if isinstance(x, IntTensor):
             raise TypeError(f"expected a float32 Tensor, got an {x.dtype.name} tensor of shape "
                             f"{tuple(x.shape)}: torch does not mix dtypes here either; convert "
@@ -176,13 +203,11 @@ class Session:
             if p.grad_buf is None:
                 p.grad_buf = g
             elif _capture.STATE.active:   # replays accumulate into the same buffer
-                s = _ops.add(p.grad_buf, g)
-                _capture.copy_into(p.grad_buf, s)
-                s.release(); g.release()
-            else:
-                s = _ops.add(p.grad_buf, g)
-                p.grad_buf.release(); g.release()
-                p.grad_buf = s
+                _inplace.binary_into("add", p.grad_buf, g)
+                g.release()
+            else:   # a new sum: a Tensor taken from p.grad keeps the gradient it showed
+                p.grad_buf = _ops.add(p.grad_buf, g)
+                g.release()
             for h in p.post_grad_hooks:
                 h(p)
             return True
@@ -201,10 +226,8 @@ class Session:
             if param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
             prev = self.grads.get(i)
-            if prev is not None:
-                s = _ops.add(prev, g)
-                prev.release(); g.release()
-                g = s
+            if prev is not None:   # a new sum: a Tensor from x.grad keeps what it showed
+                g = _ops.add(prev, g)
             self.grads[i] = g
         for h in list(_backward_end_hooks):
             h()
@@ -253,9 +276,7 @@ class Session:
             if i in self.refs or node.users or node.consumers:
                 continue                 # wrapped, or read or differentiated by a VJP outside
             tape.drop_value(i)
-            g = self.grads.pop(i, None)
-            if g is not None:
-                g.release()
+            self.grads.pop(i, None)   # a Tensor from x.grad may still read it
             tape.forget(i)
 
     def step(self) -> None:
@@ -288,6 +309,7 @@ class Session:
 
 
 MinMaxResult = _composite.MinMaxResult
+_tensor._current.append(lambda: default_session())   # Parameter's handle: this thread's session
 
 _default = threading.local()      # this thread's default session and its `with` stack
 
@@ -311,6 +333,15 @@ def default_session() -> Session:
     return s
 
 
+def session_of(*xs) -> Session:
+    """The Session of the first Tensor among xs that belongs to one (a Parameter belongs to
+    none: it joins whichever Session uses it), else the current one."""
+    for x in xs:
+        if isinstance(x, Tensor) and not x._is_parameter:
+            return x.session
+    return default_session()
+
+
 def tensor(value, requires_grad: bool = False, session: Session | None = None) -> Tensor:
     return (session or default_session()).tensor(value, requires_grad)
 
@@ -318,8 +349,7 @@ def tensor(value, requires_grad: bool = False, session: Session | None = None) -
 def functional(name: str):
     """torchlean.<op>(x, ...) forms: dispatch on the session of the first Tensor argument."""
     def f(*xs, **attrs):
-        s = next((x.session for x in xs if isinstance(x, Tensor)), None) or default_session()
-        return s.op(name, *xs, **attrs)
+        return session_of(*xs).op(name, *xs, **attrs)
     f.__name__ = name
     return f
 
@@ -344,8 +374,7 @@ def chunk(x, chunks, dim=0):
 
 def where(condition, input, other) -> Tensor:
     """torch.where(condition, input, other); condition a 0/1 Tensor or a boolean array."""
-    s = next((v.session for v in (condition, input, other) if isinstance(v, Tensor)), None)
-    return _composite.where(s or default_session(), condition, input, other)
+    return _composite.where(session_of(condition, input, other), condition, input, other)
 
 
 def argmax(input, dim=None, keepdim=False):
@@ -358,7 +387,7 @@ def argmin(input, dim=None, keepdim=False):
 
 def pow(input, exponent):  # noqa: A001 - torch's name
     """torch.pow: a Tensor base with a number or Tensor exponent, or a number base."""
-    s = next((v.session for v in (input, exponent) if isinstance(v, Tensor)), None) or default_session()
+    s = session_of(input, exponent)
     if isinstance(input, (Tensor, Parameter)):
         return _composite.power(s.as_tensor(input), exponent)
     return s.op("pow", input, exponent)

@@ -48,6 +48,7 @@ import numpy as np
 from torchlean import _capture
 from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
+from torchlean import buffer as _buffer
 from torchlean.buffer import AnyBuffer
 from torchlean.runtime import env_flag
 
@@ -57,7 +58,7 @@ class Node:
 
     __slots__ = ("name", "value", "requires_grad", "parents", "vjp", "saved", "cleanup",
                  "owns_value", "broadcast", "pinned", "held", "users", "reads", "dropped",
-                 "views", "recompute", "stale", "consumers")
+                 "views", "recompute", "stale", "consumers", "versions")
 
     def __init__(self, name, value, requires_grad, parents=(), vjp=None, saved=None,
                  cleanup=(), owns_value=True, broadcast=False):
@@ -79,6 +80,7 @@ class Node:
         self.recompute = None               # saved -> the value again (ops.yaml recompute)
         self.stale = False                  # value freed until a VJP reading it runs
         self.consumers = 0                  # unrun VJPs that will send this node a gradient
+        self.versions = None                # versions of the saved storages at recording
 
 
 _new_node = Node.__new__
@@ -146,6 +148,31 @@ def freed_vjp(grad, needs, saved):
     raise RuntimeError("backward: this part of the graph was already differentiated and its "
                        "saved values freed by an earlier backward(); pass retain_graph=True to "
                        "the first backward() to differentiate it again")
+
+
+_EVER_BUMPED = _buffer.EVER_BUMPED
+
+
+def _snapshot_versions(saved: dict):
+    return {k: getattr(v.buf, "version", 0) for k, v in saved.items()
+            if v.__class__ is AnyBuffer}
+
+
+def _check_versions(node) -> None:
+    """Raise PyTorch's error when a storage this node's VJP reads was written in place since
+    the op was recorded (its version moved on)."""
+    recorded = node.versions or {}
+    for k, v in node.saved.items():
+        if v.__class__ is not AnyBuffer:
+            continue
+        now, then = getattr(v.buf, "version", 0), recorded.get(k, 0)
+        if now != then:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [torchlean.FloatTensor {list(v.shape)}], which {node.name} "
+                f"saved for its backward ('{k}'), is at version {now}; expected version {then} "
+                f"instead (last written by {_buffer.last_writer(v.buf)}; this backward runs in "
+                f"thread {threading.current_thread().name!r})")
 
 
 class _GradMode(threading.local):
@@ -281,6 +308,9 @@ class Tape(TapeOps):
                         saved[k] = np.array(v, copy=True)   # (a captured step's integer
                                                             # input is read in place)
             node.saved = saved
+            # the versions of the storages the VJP reads (None: all at 0, before any
+            # in-place op of the process); Tape.backward checks them before the VJP runs
+            node.versions = _snapshot_versions(saved) if _EVER_BUMPED[0] else None
         else:
             node.saved = {}  # keep nothing alive for a node that never runs its VJP
         node.cleanup = ()
@@ -293,6 +323,8 @@ class Tape(TapeOps):
         node.recompute = recompute if req else None
         node.stale = False
         node.consumers = 0
+        if not req:
+            node.versions = None
         # Count the users of what a VJP will read (saved inputs, a saved output: `reads` names
         # their nodes) and of the parents of a view (it aliases their memory); a value with no
         # user may be freed early (drop_value, a graph-freeing backward). A parent that needs a
@@ -559,6 +591,8 @@ class Tape(TapeOps):
                     for j in node.reads:
                         if nodes[j].stale:
                             self._recompute(j)
+                    if _EVER_BUMPED[0]:
+                        _check_versions(node)
                     needs = [nodes[p].requires_grad for p in node.parents]
                     cot = g
                     if not disposable and getattr(node.vjp, "overwrites_grad", False):

@@ -1,6 +1,7 @@
 """Tensor: a handle (session, node id, generation) on a Session's tape. Session.step() bumps the
 generation, so a stale Tensor raises instead of reading freed memory. Its methods forward to the
-registry's tape ops and the composites of torchlean.composite."""
+registry's tape ops and the composites of torchlean.composite; its in-place ops come from
+torchlean.mutation. nn.Parameter (torchlean.parameter) is a Tensor too."""
 from __future__ import annotations
 
 import math
@@ -16,7 +17,7 @@ from torchlean import composite as _composite
 from torchlean import devices as _devices
 from torchlean.dtypes import float32 as _float32
 from torchlean.int_tensor import IntTensor
-from torchlean.parameter import Parameter
+from torchlean.mutation import InPlaceOps
 
 if TYPE_CHECKING:   # annotations only: the Session module builds on this one
     from torchlean.session import Session
@@ -24,13 +25,20 @@ if TYPE_CHECKING:   # annotations only: the Session module builds on this one
 # the registry's tape ops: the only names Tensor.__getattr__ forwards as methods
 _TAPE_OPS = frozenset(n for n in vars(TapeOps) if not n.startswith("_"))
 _get_ident = threading.get_ident
+_current = []   # [default_session]: registered by torchlean.session, the layer above
 
 
-class Tensor:
+def current_session():
+    """The calling thread's current Session (torchlean.session.default_session)."""
+    return _current[0]()
+
+
+class Tensor(InPlaceOps):
     """A handle (session, node id) on the session's tape."""
 
     __slots__ = ("session", "id", "gen")
     __array_priority__ = 1000
+    _is_parameter = False
 
     def __init__(self, session: Session, nid: int, gen: int):
         self.session, self.id, self.gen = session, nid, gen
@@ -44,6 +52,7 @@ class Tensor:
             s = self.session
             if self.gen != s.gen or _get_ident() != s.owner:
                 return
+            # Session.release_ref, inlined: this runs once per Tensor
             refs, nid = s.refs, self.id
             c = refs.get(nid, 0) - 1
             if c > 0:
@@ -52,9 +61,7 @@ class Tensor:
                 refs.pop(nid, None)
                 s.tape.let_go(nid)           # and, unless a graph still reads it, its node
                 if s.grads:
-                    g = s.grads.pop(nid, None)   # nobody can ask for this gradient any more
-                    if g is not None:
-                        g.release()
+                    s.grads.pop(nid, None)   # nobody can ask for this gradient any more
         except Exception:  # interpreter shutdown: nothing left to free
             pass
 
@@ -111,12 +118,12 @@ class Tensor:
 
     def __eq__(self, o):
         """Elementwise == as in PyTorch: a 0/1 float32 Tensor (the eq kernel), no gradient."""
-        if not isinstance(o, (Tensor, Parameter) + self._COMPARABLE):
+        if not isinstance(o, (Tensor,) + self._COMPARABLE):
             return NotImplemented
         return self._binary("eq", o)
 
     def __ne__(self, o):
-        if not isinstance(o, (Tensor, Parameter) + self._COMPARABLE):
+        if not isinstance(o, (Tensor,) + self._COMPARABLE):
             return NotImplemented
         return self._binary("ne", o)
 
@@ -134,25 +141,52 @@ class Tensor:
 
     @property
     def grad(self):
+        """The gradient a backward() accumulated into this leaf, as a Tensor (None before)."""
         self._check()
         p = self.session.params_by_leaf.get(self.id)
         if p is not None:
             return p.grad
         g = self.session.grads.get(self.id)
-        return None if g is None else g.to_numpy()
+        return None if g is None else self.session.borrow(g)
+
+    @grad.setter
+    def grad(self, value):
+        self._check()
+        s = self.session
+        if value is None:
+            s.grads.pop(self.id, None)
+            return
+        a = np.asarray(value, dtype=np.float32)
+        if a.shape != tuple(self.shape):
+            raise RuntimeError(f"assigned grad has data of a different size: expected "
+                               f"{list(self.shape)}, got {list(a.shape)}")
+        s.grads[self.id] = AnyBuffer.from_numpy(a)
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self._node().parents
 
     def detach(self) -> "Tensor":
-        with no_grad():
-            s = self.session
-            nid = s.tape.leaf(self.value, requires_grad=False)
-            s.tape.nodes[nid].pinned = False   # borrowed: forgotten with its last Tensor
-            return s._wrap(nid)
+        """A Tensor sharing this one's storage, outside autograd (as torch's detach())."""
+        self._check()
+        return self.session.borrow(self.session.tape.hand_out(self.id))
+
+    def __deepcopy__(self, memo):
+        """A leaf's copy in new memory (torch deep-copies leaves only)."""
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment; detach() first")
+        t = self.session.tensor(self.numpy(), requires_grad=self.requires_grad)
+        memo[id(self)] = t
+        return t
 
     # operators ---------------------------------------------------------------
     def _other(self, o):
         return self.session.as_tensor(o)
 
     def _binary(self, name, o):
+        if self._is_parameter and isinstance(o, Tensor) and not o._is_parameter:
+            self = o.session.use(self)   # a Parameter joins the other operand's Session
         # fast path: both operands live tensors of this session's current step
         s = self.session
         if (o.__class__ is Tensor and o.session is s and self.gen == s.gen == o.gen
@@ -191,7 +225,7 @@ class Tensor:
         return self._other(o) - self
 
     def __truediv__(self, o):
-        if not isinstance(o, (Tensor, Parameter)) and np.ndim(o) == 0:
+        if not isinstance(o, Tensor) and np.ndim(o) == 0:
             return self * (1.0 / float(o))
         return self._binary("div", o)
 
@@ -201,6 +235,8 @@ class Tensor:
         return self.session.op("div", self._other(o), self)
 
     def __matmul__(self, o):
+        if self._is_parameter and isinstance(o, Tensor) and not o._is_parameter:
+            self = o.session.use(self)
         if self.ndim == 2 and getattr(o, "ndim", None) == 2:
             return self._binary("matmul", o)
         return _composite.matmul(self, o)
@@ -492,8 +528,16 @@ class Tensor:
 
     @property
     def data(self):
-        """torch's x.data: the same values, outside the graph (detach())."""
+        """torch's x.data: the same storage, outside the graph (detach())."""
         return self.detach()
+
+    @data.setter
+    def data(self, value):
+        with no_grad():
+            if tuple(np.shape(value)) == tuple(self.shape):
+                self.copy_(value)
+            else:   # torch swaps in the new data, whatever its shape
+                self._rebase(self.session.tensor(np.asarray(value, np.float32)))
 
     def neg(self):
         return -self

@@ -57,6 +57,7 @@ import zlib
 import numpy as np
 
 from torchlean import distributed as dist
+from torchlean import inplace as _inplace
 from torchlean import random as _random
 from torchlean.buffer import AnyBuffer
 from torchlean._generated import ops as _ops
@@ -338,7 +339,9 @@ class DistributedDataParallel(Module):
             if gathered is None:
                 if not self._average or self._comm.averages:
                     continue
-                out = _ops.scale(g, c=1.0 / W)
+                # in place (the scale kernel's bits): a Tensor taken from p.grad sees the mean
+                _inplace.scale_into(g, 1.0 / W, "DistributedDataParallel mean")
+                continue
             else:
                 K, sent = micro
                 rows = [rank_rows(gathered[i * K + j], W, g.shape) for j in range(K)]
@@ -347,10 +350,8 @@ class DistributedDataParallel(Module):
                 for c in gathered[i * K:(i + 1) * K] + sent[i * K:(i + 1) * K - 1]:
                     c.release()
                 if self._average:
-                    acc, out = out, _ops.scale(out, c=1.0 / W)
-                    acc.release()
-            g.release()
-            p.grad_buf = out
+                    _inplace.scale_into(out, 1.0 / W, "DistributedDataParallel mean")
+            p.grad_buf = out   # the local gradient goes with its last reference
 
     def remove_hooks(self) -> None:
         """Detach from the parameters and BatchNorm layers (the wrapper stops reducing)."""

@@ -1,12 +1,13 @@
 """RMSprop and Adagrad as torch.optim documents them, composed from the registry's elementwise
 kernels on device buffers (no fused kernel of their own): state lives on device, the
-parameter's mirror is replaced by the updated buffer, temporaries are released at once."""
+update is copied into the parameter's storage in place, temporaries are released at once."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
+from torchlean import inplace as _inplace
 from torchlean.buffer import AnyBuffer
 from torchlean.optim.optimizer import Optimizer
 from torchlean._generated import ops as _ops
@@ -46,8 +47,13 @@ def _grad(t, g, p):
 
 
 def _replace(st, key, buf):
-    st[key].release()
-    st[key] = buf
+    st[key] = buf   # the old buffer goes with its last reference (a checkpoint may read it)
+
+
+def _write(p, new):
+    """p's storage := new, in place (readers of p see the old or the new values)."""
+    _inplace.copy_into(p.mirror(), new, f"{type(p).__name__} update")
+    new.release()
 
 
 class RMSprop(Optimizer):
@@ -98,7 +104,7 @@ class RMSprop(Optimizer):
                          _ops.axpy(step, t(_ops.scale(st["momentum_buffer"], c=g["momentum"])),
                                    c=1.0))
                 step = st["momentum_buffer"]
-            p.set_mirror(_ops.axpy(p.mirror(), step, c=-g["lr"]))
+            _write(p, _ops.axpy(p.mirror(), step, c=-g["lr"]))
             t.release()
         return loss
 
@@ -135,6 +141,6 @@ class Adagrad(Optimizer):
             _replace(st, "sum", _ops.add(st["sum"], t(_ops.mul(grad, grad))))
             denom = t(_ops.add(t(_ops.sqrt(st["sum"])), t.scalar(g["eps"])))
             clr = g["lr"] / (1.0 + (st["step"] - 1) * g["lr_decay"])
-            p.set_mirror(_ops.axpy(p.mirror(), t(_ops.div(grad, denom)), c=-clr))
+            _write(p, _ops.axpy(p.mirror(), t(_ops.div(grad, denom)), c=-clr))
             t.release()
         return loss

@@ -1,6 +1,7 @@
 """Optimizers over Parameters with PyTorch's parameter groups: `param_groups` is a list of dicts
 (each with its "params" and its own lr, weight_decay, momentum or betas); state (momentum
-buffers, Adam moments) stays on device and is updated by the fused sgd_step/adam_step kernels.
+buffers, Adam moments) stays on device and is updated by the fused sgd_step/adam_step kernels,
+in place on each parameter's storage (nothing is released that another thread may read).
 state_dict()/load_state_dict() copy every state value exactly, so training resumes
 bit-identically."""
 from __future__ import annotations
@@ -78,7 +79,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True):
         for p in self.params:
-            p.zero_grad()
+            p.zero_grad(set_to_none)
 
     def state_dict(self) -> dict:
         """{"state": {index: {name: value}}, "param_groups": [options + "params": indices]}
@@ -107,10 +108,8 @@ class Optimizer:
         for g, saved in zip(self.param_groups, groups):
             g.update({k: (tuple(v) if isinstance(v, list) else v)
                       for k, v in saved.items() if k != "params"})
-        for st in self.state.values():
-            for v in st.values():
-                if isinstance(v, AnyBuffer):
-                    v.release()
+        # the old state buffers are dropped, not released: a checkpoint being written by
+        # another thread may still read them
         self.state = {}
         for i, st in sd["state"].items():
             p = params[int(i)]

@@ -2,6 +2,8 @@
 containers that hold children: Sequential, ModuleList, ModuleDict."""
 from __future__ import annotations
 
+import numpy as np
+
 from torchlean.session import Parameter
 from torchlean.nn.checkpoint import save_file, load_file
 
@@ -14,12 +16,17 @@ class Module:
         object.__setattr__(self, "_params", {})
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, k, v):
         if k in self._buffers:
-            # assigning to a registered buffer overwrites its value (shape checked)
-            self._buffers[k].set(v)
+            b = self._buffers[k]
+            if b is None or v is None or tuple(np.shape(v)) != tuple(b.shape):
+                # a new buffer (torch rebinds it): registered again under the same name
+                self.register_buffer(k, v, persistent=k not in self._non_persistent)
+            elif v is not b:
+                b.set(v)   # same shape: written in place (its readers see old or new values)
             return
         if isinstance(v, Parameter):
             self._params[k] = v
@@ -27,10 +34,20 @@ class Module:
             self._modules[k] = v
         object.__setattr__(self, k, v)
 
-    def register_buffer(self, name: str, value) -> Parameter:
-        """Non-trainable state kept on device like a parameter and saved in state_dict()."""
-        b = Parameter(value, requires_grad=False, name=name)
+    def register_buffer(self, name: str, tensor, persistent: bool = True):
+        """Non-trainable state kept on device (a Tensor that is never trained), saved in
+        state_dict() unless persistent=False; None registers an empty slot, as torch."""
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"register_buffer: buffer name must be a non-empty string without "
+                           f"'.', got {name!r}")
+        if name in self._params or name in self._modules:
+            raise KeyError(f"register_buffer: attribute '{name}' already exists")
+        b = None if tensor is None else Parameter(tensor, requires_grad=False, name=name)
         self._buffers[name] = b
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
         object.__setattr__(self, name, b)
         return b
 
@@ -50,7 +67,8 @@ class Module:
 
     def named_buffers(self, prefix=""):
         for k, b in self._buffers.items():
-            yield prefix + k, b
+            if b is not None:
+                yield prefix + k, b
         for k, m in self._modules.items():
             yield from m.named_buffers(prefix + k + ".")
 
@@ -68,9 +86,11 @@ class Module:
     def _named_state(self, prefix=""):
         """PyTorch's state_dict order: each module's parameters, then its buffers, then children."""
         for k, p in self._params.items():
-            yield prefix + k, p
+            if p is not None:
+                yield prefix + k, p
         for k, b in self._buffers.items():
-            yield prefix + k, b
+            if b is not None and k not in self._non_persistent:
+                yield prefix + k, b
         for k, m in self._modules.items():
             yield from m._named_state(prefix + k + ".")
 
@@ -83,9 +103,10 @@ class Module:
     def eval(self):
         return self.train(False)
 
-    def zero_grad(self):
+    def zero_grad(self, set_to_none: bool = True):
+        """Gradients become None (torch's default) or, set_to_none=False, zeros in place."""
         for p in self.parameters():
-            p.zero_grad()
+            p.zero_grad(set_to_none)
 
     def state_dict(self) -> dict:
         """Host copies of every parameter and buffer, keyed by dotted name."""

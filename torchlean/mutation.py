@@ -1,0 +1,421 @@
+"""PyTorch's in-place ops on Tensor (`add_`, ..., `copy_`, `x[idx] = v`, `+=`): one rule.
+
+- No gradient to record (no_grad, or neither the tensor nor an operand requires one): the new
+  values are written into the tensor's storage, so views sharing it (reshape, detach(), `.data`,
+  a Parameter's leaf) see them. The core arithmetic runs the out-of-place op's own kernel with
+  the storage as its output (torchlean.inplace): no allocation, the same bits.
+- A gradient to record: the op is recorded out of place and the tensor is rebased onto its
+  result (as PyTorch rebases a tensor's grad_fn), after bumping the old storage's version, so a
+  backward that needs the old values raises instead of using changed ones.
+- A leaf that requires grad raises outside no_grad, as PyTorch does.
+Every write bumps the storage's version counter (torchlean.buffer.bump).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+
+import numpy as np
+
+from torchlean import composite as _composite
+from torchlean import inplace as _k
+from torchlean.buffer import AnyBuffer, bump
+from torchlean.random import next_device_key
+from torchlean.tape import is_grad_enabled, no_grad
+
+_get_ident = threading.get_ident
+_LEAF_MSG = ("a leaf Variable that requires grad is being used in an in-place operation. "
+             "({op}: wrap the update in torchlean.no_grad(), or write through .data)")
+
+
+def _is_number(o) -> bool:
+    return isinstance(o, numbers.Real) and not isinstance(o, bool) or isinstance(o, np.floating)
+
+
+class InPlaceOps:
+    """The `_`-suffixed methods and augmented assignment of Tensor (and so of Parameter)."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ the one rule
+    def _inplace(self, op: str, compute, operands=(), kernel=None):
+        """Write compute() (the out-of-place value, a Tensor) into self. `kernel(dst)`, when
+        given, writes it straight into the storage and returns False when it cannot."""
+        needs_grad = is_grad_enabled() and (
+            self.requires_grad or any(getattr(o, "requires_grad", False) for o in operands))
+        if self._is_parameter:
+            if needs_grad:
+                if self.requires_grad:
+                    raise RuntimeError(_LEAF_MSG.format(op=op))
+                raise RuntimeError(f"{op}: an operand requires grad but the Parameter does not; "
+                                   "torchlean writes Parameters only outside autograd (no_grad)")
+            dst = self.mirror()
+        else:
+            node = self._node()
+            if needs_grad and node.requires_grad and not node.parents:
+                raise RuntimeError(_LEAF_MSG.format(op=op))
+            dst = node.value
+        if needs_grad:
+            bump(dst.buf, op)   # a VJP that saved the old values now raises
+            out = compute()
+            _check_shape(op, out.shape, self.shape)
+            self._rebase(self._still_differentiable(out))
+            return self
+        if kernel is not None and kernel(dst):
+            return self
+        with no_grad():
+            out = compute()
+        _check_shape(op, out.shape, self.shape)
+        _k.copy_into(dst, out._node().value, op)
+        return self
+
+    def _still_differentiable(self, out):
+        """`out` as the node self is rebased onto: its own node (never another Tensor's) and,
+        when self required grad, still requiring it (a fill or a copy of a constant sends self
+        a zero gradient, as torch's): where(everywhere, out, self) keeps out's bits."""
+        if self.requires_grad and not out.requires_grad:
+            out = _composite.where(self.session, np.ones(tuple(self.shape), bool), out, self)
+        elif out.id == self.id or out.session.refs.get(out.id, 0) > 1:
+            out = out.clone()
+        return out
+
+    def _operand(self, o):
+        """o as a buffer of self's shape for a kernel, or None (the caller falls back)."""
+        if isinstance(o, InPlaceOps) and tuple(o.shape) == tuple(self.shape):
+            return o.mirror() if o._is_parameter else o._node().value
+        return None
+
+    def _fast(self, name: str, other) -> bool:
+        """The common case without closures: two plain Tensors of one shape on their Session's
+        current step in its thread, neither recording a gradient: the kernel into self."""
+        s = self.session
+        if self._is_parameter or self.gen != s.gen or _get_ident() != s.owner:
+            return False
+        a = s.tape.nodes[self.id]
+        if other.__class__ is float or other.__class__ is int:   # x * c, x / c: the scale op
+            if name not in ("mul", "div") or (is_grad_enabled() and a.requires_grad) or \
+                    not (other != 0 if name == "div" else math.isfinite(other)):
+                return False
+            c = float(other) if name == "mul" else 1.0 / float(other)
+            if not math.isfinite(c):
+                return False
+            _k.scale_into(a.value, c, name + "_")
+            return True
+        if other.__class__ is not self.__class__ or other.session is not s or other.gen != s.gen:
+            return False
+        b = s.tape.nodes[other.id]
+        if is_grad_enabled() and (a.requires_grad or b.requires_grad):
+            return False
+        return _k.binary_into(name, a.value, b.value)
+
+    # ------------------------------------------------------------------ arithmetic
+    def add_(self, other, *, alpha=1):
+        if alpha == 1 and self._fast("add", other):
+            return self
+
+        def kernel(dst):
+            b = self._operand(other)
+            if b is None:
+                return False
+            if alpha == 1:
+                return _k.binary_into("add", dst, b)
+            _k.axpy_into(dst, b, float(alpha), "add_")
+            return True
+        return self._inplace("add_", lambda: self + (other if alpha == 1 else other * alpha),
+                             (other,), kernel)
+
+    def sub_(self, other, *, alpha=1):
+        if alpha == 1 and self._fast("sub", other):
+            return self
+
+        def kernel(dst):
+            b = self._operand(other)
+            if b is None:
+                return False
+            if alpha == 1:
+                return _k.binary_into("sub", dst, b)
+            _k.axpy_into(dst, b, -float(alpha), "sub_")
+            return True
+        return self._inplace("sub_", lambda: self - (other if alpha == 1 else other * alpha),
+                             (other,), kernel)
+
+    def mul_(self, other):
+        if self._fast("mul", other):
+            return self
+
+        def kernel(dst):
+            if _is_number(other) and np.isfinite(other):
+                _k.scale_into(dst, float(other), "mul_")
+                return True
+            b = self._operand(other)
+            return b is not None and _k.binary_into("mul", dst, b)
+        return self._inplace("mul_", lambda: self * other, (other,), kernel)
+
+    def div_(self, other, *, rounding_mode=None):
+        if rounding_mode is not None:
+            return self._inplace("div_", lambda: self.div(other, rounding_mode=rounding_mode),
+                                 (other,))
+        if self._fast("div", other):
+            return self
+
+        def kernel(dst):
+            if _is_number(other) and other != 0 and np.isfinite(1.0 / float(other)):
+                _k.scale_into(dst, 1.0 / float(other), "div_")   # x / c is x * (1 / c)
+                return True
+            b = self._operand(other)
+            return b is not None and _k.binary_into("div", dst, b)
+        return self._inplace("div_", lambda: self / other, (other,), kernel)
+
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    def neg_(self):
+        return self._inplace("neg_", lambda: -self, (),
+                             lambda dst: _k.scale_into(dst, -1.0, "neg_") or True)
+
+    def _unary_(self, name):
+        return self._inplace(name + "_", lambda: self.session.op(name, self), (),
+                             lambda dst: _k.unary_into(name, dst))
+
+    def abs_(self):
+        return self._unary_("abs")
+
+    def sqrt_(self):
+        return self._unary_("sqrt")
+
+    def exp_(self):
+        return self._unary_("exp")
+
+    def log_(self):
+        return self._unary_("log")
+
+    def reciprocal_(self):
+        return self._unary_("reciprocal")
+
+    def sigmoid_(self):
+        return self._unary_("sigmoid")
+
+    def tanh_(self):
+        return self._unary_("tanh")
+
+    def relu_(self):
+        return self._unary_("relu")
+
+    def pow_(self, exponent):
+        return self._inplace("pow_", lambda: self.pow(exponent), (exponent,))
+
+    def clamp_(self, min=None, max=None):  # noqa: A002 - torch's names
+        return self._inplace("clamp_", lambda: self.clamp(min, max), (min, max))
+
+    clip_ = clamp_
+
+    def clamp_min_(self, min):  # noqa: A002 - torch's name
+        return self.clamp_(min=min)
+
+    def clamp_max_(self, max):  # noqa: A002 - torch's name
+        return self.clamp_(max=max)
+
+    def square_(self):
+        return self._inplace("square_", lambda: self * self, ())
+
+    def lerp_(self, end, weight):
+        return self._inplace("lerp_", lambda: self + weight * (end - self), (end, weight))
+
+    def addcmul_(self, tensor1, tensor2, *, value=1):
+        return self._inplace("addcmul_", lambda: self + value * (tensor1 * tensor2),
+                             (tensor1, tensor2))
+
+    def addcdiv_(self, tensor1, tensor2, *, value=1):
+        return self._inplace("addcdiv_", lambda: self + value * (tensor1 / tensor2),
+                             (tensor1, tensor2))
+
+    # ------------------------------------------------------------------ writes of values
+    def copy_(self, src, non_blocking=False):
+        """self's values := src broadcast to self's shape (autograd-correct: gradient flows to
+        src; a non-leaf is rebased onto the copy)."""
+        def kernel(dst):
+            if isinstance(src, InPlaceOps):
+                b = src.mirror() if src._is_parameter else src._node().value
+                if b is dst:
+                    return True
+                wide = src if b.shape == dst.shape else src.expand(tuple(self.shape))
+                _k.copy_into(dst, wide.mirror() if wide._is_parameter else wide._node().value,
+                             "copy_")
+                return True
+            a = np.asarray(src, dtype=np.float32)
+            _k.copy_into(dst, AnyBuffer.from_numpy(np.broadcast_to(a, self.shape)), "copy_")
+            return True
+        return self._inplace("copy_", lambda: self.session.as_tensor(src).expand(
+            tuple(self.shape)).clone(), (src,), kernel)
+
+    def fill_(self, value):
+        v = float(value.item() if isinstance(value, InPlaceOps) else value)
+        return self._inplace(
+            "fill_", lambda: self.session.tensor(np.full(self.shape, v, np.float32)), (),
+            lambda dst: _k.copy_into(dst, AnyBuffer.full(dst.shape, v), "fill_") or True)
+
+    def zero_(self):
+        return self.fill_(0.0)
+
+    def masked_fill_(self, mask, value):
+        return self._inplace("masked_fill_",
+                             lambda: _composite.where(self.session, mask, value, self),
+                             (value,))
+
+    def index_fill_(self, dim, index, value):
+        d = dim + self.ndim if dim < 0 else dim
+        key = (slice(None),) * d + (np.asarray(index, dtype=np.int64).reshape(-1),)
+        self[key] = value
+        return self
+
+    def scatter_(self, dim, index, src):
+        """self[i][index[i][j][k]][k] = src[i][j][k] (dim 1; likewise for any dim), src a
+        Tensor (its leading index-shaped block is read) or a number."""
+        idx = np.asarray(index.numpy() if hasattr(index, "numpy") else index)
+        if idx.dtype.kind not in "iu" or idx.ndim != self.ndim:
+            raise RuntimeError(f"scatter_: index must be an int64 tensor with as many dims as "
+                               f"self ({self.ndim}), got dtype {idx.dtype} and shape "
+                               f"{list(idx.shape)}")
+        d = dim + self.ndim if dim < 0 else dim
+        n = self.shape[d]
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise IndexError(f"scatter_: index {int(idx.max())} is out of bounds for dimension "
+                             f"{dim} with size {n}")
+        coords = list(np.indices(idx.shape))
+        coords[d] = idx % n if n else idx
+        key = tuple(coords)
+        if isinstance(src, InPlaceOps):
+            src = src[tuple(slice(0, m) for m in idx.shape)]
+        self[key] = src
+        return self
+
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):
+        def kernel(dst):
+            _k.random_into(dst, "uniform", _key(generator))
+            if (a, b) != (0.0, 1.0):
+                with no_grad():
+                    scaled = self.session.borrow(dst) * (float(b) - float(a)) + float(a)
+                    _k.copy_into(dst, scaled._node().value, "uniform_")
+            return True
+        return self._random("uniform_", kernel)
+
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        return self._random("normal_", lambda dst: _k.random_into(
+            dst, "normal", _key(generator), mean, std) or True)
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        return self._random("bernoulli_", lambda dst: _k.random_into(
+            dst, "bernoulli", _key(generator), float(p)) or True)
+
+    def _random(self, op, kernel):
+        if is_grad_enabled() and self.requires_grad and (
+                self._is_parameter or not self._node().parents):
+            raise RuntimeError(_LEAF_MSG.format(op=op))
+        if is_grad_enabled() and self.requires_grad:   # a non-leaf: a fresh leaf of draws
+            fresh = self.session.tensor(np.zeros(self.shape, np.float32))
+            kernel(fresh._node().value)
+            bump(self._node().value.buf, op)
+            self._rebase(self._still_differentiable(fresh))
+            return self
+        kernel(self.mirror() if self._is_parameter else self._node().value)
+        return self
+
+    # ------------------------------------------------------------------ item assignment
+    def __setitem__(self, key, value):
+        """x[key] = value for every index form x[key] reads; value broadcast to the selection;
+        differentiable: gradient to value through the written positions, zero to the old x
+        there."""
+        shape = tuple(self.shape)
+        pos = _positions(shape, key)
+        vals = value
+        if isinstance(value, InPlaceOps) and tuple(value.shape) != pos.shape:
+            try:
+                np.broadcast_shapes(tuple(value.shape), pos.shape)
+            except ValueError:
+                raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} "
+                                   f"cannot be broadcast to indexing result of shape "
+                                   f"{list(pos.shape)}") from None
+        elif not isinstance(value, InPlaceOps):
+            a = np.asarray(value, dtype=np.float32)
+            try:
+                vals = np.broadcast_to(a, pos.shape)
+            except ValueError:
+                raise RuntimeError(f"shape mismatch: value of shape {list(a.shape)} cannot be "
+                                   f"broadcast to indexing result of shape {list(pos.shape)}") \
+                    from None
+
+        def compute():
+            return _assign(self, shape, pos, vals)
+        return self._inplace("setitem", compute, (value,))
+
+    def _rebase(self, out) -> None:
+        """Point this handle at `out`'s node (its autograd history and storage)."""
+        s, old, new = self.session, self.id, out.id
+        refs = s.refs
+        refs[new] = refs.get(new, 0) + 1
+        self.id = new
+        s.release_ref(old)
+
+
+def _key(generator) -> int:
+    """The device key of the next draw: of `generator` (torch's generator=) or the global
+    seeded stream."""
+    return next_device_key() if generator is None else generator.next_key()
+
+
+def _check_shape(op: str, got, want) -> None:
+    if tuple(got) != tuple(want):
+        raise RuntimeError(f"{op}: output with shape {list(want)} doesn't match the broadcast "
+                           f"shape {list(got)}")
+
+
+def _positions(shape: tuple, key) -> np.ndarray:
+    """The flat positions x[key] selects, as an int64 array of x[key]'s shape (NumPy's indexing
+    of an index grid: the forms torch reads, tensors converted to arrays)."""
+    grid = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    parts = key if isinstance(key, tuple) else (key,)
+    conv = []
+    for k in parts:
+        if isinstance(k, InPlaceOps):        # a float tensor: a 0/1 mask
+            conv.append(k.numpy() != 0)
+        elif hasattr(k, "dtype") and hasattr(k, "numpy") and not isinstance(k, np.ndarray):
+            conv.append(np.asarray(k.numpy()))   # an IntTensor (int64 or bool)
+        elif isinstance(k, list):
+            conv.append(np.asarray(k))
+        else:
+            conv.append(k)
+    try:
+        return np.asarray(grid[tuple(conv)])
+    except IndexError as e:
+        raise IndexError(f"setitem: index {key!r} is out of range for a tensor of shape "
+                         f"{list(shape)} ({e})") from None
+
+
+def _assign(x, shape, pos: np.ndarray, vals):
+    """where(written, value scattered to its positions, x): differentiable in x and value."""
+    s = x.session
+    n = int(np.prod(shape))
+    flat = pos.reshape(-1)
+    src = np.full(n, flat.size, dtype=np.int64)
+    src[flat] = np.arange(flat.size)           # a repeated position: the last write wins
+    written = np.zeros(n, dtype=bool)
+    written[flat] = True
+    if isinstance(vals, InPlaceOps):
+        v = s.as_tensor(vals)
+        v = v.expand(pos.shape) if tuple(v.shape) != pos.shape else v
+        ext = _composite.cat([v.reshape(-1), s.tensor(np.zeros(1, np.float32))], 0)
+        scattered = _composite.getitem(ext, src).reshape(shape)
+    else:
+        ext = np.append(np.asarray(vals, np.float32).reshape(-1), np.float32(0))
+        scattered = s.tensor(ext[src].reshape(shape))
+    return _composite.where(s, written.reshape(shape), scattered, x)
