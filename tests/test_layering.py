@@ -34,13 +34,15 @@ LAYERS = [
     ["devices"],                                  # device names, mapped onto the backend
     ["random"],                                   # generator state
     ["_opsupport"],                               # checks shared by the generated ops
+    ["inplace"],                                  # kernels writing into a buffer it holds
     ["_generated.ops", "dgemm"],                  # one Python function per kernel
     ["_generated.tape_ops"],
     ["tape"],                                     # the autograd tape
-    ["parameter"],
     ["int_tensor"],
     ["composite"],                                # ops composed from registry ops
+    ["mutation"],                                 # in-place methods, x[idx] = v
     ["tensor"],
+    ["parameter"],                                # a Tensor that is a leaf of no Session
     ["session"],
     ["factories", "functions", "interop", "data", "cuda", "utils"],
     # torch's namespaces, filled by the catalog at import
