@@ -14,7 +14,9 @@ import operator
 import numpy as np
 
 from torchlean.dtypes import bool_ as _bool, int64 as _int64
-from torchlean import indexing
+from torchlean.errors import IntegerDivisionByZero
+from torchlean import indexing, int_shape_ops as _ops
+from torchlean.int_values import check_int, to_bool, to_int64
 
 
 def _host(x):
@@ -52,8 +54,8 @@ class IntTensor:
         a = np.asarray(a)
         if a.dtype == np.bool_:
             self._a = a
-        elif a.dtype.kind in "iu":
-            self._a = a.astype(np.int64, copy=False)
+        elif a.dtype.kind in "iuO":     # uint64 >= 2**63, big Python ints: refused, not wrapped
+            self._a = to_int64("IntTensor", a)
         else:
             raise TypeError(f"IntTensor: expected integer or boolean data, got dtype {a.dtype}")
 
@@ -171,10 +173,25 @@ class IntTensor:
 
     # ------------------------------------------------------------------ shapes
     def __getitem__(self, key):
-        return IntTensor(self._a[host_key(key)])
+        try:
+            return IntTensor(self._a[host_key(key)])
+        except IndexError as e:
+            raise IndexError(f"__getitem__: {e} (shape {self._a.shape})") from None
 
     def __setitem__(self, key, value):
-        self._a[host_key(key)] = _host(value)
+        """x[key] = value: floats truncate toward zero and values int64 cannot hold raise, as
+        torch; the value broadcasts to the indexed shape."""
+        if hasattr(value, "session") or type(value).__name__ == "Parameter":
+            value = value.numpy()                          # a float Tensor's values
+        v = (to_bool if self._a.dtype == np.bool_ else to_int64)("__setitem__", _host(value))
+        try:
+            self._a[host_key(key)] = v
+        except IndexError as e:
+            raise IndexError(f"__setitem__: {e} (shape {self._a.shape})") from None
+        except ValueError:
+            raise RuntimeError(f"__setitem__: shape mismatch: a value of shape {v.shape} cannot "
+                               f"be broadcast to the indexed part of shape "
+                               f"{self._a[host_key(key)].shape}") from None
 
     def __iter__(self):
         if self._a.ndim == 0:
@@ -227,6 +244,21 @@ class IntTensor:
     @property
     def T(self):
         return IntTensor(self._a.T)
+
+    def gather(self, dim, index):
+        return IntTensor(_ops.gather(self._a, dim, _index_array("gather", index)))
+
+    def repeat(self, *sizes):
+        return IntTensor(_ops.repeat(self._a, sizes))
+
+    def tile(self, *dims):
+        return IntTensor(_ops.tile(self._a, dims[0] if len(dims) == 1 else dims))
+
+    def flip(self, *dims):
+        return IntTensor(_ops.flip(self._a, dims[0] if len(dims) == 1 else dims))
+
+    def roll(self, shifts, dims=None):
+        return IntTensor(_ops.roll(self._a, shifts, dims))
 
     # ------------------------------------------------------------------ reductions
     def _dims(self, dim, op):
@@ -307,9 +339,18 @@ class IntTensor:
         if not isinstance(o, (IntTensor, bool, int, np.integer, np.bool_, np.ndarray, list,
                               tuple)):
             return NotImplemented
+        if isinstance(o, (int, np.integer)) and not isinstance(o, (bool, np.bool_)):
+            o = np.int64(check_int(name, o))      # 2**63 raises, never an object array
+        elif not isinstance(o, (IntTensor, bool, np.bool_)):
+            o = to_int64(name, o)
         a, b = self._a, _host(o)
-        r = f(b, a) if reflected else f(a, b)
-        return IntTensor(r) if isinstance(r, np.ndarray) and r.dtype.kind in "biu" else r
+        den = a if reflected else b
+        if f in (np.floor_divide, np.remainder) and np.any(den == 0):
+            raise IntegerDivisionByZero(f"{name}: integer division by zero (ZeroDivisionError), "
+                                        "as torch's integer // and %")
+        with np.errstate(over="ignore"):              # int64 wraps, as torch's
+            r = f(b, a) if reflected else f(a, b)
+        return IntTensor(np.asarray(r))
 
     def __eq__(self, o):
         return self._compare(o, operator.eq, "__eq__")
@@ -366,8 +407,25 @@ class IntTensor:
     def __floordiv__(self, o):
         return self._binary(o, np.floor_divide, "__floordiv__")
 
+    def __rfloordiv__(self, o):
+        return self._binary(o, np.floor_divide, "__rfloordiv__", reflected=True)
+
     def __mod__(self, o):
         return self._binary(o, np.remainder, "__mod__")
+
+    def __rmod__(self, o):
+        return self._binary(o, np.remainder, "__rmod__", reflected=True)
+
+    def __matmul__(self, o):
+        """int64 @ int64 is int64 (torch); with a float tensor torch refuses the mixed dtypes."""
+        if not isinstance(o, IntTensor):
+            if _floaty(o):
+                raise RuntimeError(f"matmul: expected both operands to have the same dtype, got "
+                                   f"{self.dtype} and a float32 tensor (use .float())")
+            return NotImplemented
+        return IntTensor(_ops.matmul(self._a, o._a))
+
+    matmul = __matmul__
 
     def __truediv__(self, o):      # int / int is float in torch
         return self.float() / (o.float() if isinstance(o, IntTensor) else o)
@@ -400,7 +458,15 @@ class IntTensor:
         return IntTensor(np.abs(self._a))
 
     def clamp(self, min=None, max=None):  # noqa: A002 - torch's names
-        return IntTensor(np.clip(self._a, min, max))
+        """Integer bounds keep int64; a float bound (or float Tensor) promotes to float32, as
+        torch's type promotion does."""
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must be given")
+        if _floaty(min) or _floaty(max):
+            return self.float().clamp(min, max)
+        lo, hi = (None if v is None else _host(to_int64("clamp", _host(v))) for v in (min, max))
+        a = self._a if lo is None else np.maximum(self._a, lo)
+        return IntTensor(a if hi is None else np.minimum(a, hi))
 
     clip = clamp
 
@@ -410,6 +476,15 @@ class IntTensor:
         if self._a.dtype == np.bool_:
             dt = ", dtype=torchlean.bool"
         return f"tensor({body}{dt})"
+
+
+def _index_array(op, index) -> np.ndarray:
+    if isinstance(index, IntTensor):
+        return index._a
+    if isinstance(index, np.ndarray) and index.dtype.kind in "iu":
+        return index
+    raise TypeError(f"{op}: index must be an int64 tensor, got "
+                    f"{getattr(index, 'dtype', type(index).__name__)}")
 
 
 _MASK_OPS = frozenset(("lt", "le", "gt", "ge", "eq", "ne"))

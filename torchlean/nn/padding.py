@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from torchlean.nn import functional as F
+from torchlean.nn.arg_checks import int_tuple
 from torchlean.session import cat
 
 _MODES = ("constant", "reflect", "replicate", "circular")
@@ -36,7 +37,7 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002 - torch's names
     op = "pad"
     s = F._sess(input)
     x = s.as_tensor(input)
-    p = [int(v) for v in pad]
+    p = list(int_tuple(op, "pad", pad))
     if len(p) % 2 or len(p) // 2 > x.ndim:
         raise ValueError(f"{op}: pad must hold (before, after) pairs for at most {x.ndim} axes of "
                          f"input {tuple(x.shape)}, got {tuple(pad)}")
@@ -51,6 +52,9 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002 - torch's names
         for axis, lo, hi in axes:
             if lo < 0 or hi < 0:                       # negative pads crop
                 n = x.shape[axis]
+                if n + min(lo, 0) + min(hi, 0) < 0:
+                    raise ValueError(f"{op}: pads ({lo}, {hi}) crop more than the {n} cells of "
+                                     f"axis {axis} of input {tuple(input.shape)}")
                 idx = [slice(None)] * x.ndim
                 idx[axis] = slice(max(-lo, 0), n - max(-hi, 0))
                 x = x[tuple(idx)]

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from torchlean.nn import functional as F
+from torchlean.nn.arg_checks import int_arg, int_tuple
 
 _LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}
 
@@ -128,8 +129,8 @@ def _output_sizes(op, shp, rank, size, scale_factor):
         raise ValueError(f"{op}: give exactly one of size and scale_factor")
     ins = shp[-rank:]
     if size is not None:
-        outs = (int(size),) * rank if isinstance(size, (int, np.integer)) else \
-            tuple(int(v) for v in size)
+        outs = (int_arg(op, "size", size),) * rank if not hasattr(size, "__iter__") else \
+            int_tuple(op, "size", size)
         if len(outs) != rank:
             raise ValueError(f"{op}: size must be an int or {rank} ints for input {shp}, got "
                              f"{size!r}")

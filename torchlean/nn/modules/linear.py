@@ -11,7 +11,7 @@ from torchlean.nn.modules.base import Module
 class Linear(Module):
     def __init__(self, fan_in, fan_out, bias=True):
         super().__init__()
-        a = 1.0 / math.sqrt(fan_in)
+        a = 1.0 / math.sqrt(fan_in) if fan_in else 0.0   # torch: no inputs, bound 0
         self.weight = Parameter(init.uniform((fan_out, fan_in), -a, a), name="weight")
         self.bias = Parameter(init.uniform((fan_out,), -a, a), name="bias") if bias else None
 
