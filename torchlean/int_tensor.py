@@ -329,7 +329,11 @@ class IntTensor:
         return IntTensor(np.unique(self._a))
 
     def bincount(self, minlength=0):
-        return IntTensor(np.bincount(self._a.reshape(-1), minlength=minlength))
+        if self._a.ndim != 1 or self._a.dtype == np.bool_ or (self._a.size and self._a.min() < 0):
+            raise ValueError(f"bincount: only supports 1-d non-negative integral inputs, got "
+                             f"shape {self._a.shape}" + (f" with minimum {self._a.min()}"
+                                                         if self._a.size else ""))
+        return IntTensor(np.bincount(self._a, minlength=int(minlength)))
 
     # ------------------------------------------------------------------ operators
     def _binary(self, o, f, name, reflected=False):

@@ -14,10 +14,39 @@ def int_arg(op: str, name: str, v) -> int:
     if isinstance(v, (bool, np.bool_)):
         raise TypeError(f"{op}: {name} should be of type int, got: bool")
     try:
-        return operator.index(v)
+        n = operator.index(v)
     except TypeError:
         raise TypeError(f"{op}: {name} should be of type int, got: {type(v).__name__} "
                         f"{v!r}") from None
+    if not -(2 ** 63) <= n < 2 ** 63:
+        raise ValueError(f"{op}: {name} = {n} does not fit int64")
+    return n
+
+
+UINT32_ELEMENTS = 2 ** 32 - 1     # the native ABI's element-count limit
+
+
+def size_arg(op: str, name: str, v, minimum: int = 0) -> int:
+    """A module's size argument (features, channels, embeddings): an int >= minimum that the
+    native element limit can hold; TypeError for a float, ValueError for a bad value."""
+    n = int_arg(op, name, v)
+    if n < minimum:
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {n}")
+    if n > UINT32_ELEMENTS:
+        raise ValueError(f"{op}: {name} = {n} exceeds the uint32 element limit "
+                         f"{UINT32_ELEMENTS}")
+    return n
+
+
+def check_numel(op: str, name: str, shape) -> tuple:
+    """A parameter shape whose element count the native element limit can hold."""
+    total = 1
+    for n in shape:
+        total *= int(n)
+    if total > UINT32_ELEMENTS:
+        raise ValueError(f"{op}: {name} of shape {tuple(shape)} has {total} elements, over "
+                         f"the uint32 element limit {UINT32_ELEMENTS}")
+    return tuple(shape)
 
 
 def int_tuple(op: str, name: str, values) -> tuple:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from torchlean.nn import functional as F
-from torchlean.nn.arg_checks import int_tuple
+from torchlean.nn.arg_checks import check_numel, int_tuple
 from torchlean.session import cat
 
 _MODES = ("constant", "reflect", "replicate", "circular")
@@ -47,6 +47,10 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002 - torch's names
     if mode != "constant" and value not in (None, 0, 0.0):
         raise ValueError(f"{op}: value is only used by mode 'constant', got value={value}")
     axes = [(x.ndim - 1 - k, p[2 * k], p[2 * k + 1]) for k in range(len(p) // 2)]
+    grown = list(x.shape)
+    for axis, lo, hi in axes:
+        grown[axis] = max(grown[axis] + lo + hi, 0)
+    check_numel(op, "output", grown)
     if mode == "constant":
         fill = 0.0 if value is None else float(value)
         for axis, lo, hi in axes:

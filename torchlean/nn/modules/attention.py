@@ -12,7 +12,7 @@ import numpy as np
 
 from torchlean._opsupport import DeviceMask
 from torchlean.nn import functional as F, init
-from torchlean.nn.arg_checks import int_arg
+from torchlean.nn.arg_checks import check_numel, int_arg, size_arg
 from torchlean.nn.modules.base import Module
 from torchlean.nn.modules.linear import Linear
 from torchlean.session import Parameter, Tensor
@@ -24,9 +24,10 @@ class MultiheadAttention(Module):
                  dtype=None):
         super().__init__()
         op = "MultiheadAttention"
-        e, h = int_arg(op, "embed_dim", embed_dim), int_arg(op, "num_heads", num_heads)
-        kdim = None if kdim is None else int_arg(op, "kdim", kdim)
-        vdim = None if vdim is None else int_arg(op, "vdim", vdim)
+        e, h = size_arg(op, "embed_dim", embed_dim), int_arg(op, "num_heads", num_heads)
+        kdim = None if kdim is None else size_arg(op, "kdim", kdim)
+        vdim = None if vdim is None else size_arg(op, "vdim", vdim)
+        check_numel(op, "in_proj_weight", (3 * e, max(e, kdim or e, vdim or e)))
         if h < 1 or e % h:
             raise AssertionError(f"MultiheadAttention: embed_dim ({e}) must be divisible by "
                                  f"num_heads ({h})")

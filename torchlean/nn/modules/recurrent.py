@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from torchlean.nn import functional as F, init
-from torchlean.nn.arg_checks import int_arg
+from torchlean.nn.arg_checks import check_numel, size_arg
 from torchlean.nn.modules.base import Module
 from torchlean.session import Parameter, cat, stack
 
@@ -22,9 +22,10 @@ class _RNNBase(Module):
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
         super().__init__()
         name = type(self).__name__
-        input_size = int_arg(name, "input_size", input_size)
-        hidden_size = int_arg(name, "hidden_size", hidden_size)
-        num_layers = int_arg(name, "num_layers", num_layers)
+        input_size = size_arg(name, "input_size", input_size)
+        hidden_size = size_arg(name, "hidden_size", hidden_size)
+        num_layers = size_arg(name, "num_layers", num_layers)
+        check_numel(name, "weight_ih_l0", (4 * hidden_size, max(input_size, hidden_size)))
         if int(hidden_size) < 1 or int(num_layers) < 1 or int(input_size) < 1:
             raise ValueError(f"{name}: input_size, hidden_size and num_layers must be >= 1, got "
                              f"{input_size}, {hidden_size}, {num_layers}")
