@@ -255,3 +255,23 @@ def test_against_torch_where_installed():
         ta // 0
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         I(a) // 0
+
+
+def test_integer_pow_and_expand_as_torch():
+    a = np.array([2, 3, -2, 1, -1, 0])
+    x = I(a)
+    assert (x ** 2).dtype == tl.int64 and _a(x ** 2).tolist() == (a ** 2).tolist()
+    assert _a(2 ** I([0, 1, 10])).tolist() == [1, 2, 1024]
+    # a negative exponent inside a tensor: 0, except bases 1 and -1 (torch's integer pow)
+    e = np.array([1, 2, -1, -3, -3, 2])
+    assert _a(x ** I(e)).tolist() == [2, 9, 0, 1, -1, 0]
+    assert _a(I([2]) ** 63).tolist() == [-(2 ** 63)]            # wraps as int64
+    with pytest.raises(RuntimeError, match="__pow__: Integers to negative integer powers"):
+        x ** -1
+    f = x ** 0.5
+    assert f.dtype == tl.float32
+    np.testing.assert_allclose(_a(f)[:2], np.sqrt([2.0, 3.0]), rtol=1e-6)
+    assert np.isnan(_a(f)[2])
+    assert _a(I([1, 2]).expand(3, -1)).tolist() == [[1, 2]] * 3
+    with pytest.raises(ValueError, match="expand: shape"):
+        I([1, 2]).expand(3, 3)

@@ -1,5 +1,5 @@
-"""torch's shape ops on host int64/bool arrays (an IntTensor's storage): gather, repeat, tile,
-flip, roll, cat, stack, where, matmul. Each validates as torch does and names the op in its
+"""torch's ops on host int64/bool arrays (an IntTensor's storage): gather, repeat, tile, flip,
+roll, cat, stack, where, matmul, max/min along a dim, integer pow. Each validates as torch does and names the op in its
 error; IntTensor wraps the arrays these return. int64 arithmetic wraps on overflow, as torch's."""
 from __future__ import annotations
 
@@ -144,3 +144,30 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     except ValueError:
         raise ValueError(f"matmul: batch shapes of {a.shape} and {b.shape} do not "
                          "broadcast") from None
+
+
+def extreme(a: np.ndarray, kind: str, dim, keepdim: bool):
+    """(values, indices) of max or min along dim (a 0-d tensor acts as shape (1,))."""
+    d = indexing.normalize_dim(dim, a.ndim, kind)
+    b = a if a.ndim else a.reshape(1)
+    idx = b.argmax(axis=d) if kind == "max" else b.argmin(axis=d)
+    vals = np.take_along_axis(b, np.expand_dims(idx, d), d)
+    if not keepdim:
+        vals = vals.squeeze(d)
+    else:
+        idx = np.expand_dims(idx, d)
+    if not a.ndim:
+        vals, idx = vals.reshape(()), idx.reshape(())
+    return vals, idx
+
+
+def power(a, e) -> np.ndarray:
+    """a ** e in int64 as torch's integer pow: negative exponents give 0, except for bases 1
+    (1) and -1 (+-1 by parity)."""
+    a, e = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(e, np.int64))
+    neg = e < 0
+    out = np.power(a, np.where(neg, 0, e))
+    if neg.any():
+        small = np.where(a == 1, 1, np.where(a == -1, np.where(e % 2 == 0, 1, -1), 0))
+        out = np.where(neg, small, out)
+    return out

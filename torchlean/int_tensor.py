@@ -287,16 +287,7 @@ class IntTensor:
                 return IntTensor(f(self._a, _host(dim)))
             raise TypeError(f"{kind}: dim must be an int, got {type(dim).__name__}")
         from torchlean.composite import MinMaxResult
-        d = indexing.normalize_dim(dim, self._a.ndim, kind)
-        a = self._a if self._a.ndim else self._a.reshape(1)
-        idx = a.argmax(axis=d) if kind == "max" else a.argmin(axis=d)
-        vals = np.take_along_axis(a, np.expand_dims(idx, d), d)
-        if not keepdim:
-            vals = vals.squeeze(d)
-        else:
-            idx = np.expand_dims(idx, d)
-        if not self._a.ndim:
-            vals, idx = vals.reshape(()), idx.reshape(())
+        vals, idx = _ops.extreme(self._a, kind, dim, keepdim)
         return MinMaxResult(IntTensor(vals), IntTensor(idx))
 
     def max(self, dim=None, keepdim=False):
@@ -430,6 +421,37 @@ class IntTensor:
         return IntTensor(_ops.matmul(self._a, o._a))
 
     matmul = __matmul__
+
+    def __pow__(self, o):
+        """int64 ** int: int64 (wrapping as torch); a negative Python int exponent raises as
+        torch; negative exponents inside a tensor give torch's integer results (0 unless the
+        base is 1 or -1); a float exponent promotes to float32."""
+        if _floaty(o):
+            return self.float() ** o
+        if isinstance(o, (int, np.integer)) and not isinstance(o, (bool, np.bool_)) and o < 0:
+            raise RuntimeError("__pow__: Integers to negative integer powers are not allowed "
+                               "(use a float exponent or .float())")
+        return self._binary(o, _ops.power, "__pow__")
+
+    def __rpow__(self, o):
+        return self._binary(o, _ops.power, "__rpow__", reflected=True)
+
+    pow = __pow__
+
+    def expand(self, *sizes):
+        if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
+            sizes = tuple(sizes[0])
+        lead = len(sizes) - self._a.ndim
+        if lead < 0:
+            raise ValueError(f"expand: {len(sizes)} sizes {tuple(sizes)} for a tensor of shape "
+                             f"{self._a.shape} (need at least {self._a.ndim})")
+        target = tuple(self._a.shape[i - lead] if n == -1 and i >= lead else n
+                       for i, n in enumerate(sizes))
+        try:
+            return IntTensor(np.broadcast_to(self._a, target).copy())
+        except ValueError:
+            raise ValueError(f"expand: shape {self._a.shape} cannot be expanded to "
+                             f"{tuple(sizes)}") from None
 
     def __truediv__(self, o):      # int / int is float in torch
         return self.float() / (o.float() if isinstance(o, IntTensor) else o)
