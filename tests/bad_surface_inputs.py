@@ -3,7 +3,8 @@ factories, IntTensor, the losses, RNN/LSTM/GRU, MultiheadAttention, interpolate/
 checkpoints, schedulers, in-place ops and item assignment.
 
 Each case is (family, label, op, kinds, call): `call(tl)` makes one bad call, which must raise
-an exception whose type name is in `kinds` (PyTorch's kind) and whose message names `op`. A
+an exception whose type name is in `kinds` (PyTorch's kind) and whose message names `op` (for
+an in-place op, its name without the trailing underscore also counts: "clamp" for clamp_). A
 result, another exception type, a crash or a hang fails the case. The worker in bad_inputs.py
 runs them by index ("@surface <index>"), so a crash fails only its case.
 """
@@ -354,15 +355,15 @@ CASES = [
     ("modules", "BatchNorm1d negative", "BatchNorm1d", V, lambda tl: tl.nn.BatchNorm1d(-1)),
     ("modules", "GroupNorm float", "GroupNorm", T, lambda tl: tl.nn.GroupNorm(2.5, 4)),
     # ---------------------------------------------------------------- in-place ops
-    ("inplace", "add_ shape", "add_", V + R,
+    ("inplace", "add_ shape", "add", V + R,
      lambda tl: _x(tl, 2, 3).add_(_x(tl, 4, 2, 3))),
-    ("inplace", "add_ str", "add_", T + V, lambda tl: _x(tl, 2).add_("x")),
-    ("inplace", "mul_ broadcast grows", "mul_", V + R,
+    ("inplace", "add_ str", "add", T + V, lambda tl: _x(tl, 2).add_("x")),
+    ("inplace", "mul_ broadcast grows", "mul", V + R,
      lambda tl: _x(tl, 1, 3).mul_(_x(tl, 2, 3))),
-    ("inplace", "copy_ shape", "copy_", V + R, lambda tl: _x(tl, 2, 3).copy_(_x(tl, 3, 2))),
-    ("inplace", "fill_ many", "fill_", V + R, lambda tl: _x(tl, 2).fill_(_x(tl, 3))),
-    ("inplace", "clamp_ none", "clamp_", V + R, lambda tl: _x(tl, 2).clamp_()),
-    ("inplace", "leaf requires grad", "add_", R,
+    ("inplace", "copy_ shape", "copy", V + R, lambda tl: _x(tl, 2, 3).copy_(_x(tl, 3, 2))),
+    ("inplace", "fill_ many", "fill", V + R, lambda tl: _x(tl, 2).fill_(_x(tl, 3))),
+    ("inplace", "clamp_ none", "clamp", V + R, lambda tl: _x(tl, 2).clamp_()),
+    ("inplace", "leaf requires grad", "add", R,
      lambda tl: _x(tl, 2, requires_grad=True).add_(1.0)),
     ("inplace", "float setitem shape", "__setitem__", V + R,
      lambda tl: _setitem(_x(tl, 2, 3), 0, _x(tl, 4))),
