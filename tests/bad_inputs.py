@@ -7,7 +7,8 @@ Tape methods from a valid registry test case; kernel-only ops through torchlean.
 shapes. The acceptable outcomes are a result or a Python exception of an allowed type naming the
 op; a crash (the process dies) or a hang is never acceptable.
 
-Run as a script, this module is the worker: it reads "<op> <case index>" lines on stdin, runs
+Run as a script, this module is the worker: it reads "<op> <case index>" lines on stdin (or
+"@surface <index>" for a case of bad_surface_inputs.py, the PyTorch-style surfaces), runs
 each case and writes one JSON line per case, so the parent (tests/test_bad_inputs.py) can
 isolate a crash to its case and start a fresh worker for the rest.
 """
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import REGISTRY, attrs_of  # noqa: E402
+from bad_surface_inputs import run_surface_case  # noqa: E402
 
 HUGE = 2 ** 40
 BAD_IDS = [("str id", "0"), ("None id", None), ("float id", 1.5), ("bool id", True),
@@ -180,6 +182,10 @@ def worker():
     print("ready", flush=True)
     for line in sys.stdin:
         name, idx = line.split()
+        if name == "@surface":         # a case of bad_surface_inputs.CASES
+            kind, msg = run_surface_case(tl, int(idx))
+            print(json.dumps({"kind": kind, "msg": msg[:500]}), flush=True)
+            continue
         op = ops[name]
         cases = tables.setdefault(name, cases_for(op))
         kind, msg = run_case(tl, op, cases[int(idx)])

@@ -14,7 +14,9 @@ import operator
 import numpy as np
 
 from torchlean.dtypes import bool_ as _bool, int64 as _int64
-from torchlean import indexing
+from torchlean.errors import IntegerDivisionByZero
+from torchlean import indexing, int_shape_ops as _ops
+from torchlean.int_values import check_int, to_bool, to_int64
 
 
 def _host(x):
@@ -52,8 +54,8 @@ class IntTensor:
         a = np.asarray(a)
         if a.dtype == np.bool_:
             self._a = a
-        elif a.dtype.kind in "iu":
-            self._a = a.astype(np.int64, copy=False)
+        elif a.dtype.kind in "iuO":     # uint64 >= 2**63, big Python ints: refused, not wrapped
+            self._a = to_int64("IntTensor", a)
         else:
             raise TypeError(f"IntTensor: expected integer or boolean data, got dtype {a.dtype}")
 
@@ -171,10 +173,25 @@ class IntTensor:
 
     # ------------------------------------------------------------------ shapes
     def __getitem__(self, key):
-        return IntTensor(self._a[host_key(key)])
+        try:
+            return IntTensor(self._a[host_key(key)])
+        except IndexError as e:
+            raise IndexError(f"__getitem__: {e} (shape {self._a.shape})") from None
 
     def __setitem__(self, key, value):
-        self._a[host_key(key)] = _host(value)
+        """x[key] = value: floats truncate toward zero and values int64 cannot hold raise, as
+        torch; the value broadcasts to the indexed shape."""
+        if hasattr(value, "session") or type(value).__name__ == "Parameter":
+            value = value.numpy()                          # a float Tensor's values
+        v = (to_bool if self._a.dtype == np.bool_ else to_int64)("__setitem__", _host(value))
+        try:
+            self._a[host_key(key)] = v
+        except IndexError as e:
+            raise IndexError(f"__setitem__: {e} (shape {self._a.shape})") from None
+        except ValueError:
+            raise RuntimeError(f"__setitem__: shape mismatch: a value of shape {v.shape} cannot "
+                               f"be broadcast to the indexed part of shape "
+                               f"{self._a[host_key(key)].shape}") from None
 
     def __iter__(self):
         if self._a.ndim == 0:
@@ -228,6 +245,21 @@ class IntTensor:
     def T(self):
         return IntTensor(self._a.T)
 
+    def gather(self, dim, index):
+        return IntTensor(_ops.gather(self._a, dim, _index_array("gather", index)))
+
+    def repeat(self, *sizes):
+        return IntTensor(_ops.repeat(self._a, sizes))
+
+    def tile(self, *dims):
+        return IntTensor(_ops.tile(self._a, dims[0] if len(dims) == 1 else dims))
+
+    def flip(self, *dims):
+        return IntTensor(_ops.flip(self._a, dims[0] if len(dims) == 1 else dims))
+
+    def roll(self, shifts, dims=None):
+        return IntTensor(_ops.roll(self._a, shifts, dims))
+
     # ------------------------------------------------------------------ reductions
     def _dims(self, dim, op):
         return None if dim is None else indexing.normalize_dims(dim, self._a.ndim, op)
@@ -255,16 +287,7 @@ class IntTensor:
                 return IntTensor(f(self._a, _host(dim)))
             raise TypeError(f"{kind}: dim must be an int, got {type(dim).__name__}")
         from torchlean.composite import MinMaxResult
-        d = indexing.normalize_dim(dim, self._a.ndim, kind)
-        a = self._a if self._a.ndim else self._a.reshape(1)
-        idx = a.argmax(axis=d) if kind == "max" else a.argmin(axis=d)
-        vals = np.take_along_axis(a, np.expand_dims(idx, d), d)
-        if not keepdim:
-            vals = vals.squeeze(d)
-        else:
-            idx = np.expand_dims(idx, d)
-        if not self._a.ndim:
-            vals, idx = vals.reshape(()), idx.reshape(())
+        vals, idx = _ops.extreme(self._a, kind, dim, keepdim)
         return MinMaxResult(IntTensor(vals), IntTensor(idx))
 
     def max(self, dim=None, keepdim=False):
@@ -297,7 +320,11 @@ class IntTensor:
         return IntTensor(np.unique(self._a))
 
     def bincount(self, minlength=0):
-        return IntTensor(np.bincount(self._a.reshape(-1), minlength=minlength))
+        if self._a.ndim != 1 or self._a.dtype == np.bool_ or (self._a.size and self._a.min() < 0):
+            raise ValueError(f"bincount: only supports 1-d non-negative integral inputs, got "
+                             f"shape {self._a.shape}" + (f" with minimum {self._a.min()}"
+                                                         if self._a.size else ""))
+        return IntTensor(np.bincount(self._a, minlength=int(minlength)))
 
     # ------------------------------------------------------------------ operators
     def _binary(self, o, f, name, reflected=False):
@@ -307,9 +334,18 @@ class IntTensor:
         if not isinstance(o, (IntTensor, bool, int, np.integer, np.bool_, np.ndarray, list,
                               tuple)):
             return NotImplemented
+        if isinstance(o, (int, np.integer)) and not isinstance(o, (bool, np.bool_)):
+            o = np.int64(check_int(name, o))      # 2**63 raises, never an object array
+        elif not isinstance(o, (IntTensor, bool, np.bool_)):
+            o = to_int64(name, o)
         a, b = self._a, _host(o)
-        r = f(b, a) if reflected else f(a, b)
-        return IntTensor(r) if isinstance(r, np.ndarray) and r.dtype.kind in "biu" else r
+        den = a if reflected else b
+        if f in (np.floor_divide, np.remainder) and np.any(den == 0):
+            raise IntegerDivisionByZero(f"{name}: integer division by zero (ZeroDivisionError), "
+                                        "as torch's integer // and %")
+        with np.errstate(over="ignore"):              # int64 wraps, as torch's
+            r = f(b, a) if reflected else f(a, b)
+        return IntTensor(np.asarray(r))
 
     def __eq__(self, o):
         return self._compare(o, operator.eq, "__eq__")
@@ -366,8 +402,56 @@ class IntTensor:
     def __floordiv__(self, o):
         return self._binary(o, np.floor_divide, "__floordiv__")
 
+    def __rfloordiv__(self, o):
+        return self._binary(o, np.floor_divide, "__rfloordiv__", reflected=True)
+
     def __mod__(self, o):
         return self._binary(o, np.remainder, "__mod__")
+
+    def __rmod__(self, o):
+        return self._binary(o, np.remainder, "__rmod__", reflected=True)
+
+    def __matmul__(self, o):
+        """int64 @ int64 is int64 (torch); with a float tensor torch refuses the mixed dtypes."""
+        if not isinstance(o, IntTensor):
+            if _floaty(o):
+                raise RuntimeError(f"matmul: expected both operands to have the same dtype, got "
+                                   f"{self.dtype} and a float32 tensor (use .float())")
+            return NotImplemented
+        return IntTensor(_ops.matmul(self._a, o._a))
+
+    matmul = __matmul__
+
+    def __pow__(self, o):
+        """int64 ** int: int64 (wrapping as torch); a negative Python int exponent raises as
+        torch; negative exponents inside a tensor give torch's integer results (0 unless the
+        base is 1 or -1); a float exponent promotes to float32."""
+        if _floaty(o):
+            return self.float() ** o
+        if isinstance(o, (int, np.integer)) and not isinstance(o, (bool, np.bool_)) and o < 0:
+            raise RuntimeError("__pow__: Integers to negative integer powers are not allowed "
+                               "(use a float exponent or .float())")
+        return self._binary(o, _ops.power, "__pow__")
+
+    def __rpow__(self, o):
+        return self._binary(o, _ops.power, "__rpow__", reflected=True)
+
+    pow = __pow__
+
+    def expand(self, *sizes):
+        if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
+            sizes = tuple(sizes[0])
+        lead = len(sizes) - self._a.ndim
+        if lead < 0:
+            raise ValueError(f"expand: {len(sizes)} sizes {tuple(sizes)} for a tensor of shape "
+                             f"{self._a.shape} (need at least {self._a.ndim})")
+        target = tuple(self._a.shape[i - lead] if n == -1 and i >= lead else n
+                       for i, n in enumerate(sizes))
+        try:
+            return IntTensor(np.broadcast_to(self._a, target).copy())
+        except ValueError:
+            raise ValueError(f"expand: shape {self._a.shape} cannot be expanded to "
+                             f"{tuple(sizes)}") from None
 
     def __truediv__(self, o):      # int / int is float in torch
         return self.float() / (o.float() if isinstance(o, IntTensor) else o)
@@ -400,7 +484,15 @@ class IntTensor:
         return IntTensor(np.abs(self._a))
 
     def clamp(self, min=None, max=None):  # noqa: A002 - torch's names
-        return IntTensor(np.clip(self._a, min, max))
+        """Integer bounds keep int64; a float bound (or float Tensor) promotes to float32, as
+        torch's type promotion does."""
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must be given")
+        if _floaty(min) or _floaty(max):
+            return self.float().clamp(min, max)
+        lo, hi = (None if v is None else _host(to_int64("clamp", _host(v))) for v in (min, max))
+        a = self._a if lo is None else np.maximum(self._a, lo)
+        return IntTensor(a if hi is None else np.minimum(a, hi))
 
     clip = clamp
 
@@ -410,6 +502,15 @@ class IntTensor:
         if self._a.dtype == np.bool_:
             dt = ", dtype=torchlean.bool"
         return f"tensor({body}{dt})"
+
+
+def _index_array(op, index) -> np.ndarray:
+    if isinstance(index, IntTensor):
+        return index._a
+    if isinstance(index, np.ndarray) and index.dtype.kind in "iu":
+        return index
+    raise TypeError(f"{op}: index must be an int64 tensor, got "
+                    f"{getattr(index, 'dtype', type(index).__name__)}")
 
 
 _MASK_OPS = frozenset(("lt", "le", "gt", "ge", "eq", "ne"))

@@ -17,6 +17,7 @@ from torchlean import composite as _composite
 from torchlean import inplace as _inplace
 from torchlean import tensor as _tensor
 from torchlean.int_tensor import IntTensor
+from torchlean import int_join as _int_join
 from torchlean.parameter import Parameter, _backward_end_hooks, _claim_for_training, _release_claims
 from torchlean.tensor import Tensor
 # re-exported: scripts and tests import these from torchlean.session
@@ -354,14 +355,26 @@ def functional(name: str):
     return f
 
 
+def _floats(values) -> list:
+    """IntTensors among float tensors as float32 Tensors (torch promotes int64 with float32)."""
+    s = session_of(*values)
+    return [v.float(s) if isinstance(v, IntTensor) else v for v in values]
+
+
 def cat(tensors, dim=0) -> Tensor:
     """torch.cat: join any number of tensors along any existing axis."""
-    return _composite.cat(tensors, dim)
+    ts = list(tensors)
+    if ts and all(isinstance(t, IntTensor) for t in ts):
+        return _int_join.cat(ts, dim)
+    return _composite.cat(_floats(ts), dim)
 
 
 def stack(tensors, dim=0) -> Tensor:
     """torch.stack: join equal-shaped tensors along a new axis."""
-    return _composite.stack(tensors, dim)
+    ts = list(tensors)
+    if ts and all(isinstance(t, IntTensor) for t in ts):
+        return _int_join.stack(ts, dim)
+    return _composite.stack(_floats(ts), dim)
 
 
 def split(x, split_size_or_sections, dim=0):
@@ -374,6 +387,12 @@ def chunk(x, chunks, dim=0):
 
 def where(condition, input, other) -> Tensor:
     """torch.where(condition, input, other); condition a 0/1 Tensor or a boolean array."""
+    if isinstance(input, IntTensor) or isinstance(other, IntTensor):
+        if _int_join.is_int_operand(input) and _int_join.is_int_operand(other):
+            return _int_join.where(condition, input, other)
+        input, other = _floats([input, other])
+    if isinstance(condition, IntTensor):
+        condition = condition.numpy()
     return _composite.where(session_of(condition, input, other), condition, input, other)
 
 

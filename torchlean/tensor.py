@@ -17,6 +17,7 @@ from torchlean import composite as _composite
 from torchlean import devices as _devices
 from torchlean.dtypes import float32 as _float32
 from torchlean.int_tensor import IntTensor
+from torchlean.int_values import to_int64
 from torchlean.mutation import InPlaceOps
 
 if TYPE_CHECKING:   # annotations only: the Session module builds on this one
@@ -225,8 +226,8 @@ class Tensor(InPlaceOps):
         return self._other(o) - self
 
     def __truediv__(self, o):
-        if not isinstance(o, Tensor) and np.ndim(o) == 0:
-            return self * (1.0 / float(o))
+        if not isinstance(o, Tensor) and np.ndim(o) == 0 and float(o) != 0:
+            return self * (1.0 / float(o))     # x / 0 divides: inf and nan, as torch
         return self._binary("div", o)
 
     def __rtruediv__(self, o):
@@ -481,10 +482,7 @@ class Tensor(InPlaceOps):
 
     def long(self):
         """An int64 IntTensor, truncating toward zero as torch does."""
-        a = self.numpy()
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"long: cannot convert NaN or inf to int64 (shape {a.shape})")
-        return IntTensor(np.trunc(a).astype(np.int64))
+        return IntTensor(to_int64("long", self.numpy()))   # NaN, inf, 1e20 raise
 
     int = long
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from torchlean import _capture
 from torchlean.nn import fused
+from torchlean.nn.arg_checks import check_unit_interval, int_arg
 from torchlean.int_tensor import IntTensor
 from torchlean.session import Parameter, Tensor, default_session
 
@@ -139,7 +140,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     x = _sess(input).as_tensor(input)
     y = integer_labels(op, target)
     cdim, lshape = _split_input(op, x, y.shape)
-    return _nll_rows(op, _class_last(x, cdim), y, lshape, weight, int(ignore_index), reduction)
+    return _nll_rows(op, _class_last(x, cdim), y, lshape, weight,
+                     int_arg(op, "ignore_index", ignore_index), reduction)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -159,11 +161,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     y = integer_labels(op, target)
     cdim, lshape = _split_input(op, x, y.shape, "logits")
     if fused.applies_to_cross_entropy(x, weight, label_smoothing):
-        keep = _kept_labels(op, y, x.shape[1], int(ignore_index))
+        keep = _kept_labels(op, y, x.shape[1], int_arg(op, "ignore_index", ignore_index))
         return fused.cross_entropy_rows(x, y, keep, reduction)
     rows = s.op("log_softmax", _class_last(x, cdim))
-    return _nll_rows(op, rows, y, lshape, weight, int(ignore_index), reduction,
-                     float(label_smoothing))
+    return _nll_rows(op, rows, y, lshape, weight, int_arg(op, "ignore_index", ignore_index),
+                     reduction, float(label_smoothing))
 
 
 def _is_probabilities(target, shape):
@@ -217,6 +219,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     op = "binary_cross_entropy"
     check_reduction(op, reduction)
     s, x, y = _pair(op, input, target)
+    check_unit_interval(op, "input", x)
+    check_unit_interval(op, "target", y)
     big = float(np.finfo(np.float32).max)
     lx = s.op("clamp", s.op("log", x), lo=-100.0, hi=big)
     l1x = s.op("clamp", s.op("log", 1.0 - x), lo=-100.0, hi=big)
@@ -290,9 +294,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     s, x, t = _pair(op, input, target)
     if log_target:
         loss = s.op("exp", t) * (t - x)
-    elif isinstance(target, (Tensor, Parameter)):   # t log t, 0 at t = 0
-        tiny, big = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
-        loss = t * s.op("log", s.op("clamp", t, lo=tiny, hi=big)) - t * x
+    elif isinstance(target, (Tensor, Parameter)):   # xlogy: 0 at t = 0, NaN for t < 0
+        loss = t * s.op("log", s.op("where", s.op("eq", t, 0.0), 1.0, t)) - t * x
     else:                        # a host target: xlogy in float64
         a = np.asarray(target, np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from torchlean.nn import functional as F
+from torchlean.nn.arg_checks import check_numel, int_tuple
 from torchlean.session import cat
 
 _MODES = ("constant", "reflect", "replicate", "circular")
@@ -36,7 +37,7 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002 - torch's names
     op = "pad"
     s = F._sess(input)
     x = s.as_tensor(input)
-    p = [int(v) for v in pad]
+    p = list(int_tuple(op, "pad", pad))
     if len(p) % 2 or len(p) // 2 > x.ndim:
         raise ValueError(f"{op}: pad must hold (before, after) pairs for at most {x.ndim} axes of "
                          f"input {tuple(x.shape)}, got {tuple(pad)}")
@@ -46,11 +47,18 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002 - torch's names
     if mode != "constant" and value not in (None, 0, 0.0):
         raise ValueError(f"{op}: value is only used by mode 'constant', got value={value}")
     axes = [(x.ndim - 1 - k, p[2 * k], p[2 * k + 1]) for k in range(len(p) // 2)]
+    grown = list(x.shape)
+    for axis, lo, hi in axes:
+        grown[axis] = max(grown[axis] + lo + hi, 0)
+    check_numel(op, "output", grown)
     if mode == "constant":
         fill = 0.0 if value is None else float(value)
         for axis, lo, hi in axes:
             if lo < 0 or hi < 0:                       # negative pads crop
                 n = x.shape[axis]
+                if n + min(lo, 0) + min(hi, 0) < 0:
+                    raise ValueError(f"{op}: pads ({lo}, {hi}) crop more than the {n} cells of "
+                                     f"axis {axis} of input {tuple(input.shape)}")
                 idx = [slice(None)] * x.ndim
                 idx[axis] = slice(max(-lo, 0), n - max(-hi, 0))
                 x = x[tuple(idx)]

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from torchlean.nn import functional as F
+from torchlean.nn.arg_checks import check_numel, int_arg, int_tuple
 
 _LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}
 
@@ -128,8 +129,8 @@ def _output_sizes(op, shp, rank, size, scale_factor):
         raise ValueError(f"{op}: give exactly one of size and scale_factor")
     ins = shp[-rank:]
     if size is not None:
-        outs = (int(size),) * rank if isinstance(size, (int, np.integer)) else \
-            tuple(int(v) for v in size)
+        outs = (int_arg(op, "size", size),) * rank if not hasattr(size, "__iter__") else \
+            int_tuple(op, "size", size)
         if len(outs) != rank:
             raise ValueError(f"{op}: size must be an int or {rank} ints for input {shp}, got "
                              f"{size!r}")
@@ -137,13 +138,14 @@ def _output_sizes(op, shp, rank, size, scale_factor):
     else:
         sf = (float(scale_factor),) * rank if np.ndim(scale_factor) == 0 else \
             tuple(float(v) for v in scale_factor)
-        if len(sf) != rank or any(not v > 0 for v in sf):
-            raise ValueError(f"{op}: scale_factor must be a positive number or {rank} of them, "
-                             f"got {scale_factor!r}")
+        if len(sf) != rank or any(not (v > 0 and math.isfinite(v)) for v in sf):
+            raise ValueError(f"{op}: scale_factor must be a positive finite number or {rank} of "
+                             f"them, got {scale_factor!r}")
         outs = tuple(int(math.floor(i * f)) for i, f in zip(ins, sf))
         scales = tuple(np.float32(1.0 / f) for f in sf)
     if any(o < 1 for o in outs):
         raise ValueError(f"{op}: output size {outs} for input {shp} must be positive")
+    check_numel(op, "output", tuple(shp[:-rank]) + outs)
     return outs, scales
 
 

@@ -147,6 +147,8 @@ class SGD(Optimizer):
             raise ValueError(f"SGD: lr must be finite and >= 0, got {g['lr']}")
         if not (math.isfinite(g["momentum"]) and g["momentum"] >= 0):
             raise ValueError(f"SGD: momentum must be finite and >= 0, got {g['momentum']}")
+        if g["nesterov"] and (g["momentum"] <= 0 or g["dampening"] != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
         if not (math.isfinite(g["weight_decay"]) and g["weight_decay"] >= 0):
             raise ValueError(f"SGD: weight_decay must be finite and >= 0, got {g['weight_decay']}")
 

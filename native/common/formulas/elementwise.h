@@ -77,10 +77,10 @@ TLM_HD float tlf_sigmoid_fast(float x) {
 }
 
 /* silu = x sigmoid(x) (tlf_sigmoid_fast: vectorises on the CPU); -0 once the sigmoid
- * underflows, so -inf gives -0 (its limit) instead of -inf * 0 */
+ * underflows for finite x, as torch's x * 0; -inf gives -inf * 0 = NaN, as torch */
 TLM_HD float tlf_silu(float x) {
     float s = tlf_sigmoid_fast(x);
-    return s == 0.0f ? -0.0f : tlm_mul(x, s);
+    return (s == 0.0f && x > -INFINITY) ? -0.0f : tlm_mul(x, s);
 }
 /* g s (1 + x (1 - s)), the terms that would be inf * 0 at +-inf taken as their limits */
 TLM_HD float tlf_silu_backward(float x, float g) {

@@ -12,6 +12,7 @@ import numpy as np
 
 from torchlean._opsupport import DeviceMask
 from torchlean.nn import functional as F, init
+from torchlean.nn.arg_checks import check_numel, int_arg, size_arg
 from torchlean.nn.modules.base import Module
 from torchlean.nn.modules.linear import Linear
 from torchlean.session import Parameter, Tensor
@@ -22,7 +23,11 @@ class MultiheadAttention(Module):
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
                  dtype=None):
         super().__init__()
-        e, h = int(embed_dim), int(num_heads)
+        op = "MultiheadAttention"
+        e, h = size_arg(op, "embed_dim", embed_dim), int_arg(op, "num_heads", num_heads)
+        kdim = None if kdim is None else size_arg(op, "kdim", kdim)
+        vdim = None if vdim is None else size_arg(op, "vdim", vdim)
+        check_numel(op, "in_proj_weight", (3 * e, max(e, kdim or e, vdim or e)))
         if h < 1 or e % h:
             raise AssertionError(f"MultiheadAttention: embed_dim ({e}) must be divisible by "
                                  f"num_heads ({h})")
@@ -121,6 +126,14 @@ class MultiheadAttention(Module):
         key_padding_mask ((N, S); True = ignored, or float added)."""
         h = self.num_heads
         shape = (n * h, length, sk)
+        if attn_mask is not None:      # torch takes (L, S) or (N*H, L, S), never broadcasts
+            ms = tuple(np.shape(attn_mask) if not hasattr(attn_mask, "shape") else
+                       attn_mask.shape)
+            want = (length, sk) if len(ms) == 2 else shape if batched else (h, length, sk)
+            if ms != want:
+                raise ValueError(f"{op}: attn_mask of shape {ms}; expected (L, S) = "
+                                 f"{(length, sk)} or {'(N*num_heads' if batched else '(num_heads'}"
+                                 f", L, S) = {want if len(ms) == 3 else shape}")
         if is_causal and attn_mask is None:
             attn_mask = ~F.causal_mask(length, sk)
         allowed, additive = F.split_attention_mask(op, attn_mask, shape, blocked_when=True)

@@ -6,6 +6,7 @@ import numpy as np
 
 from torchlean.session import Parameter
 from torchlean.nn.checkpoint import save_file, load_file
+from torchlean.nn.arg_checks import check_real_state
 
 
 class Module:
@@ -123,6 +124,7 @@ class Module:
         unexpected = sorted(set(sd) - set(state))
         if strict and (missing or unexpected):
             raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        check_real_state("load_state_dict", sd)
         for k, p in state.items():
             if k in sd:
                 p.set(sd[k])

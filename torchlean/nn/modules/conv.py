@@ -8,10 +8,12 @@ import numpy as np
 from torchlean.session import Parameter
 from torchlean.nn import functional as F, init
 from torchlean.nn.modules.base import Module
+from torchlean.nn.arg_checks import check_numel, size_arg
 
 
 def _tuple(v, n, what, name):
-    t = (int(v),) * n if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
+    t = (size_arg(name, what, v),) * n if not hasattr(v, "__iter__") else \
+        tuple(size_arg(name, what, a) for a in v)
     if len(t) != n:
         raise ValueError(f"{name}: {what} must be an int or {n} ints, got {v!r}")
     return t
@@ -31,7 +33,9 @@ class _ConvNd(Module):
         if padding_mode != "zeros":
             raise NotImplementedError(f"{name}: padding_mode={padding_mode!r} is not supported "
                                       "(only 'zeros')")
-        groups = int(groups)
+        in_channels = size_arg(name, "in_channels", in_channels)
+        out_channels = size_arg(name, "out_channels", out_channels)
+        groups = size_arg(name, "groups", groups, minimum=1)
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
                              f"({out_channels}) must be divisible by groups ({groups})")
@@ -48,7 +52,9 @@ class _ConvNd(Module):
             padding = tuple(a // 2 for a in ke)
         self.padding = _tuple(padding, n, "padding", name)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        a = 1.0 / math.sqrt(in_channels // groups * math.prod(k))
+        fan_in = in_channels // groups * math.prod(k)
+        check_numel(name, "weight", (out_channels, fan_in))
+        a = 1.0 / math.sqrt(fan_in) if fan_in else 0.0   # torch: no inputs, bound 0
         self.weight = Parameter(init.uniform((out_channels, in_channels // groups) + k, -a, a),
                                 name="weight")
         if bias:
@@ -101,8 +107,11 @@ class ConvTranspose2d(Module):
         if int(groups) != 1 or dilation not in (1, (1, 1)):
             raise NotImplementedError("ConvTranspose2d: groups and dilation other than 1 are "
                                       f"not supported, got groups={groups}, dilation={dilation}")
+        cin = size_arg("ConvTranspose2d", "in_channels", cin)
+        cout = size_arg("ConvTranspose2d", "out_channels", cout)
         kh, kw = _tuple(kernel_size, 2, "kernel_size", "ConvTranspose2d")
-        a = 1.0 / math.sqrt(cout * kh * kw)
+        check_numel("ConvTranspose2d", "weight", (cin, cout, kh, kw))
+        a = 1.0 / math.sqrt(cout * kh * kw) if cout * kh * kw else 0.0
         self.weight = Parameter(init.uniform((cin, cout, kh, kw), -a, a), name="weight")
         if bias:
             self.bias = Parameter(init.uniform((cout,), -a, a), name="bias")

@@ -8,6 +8,7 @@ from torchlean.int_tensor import IntTensor
 from torchlean.session import Parameter
 from torchlean.nn import init
 from torchlean.nn.modules.base import Module
+from torchlean.nn.arg_checks import check_numel, size_arg
 
 
 class Embedding(Module):
@@ -18,7 +19,9 @@ class Embedding(Module):
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  _freeze=False):
         super().__init__()
-        n = int(num_embeddings)
+        n = size_arg("Embedding", "num_embeddings", num_embeddings)
+        embedding_dim = size_arg("Embedding", "embedding_dim", embedding_dim)
+        check_numel("Embedding", "weight", (n, embedding_dim))
         if max_norm is not None or scale_grad_by_freq or sparse:
             raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are "
                                       "not supported")

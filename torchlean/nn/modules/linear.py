@@ -6,12 +6,16 @@ import math
 from torchlean.session import Parameter
 from torchlean.nn import functional as F, init
 from torchlean.nn.modules.base import Module
+from torchlean.nn.arg_checks import check_numel, size_arg
 
 
 class Linear(Module):
     def __init__(self, fan_in, fan_out, bias=True):
         super().__init__()
-        a = 1.0 / math.sqrt(fan_in)
+        fan_in, fan_out = size_arg("Linear", "in_features", fan_in), \
+            size_arg("Linear", "out_features", fan_out)
+        check_numel("Linear", "weight", (fan_out, fan_in))
+        a = 1.0 / math.sqrt(fan_in) if fan_in else 0.0   # torch: no inputs, bound 0
         self.weight = Parameter(init.uniform((fan_out, fan_in), -a, a), name="weight")
         self.bias = Parameter(init.uniform((fan_out,), -a, a), name="bias") if bias else None
 

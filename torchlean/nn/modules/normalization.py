@@ -10,6 +10,7 @@ from torchlean import _capture
 from torchlean.session import Parameter
 from torchlean._generated import ops as _ops
 from torchlean.nn.modules.base import Module
+from torchlean.nn.arg_checks import check_numel, size_arg
 
 
 class LayerNorm(Module):
@@ -18,11 +19,13 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
-        ns = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else \
-            tuple(normalized_shape)
-        if not ns or any(int(n) < 1 for n in ns):
+        ns = tuple(normalized_shape) if hasattr(normalized_shape, "__iter__") else \
+            (normalized_shape,)
+        ns = tuple(size_arg("LayerNorm", "normalized_shape", n, minimum=1) for n in ns)
+        if not ns:
             raise ValueError(f"LayerNorm: normalized_shape must be positive sizes, got "
                              f"{normalized_shape!r}")
+        check_numel("LayerNorm", "weight", ns)
         self.normalized_shape, self.eps = tuple(int(n) for n in ns), eps
         if elementwise_affine:
             self.weight = Parameter(np.ones(ns), name="weight")
@@ -53,9 +56,11 @@ class RMSNorm(Module):
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
         super().__init__()
-        ns = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else \
-            tuple(normalized_shape)
-        self.normalized_shape = tuple(int(n) for n in ns)
+        ns = tuple(normalized_shape) if hasattr(normalized_shape, "__iter__") else \
+            (normalized_shape,)
+        self.normalized_shape = ns = tuple(size_arg("RMSNorm", "normalized_shape", n, minimum=1)
+                                           for n in ns)
+        check_numel("RMSNorm", "weight", ns)
         self.eps = float(np.finfo(np.float32).eps) if eps is None else float(eps)
         self.weight = Parameter(np.ones(ns), name="weight") if elementwise_affine else None
 
@@ -77,6 +82,8 @@ class GroupNorm(Module):
 
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
         super().__init__()
+        num_groups = size_arg("GroupNorm", "num_groups", num_groups, minimum=1)
+        num_channels = size_arg("GroupNorm", "num_channels", num_channels)
         if num_groups < 1 or num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by "
                              f"num_groups {num_groups}")
@@ -116,9 +123,7 @@ class BatchNorm2d(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True):
         super().__init__()
-        c = int(num_features)
-        if c < 1:
-            raise ValueError(f"BatchNorm2d: num_features must be >= 1, got {num_features}")
+        c = size_arg(type(self).__name__, "num_features", num_features, minimum=1)
         if momentum is not None and not 0.0 <= momentum <= 1.0:
             raise ValueError(f"BatchNorm2d: momentum must be in [0, 1] or None, got {momentum}")
         self.num_features, self.eps, self.momentum = c, float(eps), momentum

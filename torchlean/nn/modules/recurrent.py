@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from torchlean.nn import functional as F, init
+from torchlean.nn.arg_checks import check_numel, size_arg
 from torchlean.nn.modules.base import Module
 from torchlean.session import Parameter, cat, stack
 
@@ -21,6 +22,10 @@ class _RNNBase(Module):
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
         super().__init__()
         name = type(self).__name__
+        input_size = size_arg(name, "input_size", input_size)
+        hidden_size = size_arg(name, "hidden_size", hidden_size)
+        num_layers = size_arg(name, "num_layers", num_layers)
+        check_numel(name, "weight_ih_l0", (4 * hidden_size, max(input_size, hidden_size)))
         if int(hidden_size) < 1 or int(num_layers) < 1 or int(input_size) < 1:
             raise ValueError(f"{name}: input_size, hidden_size and num_layers must be >= 1, got "
                              f"{input_size}, {hidden_size}, {num_layers}")
@@ -65,6 +70,9 @@ class _RNNBase(Module):
         if hx is None:
             return [s.tensor(np.zeros((n, self.hidden_size), np.float32))
                     for _ in range(self.num_layers * dirs)]
+        if isinstance(hx, (tuple, list)):
+            raise TypeError(f"{type(self).__name__}: expected {what} to be one Tensor of shape "
+                            f"{want}, got a {type(hx).__name__} of {len(hx)}")
         t = s.as_tensor(hx)
         if tuple(t.shape) != want:
             raise ValueError(f"{type(self).__name__}: expected {what} of shape {want}, got "
@@ -157,6 +165,10 @@ class LSTM(_RNNBase):
     gates = 4
 
     def _start_state(self, s, hx, n, batched):
+        if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
+            raise TypeError(f"LSTM: hx must be a tuple (h_0, c_0) of two Tensors, got "
+                            f"{type(hx).__name__}" + (f" of shape {tuple(hx.shape)}"
+                                                      if hasattr(hx, "shape") else ""))
         h0, c0 = (None, None) if hx is None else hx
         return (self._initial(s, h0, n, batched, "h_0"), self._initial(s, c0, n, batched, "c_0"))
 
