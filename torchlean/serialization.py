@@ -122,21 +122,27 @@ def _bad(name: str, problem: str) -> ValueError:
     return ValueError(f"load: {name} is not a file written by torchlean.save: {problem}")
 
 
+def _foreign(data: bytes, name: str, problem: str) -> ValueError:
+    """The error for a file whose frame does not parse, saying what it looks like instead."""
+    if data[:4] == b"PK\x03\x04" or (data[:1] == b"\x80" and data[1:2] in b"\x02\x03\x04\x05"):
+        return _bad(name, "it looks like a PyTorch pickle checkpoint; torchlean never unpickles. "
+                          "In PyTorch, save the state_dict with safetensors.torch.save_file and "
+                          "load it with torchlean.nn.load_file")
+    return _bad(name, problem)
+
+
 def _header(data: bytes, name: str) -> dict:
     if len(data) < 8:
-        raise _bad(name, f"truncated: {len(data)} bytes, shorter than the 8-byte header length")
-    if data[:2] == b"PK" or data[:1] == b"\x80":
-        raise _bad(name, "it looks like a PyTorch pickle checkpoint; torchlean never unpickles. "
-                         "In PyTorch, save the state_dict with safetensors.torch.save_file and "
-                         "load it with torchlean.nn.load_file")
+        raise _foreign(data, name, f"truncated: {len(data)} bytes, shorter than the 8-byte "
+                                   f"header length")
     (n,) = struct.unpack("<Q", data[:8])
     if n > MAX_HEADER_BYTES or n > len(data) - 8:
-        raise _bad(name, f"header length {n} runs past the end of the file ({len(data)} bytes; "
-                         f"truncated?)")
+        raise _foreign(data, name, f"header length {n} runs past the end of the file "
+                                   f"({len(data)} bytes; truncated?)")
     try:
         header = json.loads(data[8:8 + n])
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise _bad(name, f"the {n}-byte header is not JSON ({e})") from None
+        raise _foreign(data, name, f"the {n}-byte header is not JSON ({e})") from None
     meta = header.get("__metadata__") if isinstance(header, dict) else None
     if not isinstance(meta, dict) or _TREE_KEY not in meta:
         raise _bad(name, "no torchlean.save metadata (a plain safetensors file loads with "

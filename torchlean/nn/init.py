@@ -15,7 +15,9 @@ import warnings
 import numpy as np
 
 from torchlean import random
+from torchlean.factories import tensor as _tensor
 from torchlean.parameter import Parameter
+from torchlean.tensor import Tensor
 from torchlean.tape import no_grad
 
 
@@ -103,13 +105,18 @@ def _xavier_std(fans, gain) -> float:
 # ------------------------------------------------------------------ writing in place
 
 def _write(tensor, values: np.ndarray):
-    """Write values into the parameter in place and return it (the one place init writes:
-    Parameter.set today; Tensor.copy_ under no_grad once parameters are Tensors)."""
-    if not isinstance(tensor, Parameter):
-        raise TypeError(f"nn.init: expected an nn.Parameter to write into, got "
-                        f"{type(tensor).__name__}")
+    """Write values into the tensor in place and return it: the one place init writes
+    (Parameter.set for a Parameter, Tensor.copy_ under no_grad for a Tensor that has it, e.g.
+    a parameter's .data)."""
+    values = np.asarray(values, dtype=np.float32).reshape(tuple(tensor.shape))
     with no_grad():
-        tensor.set(np.asarray(values, dtype=np.float32).reshape(tuple(tensor.shape)))
+        if isinstance(tensor, Parameter):
+            tensor.set(values)
+        elif isinstance(tensor, Tensor) and hasattr(tensor, "copy_"):
+            tensor.copy_(_tensor(values))
+        else:
+            raise TypeError(f"nn.init: expected a Parameter or a Tensor to write into, got "
+                            f"{type(tensor).__name__}")
     return tensor
 
 
