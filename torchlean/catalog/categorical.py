@@ -1,4 +1,5 @@
-"""Sampling from categorical weights: torch.multinomial (and Tensor.multinomial).
+"""Sampling from categorical weights: torch.multinomial (and Tensor.multinomial). (The file is
+not named sampling.py: that family, bernoulli and normal, lives beside it.)
 
 The draws come from torchlean's seeded SplitMix64 stream (or a torchlean.Generator), one key per
 call, on the host: sample j of row r uses the 53-bit uniform built from draws 2k and 2k+1 of
