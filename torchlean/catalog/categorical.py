@@ -1,5 +1,4 @@
-"""Sampling from categorical weights: torch.multinomial (and Tensor.multinomial). (The file is
-not named sampling.py: that family, bernoulli and normal, lives beside it.)
+"""Sampling from categorical weights: torch.multinomial (and Tensor.multinomial).
 
 The draws come from torchlean's seeded SplitMix64 stream (or a torchlean.Generator), one key per
 call, on the host: sample j of row r uses the 53-bit uniform built from draws 2k and 2k+1 of
