@@ -271,3 +271,19 @@ def test_subset_indexes_through():
     assert len(sub) == 3 and sub[0][1] == 4 and sub[2][0] == 20.0
     xb, yb = next(iter(DataLoader(sub, batch_size=3)))
     np.testing.assert_array_equal(yb.numpy(), [4, 0, 2])
+
+
+def test_dataset_subclass_of_tensors_batches_as_torch():
+    from torchlean.utils.data import Dataset
+
+    class Pairs(Dataset):
+        def __len__(self):
+            return 5
+
+        def __getitem__(self, i):
+            return tl.tensor([float(i), 2.0 * i]), i % 2
+
+    xb, yb = next(iter(DataLoader(Pairs(), batch_size=3)))
+    assert isinstance(xb, tl.Tensor) and isinstance(yb, tl.IntTensor)
+    np.testing.assert_array_equal(xb.numpy(), [[0, 0], [1, 2], [2, 4]])
+    np.testing.assert_array_equal(yb.numpy(), [0, 1, 0])
