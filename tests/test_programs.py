@@ -15,30 +15,32 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "tests" / "programs"
 TIMEOUT_S = 600
 
-# metric -> (higher is better, tolerance): accuracies and scores within an absolute margin,
-# losses and errors within a factor
-METRICS = {"accuracy": (True, 0.1), "dice": (True, 0.1), "final_loss": (False, 5.0),
-           "recon_ratio": (False, 3.0), "mean_error": (False, 10.0), "ema_mse": (False, 3.0),
-           "val_mse": (False, 3.0)}
+# metric -> how ours must agree with torch's: ("abs", d) within d of it, ("ratio", f) at most f
+# times it (errors and losses; values under 1e-3 count as 1e-3). Both runs have already passed
+# the program's own check, so this only catches a metric far from torch's.
+METRICS = {"accuracy": ("abs", 0.1), "dice": ("abs", 0.1), "final_loss": ("ratio", 5.0),
+           "recon_ratio": ("ratio", 3.0), "mean_error": ("abs", 0.5), "ema_mse": ("ratio", 3.0),
+           "val_mse": ("ratio", 3.0)}
 
-# programs that stop on this branch at PyTorch's mutable tensors (item assignment, in-place ops,
-# Parameter as a Tensor: .detach(), requires_grad_(), .data written by nn.init), or at catalog
-# ops and module attributes that other branches add (torch.sin/cos/tril/equal,
-# Linear.out_features, Sequential item assignment)
-NEEDS_MUTATION = {
-    "cnn_batchnorm": "item assignment x[i, 0, r, :] += 2",
-    "dataloader_bn_save_load": "torch.equal",
-    "denoising_autoencoder_ema": "Parameter.requires_grad_ and p_ema.mul_().add_()",
-    "finetune_frozen_backbone": "Sequential item assignment, Parameter.detach",
-    "gan": "nn.init on m.weight.data, label.fill_",
-    "logistic_regression_raw": "w -= lr * w.grad under no_grad, w.grad.zero_()",
+# Programs that stop on this branch (before the merge of the mutation model and the catalog
+# branches) and what stops them; remove a mark once its program runs. A merge of this branch with
+# mut, opsmath and opspy ran cnn_batchnorm, dataloader_bn_save_load, denoising_autoencoder_ema,
+# gan, logistic_regression_raw, regression_random_split, unet and vit to the end, agreeing with
+# torch.
+XFAIL_ON_THIS_BRANCH = {
+    "cnn_batchnorm": "item assignment images[i, 0, r, :] += 2 (mutation model)",
+    "dataloader_bn_save_load": "torch.equal (catalog)",
+    "denoising_autoencoder_ema": "Parameter.requires_grad_, p_ema.mul_().add_() (mutation model)",
+    "finetune_frozen_backbone": "Sequential item assignment, Parameter.detach (mutation model)",
+    "gan": "nn.init on m.weight.data as a Tensor, label.fill_ (mutation model)",
+    "logistic_regression_raw": "w -= lr * w.grad under no_grad, w.grad.zero_() (mutation model)",
     "lstm_language_model": "Linear.out_features",
-    "manual_sgd_polynomial": "torch.sin, param -= lr * param.grad",
+    "manual_sgd_polynomial": "torch.sin; param -= lr * param.grad (mutation model)",
     "mlp_synthetic": "torch.sin / torch.cos",
-    "regression_random_split": "Parameter.detach",
-    "tiny_gpt": "torch.tril, masked_fill",
-    "unet": "item assignment masks[i, 0, r:r+s, c:c+s] = 1",
-    "vit": "item assignment, trunc_normal_ on a Parameter used as a Tensor (expand)",
+    "regression_random_split": "Parameter.detach (mutation model)",
+    "tiny_gpt": "torch.tril, masked_fill (catalog); torch.stack of int64 tensors",
+    "unet": "item assignment masks[i, 0, r:r+s, c:c+s] = 1 (mutation model)",
+    "vit": "item assignment, Parameter.expand (mutation model)",
 }
 
 
@@ -76,8 +78,9 @@ def test_every_program_is_plain_pytorch_but_its_imports():
 
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.xfail(strict=False, reason=f"needs the mutation model "
-                                                                 f"({NEEDS_MUTATION[n]})"))
-    if n in NEEDS_MUTATION else n for n in _programs()])
+                                                                 f"or ops: "
+                                                                 f"{XFAIL_ON_THIS_BRANCH[n]}"))
+    if n in XFAIL_ON_THIS_BRANCH else n for n in _programs()])
 def test_program_learns(name, tmp_path):
     rc, out = _run(PROGRAMS / f"{name}.py", tmp_path)
     assert rc == 0, f"{name} exited {rc}:\n{out[-3000:]}"
@@ -92,9 +95,8 @@ def test_program_learns(name, tmp_path):
     assert rc_t == 0, f"{name} under torch exited {rc_t}:\n{out_t[-3000:]}"
     metric_t, theirs = _metric(out_t)
     assert metric_t == metric
-    higher, tol = METRICS[metric]
-    if higher:
+    rule, tol = METRICS[metric]
+    if rule == "abs":
         assert abs(ours - theirs) <= tol, (name, metric, ours, theirs)
     else:
-        floor = 1e-3
-        assert max(ours, floor) <= tol * max(theirs, floor), (name, metric, ours, theirs)
+        assert max(ours, 1e-3) <= tol * max(theirs, 1e-3), (name, metric, ours, theirs)
