@@ -287,3 +287,18 @@ def test_dataset_subclass_of_tensors_batches_as_torch():
     assert isinstance(xb, tl.Tensor) and isinstance(yb, tl.IntTensor)
     np.testing.assert_array_equal(xb.numpy(), [[0, 0], [1, 2], [2, 4]])
     np.testing.assert_array_equal(yb.numpy(), [0, 1, 0])
+
+
+def test_generator_copies_continue_the_stream_and_cuda_is_checked():
+    import copy
+    import pickle
+    g = tl.Generator().manual_seed(21)
+    tl.rand(3, generator=g)
+    c1, c2 = copy.deepcopy(g), pickle.loads(pickle.dumps(g))
+    want = _np(tl.rand(4, generator=g))
+    np.testing.assert_array_equal(_np(tl.rand(4, generator=c1)), want)
+    np.testing.assert_array_equal(_np(tl.rand(4, generator=c2)), want)
+    assert copy.deepcopy(tl.default_generator) is tl.default_generator
+    if tl.backend() != "cuda":
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            tl.Generator(device="cuda")

@@ -284,6 +284,15 @@ class Generator:
             self._counter = c + 1
             return key_of(self._seed, c)
 
+    def __getstate__(self):
+        """Copies and pickles carry the stream's place, not the lock."""
+        return {"device": str(self.device), "seed": self._seed, "counter": self._counter}
+
+    def __setstate__(self, state):
+        self.device = _devices.device(state["device"])
+        self._seed, self._counter = state["seed"], state["counter"]
+        self._lock = threading.Lock()
+
     def __repr__(self):
         return f"<torchlean.Generator seed={self._seed} counter={self._counter}>"
 
@@ -310,6 +319,9 @@ class _DefaultGenerator(Generator):
 
     def next_key(self) -> int:
         return next_key()
+
+    def __reduce__(self):
+        return "default_generator"          # a copy of the process-wide stream is itself
 
     def __repr__(self):
         return f"<torchlean.default_generator seed={_stream['seed']} counter={_stream['counter']}>"
