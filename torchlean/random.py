@@ -10,6 +10,11 @@ micro-batch index only, not on how many micro-batches this process ran before. S
 data-parallel job draws, for its micro-batch, exactly what one process accumulating every
 micro-batch draws for the same one (examples/_common.py and DistributedDataParallel set it).
 
+A Generator (torch.Generator) is a stream of the same form, (seed, counter), of its own: the
+factories, multinomial, nn.init, random_split and DataLoader take one as generator= and then
+leave the process-wide stream where it was. default_generator is the process-wide stream seen
+through the same interface (torchlean.manual_seed returns it).
+
 Why counter-based: element i is a function of (key, i) only, so a draw is reproducible on any
 backend, thread count or CUDA grid, and a key is derived from (seed, counter) without state.
 """
