@@ -35,6 +35,8 @@ from torchlean.functions import (abs, exp, log, sqrt, rsqrt, sigmoid, tanh, relu
                                  matmul, mm, bmm, maximum, minimum, floor, trunc, gather,
                                  broadcast_to)
 from torchlean.exact_arith import exact_version
+from torchlean.random import Generator, default_generator, initial_seed, seed
+from torchlean.serialization import save, load
 from torchlean.runtime import (backend, set_deterministic, is_deterministic, set_exact, is_exact,
                                synchronize, memory_stats, reset_peak_memory_stats, empty_cache)
 
@@ -56,7 +58,8 @@ __all__ = ["AnyBuffer", "Buffer", "Tape", "BackendError", "DeviceError", "backen
            "amin", "var", "std", "logsumexp", "flatten", "reshape", "transpose",
            "permute", "squeeze", "unsqueeze", "t", "clamp", "clip", "detach", "clone", "add",
            "sub", "mul", "div", "matmul", "mm", "bmm", "maximum", "minimum", "floor", "trunc",
-           "gather", "broadcast_to", "exact_version"]
+           "gather", "broadcast_to", "exact_version", "Generator", "default_generator",
+           "initial_seed", "seed", "save", "load"]
 
 # torch's dtype aliases; bound last, since they shadow builtins in this module's namespace (the
 # names that shadow builtins, these and abs/max/min/sum, stay out of __all__)

@@ -69,16 +69,25 @@ class DataLoader:
             cols = [a[idx] for a in ds.arrays]
         else:
             rows = [ds[int(i)] for i in idx]
-            rows = [r if isinstance(r, tuple) else (r,) for r in rows]
+            if rows and not isinstance(rows[0], (tuple, list)):   # one item per sample
+                return self._convert([np.stack([np.asarray(r) for r in rows])])[0]
             cols = [np.stack([np.asarray(r[j]) for r in rows]) for j in range(len(rows[0]))]
-        if self.as_tensor:
-            s = self.session or default_session()
-            cols = [IntTensor(c) if c.dtype.kind in "biu" else s.tensor(c) for c in cols]
+        cols = self._convert(cols)
         return cols[0] if self._single else tuple(cols)
+
+    def _convert(self, cols: list) -> list:
+        if not self.as_tensor:
+            return cols
+        s = self.session or default_session()
+        return [IntTensor(c) if c.dtype.kind in "biu" else s.tensor(c) for c in cols]
+
+    def _order(self, n: int) -> np.ndarray:
+        """This epoch's order of the n samples."""
+        return self.generator.permutation(n) if self.shuffle else np.arange(n)
 
     def __iter__(self):
         n = len(self.dataset)
-        order = self.generator.permutation(n) if self.shuffle else np.arange(n)
+        order = self._order(n)
         stop = n - n % self.batch_size if self.drop_last else n
         for a in range(0, stop, self.batch_size):
             yield self._take(order[a:a + self.batch_size])

@@ -10,17 +10,24 @@ micro-batch index only, not on how many micro-batches this process ran before. S
 data-parallel job draws, for its micro-batch, exactly what one process accumulating every
 micro-batch draws for the same one (examples/_common.py and DistributedDataParallel set it).
 
+A Generator (torch.Generator) is a stream of the same form, (seed, counter), of its own: the
+factories, multinomial, nn.init, random_split and DataLoader take one as generator= and then
+leave the process-wide stream where it was. default_generator is the process-wide stream seen
+through the same interface (torchlean.manual_seed returns it).
+
 Why counter-based: element i is a function of (key, i) only, so a draw is reproducible on any
 backend, thread count or CUDA grid, and a key is derived from (seed, counter) without state.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 
 import numpy as np
 
 from torchlean import _capture
+from torchlean import devices as _devices
 
 _M64 = (1 << 64) - 1
 
@@ -54,24 +61,43 @@ _stream = {"seed": 0, "counter": 0, "micro": None, "graph": None}
 _stream_lock = threading.Lock()   # threads drawing keys at once each get a distinct counter value
 
 
-def manual_seed(seed: int) -> None:
+def _seed_value(op: str, seed) -> int:
+    """torch's seed rule: int(seed) in [-2**63, 2**64), negatives taken modulo 2**64."""
+    try:
+        s = int(seed)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: seed must be an integer, got {type(seed).__name__} "
+                        f"{seed!r}") from None
+    if not -(1 << 63) <= s <= _M64:
+        raise ValueError(f"{op}: Overflow when unpacking long long: seed {s} is outside "
+                         f"[-2**63, 2**64)")
+    return s & _M64
+
+
+def manual_seed(seed: int) -> "Generator":
     """Seed the process-wide key stream: every Session draw (rand_uniform, bernoulli_mask,
     dropout) and every nn.init initialiser, in all threads; resets the per-call counter. NumPy's
-    and Python's generators are not touched."""
+    and Python's generators are not touched. Returns torchlean.default_generator, as torch."""
+    s = _seed_value("manual_seed", seed)
     with _stream_lock:
-        _stream["seed"] = int(seed) & _M64
+        _stream["seed"] = s
         _stream["counter"] = 0
+    return default_generator
 
 
 def next_key() -> int:
     """The key of the next session-level draw: key_of(seed, counter), and the counter advances;
     inside micro_batch(step, index), micro_key(seed, step, index, d) for the d-th draw there."""
+    _refuse_in_capture()
+    return _next_key()
+
+
+def _refuse_in_capture() -> None:
     if _capture.STATE.strict:
         raise RuntimeError(
             "graph_step: a host-side random draw (randint, randperm, nn.init, a DataLoader "
-            "shuffle) inside a captured step would be frozen in the graph; draw it outside the "
-            "step and pass it in")
-    return _next_key()
+            "shuffle, a Generator's draw) inside a captured step would be frozen in the graph; "
+            "draw it outside the step and pass it in")
 
 
 def _next_key() -> int:
@@ -138,15 +164,20 @@ def get_rng_state() -> np.ndarray:
     return np.array([_stream["seed"], _stream["counter"]], dtype=np.uint64)
 
 
-def set_rng_state(state) -> None:
+def _state_pair(op: str, state) -> tuple[int, int]:
     a = np.asarray(state)
     if a.shape != (2,) or a.dtype.kind not in "iu":
-        raise ValueError(f"set_rng_state: expected the integer array of shape (2,) that "
+        raise ValueError(f"{op}: expected the integer array of shape (2,) that "
                          f"get_rng_state() returns, got {a.dtype} array of shape {a.shape}")
     if a.dtype.kind == "i" and (a < 0).any():
-        raise ValueError(f"set_rng_state: seed and counter must be >= 0, got {a.tolist()}")
+        raise ValueError(f"{op}: seed and counter must be >= 0, got {a.tolist()}")
+    return int(a[0]) & _M64, int(a[1])
+
+
+def set_rng_state(state) -> None:
+    seed, counter = _state_pair("set_rng_state", state)
     with _stream_lock:
-        _stream["seed"], _stream["counter"] = int(a[0]) & _M64, int(a[1])
+        _stream["seed"], _stream["counter"] = seed, counter
 
 
 def _draws(key: int, start: int, count: int, step: int = 1) -> np.ndarray:
@@ -198,3 +229,136 @@ def normal(n: int, key: int, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         z = np.sqrt(f(-2.0) * log_u1) * cos_u2
         return (f(mean) + f(std) * z).astype(f)
+
+
+def permutation(n: int, key: int) -> np.ndarray:
+    """A permutation of range(n) as int64: the stable argsort of n draws of `key` (randperm's
+    and the DataLoader's shuffle)."""
+    return np.argsort(_draws(key, 0, n), kind="stable").astype(np.int64)
+
+
+# ------------------------------------------------------------------------------ Generator
+
+_DEFAULT_GENERATOR_SEED = 67280421310721     # torch.Generator().initial_seed()
+
+
+class Generator:
+    """torch.Generator: a key stream of its own, (seed, counter) as the process-wide one, so a
+    factory given generator=g draws key_of(g's seed, g's counter) and leaves the global stream
+    (and every other Generator) where it was. Same seed, same draws, on every backend."""
+
+    def __init__(self, device="cpu"):
+        d = _devices.device(device)
+        if d.type == "cuda":
+            _devices.check_cuda("Generator")
+        self.device = d
+        self._seed, self._counter = _DEFAULT_GENERATOR_SEED, 0
+        self._lock = threading.Lock()
+
+    def manual_seed(self, seed) -> "Generator":
+        s = _seed_value("Generator.manual_seed", seed)
+        with self._lock:
+            self._seed, self._counter = s, 0
+        return self
+
+    def seed(self) -> int:
+        """Reseed from the operating system's entropy and return the new seed."""
+        s = int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self) -> np.ndarray:
+        """(seed, counter) as a uint64 array of 2 (torchlean.get_rng_state's form)."""
+        with self._lock:
+            return np.array([self._seed, self._counter], dtype=np.uint64)
+
+    def set_state(self, new_state) -> "Generator":
+        seed, counter = _state_pair("Generator.set_state", new_state)
+        with self._lock:
+            self._seed, self._counter = seed, counter
+        return self
+
+    def next_key(self) -> int:
+        """The key of this generator's next draw (the counter advances)."""
+        _refuse_in_capture()
+        with self._lock:
+            c = self._counter
+            self._counter = c + 1
+            return key_of(self._seed, c)
+
+    def __getstate__(self):
+        """Copies and pickles carry the stream's place, not the lock."""
+        return {"device": str(self.device), "seed": self._seed, "counter": self._counter}
+
+    def __setstate__(self, state):
+        self.device = _devices.device(state["device"])
+        self._seed, self._counter = state["seed"], state["counter"]
+        self._lock = threading.Lock()
+
+    def __repr__(self):
+        return f"<torchlean.Generator seed={self._seed} counter={self._counter}>"
+
+
+class _DefaultGenerator(Generator):
+    """torch.default_generator: the process-wide stream itself (manual_seed, micro_batch and
+    graph_step keys included), seen through the Generator interface."""
+
+    def __init__(self):
+        super().__init__("cpu")
+
+    def manual_seed(self, seed) -> "Generator":
+        return manual_seed(seed)
+
+    def initial_seed(self) -> int:
+        return _stream["seed"]
+
+    def get_state(self) -> np.ndarray:
+        return get_rng_state()
+
+    def set_state(self, new_state) -> "Generator":
+        set_rng_state(new_state)
+        return self
+
+    def next_key(self) -> int:
+        return next_key()
+
+    def __reduce__(self):
+        return "default_generator"          # a copy of the process-wide stream is itself
+
+    def __repr__(self):
+        return f"<torchlean.default_generator seed={_stream['seed']} counter={_stream['counter']}>"
+
+
+default_generator = _DefaultGenerator()
+
+
+def initial_seed() -> int:
+    """The seed of the process-wide stream (torch.initial_seed)."""
+    return _stream["seed"]
+
+
+def seed() -> int:
+    """Seed the process-wide stream from the operating system's entropy; returns the seed."""
+    return default_generator.seed()
+
+
+def key_for(op: str, generator) -> int:
+    """The key of the next host-side draw of `op`: from `generator` when one is given, else
+    from the process-wide stream."""
+    if generator is None:
+        return next_key()
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{op}: generator must be a torchlean.Generator, got "
+                        f"{type(generator).__name__}")
+    return generator.next_key()
+
+
+def device_key_for(op: str, generator) -> int:
+    """The key argument of a native rng kernel: next_device_key() without a generator (so a
+    captured step replays its draws), else the generator's next key (outside captured steps)."""
+    if generator is None or generator is default_generator:
+        return next_device_key()
+    return key_for(op, generator)

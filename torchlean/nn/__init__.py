@@ -18,6 +18,8 @@ from torchlean.nn.modules import (Upsample, MaxPool1d, AvgPool1d, MaxPool3d, Avg
                                   AdaptiveAvgPool1d, AdaptiveMaxPool1d)
 from torchlean.nn.modules import RNN, LSTM, GRU
 from torchlean.nn.modules import MultiheadAttention
+from torchlean.nn.modules import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                                  TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
            "LayerNorm", "BatchNorm2d", "Dropout", "GELU", "ReLU", "Tanh", "Sigmoid", "Embedding",
@@ -28,4 +30,5 @@ __all__ = ["Module", "Sequential", "Linear", "Conv2d", "ConvTranspose2d", "MaxPo
            "KLDivLoss", "BCELoss", "BCEWithLogitsLoss", "NLLLoss", "Identity", "SiLU", "LeakyReLU",
            "ELU", "Dropout2d", "Softmax", "LogSoftmax", "Upsample", "MaxPool1d", "AvgPool1d",
            "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "RNN", "LSTM", "GRU",
-           "MultiheadAttention"]
+           "MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+           "TransformerEncoder", "TransformerEncoderLayer"]

@@ -4,14 +4,25 @@ from __future__ import annotations
 import math
 
 from torchlean.buffer import AnyBuffer
-from torchlean.session import Parameter
+from torchlean.session import Parameter, Tensor
 from torchlean._generated import ops as _ops
 
 
-def _grads(parameters):
-    if isinstance(parameters, Parameter):
+def _grads(op: str, parameters) -> list:
+    """The Parameters among `parameters` (one Parameter or Tensor, or any iterable of them, as
+    torch takes) that hold a gradient."""
+    if isinstance(parameters, (Parameter, Tensor)):
         parameters = [parameters]
-    return [p for p in parameters if p.grad_buf is not None]
+    out = []
+    for p in parameters:
+        if not hasattr(p, "grad_buf"):
+            if getattr(p, "grad", None) is None:
+                continue
+            raise TypeError(f"{op}: expects nn.Parameters (whose gradients the optimizer "
+                            f"reads), got a {type(p).__name__} with a gradient")
+        if p.grad_buf is not None:
+            out.append(p)
+    return out
 
 
 def _norm_on_device(bufs, norm_type):
@@ -48,7 +59,7 @@ def _norm_on_device(bufs, norm_type):
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
-                    error_if_nonfinite: bool = False) -> float:
+                    error_if_nonfinite: bool = False, foreach=None) -> float:
     """Scale every gradient in place by min(1, max_norm / (total_norm + 1e-6)), where
     total_norm is the norm_type-norm of all gradients viewed as one vector (torch's rule).
     Computed on device from the gradients already there (no second backward); returns the
@@ -58,7 +69,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
         raise ValueError(f"clip_grad_norm_: norm_type must be > 0 or inf, got {norm_type}")
     if not math.isfinite(max_norm) or max_norm < 0:
         raise ValueError(f"clip_grad_norm_: max_norm must be finite and >= 0, got {max_norm}")
-    params = _grads(parameters)
+    params = _grads("clip_grad_norm_", parameters)
     if not params:
         return 0.0
     total = _norm_on_device([p.grad_buf for p in params], norm_type)
@@ -75,20 +86,18 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
         # a NaN norm makes every gradient NaN, as torch (scale's factor must be finite)
         factor = None if math.isfinite(coef) else AnyBuffer.full((), coef)
         for p in params:
-            g = p.grad_buf
+            g = p.grad_buf   # replaced, not released: a Tensor from p.grad may still read it
             p.grad_buf = _ops.scale(g, c=coef) if factor is None else _ops.mul(g, factor)
-            g.release()
         if factor is not None:
             factor.release()
     return norm
 
 
-def clip_grad_value_(parameters, clip_value: float) -> None:
+def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
     """Clamp every gradient element to [-clip_value, clip_value] on device."""
     c = float(clip_value)
     if not math.isfinite(c) or c < 0:
         raise ValueError(f"clip_grad_value_: clip_value must be finite and >= 0, got {clip_value}")
-    for p in _grads(parameters):
-        clamped = _ops.clamp(p.grad_buf, lo=-c, hi=c)
-        p.grad_buf.release()
-        p.grad_buf = clamped
+    for p in _grads("clip_grad_value_", parameters):
+        # replaced, not released: a Tensor from p.grad may still read the old buffer
+        p.grad_buf = _ops.clamp(p.grad_buf, lo=-c, hi=c)

@@ -17,6 +17,9 @@ from torchlean.nn.modules.activation import (ELU, GELU, Dropout, Dropout2d, Iden
 from torchlean.nn.modules.embedding import Embedding
 from torchlean.nn.modules.attention import MultiheadAttention, MultiHeadAttention
 from torchlean.nn.modules.recurrent import GRU, LSTM, RNN
+from torchlean.nn.modules.transformer import (Transformer, TransformerDecoder,
+                                              TransformerDecoderLayer, TransformerEncoder,
+                                              TransformerEncoderLayer)
 from torchlean.nn.modules.losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,
                                          KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 
@@ -29,4 +32,5 @@ __all__ = ["Module", "ModuleDict", "ModuleList", "Sequential", "Flatten", "Linea
            "LogSoftmax", "ReLU", "Sigmoid", "SiLU", "Softmax", "Softplus", "Tanh", "Embedding",
            "MultiheadAttention", "MultiHeadAttention", "GRU", "LSTM", "RNN", "BCELoss",
            "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss",
-           "NLLLoss", "SmoothL1Loss"]
+           "NLLLoss", "SmoothL1Loss", "Transformer", "TransformerDecoder",
+           "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer"]
