@@ -20,8 +20,7 @@ EXPORTS = {"torch": ("flip", "fliplr", "flipud", "roll", "rot90", "tril", "triu"
                      "moveaxis", "unbind", "narrow", "select", "diag", "diag_embed", "diagflat",
                      "diagonal", "tile", "repeat_interleave", "unflatten", "ravel",
                      "slice_scatter", "select_scatter", "diagonal_scatter", "swapaxes",
-                     "swapdims", "narrow_copy", "trace"),
-           "linalg": ("diagonal",)}
+                     "swapdims", "narrow_copy", "trace")}
 
 
 def _dims_arg(args, dims):
