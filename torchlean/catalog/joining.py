@@ -31,7 +31,7 @@ def _atleast(op, rank, tensors):
     for x in _seq(op, tensors):
         s = tuple(x.shape)
         if len(s) < rank:
-            s = {0: (1,), 1: (1,) + s, 2: (1,) + s + (1,)}[len(s)] if rank == 3 else \
+            s = {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}[len(s)] if rank == 3 else \
                 ((1,) * (rank - len(s)) + s)
             x = x.reshape(s)
         out.append(x)

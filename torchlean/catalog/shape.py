@@ -110,7 +110,11 @@ def movedim(input, source, destination):
     dst = [c.dim("movedim", d, x.ndim) for d in dst]
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
         raise ValueError(f"movedim: repeated dim in source {src} or destination {dst}")
-    return x.permute(np.moveaxis(np.arange(x.ndim), src, dst).tolist()) if x.ndim else x
+    perm = [None] * x.ndim
+    for s, d in zip(src, dst):
+        perm[d] = s
+    rest = iter(i for i in range(x.ndim) if i not in src)
+    return x.permute([p if p is not None else next(rest) for p in perm]) if x.ndim else x
 
 
 moveaxis = movedim
