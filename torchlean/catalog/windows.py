@@ -28,37 +28,41 @@ def _window(op, M, sym, f, requires_grad=False):
     return default_session().tensor(w.astype(np.float32), requires_grad=requires_grad)
 
 
-def general_cosine(M, *, a, sym=True, dtype=None, layout=None, device=None,
-                   requires_grad=False):
+def _cosine_sum(op, M, coeffs, sym, requires_grad):
     """sum_k (-1)^k a_k cos(2 pi k n / (N - 1))."""
-    coeffs = [float(v) for v in a]
+    coeffs = [float(v) for v in coeffs]
     if not coeffs:
-        raise ValueError("signal.windows.general_cosine: coefficients a must not be empty")
-    return _window("general_cosine", M, sym, lambda n, N: sum(
+        raise ValueError(f"signal.windows.{op}: coefficients a must not be empty")
+    return _window(op, M, sym, lambda n, N: sum(
         (-1) ** k * ak * np.cos(2 * math.pi * k * n / (N - 1)) for k, ak in enumerate(coeffs)),
         requires_grad)
 
 
+def general_cosine(M, *, a, sym=True, dtype=None, layout=None, device=None,
+                   requires_grad=False):
+    return _cosine_sum("general_cosine", M, a, sym, requires_grad)
+
+
 def general_hamming(M, *, alpha=0.54, sym=True, dtype=None, layout=None, device=None,
                     requires_grad=False):
-    return general_cosine(M, a=[alpha, 1.0 - alpha], sym=sym, requires_grad=requires_grad)
+    return _cosine_sum("general_hamming", M, [alpha, 1.0 - alpha], sym, requires_grad)
 
 
 def hamming(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
-    return general_hamming(M, alpha=0.54, sym=sym, requires_grad=requires_grad)
+    return _cosine_sum("hamming", M, [0.54, 0.46], sym, requires_grad)
 
 
 def hann(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
-    return general_hamming(M, alpha=0.5, sym=sym, requires_grad=requires_grad)
+    return _cosine_sum("hann", M, [0.5, 0.5], sym, requires_grad)
 
 
 def blackman(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
-    return general_cosine(M, a=[0.42, 0.5, 0.08], sym=sym, requires_grad=requires_grad)
+    return _cosine_sum("blackman", M, [0.42, 0.5, 0.08], sym, requires_grad)
 
 
 def nuttall(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
-    return general_cosine(M, a=[0.3635819, 0.4891775, 0.1365995, 0.0106411], sym=sym,
-                          requires_grad=requires_grad)
+    return _cosine_sum("nuttall", M, [0.3635819, 0.4891775, 0.1365995, 0.0106411], sym,
+                       requires_grad)
 
 
 def bartlett(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
