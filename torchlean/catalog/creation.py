@@ -7,18 +7,19 @@ import numpy as np
 
 from torchlean import factories
 from torchlean.catalog import _common as c
+from torchlean.nn import functional as F
 from torchlean.session import default_session
 
 _VIEWS = ("alias", "diagonal", "expand", "permute", "squeeze", "t", "transpose", "unbind",
           "unfold", "unsqueeze", "view", "split_with_sizes")
 
 METHODS = ("new_zeros", "new_ones", "new_full", "new_empty", "new_empty_strided", "fill",
-           "positive", "resolve_conj", "resolve_neg", "conj", "conj_physical", "rsub",
-           "true_divide", "__rdiv__", "is_floating_point", "is_complex")
-INPLACE = ("fill", "true_divide")
+           "positive", "resolve_conj", "resolve_neg", "conj", "conj_physical",
+           "is_floating_point", "is_complex", "zero_")
+INPLACE = ("fill",)
 EXPORTS = {"torch": ("scalar_tensor", "logspace", "empty_strided", "empty_permuted", "fill",
                      "positive", "resolve_conj", "resolve_neg", "conj", "conj_physical", "real",
-                     "rsub", "true_divide", "is_floating_point", "is_complex")
+                     "is_floating_point", "is_complex", "constant_pad_nd")
            + tuple(v + "_copy" for v in _VIEWS)}
 
 
@@ -88,6 +89,17 @@ def fill(input, value):
     return y.clone() if y is v else y
 
 
+def zero_(self):
+    """In place: self.copy_(zeros), returning self (the mutation model's copy_)."""
+    return self.copy_(self.session.tensor(np.zeros(self.shape, np.float32)))
+
+
+def constant_pad_nd(input, pad, value=0):
+    """torch.constant_pad_nd: F.pad in constant mode (pairs from the last axis backward;
+    negative amounts crop)."""
+    return F.pad(c.tensor("constant_pad_nd", input), tuple(pad), "constant", float(value))
+
+
 def positive(input):
     return c.tensor("positive", input)
 
@@ -115,21 +127,6 @@ def is_floating_point(input):
 def is_complex(input):
     c.tensor("is_complex", input)
     return False
-
-
-def rsub(input, other, *, alpha=1):
-    """other - alpha * input."""
-    x = c.tensor("rsub", input)
-    return c.operand(x.session, "rsub", other) - (x if alpha == 1 else x * alpha)
-
-
-def true_divide(input, other):
-    x = c.tensor("true_divide", input)
-    return x.session.op("div", x, c.operand(x.session, "true_divide", other))
-
-
-def __rdiv__(self, other):
-    return self.__rtruediv__(other)
 
 
 def _copy_of(view):

@@ -3,6 +3,8 @@ and the 1-D / 3-D forms of transposed convolution and adaptive pooling (the regi
 conv_transpose; separable per-axis averaging and window maxima)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from torchlean import composite
@@ -12,7 +14,7 @@ from torchlean.nn import functional as F
 EXPORTS = {"nn.functional": ("alpha_dropout", "feature_alpha_dropout", "dropout1d",
                              "dropout3d", "upsample", "upsample_nearest", "upsample_bilinear",
                              "adaptive_avg_pool3d", "adaptive_max_pool3d", "conv_transpose1d",
-                             "conv_transpose3d"),
+                             "conv_transpose3d", "max_unpool1d", "max_unpool2d", "max_unpool3d"),
            "torch": ("alpha_dropout", "feature_alpha_dropout", "conv_transpose1d",
                      "conv_transpose3d")}
 
@@ -186,3 +188,53 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
                      dilation=1):
     return _conv_transpose_nd("conv_transpose3d", 3, input, weight, bias, stride, padding,
                               output_padding, groups, dilation)
+
+
+def _max_unpool(op, rank, input, indices, kernel_size, stride, padding, output_size):
+    """Zeros of the unpooled size with each input element at its per-plane flat index (the
+    indices max_pool returns); a position named twice takes the later element."""
+    x = c.tensor(op, input)
+    if x.ndim not in (rank + 1, rank + 2):
+        raise ValueError(f"{op}: expected input (N, C, ...) or (C, ...) with {rank} spatial "
+                         f"dims, got {tuple(x.shape)}")
+    idx = np.asarray(indices.numpy() if hasattr(indices, "numpy") else indices)
+    if idx.dtype.kind not in "iu" or idx.shape != tuple(x.shape):
+        raise TypeError(f"{op}: indices must be an int64 tensor of the input's shape "
+                        f"{tuple(x.shape)}, got {idx.dtype} {idx.shape}")
+
+    def per_axis(v, what):
+        t = (int(v),) * rank if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
+        if len(t) != rank:
+            raise ValueError(f"{op}: {what} must be an int or {rank} ints, got {v!r}")
+        return t
+    k = per_axis(kernel_size, "kernel_size")
+    st = k if stride is None else per_axis(stride, "stride")
+    p = per_axis(padding, "padding")
+    spatial = tuple(x.shape[-rank:])
+    if output_size is None:
+        out = tuple((n - 1) * s - 2 * q + kk for n, s, q, kk in zip(spatial, st, p, k))
+    else:
+        out = tuple(int(v) for v in tuple(output_size)[-rank:])
+    plane = math.prod(out)
+    if idx.size and (idx.min() < 0 or idx.max() >= plane):
+        raise IndexError(f"{op}: index out of range [0, {plane}) of the output size {out}")
+    lead = tuple(x.shape[:-rank])
+    planes = math.prod(lead)
+    at = idx.reshape(planes, -1) + (np.arange(planes, dtype=np.int64) * plane)[:, None]
+    zeros = x.session.tensor(np.zeros(lead + out, np.float32))
+    return c.embed(zeros, x.reshape(at.shape), at)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding,
+                       output_size)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding,
+                       output_size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding,
+                       output_size)
