@@ -1,7 +1,7 @@
 """torch.linalg's names that compose from products and reductions: vector and matrix norms
-(those without singular values), vecdot, cross, multi_dot, matrix_power (n >= 0) and vander.
-Factorizations and solves (det, inv, solve, cholesky, svd) are not here: torchlean has no
-pivoted kernel to make them honest in float32."""
+(those without singular values), vecdot, cross, multi_dot, matrix_power, vander and cond.
+Solves and factorizations are in linalg_solve.py; singular values (svd, 2-norms, pinv) are
+not computed."""
 from __future__ import annotations
 
 import math
@@ -10,11 +10,12 @@ import numpy as np
 
 from torchlean import composite
 from torchlean.catalog import _common as c
+from torchlean.catalog.linalg_solve import inv
 from torchlean.catalog.products import cross as _cross
 from torchlean.catalog.reduce import pnorm
 
 EXPORTS = {"linalg": ("vector_norm", "matrix_norm", "norm", "vecdot", "cross", "multi_dot",
-                      "matrix_power", "vander", "diagonal"),
+                      "matrix_power", "vander", "diagonal", "cond"),
            "torch": ("matrix_power",)}
 METHODS = ("matrix_power",)
 
@@ -123,15 +124,14 @@ def multi_dot(tensors):
 
 
 def matrix_power(A, n):
-    """A^n for n >= 0 by repeated squaring (n < 0 needs an inverse, which torchlean lacks)."""
+    """A^n by repeated squaring (n < 0: of the inverse)."""
     t = c.tensor("matrix_power", A)
     if t.ndim < 2 or t.shape[-1] != t.shape[-2]:
         raise RuntimeError(f"matrix_power: expected a (batch of) square matrices, got shape "
                            f"{tuple(t.shape)}")
     n = int(n)
     if n < 0:
-        raise NotImplementedError("matrix_power: negative powers need a matrix inverse, "
-                                  "which torchlean does not compute")
+        return matrix_power(inv(t), -n)
     if n == 0:
         eye = np.broadcast_to(np.eye(t.shape[-1], dtype=np.float32), t.shape)
         return t.session.tensor(np.ascontiguousarray(eye))
@@ -157,3 +157,12 @@ def vander(x, N=None):
     for _ in range(2, n):
         cols.append(cols[-1] * t)
     return composite.stack(cols[:n], -1) if n else t.unsqueeze(-1)[..., :0]
+
+
+def cond(A, p=None):
+    """norm(A, p) norm(inv(A), p) for p in 'fro', inf, -inf, 1, -1; p None, 2, -2 and 'nuc'
+    need singular values, which torchlean does not compute."""
+    if p in (None, 2, -2, "nuc"):
+        raise NotImplementedError(f"linalg.cond: p={p!r} needs singular values, which "
+                                  "torchlean does not compute")
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
