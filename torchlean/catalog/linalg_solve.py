@@ -54,7 +54,7 @@ def _solve(op, A, B, left=True):
     x = _lu.lu_solve(LU, perm, m)
     x = x.reshape(full + tuple(x.shape[-2:]))
     x = x if left else x.mT
-    return (x.squeeze(-1) if vector else x), info
+    return (x.squeeze(-1) if vector else x), info.reshape(full)
 
 
 def solve(A, B, *, left=True):
@@ -75,7 +75,7 @@ def _inverse(op, A):
     n = Ab.shape[-1]
     eye = Ab.session.tensor(np.broadcast_to(np.eye(n, dtype=np.float32), tuple(Ab.shape)).copy())
     LU, perm, info = _lu.lu(Ab)
-    return _lu.lu_solve(LU, perm, eye).reshape(batch + (n, n)), info
+    return _lu.lu_solve(LU, perm, eye).reshape(batch + (n, n)), info.reshape(batch)
 
 
 def inv(A):
@@ -159,7 +159,7 @@ def _cholesky(op, A):
         trailing = col * s.tensor((rows > k).reshape(1, n, 1).astype(np.float32))
         work = work - trailing * trailing.mT
     L = composite.cat(columns, -1) if n else Ab
-    return L.reshape(batch + (n, n)), info
+    return L.reshape(batch + (n, n)), info.reshape(batch)
 
 
 def cholesky(A, upper=False, *, out=None):
