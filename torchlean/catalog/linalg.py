@@ -1,7 +1,6 @@
 """torch.linalg's names that compose from products and reductions: vector and matrix norms
 (those without singular values), vecdot, cross, multi_dot, matrix_power, vander and cond.
-Solves and factorizations are in linalg_solve.py; singular values (svd, 2-norms, pinv) are
-not computed."""
+Solves and factorizations are in linalg_solve.py, singular values in spectral.py."""
 from __future__ import annotations
 
 import math
@@ -12,6 +11,7 @@ from torchlean import composite
 from torchlean.catalog import _common as c
 from torchlean.catalog.linalg_solve import inv
 from torchlean.catalog.products import cross as _cross
+from torchlean.catalog.spectral import svdvals
 from torchlean.catalog.reduce import pnorm
 
 EXPORTS = {"linalg": ("vector_norm", "matrix_norm", "norm", "vecdot", "cross", "multi_dot",
@@ -27,7 +27,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
-    """'fro', 1, -1, inf, -inf over the two axes `dim` (2, -2 and 'nuc' need singular values)."""
+    """'fro', 'nuc', 1, -1, 2, -2, inf, -inf over the two axes `dim` (2, -2 and 'nuc' from the
+    singular values)."""
     op = "linalg.matrix_norm"
     t = c.tensor(op, A)
     if t.ndim < 2:
@@ -39,8 +40,13 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
     if ord == "fro":
         return pnorm(op, t, 2, tuple(sorted((r, k))), keepdim)
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"{op}: ord {ord!r} needs singular values, which torchlean "
-                                  "does not compute")
+        moved = t.movedim((r, k), (-2, -1))
+        sv = svdvals(moved)
+        out = sv.sum(-1) if ord == "nuc" else (sv.amax(-1) if ord == 2 else sv.amin(-1))
+        if keepdim:
+            for d in sorted((r, k)):
+                out = out.unsqueeze(d)
+        return out
     if ord not in (1, -1, math.inf, -math.inf):
         raise RuntimeError(f"{op}: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, "
                            f"got {ord!r}")
@@ -160,9 +166,9 @@ def vander(x, N=None):
 
 
 def cond(A, p=None):
-    """norm(A, p) norm(inv(A), p) for p in 'fro', inf, -inf, 1, -1; p None, 2, -2 and 'nuc'
-    need singular values, which torchlean does not compute."""
-    if p in (None, 2, -2, "nuc"):
-        raise NotImplementedError(f"linalg.cond: p={p!r} needs singular values, which "
-                                  "torchlean does not compute")
+    """s_max / s_min for p None or 2 (s_min / s_max for -2), else norm(A, p) norm(inv(A), p)."""
+    if p in (None, 2, -2):
+        sv = svdvals(A)
+        ratio = sv.amax(-1) / sv.amin(-1)
+        return ratio if p != -2 else 1.0 / ratio
     return matrix_norm(A, p) * matrix_norm(inv(A), p)
