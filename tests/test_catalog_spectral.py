@@ -94,6 +94,21 @@ def test_rank_deficient_pinv_and_rank():
     np.testing.assert_allclose(u.T @ u, np.eye(5), atol=2e-6)        # completed basis
 
 
+def test_low_rank_is_the_truncated_svd():
+    a = rand(2, 6, 5, seed=6)
+    U, S, V = tl.svd_lowrank(tl.tensor(a), q=3)
+    Ur, Sr, Vhr = np.linalg.svd(a.astype(np.float64), full_matrices=False)
+    np.testing.assert_allclose(S.numpy(), Sr[..., :3], rtol=2e-6)
+    np.testing.assert_allclose(_sign_fixed(V.numpy()), _sign_fixed(np.swapaxes(Vhr, -1, -2)[..., :3]),
+                               atol=2e-5)
+    centered = a - a.mean(-2, keepdims=True)
+    _, Sp, _ = tl.pca_lowrank(tl.tensor(a))
+    np.testing.assert_allclose(Sp.numpy(), np.linalg.svd(centered, compute_uv=False)[..., :5],
+                               rtol=2e-5, atol=2e-6)
+    with pytest.raises(RuntimeError, match="svd_lowrank"):
+        tl.svd_lowrank(tl.tensor(a), q=7)
+
+
 BAD = [
     (lambda: tl.linalg.eigh(tl.zeros(2, 3)), RuntimeError, "linalg.eigh"),
     (lambda: tl.linalg.eigh(tl.eye(2), "X"), RuntimeError, "linalg.eigh"),

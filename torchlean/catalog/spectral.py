@@ -13,7 +13,7 @@ from torchlean.catalog.reduce import root
 from torchlean.int_tensor import IntTensor
 
 EXPORTS = {"linalg": ("eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank"),
-           "torch": ("pinverse",)}
+           "torch": ("pinverse", "svd_lowrank", "pca_lowrank")}
 METHODS = ("pinverse",)
 
 
@@ -139,3 +139,27 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
         rtol = float(np.finfo(np.float32).eps) * max(m, n)
     smax = S.max(-1, keepdims=True) if S.shape[-1] else np.zeros(S.shape[:-1] + (1,))
     return IntTensor((S > np.maximum(atol or 0.0, (rtol or 0.0) * smax)).sum(-1))
+
+
+def svd_lowrank(A, q=6, niter=2, M=None):
+    """(U, S, V) of the best rank-q approximation of A - M: torch finds it by randomized
+    subspace iteration; here it is the exact truncated SVD (niter is not needed)."""
+    x = c.tensor("svd_lowrank", A, "A")
+    if M is not None:
+        x = x - c.operand(x.session, "svd_lowrank", M, "M")
+    if x.ndim < 2 or not 0 < int(q) <= min(x.shape[-2:]):
+        raise RuntimeError(f"svd_lowrank: q {q} must be in [1, {min(x.shape[-2:]) if x.ndim >= 2 else 0}]"
+                           f" for A of shape {tuple(x.shape)}")
+    U, S, Vh = _svd("svd_lowrank", x, False)
+    q = int(q)
+    return U[..., :q], S[..., :q], Vh.mT[..., :q]
+
+
+def pca_lowrank(A, q=None, center=True, niter=2):
+    """svd_lowrank of A with each column's mean removed (center), q = min(6, m, n) by default."""
+    x = c.tensor("pca_lowrank", A, "A")
+    if x.ndim < 2:
+        raise RuntimeError(f"pca_lowrank: A must have at least 2 dimensions, got shape "
+                           f"{tuple(x.shape)}")
+    q = min(6, *x.shape[-2:]) if q is None else q
+    return svd_lowrank(x - x.mean(-2, keepdim=True) if center else x, q)
