@@ -140,6 +140,15 @@ def _np_multilabel_margin(a, y):
 
 
 LABELS = np.array([0, 4, 2])
+
+
+def _np_cross_entropy(logits, y, smoothing):
+    logp = logits - logits.max(1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))
+    k = logits.shape[1]
+    target = np.full(logits.shape, smoothing / k)
+    target[np.arange(len(y)), y] += 1 - smoothing
+    return -(target * logp).sum(1).mean()
 MULTI = np.array([[3, 0, -1, 0, 0], [1, -1, 0, 0, 0], [0, 1, 2, 3, 4]])
 SIGNS = np.array([1.0, -1.0, 1.0], np.float32)
 
@@ -239,6 +248,10 @@ CASES = {
             reduction="sum"),
         lambda a, p, n: np.sum(np.maximum(0, 2 + ((a - p) ** 2).sum(-1) - ((a - n) ** 2).sum(-1))),
         [X, X * 0.5, X[::-1]], None),
+    "linear_cross_entropy": (lambda x, w: F.linear_cross_entropy(x, w, LABELS,
+                                                                  label_smoothing=0.1),
+                             lambda x, w: _np_cross_entropy(x @ w.T, LABELS, 0.1),
+                             [X, rand(5, 5, seed=9)], None),
     # layers
     "embedding_padding": (lambda w: F.embedding(np.array([[0, 2], [2, 3]]), w, padding_idx=2),
                           lambda w: w[np.array([[0, 2], [2, 3]])], [rand(4, 3)], None,

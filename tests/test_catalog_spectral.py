@@ -41,7 +41,22 @@ CASES = {
     "linalg.matrix_norm_m2": (lambda a: tl.linalg.matrix_norm(a, -2), lambda a: np.linalg.norm(
         a, -2), [TALL], None),
     "linalg.cond_2": (lambda a: tl.linalg.cond(a), np.linalg.cond, [SYM_SRC], None),
+    "linalg.polar": (lambda a: tl.linalg.polar(a), lambda a: _np_polar(a), [TALL],
+                     lambda a: T.linalg.polar(a)),
+    "linalg.matrix_sqrth": (lambda a: tl.linalg.matrix_sqrth(a), lambda a: _np_sqrth(a),
+                            [(SYM_SRC[0] @ SYM_SRC[0].T + np.eye(4)).astype(np.float32)], None),
 }
+
+
+def _np_polar(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return u @ vh, vh.T @ np.diag(s) @ vh
+
+
+def _np_sqrth(a):
+    sym = np.tril(a) + np.tril(a, -1).T
+    w, v = np.linalg.eigh(sym)
+    return v @ np.diag(np.sqrt(w)) @ v.T
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -115,6 +130,8 @@ BAD = [
     (lambda: tl.linalg.svd(tl.zeros(3)), RuntimeError, "linalg.svd"),
     (lambda: tl.linalg.svdvals([[1.0]]), TypeError, "linalg.svdvals"),
     (lambda: tl.linalg.pinv(tl.zeros(2)), RuntimeError, "linalg.pinv"),
+    (lambda: tl.linalg.polar(tl.zeros(2, 3)), RuntimeError, "linalg.polar"),
+    (lambda: tl.linalg.matrix_sqrth(-tl.eye(2)), RuntimeError, "linalg.matrix_sqrth"),
 ]
 
 

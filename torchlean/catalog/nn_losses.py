@@ -17,7 +17,7 @@ EXPORTS = {"nn.functional": ("cosine_similarity", "pairwise_distance", "pdist",
                              "hinge_embedding_loss", "margin_ranking_loss", "multi_margin_loss",
                              "multilabel_margin_loss", "multilabel_soft_margin_loss",
                              "poisson_nll_loss", "soft_margin_loss", "triplet_margin_loss",
-                             "triplet_margin_with_distance_loss"),
+                             "triplet_margin_with_distance_loss", "linear_cross_entropy"),
            "torch": ("cosine_similarity", "pairwise_distance", "pdist", "cosine_embedding_loss",
                      "hinge_embedding_loss", "margin_ranking_loss", "poisson_nll_loss",
                      "triplet_margin_loss")}
@@ -256,3 +256,17 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     return triplet_margin_with_distance_loss(
         anchor, positive, negative, margin=margin, swap=swap, reduction=reduction,
         distance_function=lambda u, v: pairwise_distance(u, v, p, eps))
+
+
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None,
+                         reduction="mean", ignore_index=None, label_smoothing=0.0, options=None):
+    """cross_entropy(linear(input, linear_weight, linear_bias), target, ...): the logits are
+    formed and reduced here as two ops (torch may fuse them in chunks)."""
+    x = c.tensor("linear_cross_entropy", input)
+    logits = F.linear(x, c.operand(x.session, "linear_cross_entropy", linear_weight,
+                                   "linear_weight"),
+                      None if linear_bias is None else c.operand(
+                          x.session, "linear_cross_entropy", linear_bias, "linear_bias"))
+    return F.cross_entropy(logits, target, weight=weight, reduction=reduction,
+                           ignore_index=-100 if ignore_index is None else ignore_index,
+                           label_smoothing=label_smoothing)

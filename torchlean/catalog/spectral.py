@@ -12,7 +12,8 @@ from torchlean.catalog.qr import qr
 from torchlean.catalog.reduce import root
 from torchlean.int_tensor import IntTensor
 
-EXPORTS = {"linalg": ("eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank"),
+EXPORTS = {"linalg": ("eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank", "polar",
+                      "matrix_sqrth"),
            "torch": ("pinverse", "svd_lowrank", "pca_lowrank")}
 METHODS = ("pinverse",)
 
@@ -163,3 +164,23 @@ def pca_lowrank(A, q=None, center=True, niter=2):
                            f"{tuple(x.shape)}")
     q = min(6, *x.shape[-2:]) if q is None else q
     return svd_lowrank(x - x.mean(-2, keepdim=True) if center else x, q)
+
+
+def polar(A):
+    """(U, H) with A = U H, U with orthonormal columns and H symmetric positive-semidefinite
+    (m >= n): U = U_svd Vh and H = V diag(S) Vh."""
+    x = c.tensor("linalg.polar", A, "A")
+    if x.ndim < 2 or x.shape[-2] < x.shape[-1]:
+        raise RuntimeError(f"linalg.polar: A must be (..., m, n) with m >= n, got shape "
+                           f"{tuple(x.shape)}")
+    U, S, Vh = _svd("linalg.polar", x, False)
+    return U @ Vh, (Vh.mT * S.unsqueeze(-2)) @ Vh
+
+
+def matrix_sqrth(A):
+    """The symmetric positive-definite X with X X = A: V diag(sqrt(w)) V^T from eigh."""
+    w, V = eigh(A)
+    if (w.numpy() <= 0).any():
+        raise RuntimeError("linalg.matrix_sqrth: A must be positive-definite (an eigenvalue "
+                           f"is {float(w.numpy().min()):.3g})")
+    return (V * w.sqrt().unsqueeze(-2)) @ V.mT
