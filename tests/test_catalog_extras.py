@@ -185,3 +185,79 @@ def test_bad_input_names_the_op(i):
 def test_angle_of_infinities():
     np.testing.assert_allclose(tl.angle(tl.tensor([-math.inf, math.inf])).numpy(),
                                [math.pi, 0.0])
+
+
+def _np_fractional_2d(x, k, out, samples):
+    """torch's interval rule (float32) and window maxima, written out per plane."""
+    n, ch, h, w = x.shape
+
+    def starts(u, n_in, n_out, pool):
+        alpha = np.float32(n_in - pool) / np.float32(n_out - 1)
+        seq = [int(np.float32((np.float32(i) + u) * alpha)) - int(np.float32(u * alpha))
+               for i in range(n_out - 1)]
+        return seq + [n_in - pool]
+    y = np.zeros((n, ch) + out)
+    for b in range(n):
+        for c in range(ch):
+            sh = starts(samples[b, c, 1], h, out[0], k[0])
+            sw = starts(samples[b, c, 0], w, out[1], k[1])
+            for i, a in enumerate(sh):
+                for j, bb in enumerate(sw):
+                    y[b, c, i, j] = x[b, c, a:a + k[0], bb:bb + k[1]].max()
+    return y
+
+
+SAMPLES = np.random.default_rng(8).random((2, 3, 2)).astype(np.float32)
+
+
+def test_fractional_max_pool2d():
+    x = rand(2, 3, 9, 11, seed=9)
+    check(lambda t: F.fractional_max_pool2d(t, (2, 3), output_size=(4, 5),
+                                            _random_samples=SAMPLES),
+          lambda a: _np_fractional_2d(a, (2, 3), (4, 5), SAMPLES), x,
+          torch_fn=(lambda t: torch.nn.functional.fractional_max_pool2d(
+              t, (2, 3), output_size=(4, 5), _random_samples=torch.tensor(SAMPLES)))
+          if torch is not None else None)
+    y, idx = F.fractional_max_pool2d(tl.tensor(x), 2, output_ratio=(0.5, 0.5),
+                                     return_indices=True, _random_samples=SAMPLES)
+    assert y.shape == (2, 3, 4, 5)
+    np.testing.assert_array_equal(y.numpy().reshape(2, 3, -1),
+                                  np.take_along_axis(x.reshape(2, 3, -1),
+                                                     idx.numpy().reshape(2, 3, -1), -1))
+    if torch is not None:
+        _, tidx = torch.nn.functional.fractional_max_pool3d(
+            torch.tensor(x[:, :, None].repeat(4, 2)), 2, output_size=(2, 4, 5),
+            return_indices=True, _random_samples=torch.tensor(np.concatenate(
+                [SAMPLES[..., :1], SAMPLES], -1)))
+        _, idx3 = F.fractional_max_pool3d(tl.tensor(x[:, :, None].repeat(4, 2)), 2,
+                                          output_size=(2, 4, 5), return_indices=True,
+                                          _random_samples=np.concatenate(
+                                              [SAMPLES[..., :1], SAMPLES], -1))
+        np.testing.assert_array_equal(idx3.numpy(), tidx.numpy())
+    drawn = F.fractional_max_pool2d(tl.tensor(x[0]), 3, output_size=4)
+    assert drawn.shape == (3, 4, 4)
+    for bad, kind in ((lambda: F.fractional_max_pool2d(tl.tensor(x), 2), ValueError),
+                      (lambda: F.fractional_max_pool2d(tl.tensor(x), 5, output_size=8),
+                       RuntimeError),
+                      (lambda: F.fractional_max_pool3d(tl.tensor(x), 2, output_size=2),
+                       RuntimeError)):
+        with pytest.raises(kind, match="fractional_max_pool"):
+            bad()
+
+
+def test_multinomial_frequencies_and_errors():
+    tl.manual_seed(1)
+    p = np.array([0.1, 0.0, 0.6, 0.3], np.float32)
+    s = tl.multinomial(tl.tensor(p), 20000, replacement=True).numpy()
+    assert s.dtype == np.int64 and s.shape == (20000,)
+    np.testing.assert_allclose(np.bincount(s, minlength=4) / 20000, p, atol=0.015)
+    firsts = np.stack([tl.tensor(p).multinomial(3).numpy() for _ in range(2000)])
+    assert (np.sort(firsts, 1) == [0, 2, 3]).all()          # no repeats, never category 1
+    np.testing.assert_allclose(np.bincount(firsts[:, 0], minlength=4) / 2000, p, atol=0.03)
+    rows = tl.multinomial(tl.tensor(np.eye(3, dtype=np.float32)), 1).numpy()
+    assert rows.tolist() == [[0], [1], [2]]
+    for bad in (lambda: tl.multinomial(tl.tensor(p), 4),
+                lambda: tl.multinomial(tl.tensor([-1.0, 2.0]), 1),
+                lambda: tl.multinomial(tl.zeros(2, 2, 2), 1)):
+        with pytest.raises(RuntimeError, match="multinomial"):
+            bad()
