@@ -109,16 +109,6 @@ def host_mask(op, m, what="mask"):
     return np.asarray(m) != 0
 
 
-def where(cond, a, b):
-    """torch.where(cond, a, b) with cond a 0/1 float Tensor: gradients reach a and b only."""
-    s = cond.session
-    return s.op("where", cond, a, b)
-
-
-def zeros_like(x):
-    return x.session.tensor(np.zeros(x.shape, np.float32))
-
-
 def sum_to(x, shape):
     """x summed down to `shape` (the broadcasting adjoint): leading axes and size-1 axes."""
     shape = tuple(shape)
