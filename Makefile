@@ -24,7 +24,7 @@ NVCC_FLAGS ?= -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -
 PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
-.PHONY: all stub cuda cuda-bench docs-check gen gen-check test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
+.PHONY: all stub cuda cuda-bench docs-check gen gen-check op-coverage test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
         bench-models demo install clean help symbols-check check-math check-math-cuda \
         check-math-same
 
@@ -181,6 +181,9 @@ gen:                                       ## regenerate header, cffi defs and t
 
 gen-check:                                 ## fail if generated files are out of step with ops.yaml
 	$(PY) -m codegen.gen --check
+
+op-coverage:                               ## regenerate docs/op-coverage.md (PyTorch op names present)
+	$(PY) -m codegen.op_coverage
 
 symbols-check: $(STUB_LIB)                 ## the built libraries export exactly the header's symbols
 	$(PY) -m codegen.symbols $(STUB_LIB) $(wildcard $(CUDA_LIB))

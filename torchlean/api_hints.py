@@ -20,8 +20,6 @@ HINTS = {
     "slice1d": "x[start:stop]",
     "gather_vec": "x[indices]",
     "broadcast_to": "x.expand(*sizes)",
-    "swapaxes": "x.transpose(d0, d1)",
-    "moveaxis": "x.permute(*dims)",
     "concatenate": "torchlean.cat(tensors, dim)",
     "astype": "x.to(dtype), x.long() or x.float() (float32, int64 and bool tensors)",
     "double": "x.float(): torchlean tensors are float32 (int64 and bool: IntTensor)",
