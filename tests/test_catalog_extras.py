@@ -256,7 +256,8 @@ def test_multinomial_frequencies_and_errors():
     np.testing.assert_allclose(np.bincount(firsts[:, 0], minlength=4) / 2000, p, atol=0.03)
     rows = tl.multinomial(tl.tensor(np.eye(3, dtype=np.float32)), 1).numpy()
     assert rows.tolist() == [[0], [1], [2]]
-    for bad in (lambda: tl.multinomial(tl.tensor(p), 4),
+    # torch 2.15 draws zero-weight categories last instead of refusing (test_generator_sampling)
+    for bad in (lambda: tl.multinomial(tl.tensor(p), 5),
                 lambda: tl.multinomial(tl.tensor([-1.0, 2.0]), 1),
                 lambda: tl.multinomial(tl.zeros(2, 2, 2), 1)):
         with pytest.raises(RuntimeError, match="multinomial"):

@@ -29,6 +29,28 @@ _LEAF_MSG = ("a leaf Variable that requires grad is being used in an in-place op
              "({op}: wrap the update in torchlean.no_grad(), or write through .data)")
 
 
+def _names_op(op: str):
+    """Errors raised inside an in-place method name it: a message that does not already start
+    with the op's name gets `op: ` in front (same exception type)."""
+    def wrap(method):
+        def named(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except (ValueError, TypeError, IndexError, RuntimeError) as e:
+                msg = str(e)
+                if msg.startswith(op):
+                    raise
+                try:
+                    renamed = type(e)(f"{op}: {msg}")
+                except Exception:   # an exception type with its own constructor: keep it
+                    raise e from None
+                raise renamed from None
+        named.__name__ = named.__qualname__ = method.__name__
+        named.__doc__ = method.__doc__
+        return named
+    return wrap
+
+
 def _is_number(o) -> bool:
     return isinstance(o, numbers.Real) and not isinstance(o, bool) or isinstance(o, np.floating)
 
@@ -110,6 +132,7 @@ class InPlaceOps:
         return _k.binary_into(name, a.value, b.value)
 
     # ------------------------------------------------------------------ arithmetic
+    @_names_op('add_')
     def add_(self, other, *, alpha=1):
         if alpha == 1 and self._fast("add", other):
             return self
@@ -125,6 +148,7 @@ class InPlaceOps:
         return self._inplace("add_", lambda: self + (other if alpha == 1 else other * alpha),
                              (other,), kernel)
 
+    @_names_op('sub_')
     def sub_(self, other, *, alpha=1):
         if alpha == 1 and self._fast("sub", other):
             return self
@@ -140,6 +164,7 @@ class InPlaceOps:
         return self._inplace("sub_", lambda: self - (other if alpha == 1 else other * alpha),
                              (other,), kernel)
 
+    @_names_op('mul_')
     def mul_(self, other):
         if self._fast("mul", other):
             return self
@@ -152,6 +177,7 @@ class InPlaceOps:
             return b is not None and _k.binary_into("mul", dst, b)
         return self._inplace("mul_", lambda: self * other, (other,), kernel)
 
+    @_names_op('div_')
     def div_(self, other, *, rounding_mode=None):
         if rounding_mode is not None:
             return self._inplace("div_", lambda: self.div(other, rounding_mode=rounding_mode),
@@ -211,9 +237,11 @@ class InPlaceOps:
     def relu_(self):
         return self._unary_("relu")
 
+    @_names_op('pow_')
     def pow_(self, exponent):
         return self._inplace("pow_", lambda: self.pow(exponent), (exponent,))
 
+    @_names_op('clamp_')
     def clamp_(self, min=None, max=None):  # noqa: A002 - torch's names
         return self._inplace("clamp_", lambda: self.clamp(min, max), (min, max))
 
@@ -228,18 +256,22 @@ class InPlaceOps:
     def square_(self):
         return self._inplace("square_", lambda: self * self, ())
 
+    @_names_op('lerp_')
     def lerp_(self, end, weight):
         return self._inplace("lerp_", lambda: self + weight * (end - self), (end, weight))
 
+    @_names_op('addcmul_')
     def addcmul_(self, tensor1, tensor2, *, value=1):
         return self._inplace("addcmul_", lambda: self + value * (tensor1 * tensor2),
                              (tensor1, tensor2))
 
+    @_names_op('addcdiv_')
     def addcdiv_(self, tensor1, tensor2, *, value=1):
         return self._inplace("addcdiv_", lambda: self + value * (tensor1 / tensor2),
                              (tensor1, tensor2))
 
     # ------------------------------------------------------------------ writes of values
+    @_names_op('copy_')
     def copy_(self, src, non_blocking=False):
         """self's values := src broadcast to self's shape (autograd-correct: gradient flows to
         src; a non-leaf is rebased onto the copy)."""
@@ -258,6 +290,7 @@ class InPlaceOps:
         return self._inplace("copy_", lambda: self.session.as_tensor(src).expand(
             tuple(self.shape)).clone(), (src,), kernel)
 
+    @_names_op('fill_')
     def fill_(self, value):
         v = float(value.item() if isinstance(value, InPlaceOps) else value)
         return self._inplace(
@@ -267,11 +300,13 @@ class InPlaceOps:
     def zero_(self):
         return self.fill_(0.0)
 
+    @_names_op('masked_fill_')
     def masked_fill_(self, mask, value):
         return self._inplace("masked_fill_",
                              lambda: _composite.where(self.session, mask, value, self),
                              (value,))
 
+    @_names_op('index_fill_')
     def index_fill_(self, dim, index, value):
         d = dim + self.ndim if dim < 0 else dim
         key = (slice(None),) * d + (np.asarray(index, dtype=np.int64).reshape(-1),)
@@ -331,6 +366,7 @@ class InPlaceOps:
         return self
 
     # ------------------------------------------------------------------ item assignment
+    @_names_op('__setitem__')
     def __setitem__(self, key, value):
         """x[key] = value for every index form x[key] reads; value broadcast to the selection;
         differentiable: gradient to value through the written positions, zero to the old x
@@ -356,7 +392,7 @@ class InPlaceOps:
 
         def compute():
             return _assign(self, shape, pos, vals)
-        return self._inplace("setitem", compute, (value,))
+        return self._inplace("__setitem__", compute, (value,))
 
     def _rebase(self, out) -> None:
         """Point this handle at `out`'s node (its autograd history and storage)."""
@@ -397,7 +433,7 @@ def _positions(shape: tuple, key) -> np.ndarray:
     try:
         return np.asarray(grid[tuple(conv)])
     except IndexError as e:
-        raise IndexError(f"setitem: index {key!r} is out of range for a tensor of shape "
+        raise IndexError(f"__setitem__: index {key!r} is out of range for a tensor of shape "
                          f"{list(shape)} ({e})") from None
 
 
