@@ -62,7 +62,7 @@ def copy_into(dst, src) -> None:
     """dst's payload := src's (device copy in stream order, recorded in the capture): a state
     rebound during a capture keeps its buffer, so every replay advances the same memory."""
     from torchlean._loader import lib
-    from torchlean.buffer import raise_status
+    from torchlean._loader import raise_status
     st = lib.tl_graph_copy(dst.buf.data_ptr(), src.buf.data_ptr(), 4 * dst.buf.n)
     if st:
         raise_status("graph_step", st)

@@ -132,3 +132,18 @@ except BackendError as e:   # said in one line: what went wrong and what to do, 
 
 def last_error() -> str:
     return ffi.string(lib.tl_last_error()).decode(errors="replace")
+
+
+def raise_status(op: str, status: int):
+    """Turn a non-zero TL_ status into the matching Python exception."""
+    from torchlean.errors import BackendError, DeviceError
+    msg = last_error() or f"{op}: failed with status {status}"
+    if status == lib.TL_E_OOM:
+        raise MemoryError(msg)
+    if status == lib.TL_E_STICKY:
+        raise DeviceError(msg + " (the CUDA context is unusable: restart the process)")
+    if status in (lib.TL_E_DEVICE, lib.TL_E_UNSUPPORTED):
+        raise BackendError(msg)
+    if status == lib.TL_E_INTERNAL:
+        raise RuntimeError(msg)
+    raise ValueError(msg)

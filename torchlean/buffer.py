@@ -14,6 +14,7 @@ import numpy as np
 
 from torchlean._loader import ffi, lib, last_error
 from torchlean import _capture
+from torchlean._loader import raise_status  # noqa: F401 - status codes, re-exported here
 
 MAX_ELEMENTS = 2**32 - 1
 # Buffer -> number of DLPack consumers still reading its payload (kept by torchlean.interop)
@@ -50,21 +51,6 @@ def bump(buf, op: str, _ident=threading.get_ident) -> None:
         buf.version = getattr(buf, "version", 0) + 1
         buf.writer = (op, _ident())
     EVER_BUMPED[0] = True
-
-
-def raise_status(op: str, status: int):
-    """Turn a non-zero TL_ status into the matching Python exception."""
-    from torchlean.errors import BackendError, DeviceError
-    msg = last_error() or f"{op}: failed with status {status}"
-    if status == lib.TL_E_OOM:
-        raise MemoryError(msg)
-    if status == lib.TL_E_STICKY:
-        raise DeviceError(msg + " (the CUDA context is unusable: restart the process)")
-    if status in (lib.TL_E_DEVICE, lib.TL_E_UNSUPPORTED):
-        raise BackendError(msg)
-    if status == lib.TL_E_INTERNAL:
-        raise RuntimeError(msg)
-    raise ValueError(msg)
 
 
 def check_count(op: str, shape) -> int:

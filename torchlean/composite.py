@@ -14,6 +14,7 @@ import numpy as np
 
 from torchlean import indexing
 from torchlean.int_tensor import IntTensor, host_key
+from torchlean.return_types import MinMaxResult
 from torchlean.tape import is_grad_enabled, no_grad
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -338,21 +339,6 @@ def chunk(x, chunks, dim=0):
 # ------------------------------------------------------------------------------ comparisons,
 # where, argmax/argmin, max/min over a dim, pow (the compare, argreduce and pointwise_extra
 # registry families)
-
-class MinMaxResult(tuple):
-    """(values, indices) of max/min over a dim, like torch.return_types.max."""
-
-    def __new__(cls, values, indices):
-        return super().__new__(cls, (values, indices))
-
-    @property
-    def values(self):
-        return self[0]
-
-    @property
-    def indices(self):
-        return self[1]
-
 
 def where(s, cond, a, b):
     """torch.where(cond, a, b) in session s: cond a 0/1 float Tensor or a boolean (or numeric)

@@ -15,7 +15,8 @@ import numpy as np
 
 from torchlean.dtypes import bool_ as _bool, int64 as _int64
 from torchlean.errors import IntegerDivisionByZero
-from torchlean import indexing, int_shape_ops as _ops
+from torchlean import current, indexing, int_shape_ops as _ops
+from torchlean.return_types import MinMaxResult
 from torchlean.int_values import check_int, to_bool, to_int64
 
 
@@ -131,8 +132,7 @@ class IntTensor:
 
     def float(self, session=None):
         """A float32 Tensor (of `session`, default the default session) with these values."""
-        from torchlean.session import default_session
-        return (session or default_session()).tensor(self._a.astype(np.float32))
+        return (session or current.session()).tensor(self._a.astype(np.float32))
 
     def long(self) -> "IntTensor":
         return IntTensor(self._a.astype(np.int64))
@@ -286,7 +286,6 @@ class IntTensor:
                 f = np.maximum if kind == "max" else np.minimum
                 return IntTensor(f(self._a, _host(dim)))
             raise TypeError(f"{kind}: dim must be an int, got {type(dim).__name__}")
-        from torchlean.composite import MinMaxResult
         vals, idx = _ops.extreme(self._a, kind, dim, keepdim)
         return MinMaxResult(IntTensor(vals), IntTensor(idx))
 

@@ -15,7 +15,8 @@ import numpy as np
 from torchlean.buffer import AnyBuffer, bump
 from torchlean import _capture
 from torchlean import inplace as _inplace
-from torchlean.tensor import Tensor, current_session
+from torchlean.current import session as current_session
+from torchlean.tensor import Tensor
 
 
 class Parameter(Tensor):

@@ -14,8 +14,8 @@ from torchlean._generated import ops as _ops
 from torchlean.random import get_rng_state, manual_seed, next_device_key, next_key, set_rng_state  # noqa: F401
 from torchlean import _capture
 from torchlean import composite as _composite
+from torchlean import current as _current
 from torchlean import inplace as _inplace
-from torchlean import tensor as _tensor
 from torchlean.int_tensor import IntTensor
 from torchlean import int_join as _int_join
 from torchlean.parameter import Parameter, _backward_end_hooks, _claim_for_training, _release_claims
@@ -310,7 +310,6 @@ class Session:
 
 
 MinMaxResult = _composite.MinMaxResult
-_tensor._current.append(lambda: default_session())   # Parameter's handle: this thread's session
 
 _default = threading.local()      # this thread's default session and its `with` stack
 
@@ -433,3 +432,6 @@ ge = functional("ge")
 
 __all__ = ["Session", "Tensor", "Parameter", "manual_seed", "get_rng_state", "set_rng_state",
            "cat", "stack", "split", "chunk", "no_grad", "where", "argmax", "argmin", "pow", "erf", "eq", "ne", "lt", "le", "gt", "ge", "tensor", "default_session", "functional"]
+
+
+_current.register(default_session)   # the lower layers' way to this thread's session

@@ -26,14 +26,6 @@ if TYPE_CHECKING:   # annotations only: the Session module builds on this one
 # the registry's tape ops: the only names Tensor.__getattr__ forwards as methods
 _TAPE_OPS = frozenset(n for n in vars(TapeOps) if not n.startswith("_"))
 _get_ident = threading.get_ident
-_current = []   # [default_session]: registered by torchlean.session, the layer above
-
-
-def current_session():
-    """The calling thread's current Session (torchlean.session.default_session)."""
-    return _current[0]()
-
-
 class Tensor(InPlaceOps):
     """A handle (session, node id) on the session's tape."""
 

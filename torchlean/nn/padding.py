@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from torchlean.nn import functional as F
+from torchlean.nn import functional_core as F
 from torchlean.nn.arg_checks import check_numel, int_tuple
 from torchlean.session import cat
 

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from torchlean.nn import functional as F
+from torchlean.nn import functional_core as F
 from torchlean.nn.arg_checks import check_numel, int_arg, int_tuple
 
 _LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}

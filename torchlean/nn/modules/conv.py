@@ -71,7 +71,7 @@ class _ConvNd(Module):
         if self.groups == 1 and all(d == 1 for d in self.dilation):
             return x.session.op("conv", self.weight, self.bias, x, stride=self.stride,
                                 padding=self.padding)
-        return F._conv_nd(n, x, self.weight, self.bias, self.stride, self.padding,
+        return F.conv_nd(n, x, self.weight, self.bias, self.stride, self.padding,
                           self.dilation, self.groups)
 
 
