@@ -27,24 +27,6 @@ METRICS = {"accuracy": ("abs", 0.1), "dice": ("abs", 0.1), "final_loss": ("ratio
 # mut, opsmath and opspy ran cnn_batchnorm, dataloader_bn_save_load, denoising_autoencoder_ema,
 # gan, logistic_regression_raw, mlp_synthetic, regression_random_split, unet and vit to the end,
 # agreeing with torch.
-XFAIL_ON_THIS_BRANCH = {
-    "cnn_batchnorm": "item assignment images[i, 0, r, :] += 2 (mutation model)",
-    "dataloader_bn_save_load": "torch.equal (catalog)",
-    "denoising_autoencoder_ema": "Parameter.requires_grad_, p_ema.mul_().add_() (mutation model)",
-    "finetune_frozen_backbone": "Sequential item assignment, Parameter.detach (mutation model)",
-    "gan": "nn.init on m.weight.data as a Tensor, label.fill_ (mutation model)",
-    "logistic_regression_raw": "w -= lr * w.grad under no_grad, w.grad.zero_() (mutation model)",
-    "lstm_language_model": "Linear.out_features",
-    "manual_sgd_polynomial": "torch.sin (catalog); x.pow(int64 tensor) promoting to float; "
-                             "param -= lr * param.grad (mutation model)",
-    "mlp_synthetic": "torch.sin / torch.cos (catalog)",
-    "regression_random_split": "Parameter.detach (mutation model)",
-    "tiny_gpt": "torch.tril, masked_fill (catalog); torch.stack of int64 tensors",
-    "unet": "item assignment masks[i, 0, r:r+s, c:c+s] = 1 (mutation model)",
-    "vit": "item assignment, Parameter.expand (mutation model)",
-}
-
-
 def _programs():
     return sorted(p.stem for p in PROGRAMS.glob("*.py"))
 
@@ -77,11 +59,7 @@ def test_every_program_is_plain_pytorch_but_its_imports():
         assert "METRIC" in src and "sys.exit(" in src, name
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=False, reason=f"needs the mutation model "
-                                                                 f"or ops: "
-                                                                 f"{XFAIL_ON_THIS_BRANCH[n]}"))
-    if n in XFAIL_ON_THIS_BRANCH else n for n in _programs()])
+@pytest.mark.parametrize("name", _programs())
 def test_program_learns(name, tmp_path):
     rc, out = _run(PROGRAMS / f"{name}.py", tmp_path)
     assert rc == 0, f"{name} exited {rc}:\n{out[-3000:]}"

@@ -195,7 +195,20 @@ class Sequential(Module):
             setattr(self, k, m)
 
     def __getitem__(self, i):
+        if isinstance(i, slice):
+            return Sequential(dict(list(self._modules.items())[i]))
         return list(self._modules.values())[i]
+
+    def __setitem__(self, i, module):
+        """model[i] = module replaces the i-th child, keeping its name (as torch)."""
+        if not isinstance(module, Module):
+            raise TypeError(f"Sequential.__setitem__: expected a Module, got "
+                            f"{type(module).__name__}")
+        names = list(self._modules)
+        if isinstance(i, bool) or not isinstance(i, int) or not -len(names) <= i < len(names):
+            raise IndexError(f"Sequential.__setitem__: index {i!r} is out of range for "
+                             f"{len(names)} modules")
+        setattr(self, names[i], module)
 
     def __len__(self):
         return len(self._modules)

@@ -10,10 +10,13 @@ from torchlean.nn.arg_checks import check_numel, size_arg
 
 
 class Linear(Module):
+    """torch.nn.Linear: y = x W^T + b, W of shape (out_features, in_features)."""
+
     def __init__(self, fan_in, fan_out, bias=True):
         super().__init__()
         fan_in, fan_out = size_arg("Linear", "in_features", fan_in), \
             size_arg("Linear", "out_features", fan_out)
+        self.in_features, self.out_features = fan_in, fan_out
         check_numel("Linear", "weight", (fan_out, fan_in))
         a = 1.0 / math.sqrt(fan_in) if fan_in else 0.0   # torch: no inputs, bound 0
         self.weight = Parameter(init.uniform((fan_out, fan_in), -a, a), name="weight")
