@@ -70,9 +70,11 @@ $(CUDA_LIB): $(CUDA_OBJS)
 # the benchmark build: the same library with the kernel-choice switches of
 # native/cuda/bench_switches.h read from the environment, in a folder of its own so the product
 # library never reads them (TORCHLEAN_LIB_DIR=build/cuda-bench loads it)
+# Only the files that read a switch are compiled twice; the rest are the product's objects.
 BENCH_DIR       := build/cuda-bench
-CUDA_BENCH_OBJS := $(filter build/cuda/%.c.o,$(CUDA_OBJS)) \
-                   $(patsubst native/cuda/%.cu,$(BENCH_DIR)/%.cu.o,$(CUDA_SRC))
+BENCH_SRC       := $(shell grep -l bench_switches.h $(CUDA_SRC))
+CUDA_BENCH_OBJS := $(filter-out $(patsubst native/cuda/%.cu,build/cuda/%.cu.o,$(BENCH_SRC)),$(CUDA_OBJS)) \
+                   $(patsubst native/cuda/%.cu,$(BENCH_DIR)/%.cu.o,$(BENCH_SRC))
 
 $(BENCH_DIR)/%.cu.o: native/cuda/%.cu
 	@mkdir -p $(dir $@)
