@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # device pointers with the stub's host pointers (the NCCL communicator against a fake NCCL). On a
 # CUDA run they are not collected in this process; test_parity.py runs them in a stub
 # subprocess instead, so a CUDA run covers them without skipping anything.
-STUB_ONLY_MODULES = ("test_stub_exp.py", "test_stub_gemm.py", "test_distributed_nccl.py")
+STUB_ONLY_MODULES = ("test_stub_exp.py", "test_stub_gemm.py", "test_distributed_nccl.py",
+                     "test_sort_kernels.py")
 
 
 CUDA_SKIP = "they need the CUDA backend (TORCHLEAN_BACKEND=cuda on a GPU machine)"

@@ -112,6 +112,7 @@ def _scenario(out: Path) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.multigpu(2)
 def test_two_ranks_under_mpiexec(tmp_path):
     from test_distributed import launch_script
     res = launch_script(2, Path(__file__), tmp_path)

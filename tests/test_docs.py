@@ -149,7 +149,8 @@ def test_documented_command_names_what_exists(cmd):
 @pytest.mark.parametrize("cmd", list(all_bash(run=True)))
 def test_cheap_documented_command_runs(cmd):
     check_command(cmd)
-    env = dict(os.environ, TORCHLEAN_BACKEND="stub", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, TORCHLEAN_BACKEND="stub",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     r = subprocess.run(["bash", "-c", cmd], cwd=str(ROOT), env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, f"{cmd}\n{r.stdout[-1000:]}\n{r.stderr[-2000:]}"
@@ -164,7 +165,8 @@ def _python_blocks():
 
 @pytest.mark.parametrize("code", list(_python_blocks()))
 def test_documented_python_runs_and_prints_what_it_says(code, tmp_path):
-    env = dict(os.environ, TORCHLEAN_BACKEND="stub", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, TORCHLEAN_BACKEND="stub",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     r = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]

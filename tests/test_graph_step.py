@@ -242,7 +242,7 @@ def test_new_shape_captures_again_and_stays_exact(mode):
 
 
 @cuda
-def test_parameter_replaced_outside_the_step_captures_again(mode):
+def test_parameter_written_outside_the_step_replays_without_capturing_again(mode):
     batches = _batches(6)
     new_w = np.full((31, 13), 0.01, np.float32)
 
@@ -266,7 +266,8 @@ def test_parameter_replaced_outside_the_step_captures_again(mode):
     ref, _ = run(False)
     got, g = run(True)
     assert _same_bits(ref, got)
-    assert g.captures == 2 and "replaced" in g.recapture_reason
+    # set() writes into the parameter's one storage, which the captured step reads: no recapture
+    assert g.captures == 1
 
 
 @cuda
