@@ -86,7 +86,7 @@ check-math-cuda: build/tl_math_device_check  ## device = host bits on all 2^32 i
 
 # exhaustive proof that tl_math.h's transcendental functions are correctly rounded (all 2^32
 # inputs per function against glibc double + libquadmath; minutes per function, outside CI)
-build/check_math: tests/native/check_math.c tests/native/cr_oracle.h native/common/tl_math.h
+build/check_math: tests/native/check_math.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
 
