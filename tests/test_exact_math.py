@@ -34,7 +34,7 @@ NAMES = ["exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "gelu", "g
 FN = {n: i for i, n in enumerate(NAMES)}
 # the correctly rounded functions, numbered as tests/native/cr_oracle.h's TLM_F_*
 CR = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "sin_2pi", "cos_2pi",
-      "log2", "log10", "exp2", "sinh", "cosh", "asinh", "acosh", "atanh", "atan", "asin", "acos"]
+      "log2", "log10", "exp2", "sinh", "cosh", "asinh", "acosh", "atanh", "atan", "asin", "acos", "sin", "cos", "tan"]
 STRIDE = 1021
 
 
@@ -130,7 +130,8 @@ def test_stub_kernels_give_the_checked_bits(shim, name, exact):
 
 _MP_MORE = {"log2": lambda x: mpmath.log(x, 2), "log10": mpmath.log10, "exp2": lambda x: mpmath.mpf(2) ** x,
             "sinh": mpmath.sinh, "cosh": mpmath.cosh, "asinh": mpmath.asinh, "acosh": mpmath.acosh,
-            "atanh": mpmath.atanh, "atan": mpmath.atan, "asin": mpmath.asin, "acos": mpmath.acos}
+            "atanh": mpmath.atanh, "atan": mpmath.atan, "asin": mpmath.asin, "acos": mpmath.acos,
+            "sin": mpmath.sin, "cos": mpmath.cos, "tan": mpmath.tan}
 
 
 def _mp_value(name, x):
@@ -209,7 +210,8 @@ RANGES = {"exp": (-104, 89), "expm1": (-20, 89), "log": (1e-30, 1e30), "log1p": 
           "tanh": (-10, 10), "sigmoid": (-104, 20), "softplus": (-104, 30), "erf": (-4, 4),
           "sin_2pi": (-3, 3), "cos_2pi": (-3, 3), "log2": (1e-30, 1e30), "log10": (1e-30, 1e30),
           "exp2": (-150, 128), "sinh": (-90, 90), "cosh": (-90, 90), "asinh": (-1e6, 1e6),
-          "acosh": (1, 1e6), "atanh": (-1, 1), "atan": (-50, 50), "asin": (-1, 1), "acos": (-1, 1)}
+          "acosh": (1, 1e6), "atanh": (-1, 1), "atan": (-50, 50), "asin": (-1, 1), "acos": (-1, 1),
+          "sin": (-1e6, 1e6), "cos": (-1e6, 1e6), "tan": (-1e6, 1e6)}
 
 
 @pytest.mark.parametrize("name", CR)

@@ -335,4 +335,117 @@ TLM_HD_INLINE float tlm_atan2(float y, float x) {
     return tlm_nan_pass(y, tlm_nan_pass(x, tlm_copysign(v, y)));
 }
 
+/* ---- sin, cos, tan of any float32 ---- */
+
+/* |x| = k pi/2 + r for finite |x| >= pi/4 (Payne-Hanek, in integers): |x| = m 2^e (m a 24-bit
+ * integer); bits i >= e - 1 of 2/pi (weights 2^-i) decide x 2/pi mod 4, so a 128-bit window V of
+ * them from bit e - 1 gives x 2/pi = m V 2^-126 (mod 4) with error below 2^-100. The low 128
+ * bits of m V hold k mod 4 (top two) and the fraction f, taken in [-1/2, 1/2) (k rounded to
+ * nearest); r = f pi/2 as hi + lo. Returns k mod 4. The table is 2/pi's bits after 32 zero bits
+ * (so windows of small e read zeros). */
+TLM_HD_INLINE int32_t tlm_reduce_pi_2(float ax, tlm_dd *r) {
+    const uint32_t TWO_OVER_PI[10] = {0x00000000u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u,
+                                      0xdb629599u, 0x3c439041u, 0xfe5163abu, 0xdebbc561u, 0xb7246e3au};
+    int32_t b = tlm_to_bits(ax);
+    uint64_t m = (uint64_t)((b & 0x7fffff) | 0x800000);
+    int32_t e = ((b >> 23) & 0xff) - 150;
+    e = e < -24 ? -24 : e;                          /* |x| >= pi/4 has e >= -24 */
+    int32_t p = e + 30, wi = p >> 5, sh = p & 31;
+    uint64_t w[4];
+    for (int j = 0; j < 4; j++)
+        w[j] = ((((uint64_t)TWO_OVER_PI[wi + j] << 32) | TWO_OVER_PI[wi + j + 1]) >> (32 - sh)) & 0xffffffffu;
+    uint64_t t3 = m * w[3], t2 = m * w[2] + (t3 >> 32), t1 = m * w[1] + (t2 >> 32);
+    uint64_t t0 = m * w[0] + (t1 >> 32);
+    uint64_t top = (t0 << 32) | (t1 & 0xffffffffu), low = (t2 << 32) | (t3 & 0xffffffffu);
+    int32_t q = (int32_t)(top >> 62);
+    uint64_t a = (top << 2) | (low >> 62), lo = low << 2;
+    q = (q + (int32_t)(a >> 63)) & 3;               /* f >= 1/2: k + 1, f - 1 (a signed) */
+    int64_t as = (int64_t)a;
+    tlm_dd f;
+    f.hi = tlm_dmul((double)(as >> 11), 0x1p-53);   /* 53 bits: exact */
+    f.lo = tlm_dmul((double)(((uint64_t)(as & 0x7ff) << 53) | (lo >> 11)), 0x1p-117);
+    f = tlm_fast_two_sum(f.hi, f.lo);
+    *r = tlm_dd_mul_c(f, TLM_PI_2_HI, TLM_PI_2_LO);
+    return q;
+}
+
+/* sin(r) and cos(r) for r = r.hi + r.lo, |r| <= pi/4 (slightly more), relative error about
+ * 2^-60: sin = r - r^3/6 + r^5 S(r^2), cos = 1 - r^2/2 + r^4/24 + r^6 C(r^2) (Taylor to r^19 and
+ * r^20), the leading terms from exact products and 1/6, 1/24 as double-doubles, r.lo through
+ * cos(r.hi) and -sin(r.hi) to first order. */
+TLM_HD_INLINE void tlm_sincos_dd(tlm_dd r, tlm_dd *sn, tlm_dd *cs) {
+    double x = r.hi;
+    tlm_dd z = tlm_two_prod(x, x);
+    double zz = z.hi;
+    double ps = -0x1.2f49b46814157p-57;
+    ps = tlm_dfma(ps, zz, 0x1.952c77030ad4ap-49);
+    ps = tlm_dfma(ps, zz, -0x1.ae7f3e733b81fp-41);
+    ps = tlm_dfma(ps, zz, 0x1.6124613a86d09p-33);
+    ps = tlm_dfma(ps, zz, -0x1.ae64567f544e4p-26);
+    ps = tlm_dfma(ps, zz, 0x1.71de3a556c734p-19);
+    ps = tlm_dfma(ps, zz, -0x1.a01a01a01a01ap-13);
+    ps = tlm_dfma(ps, zz, 0x1.1111111111111p-7);
+    double pc = 0x1.e542ba4020225p-62;
+    pc = tlm_dfma(pc, zz, -0x1.6827863b97d97p-53);
+    pc = tlm_dfma(pc, zz, 0x1.ae7f3e733b81fp-45);
+    pc = tlm_dfma(pc, zz, -0x1.93974a8c07c9dp-37);
+    pc = tlm_dfma(pc, zz, 0x1.1eed8eff8d898p-29);
+    pc = tlm_dfma(pc, zz, -0x1.27e4fb7789f5cp-22);
+    pc = tlm_dfma(pc, zz, 0x1.a01a01a01a01ap-16);
+    pc = tlm_dfma(pc, zz, -0x1.6c16c16c16c17p-10);
+    double z2 = tlm_dmul(zz, zz);
+    /* sin: x + (-(x^3)/6) + x^5 S + r.lo (1 - x^2/2) */
+    tlm_dd x3 = tlm_two_prod(x, z.hi);
+    x3.lo = tlm_dfma(x, z.lo, x3.lo);
+    tlm_dd s3 = tlm_dd_mul_c(x3, -0x1.5555555555555p-3, -0x1.5555555555555p-57);
+    double stail = tlm_dfma(tlm_dmul(x, z2), ps, tlm_dfma(r.lo, tlm_dfma(-0.5, zz, 1.0), s3.lo));
+    tlm_dd sa = tlm_fast_two_sum(x, s3.hi);
+    *sn = tlm_fast_two_sum(sa.hi, tlm_dadd(sa.lo, stail));
+    /* cos: 1 + (-z/2) + z^2/24 + z^3 C - r.lo x */
+    tlm_dd z4 = tlm_two_prod(z.hi, z.hi);
+    z4.lo = tlm_dfma(tlm_dadd(z.hi, z.hi), z.lo, z4.lo);
+    tlm_dd c4 = tlm_dd_mul_c(z4, 0x1.5555555555555p-5, 0x1.5555555555555p-59);
+    tlm_dd ca = tlm_fast_two_sum(1.0, tlm_dmul(-0.5, z.hi));
+    double ctail = tlm_dfma(tlm_dmul(zz, z2), pc, tlm_dfma(-r.lo, x, tlm_dfma(-0.5, z.lo, c4.lo)));
+    tlm_dd cb = tlm_fast_two_sum(ca.hi, c4.hi);
+    *cs = tlm_fast_two_sum(cb.hi, tlm_dadd(tlm_dadd(ca.lo, cb.lo), ctail));
+}
+
+/* sin(|x|) (as hi + lo) and cos(x), quadrant applied; which = 0: sin, 1: cos, 2: tan */
+TLM_HD_INLINE float tlm_trig(float x, int32_t which) {
+    float ax = tlm_abs(x);
+    int32_t finite = ax <= TLM_FLT_MAX, small = ax < 0.78539816f;   /* below pi/4: no reduction */
+    tlm_dd r;
+    int32_t q = tlm_reduce_pi_2(tlm_sel(finite & !small, ax, 1.0f), &r);
+    r.hi = tlm_dsel(small, (double)ax, r.hi);
+    r.lo = tlm_dsel(small, 0.0, r.lo);
+    q = small ? 0 : q;
+    tlm_dd sn, cs;
+    tlm_sincos_dd(r, &sn, &cs);
+    /* sin(k pi/2 + r): q = 0: s, 1: c, 2: -s, 3: -c; cos: q = 0: c, 1: -s, 2: -c, 3: s */
+    int32_t odd = q & 1;
+    tlm_dd u, v;                                     /* u = the value's magnitude part */
+    u.hi = tlm_dsel(odd, cs.hi, sn.hi);
+    u.lo = tlm_dsel(odd, cs.lo, sn.lo);
+    v.hi = tlm_dsel(odd, sn.hi, cs.hi);
+    v.lo = tlm_dsel(odd, sn.lo, cs.lo);
+    tlm_dd t = tlm_dd_div(u, v);                     /* tan: s/c, or c/s with the sign flipped */
+    double sgn_s = (q & 2) ? -1.0 : 1.0;
+    double sgn_c = ((q + 1) & 2) ? -1.0 : 1.0;
+    double sgn_t = odd ? -1.0 : 1.0;
+    double hi, lo;
+    if (which == 0) { hi = tlm_dmul(u.hi, sgn_s); lo = tlm_dmul(u.lo, sgn_s); }
+    else if (which == 1) { hi = tlm_dmul(v.hi, sgn_c); lo = tlm_dmul(v.lo, sgn_c); }
+    else { hi = tlm_dmul(t.hi, sgn_t); lo = tlm_dmul(t.lo, sgn_t); }
+    float y = tlm_dd_round(hi, lo);
+    if (which != 1) y = tlm_from_bits(tlm_to_bits(y) ^ (tlm_to_bits(x) & (int32_t)0x80000000));   /* odd */
+    y = tlm_sel(!finite, TLM_NANF, y);
+    return tlm_nan_pass(x, y);
+}
+/* sin, cos and tan, correctly rounded, for every float32 (any size: exact reduction);
+ * sin(-0) = -0, tan(-0) = -0, cos(0) = 1, +-inf NaN */
+TLM_HD_INLINE float tlm_sin(float x) { return tlm_trig(x, 0); }
+TLM_HD_INLINE float tlm_cos(float x) { return tlm_trig(x, 1); }
+TLM_HD_INLINE float tlm_tan(float x) { return tlm_trig(x, 2); }
+
 #endif /* TL_MATH_MORE_H */

@@ -19,12 +19,12 @@
 /* the functions, in this order */
 enum { TLM_F_EXP, TLM_F_EXPM1, TLM_F_LOG, TLM_F_LOG1P, TLM_F_TANH, TLM_F_SIGMOID, TLM_F_SOFTPLUS,
        TLM_F_ERF, TLM_F_SIN_2PI, TLM_F_COS_2PI, TLM_F_LOG2, TLM_F_LOG10, TLM_F_EXP2, TLM_F_SINH,
-       TLM_F_COSH, TLM_F_ASINH, TLM_F_ACOSH, TLM_F_ATANH, TLM_F_ATAN, TLM_F_ASIN, TLM_F_ACOS };
+       TLM_F_COSH, TLM_F_ASINH, TLM_F_ACOSH, TLM_F_ATANH, TLM_F_ATAN, TLM_F_ASIN, TLM_F_ACOS, TLM_F_SIN, TLM_F_COS, TLM_F_TAN };
 static const char *const CR_NAMES[] = {"exp", "expm1", "log", "log1p", "tanh", "sigmoid",
                                        "softplus", "erf", "sin_2pi", "cos_2pi", "log2", "log10",
                                        "exp2", "sinh", "cosh", "asinh", "acosh", "atanh", "atan",
-                                       "asin", "acos"};
-#define CR_COUNT 21
+                                       "asin", "acos", "sin", "cos", "tan"};
+#define CR_COUNT 24
 
 static inline float cr_ours(int fn, float x) {
     switch (fn) {
@@ -48,6 +48,9 @@ static inline float cr_ours(int fn, float x) {
     case TLM_F_ATAN: return tlm_atan(x);
     case TLM_F_ASIN: return tlm_asin(x);
     case TLM_F_ACOS: return tlm_acos(x);
+    case TLM_F_SIN: return tlm_sin(x);
+    case TLM_F_COS: return tlm_cos(x);
+    case TLM_F_TAN: return tlm_tan(x);
     default: return tlm_cos_2pi(x);
     }
 }
@@ -76,6 +79,9 @@ static void cr_ours_block(int fn, const float *x, float *y, int64_t n) {
     CR_BLOCK_CASE(TLM_F_ATAN, tlm_atan)
     CR_BLOCK_CASE(TLM_F_ASIN, tlm_asin)
     CR_BLOCK_CASE(TLM_F_ACOS, tlm_acos)
+    CR_BLOCK_CASE(TLM_F_SIN, tlm_sin)
+    CR_BLOCK_CASE(TLM_F_COS, tlm_cos)
+    CR_BLOCK_CASE(TLM_F_TAN, tlm_tan)
     default: for (int64_t i = 0; i < n; i++) y[i] = tlm_cos_2pi(x[i]);
     }
 }
@@ -111,6 +117,9 @@ static double cr_ref_double(int fn, double x) {
     case TLM_F_ATAN: return atan(x);
     case TLM_F_ASIN: return asin(x);
     case TLM_F_ACOS: return acos(x);
+    case TLM_F_SIN: return sin(x);
+    case TLM_F_COS: return cos(x);
+    case TLM_F_TAN: return tan(x);
     case TLM_F_SIN_2PI:
         if (!isfinite(x)) return NAN;
         t = cr_fold(x, &neg);
@@ -152,6 +161,9 @@ static __float128 cr_ref_quad(int fn, double xd) {
     case TLM_F_ATAN: return atanq(x);
     case TLM_F_ASIN: return asinq(x);
     case TLM_F_ACOS: return acosq(x);
+    case TLM_F_SIN: return sinq(x);
+    case TLM_F_COS: return cosq(x);
+    case TLM_F_TAN: return tanq(x);
     case TLM_F_SIN_2PI:
         t = cr_fold(xd, &neg);
         return (neg ? -1 : 1) * sinq(tau * (__float128)t);
