@@ -610,6 +610,10 @@ def linear_gelu(w, b, x):
 # ---------------------------------------------------------------- pointwise math catalog
 # (float64 NumPy; the rounding functions and fmod are exact, so these are bit references)
 log1p = np.log1p
+sin = np.sin
+cos = np.cos
+tan = np.tan
+sinc = np.sinc   # sin(pi x) / (pi x), 1 at 0
 expm1 = np.expm1
 log2 = np.log2
 log10 = np.log10

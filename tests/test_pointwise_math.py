@@ -35,6 +35,10 @@ def run(name, *xs, **kw):
 # ------------------------------------------------------------------ special values
 SPECIAL = [  # (function, inputs, expected), PyTorch's values
     ("log1p", [-1.0, -2.0, -0.0, INF, NAN], [-INF, NAN, -0.0, INF, NAN]),
+    ("sin", [-0.0, INF, -INF, NAN], [-0.0, NAN, NAN, NAN]),
+    ("cos", [-0.0, 0.0, INF], [1.0, 1.0, NAN]),
+    ("tan", [-0.0, -INF], [-0.0, NAN]),
+    ("sinc", [0.0, -0.0, 1.0, INF], [1.0, 1.0, F32(np.sin(F32(np.pi)) / F32(np.pi)), NAN]),
     ("expm1", [-0.0, -INF, INF, 89.0, -104.0], [-0.0, -1.0, INF, INF, -1.0]),
     ("log2", [0.0, -0.0, -1.0, 1.0, 8.0, 2.0 ** -149, INF], [-INF, -INF, NAN, 0.0, 3.0, -149.0, INF]),
     ("log10", [0.0, -1.0, 1.0, 1e10, 1000.0, INF], [-INF, NAN, 0.0, 10.0, 3.0, INF]),
@@ -105,7 +109,17 @@ def cr_reference(v64):
     return f, sure
 
 
+def _trig_sample(r):
+    """small, moderate and huge arguments (the reduction's hard part), and x near k pi/2"""
+    k = r.integers(-10 ** 6, 10 ** 6, 1000)
+    return np.concatenate([r.uniform(-1, 1, 1000), r.uniform(-100, 100, 1000),
+                           np.exp(r.uniform(0, 88, 1000)) * r.choice([-1, 1], 1000), k * (np.pi / 2)])
+
+
 CR_FUNCS = {  # name: (float64 reference, input sampler)
+    "sin": (np.sin, _trig_sample),
+    "cos": (np.cos, _trig_sample),
+    "tan": (np.tan, _trig_sample),
     "log1p": (np.log1p, lambda r: np.concatenate([r.uniform(-1, 1, 2000), np.exp(r.uniform(-60, 80, 2000))])),
     "expm1": (np.expm1, lambda r: r.uniform(-30, 88, 4000) * r.choice([1, 1e-3, 1e-9], 4000)),
     "log2": (np.log2, lambda r: np.exp(r.uniform(-100, 88, 4000))),
@@ -240,7 +254,7 @@ def test_agrees_with_torch_where_importable():
     rng = np.random.default_rng(11)
     x = rng.uniform(-3, 3, 500).astype(np.float32)
     y = rng.uniform(-3, 3, 500).astype(np.float32)
-    for name in ("log1p", "expm1", "sinh", "cosh", "atan", "asinh", "exp2"):
+    for name in ("log1p", "expm1", "sinh", "cosh", "atan", "asinh", "exp2", "sin", "cos", "tan"):
         xx = np.abs(x) if name == "log1p" else x
         np.testing.assert_allclose(run(name, xx), getattr(torch, name)(torch.from_numpy(xx)).numpy(),
                                    rtol=2e-7, atol=1e-30, err_msg=name)

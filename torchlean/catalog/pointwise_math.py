@@ -43,6 +43,10 @@ def _binary(name, doc):
 
 
 _CR = "correctly rounded (the float32 nearest the true value, ties to even)"
+sin = _unary("sin", f"torch.sin, {_CR} for every float32 (exact argument reduction).")
+cos = _unary("cos", f"torch.cos, {_CR} for every float32 (exact argument reduction).")
+tan = _unary("tan", f"torch.tan, {_CR} for every float32 (exact argument reduction).")
+sinc = _unary("sinc", "torch.sinc: sin(pi x) / (pi x), 1 at 0 (pi x rounded first, as torch).")
 log1p = _unary("log1p", f"torch.log1p: log(1 + x), {_CR}; log1p(-1) = -inf, below it NaN.")
 expm1 = _unary("expm1", f"torch.expm1: e^x - 1, {_CR}.")
 log2 = _unary("log2", f"torch.log2, {_CR}.")
@@ -149,7 +153,7 @@ def entr(input):
     return s.op("where", s.op("lt", x, 0.0), -math.inf, y)
 
 
-_UNARY = ["log1p", "expm1", "log2", "log10", "exp2", "sinh", "cosh", "asinh", "acosh", "atanh",
+_UNARY = ["sin", "cos", "tan", "sinc", "log1p", "expm1", "log2", "log10", "exp2", "sinh", "cosh", "asinh", "acosh", "atanh",
           "atan", "asin", "acos", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh",
           "frac", "sign", "sgn", "signbit", "ceil", "trunc", "fix", "round", "logit", "nan_to_num",
           "deg2rad", "rad2deg"]
@@ -160,5 +164,5 @@ METHODS = _UNARY + _BINARY
 INPLACE = [n for n in METHODS if n not in ("signbit", "logaddexp", "logaddexp2")]   # torch's twins
 EXPORTS = {
     "torch": METHODS,
-    "special": ["log1p", "expm1", "exp2", "logit", "xlogy", "xlog1py", "round", "entr"],
+    "special": ["log1p", "expm1", "exp2", "logit", "xlogy", "xlog1py", "round", "entr", "sinc"],
 }

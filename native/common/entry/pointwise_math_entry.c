@@ -4,6 +4,138 @@
 #include "ops/pointwise_math_ops.h"
 #include "pointwise_math_kernels.h"
 
+int tl_sin(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "sin";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_sin(op, x, y, n);
+}
+
+int tl_sin_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "sin_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_sin_backward(op, x, g, dx, n);
+}
+
+int tl_cos(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "cos";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_cos(op, x, y, n);
+}
+
+int tl_cos_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "cos_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_cos_backward(op, x, g, dx, n);
+}
+
+int tl_tan(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "tan";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_tan(op, x, y, n);
+}
+
+int tl_tan_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "tan_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_tan_backward(op, x, g, dx, n);
+}
+
+int tl_sinc(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "sinc";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_sinc(op, x, y, n);
+}
+
+int tl_sinc_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "sinc_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_sinc_backward(op, x, g, dx, n);
+}
+
 int tl_log1p(tl_buf x, tl_buf y, int64_t n) {
     static const char op[] = "log1p";
     TL_TRY(tlb_ready(op));

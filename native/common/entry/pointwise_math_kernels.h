@@ -11,6 +11,14 @@
 extern "C" {
 #endif
 
+TL_HIDDEN int tlk_sin(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_sin_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_cos(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_cos_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_tan(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_tan_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_sinc(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_sinc_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
 TL_HIDDEN int tlk_log1p(const char *op, tl_buf x, tl_buf y, int64_t n);
 TL_HIDDEN int tlk_log1p_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
 TL_HIDDEN int tlk_expm1(const char *op, tl_buf x, tl_buf y, int64_t n);

@@ -31,6 +31,15 @@ TLM_HD float tlf_atanh(float x) { return tlm_atanh(x); }
 TLM_HD float tlf_atan(float x) { return tlm_atan(x); }
 TLM_HD float tlf_asin(float x) { return tlm_asin(x); }
 TLM_HD float tlf_acos(float x) { return tlm_acos(x); }
+TLM_HD float tlf_sin(float x) { return tlm_sin(x); }
+TLM_HD float tlf_cos(float x) { return tlm_cos(x); }
+TLM_HD float tlf_tan(float x) { return tlm_tan(x); }
+#define TLF_PI 3.14159265358979324f
+/* sin(pi x) / (pi x), 1 at 0, torch's stages */
+TLM_HD float tlf_sinc(float x) {
+    float px = tlm_mul(TLF_PI, x);
+    return x == 0.0f ? 1.0f : tlm_div(tlm_sin(px), px);
+}
 TLM_HD float tlf_atan2(float y, float x) { return tlm_atan2(y, x); }
 TLM_HD float tlf_hypot(float a, float b) { return tlm_hypot(a, b); }
 
@@ -40,6 +49,18 @@ TLM_HD float tlf_expm1_backward(float x, float g) { return tlm_mul(g, tlm_exp(x)
 TLM_HD float tlf_log2_backward(float x, float g) { return tlm_div(g, tlm_mul(x, TLF_LN2)); }
 TLM_HD float tlf_log10_backward(float x, float g) { return tlm_div(g, tlm_mul(x, TLF_LN10)); }
 TLM_HD float tlf_exp2_backward(float x, float g) { return tlm_mul(tlm_mul(g, tlm_exp2(x)), TLF_LN2); }
+TLM_HD float tlf_sin_backward(float x, float g) { return tlm_mul(g, tlm_cos(x)); }
+TLM_HD float tlf_cos_backward(float x, float g) { return -tlm_mul(g, tlm_sin(x)); }
+/* g (1 + tan^2 x), torch's form */
+TLM_HD float tlf_tan_backward(float x, float g) {
+    float t = tlm_tan(x);
+    return tlm_mul(g, tlm_add(1.0f, tlm_mul(t, t)));
+}
+/* g (cos(pi x) - sinc(x)) / x, 0 at x = 0 (sinc'(0) = 0) */
+TLM_HD float tlf_sinc_backward(float x, float g) {
+    float d = tlm_div(tlm_sub(tlm_cos(tlm_mul(TLF_PI, x)), tlf_sinc(x)), x);
+    return x == 0.0f ? 0.0f : tlm_mul(g, d);
+}
 TLM_HD float tlf_sinh_backward(float x, float g) { return tlm_mul(g, tlm_cosh(x)); }
 TLM_HD float tlf_cosh_backward(float x, float g) { return tlm_mul(g, tlm_sinh(x)); }
 /* 1 / sqrt(x^2 + 1) as 1 / hypot(x, 1): no overflow for large x */

@@ -9,6 +9,14 @@
 extern "C" {
 #endif
 
+TL_API int tl_sin(tl_buf x, tl_buf y, int64_t n);
+TL_API int tl_sin_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_API int tl_cos(tl_buf x, tl_buf y, int64_t n);
+TL_API int tl_cos_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_API int tl_tan(tl_buf x, tl_buf y, int64_t n);
+TL_API int tl_tan_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_API int tl_sinc(tl_buf x, tl_buf y, int64_t n);
+TL_API int tl_sinc_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n);
 TL_API int tl_log1p(tl_buf x, tl_buf y, int64_t n);
 TL_API int tl_log1p_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n);
 TL_API int tl_expm1(tl_buf x, tl_buf y, int64_t n);
