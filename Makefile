@@ -93,6 +93,11 @@ build/check_math: tests/native/check_math.c tests/native/cr_oracle.h native/comm
 check-math: build/check_math               ## exhaustive correct-rounding check (long; not in CI)
 	build/check_math
 
+# atan2 and hypot (two arguments): random pairs against glibc double + libquadmath
+build/check_math2: tests/native/check_math2.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
+	@mkdir -p build
+	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
+
 # the current header against the proven double-double version (tests/native/tl_math_cr_ref.h),
 # bit for bit on all 2^32 inputs per function, on all cores (seconds on 16 cores)
 SAME_DEPS := tests/native/check_math_same_eval.c native/common/tl_math.h tests/native/tl_math_cr_ref.h
