@@ -91,11 +91,11 @@ cuda-bench: $(BENCH_DIR)/libtorchlean_cuda.so  ## the CUDA library with benchmar
 # test shims for the canonical arithmetic (native/common/tl_math.h): the header compiled with the
 # stub's flags into a library tests/test_exact_math.py loads, and as CUDA device code into a
 # program that compares every float32 input's device result with the host's (GPU machine)
-build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h native/common/tl_math.h
+build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -shared -Wl,-z,nodelete -o $@ $< -lquadmath -lm
 
-build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h
+build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h native/common/tl_math_more.h
 	@mkdir -p build
 	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -O3,-march=native,-fopenmp,-ffp-contract=off \
 	  -Inative/common -o $@ $< -lgomp
@@ -105,12 +105,17 @@ check-math-cuda: build/tl_math_device_check  ## device = host bits on all 2^32 i
 
 # exhaustive proof that tl_math.h's transcendental functions are correctly rounded (all 2^32
 # inputs per function against glibc double + libquadmath; minutes per function, outside CI)
-build/check_math: tests/native/check_math.c tests/native/cr_oracle.h native/common/tl_math.h
+build/check_math: tests/native/check_math.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
 
 check-math: build/check_math               ## exhaustive correct-rounding check (long; not in CI)
 	build/check_math
+
+# atan2 and hypot (two arguments): random pairs against glibc double + libquadmath
+build/check_math2: tests/native/check_math2.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
+	@mkdir -p build
+	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
 
 # the current header against the proven double-double version (tests/native/tl_math_cr_ref.h),
 # bit for bit on all 2^32 inputs per function, on all cores (seconds on 16 cores)

@@ -674,3 +674,72 @@ def scatter_add_rows(x, values, indices):
         if 0 <= i < x.shape[0]:
             y[i] += values[j]
     return y
+
+# ---------------------------------------------------------------- pointwise math catalog
+# (float64 NumPy; the rounding functions and fmod are exact, so these are bit references)
+log1p = np.log1p
+sin = np.sin
+cos = np.cos
+tan = np.tan
+sinc = np.sinc   # sin(pi x) / (pi x), 1 at 0
+expm1 = np.expm1
+log2 = np.log2
+log10 = np.log10
+exp2 = np.exp2
+sinh = np.sinh
+cosh = np.cosh
+asinh = np.arcsinh
+acosh = np.arccosh
+atanh = np.arctanh
+atan = np.arctan
+asin = np.arcsin
+acos = np.arccos
+atan2 = np.arctan2
+hypot = np.hypot
+signbit = np.signbit
+trunc = np.trunc
+ceil = np.ceil
+fmod = np.fmod
+copysign = np.copysign
+
+
+def sign(x):
+    return np.sign(np.nan_to_num(x, nan=0.0))
+
+
+def round(x):  # noqa: A001 - registry name
+    return np.round(x)   # half to even, as torch.round
+
+
+def frac(x):
+    return x - np.trunc(x)
+
+
+def remainder(a, b):
+    """torch.remainder: fmod, plus b where the signs differ (Python's %, sign of the divisor)."""
+    m = np.fmod(a, b)
+    return np.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+
+
+def xlogy(a, b):
+    with np.errstate(all="ignore"):
+        return np.where((a == 0) & ~np.isnan(b), 0.0, a * np.log(b))
+
+
+def xlog1py(a, b):
+    with np.errstate(all="ignore"):
+        return np.where((a == 0) & ~np.isnan(b), 0.0, a * np.log1p(b))
+
+
+logaddexp = np.logaddexp
+logaddexp2 = np.logaddexp2
+
+
+def logit(x, eps=-1.0):
+    z = x if eps < 0 else np.clip(x, eps, 1.0 - eps)
+    with np.errstate(all="ignore"):
+        return np.log(z / (1.0 - z))
+
+
+def nan_to_num(x, nan=0.0, posinf=3.4028234663852886e38, neginf=-3.4028234663852886e38):
+    return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)

@@ -33,7 +33,8 @@ NAMES = ["exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "gelu", "g
          "rsqrt", "sin_2pi", "cos_2pi", "expm1"]
 FN = {n: i for i, n in enumerate(NAMES)}
 # the correctly rounded functions, numbered as tests/native/cr_oracle.h's TLM_F_*
-CR = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "sin_2pi", "cos_2pi"]
+CR = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "sin_2pi", "cos_2pi",
+      "log2", "log10", "exp2", "sinh", "cosh", "asinh", "acosh", "atanh", "atan", "asin", "acos", "sin", "cos", "tan"]
 STRIDE = 1021
 
 
@@ -127,6 +128,12 @@ def test_stub_kernels_give_the_checked_bits(shim, name, exact):
 
 # ---- mpmath: an oracle independent of the C one ----
 
+_MP_MORE = {"log2": lambda x: mpmath.log(x, 2), "log10": mpmath.log10, "exp2": lambda x: mpmath.mpf(2) ** x,
+            "sinh": mpmath.sinh, "cosh": mpmath.cosh, "asinh": mpmath.asinh, "acosh": mpmath.acosh,
+            "atanh": mpmath.atanh, "atan": mpmath.atan, "asin": mpmath.asin, "acos": mpmath.acos,
+            "sin": mpmath.sin, "cos": mpmath.cos, "tan": mpmath.tan}
+
+
 def _mp_value(name, x):
     x = mpmath.mpf(float(x))
     if name == "exp":
@@ -145,6 +152,8 @@ def _mp_value(name, x):
         return mpmath.log1p(mpmath.exp(x))
     if name == "erf":
         return mpmath.erf(x)
+    if name in _MP_MORE:
+        return _MP_MORE[name](x)
     r = x - mpmath.nint(x)      # exact: sin and cos of 2 pi u depend on u mod 1 only
     return mpmath.sinpi(2 * r) if name == "sin_2pi" else mpmath.cospi(2 * r)
 
@@ -199,22 +208,25 @@ def test_hard_cases_match_mpmath(shim):
 
 RANGES = {"exp": (-104, 89), "expm1": (-20, 89), "log": (1e-30, 1e30), "log1p": (-0.99, 1e6),
           "tanh": (-10, 10), "sigmoid": (-104, 20), "softplus": (-104, 30), "erf": (-4, 4),
-          "sin_2pi": (-3, 3), "cos_2pi": (-3, 3)}
+          "sin_2pi": (-3, 3), "cos_2pi": (-3, 3), "log2": (1e-30, 1e30), "log10": (1e-30, 1e30),
+          "exp2": (-150, 128), "sinh": (-90, 90), "cosh": (-90, 90), "asinh": (-1e6, 1e6),
+          "acosh": (1, 1e6), "atanh": (-1, 1), "atan": (-50, 50), "asin": (-1, 1), "acos": (-1, 1),
+          "sin": (-1e6, 1e6), "cos": (-1e6, 1e6), "tan": (-1e6, 1e6)}
 
 
 @pytest.mark.parametrize("name", CR)
 def test_random_inputs_match_mpmath(shim, name):
     rng = np.random.default_rng(CR.index(name) + 11)
     lo, hi = RANGES[name]
-    if name == "log":
+    if name in ("log", "log2", "log10"):
         x = np.exp(rng.uniform(np.log(lo), np.log(hi), 150))
     elif name == "log1p":
         x = np.concatenate([rng.uniform(lo, 1, 100), np.exp(rng.uniform(-60, 13, 50))])
     else:
         x = rng.uniform(lo, hi, 150)
     x = np.concatenate([x, rng.uniform(-1e-3, 1e-3, 25) * np.exp2(-rng.integers(0, 100, 25))])
-    if name in ("log",):
-        x = np.abs(x)
+    if name in ("log", "log2", "log10", "acosh"):
+        x = np.abs(x) + (name == "acosh")
     x = x.astype(np.float32)
     x = x[(x > -1) | (name != "log1p")]
     got = _cr_eval(shim, name, x)

@@ -14,14 +14,17 @@
 #include <quadmath.h>
 #include <stdint.h>
 #include <string.h>
-#include "tl_math.h"
+#include "tl_math_more.h"
 
 /* the functions, in this order */
 enum { TLM_F_EXP, TLM_F_EXPM1, TLM_F_LOG, TLM_F_LOG1P, TLM_F_TANH, TLM_F_SIGMOID, TLM_F_SOFTPLUS,
-       TLM_F_ERF, TLM_F_SIN_2PI, TLM_F_COS_2PI };
+       TLM_F_ERF, TLM_F_SIN_2PI, TLM_F_COS_2PI, TLM_F_LOG2, TLM_F_LOG10, TLM_F_EXP2, TLM_F_SINH,
+       TLM_F_COSH, TLM_F_ASINH, TLM_F_ACOSH, TLM_F_ATANH, TLM_F_ATAN, TLM_F_ASIN, TLM_F_ACOS, TLM_F_SIN, TLM_F_COS, TLM_F_TAN };
 static const char *const CR_NAMES[] = {"exp", "expm1", "log", "log1p", "tanh", "sigmoid",
-                                       "softplus", "erf", "sin_2pi", "cos_2pi"};
-#define CR_COUNT 10
+                                       "softplus", "erf", "sin_2pi", "cos_2pi", "log2", "log10",
+                                       "exp2", "sinh", "cosh", "asinh", "acosh", "atanh", "atan",
+                                       "asin", "acos", "sin", "cos", "tan"};
+#define CR_COUNT 24
 
 static inline float cr_ours(int fn, float x) {
     switch (fn) {
@@ -34,6 +37,20 @@ static inline float cr_ours(int fn, float x) {
     case TLM_F_SOFTPLUS: return tlm_softplus(x);
     case TLM_F_ERF: return tlm_erf(x);
     case TLM_F_SIN_2PI: return tlm_sin_2pi(x);
+    case TLM_F_LOG2: return tlm_log2(x);
+    case TLM_F_LOG10: return tlm_log10(x);
+    case TLM_F_EXP2: return tlm_exp2(x);
+    case TLM_F_SINH: return tlm_sinh(x);
+    case TLM_F_COSH: return tlm_cosh(x);
+    case TLM_F_ASINH: return tlm_asinh(x);
+    case TLM_F_ACOSH: return tlm_acosh(x);
+    case TLM_F_ATANH: return tlm_atanh(x);
+    case TLM_F_ATAN: return tlm_atan(x);
+    case TLM_F_ASIN: return tlm_asin(x);
+    case TLM_F_ACOS: return tlm_acos(x);
+    case TLM_F_SIN: return tlm_sin(x);
+    case TLM_F_COS: return tlm_cos(x);
+    case TLM_F_TAN: return tlm_tan(x);
     default: return tlm_cos_2pi(x);
     }
 }
@@ -51,6 +68,20 @@ static void cr_ours_block(int fn, const float *x, float *y, int64_t n) {
     CR_BLOCK_CASE(TLM_F_SOFTPLUS, tlm_softplus)
     CR_BLOCK_CASE(TLM_F_ERF, tlm_erf)
     CR_BLOCK_CASE(TLM_F_SIN_2PI, tlm_sin_2pi)
+    CR_BLOCK_CASE(TLM_F_LOG2, tlm_log2)
+    CR_BLOCK_CASE(TLM_F_LOG10, tlm_log10)
+    CR_BLOCK_CASE(TLM_F_EXP2, tlm_exp2)
+    CR_BLOCK_CASE(TLM_F_SINH, tlm_sinh)
+    CR_BLOCK_CASE(TLM_F_COSH, tlm_cosh)
+    CR_BLOCK_CASE(TLM_F_ASINH, tlm_asinh)
+    CR_BLOCK_CASE(TLM_F_ACOSH, tlm_acosh)
+    CR_BLOCK_CASE(TLM_F_ATANH, tlm_atanh)
+    CR_BLOCK_CASE(TLM_F_ATAN, tlm_atan)
+    CR_BLOCK_CASE(TLM_F_ASIN, tlm_asin)
+    CR_BLOCK_CASE(TLM_F_ACOS, tlm_acos)
+    CR_BLOCK_CASE(TLM_F_SIN, tlm_sin)
+    CR_BLOCK_CASE(TLM_F_COS, tlm_cos)
+    CR_BLOCK_CASE(TLM_F_TAN, tlm_tan)
     default: for (int64_t i = 0; i < n; i++) y[i] = tlm_cos_2pi(x[i]);
     }
 }
@@ -75,6 +106,20 @@ static double cr_ref_double(int fn, double x) {
     case TLM_F_SIGMOID: t = exp(-fabs(x)); return (x >= 0 ? 1.0 : t) / (1.0 + t);
     case TLM_F_SOFTPLUS: return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x)));
     case TLM_F_ERF: return erf(x);
+    case TLM_F_LOG2: return log2(x);
+    case TLM_F_LOG10: return log10(x);
+    case TLM_F_EXP2: return exp2(x);
+    case TLM_F_SINH: return sinh(x);
+    case TLM_F_COSH: return cosh(x);
+    case TLM_F_ASINH: return asinh(x);
+    case TLM_F_ACOSH: return acosh(x);
+    case TLM_F_ATANH: return atanh(x);
+    case TLM_F_ATAN: return atan(x);
+    case TLM_F_ASIN: return asin(x);
+    case TLM_F_ACOS: return acos(x);
+    case TLM_F_SIN: return sin(x);
+    case TLM_F_COS: return cos(x);
+    case TLM_F_TAN: return tan(x);
     case TLM_F_SIN_2PI:
         if (!isfinite(x)) return NAN;
         t = cr_fold(x, &neg);
@@ -105,6 +150,20 @@ static __float128 cr_ref_quad(int fn, double xd) {
     case TLM_F_SIGMOID: return x >= 0 ? 1 / (1 + expq(-x)) : expq(x) / (1 + expq(x));
     case TLM_F_SOFTPLUS: return (x > 0 ? x : 0) + log1pq(expq(-fabsq(x)));
     case TLM_F_ERF: return erfq(x);
+    case TLM_F_LOG2: return log2q(x);
+    case TLM_F_LOG10: return log10q(x);
+    case TLM_F_EXP2: return exp2q(x);
+    case TLM_F_SINH: return sinhq(x);
+    case TLM_F_COSH: return coshq(x);
+    case TLM_F_ASINH: return asinhq(x);
+    case TLM_F_ACOSH: return acoshq(x);
+    case TLM_F_ATANH: return atanhq(x);
+    case TLM_F_ATAN: return atanq(x);
+    case TLM_F_ASIN: return asinq(x);
+    case TLM_F_ACOS: return acosq(x);
+    case TLM_F_SIN: return sinq(x);
+    case TLM_F_COS: return cosq(x);
+    case TLM_F_TAN: return tanq(x);
     case TLM_F_SIN_2PI:
         t = cr_fold(xd, &neg);
         return (neg ? -1 : 1) * sinq(tau * (__float128)t);

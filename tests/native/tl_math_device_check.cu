@@ -20,11 +20,13 @@
 #include <chrono>
 #include <cuda_runtime.h>
 #include <omp.h>
-#include "tl_math.h"
+#include "tl_math_more.h"
 
 static const char *NAMES[] = {"exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "gelu",
-                              "gelu_grad", "sqrt", "rsqrt", "sin_2pi", "cos_2pi", "expm1"};
-constexpr int NFN = 14;
+                              "gelu_grad", "sqrt", "rsqrt", "sin_2pi", "cos_2pi", "expm1",
+                              "log2", "log10", "exp2", "sinh", "cosh", "asinh", "acosh", "atanh",
+                              "atan", "asin", "acos", "sin", "cos", "tan"};
+constexpr int NFN = 28;
 constexpr int BLOCK_BITS = 24;                       // a digest covers 2^24 inputs
 constexpr int NBLOCKS = 1 << (32 - BLOCK_BITS);      // 256 digests per function
 constexpr int PER_THREAD = 16;                       // inputs per device thread
@@ -45,7 +47,21 @@ template <int FN> __host__ __device__ __forceinline__ float eval(float x) {
     case 10: return tlm_rsqrt(x);
     case 11: return tlm_sin_2pi(x);
     case 12: return tlm_cos_2pi(x);
-    default: return tlm_expm1(x);
+    case 13: return tlm_expm1(x);
+    case 14: return tlm_log2(x);
+    case 15: return tlm_log10(x);
+    case 16: return tlm_exp2(x);
+    case 17: return tlm_sinh(x);
+    case 18: return tlm_cosh(x);
+    case 19: return tlm_asinh(x);
+    case 20: return tlm_acosh(x);
+    case 21: return tlm_atanh(x);
+    case 22: return tlm_atan(x);
+    case 23: return tlm_asin(x);
+    case 24: return tlm_acos(x);
+    case 25: return tlm_sin(x);
+    case 26: return tlm_cos(x);
+    default: return tlm_tan(x);
     }
 }
 
@@ -139,7 +155,10 @@ template <int FN> static int check(const char *name) {
 
 typedef int (*check_fn)(const char *);
 static const check_fn CHECKS[NFN] = {check<0>, check<1>, check<2>, check<3>, check<4>, check<5>, check<6>,
-                                     check<7>, check<8>, check<9>, check<10>, check<11>, check<12>, check<13>};
+                                     check<7>, check<8>, check<9>, check<10>, check<11>, check<12>, check<13>,
+                                     check<14>, check<15>, check<16>, check<17>, check<18>, check<19>,
+                                     check<20>, check<21>, check<22>, check<23>, check<24>, check<25>,
+                                     check<26>, check<27>};
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // each function's line appears as soon as it is done
