@@ -417,6 +417,8 @@ def power(x, p):
         raise TypeError(f"pow: exponent must be a number or a Tensor, got {type(p).__name__}")
     if isinstance(p, (int, float, np.integer, np.floating)):
         return _op(x, "pow_scalar", p=float(p))
+    if isinstance(p, IntTensor):    # float32 ** int64 is float32, as torch promotes
+        p = p.float(x.session)
     return _op(x, "pow", p)         # a Tensor, Parameter or array exponent, broadcast
 
 
