@@ -365,7 +365,7 @@ MODIFIED = "modified by an inplace operation"
 
 
 def expects_raise(G) -> bool:
-    """Whether loss1's backward runs the VJP of an inplace_saved step (exp's, whose saved
+    """Whether a loss's backward runs the VJP of an inplace_saved step (exp's, whose saved
     output the step then wrote in place): PyTorch raises there, so must torchlean."""
     marked = set()
     for st in G.steps:
@@ -373,16 +373,18 @@ def expects_raise(G) -> bool:
             marked.update(st.outs)
         elif st.op not in ("leaf", "detach") and not st.nograd and marked.intersection(st.ins):
             marked.update(v for v in st.outs if G.grad[v])
-    return any(v in marked for v, _ in G.losses[0])
+    return any(v in marked for loss in G.losses for v, _ in loss)
 
 
 def run_raising(G) -> list[str]:
-    """The graph of a raising case: the first backward must raise PyTorch's error."""
+    """The graph of a raising case: the backward of the first loss that reaches the written
+    value (losses in order) must raise PyTorch's error."""
     params = [tl.Parameter(v, requires_grad=rg) for v, rg in G.params]
     s = tl.Session()
     losses, kept, leaves = _build(G, s, params)
     try:
-        losses[0].backward(retain_graph=True)
+        for loss in losses:
+            loss.backward(retain_graph=True)
     except RuntimeError as e:
         return [] if MODIFIED in str(e) else [f"raised another RuntimeError: {e}"]
     finally:
