@@ -13,7 +13,7 @@ import numpy as np
 from torchlean.buffer import AnyBuffer
 from torchlean.tape import no_grad
 from torchlean._generated.tape_ops import TapeOps
-from torchlean import composite as _composite
+from torchlean import composite as _composite, runtime
 from torchlean import devices as _devices
 from torchlean.dtypes import float32 as _float32
 from torchlean.int_tensor import IntTensor
@@ -123,8 +123,7 @@ class Tensor(InPlaceOps):
     __hash__ = object.__hash__   # identity, so Tensors stay usable as dict keys
 
     def __array__(self, dtype=None, copy=None):
-        from torchlean import _loader
-        if copy is False and _loader.BACKEND == "cuda":
+        if copy is False and runtime.backend() == "cuda":
             raise ValueError("Tensor.__array__: copy=False is impossible for a CUDA tensor")
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
