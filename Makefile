@@ -236,7 +236,7 @@ $(SAN_LIB): $(COMMON_SRC) $(STUB_SRC) $(HEADERS)
 	$(CC) $(SAN_CFLAGS) $(INCLUDES) -Inative/stub -shared -Wl,--as-needed -o $@ $(COMMON_SRC) $(STUB_SRC) -lm -lpthread
 
 sanitize: $(SAN_LIB) stub                  ## the CPU suite on an ASan+UBSan build of the stub
-	TORCHLEAN_BACKEND=stub TORCHLEAN_LIB_DIR=$(SAN_DIR) \
+	TORCHLEAN_BACKEND=stub TORCHLEAN_LIB_DIR=$(CURDIR)/$(SAN_DIR) \
 	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
