@@ -12,10 +12,22 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# PyTorch, an optional extra reference, does not load beside AddressSanitizer (`make sanitize`
-# preloads libasan): there its cross-checks skip as if it were not installed.
+
+
+class _NoTorchBesideASan:
+    """PyTorch, an optional extra reference, does not load beside AddressSanitizer (`make
+    sanitize` preloads libasan): there `import torch` raises ModuleNotFoundError, so its cross-checks
+    skip as if it were not installed (nothing is put in sys.modules, which other libraries
+    inspect)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError("torch is not loaded beside AddressSanitizer", name=name)
+        return None
+
+
 if "libasan" in os.environ.get("LD_PRELOAD", ""):
-    sys.modules["torch"] = None
+    sys.meta_path.insert(0, _NoTorchBesideASan())
 
 
 # Modules that test the stub library's own arithmetic (its exp, its GEMM summation order) or fake
