@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,8 +19,6 @@ from torchlean.int_tensor import IntTensor
 from torchlean.int_values import to_int64
 from torchlean.mutation import InPlaceOps
 
-if TYPE_CHECKING:   # annotations only: the Session module builds on this one
-    from torchlean.session import Session
 
 # the registry's tape ops: the only names Tensor.__getattr__ forwards as methods
 _TAPE_OPS = frozenset(n for n in vars(TapeOps) if not n.startswith("_"))
