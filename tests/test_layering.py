@@ -43,6 +43,7 @@ LAYERS = [
     ["composite"],                                # ops composed from registry ops
     ["mutation"],                                 # in-place methods, x[idx] = v
     ["tensor"],
+    ["views"],                                    # view methods, bound onto Tensor
     ["parameter"],                                # a Tensor that is a leaf of no Session
     ["session"],
     ["factories", "functions", "interop", "data", "cuda", "utils"],

@@ -49,7 +49,7 @@ def _adjoint(a_shape, key, w):
 
 INDEX_KEYS = [
     1, -1, (1, 2), (slice(None), 1), (Ellipsis, 1), (None, 1, slice(1, 3)), slice(1, None),
-    slice(None, None, -1), (slice(None), slice(None, None, -2), slice(3, 0, -1)),
+    slice(None, None, 2), (slice(None), slice(None, None, 2), slice(3, 0, 1)),
     (slice(0, 2), Ellipsis, None), ([1, 0, 1], [2, 0, 2]), np.array([[0], [1]]),
     (0, slice(None), [3, 1]), (slice(None), [True, False, True]), (1, slice(0, 0)),
     (Ellipsis, [0, -1]), (1, 2, 3), (slice(None), None, 2, slice(1, 4, 2)), (),
@@ -64,6 +64,14 @@ def test_getitem_matches_numpy_and_adjoint(key):
     assert out.shape == ref.shape
     np.testing.assert_array_equal(out, ref)
     np.testing.assert_allclose(g, _adjoint(a.shape, key, w), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("key", [slice(None, None, -1), (slice(None), slice(3, 0, -1)),
+                                 (slice(None, None, -2), [0, 1])], ids=repr)
+def test_getitem_negative_step_raises_as_torch(key):
+    x = Session().tensor(_data(2, 3, 5))
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        x[key]
 
 
 def test_getitem_boolean_mask_and_mask_tensor():

@@ -187,3 +187,166 @@ def _contiguous_plan(shape: tuple, key: tuple):
     row = math.prod(shape[sliced_axis + 1:])
     return IndexPlan("block", out_shape, row=row, start=offset * shape[sliced_axis] + start,
                      length=length)
+
+
+# ---------------------------------------------------------------------------- strided views
+# A view's layout, as PyTorch's: (shape, strides, offset) in elements of its base's row-major
+# storage. Element i of the view is base_flat[offset + sum_k i_k * strides[k]]. Pure planning:
+# torchlean.views keeps one per view and derives positions from it for writes.
+
+def contiguous_strides(shape: tuple) -> tuple:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def contiguous_layout(shape: tuple) -> tuple:
+    shape = tuple(shape)
+    return shape, contiguous_strides(shape), 0
+
+
+def is_contiguous(layout) -> bool:
+    """PyTorch's rule: size-1 axes' strides do not matter, an empty tensor is contiguous."""
+    shape, strides, _ = layout
+    if math.prod(shape) == 0:
+        return True
+    expected = 1
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1:
+            if st != expected:
+                return False
+            expected *= n
+    return True
+
+
+def layout_positions(layout) -> np.ndarray:
+    """Flat base positions of each element of the view, shaped like it (int64)."""
+    shape, strides, offset = layout
+    pos = np.full(shape, offset, dtype=np.int64)
+    for k, (n, st) in enumerate(zip(shape, strides)):
+        ax = [1] * len(shape)
+        ax[k] = n
+        pos += (np.arange(n, dtype=np.int64) * st).reshape(ax)
+    return pos
+
+
+def permute_layout(layout, perm: tuple):
+    shape, strides, offset = layout
+    return tuple(shape[p] for p in perm), tuple(strides[p] for p in perm), offset
+
+
+def expand_layout(layout, target: tuple):
+    """A new leading axis or an expanded size-1 axis reads one element: stride 0."""
+    shape, strides, offset = layout
+    lead = len(target) - len(shape)
+    out = []
+    for i, n in enumerate(target):
+        if i < lead:
+            out.append(0)
+        else:
+            old = shape[i - lead]
+            out.append(strides[i - lead] if old == n else 0)
+    return tuple(target), tuple(out), offset
+
+
+def unsqueeze_layout(layout, d: int):
+    shape, strides, offset = layout
+    st = shape[d] * strides[d] if d < len(shape) else 1
+    return shape[:d] + (1,) + shape[d:], strides[:d] + (st,) + strides[d:], offset
+
+
+def view_layout(layout, new_shape: tuple):
+    """The layout of x.view(new_shape), or None when x's strides cannot give it without a copy
+    (ATen's computeStride: each run of axes that is contiguous within itself may be split or
+    merged, never two runs together)."""
+    shape, strides, offset = layout
+    new_shape = tuple(new_shape)
+    if math.prod(shape) == 0 or not shape:
+        return new_shape, contiguous_strides(new_shape), offset
+    new_strides = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base = strides[-1]
+    tensor_numel = view_numel = 1
+    for tensor_d in range(len(shape) - 1, -1, -1):
+        tensor_numel *= shape[tensor_d]
+        if tensor_d == 0 or (shape[tensor_d - 1] != 1
+                             and strides[tensor_d - 1] != tensor_numel * chunk_base):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_base
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base = strides[tensor_d - 1]
+                tensor_numel = view_numel = 1
+    if view_d != -1:
+        return None
+    return new_shape, tuple(new_strides), offset
+
+
+def basic_key(key):
+    """key as a tuple when every part is basic (int, slice, None, ...), else None (an advanced
+    index: torch copies). A slice step must be positive, as torch requires."""
+    parts = key if isinstance(key, tuple) else (key,)
+    for k in parts:
+        if isinstance(k, slice) and k.step is not None and operator.index(k.step) == 0:
+            raise ValueError(f"__getitem__: slice step cannot be zero (index {key!r})")
+        if isinstance(k, slice) and k.step is not None and operator.index(k.step) < 0:
+            raise ValueError(f"__getitem__: step must be greater than zero (index {key!r}); "
+                             "torch has no negative steps: use torch.flip")
+    return parts if all(_is_basic(k) for k in parts) else None
+
+
+def getitem_layout(layout, parts: tuple, key):
+    """The layout of x[key] for a basic key (ints, positive-step slices, None, one ...)."""
+    shape, strides, offset = layout
+    n_ell = sum(1 for k in parts if k is Ellipsis)
+    used = sum(1 for k in parts if k is not None and k is not Ellipsis)
+    if n_ell > 1:
+        raise IndexError(f"__getitem__: an index can only have a single ellipsis ({key!r})")
+    if used > len(shape):
+        raise IndexError(f"__getitem__: too many indices for a tensor of shape {shape}: "
+                         f"{used} were indexed ({key!r})")
+    if n_ell:
+        i = parts.index(Ellipsis)
+        parts = parts[:i] + (slice(None),) * (len(shape) - used) + parts[i + 1:]
+    else:
+        parts = parts + (slice(None),) * (len(shape) - used)
+    out_shape, out_strides, axis = [], [], 0
+    for k in parts:
+        if k is None:
+            out_shape.append(1)
+            out_strides.append(shape[axis] * strides[axis] if axis < len(shape) else 1)
+            continue
+        n, st = shape[axis], strides[axis]
+        if isinstance(k, slice):
+            a, b, step = k.indices(n)
+            ln = max(0, -(-(b - a) // step))
+            offset += a * st
+            out_shape.append(ln)
+            out_strides.append(st * step)
+        else:
+            i = operator.index(k)
+            if not -n <= i < n:
+                raise IndexError(f"__getitem__: index {i} is out of bounds for dimension {axis} "
+                                 f"with size {n} (shape {shape})")
+            offset += (i % n) * st
+        axis += 1
+    return tuple(out_shape), tuple(out_strides), offset
+
+
+def diagonal_layout(layout, off: int, a: int, b: int):
+    """torch.diagonal's view: axes a and b dropped, the diagonal appended as the last axis."""
+    shape, strides, offset = layout
+    if off >= 0:
+        n = max(min(shape[a], shape[b] - off), 0)
+        offset += off * strides[b] if n else 0
+    else:
+        n = max(min(shape[a] + off, shape[b]), 0)
+        offset += -off * strides[a] if n else 0
+    keep = [i for i in range(len(shape)) if i not in (a, b)]
+    return (tuple(shape[i] for i in keep) + (n,), tuple(strides[i] for i in keep)
+            + (strides[a] + strides[b],), offset)

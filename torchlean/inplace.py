@@ -8,6 +8,8 @@ with no such kernel) is computed out of place by the caller and copied in with c
 """
 from __future__ import annotations
 
+import weakref
+
 from torchlean._loader import ffi, lib
 from torchlean.buffer import AnyBuffer, bump, raise_status
 
@@ -24,10 +26,51 @@ def _live(op: str, *bufs) -> None:
             raise ValueError(f"{op}: buffer of shape {b.shape} was already released")
 
 
+# Storages that views read (torchlean.views): id(Buffer) -> (weak reference to the Buffer,
+# list of weak references to the views whose base or own copy it is). A write into one tells
+# each view (`storage_written`), so views see the write and share the base's version counter.
+FAMILIES: dict = {}
+
+
+def bump_storage(buf, op: str) -> None:
+    """bump(buf, op), and tell the views that read `buf` (nothing to do while none exist)."""
+    bump(buf, op)
+    if FAMILIES:
+        fam = FAMILIES.get(id(buf))
+        if fam is not None and fam[0]() is buf:
+            live = []
+            for r in fam[1]:
+                v = r()
+                if v is not None:
+                    live.append(r)
+                    v.storage_written(buf, op)
+            fam[1][:] = live
+
+
+def watch(buf, view) -> None:
+    """Tell `view` (a weakly referenced object with storage_written(buf, op)) of every write
+    into the storage `buf` from now on."""
+    k = id(buf)
+    fam = FAMILIES.get(k)
+    if fam is None or fam[0]() is not buf:
+        fam = FAMILIES[k] = (weakref.ref(buf, lambda _r, k=k: _forget(k, _r)), [])
+    refs = fam[1]
+    for r in refs:
+        if r() is view:
+            return
+    refs.append(weakref.ref(view))
+
+
+def _forget(k: int, ref) -> None:
+    fam = FAMILIES.get(k)
+    if fam is not None and fam[0] is ref:
+        del FAMILIES[k]
+
+
 def _done(op: str, st: int, dst: AnyBuffer) -> None:
     if st:
         raise_status(op, st)
-    bump(dst.buf, op)
+    bump_storage(dst.buf, op)
 
 
 def binary_into(op: str, dst: AnyBuffer, other: AnyBuffer) -> bool:

@@ -20,7 +20,7 @@ import numpy as np
 
 from torchlean import composite as _composite
 from torchlean import inplace as _k
-from torchlean.buffer import AnyBuffer, bump
+from torchlean.buffer import AnyBuffer
 from torchlean.random import next_device_key
 from torchlean.tape import is_grad_enabled, no_grad
 
@@ -79,7 +79,7 @@ class InPlaceOps:
                 raise RuntimeError(_LEAF_MSG.format(op=op))
             dst = node.value
         if needs_grad:
-            bump(dst.buf, op)   # a VJP that saved the old values now raises
+            _k.bump_storage(dst.buf, op)   # a VJP that saved the old values now raises
             out = compute()
             _check_shape(op, out.shape, self.shape)
             self._rebase(self._still_differentiable(out))
@@ -359,7 +359,7 @@ class InPlaceOps:
         if is_grad_enabled() and self.requires_grad:   # a non-leaf: a fresh leaf of draws
             fresh = self.session.tensor(np.zeros(self.shape, np.float32))
             kernel(fresh._node().value)
-            bump(self._node().value.buf, op)
+            _k.bump_storage(self._node().value.buf, op)
             self._rebase(self._still_differentiable(fresh))
             return self
         kernel(self.mirror() if self._is_parameter else self._node().value)

@@ -12,11 +12,12 @@ import weakref
 
 import numpy as np
 
-from torchlean.buffer import AnyBuffer, bump
+from torchlean.buffer import AnyBuffer
 from torchlean import _capture
 from torchlean import inplace as _inplace
 from torchlean.current import session as current_session
 from torchlean.tensor import Tensor
+from torchlean import views as _views  # noqa: F401 - binds the view methods onto Tensor
 
 
 class Parameter(Tensor):
@@ -92,7 +93,7 @@ class Parameter(Tensor):
 
     def mark_device_updated(self) -> None:
         """A kernel wrote the storage in place: a new version."""
-        bump(self._buf.buf, "optimizer step")
+        _inplace.bump_storage(self._buf.buf, "optimizer step")
 
     def numpy(self) -> np.ndarray:
         return self._buf.to_numpy()

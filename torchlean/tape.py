@@ -216,6 +216,23 @@ def is_grad_enabled() -> bool:
     return _grad_mode.enabled
 
 
+class set_grad_enabled:
+    """torch's set_grad_enabled(mode) as a context manager: ops record gradients inside it when
+    mode is True (a view re-derives its values under the grad mode it was made in)."""
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        _grad_mode.stack.append(_grad_mode.enabled)
+        _grad_mode.enabled = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        _grad_mode.enabled = _grad_mode.stack.pop()
+        return False
+
+
 class Tape(TapeOps):
     """Records ops on AnyBuffers and runs reverse-mode differentiation over them."""
 

@@ -1,7 +1,8 @@
 """Tensor: a handle (session, node id, generation) on a Session's tape. Session.step() bumps the
 generation, so a stale Tensor raises instead of reading freed memory. Its methods forward to the
 registry's tape ops and the composites of torchlean.composite; its in-place ops come from
-torchlean.mutation. nn.Parameter (torchlean.parameter) is a Tensor too."""
+torchlean.mutation, its views (transpose, indexing, reshape, ...) from torchlean.views.
+nn.Parameter (torchlean.parameter) is a Tensor too."""
 from __future__ import annotations
 
 import math
@@ -245,11 +246,8 @@ class Tensor(InPlaceOps):
         return lambda *others, **attrs: self.session.op(name, self, *others, **attrs)
 
     # PyTorch-style API ------------------------------------------------------------------
-    # (shapes, indexing, reductions over dims, joining; composed from registry ops in
-    # torchlean.composite, index planning in torchlean.indexing)
-    def __getitem__(self, key):
-        return _composite.getitem(self, key)
-
+    # (reductions over dims, joining; composed from registry ops in torchlean.composite; the
+    # views, indexing included, are torchlean.views's and bound onto Tensor there)
     def size(self, dim=None):
         return self.shape if dim is None else self.shape[dim]
 
@@ -259,52 +257,9 @@ class Tensor(InPlaceOps):
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    @property
-    def T(self):
-        """All axes reversed (torch's .T; for 2-D the transpose)."""
-        return _composite.permute(self, tuple(range(self.ndim))[::-1])
-
-    @property
-    def mT(self):
-        """The last two axes swapped."""
-        if self.ndim < 2:
-            raise ValueError(f"mT: expected a tensor of rank >= 2, got shape {self.shape}")
-        return _composite.transpose(self, -2, -1)
-
-    def transpose(self, dim0, dim1):
-        return _composite.transpose(self, dim0, dim1)
-
-    def permute(self, *dims):
-        return _composite.permute(self, dims)
-
-    def reshape(self, *shape):
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-            shape = tuple(shape[0])
-        return _composite.reshape(self, shape)
-
-    def view(self, *shape):
-        """The same as reshape: every torchlean tensor is contiguous."""
-        return self.reshape(*shape)
-
-    def unsqueeze(self, dim):
-        return _composite.unsqueeze(self, dim)
-
-    def squeeze(self, dim=None):
-        return _composite.squeeze(self, dim)
-
-    def expand(self, *sizes):
-        return _composite.expand(self, sizes)
-
-    def broadcast_to(self, size):
-        """torch's x.broadcast_to(shape): x.expand(shape)."""
-        return _composite.expand(self, tuple(size))
-
     def gather(self, dim, index):
         """torch's x.gather(dim, index) (torchlean.composite.gather)."""
         return _composite.gather(self, dim, index)
-
-    def flatten(self, start_dim=0, end_dim=-1):
-        return _composite.flatten(self, start_dim, end_dim)
 
     def sum(self, dim=None, keepdim=False, *, axis=None):
         return _composite.reduce(self, "sum", axis if dim is None else dim, keepdim)
@@ -332,12 +287,6 @@ class Tensor(InPlaceOps):
 
     def rsqrt(self):
         return self.session.op("reciprocal", self.session.op("sqrt", self))
-
-    def split(self, split_size_or_sections, dim=0):
-        return _composite.split(self, split_size_or_sections, dim)
-
-    def chunk(self, chunks, dim=0):
-        return _composite.chunk(self, chunks, dim)
 
     # torch's signatures over registry ops (softmax over any dim, clamp's min/max, matmul's
     # 1-D and batched operands, rounded division); composed in torchlean.composite
@@ -480,13 +429,6 @@ class Tensor(InPlaceOps):
     def type(self, dtype=None):
         return "torch.FloatTensor" if dtype is None else self.to(dtype)
 
-    def t(self):
-        """torch's x.t(): the transpose of a matrix; 0-d and 1-d tensors as they are."""
-        if self.ndim > 2:
-            raise ValueError(f"t: expects a tensor with <= 2 dimensions, got shape {self.shape}"
-                             "; use x.transpose(d0, d1) or x.mT")
-        return self if self.ndim < 2 else _composite.transpose(self, 0, 1)
-
     def __len__(self) -> int:
         shape = self.shape
         if not shape:
@@ -527,12 +469,6 @@ class Tensor(InPlaceOps):
 
     def neg(self):
         return -self
-
-    def contiguous(self):
-        return self
-
-    def view_as(self, other):
-        return self.reshape(tuple(other.shape))
 
     def element_size(self) -> int:
         return 4
