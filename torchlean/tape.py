@@ -158,12 +158,18 @@ def _snapshot_versions(saved: dict):
             if v.__class__ is AnyBuffer}
 
 
+# saved inputs whose VJP reads only their shape (the gathers' scatter-add backward): writing
+# them in place changes no gradient, so it raises nothing (PyTorch's index backward keeps sizes)
+_SHAPE_ONLY = {"gather_vec": "x", "gather_row": "x", "gather_rows": "x"}
+
+
 def _check_versions(node) -> None:
     """Raise PyTorch's error when a storage this node's VJP reads was written in place since
     the op was recorded (its version moved on)."""
     recorded = node.versions or {}
+    shape_only = _SHAPE_ONLY.get(node.name)
     for k, v in node.saved.items():
-        if v.__class__ is not AnyBuffer:
+        if v.__class__ is not AnyBuffer or k == shape_only:
             continue
         now, then = getattr(v.buf, "version", 0), recorded.get(k, 0)
         if now != then:
