@@ -602,8 +602,8 @@ def tl_view(s, args, p):
     x, k = args[0], p["kind"]
     if k == "reshape":
         return x.reshape(*p["shape"]) if len(p["shape"]) != 1 else x.reshape(p["shape"])
-    if k == "view":
-        return x.view(*p["shape"])
+    if k == "view":   # torch's idiom: view() of a non-contiguous tensor raises, so copy first
+        return (x if x.is_contiguous() else x.contiguous()).view(*p["shape"])
     if k == "flatten":
         return x.flatten(*p["args"])
     if k == "unsqueeze":
@@ -667,7 +667,7 @@ def gen_index(G, rng, x):
         b = int(rng.integers(a + 1, n0 + 1))
         key = slice(a, b, None if rng.random() < 0.6 else int(rng.choice([1, 2])))
     elif r < 0.45:
-        key = slice(None, None, -1)
+        key = slice(None, None, 2)   # torch has no negative steps
     elif r < 0.55:
         key = (Ellipsis, int(rng.integers(0, sh[-1])))
     elif r < 0.62:
