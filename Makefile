@@ -220,9 +220,13 @@ test-cuda: cuda cuda-bench stub            ## the whole suite on the CUDA backen
 
 # ASan + UBSan: the stub built with the sanitizers into its own folder (the normal build is
 # untouched), loaded through TORCHLEAN_LIB_DIR with libasan preloaded into Python (it must come
-# first); leak detection is off (CPython keeps memory until exit by design).
+# first). Leak detection is on: every process writes its reports into $(SAN_LOGS), and
+# tools/sanitizer_logs.py fails the run on any sanitizer error and on any leak whose allocation
+# passes through torchlean's native code; the interpreter's own leaks at exit (CPython keeps
+# memory until exit by design) are counted, not judged.
 SAN_DIR    := build/sanitize
 SAN_LIB    := $(SAN_DIR)/libtorchlean_stub.so
+SAN_LOGS   := $(SAN_DIR)/logs
 SAN_CFLAGS ?= -std=gnu11 -O1 -g -march=native -ffp-contract=off -fno-math-errno -fopenmp -fPIC \
               -fvisibility=hidden -fno-omit-frame-pointer -fsanitize=address,undefined \
               -fno-sanitize-recover=undefined -Wall
@@ -230,17 +234,23 @@ SANITIZE_CPU_TESTS ?= tests
 SANITIZE_CPU_ARGS  ?= -n 2
 
 # -fopenmp compiles the parallel loops into calls that native/stub/threads.c answers; --as-needed
-# keeps libgomp out of the library, as the normal build does
+# keeps libgomp out of the library, and -z nodelete keeps it mapped after the interpreter's
+# teardown dlcloses it (its worker threads outlive that: the leak check's stop-the-world wakes
+# them, and they would run unmapped code), as the normal build does
 $(SAN_LIB): $(COMMON_SRC) $(STUB_SRC) $(HEADERS)
 	@mkdir -p $(SAN_DIR)
-	$(CC) $(SAN_CFLAGS) $(INCLUDES) -Inative/stub -shared -Wl,--as-needed -o $@ $(COMMON_SRC) $(STUB_SRC) -lm -lpthread
+	$(CC) $(SAN_CFLAGS) $(INCLUDES) -Inative/stub -shared -Wl,--as-needed -Wl,-z,nodelete -o $@ \
+	  $(COMMON_SRC) $(STUB_SRC) -lm -lpthread
 
-sanitize: $(SAN_LIB) stub                  ## the CPU suite on an ASan+UBSan build of the stub
+sanitize: $(SAN_LIB) stub                  ## the CPU suite on an ASan+UBSan build of the stub, leaks checked
+	rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
 	TORCHLEAN_BACKEND=stub TORCHLEAN_LIB_DIR=$(CURDIR)/$(SAN_DIR) \
 	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" \
-	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(PY) -m pytest -q -p no:cacheprovider $(SANITIZE_CPU_ARGS) $(PYTEST_ARGS) $(SANITIZE_CPU_TESTS)
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1:log_path=$(CURDIR)/$(SAN_LOGS)/asan \
+	  LSAN_OPTIONS=exitcode=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/$(SAN_LOGS)/ubsan \
+	  $(PY) -m pytest -q -p no:cacheprovider $(SANITIZE_CPU_ARGS) $(PYTEST_ARGS) $(SANITIZE_CPU_TESTS); \
+	  st=$$?; $(PY) tools/sanitizer_logs.py $(SAN_LOGS) || st=1; exit $$st
 
 # memcheck is slow: by default a subset that still launches every kernel (registry cases) and
 # the runtime paths; tests that fault on purpose (sticky errors, OOM) are left out.

@@ -320,14 +320,32 @@ CASES = [
      lambda tl: tl.optim.lr_scheduler.StepLR(_opt(tl), step_size=0)),
     ("sched", "StepLR float step", "StepLR", T,
      lambda tl: tl.optim.lr_scheduler.StepLR(_opt(tl), step_size=1.5)),
-    ("sched", "MultiStepLR float milestone", "MultiStepLR", T + V,
+    ("sched", "MultiStepLR float milestone", "MultiStepLR", T,
+     lambda tl: tl.optim.lr_scheduler.MultiStepLR(_opt(tl), milestones=[2.5])),
+    ("sched", "MultiStepLR string milestone", "MultiStepLR", T,
      lambda tl: tl.optim.lr_scheduler.MultiStepLR(_opt(tl), milestones=["a"])),
+    ("sched", "MultiStepLR negative milestone", "MultiStepLR", V,
+     lambda tl: tl.optim.lr_scheduler.MultiStepLR(_opt(tl), milestones=[2, -1])),
+    ("sched", "MultiStepLR milestones not a list", "MultiStepLR", T,
+     lambda tl: tl.optim.lr_scheduler.MultiStepLR(_opt(tl), milestones=3)),
+    ("sched", "SequentialLR float milestone", "SequentialLR", T,
+     lambda tl: tl.optim.lr_scheduler.SequentialLR(
+         o := _opt(tl), [tl.optim.lr_scheduler.StepLR(o, 1), tl.optim.lr_scheduler.StepLR(o, 2)],
+         milestones=[1.5])),
     ("sched", "CosineAnnealingLR T_max 0", "CosineAnnealingLR", V + ("ZeroDivisionError",),
      lambda tl: tl.optim.lr_scheduler.CosineAnnealingLR(_opt(tl), T_max=0).step()),
     ("sched", "LambdaLR not callable", "LambdaLR", T,
      lambda tl: tl.optim.lr_scheduler.LambdaLR(_opt(tl), lr_lambda=3)),
+    ("sched", "LambdaLR list not callable", "LambdaLR", T,
+     lambda tl: tl.optim.lr_scheduler.LambdaLR(_opt(tl), lr_lambda=[None])),
     ("sched", "ExponentialLR not an optimizer", "ExponentialLR", T,
      lambda tl: tl.optim.lr_scheduler.ExponentialLR(object(), gamma=0.9)),
+    ("sched", "LambdaLR not an optimizer", "LambdaLR", T,
+     lambda tl: tl.optim.lr_scheduler.LambdaLR([0.1], lr_lambda=lambda e: 1.0)),
+    ("sched", "OneCycleLR not an optimizer", "OneCycleLR", T,
+     lambda tl: tl.optim.lr_scheduler.OneCycleLR(None, max_lr=0.1, total_steps=4)),
+    ("sched", "ReduceLROnPlateau not an optimizer", "ReduceLROnPlateau", T,
+     lambda tl: tl.optim.lr_scheduler.ReduceLROnPlateau({"lr": 0.1})),
     ("sched", "OneCycleLR no total", "OneCycleLR", V,
      lambda tl: tl.optim.lr_scheduler.OneCycleLR(_opt(tl), max_lr=0.1)),
     ("sched", "ReduceLROnPlateau factor 1", "ReduceLROnPlateau", V,
@@ -384,11 +402,6 @@ NEEDS_MUTATION = ("inplace",)
 PENDING = {
     "arange nan": "factories.py (torchapi): arange's bounds are checked there",
     "tensor ragged": "factories.py (torchapi): tensor() reports NumPy's message",
-    "LambdaLR not callable": "optim/lr_scheduler.py: LambdaLR calls lr_lambda unchecked "
-                             "(torch's own message is as bare)",
-    "ExponentialLR not an optimizer": "optim/lr_scheduler.py: no check that optimizer is one",
-    "MultiStepLR float milestone": "optim/lr_scheduler.py: milestones go through int() "
-                                   "unchecked",
 }
 
 

@@ -4,6 +4,7 @@ PyTorch's kind of exception with a message naming the op. Never a result (a sile
 bad input), a crash, a hang, or an internal exception."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import bad_surface_inputs as S
@@ -44,3 +45,35 @@ def test_surface_table_covers_every_family():
     assert len(S.CASES) >= 180
     assert set(S.PENDING) <= {c[1] for c in S.CASES}
     assert len({c[1] for c in S.CASES}) == len(S.CASES)      # labels are unique
+
+
+@pytest.mark.parametrize("make, pattern", [
+    (lambda o: tl.optim.lr_scheduler.LambdaLR(o, lr_lambda=3),
+     r"LambdaLR: lr_lambda must be a function of the epoch, got 3 \(int\)"),
+    (lambda o: tl.optim.lr_scheduler.LambdaLR(o, lr_lambda=[None]),
+     r"LambdaLR: lr_lambda\[0\] must be a function of the epoch, got None"),
+    (lambda o: tl.optim.lr_scheduler.ExponentialLR(object(), gamma=0.9),
+     r"ExponentialLR: optimizer must be a torchlean.optim.Optimizer .*got object"),
+    (lambda o: tl.optim.lr_scheduler.MultiStepLR(o, milestones=[3, 2.5]),
+     r"MultiStepLR: milestones\[1\] must be an integer, got 2.5 \(float\)"),
+    (lambda o: tl.optim.lr_scheduler.MultiStepLR(o, milestones=["a"]),
+     r"MultiStepLR: milestones\[0\] must be an integer, got 'a' \(str\)"),
+    (lambda o: tl.optim.lr_scheduler.MultiStepLR(o, milestones=[-1]),
+     r"MultiStepLR: milestones\[0\] must be >= 0, got -1"),
+])
+def test_scheduler_argument_error_names_scheduler_argument_value_and_expectation(make, pattern):
+    opt = tl.optim.SGD([tl.nn.Parameter(np.zeros(2, np.float32))], lr=0.1)
+    with pytest.raises((TypeError, ValueError), match=pattern):
+        make(opt)
+    assert "initial_lr" not in opt.param_groups[0]          # a refused scheduler changes nothing
+
+
+def test_multisteplr_integer_milestones_still_work():
+    """numpy ints and unsorted milestones are accepted: lr = 1 * 0.5 ** (milestones <= epoch)."""
+    opt = tl.optim.SGD([tl.nn.Parameter(np.zeros(2, np.float32))], lr=1.0)
+    s = tl.optim.lr_scheduler.MultiStepLR(opt, milestones=[np.int64(3), 1], gamma=0.5)
+    got = [s.get_last_lr()[0]]
+    for _ in range(4):
+        s.step()
+        got.append(s.get_last_lr()[0])
+    assert got == [1.0, 0.5, 0.5, 0.25, 0.25]

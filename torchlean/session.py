@@ -4,6 +4,7 @@ torchlean.tensor and Parameter in torchlean.parameter; both stay importable from
 """
 from __future__ import annotations
 
+import atexit
 import threading
 
 import numpy as np
@@ -312,6 +313,15 @@ class Session:
 MinMaxResult = _composite.MinMaxResult
 
 _default = threading.local()      # this thread's default session and its `with` stack
+
+
+@atexit.register
+def _drop_default_session_at_exit() -> None:
+    """At interpreter exit the exiting thread's default Session and `with` stack go, and with
+    them (by reference counting, while the interpreter still runs finalizers) the Buffers of
+    their tapes and parameters. The interpreter's teardown frees a thread's locals too late for
+    that: the native handles would outlive it, reported as leaks by LeakSanitizer."""
+    _default.__dict__.clear()
 
 
 def _entered_stack() -> list:

@@ -94,10 +94,42 @@ __global__ void k_dbias_chunks(tl_gconv C, const float *g, float *part, int64_t 
     TL_GRID_LOOP(t, ctot * chunks) part[t] = tl_gconv_dbias_chunk(&C, g, t / chunks, t % chunks);
 }
 
+// out[r] = rule 4 over the `len` partials of row r (k_rows_rule4, `chunked` as there), for
+// `rows` rows that fill(part) launches into scratch; zeros when a row has no partials
+template <class Fill>
+int rule4_of_partials(const char *op, int64_t rows, int64_t len, int chunked, float *out,
+                      Fill fill) {
+    if (rows == 0) return TL_OK;
+    if (len == 0) {
+        TL_CUDA_TRY(op, cudaMemsetAsync(out, 0, (size_t)rows * sizeof(float), tl_stream()));
+        return TL_OK;
+    }
+    float *part;
+    TL_TRY(tl_scratch(op, (size_t)(rows * len) * sizeof(float), (void **)&part));
+    fill(part);
+    int st = tl_cuda_launched(op);
+    if (!st) {
+        k_rows_rule4<<<tl_blocks(rows), TL_THREADS, 0, tl_stream()>>>(part, len, rows, chunked,
+                                                                      out);
+        st = tl_cuda_launched(op);
+    }
+    tl_scratch_free(part);
+    return st;
+}
+
 
 // ---------------------------------------------------------------- depthwise 2-D (tiled)
-constexpr int DW_TW = 32, DW_TH = 8;       // output tile: 32 x 8 threads, one value each
+constexpr int DW_TW = GC_TW, DW_TH = GC_TH; // output tile: 32 x 8 threads, one value each
 constexpr int DW_SMEM = 48 * 1024;         // staged planes beyond this take the generic kernels
+
+// the next plane's window into patch (0 off the plane), between barriers: every thread is done
+// reading the previous plane's before it is overwritten
+__device__ __forceinline__ void dw_stage(float *patch, const float *plane, int H, int W, int y0,
+                                         int x0, int ph, int pw) {
+    __syncthreads();
+    gc_stage(patch, plane, 1, 0, H, W, y0, x0, ph, pw, threadIdx.x, threadIdx.y);
+    __syncthreads();
+}
 
 // y over a DW_TH x DW_TW tile of plane (n, c): the input window with its halo staged first
 __global__ void k_dw_forward(tl_gconv C, const float *w, const float *b, const float *x, float *y,
@@ -113,12 +145,7 @@ __global__ void k_dw_forward(tl_gconv C, const float *w, const float *b, const f
         const int c = (int)(pl % C.groups);
         const float *xp = x + pl * (int64_t)H * W;
         const int iy0 = oy0 * sy - (int)C.p[0], ix0 = ox0 * sx - (int)C.p[1];
-        __syncthreads();
-        for (int t = threadIdx.y * DW_TW + threadIdx.x; t < ph * pw; t += DW_TW * DW_TH) {
-            const int iy = iy0 + t / pw, ix = ix0 + t % pw;
-            patch[t] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? xp[(int64_t)iy * W + ix] : 0.0f;
-        }
-        __syncthreads();
+        dw_stage(patch, xp, H, W, iy0, ix0, ph, pw);
         const int oy = oy0 + threadIdx.y, ox = ox0 + threadIdx.x;
         if (oy < OH && ox < OW) {
             const float *wk = w + (int64_t)c * kh * kw;
@@ -145,12 +172,7 @@ __global__ void k_dw_dinput(tl_gconv C, const float *w, const float *g, float *d
     for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
         const int c = (int)(pl % C.groups);
         const float *gp = g + pl * (int64_t)OH * OW;
-        __syncthreads();
-        for (int t = threadIdx.y * DW_TW + threadIdx.x; t < ph * pw; t += DW_TW * DW_TH) {
-            const int oy = gy0 + t / pw, ox = gx0 + t % pw;
-            patch[t] = (oy >= 0 && oy < OH && ox >= 0 && ox < OW) ? gp[(int64_t)oy * OW + ox] : 0.0f;
-        }
-        __syncthreads();
+        dw_stage(patch, gp, OH, OW, gy0, gx0, ph, pw);
         const int qy = qy0 + threadIdx.y, qx = qx0 + threadIdx.x;
         if (qy < H && qx < W) {
             const float *wk = w + (int64_t)c * kh * kw;
@@ -413,9 +435,7 @@ int tlk_conv_grouped_backward(const char *op, tl_buf kernel, tl_buf input, tl_bu
     bool sliced;
     TL_TRY(wgrad_slices(op, C, input->data, grad_out->data, dkernel->data, dbias->data, &sliced));
     if (sliced) return TL_OK;
-    if (nw > 0 && C.n > 0) {
-        float *part;
-        TL_TRY(tl_scratch(op, (size_t)(nw * C.n) * sizeof(float), (void **)&part));
+    TL_TRY(rule4_of_partials(op, nw, C.n, 0, dkernel->data, [&](float *part) {
         const size_t planes_bytes = (size_t)(C.in_n + C.out_n) * sizeof(float);
         if (dw_2d(C) && planes_bytes <= DW_SMEM) {
             const int threads = (int)((C.k_n + 31) / 32 * 32);
@@ -425,33 +445,11 @@ int tlk_conv_grouped_backward(const char *op, tl_buf kernel, tl_buf input, tl_bu
             k_dkernel_samples<<<tl_blocks(nw * C.n), TL_THREADS, 0, tl_stream()>>>(
                 C, input->data, grad_out->data, part, nw);
         }
-        int st = tl_cuda_launched(op);
-        if (!st) {
-            k_rows_rule4<<<tl_blocks(nw), TL_THREADS, 0, tl_stream()>>>(part, C.n, nw, 0,
-                                                                       dkernel->data);
-            st = tl_cuda_launched(op);
-        }
-        tl_scratch_free(part);
-        if (st) return st;
-    } else if (nw > 0) {
-        TL_CUDA_TRY(op, cudaMemsetAsync(dkernel->data, 0, (size_t)nw * sizeof(float), tl_stream()));
-    }
-    if (ctot > 0 && chunks > 0) {
-        float *part;
-        TL_TRY(tl_scratch(op, (size_t)(ctot * chunks) * sizeof(float), (void **)&part));
+    }));
+    TL_TRY(rule4_of_partials(op, ctot, chunks, 1, dbias->data, [&](float *part) {
         k_dbias_chunks<<<tl_blocks(ctot * chunks), TL_THREADS, 0, tl_stream()>>>(
             C, grad_out->data, part, chunks);
-        int st = tl_cuda_launched(op);
-        if (!st) {
-            k_rows_rule4<<<tl_blocks(ctot), TL_THREADS, 0, tl_stream()>>>(part, chunks, ctot, 1,
-                                                                         dbias->data);
-            st = tl_cuda_launched(op);
-        }
-        tl_scratch_free(part);
-        if (st) return st;
-    } else if (ctot > 0) {
-        TL_CUDA_TRY(op, cudaMemsetAsync(dbias->data, 0, (size_t)ctot * sizeof(float), tl_stream()));
-    }
+    }));
     return TL_OK;
 }
 

@@ -68,6 +68,21 @@ __device__ __forceinline__ int64_t tap(const Geom &G, const int64_t *ko, const i
     return off;
 }
 
+// the inverse of tap: whether a window reads image cell ii at kernel offset ko (not in a
+// stride gap, not past the edge), and if so its output position *o (flat, row-major over G.out)
+__device__ __forceinline__ bool reader(const Geom &G, const int64_t *ii, const int64_t *ko,
+                                       int64_t *o) {
+    int64_t at = 0;
+    bool ok = true;
+    for (int a = 0; a < G.r && ok; a++) {
+        int64_t t = ii[a] + G.p[a] - ko[a];
+        if (t < 0 || t % G.s[a] != 0 || t / G.s[a] >= G.out[a]) ok = false;
+        else at = at * G.out[a] + t / G.s[a];
+    }
+    *o = at;
+    return ok;
+}
+
 // ------------------------------------------------------------------ im2col / col2im
 
 // col[(c * K + k) * (nb * P) + b * P + o] = img[b][c][tap(k, o)] (0 in the padding)
@@ -98,14 +113,8 @@ __global__ void k_col2im(Geom G, int64_t C, int64_t nb, const float *col, const 
         float s = bias ? bias[c] : 0.0f;
         for (int64_t kk = 0; kk < K; kk++) {
             unravel(kk, G.k, G.r, ko);
-            int64_t o = 0;
-            bool ok = true;
-            for (int a = 0; a < G.r && ok; a++) {
-                int64_t t = ii[a] + G.p[a] - ko[a];
-                if (t < 0 || t % G.s[a] != 0 || t / G.s[a] >= G.out[a]) ok = false;
-                else o = o * G.out[a] + t / G.s[a];
-            }
-            if (ok) s = tlm_add(s, col[(c * K + kk) * (nb * P) + b * P + o]);
+            int64_t o;
+            if (reader(G, ii, ko, &o)) s = tlm_add(s, col[(c * K + kk) * (nb * P) + b * P + o]);
         }
         img[i] = s;
     }
@@ -487,12 +496,53 @@ int conv_fwd(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
     return TL_OK;
 }
 
-// Both backward passes share one shape: with "img" the side that is im2col'ed (the conv input,
-// or the transposed conv's upstream gradient) and "cols" the other side (C_c channels per
-// sample, P positions), per sample b
+// dW and dx through column matrices, chunk by chunk over the samples. Both backward passes
+// share one shape: the columns are the im2col of the conv input under G, or of the transposed
+// conv's upstream gradient under the swapped geometry; per sample b
 //   dW_b     = A_b (C_a x P) @ col_b^T           (A = g for conv, x for the transposed conv)
 //   d(other) = W-product with col or the gather of dcol
 // The per-sample kernel gradients land in a scratch array and are summed in sample order.
+int column_backward(const char *op, const Geom &G, int transpose, const float *W, const float *X,
+                    const float *Gd, float *DK, float *DX) {
+    const int64_t K = G.k_n, xin = G.cin * G.in_n, yout = G.cout * G.out_n;
+    const int64_t nk = G.cout * G.cin * K;
+    const Geom C = transpose ? swapped(G) : G;              // the geometry of the columns
+    const int64_t col_ch = transpose ? G.cout : G.cin;      // channels of the column side
+    const float *col_src = transpose ? Gd : X;
+    const int64_t col_stride = transpose ? yout : xin;
+    const int64_t rows = transpose ? G.cin : G.cout;        // channels of the other side
+    const float *other = transpose ? X : Gd;
+    const int64_t other_stride = transpose ? xin : yout;
+    const int64_t P = C.out_n, CK = col_ch * K;
+    const int64_t per = kgrad_scratch(rows, P, CK);
+    const int64_t nb = chunk_samples(CK * P + per, P, G.n);
+    Scratch sc;
+    TL_TRY(tl_scratch(op, (size_t)(CK * nb * P > 0 ? CK * nb * P : 1) * sizeof(float), &sc.p[0]));
+    TL_TRY(tl_scratch(op, (size_t)(nb * per > 0 ? nb * per : 1) * sizeof(float), &sc.p[1]));
+    float *col = (float *)sc.p[0], *tmp = (float *)sc.p[1];
+    Rule4Stream acc;
+    TL_TRY(kgrad_stream(op, acc, nk, G.n, sc));
+    for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
+        const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
+        const float *ob = other + n0 * other_stride;
+        TL_TRY(im2col(op, C, col_ch, m, col_src + n0 * col_stride, col));
+        TL_TRY(kernel_grad(op, ob, other_stride, rows, col, m, P, CK, tmp, DK, acc,
+                           (float *)sc.p[2], n0 + m == G.n));
+        if (!transpose) {
+            // dcol_b (CK x P) = W^T @ g_b (overwrites col), then gathered into dx
+            TL_TRY(gemm(op, 1, 0, CK, P, G.cout, W, CK, 0, ob, P, yout, 0.0f, col, m * P, P, m));
+            TL_TRY(col2im(op, G, G.cin, m, col, nullptr, DX + n0 * xin));
+        } else {
+            // dx_b (C_in x P) = W (C_in x CK) @ col_b
+            TL_TRY(gemm(op, 0, 0, G.cin, P, CK, W, CK, 0, col, m * P, P, 0.0f, DX + n0 * xin,
+                        P, xin, m));
+        }
+    }
+    return TL_OK;
+}
+
+// the bias gradient, then dW and dx by the first path that applies: implicit GEMM, exact
+// implicit GEMM, or column matrices
 int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, tl_buf db,
              tl_buf dx, const Geom &G, int transpose) {
     const int64_t K = G.k_n, xin = G.cin * G.in_n, yout = G.cout * G.out_n;
@@ -525,53 +575,8 @@ int conv_bwd(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, t
         return exact_backward(op, G, transpose, kernel->data, input->data, g->data, dk->data,
                               dx->data);
     if (G.n * yout == 0 || G.n * xin == 0) return TL_OK;
-    const float *W = kernel->data, *X = input->data, *Gd = g->data;
-    float *DK = dk->data, *DX = dx->data;
-    Scratch sc;
-    if (!transpose) {
-        const int64_t P = G.out_n, CK = G.cin * K;
-        const int64_t per = kgrad_scratch(G.cout, P, CK);
-        const int64_t nb = chunk_samples(CK * P + per, P, G.n);
-        TL_TRY(tl_scratch(op, (size_t)(CK * nb * P) * sizeof(float), &sc.p[0]));
-        TL_TRY(tl_scratch(op, (size_t)(nb * per) * sizeof(float), &sc.p[1]));
-        float *col = (float *)sc.p[0], *tmp = (float *)sc.p[1];
-        Rule4Stream acc;
-        TL_TRY(kgrad_stream(op, acc, nk, G.n, sc));
-        for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
-            const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
-            const float *gb = Gd + n0 * yout;
-            TL_TRY(im2col(op, G, G.cin, m, X + n0 * xin, col));
-            // dW (C_out x CK) += sum_b g_b (C_out x P) @ col_b^T
-            TL_TRY(kernel_grad(op, gb, yout, G.cout, col, m, P, CK, tmp, DK, acc,
-                               (float *)sc.p[2], n0 + m == G.n));
-            // dcol_b (CK x P) = W^T @ g_b (overwrites col), then gathered into dx
-            TL_TRY(gemm(op, 1, 0, CK, P, G.cout, W, CK, 0, gb, P, yout, 0.0f, col, m * P, P, m));
-            TL_TRY(col2im(op, G, G.cin, m, col, nullptr, DX + n0 * xin));
-        }
-        return TL_OK;
-    }
-    // transposed: the grad's columns under the swapped geometry
-    const Geom T = swapped(G);
-    const int64_t P = T.out_n, CK = G.cout * K;
-    const int64_t per = kgrad_scratch(G.cin, P, CK);
-    const int64_t nb = chunk_samples(CK * P + per, P, G.n);
-    TL_TRY(tl_scratch(op, (size_t)(CK * nb * P > 0 ? CK * nb * P : 1) * sizeof(float), &sc.p[0]));
-    TL_TRY(tl_scratch(op, (size_t)(nb * per > 0 ? nb * per : 1) * sizeof(float), &sc.p[1]));
-    float *col = (float *)sc.p[0], *tmp = (float *)sc.p[1];
-    Rule4Stream acc;
-    TL_TRY(kgrad_stream(op, acc, nk, G.n, sc));
-    for (int64_t n0 = 0; n0 < G.n; n0 += nb) {
-        const int64_t m = G.n - n0 < nb ? G.n - n0 : nb;
-        const float *xb = X + n0 * xin;
-        TL_TRY(im2col(op, T, G.cout, m, Gd + n0 * yout, col));
-        // dW (C_in x CK) += sum_b x_b (C_in x P) @ col_b^T
-        TL_TRY(kernel_grad(op, xb, xin, G.cin, col, m, P, CK, tmp, DK, acc, (float *)sc.p[2],
-                           n0 + m == G.n));
-        // dx_b (C_in x P) = W (C_in x CK) @ col_b
-        TL_TRY(gemm(op, 0, 0, G.cin, P, CK, W, CK, 0, col, m * P, P, 0.0f, DX + n0 * xin, P, xin,
-                    m));
-    }
-    return TL_OK;
+    return column_backward(op, G, transpose, kernel->data, input->data, g->data, dk->data,
+                           dx->data);
 }
 
 // ------------------------------------------------------------------ pooling
@@ -692,14 +697,8 @@ __global__ void k_pool_bwd_gather(Geom G, int kind, const float *x, const float 
         float s = 0.0f;
         for (int64_t j = G.k_n - 1; j >= 0; j--) {
             unravel(j, G.k, G.r, ko);
-            int64_t o = 0;
-            bool ok = true;
-            for (int a = 0; a < G.r && ok; a++) {
-                int64_t t = ii[a] + G.p[a] - ko[a];
-                if (t < 0 || t % G.s[a] != 0 || t / G.s[a] >= G.out[a]) ok = false;
-                else o = o * G.out[a] + t / G.s[a];
-            }
-            if (!ok) continue;
+            int64_t o;
+            if (!reader(G, ii, ko, &o)) continue;
             Window w = window_stats(G, kind, plane, o, beta);
             s = tlm_add(s, pool_share(G, kind, w, j, plane[cell], g[pl * G.out_n + o], beta));
         }

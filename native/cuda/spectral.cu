@@ -259,11 +259,22 @@ __global__ void k_dweights(const double *__restrict__ X, const double *__restric
     }
 }
 
-// scratch for `count` spectra of (batch, modes, width, 2) doubles, in one allocation
-int spectra(const char *op, int64_t batch, int64_t modes, int64_t width, int count, double **out) {
-    size_t bytes = sizeof(double) * 2 * (size_t)(batch * modes * width) * (size_t)count;
-    return tl_scratch(op, bytes, (void **)out);
-}
+// A spectral convolution's scratch: the twiddle table of the grid, then `count` spectra of
+// (batch, modes, width, 2) doubles in one allocation; both freed (spectra first) when the entry
+// point returns, whichever way it returns.
+struct Spectra {
+    double2 *tw = nullptr;
+    double *work = nullptr;
+    ~Spectra() {
+        tl_scratch_free(work);
+        tl_scratch_free(tw);
+    }
+    int alloc(const char *op, int64_t batch, int64_t grid, int64_t modes, int64_t width, int count) {
+        TL_TRY(make_twiddles(op, grid, &tw));
+        size_t bytes = sizeof(double) * 2 * (size_t)(batch * modes * width) * (size_t)count;
+        return tl_scratch(op, bytes, (void **)&work);
+    }
+};
 
 }  // namespace
 
@@ -283,29 +294,15 @@ int tlk_spectral_conv1d_rfft(const char *op, tl_buf x, tl_buf w_re, tl_buf w_im,
                             int64_t width, int64_t modes) {
     int64_t nx = batch * grid * width, ns = batch * modes * width;
     if (batch == 0) return TL_OK;
-    double2 *tw;
-    double *work;
-    TL_TRY(make_twiddles(op, grid, &tw));
-    int st = spectra(op, batch, modes, width, 2, &work);
-    if (st) {
-        tl_scratch_free(tw);
-        return st;
-    }
-    double *X = work, *Z = work + 2 * ns;
+    Spectra sp;
+    TL_TRY(sp.alloc(op, batch, grid, modes, width, 2));
+    double *X = sp.work, *Z = sp.work + 2 * ns;
     cudaStream_t s = tl_stream();
-    st = dft_trunc(op, x->data, X, batch, grid, width, modes, tw, 0);
-    if (st) {
-        tl_scratch_free(work);
-        tl_scratch_free(tw);
-        return st;
-    }
+    TL_TRY(dft_trunc(op, x->data, X, batch, grid, width, modes, sp.tw, 0));
     k_mix<<<tl_blocks(ns), TL_THREADS, 0, s>>>(X, w_re->data, w_im->data, Z, batch, width, modes, 0);
-    k_idft_trunc<<<tl_blocks(nx), TL_THREADS, 0, s>>>(Z, y->data, batch, grid, width, modes, tw,
+    k_idft_trunc<<<tl_blocks(nx), TL_THREADS, 0, s>>>(Z, y->data, batch, grid, width, modes, sp.tw,
                                                         1.0 / (double)grid, 1);
-    st = tl_cuda_launched(op);
-    tl_scratch_free(work);
-    tl_scratch_free(tw);
-    return st;
+    return tl_cuda_launched(op);
 }
 
 int tlk_spectral_conv1d_rfft_backward(const char *op, tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf g, tl_buf dx,
@@ -318,29 +315,16 @@ int tlk_spectral_conv1d_rfft_backward(const char *op, tl_buf x, tl_buf w_re, tl_
         TL_CUDA_TRY(op, cudaMemsetAsync(dw_im->data, 0, sizeof(float) * (size_t)nw, s));
         return TL_OK;
     }
-    double2 *tw;
-    double *work;
-    TL_TRY(make_twiddles(op, grid, &tw));
-    int st = spectra(op, batch, modes, width, 3, &work);
-    if (st) {
-        tl_scratch_free(tw);
-        return st;
-    }
-    double *X = work, *dZ = work + 2 * ns, *dX = work + 4 * ns;
-    st = dft_trunc(op, x->data, X, batch, grid, width, modes, tw, 0);
-    if (!st) st = dft_trunc(op, g->data, dZ, batch, grid, width, modes, tw, 1);
-    if (st) {
-        tl_scratch_free(work);
-        tl_scratch_free(tw);
-        return st;
-    }
+    Spectra sp;
+    TL_TRY(sp.alloc(op, batch, grid, modes, width, 3));
+    double *X = sp.work, *dZ = sp.work + 2 * ns, *dX = sp.work + 4 * ns;
+    TL_TRY(dft_trunc(op, x->data, X, batch, grid, width, modes, sp.tw, 0));
+    TL_TRY(dft_trunc(op, g->data, dZ, batch, grid, width, modes, sp.tw, 1));
     k_dweights<<<tl_blocks(nw), TL_THREADS, 0, s>>>(X, dZ, dw_re->data, dw_im->data, batch, width, modes);
     k_mix<<<tl_blocks(ns), TL_THREADS, 0, s>>>(dZ, w_re->data, w_im->data, dX, batch, width, modes, 1);
-    k_idft_trunc<<<tl_blocks(nx), TL_THREADS, 0, s>>>(dX, dx->data, batch, grid, width, modes, tw, 1.0, 0);
-    st = tl_cuda_launched(op);
-    tl_scratch_free(work);
-    tl_scratch_free(tw);
-    return st;
+    k_idft_trunc<<<tl_blocks(nx), TL_THREADS, 0, s>>>(dX, dx->data, batch, grid, width, modes, sp.tw,
+                                                       1.0, 0);
+    return tl_cuda_launched(op);
 }
 
 }  // extern "C"

@@ -11,11 +11,13 @@ import math
 
 import numpy as np
 
+from torchlean.optim.optimizer import Optimizer
+
 
 class LRScheduler:
     def __init__(self, optimizer, last_epoch: int = -1):
-        self.optimizer = optimizer
         name = type(self).__name__
+        self.optimizer = _check_optimizer(name, optimizer)
         if last_epoch == -1:
             for g in optimizer.param_groups:
                 g.setdefault("initial_lr", g["lr"])
@@ -66,7 +68,8 @@ class MultiStepLR(LRScheduler):
     """lr = base * gamma ** (number of milestones <= epoch)."""
 
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
-        self.milestones, self.gamma = sorted(int(m) for m in milestones), gamma
+        self.milestones = sorted(_milestones("MultiStepLR", milestones))
+        self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, epoch):
@@ -92,7 +95,7 @@ class LambdaLR(LRScheduler):
     """lr = base * lr_lambda(epoch); one function, or one per parameter group."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
+        n = len(_check_optimizer("LambdaLR", optimizer).param_groups)
         if isinstance(lr_lambda, (list, tuple)):
             if len(lr_lambda) != n:
                 raise ValueError(f"LambdaLR: expected {n} lr_lambdas (one per group), got "
@@ -100,6 +103,11 @@ class LambdaLR(LRScheduler):
             self.lr_lambdas = list(lr_lambda)
         else:
             self.lr_lambdas = [lr_lambda] * n
+        for i, f in enumerate(self.lr_lambdas):
+            if not callable(f):
+                what = f"lr_lambda[{i}]" if isinstance(lr_lambda, (list, tuple)) else "lr_lambda"
+                raise TypeError(f"LambdaLR: {what} must be a function of the epoch, got {f!r} "
+                                f"({type(f).__name__})")
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, epoch):
@@ -133,8 +141,9 @@ class SequentialLR(LRScheduler):
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(f"SequentialLR: expected {len(schedulers) - 1} milestones for "
                              f"{len(schedulers)} schedulers, got {len(milestones)}")
-        self.schedulers, self.milestones = list(schedulers), [int(m) for m in milestones]
-        for g, b in zip(optimizer.param_groups, self.schedulers[0].base_lrs):
+        self.schedulers = list(schedulers)
+        self.milestones = _milestones("SequentialLR", milestones)
+        for g, b in zip(_check_optimizer("SequentialLR", optimizer).param_groups, self.schedulers[0].base_lrs):
             g["lr"] = b
         super().__init__(optimizer, last_epoch)
 
@@ -164,7 +173,7 @@ class OneCycleLR(LRScheduler):
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
                  max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False,
                  last_epoch=-1):
-        groups = optimizer.param_groups
+        groups = _check_optimizer("OneCycleLR", optimizer).param_groups
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("OneCycleLR: pass total_steps, or epochs and steps_per_epoch")
@@ -241,6 +250,23 @@ class OneCycleLR(LRScheduler):
                 self._set_momentum(g, self._at(g, self.last_epoch, "momentum"))
 
 
+def _check_optimizer(name, optimizer):
+    """The optimizer itself; anything else raises TypeError here rather than an AttributeError
+    about param_groups deep inside the scheduler."""
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"{name}: optimizer must be a torchlean.optim.Optimizer (SGD, Adam, ...), "
+                        f"got {type(optimizer).__name__}")
+    return optimizer
+
+
+def _milestones(name, milestones):
+    """The epochs as ints >= 0; a float, string or bool raises instead of going through int()."""
+    if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
+        raise TypeError(f"{name}: milestones must be a list of epochs (ints), got {milestones!r}")
+    return [_positive_int(name, f"milestones[{i}]", m, least=0)
+            for i, m in enumerate(milestones)]
+
+
 def _positive_int(name, what, v, least=1):
     """An int >= least; a float (2.5) or bool raises TypeError instead of being truncated."""
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -311,6 +337,7 @@ class ReduceLROnPlateau:
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
                  threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
         name = "ReduceLROnPlateau"
+        _check_optimizer(name, optimizer)
         if not factor < 1.0:
             raise ValueError(f"{name}: factor should be < 1.0, got {factor}")
         if mode not in ("min", "max"):
