@@ -26,6 +26,9 @@ from bits_snapshot import _bits  # noqa: E402
 CONVS = [(3, 64, 32, 1, 3, 1, 8), (64, 64, 32, 1, 3, 1, 3), (64, 128, 16, 1, 3, 1, 5),
          (32, 64, 32, 2, 3, 1, 4), (32, 64, 32, 2, 1, 0, 4), (5, 7, 13, 1, 3, 1, 3),
          (7, 3, 9, 2, 3, 0, 1), (17, 9, 11, 1, 5, 2, 2), (128, 128, 8, 1, 3, 1, 9)]
+# (input, kernel, stride, padding) of N-D convolutions
+ND = [((3, 4, 37), (5, 4, 5), 2, 3), ((2, 3, 7, 6, 5), (4, 3, 3, 3, 3), 1, 1),
+      ((2, 3, 9, 8, 7), (2, 3, 3, 2, 3), 2, 0)]
 BNS = [(8, 32, 32, 32), (5, 64, 16, 16), (3, 7, 1, 301), (1, 3, 50, 100)]   # (N, C, H, W)
 
 
@@ -65,6 +68,22 @@ def cases():
         for j, v in enumerate(ops.conv_transpose_backward(up(w), up(x), up(g), stride=stride,
                                                           padding=pad)):
             out[f"convT{i}_d{j}"] = v.to_numpy()
+    for i, (xs, ws, stride, pad) in enumerate(ND):          # 1-D and 3-D, both directions
+        x = _data(rng, xs)
+        w = _data(rng, ws, False) * 0.3
+        bias = _data(rng, (ws[0],), False)
+        yv = ops.conv(up(w), up(bias), up(x), stride=stride, padding=pad).to_numpy()
+        out[f"convnd{i}_y"] = yv
+        g = _data(rng, yv.shape)
+        for j, v in enumerate(ops.conv_backward(up(w), up(x), up(g), stride=stride, padding=pad)):
+            out[f"convnd{i}_d{j}"] = v.to_numpy()
+        wt = _data(rng, (ws[1], ws[0]) + ws[2:], False) * 0.3
+        yt = ops.conv_transpose(up(wt), up(bias), up(x[:, :ws[1]]), stride=stride, padding=pad).to_numpy()
+        out[f"convTnd{i}_y"] = yt
+        gt = _data(rng, yt.shape)
+        for j, v in enumerate(ops.conv_transpose_backward(up(wt), up(x[:, :ws[1]].copy()), up(gt),
+                                                          stride=stride, padding=pad)):
+            out[f"convTnd{i}_d{j}"] = v.to_numpy()
     for i, (n, c, h, w_) in enumerate(BNS):
         x = _data(rng, (n, c, h, w_)) * 3 + 1
         gam, bet = _data(rng, (c,), False), _data(rng, (c,), False)

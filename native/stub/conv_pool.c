@@ -186,9 +186,11 @@ typedef struct conv_plan {
     int64_t cb;         /* channels per channel block (its rows a multiple of TL_SGEMM_MR) */
     int outer;          /* parallel over samples */
     float *wp;          /* the kernel packed once for every sample's products (tl_sgemm_pack_a) */
+    tl_cols cols;       /* T's im2col / col2im runs */
 } conv_plan;
 
-static void plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t transpose) {
+/* 0 when out of memory (nothing left to free) */
+static int plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t transpose) {
     c->op = op;
     c->G = *geom;
     c->T = c->G;
@@ -216,6 +218,7 @@ static void plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t
     c->wp = NULL;
     double work = (double)c->G.n * (double)(transpose ? c->G.cin : c->G.cout) * c->CK * c->P;
     c->outer = c->G.n > 1 && work > 65536.0;
+    return tl_cols_init(&c->cols, &c->T);
 }
 
 static float *col_buffer(const conv_plan *c) {
@@ -233,7 +236,7 @@ static int cols_to_image(const conv_plan *c, const float *Bm, int64_t kdim, int6
         if (tl_sgemm_prepacked(c->wp, c->CK, c0 * c->K, Bm, c->P, 1, col, c->P, nc * c->K, kdim,
                                c->P, 0, par))
             return TL_E_OOM;
-        tl_col2im(&c->T, nc, col, img + c0 * c->T.in_n, par);
+        tl_col2im(&c->cols, nc, col, img + c0 * c->T.in_n, par);
     }
     return TL_OK;
 }
@@ -250,7 +253,7 @@ static int forward_sample(const conv_plan *c, const float *B, const float *X,
         return cols_to_image(c, X + b * c->xin, G->cin, G->cout, yb, col, par);
     for (int64_t o0 = 0; o0 < c->P; o0 += c->pb) {
         int64_t no = c->P - o0 < c->pb ? c->P - o0 : c->pb;
-        tl_im2col(&c->T, G->cin, X + b * c->xin, o0, o0 + no, col, c->ld, par);
+        tl_im2col(&c->cols, G->cin, X + b * c->xin, o0, o0 + no, col, c->ld, par);
         if (tl_sgemm_prepacked(c->wp, G->cout, 0, col, c->ld, 1, yb + o0, c->P, G->cout, c->CK,
                                no, 1, par))
             return TL_E_OOM;
@@ -270,7 +273,7 @@ static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
     if (P == 0) memset(dkb, 0, (size_t)(m * CK) * sizeof(float));
     for (int64_t o0 = 0; o0 < P; o0 += c->pb) {
         int64_t no = P - o0 < c->pb ? P - o0 : c->pb;
-        tl_im2col(&c->T, c->transpose ? G->cout : G->cin, img, o0, o0 + no, col, c->ld, par);
+        tl_im2col(&c->cols, c->transpose ? G->cout : G->cin, img, o0, o0 + no, col, c->ld, par);
         /* dW_b (+)= A[:, block] col^T: each weight's chain over the positions in order */
         if (tl_sgemm(A + o0, P, 1, col, 1, c->ld, dkb, CK, m, no, CK, o0 > 0, par)) return TL_E_OOM;
         /* transpose: dx[:, block] = W col, the chain over (c_out, kernel offset) whole */
@@ -287,12 +290,16 @@ int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, t
                      const tl_geom *geom, int64_t transpose) {
     if (geom->n * geom->cout * geom->out_n == 0) return TL_OK;
     conv_plan c;
-    plan_conv(&c, op, geom, transpose);
+    if (!plan_conv(&c, op, geom, transpose))
+        return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col runs", op);
     const float *W = kernel->data, *B = bias->data, *X = input->data;
     float *Y = y->data;
     /* A of every sample's product: W (c_out, CK), or W^T of (c_in, CK) for the transpose */
     c.wp = transpose ? tl_sgemm_pack_a(W, 1, c.CK, c.CK, c.G.cin) : tl_sgemm_pack_a(W, c.CK, 1, c.G.cout, c.CK);
-    if (!c.wp) return tl_fail(TL_E_OOM, "%s: out of host memory for the packed kernel", op);
+    if (!c.wp) {
+        tl_cols_free(&c.cols);
+        return tl_fail(TL_E_OOM, "%s: out of host memory for the packed kernel", op);
+    }
     int st = TL_OK;
 #pragma omp parallel if (c.outer)
     {
@@ -313,6 +320,7 @@ int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, t
         free(col);
     }
     free(c.wp);
+    tl_cols_free(&c.cols);
     if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
     return st;
 }
@@ -332,7 +340,8 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     bias_grad(Gd, G->n, G->cout, G->out_n, db->data);
     if (G->n * yout == 0 || G->n * xin == 0) return TL_OK;
     conv_plan c;
-    plan_conv(&c, op, geom, transpose);
+    if (!plan_conv(&c, op, geom, transpose))
+        return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col runs", op);
     /* samples go in groups whose kernel gradients fit DK_SCRATCH (at least one sample) */
     int64_t group = nk > 0 ? DK_SCRATCH / nk : G->n;
     if (group < 1) group = 1;
@@ -345,6 +354,7 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     if (!dkb || !c.wp || !sample_sum_init(&acc, nk, G->n)) {
         free(dkb);
         free(c.wp);
+        tl_cols_free(&c.cols);
         return tl_fail(TL_E_OOM, "%s: out of host memory for the kernel-gradient buffers", op);
     }
     int st = TL_OK;
@@ -373,6 +383,7 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     sample_sum_finish(&acc, DK);  /* dW = rule 4 over the samples' dW_b */
     free(dkb);
     free(c.wp);
+    tl_cols_free(&c.cols);
     if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
     return st;
 }

@@ -191,7 +191,7 @@ static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B
                         int accumulate, int direct_b, float *Bp, float *Ap, const float *Apre,
                         int64_t m_pad, int64_t row0) {
     const int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC;
-    float *Bt = Ap + kcmax * ((mcmax + MR - 1) / MR * MR); /* one edge panel */
+    float *Bt = Ap + kcmax * (Apre ? 0 : (mcmax + MR - 1) / MR * MR); /* one edge panel */
     for (int64_t jc = 0; jc < p; jc += NC) {
         const int64_t nc = p - jc < NC ? p - jc : NC;
         for (int64_t pc = 0; pc < n; pc += kcmax) {
@@ -230,7 +230,8 @@ static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B,
     /* few rows: packing B would cost as much as the product, so full panels are read in place */
     const int direct_b = m <= MC && bcs == 1;
     const int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC, ncmax = p < NC ? p : NC;
-    const int64_t na = kcmax * ((mcmax + MR - 1) / MR * MR + NR);
+    /* A's panels (none when packed beforehand) and one edge panel of B */
+    const int64_t na = kcmax * ((Apre ? 0 : (mcmax + MR - 1) / MR * MR) + NR);
     const int64_t nb = direct_b ? 0 : kcmax * ((ncmax + NR - 1) / NR * NR);
     float local[LOCAL_PACK];
     float *buf = na + nb <= LOCAL_PACK ? local : (float *)malloc((size_t)(na + nb) * sizeof(float));
