@@ -11,6 +11,7 @@ pattern (bits_snapshot._bits).
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -96,13 +97,15 @@ def cases():
     return {k: _bits(v) for k, v in out.items()}
 
 
-def main():
-    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
-        raise SystemExit(__doc__)
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("file", nargs=1, metavar="FILE.npz", help="the snapshot to write (compare two "
+                   "with bits_snapshot.py --compare)")
+    path = p.parse_args(argv).file[0]
     snap = cases()
-    np.savez_compressed(sys.argv[1], **snap)
-    print(f"{len(snap)} arrays -> {sys.argv[1]}")
+    np.savez_compressed(path, **snap)
+    print(f"{len(snap)} arrays -> {path}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
