@@ -1,7 +1,8 @@
 """One training step of the examples' models on the CPU: torchlean's stub beside PyTorch CPU.
 
     TORCHLEAN_BACKEND=stub python bench/bench_stub_torch.py [--threads 2] [--rounds 5] \
-        [--models digits_cnn,cnn_classifier,gpt_char,mlp,transformer,fno] [--out bench/results/stub.md]
+        [--models digits_cnn,cnn_classifier,gpt_char,mlp,transformer,fno,vgg_cifar,resnet_cifar]
+        [--out bench/results/stub.md]
 
 Both frameworks train the same architecture with the same batch, optimizer and initial weights
 (torchlean's state_dict copied into the torch twin) on the same data, with the same thread count
@@ -10,6 +11,9 @@ torchlean loads). The machine may be shared, so the two sides run in alternating
 --steps steps, --rounds times, and each side's time is the median of its blocks: load that comes
 and goes hits both sides alike. The table goes into --out under its own heading (the rest of the
 file, e.g. bench_stub.py's op table, is kept). torch is a benchmark-only dependency.
+vgg_cifar and resnet_cifar are bench_models.py's VGG-style and ResNet-style (BatchNorm) CIFAR
+models at their full sizes (batch 128, random 3x32x32 batches); --cifar-steps sets their block
+length (a step takes about a second). bench/bench_stub_layers.py times their layers one by one.
 bench/stub_ab.sh runs this script alternately against another build of the stub (before/after).
 """
 from __future__ import annotations
@@ -33,7 +37,9 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5, help="alternating blocks per side")
     p.add_argument("--steps", type=int, default=10, help="training steps per block")
-    p.add_argument("--models", default="digits_cnn,cnn_classifier,gpt_char,mlp,transformer,fno")
+    p.add_argument("--models", default="digits_cnn,cnn_classifier,gpt_char,mlp,transformer,fno,"
+                   "vgg_cifar,resnet_cifar")
+    p.add_argument("--cifar-steps", type=int, default=3, help="steps per block of the CIFAR rows")
     p.add_argument("--out", default=None, help="also put the table into this file as its "
                    "section (the rest of the file, e.g. bench_stub.py's op table, is kept)")
     p.add_argument("--note", default="", help="a line about the machine's load, put under the table")
@@ -82,6 +88,15 @@ def example_workloads(names):
     w.opt, w.loss, w.clip = ("adamw_groups", dict(lr=3e-3, betas=(0.9, 0.95))), "gpt", 1.0
     w.batches = [char_transformer.batch(data, rng, 16, 64) for _ in range(be.N_BATCHES)]
     ws[w.name] = w
+    import bench_models as bm
+    for name, builder in (("vgg_cifar", bm.vgg), ("resnet_cifar", bm.resnet)):
+        if name not in names:
+            continue
+        m = builder(bm.SIZES[builder.__name__]["full"], rng)
+        w = be.Workload(name, "bench_models.py " + m.desc, m.batch)
+        w.build, w.twin, w.opt, w.loss, w.clip = m.build_tl, m.build_torch, m.opt, "ce", None
+        w.batches = m.batches
+        ws[name] = w
     return [ws[n] for n in names if n in ws]
 
 
@@ -127,6 +142,8 @@ def tl_step(w, tl):
 
 def torch_twin(w, torch):
     tnn, F = torch.nn, torch.nn.functional
+    if getattr(w, "twin", None) is not None:
+        return w.twin(torch)
     if w.name == "digits_cnn":
         w2 = be.Workload("cnn", "", w.batch)
         return be.torch_model(w2, torch)
@@ -241,7 +258,9 @@ def main():
             tstep = lambda i, inner=inner: inner(i, want_loss=(i == 0))  # noqa: E731
         state = model.state_dict()
         thstep = torch_step(w, side, state)
-        t, first = alternate({"torchlean": tstep, "torch": thstep}, a.rounds, a.steps)
+        steps = a.cifar_steps if w.name.endswith("_cifar") else a.steps
+        t, first = alternate({"torchlean": tstep, "torch": thstep}, a.rounds, steps,
+                             warmup=2 if w.name.endswith("_cifar") else 3)
         r = t["torchlean"] / t["torch"]
         rows.append((w, t["torchlean"] * 1e3, t["torch"] * 1e3, r,
                      abs(first["torchlean"] - first["torch"])))
@@ -251,9 +270,11 @@ def main():
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [HEADING, "",
              f"`python bench/bench_stub_torch.py --threads {a.threads} --rounds {a.rounds} "
-             f"--steps {a.steps}` ({when}): {side.device_name}, {side.note}, "
+             f"--steps {a.steps} --cifar-steps {a.cifar_steps}` ({when}, load average "
+             f"{os.getloadavg()[0]:.2f} at the end): {side.device_name}, {side.note}, "
              f"{a.threads} threads on each side; one training step (forward, backward, "
-             f"optimizer), median of {a.rounds} alternating blocks of {a.steps} steps per side. "
+             f"optimizer), median of {a.rounds} alternating blocks of {a.steps} steps per side "
+             f"({a.cifar_steps} for the CIFAR rows). "
              "|dloss|: first-step loss difference (same weights and batch; dropout draws "
              "differ in cnn_classifier).", "",
              "| model | batch | torchlean stub ms/step | torch CPU ms/step | stub / torch | \\|dloss\\| |",

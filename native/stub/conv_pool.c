@@ -3,7 +3,8 @@
  *
  * Geometry arrives as one flat array (torchlean/shapes.py conv_geom / pool_geom):
  *   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
- * Convolution is im2col + the exact GEMM per sample (rule 3 of native/common/tl_math.h; the same
+ * Convolution is im2col + a GEMM per sample whose outputs are rule 3 chains of native/common/
+ * tl_math.h (the packed GEMM of linalg.c, bit for bit the exact GEMM; the same
  * formulation as the CUDA library, which uses it in exact mode), so in every mode:
  *   forward            y_b = fma chain over (c_in, kernel offset) in order, from the bias
  *   kernel gradient    per sample b, one fma chain per weight over b's positions in order,
@@ -19,17 +20,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "sgemm.h"
+#include "conv_cols.h"
 #include "entry/conv_pool_kernels.h"
 
 /* the geometry the generated entry parsed (native/common/contract.h) */
 typedef tl_geom geom_t;
 
-/* ------------------------------------------------------------------ im2col / col2im
- * col has rows (c, kernel offset) and columns (output position): col[(c*K + k) * P + o]
- * holds image[c, o*s + k - p] (0 outside). "img" is the image side (conv input), P the
- * output side (conv output). Which image cell a (kernel offset, position) pair reads is the
- * same for every channel and sample, so it is computed once per call: tab[k * P + o] is its
- * offset in a channel's image, or -1 in the padding. */
+/* ------------------------------------------------------------------ pooling windows
+ * Which image cell a (kernel offset, output position) pair reads is the same for every
+ * channel and sample, so pooling computes it once per call: tab[o * K + k] is its offset in a
+ * channel's image, or -1 in the padding. (Convolutions walk rows instead: conv_cols.c.) */
 static void unravel(int64_t i, const int64_t *dims, int64_t r, int64_t *idx) {
     for (int64_t a = r - 1; a >= 0; a--) { idx[a] = dims[a] ? i % dims[a] : 0; if (dims[a]) i /= dims[a]; }
 }
@@ -45,59 +46,22 @@ static inline int64_t tap(const geom_t *G, const int64_t *ko, const int64_t *oo)
     return off;
 }
 
-/* The offsets of every (kernel offset, output position) pair of G (tap), in one table: kernel-
- * major tab[k * P + o] for im2col / col2im, or output-major tab[o * K + k] for pooling windows.
- * NULL when out of memory. */
-static int64_t *tap_table(const geom_t *G, int kernel_major) {
+/* the offsets of every (output position, kernel offset) pair of G (tap), output-major; NULL
+ * when out of memory */
+static int64_t *tap_table(const geom_t *G) {
     int64_t K = G->k_n, P = G->out_n;
-    int64_t outer = kernel_major ? K : P, inner = kernel_major ? P : K;
-    const int64_t *outer_dims = kernel_major ? G->k : G->out, *inner_dims = kernel_major ? G->out : G->k;
     int64_t *tab = (int64_t *)malloc((size_t)(K * P > 0 ? K * P : 1) * sizeof(int64_t));
     if (!tab) return NULL;
 #pragma omp parallel for schedule(static) if (K * P * G->r > TL_PAR_MIN)
-    for (int64_t a = 0; a < outer; a++) {
-        int64_t ia[8], ib[8];
-        unravel(a, outer_dims, G->r, ia);
-        for (int64_t b = 0; b < inner; b++) {
-            unravel(b, inner_dims, G->r, ib);
-            tab[a * inner + b] = kernel_major ? tap(G, ia, ib) : tap(G, ib, ia);
+    for (int64_t o = 0; o < P; o++) {
+        int64_t io[TL_MAX_RANK], ik[TL_MAX_RANK];
+        unravel(o, G->out, G->r, io);
+        for (int64_t k = 0; k < K; k++) {
+            unravel(k, G->k, G->r, ik);
+            tab[o * K + k] = tap(G, ik, io);
         }
     }
     return tab;
-}
-
-static void im2col(const int64_t *tab, int64_t C, int64_t K, int64_t P, int64_t img_n,
-                   const float *img, float *col, int par) {
-#pragma omp parallel for schedule(static) if (par && C * K * P > TL_PAR_MIN)
-    for (int64_t ck = 0; ck < C * K; ck++) {
-        const float *im = img + (ck / K) * img_n;
-        const int64_t *t = tab + (ck % K) * P;
-        float *row = col + ck * P;
-        for (int64_t o = 0; o < P; o++) row[o] = t[o] < 0 ? 0.0f : im[t[o]];
-    }
-}
-
-/* img[c] += col rows of channel c, kernel offsets in order (each cell gets its taps in that
- * order: one kernel offset touches a cell at most once) */
-static void col2im(const int64_t *tab, int64_t C, int64_t K, int64_t P, int64_t img_n,
-                   const float *col, float *img, int par) {
-#pragma omp parallel for schedule(static) if (par && C * K * P > TL_PAR_MIN)
-    for (int64_t c = 0; c < C; c++) {
-        float *im = img + c * img_n;
-        for (int64_t kk = 0; kk < K; kk++) {
-            const float *row = col + (c * K + kk) * P;
-            const int64_t *t = tab + kk * P;
-            for (int64_t o = 0; o < P; o++)
-                if (t[o] >= 0) im[t[o]] = tlm_add(im[t[o]], row[o]);
-        }
-    }
-}
-
-/* C (M, N), row-major, (=|+=) op(A) op(B): the exact GEMM on one sample (batch strides unused);
- * inside a parallel region over samples its own loops run on the calling thread */
-static int gemm1(const char *op, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
-                 int64_t lda, const float *B, int64_t ldb, float *C, int accumulate) {
-    return tl_gemm_exact_f32(op, ta, tb, 1, M, N, K, A, lda, 0, B, ldb, 0, C, N, 0, accumulate);
 }
 
 /* dbias[c] = rule 4 over g[b][c][o] for (b, o) in order */
@@ -204,16 +168,28 @@ static void sample_sum_finish(sample_sum *s, float *out) {
 /* ------------------------------------------------------------------ convolution
  * Samples are independent up to the kernel gradient's sum over them, so a batch runs one
  * sample per thread at a time (each thread with its own column buffer); a single sample, or a
- * batch too small to share, runs its im2col, GEMMs and col2im on all threads instead. */
+ * batch too small to share, runs its im2col, GEMMs and col2im on all threads instead.
+ * A sample's columns never exist whole: products that read them take them in blocks of
+ * positions (every output's chain still runs whole in one GEMM, or k in order over
+ * consecutive accumulating GEMMs, the same chain), and products whose result goes through
+ * col2im make them in blocks of channels (col2im is per channel); a block is about COL_BLOCK
+ * floats, so it is still in cache when the GEMM or col2im reads it. */
+#define COL_BLOCK (1 << 17)   /* floats per column block (512 KiB) */
+#define COL_PAD 16            /* row padding of a position block: no 4 KiB-strided rows */
+
 typedef struct conv_plan {
     const char *op;
     geom_t G, T;        /* T: the image-side geometry (G, or G swapped for the transpose) */
     int transpose;
     int64_t K, P, CK, xin, yout, nk;
-    int64_t *tab;       /* T's tap table */
+    int64_t pb, ld;     /* positions per block, and a block's row stride */
+    int64_t cb;         /* channels per channel block (its rows a multiple of TL_SGEMM_MR) */
     int outer;          /* parallel over samples */
+    float *wp;          /* the kernel packed once for every sample's products (tl_sgemm_pack_a) */
+    tl_cols cols;       /* T's im2col / col2im runs */
 } conv_plan;
 
+/* 0 when out of memory (nothing left to free) */
 static int plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t transpose) {
     c->op = op;
     c->G = *geom;
@@ -229,54 +205,84 @@ static int plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t 
     c->xin = c->G.cin * c->G.in_n;
     c->yout = c->G.cout * c->G.out_n;
     c->nk = c->G.cout * c->G.cin * c->K;
+    c->pb = COL_BLOCK / (c->CK > 0 ? c->CK : 1) / 32 * 32;
+    if (c->pb < 32) c->pb = 32;
+    if (c->pb > c->P) c->pb = c->P;
+    c->ld = c->pb + COL_PAD;
+    int64_t chans = transpose ? c->G.cout : c->G.cin, kp = c->K * c->P;
+    int64_t step = 1;   /* channels whose K rows make whole packed panels */
+    while (step * c->K % TL_SGEMM_MR) step++;
+    c->cb = (COL_BLOCK / (kp > 0 ? kp : 1) + step - 1) / step * step;
+    if (c->cb < step) c->cb = step;
+    if (c->cb > chans) c->cb = chans;
+    c->wp = NULL;
     double work = (double)c->G.n * (double)(transpose ? c->G.cin : c->G.cout) * c->CK * c->P;
     c->outer = c->G.n > 1 && work > 65536.0;
-    c->tab = tap_table(&c->T, 1);
-    return c->tab != NULL;
+    return tl_cols_init(&c->cols, &c->T);
 }
 
 static float *col_buffer(const conv_plan *c) {
-    return (float *)malloc((size_t)(c->CK * c->P > 0 ? c->CK * c->P : 1) * sizeof(float));
+    int64_t a = c->CK * c->ld, b = c->cb * c->K * c->P, n = a > b ? a : b;
+    return (float *)malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+}
+
+/* img (C channels of T's image) += the columns A B, made cb channels at a time:
+ * col[(ch, k), p] = sum_j A[(ch, k), j] B[j, p] over j < kdim in order, A = W^T of a (kdim,
+ * CK) kernel (packed in c->wp) and B (kdim, P) row-major; then col2im onto img */
+static int cols_to_image(const conv_plan *c, const float *Bm, int64_t kdim, int64_t C, float *img,
+                         float *col, int par) {
+    for (int64_t c0 = 0; c0 < C; c0 += c->cb) {
+        int64_t nc = C - c0 < c->cb ? C - c0 : c->cb;
+        if (tl_sgemm_prepacked(c->wp, c->CK, c0 * c->K, Bm, c->P, 1, col, c->P, nc * c->K, kdim,
+                               c->P, 0, par))
+            return TL_E_OOM;
+        tl_col2im(&c->cols, nc, col, img + c0 * c->T.in_n, par);
+    }
+    return TL_OK;
 }
 
 /* y_b = bias + conv(x_b): the rule-3 chain over (c_in, kernel offset) from the bias */
-static int forward_sample(const conv_plan *c, const float *W, const float *B, const float *X,
+static int forward_sample(const conv_plan *c, const float *B, const float *X,
                           float *Y, int64_t b, float *col, int par) {
     const geom_t *G = &c->G;
     float *yb = Y + b * c->yout;
     int64_t cells = G->out_n;
     for (int64_t oc = 0; oc < G->cout; oc++)
         for (int64_t o = 0; o < cells; o++) yb[oc * cells + o] = B[oc];
-    if (!c->transpose) {
-        im2col(c->tab, G->cin, c->K, c->P, G->in_n, X + b * c->xin, col, par);
-        return gemm1(c->op, 0, 0, G->cout, c->P, c->CK, W, c->CK, col, c->P, yb, 1);
+    if (c->transpose)   /* col[(co, k), p] = sum_ci W[ci, (co, k)] x[ci, p], then onto y_b */
+        return cols_to_image(c, X + b * c->xin, G->cin, G->cout, yb, col, par);
+    for (int64_t o0 = 0; o0 < c->P; o0 += c->pb) {
+        int64_t no = c->P - o0 < c->pb ? c->P - o0 : c->pb;
+        tl_im2col(&c->cols, G->cin, X + b * c->xin, o0, o0 + no, col, c->ld, par);
+        if (tl_sgemm_prepacked(c->wp, G->cout, 0, col, c->ld, 1, yb + o0, c->P, G->cout, c->CK,
+                               no, 1, par))
+            return TL_E_OOM;
     }
-    /* col[(co, k), p] = sum_ci W[ci, (co, k)] x[ci, p], then gathered onto y_b */
-    int st = gemm1(c->op, 1, 0, c->CK, c->P, G->cin, W, c->CK, X + b * c->xin, c->P, col, 0);
-    if (!st) col2im(c->tab, G->cout, c->K, c->P, c->T.in_n, col, yb, par);
-    return st;
+    return TL_OK;
 }
 
 /* one sample's kernel gradient dkb (the rule-3 chain over its positions, from 0) and input
  * gradient dx_b (dcol = W^T g_b, chains over c_out, then col2im onto zeros) */
-static int backward_sample(const conv_plan *c, const float *W, const float *X, const float *Gd,
+static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
                            float *DX, float *dkb, int64_t b, float *col, int par) {
     const geom_t *G = &c->G;
-    int64_t P = c->P, CK = c->CK;
-    int st;
-    if (!c->transpose) {
-        const float *gb = Gd + b * c->yout;
-        im2col(c->tab, G->cin, c->K, P, G->in_n, X + b * c->xin, col, par);
-        st = gemm1(c->op, 0, 1, G->cout, CK, P, gb, P, col, P, dkb, 0);          /* dW_b = g_b col^T */
-        if (!st) st = gemm1(c->op, 1, 0, CK, P, G->cout, W, CK, gb, P, col, 0);  /* dcol = W^T g */
-        if (!st) col2im(c->tab, G->cin, c->K, P, G->in_n, col, DX + b * c->xin, par);
-    } else {
-        const float *xb = X + b * c->xin;
-        im2col(c->tab, G->cout, c->K, P, c->T.in_n, Gd + b * c->yout, col, par); /* the grad's columns */
-        st = gemm1(c->op, 0, 1, G->cin, CK, P, xb, P, col, P, dkb, 0);           /* dW_b = x_b col^T */
-        if (!st) st = gemm1(c->op, 0, 0, G->cin, P, CK, W, CK, col, P, DX + b * c->xin, 0); /* dx = W col */
+    const int64_t P = c->P, CK = c->CK, m = c->transpose ? G->cin : G->cout;
+    const float *xb = X + b * c->xin, *gb = Gd + b * c->yout;
+    /* the columns: of x_b (conv) or of the output gradient (transpose); A: g_b or x_b */
+    const float *img = c->transpose ? gb : xb, *A = c->transpose ? xb : gb;
+    if (P == 0) memset(dkb, 0, (size_t)(m * CK) * sizeof(float));
+    for (int64_t o0 = 0; o0 < P; o0 += c->pb) {
+        int64_t no = P - o0 < c->pb ? P - o0 : c->pb;
+        tl_im2col(&c->cols, c->transpose ? G->cout : G->cin, img, o0, o0 + no, col, c->ld, par);
+        /* dW_b (+)= A[:, block] col^T: each weight's chain over the positions in order */
+        if (tl_sgemm(A + o0, P, 1, col, 1, c->ld, dkb, CK, m, no, CK, o0 > 0, par)) return TL_E_OOM;
+        /* transpose: dx[:, block] = W col, the chain over (c_out, kernel offset) whole */
+        if (c->transpose && tl_sgemm_prepacked(c->wp, G->cin, 0, col, c->ld, 1, DX + b * c->xin + o0,
+                                               P, G->cin, CK, no, 0, par))
+            return TL_E_OOM;
     }
-    return st;
+    if (c->transpose) return TL_OK;
+    return cols_to_image(c, gb, G->cout, G->cin, DX + b * c->xin, col, par);  /* W^T g_b */
 }
 
 /* conv (transpose = 0) and conv_transpose (transpose = 1), N-D and 2-D alike */
@@ -285,9 +291,15 @@ int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, t
     if (geom->n * geom->cout * geom->out_n == 0) return TL_OK;
     conv_plan c;
     if (!plan_conv(&c, op, geom, transpose))
-        return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col tap table", op);
+        return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col runs", op);
     const float *W = kernel->data, *B = bias->data, *X = input->data;
     float *Y = y->data;
+    /* A of every sample's product: W (c_out, CK), or W^T of (c_in, CK) for the transpose */
+    c.wp = transpose ? tl_sgemm_pack_a(W, 1, c.CK, c.CK, c.G.cin) : tl_sgemm_pack_a(W, c.CK, 1, c.G.cout, c.CK);
+    if (!c.wp) {
+        tl_cols_free(&c.cols);
+        return tl_fail(TL_E_OOM, "%s: out of host memory for the packed kernel", op);
+    }
     int st = TL_OK;
 #pragma omp parallel if (c.outer)
     {
@@ -299,7 +311,7 @@ int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, t
 #pragma omp for schedule(dynamic, 1) nowait
         for (int64_t b = 0; b < c.G.n; b++) {
             if (!col || st) continue;
-            int e = forward_sample(&c, W, B, X, Y, b, col, !c.outer);
+            int e = forward_sample(&c, B, X, Y, b, col, !c.outer);
             if (e) {
 #pragma omp atomic write
                 st = e;
@@ -307,7 +319,8 @@ int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, t
         }
         free(col);
     }
-    free(c.tab);
+    free(c.wp);
+    tl_cols_free(&c.cols);
     if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
     return st;
 }
@@ -328,16 +341,20 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     if (G->n * yout == 0 || G->n * xin == 0) return TL_OK;
     conv_plan c;
     if (!plan_conv(&c, op, geom, transpose))
-        return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col tap table", op);
+        return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col runs", op);
     /* samples go in groups whose kernel gradients fit DK_SCRATCH (at least one sample) */
     int64_t group = nk > 0 ? DK_SCRATCH / nk : G->n;
     if (group < 1) group = 1;
     if (group > G->n) group = G->n;
     if (!c.outer) group = 1;
     float *dkb = (float *)malloc((size_t)(group * nk > 0 ? group * nk : 1) * sizeof(float));
+    /* A of dx's product: W (c_in, CK) for the transpose, else W^T of (c_out, CK) */
+    c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
     sample_sum acc;
-    if (!dkb || !sample_sum_init(&acc, nk, G->n)) {
-        free(dkb); free(c.tab);
+    if (!dkb || !c.wp || !sample_sum_init(&acc, nk, G->n)) {
+        free(dkb);
+        free(c.wp);
+        tl_cols_free(&c.cols);
         return tl_fail(TL_E_OOM, "%s: out of host memory for the kernel-gradient buffers", op);
     }
     int st = TL_OK;
@@ -353,7 +370,7 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t j = 0; j < nb; j++) {
                 if (!col || st) continue;
-                int e = backward_sample(&c, W, X, Gd, DX, dkb + j * nk, b0 + j, col, !c.outer);
+                int e = backward_sample(&c, X, Gd, DX, dkb + j * nk, b0 + j, col, !c.outer);
                 if (e) {
 #pragma omp atomic write
                     st = e;
@@ -365,7 +382,8 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     }
     sample_sum_finish(&acc, DK);  /* dW = rule 4 over the samples' dW_b */
     free(dkb);
-    free(c.tab);
+    free(c.wp);
+    tl_cols_free(&c.cols);
     if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
     return st;
 }
@@ -440,7 +458,7 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
     int64_t KN = G.k_n;
     float denom = (float)KN;
     int err = 0;
-    int64_t *tab = tap_table(&G, 0);
+    int64_t *tab = tap_table(&G);
     if (!tab) return tl_fail(TL_E_OOM, "%s: out of host memory for the pooling window table", op);
     /* one plane per iteration: each backward plane scatters in a fixed (o, j) order */
 #pragma omp parallel if (planes * G.out_n * KN > TL_PAR_MIN)

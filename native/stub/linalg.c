@@ -31,7 +31,7 @@ static inline int omp_get_num_threads(void) { return 1; }
 static inline int omp_get_thread_num(void) { return 0; }
 #endif
 
-#define MR 8     /* micro-tile rows: accumulators live in 2 * MR vector registers */
+#define MR TL_SGEMM_MR /* micro-tile rows (8): accumulators live in 2 * MR vector registers */
 #define NR 32    /* micro-tile columns: two 16-float vectors */
 #define KC 384   /* longest k slice (slices are equal): a KC x NR B panel is 48 KiB, about L1 */
 #define MC 64    /* rows per packed A block (in L2) */
@@ -184,11 +184,14 @@ static int64_t kslice(int64_t n) {
  * panels are packed (or, for few rows, read in place), then each MC-row block of A is packed
  * and multiplied into its C tiles. Bp: room for kslice(n) x NC (rounded to NR) floats, or NULL
  * when direct_b; Ap: room for kslice(n) x MC (rounded to MR) plus one KC x NR edge panel. */
+/* With Apre (tl_sgemm_pack_a's panels of the whole A, m_pad = m rounded up to MR rows; this
+ * call's row 0 is the packed A's row row0) nothing of A is packed here. */
 static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
                         int64_t bcs, float *C, int64_t ldc, int64_t m, int64_t n, int64_t p,
-                        int accumulate, int direct_b, float *Bp, float *Ap) {
+                        int accumulate, int direct_b, float *Bp, float *Ap, const float *Apre,
+                        int64_t m_pad, int64_t row0) {
     const int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC;
-    float *Bt = Ap + kcmax * ((mcmax + MR - 1) / MR * MR); /* one edge panel */
+    float *Bt = Ap + kcmax * (Apre ? 0 : (mcmax + MR - 1) / MR * MR); /* one edge panel */
     for (int64_t jc = 0; jc < p; jc += NC) {
         const int64_t nc = p - jc < NC ? p - jc : NC;
         for (int64_t pc = 0; pc < n; pc += kcmax) {
@@ -199,7 +202,8 @@ static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B
                     pack_b(B, brs, bcs, pc, kc, jc + j, nc - j < NR ? nc - j : NR, Bp + (j / NR) * kc * NR);
             for (int64_t i0 = 0; i0 < m; i0 += MC) {
                 const int64_t mc = m - i0 < MC ? m - i0 : MC;
-                pack_a(A, ars, acs, i0, mc, pc, kc, Ap);
+                const float *Ab = Apre ? Apre + pc * m_pad + (row0 + i0) * kc : Ap;
+                if (!Apre) pack_a(A, ars, acs, i0, mc, pc, kc, Ap);
                 for (int64_t j = 0; j < nc; j += NR) {
                     const int nr = (int)(nc - j < NR ? nc - j : NR);
                     const float *bp = Bp ? Bp + (j / NR) * kc * NR : NULL;
@@ -210,7 +214,7 @@ static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B
                         pack_b(B, brs, bcs, pc, kc, jc + j, nr, Bt); bp = Bt;
                     }
                     for (int64_t ip = 0; ip < mc; ip += MR)
-                        micro_tile((int)(mc - ip < MR ? mc - ip : MR), kc, Ap + ip * kc, bp, ldb,
+                        micro_tile((int)(mc - ip < MR ? mc - ip : MR), kc, Ab + ip * kc, bp, ldb,
                                    C + (i0 + ip) * ldc + jc + j, ldc, nr, zero);
                 }
             }
@@ -222,17 +226,18 @@ static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B
  * the product), else on the heap. Returns nonzero when the heap ran out. */
 static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
                        int64_t bcs, float *C, int64_t ldc, int64_t m, int64_t n, int64_t p,
-                       int accumulate) {
+                       int accumulate, const float *Apre, int64_t m_pad, int64_t row0) {
     /* few rows: packing B would cost as much as the product, so full panels are read in place */
     const int direct_b = m <= MC && bcs == 1;
     const int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC, ncmax = p < NC ? p : NC;
-    const int64_t na = kcmax * ((mcmax + MR - 1) / MR * MR + NR);
+    /* A's panels (none when packed beforehand) and one edge panel of B */
+    const int64_t na = kcmax * ((Apre ? 0 : (mcmax + MR - 1) / MR * MR) + NR);
     const int64_t nb = direct_b ? 0 : kcmax * ((ncmax + NR - 1) / NR * NR);
     float local[LOCAL_PACK];
     float *buf = na + nb <= LOCAL_PACK ? local : (float *)malloc((size_t)(na + nb) * sizeof(float));
     if (!buf) return 1;
     gemm_serial(A, ars, acs, B, brs, bcs, C, ldc, m, n, p, accumulate, direct_b,
-                direct_b ? NULL : buf + na, buf);
+                direct_b ? NULL : buf + na, buf, Apre, m_pad, row0);
     if (buf != local) free(buf);
     return 0;
 }
@@ -243,15 +248,17 @@ static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B,
  * packs all of B, n p floats, beside its m p n / T products), else into column bands (each
  * packs all of A); each band runs gemm_packed alone. A C element's chain is the same in any
  * band, so the split never changes a bit. */
-int tl_sgemm(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs, int64_t bcs,
-             float *C, int64_t ldc, int64_t m, int64_t n, int64_t p, int accumulate, int may_thread) {
+static int sgemm_core(const float *A, int64_t ars, int64_t acs, const float *Apre,
+                      int64_t m_pad, int64_t row0, const float *B, int64_t brs, int64_t bcs,
+                      float *C, int64_t ldc, int64_t m, int64_t n, int64_t p, int accumulate,
+                      int may_thread) {
     if (m == 0 || p == 0) return 0;
     if (n == 0) {
         if (!accumulate)
             for (int64_t i = 0; i < m; i++) memset(C + i * ldc, 0, (size_t)p * sizeof(float));
         return 0;
     }
-    if (m * n * p <= SMALL_GEMM) {
+    if (m * n * p <= SMALL_GEMM && !Apre) {
         /* tiny products: the same per-element chains (start, then fma in increasing k) without
          * packing buffers or OpenMP bookkeeping */
         for (int64_t i = 0; i < m; i++) {
@@ -271,7 +278,7 @@ int tl_sgemm(const float *A, int64_t ars, int64_t acs, const float *B, int64_t b
         return 0;
     }
     if (!may_thread || m * n * p <= 8 * TL_PAR_MIN)
-        return gemm_packed(A, ars, acs, B, brs, bcs, C, ldc, m, n, p, accumulate);
+        return gemm_packed(A, ars, acs, B, brs, bcs, C, ldc, m, n, p, accumulate, Apre, m_pad, row0);
     const int rows = m >= p;
     const int64_t unit = rows ? MR : NR, units = ((rows ? m : p) + unit - 1) / unit;
     int failed = 0;
@@ -283,13 +290,39 @@ int tl_sgemm(const float *A, int64_t ars, int64_t acs, const float *B, int64_t b
         if (lo < hi) {
             if (rows)
                 failed |= gemm_packed(A + lo * ars, ars, acs, B, brs, bcs, C + lo * ldc, ldc,
-                                      hi - lo, n, p, accumulate);
+                                      hi - lo, n, p, accumulate, Apre, m_pad, row0 + lo);
             else
                 failed |= gemm_packed(A, ars, acs, B + lo * bcs, brs, bcs, C + lo, ldc, m, n,
-                                      hi - lo, accumulate);
+                                      hi - lo, accumulate, Apre, m_pad, row0);
         }
     }
     return failed;
+}
+
+int tl_sgemm(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs, int64_t bcs,
+             float *C, int64_t ldc, int64_t m, int64_t n, int64_t p, int accumulate, int may_thread) {
+    return sgemm_core(A, ars, acs, NULL, 0, 0, B, brs, bcs, C, ldc, m, n, p, accumulate, may_thread);
+}
+
+/* op(A) (m, n) packed once for many products with it (sgemm.h): for each k slice, its
+ * MR-row panels, slice pc at pc * m_pad, row block i0 at i0 * kc within */
+float *tl_sgemm_pack_a(const float *A, int64_t ars, int64_t acs, int64_t m, int64_t n) {
+    const int64_t m_pad = (m + MR - 1) / MR * MR, kcmax = kslice(n > 0 ? n : 1);
+    float *Ap = (float *)malloc((size_t)(m_pad * n > 0 ? m_pad * n : 1) * sizeof(float));
+    if (!Ap) return NULL;
+    for (int64_t pc = 0; pc < n; pc += kcmax) {
+        const int64_t kc = n - pc < kcmax ? n - pc : kcmax;
+        for (int64_t i0 = 0; i0 < m; i0 += MC)
+            pack_a(A, ars, acs, i0, m - i0 < MC ? m - i0 : MC, pc, kc, Ap + pc * m_pad + i0 * kc);
+    }
+    return Ap;
+}
+
+int tl_sgemm_prepacked(const float *Ap, int64_t m_all, int64_t row0, const float *B, int64_t brs,
+                       int64_t bcs, float *C, int64_t ldc, int64_t m, int64_t n, int64_t p,
+                       int accumulate, int may_thread) {
+    return sgemm_core(NULL, 0, 0, Ap, (m_all + MR - 1) / MR * MR, row0, B, brs, bcs, C, ldc, m,
+                      n, p, accumulate, may_thread);
 }
 
 /* batched C = op(A) op(B) with the stored layouts described in ops.yaml (matmul_t). Exact mode

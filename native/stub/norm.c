@@ -68,20 +68,53 @@ int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_st
 /* kinds of per-channel sums over the (sample, position) walk */
 enum { BN_X, BN_SQDEV, BN_PROD };
 
-/* rule 4 over channel ch's n*s elements, sample by sample: a[off] (BN_X),
- * (a[off] - mu)^2 (BN_SQDEV) or a[off] * b[off] (BN_PROD), every step rounded */
+/* Rule 4 over channel ch's n*s elements, sample by sample: a[off] (BN_X), (a[off] - mu)^2
+ * (BN_SQDEV) or a[off] * b[off] (BN_PROD), every step rounded. The chunks' sequential sums are
+ * independent, so BN_LANES of them run side by side: a block of BN_LANES chunks is copied
+ * (values computed on the way) into buf, lane-interleaved (buf[i * BN_LANES + l] = value i of
+ * chunk l), and summed as vectors of one value per chunk; the chunk partials then go onto the
+ * tree in chunk order (tlm_sum4_push), exactly as tlm_sum4_add would have pushed them. */
+#define BN_LANES 16
+
 static float bn_channel_sum(int kind, const float *a, const float *b, float mu, int64_t n,
                             int64_t c, int64_t s, int64_t ch) {
+    float buf[BN_LANES * TLM_CHUNK];
     tlm_sum4 acc;
     tlm_sum4_init(&acc);
-    for (int64_t bi = 0; bi < n; bi++) {
-        int64_t off = (bi * c + ch) * s;
-        for (int64_t i = 0; i < s; i++) {
-            float v = a[off + i];
-            if (kind == BN_SQDEV) v = tlf_sqdev(v, mu);
-            else if (kind == BN_PROD) v = tlm_mul(v, b[off + i]);
-            tlm_sum4_add(&acc, v);
+    const int64_t total = n * s;
+    for (int64_t p0 = 0; p0 < total; p0 += BN_LANES * TLM_CHUNK) {
+        int64_t lanes = 0, last = TLM_CHUNK;   /* chunks in this block; the last one's length */
+        for (int64_t l = 0; l < BN_LANES && p0 + l * TLM_CHUNK < total; l++, lanes++) {
+            int64_t p = p0 + l * TLM_CHUNK, len = total - p < TLM_CHUNK ? total - p : TLM_CHUNK;
+            int64_t bi = s ? p / s : 0, off = s ? p % s : 0;
+            last = len;
+            for (int64_t i = 0; i < len;) {
+                int64_t seg = s - off < len - i ? s - off : len - i, base = (bi * c + ch) * s + off;
+                float *dst = buf + i * BN_LANES + l;
+                if (kind == BN_X)
+                    for (int64_t t = 0; t < seg; t++) dst[t * BN_LANES] = a[base + t];
+                else if (kind == BN_SQDEV)
+                    for (int64_t t = 0; t < seg; t++) dst[t * BN_LANES] = tlf_sqdev(a[base + t], mu);
+                else
+                    for (int64_t t = 0; t < seg; t++) dst[t * BN_LANES] = tlm_mul(a[base + t], b[base + t]);
+                i += seg; bi++; off = 0;
+            }
         }
+        float part[BN_LANES];
+        if (lanes == BN_LANES && last == TLM_CHUNK) {
+            for (int l = 0; l < BN_LANES; l++) part[l] = buf[l];
+            for (int64_t i = 1; i < TLM_CHUNK; i++)
+#pragma omp simd
+                for (int l = 0; l < BN_LANES; l++) part[l] = tlm_add(part[l], buf[i * BN_LANES + l]);
+        } else {
+            for (int64_t l = 0; l < lanes; l++) {
+                int64_t len = l == lanes - 1 ? last : TLM_CHUNK;
+                float v = buf[l];
+                for (int64_t i = 1; i < len; i++) v = tlm_add(v, buf[i * BN_LANES + l]);
+                part[l] = v;
+            }
+        }
+        for (int64_t l = 0; l < lanes; l++) tlm_sum4_push(&acc, part[l]);
     }
     return tlm_sum4_result(&acc);
 }
