@@ -29,9 +29,11 @@ export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
     python3 -m torchlean.audit certificate $R/$ex.cuda.tlaudit | tail -2
     python3 -m torchlean.audit certificate $R/$ex.stub.tlaudit | tail -2
   done
+  echo "\$ python3 bench/gpu_audit_batch.py   (digest_batch on CUDA = stub's digests)"
+  TORCHLEAN_BACKEND=cuda python3 bench/gpu_audit_batch.py; echo "exit $?"
   for m in digits_cnn mlp_digits; do
     TORCHLEAN_BACKEND=cuda python3 bench/bench_audit.py --model $m
     OMP_NUM_THREADS=1 TORCHLEAN_BACKEND=stub python3 bench/bench_audit.py --model $m
   done
-  TORCHLEAN_BACKEND=cuda timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/test_audit.py 2>&1 | tail -5
+  TORCHLEAN_BACKEND=cuda timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/test_audit.py tests/test_audit_batch.py 2>&1 | tail -5
 } 2>&1 | tee "$LOG"

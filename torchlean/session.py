@@ -10,6 +10,7 @@ import threading
 import numpy as np
 
 from torchlean.buffer import AnyBuffer
+from torchlean import tape as _tape
 from torchlean.tape import Tape, freed_vjp, no_grad, is_grad_enabled
 from torchlean._generated import ops as _ops
 from torchlean.random import get_rng_state, manual_seed, next_device_key, next_key, set_rng_state  # noqa: F401
@@ -210,6 +211,8 @@ class Session:
             else:   # a new sum: a Tensor taken from p.grad keeps the gradient it showed
                 p.grad_buf = _ops.add(p.grad_buf, g)
                 g.release()
+            if p.post_grad_hooks and _tape.AUDIT is not None:
+                _tape.AUDIT.handoff()   # a hook may write the gradient in place: digest first
             for h in p.post_grad_hooks:
                 h(p)
             return True

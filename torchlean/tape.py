@@ -633,6 +633,8 @@ class Tape(TapeOps):
                 elif on_final is not None and keep is not None and on_final(i, g):
                     del grads[i]
                     taken.add(i)
+            if AUDIT is not None:
+                AUDIT.handoff()
         except BaseException:
             for g in grads.values():
                 g.release()

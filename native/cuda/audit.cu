@@ -2,6 +2,14 @@
 // each thread's terms, a block adds its threads' sums in shared memory into one partial per
 // block, and one block adds the partials and writes the final mix into the ring. Every sum is
 // of unsigned 64-bit integers, so the grid shape never changes the digest: the stub's bits.
+//
+// digest_batch: one launch for a whole batch. Each buffer is cut into chunks of kChunk elements
+// (at least one, so an empty buffer is finished too); a grid-stride loop over all chunks finds
+// each chunk's buffer by binary search over the chunk offsets, sums its terms, adds the block's
+// sum into the buffer's total (an integer atomicAdd: order-free, so the same sum), and the block
+// that finishes a buffer's last chunk writes its digest. The table (pointer, length, first
+// chunk), the totals and the counters go up in one upload.
+#include <cstdlib>
 #include "common.cuh"
 #include "formulas/audit.h"
 #include "entry/audit_kernels.h"
@@ -10,7 +18,9 @@ namespace {
 
 constexpr int kMaxBlocks = 1024;
 
-// the sum of v over the block's TL_THREADS threads, in thread 0
+constexpr int64_t kChunk = 16 * TL_THREADS;   // elements one block sums at a time (batch)
+
+// the sum of v over the block's TL_THREADS threads, in every thread; the block may call it again
 __device__ uint64_t block_sum(uint64_t v) {
     __shared__ uint64_t s[TL_THREADS];
     s[threadIdx.x] = v;
@@ -19,7 +29,51 @@ __device__ uint64_t block_sum(uint64_t v) {
         if ((int)threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
         __syncthreads();
     }
-    return s[0];
+    uint64_t r = s[0];
+    __syncthreads();
+    return r;
+}
+
+// one buffer of a batch, as uploaded: its payload, its length and its first chunk's index
+struct BatchItem {
+    unsigned long long ptr;
+    long long n;
+    long long chunk0;
+};
+
+__global__ void digest_batch_kernel(const BatchItem *__restrict__ items, int64_t count,
+                                    int64_t chunks, unsigned long long *__restrict__ total,
+                                    unsigned long long *__restrict__ done, float *__restrict__ rows) {
+    __shared__ int64_t k_s;
+    for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+        if (threadIdx.x == 0) {   // the last item whose first chunk is <= c
+            int64_t lo = 0, hi = count - 1;
+            while (lo < hi) {
+                int64_t mid = (lo + hi + 1) / 2;
+                if (items[mid].chunk0 <= c) lo = mid; else hi = mid - 1;
+            }
+            k_s = lo;
+        }
+        __syncthreads();
+        const int64_t k = k_s;
+        const BatchItem it = items[k];
+        const uint32_t *w = reinterpret_cast<const uint32_t *>(it.ptr);
+        const int64_t start = (c - it.chunk0) * kChunk;
+        const int64_t end = start + kChunk < it.n ? start + kChunk : it.n;
+        uint64_t s = 0;
+        for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) s += tlf_digest_term(i, w[i]);
+        s = block_sum(s);   // (its syncs also keep k_s until every thread has read it)
+        if (threadIdx.x == 0) {
+            atomicAdd(&total[k], (unsigned long long)s);
+            __threadfence();
+            const int64_t mine = it.n ? (it.n + kChunk - 1) / kChunk : 1;
+            if ((int64_t)atomicAdd(&done[k], 1ULL) == mine - 1) {   // the buffer's last chunk
+                __threadfence();
+                const uint64_t sum = atomicAdd(&total[k], 0ULL);
+                tlf_digest_store(rows + 4 * k, tlf_digest_final(sum, it.n));
+            }
+        }
+    }
 }
 
 __global__ void digest_terms(const uint32_t *__restrict__ w, int64_t n, uint64_t *__restrict__ part) {
@@ -51,6 +105,46 @@ extern "C" int tlk_digest(const char *op, tl_buf x, tl_buf ring, int64_t n, int6
             reinterpret_cast<const uint32_t *>(x->data), n, part);
     digest_finish<<<1, TL_THREADS, 0, tl_stream()>>>(part, blocks, n, ring->data + 4 * slot);
     if (scratch) tl_scratch_free(scratch);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+extern "C" int tlk_digest_batch(const char *op, tl_buf ring, const int64_t *handles,
+                                int64_t handles_len, int64_t count, int64_t slots, int64_t first) {
+    if (count == 0) return TL_OK;
+    // the table, then the totals and the counters (zeros), uploaded together
+    const size_t bytes = (size_t)count * (sizeof(BatchItem) + 2 * sizeof(unsigned long long));
+    BatchItem *host = static_cast<BatchItem *>(calloc(1, bytes));
+    if (!host) return tl_fail(TL_E_OOM, "%s: no host memory for a table of %lld buffers", op,
+                              (long long)count);
+    int64_t chunks = 0;
+    for (int64_t k = 0; k < count; k++) {
+        tl_buf b = (tl_buf)(intptr_t)handles[k];
+        if (!b || !b->live) {
+            free(host);
+            if (!b) return tl_fail(TL_E_ARG, "%s: handles[%lld] is a null buffer", op, (long long)k);
+            return tl_fail(TL_E_RELEASED, "%s: handles[%lld] (a buffer of %lld elements) was "
+                           "already released", op, (long long)k, (long long)b->n);
+        }
+        host[k].ptr = (unsigned long long)(uintptr_t)b->data;
+        host[k].n = b->n;
+        host[k].chunk0 = chunks;
+        chunks += b->n ? (b->n + kChunk - 1) / kChunk : 1;
+    }
+    void *dev = nullptr;
+    int st = tl_scratch(op, bytes, &dev);
+    if (!st) st = tl_upload(op, dev, host, bytes);
+    free(host);
+    if (st) {
+        if (dev) tl_scratch_free(dev);
+        return st;
+    }
+    BatchItem *items = static_cast<BatchItem *>(dev);
+    unsigned long long *total = reinterpret_cast<unsigned long long *>(items + count);
+    int64_t blocks = chunks < (int64_t)kMaxBlocks * 8 ? chunks : (int64_t)kMaxBlocks * 8;
+    digest_batch_kernel<<<(unsigned)blocks, TL_THREADS, 0, tl_stream()>>>(
+        items, count, chunks, total, total + count, ring->data + 4 * first);
+    tl_scratch_free(dev);
     TL_LAUNCHED(op);
     return TL_OK;
 }

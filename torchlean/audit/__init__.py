@@ -13,21 +13,24 @@ import contextlib
 import os
 
 from torchlean import tape as _tape
-from torchlean.audit.digests import digest
+from torchlean.audit.digests import digest, digest_many
 from torchlean.audit.recorder import Recorder
 from torchlean.optim.hooks import register_optimizer_step_post_hook
 
-__all__ = ["record", "digest", "start", "stop"]
+__all__ = ["record", "digest", "digest_many", "start", "stop"]
 
 _active: list = []   # the recorder running now (one at a time), and its step hook's handle
 
 
-def start(path: str, label: str | None = None) -> None:
-    """Start recording into `path` (a new .tlaudit file); stop() finishes it."""
+def start(path: str, label: str | None = None, batched: bool = True) -> None:
+    """Start recording into `path` (a new .tlaudit file); stop() finishes it. `batched`
+    (default): values are digested together, one native call per backward pass and optimizer
+    step; False: each record's values are digested when it is made (the same digests, more
+    calls; for a program writing recorded values in place outside autograd)."""
     if _active:
         raise RuntimeError(f"torchlean.audit: already recording into {_active[0].writer.path}; "
                            "one record at a time")
-    rec = Recorder(path, label)
+    rec = Recorder(path, label, batched)
     handle = register_optimizer_step_post_hook(rec.optimizer_step)
     _active.extend((rec, handle))
     _tape.AUDIT = rec
@@ -45,10 +48,11 @@ def stop() -> None:
 
 
 @contextlib.contextmanager
-def record(path: str, label: str | None = None):
+def record(path: str, label: str | None = None, batched: bool = True):
     """Record every op and optimizer step inside the block into `path`. `label` names the run
-    (default: the script's file name); diff refuses records of differently named runs."""
-    start(path, label)
+    (default: the script's file name); diff refuses records of differently named runs.
+    `batched`: see start()."""
+    start(path, label, batched)
     try:
         yield
     finally:

@@ -1,18 +1,24 @@
-"""Digests of float32 buffers, computed on the device by the registry kernel `digest`.
+"""Digests of float32 buffers, computed on the device by the registry kernels `digest` (one
+buffer) and `digest_batch` (many buffers, one call: one launch on CUDA).
 
-Digests are written into a ring of slots on the device and read back in one transfer when the
-ring fills (or on demand), so recording queues one small kernel per value and never waits for
-the device per op. A Pending stands for a digest whose slot was not read back yet.
+Recording queues values in a Batch and digests them all at once where the recorder says (the
+end of a backward pass, an optimizer step, before a VJP writes over its cotangent), so it costs
+one native call per step instead of one per value. The digests land in a ring of device slots,
+read back in one transfer when it fills or the record closes: nothing waits for the device per
+op. A queued digest is an int, its sequence number; `values[k]` holds it once read back.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from torchlean.buffer import AnyBuffer, raise_status
+from torchlean.buffer import EXPORTS, AnyBuffer, raise_status
 from torchlean._generated import ops as _ops
-from torchlean._loader import lib
+from torchlean._loader import ffi, lib
 
 RING_SLOTS = 4096
+# queued elements after which a batch runs early: queued buffers are pinned (see Batch), so this
+# bounds the memory recording keeps beyond what the run itself holds (256 MiB)
+PENDING_ELEMENTS = 1 << 26
 
 
 def from_words(row) -> int:
@@ -21,12 +27,23 @@ def from_words(row) -> int:
     return int(w[0]) | int(w[1]) << 16 | int(w[2]) << 32 | int(w[3]) << 48
 
 
+def _rows_to_ints(rows: np.ndarray) -> list[int]:
+    w = rows.astype(np.uint64)
+    d = w[:, 0] | (w[:, 1] << np.uint64(16)) | (w[:, 2] << np.uint64(32)) | (w[:, 3] << np.uint64(48))
+    return d.tolist()
+
+
+def _buffer_of(value, op: str) -> AnyBuffer:
+    buf = value if isinstance(value, AnyBuffer) else getattr(value, "value", value)
+    if not isinstance(buf, AnyBuffer):
+        raise TypeError(f"{op}: expected an AnyBuffer or a Tensor, got {type(value).__name__}")
+    return buf
+
+
 def digest(value) -> int:
     """The 64-bit digest of a buffer's float32 bits (an AnyBuffer, or anything with `.value`
     giving one, such as a Tensor): the same number on every backend and thread count."""
-    buf = value if isinstance(value, AnyBuffer) else getattr(value, "value", value)
-    if not isinstance(buf, AnyBuffer):
-        raise TypeError(f"digest: expected an AnyBuffer or a Tensor, got {type(value).__name__}")
+    buf = _buffer_of(value, "digest")
     ring = AnyBuffer.zeros((1, 4))
     try:
         _ops.digest(buf, ring, slot=0)
@@ -35,47 +52,108 @@ def digest(value) -> int:
         ring.release()
 
 
-class Pending:
-    """A digest queued in a Ring: `value` is None until its ring is read back."""
-    __slots__ = ("value",)
+def digest_many(values) -> list[int]:
+    """The digests of several buffers (or Tensors) in one native call: [digest(v) for v in
+    values], computed at once (digest_batch)."""
+    bufs = [_buffer_of(v, "digest_many") for v in values]
+    if not bufs:
+        return []
+    for b in bufs:
+        if not b.buf.live:
+            raise ValueError(f"digest_many: a buffer of shape {b.shape} was already released")
+    ring = AnyBuffer.zeros((len(bufs), 4))
+    try:
+        digest_into(ring, [b.buf for b in bufs], 0)
+        return _rows_to_ints(ring.to_numpy())
+    finally:
+        ring.release()
 
-    def __init__(self, value=None):
-        self.value = value
+
+def digest_into(ring: AnyBuffer, bufs: list, first: int) -> None:
+    """Rows first.. of ring get the digests of the Buffers bufs (kept alive by the caller): one
+    digest_batch call, given the Buffers' own handles (never integers from elsewhere)."""
+    handles = ffi.new("tl_buf[]", [b.handle for b in bufs])
+    st = lib.tl_digest_batch(ring.handle, ffi.cast("int64_t *", handles), len(bufs), len(bufs),
+                             ring.shape[0], first)
+    if st:
+        raise_status("digest_batch", st)
 
 
-class Ring:
-    """Device slots the digest kernel writes into; read back RING_SLOTS at a time."""
+def _unpin(buf) -> None:
+    """One reader fewer of buf's payload; the last one frees a payload released meanwhile
+    (buffer.EXPORTS: a released pinned buffer is only marked, as for a DLPack export)."""
+    left = EXPORTS[buf] - 1
+    if left:
+        EXPORTS[buf] = left
+        return
+    del EXPORTS[buf]
+    if not buf.live and buf.handle is not None:
+        lib.tl_buf_release(buf.handle)
 
-    def __init__(self, on_full):
-        self.buf = AnyBuffer.zeros((RING_SLOTS, 4))
-        self.pending: list[Pending] = []
-        self.on_full = on_full       # called once a full ring was read back
 
-    def add(self, value: AnyBuffer) -> Pending:
-        """Queue the digest of `value` (a live AnyBuffer, as the tape's values are). This runs
-        for every value recorded, so it calls the library's entry directly: the arguments are
-        right by construction and the entry still checks them."""
-        pending = self.pending
-        if len(pending) == RING_SLOTS:
-            self.read_back()
-            self.on_full()
-            pending = self.pending
-        st = lib.tl_digest(value.handle, self.buf.handle, value.numel, RING_SLOTS, len(pending))
-        if st:
-            raise_status("digest", st)
-        p = Pending()
-        pending.append(p)
-        return p
+class Batch:
+    """Values queued for digesting, digested together by run().
+
+    A queued buffer is pinned (buffer.EXPORTS) until its batch ran: a tape freeing it meanwhile
+    only marks it released, so the digest reads the bits the value had. What may be written in
+    place is never left queued: the recorder runs the batch first (recorder.py says when)."""
+
+    def __init__(self):
+        self.ring = AnyBuffer.zeros((RING_SLOTS, 4))
+        self.values: list[int] = []    # digests read back, by sequence number
+        self.used = 0                  # ring rows written and not read back yet
+        self.bufs: list = []           # the queued Buffers, in sequence order
+        self.elements = 0
+
+    @property
+    def next(self) -> int:
+        """The sequence number the next queued value gets."""
+        return len(self.values) + self.used + len(self.bufs)
+
+    def add(self, value: AnyBuffer) -> int:
+        """Queue the digest of `value` (live) and return its sequence number."""
+        bufs = self.bufs
+        if len(bufs) == RING_SLOTS or self.elements > PENDING_ELEMENTS:
+            self.run()
+        buf = value.buf
+        k = len(self.values) + self.used + len(bufs)
+        bufs.append(buf)
+        self.elements += buf.n
+        EXPORTS[buf] = EXPORTS.get(buf, 0) + 1
+        return k
+
+    def holds(self, buf) -> bool:
+        """Whether buf may have a queued digest (it is pinned: queued here, or exported)."""
+        return buf in EXPORTS
+
+    def run(self) -> None:
+        """Digest every queued value: one native call, into the ring's next rows."""
+        bufs = self.bufs
+        if not bufs:
+            return
+        count = len(bufs)
+        if self.used + count > RING_SLOTS:
+            self._read_ring()
+        try:
+            digest_into(self.ring, bufs, self.used)
+        finally:
+            for b in bufs:
+                _unpin(b)
+            self.bufs, self.elements = [], 0
+        self.used += count
+
+    def _read_ring(self) -> None:
+        if self.used:
+            self.values.extend(_rows_to_ints(self.ring.to_numpy()[:self.used]))
+            self.used = 0
 
     def read_back(self) -> None:
-        """Fill in every pending digest (one device-to-host transfer) and free the slots."""
-        if not self.pending:
-            return
-        w = self.buf.to_numpy()[:len(self.pending)].astype(np.uint64)
-        d = w[:, 0] | (w[:, 1] << np.uint64(16)) | (w[:, 2] << np.uint64(32)) | (w[:, 3] << np.uint64(48))
-        for p, v in zip(self.pending, d.tolist()):
-            p.value = v
-        self.pending = []
+        """Run the queue, then read every digest in the ring (one device-to-host transfer)."""
+        self.run()
+        self._read_ring()
 
     def release(self) -> None:
-        self.buf.release()
+        for b in self.bufs:
+            _unpin(b)
+        self.bufs = []
+        self.ring.release()

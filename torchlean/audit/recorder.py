@@ -1,6 +1,15 @@
 """The recorder: told of every op the tape records, runs every VJP of a backward pass, and
-notes every optimizer step, queueing a device digest of each value (digests.Ring) and writing
+notes every optimizer step, queueing a device digest of each value (digests.Batch) and writing
 the records (recordfile.Writer) once their digests are read back.
+
+Batched digests read a value later than the op that made it, so a queued value must not change
+meanwhile. Values needing a gradient never do in a training step: an in-place op on one is
+recorded out of place, parameters change only in the optimizer step (after the backward pass),
+and the tape's gradients are its own. So the batch runs where that stops holding: at the end of
+a backward pass (before parameter updates), before a VJP that writes over its cotangent, before
+a parameter's post-gradient hooks (a data-parallel reduction writes gradients in place), at
+each optimizer step, and after any op whose output (or a data leaf it read) needs no gradient,
+which an in-place op may overwrite at once. A training step thus costs a few native calls.
 
 It never changes a value: a digest only reads its buffer, and the VJP it runs is the tape's.
 """
@@ -14,7 +23,7 @@ import warnings
 from torchlean import _capture
 from torchlean._generated.cdef import REGISTRY_HASH
 from torchlean.buffer import AnyBuffer
-from torchlean.audit.digests import Ring
+from torchlean.audit.digests import Batch
 from torchlean.audit.recordfile import Writer
 from torchlean.exact_arith import exact_version
 from torchlean.nn.modules.base import Module
@@ -45,12 +54,32 @@ def _module_names(params):
     return names, sorted(buffers.values(), key=lambda kb: kb[0])
 
 
+def _hex(values, k):
+    return None if k is None else f"{values[k]:016x}"
+
+
+def resolved(rec: list, values: list) -> list:
+    """The record as written: each digest's sequence number replaced by its 16 hex digits."""
+    kind = rec[0]
+    if kind == "F":
+        return rec[:5] + [_hex(values, rec[5]), [[s, _hex(values, d)] for s, d in rec[6]]]
+    if kind == "B":
+        return rec[:5] + [_hex(values, rec[5]),
+                          [None if o is None else [o[0], _hex(values, o[1])] for o in rec[6]]]
+    return rec[:5] + [[[n, sh, _hex(values, g), _hex(values, v),
+                        {k: _hex(values, d) for k, d in st.items()}]
+                       for n, sh, g, v, st in rec[5]]]
+
+
 class Recorder:
-    def __init__(self, path: str, label: str | None = None):
+    def __init__(self, path: str, label: str | None = None, batched: bool = True):
         self.writer = Writer(path)
         self.label = label if label is not None else os.path.basename(sys.argv[0] or "-")
-        self.ring = Ring(self.flush)
-        self.records: list = []       # records whose digests may not be read back yet
+        self.batch = Batch()
+        self.add = self.batch.add     # queue a value's digest: its sequence number
+        self.batched = batched        # False: every hook digests what it queued at once
+        self.records: list = []       # records not written yet
+        self.limits: list = []        # per record: digests it waits for (all below this)
         self.index = 0                # the index of the next record
         self.step = 0                 # optimizer steps so far
         self.tape = None              # the tape `known` describes
@@ -58,9 +87,13 @@ class Recorder:
         # id(payload) -> (payload, digest) of the VJP contributions of the running backward pass
         # (kept until the next op or step: a contribution handed on is a later VJP's cotangent)
         self.grads: dict = {}
+        # id(storage) -> (storage, version, digest) of the parameter values digested after the
+        # last optimizer step: the next forward's leaves reuse them while their version stays
+        self.after_step: dict = {}
         self.names: dict = {}         # id(optimizer) -> (param names, module buffers)
         self.modes = set()
         self.warned = False           # a capture was seen (and said)
+        self.now = False              # the op being recorded read a leaf needing no gradient
 
     # ------------------------------------------------------------------ hooks
     def _source(self, tape, p):
@@ -71,8 +104,19 @@ class Recorder:
         if k is None:
             node = tape.nodes[p]
             label = (f"earlier {node.name}" if node.parents else node.name or "input")
+            buf = node.value.buf
             # a value already freed (read before an optimizer step, say) has no digest to take
-            d = self.ring.add(node.value) if node.value.buf.live else None
+            if not buf.live:
+                d = None
+            else:
+                if not node.requires_grad:
+                    self.now = True     # a data leaf: its owner may write it in place
+                seen = self.after_step.get(id(buf))
+                if (seen is not None and seen[0] is buf
+                        and seen[1] == getattr(buf, "version", 0)):
+                    d = seen[2]
+                else:
+                    d = self.add(node.value)
             k = self.known[p] = (label, d)
         return k
 
@@ -89,7 +133,7 @@ class Recorder:
         return False
 
     def op(self, tape, i, name, out, parents):
-        if self._captured():
+        if _capture.STATE.active and self._captured():
             return
         if self.grads:
             self.grads = {}
@@ -98,30 +142,44 @@ class Recorder:
         if not out.owns and parents and out.buf is nodes[parents[0]].value.buf:
             d = ins[0][1]           # a view: the same bits as its base
         else:
-            d = self.ring.add(out)
+            d = self.add(out)
         self.known[i] = (self.index, d)
         self._add(["F", self.step, name, [nodes[p].value.shape for p in parents], out.shape, d,
                    ins])
+        if self.now or not nodes[i].requires_grad:
+            # a value needing no gradient may be written in place (an in-place op under
+            # no_grad, or on data) before the batch would run: digest it now
+            self.now = False
+            self.batch.run()
 
     def vjp(self, tape, i, node, cot, needs):
         if self._captured():
             return node.vjp(cot, needs, node.saved)
         src = self._source(tape, i)[0]
-        # before the VJP, which may write over its cotangent; a cotangent that is one VJP's
-        # contribution as it was handed on (no sum) has that contribution's digest
+        # a cotangent that is one VJP's contribution as it was handed on (no sum) has that
+        # contribution's digest
         seen = self.grads.get(id(cot.buf))
-        dc = seen[1] if seen is not None and seen[0] is cot.buf else self.ring.add(cot)
+        dc = seen[1] if seen is not None and seen[0] is cot.buf else self.add(cot)
+        if getattr(node.vjp, "overwrites_grad", False):
+            self.batch.run()        # the VJP writes over its cotangent: digest it first
         contribs = node.vjp(cot, needs, node.saved)
         outs = []
         for c in contribs:
             if c is None:
                 outs.append(None)
                 continue
-            d = dc if c.buf is cot.buf else self.ring.add(c)
+            d = dc if c.buf is cot.buf else self.add(c)
             self.grads[id(c.buf)] = (c.buf, d)
             outs.append((c.shape, d))
         self._add(["B", self.step, node.name, src, cot.shape, dc, outs])
         return contribs
+
+    def handoff(self, grad=None) -> None:
+        """A backward pass ended, or hands the final gradient `grad` to its owner, who may write
+        it in place (a data-parallel reduction): digest everything queued (for `grad`, when a
+        digest of its payload is queued)."""
+        if grad is None or self.batch.holds(grad.buf):
+            self.batch.run()
 
     def optimizer_step(self, opt, args, kwargs):
         if self._captured():
@@ -129,29 +187,39 @@ class Recorder:
         if id(opt) not in self.names:
             self.names[id(opt)] = _module_names(opt.params)
         names, buffers = self.names[id(opt)]
+        add, after = self.add, {}
         entries = []
         for k, p in enumerate(opt.params):
             st = opt.state.get(id(p)) or {}
-            state = {key: self.ring.add(v) for key, v in sorted(st.items())
-                     if isinstance(v, AnyBuffer)}
-            grad = None if p.grad_buf is None else self.ring.add(p.grad_buf)
-            entries.append([names.get(id(p)) or p.name or f"param{k}", list(p.shape), grad,
-                            self.ring.add(p.mirror()), state])
+            state = {key: add(v) for key, v in sorted(st.items()) if isinstance(v, AnyBuffer)}
+            grad = None if p.grad_buf is None else add(p.grad_buf)
+            m = p.mirror()
+            d = add(m)
+            after[id(m.buf)] = (m.buf, getattr(m.buf, "version", 0), d)
+            entries.append([names.get(id(p)) or p.name or f"param{k}", list(p.shape), grad, d,
+                            state])
         for k, b in buffers:
-            entries.append([k, list(b.shape), None, self.ring.add(b.mirror()), {}])
+            entries.append([k, list(b.shape), None, add(b.mirror()), {}])
         hyper = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()
                   if k != "params"} for g in opt.param_groups]
         m = mode()
         self.modes.add(m)
         self._add(["S", self.step, type(opt).__name__, hyper, m, entries])
+        self.batch.run()            # the step's last values: one call for what is queued
+        self.after_step = after
         self.step += 1
         self.grads = {}
         self.tape = None            # parameters changed in place: digest their leaves again
+        if self.limits and self.limits[0] <= len(self.batch.values):
+            self.flush()
 
     # ------------------------------------------------------------------ output
     def _add(self, rec) -> None:
         self.records.append(rec)
+        self.limits.append(self.batch.next)
         self.index += 1
+        if not self.batched:
+            self.batch.run()
 
     def header(self) -> dict:
         self.modes.add(mode())
@@ -162,17 +230,21 @@ class Recorder:
                 "argv": sys.argv[1:]}
 
     def flush(self) -> None:
-        """Write every record whose digests were read back (all of them after read_back)."""
+        """Write every record whose digests were read back."""
         w = self.writer
         if not w.header_written:
             w.header(self.header())
-        for rec in self.records:
-            w.record(rec)
-        self.records = []
+        values = self.batch.values
+        n = 0
+        for rec, limit in zip(self.records, self.limits):
+            if limit > len(values):
+                break
+            w.record(resolved(rec, values))
+            n += 1
+        del self.records[:n], self.limits[:n]
 
     def close(self) -> None:
-        self.ring.read_back()
+        self.batch.read_back()
         self.flush()
-        self.ring.release()
+        self.batch.release()
         self.writer.close(self.modes)
-

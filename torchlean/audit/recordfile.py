@@ -23,15 +23,8 @@ class RecordFileError(ValueError):
     """A file that is not a complete, intact record (the message names the file)."""
 
 
-def _digest_hex(d) -> str:
-    """What json writes for a digest object (anything with an int `value`): 16 hex digits."""
-    if d.value is None:
-        raise TypeError(f"a digest that was not read back: {d!r}")
-    return f"{d.value:016x}"
-
-
 def _line(obj) -> str:
-    return json.dumps(obj, separators=(",", ":"), default=_digest_hex) + "\n"
+    return json.dumps(obj, separators=(",", ":")) + "\n"
 
 
 class Writer:

@@ -20,3 +20,21 @@ int tl_digest(tl_buf x, tl_buf ring, int64_t n, int64_t slots, int64_t slot) {
     if (len_ring == 0) return TL_OK;
     return tlk_digest(op, x, ring, n, slots, slot);
 }
+
+int tl_digest_batch(tl_buf ring, const int64_t *handles, int64_t handles_len, int64_t count, int64_t slots, int64_t first) {
+    static const char op[] = "digest_batch";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "ring", ring));
+    TL_TRY(tl_check_array(op, "handles", handles, handles_len));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of handles"; const int64_t len_handles = tl_lname(&L, "count", count);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_array_len(op, "handles", handles_len, len_handles));
+    L.what = "length of ring"; const int64_t len_ring = tl_lmul(&L, tl_lname(&L, "slots", slots), INT64_C(4));
+    if (L.status) return L.status;
+    if (!((first >= 0) && (first <= slots) && (count <= (slots - first))))
+        return tl_fail(TL_E_ARG, "%s: expected first >= 0 and first <= slots and count <= slots - first, got first=%lld, slots=%lld, count=%lld", op, (long long)first, (long long)slots, (long long)count);
+    TL_TRY(tl_check_len(op, "ring", ring, len_ring));
+    if (len_ring == 0) return TL_OK;
+    return tlk_digest_batch(op, ring, handles, handles_len, count, slots, first);
+}

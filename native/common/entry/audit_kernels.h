@@ -12,6 +12,7 @@ extern "C" {
 #endif
 
 TL_HIDDEN int tlk_digest(const char *op, tl_buf x, tl_buf ring, int64_t n, int64_t slots, int64_t slot);
+TL_HIDDEN int tlk_digest_batch(const char *op, tl_buf ring, const int64_t *handles, int64_t handles_len, int64_t count, int64_t slots, int64_t first);
 
 #ifdef __cplusplus
 }

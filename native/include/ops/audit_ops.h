@@ -10,6 +10,7 @@ extern "C" {
 #endif
 
 TL_API int tl_digest(tl_buf x, tl_buf ring, int64_t n, int64_t slots, int64_t slot);
+TL_API int tl_digest_batch(tl_buf ring, const int64_t *handles, int64_t handles_len, int64_t count, int64_t slots, int64_t first);
 
 #ifdef __cplusplus
 }

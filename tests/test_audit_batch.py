@@ -1,0 +1,175 @@
+"""torchlean.audit's batched digests (digest_batch): equal to one digest per buffer and to the
+definition for every size, in any order; a released handle or a batch past the ring refused with
+the ring left alone; and records made batched equal records made op by op (also with in-place
+ops, freed intermediates and a gradient hook), so diffs name the same first difference."""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import torchlean as tl
+from torchlean import audit, nn, optim, no_grad
+from torchlean._loader import ffi, lib, raise_status
+from torchlean.audit.__main__ import main as audit_main
+from torchlean.audit.certificate import certificate
+from torchlean.audit.digests import digest_many
+from torchlean.audit.recordfile import Record
+from torchlean.buffer import AnyBuffer
+from torchlean.session import Session, manual_seed
+
+from test_audit import digest_numpy, digest_python
+
+# sizes around the CUDA body's chunk (16 * 256 elements) and the stub's parallel threshold
+SIZES = [0, 1, 2, 3, 7, 255, 256, 257, 4095, 4096, 4097, 8192, 12289, 65537, (1 << 20) + 3]
+
+
+def _bufs(seed=0, sizes=SIZES):
+    rng = np.random.default_rng(seed)
+    bits = [rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32) for n in sizes]
+    return bits, [AnyBuffer.from_numpy(b.view(np.float32)) for b in bits]
+
+
+def _handles(bufs):
+    return [int(ffi.cast("intptr_t", b.buf.handle)) for b in bufs]
+
+
+def _batch(ring, handles, count, first=0):
+    """The entry called as the recorder calls it (ops.digest_batch takes only small integers)."""
+    arr = ffi.new("int64_t[]", handles) if handles else ffi.NULL
+    st = lib.tl_digest_batch(ring.handle, arr, len(handles), count, ring.shape[0], first)
+    if st:
+        raise_status("digest_batch", st)
+
+
+def test_batch_equals_one_digest_per_buffer_and_the_definition():
+    bits, bufs = _bufs()
+    got = digest_many(bufs)
+    assert got == [audit.digest(b) for b in bufs]
+    assert got == [digest_numpy(b) for b in bits]
+    assert got[:5] == [digest_python(b) for b in bits[:5]]
+    assert len(set(got)) == len(got)   # distinct contents, distinct digests
+
+
+def test_batch_order_and_repeats_do_not_matter():
+    bits, bufs = _bufs(seed=3)
+    want = dict(zip(map(id, bufs), digest_many(bufs)))
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        order = list(rng.permutation(len(bufs))) + [0, 0, len(bufs) - 1]   # repeats too
+        shuffled = [bufs[k] for k in order]
+        assert digest_many(shuffled) == [want[id(b)] for b in shuffled]
+
+
+def test_batch_many_small_buffers_into_ring_rows():
+    bits, bufs = _bufs(seed=5, sizes=[k % 37 for k in range(300)])
+    ring = AnyBuffer.zeros((310, 4))
+    _batch(ring, _handles(bufs), len(bufs), first=10)
+    rows = ring.to_numpy()
+    assert not rows[:10].any()                     # rows before `first` untouched
+    w = rows[10:].astype(np.uint64)
+    got = (w[:, 0] | w[:, 1] << np.uint64(16) | w[:, 2] << np.uint64(32)
+           | w[:, 3] << np.uint64(48)).tolist()
+    assert got == [digest_numpy(b) for b in bits]
+
+
+def test_batch_bad_input_is_refused_and_leaves_the_ring_alone():
+    _, bufs = _bufs(sizes=[5, 9, 3])
+    ring = AnyBuffer.zeros((4, 4))
+    handles = _handles(bufs)
+    bufs[1].release()
+    with pytest.raises((ValueError, RuntimeError), match=r"digest_batch: handles\[1\].*9 elements.*released"):
+        _batch(ring, handles, 3)
+    assert not ring.to_numpy().any()
+    with pytest.raises((ValueError, RuntimeError), match=r"digest_batch: handles\[0\] is a null buffer"):
+        _batch(ring, [0], 1)
+    with pytest.raises((ValueError, RuntimeError), match=r"digest_batch: expected first >= 0.*first=3"):
+        _batch(ring, handles[:2], 2, first=3)
+    with pytest.raises((ValueError, RuntimeError), match=r"digest_batch.*handles"):
+        _batch(ring, handles[:2], 3)
+    assert not ring.to_numpy().any()
+
+
+def _program(path, batched, seed=0, lr=0.05, steps=3, hook=True):
+    """A model with what batching must survive: freed intermediates, an in-place op on a
+    value needing a gradient (rebased), in-place writes on values needing none (data, and
+    under no_grad), a VJP that writes over its cotangent (if any), a gradient hook and an
+    evaluation forward with an in-place activation."""
+    manual_seed(seed)
+    model = nn.Sequential(nn.Linear(9, 13), nn.ReLU(), nn.Linear(13, 13), nn.Tanh(),
+                          nn.Linear(13, 4))
+    opt = optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    if hook:   # written in place by the hook: digested before it runs
+        for p in model.parameters():
+            p.register_post_accumulate_grad_hook(lambda q: q.grad.mul_(0.5))
+    rng = np.random.default_rng(seed)
+    s = Session()
+    with (audit.record(path, label="batch-test", batched=batched) if path
+          else contextlib.nullcontext()):
+        for k in range(steps):
+            x = s.tensor(rng.normal(size=(6, 9)).astype(np.float32))
+            y = rng.integers(0, 4, 6)
+            opt.zero_grad()
+            h = model[0](x)
+            h = model[1](h)
+            scaled = x * 2.0
+            scaled.add_(1.0)               # needs no gradient: written in place at once
+            g = model[2](h)
+            g += h                          # needs a gradient: recorded out of place
+            out = model[4](model[3](g))
+            loss = nn.functional.cross_entropy(out, y) + (out * out).mean() * 0.1 \
+                + scaled.sum() * 0.0
+            loss.backward()
+            opt.step()
+            with no_grad():
+                e = model[0](x)
+                e.relu_()                   # under no_grad: an in-place write on a record
+                model[4](model[3](model[2](e)))
+            s.step()
+    return [p.numpy().copy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_batched_record_equals_op_by_op_record(tmp_path, exact):
+    old = tl.is_exact()
+    tl.set_exact(exact)
+    try:
+        a, b = str(tmp_path / "batched.tlaudit"), str(tmp_path / "eager.tlaudit")
+        wa = _program(a, True)
+        wb = _program(b, False)
+    finally:
+        tl.set_exact(old)
+    for u, v in zip(wa, wb):
+        assert np.array_equal(u.view(np.uint32), v.view(np.uint32))
+    ra, rb = Record(a), Record(b)
+    assert ra.lines == rb.lines and ra.steps == 3 and ra.ops > 50
+    assert certificate(ra) == certificate(rb)
+    # the digests are real: an F record of the first op is the digest of what it computed
+    assert any(r[0] == "F" and r[2] == "relu" for r in ra.records)
+
+
+def test_batched_and_op_by_op_diffs_name_the_same_first_difference(tmp_path, capsys):
+    paths = {}
+    for name, batched, lr in (("a", True, 0.05), ("b", True, 0.06), ("c", False, 0.05),
+                              ("d", False, 0.06)):
+        paths[name] = str(tmp_path / f"{name}.tlaudit")
+        _program(paths[name], batched, lr=lr)
+    assert audit_main(["diff", paths["a"], paths["c"]]) == 0
+    first = capsys.readouterr().out
+    assert first.startswith("identical:")
+    assert audit_main(["diff", paths["a"], paths["b"]]) == 1
+    batched = capsys.readouterr().out
+    assert audit_main(["diff", paths["c"], paths["d"]]) == 1
+    eager = capsys.readouterr().out
+    assert batched == eager.replace(paths["c"], paths["a"]).replace(paths["d"], paths["b"])
+    assert "step 0" in batched and "SGD" in batched
+
+
+def test_recording_batched_never_changes_a_result(tmp_path):
+    recorded = _program(str(tmp_path / "r.tlaudit"), True)
+    plain = _program(None, True)
+    unhooked = _program(None, True, hook=False)
+    for u, v, w in zip(recorded, plain, unhooked):
+        assert np.array_equal(u.view(np.uint32), v.view(np.uint32))
+        assert not np.array_equal(u, w)   # the hook's in-place write mattered
