@@ -743,3 +743,125 @@ def logit(x, eps=-1.0):
 
 def nan_to_num(x, nan=0.0, posinf=3.4028234663852886e38, neginf=-3.4028234663852886e38):
     return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+# ---------------------------------------------------------------- special functions
+# (mpmath at 30 digits, rounded to float64: independent of torchlean's algorithms)
+
+def _mp(fn, *xs):
+    import mpmath as mp
+
+    def one(*v):
+        with mp.workdps(30):
+            try:
+                r = fn(*[mp.mpf(float(u)) for u in v])
+            except (ValueError, ZeroDivisionError):
+                return float("nan")
+            return float(r.real) if isinstance(r, mp.mpc) else float(r)
+    return np.vectorize(one, otypes=[np.float64])(*np.broadcast_arrays(*xs))
+
+
+def erfc(x):
+    import mpmath as mp
+    return _mp(mp.erfc, x)
+
+
+def erfcx(x):
+    import mpmath as mp
+    return _mp(lambda v: mp.erfc(v) * mp.exp(v * v), x)
+
+
+def erfinv(x):
+    import mpmath as mp
+    return _mp(mp.erfinv, x)
+
+
+def ndtr(x):
+    import mpmath as mp
+    return _mp(mp.ncdf, x)
+
+
+def ndtri(x):
+    import mpmath as mp
+    return _mp(lambda p: mp.sqrt(2) * mp.erfinv(2 * p - 1), x)
+
+
+def log_ndtr(x):
+    import mpmath as mp
+    return _mp(lambda v: mp.log(mp.ncdf(v)), x)
+
+
+def lgamma(x):
+    import mpmath as mp
+    return _mp(lambda v: mp.log(abs(mp.gamma(v))), x)
+
+
+def digamma(x):
+    import mpmath as mp
+    return _mp(mp.digamma, x)
+
+
+def polygamma(x, order=0):
+    import mpmath as mp
+    return _mp(lambda v: mp.polygamma(order, v), x)
+
+
+def zeta(x, q):
+    import mpmath as mp
+    return _mp(mp.zeta, x, q)
+
+
+def _bessel(kind, order, scale=None):
+    def f(x):
+        import mpmath as mp
+        fn = getattr(mp, kind)
+        if scale is None:
+            return _mp(lambda v: fn(order, v), x)
+        return _mp(lambda v: fn(order, v) * mp.exp(scale(v)), x)
+    return f
+
+
+i0 = _bessel("besseli", 0)
+i1 = _bessel("besseli", 1)
+i0e = _bessel("besseli", 0, lambda v: -abs(v))
+i1e = _bessel("besseli", 1, lambda v: -abs(v))
+bessel_j0 = _bessel("besselj", 0)
+bessel_j1 = _bessel("besselj", 1)
+bessel_y0 = _bessel("bessely", 0)
+bessel_y1 = _bessel("bessely", 1)
+modified_bessel_k0 = _bessel("besselk", 0)
+modified_bessel_k1 = _bessel("besselk", 1)
+scaled_modified_bessel_k0 = _bessel("besselk", 0, lambda v: v)
+scaled_modified_bessel_k1 = _bessel("besselk", 1, lambda v: v)
+
+
+def spherical_bessel_j0(x):
+    with np.errstate(all="ignore"):
+        return np.where(x == 0, 1.0, np.sin(x) / np.where(x == 0, 1.0, x))
+
+
+def orthogonal_polynomial(x, degree, kind=0):
+    """mpmath's polynomials (V, W from U: V_n = U_n - U_(n-1), W_n = U_n + U_(n-1); He from H)."""
+    import mpmath as mp
+
+    def one(v, d):
+        n = int(d)
+        if n < 0:
+            return 0.0
+        z = 2 * v - 1 if 4 <= kind <= 7 else v
+        k = kind & 3 if kind <= 7 else kind
+        if kind <= 7 and k == 0:
+            return mp.chebyt(n, z)
+        if kind <= 7 and k == 1:
+            return mp.chebyu(n, z)
+        if kind <= 7:
+            prev = mp.chebyu(n - 1, z) if n > 0 else 0
+            return mp.chebyu(n, z) + (prev if k == 3 else -prev)
+        if kind == 8:
+            return mp.hermite(n, v)
+        if kind == 9:
+            return mp.hermite(n, v / mp.sqrt(2)) / mp.sqrt(2) ** n
+        if kind == 10:
+            return mp.laguerre(n, 0, v)
+        return mp.legendre(n, v)
+    return _mp(one, x, degree)

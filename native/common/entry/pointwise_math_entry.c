@@ -1071,3 +1071,554 @@ int tl_nan_to_num_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
     if (len_dx == 0) return TL_OK;
     return tlk_nan_to_num_backward(op, x, g, dx, n);
 }
+
+int tl_erfc(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "erfc";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_erfc(op, x, y, n);
+}
+
+int tl_erfc_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "erfc_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_erfc_backward(op, x, g, dx, n);
+}
+
+int tl_erfcx(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "erfcx";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_erfcx(op, x, y, n);
+}
+
+int tl_erfcx_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "erfcx_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_erfcx_backward(op, x, g, dx, n);
+}
+
+int tl_erfinv(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "erfinv";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_erfinv(op, x, y, n);
+}
+
+int tl_erfinv_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "erfinv_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_erfinv_backward(op, x, g, dx, n);
+}
+
+int tl_ndtr(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "ndtr";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_ndtr(op, x, y, n);
+}
+
+int tl_ndtr_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "ndtr_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_ndtr_backward(op, x, g, dx, n);
+}
+
+int tl_ndtri(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "ndtri";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_ndtri(op, x, y, n);
+}
+
+int tl_ndtri_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "ndtri_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_ndtri_backward(op, x, g, dx, n);
+}
+
+int tl_log_ndtr(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "log_ndtr";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_log_ndtr(op, x, y, n);
+}
+
+int tl_log_ndtr_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "log_ndtr_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_log_ndtr_backward(op, x, g, dx, n);
+}
+
+int tl_lgamma(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "lgamma";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_lgamma(op, x, y, n);
+}
+
+int tl_digamma(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "digamma";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_digamma(op, x, y, n);
+}
+
+int tl_polygamma(tl_buf x, tl_buf y, int64_t n, double order) {
+    static const char op[] = "polygamma";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_polygamma(op, x, y, n, order);
+}
+
+int tl_zeta(tl_buf x, tl_buf q, tl_buf y, int64_t n) {
+    static const char op[] = "zeta";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "q", q));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of q"; const int64_t len_q = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "q", q, len_q));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_zeta(op, x, q, y, n);
+}
+
+int tl_zeta_backward_q(tl_buf x, tl_buf q, tl_buf g, tl_buf dq, int64_t n) {
+    static const char op[] = "zeta_backward_q";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "q", q));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dq", dq));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of q"; const int64_t len_q = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dq"; const int64_t len_dq = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "q", q, len_q));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dq", dq, len_dq));
+    if (len_dq == 0) return TL_OK;
+    return tlk_zeta_backward_q(op, x, q, g, dq, n);
+}
+
+int tl_i0(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "i0";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_i0(op, x, y, n);
+}
+
+int tl_i0e(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "i0e";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_i0e(op, x, y, n);
+}
+
+int tl_i0e_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "i0e_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_i0e_backward(op, x, g, dx, n);
+}
+
+int tl_i1(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "i1";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_i1(op, x, y, n);
+}
+
+int tl_i1_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "i1_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_i1_backward(op, x, g, dx, n);
+}
+
+int tl_i1e(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "i1e";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_i1e(op, x, y, n);
+}
+
+int tl_i1e_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "i1e_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_i1e_backward(op, x, g, dx, n);
+}
+
+int tl_bessel_j0(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "bessel_j0";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_bessel_j0(op, x, y, n);
+}
+
+int tl_bessel_j1(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "bessel_j1";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_bessel_j1(op, x, y, n);
+}
+
+int tl_bessel_y0(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "bessel_y0";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_bessel_y0(op, x, y, n);
+}
+
+int tl_bessel_y1(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "bessel_y1";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_bessel_y1(op, x, y, n);
+}
+
+int tl_modified_bessel_k0(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "modified_bessel_k0";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_modified_bessel_k0(op, x, y, n);
+}
+
+int tl_modified_bessel_k1(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "modified_bessel_k1";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_modified_bessel_k1(op, x, y, n);
+}
+
+int tl_scaled_modified_bessel_k0(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "scaled_modified_bessel_k0";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_scaled_modified_bessel_k0(op, x, y, n);
+}
+
+int tl_scaled_modified_bessel_k1(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "scaled_modified_bessel_k1";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_scaled_modified_bessel_k1(op, x, y, n);
+}
+
+int tl_spherical_bessel_j0(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "spherical_bessel_j0";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_spherical_bessel_j0(op, x, y, n);
+}
+
+int tl_orthogonal_polynomial(tl_buf x, tl_buf degree, tl_buf y, int64_t n, double kind) {
+    static const char op[] = "orthogonal_polynomial";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "degree", degree));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of degree"; const int64_t len_degree = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    if (!(kind <= 11))
+        return tl_fail(TL_E_ARG, "%s: expected kind <= 11, got kind=%g", op, kind);
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "degree", degree, len_degree));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_orthogonal_polynomial(op, x, degree, y, n, kind);
+}

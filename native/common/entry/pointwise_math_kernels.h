@@ -73,6 +73,40 @@ TL_HIDDEN int tlk_logit(const char *op, tl_buf x, tl_buf y, int64_t n, double ep
 TL_HIDDEN int tlk_logit_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n, double eps);
 TL_HIDDEN int tlk_nan_to_num(const char *op, tl_buf x, tl_buf y, int64_t n, double nan, double posinf, double neginf);
 TL_HIDDEN int tlk_nan_to_num_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_erfc(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_erfc_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_erfcx(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_erfcx_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_erfinv(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_erfinv_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_ndtr(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_ndtr_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_ndtri(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_ndtri_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_log_ndtr(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_log_ndtr_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_lgamma(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_digamma(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_polygamma(const char *op, tl_buf x, tl_buf y, int64_t n, double order);
+TL_HIDDEN int tlk_zeta(const char *op, tl_buf x, tl_buf q, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_zeta_backward_q(const char *op, tl_buf x, tl_buf q, tl_buf g, tl_buf dq, int64_t n);
+TL_HIDDEN int tlk_i0(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_i0e(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_i0e_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_i1(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_i1_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_i1e(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_i1e_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_bessel_j0(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_bessel_j1(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_bessel_y0(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_bessel_y1(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_modified_bessel_k0(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_modified_bessel_k1(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_scaled_modified_bessel_k0(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_scaled_modified_bessel_k1(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_spherical_bessel_j0(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_orthogonal_polynomial(const char *op, tl_buf x, tl_buf degree, tl_buf y, int64_t n, double kind);
 
 #ifdef __cplusplus
 }

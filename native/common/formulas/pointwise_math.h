@@ -12,6 +12,7 @@
 #define TL_FORMULAS_POINTWISE_MATH_H
 
 #include "tl_math_more.h"
+#include "tl_math_bessel.h"
 
 #define TLF_LN2 0.693147180559945309f
 #define TLF_LN10 2.30258509299404568f
@@ -226,6 +227,174 @@ TLM_HD float tlf_nan_to_num(float x, float nan, float posinf, float neginf) {
 }
 TLM_HD float tlf_nan_to_num_backward(float x, float g) {
     return tlm_abs(x) <= TLM_FLT_MAX ? g : 0.0f;
+}
+
+/* ---- special functions (tl_math_special.h: double evaluation, one final rounding) ---- */
+
+TLM_HD float tlf_erfc(float x) { return tlm_d2f(tls_erfc((double)x)); }
+TLM_HD float tlf_erfcx(float x) { return x != x ? x : tlm_d2f(tls_erfcx((double)x)); }
+/* erfinv: +-inf at +-1, NaN beyond */
+TLM_HD float tlf_erfinv(float x) {
+    float a = tlm_abs(x);
+    float y = tlm_copysign(tlm_d2f(tls_erfinv((double)x)), x);   /* erfinv(-0) = -0 */
+    y = a == 1.0f ? tlm_copysign(TLM_INFF, x) : y;
+    return (a > 1.0f || x != x) ? TLM_NANF : y;
+}
+/* the standard normal's distribution function erfc(-x / sqrt 2) / 2 */
+TLM_HD float tlf_ndtr(float x) {
+    return x != x ? x : tlm_d2f(tlm_dmul(0.5, tls_erfc(-tlm_dmul((double)x, TLS_SQRT1_2))));
+}
+/* its logarithm: log(erfcx(-x / sqrt 2) / 2) - x^2 / 2 below -1 (no underflow), else
+ * log1p(-erfc(x / sqrt 2) / 2) */
+TLM_HD double tls_log_ndtr(double x) {
+    if (x < -1.0) {
+        double e = tls_erfcx(-tlm_dmul(x, TLS_SQRT1_2));
+        return tlm_dsub(tlm_dsub(tls_log(e), TLM_LN2_DHI), tlm_dmul(tlm_dmul(x, x), 0.5));
+    }
+    double q = tlm_dmul(0.5, tls_erfc(tlm_dmul(x, TLS_SQRT1_2)));
+    tlm_dd l = tlm_log_dd(tlm_two_sum(1.0, -q));
+    return tlm_dadd(l.hi, l.lo);
+}
+TLM_HD float tlf_log_ndtr(float x) {
+    float y = tlm_d2f(tls_log_ndtr((double)x));
+    y = x == TLM_INFF ? 0.0f : y;
+    return x != x ? x : y;
+}
+/* the normal quantile: -sqrt2 erfc^-1(2p) below 1/2, sqrt2 erfc^-1(2 (1 - p)) above (1 - p
+ * exact); -inf at 0, inf at 1, NaN outside [0, 1] */
+TLM_HD float tlf_ndtri(float p) {
+    double pd = (double)p;
+    int32_t up = p >= 0.5f;
+    double s = tlm_dmul(2.0, up ? tlm_dsub(1.0, pd) : pd);
+    double v = tlm_dmul(TLS_SQRT2, tls_erfc_inv(s));
+    float y = tlm_d2f(up ? v : -v);
+    y = p == 0.0f ? -TLM_INFF : (p == 1.0f ? TLM_INFF : y);
+    return (p != p || p < 0.0f || p > 1.0f) ? TLM_NANF : y;
+}
+TLM_HD float tlf_lgamma(float x) { return tls_lgammaf(x); }
+TLM_HD float tlf_digamma(float x) { return tls_digammaf(x); }
+TLM_HD float tlf_polygamma(float x, float order) { return tls_polygammaf(order, x); }
+TLM_HD float tlf_zeta(float x, float q) { return tlm_d2f(tls_zeta((double)x, (double)q)); }
+
+/* derivatives times g, evaluated in double and rounded once */
+TLM_HD float tlf_erfc_backward(float x, float g) {
+    return tlm_d2f(tlm_dmul((double)g, tlm_dmul(-TLS_SQRT_PI_INV2, tls_exp_negsq((double)x))));
+}
+/* 2 x erfcx(x) - 2 / sqrt(pi) */
+TLM_HD float tlf_erfcx_backward(float x, float g) {
+    double d = tlm_dfma(tlm_dmul(2.0, (double)x), tls_erfcx((double)x), -TLS_SQRT_PI_INV2);
+    return tlm_d2f(tlm_dmul((double)g, d));
+}
+/* sqrt(pi) / 2 e^(erfinv(x)^2) */
+TLM_HD float tlf_erfinv_backward(float x, float g) {
+    double y = tls_erfinv((double)x);
+    double d = tlm_ddiv(1.0, tlm_dmul(TLS_SQRT_PI_INV2, tls_exp_negsq(y)));
+    float r = tlm_d2f(tlm_dmul((double)g, d));
+    r = tlm_abs(x) == 1.0f ? tlm_mul(g, TLM_INFF) : r;
+    return tlm_abs(x) > 1.0f ? TLM_NANF : r;
+}
+/* the normal density e^(-x^2 / 2) / sqrt(2 pi) */
+TLM_HD float tlf_ndtr_backward(float x, float g) {
+    double d = tlm_dmul(tls_exp_negsq(tlm_dmul((double)x, TLS_SQRT1_2)), 0x1.9884533d43651p-2);
+    return tlm_d2f(tlm_dmul((double)g, d));
+}
+/* sqrt(2 pi) e^(ndtri(p)^2 / 2) */
+TLM_HD float tlf_ndtri_backward(float p, float g) {
+    double y = (double)tlf_ndtri(p);
+    double d = tlm_ddiv(0x1.40d931ff62706p+1, tls_exp_negsq(tlm_dmul(y, TLS_SQRT1_2)));
+    return tlm_d2f(tlm_dmul((double)g, d));
+}
+/* density / ndtr = sqrt(2 / pi) / erfcx(-x / sqrt 2) */
+TLM_HD float tlf_log_ndtr_backward(float x, float g) {
+    double d = tlm_ddiv(0x1.9884533d43651p-1, tls_erfcx(-tlm_dmul((double)x, TLS_SQRT1_2)));
+    return tlm_d2f(tlm_dmul((double)g, d));
+}
+/* d zeta(x, q) / dq = -x zeta(x + 1, q) */
+TLM_HD float tlf_zeta_backward_q(float x, float q, float g) {
+    double d = tlm_dmul(-(double)x, tls_zeta(tlm_dadd((double)x, 1.0), (double)q));
+    return tlm_d2f(tlm_dmul((double)g, d));
+}
+
+/* ---- Bessel functions and orthogonal polynomials (tl_math_bessel.h) ---- */
+
+TLM_HD float tlf_i0(float x) {
+    float a = tlm_abs(x);
+    return a == TLM_INFF ? a : tlm_d2f(tls_bessel_i((double)a, 0));
+}
+TLM_HD float tlf_i1(float x) {
+    float a = tlm_abs(x);
+    return tlm_copysign(a == TLM_INFF ? a : tlm_d2f(tls_bessel_i((double)a, 1)), x);
+}
+TLM_HD float tlf_i0e(float x) {
+    float a = tlm_abs(x);
+    return a == TLM_INFF ? 0.0f : tlm_d2f(tls_bessel_ie((double)a, 0));
+}
+TLM_HD float tlf_i1e(float x) {
+    float a = tlm_abs(x);
+    return tlm_copysign(a == TLM_INFF ? 0.0f : tlm_d2f(tls_bessel_ie((double)a, 1)), x);
+}
+/* K: inf at 0, NaN below; scaled = e^x K(x) */
+TLM_HD float tls_bessel_kf(float x, int v, int scaled) {
+    double ke = tls_bessel_ke((double)x, v);
+    float y = tlm_d2f(scaled ? ke : tlm_dmul(ke, tls_exp(-(double)x)));
+    y = x == TLM_INFF ? 0.0f : y;
+    y = x == 0.0f ? TLM_INFF : y;
+    return (x < 0.0f || x != x) ? TLM_NANF : y;
+}
+TLM_HD float tlf_modified_bessel_k0(float x) { return tls_bessel_kf(x, 0, 0); }
+TLM_HD float tlf_modified_bessel_k1(float x) { return tls_bessel_kf(x, 1, 0); }
+TLM_HD float tlf_scaled_modified_bessel_k0(float x) { return tls_bessel_kf(x, 0, 1); }
+TLM_HD float tlf_scaled_modified_bessel_k1(float x) { return tls_bessel_kf(x, 1, 1); }
+/* J0 even, J1 odd, 0 at +-inf; Y: -inf at 0, NaN below, 0 at inf */
+TLM_HD float tlf_bessel_j0(float x) {
+    float a = tlm_abs(x);
+    float y = a == 0.0f ? 1.0f : tlm_d2f(tls_bessel_jy(tlm_sel(a == TLM_INFF, 1.0f, a), 0, 0));
+    y = a == TLM_INFF ? 0.0f : y;
+    return x != x ? x : y;
+}
+TLM_HD float tlf_bessel_j1(float x) {
+    float a = tlm_abs(x);
+    float y = a == 0.0f ? 0.0f : tlm_d2f(tls_bessel_jy(tlm_sel(a == TLM_INFF, 1.0f, a), 1, 0));
+    y = a == TLM_INFF ? 0.0f : y;
+    return x != x ? x : (x < 0.0f ? -y : y);
+}
+TLM_HD float tls_bessel_yf(float x, int v) {
+    float y = tlm_d2f(tls_bessel_jy(tlm_sel((x > 0.0f) & (x < TLM_INFF), x, 1.0f), v, 1));
+    y = x == TLM_INFF ? 0.0f : y;
+    y = x == 0.0f ? -TLM_INFF : y;
+    return (x < 0.0f || x != x) ? TLM_NANF : y;
+}
+TLM_HD float tlf_bessel_y0(float x) { return tls_bessel_yf(x, 0); }
+TLM_HD float tlf_bessel_y1(float x) { return tls_bessel_yf(x, 1); }
+/* sin(x) / x, 1 at 0, 0 at +-inf */
+TLM_HD float tlf_spherical_bessel_j0(float x) {
+    double s, c;
+    float a = tlm_abs(x);
+    tls_sincos(tlm_sel(a == TLM_INFF, 1.0f, x), &s, &c);
+    float y = tlm_d2f(tlm_ddiv(s, (double)x));
+    y = a == 0.0f ? 1.0f : (a == TLM_INFF ? 0.0f : y);
+    return x != x ? x : y;
+}
+TLM_HD float tlf_orthogonal_polynomial(float x, float n, float kind) {
+    return x != x ? x : tlm_d2f(tls_orthopoly((double)x, (double)n, (int)kind));
+}
+
+/* derivatives times g: i0e' = i1e - sign(x) i0e, i1' = i0 - i1 / x, i1e' = i0e - i1e (sign(x) +
+ * 1 / x) (1/2 at 0), in double */
+TLM_HD float tlf_i0e_backward(float x, float g) {
+    double a = (double)tlm_abs(x), sg = x < 0.0f ? -1.0 : (x > 0.0f ? 1.0 : 0.0);
+    double d = tlm_dsub(tlm_dmul(sg, tls_bessel_ie(a, 1)), tlm_dmul(sg, tls_bessel_ie(a, 0)));
+    return tlm_d2f(tlm_dmul((double)g, d));
+}
+TLM_HD float tlf_i1_backward(float x, float g) {
+    double a = (double)tlm_abs(x);
+    double d = tlm_dsub(tls_bessel_i(a, 0), tlm_ddiv(tls_bessel_i(a, 1), a));
+    return tlm_d2f(tlm_dmul((double)g, x == 0.0f ? 0.5 : d));
+}
+TLM_HD float tlf_i1e_backward(float x, float g) {
+    double a = (double)tlm_abs(x);
+    double d = tlm_dsub(tls_bessel_ie(a, 0), tlm_dmul(tls_bessel_ie(a, 1), tlm_dadd(1.0, tlm_ddiv(1.0, a))));
+    return tlm_d2f(tlm_dmul((double)g, x == 0.0f ? 0.5 : d));
 }
 
 #endif /* TL_FORMULAS_POINTWISE_MATH_H */
