@@ -6,8 +6,9 @@ masked_fill, one_hot, tril, einsum where the build has them.
 
 Timing is bench_cuda.py's: PyTorch with CUDA events on its stream, torchlean (its own stream)
 with a loop of calls closed by torchlean.synchronize(); both warmed up, the median of 7
-repeats. Rows time the public API under no_grad, so host work is included (torchlean's index
-results are host int64 arrays: a sort or topk reads its indices back, as torch's .cpu() would).
+repeats. Rows time the public API under no_grad, so host work is included (sort's and topk's
+indices stay on the device, as torch's do, until the host asks; an int64 index made with
+tl.tensor goes to the device on first use and keeps that copy, as torch's index lives there).
 Kernel rows ("kernels") time the registry ops alone. A row that fails is listed as skipped.
 """
 from __future__ import annotations

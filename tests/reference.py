@@ -635,6 +635,31 @@ def take_rows(x, idx, distinct=0):
     return np.where(inside, got, 0.0).reshape(np.shape(idx))
 
 
+def put_add_rows(x, idx, values):
+    """x with values added at positions idx along each row, in index order; others skipped."""
+    r = _rows(x).copy()
+    k = np.asarray(idx, dtype=np.float64).reshape(r.shape[0], -1)
+    v = np.asarray(values, dtype=np.float64).reshape(k.shape)
+    for i in range(r.shape[0]):
+        for j in range(k.shape[1]):
+            c = k[i, j]
+            if 0 <= c < r.shape[1]:
+                r[i, int(c)] += v[i, j]
+    return r.reshape(np.shape(x))
+
+
+def triangle(x, diagonal=0, upper=0):
+    x = np.asarray(x, dtype=np.float64)
+    m, n = x.shape[-2:]
+    keep = np.triu(np.ones((m, n), bool), diagonal) if upper else \
+        np.tril(np.ones((m, n), bool), diagonal)
+    return np.where(keep, x, 0.0)
+
+
+def fill_masked(mask, x, value):
+    return np.where(np.asarray(mask) != 0, float(np.float32(value)), x)
+
+
 def cumsum_rows(x, reverse=0):
     r = _rows(x)
     y = np.flip(np.cumsum(np.flip(r, 1), axis=1), 1) if reverse else np.cumsum(r, axis=1)

@@ -40,6 +40,8 @@ def emu():
                                  int64_t cols, int64_t reverse, int grid, int rev_threads);
         int emu_cumarg(const float *x, float *idx, int64_t rows, int64_t cols, int64_t kind,
                        int grid, int rev_threads);
+        int emu_put_add_ordered(const float *idx, const float *v, float *y, int64_t rows,
+                                int64_t k, int64_t cols, int grid, int reverse);
         int emu_sort_keys(const float *x, uint32_t *keys, int32_t *pos, int64_t n, int64_t cols,
                           int64_t descending);
     """)
@@ -75,7 +77,7 @@ def specials(rows, cols, scale=1.0):
     return x
 
 
-CUM_SHAPES = [(1, 1), (3, 7), (2, 256), (2, 257), (3, 1000), (1, 3000), (5, 513)]
+CUM_SHAPES = [(1, 1), (3, 7), (2, 256), (2, 257), (3, 1000), (1, 3000), (5, 513), (1, 70001)]
 
 
 @pytest.mark.parametrize("rows,cols", CUM_SHAPES)
@@ -157,3 +159,15 @@ def test_sort_keys_order_is_the_stub_argsort(emu, descending):
     assert np.array_equal(pos.reshape(rows, cols), np.tile(np.arange(cols), (rows, 1)))
     order = np.argsort(keys.reshape(rows, cols), axis=1, kind="stable")
     same_bits(order.astype(np.float32), stub("argsort_rows", x, descending=descending))
+
+
+@pytest.mark.parametrize("rows,cols,k", [(1, 1, 1), (3, 5, 8), (4, 9, 9), (2, 300, 40)])
+def test_put_add_rows_in_index_order_is_the_stub(emu, rows, cols, k):
+    ffi, lib = emu
+    x = specials(rows, cols)
+    idx = rng.integers(-1, cols + 1, (rows, k)).astype(np.float32)     # repeats, out of range
+    v = (rng.standard_normal((rows, k)) * 1e3).astype(np.float32)
+    y = x.copy()
+    assert lib.emu_put_add_ordered(ptr(ffi, idx), ptr(ffi, v), ptr(ffi, y), rows, k, cols,
+                                   2, 1) == 0
+    same_bits(y, stub("put_add_rows", x, idx, v))

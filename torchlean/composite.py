@@ -118,10 +118,20 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 def gather(x, dim, index):
     """torch.gather(x, dim, index): out[p] = x[p with axis dim replaced by index[p]], for index
-    an int64 tensor (or integer array) of x's rank no larger than x off axis dim. One gather of
-    the flattened x (VJP: scatter-add), the flat positions worked out on the host."""
+    an int64 tensor (or integer array) of x's rank no larger than x off axis dim. An IntTensor
+    index goes to the device once (or is there already) and take_rows reads along dim; other
+    indices: one gather of the flattened x (VJP: scatter-add), flat positions from the host."""
     if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
         raise TypeError(f"gather: dim must be an int, got {type(dim).__name__} {dim!r}")
+    if isinstance(index, IntTensor) and index.dtype.name != "bool" and index.ndim == x.ndim:
+        shape = tuple(x.shape)
+        d = indexing.normalize_dim(dim, max(len(shape), 1), "gather")
+        if any(i > n for a, (i, n) in enumerate(zip(index.shape, shape)) if a != d):
+            raise ValueError(f"gather: index shape {tuple(index.shape)} exceeds input shape "
+                             f"{shape} off dim {d}")
+        y = _gather_checked(x, d, index, shape)
+        if y is not None:
+            return y
     if isinstance(index, IntTensor):
         idx = index.numpy()
     elif isinstance(index, np.ndarray) and np.issubdtype(index.dtype, np.integer):
@@ -140,6 +150,41 @@ def gather(x, dim, index):
         raise ValueError(f"gather: index shape {idx.shape} exceeds input shape {shape} off dim {d}")
     if idx.size and (idx.min() < 0 or idx.max() >= shape[d]):
         raise IndexError(f"gather: index out of range [0, {shape[d]}) for dim {d} of shape {shape}")
+    return _gather_host(x, d, idx, shape)
+
+
+def _gather_checked(x, d, index, shape):
+    """gather of an IntTensor index on the device when its values can be a device buffer
+    (None otherwise): dim d moved last, x cut to the index's extent off d, take_rows (VJP: the
+    taken positions' gradients added back in index order per row)."""
+    if not index.ndim or not index.numel():
+        return None
+    lo, hi = index.within()
+    if lo < 0 or hi >= shape[d]:
+        lo, hi = index.bounds()
+        if lo < 0 or hi >= shape[d]:
+            raise IndexError(f"gather: index out of range [0, {shape[d]}) for dim {d} of shape "
+                             f"{shape}")
+    buf = index.device_values()
+    if buf is None:
+        return None
+    s = x.session
+    with no_grad():
+        it = s.borrow(buf)
+    ishape = tuple(index.shape)
+    if any(i != n for a, (i, n) in enumerate(zip(ishape, shape)) if a != d):
+        x = getitem(x, tuple(slice(None) if a == d else slice(0, i)
+                             for a, i in enumerate(ishape)))
+    last = len(shape) - 1
+    if d != last:
+        x = transpose(x, d, last)
+        with no_grad():
+            it = transpose(it, d, last)
+    y = s.op("take_rows", x, it)
+    return y if d == last else transpose(y, d, last)
+
+
+def _gather_host(x, d, idx, shape):
     grid = list(np.indices(idx.shape, sparse=True)) if idx.ndim else []
     if grid:
         grid[d] = idx

@@ -375,8 +375,9 @@ def from_numpy(a, session=None, requires_grad=False):
     if not isinstance(a, np.ndarray):
         raise TypeError(f"from_numpy: expected a NumPy array, got {type(a).__name__}")
     if a.dtype.kind in "biu":
-        return IntTensor(a if a.dtype.kind == "b" or a.dtype == np.int64 else
-                         _int_array("from_numpy", a, int64))
+        if a.dtype.kind == "b" or a.dtype == np.int64:
+            return IntTensor(a, shares=True)      # the caller's memory: no device copy kept
+        return IntTensor(_int_array("from_numpy", a, int64))
     return tensor(a, dtype=float32, requires_grad=requires_grad, session=session)
 
 

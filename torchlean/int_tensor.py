@@ -1,10 +1,13 @@
-"""IntTensor: torch's int64 and bool tensors, held on the host as a NumPy array.
+"""IntTensor: torch's int64 and bool tensors, held on the host as a NumPy array, or on the
+device as float32 whole numbers until the host asks.
 
-Why on the host: what a training loop does with integer tensors (labels, indices, argmax
-results, accuracy counts) is bookkeeping that ends in a host number or a kernel attribute
-(gather indices are host int64 arrays), so a device copy would only add a round trip. The
-methods follow torch's names and results; arithmetic with a float Tensor or a Python float
-promotes to a float32 Tensor of the default session, as torch promotes int64 to float32.
+Why mostly on the host: what a training loop does with integer tensors (labels, accuracy
+counts) is bookkeeping that ends in a host number. Indices made and used on the device (sort's,
+topk's, one_hot's) stay there: `on_device` wraps such a buffer, and the NumPy array is read back
+only when a host method needs it. A host IntTensor that feeds a device kernel (gather's index)
+keeps its uploaded copy (`device_values`), so a second use uploads nothing. The methods follow
+torch's names and results; arithmetic with a float Tensor or a Python float promotes to a
+float32 Tensor of the default session, as torch promotes int64 to float32.
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ import numpy as np
 
 from torchlean.dtypes import bool_ as _bool, int64 as _int64
 from torchlean.errors import IntegerDivisionByZero
-from torchlean import current, indexing, int_shape_ops as _ops
+from torchlean import _capture, current, indexing, int_shape_ops as _ops
+from torchlean.buffer import AnyBuffer
 from torchlean.return_types import MinMaxResult
 from torchlean.int_values import check_int, to_bool, to_int64
 
@@ -45,25 +49,74 @@ def _floaty(o) -> bool:
 class IntTensor:
     """An int64 or bool tensor on the host (NumPy); see the module docstring."""
 
-    __slots__ = ("_a",)
+    # _host: the NumPy array (None until a device result is read back); _dev: an AnyBuffer of
+    # float32 whole numbers with the same values, or None; _bounds: (min, max) once known;
+    # _shares: the array is the caller's memory (from_numpy), so no device copy is kept
+    __slots__ = ("_host", "_dev", "_bounds", "_shares", "_within")
     __array_priority__ = 1001          # NumPy defers to our operators
     requires_grad = False
     grad = None
     is_cuda = False
 
-    def __init__(self, a):
+    def __init__(self, a, shares: bool = False):
         a = np.asarray(a)
         if a.dtype == np.bool_:
-            self._a = a
+            self._host = a
         elif a.dtype.kind in "iuO":     # uint64 >= 2**63, big Python ints: refused, not wrapped
-            self._a = to_int64("IntTensor", a)
+            self._host = to_int64("IntTensor", a)
         else:
             raise TypeError(f"IntTensor: expected integer or boolean data, got dtype {a.dtype}")
+        self._dev, self._bounds, self._shares, self._within = None, None, shares, None
+
+    @classmethod
+    def on_device(cls, buf: AnyBuffer, bounds=None, within=None) -> "IntTensor":
+        """An int64 tensor whose values are `buf`'s float32 whole numbers (a buffer no tape
+        owns, |value| <= 2^24). What the producer knows spares a read-back: `bounds` the exact
+        (min, max), `within` a range (lo, hi) holding every value (range checks)."""
+        t = cls.__new__(cls)
+        t._host, t._dev, t._bounds, t._shares = None, buf, bounds, False
+        t._within = within or bounds
+        return t
+
+    def within(self):
+        """A (lo, hi) range holding every value, from the producer when it knows one."""
+        return self._within or self.bounds()
+
+    @property
+    def _a(self) -> np.ndarray:
+        """The values as a NumPy array (read back from the device on first use)."""
+        a = self._host
+        if a is None:
+            a = self._host = self._dev.to_numpy().astype(np.int64)
+        return a
+
+    def device_values(self):
+        """The values as a device AnyBuffer of float32 whole numbers (uploaded once, then kept),
+        or None where float32 cannot hold every value exactly (|value| > 2^24) or during a
+        graph capture (whose integer inputs are host memory)."""
+        if self._dev is not None:
+            return self._dev
+        if self._shares or _capture.STATE.active:
+            return None
+        lo, hi = self.bounds()
+        if lo < -(1 << 24) or hi > (1 << 24):
+            return None
+        self._dev = AnyBuffer.from_numpy(self._host.astype(np.float32))
+        return self._dev
+
+    def bounds(self):
+        """(min, max) of the values ((0, -1) when empty), computed once."""
+        if self._bounds is None:
+            a = self._a
+            self._bounds = (int(a.min()), int(a.max())) if a.size else (0, -1)
+        return self._bounds
 
     # ------------------------------------------------------------------ what it is
     @property
     def dtype(self):
-        return _bool if self._a.dtype == np.bool_ else _int64
+        if self._host is None:
+            return _int64
+        return _bool if self._host.dtype == np.bool_ else _int64
 
     @property
     def device(self):
@@ -72,29 +125,29 @@ class IntTensor:
 
     @property
     def shape(self):
-        return self._a.shape
+        return self._dev.shape if self._host is None else self._host.shape
 
     @property
     def ndim(self) -> int:
-        return self._a.ndim
+        return len(self.shape)
 
     def dim(self) -> int:
-        return self._a.ndim
+        return len(self.shape)
 
     def size(self, dim=None):
         if dim is None:
-            return self._a.shape
-        return self._a.shape[indexing.normalize_dim(dim, self._a.ndim, "size")]
+            return self.shape
+        return self.shape[indexing.normalize_dim(dim, self.ndim, "size")]
 
     def numel(self) -> int:
-        return int(self._a.size)
+        return math.prod(self.shape)
 
     nelement = numel
 
     def __len__(self) -> int:
-        if self._a.ndim == 0:
+        if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return len(self._a)
+        return self.shape[0]
 
     # ------------------------------------------------------------------ conversions
     def numpy(self) -> np.ndarray:
@@ -184,8 +237,10 @@ class IntTensor:
         if hasattr(value, "session") or type(value).__name__ == "Parameter":
             value = value.numpy()                          # a float Tensor's values
         v = (to_bool if self._a.dtype == np.bool_ else to_int64)("__setitem__", _host(value))
+        a = self._a
+        self._dev = self._bounds = self._within = None   # the host array changes
         try:
-            self._a[host_key(key)] = v
+            a[host_key(key)] = v
         except IndexError as e:
             raise IndexError(f"__setitem__: {e} (shape {self._a.shape})") from None
         except ValueError:

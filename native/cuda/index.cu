@@ -5,9 +5,11 @@
 // with atomicAdd by default. In deterministic mode the host groups the update positions by target
 // row (a stable counting sort, or a sort on (row, j) for very tall targets), and one thread per
 // (touched row, column) adds that row's updates in index order j = 0..k-1: the stub's order, at
-// the cost of one pass over the updates.
+// the cost of one pass over the updates. triangle and fill_masked work out their masks from
+// positions or a mask buffer, with no host array.
 #include <stdlib.h>
 #include "common.cuh"
+#include "formulas/sort.h"
 #include "entry/index_kernels.h"
 
 static int copy_d2d(const char *op, float *dst, const float *src, int64_t n) {
@@ -206,4 +208,30 @@ extern "C" int tlk_gather_rows_backward(const char *op, tl_buf g, tl_buf x, tl_b
 extern "C" int tlk_scatter_add_rows(const char *op, tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t cols,
                                     const int64_t *idx, int64_t idx_len) {
     return scatter_rows_impl(op, x, values, y, rows, cols, idx, idx_len);
+}
+
+__global__ void k_triangle(const float *__restrict__ x, float *__restrict__ y, int64_t n, int64_t m, int64_t c,
+                           int64_t diagonal, int64_t upper) {
+    TL_GRID_STRIDE(t, n) {
+        const int64_t j = t % c, i = (t / c) % m;
+        y[t] = tl_triangle_keeps(i, j, diagonal, upper) ? x[t] : 0.0f;
+    }
+}
+
+extern "C" int tlk_triangle(const char *op, tl_buf x, tl_buf y, int64_t n, int64_t m, int64_t c, int64_t diagonal,
+                            int64_t upper) {
+    k_triangle<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(x->data, y->data, n, m, c, diagonal, upper);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+__global__ void k_fill_masked(const float *__restrict__ mask, const float *__restrict__ x, float *__restrict__ y,
+                              int64_t n, float v) {
+    TL_GRID_STRIDE(t, n) y[t] = mask[t] != 0.0f ? v : x[t];
+}
+
+extern "C" int tlk_fill_masked(const char *op, tl_buf mask, tl_buf x, tl_buf y, int64_t n, double value) {
+    k_fill_masked<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(mask->data, x->data, y->data, n, (float)value);
+    TL_LAUNCHED(op);
+    return TL_OK;
 }

@@ -1,13 +1,17 @@
 // sort.cu (CUDA): sorting rows, taking entries by position, running sums, products and extremes,
-// the same results as native/stub/sort.c bit for bit in every mode.
+// the same results as native/stub/sort.c bit for bit in every mode (put_add_rows: in
+// deterministic and exact mode).
 //
 // Sorting: each entry's key (formulas/sort.h) and column go through CUB's stable radix sorts
 // (DeviceRadixSort for one row, DeviceSegmentedSort::StableSortPairs for many), so the
 // positions are the stub's: a stable sort of distinct (key, position) pairs has one answer.
 // Running sums and products follow the chunked order of formulas/sort.h: one thread per row
-// for rows of one chunk, else a block per row (each thread the totals of its chunks, one thread
-// the carries between chunks, then every chunk's running values). Running extremes, the cumprod
+// for rows of one chunk, else three launches: a thread per (row, chunk) for the chunk totals, a
+// block per row whose thread 0 sums the carries between chunks in chunk order, a thread per
+// (row, chunk) for the running values (a long row spreads over the whole GPU). Running extremes, the cumprod
 // backward and take_rows_backward with repeated positions walk each row in order on one thread.
+// put_add_rows adds with atomics by default; in deterministic mode each row's updates go in
+// index order on one thread (the stub's order).
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 #include "common.cuh"
@@ -18,6 +22,15 @@ namespace {
 
 __global__ void k_row_offsets(int64_t *__restrict__ off, int64_t rows, int64_t cols) {
     TL_GRID_STRIDE(r, rows + 1) off[r] = r * cols;
+}
+
+// put_add_rows, default mode: every update one atomic add (any order)
+__global__ void k_put_add_atomic(const float *__restrict__ idx, const float *__restrict__ v,
+                                 float *__restrict__ y, int64_t rows, int64_t k, int64_t cols) {
+    SK_GRID_STRIDE(t, rows * k) {
+        int64_t c = tlf_row_index(idx[t], cols);
+        if (c >= 0) atomicAdd(&y[(t / k) * cols + c], v[t]);
+    }
 }
 
 __global__ void k_positions_to_float(const int32_t *__restrict__ pos, float *__restrict__ idx, int64_t n) {
@@ -95,8 +108,10 @@ extern "C" int tlk_cumulative(const char *op, tl_buf x, tl_buf y, int64_t rows, 
     const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
     float *tot = nullptr;
     TL_TRY(tl_scratch(op, (size_t)(rows * nch) * sizeof(float), (void **)&tot));
+    k_cum_totals<<<tl_blocks(rows * nch), TL_THREADS, 0, s>>>(x->data, tot, rows, cols, nch, reverse, kind);
     int threads = (int)min((int64_t)TL_THREADS, (nch + 31) / 32 * 32);
-    k_cum_block<<<(unsigned)rows, threads, threads * sizeof(float), s>>>(x->data, y->data, tot, cols, nch, reverse, kind);
+    k_cum_carries<<<(unsigned)rows, threads, threads * sizeof(float), s>>>(tot, nch, kind);
+    k_cum_apply<<<tl_blocks(rows * nch), TL_THREADS, 0, s>>>(x->data, y->data, tot, rows, cols, nch, reverse, kind);
     tl_scratch_free(tot);
     TL_LAUNCHED(op);
     return TL_OK;
@@ -111,6 +126,21 @@ extern "C" int tlk_cumprod_rows_backward(const char *op, tl_buf x, tl_buf g, tl_
 
 extern "C" int tlk_cumarg_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t kind) {
     k_cumarg<<<tl_blocks(rows), TL_THREADS, 0, tl_stream()>>>(x->data, idx->data, rows, cols, kind);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+extern "C" int tlk_put_add_rows(const char *op, tl_buf x, tl_buf idx, tl_buf values, tl_buf y, int64_t rows,
+                                int64_t cols, int64_t k) {
+    cudaStream_t s = tl_stream();
+    if (rows * cols == 0) return TL_OK;
+    TL_CUDA_TRY(op, cudaMemcpyAsync(y->data, x->data, (size_t)(rows * cols) * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, s));
+    if (k == 0) return TL_OK;
+    if (tl_deterministic())
+        k_put_add_ordered<<<tl_blocks(rows), TL_THREADS, 0, s>>>(idx->data, values->data, y->data, rows, k, cols);
+    else
+        k_put_add_atomic<<<tl_blocks(rows * k), TL_THREADS, 0, s>>>(idx->data, values->data, y->data, rows, k, cols);
     TL_LAUNCHED(op);
     return TL_OK;
 }

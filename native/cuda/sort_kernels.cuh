@@ -79,26 +79,31 @@ static __global__ void k_cum_thread(const float *__restrict__ x, float *__restri
     }
 }
 
-// one block per row: chunk totals (tot, one slice per row), the carries in order, the values
-static __global__ void k_cum_block(const float *__restrict__ x, float *__restrict__ y, float *__restrict__ tot,
-                            int64_t cols, int64_t nch, int64_t reverse, int64_t kind) {
+// many chunks: three launches over (row, chunk) pairs, the same bits as k_cum_thread. 1: each
+// chunk's total (tot[r * nch + c]); 2: per row, the carries into its chunks, summed in chunk
+// order (carry[c] = t0 (+) t1 ... (+) t[c-1]; thread 0 of a block per row, from rounds of totals
+// staged in shared memory); 3: each chunk's running values with its carry.
+static __global__ void k_cum_totals(const float *__restrict__ x, float *__restrict__ tot, int64_t rows,
+                                    int64_t cols, int64_t nch, int64_t reverse, int64_t kind) {
+    SK_GRID_STRIDE(t, rows * nch) {
+        const int64_t r = t / nch, c = t % nch;
+        tot[t] = cum_chunk(x + r * cols, nullptr, c, cols, reverse, kind, 0.0f, false);
+    }
+}
+
+static __global__ void k_cum_carries(float *__restrict__ tot, int64_t nch, int64_t kind) {
     extern __shared__ float4 smem4[];   // blockDim.x floats: a round of chunk totals
     float *buf = reinterpret_cast<float *>(smem4);
-    const int64_t r = blockIdx.x;
-    const float *xr = x + r * cols;
-    float *yr = y + r * cols, *tr = tot + r * nch;
-    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x)
-        tr[c] = cum_chunk(xr, yr, c, cols, reverse, kind, 0.0f, false);
-    __syncthreads();
+    float *tr = tot + (int64_t)blockIdx.x * nch;
     float run = 0.0f;   // thread 0: the running total of the chunks so far
     for (int64_t base = 0; base < nch; base += blockDim.x) {
-        int64_t c = base + threadIdx.x;
+        const int64_t c = base + threadIdx.x;
         buf[threadIdx.x] = c < nch ? tr[c] : 0.0f;
         __syncthreads();
         if (threadIdx.x == 0) {
-            int64_t m = min((int64_t)blockDim.x, nch - base);
+            const int64_t m = min((int64_t)blockDim.x, nch - base);
             for (int64_t i = 0; i < m; i++) {
-                float t = buf[i];
+                const float t = buf[i];
                 buf[i] = run;   // the carry into chunk base + i (unused for chunk 0)
                 run = base + i == 0 ? t : tlf_cum_step(run, t, kind);
             }
@@ -107,8 +112,26 @@ static __global__ void k_cum_block(const float *__restrict__ x, float *__restric
         if (c < nch) tr[c] = buf[threadIdx.x];
         __syncthreads();
     }
-    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x)
-        cum_chunk(xr, yr, c, cols, reverse, kind, tr[c], true);
+}
+
+static __global__ void k_cum_apply(const float *__restrict__ x, float *__restrict__ y,
+                                   const float *__restrict__ carry, int64_t rows, int64_t cols, int64_t nch,
+                                   int64_t reverse, int64_t kind) {
+    SK_GRID_STRIDE(t, rows * nch) {
+        const int64_t r = t / nch, c = t % nch;
+        cum_chunk(x + r * cols, y + r * cols, c, cols, reverse, kind, carry[t], true);
+    }
+}
+
+// put_add_rows in index order: each row's updates on one thread (the stub's order)
+static __global__ void k_put_add_ordered(const float *__restrict__ idx, const float *__restrict__ v,
+                                         float *__restrict__ y, int64_t rows, int64_t k, int64_t cols) {
+    SK_GRID_STRIDE(r, rows) {
+        for (int64_t j = 0; j < k; j++) {
+            int64_t c = tlf_row_index(idx[r * k + j], cols);
+            if (c >= 0) y[r * cols + c] = tlm_add(y[r * cols + c], v[r * k + j]);
+        }
+    }
 }
 
 static __global__ void k_cumprod_back(const float *__restrict__ x, const float *__restrict__ g, float *__restrict__ dx,

@@ -1,10 +1,12 @@
-/* index.c (stub): concat/slice along the leading axis, gathers and scatter-adds.
+/* index.c (stub): concat/slice along the leading axis, gathers and scatter-adds, and the masks
+ * worked out from positions or a mask buffer with no host array (triangle, fill_masked).
  *
  * Index conventions (torchlean-inventory section 10 item 4): gathers read 0 for out-of-range
  * indices, scatter-adds skip them, duplicates accumulate in index order j = 0..k-1 (the same
  * fixed order the CUDA deterministic path uses). Negative indices are rejected in Python. */
 #include <string.h>
 #include "stub.h"
+#include "formulas/sort.h"
 #include "entry/index_kernels.h"
 
 /* concat1d and concat0: both lay a then b out flat */
@@ -101,4 +103,28 @@ int tlk_gather_rows_backward(const char *op, tl_buf g, tl_buf x, tl_buf y, int64
 int tlk_scatter_add_rows(const char *op, tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t cols,
                          const int64_t *idx, int64_t idx_len) {
     return scatter_rows_impl(op, x, values, y, rows, cols, idx, idx_len);
+}
+
+/* torch's tril (upper 0) / triu (upper 1) of the matrices in the last two axes (m, c) */
+int tlk_triangle(const char *op, tl_buf x, tl_buf y, int64_t n, int64_t m, int64_t c, int64_t diagonal,
+                 int64_t upper) {
+    (void)op;
+    const float *X = x->data;
+    float *Y = y->data;
+    #pragma omp parallel for if(n > TL_PAR_MIN) schedule(static)
+    for (int64_t t = 0; t < n; t++) {
+        int64_t j = t % c, i = (t / c) % m;
+        Y[t] = tl_triangle_keeps(i, j, diagonal, upper) ? X[t] : 0.0f;
+    }
+    return TL_OK;
+}
+
+/* masked_fill with a number: value where mask != 0 (NaN is true), x elsewhere */
+int tlk_fill_masked(const char *op, tl_buf mask, tl_buf x, tl_buf y, int64_t n, double value) {
+    (void)op;
+    const float *M = mask->data, *X = x->data, v = (float)value;
+    float *Y = y->data;
+    #pragma omp parallel for if(n > TL_PAR_MIN) schedule(static)
+    for (int64_t t = 0; t < n; t++) Y[t] = M[t] != 0.0f ? v : X[t];
+    return TL_OK;
 }

@@ -140,3 +140,18 @@ int tlk_cumarg_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t 
     }
     return TL_OK;
 }
+
+int tlk_put_add_rows(const char *op, tl_buf x, tl_buf idx, tl_buf values, tl_buf y, int64_t rows, int64_t cols,
+                     int64_t k) {
+    (void)op;
+    const float *I = idx->data, *V = values->data;
+    float *Y = y->data;
+    if (rows * cols) memcpy(Y, x->data, sizeof(float) * (size_t)(rows * cols));
+    #pragma omp parallel for if(rows > 1 && rows * k > TL_PAR_MIN) schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < k; j++) {
+            int64_t c = tlf_row_index(I[r * k + j], cols);
+            if (c >= 0) Y[r * cols + c] = tlm_add(Y[r * cols + c], V[r * k + j]);
+        }
+    return TL_OK;
+}

@@ -31,7 +31,8 @@ int emu_take_rows_backward(const float *idx, const float *g, float *dx, int64_t 
     return 0;
 }
 
-// block: sort.cu's block-per-row schedule (its thread count), else one thread per row
+// block: sort.cu's three launches over (row, chunk) pairs (its thread count for the carries),
+// else one thread per row
 int emu_cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t reverse, int64_t kind,
                    int block, int grid, int rev_threads) {
     if (!block) {
@@ -42,7 +43,17 @@ int emu_cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t
     std::vector<float> tot((size_t)(rows * nch), NAN);
     float *t = tot.data();
     int threads = (int)std::min((int64_t)256, (nch + 31) / 32 * 32);
-    run((unsigned)rows, threads, [=] { k_cum_block(x, y, t, cols, nch, reverse, kind); }, rev_threads);
+    unsigned g = grid ? (unsigned)grid : 3;
+    run(g, 64, [=] { k_cum_totals(x, t, rows, cols, nch, reverse, kind); }, rev_threads);
+    run((unsigned)rows, threads, [=] { k_cum_carries(t, nch, kind); }, rev_threads);
+    run(g, 64, [=] { k_cum_apply(x, y, t, rows, cols, nch, reverse, kind); }, rev_threads);
+    return 0;
+}
+
+// put_add_rows's deterministic schedule (y holds x's copy on entry)
+int emu_put_add_ordered(const float *idx, const float *v, float *y, int64_t rows, int64_t k, int64_t cols,
+                        int grid, int reverse) {
+    run(grid, 64, [=] { k_put_add_ordered(idx, v, y, rows, k, cols); }, reverse);
     return 0;
 }
 

@@ -163,6 +163,9 @@ def masked_fill(input, mask, value):
                            f"{tuple(value.shape)}")
     if isinstance(value, (str, bytes)) or value is None:
         raise TypeError(f"masked_fill: value must be a number, got {type(value).__name__}")
+    if isinstance(value, c.NUMBER) or isinstance(value, bool):
+        # a number goes to the kernel as an attribute: no value tensor to upload and broadcast
+        return x.session.op("fill_masked", m, x, value=float(value))
     v = c.operand(x.session, "masked_fill", value, "value")
     return x.session.op("where", m, v, x)
 

@@ -8,7 +8,10 @@ import math
 import numpy as np
 
 from torchlean import composite
+from torchlean._generated import ops as _ops
+from torchlean.buffer import AnyBuffer
 from torchlean.catalog import _common as c
+from torchlean.catalog._device_index import reshaped
 from torchlean.int_tensor import IntTensor
 from torchlean.nn import functional as F
 from torchlean.nn.loss_functions import integer_labels
@@ -23,7 +26,12 @@ EXPORTS = {"nn.functional": ("one_hot", "embedding", "embedding_bag", "batch_nor
 
 
 def one_hot(tensor, num_classes=-1):
-    """int64 (..., num_classes) with a 1 at each label (num_classes -1: max label + 1)."""
+    """int64 (..., num_classes) with a 1 at each label (num_classes -1: max label + 1). An
+    IntTensor's labels go to the device once (or are there already) and the result stays there
+    (take_rows_backward writes the ones); other labels are done on the host."""
+    out = _one_hot_device(tensor, num_classes)
+    if out is not None:
+        return out
     y = integer_labels("one_hot", tensor, "class value")
     if y.size and y.min() < 0:
         raise RuntimeError("one_hot: class values must be non-negative")
@@ -34,6 +42,28 @@ def one_hot(tensor, num_classes=-1):
         raise RuntimeError(f"one_hot: class values must be smaller than num_classes {k}, got "
                            f"{int(y.max())}")
     return IntTensor((y[..., None] == np.arange(k)).astype(np.int64))
+
+
+def _one_hot_device(labels, num_classes):
+    if not isinstance(labels, IntTensor) or labels.dtype.name == "bool" or not labels.numel():
+        return None
+    lo, hi = labels.within()
+    if lo < 0 or (num_classes == -1 or hi >= int(num_classes)):
+        lo, hi = labels.bounds()        # exact values: errors and the inferred class count
+    if lo < 0:
+        raise RuntimeError("one_hot: class values must be non-negative")
+    k = int(num_classes) if num_classes != -1 else hi + 1
+    if hi >= k:
+        raise RuntimeError(f"one_hot: class values must be smaller than num_classes {k}, got "
+                           f"{hi}")
+    buf = labels.device_values()
+    if buf is None:
+        return None
+    n = labels.numel()
+    idx = reshaped(buf, (n, 1))
+    rows = _ops.take_rows_backward(idx, AnyBuffer.full((n, 1), 1.0), cols=k, distinct=1)
+    bounds = (1, 1) if k == 1 else (0, 1)
+    return IntTensor.on_device(AnyBuffer(tuple(labels.shape) + (k,), rows.buf), bounds)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,

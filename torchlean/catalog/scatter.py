@@ -1,8 +1,10 @@
 """Writing and reading by index: torch's scatter, scatter_add, scatter_reduce, index_add,
 index_copy, index_fill, index_put, index_reduce, index_select, take, take_along_dim and put.
 
-Indices are host data (int64 IntTensors or NumPy arrays), so every op works out the flat
-positions it reads or writes on the host and records registry ops over the flattened tensor:
+scatter_add with an IntTensor index as large as the input off dim keeps the index on the device
+(put_add_rows along dim, the same order). Otherwise indices are host data (int64 IntTensors or
+NumPy arrays): the op works out the flat positions it reads or writes on the host and records
+registry ops over the flattened tensor:
 reads are gather_vec (VJP: an ordered scatter-add), accumulation is scatter_add_vec (duplicates
 added in index order on both libraries in deterministic and exact mode), and overwrites keep the
 last write in index order (torch's CPU order) through `where` over a gathered source, so the
@@ -18,7 +20,9 @@ import math
 import numpy as np
 
 from torchlean import composite, indexing
+from torchlean.catalog._device_index import check_range, index_tensor
 from torchlean.int_tensor import IntTensor
+from torchlean.tape import no_grad
 
 METHODS = ["scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill",
            "index_put", "index_reduce", "index_select", "take", "take_along_dim", "put"]
@@ -176,10 +180,45 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):  # noqa: A
 
 def scatter_add(input, dim, index, src):  # noqa: A002
     """torch.scatter_add: input with src[p] added at input[... index[p] ...] along dim; repeated
-    targets add in index order (every mode on the stub, deterministic and exact mode on CUDA)."""
+    targets add in index order (every mode on the stub, deterministic and exact mode on CUDA).
+    An IntTensor index as large as input off dim runs on the device (put_add_rows along dim)."""
     src = _as_source(input, src, "scatter_add")
+    y = _scatter_add_device(input, dim, index, src)
+    if y is not None:
+        return y
     pos, src_pos = _scatter_positions(input, dim, index, src, "scatter_add")
     return add_at(input, pos, _source_values(src, src_pos, pos))
+
+
+def _scatter_add_device(input, dim, index, src):
+    """scatter_add with the index as a device buffer (no host positions), or None where the
+    host path applies (0-d or empty tensors, an index smaller than input off dim, values past
+    2^24)."""
+    shape = tuple(input.shape)
+    if not isinstance(index, IntTensor) or index.dtype.name == "bool" or not shape:
+        return None
+    ishape, d = tuple(index.shape), _dim(dim, len(shape), "scatter_add")
+    if (len(ishape) != len(shape) or not index.numel()
+            or any(i != n for a, (i, n) in enumerate(zip(ishape, shape)) if a != d)):
+        return None
+    ss = tuple(src.shape)
+    if len(ss) != len(ishape) or any(i > n for i, n in zip(ishape, ss)):
+        raise ValueError(f"scatter_add: index shape {ishape} exceeds the source shape {ss}")
+    check_range(index, shape[d], "scatter_add", d, shape)
+    s = input.session
+    it = index_tensor(s, index)
+    if it is None:
+        return None
+    if ss != ishape:
+        src = composite.getitem(src, tuple(slice(0, i) for i in ishape))
+    last = len(shape) - 1
+    x = input
+    if d != last:
+        x, src = composite.transpose(x, d, last), composite.transpose(src, d, last)
+        with no_grad():
+            it = composite.transpose(it, d, last)
+    y = s.op("put_add_rows", x, it, src)
+    return y if d == last else composite.transpose(y, d, last)
 
 
 def _source_values(src, src_pos, pos):

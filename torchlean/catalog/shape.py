@@ -82,11 +82,10 @@ def _triangle(op, input, diagonal, keep):
     if x.ndim < 2:
         raise ValueError(f"{op}: input must have at least 2 dimensions, got shape "
                          f"{tuple(x.shape)}")
-    m, n = x.shape[-2:]
-    lower = np.tri(m, n, int(diagonal), dtype=bool)
-    keep_mask = lower if keep == "lower" else ~np.tri(m, n, int(diagonal) - 1, dtype=bool)
-    s = x.session
-    return s.op("where", s.tensor(keep_mask.astype(np.float32)), x, 0.0)
+    if isinstance(diagonal, (bool, np.bool_)) or not isinstance(diagonal, (int, np.integer)):
+        raise TypeError(f"{op}: diagonal must be an int, got {type(diagonal).__name__}")
+    # the kernel works out the triangle from each entry's position: no mask array
+    return x.session.op("triangle", x, diagonal=int(diagonal), upper=int(keep == "upper"))
 
 
 def tril(input, diagonal=0):

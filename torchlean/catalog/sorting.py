@@ -6,14 +6,16 @@ Every op moves `dim` last and runs the sort family's row kernels (ops.yaml secti
 argsort_rows (a stable sort: equal values keep their input order, NaN largest), cumarg_rows
 (running-extreme positions), cumsum_rows / cumprod_rows / logcumsumexp_rows. Values are
 taken with take_rows, whose VJP adds the gradient back at the taken positions, so every value
-result is differentiable. Indices come back as int64 IntTensors on the host (as argmax's do);
-IntTensor inputs are sorted and summed on the host with NumPy (int64 arithmetic, as torch).
+result is differentiable. Indices come back as int64 IntTensors that stay on the device (read
+back only when the host asks; a gather or scatter takes them as they are); IntTensor inputs are
+sorted and summed on the host with NumPy (int64 arithmetic, as torch).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from torchlean import composite, indexing
+from torchlean.catalog._device_index import int_result
 from torchlean.composite import MinMaxResult as ValuesIndices
 from torchlean.dtypes import float32
 from torchlean.int_tensor import IntTensor
@@ -51,9 +53,26 @@ def _host_back(a, x, d):
     return a if d == x.ndim - 1 else np.swapaxes(a, d, -1)
 
 
-def _positions(p, x, d):
-    """Float32 positions (a no-grad tape tensor laid out by _last) as torch's int64 indices."""
-    return IntTensor(_host_back(p.numpy().astype(np.int64), x, d))
+def _positions(p, x, d, bounds=None, squeeze=False):
+    """Float32 positions (a no-grad tape tensor laid out by _last) as torch's int64 indices, on
+    the device (dim d dropped with `squeeze`); every one lies in [0, n) of the sorted dim.
+    `bounds`: their exact (min, max)."""
+    with no_grad():
+        q = _back(p, x, d)
+        if squeeze:
+            q = composite.squeeze(q, d)
+    n = x.shape[d] if x.ndim else 1
+    out = int_result(q, bounds, (0, n - 1) if q.numel() else None)
+    if out is None:     # a graph capture: host indices
+        a = _host_back(p.numpy().astype(np.int64), x, d)
+        out = IntTensor(np.squeeze(a, d) if squeeze else a)
+    return out
+
+
+def _all_positions(x, d):
+    """The exact (min, max) of a full sort's positions along dim d."""
+    n = x.shape[d] if x.ndim else 1
+    return (0, n - 1) if x.numel() else (0, -1)
 
 
 def _op(x, name, *others, **attrs):
@@ -79,7 +98,7 @@ def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002 - torch's
     xt, d = _last(input, dim, "sort")
     p = _argsort_rows(xt, descending)
     values = _op(xt, "take_rows", p, distinct=1)
-    return ValuesIndices(_back(values, input, d), _positions(p, input, d))
+    return ValuesIndices(_back(values, input, d), _positions(p, input, d, _all_positions(input, d)))
 
 
 def _host_argsort(a, dim, descending, op):
@@ -96,7 +115,7 @@ def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
     if isinstance(input, IntTensor):
         return IntTensor(_host_argsort(input.numpy(), dim, descending, "argsort"))
     xt, d = _last(input, dim, "argsort")
-    return _positions(_argsort_rows(xt, descending), input, d)
+    return _positions(_argsort_rows(xt, descending), input, d, _all_positions(input, d))
 
 
 def msort(input):  # noqa: A002
@@ -133,10 +152,10 @@ def _select(input, xt, d, pos, keepdim):
         at = s.tensor(pos.astype(np.float32).reshape(xt.shape[:-1] + (1,)))
         pk = _op(p, "take_rows", at)
     values = _op(xt, "take_rows", pk, distinct=1)
-    values, idx = _back(values, input, d), _positions(pk, input, d)
-    if not keepdim and input.ndim:
+    squeeze = bool(not keepdim and input.ndim)
+    values, idx = _back(values, input, d), _positions(pk, input, d, squeeze=squeeze)
+    if squeeze:
         values = composite.squeeze(values, d)
-        idx = IntTensor(np.squeeze(idx.numpy(), d))
     return ValuesIndices(values, idx)
 
 

@@ -1,4 +1,5 @@
-"""Rows taken by index (sorting, top-k, running extremes) and the adjoint of taking them."""
+"""Rows taken by index (sorting, top-k, running extremes), the adjoint of taking them, adding
+by index along rows, and the matrix axes of a triangle."""
 from __future__ import annotations
 
 from .core import ShapeError, shape
@@ -20,3 +21,22 @@ def take_rows_back(idx, g, cols):
         raise ShapeError(f"indices {tuple(idx)} and grad {tuple(g)} must have one shape "
                          f"(at least one axis)")
     return tuple(idx[:-1]) + (int(cols),)
+
+
+def put_rows(x, idx, values):
+    """Output of put_add_rows: x's shape; idx and values share one shape that agrees with x on
+    every axis but the last."""
+    x, idx, values = shape(x), shape(idx), shape(values)
+    if (len(x) < 1 or len(idx) != len(x) or tuple(x[:-1]) != tuple(idx[:-1])
+            or tuple(values) != tuple(idx)):
+        raise ShapeError(f"indices {tuple(idx)} and values {tuple(values)} must have one shape "
+                         f"that matches {tuple(x)} on every axis but the last")
+    return tuple(x)
+
+
+def mat_rows(x):
+    """Rows of the matrices in the last two axes (the second-last axis; rank >= 2)."""
+    x = shape(x)
+    if len(x) < 2:
+        raise ShapeError(f"expected at least 2 dimensions (a matrix), got shape {tuple(x)}")
+    return x[-2]

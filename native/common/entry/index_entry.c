@@ -275,3 +275,38 @@ int tl_scatter_add_rows(tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t
     if (len_y == 0) return TL_OK;
     return tlk_scatter_add_rows(op, x, values, y, rows, cols, idx, idx_len);
 }
+
+int tl_triangle(tl_buf x, tl_buf y, int64_t n, int64_t m, int64_t c, int64_t diagonal, int64_t upper) {
+    static const char op[] = "triangle";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    if (!((upper >= 0) && (upper <= 1)))
+        return tl_fail(TL_E_ARG, "%s: expected upper >= 0 and upper <= 1, got upper=%lld", op, (long long)upper);
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_triangle(op, x, y, n, m, c, diagonal, upper);
+}
+
+int tl_fill_masked(tl_buf mask, tl_buf x, tl_buf y, int64_t n, double value) {
+    static const char op[] = "fill_masked";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "mask", mask));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of mask"; const int64_t len_mask = tl_lname(&L, "n", n);
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "mask", mask, len_mask));
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_fill_masked(op, mask, x, y, n, value);
+}

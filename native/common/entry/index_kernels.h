@@ -25,6 +25,8 @@ TL_HIDDEN int tlk_gather_vec_backward(const char *op, tl_buf g, tl_buf x, tl_buf
 TL_HIDDEN int tlk_gather_vec_like(const char *op, tl_buf g, tl_buf v, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len);
 TL_HIDDEN int tlk_gather_rows_backward(const char *op, tl_buf g, tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len);
 TL_HIDDEN int tlk_scatter_add_rows(const char *op, tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len);
+TL_HIDDEN int tlk_triangle(const char *op, tl_buf x, tl_buf y, int64_t n, int64_t m, int64_t c, int64_t diagonal, int64_t upper);
+TL_HIDDEN int tlk_fill_masked(const char *op, tl_buf mask, tl_buf x, tl_buf y, int64_t n, double value);
 
 #ifdef __cplusplus
 }

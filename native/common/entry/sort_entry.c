@@ -150,3 +150,24 @@ int tl_cumarg_rows(tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t kin
     if (len_idx == 0) return TL_OK;
     return tlk_cumarg_rows(op, x, idx, rows, cols, kind);
 }
+
+int tl_put_add_rows(tl_buf x, tl_buf idx, tl_buf values, tl_buf y, int64_t rows, int64_t cols, int64_t k) {
+    static const char op[] = "put_add_rows";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "idx", idx));
+    TL_TRY(tl_check_live(op, "values", values));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of idx"; const int64_t len_idx = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "k", k));
+    L.what = "length of values"; const int64_t len_values = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "k", k));
+    L.what = "length of y"; const int64_t len_y = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "idx", idx, len_idx));
+    TL_TRY(tl_check_len(op, "values", values, len_values));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_put_add_rows(op, x, idx, values, y, rows, cols, k);
+}

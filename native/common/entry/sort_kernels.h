@@ -17,6 +17,7 @@ TL_HIDDEN int tlk_take_rows_backward(const char *op, tl_buf idx, tl_buf g, tl_bu
 TL_HIDDEN int tlk_cumulative(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse, int64_t kind);
 TL_HIDDEN int tlk_cumprod_rows_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t rows, int64_t cols, int64_t reverse);
 TL_HIDDEN int tlk_cumarg_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t kind);
+TL_HIDDEN int tlk_put_add_rows(const char *op, tl_buf x, tl_buf idx, tl_buf values, tl_buf y, int64_t rows, int64_t cols, int64_t k);
 
 #ifdef __cplusplus
 }

@@ -59,4 +59,9 @@ TLM_HD int64_t tlf_row_index(float v, int64_t n) {
     return (v >= 0.0f && v < (float)n) ? (int64_t)v : -1;
 }
 
+/* does torch's tril (upper 0) / triu (upper 1) keep entry (i, j) of a matrix? */
+TLM_HD int tl_triangle_keeps(int64_t i, int64_t j, int64_t diagonal, int64_t upper) {
+    return upper ? j - i >= diagonal : j - i <= diagonal;
+}
+
 #endif /* TL_FORMULAS_SORT_H */

@@ -24,6 +24,8 @@ TL_API int tl_gather_vec_backward(tl_buf g, tl_buf x, tl_buf y, int64_t n, const
 TL_API int tl_gather_vec_like(tl_buf g, tl_buf v, tl_buf y, int64_t n, const int64_t *idx, int64_t idx_len);
 TL_API int tl_gather_rows_backward(tl_buf g, tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len);
 TL_API int tl_scatter_add_rows(tl_buf x, tl_buf values, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t idx_len);
+TL_API int tl_triangle(tl_buf x, tl_buf y, int64_t n, int64_t m, int64_t c, int64_t diagonal, int64_t upper);
+TL_API int tl_fill_masked(tl_buf mask, tl_buf x, tl_buf y, int64_t n, double value);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@ TL_API int tl_cumprod_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64
 TL_API int tl_logcumsumexp_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse);
 TL_API int tl_cumprod_rows_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t rows, int64_t cols, int64_t reverse);
 TL_API int tl_cumarg_rows(tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t kind);
+TL_API int tl_put_add_rows(tl_buf x, tl_buf idx, tl_buf values, tl_buf y, int64_t rows, int64_t cols, int64_t k);
 
 #ifdef __cplusplus
 }
