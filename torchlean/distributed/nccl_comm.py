@@ -1,7 +1,8 @@
 """The NCCL communicator for the CUDA backend, with libnccl loaded at run time through ctypes.
 
 libnccl is looked for in TORCHLEAN_NCCL_LIB (a file), $CUDA_HOME/lib64, the NVIDIA NCCL pip
-package (nvidia/nccl/lib), then the system. Rank 0's unique id travels over MPI. Collectives run
+package (nvidia/nccl/lib), then the system. Rank 0's unique id travels over the host channel
+(MPI under mpirun, the TCP store under torchrun and srun). Collectives run
 on a high-priority communication stream: each first waits (cudaStreamWaitEvent) for the work
 already queued on torchlean's stream, so gradients computed there are final, and signals an
 event when done. Waiting polls that event and ncclCommGetAsyncError; past the deadline the
@@ -87,9 +88,9 @@ class NCCLComm:
     name = "nccl"
     averages = True      # all_reduce(average=True): NCCL's ncclAvg (NCCL >= 2.10)
 
-    def __init__(self, mpi, device: int):
-        self.mpi = mpi
-        self.rank, self.world, self.timeout_s = mpi.rank, mpi.world, mpi.timeout_s
+    def __init__(self, host, device: int):
+        self.host = host     # the host channel: MPI, or the TCP store (torchrun, srun)
+        self.rank, self.world, self.timeout_s = host.rank, host.world, host.timeout_s
         self.nccl, self.nccl_path = load_nccl()
         _declare(self.nccl)
         self.rt = CudaRuntime()
@@ -110,7 +111,7 @@ class NCCLComm:
             self._check("ncclGetUniqueId", self.nccl.ncclGetUniqueId(ctypes.byref(uid)))
         # all 128 bytes (uid.internal would stop at the first zero byte)
         mine = ctypes.string_at(ctypes.addressof(uid), 128) if self.rank == 0 else None
-        raw = mpi.bcast_bytes(mine, 128, 0, "NCCL unique id broadcast")
+        raw = host.bcast_bytes(mine, 128, 0, "NCCL unique id broadcast")
         ctypes.memmove(ctypes.addressof(uid), raw, 128)
         comm = ctypes.c_void_p()
         self._check("ncclCommInitRank",
@@ -227,7 +228,7 @@ class NCCLComm:
             if self.comm:
                 self.nccl.ncclCommAbort(self.comm)
                 self.comm = None
-                self.mpi.failed = True
+                self.host.fail()
 
     # ---------------------------------------------------------------- collectives
     def all_reduce(self, bufs, what: str, average: bool = False) -> Work:
@@ -268,7 +269,7 @@ class NCCLComm:
         synchronize()
         if self.error is not None:
             raise self.error
-        self.mpi.barrier(what)
+        self.host.barrier(what)
 
     def copy_into(self, src, dst) -> None:
         """dst[:] = src on torchlean's stream (dst keeps its memory)."""
@@ -276,7 +277,13 @@ class NCCLComm:
             self.rt.copy_d2d(dst.buf.data_ptr(), src.buf.data_ptr(), 4 * src.numel, self.compute)
 
     def allgather_array(self, a, what: str):
-        return self.mpi.allgather_array(a, what)
+        return self.host.allgather_array(a, what)
+
+    def allgather_array_start(self, a, what: str):
+        return self.host.allgather_array_start(a, what)
+
+    def fail(self) -> None:
+        self.host.fail()
 
     def close(self) -> None:
         with self._lock:
@@ -298,3 +305,4 @@ class NCCLComm:
         if self.stream:
             self.rt.destroy_stream(self.stream)
             self.stream = 0
+        self.host.close()
