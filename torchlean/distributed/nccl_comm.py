@@ -34,6 +34,21 @@ NCCL_IN_PROGRESS = 7
 WATCH_S = 5e-3      # the watchdog's polling period (rarely: each wake-up takes the GIL)
 
 
+FLAT_BYTES = 256 * 1024   # buffers smaller than this share one flat all-reduce per bucket
+
+
+def flat_bytes_from_env() -> int:
+    """TORCHLEAN_DDP_FLAT_BYTES (default 262144; 0 reduces every buffer in place)."""
+    v = os.environ.get("TORCHLEAN_DDP_FLAT_BYTES", "")
+    try:
+        n = int(v) if v.strip() else FLAT_BYTES
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"TORCHLEAN_DDP_FLAT_BYTES={v!r}: expected a byte count >= 0")
+    return n
+
+
 class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * 128)]
 
@@ -100,6 +115,8 @@ class NCCLComm:
         self.stream = self.rt.high_priority_stream()
         self._events: list[int] = []
         self._count = 0
+        self._flats: dict[int, Buffer] = {}
+        self.flat_bytes = flat_bytes_from_env()
         # the watchdog's: collectives only the device waits for, as (event, what, deadline)
         self._lock = threading.RLock()     # NCCL calls and the event pool, against the watchdog
         self._wake = threading.Condition(self._lock)
@@ -141,8 +158,9 @@ class NCCLComm:
         with self._lock:
             return self._events.pop() if self._events else self.rt.event()
 
-    def _launch(self, what: str, enqueue) -> Work:
-        """Order after torchlean's queued work, enqueue NCCL calls, return their Work."""
+    def _launch(self, what: str, enqueue, before=None, after=None) -> Work:
+        """Order after torchlean's queued work, enqueue NCCL calls (between before() and
+        after(), copies on the communication stream), return their Work."""
         if self.error is not None:
             raise self.error
         self._count += 1
@@ -152,11 +170,15 @@ class NCCLComm:
             self.rt.record(ready, self.compute)
             self.rt.wait_event(self.stream, ready)
             self._events.append(ready)   # reusable at once: the wait was captured at enqueue
+            if before is not None:
+                before()
             self._check(what + ": ncclGroupStart", self.nccl.ncclGroupStart())
             try:
                 enqueue(what)
             finally:
                 self._check(what + ": ncclGroupEnd", self.nccl.ncclGroupEnd())
+            if after is not None:
+                after()
             done = self._event()
             self.rt.record(done, self.stream)
         err = ctypes.c_int(0)
@@ -233,16 +255,45 @@ class NCCLComm:
     # ---------------------------------------------------------------- collectives
     def all_reduce(self, bufs, what: str, average: bool = False) -> Work:
         """Sum (average: the mean, divided inside NCCL's kernel) every buffer over the ranks,
-        in place."""
+        in place. Buffers under flat_bytes are copied into one flat buffer on the
+        communication stream, reduced by one NCCL call and copied back (biases and norms
+        cost one call between them, not one each); larger ones are reduced where they are."""
         op = NCCL_AVG if average else NCCL_SUM
+        small = [b for b in bufs if 0 < 4 * b.numel < self.flat_bytes]
+        if len(small) < 2:
+            small = []
+        ids = {id(b) for b in small}
+        large = [b for b in bufs if b.numel and id(b) not in ids]
+        n = sum(b.numel for b in small)
+        flat = self._flat_buffer(n) if small else None
+
+        def copies(to_flat: bool):
+            off = 0
+            for b in small:
+                p, q = flat.data_ptr() + 4 * off, b.buf.data_ptr()
+                self.rt.copy_d2d(p if to_flat else q, q if to_flat else p, 4 * b.numel,
+                                 self.stream)
+                off += b.numel
 
         def enqueue(w):
-            for b in bufs:
-                if b.numel:
-                    p = b.buf.data_ptr()
-                    self._check(w, self.nccl.ncclAllReduce(p, p, b.numel, NCCL_FLOAT32, op,
-                                                           self.comm, self.stream))
-        return self._launch(what, enqueue)
+            if flat is not None:
+                p = flat.data_ptr()
+                self._check(w, self.nccl.ncclAllReduce(p, p, n, NCCL_FLOAT32, op, self.comm,
+                                                       self.stream))
+            for b in large:
+                p = b.buf.data_ptr()
+                self._check(w, self.nccl.ncclAllReduce(p, p, b.numel, NCCL_FLOAT32, op,
+                                                       self.comm, self.stream))
+        return self._launch(what, enqueue, before=(lambda: copies(True)) if small else None,
+                            after=(lambda: copies(False)) if small else None)
+
+    def _flat_buffer(self, n: int) -> Buffer:
+        """A device buffer of n floats kept for the next step's bucket of that size (every
+        use is on the communication stream, in order, so one buffer per size suffices)."""
+        buf = self._flats.get(n)
+        if buf is None:
+            buf = self._flats[n] = Buffer.alloc(n, "DistributedDataParallel flat bucket")
+        return buf
 
     def broadcast(self, bufs, src: int, what: str) -> Work:
         def enqueue(w):
@@ -302,6 +353,9 @@ class NCCLComm:
         for e in self._events:
             self.rt.destroy_event(e)
         self._events = []
+        for buf in self._flats.values():
+            buf.release()
+        self._flats = {}
         if self.stream:
             self.rt.destroy_stream(self.stream)
             self.stream = 0
