@@ -21,7 +21,8 @@ Efficiency = (1-GPU step time) / (W-GPU step time).
   after        every bucket's reduction starts when the backward pass has ended (no overlap:
                no NCCL kernel shares the SMs with the backward kernels)
   lowprio      NCCL on a normal-priority stream instead of a high-priority one
-  nocheck      without the per-step agreement check (one small MPI all-gather on the host)
+  nocheck      without the per-step agreement check (one small all-gather on the host channel,
+               posted at the first gradient and read at the end of backward)
   hostwait     the host waits for every reduction at the end of backward (as before
                Work.order: the GPU idles while the host then queues the optimizer step)
 --tag names other variants (NCCL variables set by the caller: NCCL_MAX_CTAS,
@@ -110,10 +111,10 @@ def apply_diag(diag: str) -> None:
                 return
             b.ready.add(id(p))
             object.__setattr__(self, "_active", True)
-            self._check_same_step()
+            self._start_check()
         DDP._on_grad = on_grad
     elif diag == "nocheck":
-        DDP._check_same_step = lambda self: None
+        DDP._start_check = DDP._check_same_step = lambda self: None
     elif diag == "lowprio":
         import ctypes
         from torchlean.distributed import cuda_runtime
@@ -236,15 +237,15 @@ def ddp_phases() -> dict:
             finally:
                 out[key].append(time.perf_counter() - t0)
         return wrapper
-    # the check runs once per step inside _on_grad, the wait once in _on_backward_end (which
-    # calls the check again, a no-op then)
-    check = DDP._check_same_step
+    # the check is posted once per step inside _on_grad (a no-op on later calls) and read in
+    # _on_backward_end, whose time includes that read
+    start = DDP._start_check
 
     def check_once(self):
-        if self._checked:
+        if self._checked is not False:
             return None
-        return timed(check, "ddp check")(self)
-    DDP._check_same_step = check_once
+        return timed(start, "ddp check")(self)
+    DDP._start_check = check_once
     DDP._on_backward_end = timed(DDP._on_backward_end, "ddp wait")
     return out
 

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The 2-GPU data-parallel run (device kind nvidia-h200-x2), from the repo root:
+# The 2-GPU data-parallel run (device kind nvidia-h200-x2), from the repo root, in 8 minutes:
 #     bash bench/gpu_ddp_run.sh
-# 1. builds both libraries; 2. runs tests/test_distributed.py on CUDA (NCCL, one GPU per rank)
-# and on the stub (MPI); 3. times bench/bench_ddp.py (torchlean, mpirun, default and exact) and
-# bench/bench_ddp_torch.py (PyTorch DDP, torchrun) on 1 and 2 GPUs and writes the table.
-# Every step has a timeout and keeps going past failures; everything lands in $OUT:
-# run.log build.log test-dist-cuda.log test-dist-stub.log bench-ddp.log ddp.jsonl
-# ddp-h200x2.md (commit it as bench/results/ddp-h200x2.md) summary.txt.
+# 1. builds both libraries; 2. exact and default DistributedDataParallel on CUDA at W=2 under
+# mpirun and under torchrun's variables (NCCL, TCP rendezvous); 3. times bench/bench_ddp.py
+# (torchlean, default and exact) against bench/bench_ddp_torch.py (PyTorch DDP, torchrun) at
+# W=1,2 for the three models, over NVLink and over the emulated network (NCCL_P2P_DISABLE=1
+# NCCL_SHM_DISABLE=1: NCCL's socket transport), plus one torchlean run launched by torchrun;
+# 4. all-reduce cost per size on both transports and the scaling model; 5. the rest of the
+# distributed tests on CUDA (mpirun, TCP rendezvous, emulated network).
+# Every step has a timeout and keeps going past failures; everything lands in $OUT (8 files):
+# run.log tests.log bench.log (build too) ddp.jsonl socket.jsonl allreduce.jsonl ddp-h200x2.md
+# summary.txt
+# (ddp-h200x2.md holds both tables and the scaling model: commit it as
+# bench/results/ddp-h200x2.md).
 # NVLink multicast (NVLS) stays off in every process: NCCL_NVLS_ENABLE=0.
 set -u
 set -x
@@ -14,7 +20,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/torchlean-ddp-out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
-BUDGET=${GPU_RUN_BUDGET_S:-560}
+BUDGET=${GPU_RUN_BUDGET_S:-470}
 START=$(date +%s)
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI as root
@@ -35,45 +41,92 @@ SUMMARY="$OUT/summary.txt"
 
 # cffi (and pycparser) come as carried wheels, as for bench/gpu_run.sh
 if ls .whl/*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >>"$OUT/build.log" 2>&1 \
-    || note "wheel install failed (see build.log)"
+  $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >>"$OUT/bench.log" 2>&1 \
+    || note "wheel install failed (see bench.log)"
 fi
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
-step "build (make cuda stub)" "$OUT/build.log" 300 make -j16 cuda stub PY="$PY"
-step "symbols-check" "$OUT/build.log" 30 make symbols-check PY="$PY"
-
-# the distributed tests: CUDA ranks talk NCCL (TORCHLEAN_REQUIRE_CUDA: a CUDA skip fails)
-step "test_distributed (cuda, NCCL)" "$OUT/test-dist-cuda.log" 200 \
-  env TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 \
-  $PY -m pytest -q -rfEs -p no:cacheprovider tests/test_distributed.py
-note "cuda: $(grep -E '(passed|failed|error)' "$OUT/test-dist-cuda.log" | tail -n 1)"
-step "test_distributed (stub, MPI)" "$OUT/test-dist-stub.log" 120 \
-  env TORCHLEAN_BACKEND=stub $PY -m pytest -q -rfEs -p no:cacheprovider tests/test_distributed.py
-note "stub: $(grep -E '(passed|failed|error)' "$OUT/test-dist-stub.log" | tail -n 1)"
+step "build (make cuda stub)" "$OUT/bench.log" 300 make -j16 cuda stub PY="$PY"
+step "symbols-check" "$OUT/bench.log" 30 make symbols-check PY="$PY"
 
 # mpirun: Open MPI needs the variables named to forward them; MPICH forwards everything
 if mpirun --version 2>&1 | grep -qi "open mpi"; then
   MPIRUN=(mpirun --bind-to none -x NCCL_NVLS_ENABLE -x PYTHONPATH -x TORCHLEAN_BACKEND
-          -x TORCHLEAN_DIST_TIMEOUT_S -x LD_LIBRARY_PATH -x PATH)
+          -x TORCHLEAN_DIST_TIMEOUT_S -x LD_LIBRARY_PATH -x PATH -x NCCL_P2P_DISABLE
+          -x NCCL_SHM_DISABLE -x TORCHLEAN_DDP_FLAT_BYTES)
 else
   MPIRUN=(mpirun)
 fi
 export TORCHLEAN_BACKEND=cuda
-: >"$OUT/ddp.jsonl"
-for model in cnn lm; do
-  for n in ${GPU_COUNTS:-1 2}; do
-    for mode in default exact; do
-      step "torchlean $model $mode ${n} GPU" "$OUT/bench-ddp.log" 150 \
-        "${MPIRUN[@]}" -n "$n" $PY bench/bench_ddp.py run --model "$model" --mode "$mode" \
-        --out "$OUT/ddp.jsonl"
-    done
-    step "pytorch $model ${n} GPU" "$OUT/bench-ddp.log" 150 \
-      $PY -m torch.distributed.run --standalone --nproc_per_node "$n" bench/bench_ddp_torch.py \
-      --model "$model" --out "$OUT/ddp.jsonl"
+TORCHRUN=($PY -m torch.distributed.run --standalone --nproc_per_node)
+SOCKET=(env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)
+T="$OUT/tests.log"
+B="$OUT/bench.log"
+J="$OUT/ddp.jsonl"
+S="$OUT/socket.jsonl"        # the emulated network's steps (and, at the end, W=1's from $J)
+A="$OUT/allreduce.jsonl"
+: >"$J"; : >"$S"; : >"$A"
+PYTEST=($PY -m pytest -q -rfEs -p no:cacheprovider)
+passline() { note "$1: $(grep -E '[0-9]+ (passed|failed|error)' "$T" | tail -n 1)"; }
+
+# 2. correctness first (the flat buckets and the folded step check are new): W=2 on NCCL
+step "exact+default DDP, NCCL, mpirun" "$T" 90 env TORCHLEAN_REQUIRE_CUDA=1 "${PYTEST[@]}" \
+  tests/test_distributed.py -k "exact_equals or default_mode or cuda_run_equals"
+passline "NCCL under mpirun"
+step "exact+default DDP, NCCL, torchrun variables" "$T" 60 env TORCHLEAN_REQUIRE_CUDA=1 \
+  "${PYTEST[@]}" "tests/test_distributed_tcp.py::test_ddp_exact_equals_accumulation_bitwise[2-torchrun]" \
+  tests/test_distributed_tcp.py::test_ddp_default_mode_over_the_store
+passline "NCCL under torchrun variables"
+
+# 3. step times, NVLink: one process per (W, mode) runs the three models
+for n in 1 2; do
+  for mode in default exact; do
+    step "torchlean $mode W=$n" "$B" 75 "${MPIRUN[@]}" -n "$n" $PY bench/bench_ddp.py run \
+      --model cnn,lm,gpt --mode "$mode" --steps 20 --out "$J"
   done
+  step "pytorch W=$n" "$B" 75 "${TORCHRUN[@]}" "$n" bench/bench_ddp_torch.py \
+    --model cnn,lm,gpt --steps 20 --out "$J"
 done
-step "table" "$OUT/bench-ddp.log" 30 \
-  $PY bench/bench_ddp.py table "$OUT/ddp.jsonl" --out "$OUT/${DDP_TABLE:-ddp-h200x2.md}"
-cat "$OUT/${DDP_TABLE:-ddp-h200x2.md}" >>"$SUMMARY" 2>/dev/null
+# the emulated network (W=1 does not communicate: its NVLink numbers serve)
+for mode in default exact; do
+  step "torchlean $mode W=2 socket" "$B" 75 "${SOCKET[@]}" "${MPIRUN[@]}" -n 2 $PY \
+    bench/bench_ddp.py run --model cnn,lm,gpt --mode "$mode" --steps 20 --out "$S"
+done
+step "pytorch W=2 socket" "$B" 75 "${SOCKET[@]}" "${TORCHRUN[@]}" 2 bench/bench_ddp_torch.py \
+  --model cnn,lm,gpt --steps 20 --out "$S"
+# launched by torchrun (TCP rendezvous, no MPI), and without the flat buckets (A/B)
+step "torchlean default W=2 torchrun" "$B" 45 "${TORCHRUN[@]}" 2 bench/bench_ddp.py run \
+  --model cnn,lm --tag torchrun --steps 20 --out "$J"
+step "torchlean default W=2 no flat buckets" "$B" 45 env TORCHLEAN_DDP_FLAT_BYTES=0 \
+  "${MPIRUN[@]}" -n 2 $PY bench/bench_ddp.py run --model cnn,lm --tag flat=0 --steps 20 --out "$J"
+
+# 4. all-reduce cost per size, both transports
+step "all-reduce sizes W=2 nvlink" "$B" 30 "${MPIRUN[@]}" -n 2 $PY bench/bench_ddp_model.py \
+  allreduce --tag nvlink --out "$A"
+step "all-reduce sizes W=2 socket" "$B" 40 "${SOCKET[@]}" "${MPIRUN[@]}" -n 2 $PY \
+  bench/bench_ddp_model.py allreduce --tag socket --out "$A"
+
+# 5. the rest of the tests on CUDA (W=3 and W=4 fall back to the stub on 2 GPUs)
+step "test_distributed (cuda, mpirun)" "$T" 120 env TORCHLEAN_REQUIRE_CUDA=1 "${PYTEST[@]}" \
+  tests/test_distributed.py -k "not example"
+passline "test_distributed.py on CUDA"
+step "test_distributed_tcp (cuda, torchrun variables)" "$T" 90 "${PYTEST[@]}" \
+  tests/test_distributed_tcp.py
+passline "test_distributed_tcp.py on CUDA"
+step "exact DDP over the emulated network" "$T" 60 "${SOCKET[@]}" env TORCHLEAN_REQUIRE_CUDA=1 \
+  "${PYTEST[@]}" tests/test_distributed.py -k "exact_equals or default_mode"
+passline "NCCL socket transport"
+
+# tables: always written (no budget check), each under its own short timeout
+grep '"world": 1' "$J" >>"$S" 2>/dev/null
+MD="$OUT/${DDP_TABLE:-ddp-h200x2.md}"
+{
+  timeout 20 $PY bench/bench_ddp.py table "$J"
+  echo; echo "## Emulated network (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: socket transport)"
+  echo; timeout 20 $PY bench/bench_ddp.py table "$S" | tail -n +2
+  echo; timeout 60 $PY bench/bench_ddp_model.py predict --allreduce "$A" --steps "$J" \
+    --socket-steps "$S"
+  echo; echo "Command: bash bench/gpu_ddp_run.sh (device nvidia-h200-x2); summary:"; echo
+  sed 's/^/    /' "$SUMMARY"
+} >"$MD" 2>>"$B"
 note "total $(($(date +%s) - START)) s"

@@ -386,6 +386,12 @@ def test_ddp_exact_three_ranks_sums_in_rank_order(tmp_path):
     _check_training(run_ok(3, "train_exact", tmp_path, timeout_s=90), 3, exact=True)
 
 
+def test_ddp_exact_four_ranks_equals_single_process_accumulation(tmp_path):
+    """Four ranks under mpiexec (the stub's MPI; NCCL where 4 GPUs are visible): K = 1 and
+    K = 2 steps equal one process accumulating the 4 (resp. 8) micro-batches, bit for bit."""
+    _check_training(run_ok(4, "train_exact", tmp_path, timeout_s=180), 4, exact=True)
+
+
 @pytest.mark.cuda
 @pytest.mark.multigpu(4)
 def test_ddp_exact_four_gpus_equals_single_process_accumulation(tmp_path):

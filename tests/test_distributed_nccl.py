@@ -18,6 +18,7 @@ from torchlean.distributed import DistributedError, nccl_comm
 class FakeNCCL:
     def __init__(self):
         self.calls, self.async_error, self.aborted = [], 0, False
+        self.reduce, self.seen = None, []
 
     def ncclGetUniqueId(self, ref):
         ctypes.memmove(ctypes.addressof(ref._obj), bytes(range(1, 129)), 128)
@@ -38,6 +39,10 @@ class FakeNCCL:
 
     def ncclAllReduce(self, send, recv, n, dtype, op, comm, stream):
         self.calls.append(("all_reduce", send, recv, n, dtype, op, comm, stream))
+        if self.reduce is not None:      # what the other ranks would have added
+            data = np.ctypeslib.as_array((ctypes.c_float * n).from_address(recv))
+            self.seen.append(data.copy())
+            data[...] = self.reduce(data)
         return 0
 
     def ncclBroadcast(self, send, recv, n, dtype, root, comm, stream):
@@ -93,6 +98,7 @@ class FakeRuntime:
         return self.done
 
     def copy_d2d(self, dst, src, nbytes, stream):
+        self.log.append(("copy", dst, src, nbytes, stream))
         ctypes.memmove(dst, src, nbytes)
 
     def destroy_event(self, ev):
@@ -112,7 +118,16 @@ class FakeMPI:
     def allgather_array(self, a, what):
         return np.asarray(a)[None]
 
+    def allgather_array_start(self, a, what):
+        return lambda: np.asarray(a)[None]
+
     def barrier(self, what="barrier"):
+        pass
+
+    def fail(self):
+        self.failed = True
+
+    def close(self):
         pass
 
 
@@ -141,6 +156,7 @@ def test_init_sends_the_whole_unique_id(comm):
 
 def test_all_reduce_is_ordered_after_torchleans_stream_and_grouped(comm):
     c, fake, rt = comm
+    c.flat_bytes = 0                     # every buffer reduced where it is
     a = tl.AnyBuffer.from_numpy(np.arange(5.0))
     b = tl.AnyBuffer.from_numpy(np.zeros((0,)))
     e = tl.AnyBuffer.from_numpy(np.ones((2, 3)))
@@ -154,6 +170,54 @@ def test_all_reduce_is_ordered_after_torchleans_stream_and_grouped(comm):
     ready = rt.log[-3][1]
     assert rt.log[-3:] == [("record", ready, FakeRuntime.COMPUTE), ("wait", FakeRuntime.COMM, ready),
                            ("record", rt.log[-1][1], FakeRuntime.COMM)]
+
+
+def test_small_buffers_share_one_flat_all_reduce(comm):
+    """Buffers under flat_bytes go through one flat buffer: copied in on the communication
+    stream after torchlean's work, one NCCL call on all of them, copied back before the done
+    event; a large one is reduced in place in the same group. The fake reduction doubles
+    (two ranks holding the same values), so the copies back are checked too."""
+    c, fake, rt = comm
+    c.flat_bytes = 64
+    a = tl.AnyBuffer.from_numpy(np.arange(5.0))              # 20 bytes: flat
+    big = tl.AnyBuffer.from_numpy(np.linspace(0, 1, 17))     # 68 bytes: in place
+    e = tl.AnyBuffer.from_numpy(np.full((2, 3), -1.5))       # 24 bytes: flat
+    z = tl.AnyBuffer.from_numpy(np.zeros((0,)))
+    fake.calls.clear()
+    rt.log.clear()
+    fake.reduce = lambda x: 2 * x
+    for _ in range(2):                   # the second step reuses the flat buffer
+        c.all_reduce([a, big, z, e], "bucket 0", average=True).wait()
+    flat = fake.calls[1][1]
+    pb = big.buf.data_ptr()
+    assert fake.calls[:4] == [("group_start",),
+                              ("all_reduce", flat, flat, 11, 7, 4, 4242, FakeRuntime.COMM),
+                              ("all_reduce", pb, pb, 17, 7, 4, 4242, FakeRuntime.COMM),
+                              ("group_end",)]
+    assert fake.calls[4:] == fake.calls[:4] and list(c._flats) == [11]
+    np.testing.assert_array_equal(fake.seen[0], np.r_[np.arange(5.0), np.full(6, -1.5)])
+    np.testing.assert_array_equal(a.to_numpy(), 4 * np.arange(5.0))
+    np.testing.assert_array_equal(e.to_numpy(), np.full((2, 3), -6.0))
+    np.testing.assert_allclose(big.to_numpy(), 4 * np.linspace(0, 1, 17), rtol=1e-7)
+    kinds = [x[0] for x in rt.log[:7]]
+    assert kinds == ["record", "wait", "copy", "copy", "copy", "copy", "record"]
+    copies = [x for x in rt.log[:7] if x[0] == "copy"]
+    assert all(x[4] == FakeRuntime.COMM for x in copies)
+    assert [x[1:4] for x in copies] == [(flat, a.buf.data_ptr(), 20),
+                                        (flat + 20, e.buf.data_ptr(), 24),
+                                        (a.buf.data_ptr(), flat, 20),
+                                        (e.buf.data_ptr(), flat + 20, 24)]
+
+
+def test_flat_bytes_variable(monkeypatch):
+    monkeypatch.setenv("TORCHLEAN_DDP_FLAT_BYTES", "0")
+    assert nccl_comm.flat_bytes_from_env() == 0
+    monkeypatch.delenv("TORCHLEAN_DDP_FLAT_BYTES")
+    assert nccl_comm.flat_bytes_from_env() == nccl_comm.FLAT_BYTES
+    for bad in ("-1", "lots"):
+        monkeypatch.setenv("TORCHLEAN_DDP_FLAT_BYTES", bad)
+        with pytest.raises(ValueError, match="TORCHLEAN_DDP_FLAT_BYTES"):
+            nccl_comm.flat_bytes_from_env()
 
 
 def test_all_gather_layout_and_ddp_exact_path(comm, monkeypatch):
@@ -205,7 +269,8 @@ def test_all_gather_layout_and_ddp_exact_path(comm, monkeypatch):
             ref(s.tensor(xm)).sum().backward()
         s.step()
         n = [call[3] for call in fake.calls if call[0] in ("all_gather", "all_reduce")]
-        assert n == ([2, 2, 6, 6] if exact else [2, 6])   # bias, weight; each micro-batch
+        # exact: bias, weight; each micro-batch; default: one flat call for both
+        assert n == ([2, 2, 6, 6] if exact else [8])
         for p, q in zip(lin.parameters(), ref.parameters()):
             np.testing.assert_array_equal(p.grad, q.grad)
         ddp.remove_hooks()
@@ -220,7 +285,7 @@ def test_async_nccl_error_aborts_and_names_the_rank(comm):
     with pytest.raises(DistributedError, match=r"rank 0: broadcast.*NCCL error 1 "
                                                r"\(unhandled cuda error\): peer gone"):
         c.broadcast([tl.AnyBuffer.from_numpy(np.ones(3))], 0, "broadcast").wait()
-    assert fake.aborted and c.mpi.failed
+    assert fake.aborted and c.host.failed
 
 
 def test_deadline_aborts_the_communicator(comm):
@@ -229,7 +294,7 @@ def test_deadline_aborts_the_communicator(comm):
     with pytest.raises(DistributedError, match=r"rank 0: bucket 3 .*did not complete within "
                                                r"0.3 s"):
         c.all_reduce([tl.AnyBuffer.from_numpy(np.ones(3))], "bucket 3").wait()
-    assert fake.aborted and c.comm is None and c.mpi.failed
+    assert fake.aborted and c.comm is None and c.host.failed
 
 
 def _until(cond, limit_s: float = 5.0) -> float:
@@ -261,7 +326,7 @@ def test_watchdog_aborts_at_the_deadline_and_the_next_collective_raises(comm):
     c.all_reduce([tl.AnyBuffer.from_numpy(np.ones(3))], "bucket 5").order()
     assert not fake.aborted                      # the host went on
     took = _until(lambda: fake.aborted)
-    assert took >= 0.25 and c.comm is None and c.mpi.failed
+    assert took >= 0.25 and c.comm is None and c.host.failed
     with pytest.raises(DistributedError, match=r"rank 0: bucket 5 .*did not complete within "
                                                r"0.3 s"):
         c.broadcast([tl.AnyBuffer.from_numpy(np.ones(3))], 0, "next")

@@ -51,7 +51,8 @@ LAYERS = [
     ["special", "linalg", "fft", "masked", "signal"],
     # collectives (nn builds data parallel and synchronised batch norm on them)
     ["distributed.errors", "distributed.launch", "distributed.agree", "distributed.cuda_runtime",
-     "distributed.work", "distributed.mpi_comm", "distributed.nccl_comm"],
+     "distributed.work", "distributed.store", "distributed.mpi_comm", "distributed.tcp_comm",
+     "distributed.nccl_comm"],
     ["distributed.group"],
     ["distributed.reduce", "distributed.sampler", "distributed.torch_names"],
     ["distributed"],

@@ -8,7 +8,7 @@ from torchlean import _loader, runtime
 from torchlean._loader import lib as _lib
 from torchlean.buffer import AnyBuffer, Buffer, raise_status
 from torchlean.distributed.errors import DistributedError
-from torchlean.distributed.launch import LaunchInfo, detect
+from torchlean.distributed.launch import LaunchInfo, bootstrap, detect, rendezvous
 from torchlean.distributed.work import timeout_from_env
 
 _state: dict = {"comm": None, "info": None, "device": None}
@@ -35,6 +35,12 @@ class _SoloComm:
 
     def allgather_array(self, a, what):
         return np.asarray(a)[None]
+
+    def allgather_array_start(self, a, what):
+        return lambda: np.asarray(a)[None]
+
+    def fail(self):
+        pass
 
     def barrier(self, what="barrier"):
         pass
@@ -72,28 +78,44 @@ def init(timeout_s: float | None = None) -> None:
         return
     info = detect()
     timeout = timeout_from_env() if timeout_s is None else float(timeout_s)
-    if info.world_size == 1 and info.launcher == "none":
+    boot = bootstrap(info)
+    if info.world_size == 1 and boot != "mpi":
         _state["device"] = _bind_device(info, 0)
         _state.update(comm=_SoloComm(), info=info)
         return
-    from torchlean.distributed.mpi_comm import MPIComm
-    mpi = MPIComm(timeout)
-    if (mpi.world, mpi.rank) != (info.world_size, info.rank):
-        raise DistributedError(
-            f"torchlean.distributed: {info.launcher} says rank {info.rank} of "
-            f"{info.world_size} but MPI sees rank {mpi.rank} of {mpi.world}: the processes are "
-            "not one MPI job (torchrun starts no MPI job: launch with mpirun -n N or srun)")
+    if boot == "mpi":
+        from torchlean.distributed.mpi_comm import MPIComm
+        host = MPIComm(timeout)
+        if (host.world, host.rank) != (info.world_size, info.rank):
+            raise DistributedError(
+                f"torchlean.distributed: {info.launcher} says rank {info.rank} of "
+                f"{info.world_size} but MPI sees rank {host.rank} of {host.world}: the "
+                "processes are not one MPI job (launch with mpirun -n N, or leave "
+                "TORCHLEAN_DIST_BOOTSTRAP unset under torchrun and srun)")
+    else:
+        from torchlean.distributed.tcp_comm import TCPComm
+        addr, port = rendezvous(info)
+        host = TCPComm(addr, port, info.rank, info.world_size, timeout)
     local = info.local_rank
-    if local is None:   # ask MPI which ranks share this node
-        local = mpi.comm.Split_type(mpi.MPI.COMM_TYPE_SHARED).Get_rank()
+    if local is None:
+        local = _local_rank_from_hosts(host, info.rank)
     info = LaunchInfo(info.launcher, info.rank, info.world_size, local)
     _state["device"] = _bind_device(info, local)
     if runtime.backend() == "cuda":
         from torchlean.distributed.nccl_comm import NCCLComm
-        comm = NCCLComm(mpi, _state["device"])
+        comm = NCCLComm(host, _state["device"])
     else:
-        comm = mpi
+        comm = host
     _state.update(comm=comm, info=info)
+
+
+def _local_rank_from_hosts(host, rank: int) -> int:
+    """Where the launcher names no local rank: the ranks below this one on the same host."""
+    import socket
+    import zlib
+    me = zlib.crc32(socket.gethostname().encode())
+    names = host.allgather_array(np.array([me], np.int64), "local rank (host names)")[:, 0]
+    return int((names[:rank] == me).sum())
 
 
 def is_initialized() -> bool:

@@ -72,6 +72,21 @@ class MPIComm:
         self.wait_request(self.comm.Iallgather(a, out), what)
         return out
 
+    def allgather_array_start(self, a: np.ndarray, what: str):
+        """Start the gather now; the returned function waits for it (and returns the array)."""
+        a = np.ascontiguousarray(a)
+        out = np.empty((self.world,) + a.shape, a.dtype)
+        work = self._work(self.comm.Iallgather(a, out), self._what(what))
+
+        def finish() -> np.ndarray:
+            work.wait()
+            return out
+        return finish
+
+    def fail(self) -> None:
+        """A collective of this process is left unmatched: end the MPI job at exit."""
+        self.failed = True
+
     def bcast_bytes(self, data: bytes | None, n: int, src: int, what: str) -> bytes:
         buf = bytearray(n) if data is None else bytearray(data)
         self.wait_request(self.comm.Ibcast(buf, root=src), what)

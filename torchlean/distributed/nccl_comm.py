@@ -1,7 +1,8 @@
 """The NCCL communicator for the CUDA backend, with libnccl loaded at run time through ctypes.
 
 libnccl is looked for in TORCHLEAN_NCCL_LIB (a file), $CUDA_HOME/lib64, the NVIDIA NCCL pip
-package (nvidia/nccl/lib), then the system. Rank 0's unique id travels over MPI. Collectives run
+package (nvidia/nccl/lib), then the system. Rank 0's unique id travels over the host channel
+(MPI under mpirun, the TCP store under torchrun and srun). Collectives run
 on a high-priority communication stream: each first waits (cudaStreamWaitEvent) for the work
 already queued on torchlean's stream, so gradients computed there are final, and signals an
 event when done. Waiting polls that event and ncclCommGetAsyncError; past the deadline the
@@ -31,6 +32,21 @@ from torchlean.distributed.work import Work, poll
 NCCL_FLOAT32, NCCL_SUM, NCCL_AVG = 7, 0, 4
 NCCL_IN_PROGRESS = 7
 WATCH_S = 5e-3      # the watchdog's polling period (rarely: each wake-up takes the GIL)
+
+
+FLAT_BYTES = 256 * 1024   # buffers smaller than this share one flat all-reduce per bucket
+
+
+def flat_bytes_from_env() -> int:
+    """TORCHLEAN_DDP_FLAT_BYTES (default 262144; 0 reduces every buffer in place)."""
+    v = os.environ.get("TORCHLEAN_DDP_FLAT_BYTES", "")
+    try:
+        n = int(v) if v.strip() else FLAT_BYTES
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"TORCHLEAN_DDP_FLAT_BYTES={v!r}: expected a byte count >= 0")
+    return n
 
 
 class UniqueId(ctypes.Structure):
@@ -87,9 +103,9 @@ class NCCLComm:
     name = "nccl"
     averages = True      # all_reduce(average=True): NCCL's ncclAvg (NCCL >= 2.10)
 
-    def __init__(self, mpi, device: int):
-        self.mpi = mpi
-        self.rank, self.world, self.timeout_s = mpi.rank, mpi.world, mpi.timeout_s
+    def __init__(self, host, device: int):
+        self.host = host     # the host channel: MPI, or the TCP store (torchrun, srun)
+        self.rank, self.world, self.timeout_s = host.rank, host.world, host.timeout_s
         self.nccl, self.nccl_path = load_nccl()
         _declare(self.nccl)
         self.rt = CudaRuntime()
@@ -99,6 +115,8 @@ class NCCLComm:
         self.stream = self.rt.high_priority_stream()
         self._events: list[int] = []
         self._count = 0
+        self._flats: dict[int, Buffer] = {}
+        self.flat_bytes = flat_bytes_from_env()
         # the watchdog's: collectives only the device waits for, as (event, what, deadline)
         self._lock = threading.RLock()     # NCCL calls and the event pool, against the watchdog
         self._wake = threading.Condition(self._lock)
@@ -110,7 +128,7 @@ class NCCLComm:
             self._check("ncclGetUniqueId", self.nccl.ncclGetUniqueId(ctypes.byref(uid)))
         # all 128 bytes (uid.internal would stop at the first zero byte)
         mine = ctypes.string_at(ctypes.addressof(uid), 128) if self.rank == 0 else None
-        raw = mpi.bcast_bytes(mine, 128, 0, "NCCL unique id broadcast")
+        raw = host.bcast_bytes(mine, 128, 0, "NCCL unique id broadcast")
         ctypes.memmove(ctypes.addressof(uid), raw, 128)
         comm = ctypes.c_void_p()
         self._check("ncclCommInitRank",
@@ -140,8 +158,9 @@ class NCCLComm:
         with self._lock:
             return self._events.pop() if self._events else self.rt.event()
 
-    def _launch(self, what: str, enqueue) -> Work:
-        """Order after torchlean's queued work, enqueue NCCL calls, return their Work."""
+    def _launch(self, what: str, enqueue, before=None, after=None) -> Work:
+        """Order after torchlean's queued work, enqueue NCCL calls (between before() and
+        after(), copies on the communication stream), return their Work."""
         if self.error is not None:
             raise self.error
         self._count += 1
@@ -151,11 +170,15 @@ class NCCLComm:
             self.rt.record(ready, self.compute)
             self.rt.wait_event(self.stream, ready)
             self._events.append(ready)   # reusable at once: the wait was captured at enqueue
+            if before is not None:
+                before()
             self._check(what + ": ncclGroupStart", self.nccl.ncclGroupStart())
             try:
                 enqueue(what)
             finally:
                 self._check(what + ": ncclGroupEnd", self.nccl.ncclGroupEnd())
+            if after is not None:
+                after()
             done = self._event()
             self.rt.record(done, self.stream)
         err = ctypes.c_int(0)
@@ -227,21 +250,50 @@ class NCCLComm:
             if self.comm:
                 self.nccl.ncclCommAbort(self.comm)
                 self.comm = None
-                self.mpi.failed = True
+                self.host.fail()
 
     # ---------------------------------------------------------------- collectives
     def all_reduce(self, bufs, what: str, average: bool = False) -> Work:
         """Sum (average: the mean, divided inside NCCL's kernel) every buffer over the ranks,
-        in place."""
+        in place. Buffers under flat_bytes are copied into one flat buffer on the
+        communication stream, reduced by one NCCL call and copied back (biases and norms
+        cost one call between them, not one each); larger ones are reduced where they are."""
         op = NCCL_AVG if average else NCCL_SUM
+        small = [b for b in bufs if 0 < 4 * b.numel < self.flat_bytes]
+        if len(small) < 2:
+            small = []
+        ids = {id(b) for b in small}
+        large = [b for b in bufs if b.numel and id(b) not in ids]
+        n = sum(b.numel for b in small)
+        flat = self._flat_buffer(n) if small else None
+
+        def copies(to_flat: bool):
+            off = 0
+            for b in small:
+                p, q = flat.data_ptr() + 4 * off, b.buf.data_ptr()
+                self.rt.copy_d2d(p if to_flat else q, q if to_flat else p, 4 * b.numel,
+                                 self.stream)
+                off += b.numel
 
         def enqueue(w):
-            for b in bufs:
-                if b.numel:
-                    p = b.buf.data_ptr()
-                    self._check(w, self.nccl.ncclAllReduce(p, p, b.numel, NCCL_FLOAT32, op,
-                                                           self.comm, self.stream))
-        return self._launch(what, enqueue)
+            if flat is not None:
+                p = flat.data_ptr()
+                self._check(w, self.nccl.ncclAllReduce(p, p, n, NCCL_FLOAT32, op, self.comm,
+                                                       self.stream))
+            for b in large:
+                p = b.buf.data_ptr()
+                self._check(w, self.nccl.ncclAllReduce(p, p, b.numel, NCCL_FLOAT32, op,
+                                                       self.comm, self.stream))
+        return self._launch(what, enqueue, before=(lambda: copies(True)) if small else None,
+                            after=(lambda: copies(False)) if small else None)
+
+    def _flat_buffer(self, n: int) -> Buffer:
+        """A device buffer of n floats kept for the next step's bucket of that size (every
+        use is on the communication stream, in order, so one buffer per size suffices)."""
+        buf = self._flats.get(n)
+        if buf is None:
+            buf = self._flats[n] = Buffer.alloc(n, "DistributedDataParallel flat bucket")
+        return buf
 
     def broadcast(self, bufs, src: int, what: str) -> Work:
         def enqueue(w):
@@ -268,7 +320,7 @@ class NCCLComm:
         synchronize()
         if self.error is not None:
             raise self.error
-        self.mpi.barrier(what)
+        self.host.barrier(what)
 
     def copy_into(self, src, dst) -> None:
         """dst[:] = src on torchlean's stream (dst keeps its memory)."""
@@ -276,7 +328,13 @@ class NCCLComm:
             self.rt.copy_d2d(dst.buf.data_ptr(), src.buf.data_ptr(), 4 * src.numel, self.compute)
 
     def allgather_array(self, a, what: str):
-        return self.mpi.allgather_array(a, what)
+        return self.host.allgather_array(a, what)
+
+    def allgather_array_start(self, a, what: str):
+        return self.host.allgather_array_start(a, what)
+
+    def fail(self) -> None:
+        self.host.fail()
 
     def close(self) -> None:
         with self._lock:
@@ -295,6 +353,10 @@ class NCCLComm:
         for e in self._events:
             self.rt.destroy_event(e)
         self._events = []
+        for buf in self._flats.values():
+            buf.release()
+        self._flats = {}
         if self.stream:
             self.rt.destroy_stream(self.stream)
             self.stream = 0
+        self.host.close()

@@ -2,7 +2,8 @@
 
 init_process_group reads the launcher's environment as init() does (mpirun, srun, torchrun
 variables); its backend argument names what torch would use ("nccl", "gloo", "mpi") and is
-checked against what torchlean runs (NCCL on the CUDA backend, MPI on the stub), never silently
+checked against what torchlean runs (NCCL on the CUDA backend; on the stub MPI under mpirun, the
+TCP store, which get_backend() calls "gloo", under torchrun and srun), never silently
 ignored when it asks for something else. Reductions: SUM and AVG (torch's ReduceOp names);
 the others raise, naming the op.
 """
@@ -79,7 +80,9 @@ def get_world_size(group=None) -> int:
 
 def get_backend(group=None) -> str:
     _no_group("get_backend", group)
-    return "nccl" if runtime.backend() == "cuda" else "mpi"
+    name = dist.communicator().name
+    return {"nccl": "nccl", "tcp": "gloo", "mpi": "mpi"}.get(
+        name, "nccl" if runtime.backend() == "cuda" else "mpi")
 
 
 class _DoneWork:

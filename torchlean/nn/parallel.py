@@ -13,9 +13,11 @@ a separate NCCL stream). When the backward pass ends, every reduction is waited 
 by torchlean's stream, not the host, which goes on to queue the optimizer step; NCCL's watchdog
 keeps the deadline) and each gradient becomes its average over the ranks (its sum with
 reduce_op="sum"). Only gradients are touched: any optimizer works.
-Before its first bucket, each reducing backward checks that every rank is at the same step (the
-same number of forward passes since the last reduction, the same micro-batch step): a rank that
-skipped a backward() fails that step on every rank instead of drifting.
+With its first bucket, each reducing backward posts this rank's step (the number of forward
+passes since the last reduction, the micro-batch step) on the host channel, and reads every
+rank's at the end of the backward pass, so the check waits for nothing mid-step (exact mode
+reads it before its first gather, whose size depends on it): a rank that skipped a backward()
+fails that step on every rank instead of drifting.
 
 Two reductions:
   default: NCCL's (or MPI's) all-reduce sum; reduce_op="avg" divides by W inside NCCL's
@@ -109,7 +111,8 @@ class DistributedDataParallel(Module):
         object.__setattr__(self, "_comm", comm)
         object.__setattr__(self, "_sync", True)
         object.__setattr__(self, "_active", False)
-        object.__setattr__(self, "_checked", False)   # this step's agreement check done
+        # this step's agreement check: False (not started), (finish, mine) in flight, True done
+        object.__setattr__(self, "_checked", False)
         object.__setattr__(self, "_forwards", 0)      # training forwards since the last reduction
         object.__setattr__(self, "_step", 0)          # reductions completed
         params = module.parameters()     # each once, tied weights included
@@ -210,24 +213,42 @@ class DistributedDataParallel(Module):
             return
         b.ready.add(id(p))
         object.__setattr__(self, "_active", True)
-        self._check_same_step()
+        self._start_check()
         self._launch_ready()
 
-    def _check_same_step(self) -> None:
-        """Before this step's first collective: every rank ran as many forward passes since the
-        last reduction, in the same micro-batch step, with as many buckets."""
-        if self._checked:
+    def _start_check(self) -> None:
+        """At this step's first gradient: post this rank's step record (the reductions so far,
+        the forward passes since the last one, the micro-batch step, the buckets). It travels
+        while the backward pass goes on and is read at its end (_check_same_step), so the
+        check costs no wait in the middle of the step. Exact mode reads it at once: the
+        gathers' sizes depend on the forward count, so they must agree first."""
+        if self._checked is not False:
             return
-        object.__setattr__(self, "_checked", True)
         comm = self._comm
         if comm.world == 1:
+            object.__setattr__(self, "_checked", True)
             return
         micro = _random.current_micro_batch()
         mine = [self._step, self._forwards, -1 if micro is None else micro[0],
                 len(self._buckets)]
+        finish = agree.start(comm, "DistributedDataParallel step check", mine)
+        object.__setattr__(self, "_checked", (finish, mine))
+        if exact_reduction():
+            self._check_same_step()
+
+    def _check_same_step(self) -> None:
+        """Every rank ran as many forward passes since the last reduction, in the same
+        micro-batch step, with as many buckets; else a DistributedError on every rank."""
+        self._start_check()
+        if self._checked is True:
+            return
+        finish, mine = self._checked
+        object.__setattr__(self, "_checked", True)
+        comm = self._comm
         try:
-            got = agree.exchange(comm, "DistributedDataParallel step check", mine)
+            got = finish()
         except dist.DistributedError:
+            comm.fail()
             self._reset(ok=False)
             raise
         if (got == mine).all():
