@@ -200,6 +200,7 @@ def torch_graph_trainer(w, side, state):
         graph.replay()
         return sloss.item() if want_loss else None
 
+    step.graph, step.static = graph, (sx, sy)   # for replays from device inputs
     return step
 
 
