@@ -430,6 +430,10 @@ class graph_step:
     Tensors (or tuples, lists, dicts of them): a replay returns the same Tensors, rewritten in
     place: valid until the next call, as torch's CUDA graphs' outputs are.
 
+    A replay's host work is one pass over the arguments (what to check and copy is worked out
+    at capture); Adam's step counts advance on the device, and the host's in opt.state catch
+    up when the optimizer's state is next read.
+
     Never a silently wrong answer: another shape, dtype or constant argument captures again;
     so does a parameter replaced outside the step (set(), a new mirror or gradient buffer), a
     changed optimizer param group (lr schedulers included), or an integer input outside the
