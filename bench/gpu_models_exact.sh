@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Issue 34's one GPU run: build, the capture tests on CUDA (graph_step's replay path), then
 # bench_models_cuda.py's whole table (seven models default/exact/torch, BatchNorm, attention,
-# exact GEMM, captured-step host time) and graph_step's Python time per replay. Run on the
+# exact GEMM, captured-step host time), kernel profiles of the models where exact mode is
+# slowest (default and exact), and graph_step's Python time per replay. Run on the
 # device machine from the repo root, carrying .whl (cffi) and, to skip most of the build,
 # build and torchlean/lib:   bash bench/gpu_models_exact.sh
 # Every step runs under its own limit inside GPU_RUN_BUDGET_S (default 470 s); a failing step
 # never stops the run. Files left in $OUT: summary.txt build.log tests.log bench.log
-# models-exact.md python-replay.txt.
+# models-exact.md profile-exact.txt python-replay.txt.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/torchlean-gpu-out}
@@ -36,7 +37,9 @@ step "capture tests (CUDA)" "$OUT/tests.log" 90 env TORCHLEAN_BACKEND=cuda pytho
 note "capture tests: $(grep -E '(passed|failed|error)' "$OUT/tests.log" | tail -n 1)"
 step "bench_models_cuda" "$OUT/bench.log" 330 env TORCHLEAN_BACKEND=cuda \
   python3 bench/bench_models_cuda.py --out "$OUT/models-exact.md" \
-  --budget-s $((BUDGET - ($(date +%s) - START) - 45))
+  --budget-s $((BUDGET - ($(date +%s) - START) - 150))
+step "exact-mode profiles" "$OUT/profile-exact.txt" 100 env TORCHLEAN_BACKEND=cuda \
+  python3 bench/profile_models.py --models vgg,resnet,lm,gpt --modes default,exact --steps 3 --top 12
 step "graph_step python side" "$OUT/python-replay.txt" 30 env TORCHLEAN_BACKEND=cuda \
   python3 bench/bench_graph_step.py --python-only
 note "total $(($(date +%s) - START)) s"
