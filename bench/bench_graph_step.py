@@ -11,7 +11,12 @@ synchronisation (sidebyside.measure). host us/replay: the host time of one repla
 timed before the closing synchronisation, with the batch given as NumPy arrays (the copy of
 a float batch into pinned memory included) and with float batches already on the device
 (device Tensors; integer labels and tokens stay NumPy); the target applies to the latter. Targets: graph at most 0.5x torch eager, host time
-under 50 us per replay. TF32 off on both sides, default (non-deterministic) modes."""
+under 50 us per replay. TF32 off on both sides, default (non-deterministic) modes.
+
+--python-only (any backend, the stub included): the Python side of a replay alone, the native
+tl_graph_* calls replaced by no-ops (capture runs the step once, eagerly), device-Tensor float
+inputs, median microseconds per call of bursts of 200 calls; LM with 4 layers as in the full
+size (54 parameters) at toy widths."""
 from __future__ import annotations
 
 import argparse
@@ -87,6 +92,66 @@ def host_us(step, sync, bursts=7, calls=10, start=1000) -> float:
     return statistics.median(out)
 
 
+class _NoGraphLib:
+    """The loaded library with graph_step's native calls as no-ops (--python-only)."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def tl_graph_new(self, out):
+        from torchlean._loader import ffi
+        out[0] = ffi.cast("void *", 1)
+        return 0
+
+    def tl_graph_bind_host(self, g, host, nbytes, out):
+        from torchlean._loader import ffi
+        out[0] = int(ffi.cast("uintptr_t", host))
+        return 0
+
+    def tl_graph_bound_read(self, g, i):
+        return 2
+
+    def tl_graph_destroy(self, g):
+        return None
+
+    def _ok(self, *a):
+        return 0
+
+    tl_graph_upload = tl_graph_copy = tl_graph_begin = tl_graph_end = tl_graph_abort = _ok
+    tl_graph_launch = tl_graph_set_rng = tl_graph_constants = tl_graph_persistent = _ok
+
+
+def python_only(models, rounds=15, calls=200) -> list:
+    """(model, median us, min us) of graph_step's Python work per replay (see --python-only)."""
+    import torchlean as tl
+    from torchlean import _loader, cuda as tcuda
+    _loader.lib = _NoGraphLib(_loader.lib)
+    tcuda.is_available = lambda: True
+    rng = np.random.default_rng(0)
+    out = []
+    for name in models:
+        cfg = dict(SIZES[name]["quick"])
+        if name == "lm":
+            cfg["layers"] = SIZES["lm"]["full"]["layers"]
+        step, g = tl_graph_trainer(BUILDERS[name](cfg, rng), tl, on_device=True)
+        for i in range(3):
+            step(i)
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            for i in range(calls):
+                step(i)
+            times.append((time.perf_counter() - t0) / calls * 1e6)
+        assert g.captures == 1, g.recapture_reason
+        out.append((name, statistics.median(times), min(times)))
+        print(f"{name}: {out[-1][1]:.2f} us per replay (min {out[-1][2]:.2f}), "
+              f"{len(g.graph.params)} parameters", flush=True)
+    return out
+
+
 def torch_graph_trainer(w, side, state):
     """PyTorch's CUDA graph of the whole step (forward, backward, capturable Adam/SGD) on
     static inputs, as torch's docs capture a step; None when it cannot be captured."""
@@ -135,6 +200,7 @@ def torch_graph_trainer(w, side, state):
         graph.replay()
         return sloss.item() if want_loss else None
 
+    step.graph, step.static = graph, (sx, sy)   # for replays from device inputs
     return step
 
 
@@ -147,7 +213,11 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="toy sizes (a CPU smoke run)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--out", default=None, help="also write the table to this file")
+    ap.add_argument("--python-only", action="store_true",
+                    help="time only the Python side of a replay (native graph calls as no-ops)")
     a = ap.parse_args(argv)
+    if a.python_only:
+        return python_only([m.strip() for m in a.models.split(",") if m.strip()])
     import torchlean as tl
     if a.quick:
         a.steps, a.repeats, a.warmup = 3, 1, 3

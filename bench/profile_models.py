@@ -2,6 +2,9 @@
 
     python bench/profile_models.py [--models vgg,lm,fno,mamba] [--modes default,det] [--steps 5]
 
+Models: bench_models.py's, and gpt (bench_gpt_step.py's GPT-2 width LM); modes: default, det,
+exact.
+
 Builds bench_models.py's torchlean workloads and traces a few steps after warm-up with
 torch.profiler: CUPTI records every kernel launched in the process, torchlean's included.
 Per model and mode it prints the step's wall time, the summed kernel time (their gap is host
@@ -28,7 +31,11 @@ def profile(name, mode, steps, top):
     import torch
     import torchlean as tl
     from torch.profiler import ProfilerActivity, profile as tprofile
-    w = bm.BUILDERS[name](bm.SIZES[name]["full"], np.random.default_rng(0))
+    if name == "gpt":   # bench_gpt_step.py's GPT-2 width LM
+        w = bm.lm(dict(vocab=8192, d=768, heads=12, layers=6, T=512, batch=8),
+                  np.random.default_rng(0))
+    else:
+        w = bm.BUILDERS[name](bm.SIZES[name]["full"], np.random.default_rng(0))
     tl.set_deterministic(mode == "det")
     tl.set_exact(mode == "exact")
     try:

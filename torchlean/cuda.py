@@ -4,7 +4,7 @@ a whole training step captured once and replayed as one CUDA graph."""
 from __future__ import annotations
 
 import functools
-from operator import attrgetter
+from operator import attrgetter, is_ as _is
 
 import numpy as np
 
@@ -17,6 +17,8 @@ from torchlean.tensor import Tensor
 
 _M64 = (1 << 64) - 1
 _MIRROR, _GRAD, _LIVE = attrgetter("_buf"), attrgetter("grad_buf"), attrgetter("live")
+_MAX, _MIN = np.maximum.reduce, np.minimum.reduce
+_MISS = object()   # replay_fast: this call needs the slow path's checks
 
 
 def is_available() -> bool:
@@ -140,6 +142,47 @@ class _Inputs:
             _check("graph_step", st)
 
 
+def _in_range(a, guards) -> bool:
+    """Whether int array a meets every (lo, hi, excluded) guard the capture relied on."""
+    for lo, hi, exclude in guards:
+        if lo == 0 and a.dtype == np.int64:   # one pass: a negative index wraps above hi
+            if int(_MAX(a.view(np.uint64), axis=None)) >= hi:
+                return False
+        elif _MIN(a, axis=None) < lo or _MAX(a, axis=None) >= hi:
+            return False
+        if exclude is not None and (a == exclude).any():
+            return False
+    return True
+
+
+class _GroupCheck:
+    """Whether an optimizer's parameter groups are still those of the capture, without
+    rebuilding them: each group dict compares equal to its snapshot (the same params list
+    object, equal options) and its params list holds the same Parameters, by identity."""
+
+    __slots__ = ("groups", "opt", "snaps", "params")
+
+    def __init__(self, opt):
+        self.opt, self.groups = opt, opt.param_groups
+        self.snaps = [dict(g) for g in self.groups]
+        self.params = [tuple(g["params"]) for g in self.groups]
+
+    def same(self) -> bool:
+        groups = self.opt.param_groups
+        if groups is not self.groups or len(groups) != len(self.snaps):
+            return False
+        for g, snap, ps in zip(groups, self.snaps, self.params):
+            try:
+                if g != snap:
+                    return False
+            except Exception:   # an option whose == is not a bool (an array): the slow path
+                return False
+            now = g["params"]
+            if len(now) != len(ps) or not all(map(_is, now, ps)):
+                return False
+        return True
+
+
 class _Graph:
     """One captured step: its CUDA graph, static inputs and outputs, and what each replay
     checks before it launches (see graph_step)."""
@@ -205,10 +248,18 @@ class _Graph:
         self.grads = tuple(map(_GRAD, self.params))
         self.bufs = tuple(m.buf for m in self.mirrors)
         self.optims = [(o, self._groups(o)) for o in st.optimizers.values()]
+        self.group_checks = [_GroupCheck(o) for o in st.optimizers.values()]
+        # Adam's step counts advance on the device (optim.cu: step0 + replay index); the host
+        # copies in opt.state catch up when the optimizer's state is next read (sync_steps)
         self.adam_states = [o.state[id(p)] for o in st.optimizers.values()
                             if type(o).__name__ in ("Adam", "AdamW")
                             for g in o.param_groups for p in g["params"]
                             if id(p) in o.state and "step" in o.state[id(p)]]
+        self.pending = 0
+        self.stepped = tuple(st.optimizers.values())
+        for o in self.stepped:
+            o._step_syncs.append(self.sync_steps)
+        self.slots = self._slots(args, kwargs)
         st.reset()
         self.seed, self.counter = seed, stream["counter"]
         self.replays = 0
@@ -218,6 +269,87 @@ class _Graph:
     def _groups(opt) -> list:
         return [(tuple(map(id, g["params"])), {k: v for k, v in g.items() if k != "params"})
                 for g in opt.param_groups] + [len(opt.param_groups)]
+
+    def _slots(self, args, kwargs) -> tuple:
+        """What a replay checks and loads per argument, worked out once: (index, check kind,
+        expected type, shape, dtype or constant, device address, bytes, guards, the static
+        input's dtype); () when an input is pinned to its values (only the slow path checks)."""
+        guards = {}
+        for i, lo, hi, exclude in self.guards:
+            guards.setdefault(i, []).append((lo, hi, exclude))
+        pinned = {i for i, _ in self.pinned_ints}
+        flat = list(args) + [v for _, v in sorted(kwargs.items())]
+        out = []
+        for i, ((kind, dev, nbytes, static), a) in enumerate(zip(self.inputs.items, flat)):
+            if isinstance(a, Tensor):
+                out.append((i, "T", Tensor, tuple(a.shape), None, dev, nbytes, (), None))
+            elif kind == "c":
+                out.append((i, "C", type(a), None, a, 0, 0, (), None))
+            elif i in pinned:     # rare: the slow path (stale) compares the values
+                return ()
+            else:
+                src = a._a if isinstance(a, IntTensor) else a
+                target = np.dtype(np.float32) if kind == "f" else static.dtype
+                out.append((i, kind, type(a), src.shape, src.dtype, dev, nbytes,
+                            tuple(guards.get(i, ())), target))
+        self.kw_names = tuple(sorted(kwargs))
+        return tuple(out)
+
+    def replay_fast(self, args, kwargs):
+        """Check, load and launch in one pass when this call matches the capture exactly and
+        nothing it relied on changed (the common case); _MISS: take the slow path (stale)."""
+        slots = self.slots
+        if not slots and self.inputs.items:
+            return _MISS
+        if kwargs:
+            if tuple(sorted(kwargs)) != self.kw_names:
+                return _MISS
+            flat = args + tuple(v for _, v in sorted(kwargs.items()))
+        else:
+            if self.kw_names:
+                return _MISS
+            flat = args
+        if len(flat) != len(slots):
+            return _MISS
+        ps = self.params
+        if tuple(map(_MIRROR, ps)) != self.mirrors or tuple(map(_GRAD, ps)) != self.grads or \
+                not all(map(_LIVE, self.bufs)):
+            return _MISS
+        for gc in self.group_checks:
+            if not gc.same():
+                return _MISS
+        loads = []
+        for i, kind, typ, shape, spec, dev, nbytes, guards, target in slots:
+            a = flat[i]
+            if kind == "C":   # a constant: the same type (True is not 1) and an equal value
+                if type(a) is not typ or not (a is spec or a == spec):
+                    return _MISS
+                continue
+            if type(a) is not typ and not isinstance(a, typ):
+                return _MISS
+            if kind == "T":
+                v = a.value
+                if v.shape != shape:
+                    return _MISS
+                if nbytes:
+                    loads.append((0, dev, v.buf.data_ptr(), nbytes))
+                continue
+            src = a._a if typ is IntTensor else a
+            if src.shape != shape or src.dtype != spec:
+                return _MISS
+            if guards and src.size and not _in_range(src, guards):
+                return _MISS
+            if nbytes:
+                if src.dtype != target or not src.flags.c_contiguous:
+                    src = np.ascontiguousarray(src, dtype=target)
+                loads.append((1, dev, src, nbytes))
+        lib, ffi = _loader.lib, _loader.ffi
+        for upload, dev, src, nbytes in loads:
+            st = lib.tl_graph_upload(dev, ffi.from_buffer(src), nbytes) if upload else \
+                lib.tl_graph_copy(dev, src, nbytes)
+            if st:
+                raise_status("graph_step", st)
+        return self._launch()
 
     def stale(self, args, kwargs) -> str | None:
         """Why this graph cannot replay this call (None: it can)."""
@@ -234,13 +366,7 @@ class _Graph:
         for i, lo, hi, exclude in self.guards:
             a = flat[i]
             a = a._a if isinstance(a, IntTensor) else a
-            if not a.size:
-                continue
-            if lo == 0 and a.dtype == np.int64:   # one pass: a negative index wraps above hi
-                bad = int(a.view(np.uint64).max()) >= hi
-            else:
-                bad = a.min() < lo or a.max() >= hi
-            if bad or (exclude is not None and (a == exclude).any()):
+            if a.size and not _in_range(a, ((lo, hi, exclude),)):
                 return "an integer input left the range the capture relied on"
         for i, old in self.pinned_ints:
             a = flat[i]
@@ -250,22 +376,37 @@ class _Graph:
         return None
 
     def replay(self, args, kwargs):
+        self.inputs.load(args, kwargs)
+        return self._launch()
+
+    def _launch(self):
         lib = _loader.lib
         stream = _random._stream
         if stream["seed"] != self.seed or stream["counter"] != self.counter:
             _check("graph_step", lib.tl_graph_set_rng(
                 self.handle, (stream["seed"] + stream["counter"]) & _M64))
-        self.inputs.load(args, kwargs)
         _check("graph_step", lib.tl_graph_launch(self.handle))
-        with _random._stream_lock:
-            stream["counter"] += self.draws
+        if self.draws:
+            with _random._stream_lock:
+                stream["counter"] += self.draws
         self.seed, self.counter = stream["seed"], stream["counter"]
-        for s in self.adam_states:
-            s["step"] += 1
+        self.pending += 1
         self.replays += 1
         return self.out
 
+    def sync_steps(self) -> None:
+        """Bring the host's Adam step counts up to the replays launched so far."""
+        n, self.pending = self.pending, 0
+        if n:
+            for s in self.adam_states:
+                s["step"] += n
+
     def destroy(self):
+        if getattr(self, "stepped", None):
+            self.sync_steps()
+            for o in self.stepped:
+                o._step_syncs.remove(self.sync_steps)
+            self.stepped = ()
         h, self.handle = self.handle, None
         if h is not None:
             _loader.lib.tl_graph_destroy(h)
@@ -288,6 +429,10 @@ class graph_step:
     constant of the graph. Inside fn, default_session() is the graph's own session. fn returns
     Tensors (or tuples, lists, dicts of them): a replay returns the same Tensors, rewritten in
     place: valid until the next call, as torch's CUDA graphs' outputs are.
+
+    A replay's host work is one pass over the arguments (what to check and copy is worked out
+    at capture); Adam's step counts advance on the device, and the host's in opt.state catch
+    up when the optimizer's state is next read.
 
     Never a silently wrong answer: another shape, dtype or constant argument captures again;
     so does a parameter replaced outside the step (set(), a new mirror or gradient buffer), a
@@ -324,8 +469,12 @@ class graph_step:
     def __call__(self, *args, **kwargs):
         if not is_available():
             return self._eager(args, kwargs, strict=False)
-        sig = _signature(args, kwargs)
         g = self.graph
+        if g is not None:
+            out = g.replay_fast(args, kwargs)
+            if out is not _MISS:
+                return out
+        sig = _signature(args, kwargs)
         if g is not None:
             why = "new argument shapes, dtypes or constants" if g.sig != sig else \
                 g.stale(args, kwargs)

@@ -30,7 +30,8 @@ class Optimizer:
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []
-        self.state: dict[int, dict] = {}        # id(Parameter) -> its state
+        self._state: dict[int, dict] = {}       # id(Parameter) -> its state
+        self._step_syncs: list = []   # captured steps (cuda.graph_step) with replays to count
         name = type(self).__name__
         if isinstance(params, (Parameter, dict)) or not hasattr(params, "__iter__"):
             raise TypeError(f"{name}: params must be an iterable of Parameters or of parameter "
@@ -71,6 +72,18 @@ class Optimizer:
 
     def _check_group(self, g: dict) -> None:
         """Validate one group's hyperparameters (ValueError naming the optimizer)."""
+
+    @property
+    def state(self) -> dict:
+        """id(Parameter) -> that parameter's state. A replayed captured step advances Adam's
+        step counts on the device; reading the state first brings the host's up to date."""
+        for sync in self._step_syncs:
+            sync()
+        return self._state
+
+    @state.setter
+    def state(self, value: dict) -> None:
+        self._state = value
 
     @property
     def params(self) -> list:
@@ -153,8 +166,9 @@ class SGD(Optimizer):
             raise ValueError(f"SGD: weight_decay must be finite and >= 0, got {g['weight_decay']}")
 
     def step(self):
+        state = self.state
         for g, p in self._with_grads():
-            st = self.state.setdefault(id(p), {})
+            st = state.setdefault(id(p), {})
             first = "buf" not in st
             if first:
                 st["buf"] = AnyBuffer.zeros(p.shape)
@@ -180,8 +194,9 @@ class Adam(Optimizer):
                              f"eps={g['eps']}, weight_decay={g['weight_decay']}")
 
     def step(self):
+        state = self.state
         for g, p in self._with_grads():
-            st = self.state.setdefault(id(p), {})
+            st = state.setdefault(id(p), {})
             if "m" not in st:
                 with _capture.persistent():   # inside a capture: zeroed once, not per replay
                     st["m"], st["v"], st["step"] = AnyBuffer.zeros(p.shape), \

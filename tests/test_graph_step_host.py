@@ -1,0 +1,176 @@
+"""graph_step's host side on any backend: the native graph calls are replaced by a recorder (a
+replay then launches nothing), so what each replay checks, uploads and counts is tested on the
+stub too: the one-pass replay path is taken when nothing changed, every change the slow path
+catches still captures again, inputs are uploaded in the static inputs' dtype, and Adam's step
+counts on the host equal the eager loop's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import torchlean as tl
+from torchlean import _loader, nn, optim
+from torchlean import cuda as tcuda
+from torchlean.int_tensor import IntTensor
+
+
+class RecordingLib:
+    """The loaded library with tl_graph_* recorded, not run: uploads keep their bytes."""
+
+    def __init__(self, real):
+        self._real, self.launches, self.uploads, self.copies = real, 0, [], 0
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def tl_graph_new(self, out):
+        out[0] = _loader.ffi.cast("void *", 1)
+        return 0
+
+    def tl_graph_bind_host(self, g, host, nbytes, out):
+        out[0] = int(_loader.ffi.cast("uintptr_t", host))
+        return 0
+
+    def tl_graph_upload(self, dev, src, nbytes):
+        self.uploads.append((dev, bytes(_loader.ffi.buffer(src, nbytes))))
+        return 0
+
+    def tl_graph_copy(self, dst, src, nbytes):
+        self.copies += 1
+        return 0
+
+    def tl_graph_launch(self, g):
+        self.launches += 1
+        return 0
+
+    def tl_graph_constants(self, g, op, cap):
+        return 0
+
+    def tl_graph_bound_read(self, g, i):
+        return 2   # every bound integer input was uploaded as it is (a guarded input)
+
+    def tl_graph_destroy(self, g):
+        return None
+
+    def _ok(self, *a):
+        return 0
+
+    tl_graph_begin = tl_graph_end = tl_graph_abort = tl_graph_set_rng = _ok
+    tl_graph_persistent = _ok
+
+
+@pytest.fixture
+def rec(monkeypatch):
+    lib = RecordingLib(_loader.lib)
+    monkeypatch.setattr(_loader, "lib", lib)
+    monkeypatch.setattr(tcuda, "is_available", lambda: True)
+    return lib
+
+
+def _setup(make_opt=lambda m: optim.Adam(m.parameters(), lr=1e-2), classes=5):
+    tl.manual_seed(0)
+    model = nn.Sequential(nn.Linear(7, 11), nn.ReLU(), nn.Linear(11, classes))
+    opt = make_opt(model)
+
+    def step(x, y, scale=1.0):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x) * scale, y)
+        loss.backward()
+        opt.step()
+        return loss
+    return model, opt, step
+
+
+def _batch(seed, rows=6, classes=5, dtype=np.int64):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((rows, 7)).astype(np.float32),
+            rng.integers(0, classes, rows).astype(dtype))
+
+
+def test_unchanged_calls_replay_and_adam_counts_match_the_steps(rec):
+    model, opt, fn = _setup()
+    g = tcuda.graph_step(fn)
+    for i in range(7):
+        g(*_batch(i))
+    # call 1 eager, call 2 captured (and launched), calls 3..7 replayed by the one-pass path
+    assert g.captures == 1 and rec.launches == 6
+    assert g.graph.replays == 5
+    steps = [opt.state[id(p)]["step"] for p in model.parameters()]
+    assert steps == [7] * 4   # 1 eager + 1 captured + 5 replays, as 7 eager steps
+    assert all(s["step"] == 7 for s in opt.state_dict()["state"].values())
+    g(*_batch(8))
+    g.reset()                 # a destroyed graph leaves its count behind
+    assert [opt.state[id(p)]["step"] for p in model.parameters()] == [8] * 4
+
+
+def test_replay_uploads_labels_in_the_static_dtype(rec):
+    _, _, fn = _setup()
+    g = tcuda.graph_step(fn)
+    g(*_batch(0, dtype=np.int32))
+    g(*_batch(1, dtype=np.int32))
+    x, y = _batch(2, dtype=np.int32)
+    rec.uploads.clear()
+    g(np.asfortranarray(x), y)    # a column-major batch is uploaded row-major
+    got = {len(b): b for _, b in rec.uploads}
+    assert np.array_equal(np.frombuffer(got[8 * y.size], np.int64), y.astype(np.int64))
+    assert np.array_equal(np.frombuffer(got[4 * x.size], np.float32), x.ravel())
+    assert g.captures == 1
+
+
+def test_device_tensor_inputs_are_copied_not_uploaded(rec):
+    _, _, fn = _setup()
+    g = tcuda.graph_step(fn)
+    batches = [(tl.tensor(x), IntTensor(y)) for x, y in (_batch(i) for i in range(4))]
+    for x, y in batches:
+        g(x, y)
+    assert g.captures == 1 and g.graph.replays == 2
+    assert rec.copies >= 2
+
+
+@pytest.mark.parametrize("change, reason", [
+    ("lr", "groups"), ("swap_param", "groups"), ("new_group_list", None),
+    ("label_range", "range"), ("shape", "shapes"), ("constant_type", "constants"),
+    ("constant_value", "constants"), ("zero_grad", "replaced")])
+def test_what_the_slow_path_catches_still_captures_again(rec, change, reason):
+    model, opt, fn = _setup()
+    g = tcuda.graph_step(fn)
+    for i in range(3):
+        g(*_batch(i), 1.0)
+    x, y = _batch(5)
+    scale = 1.0
+    if change == "lr":
+        opt.param_groups[0]["lr"] = 1e-4
+    elif change == "swap_param":   # same list object, same length, one element replaced
+        ps = opt.param_groups[0]["params"]
+        ps[0] = nn.Parameter(np.zeros(tuple(ps[0].shape), np.float32))
+    elif change == "new_group_list":   # an equal copy of the groups: the slow path replays
+        opt.param_groups = [dict(gr) for gr in opt.param_groups]
+    elif change == "label_range":
+        y[0] = 5
+    elif change == "shape":
+        x, y = _batch(5, rows=4)
+    elif change == "constant_type":
+        scale = 1                   # an int where the capture had a float: another graph
+    elif change == "constant_value":
+        scale = 2.0
+    elif change == "zero_grad":
+        opt.zero_grad()
+    if change == "label_range":     # captured again: the capture's cross_entropy refuses it
+        with pytest.raises(RuntimeError, match="out of range"):
+            g(x, y, scale)
+        assert "range" in g.recapture_reason
+        return
+    g(x, y, scale)
+    if reason is None:
+        assert g.captures == 1 and g.graph.replays == 2
+    else:
+        assert g.captures == 2 and reason in g.recapture_reason, g.recapture_reason
+
+
+def test_replayed_graph_keeps_the_eager_loops_sgd_state(rec):
+    model, opt, fn = _setup(lambda m: optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
+    g = tcuda.graph_step(fn)
+    for i in range(4):
+        g(*_batch(i))
+    assert g.captures == 1 and g.graph.replays == 2
+    assert all("buf" in opt.state[id(p)] for p in model.parameters())
