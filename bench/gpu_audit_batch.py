@@ -5,6 +5,7 @@ the definition, tests/test_audit.py). Prints one line per check; exit 1 on any m
 
     TORCHLEAN_BACKEND=cuda python3 bench/gpu_audit_batch.py
 """
+import argparse
 import sys
 from pathlib import Path
 
@@ -42,4 +43,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     sys.exit(main())
