@@ -39,7 +39,7 @@ ENV = {
     "TORCHLEAN_DIST_TIMEOUT_S": ("seconds", "deadline of every collective of torchlean.distributed"),
     "TORCHLEAN_DIST_BOOTSTRAP": ("choice", "mpi or tcp: how the ranks meet (default: MPI under mpirun/mpiexec, rank 0's TCP store under torchrun and srun)"),
     "TORCHLEAN_STORE_PORT": ("choice", "the TCP store's port on rank 0 (default MASTER_PORT; MASTER_PORT + 1 under torchrun's agent store)"),
-    "TORCHLEAN_DDP_FLAT_BYTES": ("bytes", "NCCL: gradients smaller than this share one flat all-reduce per bucket (default 262144; 0: each in place)"),
+    "TORCHLEAN_DDP_FLAT_BYTES": ("bytes", "NCCL: gradients smaller than this share one flat all-reduce per bucket (default 0: each in place; measured slower on NVLink)"),
     "TORCHLEAN_NCCL_LIB": ("path", "the libnccl to load (CUDA data parallel)"),
     "TORCHLEAN_GEMM_EXACT_TILE": ("bench", "128x128, 96x128, 96x96 or 128x64: one tile for every product of CUDA's exact GEMM"),
     "TORCHLEAN_GEMM_EXACT_CHAIN": ("bench", "0: CUDA's exact GEMM runs no long-K chain kernel"),

@@ -34,11 +34,11 @@ NCCL_IN_PROGRESS = 7
 WATCH_S = 5e-3      # the watchdog's polling period (rarely: each wake-up takes the GIL)
 
 
-FLAT_BYTES = 256 * 1024   # buffers smaller than this share one flat all-reduce per bucket
+FLAT_BYTES = 0   # opt-in: measured slower than reducing in place on 2 H200s (bench/results/ddp-h200x2.md)
 
 
 def flat_bytes_from_env() -> int:
-    """TORCHLEAN_DDP_FLAT_BYTES (default 262144; 0 reduces every buffer in place)."""
+    """TORCHLEAN_DDP_FLAT_BYTES (default 0: every buffer reduced in place)."""
     v = os.environ.get("TORCHLEAN_DDP_FLAT_BYTES", "")
     try:
         n = int(v) if v.strip() else FLAT_BYTES
@@ -334,6 +334,9 @@ class NCCLComm:
         return self.host.allgather_array_start(a, what)
 
     def fail(self) -> None:
+        """This rank raised DistributedError: abort NCCL now, so collectives a peer will never
+        join end instead of keeping the device (and the process's exit) waiting."""
+        self.abort()
         self.host.fail()
 
     def close(self) -> None:
