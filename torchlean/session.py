@@ -390,10 +390,16 @@ def stack(tensors, dim=0) -> Tensor:
 
 
 def split(x, split_size_or_sections, dim=0):
+    """torch.split: views of x (a write into a piece reaches x), as Tensor.split."""
+    if isinstance(x, Tensor):
+        return x.split(split_size_or_sections, dim)
     return _composite.split(x, split_size_or_sections, dim)
 
 
 def chunk(x, chunks, dim=0):
+    """torch.chunk: views of x, as Tensor.chunk."""
+    if isinstance(x, Tensor):
+        return x.chunk(chunks, dim)
     return _composite.chunk(x, chunks, dim)
 
 

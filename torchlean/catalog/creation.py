@@ -135,7 +135,7 @@ def _copy_of(view):
             *args, **kwargs)
         return tuple(t.clone() for t in y) if isinstance(y, tuple) else y.clone()
     copy.__name__ = copy.__qualname__ = view + "_copy"
-    copy.__doc__ = f"torch.{view}_copy: {view}(...) in new memory (torchlean never aliases)."
+    copy.__doc__ = f"torch.{view}_copy: {view}(...) in new memory (never a view of its input)."
     return copy
 
 

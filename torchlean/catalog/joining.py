@@ -119,7 +119,7 @@ def dsplit(input, indices_or_sections):
 
 def split_with_sizes(input, split_sizes, dim=0):
     x = c.tensor("split_with_sizes", input)
-    return composite.split(x, [int(v) for v in split_sizes], dim)
+    return x.split([int(v) for v in split_sizes], dim)
 
 
 def unsafe_split(input, split_size, dim=0):

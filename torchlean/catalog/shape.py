@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from torchlean import composite
+from torchlean import views as _views
 from torchlean.catalog import _common as c
 
 METHODS = ("flip", "fliplr", "flipud", "roll", "rot90", "tril", "triu", "movedim", "moveaxis",
@@ -169,12 +170,13 @@ def _diag_positions(shape, offset, a, b):
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
+    """torch.diagonal: a view of x (Tensor.diagonal), so a write into it reaches x."""
     x = c.tensor("diagonal", input)
     a, b = c.dim("diagonal", dim1, x.ndim), c.dim("diagonal", dim2, x.ndim)
     if a == b or x.ndim < 2:
         raise ValueError(f"diagonal: dim1 {dim1} and dim2 {dim2} must be two different axes "
                          f"of shape {tuple(x.shape)}")
-    return c.rearrange(x, _diag_positions(tuple(x.shape), int(offset), a, b))
+    return _views.diagonal(x, int(offset), a, b)
 
 
 def trace(input):

@@ -1,0 +1,69 @@
+"""The free-function forms of view ops (torch.split, chunk, split_with_sizes, diagonal, narrow,
+unbind, select) return views as the methods do: a write into a piece reaches the base, a write
+into the base is seen by the piece, and gradients flow back to the base. References: NumPy
+views of the same array, closed-form gradients."""
+import numpy as np
+import pytest
+
+import torchlean as tl
+
+
+def _base(shape, seed=0):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return tl.tensor(a), a.copy()
+
+
+@pytest.mark.parametrize("n, size", [(7, 3), (1, 1), (6, 2)])
+def test_split_and_chunk_pieces_write_into_the_base(n, size):
+    x, ref = _base((n, 2))
+    pieces = tl.split(x, size)
+    pieces[-1].fill_(5.0)
+    ref[(len(pieces) - 1) * size:] = 5.0
+    np.testing.assert_array_equal(x.numpy(), ref)
+    x2, ref2 = _base((n, 2), 1)
+    first = tl.chunk(x2, 2, dim=0)[0]
+    first.mul_(2.0)
+    k = -(-n // 2)
+    ref2[:k] *= 2.0
+    np.testing.assert_array_equal(x2.numpy(), ref2)
+
+
+def test_split_with_sizes_and_unbind_and_narrow_are_views():
+    x, ref = _base((5, 3))
+    a, b = tl.split_with_sizes(x, [2, 3], dim=0)
+    b.add_(1.0)
+    ref[2:] += 1.0
+    np.testing.assert_array_equal(x.numpy(), ref)
+    rows = tl.unbind(x, dim=1)
+    rows[2].zero_()
+    ref[:, 2] = 0.0
+    np.testing.assert_array_equal(x.numpy(), ref)
+    tl.narrow(x, 0, 1, 2).fill_(-3.0)
+    ref[1:3] = -3.0
+    np.testing.assert_array_equal(x.numpy(), ref)
+
+
+@pytest.mark.parametrize("offset", [0, 1, -2])
+def test_diagonal_is_a_view_both_ways(offset):
+    x, ref = _base((4, 5))
+    d = tl.diagonal(x, offset)
+    np.testing.assert_array_equal(d.numpy(), np.diagonal(ref, offset))
+    d.fill_(9.0)
+    idx = np.arange(len(np.diagonal(ref, offset)))
+    rows, cols = (idx, idx + offset) if offset >= 0 else (idx - offset, idx)
+    ref[rows, cols] = 9.0
+    np.testing.assert_array_equal(x.numpy(), ref)
+    with tl.no_grad():
+        x.add_(1.0)                                  # the base changes: the view sees it
+    np.testing.assert_array_equal(d.numpy(), np.diagonal(ref + 1.0, offset))
+
+
+def test_diagonal_gradient_is_the_weight_on_the_diagonal():
+    a = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    w = np.array([2.0, -1.0, 0.5], np.float32)
+    x = tl.tensor(a, requires_grad=True)
+    loss = (tl.diagonal(x) * tl.tensor(w)).sum()
+    loss.backward()
+    want = np.zeros_like(a)
+    want[np.arange(3), np.arange(3)] = w
+    np.testing.assert_array_equal(x.grad.numpy(), want)
