@@ -27,7 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 FENCE = re.compile(r"(<!-- run -->\n)?```(\w*)\n(.*?)```", re.S)
-SECTIONS = ("coming-from-pytorch", "threads", "checking-a-run", "operator-catalog",
+SECTIONS = ("data-parallel", "coming-from-pytorch", "threads", "checking-a-run", "operator-catalog",
             "integer-tensors")
 # variables a command line may set that are not torchlean's
 FOREIGN_VARS = {"PYTHONPATH", "PATH", "CUDA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE", "CUDA_HOME", "NVCC"}
