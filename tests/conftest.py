@@ -30,6 +30,16 @@ if "libasan" in os.environ.get("LD_PRELOAD", ""):
     sys.meta_path.insert(0, _NoTorchBesideASan())
 
 
+def pytest_configure(config):
+    """Under `make sanitize`, a pytest worker (started with leaks checked) hands its children
+    detect_leaks=0: the worker processes, which run every in-process test, still have their
+    leaks checked at exit, while the programs tests start (examples, CLIs, each paying a
+    whole-heap leak scan of an interpreter at exit) keep ASan and UBSan but skip that scan."""
+    opts = os.environ.get("ASAN_OPTIONS", "")
+    if hasattr(config, "workerinput") and "detect_leaks=1" in opts:
+        os.environ["ASAN_OPTIONS"] = opts.replace("detect_leaks=1", "detect_leaks=0")
+
+
 # Modules that test the stub library's own arithmetic (its exp, its GEMM summation order) or fake
 # device pointers with the stub's host pointers (the NCCL communicator against a fake NCCL). On a
 # CUDA run they are not collected in this process; test_parity.py runs them in a stub
