@@ -237,7 +237,9 @@ SANITIZE_CPU_ARGS  ?= -n 2
 # keeps libgomp out of the library, and -z nodelete keeps it mapped after the interpreter's
 # teardown dlcloses it (its worker threads outlive that: the leak check's stop-the-world wakes
 # them, and they would run unmapped code), as the normal build does
-$(SAN_LIB): $(COMMON_SRC) $(STUB_SRC) $(HEADERS)
+SAN_HEADERS := $(wildcard native/include/*.h native/common/*.h native/common/formulas/*.h \
+                 native/common/entry/*.h native/common/entry/*.inc native/stub/*.h)
+$(SAN_LIB): $(COMMON_SRC) $(STUB_SRC) $(SAN_HEADERS)
 	@mkdir -p $(SAN_DIR)
 	$(CC) $(SAN_CFLAGS) $(INCLUDES) -Inative/stub -shared -Wl,--as-needed -Wl,-z,nodelete -o $@ \
 	  $(COMMON_SRC) $(STUB_SRC) -lm -lpthread

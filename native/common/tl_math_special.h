@@ -50,8 +50,16 @@ TLM_HD double tls_exp(double x) {
 }
 /* e^(h + l) for a double-double exponent */
 TLM_HD double tls_exp_dd(tlm_dd e) { double v = tls_exp(e.hi); return tlm_dfma(v, e.lo, v); }
-/* log(x) as hi + lo for a finite double x > 0 (subnormals scaled first) */
+/* log(x) as hi + lo for a finite double x > 0 (subnormals scaled first); log(0) = -inf,
+ * log(+inf) = +inf, NaN for x < 0 or NaN */
 TLM_HD tlm_dd tls_log_dd(double x) {
+    if (!(x > 0.0) || x > 0x1.fffffffffffffp1023) {   /* outside the domain: no bit arithmetic */
+        tlm_dd r;
+        r.hi = x == 0.0 ? tlm_dfrom_bits((int64_t)0xfff0000000000000ULL)       /* -inf */
+             : x > 0.0 ? x : tlm_dfrom_bits((int64_t)0x7ff8000000000000ULL);    /* +inf, NaN */
+        r.lo = 0.0;
+        return r;
+    }
     int32_t sub = x < 0x1p-1022;
     tlm_dd u;
     u.hi = sub ? tlm_dmul(x, 0x1p64) : x;

@@ -146,7 +146,7 @@ int tlk_put_add_rows(const char *op, tl_buf x, tl_buf idx, tl_buf values, tl_buf
     (void)op;
     const float *I = idx->data, *V = values->data;
     float *Y = y->data;
-    if (rows * cols) memcpy(Y, x->data, sizeof(float) * (size_t)(rows * cols));
+    if (rows > 0 && cols > 0) memcpy(Y, x->data, sizeof(float) * (size_t)(rows * cols));
     #pragma omp parallel for if(rows > 1 && rows * k > TL_PAR_MIN) schedule(static)
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < k; j++) {

@@ -247,6 +247,7 @@ TLM_HD float tlf_ndtr(float x) {
 /* its logarithm: log(erfcx(-x / sqrt 2) / 2) - x^2 / 2 below -1 (no underflow), else
  * log1p(-erfc(x / sqrt 2) / 2) */
 TLM_HD double tls_log_ndtr(double x) {
+    if (x != x) return x;                    /* NaN: the log's bit arithmetic never sees it */
     if (x < -1.0) {
         double e = tls_erfcx(-tlm_dmul(x, TLS_SQRT1_2));
         return tlm_dsub(tlm_dsub(tls_log(e), TLM_LN2_DHI), tlm_dmul(tlm_dmul(x, x), 0.5));
