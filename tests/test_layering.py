@@ -26,7 +26,7 @@ PKG = Path(__file__).resolve().parent.parent / "torchlean"
 LAYERS = [
     # facts and plans that import nothing of torchlean
     ["errors", "dtypes", "exact_arith", "api_hints", "indexing", "shapes", "_generated.cdef",
-     "_generated", "current", "return_types", "int_values", "int_shape_ops"],
+     "_generated", "current", "return_types", "int_values", "int_shape_ops", "grad_mode"],
     ["_loader"],                                  # opens the native library
     ["_capture"],                                 # graph-capture state
     ["buffer"],                                   # native memory and status codes
@@ -37,6 +37,8 @@ LAYERS = [
     ["inplace"],                                  # kernels writing into a buffer it holds
     ["_generated.ops", "dgemm"],                  # one Python function per kernel
     ["_generated.tape_ops"],
+    ["tape_nodes", "saved_versions"],             # the tape's records, saved-value versions
+    ["tape_lifetimes"],                           # when the tape frees values and records
     ["tape"],                                     # the autograd tape
     ["int_tensor"],
     ["int_join"],
