@@ -59,6 +59,8 @@ LAYERS = [
     ["distributed.reduce", "distributed.sampler", "distributed.torch_names"],
     ["distributed"],
     ["nn.arg_checks"],                            # argument checks shared by nn
+    ["nn.functional_base"],                       # what the functional forms share
+    ["nn.functional_attention", "nn.functional_pool2d"],
     ["nn.fused", "nn.init", "nn.loss_functions", "nn.functional_core"],
     ["nn.padding", "nn.resample"],
     ["nn.functional"],
