@@ -40,6 +40,7 @@ LAYERS = [
     ["tape_nodes", "saved_versions"],             # the tape's records, saved-value versions
     ["tape_lifetimes"],                           # when the tape frees values and records
     ["tape"],                                     # the autograd tape
+    ["int_operators"],                            # IntTensor's operators and promotion
     ["int_tensor"],
     ["int_join"],
     ["composite"],                                # ops composed from registry ops
