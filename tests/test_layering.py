@@ -43,6 +43,8 @@ LAYERS = [
     ["int_operators"],                            # IntTensor's operators and promotion
     ["int_tensor"],
     ["int_join"],
+    ["composite_shape"],                          # shape and indexing ops composed
+    ["composite_reduce"],                         # reductions composed
     ["composite"],                                # ops composed from registry ops
     ["mutation"],                                 # in-place methods, x[idx] = v
     ["tensor"],
