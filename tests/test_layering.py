@@ -33,6 +33,7 @@ LAYERS = [
     ["runtime"],                                  # switches, environment, synchronize
     ["devices"],                                  # device names, mapped onto the backend
     ["random"],                                   # generator state
+    ["cuda_device"],                              # torch.cuda's device queries
     ["_opsupport"],                               # checks shared by the generated ops
     ["inplace"],                                  # kernels writing into a buffer it holds
     ["_generated.ops", "dgemm"],                  # one Python function per kernel
@@ -51,6 +52,7 @@ LAYERS = [
     ["views"],                                    # view methods, bound onto Tensor
     ["parameter"],                                # a Tensor that is a leaf of no Session
     ["session"],
+    ["cuda_graph"],                               # graph_step: a step replayed as a CUDA graph
     ["factories", "functions", "interop", "data", "cuda", "utils"],
     # torch's namespaces, filled by the catalog at import
     ["special", "linalg", "fft", "masked", "signal"],
