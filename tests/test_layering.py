@@ -48,6 +48,7 @@ LAYERS = [
     ["composite_reduce"],                         # reductions composed
     ["composite"],                                # ops composed from registry ops
     ["mutation"],                                 # in-place methods, x[idx] = v
+    ["tensor_composed"],                          # Tensor's methods over composite
     ["tensor"],
     ["views"],                                    # view methods, bound onto Tensor
     ["parameter"],                                # a Tensor that is a leaf of no Session
