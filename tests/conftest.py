@@ -101,9 +101,9 @@ def pytest_unconfigure(config):
     interpreter's teardown never frees), so that its released Buffer is destroyed before exit:
     `make sanitize`'s leak check then finds no torchlean handle alive at exit. (The exiting
     thread's default Session is dropped by torchlean.session itself, at exit.)"""
-    tape = sys.modules.get("torchlean.tape")
-    if tape is not None:
-        tape._forgotten.clear()
+    nodes = sys.modules.get("torchlean.tape_nodes")
+    if nodes is not None:
+        nodes.forgotten.clear()
 
 
 @pytest.fixture(autouse=True)

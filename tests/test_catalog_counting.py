@@ -175,7 +175,8 @@ def test_against_torch_when_present():
                                   torch.histc(torch.from_numpy(x), bins=6, min=0, max=10).numpy())
 
 
-@pytest.mark.parametrize("family", ["counting", "masked_scan", "scatter", "searching", "sorting"])
+@pytest.mark.parametrize("family", ["counting", "index_ops", "masked_scan", "scatter", "searching",
+                                    "sorting"])
 def test_family_names_are_bound_to_this_family(family):
     """Every name these families list reaches the public surface as this family's function
     (a same-named definition elsewhere would shadow it silently)."""

@@ -11,6 +11,7 @@ import pytest
 import torchlean as tl
 from torchlean import _loader, nn, optim
 from torchlean import cuda as tcuda
+from torchlean import cuda_device
 from torchlean.int_tensor import IntTensor
 
 
@@ -63,7 +64,7 @@ class RecordingLib:
 def rec(monkeypatch):
     lib = RecordingLib(_loader.lib)
     monkeypatch.setattr(_loader, "lib", lib)
-    monkeypatch.setattr(tcuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda_device, "is_available", lambda: True)
     return lib
 
 

@@ -26,26 +26,34 @@ PKG = Path(__file__).resolve().parent.parent / "torchlean"
 LAYERS = [
     # facts and plans that import nothing of torchlean
     ["errors", "dtypes", "exact_arith", "api_hints", "indexing", "shapes", "_generated.cdef",
-     "_generated", "current", "return_types", "int_values", "int_shape_ops"],
+     "_generated", "current", "return_types", "int_values", "int_shape_ops", "grad_mode"],
     ["_loader"],                                  # opens the native library
     ["_capture"],                                 # graph-capture state
     ["buffer"],                                   # native memory and status codes
     ["runtime"],                                  # switches, environment, synchronize
     ["devices"],                                  # device names, mapped onto the backend
     ["random"],                                   # generator state
+    ["cuda_device"],                              # torch.cuda's device queries
     ["_opsupport"],                               # checks shared by the generated ops
     ["inplace"],                                  # kernels writing into a buffer it holds
     ["_generated.ops", "dgemm"],                  # one Python function per kernel
     ["_generated.tape_ops"],
+    ["tape_nodes", "saved_versions"],             # the tape's records, saved-value versions
+    ["tape_lifetimes"],                           # when the tape frees values and records
     ["tape"],                                     # the autograd tape
+    ["int_operators"],                            # IntTensor's operators and promotion
     ["int_tensor"],
     ["int_join"],
+    ["composite_shape"],                          # shape and indexing ops composed
+    ["composite_reduce"],                         # reductions composed
     ["composite"],                                # ops composed from registry ops
     ["mutation"],                                 # in-place methods, x[idx] = v
+    ["tensor_composed"],                          # Tensor's methods over composite
     ["tensor"],
     ["views"],                                    # view methods, bound onto Tensor
     ["parameter"],                                # a Tensor that is a leaf of no Session
     ["session"],
+    ["cuda_graph"],                               # graph_step: a step replayed as a CUDA graph
     ["factories", "functions", "interop", "data", "cuda", "utils"],
     # torch's namespaces, filled by the catalog at import
     ["special", "linalg", "fft", "masked", "signal"],
@@ -57,6 +65,8 @@ LAYERS = [
     ["distributed.reduce", "distributed.sampler", "distributed.torch_names"],
     ["distributed"],
     ["nn.arg_checks"],                            # argument checks shared by nn
+    ["nn.functional_base"],                       # what the functional forms share
+    ["nn.functional_attention", "nn.functional_pool2d"],
     ["nn.fused", "nn.init", "nn.loss_functions", "nn.functional_core"],
     ["nn.padding", "nn.resample"],
     ["nn.functional"],

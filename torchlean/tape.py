@@ -39,8 +39,6 @@ Who owns a gradient buffer during backward (one rule, one path in Tape._give/_ad
 """
 from __future__ import annotations
 
-import functools
-import threading
 from heapq import heappop, heappush
 
 import numpy as np
@@ -48,88 +46,20 @@ import numpy as np
 from torchlean import _capture
 from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
-from torchlean import buffer as _buffer
-from torchlean.buffer import AnyBuffer
+from torchlean.buffer import EVER_BUMPED, AnyBuffer
+from torchlean.grad_mode import GRAD_MODE
+from torchlean.grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from torchlean.runtime import env_flag
+from torchlean.saved_versions import check_versions as _check_versions
+from torchlean.saved_versions import snapshot_versions as _snapshot_versions
+from torchlean.tape_lifetimes import ValueLifetimes
+from torchlean.tape_nodes import Node, NodeTable, freed_vjp
 
-
-class Node:
-    """One recorded step: its value, parents, and what its VJP needs."""
-
-    __slots__ = ("name", "value", "requires_grad", "parents", "vjp", "saved", "cleanup",
-                 "owns_value", "broadcast", "pinned", "held", "users", "reads", "dropped",
-                 "views", "recompute", "stale", "consumers", "versions")
-
-    def __init__(self, name, value, requires_grad, parents=(), vjp=None, saved=None,
-                 cleanup=(), owns_value=True, broadcast=False):
-        self.name = name
-        self.value = value                  # AnyBuffer
-        self.requires_grad = requires_grad
-        self.parents = parents              # node ids
-        self.vjp = vjp                      # (grad, needs, saved) -> [grad or None per parent]
-        self.saved = saved if saved is not None else {}
-        self.cleanup = cleanup              # residuals this node owns (a tuple)
-        self.owns_value = owns_value        # False for borrowed leaves and views
-        self.broadcast = broadcast          # parents may need sum_to on their gradients
-        self.pinned = True                  # a leaf: never dropped early (see Tape.drop_value)
-        self.held = False                   # value handed out (Tensor.value): never dropped early
-        self.users = 0                      # unrun VJPs reading the value + live views of it
-        self.reads = ()                     # node ids whose values this node's VJP reads
-        self.dropped = False                # value released (a view: its base let go)
-        self.views = ()                     # ids of the views made of the value (live or not)
-        self.recompute = None               # saved -> the value again (ops.yaml recompute)
-        self.stale = False                  # value freed until a VJP reading it runs
-        self.consumers = 0                  # unrun VJPs that will send this node a gradient
-        self.versions = None                # versions of the saved storages at recording
-
+# the names the rest of the package and its users import from here
+__all__ = ["AUDIT", "KEEP_ACTIVATIONS", "Node", "NodeTable", "Tape", "freed_vjp",
+           "is_grad_enabled", "no_grad", "set_grad_enabled"]
 
 _new_node = Node.__new__
-_forgotten: list = []   # the shared placeholder of forgotten nodes, made on first use
-
-
-def _forgotten_node() -> Node:
-    """A node with a released value, no parents and no gradient: what Tape.forget leaves."""
-    if not _forgotten:
-        value = AnyBuffer.from_numpy(np.zeros(0, np.float32))
-        value.release()
-        node = Node("forgotten", value, False, owns_value=False)
-        node.pinned, node.dropped = False, True
-        _forgotten.append(node)
-    return _forgotten[0]
-
-
-class NodeTable(dict):
-    """The tape's nodes by id: a list's interface (ids 0, 1, ... in recording order; len is the
-    next id; iteration yields every node in order) over a dict, so a forgotten node's slot goes
-    away (memory stays flat in a loop that never calls Session.step()) and reads back as the
-    shared released placeholder."""
-
-    __slots__ = ("next_id",)
-
-    def __init__(self):
-        super().__init__()
-        self.next_id = 0
-
-    def append(self, node) -> None:
-        self[self.next_id] = node
-        self.next_id += 1
-
-    def __missing__(self, i):
-        if i.__class__ is int and 0 <= i < self.next_id:
-            return _forgotten_node()
-        if i.__class__ is int and -self.next_id <= i < 0:
-            return self[self.next_id + i]
-        raise IndexError(f"node id {i!r} is not on this tape (it has {self.next_id} nodes)")
-
-    def __len__(self) -> int:
-        return self.next_id
-
-    def __iter__(self):
-        return (self[i] for i in range(self.next_id))
-
-    def __bool__(self) -> bool:
-        return self.next_id > 0
-
 
 KEEP_ACTIVATIONS = bool(env_flag("TORCHLEAN_KEEP_ACTIVATIONS"))   # no recomputation when set
 
@@ -138,108 +68,7 @@ KEEP_ACTIVATIONS = bool(env_flag("TORCHLEAN_KEEP_ACTIVATIONS"))   # no recomputa
 AUDIT = None
 
 
-def _holds_memory(node) -> bool:
-    """Is the node's value its own memory or a borrowed leaf's (not a view of another node)?"""
-    return node.owns_value or not node.parents
-
-
-def freed_vjp(grad, needs, saved):
-    """The VJP of a node whose saved values a graph-freeing backward already released."""
-    raise RuntimeError("backward: this part of the graph was already differentiated and its "
-                       "saved values freed by an earlier backward(); pass retain_graph=True to "
-                       "the first backward() to differentiate it again")
-
-
-_EVER_BUMPED = _buffer.EVER_BUMPED
-
-
-def _snapshot_versions(saved: dict):
-    return {k: getattr(v.buf, "version", 0) for k, v in saved.items()
-            if v.__class__ is AnyBuffer}
-
-
-# saved inputs whose VJP reads only their shape (the gathers' scatter-add backward): writing
-# them in place changes no gradient, so it raises nothing (PyTorch's index backward keeps sizes)
-_SHAPE_ONLY = {"gather_vec": "x", "gather_row": "x", "gather_rows": "x"}
-
-
-def _check_versions(node) -> None:
-    """Raise PyTorch's error when a storage this node's VJP reads was written in place since
-    the op was recorded (its version moved on)."""
-    recorded = node.versions or {}
-    shape_only = _SHAPE_ONLY.get(node.name)
-    for k, v in node.saved.items():
-        if v.__class__ is not AnyBuffer or k == shape_only:
-            continue
-        now, then = getattr(v.buf, "version", 0), recorded.get(k, 0)
-        if now != then:
-            raise RuntimeError(
-                f"one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [torchlean.FloatTensor {list(v.shape)}], which {node.name} "
-                f"saved for its backward ('{k}'), is at version {now}; expected version {then} "
-                f"instead (last written by {_buffer.last_writer(v.buf)}; this backward runs in "
-                f"thread {threading.current_thread().name!r})")
-
-
-class _GradMode(threading.local):
-    """Per-thread grad mode, as in PyTorch: one thread's no_grad() never strips another's graph.
-    `stack` holds the modes saved by the open no_grad blocks of this thread."""
-    enabled = True
-
-    def __init__(self):
-        self.stack = []
-
-
-_grad_mode = _GradMode()
-
-
-class no_grad:
-    """Ops record no gradient information inside it (values only), in this thread only.
-
-    A context manager (blocks nest, and one instance may be entered again or from several
-    threads: the saved modes live on a per-thread stack) and a decorator:
-    `@torchlean.no_grad()` runs the function with gradients off."""
-
-    def __enter__(self):
-        _grad_mode.stack.append(_grad_mode.enabled)
-        _grad_mode.enabled = False
-        return self
-
-    def __exit__(self, *exc):
-        _grad_mode.enabled = _grad_mode.stack.pop()
-        return False
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def without_grad(*args, **kwargs):
-            with no_grad():
-                return fn(*args, **kwargs)
-        return without_grad
-
-
-def is_grad_enabled() -> bool:
-    """Whether ops record gradients in the calling thread."""
-    return _grad_mode.enabled
-
-
-class set_grad_enabled:
-    """torch's set_grad_enabled(mode) as a context manager: ops record gradients inside it when
-    mode is True (a view re-derives its values under the grad mode it was made in)."""
-
-    def __init__(self, mode: bool):
-        self.mode = bool(mode)
-
-    def __enter__(self):
-        _grad_mode.stack.append(_grad_mode.enabled)
-        _grad_mode.enabled = self.mode
-        return self
-
-    def __exit__(self, *exc):
-        _grad_mode.enabled = _grad_mode.stack.pop()
-        return False
-
-
-class Tape(TapeOps):
+class Tape(ValueLifetimes, TapeOps):
     """Records ops on AnyBuffers and runs reverse-mode differentiation over them."""
 
     def __init__(self, referenced=()):
@@ -311,7 +140,7 @@ class Tape(TapeOps):
         once per recorded op, so it fills the Node's slots directly (no __init__ frame)."""
         nodes = self.nodes
         req = False
-        if vjp is not None and _grad_mode.enabled:
+        if vjp is not None and GRAD_MODE.enabled:
             for p in parents:
                 if nodes[p].requires_grad:
                     req = True
@@ -333,7 +162,7 @@ class Tape(TapeOps):
             node.saved = saved
             # the versions of the storages the VJP reads (None: all at 0, before any
             # in-place op of the process); Tape.backward checks them before the VJP runs
-            node.versions = _snapshot_versions(saved) if _EVER_BUMPED[0] else None
+            node.versions = _snapshot_versions(saved) if EVER_BUMPED[0] else None
         else:
             node.saved = {}  # keep nothing alive for a node that never runs its VJP
         node.cleanup = ()
@@ -382,27 +211,6 @@ class Tape(TapeOps):
             AUDIT.op(self, i, name, out, parents)
         return i
 
-    def drop_value(self, i: int) -> bool:
-        """Release node i's value now if nothing needs it: no unrun VJP reads it, no live view
-        aliases it, no Tensor wraps it (`referenced`) and it is not pinned (a borrowed leaf).
-        The Session calls this when the last Tensor on the node goes away, so intermediates die
-        as early as in PyTorch. A view that goes lets its base go in turn. A value handed out
-        (`held`: Tensor.value) is let go, not released: its payload lives while its holders
-        reference it. A value only VJPs still read goes too when its op can recompute it (it
-        turns `stale`). True if released for good."""
-        node = self.nodes[i]
-        if node.pinned or node.dropped or node.stale:
-            return False
-        if node.users:
-            base = i
-            while not _holds_memory(self.nodes[base]):
-                base = self.nodes[base].parents[0]
-            if self._recomputable(base):
-                self._make_stale(base)   # only VJPs read it: they get it recomputed
-            return False
-        self._drop(i)
-        return True
-
     def _recomputable(self, i: int) -> bool:
         """May node i's value be freed and recomputed for the VJPs that read it? Its op can give
         it again (from what the node keeps until its own VJP ran), and no Tensor wraps it or any
@@ -413,150 +221,6 @@ class Tape(TapeOps):
             return False
         return self._views_free(i)
 
-    def _views_free(self, i: int) -> bool:
-        """No Tensor wraps a live view made of view i, recursively, and none was handed out."""
-        for v in self.nodes[i].views:
-            view = self.nodes[v]
-            if not view.dropped and (view.held or v in self.referenced
-                                     or not self._views_free(v)):
-                return False
-        return True
-
-    def _make_stale(self, i: int) -> None:
-        """Free node i's value; it and its live views are recomputed before a VJP reads them."""
-        self.nodes[i].value.release()
-        stack = [i]
-        while stack:
-            node = self.nodes[stack.pop()]
-            node.stale = True
-            stack.extend(v for v in node.views if not self.nodes[v].dropped)
-
-    def _recompute(self, i: int) -> None:
-        """Give stale node i (or the view i of one) its value back, computed again from what the
-        op's node keeps, and point its live views at the new memory."""
-        nodes = self.nodes
-        while not _holds_memory(nodes[i]):
-            i = nodes[i].parents[0]
-        for j in nodes[i].reads:   # what it is computed from may be recomputed itself
-            if nodes[j].stale:
-                self._recompute(j)
-        fresh = nodes[i].recompute(nodes[i].saved)
-        stack = [i]
-        while stack:   # readers hold the nodes' AnyBuffers: give those the new payload
-            node = nodes[stack.pop()]
-            node.value.buf, node.value.handle = fresh.buf, fresh.handle
-            node.stale = False
-            stack.extend(v for v in node.views if not nodes[v].dropped)
-
-    def _drop(self, i: int) -> None:
-        """Release node i's value (a view: give up its base, which may then go too)."""
-        nodes, referenced = self.nodes, self.referenced
-        stack = [i]
-        while stack:
-            node = nodes[stack.pop()]
-            node.dropped = True
-            node.stale = False
-            if node.owns_value:
-                if not node.held:      # a holder's references keep a handed-out payload
-                    node.value.release()
-                continue
-            for p in node.parents:     # a view (a borrowed leaf has no parents)
-                base = nodes[p]
-                base.users -= 1
-                if (not base.users and not base.pinned and not base.dropped
-                        and p not in referenced):
-                    stack.append(p)
-
-    def _let_go(self, j: int) -> None:
-        """One user of node j is done with its value: free it if that was the last."""
-        node = self.nodes[j]
-        node.users -= 1
-        if (not node.users and not node.pinned and not node.dropped
-                and j not in self.referenced):
-            self._drop(j)
-
-    def free_saved(self, i: int) -> None:
-        """Node i's VJP will not run again: release its residuals, let go of the values it read
-        (each freed once its last user is done) and make a later differentiation raise."""
-        node = self.nodes[i]
-        if node.vjp is freed_vjp or node.vjp is None and not node.cleanup and not node.reads:
-            return                   # freed already, or nothing kept
-        if node.stale and node.users and _holds_memory(node):
-            self._recompute(i)   # what it is recomputed from is about to go
-        if node.vjp is not None:
-            if node.vjp is not freed_vjp:   # its parents lose a consumer
-                nodes = self.nodes
-                for p in node.parents:
-                    if nodes[p].requires_grad:
-                        nodes[p].consumers -= 1
-            node.vjp = freed_vjp
-        node.saved = {}
-        for r in node.cleanup:
-            r.release()
-        node.cleanup = ()
-        reads, node.reads = node.reads, ()
-        for j in reads:
-            self._let_go(j)
-
-    def forget(self, i: int) -> None:
-        """Drop node i's record once nothing can read it (its value released, its graph freed,
-        no Tensor on it, no unrun VJP sending it a gradient). Its id reads back as a shared
-        released placeholder, so a loop that never calls Session.step() keeps no record of the
-        ops it ran."""
-        self.nodes.pop(i, None)
-
-    def hand_out(self, i: int) -> AnyBuffer:
-        """Node i's value for a holder outside the tape (Tensor.value): it, and the base a view
-        aliases, are never released early or recomputed; when nothing on the tape needs them
-        any more the tape lets go and the payload dies with the holder's last reference."""
-        nodes = self.nodes
-        j = i
-        while True:
-            nodes[j].held = True
-            if _holds_memory(nodes[j]):
-                break
-            j = nodes[j].parents[0]
-        return nodes[i].value
-
-    def let_go(self, i: int) -> None:
-        """The last Tensor on node i is gone: free what nothing can read any more, as PyTorch's
-        reference counts do. An unrun VJP that no Tensor and no consumer can reach will never
-        run, so its saved values go, and so, in turn, do its parents' (graph included); values
-        and records nothing reads are released and forgotten."""
-        if self.deferred is not None:    # a backward pass is running: after it
-            self.deferred.append(i)
-            return
-        nodes = self.nodes
-        node = nodes.get(i)
-        if (node is not None and node.vjp is None and node.owns_value and not node.consumers
-                and not node.users and not node.pinned and not node.dropped and not node.stale
-                and i not in self.referenced):
-            # the common case, a value no graph reads (no_grad, or a result nobody differentiates)
-            if not node.held:
-                node.value.release()
-            del nodes[i]
-            return
-        referenced, forgotten = self.referenced, _forgotten_node()
-        stack = [i]
-        while stack:
-            j = stack.pop()
-            node = nodes[j]
-            if node is forgotten or j in referenced:
-                continue
-            if not node.consumers and node.vjp is not None and node.vjp is not freed_vjp:
-                parents = node.parents
-                self.free_saved(j)          # parents lose this consumer, reads a user
-                stack.extend(parents)
-            if not node.dropped:
-                self.drop_value(j)
-            if node.dropped and not node.consumers and (node.vjp is None
-                                                        or node.vjp is freed_vjp):
-                if not node.owns_value:
-                    stack.extend(node.parents)   # a view's base may have gone with it
-                self.forget(j)
-
-    def is_forgotten(self, i: int) -> bool:
-        return 0 <= i < self.nodes.next_id and i not in self.nodes
 
     def _record_residuals(self, name, out, parents, vjp, saved, broadcast, keep, drop,
                           recompute=None) -> int:
@@ -614,7 +278,7 @@ class Tape(TapeOps):
                     for j in node.reads:
                         if nodes[j].stale:
                             self._recompute(j)
-                    if _EVER_BUMPED[0]:
+                    if EVER_BUMPED[0]:
                         _check_versions(node)
                     needs = [nodes[p].requires_grad for p in node.parents]
                     cot = g

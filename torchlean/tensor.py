@@ -19,12 +19,13 @@ from torchlean.dtypes import float32 as _float32
 from torchlean.int_tensor import IntTensor
 from torchlean.int_values import to_int64
 from torchlean.mutation import InPlaceOps
+from torchlean.tensor_composed import ComposedMethods
 
 
 # the registry's tape ops: the only names Tensor.__getattr__ forwards as methods
 _TAPE_OPS = frozenset(n for n in vars(TapeOps) if not n.startswith("_"))
 _get_ident = threading.get_ident
-class Tensor(InPlaceOps):
+class Tensor(ComposedMethods, InPlaceOps):
     """A handle (session, node id) on the session's tape."""
 
     __slots__ = ("session", "id", "gen")
@@ -246,8 +247,9 @@ class Tensor(InPlaceOps):
         return lambda *others, **attrs: self.session.op(name, self, *others, **attrs)
 
     # PyTorch-style API ------------------------------------------------------------------
-    # (reductions over dims, joining; composed from registry ops in torchlean.composite; the
-    # views, indexing included, are torchlean.views's and bound onto Tensor there)
+    # (reductions over dims, softmax, clamp, div, where, max/min, pow: ComposedMethods of
+    # torchlean.tensor_composed; the views, indexing included, are torchlean.views's and bound
+    # onto Tensor there)
     def size(self, dim=None):
         return self.shape if dim is None else self.shape[dim]
 
@@ -257,70 +259,7 @@ class Tensor(InPlaceOps):
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    def gather(self, dim, index):
-        """torch's x.gather(dim, index) (torchlean.composite.gather)."""
-        return _composite.gather(self, dim, index)
-
-    def sum(self, dim=None, keepdim=False, *, axis=None):
-        return _composite.reduce(self, "sum", axis if dim is None else dim, keepdim)
-
-    def mean(self, dim=None, keepdim=False, *, axis=None):
-        return _composite.reduce(self, "mean", axis if dim is None else dim, keepdim)
-
-    def amax(self, dim=None, keepdim=False):
-        return _composite.reduce(self, "amax", dim, keepdim)
-
-    def amin(self, dim=None, keepdim=False):
-        return _composite.reduce(self, "amin", dim, keepdim)
-
-    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        return _composite.var(self, dim, unbiased, keepdim, correction)
-
-    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        return _composite.std(self, dim, unbiased, keepdim, correction)
-
-    def logsumexp(self, dim, keepdim=False):
-        return _composite.logsumexp(self, dim, keepdim)
-
-    def square(self):
-        return self * self
-
-    def rsqrt(self):
-        return self.session.op("reciprocal", self.session.op("sqrt", self))
-
-    # torch's signatures over registry ops (softmax over any dim, clamp's min/max, matmul's
-    # 1-D and batched operands, rounded division); composed in torchlean.composite
-    def softmax(self, dim=-1):
-        return _composite.softmax(self, dim, "softmax")
-
-    def log_softmax(self, dim=-1):
-        return _composite.softmax(self, dim, "log_softmax")
-
-    def clamp(self, min=None, max=None, *, lo=None, hi=None):  # noqa: A002 - torch's names
-        """torch's clamp(min, max); the registry's lo=/hi= keywords are accepted too."""
-        return _composite.clamp(self, lo if min is None else min, hi if max is None else max)
-
-    clip = clamp
-
-    def matmul(self, other):
-        return self @ other
-
-    def div(self, other, *, rounding_mode=None):
-        return _composite.div(self, other, rounding_mode)
-
-    def __floordiv__(self, o):
-        return _composite.div(self, o, "floor")
-
-    def __rfloordiv__(self, o):
-        return _composite.rdiv(self, o, "floor")
-
-    def floor(self):
-        return _composite.floor(self)
-
-    def trunc(self):
-        return _composite.trunc(self)
-
-    # comparisons (0/1 float32 masks, no gradient), where, arg/max/min over a dim, pow, erf
+    # comparisons (0/1 float32 masks, no gradient); where, arg/max/min, pow: ComposedMethods
     def __lt__(self, o):
         return self._binary("lt", o)
 
@@ -352,37 +291,6 @@ class Tensor(InPlaceOps):
     def ne(self, other):
         """Elementwise != as a 0/1 float32 mask (on the registry's ne kernel)."""
         return self._binary("ne", other)
-
-    def where(self, condition, other):
-        """torch's x.where(cond, y): torchlean.where(cond, x, y)."""
-        return _composite.where(self.session, condition, self, other)
-
-    def argmax(self, dim=None, keepdim=False):
-        """Indices of the maxima as an int64 NumPy array (first on ties; a NaN wins)."""
-        return _composite.argreduce(self, "argmax", dim, keepdim)
-
-    def argmin(self, dim=None, keepdim=False):
-        return _composite.argreduce(self, "argmin", dim, keepdim)
-
-    def max(self, dim=None, keepdim=False):
-        """No dim: the 0-d maximum. dim: (values, indices) with int64 NumPy indices; the
-        gradient of values goes to the chosen index only. A Tensor: elementwise maximum."""
-        return _composite.max_min(self, "max", dim, keepdim)
-
-    def min(self, dim=None, keepdim=False):
-        return _composite.max_min(self, "min", dim, keepdim)
-
-    def pow(self, exponent):
-        return _composite.power(self, exponent)
-
-    def __pow__(self, exponent):
-        return _composite.power(self, exponent)
-
-    def __rpow__(self, base):
-        return self.session.op("pow", self._other(base), self)
-
-    def erf(self):
-        return self.session.op("erf", self)
 
     # torch's dtype and device idiom, and small conveniences --------------------------------
     @property

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from torchlean import composite
-from torchlean.catalog.scatter import index_array, overwrite
+from torchlean.catalog._flat_positions import index_array, overwrite
 from torchlean.int_tensor import IntTensor, host_key
 
 METHODS = ["nonzero", "argwhere", "masked_select", "masked_scatter", "histc"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchlean.catalog.scatter import index_array
+from torchlean.catalog._flat_positions import index_array
 from torchlean.int_tensor import IntTensor
 
 METHODS = ["unique", "unique_consecutive"]

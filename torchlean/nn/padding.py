@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from torchlean.nn import functional_core as F
+from torchlean.nn.functional_base import session_of
 from torchlean.nn.arg_checks import check_numel, int_tuple
 from torchlean.session import cat
 
@@ -35,7 +35,7 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002 - torch's names
     amounts crop (constant mode). Modes 'reflect', 'replicate' and 'circular' pad the trailing
     len(pad) / 2 axes by gathering source cells."""
     op = "pad"
-    s = F._sess(input)
+    s = session_of(input)
     x = s.as_tensor(input)
     p = list(int_tuple(op, "pad", pad))
     if len(p) % 2 or len(p) // 2 > x.ndim:
@@ -82,7 +82,7 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002 - torch's names
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """torch's F.normalize: input / max(||input||_p over dim, eps)."""
-    x = F._sess(input).as_tensor(input)
+    x = session_of(input).as_tensor(input)
     if float(p) == 2.0:
         norm = (x * x).sum(dim=dim, keepdim=True).sqrt()
     elif float(p) == 1.0:

@@ -10,6 +10,8 @@ import math
 import numpy as np
 
 from torchlean.nn import functional_core as F
+from torchlean.nn.functional_base import pad_after, per_axis, session_of
+from torchlean.nn.functional_pool2d import avg_divisors, pool_out_size
 from torchlean.nn.arg_checks import check_numel, int_arg, int_tuple
 
 _LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}
@@ -34,7 +36,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                return_indices=False):
     """torch's max_pool1d on (N, C, L) or (C, L): max_pool2d over a (1, L) plane."""
     op = "max_pool1d"
-    x = _as_plane(op, F._sess(input).as_tensor(input))
+    x = _as_plane(op, session_of(input).as_tensor(input))
     k = _one(kernel_size, op, "kernel_size")
     st = k if stride is None or stride == () else _one(stride, op, "stride")
     r = F.max_pool2d(x, (1, k), (1, st), (0, _one(padding, op, "padding")),
@@ -48,7 +50,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
     """torch's avg_pool1d on (N, C, L) or (C, L): avg_pool2d over a (1, L) plane."""
     op = "avg_pool1d"
-    x = _as_plane(op, F._sess(input).as_tensor(input))
+    x = _as_plane(op, session_of(input).as_tensor(input))
     k = _one(kernel_size, op, "kernel_size")
     st = k if stride is None or stride == () else _one(stride, op, "stride")
     return F.avg_pool2d(x, (1, k), (1, st), (0, _one(padding, op, "padding")), ceil_mode,
@@ -58,7 +60,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 def adaptive_avg_pool1d(input, output_size):
     """torch's adaptive_avg_pool1d on (N, C, L) or (C, L): the 2-D form over a (1, L) plane."""
     op = "adaptive_avg_pool1d"
-    x = _as_plane(op, F._sess(input).as_tensor(input))
+    x = _as_plane(op, session_of(input).as_tensor(input))
     return F.adaptive_avg_pool2d(x, (1, _one(output_size, op, "output_size"))).squeeze(-2)
 
 
@@ -66,7 +68,7 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
     """torch's adaptive_max_pool1d on (N, C, L) or (C, L): the 2-D form over a (1, L) plane;
     return_indices also gives int64 positions along L."""
     op = "adaptive_max_pool1d"
-    x = _as_plane(op, F._sess(input).as_tensor(input))
+    x = _as_plane(op, session_of(input).as_tensor(input))
     r = F.adaptive_max_pool2d(x, (1, _one(output_size, op, "output_size")), return_indices)
     if return_indices:
         return r[0].squeeze(-2), r[1][..., 0, :]
@@ -74,15 +76,15 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
 
 
 def _pool3d_args(op, input, kernel_size, stride, padding, ceil_mode):
-    s = F._sess(input)
+    s = session_of(input)
     x = s.as_tensor(input)
     if x.ndim not in (4, 5):
         raise ValueError(f"{op}: expected input (N, C, D, H, W) or (C, D, H, W), got "
                          f"{tuple(x.shape)}")
-    k = F._per_axis(kernel_size, 3, "kernel_size", op)
-    st = k if stride is None or stride == () else F._per_axis(stride, 3, "stride", op)
-    p = F._per_axis(padding, 3, "padding", op)
-    sizes = [F._pool_out_size(op, n, a, b, c, 1, ceil_mode)
+    k = per_axis(kernel_size, 3, "kernel_size", op)
+    st = k if stride is None or stride == () else per_axis(stride, 3, "stride", op)
+    p = per_axis(padding, 3, "padding", op)
+    sizes = [pool_out_size(op, n, a, b, c, 1, ceil_mode)
              for n, a, b, c in zip(x.shape[-3:], k, st, p)]
     return s, x, k, st, p, tuple(o for o, _ in sizes), tuple(e for _, e in sizes)
 
@@ -92,11 +94,11 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """torch's max_pool3d: the registry N-D max_pool (padding reads -inf); ceil_mode appends
     -inf cells at the end of each axis. dilation and return_indices are not supported."""
     op = "max_pool3d"
-    if F._per_axis(dilation, 3, "dilation", op) != (1, 1, 1) or return_indices:
+    if per_axis(dilation, 3, "dilation", op) != (1, 1, 1) or return_indices:
         raise NotImplementedError(f"{op}: dilation other than 1 and return_indices are not "
                                   "supported")
     s, x, k, st, p, _, extra = _pool3d_args(op, input, kernel_size, stride, padding, ceil_mode)
-    return s.op("max_pool", F._pad_after(x, extra, -np.inf), kernel_size=k, stride=st, padding=p)
+    return s.op("max_pool", pad_after(x, extra, -np.inf), kernel_size=k, stride=st, padding=p)
 
 
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -106,13 +108,13 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     divisor_override)."""
     op = "avg_pool3d"
     s, x, k, st, p, out, extra = _pool3d_args(op, input, kernel_size, stride, padding, ceil_mode)
-    y = s.op("avg_pool", F._pad_after(x, extra, 0.0), kernel_size=k, stride=st, padding=p)
+    y = s.op("avg_pool", pad_after(x, extra, 0.0), kernel_size=k, stride=st, padding=p)
     vol = math.prod(k)
     if divisor_override is not None:
         if int(divisor_override) < 1:
             raise ValueError(f"{op}: divisor_override must be >= 1, got {divisor_override}")
         return y * (vol / float(divisor_override))
-    divs = [F._avg_divisors(n, a, b, c, o, count_include_pad)
+    divs = [avg_divisors(n, a, b, c, o, count_include_pad)
             for n, a, b, c, o in zip(x.shape[-3:], k, st, p, out)]
     factor = vol / np.einsum("i,j,k->ijk", *divs)
     if np.all(factor == 1.0):
@@ -181,7 +183,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     and 'nearest-exact' (a gather), 'linear' / 'bilinear' / 'trilinear' with align_corners
     (one interpolation matrix per axis, applied last axis first)."""
     op = "interpolate"
-    s = F._sess(input)
+    s = session_of(input)
     x = s.as_tensor(input)
     shp = tuple(x.shape)
     rank = x.ndim - 2
