@@ -67,3 +67,12 @@ def test_diagonal_gradient_is_the_weight_on_the_diagonal():
     want = np.zeros_like(a)
     want[np.arange(3), np.arange(3)] = w
     np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_unsafe_split_and_unsafe_chunk_are_views_as_torch():
+    x, ref = _base((6, 2), 4)
+    tl.unsafe_split(x, 4)[1].fill_(2.0)
+    ref[4:] = 2.0
+    tl.unsafe_chunk(x, 3)[0].mul_(-1.0)
+    ref[:2] *= -1.0
+    np.testing.assert_array_equal(x.numpy(), ref)

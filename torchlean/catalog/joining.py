@@ -123,11 +123,12 @@ def split_with_sizes(input, split_sizes, dim=0):
 
 
 def unsafe_split(input, split_size, dim=0):
-    return composite.split(c.tensor("unsafe_split", input), split_size, dim)
+    """Views of input, as torch.split (torch's unsafe_ forms differ only in autograd checks)."""
+    return c.tensor("unsafe_split", input).split(split_size, dim)
 
 
 def unsafe_chunk(input, chunks, dim=0):
-    return composite.chunk(c.tensor("unsafe_chunk", input), chunks, dim)
+    return c.tensor("unsafe_chunk", input).chunk(chunks, dim)
 
 
 def meshgrid(*tensors, indexing="ij"):
