@@ -20,7 +20,8 @@ Efficiency = (1-GPU step time) / (W-GPU step time).
                processes alone: host, PCIe, clocks)
   after        every bucket's reduction starts when the backward pass has ended (no overlap:
                no NCCL kernel shares the SMs with the backward kernels)
-  lowprio      NCCL on a normal-priority stream instead of a high-priority one
+  highprio     NCCL on a high-priority stream instead of a normal-priority one (as before:
+               its spinning kernels took the SMs ahead of the backward pass)
   nocheck      without the per-step agreement check (one small all-gather on the host channel,
                posted at the first gradient and read at the end of backward)
   hostwait     the host waits for every reduction at the end of backward (as before
@@ -46,7 +47,7 @@ MODELS = {"cnn": "VGG-style CIFAR CNN, batch 128 per GPU",
 V = 256
 # (layers, d, heads, T, batch per GPU)
 LM_SHAPES = {"lm": (4, 256, 8, 128, 32), "gpt": (6, 768, 12, 512, 8)}
-DIAGS = ("solo", "after", "lowprio", "nocheck", "hostwait")
+DIAGS = ("solo", "after", "highprio", "nocheck", "hostwait")
 
 
 def build_cnn():
@@ -115,16 +116,10 @@ def apply_diag(diag: str) -> None:
         DDP._on_grad = on_grad
     elif diag == "nocheck":
         DDP._start_check = DDP._check_same_step = lambda self: None
-    elif diag == "lowprio":
-        import ctypes
+    elif diag == "highprio":
         from torchlean.distributed import cuda_runtime
-
-        def normal_stream(self):
-            st = ctypes.c_void_p()
-            self.check("cudaStreamCreateWithPriority", self.lib.cudaStreamCreateWithPriority(
-                ctypes.byref(st), cuda_runtime.STREAM_NON_BLOCKING, 0))
-            return st.value
-        cuda_runtime.CudaRuntime.high_priority_stream = normal_stream
+        stream = cuda_runtime.CudaRuntime.stream
+        cuda_runtime.CudaRuntime.stream = lambda self, high_priority=True: stream(self, True)
     elif diag == "hostwait":
         from torchlean.distributed.work import Work
         Work.order = Work.wait

@@ -81,7 +81,7 @@ class FakeRuntime:
     def set_device(self, dev):
         self.log.append(("set_device", dev))
 
-    def high_priority_stream(self):
+    def stream(self, high_priority=False):
         return self.COMM
 
     def event(self):

@@ -3,7 +3,7 @@
 libnccl is looked for in TORCHLEAN_NCCL_LIB (a file), $CUDA_HOME/lib64, the NVIDIA NCCL pip
 package (nvidia/nccl/lib), then the system. Rank 0's unique id travels over the host channel
 (MPI under mpirun, the TCP store under torchrun and srun). Collectives run
-on a high-priority communication stream: each first waits (cudaStreamWaitEvent) for the work
+on a communication stream of normal priority: each first waits (cudaStreamWaitEvent) for the work
 already queued on torchlean's stream, so gradients computed there are final, and signals an
 event when done. Waiting polls that event and ncclCommGetAsyncError; past the deadline the
 communicator is aborted (ncclCommAbort) and a DistributedError names the rank and collective.
@@ -112,7 +112,7 @@ class NCCLComm:
         self.device = device
         self.rt.set_device(device)
         self.compute = self._library_stream()
-        self.stream = self.rt.high_priority_stream()
+        self.stream = self.rt.stream()
         self._events: list[int] = []
         self._count = 0
         self._flats: dict[int, Buffer] = {}
