@@ -79,48 +79,43 @@ def digest_into(ring: AnyBuffer, bufs: list, first: int) -> None:
         raise_status("digest_batch", st)
 
 
-def _unpin(buf) -> None:
-    """One reader fewer of buf's payload; the last one frees a payload released meanwhile
-    (buffer.EXPORTS: a released pinned buffer is only marked, as for a DLPack export)."""
-    left = EXPORTS[buf] - 1
-    if left:
-        EXPORTS[buf] = left
-        return
-    del EXPORTS[buf]
-    if not buf.live and buf.handle is not None:
-        lib.tl_buf_release(buf.handle)
-
-
 class Batch:
     """Values queued for digesting, digested together by run().
 
-    A queued buffer is pinned (buffer.EXPORTS) until its batch ran: a tape freeing it meanwhile
-    only marks it released, so the digest reads the bits the value had. What may be written in
+    A queued value's handle goes straight into a preallocated handle array, the array
+    digest_batch reads: a run costs one native call and no per-value Python objects. A queued
+    buffer is pinned (buffer.EXPORTS) until its batch ran: a tape freeing it meanwhile only
+    marks it released, so the digest reads the bits the value had. What may be written in
     place is never left queued: the recorder runs the batch first (recorder.py says when)."""
 
     def __init__(self):
         self.ring = AnyBuffer.zeros((RING_SLOTS, 4))
         self.values: list[int] = []    # digests read back, by sequence number
         self.used = 0                  # ring rows written and not read back yet
+        self.base = 0                  # the sequence number of the first queued value
         self.bufs: list = []           # the queued Buffers, in sequence order
+        self.handles = ffi.new("tl_buf[]", RING_SLOTS)   # their handles, in the same order
+        self.handle_words = ffi.cast("int64_t *", self.handles)
         self.elements = 0
 
     @property
     def next(self) -> int:
         """The sequence number the next queued value gets."""
-        return len(self.values) + self.used + len(self.bufs)
+        return self.base + len(self.bufs)
 
     def add(self, value: AnyBuffer) -> int:
         """Queue the digest of `value` (live) and return its sequence number."""
         bufs = self.bufs
-        if len(bufs) == RING_SLOTS or self.elements > PENDING_ELEMENTS:
+        n = len(bufs)
+        if n == RING_SLOTS or self.elements > PENDING_ELEMENTS:
             self.run()
+            n = 0
         buf = value.buf
-        k = len(self.values) + self.used + len(bufs)
+        self.handles[n] = buf.handle
         bufs.append(buf)
         self.elements += buf.n
         EXPORTS[buf] = EXPORTS.get(buf, 0) + 1
-        return k
+        return self.base + n
 
     def holds(self, buf) -> bool:
         """Whether buf may have a queued digest (it is pinned: queued here, or exported)."""
@@ -135,12 +130,28 @@ class Batch:
         if self.used + count > RING_SLOTS:
             self._read_ring()
         try:
-            digest_into(self.ring, bufs, self.used)
+            st = lib.tl_digest_batch(self.ring.handle, self.handle_words, count, count,
+                                     RING_SLOTS, self.used)
+            if st:
+                raise_status("digest_batch", st)
         finally:
-            for b in bufs:
-                _unpin(b)
             self.bufs, self.elements = [], 0
+            self._unpin(bufs)
         self.used += count
+        self.base += count
+
+    @staticmethod
+    def _unpin(bufs) -> None:
+        """One reader fewer of each payload; the last one frees a payload released meanwhile
+        (buffer.EXPORTS: a released pinned buffer is only marked, as for a DLPack export)."""
+        for buf in bufs:
+            left = EXPORTS[buf] - 1
+            if left:
+                EXPORTS[buf] = left
+                continue
+            del EXPORTS[buf]
+            if not buf.live and buf.handle is not None:
+                lib.tl_buf_release(buf.handle)
 
     def _read_ring(self) -> None:
         if self.used:
@@ -153,7 +164,6 @@ class Batch:
         self._read_ring()
 
     def release(self) -> None:
-        for b in self.bufs:
-            _unpin(b)
-        self.bufs = []
+        bufs, self.bufs = self.bufs, []
+        self._unpin(bufs)
         self.ring.release()
