@@ -5,7 +5,8 @@ Recording queues values in a Batch and digests them all at once where the record
 end of a backward pass, an optimizer step, before a VJP writes over its cotangent), so it costs
 one native call per step instead of one per value. The digests land in a ring of device slots,
 read back in one transfer when it fills or the record closes: nothing waits for the device per
-op. A queued digest is an int, its sequence number; `values[k]` holds it once read back.
+op. A queued digest is an int, its sequence number; `texts[k]` holds it (as the JSON string
+of its 16 hex digits) once read back.
 """
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ def _rows_to_ints(rows: np.ndarray) -> list[int]:
     w = rows.astype(np.uint64)
     d = w[:, 0] | (w[:, 1] << np.uint64(16)) | (w[:, 2] << np.uint64(32)) | (w[:, 3] << np.uint64(48))
     return d.tolist()
+
+
+def _rows_to_texts(rows: np.ndarray) -> list[str]:
+    """The digests of ring rows as a record file writes them: JSON strings of 16 hex digits."""
+    return ['"%016x"' % d for d in _rows_to_ints(rows)]
 
 
 def _buffer_of(value, op: str) -> AnyBuffer:
@@ -90,7 +96,7 @@ class Batch:
 
     def __init__(self):
         self.ring = AnyBuffer.zeros((RING_SLOTS, 4))
-        self.values: list[int] = []    # digests read back, by sequence number
+        self.texts: list[str] = []     # digests read back, by sequence number, as JSON
         self.used = 0                  # ring rows written and not read back yet
         self.base = 0                  # the sequence number of the first queued value
         self.bufs: list = []           # the queued Buffers, in sequence order
@@ -155,7 +161,7 @@ class Batch:
 
     def _read_ring(self) -> None:
         if self.used:
-            self.values.extend(_rows_to_ints(self.ring.to_numpy()[:self.used]))
+            self.texts.extend(_rows_to_texts(self.ring.to_numpy()[:self.used]))
             self.used = 0
 
     def read_back(self) -> None:

@@ -54,15 +54,15 @@ def _module_names(params):
     return names, sorted(buffers.values(), key=lambda kb: kb[0])
 
 
-def _hex(values, k):
-    return None if k is None else f"{values[k]:016x}"
+def _hex(texts, k):
+    return None if k is None else texts[k][1:-1]
 
 
-def resolved_step(rec: list, values: list) -> list:
+def resolved_step(rec: list, texts: list) -> list:
     """An optimizer step's record as written: each digest's sequence number replaced by its 16
     hex digits (op and VJP records are written by recordfile.Lines)."""
-    return rec[:5] + [[[n, sh, _hex(values, g), _hex(values, v),
-                        {k: _hex(values, d) for k, d in st.items()}]
+    return rec[:5] + [[[n, sh, _hex(texts, g), _hex(texts, v),
+                        {k: _hex(texts, d) for k, d in st.items()}]
                        for n, sh, g, v, st in rec[5]]]
 
 
@@ -224,7 +224,7 @@ class Recorder:
         self.step += 1
         self.grads = {}
         self.tape = None            # parameters changed in place: digest their leaves again
-        if self.records and self.records[0][0] <= len(batch.values):
+        if self.records and self.records[0][0] <= len(batch.texts):
             self.flush()
 
     # ------------------------------------------------------------------ output
@@ -241,8 +241,8 @@ class Recorder:
         w = self.writer
         if not w.header_written:
             w.header(self.header())
-        values = self.batch.values
-        ready = len(values)
+        texts = self.batch.texts
+        ready = len(texts)
         forward, backward = self.lines.forward, self.lines.backward
         out = []
         counts = {"F": 0, "B": 0, "S": 0}
@@ -252,11 +252,11 @@ class Recorder:
                 break
             kind = rec[1]
             if kind == "F":
-                out.append(forward(*rec[2:], values))
+                out.append(forward(*rec[2:], texts))
             elif kind == "B":
-                out.append(backward(*rec[2:], values))
+                out.append(backward(*rec[2:], texts))
             else:
-                out.append(json_line(resolved_step(rec[2], values)))
+                out.append(json_line(resolved_step(rec[2], texts)))
             counts[kind] += 1
             n += 1
         del self.records[:n]

@@ -28,48 +28,55 @@ def json_line(obj) -> str:
     return json.dumps(obj, separators=(",", ":")) + "\n"
 
 
-def _digest(values, k) -> str:
-    return "null" if k is None else '"%016x"' % values[k]
-
-
 class Lines:
-    """Record lines written as json_line writes them (the same bytes), but faster for the records
-    made once per op: the JSON of an op's name and shapes is made once per distinct op and
-    reused, so a line costs a few string joins instead of a json.dumps of nested lists."""
+    """Record lines written as json_line writes them (the same bytes), but faster for the
+    records made once per op: the JSON of an op's name and shapes is made once per distinct op
+    and reused, and digests come as JSON strings already (Batch.texts), so a line costs a few
+    string joins instead of a json.dumps of nested lists."""
 
-    def __init__(self):
-        self.fixed: dict = {}    # (name, input shapes, output shape) or a shape -> its JSON
-        self.labels: dict = {}   # a source label -> its JSON string
+    # (name, input shapes, output shape), (name,) or a shape -> its JSON without the brackets;
+    # a source label -> its JSON string. Shared by every record of the process (a program runs
+    # the same ops step after step), emptied when they grow past CACHED entries.
+    fixed: dict = {}
+    labels: dict = {}
+    CACHED = 1 << 14
 
     def _fixed(self, key) -> str:
-        j = self.fixed.get(key)
-        if j is None:
-            j = self.fixed[key] = json.dumps(key, separators=(",", ":"))[1:-1]
+        if len(self.fixed) > self.CACHED:
+            self.fixed.clear()
+        j = self.fixed[key] = json.dumps(key, separators=(",", ":"))[1:-1]
         return j
 
-    def _source(self, s) -> str:
-        if s.__class__ is int:
-            return str(s)
-        j = self.labels.get(s)
-        if j is None:
-            j = self.labels[s] = json.dumps(s)
+    def _label(self, s) -> str:
+        if len(self.labels) > self.CACHED:
+            self.labels.clear()
+        j = self.labels[s] = json.dumps(s)
         return j
 
-    def forward(self, step, name, in_shapes, out_shape, d, ins, values) -> str:
-        """["F", step, op, [input shapes], output shape, digest, [[source, digest], ...]]"""
-        src = self._source
-        return (f'["F",{step},{self._fixed((name, in_shapes, out_shape))},'
-                f'{_digest(values, d)},['
-                + ",".join(f"[{src(s)},{_digest(values, k)}]" for s, k in ins) + "]]\n")
+    def forward(self, step, name, in_shapes, out_shape, d, ins, texts) -> str:
+        """["F", step, op, [input shapes], output shape, digest, [[source, digest], ...]];
+        texts[k]: digest k as JSON (a None digest is null)."""
+        labels = self.labels
+        key = (name, in_shapes, out_shape)
+        fixed = self.fixed.get(key) or self._fixed(key)
+        return (f'["F",{step},{fixed},{"null" if d is None else texts[d]},['
+                + ",".join(f'[{s if s.__class__ is int else labels.get(s) or self._label(s)},'
+                           f'{"null" if k is None else texts[k]}]' for s, k in ins)
+                + "]]\n")
 
-    def backward(self, step, name, source, cot_shape, d, outs, values) -> str:
+    def backward(self, step, name, source, cot_shape, d, outs, texts) -> str:
         """["B", step, op, forward record, cotangent shape, cotangent digest,
         [[shape, digest] | null]]"""
-        fixed = self._fixed
-        return (f'["B",{step},{fixed((name,))},{self._source(source)},[{fixed(cot_shape)}],'
-                f'{_digest(values, d)},['
-                + ",".join("null" if o is None else f"[[{fixed(o[0])}],{_digest(values, o[1])}]"
-                           for o in outs) + "]]\n")
+        fixed = self.fixed
+        if source.__class__ is not int:
+            source = self.labels.get(source) or self._label(source)
+        return (f'["B",{step},{self.labels.get(name) or self._label(name)},{source},'
+                f'[{fixed.get(cot_shape) or self._fixed(cot_shape)}],'
+                f'{"null" if d is None else texts[d]},['
+                + ",".join("null" if o is None else
+                           f'[[{fixed.get(o[0]) or self._fixed(o[0])}],'
+                           f'{"null" if o[1] is None else texts[o[1]]}]' for o in outs)
+                + "]]\n")
 
 
 class Writer:
