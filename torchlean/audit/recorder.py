@@ -24,7 +24,7 @@ from torchlean import _capture
 from torchlean._generated.cdef import REGISTRY_HASH
 from torchlean.buffer import AnyBuffer
 from torchlean.audit.digests import Batch
-from torchlean.audit.recordfile import Lines, Writer, json_line
+from torchlean.audit.recordfile import Lines, Writer
 from torchlean.exact_arith import exact_version
 from torchlean.nn.modules.base import Module
 from torchlean.runtime import backend, is_deterministic, is_exact
@@ -52,18 +52,6 @@ def _module_names(params):
                     if len(k) > len(buffers.get(id(b), ("",))[0]):
                         buffers[id(b)] = (k, b)
     return names, sorted(buffers.values(), key=lambda kb: kb[0])
-
-
-def _hex(texts, k):
-    return None if k is None else texts[k][1:-1]
-
-
-def resolved_step(rec: list, texts: list) -> list:
-    """An optimizer step's record as written: each digest's sequence number replaced by its 16
-    hex digits (op and VJP records are written by recordfile.Lines)."""
-    return rec[:5] + [[[n, sh, _hex(texts, g), _hex(texts, v),
-                        {k: _hex(texts, d) for k, d in st.items()}]
-                       for n, sh, g, v, st in rec[5]]]
 
 
 class Recorder:
@@ -202,22 +190,23 @@ class Recorder:
         entries = []
         for k, p in enumerate(opt.params):
             st = opt.state.get(id(p)) or {}
-            state = {key: add(v) for key, v in sorted(st.items()) if isinstance(v, AnyBuffer)}
+            state = tuple([(key, add(v)) for key, v in sorted(st.items())
+                           if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer)])
             grad = None if p.grad_buf is None else add(p.grad_buf)
             m = p.mirror()
             d = add(m)
             after[id(m.buf)] = (m.buf, getattr(m.buf, "version", 0), d)
-            entries.append([names.get(id(p)) or p.name or f"param{k}", list(p.shape), grad, d,
-                            state])
+            entries.append((names.get(id(p)) or p.name or f"param{k}", tuple(p.shape), grad, d,
+                            state))
         for k, b in buffers:
-            entries.append([k, list(b.shape), None, add(b.mirror()), {}])
+            entries.append((k, tuple(b.shape), None, add(b.mirror()), ()))
         hyper = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()
                   if k != "params"} for g in opt.param_groups]
         m = mode()
         self.modes.add(m)
         batch = self.batch
-        self.records.append((batch.base + len(batch.bufs), "S",
-                             ["S", self.step, type(opt).__name__, hyper, m, entries]))
+        self.records.append((batch.base + len(batch.bufs), "S", self.step, type(opt).__name__,
+                             hyper, m, entries))
         self.index += 1
         batch.run()                 # the step's last values: one call for what is queued
         self.after_step = after
@@ -243,7 +232,7 @@ class Recorder:
             w.header(self.header())
         texts = self.batch.texts
         ready = len(texts)
-        forward, backward = self.lines.forward, self.lines.backward
+        forward, backward, step = self.lines.forward, self.lines.backward, self.lines.step
         out = []
         counts = {"F": 0, "B": 0, "S": 0}
         n = 0
@@ -256,7 +245,7 @@ class Recorder:
             elif kind == "B":
                 out.append(backward(*rec[2:], texts))
             else:
-                out.append(json_line(resolved_step(rec[2], texts)))
+                out.append(step(*rec[2:], texts))
             counts[kind] += 1
             n += 1
         del self.records[:n]

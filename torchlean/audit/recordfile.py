@@ -79,6 +79,20 @@ class Lines:
                 + "]]\n")
 
 
+    def step(self, step, opt, hyper, mode, entries, texts) -> str:
+        """["S", step, optimizer, hyperparameters, mode, [[name, shape, grad, value,
+        {state: digest}]]]; an entry comes as (name, shape, grad, value, ((state, digest),))."""
+        labels, fixed = self.labels, self.fixed
+        parts = []
+        for name, shape, g, v, state in entries:
+            key = (name, shape)
+            st = ",".join(f"{labels.get(k) or self._label(k)}:{texts[d]}" for k, d in state)
+            parts.append(f'[{fixed.get(key) or self._fixed(key)},'
+                         f'{"null" if g is None else texts[g]},{texts[v]},{{{st}}}]')
+        return (f'["S",{step},{labels.get(opt) or self._label(opt)},'
+                f'{json.dumps(hyper, separators=(",", ":"))},{labels.get(mode) or self._label(mode)},'
+                f'[{",".join(parts)}]]\n')
+
 class Writer:
     """Appends lines and keeps the running checksum; close() writes the trailer."""
 
