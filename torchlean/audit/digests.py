@@ -60,29 +60,16 @@ def digest(value) -> int:
 
 def digest_many(values) -> list[int]:
     """The digests of several buffers (or Tensors) in one native call: [digest(v) for v in
-    values], computed at once (digest_batch)."""
+    values], computed at once (digest_batch; a released buffer raises, naming its position)."""
     bufs = [_buffer_of(v, "digest_many") for v in values]
     if not bufs:
         return []
-    for b in bufs:
-        if not b.buf.live:
-            raise ValueError(f"digest_many: a buffer of shape {b.shape} was already released")
     ring = AnyBuffer.zeros((len(bufs), 4))
     try:
-        digest_into(ring, [b.buf for b in bufs], 0)
+        _ops.digest_batch(ring, handles=bufs, count=len(bufs))
         return _rows_to_ints(ring.to_numpy())
     finally:
         ring.release()
-
-
-def digest_into(ring: AnyBuffer, bufs: list, first: int) -> None:
-    """Rows first.. of ring get the digests of the Buffers bufs (kept alive by the caller): one
-    digest_batch call, given the Buffers' own handles (never integers from elsewhere)."""
-    handles = ffi.new("tl_buf[]", [b.handle for b in bufs])
-    st = lib.tl_digest_batch(ring.handle, ffi.cast("int64_t *", handles), len(bufs), len(bufs),
-                             ring.shape[0], first)
-    if st:
-        raise_status("digest_batch", st)
 
 
 class Batch:
