@@ -208,3 +208,27 @@ def test_recording_batched_never_changes_a_result(tmp_path):
     for u, v, w in zip(recorded, plain, unhooked):
         assert np.array_equal(u.view(np.uint32), v.view(np.uint32))
         assert not np.array_equal(u, w)   # the hook's in-place write mattered
+
+
+def test_record_lines_are_the_canonical_json_of_their_records(tmp_path):
+    """Lines are formatted from cached pieces (recordfile.Lines): each must be exactly what
+    json.dumps writes for the record it holds, also for leaf names needing escapes and for
+    scalar shapes."""
+    import json
+    from torchlean.audit.recordfile import json_line
+    from torchlean.tape import Tape
+    path = str(tmp_path / "lines.tlaudit")
+    rng = np.random.default_rng(4)
+    with audit.record(path, label='odd "label" \u00fc'):
+        for _ in range(2):
+            t = Tape()
+            a = t.leaf(rng.normal(size=(3, 5)).astype(np.float32), name='we"ird \\ n\u00e4me')
+            b = t.leaf(rng.normal(size=(5,)).astype(np.float32), name="b")
+            y = t.sum(t.tanh(t.mul(a, b)))
+            t.backward(y)
+            t.release()
+    rec = Record(path)
+    assert rec.ops >= 6 and any(r[0] == "B" and r[4] == [] for r in rec.records)
+    assert any(s == 'we"ird \\ n\u00e4me' for r in rec.records if r[0] == "F" for s, _ in r[6])
+    for line, r in zip(rec.lines, rec.records):
+        assert line + "\n" == json_line(r)
