@@ -214,7 +214,6 @@ def test_record_lines_are_the_canonical_json_of_their_records(tmp_path):
     """Lines are formatted from cached pieces (recordfile.Lines): each must be exactly what
     json.dumps writes for the record it holds, also for leaf names needing escapes and for
     scalar shapes."""
-    import json
     from torchlean.audit.recordfile import json_line
     from torchlean.tape import Tape
     path = str(tmp_path / "lines.tlaudit")
