@@ -43,7 +43,8 @@ else:
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 ATTR_PY_TYPES = {"float": "float", "int": "int", "bool": "bool", "shape": "tuple", "ints": "object",
-                 "index": "object", "mask": "object", "key": "int", "array": "object"}
+                 "index": "object", "mask": "object", "key": "int", "array": "object",
+                 "buffers": "object"}
 
 
 # ------------------------------------------------------------------ expression lowering

@@ -15,6 +15,8 @@ Entry schema (see the header of ops.yaml for the prose version):
   inputs:      list of tensor input names (node ids on the tape, buffers in C)
   attrs:       {name: {type, default?, check?}}; type in float int bool shape ints index mask
                array (a real NumPy array, converted to C-contiguous float64; host-only kernels)
+               buffers (a sequence of live AnyBuffers, passed to an i64[] arg as their handles;
+               the caller's sequence keeps them alive for the call)
   outputs:     {name: shape-expression}; the first output is the op's value, the others are
                residuals a VJP may read (released at once when no VJP reads them)
   args:        ["<ctype> <name> = <expression>"] scalar kernel arguments after the buffers;

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-ATTR_TYPES = {"float", "int", "bool", "shape", "ints", "index", "mask", "key", "array"}
+ATTR_TYPES = {"float", "int", "bool", "shape", "ints", "index", "mask", "key", "array", "buffers"}
 CTYPES = {"i64": "int64_t", "f64": "double", "u64": "uint64_t", "i64[]": "const int64_t *",
           "geom": "const int64_t *", "f64[]": "const double *", "f64out[]": "double *"}
 # passed as pointer + length; `geom` is an i64[] conv/pool geometry the entry layer parses

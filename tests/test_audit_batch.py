@@ -36,7 +36,8 @@ def _handles(bufs):
 
 
 def _batch(ring, handles, count, first=0):
-    """The entry called as the recorder calls it (ops.digest_batch takes only small integers)."""
+    """The entry called as the recorder calls it (raw handles of buffers it holds; the public
+    ops.digest_batch takes the buffers themselves)."""
     arr = ffi.new("int64_t[]", handles) if handles else ffi.NULL
     st = lib.tl_digest_batch(ring.handle, arr, len(handles), count, ring.shape[0], first)
     if st:
@@ -89,6 +90,40 @@ def test_batch_bad_input_is_refused_and_leaves_the_ring_alone():
     with pytest.raises((ValueError, RuntimeError), match=r"digest_batch.*handles"):
         _batch(ring, handles[:2], 3)
     assert not ring.to_numpy().any()
+
+
+def test_public_digest_batch_takes_buffers_and_refuses_anything_else():
+    """ops.digest_batch (the public op) takes AnyBuffers, never raw handles: a released buffer,
+    an integer (a freed or made-up handle) or a Tensor-less object is a clear error naming its
+    position, before any row is written; live buffers give the definition's digests."""
+    bits, bufs = _bufs(seed=11, sizes=[5, 0, 4097, 1])
+    ring = AnyBuffer.zeros((6, 4))
+    tl.ops.digest_batch(ring, handles=bufs, count=4, first=2)
+    rows = ring.to_numpy()
+    assert not rows[:2].any()
+    w = rows[2:].astype(np.uint64)
+    got = (w[:, 0] | w[:, 1] << np.uint64(16) | w[:, 2] << np.uint64(32)
+           | w[:, 3] << np.uint64(48)).tolist()
+    assert got == [digest_numpy(b) for b in bits]
+    fresh = AnyBuffer.zeros((6, 4))
+    stale = _handles(bufs)
+    bufs[2].release()
+    with pytest.raises(ValueError, match=r"digest_batch: handles\[2\] \(shape \(4097,\)\) was "
+                                         r"already released"):
+        tl.ops.digest_batch(fresh, handles=bufs, count=4)
+    with pytest.raises(TypeError, match=r"digest_batch: handles\[0\] must be an AnyBuffer, got "
+                                        r"int \(a raw handle is never accepted"):
+        tl.ops.digest_batch(fresh, handles=stale[2:3], count=1)   # a released buffer's handle
+    with pytest.raises(TypeError, match=r"digest_batch: handles\[1\] must be an AnyBuffer"):
+        tl.ops.digest_batch(fresh, handles=[bufs[0], 12345], count=2)
+    with pytest.raises(TypeError, match=r"digest_batch: handles must be a list or tuple"):
+        tl.ops.digest_batch(fresh, handles=bufs[0], count=1)
+    with pytest.raises(ValueError, match=r"digest_batch.*handles"):
+        tl.ops.digest_batch(fresh, handles=[bufs[0]], count=2)     # count past the list
+    assert not fresh.to_numpy().any()
+    with pytest.raises(ValueError, match=r"digest_many: a buffer of shape \(4097,\) was already "
+                                         r"released|handles\[1\].*released"):
+        digest_many([bufs[0], bufs[2]])
 
 
 def _program(path, batched, seed=0, lr=0.05, steps=3, hook=True):
@@ -173,3 +208,26 @@ def test_recording_batched_never_changes_a_result(tmp_path):
     for u, v, w in zip(recorded, plain, unhooked):
         assert np.array_equal(u.view(np.uint32), v.view(np.uint32))
         assert not np.array_equal(u, w)   # the hook's in-place write mattered
+
+
+def test_record_lines_are_the_canonical_json_of_their_records(tmp_path):
+    """Lines are formatted from cached pieces (recordfile.Lines): each must be exactly what
+    json.dumps writes for the record it holds, also for leaf names needing escapes and for
+    scalar shapes."""
+    from torchlean.audit.recordfile import json_line
+    from torchlean.tape import Tape
+    path = str(tmp_path / "lines.tlaudit")
+    rng = np.random.default_rng(4)
+    with audit.record(path, label='odd "label" \u00fc'):
+        for _ in range(2):
+            t = Tape()
+            a = t.leaf(rng.normal(size=(3, 5)).astype(np.float32), name='we"ird \\ n\u00e4me')
+            b = t.leaf(rng.normal(size=(5,)).astype(np.float32), name="b")
+            y = t.sum(t.tanh(t.mul(a, b)))
+            t.backward(y)
+            t.release()
+    rec = Record(path)
+    assert rec.ops >= 6 and any(r[0] == "B" and r[4] == [] for r in rec.records)
+    assert any(s == 'we"ird \\ n\u00e4me' for r in rec.records if r[0] == "F" for s, _ in r[6])
+    for line, r in zip(rec.lines, rec.records):
+        assert line + "\n" == json_line(r)

@@ -41,6 +41,24 @@ def live(op: str, *bufs):
             raise ValueError(f"{op}: input {i} (shape {b.shape}) was already released")
 
 
+def buffer_handles(op: str, name: str, bufs) -> list:
+    """A `buffers` attr: the handles of a sequence of live AnyBuffers, as integers for an i64[]
+    kernel argument. Only a buffer's own handle is ever passed, so a kernel never reads a freed
+    or made-up pointer; the caller's sequence keeps the buffers alive for the call."""
+    if isinstance(bufs, AnyBuffer) or not isinstance(bufs, (list, tuple)):
+        raise TypeError(f"{op}: {name} must be a list or tuple of AnyBuffers, got "
+                        f"{type(bufs).__name__}")
+    out = []
+    for k, b in enumerate(bufs):
+        if not isinstance(b, AnyBuffer):
+            raise TypeError(f"{op}: {name}[{k}] must be an AnyBuffer, got {type(b).__name__} "
+                            f"(a raw handle is never accepted: pass the buffer itself)")
+        if not b.buf.live or b.buf.handle is None:
+            raise ValueError(f"{op}: {name}[{k}] (shape {b.shape}) was already released")
+        out.append(int(ffi.cast("intptr_t", b.buf.handle)))
+    return out
+
+
 def shape_error(op: str, err: Exception, **inputs) -> ValueError:
     got = ", ".join(f"{k} {v.shape}" for k, v in inputs.items())
     return ValueError(f"{op}: {err}" + (f" (got {got})" if got else ""))

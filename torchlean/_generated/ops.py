@@ -12,8 +12,8 @@ from math import isfinite as _isfinite, prod as _prod
 import numpy as _np
 
 from torchlean import shapes as S
-from torchlean._opsupport import (AnyBuffer, ShapeError, alloc, attr, broadcast_inputs, call,
-                                  i64s, live, mask_buffer, shape_error)
+from torchlean._opsupport import (AnyBuffer, ShapeError, alloc, attr, broadcast_inputs,
+                                  buffer_handles, call, i64s, live, mask_buffer, shape_error)
 from torchlean._loader import ffi as _ffi, lib as _lib
 
 
@@ -3660,15 +3660,15 @@ def digest(x, ring, *, slot: int = 0):
 
 def digest_batch(ring, *, handles: object, count: int, first: int = 0):
     """The digests of many buffers in one call: row first + k of ring (slots, 4) gets `digest` of
-    the buffer whose handle (a tl_buf, as an integer) is handles[k], for k < count: the same
-    bits as one `digest` call per buffer, in any order of the handles. Recording
-    (torchlean.audit) queues a step's values and digests them here at once: one call, one
-    launch on CUDA, however many values. Every handle must be a live buffer's (Buffer.handle);
-    a released one is refused before any row is written."""
+    handles[k] (a list of AnyBuffers; the kernel gets their handles), for k < count: the same
+    bits as one `digest` call per buffer, in any order. Recording (torchlean.audit) queues a
+    step's values and digests them here at once: one call, one launch on CUDA, however many
+    values. A released buffer, or anything not an AnyBuffer (a raw handle included), is refused
+    with an error naming its position before any row is written."""
     _op = "digest_batch"
     if not (ring.__class__ is AnyBuffer and ring.buf.live):
         live(_op, ring)  # raises, naming the bad input
-    handles = attr(_op, "handles", handles, "index", None)
+    handles = buffer_handles(_op, "handles", handles)
     if not (count.__class__ is int and count >= 0):
         count = attr(_op, "count", count, "int", "nonneg")
     if not (first.__class__ is int and first >= 0):

@@ -5,7 +5,8 @@ Recording queues values in a Batch and digests them all at once where the record
 end of a backward pass, an optimizer step, before a VJP writes over its cotangent), so it costs
 one native call per step instead of one per value. The digests land in a ring of device slots,
 read back in one transfer when it fills or the record closes: nothing waits for the device per
-op. A queued digest is an int, its sequence number; `values[k]` holds it once read back.
+op. A queued digest is an int, its sequence number; `texts[k]` holds it (as the JSON string
+of its 16 hex digits) once read back.
 """
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ def _rows_to_ints(rows: np.ndarray) -> list[int]:
     return d.tolist()
 
 
+def _rows_to_texts(rows: np.ndarray) -> list[str]:
+    """The digests of ring rows as a record file writes them: JSON strings of 16 hex digits."""
+    return ['"%016x"' % d for d in _rows_to_ints(rows)]
+
+
 def _buffer_of(value, op: str) -> AnyBuffer:
     buf = value if isinstance(value, AnyBuffer) else getattr(value, "value", value)
     if not isinstance(buf, AnyBuffer):
@@ -54,73 +60,55 @@ def digest(value) -> int:
 
 def digest_many(values) -> list[int]:
     """The digests of several buffers (or Tensors) in one native call: [digest(v) for v in
-    values], computed at once (digest_batch)."""
+    values], computed at once (digest_batch; a released buffer raises, naming its position)."""
     bufs = [_buffer_of(v, "digest_many") for v in values]
     if not bufs:
         return []
-    for b in bufs:
-        if not b.buf.live:
-            raise ValueError(f"digest_many: a buffer of shape {b.shape} was already released")
     ring = AnyBuffer.zeros((len(bufs), 4))
     try:
-        digest_into(ring, [b.buf for b in bufs], 0)
+        _ops.digest_batch(ring, handles=bufs, count=len(bufs))
         return _rows_to_ints(ring.to_numpy())
     finally:
         ring.release()
 
 
-def digest_into(ring: AnyBuffer, bufs: list, first: int) -> None:
-    """Rows first.. of ring get the digests of the Buffers bufs (kept alive by the caller): one
-    digest_batch call, given the Buffers' own handles (never integers from elsewhere)."""
-    handles = ffi.new("tl_buf[]", [b.handle for b in bufs])
-    st = lib.tl_digest_batch(ring.handle, ffi.cast("int64_t *", handles), len(bufs), len(bufs),
-                             ring.shape[0], first)
-    if st:
-        raise_status("digest_batch", st)
-
-
-def _unpin(buf) -> None:
-    """One reader fewer of buf's payload; the last one frees a payload released meanwhile
-    (buffer.EXPORTS: a released pinned buffer is only marked, as for a DLPack export)."""
-    left = EXPORTS[buf] - 1
-    if left:
-        EXPORTS[buf] = left
-        return
-    del EXPORTS[buf]
-    if not buf.live and buf.handle is not None:
-        lib.tl_buf_release(buf.handle)
-
-
 class Batch:
     """Values queued for digesting, digested together by run().
 
-    A queued buffer is pinned (buffer.EXPORTS) until its batch ran: a tape freeing it meanwhile
-    only marks it released, so the digest reads the bits the value had. What may be written in
+    A queued value's handle goes straight into a preallocated handle array, the array
+    digest_batch reads: a run costs one native call and no per-value Python objects. A queued
+    buffer is pinned (buffer.EXPORTS) until its batch ran: a tape freeing it meanwhile only
+    marks it released, so the digest reads the bits the value had. What may be written in
     place is never left queued: the recorder runs the batch first (recorder.py says when)."""
 
     def __init__(self):
         self.ring = AnyBuffer.zeros((RING_SLOTS, 4))
-        self.values: list[int] = []    # digests read back, by sequence number
+        self.texts: list[str] = []     # digests read back, by sequence number, as JSON
         self.used = 0                  # ring rows written and not read back yet
+        self.base = 0                  # the sequence number of the first queued value
         self.bufs: list = []           # the queued Buffers, in sequence order
+        self.handles = ffi.new("tl_buf[]", RING_SLOTS)   # their handles, in the same order
+        self.handle_words = ffi.cast("int64_t *", self.handles)
         self.elements = 0
 
     @property
     def next(self) -> int:
         """The sequence number the next queued value gets."""
-        return len(self.values) + self.used + len(self.bufs)
+        return self.base + len(self.bufs)
 
     def add(self, value: AnyBuffer) -> int:
         """Queue the digest of `value` (live) and return its sequence number."""
         bufs = self.bufs
-        if len(bufs) == RING_SLOTS or self.elements > PENDING_ELEMENTS:
+        n = len(bufs)
+        if n == RING_SLOTS or self.elements > PENDING_ELEMENTS:
             self.run()
+            n = 0
         buf = value.buf
-        k = len(self.values) + self.used + len(bufs)
+        self.handles[n] = buf.handle
         bufs.append(buf)
         self.elements += buf.n
         EXPORTS[buf] = EXPORTS.get(buf, 0) + 1
-        return k
+        return self.base + n
 
     def holds(self, buf) -> bool:
         """Whether buf may have a queued digest (it is pinned: queued here, or exported)."""
@@ -135,16 +123,32 @@ class Batch:
         if self.used + count > RING_SLOTS:
             self._read_ring()
         try:
-            digest_into(self.ring, bufs, self.used)
+            st = lib.tl_digest_batch(self.ring.handle, self.handle_words, count, count,
+                                     RING_SLOTS, self.used)
+            if st:
+                raise_status("digest_batch", st)
         finally:
-            for b in bufs:
-                _unpin(b)
             self.bufs, self.elements = [], 0
+            self._unpin(bufs)
         self.used += count
+        self.base += count
+
+    @staticmethod
+    def _unpin(bufs) -> None:
+        """One reader fewer of each payload; the last one frees a payload released meanwhile
+        (buffer.EXPORTS: a released pinned buffer is only marked, as for a DLPack export)."""
+        for buf in bufs:
+            left = EXPORTS[buf] - 1
+            if left:
+                EXPORTS[buf] = left
+                continue
+            del EXPORTS[buf]
+            if not buf.live and buf.handle is not None:
+                lib.tl_buf_release(buf.handle)
 
     def _read_ring(self) -> None:
         if self.used:
-            self.values.extend(_rows_to_ints(self.ring.to_numpy()[:self.used]))
+            self.texts.extend(_rows_to_texts(self.ring.to_numpy()[:self.used]))
             self.used = 0
 
     def read_back(self) -> None:
@@ -153,7 +157,6 @@ class Batch:
         self._read_ring()
 
     def release(self) -> None:
-        for b in self.bufs:
-            _unpin(b)
-        self.bufs = []
+        bufs, self.bufs = self.bufs, []
+        self._unpin(bufs)
         self.ring.release()

@@ -24,7 +24,7 @@ from torchlean import _capture
 from torchlean._generated.cdef import REGISTRY_HASH
 from torchlean.buffer import AnyBuffer
 from torchlean.audit.digests import Batch
-from torchlean.audit.recordfile import Writer
+from torchlean.audit.recordfile import Lines, Writer
 from torchlean.exact_arith import exact_version
 from torchlean.nn.modules.base import Module
 from torchlean.runtime import backend, is_deterministic, is_exact
@@ -54,23 +54,6 @@ def _module_names(params):
     return names, sorted(buffers.values(), key=lambda kb: kb[0])
 
 
-def _hex(values, k):
-    return None if k is None else f"{values[k]:016x}"
-
-
-def resolved(rec: list, values: list) -> list:
-    """The record as written: each digest's sequence number replaced by its 16 hex digits."""
-    kind = rec[0]
-    if kind == "F":
-        return rec[:5] + [_hex(values, rec[5]), [[s, _hex(values, d)] for s, d in rec[6]]]
-    if kind == "B":
-        return rec[:5] + [_hex(values, rec[5]),
-                          [None if o is None else [o[0], _hex(values, o[1])] for o in rec[6]]]
-    return rec[:5] + [[[n, sh, _hex(values, g), _hex(values, v),
-                        {k: _hex(values, d) for k, d in st.items()}]
-                       for n, sh, g, v, st in rec[5]]]
-
-
 class Recorder:
     def __init__(self, path: str, label: str | None = None, batched: bool = True):
         self.writer = Writer(path)
@@ -78,8 +61,9 @@ class Recorder:
         self.batch = Batch()
         self.add = self.batch.add     # queue a value's digest: its sequence number
         self.batched = batched        # False: every hook digests what it queued at once
-        self.records: list = []       # records not written yet
-        self.limits: list = []        # per record: digests it waits for (all below this)
+        # records not written yet: (digests it waits for (all below this), kind, fields...)
+        self.records: list = []
+        self.lines = Lines()
         self.index = 0                # the index of the next record
         self.step = 0                 # optimizer steps so far
         self.tape = None              # the tape `known` describes
@@ -137,20 +121,30 @@ class Recorder:
             return
         if self.grads:
             self.grads = {}
-        ins = [self._source(tape, p) for p in parents]
+        if tape is not self.tape:
+            self.tape, self.known = tape, {}
+        known = self.known
         nodes = tape.nodes
+        ins, shapes = [], []
+        for p in parents:
+            k = known.get(p)
+            ins.append(k if k is not None else self._source(tape, p))
+            shapes.append(nodes[p].value.shape)
         if not out.owns and parents and out.buf is nodes[parents[0]].value.buf:
             d = ins[0][1]           # a view: the same bits as its base
         else:
             d = self.add(out)
-        self.known[i] = (self.index, d)
-        self._add(["F", self.step, name, [nodes[p].value.shape for p in parents], out.shape, d,
-                   ins])
-        if self.now or not nodes[i].requires_grad:
+        index = self.index
+        known[i] = (index, d)
+        batch = self.batch
+        self.records.append((batch.base + len(batch.bufs), "F", self.step, name, tuple(shapes),
+                             out.shape, d, ins))
+        self.index = index + 1
+        if self.now or not nodes[i].requires_grad or not self.batched:
             # a value needing no gradient may be written in place (an in-place op under
             # no_grad, or on data) before the batch would run: digest it now
             self.now = False
-            self.batch.run()
+            batch.run()
 
     def vjp(self, tape, i, node, cot, needs):
         if self._captured():
@@ -171,7 +165,12 @@ class Recorder:
             d = dc if c.buf is cot.buf else self.add(c)
             self.grads[id(c.buf)] = (c.buf, d)
             outs.append((c.shape, d))
-        self._add(["B", self.step, node.name, src, cot.shape, dc, outs])
+        batch = self.batch
+        self.records.append((batch.base + len(batch.bufs), "B", self.step, node.name, src,
+                             cot.shape, dc, outs))
+        self.index += 1
+        if not self.batched:
+            batch.run()
         return contribs
 
     def handoff(self, grad=None) -> None:
@@ -191,36 +190,33 @@ class Recorder:
         entries = []
         for k, p in enumerate(opt.params):
             st = opt.state.get(id(p)) or {}
-            state = {key: add(v) for key, v in sorted(st.items()) if isinstance(v, AnyBuffer)}
+            state = tuple([(key, add(v)) for key, v in sorted(st.items())
+                           if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer)])
             grad = None if p.grad_buf is None else add(p.grad_buf)
             m = p.mirror()
             d = add(m)
             after[id(m.buf)] = (m.buf, getattr(m.buf, "version", 0), d)
-            entries.append([names.get(id(p)) or p.name or f"param{k}", list(p.shape), grad, d,
-                            state])
+            entries.append((names.get(id(p)) or p.name or f"param{k}", tuple(p.shape), grad, d,
+                            state))
         for k, b in buffers:
-            entries.append([k, list(b.shape), None, add(b.mirror()), {}])
+            entries.append((k, tuple(b.shape), None, add(b.mirror()), ()))
         hyper = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()
                   if k != "params"} for g in opt.param_groups]
         m = mode()
         self.modes.add(m)
-        self._add(["S", self.step, type(opt).__name__, hyper, m, entries])
-        self.batch.run()            # the step's last values: one call for what is queued
+        batch = self.batch
+        self.records.append((batch.base + len(batch.bufs), "S", self.step, type(opt).__name__,
+                             hyper, m, entries))
+        self.index += 1
+        batch.run()                 # the step's last values: one call for what is queued
         self.after_step = after
         self.step += 1
         self.grads = {}
         self.tape = None            # parameters changed in place: digest their leaves again
-        if self.limits and self.limits[0] <= len(self.batch.values):
+        if self.records and self.records[0][0] <= len(batch.texts):
             self.flush()
 
     # ------------------------------------------------------------------ output
-    def _add(self, rec) -> None:
-        self.records.append(rec)
-        self.limits.append(self.batch.next)
-        self.index += 1
-        if not self.batched:
-            self.batch.run()
-
     def header(self) -> dict:
         self.modes.add(mode())
         version = sys.modules["torchlean"].__version__   # the parent package, imported first
@@ -234,14 +230,26 @@ class Recorder:
         w = self.writer
         if not w.header_written:
             w.header(self.header())
-        values = self.batch.values
+        texts = self.batch.texts
+        ready = len(texts)
+        forward, backward, step = self.lines.forward, self.lines.backward, self.lines.step
+        out = []
+        counts = {"F": 0, "B": 0, "S": 0}
         n = 0
-        for rec, limit in zip(self.records, self.limits):
-            if limit > len(values):
+        for rec in self.records:
+            if rec[0] > ready:
                 break
-            w.record(resolved(rec, values))
+            kind = rec[1]
+            if kind == "F":
+                out.append(forward(*rec[2:], texts))
+            elif kind == "B":
+                out.append(backward(*rec[2:], texts))
+            else:
+                out.append(step(*rec[2:], texts))
+            counts[kind] += 1
             n += 1
-        del self.records[:n], self.limits[:n]
+        del self.records[:n]
+        w.lines("".join(out), counts["F"], counts["B"], counts["S"])
 
     def close(self) -> None:
         self.batch.read_back()
