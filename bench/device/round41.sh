@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One GPU call (nvidia-h200): the whole CUDA suite on the carried CUDA library, then, as time
+# allows, the audit's CUDA checks and recording cost, and issue 34's models table.
+#     OUT=/tmp/o STEPS="suite audit models" SUITE_S=300 bash bench/device/round41.sh
+# Carry .whl, torchlean/lib/libtorchlean_cuda.so, build/cuda-bench/libtorchlean_cuda.so; logs in $OUT.
+set -u
+OUT=${OUT:-/tmp/torchlean-gpu-out}; mkdir -p "$OUT"
+STEPS=${STEPS:-suite audit models}
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >"$OUT/build.log" 2>&1
+export PYTHONPATH="/tmp/site:$PWD"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/summary.txt"
+make -j16 stub >>"$OUT/build.log" 2>&1 && make symbols-check 2>&1 | tail -1 | tee -a "$OUT/summary.txt"
+has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+if has parity; then   # the exact-mode checks alone (stub = CUDA bits, exact GEMM order)
+  TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 timeout ${PARITY_S:-200} python3 -m pytest -q \
+    -p no:cacheprovider -rfE -n 14 tests/test_exact_parity.py tests/test_exact_version.py \
+    ${PARITY_TESTS:-} >"$OUT/parity.log" 2>&1
+  echo "parity rc=$?: $(tail -1 "$OUT/parity.log")" | tee -a "$OUT/summary.txt"
+  grep -E "^(FAILED|ERROR)" "$OUT/parity.log" | head -20 | tee -a "$OUT/summary.txt"
+fi
+if has suite; then
+  s=$(date +%s)
+  TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 timeout ${SUITE_S:-330} python3 -m pytest -q \
+    -p no:cacheprovider -rfE -n 14 tests >"$OUT/suite.log" 2>&1
+  echo "suite rc=$? in $(( $(date +%s) - s )) s: $(tail -1 "$OUT/suite.log")" | tee -a "$OUT/summary.txt"
+  grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | head -40 | tee -a "$OUT/summary.txt"
+fi
+if has audit; then
+  {
+    R=/tmp/records; mkdir -p $R
+    for ex in two_layer_net cnn_classifier; do
+      for be in cuda stub; do
+        TORCHLEAN_BACKEND=$be timeout 60 python3 -m torchlean.audit run --out $R/$ex.$be.tlaudit \
+          -- python3 examples/$ex.py --steps 3 --exact --no-progress 2>&1 | tail -1
+      done
+      python3 -m torchlean.audit diff $R/$ex.cuda.tlaudit $R/$ex.stub.tlaudit; echo "diff exit $?"
+    done
+    timeout 120 python3 bench/bench_audit.py --backend cuda --model digits_cnn mlp_digits \
+      --out "$OUT/audit-cost-cuda.md"; cat "$OUT/audit-cost-cuda.md"
+  } >"$OUT/audit.log" 2>&1
+  tail -20 "$OUT/audit.log"
+fi
+if has models; then
+  GPU_RUN_BUDGET_S=${MODELS_S:-200} OUT="$OUT/models" bash bench/gpu_models_exact.sh >/dev/null 2>&1
+  cat "$OUT/models/summary.txt"
+fi
+exit 0
