@@ -127,9 +127,9 @@ class _NoGraphLib:
 def python_only(models, rounds=15, calls=200) -> list:
     """(model, median us, min us) of graph_step's Python work per replay (see --python-only)."""
     import torchlean as tl
-    from torchlean import _loader, cuda as tcuda
+    from torchlean import _loader, cuda_device
     _loader.lib = _NoGraphLib(_loader.lib)
-    tcuda.is_available = lambda: True
+    cuda_device.is_available = lambda: True   # graph_step asks cuda_device (torchlean.cuda re-exports it)
     rng = np.random.default_rng(0)
     out = []
     for name in models:
