@@ -13,7 +13,8 @@ and goes hits both sides alike. The table goes into --out under its own heading 
 file, e.g. bench_stub.py's op table, is kept). torch is a benchmark-only dependency.
 vgg_cifar and resnet_cifar are bench_models.py's VGG-style and ResNet-style (BatchNorm) CIFAR
 models at their full sizes (batch 128, random 3x32x32 batches); --cifar-steps sets their block
-length (a step takes about a second). bench/bench_stub_layers.py times their layers one by one.
+length (a step takes about a second). mlp_784, cnn_28, lm_d256 and fno_w64 are bench_models.py's
+MLP, CNN, LM and FNO at their full sizes (issue 35's table), trained by its trainers. bench/bench_stub_layers.py times their layers one by one.
 bench/stub_ab.sh runs this script alternately against another build of the stub (before/after).
 """
 from __future__ import annotations
@@ -38,8 +39,9 @@ def parse(argv):
     p.add_argument("--rounds", type=int, default=5, help="alternating blocks per side")
     p.add_argument("--steps", type=int, default=10, help="training steps per block")
     p.add_argument("--models", default="digits_cnn,cnn_classifier,gpt_char,mlp,transformer,fno,"
-                   "vgg_cifar,resnet_cifar")
-    p.add_argument("--cifar-steps", type=int, default=3, help="steps per block of the CIFAR rows")
+                   "vgg_cifar,resnet_cifar,mlp_784,cnn_28,lm_d256,fno_w64")
+    p.add_argument("--cifar-steps", type=int, default=3, help="steps per block of the CIFAR rows "
+                   "and the issue's full-size rows")
     p.add_argument("--out", default=None, help="also put the table into this file as its "
                    "section (the rest of the file, e.g. bench_stub.py's op table, is kept)")
     p.add_argument("--note", default="", help="a line about the machine's load, put under the table")
@@ -97,7 +99,27 @@ def example_workloads(names):
         w.build, w.twin, w.opt, w.loss, w.clip = m.build_tl, m.build_torch, m.opt, "ce", None
         w.batches = m.batches
         ws[name] = w
+    for name, builder in ISSUE_MODELS.items():
+        if name in names:
+            w = getattr(bm, builder)(bm.SIZES[builder]["full"], rng)
+            w.name, w.from_bench_models = name, True
+            ws[name] = w
     return [ws[n] for n in names if n in ws]
+
+
+# the issue's rows not among the examples: bench_models.py's models at their full sizes, trained
+# by its own torchlean and torch trainers (the same ones its GPU table uses)
+ISSUE_MODELS = {"mlp_784": "mlp", "cnn_28": "cnn", "lm_d256": "lm", "fno_w64": "fno"}
+
+
+def bench_models_steps(w, side):
+    """(torchlean step, torch step) of a bench_models.py workload; each step(i) returns the
+    loss at i == 0."""
+    import bench_models as bm
+    tl_inner, state = bm.tl_trainer(w)
+    th_inner = bm.torch_trainer(w, side, state)
+    return (lambda i: tl_inner(i, want_loss=(i == 0)),
+            lambda i: th_inner(i, want_loss=(i == 0)))
 
 
 def make_opt(optim, w, params_named):
@@ -252,15 +274,19 @@ def main():
     ws.sort(key=lambda w: names.index(w.name))
     rows = []
     for w in ws:
-        model, tstep = tl_step(w, tl)
-        if w.loss not in ("ce", "gpt"):
-            inner = tstep
-            tstep = lambda i, inner=inner: inner(i, want_loss=(i == 0))  # noqa: E731
-        state = model.state_dict()
-        thstep = torch_step(w, side, state)
-        steps = a.cifar_steps if w.name.endswith("_cifar") else a.steps
+        model = None
+        if getattr(w, "from_bench_models", False):
+            tstep, thstep = bench_models_steps(w, side)
+        else:
+            model, tstep = tl_step(w, tl)
+            if w.loss not in ("ce", "gpt"):
+                inner = tstep
+                tstep = lambda i, inner=inner: inner(i, want_loss=(i == 0))  # noqa: E731
+            thstep = torch_step(w, side, model.state_dict())
+        heavy = w.name.endswith("_cifar") or w.name in ISSUE_MODELS   # a step of ~0.1-3 s
+        steps = a.cifar_steps if heavy else a.steps
         t, first = alternate({"torchlean": tstep, "torch": thstep}, a.rounds, steps,
-                             warmup=2 if w.name.endswith("_cifar") else 3)
+                             warmup=2 if heavy else 3)
         r = t["torchlean"] / t["torch"]
         rows.append((w, t["torchlean"] * 1e3, t["torch"] * 1e3, r,
                      abs(first["torchlean"] - first["torch"])))
@@ -274,7 +300,7 @@ def main():
              f"{os.getloadavg()[0]:.2f} at the end): {side.device_name}, {side.note}, "
              f"{a.threads} threads on each side; one training step (forward, backward, "
              f"optimizer), median of {a.rounds} alternating blocks of {a.steps} steps per side "
-             f"({a.cifar_steps} for the CIFAR rows). "
+             f"({a.cifar_steps} for the CIFAR and full-size rows). "
              "|dloss|: first-step loss difference (same weights and batch; dropout draws "
              "differ in cnn_classifier).", "",
              "| model | batch | torchlean stub ms/step | torch CPU ms/step | stub / torch | \\|dloss\\| |",

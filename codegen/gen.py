@@ -237,8 +237,10 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
     if len(m["live_test"]) > 100 - len("    if not ():"):
         m["live_test"] = "\n            and ".join(tests)  # one input per line
     sig = ["self"] + [f"{n}: int" for n in inputs]
-    if op.attrs:
+    if op.attrs or op.hands_back:
         sig += ["*"] + m["attr_sig"]
+    if op.hands_back:
+        sig.append("hand_back: list | None = None")
     m["tape_sig"] = ", ".join(sig)
     # tape side
     saved_names = (op.vjp_names() | op.recompute_names()) - {"grad"}
@@ -278,9 +280,14 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
     rec = [f'"{op.name}"', "_out", tuple_src(inputs), f"_vjp_{op.name}" if op.vjps else "None",
            "{" + ", ".join(saved) + "}", str(op.broadcast)]
     m["residual_vars"] = [f"_r_{n}" for n in m["returns"][1:]]
+    # hands_back residuals go to the caller's list when it gives one, else they are dropped
+    m["hand_back"] = tuple_src([f"_r_{n}" for n in op.hands_back]) if op.hands_back else ""
     if m["residual_vars"]:
-        rec += ["keep=" + tuple_src([f"_r_{n}" for n in m["saved_outputs"]]),
-                "drop=" + tuple_src([f"_r_{n}" for n in m["drop_outputs"]])]
+        drop = tuple_src([f"_r_{n}" for n in m["drop_outputs"]])
+        if op.hands_back:
+            rest = tuple_src([f"_r_{n}" for n in m["drop_outputs"] if n not in op.hands_back])
+            drop = f"{drop} if hand_back is None else {rest}"
+        rec += ["keep=" + tuple_src([f"_r_{n}" for n in m["saved_outputs"]]), "drop=" + drop]
         if op.recompute:
             rec.append(f"recompute=_recompute_{op.name}")
         m["record"] = wrap_call("return self._record_residuals", rec, 8)

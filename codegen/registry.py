@@ -48,6 +48,9 @@ Entry schema (see the header of ops.yaml for the prose version):
   normalize:   ["s = sum(e)", "out = colsum(e)", "v = e", ...]: a per-row op (args rows, cols)
                whose row statistics and map call native/common/formulas/normalize.h;
                codegen/normalize.py emits both backends' kernels (exact and default schedules)
+  hands_back:  [residual names] outputs no VJP reads that the Tape method hands to a caller
+               who asks (keyword `hand_back=list`: appended there, the caller releases them)
+               instead of releasing them (BatchNorm's batch mean and variance)
   test:        cases/domain/tolerances for the registry-driven test suite
 """
 from __future__ import annotations
@@ -230,6 +233,16 @@ def _parse_entry(raw: LineDict, path) -> Op:
             covered.add(t)
         op.vjps.append(Vjp(targets, str(expr)))
     op.recompute = str(_pop(raw, "recompute", "") or "")
+    op.hands_back = [str(n) for n in (_pop(raw, "hands_back", []) or [])]
+    if op.hands_back and not op.tape:
+        raise _err(path, line, f"{name}: hands_back needs a tape op")
+    if any(a.name == "hand_back" for a in op.attrs):
+        raise _err(path, line, f"{name}: attr name 'hand_back' is taken by hands_back")
+    for n in op.hands_back:
+        if n not in [o for o, _ in op.outputs[1:]] or n in (op.vjp_names() |
+                                                            op.recompute_names()):
+            raise _err(path, line, f"{name}: hands_back names {n!r}, which is not a residual "
+                       "output that no vjp or recompute reads")
     if op.recompute and not op.vjps:
         raise _err(path, line, f"{name}: recompute needs a vjp (it serves the VJPs of consumers)")
     op.determinism = str(_pop(raw, "determinism", "none"))

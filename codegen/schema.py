@@ -18,7 +18,7 @@ ATTR_CHECKS = {"finite", "positive", "nonneg", "finite_nonzero", "finite_nonneg"
 ENTRY_KEYS = {"name", "doc", "family", "tape", "inputs", "attrs", "outputs", "args", "broadcast",
               "view", "inplace", "vjp", "determinism", "deterministic_path", "test",
               "lengths", "requires", "kernel", "broadcast_kernel", "recompute", "formula",
-              "own_schedule", "normalize"}
+              "own_schedule", "normalize", "hands_back"}
 ATTR_KEYS = {"type", "default", "check", "doc"}
 TEST_KEYS = {"ref", "cases", "domain", "fwd", "vjp", "parity", "skip_vjp", "note", "integer_inputs"}
 TOL_KEYS = {"rtol", "atol"}
@@ -89,6 +89,7 @@ class Op:
     formula: str = ""  # "tlf_<name>(args)": a pure map both backends' bodies are generated for
     own_schedule: list = field(default_factory=list)  # backends whose map body is hand-written
     normalize: list = field(default_factory=list)  # per-row steps both backends' kernels are generated for
+    hands_back: list = field(default_factory=list)  # residuals no VJP reads that a caller may take
 
     @property
     def symbol(self) -> str:

@@ -244,8 +244,15 @@ class AnyBuffer:
 
     @classmethod
     def full(cls, shape, value: float) -> "AnyBuffer":
+        """A fresh payload of `shape` holding `value` (a backward pass's seed: one count check,
+        no constructor frames)."""
         shape = tuple(shape)
-        return cls(shape, Buffer.full(check_count("AnyBuffer.full", shape), value))
+        n = check_count("AnyBuffer.full", shape)
+        out = ffi.new("tl_buf *")
+        st = lib.tl_buf_full(n, float(value), out)
+        if st:
+            raise_status("AnyBuffer.full", st)
+        return cls._wrap(tuple(int(d) for d in shape), Buffer(out[0], n))
 
     @property
     def live(self) -> bool:

@@ -512,6 +512,106 @@ static int pool(const char *op, int kind, tl_buf input, tl_buf g, tl_buf out, co
     return TL_OK;
 }
 
+/* ------------------------------------------------------------------ max-pool backward
+ * Each plane's input gradient in one pass over the plane: its cells zeroed (they stay in
+ * cache), then per row of outputs the window maxima of the whole row, tap by tap in row-major
+ * kernel order (so each window still sees its taps in pool()'s order, and keeps pool()'s rule:
+ * running best from -FLT_MAX, the first strictly greater value or the first NaN wins; padding
+ * cells are -inf and never win, so taps in the padding are skipped), branch-free and across
+ * the row's windows at once; then the row's outputs, in order, add their gradient onto their
+ * max's cell (tlm_add). The same adds in the same order as pool()'s scatter, so the same bits;
+ * no tap table. Up to 3 spatial axes (rank 1 and 2 padded with leading axes of size 1) and
+ * planes under 2^31 cells; others go through pool(). */
+typedef struct {
+    int64_t in[3], k[3], out[3], s[3], p[3];
+} mp_geom;
+
+/* the outputs o of axis a whose tap k lies in the image: [*lo, *hi) */
+static void mp_span(const mp_geom *M, int a, int64_t k, int64_t *lo, int64_t *hi) {
+    int64_t s = M->s[a], off = k - M->p[a];              /* cell = o * s + off */
+    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t h = M->in[a] - off <= 0 ? 0 : (M->in[a] - off + s - 1) / s;
+    *lo = l;
+    *hi = h < M->out[a] ? h : M->out[a];
+}
+
+/* one row of windows (outputs (od, oh, 0..out_w)) of one plane x: best / arg per window */
+static void mp_row(const mp_geom *M, const float *x, int64_t od, int64_t oh, float *best,
+                   int32_t *arg) {
+    const int64_t W = M->in[2], HW = M->in[1] * W, OW = M->out[2], sw = M->s[2];
+    for (int64_t o = 0; o < OW; o++) { best[o] = -FLT_MAX; arg[o] = -1; }
+    for (int64_t kd = 0; kd < M->k[0]; kd++) {
+        int64_t d = od * M->s[0] + kd - M->p[0];
+        if (d < 0 || d >= M->in[0]) continue;
+        for (int64_t kh = 0; kh < M->k[1]; kh++) {
+            int64_t h = oh * M->s[1] + kh - M->p[1];
+            if (h < 0 || h >= M->in[1]) continue;
+            for (int64_t kw = 0; kw < M->k[2]; kw++) {
+                int64_t lo, hi, off = kw - M->p[2];
+                mp_span(M, 2, kw, &lo, &hi);
+                const float *row = x + d * HW + h * W + off;
+                const int32_t base = (int32_t)(d * HW + h * W + off);
+                for (int64_t o = lo; o < hi; o++) {
+                    float v = row[o * sw], b = best[o];
+                    int take = (v > b) | ((v != v) & (b == b));
+                    best[o] = take ? v : b;
+                    arg[o] = take ? base + (int32_t)(o * sw) : arg[o];
+                }
+            }
+        }
+    }
+}
+
+/* dx (one plane, in_n cells) from x (the plane's input) and g (its output gradient); best and
+ * arg hold out_w entries */
+static void max_pool_backward_plane(const mp_geom *M, const float *x, const float *g, float *dx,
+                                    float *best, int32_t *arg) {
+    const int64_t OW = M->out[2];
+    memset(dx, 0, (size_t)(M->in[0] * M->in[1] * M->in[2]) * sizeof(float));
+    for (int64_t od = 0; od < M->out[0]; od++)
+        for (int64_t oh = 0; oh < M->out[1]; oh++) {
+            mp_row(M, x, od, oh, best, arg);
+            const float *gr = g + (od * M->out[1] + oh) * OW;
+            for (int64_t o = 0; o < OW; o++)
+                if (arg[o] >= 0) dx[arg[o]] = tlm_add(dx[arg[o]], gr[o]);
+        }
+}
+
+static int max_pool_backward(const char *op, tl_buf input, tl_buf g, tl_buf dinput,
+                             const geom_t *G) {
+    mp_geom M;
+    int lead = 3 - G->r;
+    for (int a = 0; a < 3; a++) {
+        int b = a - lead;
+        M.in[a] = b < 0 ? 1 : G->in[b];
+        M.k[a] = b < 0 ? 1 : G->k[b];
+        M.out[a] = b < 0 ? 1 : G->out[b];
+        M.s[a] = b < 0 ? 1 : G->s[b];
+        M.p[a] = b < 0 ? 0 : G->p[b];
+    }
+    int64_t planes = G->n * G->cin;
+    int err = 0;
+#pragma omp parallel if (planes * (G->in_n + G->out_n * G->k_n) > TL_PAR_MIN)
+    {
+        size_t ow = (size_t)(M.out[2] > 0 ? M.out[2] : 1);
+        float *best = (float *)malloc(ow * sizeof(float));
+        int32_t *arg = (int32_t *)malloc(ow * sizeof(int32_t));
+        if (!best || !arg) {
+#pragma omp atomic write
+            err = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t pl = 0; pl < planes; pl++)
+            if (best && arg)
+                max_pool_backward_plane(&M, input->data + pl * G->in_n, g->data + pl * G->out_n,
+                                        dinput->data + pl * G->in_n, best, arg);
+        free(best);
+        free(arg);
+    }
+    if (err) return tl_fail(TL_E_OOM, "%s: out of host memory for a row of pooling windows", op);
+    return TL_OK;
+}
+
 /* max (kind 0), average (1) and smooth-max (2, with b = beta) pooling, N-D and 2-D alike */
 int tlk_pool_forward(const char *op, tl_buf input, tl_buf y, const tl_geom *geom, double b,
                      int64_t kind) {
@@ -520,5 +620,7 @@ int tlk_pool_forward(const char *op, tl_buf input, tl_buf y, const tl_geom *geom
 
 int tlk_pool_backward(const char *op, tl_buf input, tl_buf grad_out, tl_buf dinput,
                       const tl_geom *geom, double b, int64_t kind) {
+    if (kind == POOL_MAX && geom->r <= 3 && geom->in_n < INT32_MAX)
+        return max_pool_backward(op, input, grad_out, dinput, geom);
     return pool(op, (int)kind, input, grad_out, dinput, geom, b, 1);
 }

@@ -56,6 +56,23 @@ def test_fixture_features_appear_in_output():
     assert 'DETERMINISM_ATOMIC_OPS = ("sum", )' in files["cdef.py"]
 
 
+def test_hands_back_residuals_go_to_the_callers_list(tmp_path):
+    """A residual named in hands_back is appended to hand_back=list when one is given and
+    released otherwise; the others keep their fate."""
+    text = FIXTURE.read_text().replace(
+        '  vjp: {"x, gamma": "norm_backward(grad, xhat, inv_std, gamma)"}\n',
+        '  vjp: {"x, gamma": "norm_backward(grad, xhat, inv_std, gamma)"}\n'
+        '  hands_back: [unused]\n', 1)
+    assert "hands_back" in text
+    p = tmp_path / "ops.yaml"
+    p.write_text(text)
+    tape = {q.name: t for q, t in gen.render_all(p).items()}["tape_ops.py"]
+    assert "eps: float = 1e-06, hand_back: list | None = None) -> int:" in tape
+    assert "if hand_back is not None:\n            hand_back.extend((_r_unused,))" in tape
+    assert "drop=(_r_unused,) if hand_back is None else ()" in tape
+    assert tape.count("hand_back") == 4   # only the op that names it takes the keyword
+
+
 _ROWS = '  args: ["i64 rows = rows(x)", "i64 cols = cols(x)"]\n  lengths: {x: "rows*cols", y: "rows*cols"}\n'
 BAD = [
     ("formula_not_a_map", '  formula: "tlf_neg(x)"\n', "a formula map takes 1 to 4 inputs"),
@@ -106,6 +123,13 @@ BAD = [
      "broadcast_kernel 'nope(fn=1)' must call a tape: false op"),
     ("recompute_without_vjp", "  recompute: \"bad(x)\"\n  args: [\"i64 n = numel(x)\"]\n",
      "recompute needs a vjp"),
+    ("hands_back_value", "  hands_back: [y]\n  args: [\"i64 n = numel(x)\"]\n",
+     "hands_back names 'y', which is not a residual output that no vjp or recompute reads"),
+    ("hands_back_read_by_vjp", "  outputs: {y: \"same(x)\", r: \"same(x)\"}\n  vjp: {x: r}\n"
+     "  hands_back: [r]\n  args: [\"i64 n = numel(x)\"]\n",
+     "hands_back names 'r', which is not a residual output"),
+    ("hands_back_kernel_only", "  tape: false\n  outputs: {y: \"same(x)\", r: \"same(x)\"}\n"
+     "  hands_back: [r]\n  args: [\"i64 n = numel(x)\"]\n", "hands_back needs a tape op"),
     ("recompute_reads_grad", "  vjp: {x: grad}\n  recompute: \"bad(grad)\"\n"
      "  args: [\"i64 n = numel(x)\"]\n",
      "recompute may read inputs, attrs and residual outputs only"),

@@ -1981,16 +1981,19 @@ class TapeOps:
                                       False, keep=(_r_xhat, _r_inv_std), drop=(),
                                       recompute=_recompute_layer_norm)
 
-    def batchnorm_channel_first(self, x: int, gamma: int, beta: int, *, eps: float = 1e-06) -> int:
+    def batchnorm_channel_first(self, x: int, gamma: int, beta: int, *, eps: float = 1e-06, hand_back: list | None = None) -> int:
         """Batch normalisation with training statistics per channel. x is (C, L), (C, H, W) or (N, C, H, W); statistics over every axis but C; biased variance, eps inside the sqrt. Residuals xhat, mean, var (biased) and inv_std (per channel)."""
         _x = self._input("batchnorm_channel_first", x)
         _gamma = self._input("batchnorm_channel_first", gamma)
         _beta = self._input("batchnorm_channel_first", beta)
         _out, _r_xhat, _r_mean, _r_var, _r_inv_std = _ops.batchnorm_channel_first(_x, _gamma, _beta, eps=eps)
+        if hand_back is not None:
+            hand_back.extend((_r_mean, _r_var))
         return self._record_residuals("batchnorm_channel_first", _out, (x, gamma, beta),
                                       _vjp_batchnorm_channel_first,
                                       {"gamma": _gamma, "xhat": _r_xhat, "inv_std": _r_inv_std},
-                                      False, keep=(_r_xhat, _r_inv_std), drop=(_r_mean, _r_var))
+                                      False, keep=(_r_xhat, _r_inv_std),
+                                      drop=(_r_mean, _r_var) if hand_back is None else ())
 
     def multi_head_attention(self, wq: int, wk: int, wv: int, wo: int, x: int, *, num_heads: int, mask: object = None, use_flash: bool = True, causal: bool = False) -> int:
         """Multi-head self-attention y = concat_h(softmax(Q_h K_h^T / sqrt(hd)) V_h) @ wo with Q = x @ wq, K = x @ wk, V = x @ wv. x is (n, d_model) or (B, n, d_model); W* (d_model, H*hd), wo (H*hd, d_model). Optional boolean mask (n, n), True = may attend; causal = true blocks keys after the query (query i attends keys j <= i, no mask buffer), and with a mask both apply; blocked weights are exactly 0 and fully blocked rows give 0. use_flash selects the fused tiled core on CUDA. Residuals q, k, v, lse (per head and row) and attn (the pre-projection output)."""

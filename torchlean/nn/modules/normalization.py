@@ -161,9 +161,13 @@ class BatchNorm2d(Module):
             if self.training and count < 2:
                 raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel when "
                                  f"training, got input {tuple(x.shape)}")
-            y = s.op("batchnorm_channel_first", x, self.weight, self.bias, eps=self.eps)
-            if self.training and self.track_running_stats:
-                self._update_running(x.value, count)
+            # the kernel's batch mean and variance (the VJP does not read them) come back
+            # here for the running statistics: one pass over x, not two
+            stats = [] if self.training and self.track_running_stats else None
+            y = s.op("batchnorm_channel_first", x, self.weight, self.bias, eps=self.eps,
+                     hand_back=stats)
+            if stats is not None:
+                self._update_running(*stats, count)
             return y
         # eval: y = (x - mean) * gamma / sqrt(var + eps) + beta, recorded on the tape so
         # gradients still reach x, gamma and beta (as in PyTorch)
@@ -173,14 +177,10 @@ class BatchNorm2d(Module):
         shift = s.use(self.bias) - s.use(self.running_mean) * scale
         return x * scale.reshape(with_shape) + shift.reshape(with_shape)
 
-    def _update_running(self, xbuf, count):
-        """Batch statistics from the fused kernel (its mean/var residuals are not kept on the
-        tape), folded into the running buffers with device ops; no host round trip. Under
+    def _update_running(self, mean, var, count):
+        """The fused kernel's batch mean and biased variance (this call releases them), folded
+        into the running buffers with device ops; no host round trip. Under
         DistributedDataParallel every rank's statistics are folded in, in rank order."""
-        y, xhat, mean, var, inv_std = _ops.batchnorm_channel_first(
-            xbuf, self.weight.mirror(), self.bias.mirror(), eps=self.eps)
-        for b in (y, xhat, inv_std):
-            b.release()
         comm = self._ranks
         if comm is None or comm.world == 1:
             self._fold(mean, var, count)
