@@ -58,6 +58,7 @@ ULP_CASES = [
     ("special.modified_bessel_k1", lambda v: mp.besselk(1, v), [uni(0, 5), uni(1.5, 30), uni(30, 100), logs(-20, 0)]),
     ("special.scaled_modified_bessel_k0", lambda v: mp.besselk(0, v) * mp.exp(v), [uni(0, 30), logs(-20, 30)]),
     ("special.scaled_modified_bessel_k1", lambda v: mp.besselk(1, v) * mp.exp(v), [uni(0, 30), logs(-20, 30)]),
+    ("special.airy_ai", mp.airyai, [uni(-8, 8), uni(7.9, 30), logs(-20, 0), 8 + uni(-1e-3, 1e-3)]),
 ]
 
 
@@ -92,7 +93,19 @@ def test_bessel_j_y_against_their_envelope(name, order):
     assert err.max() < 2.0 ** -23, (name, x[err.argmax()], got[err.argmax()], want[err.argmax()])
 
 
+def test_airy_ai_below_minus_8_against_its_envelope():
+    """Oscillating: accurate to its envelope |x|^-1/4 / sqrt(pi) (the phase in double-double up
+    to |x| = 2^40: the samples reach -1e12); torch loses the phase from about -2^23."""
+    x = np.float32(np.concatenate([uni(-40, -8), -logs(0.9, 12)])).astype(np.float64)
+    got = run(tl.special.airy_ai, x)
+    want = np.array([float(mp.airyai(mp.mpf(v))) for v in x])
+    env = np.maximum(np.abs(want), np.abs(x) ** -0.25 / math.sqrt(math.pi))
+    err = np.abs(got - want) / env
+    assert err.max() < 2.0 ** -23, (x[err.argmax()], got[err.argmax()], want[err.argmax()])
+
+
 SPECIAL = [
+    ("special.airy_ai", [0.0, -0.0, INF, -INF, NAN], [float(np.float32(mp.airyai(0)))] * 2 + [0.0, 0.0, NAN]),
     ("erfc", [0.0, INF, -INF, 11.0, NAN], [1.0, 0.0, 2.0, 0.0, NAN]),
     ("erfinv", [0.0, -0.0, 1.0, -1.0, 1.5, NAN], [0.0, -0.0, INF, -INF, NAN, NAN]),
     ("special.ndtri", [0.0, 1.0, 0.5, -0.1, 1.1], [-INF, INF, 0.0, NAN, NAN]),

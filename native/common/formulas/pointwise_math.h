@@ -13,6 +13,7 @@
 
 #include "tl_math_more.h"
 #include "tl_math_bessel.h"
+#include "tl_math_airy.h"
 
 #define TLF_LN2 0.693147180559945309f
 #define TLF_LN10 2.30258509299404568f
@@ -376,6 +377,12 @@ TLM_HD float tlf_spherical_bessel_j0(float x) {
     y = a == 0.0f ? 1.0f : (a == TLM_INFF ? 0.0f : y);
     return x != x ? x : y;
 }
+/* Ai: 0 at +-inf (its limits; torch gives NaN there) */
+TLM_HD float tlf_airy_ai(float x) {
+    float a = tlm_abs(x);
+    float y = tlm_d2f(tls_airy_ai(tlm_sel(a == TLM_INFF, 1.0f, x)));
+    return x != x ? x : (a == TLM_INFF ? 0.0f : y);
+}
 TLM_HD float tlf_orthogonal_polynomial(float x, float n, float kind) {
     return x != x ? x : tlm_d2f(tls_orthopoly((double)x, (double)n, (int)kind));
 }
@@ -396,6 +403,44 @@ TLM_HD float tlf_i1e_backward(float x, float g) {
     double a = (double)tlm_abs(x);
     double d = tlm_dsub(tls_bessel_ie(a, 0), tlm_dmul(tls_bessel_ie(a, 1), tlm_dadd(1.0, tlm_ddiv(1.0, a))));
     return tlm_d2f(tlm_dmul((double)g, x == 0.0f ? 0.5 : d));
+}
+
+/* ---- bit-level ops (exact) ---- */
+/* the float32 next after a toward b (C's nextafterf): b when a == b, the least subnormal of b's
+ * sign from +-0, NaN when either is */
+TLM_HD float tlf_nextafter(float a, float b) {
+    int32_t i = tlm_to_bits(a);
+    uint32_t step = ((a < b) == (a > 0.0f)) ? 1u : 0xffffffffu;         /* one step of |a| */
+    float y = tlm_from_bits((int32_t)((uint32_t)i + step));
+    y = a == 0.0f ? tlm_from_bits(b > 0.0f ? 1 : (int32_t)0x80000001u) : y;
+    y = a == b ? b : y;
+    return (a != a || b != b) ? TLM_NANF : y;
+}
+/* frexp: x = m 2^e, 0.5 <= |m| < 1 (m = x, e = 0 for 0, +-inf and NaN, as C's frexpf); the
+ * exponent as a whole float32 in [-148, 128] */
+TLM_HD int32_t tls_frexp_bits(float x, int32_t *e) {
+    float a = tlm_abs(x);
+    int32_t sub = a < 0x1p-126f;
+    int32_t b = tlm_to_bits(sub ? tlm_mul(x, 0x1p24f) : x);           /* exact */
+    *e = ((b >> 23) & 0xff) - 126 - (sub ? 24 : 0);
+    return (b & (int32_t)0x807fffffu) | (126 << 23);
+}
+TLM_HD float tlf_frexp_mantissa(float x) {
+    int32_t e, m = tls_frexp_bits(x, &e);
+    return (x == 0.0f || !(tlm_abs(x) <= TLM_FLT_MAX)) ? x : tlm_from_bits(m);
+}
+TLM_HD float tlf_frexp_exponent(float x) {
+    int32_t e;
+    tls_frexp_bits(x, &e);
+    return (x == 0.0f || !(tlm_abs(x) <= TLM_FLT_MAX)) ? 0.0f : (float)e;
+}
+/* d mantissa / dx = 2^-e: g scaled by two exact powers of two (as torch's grad / 2^e) */
+TLM_HD float tlf_frexp_mantissa_backward(float x, float g) {
+    int32_t e, h;
+    tls_frexp_bits(x, &e);
+    e = (x == 0.0f || !(tlm_abs(x) <= TLM_FLT_MAX)) ? 0 : e;
+    h = -e / 2;
+    return tlm_mul(tlm_mul(g, tlm_from_bits((127 + h) << 23)), tlm_from_bits((127 - e - h) << 23));
 }
 
 #endif /* TL_FORMULAS_POINTWISE_MATH_H */
