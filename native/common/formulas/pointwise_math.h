@@ -250,8 +250,12 @@ TLM_HD float tlf_ndtr(float x) {
 TLM_HD double tls_log_ndtr(double x) {
     if (x != x) return x;                    /* NaN: the log's bit arithmetic never sees it */
     if (x < -1.0) {
+        /* -x^2 / 2 (exact: x is a float) and the log as an unevaluated sum, rounded to odd: far
+         * out (|x| > 2^26) the log is below half a double ulp of x^2 / 2, yet it decides the
+         * rounding when x^2 / 2 is a float32 midpoint */
         double e = tls_erfcx(-tlm_dmul(x, TLS_SQRT1_2));
-        return tlm_dsub(tlm_dsub(tls_log(e), TLM_LN2_DHI), tlm_dmul(tlm_dmul(x, x), 0.5));
+        tlm_dd s = tlm_two_sum(-tlm_dmul(tlm_dmul(x, x), 0.5), tlm_dsub(tls_log(e), TLM_LN2_DHI));
+        return tlm_dd_to_odd(s.hi, s.lo);
     }
     double q = tlm_dmul(0.5, tls_erfc(tlm_dmul(x, TLS_SQRT1_2)));
     tlm_dd l = tlm_log_dd(tlm_two_sum(1.0, -q));
@@ -259,7 +263,7 @@ TLM_HD double tls_log_ndtr(double x) {
 }
 TLM_HD float tlf_log_ndtr(float x) {
     float y = tlm_d2f(tls_log_ndtr((double)x));
-    y = x == TLM_INFF ? 0.0f : y;
+    y = (x == TLM_INFF || y == 0.0f) ? -0.0f : y;    /* a negative value too small for float32 */
     return x != x ? x : y;
 }
 /* the normal quantile: -sqrt2 erfc^-1(2p) below 1/2, sqrt2 erfc^-1(2 (1 - p)) above (1 - p
@@ -323,9 +327,18 @@ TLM_HD float tlf_i0(float x) {
     float a = tlm_abs(x);
     return a == TLM_INFF ? a : tlm_d2f(tls_bessel_i((double)a, 0));
 }
+/* x/2 for 0 < |x| < 2^-60, where I1 = x/2 (1 + x^2/8 ...), e^-|x| I1 and J1 = x/2 (1 - ...):
+ * exact from 2^-125 up; below, an odd subnormal x puts x/2 on a float32 midpoint, which the
+ * neglected terms push away from zero (away = 1) or toward it */
+TLM_HD float tls_tiny_half(float x, int32_t away) {
+    int32_t b = tlm_to_bits(tlm_abs(x));
+    float h = b < 0x01000000 ? tlm_from_bits((b >> 1) + (away & b & 1)) : tlm_mul(tlm_abs(x), 0.5f);
+    return tlm_copysign(h, x);
+}
 TLM_HD float tlf_i1(float x) {
     float a = tlm_abs(x);
-    return tlm_copysign(a == TLM_INFF ? a : tlm_d2f(tls_bessel_i((double)a, 1)), x);
+    float y = tlm_copysign(a == TLM_INFF ? a : tlm_d2f(tls_bessel_i((double)a, 1)), x);
+    return a < 0x1p-60f ? tls_tiny_half(x, 1) : y;
 }
 TLM_HD float tlf_i0e(float x) {
     float a = tlm_abs(x);
@@ -333,7 +346,8 @@ TLM_HD float tlf_i0e(float x) {
 }
 TLM_HD float tlf_i1e(float x) {
     float a = tlm_abs(x);
-    return tlm_copysign(a == TLM_INFF ? 0.0f : tlm_d2f(tls_bessel_ie((double)a, 1)), x);
+    float y = tlm_copysign(a == TLM_INFF ? 0.0f : tlm_d2f(tls_bessel_ie((double)a, 1)), x);
+    return a < 0x1p-60f ? tls_tiny_half(x, 0) : y;
 }
 /* K: inf at 0, NaN below; scaled = e^x K(x) */
 TLM_HD float tls_bessel_kf(float x, int v, int scaled) {
@@ -356,7 +370,7 @@ TLM_HD float tlf_bessel_j0(float x) {
 }
 TLM_HD float tlf_bessel_j1(float x) {
     float a = tlm_abs(x);
-    float y = a == 0.0f ? 0.0f : tlm_d2f(tls_bessel_jy(tlm_sel(a == TLM_INFF, 1.0f, a), 1, 0));
+    float y = a < 0x1p-60f ? tls_tiny_half(a, 0) : tlm_d2f(tls_bessel_jy(tlm_sel(a == TLM_INFF, 1.0f, a), 1, 0));
     y = a == TLM_INFF ? 0.0f : y;
     return x != x ? x : (x < 0.0f ? -y : y);
 }
