@@ -61,6 +61,7 @@ static cr_d d_ndtr(double x) {
 static cr_q q_ndtr(double x) { return crq(0.5Q * erfcq(-(quad)x / sqrtq(2.0Q)), Q100); }
 
 static cr_d d_log_ndtr(double x) {
+    if (isinf(x)) return crd_exact(x < 0 ? x : -0.0);
     if (x > 0) {
         double t = x * 0.70710678118654752440, s = 0.5 * erfc(t);
         if (s == 0.0 || x > 15.0) return crd_exact(-0.0);   /* |value| < 2^-160: -0 */

@@ -264,6 +264,7 @@ TLM_HD double tls_log_ndtr(double x) {
 TLM_HD float tlf_log_ndtr(float x) {
     float y = tlm_d2f(tls_log_ndtr((double)x));
     y = (x == TLM_INFF || y == 0.0f) ? -0.0f : y;    /* a negative value too small for float32 */
+    y = x == -TLM_INFF ? x : y;
     return x != x ? x : y;
 }
 /* the normal quantile: -sqrt2 erfc^-1(2p) below 1/2, sqrt2 erfc^-1(2 (1 - p)) above (1 - p
