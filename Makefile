@@ -95,7 +95,9 @@ build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h nati
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -shared -Wl,-z,nodelete -o $@ $< -lquadmath -lm
 
-build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h native/common/tl_math_more.h
+build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h native/common/tl_math_more.h \
+                             native/common/formulas/pointwise_math.h native/common/tl_math_special.h \
+                             native/common/tl_math_bessel.h native/common/tl_math_airy.h
 	@mkdir -p build
 	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -O3,-march=native,-fopenmp,-ffp-contract=off \
 	  -Inative/common -o $@ $< -lgomp
