@@ -26,7 +26,7 @@ export PYTHONDONTWRITEBYTECODE=1
 
 .PHONY: all stub cuda cuda-bench docs-check gen gen-check op-coverage test test-fast test-cuda sanitize sanitize-cuda bench bench-cuda \
         bench-models demo install clean help symbols-check check-math check-math-cuda \
-        check-math-same
+        check-math-same check-special
 
 all: stub                                  ## build the stub library (default)
 
@@ -95,7 +95,9 @@ build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h nati
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -shared -Wl,-z,nodelete -o $@ $< -lquadmath -lm
 
-build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h native/common/tl_math_more.h
+build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h native/common/tl_math_more.h \
+                             native/common/formulas/pointwise_math.h native/common/tl_math_special.h \
+                             native/common/tl_math_bessel.h native/common/tl_math_airy.h
 	@mkdir -p build
 	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -O3,-march=native,-fopenmp,-ffp-contract=off \
 	  -Inative/common -o $@ $< -lgomp
@@ -116,6 +118,17 @@ check-math: build/check_math               ## exhaustive correct-rounding check 
 build/check_math2: tests/native/check_math2.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
+
+# the special functions (erfc ... Bessel J, Y) against glibc double + libquadmath on all 2^32
+# inputs: which are correctly rounded, and the largest error of those that are not
+SPECIAL_DEPS := tests/native/check_special.c tests/native/cr_special_oracle.h native/common/formulas/pointwise_math.h \
+                native/common/tl_math_special.h native/common/tl_math_bessel.h native/common/tl_math_airy.h
+build/check_special: $(SPECIAL_DEPS)
+	@mkdir -p build
+	$(CC) $(STUB_CFLAGS) -Inative/common -Itests/native -o $@ $< -lquadmath -lm
+
+check-special: build/check_special         ## exhaustive check of the special functions (long; not in CI)
+	build/check_special
 
 # the current header against the proven double-double version (tests/native/tl_math_cr_ref.h),
 # bit for bit on all 2^32 inputs per function, on all cores (seconds on 16 cores)

@@ -890,3 +890,22 @@ def orthogonal_polynomial(x, degree, kind=0):
             return mp.laguerre(n, 0, v)
         return mp.legendre(n, v)
     return _mp(one, x, degree)
+
+
+# ---------------------------------------------------------------- bit-level ops (exact)
+
+def nextafter(a, b):
+    return np.nextafter(np.float32(a), np.float32(b)).astype(np.float64)
+
+
+def frexp_mantissa(x):
+    return np.frexp(np.float32(x))[0].astype(np.float64)
+
+
+def frexp_exponent(x):
+    return np.frexp(np.float32(x))[1].astype(np.float64)
+
+
+def airy_ai(x):
+    import mpmath as mp
+    return _mp(mp.airyai, x)

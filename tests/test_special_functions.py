@@ -58,6 +58,7 @@ ULP_CASES = [
     ("special.modified_bessel_k1", lambda v: mp.besselk(1, v), [uni(0, 5), uni(1.5, 30), uni(30, 100), logs(-20, 0)]),
     ("special.scaled_modified_bessel_k0", lambda v: mp.besselk(0, v) * mp.exp(v), [uni(0, 30), logs(-20, 30)]),
     ("special.scaled_modified_bessel_k1", lambda v: mp.besselk(1, v) * mp.exp(v), [uni(0, 30), logs(-20, 30)]),
+    ("special.airy_ai", mp.airyai, [uni(-8, 8), uni(7.9, 30), logs(-20, 0), 8 + uni(-1e-3, 1e-3)]),
 ]
 
 
@@ -92,11 +93,24 @@ def test_bessel_j_y_against_their_envelope(name, order):
     assert err.max() < 2.0 ** -23, (name, x[err.argmax()], got[err.argmax()], want[err.argmax()])
 
 
+def test_airy_ai_below_minus_8_against_its_envelope():
+    """Oscillating: accurate to its envelope |x|^-1/4 / sqrt(pi) (the phase in double-double up
+    to |x| = 2^40: the samples reach -1e12); torch loses the phase from about -2^23."""
+    x = np.float32(np.concatenate([uni(-40, -8), -logs(0.9, 12)])).astype(np.float64)
+    got = run(tl.special.airy_ai, x)
+    want = np.array([float(mp.airyai(mp.mpf(v))) for v in x])
+    env = np.maximum(np.abs(want), np.abs(x) ** -0.25 / math.sqrt(math.pi))
+    err = np.abs(got - want) / env
+    assert err.max() < 2.0 ** -23, (x[err.argmax()], got[err.argmax()], want[err.argmax()])
+
+
 SPECIAL = [
+    ("special.airy_ai", [0.0, -0.0, INF, -INF, NAN], [float(np.float32(mp.airyai(0)))] * 2 + [0.0, 0.0, NAN]),
     ("erfc", [0.0, INF, -INF, 11.0, NAN], [1.0, 0.0, 2.0, 0.0, NAN]),
     ("erfinv", [0.0, -0.0, 1.0, -1.0, 1.5, NAN], [0.0, -0.0, INF, -INF, NAN, NAN]),
     ("special.ndtri", [0.0, 1.0, 0.5, -0.1, 1.1], [-INF, INF, 0.0, NAN, NAN]),
-    ("special.log_ndtr", [INF, -INF, 0.0], [0.0, -INF, float(np.float32(-math.log(2)))]),
+    ("special.log_ndtr", [INF, 40.0, 1e30, -INF, 0.0], [-0.0, -0.0, -0.0, -INF, float(np.float32(-math.log(2)))]),
+    ("special.erfcx", [-26.65, -26.62, -30.0, -9.5, INF], [INF, INF, INF, INF, 0.0]),
     ("lgamma", [0.0, -0.0, -1.0, -2.0, 1.0, 2.0, INF, -INF, NAN], [INF, INF, INF, INF, 0.0, 0.0, INF, INF, NAN]),
     ("digamma", [0.0, -0.0, -1.0, -3.0, INF, NAN], [-INF, INF, NAN, NAN, INF, NAN]),
     ("i0", [0.0, INF, -INF], [1.0, INF, INF]),

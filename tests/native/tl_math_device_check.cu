@@ -21,12 +21,20 @@
 #include <cuda_runtime.h>
 #include <omp.h>
 #include "tl_math_more.h"
+#include "formulas/pointwise_math.h"   // the special functions' float32 formulas
 
 static const char *NAMES[] = {"exp", "log", "log1p", "tanh", "sigmoid", "softplus", "erf", "gelu",
                               "gelu_grad", "sqrt", "rsqrt", "sin_2pi", "cos_2pi", "expm1",
                               "log2", "log10", "exp2", "sinh", "cosh", "asinh", "acosh", "atanh",
-                              "atan", "asin", "acos", "sin", "cos", "tan"};
-constexpr int NFN = 28;
+                              "atan", "asin", "acos", "sin", "cos", "tan",
+                              // the special functions' formulas (tests/native/check_special.c
+                              // checks the host side of the first 16: bench/results/check-math-special.md)
+                              "erfc", "erfcx", "ndtr", "log_ndtr", "lgamma", "digamma", "erfinv",
+                              "ndtri", "i0", "i0e", "i1", "i1e", "bessel_j0", "bessel_j1", "bessel_y0",
+                              "bessel_y1", "airy_ai", "modified_bessel_k0", "modified_bessel_k1",
+                              "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+                              "spherical_bessel_j0", "sinc", "frexp_mantissa", "frexp_exponent"};
+constexpr int NFN = 53;
 constexpr int BLOCK_BITS = 24;                       // a digest covers 2^24 inputs
 constexpr int NBLOCKS = 1 << (32 - BLOCK_BITS);      // 256 digests per function
 constexpr int PER_THREAD = 16;                       // inputs per device thread
@@ -61,7 +69,32 @@ template <int FN> __host__ __device__ __forceinline__ float eval(float x) {
     case 24: return tlm_acos(x);
     case 25: return tlm_sin(x);
     case 26: return tlm_cos(x);
-    default: return tlm_tan(x);
+    case 27: return tlm_tan(x);
+    case 28: return tlf_erfc(x);
+    case 29: return tlf_erfcx(x);
+    case 30: return tlf_ndtr(x);
+    case 31: return tlf_log_ndtr(x);
+    case 32: return tlf_lgamma(x);
+    case 33: return tlf_digamma(x);
+    case 34: return tlf_erfinv(x);
+    case 35: return tlf_ndtri(x);
+    case 36: return tlf_i0(x);
+    case 37: return tlf_i0e(x);
+    case 38: return tlf_i1(x);
+    case 39: return tlf_i1e(x);
+    case 40: return tlf_bessel_j0(x);
+    case 41: return tlf_bessel_j1(x);
+    case 42: return tlf_bessel_y0(x);
+    case 43: return tlf_bessel_y1(x);
+    case 44: return tlf_airy_ai(x);
+    case 45: return tlf_modified_bessel_k0(x);
+    case 46: return tlf_modified_bessel_k1(x);
+    case 47: return tlf_scaled_modified_bessel_k0(x);
+    case 48: return tlf_scaled_modified_bessel_k1(x);
+    case 49: return tlf_spherical_bessel_j0(x);
+    case 50: return tlf_sinc(x);
+    case 51: return tlf_frexp_mantissa(x);
+    default: return tlf_frexp_exponent(x);
     }
 }
 
@@ -158,7 +191,11 @@ static const check_fn CHECKS[NFN] = {check<0>, check<1>, check<2>, check<3>, che
                                      check<7>, check<8>, check<9>, check<10>, check<11>, check<12>, check<13>,
                                      check<14>, check<15>, check<16>, check<17>, check<18>, check<19>,
                                      check<20>, check<21>, check<22>, check<23>, check<24>, check<25>,
-                                     check<26>, check<27>};
+                                     check<26>, check<27>, check<28>, check<29>, check<30>, check<31>,
+                                     check<32>, check<33>, check<34>, check<35>, check<36>, check<37>,
+                                     check<38>, check<39>, check<40>, check<41>, check<42>, check<43>,
+                                     check<44>, check<45>, check<46>, check<47>, check<48>, check<49>,
+                                     check<50>, check<51>, check<52>};
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // each function's line appears as soon as it is done

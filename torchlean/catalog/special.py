@@ -121,6 +121,10 @@ scaled_modified_bessel_k0 = _unary("scaled_modified_bessel_k0", f"torch.special.
                                    f"e^x K0(x), {_D}; {_NG}.", differentiable=False)
 scaled_modified_bessel_k1 = _unary("scaled_modified_bessel_k1", f"torch.special.scaled_modified_bessel_k1: "
                                    f"e^x K1(x), {_D}; {_NG}.", differentiable=False)
+airy_ai = _unary("airy_ai", "torch.special.airy_ai: the Airy function Ai, evaluated in double and "
+                 "rounded once: within 1 ulp above -8, within 2^-23 of its envelope |x|^-1/4 / sqrt(pi) "
+                 "below (not relative near its zeros; below -2^40 the phase is lost, as in torch); 0 at "
+                 f"+-inf (torch: NaN); {_NG}.", differentiable=False)
 spherical_bessel_j0 = _unary("spherical_bessel_j0", f"torch.special.spherical_bessel_j0: sin(x) / x, 1 at 0; "
                              f"{_NG}.", differentiable=False)
 
@@ -150,4 +154,5 @@ INPLACE += ["i0"]
 EXPORTS["torch"] += ["i0"]
 EXPORTS["special"] += ["i0", "i0e", "i1", "i1e", "modified_bessel_i0", "modified_bessel_i1", "bessel_j0",
                        "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_k0", "modified_bessel_k1",
-                       "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0"] + _POLY
+                       "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0",
+                       "airy_ai"] + _POLY

@@ -1622,3 +1622,84 @@ int tl_orthogonal_polynomial(tl_buf x, tl_buf degree, tl_buf y, int64_t n, doubl
     if (len_y == 0) return TL_OK;
     return tlk_orthogonal_polynomial(op, x, degree, y, n, kind);
 }
+
+int tl_airy_ai(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "airy_ai";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_airy_ai(op, x, y, n);
+}
+
+int tl_nextafter(tl_buf a, tl_buf b, tl_buf y, int64_t n) {
+    static const char op[] = "nextafter";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "a", a));
+    TL_TRY(tl_check_live(op, "b", b));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of a"; const int64_t len_a = tl_lname(&L, "n", n);
+    L.what = "length of b"; const int64_t len_b = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "a", a, len_a));
+    TL_TRY(tl_check_len(op, "b", b, len_b));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_nextafter(op, a, b, y, n);
+}
+
+int tl_frexp_mantissa(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "frexp_mantissa";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_frexp_mantissa(op, x, y, n);
+}
+
+int tl_frexp_mantissa_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n) {
+    static const char op[] = "frexp_mantissa_backward";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "g", g));
+    TL_TRY(tl_check_live(op, "dx", dx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of g"; const int64_t len_g = tl_lname(&L, "n", n);
+    L.what = "length of dx"; const int64_t len_dx = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "g", g, len_g));
+    TL_TRY(tl_check_len(op, "dx", dx, len_dx));
+    if (len_dx == 0) return TL_OK;
+    return tlk_frexp_mantissa_backward(op, x, g, dx, n);
+}
+
+int tl_frexp_exponent(tl_buf x, tl_buf y, int64_t n) {
+    static const char op[] = "frexp_exponent";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "y", y));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lname(&L, "n", n);
+    L.what = "length of y"; const int64_t len_y = tl_lname(&L, "n", n);
+    if (L.status) return L.status;
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "y", y, len_y));
+    if (len_y == 0) return TL_OK;
+    return tlk_frexp_exponent(op, x, y, n);
+}

@@ -107,6 +107,11 @@ TL_HIDDEN int tlk_scaled_modified_bessel_k0(const char *op, tl_buf x, tl_buf y, 
 TL_HIDDEN int tlk_scaled_modified_bessel_k1(const char *op, tl_buf x, tl_buf y, int64_t n);
 TL_HIDDEN int tlk_spherical_bessel_j0(const char *op, tl_buf x, tl_buf y, int64_t n);
 TL_HIDDEN int tlk_orthogonal_polynomial(const char *op, tl_buf x, tl_buf degree, tl_buf y, int64_t n, double kind);
+TL_HIDDEN int tlk_airy_ai(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_nextafter(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_frexp_mantissa(const char *op, tl_buf x, tl_buf y, int64_t n);
+TL_HIDDEN int tlk_frexp_mantissa_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_HIDDEN int tlk_frexp_exponent(const char *op, tl_buf x, tl_buf y, int64_t n);
 
 #ifdef __cplusplus
 }

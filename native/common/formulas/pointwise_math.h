@@ -13,6 +13,7 @@
 
 #include "tl_math_more.h"
 #include "tl_math_bessel.h"
+#include "tl_math_airy.h"
 
 #define TLF_LN2 0.693147180559945309f
 #define TLF_LN10 2.30258509299404568f
@@ -242,15 +243,29 @@ TLM_HD float tlf_erfinv(float x) {
 }
 /* the standard normal's distribution function erfc(-x / sqrt 2) / 2 */
 TLM_HD float tlf_ndtr(float x) {
-    return x != x ? x : tlm_d2f(tlm_dmul(0.5, tls_erfc(-tlm_dmul((double)x, TLS_SQRT1_2))));
+    float y = x != x ? x : tlm_d2f(tlm_dmul(0.5, tls_erfc(-tlm_dmul((double)x, TLS_SQRT1_2))));
+    /* the 8 inputs of 2^32 where that double lands on the wrong side of a rounding midpoint
+     * (tests/native/check_special.c, all inputs): their correctly rounded values */
+    y = tlm_fix(x, 0x33a06c99, 0x3f000001, y);
+    y = tlm_fix(x, (int32_t)0xb3206c99u, 0x3effffff, y);
+    y = tlm_fix(x, (int32_t)0xc02591d9u, 0x3b9e9c3e, y);
+    y = tlm_fix(x, (int32_t)0xc04b53fdu, 0x3a430b24, y);
+    y = tlm_fix(x, (int32_t)0xc04da1c7u, 0x3a2c2bff, y);
+    y = tlm_fix(x, (int32_t)0xc056a8f2u, 0x39d0c1e5, y);
+    y = tlm_fix(x, (int32_t)0xc05b0432u, 0x39a2e051, y);
+    return tlm_fix(x, (int32_t)0xc060e75fu, 0x39675245, y);
 }
 /* its logarithm: log(erfcx(-x / sqrt 2) / 2) - x^2 / 2 below -1 (no underflow), else
  * log1p(-erfc(x / sqrt 2) / 2) */
 TLM_HD double tls_log_ndtr(double x) {
     if (x != x) return x;                    /* NaN: the log's bit arithmetic never sees it */
     if (x < -1.0) {
+        /* -x^2 / 2 (exact: x is a float) and the log as an unevaluated sum, rounded to odd: far
+         * out (|x| > 2^26) the log is below half a double ulp of x^2 / 2, yet it decides the
+         * rounding when x^2 / 2 is a float32 midpoint */
         double e = tls_erfcx(-tlm_dmul(x, TLS_SQRT1_2));
-        return tlm_dsub(tlm_dsub(tls_log(e), TLM_LN2_DHI), tlm_dmul(tlm_dmul(x, x), 0.5));
+        tlm_dd s = tlm_two_sum(-tlm_dmul(tlm_dmul(x, x), 0.5), tlm_dsub(tls_log(e), TLM_LN2_DHI));
+        return tlm_dd_to_odd(s.hi, s.lo);
     }
     double q = tlm_dmul(0.5, tls_erfc(tlm_dmul(x, TLS_SQRT1_2)));
     tlm_dd l = tlm_log_dd(tlm_two_sum(1.0, -q));
@@ -258,7 +273,8 @@ TLM_HD double tls_log_ndtr(double x) {
 }
 TLM_HD float tlf_log_ndtr(float x) {
     float y = tlm_d2f(tls_log_ndtr((double)x));
-    y = x == TLM_INFF ? 0.0f : y;
+    y = (x == TLM_INFF || y == 0.0f) ? -0.0f : y;    /* a negative value too small for float32 */
+    y = x == -TLM_INFF ? x : y;
     return x != x ? x : y;
 }
 /* the normal quantile: -sqrt2 erfc^-1(2p) below 1/2, sqrt2 erfc^-1(2 (1 - p)) above (1 - p
@@ -322,9 +338,18 @@ TLM_HD float tlf_i0(float x) {
     float a = tlm_abs(x);
     return a == TLM_INFF ? a : tlm_d2f(tls_bessel_i((double)a, 0));
 }
+/* x/2 for 0 < |x| < 2^-60, where I1 = x/2 (1 + x^2/8 ...), e^-|x| I1 and J1 = x/2 (1 - ...):
+ * exact from 2^-125 up; below, an odd subnormal x puts x/2 on a float32 midpoint, which the
+ * neglected terms push away from zero (away = 1) or toward it */
+TLM_HD float tls_tiny_half(float x, int32_t away) {
+    int32_t b = tlm_to_bits(tlm_abs(x));
+    float h = b < 0x01000000 ? tlm_from_bits((b >> 1) + (away & b & 1)) : tlm_mul(tlm_abs(x), 0.5f);
+    return tlm_copysign(h, x);
+}
 TLM_HD float tlf_i1(float x) {
     float a = tlm_abs(x);
-    return tlm_copysign(a == TLM_INFF ? a : tlm_d2f(tls_bessel_i((double)a, 1)), x);
+    float y = tlm_copysign(a == TLM_INFF ? a : tlm_d2f(tls_bessel_i((double)a, 1)), x);
+    return a < 0x1p-60f ? tls_tiny_half(x, 1) : y;
 }
 TLM_HD float tlf_i0e(float x) {
     float a = tlm_abs(x);
@@ -332,7 +357,8 @@ TLM_HD float tlf_i0e(float x) {
 }
 TLM_HD float tlf_i1e(float x) {
     float a = tlm_abs(x);
-    return tlm_copysign(a == TLM_INFF ? 0.0f : tlm_d2f(tls_bessel_ie((double)a, 1)), x);
+    float y = tlm_copysign(a == TLM_INFF ? 0.0f : tlm_d2f(tls_bessel_ie((double)a, 1)), x);
+    return a < 0x1p-60f ? tls_tiny_half(x, 0) : y;
 }
 /* K: inf at 0, NaN below; scaled = e^x K(x) */
 TLM_HD float tls_bessel_kf(float x, int v, int scaled) {
@@ -355,7 +381,7 @@ TLM_HD float tlf_bessel_j0(float x) {
 }
 TLM_HD float tlf_bessel_j1(float x) {
     float a = tlm_abs(x);
-    float y = a == 0.0f ? 0.0f : tlm_d2f(tls_bessel_jy(tlm_sel(a == TLM_INFF, 1.0f, a), 1, 0));
+    float y = a < 0x1p-60f ? tls_tiny_half(a, 0) : tlm_d2f(tls_bessel_jy(tlm_sel(a == TLM_INFF, 1.0f, a), 1, 0));
     y = a == TLM_INFF ? 0.0f : y;
     return x != x ? x : (x < 0.0f ? -y : y);
 }
@@ -375,6 +401,12 @@ TLM_HD float tlf_spherical_bessel_j0(float x) {
     float y = tlm_d2f(tlm_ddiv(s, (double)x));
     y = a == 0.0f ? 1.0f : (a == TLM_INFF ? 0.0f : y);
     return x != x ? x : y;
+}
+/* Ai: 0 at +-inf (its limits; torch gives NaN there) */
+TLM_HD float tlf_airy_ai(float x) {
+    float a = tlm_abs(x);
+    float y = tlm_d2f(tls_airy_ai(tlm_sel(a == TLM_INFF, 1.0f, x)));
+    return x != x ? x : (a == TLM_INFF ? 0.0f : y);
 }
 TLM_HD float tlf_orthogonal_polynomial(float x, float n, float kind) {
     return x != x ? x : tlm_d2f(tls_orthopoly((double)x, (double)n, (int)kind));
@@ -396,6 +428,44 @@ TLM_HD float tlf_i1e_backward(float x, float g) {
     double a = (double)tlm_abs(x);
     double d = tlm_dsub(tls_bessel_ie(a, 0), tlm_dmul(tls_bessel_ie(a, 1), tlm_dadd(1.0, tlm_ddiv(1.0, a))));
     return tlm_d2f(tlm_dmul((double)g, x == 0.0f ? 0.5 : d));
+}
+
+/* ---- bit-level ops (exact) ---- */
+/* the float32 next after a toward b (C's nextafterf): b when a == b, the least subnormal of b's
+ * sign from +-0, NaN when either is */
+TLM_HD float tlf_nextafter(float a, float b) {
+    int32_t i = tlm_to_bits(a);
+    uint32_t step = ((a < b) == (a > 0.0f)) ? 1u : 0xffffffffu;         /* one step of |a| */
+    float y = tlm_from_bits((int32_t)((uint32_t)i + step));
+    y = a == 0.0f ? tlm_from_bits(b > 0.0f ? 1 : (int32_t)0x80000001u) : y;
+    y = a == b ? b : y;
+    return (a != a || b != b) ? TLM_NANF : y;
+}
+/* frexp: x = m 2^e, 0.5 <= |m| < 1 (m = x, e = 0 for 0, +-inf and NaN, as C's frexpf); the
+ * exponent as a whole float32 in [-148, 128] */
+TLM_HD int32_t tls_frexp_bits(float x, int32_t *e) {
+    float a = tlm_abs(x);
+    int32_t sub = a < 0x1p-126f;
+    int32_t b = tlm_to_bits(sub ? tlm_mul(x, 0x1p24f) : x);           /* exact */
+    *e = ((b >> 23) & 0xff) - 126 - (sub ? 24 : 0);
+    return (b & (int32_t)0x807fffffu) | (126 << 23);
+}
+TLM_HD float tlf_frexp_mantissa(float x) {
+    int32_t e, m = tls_frexp_bits(x, &e);
+    return (x == 0.0f || !(tlm_abs(x) <= TLM_FLT_MAX)) ? x : tlm_from_bits(m);
+}
+TLM_HD float tlf_frexp_exponent(float x) {
+    int32_t e;
+    tls_frexp_bits(x, &e);
+    return (x == 0.0f || !(tlm_abs(x) <= TLM_FLT_MAX)) ? 0.0f : (float)e;
+}
+/* d mantissa / dx = 2^-e: g scaled by two exact powers of two (as torch's grad / 2^e) */
+TLM_HD float tlf_frexp_mantissa_backward(float x, float g) {
+    int32_t e, h;
+    tls_frexp_bits(x, &e);
+    e = (x == 0.0f || !(tlm_abs(x) <= TLM_FLT_MAX)) ? 0 : e;
+    h = -e / 2;
+    return tlm_mul(tlm_mul(g, tlm_from_bits((127 + h) << 23)), tlm_from_bits((127 - e - h) << 23));
 }
 
 #endif /* TL_FORMULAS_POINTWISE_MATH_H */

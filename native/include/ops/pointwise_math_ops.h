@@ -105,6 +105,11 @@ TL_API int tl_scaled_modified_bessel_k0(tl_buf x, tl_buf y, int64_t n);
 TL_API int tl_scaled_modified_bessel_k1(tl_buf x, tl_buf y, int64_t n);
 TL_API int tl_spherical_bessel_j0(tl_buf x, tl_buf y, int64_t n);
 TL_API int tl_orthogonal_polynomial(tl_buf x, tl_buf degree, tl_buf y, int64_t n, double kind);
+TL_API int tl_airy_ai(tl_buf x, tl_buf y, int64_t n);
+TL_API int tl_nextafter(tl_buf a, tl_buf b, tl_buf y, int64_t n);
+TL_API int tl_frexp_mantissa(tl_buf x, tl_buf y, int64_t n);
+TL_API int tl_frexp_mantissa_backward(tl_buf x, tl_buf g, tl_buf dx, int64_t n);
+TL_API int tl_frexp_exponent(tl_buf x, tl_buf y, int64_t n);
 
 #ifdef __cplusplus
 }

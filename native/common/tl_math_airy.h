@@ -1,0 +1,108 @@
+/* tl_math_airy.h: the Airy function Ai of PyTorch's catalog (torch.special.airy_ai), in double on
+ * tl_math.h's IEEE operations (the same bits on both libraries); callers round once.
+ *
+ * |x| < 8: the Maclaurin series Ai = c1 f - c2 g, f = sum 3^k (1/3)_k x^3k / (3k)!,
+ * g = sum 3^k (2/3)_k x^(3k+1) / (3k+1)!, 48 terms each in double-double (x^3 exact; the last
+ * below 2^-109 of the largest): the sums cancel by at most e^(2 zeta) = 2^44 at x = 8
+ * (zeta = 2/3 |x|^1.5), leaving about 2^-55.
+ * x >= 8: Ai = e^-zeta / (2 sqrt(pi) x^1/4) sum_k (-1)^k u_k zeta^-k, 31 terms (the last below
+ * 2^-47 of the sum). x <= -8: Ai = (sin t P - cos t Q) / (sqrt(pi) |x|^1/4), t = zeta + pi/4,
+ * P, Q the even and odd parts of the same sum; t is reduced in double-double turns
+ * (|x|^1.5 / (3 pi) + 1/8), exact enough while |x| < 2^40. So Ai is within about 2^-45 of its
+ * value for x > -8 and within 2^-45 of its envelope |x|^-1/4 / sqrt(pi) below (not relative to
+ * the value near its zeros); below -2^40 the phase is out of double-double's reach and only the
+ * envelope holds (PyTorch's double evaluation loses the phase from about -2^23).
+ */
+#ifndef TL_MATH_AIRY_H
+#define TL_MATH_AIRY_H
+
+#include "tl_math_special.h"
+
+#define TLS_AIRY_C1 0x1.6b8c7962715b8p-2        /* Ai(0) = 3^-2/3 / Gamma(2/3) */
+#define TLS_AIRY_C1_LO 0x1.7a96d7bb04e65p-56
+#define TLS_AIRY_C2 0x1.0907f42b70f8bp-2        /* -Ai'(0) = 3^-1/3 / Gamma(1/3) */
+#define TLS_AIRY_C2_LO -0x1.d1459035afde2p-56
+#define TLS_INV_3PI_HI 0x1.b2995e7b7b604p-4     /* 1 / (3 pi) */
+#define TLS_INV_3PI_LO -0x1.e40290701eb1ep-58
+#define TLS_INV_SQRT_PI_D 0x1.20dd750429b6dp-1  /* 1 / sqrt(pi) */
+
+/* a * b and a / d in double-double (errors about 2^-104 relative) */
+TLM_HD tlm_dd tls_dd_mul(tlm_dd a, tlm_dd b) {
+    tlm_dd p = tlm_two_prod(a.hi, b.hi);
+    double t = tlm_dfma(a.hi, b.lo, tlm_dmul(a.lo, b.hi));
+    return tlm_fast_two_sum(p.hi, tlm_dadd(p.lo, t));
+}
+TLM_HD tlm_dd tls_dd_div_d(tlm_dd a, double d) {
+    double q = tlm_ddiv(a.hi, d);
+    tlm_dd p = tlm_two_prod(q, d);
+    double r = tlm_dadd(tlm_dsub(tlm_dsub(a.hi, p.hi), p.lo), a.lo);
+    return tlm_fast_two_sum(q, tlm_ddiv(r, d));
+}
+
+/* the Maclaurin series at |x| < 8 */
+TLM_HD double tls_airy_series(double x) {
+    tlm_dd x3 = tlm_two_prod(tlm_dmul(x, x), x);      /* x^2 exact (x a float), x^3 exact */
+    tlm_dd tf = {1.0, 0.0}, tg = {x, 0.0}, f = tf, g = tg;
+    for (int k = 1; k <= 48; k++) {
+        double a = (double)(3 * k - 1), b = (double)(3 * k), c = (double)(3 * k + 1);
+        tf = tls_dd_div_d(tls_dd_mul(tf, x3), tlm_dmul(a, b));
+        tg = tls_dd_div_d(tls_dd_mul(tg, x3), tlm_dmul(b, c));
+        f = tlm_dd_add(f, tf);
+        g = tlm_dd_add(g, tg);
+    }
+    tlm_dd c1 = {TLS_AIRY_C1, TLS_AIRY_C1_LO}, c2 = {TLS_AIRY_C2, TLS_AIRY_C2_LO};
+    tlm_dd a = tls_dd_mul(c1, f), b = tls_dd_mul(c2, g);
+    b.hi = -b.hi;
+    b.lo = -b.lo;
+    tlm_dd r = tlm_dd_add(a, b);
+    return tlm_dadd(r.hi, r.lo);
+}
+
+/* the asymptotic sum's terms u_k zeta^-k, u_k = u_(k-1) (6k-5)(6k-3)(6k-1) / ((2k-1) 216 k), 31
+ * of them: x > 0 sums them alternating (*p, *q unused); x < 0 splits them into
+ * P = sum_j (-1)^j u_2j zeta^-2j and Q = sum_j (-1)^j u_(2j+1) zeta^-(2j+1) */
+TLM_HD double tls_airy_sums(double zeta, int negative, double *p, double *q) {
+    double t = 1.0, s = 1.0, P = 1.0, Q = 0.0;
+    for (int k = 1; k <= 31; k++) {
+        double kd = (double)k;
+        double num = tlm_dmul(tlm_dmul(6.0 * kd - 5.0, 6.0 * kd - 3.0), 6.0 * kd - 1.0);
+        t = tlm_ddiv(tlm_dmul(t, num), tlm_dmul(tlm_dmul(2.0 * kd - 1.0, 216.0 * kd), zeta));
+        double st = (k & 1) ? -t : t, sg = ((k >> 1) & 1) ? -t : t;
+        s = tlm_dadd(s, st);
+        if (k & 1) Q = tlm_dadd(Q, sg);
+        else P = tlm_dadd(P, sg);
+    }
+    *p = negative ? P : 0.0;
+    *q = negative ? Q : 0.0;
+    return s;
+}
+
+/* Ai(x) for a finite float x */
+TLM_HD double tls_airy_ai(float xf) {
+    double x = (double)xf, a = tls_fabs(x);
+    if (a < 8.0) return tls_airy_series(x);
+    tlm_dd s;
+    s.hi = a;
+    s.lo = 0.0;
+    tlm_dd r = tlm_dd_sqrt(s);                               /* sqrt|x| */
+    tlm_dd p = tlm_dd_mul_c(r, a, 0.0);                      /* |x|^1.5 */
+    double zeta = tlm_dmul(tlm_dadd(p.hi, p.lo), 2.0 / 3.0);
+    double q = tlm_dsqrt(r.hi);                              /* |x|^1/4 */
+    double P, Q, sum = tls_airy_sums(zeta, x < 0.0, &P, &Q);
+    if (x > 0.0) {
+        double env = tlm_ddiv(tls_exp(-zeta), tlm_dmul(2.0, q));
+        return tlm_dmul(tlm_dmul(env, TLS_INV_SQRT_PI_D), sum);
+    }
+    /* turns u = |x|^1.5 / (3 pi) + 1/8, reduced to [-1/2, 1/2]; Ai = (sin t P - cos t Q) /
+     * (sqrt(pi) |x|^1/4) with t = 2 pi u = zeta + pi/4 */
+    tlm_dd u = tlm_dd_mul_c(p, TLS_INV_3PI_HI, TLS_INV_3PI_LO);
+    double f = tlm_dsub(u.hi, tls_rint(u.hi));                /* exact */
+    f = tlm_dadd(tlm_dadd(f, u.lo), 0.125);
+    f = tlm_dsub(f, tls_rint(f));
+    double sn, cs;
+    tls_sincospi(tlm_dmul(2.0, f), &sn, &cs);
+    double v = tlm_dsub(tlm_dmul(sn, P), tlm_dmul(cs, Q));
+    return tlm_dmul(tlm_ddiv(TLS_INV_SQRT_PI_D, q), v);
+}
+
+#endif /* TL_MATH_AIRY_H */
