@@ -161,24 +161,29 @@ class Recorder:
             batch.run()
 
     def vjp(self, tape, i, node, cot, needs):
-        if self._captured():
+        if _capture.STATE.active and self._captured():
             return node.vjp(cot, needs, node.saved)
-        src = self._source(tape, i)[0]
+        k = self.known.get(i) if tape is self.tape else None
+        src = (k if k is not None else self._source(tape, i))[0]
         # a cotangent that is one VJP's contribution as it was handed on (no sum) has that
         # contribution's digest
-        seen = self.grads.get(id(cot.buf))
-        dc = seen[1] if seen is not None and seen[0] is cot.buf else self.add(cot)
-        if getattr(node.vjp, "overwrites_grad", False):
+        grads, add = self.grads, self.add
+        cbuf = cot.buf
+        seen = grads.get(id(cbuf))
+        dc = seen[1] if seen is not None and seen[0] is cbuf else add(cot)
+        vjp = node.vjp
+        if getattr(vjp, "overwrites_grad", False):
             self.batch.run()        # the VJP writes over its cotangent: digest it first
-            self.grads.pop(id(cot.buf), None)
-        contribs = node.vjp(cot, needs, node.saved)
+            grads.pop(id(cbuf), None)
+        contribs = vjp(cot, needs, node.saved)
         outs = []
         for c in contribs:
             if c is None:
                 outs.append(None)
                 continue
-            d = dc if c.buf is cot.buf else self.add(c)
-            self.grads[id(c.buf)] = (c.buf, d, getattr(c.buf, "version", 0))
+            b = c.buf
+            d = dc if b is cbuf else add(c)
+            grads[id(b)] = (b, d, getattr(b, "version", 0))
             outs.append((c.shape, d))
         batch = self.batch
         self.records.append((batch.base + len(batch.bufs), "B", self.step, node.name, src,
