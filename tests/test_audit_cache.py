@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
-import torchlean as tl
 from torchlean import audit, nn, no_grad, optim
 from torchlean.audit.recordfile import Record, json_line
 from torchlean.session import Session, manual_seed
@@ -101,7 +99,6 @@ def test_a_gradient_hook_writing_in_place_gives_the_written_bits(tmp_path):
 def test_a_collective_on_a_gradient_counts_as_a_write():
     from torchlean import distributed as dist
     from torchlean.buffer import version
-    from torchlean.session import Session
     dist.init()
     try:
         s = Session()
