@@ -19,12 +19,13 @@ import gc
 import os
 import sys
 import warnings
+from operator import is_
 
 from torchlean import _capture
 from torchlean._generated.cdef import REGISTRY_HASH
-from torchlean.buffer import AnyBuffer
+from torchlean.buffer import EXPORTS, AnyBuffer
 from torchlean.audit.digests import Batch
-from torchlean.audit.recordfile import Lines, Writer
+from torchlean.audit.recordfile import Lines, Writer, hyper_json
 from torchlean.exact_arith import exact_version
 from torchlean.nn.modules.base import Module
 from torchlean.runtime import backend, is_deterministic, is_exact
@@ -32,6 +33,17 @@ from torchlean.runtime import backend, is_deterministic, is_exact
 
 def mode() -> str:
     return "exact" if is_exact() else "deterministic" if is_deterministic() else "default"
+
+
+_GROUP = object()   # where a parameter group starts among the hyperparameter values
+
+
+def _immutable(v) -> bool:
+    """Whether v's JSON cannot change while v is the same object."""
+    c = v.__class__
+    if c is tuple:
+        return all(map(_immutable, v))
+    return c in (float, int, bool, str, type(None)) or v is _GROUP
 
 
 def _module_names(params):
@@ -68,13 +80,15 @@ class Recorder:
         self.step = 0                 # optimizer steps so far
         self.tape = None              # the tape `known` describes
         self.known: dict = {}         # node id -> (source, digest) on that tape
-        # id(payload) -> (payload, digest) of the VJP contributions of the running backward pass
-        # (kept until the next op or step: a contribution handed on is a later VJP's cotangent)
+        # id(payload) -> (payload, digest, version) of the VJP contributions of the running
+        # backward pass (kept until the next op or step: a contribution handed on is a later
+        # VJP's cotangent, one handed to a parameter its gradient at the optimizer step)
         self.grads: dict = {}
         # id(storage) -> (storage, version, digest) of the parameter values digested after the
         # last optimizer step: the next forward's leaves reuse them while their version stays
         self.after_step: dict = {}
         self.names: dict = {}         # id(optimizer) -> (param names, module buffers)
+        self.hypers: dict = {}        # id(optimizer) -> (optimizer, values, their JSON)
         self.modes = set()
         self.warned = False           # a capture was seen (and said)
         self.now = False              # the op being recorded read a leaf needing no gradient
@@ -147,23 +161,29 @@ class Recorder:
             batch.run()
 
     def vjp(self, tape, i, node, cot, needs):
-        if self._captured():
+        if _capture.STATE.active and self._captured():
             return node.vjp(cot, needs, node.saved)
-        src = self._source(tape, i)[0]
+        k = self.known.get(i) if tape is self.tape else None
+        src = (k if k is not None else self._source(tape, i))[0]
         # a cotangent that is one VJP's contribution as it was handed on (no sum) has that
         # contribution's digest
-        seen = self.grads.get(id(cot.buf))
-        dc = seen[1] if seen is not None and seen[0] is cot.buf else self.add(cot)
-        if getattr(node.vjp, "overwrites_grad", False):
+        grads, add = self.grads, self.add
+        cbuf = cot.buf
+        seen = grads.get(id(cbuf))
+        dc = seen[1] if seen is not None and seen[0] is cbuf else add(cot)
+        vjp = node.vjp
+        if getattr(vjp, "overwrites_grad", False):
             self.batch.run()        # the VJP writes over its cotangent: digest it first
-        contribs = node.vjp(cot, needs, node.saved)
+            grads.pop(id(cbuf), None)
+        contribs = vjp(cot, needs, node.saved)
         outs = []
         for c in contribs:
             if c is None:
                 outs.append(None)
                 continue
-            d = dc if c.buf is cot.buf else self.add(c)
-            self.grads[id(c.buf)] = (c.buf, d)
+            b = c.buf
+            d = dc if b is cbuf else add(c)
+            grads[id(b)] = (b, d, getattr(b, "version", 0))
             outs.append((c.shape, d))
         batch = self.batch
         self.records.append((batch.base + len(batch.bufs), "B", self.step, node.name, src,
@@ -180,6 +200,36 @@ class Recorder:
         if grad is None or self.batch.holds(grad.buf):
             self.batch.run()
 
+    def _grad_digest(self, p, grad):
+        """The digest of parameter p's gradient `grad`: the one its VJP's record holds when
+        `grad` is that contribution's payload, unwritten since (same storage, same version, no
+        gradient hook that may write it, not exported to another library), else queued."""
+        buf = grad.buf
+        seen = self.grads.get(id(buf))
+        if (seen is not None and seen[0] is buf and seen[2] == getattr(buf, "version", 0)
+                and not p.post_grad_hooks and buf not in EXPORTS):
+            return seen[1]
+        return self.add(grad)
+
+    def _hyper(self, opt) -> str:
+        """The JSON of opt's hyperparameters, made again only when a value changed: kept with
+        the values it was made from while each is an immutable scalar (or a tuple of them), so
+        the same objects give the same text."""
+        flat = []
+        for g in opt.param_groups:
+            flat.append(_GROUP)
+            for kv in g.items():
+                if kv[0] != "params":
+                    flat.extend(kv)
+        seen = self.hypers.get(id(opt))
+        if (seen is not None and seen[0] is opt and len(seen[1]) == len(flat)
+                and all(map(is_, flat, seen[1]))):
+            return seen[2]
+        text = hyper_json(opt.param_groups)
+        if all(map(_immutable, flat)):
+            self.hypers[id(opt)] = (opt, flat, text)
+        return text
+
     def optimizer_step(self, opt, args, kwargs):
         if self._captured():
             return
@@ -187,26 +237,27 @@ class Recorder:
             self.names[id(opt)] = _module_names(opt.params)
         names, buffers = self.names[id(opt)]
         add, after = self.add, {}
+        states = opt.state
         entries = []
         for k, p in enumerate(opt.params):
-            st = opt.state.get(id(p)) or {}
-            state = tuple([(key, add(v)) for key, v in sorted(st.items())
-                           if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer)])
-            grad = None if p.grad_buf is None else add(p.grad_buf)
+            st = states.get(id(p))
+            state = (tuple([(key, add(v)) for key, v in sorted(st.items())
+                            if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer)])
+                     if st else ())
+            g = p.grad_buf
+            grad = None if g is None else self._grad_digest(p, g)
             m = p.mirror()
             d = add(m)
             after[id(m.buf)] = (m.buf, getattr(m.buf, "version", 0), d)
-            entries.append((names.get(id(p)) or p.name or f"param{k}", tuple(p.shape), grad, d,
+            entries.append((names.get(id(p)) or p.name or f"param{k}", tuple(m.shape), grad, d,
                             state))
         for k, b in buffers:
             entries.append((k, tuple(b.shape), None, add(b.mirror()), ()))
-        hyper = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()
-                  if k != "params"} for g in opt.param_groups]
         m = mode()
         self.modes.add(m)
         batch = self.batch
         self.records.append((batch.base + len(batch.bufs), "S", self.step, type(opt).__name__,
-                             hyper, m, entries))
+                             self._hyper(opt), m, entries))
         self.index += 1
         batch.run()                 # the step's last values: one call for what is queued
         self.after_step = after

@@ -34,9 +34,9 @@ class Lines:
     and reused, and digests come as JSON strings already (Batch.texts), so a line costs a few
     string joins instead of a json.dumps of nested lists."""
 
-    # (name, input shapes, output shape), (name,) or a shape -> its JSON without the brackets;
-    # a source label -> its JSON string. Shared by every record of the process (a program runs
-    # the same ops step after step), emptied when they grow past CACHED entries.
+    # (name, input shapes, output shape), (name, shape) or a shape -> its JSON without the
+    # brackets; a source label -> its JSON string. Shared by every record of the process (a
+    # program runs the same ops step after step), emptied when they grow past CACHED entries.
     fixed: dict = {}
     labels: dict = {}
     CACHED = 1 << 14
@@ -58,10 +58,12 @@ class Lines:
         texts[k]: digest k as JSON (a None digest is null)."""
         labels = self.labels
         key = (name, in_shapes, out_shape)
-        fixed = self.fixed.get(key) or self._fixed(key)
+        fixed = self.fixed.get(key)
+        if fixed is None:
+            fixed = self._fixed(key)
         return (f'["F",{step},{fixed},{"null" if d is None else texts[d]},['
-                + ",".join(f'[{s if s.__class__ is int else labels.get(s) or self._label(s)},'
-                           f'{"null" if k is None else texts[k]}]' for s, k in ins)
+                + ",".join([f'[{s if s.__class__ is int else labels.get(s) or self._label(s)},'
+                            f'{"null" if k is None else texts[k]}]' for s, k in ins])
                 + "]]\n")
 
     def backward(self, step, name, source, cot_shape, d, outs, texts) -> str:
@@ -70,28 +72,43 @@ class Lines:
         fixed = self.fixed
         if source.__class__ is not int:
             source = self.labels.get(source) or self._label(source)
+        cs = fixed.get(cot_shape)
+        if cs is None:
+            cs = self._fixed(cot_shape)
+        parts = []
+        for o in outs:
+            if o is None:
+                parts.append("null")
+                continue
+            os = fixed.get(o[0])
+            if os is None:
+                os = self._fixed(o[0])
+            parts.append(f'[[{os}],{"null" if o[1] is None else texts[o[1]]}]')
         return (f'["B",{step},{self.labels.get(name) or self._label(name)},{source},'
-                f'[{fixed.get(cot_shape) or self._fixed(cot_shape)}],'
-                f'{"null" if d is None else texts[d]},['
-                + ",".join("null" if o is None else
-                           f'[[{fixed.get(o[0]) or self._fixed(o[0])}],'
-                           f'{"null" if o[1] is None else texts[o[1]]}]' for o in outs)
-                + "]]\n")
-
+                f'[{cs}],{"null" if d is None else texts[d]},[{",".join(parts)}]]\n')
 
     def step(self, step, opt, hyper, mode, entries, texts) -> str:
-        """["S", step, optimizer, hyperparameters, mode, [[name, shape, grad, value,
+        """["S", step, optimizer, hyperparameters (JSON text), mode, [[name, shape, grad, value,
         {state: digest}]]]; an entry comes as (name, shape, grad, value, ((state, digest),))."""
         labels, fixed = self.labels, self.fixed
         parts = []
         for name, shape, g, v, state in entries:
             key = (name, shape)
-            st = ",".join(f"{labels.get(k) or self._label(k)}:{texts[d]}" for k, d in state)
-            parts.append(f'[{fixed.get(key) or self._fixed(key)},'
-                         f'{"null" if g is None else texts[g]},{texts[v]},{{{st}}}]')
-        return (f'["S",{step},{labels.get(opt) or self._label(opt)},'
-                f'{json.dumps(hyper, separators=(",", ":"))},{labels.get(mode) or self._label(mode)},'
-                f'[{",".join(parts)}]]\n')
+            j = fixed.get(key)
+            if j is None:
+                j = self._fixed(key)
+            st = ",".join([f"{labels.get(k) or self._label(k)}:{texts[d]}" for k, d in state])
+            parts.append(f'[{j},{"null" if g is None else texts[g]},{texts[v]},{{{st}}}]')
+        return (f'["S",{step},{labels.get(opt) or self._label(opt)},{hyper},'
+                f'{labels.get(mode) or self._label(mode)},[{",".join(parts)}]]\n')
+
+
+def hyper_json(groups) -> str:
+    """The JSON of an optimizer's hyperparameters as a step record holds them: [{name: value}
+    per group, every item but its params, tuples as lists]."""
+    return json.dumps([{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()
+                        if k != "params"} for g in groups], separators=(",", ":"))
+
 
 class Writer:
     """Appends lines and keeps the running checksum; close() writes the trailer."""
@@ -99,7 +116,7 @@ class Writer:
     def __init__(self, path: str):
         self.path = path
         try:
-            self.f = open(path, "w", encoding="utf-8")
+            self.f = open(path, "wb", buffering=1 << 20)
         except OSError as e:
             raise OSError(e.errno, f"torchlean.audit: cannot write the record {path!r}: "
                                    f"{e.strerror}") from None
@@ -108,8 +125,9 @@ class Writer:
         self.header_written = False
 
     def _put(self, text: str) -> None:
-        self.sha.update(text.encode())
-        self.f.write(text)
+        data = text.encode()
+        self.sha.update(data)
+        self.f.write(data)
 
     def header(self, fields: dict) -> None:
         self._put(f"{MAGIC} {VERSION} " + json_line(fields))
@@ -131,7 +149,7 @@ class Writer:
 
     def close(self, modes) -> None:
         trailer = dict(self.counts, modes=sorted(modes), sha256=self.sha.hexdigest())
-        self.f.write("end " + json_line(trailer))
+        self.f.write(("end " + json_line(trailer)).encode())
         self.f.close()
 
 

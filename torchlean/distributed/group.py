@@ -10,6 +10,7 @@ from torchlean.buffer import AnyBuffer, Buffer, raise_status
 from torchlean.distributed.errors import DistributedError
 from torchlean.distributed.launch import LaunchInfo, bootstrap, detect, rendezvous
 from torchlean.distributed.work import timeout_from_env
+from torchlean.inplace import bump_storage
 
 _state: dict = {"comm": None, "info": None, "device": None}
 
@@ -179,6 +180,7 @@ def all_reduce(buf, op: str = "sum") -> None:
     comm.all_reduce([b], f"all_reduce(op={op}, {b.numel} floats)").wait()
     if op == "avg" and comm.world > 1:
         _scale_in_place(b, 1.0 / comm.world)
+    bump_storage(b.buf, "all_reduce")   # an in-place write: a new version of the storage
 
 
 def _scale_in_place(b: AnyBuffer, c: float) -> None:
@@ -199,6 +201,7 @@ def broadcast(buf, src: int = 0) -> None:
         raise ValueError(f"broadcast: src must be a rank in [0, {comm.world}), got {src}")
     _check_same_size("broadcast", comm, b)
     comm.broadcast([b], src, f"broadcast(src={src}, {b.numel} floats)").wait()
+    bump_storage(b.buf, "broadcast")
 
 
 def barrier() -> None:
