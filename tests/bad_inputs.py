@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import REGISTRY, attrs_of  # noqa: E402
+from torchlean.buffer import AnyBuffer  # noqa: E402
 from bad_surface_inputs import run_surface_case  # noqa: E402
 
 HUGE = 2 ** 40
@@ -47,6 +48,7 @@ BAD_ATTRS = {
              ("0-d", np.array(True))],
     "bool": [("str", "yes"), ("nan", float("nan"))],
     "array": [("nan", np.array([[np.nan]])), ("3-d", np.ones((2, 2, 2))), ("str", "x")],
+    "buffers": [("raw handle", [12345]), ("int", 7), ("float list", [0.5])],
 }
 WRONG_TYPE = [("str", "x"), ("None", None), ("object", object())]
 GUESS = {"float": 0.5, "int": 1, "ints": 1, "shape": (3, 4), "key": 1,
@@ -65,7 +67,8 @@ def _base(op):
         attrs = {}
     for a in op.attrs:
         if a.name not in attrs and not a.has_default:
-            attrs[a.name] = GUESS[a.type]
+            # a list of live AnyBuffers is made per call: one buffer (count guesses 1)
+            attrs[a.name] = [AnyBuffer.zeros((3,))] if a.type == "buffers" else GUESS[a.type]
         if a.type == "mask" and attrs.get(a.name) is not None:
             attrs[a.name] = np.asarray(attrs[a.name], dtype=bool)
     return shapes, attrs
@@ -82,7 +85,7 @@ def _must_raise(a, label, bad):
         return a.default is not None
     if a.type == "float" and a.check in FINITE_CHECKS and label in ("nan", "inf", "-inf"):
         return True
-    return a.type == "bool" or (a.type == "int" and label in ("float", "nan"))
+    return a.type in ("bool", "buffers") or (a.type == "int" and label in ("float", "nan"))
 
 
 def cases_for(op):
