@@ -21,7 +21,7 @@ import sys
 import warnings
 
 from torchlean import _capture
-from torchlean._generated.cdef import REGISTRY_HASH
+from torchlean._abi.cdef import REGISTRY_HASH
 from torchlean.buffer import AnyBuffer
 from torchlean.audit.digests import Batch
 from torchlean.audit.recordfile import Lines, Writer
