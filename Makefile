@@ -6,9 +6,10 @@ CUDA_HOME ?= /usr/local/cuda
 LIBDIR    := torchlean/lib
 STUB_LIB  := $(LIBDIR)/libtorchlean_stub.so
 CUDA_LIB  := $(LIBDIR)/libtorchlean_cuda.so
-INCLUDES  := -Inative/include -Inative/common
-# native/common/entry/ is generated (make gen): the argument contract of every kernel
-COMMON_SRC := $(wildcard native/common/*.c native/common/entry/*.c)
+INCLUDES  := -Inative/include -Inative/common -Inative
+# native/generated/ is generated (make gen): the argument contract of every kernel, the kernel
+# bodies' declarations, the generated maps; sources include them as "generated/<file>"
+COMMON_SRC := $(wildcard native/common/*.c native/generated/*.c)
 STUB_SRC  := $(wildcard native/stub/*.c)
 CUDA_SRC  := $(wildcard native/cuda/*.cu)
 # every object tracks the headers it includes (-MMD -MP), so a registry edit rebuilds only the
@@ -20,7 +21,7 @@ STUB_CFLAGS ?= -std=gnu11 -O3 -march=native -ffp-contract=off -fno-math-errno -f
 CUDA_CFLAGS ?= -std=gnu11 -O2 -fPIC -fvisibility=hidden -ffp-contract=off -Wall
 CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90
 NVCC_FLAGS ?= -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden --fmad=false \
-              -Inative/include -Inative/common -Inative/cuda
+              -Inative/include -Inative/common -Inative -Inative/cuda
 PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
@@ -51,10 +52,15 @@ $(STUB_LIB): $(STUB_OBJS)
 cuda: $(CUDA_LIB)                          ## build torchlean/lib/libtorchlean_cuda.so (needs nvcc)
 
 # one object per source so `make -j cuda` compiles the kernel files in parallel
-CUDA_OBJS := $(patsubst native/common/%.c,build/cuda/%.c.o,$(COMMON_SRC)) \
+CUDA_OBJS := $(patsubst native/common/%.c,build/cuda/%.c.o,$(filter native/common/%,$(COMMON_SRC))) \
+             $(patsubst native/generated/%.c,build/cuda/generated/%.c.o,$(filter native/generated/%,$(COMMON_SRC))) \
              $(patsubst native/cuda/%.cu,build/cuda/%.cu.o,$(CUDA_SRC))
 
 build/cuda/%.c.o: native/common/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) $(DEPFLAGS) $(INCLUDES) -c $< -o $@
+
+build/cuda/generated/%.c.o: native/generated/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CUDA_CFLAGS) $(DEPFLAGS) $(INCLUDES) -c $< -o $@
 
@@ -238,7 +244,7 @@ SANITIZE_CPU_ARGS  ?= -n 2
 # teardown dlcloses it (its worker threads outlive that: the leak check's stop-the-world wakes
 # them, and they would run unmapped code), as the normal build does
 SAN_HEADERS := $(wildcard native/include/*.h native/common/*.h native/common/formulas/*.h \
-                 native/common/entry/*.h native/common/entry/*.inc native/stub/*.h)
+                 native/generated/*.h native/generated/*.inc native/stub/*.h)
 $(SAN_LIB): $(COMMON_SRC) $(STUB_SRC) $(SAN_HEADERS)
 	@mkdir -p $(SAN_DIR)
 	$(CC) $(SAN_CFLAGS) $(INCLUDES) -Inative/stub -shared -Wl,--as-needed -Wl,-z,nodelete -o $@ \

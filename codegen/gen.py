@@ -7,9 +7,9 @@ Outputs (all checked in, all starting with a "generated" line):
     native/include/torchlean_ops.h   every kernel prototype with its doc line (for readers and
                                      external C callers; the libraries do not include it)
     native/include/ops/<family>_ops.h            the family's prototypes (no docs)
-    native/common/entry/<family>_kernels.h       the hidden tlk_ kernel bodies a backend writes
-    native/common/entry/<family>_entry.c         the exported tl_ entries: argument contract
-    native/common/entry/registry_hash.h          TL_REGISTRY_HASH (the ABI hash) for runtime.c
+    native/generated/<family>_kernels.h       the hidden tlk_ kernel bodies a backend writes
+    native/generated/<family>_entry.c         the exported tl_ entries: argument contract
+    native/generated/registry_hash.h          TL_REGISTRY_HASH (the ABI hash) for runtime.c
     torchlean/_abi/cdef.py           the cffi declarations (ABI core + ops), identity constants
                                      (a package of its own: the loader below the ops reads it)
     torchlean/_generated/ops.py      one buffer-level function per registry entry
@@ -390,7 +390,7 @@ def render_native(ops: list[Op], h: str, registry_path: Path) -> dict[Path, str]
             + "\n".join(c_header_decl(e.op) for e in es)
             + "\n\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n")
         kguard = f"TL_KERNELS_{fam.upper()}_H"
-        out[ROOT / f"native/common/entry/{fam}_kernels.h"] = (
+        out[ROOT / f"native/generated/{fam}_kernels.h"] = (
             GEN_C + f"/* {fam}_kernels.h: the {fam} kernel bodies each backend implements\n"
             f" * (native/stub/{fam}.c, native/cuda/{fam}.cu). They run after the generated entry\n"
             f" * ({fam}_entry.c) has checked every handle, size and length; `op` names the entry. */\n"
@@ -398,14 +398,14 @@ def render_native(ops: list[Op], h: str, registry_path: Path) -> dict[Path, str]
             "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
             + "\n".join(kernel_decls(es))
             + "\n\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n")
-        out[ROOT / f"native/common/entry/{fam}_entry.c"] = (
+        out[ROOT / f"native/generated/{fam}_entry.c"] = (
             GEN_C + f"/* {fam}_entry.c: the argument contract of every {fam} kernel, then its body. */\n"
             "#include <math.h>\n"
             f"#include \"ops/{fam}_ops.h\"\n#include \"{fam}_kernels.h\"\n\n"
             + "\n\n".join(entry_source(e) for e in es) + "\n")
     out.update({ROOT / p: t for p, t in render_maps(ops, registry_path, GEN_C).items()})
     out.update({ROOT / p: t for p, t in render_normalize(ops, registry_path, GEN_C).items()})
-    out[ROOT / "native/common/entry/registry_hash.h"] = (
+    out[ROOT / "native/generated/registry_hash.h"] = (
         GEN_C + "/* The hash of the C ABI the registry describes; the loader compares it. */\n"
         f"#define TL_REGISTRY_HASH \"{h}\"\n#define TL_OP_KERNELS {len(entries)}\n")
     return out

@@ -33,7 +33,7 @@
 #include "common.cuh"
 #include "bench_switches.h"
 #include "tl_math.h"
-#include "entry/attention_kernels.h"
+#include "generated/attention_kernels.h"
 #include "attention_tiled.cuh"
 #include "attention_exact.cuh"
 

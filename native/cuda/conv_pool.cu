@@ -36,7 +36,7 @@
 #include "linalg.cuh"
 #include "conv_igemm.cuh"
 #include "conv_exact.cuh"
-#include "entry/conv_pool_kernels.h"
+#include "generated/conv_pool_kernels.h"
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include "stub.h"
 #include "sgemm.h"
 #include "conv_cols.h"
-#include "entry/conv_pool_kernels.h"
+#include "generated/conv_pool_kernels.h"
 
 /* the geometry the generated entry parsed (native/common/contract.h) */
 typedef tl_geom geom_t;
