@@ -109,3 +109,19 @@ def test_split_refuses_sizes_that_do_not_cover_the_axis(sizes, message):
 def test_cat_and_stack_name_themselves_on_an_empty_sequence(join):
     with pytest.raises(ValueError, match=f"^{join}: expected a non-empty sequence of tensors"):
         getattr(tl, join)([])
+
+
+@pytest.mark.parametrize("n, chunks", [(7, 3), (7, 7), (7, 10), (1, 4), (6, 4)])
+def test_chunk_pieces_hold_ceil_n_over_chunks(n, chunks):
+    """torch.chunk: pieces of ceil(n / chunks), so fewer than `chunks` pieces may come back
+    (np.array_split would balance them instead); both forms agree with that closed form."""
+    from torchlean import composite
+    x, ref = _base((n, 2), 6)
+    size = -(-n // chunks)
+    want = [ref[a:a + size] for a in range(0, n, size)]
+    for pieces in (x.chunk(chunks), composite.chunk(x, chunks, 0)):
+        assert len(pieces) == len(want)
+        for p, w in zip(pieces, want):
+            np.testing.assert_array_equal(p.numpy(), w)
+    with pytest.raises(ValueError, match="chunk: chunks must be a positive int, got 0"):
+        x.chunk(0)

@@ -96,11 +96,7 @@ def split(x, split_size_or_sections, dim=0):
 
 
 def chunk(x, chunks, dim=0):
-    if int(chunks) <= 0:
-        raise ValueError(f"chunk: chunks must be a positive int, got {chunks}")
-    d = indexing.normalize_dim(dim, x.ndim, "chunk")
-    n = x.shape[d]
-    return split(x, max(1, -(-n // int(chunks))), d)
+    return split(x, *indexing.chunk_split(chunks, tuple(x.shape), dim))
 
 
 # ------------------------------------------------------------------------------ comparisons,

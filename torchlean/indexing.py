@@ -99,6 +99,15 @@ def split_sizes(split_size_or_sections, shape: tuple, d: int) -> list:
     return sizes
 
 
+
+def chunk_split(chunks, shape: tuple, dim) -> tuple:
+    """(split size, axis) torch.chunk cuts with: ceil(size / chunks) elements a piece, at least 1."""
+    if int(chunks) <= 0:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks}")
+    d = normalize_dim(dim, len(shape), "chunk")
+    return max(1, -(-shape[d] // int(chunks))), d
+
+
 # ---------------------------------------------------------------------------- __getitem__
 
 class IndexPlan:

@@ -340,10 +340,7 @@ def split(self, split_size_or_sections, dim=0):
 
 
 def chunk(self, chunks, dim=0):
-    if int(chunks) <= 0:
-        raise ValueError(f"chunk: chunks must be a positive int, got {chunks}")
-    d = ix.normalize_dim(dim, self.ndim, "chunk")
-    return split(self, max(1, -(-self.shape[d] // int(chunks))), d)
+    return split(self, *ix.chunk_split(chunks, tuple(self.shape), dim))
 
 
 def _iter(self):
