@@ -94,14 +94,17 @@ cuda-bench: $(BENCH_DIR)/libtorchlean_cuda.so  ## the CUDA library with benchmar
 
 -include $(STUB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d) $(CUDA_BENCH_OBJS:.o=.d)
 
+# the canonical arithmetic: tl_math.h and the headers it stands on (rules 1 and 2)
+TL_MATH := native/common/tl_math.h native/common/tl_math_transcendental.h native/common/tl_math_ieee.h
+
 # test shims for the canonical arithmetic (native/common/tl_math.h): the header compiled with the
 # stub's flags into a library tests/test_exact_math.py loads, and as CUDA device code into a
 # program that compares every float32 input's device result with the host's (GPU machine)
-build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
+build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h $(TL_MATH) native/common/tl_math_more.h
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -shared -Wl,-z,nodelete -o $@ $< -lquadmath -lm
 
-build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h native/common/tl_math_more.h
+build/tl_math_device_check: tests/native/tl_math_device_check.cu $(TL_MATH) native/common/tl_math_more.h
 	@mkdir -p build
 	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) --fmad=false -Xcompiler -O3,-march=native,-fopenmp,-ffp-contract=off \
 	  -Inative/common -o $@ $< -lgomp
@@ -111,7 +114,7 @@ check-math-cuda: build/tl_math_device_check  ## device = host bits on all 2^32 i
 
 # exhaustive proof that tl_math.h's transcendental functions are correctly rounded (all 2^32
 # inputs per function against glibc double + libquadmath; minutes per function, outside CI)
-build/check_math: tests/native/check_math.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
+build/check_math: tests/native/check_math.c tests/native/cr_oracle.h $(TL_MATH) native/common/tl_math_more.h
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
 
@@ -119,13 +122,13 @@ check-math: build/check_math               ## exhaustive correct-rounding check 
 	build/check_math
 
 # atan2 and hypot (two arguments): random pairs against glibc double + libquadmath
-build/check_math2: tests/native/check_math2.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
+build/check_math2: tests/native/check_math2.c tests/native/cr_oracle.h $(TL_MATH) native/common/tl_math_more.h
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
 
 # the current header against the proven double-double version (tests/native/tl_math_cr_ref.h),
 # bit for bit on all 2^32 inputs per function, on all cores (seconds on 16 cores)
-SAME_DEPS := tests/native/check_math_same_eval.c native/common/tl_math.h tests/native/tl_math_cr_ref.h
+SAME_DEPS := tests/native/check_math_same_eval.c $(TL_MATH) tests/native/tl_math_cr_ref.h
 build/check_math_same: tests/native/check_math_same.c $(SAME_DEPS)
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -DTLM_HEADER='"tl_math.h"' -DEVAL=cur_eval -c \
@@ -142,7 +145,7 @@ check-math-same: build/check_math_same     ## current tl_math.h = the proven ver
 # without a GPU
 ATTN_EMU_DEPS := tests/native/attention_tiled_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
                  native/cuda/attention_tiled.cuh native/cuda/attention_exact.cuh \
-                 native/cuda/reduce_util.cuh native/common/tl_math.h
+                 native/cuda/reduce_util.cuh $(TL_MATH)
 build/attention_tiled_emu.so: $(ATTN_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
@@ -156,7 +159,7 @@ EMU_OWN := $(shell $(CXX) -fno-gnu-unique -x c++ -E /dev/null >/dev/null 2>&1 &&
 # exact mode's convolution kernels (native/cuda/conv_exact.cuh) on the CPU, the same emulation:
 # tests/test_conv_exact_kernels.py compares them with the stub bit for bit
 CONV_EMU_DEPS := tests/native/conv_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
-                 native/cuda/conv_exact.cuh native/common/tl_math.h
+                 native/cuda/conv_exact.cuh $(TL_MATH)
 build/conv_exact_emu.so: $(CONV_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
@@ -164,7 +167,7 @@ build/conv_exact_emu.so: $(CONV_EMU_DEPS)
 
 # exact batchnorm's parallel chunk sums (native/cuda/bn_exact.cuh) on the CPU, the same emulation
 BN_EMU_DEPS := tests/native/bn_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
-               native/cuda/bn_exact.cuh native/cuda/reduce_util.cuh native/common/tl_math.h \
+               native/cuda/bn_exact.cuh native/cuda/reduce_util.cuh $(TL_MATH) \
                native/common/formulas/normalize.h
 build/bn_exact_emu.so: $(BN_EMU_DEPS)
 	@mkdir -p build
@@ -174,7 +177,7 @@ build/bn_exact_emu.so: $(BN_EMU_DEPS)
 # the sort family's kernels other than CUB's sorts (native/cuda/sort_kernels.cuh) on the CPU, the
 # same emulation: tests/test_sort_kernels.py compares them with the stub bit for bit
 SORT_EMU_DEPS := tests/native/sort_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
-                 native/cuda/sort_kernels.cuh native/common/formulas/sort.h native/common/tl_math.h
+                 native/cuda/sort_kernels.cuh native/common/formulas/sort.h $(TL_MATH)
 build/sort_emu.so: $(SORT_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
@@ -183,7 +186,7 @@ build/sort_emu.so: $(SORT_EMU_DEPS)
 # the tiled grouped/depthwise convolution kernels (native/cuda/conv_grouped_tiles.cuh) on the
 # CPU, the same emulation: tests/test_conv_grouped_tiles.py compares them with the stub
 GCONV_EMU_DEPS := tests/native/conv_grouped_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
-                  native/cuda/conv_grouped_tiles.cuh native/common/conv_grouped.h native/common/tl_math.h
+                  native/cuda/conv_grouped_tiles.cuh native/common/conv_grouped.h $(TL_MATH)
 build/conv_grouped_emu.so: $(GCONV_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
