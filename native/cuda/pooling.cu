@@ -33,16 +33,23 @@ __device__ __forceinline__ float smooth_term(float beta, float v, float pivot) {
     return tlm_exp(tlm_mul(beta, tlm_sub(v, pivot)));
 }
 
+// kernel offset j of the window at output position oo: its value, pad in the padding
+__device__ __forceinline__ float window_value(const Geom &G, const float *plane, const int64_t *oo,
+                                             int64_t j, float pad) {
+    int64_t ko[8];
+    unravel(j, G.k, G.r, ko);
+    const int64_t t = tap(G, ko, oo);
+    return t < 0 ? pad : plane[t];
+}
+
 __device__ Window window_stats(const Geom &G, int kind, const float *plane, int64_t o, float beta) {
-    int64_t oo[8], ko[8];
+    int64_t oo[8];
     unravel(o, G.out, G.r, oo);
     Window w{-FLT_MAX, -1, 0.0f};
     const int64_t KN = G.k_n;
     if (kind == POOL_MAX) {
         for (int64_t j = 0; j < KN; j++) {
-            unravel(j, G.k, G.r, ko);
-            int64_t t = tap(G, ko, oo);
-            float v = t < 0 ? -INFINITY : plane[t];
+            float v = window_value(G, plane, oo, j, -INFINITY);
             if (v > w.best || (v != v && w.best == w.best)) { w.best = v; w.arg = j; }  // NaN wins
         }
         return w;
@@ -50,24 +57,15 @@ __device__ Window window_stats(const Geom &G, int kind, const float *plane, int6
     tlm_sumacc acc;
     tlm_sumacc_init(&acc);
     if (kind == POOL_AVG) {
-        for (int64_t j = 0; j < KN; j++) {
-            unravel(j, G.k, G.r, ko);
-            int64_t t = tap(G, ko, oo);
-            tlm_sumacc_push(&acc, t < 0 ? 0.0f : plane[t]);
-        }
+        for (int64_t j = 0; j < KN; j++) tlm_sumacc_push(&acc, window_value(G, plane, oo, j, 0.0f));
     } else {
         for (int64_t j = 0; j < KN; j++) {
-            unravel(j, G.k, G.r, ko);
-            int64_t t = tap(G, ko, oo);
-            float v = t < 0 ? 0.0f : plane[t];
+            float v = window_value(G, plane, oo, j, 0.0f);
             if (j == 0) w.best = v;
             else w.best = beta > 0 ? (v > w.best ? v : w.best) : (v < w.best ? v : w.best);
         }
-        for (int64_t j = 0; j < KN; j++) {
-            unravel(j, G.k, G.r, ko);
-            int64_t t = tap(G, ko, oo);
-            tlm_sumacc_push(&acc, smooth_term(beta, t < 0 ? 0.0f : plane[t], w.best));
-        }
+        for (int64_t j = 0; j < KN; j++)
+            tlm_sumacc_push(&acc, smooth_term(beta, window_value(G, plane, oo, j, 0.0f), w.best));
     }
     w.sum = tlm_sumacc_finish(&acc);
     return w;
