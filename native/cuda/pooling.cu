@@ -33,12 +33,17 @@ __device__ __forceinline__ float smooth_term(float beta, float v, float pivot) {
     return tlm_exp(tlm_mul(beta, tlm_sub(v, pivot)));
 }
 
-// kernel offset j of the window at output position oo: its value, pad in the padding
-__device__ __forceinline__ float window_value(const Geom &G, const float *plane, const int64_t *oo,
-                                             int64_t j, float pad) {
+// kernel offset j of the window at output position oo: the image offset it reads (-1 in the
+// padding), and its value (pad in the padding)
+__device__ __forceinline__ int64_t window_tap(const Geom &G, const int64_t *oo, int64_t j) {
     int64_t ko[8];
     unravel(j, G.k, G.r, ko);
-    const int64_t t = tap(G, ko, oo);
+    return tap(G, ko, oo);
+}
+
+__device__ __forceinline__ float window_value(const Geom &G, const float *plane, const int64_t *oo,
+                                             int64_t j, float pad) {
+    const int64_t t = window_tap(G, oo, j);
     return t < 0 ? pad : plane[t];
 }
 
@@ -99,19 +104,15 @@ __global__ void k_pool_bwd_scatter(Geom G, int kind, const float *x, const float
         const float *plane = x + pl * G.in_n;
         float *dplane = dx + pl * G.in_n;
         Window w = window_stats(G, kind, plane, o, beta);
-        int64_t oo[8], ko[8];
+        int64_t oo[8];
         unravel(o, G.out, G.r, oo);
         if (kind == POOL_MAX) {
-            if (w.arg >= 0) {
-                unravel(w.arg, G.k, G.r, ko);
-                int64_t t = tap(G, ko, oo);
-                if (t >= 0) atomicAdd(dplane + t, g[i]);
-            }
+            const int64_t t = w.arg >= 0 ? window_tap(G, oo, w.arg) : -1;
+            if (t >= 0) atomicAdd(dplane + t, g[i]);
             continue;
         }
         for (int64_t j = 0; j < G.k_n; j++) {
-            unravel(j, G.k, G.r, ko);
-            int64_t t = tap(G, ko, oo);
+            const int64_t t = window_tap(G, oo, j);
             if (t >= 0) atomicAdd(dplane + t, pool_share(G, kind, w, j, plane[t], g[i], beta));
         }
     }
