@@ -6,9 +6,10 @@ CUDA_HOME ?= /usr/local/cuda
 LIBDIR    := torchlean/lib
 STUB_LIB  := $(LIBDIR)/libtorchlean_stub.so
 CUDA_LIB  := $(LIBDIR)/libtorchlean_cuda.so
-INCLUDES  := -Inative/include -Inative/common
-# native/common/entry/ is generated (make gen): the argument contract of every kernel
-COMMON_SRC := $(wildcard native/common/*.c native/common/entry/*.c)
+INCLUDES  := -Inative/include -Inative/common -Inative
+# native/generated/ is generated (make gen): the argument contract of every kernel, the kernel
+# bodies' declarations, the generated maps; sources include them as "generated/<file>"
+COMMON_SRC := $(wildcard native/common/*.c native/generated/*.c)
 STUB_SRC  := $(wildcard native/stub/*.c)
 CUDA_SRC  := $(wildcard native/cuda/*.cu)
 # every object tracks the headers it includes (-MMD -MP), so a registry edit rebuilds only the
@@ -20,7 +21,7 @@ STUB_CFLAGS ?= -std=gnu11 -O3 -march=native -ffp-contract=off -fno-math-errno -f
 CUDA_CFLAGS ?= -std=gnu11 -O2 -fPIC -fvisibility=hidden -ffp-contract=off -Wall
 CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90
 NVCC_FLAGS ?= -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden --fmad=false \
-              -Inative/include -Inative/common -Inative/cuda
+              -Inative/include -Inative/common -Inative -Inative/cuda
 PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE=1
 
@@ -51,10 +52,15 @@ $(STUB_LIB): $(STUB_OBJS)
 cuda: $(CUDA_LIB)                          ## build torchlean/lib/libtorchlean_cuda.so (needs nvcc)
 
 # one object per source so `make -j cuda` compiles the kernel files in parallel
-CUDA_OBJS := $(patsubst native/common/%.c,build/cuda/%.c.o,$(COMMON_SRC)) \
+CUDA_OBJS := $(patsubst native/common/%.c,build/cuda/%.c.o,$(filter native/common/%,$(COMMON_SRC))) \
+             $(patsubst native/generated/%.c,build/cuda/generated/%.c.o,$(filter native/generated/%,$(COMMON_SRC))) \
              $(patsubst native/cuda/%.cu,build/cuda/%.cu.o,$(CUDA_SRC))
 
 build/cuda/%.c.o: native/common/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) $(DEPFLAGS) $(INCLUDES) -c $< -o $@
+
+build/cuda/generated/%.c.o: native/generated/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CUDA_CFLAGS) $(DEPFLAGS) $(INCLUDES) -c $< -o $@
 
@@ -88,14 +94,17 @@ cuda-bench: $(BENCH_DIR)/libtorchlean_cuda.so  ## the CUDA library with benchmar
 
 -include $(STUB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d) $(CUDA_BENCH_OBJS:.o=.d)
 
+# the canonical arithmetic: tl_math.h and the headers it stands on (rules 1 and 2)
+TL_MATH := native/common/tl_math.h native/common/tl_math_transcendental.h native/common/tl_math_ieee.h
+
 # test shims for the canonical arithmetic (native/common/tl_math.h): the header compiled with the
 # stub's flags into a library tests/test_exact_math.py loads, and as CUDA device code into a
 # program that compares every float32 input's device result with the host's (GPU machine)
-build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
+build/tl_math_test.so: tests/native/tl_math_shim.c tests/native/cr_oracle.h $(TL_MATH) native/common/tl_math_more.h
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -shared -Wl,-z,nodelete -o $@ $< -lquadmath -lm
 
-build/tl_math_device_check: tests/native/tl_math_device_check.cu native/common/tl_math.h native/common/tl_math_more.h \
+build/tl_math_device_check: tests/native/tl_math_device_check.cu $(TL_MATH) native/common/tl_math_more.h \
                              native/common/formulas/pointwise_math.h native/common/tl_math_special.h \
                              native/common/tl_math_bessel.h native/common/tl_math_airy.h
 	@mkdir -p build
@@ -107,7 +116,7 @@ check-math-cuda: build/tl_math_device_check  ## device = host bits on all 2^32 i
 
 # exhaustive proof that tl_math.h's transcendental functions are correctly rounded (all 2^32
 # inputs per function against glibc double + libquadmath; minutes per function, outside CI)
-build/check_math: tests/native/check_math.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
+build/check_math: tests/native/check_math.c tests/native/cr_oracle.h $(TL_MATH) native/common/tl_math_more.h
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
 
@@ -115,7 +124,7 @@ check-math: build/check_math               ## exhaustive correct-rounding check 
 	build/check_math
 
 # atan2 and hypot (two arguments): random pairs against glibc double + libquadmath
-build/check_math2: tests/native/check_math2.c tests/native/cr_oracle.h native/common/tl_math.h native/common/tl_math_more.h
+build/check_math2: tests/native/check_math2.c tests/native/cr_oracle.h $(TL_MATH) native/common/tl_math_more.h
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -o $@ $< -lquadmath -lm
 
@@ -132,7 +141,7 @@ check-special: build/check_special         ## exhaustive check of the special fu
 
 # the current header against the proven double-double version (tests/native/tl_math_cr_ref.h),
 # bit for bit on all 2^32 inputs per function, on all cores (seconds on 16 cores)
-SAME_DEPS := tests/native/check_math_same_eval.c native/common/tl_math.h tests/native/tl_math_cr_ref.h
+SAME_DEPS := tests/native/check_math_same_eval.c $(TL_MATH) tests/native/tl_math_cr_ref.h
 build/check_math_same: tests/native/check_math_same.c $(SAME_DEPS)
 	@mkdir -p build
 	$(CC) $(STUB_CFLAGS) -Inative/common -DTLM_HEADER='"tl_math.h"' -DEVAL=cur_eval -c \
@@ -149,7 +158,7 @@ check-math-same: build/check_math_same     ## current tl_math.h = the proven ver
 # without a GPU
 ATTN_EMU_DEPS := tests/native/attention_tiled_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
                  native/cuda/attention_tiled.cuh native/cuda/attention_exact.cuh \
-                 native/cuda/reduce_util.cuh native/common/tl_math.h
+                 native/cuda/reduce_util.cuh $(TL_MATH)
 build/attention_tiled_emu.so: $(ATTN_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
@@ -163,7 +172,7 @@ EMU_OWN := $(shell $(CXX) -fno-gnu-unique -x c++ -E /dev/null >/dev/null 2>&1 &&
 # exact mode's convolution kernels (native/cuda/conv_exact.cuh) on the CPU, the same emulation:
 # tests/test_conv_exact_kernels.py compares them with the stub bit for bit
 CONV_EMU_DEPS := tests/native/conv_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
-                 native/cuda/conv_exact.cuh native/common/tl_math.h
+                 native/cuda/conv_exact.cuh $(TL_MATH)
 build/conv_exact_emu.so: $(CONV_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
@@ -171,7 +180,7 @@ build/conv_exact_emu.so: $(CONV_EMU_DEPS)
 
 # exact batchnorm's parallel chunk sums (native/cuda/bn_exact.cuh) on the CPU, the same emulation
 BN_EMU_DEPS := tests/native/bn_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
-               native/cuda/bn_exact.cuh native/cuda/reduce_util.cuh native/common/tl_math.h \
+               native/cuda/bn_exact.cuh native/cuda/reduce_util.cuh $(TL_MATH) \
                native/common/formulas/normalize.h
 build/bn_exact_emu.so: $(BN_EMU_DEPS)
 	@mkdir -p build
@@ -181,7 +190,7 @@ build/bn_exact_emu.so: $(BN_EMU_DEPS)
 # the sort family's kernels other than CUB's sorts (native/cuda/sort_kernels.cuh) on the CPU, the
 # same emulation: tests/test_sort_kernels.py compares them with the stub bit for bit
 SORT_EMU_DEPS := tests/native/sort_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
-                 native/cuda/sort_kernels.cuh native/common/formulas/sort.h native/common/tl_math.h
+                 native/cuda/sort_kernels.cuh native/common/formulas/sort.h $(TL_MATH)
 build/sort_emu.so: $(SORT_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
@@ -190,7 +199,7 @@ build/sort_emu.so: $(SORT_EMU_DEPS)
 # the tiled grouped/depthwise convolution kernels (native/cuda/conv_grouped_tiles.cuh) on the
 # CPU, the same emulation: tests/test_conv_grouped_tiles.py compares them with the stub
 GCONV_EMU_DEPS := tests/native/conv_grouped_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
-                  native/cuda/conv_grouped_tiles.cuh native/common/conv_grouped.h native/common/tl_math.h
+                  native/cuda/conv_grouped_tiles.cuh native/common/conv_grouped.h $(TL_MATH)
 build/conv_grouped_emu.so: $(GCONV_EMU_DEPS)
 	@mkdir -p build
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
@@ -251,7 +260,7 @@ SANITIZE_CPU_ARGS  ?= -n 2
 # teardown dlcloses it (its worker threads outlive that: the leak check's stop-the-world wakes
 # them, and they would run unmapped code), as the normal build does
 SAN_HEADERS := $(wildcard native/include/*.h native/common/*.h native/common/formulas/*.h \
-                 native/common/entry/*.h native/common/entry/*.inc native/stub/*.h)
+                 native/generated/*.h native/generated/*.inc native/stub/*.h)
 $(SAN_LIB): $(COMMON_SRC) $(STUB_SRC) $(SAN_HEADERS)
 	@mkdir -p $(SAN_DIR)
 	$(CC) $(SAN_CFLAGS) $(INCLUDES) -Inative/stub -shared -Wl,--as-needed -Wl,-z,nodelete -o $@ \

@@ -1,7 +1,7 @@
 """The C argument contract of every kernel, as generated code.
 
 Each registry kernel `tl_<op>` is exported from a generated entry file
-(native/common/entry/<family>_entry.c, compiled into both libraries) that checks the call and
+(native/generated/<family>_entry.c, compiled into both libraries) that checks the call and
 only then runs the hidden body `tlk_<kernel>` that each backend implements:
 
   1. the backend is usable (tlb_ready: CUDA's sticky error state; always fine on the stub);

@@ -5,9 +5,9 @@ there is one output, and output element i is tlf_name of the inputs' elements i 
 f64 args rounded to float32 once. The formula itself is written once, in
 native/common/formulas/<family>.h (host and device code). This module emits, per family:
 
-  native/common/entry/<family>_maps_stub.inc  the stub bodies: one loop per op, under the
+  native/generated/<family>_maps_stub.inc  the stub bodies: one loop per op, under the
       schedule native/stub/<family>.c defines before including it (TL_MAP_LOOP, TL_MAP_ATTR);
-  native/common/entry/<family>_maps_cuda.inc  the CUDA bodies: a functor per op run by the
+  native/generated/<family>_maps_cuda.inc  the CUDA bodies: a functor per op run by the
       launchers native/cuda/<family>.cu defines (launch1..launch4: float4 maps, grid stride).
 
 `own_schedule: [stub]` (or [cuda]) keeps that backend's body hand-written over the same formula
@@ -102,18 +102,18 @@ def render_maps(ops: list[Op], path, gen_line: str) -> dict[str, str]:
     for fam, fops in fams.items():
         for backend, ext in zip(BACKENDS, (".c", ".cu")):
             src = ROOT / "native" / backend / f"{fam}{ext}"
-            inc = f'#include "entry/{fam}_maps_{backend}.inc"'
+            inc = f'#include "generated/{fam}_maps_{backend}.inc"'
             if not src.exists() or inc not in src.read_text():
                 raise _err(path, fops[0], f"family {fam} has formula maps, so "
                            f"native/{backend}/{fam}{ext} must define its schedule and {inc}")
         head = (f"#include \"formulas/{fam}.h\"\n\n")
         stub = [stub_body(o, path) for o in fops if "stub" not in o.own_schedule]
-        out[f"native/common/entry/{fam}_maps_stub.inc"] = (
+        out[f"native/generated/{fam}_maps_stub.inc"] = (
             gen_line + f"/* {fam}_maps_stub.inc: the stub bodies of the {fam} maps ops.yaml gives a\n"
             f" * `formula:`, in the schedule native/stub/{fam}.c defines (TL_MAP_LOOP, TL_MAP_ATTR)\n"
             " * before including this file. */\n" + head + "\n\n".join(stub) + "\n")
         cu = [cuda_body(o, path) for o in fops if "cuda" not in o.own_schedule]
-        out[f"native/common/entry/{fam}_maps_cuda.inc"] = (
+        out[f"native/generated/{fam}_maps_cuda.inc"] = (
             gen_line + f"/* {fam}_maps_cuda.inc: the CUDA bodies of the {fam} maps ops.yaml gives a\n"
             f" * `formula:`, one functor each, run by the launchers native/cuda/{fam}.cu defines\n"
             " * (launch1..launch4) before including this file. Functors of own_schedule: [cuda] ops\n"

@@ -15,9 +15,9 @@ steps, the op's f64 args (rounded to float32 once), `n` (float32(cols)) and `inv
 Element outputs come after every sum: the first is the scratch of the stub's sum terms and of
 the column sums' terms. The schedules are fixed here, written once for every such op:
 
-  native/common/entry/normalize_stub.inc  (native/stub/normalize.c) one parallel loop over the
+  native/generated/normalize_stub.inc  (native/stub/normalize.c) one parallel loop over the
       rows; every sum by rule 4 of tl_math.h (tl_rule4_sum, tl_stub_axis_sum) in every mode;
-  native/common/entry/normalize_cuda.inc  (native/cuda/normalize.cu) a block per row, one
+  native/generated/normalize_cuda.inc  (native/cuda/normalize.cu) a block per row, one
       kernel template: exact mode sums by rule 4 (tl_exact_block_reduce), the default mode by
       each thread's strided chain then tl_block_sum (tl_row_sum, reduce_util.cuh); column sums
       by tl_cuda_axis_sum (rule 4 in exact mode).
@@ -279,16 +279,16 @@ def cuda_body(spec: Spec) -> tuple[str, str]:
 def render_normalize(ops: list[Op], path, gen_line: str) -> dict[str, str]:
     """{relative path: text} of the generated normalize kernels of both backends."""
     specs = [parse_normalize(o, path) for o in ops if o.normalize]
-    heads = "".join(f"#include \"entry/{f}_kernels.h\"\n" for f in sorted({s.op.family for s in specs}))
+    heads = "".join(f"#include \"generated/{f}_kernels.h\"\n" for f in sorted({s.op.family for s in specs}))
     heads = "#include \"formulas/normalize.h\"\n" + heads
     stub = [stub_body(s) for s in specs]
     cuda = [cuda_body(s) for s in specs]
     return {
-        "native/common/entry/normalize_stub.inc": (
+        "native/generated/normalize_stub.inc": (
             gen_line + "/* normalize_stub.inc: the stub bodies of every ops.yaml `normalize:` op\n"
             " * (codegen/normalize.py), included by native/stub/normalize.c: a parallel loop over rows,\n"
             " * each row's sums by rule 4 in every mode. */\n" + heads + "\n" + "\n\n".join(stub) + "\n"),
-        "native/common/entry/normalize_cuda.inc": (
+        "native/generated/normalize_cuda.inc": (
             gen_line + "/* normalize_cuda.inc: the CUDA bodies of every ops.yaml `normalize:` op\n"
             " * (codegen/normalize.py), included by native/cuda/normalize.cu: a block per row, sums by\n"
             " * rule 4 in exact mode (tl_exact_block_reduce) or tl_block_sum otherwise (tl_row_sum). */\n"

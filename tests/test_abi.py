@@ -112,7 +112,7 @@ def test_generated_header_compiles(tmp_path, compiler, flags):
 
 def test_cdef_loads_in_a_fresh_ffi():
     import cffi
-    from torchlean._generated.cdef import CDEF
+    from torchlean._abi.cdef import CDEF
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
     assert ffi.sizeof("tl_memory_stats") == 9 * 8

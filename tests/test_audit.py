@@ -290,7 +290,7 @@ def test_certificate_depends_only_on_what_ran(runs, capsys):
     assert rc == 0 and a == a2 and a != lr
     lines = a.splitlines()
     assert lines[:6] == [f"torchlean {tl.__version__}", f"exact_version {tl.exact_version()}",
-                         f"registry {tl._generated.cdef.REGISTRY_HASH}", "mode exact",
+                         f"registry {tl._abi.cdef.REGISTRY_HASH}", "mode exact",
                          "steps 3", lines[5]]
     assert lines[6].startswith("final parameters ") and lines[7].startswith("record ")
 

@@ -1,4 +1,4 @@
-"""The generated C entry layer (native/common/entry/) as a safety net for raw calls.
+"""The generated C entry layer (native/generated/) as a safety net for raw calls.
 
 Every exported tl_<op> checks handles, overflow-checked sizes, every buffer's length and the
 registry's `requires` conditions before the backend's kernel body runs, and returns early when

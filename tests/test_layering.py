@@ -25,7 +25,8 @@ PKG = Path(__file__).resolve().parent.parent / "torchlean"
 # torchlean.nn.modules.*), "" is the package face torchlean/__init__.py alone
 LAYERS = [
     # facts and plans that import nothing of torchlean
-    ["errors", "dtypes", "exact_arith", "api_hints", "indexing", "shapes", "_generated.cdef",
+    # (_abi: the generated cffi declarations of the C ABI, which the loader reads)
+    ["errors", "dtypes", "exact_arith", "api_hints", "indexing", "shapes", "_abi",
      "_generated", "current", "return_types", "int_values", "int_shape_ops", "grad_mode"],
     ["_loader"],                                  # opens the native library
     ["_capture"],                                 # graph-capture state

@@ -76,3 +76,52 @@ def test_unsafe_split_and_unsafe_chunk_are_views_as_torch():
     tl.unsafe_chunk(x, 3)[0].mul_(-1.0)
     ref[:2] *= -1.0
     np.testing.assert_array_equal(x.numpy(), ref)
+
+
+@pytest.mark.parametrize("sizes", [3, 1, 7, 9, [2, 0, 5], [7]])
+def test_split_sizes_are_torchs_in_the_view_and_the_composite_forms(sizes):
+    """Tensor.split (views) and composite.split (copies) cut the same pieces: equal sizes with
+    a shorter last one, or the given sections; NumPy's split at the same offsets is the
+    reference."""
+    from torchlean import composite
+    x, ref = _base((7, 3), 5)
+    lens = [min(sizes, 7 - a) for a in range(0, 7, sizes)] if isinstance(sizes, int) else sizes
+    want = np.split(ref, np.cumsum(lens)[:-1], axis=0)
+    for pieces in (x.split(sizes), composite.split(x, sizes, 0)):
+        assert [tuple(p.shape) for p in pieces] == [w.shape for w in want]
+        for p, w in zip(pieces, want):
+            np.testing.assert_array_equal(p.numpy(), w)
+
+
+@pytest.mark.parametrize("sizes, message", [(0, "split_size must be a positive int, got 0"),
+                                            ([3, 3], r"sections \[3, 3\] must be >= 0 and sum "
+                                                     r"to the size 7 of dim 0 \(shape \(7, 3\)\)"),
+                                            ([8, -1], "must be >= 0")])
+def test_split_refuses_sizes_that_do_not_cover_the_axis(sizes, message):
+    from torchlean import composite
+    x, _ = _base((7, 3))
+    for split in (x.split, lambda s: composite.split(x, s, 0)):
+        with pytest.raises(ValueError, match=message):
+            split(sizes)
+
+
+@pytest.mark.parametrize("join", ["cat", "stack"])
+def test_cat_and_stack_name_themselves_on_an_empty_sequence(join):
+    with pytest.raises(ValueError, match=f"^{join}: expected a non-empty sequence of tensors"):
+        getattr(tl, join)([])
+
+
+@pytest.mark.parametrize("n, chunks", [(7, 3), (7, 7), (7, 10), (1, 4), (6, 4)])
+def test_chunk_pieces_hold_ceil_n_over_chunks(n, chunks):
+    """torch.chunk: pieces of ceil(n / chunks), so fewer than `chunks` pieces may come back
+    (np.array_split would balance them instead); both forms agree with that closed form."""
+    from torchlean import composite
+    x, ref = _base((n, 2), 6)
+    size = -(-n // chunks)
+    want = [ref[a:a + size] for a in range(0, n, size)]
+    for pieces in (x.chunk(chunks), composite.chunk(x, chunks, 0)):
+        assert len(pieces) == len(want)
+        for p, w in zip(pieces, want):
+            np.testing.assert_array_equal(p.numpy(), w)
+    with pytest.raises(ValueError, match="chunk: chunks must be a positive int, got 0"):
+        x.chunk(0)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import cffi
 
-from torchlean._generated.cdef import ABI_VERSION, CDEF, REGISTRY_HASH
+from torchlean._abi.cdef import ABI_VERSION, CDEF, REGISTRY_HASH
 from torchlean.errors import BackendError
 
 ffi = cffi.FFI()

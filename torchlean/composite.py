@@ -31,12 +31,17 @@ __all__ = ["MinMaxResult", "argreduce", "cat", "chunk", "clamp", "div", "expand"
 
 # ------------------------------------------------------------------------------ joining
 
-def cat(tensors, dim=0):
+def _joined(tensors, op):
+    """The tensors cat and stack join, as Tensors of the first one's session."""
     ts = list(tensors)
     if not ts:
-        raise ValueError("cat: expected a non-empty sequence of tensors")
+        raise ValueError(f"{op}: expected a non-empty sequence of tensors")
     s = ts[0].session
-    ts = [s.as_tensor(t) for t in ts]
+    return [s.as_tensor(t) for t in ts]
+
+
+def cat(tensors, dim=0):
+    ts = _joined(tensors, "cat")
     ref = tuple(ts[0].shape)
     if not ref:
         raise ValueError("cat: zero-dimensional tensors cannot be concatenated (use stack)")
@@ -71,11 +76,7 @@ def _concat_tree(parts):
 
 
 def stack(tensors, dim=0):
-    ts = list(tensors)
-    if not ts:
-        raise ValueError("stack: expected a non-empty sequence of tensors")
-    s = ts[0].session
-    ts = [s.as_tensor(t) for t in ts]
+    ts = _joined(tensors, "stack")
     shapes = {tuple(t.shape) for t in ts}
     if len(shapes) != 1:
         raise ValueError(f"stack: expects each tensor to be equal size, got "
@@ -86,19 +87,8 @@ def stack(tensors, dim=0):
 
 def split(x, split_size_or_sections, dim=0):
     d = indexing.normalize_dim(dim, x.ndim, "split")
-    n = x.shape[d]
-    if isinstance(split_size_or_sections, (int, np.integer)):
-        size = int(split_size_or_sections)
-        if size <= 0:
-            raise ValueError(f"split: split_size must be a positive int, got {size}")
-        sizes = [min(size, n - a) for a in range(0, n, size)] or [0]
-    else:
-        sizes = [int(v) for v in split_size_or_sections]
-        if any(v < 0 for v in sizes) or sum(sizes) != n:
-            raise ValueError(f"split: sections {sizes} must be >= 0 and sum to the size {n} of "
-                             f"dim {d} (shape {tuple(x.shape)})")
     out, a = [], 0
-    for v in sizes:
+    for v in indexing.split_sizes(split_size_or_sections, tuple(x.shape), d):
         key = (slice(None),) * d + (slice(a, a + v),)
         out.append(getitem(x, key))
         a += v
@@ -106,11 +96,7 @@ def split(x, split_size_or_sections, dim=0):
 
 
 def chunk(x, chunks, dim=0):
-    if int(chunks) <= 0:
-        raise ValueError(f"chunk: chunks must be a positive int, got {chunks}")
-    d = indexing.normalize_dim(dim, x.ndim, "chunk")
-    n = x.shape[d]
-    return split(x, max(1, -(-n // int(chunks))), d)
+    return split(x, *indexing.chunk_split(chunks, tuple(x.shape), dim))
 
 
 # ------------------------------------------------------------------------------ comparisons,

@@ -82,6 +82,32 @@ def reshape_target(shape: tuple, new_shape: tuple, op: str) -> tuple:
     return new_shape
 
 
+
+def split_sizes(split_size_or_sections, shape: tuple, d: int) -> list:
+    """The lengths torch.split cuts axis d of `shape` into: pieces of one size (the last one
+    shorter), or the given sections, which must cover the axis exactly."""
+    n = shape[d]
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        size = int(split_size_or_sections)
+        if size <= 0:
+            raise ValueError(f"split: split_size must be a positive int, got {size}")
+        return [min(size, n - a) for a in range(0, n, size)] or [0]
+    sizes = [int(v) for v in split_size_or_sections]
+    if any(v < 0 for v in sizes) or sum(sizes) != n:
+        raise ValueError(f"split: sections {sizes} must be >= 0 and sum to the size {n} of "
+                         f"dim {d} (shape {tuple(shape)})")
+    return sizes
+
+
+
+def chunk_split(chunks, shape: tuple, dim) -> tuple:
+    """(split size, axis) torch.chunk cuts with: ceil(size / chunks) elements a piece, at least 1."""
+    if int(chunks) <= 0:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks}")
+    d = normalize_dim(dim, len(shape), "chunk")
+    return max(1, -(-shape[d] // int(chunks))), d
+
+
 # ---------------------------------------------------------------------------- __getitem__
 
 class IndexPlan:

@@ -332,29 +332,15 @@ def unbind(self, dim=0):
 
 def split(self, split_size_or_sections, dim=0):
     d = ix.normalize_dim(dim, self.ndim, "split")
-    n = self.shape[d]
-    if isinstance(split_size_or_sections, (int, np.integer)):
-        size = int(split_size_or_sections)
-        if size <= 0:
-            raise ValueError(f"split: split_size must be a positive int, got {size}")
-        sizes = [min(size, n - a) for a in range(0, n, size)] or [0]
-    else:
-        sizes = [int(v) for v in split_size_or_sections]
-        if any(v < 0 for v in sizes) or sum(sizes) != n:
-            raise ValueError(f"split: sections {sizes} must be >= 0 and sum to the size {n} of "
-                             f"dim {d} (shape {tuple(self.shape)})")
     out, a = [], 0
-    for v in sizes:
+    for v in ix.split_sizes(split_size_or_sections, tuple(self.shape), d):
         out.append(narrow(self, d, a, v))
         a += v
     return tuple(out)
 
 
 def chunk(self, chunks, dim=0):
-    if int(chunks) <= 0:
-        raise ValueError(f"chunk: chunks must be a positive int, got {chunks}")
-    d = ix.normalize_dim(dim, self.ndim, "chunk")
-    return split(self, max(1, -(-self.shape[d] // int(chunks))), d)
+    return split(self, *ix.chunk_split(chunks, tuple(self.shape), dim))
 
 
 def _iter(self):

@@ -1,4 +1,4 @@
-/* contract.c: the checks the generated entries (native/common/entry/) are written in. */
+/* contract.c: the checks the generated entries (native/generated/) are written in. */
 #include <stdio.h>
 #include "contract.h"
 

@@ -1,4 +1,4 @@
-/* contract.h: what the generated entry layer (native/common/entry/) checks a call with, and the
+/* contract.h: what the generated entry layer (native/generated/) checks a call with, and the
  * parsed convolution/pooling geometry both backends' kernel bodies read.
  *
  * Lengths are computed in a tl_lens context: the first negative size or product over the uint32

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tl_internal.h"
-#include "entry/registry_hash.h"
+#include "generated/registry_hash.h"
 
 int tl_abi_version(void) { return TL_ABI_VERSION; }
 const char *tl_registry_hash(void) { return TL_REGISTRY_HASH; }

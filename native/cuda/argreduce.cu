@@ -8,7 +8,7 @@
 // outputs; for few long rows, blocks over chunks of each row (strided scans, a shared-memory
 // tree) into partials, then one block per row over its partials. No arithmetic, so every mode gives the stub's bits.
 #include "common.cuh"
-#include "entry/argreduce_kernels.h"
+#include "generated/argreduce_kernels.h"
 
 namespace {
 

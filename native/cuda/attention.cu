@@ -14,8 +14,9 @@
 // the dQ and dK/dV pair: each key block also computes its share of dQ, and the shares are summed
 // in a fixed order through per-tile counters (attn_bwd_onepass, DqOrdered below): still no
 // atomics on the data, still bit-reproducible.
-// use_flash = 0: the composed path (materialised scores in scratch, a masked softmax kernel,
-// strided-batched GEMMs), kept as the reference the fused core is tested against.
+// use_flash = 0: the composed path (attention_composed.cuh: materialised scores in scratch, a
+// masked softmax kernel, strided-batched GEMMs), kept as the reference the fused core is tested
+// against.
 // causal = 1 (query i attends keys j <= i, ANDed with the mask): the fused kernels skip the
 // tiles that lie wholly after the diagonal and test pairs only on the tiles that cross it; the
 // composed path masks the same pairs.
@@ -33,25 +34,13 @@
 #include "common.cuh"
 #include "bench_switches.h"
 #include "tl_math.h"
-#include "entry/attention_kernels.h"
+#include "generated/attention_kernels.h"
 #include "attention_tiled.cuh"
 #include "attention_exact.cuh"
+#include "attention_exact_rows.cuh"
+#include "attention_composed.cuh"
 
 namespace {
-
-// ---------------------------------------------------------------- row-major GEMM helpers
-// C_b (M x N) = alpha * op(A_b) (M x K) @ op(B_b) (K x N) + beta * C_b on cuBLAS (the default
-// mode's composed path); lda/ldb/ldc are the row-major leading dimensions of the stored
-// matrices. Row-major C^T = op(B)^T op(A)^T in column-major.
-int gemm_batched(const char *op, cublasHandle_t h, bool ta, bool tb, int64_t M, int64_t N,
-                 int64_t K, float alpha, const float *A, int64_t lda, int64_t sa, const float *B,
-                 int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc, int64_t sc,
-                 int64_t count) {
-    TL_CUBLAS_TRY(op, cublasSgemmStridedBatched(
-        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K,
-        &alpha, B, (int)ldb, sb, A, (int)lda, sa, &beta, C, (int)ldc, sc, (int)count));
-    return TL_OK;
-}
 
 // ---------------------------------------------------------------- backward row dots
 // D_i = dO_i . O_i per (b, h, i): 8 lanes per row, each a strided part of the dims (float4 when
@@ -287,126 +276,13 @@ int flash_backward(const char *op, const float *Q, const float *K, const float *
     return tiled_backward<64>(op, Q, K, V, dO, L, D, M, dQ, dK, dV, B, n, H, hd, scale, causal);
 }
 
-// ---------------------------------------------------------------- composed path kernels
-// In place over S (one block per (b, h, i) row): S = softmax(scale * S) over allowed entries,
-// blocked entries exactly 0, a fully blocked row all 0; also writes lse.
-__global__ void masked_softmax_rows(float *__restrict__ S, const float *__restrict__ mask,
-                                    float *__restrict__ lse, int n, float scale, bool causal) {
-    const int64_t r = blockIdx.x;
-    const int i = (int)(r % n);
-    float *row = S + r * n;
-    float mx = -INFINITY;
-    for (int j = threadIdx.x; j < n; j += blockDim.x)
-        if (attends(mask, causal, n, i, j)) {
-            const float v = row[j] * scale;
-            mx = fmaxf(mx, v != v ? INFINITY : v);  // fmaxf drops NaN: count it as +inf
-        }
-    mx = tl_block_max(mx);
-    float den = 0.0f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x)
-        if (mx != -INFINITY && attends(mask, causal, n, i, j)) den += expf(row[j] * scale - mx);
-    den = tl_block_sum(den);
-    // fully blocked: 0; a NaN or +inf score (inf - inf) makes the row NaN, as the stub
-    const float inv = den > 0.0f && mx != INFINITY ? 1.0f / den : (mx == INFINITY ? NAN : 0.0f);
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-        bool ok = mx != -INFINITY && attends(mask, causal, n, i, j);
-        row[j] = ok ? expf(row[j] * scale - mx) * inv : 0.0f;
-    }
-    if (threadIdx.x == 0) lse[r] = den > 0.0f ? mx + logf(den) : 0.0f;
-}
-
-// P = exp(scale * S - lse) at allowed entries (0 elsewhere), in place.
-__global__ void recompute_probs(float *__restrict__ S, const float *__restrict__ mask,
-                                const float *__restrict__ lse, int64_t total, int n, float scale,
-                                bool causal) {
-    TL_GRID_STRIDE(e, total) {
-        int64_t r = e / n;
-        int i = (int)(r % n), j = (int)(e % n);
-        bool ok = attends(mask, causal, n, i, j);
-        S[e] = ok ? expf(S[e] * scale - lse[r]) : 0.0f;
-    }
-}
-
-// dS = P * (dP - D_i) * scale, in place over dP.
-__global__ void softmax_grad(float *__restrict__ dP, const float *__restrict__ P,
-                             const float *__restrict__ D, int64_t total, int n, float scale) {
-    TL_GRID_STRIDE(e, total) { dP[e] = P[e] * (dP[e] - D[e / n]) * scale; }
-}
-
-// scores S (B*H, n, n) = Q_h K_h^T per batch item (strided-batched over heads)
-int scores(const char *op, cublasHandle_t hnd, const float *Q, const float *K, float *S, int64_t B,
-           int64_t n, int64_t H, int64_t hd) {
-    const int64_t HD = H * hd;
-    for (int64_t b = 0; b < B; b++)
-        TL_TRY(gemm_batched(op, hnd, false, true, n, n, hd, 1.0f, Q + b * n * HD, HD, hd,
-                            K + b * n * HD, HD, hd, 0.0f, S + b * H * n * n, n, n * n, H));
-    return TL_OK;
-}
-
-int composed_forward(const char *op, cublasHandle_t hnd, const float *Q, const float *K,
-                     const float *V, const float *M, float *O, float *L, int64_t B, int64_t n,
-                     int64_t H, int64_t hd, float scale, bool causal) {
-    const int64_t HD = H * hd, total = B * H * n * n;
-    void *tmp = nullptr;
-    TL_TRY(tl_scratch(op, sizeof(float) * (size_t)total, &tmp));
-    float *S = (float *)tmp;
-    int st = scores(op, hnd, Q, K, S, B, n, H, hd);
-    if (!st) {
-        masked_softmax_rows<<<(unsigned)(B * H * n), 128, 0, tl_stream()>>>(S, M, L, (int)n, scale,
-                                                                           causal);
-        st = tl_cuda_launched(op);
-    }
-    for (int64_t b = 0; b < B && !st; b++)
-        st = gemm_batched(op, hnd, false, false, n, hd, n, 1.0f, S + b * H * n * n, n, n * n,
-                          V + b * n * HD, HD, hd, 0.0f, O + b * n * HD, HD, hd, H);
-    tl_scratch_free(tmp);
-    return st;
-}
-
-int composed_backward(const char *op, cublasHandle_t hnd, const float *Q, const float *K,
-                      const float *V, const float *dO, const float *L, const float *D,
-                      const float *M, float *dQ, float *dK, float *dV, int64_t B, int64_t n,
-                      int64_t H, int64_t hd, float scale, bool causal) {
-    const int64_t HD = H * hd, total = B * H * n * n;
-    void *tmp = nullptr;
-    TL_TRY(tl_scratch(op, sizeof(float) * (size_t)total * 2, &tmp));
-    float *P = (float *)tmp, *dP = P + total;
-    int st = scores(op, hnd, Q, K, P, B, n, H, hd);
-    if (!st) {
-        recompute_probs<<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(P, M, L, total, (int)n, scale,
-                                                                          causal);
-        st = tl_cuda_launched(op);
-    }
-    // dP = dO_h V_h^T
-    for (int64_t b = 0; b < B && !st; b++)
-        st = gemm_batched(op, hnd, false, true, n, n, hd, 1.0f, dO + b * n * HD, HD, hd,
-                          V + b * n * HD, HD, hd, 0.0f, dP + b * H * n * n, n, n * n, H);
-    if (!st) {
-        softmax_grad<<<tl_blocks(total), TL_THREADS, 0, tl_stream()>>>(dP, P, D, total, (int)n, scale);
-        st = tl_cuda_launched(op);
-    }
-    for (int64_t b = 0; b < B && !st; b++) {
-        const int64_t so = b * n * HD, ss = b * H * n * n;
-        st = gemm_batched(op, hnd, false, false, n, hd, n, 1.0f, dP + ss, n, n * n, K + so, HD, hd,
-                          0.0f, dQ + so, HD, hd, H);  // dQ = dS K
-        if (!st)
-            st = gemm_batched(op, hnd, true, false, n, hd, n, 1.0f, dP + ss, n, n * n, Q + so, HD,
-                              hd, 0.0f, dK + so, HD, hd, H);  // dK = dS^T Q
-        if (!st)
-            st = gemm_batched(op, hnd, true, false, n, hd, n, 1.0f, P + ss, n, n * n, dO + so, HD,
-                              hd, 0.0f, dV + so, HD, hd, H);  // dV = P^T dO
-    }
-    tl_scratch_free(tmp);
-    return st;
-}
-
 // ---------------------------------------------------------------- exact path (tl_exact())
 // The stub's order exactly (native/stub/attention.c's file comment): projections and weight
 // gradients through tl_gemm_exact_f32, the online softmax of rule 5 (tiles of TLM_ATTN_TILE
 // keys in order), recomputed probabilities from tlm_attn_prob/dscore, and every gradient row
 // one fma chain over keys (dQ) or queries (dK, dV) in order.
 // Head dims up to 128: the tiled kernels of attention_exact.cuh (the default kernels' tiles,
-// the stub's arithmetic), launched like the default ones.
+// the stub's arithmetic), launched like the default ones; above, attention_exact_rows.cuh.
 template <int HDP>
 int exact_tiled_forward(const char *op, const float *Q, const float *K, const float *V, const float *M,
                         float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
@@ -437,161 +313,6 @@ int exact_tiled_backward(const char *op, const float *Q, const float *K, const f
         Q, K, V, dO, L, D, M, dK, dV, (int)n, (int)H, (int)hd, scale, causal, vec);
     TL_LAUNCHED(op);
     return TL_OK;
-}
-
-// Head dims above 128 (past the tiled kernels' registers): one warp owns one row. Its lanes
-// compute the row's dot products for 32 or 64 keys (queries) at once, each a whole rule-3
-// chain, then accumulate the row's head dims (lane + 32 c) in key order. A row's dims are taken
-// EX_DCHUNK at a time (the softmax state is recomputed per chunk, identically). Causal pairs
-// are blocked like masked ones: the forward keeps every key (as the stub), the backward skips
-// the runs of keys (queries) that are all blocked, which add nothing.
-constexpr int EX_WARPS = 4;         // rows per block
-constexpr int EX_DCHUNK = 256;      // head dims per pass: 8 registers per lane
-constexpr int EX_PER_LANE = EX_DCHUNK / 32;
-constexpr unsigned EX_FULL = 0xffffffffu;
-
-inline unsigned ex_blocks(int64_t rows) {
-    int64_t nb = (rows + EX_WARPS - 1) / EX_WARPS;
-    return (unsigned)(nb < (1 << 20) ? nb : (1 << 20));
-}
-
-__device__ __forceinline__ bool ex_blocked(const float *M, bool causal, int64_t n, int64_t i, int64_t j) {
-    return !attends(M, causal, n, i, j);
-}
-
-// forward: rule 5 per (sample, head, query row); tlm_osm_tile's steps with its exps spread
-// over the lanes (same operations, same order)
-__global__ void __launch_bounds__(EX_WARPS * 32) exact_fwd_kernel(
-    const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-    const float *__restrict__ M, float *__restrict__ O, float *__restrict__ L, int64_t B, int64_t n,
-    int64_t H, int64_t hd, float scale, bool causal) {
-    __shared__ float tile[EX_WARPS][TLM_ATTN_TILE];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int64_t HD = H * hd, rows = B * H * n;
-    const float neg_inf = tlm_from_bits((int32_t)0xff800000), nan = tlm_from_bits(0x7fc00000);
-    float *s = tile[w];
-    for (int64_t row = (int64_t)blockIdx.x * EX_WARPS + w; row < rows; row += (int64_t)gridDim.x * EX_WARPS) {
-        int64_t bb = row / (H * n), hh = (row / n) % H, i = row % n;
-        const float *qi = Q + (bb * n + i) * HD + hh * hd;
-        const float *Kb = K + bb * n * HD + hh * hd, *Vb = V + bb * n * HD + hh * hd;
-        float *oi = O + (bb * n + i) * HD + hh * hd;
-        for (int64_t d0 = 0; d0 < hd; d0 += EX_DCHUNK) {
-            float acc[EX_PER_LANE];
-#pragma unroll
-            for (int c = 0; c < EX_PER_LANE; c++) acc[c] = 0.0f;
-            tlm_osm st;
-            tlm_osm_init(&st);
-            bool nan_seen = false;
-            for (int64_t j0 = 0; j0 < n; j0 += TLM_ATTN_TILE) {
-                int nt = (int)(n - j0 < TLM_ATTN_TILE ? n - j0 : TLM_ATTN_TILE);
-                bool mine = false;
-                for (int jj = lane; jj < nt; jj += 32) {
-                    float sj = ex_blocked(M, causal, n, i, j0 + jj) ? neg_inf
-                                                            : tlm_attn_score(qi, Kb + (j0 + jj) * HD, hd, scale);
-                    mine |= sj != sj;
-                    s[jj] = sj;
-                }
-                nan_seen |= __any_sync(EX_FULL, mine) != 0;
-                __syncwarp();
-                float m_new = st.m;
-                for (int jj = 0; jj < nt; jj++) m_new = s[jj] > m_new ? s[jj] : m_new;
-                bool none = m_new == neg_inf;
-                float alpha = (st.m == m_new) ? 1.0f : tlm_exp(tlm_sub(st.m, m_new));
-                __syncwarp();
-                for (int jj = lane; jj < nt; jj += 32) s[jj] = none ? 0.0f : tlm_exp(tlm_sub(s[jj], m_new));
-                __syncwarp();
-                float t = s[0];
-                for (int jj = 1; jj < nt; jj++) t = tlm_add(t, s[jj]);
-                st.l = tlm_add(tlm_mul(st.l, alpha), t);
-                st.m = m_new;
-#pragma unroll
-                for (int c = 0; c < EX_PER_LANE; c++) acc[c] = tlm_mul(acc[c], alpha);
-                for (int jj = 0; jj < nt; jj++) {
-                    const float pj = s[jj], *vj = Vb + (j0 + jj) * HD;
-#pragma unroll
-                    for (int c = 0; c < EX_PER_LANE; c++) {
-                        int64_t d = d0 + lane + 32 * c;
-                        if (d < hd) acc[c] = tlm_fma(pj, vj[d], acc[c]);
-                    }
-                }
-                __syncwarp();
-            }
-#pragma unroll
-            for (int c = 0; c < EX_PER_LANE; c++) {
-                int64_t d = d0 + lane + 32 * c;
-                if (d < hd) oi[d] = nan_seen ? nan : tlm_osm_finish(&st, acc[c]);
-            }
-            if (d0 == 0 && lane == 0)
-                L[row] = tlm_attn_lse(st.m, st.l, nan_seen);
-        }
-    }
-}
-
-// key_rows = 0: dQ_i = sum_j ds_ij k_j over keys in order (G1 = dQ);
-// key_rows = 1: dK_j = sum_i ds_ij q_i and dV_j = sum_i p_ij dO_i over queries (G1 = dK, G2 = dV).
-// Lane l computes the pair (row, c0 + l); masked pairs add nothing.
-__global__ void __launch_bounds__(EX_WARPS * 32) exact_grad_kernel(
-    int key_rows, const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-    const float *__restrict__ dO, const float *__restrict__ L, const float *__restrict__ D,
-    const float *__restrict__ M, float *__restrict__ G1, float *__restrict__ G2, int64_t B, int64_t n,
-    int64_t H, int64_t hd, float scale, bool causal) {
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int64_t HD = H * hd, rows = B * H * n;
-    for (int64_t row = (int64_t)blockIdx.x * EX_WARPS + w; row < rows; row += (int64_t)gridDim.x * EX_WARPS) {
-        int64_t bb = row / (H * n), bh = row / n, r = row % n;
-        const int64_t base = bb * n * HD + (bh % H) * hd;   // (sample, head) block, row 0
-        for (int64_t d0 = 0; d0 < hd; d0 += EX_DCHUNK) {
-            float g1[EX_PER_LANE], g2[EX_PER_LANE];
-#pragma unroll
-            for (int c = 0; c < EX_PER_LANE; c++) { g1[c] = 0.0f; g2[c] = 0.0f; }
-            // causal: query row r meets keys <= r, key row r queries >= r (the rest add nothing)
-            const int64_t c_lo = causal && key_rows ? r / 32 * 32 : 0, c_hi = causal && !key_rows ? r + 1 : n;
-            for (int64_t c0 = c_lo; c0 < c_hi; c0 += 32) {
-                int64_t other = c0 + lane;
-                int64_t i = key_rows ? other : r, j = key_rows ? r : other;
-                bool ok = other < n && !ex_blocked(M, causal, n, i, j);
-                float p = 0.0f, ds = 0.0f;
-                if (ok) {
-                    const int64_t qo = base + i * HD, ko = base + j * HD;
-                    float sc = tlm_attn_score(Q + qo, K + ko, hd, scale);
-                    p = tlm_attn_prob(sc, L[bh * n + i]);
-                    float dp = tlm_dot(dO + qo, 1, V + ko, 1, hd, 0.0f);
-                    ds = tlm_attn_dscore(p, dp, D[bh * n + i], scale);
-                }
-                unsigned okm = __ballot_sync(EX_FULL, ok);
-                int cnt = (int)(n - c0 < 32 ? n - c0 : 32);
-                for (int cc = 0; cc < cnt; cc++) {
-                    float pv = __shfl_sync(EX_FULL, p, cc), dsv = __shfl_sync(EX_FULL, ds, cc);
-                    if (!((okm >> cc) & 1u)) continue;
-                    const int64_t co = base + (c0 + cc) * HD;
-                    if (key_rows) {
-#pragma unroll
-                        for (int c = 0; c < EX_PER_LANE; c++) {
-                            int64_t d = d0 + lane + 32 * c;
-                            if (d < hd) {
-                                g1[c] = tlm_fma(dsv, Q[co + d], g1[c]);
-                                g2[c] = tlm_fma(pv, dO[co + d], g2[c]);
-                            }
-                        }
-                    } else {
-#pragma unroll
-                        for (int c = 0; c < EX_PER_LANE; c++) {
-                            int64_t d = d0 + lane + 32 * c;
-                            if (d < hd) g1[c] = tlm_fma(dsv, K[co + d], g1[c]);
-                        }
-                    }
-                }
-            }
-#pragma unroll
-            for (int c = 0; c < EX_PER_LANE; c++) {
-                int64_t d = d0 + lane + 32 * c;
-                if (d < hd) {
-                    G1[base + r * HD + d] = g1[c];
-                    if (key_rows) G2[base + r * HD + d] = g2[c];
-                }
-            }
-        }
-    }
 }
 
 // ---------------------------------------------------------------- the core and the projections

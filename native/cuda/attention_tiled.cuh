@@ -3,6 +3,10 @@
 // and tests/native/attention_tiled_emu.cpp runs the same source on the CPU (one thread per
 // CUDA thread, barriers and shuffles emulated), so CI checks their indexing without a GPU.
 // Needs tl_group_max / tl_group_sum (reduce_util.cuh) declared before it.
+// One kernel family, kept whole (over 500 lines): the forward, dQ, dK/dV and one-pass backward
+// kernels are built from the same tile shapes (Tiled, FwdTiles, Onepass), staging helpers and
+// score-tile steps, and the CPU emulation compiles exactly this unit; split, each kernel would
+// be read against helpers in another file.
 #pragma once
 
 #include <math.h>

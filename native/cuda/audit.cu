@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include "common.cuh"
 #include "formulas/audit.h"
-#include "entry/audit_kernels.h"
+#include "generated/audit_kernels.h"
 
 namespace {
 

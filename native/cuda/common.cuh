@@ -2,7 +2,7 @@
 //
 // The library owns one CUDA stream, one cuBLAS handle (with an explicit workspace) and a
 // stream-ordered memory pool: native/cuda/context.cu and pool.cu implement them. Each kernel body
-// (tlk_<kernel>) runs after its generated entry (native/common/entry/) has checked the sticky
+// (tlk_<kernel>) runs after its generated entry (native/generated/) has checked the sticky
 // error state, the handles and every length; it launches on tl_stream(), then TL_LAUNCHED(op)
 // checks the launch (and synchronises when TORCHLEAN_CUDA_SYNC=1). Nothing here aborts: failures become a
 // TL_ status with a message naming the op and the CUDA error. A sticky error (illegal address,

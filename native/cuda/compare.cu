@@ -3,7 +3,7 @@
 // Broadcasting is done before the call; one thread per element (grid-stride). No arithmetic
 // happens, so the results are the stub's bits in every mode.
 #include "common.cuh"
-#include "entry/compare_kernels.h"
+#include "generated/compare_kernels.h"
 
 namespace {
 

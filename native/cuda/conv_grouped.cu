@@ -19,7 +19,7 @@
 #include "bench_switches.h"
 #include "conv_grouped.h"
 #include "conv_grouped_tiles.cuh"
-#include "entry/conv_grouped_kernels.h"
+#include "generated/conv_grouped_kernels.h"
 
 namespace {
 

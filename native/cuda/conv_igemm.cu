@@ -13,6 +13,11 @@
 // gradient (plus the bias), its input gradient is T's forward, its kernel gradient is T's kernel
 // gradient with the roles of the two images swapped.
 //
+// One kernel family, kept whole (over 500 lines): the three passes are one implicit GEMM with
+// the same tiles, the same gathered-operand tables and the same host-side tile choice (waves of
+// resident blocks); the kernel gradient differs only in splitting K. Split by pass, each file
+// would restate or reach across for that shared machinery.
+//
 // Gathered GEMMs (forward, input gradient). The A operand is the kernel, copied k-major and
 // zero-padded to a multiple of 4 rows by a small prep kernel (A stages are aligned float4 loads).
 // The k rows form classes (below); each class reads its columns through taps (t, u) < (TH, TW):

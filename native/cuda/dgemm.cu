@@ -9,7 +9,7 @@
 #include <climits>
 #include <cstring>
 #include "common.cuh"
-#include "entry/dgemm_kernels.h"
+#include "generated/dgemm_kernels.h"
 
 namespace {
 

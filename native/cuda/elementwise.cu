@@ -3,14 +3,14 @@
 //
 // One templated map kernel per arity: a grid-stride loop over float4 packets when every pointer
 // is 16-byte aligned (the pool's allocations are), then a scalar tail. The maps ops.yaml gives a
-// `formula:` are generated (entry/elementwise_maps_cuda.inc: a functor per op over launch1..3);
+// `formula:` are generated (generated/elementwise_maps_cuda.inc: a functor per op over launch1..3);
 // binary_broadcast reads its inputs through broadcast strides instead (the ops add to minimum
 // when input shapes differ), with the same functors. Element i's value depends only on the
 // inputs at i, never on the grid, and the formulas use no CUDA math intrinsics: the kernels are
 // memory-bound, so exact and default are one path and give the stub's canonical bits.
 #include "common.cuh"
 #include "formulas/elementwise.h"
-#include "entry/elementwise_kernels.h"
+#include "generated/elementwise_kernels.h"
 
 namespace {
 
@@ -122,7 +122,7 @@ int launch2_bcast(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t n, const
 }  // namespace
 
 // the generated bodies of every formula map (ops.yaml `formula:`), over the launchers above
-#include "entry/elementwise_maps_cuda.inc"
+#include "generated/elementwise_maps_cuda.inc"
 
 extern "C" {
 

@@ -23,9 +23,9 @@
 #include "common.cuh"
 #include "reduce_util.cuh"
 #include "formulas/normalize.h"
-#include "entry/fused_kernels.h"
-#include "entry/elementwise_kernels.h"
-#include "entry/linalg_kernels.h"
+#include "generated/fused_kernels.h"
+#include "generated/elementwise_kernels.h"
+#include "generated/linalg_kernels.h"
 #include <cublasLt.h>
 #include <math.h>
 #include <mutex>

@@ -18,7 +18,7 @@
 #include <string.h>
 #include "common.cuh"
 #include "bench_switches.h"
-#include "entry/gemm_kernels.h"
+#include "generated/gemm_kernels.h"
 
 namespace {
 

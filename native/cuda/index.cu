@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include "common.cuh"
 #include "formulas/sort.h"
-#include "entry/index_kernels.h"
+#include "generated/index_kernels.h"
 
 static int copy_d2d(const char *op, float *dst, const float *src, int64_t n) {
     if (n == 0) return TL_OK;

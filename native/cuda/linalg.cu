@@ -10,7 +10,7 @@
 #include "common.cuh"
 #include "linalg.cuh"
 #include "formulas/normalize.h"
-#include "entry/linalg_kernels.h"
+#include "generated/linalg_kernels.h"
 
 // C = op(A) op(B) (+ beta C); A stored (batch, m, n) or (batch, n, m) when ta; B (batch, n, p) or
 // (batch, p, n) when tb: the library's GEMM entry (exact or cuBLAS), contiguous batches.

@@ -16,7 +16,7 @@
 #include "common.cuh"
 #include "formulas/normalize.h"
 #include "bn_exact.cuh"
-#include "entry/norm_kernels.h"
+#include "generated/norm_kernels.h"
 
 namespace {
 

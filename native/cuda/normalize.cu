@@ -3,4 +3,4 @@
 // of tl_math.h in exact mode (the stub's bits) and by tl_block_sum otherwise (tl_row_sum,
 // reduce_util.cuh); column sums by tl_cuda_axis_sum.
 #include "common.cuh"
-#include "entry/normalize_cuda.inc"
+#include "generated/normalize_cuda.inc"

@@ -3,7 +3,7 @@
 // stub (scalars rounded once on the host), so every mode gives the stub's bits.
 #include "common.cuh"
 #include "formulas/optim.h"
-#include "entry/optim_kernels.h"
+#include "generated/optim_kernels.h"
 
 namespace {
 

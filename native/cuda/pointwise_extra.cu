@@ -4,7 +4,7 @@
 // arithmetic, so every mode gives the stub's bits); codegen emits the bodies over these
 // launchers.
 #include "common.cuh"
-#include "entry/pointwise_extra_kernels.h"
+#include "generated/pointwise_extra_kernels.h"
 
 namespace {
 
@@ -61,4 +61,4 @@ int launch4(const char *op, tl_buf a, tl_buf b, tl_buf c, tl_buf d, tl_buf y, in
 
 }  // namespace
 
-#include "entry/pointwise_extra_maps_cuda.inc"
+#include "generated/pointwise_extra_maps_cuda.inc"

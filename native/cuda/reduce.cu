@@ -19,7 +19,7 @@
 // running tlm_sum down the column. reduce_max's exact rows take a block per row the same way
 // (the maximum of ordered segments, first of equal values kept).
 #include "common.cuh"
-#include "entry/reduce_kernels.h"
+#include "generated/reduce_kernels.h"
 #include <math.h>
 
 namespace {

@@ -7,7 +7,7 @@
 // counter at the step's first draw: key_of(seed, counter + d), the eager key, whatever replay.
 #include "common.cuh"
 #include "formulas/rng.h"
-#include "entry/rng_kernels.h"
+#include "generated/rng_kernels.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "common.cuh"
 #include "formulas/scan.h"
 #include "tl_math.h"
-#include "entry/scan_kernels.h"
+#include "generated/scan_kernels.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 // (tl_exact_block_reduce). NaN propagates as on the stub.
 #include "common.cuh"
 #include "formulas/normalize.h"
-#include "entry/softmax_kernels.h"
+#include "generated/softmax_kernels.h"
 #include <math.h>
 #include <stdint.h>
 #include <initializer_list>

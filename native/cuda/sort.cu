@@ -16,7 +16,7 @@
 #include <cub/device/device_segmented_sort.cuh>
 #include "common.cuh"
 #include "sort_kernels.cuh"
-#include "entry/sort_kernels.h"
+#include "generated/sort_kernels.h"
 
 namespace {
 

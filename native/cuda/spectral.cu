@@ -9,7 +9,7 @@
 // bit-reproducible run to run whatever the deterministic flag.
 #include "common.cuh"
 #include "tl_math.h"
-#include "entry/spectral_kernels.h"
+#include "generated/spectral_kernels.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 // shapes.swap_geom): a 32 x 32 shared-memory tile transpose when inner == 1, a row copy otherwise.
 #include "common.cuh"
 #include "tl_math.h"
-#include "entry/views_kernels.h"
+#include "generated/views_kernels.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
  * float32 whole numbers (the entry bounds len by 2^24, where every index is exact).
  */
 #include "stub.h"
-#include "entry/argreduce_kernels.h"
+#include "generated/argreduce_kernels.h"
 
 int tlk_argreduce(const char *op, tl_buf x, tl_buf y, int64_t outer, int64_t len, int64_t inner,
                   int64_t kind) {

@@ -35,7 +35,7 @@
 #include "stub.h"
 #include "sgemm.h"
 #include "attention_blocked.h"
-#include "entry/attention_kernels.h"
+#include "generated/attention_kernels.h"
 
 #define TILE TLM_ATTN_TILE
 

@@ -5,7 +5,7 @@
 #include <string.h>
 #include "stub.h"
 #include "formulas/audit.h"
-#include "entry/audit_kernels.h"
+#include "generated/audit_kernels.h"
 
 static uint64_t digest_of(const float *X, int64_t n) {
     uint64_t s = 0;

@@ -5,7 +5,7 @@
  * takes a where cond != 0, so a NaN condition selects a (NumPy's bool(nan) is True).
  */
 #include "stub.h"
-#include "entry/compare_kernels.h"
+#include "generated/compare_kernels.h"
 
 #define LOOP(n) _Pragma("omp parallel for simd if(n > TL_PAR_MIN) schedule(static)") \
     for (int64_t i = 0; i < n; i++)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include "stub.h"
 #include "conv_grouped.h"
-#include "entry/conv_grouped_kernels.h"
+#include "generated/conv_grouped_kernels.h"
 
 int tlk_conv_grouped_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
                              const tl_geom *geom, const int64_t *dilation, int64_t dilation_len,

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 #include "stub.h"
-#include "entry/dgemm_kernels.h"
+#include "generated/dgemm_kernels.h"
 
 #define BI 32
 #define BK 128

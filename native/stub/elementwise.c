@@ -1,23 +1,23 @@
 /* elementwise.c (stub): the schedules of the pointwise kernels; their arithmetic is
  * native/common/formulas/elementwise.h, shared with CUDA.
  *
- * The maps ops.yaml gives a `formula:` are generated (entry/elementwise_maps_stub.inc) into the
+ * The maps ops.yaml gives a `formula:` are generated (generated/elementwise_maps_stub.inc) into the
  * vectorised loop defined here. What stays by hand is schedule, the same in every mode:
  * binary_broadcast's strided rows, affine_rows, the log and the sigmoid over blocks (so their
  * loops vectorise), softplus_backward as that sigmoid then a product, and safe_log as
  * softplus + eps then the blocked log.
  */
 #include "stub.h"
-#include "entry/elementwise_kernels.h"
+#include "generated/elementwise_kernels.h"
 
 #define LOOP(n) _Pragma("omp parallel for simd if(n > TL_PAR_MIN) schedule(static)") \
     for (int64_t i = 0; i < n; i++)
 
-/* the schedule of the generated map bodies (entry/elementwise_maps_stub.inc): one vectorised
+/* the schedule of the generated map bodies (generated/elementwise_maps_stub.inc): one vectorised
  * loop per op, split across threads above TL_PAR_MIN elements */
 #define TL_MAP_LOOP(n) LOOP(n)
 #define TL_MAP_ATTR TL_VEC512
-#include "entry/elementwise_maps_stub.inc"
+#include "generated/elementwise_maps_stub.inc"
 
 /* tlf_sigmoid (tlm_sigmoid) over a block: its main formula in a loop that vectorises, then
  * its series on the inputs below 2^-12 in magnitude, if the block has any (the same bits as

@@ -15,9 +15,9 @@
 #include "stub.h"
 #include "formulas/normalize.h"
 #include <stdlib.h>
-#include "entry/fused_kernels.h"
-#include "entry/elementwise_kernels.h"
-#include "entry/linalg_kernels.h"
+#include "generated/fused_kernels.h"
+#include "generated/elementwise_kernels.h"
+#include "generated/linalg_kernels.h"
 
 static inline int ce_label(const int64_t *lab, int64_t r, int64_t cols) {
     return lab[r] >= 0 && lab[r] < cols;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include "stub.h"
 #include "tl_math.h"
-#include "entry/gemm_kernels.h"
+#include "generated/gemm_kernels.h"
 
 #define GX_ROWS 8
 #define GX_COLS 32

@@ -7,7 +7,7 @@
 #include <string.h>
 #include "stub.h"
 #include "formulas/sort.h"
-#include "entry/index_kernels.h"
+#include "generated/index_kernels.h"
 
 /* concat1d and concat0: both lay a then b out flat */
 int tlk_concat(const char *op, tl_buf a, tl_buf b, tl_buf y, int64_t na, int64_t nb) {

@@ -23,7 +23,7 @@
 #include "stub.h"
 #include "sgemm.h"
 #include "formulas/normalize.h"
-#include "entry/linalg_kernels.h"
+#include "generated/linalg_kernels.h"
 #ifdef _OPENMP
 #include <omp.h>
 #else

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include "stub.h"
 #include "formulas/normalize.h"
-#include "entry/norm_kernels.h"
+#include "generated/norm_kernels.h"
 
 int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
                   int64_t rows, int64_t cols, double eps) {

@@ -5,7 +5,7 @@
  */
 #include "stub.h"
 #include "formulas/optim.h"
-#include "entry/optim_kernels.h"
+#include "generated/optim_kernels.h"
 
 int tlk_sgd_step(const char *op, tl_buf p, tl_buf g, tl_buf buf, int64_t n, double lr, double momentum,
                 double dampening, double weight_decay, int64_t nesterov, int64_t first) {

@@ -5,12 +5,12 @@
  * basic pointwise op; erf runs over blocks instead (own_schedule), which vectorise.
  */
 #include "stub.h"
-#include "entry/pointwise_extra_kernels.h"
+#include "generated/pointwise_extra_kernels.h"
 
 #define TL_MAP_LOOP(n) _Pragma("omp parallel for if(n > TL_PAR_MIN / 8) schedule(static)") \
     for (int64_t i = 0; i < n; i++)
 #define TL_MAP_ATTR
-#include "entry/pointwise_extra_maps_stub.inc"
+#include "generated/pointwise_extra_maps_stub.inc"
 
 /* erf over blocks of a plain loop, which GCC vectorises; the
  * same loop inside the OpenMP-outlined body is left scalar */

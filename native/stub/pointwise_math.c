@@ -5,9 +5,9 @@
  * each costs more than a basic pointwise op.
  */
 #include "stub.h"
-#include "entry/pointwise_math_kernels.h"
+#include "generated/pointwise_math_kernels.h"
 
 #define TL_MAP_LOOP(n) _Pragma("omp parallel for if(n > TL_PAR_MIN / 8) schedule(static)") \
     for (int64_t i = 0; i < n; i++)
 #define TL_MAP_ATTR
-#include "entry/pointwise_math_maps_stub.inc"
+#include "generated/pointwise_math_maps_stub.inc"

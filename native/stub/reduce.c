@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
-#include "entry/reduce_kernels.h"
+#include "generated/reduce_kernels.h"
 
 #define SUM_BLOCK 16384
 

@@ -4,7 +4,7 @@
  */
 #include "stub.h"
 #include "formulas/rng.h"
-#include "entry/rng_kernels.h"
+#include "generated/rng_kernels.h"
 
 int tlk_rand_uniform(const char *op, tl_buf y, int64_t n, uint64_t key) {
     float *Y = y->data;

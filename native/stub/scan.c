@@ -18,7 +18,7 @@
 #include <string.h>
 #include "stub.h"
 #include "formulas/scan.h"
-#include "entry/scan_kernels.h"
+#include "generated/scan_kernels.h"
 
 int tlk_selective_scan(const char *op, tl_buf a, tl_buf b, tl_buf x, tl_buf h0, tl_buf y, tl_buf hc, int64_t batch,
                       int64_t steps, int64_t width, int64_t a_mode, int64_t b_mode, int64_t chunks) {

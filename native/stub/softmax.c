@@ -12,7 +12,7 @@
 #include <math.h>
 #include "stub.h"
 #include "formulas/normalize.h"
-#include "entry/softmax_kernels.h"
+#include "generated/softmax_kernels.h"
 
 static inline float row_max(const float *x, int64_t c) {
     float m = x[0];

@@ -11,7 +11,7 @@
 #include <string.h>
 #include "stub.h"
 #include "formulas/sort.h"
-#include "entry/sort_kernels.h"
+#include "generated/sort_kernels.h"
 
 typedef struct { uint32_t key; int32_t pos; } sort_item;
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
-#include "entry/spectral_kernels.h"
+#include "generated/spectral_kernels.h"
 
 /* tw[2r] = cos(2 pi r / n), tw[2r + 1] = sin(2 pi r / n) for r = 0..n-1, from tlm_twiddle
  * (IEEE operations only), so CUDA's table has the same bits */

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
-#include "entry/views_kernels.h"
+#include "generated/views_kernels.h"
 
 /* The input stride (0 on broadcast axes) for each output axis; the entry has checked that
  * dims id (rank ir) broadcast to od (rank orank <= 64). Returns the output element count. */

@@ -20,9 +20,16 @@ FIXTURE = HERE / "fixtures" / "mini_ops.yaml"
 GOLDEN = HERE / "golden"
 
 
+def _golden_name(path: Path) -> str:
+    """A generated file's golden name: its own name, a package face named with its package."""
+    return f"{path.parent.name}.{path.name}" if path.name == "__init__.py" else path.name
+
+
 def _render_fixture():
     files = gen.render_all(FIXTURE)
-    return {p.name: text for p, text in files.items()}
+    named = {_golden_name(p): text for p, text in files.items()}
+    assert len(named) == len(files), "two generated files share a golden name"
+    return named
 
 
 def test_golden_files_match():
@@ -317,7 +324,7 @@ def test_generated_header_compiles(tmp_path, compiler, flags):
 
 
 def test_cdef_parses_in_a_fresh_ffi():
-    from torchlean._generated.cdef import CDEF
+    from torchlean._abi.cdef import CDEF
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
     assert ffi.sizeof("tl_memory_stats") == 9 * 8

@@ -22,7 +22,7 @@ import warnings
 from operator import is_
 
 from torchlean import _capture
-from torchlean._generated.cdef import REGISTRY_HASH
+from torchlean._abi.cdef import REGISTRY_HASH
 from torchlean.buffer import EXPORTS, AnyBuffer
 from torchlean.audit.digests import Batch
 from torchlean.audit.recordfile import Lines, Writer, hyper_json

@@ -4,7 +4,7 @@
  * A formula is a pure function of one element's values (and the op's float32 scalars): the
  * backends only choose a schedule (the stub's vector loops, CUDA's float4 grid-stride maps),
  * so both give the same bits. ops.yaml names each one (`formula: "tlf_relu(x)"`) and codegen
- * emits both backends' loops over it (native/common/entry/<family>_maps_{stub,cuda}.inc).
+ * emits both backends' loops over it (native/generated/<family>_maps_{stub,cuda}.inc).
  * Conventions: relu'/clamp' only strictly inside, abs' uses sign(0) = 0, sqrt' = 0 for x <= 0,
  * max/min ties split 0.5/0.5, NaN propagates through max/min/relu.
  */

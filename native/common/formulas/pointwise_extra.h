@@ -1,6 +1,6 @@
 /* formulas/pointwise_extra.h: the per-element formulas of the pointwise_extra family, written
  * once for the stub and CUDA: ops.yaml names them (`formula:`) and codegen emits both backends'
- * loops (native/common/entry/pointwise_extra_maps_{stub,cuda}.inc). Each is a fixed sequence of
+ * loops (native/generated/pointwise_extra_maps_{stub,cuda}.inc). Each is a fixed sequence of
  * tl_math.h operations, so both libraries give the same bits in every mode.
  */
 #ifndef TL_FORMULAS_POINTWISE_EXTRA_H
