@@ -29,9 +29,14 @@ def fma32(a, b, c):
         return np.where(mid, np.where(e > 0, upper, lower), r).astype(np.float32)
 
 
-def gemm_fma_reference(a, b, init=None):
-    """Rule 3 for C = A B (A (m, k), B (k, n) float32): every output is fma(a[i, k], b[k, j], acc)
-    for k = 0..K-1 in order, acc starting at init (zeros by default)."""
+# rule 3's k chunk for the exact GEMM (TL_EXACT_KCHUNK in native/common/tl_math.h)
+EXACT_KCHUNK = 256
+
+
+def fma_chain_reference(a, b, init=None):
+    """One fused multiply-add chain per output of C = A B (A (m, k), B (k, n) float32):
+    fma(a[i, k], b[k, j], acc) for k = 0..K-1 in order, acc starting at init (zeros by default).
+    The order of the stub's tl_sgemm and of exact convolutions."""
     a = np.asarray(a, dtype=np.float32)
     b = np.asarray(b, dtype=np.float32)
     m, k = a.shape
@@ -40,3 +45,15 @@ def gemm_fma_reference(a, b, init=None):
     for kk in range(k):
         acc = fma32(a[:, kk:kk + 1], b[kk:kk + 1, :], acc)
     return acc
+
+
+def gemm_fma_reference(a, b, init=None, chunk=EXACT_KCHUNK):
+    """Rule 3 for the exact GEMM: k in chunks of `chunk`, each chunk's partial one fma chain (the
+    first from init, the others from 0), the partials added left to right in float32."""
+    a = np.asarray(a, dtype=np.float32)
+    b = np.asarray(b, dtype=np.float32)
+    k = a.shape[1]
+    tot = fma_chain_reference(a[:, :chunk], b[:chunk], init)
+    for k0 in range(chunk, k, chunk):
+        tot = tot + fma_chain_reference(a[:, k0:k0 + chunk], b[k0:k0 + chunk])  # float32 add
+    return tot

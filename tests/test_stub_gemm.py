@@ -2,7 +2,8 @@
 
 native/stub/linalg.c packs panels, tiles registers, splits k into slices and runs tasks in
 parallel; none of that may change a bit: every C element must equal the float32 chain
-c = 0; c = fma(a[i, k], b[k, j], c) for k = 0, 1, ... (rule 3, the exact GEMM's order).
+c = 0; c = fma(a[i, k], b[k, j], c) for k = 0, 1, ... (rule 3's chain; the exact GEMM's order
+while k <= 256, one chunk).
 tests/exact_fma.py's independent float32 fma, applied one k at a time, is the oracle. Shapes
 straddle the micro-tile (8 x 32), k slice (at most 384, equal slices), row block (64) and
 in-place-B (m <= 64) boundaries.
@@ -17,7 +18,7 @@ import pytest
 
 import torchlean as tl
 from torchlean import ops
-from exact_fma import gemm_fma_reference
+from exact_fma import fma_chain_reference, gemm_fma_reference
 
 pytestmark = pytest.mark.skipif(tl.backend() != "stub", reason="checks the stub's GEMM order")
 
@@ -30,7 +31,7 @@ def f32(*shape):
 
 def sequential(a, b, c0=None):
     """float32 a @ b as one fma chain per element in increasing k, from c0 (zeros by default)."""
-    return gemm_fma_reference(a, b, None if c0 is None else np.asarray(c0, np.float32))
+    return fma_chain_reference(a, b, None if c0 is None else np.asarray(c0, np.float32))
 
 
 def buf(x):
@@ -92,9 +93,7 @@ def test_bits_do_not_depend_on_thread_count():
     assert len(digests) == 1
 
 
-def test_default_gemm_gives_the_exact_gemms_bits():
-    # both are rule 3 (one fma chain per element in k order), through different kernels
-    a, b, bias = f32(70, 333), f32(333, 41), f32(41)
+def _default_and_exact(a, b, bias):
     was = tl.is_exact()
     try:
         got = {}
@@ -104,5 +103,24 @@ def test_default_gemm_gives_the_exact_gemms_bits():
                           ops.linear(buf(b.T.copy()), buf(bias), buf(a)).to_numpy())
     finally:
         tl.set_exact(was)
+    return got
+
+
+def test_default_gemm_gives_the_exact_gemms_bits_within_one_chunk():
+    # k <= 256: both are one fma chain per element in k order, through different kernels
+    a, b, bias = f32(70, 233), f32(233, 41), f32(41)
+    got = _default_and_exact(a, b, bias)
     for d, e in zip(got[False], got[True]):
         assert np.array_equal(d.view(np.uint32), e.view(np.uint32))
+
+
+def test_past_one_chunk_the_exact_gemm_folds_chunks_and_the_default_keeps_one_chain():
+    a, b, bias = f32(70, 333), f32(333, 41), f32(41)
+    got = _default_and_exact(a, b, bias)
+    bias_rows = np.broadcast_to(bias, (70, 41))
+    assert np.array_equal(got[False][0].view(np.uint32), sequential(a, b).view(np.uint32))
+    assert np.array_equal(got[False][1].view(np.uint32), sequential(a, b, bias_rows).view(np.uint32))
+    assert np.array_equal(got[True][0].view(np.uint32), gemm_fma_reference(a, b).view(np.uint32))
+    assert np.array_equal(got[True][1].view(np.uint32),
+                          gemm_fma_reference(a, b, bias_rows).view(np.uint32))
+    assert not np.array_equal(got[True][0], got[False][0])  # the fold shows at this size

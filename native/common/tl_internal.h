@@ -78,13 +78,21 @@ static inline int tl_scan_check_chunks(const char *op, int64_t steps, int64_t ch
 /* The exact-mode GEMM (README "Reproducibility levels", rule 3), one per library
  * (stub/gemm.c, cuda/gemm.cu; ops.yaml gemm_exact exports it). Row-major; for b < batch, C + b sc (m, n) gets
  * op(A) op(B): op(A)[i][kk] is A[i lda + kk], or A[kk lda + i] when ta; op(B)[kk][j] is
- * B[kk ldb + j], or B[j ldb + kk] when tb; batch strides sa, sb, sc. Each output is
- * acc = fma(op(A)[i][kk], op(B)[kk][j], acc) for kk = 0..k-1 in order, acc starting at 0, or at
- * C's prior value when accumulate (how a bias enters). Dimensions must fit int32. */
+ * B[kk ldb + j], or B[j ldb + kk] when tb; batch strides sa, sb, sc. Each output is rule 3's
+ * chunked chain: acc = fma(op(A)[i][kk], op(B)[kk][j], acc) for kk in order within each chunk of
+ * TL_EXACT_KCHUNK (tl_math.h), the first chunk's acc starting at 0, or at C's prior value when
+ * accumulate (how a bias enters), the others at 0; the chunk partials added left to right.
+ * Dimensions must fit int32. */
 TL_HIDDEN int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
                                 int64_t n, int64_t k, const float *A, int64_t lda, int64_t sa,
                                 const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
                                 int64_t sc, int accumulate);
+/* CUDA only (cuda/gemm.cu): the same product as one chain over all of k (no chunks), the order
+ * of exact convolutions' GEMMs, whose stub (stub/conv_pool.c) runs tl_sgemm's single chain */
+TL_HIDDEN int tl_gemm_exact_chain_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
+                                      int64_t n, int64_t k, const float *A, int64_t lda,
+                                      int64_t sa, const float *B, int64_t ldb, int64_t sb,
+                                      float *C, int64_t ldc, int64_t sc, int accumulate);
 
 /* statistics kept by native/common/buffer.c */
 TL_HIDDEN void tl_stats_note_alloc(int64_t bytes);

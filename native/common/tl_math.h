@@ -16,7 +16,11 @@
  *     libm, no CUDA intrinsics; any correctly rounded library gives the same bits. gelu and the
  *     derivatives follow the registry's stagewise formulas over them, every stage rounded.
  *  3. A dot product is a sequential FMA in k order: acc = fma(a[k], b[k], acc) for k = 0..K-1,
- *     acc starting at 0 (or at a stated initial value such as a bias). This is the GEMM rule.
+ *     acc starting at 0 (or at a stated initial value such as a bias). The exact GEMM
+ *     (tl_gemm_exact_f32) runs this rule over chunks of TL_EXACT_KCHUNK k's: partial p_c is the
+ *     chain over k in [c TL_EXACT_KCHUNK, (c + 1) TL_EXACT_KCHUNK), p_0 from the initial value,
+ *     every later p_c from 0, and the output is the left fold ((p_0 + p_1) + p_2) + ... (one
+ *     tlm_add per chunk after the first). For K <= TL_EXACT_KCHUNK that is the single chain.
  *  4. A sum of n values: sequential adds within chunks of TLM_CHUNK (in index order, from the
  *     chunk's first value), then a fixed binary tree over the chunk partials: level by level,
  *     p[i] = p[2i] + p[2i+1], an odd last partial carried up unchanged. Neither the thread
@@ -41,6 +45,12 @@
 #define TLM_ATTN_TILE 64   /* rule 5: keys per online-softmax tile */
 
 /* ---- rule 3: a dot product is a sequential FMA in k order ---- */
+
+/* The exact GEMM's k chunk (rule 3 above; exact_version 3): chunk partials are independent
+ * chains, so CUDA may split K across blocks and the CPU may block k. Every exact GEMM kernel's
+ * k tiles must divide it. */
+#define TL_EXACT_KCHUNK 256
+
 TLM_HD float tlm_dot(const float *a, int64_t sa, const float *b, int64_t sb, int64_t k, float acc) {
     for (int64_t i = 0; i < k; i++) acc = tlm_fma(a[i * sa], b[i * sb], acc);
     return acc;

@@ -92,10 +92,14 @@ struct ChannelOf {
 
 // C_b (M x Nc, ldc) = op(A_b) op(B_b) + beta C_b for b < batch; A_b is M x K (K x M when ta)
 // with leading dimension lda, B_b is K x Nc (Nc x K when tb): the library's GEMM entry (exact
-// mode: rule 3, accumulating (beta 1) continues C's chain; else cuBLAS).
+// mode: one rule-3 chain over all of K, as the stub's tl_sgemm, accumulating (beta 1) continues
+// C's chain; else cuBLAS).
 int gemm(const char *op, int ta, int tb, int64_t M, int64_t Nc, int64_t K, const float *A,
          int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB, float beta, float *C,
          int64_t ldc, int64_t sC, int64_t batch) {
+    if (tl_exact())
+        return tl_gemm_exact_chain_f32(op, ta, tb, batch, M, Nc, K, A, lda, sA, B, ldb, sB, C, ldc,
+                                       sC, beta != 0.0f);
     return tl_gemm_f32(op, ta, tb, batch, M, Nc, K, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, 0);
 }
 

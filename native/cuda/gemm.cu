@@ -1,10 +1,15 @@
 // gemm.cu (CUDA): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
 //
-// Tiled SIMT SGEMMs in which each thread owns a block of outputs and accumulates each one as
-// acc = fma(a[i,kk], b[kk,j], acc) strictly for kk = 0..K-1 in order, from 0 (or from C's prior
-// value), with no split-k and no reassociation: the same chain the stub runs (stub/gemm.c), so
-// the bits agree whichever kernel runs. The kernels differ only in how many outputs a block
-// and a thread own and how K reaches shared memory:
+// Tiled SIMT SGEMMs in which each thread owns a block of outputs and accumulates each one by
+// rule 3's chunked chain: acc = fma(a[i,kk], b[kk,j], acc) strictly in k order within each chunk
+// of TL_EXACT_KCHUNK k's (the first chunk from 0 or from C's prior value, the others from 0),
+// the chunk partials added left to right (fold_c below keeps the running sum in C, where the
+// accumulators leave no registers for it). The same order the stub runs (stub/gemm.c), so the
+// bits agree whichever kernel runs. With few output tiles, K is split across blocks instead:
+// each chunk's partial is one element of a batched launch into scratch, then k_fold adds them
+// in order (split_k below): the same bits again. tl_gemm_exact_chain_f32 runs the unchunked
+// chain (kchunk = INT_MAX: no fold) for convolutions, whose stub runs one chain. The kernels
+// differ only in how many outputs a block and a thread own and how K reaches shared memory:
 // - 128x128 tiles (16x16 threads of 8x8, BK 16, register-staged double buffering), the main
 //   kernel; 96x128, 96x96 (cp.async, three stages) and 128x64 tiles from one warp-tiled
 //   template, for shapes whose 128x128 tiles would leave much of the last wave empty;
@@ -16,6 +21,7 @@
 // tl_gemm_f32 is what other kernels call (exact or cuBLAS); tlk_gemm_exact is the registry
 // entry's body.
 #include <string.h>
+#include <algorithm>
 #include "common.cuh"
 #include "bench_switches.h"
 #include "generated/gemm_kernels.h"
@@ -23,6 +29,21 @@
 namespace {
 
 constexpr int BM = 128, BN = 128, THREADS = 256;
+
+// Rule 3's chunk fold through C (the output's running sum lives in C between chunks): a chunk
+// ends at k_end when k_end < K is a multiple of kchunk; C = the first chunk's partial, later
+// C + the partial, and the partial restarts from 0. The last chunk's partial joins at the store
+// (fold_last). kchunk = INT_MAX never folds: one chain.
+__device__ __forceinline__ bool chunk_ends(int k_end, int K, int kchunk) {
+    return k_end < K && k_end % kchunk == 0;
+}
+__device__ __forceinline__ void fold_c(float *c, float &acc, int k_end, int kchunk) {
+    *c = k_end == kchunk ? acc : __fadd_rn(*c, acc);
+    acc = 0.0f;
+}
+__device__ __forceinline__ float fold_last(const float *c, float acc, int K, int kchunk) {
+    return K > kchunk ? __fadd_rn(*c, acc) : acc;
+}
 
 // four consecutive elements p[outer * ld + inner + e], zero outside [0, outer_n) x [0, inner_n)
 __device__ __forceinline__ void load4(const float *p, long long ld, int outer, int inner,
@@ -75,8 +96,9 @@ template <int BK, bool TA, bool TB>
 __global__ void __launch_bounds__(THREADS, 2)
 k_gemm_exact(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
              const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
-             long long ldc, long long sc, int accumulate, bool vec_a, bool vec_b, long long b0,
-             bool rows_on_x) {
+             long long ldc, long long sc, int accumulate, int kchunk, bool vec_a, bool vec_b,
+             long long b0, bool rows_on_x) {
+    static_assert(TL_EXACT_KCHUNK % BK == 0, "k tiles divide the chunk");
     __shared__ __align__(16) float As[2][BK][BM];
     __shared__ __align__(16) float Bs[2][BK][BN];
     long long bi = b0 + blockIdx.z;
@@ -129,6 +151,17 @@ k_gemm_exact(int M, int N, int K, const float *__restrict__ A, long long lda, lo
         } else {
             for (int kk = 0; kk < kn; kk++) step(kk);
         }
+        if (chunk_ends(k0 + BK, K, kchunk)) {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                int r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+                    if (r < M && c < N) fold_c(&C[(long long)r * ldc + c], acc[i][j], k0 + BK, kchunk);
+                }
+            }
+        }
         if (more) {
             store_tile<BK, TA>(As[cur ^ 1], ra);
             store_tile<BK, !TB>(Bs[cur ^ 1], rb);
@@ -143,7 +176,7 @@ k_gemm_exact(int M, int N, int K, const float *__restrict__ A, long long lda, lo
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             int c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
-            if (c < N) C[(long long)r * ldc + c] = acc[i][j];
+            if (c < N) C[(long long)r * ldc + c] = fold_last(&C[(long long)r * ldc + c], acc[i][j], K, kchunk);
         }
     }
 }
@@ -151,7 +184,7 @@ k_gemm_exact(int M, int N, int K, const float *__restrict__ A, long long lda, lo
 template <int BK>
 int launch(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
            int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
-           int64_t sc, int accumulate) {
+           int64_t sc, int accumulate, int kchunk) {
     // float4 loads need 16-byte aligned rows in every batch element
     auto aligned = [](const float *p, int64_t ld, int64_t s, int64_t batch) {
         return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch == 1 || s % 4 == 0);
@@ -165,8 +198,8 @@ int launch(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, c
         grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
 #define TL_GX_LAUNCH(TA, TB)                                                                     \
     k_gemm_exact<BK, TA, TB><<<grid, THREADS, 0, tl_stream()>>>(M, N, K, A, lda, sa, B, ldb, sb, \
-                                                                C, ldc, sc, accumulate, va, vb, b0, \
-                                                                rows_on_x)
+                                                                C, ldc, sc, accumulate, kchunk, va, \
+                                                                vb, b0, rows_on_x)
         if (!ta && !tb) TL_GX_LAUNCH(false, false);
         else if (!ta && tb) TL_GX_LAUNCH(false, true);
         else if (ta && !tb) TL_GX_LAUNCH(true, false);
@@ -281,11 +314,12 @@ template <class T, int MINB, int STAGES, bool TA, bool TB>
 __global__ void __launch_bounds__(T::THREADS, MINB)
 k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
             const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
-            long long ldc, long long sc, int accumulate, bool vec_a, bool vec_b, bool vec_c,
-            long long b0, bool rows_on_x) {
+            long long ldc, long long sc, int accumulate, int kchunk, bool vec_a, bool vec_b,
+            bool vec_c, long long b0, bool rows_on_x) {
     constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, SA = BM + 4,
                   SB = BN + 4;
     constexpr int NBUF = STAGES ? STAGES : 2;
+    static_assert(TL_EXACT_KCHUNK % BK == 0, "k tiles divide the chunk");
     __shared__ __align__(16) float As[NBUF][BK * SA];  // As[.][kk * SA + i] = op(A)[row0 + i][k0 + kk]
     __shared__ __align__(16) float Bs[NBUF][BK * SB];  // Bs[.][kk * SB + j] = op(B)[k0 + kk][col0 + j]
     long long bi = b0 + blockIdx.z;
@@ -333,6 +367,17 @@ k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, lon
             for (int kk = 0; kk < kn; kk++) step(kk);
         }
     };
+    // after the k tile that ends at k_end
+    auto fold = [&](int k_end) {
+        if (!chunk_ends(k_end, K, kchunk)) return;
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < TN; j++) {
+                const int r = row_of(i), c = col_of(j);
+                if (r < M && c < N) fold_c(&C[(long long)r * ldc + c], acc[i][j], k_end, kchunk);
+            }
+    };
 
     using SA_ = Stage<BM, BK, T::THREADS, TA>;
     using SB_ = Stage<BN, BK, T::THREADS, !TB>;
@@ -358,6 +403,7 @@ k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, lon
             }
             cp_async_commit();
             multiply(As[t % STAGES], Bs[t % STAGES], K - t * BK < BK ? K - t * BK : BK);
+            fold((t + 1) * BK);
         }
     } else {
         // registers hold the next tile's global loads while the current one is multiplied
@@ -377,6 +423,7 @@ k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, lon
                 gb.load(B, ldb, col0, k0 + BK, N, K, vec_b);
             }
             multiply(As[cur], Bs[cur], K - k0 < BK ? K - k0 : BK);
+            fold(k0 + BK);
             if (more) {
                 ga.store(As[cur ^ 1]);
                 gb.store(Bs[cur ^ 1]);
@@ -385,6 +432,15 @@ k_gemm_tile(int M, int N, int K, const float *__restrict__ A, long long lda, lon
         }
     }
 
+    if (K > kchunk) {  // the last chunk's partial joins the sum in C
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < TN; j++) {
+                const int r = row_of(i), c = col_of(j);
+                if (r < M && c < N) acc[i][j] = fold_last(&C[(long long)r * ldc + c], acc[i][j], K, kchunk);
+            }
+    }
 #pragma unroll
     for (int i = 0; i < TM; i++) {
         const int r = row_of(i);
@@ -433,8 +489,10 @@ template <int TM, bool TA, bool TB>
 __global__ void __launch_bounds__(THREADS)
 k_gemm_exact_small(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
                    const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
-                   long long ldc, long long sc, int accumulate, long long b0, bool rows_on_x) {
+                   long long ldc, long long sc, int accumulate, int kchunk, long long b0,
+                   bool rows_on_x) {
     constexpr int T = 16 * TM, NL = SMALL_BK * T / THREADS;
+    static_assert(TL_EXACT_KCHUNK % SMALL_BK == 0, "k tiles divide the chunk");
     __shared__ float As[SMALL_BK][T + 1];  // As[kk][i] = op(A)[row0 + i][k0 + kk]; +1: no conflicts
     __shared__ float Bs[SMALL_BK][T + 1];  // Bs[kk][j] = op(B)[k0 + kk][col0 + j]
     long long bi = b0 + blockIdx.z;
@@ -475,6 +533,15 @@ k_gemm_exact_small(int M, int N, int K, const float *__restrict__ A, long long l
 #pragma unroll
                 for (int j = 0; j < TM; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
         }
+        if (chunk_ends(k0 + SMALL_BK, K, kchunk)) {
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TM; j++) {
+                    const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
+                    if (r < M && c < N) fold_c(&C[(long long)r * ldc + c], acc[i][j], k0 + SMALL_BK, kchunk);
+                }
+        }
         __syncthreads();
     }
 #pragma unroll
@@ -484,7 +551,7 @@ k_gemm_exact_small(int M, int N, int K, const float *__restrict__ A, long long l
 #pragma unroll
         for (int j = 0; j < TM; j++) {
             int c = col0 + tx + 16 * j;
-            if (c < N) C[(long long)r * ldc + c] = acc[i][j];
+            if (c < N) C[(long long)r * ldc + c] = fold_last(&C[(long long)r * ldc + c], acc[i][j], K, kchunk);
         }
     }
 }
@@ -499,6 +566,7 @@ k_gemm_exact_small(int M, int N, int K, const float *__restrict__ A, long long l
 constexpr int CHAIN_T = 8, CHAIN_KC = 256, CHAIN_THREADS = CHAIN_T * CHAIN_T,
               CHAIN_NL = CHAIN_T * CHAIN_KC / CHAIN_THREADS, CHAIN_G = 4;
 static_assert(CHAIN_NL % (CHAIN_KC / 4 / CHAIN_G) == 0, "copies per group");
+static_assert(TL_EXACT_KCHUNK % CHAIN_KC == 0, "k chunks of the chain divide rule 3's");
 
 // where element e of a chunk goes: (row or column, k), neighbouring threads on neighbouring
 // addresses of either layout (KCONTIG: the operand is stored contiguous along k)
@@ -512,7 +580,8 @@ template <bool TA, bool TB>
 __global__ void __launch_bounds__(CHAIN_THREADS)
 k_gemm_exact_chain(int M, int N, int K, const float *__restrict__ A, long long lda, long long sa,
                    const float *__restrict__ B, long long ldb, long long sb, float *__restrict__ C,
-                   long long ldc, long long sc, int accumulate, long long tiles_m, long long tiles_n) {
+                   long long ldc, long long sc, int accumulate, int kchunk, long long tiles_m,
+                   long long tiles_n) {
     __shared__ __align__(16) float As[2][CHAIN_T][CHAIN_KC + 4];  // As[.][i][kk] = op(A)[row0 + i][k0 + kk]
     __shared__ __align__(16) float Bs[2][CHAIN_T][CHAIN_KC + 4];  // Bs[.][j][kk] = op(B)[k0 + kk][col0 + j]
     long long t = blockIdx.x;
@@ -524,6 +593,7 @@ k_gemm_exact_chain(int M, int N, int K, const float *__restrict__ A, long long l
     const int r = threadIdx.x / CHAIN_T, c = threadIdx.x % CHAIN_T;
     const bool live = row0 + r < M && col0 + c < N;
     float acc = (accumulate && live) ? C[(long long)(row0 + r) * ldc + col0 + c] : 0.0f;
+    float tot = 0.0f;  // rule 3's left fold of the finished chunks' partials
 
     // copy q of this thread's share of the chunk at k0 into buffer buf
     auto fetch = [&](int k0, int buf, int q) {
@@ -593,23 +663,27 @@ k_gemm_exact_chain(int M, int N, int K, const float *__restrict__ A, long long l
                 }
             }
             cp_async_commit();
+            if (chunk_ends(k0 + CHAIN_KC, K, kchunk)) {
+                tot = k0 + CHAIN_KC == kchunk ? acc : __fadd_rn(tot, acc);
+                acc = 0.0f;
+            }
         } else {  // the last chunk
             int kk = 0;
             for (; kk + 4 <= kn; kk += 4) quad(kk);
             for (; kk < kn; kk++) acc = __fmaf_rn(ar[kk], br[kk], acc);
         }
     }
-    if (live) C[(long long)(row0 + r) * ldc + col0 + c] = acc;
+    if (live) C[(long long)(row0 + r) * ldc + col0 + c] = K > kchunk ? __fadd_rn(tot, acc) : acc;
 }
 
 int launch_chain(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
                  int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
-                 int64_t ldc, int64_t sc, int accumulate) {
+                 int64_t ldc, int64_t sc, int accumulate, int kchunk) {
     const long long tm = (M + CHAIN_T - 1) / CHAIN_T, tn = (N + CHAIN_T - 1) / CHAIN_T;
     const unsigned blocks = (unsigned)(batch * tm * tn);  // a few per SM at most: see the caller
 #define TL_GX_CHAIN(TA, TB)                                                                       \
     k_gemm_exact_chain<TA, TB><<<blocks, CHAIN_THREADS, 0, tl_stream()>>>(                        \
-        M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, tm, tn)
+        M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, kchunk, tm, tn)
     if (!ta && !tb) TL_GX_CHAIN(false, false);
     else if (!ta && tb) TL_GX_CHAIN(false, true);
     else if (ta && !tb) TL_GX_CHAIN(true, false);
@@ -622,7 +696,7 @@ int launch_chain(const char *op, int ta, int tb, int64_t batch, int M, int N, in
 template <int TM>
 int launch_small(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
                  int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
-                 int64_t ldc, int64_t sc, int accumulate) {
+                 int64_t ldc, int64_t sc, int accumulate, int kchunk) {
     constexpr int T = 16 * TM;
     unsigned mt = (unsigned)((M + T - 1) / T), nt = (unsigned)((N + T - 1) / T);
     bool rows_on_x = mt > 65535;
@@ -631,7 +705,7 @@ int launch_small(const char *op, int ta, int tb, int64_t batch, int M, int N, in
         grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
 #define TL_GX_SMALL(TA, TB)                                                                       \
     k_gemm_exact_small<TM, TA, TB><<<grid, THREADS, 0, tl_stream()>>>(                            \
-        M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, b0, rows_on_x)
+        M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, kchunk, b0, rows_on_x)
         if (!ta && !tb) TL_GX_SMALL(false, false);
         else if (!ta && tb) TL_GX_SMALL(false, true);
         else if (ta && !tb) TL_GX_SMALL(true, false);
@@ -660,7 +734,7 @@ bool aligned16(const void *p, int64_t ld, int64_t s, int64_t batch) {
 template <class T, int MINB, int STAGES = 0>
 int launch_tile(const char *op, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
                 int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
-                int64_t ldc, int64_t sc, int accumulate) {
+                int64_t ldc, int64_t sc, int accumulate, int kchunk) {
     bool va = aligned16(A, lda, sa, batch), vb = aligned16(B, ldb, sb, batch),
          vc = aligned16(C, ldc, sc, batch);
     // gridDim.y stops at 65535: the longer tile count goes on x (M N < 2^32, so one fits on y)
@@ -671,7 +745,7 @@ int launch_tile(const char *op, int ta, int tb, int64_t batch, int M, int N, int
         grid.z = (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535);
 #define TL_GX_TILE(TA, TB)                                                                       \
     k_gemm_tile<T, MINB, STAGES, TA, TB><<<grid, T::THREADS, 0, tl_stream()>>>(                          \
-        M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, va, vb, vc, b0, rows_on_x)
+        M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, kchunk, va, vb, vc, b0, rows_on_x)
         if (!ta && !tb) TL_GX_TILE(false, false);
         else if (!ta && tb) TL_GX_TILE(false, true);
         else if (ta && !tb) TL_GX_TILE(true, false);
@@ -683,7 +757,8 @@ int launch_tile(const char *op, int ta, int tb, int64_t batch, int M, int N, int
 }
 
 using LaunchFn = int (*)(const char *, int, int, int64_t, int, int, int, const float *, int64_t,
-                         int64_t, const float *, int64_t, int64_t, float *, int64_t, int64_t, int);
+                         int64_t, const float *, int64_t, int64_t, float *, int64_t, int64_t, int,
+                         int);
 
 // the large tiles: name, BM x BN, FMA rate relative to 128x128 (measured at 4096^3 on an H200,
 // where every tile runs full waves: bench/results/gemm-exact.md), launcher
@@ -744,35 +819,138 @@ static const TileChoice *pick_tile(int64_t batch, int64_t m, int64_t n, int64_t 
     return best;
 }
 
-extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
-                                 int64_t n, int64_t k, const float *A, int64_t lda, int64_t sa,
-                                 const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
-                                 int64_t sc, int accumulate) {
-    if (batch == 0 || m == 0 || n == 0) return TL_OK;
-    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
-        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
+// TORCHLEAN_GEMM_EXACT_SPLIT=0 turns split-K off (benchmark builds only, bench_switches.h: the
+// bits never depend on it)
+static bool split_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = tl_bench_env("TORCHLEAN_GEMM_EXACT_SPLIT");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
+// One launch whose kernels fold every kchunk k's in-kernel (rule 3; INT_MAX: one chain).
+static int run_tiles(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n, int64_t k,
+                     const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
+                     float *C, int64_t ldc, int64_t sc, int accumulate, int kchunk) {
     const int64_t sms = tl_sm_count();
     // few outputs over a long K: one chain per thread, spread over the SMs
     if (k >= 4 * CHAIN_KC && tile_blocks_mn(batch, m, n, CHAIN_T, CHAIN_T) <= 2 * sms && chain_enabled())
         return launch_chain(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C, ldc,
-                            sc, accumulate);
+                            sc, accumulate, kchunk);
     // The large tiles do far more per block, so they win unless 128x128 tiles would leave most
     // SMs idle (at 1024^3 on an H200, 64 blocks on 132 SMs: 0.12 ms, 32x32 tiles: 0.20 ms)
     if (tile_blocks(batch, m, n, 128) < sms / 4) {
         if (tile_blocks(batch, m, n, 32) >= sms / 2)
             return launch_small<2>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb,
-                                   C, ldc, sc, accumulate);
+                                   C, ldc, sc, accumulate, kchunk);
         return launch_small<1>(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B, ldb, sb, C,
-                               ldc, sc, accumulate);  // very few outputs: one chain per thread
+                               ldc, sc, accumulate, kchunk);  // very few outputs: one chain per thread
     }
     return pick_tile(batch, m, n, sms)->fn(op, ta, tb, batch, (int)m, (int)n, (int)k, A, lda, sa, B,
-                                           ldb, sb, C, ldc, sc, accumulate);
+                                           ldb, sb, C, ldc, sc, accumulate, kchunk);
+}
+
+// rule 3's left fold over a run of n chunk partials W_q = W + q ws (q in k order), each (M, N)
+// contiguous: C = ((first ? W_0 : C + W_0) + W_1) + ... + W_{n-1}
+__global__ void k_fold(int M, int N, const float *__restrict__ W, long long ws, int n,
+                       float *__restrict__ C, long long ldc, bool first) {
+    const long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (e >= (long long)M * N) return;
+    float *c = C + (e / N) * ldc + e % N;
+    float s = first ? W[e] : __fadd_rn(*c, W[e]);
+    for (int q = 1; q < n; q++) s = __fadd_rn(s, W[q * ws + e]);
+    *c = s;
+}
+
+// chunk partials per pass of split_k: at most this many floats of scratch
+constexpr int64_t SPLIT_SCRATCH_FLOATS = 1 << 24;
+
+// Split-K for few output tiles over a long K: every chunk of TL_EXACT_KCHUNK k's is one element
+// of a batched GEMM (A and B advanced by a chunk per element) into scratch, each element the
+// single chain over its chunk (the first from C's prior value when accumulating, copied in),
+// then k_fold adds the partials to C in k order: rule 3's bits, as the in-kernel fold gives.
+// Passes of at most SPLIT_SCRATCH_FLOATS floats continue the fold in C.
+static int split_k(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n, int64_t k,
+                   const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
+                   float *C, int64_t ldc, int64_t sc, int accumulate) {
+    const int64_t kc = TL_EXACT_KCHUNK, chunks = (k + kc - 1) / kc, mn = m * n, tail = k - (chunks - 1) * kc;
+    const int64_t per = std::max<int64_t>(1, std::min<int64_t>(chunks, SPLIT_SCRATCH_FLOATS / mn));
+    const int64_t ka = ta ? kc * lda : kc, kb = tb ? kc : kc * ldb;  // one chunk further along k
+    float *W = nullptr;
+    TL_TRY(tl_scratch(op, (size_t)(per * mn) * sizeof(float), (void **)&W));
+    int st = TL_OK;
+    for (int64_t bi = 0; bi < batch && st == TL_OK; bi++) {
+        const float *Ab = A + bi * sa, *Bb = B + bi * sb;
+        float *Cb = C + bi * sc;
+        for (int64_t c0 = 0; c0 < chunks && st == TL_OK; c0 += per) {
+            const int64_t c1 = std::min(chunks, c0 + per);
+            int64_t full0 = c0;
+            const int64_t full1 = (c1 == chunks && tail < kc) ? c1 - 1 : c1;
+            if (c0 == 0 && accumulate) {  // the first chunk continues C's prior value
+                st = tl_cuda_status(op, cudaMemcpy2DAsync(W, (size_t)n * sizeof(float), Cb,
+                                                          (size_t)ldc * sizeof(float),
+                                                          (size_t)n * sizeof(float), (size_t)m,
+                                                          cudaMemcpyDeviceToDevice, tl_stream()));
+                if (st == TL_OK)
+                    st = run_tiles(op, ta, tb, 1, m, n, kc, Ab, lda, 0, Bb, ldb, 0, W, n, 0, 1, (int)kc);
+                full0 = 1;
+            }
+            if (st == TL_OK && full1 > full0)
+                st = run_tiles(op, ta, tb, full1 - full0, m, n, kc, Ab + full0 * ka, lda, ka,
+                               Bb + full0 * kb, ldb, kb, W + (full0 - c0) * mn, n, mn, 0, (int)kc);
+            if (st == TL_OK && full1 < c1)  // the short last chunk
+                st = run_tiles(op, ta, tb, 1, m, n, tail, Ab + full1 * ka, lda, 0, Bb + full1 * kb,
+                               ldb, 0, W + (full1 - c0) * mn, n, 0, 0, (int)kc);
+            if (st == TL_OK) {
+                const unsigned blocks = (unsigned)((mn + TL_THREADS - 1) / TL_THREADS);
+                k_fold<<<blocks, TL_THREADS, 0, tl_stream()>>>((int)m, (int)n, W, mn, (int)(c1 - c0),
+                                                               Cb, ldc, c0 == 0);
+                st = tl_cuda_launched(op);
+            }
+        }
+    }
+    tl_scratch_free(W);
+    return st;
+}
+
+// the exact GEMM with the fold every kchunk k's (INT_MAX: one chain, never split)
+static int exact_gemm(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n,
+                      int64_t k, const float *A, int64_t lda, int64_t sa, const float *B,
+                      int64_t ldb, int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate,
+                      int kchunk) {
+    if (batch == 0 || m == 0 || n == 0) return TL_OK;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
+    // Split-K where 128x128 tiles would fill at most half the SMs and K has 4 chunks or more
+    // (weight gradients over many tokens): chunks x tiles blocks instead of tiles
+    if (kchunk == TL_EXACT_KCHUNK && k >= 4 * (int64_t)kchunk &&
+        2 * tile_blocks(batch, m, n, 128) <= tl_sm_count() && split_enabled())
+        return split_k(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    return run_tiles(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, kchunk);
+}
+
+extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
+                                 int64_t n, int64_t k, const float *A, int64_t lda, int64_t sa,
+                                 const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
+                                 int64_t sc, int accumulate) {
+    return exact_gemm(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate,
+                      TL_EXACT_KCHUNK);
+}
+
+extern "C" int tl_gemm_exact_chain_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
+                                       int64_t n, int64_t k, const float *A, int64_t lda,
+                                       int64_t sa, const float *B, int64_t ldb, int64_t sb,
+                                       float *C, int64_t ldc, int64_t sc, int accumulate) {
+    return exact_gemm(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate,
+                      INT32_MAX);
 }
 
 // The one GEMM entry of the CUDA kernels (linalg, conv_pool, attention), where exact mode
 // chooses its GEMM: C_b = op(A_b) op(B_b) + beta C_b for b < batch, beta 0 or 1; row-major A_b
 // M x K (K x M when ta), B_b K x N (N x K when tb), leading dimensions lda, ldb, ldc and batch
-// strides sa, sb, sc. Exact mode: tl_gemm_exact_f32 (rule 3; beta 1 continues C's chains).
+// strides sa, sb, sc. Exact mode: tl_gemm_exact_f32 (rule 3; beta 1 starts the chains at C).
 // Otherwise cuBLAS through the operand swap (row-major C^T = op(B)^T op(A)^T column-major): one
 // strided-batched SGEMM, or one plain SGEMM when `single` (batch 1: attention's projections
 // always made that call, and cuBLAS may pick other kernels for the two forms). K = 0 leaves C

@@ -1,11 +1,13 @@
 /* gemm.c (stub): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
  *
- * Each output is one sequential fused multiply-add chain in k order, exactly as on CUDA
- * (cuda/gemm.cu), so both give the same bits. Speed comes from working on a block of
- * GX_ROWS x GX_COLS outputs at once: for each kk, one A value per row times a contiguous row
- * segment of B, so the compiler vectorises across output columns j, never across k. op(B) is
- * packed first into contiguous k-major panels of GX_COLS columns (whatever its layout), which
- * keeps the inner loop's loads sequential. OpenMP splits the output blocks.
+ * Each output is the rule's chunked chain: k in chunks of TL_EXACT_KCHUNK, one sequential fused
+ * multiply-add chain per chunk (the first from the initial value, the others from 0), the chunk
+ * partials added left to right, exactly as on CUDA (cuda/gemm.cu), so both give the same bits.
+ * Speed comes from working on a block of GX_ROWS x GX_COLS outputs at once: for each kk, one A
+ * value per row times a contiguous row segment of B, so the compiler vectorises across output
+ * columns j, never across k. op(B) is packed first into contiguous k-major panels of GX_COLS
+ * columns (whatever its layout), which keeps the inner loop's loads sequential. OpenMP splits
+ * the output blocks.
  * tl_gemm_exact_f32 is what other kernels call; tlk_gemm_exact is the registry entry's body
  * (ops.yaml gemm_exact), whose arguments the generated contract has checked. */
 #include <stdlib.h>
@@ -16,16 +18,12 @@
 #define GX_ROWS 8
 #define GX_COLS 32
 
-/* one block: rows [i0, i0 + ri), columns [j0, j0 + jn) of C; P is the block's packed panel of
- * op(B): P[kk * GX_COLS + j] = op(B)[kk][j0 + j], zero past column n (computed, never stored) */
-static void block(int ta, const float *A, int64_t lda, const float *P, float *C, int64_t ldc,
-                  int64_t k, int64_t i0, int64_t ri, int64_t j0, int64_t jn, int accumulate) {
-    float acc[GX_ROWS][GX_COLS];
-    for (int64_t r = 0; r < GX_ROWS; r++)
-        for (int64_t j = 0; j < GX_COLS; j++)
-            acc[r][j] = (accumulate && r < ri && j < jn) ? C[(i0 + r) * ldc + j0 + j] : 0.0f;
-    if (ri == GX_ROWS) {      /* full block: constant trip counts, accumulators in registers */
-        for (int64_t kk = 0; kk < k; kk++) {
+/* acc[r][j] = fma(op(A)[i0 + r][kk], P[kk][j], acc[r][j]) for kk = k0..k1-1 in order, rows r < ri
+ * (ri == GX_ROWS: constant trip counts, accumulators in registers) */
+static void chain(int ta, const float *A, int64_t lda, const float *P, int64_t i0, int64_t ri,
+                  int64_t k0, int64_t k1, float acc[GX_ROWS][GX_COLS]) {
+    if (ri == GX_ROWS) {
+        for (int64_t kk = k0; kk < k1; kk++) {
             const float *b = P + kk * GX_COLS;
             for (int r = 0; r < GX_ROWS; r++) {
                 float a = ta ? A[kk * lda + i0 + r] : A[(i0 + r) * lda + kk];
@@ -33,7 +31,7 @@ static void block(int ta, const float *A, int64_t lda, const float *P, float *C,
             }
         }
     } else {
-        for (int64_t kk = 0; kk < k; kk++) {
+        for (int64_t kk = k0; kk < k1; kk++) {
             const float *b = P + kk * GX_COLS;
             for (int64_t r = 0; r < ri; r++) {
                 float a = ta ? A[kk * lda + i0 + r] : A[(i0 + r) * lda + kk];
@@ -41,8 +39,29 @@ static void block(int ta, const float *A, int64_t lda, const float *P, float *C,
             }
         }
     }
+}
+
+/* one block: rows [i0, i0 + ri), columns [j0, j0 + jn) of C; P is the block's packed panel of
+ * op(B): P[kk * GX_COLS + j] = op(B)[kk][j0 + j], zero past column n (computed, never stored).
+ * k runs chunk by chunk (rule 3): acc holds the chunk's partial, tot the left fold so far. */
+static void block(int ta, const float *A, int64_t lda, const float *P, float *C, int64_t ldc,
+                  int64_t k, int64_t i0, int64_t ri, int64_t j0, int64_t jn, int accumulate) {
+    float acc[GX_ROWS][GX_COLS], tot[GX_ROWS][GX_COLS];
+    for (int64_t r = 0; r < GX_ROWS; r++)
+        for (int64_t j = 0; j < GX_COLS; j++)
+            acc[r][j] = (accumulate && r < ri && j < jn) ? C[(i0 + r) * ldc + j0 + j] : 0.0f;
+    for (int64_t k0 = 0;; k0 += TL_EXACT_KCHUNK) {
+        const int64_t k1 = k - k0 < TL_EXACT_KCHUNK ? k : k0 + TL_EXACT_KCHUNK;
+        chain(ta, A, lda, P, i0, ri, k0, k1, acc);
+        for (int r = 0; r < GX_ROWS; r++)
+            for (int j = 0; j < GX_COLS; j++) {
+                tot[r][j] = k0 == 0 ? acc[r][j] : tlm_add(tot[r][j], acc[r][j]);
+                acc[r][j] = 0.0f;
+            }
+        if (k1 >= k) break;
+    }
     for (int64_t r = 0; r < ri; r++)
-        for (int64_t j = 0; j < jn; j++) C[(i0 + r) * ldc + j0 + j] = acc[r][j];
+        for (int64_t j = 0; j < jn; j++) C[(i0 + r) * ldc + j0 + j] = tot[r][j];
 }
 
 int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n,
