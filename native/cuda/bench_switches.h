@@ -7,6 +7,7 @@
  * point TORCHLEAN_LIB_DIR=build/cuda-bench at it to use them. The variables:
  *   TORCHLEAN_GEMM_EXACT_TILE     128x128, 96x128, 96x96 or 128x64: one tile for every exact GEMM
  *   TORCHLEAN_GEMM_EXACT_CHAIN    0: the exact GEMM runs no long-K chain kernel
+ *   TORCHLEAN_GEMM_EXACT_SPLIT    0: the exact GEMM never splits K across blocks (in-kernel fold)
  *   TORCHLEAN_ATTN_BWD            two (default), onepass, onepass64: attention's backward kernels
  *   TORCHLEAN_ATTN_FWD_KEYS       64 (default) or 32: keys per tile of attention's forward
  *   TORCHLEAN_CONV_GROUPED_LEGACY 1: grouped convolutions run the earlier per-value kernels
