@@ -16,7 +16,11 @@ F32_MAX = np.float32(np.finfo(np.float32).max)
 
 
 def _bits(a):
-    return np.asarray(a, np.float32).view(np.uint32)
+    """The float32 bits, every NaN as one pattern: which cell gets which gradient is the rule;
+    a NaN's payload is not (CUDA writes 0x7fffffff where the C stub keeps 0x7fc00000)."""
+    a = np.array(a, np.float32)
+    a[np.isnan(a)] = np.nan
+    return a.view(np.uint32)
 
 
 def _out_len(n, k, s, p):

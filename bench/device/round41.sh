@@ -42,7 +42,9 @@ if has audit; then
   tail -20 "$OUT/audit.log"
 fi
 if has models; then
-  GPU_RUN_BUDGET_S=${MODELS_S:-200} OUT="$OUT/models" bash bench/gpu_models_exact.sh >/dev/null 2>&1
-  cat "$OUT/models/summary.txt"
+  TORCHLEAN_BACKEND=cuda timeout $(( ${MODELS_S:-200} + 40 )) python3 bench/bench_models_cuda.py \
+    --sections ${MODEL_SECTIONS:-gemm,models} --out "$OUT/models-exact.md" --budget-s ${MODELS_S:-200} \
+    >"$OUT/models.log" 2>&1
+  echo "models rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/models-exact.md" | head -40
 fi
 exit 0
