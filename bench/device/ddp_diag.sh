@@ -5,16 +5,8 @@
 #     OUT=/tmp/o bash bench/device/ddp_diag.sh
 set -u
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/ddp-diag}; mkdir -p "$OUT"
-exec > >(tee -a "$OUT/run.log") 2>&1
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 TORCHLEAN_BACKEND=cuda
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TORCHLEAN_DIST_TIMEOUT_S=60
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-export PYTHONPATH="/tmp/site:$PWD"
-make -j16 stub >/dev/null 2>&1 || echo "stub build failed"
-nvidia-smi topo -m | head -6
-MPIRUN=(mpirun --bind-to none -x NCCL_NVLS_ENABLE -x PYTHONPATH -x TORCHLEAN_BACKEND
-        -x TORCHLEAN_DIST_TIMEOUT_S -x LD_LIBRARY_PATH -x PATH)
+OUT=${OUT:-/tmp/ddp-diag}
+. bench/device/ddp_env.sh
 J="$OUT/diag.jsonl"; : >"$J"
 M=${MODELS:-cnn,lm}
 NG=$(nvidia-smi -L | wc -l); WS="1 2"; [ "$NG" -ge 4 ] && WS="1 2 4"; WM=${WS##* }

@@ -6,16 +6,8 @@
 #     OUT=/tmp/o bash bench/device/ddp_w4.sh
 set -u
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/ddp-w4}; mkdir -p "$OUT"
-exec > >(tee -a "$OUT/run.log") 2>&1
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 TORCHLEAN_BACKEND=cuda
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TORCHLEAN_DIST_TIMEOUT_S=60
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-export PYTHONPATH="/tmp/site:$PWD"
-make -j32 stub >/dev/null 2>&1 || echo "stub build failed"
-date -u; nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader; nvidia-smi topo -m | head -6
-MPIRUN=(mpirun --bind-to none -x NCCL_NVLS_ENABLE -x PYTHONPATH -x TORCHLEAN_BACKEND
-        -x TORCHLEAN_DIST_TIMEOUT_S -x LD_LIBRARY_PATH -x PATH)
+OUT=${OUT:-/tmp/ddp-w4}
+. bench/device/ddp_env.sh
 J="$OUT/ddp.jsonl"; : >"$J"
 for n in 1 2 4; do
   for mode in default exact; do
