@@ -1,4 +1,7 @@
 // gemm.cu (CUDA): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
+// One kernel family kept whole (about 1,000 lines): every kernel below computes the same
+// order and the tile choice, fold and split-K launch pick among them, so reading one file shows
+// why they agree.
 //
 // Tiled SIMT SGEMMs in which each thread owns a block of outputs and accumulates each one by
 // rule 3's chunked chain: acc = fma(a[i,kk], b[kk,j], acc) strictly in k order within each chunk
