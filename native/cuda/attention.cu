@@ -76,16 +76,6 @@ __global__ void rowdot_kernel(const float *__restrict__ dO, const float *__restr
 
 // ---------------------------------------------------------------- tiled kernels: launches
 // (the kernels are in attention_tiled.cuh)
-// the opt-in to more than 48 KiB of dynamic shared memory, once per kernel and process
-template <class Kernel>
-int allow_smem(const char *op, Kernel kernel, size_t bytes, bool &done) {
-    if (!done) {
-        TL_CUDA_TRY(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)bytes));
-        done = true;
-    }
-    return TL_OK;
-}
 
 // float4 staging needs hd % 4 == 0 and 16-byte aligned tensors (then every row start is too)
 inline bool vec_ok(int64_t hd, std::initializer_list<const float *> ps) {
@@ -101,7 +91,7 @@ int tiled_forward_keys(const char *op, const float *Q, const float *K, const flo
                        int64_t hd, float scale, bool causal) {
     using F = FwdTiles<HDP, KEYS>;
     static bool ready = false;
-    TL_TRY(allow_smem(op, attn_fwd_tiled<HDP, KEYS>, F::SMEM, ready));
+    TL_TRY(tl_allow_smem(op, attn_fwd_tiled<HDP, KEYS>, F::SMEM, ready));
     dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
     attn_fwd_tiled<HDP, KEYS><<<grid, TTHREADS, F::SMEM, tl_stream()>>>(
         Q, K, V, M, O, L, (int)n, (int)H, (int)hd, scale, causal, vec_ok(hd, {Q, K, V}));
@@ -176,7 +166,7 @@ template <int HDP, int CPT>
 int onepass_fits(const char *op, int64_t key_blocks, bool *fits) {
     static bool ready = false;
     static int per_sm = -1;
-    TL_TRY(allow_smem(op, attn_bwd_onepass<HDP, CPT, DqOrdered>, Onepass<HDP, CPT>::SMEM, ready));
+    TL_TRY(tl_allow_smem(op, attn_bwd_onepass<HDP, CPT, DqOrdered>, Onepass<HDP, CPT>::SMEM, ready));
     if (per_sm < 0) {
         int v = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_bwd_onepass<HDP, CPT, DqOrdered>,
@@ -242,8 +232,8 @@ int tiled_backward(const char *op, const float *Q, const float *K, const float *
                                     causal, &done)));
     if (done) return TL_OK;
     static bool dq_ready = false, dkv_ready = false;
-    TL_TRY(allow_smem(op, attn_dq_tiled<HDP>, Tiled<HDP>::DQ_SMEM, dq_ready));
-    TL_TRY(allow_smem(op, attn_dkv_tiled<HDP>, Tiled<HDP>::DKV_SMEM, dkv_ready));
+    TL_TRY(tl_allow_smem(op, attn_dq_tiled<HDP>, Tiled<HDP>::DQ_SMEM, dq_ready));
+    TL_TRY(tl_allow_smem(op, attn_dkv_tiled<HDP>, Tiled<HDP>::DKV_SMEM, dkv_ready));
     const bool vec = vec_ok(hd, {Q, K, V, dO});
     dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
     attn_dq_tiled<HDP><<<grid, TTHREADS, Tiled<HDP>::DQ_SMEM, tl_stream()>>>(
@@ -288,7 +278,7 @@ int exact_tiled_forward(const char *op, const float *Q, const float *K, const fl
                         float *O, float *L, int64_t B, int64_t n, int64_t H, int64_t hd, float scale,
                         bool causal) {
     static bool ready = false;
-    TL_TRY(allow_smem(op, attn_fwd_exact<HDP>, Exact<HDP>::FWD_SMEM, ready));
+    TL_TRY(tl_allow_smem(op, attn_fwd_exact<HDP>, Exact<HDP>::FWD_SMEM, ready));
     dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
     attn_fwd_exact<HDP><<<grid, TTHREADS, Exact<HDP>::FWD_SMEM, tl_stream()>>>(
         Q, K, V, M, O, L, (int)n, (int)H, (int)hd, scale, causal, vec_ok(hd, {Q, K, V}));
@@ -302,8 +292,8 @@ int exact_tiled_backward(const char *op, const float *Q, const float *K, const f
                          float *dK, float *dV, int64_t B, int64_t n, int64_t H, int64_t hd,
                          float scale, bool causal) {
     static bool dq_ready = false, dkv_ready = false;
-    TL_TRY(allow_smem(op, attn_dq_exact<HDP>, Tiled<HDP>::DQ_SMEM, dq_ready));
-    TL_TRY(allow_smem(op, attn_dkv_exact<HDP>, Tiled<HDP>::DKV_SMEM, dkv_ready));
+    TL_TRY(tl_allow_smem(op, attn_dq_exact<HDP>, Tiled<HDP>::DQ_SMEM, dq_ready));
+    TL_TRY(tl_allow_smem(op, attn_dkv_exact<HDP>, Tiled<HDP>::DKV_SMEM, dkv_ready));
     const bool vec = vec_ok(hd, {Q, K, V, dO});
     dim3 grid((unsigned)((n + TROWS - 1) / TROWS), (unsigned)(B * H));
     attn_dq_exact<HDP><<<grid, TTHREADS, Tiled<HDP>::DQ_SMEM, tl_stream()>>>(

@@ -60,6 +60,17 @@ TL_HIDDEN int tl_cuda_axis_sum(const char *op, const float *x, float *y, int64_t
 }
 
 #define TL_CUDA_TRY(op, call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return tl_cuda_status(op, e_); } while (0)
+
+// the opt-in to more than 48 KiB of dynamic shared memory for one kernel, once per process;
+// `done` is the call site's own flag (kernels of one signature share a function-pointer type)
+template <class Kernel>
+int tl_allow_smem(const char *op, Kernel kernel, size_t bytes, bool &done) {
+    if (!done) {
+        TL_CUDA_TRY(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        done = true;
+    }
+    return TL_OK;
+}
 #define TL_CUBLAS_TRY(op, call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return tl_cublas_status(op, s_); } while (0)
 #define TL_LAUNCHED(op) do { int st_ = tl_cuda_launched(op); if (st_) return st_; } while (0)
 
