@@ -132,6 +132,53 @@ def test_special_values(name, xs, want):
     assert np.array_equal(np.signbit(got[ok]), np.signbit(want[ok])), (name, got, want)
 
 
+def _cr32(v):
+    """The float32 nearest the mpf v (normal range; v is not at a midpoint)."""
+    m, e = mp.frexp(v)
+    return float(mp.nint(m * 2 ** 24) * mp.mpf(2) ** (e - 24))
+
+
+# inputs where the double evaluation landed on the wrong side of a float32 rounding midpoint
+# (tests/native/check_special.c on all 2^32 inputs, bench/results/check-math-special.md); the
+# formulas select their correctly rounded values
+MIDPOINTS = [
+    ("erfc", mp.erfc, [0xB76C9F62, 0x401ADF85]),
+    ("lgamma", lambda v: mp.log(abs(mp.gamma(v))), [0x3B7C53AA]),
+    ("digamma", mp.digamma, [0xA7DE86A9, 0xA7E05475, 0x37D4FFFC, 0xC5A60943, 0x65D890D3, 0x6F31A8EC]),
+]
+
+
+@pytest.mark.parametrize("name,ref,bits", MIDPOINTS, ids=[c[0] for c in MIDPOINTS])
+def test_rounding_midpoint_cases_are_correctly_rounded(name, ref, bits):
+    x = np.array(bits, np.uint32).view(np.float32)
+    with mp.workdps(50):
+        want = [_cr32(ref(mp.mpf(float(v)))) for v in x]
+    got = _fn(name)(tl.tensor(x)).numpy()
+    assert np.array_equal(got.view(np.uint32), np.float32(want).view(np.uint32)), (name, got, want)
+    if name == "digamma":   # polygamma(0, x) is digamma
+        assert np.array_equal(tl.polygamma(0, tl.tensor(x)).numpy().view(np.uint32), got.view(np.uint32))
+
+
+def test_lgamma_digamma_poles_at_huge_negative_integers():
+    """Every float32 with |x| >= 2^23 is an integer, so every x <= -2^23 is a pole: lgamma +inf,
+    digamma NaN (torch's values). -2^106 gave finite values before (a double floor that needs
+    |x| < 2^51); just above -2^23 the reflection still runs."""
+    fmax = float(np.finfo(np.float32).max)
+    xs = np.float32([-2.0 ** 106, -2.0 ** 105, -2.0 ** 104, -2.0 ** 23, -(2.0 ** 23 + 1), -2.0 ** 24,
+                     -3 * 2.0 ** 30, -2.0 ** 52, -2.0 ** 53 * 3, -2.0 ** 127, -fmax, -INF])
+    lg = tl.lgamma(tl.tensor(xs)).numpy()
+    assert np.all(lg == INF), (xs[lg != INF], lg[lg != INF])
+    dg = tl.digamma(tl.tensor(xs)).numpy()
+    assert np.all(np.isnan(dg)), (xs[~np.isnan(dg)], dg[~np.isnan(dg)])
+    assert np.all(np.isnan(tl.polygamma(0, tl.tensor(xs)).numpy()))
+    near = np.float32([-8388607.5, -4194303.5, -1048575.25])   # not integers: finite
+    with mp.workdps(50):
+        want_lg = [_cr32(mp.log(abs(mp.gamma(mp.mpf(float(v)))))) for v in near]
+        want_dg = [_cr32(mp.digamma(mp.mpf(float(v)))) for v in near]
+    assert np.array_equal(tl.lgamma(tl.tensor(near)).numpy(), np.float32(want_lg))
+    assert np.array_equal(tl.digamma(tl.tensor(near)).numpy(), np.float32(want_dg))
+
+
 def test_polygamma_forms_and_values():
     x = np.float32([0.3, 1.0, 2.5, -0.5, 7.0])
     for n in range(5):

@@ -254,13 +254,20 @@ TLM_HD double tls_lgamma_pos(double y) {
     return tlm_dadd(a.hi, tlm_dadd(tlm_dadd(a.lo, m.lo), tlm_dfma(s, r, TLS_LOG_2PI_2)));
 }
 /* lgamma(x) = log |Gamma(x)| for a float x: +inf at 0, the negative integers and +-inf;
- * reflection log(pi / |sin(pi x)|) - lgamma(1 - x) below 0 */
+ * reflection log(pi / |sin(pi x)|) - lgamma(1 - x) below 0. Every float32 of magnitude 2^23 or
+ * more is an integer, so all x <= -2^23 are poles (tested first: tls_floor needs |x| < 2^51; at
+ * x = -2^106 it returned x + 2^53, and the reflection gave a finite value). */
 TLM_HD float tls_lgammaf(float x) {
     double xd = (double)x;
     float ax = tlm_abs(x);
     if (!(ax <= TLM_FLT_MAX)) return ax;                 /* NaN, +-inf -> +inf */
-    if (x > 0.0f) return tlm_d2f(tlm_dadd(tls_lgamma_pos(xd), 0.0));   /* lgamma(1) = +0 */
-    if (tls_floor(xd) == xd) return TLM_INFF;            /* 0, -0 and the negative integers */
+    if (x > 0.0f) {
+        float y = tlm_d2f(tlm_dadd(tls_lgamma_pos(xd), 0.0));   /* lgamma(1) = +0 */
+        /* the one input of 2^32 where that double lands on the wrong side of a rounding
+         * midpoint (tests/native/check_special.c, all inputs; mpmath at 50 digits) */
+        return tlm_fix(x, 0x3b7c53aa, 0x40b1d661, y);
+    }
+    if (x <= -8388608.0f || tls_floor(xd) == xd) return TLM_INFF;   /* 0, -0, negative integers */
     double s, c;
     tls_sincospi(xd, &s, &c);
     double v = tlm_dsub(tlm_dsub(TLS_LOG_PI, tls_log(tls_fabs(s))), tls_lgamma_pos(tlm_dsub(1.0, xd)));
@@ -303,17 +310,31 @@ TLM_HD double tls_digamma_pos(double y) {
     return tlm_dsub(tlm_dadd(tls_log(w), v), acc);
 }
 /* digamma of a float x: -inf at +0, +inf at -0 (PyTorch), NaN at the negative integers and -inf;
- * reflection digamma(1 - x) - pi cos(pi x) / sin(pi x) below 0 */
+ * reflection digamma(1 - x) - pi cos(pi x) / sin(pi x) below 0. All x <= -2^23 (-inf included)
+ * are poles, tested before tls_floor (which needs |x| < 2^51), as in tls_lgammaf. */
 TLM_HD float tls_digammaf(float x) {
     double xd = (double)x;
     if (x != x) return x;
     if (x == 0.0f) return tlm_copysign(TLM_INFF, -x);
     if (x == TLM_INFF) return x;
-    if (x > 0.0f) return tlm_d2f(tls_digamma_pos(xd));
-    if (x == -TLM_INFF || tls_floor(xd) == xd) return TLM_NANF;
-    double s, c;
-    tls_sincospi(xd, &s, &c);
-    return tlm_d2f(tlm_dsub(tls_digamma_pos(tlm_dsub(1.0, xd)), tlm_ddiv(tlm_dmul(TLS_PI, c), s)));
+    float y;
+    if (x > 0.0f) y = tlm_d2f(tls_digamma_pos(xd));
+    else if (x <= -8388608.0f || tls_floor(xd) == xd) return TLM_NANF;
+    else {
+        double s, c;
+        tls_sincospi(xd, &s, &c);
+        y = tlm_d2f(tlm_dsub(tls_digamma_pos(tlm_dsub(1.0, xd)), tlm_ddiv(tlm_dmul(TLS_PI, c), s)));
+    }
+    /* the 6 inputs of 2^32 where the double value lands on the wrong side of a rounding
+     * midpoint, by 3e-9 ulp or less (tests/native/check_special.c, all inputs; mpmath at 50
+     * digits): their correctly rounded values. Above 2^53 digamma(x) is log(x) - 1/(2x), so
+     * its hard cases are log's (tl_math_transcendental.h lists the same two inputs). */
+    y = tlm_fix(x, (int32_t)0xa7de86a9u, 0x57134133, y);   /* -0x1.bd0d52p-48 */
+    y = tlm_fix(x, (int32_t)0xa7e05475u, 0x57121211, y);   /* -0x1.c0a8eap-48 */
+    y = tlm_fix(x, 0x37d4fffc, (int32_t)0xc719d7bau, y);   /* 0x1.a9fff8p-16 */
+    y = tlm_fix(x, (int32_t)0xc5a60943u, 0x416641af, y);   /* -0x1.4c1286p+12 */
+    y = tlm_fix(x, 0x65d890d3, 0x4254d1f9, y);             /* 0x1.b121a6p+76 */
+    return tlm_fix(x, 0x6f31a8ec, 0x42845a89, y);          /* 0x1.6351d8p+95 */
 }
 
 /* |a|^-s with the sign of a^-s for an integer s when a < 0 */

@@ -7,6 +7,9 @@
  *                                                   # half where the formula applies the sign
  *                                                   # exactly: i0 i1 i0e i1e j0 j1 y0 y1)
  *     build/check_special --stride 997 erfc         # every 997th input (a quick look)
+ *     build/check_special --from 0x37d4f000 --to 0x37d50fff digamma
+ *                                                   # the bit patterns from .. to (inclusive;
+ *                                                   # with --stride: every stride-th from --from)
  *
  * One line per function: inputs, mismatches (results that are not the correctly rounded value),
  * quad fallbacks, unresolved inputs (even quad within its error bound of a midpoint), the largest
@@ -24,8 +27,10 @@ enum { F_ERFC, F_ERFCX, F_NDTR, F_LOG_NDTR, F_LGAMMA, F_DIGAMMA, F_ERFINV, F_NDT
 static const char *const NAMES[] = {"erfc", "erfcx", "ndtr", "log_ndtr", "lgamma", "digamma",
                                     "erfinv", "ndtri", "i0", "i0e", "i1", "i1e", "bessel_j0",
                                     "bessel_j1", "bessel_y0", "bessel_y1"};
-/* sign-bit-clear half only: the formula takes |x| and applies the sign exactly (or NaN below 0) */
-static const int HALF[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+/* sign-bit-clear half only: the formula takes |x| and applies the sign exactly (or NaN below 0).
+ * erfinv: tls_erfinv works on |y| and negates exactly, tlf_erfinv copies x's sign onto that
+ * (and onto +-inf at +-1, NaN beyond), so erfinv(-x) = -erfinv(x) bit for bit by construction */
+static const int HALF[] = {0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1};
 
 static float ours(int f, float x) {
     switch (f) {
@@ -144,8 +149,9 @@ typedef struct {
     int nbad, nunr;
 } stats;
 
-static void check(int f, uint32_t hi, uint32_t stride, stats *st) {
-    int64_t steps = (int64_t)hi / stride + 1;
+/* the bit patterns lo, lo + stride, ... up to hi */
+static void check(int f, uint32_t lo, uint32_t hi, uint32_t stride, stats *st) {
+    int64_t steps = hi < lo ? 0 : (int64_t)(hi - lo) / stride + 1;
     memset(st, 0, sizeof *st);
 #pragma omp parallel
     {
@@ -153,7 +159,7 @@ static void check(int f, uint32_t hi, uint32_t stride, stats *st) {
         memset(&my, 0, sizeof my);
 #pragma omp for schedule(dynamic, 65536)
         for (int64_t s = 0; s < steps; s++) {
-            uint32_t b = (uint32_t)(s * stride);
+            uint32_t b = lo + (uint32_t)(s * stride);
             float x = fbits(b), y = ours(f, x);
             int bad = 0, used = 0, unres = 0;
             double ulps = 0, env = 0;
@@ -225,28 +231,33 @@ static void check(int f, uint32_t hi, uint32_t stride, stats *st) {
 }
 
 int main(int argc, char **argv) {
-    uint32_t stride = 1;
+    uint32_t stride = 1, from = 0, to = 0xffffffffu;
     int want[F_COUNT] = {0}, any = 0, failed = 0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--stride") && a + 1 < argc) { stride = (uint32_t)atol(argv[++a]); continue; }
+        if (!strcmp(argv[a], "--from") && a + 1 < argc) { from = (uint32_t)strtoul(argv[++a], NULL, 0); continue; }
+        if (!strcmp(argv[a], "--to") && a + 1 < argc) { to = (uint32_t)strtoul(argv[++a], NULL, 0); continue; }
         int found = 0;
         for (int f = 0; f < F_COUNT; f++)
             if (!strcmp(argv[a], NAMES[f])) { want[f] = 1; any = found = 1; }
         if (!found) { fprintf(stderr, "unknown function %s\n", argv[a]); return 2; }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("threads %d, stride %u\n", omp_get_max_threads(), stride);
+    if (stride == 0) { fprintf(stderr, "--stride must be >= 1\n"); return 2; }
+    printf("threads %d, stride %u", omp_get_max_threads(), stride);
+    if (from != 0 || to != 0xffffffffu) printf(", bits 0x%08x..0x%08x", from, to);
+    printf("\n");
     for (int f = 0; f < F_COUNT; f++) {
         if (any && !want[f]) continue;
         stats st;
-        uint32_t hi = HALF[f] ? 0x7fffffffu : 0xffffffffu;
+        uint32_t hi = HALF[f] && to > 0x7fffffffu ? 0x7fffffffu : to;
         double t0 = omp_get_wtime();
-        check(f, hi, stride, &st);
+        check(f, from, hi, stride, &st);
         printf("%-10s inputs=%lld%s mismatches=%lld quad=%lld unresolved=%lld max_ulps=%.3g",
                NAMES[f], (long long)st.checked, HALF[f] ? " (sign bit clear)" : "", (long long)st.mismatches,
                (long long)st.quad, (long long)st.unresolved, st.max_ulp);
         if (f >= F_J0) printf(" max_err/envelope=%.3g", st.max_env);
-        printf(" seconds=%.0f\n", omp_get_wtime() - t0);
+        printf(" seconds=%.1f\n", omp_get_wtime() - t0);
         for (int i = 0; i < st.nbad; i++) {
             float x = fbits(st.bad[i]);
             printf("  mismatch %s x=0x%08x (%a) ours=%a\n", NAMES[f], st.bad[i], x, ours(f, x));
