@@ -241,6 +241,20 @@ def test_masked_fill_with_a_number(x_shape, m_shape, value):
     same_bits(x.masked_fill(fm, value).numpy(), np.where(fm.numpy() != 0, np.float32(value), a))
 
 
+def test_masked_fill_bool_mask_reused_and_rewritten():
+    """A bool IntTensor mask goes to the device once and is reused; writing into the mask
+    changes what the next masked_fill sees (the kept copy is dropped)."""
+    a = f32(4, 7)
+    m = rng.random((4, 7)) > 0.5
+    x, mt = tl.tensor(a), tl.tensor(m)
+    for _ in range(2):
+        same_bits(x.masked_fill(mt, 3.0).numpy(), np.where(m, np.float32(3.0), a))
+    mt[1] = True
+    m[1] = True
+    same_bits(x.masked_fill(mt, -1.0).numpy(), np.where(m, np.float32(-1.0), a))
+    same_bits(tl.where(mt, x, 0.0).numpy(), np.where(m, a, np.float32(0.0)))
+
+
 def test_masked_fill_bad_mask_shape():
     with pytest.raises(RuntimeError, match=r"masked_fill: shapes \[\(2, 4\), \(3, 4\)\] do not broadcast"):
         tl.tensor(f32(3, 4)).masked_fill(tl.tensor(np.ones((2, 4), bool)), 1.0)

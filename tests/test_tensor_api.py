@@ -380,3 +380,20 @@ def test_unknown_attribute_suggests_torch_name():
     from torchlean.api_hints import unknown_attribute
     assert "use x.mT / x.transpose(-2, -1)" in unknown_attribute("swap_last2", [])
     assert "use x.amax(dim=...)" in unknown_attribute("reduce_max", [])
+
+
+def test_probing_a_missing_attribute_does_not_build_the_hint(monkeypatch):
+    """hasattr / getattr with a default catch the AttributeError unread: the difflib hint is
+    worked out only when the message is read (it cost 1.4 ms per probe)."""
+    import torchlean.api_hints as hints
+    calls = []
+    real = hints.unknown_attribute
+    monkeypatch.setattr(hints, "unknown_attribute", lambda *a: calls.append(a) or real(*a))
+    x = Session().tensor(_data(2, 3))
+    assert not hasattr(x, "release")
+    assert getattr(x, "amx", 7) == 7
+    assert calls == []
+    with pytest.raises(AttributeError) as e:
+        x.amx
+    assert e.value.name == "amx" and calls == []
+    assert "did you mean x.amax" in str(e.value) and len(calls) == 1

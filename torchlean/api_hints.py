@@ -38,3 +38,16 @@ def unknown_attribute(name: str, public_names) -> str:
         return head
     hints = [f"x.{c}" if c in names else HINTS[c] for c in close]
     return f"{head}; did you mean {' or '.join(dict.fromkeys(hints))}?"
+
+
+class UnknownAttributeError(AttributeError):
+    """AttributeError whose hint is worked out only when its message is read: hasattr() and
+    getattr(x, name, default) catch it unread, so probing a Tensor for a missing attribute
+    costs what it costs on a torch tensor (the hint's difflib search over dir() took 1.4 ms)."""
+
+    def __init__(self, name: str, public_names):
+        super().__init__(name, name=name)
+        self._public_names = public_names          # a callable: the names, computed on demand
+
+    def __str__(self):
+        return unknown_attribute(self.name, self._public_names())

@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 
+from torchlean.api_hints import UnknownAttributeError
 from torchlean.buffer import AnyBuffer
 from torchlean.tape import no_grad
 from torchlean._generated.tape_ops import TapeOps
@@ -241,9 +242,8 @@ class Tensor(ComposedMethods, InPlaceOps):
         if name not in _TAPE_OPS:
             if name.startswith("_"):
                 raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-            from torchlean.api_hints import unknown_attribute
-            raise AttributeError(unknown_attribute(name, [n for n in dir(Tensor)
-                                                          if not n.startswith("_")]))
+            raise UnknownAttributeError(name, lambda: [n for n in dir(Tensor)
+                                                       if not n.startswith("_")])
         return lambda *others, **attrs: self.session.op(name, self, *others, **attrs)
 
     # PyTorch-style API ------------------------------------------------------------------

@@ -94,6 +94,10 @@ def mask(s, op, m, what="mask"):
     """A mask (bool/int IntTensor or array, or a float 0/1 Tensor) as a 0/1 float32 Tensor."""
     if isinstance(m, (Tensor, Parameter)):
         return s.as_tensor(m)
+    if isinstance(m, IntTensor) and m.dtype.name == "bool":
+        buf = m.device_values()        # uploaded once per mask, then kept (None: cannot be)
+        if buf is not None:
+            return s.borrow(buf)
     a = np.asarray(m._a if isinstance(m, IntTensor) else m)
     if a.dtype != np.bool_ and not np.issubdtype(a.dtype, np.number):
         raise TypeError(f"{op}: {what} must be a bool tensor, got dtype {a.dtype}")
