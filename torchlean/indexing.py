@@ -160,6 +160,9 @@ def plan_getitem(shape: tuple, key, to_numpy) -> IndexPlan:
         plan = _contiguous_plan(shape, tkey)
         if plan is not None:
             return plan
+        idx = _basic_positions(shape, tkey)
+        if idx is not None:
+            return IndexPlan("gather", idx.shape, indices=idx)
     pos = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
     try:
         idx = pos[tkey]
@@ -167,6 +170,44 @@ def plan_getitem(shape: tuple, key, to_numpy) -> IndexPlan:
         raise IndexError(f"__getitem__: index {key!r} is invalid for a tensor of shape "
                          f"{shape}: {e}") from None
     return IndexPlan("gather", idx.shape, indices=np.ascontiguousarray(idx, dtype=np.int64))
+
+
+def _basic_positions(shape: tuple, key: tuple):
+    """The flat positions x[key] reads, for a key of ints, slices, None and one Ellipsis, built
+    from one range per axis: work the size of the result, where indexing a whole arange of x
+    cost the size of x (topk's x[..., :k] of a 512 x 32000 argsort: 20 ms). None when the key
+    is not valid here (the general path then raises NumPy's error)."""
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        return None
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > len(shape):
+        return None
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(shape) - used) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (len(shape) - used)
+    stride, strides = 1, [0] * len(shape)
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d], stride = stride, stride * shape[d]
+    offset, ranges, axis = 0, [], 0
+    for k in key:
+        if k is None:
+            ranges.append(np.zeros(1, np.int64))
+            continue
+        n = shape[axis]
+        if isinstance(k, slice):
+            ranges.append(np.arange(n, dtype=np.int64)[k] * strides[axis])
+        else:
+            i = operator.index(k)
+            if not -n <= i < n:
+                return None
+            offset += (i % n) * strides[axis]
+        axis += 1
+    out = np.full(tuple(len(r) for r in ranges), offset, np.int64)
+    for j, r in enumerate(ranges):
+        out += r.reshape((-1,) + (1,) * (len(ranges) - 1 - j))
+    return out
 
 
 def _contiguous_plan(shape: tuple, key: tuple):
