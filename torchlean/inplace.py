@@ -55,10 +55,11 @@ def watch(buf, view) -> None:
     if fam is None or fam[0]() is not buf:
         fam = FAMILIES[k] = (weakref.ref(buf, lambda _r, k=k: _forget(k, _r)), [])
     refs = fam[1]
-    for r in refs:
-        if r() is view:
-            return
-    refs.append(weakref.ref(view))
+    # drop the views already gone: a storage that is never written (an input viewed every
+    # step) would otherwise keep every dead reference, and each watch would walk them all
+    refs[:] = [r for r in refs if r() is not None]
+    if not any(r() is view for r in refs):
+        refs.append(weakref.ref(view))
 
 
 def _forget(k: int, ref) -> None:

@@ -75,6 +75,16 @@ def _diagonal(x, labels):
     return c.rearrange(x, np.einsum(spec, c.positions(tuple(x.shape)))), uniq
 
 
+def _ordered(x, perm):
+    """x with its axes in perm's order; x itself when they already are (no view to re-derive)."""
+    return x.permute(perm) if x.ndim and perm != sorted(perm) else x
+
+
+def _shaped(x, shape):
+    """x reshaped to shape; x itself when it has that shape already."""
+    return x if tuple(x.shape) == shape else x.reshape(shape)
+
+
 def _contract(a, la, b, lb, needed):
     batch = [ch for ch in la if ch in lb and ch in needed]
     shared = [ch for ch in la if ch in lb and ch not in needed]
@@ -82,10 +92,10 @@ def _contract(a, la, b, lb, needed):
     right = [ch for ch in lb if ch not in la]
     size = {**dict(zip(la, a.shape)), **dict(zip(lb, b.shape))}
     nb, m, k, n = (math.prod(size[ch] for ch in g) for g in (batch, left, shared, right))
-    am = a.permute([la.index(ch) for ch in batch + left + shared]) if a.ndim else a
-    bm = b.permute([lb.index(ch) for ch in batch + shared + right]) if b.ndim else b
-    y = composite.matmul(am.reshape(nb, m, k), bm.reshape(nb, k, n))
-    return y.reshape([size[ch] for ch in batch + left + right]), batch + left + right
+    am = _ordered(a, [la.index(ch) for ch in batch + left + shared])
+    bm = _ordered(b, [lb.index(ch) for ch in batch + shared + right])
+    y = composite.matmul(_shaped(am, (nb, m, k)), _shaped(bm, (nb, k, n)))
+    return _shaped(y, tuple(size[ch] for ch in batch + left + right)), batch + left + right
 
 
 def einsum(equation, *operands):
