@@ -203,7 +203,8 @@ def test_one_hot_of_sort_indices_and_errors():
 
 # ------------------------------------------------------------------ tril / triu, masked_fill
 
-@pytest.mark.parametrize("shape", [(4, 5), (1, 1), (2, 3, 6), (5, 2), (2, 1, 3, 3)])
+@pytest.mark.parametrize("shape", [(4, 5), (1, 1), (2, 3, 6), (5, 2), (2, 1, 3, 3),
+                                   (3, 131, 257), (300, 128), (1, 129)])
 @pytest.mark.parametrize("diagonal", [0, 1, -2, 7])
 def test_tril_triu_without_a_host_mask(shape, diagonal):
     a = f32(*shape)
@@ -217,6 +218,12 @@ def test_tril_triu_without_a_host_mask(shape, diagonal):
     ((lo + up) * tl.tensor(w)).sum().backward()
     keep = np.tril(np.ones(shape[-2:]), diagonal) + np.triu(np.ones(shape[-2:]), diagonal)
     np.testing.assert_allclose(x.grad.numpy(), w * keep, rtol=1e-6)
+
+
+def test_tril_more_rows_than_one_grid_column():
+    """More matrix rows than a launch's 65535 block rows (the kernel walks down the rows)."""
+    a = f32(2, 32771, 128)
+    same_bits(tl.tril(tl.tensor(a), -3).numpy(), np.where(np.tril(np.ones((32771, 128)), -3) != 0, a, 0))
 
 
 def test_tril_needs_a_matrix():
