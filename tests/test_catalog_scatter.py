@@ -70,6 +70,27 @@ def test_scatter_add_duplicates_sum_in_index_order_bit_for_bit():
         tl.set_deterministic(was)
 
 
+@pytest.mark.parametrize("rows,cols,k", [(37, 50, 1000), (3, 2, 97), (300, 5, 33), (1, 7, 31)])
+def test_scatter_add_rows_add_in_index_order_bit_for_bit(rows, cols, k):
+    """Each row's updates, many to one column within 32 consecutive ones and across them, land
+    in index order (float32 adds one after another, magnitudes so varied that another order
+    rounds differently), in deterministic mode on every backend."""
+    r = np.random.default_rng(rows * k)
+    x = r.standard_normal((rows, cols)).astype(np.float32)
+    src = (r.uniform(-1, 1, (rows, k)) * 10.0 ** r.integers(-4, 5, (rows, k))).astype(np.float32)
+    idx = r.integers(0, cols, (rows, k))
+    want = x.copy()
+    for i in range(rows):
+        for j in range(k):
+            want[i, idx[i, j]] = np.float32(want[i, idx[i, j]] + src[i, j])
+    was = tl.is_deterministic()
+    tl.set_deterministic(True)
+    try:
+        same_bits(tl.tensor(x).scatter_add(1, tl.tensor(idx), tl.tensor(src)).numpy(), want)
+    finally:
+        tl.set_deterministic(was)
+
+
 def test_scatter_gradients():
     x, src = f32(3, 4), f32(2, 4)
     idx = np.array([[0, 1, 0, 2], [0, 1, 1, 2]])

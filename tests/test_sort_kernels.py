@@ -121,7 +121,8 @@ def test_running_extremes_are_the_stub(emu, rows, cols, kind):
     same_bits(idx, want)
 
 
-@pytest.mark.parametrize("rows,cols,k", [(1, 1, 1), (3, 5, 8), (4, 9, 9), (2, 300, 40)])
+@pytest.mark.parametrize("rows,cols,k", [(1, 1, 1), (3, 5, 8), (4, 9, 9), (2, 300, 40), (37, 3, 100),
+                                         (1, 2, 70)])
 def test_take_rows_and_adjoint_are_the_stub(emu, rows, cols, k):
     ffi, lib = emu
     x = specials(rows, cols)
@@ -161,7 +162,8 @@ def test_sort_keys_order_is_the_stub_argsort(emu, descending):
     same_bits(order.astype(np.float32), stub("argsort_rows", x, descending=descending))
 
 
-@pytest.mark.parametrize("rows,cols,k", [(1, 1, 1), (3, 5, 8), (4, 9, 9), (2, 300, 40)])
+@pytest.mark.parametrize("rows,cols,k", [(1, 1, 1), (3, 5, 8), (4, 9, 9), (2, 300, 40), (37, 3, 100),
+                                         (1, 2, 70)])
 def test_put_add_rows_in_index_order_is_the_stub(emu, rows, cols, k):
     ffi, lib = emu
     x = specials(rows, cols)

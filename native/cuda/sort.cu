@@ -10,8 +10,8 @@
 // block per row whose thread 0 sums the carries between chunks in chunk order, a thread per
 // (row, chunk) for the running values (a long row spreads over the whole GPU). Running extremes, the cumprod
 // backward and take_rows_backward with repeated positions walk each row in order on one thread.
-// put_add_rows adds with atomics by default; in deterministic mode each row's updates go in
-// index order on one thread (the stub's order).
+// put_add_rows adds with atomics by default; in deterministic mode each column of a row gets
+// its updates in index order (the stub's order), a warp per row.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 #include "common.cuh"
@@ -138,7 +138,8 @@ extern "C" int tlk_put_add_rows(const char *op, tl_buf x, tl_buf idx, tl_buf val
                                     cudaMemcpyDeviceToDevice, s));
     if (k == 0) return TL_OK;
     if (tl_deterministic())
-        k_put_add_ordered<<<tl_blocks(rows), TL_THREADS, 0, s>>>(idx->data, values->data, y->data, rows, k, cols);
+        k_put_add_ordered<<<(unsigned)min((rows + PUT_ADD_WARPS - 1) / PUT_ADD_WARPS, (int64_t)65535 * 16),
+                            PUT_ADD_WARPS * 32, 0, s>>>(idx->data, values->data, y->data, rows, k, cols);
     else
         k_put_add_atomic<<<tl_blocks(rows * k), TL_THREADS, 0, s>>>(idx->data, values->data, y->data, rows, k, cols);
     TL_LAUNCHED(op);

@@ -124,12 +124,33 @@ static __global__ void k_cum_apply(const float *__restrict__ x, float *__restric
 }
 
 // put_add_rows in index order: each row's updates on one thread (the stub's order)
-static __global__ void k_put_add_ordered(const float *__restrict__ idx, const float *__restrict__ v,
-                                         float *__restrict__ y, int64_t rows, int64_t k, int64_t cols) {
-    SK_GRID_STRIDE(r, rows) {
-        for (int64_t j = 0; j < k; j++) {
-            int64_t c = tlf_row_index(idx[r * k + j], cols);
-            if (c >= 0) y[r * cols + c] = tlm_add(y[r * cols + c], v[r * k + j]);
+// deterministic put_add_rows: a warp per row takes the row's updates 32 at a time; lanes that
+// hit the same column form a group (__match_any_sync) whose lowest lane adds the group's values
+// to the column in lane order, which is index order: each column gets the stub's adds in the
+// stub's order, with no atomics and 32 updates in flight instead of one (4096 x 4096: 3.5 ms
+// on one thread per row). __syncwarp orders a column's write before a later batch reads it.
+constexpr int PUT_ADD_WARPS = 8;
+static __global__ void __launch_bounds__(PUT_ADD_WARPS * 32)
+k_put_add_ordered(const float *__restrict__ idx, const float *__restrict__ v, float *__restrict__ y,
+                  int64_t rows, int64_t k, int64_t cols) {
+    const unsigned all = 0xffffffffu;
+    const int lane = threadIdx.x % 32;
+    const int64_t per_block = blockDim.x / 32, nwarps = (int64_t)gridDim.x * per_block;
+    for (int64_t r = (int64_t)blockIdx.x * per_block + threadIdx.x / 32; r < rows; r += nwarps) {
+        float *yr = y + r * cols;
+        for (int64_t j0 = 0; j0 < k; j0 += 32) {
+            const int64_t j = j0 + lane;
+            const long long c = j < k ? (long long)tlf_row_index(idx[r * k + j], cols) : -1;
+            const float val = j < k ? v[r * k + j] : 0.0f;
+            const unsigned group = __match_any_sync(all, c);
+            const bool leader = c >= 0 && lane == __ffs(group) - 1;
+            float s = leader ? yr[c] : 0.0f;
+            for (int l = 0; l < 32; l++) {       // every lane shuffles; leaders keep their group's
+                const float vl = __shfl_sync(all, val, l);
+                if (leader && (group >> l & 1u)) s = tlm_add(s, vl);
+            }
+            if (leader) yr[c] = s;
+            __syncwarp();
         }
     }
 }

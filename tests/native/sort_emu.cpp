@@ -53,7 +53,7 @@ int emu_cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t
 // put_add_rows's deterministic schedule (y holds x's copy on entry)
 int emu_put_add_ordered(const float *idx, const float *v, float *y, int64_t rows, int64_t k, int64_t cols,
                         int grid, int reverse) {
-    run(grid, 64, [=] { k_put_add_ordered(idx, v, y, rows, k, cols); }, reverse);
+    run(grid, PUT_ADD_WARPS * 32, [=] { k_put_add_ordered(idx, v, y, rows, k, cols); }, reverse);
     return 0;
 }
 

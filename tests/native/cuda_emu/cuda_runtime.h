@@ -1,5 +1,5 @@
 // cuda_runtime.h for the CPU emulation of device code (tests/native/attention_tiled_emu.cpp):
-// just enough CUDA (threadIdx/blockIdx, __syncthreads, __shfl_xor_sync, float4, __fmaf_rn) for
+// just enough CUDA (threadIdx/blockIdx, __syncthreads, warp shuffles and matches, float4, __fmaf_rn) for
 // the attention kernels' source to run on the host, unchanged.
 //
 // The threads of a block run as cooperative coroutines (ucontext) in one OS thread. Each runs
@@ -171,3 +171,37 @@ inline V __shfl_xor_sync(unsigned, V v, int o) {
     std::memcpy(&r, &bits, sizeof r);
     return r;
 }
+
+// lane src's v (every lane takes part; mask not checked)
+template <class V>
+inline V __shfl_sync(unsigned, V v, int src) {
+    static_assert(sizeof(V) <= sizeof(unsigned long long), "shuffle of at most 8 bytes");
+    const unsigned t = emu::g_cur->tid;
+    unsigned long long bits = 0;
+    std::memcpy(&bits, &v, sizeof v);
+    emu::g_slot[t] = bits;
+    emu::wait(1 + t / 32);
+    bits = emu::g_slot[(t & ~31u) | ((unsigned)src & 31u)];
+    emu::wait(1 + t / 32);
+    V r;
+    std::memcpy(&r, &bits, sizeof r);
+    return r;
+}
+
+// the lanes of this lane's warp whose v equals its own, as a bit mask (every lane takes part)
+template <class V>
+inline unsigned __match_any_sync(unsigned, V v) {
+    static_assert(sizeof(V) <= sizeof(unsigned long long), "match of at most 8 bytes");
+    const unsigned t = emu::g_cur->tid;
+    unsigned long long bits = 0;
+    std::memcpy(&bits, &v, sizeof v);
+    emu::g_slot[t] = bits;
+    emu::wait(1 + t / 32);
+    unsigned m = 0;
+    for (unsigned l = 0; l < 32; l++)
+        if (emu::g_slot[(t & ~31u) | l] == bits) m |= 1u << l;
+    emu::wait(1 + t / 32);
+    return m;
+}
+
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
