@@ -123,7 +123,6 @@ static __global__ void k_cum_apply(const float *__restrict__ x, float *__restric
     }
 }
 
-// put_add_rows in index order: each row's updates on one thread (the stub's order)
 // deterministic put_add_rows: a warp per row takes the row's updates 32 at a time; lanes that
 // hit the same column form a group (__match_any_sync) whose lowest lane adds the group's values
 // to the column in lane order, which is index order: each column gets the stub's adds in the
