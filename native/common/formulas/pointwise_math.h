@@ -289,8 +289,10 @@ TLM_HD float tlf_ndtri(float p) {
     double pd = (double)p;
     int32_t up = p >= 0.5f;
     double s = tlm_dmul(2.0, up ? tlm_dsub(1.0, pd) : pd);
-    double v = tlm_dmul(TLS_SQRT2, tls_erfc_inv(s));
-    float y = tlm_d2f(up ? v : -v);
+    tlm_dd r = tls_erfc_inv_dd(s);                      /* sqrt2 (hi + lo), rounded once */
+    tlm_dd v = tlm_two_prod(TLS_SQRT2, r.hi);
+    v.lo = tlm_dfma(TLS_SQRT2, r.lo, tlm_dfma(-0x1.bdd3413b26456p-54, r.hi, v.lo));
+    float y = tlm_dd_round(up ? v.hi : -v.hi, up ? v.lo : -v.lo);
     y = p == 0.0f ? -TLM_INFF : (p == 1.0f ? TLM_INFF : y);
     return (p != p || p < 0.0f || p > 1.0f) ? TLM_NANF : y;
 }
