@@ -21,7 +21,7 @@ import sys
 import warnings
 from operator import is_
 
-from torchlean import _capture
+from torchlean._capture import STATE
 from torchlean._abi.cdef import REGISTRY_HASH
 from torchlean.buffer import EXPORTS, AnyBuffer
 from torchlean.audit.digests import Batch
@@ -95,14 +95,16 @@ class Recorder:
 
     # ------------------------------------------------------------------ hooks
     def _source(self, tape, p):
-        """(source, digest) of node p: the record that produced it, or a leaf digested now."""
+        """(source, digest, shape) of node p: the record that produced it, or a leaf digested
+        now."""
         if tape is not self.tape:
             self.tape, self.known = tape, {}
         k = self.known.get(p)
         if k is None:
             node = tape.nodes[p]
             label = (f"earlier {node.name}" if node.parents else node.name or "input")
-            buf = node.value.buf
+            value = node.value
+            buf = value.buf
             # a value already freed (read before an optimizer step, say) has no digest to take
             if not buf.live:
                 d = None
@@ -114,14 +116,14 @@ class Recorder:
                         and seen[1] == getattr(buf, "version", 0)):
                     d = seen[2]
                 else:
-                    d = self.add(node.value)
-            k = self.known[p] = (label, d)
+                    d = self.add(value)
+            k = self.known[p] = (label, d, value.shape)
         return k
 
     def _captured(self) -> bool:
         """Inside a CUDA graph capture: its replays run no Python, so nothing of it is
         recorded (said once)."""
-        if _capture.STATE.active:
+        if STATE.active:
             if not self.warned:
                 self.warned = True
                 warnings.warn("torchlean.audit: a captured step (torchlean.cuda.graph_step) is "
@@ -130,38 +132,42 @@ class Recorder:
             return True
         return False
 
-    def op(self, tape, i, name, out, parents):
-        if _capture.STATE.active and self._captured():
+    def op(self, tape, i, node):
+        """Node i was just recorded: queue its value's digest and keep its record as the
+        objects at hand (its inputs' `known` entries, its shape); flush() makes the line.
+        This runs once per op, so it does only that (no lookups a line can do later)."""
+        if STATE.active and self._captured():
             return
         if self.grads:
             self.grads = {}
         if tape is not self.tape:
             self.tape, self.known = tape, {}
         known = self.known
-        nodes = tape.nodes
-        ins, shapes = [], []
+        parents = node.parents
+        ins = []
         for p in parents:
             k = known.get(p)
             ins.append(k if k is not None else self._source(tape, p))
-            shapes.append(nodes[p].value.shape)
-        if not out.owns and parents and out.buf is nodes[parents[0]].value.buf:
+        out = node.value
+        shape = out.shape
+        if not out.owns and parents and out.buf is tape.nodes[parents[0]].value.buf:
             d = ins[0][1]           # a view: the same bits as its base
+            limit = self.batch.next
         else:
             d = self.add(out)
+            limit = d + 1
         index = self.index
-        known[i] = (index, d)
-        batch = self.batch
-        self.records.append((batch.base + len(batch.bufs), "F", self.step, name, tuple(shapes),
-                             out.shape, d, ins))
+        known[i] = (index, d, shape)
+        self.records.append((limit, "F", self.step, node.name, ins, shape, d))
         self.index = index + 1
-        if self.now or not nodes[i].requires_grad or not self.batched:
+        if self.now or not node.requires_grad or not self.batched:
             # a value needing no gradient may be written in place (an in-place op under
             # no_grad, or on data) before the batch would run: digest it now
             self.now = False
-            batch.run()
+            self.batch.run()
 
     def vjp(self, tape, i, node, cot, needs):
-        if _capture.STATE.active and self._captured():
+        if STATE.active and self._captured():
             return node.vjp(cot, needs, node.saved)
         k = self.known.get(i) if tape is self.tape else None
         src = (k if k is not None else self._source(tape, i))[0]
@@ -185,12 +191,11 @@ class Recorder:
             d = dc if b is cbuf else add(c)
             grads[id(b)] = (b, d, getattr(b, "version", 0))
             outs.append((c.shape, d))
-        batch = self.batch
-        self.records.append((batch.base + len(batch.bufs), "B", self.step, node.name, src,
-                             cot.shape, dc, outs))
+        self.records.append((self.batch.next, "B", self.step, node.name, src, cot.shape, dc,
+                             outs))
         self.index += 1
         if not self.batched:
-            batch.run()
+            self.batch.run()
         return contribs
 
     def handoff(self, grad=None) -> None:

@@ -53,17 +53,18 @@ class Lines:
         j = self.labels[s] = json.dumps(s)
         return j
 
-    def forward(self, step, name, in_shapes, out_shape, d, ins, texts) -> str:
+    def forward(self, step, name, ins, out_shape, d, texts) -> str:
         """["F", step, op, [input shapes], output shape, digest, [[source, digest], ...]];
-        texts[k]: digest k as JSON (a None digest is null)."""
+        ins: (source, digest, shape) per input; texts[k]: digest k as JSON (a None digest is
+        null)."""
         labels = self.labels
-        key = (name, in_shapes, out_shape)
+        key = (name, tuple([k[2] for k in ins]), out_shape)
         fixed = self.fixed.get(key)
         if fixed is None:
             fixed = self._fixed(key)
         return (f'["F",{step},{fixed},{"null" if d is None else texts[d]},['
                 + ",".join([f'[{s if s.__class__ is int else labels.get(s) or self._label(s)},'
-                            f'{"null" if k is None else texts[k]}]' for s, k in ins])
+                            f'{"null" if k is None else texts[k]}]' for s, k, _ in ins])
                 + "]]\n")
 
     def backward(self, step, name, source, cot_shape, d, outs, texts) -> str:
