@@ -80,7 +80,7 @@ class Recorder:
         self.step = 0                 # optimizer steps so far
         self.tape = None              # the tape `known` describes
         self.known: dict = {}         # node id -> (source, digest) on that tape
-        # id(payload) -> (payload, digest, version) of the VJP contributions of the running
+        # id(payload) -> (payload, digest) of the VJP contributions of the running
         # backward pass (kept until the next op or step: a contribution handed on is a later
         # VJP's cotangent, one handed to a parameter its gradient at the optimizer step)
         self.grads: dict = {}
@@ -152,7 +152,8 @@ class Recorder:
         shape = out.shape
         if not out.owns and parents and out.buf is tape.nodes[parents[0]].value.buf:
             d = ins[0][1]           # a view: the same bits as its base
-            limit = self.batch.next
+            batch = self.batch
+            limit = batch.base + batch.count
         else:
             d = self.add(out)
             limit = d + 1
@@ -189,13 +190,14 @@ class Recorder:
                 continue
             b = c.buf
             d = dc if b is cbuf else add(c)
-            grads[id(b)] = (b, d, getattr(b, "version", 0))
+            grads[id(b)] = (b, d)
             outs.append((c.shape, d))
-        self.records.append((self.batch.next, "B", self.step, node.name, src, cot.shape, dc,
-                             outs))
+        batch = self.batch
+        self.records.append((batch.base + batch.count, "B", self.step, node.name, src,
+                             cot.shape, dc, outs))
         self.index += 1
         if not self.batched:
-            self.batch.run()
+            batch.run()
         return contribs
 
     def handoff(self, grad=None) -> None:
@@ -204,17 +206,6 @@ class Recorder:
         digest of its payload is queued)."""
         if grad is None or self.batch.holds(grad.buf):
             self.batch.run()
-
-    def _grad_digest(self, p, grad):
-        """The digest of parameter p's gradient `grad`: the one its VJP's record holds when
-        `grad` is that contribution's payload, unwritten since (same storage, same version, no
-        gradient hook that may write it, not exported to another library), else queued."""
-        buf = grad.buf
-        seen = self.grads.get(id(buf))
-        if (seen is not None and seen[0] is buf and seen[2] == getattr(buf, "version", 0)
-                and not p.post_grad_hooks and buf not in EXPORTS):
-            return seen[1]
-        return self.add(grad)
 
     def _hyper(self, opt) -> str:
         """The JSON of opt's hyperparameters, made again only when a value changed: kept with
@@ -238,30 +229,45 @@ class Recorder:
     def optimizer_step(self, opt, args, kwargs):
         if self._captured():
             return
-        if id(opt) not in self.names:
-            self.names[id(opt)] = _module_names(opt.params)
-        names, buffers = self.names[id(opt)]
-        add, after = self.add, {}
+        named = self.names.get(id(opt))
+        if named is None:
+            named = self.names[id(opt)] = _module_names(opt.params)
+        names, buffers = named
+        # everything queued here is digested before this returns (batch.run below), so
+        # nothing can release it meanwhile: queued without a pin
+        hold, grads, after, entries = self.batch.add_held, self.grads, {}, []
         states = opt.state
-        entries = []
         for k, p in enumerate(opt.params):
             st = states.get(id(p))
-            state = (tuple([(key, add(v)) for key, v in sorted(st.items())
+            state = (tuple([(key, hold(v)) for key, v in sorted(st.items())
                             if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer)])
                      if st else ())
             g = p.grad_buf
-            grad = None if g is None else self._grad_digest(p, g)
-            m = p.mirror()
-            d = add(m)
-            after[id(m.buf)] = (m.buf, getattr(m.buf, "version", 0), d)
-            entries.append((names.get(id(p)) or p.name or f"param{k}", tuple(m.shape), grad, d,
+            if g is None:
+                grad = None
+            else:
+                # the digest its VJP's record holds while `g` is that contribution's payload,
+                # never written (same storage, no in-place write since its allocation, no
+                # gradient hook that may write it, not exported to another library), else
+                # queued: a payload written before its VJP handed it on is digested again,
+                # which gives the same digest while its bits are unchanged
+                b = g.buf
+                seen = grads.get(id(b))
+                grad = (seen[1] if seen is not None and seen[0] is b and not p.post_grad_hooks
+                        and getattr(b, "version", 0) == 0 and b not in EXPORTS
+                        else hold(g))
+            m = p._buf                  # p.mirror() outside a capture
+            b = m.buf
+            d = hold(m)
+            after[id(b)] = (b, getattr(b, "version", 0), d)
+            entries.append((names.get(id(p)) or p.name or f"param{k}", m.shape, grad, d,
                             state))
         for k, b in buffers:
-            entries.append((k, tuple(b.shape), None, add(b.mirror()), ()))
+            entries.append((k, tuple(b.shape), None, hold(b.mirror()), ()))
         m = mode()
         self.modes.add(m)
         batch = self.batch
-        self.records.append((batch.base + len(batch.bufs), "S", self.step, type(opt).__name__,
+        self.records.append((batch.base + batch.count, "S", self.step, type(opt).__name__,
                              self._hyper(opt), m, entries))
         self.index += 1
         batch.run()                 # the step's last values: one call for what is queued
