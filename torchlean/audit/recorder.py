@@ -239,9 +239,14 @@ class Recorder:
         states = opt.state
         for k, p in enumerate(opt.params):
             st = states.get(id(p))
-            state = (tuple([(key, hold(v)) for key, v in sorted(st.items())
-                            if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer)])
-                     if st else ())
+            state = ()
+            if st:
+                digested = []
+                for key in sorted(st):
+                    v = st[key]
+                    if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer):
+                        digested.append((key, hold(v)))
+                state = tuple(digested)
             g = p.grad_buf
             if g is None:
                 grad = None
