@@ -301,22 +301,23 @@ class Recorder:
         ready = len(texts)
         forward, backward, step = self.lines.forward, self.lines.backward, self.lines.step
         out = []
-        counts = {"F": 0, "B": 0, "S": 0}
-        n = 0
+        append = out.append
+        n = ops = vjps = 0
         for rec in self.records:
             if rec[0] > ready:
                 break
             kind = rec[1]
             if kind == "F":
-                out.append(forward(*rec[2:], texts))
+                append(forward(*rec[2:], texts))
+                ops += 1
             elif kind == "B":
-                out.append(backward(*rec[2:], texts))
+                append(backward(*rec[2:], texts))
+                vjps += 1
             else:
-                out.append(step(*rec[2:], texts))
-            counts[kind] += 1
+                append(step(*rec[2:], texts))
             n += 1
         del self.records[:n]
-        w.lines("".join(out), counts["F"], counts["B"], counts["S"])
+        w.lines("".join(out), ops, vjps, n - ops - vjps)
 
     def close(self) -> None:
         self.batch.read_back()
