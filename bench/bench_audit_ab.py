@@ -2,14 +2,16 @@
 one of another checkout (--base, e.g. a `git worktree` of main), on an example's training step.
 
     python3 bench/bench_audit_ab.py --base ../main-tree --model mlp_digits --threads 1
+    TORCHLEAN_BACKEND=cuda python3 bench/bench_audit_ab.py --base ../main-tree --clock wall
 
 On a machine shared with other jobs, two processes timed one after the other see different
 loads; here blocks of --block steps without recording, with the base recorder and with this
 one alternate in one process, so a load change falls on all three. Each recorder writes one
 long record (to a temporary directory, deleted), flushing where its digest ring fills, as a
-real run does. Reported: the median step of each kind (CPU time, steadier on a shared machine;
-the first step of each block left out) and the recorded medians against the plain one, with
-the means (which carry the record lines written at each flush) in brackets.
+real run does. Reported: the median step of each kind (CPU time by default, steadier on a
+shared machine, or --clock wall; the first step of each block left out) and the recorded
+medians against the plain one, with the means (which carry the record lines written at each
+flush) in brackets.
 
 The base recorder is loaded from the other tree's torchlean/audit files (recorder, digests,
 recordfile) over this checkout's tape; when this tape's hook signature differs from the one
@@ -40,6 +42,9 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=30, help="blocks of each kind (default 30)")
     p.add_argument("--block", type=int, default=20, help="steps per block (default 20)")
     p.add_argument("--mode", choices=["exact", "default"], default="exact")
+    p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                   help="process CPU time (default; steadier on a shared machine) or wall time "
+                        "(on CUDA, where the host waits for the device)")
     return p.parse_args(argv)
 
 
@@ -76,7 +81,7 @@ def adapted(cls, new_cls):
     return Adapted
 
 
-def measure(name, base_cls, rounds, block):
+def measure(name, base_cls, rounds, block, clock=time.process_time):
     import torchlean as tl
     from torchlean import tape as _tape
     from torchlean.audit.recorder import Recorder
@@ -99,10 +104,10 @@ def measure(name, base_cls, rounds, block):
                     _tape.AUDIT = rec
                 try:
                     for i in range(block):
-                        c0 = time.process_time()
+                        c0 = clock()
                         step(i)
                         tl.synchronize()
-                        c1 = time.process_time()
+                        c1 = clock()
                         if i:
                             times[kind].append(c1 - c0)
                 finally:
@@ -125,13 +130,15 @@ def main(argv=None) -> int:
     base_cls = load_base(Path(a.base).resolve())
     med, mean = statistics.median, statistics.fmean
     for name in a.model:
-        t = measure(name, base_cls, a.rounds, a.block)
+        clock = time.process_time if a.clock == "cpu" else time.perf_counter
+        t = measure(name, base_cls, a.rounds, a.block, clock)
         mp, np_ = med(t["plain"]), mean(t["plain"])
         cells = []
         for kind in ("base", "this"):
             cells.append(f"{kind} {med(t[kind]) * 1e3:.3f} ms {(med(t[kind]) / mp - 1) * 100:+.1f}% "
                          f"({(mean(t[kind]) / np_ - 1) * 100:+.1f}%)")
-        print(f"{name} ({tl.backend()}, OMP_NUM_THREADS={a.threads}, {a.rounds} x {a.block}): "
+        print(f"{name} ({tl.backend()}, OMP_NUM_THREADS={a.threads}, {a.rounds} x {a.block}, "
+              f"{a.clock} time): "
               f"plain {mp * 1e3:.3f} ms; " + "; ".join(cells), flush=True)
     return 0
 
