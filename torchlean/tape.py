@@ -208,7 +208,7 @@ class Tape(ValueLifetimes, TapeOps):
         nodes[i] = node
         nodes.next_id = i + 1
         if AUDIT is not None:
-            AUDIT.op(self, i, name, out, parents)
+            AUDIT.op(self, i, node)
         return i
 
     def _recomputable(self, i: int) -> bool:

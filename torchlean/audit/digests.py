@@ -34,9 +34,18 @@ def _rows_to_ints(rows: np.ndarray) -> list[int]:
     return d.tolist()
 
 
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
+_NIBBLES = np.arange(60, -4, -4, dtype=np.uint64)   # each hex digit's shift, highest first
+
+
 def _rows_to_texts(rows: np.ndarray) -> list[str]:
-    """The digests of ring rows as a record file writes them: JSON strings of 16 hex digits."""
-    return ['"%016x"' % d for d in _rows_to_ints(rows)]
+    """The digests of ring rows as a record file writes them: JSON strings of 16 hex digits
+    ('"%016x"' % d), made as one array of 18-byte strings rather than one format per digest."""
+    w = rows.astype(np.uint64)
+    d = w[:, 0] | (w[:, 1] << np.uint64(16)) | (w[:, 2] << np.uint64(32)) | (w[:, 3] << np.uint64(48))
+    text = np.full((len(d), 18), ord('"'), np.uint8)
+    text[:, 1:17] = _HEX[(d[:, None] >> _NIBBLES) & np.uint64(15)]
+    return text.view("S18").ravel().astype(str).tolist()
 
 
 def _buffer_of(value, op: str) -> AnyBuffer:
@@ -86,28 +95,44 @@ class Batch:
         self.texts: list[str] = []     # digests read back, by sequence number, as JSON
         self.used = 0                  # ring rows written and not read back yet
         self.base = 0                  # the sequence number of the first queued value
-        self.bufs: list = []           # the queued Buffers, in sequence order
-        self.handles = ffi.new("tl_buf[]", RING_SLOTS)   # their handles, in the same order
+        self.count = 0                 # values queued
+        self.bufs: list = []           # the queued Buffers pinned by add()
+        self.held: list = []           # the queued Buffers of add_held() (kept alive only)
+        self.handles = ffi.new("tl_buf[]", RING_SLOTS)   # their handles, in sequence order
         self.handle_words = ffi.cast("int64_t *", self.handles)
         self.elements = 0
 
     @property
     def next(self) -> int:
         """The sequence number the next queued value gets."""
-        return self.base + len(self.bufs)
+        return self.base + self.count
 
     def add(self, value: AnyBuffer) -> int:
         """Queue the digest of `value` (live) and return its sequence number."""
-        bufs = self.bufs
-        n = len(bufs)
+        n = self.count
         if n == RING_SLOTS or self.elements > PENDING_ELEMENTS:
             self.run()
             n = 0
         buf = value.buf
         self.handles[n] = buf.handle
-        bufs.append(buf)
+        self.bufs.append(buf)
         self.elements += buf.n
         EXPORTS[buf] = EXPORTS.get(buf, 0) + 1
+        self.count = n + 1
+        return self.base + n
+
+    def add_held(self, value: AnyBuffer) -> int:
+        """add() for a value nothing can release before the caller runs the batch (an
+        optimizer step's parameters and state, digested before the step record returns): no
+        pin to take and drop."""
+        n = self.count
+        if n == RING_SLOTS:
+            self.run()
+            n = 0
+        buf = value.buf
+        self.handles[n] = buf.handle
+        self.held.append(buf)
+        self.count = n + 1
         return self.base + n
 
     def holds(self, buf) -> bool:
@@ -116,19 +141,19 @@ class Batch:
 
     def run(self) -> None:
         """Digest every queued value: one native call, into the ring's next rows."""
-        bufs = self.bufs
-        if not bufs:
+        count = self.count
+        if not count:
             return
-        count = len(bufs)
         if self.used + count > RING_SLOTS:
             self._read_ring()
+        bufs = self.bufs
         try:
             st = lib.tl_digest_batch(self.ring.handle, self.handle_words, count, count,
                                      RING_SLOTS, self.used)
             if st:
                 raise_status("digest_batch", st)
         finally:
-            self.bufs, self.elements = [], 0
+            self.bufs, self.held, self.elements, self.count = [], [], 0, 0
             self._unpin(bufs)
         self.used += count
         self.base += count
@@ -157,6 +182,6 @@ class Batch:
         self._read_ring()
 
     def release(self) -> None:
-        bufs, self.bufs = self.bufs, []
+        bufs, self.bufs, self.held, self.count = self.bufs, [], [], 0
         self._unpin(bufs)
         self.ring.release()

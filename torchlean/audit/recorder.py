@@ -21,7 +21,7 @@ import sys
 import warnings
 from operator import is_
 
-from torchlean import _capture
+from torchlean._capture import STATE
 from torchlean._abi.cdef import REGISTRY_HASH
 from torchlean.buffer import EXPORTS, AnyBuffer
 from torchlean.audit.digests import Batch
@@ -80,7 +80,7 @@ class Recorder:
         self.step = 0                 # optimizer steps so far
         self.tape = None              # the tape `known` describes
         self.known: dict = {}         # node id -> (source, digest) on that tape
-        # id(payload) -> (payload, digest, version) of the VJP contributions of the running
+        # id(payload) -> (payload, digest) of the VJP contributions of the running
         # backward pass (kept until the next op or step: a contribution handed on is a later
         # VJP's cotangent, one handed to a parameter its gradient at the optimizer step)
         self.grads: dict = {}
@@ -95,14 +95,16 @@ class Recorder:
 
     # ------------------------------------------------------------------ hooks
     def _source(self, tape, p):
-        """(source, digest) of node p: the record that produced it, or a leaf digested now."""
+        """(source, digest, shape) of node p: the record that produced it, or a leaf digested
+        now."""
         if tape is not self.tape:
             self.tape, self.known = tape, {}
         k = self.known.get(p)
         if k is None:
             node = tape.nodes[p]
             label = (f"earlier {node.name}" if node.parents else node.name or "input")
-            buf = node.value.buf
+            value = node.value
+            buf = value.buf
             # a value already freed (read before an optimizer step, say) has no digest to take
             if not buf.live:
                 d = None
@@ -114,14 +116,14 @@ class Recorder:
                         and seen[1] == getattr(buf, "version", 0)):
                     d = seen[2]
                 else:
-                    d = self.add(node.value)
-            k = self.known[p] = (label, d)
+                    d = self.add(value)
+            k = self.known[p] = (label, d, value.shape)
         return k
 
     def _captured(self) -> bool:
         """Inside a CUDA graph capture: its replays run no Python, so nothing of it is
         recorded (said once)."""
-        if _capture.STATE.active:
+        if STATE.active:
             if not self.warned:
                 self.warned = True
                 warnings.warn("torchlean.audit: a captured step (torchlean.cuda.graph_step) is "
@@ -130,38 +132,43 @@ class Recorder:
             return True
         return False
 
-    def op(self, tape, i, name, out, parents):
-        if _capture.STATE.active and self._captured():
+    def op(self, tape, i, node):
+        """Node i was just recorded: queue its value's digest and keep its record as the
+        objects at hand (its inputs' `known` entries, its shape); flush() makes the line.
+        This runs once per op, so it does only that (no lookups a line can do later)."""
+        if STATE.active and self._captured():
             return
         if self.grads:
             self.grads = {}
         if tape is not self.tape:
             self.tape, self.known = tape, {}
         known = self.known
-        nodes = tape.nodes
-        ins, shapes = [], []
+        parents = node.parents
+        ins = []
         for p in parents:
             k = known.get(p)
             ins.append(k if k is not None else self._source(tape, p))
-            shapes.append(nodes[p].value.shape)
-        if not out.owns and parents and out.buf is nodes[parents[0]].value.buf:
+        out = node.value
+        shape = out.shape
+        if not out.owns and parents and out.buf is tape.nodes[parents[0]].value.buf:
             d = ins[0][1]           # a view: the same bits as its base
+            batch = self.batch
+            limit = batch.base + batch.count
         else:
             d = self.add(out)
+            limit = d + 1
         index = self.index
-        known[i] = (index, d)
-        batch = self.batch
-        self.records.append((batch.base + len(batch.bufs), "F", self.step, name, tuple(shapes),
-                             out.shape, d, ins))
+        known[i] = (index, d, shape)
+        self.records.append((limit, "F", self.step, node.name, ins, shape, d))
         self.index = index + 1
-        if self.now or not nodes[i].requires_grad or not self.batched:
+        if self.now or not node.requires_grad or not self.batched:
             # a value needing no gradient may be written in place (an in-place op under
             # no_grad, or on data) before the batch would run: digest it now
             self.now = False
-            batch.run()
+            self.batch.run()
 
     def vjp(self, tape, i, node, cot, needs):
-        if _capture.STATE.active and self._captured():
+        if STATE.active and self._captured():
             return node.vjp(cot, needs, node.saved)
         k = self.known.get(i) if tape is self.tape else None
         src = (k if k is not None else self._source(tape, i))[0]
@@ -183,10 +190,10 @@ class Recorder:
                 continue
             b = c.buf
             d = dc if b is cbuf else add(c)
-            grads[id(b)] = (b, d, getattr(b, "version", 0))
+            grads[id(b)] = (b, d)
             outs.append((c.shape, d))
         batch = self.batch
-        self.records.append((batch.base + len(batch.bufs), "B", self.step, node.name, src,
+        self.records.append((batch.base + batch.count, "B", self.step, node.name, src,
                              cot.shape, dc, outs))
         self.index += 1
         if not self.batched:
@@ -199,17 +206,6 @@ class Recorder:
         digest of its payload is queued)."""
         if grad is None or self.batch.holds(grad.buf):
             self.batch.run()
-
-    def _grad_digest(self, p, grad):
-        """The digest of parameter p's gradient `grad`: the one its VJP's record holds when
-        `grad` is that contribution's payload, unwritten since (same storage, same version, no
-        gradient hook that may write it, not exported to another library), else queued."""
-        buf = grad.buf
-        seen = self.grads.get(id(buf))
-        if (seen is not None and seen[0] is buf and seen[2] == getattr(buf, "version", 0)
-                and not p.post_grad_hooks and buf not in EXPORTS):
-            return seen[1]
-        return self.add(grad)
 
     def _hyper(self, opt) -> str:
         """The JSON of opt's hyperparameters, made again only when a value changed: kept with
@@ -233,30 +229,50 @@ class Recorder:
     def optimizer_step(self, opt, args, kwargs):
         if self._captured():
             return
-        if id(opt) not in self.names:
-            self.names[id(opt)] = _module_names(opt.params)
-        names, buffers = self.names[id(opt)]
-        add, after = self.add, {}
+        named = self.names.get(id(opt))
+        if named is None:
+            named = self.names[id(opt)] = _module_names(opt.params)
+        names, buffers = named
+        # everything queued here is digested before this returns (batch.run below), so
+        # nothing can release it meanwhile: queued without a pin
+        hold, grads, after, entries = self.batch.add_held, self.grads, {}, []
         states = opt.state
-        entries = []
         for k, p in enumerate(opt.params):
             st = states.get(id(p))
-            state = (tuple([(key, add(v)) for key, v in sorted(st.items())
-                            if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer)])
-                     if st else ())
+            state = ()
+            if st:
+                digested = []
+                for key in sorted(st):
+                    v = st[key]
+                    if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer):
+                        digested.append((key, hold(v)))
+                state = tuple(digested)
             g = p.grad_buf
-            grad = None if g is None else self._grad_digest(p, g)
-            m = p.mirror()
-            d = add(m)
-            after[id(m.buf)] = (m.buf, getattr(m.buf, "version", 0), d)
-            entries.append((names.get(id(p)) or p.name or f"param{k}", tuple(m.shape), grad, d,
+            if g is None:
+                grad = None
+            else:
+                # the digest its VJP's record holds while `g` is that contribution's payload,
+                # never written (same storage, no in-place write since its allocation, no
+                # gradient hook that may write it, not exported to another library), else
+                # queued: a payload written before its VJP handed it on is digested again,
+                # which gives the same digest while its bits are unchanged
+                b = g.buf
+                seen = grads.get(id(b))
+                grad = (seen[1] if seen is not None and seen[0] is b and not p.post_grad_hooks
+                        and getattr(b, "version", 0) == 0 and b not in EXPORTS
+                        else hold(g))
+            m = p._buf                  # p.mirror() outside a capture
+            b = m.buf
+            d = hold(m)
+            after[id(b)] = (b, getattr(b, "version", 0), d)
+            entries.append((names.get(id(p)) or p.name or f"param{k}", m.shape, grad, d,
                             state))
         for k, b in buffers:
-            entries.append((k, tuple(b.shape), None, add(b.mirror()), ()))
+            entries.append((k, tuple(b.shape), None, hold(b.mirror()), ()))
         m = mode()
         self.modes.add(m)
         batch = self.batch
-        self.records.append((batch.base + len(batch.bufs), "S", self.step, type(opt).__name__,
+        self.records.append((batch.base + batch.count, "S", self.step, type(opt).__name__,
                              self._hyper(opt), m, entries))
         self.index += 1
         batch.run()                 # the step's last values: one call for what is queued
@@ -285,22 +301,23 @@ class Recorder:
         ready = len(texts)
         forward, backward, step = self.lines.forward, self.lines.backward, self.lines.step
         out = []
-        counts = {"F": 0, "B": 0, "S": 0}
-        n = 0
+        append = out.append
+        n = ops = vjps = 0
         for rec in self.records:
             if rec[0] > ready:
                 break
             kind = rec[1]
             if kind == "F":
-                out.append(forward(*rec[2:], texts))
+                append(forward(*rec[2:], texts))
+                ops += 1
             elif kind == "B":
-                out.append(backward(*rec[2:], texts))
+                append(backward(*rec[2:], texts))
+                vjps += 1
             else:
-                out.append(step(*rec[2:], texts))
-            counts[kind] += 1
+                append(step(*rec[2:], texts))
             n += 1
         del self.records[:n]
-        w.lines("".join(out), counts["F"], counts["B"], counts["S"])
+        w.lines("".join(out), ops, vjps, n - ops - vjps)
 
     def close(self) -> None:
         self.batch.read_back()
