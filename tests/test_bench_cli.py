@@ -13,6 +13,14 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted(p for p in (ROOT / "bench").glob("*.py") if "__main__" in p.read_text())
 
 
+def _has_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _snapshot():
     return {p: p.stat().st_mtime_ns for p in (ROOT / "bench").rglob("*")
             if p.is_file() and "__pycache__" not in p.parts}
@@ -21,9 +29,13 @@ def _snapshot():
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_help_prints_usage_and_writes_nothing(script):
     before = _snapshot()
-    env = dict(os.environ, TORCHLEAN_BACKEND="stub", PYTHONDONTWRITEBYTECODE="1")
+    # the checkout's torchlean, installed or not (the scripts run from bench/)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, TORCHLEAN_BACKEND="stub", PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=path)
     r = subprocess.run([sys.executable, str(script), "--help"], cwd=str(ROOT), env=env,
                        capture_output=True, text=True, timeout=120)
+    if r.returncode and "No module named 'torch'" in r.stderr and not _has_torch():
+        pytest.skip(f"{script.name} compares with PyTorch, which is not installed here")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("usage:"), r.stdout[:300]
     after = _snapshot()
