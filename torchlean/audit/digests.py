@@ -5,8 +5,9 @@ Recording queues values in a Batch and digests them all at once where the record
 end of a backward pass, an optimizer step, before a VJP writes over its cotangent), so it costs
 one native call per step instead of one per value. The digests land in a ring of device slots,
 read back in one transfer when it fills or the record closes: nothing waits for the device per
-op. A queued digest is an int, its sequence number; `texts[k]` holds it (as the JSON string
-of its 16 hex digits) once read back.
+op. A queued digest is an int, its sequence number; `texts[k - first]` holds it (as the JSON
+string of its 16 hex digits) once read back, until the recorder says no record can refer to it
+any more (forget): a long record keeps the texts of a few steps, not of the whole run.
 """
 from __future__ import annotations
 
@@ -92,7 +93,8 @@ class Batch:
 
     def __init__(self):
         self.ring = AnyBuffer.zeros((RING_SLOTS, 4))
-        self.texts: list[str] = []     # digests read back, by sequence number, as JSON
+        self.texts: list[str] = []     # digests read back and not forgotten, as JSON
+        self.first = 0                 # the sequence number of texts[0]
         self.used = 0                  # ring rows written and not read back yet
         self.base = 0                  # the sequence number of the first queued value
         self.count = 0                 # values queued
@@ -106,6 +108,19 @@ class Batch:
     def next(self) -> int:
         """The sequence number the next queued value gets."""
         return self.base + self.count
+
+    @property
+    def ready(self) -> int:
+        """The sequence number below which every digest was read back."""
+        return self.first + len(self.texts)
+
+    def forget(self, below: int) -> None:
+        """Drop the texts of the digests below sequence number `below`, which the caller will
+        never ask for again: what recording holds stays bounded by what it may still write."""
+        n = min(below, self.ready) - self.first
+        if n > 0:
+            del self.texts[:n]
+            self.first += n
 
     def add(self, value: AnyBuffer) -> int:
         """Queue the digest of `value` (live) and return its sequence number."""

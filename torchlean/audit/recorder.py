@@ -78,6 +78,8 @@ class Recorder:
         self.lines = Lines()
         self.index = 0                # the index of the next record
         self.step = 0                 # optimizer steps so far
+        # step -> the lowest sequence number its records may refer to (forget() says why)
+        self.floors = {0: 0}
         self.tape = None              # the tape `known` describes
         self.known: dict = {}         # node id -> (source, digest) on that tape
         # id(payload) -> (payload, digest) of the VJP contributions of the running
@@ -229,6 +231,8 @@ class Recorder:
     def optimizer_step(self, opt, args, kwargs):
         if self._captured():
             return
+        batch = self.batch
+        first = batch.next            # this step's first digest: see forget()
         named = self.names.get(id(opt))
         if named is None:
             named = self.names[id(opt)] = _module_names(opt.params)
@@ -271,17 +275,18 @@ class Recorder:
             entries.append((k, tuple(b.shape), None, hold(b.mirror()), ()))
         m = mode()
         self.modes.add(m)
-        batch = self.batch
         self.records.append((batch.base + batch.count, "S", self.step, type(opt).__name__,
                              self._hyper(opt), m, entries))
         self.index += 1
         batch.run()                 # the step's last values: one call for what is queued
         self.after_step = after
         self.step += 1
+        self.floors[self.step] = first
         self.grads = {}
         self.tape = None            # parameters changed in place: digest their leaves again
-        if self.records and self.records[0][0] <= len(batch.texts):
+        if self.records and self.records[0][0] <= batch.ready:
             self.flush()
+            self.forget()
 
     # ------------------------------------------------------------------ output
     def header(self) -> dict:
@@ -297,8 +302,8 @@ class Recorder:
         w = self.writer
         if not w.header_written:
             w.header(self.header())
-        texts = self.batch.texts
-        ready = len(texts)
+        batch = self.batch
+        texts, first, ready = batch.texts, batch.first, batch.ready
         forward, backward, step = self.lines.forward, self.lines.backward, self.lines.step
         out = []
         append = out.append
@@ -308,16 +313,30 @@ class Recorder:
                 break
             kind = rec[1]
             if kind == "F":
-                append(forward(*rec[2:], texts))
+                append(forward(*rec[2:], texts, first))
                 ops += 1
             elif kind == "B":
-                append(backward(*rec[2:], texts))
+                append(backward(*rec[2:], texts, first))
                 vjps += 1
             else:
-                append(step(*rec[2:], texts))
+                append(step(*rec[2:], texts, first))
             n += 1
         del self.records[:n]
         w.lines("".join(out), ops, vjps, n - ops - vjps)
+
+    def forget(self) -> None:
+        """Drop the digest texts no record can refer to any more, so they do not pile up over
+        a long run. A record of step s refers to digests queued in step s or reused from
+        `known`, `grads` and `after_step`; an optimizer step empties the first two (the next op
+        starts `known` anew) and fills `after_step` with digests it queues, so each digest a
+        record of step s refers to comes at or after floors[s], the first digest of the
+        optimizer step that began step s. Records wait in order: the oldest waiting one (none
+        waiting: the step now) says what must stay."""
+        floors = self.floors
+        oldest = self.records[0][2] if self.records else self.step
+        for s in [s for s in floors if s < oldest]:
+            del floors[s]
+        self.batch.forget(floors[oldest])
 
     def close(self) -> None:
         self.batch.read_back()

@@ -31,8 +31,8 @@ def json_line(obj) -> str:
 class Lines:
     """Record lines written as json_line writes them (the same bytes), but faster for the
     records made once per op: the JSON of an op's name and shapes is made once per distinct op
-    and reused, and digests come as JSON strings already (Batch.texts), so a line costs a few
-    string joins instead of a json.dumps of nested lists."""
+    and reused, and digests come as JSON strings already (Batch.texts: digest k is texts[k -
+    first]), so a line costs a few string joins instead of a json.dumps of nested lists."""
 
     # (name, input shapes, output shape), (name, shape) or a shape -> its JSON without the
     # brackets; a source label -> its JSON string. Shared by every record of the process (a
@@ -53,23 +53,24 @@ class Lines:
         j = self.labels[s] = json.dumps(s)
         return j
 
-    def forward(self, step, name, ins, out_shape, d, texts) -> str:
+    def forward(self, step, name, ins, out_shape, d, texts, first) -> str:
         """["F", step, op, [input shapes], output shape, digest, [[source, digest], ...]];
-        ins: (source, digest, shape) per input; texts[k]: digest k as JSON (a None digest is
-        null). One pass over the inputs gives both the shapes (the cache key) and the pairs."""
+        ins: (source, digest, shape) per input; texts[k - first]: digest k as JSON (a None digest
+        is null). One pass over the inputs gives both the shapes (the cache key) and the pairs."""
         labels = self.labels
         shapes, pairs = [], []
         for s, k, shape in ins:
             shapes.append(shape)
             pairs.append(f'[{s if s.__class__ is int else labels.get(s) or self._label(s)},'
-                         f'{"null" if k is None else texts[k]}]')
+                         f'{"null" if k is None else texts[k - first]}]')
         key = (name, tuple(shapes), out_shape)
         fixed = self.fixed.get(key)
         if fixed is None:
             fixed = self._fixed(key)
-        return (f'["F",{step},{fixed},{"null" if d is None else texts[d]},[{",".join(pairs)}]]\n')
+        return (f'["F",{step},{fixed},{"null" if d is None else texts[d - first]},'
+                f'[{",".join(pairs)}]]\n')
 
-    def backward(self, step, name, source, cot_shape, d, outs, texts) -> str:
+    def backward(self, step, name, source, cot_shape, d, outs, texts, first) -> str:
         """["B", step, op, forward record, cotangent shape, cotangent digest,
         [[shape, digest] | null]]"""
         fixed = self.fixed
@@ -86,11 +87,11 @@ class Lines:
             os = fixed.get(o[0])
             if os is None:
                 os = self._fixed(o[0])
-            parts.append(f'[[{os}],{"null" if o[1] is None else texts[o[1]]}]')
+            parts.append(f'[[{os}],{"null" if o[1] is None else texts[o[1] - first]}]')
         return (f'["B",{step},{self.labels.get(name) or self._label(name)},{source},'
-                f'[{cs}],{"null" if d is None else texts[d]},[{",".join(parts)}]]\n')
+                f'[{cs}],{"null" if d is None else texts[d - first]},[{",".join(parts)}]]\n')
 
-    def step(self, step, opt, hyper, mode, entries, texts) -> str:
+    def step(self, step, opt, hyper, mode, entries, texts, first) -> str:
         """["S", step, optimizer, hyperparameters (JSON text), mode, [[name, shape, grad, value,
         {state: digest}]]]; an entry comes as (name, shape, grad, value, ((state, digest),))."""
         labels, fixed = self.labels, self.fixed
@@ -100,8 +101,10 @@ class Lines:
             j = fixed.get(key)
             if j is None:
                 j = self._fixed(key)
-            st = ",".join([f"{labels.get(k) or self._label(k)}:{texts[d]}" for k, d in state])
-            parts.append(f'[{j},{"null" if g is None else texts[g]},{texts[v]},{{{st}}}]')
+            st = ",".join([f"{labels.get(k) or self._label(k)}:{texts[d - first]}"
+                           for k, d in state])
+            parts.append(f'[{j},{"null" if g is None else texts[g - first]},'
+                         f'{texts[v - first]},{{{st}}}]')
         return (f'["S",{step},{labels.get(opt) or self._label(opt)},{hyper},'
                 f'{labels.get(mode) or self._label(mode)},[{",".join(parts)}]]\n')
 
