@@ -25,6 +25,8 @@ from torchlean.random import next_device_key
 from torchlean.tape import is_grad_enabled, no_grad
 
 _get_ident = threading.get_ident
+# the float32 just below pi/2 (float32(pi/2) is above it, where tan changes sign)
+_HALF_PI_BELOW = float(np.nextafter(np.float32(math.pi / 2), np.float32(0)))
 _LEAF_MSG = ("a leaf Variable that requires grad is being used in an in-place operation. "
              "({op}: wrap the update in torchlean.no_grad(), or write through .data)")
 
@@ -351,6 +353,65 @@ class InPlaceOps:
     def bernoulli_(self, p=0.5, *, generator=None):
         return self._random("bernoulli_", lambda dst: _k.random_into(
             dst, "bernoulli", _key(generator), float(p)) or True)
+
+    # torch's other in-place samplers: a registry uniform or normal draw of the session's
+    # stream (or generator's), then float32 registry pointwise ops on it, so exact mode gives
+    # the same bits on every backend (no host math on the values).
+    def _transformed(self, op, kind, generator, transform, a=0.0, b=1.0):
+        def kernel(dst):
+            _k.random_into(dst, kind, _key(generator), a, b)
+            with no_grad():
+                y = transform(self.session.borrow(dst))
+                _k.copy_into(dst, y._node().value, op)
+            return True
+        return self._random(op, kernel)
+
+    def exponential_(self, lambd=1.0, *, generator=None):
+        """Fills self with Exponential(lambd) draws, density lambd exp(-lambd x) for x > 0:
+        -log1p(-u) * (1 / lambd) for u uniform in [0, 1) (torch's CPU form, the factor a
+        float32 number); u = 0 gives 2^-24 / lambd instead of 0 (as torch's CUDA sampler keeps
+        every draw above 0)."""
+        lam = float(lambd)
+        if not (lam > 0.0 and math.isfinite(lam)):
+            raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+        return self._transformed(
+            "exponential_", "uniform", generator,
+            lambda u: _composite.clamp((-u).log1p().neg(), min=2.0 ** -24) * (1.0 / lam))
+
+    def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+        """Fills self with Cauchy(median, sigma) draws, density 1 / (pi sigma (1 + ((x -
+        median) / sigma)^2)): median + sigma tan(pi (u - 0.5)) for u uniform in [0, 1) (the
+        angle kept above -pi/2 at u = 0, so that draw is a large negative number)."""
+        sg = float(sigma)
+        if not sg > 0.0:
+            raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+        med = float(median)
+        return self._transformed(
+            "cauchy_", "uniform", generator,
+            lambda u: _composite.clamp((u - 0.5) * math.pi, min=-_HALF_PI_BELOW).tan() * sg
+            + med)
+
+    def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+        """Fills self with exp(N(mean, std^2)) draws (mean and std are the underlying normal's,
+        as torch's): exp of normal_'s draw."""
+        sd = float(std)
+        if not sd > 0.0:
+            raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+        return self._transformed("log_normal_", "normal", generator, lambda z: z.exp(),
+                                 float(mean), sd)
+
+    def geometric_(self, p, *, generator=None):
+        """Fills self with Geometric(p) draws, the number of Bernoulli(p) trials up to the first
+        success (whole numbers >= 1 held as float32, P(k) = (1 - p)^(k-1) p):
+        ceil(log1p(-u) * (1 / log1p(-p))) for u uniform in [0, 1), the factor a float32
+        number, at least 1 (u = 0 gives 1)."""
+        pf = float(p)
+        if not 0.0 < pf < 1.0:
+            raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+        inv = 1.0 / math.log1p(-pf)       # < 0; a scale factor rounded to float32 once
+        return self._transformed(
+            "geometric_", "uniform", generator,
+            lambda u: _composite.clamp(((-u).log1p() * inv).ceil(), min=1.0))
 
     def _random(self, op, kernel):
         if is_grad_enabled() and self.requires_grad and (
