@@ -426,6 +426,56 @@ class InPlaceOps:
         kernel(self.mirror() if self._is_parameter else self._node().value)
         return self
 
+    # ------------------------------------------------------------------ resizing
+    def resize_(self, *sizes, memory_format=None):
+        """torch's resize_: self takes the row-major shape `sizes` (ints or one sequence).
+        The same element count: the values keep their row-major order in the same storage (a
+        reshape in place; detach() and .data aliases still share it). Another count: new
+        storage holding the first min(old, new) values in row-major order; the elements that
+        growing adds are 0 (torch leaves them uninitialized; torchlean fills them
+        deterministically), and aliases made before keep the old storage. torchlean's storage
+        is always the tensor's size, so shrinking drops the tail: growing again gives zeros
+        where torch's larger storage may still show the old values. As torch, a tensor
+        that requires grad cannot be resized (in no_grad too), and the version counter is not
+        bumped. torchlean does not resize a view, a tensor that live views read, or a
+        Parameter (assign p.data instead): those raise."""
+        shape = _sizes("resize_", sizes)
+        if memory_format is not None and str(memory_format) not in (
+                "torch.contiguous_format", "contiguous_format"):
+            raise RuntimeError(f"resize_: torchlean resizes to the row-major (contiguous) "
+                               f"layout only, got memory_format={memory_format}")
+        if self.requires_grad:
+            raise RuntimeError("cannot resize variables that require grad")
+        if self._is_parameter:
+            raise RuntimeError("resize_: torchlean does not resize a Parameter; assign p.data "
+                               "a tensor of the new shape instead")
+        if hasattr(self, "_vbase"):
+            raise RuntimeError(f"resize_: torchlean does not resize a view (shape "
+                               f"{list(self.shape)} of a base of shape "
+                               f"{list(self._vbase.shape)}); clone() it first")
+        s = self.session
+        old = self._node().value
+        if _k.has_live_views(old.buf):
+            raise RuntimeError(f"resize_: views of this tensor (shape {list(self.shape)}) are "
+                               "alive; torchlean does not resize a tensor that views read")
+        n, m = old.buf.n, math.prod(shape)
+        if n == m:
+            if shape == tuple(self.shape):
+                return self
+            kept = s.tape.hand_out(self.id)     # the payload lives on with its new holder
+            new = s.borrow(AnyBuffer(shape, kept.buf, owns=False))
+        else:
+            flat = old.to_numpy().reshape(-1)
+            vals = np.zeros(m, np.float32)
+            vals[:min(n, m)] = flat[:min(n, m)]
+            new = s.tensor(vals.reshape(shape))
+        self._rebase(new)
+        return self
+
+    def resize_as_(self, the_template, *, memory_format=None):
+        """torch's resize_as_: resize_(the_template.shape) (see resize_)."""
+        return self.resize_(tuple(the_template.shape), memory_format=memory_format)
+
     # ------------------------------------------------------------------ item assignment
     @_names_op('__setitem__')
     def __setitem__(self, key, value):
@@ -468,6 +518,21 @@ def _key(generator) -> int:
     """The device key of the next draw: of `generator` (torch's generator=) or the global
     seeded stream."""
     return next_device_key() if generator is None else generator.next_key()
+
+
+def _sizes(op: str, sizes) -> tuple:
+    """torch's *sizes: ints, or one list / tuple / Size of them, each >= 0."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    out = []
+    for d in sizes:
+        if isinstance(d, bool) or not isinstance(d, (numbers.Integral, np.integer)):
+            raise TypeError(f"{op}: sizes must be ints, got {sizes!r}")
+        if d < 0:
+            raise RuntimeError(f"{op}: Trying to create tensor with negative dimension {int(d)}: "
+                               f"{[int(x) for x in sizes]}")
+        out.append(int(d))
+    return tuple(out)
 
 
 def _check_shape(op: str, got, want) -> None:
