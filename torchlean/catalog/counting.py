@@ -21,8 +21,8 @@ from torchlean.int_tensor import IntTensor, host_key
 METHODS = ["nonzero", "nonzero_static", "argwhere", "masked_select", "masked_scatter", "histc"]
 INT_METHODS = ["nonzero", "nonzero_static", "argwhere"]      # IntTensor.bincount is the core's
 INPLACE = ["masked_scatter"]
-EXPORTS = {"torch": ["nonzero", "nonzero_static", "argwhere", "masked_select", "masked_scatter", "bincount", "histc",
-                     "histogram"]}
+EXPORTS = {"torch": ["nonzero", "nonzero_static", "argwhere", "masked_select", "masked_scatter",
+                     "bincount", "histc", "histogram"]}
 
 
 def _values(x):

@@ -13,8 +13,8 @@ from torchlean.catalog.reduce import pnorm, prod as _prod
 from torchlean.catalog.sorting import nanmedian as _nanmedian
 
 EXPORTS = {"masked": ("sum", "mean", "amax", "amin", "argmax", "argmin", "prod", "std", "var",
-                      "norm", "normalize", "median", "softmax", "log_softmax", "softmin", "logsumexp",
-                      "logaddexp")}
+                      "norm", "normalize", "median", "softmax", "log_softmax", "softmin",
+                      "logsumexp", "logaddexp")}
 
 
 def _prepare(op, input, mask, fill):
