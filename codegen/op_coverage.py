@@ -3,7 +3,8 @@
 The names are codegen/pytorch_op_names.txt (PyTorch's OpInfo database, float32 on the CPU).
 A name is present when an imported torchlean has it: `ns.X` names (nn.functional, linalg,
 special, fft, masked, signal.windows, sparse) as an attribute of that namespace, any other
-name as a torchlean function or a Tensor method or property. `python -m codegen.op_coverage`
+name as a torchlean function or a Tensor method or property (INPLACE_ONLY's names as the
+in-place Tensor method `name_`, their only form in PyTorch). `python -m codegen.op_coverage`
 rewrites the file; `--check` fails when the committed file differs from a fresh one.
 """
 from __future__ import annotations
@@ -32,9 +33,17 @@ def family(name: str) -> str:
     return "core"
 
 
+# OpInfo names whose only PyTorch form is the in-place Tensor method `name_` (there is no
+# torch.uniform or Tensor.exponential, only Tensor.uniform_, Tensor.exponential_, ...): such a
+# name is present when Tensor has that method. A listed set, not a rule for every name.
+INPLACE_ONLY = frozenset({"uniform", "exponential", "cauchy", "log_normal", "geometric"})
+
+
 def is_present(tl, name: str) -> bool:
     fam = family(name)
     if fam == "core":
+        if name in INPLACE_ONLY:
+            return hasattr(tl.Tensor, name + "_")
         return hasattr(tl, name) or hasattr(tl.Tensor, name)
     try:
         ns = importlib.import_module(f"torchlean.{fam}")
@@ -61,8 +70,9 @@ def render(tl) -> tuple[str, int]:
              f"{len(present)} of {len(names)} present, {len(missing)} missing. The names are "
              "PyTorch's float32 OpInfo operators (codegen/pytorch_op_names.txt); present means "
              "an imported torchlean has a function, Tensor method or namespace attribute "
-             "(nn.functional, linalg, special, fft, masked, signal.windows) of that name, not "
-             "that every argument is supported.", "",
+             "(nn.functional, linalg, special, fft, masked, signal.windows) of that name (for "
+             f"{', '.join(sorted(INPLACE_ONLY))}, which PyTorch has only as in-place Tensor "
+             "methods, the method `name_`), not that every argument is supported.", "",
              f"## Present ({len(present)})", ""] + by_family(present) + \
             [f"## Missing ({len(missing)})", ""] + by_family(missing)
     return "\n".join(lines).rstrip() + "\n", len(present)

@@ -29,3 +29,24 @@ def test_family_of_names():
     assert op_coverage.is_present(torchlean, "nn.functional.relu")
     assert op_coverage.is_present(torchlean, "mT")
     assert not op_coverage.is_present(torchlean, "torch.ops.aten._safe_softmax.default")
+
+
+def test_inplace_only_names_count_through_their_method():
+    """uniform, exponential, ... exist in PyTorch only as Tensor.uniform_, ...: present through
+    that method, and only for the listed names (no blanket name + '_' rule)."""
+    assert op_coverage.INPLACE_ONLY == {"uniform", "exponential", "cauchy", "log_normal",
+                                        "geometric"}
+    for name in op_coverage.INPLACE_ONLY:
+        assert name in op_coverage.op_names()
+        assert op_coverage.is_present(torchlean, name)
+        assert not hasattr(torchlean, name) and not hasattr(torchlean.Tensor, name)
+
+    class Bare:        # without the method the name is missing; other names need no '_'
+        class Tensor:
+            def exponential(self):
+                pass
+
+            def frobnicate_(self):
+                pass
+    assert not op_coverage.is_present(Bare, "exponential")
+    assert not op_coverage.is_present(Bare, "frobnicate")

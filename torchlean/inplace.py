@@ -47,6 +47,12 @@ def bump_storage(buf, op: str) -> None:
             fam[1][:] = live
 
 
+def has_live_views(buf) -> bool:
+    """Whether a live view reads the storage `buf`."""
+    fam = FAMILIES.get(id(buf))
+    return fam is not None and fam[0]() is buf and any(r() is not None for r in fam[1])
+
+
 def watch(buf, view) -> None:
     """Tell `view` (a weakly referenced object with storage_written(buf, op)) of every write
     into the storage `buf` from now on."""

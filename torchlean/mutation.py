@@ -25,6 +25,8 @@ from torchlean.random import next_device_key
 from torchlean.tape import is_grad_enabled, no_grad
 
 _get_ident = threading.get_ident
+# the float32 just below pi/2 (float32(pi/2) is above it, where tan changes sign)
+_HALF_PI_BELOW = float(np.nextafter(np.float32(math.pi / 2), np.float32(0)))
 _LEAF_MSG = ("a leaf Variable that requires grad is being used in an in-place operation. "
              "({op}: wrap the update in torchlean.no_grad(), or write through .data)")
 
@@ -352,6 +354,65 @@ class InPlaceOps:
         return self._random("bernoulli_", lambda dst: _k.random_into(
             dst, "bernoulli", _key(generator), float(p)) or True)
 
+    # torch's other in-place samplers: a registry uniform or normal draw of the session's
+    # stream (or generator's), then float32 registry pointwise ops on it, so exact mode gives
+    # the same bits on every backend (no host math on the values).
+    def _transformed(self, op, kind, generator, transform, a=0.0, b=1.0):
+        def kernel(dst):
+            _k.random_into(dst, kind, _key(generator), a, b)
+            with no_grad():
+                y = transform(self.session.borrow(dst))
+                _k.copy_into(dst, y._node().value, op)
+            return True
+        return self._random(op, kernel)
+
+    def exponential_(self, lambd=1.0, *, generator=None):
+        """Fills self with Exponential(lambd) draws, density lambd exp(-lambd x) for x > 0:
+        -log1p(-u) * (1 / lambd) for u uniform in [0, 1) (torch's CPU form, the factor a
+        float32 number); u = 0 gives 2^-24 / lambd instead of 0 (as torch's CUDA sampler keeps
+        every draw above 0)."""
+        lam = float(lambd)
+        if not (lam > 0.0 and math.isfinite(lam)):
+            raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+        return self._transformed(
+            "exponential_", "uniform", generator,
+            lambda u: _composite.clamp((-u).log1p().neg(), min=2.0 ** -24) * (1.0 / lam))
+
+    def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+        """Fills self with Cauchy(median, sigma) draws, density 1 / (pi sigma (1 + ((x -
+        median) / sigma)^2)): median + sigma tan(pi (u - 0.5)) for u uniform in [0, 1) (the
+        angle kept above -pi/2 at u = 0, so that draw is a large negative number)."""
+        sg = float(sigma)
+        if not sg > 0.0:
+            raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+        med = float(median)
+        return self._transformed(
+            "cauchy_", "uniform", generator,
+            lambda u: _composite.clamp((u - 0.5) * math.pi, min=-_HALF_PI_BELOW).tan() * sg
+            + med)
+
+    def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+        """Fills self with exp(N(mean, std^2)) draws (mean and std are the underlying normal's,
+        as torch's): exp of normal_'s draw."""
+        sd = float(std)
+        if not sd > 0.0:
+            raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+        return self._transformed("log_normal_", "normal", generator, lambda z: z.exp(),
+                                 float(mean), sd)
+
+    def geometric_(self, p, *, generator=None):
+        """Fills self with Geometric(p) draws, the number of Bernoulli(p) trials up to the first
+        success (whole numbers >= 1 held as float32, P(k) = (1 - p)^(k-1) p):
+        ceil(log1p(-u) * (1 / log1p(-p))) for u uniform in [0, 1), the factor a float32
+        number, at least 1 (u = 0 gives 1)."""
+        pf = float(p)
+        if not 0.0 < pf < 1.0:
+            raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+        inv = 1.0 / math.log1p(-pf)       # < 0; a scale factor rounded to float32 once
+        return self._transformed(
+            "geometric_", "uniform", generator,
+            lambda u: _composite.clamp(((-u).log1p() * inv).ceil(), min=1.0))
+
     def _random(self, op, kernel):
         if is_grad_enabled() and self.requires_grad and (
                 self._is_parameter or not self._node().parents):
@@ -364,6 +425,56 @@ class InPlaceOps:
             return self
         kernel(self.mirror() if self._is_parameter else self._node().value)
         return self
+
+    # ------------------------------------------------------------------ resizing
+    def resize_(self, *sizes, memory_format=None):
+        """torch's resize_: self takes the row-major shape `sizes` (ints or one sequence).
+        The same element count: the values keep their row-major order in the same storage (a
+        reshape in place; detach() and .data aliases still share it). Another count: new
+        storage holding the first min(old, new) values in row-major order; the elements that
+        growing adds are 0 (torch leaves them uninitialized; torchlean fills them
+        deterministically), and aliases made before keep the old storage. torchlean's storage
+        is always the tensor's size, so shrinking drops the tail: growing again gives zeros
+        where torch's larger storage may still show the old values. As torch, a tensor
+        that requires grad cannot be resized (in no_grad too), and the version counter is not
+        bumped. torchlean does not resize a view, a tensor that live views read, or a
+        Parameter (assign p.data instead): those raise."""
+        shape = _sizes("resize_", sizes)
+        if memory_format is not None and str(memory_format) not in (
+                "torch.contiguous_format", "contiguous_format"):
+            raise RuntimeError(f"resize_: torchlean resizes to the row-major (contiguous) "
+                               f"layout only, got memory_format={memory_format}")
+        if self.requires_grad:
+            raise RuntimeError("cannot resize variables that require grad")
+        if self._is_parameter:
+            raise RuntimeError("resize_: torchlean does not resize a Parameter; assign p.data "
+                               "a tensor of the new shape instead")
+        if hasattr(self, "_vbase"):
+            raise RuntimeError(f"resize_: torchlean does not resize a view (shape "
+                               f"{list(self.shape)} of a base of shape "
+                               f"{list(self._vbase.shape)}); clone() it first")
+        s = self.session
+        old = self._node().value
+        if _k.has_live_views(old.buf):
+            raise RuntimeError(f"resize_: views of this tensor (shape {list(self.shape)}) are "
+                               "alive; torchlean does not resize a tensor that views read")
+        n, m = old.buf.n, math.prod(shape)
+        if n == m:
+            if shape == tuple(self.shape):
+                return self
+            kept = s.tape.hand_out(self.id)     # the payload lives on with its new holder
+            new = s.borrow(AnyBuffer(shape, kept.buf, owns=False))
+        else:
+            flat = old.to_numpy().reshape(-1)
+            vals = np.zeros(m, np.float32)
+            vals[:min(n, m)] = flat[:min(n, m)]
+            new = s.tensor(vals.reshape(shape))
+        self._rebase(new)
+        return self
+
+    def resize_as_(self, the_template, *, memory_format=None):
+        """torch's resize_as_: resize_(the_template.shape) (see resize_)."""
+        return self.resize_(tuple(the_template.shape), memory_format=memory_format)
 
     # ------------------------------------------------------------------ item assignment
     @_names_op('__setitem__')
@@ -407,6 +518,21 @@ def _key(generator) -> int:
     """The device key of the next draw: of `generator` (torch's generator=) or the global
     seeded stream."""
     return next_device_key() if generator is None else generator.next_key()
+
+
+def _sizes(op: str, sizes) -> tuple:
+    """torch's *sizes: ints, or one list / tuple / Size of them, each >= 0."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    out = []
+    for d in sizes:
+        if isinstance(d, bool) or not isinstance(d, (numbers.Integral, np.integer)):
+            raise TypeError(f"{op}: sizes must be ints, got {sizes!r}")
+        if d < 0:
+            raise RuntimeError(f"{op}: Trying to create tensor with negative dimension {int(d)}: "
+                               f"{[int(x) for x in sizes]}")
+        out.append(int(d))
+    return tuple(out)
 
 
 def _check_shape(op: str, got, want) -> None:

@@ -1,4 +1,5 @@
-"""Where a mask or a tensor is nonzero, and how often values occur: torch's nonzero, argwhere,
+"""Where a mask or a tensor is nonzero, and how often values occur: torch's nonzero,
+nonzero_static, argwhere,
 masked_select, masked_scatter, bincount, histc and histogram.
 
 Their output sizes depend on the values, so the positions (or bins) are worked out on the host
@@ -17,11 +18,11 @@ from torchlean import composite
 from torchlean.catalog._flat_positions import index_array, overwrite
 from torchlean.int_tensor import IntTensor, host_key
 
-METHODS = ["nonzero", "argwhere", "masked_select", "masked_scatter", "histc"]
-INT_METHODS = ["nonzero", "argwhere"]      # IntTensor.bincount is the core's
+METHODS = ["nonzero", "nonzero_static", "argwhere", "masked_select", "masked_scatter", "histc"]
+INT_METHODS = ["nonzero", "nonzero_static", "argwhere"]      # IntTensor.bincount is the core's
 INPLACE = ["masked_scatter"]
-EXPORTS = {"torch": ["nonzero", "argwhere", "masked_select", "masked_scatter", "bincount", "histc",
-                     "histogram"]}
+EXPORTS = {"torch": ["nonzero", "nonzero_static", "argwhere", "masked_select", "masked_scatter",
+                     "bincount", "histc", "histogram"]}
 
 
 def _values(x):
@@ -56,6 +57,21 @@ def nonzero(input, *, as_tuple=False):  # noqa: A002 - torch's names
     if as_tuple:
         return tuple(IntTensor(i.astype(np.int64)) for i in np.nonzero(np.atleast_1d(a)))
     return IntTensor(np.argwhere(a).astype(np.int64))
+
+
+def nonzero_static(input, *, size, fill_value=-1):  # noqa: A002
+    """torch.nonzero_static: nonzero's rows (int64, row-major order) in a result of the fixed
+    shape (size, input.ndim): truncated to the first `size` rows, or padded with rows of
+    fill_value."""
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, got {size!r}")
+    if isinstance(fill_value, bool) or not isinstance(fill_value, (int, np.integer)):
+        raise TypeError(f"nonzero_static: fill_value must be an int, got {fill_value!r}")
+    a = _values(input)
+    rows = np.argwhere(a).astype(np.int64)[:size]
+    out = np.full((int(size), a.ndim), int(fill_value), np.int64)
+    out[:rows.shape[0]] = rows
+    return IntTensor(out)
 
 
 def argwhere(input):  # noqa: A002

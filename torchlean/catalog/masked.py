@@ -10,10 +10,11 @@ import numpy as np
 from torchlean import composite
 from torchlean.catalog import _common as c
 from torchlean.catalog.reduce import pnorm, prod as _prod
+from torchlean.catalog.sorting import nanmedian as _nanmedian
 
 EXPORTS = {"masked": ("sum", "mean", "amax", "amin", "argmax", "argmin", "prod", "std", "var",
-                      "norm", "normalize", "softmax", "log_softmax", "softmin", "logsumexp",
-                      "logaddexp")}
+                      "norm", "normalize", "median", "softmax", "log_softmax", "softmin",
+                      "logsumexp", "logaddexp")}
 
 
 def _prepare(op, input, mask, fill):
@@ -114,6 +115,18 @@ def normalize(input, ord, dim, *, eps=1e-12, dtype=None, mask=None):  # noqa: A0
     x, _ = _prepare("normalize", input, mask, 0.0)
     n = pnorm("masked.normalize", x, ord, _dims("normalize", x, dim), True)
     return x / composite.clamp(n, min=float(eps))
+
+
+def median(input, dim=-1, *, keepdim=False, dtype=None, mask=None):
+    """torch.masked.median: the lower median along one dim of the kept elements (values only),
+    as torch's nanmedian of input with the masked-out elements NaN: so a NaN in input is
+    skipped too, and a slice with nothing kept gives NaN."""
+    if isinstance(dim, (tuple, list)):
+        if len(dim) != 1:
+            raise RuntimeError(f"masked.median: dim must be one int, got {dim}")
+        dim = dim[0]
+    x, _ = _prepare("median", input, mask, math.nan)
+    return _nanmedian(x, dim, keepdim).values
 
 
 def softmax(input, dim, *, dtype=None, mask=None):
