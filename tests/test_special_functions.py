@@ -145,6 +145,7 @@ MIDPOINTS = [
     ("erfc", mp.erfc, [0xB76C9F62, 0x401ADF85]),
     ("lgamma", lambda v: mp.log(abs(mp.gamma(v))), [0x3B7C53AA]),
     ("digamma", mp.digamma, [0xA7DE86A9, 0xA7E05475, 0x37D4FFFC, 0xC5A60943, 0x65D890D3, 0x6F31A8EC]),
+    ("special.i1e", lambda v: mp.besseli(1, v) * mp.exp(-abs(v)), [0x36530E01, 0xB6530E01]),
 ]
 
 

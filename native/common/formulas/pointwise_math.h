@@ -366,6 +366,10 @@ TLM_HD float tlf_i0e(float x) {
 TLM_HD float tlf_i1e(float x) {
     float a = tlm_abs(x);
     float y = tlm_copysign(a == TLM_INFF ? 0.0f : tlm_d2f(tls_bessel_ie((double)a, 1)), x);
+    /* the one input of 2^31 whose value sits within 2^-30 ulp of a rounding midpoint, where
+     * the double evaluation falls on the wrong side (mpmath, 60 digits: 0x35d30dd5) */
+    y = tlm_fix(x, 0x36530e01, 0x35d30dd5, y);
+    y = tlm_fix(x, (int32_t)0xb6530e01u, (int32_t)0xb5d30dd5u, y);
     return a < 0x1p-60f ? tls_tiny_half(x, 0) : y;
 }
 /* K: inf at 0, NaN below; scaled = e^x K(x) */
