@@ -105,15 +105,14 @@ TLM_HD void tls_sincos(float x, double *s, double *c) {
 
 /* ================================================================ the error function family */
 
-/* erfc(x) e^(x^2) for x >= 2.5: the continued fraction
- * 1 / (sqrt(pi) (x + (1/2) / (x + (2/2) / (x + ...)))) evaluated from depth 50 (relative error
- * below 1e-19 from 2.5 up) */
+/* erfc(x) e^(x^2) for x >= 1: the continued fraction
+ * 1 / (sqrt(pi) (x + (1/2) / (x + (2/2) / (x + ...)))) evaluated from depth n (truncation error
+ * below 1e-19 relative from 2.5 up at depth 50; tls_erfcx_nonneg's depths below) */
 TLM_HD double tls_erfcx_cf_n(double x, int n) {
     double t = x;
     for (int k = n; k >= 1; k--) t = tlm_dadd(x, tlm_ddiv(0.5 * (double)k, t));
     return tlm_ddiv(TLS_INV_SQRT_PI, t);
 }
-TLM_HD double tls_erfcx_cf(double x) { return tls_erfcx_cf_n(x, 50); }
 /* erf(x) e^(x^2) sqrt(pi) / 2 = sum x^(2n+1) 2^n / (2n+1)!!, positive terms, for |x| < 2.5 */
 TLM_HD double tls_erf_scaled_series(double x) {
     double x2 = tlm_dmul(2.0, tlm_dmul(x, x)), t = x, s = x;
@@ -131,43 +130,69 @@ TLM_HD double tls_exp_negsq(double x) {
     q.lo = -q.lo;
     return tls_exp_dd(q);
 }
-/* erfc(x) for a double x; erfc(-x) = 2 - erfc(x) */
-TLM_HD double tls_erfc(double x) {
-    double a = tls_fabs(x), v;
-    if (a >= 2.5) v = a > 27.3 ? 0.0 : tlm_dmul(tls_erfcx_cf(a), tls_exp_negsq(a));
-    else v = tlm_dsub(1.0, tlm_dmul(tlm_dmul(tls_erf_scaled_series(a), TLS_SQRT_PI_INV2), tls_exp_negsq(a)));
-    return x < 0.0 ? tlm_dsub(2.0, v) : v;
-}
 /* erf(x) for a double x with |x| < 2.5 (the series, no cancellation) */
 TLM_HD double tls_erf_small(double x) {
     return tlm_dmul(tlm_dmul(tls_erf_scaled_series(x), TLS_SQRT_PI_INV2), tls_exp_negsq(x));
 }
-/* erfcx(x) = e^(x^2) erfc(x) for a double x; 2 e^(x^2) - erfcx(-x) below 0 (overflows float32
- * below about -9.4; inf below -26.6, where e^(x^2) leaves tls_exp's range) */
-TLM_HD double tls_erfcx(double x) {
+/* (1 - erf(a)) e^(a^2) for 0 <= a < 2.5. 1 - erf(a) cancels: a relative error of about
+ * 2^-53 erf(a) / erfc(a) (2^-50.6 at 1, 2^-45 at 2, 2^-42 at 2.5), so tls_erfcx_nonneg uses it
+ * below 1 only; the first Newton steps of tls_erfc_inv_dd use it as a cheap start. */
+TLM_HD double tls_erfcx_cancel(double a) {
+    return tlm_ddiv(tlm_dsub(1.0, tls_erf_small(a)), tls_exp_negsq(a));
+}
+/* erfcx(x) = e^(x^2) erfc(x) for x >= 0 without the cancellation: the continued fraction from 1
+ * up, its depth by range so that the truncation stays below 2^-60 relative (measured with mpmath
+ * at 60 digits against erfc(x) e^(x^2); the truncation falls as x grows: depth 250 gives 2^-61.1
+ * at 1, depth 120 2^-61.7 at 1.5, depth 50 2^-61.7 at 2.5); below 1 tls_erfcx_cancel (its loss
+ * is at most 2^-50.6 relative there). */
+TLM_HD double tls_erfcx_nonneg(double x) {
+    if (x >= 2.5) return tls_erfcx_cf_n(x, 50);
+    if (x >= 1.5) return tls_erfcx_cf_n(x, 120);
+    if (x >= 1.0) return tls_erfcx_cf_n(x, 250);
+    return tls_erfcx_cancel(x);
+}
+/* erfc(x) for a double x; erfc(-x) = 2 - erfc(x). From |x| = 1 up erfcx(|x|) e^(-x^2) (the
+ * fraction: no cancellation); below 1, 1 - erf(|x|) (erf / erfc below 5.4 there). */
+TLM_HD double tls_erfc(double x) {
     double a = tls_fabs(x), v;
-    if (a >= 2.5) v = tls_erfcx_cf(a);
-    else v = tlm_ddiv(tlm_dsub(1.0, tls_erf_small(a)), tls_exp_negsq(a));
+    if (a >= 1.0) v = a > 27.3 ? 0.0 : tlm_dmul(tls_erfcx_nonneg(a), tls_exp_negsq(a));
+    else v = tlm_dsub(1.0, tlm_dmul(tlm_dmul(tls_erf_scaled_series(a), TLS_SQRT_PI_INV2), tls_exp_negsq(a)));
+    return x < 0.0 ? tlm_dsub(2.0, v) : v;
+}
+/* erfc(x / sqrt 2) for a double x, with x / sqrt 2 as hi + lo (two_prod with sqrt 1/2's two
+ * parts) and erfc(hi + lo) = erfc(hi) - lo 2 / sqrt(pi) e^(-hi^2) to first order: rounding
+ * x / sqrt 2 to a double alone costs 2 t^2 2^-53 relative at t = x / sqrt 2 (2^-48 at t = 3.7,
+ * where log_ndtr missed a midpoint by that) */
+TLM_HD double tls_erfc_sqrt1_2(double x) {
+    tlm_dd t = tlm_two_prod(x, TLS_SQRT1_2);
+    t.lo = tlm_dfma(x, -0x1.bdd3413b26456p-55, t.lo);         /* sqrt 1/2 - TLS_SQRT1_2 */
+    double v = tls_erfc(t.hi);
+    double c = tlm_dmul(tlm_dmul(t.lo, TLS_SQRT_PI_INV2), tls_exp_negsq(t.hi));
+    return tls_fabs(x) <= 0x1p1000 ? tlm_dsub(v, c) : v;        /* +-inf: the split gives NaN */
+}
+/* erfcx(x) for x < 0 from v = erfcx(-x): 2 e^(x^2) - v (overflows float32 below about -9.4;
+ * inf below -26.6, where e^(x^2) leaves tls_exp's range); v itself for x >= 0 */
+TLM_HD double tls_erfcx_reflect(double x, double v) {
     if (x < 0.0) {
         tlm_dd q = tlm_two_prod(x, x);
         v = x < -26.6 ? tls_inf() : tlm_dsub(tlm_dmul(2.0, tls_exp_dd(q)), v);   /* x^2 < 708 */
     }
     return v;
 }
-/* erfcx(x) for x >= 0 without tls_erfcx's cancellation in 1 - erf(x) below 2.5 (a relative
- * error of 2^-53 erf(x) / erfc(x): 2^-42 at 2.5, 2^-45 at 2): the same continued fraction from
- * 1 up, deeper (truncation below 2^-60 relative: depth 250 at 1, 120 at 1.5, 50 at 2.5) */
-TLM_HD double tls_erfcx_nonneg_acc(double x) {
-    if (x >= 2.5) return tls_erfcx_cf_n(x, 50);
-    if (x >= 1.5) return tls_erfcx_cf_n(x, 120);
-    if (x >= 1.0) return tls_erfcx_cf_n(x, 250);
-    return tls_erfcx(x);
+/* erfcx(x) = e^(x^2) erfc(x) for a double x (tls_erfcx_nonneg of |x|, reflected below 0).
+ * (Before, [1, 2.5) was tls_erfcx_cancel too: erfcx missed 9 midpoints of 2^32 there, log_ndtr
+ * one, ndtri 11 through its last Newton step.) */
+TLM_HD double tls_erfcx(double x) { return tls_erfcx_reflect(x, tls_erfcx_nonneg(tls_fabs(x))); }
+/* the cheap erfcx for tls_erfc_inv_dd's first Newton steps: tls_erfcx_cancel below 2.5 */
+TLM_HD double tls_erfcx_newton(double x) {
+    double a = tls_fabs(x);
+    return tls_erfcx_reflect(x, a >= 2.5 ? tls_erfcx_cf_n(a, 50) : tls_erfcx_cancel(a));
 }
 /* the x >= 0 with erfc(x) = s for 0 < s <= 1, as hi + lo: Newton on
  * log erfc(x) = log erfcx(x) - x^2 (no underflow), 5 steps from Abramowitz-Stegun 26.2.23 (error
  * below 4.5e-4 in the normal quantile, so 4 quadratic steps reach double precision). The result's
  * accuracy is that of the last step's residual, so the last step evaluates erfcx without
- * cancellation (tls_erfcx_nonneg_acc), forms log erfcx(x) - x^2 - log s from exact parts
+ * cancellation (tls_erfcx), forms log erfcx(x) - x^2 - log s from exact parts
  * (x^2 and log s as double-doubles, the sums by two_sum) and returns x + correction unrounded.
  * (With tls_erfcx's 1 - erf(x) there, x lost up to 2^-46 relative near 2.5: ndtri missed the
  * correctly rounded value by a whole ulp at 11 inputs p in [2^-13, 2^-9].) */
@@ -181,11 +206,11 @@ TLM_HD tlm_dd tls_erfc_inv_dd(double s) {
     tlm_dd ls = tls_log_dd(s);
     double lsd = tlm_dadd(ls.hi, ls.lo);
     for (int i = 0; i < 4; i++) {
-        double e = tls_erfcx(x);
+        double e = tls_erfcx_newton(x);
         double f = tlm_dsub(tlm_dsub(tls_log(e), tlm_dmul(x, x)), lsd);
         x = tlm_dadd(x, tlm_dmul(f, tlm_dmul(e, 0.5 / TLS_INV_SQRT_PI)));   /* f / (2 / (sqrt(pi) e)) */
     }
-    double e = tls_erfcx_nonneg_acc(x);
+    double e = tls_erfcx(x);
     tlm_dd q = tlm_two_prod(x, x);
     tlm_dd a = tlm_two_sum(tls_log(e), -q.hi);
     tlm_dd b = tlm_two_sum(a.hi, -ls.hi);

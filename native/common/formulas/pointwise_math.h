@@ -232,14 +232,20 @@ TLM_HD float tlf_nan_to_num_backward(float x, float g) {
 
 /* ---- special functions (tl_math_special.h: double evaluation, one final rounding) ---- */
 
-/* erfc; the 2 inputs of 2^32 where the double value lands on the wrong side of a rounding
- * midpoint (tests/native/check_special.c, all inputs; mpmath at 50 digits) are selected */
+/* erfc; the input of 2^32 where the double value lands on the wrong side of a rounding midpoint
+ * (tests/native/check_special.c, all inputs; mpmath at 50 digits) is selected. (0x401adf85,
+ * listed before, missed through 1 - erf(x)'s cancellation, which tls_erfc no longer has.) */
 TLM_HD float tlf_erfc(float x) {
     float y = tlm_d2f(tls_erfc((double)x));
-    y = tlm_fix(x, (int32_t)0xb76c9f62u, 0x3f800085, y);   /* -0x1.d93ec4p-17 */
-    return tlm_fix(x, 0x401adf85, 0x3a22cede, y);          /* 0x1.35bf0ap+1 */
+    return tlm_fix(x, (int32_t)0xb76c9f62u, 0x3f800085, y);   /* -0x1.d93ec4p-17 */
 }
-TLM_HD float tlf_erfcx(float x) { return x != x ? x : tlm_d2f(tls_erfcx((double)x)); }
+/* erfcx; x = 0x1.9d9f16p+21 (tests/native/check_special.c, all inputs) is within 2^-54.2
+ * (relative) of a rounding midpoint (mpmath at 50 digits: 0.4999999994 ulp above 0x1.65921ap-23),
+ * closer than the double evaluation can place it: its correctly rounded value is selected */
+TLM_HD float tlf_erfcx(float x) {
+    float y = x != x ? x : tlm_d2f(tls_erfcx((double)x));
+    return tlm_fix(x, 0x4a4ecf8b, 0x3432c90d, y);
+}
 /* erfinv: +-inf at +-1, NaN beyond */
 TLM_HD float tlf_erfinv(float x) {
     float a = tlm_abs(x);
@@ -247,22 +253,18 @@ TLM_HD float tlf_erfinv(float x) {
     y = a == 1.0f ? tlm_copysign(TLM_INFF, x) : y;
     return (a > 1.0f || x != x) ? TLM_NANF : y;
 }
-/* the standard normal's distribution function erfc(-x / sqrt 2) / 2 */
+/* the standard normal's distribution function erfc(-x / sqrt 2) / 2 (x / sqrt 2 as a
+ * double-double, tls_erfc_sqrt1_2) */
 TLM_HD float tlf_ndtr(float x) {
-    float y = x != x ? x : tlm_d2f(tlm_dmul(0.5, tls_erfc(-tlm_dmul((double)x, TLS_SQRT1_2))));
-    /* the 8 inputs of 2^32 where that double lands on the wrong side of a rounding midpoint
-     * (tests/native/check_special.c, all inputs): their correctly rounded values */
+    float y = x != x ? x : tlm_d2f(tlm_dmul(0.5, tls_erfc_sqrt1_2(-(double)x)));
+    /* the 2 inputs of 2^32 where that double lands on the wrong side of a rounding midpoint
+     * (tests/native/check_special.c, all inputs): their correctly rounded values. (6 more,
+     * x in [-3.51, -2.59], listed before, missed through 1 - erf's cancellation in tls_erfc.) */
     y = tlm_fix(x, 0x33a06c99, 0x3f000001, y);
-    y = tlm_fix(x, (int32_t)0xb3206c99u, 0x3effffff, y);
-    y = tlm_fix(x, (int32_t)0xc02591d9u, 0x3b9e9c3e, y);
-    y = tlm_fix(x, (int32_t)0xc04b53fdu, 0x3a430b24, y);
-    y = tlm_fix(x, (int32_t)0xc04da1c7u, 0x3a2c2bff, y);
-    y = tlm_fix(x, (int32_t)0xc056a8f2u, 0x39d0c1e5, y);
-    y = tlm_fix(x, (int32_t)0xc05b0432u, 0x39a2e051, y);
-    return tlm_fix(x, (int32_t)0xc060e75fu, 0x39675245, y);
+    return tlm_fix(x, (int32_t)0xb3206c99u, 0x3effffff, y);
 }
 /* its logarithm: log(erfcx(-x / sqrt 2) / 2) - x^2 / 2 below -1 (no underflow), else
- * log1p(-erfc(x / sqrt 2) / 2) */
+ * log1p(-erfc(x / sqrt 2) / 2) (x / sqrt 2 as a double-double, tls_erfc_sqrt1_2) */
 TLM_HD double tls_log_ndtr(double x) {
     if (x != x) return x;                    /* NaN: the log's bit arithmetic never sees it */
     if (x < -1.0) {
@@ -273,7 +275,7 @@ TLM_HD double tls_log_ndtr(double x) {
         tlm_dd s = tlm_two_sum(-tlm_dmul(tlm_dmul(x, x), 0.5), tlm_dsub(tls_log(e), TLM_LN2_DHI));
         return tlm_dd_to_odd(s.hi, s.lo);
     }
-    double q = tlm_dmul(0.5, tls_erfc(tlm_dmul(x, TLS_SQRT1_2)));
+    double q = tlm_dmul(0.5, tls_erfc_sqrt1_2(x));
     tlm_dd l = tlm_log_dd(tlm_two_sum(1.0, -q));
     return tlm_dadd(l.hi, l.lo);
 }
