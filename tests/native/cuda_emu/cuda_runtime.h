@@ -155,53 +155,53 @@ inline void launch(dim3 grid, dim3 block, std::function<void()> body, bool rever
 inline void __syncthreads() { emu::wait(0); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::wait(1 + emu::g_cur->tid / 32); }
 
-// every lane of the warp takes part (as in the kernels emulated here); mask is not checked.
-// V: any type of at most 8 bytes (float, int, unsigned long long), moved bit for bit.
+// Warp exchanges: every lane of the warp takes part (as in the kernels emulated here); masks are
+// not checked. Each lane posts v's bits (V: at most 8 bytes, moved bit for bit), waits for the
+// warp, reads what `pick` makes of the posted slots, and waits again before a slot is reused.
+namespace emu {
+template <class V, class Pick>
+inline auto warp_exchange(V v, Pick pick) {
+    static_assert(sizeof(V) <= sizeof(unsigned long long), "exchange of at most 8 bytes");
+    const unsigned t = g_cur->tid;
+    unsigned long long bits = 0;
+    std::memcpy(&bits, &v, sizeof v);
+    g_slot[t] = bits;
+    wait(1 + t / 32);
+    auto r = pick(t & ~31u, t & 31u, bits);   // (first thread of the warp, lane, own bits)
+    wait(1 + t / 32);
+    return r;
+}
+template <class V>
+inline V from_bits(unsigned long long bits) {
+    V r;
+    std::memcpy(&r, &bits, sizeof r);
+    return r;
+}
+}  // namespace emu
+
 template <class V>
 inline V __shfl_xor_sync(unsigned, V v, int o) {
-    static_assert(sizeof(V) <= sizeof(unsigned long long), "shuffle of at most 8 bytes");
-    const unsigned t = emu::g_cur->tid;
-    unsigned long long bits = 0;
-    std::memcpy(&bits, &v, sizeof v);
-    emu::g_slot[t] = bits;
-    emu::wait(1 + t / 32);
-    bits = emu::g_slot[(t & ~31u) | ((t & 31u) ^ (unsigned)o)];
-    emu::wait(1 + t / 32);
-    V r;
-    std::memcpy(&r, &bits, sizeof r);
-    return r;
+    return emu::warp_exchange(v, [o](unsigned w, unsigned lane, unsigned long long) {
+        return emu::from_bits<V>(emu::g_slot[w | (lane ^ (unsigned)o)]);
+    });
 }
 
-// lane src's v (every lane takes part; mask not checked)
 template <class V>
 inline V __shfl_sync(unsigned, V v, int src) {
-    static_assert(sizeof(V) <= sizeof(unsigned long long), "shuffle of at most 8 bytes");
-    const unsigned t = emu::g_cur->tid;
-    unsigned long long bits = 0;
-    std::memcpy(&bits, &v, sizeof v);
-    emu::g_slot[t] = bits;
-    emu::wait(1 + t / 32);
-    bits = emu::g_slot[(t & ~31u) | ((unsigned)src & 31u)];
-    emu::wait(1 + t / 32);
-    V r;
-    std::memcpy(&r, &bits, sizeof r);
-    return r;
+    return emu::warp_exchange(v, [src](unsigned w, unsigned, unsigned long long) {
+        return emu::from_bits<V>(emu::g_slot[w | ((unsigned)src & 31u)]);
+    });
 }
 
-// the lanes of this lane's warp whose v equals its own, as a bit mask (every lane takes part)
+// the lanes of this lane's warp whose v equals its own, as a bit mask
 template <class V>
 inline unsigned __match_any_sync(unsigned, V v) {
-    static_assert(sizeof(V) <= sizeof(unsigned long long), "match of at most 8 bytes");
-    const unsigned t = emu::g_cur->tid;
-    unsigned long long bits = 0;
-    std::memcpy(&bits, &v, sizeof v);
-    emu::g_slot[t] = bits;
-    emu::wait(1 + t / 32);
-    unsigned m = 0;
-    for (unsigned l = 0; l < 32; l++)
-        if (emu::g_slot[(t & ~31u) | l] == bits) m |= 1u << l;
-    emu::wait(1 + t / 32);
-    return m;
+    return emu::warp_exchange(v, [](unsigned w, unsigned, unsigned long long bits) {
+        unsigned m = 0;
+        for (unsigned l = 0; l < 32; l++)
+            if (emu::g_slot[w | l] == bits) m |= 1u << l;
+        return m;
+    });
 }
 
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
