@@ -397,3 +397,7 @@ def test_probing_a_missing_attribute_does_not_build_the_hint(monkeypatch):
         x.amx
     assert e.value.name == "amx" and calls == []
     assert "did you mean x.amax" in str(e.value) and len(calls) == 1
+    import copy
+    import pickle
+    for back in (pickle.loads(pickle.dumps(e.value)), copy.copy(e.value)):
+        assert isinstance(back, AttributeError) and "did you mean x.amax" in str(back)

@@ -51,3 +51,8 @@ class UnknownAttributeError(AttributeError):
 
     def __str__(self):
         return unknown_attribute(self.name, self._public_names())
+
+    def __reduce__(self):
+        # copied or pickled (a worker process reporting it): a plain AttributeError with the
+        # message, since the name list is a closure over this process's Tensor class
+        return AttributeError, (str(self),)
