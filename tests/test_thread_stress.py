@@ -141,6 +141,9 @@ def test_inference_beside_reloads_sees_old_or_new_weights():
     outs = []
 
     def reload(stop):
+        deadline = time.monotonic() + 10   # the readers start first, also on a busy machine
+        while not outs and time.monotonic() < deadline:
+            time.sleep(0.001)
         for i in range(300):
             model.load_state_dict(b if i % 2 == 0 else a)
 
