@@ -150,13 +150,20 @@ MIDPOINTS = [
 ]
 
 
-@pytest.mark.parametrize("name,ref,bits", MIDPOINTS, ids=[c[0] for c in MIDPOINTS])
-def test_rounding_midpoint_cases_are_correctly_rounded(name, ref, bits):
+def _assert_correctly_rounded(name, ref, bits):
+    """torchlean's `name` at the float32 inputs `bits` equals ref's value (mpmath, 50 digits)
+    rounded to float32, bit for bit; returns the results."""
     x = np.array(bits, np.uint32).view(np.float32)
     with mp.workdps(50):
         want = [_cr32(ref(mp.mpf(float(v)))) for v in x]
     got = _fn(name)(tl.tensor(x)).numpy()
-    assert np.array_equal(got.view(np.uint32), np.float32(want).view(np.uint32)), (name, got, want)
+    assert np.array_equal(got.view(np.uint32), np.float32(want).view(np.uint32)), (name, x, got, want)
+    return x, got
+
+
+@pytest.mark.parametrize("name,ref,bits", MIDPOINTS, ids=[c[0] for c in MIDPOINTS])
+def test_rounding_midpoint_cases_are_correctly_rounded(name, ref, bits):
+    x, got = _assert_correctly_rounded(name, ref, bits)
     if name == "digamma":   # polygamma(0, x) is digamma
         assert np.array_equal(tl.polygamma(0, tl.tensor(x)).numpy().view(np.uint32), got.view(np.uint32))
 
@@ -170,11 +177,8 @@ NDTRI_NEAR_MIDPOINTS = [0x39655807, 0x39687668, 0x39737BF8, 0x397F120A, 0x39DFC2
 
 
 def test_ndtri_near_midpoint_inputs_are_correctly_rounded():
-    p = np.array(NDTRI_NEAR_MIDPOINTS, np.uint32).view(np.float32)
-    with mp.workdps(50):
-        want = [_cr32(mp.sqrt(2) * mp.erfinv(2 * mp.mpf(float(v)) - 1)) for v in p]
-    got = tl.special.ndtri(tl.tensor(p)).numpy()
-    assert np.array_equal(got.view(np.uint32), np.float32(want).view(np.uint32)), (got, want)
+    _assert_correctly_rounded("special.ndtri", lambda p: mp.sqrt(2) * mp.erfinv(2 * p - 1),
+                              NDTRI_NEAR_MIDPOINTS)
 
 
 # erfcx's 9 and log_ndtr's 10 misses of 2^32 (tests/native/check_special.c, full run), and
@@ -197,11 +201,7 @@ ERF_FAMILY_NEAR_MIDPOINTS = [
 
 @pytest.mark.parametrize("name,ref,bits", ERF_FAMILY_NEAR_MIDPOINTS, ids=[c[0] for c in ERF_FAMILY_NEAR_MIDPOINTS])
 def test_erf_family_near_midpoint_inputs_are_correctly_rounded(name, ref, bits):
-    x = np.array(bits, np.uint32).view(np.float32)
-    with mp.workdps(50):
-        want = [_cr32(ref(mp.mpf(float(v)))) for v in x]
-    got = _fn(name)(tl.tensor(x)).numpy()
-    assert np.array_equal(got.view(np.uint32), np.float32(want).view(np.uint32)), (name, x, got, want)
+    _assert_correctly_rounded(name, ref, bits)
 
 
 def test_lgamma_digamma_poles_at_huge_negative_integers():
