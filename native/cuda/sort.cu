@@ -5,11 +5,12 @@
 // Sorting: each entry's key (formulas/sort.h) and column go through CUB's stable radix sorts
 // (DeviceRadixSort for one row, DeviceSegmentedSort::StableSortPairs for many), so the
 // positions are the stub's: a stable sort of distinct (key, position) pairs has one answer.
-// Running sums and products follow the chunked order of formulas/sort.h: one thread per row
-// for rows of one chunk, else three launches: a thread per (row, chunk) for the chunk totals, a
-// block per row whose thread 0 sums the carries between chunks in chunk order, a thread per
-// (row, chunk) for the running values (a long row spreads over the whole GPU). Running extremes, the cumprod
-// backward and take_rows_backward with repeated positions walk each row in order on one thread.
+// Running sums and products follow the chunked order of formulas/sort.h, a lane per chunk and a
+// warp per 32 chunks staged through shared memory (coalesced): rows of one chunk in one launch,
+// else three: the chunk totals, a warp per row whose lane 0 sums the carries between chunks in
+// chunk order, the running values with their carries (a long row spreads over the whole GPU).
+// Running extremes, the cumprod backward and take_rows_backward with repeated positions walk
+// each row in order on one thread.
 // put_add_rows adds with atomics by default; in deterministic mode each column of a row gets
 // its updates in index order (the stub's order), a warp per row.
 #include <cub/device/device_radix_sort.cuh>
@@ -100,18 +101,22 @@ extern "C" int tlk_take_rows_backward(const char *op, tl_buf idx, tl_buf g, tl_b
 extern "C" int tlk_cumulative(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse,
                               int64_t kind) {
     cudaStream_t s = tl_stream();
-    if (cols <= TL_CUM_CHUNK || rows > TL_MAX_GRID_X) {
-        k_cum_thread<<<tl_blocks(rows), TL_THREADS, 0, s>>>(x->data, y->data, rows, cols, reverse, kind);
+    if (rows * cols == 0) return TL_OK;
+    const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
+    const unsigned threads = CUM_WARPS * 32;
+    const size_t tile_smem = sizeof(float) * CUM_WARPS * CUM_TILE;
+    const unsigned tiles = (unsigned)min((rows * nch + threads - 1) / threads, (int64_t)65535 * 16);
+    if (nch == 1) {
+        k_cum_tiles<<<tiles, threads, tile_smem, s>>>(x->data, y->data, nullptr, nullptr, rows, cols, 1, reverse, kind);
         TL_LAUNCHED(op);
         return TL_OK;
     }
-    const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
     float *tot = nullptr;
     TL_TRY(tl_scratch(op, (size_t)(rows * nch) * sizeof(float), (void **)&tot));
-    k_cum_totals<<<tl_blocks(rows * nch), TL_THREADS, 0, s>>>(x->data, tot, rows, cols, nch, reverse, kind);
-    int threads = (int)min((int64_t)TL_THREADS, (nch + 31) / 32 * 32);
-    k_cum_carries<<<(unsigned)rows, threads, threads * sizeof(float), s>>>(tot, nch, kind);
-    k_cum_apply<<<tl_blocks(rows * nch), TL_THREADS, 0, s>>>(x->data, y->data, tot, rows, cols, nch, reverse, kind);
+    k_cum_tiles<<<tiles, threads, tile_smem, s>>>(x->data, nullptr, nullptr, tot, rows, cols, nch, reverse, kind);
+    const unsigned row_blocks = (unsigned)min((rows + CUM_WARPS - 1) / CUM_WARPS, (int64_t)65535 * 16);
+    k_cum_carries<<<row_blocks, threads, sizeof(float) * CUM_WARPS * 2 * CUM_ROUND, s>>>(tot, rows, nch, kind);
+    k_cum_tiles<<<tiles, threads, tile_smem, s>>>(x->data, y->data, tot, nullptr, rows, cols, nch, reverse, kind);
     tl_scratch_free(tot);
     TL_LAUNCHED(op);
     return TL_OK;

@@ -51,75 +51,91 @@ static __device__ __forceinline__ int64_t pos_of(int64_t j, int64_t cols, int64_
     return reverse ? cols - 1 - j : j;
 }
 
-// chunk c's running values of row xr; with `carry` (c > 0) each is carry (+|*) the local value
-static __device__ float cum_chunk(const float *__restrict__ xr, float *__restrict__ yr, int64_t c, int64_t cols,
-                           int64_t reverse, int64_t kind, float carry, bool write) {
-    int64_t c0 = c * TL_CUM_CHUNK, c1 = min(c0 + (int64_t)TL_CUM_CHUNK, cols);
-    float local = 0.0f;
-    for (int64_t j = c0; j < c1; j++) {
-        int64_t p = pos_of(j, cols, reverse);
-        local = j == c0 ? xr[p] : tlf_cum_step(local, xr[p], kind);
-        if (write) yr[p] = c == 0 ? local : tlf_cum_step(carry, local, kind);
-    }
-    return local;
-}
-
-// one thread per row: the stub's loop (the chunked order), for rows of one chunk or a grid
-// too wide for a block per row
-static __global__ void k_cum_thread(const float *__restrict__ x, float *__restrict__ y, int64_t rows, int64_t cols,
-                             int64_t reverse, int64_t kind) {
-    SK_GRID_STRIDE(r, rows) {
-        const float *xr = x + r * cols;
-        float *yr = y + r * cols;
-        float carry = 0.0f;
-        for (int64_t c = 0; c * TL_CUM_CHUNK < cols; c++) {
-            float local = cum_chunk(xr, yr, c, cols, reverse, kind, carry, true);
-            carry = c == 0 ? local : tlf_cum_step(carry, local, kind);
-        }
-    }
-}
-
-// many chunks: three launches over (row, chunk) pairs, the same bits as k_cum_thread. 1: each
-// chunk's total (tot[r * nch + c]); 2: per row, the carries into its chunks, summed in chunk
-// order (carry[c] = t0 (+) t1 ... (+) t[c-1]; thread 0 of a block per row, from rounds of totals
-// staged in shared memory); 3: each chunk's running values with its carry.
-static __global__ void k_cum_totals(const float *__restrict__ x, float *__restrict__ tot, int64_t rows,
-                                    int64_t cols, int64_t nch, int64_t reverse, int64_t kind) {
-    SK_GRID_STRIDE(t, rows * nch) {
-        const int64_t r = t / nch, c = t % nch;
-        tot[t] = cum_chunk(x + r * cols, nullptr, c, cols, reverse, kind, 0.0f, false);
-    }
-}
-
-static __global__ void k_cum_carries(float *__restrict__ tot, int64_t nch, int64_t kind) {
-    extern __shared__ float4 smem4[];   // blockDim.x floats: a round of chunk totals
-    float *buf = reinterpret_cast<float *>(smem4);
-    float *tr = tot + (int64_t)blockIdx.x * nch;
-    float run = 0.0f;   // thread 0: the running total of the chunks so far
-    for (int64_t base = 0; base < nch; base += blockDim.x) {
-        const int64_t c = base + threadIdx.x;
-        buf[threadIdx.x] = c < nch ? tr[c] : 0.0f;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            const int64_t m = min((int64_t)blockDim.x, nch - base);
-            for (int64_t i = 0; i < m; i++) {
-                const float t = buf[i];
-                buf[i] = run;   // the carry into chunk base + i (unused for chunk 0)
-                run = base + i == 0 ? t : tlf_cum_step(run, t, kind);
+// Running values by tiles: a warp owns 32 consecutive chunks (chunk u = (row u / nch, chunk u %
+// nch)), lane l the chunk u0 + l, and walks them 32 entries at a time through a 32 x 33 tile of
+// shared memory: the warp loads entry q of all 32 chunks together (32 neighbouring floats per
+// chunk: coalesced), each lane then runs its chunk's sequential steps over its tile row (the
+// stub's chunk loop, formulas/sort.h), and the warp stores the tile back the same way. With
+// `carry` (many chunks) chunk c > 0 writes carry[u] (+|*) its local value; `tot`, when given,
+// receives each chunk's total; `y` null writes nothing. One chunk per row (nch 1) is a row.
+constexpr int CUM_WARPS = 8;                      // warps per block
+constexpr int CUM_TILE = 32 * 33;                 // floats of shared memory per warp
+static __global__ void __launch_bounds__(CUM_WARPS * 32)
+k_cum_tiles(const float *__restrict__ x, float *__restrict__ y, const float *__restrict__ carry,
+            float *__restrict__ tot, int64_t rows, int64_t cols, int64_t nch, int64_t reverse, int64_t kind) {
+    extern __shared__ float4 smem4[];
+    const unsigned all = 0xffffffffu;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float *tile = reinterpret_cast<float *>(smem4) + warp * CUM_TILE;
+    const int64_t units = rows * nch, groups = (units + 31) / 32;
+    for (int64_t gi = (int64_t)blockIdx.x * CUM_WARPS + warp; gi < groups; gi += (int64_t)gridDim.x * CUM_WARPS) {
+        // this lane's chunk: its first entry's address, direction and length
+        const int64_t u = gi * 32 + lane;
+        const bool mine = u < units;
+        const int64_t r = mine ? u / nch : 0, c = mine ? u % nch : 0;
+        const int64_t j0 = c * TL_CUM_CHUNK;
+        const int len = mine ? (int)min((int64_t)TL_CUM_CHUNK, cols - j0) : 0;
+        const long long a0 = r * cols + pos_of(j0, cols, reverse);
+        const float cin = carry != nullptr && c > 0 ? carry[u] : 0.0f;
+        const int step = reverse ? -1 : 1;
+        int most = len;                            // the warp's longest chunk
+        for (int o = 16; o > 0; o /= 2) most = max(most, __shfl_xor_sync(all, most, o));
+        float local = 0.0f;
+        for (int q0 = 0; q0 < most; q0 += 32) {
+            for (int i = 0; i < 32; i++) {         // entry q0 + lane of chunk i
+                const long long ai = __shfl_sync(all, a0, i);
+                const int li = __shfl_sync(all, len, i);
+                if (q0 + lane < li) tile[i * 33 + lane] = x[ai + (long long)step * (q0 + lane)];
             }
+            __syncwarp();
+            const int m = min(32, len - q0);
+            for (int q = 0; q < m; q++) {           // this lane's chunk, in order
+                const float v = tile[lane * 33 + q];
+                local = q0 + q == 0 ? v : tlf_cum_step(local, v, kind);
+                tile[lane * 33 + q] = carry != nullptr && c > 0 ? tlf_cum_step(cin, local, kind) : local;
+            }
+            __syncwarp();
+            if (y != nullptr) {
+                for (int i = 0; i < 32; i++) {
+                    const long long ai = __shfl_sync(all, a0, i);
+                    const int li = __shfl_sync(all, len, i);
+                    if (q0 + lane < li) y[ai + (long long)step * (q0 + lane)] = tile[i * 33 + lane];
+                }
+            }
+            __syncwarp();
         }
-        __syncthreads();
-        if (c < nch) tr[c] = buf[threadIdx.x];
-        __syncthreads();
+        if (tot != nullptr && mine) tot[u] = local;
     }
 }
 
-static __global__ void k_cum_apply(const float *__restrict__ x, float *__restrict__ y,
-                                   const float *__restrict__ carry, int64_t rows, int64_t cols, int64_t nch,
-                                   int64_t reverse, int64_t kind) {
-    SK_GRID_STRIDE(t, rows * nch) {
-        const int64_t r = t / nch, c = t % nch;
-        cum_chunk(x + r * cols, y + r * cols, c, cols, reverse, kind, carry[t], true);
+// The carries into a row's chunks, summed in chunk order (carry[c] = t0 (+) t1 ... (+) t[c-1],
+// replacing tot's totals; chunk 0's entry is unused): a warp per row stages CUM_ROUND totals in
+// shared memory and its lane 0 runs the chain from registers (loads ahead of the dependent steps).
+constexpr int CUM_ROUND = 512;
+static __global__ void __launch_bounds__(CUM_WARPS * 32)
+k_cum_carries(float *__restrict__ tot, int64_t rows, int64_t nch, int64_t kind) {
+    extern __shared__ float4 smem4[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float *in = reinterpret_cast<float *>(smem4) + warp * 2 * CUM_ROUND, *out = in + CUM_ROUND;
+    for (int64_t r = (int64_t)blockIdx.x * CUM_WARPS + warp; r < rows; r += (int64_t)gridDim.x * CUM_WARPS) {
+        float *tr = tot + r * nch;
+        float run = 0.0f;   // lane 0: the running total of the chunks so far
+        for (int64_t base = 0; base < nch; base += CUM_ROUND) {
+            const int m = (int)min((int64_t)CUM_ROUND, nch - base);
+            for (int i = lane; i < m; i += 32) in[i] = tr[base + i];
+            __syncwarp();
+            if (lane == 0) {
+                int i = 0;
+                if (base == 0) { out[0] = 0.0f; run = in[0]; i = 1; }
+                for (; i < m; i++) {
+                    out[i] = run;
+                    run = tlf_cum_step(run, in[i], kind);
+                }
+            }
+            __syncwarp();
+            for (int i = lane; i < m; i += 32) tr[base + i] = out[i];
+            __syncwarp();
+        }
     }
 }
 

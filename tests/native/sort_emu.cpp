@@ -5,9 +5,12 @@
 // launches so their loops wrap, and `reverse` runs the threads of a block in reverse order.
 #include <cuda_runtime.h>  // the emulation (tests/native/cuda_emu)
 
-alignas(16) float4 smem4[256];  // the dynamic shared memory (at most 256 floats here)
+alignas(16) float4 smem4[2304];  // the dynamic shared memory: 9216 floats, sort.cu's largest launch fits
 
 #include "sort_kernels.cuh"
+
+static_assert(CUM_WARPS * CUM_TILE <= 4 * 2304 && CUM_WARPS * 2 * CUM_ROUND <= 4 * 2304,
+              "sort.cu's shared memory exceeds the emulation's");
 
 namespace {
 void run(unsigned grid, unsigned threads, std::function<void()> body, bool reverse) {
@@ -31,22 +34,27 @@ int emu_take_rows_backward(const float *idx, const float *g, float *dx, int64_t 
     return 0;
 }
 
-// block: sort.cu's three launches over (row, chunk) pairs (its thread count for the carries),
-// else one thread per row
+// sort.cu's launches (one for rows of one chunk, else totals, carries, values); `grid` (0: sort.cu's
+// count) caps the blocks so that their loops wrap
 int emu_cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t reverse, int64_t kind,
-                   int block, int grid, int rev_threads) {
-    if (!block) {
-        run(grid, 64, [=] { k_cum_thread(x, y, rows, cols, reverse, kind); }, rev_threads);
+                   int grid, int rev_threads) {
+    if (rows * cols == 0) return 0;
+    const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
+    const unsigned threads = CUM_WARPS * 32;
+    auto blocks = [grid, threads](int64_t n) { return grid ? (unsigned)grid : (unsigned)((n + threads - 1) / threads); };
+    if (nch == 1) {
+        run(blocks(rows), threads, [=] { k_cum_tiles(x, y, nullptr, nullptr, rows, cols, 1, reverse, kind); },
+            rev_threads);
         return 0;
     }
-    const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
     std::vector<float> tot((size_t)(rows * nch), NAN);
     float *t = tot.data();
-    int threads = (int)std::min((int64_t)256, (nch + 31) / 32 * 32);
-    unsigned g = grid ? (unsigned)grid : 3;
-    run(g, 64, [=] { k_cum_totals(x, t, rows, cols, nch, reverse, kind); }, rev_threads);
-    run((unsigned)rows, threads, [=] { k_cum_carries(t, nch, kind); }, rev_threads);
-    run(g, 64, [=] { k_cum_apply(x, y, t, rows, cols, nch, reverse, kind); }, rev_threads);
+    run(blocks(rows * nch), threads, [=] { k_cum_tiles(x, nullptr, nullptr, t, rows, cols, nch, reverse, kind); },
+        rev_threads);
+    run(grid ? (unsigned)grid : (unsigned)((rows + CUM_WARPS - 1) / CUM_WARPS), threads,
+        [=] { k_cum_carries(t, rows, nch, kind); }, rev_threads);
+    run(blocks(rows * nch), threads, [=] { k_cum_tiles(x, y, t, nullptr, rows, cols, nch, reverse, kind); },
+        rev_threads);
     return 0;
 }
 
