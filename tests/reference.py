@@ -626,6 +626,13 @@ def argsort_rows(x, descending=0):
     return out.astype(np.float64).reshape(np.shape(x))
 
 
+def topk_rows(x, k, descending=0):
+    """The first k stable-sort positions per row (argsort_rows's first k columns)."""
+    full = argsort_rows(x, descending)
+    return full.reshape(-1, np.shape(x)[-1] if np.ndim(x) else 1)[:, :k].reshape(
+        tuple(np.shape(x)[:-1]) + (k,))
+
+
 def take_rows(x, idx, distinct=0):
     r = _rows(x)
     k = np.asarray(idx, dtype=np.int64)

@@ -42,6 +42,8 @@ def emu():
                        int grid, int rev_threads);
         int emu_put_add_ordered(const float *idx, const float *v, float *y, int64_t rows,
                                 int64_t k, int64_t cols, int grid, int reverse);
+        int emu_topk_rows(const float *x, float *idx, int64_t rows, int64_t cols, int64_t k,
+                          int64_t descending, int grid, int reverse);
         int emu_sort_keys(const float *x, uint32_t *keys, int32_t *pos, int64_t n, int64_t cols,
                           int64_t descending);
     """)
@@ -174,3 +176,29 @@ def test_put_add_rows_in_index_order_is_the_stub(emu, rows, cols, k):
     assert lib.emu_put_add_ordered(ptr(ffi, idx), ptr(ffi, v), ptr(ffi, y), rows, k, cols,
                                    2, 1) == 0
     same_bits(y, stub("put_add_rows", x, idx, v))
+
+
+@pytest.mark.parametrize("rows,cols,k", [(1, 1, 1), (3, 7, 3), (2, 300, 40), (4, 1000, 1000),
+                                         (2, 1500, 1024), (5, 33, 32), (1, 5000, 1), (9, 257, 100)])
+@pytest.mark.parametrize("descending", [0, 1])
+def test_topk_selection_is_the_stable_sort(emu, rows, cols, k, descending):
+    """The CUDA selection (radix passes, ordered collection, bitonic sort of the k kept) gives
+    the first k positions of NumPy's stable sort, ties, NaN, -0 and infinities included."""
+    ffi, lib = emu
+    x = specials(rows, cols)
+    x = np.round(x * 2) / 2                                   # many equal values
+    x.reshape(-1)[::11] = np.nan
+    x.reshape(-1)[1::13] = -0.0
+    x.reshape(-1)[2::17] = np.inf if descending else -np.inf
+    key = np.where(np.isnan(x), np.inf, x).astype(np.float64)
+    key[np.isnan(x)] = np.inf
+    nan = np.isnan(x)
+    order = [np.lexsort(((-kr if descending else kr), (-nr if descending else nr)))
+             for kr, nr in zip(np.where(x == 0, 0.0, key), nan.astype(np.int8))]
+    want = np.stack(order)[:, :k].astype(np.float32)
+    for grid, rev in [(0, 0), (2, 1)]:
+        idx = np.full((rows, k), np.nan, np.float32)
+        assert lib.emu_topk_rows(ptr(ffi, x), ptr(ffi, idx), rows, cols, k, descending, grid,
+                                 rev) == 0
+        same_bits(idx, want)
+    same_bits(stub("topk_rows", x, k=k, descending=descending), want)

@@ -41,7 +41,8 @@ __global__ void k_positions_to_float(const int32_t *__restrict__ pos, float *__r
 }  // namespace
 
 
-extern "C" int tlk_argsort_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t descending) {
+// the positions that stably sort each row of x into out (rows x cols float32 whole numbers)
+static int argsort_into(const char *op, const float *x, float *out, int64_t rows, int64_t cols, int64_t descending) {
     const int64_t n = rows * cols;
     cudaStream_t s = tl_stream();
     // keys and positions in, keys and positions out, row offsets, then CUB's temporary storage
@@ -61,7 +62,7 @@ extern "C" int tlk_argsort_rows(const char *op, tl_buf x, tl_buf idx, int64_t ro
     int32_t *pin = (int32_t *)(kout + n), *pout = pin + n;
     int64_t *off = (int64_t *)(pout + n);
     void *tmp = (void *)(((uintptr_t)(off + rows + 1) + 255) & ~(uintptr_t)255);
-    k_sort_keys<<<tl_blocks(n), TL_THREADS, 0, s>>>(x->data, kin, pin, n, cols, descending);
+    k_sort_keys<<<tl_blocks(n), TL_THREADS, 0, s>>>(x, kin, pin, n, cols, descending);
     cudaError_t e;
     if (rows == 1) {
         e = cub::DeviceRadixSort::SortPairs(tmp, temp, (const uint32_t *)kin, kout, (const int32_t *)pin, pout, n, 0,
@@ -72,11 +73,39 @@ extern "C" int tlk_argsort_rows(const char *op, tl_buf x, tl_buf idx, int64_t ro
         e = cub::DeviceSegmentedSort::StableSortPairs(tmp, temp, (const uint32_t *)kin, kout, (const int32_t *)pin,
                                                       pout, n, rows, coff, coff + 1, s);
     }
-    if (e == cudaSuccess) k_positions_to_float<<<tl_blocks(n), TL_THREADS, 0, s>>>(pout, idx->data, n);
+    if (e == cudaSuccess) k_positions_to_float<<<tl_blocks(n), TL_THREADS, 0, s>>>(pout, out, n);
     tl_scratch_free(base);
     if (e != cudaSuccess) return tl_cuda_status(op, e);
     TL_LAUNCHED(op);
     return TL_OK;
+}
+
+extern "C" int tlk_argsort_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t descending) {
+    return argsort_into(op, x->data, idx->data, rows, cols, descending);
+}
+
+// top-k positions: a selection per row up to TOPK_MAX (k_topk_rows), else the first k columns
+// of the whole-row sort
+extern "C" int tlk_topk_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t k,
+                             int64_t descending) {
+    cudaStream_t s = tl_stream();
+    if (rows * k == 0) return TL_OK;
+    if (k <= TOPK_MAX) {
+        k_topk_rows<<<(unsigned)min(rows, (int64_t)1 << 20), TOPK_THREADS, sizeof(uint32_t) * TOPK_SMEM_WORDS, s>>>(
+            x->data, idx->data, rows, cols, k, descending);
+        TL_LAUNCHED(op);
+        return TL_OK;
+    }
+    float *all = nullptr;
+    TL_TRY(tl_scratch(op, (size_t)(rows * cols) * sizeof(float), (void **)&all));
+    int st = argsort_into(op, x->data, all, rows, cols, descending);
+    if (st == TL_OK) {
+        cudaError_t e = cudaMemcpy2DAsync(idx->data, (size_t)k * sizeof(float), all, (size_t)cols * sizeof(float),
+                                          (size_t)k * sizeof(float), (size_t)rows, cudaMemcpyDeviceToDevice, s);
+        if (e != cudaSuccess) st = tl_cuda_status(op, e);
+    }
+    tl_scratch_free(all);
+    return st;
 }
 
 extern "C" int tlk_take_rows(const char *op, tl_buf x, tl_buf idx, tl_buf y, int64_t rows, int64_t cols, int64_t k) {

@@ -139,6 +139,113 @@ k_cum_carries(float *__restrict__ tot, int64_t rows, int64_t nch, int64_t kind) 
     }
 }
 
+// topk_rows: the first k positions of each row in argsort_rows's order (the stable sort of the
+// keys), found without sorting the row: a block per row (1) selects the key T at sorted place
+// k - 1 by four 8-bit radix passes (a shared histogram of the keys that share the digits found
+// so far; warp 0 scans it), (2) walks the row once in position order, 256 entries at a time,
+// keeping every key below T and the first of the keys equal to T (ranks from warp ballots, so
+// each kept entry has one slot), and (3) sorts the k kept (key, position) pairs, all distinct,
+// with a bitonic network in shared memory: the same positions as the whole-row stable sort.
+constexpr int TOPK_THREADS = 256;
+constexpr int TOPK_MAX = 1024;                    // larger k: sort.cu sorts whole rows
+// shared memory: 256 histogram counts, 8 warp counts x 2, the scan's answer, then TOPK_MAX keys and positions
+constexpr int TOPK_SMEM_WORDS = 256 + 16 + 4 + 2 * TOPK_MAX;
+
+static __device__ __forceinline__ bool topk_before(uint32_t ka, int32_t pa, uint32_t kb, int32_t pb) {
+    return ka < kb || (ka == kb && pa < pb);
+}
+
+static __global__ void __launch_bounds__(TOPK_THREADS)
+k_topk_rows(const float *__restrict__ x, float *__restrict__ idx, int64_t rows, int64_t cols, int64_t k,
+            int64_t descending) {
+    extern __shared__ float4 smem4[];
+    const unsigned all = 0xffffffffu;
+    unsigned *hist = reinterpret_cast<unsigned *>(smem4), *wcount = hist + 256, *found = wcount + 16;
+    uint32_t *skey = found + 4;
+    int32_t *spos = reinterpret_cast<int32_t *>(skey + TOPK_MAX);
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    int P = 1;                                    // the sorting network's width
+    while (P < k) P *= 2;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + r * cols;
+        // (1) T and `want`, the number of entries equal to T among the first k
+        uint32_t prefix = 0, mask = 0;
+        unsigned want = (unsigned)k;
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            for (int b = tid; b < 256; b += TOPK_THREADS) hist[b] = 0;
+            __syncthreads();
+            for (int64_t j = tid; j < cols; j += TOPK_THREADS) {
+                const uint32_t key = tlf_sort_key(xr[j], descending);
+                if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+            }
+            __syncthreads();
+            if (warp == 0) {                      // lane l holds bins 8l .. 8l + 7
+                unsigned own = 0;
+                for (int b = 0; b < 8; b++) own += hist[8 * lane + b];
+                unsigned incl = own;              // inclusive scan over lanes
+                for (int d = 1; d < 32; d *= 2) {
+                    const unsigned v = __shfl_sync(all, incl, lane >= d ? lane - d : lane);
+                    if (lane >= d) incl += v;
+                }
+                unsigned before = incl - own;
+                if (before < want && want <= incl) {   // one lane: the digit is in its bins
+                    int b = 0;
+                    while (before + hist[8 * lane + b] < want) before += hist[8 * lane + b++];
+                    found[0] = (unsigned)(8 * lane + b);
+                    found[1] = want - before;
+                }
+            }
+            __syncthreads();
+            prefix |= found[0] << shift;
+            mask |= 255u << shift;
+            want = found[1];
+            __syncthreads();                      // found is read before the next pass writes it
+        }
+        const uint32_t T = prefix;
+        // (2) keys below T take slots 0 .. k - want - 1, the first `want` equal to T the rest
+        unsigned less = 0, equal = 0;             // kept so far (every thread keeps the counts)
+        const unsigned below = (unsigned)k - want;
+        for (int64_t base = 0; base < cols; base += TOPK_THREADS) {
+            const int64_t j = base + tid;
+            const uint32_t key = j < cols ? tlf_sort_key(xr[j], descending) : 0xffffffffu;
+            const bool lt = j < cols && key < T, eq = j < cols && key == T;
+            const unsigned blt = __ballot_sync(all, lt), beq = __ballot_sync(all, eq);
+            const unsigned under = (1u << lane) - 1u;
+            if (lane == 0) { wcount[warp] = (unsigned)__popc(blt); wcount[8 + warp] = (unsigned)__popc(beq); }
+            __syncthreads();
+            unsigned rlt = less + (unsigned)__popc(blt & under), req = equal + (unsigned)__popc(beq & under);
+            for (int w = 0; w < TOPK_THREADS / 32; w++) {
+                if (w < warp) { rlt += wcount[w]; req += wcount[8 + w]; }
+                less += wcount[w];
+                equal += wcount[8 + w];
+            }
+            if (lt) { skey[rlt] = key; spos[rlt] = (int32_t)j; }
+            if (eq && req < want) { skey[below + req] = key; spos[below + req] = (int32_t)j; }
+            __syncthreads();                      // wcount is rewritten by the next round
+        }
+        for (int i = (int)k + tid; i < P; i += TOPK_THREADS) { skey[i] = 0xffffffffu; spos[i] = 0x7fffffff; }
+        __syncthreads();
+        // (3) ascending (key, position) by a bitonic network over P slots
+        for (int size = 2; size <= P; size *= 2) {
+            for (int stride = size / 2; stride > 0; stride /= 2) {
+                for (int i = tid; i < P; i += TOPK_THREADS) {
+                    const int o = i ^ stride;
+                    if (o > i) {
+                        const bool up = (i & size) == 0;
+                        if (topk_before(skey[o], spos[o], skey[i], spos[i]) == up) {
+                            const uint32_t tk = skey[i]; skey[i] = skey[o]; skey[o] = tk;
+                            const int32_t tp = spos[i]; spos[i] = spos[o]; spos[o] = tp;
+                        }
+                    }
+                }
+                __syncthreads();
+            }
+        }
+        for (int i = tid; i < k; i += TOPK_THREADS) idx[r * k + i] = (float)spos[i];
+        __syncthreads();                          // the next row reuses the slots
+    }
+}
+
 // deterministic put_add_rows: a warp per row takes the row's updates 32 at a time; lanes that
 // hit the same column form a group (__match_any_sync) whose lowest lane adds the group's values
 // to the column in lane order, which is index order: each column gets the stub's adds in the

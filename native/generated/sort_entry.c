@@ -23,6 +23,27 @@ int tl_argsort_rows(tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t de
     return tlk_argsort_rows(op, x, idx, rows, cols, descending);
 }
 
+int tl_topk_rows(tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t k, int64_t descending) {
+    static const char op[] = "topk_rows";
+    TL_TRY(tlb_ready(op));
+    TL_TRY(tl_check_live(op, "x", x));
+    TL_TRY(tl_check_live(op, "idx", idx));
+    tl_lens L = {op, "", TL_OK};
+    L.what = "length of x"; const int64_t len_x = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "cols", cols));
+    L.what = "length of idx"; const int64_t len_idx = tl_lmul(&L, tl_lname(&L, "rows", rows), tl_lname(&L, "k", k));
+    if (L.status) return L.status;
+    if (!(cols <= 16777216))
+        return tl_fail(TL_E_ARG, "%s: expected cols <= 16777216, got cols=%lld", op, (long long)cols);
+    if (!((descending >= 0) && (descending <= 1)))
+        return tl_fail(TL_E_ARG, "%s: expected descending >= 0 and descending <= 1, got descending=%lld", op, (long long)descending);
+    if (!(k <= cols))
+        return tl_fail(TL_E_ARG, "%s: expected k <= cols, got k=%lld, cols=%lld", op, (long long)k, (long long)cols);
+    TL_TRY(tl_check_len(op, "x", x, len_x));
+    TL_TRY(tl_check_len(op, "idx", idx, len_idx));
+    if (len_idx == 0) return TL_OK;
+    return tlk_topk_rows(op, x, idx, rows, cols, k, descending);
+}
+
 int tl_take_rows(tl_buf x, tl_buf idx, tl_buf y, int64_t rows, int64_t cols, int64_t k) {
     static const char op[] = "take_rows";
     TL_TRY(tlb_ready(op));

@@ -12,6 +12,7 @@ extern "C" {
 #endif
 
 TL_HIDDEN int tlk_argsort_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t descending);
+TL_HIDDEN int tlk_topk_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t k, int64_t descending);
 TL_HIDDEN int tlk_take_rows(const char *op, tl_buf x, tl_buf idx, tl_buf y, int64_t rows, int64_t cols, int64_t k);
 TL_HIDDEN int tlk_take_rows_backward(const char *op, tl_buf idx, tl_buf g, tl_buf dx, int64_t rows, int64_t k, int64_t cols, int64_t distinct);
 TL_HIDDEN int tlk_cumulative(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse, int64_t kind);

@@ -21,9 +21,9 @@ static int by_key_then_pos(const void *pa, const void *pb) {
     return (a->pos > b->pos) - (a->pos < b->pos);
 }
 
-int tlk_argsort_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t descending) {
-    const float *X = x->data;
-    float *I = idx->data;
+/* The positions that stably sort each row, the first k of them per row into out (rows x k) */
+static int sort_rows_first(const char *op, const float *X, float *out, int64_t rows, int64_t cols, int64_t k,
+                           int64_t descending) {
     int failed = 0;
     #pragma omp parallel if(rows > 1 && rows * cols > TL_PAR_MIN)
     {
@@ -39,12 +39,22 @@ int tlk_argsort_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t
             for (int64_t j = 0; j < cols; j++) items[j] = (sort_item){tlf_sort_key(row[j], descending), (int32_t)j};
             /* (key, position) pairs are all distinct: the one order is the stable sort's */
             qsort(items, (size_t)cols, sizeof(sort_item), by_key_then_pos);
-            for (int64_t j = 0; j < cols; j++) I[r * cols + j] = (float)items[j].pos;
+            for (int64_t j = 0; j < k; j++) out[r * k + j] = (float)items[j].pos;
         }
         free(items);
     }
     if (failed) return tl_fail(TL_E_OOM, "%s: cannot allocate a row of %lld sort keys", op, (long long)cols);
     return TL_OK;
+}
+
+int tlk_argsort_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t descending) {
+    return sort_rows_first(op, x->data, idx->data, rows, cols, cols, descending);
+}
+
+/* top-k positions: the sort's first k (CUDA selects them without sorting the row: the same
+ * positions, since the stable order is unique) */
+int tlk_topk_rows(const char *op, tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t k, int64_t descending) {
+    return sort_rows_first(op, x->data, idx->data, rows, cols, k, descending);
 }
 
 int tlk_take_rows(const char *op, tl_buf x, tl_buf idx, tl_buf y, int64_t rows, int64_t cols, int64_t k) {

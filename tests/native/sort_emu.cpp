@@ -9,7 +9,8 @@ alignas(16) float4 smem4[2304];  // the dynamic shared memory: 9216 floats, sort
 
 #include "sort_kernels.cuh"
 
-static_assert(CUM_WARPS * CUM_TILE <= 4 * 2304 && CUM_WARPS * 2 * CUM_ROUND <= 4 * 2304,
+static_assert(CUM_WARPS * CUM_TILE <= 4 * 2304 && CUM_WARPS * 2 * CUM_ROUND <= 4 * 2304 &&
+              TOPK_SMEM_WORDS <= 4 * 2304,
               "sort.cu's shared memory exceeds the emulation's");
 
 namespace {
@@ -74,6 +75,16 @@ int emu_cumprod_backward(const float *x, const float *g, float *dx, int64_t rows
 int emu_cumarg(const float *x, float *idx, int64_t rows, int64_t cols, int64_t kind, int grid,
                int rev_threads) {
     run(grid, 64, [=] { k_cumarg(x, idx, rows, cols, kind); }, rev_threads);
+    return 0;
+}
+
+// topk_rows's selection (sort.cu's launch for k <= TOPK_MAX; `grid` caps the blocks)
+int emu_topk_rows(const float *x, float *idx, int64_t rows, int64_t cols, int64_t k, int64_t descending,
+                  int grid, int reverse) {
+    if (rows * k == 0) return 0;
+    if (k > TOPK_MAX) return 1;
+    run(grid ? (unsigned)grid : (unsigned)rows, TOPK_THREADS, [=] { k_topk_rows(x, idx, rows, cols, k, descending); },
+        reverse);
     return 0;
 }
 

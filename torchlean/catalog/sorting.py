@@ -137,9 +137,8 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     if not 0 <= k <= n:
         raise RuntimeError(f"topk: k ({k}) out of range for dimension {d} of size {n} "
                            f"(shape {tuple(input.shape)})")
-    p = _argsort_rows(xt, largest)
     with no_grad():
-        pk = composite.getitem(p, (Ellipsis, slice(0, k)))
+        pk = _op(xt, "topk_rows", k=k, descending=int(bool(largest)))
     values = _op(xt, "take_rows", pk, distinct=1)
     return ValuesIndices(_back(values, input, d), _positions(pk, input, d))
 

@@ -31,6 +31,6 @@ from .norm_attention import (attn_lse, attn_out, bn_c, bn_n, bn_out, bn_s, bn_st
                              ln_param, ln_stats, mha_hd, mha_lse, mha_out, mha_proj)
 from .fused import ce_rows
 from .argreduce import select_axis, select_axis_back
-from .sort import mat_rows, put_rows, take_rows, take_rows_back
+from .sort import first_cols, mat_rows, put_rows, take_rows, take_rows_back
 from .spectral_scan import (irfft, rfft, scan_checkpoints, scan_chunks, scan_mode,
                             selective_scan, spectral_conv1d, spectrum_rows)

@@ -14,6 +14,14 @@ def take_rows(x, idx):
     return tuple(idx)
 
 
+def first_cols(x, k):
+    """Output of topk_rows: x's leading axes and k columns, k at most x's last axis."""
+    x = shape(x)
+    if len(x) < 1 or not 0 <= int(k) <= x[-1]:
+        raise ShapeError(f"k ({int(k)}) must be in [0, {x[-1] if x else 0}] for rows of shape {tuple(x)}")
+    return tuple(x[:-1]) + (int(k),)
+
+
 def take_rows_back(idx, g, cols):
     """dx of take_rows: idx's leading axes and `cols` columns; g must have idx's shape."""
     idx, g = shape(idx), shape(g)

@@ -10,6 +10,7 @@ extern "C" {
 #endif
 
 TL_API int tl_argsort_rows(tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t descending);
+TL_API int tl_topk_rows(tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_t k, int64_t descending);
 TL_API int tl_take_rows(tl_buf x, tl_buf idx, tl_buf y, int64_t rows, int64_t cols, int64_t k);
 TL_API int tl_take_rows_backward(tl_buf idx, tl_buf g, tl_buf dx, int64_t rows, int64_t k, int64_t cols, int64_t distinct);
 TL_API int tl_cumsum_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse);

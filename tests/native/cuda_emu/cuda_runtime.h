@@ -205,3 +205,21 @@ inline unsigned __match_any_sync(unsigned, V v) {
 }
 
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+
+// the lanes of this lane's warp whose predicate holds, as a bit mask
+inline unsigned __ballot_sync(unsigned, int pred) {
+    return emu::warp_exchange(pred ? 1 : 0, [](unsigned w, unsigned, unsigned long long) {
+        unsigned m = 0;
+        for (unsigned l = 0; l < 32; l++)
+            if (emu::g_slot[w | l]) m |= 1u << l;
+        return m;
+    });
+}
+
+// threads switch only at barriers, so a plain update is atomic here
+inline unsigned atomicAdd(unsigned *p, unsigned v) {
+    unsigned old = *p;
+    *p = old + v;
+    return old;
+}
