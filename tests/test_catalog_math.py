@@ -341,3 +341,19 @@ def test_bad_input_names_the_op(i):
     fn, kind, name = BAD[i]
     with pytest.raises(kind, match=name):
         fn()
+
+
+def test_einsum_plan_kept_per_equation_and_shapes():
+    """einsum decides its plan once per (equation, shapes): calls alternating between shapes,
+    broadcast size-1 labels and a repeated bad call each give their own answer or error."""
+    a, b = rand(3, 5, 2, seed=11), rand(3, 2, 4, seed=12)
+    c, d = rand(1, 2, 5, seed=13), rand(6, 5, 7, seed=14)
+    for _ in range(2):
+        got = tl.einsum("bij,bjk->bik", tl.tensor(a), tl.tensor(b)).numpy()
+        np.testing.assert_allclose(got, np.einsum("bij,bjk->bik", a.astype(np.float64), b),
+                                   rtol=1e-5, atol=1e-6)
+        got = tl.einsum("bij,bjk->bik", tl.tensor(c), tl.tensor(d)).numpy()   # b: 1 against 6
+        np.testing.assert_allclose(got, np.einsum("bij,bjk->bik", c.astype(np.float64), d),
+                                   rtol=1e-5, atol=1e-6)
+        with pytest.raises(RuntimeError, match="einsum"):
+            tl.einsum("bij,bjk->bik", tl.tensor(a), tl.tensor(d))

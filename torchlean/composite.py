@@ -186,6 +186,8 @@ def matmul(a, b):
     if len(sb) == 2:                                      # (..., n, k) @ (k, m): one GEMM
         y = session_op(reshape(a, (-1, sa[-1])), "matmul", b)
         return reshape(y, sa[:-1] + (sb[-1],))
+    if len(sa) == 3 and sa[0] == sb[0] and len(sb) == 3:     # already (batch, n, k) @ (batch, k, m)
+        return session_op(a, "bmm", b)
     try:
         batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
     except ValueError:
