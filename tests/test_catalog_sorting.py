@@ -210,12 +210,20 @@ def test_cumsum_and_cumprod_against_numpy(shape, dim):
                                np.cumprod(p.astype(np.float64), dim), rtol=1e-5, atol=1e-5)
 
 
-def test_cumsum_follows_the_stated_chunked_order_bit_for_bit():
-    x = rng.standard_normal((3, 1000)).astype(np.float32) * np.float32(1e3)
+@pytest.mark.parametrize("rows,cols", [(3, 1000), (70, 100), (33, 256), (2, 257), (1, 140000)])
+def test_cumsum_follows_the_stated_chunked_order_bit_for_bit(rows, cols):
+    """Rows of one chunk (CUDA: 32 rows a warp), of a few, and of more chunks than CUDA's carry
+    kernel stages at once (512), forward and through the reversed order of the gradient."""
+    x = rng.standard_normal((rows, cols)).astype(np.float32) * np.float32(1e3)
     got = tl.tensor(x).cumsum(1).numpy()
-    for r in range(3):
+    for r in range(rows):
         same_bits(got[r], chunked_running(x[r], np.add))
-    p = rng.uniform(0.99, 1.01, (2, 600)).astype(np.float32)
+    t = tl.tensor(x[:2], requires_grad=True)
+    g = rng.standard_normal(t.shape).astype(np.float32)
+    (t.cumsum(1) * tl.tensor(g)).sum().backward()
+    for r in range(t.shape[0]):
+        same_bits(t.grad.numpy()[r], chunked_running(g[r][::-1], np.add)[::-1])
+    p = rng.uniform(0.99, 1.01, (2, min(cols, 600))).astype(np.float32)
     got = tl.tensor(p).cumprod(-1).numpy()
     for r in range(2):
         same_bits(got[r], chunked_running(p[r], np.multiply))
@@ -394,3 +402,22 @@ def test_mode_smallest_of_most_frequent_at_its_last_position():
     want = np.zeros_like(x)
     want[[0, 1, 2], [3, 2, 3]] = 1
     same_bits(t.grad, want)
+
+
+@pytest.mark.parametrize("rows,cols", [(3, 511), (2, 1024), (2, 1500), (2, 4096), (2, 4097),
+                                       (1, 3000), (1, 9000)])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_and_topk_at_every_row_length_schedule(rows, cols, descending):
+    """Row lengths on each side of CUDA's schedules (a block per row up to 512, 1024, 2048 and
+    4096 entries; the device sorts beyond; one row): sort, argsort and topk (k below, at and
+    above the selection's 1024) give NumPy's stable order with ties, NaN and -0."""
+    x = with_specials(rows, cols)
+    x[:, ::7] = rng.standard_normal((rows, len(range(0, cols, 7)))).astype(np.float32)
+    want = ref_argsort(x, 1, descending)
+    got = tl.sort(tl.tensor(x), dim=1, descending=descending, stable=True)
+    assert np.array_equal(got.indices.numpy(), want)
+    same_bits(got.values.numpy(), np.take_along_axis(x, want, 1))
+    for k in sorted({1, 37, min(cols, 1024), min(cols, 1500)}):
+        top = tl.topk(tl.tensor(x), k, dim=1, largest=descending)
+        assert np.array_equal(top.indices.numpy(), want[:, :k]), k
+        same_bits(top.values.numpy(), np.take_along_axis(x, want[:, :k], 1))

@@ -3,8 +3,9 @@
 // deterministic and exact mode).
 //
 // Sorting: each entry's key (formulas/sort.h) and column go through CUB's stable radix sorts
-// (DeviceRadixSort for one row, DeviceSegmentedSort::StableSortPairs for many), so the
-// positions are the stub's: a stable sort of distinct (key, position) pairs has one answer.
+// (rows up to 4096 a block each, BlockRadixSort; longer ones DeviceRadixSort for one row,
+// DeviceSegmentedSort::StableSortPairs for many), so the positions are the stub's: a stable
+// sort of distinct (key, position) pairs has one answer.
 // Running sums and products follow the chunked order of formulas/sort.h, a lane per chunk and a
 // warp per 32 chunks staged through shared memory (coalesced): rows of one chunk in one launch,
 // else three: the chunk totals, a warp per row whose lane 0 sums the carries between chunks in
@@ -13,6 +14,7 @@
 // each row in order on one thread.
 // put_add_rows adds with atomics by default; in deterministic mode each column of a row gets
 // its updates in index order (the stub's order), a warp per row.
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 #include "common.cuh"
@@ -38,6 +40,44 @@ __global__ void k_positions_to_float(const int32_t *__restrict__ pos, float *__r
     TL_GRID_STRIDE(t, n) idx[t] = (float)pos[t];
 }
 
+// Rows of at most THREADS x ITEMS entries: a block per row sorts the (key, position) pairs in
+// registers and shared memory (CUB's block radix sort, stable over the blocked order, which is
+// position order) and writes the positions in sorted order: one read and one write of the row,
+// where the segmented device sort makes several passes through global memory.
+template <int THREADS, int ITEMS>
+__global__ void __launch_bounds__(THREADS)
+k_sort_rows_block(const float *__restrict__ x, float *__restrict__ out, int64_t rows, int64_t cols,
+                  int64_t descending) {
+    using Sort = cub::BlockRadixSort<uint32_t, THREADS, ITEMS, int32_t>;
+    __shared__ typename Sort::TempStorage temp;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        uint32_t key[ITEMS];
+        int32_t pos[ITEMS];
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            const int64_t j = (int64_t)threadIdx.x * ITEMS + i;
+            key[i] = j < cols ? tlf_sort_key(x[r * cols + j], descending) : 0xffffffffu;  // after every key
+            pos[i] = (int32_t)j;
+        }
+        Sort(temp).SortBlockedToStriped(key, pos);
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            const int64_t j = (int64_t)i * THREADS + threadIdx.x;
+            if (j < cols) out[r * cols + j] = (float)pos[i];
+        }
+        __syncthreads();   // temp is reused by the next row
+    }
+}
+
+template <int THREADS, int ITEMS>
+static int sort_rows_block(const char *op, const float *x, float *out, int64_t rows, int64_t cols,
+                           int64_t descending) {
+    k_sort_rows_block<THREADS, ITEMS><<<(unsigned)min(rows, (int64_t)1 << 20), THREADS, 0, tl_stream()>>>(
+        x, out, rows, cols, descending);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
 }  // namespace
 
 
@@ -45,6 +85,11 @@ __global__ void k_positions_to_float(const int32_t *__restrict__ pos, float *__r
 static int argsort_into(const char *op, const float *x, float *out, int64_t rows, int64_t cols, int64_t descending) {
     const int64_t n = rows * cols;
     cudaStream_t s = tl_stream();
+    if (n == 0) return TL_OK;
+    if (cols <= 512) return sort_rows_block<128, 4>(op, x, out, rows, cols, descending);
+    if (cols <= 1024) return sort_rows_block<128, 8>(op, x, out, rows, cols, descending);
+    if (cols <= 2048) return sort_rows_block<256, 8>(op, x, out, rows, cols, descending);
+    if (cols <= 4096) return sort_rows_block<512, 8>(op, x, out, rows, cols, descending);
     // keys and positions in, keys and positions out, row offsets, then CUB's temporary storage
     size_t temp = 0;
     if (rows == 1)
