@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# GPU calls of this round (nvidia-h200). Carry .whl, torchlean/lib/libtorchlean_cuda.so and
+# build/cuda-bench/libtorchlean_cuda.so; the stub is built there; logs and tables in $OUT.
+#   OUT=/tmp/o STEPS="subset catalog" bash bench/device/round43.sh     # the sort family only
+#   OUT=/tmp/o STEPS="suite" bash bench/device/round43.sh              # the whole CUDA suite
+#   OUT=/tmp/o STEPS="special models audit stub" bash bench/device/round43.sh
+# subset: the CUDA tests of the sort family (sort, topk, running sums) and the exact parity
+# cases; suite: the whole CUDA suite; catalog: the heavy catalog ops against PyTorch; special:
+# exhaustive correct-rounding runs on the host's threads (SPECIAL_FNS); models: issue 34's
+# table; audit: recording on CUDA against the stub, and its cost; stub: the stub against
+# PyTorch CPU on 2 pinned cores of the host (issue 35's tables).
+set -u
+OUT=${OUT:-/tmp/torchlean-gpu-out}; mkdir -p "$OUT"
+STEPS=${STEPS:-suite}
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >"$OUT/build.log" 2>&1
+export PYTHONPATH="/tmp/site:$PWD"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/summary.txt"
+make -j16 stub >>"$OUT/build.log" 2>&1 && make symbols-check 2>&1 | tail -1 | tee -a "$OUT/summary.txt"
+has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+cuda_tests() {  # name, timeout, pytest arguments...
+  local name=$1 limit=$2; shift 2
+  local s; s=$(date +%s)
+  TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 timeout "$limit" python3 -m pytest -q \
+    -p no:cacheprovider -rfE -n 14 "$@" >"$OUT/$name.log" 2>&1
+  echo "$name rc=$? in $(( $(date +%s) - s )) s: $(tail -1 "$OUT/$name.log")" | tee -a "$OUT/summary.txt"
+  grep -E "^(FAILED|ERROR)" "$OUT/$name.log" | head -40 | tee -a "$OUT/summary.txt"
+}
+if has subset; then
+  cuda_tests subset 200 tests/test_catalog_sorting.py tests/test_device_indices.py \
+    tests/test_sort_kernels.py tests/test_catalog_math.py tests/test_exact_parity.py \
+    "tests/test_registry_ops.py"
+fi
+if has suite; then cuda_tests suite "${SUITE_S:-330}" tests; fi
+if has catalog; then
+  TORCHLEAN_BACKEND=cuda timeout 150 python3 bench/bench_catalog_cuda.py --out "$OUT/catalog-cuda.md" \
+    >"$OUT/catalog.log" 2>&1
+  echo "catalog rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/catalog-cuda.md" | tee -a "$OUT/summary.txt"
+fi
+if has special; then
+  make build/check_special >>"$OUT/build.log" 2>&1
+  OMP_NUM_THREADS=$(nproc) timeout "${SPECIAL_S:-200}" build/check_special ${SPECIAL_FNS:-ndtri} 2>&1 \
+    | tee "$OUT/check-special.txt" | tail -12 | tee -a "$OUT/summary.txt"
+fi
+if has models; then
+  TORCHLEAN_BACKEND=cuda timeout $(( ${MODELS_S:-200} + 40 )) python3 bench/bench_models_cuda.py \
+    --sections "${MODEL_SECTIONS:-gemm,models}" --out "$OUT/models-exact.md" --budget-s "${MODELS_S:-200}" \
+    >"$OUT/models.log" 2>&1
+  echo "models rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/models-exact.md" | head -40
+fi
+if has audit; then
+  timeout 150 python3 bench/bench_audit.py --backend cuda --model digits_cnn mlp_digits \
+    --out "$OUT/audit-cost-cuda.md" >"$OUT/audit.log" 2>&1
+  echo "audit rc=$?" | tee -a "$OUT/summary.txt"; cat "$OUT/audit-cost-cuda.md" | tail -20
+fi
+if has stub; then
+  TORCHLEAN_BACKEND=stub timeout "${STUB_S:-240}" taskset -c 2,3 python3 bench/bench_stub_torch.py \
+    --threads 2 --rounds 3 --steps 10 --cifar-steps 3 --out "$OUT/stub-torch.md" >"$OUT/stub.log" 2>&1
+  echo "stub rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/stub-torch.md" | tee -a "$OUT/summary.txt"
+fi
+exit 0
