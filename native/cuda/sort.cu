@@ -8,8 +8,9 @@
 // sort of distinct (key, position) pairs has one answer.
 // Running sums and products follow the chunked order of formulas/sort.h, a lane per chunk and a
 // warp per 32 chunks staged through shared memory (coalesced): rows of one chunk in one launch,
-// else three: the chunk totals, a warp per row whose lane 0 sums the carries between chunks in
-// chunk order, the running values with their carries (a long row spreads over the whole GPU).
+// else three: the chunk totals, a warp per row that sums the carries between chunks in chunk
+// order (from shuffles), the running values with their carries (a long row spreads over the
+// whole GPU).
 // Running extremes, the cumprod backward and take_rows_backward with repeated positions walk
 // each row in order on one thread.
 // put_add_rows adds with atomics by default; in deterministic mode each column of a row gets
@@ -189,7 +190,7 @@ extern "C" int tlk_cumulative(const char *op, tl_buf x, tl_buf y, int64_t rows, 
     TL_TRY(tl_scratch(op, (size_t)(rows * nch) * sizeof(float), (void **)&tot));
     k_cum_tiles<<<tiles, threads, tile_smem, s>>>(x->data, nullptr, nullptr, tot, rows, cols, nch, reverse, kind);
     const unsigned row_blocks = (unsigned)min((rows + CUM_WARPS - 1) / CUM_WARPS, (int64_t)65535 * 16);
-    k_cum_carries<<<row_blocks, threads, sizeof(float) * CUM_WARPS * 2 * CUM_ROUND, s>>>(tot, rows, nch, kind);
+    k_cum_carries<<<row_blocks, threads, 0, s>>>(tot, rows, nch, kind);
     k_cum_tiles<<<tiles, threads, tile_smem, s>>>(x->data, y->data, tot, nullptr, rows, cols, nch, reverse, kind);
     tl_scratch_free(tot);
     TL_LAUNCHED(op);

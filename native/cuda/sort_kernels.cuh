@@ -89,11 +89,18 @@ k_cum_tiles(const float *__restrict__ x, float *__restrict__ y, const float *__r
             }
             __syncwarp();
             const int m = min(32, len - q0);
-            for (int q = 0; q < m; q++) {           // this lane's chunk, in order
-                const float v = tile[lane * 33 + q];
-                local = q0 + q == 0 ? v : tlf_cum_step(local, v, kind);
-                tile[lane * 33 + q] = carry != nullptr && c > 0 ? tlf_cum_step(cin, local, kind) : local;
+            float v[32];                           // this lane's tile row in registers
+#pragma unroll
+            for (int q = 0; q < 32; q++) v[q] = tile[lane * 33 + q];
+#pragma unroll
+            for (int q = 0; q < 32; q++) {         // its chunk's steps, in order
+                if (q < m) {
+                    local = q0 + q == 0 ? v[q] : tlf_cum_step(local, v[q], kind);
+                    v[q] = carry != nullptr && c > 0 ? tlf_cum_step(cin, local, kind) : local;
+                }
             }
+#pragma unroll
+            for (int q = 0; q < 32; q++) tile[lane * 33 + q] = v[q];
             __syncwarp();
             if (y != nullptr) {
                 for (int i = 0; i < 32; i++) {
@@ -109,32 +116,31 @@ k_cum_tiles(const float *__restrict__ x, float *__restrict__ y, const float *__r
 }
 
 // The carries into a row's chunks, summed in chunk order (carry[c] = t0 (+) t1 ... (+) t[c-1],
-// replacing tot's totals; chunk 0's entry is unused): a warp per row stages CUM_ROUND totals in
-// shared memory and its lane 0 runs the chain from registers (loads ahead of the dependent steps).
-constexpr int CUM_ROUND = 512;
+// replacing tot's totals; chunk 0's entry is unused): a warp per row reads 32 totals at a time
+// (the next 32 in flight) and every lane runs the chain over them from shuffles, lane i keeping
+// the carry into chunk base + i: a dependent step per chunk, no memory round trip in it.
 static __global__ void __launch_bounds__(CUM_WARPS * 32)
 k_cum_carries(float *__restrict__ tot, int64_t rows, int64_t nch, int64_t kind) {
-    extern __shared__ float4 smem4[];
+    const unsigned all = 0xffffffffu;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    float *in = reinterpret_cast<float *>(smem4) + warp * 2 * CUM_ROUND, *out = in + CUM_ROUND;
     for (int64_t r = (int64_t)blockIdx.x * CUM_WARPS + warp; r < rows; r += (int64_t)gridDim.x * CUM_WARPS) {
         float *tr = tot + r * nch;
-        float run = 0.0f;   // lane 0: the running total of the chunks so far
-        for (int64_t base = 0; base < nch; base += CUM_ROUND) {
-            const int m = (int)min((int64_t)CUM_ROUND, nch - base);
-            for (int i = lane; i < m; i += 32) in[i] = tr[base + i];
-            __syncwarp();
-            if (lane == 0) {
-                int i = 0;
-                if (base == 0) { out[0] = 0.0f; run = in[0]; i = 1; }
-                for (; i < m; i++) {
-                    out[i] = run;
-                    run = tlf_cum_step(run, in[i], kind);
+        float run = 0.0f;                          // the running total of the chunks so far
+        float next = lane < nch ? tr[lane] : 0.0f;
+        for (int64_t base = 0; base < nch; base += 32) {
+            const float t = next;
+            next = base + 32 + lane < nch ? tr[base + 32 + lane] : 0.0f;
+            const int m = (int)min((int64_t)32, nch - base);
+            float mine = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                const float v = __shfl_sync(all, t, i);
+                if (i < m) {
+                    if (lane == i) mine = run;
+                    run = base + i == 0 ? v : tlf_cum_step(run, v, kind);
                 }
             }
-            __syncwarp();
-            for (int i = lane; i < m; i += 32) tr[base + i] = out[i];
-            __syncwarp();
+            if (lane < m) tr[base + lane] = mine;
         }
     }
 }

@@ -9,8 +9,7 @@ alignas(16) float4 smem4[2304];  // the dynamic shared memory: 9216 floats, sort
 
 #include "sort_kernels.cuh"
 
-static_assert(CUM_WARPS * CUM_TILE <= 4 * 2304 && CUM_WARPS * 2 * CUM_ROUND <= 4 * 2304 &&
-              TOPK_SMEM_WORDS <= 4 * 2304,
+static_assert(CUM_WARPS * CUM_TILE <= 4 * 2304 && TOPK_SMEM_WORDS <= 4 * 2304,
               "sort.cu's shared memory exceeds the emulation's");
 
 namespace {
