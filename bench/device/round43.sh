@@ -5,7 +5,8 @@
 #   OUT=/tmp/o STEPS="suite" bash bench/device/round43.sh              # the whole CUDA suite
 #   OUT=/tmp/o STEPS="special models audit stub" bash bench/device/round43.sh
 # subset: the CUDA tests of the sort family (sort, topk, running sums) and the exact parity
-# cases; suite: the whole CUDA suite; catalog: the heavy catalog ops against PyTorch; special:
+# cases; probes: GPU time per kernel of catalog calls, and the FP64 MMA's rounding (carry
+# build/dmma_order); suite: the whole CUDA suite; catalog: the heavy catalog ops against PyTorch; special:
 # exhaustive correct-rounding runs on the host's threads (SPECIAL_FNS); models: issue 34's
 # table; audit: recording on CUDA against the stub, and its cost; stub: the stub against
 # PyTorch CPU on 2 pinned cores of the host (issue 35's tables).
@@ -28,14 +29,17 @@ cuda_tests() {  # name, timeout, pytest arguments...
 }
 if has subset; then
   cuda_tests subset 200 tests/test_catalog_sorting.py tests/test_device_indices.py \
-    tests/test_sort_kernels.py tests/test_catalog_math.py tests/test_exact_parity.py \
-    "tests/test_registry_ops.py"
+    tests/test_catalog_math.py tests/test_exact_parity.py tests/test_registry_ops.py
 fi
 if has suite; then cuda_tests suite "${SUITE_S:-330}" tests; fi
 if has catalog; then
   TORCHLEAN_BACKEND=cuda timeout 150 python3 bench/bench_catalog_cuda.py --out "$OUT/catalog-cuda.md" \
     >"$OUT/catalog.log" 2>&1
   echo "catalog rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/catalog-cuda.md" | tee -a "$OUT/summary.txt"
+fi
+if has probes; then
+  TORCHLEAN_BACKEND=cuda timeout 120 python3 bench/probes/kernel_times.py 2>&1 | tee "$OUT/kernel-times.txt" | tail -80
+  if [ -x build/dmma_order ]; then timeout 60 build/dmma_order 400000 2>&1 | tee "$OUT/dmma-order.txt"; fi
 fi
 if has special; then
   make build/check_special >>"$OUT/build.log" 2>&1
