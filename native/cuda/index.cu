@@ -2,12 +2,13 @@
 //
 // Indices arrive as host int64 arrays; they are copied to stream-ordered scratch memory.
 // Gathers read 0 for out-of-range indices; scatter-adds skip them and accumulate duplicates,
-// with atomicAdd by default. In deterministic mode the host groups the update positions by target
-// row (a stable counting sort, or a sort on (row, j) for very tall targets), and one thread per
-// (touched row, column) adds that row's updates in index order j = 0..k-1: the stub's order, at
-// the cost of one pass over the updates. triangle and fill_masked work out their masks from
+// with atomicAdd by default. In deterministic mode the device groups the update positions by
+// target row (a stable radix sort of (row, j)), and one thread per (touched row, column) adds
+// that row's updates in index order j = 0..k-1: the stub's order, at the cost of one pass over
+// the updates. triangle and fill_masked work out their masks from
 // positions or a mask buffer, with no host array.
 #include <stdlib.h>
+#include <cub/device/device_radix_sort.cuh>
 #include "common.cuh"
 #include "formulas/sort.h"
 #include "generated/index_kernels.h"
@@ -67,79 +68,57 @@ __global__ void k_scatter_atomic(const float *v, float *y, const int64_t *idx, i
     }
 }
 
-// deterministic: plan = [rows touched (nu) | segment starts (nu + 1) | update positions (k)];
-// the updates of row plan[u] are positions plan[2 nu + 1 + p] for p in [start[u], start[u + 1])
-__global__ void k_scatter_ordered(const float *v, float *y, const int64_t *plan, int64_t nu,
-                                  int64_t cols) {
-    const int64_t *start = plan + nu, *pos = plan + 2 * nu + 1;
-    TL_GRID_STRIDE(t, nu * cols) {
-        const int64_t u = t / cols, c = t % cols, at = plan[u] * cols + c;
+// deterministic: the updates sorted by target row on the device (a stable radix sort of
+// (row, j) keys: j order within a row), then one thread per (sorted update, column) whose update
+// opens its row's run adds the run's updates onto the row's value in that order (the stub's).
+// Out-of-range rows sort last (key `rows`) and are skipped.
+__global__ void k_scatter_keys(const int64_t *__restrict__ idx, uint64_t *__restrict__ key,
+                               int64_t *__restrict__ pos, int64_t k, int64_t rows) {
+    TL_GRID_STRIDE(j, k) {
+        const int64_t i = idx[j];
+        key[j] = (uint64_t)(i >= 0 && i < rows ? i : rows);
+        pos[j] = j;
+    }
+}
+
+__global__ void k_scatter_runs(const float *__restrict__ v, float *__restrict__ y, const uint64_t *__restrict__ key,
+                               const int64_t *__restrict__ pos, int64_t k, int64_t rows, int64_t cols) {
+    TL_GRID_STRIDE(t, k * cols) {
+        const int64_t p = t / cols, c = t % cols;
+        const uint64_t row = key[p];
+        if (row >= (uint64_t)rows || (p > 0 && key[p - 1] == row)) continue;
+        const int64_t at = (int64_t)row * cols + c;
         float acc = y[at];
-        for (int64_t p = start[u]; p < start[u + 1]; p++) acc += v[pos[p] * cols + c];
+        for (int64_t q = p; q < k && key[q] == row; q++) acc += v[pos[q] * cols + c];
         y[at] = acc;
     }
 }
 
-static int cmp_row_pos(const void *a, const void *b) {  // (row, j) pairs, row then j
-    const int64_t *x = (const int64_t *)a, *y = (const int64_t *)b;
-    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
-    return x[1] < y[1] ? -1 : (x[1] > y[1]);
-}
-
-// the plan of k_scatter_ordered for in-range updates (host memory the caller frees); *nu set
-static int64_t *scatter_plan(const int64_t *idx, int64_t k, int64_t rows, int64_t *nu, int64_t *len) {
-    int64_t valid = 0;
-    for (int64_t j = 0; j < k; j++) valid += idx[j] >= 0 && idx[j] < rows;
-    int64_t *pairs = (int64_t *)malloc((size_t)(valid > 0 ? valid : 1) * 2 * sizeof(int64_t));
-    if (!pairs) return NULL;
-    int64_t m = 0;
-    if (rows <= 4 * k + 65536) {  // stable counting sort by row
-        int64_t *count = (int64_t *)calloc((size_t)rows + 1, sizeof(int64_t));
-        if (!count) { free(pairs); return NULL; }
-        for (int64_t j = 0; j < k; j++) if (idx[j] >= 0 && idx[j] < rows) count[idx[j] + 1]++;
-        for (int64_t r = 0; r < rows; r++) count[r + 1] += count[r];
-        for (int64_t j = 0; j < k; j++)
-            if (idx[j] >= 0 && idx[j] < rows) {
-                int64_t at = count[idx[j]]++;
-                pairs[2 * at] = idx[j]; pairs[2 * at + 1] = j;
-            }
-        free(count);
-        m = valid;
-    } else {
-        for (int64_t j = 0; j < k; j++)
-            if (idx[j] >= 0 && idx[j] < rows) { pairs[2 * m] = idx[j]; pairs[2 * m + 1] = j; m++; }
-        qsort(pairs, (size_t)m, 2 * sizeof(int64_t), cmp_row_pos);
-    }
-    int64_t u = 0;
-    for (int64_t p = 0; p < m; p++) u += p == 0 || pairs[2 * p] != pairs[2 * p - 2];
-    int64_t *plan = (int64_t *)malloc((size_t)(2 * u + 1 + m) * sizeof(int64_t));
-    if (!plan) { free(pairs); return NULL; }
-    int64_t *start = plan + u, *pos = plan + 2 * u + 1, q = 0;
-    for (int64_t p = 0; p < m; p++) {
-        if (p == 0 || pairs[2 * p] != pairs[2 * p - 2]) { plan[q] = pairs[2 * p]; start[q++] = p; }
-        pos[p] = pairs[2 * p + 1];
-    }
-    start[u] = m;
-    free(pairs);
-    *nu = u;
-    *len = 2 * u + 1 + m;
-    return plan;
-}
-
-// y += the updates in index order per row (k_scatter_ordered)
+// y += the updates in index order per row (k_scatter_runs after the device sort)
 static int scatter_ordered(const char *op, const float *v, float *y, const int64_t *idx, int64_t k,
                            int64_t rows, int64_t cols) {
-    int64_t nu = 0, len = 0;
-    tl_graph_host_reads(idx, (size_t)k * sizeof(int64_t));   // the plan is the values'
-    int64_t *plan = scatter_plan(idx, k, rows, &nu, &len);
-    if (!plan) return tl_fail(TL_E_OOM, "%s: out of host memory planning %lld updates", op, (long long)k);
-    int64_t *d = NULL;
-    int st = nu > 0 ? upload_idx(op, plan, len, &d) : TL_OK;
-    free(plan);
-    if (st || nu == 0) return st;
-    k_scatter_ordered<<<tl_blocks(nu * cols), TL_THREADS, 0, tl_stream()>>>(v, y, d, nu, cols);
-    tl_scratch_free(d);
-    return tl_cuda_launched(op);
+    cudaStream_t s = tl_stream();
+    int bits = 1;
+    while (bits < 64 && ((uint64_t)rows >> bits) != 0) bits++;   // keys are at most rows
+    size_t temp = 0;
+    TL_CUDA_TRY(op, cub::DeviceRadixSort::SortPairs(nullptr, temp, (const uint64_t *)nullptr, (uint64_t *)nullptr,
+                                                    (const int64_t *)nullptr, (int64_t *)nullptr, k, 0, bits, s));
+    char *base = nullptr;
+    TL_TRY(tl_scratch(op, (size_t)k * 8 * 5 + temp + 256, (void **)&base));
+    int64_t *didx = (int64_t *)base, *pin = didx + k, *pout = pin + k;
+    uint64_t *kin = (uint64_t *)(pout + k), *kout = kin + k;
+    void *tmp = (void *)(((uintptr_t)(kout + k) + 255) & ~(uintptr_t)255);
+    int st = tl_upload(op, didx, idx, (size_t)k * sizeof(int64_t));
+    if (st == TL_OK) {
+        k_scatter_keys<<<tl_blocks(k), TL_THREADS, 0, s>>>(didx, kin, pin, k, rows);
+        cudaError_t e = cub::DeviceRadixSort::SortPairs(tmp, temp, (const uint64_t *)kin, kout, (const int64_t *)pin,
+                                                        pout, k, 0, bits, s);
+        if (e == cudaSuccess)
+            k_scatter_runs<<<tl_blocks(k * cols), TL_THREADS, 0, s>>>(v, y, kout, pout, k, rows, cols);
+        st = e == cudaSuccess ? tl_cuda_launched(op) : tl_cuda_status(op, e);
+    }
+    tl_scratch_free(base);
+    return st;
 }
 
 static int gather_rows_impl(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, const int64_t *idx, int64_t k) {

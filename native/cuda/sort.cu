@@ -173,28 +173,35 @@ extern "C" int tlk_take_rows_backward(const char *op, tl_buf idx, tl_buf g, tl_b
     return TL_OK;
 }
 
-extern "C" int tlk_cumulative(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse,
-                              int64_t kind) {
+template <int KIND>
+static int cumulative(const char *op, const float *x, float *y, int64_t rows, int64_t cols, int64_t reverse) {
     cudaStream_t s = tl_stream();
-    if (rows * cols == 0) return TL_OK;
     const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
     const unsigned threads = CUM_WARPS * 32;
     const size_t tile_smem = sizeof(float) * CUM_WARPS * CUM_TILE;
     const unsigned tiles = (unsigned)min((rows * nch + threads - 1) / threads, (int64_t)65535 * 16);
     if (nch == 1) {
-        k_cum_tiles<<<tiles, threads, tile_smem, s>>>(x->data, y->data, nullptr, nullptr, rows, cols, 1, reverse, kind);
+        k_cum_tiles<KIND><<<tiles, threads, tile_smem, s>>>(x, y, nullptr, nullptr, rows, cols, 1, reverse);
         TL_LAUNCHED(op);
         return TL_OK;
     }
     float *tot = nullptr;
     TL_TRY(tl_scratch(op, (size_t)(rows * nch) * sizeof(float), (void **)&tot));
-    k_cum_tiles<<<tiles, threads, tile_smem, s>>>(x->data, nullptr, nullptr, tot, rows, cols, nch, reverse, kind);
+    k_cum_tiles<KIND><<<tiles, threads, tile_smem, s>>>(x, nullptr, nullptr, tot, rows, cols, nch, reverse);
     const unsigned row_blocks = (unsigned)min((rows + CUM_WARPS - 1) / CUM_WARPS, (int64_t)65535 * 16);
-    k_cum_carries<<<row_blocks, threads, 0, s>>>(tot, rows, nch, kind);
-    k_cum_tiles<<<tiles, threads, tile_smem, s>>>(x->data, y->data, tot, nullptr, rows, cols, nch, reverse, kind);
+    k_cum_carries<KIND><<<row_blocks, threads, sizeof(float) * threads, s>>>(tot, rows, nch);
+    k_cum_tiles<KIND><<<tiles, threads, tile_smem, s>>>(x, y, tot, nullptr, rows, cols, nch, reverse);
     tl_scratch_free(tot);
     TL_LAUNCHED(op);
     return TL_OK;
+}
+
+extern "C" int tlk_cumulative(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse,
+                              int64_t kind) {
+    if (rows * cols == 0) return TL_OK;
+    if (kind == 0) return cumulative<0>(op, x->data, y->data, rows, cols, reverse);
+    if (kind == 1) return cumulative<1>(op, x->data, y->data, rows, cols, reverse);
+    return cumulative<2>(op, x->data, y->data, rows, cols, reverse);
 }
 
 extern "C" int tlk_cumprod_rows_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t rows, int64_t cols,
@@ -219,7 +226,8 @@ extern "C" int tlk_put_add_rows(const char *op, tl_buf x, tl_buf idx, tl_buf val
     if (k == 0) return TL_OK;
     if (tl_deterministic())
         k_put_add_ordered<<<(unsigned)min((rows + PUT_ADD_WARPS - 1) / PUT_ADD_WARPS, (int64_t)65535 * 16),
-                            PUT_ADD_WARPS * 32, 0, s>>>(idx->data, values->data, y->data, rows, k, cols);
+                            PUT_ADD_WARPS * 32, PUT_ADD_WARPS * 32 * sizeof(float), s>>>(
+            idx->data, values->data, y->data, rows, k, cols);
     else
         k_put_add_atomic<<<tl_blocks(rows * k), TL_THREADS, 0, s>>>(idx->data, values->data, y->data, rows, k, cols);
     TL_LAUNCHED(op);

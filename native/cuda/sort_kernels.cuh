@@ -60,9 +60,10 @@ static __device__ __forceinline__ int64_t pos_of(int64_t j, int64_t cols, int64_
 // receives each chunk's total; `y` null writes nothing. One chunk per row (nch 1) is a row.
 constexpr int CUM_WARPS = 8;                      // warps per block
 constexpr int CUM_TILE = 32 * 33;                 // floats of shared memory per warp
+template <int KIND>
 static __global__ void __launch_bounds__(CUM_WARPS * 32)
 k_cum_tiles(const float *__restrict__ x, float *__restrict__ y, const float *__restrict__ carry,
-            float *__restrict__ tot, int64_t rows, int64_t cols, int64_t nch, int64_t reverse, int64_t kind) {
+            float *__restrict__ tot, int64_t rows, int64_t cols, int64_t nch, int64_t reverse) {
     extern __shared__ float4 smem4[];
     const unsigned all = 0xffffffffu;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -76,37 +77,42 @@ k_cum_tiles(const float *__restrict__ x, float *__restrict__ y, const float *__r
         const int64_t j0 = c * TL_CUM_CHUNK;
         const int len = mine ? (int)min((int64_t)TL_CUM_CHUNK, cols - j0) : 0;
         const long long a0 = r * cols + pos_of(j0, cols, reverse);
-        const float cin = carry != nullptr && c > 0 ? carry[u] : 0.0f;
-        const int step = reverse ? -1 : 1;
+        const bool carried = carry != nullptr && c > 0;
+        const float cin = carried ? carry[u] : 0.0f;
+        const long long step = reverse ? -1 : 1;
         int most = len;                            // the warp's longest chunk
         for (int o = 16; o > 0; o /= 2) most = max(most, __shfl_xor_sync(all, most, o));
         float local = 0.0f;
         for (int q0 = 0; q0 < most; q0 += 32) {
-            for (int i = 0; i < 32; i++) {         // entry q0 + lane of chunk i
+            float v[32];                           // entry q0 + lane of chunk i: all loads in flight
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
                 const long long ai = __shfl_sync(all, a0, i);
                 const int li = __shfl_sync(all, len, i);
-                if (q0 + lane < li) tile[i * 33 + lane] = x[ai + (long long)step * (q0 + lane)];
+                v[i] = q0 + lane < li ? x[ai + step * (q0 + lane)] : 0.0f;
             }
+#pragma unroll
+            for (int i = 0; i < 32; i++) tile[i * 33 + lane] = v[i];
             __syncwarp();
+#pragma unroll
+            for (int q = 0; q < 32; q++) v[q] = tile[lane * 33 + q];   // this lane's chunk
             const int m = min(32, len - q0);
-            float v[32];                           // this lane's tile row in registers
 #pragma unroll
-            for (int q = 0; q < 32; q++) v[q] = tile[lane * 33 + q];
-#pragma unroll
-            for (int q = 0; q < 32; q++) {         // its chunk's steps, in order
+            for (int q = 0; q < 32; q++) {         // its steps, in order
                 if (q < m) {
-                    local = q0 + q == 0 ? v[q] : tlf_cum_step(local, v[q], kind);
-                    v[q] = carry != nullptr && c > 0 ? tlf_cum_step(cin, local, kind) : local;
+                    local = q0 + q == 0 ? v[q] : tlf_cum_step(local, v[q], KIND);
+                    v[q] = carried ? tlf_cum_step(cin, local, KIND) : local;
                 }
             }
 #pragma unroll
             for (int q = 0; q < 32; q++) tile[lane * 33 + q] = v[q];
             __syncwarp();
             if (y != nullptr) {
+#pragma unroll
                 for (int i = 0; i < 32; i++) {
                     const long long ai = __shfl_sync(all, a0, i);
                     const int li = __shfl_sync(all, len, i);
-                    if (q0 + lane < li) y[ai + (long long)step * (q0 + lane)] = tile[i * 33 + lane];
+                    if (q0 + lane < li) y[ai + step * (q0 + lane)] = tile[i * 33 + lane];
                 }
             }
             __syncwarp();
@@ -116,28 +122,34 @@ k_cum_tiles(const float *__restrict__ x, float *__restrict__ y, const float *__r
 }
 
 // The carries into a row's chunks, summed in chunk order (carry[c] = t0 (+) t1 ... (+) t[c-1],
-// replacing tot's totals; chunk 0's entry is unused): a warp per row reads 32 totals at a time
-// (the next 32 in flight) and every lane runs the chain over them from shuffles, lane i keeping
-// the carry into chunk base + i: a dependent step per chunk, no memory round trip in it.
+// replacing tot's totals; chunk 0's entry is unused): a warp per row stages 32 totals at a time
+// in shared memory (the next 32 in flight), every lane reads all 32 into registers and runs the
+// chain over them, lane i keeping the carry into chunk base + i: one dependent step per chunk.
+template <int KIND>
 static __global__ void __launch_bounds__(CUM_WARPS * 32)
-k_cum_carries(float *__restrict__ tot, int64_t rows, int64_t nch, int64_t kind) {
-    const unsigned all = 0xffffffffu;
+k_cum_carries(float *__restrict__ tot, int64_t rows, int64_t nch) {
+    extern __shared__ float4 smem4[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float *stage = reinterpret_cast<float *>(smem4) + warp * 32;
     for (int64_t r = (int64_t)blockIdx.x * CUM_WARPS + warp; r < rows; r += (int64_t)gridDim.x * CUM_WARPS) {
         float *tr = tot + r * nch;
         float run = 0.0f;                          // the running total of the chunks so far
         float next = lane < nch ? tr[lane] : 0.0f;
         for (int64_t base = 0; base < nch; base += 32) {
-            const float t = next;
+            stage[lane] = next;
             next = base + 32 + lane < nch ? tr[base + 32 + lane] : 0.0f;
+            __syncwarp();
+            float t[32];
+#pragma unroll
+            for (int i = 0; i < 32; i++) t[i] = stage[i];
+            __syncwarp();                          // stage is rewritten by the next batch
             const int m = (int)min((int64_t)32, nch - base);
             float mine = 0.0f;
 #pragma unroll
             for (int i = 0; i < 32; i++) {
-                const float v = __shfl_sync(all, t, i);
                 if (i < m) {
                     if (lane == i) mine = run;
-                    run = base + i == 0 ? v : tlf_cum_step(run, v, kind);
+                    run = base + i == 0 ? t[i] : tlf_cum_step(run, t[i], KIND);
                 }
             }
             if (lane < m) tr[base + lane] = mine;
@@ -254,30 +266,38 @@ k_topk_rows(const float *__restrict__ x, float *__restrict__ idx, int64_t rows, 
 
 // deterministic put_add_rows: a warp per row takes the row's updates 32 at a time; lanes that
 // hit the same column form a group (__match_any_sync) whose lowest lane adds the group's values
-// to the column in lane order, which is index order: each column gets the stub's adds in the
-// stub's order, with no atomics and 32 updates in flight instead of one (4096 x 4096: 3.5 ms
-// on one thread per row). __syncwarp orders a column's write before a later batch reads it.
+// (staged in shared memory) to the column in lane order, which is index order: each column gets
+// the stub's adds in the stub's order, with no atomics and 32 updates in flight instead of one.
+// The next 32 updates load while this batch adds; __syncwarp orders a column's write before a
+// later batch reads it.
 constexpr int PUT_ADD_WARPS = 8;
 static __global__ void __launch_bounds__(PUT_ADD_WARPS * 32)
 k_put_add_ordered(const float *__restrict__ idx, const float *__restrict__ v, float *__restrict__ y,
                   int64_t rows, int64_t k, int64_t cols) {
+    extern __shared__ float4 smem4[];             // a batch's values, 32 per warp
     const unsigned all = 0xffffffffu;
     const int lane = threadIdx.x % 32;
+    float *vals = reinterpret_cast<float *>(smem4) + threadIdx.x / 32 * 32;
     const int64_t per_block = blockDim.x / 32, nwarps = (int64_t)gridDim.x * per_block;
     for (int64_t r = (int64_t)blockIdx.x * per_block + threadIdx.x / 32; r < rows; r += nwarps) {
         float *yr = y + r * cols;
+        const float *ir = idx + r * k, *vr = v + r * k;
+        float ni = lane < k ? ir[lane] : -1.0f, nv = lane < k ? vr[lane] : 0.0f;
         for (int64_t j0 = 0; j0 < k; j0 += 32) {
-            const int64_t j = j0 + lane;
-            const long long c = j < k ? (long long)tlf_row_index(idx[r * k + j], cols) : -1;
-            const float val = j < k ? v[r * k + j] : 0.0f;
-            const unsigned group = __match_any_sync(all, c);
-            const bool leader = c >= 0 && lane == __ffs(group) - 1;
-            float s = leader ? yr[c] : 0.0f;
-            for (int l = 0; l < 32; l++) {       // every lane shuffles; leaders keep their group's
-                const float vl = __shfl_sync(all, val, l);
-                if (leader && (group >> l & 1u)) s = tlm_add(s, vl);
+            const int64_t c = tlf_row_index(ni, cols);   // -1: outside the row (or past k)
+            const float val = nv;
+            const int64_t jn = j0 + 32 + lane;            // the next batch, in flight
+            ni = jn < k ? ir[jn] : -1.0f;
+            nv = jn < k ? vr[jn] : 0.0f;
+            const unsigned group = cols <= 0x7fffffff ? __match_any_sync(all, (int)c)   // 32-bit match: faster
+                                                      : __match_any_sync(all, (long long)c);
+            vals[lane] = val;
+            __syncwarp();
+            if (c >= 0 && lane == __ffs(group) - 1) {
+                float s = yr[c];
+                for (unsigned g = group; g; g &= g - 1) s = tlm_add(s, vals[__ffs(g) - 1]);
+                yr[c] = s;
             }
-            if (leader) yr[c] = s;
             __syncwarp();
         }
     }
