@@ -210,6 +210,23 @@ __global__ void k_triangle_rows(const float *__restrict__ x, float *__restrict__
     }
 }
 
+// rows of a multiple of 4 columns (16-byte aligned): a thread per 4 columns, as float4; four
+// entries none of which is kept are not read (keeps is monotone along a row)
+__global__ void k_triangle_rows4(const float4 *__restrict__ x, float4 *__restrict__ y, int64_t rows, int64_t m,
+                                 int64_t c, int64_t diagonal, int64_t upper) {
+    const int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, j = 4 * q;
+    if (j >= c) return;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const int64_t i = r % m, t = r * (c / 4) + q;
+        const bool k0 = tl_triangle_keeps(i, j, diagonal, upper), k3 = tl_triangle_keeps(i, j + 3, diagonal, upper);
+        const float4 v = k0 || k3 ? x[t] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        y[t] = make_float4(k0 ? v.x : 0.0f, tl_triangle_keeps(i, j + 1, diagonal, upper) ? v.y : 0.0f,
+                           tl_triangle_keeps(i, j + 2, diagonal, upper) ? v.z : 0.0f, k3 ? v.w : 0.0f);
+    }
+}
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 extern "C" int tlk_triangle(const char *op, tl_buf x, tl_buf y, int64_t n, int64_t m, int64_t c, int64_t diagonal,
                             int64_t upper) {
     if (n == 0) return TL_OK;
@@ -217,8 +234,14 @@ extern "C" int tlk_triangle(const char *op, tl_buf x, tl_buf y, int64_t n, int64
         k_triangle_flat<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(x->data, y->data, n, m, c, diagonal, upper);
     } else {
         const int64_t rows = n / c;
-        dim3 grid((unsigned)((c + TL_THREADS - 1) / TL_THREADS), (unsigned)(rows < 65535 ? rows : 65535));
-        k_triangle_rows<<<grid, TL_THREADS, 0, tl_stream()>>>(x->data, y->data, rows, m, c, diagonal, upper);
+        const bool wide = c % 4 == 0 && aligned16(x->data) && aligned16(y->data);
+        const int64_t lanes = wide ? c / 4 : c;
+        dim3 grid((unsigned)((lanes + TL_THREADS - 1) / TL_THREADS), (unsigned)(rows < 65535 ? rows : 65535));
+        if (wide)
+            k_triangle_rows4<<<grid, TL_THREADS, 0, tl_stream()>>>((const float4 *)x->data, (float4 *)y->data, rows,
+                                                                   m, c, diagonal, upper);
+        else
+            k_triangle_rows<<<grid, TL_THREADS, 0, tl_stream()>>>(x->data, y->data, rows, m, c, diagonal, upper);
     }
     TL_LAUNCHED(op);
     return TL_OK;
@@ -229,8 +252,22 @@ __global__ void k_fill_masked(const float *__restrict__ mask, const float *__res
     TL_GRID_STRIDE(t, n) y[t] = mask[t] != 0.0f ? v : x[t];
 }
 
+// n a multiple of 4: four entries a thread, as float4
+__global__ void k_fill_masked4(const float4 *__restrict__ mask, const float4 *__restrict__ x, float4 *__restrict__ y,
+                               int64_t n4, float v) {
+    TL_GRID_STRIDE(t, n4) {
+        const float4 m = mask[t], a = x[t];
+        y[t] = make_float4(m.x != 0.0f ? v : a.x, m.y != 0.0f ? v : a.y, m.z != 0.0f ? v : a.z, m.w != 0.0f ? v : a.w);
+    }
+}
+
 extern "C" int tlk_fill_masked(const char *op, tl_buf mask, tl_buf x, tl_buf y, int64_t n, double value) {
-    k_fill_masked<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(mask->data, x->data, y->data, n, (float)value);
+    if (n % 4 == 0 && aligned16(mask->data) && aligned16(x->data) && aligned16(y->data))
+        k_fill_masked4<<<tl_blocks(n / 4), TL_THREADS, 0, tl_stream()>>>((const float4 *)mask->data,
+                                                                         (const float4 *)x->data, (float4 *)y->data,
+                                                                         n / 4, (float)value);
+    else
+        k_fill_masked<<<tl_blocks(n), TL_THREADS, 0, tl_stream()>>>(mask->data, x->data, y->data, n, (float)value);
     TL_LAUNCHED(op);
     return TL_OK;
 }
