@@ -29,7 +29,8 @@ cuda_tests() {  # name, timeout, pytest arguments...
 }
 if has subset; then
   cuda_tests subset 200 tests/test_catalog_sorting.py tests/test_device_indices.py \
-    tests/test_catalog_math.py tests/test_exact_parity.py tests/test_registry_ops.py
+    tests/test_catalog_math.py tests/test_exact_parity.py tests/test_registry_ops.py \
+    tests/test_catalog_scatter.py tests/test_index.py tests/test_determinism.py
 fi
 if has suite; then cuda_tests suite "${SUITE_S:-330}" tests; fi
 if has catalog; then
