@@ -70,7 +70,8 @@ def test_scatter_add_duplicates_sum_in_index_order_bit_for_bit():
         tl.set_deterministic(was)
 
 
-@pytest.mark.parametrize("rows,cols,k", [(37, 50, 1000), (3, 2, 97), (300, 5, 33), (1, 7, 31)])
+@pytest.mark.parametrize("rows,cols,k", [(37, 50, 1000), (3, 2, 97), (300, 5, 33), (1, 7, 31),
+                                         (2, 50, 1500), (2, 300, 4096), (2, 40, 5000)])
 def test_scatter_add_rows_add_in_index_order_bit_for_bit(rows, cols, k):
     """Each row's updates, many to one column within 32 consecutive ones and across them, land
     in index order (float32 adds one after another, magnitudes so varied that another order

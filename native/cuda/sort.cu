@@ -14,7 +14,8 @@
 // Running extremes, the cumprod backward and take_rows_backward with repeated positions walk
 // each row in order on one thread.
 // put_add_rows adds with atomics by default; in deterministic mode each column of a row gets
-// its updates in index order (the stub's order), a warp per row.
+// its updates in index order (the stub's order): a block per row sorts rows of up to 4096
+// updates by column, longer ones go a warp per row.
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_sort.cuh>
@@ -75,6 +76,61 @@ static int sort_rows_block(const char *op, const float *x, float *out, int64_t r
                            int64_t descending) {
     k_sort_rows_block<THREADS, ITEMS><<<(unsigned)min(rows, (int64_t)1 << 20), THREADS, 0, tl_stream()>>>(
         x, out, rows, cols, descending);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
+// Deterministic put_add_rows for rows of at most THREADS x ITEMS updates: a block per row sorts
+// the (column, update position) pairs by column (CUB's block radix sort, stable over position
+// order), and the first update of each column's run adds the run onto the column in that order:
+// the stub's adds, with no atomics and no per-batch warp matching.
+template <int THREADS, int ITEMS>
+__global__ void __launch_bounds__(THREADS)
+k_put_add_sorted(const float *__restrict__ idx, const float *__restrict__ v, float *__restrict__ y, int64_t rows,
+                 int64_t k, int64_t cols, int bits) {
+    using Sort = cub::BlockRadixSort<uint32_t, THREADS, ITEMS, int32_t>;
+    __shared__ union {
+        typename Sort::TempStorage sort;
+        struct { uint32_t col[THREADS * ITEMS]; int32_t pos[THREADS * ITEMS]; } run;
+    } sm;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *ir = idx + r * k, *vr = v + r * k;
+        float *yr = y + r * cols;
+        uint32_t key[ITEMS];
+        int32_t pos[ITEMS];
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            const int64_t j = (int64_t)threadIdx.x * ITEMS + i;
+            const int64_t c = j < k ? tlf_row_index(ir[j], cols) : -1;
+            key[i] = c < 0 ? (uint32_t)cols : (uint32_t)c;   // outside the row: after every column
+            pos[i] = (int32_t)j;
+        }
+        Sort(sm.sort).Sort(key, pos, 0, bits);
+        __syncthreads();                          // the sort's storage becomes the runs
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            sm.run.col[threadIdx.x * ITEMS + i] = key[i];
+            sm.run.pos[threadIdx.x * ITEMS + i] = pos[i];
+        }
+        __syncthreads();
+        for (int64_t p = threadIdx.x; p < k; p += THREADS) {
+            const uint32_t c = sm.run.col[p];
+            if (c >= (uint64_t)cols || (p > 0 && sm.run.col[p - 1] == c)) continue;
+            float acc = yr[c];
+            for (int64_t q = p; q < k && sm.run.col[q] == c; q++) acc = tlm_add(acc, vr[sm.run.pos[q]]);
+            yr[c] = acc;
+        }
+        __syncthreads();                          // the next row reuses the storage
+    }
+}
+
+template <int THREADS, int ITEMS>
+static int put_add_sorted(const char *op, const float *idx, const float *v, float *y, int64_t rows, int64_t k,
+                          int64_t cols) {
+    int bits = 1;
+    while (bits < 32 && ((uint64_t)cols >> bits) != 0) bits++;   // keys are at most cols
+    k_put_add_sorted<THREADS, ITEMS><<<(unsigned)min(rows, (int64_t)1 << 20), THREADS, 0, tl_stream()>>>(
+        idx, v, y, rows, k, cols, bits);
     TL_LAUNCHED(op);
     return TL_OK;
 }
@@ -224,6 +280,12 @@ extern "C" int tlk_put_add_rows(const char *op, tl_buf x, tl_buf idx, tl_buf val
     TL_CUDA_TRY(op, cudaMemcpyAsync(y->data, x->data, (size_t)(rows * cols) * sizeof(float),
                                     cudaMemcpyDeviceToDevice, s));
     if (k == 0) return TL_OK;
+    if (tl_deterministic() && cols < 0xffffffffLL) {
+        if (k <= 512) return put_add_sorted<128, 4>(op, idx->data, values->data, y->data, rows, k, cols);
+        if (k <= 1024) return put_add_sorted<128, 8>(op, idx->data, values->data, y->data, rows, k, cols);
+        if (k <= 2048) return put_add_sorted<256, 8>(op, idx->data, values->data, y->data, rows, k, cols);
+        if (k <= 4096) return put_add_sorted<512, 8>(op, idx->data, values->data, y->data, rows, k, cols);
+    }
     if (tl_deterministic())
         k_put_add_ordered<<<(unsigned)min((rows + PUT_ADD_WARPS - 1) / PUT_ADD_WARPS, (int64_t)65535 * 16),
                             PUT_ADD_WARPS * 32, PUT_ADD_WARPS * 32 * sizeof(float), s>>>(

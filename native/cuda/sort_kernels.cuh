@@ -145,11 +145,20 @@ k_cum_carries(float *__restrict__ tot, int64_t rows, int64_t nch) {
             __syncwarp();                          // stage is rewritten by the next batch
             const int m = (int)min((int64_t)32, nch - base);
             float mine = 0.0f;
+            if (base == 0) run = t[0];                 // chunk 0 starts the chain (no step)
+            if (m == 32) {                             // a whole batch: only the steps are a chain
 #pragma unroll
-            for (int i = 0; i < 32; i++) {
-                if (i < m) {
-                    if (lane == i) mine = run;
-                    run = base + i == 0 ? t[i] : tlf_cum_step(run, t[i], KIND);
+                for (int i = 0; i < 32; i++) {
+                    mine = lane == i ? run : mine;
+                    if (base + i > 0) run = tlf_cum_step(run, t[i], KIND);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 32; i++) {
+                    if (i < m) {
+                        mine = lane == i ? run : mine;
+                        if (base + i > 0) run = tlf_cum_step(run, t[i], KIND);
+                    }
                 }
             }
             if (lane < m) tr[base + lane] = mine;

@@ -16,6 +16,28 @@ namespace {
 void run(unsigned grid, unsigned threads, std::function<void()> body, bool reverse) {
     emu::launch(dim3(grid), dim3(threads), std::move(body), reverse);
 }
+// sort.cu's launches (one for rows of one chunk, else totals, carries, values); `grid` (0: sort.cu's
+// count) caps the blocks so that their loops wrap
+template <int KIND>
+void cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t reverse, int grid, int rev_threads) {
+    const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
+    const unsigned threads = CUM_WARPS * 32;
+    auto blocks = [grid, threads](int64_t n) { return grid ? (unsigned)grid : (unsigned)((n + threads - 1) / threads); };
+    if (nch == 1) {
+        run(blocks(rows), threads, [=] { k_cum_tiles<KIND>(x, y, nullptr, nullptr, rows, cols, 1, reverse); },
+            rev_threads);
+        return;
+    }
+    std::vector<float> tot((size_t)(rows * nch), NAN);
+    float *t = tot.data();
+    run(blocks(rows * nch), threads, [=] { k_cum_tiles<KIND>(x, nullptr, nullptr, t, rows, cols, nch, reverse); },
+        rev_threads);
+    run(grid ? (unsigned)grid : (unsigned)((rows + CUM_WARPS - 1) / CUM_WARPS), threads,
+        [=] { k_cum_carries<KIND>(t, rows, nch); }, rev_threads);
+    run(blocks(rows * nch), threads, [=] { k_cum_tiles<KIND>(x, y, t, nullptr, rows, cols, nch, reverse); },
+        rev_threads);
+}
+
 }  // namespace
 
 extern "C" {
@@ -34,27 +56,12 @@ int emu_take_rows_backward(const float *idx, const float *g, float *dx, int64_t 
     return 0;
 }
 
-// sort.cu's launches (one for rows of one chunk, else totals, carries, values); `grid` (0: sort.cu's
-// count) caps the blocks so that their loops wrap
 int emu_cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t reverse, int64_t kind,
                    int grid, int rev_threads) {
     if (rows * cols == 0) return 0;
-    const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
-    const unsigned threads = CUM_WARPS * 32;
-    auto blocks = [grid, threads](int64_t n) { return grid ? (unsigned)grid : (unsigned)((n + threads - 1) / threads); };
-    if (nch == 1) {
-        run(blocks(rows), threads, [=] { k_cum_tiles(x, y, nullptr, nullptr, rows, cols, 1, reverse, kind); },
-            rev_threads);
-        return 0;
-    }
-    std::vector<float> tot((size_t)(rows * nch), NAN);
-    float *t = tot.data();
-    run(blocks(rows * nch), threads, [=] { k_cum_tiles(x, nullptr, nullptr, t, rows, cols, nch, reverse, kind); },
-        rev_threads);
-    run(grid ? (unsigned)grid : (unsigned)((rows + CUM_WARPS - 1) / CUM_WARPS), threads,
-        [=] { k_cum_carries(t, rows, nch, kind); }, rev_threads);
-    run(blocks(rows * nch), threads, [=] { k_cum_tiles(x, y, t, nullptr, rows, cols, nch, reverse, kind); },
-        rev_threads);
+    if (kind == 0) cumulative<0>(x, y, rows, cols, reverse, grid, rev_threads);
+    else if (kind == 1) cumulative<1>(x, y, rows, cols, reverse, grid, rev_threads);
+    else cumulative<2>(x, y, rows, cols, reverse, grid, rev_threads);
     return 0;
 }
 
