@@ -3,9 +3,10 @@
 // deterministic and exact mode).
 //
 // Sorting: each entry's key (formulas/sort.h) and column go through CUB's stable radix sorts
-// (rows up to 4096 a block each, BlockRadixSort; longer ones DeviceRadixSort for one row,
-// DeviceSegmentedSort::StableSortPairs for many), so the positions are the stub's: a stable
-// sort of distinct (key, position) pairs has one answer.
+// (rows up to 4096 a block each, BlockRadixSort; longer ones DeviceRadixSort, of the keys for
+// one row, of (row, key) pairs for many, DeviceSegmentedSort::StableSortPairs past 2^27
+// entries), so the positions are the stub's: a stable sort of distinct (key, position) pairs
+// has one answer.
 // Running sums and products follow the chunked order of formulas/sort.h, a lane per chunk and a
 // warp per 32 chunks staged through shared memory (coalesced): rows of one chunk in one launch,
 // else three: the chunk totals, a warp per row that sums the carries between chunks in chunk
@@ -35,6 +36,16 @@ __global__ void k_put_add_atomic(const float *__restrict__ idx, const float *__r
     SK_GRID_STRIDE(t, rows * k) {
         int64_t c = tlf_row_index(idx[t], cols);
         if (c >= 0) atomicAdd(&y[(t / k) * cols + c], v[t]);
+    }
+}
+
+// many long rows: each entry's key behind its row number, so one radix sort of the whole
+// array orders every row (stable: a row's equal keys keep their positions' order)
+__global__ void k_sort_keys_by_row(const float *__restrict__ x, uint64_t *__restrict__ keys, int32_t *__restrict__ pos,
+                                   int64_t n, int64_t cols, int64_t descending) {
+    TL_GRID_STRIDE(t, n) {
+        keys[t] = (uint64_t)(t / cols) << 32 | tlf_sort_key(x[t], descending);
+        pos[t] = (int32_t)(t % cols);
     }
 }
 
@@ -138,6 +149,32 @@ static int put_add_sorted(const char *op, const float *idx, const float *v, floa
 }  // namespace
 
 
+// rows longer than a block sorts: one device radix sort of (row, key) pairs, 32 + log2(rows)
+// bits (a few passes over the whole array, where the segmented sort makes several per row)
+static int sort_rows_by_row_keys(const char *op, const float *x, float *out, int64_t rows, int64_t cols,
+                                 int64_t descending) {
+    const int64_t n = rows * cols;
+    cudaStream_t s = tl_stream();
+    int bits = 32;
+    while (bits < 64 && ((uint64_t)(rows - 1) >> (bits - 32)) != 0) bits++;
+    size_t temp = 0;
+    TL_CUDA_TRY(op, cub::DeviceRadixSort::SortPairs(nullptr, temp, (const uint64_t *)nullptr, (uint64_t *)nullptr,
+                                                    (const int32_t *)nullptr, (int32_t *)nullptr, n, 0, bits, s));
+    char *base = nullptr;
+    TL_TRY(tl_scratch(op, (size_t)n * 24 + temp + 256, (void **)&base));
+    uint64_t *kin = (uint64_t *)base, *kout = kin + n;
+    int32_t *pin = (int32_t *)(kout + n), *pout = pin + n;
+    void *tmp = (void *)(((uintptr_t)(pout + n) + 255) & ~(uintptr_t)255);
+    k_sort_keys_by_row<<<tl_blocks(n), TL_THREADS, 0, s>>>(x, kin, pin, n, cols, descending);
+    cudaError_t e = cub::DeviceRadixSort::SortPairs(tmp, temp, (const uint64_t *)kin, kout, (const int32_t *)pin,
+                                                    pout, n, 0, bits, s);
+    if (e == cudaSuccess) k_positions_to_float<<<tl_blocks(n), TL_THREADS, 0, s>>>(pout, out, n);
+    tl_scratch_free(base);
+    if (e != cudaSuccess) return tl_cuda_status(op, e);
+    TL_LAUNCHED(op);
+    return TL_OK;
+}
+
 // the positions that stably sort each row of x into out (rows x cols float32 whole numbers)
 static int argsort_into(const char *op, const float *x, float *out, int64_t rows, int64_t cols, int64_t descending) {
     const int64_t n = rows * cols;
@@ -147,6 +184,7 @@ static int argsort_into(const char *op, const float *x, float *out, int64_t rows
     if (cols <= 1024) return sort_rows_block<128, 8>(op, x, out, rows, cols, descending);
     if (cols <= 2048) return sort_rows_block<256, 8>(op, x, out, rows, cols, descending);
     if (cols <= 4096) return sort_rows_block<512, 8>(op, x, out, rows, cols, descending);
+    if (rows > 1 && n <= ((int64_t)1 << 27)) return sort_rows_by_row_keys(op, x, out, rows, cols, descending);
     // keys and positions in, keys and positions out, row offsets, then CUB's temporary storage
     size_t temp = 0;
     if (rows == 1)
