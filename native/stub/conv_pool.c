@@ -20,6 +20,7 @@
 #include "stub.h"
 #include "sgemm.h"
 #include "conv_cols.h"
+#include "conv_direct.h"
 #include "generated/conv_pool_kernels.h"
 
 /* the geometry the generated entry parsed (native/common/contract.h) */
@@ -148,6 +149,7 @@ typedef struct conv_plan {
     int outer;          /* parallel over samples */
     float *wp;          /* the kernel packed once for every sample's products (tl_sgemm_pack_a) */
     tl_cols cols;       /* T's im2col / col2im runs */
+    tl_direct *direct;  /* the kernel gradient read from the padded image (conv_direct.h), or NULL */
 } conv_plan;
 
 /* 0 when out of memory (nothing left to free) */
@@ -177,6 +179,7 @@ static int plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t 
     if (c->cb < step) c->cb = step;
     if (c->cb > chans) c->cb = chans;
     c->wp = NULL;
+    c->direct = NULL;
     double work = (double)c->G.n * (double)(transpose ? c->G.cin : c->G.cout) * c->CK * c->P;
     c->outer = c->G.n > 1 && work > 65536.0;
     return tl_cols_init(&c->cols, &c->T);
@@ -223,12 +226,17 @@ static int forward_sample(const conv_plan *c, const float *B, const float *X,
 }
 
 /* one sample's kernel gradient dkb (the rule-3 chain over its positions, from 0) and input
- * gradient dx_b (dcol = W^T g_b, chains over c_out, then col2im onto zeros) */
+ * gradient dx_b (dcol = W^T g_b, chains over c_out, then col2im onto zeros); xs: the direct
+ * kernel gradient's scratch when c->direct */
 static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
-                           float *DX, float *dkb, int64_t b, float *col, int par) {
+                           float *DX, float *dkb, int64_t b, float *col, float *xs, int par) {
     const geom_t *G = &c->G;
     const int64_t P = c->P, CK = c->CK, m = c->transpose ? G->cin : G->cout;
     const float *xb = X + b * c->xin, *gb = Gd + b * c->yout;
+    if (c->direct) {
+        tl_direct_kgrad(c->direct, xb, gb, dkb, xs, par);
+        return cols_to_image(c, gb, G->cout, G->cin, DX + b * c->xin, col, par);
+    }
     /* the columns: of x_b (conv) or of the output gradient (transpose); A: g_b or x_b */
     const float *img = c->transpose ? gb : xb, *A = c->transpose ? xb : gb;
     if (P == 0) memset(dkb, 0, (size_t)(m * CK) * sizeof(float));
@@ -250,6 +258,13 @@ static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
 int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
                      const tl_geom *geom, int64_t transpose) {
     if (geom->n * geom->cout * geom->out_n == 0) return TL_OK;
+    if (tl_direct_forward_applies(geom, transpose)) {
+        tl_direct D;
+        int e = tl_direct_init(&D, geom) ? tl_direct_forward(&D, kernel->data, bias->data, input->data, y->data)
+                                         : TL_E_OOM;
+        tl_direct_free(&D);
+        return e ? tl_fail(e, "%s: out of host memory for the padded images", op) : TL_OK;
+    }
     conv_plan c;
     if (!plan_conv(&c, op, geom, transpose))
         return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col runs", op);
@@ -311,10 +326,14 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     float *dkb = (float *)malloc((size_t)(group * nk > 0 ? group * nk : 1) * sizeof(float));
     /* A of dx's product: W (c_in, CK) for the transpose, else W^T of (c_out, CK) */
     c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
+    tl_direct D = {0};
+    if (tl_direct_applies(geom, transpose) && tl_direct_init(&D, geom)) c.direct = &D;
     sample_sum acc;
-    if (!dkb || !c.wp || !sample_sum_init(&acc, nk, G->n)) {
+    if (!dkb || !c.wp || (tl_direct_applies(geom, transpose) && !c.direct) ||
+        !sample_sum_init(&acc, nk, G->n)) {
         free(dkb);
         free(c.wp);
+        tl_direct_free(&D);
         tl_cols_free(&c.cols);
         return tl_fail(TL_E_OOM, "%s: out of host memory for the kernel-gradient buffers", op);
     }
@@ -324,19 +343,22 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
 #pragma omp parallel if (c.outer && nb > 1)
         {
             float *col = col_buffer(&c);
-            if (!col) {
+            /* calloc: the padded image's border must start at zero */
+            float *xs = c.direct ? (float *)calloc((size_t)tl_direct_kgrad_scratch(c.direct), sizeof(float)) : NULL;
+            if (!col || (c.direct && !xs)) {
 #pragma omp atomic write
                 st = TL_E_OOM;
             }
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t j = 0; j < nb; j++) {
-                if (!col || st) continue;
-                int e = backward_sample(&c, X, Gd, DX, dkb + j * nk, b0 + j, col, !c.outer);
+                if (!col || (c.direct && !xs) || st) continue;
+                int e = backward_sample(&c, X, Gd, DX, dkb + j * nk, b0 + j, col, xs, !c.outer);
                 if (e) {
 #pragma omp atomic write
                     st = e;
                 }
             }
+            free(xs);
             free(col);
         }
         if (!st) sample_sum_push(&acc, dkb, nb, 1);
@@ -344,6 +366,7 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     sample_sum_finish(&acc, DK);  /* dW = rule 4 over the samples' dW_b */
     free(dkb);
     free(c.wp);
+    tl_direct_free(&D);
     tl_cols_free(&c.cols);
     if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
     return st;

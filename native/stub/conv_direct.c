@@ -1,0 +1,214 @@
+/* conv_direct.c (stub): 2-D convolution's forward and kernel gradient as products whose one
+ * operand is read in place from a zero-padded copy of the sample's image (conv_direct.h).
+ *
+ * im2col's column (ci, ky, kx) at position (oy, ox) is the padded image's cell
+ * ci plane + (oy s_0 + ky) Wp + (ox s_1 + kx) = kaddr[(ci, ky, kx)] + paddr[(oy, ox)], so a
+ * micro-tile broadcasts that operand from DR row pointers plus one offset per k step, and its
+ * other operand (the kernel, or the sample's output gradient) is packed in panels of DL output
+ * channels. Lanes are output channels:
+ *   forward          rows: positions,        k: (ci, ky, kx) in order, from the bias
+ *   kernel gradient  rows: (ci, ky, kx),     k: positions in order, from 0
+ * Each output is one fma chain over the same k order as the GEMM on im2col's columns, and the
+ * padded border's zeros are the 0.0f im2col writes, so the bits are the GEMM path's. Writing no
+ * columns saves im2col's stores and loads (the forward) and the columns' transpose into the
+ * GEMM's B panels (the kernel gradient). */
+#include <stdlib.h>
+#include <string.h>
+#include "stub.h"
+#include "simd16.h"
+#include "conv_direct.h"
+
+#define DR 8    /* micro-tile rows */
+#define DL 32   /* micro-tile lanes (output channels): two vectors */
+
+int tl_direct_applies(const tl_geom *G, int64_t transpose) {
+    return G->r == 2 && !transpose;
+}
+
+/* A forward tile's transposed store (DR x DL scalar moves) costs about as much as 32 of its k
+ * steps, so short chains (a 1x1 kernel over few channels) stay with im2col + the GEMM, whose
+ * stores are whole vectors. */
+int tl_direct_forward_applies(const tl_geom *G, int64_t transpose) {
+    return tl_direct_applies(G, transpose) && G->cin * G->k_n >= 64;
+}
+
+int tl_direct_init(tl_direct *D, const tl_geom *G) {
+    D->G = G;
+    D->Hp = G->in[0] + 2 * G->p[0];
+    D->Wp = G->in[1] + 2 * G->p[1];
+    D->plane = D->Hp * D->Wp;
+    D->CK = G->cin * G->k_n;
+    D->P = G->out_n;
+    D->panels = (G->cout + DL - 1) / DL;
+    D->kaddr = (int64_t *)malloc((size_t)(D->CK > 0 ? D->CK : 1) * sizeof(int64_t));
+    D->paddr = (int64_t *)malloc((size_t)(D->P > 0 ? D->P : 1) * sizeof(int64_t));
+    if (!D->kaddr || !D->paddr) { tl_direct_free(D); return 0; }
+    for (int64_t ci = 0, i = 0; ci < G->cin; ci++)
+        for (int64_t ky = 0; ky < G->k[0]; ky++)
+            for (int64_t kx = 0; kx < G->k[1]; kx++) D->kaddr[i++] = ci * D->plane + ky * D->Wp + kx;
+    for (int64_t oy = 0, i = 0; oy < G->out[0]; oy++)
+        for (int64_t ox = 0; ox < G->out[1]; ox++) D->paddr[i++] = oy * G->s[0] * D->Wp + ox * G->s[1];
+    return 1;
+}
+
+void tl_direct_free(tl_direct *D) {
+    free(D->kaddr);
+    free(D->paddr);
+    D->kaddr = D->paddr = NULL;
+}
+
+/* the sample's channels into the padded image's interior; the border keeps its zeros */
+static void pad_image(const tl_direct *D, const float *x, float *xp) {
+    const tl_geom *G = D->G;
+    const int64_t H = G->in[0], W = G->in[1];
+    for (int64_t ci = 0; ci < G->cin; ci++)
+        for (int64_t y = 0; y < H; y++)
+            memcpy(xp + ci * D->plane + (y + G->p[0]) * D->Wp + G->p[1], x + (ci * H + y) * W,
+                   (size_t)W * sizeof(float));
+}
+
+/* panels of DL rows of the row-major (rows, K) matrix A: out[(q K + k) DL + j] = A[q DL + j, k],
+ * rows past `rows` zero. A transpose, in blocks of TB k's: each row's TB values are read
+ * together (a column walk would hit one cache set when K is a multiple of 1024) */
+#define TB 16
+static void pack_lanes(const float *A, int64_t rows, int64_t K, int64_t panels, float *out) {
+    for (int64_t q = 0; q < panels; q++) {
+        float *d = out + q * K * DL;
+        for (int64_t k0 = 0; k0 < K; k0 += TB) {
+            const int64_t kb = K - k0 < TB ? K - k0 : TB;
+            for (int64_t j = 0; j < DL; j++) {
+                const int64_t i = q * DL + j;
+                const float *a = A + i * K + k0;
+                for (int64_t k = 0; k < kb; k++) d[(k0 + k) * DL + j] = i < rows ? a[k] : 0.0f;
+            }
+        }
+    }
+}
+
+/* acc[r] (one or two vectors) = fma chain over k of rows[r][koff[k]] times Bp's row k, from
+ * acc's start; nv is a constant at each call site after inlining */
+static inline __attribute__((always_inline)) void
+addr_tile(const int nv, int64_t K, const float *const *rows, const int64_t *restrict koff,
+          const float *restrict Bp, v16 acc[DR][2]) {
+    const float *rp[DR];
+    for (int r = 0; r < DR; r++) rp[r] = rows[r];
+    for (int64_t k = 0; k < K; k++) {
+        const int64_t o = koff[k];
+        v16 b0 = vload(Bp + k * DL), b1 = nv > 1 ? vload(Bp + k * DL + 16) : b0;
+        for (int r = 0; r < DR; r++) {
+            float a = rp[r][o];
+            acc[r][0] = VFMA(a, b0, acc[r][0]);
+            if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+        }
+    }
+}
+
+/* one micro-tile: every row's chains start from start[0..DL); the result in t[r][j]. Lanes
+ * past 16 are not computed when lanes <= 16 (one vector) */
+static void run_tile(int64_t lanes, int64_t K, const float *const *rows, const int64_t *koff,
+                     const float *Bp, const float *start, float t[DR][DL]) {
+    v16 acc[DR][2];
+    for (int r = 0; r < DR; r++) { acc[r][0] = vload(start); acc[r][1] = vload(start + 16); }
+    if (lanes > 16) addr_tile(2, K, rows, koff, Bp, acc);
+    else addr_tile(1, K, rows, koff, Bp, acc);
+    for (int r = 0; r < DR; r++) { vstore(t[r], acc[r][0]); vstore(t[r] + 16, acc[r][1]); }
+}
+
+/* the tile t (DR rows of DL lanes) transposed: out[j ld + r] = t[r][j] for j < lanes, r < mr;
+ * whole tiles with a constant row count, so the rows' stores need no bound checks */
+static void store_rows(const float *t, int64_t lanes, int64_t mr, float *out, int64_t ld) {
+    if (mr == DR) {
+        for (int64_t j = 0; j < lanes; j++)
+            for (int r = 0; r < DR; r++) out[j * ld + r] = t[r * DL + j];
+        return;
+    }
+    for (int64_t j = 0; j < lanes; j++)
+        for (int64_t r = 0; r < mr; r++) out[j * ld + r] = t[r * DL + j];
+}
+
+/* forward tile: positions [o0, o0 + DR) (those < P) x channels of panel q of sample image xp */
+static void fwd_tile(const tl_direct *D, const float *xp, const float *Wt, const float *bias,
+                     float *yb, int64_t q, int64_t o0) {
+    const int64_t P = D->P, mr = P - o0 < DR ? P - o0 : DR;
+    const int64_t lanes = D->G->cout - q * DL < DL ? D->G->cout - q * DL : DL;
+    const float *rows[DR];
+    float start[DL] = {0}, t[DR][DL];
+    for (int r = 0; r < DR; r++) rows[r] = xp + D->paddr[o0 + (r < mr ? r : mr - 1)];
+    memcpy(start, bias + q * DL, (size_t)lanes * sizeof(float));
+    run_tile(lanes, D->CK, rows, D->kaddr, Wt + q * D->CK * DL, start, t);
+    store_rows(&t[0][0], lanes, mr, yb + q * DL * P + o0, P);
+}
+
+/* tiles [t0, t1) of one sample, panel-major (a panel of the kernel stays in cache) */
+static void fwd_tiles(const tl_direct *D, const float *xp, const float *Wt, const float *bias,
+                      float *yb, int64_t t0, int64_t t1) {
+    const int64_t per = (D->P + DR - 1) / DR;
+    for (int64_t t = t0; t < t1; t++) fwd_tile(D, xp, Wt, bias, yb, t / per, t % per * DR);
+}
+
+int tl_direct_forward(const tl_direct *D, const float *W, const float *bias, const float *X,
+                      float *Y) {
+    const tl_geom *G = D->G;
+    const int64_t img = G->cin * D->plane, tiles = D->panels * ((D->P + DR - 1) / DR);
+    const int64_t xin = G->cin * G->in_n, yout = G->cout * G->out_n;
+    float *Wt = (float *)malloc((size_t)(D->panels * D->CK * DL + 1) * sizeof(float));
+    if (!Wt) return TL_E_OOM;
+    pack_lanes(W, G->cout, D->CK, D->panels, Wt);
+    const int par = (double)G->n * G->cout * D->CK * D->P > 65536.0;
+    int st = TL_OK;
+    if (G->n == 1) {   /* one image: the threads split its tiles */
+        float *xp = (float *)calloc((size_t)(img + 1), sizeof(float));
+        if (xp) {
+            pad_image(D, X, xp);
+#pragma omp parallel for schedule(dynamic, 4) if (par)
+            for (int64_t t = 0; t < tiles; t++) fwd_tiles(D, xp, Wt, bias, Y, t, t + 1);
+        }
+        st = xp ? TL_OK : TL_E_OOM;
+        free(xp);
+    } else {           /* a sample per thread at a time, each with its own padded image */
+#pragma omp parallel if (par)
+        {
+            float *xp = (float *)calloc((size_t)(img + 1), sizeof(float));
+            if (!xp) {
+#pragma omp atomic write
+                st = TL_E_OOM;
+            }
+#pragma omp for schedule(dynamic, 1) nowait
+            for (int64_t b = 0; b < G->n; b++) {
+                if (!xp) continue;
+                pad_image(D, X + b * xin, xp);
+                fwd_tiles(D, xp, Wt, bias, Y + b * yout, 0, tiles);
+            }
+            free(xp);
+        }
+    }
+    free(Wt);
+    return st;
+}
+
+int64_t tl_direct_kgrad_scratch(const tl_direct *D) {
+    return D->G->cin * D->plane + D->panels * D->P * DL + 1;
+}
+
+/* kernel-gradient tile: rows (ci, k) [i0, i0 + DR) (those < CK) x channels of panel q */
+static void kgrad_tile(const tl_direct *D, const float *xp, const float *gt, float *dkb, int64_t q,
+                       int64_t i0) {
+    const int64_t CK = D->CK, mr = CK - i0 < DR ? CK - i0 : DR;
+    const int64_t lanes = D->G->cout - q * DL < DL ? D->G->cout - q * DL : DL;
+    const float *rows[DR];
+    float start[DL] = {0}, t[DR][DL];
+    for (int r = 0; r < DR; r++) rows[r] = xp + D->kaddr[i0 + (r < mr ? r : mr - 1)];
+    run_tile(lanes, D->P, rows, D->paddr, gt + q * D->P * DL, start, t);
+    store_rows(&t[0][0], lanes, mr, dkb + q * DL * CK + i0, CK);
+}
+
+void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float *dkb,
+                     float *scratch, int par) {
+    const tl_geom *G = D->G;
+    float *xp = scratch, *gt = scratch + G->cin * D->plane;
+    pad_image(D, xb, xp);
+    pack_lanes(gb, G->cout, D->P, D->panels, gt);   /* g_b^T in panels */
+    const int64_t per = (D->CK + DR - 1) / DR, tiles = D->panels * per;
+#pragma omp parallel for schedule(dynamic, 4) if (par && G->cout * D->CK * D->P > 65536)
+    for (int64_t t = 0; t < tiles; t++) kgrad_tile(D, xp, gt, dkb, t / per, t % per * DR);
+}

@@ -1,0 +1,44 @@
+/* conv_direct.h (stub): 2-D convolution products read straight from a zero-padded copy of the
+ * image, with no im2col buffer (conv_direct.c).
+ *
+ * Both products are rule-3 chains of the same terms, in the same order, as im2col + the packed
+ * GEMM (conv_pool.c): the padded image's border holds the 0.0f im2col writes for padding, so
+ * every output gets the same bits. */
+#ifndef TL_STUB_CONV_DIRECT_H
+#define TL_STUB_CONV_DIRECT_H
+
+#include <stdint.h>
+#include "tl_internal.h"
+#include "contract.h"
+
+typedef struct tl_direct {
+    const tl_geom *G;
+    int64_t Hp, Wp, plane;  /* the padded image: rows, columns, cells per channel */
+    int64_t CK, P, panels;  /* c_in x kernel offsets; output positions; c_out in panels of 32 */
+    int64_t *kaddr;         /* kaddr[(ci, ky, kx)]: ci plane + ky Wp + kx */
+    int64_t *paddr;         /* paddr[(oy, ox)]: oy s_0 Wp + ox s_1, position (oy, ox)'s corner */
+} tl_direct;
+
+/* 1 when the geometry takes this path: 2-D, not transposed */
+TL_HIDDEN int tl_direct_applies(const tl_geom *G, int64_t transpose);
+/* 1 when the forward takes this path too: tl_direct_applies and chains of 64 k steps or more */
+TL_HIDDEN int tl_direct_forward_applies(const tl_geom *G, int64_t transpose);
+/* 0 when out of memory (nothing left to free); G must outlive D */
+TL_HIDDEN int tl_direct_init(tl_direct *D, const tl_geom *G);
+TL_HIDDEN void tl_direct_free(tl_direct *D);
+
+/* Y = bias + conv(X, W) for every sample: y[oc, o] is the fma chain over (c_in, kernel
+ * offset) in order, from bias[oc]. TL_OK or TL_E_OOM. */
+TL_HIDDEN int tl_direct_forward(const tl_direct *D, const float *W, const float *bias,
+                                const float *X, float *Y);
+
+/* floats of scratch one tl_direct_kgrad call needs */
+TL_HIDDEN int64_t tl_direct_kgrad_scratch(const tl_direct *D);
+/* One sample's kernel gradient dkb (c_out, c_in K): each weight's fma chain over the
+ * positions in order, from 0, of g_b[oc, o] times the image cell tap (ci, k) reads at o.
+ * scratch: tl_direct_kgrad_scratch floats whose padded-image border is still zero from an
+ * earlier call (or zeroed: calloc). par = 0 runs on the calling thread only. */
+TL_HIDDEN void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float *dkb,
+                               float *scratch, int par);
+
+#endif
