@@ -1,6 +1,7 @@
 """The stub's 2-D convolution reads im2col's columns straight from a zero-padded copy of each
 sample's image (native/stub/conv_direct.c: the forward when a chain has 64 or more k steps, the
-kernel gradient always). Its bits must be those of im2col + the packed GEMM, which the N-D
+kernel gradient always) and adds the input gradient's chains onto its cells without columns
+(stride 1, 16 or more input channels). Its bits must be those of im2col + the packed GEMM, which the N-D
 convolution still runs: a 2-D case computed as a 3-D one with a trailing axis of 1 has the same
 chains in the same order, so forward, kernel, bias and input gradients must agree bit for bit, in
 default and exact mode, with inf, NaN and signed zeros, for every thread count; and they must be
@@ -29,8 +30,15 @@ SHAPES = [
     (2, 70, 5, (5, 7), (1, 1), (2, 2), (0, 0)),     # the 1x1 shortcut, odd size, 70 channels
     (2, 5, 3, (7, 6), (5, 3), (1, 2), (2, 1)),      # padding 2 on a 5-tap axis
     (1, 1, 1, (1, 1), (1, 1), (1, 1), (0, 0)),      # size 1
-    (2, 8, 9, (1, 1), (3, 3), (1, 1), (1, 1)),      # 1x1 image, 3x3 kernel: only padding around
     (2, 4, 6, (6, 9), (2, 4), (3, 2), (0, 1)),      # stride past the kernel: cells no tap reads
+    # the input gradient direct too (stride 1, 16 or more input channels)
+    (3, 20, 17, (7, 9), (3, 3), (1, 1), (1, 1)),    # one panel of 20 input-channel lanes
+    (1, 40, 6, (5, 6), (3, 3), (1, 1), (1, 1)),     # two panels (32 + 8); one image
+    (2, 17, 3, (6, 5), (5, 3), (1, 1), (2, 1)),     # padding 2 on a 5-tap axis
+    (2, 16, 4, (6, 7), (3, 3), (1, 1), (0, 0)),     # no padding: border cells get fewer taps
+    (1, 16, 5, (4, 4), (3, 3), (1, 1), (2, 2)),     # padding past the kernel: a larger output
+    (2, 16, 9, (1, 1), (3, 3), (1, 1), (1, 1)),     # 1x1 image, 3x3 kernel: only padding around
+    (2, 33, 1, (3, 1), (1, 1), (1, 1), (0, 0)),     # 1x1 kernel, one output channel
 ]
 
 
@@ -101,7 +109,7 @@ def conv2d_f64(w, b, x, s, p):
 def test_direct_conv2d_against_float64(stride):
     """y against a float64 convolution; dW and dX against its derivatives: <g, y> is linear in
     w and x, so dW[o, c, i, j] and dX are float64 convolutions of g with x and w"""
-    N, cin, cout, H, W = 3, 12, 20, 11, 10
+    N, cin, cout, H, W = 3, 20, 12, 11, 10
     w, b, x = make(1, N, cin, cout, (H, W), (3, 3), False)
     y, dw, db, dx = run(w, b, x, stride, (1, 1), 9, False, False)
     ref = conv2d_f64(w, b, x, stride, (1, 1))
@@ -126,7 +134,7 @@ def test_direct_conv2d_against_float64(stride):
 def test_direct_conv2d_bits_do_not_depend_on_the_thread_count():
     code = ("import sys, hashlib, numpy as np; sys.path.insert(0, %r); sys.path.insert(0, %r); "
             "from test_conv_direct import make, run; "
-            "w, b, x = make(4, 5, 16, 40, (10, 9), (3, 3), True); "
+            "w, b, x = make(4, 5, 40, 20, (10, 9), (3, 3), True); "
             "out = run(w, b, x, (1, 1), (1, 1), 3, True, False) "
             "+ run(w[:1], b[:1], x[:1], (2, 2), (1, 1), 3, True, False); "
             "print(hashlib.sha256(b''.join(np.ascontiguousarray(a).tobytes() for a in out)).hexdigest())"

@@ -42,7 +42,9 @@ int tl_direct_init(tl_direct *D, const tl_geom *G) {
     D->panels = (G->cout + DL - 1) / DL;
     D->kaddr = (int64_t *)malloc((size_t)(D->CK > 0 ? D->CK : 1) * sizeof(int64_t));
     D->paddr = (int64_t *)malloc((size_t)(D->P > 0 ? D->P : 1) * sizeof(int64_t));
-    if (!D->kaddr || !D->paddr) { tl_direct_free(D); return 0; }
+    D->gaddr = (int64_t *)malloc((size_t)(G->cout > 0 ? G->cout : 1) * sizeof(int64_t));
+    if (!D->kaddr || !D->paddr || !D->gaddr) { tl_direct_free(D); return 0; }
+    for (int64_t oc = 0; oc < G->cout; oc++) D->gaddr[oc] = oc * D->P;
     for (int64_t ci = 0, i = 0; ci < G->cin; ci++)
         for (int64_t ky = 0; ky < G->k[0]; ky++)
             for (int64_t kx = 0; kx < G->k[1]; kx++) D->kaddr[i++] = ci * D->plane + ky * D->Wp + kx;
@@ -54,7 +56,8 @@ int tl_direct_init(tl_direct *D, const tl_geom *G) {
 void tl_direct_free(tl_direct *D) {
     free(D->kaddr);
     free(D->paddr);
-    D->kaddr = D->paddr = NULL;
+    free(D->gaddr);
+    D->kaddr = D->paddr = D->gaddr = NULL;
 }
 
 /* the sample's channels into the padded image's interior; the border keeps its zeros */
@@ -211,4 +214,68 @@ void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float
     const int64_t per = (D->CK + DR - 1) / DR, tiles = D->panels * per;
 #pragma omp parallel for schedule(dynamic, 4) if (par && G->cout * D->CK * D->P > 65536)
     for (int64_t t = 0; t < tiles; t++) kgrad_tile(D, xp, gt, dkb, t / per, t % per * DR);
+}
+
+/* The input gradient's lanes are input channels: with fewer than 16 (an RGB image) most of
+ * each vector would idle, and the GEMM on W^T (rows: c_in x kernel offsets) + col2im is faster.
+ * Stride 1 only: with stride s a tile's cells would reach output positions for 1 in s^2 of
+ * the kernel offsets, the rest of its chains computed and dropped. */
+int tl_direct_dgrad_applies(const tl_geom *G, int64_t transpose) {
+    return tl_direct_applies(G, transpose) && G->s[0] == 1 && G->s[1] == 1 && G->cin >= 16;
+}
+
+/* Wk[((q k_n + kk) c_out + oc) DL + j] = W[oc, q DL + j, kk]: per panel of input channels and
+ * kernel offset, the (c_out, DL) operand of that offset's products; NULL when out of memory */
+float *tl_direct_pack_dgrad(const tl_direct *D, const float *W) {
+    const tl_geom *G = D->G;
+    const int64_t K = G->k_n, ci_panels = (G->cin + DL - 1) / DL;
+    float *Wk = (float *)malloc((size_t)(ci_panels * K * G->cout * DL + 1) * sizeof(float));
+    if (!Wk) return NULL;
+    for (int64_t q = 0; q < ci_panels; q++)
+        for (int64_t kk = 0; kk < K; kk++)
+            for (int64_t oc = 0; oc < G->cout; oc++) {
+                float *d = Wk + ((q * K + kk) * G->cout + oc) * DL;
+                for (int64_t j = 0; j < DL; j++) {
+                    const int64_t ci = q * DL + j;
+                    d[j] = ci < G->cin ? W[(oc * G->cin + ci) * K + kk] : 0.0f;
+                }
+            }
+    return Wk;
+}
+
+/* input-gradient tile: cells [c0, c0 + DR) (those < in_n) x input channels of panel q. Per
+ * kernel offset in order, each cell that offset reaches from an output position o gets the
+ * chain over c_out of W[oc, ci, kk] g[oc, o] (from 0) added onto its sum (from 0): col2im's
+ * adds, in its order, onto the GEMM's chains. A cell the offset does not reach adds nothing. */
+static void dgrad_tile(const tl_direct *D, const float *Wk, const int64_t *gaddr, const float *gb,
+                       float *dxb, int64_t q, int64_t c0) {
+    const tl_geom *G = D->G;
+    const int64_t n = G->in_n, mr = n - c0 < DR ? n - c0 : DR;
+    const int64_t lanes = G->cin - q * DL < DL ? G->cin - q * DL : DL;
+    float zero[DL] = {0}, sum[DR][DL] = {{0}}, t[DR][DL];
+    for (int64_t kk = 0; kk < G->k_n; kk++) {
+        const int64_t ky = kk / G->k[1], kx = kk % G->k[1];
+        const float *rows[DR];
+        int valid[DR], any = 0;
+        for (int r = 0; r < DR; r++) {
+            const int64_t c = c0 + (r < mr ? r : mr - 1), oy = c / G->in[1] + G->p[0] - ky,
+                          ox = c % G->in[1] + G->p[1] - kx;
+            valid[r] = r < mr && oy >= 0 && oy < G->out[0] && ox >= 0 && ox < G->out[1];
+            rows[r] = valid[r] ? gb + oy * G->out[1] + ox : gb;
+            any |= valid[r];
+        }
+        if (!any) continue;
+        run_tile(lanes, G->cout, rows, gaddr, Wk + (q * G->k_n + kk) * G->cout * DL, zero, t);
+        for (int r = 0; r < DR; r++)
+            if (valid[r])
+                for (int j = 0; j < DL; j++) sum[r][j] = tlm_add(sum[r][j], t[r][j]);
+    }
+    store_rows(&sum[0][0], lanes, mr, dxb + q * DL * n + c0, n);
+}
+
+void tl_direct_dgrad(const tl_direct *D, const float *Wk, const float *gb, float *dxb, int par) {
+    const tl_geom *G = D->G;
+    const int64_t per = (G->in_n + DR - 1) / DR, tiles = (G->cin + DL - 1) / DL * per;
+#pragma omp parallel for schedule(dynamic, 4) if (par && G->cin * G->cout * G->in_n * G->k_n > 65536)
+    for (int64_t t = 0; t < tiles; t++) dgrad_tile(D, Wk, D->gaddr, gb, dxb, t / per, t % per * DR);
 }

@@ -17,6 +17,7 @@ typedef struct tl_direct {
     int64_t CK, P, panels;  /* c_in x kernel offsets; output positions; c_out in panels of 32 */
     int64_t *kaddr;         /* kaddr[(ci, ky, kx)]: ci plane + ky Wp + kx */
     int64_t *paddr;         /* paddr[(oy, ox)]: oy s_0 Wp + ox s_1, position (oy, ox)'s corner */
+    int64_t *gaddr;         /* gaddr[oc]: oc P, output channel oc's plane of a sample's g */
 } tl_direct;
 
 /* 1 when the geometry takes this path: 2-D, not transposed */
@@ -41,4 +42,13 @@ TL_HIDDEN int64_t tl_direct_kgrad_scratch(const tl_direct *D);
 TL_HIDDEN void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float *dkb,
                                float *scratch, int par);
 
+/* 1 when the input gradient takes this path too: tl_direct_applies, stride 1, c_in >= 16 */
+TL_HIDDEN int tl_direct_dgrad_applies(const tl_geom *G, int64_t transpose);
+/* the kernel packed for tl_direct_dgrad (free() it); NULL when out of memory */
+TL_HIDDEN float *tl_direct_pack_dgrad(const tl_direct *D, const float *W);
+/* One sample's input gradient dxb (c_in, in_n), overwritten: col2im's sums, in its order (kernel
+ * offsets in order onto 0), of the chains over c_out (from 0) of W[oc, ci, k] g_b[oc, o], the
+ * bits of the GEMM + col2im. Wk: tl_direct_pack_dgrad's panels. */
+TL_HIDDEN void tl_direct_dgrad(const tl_direct *D, const float *Wk, const float *gb, float *dxb,
+                               int par);
 #endif

@@ -150,6 +150,7 @@ typedef struct conv_plan {
     float *wp;          /* the kernel packed once for every sample's products (tl_sgemm_pack_a) */
     tl_cols cols;       /* T's im2col / col2im runs */
     tl_direct *direct;  /* the kernel gradient read from the padded image (conv_direct.h), or NULL */
+    float *wk;          /* the kernel packed for the direct input gradient, or NULL */
 } conv_plan;
 
 /* 0 when out of memory (nothing left to free) */
@@ -180,6 +181,7 @@ static int plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t 
     if (c->cb > chans) c->cb = chans;
     c->wp = NULL;
     c->direct = NULL;
+    c->wk = NULL;
     double work = (double)c->G.n * (double)(transpose ? c->G.cin : c->G.cout) * c->CK * c->P;
     c->outer = c->G.n > 1 && work > 65536.0;
     return tl_cols_init(&c->cols, &c->T);
@@ -235,6 +237,10 @@ static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
     const float *xb = X + b * c->xin, *gb = Gd + b * c->yout;
     if (c->direct) {
         tl_direct_kgrad(c->direct, xb, gb, dkb, xs, par);
+        if (c->wk) {
+            tl_direct_dgrad(c->direct, c->wk, gb, DX + b * c->xin, par);
+            return TL_OK;
+        }
         return cols_to_image(c, gb, G->cout, G->cin, DX + b * c->xin, col, par);
     }
     /* the columns: of x_b (conv) or of the output gradient (transpose); A: g_b or x_b */
@@ -328,11 +334,13 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
     tl_direct D = {0};
     if (tl_direct_applies(geom, transpose) && tl_direct_init(&D, geom)) c.direct = &D;
+    if (c.direct && tl_direct_dgrad_applies(geom, transpose)) c.wk = tl_direct_pack_dgrad(&D, W);
     sample_sum acc;
     if (!dkb || !c.wp || (tl_direct_applies(geom, transpose) && !c.direct) ||
-        !sample_sum_init(&acc, nk, G->n)) {
+        (tl_direct_dgrad_applies(geom, transpose) && !c.wk) || !sample_sum_init(&acc, nk, G->n)) {
         free(dkb);
         free(c.wp);
+        free(c.wk);
         tl_direct_free(&D);
         tl_cols_free(&c.cols);
         return tl_fail(TL_E_OOM, "%s: out of host memory for the kernel-gradient buffers", op);
@@ -366,6 +374,7 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     sample_sum_finish(&acc, DK);  /* dW = rule 4 over the samples' dW_b */
     free(dkb);
     free(c.wp);
+    free(c.wk);
     tl_direct_free(&D);
     tl_cols_free(&c.cols);
     if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
