@@ -146,3 +146,29 @@ def test_direct_conv2d_bits_do_not_depend_on_the_thread_count():
                              check=True)
         digests.add(out.stdout.strip())
     assert len(digests) == 1
+
+
+def rule4_f32(v):
+    """tl_math.h rule 4 in float32: sequential sums of 256-value chunks (each from its first
+    value), then the pairwise tree over the partials, an odd last one carried up"""
+    v = np.asarray(v, np.float32)
+    part = [v[i] for i in range(0, len(v), 256)]
+    for c in range(len(part)):
+        for x in v[c * 256 + 1:(c + 1) * 256]:
+            part[c] = np.float32(part[c] + x)
+    while len(part) > 1:
+        part = [np.float32(part[i] + part[i + 1]) for i in range(0, len(part) - 1, 2)] + \
+               ([part[-1]] if len(part) % 2 else [])
+    return part[0] if part else np.float32(0)
+
+
+def test_bias_gradient_is_rule_4_over_samples_and_positions():
+    """db[c]: rule 4 over g[b, c, :, :] in (sample, position) order; 11 chunks (an odd tree),
+    the last one short; a channel of -0 keeps its sign"""
+    w, b, x = make(2, 7, 16, 3, (20, 20), (3, 3), False)
+    B = tl.AnyBuffer.from_numpy
+    g = np.random.default_rng(4).standard_normal((7, 3, 20, 20)).astype(np.float32) * 100
+    g[:, 2] = -0.0
+    _, db, _ = ops.conv_backward(B(w), B(x), B(g), stride=[1, 1], padding=[1, 1])
+    want = np.array([rule4_f32(g[:, c].reshape(-1)) for c in range(3)], np.float32)
+    assert np.array_equal(db.to_numpy().view(np.uint32), want.view(np.uint32))

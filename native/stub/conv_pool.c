@@ -26,18 +26,10 @@
 /* the geometry the generated entry parsed (native/common/contract.h) */
 typedef tl_geom geom_t;
 
-/* dbias[c] = rule 4 over g[b][c][o] for (b, o) in order */
+/* dbias[c] = rule 4 over g[b][c][o] for (b, o) in order (its chunks side by side) */
 static void bias_grad(const float *g, int64_t N, int64_t C, int64_t P, float *db) {
 #pragma omp parallel for schedule(static) if (N * C * P > TL_PAR_MIN)
-    for (int64_t c = 0; c < C; c++) {
-        tlm_sumacc acc;
-        tlm_sumacc_init(&acc);
-        for (int64_t b = 0; b < N; b++) {
-            const float *gp = g + (b * C + c) * P;
-            for (int64_t o = 0; o < P; o++) tlm_sumacc_push(&acc, gp[o]);
-        }
-        db[c] = tlm_sumacc_finish(&acc);
-    }
+    for (int64_t c = 0; c < C; c++) db[c] = tl_stub_channel_sum(g, N, C, P, c);
 }
 
 /* ------------------------------------------------------------------ rule 4 over samples
