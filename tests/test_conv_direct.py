@@ -1,7 +1,7 @@
 """The stub's 2-D convolution reads im2col's columns straight from a zero-padded copy of each
 sample's image (native/stub/conv_direct.c: the forward when a chain has 64 or more k steps, the
 kernel gradient always) and adds the input gradient's chains onto its cells without columns
-(stride 1, 16 or more input channels). Its bits must be those of im2col + the packed GEMM, which the N-D
+(16 or more input channels, and on average two or more kernel offsets reaching a cell). Its bits must be those of im2col + the packed GEMM, which the N-D
 convolution still runs: a 2-D case computed as a 3-D one with a trailing axis of 1 has the same
 chains in the same order, so forward, kernel, bias and input gradients must agree bit for bit, in
 default and exact mode, with inf, NaN and signed zeros, for every thread count; and they must be
@@ -28,6 +28,7 @@ SHAPES = [
     (2, 16, 33, (12, 12), (3, 3), (2, 2), (1, 1)),  # stride 2, a 1-lane second panel
     (2, 3, 64, (8, 8), (3, 3), (1, 1), (1, 1)),     # 27 k steps: forward on im2col; CK % 8 = 3
     (2, 70, 5, (5, 7), (1, 1), (2, 2), (0, 0)),     # the 1x1 shortcut, odd size, 70 channels
+    (2, 20, 5, (5, 7), (1, 3), (1, 1), (0, 1)),     # 1x3 kernel at stride 1: direct input gradient
     (2, 5, 3, (7, 6), (5, 3), (1, 2), (2, 1)),      # padding 2 on a 5-tap axis
     (1, 1, 1, (1, 1), (1, 1), (1, 1), (0, 0)),      # size 1
     (2, 4, 6, (6, 9), (2, 4), (3, 2), (0, 1)),      # stride past the kernel: cells no tap reads
@@ -39,6 +40,10 @@ SHAPES = [
     (1, 16, 5, (4, 4), (3, 3), (1, 1), (2, 2)),     # padding past the kernel: a larger output
     (2, 16, 9, (1, 1), (3, 3), (1, 1), (1, 1)),     # 1x1 image, 3x3 kernel: only padding around
     (2, 33, 1, (3, 1), (1, 1), (1, 1), (0, 0)),     # 1x1 kernel, one output channel
+    (2, 18, 4, (8, 9), (3, 2), (3, 2), (1, 0)),     # strides 3 and 2: tiles by column phase
+    (1, 16, 6, (6, 9), (2, 4), (3, 2), (0, 1)),     # stride past the kernel, input gradient too
+    (2, 16, 4, (6, 9), (3, 1), (1, 2), (1, 0)),     # a 3x1 kernel at stride (1, 2)
+    (3, 32, 8, (7, 7), (3, 3), (2, 2), (1, 1)),     # odd size at stride 2: phases of 4 and 3
 ]
 
 

@@ -60,14 +60,17 @@ void tl_direct_free(tl_direct *D) {
     D->kaddr = D->paddr = D->gaddr = NULL;
 }
 
-/* the sample's channels into the padded image's interior; the border keeps its zeros */
-static void pad_image(const tl_direct *D, const float *x, float *xp) {
+/* the sample's image with its zero border: x itself when there is no padding, else x's
+ * channels copied into xp's interior (xp's border keeps its zeros) */
+static const float *pad_image(const tl_direct *D, const float *x, float *xp) {
     const tl_geom *G = D->G;
     const int64_t H = G->in[0], W = G->in[1];
+    if (G->p[0] == 0 && G->p[1] == 0) return x;
     for (int64_t ci = 0; ci < G->cin; ci++)
         for (int64_t y = 0; y < H; y++)
             memcpy(xp + ci * D->plane + (y + G->p[0]) * D->Wp + G->p[1], x + (ci * H + y) * W,
                    (size_t)W * sizeof(float));
+    return xp;
 }
 
 /* panels of DL rows of the row-major (rows, K) matrix A: out[(q K + k) DL + j] = A[q DL + j, k],
@@ -117,16 +120,17 @@ static void run_tile(int64_t lanes, int64_t K, const float *const *rows, const i
     for (int r = 0; r < DR; r++) { vstore(t[r], acc[r][0]); vstore(t[r] + 16, acc[r][1]); }
 }
 
-/* the tile t (DR rows of DL lanes) transposed: out[j ld + r] = t[r][j] for j < lanes, r < mr;
+/* the tile t (DR rows of DL lanes) transposed: out[j ld + r rs] = t[r][j] for j < lanes, r < mr;
  * whole tiles with a constant row count, so the rows' stores need no bound checks */
-static void store_rows(const float *t, int64_t lanes, int64_t mr, float *out, int64_t ld) {
+static void store_rows(const float *t, int64_t lanes, int64_t mr, float *out, int64_t ld,
+                       int64_t rs) {
     if (mr == DR) {
         for (int64_t j = 0; j < lanes; j++)
-            for (int r = 0; r < DR; r++) out[j * ld + r] = t[r * DL + j];
+            for (int r = 0; r < DR; r++) out[j * ld + r * rs] = t[r * DL + j];
         return;
     }
     for (int64_t j = 0; j < lanes; j++)
-        for (int64_t r = 0; r < mr; r++) out[j * ld + r] = t[r * DL + j];
+        for (int64_t r = 0; r < mr; r++) out[j * ld + r * rs] = t[r * DL + j];
 }
 
 /* forward tile: positions [o0, o0 + DR) (those < P) x channels of panel q of sample image xp */
@@ -139,7 +143,7 @@ static void fwd_tile(const tl_direct *D, const float *xp, const float *Wt, const
     for (int r = 0; r < DR; r++) rows[r] = xp + D->paddr[o0 + (r < mr ? r : mr - 1)];
     memcpy(start, bias + q * DL, (size_t)lanes * sizeof(float));
     run_tile(lanes, D->CK, rows, D->kaddr, Wt + q * D->CK * DL, start, t);
-    store_rows(&t[0][0], lanes, mr, yb + q * DL * P + o0, P);
+    store_rows(&t[0][0], lanes, mr, yb + q * DL * P + o0, P, 1);
 }
 
 /* tiles [t0, t1) of one sample, panel-major (a panel of the kernel stays in cache) */
@@ -162,9 +166,9 @@ int tl_direct_forward(const tl_direct *D, const float *W, const float *bias, con
     if (G->n == 1) {   /* one image: the threads split its tiles */
         float *xp = (float *)calloc((size_t)(img + 1), sizeof(float));
         if (xp) {
-            pad_image(D, X, xp);
+            const float *img_p = pad_image(D, X, xp);
 #pragma omp parallel for schedule(dynamic, 4) if (par)
-            for (int64_t t = 0; t < tiles; t++) fwd_tiles(D, xp, Wt, bias, Y, t, t + 1);
+            for (int64_t t = 0; t < tiles; t++) fwd_tiles(D, img_p, Wt, bias, Y, t, t + 1);
         }
         st = xp ? TL_OK : TL_E_OOM;
         free(xp);
@@ -179,8 +183,7 @@ int tl_direct_forward(const tl_direct *D, const float *W, const float *bias, con
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t b = 0; b < G->n; b++) {
                 if (!xp) continue;
-                pad_image(D, X + b * xin, xp);
-                fwd_tiles(D, xp, Wt, bias, Y + b * yout, 0, tiles);
+                fwd_tiles(D, pad_image(D, X + b * xin, xp), Wt, bias, Y + b * yout, 0, tiles);
             }
             free(xp);
         }
@@ -202,14 +205,14 @@ static void kgrad_tile(const tl_direct *D, const float *xp, const float *gt, flo
     float start[DL] = {0}, t[DR][DL];
     for (int r = 0; r < DR; r++) rows[r] = xp + D->kaddr[i0 + (r < mr ? r : mr - 1)];
     run_tile(lanes, D->P, rows, D->paddr, gt + q * D->P * DL, start, t);
-    store_rows(&t[0][0], lanes, mr, dkb + q * DL * CK + i0, CK);
+    store_rows(&t[0][0], lanes, mr, dkb + q * DL * CK + i0, CK, 1);
 }
 
 void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float *dkb,
                      float *scratch, int par) {
     const tl_geom *G = D->G;
-    float *xp = scratch, *gt = scratch + G->cin * D->plane;
-    pad_image(D, xb, xp);
+    float *gt = scratch + G->cin * D->plane;
+    const float *xp = pad_image(D, xb, scratch);
     pack_lanes(gb, G->cout, D->P, D->panels, gt);   /* g_b^T in panels */
     const int64_t per = (D->CK + DR - 1) / DR, tiles = D->panels * per;
 #pragma omp parallel for schedule(dynamic, 4) if (par && G->cout * D->CK * D->P > 65536)
@@ -218,10 +221,11 @@ void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float
 
 /* The input gradient's lanes are input channels: with fewer than 16 (an RGB image) most of
  * each vector would idle, and the GEMM on W^T (rows: c_in x kernel offsets) + col2im is faster.
- * Stride 1 only: with stride s a tile's cells would reach output positions for 1 in s^2 of
- * the kernel offsets, the rest of its chains computed and dropped. */
+ * A tile's transposed store costs about as much as two chains, so the path also needs two or
+ * more kernel offsets reaching a cell on average (k_n / (s_0 s_1): not the 1x1 stride-2
+ * shortcut, one in four of whose cells one offset reaches). */
 int tl_direct_dgrad_applies(const tl_geom *G, int64_t transpose) {
-    return tl_direct_applies(G, transpose) && G->s[0] == 1 && G->s[1] == 1 && G->cin >= 16;
+    return tl_direct_applies(G, transpose) && G->cin >= 16 && G->k_n >= 2 * G->s[0] * G->s[1];
 }
 
 /* Wk[((q k_n + kk) c_out + oc) DL + j] = W[oc, q DL + j, kk]: per panel of input channels and
@@ -243,39 +247,72 @@ float *tl_direct_pack_dgrad(const tl_direct *D, const float *W) {
     return Wk;
 }
 
-/* input-gradient tile: cells [c0, c0 + DR) (those < in_n) x input channels of panel q. Per
- * kernel offset in order, each cell that offset reaches from an output position o gets the
- * chain over c_out of W[oc, ci, kk] g[oc, o] (from 0) added onto its sum (from 0): col2im's
- * adds, in its order, onto the GEMM's chains. A cell the offset does not reach adds nothing. */
-static void dgrad_tile(const tl_direct *D, const float *Wk, const int64_t *gaddr, const float *gb,
-                       float *dxb, int64_t q, int64_t c0) {
+/* An input-gradient tile is DR cells of one image row y whose columns share a phase modulo the
+ * stride: x = ph + s_1 (i0 + r). A kernel offset then reaches all of them or none from the
+ * output row, and all or none by the columns' phase, so with stride 2 the tile runs the chains
+ * of the offsets that reach it only (1 in 4), not all of them. */
+static int64_t phase_len(const tl_geom *G, int64_t ph) { return (G->in[1] - ph + G->s[1] - 1) / G->s[1]; }
+
+/* tiles per image row: over the phases, their columns in runs of DR */
+static int64_t row_tiles(const tl_geom *G) {
+    int64_t n = 0;
+    for (int64_t ph = 0; ph < G->s[1] && ph < G->in[1]; ph++) n += (phase_len(G, ph) + DR - 1) / DR;
+    return n;
+}
+
+/* input-gradient tile: cells (y, ph + s_1 (i0 + r)) for r < DR (those in the row) x input
+ * channels of panel q. Per kernel offset in order, each cell that offset reaches from an output
+ * position o gets the chain over c_out of W[oc, ci, kk] g[oc, o] (from 0) added onto its sum
+ * (from 0): col2im's adds, in its order, onto the GEMM's chains. A cell the offset does not
+ * reach adds nothing. */
+static void dgrad_tile(const tl_direct *D, const float *Wk, const float *gb, float *dxb,
+                       int64_t q, int64_t y, int64_t ph, int64_t i0) {
     const tl_geom *G = D->G;
-    const int64_t n = G->in_n, mr = n - c0 < DR ? n - c0 : DR;
+    const int64_t s0 = G->s[0], s1 = G->s[1], OW = G->out[1], n = G->in_n;
+    const int64_t len = phase_len(G, ph), mr = len - i0 < DR ? len - i0 : DR;
     const int64_t lanes = G->cin - q * DL < DL ? G->cin - q * DL : DL;
     float zero[DL] = {0}, sum[DR][DL] = {{0}}, t[DR][DL];
+    int reached = 0;
     for (int64_t kk = 0; kk < G->k_n; kk++) {
         const int64_t ky = kk / G->k[1], kx = kk % G->k[1];
+        const int64_t ny = y + G->p[0] - ky, nx = ph + s1 * i0 + G->p[1] - kx;
+        if (ny < 0 || ny % s0 || ny / s0 >= G->out[0] || ((nx % s1) + s1) % s1) continue;
         const float *rows[DR];
         int valid[DR], any = 0;
-        for (int r = 0; r < DR; r++) {
-            const int64_t c = c0 + (r < mr ? r : mr - 1), oy = c / G->in[1] + G->p[0] - ky,
-                          ox = c % G->in[1] + G->p[1] - kx;
-            valid[r] = r < mr && oy >= 0 && oy < G->out[0] && ox >= 0 && ox < G->out[1];
-            rows[r] = valid[r] ? gb + oy * G->out[1] + ox : gb;
+        for (int r = 0; r < DR; r++) {   /* row r reads output column (nx + s_1 r) / s_1 */
+            const int64_t ox = nx / s1 + r;   /* exact: s_1 divides nx */
+            valid[r] = r < mr && ox >= 0 && ox < OW;
+            rows[r] = valid[r] ? gb + ny / s0 * OW + ox : gb;
             any |= valid[r];
         }
         if (!any) continue;
-        run_tile(lanes, G->cout, rows, gaddr, Wk + (q * G->k_n + kk) * G->cout * DL, zero, t);
+        reached = 1;
+        run_tile(lanes, G->cout, rows, D->gaddr, Wk + (q * G->k_n + kk) * G->cout * DL, zero, t);
         for (int r = 0; r < DR; r++)
             if (valid[r])
                 for (int j = 0; j < DL; j++) sum[r][j] = tlm_add(sum[r][j], t[r][j]);
     }
-    store_rows(&sum[0][0], lanes, mr, dxb + q * DL * n + c0, n);
+    if (reached)   /* else the cells keep the zeros dx starts from */
+        store_rows(&sum[0][0], lanes, mr, dxb + q * DL * n + y * G->in[1] + ph + s1 * i0, n, s1);
+}
+
+/* tile t of a panel: row y = t / row_tiles, then the phase and run within the row */
+static void dgrad_tile_at(const tl_direct *D, const float *Wk, const float *gb, float *dxb,
+                          int64_t q, int64_t t, int64_t per_row) {
+    const tl_geom *G = D->G;
+    int64_t y = t / per_row, rest = t % per_row, ph = 0;
+    for (;; ph++) {
+        const int64_t runs = (phase_len(G, ph) + DR - 1) / DR;
+        if (rest < runs) break;
+        rest -= runs;
+    }
+    dgrad_tile(D, Wk, gb, dxb, q, y, ph, rest * DR);
 }
 
 void tl_direct_dgrad(const tl_direct *D, const float *Wk, const float *gb, float *dxb, int par) {
     const tl_geom *G = D->G;
-    const int64_t per = (G->in_n + DR - 1) / DR, tiles = (G->cin + DL - 1) / DL * per;
+    const int64_t per_row = row_tiles(G), per = G->in[0] * per_row;
+    const int64_t tiles = (G->cin + DL - 1) / DL * per;
 #pragma omp parallel for schedule(dynamic, 4) if (par && G->cin * G->cout * G->in_n * G->k_n > 65536)
-    for (int64_t t = 0; t < tiles; t++) dgrad_tile(D, Wk, D->gaddr, gb, dxb, t / per, t % per * DR);
+    for (int64_t t = 0; t < tiles; t++) dgrad_tile_at(D, Wk, gb, dxb, t / per, t % per, per_row);
 }

@@ -42,11 +42,12 @@ TL_HIDDEN int64_t tl_direct_kgrad_scratch(const tl_direct *D);
 TL_HIDDEN void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float *dkb,
                                float *scratch, int par);
 
-/* 1 when the input gradient takes this path too: tl_direct_applies, stride 1, c_in >= 16 */
+/* 1 when the input gradient takes this path too: tl_direct_applies, c_in >= 16 and kernel
+ * offsets k_n >= 2 s_0 s_1 */
 TL_HIDDEN int tl_direct_dgrad_applies(const tl_geom *G, int64_t transpose);
 /* the kernel packed for tl_direct_dgrad (free() it); NULL when out of memory */
 TL_HIDDEN float *tl_direct_pack_dgrad(const tl_direct *D, const float *W);
-/* One sample's input gradient dxb (c_in, in_n), overwritten: col2im's sums, in its order (kernel
+/* One sample's input gradient dxb (c_in, in_n), zero beforehand: col2im's sums, in its order (kernel
  * offsets in order onto 0), of the chains over c_out (from 0) of W[oc, ci, k] g_b[oc, o], the
  * bits of the GEMM + col2im. Wk: tl_direct_pack_dgrad's panels. */
 TL_HIDDEN void tl_direct_dgrad(const tl_direct *D, const float *Wk, const float *gb, float *dxb,
