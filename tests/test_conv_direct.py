@@ -167,13 +167,16 @@ def rule4_f32(v):
     return part[0] if part else np.float32(0)
 
 
-def test_bias_gradient_is_rule_4_over_samples_and_positions():
-    """db[c]: rule 4 over g[b, c, :, :] in (sample, position) order; 11 chunks (an odd tree),
-    the last one short; a channel of -0 keeps its sign"""
-    w, b, x = make(2, 7, 16, 3, (20, 20), (3, 3), False)
+@pytest.mark.parametrize("N, size, cout", [(7, (20, 20), 3), (7, (16, 16), 40), (3, (16, 32), 33)],
+                         ids=["P400", "P256-direct-chunks", "P512-direct-chunks"])
+def test_bias_gradient_is_rule_4_over_samples_and_positions(N, size, cout):
+    """db[c]: rule 4 over g[b, c, :, :] in (sample, position) order (5 to 11 chunks: odd trees,
+    a short last chunk when 256 does not divide the positions, else the direct path's chunk
+    sums per sample); a channel of -0 keeps its sign"""
+    w, b, x = make(2, N, 16, cout, size, (3, 3), False)
     B = tl.AnyBuffer.from_numpy
-    g = np.random.default_rng(4).standard_normal((7, 3, 20, 20)).astype(np.float32) * 100
+    g = np.random.default_rng(4).standard_normal((N, cout) + size).astype(np.float32) * 100
     g[:, 2] = -0.0
     _, db, _ = ops.conv_backward(B(w), B(x), B(g), stride=[1, 1], padding=[1, 1])
-    want = np.array([rule4_f32(g[:, c].reshape(-1)) for c in range(3)], np.float32)
+    want = np.array([rule4_f32(g[:, c].reshape(-1)) for c in range(cout)], np.float32)
     assert np.array_equal(db.to_numpy().view(np.uint32), want.view(np.uint32))

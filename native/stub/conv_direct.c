@@ -208,12 +208,48 @@ static void kgrad_tile(const tl_direct *D, const float *xp, const float *gt, flo
     store_rows(&t[0][0], lanes, mr, dkb + q * DL * CK + i0, CK, 1);
 }
 
+int64_t tl_direct_bias_floats(const tl_direct *D) {
+    return D->P % TLM_CHUNK ? 0 : D->panels * (D->P / TLM_CHUNK) * DL;
+}
+
+/* bpart[(q chunks + c) DL + j]: the sequential sum (from its first value) of chunk c of output
+ * channel q DL + j's positions, DL channels at once down g_b^T's panel rows */
+static void bias_chunks(const tl_direct *D, const float *gt, float *bpart) {
+    const int64_t chunks = D->P / TLM_CHUNK;
+    for (int64_t q = 0; q < D->panels; q++)
+        for (int64_t c = 0; c < chunks; c++) {
+            const float *row = gt + (q * D->P + c * TLM_CHUNK) * DL;
+            v16 s0 = vload(row), s1 = vload(row + 16);
+            for (int64_t o = 1; o < TLM_CHUNK; o++) {
+                s0 = s0 + vload(row + o * DL);
+                s1 = s1 + vload(row + o * DL + 16);
+            }
+            vstore(bpart + (q * chunks + c) * DL, s0);
+            vstore(bpart + (q * chunks + c) * DL + 16, s1);
+        }
+}
+
+void tl_direct_bias_finish(const tl_direct *D, const float *bpart, float *db) {
+    const tl_geom *G = D->G;
+    const int64_t chunks = D->P / TLM_CHUNK, per = tl_direct_bias_floats(D);
+#pragma omp parallel for schedule(static) if (G->n * chunks * G->cout > TL_PAR_MIN)
+    for (int64_t oc = 0; oc < G->cout; oc++) {
+        const int64_t q = oc / DL, j = oc % DL;
+        tlm_sum4 acc;
+        tlm_sum4_init(&acc);
+        for (int64_t b = 0; b < G->n; b++)
+            for (int64_t c = 0; c < chunks; c++) tlm_sum4_push(&acc, bpart[b * per + (q * chunks + c) * DL + j]);
+        db[oc] = tlm_sum4_result(&acc);
+    }
+}
+
 void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float *dkb,
-                     float *scratch, int par) {
+                     float *bpart, float *scratch, int par) {
     const tl_geom *G = D->G;
     float *gt = scratch + G->cin * D->plane;
     const float *xp = pad_image(D, xb, scratch);
     pack_lanes(gb, G->cout, D->P, D->panels, gt);   /* g_b^T in panels */
+    if (bpart) bias_chunks(D, gt, bpart);
     const int64_t per = (D->CK + DR - 1) / DR, tiles = D->panels * per;
 #pragma omp parallel for schedule(dynamic, 4) if (par && G->cout * D->CK * D->P > 65536)
     for (int64_t t = 0; t < tiles; t++) kgrad_tile(D, xp, gt, dkb, t / per, t % per * DR);

@@ -33,14 +33,24 @@ TL_HIDDEN void tl_direct_free(tl_direct *D);
 TL_HIDDEN int tl_direct_forward(const tl_direct *D, const float *W, const float *bias,
                                 const float *X, float *Y);
 
+/* The bias gradient, rule 4 over (sample, position), from the panels of g_b^T the kernel
+ * gradient makes anyway: when P is a multiple of TLM_CHUNK every chunk lies in one sample, so
+ * each sample's chunk sums are independent (tl_direct_kgrad's bpart) and go onto rule 4's tree
+ * in (sample, chunk) order afterwards. Floats of chunk sums per sample; 0 when P is not a
+ * multiple of TLM_CHUNK (a chunk's sum would run across samples). */
+TL_HIDDEN int64_t tl_direct_bias_floats(const tl_direct *D);
+/* db[oc] = rule 4's tree over the n samples' chunk sums bpart (tl_direct_bias_floats each) */
+TL_HIDDEN void tl_direct_bias_finish(const tl_direct *D, const float *bpart, float *db);
+
 /* floats of scratch one tl_direct_kgrad call needs */
 TL_HIDDEN int64_t tl_direct_kgrad_scratch(const tl_direct *D);
 /* One sample's kernel gradient dkb (c_out, c_in K): each weight's fma chain over the
  * positions in order, from 0, of g_b[oc, o] times the image cell tap (ci, k) reads at o.
  * scratch: tl_direct_kgrad_scratch floats whose padded-image border is still zero from an
- * earlier call (or zeroed: calloc). par = 0 runs on the calling thread only. */
+ * earlier call (or zeroed: calloc). bpart: NULL, or the sample's tl_direct_bias_floats chunk
+ * sums. par = 0 runs on the calling thread only. */
 TL_HIDDEN void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float *dkb,
-                               float *scratch, int par);
+                               float *bpart, float *scratch, int par);
 
 /* 1 when the input gradient takes this path too: tl_direct_applies, c_in >= 16 and kernel
  * offsets k_n >= 2 s_0 s_1 */

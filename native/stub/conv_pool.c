@@ -142,6 +142,7 @@ typedef struct conv_plan {
     float *wp;          /* the kernel packed once for every sample's products (tl_sgemm_pack_a) */
     tl_cols cols;       /* T's im2col / col2im runs */
     tl_direct *direct;  /* the kernel gradient read from the padded image (conv_direct.h), or NULL */
+    float *bpart;       /* the direct path's bias chunk sums, per sample, or NULL */
     float *wk;          /* the kernel packed for the direct input gradient, or NULL */
 } conv_plan;
 
@@ -173,6 +174,7 @@ static int plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t 
     if (c->cb > chans) c->cb = chans;
     c->wp = NULL;
     c->direct = NULL;
+    c->bpart = NULL;
     c->wk = NULL;
     double work = (double)c->G.n * (double)(transpose ? c->G.cin : c->G.cout) * c->CK * c->P;
     c->outer = c->G.n > 1 && work > 65536.0;
@@ -228,7 +230,8 @@ static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
     const int64_t P = c->P, CK = c->CK, m = c->transpose ? G->cin : G->cout;
     const float *xb = X + b * c->xin, *gb = Gd + b * c->yout;
     if (c->direct) {
-        tl_direct_kgrad(c->direct, xb, gb, dkb, xs, par);
+        float *bp = c->bpart ? c->bpart + b * tl_direct_bias_floats(c->direct) : NULL;
+        tl_direct_kgrad(c->direct, xb, gb, dkb, bp, xs, par);
         if (c->wk) {
             tl_direct_dgrad(c->direct, c->wk, gb, DX + b * c->xin, par);
             return TL_OK;
@@ -311,7 +314,10 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     /* empty buffers may have no storage at all: memset(NULL, 0, 0) is undefined */
     if (nk > 0) memset(DK, 0, (size_t)nk * sizeof(float));
     if (G->n * xin > 0) memset(DX, 0, (size_t)(G->n * xin) * sizeof(float));
-    bias_grad(Gd, G->n, G->cout, G->out_n, db->data);
+    /* the direct path takes the bias gradient from its panels of g when it can */
+    const int fused_bias = tl_direct_applies(geom, transpose) && G->out_n % TLM_CHUNK == 0 &&
+                           G->n * yout > 0 && G->n * xin > 0;
+    if (!fused_bias) bias_grad(Gd, G->n, G->cout, G->out_n, db->data);
     if (G->n * yout == 0 || G->n * xin == 0) return TL_OK;
     conv_plan c;
     if (!plan_conv(&c, op, geom, transpose))
@@ -327,12 +333,16 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     tl_direct D = {0};
     if (tl_direct_applies(geom, transpose) && tl_direct_init(&D, geom)) c.direct = &D;
     if (c.direct && tl_direct_dgrad_applies(geom, transpose)) c.wk = tl_direct_pack_dgrad(&D, W);
+    if (c.direct && fused_bias)
+        c.bpart = (float *)malloc((size_t)(G->n * tl_direct_bias_floats(&D)) * sizeof(float));
     sample_sum acc;
     if (!dkb || !c.wp || (tl_direct_applies(geom, transpose) && !c.direct) ||
-        (tl_direct_dgrad_applies(geom, transpose) && !c.wk) || !sample_sum_init(&acc, nk, G->n)) {
+        (tl_direct_dgrad_applies(geom, transpose) && !c.wk) || (fused_bias && !c.bpart) ||
+        !sample_sum_init(&acc, nk, G->n)) {
         free(dkb);
         free(c.wp);
         free(c.wk);
+        free(c.bpart);
         tl_direct_free(&D);
         tl_cols_free(&c.cols);
         return tl_fail(TL_E_OOM, "%s: out of host memory for the kernel-gradient buffers", op);
@@ -364,9 +374,11 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
         if (!st) sample_sum_push(&acc, dkb, nb, 1);
     }
     sample_sum_finish(&acc, DK);  /* dW = rule 4 over the samples' dW_b */
+    if (c.bpart && !st) tl_direct_bias_finish(&D, c.bpart, db->data);
     free(dkb);
     free(c.wp);
     free(c.wk);
+    free(c.bpart);
     tl_direct_free(&D);
     tl_cols_free(&c.cols);
     if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
