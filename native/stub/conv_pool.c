@@ -6,7 +6,10 @@
  *   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
  * Convolution is im2col + a GEMM per sample whose outputs are rule 3 chains of native/common/
  * tl_math.h (the packed GEMM of linalg.c, bit for bit the exact GEMM; the same
- * formulation as the CUDA library, which uses it in exact mode), so in every mode:
+ * formulation as the CUDA library, which uses it in exact mode). 2-D convolutions read the
+ * columns straight from a zero-padded copy of the image instead (conv_direct.c: the kernel
+ * gradient, the forward and the input gradient where that pays), with the same chains and
+ * adds in the same order. In every mode:
  *   forward            y_b = fma chain over (c_in, kernel offset) in order, from the bias
  *   kernel gradient    per sample b, one fma chain per weight over b's positions in order,
  *                      from 0; then rule 4 over the samples (chunks of 256 samples, the tree)
@@ -328,17 +331,19 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     if (group > G->n) group = G->n;
     if (!c.outer) group = 1;
     float *dkb = (float *)malloc((size_t)(group * nk > 0 ? group * nk : 1) * sizeof(float));
-    /* A of dx's product: W (c_in, CK) for the transpose, else W^T of (c_out, CK) */
-    c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
     tl_direct D = {0};
     if (tl_direct_applies(geom, transpose) && tl_direct_init(&D, geom)) c.direct = &D;
     if (c.direct && tl_direct_dgrad_applies(geom, transpose)) c.wk = tl_direct_pack_dgrad(&D, W);
     if (c.direct && fused_bias)
         c.bpart = (float *)malloc((size_t)(G->n * tl_direct_bias_floats(&D)) * sizeof(float));
+    /* columns only where dx goes through col2im; A of its product: W (c_in, CK) for the
+     * transpose, else W^T of (c_out, CK) */
+    const int cols = !tl_direct_dgrad_applies(geom, transpose);
+    if (cols)
+        c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
     sample_sum acc;
-    if (!dkb || !c.wp || (tl_direct_applies(geom, transpose) && !c.direct) ||
-        (tl_direct_dgrad_applies(geom, transpose) && !c.wk) || (fused_bias && !c.bpart) ||
-        !sample_sum_init(&acc, nk, G->n)) {
+    if (!dkb || (cols && !c.wp) || (tl_direct_applies(geom, transpose) && !c.direct) ||
+        (!cols && !c.wk) || (fused_bias && !c.bpart) || !sample_sum_init(&acc, nk, G->n)) {
         free(dkb);
         free(c.wp);
         free(c.wk);
@@ -352,16 +357,17 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
         int64_t nb = G->n - b0 < group ? G->n - b0 : group;
 #pragma omp parallel if (c.outer && nb > 1)
         {
-            float *col = col_buffer(&c);
+            float *col = cols ? col_buffer(&c) : NULL;
             /* calloc: the padded image's border must start at zero */
             float *xs = c.direct ? (float *)calloc((size_t)tl_direct_kgrad_scratch(c.direct), sizeof(float)) : NULL;
-            if (!col || (c.direct && !xs)) {
+            const int ok = (!cols || col) && (!c.direct || xs);
+            if (!ok) {
 #pragma omp atomic write
                 st = TL_E_OOM;
             }
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t j = 0; j < nb; j++) {
-                if (!col || (c.direct && !xs) || st) continue;
+                if (!ok || st) continue;
                 int e = backward_sample(&c, X, Gd, DX, dkb + j * nk, b0 + j, col, xs, !c.outer);
                 if (e) {
 #pragma omp atomic write
