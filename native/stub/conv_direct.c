@@ -1,17 +1,18 @@
-/* conv_direct.c (stub): 2-D convolution's forward and kernel gradient as products whose one
- * operand is read in place from a zero-padded copy of the sample's image (conv_direct.h).
+/* conv_direct.c (stub): 2-D convolution's forward, kernel gradient and input gradient as
+ * products whose one operand is read in place (conv_direct.h), with no im2col buffer.
  *
  * im2col's column (ci, ky, kx) at position (oy, ox) is the padded image's cell
  * ci plane + (oy s_0 + ky) Wp + (ox s_1 + kx) = kaddr[(ci, ky, kx)] + paddr[(oy, ox)], so a
  * micro-tile broadcasts that operand from DR row pointers plus one offset per k step, and its
- * other operand (the kernel, or the sample's output gradient) is packed in panels of DL output
- * channels. Lanes are output channels:
- *   forward          rows: positions,        k: (ci, ky, kx) in order, from the bias
- *   kernel gradient  rows: (ci, ky, kx),     k: positions in order, from 0
+ * other operand is packed in panels of DL lanes:
+ *   forward          rows: positions,     lanes: c_out, k: (ci, ky, kx) in order, from the bias
+ *   kernel gradient  rows: (ci, ky, kx),  lanes: c_out, k: positions in order, from 0
+ *   input gradient   rows: image cells,   lanes: c_in,  k: c_out in order, from 0, per kernel
+ *                    offset, the chains then added onto the cells in col2im's order
  * Each output is one fma chain over the same k order as the GEMM on im2col's columns, and the
  * padded border's zeros are the 0.0f im2col writes, so the bits are the GEMM path's. Writing no
- * columns saves im2col's stores and loads (the forward) and the columns' transpose into the
- * GEMM's B panels (the kernel gradient). */
+ * columns saves im2col's stores and loads (the forward), the columns' transpose into the GEMM's
+ * B panels (the kernel gradient) and col2im's pass (the input gradient). */
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
@@ -312,7 +313,7 @@ static void dgrad_tile(const tl_direct *D, const float *Wk, const float *gb, flo
     for (int64_t kk = 0; kk < G->k_n; kk++) {
         const int64_t ky = kk / G->k[1], kx = kk % G->k[1];
         const int64_t ny = y + G->p[0] - ky, nx = ph + s1 * i0 + G->p[1] - kx;
-        if (ny < 0 || ny % s0 || ny / s0 >= G->out[0] || ((nx % s1) + s1) % s1) continue;
+        if (ny < 0 || ny % s0 || ny / s0 >= G->out[0] || nx % s1) continue;
         const float *rows[DR];
         int valid[DR], any = 0;
         for (int r = 0; r < DR; r++) {   /* row r reads output column (nx + s_1 r) / s_1 */
