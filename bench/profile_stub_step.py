@@ -3,6 +3,10 @@ timed (torchlean._generated.ops wrapped by a timer), summed by op name, beside t
 time (the rest is the Python layer: tape, autograd bookkeeping, module code).
 
     python bench/profile_stub_step.py [--models resnet_cifar,vgg_cifar] [--threads 2] [--steps 3]
+                                      [--clock wall|cpu]
+
+--clock cpu times this process's CPU time (all threads) instead of the wall clock: at one
+thread on a machine other processes load, it still says what the step costs.
 
 Also counts the process's minor page faults per step (fresh pages of new buffers).
 """
@@ -25,6 +29,7 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--top", type=int, default=14)
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     return p.parse_args(argv)
 
 
@@ -39,14 +44,15 @@ def main():
     from torchlean._generated import ops
     spent = collections.defaultdict(float)
     count = collections.Counter()
+    clock = time.process_time if a.clock == "cpu" else time.perf_counter
 
     def timed(name, fn):
         def run(*args, **kw):
-            t0 = time.perf_counter()
+            t0 = clock()
             try:
                 return fn(*args, **kw)
             finally:
-                spent[name] += time.perf_counter() - t0
+                spent[name] += clock() - t0
                 count[name] += 1
         return run
     for name in dir(ops):
@@ -60,13 +66,13 @@ def main():
         spent.clear()
         count.clear()
         f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        t0 = time.perf_counter()
+        t0 = clock()
         for i in range(a.steps):
             step(2 + i)
-        wall = (time.perf_counter() - t0) / a.steps
+        wall = (clock() - t0) / a.steps
         faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / a.steps
         native = sum(spent.values()) / a.steps
-        print(f"{w.name}: step {wall * 1e3:.1f} ms, registry calls {native * 1e3:.1f} ms "
+        print(f"{w.name}: step {wall * 1e3:.1f} ms ({a.clock}), registry calls {native * 1e3:.1f} ms "
               f"({sum(count.values()) / a.steps:.0f} calls), the rest {(wall - native) * 1e3:.1f} ms; "
               f"{faults:.0f} page faults per step; load average {os.getloadavg()[0]:.2f}")
         for name, t in sorted(spent.items(), key=lambda kv: -kv[1])[:a.top]:

@@ -6,7 +6,10 @@
  *   [r, N, C_in, C_out, in_1..in_r, k_1..k_r, out_1..out_r, s_1..s_r, p_1..p_r]
  * Convolution is im2col + a GEMM per sample whose outputs are rule 3 chains of native/common/
  * tl_math.h (the packed GEMM of linalg.c, bit for bit the exact GEMM; the same
- * formulation as the CUDA library, which uses it in exact mode), so in every mode:
+ * formulation as the CUDA library, which uses it in exact mode). 2-D convolutions read the
+ * columns straight from a zero-padded copy of the image instead (conv_direct.c: the kernel
+ * gradient, the forward and the input gradient where that pays), with the same chains and
+ * adds in the same order. In every mode:
  *   forward            y_b = fma chain over (c_in, kernel offset) in order, from the bias
  *   kernel gradient    per sample b, one fma chain per weight over b's positions in order,
  *                      from 0; then rule 4 over the samples (chunks of 256 samples, the tree)
@@ -20,23 +23,16 @@
 #include "stub.h"
 #include "sgemm.h"
 #include "conv_cols.h"
+#include "conv_direct.h"
 #include "generated/conv_pool_kernels.h"
 
 /* the geometry the generated entry parsed (native/common/contract.h) */
 typedef tl_geom geom_t;
 
-/* dbias[c] = rule 4 over g[b][c][o] for (b, o) in order */
+/* dbias[c] = rule 4 over g[b][c][o] for (b, o) in order (its chunks side by side) */
 static void bias_grad(const float *g, int64_t N, int64_t C, int64_t P, float *db) {
 #pragma omp parallel for schedule(static) if (N * C * P > TL_PAR_MIN)
-    for (int64_t c = 0; c < C; c++) {
-        tlm_sumacc acc;
-        tlm_sumacc_init(&acc);
-        for (int64_t b = 0; b < N; b++) {
-            const float *gp = g + (b * C + c) * P;
-            for (int64_t o = 0; o < P; o++) tlm_sumacc_push(&acc, gp[o]);
-        }
-        db[c] = tlm_sumacc_finish(&acc);
-    }
+    for (int64_t c = 0; c < C; c++) db[c] = tl_stub_channel_sum(g, N, C, P, c);
 }
 
 /* ------------------------------------------------------------------ rule 4 over samples
@@ -148,6 +144,9 @@ typedef struct conv_plan {
     int outer;          /* parallel over samples */
     float *wp;          /* the kernel packed once for every sample's products (tl_sgemm_pack_a) */
     tl_cols cols;       /* T's im2col / col2im runs */
+    tl_direct *direct;  /* the kernel gradient read from the padded image (conv_direct.h), or NULL */
+    float *bpart;       /* the direct path's bias chunk sums, per sample, or NULL */
+    float *wk;          /* the kernel packed for the direct input gradient, or NULL */
 } conv_plan;
 
 /* 0 when out of memory (nothing left to free) */
@@ -177,6 +176,9 @@ static int plan_conv(conv_plan *c, const char *op, const tl_geom *geom, int64_t 
     if (c->cb < step) c->cb = step;
     if (c->cb > chans) c->cb = chans;
     c->wp = NULL;
+    c->direct = NULL;
+    c->bpart = NULL;
+    c->wk = NULL;
     double work = (double)c->G.n * (double)(transpose ? c->G.cin : c->G.cout) * c->CK * c->P;
     c->outer = c->G.n > 1 && work > 65536.0;
     return tl_cols_init(&c->cols, &c->T);
@@ -223,12 +225,22 @@ static int forward_sample(const conv_plan *c, const float *B, const float *X,
 }
 
 /* one sample's kernel gradient dkb (the rule-3 chain over its positions, from 0) and input
- * gradient dx_b (dcol = W^T g_b, chains over c_out, then col2im onto zeros) */
+ * gradient dx_b (dcol = W^T g_b, chains over c_out, then col2im onto zeros); xs: the direct
+ * kernel gradient's scratch when c->direct */
 static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
-                           float *DX, float *dkb, int64_t b, float *col, int par) {
+                           float *DX, float *dkb, int64_t b, float *col, float *xs, int par) {
     const geom_t *G = &c->G;
     const int64_t P = c->P, CK = c->CK, m = c->transpose ? G->cin : G->cout;
     const float *xb = X + b * c->xin, *gb = Gd + b * c->yout;
+    if (c->direct) {
+        float *bp = c->bpart ? c->bpart + b * tl_direct_bias_floats(c->direct) : NULL;
+        tl_direct_kgrad(c->direct, xb, gb, dkb, bp, xs, par);
+        if (c->wk) {
+            tl_direct_dgrad(c->direct, c->wk, gb, DX + b * c->xin, par);
+            return TL_OK;
+        }
+        return cols_to_image(c, gb, G->cout, G->cin, DX + b * c->xin, col, par);
+    }
     /* the columns: of x_b (conv) or of the output gradient (transpose); A: g_b or x_b */
     const float *img = c->transpose ? gb : xb, *A = c->transpose ? xb : gb;
     if (P == 0) memset(dkb, 0, (size_t)(m * CK) * sizeof(float));
@@ -250,6 +262,13 @@ static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
 int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
                      const tl_geom *geom, int64_t transpose) {
     if (geom->n * geom->cout * geom->out_n == 0) return TL_OK;
+    if (tl_direct_forward_applies(geom, transpose)) {
+        tl_direct D;
+        int e = tl_direct_init(&D, geom) ? tl_direct_forward(&D, kernel->data, bias->data, input->data, y->data)
+                                         : TL_E_OOM;
+        tl_direct_free(&D);
+        return e ? tl_fail(e, "%s: out of host memory for the padded images", op) : TL_OK;
+    }
     conv_plan c;
     if (!plan_conv(&c, op, geom, transpose))
         return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col runs", op);
@@ -298,7 +317,10 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     /* empty buffers may have no storage at all: memset(NULL, 0, 0) is undefined */
     if (nk > 0) memset(DK, 0, (size_t)nk * sizeof(float));
     if (G->n * xin > 0) memset(DX, 0, (size_t)(G->n * xin) * sizeof(float));
-    bias_grad(Gd, G->n, G->cout, G->out_n, db->data);
+    /* the direct path takes the bias gradient from its panels of g when it can */
+    const int fused_bias = tl_direct_applies(geom, transpose) && G->out_n % TLM_CHUNK == 0 &&
+                           G->n * yout > 0 && G->n * xin > 0;
+    if (!fused_bias) bias_grad(Gd, G->n, G->cout, G->out_n, db->data);
     if (G->n * yout == 0 || G->n * xin == 0) return TL_OK;
     conv_plan c;
     if (!plan_conv(&c, op, geom, transpose))
@@ -309,12 +331,24 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     if (group > G->n) group = G->n;
     if (!c.outer) group = 1;
     float *dkb = (float *)malloc((size_t)(group * nk > 0 ? group * nk : 1) * sizeof(float));
-    /* A of dx's product: W (c_in, CK) for the transpose, else W^T of (c_out, CK) */
-    c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
+    tl_direct D = {0};
+    if (tl_direct_applies(geom, transpose) && tl_direct_init(&D, geom)) c.direct = &D;
+    if (c.direct && tl_direct_dgrad_applies(geom, transpose)) c.wk = tl_direct_pack_dgrad(&D, W);
+    if (c.direct && fused_bias)
+        c.bpart = (float *)malloc((size_t)(G->n * tl_direct_bias_floats(&D)) * sizeof(float));
+    /* columns only where dx goes through col2im; A of its product: W (c_in, CK) for the
+     * transpose, else W^T of (c_out, CK) */
+    const int cols = !tl_direct_dgrad_applies(geom, transpose);
+    if (cols)
+        c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
     sample_sum acc;
-    if (!dkb || !c.wp || !sample_sum_init(&acc, nk, G->n)) {
+    if (!dkb || (cols && !c.wp) || (tl_direct_applies(geom, transpose) && !c.direct) ||
+        (!cols && !c.wk) || (fused_bias && !c.bpart) || !sample_sum_init(&acc, nk, G->n)) {
         free(dkb);
         free(c.wp);
+        free(c.wk);
+        free(c.bpart);
+        tl_direct_free(&D);
         tl_cols_free(&c.cols);
         return tl_fail(TL_E_OOM, "%s: out of host memory for the kernel-gradient buffers", op);
     }
@@ -323,27 +357,35 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
         int64_t nb = G->n - b0 < group ? G->n - b0 : group;
 #pragma omp parallel if (c.outer && nb > 1)
         {
-            float *col = col_buffer(&c);
-            if (!col) {
+            float *col = cols ? col_buffer(&c) : NULL;
+            /* calloc: the padded image's border must start at zero */
+            float *xs = c.direct ? (float *)calloc((size_t)tl_direct_kgrad_scratch(c.direct), sizeof(float)) : NULL;
+            const int ok = (!cols || col) && (!c.direct || xs);
+            if (!ok) {
 #pragma omp atomic write
                 st = TL_E_OOM;
             }
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t j = 0; j < nb; j++) {
-                if (!col || st) continue;
-                int e = backward_sample(&c, X, Gd, DX, dkb + j * nk, b0 + j, col, !c.outer);
+                if (!ok || st) continue;
+                int e = backward_sample(&c, X, Gd, DX, dkb + j * nk, b0 + j, col, xs, !c.outer);
                 if (e) {
 #pragma omp atomic write
                     st = e;
                 }
             }
+            free(xs);
             free(col);
         }
         if (!st) sample_sum_push(&acc, dkb, nb, 1);
     }
     sample_sum_finish(&acc, DK);  /* dW = rule 4 over the samples' dW_b */
+    if (c.bpart && !st) tl_direct_bias_finish(&D, c.bpart, db->data);
     free(dkb);
     free(c.wp);
+    free(c.wk);
+    free(c.bpart);
+    tl_direct_free(&D);
     tl_cols_free(&c.cols);
     if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
     return st;

@@ -64,6 +64,9 @@ static inline float tl_rule4_sum(const float *x, int64_t n) {
 
 /* y[o, i] = sum over k of x[o, k, i] by rule 4 for each output, every mode (reduce.c): the
  * stub's one column sum (sum_to, linear's bias gradient, the norms' parameter gradients) */
+/* rule 4 over channel ch's values of a (n, c, s) array in (sample, position) order: batchnorm's
+ * statistics and the convolution's bias gradient (norm.c, chunks summed side by side) */
+TL_HIDDEN float tl_stub_channel_sum(const float *a, int64_t n, int64_t c, int64_t s, int64_t ch);
 TL_HIDDEN int tl_stub_axis_sum(const char *op, const float *X, float *Y, int64_t outer,
                                int64_t len, int64_t inner);
 
