@@ -165,17 +165,12 @@ static inline __attribute__((always_inline)) bn_v16 bn_add_rows(bn_v16 r[16], bn
     return acc;
 }
 
-/* How far ahead (in runs of 16 values) a lane prefetches its walk */
-#define BN_AHEAD 4
-
 /* One block of BN_LANES whole chunks from walk position p0 when s % 16 == 0: every run of 16
  * values inside a chunk is then contiguous in one sample's plane, so lane l's next 16 values
  * are one vector load at cur[l]. 16 such rows (a row per chunk) transposed give 16 vectors of
  * one value per chunk, added in walk order: the same sequential sums as bn_block_copy, without
  * the trip through memory. BN_X and BN_SQDEV sum a's values into part; BN_PROD sums both a's
- * values (part) and a * b (part2) in the one walk (the backward's two sums). Each lane
- * prefetches the run it reads BN_AHEAD runs later (the lanes' 16 scattered streams are more
- * than the hardware prefetcher follows). */
+ * values (part) and a * b (part2) in the one walk (the backward's two sums). */
 static void bn_block_rows(int kind, const float *a, const float *b, float mu, int64_t c,
                           int64_t s, int64_t ch, int64_t p0, float part[BN_LANES],
                           float part2[BN_LANES]) {
@@ -195,10 +190,6 @@ static void bn_block_rows(int kind, const float *a, const float *b, float mu, in
             acc2 = bn_add_rows(r, acc2, t == 0);
         }
         for (int l = 0; l < 16; l++) {
-            int64_t ahead = left[l] > 16 * BN_AHEAD ? cur[l] + 16 * BN_AHEAD
-                                                    : cur[l] + (c - 1) * s + 16 * BN_AHEAD;
-            __builtin_prefetch(a + ahead);
-            if (kind == BN_PROD) __builtin_prefetch(b + ahead);
             cur[l] += 16;
             if ((left[l] -= 16) == 0) { cur[l] += (c - 1) * s; left[l] = s; }
         }
