@@ -99,7 +99,8 @@ def large_cases():
     # batchnorm where every 16 positions of a plane are contiguous (s % 16 == 0) and whole
     # blocks of 16 chunks exist: planes of 8x8 (chunks span 4 samples), 4x20 (chunks cross
     # samples mid-plane), 16x16 and 32x32, with a partial block after the whole ones
-    for shape in [(70, 3, 8, 8), (60, 2, 4, 20), (20, 2, 16, 16), (6, 2, 32, 32)]:
+    for shape in [(70, 3, 8, 8), (60, 2, 4, 20), (20, 2, 16, 16), (6, 2, 32, 32),
+                  (128, 20, 8, 8)]:
         xb4, gb4 = _finite(11, shape, 0.3), _finite(12, shape)
         xb4[0, 0, 0, 1] = np.nan   # channel 0 only; the others stay finite
         c4 = shape[1]
