@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include "stub.h"
 #include "formulas/normalize.h"
+#include "transpose16.h"
 #include "generated/norm_kernels.h"
 
 int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
@@ -75,9 +76,8 @@ enum { BN_X, BN_SQDEV, BN_PROD };
  * have pushed them. */
 #define BN_LANES 16
 
-typedef float bn_v16 __attribute__((vector_size(64)));
-typedef float bn_v16u __attribute__((vector_size(64), aligned(4), may_alias));
-#define BN_LOAD(p) ((bn_v16)*(const bn_v16u *)(p))
+typedef float tl_v16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define BN_LOAD(p) ((tl_v16)*(const tl_v16u *)(p))
 
 /* One block of up to BN_LANES chunks from walk position p0, any s: the values are copied
  * (computed on the way) into buf lane-interleaved (buf[i * BN_LANES + l] = value i of chunk l)
@@ -120,35 +120,6 @@ static int64_t bn_block_copy(int kind, const float *a, const float *b, float mu,
     return lanes;
 }
 
-/* Level b of a 16 x 16 transpose in registers: rows i and i + b (i & b == 0) trade the halves
- * that swap bit b of the row index with bit b of the column index. Levels 8, 4, 2, 1 in turn
- * (in any order) transpose r. */
-#define BN_SWAP(r, i, b, ...)                                                                   \
-    do {                                                                                        \
-        bn_v16 lo_ = __builtin_shufflevector(r[i], r[i + b], BN_LO##b),                         \
-               hi_ = __builtin_shufflevector(r[i], r[i + b], BN_HI##b);                         \
-        r[i] = lo_; r[i + b] = hi_;                                                             \
-    } while (0)
-#define BN_LO8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
-#define BN_HI8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
-#define BN_LO4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
-#define BN_HI4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
-#define BN_LO2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
-#define BN_HI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
-#define BN_LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
-#define BN_HI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
-
-static inline __attribute__((always_inline)) void bn_transpose16(bn_v16 r[16]) {
-    for (int i = 0; i < 16; i++)
-        if (!(i & 8)) BN_SWAP(r, i, 8);
-    for (int i = 0; i < 16; i++)
-        if (!(i & 4)) BN_SWAP(r, i, 4);
-    for (int i = 0; i < 16; i++)
-        if (!(i & 2)) BN_SWAP(r, i, 2);
-    for (int i = 0; i < 16; i++)
-        if (!(i & 1)) BN_SWAP(r, i, 1);
-}
-
 /* The walk offset of position p of channel ch, and the values left in its sample's plane */
 static inline int64_t bn_offset(int64_t p, int64_t c, int64_t s, int64_t ch, int64_t *left) {
     *left = s - p % s;
@@ -157,8 +128,8 @@ static inline int64_t bn_offset(int64_t p, int64_t c, int64_t s, int64_t ch, int
 
 /* 16 rows (a row of 16 values per chunk) transposed and added into acc in walk order; the
  * first group of a chunk (first) starts the sums from its first value */
-static inline __attribute__((always_inline)) bn_v16 bn_add_rows(bn_v16 r[16], bn_v16 acc, int first) {
-    bn_transpose16(r);
+static inline __attribute__((always_inline)) tl_v16 bn_add_rows(tl_v16 r[16], tl_v16 acc, int first) {
+    tl_transpose16(r);
     int i = 0;
     if (first) acc = r[i++];
     for (; i < 16; i++) acc = acc + r[i];
@@ -176,11 +147,11 @@ static void bn_block_rows(int kind, const float *a, const float *b, float mu, in
                           float part2[BN_LANES]) {
     int64_t cur[BN_LANES], left[BN_LANES];   /* next offset; values left in its sample's plane */
     for (int l = 0; l < BN_LANES; l++) cur[l] = bn_offset(p0 + (int64_t)l * TLM_CHUNK, c, s, ch, &left[l]);
-    bn_v16 acc = {0}, acc2 = {0};
+    tl_v16 acc = {0}, acc2 = {0};
     for (int t = 0; t < TLM_CHUNK / 16; t++) {
-        bn_v16 r[16];
+        tl_v16 r[16];
         for (int l = 0; l < 16; l++) {
-            bn_v16 v = BN_LOAD(a + cur[l]);
+            tl_v16 v = BN_LOAD(a + cur[l]);
             if (kind == BN_SQDEV) { v = v - mu; v = v * v; }
             r[l] = v;
         }
