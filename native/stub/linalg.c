@@ -22,6 +22,7 @@
 #include <string.h>
 #include "stub.h"
 #include "sgemm.h"
+#include "transpose16.h"
 #include "formulas/normalize.h"
 #include "generated/linalg_kernels.h"
 #ifdef _OPENMP
@@ -163,13 +164,23 @@ static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t
             for (int64_t j = nr; j < NR; j++) d[j] = 0.0f;
         }
     } else {
+        /* op(B)'s columns contiguous in k (a transposed B such as linear's weight): whole
+         * 16 x 16 tiles go through a register transpose, the rest one float at a time */
+        const int64_t jv = brs == 1 ? nr / 16 * 16 : 0, kv = kc / 16 * 16;
+        for (int64_t jb = 0; jb < jv; jb += 16)
+            for (int64_t kb = 0; kb < kv; kb += 16) {
+                tl_v16 r[16];
+                for (int l = 0; l < 16; l++) r[l] = vload(B + (j0 + jb + l) * bcs + k0 + kb);
+                tl_transpose16(r);
+                for (int l = 0; l < 16; l++) vstore(Bp + (kb + l) * NR + jb, r[l]);
+            }
         for (int64_t j = 0; j < NR; j++) {
             if (j >= nr) {
                 for (int64_t k = 0; k < kc; k++) Bp[k * NR + j] = 0.0f;
                 continue;
             }
             const float *b = B + (j0 + j) * bcs + k0 * brs;
-            for (int64_t k = 0; k < kc; k++) Bp[k * NR + j] = b[k * brs];
+            for (int64_t k = j < jv ? kv : 0; k < kc; k++) Bp[k * NR + j] = b[k * brs];
         }
     }
 }
