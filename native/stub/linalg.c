@@ -6,6 +6,8 @@
  * of A, packed into MR-row panels, runs through a register-tiled MR x NR micro-kernel written
  * with GCC/Clang vector types. Threads take bands of C (tl_sgemm) and never wait for each other
  * inside a product, so a thread that another process delays holds up only its own band.
+ * Two shapes skip the blocking, where packing would cost more than the product: narrow ones
+ * (p <= 16 columns, gemm_narrow) and short ones (k <= SHORTK_MAX, gemm_shortk).
  *
  * Determinism: each C element is owned by one task per k slice, slices run in increasing k,
  * and the micro-kernel adds products one k at a time with a fused multiply-add (acc =
