@@ -29,6 +29,12 @@ def _data(seed, lo=-6.0, hi=6.0):
     return x
 
 
+def _finite(seed, shape, shift=0.0, scale=1.0):
+    """standard normal float32 values times scale plus shift: no NaN or inf to hide a change"""
+    x = np.random.default_rng(seed).standard_normal(shape) * scale + shift
+    return x.astype(np.float32)
+
+
 def _bits(a):
     f = np.asarray(a, np.float32)
     b = f.view(np.uint32).copy()
@@ -90,6 +96,31 @@ def large_cases():
     bb = ops.batchnorm_channel_first_backward(up(g[:xc.size].reshape(xc.shape)), bn[1], bn[4], up(gam[:10]))
     for i, v in enumerate(bb):
         out[f"batchnorm_bwd_{i}"] = v
+    # batchnorm where every 16 positions of a plane are contiguous (s % 16 == 0) and whole
+    # blocks of 16 chunks exist: planes of 8x8 (chunks span 4 samples), 4x20 (chunks cross
+    # samples mid-plane), 16x16 and 32x32, with a partial block after the whole ones
+    for shape in [(70, 3, 8, 8), (60, 2, 4, 20), (20, 2, 16, 16), (6, 2, 32, 32),
+                  (128, 20, 8, 8)]:
+        xb4, gb4 = _finite(11, shape, 0.3), _finite(12, shape)
+        xb4[0, 0, 0, 1] = np.nan   # channel 0 only; the others stay finite
+        c4 = shape[1]
+        key = "batchnorm_" + "x".join(map(str, shape))
+        bn = ops.batchnorm_channel_first(up(xb4), up(gam[:c4]), up(bet[:c4]), eps=1e-5)
+        for i, v in enumerate(bn):
+            out[f"{key}_{i}"] = v
+        bb = ops.batchnorm_channel_first_backward(up(gb4), bn[1], bn[4], up(gam[:c4]))
+        for i, v in enumerate(bb):
+            out[f"{key}_bwd_{i}"] = v
+    # linear, skinny and square: outputs fewer than a vector, deep k, odd sizes
+    for rows, fin, fout in [(128, 8192, 10), (7, 1000, 3), (33, 300, 17), (128, 512, 512),
+                            (1, 700, 5), (130, 257, 1)]:
+        key = f"linear_{rows}x{fin}x{fout}"
+        xl, wl = _finite(13, (rows, fin)), _finite(14, (fout, fin), 0.0, 0.1)
+        bl, gl = _finite(15, (fout,)), _finite(16, (rows, fout))
+        xl[0, -1] = np.inf   # row 0 only
+        out[key] = ops.linear(up(wl), up(bl), up(xl))
+        out[key + "_dw"] = ops.linear_backward_w(up(gl), up(xl))
+        out[key + "_dx"] = ops.linear_backward_x(up(gl), up(wl), up(xl))
     tall = _data(9)[:2570 * 33].reshape(2570, 33)
     out["sum_to_tall"] = ops.sum_to(up(tall), shape=(33,))
     out["sum_to_wide"] = ops.sum_to(up(xs), shape=(333,))

@@ -6,7 +6,7 @@ layer above the generated op wrappers), optionally against a second build of the
 
 Each row is one registry call at a bench_stub_layers.py shape: conv / conv_backward (one call:
 kernel, bias and input gradients), batchnorm_channel_first and its backward, max_pool2d and its
-backward. With --before DIR the same calls run in a child process on DIR's library
+backward, linear and its three backward ops. With --before DIR the same calls run in a child process on DIR's library
 (TORCHLEAN_LIB_DIR), the two processes taking turns round by round, so load that comes and goes
 hits both; the table then gives both medians and after/before. --clock cpu times this process's
 CPU time (all threads), which other processes' load barely moves (use it at --threads 1).
@@ -28,7 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 B = 128
-# name, kind, (cin, cout, side, stride, k) for conv; (c, side) for bn and pool
+# name, kind, (cin, cout, side, stride, k) for conv; (c, side) for bn and pool; (in, out) for
+# linear
 ROWS = [
     ("conv 3-64 s32", "conv", (3, 64, 32, 1, 3)),
     ("conv 64-64 s32", "conv", (64, 64, 32, 1, 3)),
@@ -42,6 +43,8 @@ ROWS = [
     ("bn 64 s16", "bn", (64, 16)),
     ("bn 128 s8", "bn", (128, 8)),
     ("maxpool 64 s32", "pool", (64, 32)),
+    ("linear 8192-10", "linear", (8192, 10)),
+    ("linear 512-512", "linear", (512, 512)),
 ]
 
 
@@ -67,6 +70,16 @@ def calls(ops, up, kind, a, rng):
         g = up(rng.standard_normal(tuple(y.shape), dtype=np.float32))
         return [("fwd", lambda: ops.conv(w, b, x, stride=stride, padding=k // 2)),
                 ("bwd", lambda: ops.conv_backward(w, x, g, stride=stride, padding=k // 2))]
+    if kind == "linear":
+        fin, fout = a
+        x = up(rng.standard_normal((B, fin), dtype=np.float32))
+        w = up(rng.standard_normal((fout, fin), dtype=np.float32) * 0.01)
+        b = up(rng.standard_normal(fout, dtype=np.float32))
+        g = up(rng.standard_normal((B, fout), dtype=np.float32))
+        return [("fwd", lambda: ops.linear(w, b, x)),
+                ("dw", lambda: ops.linear_backward_w(g, x)),
+                ("dx", lambda: ops.linear_backward_x(g, w, x)),
+                ("db", lambda: ops.linear_backward_b(g))]
     c, side = a
     x = up(rng.standard_normal((B, c, side, side), dtype=np.float32))
     g = up(rng.standard_normal((B, c, side, side), dtype=np.float32))

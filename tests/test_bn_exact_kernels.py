@@ -106,6 +106,7 @@ SHAPES = [
     (4, 3, 1),        # one element per sample
     (1, 1, 1, 1),     # one element
     (2, 3, 16, 16),   # whole chunks, one per sample
+    (70, 3, 8, 8),    # 8x8 planes: a whole block of 16 chunks read from the planes, then a partial one
 ]
 
 

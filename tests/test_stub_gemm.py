@@ -6,7 +6,9 @@ c = 0; c = fma(a[i, k], b[k, j], c) for k = 0, 1, ... (rule 3's chain; the exact
 while k <= 256, one chunk).
 tests/exact_fma.py's independent float32 fma, applied one k at a time, is the oracle. Shapes
 straddle the micro-tile (8 x 32), k slice (at most 384, equal slices), row block (64) and
-in-place-B (m <= 64) boundaries.
+in-place-B (m <= 64) boundaries, and take the narrow road (p <= 16 outputs per row: A read in
+place, 8-row tiles, k passes of 256) and the short road (k <= 16: nothing packed, 4 x 64 tiles,
+single vectors, then scalar columns).
 """
 import os
 import subprocess
@@ -40,7 +42,11 @@ def buf(x):
 
 SHAPES = [(1, 1, 1), (3, 5, 7), (8, 256, 32), (9, 257, 33), (7, 255, 15), (17, 300, 16),
           (64, 40, 31), (65, 70, 65), (130, 513, 47), (33, 20, 300), (1, 600, 129),
-          (9, 385, 33), (20, 769, 40)]
+          (9, 385, 33), (20, 769, 40),
+          # narrow: p <= 16, k past one and several passes of 256, rows past one 8-row tile
+          (130, 1000, 10), (9, 600, 1), (17, 257, 16), (8, 513, 3),
+          # short: k <= 16, columns past whole 64-column tiles, single vectors, a scalar tail
+          (128, 10, 300), (5, 16, 83), (3, 1, 70), (70, 7, 17), (9, 2, 1030)]
 
 
 @pytest.mark.parametrize("m,n,p", SHAPES)
@@ -75,6 +81,31 @@ def test_linear_accumulates_onto_the_bias_in_order():
     assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
 
 
+@pytest.mark.parametrize("rows,fin,fout", [(128, 2000, 10), (37, 700, 1), (7, 300, 16), (70, 12, 300)])
+def test_linear_narrow_and_short_products_accumulate_onto_the_bias_in_order(rows, fin, fout):
+    w, bias, x, g = f32(fout, fin), f32(fout), f32(rows, fin), f32(rows, fout)
+    y = ops.linear(buf(w), buf(bias), buf(x)).to_numpy()
+    want = sequential(x, w.T.copy(), np.broadcast_to(bias, (rows, fout)))
+    assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
+    dx = ops.linear_backward_x(buf(g), buf(w), buf(x)).to_numpy()
+    assert np.array_equal(dx.view(np.uint32), sequential(g, w).view(np.uint32))
+    np.testing.assert_allclose(y, x.astype(np.float64) @ w.T.astype(np.float64) + bias, rtol=1e-4,
+                               atol=1e-4 * np.sqrt(fin))
+
+
+def test_narrow_and_short_products_carry_inf_and_nan_to_their_outputs_only():
+    x, w = f32(20, 600), f32(600, 5)
+    x[3, 100], w[7, 2] = np.inf, np.nan
+    y = ops.matmul(buf(x), buf(w)).to_numpy()
+    assert np.array_equal(y.view(np.uint32), sequential(x, w).view(np.uint32))
+    assert np.isnan(y[:, 2]).all() and np.isinf(y[3, [0, 1, 3, 4]]).all()
+    g, v = f32(40, 10), f32(10, 100)
+    g[5, 4] = np.nan
+    z = ops.matmul(buf(g), buf(v)).to_numpy()
+    assert np.isnan(z[5]).all() and np.isfinite(np.delete(z, 5, axis=0)).all()
+    assert np.array_equal(z.view(np.uint32), sequential(g, v).view(np.uint32))
+
+
 def test_bits_do_not_depend_on_thread_count():
     code = ("import sys, hashlib, numpy as np; sys.path.insert(0, %r); import torchlean as tl; "
             "r = np.random.default_rng(3); a = r.uniform(-1, 1, (300, 270)).astype(np.float32); "
@@ -83,7 +114,12 @@ def test_bits_do_not_depend_on_thread_count():
             "c = r.uniform(-1, 1, (6, 40, 70)).astype(np.float32); "
             "d = r.uniform(-1, 1, (6, 70, 50)).astype(np.float32); "
             "z = tl.ops.bmm(tl.AnyBuffer.from_numpy(c), tl.AnyBuffer.from_numpy(d)).to_numpy(); "
-            "print(hashlib.sha256(y.tobytes() + z.tobytes()).hexdigest())") % str(Path(__file__).resolve().parent.parent)
+            "e = r.uniform(-1, 1, (130, 3000)).astype(np.float32); "
+            "f = r.uniform(-1, 1, (3000, 10)).astype(np.float32); "
+            "u = tl.ops.matmul(tl.AnyBuffer.from_numpy(e), tl.AnyBuffer.from_numpy(f)).to_numpy(); "
+            "v = tl.ops.matmul(tl.AnyBuffer.from_numpy(e[:, :10].copy()), "
+            "tl.AnyBuffer.from_numpy(e[:10].copy())).to_numpy(); "
+            "print(hashlib.sha256(y.tobytes() + z.tobytes() + u.tobytes() + v.tobytes()).hexdigest())") % str(Path(__file__).resolve().parent.parent)
     digests = set()
     for threads in ("1", "2", "3"):
         env = dict(os.environ, OMP_NUM_THREADS=threads, TORCHLEAN_BACKEND="stub")

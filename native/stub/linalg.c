@@ -6,6 +6,8 @@
  * of A, packed into MR-row panels, runs through a register-tiled MR x NR micro-kernel written
  * with GCC/Clang vector types. Threads take bands of C (tl_sgemm) and never wait for each other
  * inside a product, so a thread that another process delays holds up only its own band.
+ * Two shapes skip the blocking, where packing would cost more than the product: narrow ones
+ * (p <= 16 columns, gemm_narrow) and short ones (k <= SHORTK_MAX, gemm_shortk).
  *
  * Determinism: each C element is owned by one task per k slice, slices run in increasing k,
  * and the micro-kernel adds products one k at a time with a fused multiply-add (acc =
@@ -22,6 +24,7 @@
 #include <string.h>
 #include "stub.h"
 #include "sgemm.h"
+#include "transpose16.h"
 #include "formulas/normalize.h"
 #include "simd16.h"
 #include "generated/linalg_kernels.h"
@@ -130,13 +133,23 @@ static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t
             for (int64_t j = nr; j < NR; j++) d[j] = 0.0f;
         }
     } else {
+        /* op(B)'s columns contiguous in k (a transposed B such as linear's weight): whole
+         * 16 x 16 tiles go through a register transpose, the rest one float at a time */
+        const int64_t jv = brs == 1 ? nr / 16 * 16 : 0, kv = kc / 16 * 16;
+        for (int64_t jb = 0; jb < jv; jb += 16)
+            for (int64_t kb = 0; kb < kv; kb += 16) {
+                tl_v16 r[16];
+                for (int l = 0; l < 16; l++) r[l] = vload(B + (j0 + jb + l) * bcs + k0 + kb);
+                tl_transpose16(r);
+                for (int l = 0; l < 16; l++) vstore(Bp + (kb + l) * NR + jb, r[l]);
+            }
         for (int64_t j = 0; j < NR; j++) {
             if (j >= nr) {
                 for (int64_t k = 0; k < kc; k++) Bp[k * NR + j] = 0.0f;
                 continue;
             }
             const float *b = B + (j0 + j) * bcs + k0 * brs;
-            for (int64_t k = 0; k < kc; k++) Bp[k * NR + j] = b[k * brs];
+            for (int64_t k = j < jv ? kv : 0; k < kc; k++) Bp[k * NR + j] = b[k * brs];
         }
     }
 }
@@ -209,6 +222,153 @@ static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B,
     return 0;
 }
 
+/* ---- narrow products: p <= 16 output columns, A's rows contiguous in k ----
+ * The blocked path packs A into MR-row panels (a transpose of all of A) and B into NR = 32
+ * wide panels, so for a few outputs per row (a classifier head: p = 10, n = 8192) packing
+ * costs more than the product. Here op(B) is packed once into rows of one 16-float vector
+ * per k (zero past p), and each row's A value is broadcast straight from A: every output is
+ * still one fma chain in increasing k from 0 (or from C), the same bits as the blocked path. */
+#define NARROW_ROWS 8   /* rows per register tile: 8 accumulators beside the B vector */
+#define NARROW_KC 256   /* k per pass: a 16 KiB slice of packed B stays in L1 for all rows */
+
+/* C rows [0, mr) (+)= A rows [0, mr) x the k slice [k0, k1) of the packed Bp */
+static inline __attribute__((always_inline)) void
+narrow_tile(const int mr, const float *A, int64_t ars, const float *Bp, int64_t k0, int64_t k1,
+            float *C, int64_t ldc, int p, int zero) {
+    v16 acc[NARROW_ROWS];
+    float tmp[16] = {0};
+    for (int r = 0; r < mr; r++) {
+        if (!zero) memcpy(tmp, C + r * ldc, (size_t)p * sizeof(float));
+        acc[r] = vload(tmp);
+    }
+    for (int64_t k = k0; k < k1; k++) {
+        v16 b = vload(Bp + k * 16);
+        for (int r = 0; r < mr; r++) acc[r] = VFMA(A[r * ars + k], b, acc[r]);
+    }
+    for (int r = 0; r < mr; r++) {
+        vstore(tmp, acc[r]);
+        memcpy(C + r * ldc, tmp, (size_t)p * sizeof(float));
+    }
+}
+
+#define NT_CASE(R) case R: narrow_tile(R, Ai, ars, Bp, k0, k1, Ci, ldc, p, zero); break;
+
+/* rows [i0, i1) of the narrow product, k slice by k slice (C carries each chain between
+ * slices, which leaves its bits alone) */
+static void narrow_rows(const float *A, int64_t ars, const float *Bp, float *C, int64_t ldc,
+                        int64_t i0, int64_t i1, int64_t n, int p, int accumulate) {
+    for (int64_t k0 = 0; k0 < n; k0 += NARROW_KC) {
+        const int64_t k1 = n - k0 < NARROW_KC ? n : k0 + NARROW_KC;
+        const int zero = k0 == 0 && !accumulate;
+        for (int64_t i = i0; i < i1; i += NARROW_ROWS) {
+            const float *Ai = A + i * ars;
+            float *Ci = C + i * ldc;
+            switch (i1 - i < NARROW_ROWS ? (int)(i1 - i) : NARROW_ROWS) {
+            NT_CASE(8) NT_CASE(7) NT_CASE(6) NT_CASE(5) NT_CASE(4) NT_CASE(3) NT_CASE(2) NT_CASE(1)
+            }
+        }
+    }
+}
+
+/* C (m, p) (+)= A @ op(B) for p <= 16 and A's rows contiguous in k: op(B) packed once (the
+ * threads share the packing, then take bands of rows) */
+static int gemm_narrow(const float *A, int64_t ars, const float *B, int64_t brs, int64_t bcs,
+                       float *C, int64_t ldc, int64_t m, int64_t n, int64_t p, int accumulate,
+                       int may_thread) {
+    float *Bp = (float *)malloc((size_t)n * 16 * sizeof(float));
+    if (!Bp) return 1;
+#pragma omp parallel if (may_thread && m * n * p > 8 * TL_PAR_MIN)
+    {
+#pragma omp for schedule(static)
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < 16; j++) Bp[k * 16 + j] = j < p ? B[k * brs + j * bcs] : 0.0f;
+        int64_t T = omp_get_num_threads(), me = omp_get_thread_num();
+        int64_t units = (m + NARROW_ROWS - 1) / NARROW_ROWS;
+        int64_t lo = units * me / T * NARROW_ROWS, hi = units * (me + 1) / T * NARROW_ROWS;
+        if (hi > m) hi = m;
+        if (lo < hi) narrow_rows(A, ars, Bp, C, ldc, lo, hi, n, (int)p, accumulate);
+    }
+    free(Bp);
+    return 0;
+}
+
+/* ---- short products: k <= SHORTK_MAX, B's rows contiguous in j ----
+ * With a few k's per output (a classifier head's input gradient: n = 10, p = 8192) the
+ * blocked path's packing and its micro-tile's setup outweigh the few fmas per output. Here
+ * nothing is packed: a tile of rows times 64 columns keeps its accumulators in registers for
+ * all n k's, B's rows read in place; each output is the same fma chain in increasing k from 0
+ * (or from C). */
+#define SHORTK_MAX 16
+#define SK_ROWS 4   /* rows per tile */
+#define SK_VECS 4   /* 16-float vectors per tile row */
+
+static inline __attribute__((always_inline)) void
+shortk_tile(const int mr, const int nv, const float *A, int64_t ars, int64_t acs, const float *B,
+            int64_t brs, float *C, int64_t ldc, int64_t n, int zero) {
+    v16 acc[SK_ROWS][SK_VECS];
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = zero ? (v16){0} : vload(C + r * ldc + 16 * v);
+    for (int64_t k = 0; k < n; k++) {
+        v16 b[SK_VECS];
+        for (int v = 0; v < nv; v++) b[v] = vload(B + k * brs + 16 * v);
+        for (int r = 0; r < mr; r++) {
+            float a = A[r * ars + k * acs];
+            for (int v = 0; v < nv; v++) acc[r][v] = VFMA(a, b[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) vstore(C + r * ldc + 16 * v, acc[r][v]);
+}
+
+#define SK_CASE(R)                                                                              \
+    case R:                                                                                     \
+        if (nv == SK_VECS) shortk_tile(R, SK_VECS, Ai, ars, acs, Bj, brs, Cij, ldc, n, zero);   \
+        else shortk_tile(R, 1, Ai, ars, acs, Bj, brs, Cij, ldc, n, zero);                       \
+        break;
+
+/* C rows [i0, i1) x columns [j0, j1) of the short product: 64 columns at a time, then single
+ * vectors, then a scalar chain per column past the last whole vector */
+static void shortk_block(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
+                         float *C, int64_t ldc, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                         int64_t n, int zero) {
+    int64_t j = j0;
+    for (; j + 16 <= j1; j += 16 * (j + 16 * SK_VECS <= j1 ? SK_VECS : 1)) {
+        const int nv = j + 16 * SK_VECS <= j1 ? SK_VECS : 1;
+        const float *Bj = B + j;
+        for (int64_t i = i0; i < i1; i += SK_ROWS) {
+            const float *Ai = A + i * ars;
+            float *Cij = C + i * ldc + j;
+            switch (i1 - i < SK_ROWS ? (int)(i1 - i) : SK_ROWS) { SK_CASE(4) SK_CASE(3) SK_CASE(2) SK_CASE(1) }
+        }
+    }
+    for (; j < j1; j++)
+        for (int64_t i = i0; i < i1; i++) {
+            float c = zero ? 0.0f : C[i * ldc + j];
+            for (int64_t k = 0; k < n; k++) c = __builtin_fmaf(A[i * ars + k * acs], B[k * brs + j], c);
+            C[i * ldc + j] = c;
+        }
+}
+
+/* C (m, p) (+)= op(A) (m, n) @ B (n, p) for n <= SHORTK_MAX and B's rows contiguous: threads
+ * take bands of 64 columns when there are enough of them, else bands of rows */
+static void gemm_shortk(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
+                        float *C, int64_t ldc, int64_t m, int64_t n, int64_t p, int accumulate,
+                        int may_thread) {
+    const int64_t cw = 16 * SK_VECS;
+#pragma omp parallel if (may_thread && m * n * p > 8 * TL_PAR_MIN)
+    {
+        int64_t T = omp_get_num_threads(), me = omp_get_thread_num();
+        if (p / cw >= T) {
+            int64_t units = (p + cw - 1) / cw, lo = units * me / T * cw, hi = units * (me + 1) / T * cw;
+            if (hi > p) hi = p;
+            if (lo < hi) shortk_block(A, ars, acs, B, brs, C, ldc, 0, m, lo, hi, n, !accumulate);
+        } else {
+            int64_t lo = m * me / T, hi = m * (me + 1) / T;
+            if (lo < hi) shortk_block(A, ars, acs, B, brs, C, ldc, lo, hi, 0, p, n, !accumulate);
+        }
+    }
+}
+
 /* C (m, p) = op(A) (m, n) @ op(B) (n, p) with element strides as in pack_a / pack_b; C is
  * row-major with row stride ldc and overwritten unless accumulate. Returns nonzero on
  * allocation failure. Threads split C without any barrier: into row bands when m >= p (each
@@ -242,6 +402,12 @@ static int sgemm_core(const float *A, int64_t ars, int64_t acs, const float *Apr
                 }
             }
         }
+        return 0;
+    }
+    if (p <= 16 && acs == 1 && !Apre)
+        return gemm_narrow(A, ars, B, brs, bcs, C, ldc, m, n, p, accumulate, may_thread);
+    if (n <= SHORTK_MAX && bcs == 1 && !Apre) {
+        gemm_shortk(A, ars, acs, B, brs, C, ldc, m, n, p, accumulate, may_thread);
         return 0;
     }
     if (!may_thread || m * n * p <= 8 * TL_PAR_MIN)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include "stub.h"
 #include "formulas/normalize.h"
+#include "transpose16.h"
 #include "generated/norm_kernels.h"
 
 int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
@@ -70,53 +71,129 @@ enum { BN_X, BN_SQDEV, BN_PROD };
 
 /* Rule 4 over channel ch's n*s elements, sample by sample: a[off] (BN_X), (a[off] - mu)^2
  * (BN_SQDEV) or a[off] * b[off] (BN_PROD), every step rounded. The chunks' sequential sums are
- * independent, so BN_LANES of them run side by side: a block of BN_LANES chunks is copied
- * (values computed on the way) into buf, lane-interleaved (buf[i * BN_LANES + l] = value i of
- * chunk l), and summed as vectors of one value per chunk; the chunk partials then go onto the
- * tree in chunk order (tlm_sum4_push), exactly as tlm_sum4_add would have pushed them. */
+ * independent, so BN_LANES of them run side by side as the lanes of one vector; the chunk
+ * partials then go onto the tree in chunk order (tlm_sum4_push), exactly as tlm_sum4_add would
+ * have pushed them. */
 #define BN_LANES 16
 
-static float bn_channel_sum(int kind, const float *a, const float *b, float mu, int64_t n,
-                            int64_t c, int64_t s, int64_t ch) {
+typedef float tl_v16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define BN_LOAD(p) ((tl_v16)*(const tl_v16u *)(p))
+
+/* One block of up to BN_LANES chunks from walk position p0, any s: the values are copied
+ * (computed on the way) into buf lane-interleaved (buf[i * BN_LANES + l] = value i of chunk l)
+ * and summed as vectors of one value per chunk. Writes the chunk partials to part and returns
+ * how many chunks the block holds. */
+static int64_t bn_block_copy(int kind, const float *a, const float *b, float mu, int64_t n,
+                             int64_t c, int64_t s, int64_t ch, int64_t p0, float part[BN_LANES]) {
     float buf[BN_LANES * TLM_CHUNK];
-    tlm_sum4 acc;
+    const int64_t total = n * s;
+    int64_t lanes = 0, last = TLM_CHUNK;   /* chunks in this block; the last one's length */
+    for (int64_t l = 0; l < BN_LANES && p0 + l * TLM_CHUNK < total; l++, lanes++) {
+        int64_t p = p0 + l * TLM_CHUNK, len = total - p < TLM_CHUNK ? total - p : TLM_CHUNK;
+        int64_t bi = p / s, off = p % s;
+        last = len;
+        for (int64_t i = 0; i < len;) {
+            int64_t seg = s - off < len - i ? s - off : len - i, base = (bi * c + ch) * s + off;
+            float *dst = buf + i * BN_LANES + l;
+            if (kind == BN_X)
+                for (int64_t t = 0; t < seg; t++) dst[t * BN_LANES] = a[base + t];
+            else if (kind == BN_SQDEV)
+                for (int64_t t = 0; t < seg; t++) dst[t * BN_LANES] = tlf_sqdev(a[base + t], mu);
+            else
+                for (int64_t t = 0; t < seg; t++) dst[t * BN_LANES] = tlm_mul(a[base + t], b[base + t]);
+            i += seg; bi++; off = 0;
+        }
+    }
+    if (lanes == BN_LANES && last == TLM_CHUNK) {
+        for (int l = 0; l < BN_LANES; l++) part[l] = buf[l];
+        for (int64_t i = 1; i < TLM_CHUNK; i++)
+#pragma omp simd
+            for (int l = 0; l < BN_LANES; l++) part[l] = tlm_add(part[l], buf[i * BN_LANES + l]);
+    } else {
+        for (int64_t l = 0; l < lanes; l++) {
+            int64_t len = l == lanes - 1 ? last : TLM_CHUNK;
+            float v = buf[l];
+            for (int64_t i = 1; i < len; i++) v = tlm_add(v, buf[i * BN_LANES + l]);
+            part[l] = v;
+        }
+    }
+    return lanes;
+}
+
+/* The walk offset of position p of channel ch, and the values left in its sample's plane */
+static inline int64_t bn_offset(int64_t p, int64_t c, int64_t s, int64_t ch, int64_t *left) {
+    *left = s - p % s;
+    return (p / s * c + ch) * s + p % s;
+}
+
+/* 16 rows (a row of 16 values per chunk) transposed and added into acc in walk order; the
+ * first group of a chunk (first) starts the sums from its first value */
+static inline __attribute__((always_inline)) tl_v16 bn_add_rows(tl_v16 r[16], tl_v16 acc, int first) {
+    tl_transpose16(r);
+    int i = 0;
+    if (first) acc = r[i++];
+    for (; i < 16; i++) acc = acc + r[i];
+    return acc;
+}
+
+/* One block of BN_LANES whole chunks from walk position p0 when s % 16 == 0: every run of 16
+ * values inside a chunk is then contiguous in one sample's plane, so lane l's next 16 values
+ * are one vector load at cur[l]. 16 such rows (a row per chunk) transposed give 16 vectors of
+ * one value per chunk, added in walk order: the same sequential sums as bn_block_copy, without
+ * the trip through memory. BN_X and BN_SQDEV sum a's values into part; BN_PROD sums both a's
+ * values (part) and a * b (part2) in the one walk (the backward's two sums). */
+static void bn_block_rows(int kind, const float *a, const float *b, float mu, int64_t c,
+                          int64_t s, int64_t ch, int64_t p0, float part[BN_LANES],
+                          float part2[BN_LANES]) {
+    int64_t cur[BN_LANES], left[BN_LANES];   /* next offset; values left in its sample's plane */
+    for (int l = 0; l < BN_LANES; l++) cur[l] = bn_offset(p0 + (int64_t)l * TLM_CHUNK, c, s, ch, &left[l]);
+    tl_v16 acc = {0}, acc2 = {0};
+    for (int t = 0; t < TLM_CHUNK / 16; t++) {
+        tl_v16 r[16];
+        for (int l = 0; l < 16; l++) {
+            tl_v16 v = BN_LOAD(a + cur[l]);
+            if (kind == BN_SQDEV) { v = v - mu; v = v * v; }
+            r[l] = v;
+        }
+        acc = bn_add_rows(r, acc, t == 0);
+        if (kind == BN_PROD) {
+            for (int l = 0; l < 16; l++) r[l] = BN_LOAD(a + cur[l]) * BN_LOAD(b + cur[l]);
+            acc2 = bn_add_rows(r, acc2, t == 0);
+        }
+        for (int l = 0; l < 16; l++) {
+            cur[l] += 16;
+            if ((left[l] -= 16) == 0) { cur[l] += (c - 1) * s; left[l] = s; }
+        }
+    }
+    for (int l = 0; l < BN_LANES; l++) { part[l] = acc[l]; part2[l] = acc2[l]; }
+}
+
+/* Rule 4 over channel ch's walk: sums[0] of a's values (BN_X), of (a - mu)^2 (BN_SQDEV); for
+ * BN_PROD sums[0] of a's values and sums[1] of a * b */
+static void bn_channel_sums(int kind, const float *a, const float *b, float mu, int64_t n,
+                            int64_t c, int64_t s, int64_t ch, float sums[2]) {
+    tlm_sum4 acc, acc2;
     tlm_sum4_init(&acc);
+    tlm_sum4_init(&acc2);
     const int64_t total = n * s;
     for (int64_t p0 = 0; p0 < total; p0 += BN_LANES * TLM_CHUNK) {
-        int64_t lanes = 0, last = TLM_CHUNK;   /* chunks in this block; the last one's length */
-        for (int64_t l = 0; l < BN_LANES && p0 + l * TLM_CHUNK < total; l++, lanes++) {
-            int64_t p = p0 + l * TLM_CHUNK, len = total - p < TLM_CHUNK ? total - p : TLM_CHUNK;
-            int64_t bi = s ? p / s : 0, off = s ? p % s : 0;
-            last = len;
-            for (int64_t i = 0; i < len;) {
-                int64_t seg = s - off < len - i ? s - off : len - i, base = (bi * c + ch) * s + off;
-                float *dst = buf + i * BN_LANES + l;
-                if (kind == BN_X)
-                    for (int64_t t = 0; t < seg; t++) dst[t * BN_LANES] = a[base + t];
-                else if (kind == BN_SQDEV)
-                    for (int64_t t = 0; t < seg; t++) dst[t * BN_LANES] = tlf_sqdev(a[base + t], mu);
-                else
-                    for (int64_t t = 0; t < seg; t++) dst[t * BN_LANES] = tlm_mul(a[base + t], b[base + t]);
-                i += seg; bi++; off = 0;
-            }
-        }
-        float part[BN_LANES];
-        if (lanes == BN_LANES && last == TLM_CHUNK) {
-            for (int l = 0; l < BN_LANES; l++) part[l] = buf[l];
-            for (int64_t i = 1; i < TLM_CHUNK; i++)
-#pragma omp simd
-                for (int l = 0; l < BN_LANES; l++) part[l] = tlm_add(part[l], buf[i * BN_LANES + l]);
+        float part[BN_LANES], part2[BN_LANES];
+        int64_t lanes = BN_LANES;
+        if (s % 16 == 0 && total - p0 >= BN_LANES * TLM_CHUNK) {
+            bn_block_rows(kind, a, b, mu, c, s, ch, p0, part, part2);
+        } else if (kind == BN_PROD) {
+            lanes = bn_block_copy(BN_X, a, NULL, 0.0f, n, c, s, ch, p0, part);
+            bn_block_copy(BN_PROD, a, b, 0.0f, n, c, s, ch, p0, part2);
         } else {
-            for (int64_t l = 0; l < lanes; l++) {
-                int64_t len = l == lanes - 1 ? last : TLM_CHUNK;
-                float v = buf[l];
-                for (int64_t i = 1; i < len; i++) v = tlm_add(v, buf[i * BN_LANES + l]);
-                part[l] = v;
-            }
+            lanes = bn_block_copy(kind, a, NULL, mu, n, c, s, ch, p0, part);
         }
-        for (int64_t l = 0; l < lanes; l++) tlm_sum4_push(&acc, part[l]);
+        for (int64_t l = 0; l < lanes; l++) {
+            tlm_sum4_push(&acc, part[l]);
+            if (kind == BN_PROD) tlm_sum4_push(&acc2, part2[l]);
+        }
     }
-    return tlm_sum4_result(&acc);
+    sums[0] = tlm_sum4_result(&acc);
+    sums[1] = kind == BN_PROD ? tlm_sum4_result(&acc2) : 0.0f;
 }
 
 float tl_stub_channel_sum(const float *a, int64_t n, int64_t c, int64_t s, int64_t ch) {
@@ -132,8 +209,11 @@ int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf b
     const float inv_cnt = (float)(1.0 / (double)(n * s)), e = (float)eps;
 #pragma omp parallel for schedule(static) if (total > TL_PAR_MIN)
     for (int64_t ch = 0; ch < c; ch++) {
-        float mu = tlf_mean(bn_channel_sum(BN_X, X, NULL, 0.0f, n, c, s, ch), inv_cnt);
-        float vr = tlf_mean(bn_channel_sum(BN_SQDEV, X, NULL, mu, n, c, s, ch), inv_cnt);
+        float sx[2], sq[2];
+        bn_channel_sums(BN_X, X, NULL, 0.0f, n, c, s, ch, sx);
+        float mu = tlf_mean(sx[0], inv_cnt);
+        bn_channel_sums(BN_SQDEV, X, NULL, mu, n, c, s, ch, sq);
+        float vr = tlf_mean(sq[0], inv_cnt);
         float sd = tlf_norm_std(vr, e);
         M[ch] = mu; V[ch] = vr; IS[ch] = tlf_norm_inv(sd);
         for (int64_t b = 0; b < n; b++) {
@@ -158,8 +238,9 @@ int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, 
     const float fc = (float)cnt, inv_cnt = cnt ? (float)(1.0 / (double)cnt) : 0.0f;
 #pragma omp parallel for schedule(static) if (total > TL_PAR_MIN)
     for (int64_t ch = 0; ch < c; ch++) {
-        float sb = bn_channel_sum(BN_X, GO, NULL, 0.0f, n, c, s, ch);
-        float sg = bn_channel_sum(BN_PROD, GO, XH, 0.0f, n, c, s, ch);
+        float sums[2];
+        bn_channel_sums(BN_PROD, GO, XH, 0.0f, n, c, s, ch, sums);   /* sum g, sum g * xhat */
+        float sb = sums[0], sg = sums[1];
         DB[ch] = sb; DG[ch] = sg;
         /* sum(dxhat) = gamma * sum(g), sum(dxhat * xhat) = gamma * sum(g * xhat) */
         float S1 = tlm_mul(sb, GA[ch]), S2 = tlm_mul(sg, GA[ch]), is = IS[ch];

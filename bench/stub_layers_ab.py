@@ -1,0 +1,130 @@
+"""bench_stub_layers.py's batchnorm and linear rows on the stub alone, one build against another
+(no PyTorch needed): the same layer calls through nn modules and the tape, forward and
+forward+backward, in two processes that take turns round by round.
+
+    python bench/stub_layers_ab.py --before DIR [--threads 2] [--rounds 9] [--reps 3]
+                                   [--clock wall|cpu] [--layers bn,linear]
+
+DIR holds the other libtorchlean_stub.so (TORCHLEAN_LIB_DIR for the "before" process); "after"
+is this checkout's library. Medians of --rounds blocks of --reps calls, ms per call; bwd is
+fwd+bwd minus fwd. Load that comes and goes hits both processes alike.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+B = 128
+ROWS = [("bn 32 s32", "bn", (32, 32)), ("bn 64 s16", "bn", (64, 16)), ("bn 128 s8", "bn", (128, 8)),
+        ("linear 8192-10", "linear", (8192, 10)), ("linear 512-512", "linear", (512, 512))]
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--before", required=False, help="the other library's folder")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    p.add_argument("--layers", default="", help="comma-separated row-name prefixes")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def runners(kind, a, rng):
+    """{"fwd": fn, "fwd+bwd": fn} for one row"""
+    sys.path.insert(0, str(ROOT))
+    from torchlean import nn
+    from torchlean.session import Session
+    if kind == "bn":
+        m, shape = nn.BatchNorm2d(a[0]), (B, a[0], a[1], a[1])
+    else:
+        m, shape = nn.Linear(*a), (B, a[0])
+    x = rng.standard_normal(shape, dtype=np.float32)
+    g = rng.standard_normal(shape if kind == "bn" else (B, a[1]), dtype=np.float32)
+
+    def run(backward):
+        with Session() as s:
+            y = m(s.tensor(x, requires_grad=backward))
+            if backward:
+                y.backward(s.tensor(g))
+    return {"fwd": lambda: run(False), "fwd+bwd": lambda: run(True)}
+
+
+def child(a):
+    """answer a row index per stdin line with the times of one block of each call, in JSON"""
+    rng = np.random.default_rng(0)
+    clock = time.process_time if a.clock == "cpu" else time.perf_counter
+    made = {}
+    for line in sys.stdin:
+        i = int(line)
+        if i not in made:
+            made[i] = runners(ROWS[i][1], ROWS[i][2], rng)
+            for fn in made[i].values():
+                fn()
+        out = {}
+        for label, fn in made[i].items():
+            t0 = clock()
+            for _ in range(a.reps):
+                fn()
+            out[label] = (clock() - t0) / a.reps * 1e3
+        print(json.dumps(out), flush=True)
+
+
+def spawn(a, lib):
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), TORCHLEAN_BACKEND="stub")
+    env.pop("TORCHLEAN_LIB_DIR", None)
+    if lib:
+        env["TORCHLEAN_LIB_DIR"] = lib
+    return subprocess.Popen([sys.executable, __file__, "--child", "--clock", a.clock, "--reps",
+                             str(a.reps)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env)
+
+
+def main():
+    a = parse(sys.argv[1:])
+    if a.child:
+        return child(a)
+    sides = {"after": spawn(a, None)}
+    if a.before:
+        sides["before"] = spawn(a, a.before)
+    want = [w.strip() for w in a.layers.split(",") if w.strip()]
+    print(f"threads {a.threads}, clock {a.clock}, rounds {a.rounds} x {a.reps} calls, "
+          f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    for i, (name, _, _) in enumerate(ROWS):
+        if want and not any(name.startswith(w) for w in want):
+            continue
+        times = {s: [] for s in sides}
+        for _ in range(a.rounds):
+            for s, p in sides.items():
+                p.stdin.write(f"{i}\n")
+                p.stdin.flush()
+                times[s].append(json.loads(p.stdout.readline()))
+        med = {s: {k: statistics.median(r[k] for r in v) for k in v[0]} for s, v in times.items()}
+        for m in med.values():
+            m["bwd"] = m["fwd+bwd"] - m["fwd"]
+        parts = []
+        for k in ("fwd", "bwd", "fwd+bwd"):
+            if a.before:
+                parts.append(f"{k} {med['before'][k]:.2f} -> {med['after'][k]:.2f} ms "
+                             f"({med['after'][k] / med['before'][k]:.2f}x)")
+            else:
+                parts.append(f"{k} {med['after'][k]:.2f} ms")
+        print(f"{name}: " + ", ".join(parts), flush=True)
+    print(f"load average at the end {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    for p in sides.values():
+        p.stdin.close()
+        p.wait()
+
+
+if __name__ == "__main__":
+    main()
