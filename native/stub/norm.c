@@ -197,7 +197,9 @@ static void bn_channel_sums(int kind, const float *a, const float *b, float mu, 
 }
 
 float tl_stub_channel_sum(const float *a, int64_t n, int64_t c, int64_t s, int64_t ch) {
-    return bn_channel_sum(BN_X, a, NULL, 0.0f, n, c, s, ch);
+    float sums[2];
+    bn_channel_sums(BN_X, a, NULL, 0.0f, n, c, s, ch, sums);
+    return sums[0];
 }
 
 int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
