@@ -10,34 +10,23 @@
 // that finishes a buffer's last chunk writes its digest. The table (pointer, length, first
 // chunk), the totals and the counters go up in one upload.
 //
-// A small batch (at most kSmallItems buffers of at most kSmallElements elements each, as a
-// training step's batches of a small model are) skips that upload and the scratch: its table is
-// the kernel's argument, and one block per buffer sums its terms and writes its digest. Only the
+// A small batch (audit_small.cuh: at most 64 buffers of at most 2^16 elements each, as a training
+// step's batches of a small model are) skips that upload and the scratch: its table is the
+// kernel's argument, and one block per buffer sums its terms and writes its digest. Only the
 // host's cost differs (one launch, no copy, no event): the sums, so the digests, are the same.
 #include <cstdlib>
 #include "common.cuh"
+#include "audit_small.cuh"
 #include "formulas/audit.h"
 #include "generated/audit_kernels.h"
 
 namespace {
 
+using tl_audit::block_sum;
+
 constexpr int kMaxBlocks = 1024;
 
 constexpr int64_t kChunk = 16 * TL_THREADS;   // elements one block sums at a time (batch)
-
-// the sum of v over the block's TL_THREADS threads, in every thread; the block may call it again
-__device__ uint64_t block_sum(uint64_t v) {
-    __shared__ uint64_t s[TL_THREADS];
-    s[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = TL_THREADS / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
-        __syncthreads();
-    }
-    uint64_t r = s[0];
-    __syncthreads();
-    return r;
-}
 
 // one buffer of a batch, as uploaded: its payload, its length and its first chunk's index
 struct BatchItem {
@@ -81,26 +70,6 @@ __global__ void digest_batch_kernel(const BatchItem *__restrict__ items, int64_t
     }
 }
 
-constexpr int kSmallItems = 64;
-constexpr int64_t kSmallElements = 1 << 16;
-
-// a small batch's table, passed by value (1 KB of kernel parameters)
-struct SmallBatch {
-    unsigned long long ptr[kSmallItems];
-    long long n[kSmallItems];
-};
-
-__global__ void digest_small_kernel(const __grid_constant__ SmallBatch b,
-                                    float *__restrict__ rows) {
-    const int k = blockIdx.x;
-    const uint32_t *w = reinterpret_cast<const uint32_t *>(b.ptr[k]);
-    const int64_t n = b.n[k];
-    uint64_t s = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += tlf_digest_term(i, w[i]);
-    s = block_sum(s);
-    if (threadIdx.x == 0) tlf_digest_store(rows + 4 * k, tlf_digest_final(s, n));
-}
-
 __global__ void digest_terms(const uint32_t *__restrict__ w, int64_t n, uint64_t *__restrict__ part) {
     uint64_t s = 0;
     TL_GRID_STRIDE(i, n) s += tlf_digest_term(i, w[i]);
@@ -137,7 +106,7 @@ extern "C" int tlk_digest(const char *op, tl_buf x, tl_buf ring, int64_t n, int6
 extern "C" int tlk_digest_batch(const char *op, tl_buf ring, const int64_t *handles,
                                 int64_t handles_len, int64_t count, int64_t slots, int64_t first) {
     if (count == 0) return TL_OK;
-    bool small = count <= kSmallItems;
+    bool small = count <= tl_audit::kSmallItems;
     for (int64_t k = 0; k < count; k++) {
         tl_buf b = (tl_buf)(intptr_t)handles[k];
         if (!b || !b->live) {
@@ -145,16 +114,16 @@ extern "C" int tlk_digest_batch(const char *op, tl_buf ring, const int64_t *hand
             return tl_fail(TL_E_RELEASED, "%s: handles[%lld] (a buffer of %lld elements) was "
                            "already released", op, (long long)k, (long long)b->n);
         }
-        if (b->n > kSmallElements) small = false;
+        if (b->n > tl_audit::kSmallElements) small = false;
     }
     if (small) {
-        SmallBatch t;
+        tl_audit::SmallBatch t;
         for (int64_t k = 0; k < count; k++) {
             tl_buf b = (tl_buf)(intptr_t)handles[k];
             t.ptr[k] = (unsigned long long)(uintptr_t)b->data;
             t.n[k] = b->n;
         }
-        digest_small_kernel<<<(unsigned)count, TL_THREADS, 0, tl_stream()>>>(
+        tl_audit::digest_small_kernel<<<(unsigned)count, TL_THREADS, 0, tl_stream()>>>(
             t, ring->data + 4 * first);
         TL_LAUNCHED(op);
         return TL_OK;
