@@ -88,13 +88,14 @@ class Recorder:
         # step -> the lowest sequence number its records may refer to (forget() says why)
         self.floors = {0: 0}
         self.tape = None              # the tape `known` describes
-        self.known: dict = {}         # node id -> (source, digest) on that tape
-        # id(payload) -> (payload, digest) of the VJP contributions of the running
-        # backward pass (kept until the next op or step: a contribution handed on is a later
-        # VJP's cotangent, one handed to a parameter its gradient at the optimizer step)
+        self.known: dict = {}         # node id -> (source, digest, shape) on that tape
+        # payload (Buffer) -> digest of the VJP contributions of the running backward pass
+        # (kept until the next op or step: a contribution handed on is a later VJP's cotangent,
+        # one handed to a parameter its gradient at the optimizer step). Keyed by the Buffer
+        # itself (identity), which the dict keeps alive: no other payload can take its place.
         self.grads: dict = {}
-        # id(storage) -> (storage, version, digest) of the parameter values digested after the
-        # last optimizer step: the next forward's leaves reuse them while their version stays
+        # storage (Buffer) -> (version, digest) of the parameter values digested after the last
+        # optimizer step: the next forward's leaves reuse them while their version stays
         self.after_step: dict = {}
         self.names: dict = {}         # id(optimizer) -> (param names, module buffers)
         self.hypers: dict = {}        # id(optimizer) -> (optimizer, values, their JSON)
@@ -120,10 +121,9 @@ class Recorder:
             else:
                 if not node.requires_grad:
                     self.now = True     # a data leaf: its owner may write it in place
-                seen = self.after_step.get(id(buf))
-                if (seen is not None and seen[0] is buf
-                        and seen[1] == getattr(buf, "version", 0)):
-                    d = seen[2]
+                seen = self.after_step.get(buf)
+                if seen is not None and seen[0] == getattr(buf, "version", 0):
+                    d = seen[1]
                 else:
                     d = self.add(value)
             k = self.known[p] = (label, d, value.shape)
@@ -185,12 +185,13 @@ class Recorder:
         # contribution's digest
         grads, add = self.grads, self.add
         cbuf = cot.buf
-        seen = grads.get(id(cbuf))
-        dc = seen[1] if seen is not None and seen[0] is cbuf else add(cot)
+        dc = grads.get(cbuf)
+        if dc is None:
+            dc = add(cot)
         vjp = node.vjp
         if getattr(vjp, "overwrites_grad", False):
             self.batch.run()        # the VJP writes over its cotangent: digest it first
-            grads.pop(id(cbuf), None)
+            grads.pop(cbuf, None)
         contribs = vjp(cot, needs, node.saved)
         outs = []
         for c in contribs:
@@ -199,7 +200,7 @@ class Recorder:
                 continue
             b = c.buf
             d = dc if b is cbuf else add(c)
-            grads[id(b)] = (b, d)
+            grads[b] = d
             outs += (c.shape, d)
         batch = self.batch
         self.log.extend((batch.base + batch.count, "B", self.step, node.name, src, cot.shape,
@@ -269,18 +270,16 @@ class Recorder:
                 # queued: a payload written before its VJP handed it on is digested again,
                 # which gives the same digest while its bits are unchanged
                 b = g.buf
-                seen = grads.get(id(b))
-                if (seen is not None and seen[0] is b and not p.post_grad_hooks
-                        and getattr(b, "version", 0) == 0 and b not in EXPORTS):
-                    grad = seen[1]
-                else:
+                grad = grads.get(b)
+                if (grad is None or p.post_grad_hooks or getattr(b, "version", 0) != 0
+                        or b in EXPORTS):
                     grad = first + len(bufs)
                     put(b)
             m = p._buf                  # p.mirror() outside a capture
             b = m.buf
             d = first + len(bufs)
             put(b)
-            after[id(b)] = (b, getattr(b, "version", 0), d)
+            after[b] = (getattr(b, "version", 0), d)
             entries += (names.get(id(p)) or p.name or f"param{k}", m.shape, grad, d,
                         len(state) // 2, *state)
         for k, b in buffers:
