@@ -196,6 +196,16 @@ build/sort_emu.so: $(SORT_EMU_DEPS)
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
 	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
 
+# the small digest batch's kernel (native/cuda/audit_small.cuh) on the CPU, the same emulation:
+# tests/test_audit_kernels.py compares it with the definition and the loaded library
+AUDIT_EMU_DEPS := tests/native/audit_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+                  native/cuda/audit_small.cuh native/common/formulas/audit.h native/common/tl_internal.h \
+                  $(TL_MATH)
+build/audit_emu.so: $(AUDIT_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -Inative/include -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
 # the tiled grouped/depthwise convolution kernels (native/cuda/conv_grouped_tiles.cuh) on the
 # CPU, the same emulation: tests/test_conv_grouped_tiles.py compares them with the stub
 GCONV_EMU_DEPS := tests/native/conv_grouped_emu.cpp tests/native/cuda_emu/cuda_runtime.h \

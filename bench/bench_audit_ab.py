@@ -6,12 +6,12 @@ one of another checkout (--base, e.g. a `git worktree` of main), on an example's
 
 On a machine shared with other jobs, two processes timed one after the other see different
 loads; here blocks of --block steps without recording, with the base recorder and with this
-one alternate in one process, so a load change falls on all three. Each recorder writes one
-long record (to a temporary directory, deleted), flushing where its digest ring fills, as a
-real run does. Reported: the median step of each kind (CPU time by default, steadier on a
-shared machine, or --clock wall; the first step of each block left out) and the recorded
-medians against the plain one, with the means (which carry the record lines written at each
-flush) in brackets.
+one alternate in one process (in an order that turns each round), so a load change falls on all
+three. Each recorder writes one long record (to a temporary directory, deleted), flushing where
+its digest ring fills, as a real run does. Reported: the median step of each kind (CPU time by
+default, steadier on a shared machine, or --clock wall; the first step of each block left out)
+and the recorded medians against the plain one, with the means (which carry the record lines
+written at each flush) in brackets.
 
 The base recorder is loaded from the other tree's torchlean/audit files (recorder, digests,
 recordfile) over this checkout's tape; when this tape's hook signature differs from the one
@@ -95,8 +95,11 @@ def measure(name, base_cls, rounds, block, clock=time.process_time):
     with tempfile.TemporaryDirectory() as d:
         recs = {"base": adapted(base_cls, Recorder)(os.path.join(d, "base.tlaudit"), "ab"),
                 "this": Recorder(os.path.join(d, "this.tlaudit"), "ab")}
-        for _ in range(rounds):
-            for kind in ("plain", "base", "this"):
+        kinds = ["plain", "base", "this"]
+        for r in range(rounds):
+            # the order turns each round: a kind always run right after another would carry
+            # what that one leaves behind (its garbage, a cold cache) in every block
+            for kind in kinds[r % 3:] + kinds[:r % 3]:
                 rec = recs.get(kind)
                 handle = None
                 if rec is not None:

@@ -75,6 +75,28 @@ def test_batch_many_small_buffers_into_ring_rows():
     assert got == [digest_numpy(b) for b in bits]
 
 
+@pytest.mark.parametrize("sizes", [
+    [65536, 1, 0, 4096, 65535],             # every buffer at most 2^16 elements, few buffers
+    [(k * 997) % 4099 for k in range(64)],  # 64 buffers: the most one launch takes as arguments
+    [(k * 997) % 4099 for k in range(65)],  # one buffer more
+    [3, 65537, 5],                          # one buffer past 2^16 elements
+])
+def test_batch_sizes_around_the_small_batch_limits(sizes):
+    """CUDA digests a batch of at most 64 buffers of at most 2^16 elements with its table as the
+    kernel's argument, a larger one through an uploaded table: either way the definition's
+    digests, in the rows from `first` on."""
+    bits, bufs = _bufs(seed=len(sizes), sizes=sizes)
+    ring = AnyBuffer.zeros((len(sizes) + 3, 4))
+    _batch(ring, _handles(bufs), len(bufs), first=2)
+    rows = ring.to_numpy()
+    assert not rows[:2].any() and not rows[2 + len(sizes):].any()
+    w = rows[2:2 + len(sizes)].astype(np.uint64)
+    got = (w[:, 0] | w[:, 1] << np.uint64(16) | w[:, 2] << np.uint64(32)
+           | w[:, 3] << np.uint64(48)).tolist()
+    assert got == [digest_numpy(b) for b in bits]
+    assert digest_many(bufs) == got
+
+
 def test_batch_bad_input_is_refused_and_leaves_the_ring_alone():
     _, bufs = _bufs(sizes=[5, 9, 3])
     ring = AnyBuffer.zeros((4, 4))

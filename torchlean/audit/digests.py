@@ -99,7 +99,6 @@ class Batch:
         self.base = 0                  # the sequence number of the first queued value
         self.count = 0                 # values queued
         self.bufs: list = []           # the queued Buffers pinned by add()
-        self.held: list = []           # the queued Buffers of add_held() (kept alive only)
         self.handles = ffi.new("tl_buf[]", RING_SLOTS)   # their handles, in sequence order
         self.handle_words = ffi.cast("int64_t *", self.handles)
         self.elements = 0
@@ -136,19 +135,23 @@ class Batch:
         self.count = n + 1
         return self.base + n
 
-    def add_held(self, value: AnyBuffer) -> int:
-        """add() for a value nothing can release before the caller runs the batch (an
-        optimizer step's parameters and state, digested before the step record returns): no
-        pin to take and drop."""
+    def add_all(self, bufs: list) -> int:
+        """Queue the digests of Buffers `bufs` that nothing can release before the caller runs
+        the batch (an optimizer step's parameters and state, digested before the step record
+        returns, `bufs` keeping them alive meanwhile): no pins. Returns the sequence number of
+        bufs[0]; bufs[k] gets that plus k (a run when the ring fills keeps them consecutive)."""
         n = self.count
-        if n == RING_SLOTS:
-            self.run()
-            n = 0
-        buf = value.buf
-        self.handles[n] = buf.handle
-        self.held.append(buf)
-        self.count = n + 1
-        return self.base + n
+        first = self.base + n
+        handles = self.handles
+        for buf in bufs:
+            if n == RING_SLOTS:
+                self.count = n
+                self.run()
+                n = 0
+            handles[n] = buf.handle
+            n += 1
+        self.count = n
+        return first
 
     def holds(self, buf) -> bool:
         """Whether buf may have a queued digest (it is pinned: queued here, or exported)."""
@@ -168,7 +171,7 @@ class Batch:
             if st:
                 raise_status("digest_batch", st)
         finally:
-            self.bufs, self.held, self.elements, self.count = [], [], 0, 0
+            self.bufs, self.elements, self.count = [], 0, 0
             self._unpin(bufs)
         self.used += count
         self.base += count
@@ -197,6 +200,6 @@ class Batch:
         self._read_ring()
 
     def release(self) -> None:
-        bufs, self.bufs, self.held, self.count = self.bufs, [], [], 0
+        bufs, self.bufs, self.count = self.bufs, [], 0
         self._unpin(bufs)
         self.ring.release()

@@ -73,21 +73,29 @@ class Recorder:
         self.batch = Batch()
         self.add = self.batch.add     # queue a value's digest: its sequence number
         self.batched = batched        # False: every hook digests what it queued at once
-        # records not written yet: (digests it waits for (all below this), kind, fields...)
-        self.records: list = []
+        # the records not written yet, their fields one after another in one list (no object
+        # per record that the garbage collector would count and scan until the flush); each
+        # starts with the sequence number below which its digests lie, then its kind:
+        #   limit, "F", step, op, n, (source, digest, shape) * n, shape, digest
+        #   limit, "B", step, op, source, cotangent shape, its digest, n, (shape, digest) * n
+        #       (a missing contribution: None, None)
+        #   limit, "S", step, optimizer, hyperparameter JSON, mode, n,
+        #       (name, shape, grad digest, value digest, m, (state key, digest) * m) * n
+        self.log: list = []
         self.lines = Lines()
         self.index = 0                # the index of the next record
         self.step = 0                 # optimizer steps so far
         # step -> the lowest sequence number its records may refer to (forget() says why)
         self.floors = {0: 0}
         self.tape = None              # the tape `known` describes
-        self.known: dict = {}         # node id -> (source, digest) on that tape
-        # id(payload) -> (payload, digest) of the VJP contributions of the running
-        # backward pass (kept until the next op or step: a contribution handed on is a later
-        # VJP's cotangent, one handed to a parameter its gradient at the optimizer step)
+        self.known: dict = {}         # node id -> (source, digest, shape) on that tape
+        # payload (Buffer) -> digest of the VJP contributions of the running backward pass
+        # (kept until the next op or step: a contribution handed on is a later VJP's cotangent,
+        # one handed to a parameter its gradient at the optimizer step). Keyed by the Buffer
+        # itself (identity), which the dict keeps alive: no other payload can take its place.
         self.grads: dict = {}
-        # id(storage) -> (storage, version, digest) of the parameter values digested after the
-        # last optimizer step: the next forward's leaves reuse them while their version stays
+        # storage (Buffer) -> (version, digest) of the parameter values digested after the last
+        # optimizer step: the next forward's leaves reuse them while their version stays
         self.after_step: dict = {}
         self.names: dict = {}         # id(optimizer) -> (param names, module buffers)
         self.hypers: dict = {}        # id(optimizer) -> (optimizer, values, their JSON)
@@ -113,10 +121,9 @@ class Recorder:
             else:
                 if not node.requires_grad:
                     self.now = True     # a data leaf: its owner may write it in place
-                seen = self.after_step.get(id(buf))
-                if (seen is not None and seen[0] is buf
-                        and seen[1] == getattr(buf, "version", 0)):
-                    d = seen[2]
+                seen = self.after_step.get(buf)
+                if seen is not None and seen[0] == getattr(buf, "version", 0):
+                    d = seen[1]
                 else:
                     d = self.add(value)
             k = self.known[p] = (label, d, value.shape)
@@ -149,11 +156,11 @@ class Recorder:
         ins = []
         for p in parents:
             k = known.get(p)
-            ins.append(k if k is not None else self._source(tape, p))
+            ins += k if k is not None else self._source(tape, p)
         out = node.value
         shape = out.shape
         if not out.owns and parents and out.buf is tape.nodes[parents[0]].value.buf:
-            d = ins[0][1]           # a view: the same bits as its base
+            d = ins[1]              # a view: the same bits as its base
             batch = self.batch
             limit = batch.base + batch.count
         else:
@@ -161,7 +168,7 @@ class Recorder:
             limit = d + 1
         index = self.index
         known[i] = (index, d, shape)
-        self.records.append((limit, "F", self.step, node.name, ins, shape, d))
+        self.log.extend((limit, "F", self.step, node.name, len(parents), *ins, shape, d))
         self.index = index + 1
         if self.now or not node.requires_grad or not self.batched:
             # a value needing no gradient may be written in place (an in-place op under
@@ -178,25 +185,26 @@ class Recorder:
         # contribution's digest
         grads, add = self.grads, self.add
         cbuf = cot.buf
-        seen = grads.get(id(cbuf))
-        dc = seen[1] if seen is not None and seen[0] is cbuf else add(cot)
+        dc = grads.get(cbuf)
+        if dc is None:
+            dc = add(cot)
         vjp = node.vjp
         if getattr(vjp, "overwrites_grad", False):
             self.batch.run()        # the VJP writes over its cotangent: digest it first
-            grads.pop(id(cbuf), None)
+            grads.pop(cbuf, None)
         contribs = vjp(cot, needs, node.saved)
         outs = []
         for c in contribs:
             if c is None:
-                outs.append(None)
+                outs += (None, None)
                 continue
             b = c.buf
             d = dc if b is cbuf else add(c)
-            grads[id(b)] = (b, d)
-            outs.append((c.shape, d))
+            grads[b] = d
+            outs += (c.shape, d)
         batch = self.batch
-        self.records.append((batch.base + batch.count, "B", self.step, node.name, src,
-                             cot.shape, dc, outs))
+        self.log.extend((batch.base + batch.count, "B", self.step, node.name, src, cot.shape,
+                         dc, len(outs) // 2, *outs))
         self.index += 1
         if not self.batched:
             batch.run()
@@ -237,46 +245,51 @@ class Recorder:
         if named is None:
             named = self.names[id(opt)] = _module_names(opt.params)
         names, buffers = named
-        # everything queued here is digested before this returns (batch.run below), so
-        # nothing can release it meanwhile: queued without a pin
-        hold, grads, after, entries = self.batch.add_held, self.grads, {}, []
+        # everything queued here is digested before this returns (batch.run below) and `bufs`
+        # keeps it alive meanwhile: queued together, without pins (Batch.add_all), bufs[j]
+        # getting digest first + j
+        bufs, grads, after, entries = [], self.grads, {}, []
+        put = bufs.append
         states = opt.state
-        for k, p in enumerate(opt.params):
+        params = opt.params
+        for k, p in enumerate(params):
             st = states.get(id(p))
-            state = ()
+            state = []
             if st:
-                digested = []
                 for key in sorted(st):
                     v = st[key]
                     if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer):
-                        digested.append((key, hold(v)))
-                state = tuple(digested)
+                        state += (key, first + len(bufs))
+                        put(v.buf)
             g = p.grad_buf
-            if g is None:
-                grad = None
-            else:
+            grad = None
+            if g is not None:
                 # the digest its VJP's record holds while `g` is that contribution's payload,
                 # never written (same storage, no in-place write since its allocation, no
                 # gradient hook that may write it, not exported to another library), else
                 # queued: a payload written before its VJP handed it on is digested again,
                 # which gives the same digest while its bits are unchanged
                 b = g.buf
-                seen = grads.get(id(b))
-                grad = (seen[1] if seen is not None and seen[0] is b and not p.post_grad_hooks
-                        and getattr(b, "version", 0) == 0 and b not in EXPORTS
-                        else hold(g))
+                grad = grads.get(b)
+                if (grad is None or p.post_grad_hooks or getattr(b, "version", 0) != 0
+                        or b in EXPORTS):
+                    grad = first + len(bufs)
+                    put(b)
             m = p._buf                  # p.mirror() outside a capture
             b = m.buf
-            d = hold(m)
-            after[id(b)] = (b, getattr(b, "version", 0), d)
-            entries.append((names.get(id(p)) or p.name or f"param{k}", m.shape, grad, d,
-                            state))
+            d = first + len(bufs)
+            put(b)
+            after[b] = (getattr(b, "version", 0), d)
+            entries += (names.get(id(p)) or p.name or f"param{k}", m.shape, grad, d,
+                        len(state) // 2, *state)
         for k, b in buffers:
-            entries.append((k, tuple(b.shape), None, hold(b.mirror()), ()))
+            entries += (k, tuple(b.shape), None, first + len(bufs), 0)
+            put(b.mirror().buf)
+        batch.add_all(bufs)
         m = mode()
         self.modes.add(m)
-        self.records.append((batch.base + batch.count, "S", self.step, type(opt).__name__,
-                             self._hyper(opt), m, entries))
+        self.log.extend((batch.base + batch.count, "S", self.step, type(opt).__name__,
+                         self._hyper(opt), m, len(params) + len(buffers), *entries))
         self.index += 1
         batch.run()                 # the step's last values: one call for what is queued
         self.after_step = after
@@ -284,7 +297,7 @@ class Recorder:
         self.floors[self.step] = first
         self.grads = {}
         self.tape = None            # parameters changed in place: digest their leaves again
-        if self.records and self.records[0][0] <= batch.ready:
+        if self.log and self.log[0] <= batch.ready:
             self.flush()
             self.forget()
 
@@ -304,25 +317,19 @@ class Recorder:
             w.header(self.header())
         batch = self.batch
         texts, first, ready = batch.texts, batch.first, batch.ready
-        forward, backward, step = self.lines.forward, self.lines.backward, self.lines.step
+        lines = self.lines
+        line = {"F": lines.forward, "B": lines.backward, "S": lines.step}
+        log = self.log
         out = []
-        append = out.append
-        n = ops = vjps = 0
-        for rec in self.records:
-            if rec[0] > ready:
-                break
-            kind = rec[1]
-            if kind == "F":
-                append(forward(*rec[2:], texts, first))
-                ops += 1
-            elif kind == "B":
-                append(backward(*rec[2:], texts, first))
-                vjps += 1
-            else:
-                append(step(*rec[2:], texts, first))
-            n += 1
-        del self.records[:n]
-        w.lines("".join(out), ops, vjps, n - ops - vjps)
+        j = 0
+        counts = {"F": 0, "B": 0, "S": 0}
+        while j < len(log) and log[j] <= ready:
+            kind = log[j + 1]
+            text, j = line[kind](log, j, texts, first)
+            out.append(text)
+            counts[kind] += 1
+        del log[:j]
+        w.lines("".join(out), counts["F"], counts["B"], counts["S"])
 
     def forget(self) -> None:
         """Drop the digest texts no record can refer to any more, so they do not pile up over
@@ -333,7 +340,7 @@ class Recorder:
         optimizer step that began step s. Records wait in order: the oldest waiting one (none
         waiting: the step now) says what must stay."""
         floors = self.floors
-        oldest = self.records[0][2] if self.records else self.step
+        oldest = self.log[2] if self.log else self.step
         for s in [s for s in floors if s < oldest]:
             del floors[s]
         self.batch.forget(floors[oldest])

@@ -53,60 +53,76 @@ class Lines:
         j = self.labels[s] = json.dumps(s)
         return j
 
-    def forward(self, step, name, ins, out_shape, d, texts, first) -> str:
+    # Each method makes the line of the record starting at log[j] (Recorder.log says how its
+    # fields follow one another) and returns it with the index of the next record.
+
+    def forward(self, log, j, texts, first):
         """["F", step, op, [input shapes], output shape, digest, [[source, digest], ...]];
-        ins: (source, digest, shape) per input; texts[k - first]: digest k as JSON (a None digest
-        is null). One pass over the inputs gives both the shapes (the cache key) and the pairs."""
+        the inputs come as (source, digest, shape) each; texts[k - first]: digest k as JSON (a
+        None digest is null). One pass over the inputs gives both the shapes (the cache key)
+        and the pairs."""
         labels = self.labels
+        step, name, n = log[j + 2], log[j + 3], log[j + 4]
+        k = j + 5 + 3 * n
         shapes, pairs = [], []
-        for s, k, shape in ins:
+        ins = iter(log[j + 5:k])
+        for s, dk, shape in zip(ins, ins, ins):
             shapes.append(shape)
             pairs.append(f'[{s if s.__class__ is int else labels.get(s) or self._label(s)},'
-                         f'{"null" if k is None else texts[k - first]}]')
+                         f'{"null" if dk is None else texts[dk - first]}]')
+        out_shape, d = log[k], log[k + 1]
         key = (name, tuple(shapes), out_shape)
         fixed = self.fixed.get(key)
         if fixed is None:
             fixed = self._fixed(key)
         return (f'["F",{step},{fixed},{"null" if d is None else texts[d - first]},'
-                f'[{",".join(pairs)}]]\n')
+                f'[{",".join(pairs)}]]\n'), k + 2
 
-    def backward(self, step, name, source, cot_shape, d, outs, texts, first) -> str:
+    def backward(self, log, j, texts, first):
         """["B", step, op, forward record, cotangent shape, cotangent digest,
         [[shape, digest] | null]]"""
         fixed = self.fixed
+        step, name, source, cot_shape, d, n = log[j + 2:j + 8]
         if source.__class__ is not int:
             source = self.labels.get(source) or self._label(source)
         cs = fixed.get(cot_shape)
         if cs is None:
             cs = self._fixed(cot_shape)
+        k = j + 8 + 2 * n
         parts = []
-        for o in outs:
-            if o is None:
+        outs = iter(log[j + 8:k])
+        for shape, dk in zip(outs, outs):
+            if shape is None:
                 parts.append("null")
                 continue
-            os = fixed.get(o[0])
+            os = fixed.get(shape)
             if os is None:
-                os = self._fixed(o[0])
-            parts.append(f'[[{os}],{"null" if o[1] is None else texts[o[1] - first]}]')
+                os = self._fixed(shape)
+            parts.append(f'[[{os}],{"null" if dk is None else texts[dk - first]}]')
         return (f'["B",{step},{self.labels.get(name) or self._label(name)},{source},'
-                f'[{cs}],{"null" if d is None else texts[d - first]},[{",".join(parts)}]]\n')
+                f'[{cs}],{"null" if d is None else texts[d - first]},[{",".join(parts)}]]\n'), k
 
-    def step(self, step, opt, hyper, mode, entries, texts, first) -> str:
+    def step(self, log, j, texts, first):
         """["S", step, optimizer, hyperparameters (JSON text), mode, [[name, shape, grad, value,
-        {state: digest}]]]; an entry comes as (name, shape, grad, value, ((state, digest),))."""
+        {state: digest}]]]; an entry comes as name, shape, grad, value, m, (state, digest) * m."""
         labels, fixed = self.labels, self.fixed
+        step, opt, hyper, mode, n = log[j + 2:j + 7]
+        k = j + 7
         parts = []
-        for name, shape, g, v, state in entries:
+        for _ in range(n):
+            name, shape, g, v, m = log[k:k + 5]
             key = (name, shape)
-            j = fixed.get(key)
-            if j is None:
-                j = self._fixed(key)
-            st = ",".join([f"{labels.get(k) or self._label(k)}:{texts[d - first]}"
-                           for k, d in state])
-            parts.append(f'[{j},{"null" if g is None else texts[g - first]},'
+            js = fixed.get(key)
+            if js is None:
+                js = self._fixed(key)
+            state = iter(log[k + 5:k + 5 + 2 * m])
+            st = ",".join([f"{labels.get(s) or self._label(s)}:{texts[d - first]}"
+                           for s, d in zip(state, state)])
+            parts.append(f'[{js},{"null" if g is None else texts[g - first]},'
                          f'{texts[v - first]},{{{st}}}]')
+            k += 5 + 2 * m
         return (f'["S",{step},{labels.get(opt) or self._label(opt)},{hyper},'
-                f'{labels.get(mode) or self._label(mode)},[{",".join(parts)}]]\n')
+                f'{labels.get(mode) or self._label(mode)},[{",".join(parts)}]]\n'), k
 
 
 def hyper_json(groups) -> str:

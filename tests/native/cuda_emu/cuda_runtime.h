@@ -29,6 +29,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__
+#define __grid_constant__
 #define __align__(n) alignas(n)
 
 struct dim3 {
