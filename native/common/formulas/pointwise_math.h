@@ -378,6 +378,13 @@ TLM_HD float tlf_i1e(float x) {
 TLM_HD float tls_bessel_kf(float x, int v, int scaled) {
     double ke = tls_bessel_ke((double)x, v);
     float y = tlm_d2f(scaled ? ke : tlm_dmul(ke, tls_exp(-(double)x)));
+    /* inputs whose value sits within 2^-50 (relative) of a float32 rounding midpoint, where the
+     * double evaluation falls on the wrong side (tests/native/check_special.c; values by mpmath
+     * at 60 digits): K0 at 0x401d95c0, K1 at 0x3ffd1a5c, e^x K0 at 0x3ee5ff95 */
+    int32_t k = v + 2 * scaled;
+    y = k == 0 ? tlm_fix(x, 0x401d95c0, 0x3d8588d1, y) : y;
+    y = k == 1 ? tlm_fix(x, 0x3ffd1a5c, 0x3e138dcf, y) : y;
+    y = k == 2 ? tlm_fix(x, 0x3ee5ff95, 0x3fcb7999, y) : y;
     y = x == TLM_INFF ? 0.0f : y;
     y = x == 0.0f ? TLM_INFF : y;
     return (x < 0.0f || x != x) ? TLM_NANF : y;
