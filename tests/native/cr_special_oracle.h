@@ -331,9 +331,9 @@ static cr_q q_bessel_k(double xd, int v, int scaled) {
 /* ---- Airy Ai: Maclaurin sums for -14.5 <= x < 2.08 (double only above -2.08), Ai =
  * e^-zeta / (2 sqrt(pi) x^1/4 s) with K_1/3's CF2 s at zeta = 2/3 x^1.5 >= 2 (Ai = sqrt(x/3)
  * K_1/3(zeta) / pi), and DLMF 9.7.9's asymptotic sums below -14.5 with the phase zeta - pi/4
- * reduced in quad. Errors of the negative axis are relative to the envelope |x|^-1/4 / sqrt(pi)
- * (the phase's error, zeta 2^-111, grows with |x|: below -2^40 the checker compares with the
- * envelope only) ---- */
+ * reduced in quad-quad. Errors of the negative axis are relative to the envelope
+ * |x|^-1/4 / sqrt(pi) (the phase's error grows as |x|^1.5 2^-220: below -2^64 the checker
+ * compares with the envelope only) ---- */
 #define CR_AI_C1 0.355028053887817239260063186004183176Q   /* Ai(0) */
 #define CR_AI_C2 0.258819403792806798405183560189203963Q   /* -Ai'(0) */
 static double cr_ai_env(double x, double v) {
@@ -372,11 +372,21 @@ static cr_q q_ai_series(double xd) {
     cr_q r = {v, mag * 0x1p-111Q + fabsq(v) * 0x1p-112Q, 0};
     return r;
 }
-/* the phase zeta - pi/4 reduced to about [-pi, pi] in quad (error zeta 2^-111), and zeta */
+/* the phase zeta - pi/4 = 2 pi (u - 1/8), u = |x|^1.5 / (3 pi), reduced to [-pi, pi]: sqrt|x|
+ * as two quads (r + e / 2r, e = |x| - r^2 exact by fmaq), |x| r exactly (fmaq), 1 / (3 pi) as two
+ * quads, the product's leading part exact and each part reduced by whole numbers: error about
+ * 2^-110 + u 2^-220 turns, so below 2^-100 for |x| <= 2^64 (u <= 2^94.3); and zeta */
+#define CR_INV3PI_HI 0x1.b2995e7b7b60386ff5be3f85388dp-4Q
+#define CR_INV3PI_LO -0x1.7f6dbe46ef2d284a7eabc9bd8d6cp-122Q
 static quad cr_ai_phase(double xd, quad *zeta) {
-    quad a = -(quad)xd, z = 2 * a * sqrtq(a) / 3, n = rintq(z / (2 * M_PIq));
-    *zeta = z;
-    return (z - n * (2 * M_PIq)) - M_PIq / 4;
+    quad a = -(quad)xd, r = sqrtq(a), r2 = fmaq(-r, r, a) / (2 * r);
+    quad p = a * r, pl = fmaq(a, r, -p);                  /* a r = p + pl exactly */
+    quad A = p * CR_INV3PI_HI, Al = fmaq(p, CR_INV3PI_HI, -A);
+    quad rest = p * CR_INV3PI_LO + (pl + a * r2) * CR_INV3PI_HI;   /* about u 2^-112 */
+    quad f = (A - rintq(A)) + (Al - rintq(Al)) + (rest - rintq(rest)) - 0.125Q;
+    f -= rintq(f);
+    *zeta = 2 * a * (r + r2) / 3;
+    return 2 * M_PIq * f;
 }
 static cr_d d_ai_neg(double x) {                   /* x < -14.5: zeta > 36.8 */
     quad zq, ph = cr_ai_phase(x, &zq);
@@ -391,7 +401,7 @@ static cr_d d_ai_neg(double x) {                   /* x < -14.5: zeta > 36.8 */
     }
     double env = pow(-x, -0.25) * 0.56418958354775628695, p = (double)ph;
     double v = env * (cos(p) * P + sin(p) * Q);
-    cr_d r = {v, env * (0x1p-48 + 2 * t + (double)zq * 0x1p-110)};
+    cr_d r = {v, env * (0x1p-48 + 2 * t)};
     return r;
 }
 static cr_q q_ai_neg(double x) {
@@ -404,7 +414,7 @@ static cr_q q_ai_neg(double x) {
         if (k & 1) Q += sg; else P += sg;
     }
     quad env = powq(-(quad)x, -0.25Q) / sqrtq(M_PIq);
-    cr_q r = {env * (cosq(ph) * P + sinq(ph) * Q), env * (Q100 + 2 * t + zq * 0x1p-110Q), 0};
+    cr_q r = {env * (cosq(ph) * P + sinq(ph) * Q), env * (0x1p-98Q + 2 * t), 0};
     return r;
 }
 static cr_d d_airy_ai(double x) {
