@@ -6,12 +6,16 @@
  * below 2^-109 of the largest): the sums cancel by at most e^(2 zeta) = 2^44 at x = 8
  * (zeta = 2/3 |x|^1.5), leaving about 2^-55.
  * x >= 8: Ai = e^-zeta / (2 sqrt(pi) x^1/4) sum_k (-1)^k u_k zeta^-k, 31 terms (the last below
- * 2^-47 of the sum). x <= -8: Ai = (sin t P - cos t Q) / (sqrt(pi) |x|^1/4), t = zeta + pi/4,
- * P, Q the even and odd parts of the same sum; t is reduced in double-double turns
- * (|x|^1.5 / (3 pi) + 1/8), exact enough while |x| < 2^40. So Ai is within about 2^-45 of its
- * value for x > -8 and within 2^-45 of its envelope |x|^-1/4 / sqrt(pi) below (not relative to
- * the value near its zeros); below -2^40 the phase is out of double-double's reach and only the
- * envelope holds (PyTorch's double evaluation loses the phase from about -2^23).
+ * 2^-47 of the sum). x <= -8: Ai = (sin t (1 + P) - cos t Q) / (sqrt(pi) |x|^1/4), t = zeta +
+ * pi/4, P, Q the even and odd parts of the same sum (P less its leading 1); t in turns,
+ * |x|^1.5 / (3 pi) + 1/8, is formed from exact products and reduced by whole numbers
+ * (tls_airy_turns: about 2^-100 + |x|^1.5 2^-157 turns, so below 2^-60 up to |x| = 2^64), and
+ * sin t, cos t, their combination with P and Q and the factor 1 / (sqrt(pi) |x|^1/4) are
+ * double-doubles, rounded to a double once. So Ai is within about 2^-45 of its value for x > -8 and within about 2^-60 of
+ * its envelope |x|^-1/4 / sqrt(pi) from -8 to -2^64 (not relative to the value near its zeros;
+ * tests/native/check_special.c found it correctly rounded on every input it checked there);
+ * below -2^64 the phase degrades (2^-43 turns at 2^78) and only the envelope holds (PyTorch's
+ * double evaluation loses the phase from about -2^23).
  */
 #ifndef TL_MATH_AIRY_H
 #define TL_MATH_AIRY_H
