@@ -378,8 +378,9 @@ TLM_HD float tlf_i1e(float x) {
 TLM_HD float tls_bessel_kf(float x, int v, int scaled) {
     /* below 2 K itself (not e^x K times e^-x: two roundings fewer) */
     double a = (double)tlm_sel((x > 0.0f) & (x < TLM_INFF), x, 1.0f);
-    double ke = tls_bessel_ke(a, v);
-    float y = tlm_d2f(scaled ? ke : (a < 2.0 ? tls_bessel_k_small(a, v) : tlm_dmul(ke, tls_exp(-a))));
+    double ks = a < 2.0 ? tls_bessel_k_small(a, v) : 0.0;
+    double ke = a < 2.0 ? tlm_dmul(ks, tls_exp(a)) : tls_bessel_ke(a, v);     /* as tls_bessel_ke */
+    float y = tlm_d2f(scaled ? ke : (a < 2.0 ? ks : tlm_dmul(ke, tls_exp(-a))));
     /* inputs whose value sits within 2^-50 (relative) of a float32 rounding midpoint, where the
      * double evaluation falls on the wrong side (tests/native/check_special.c; values by mpmath
      * at 60 digits): K0 at 0x401d95c0, K1 at 0x3ffd1a5c, e^x K0 at 0x3ee5ff95 */
