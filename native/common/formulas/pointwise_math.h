@@ -381,13 +381,10 @@ TLM_HD float tls_bessel_kf(float x, int v, int scaled) {
     double ks = a < 2.0 ? tls_bessel_k_small(a, v) : 0.0;
     double ke = a < 2.0 ? tlm_dmul(ks, tls_exp(a)) : tls_bessel_ke(a, v);     /* as tls_bessel_ke */
     float y = tlm_d2f(scaled ? ke : (a < 2.0 ? ks : tlm_dmul(ke, tls_exp(-a))));
-    /* inputs whose value sits within 2^-50 (relative) of a float32 rounding midpoint, where the
-     * double evaluation falls on the wrong side (tests/native/check_special.c; values by mpmath
-     * at 60 digits): K0 at 0x401d95c0, K1 at 0x3ffd1a5c, e^x K0 at 0x3ee5ff95 */
-    int32_t k = v + 2 * scaled;
-    y = k == 0 ? tlm_fix(x, 0x401d95c0, 0x3d8588d1, y) : y;
-    y = k == 1 ? tlm_fix(x, 0x3ffd1a5c, 0x3e138dcf, y) : y;
-    y = k == 2 ? tlm_fix(x, 0x3ee5ff95, 0x3fcb7999, y) : y;
+    /* K0 at 2.46 (0x401d95c0) sits 2^-52 (relative) from a float32 rounding midpoint, where the
+     * quadrature's double falls on the wrong side (tests/native/check_special.c; the value by
+     * mpmath at 60 digits) */
+    y = (v == 0) & !scaled ? tlm_fix(x, 0x401d95c0, 0x3d8588d1, y) : y;
     y = x == TLM_INFF ? 0.0f : y;
     y = x == 0.0f ? TLM_INFF : y;
     return (x < 0.0f || x != x) ? TLM_NANF : y;
