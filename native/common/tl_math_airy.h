@@ -9,13 +9,13 @@
  * 2^-47 of the sum). x <= -8: Ai = (sin t (1 + P) - cos t Q) / (sqrt(pi) |x|^1/4), t = zeta +
  * pi/4, P, Q the even and odd parts of the same sum (P less its leading 1); t in turns,
  * |x|^1.5 / (3 pi) + 1/8, is formed from exact products and reduced by whole numbers
- * (tls_airy_turns: about 2^-100 + |x|^1.5 2^-157 turns, so below 2^-60 up to |x| = 2^64), and
- * sin t, cos t, their combination with P and Q and the factor 1 / (sqrt(pi) |x|^1/4) are
- * double-doubles, rounded to a double once. So Ai is within about 2^-45 of its value for x > -8 and within about 2^-60 of
- * its envelope |x|^-1/4 / sqrt(pi) from -8 to -2^64 (not relative to the value near its zeros;
- * tests/native/check_special.c found it correctly rounded on every input it checked there);
- * below -2^64 the phase degrades (2^-43 turns at 2^78) and only the envelope holds (PyTorch's
- * double evaluation loses the phase from about -2^23).
+ * (tls_airy_turns: about 2^-100 + u 2^-155 turns, so about 2^-62 at |x| = 2^64), and sin t,
+ * cos t, their combination with P and Q and the factor 1 / (sqrt(pi) |x|^1/4) are
+ * double-doubles, rounded to a double once. So Ai is within about 2^-45 of its value for
+ * x > -8 and within about 2^-60 of its envelope |x|^-1/4 / sqrt(pi) from -8 to -2^64 (not
+ * relative to the value near its zeros; tests/native/check_special.c found it correctly rounded
+ * on every input it checked there); below -2^64 the phase degrades (2^-40 turns at 2^78) and
+ * only the envelope holds (PyTorch's double evaluation loses the phase from about -2^23).
  */
 #ifndef TL_MATH_AIRY_H
 #define TL_MATH_AIRY_H
@@ -97,7 +97,8 @@ TLM_HD tlm_dd tls_dd_add_d(tlm_dd s, double t) {
  * w.hi + w.lo (|w.hi| <= 1/2): sqrt(a) as three doubles (r1 + r2 + r3, the residuals by FMA),
  * a^1.5 = a r1 + a r2 (exact products) + a r3, 1 / (3 pi) as three doubles, every product whose
  * size reaches a turn taken exactly (two_prod) and reduced by whole numbers before the sum; the
- * terms left out or rounded are below u 2^-150, so the error is about 2^-100 + u 2^-150 turns */
+ * terms left out or rounded are below about u 2^-155 (sqrt's residual r3 to about 2^-158 of
+ * sqrt(a), 1 / (3 pi) to 2^-166), so the error is about 2^-100 + u 2^-155 turns */
 TLM_HD tlm_dd tls_airy_turns(double a) {
     double r1 = tlm_dsqrt(a), e1 = tlm_dfma(-r1, r1, a), d = tlm_dadd(r1, r1);
     double r2 = tlm_ddiv(e1, d);
@@ -138,10 +139,10 @@ TLM_HD double tls_airy_ai(float xf) {
     }
     /* turns u = |x|^1.5 / (3 pi) + 1/8 (a double-double), t = 2 pi u = zeta + pi/4; Ai =
      * (sin t (1 + P) - cos t Q) / (sqrt(pi) |x|^1/4) with sin t, cos t and the sum as
-     * double-doubles, so only the phase's error (u 2^-104 turns) and P's and Q's (about
+     * double-doubles, so only the phase's error (tls_airy_turns) and P's and Q's (about
      * 2^-53 / zeta) remain relative to the envelope, and the result is rounded once */
     tlm_dd w = tls_airy_turns(a);
-    double n4 = tls_rint(tlm_dmul(w.hi, 4.0));                     /* quarter turns, -4 .. 4 */
+    double n4 = tls_rint(tlm_dmul(w.hi, 4.0));                     /* quarter turns, -2 .. 2 */
     double h = tlm_dsub(w.hi, tlm_dmul(n4, 0.25));                 /* exact, |h| <= 1/8 */
     tlm_dd hr = tlm_dd_mul_c(tlm_two_sum(h, w.lo), TLS_2PI_HI, TLS_2PI_LO);   /* radians */
     tlm_dd sn, cs, st, ct;
