@@ -14,8 +14,9 @@
  *
  * One line per function: inputs, mismatches (results that are not the correctly rounded value),
  * quad fallbacks, unresolved inputs (even quad within its error bound of a midpoint), the largest
- * error in ulps and, for J and Y, relative to the envelope max(|v|, sqrt(2 / (pi x))); then up to
- * 32 mismatches. The verdict line says "correctly rounded" only without mismatches and unresolved
+ * error in ulps and, for J and Y, relative to the envelope max(|v|, sqrt(2 / (pi x))) (for Ai,
+ * max(|v|, |x|^-1/4 / sqrt(pi)) below -1; below -2^64 Ai is compared with that envelope only, and
+ * the line after says how many inputs that was); then up to 32 mismatches. The verdict line says "correctly rounded" only without mismatches and unresolved
  * inputs; exit status 1 otherwise. */
 #include <omp.h>
 #include <stdio.h>
