@@ -216,12 +216,15 @@ def test_erf_family_near_midpoint_inputs_are_correctly_rounded(name, ref, bits):
 
 # inputs the earlier evaluations of K and Ai missed (tests/native/check_special.c), computed now,
 # not selected: K0 at 0x39d6e5b5 (x = 2^-11.2, 2^-51.7 from a midpoint: the series below 2
-# keeps log(x/2) + gamma as a double-double and no longer goes through e^x and e^-x); Ai at
+# keeps log(x/2) + gamma as a double-double and no longer goes through e^x and e^-x), K0 at
+# 0x2f29d115 and e^x K1 at 0x2f865681 (x = 2^-32.6, 2^-31.9; 2^-53.6 and 2^-55 from a midpoint:
+# the series' double-double is rounded to float32 once, no longer through a double); Ai at
 # -1.4e6 .. -1.1e12 (2^-32.6 .. 2^-47.4 from a midpoint, several near a zero: sin, cos and the
 # sum as double-doubles and the phase |x|^1.5 / (3 pi) in exact turns); Ai at 0xd365d5fa was
 # correct but undecided by the checker's quad phase then
 K_AI_COMPUTED = [
-    ("special.modified_bessel_k0", lambda v: mp.besselk(0, v), [0x39D6E5B5]),
+    ("special.modified_bessel_k0", lambda v: mp.besselk(0, v), [0x39D6E5B5, 0x2F29D115]),
+    ("special.scaled_modified_bessel_k1", lambda v: mp.besselk(1, v) * mp.exp(v), [0x2F865681]),
     ("special.airy_ai", mp.airyai, [0xC9A8A173, 0xCB20F3DD, 0xD354FEDA, 0xD148ED03, 0xD347F96E,
                                     0xD37E7643, 0xD365D5FA]),
 ]

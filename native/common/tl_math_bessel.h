@@ -47,13 +47,13 @@ TLM_HD double tls_bessel_i(double a, int v) {
     double s = tls_bessel_i_series(tlm_dmul(tlm_dmul(a, a), 0.25), v);
     return v ? tlm_dmul(s, tlm_dmul(a, 0.5)) : s;
 }
-/* K_v(a) for 0 < a < 2 by the series at 0 (DLMF 10.31.1), the logarithmic term in
- * double-double (log(a/2) + gamma; 1/a for K1), so the dominant part of small a is exact to
- * about 2^-100 and the result is rounded to a double once:
+/* K_v(a) for 0 < a < 2 by the series at 0 (DLMF 10.31.1) as a double-double, the logarithmic
+ * term in double-double (log(a/2) + gamma, log to 2^-59; 1/a for K1), so the dominant part of
+ * small a is exact to about 2^-59 and callers round once:
  * K0 = sum_k H_k t_k - (log(a/2) + gamma) (1 + sum_k t_k), t_k = q^k / k!^2, q = a^2 / 4;
  * K1 = 1/a + log(a/2) I1(a) - a/4 sum_k (psi(k+1) + psi(k+2)) q^k / (k! (k+1)!) */
 #define TLS_EULER_LO -0x1.6cb90701fbfabp-58
-TLM_HD double tls_bessel_k_small(double a, int v) {
+TLM_HD tlm_dd tls_bessel_k_small_dd(double a, int v) {
     double q = tlm_dmul(tlm_dmul(a, a), 0.25), t = 1.0, s = 0.0, acc;
     tlm_dd l = tls_log_dd(tlm_dmul(a, 0.5));                  /* a/2 exact */
     if (v == 0) {
@@ -71,7 +71,7 @@ TLM_HD double tls_bessel_k_small(double a, int v) {
         tlm_dd L = tlm_dd_add(l, g);
         tlm_dd r = tlm_two_sum(-L.hi, acc);
         double c = tlm_dsub(tlm_dsub(r.lo, L.lo), tlm_dmul(tlm_dadd(L.hi, L.lo), s));
-        return tlm_dadd(r.hi, c);
+        return tlm_fast_two_sum(r.hi, c);
     }
     double psi = -TLS_EULER, psi1 = tlm_dsub(1.0, TLS_EULER);   /* psi(k + 1), psi(k + 2) */
     acc = tlm_dadd(psi, psi1);
@@ -85,7 +85,11 @@ TLM_HD double tls_bessel_k_small(double a, int v) {
     double i1 = tlm_dmul(tlm_dmul(a, 0.5), tlm_dadd(1.0, s));   /* I1(a) */
     double rh = tlm_ddiv(1.0, a), rl = tlm_ddiv(tlm_dfma(-rh, a, 1.0), a);   /* 1/a = rh + rl */
     double c = tlm_dsub(tlm_dfma(tlm_dadd(l.hi, l.lo), i1, rl), tlm_dmul(tlm_dmul(a, 0.25), acc));
-    return tlm_dadd(rh, c);
+    return tlm_fast_two_sum(rh, c);
+}
+TLM_HD double tls_bessel_k_small(double a, int v) {
+    tlm_dd k = tls_bessel_k_small_dd(a, v);
+    return tlm_dadd(k.hi, k.lo);
 }
 /* e^a K_v(a) for a > 0 */
 TLM_HD double tls_bessel_ke(double a, int v) {
