@@ -94,8 +94,9 @@ def test_bessel_j_y_against_their_envelope(name, order):
 
 
 def test_airy_ai_below_minus_8_against_its_envelope():
-    """Oscillating: accurate to its envelope |x|^-1/4 / sqrt(pi) (the phase in double-double up
-    to |x| = 2^40: the samples reach -1e12); torch loses the phase from about -2^23."""
+    """Oscillating: accurate to its envelope |x|^-1/4 / sqrt(pi) (the phase in exact turns, good
+    to about 2^-60 up to |x| = 2^64: the samples reach -1e12); torch loses the phase from about
+    -2^23."""
     x = np.float32(np.concatenate([uni(-40, -8), -logs(0.9, 12)])).astype(np.float64)
     got = run(tl.special.airy_ai, x)
     want = np.array([float(mp.airyai(mp.mpf(v))) for v in x])
@@ -134,9 +135,13 @@ def test_special_values(name, xs, want):
 
 
 def _cr32(v):
-    """The float32 nearest the mpf v (normal range; v is not at a midpoint)."""
+    """The float32 nearest the mpf v (below FLT_MAX; subnormals in steps of 2^-149; v is not at
+    a midpoint)."""
+    if v == 0:
+        return float(v)
     m, e = mp.frexp(v)
-    return float(mp.nint(m * 2 ** 24) * mp.mpf(2) ** (e - 24))
+    q = max(e - 24, -149)
+    return float(mp.nint(v * mp.mpf(2) ** -q) * mp.mpf(2) ** q)
 
 
 # inputs where the double evaluation landed on the wrong side of a float32 rounding midpoint
@@ -147,6 +152,11 @@ MIDPOINTS = [
     ("lgamma", lambda v: mp.log(abs(mp.gamma(v))), [0x3B7C53AA]),
     ("digamma", mp.digamma, [0xA7DE86A9, 0xA7E05475, 0x37D4FFFC, 0xC5A60943, 0x65D890D3, 0x6F31A8EC]),
     ("special.i1e", lambda v: mp.besseli(1, v) * mp.exp(-abs(v)), [0x36530E01, 0xB6530E01]),
+    # within 2^-50 .. 2^-52 (relative) of a midpoint: K0 at 2.46 (selected), K1 at 1.98 and
+    # e^x K0 at 0.45 (computed by the series below 2)
+    ("special.modified_bessel_k0", lambda v: mp.besselk(0, v), [0x401D95C0]),
+    ("special.modified_bessel_k1", lambda v: mp.besselk(1, v), [0x3FFD1A5C]),
+    ("special.scaled_modified_bessel_k0", lambda v: mp.besselk(0, v) * mp.exp(v), [0x3EE5FF95]),
 ]
 
 
@@ -201,6 +211,51 @@ ERF_FAMILY_NEAR_MIDPOINTS = [
 
 @pytest.mark.parametrize("name,ref,bits", ERF_FAMILY_NEAR_MIDPOINTS, ids=[c[0] for c in ERF_FAMILY_NEAR_MIDPOINTS])
 def test_erf_family_near_midpoint_inputs_are_correctly_rounded(name, ref, bits):
+    _assert_correctly_rounded(name, ref, bits)
+
+
+# inputs the earlier evaluations of K and Ai missed (tests/native/check_special.c), computed now,
+# not selected: K0 at 0x39d6e5b5 (x = 2^-11.2, 2^-51.7 from a midpoint: the series below 2
+# keeps log(x/2) + gamma as a double-double and no longer goes through e^x and e^-x), K0 at
+# 0x2f29d115 and e^x K1 at 0x2f865681 (x = 2^-32.6, 2^-31.9; 2^-53.6 and 2^-55 from a midpoint:
+# the series' double-double is rounded to float32 once, no longer through a double); Ai at
+# -1.4e6 .. -1.1e12 (2^-32.6 .. 2^-47.4 from a midpoint, several near a zero: sin, cos and the
+# sum as double-doubles and the phase |x|^1.5 / (3 pi) in exact turns); Ai at 0xd365d5fa was
+# correct but undecided by the checker's quad phase then
+K_AI_COMPUTED = [
+    ("special.modified_bessel_k0", lambda v: mp.besselk(0, v), [0x39D6E5B5, 0x2F29D115]),
+    ("special.scaled_modified_bessel_k1", lambda v: mp.besselk(1, v) * mp.exp(v), [0x2F865681]),
+    ("special.airy_ai", mp.airyai, [0xC9A8A173, 0xCB20F3DD, 0xD354FEDA, 0xD148ED03, 0xD347F96E,
+                                    0xD37E7643, 0xD365D5FA]),
+]
+
+
+@pytest.mark.parametrize("name,ref,bits", K_AI_COMPUTED, ids=[c[0] for c in K_AI_COMPUTED])
+def test_k_and_airy_inputs_near_midpoints_are_correctly_rounded(name, ref, bits):
+    _assert_correctly_rounded(name, ref, bits)
+
+
+def _f32_bits(lo, hi, n, seed):
+    """n float32 bit patterns drawn uniformly between the (positive) floats lo and hi"""
+    a, b = np.array([lo, hi], np.float32).view(np.uint32)
+    return np.random.default_rng(seed).integers(a, b, n, dtype=np.uint32, endpoint=True).tolist()
+
+
+# the functions the exhaustive checker now covers, correctly rounded on random float32 inputs
+# (uniform in the bit patterns, so every binade is represented), against mpmath at 50 digits
+CR_SAMPLES = [
+    ("special.modified_bessel_k0", lambda v: mp.besselk(0, v), _f32_bits(1e-45, 100.0, 300, 1)),
+    ("special.modified_bessel_k1", lambda v: mp.besselk(1, v), _f32_bits(3e-38, 100.0, 300, 2)),
+    ("special.scaled_modified_bessel_k0", lambda v: mp.besselk(0, v) * mp.exp(v), _f32_bits(1e-45, 1e30, 300, 3)),
+    ("special.scaled_modified_bessel_k1", lambda v: mp.besselk(1, v) * mp.exp(v), _f32_bits(3e-38, 1e30, 300, 4)),
+    ("special.airy_ai", mp.airyai, _f32_bits(1e-45, 28.0, 200, 5)
+     + (np.array(_f32_bits(1e-45, 1e12, 300, 6), np.uint32) | 0x80000000).tolist()),
+    ("special.spherical_bessel_j0", lambda v: mp.sin(v) / v, _f32_bits(1e-45, 3e38, 300, 7)),
+]
+
+
+@pytest.mark.parametrize("name,ref,bits", CR_SAMPLES, ids=[c[0] for c in CR_SAMPLES])
+def test_k_airy_spherical_j0_correctly_rounded_on_samples(name, ref, bits):
     _assert_correctly_rounded(name, ref, bits)
 
 

@@ -47,6 +47,50 @@ TLM_HD double tls_bessel_i(double a, int v) {
     double s = tls_bessel_i_series(tlm_dmul(tlm_dmul(a, a), 0.25), v);
     return v ? tlm_dmul(s, tlm_dmul(a, 0.5)) : s;
 }
+/* K_v(a) for 0 < a < 2 by the series at 0 (DLMF 10.31.1) as a double-double, the logarithmic
+ * term in double-double (log(a/2) + gamma, log to 2^-59; 1/a for K1), so the dominant part of
+ * small a is exact to about 2^-59 and callers round once:
+ * K0 = sum_k H_k t_k - (log(a/2) + gamma) (1 + sum_k t_k), t_k = q^k / k!^2, q = a^2 / 4;
+ * K1 = 1/a + log(a/2) I1(a) - a/4 sum_k (psi(k+1) + psi(k+2)) q^k / (k! (k+1)!) */
+#define TLS_EULER_LO -0x1.6cb90701fbfabp-58
+TLM_HD tlm_dd tls_bessel_k_small_dd(double a, int v) {
+    double q = tlm_dmul(tlm_dmul(a, a), 0.25), t = 1.0, s = 0.0, acc;
+    tlm_dd l = tls_log_dd(tlm_dmul(a, 0.5));                  /* a/2 exact */
+    if (v == 0) {
+        double h = 0.0;
+        acc = 0.0;
+        for (int k = 1; k < 40; k++) {
+            t = tlm_ddiv(tlm_dmul(t, q), (double)(k * k));
+            h = tlm_dadd(h, tlm_ddiv(1.0, (double)k));
+            acc = tlm_dfma(t, h, acc);
+            s = tlm_dadd(s, t);                                 /* I0 - 1 */
+        }
+        tlm_dd g;
+        g.hi = TLS_EULER;
+        g.lo = TLS_EULER_LO;
+        tlm_dd L = tlm_dd_add(l, g);
+        tlm_dd r = tlm_two_sum(-L.hi, acc);
+        double c = tlm_dsub(tlm_dsub(r.lo, L.lo), tlm_dmul(tlm_dadd(L.hi, L.lo), s));
+        return tlm_fast_two_sum(r.hi, c);
+    }
+    double psi = -TLS_EULER, psi1 = tlm_dsub(1.0, TLS_EULER);   /* psi(k + 1), psi(k + 2) */
+    acc = tlm_dadd(psi, psi1);
+    for (int k = 1; k < 40; k++) {
+        t = tlm_ddiv(tlm_dmul(t, q), (double)(k * (k + 1)));
+        psi = psi1;
+        psi1 = tlm_dadd(psi1, tlm_ddiv(1.0, (double)(k + 1)));
+        acc = tlm_dfma(t, tlm_dadd(psi, psi1), acc);
+        s = tlm_dadd(s, t);
+    }
+    double i1 = tlm_dmul(tlm_dmul(a, 0.5), tlm_dadd(1.0, s));   /* I1(a) */
+    double rh = tlm_ddiv(1.0, a), rl = tlm_ddiv(tlm_dfma(-rh, a, 1.0), a);   /* 1/a = rh + rl */
+    double c = tlm_dsub(tlm_dfma(tlm_dadd(l.hi, l.lo), i1, rl), tlm_dmul(tlm_dmul(a, 0.25), acc));
+    return tlm_fast_two_sum(rh, c);
+}
+TLM_HD double tls_bessel_k_small(double a, int v) {
+    tlm_dd k = tls_bessel_k_small_dd(a, v);
+    return tlm_dadd(k.hi, k.lo);
+}
 /* e^a K_v(a) for a > 0 */
 TLM_HD double tls_bessel_ke(double a, int v) {
     if (a >= 25.0) return tlm_dmul(tls_hankel_sum(a, v, 1.0), tlm_dsqrt(tlm_ddiv(TLS_PI, tlm_dmul(2.0, a))));
@@ -64,29 +108,7 @@ TLM_HD double tls_bessel_ke(double a, int v) {
         }
         return tlm_dmul(s, 0.125);
     }
-    /* the series at 0 (DLMF 10.31.1), times e^a */
-    double q = tlm_dmul(tlm_dmul(a, a), 0.25), l = tls_log(tlm_dmul(a, 0.5));
-    double t = 1.0, h = 0.0, acc;
-    if (v == 0) {
-        acc = 0.0;
-        for (int k = 1; k < 40; k++) {
-            t = tlm_ddiv(tlm_dmul(t, q), (double)(k * k));
-            h = tlm_dadd(h, tlm_ddiv(1.0, (double)k));
-            acc = tlm_dfma(t, h, acc);
-        }
-        acc = tlm_dsub(acc, tlm_dmul(tlm_dadd(l, TLS_EULER), tls_bessel_i(a, 0)));
-    } else {
-        double psi = -TLS_EULER, psi1 = tlm_dsub(1.0, TLS_EULER);   /* psi(k + 1), psi(k + 2) */
-        acc = tlm_dadd(psi, psi1);
-        for (int k = 1; k < 40; k++) {
-            t = tlm_ddiv(tlm_dmul(t, q), (double)(k * (k + 1)));
-            psi = psi1;
-            psi1 = tlm_dadd(psi1, tlm_ddiv(1.0, (double)(k + 1)));
-            acc = tlm_dfma(t, tlm_dadd(psi, psi1), acc);
-        }
-        acc = tlm_dadd(tlm_ddiv(1.0, a), tlm_dsub(tlm_dmul(l, tls_bessel_i(a, 1)), tlm_dmul(tlm_dmul(a, 0.25), acc)));
-    }
-    return tlm_dmul(acc, tls_exp(a));
+    return tlm_dmul(tls_bessel_k_small(a, v), tls_exp(a));
 }
 
 /* J_v(a) (which = 0) or Y_v(a) (which = 1) for a > 0, v in {0, 1} */
