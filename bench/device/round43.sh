@@ -7,7 +7,8 @@
 # subset: the CUDA tests of the sort family (sort, topk, running sums) and the exact parity
 # cases; probes: GPU time per kernel of catalog calls, and the FP64 MMA's rounding (carry
 # build/dmma_order); suite: the whole CUDA suite; catalog: the heavy catalog ops against PyTorch; special:
-# exhaustive correct-rounding runs on the host's threads (SPECIAL_FNS); models: issue 34's
+# exhaustive correct-rounding runs on the host's threads (SPECIAL_FNS); devcheck: device = host
+# bits of the special functions (DEVCHECK_FNS); models: issue 34's
 # table; audit: recording on CUDA against the stub, and its cost; stub: the stub against
 # PyTorch CPU on 2 pinned cores of the host (issue 35's tables).
 set -u
@@ -41,6 +42,12 @@ fi
 if has probes; then
   TORCHLEAN_BACKEND=cuda timeout 120 python3 bench/probes/kernel_times.py 2>&1 | tee "$OUT/kernel-times.txt" | tail -80
   if [ -x build/dmma_order ]; then timeout 60 build/dmma_order 400000 2>&1 | tee "$OUT/dmma-order.txt"; fi
+fi
+if has devcheck; then
+  make build/tl_math_device_check >>"$OUT/build.log" 2>&1
+  timeout "${DEVCHECK_S:-120}" build/tl_math_device_check ${DEVCHECK_FNS:-airy_ai modified_bessel_k0 \
+    modified_bessel_k1 scaled_modified_bessel_k0 scaled_modified_bessel_k1 spherical_bessel_j0} 2>&1 \
+    | tee "$OUT/devcheck.txt" | tail -10 | tee -a "$OUT/summary.txt"
 fi
 if has special; then
   make build/check_special >>"$OUT/build.log" 2>&1
