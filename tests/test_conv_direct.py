@@ -87,6 +87,8 @@ def same_bits(a, b):
 @pytest.mark.parametrize("special", [False, True], ids=["normal", "inf-nan-zeros"])
 @pytest.mark.parametrize("exact", [False, True], ids=["default", "exact"])
 def test_direct_conv2d_has_the_im2col_bits(shape, special, exact):
+    if not exact and tl.backend() != "stub":
+        pytest.skip("CUDA's default-mode convolutions choose their own order; exact mode is the stub's")
     N, cin, cout, size, kernel, stride, padding = shape
     w, b, x = make(sum(size) + cin, N, cin, cout, size, kernel, special)
     got = run(w, b, x, stride, padding, 5, special, exact)
@@ -177,6 +179,11 @@ def test_bias_gradient_is_rule_4_over_samples_and_positions(N, size, cout):
     B = tl.AnyBuffer.from_numpy
     g = np.random.default_rng(4).standard_normal((N, cout) + size).astype(np.float32) * 100
     g[:, 2] = -0.0
-    _, db, _ = ops.conv_backward(B(w), B(x), B(g), stride=[1, 1], padding=[1, 1])
+    was = tl.is_exact()
+    tl.set_exact(was or tl.backend() != "stub")   # CUDA's default mode sums in its own order
+    try:
+        _, db, _ = ops.conv_backward(B(w), B(x), B(g), stride=[1, 1], padding=[1, 1])
+    finally:
+        tl.set_exact(was)
     want = np.array([rule4_f32(g[:, c].reshape(-1)) for c in range(cout)], np.float32)
     assert np.array_equal(db.to_numpy().view(np.uint32), want.view(np.uint32))

@@ -109,7 +109,8 @@ def masked_scatter(input, mask, source):  # noqa: A002
 
 def bincount(input, weights=None, minlength=0):  # noqa: A002
     """torch.bincount: occurrences of each value of a 1-D non-negative int64 tensor (int64), or
-    the sums of `weights` per value (float32, summed in index order on both libraries)."""
+    the sums of `weights` per value (float32, summed in index order on the stub and in CUDA's
+    deterministic and exact modes; CUDA's default mode adds with atomics, as torch's does)."""
     a = index_array(input, "bincount", "input")
     if a.ndim != 1 or (a.size and a.min() < 0):
         raise RuntimeError(f"bincount: only supports 1-d non-negative integral inputs, got shape "
