@@ -180,3 +180,22 @@ def test_bias_gradient_is_rule_4_over_samples_and_positions(N, size, cout):
     _, db, _ = ops.conv_backward(B(w), B(x), B(g), stride=[1, 1], padding=[1, 1])
     want = np.array([rule4_f32(g[:, c].reshape(-1)) for c in range(cout)], np.float32)
     assert np.array_equal(db.to_numpy().view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["normal", "inf-nan-zeros"])
+@pytest.mark.parametrize("exact", [False, True], ids=["default", "exact"])
+def test_kernel_gradient_over_many_samples_is_rule_4(special, exact):
+    """600 samples: three rule-4 chunks over samples (256, 256, 88; a tree of three partials),
+    each filled by several groups of samples whose chains are added onto the chunk's sums as
+    they finish; dW bit for bit the 3-D twin's (per-sample dW_b, then rule 4), and near float64"""
+    w, b, x = make(6, 600, 4, 5, (6, 6), (3, 3), special)
+    got = run(w, b, x, (1, 1), (1, 1), 8, special, exact)
+    want = run(w[..., None], b, x[..., None], (1, 1, 1), (1, 1, 0), 8, special, exact)
+    for name, a, c in zip(("y", "dW", "db", "dX"), got, want):
+        assert same_bits(a, c.reshape(a.shape)), name
+    if not special:
+        g = np.random.default_rng(8).standard_normal(got[0].shape).astype(np.float64)
+        xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        ref = np.stack([np.einsum("nohw,nchw->oc", g, xp[:, :, i:i + 6, j:j + 6])
+                        for i in range(3) for j in range(3)], -1).reshape(w.shape)
+        assert np.abs(got[1] - ref).max() <= 2e-5 * (1 + np.abs(ref).max())

@@ -42,15 +42,26 @@ TL_HIDDEN int64_t tl_direct_bias_floats(const tl_direct *D);
 /* db[oc] = rule 4's tree over the n samples' chunk sums bpart (tl_direct_bias_floats each) */
 TL_HIDDEN void tl_direct_bias_finish(const tl_direct *D, const float *bpart, float *db);
 
-/* floats of scratch one tl_direct_kgrad call needs */
-TL_HIDDEN int64_t tl_direct_kgrad_scratch(const tl_direct *D);
-/* One sample's kernel gradient dkb (c_out, c_in K): each weight's fma chain over the
- * positions in order, from 0, of g_b[oc, o] times the image cell tap (ci, k) reads at o.
- * scratch: tl_direct_kgrad_scratch floats whose padded-image border is still zero from an
- * earlier call (or zeroed: calloc). bpart: NULL, or the sample's tl_direct_bias_floats chunk
- * sums. par = 0 runs on the calling thread only. */
-TL_HIDDEN void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float *dkb,
-                               float *bpart, float *scratch, int par);
+/* The kernel gradient dk (c_out, c_in K): per sample b, each weight's fma chain over the
+ * positions in order, from 0, of g_b[oc, o] times the image cell tap (ci, k) reads at o; the
+ * samples' chains summed by rule 4 in a sample_sum whose outputs are in tile layout
+ * (tl_direct_kacc_floats of them), the chains added onto its open chunk as they finish. */
+TL_HIDDEN int64_t tl_direct_kacc_floats(const tl_direct *D);
+/* floats of one sample's slot: its padded image, then g_b^T's panels */
+TL_HIDDEN int64_t tl_direct_sample_floats(const tl_direct *D);
+/* fill a slot (its padded-image border zero from an earlier call, or calloc) for sample b:
+ * *img the padded image (or xb itself without padding), *gt g_b^T's panels; bpart: NULL, or
+ * the sample's tl_direct_bias_floats chunk sums */
+TL_HIDDEN void tl_direct_prep(const tl_direct *D, const float *xb, const float *gb, float *slot,
+                              float *bpart, const float **img, const float **gt);
+/* nb consecutive samples (img[j], gt[j], in order, all in one rule-4 chunk) onto acc, the open
+ * chunk's sums in tile layout; first: the chunk's first sample is j = 0 (acc is set, not added
+ * to). par = 0 runs on the calling thread only. */
+TL_HIDDEN void tl_direct_kgrad_group(const tl_direct *D, const float *const *img,
+                                     const float *const *gt, int64_t nb, int first, float *acc,
+                                     int par);
+/* dk[oc, i] from the tile layout */
+TL_HIDDEN void tl_direct_kgrad_store(const tl_direct *D, const float *acc, float *dk);
 
 /* 1 when the input gradient takes this path too: tl_direct_applies, c_in >= 16 and kernel
  * offsets k_n >= 2 s_0 s_1 */

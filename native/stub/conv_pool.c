@@ -97,6 +97,20 @@ static void sample_sum_push(sample_sum *s, const float *x, int64_t count, int pa
     for (int64_t j = 0; j < count; j++) ss_push(s, 0, 0, NULL);   /* the shared counters */
 }
 
+/* count samples were added onto the open chunk's sums in place (all in that chunk): the
+ * counters step, and a chunk that is full closes */
+static void sample_sum_added(sample_sum *s, int64_t count) {
+    s->len += count;
+    if (s->len < TLM_CHUNK) return;
+    const int64_t nk = s->nk, ranges = (nk + SS_RANGE - 1) / SS_RANGE;
+#pragma omp parallel for schedule(static) if (nk > TL_PAR_MIN && ranges > 1)
+    for (int64_t q = 0; q < ranges; q++) {
+        sample_sum l = *s;
+        ss_close(&l, q * SS_RANGE, q * SS_RANGE + SS_RANGE < nk ? q * SS_RANGE + SS_RANGE : nk);
+    }
+    ss_close(s, 0, 0);   /* the shared counters */
+}
+
 /* out[i] = the rule-4 sum of everything pushed (tlm_sumacc_finish); frees the scratch */
 static void sample_sum_finish(sample_sum *s, float *out) {
     const int64_t nk = s->nk;
@@ -225,22 +239,12 @@ static int forward_sample(const conv_plan *c, const float *B, const float *X,
 }
 
 /* one sample's kernel gradient dkb (the rule-3 chain over its positions, from 0) and input
- * gradient dx_b (dcol = W^T g_b, chains over c_out, then col2im onto zeros); xs: the direct
- * kernel gradient's scratch when c->direct */
+ * gradient dx_b (dcol = W^T g_b, chains over c_out, then col2im onto zeros) */
 static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
-                           float *DX, float *dkb, int64_t b, float *col, float *xs, int par) {
+                           float *DX, float *dkb, int64_t b, float *col, int par) {
     const geom_t *G = &c->G;
     const int64_t P = c->P, CK = c->CK, m = c->transpose ? G->cin : G->cout;
     const float *xb = X + b * c->xin, *gb = Gd + b * c->yout;
-    if (c->direct) {
-        float *bp = c->bpart ? c->bpart + b * tl_direct_bias_floats(c->direct) : NULL;
-        tl_direct_kgrad(c->direct, xb, gb, dkb, bp, xs, par);
-        if (c->wk) {
-            tl_direct_dgrad(c->direct, c->wk, gb, DX + b * c->xin, par);
-            return TL_OK;
-        }
-        return cols_to_image(c, gb, G->cout, G->cin, DX + b * c->xin, col, par);
-    }
     /* the columns: of x_b (conv) or of the output gradient (transpose); A: g_b or x_b */
     const float *img = c->transpose ? gb : xb, *A = c->transpose ? xb : gb;
     if (P == 0) memset(dkb, 0, (size_t)(m * CK) * sizeof(float));
@@ -305,6 +309,102 @@ int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, t
     return st;
 }
 
+/* the direct path's input gradient of every sample: from the kernel packed for it (c->wk),
+ * else the GEMM on W^T + col2im (c->wp) */
+static int direct_dgrad(const conv_plan *c, const float *Gd, float *DX) {
+    const int cols = c->wk == NULL;
+    int st = TL_OK;
+#pragma omp parallel if (c->outer)
+    {
+        float *col = cols ? col_buffer(c) : NULL;
+        if (cols && !col) {
+#pragma omp atomic write
+            st = TL_E_OOM;
+        }
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t b = 0; b < c->G.n; b++) {
+            if ((cols && !col) || st) continue;
+            const float *gb = Gd + b * c->yout;
+            float *dxb = DX + b * c->xin;
+            if (!cols) {
+                tl_direct_dgrad(c->direct, c->wk, gb, dxb, !c->outer);
+                continue;
+            }
+            int e = cols_to_image(c, gb, c->G.cout, c->G.cin, dxb, col, !c->outer);
+            if (e) {
+#pragma omp atomic write
+                st = e;
+            }
+        }
+        free(col);
+    }
+    return st;
+}
+
+#define KG_GROUP (1 << 18)   /* floats of samples' slots held at once (1 MiB) */
+
+/* the direct path's kernel gradient: samples in groups that stay within one rule-4 chunk; a
+ * group's slots are filled in parallel over its samples, then its chains go onto the chunk's
+ * sums in parallel over weight tiles (tl_direct_kgrad_group). 0 when out of memory. */
+static int direct_kgrad(const conv_plan *c, const float *X, const float *Gd, float *DK) {
+    const tl_direct *D = c->direct;
+    const int64_t n = c->G.n, sf = tl_direct_sample_floats(D), nt = tl_direct_kacc_floats(D);
+    const int64_t bf = tl_direct_bias_floats(D);
+    int64_t group = KG_GROUP / sf;
+    if (group < 1) group = 1;
+    if (group > n) group = n;
+    float *slots = (float *)calloc((size_t)(group * sf + 1), sizeof(float));
+    float *tmp = (float *)malloc((size_t)nt * sizeof(float));
+    const float **img = (const float **)malloc((size_t)group * sizeof(float *));
+    const float **gt = (const float **)malloc((size_t)group * sizeof(float *));
+    sample_sum acc = {0};
+    const int ok = slots && tmp && img && gt && sample_sum_init(&acc, nt, n);
+    for (int64_t b0 = 0, nb; ok && b0 < n; b0 += nb) {
+        nb = n - b0 < group ? n - b0 : group;
+        if (nb > TLM_CHUNK - acc.len) nb = TLM_CHUNK - acc.len;
+#pragma omp parallel for schedule(dynamic, 1) if (c->outer && nb > 1)
+        for (int64_t j = 0; j < nb; j++)
+            tl_direct_prep(D, X + (b0 + j) * c->xin, Gd + (b0 + j) * c->yout, slots + j * sf,
+                           c->bpart ? c->bpart + (b0 + j) * bf : NULL, &img[j], &gt[j]);
+        tl_direct_kgrad_group(D, img, gt, nb, acc.len == 0, acc.cur, 1);
+        sample_sum_added(&acc, nb);
+    }
+    if (ok) {
+        sample_sum_finish(&acc, tmp);   /* dW = rule 4 over the samples' dW_b */
+        tl_direct_kgrad_store(D, tmp, DK);
+    }
+    free(acc.cur);
+    free(slots);
+    free(tmp);
+    free(img);
+    free(gt);
+    return ok;
+}
+
+/* the backward of a 2-D convolution on the direct path (conv_direct.h); DK, DX, db zeroed or
+ * set by the caller as tlk_conv_backward's */
+static int backward_direct(conv_plan *c, const float *W, const float *X, const float *Gd,
+                           float *DK, float *DX, float *db, int fused_bias) {
+    const geom_t *G = &c->G;
+    tl_direct D = {0};
+    int st = TL_E_OOM;
+    if (!tl_direct_init(&D, G)) return st;
+    c->direct = &D;
+    if (tl_direct_dgrad_applies(G, 0)) c->wk = tl_direct_pack_dgrad(&D, W);
+    else c->wp = tl_sgemm_pack_a(W, 1, c->CK, c->CK, G->cout);   /* W^T of (c_out, CK) */
+    if (fused_bias) c->bpart = (float *)malloc((size_t)(G->n * tl_direct_bias_floats(&D)) * sizeof(float));
+    if ((c->wk || c->wp) && (!fused_bias || c->bpart)) {
+        st = direct_dgrad(c, Gd, DX);
+        if (!st) st = direct_kgrad(c, X, Gd, DK) ? TL_OK : TL_E_OOM;
+        if (!st && c->bpart) tl_direct_bias_finish(&D, c->bpart, db);
+    }
+    free(c->wp);
+    free(c->wk);
+    free(c->bpart);
+    tl_direct_free(&D);
+    return st;
+}
+
 #define DK_SCRATCH (1 << 22) /* floats of per-sample kernel gradients held at once (16 MiB) */
 
 /* the backward of conv (transpose = 0) and conv_transpose (transpose = 1) */
@@ -318,37 +418,30 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     if (nk > 0) memset(DK, 0, (size_t)nk * sizeof(float));
     if (G->n * xin > 0) memset(DX, 0, (size_t)(G->n * xin) * sizeof(float));
     /* the direct path takes the bias gradient from its panels of g when it can */
-    const int fused_bias = tl_direct_applies(geom, transpose) && G->out_n % TLM_CHUNK == 0 &&
-                           G->n * yout > 0 && G->n * xin > 0;
+    const int direct = tl_direct_applies(geom, transpose);
+    const int fused_bias = direct && G->out_n % TLM_CHUNK == 0 && G->n * yout > 0 && G->n * xin > 0;
     if (!fused_bias) bias_grad(Gd, G->n, G->cout, G->out_n, db->data);
     if (G->n * yout == 0 || G->n * xin == 0) return TL_OK;
     conv_plan c;
     if (!plan_conv(&c, op, geom, transpose))
         return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col runs", op);
+    if (direct) {
+        int e = backward_direct(&c, W, X, Gd, DK, DX, db->data, fused_bias);
+        tl_cols_free(&c.cols);
+        return e ? tl_fail(e, "%s: out of host memory for the kernel-gradient buffers", op) : TL_OK;
+    }
     /* samples go in groups whose kernel gradients fit DK_SCRATCH (at least one sample) */
     int64_t group = nk > 0 ? DK_SCRATCH / nk : G->n;
     if (group < 1) group = 1;
     if (group > G->n) group = G->n;
     if (!c.outer) group = 1;
     float *dkb = (float *)malloc((size_t)(group * nk > 0 ? group * nk : 1) * sizeof(float));
-    tl_direct D = {0};
-    if (tl_direct_applies(geom, transpose) && tl_direct_init(&D, geom)) c.direct = &D;
-    if (c.direct && tl_direct_dgrad_applies(geom, transpose)) c.wk = tl_direct_pack_dgrad(&D, W);
-    if (c.direct && fused_bias)
-        c.bpart = (float *)malloc((size_t)(G->n * tl_direct_bias_floats(&D)) * sizeof(float));
-    /* columns only where dx goes through col2im; A of its product: W (c_in, CK) for the
-     * transpose, else W^T of (c_out, CK) */
-    const int cols = !tl_direct_dgrad_applies(geom, transpose);
-    if (cols)
-        c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
+    /* A of dx's product: W (c_in, CK) for the transpose, else W^T of (c_out, CK) */
+    c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
     sample_sum acc;
-    if (!dkb || (cols && !c.wp) || (tl_direct_applies(geom, transpose) && !c.direct) ||
-        (!cols && !c.wk) || (fused_bias && !c.bpart) || !sample_sum_init(&acc, nk, G->n)) {
+    if (!dkb || !c.wp || !sample_sum_init(&acc, nk, G->n)) {
         free(dkb);
         free(c.wp);
-        free(c.wk);
-        free(c.bpart);
-        tl_direct_free(&D);
         tl_cols_free(&c.cols);
         return tl_fail(TL_E_OOM, "%s: out of host memory for the kernel-gradient buffers", op);
     }
@@ -357,35 +450,27 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
         int64_t nb = G->n - b0 < group ? G->n - b0 : group;
 #pragma omp parallel if (c.outer && nb > 1)
         {
-            float *col = cols ? col_buffer(&c) : NULL;
-            /* calloc: the padded image's border must start at zero */
-            float *xs = c.direct ? (float *)calloc((size_t)tl_direct_kgrad_scratch(c.direct), sizeof(float)) : NULL;
-            const int ok = (!cols || col) && (!c.direct || xs);
-            if (!ok) {
+            float *col = col_buffer(&c);
+            if (!col) {
 #pragma omp atomic write
                 st = TL_E_OOM;
             }
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t j = 0; j < nb; j++) {
-                if (!ok || st) continue;
-                int e = backward_sample(&c, X, Gd, DX, dkb + j * nk, b0 + j, col, xs, !c.outer);
+                if (!col || st) continue;
+                int e = backward_sample(&c, X, Gd, DX, dkb + j * nk, b0 + j, col, !c.outer);
                 if (e) {
 #pragma omp atomic write
                     st = e;
                 }
             }
-            free(xs);
             free(col);
         }
         if (!st) sample_sum_push(&acc, dkb, nb, 1);
     }
     sample_sum_finish(&acc, DK);  /* dW = rule 4 over the samples' dW_b */
-    if (c.bpart && !st) tl_direct_bias_finish(&D, c.bpart, db->data);
     free(dkb);
     free(c.wp);
-    free(c.wk);
-    free(c.bpart);
-    tl_direct_free(&D);
     tl_cols_free(&c.cols);
     if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
     return st;
