@@ -309,28 +309,38 @@ int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, t
     return st;
 }
 
-/* the direct path's input gradient of every sample: from the kernel packed for it (c->wk),
- * else the GEMM on W^T + col2im (c->wp) */
-static int direct_dgrad(const conv_plan *c, const float *Gd, float *DX) {
-    const int cols = c->wk == NULL;
+/* one sample's input gradient on the direct path: from the kernel packed for it (c->wk), else
+ * the GEMM on W^T + col2im (c->wp, the thread's column buffer col) */
+static int direct_dgrad(const conv_plan *c, const float *gb, float *dxb, float *col, int par) {
+    if (c->wk) {
+        tl_direct_dgrad(c->direct, c->wk, gb, dxb, par);
+        return TL_OK;
+    }
+    return cols_to_image(c, gb, c->G.cout, c->G.cin, dxb, col, par);
+}
+
+/* a group's samples [b0, b0 + nb): their slots for the kernel gradient and their input
+ * gradients (while g_b is in cache), in parallel over the samples */
+static int direct_samples(const conv_plan *c, const float *X, const float *Gd, float *DX,
+                          int64_t b0, int64_t nb, float *slots, const float **img,
+                          const float **gt) {
+    const tl_direct *D = c->direct;
+    const int64_t sf = tl_direct_sample_floats(D), bf = tl_direct_bias_floats(D);
     int st = TL_OK;
-#pragma omp parallel if (c->outer)
+#pragma omp parallel if (c->outer && nb > 1)
     {
-        float *col = cols ? col_buffer(c) : NULL;
-        if (cols && !col) {
+        float *col = c->wk ? NULL : col_buffer(c);
+        if (!c->wk && !col) {
 #pragma omp atomic write
             st = TL_E_OOM;
         }
 #pragma omp for schedule(dynamic, 1) nowait
-        for (int64_t b = 0; b < c->G.n; b++) {
-            if ((cols && !col) || st) continue;
-            const float *gb = Gd + b * c->yout;
-            float *dxb = DX + b * c->xin;
-            if (!cols) {
-                tl_direct_dgrad(c->direct, c->wk, gb, dxb, !c->outer);
-                continue;
-            }
-            int e = cols_to_image(c, gb, c->G.cout, c->G.cin, dxb, col, !c->outer);
+        for (int64_t j = 0; j < nb; j++) {
+            if ((!c->wk && !col) || st) continue;
+            const int64_t b = b0 + j;
+            tl_direct_prep(D, X + b * c->xin, Gd + b * c->yout, slots + j * sf,
+                           c->bpart ? c->bpart + b * bf : NULL, &img[j], &gt[j]);
+            int e = direct_dgrad(c, Gd + b * c->yout, DX + b * c->xin, col, !c->outer);
             if (e) {
 #pragma omp atomic write
                 st = e;
@@ -343,13 +353,13 @@ static int direct_dgrad(const conv_plan *c, const float *Gd, float *DX) {
 
 #define KG_GROUP (1 << 18)   /* floats of samples' slots held at once (1 MiB) */
 
-/* the direct path's kernel gradient: samples in groups that stay within one rule-4 chunk; a
- * group's slots are filled in parallel over its samples, then its chains go onto the chunk's
- * sums in parallel over weight tiles (tl_direct_kgrad_group). 0 when out of memory. */
-static int direct_kgrad(const conv_plan *c, const float *X, const float *Gd, float *DK) {
+/* the direct path's kernel and input gradients: samples in groups that stay within one rule-4
+ * chunk; a group's slots and input gradients in parallel over its samples, then its kernel
+ * chains onto the chunk's sums in parallel over weight tiles (tl_direct_kgrad_group) */
+static int direct_kgrad(const conv_plan *c, const float *X, const float *Gd, float *DX,
+                        float *DK) {
     const tl_direct *D = c->direct;
     const int64_t n = c->G.n, sf = tl_direct_sample_floats(D), nt = tl_direct_kacc_floats(D);
-    const int64_t bf = tl_direct_bias_floats(D);
     int64_t group = KG_GROUP / sf;
     if (group < 1) group = 1;
     if (group > n) group = n;
@@ -359,17 +369,16 @@ static int direct_kgrad(const conv_plan *c, const float *X, const float *Gd, flo
     const float **gt = (const float **)malloc((size_t)group * sizeof(float *));
     sample_sum acc = {0};
     const int ok = slots && tmp && img && gt && sample_sum_init(&acc, nt, n);
-    for (int64_t b0 = 0, nb; ok && b0 < n; b0 += nb) {
+    int st = ok ? TL_OK : TL_E_OOM;
+    for (int64_t b0 = 0, nb; !st && b0 < n; b0 += nb) {
         nb = n - b0 < group ? n - b0 : group;
         if (nb > TLM_CHUNK - acc.len) nb = TLM_CHUNK - acc.len;
-#pragma omp parallel for schedule(dynamic, 1) if (c->outer && nb > 1)
-        for (int64_t j = 0; j < nb; j++)
-            tl_direct_prep(D, X + (b0 + j) * c->xin, Gd + (b0 + j) * c->yout, slots + j * sf,
-                           c->bpart ? c->bpart + (b0 + j) * bf : NULL, &img[j], &gt[j]);
+        st = direct_samples(c, X, Gd, DX, b0, nb, slots, img, gt);
+        if (st) break;
         tl_direct_kgrad_group(D, img, gt, nb, acc.len == 0, acc.cur, 1);
         sample_sum_added(&acc, nb);
     }
-    if (ok) {
+    if (!st) {
         sample_sum_finish(&acc, tmp);   /* dW = rule 4 over the samples' dW_b */
         tl_direct_kgrad_store(D, tmp, DK);
     }
@@ -378,7 +387,7 @@ static int direct_kgrad(const conv_plan *c, const float *X, const float *Gd, flo
     free(tmp);
     free(img);
     free(gt);
-    return ok;
+    return st;
 }
 
 /* the backward of a 2-D convolution on the direct path (conv_direct.h); DK, DX, db zeroed or
@@ -394,8 +403,7 @@ static int backward_direct(conv_plan *c, const float *W, const float *X, const f
     else c->wp = tl_sgemm_pack_a(W, 1, c->CK, c->CK, G->cout);   /* W^T of (c_out, CK) */
     if (fused_bias) c->bpart = (float *)malloc((size_t)(G->n * tl_direct_bias_floats(&D)) * sizeof(float));
     if ((c->wk || c->wp) && (!fused_bias || c->bpart)) {
-        st = direct_dgrad(c, Gd, DX);
-        if (!st) st = direct_kgrad(c, X, Gd, DK) ? TL_OK : TL_E_OOM;
+        st = direct_kgrad(c, X, Gd, DX, DK);
         if (!st && c->bpart) tl_direct_bias_finish(&D, c->bpart, db);
     }
     free(c->wp);
