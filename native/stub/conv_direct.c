@@ -236,6 +236,14 @@ static int64_t kg_rows(const tl_direct *D) { return (D->CK + DR - 1) / DR * DR; 
 
 int64_t tl_direct_kacc_floats(const tl_direct *D) { return D->panels * kg_rows(D) * DL; }
 
+/* Summing in the tile pays where a sample's chains are short (the per-sample gradients' second
+ * pass is then a large share) and there are tiles enough to share among threads; with long
+ * chains (32x32 images) the threads are better kept on their own samples, whose g_b^T panels
+ * (128 KiB) each tile then reads once from L2, not once per group of samples from L3. */
+int tl_direct_kgrad_fuses(const tl_direct *D) {
+    return D->P <= 256 && D->panels * (kg_rows(D) / DR) >= 16;
+}
+
 int64_t tl_direct_sample_floats(const tl_direct *D) {
     return D->G->cin * D->plane + D->panels * D->P * DL;
 }

@@ -47,6 +47,10 @@ TL_HIDDEN void tl_direct_bias_finish(const tl_direct *D, const float *bpart, flo
  * samples' chains summed by rule 4 in a sample_sum whose outputs are in tile layout
  * (tl_direct_kacc_floats of them), the chains added onto its open chunk as they finish. */
 TL_HIDDEN int64_t tl_direct_kacc_floats(const tl_direct *D);
+/* 1 when a group's samples go onto the sums in the tiles (tl_direct_kgrad_group with nb > 1),
+ * 0 when each sample's chains are stored (nb = 1, first, into the sample's own tile-layout
+ * vector) and the samples summed afterwards */
+TL_HIDDEN int tl_direct_kgrad_fuses(const tl_direct *D);
 /* floats of one sample's slot: its padded image, then g_b^T's panels */
 TL_HIDDEN int64_t tl_direct_sample_floats(const tl_direct *D);
 /* fill a slot (its padded-image border zero from an earlier call, or calloc) for sample b:

@@ -20,6 +20,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 #include "stub.h"
 #include "sgemm.h"
 #include "conv_cols.h"
@@ -309,6 +310,8 @@ int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, t
     return st;
 }
 
+#define DK_SCRATCH (1 << 22) /* floats of per-sample kernel gradients held at once (16 MiB) */
+
 /* one sample's input gradient on the direct path: from the kernel packed for it (c->wk), else
  * the GEMM on W^T + col2im (c->wp, the thread's column buffer col) */
 static int direct_dgrad(const conv_plan *c, const float *gb, float *dxb, float *col, int par) {
@@ -319,13 +322,16 @@ static int direct_dgrad(const conv_plan *c, const float *gb, float *dxb, float *
     return cols_to_image(c, gb, c->G.cout, c->G.cin, dxb, col, par);
 }
 
-/* a group's samples [b0, b0 + nb): their slots for the kernel gradient and their input
- * gradients (while g_b is in cache), in parallel over the samples */
+/* a group's samples [b0, b0 + nb), in parallel over the samples: their slots for the kernel
+ * gradient and their input gradients (while g_b is in cache). With dkb (not fused), sample j's
+ * chains go into dkb's j-th tile-layout vector and a thread reuses one slot; else sample j
+ * keeps slot j for the group's tiles. */
 static int direct_samples(const conv_plan *c, const float *X, const float *Gd, float *DX,
                           int64_t b0, int64_t nb, float *slots, const float **img,
-                          const float **gt) {
+                          const float **gt, float *dkb) {
     const tl_direct *D = c->direct;
     const int64_t sf = tl_direct_sample_floats(D), bf = tl_direct_bias_floats(D);
+    const int64_t nt = tl_direct_kacc_floats(D);
     int st = TL_OK;
 #pragma omp parallel if (c->outer && nb > 1)
     {
@@ -338,8 +344,10 @@ static int direct_samples(const conv_plan *c, const float *X, const float *Gd, f
         for (int64_t j = 0; j < nb; j++) {
             if ((!c->wk && !col) || st) continue;
             const int64_t b = b0 + j;
-            tl_direct_prep(D, X + b * c->xin, Gd + b * c->yout, slots + j * sf,
+            float *slot = slots + (dkb ? omp_get_thread_num() : j) * sf;
+            tl_direct_prep(D, X + b * c->xin, Gd + b * c->yout, slot,
                            c->bpart ? c->bpart + b * bf : NULL, &img[j], &gt[j]);
+            if (dkb) tl_direct_kgrad_group(D, &img[j], &gt[j], 1, 1, dkb + j * nt, !c->outer);
             int e = direct_dgrad(c, Gd + b * c->yout, DX + b * c->xin, col, !c->outer);
             if (e) {
 #pragma omp atomic write
@@ -351,30 +359,54 @@ static int direct_samples(const conv_plan *c, const float *X, const float *Gd, f
     return st;
 }
 
-#define KG_GROUP (1 << 18)   /* floats of samples' slots held at once (1 MiB) */
+#define KG_GROUP (1 << 22)   /* floats of samples' slots held at once (16 MiB: in L3) */
 
-/* the direct path's kernel and input gradients: samples in groups that stay within one rule-4
- * chunk; a group's slots and input gradients in parallel over its samples, then its kernel
- * chains onto the chunk's sums in parallel over weight tiles (tl_direct_kgrad_group) */
+/* samples per group when fused: the batch in equal groups of at most KG_GROUP floats, each a
+ * multiple of the thread count (a group's input gradients are split over the threads by
+ * sample, and the threads wait for the group's last one); else groups whose per-sample
+ * gradients fit DK_SCRATCH, one sample at a time when the threads share each sample */
+static int64_t kgrad_group(const conv_plan *c, int fused, int64_t sf, int64_t nt) {
+    const int64_t n = c->G.n, threads = c->outer ? omp_get_max_threads() : 1;
+    if (!fused) {
+        const int64_t g = c->outer ? DK_SCRATCH / nt : 1;
+        return g < 1 ? 1 : g < n ? g : n;
+    }
+    int64_t cap = KG_GROUP / sf;
+    if (cap < 1) cap = 1;
+    const int64_t groups = (n + cap - 1) / cap;
+    int64_t group = (n + groups - 1) / groups;
+    if (threads > 1 && group > threads) group = (group + threads - 1) / threads * threads;
+    return group < n ? group : n;
+}
+
+/* the direct path's kernel and input gradients: samples in groups (within one rule-4 chunk
+ * when fused); a group's slots and input gradients in parallel over its samples, then its
+ * kernel chains onto the chunk's sums in parallel over weight tiles (fused), or each sample's
+ * chains stored with its slot and pushed onto rule 4 after the group */
 static int direct_kgrad(const conv_plan *c, const float *X, const float *Gd, float *DX,
                         float *DK) {
     const tl_direct *D = c->direct;
     const int64_t n = c->G.n, sf = tl_direct_sample_floats(D), nt = tl_direct_kacc_floats(D);
-    int64_t group = KG_GROUP / sf;
-    if (group < 1) group = 1;
-    if (group > n) group = n;
-    float *slots = (float *)calloc((size_t)(group * sf + 1), sizeof(float));
+    const int fused = tl_direct_kgrad_fuses(D);
+    const int64_t group = kgrad_group(c, fused, sf, nt);
+    const int64_t nslots = fused ? group : omp_get_max_threads();
+    float *slots = (float *)calloc((size_t)(nslots * sf + 1), sizeof(float));
     float *tmp = (float *)malloc((size_t)nt * sizeof(float));
+    float *dkb = fused ? NULL : (float *)malloc((size_t)(group * nt) * sizeof(float));
     const float **img = (const float **)malloc((size_t)group * sizeof(float *));
     const float **gt = (const float **)malloc((size_t)group * sizeof(float *));
     sample_sum acc = {0};
-    const int ok = slots && tmp && img && gt && sample_sum_init(&acc, nt, n);
+    const int ok = slots && tmp && (fused || dkb) && img && gt && sample_sum_init(&acc, nt, n);
     int st = ok ? TL_OK : TL_E_OOM;
     for (int64_t b0 = 0, nb; !st && b0 < n; b0 += nb) {
         nb = n - b0 < group ? n - b0 : group;
-        if (nb > TLM_CHUNK - acc.len) nb = TLM_CHUNK - acc.len;
-        st = direct_samples(c, X, Gd, DX, b0, nb, slots, img, gt);
+        if (fused && nb > TLM_CHUNK - acc.len) nb = TLM_CHUNK - acc.len;
+        st = direct_samples(c, X, Gd, DX, b0, nb, slots, img, gt, dkb);
         if (st) break;
+        if (!fused) {
+            sample_sum_push(&acc, dkb, nb, 1);
+            continue;
+        }
         tl_direct_kgrad_group(D, img, gt, nb, acc.len == 0, acc.cur, 1);
         sample_sum_added(&acc, nb);
     }
@@ -385,6 +417,7 @@ static int direct_kgrad(const conv_plan *c, const float *X, const float *Gd, flo
     free(acc.cur);
     free(slots);
     free(tmp);
+    free(dkb);
     free(img);
     free(gt);
     return st;
@@ -412,8 +445,6 @@ static int backward_direct(conv_plan *c, const float *W, const float *X, const f
     tl_direct_free(&D);
     return st;
 }
-
-#define DK_SCRATCH (1 << 22) /* floats of per-sample kernel gradients held at once (16 MiB) */
 
 /* the backward of conv (transpose = 0) and conv_transpose (transpose = 1) */
 int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, tl_buf db,
