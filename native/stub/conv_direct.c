@@ -335,6 +335,21 @@ float *tl_direct_pack_dgrad(const tl_direct *D, const float *W) {
     return Wk;
 }
 
+/* one kernel offset's chains (from 0, over K) added onto the valid rows' sums straight from the
+ * registers: sum + chain per lane, tlm_add's order */
+static void offset_onto(int64_t lanes, int64_t K, const float *const *rows, const int64_t *koff,
+                        const float *Bp, const int *valid, float sum[DR][DL]) {
+    v16 acc[DR][2];
+    for (int r = 0; r < DR; r++) acc[r][0] = acc[r][1] = (v16){0};
+    if (lanes > 16) addr_tile(2, K, rows, koff, Bp, acc);
+    else addr_tile(1, K, rows, koff, Bp, acc);
+    for (int r = 0; r < DR; r++)
+        if (valid[r]) {
+            vstore(sum[r], vload(sum[r]) + acc[r][0]);
+            vstore(sum[r] + 16, vload(sum[r] + 16) + acc[r][1]);
+        }
+}
+
 /* An input-gradient tile is DR cells of one image row y whose columns share a phase modulo the
  * stride: x = ph + s_1 (i0 + r). A kernel offset then reaches all of them or none from the
  * output row, and all or none by the columns' phase, so with stride 2 the tile runs the chains
@@ -359,7 +374,7 @@ static void dgrad_tile(const tl_direct *D, const float *Wk, const float *gb, flo
     const int64_t s0 = G->s[0], s1 = G->s[1], OW = G->out[1], n = G->in_n;
     const int64_t len = phase_len(G, ph), mr = len - i0 < DR ? len - i0 : DR;
     const int64_t lanes = G->cin - q * DL < DL ? G->cin - q * DL : DL;
-    float zero[DL] = {0}, sum[DR][DL] = {{0}}, t[DR][DL];
+    float sum[DR][DL] = {{0}};
     int reached = 0;
     for (int64_t kk = 0; kk < G->k_n; kk++) {
         const int64_t ky = kk / G->k[1], kx = kk % G->k[1];
@@ -375,10 +390,7 @@ static void dgrad_tile(const tl_direct *D, const float *Wk, const float *gb, flo
         }
         if (!any) continue;
         reached = 1;
-        run_tile(lanes, G->cout, rows, D->gaddr, Wk + (q * G->k_n + kk) * G->cout * DL, zero, t);
-        for (int r = 0; r < DR; r++)
-            if (valid[r])
-                for (int j = 0; j < DL; j++) sum[r][j] = tlm_add(sum[r][j], t[r][j]);
+        offset_onto(lanes, G->cout, rows, D->gaddr, Wk + (q * G->k_n + kk) * G->cout * DL, valid, sum);
     }
     if (reached)   /* else the cells keep the zeros dx starts from */
         store_rows(&sum[0][0], lanes, mr, dxb + q * DL * n + y * G->in[1] + ph + s1 * i0, n, s1);
