@@ -35,7 +35,7 @@ TL_HIDDEN int tl_direct_forward(const tl_direct *D, const float *W, const float 
 
 /* The bias gradient, rule 4 over (sample, position), from the panels of g_b^T the kernel
  * gradient makes anyway: when P is a multiple of TLM_CHUNK every chunk lies in one sample, so
- * each sample's chunk sums are independent (tl_direct_kgrad's bpart) and go onto rule 4's tree
+ * each sample's chunk sums are independent (tl_direct_prep's bpart) and go onto rule 4's tree
  * in (sample, chunk) order afterwards. Floats of chunk sums per sample; 0 when P is not a
  * multiple of TLM_CHUNK (a chunk's sum would run across samples). */
 TL_HIDDEN int64_t tl_direct_bias_floats(const tl_direct *D);
