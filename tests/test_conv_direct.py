@@ -187,3 +187,45 @@ def test_bias_gradient_is_rule_4_over_samples_and_positions(N, size, cout):
         tl.set_exact(was)
     want = np.array([rule4_f32(g[:, c].reshape(-1)) for c in range(cout)], np.float32)
     assert np.array_equal(db.to_numpy().view(np.uint32), want.view(np.uint32))
+
+
+# 600 samples: three rule-4 chunks over samples (256, 256, 88; a tree of three partials)
+MANY = [(4, 5, 6),     # 5 weight tiles: a sample per thread, its gradient stored, summed after
+        (16, 33, 16)]  # 36 tiles, 16x16: summed in the tiles, chunks filled by several groups
+
+
+@pytest.mark.parametrize("cin, cout, side", MANY, ids=["per-sample", "in-tiles"])
+@pytest.mark.parametrize("special", [False, True], ids=["normal", "inf-nan-zeros"])
+@pytest.mark.parametrize("exact", [False, True], ids=["default", "exact"])
+def test_kernel_gradient_over_many_samples_is_rule_4(cin, cout, side, special, exact):
+    """dW bit for bit the 3-D twin's (each sample's dW_b stored, then rule 4 over the samples),
+    and near float64"""
+    w, b, x = make(6, 600, cin, cout, (side, side), (3, 3), special)
+    got = run(w, b, x, (1, 1), (1, 1), 8, special, exact)
+    want = run(w[..., None], b, x[..., None], (1, 1, 1), (1, 1, 0), 8, special, exact)
+    for name, a, c in zip(("y", "dW", "db", "dX"), got, want):
+        assert same_bits(a, c.reshape(a.shape)), name
+    if not special:
+        g = np.random.default_rng(8).standard_normal(got[0].shape).astype(np.float64)
+        xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        ref = np.stack([np.einsum("nohw,nchw->oc", g, xp[:, :, i:i + side, j:j + side])
+                        for i in range(3) for j in range(3)], -1).reshape(w.shape)
+        assert np.abs(got[1] - ref).max() <= 2e-5 * (1 + np.abs(ref).max())
+
+
+def test_kernel_gradient_summed_in_tiles_does_not_depend_on_the_thread_count():
+    """the groups of samples are a multiple of the thread count: 1, 2 and 3 threads split the
+    600 samples differently, with the same bits"""
+    code = ("import sys, hashlib, numpy as np; sys.path.insert(0, %r); sys.path.insert(0, %r); "
+            "from test_conv_direct import make, run; "
+            "w, b, x = make(6, 600, 16, 33, (16, 16), (3, 3), True); "
+            "out = run(w, b, x, (1, 1), (1, 1), 8, True, False); "
+            "print(hashlib.sha256(b''.join(np.ascontiguousarray(a).tobytes() for a in out)).hexdigest())"
+            ) % (str(ROOT), str(ROOT / "tests"))
+    digests = set()
+    for threads in ("1", "2", "3"):
+        env = dict(os.environ, OMP_NUM_THREADS=threads, TORCHLEAN_BACKEND="stub")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             check=True)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1

@@ -193,22 +193,6 @@ int tl_direct_forward(const tl_direct *D, const float *W, const float *bias, con
     return st;
 }
 
-int64_t tl_direct_kgrad_scratch(const tl_direct *D) {
-    return D->G->cin * D->plane + D->panels * D->P * DL + 1;
-}
-
-/* kernel-gradient tile: rows (ci, k) [i0, i0 + DR) (those < CK) x channels of panel q */
-static void kgrad_tile(const tl_direct *D, const float *xp, const float *gt, float *dkb, int64_t q,
-                       int64_t i0) {
-    const int64_t CK = D->CK, mr = CK - i0 < DR ? CK - i0 : DR;
-    const int64_t lanes = D->G->cout - q * DL < DL ? D->G->cout - q * DL : DL;
-    const float *rows[DR];
-    float start[DL] = {0}, t[DR][DL];
-    for (int r = 0; r < DR; r++) rows[r] = xp + D->kaddr[i0 + (r < mr ? r : mr - 1)];
-    run_tile(lanes, D->P, rows, D->paddr, gt + q * D->P * DL, start, t);
-    store_rows(&t[0][0], lanes, mr, dkb + q * DL * CK + i0, CK, 1);
-}
-
 int64_t tl_direct_bias_floats(const tl_direct *D) {
     return D->P % TLM_CHUNK ? 0 : D->panels * (D->P / TLM_CHUNK) * DL;
 }
@@ -244,16 +228,83 @@ void tl_direct_bias_finish(const tl_direct *D, const float *bpart, float *db) {
     }
 }
 
-void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float *dkb,
-                     float *bpart, float *scratch, int par) {
+/* The kernel gradient's samples are summed by rule 4 in sample order, so each weight tile runs
+ * its sample chains one after another and adds each onto its running sum while the tile is still
+ * in registers: no per-sample gradient is stored and summed in a second pass. The sums live in
+ * tile layout, acc[(q rows + i) DL + j] for weight (q DL + j, i), rows = CK in whole tiles. */
+static int64_t kg_rows(const tl_direct *D) { return (D->CK + DR - 1) / DR * DR; }
+
+int64_t tl_direct_kacc_floats(const tl_direct *D) { return D->panels * kg_rows(D) * DL; }
+
+/* Summing in the tile pays where a sample's chains are short (the per-sample gradients' second
+ * pass is then a large share) and there are tiles enough to share among threads; with long
+ * chains (32x32 images) the threads are better kept on their own samples, whose g_b^T panels
+ * (128 KiB) each tile then reads once from L2, not once per group of samples from L3. */
+int tl_direct_kgrad_fuses(const tl_direct *D) {
+    return D->P <= 256 && D->panels * (kg_rows(D) / DR) >= 16;
+}
+
+int64_t tl_direct_sample_floats(const tl_direct *D) {
+    return D->G->cin * D->plane + D->panels * D->P * DL;
+}
+
+void tl_direct_prep(const tl_direct *D, const float *xb, const float *gb, float *slot,
+                    float *bpart, const float **img, const float **gt) {
+    float *g = slot + D->G->cin * D->plane;
+    *img = pad_image(D, xb, slot);
+    pack_lanes(gb, D->G->cout, D->P, D->panels, g);   /* g_b^T in panels */
+    if (bpart) bias_chunks(D, g, bpart);
+    *gt = g;
+}
+
+/* weight tile (q, rows [i0, i0 + DR)): sample j's chains over the positions (from 0), then
+ * onto the tile's sum: the sum is that chain when `first` (a rule-4 chunk's first sample),
+ * else sum + chain, tlm_add's operand order */
+static void kacc_tile(const tl_direct *D, const float *img, const float *gt, int first,
+                      float *a, int64_t q, int64_t i0) {
+    const int64_t CK = D->CK, mr = CK - i0 < DR ? CK - i0 : DR;
+    const float *rows[DR];
+    v16 acc[DR][2];
+    for (int r = 0; r < DR; r++) {
+        rows[r] = img + D->kaddr[i0 + (r < mr ? r : mr - 1)];
+        acc[r][0] = acc[r][1] = (v16){0};
+    }
+    if (D->G->cout - q * DL > 16) addr_tile(2, D->P, rows, D->paddr, gt + q * D->P * DL, acc);
+    else addr_tile(1, D->P, rows, D->paddr, gt + q * D->P * DL, acc);
+    for (int r = 0; r < DR; r++) {
+        float *ar = a + r * DL;
+        vstore(ar, first ? acc[r][0] : vload(ar) + acc[r][0]);
+        vstore(ar + 16, first ? acc[r][1] : vload(ar + 16) + acc[r][1]);
+    }
+}
+
+/* tiles [t0, t1) of panel q, samples in order (a sample's panel stays in cache across tiles) */
+static void kacc_run(const tl_direct *D, const float *const *img, const float *const *gt,
+                     int64_t nb, int first, float *acc, int64_t q, int64_t t0, int64_t t1) {
+    const int64_t rows = kg_rows(D);
+    for (int64_t j = 0; j < nb; j++)
+        for (int64_t t = t0; t < t1; t++)
+            kacc_tile(D, img[j], gt[j], first && j == 0, acc + (q * rows + t * DR) * DL, q, t * DR);
+}
+
+/* The threads split the weight tiles, not the samples (the sum's order runs over those): about
+ * 16 runs of tiles, each within one panel, taken dynamically. */
+void tl_direct_kgrad_group(const tl_direct *D, const float *const *img, const float *const *gt,
+                           int64_t nb, int first, float *acc, int par) {
     const tl_geom *G = D->G;
-    float *gt = scratch + G->cin * D->plane;
-    const float *xp = pad_image(D, xb, scratch);
-    pack_lanes(gb, G->cout, D->P, D->panels, gt);   /* g_b^T in panels */
-    if (bpart) bias_chunks(D, gt, bpart);
-    const int64_t per = (D->CK + DR - 1) / DR, tiles = D->panels * per;
-#pragma omp parallel for schedule(dynamic, 4) if (par && G->cout * D->CK * D->P > 65536)
-    for (int64_t t = 0; t < tiles; t++) kgrad_tile(D, xp, gt, dkb, t / per, t % per * DR);
+    const int64_t rt = kg_rows(D) / DR, split = (16 + D->panels - 1) / D->panels;
+    const int64_t per = (rt + split - 1) / split, runs_q = (rt + per - 1) / per;
+#pragma omp parallel for schedule(dynamic, 1) if (par && nb * G->cout * D->CK * D->P > 65536)
+    for (int64_t u = 0; u < D->panels * runs_q; u++) {
+        const int64_t q = u / runs_q, t0 = u % runs_q * per, t1 = t0 + per < rt ? t0 + per : rt;
+        kacc_run(D, img, gt, nb, first, acc, q, t0, t1);
+    }
+}
+
+void tl_direct_kgrad_store(const tl_direct *D, const float *acc, float *dk) {
+    const int64_t CK = D->CK, rows = kg_rows(D);
+    for (int64_t oc = 0; oc < D->G->cout; oc++)
+        for (int64_t i = 0; i < CK; i++) dk[oc * CK + i] = acc[(oc / DL * rows + i) * DL + oc % DL];
 }
 
 /* The input gradient's lanes are input channels: with fewer than 16 (an RGB image) most of
@@ -284,6 +335,21 @@ float *tl_direct_pack_dgrad(const tl_direct *D, const float *W) {
     return Wk;
 }
 
+/* one kernel offset's chains (from 0, over K) added onto the valid rows' sums straight from the
+ * registers: sum + chain per lane, tlm_add's order */
+static void offset_onto(int64_t lanes, int64_t K, const float *const *rows, const int64_t *koff,
+                        const float *Bp, const int *valid, float sum[DR][DL]) {
+    v16 acc[DR][2];
+    for (int r = 0; r < DR; r++) acc[r][0] = acc[r][1] = (v16){0};
+    if (lanes > 16) addr_tile(2, K, rows, koff, Bp, acc);
+    else addr_tile(1, K, rows, koff, Bp, acc);
+    for (int r = 0; r < DR; r++)
+        if (valid[r]) {
+            vstore(sum[r], vload(sum[r]) + acc[r][0]);
+            vstore(sum[r] + 16, vload(sum[r] + 16) + acc[r][1]);
+        }
+}
+
 /* An input-gradient tile is DR cells of one image row y whose columns share a phase modulo the
  * stride: x = ph + s_1 (i0 + r). A kernel offset then reaches all of them or none from the
  * output row, and all or none by the columns' phase, so with stride 2 the tile runs the chains
@@ -308,7 +374,7 @@ static void dgrad_tile(const tl_direct *D, const float *Wk, const float *gb, flo
     const int64_t s0 = G->s[0], s1 = G->s[1], OW = G->out[1], n = G->in_n;
     const int64_t len = phase_len(G, ph), mr = len - i0 < DR ? len - i0 : DR;
     const int64_t lanes = G->cin - q * DL < DL ? G->cin - q * DL : DL;
-    float zero[DL] = {0}, sum[DR][DL] = {{0}}, t[DR][DL];
+    float sum[DR][DL] = {{0}};
     int reached = 0;
     for (int64_t kk = 0; kk < G->k_n; kk++) {
         const int64_t ky = kk / G->k[1], kx = kk % G->k[1];
@@ -324,10 +390,7 @@ static void dgrad_tile(const tl_direct *D, const float *Wk, const float *gb, flo
         }
         if (!any) continue;
         reached = 1;
-        run_tile(lanes, G->cout, rows, D->gaddr, Wk + (q * G->k_n + kk) * G->cout * DL, zero, t);
-        for (int r = 0; r < DR; r++)
-            if (valid[r])
-                for (int j = 0; j < DL; j++) sum[r][j] = tlm_add(sum[r][j], t[r][j]);
+        offset_onto(lanes, G->cout, rows, D->gaddr, Wk + (q * G->k_n + kk) * G->cout * DL, valid, sum);
     }
     if (reached)   /* else the cells keep the zeros dx starts from */
         store_rows(&sum[0][0], lanes, mr, dxb + q * DL * n + y * G->in[1] + ph + s1 * i0, n, s1);

@@ -35,22 +35,37 @@ TL_HIDDEN int tl_direct_forward(const tl_direct *D, const float *W, const float 
 
 /* The bias gradient, rule 4 over (sample, position), from the panels of g_b^T the kernel
  * gradient makes anyway: when P is a multiple of TLM_CHUNK every chunk lies in one sample, so
- * each sample's chunk sums are independent (tl_direct_kgrad's bpart) and go onto rule 4's tree
+ * each sample's chunk sums are independent (tl_direct_prep's bpart) and go onto rule 4's tree
  * in (sample, chunk) order afterwards. Floats of chunk sums per sample; 0 when P is not a
  * multiple of TLM_CHUNK (a chunk's sum would run across samples). */
 TL_HIDDEN int64_t tl_direct_bias_floats(const tl_direct *D);
 /* db[oc] = rule 4's tree over the n samples' chunk sums bpart (tl_direct_bias_floats each) */
 TL_HIDDEN void tl_direct_bias_finish(const tl_direct *D, const float *bpart, float *db);
 
-/* floats of scratch one tl_direct_kgrad call needs */
-TL_HIDDEN int64_t tl_direct_kgrad_scratch(const tl_direct *D);
-/* One sample's kernel gradient dkb (c_out, c_in K): each weight's fma chain over the
- * positions in order, from 0, of g_b[oc, o] times the image cell tap (ci, k) reads at o.
- * scratch: tl_direct_kgrad_scratch floats whose padded-image border is still zero from an
- * earlier call (or zeroed: calloc). bpart: NULL, or the sample's tl_direct_bias_floats chunk
- * sums. par = 0 runs on the calling thread only. */
-TL_HIDDEN void tl_direct_kgrad(const tl_direct *D, const float *xb, const float *gb, float *dkb,
-                               float *bpart, float *scratch, int par);
+/* The kernel gradient dk (c_out, c_in K): per sample b, each weight's fma chain over the
+ * positions in order, from 0, of g_b[oc, o] times the image cell tap (ci, k) reads at o; the
+ * samples' chains summed by rule 4 in a sample_sum whose outputs are in tile layout
+ * (tl_direct_kacc_floats of them), the chains added onto its open chunk as they finish. */
+TL_HIDDEN int64_t tl_direct_kacc_floats(const tl_direct *D);
+/* 1 when a group's samples go onto the sums in the tiles (tl_direct_kgrad_group with nb > 1),
+ * 0 when each sample's chains are stored (nb = 1, first, into the sample's own tile-layout
+ * vector) and the samples summed afterwards */
+TL_HIDDEN int tl_direct_kgrad_fuses(const tl_direct *D);
+/* floats of one sample's slot: its padded image, then g_b^T's panels */
+TL_HIDDEN int64_t tl_direct_sample_floats(const tl_direct *D);
+/* fill a slot (its padded-image border zero from an earlier call, or calloc) for sample b:
+ * *img the padded image (or xb itself without padding), *gt g_b^T's panels; bpart: NULL, or
+ * the sample's tl_direct_bias_floats chunk sums */
+TL_HIDDEN void tl_direct_prep(const tl_direct *D, const float *xb, const float *gb, float *slot,
+                              float *bpart, const float **img, const float **gt);
+/* nb consecutive samples (img[j], gt[j], in order, all in one rule-4 chunk) onto acc, the open
+ * chunk's sums in tile layout; first: the chunk's first sample is j = 0 (acc is set, not added
+ * to). par = 0 runs on the calling thread only. */
+TL_HIDDEN void tl_direct_kgrad_group(const tl_direct *D, const float *const *img,
+                                     const float *const *gt, int64_t nb, int first, float *acc,
+                                     int par);
+/* dk[oc, i] from the tile layout */
+TL_HIDDEN void tl_direct_kgrad_store(const tl_direct *D, const float *acc, float *dk);
 
 /* 1 when the input gradient takes this path too: tl_direct_applies, c_in >= 16 and kernel
  * offsets k_n >= 2 s_0 s_1 */

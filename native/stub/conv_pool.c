@@ -20,6 +20,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 #include "stub.h"
 #include "sgemm.h"
 #include "conv_cols.h"
@@ -95,6 +96,20 @@ static void sample_sum_push(sample_sum *s, const float *x, int64_t count, int pa
         for (int64_t j = 0; j < count; j++) ss_push(&l, i0, i1, x + j * nk);
     }
     for (int64_t j = 0; j < count; j++) ss_push(s, 0, 0, NULL);   /* the shared counters */
+}
+
+/* count samples were added onto the open chunk's sums in place (all in that chunk): the
+ * counters step, and a chunk that is full closes */
+static void sample_sum_added(sample_sum *s, int64_t count) {
+    s->len += count;
+    if (s->len < TLM_CHUNK) return;
+    const int64_t nk = s->nk, ranges = (nk + SS_RANGE - 1) / SS_RANGE;
+#pragma omp parallel for schedule(static) if (nk > TL_PAR_MIN && ranges > 1)
+    for (int64_t q = 0; q < ranges; q++) {
+        sample_sum l = *s;
+        ss_close(&l, q * SS_RANGE, q * SS_RANGE + SS_RANGE < nk ? q * SS_RANGE + SS_RANGE : nk);
+    }
+    ss_close(s, 0, 0);   /* the shared counters */
 }
 
 /* out[i] = the rule-4 sum of everything pushed (tlm_sumacc_finish); frees the scratch */
@@ -225,22 +240,12 @@ static int forward_sample(const conv_plan *c, const float *B, const float *X,
 }
 
 /* one sample's kernel gradient dkb (the rule-3 chain over its positions, from 0) and input
- * gradient dx_b (dcol = W^T g_b, chains over c_out, then col2im onto zeros); xs: the direct
- * kernel gradient's scratch when c->direct */
+ * gradient dx_b (dcol = W^T g_b, chains over c_out, then col2im onto zeros) */
 static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
-                           float *DX, float *dkb, int64_t b, float *col, float *xs, int par) {
+                           float *DX, float *dkb, int64_t b, float *col, int par) {
     const geom_t *G = &c->G;
     const int64_t P = c->P, CK = c->CK, m = c->transpose ? G->cin : G->cout;
     const float *xb = X + b * c->xin, *gb = Gd + b * c->yout;
-    if (c->direct) {
-        float *bp = c->bpart ? c->bpart + b * tl_direct_bias_floats(c->direct) : NULL;
-        tl_direct_kgrad(c->direct, xb, gb, dkb, bp, xs, par);
-        if (c->wk) {
-            tl_direct_dgrad(c->direct, c->wk, gb, DX + b * c->xin, par);
-            return TL_OK;
-        }
-        return cols_to_image(c, gb, G->cout, G->cin, DX + b * c->xin, col, par);
-    }
     /* the columns: of x_b (conv) or of the output gradient (transpose); A: g_b or x_b */
     const float *img = c->transpose ? gb : xb, *A = c->transpose ? xb : gb;
     if (P == 0) memset(dkb, 0, (size_t)(m * CK) * sizeof(float));
@@ -307,6 +312,140 @@ int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, t
 
 #define DK_SCRATCH (1 << 22) /* floats of per-sample kernel gradients held at once (16 MiB) */
 
+/* one sample's input gradient on the direct path: from the kernel packed for it (c->wk), else
+ * the GEMM on W^T + col2im (c->wp, the thread's column buffer col) */
+static int direct_dgrad(const conv_plan *c, const float *gb, float *dxb, float *col, int par) {
+    if (c->wk) {
+        tl_direct_dgrad(c->direct, c->wk, gb, dxb, par);
+        return TL_OK;
+    }
+    return cols_to_image(c, gb, c->G.cout, c->G.cin, dxb, col, par);
+}
+
+/* a group's samples [b0, b0 + nb), in parallel over the samples: their slots for the kernel
+ * gradient and their input gradients (while g_b is in cache). With dkb (not fused), sample j's
+ * chains go into dkb's j-th tile-layout vector and a thread reuses one slot; else sample j
+ * keeps slot j for the group's tiles. */
+static int direct_samples(const conv_plan *c, const float *X, const float *Gd, float *DX,
+                          int64_t b0, int64_t nb, float *slots, const float **img,
+                          const float **gt, float *dkb) {
+    const tl_direct *D = c->direct;
+    const int64_t sf = tl_direct_sample_floats(D), bf = tl_direct_bias_floats(D);
+    const int64_t nt = tl_direct_kacc_floats(D);
+    int st = TL_OK;
+#pragma omp parallel if (c->outer && nb > 1)
+    {
+        float *col = c->wk ? NULL : col_buffer(c);
+        if (!c->wk && !col) {
+#pragma omp atomic write
+            st = TL_E_OOM;
+        }
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t j = 0; j < nb; j++) {
+            if ((!c->wk && !col) || st) continue;
+            const int64_t b = b0 + j;
+            float *slot = slots + (dkb ? omp_get_thread_num() : j) * sf;
+            tl_direct_prep(D, X + b * c->xin, Gd + b * c->yout, slot,
+                           c->bpart ? c->bpart + b * bf : NULL, &img[j], &gt[j]);
+            if (dkb) tl_direct_kgrad_group(D, &img[j], &gt[j], 1, 1, dkb + j * nt, !c->outer);
+            int e = direct_dgrad(c, Gd + b * c->yout, DX + b * c->xin, col, !c->outer);
+            if (e) {
+#pragma omp atomic write
+                st = e;
+            }
+        }
+        free(col);
+    }
+    return st;
+}
+
+#define KG_GROUP (1 << 22)   /* floats of samples' slots held at once (16 MiB: in L3) */
+
+/* samples per group when fused: the batch in equal groups of at most KG_GROUP floats, each a
+ * multiple of the thread count (a group's input gradients are split over the threads by
+ * sample, and the threads wait for the group's last one); else groups whose per-sample
+ * gradients fit DK_SCRATCH, one sample at a time when the threads share each sample */
+static int64_t kgrad_group(const conv_plan *c, int fused, int64_t sf, int64_t nt) {
+    const int64_t n = c->G.n, threads = c->outer ? omp_get_max_threads() : 1;
+    if (!fused) {
+        const int64_t g = c->outer ? DK_SCRATCH / nt : 1;
+        return g < 1 ? 1 : g < n ? g : n;
+    }
+    int64_t cap = KG_GROUP / sf;
+    if (cap < 1) cap = 1;
+    const int64_t groups = (n + cap - 1) / cap;
+    int64_t group = (n + groups - 1) / groups;
+    if (threads > 1 && group > threads) group = (group + threads - 1) / threads * threads;
+    return group < n ? group : n;
+}
+
+/* the direct path's kernel and input gradients: samples in groups (within one rule-4 chunk
+ * when fused); a group's slots and input gradients in parallel over its samples, then its
+ * kernel chains onto the chunk's sums in parallel over weight tiles (fused), or each sample's
+ * chains stored with its slot and pushed onto rule 4 after the group */
+static int direct_kgrad(const conv_plan *c, const float *X, const float *Gd, float *DX,
+                        float *DK) {
+    const tl_direct *D = c->direct;
+    const int64_t n = c->G.n, sf = tl_direct_sample_floats(D), nt = tl_direct_kacc_floats(D);
+    const int fused = tl_direct_kgrad_fuses(D);
+    const int64_t group = kgrad_group(c, fused, sf, nt);
+    const int64_t nslots = fused ? group : omp_get_max_threads();
+    float *slots = (float *)calloc((size_t)(nslots * sf + 1), sizeof(float));
+    float *tmp = (float *)malloc((size_t)nt * sizeof(float));
+    float *dkb = fused ? NULL : (float *)malloc((size_t)(group * nt) * sizeof(float));
+    const float **img = (const float **)malloc((size_t)group * sizeof(float *));
+    const float **gt = (const float **)malloc((size_t)group * sizeof(float *));
+    sample_sum acc = {0};
+    const int ok = slots && tmp && (fused || dkb) && img && gt && sample_sum_init(&acc, nt, n);
+    int st = ok ? TL_OK : TL_E_OOM;
+    for (int64_t b0 = 0, nb; !st && b0 < n; b0 += nb) {
+        nb = n - b0 < group ? n - b0 : group;
+        if (fused && nb > TLM_CHUNK - acc.len) nb = TLM_CHUNK - acc.len;
+        st = direct_samples(c, X, Gd, DX, b0, nb, slots, img, gt, dkb);
+        if (st) break;
+        if (!fused) {
+            sample_sum_push(&acc, dkb, nb, 1);
+            continue;
+        }
+        tl_direct_kgrad_group(D, img, gt, nb, acc.len == 0, acc.cur, 1);
+        sample_sum_added(&acc, nb);
+    }
+    if (!st) {
+        sample_sum_finish(&acc, tmp);   /* dW = rule 4 over the samples' dW_b */
+        tl_direct_kgrad_store(D, tmp, DK);
+    }
+    free(acc.cur);
+    free(slots);
+    free(tmp);
+    free(dkb);
+    free(img);
+    free(gt);
+    return st;
+}
+
+/* the backward of a 2-D convolution on the direct path (conv_direct.h); DK, DX, db zeroed or
+ * set by the caller as tlk_conv_backward's */
+static int backward_direct(conv_plan *c, const float *W, const float *X, const float *Gd,
+                           float *DK, float *DX, float *db, int fused_bias) {
+    const geom_t *G = &c->G;
+    tl_direct D = {0};
+    int st = TL_E_OOM;
+    if (!tl_direct_init(&D, G)) return st;
+    c->direct = &D;
+    if (tl_direct_dgrad_applies(G, 0)) c->wk = tl_direct_pack_dgrad(&D, W);
+    else c->wp = tl_sgemm_pack_a(W, 1, c->CK, c->CK, G->cout);   /* W^T of (c_out, CK) */
+    if (fused_bias) c->bpart = (float *)malloc((size_t)(G->n * tl_direct_bias_floats(&D)) * sizeof(float));
+    if ((c->wk || c->wp) && (!fused_bias || c->bpart)) {
+        st = direct_kgrad(c, X, Gd, DX, DK);
+        if (!st && c->bpart) tl_direct_bias_finish(&D, c->bpart, db);
+    }
+    free(c->wp);
+    free(c->wk);
+    free(c->bpart);
+    tl_direct_free(&D);
+    return st;
+}
+
 /* the backward of conv (transpose = 0) and conv_transpose (transpose = 1) */
 int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_buf dk, tl_buf db,
                       tl_buf dx, const tl_geom *geom, int64_t transpose) {
@@ -318,37 +457,30 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
     if (nk > 0) memset(DK, 0, (size_t)nk * sizeof(float));
     if (G->n * xin > 0) memset(DX, 0, (size_t)(G->n * xin) * sizeof(float));
     /* the direct path takes the bias gradient from its panels of g when it can */
-    const int fused_bias = tl_direct_applies(geom, transpose) && G->out_n % TLM_CHUNK == 0 &&
-                           G->n * yout > 0 && G->n * xin > 0;
+    const int direct = tl_direct_applies(geom, transpose);
+    const int fused_bias = direct && G->out_n % TLM_CHUNK == 0 && G->n * yout > 0 && G->n * xin > 0;
     if (!fused_bias) bias_grad(Gd, G->n, G->cout, G->out_n, db->data);
     if (G->n * yout == 0 || G->n * xin == 0) return TL_OK;
     conv_plan c;
     if (!plan_conv(&c, op, geom, transpose))
         return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col runs", op);
+    if (direct) {
+        int e = backward_direct(&c, W, X, Gd, DK, DX, db->data, fused_bias);
+        tl_cols_free(&c.cols);
+        return e ? tl_fail(e, "%s: out of host memory for the kernel-gradient buffers", op) : TL_OK;
+    }
     /* samples go in groups whose kernel gradients fit DK_SCRATCH (at least one sample) */
     int64_t group = nk > 0 ? DK_SCRATCH / nk : G->n;
     if (group < 1) group = 1;
     if (group > G->n) group = G->n;
     if (!c.outer) group = 1;
     float *dkb = (float *)malloc((size_t)(group * nk > 0 ? group * nk : 1) * sizeof(float));
-    tl_direct D = {0};
-    if (tl_direct_applies(geom, transpose) && tl_direct_init(&D, geom)) c.direct = &D;
-    if (c.direct && tl_direct_dgrad_applies(geom, transpose)) c.wk = tl_direct_pack_dgrad(&D, W);
-    if (c.direct && fused_bias)
-        c.bpart = (float *)malloc((size_t)(G->n * tl_direct_bias_floats(&D)) * sizeof(float));
-    /* columns only where dx goes through col2im; A of its product: W (c_in, CK) for the
-     * transpose, else W^T of (c_out, CK) */
-    const int cols = !tl_direct_dgrad_applies(geom, transpose);
-    if (cols)
-        c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
+    /* A of dx's product: W (c_in, CK) for the transpose, else W^T of (c_out, CK) */
+    c.wp = transpose ? tl_sgemm_pack_a(W, c.CK, 1, G->cin, c.CK) : tl_sgemm_pack_a(W, 1, c.CK, c.CK, G->cout);
     sample_sum acc;
-    if (!dkb || (cols && !c.wp) || (tl_direct_applies(geom, transpose) && !c.direct) ||
-        (!cols && !c.wk) || (fused_bias && !c.bpart) || !sample_sum_init(&acc, nk, G->n)) {
+    if (!dkb || !c.wp || !sample_sum_init(&acc, nk, G->n)) {
         free(dkb);
         free(c.wp);
-        free(c.wk);
-        free(c.bpart);
-        tl_direct_free(&D);
         tl_cols_free(&c.cols);
         return tl_fail(TL_E_OOM, "%s: out of host memory for the kernel-gradient buffers", op);
     }
@@ -357,35 +489,27 @@ int tlk_conv_backward(const char *op, tl_buf kernel, tl_buf input, tl_buf g, tl_
         int64_t nb = G->n - b0 < group ? G->n - b0 : group;
 #pragma omp parallel if (c.outer && nb > 1)
         {
-            float *col = cols ? col_buffer(&c) : NULL;
-            /* calloc: the padded image's border must start at zero */
-            float *xs = c.direct ? (float *)calloc((size_t)tl_direct_kgrad_scratch(c.direct), sizeof(float)) : NULL;
-            const int ok = (!cols || col) && (!c.direct || xs);
-            if (!ok) {
+            float *col = col_buffer(&c);
+            if (!col) {
 #pragma omp atomic write
                 st = TL_E_OOM;
             }
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t j = 0; j < nb; j++) {
-                if (!ok || st) continue;
-                int e = backward_sample(&c, X, Gd, DX, dkb + j * nk, b0 + j, col, xs, !c.outer);
+                if (!col || st) continue;
+                int e = backward_sample(&c, X, Gd, DX, dkb + j * nk, b0 + j, col, !c.outer);
                 if (e) {
 #pragma omp atomic write
                     st = e;
                 }
             }
-            free(xs);
             free(col);
         }
         if (!st) sample_sum_push(&acc, dkb, nb, 1);
     }
     sample_sum_finish(&acc, DK);  /* dW = rule 4 over the samples' dW_b */
-    if (c.bpart && !st) tl_direct_bias_finish(&D, c.bpart, db->data);
     free(dkb);
     free(c.wp);
-    free(c.wk);
-    free(c.bpart);
-    tl_direct_free(&D);
     tl_cols_free(&c.cols);
     if (st == TL_E_OOM) return tl_fail(TL_E_OOM, "%s: out of host memory for the im2col buffer", op);
     return st;
