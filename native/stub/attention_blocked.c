@@ -17,9 +17,11 @@
 #include <string.h>
 #include "stub.h"
 #include "sgemm.h"
+#include "simd16.h"
 #include "attention_blocked.h"
 
 #define QB 64 /* query rows per block */
+#define RB 8  /* query rows per register tile of the forward's products */
 
 /* 1 + the last key row i may attend (0 when none) */
 static int64_t key_end(const float *M, int causal, int64_t n, int64_t i) {
@@ -85,10 +87,116 @@ static float row_max(const float *s, int64_t n, int *nan_seen) {
 /* fixed-order sum: 8 interleaved partials, then pairs */
 static float row_sum(const float *x, int64_t n) { return (float)tl_sum_f32_block(x, n); }
 
-/* one query block of one (sample, head): O rows and lse; S is scratch of QB * n floats */
+/* Kt (hd, kp) = K[0..kn)^T, keys kn..kp zero: 16 consecutive keys of one feature are one vector */
+static void pack_keys(const float *K, int64_t HD, int64_t hd, int64_t kn, int64_t kp, float *Kt) {
+    for (int64_t j = 0; j < kn; j++)
+        for (int64_t p = 0; p < hd; p++) Kt[p * kp + j] = K[j * HD + p];
+    for (int64_t p = 0; p < hd; p++)
+        for (int64_t j = kn; j < kp; j++) Kt[p * kp + j] = 0.0f;
+}
+
+/* S rows [0, mr) (stride kn), keys [0, kend) in 16-key tiles (kend a multiple of 16 or kn):
+ * Q K^T with every score one FMA chain over the features in order from +0, the chain tl_sgemm
+ * computes, so the bits are the GEMM's; keys a row never reads are left out */
+static inline __attribute__((always_inline)) void
+score_tile(const int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
+           float *S, int64_t kn, int64_t kend) {
+    for (int64_t j0 = 0; j0 < kend; j0 += 32) {
+        const int nv = j0 + 16 < kend ? 2 : 1;
+        v16 acc[RB][2];
+        for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = (v16){0};
+        for (int64_t p = 0; p < hd; p++) {
+            const v16 b0 = vload(Kt + p * kp + j0), b1 = nv > 1 ? vload(Kt + p * kp + j0 + 16) : b0;
+            for (int r = 0; r < mr; r++) {
+                const float a = Q[r * HD + p];
+                acc[r][0] = VFMA(a, b0, acc[r][0]);
+                if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+            }
+        }
+        for (int r = 0; r < mr; r++)
+            for (int v = 0; v < nv; v++) {
+                const int64_t j = j0 + 16 * v, w = kn - j < 16 ? kn - j : 16;
+                float t[16];
+                if (w == 16) {
+                    vstore(S + r * kn + j, acc[r][v]);
+                } else {
+                    vstore(t, acc[r][v]);
+                    memcpy(S + r * kn + j, t, sizeof(float) * (size_t)w);
+                }
+            }
+    }
+}
+
+/* O rows [0, mr) (stride HD), features [0, 16 nv) = P V over all kn keys in order from +0, the
+ * chain tl_sgemm computes (keys a row may not attend have P = 0 and stay in the chain) */
+static inline __attribute__((always_inline)) void
+value_tile(const int mr, const int nv, const float *P, int64_t kn, const float *V, int64_t HD,
+           float *O) {
+    v16 acc[RB][2];
+    for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = (v16){0};
+    for (int64_t j = 0; j < kn; j++) {
+        const v16 b0 = vload(V + j * HD), b1 = nv > 1 ? vload(V + j * HD + 16) : b0;
+        for (int r = 0; r < mr; r++) {
+            const float a = P[r * kn + j];
+            acc[r][0] = VFMA(a, b0, acc[r][0]);
+            if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) vstore(O + r * HD + 16 * v, acc[r][v]);
+}
+
+#define TILE_CASES(X) X(8) X(7) X(6) X(5) X(4) X(3) X(2) X(1)
+#define SCORE_CASE(R) case R: score_tile(R, Q, HD, hd, Kt, kp, S, kn, kend); break;
+#define VALUE_CASE(R)                                                                       \
+    case R:                                                                                 \
+        if (nv == 2) value_tile(R, 2, P, kn, V, HD, O);                                     \
+        else value_tile(R, 1, P, kn, V, HD, O);                                             \
+        break;
+
+static void score_rows(int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
+                       float *S, int64_t kn, int64_t kend) {
+    switch (mr) { TILE_CASES(SCORE_CASE) }
+}
+
+static void value_rows(int mr, int nv, const float *P, int64_t kn, const float *V, int64_t HD,
+                       float *O) {
+    switch (mr) { TILE_CASES(VALUE_CASE) }
+}
+
+/* S (qb, kn) = Q_blk K^T for the keys each RB-row group reads (up to its rows' vec_end);
+ * Kt is scratch of hd * (kn rounded up to 16) floats */
+static void block_scores(const float *Q, const float *K, const float *M, int causal, int64_t n,
+                         int64_t HD, int64_t hd, int64_t i0, int64_t qb, int64_t kn, float *S,
+                         float *Kt) {
+    const int64_t kp = (kn + 15) & ~(int64_t)15;
+    pack_keys(K, HD, hd, kn, kp, Kt);
+    for (int64_t r0 = 0; r0 < qb; r0 += RB) {
+        const int mr = (int)(qb - r0 < RB ? qb - r0 : RB);
+        int64_t kend = 0;
+        for (int r = 0; r < mr; r++) {
+            const int64_t e = vec_end(key_end(M, causal, n, i0 + r0 + r), kn);
+            kend = e > kend ? e : kend;
+        }
+        score_rows(mr, Q + (i0 + r0) * HD, HD, hd, Kt, kp, S + r0 * kn, kn, kend);
+    }
+}
+
+/* O_blk (qb, hd) = P V[0..kn) in RB-row, 32-feature tiles (hd a multiple of 16) */
+static void block_values(const float *P, const float *V, float *O, int64_t HD, int64_t hd,
+                         int64_t qb, int64_t kn) {
+    for (int64_t r0 = 0; r0 < qb; r0 += RB) {
+        const int mr = (int)(qb - r0 < RB ? qb - r0 : RB);
+        for (int64_t c = 0; c < hd; c += 32)
+            value_rows(mr, hd - c > 16 ? 2 : 1, P + r0 * kn, kn, V + c, HD, O + r0 * HD + c);
+    }
+}
+
+/* one query block of one (sample, head): O rows and lse; S is scratch of QB * n floats, Kt of
+ * hd * (n rounded up to 16) */
 static int forward_block(const float *Q, const float *K, const float *V, const float *M, int causal,
                          float *O, float *L, int64_t n, int64_t HD, int64_t hd, int64_t i0,
-                         int64_t i1, float scale, float *S) {
+                         int64_t i1, float scale, float *S, float *Kt) {
     const int64_t qb = i1 - i0, kn = block_keys(M, causal, n, i0, i1);
     const float nan = tlm_from_bits(0x7fc00000);
     if (kn == 0) {
@@ -98,8 +206,7 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         }
         return 0;
     }
-    /* S (qb, kn) = Q_blk K^T */
-    if (tl_sgemm(Q + i0 * HD, HD, 1, K, 1, HD, S, kn, qb, hd, kn, 0, 0)) return 1;
+    block_scores(Q, K, M, causal, n, HD, hd, i0, qb, kn, S, Kt);
     float inv[QB];
     int bad[QB];
     for (int64_t r = 0; r < qb; r++) {
@@ -123,7 +230,10 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         inv[r] = l; /* the divisor; 0 for a row with no allowed key */
     }
     /* O_blk (qb, hd) = P V[0..kn) */
-    if (tl_sgemm(S, kn, 1, V, HD, 1, O + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
+    if (hd % 16 == 0)
+        block_values(S, V, O + i0 * HD, HD, hd, qb, kn);
+    else if (tl_sgemm(S, kn, 1, V, HD, 1, O + i0 * HD, HD, qb, kn, hd, 0, 0))
+        return 1;
     for (int64_t r = 0; r < qb; r++) {
         float *o = O + (i0 + r) * HD, l = inv[r];
         for (int64_t p = 0; p < hd; p++) o[p] = bad[r] ? nan : l == 0.0f ? 0.0f : tlm_div(o[p], l);
@@ -139,7 +249,7 @@ int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, cons
     int bad = 0;
 #pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : bad)
     {
-        float *S = malloc(sizeof(float) * (size_t)(QB * n));
+        float *S = malloc(sizeof(float) * (size_t)(QB * n + hd * ((n + 15) & ~(int64_t)15)));
         bad = !S;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < b * h * nqb; t++) {
@@ -147,7 +257,7 @@ int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, cons
             int64_t bh = t / nqb, bb = bh / h, hh = bh % h, i0 = (t % nqb) * QB;
             int64_t i1 = i0 + QB < n ? i0 + QB : n, off = bb * n * HD + hh * hd;
             bad |= forward_block(Q + off, K + off, V + off, M, causal, O + off, L + bh * n, n, HD,
-                                 hd, i0, i1, scale, S);
+                                 hd, i0, i1, scale, S, S + QB * n);
         }
         free(S);
     }
