@@ -18,6 +18,7 @@
 #include "stub.h"
 #include "sgemm.h"
 #include "simd16.h"
+#include "transpose16.h"
 #include "attention_blocked.h"
 
 #define QB 64 /* query rows per block */
@@ -87,12 +88,22 @@ static float row_max(const float *s, int64_t n, int *nan_seen) {
 /* fixed-order sum: 8 interleaved partials, then pairs */
 static float row_sum(const float *x, int64_t n) { return (float)tl_sum_f32_block(x, n); }
 
-/* Kt (hd, kp) = K[0..kn)^T, keys kn..kp zero: 16 consecutive keys of one feature are one vector */
+/* Kt (hd, kp) = K[0..kn)^T, keys kn..kp zero: 16 consecutive keys of one feature are one vector.
+ * Whole 16 x 16 tiles go through a register transpose (strided single-float stores were most of
+ * the packing's time), the edges one float at a time. */
 static void pack_keys(const float *K, int64_t HD, int64_t hd, int64_t kn, int64_t kp, float *Kt) {
-    for (int64_t j = 0; j < kn; j++)
-        for (int64_t p = 0; p < hd; p++) Kt[p * kp + j] = K[j * HD + p];
-    for (int64_t p = 0; p < hd; p++)
+    const int64_t jv = kn / 16 * 16, pv = hd / 16 * 16;
+    for (int64_t j0 = 0; j0 < jv; j0 += 16)
+        for (int64_t p0 = 0; p0 < pv; p0 += 16) {
+            tl_v16 r[16];
+            for (int i = 0; i < 16; i++) r[i] = vload(K + (j0 + i) * HD + p0);
+            tl_transpose16(r);
+            for (int i = 0; i < 16; i++) vstore(Kt + (p0 + i) * kp + j0, r[i]);
+        }
+    for (int64_t p = 0; p < hd; p++) {
+        for (int64_t j = p < pv ? jv : 0; j < kn; j++) Kt[p * kp + j] = K[j * HD + p];
         for (int64_t j = kn; j < kp; j++) Kt[p * kp + j] = 0.0f;
+    }
 }
 
 /* S rows [0, mr) (stride kn), keys [0, kend) in 16-key tiles (kend a multiple of 16 or kn):
