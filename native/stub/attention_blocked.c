@@ -175,13 +175,11 @@ static void value_rows(int mr, int nv, const float *P, int64_t kn, const float *
     switch (mr) { TILE_CASES(VALUE_CASE) }
 }
 
-/* S (qb, kn) = Q_blk K^T for the keys each RB-row group reads (up to its rows' vec_end);
- * Kt is scratch of hd * (kn rounded up to 16) floats */
-static void block_scores(const float *Q, const float *K, const float *M, int causal, int64_t n,
-                         int64_t HD, int64_t hd, int64_t i0, int64_t qb, int64_t kn, float *S,
-                         float *Kt) {
-    const int64_t kp = (kn + 15) & ~(int64_t)15;
-    pack_keys(K, HD, hd, kn, kp, Kt);
+/* S (qb, kn) = Q_blk K^T for the keys each RB-row group reads (up to its rows' vec_end), from
+ * Kt packed by pack_keys with kp >= kn keys */
+static void block_scores(const float *Q, const float *Kt, int64_t kp, const float *M, int causal,
+                         int64_t n, int64_t HD, int64_t hd, int64_t i0, int64_t qb, int64_t kn,
+                         float *S) {
     for (int64_t r0 = 0; r0 < qb; r0 += RB) {
         const int mr = (int)(qb - r0 < RB ? qb - r0 : RB);
         int64_t kend = 0;
@@ -203,6 +201,49 @@ static void block_values(const float *P, const float *V, float *O, int64_t HD, i
     }
 }
 
+/* C rows [0, mr) (stride HD), features [0, 16 nv) += A^T B over the qb query rows in order,
+ * A (qb, kn) read at columns [0, mr), B rows HD apart: tl_sgemm's accumulating chain (C loaded,
+ * then one FMA per query row) */
+static inline __attribute__((always_inline)) void
+key_tile(const int mr, const int nv, const float *A, int64_t kn, const float *B, int64_t HD,
+         int64_t qb, float *C) {
+    v16 acc[RB][2];
+    for (int j = 0; j < mr; j++)
+        for (int v = 0; v < nv; v++) acc[j][v] = vload(C + j * HD + 16 * v);
+    for (int64_t r = 0; r < qb; r++) {
+        const v16 b0 = vload(B + r * HD), b1 = nv > 1 ? vload(B + r * HD + 16) : b0;
+        for (int j = 0; j < mr; j++) {
+            const float a = A[r * kn + j];
+            acc[j][0] = VFMA(a, b0, acc[j][0]);
+            if (nv > 1) acc[j][1] = VFMA(a, b1, acc[j][1]);
+        }
+    }
+    for (int j = 0; j < mr; j++)
+        for (int v = 0; v < nv; v++) vstore(C + j * HD + 16 * v, acc[j][v]);
+}
+
+#define KEY_CASE(R)                                                                         \
+    case R:                                                                                 \
+        if (nv == 2) key_tile(R, 2, A, kn, B, HD, qb, C);                                   \
+        else key_tile(R, 1, A, kn, B, HD, qb, C);                                           \
+        break;
+
+static void key_rows(int mr, int nv, const float *A, int64_t kn, const float *B, int64_t HD,
+                     int64_t qb, float *C) {
+    switch (mr) { TILE_CASES(KEY_CASE) }
+}
+
+/* C[0..kn) (hd features, rows HD apart) += A^T B_blk, A (qb, kn), B qb rows (hd a multiple
+ * of 16) */
+static void block_keys_acc(const float *A, const float *B, float *C, int64_t HD, int64_t hd,
+                           int64_t qb, int64_t kn) {
+    for (int64_t j0 = 0; j0 < kn; j0 += RB) {
+        const int mr = (int)(kn - j0 < RB ? kn - j0 : RB);
+        for (int64_t c = 0; c < hd; c += 32)
+            key_rows(mr, hd - c > 16 ? 2 : 1, A + j0, kn, B + c, HD, qb, C + j0 * HD + c);
+    }
+}
+
 /* one query block of one (sample, head): O rows and lse; S is scratch of QB * n floats, Kt of
  * hd * (n rounded up to 16) */
 static int forward_block(const float *Q, const float *K, const float *V, const float *M, int causal,
@@ -217,7 +258,9 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         }
         return 0;
     }
-    block_scores(Q, K, M, causal, n, HD, hd, i0, qb, kn, S, Kt);
+    const int64_t kp = (kn + 15) & ~(int64_t)15;
+    pack_keys(K, HD, hd, kn, kp, Kt);
+    block_scores(Q, Kt, kp, M, causal, n, HD, hd, i0, qb, kn, S);
     float inv[QB];
     int bad[QB];
     for (int64_t r = 0; r < qb; r++) {
@@ -276,11 +319,15 @@ int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, cons
 }
 
 /* one (sample, head) of the backward: dQ, dK, dV rows of this head; S and dP are scratch of
- * QB * n floats each */
+ * QB * n floats each, Kt and Vt of hd * (n rounded up to 16) */
 static int backward_head(const float *Q, const float *K, const float *V, const float *O,
                          const float *L, const float *dO, const float *M, int causal, float *dQ,
                          float *dK, float *dV, int64_t n, int64_t HD, int64_t hd, float scale,
-                         float *S, float *dP) {
+                         float *S, float *dP, float *Kt, float *Vt) {
+    const int64_t kp = (n + 15) & ~(int64_t)15;
+    const int tiles = hd % 16 == 0; /* dQ, dK, dV by the tiles above, else by tl_sgemm */
+    pack_keys(K, HD, hd, n, kp, Kt);
+    pack_keys(V, HD, hd, n, kp, Vt);
     for (int64_t j = 0; j < n; j++) {
         memset(dK + j * HD, 0, sizeof(float) * (size_t)hd);
         memset(dV + j * HD, 0, sizeof(float) * (size_t)hd);
@@ -292,8 +339,8 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
             for (int64_t i = i0; i < i1; i++) memset(dQ + i * HD, 0, sizeof(float) * (size_t)hd);
             continue;
         }
-        if (tl_sgemm(Q + i0 * HD, HD, 1, K, 1, HD, S, kn, qb, hd, kn, 0, 0)) return 1;
-        if (tl_sgemm(dO + i0 * HD, HD, 1, V, 1, HD, dP, kn, qb, hd, kn, 0, 0)) return 1;
+        block_scores(Q, Kt, kp, M, causal, n, HD, hd, i0, qb, kn, S);
+        block_scores(dO, Vt, kp, M, causal, n, HD, hd, i0, qb, kn, dP);
         for (int64_t r = 0; r < qb; r++) {
             const int64_t i = i0 + r;
             float *p = S + r * kn, *ds = dP + r * kn;
@@ -316,6 +363,12 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
             }
         }
         /* dQ_blk = dS K[0..kn); dK[0..kn) += dS^T Q_blk; dV[0..kn) += P^T dO_blk */
+        if (tiles) {
+            block_values(dP, K, dQ + i0 * HD, HD, hd, qb, kn);
+            block_keys_acc(dP, Q + i0 * HD, dK, HD, hd, qb, kn);
+            block_keys_acc(S, dO + i0 * HD, dV, HD, hd, qb, kn);
+            continue;
+        }
         if (tl_sgemm(dP, kn, 1, K, HD, 1, dQ + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
         if (tl_sgemm(dP, 1, kn, Q + i0 * HD, HD, 1, dK, HD, kn, qb, hd, 1, 0)) return 1;
         if (tl_sgemm(S, 1, kn, dO + i0 * HD, HD, 1, dV, HD, kn, qb, hd, 1, 0)) return 1;
@@ -332,14 +385,16 @@ int tl_attn_blocked_backward(const float *Q, const float *K, const float *V, con
     int bad = 0;
 #pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : bad)
     {
-        float *S = malloc(sizeof(float) * (size_t)(2 * QB * n));
+        const int64_t kt = hd * ((n + 15) & ~(int64_t)15);
+        float *S = malloc(sizeof(float) * (size_t)(2 * QB * n + 2 * kt));
         bad = !S;
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < b * h; bh++) {
             if (!S) continue;
             int64_t off = (bh / h) * n * HD + (bh % h) * hd;
             bad |= backward_head(Q + off, K + off, V + off, O + off, L + bh * n, dO + off, M, causal,
-                                 dQ + off, dK + off, dV + off, n, HD, hd, scale, S, S + QB * n);
+                                 dQ + off, dK + off, dV + off, n, HD, hd, scale, S, S + QB * n,
+                                 S + 2 * QB * n, S + 2 * QB * n + kt);
         }
         free(S);
     }
