@@ -7,6 +7,13 @@
  * dK += dS^T Q and dV += P^T dO, query blocks in order. A (sample, head) is one thread's work, so
  * every result is the same for any thread count, and each GEMM sums in increasing k.
  *
+ * The products run as register tiles of RB query (or key) rows here rather than through
+ * tl_sgemm, whose packing cost half as much as its arithmetic at these sizes: every output is the
+ * chain tl_sgemm computes (from +0, or from the accumulated value, one FMA per k in order), so the
+ * bits are the GEMM's. Scores (S, dP) are computed only for the keys a row group reads, which
+ * skips the causal upper tiles; P V, dS K, dS^T Q and P^T dO keep every term of the GEMM's
+ * chains, the zeros of blocked pairs included. Head dims that are not a multiple of 16 keep tl_sgemm for those four.
+ *
  * Blocked pairs (mask, causal) get probability and score gradient 0. A query block's keys stop
  * after the last key any of its rows may attend; the rest would add only zeros. That key range
  * depends on the blocked set alone, so causal and the explicit lower-triangular mask give the
