@@ -121,6 +121,25 @@ def large_cases():
         out[key] = ops.linear(up(wl), up(bl), up(xl))
         out[key + "_dw"] = ops.linear_backward_w(up(gl), up(xl))
         out[key + "_dx"] = ops.linear_backward_x(up(gl), up(wl), up(xl))
+    # attention, forward and backward: head dims 32 and 64 (whole 16-float vectors) and 17, T
+    # below, at and above the 64-row query block and odd, causal, masked and plain; one case
+    # with a NaN query and an infinite value
+    for bh, t, e, causal, masked in [(3, 37, 32, True, False), (2, 64, 32, False, False),
+                                     (4, 128, 32, True, False), (2, 130, 64, True, False),
+                                     (2, 100, 64, False, False), (2, 77, 17, True, False),
+                                     (2, 97, 32, False, True), (2, 150, 48, True, True)]:
+        key = f"attention_{bh}x{t}x{e}" + ("_causal" if causal else "") + ("_mask" if masked else "")
+        qa, ka, va, ga = (_finite(20 + i, (bh, t, e)) for i in range(4))
+        if masked:
+            qa[0, 3, 0], va[1, t - 2, 1] = np.nan, np.inf
+        mask = (np.random.default_rng(24).uniform(size=(t, t)) < 0.7) if masked else None
+        if masked:
+            mask[5] = False   # a row with no allowed key
+        o, lse = ops.attention(up(qa), up(ka), up(va), mask=mask, causal=causal)
+        out[key], out[key + "_lse"] = o, lse
+        for i, v in enumerate(ops.attention_backward(up(ga), up(qa), up(ka), up(va), o, lse,
+                                                     mask=mask, causal=causal)):
+            out[f"{key}_bwd_{i}"] = v
     tall = _data(9)[:2570 * 33].reshape(2570, 33)
     out["sum_to_tall"] = ops.sum_to(up(tall), shape=(33,))
     out["sum_to_wide"] = ops.sum_to(up(xs), shape=(333,))

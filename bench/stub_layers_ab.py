@@ -1,9 +1,9 @@
-"""bench_stub_layers.py's batchnorm and linear rows on the stub alone, one build against another
+"""bench_stub_layers.py's batchnorm, linear and attention rows on the stub alone, one build against another
 (no PyTorch needed): the same layer calls through nn modules and the tape, forward and
 forward+backward, in two processes that take turns round by round.
 
     python bench/stub_layers_ab.py --before DIR [--threads 2] [--rounds 9] [--reps 3]
-                                   [--clock wall|cpu] [--layers bn,linear]
+                                   [--clock wall|cpu] [--layers bn,linear,attn]
 
 DIR holds the other libtorchlean_stub.so (TORCHLEAN_LIB_DIR for the "before" process); "after"
 is this checkout's library. Medians of --rounds blocks of --reps calls, ms per call; bwd is
@@ -25,7 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 B = 128
 ROWS = [("bn 32 s32", "bn", (32, 32)), ("bn 64 s16", "bn", (64, 16)), ("bn 128 s8", "bn", (128, 8)),
-        ("linear 8192-10", "linear", (8192, 10)), ("linear 512-512", "linear", (512, 512))]
+        ("linear 8192-10", "linear", (8192, 10)), ("linear 512-512", "linear", (512, 512)),
+        ("attn b32 h8 T128 d32 causal", "attn", (32, 8, 128, 32, True))]
 
 
 def parse(argv):
@@ -45,16 +46,24 @@ def runners(kind, a, rng):
     sys.path.insert(0, str(ROOT))
     from torchlean import nn
     from torchlean.session import Session
-    if kind == "bn":
-        m, shape = nn.BatchNorm2d(a[0]), (B, a[0], a[1], a[1])
+    if kind == "attn":   # (batch, heads, T, head_dim, causal): q, k, v from one draw
+        b, h, t, d, causal = a
+        xs = rng.standard_normal((3, b, h, t, d), dtype=np.float32)
+        g = rng.standard_normal((b, h, t, d), dtype=np.float32)
+
+        def m(q, k, v):
+            return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     else:
-        m, shape = nn.Linear(*a), (B, a[0])
-    x = rng.standard_normal(shape, dtype=np.float32)
-    g = rng.standard_normal(shape if kind == "bn" else (B, a[1]), dtype=np.float32)
+        if kind == "bn":
+            m, shape = nn.BatchNorm2d(a[0]), (B, a[0], a[1], a[1])
+        else:
+            m, shape = nn.Linear(*a), (B, a[0])
+        xs = [rng.standard_normal(shape, dtype=np.float32)]
+        g = rng.standard_normal(shape if kind == "bn" else (B, a[1]), dtype=np.float32)
 
     def run(backward):
         with Session() as s:
-            y = m(s.tensor(x, requires_grad=backward))
+            y = m(*[s.tensor(x, requires_grad=backward) for x in xs])
             if backward:
                 y.backward(s.tensor(g))
     return {"fwd": lambda: run(False), "fwd+bwd": lambda: run(True)}

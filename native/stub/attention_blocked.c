@@ -7,6 +7,13 @@
  * dK += dS^T Q and dV += P^T dO, query blocks in order. A (sample, head) is one thread's work, so
  * every result is the same for any thread count, and each GEMM sums in increasing k.
  *
+ * The products run as register tiles of RB query (or key) rows here rather than through
+ * tl_sgemm, whose packing cost half as much as its arithmetic at these sizes: every output is the
+ * chain tl_sgemm computes (from +0, or from the accumulated value, one FMA per k in order), so the
+ * bits are the GEMM's. Scores (S, dP) are computed only for the keys a row group reads, which
+ * skips the causal upper tiles; P V, dS K, dS^T Q and P^T dO keep every term of the GEMM's
+ * chains, the zeros of blocked pairs included. Head dims that are not a multiple of 16 keep tl_sgemm for those four.
+ *
  * Blocked pairs (mask, causal) get probability and score gradient 0. A query block's keys stop
  * after the last key any of its rows may attend; the rest would add only zeros. That key range
  * depends on the blocked set alone, so causal and the explicit lower-triangular mask give the
@@ -17,9 +24,12 @@
 #include <string.h>
 #include "stub.h"
 #include "sgemm.h"
+#include "simd16.h"
+#include "transpose16.h"
 #include "attention_blocked.h"
 
 #define QB 64 /* query rows per block */
+#define RB 8  /* query rows per register tile of the forward's products */
 
 /* 1 + the last key row i may attend (0 when none) */
 static int64_t key_end(const float *M, int causal, int64_t n, int64_t i) {
@@ -85,10 +95,167 @@ static float row_max(const float *s, int64_t n, int *nan_seen) {
 /* fixed-order sum: 8 interleaved partials, then pairs */
 static float row_sum(const float *x, int64_t n) { return (float)tl_sum_f32_block(x, n); }
 
-/* one query block of one (sample, head): O rows and lse; S is scratch of QB * n floats */
+/* Kt (hd, kp) = K[0..kn)^T, keys kn..kp zero: 16 consecutive keys of one feature are one vector.
+ * Whole 16 x 16 tiles go through a register transpose (strided single-float stores were most of
+ * the packing's time), the edges one float at a time. */
+static void pack_keys(const float *K, int64_t HD, int64_t hd, int64_t kn, int64_t kp, float *Kt) {
+    const int64_t jv = kn / 16 * 16, pv = hd / 16 * 16;
+    for (int64_t j0 = 0; j0 < jv; j0 += 16)
+        for (int64_t p0 = 0; p0 < pv; p0 += 16) {
+            tl_v16 r[16];
+            for (int i = 0; i < 16; i++) r[i] = vload(K + (j0 + i) * HD + p0);
+            tl_transpose16(r);
+            for (int i = 0; i < 16; i++) vstore(Kt + (p0 + i) * kp + j0, r[i]);
+        }
+    for (int64_t p = 0; p < hd; p++) {
+        for (int64_t j = p < pv ? jv : 0; j < kn; j++) Kt[p * kp + j] = K[j * HD + p];
+        for (int64_t j = kn; j < kp; j++) Kt[p * kp + j] = 0.0f;
+    }
+}
+
+/* S rows [0, mr) (stride kn), keys [0, kend) in 16-key tiles (kend a multiple of 16 or kn):
+ * Q K^T with every score one FMA chain over the features in order from +0, the chain tl_sgemm
+ * computes, so the bits are the GEMM's; keys a row never reads are left out */
+static inline __attribute__((always_inline)) void
+score_tile(const int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
+           float *S, int64_t kn, int64_t kend) {
+    for (int64_t j0 = 0; j0 < kend; j0 += 32) {
+        const int nv = j0 + 16 < kend ? 2 : 1;
+        v16 acc[RB][2];
+        for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = (v16){0};
+        for (int64_t p = 0; p < hd; p++) {
+            const v16 b0 = vload(Kt + p * kp + j0), b1 = nv > 1 ? vload(Kt + p * kp + j0 + 16) : b0;
+            for (int r = 0; r < mr; r++) {
+                const float a = Q[r * HD + p];
+                acc[r][0] = VFMA(a, b0, acc[r][0]);
+                if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+            }
+        }
+        for (int r = 0; r < mr; r++)
+            for (int v = 0; v < nv; v++) {
+                const int64_t j = j0 + 16 * v, w = kn - j < 16 ? kn - j : 16;
+                float t[16];
+                if (w == 16) {
+                    vstore(S + r * kn + j, acc[r][v]);
+                } else {
+                    vstore(t, acc[r][v]);
+                    memcpy(S + r * kn + j, t, sizeof(float) * (size_t)w);
+                }
+            }
+    }
+}
+
+/* O rows [0, mr) (stride HD), features [0, 16 nv) = P V over all kn keys in order from +0, the
+ * chain tl_sgemm computes (keys a row may not attend have P = 0 and stay in the chain) */
+static inline __attribute__((always_inline)) void
+value_tile(const int mr, const int nv, const float *P, int64_t kn, const float *V, int64_t HD,
+           float *O) {
+    v16 acc[RB][2];
+    for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = (v16){0};
+    for (int64_t j = 0; j < kn; j++) {
+        const v16 b0 = vload(V + j * HD), b1 = nv > 1 ? vload(V + j * HD + 16) : b0;
+        for (int r = 0; r < mr; r++) {
+            const float a = P[r * kn + j];
+            acc[r][0] = VFMA(a, b0, acc[r][0]);
+            if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) vstore(O + r * HD + 16 * v, acc[r][v]);
+}
+
+#define TILE_CASES(X) X(8) X(7) X(6) X(5) X(4) X(3) X(2) X(1)
+#define SCORE_CASE(R) case R: score_tile(R, Q, HD, hd, Kt, kp, S, kn, kend); break;
+#define VALUE_CASE(R)                                                                       \
+    case R:                                                                                 \
+        if (nv == 2) value_tile(R, 2, P, kn, V, HD, O);                                     \
+        else value_tile(R, 1, P, kn, V, HD, O);                                             \
+        break;
+
+static void score_rows(int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
+                       float *S, int64_t kn, int64_t kend) {
+    switch (mr) { TILE_CASES(SCORE_CASE) }
+}
+
+static void value_rows(int mr, int nv, const float *P, int64_t kn, const float *V, int64_t HD,
+                       float *O) {
+    switch (mr) { TILE_CASES(VALUE_CASE) }
+}
+
+/* S (qb, kn) = Q_blk K^T for the keys each RB-row group reads (up to its rows' vec_end), from
+ * Kt packed by pack_keys with kp >= kn keys */
+static void block_scores(const float *Q, const float *Kt, int64_t kp, const float *M, int causal,
+                         int64_t n, int64_t HD, int64_t hd, int64_t i0, int64_t qb, int64_t kn,
+                         float *S) {
+    for (int64_t r0 = 0; r0 < qb; r0 += RB) {
+        const int mr = (int)(qb - r0 < RB ? qb - r0 : RB);
+        int64_t kend = 0;
+        for (int r = 0; r < mr; r++) {
+            const int64_t e = vec_end(key_end(M, causal, n, i0 + r0 + r), kn);
+            kend = e > kend ? e : kend;
+        }
+        score_rows(mr, Q + (i0 + r0) * HD, HD, hd, Kt, kp, S + r0 * kn, kn, kend);
+    }
+}
+
+/* O_blk (qb, hd) = P V[0..kn) in RB-row, 32-feature tiles (hd a multiple of 16) */
+static void block_values(const float *P, const float *V, float *O, int64_t HD, int64_t hd,
+                         int64_t qb, int64_t kn) {
+    for (int64_t r0 = 0; r0 < qb; r0 += RB) {
+        const int mr = (int)(qb - r0 < RB ? qb - r0 : RB);
+        for (int64_t c = 0; c < hd; c += 32)
+            value_rows(mr, hd - c > 16 ? 2 : 1, P + r0 * kn, kn, V + c, HD, O + r0 * HD + c);
+    }
+}
+
+/* C rows [0, mr) (stride HD), features [0, 16 nv) += A^T B over the qb query rows in order,
+ * A (qb, kn) read at columns [0, mr), B rows HD apart: tl_sgemm's accumulating chain (C loaded,
+ * then one FMA per query row) */
+static inline __attribute__((always_inline)) void
+key_tile(const int mr, const int nv, const float *A, int64_t kn, const float *B, int64_t HD,
+         int64_t qb, float *C) {
+    v16 acc[RB][2];
+    for (int j = 0; j < mr; j++)
+        for (int v = 0; v < nv; v++) acc[j][v] = vload(C + j * HD + 16 * v);
+    for (int64_t r = 0; r < qb; r++) {
+        const v16 b0 = vload(B + r * HD), b1 = nv > 1 ? vload(B + r * HD + 16) : b0;
+        for (int j = 0; j < mr; j++) {
+            const float a = A[r * kn + j];
+            acc[j][0] = VFMA(a, b0, acc[j][0]);
+            if (nv > 1) acc[j][1] = VFMA(a, b1, acc[j][1]);
+        }
+    }
+    for (int j = 0; j < mr; j++)
+        for (int v = 0; v < nv; v++) vstore(C + j * HD + 16 * v, acc[j][v]);
+}
+
+#define KEY_CASE(R)                                                                         \
+    case R:                                                                                 \
+        if (nv == 2) key_tile(R, 2, A, kn, B, HD, qb, C);                                   \
+        else key_tile(R, 1, A, kn, B, HD, qb, C);                                           \
+        break;
+
+static void key_rows(int mr, int nv, const float *A, int64_t kn, const float *B, int64_t HD,
+                     int64_t qb, float *C) {
+    switch (mr) { TILE_CASES(KEY_CASE) }
+}
+
+/* C[0..kn) (hd features, rows HD apart) += A^T B_blk, A (qb, kn), B qb rows (hd a multiple
+ * of 16) */
+static void block_keys_acc(const float *A, const float *B, float *C, int64_t HD, int64_t hd,
+                           int64_t qb, int64_t kn) {
+    for (int64_t j0 = 0; j0 < kn; j0 += RB) {
+        const int mr = (int)(kn - j0 < RB ? kn - j0 : RB);
+        for (int64_t c = 0; c < hd; c += 32)
+            key_rows(mr, hd - c > 16 ? 2 : 1, A + j0, kn, B + c, HD, qb, C + j0 * HD + c);
+    }
+}
+
+/* one query block of one (sample, head): O rows and lse; S is scratch of QB * n floats, Kt of
+ * hd * (n rounded up to 16) */
 static int forward_block(const float *Q, const float *K, const float *V, const float *M, int causal,
                          float *O, float *L, int64_t n, int64_t HD, int64_t hd, int64_t i0,
-                         int64_t i1, float scale, float *S) {
+                         int64_t i1, float scale, float *S, float *Kt) {
     const int64_t qb = i1 - i0, kn = block_keys(M, causal, n, i0, i1);
     const float nan = tlm_from_bits(0x7fc00000);
     if (kn == 0) {
@@ -98,8 +265,9 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         }
         return 0;
     }
-    /* S (qb, kn) = Q_blk K^T */
-    if (tl_sgemm(Q + i0 * HD, HD, 1, K, 1, HD, S, kn, qb, hd, kn, 0, 0)) return 1;
+    const int64_t kp = (kn + 15) & ~(int64_t)15;
+    pack_keys(K, HD, hd, kn, kp, Kt);
+    block_scores(Q, Kt, kp, M, causal, n, HD, hd, i0, qb, kn, S);
     float inv[QB];
     int bad[QB];
     for (int64_t r = 0; r < qb; r++) {
@@ -123,7 +291,10 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         inv[r] = l; /* the divisor; 0 for a row with no allowed key */
     }
     /* O_blk (qb, hd) = P V[0..kn) */
-    if (tl_sgemm(S, kn, 1, V, HD, 1, O + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
+    if (hd % 16 == 0)
+        block_values(S, V, O + i0 * HD, HD, hd, qb, kn);
+    else if (tl_sgemm(S, kn, 1, V, HD, 1, O + i0 * HD, HD, qb, kn, hd, 0, 0))
+        return 1;
     for (int64_t r = 0; r < qb; r++) {
         float *o = O + (i0 + r) * HD, l = inv[r];
         for (int64_t p = 0; p < hd; p++) o[p] = bad[r] ? nan : l == 0.0f ? 0.0f : tlm_div(o[p], l);
@@ -139,7 +310,7 @@ int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, cons
     int bad = 0;
 #pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : bad)
     {
-        float *S = malloc(sizeof(float) * (size_t)(QB * n));
+        float *S = malloc(sizeof(float) * (size_t)(QB * n + hd * ((n + 15) & ~(int64_t)15)));
         bad = !S;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < b * h * nqb; t++) {
@@ -147,7 +318,7 @@ int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, cons
             int64_t bh = t / nqb, bb = bh / h, hh = bh % h, i0 = (t % nqb) * QB;
             int64_t i1 = i0 + QB < n ? i0 + QB : n, off = bb * n * HD + hh * hd;
             bad |= forward_block(Q + off, K + off, V + off, M, causal, O + off, L + bh * n, n, HD,
-                                 hd, i0, i1, scale, S);
+                                 hd, i0, i1, scale, S, S + QB * n);
         }
         free(S);
     }
@@ -155,11 +326,15 @@ int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, cons
 }
 
 /* one (sample, head) of the backward: dQ, dK, dV rows of this head; S and dP are scratch of
- * QB * n floats each */
+ * QB * n floats each, Kt and Vt of hd * (n rounded up to 16) */
 static int backward_head(const float *Q, const float *K, const float *V, const float *O,
                          const float *L, const float *dO, const float *M, int causal, float *dQ,
                          float *dK, float *dV, int64_t n, int64_t HD, int64_t hd, float scale,
-                         float *S, float *dP) {
+                         float *S, float *dP, float *Kt, float *Vt) {
+    const int64_t kp = (n + 15) & ~(int64_t)15;
+    const int tiles = hd % 16 == 0; /* dQ, dK, dV by the tiles above, else by tl_sgemm */
+    pack_keys(K, HD, hd, n, kp, Kt);
+    pack_keys(V, HD, hd, n, kp, Vt);
     for (int64_t j = 0; j < n; j++) {
         memset(dK + j * HD, 0, sizeof(float) * (size_t)hd);
         memset(dV + j * HD, 0, sizeof(float) * (size_t)hd);
@@ -171,8 +346,8 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
             for (int64_t i = i0; i < i1; i++) memset(dQ + i * HD, 0, sizeof(float) * (size_t)hd);
             continue;
         }
-        if (tl_sgemm(Q + i0 * HD, HD, 1, K, 1, HD, S, kn, qb, hd, kn, 0, 0)) return 1;
-        if (tl_sgemm(dO + i0 * HD, HD, 1, V, 1, HD, dP, kn, qb, hd, kn, 0, 0)) return 1;
+        block_scores(Q, Kt, kp, M, causal, n, HD, hd, i0, qb, kn, S);
+        block_scores(dO, Vt, kp, M, causal, n, HD, hd, i0, qb, kn, dP);
         for (int64_t r = 0; r < qb; r++) {
             const int64_t i = i0 + r;
             float *p = S + r * kn, *ds = dP + r * kn;
@@ -195,6 +370,12 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
             }
         }
         /* dQ_blk = dS K[0..kn); dK[0..kn) += dS^T Q_blk; dV[0..kn) += P^T dO_blk */
+        if (tiles) {
+            block_values(dP, K, dQ + i0 * HD, HD, hd, qb, kn);
+            block_keys_acc(dP, Q + i0 * HD, dK, HD, hd, qb, kn);
+            block_keys_acc(S, dO + i0 * HD, dV, HD, hd, qb, kn);
+            continue;
+        }
         if (tl_sgemm(dP, kn, 1, K, HD, 1, dQ + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
         if (tl_sgemm(dP, 1, kn, Q + i0 * HD, HD, 1, dK, HD, kn, qb, hd, 1, 0)) return 1;
         if (tl_sgemm(S, 1, kn, dO + i0 * HD, HD, 1, dV, HD, kn, qb, hd, 1, 0)) return 1;
@@ -211,14 +392,16 @@ int tl_attn_blocked_backward(const float *Q, const float *K, const float *V, con
     int bad = 0;
 #pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : bad)
     {
-        float *S = malloc(sizeof(float) * (size_t)(2 * QB * n));
+        const int64_t kt = hd * ((n + 15) & ~(int64_t)15);
+        float *S = malloc(sizeof(float) * (size_t)(2 * QB * n + 2 * kt));
         bad = !S;
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < b * h; bh++) {
             if (!S) continue;
             int64_t off = (bh / h) * n * HD + (bh % h) * hd;
             bad |= backward_head(Q + off, K + off, V + off, O + off, L + bh * n, dO + off, M, causal,
-                                 dQ + off, dK + off, dV + off, n, HD, hd, scale, S, S + QB * n);
+                                 dQ + off, dK + off, dV + off, n, HD, hd, scale, S, S + QB * n,
+                                 S + 2 * QB * n, S + 2 * QB * n + kt);
         }
         free(S);
     }
