@@ -138,21 +138,27 @@ def test_direct_conv2d_against_float64(stride):
     assert np.abs(dx - dxp[:, :, 1:1 + H, 1:1 + W]).max() <= tol(dxp)
 
 
-def test_direct_conv2d_bits_do_not_depend_on_the_thread_count():
+def digests_over_thread_counts(outputs):
+    """sha256 of the arrays that the Python expression `outputs` (over make and run) gives in
+    stub processes of 1, 2 and 3 threads: one digest when the bits do not depend on them"""
     code = ("import sys, hashlib, numpy as np; sys.path.insert(0, %r); sys.path.insert(0, %r); "
-            "from test_conv_direct import make, run; "
-            "w, b, x = make(4, 5, 40, 20, (10, 9), (3, 3), True); "
-            "out = run(w, b, x, (1, 1), (1, 1), 3, True, False) "
-            "+ run(w[:1], b[:1], x[:1], (2, 2), (1, 1), 3, True, False); "
+            "from test_conv_direct import make, run; out = %s; "
             "print(hashlib.sha256(b''.join(np.ascontiguousarray(a).tobytes() for a in out)).hexdigest())"
-            ) % (str(ROOT), str(ROOT / "tests"))
+            ) % (str(ROOT), str(ROOT / "tests"), outputs)
     digests = set()
     for threads in ("1", "2", "3"):
         env = dict(os.environ, OMP_NUM_THREADS=threads, TORCHLEAN_BACKEND="stub")
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                              check=True)
         digests.add(out.stdout.strip())
-    assert len(digests) == 1
+    return digests
+
+
+def test_direct_conv2d_bits_do_not_depend_on_the_thread_count():
+    assert len(digests_over_thread_counts(
+        "(lambda w, b, x: run(w, b, x, (1, 1), (1, 1), 3, True, False) + "
+        "run(w[:1], b[:1], x[:1], (2, 2), (1, 1), 3, True, False))"
+        "(*make(4, 5, 40, 20, (10, 9), (3, 3), True))")) == 1
 
 
 def rule4_f32(v):
@@ -218,16 +224,6 @@ def test_kernel_gradient_over_many_samples_is_rule_4(cin, cout, side, special, e
 def test_kernel_gradient_summed_in_tiles_does_not_depend_on_the_thread_count():
     """the groups of samples are a multiple of the thread count: 1, 2 and 3 threads split the
     600 samples differently, with the same bits"""
-    code = ("import sys, hashlib, numpy as np; sys.path.insert(0, %r); sys.path.insert(0, %r); "
-            "from test_conv_direct import make, run; "
-            "w, b, x = make(6, 600, 16, 33, (16, 16), (3, 3), True); "
-            "out = run(w, b, x, (1, 1), (1, 1), 8, True, False); "
-            "print(hashlib.sha256(b''.join(np.ascontiguousarray(a).tobytes() for a in out)).hexdigest())"
-            ) % (str(ROOT), str(ROOT / "tests"))
-    digests = set()
-    for threads in ("1", "2", "3"):
-        env = dict(os.environ, OMP_NUM_THREADS=threads, TORCHLEAN_BACKEND="stub")
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                             check=True)
-        digests.add(out.stdout.strip())
-    assert len(digests) == 1
+    assert len(digests_over_thread_counts(
+        "(lambda w, b, x: run(w, b, x, (1, 1), (1, 1), 8, True, False))"
+        "(*make(6, 600, 16, 33, (16, 16), (3, 3), True))")) == 1

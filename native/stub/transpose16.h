@@ -6,7 +6,9 @@
 #ifndef TL_STUB_TRANSPOSE16_H
 #define TL_STUB_TRANSPOSE16_H
 
-typedef float tl_v16 __attribute__((vector_size(64)));
+#include "simd16.h"
+
+typedef v16 tl_v16;   /* simd16.h's 16-float vector */
 
 /* Level b: rows i and i + b (i & b == 0) trade the halves that swap bit b of the row index
  * with bit b of the column index. Levels 8, 4, 2, 1 in turn (in any order) transpose r. */
