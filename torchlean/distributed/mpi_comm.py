@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import atexit
 import sys
+import time
 
 import numpy as np
 
 from torchlean.buffer import Buffer
 from torchlean.distributed.errors import DistributedError
 from torchlean.distributed.work import Work, host_copy, host_view, poll
+
+
+ABORT_GRACE_S = 1.0   # how long a failed rank waits at exit before it ends the MPI job
 
 
 def import_mpi():
@@ -45,10 +49,13 @@ class MPIComm:
     # ---------------------------------------------------------------- plumbing
     def _abort_if_failed(self):
         # a timed-out request can never complete, and MPI_Finalize could wait for it forever:
-        # end the whole job instead (the DistributedError has been printed by now)
+        # end the whole job instead (the DistributedError has been printed by now). The other
+        # ranks usually fail at the same exchange a moment later: a short grace lets their own
+        # errors reach their users first (a rank blocked for good is ended all the same).
         if self.failed:
             sys.stdout.flush()
             sys.stderr.flush()
+            time.sleep(ABORT_GRACE_S)
             self.comm.Abort(1)
 
     def _what(self, what: str) -> str:
