@@ -1067,6 +1067,69 @@ def ref_adaptive_pool(args, p):
     return np.einsum("...hw,ih,jw->...ij", x, mh, mw)
 
 
+def gen_rows(G, rng, x):
+    """cumsum and cumprod along a dim, topk's values (entries DELTA apart along it, so the
+    selection and its order hold under the perturbations), and scatter_add of x into zeros along
+    a dim with repeated targets."""
+    sh = G.shapes[x]
+    nd = len(sh)
+    if nd == 0:
+        raise Reject
+    d = int(rng.integers(-nd, nd))
+    n, v = sh[d], G.vals[x]
+    kind = str(rng.choice(["cumsum", "cumprod", "topk", "scatter_add"]))
+    if n == 0 or (kind == "cumprod" and (n > 8 or np.max(np.abs(v)) > 1.5)):
+        raise Reject
+    if kind == "topk":
+        s = np.sort(np.moveaxis(v, _ax(d, nd), -1), axis=-1)
+        if n > 1 and np.min(np.diff(s, axis=-1)) < DELTA:
+            raise Reject
+        return Step("rows", [x], {"kind": kind, "dim": d, "k": int(rng.integers(1, n + 1)),
+                                  "largest": bool(rng.random() < 0.5)}, [G.fresh()])
+    if kind == "scatter_add":
+        size = int(rng.integers(1, n + 2))
+        out = list(sh)
+        out[d] = size
+        if not shape_ok(out):
+            raise Reject
+        return Step("rows", [x], {"kind": kind, "dim": d, "size": size,
+                                  "index": rng.integers(0, size, size=sh)}, [G.fresh()])
+    return Step("rows", [x], {"kind": kind, "dim": d}, [G.fresh()])
+
+
+def tl_rows(s, args, p):
+    x, d = args[0], p["dim"]
+    if p["kind"] == "cumsum":
+        return x.cumsum(d)
+    if p["kind"] == "cumprod":
+        return tl.cumprod(x, d)
+    if p["kind"] == "topk":
+        return x.topk(p["k"], dim=d, largest=p["largest"]).values
+    shape = list(x.shape)
+    shape[d] = p["size"]
+    return s.tensor(np.zeros(shape, np.float32)).scatter_add(d, tl.tensor(p["index"]), x)
+
+
+def ref_rows(args, p):
+    x = args[0]
+    a = _ax(p["dim"], x.ndim - 1)
+    if p["kind"] == "cumsum":
+        return np.cumsum(x, axis=a)
+    if p["kind"] == "cumprod":
+        return np.cumprod(x, axis=a)
+    if p["kind"] == "topk":
+        s = np.sort(x, axis=a)
+        s = np.flip(s, axis=a) if p["largest"] else s
+        return np.take(s, np.arange(p["k"]), axis=a)
+    out_shape = list(x.shape)
+    out_shape[a] = p["size"]
+    out = np.zeros(out_shape)
+    at = list(np.indices(x.shape))
+    at[a] = np.broadcast_to(p["index"], x.shape)
+    np.add.at(out, tuple(at), x)
+    return out
+
+
 def gen_detach(G, rng, x):
     return Step("detach", [x], {}, [G.fresh()])
 
@@ -1102,4 +1165,5 @@ OPS = {
     "loss_fn": (gen_loss_fn, tl_loss_fn, ref_loss_fn, 0.7),
     "conv_transpose": (gen_conv_transpose, tl_conv_transpose, ref_conv_transpose, 0.8),
     "adaptive_pool": (gen_adaptive_pool, tl_adaptive_pool, ref_adaptive_pool, 0.6),
+    "rows": (gen_rows, tl_rows, ref_rows, 0.8),
 }
