@@ -421,3 +421,29 @@ def test_sort_and_topk_at_every_row_length_schedule(rows, cols, descending):
         top = tl.topk(tl.tensor(x), k, dim=1, largest=descending)
         assert np.array_equal(top.indices.numpy(), want[:, :k]), k
         same_bits(top.values.numpy(), np.take_along_axis(x, want[:, :k], 1))
+
+
+def test_topk_rows_op_refuses_bad_k_and_descending_naming_the_op():
+    """The registry op itself (not only torch.topk's checks): k past the row, negative, huge,
+    and a descending flag other than 0/1 raise ValueError naming topk_rows and the shape."""
+    from torchlean import ops
+    from torchlean.buffer import AnyBuffer
+    x = AnyBuffer.from_numpy(np.zeros((2, 5), np.float32))
+    for kw, text in [(dict(k=6), r"topk_rows: k \(6\) must be in \[0, 5\].*\(2, 5\)"),
+                     (dict(k=-1), "topk_rows: k must be >= 0"),
+                     (dict(k=2 ** 40), r"topk_rows: k \(1099511627776\) must be in \[0, 5\]"),
+                     (dict(k=2, descending=2), "topk_rows: expected descending >= 0")]:
+        with pytest.raises(ValueError, match=text):
+            ops.topk_rows(x, **kw)
+
+
+def test_topk_rows_op_with_nan_inf_and_k_zero():
+    """NaN is the largest key (first when descending, last ascending), -inf/inf in order, -0
+    equal to +0 keeping position order; k = 0 gives an empty (rows, 0) result."""
+    from torchlean import ops
+    from torchlean.buffer import AnyBuffer
+    x = np.array([[1.0, NAN, -np.inf, -0.0, 0.0, np.inf, NAN]], np.float32)
+    b = AnyBuffer.from_numpy(x)
+    same_bits(ops.topk_rows(b, k=4, descending=1).to_numpy(), np.float32([[1, 6, 5, 0]]))
+    same_bits(ops.topk_rows(b, k=4, descending=0).to_numpy(), np.float32([[2, 3, 4, 0]]))
+    assert ops.topk_rows(b, k=0).to_numpy().shape == (1, 0)
