@@ -18,12 +18,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_sides import alternate, spawn_sides  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -115,35 +117,18 @@ def child(a):
         print(json.dumps(out), flush=True)
 
 
-def spawn(a, lib):
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), TORCHLEAN_BACKEND="stub")
-    if lib:
-        env["TORCHLEAN_LIB_DIR"] = lib
-    else:
-        env.pop("TORCHLEAN_LIB_DIR", None)
-    return subprocess.Popen([sys.executable, __file__, "--child", "--clock", a.clock],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-
-
 def main():
     a = parse(sys.argv[1:])
     if a.child:
         return child(a)
     want = [w.strip() for w in a.rows.split(",") if w.strip()]
-    sides = {"after": spawn(a, None)}
-    if a.before:
-        sides["before"] = spawn(a, a.before)
+    sides = spawn_sides(__file__, a.threads, ["--clock", a.clock], a.before)
     print(f"threads {a.threads}, clock {a.clock}, load average {os.getloadavg()[0]:.2f}")
     total = {}
     for i, (name, _, _) in enumerate(ROWS):
         if want and not any(name.startswith(w) for w in want):
             continue
-        times = {s: [] for s in sides}
-        for _ in range(a.rounds):
-            for s, p in sides.items():
-                p.stdin.write(f"{i}\n")
-                p.stdin.flush()
-                times[s].append(json.loads(p.stdout.readline()))
+        times = alternate(sides, i, a.rounds)
         parts = []
         for label in times["after"][0]:
             med = {s: statistics.median(r[label] for r in v) for s, v in times.items()}

@@ -15,12 +15,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_sides import alternate, spawn_sides  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 B = 128
@@ -89,35 +91,19 @@ def child(a):
         print(json.dumps(out), flush=True)
 
 
-def spawn(a, lib):
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), TORCHLEAN_BACKEND="stub")
-    env.pop("TORCHLEAN_LIB_DIR", None)
-    if lib:
-        env["TORCHLEAN_LIB_DIR"] = lib
-    return subprocess.Popen([sys.executable, __file__, "--child", "--clock", a.clock, "--reps",
-                             str(a.reps)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env=env)
-
-
 def main():
     a = parse(sys.argv[1:])
     if a.child:
         return child(a)
-    sides = {"after": spawn(a, None)}
-    if a.before:
-        sides["before"] = spawn(a, a.before)
+    sides = spawn_sides(__file__, a.threads, ["--clock", a.clock, "--reps", str(a.reps)],
+                        a.before)
     want = [w.strip() for w in a.layers.split(",") if w.strip()]
     print(f"threads {a.threads}, clock {a.clock}, rounds {a.rounds} x {a.reps} calls, "
           f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     for i, (name, _, _) in enumerate(ROWS):
         if want and not any(name.startswith(w) for w in want):
             continue
-        times = {s: [] for s in sides}
-        for _ in range(a.rounds):
-            for s, p in sides.items():
-                p.stdin.write(f"{i}\n")
-                p.stdin.flush()
-                times[s].append(json.loads(p.stdout.readline()))
+        times = alternate(sides, i, a.rounds)
         med = {s: {k: statistics.median(r[k] for r in v) for k in v[0]} for s, v in times.items()}
         for m in med.values():
             m["bwd"] = m["fwd+bwd"] - m["fwd"]

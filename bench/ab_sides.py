@@ -1,0 +1,36 @@
+"""Two stub libraries timed side by side (bench/profile_stub_kernels.py, bench/stub_layers_ab.py):
+each side is a child process of the calling script, this checkout's library or the one in a
+`--before` folder (TORCHLEAN_LIB_DIR), asked for one row at a time in alternating rounds so
+both see the same machine load. A child reads a row index per line and answers one JSON line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+
+def spawn_sides(script: str, threads: int, child_args: list[str], before: str | None) -> dict:
+    """{"after": this library's child, "before": the --before library's (when given)}"""
+    def one(lib):
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), TORCHLEAN_BACKEND="stub")
+        env.pop("TORCHLEAN_LIB_DIR", None)
+        if lib:
+            env["TORCHLEAN_LIB_DIR"] = lib
+        return subprocess.Popen([sys.executable, script, "--child", *child_args],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    sides = {"after": one(None)}
+    if before:
+        sides["before"] = one(before)
+    return sides
+
+
+def alternate(sides: dict, row: int, rounds: int) -> dict:
+    """{side: [each round's answer for `row`]}, the sides taking turns within every round"""
+    times = {s: [] for s in sides}
+    for _ in range(rounds):
+        for s, p in sides.items():
+            p.stdin.write(f"{row}\n")
+            p.stdin.flush()
+            times[s].append(json.loads(p.stdout.readline()))
+    return times
