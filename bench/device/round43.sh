@@ -4,13 +4,16 @@
 #   OUT=/tmp/o STEPS="subset catalog" bash bench/device/round43.sh     # the sort family only
 #   OUT=/tmp/o STEPS="suite" bash bench/device/round43.sh              # the whole CUDA suite
 #   OUT=/tmp/o STEPS="special models audit stub" bash bench/device/round43.sh
+#   OUT=/tmp/o STEPS="ddp gemm" bash bench/device/round43.sh          # on nvidia-h200-x2
 # subset: the CUDA tests of the sort family (sort, topk, running sums) and the exact parity
 # cases; probes: GPU time per kernel of catalog calls, and the FP64 MMA's rounding (carry
 # build/dmma_order); suite: the whole CUDA suite; catalog: the heavy catalog ops against PyTorch; special:
 # exhaustive correct-rounding runs on the host's threads (SPECIAL_FNS); devcheck: device = host
 # bits of the special functions (DEVCHECK_FNS); models: issue 34's
 # table; audit: recording on CUDA against the stub, and its cost; stub: the stub against
-# PyTorch CPU on 2 pinned cores of the host (issue 35's tables).
+# PyTorch CPU on 2 pinned cores of the host (issue 35's tables); ddp: bench/gpu_ddp_run.sh's
+# first part (NCCL tests under mpirun and torchrun variables, 1 and 2 GPUs against PyTorch DDP);
+# gemm: the stub's default GEMM against the FMA peak and PyTorch CPU on 2 pinned cores.
 set -u
 OUT=${OUT:-/tmp/torchlean-gpu-out}; mkdir -p "$OUT"
 STEPS=${STEPS:-suite}
@@ -61,7 +64,8 @@ if has models; then
   echo "models rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/models-exact.md" | head -40
 fi
 if has audit; then
-  timeout 150 python3 bench/bench_audit.py --backend cuda --model digits_cnn mlp_digits \
+  timeout "${AUDIT_S:-150}" python3 bench/bench_audit.py --backend cuda \
+    --model ${AUDIT_MODELS:-digits_cnn mlp_digits} \
     --out "$OUT/audit-cost-cuda.md" >"$OUT/audit.log" 2>&1
   echo "audit rc=$?" | tee -a "$OUT/summary.txt"; cat "$OUT/audit-cost-cuda.md" | tail -20
 fi
@@ -72,5 +76,30 @@ if has stub; then
   TORCHLEAN_BACKEND=stub timeout "${LAYERS_S:-150}" taskset -c 2,3 python3 bench/bench_stub_layers.py \
     --threads 2 --rounds 3 --reps 2 --clock wall --out "$OUT/stub-layers.md" >"$OUT/layers.log" 2>&1
   echo "layers rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/stub-layers.md" | tee -a "$OUT/summary.txt"
+fi
+if has ddp; then   # correctness on NCCL, then 1 and 2 GPUs against PyTorch DDP, the table
+  export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  MPI=(mpirun --bind-to none -x NCCL_NVLS_ENABLE -x PYTHONPATH -x TORCHLEAN_BACKEND)
+  J="$OUT/ddp.jsonl"; : >"$J"
+  TORCHLEAN_BACKEND=cuda TORCHLEAN_REQUIRE_CUDA=1 timeout 150 python3 -m pytest -q -p no:cacheprovider \
+    tests/test_distributed.py -k "exact_equals or default_mode or cuda_run_equals" \
+    "tests/test_distributed_tcp.py::test_ddp_exact_equals_accumulation_bitwise[2-torchrun]" \
+    >"$OUT/ddp-tests.log" 2>&1
+  echo "ddp tests rc=$?: $(tail -1 "$OUT/ddp-tests.log")" | tee -a "$OUT/summary.txt"
+  for n in 1 2; do
+    for mode in default exact; do
+      TORCHLEAN_BACKEND=cuda timeout 75 "${MPI[@]}" -n $n python3 bench/bench_ddp.py run \
+        --model cnn,lm,gpt --mode $mode --steps 20 --out "$J" >>"$OUT/ddp.log" 2>&1
+    done
+    timeout 75 python3 -m torch.distributed.run --standalone --nproc_per_node $n \
+      bench/bench_ddp_torch.py --model cnn,lm,gpt --steps 20 --out "$J" >>"$OUT/ddp.log" 2>&1
+  done
+  python3 bench/bench_ddp.py table "$J" >"$OUT/ddp-h200x2.md" 2>>"$OUT/ddp.log"
+  grep "^|" "$OUT/ddp-h200x2.md" | tee -a "$OUT/summary.txt"
+fi
+if has gemm; then
+  timeout "${GEMM_S:-90}" taskset -c 2,3 python3 bench/bench_gemm_peak.py --threads 2 \
+    --sizes "${GEMM_SIZES:-1024,2048,4096}" --rounds 3 --out "$OUT/gemm-peak.md" >"$OUT/gemm.log" 2>&1
+  echo "gemm rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/gemm-peak.md" | tee -a "$OUT/summary.txt"
 fi
 exit 0
