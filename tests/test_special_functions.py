@@ -160,6 +160,8 @@ MIDPOINTS = [
     # found by the all-input runs on the GPU host's CPU (2^-57 and 2^-55 from a midpoint)
     ("special.scaled_modified_bessel_k1", lambda v: mp.besselk(1, v) * mp.exp(v), [0x591BFFA4]),
     ("special.spherical_bessel_j0", lambda v: mp.sin(v) / v, [0x662A85D6, 0xE62A85D6]),
+    # Ai at -3.97 and -110.8 (2^-56 and 2^-59 from a midpoint; the all-input run)
+    ("special.airy_ai", mp.airyai, [0xC07DF8DD, 0xC2DD9D7C]),
 ]
 
 

@@ -443,6 +443,10 @@ TLM_HD float tlf_spherical_bessel_j0(float x) {
 TLM_HD float tlf_airy_ai(float x) {
     float a = tlm_abs(x);
     float y = tlm_d2f(tls_airy_ai(tlm_sel(a == TLM_INFF, 1.0f, x)));
+    /* -0x1.fbf1bap+1 and -0x1.bb3af8p+6: Ai lies 2^-56 and 2^-59 from a float32 midpoint, where
+     * the double-double sum falls on the wrong side (the all-input run; mpmath at 60 digits) */
+    y = tlm_fix(x, (int32_t)0xc07df8ddu, (int32_t)0xbdc2e317u, y);
+    y = tlm_fix(x, (int32_t)0xc2dd9d7cu, (int32_t)0xbdea3067u, y);
     return x != x ? x : (a == TLM_INFF ? 0.0f : y);
 }
 TLM_HD float tlf_orthogonal_polynomial(float x, float n, float kind) {
