@@ -3,6 +3,7 @@ references: stable order with ties, NaN and signed zeros, odd sizes, size 1, emp
 dims; gradients against closed forms and central differences; bad input."""
 import numpy as np
 import pytest
+from running_order import chunked_running
 
 import torchlean as tl
 
@@ -186,19 +187,6 @@ def test_quantile_gradient_by_central_differences():
     np.testing.assert_allclose(t.grad, want, rtol=1e-3, atol=1e-3)
 
 
-def chunked_running(x, op):
-    """The stated float32 order of cumsum_rows/cumprod_rows on one row (chunks of 256)."""
-    y = np.empty_like(x)
-    carry = None
-    for c0 in range(0, x.size, 256):
-        local = None
-        for j in range(c0, min(c0 + 256, x.size)):
-            local = x[j] if local is None else np.float32(op(local, x[j]))
-            y[j] = local if carry is None else np.float32(op(carry, local))
-        carry = local if carry is None else np.float32(op(carry, local))
-    return y
-
-
 @pytest.mark.parametrize("shape,dim", [((7,), 0), ((3, 5), 1), ((3, 5), 0), ((2, 3, 4), -2),
                                        ((1,), -1), ((2, 700), 1), ((0, 3), 1), ((4, 0), 1)])
 def test_cumsum_and_cumprod_against_numpy(shape, dim):
@@ -210,10 +198,12 @@ def test_cumsum_and_cumprod_against_numpy(shape, dim):
                                np.cumprod(p.astype(np.float64), dim), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("rows,cols", [(3, 1000), (70, 100), (33, 256), (2, 257), (1, 140000)])
+@pytest.mark.parametrize("rows,cols", [(3, 1000), (70, 100), (33, 256), (2, 257), (1, 140000),
+                                       (2, 65537)])
 def test_cumsum_follows_the_stated_chunked_order_bit_for_bit(rows, cols):
-    """Rows of one chunk (CUDA: 32 rows a warp), of a few, and of more chunks than CUDA's carry
-    kernel stages at once (512), forward and through the reversed order of the gradient."""
+    """Rows of one chunk (CUDA: 32 rows a warp), of a few, of more chunks than CUDA's carry
+    kernel stages at once (512), and of more than 256 chunks (carries one level up), forward
+    and through the reversed order of the gradient."""
     x = rng.standard_normal((rows, cols)).astype(np.float32) * np.float32(1e3)
     got = tl.tensor(x).cumsum(1).numpy()
     for r in range(rows):

@@ -9,7 +9,8 @@ to it, so a change of bits without a new version fails CI.
 EXACT_VERSION = 6   # 2: transcendental functions correctly rounded (issue 26); 3: GEMM k chunks of 256 (issue 34);
                     # 4: the special functions' fixes from their runs on all 2^32 inputs (issue 32);
                     # 5: K0, K1, e^x K0, e^x K1 below 2 and Airy Ai below -8 in double-double (issue 32);
-                    # 6: Airy Ai's two midpoints of its all-input run selected (issue 32)
+                    # 6: Airy Ai's two midpoints of its all-input run selected, running sums of rows
+                    #    longer than 256 chunks take their carries in the chunked order (issue 32)
 
 
 def exact_version() -> int:

@@ -282,10 +282,23 @@ static int cumulative(const char *op, const float *x, float *y, int64_t rows, in
     float *tot = nullptr;
     TL_TRY(tl_scratch(op, (size_t)(rows * nch) * sizeof(float), (void **)&tot));
     k_cum_tiles<KIND><<<tiles, threads, tile_smem, s>>>(x, nullptr, nullptr, tot, rows, cols, nch, reverse);
-    const unsigned row_blocks = (unsigned)min((rows + CUM_WARPS - 1) / CUM_WARPS, (int64_t)65535 * 16);
-    k_cum_carries<KIND><<<row_blocks, threads, sizeof(float) * threads, s>>>(tot, rows, nch);
-    k_cum_tiles<KIND><<<tiles, threads, tile_smem, s>>>(x, y, tot, nullptr, rows, cols, nch, reverse);
+    if (nch <= TL_CUM_CHUNK) {   // the carries: a chain of at most TL_CUM_CHUNK steps per row
+        const unsigned row_blocks = (unsigned)min((rows + CUM_WARPS - 1) / CUM_WARPS, (int64_t)65535 * 16);
+        k_cum_carries<KIND><<<row_blocks, threads, sizeof(float) * threads, s>>>(tot, rows, nch);
+        k_cum_tiles<KIND><<<tiles, threads, tile_smem, s>>>(x, y, tot, nullptr, rows, cols, nch, reverse);
+        tl_scratch_free(tot);
+        TL_LAUNCHED(op);
+        return TL_OK;
+    }
+    // longer rows: the carries are the running values of the chunk totals in this same order
+    // (formulas/sort.h), written one place on (carry[u] = run[u - 1], chunk c > 0 of a row)
+    float *carry = nullptr;
+    int st = tl_scratch(op, (size_t)(rows * nch + 1) * sizeof(float), (void **)&carry);
+    if (st == TL_OK) st = cumulative<KIND>(op, tot, carry + 1, rows, nch, 0);
+    if (st == TL_OK) k_cum_tiles<KIND><<<tiles, threads, tile_smem, s>>>(x, y, carry, nullptr, rows, cols, nch, reverse);
+    tl_scratch_free(carry);
     tl_scratch_free(tot);
+    TL_TRY(st);
     TL_LAUNCHED(op);
     return TL_OK;
 }

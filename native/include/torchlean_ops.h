@@ -366,7 +366,7 @@ TL_API int tl_topk_rows(tl_buf x, tl_buf idx, int64_t rows, int64_t cols, int64_
 TL_API int tl_take_rows(tl_buf x, tl_buf idx, tl_buf y, int64_t rows, int64_t cols, int64_t k);
 /* Zeros (rows, cols) with dx[r, idx[r, j]] += g[r, j], j = 0, 1, ... in order per row (indices outside [0, cols) dropped); `distinct` 1 promises no index repeats in a row, so each position is written once (the same bits as the ordered sum, in parallel). */
 TL_API int tl_take_rows_backward(tl_buf idx, tl_buf g, tl_buf dx, int64_t rows, int64_t k, int64_t cols, int64_t distinct);
-/* Running sums along each row of x (rows, cols) (`reverse` 1: from the row's end). Order, the same on both libraries in every mode: within chunks of 256 entries a sequential float32 running sum; each later chunk adds the running total of the chunks before it (itself summed chunk by chunk in order) to its own running sums. */
+/* Running sums along each row of x (rows, cols) (`reverse` 1: from the row's end). Order, the same on both libraries in every mode: within chunks of 256 entries a sequential float32 running sum; each later chunk adds the running total of the chunks before it to its own running sums. Those running totals are summed chunk by chunk in order when a row has at most 256 chunks, and in this same chunked order (one level up) beyond. */
 TL_API int tl_cumsum_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse);
 /* Running products along each row of x (rows, cols), in cumsum_rows's chunked order with products. The VJP (cumprod_rows_backward) divides by nothing, so zeros are exact. */
 TL_API int tl_cumprod_rows(tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse);

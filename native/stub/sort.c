@@ -85,26 +85,64 @@ int tlk_take_rows_backward(const char *op, tl_buf idx, tl_buf g, tl_buf dx, int6
     return TL_OK;
 }
 
-int tlk_cumulative(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse, int64_t kind) {
-    (void)op;
-    const float *X = x->data;
-    float *Y = y->data;
-    #pragma omp parallel for if(rows > 1 && rows * cols > TL_PAR_MIN) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = X + r * cols;
-        float *yr = Y + r * cols;
+/* One row's running values in the chunked order of formulas/sort.h, read from the row's end
+ * when reverse. Rows of at most TL_CUM_CHUNK chunks stream with one sequential carry; longer
+ * rows write each chunk's own running values, take the carries from the running values of the
+ * chunk totals (this same order, one level up: `scratch` holds 2 nch floats per level), and
+ * add them. */
+static void cum_row(const float *x, float *y, int64_t n, int64_t reverse, int64_t kind, float *scratch) {
+    const int64_t nch = (n + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK;
+    if (nch <= TL_CUM_CHUNK) {
         float carry = 0.0f; /* the chunks before this one; unused in chunk 0 */
-        for (int64_t c0 = 0; c0 < cols; c0 += TL_CUM_CHUNK) {
-            int64_t c1 = c0 + TL_CUM_CHUNK < cols ? c0 + TL_CUM_CHUNK : cols;
+        for (int64_t c0 = 0; c0 < n; c0 += TL_CUM_CHUNK) {
+            int64_t c1 = c0 + TL_CUM_CHUNK < n ? c0 + TL_CUM_CHUNK : n;
             float local = 0.0f;
             for (int64_t j = c0; j < c1; j++) {
-                int64_t p = reverse ? cols - 1 - j : j;
-                local = j == c0 ? xr[p] : tlf_cum_step(local, xr[p], kind);
-                yr[p] = c0 == 0 ? local : tlf_cum_step(carry, local, kind);
+                int64_t p = reverse ? n - 1 - j : j;
+                local = j == c0 ? x[p] : tlf_cum_step(local, x[p], kind);
+                y[p] = c0 == 0 ? local : tlf_cum_step(carry, local, kind);
             }
             carry = c0 == 0 ? local : tlf_cum_step(carry, local, kind);
         }
+        return;
     }
+    float *tot = scratch, *run = scratch + nch;
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t c0 = c * TL_CUM_CHUNK, c1 = c0 + TL_CUM_CHUNK < n ? c0 + TL_CUM_CHUNK : n;
+        float local = 0.0f;
+        for (int64_t j = c0; j < c1; j++) {
+            int64_t p = reverse ? n - 1 - j : j;
+            local = j == c0 ? x[p] : tlf_cum_step(local, x[p], kind);
+            y[p] = local;
+        }
+        tot[c] = local;
+    }
+    cum_row(tot, run, nch, 0, kind, scratch + 2 * nch);
+    for (int64_t j = TL_CUM_CHUNK; j < n; j++) {
+        int64_t p = reverse ? n - 1 - j : j;
+        y[p] = tlf_cum_step(run[j / TL_CUM_CHUNK - 1], y[p], kind);
+    }
+}
+
+int tlk_cumulative(const char *op, tl_buf x, tl_buf y, int64_t rows, int64_t cols, int64_t reverse, int64_t kind) {
+    const float *X = x->data;
+    float *Y = y->data;
+    /* scratch for long rows: 2 nch floats per level, nch shrinking 256-fold a level */
+    const int64_t nch = (cols + TL_CUM_CHUNK - 1) / TL_CUM_CHUNK, need = nch > TL_CUM_CHUNK ? 3 * nch + 64 : 0;
+    int failed = 0;
+    #pragma omp parallel if(rows > 1 && rows * cols > TL_PAR_MIN)
+    {
+        float *scratch = need ? malloc(sizeof(float) * (size_t)need) : NULL;
+        if (need && !scratch) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++)
+            if (!need || scratch) cum_row(X + r * cols, Y + r * cols, cols, reverse, kind, scratch);
+        free(scratch);
+    }
+    if (failed) return tl_fail(TL_E_OOM, "%s: cannot allocate the running totals of a row of %lld", op, (long long)cols);
     return TL_OK;
 }
 

@@ -16,7 +16,8 @@ namespace {
 void run(unsigned grid, unsigned threads, std::function<void()> body, bool reverse) {
     emu::launch(dim3(grid), dim3(threads), std::move(body), reverse);
 }
-// sort.cu's launches (one for rows of one chunk, else totals, carries, values); `grid` (0: sort.cu's
+// sort.cu's launches (one for rows of one chunk, else totals, carries (rows of more than
+// TL_CUM_CHUNK chunks: the running values of the totals, one level up), values); `grid` (0: sort.cu's
 // count) caps the blocks so that their loops wrap
 template <int KIND>
 void cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t reverse, int grid, int rev_threads) {
@@ -32,9 +33,17 @@ void cumulative(const float *x, float *y, int64_t rows, int64_t cols, int64_t re
     float *t = tot.data();
     run(blocks(rows * nch), threads, [=] { k_cum_tiles<KIND>(x, nullptr, nullptr, t, rows, cols, nch, reverse); },
         rev_threads);
-    run(grid ? (unsigned)grid : (unsigned)((rows + CUM_WARPS - 1) / CUM_WARPS), threads,
-        [=] { k_cum_carries<KIND>(t, rows, nch); }, rev_threads);
-    run(blocks(rows * nch), threads, [=] { k_cum_tiles<KIND>(x, y, t, nullptr, rows, cols, nch, reverse); },
+    if (nch <= TL_CUM_CHUNK) {
+        run(grid ? (unsigned)grid : (unsigned)((rows + CUM_WARPS - 1) / CUM_WARPS), threads,
+            [=] { k_cum_carries<KIND>(t, rows, nch); }, rev_threads);
+        run(blocks(rows * nch), threads, [=] { k_cum_tiles<KIND>(x, y, t, nullptr, rows, cols, nch, reverse); },
+            rev_threads);
+        return;
+    }
+    std::vector<float> carry((size_t)(rows * nch + 1), NAN);   // carry[u] = the totals' running value u - 1
+    float *cy = carry.data();
+    cumulative<KIND>(t, cy + 1, rows, nch, 0, grid, rev_threads);
+    run(blocks(rows * nch), threads, [=] { k_cum_tiles<KIND>(x, y, cy, nullptr, rows, cols, nch, reverse); },
         rev_threads);
 }
 

@@ -3787,7 +3787,7 @@ def take_rows_backward(idx, g, *, cols: int, distinct: int = 0):
 
 
 def cumsum_rows(x, *, reverse: int = 0):
-    """Running sums along each row of x (rows, cols) (`reverse` 1: from the row's end). Order, the same on both libraries in every mode: within chunks of 256 entries a sequential float32 running sum; each later chunk adds the running total of the chunks before it (itself summed chunk by chunk in order) to its own running sums."""
+    """Running sums along each row of x (rows, cols) (`reverse` 1: from the row's end). Order, the same on both libraries in every mode: within chunks of 256 entries a sequential float32 running sum; each later chunk adds the running total of the chunks before it to its own running sums. Those running totals are summed chunk by chunk in order when a row has at most 256 chunks, and in this same chunked order (one level up) beyond."""
     _op = "cumsum_rows"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input

@@ -2243,7 +2243,7 @@ class TapeOps:
                             {"x": _x, "idx": _idx, "distinct": distinct}, False)
 
     def cumsum_rows(self, x: int, *, reverse: int = 0) -> int:
-        """Running sums along each row of x (rows, cols) (`reverse` 1: from the row's end). Order, the same on both libraries in every mode: within chunks of 256 entries a sequential float32 running sum; each later chunk adds the running total of the chunks before it (itself summed chunk by chunk in order) to its own running sums."""
+        """Running sums along each row of x (rows, cols) (`reverse` 1: from the row's end). Order, the same on both libraries in every mode: within chunks of 256 entries a sequential float32 running sum; each later chunk adds the running total of the chunks before it to its own running sums. Those running totals are summed chunk by chunk in order when a row has at most 256 chunks, and in this same chunked order (one level up) beyond."""
         _x = self._input("cumsum_rows", x)
         _out = _ops.cumsum_rows(_x, reverse=reverse)
         return self._record("cumsum_rows", _out, (x,), _vjp_cumsum_rows, {"reverse": reverse},

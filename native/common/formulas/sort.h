@@ -11,7 +11,11 @@
 #include <string.h>
 #include "tl_math.h"
 
-/* running sums and products: sequential within chunks of this many entries (README, cumsum) */
+/* running sums and products: sequential within chunks of this many entries; chunk c > 0 then
+ * steps from its carry, the running value of the chunk totals before it. A row of at most
+ * TL_CUM_CHUNK chunks sums its totals in order (one chain); a longer row takes the carries from
+ * the running values of its totals in this same order, one level up (exact_version 6), so no
+ * chain is longer than TL_CUM_CHUNK steps a level (README, cumsum) */
 #define TL_CUM_CHUNK 256
 
 /* An unsigned key whose order is PyTorch's sort order of floats: -inf < ... < -0 = +0 < ... <
