@@ -39,6 +39,7 @@ fi
 if has suite; then cuda_tests suite "${SUITE_S:-330}" tests; fi
 if has catalog; then
   TORCHLEAN_BACKEND=cuda timeout 150 python3 bench/bench_catalog_cuda.py --out "$OUT/catalog-cuda.md" \
+    ${CATALOG_ONLY:+--only $CATALOG_ONLY} \
     >"$OUT/catalog.log" 2>&1
   echo "catalog rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/catalog-cuda.md" | tee -a "$OUT/summary.txt"
 fi
