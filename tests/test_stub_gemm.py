@@ -5,10 +5,11 @@ parallel; none of that may change a bit: every C element must equal the float32 
 c = 0; c = fma(a[i, k], b[k, j], c) for k = 0, 1, ... (rule 3's chain; the exact GEMM's order
 while k <= 256, one chunk).
 tests/exact_fma.py's independent float32 fma, applied one k at a time, is the oracle. Shapes
-straddle the micro-tile (8 x 32), k slice (at most 384, equal slices), row block (64) and
-in-place-B (m <= 64) boundaries, and take the narrow road (p <= 16 outputs per row: A read in
-place, 8-row tiles, k passes of 256) and the short road (k <= 16: nothing packed, 4 x 64 tiles,
-single vectors, then scalar columns).
+straddle the micro-tile (8 x 32), k slice (at most 384, equal slices), row block (192), the
+B panels packed 8 at a time for one row block, and in-place B (one tile row, or m <= 64 with
+B in L2), and take the narrow road (p <= 16 outputs per row: A read in place, 8-row tiles, k
+passes of 256) and the short road (k <= 16: nothing packed, 4 x 64 tiles, single vectors, then
+scalar columns).
 """
 import os
 import subprocess
@@ -106,6 +107,58 @@ def test_narrow_and_short_products_carry_inf_and_nan_to_their_outputs_only():
     assert np.array_equal(z.view(np.uint32), sequential(g, v).view(np.uint32))
 
 
+# sizes from {1, 7, 31, 33, 129, 385, 777}: every blocking road of the packed GEMM with tails
+ODD = [(7, 777, 385),    # one tile row (B read in place), three k slices
+       (31, 129, 385),   # a few tile rows, B in L2: read in place
+       (33, 385, 385),   # one row block: B packed 8 panels at a time, 12 panels and a column
+       (129, 777, 33),   # one row block, a partial panel past a whole one, three k slices
+       (1, 777, 129),    # a single row
+       (385, 33, 777),   # row blocks of 192 and a tail, all of B packed ahead
+       (777, 385, 31),   # many row blocks, one partial panel, two k slices
+       (129, 129, 129)]
+
+
+@pytest.mark.parametrize("m,n,p", ODD)
+def test_odd_sizes_every_layout_is_the_sequential_sum(m, n, p):
+    a, b = f32(m, n), f32(n, p)
+    want = sequential(a, b)
+    for ta, tb in [(False, False), (False, True), (True, False), (True, True)]:
+        sa = a.T.copy() if ta else a
+        sb = b.T.copy() if tb else b
+        y = ops.matmul_t(buf(sa), buf(sb), trans_a=ta, trans_b=tb).to_numpy()
+        assert np.array_equal(y.view(np.uint32), want.view(np.uint32)), (ta, tb)
+    np.testing.assert_allclose(want, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4,
+                               atol=1e-5 * np.sqrt(n))
+
+
+@pytest.mark.parametrize("rows,fin,fout", [(7, 385, 777), (33, 777, 129), (385, 129, 33),
+                                           (129, 31, 385), (777, 33, 7)])
+def test_odd_sizes_linear_and_its_gradients_accumulate_in_order(rows, fin, fout):
+    # linear starts each chain at the bias (the accumulate path) and reads W transposed; its
+    # gradients take the transposed-A (dW = g^T x) and plain (dx = g W) layouts
+    w, bias, x, g = f32(fout, fin), f32(fout), f32(rows, fin), f32(rows, fout)
+    y = ops.linear(buf(w), buf(bias), buf(x)).to_numpy()
+    want = sequential(x, w.T.copy(), np.broadcast_to(bias, (rows, fout)))
+    assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
+    dw = ops.linear_backward_w(buf(g), buf(x)).to_numpy()
+    assert np.array_equal(dw.view(np.uint32), sequential(g.T.copy(), x).view(np.uint32))
+    dx = ops.linear_backward_x(buf(g), buf(w), buf(x)).to_numpy()
+    assert np.array_equal(dx.view(np.uint32), sequential(g, w).view(np.uint32))
+    np.testing.assert_allclose(y, x.astype(np.float64) @ w.T.astype(np.float64) + bias,
+                               rtol=1e-4, atol=1e-5 * np.sqrt(fin))
+
+
+@pytest.mark.parametrize("m,n,p", [(7, 129, 385), (33, 255, 385), (129, 33, 777),
+                                   (385, 129, 33), (1, 256, 31)])
+def test_odd_sizes_default_and_exact_gemm_agree_within_one_chunk(m, n, p):
+    # k <= 256: the blocked GEMM and the exact GEMM (gemm.c, a separate routine) both compute
+    # one fma chain per output in k order, so their bits agree, plain and from the bias
+    a, b, bias = f32(m, n), f32(n, p), f32(p)
+    got = _default_and_exact(a, b, bias)
+    for d, e in zip(got[False], got[True]):
+        assert np.array_equal(d.view(np.uint32), e.view(np.uint32))
+
+
 def test_bits_do_not_depend_on_thread_count():
     code = ("import sys, hashlib, numpy as np; sys.path.insert(0, %r); import torchlean as tl; "
             "r = np.random.default_rng(3); a = r.uniform(-1, 1, (300, 270)).astype(np.float32); "
@@ -119,7 +172,13 @@ def test_bits_do_not_depend_on_thread_count():
             "u = tl.ops.matmul(tl.AnyBuffer.from_numpy(e), tl.AnyBuffer.from_numpy(f)).to_numpy(); "
             "v = tl.ops.matmul(tl.AnyBuffer.from_numpy(e[:, :10].copy()), "
             "tl.AnyBuffer.from_numpy(e[:10].copy())).to_numpy(); "
-            "print(hashlib.sha256(y.tobytes() + z.tobytes() + u.tobytes() + v.tobytes()).hexdigest())") % str(Path(__file__).resolve().parent.parent)
+            "h = r.uniform(-1, 1, (70, 300)).astype(np.float32); "
+            "k = r.uniform(-1, 1, (300, 1500)).astype(np.float32); "
+            "w = tl.ops.matmul(tl.AnyBuffer.from_numpy(h), tl.AnyBuffer.from_numpy(k)).to_numpy(); "
+            "x = tl.ops.matmul(tl.AnyBuffer.from_numpy(h[:7].copy()), "
+            "tl.AnyBuffer.from_numpy(k)).to_numpy(); "
+            "print(hashlib.sha256(y.tobytes() + z.tobytes() + u.tobytes() + v.tobytes() "
+            "+ w.tobytes() + x.tobytes()).hexdigest())") % str(Path(__file__).resolve().parent.parent)
     digests = set()
     for threads in ("1", "2", "3"):
         env = dict(os.environ, OMP_NUM_THREADS=threads, TORCHLEAN_BACKEND="stub")

@@ -4,8 +4,12 @@
  * optional transpose read through strides. It is blocked like GotoBLAS: for each KC-deep slice
  * of k, a block of B is packed into NR-wide column panels (zero-padded), then each MC-row block
  * of A, packed into MR-row panels, runs through a register-tiled MR x NR micro-kernel written
- * with GCC/Clang vector types. Threads take bands of C (tl_sgemm) and never wait for each other
- * inside a product, so a thread that another process delays holds up only its own band.
+ * with GCC/Clang vector types (8 x 32: 16 accumulators; a 12 x 32 tile, 24 accumulators, was
+ * 2% faster on large squares, but the short tile left over by few rows ran at half speed,
+ * 16 x 256 x 256 (tiles of 12 + 4 rows) 20% slower). A single row block (m <= MC) packs B a
+ * few panels at a time just before their tiles instead. Threads take bands of C (tl_sgemm) and
+ * never wait for each other inside a product, so a thread that another process delays holds
+ * up only its own band.
  * Two shapes skip the blocking, where packing would cost more than the product: narrow ones
  * (p <= 16 columns, gemm_narrow) and short ones (k <= SHORTK_MAX, gemm_shortk).
  *
@@ -38,8 +42,12 @@ static inline int omp_get_thread_num(void) { return 0; }
 #define MR TL_SGEMM_MR /* micro-tile rows (8): accumulators live in 2 * MR vector registers */
 #define NR 32    /* micro-tile columns: two 16-float vectors */
 #define KC 384   /* longest k slice (slices are equal): a KC x NR B panel is 48 KiB, about L1 */
-#define MC 64    /* rows per packed A block (in L2) */
+#define MC 192   /* rows per packed A block (288 KiB at KC, in L2 beside a B panel): all of B
+                  * streams from L3 once per block, 3 times less often than at 64 rows */
 #define NC 2048  /* columns of B packed per pass (KC x NC floats = 3 MiB) */
+#define DIRECT_B_ROWS 64 /* B read in place for at most this many rows, */
+#define DIRECT_B_MAX (1 << 17) /* and at most this many floats of B (512 KiB: in L2) */
+#define JIT_PANELS 8 /* one row block: B packed this many panels at a time (KC x 256: in L2) */
 #define SMALL_GEMM 512 /* m n p at most this: plain loops */
 #define LOCAL_PACK 4096 /* packing buffers up to this many floats live on the stack */
 #define BATCH_PAR_MAX (1 << 22) /* batched products below this size: threads over the batch */
@@ -110,13 +118,24 @@ static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t i0, int64_t
                 for (int64_t r = 0; r < MR; r++) Ap[k * MR + r] = r < mr ? a[k * acs + r] : 0.0f;
             continue;
         }
+        /* rows contiguous in k (the usual layout): 16 k's of the panel's rows go through a
+         * register transpose (a float at a time, the strided stores cost about 6% of a large
+         * product), the k's past the last 16 one at a time */
+        const int64_t kv = acs == 1 ? kc / 16 * 16 : 0;
+        for (int64_t kb = 0; kb < kv; kb += 16) {
+            tl_v16 t[16];
+            for (int l = 0; l < 16; l++)
+                t[l] = l < mr ? vload(A + (i0 + ip + l) * ars + k0 + kb) : (tl_v16){0};
+            tl_transpose16(t);
+            for (int l = 0; l < 16; l++) memcpy(Ap + (kb + l) * MR, &t[l], MR * sizeof(float));
+        }
         for (int64_t r = 0; r < MR; r++) {
             if (r >= mr) {
-                for (int64_t k = 0; k < kc; k++) Ap[k * MR + r] = 0.0f;
+                for (int64_t k = kv; k < kc; k++) Ap[k * MR + r] = 0.0f;
                 continue;
             }
             const float *a = A + (i0 + ip + r) * ars + k0 * acs;
-            for (int64_t k = 0; k < kc; k++) Ap[k * MR + r] = a[k * acs];
+            for (int64_t k = kv; k < kc; k++) Ap[k * MR + r] = a[k * acs];
         }
     }
 }
@@ -126,12 +145,18 @@ static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t i0, int64_t
 static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t kc, int64_t j0,
                    int64_t nr, float *Bp) {
     if (bcs == 1) {
-        for (int64_t k = 0; k < kc; k++) {
-            const float *b = B + (k0 + k) * brs + j0;
-            float *d = Bp + k * NR;
-            memcpy(d, b, (size_t)nr * sizeof(float));
-            for (int64_t j = nr; j < NR; j++) d[j] = 0.0f;
-        }
+        if (nr == NR) /* whole panels: two vector copies per k (a memcpy call costs more) */
+            for (int64_t k = 0; k < kc; k++) {
+                vstore(Bp + k * NR, vload(B + (k0 + k) * brs + j0));
+                vstore(Bp + k * NR + 16, vload(B + (k0 + k) * brs + j0 + 16));
+            }
+        else
+            for (int64_t k = 0; k < kc; k++) {
+                const float *b = B + (k0 + k) * brs + j0;
+                float *d = Bp + k * NR;
+                memcpy(d, b, (size_t)nr * sizeof(float));
+                for (int64_t j = nr; j < NR; j++) d[j] = 0.0f;
+            }
     } else {
         /* op(B)'s columns contiguous in k (a transposed B such as linear's weight): whole
          * 16 x 16 tiles go through a register transpose, the rest one float at a time */
@@ -154,6 +179,24 @@ static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t
     }
 }
 
+/* pack columns [j0, j0+nc) (nc <= JIT_PANELS * NR) x k [k0, k0+kc) of B into consecutive
+ * NR-column panels (kc * NR floats apart), the last zero-filled past nc. Rows of B contiguous
+ * in j are read k by k across all the panels (up to 1 KiB in a row, which the hardware
+ * prefetcher streams, rather than 128 bytes a row, panel after panel). */
+static void pack_b_group(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t kc,
+                         int64_t j0, int64_t nc, float *Bp) {
+    const int64_t whole = bcs == 1 ? nc / NR : 0;
+    for (int64_t k = 0; k < kc; k++) {
+        const float *b = B + (k0 + k) * brs + j0;
+        for (int64_t g = 0; g < whole; g++) {
+            vstore(Bp + g * kc * NR + k * NR, vload(b + g * NR));
+            vstore(Bp + g * kc * NR + k * NR + 16, vload(b + g * NR + 16));
+        }
+    }
+    for (int64_t j = whole * NR; j < nc; j += NR)
+        pack_b(B, brs, bcs, k0, kc, j0 + j, nc - j < NR ? nc - j : NR, Bp + j / NR * kc * NR);
+}
+
 /* k slice length: n split into equal slices of at most KC (no short tail slice) */
 static int64_t kslice(int64_t n) {
     int64_t slices = (n + KC - 1) / KC;
@@ -163,35 +206,47 @@ static int64_t kslice(int64_t n) {
 /* C (m, p) (+)= op(A) op(B) on one thread: for each NC-column pass and KC-deep k slice, B's
  * panels are packed (or, for few rows, read in place), then each MC-row block of A is packed
  * and multiplied into its C tiles. Bp: room for kslice(n) x NC (rounded to NR) floats, or NULL
- * when direct_b; Ap: room for kslice(n) x MC (rounded to MR) plus one KC x NR edge panel. */
+ * when jit_b; Ap: room for kslice(n) x MC (rounded to MR), then for jit_b JIT_PANELS (or as
+ * many as p has; one, for partial panels, when in_place) KC x NR panels of B. jit_b: one row
+ * block, B packed a group of panels at a time before their tiles; in_place (with jit_b): B's
+ * whole-vector panels read where they are. */
 /* With Apre (tl_sgemm_pack_a's panels of the whole A, m_pad = m rounded up to MR rows; this
  * call's row 0 is the packed A's row row0) nothing of A is packed here. */
 static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
                         int64_t bcs, float *C, int64_t ldc, int64_t m, int64_t n, int64_t p,
-                        int accumulate, int direct_b, float *Bp, float *Ap, const float *Apre,
-                        int64_t m_pad, int64_t row0) {
+                        int accumulate, int jit_b, int in_place, float *Bp, float *Ap,
+                        const float *Apre, int64_t m_pad, int64_t row0) {
     const int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC;
-    float *Bt = Ap + kcmax * (Apre ? 0 : (mcmax + MR - 1) / MR * MR); /* one edge panel */
+    float *Bt = Ap + kcmax * (Apre ? 0 : (mcmax + MR - 1) / MR * MR); /* B's panels packed just in time */
     for (int64_t jc = 0; jc < p; jc += NC) {
         const int64_t nc = p - jc < NC ? p - jc : NC;
         for (int64_t pc = 0; pc < n; pc += kcmax) {
             const int64_t kc = n - pc < kcmax ? n - pc : kcmax;
             const int zero = pc == 0 && !accumulate;
-            if (!direct_b)
-                for (int64_t j = 0; j < nc; j += NR)
-                    pack_b(B, brs, bcs, pc, kc, jc + j, nc - j < NR ? nc - j : NR, Bp + (j / NR) * kc * NR);
+            if (!jit_b) /* JIT_PANELS at a time: B's rows read 1 KiB at a time */
+                for (int64_t j = 0; j < nc; j += JIT_PANELS * NR)
+                    pack_b_group(B, brs, bcs, pc, kc, jc + j,
+                                 nc - j < JIT_PANELS * NR ? nc - j : JIT_PANELS * NR, Bp + (j / NR) * kc * NR);
             for (int64_t i0 = 0; i0 < m; i0 += MC) {
                 const int64_t mc = m - i0 < MC ? m - i0 : MC;
                 const float *Ab = Apre ? Apre + pc * m_pad + (row0 + i0) * kc : Ap;
                 if (!Apre) pack_a(A, ars, acs, i0, mc, pc, kc, Ap);
                 for (int64_t j = 0; j < nc; j += NR) {
                     const int nr = (int)(nc - j < NR ? nc - j : NR);
-                    const float *bp = Bp ? Bp + (j / NR) * kc * NR : NULL;
+                    const float *bp;
                     int64_t ldb = NR;
-                    if (direct_b && (nr == NR || nr == 16)) { /* whole vectors: in place */
+                    if (!jit_b) {
+                        bp = Bp + (j / NR) * kc * NR;
+                    } else if (in_place && (nr == NR || nr == 16)) {
                         bp = B + pc * brs + jc + j; ldb = brs;
-                    } else if (direct_b) {
+                    } else if (in_place) {
                         pack_b(B, brs, bcs, pc, kc, jc + j, nr, Bt); bp = Bt;
+                    } else {
+                        const int64_t g = (j / NR) % JIT_PANELS;
+                        if (g == 0)
+                            pack_b_group(B, brs, bcs, pc, kc, jc + j,
+                                         nc - j < JIT_PANELS * NR ? nc - j : JIT_PANELS * NR, Bt);
+                        bp = Bt + g * kc * NR;
                     }
                     for (int64_t ip = 0; ip < mc; ip += MR)
                         micro_tile((int)(mc - ip < MR ? mc - ip : MR), kc, Ab + ip * kc, bp, ldb,
@@ -207,17 +262,28 @@ static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B
 static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
                        int64_t bcs, float *C, int64_t ldc, int64_t m, int64_t n, int64_t p,
                        int accumulate, const float *Apre, int64_t m_pad, int64_t row0) {
-    /* few rows: packing B would cost as much as the product, so full panels are read in place */
-    const int direct_b = m <= MC && bcs == 1;
+    /* one block of rows (m <= MC) uses each B panel once: JIT_PANELS panels at a time are
+     * packed just before their tiles into a buffer that stays in L2 (or read in place,
+     * gemm_serial), rather than all of B ahead to be read back from L3 */
+    const int jit_b = m <= MC;
+    /* B's whole-vector panels read in place, unpacked: with one tile row (each B value used
+     * once), or a few (packing would cost as much as the product) when all of B fits in L2
+     * (larger B rows p floats apart, p a power of two, fall in a few cache sets: a panel read
+     * by 2 or more tiles then comes back from memory each time, 37% of peak at
+     * 64 x 576 x 65536) */
+    const int in_place = bcs == 1 && (m <= MR || (m <= DIRECT_B_ROWS && n * p <= DIRECT_B_MAX));
     const int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC, ncmax = p < NC ? p : NC;
-    /* A's panels (none when packed beforehand) and one edge panel of B */
-    const int64_t na = kcmax * ((Apre ? 0 : (mcmax + MR - 1) / MR * MR) + NR);
-    const int64_t nb = direct_b ? 0 : kcmax * ((ncmax + NR - 1) / NR * NR);
+    /* A's panels (none when packed beforehand) and JIT_PANELS panels of B (fewer when p is;
+     * one, for partial panels, when B is read in place) */
+    const int64_t jitp = in_place ? 1 : (ncmax + NR - 1) / NR < JIT_PANELS ? (ncmax + NR - 1) / NR
+                                                                          : JIT_PANELS;
+    const int64_t na = kcmax * ((Apre ? 0 : (mcmax + MR - 1) / MR * MR) + (jit_b ? NR * jitp : 0));
+    const int64_t nb = jit_b ? 0 : kcmax * ((ncmax + NR - 1) / NR * NR);
     float local[LOCAL_PACK];
     float *buf = na + nb <= LOCAL_PACK ? local : (float *)malloc((size_t)(na + nb) * sizeof(float));
     if (!buf) return 1;
-    gemm_serial(A, ars, acs, B, brs, bcs, C, ldc, m, n, p, accumulate, direct_b,
-                direct_b ? NULL : buf + na, buf, Apre, m_pad, row0);
+    gemm_serial(A, ars, acs, B, brs, bcs, C, ldc, m, n, p, accumulate, jit_b, jit_b && in_place,
+                jit_b ? NULL : buf + na, buf, Apre, m_pad, row0);
     if (buf != local) free(buf);
     return 0;
 }
