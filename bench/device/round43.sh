@@ -72,9 +72,10 @@ if has audit; then
 fi
 if has stub; then
   TORCHLEAN_BACKEND=stub timeout "${STUB_S:-240}" taskset -c 2,3 python3 bench/bench_stub_torch.py \
-    --threads 2 --rounds 3 --steps 10 --cifar-steps 3 --out "$OUT/stub-torch.md" >"$OUT/stub.log" 2>&1
+    --threads 2 --rounds 3 --steps 10 --cifar-steps 3 ${STUB_MODELS:+--models $STUB_MODELS} \
+    --out "$OUT/stub-torch.md" >"$OUT/stub.log" 2>&1
   echo "stub rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/stub-torch.md" | tee -a "$OUT/summary.txt"
-  TORCHLEAN_BACKEND=stub timeout "${LAYERS_S:-150}" taskset -c 2,3 python3 bench/bench_stub_layers.py \
+  [ "${STUB_LAYERS:-1}" = 1 ] && TORCHLEAN_BACKEND=stub timeout "${LAYERS_S:-150}" taskset -c 2,3 python3 bench/bench_stub_layers.py \
     --threads 2 --rounds 3 --reps 2 --clock wall --out "$OUT/stub-layers.md" >"$OUT/layers.log" 2>&1
   echo "layers rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/stub-layers.md" | tee -a "$OUT/summary.txt"
 fi
