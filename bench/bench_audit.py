@@ -34,7 +34,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--model", nargs="+", default=["digits_cnn", "mlp_digits"],
-                   choices=["digits_cnn", "mlp_digits"])
+                   choices=list(MODELS))
     p.add_argument("--backend", choices=["stub", "cuda"], default=None,
                    help="TORCHLEAN_BACKEND for this run (default: the environment's)")
     p.add_argument("--threads", type=int, default=None,
@@ -46,22 +46,77 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+# name -> what it trains: the two digits examples as the bench has always timed them, two
+# more examples, and bench_models.py's CIFAR-style models at a batch the stub steps in
+# ~0.1 to 1 s (the record's work is per op and per element, so its share falls as steps grow)
+MODELS = {
+    "mlp_digits": "examples/mlp_digits.py, hidden 128, batch 64, SGD momentum",
+    "digits_cnn": "examples/digits_cnn.py, width 16, batch 64, Adam",
+    "cnn_classifier": "examples/cnn_classifier.py (conv-BN-ReLU x2, dropout), batch 64, SGD Nesterov",
+    "gpt_char": "examples/gpt_char.py (2 layers, 4 heads, 64 wide, T 64), batch 16, AdamW",
+    "vgg": "bench_models.py vgg: 3x32x32, conv 32-32-pool-64-64-pool-fc, batch 16, Adam",
+    "resnet": "bench_models.py resnet: 3x32x32, widths 16/32/64, 1 block a stage, batch 16, SGD",
+}
+
+
 def trainer(name: str):
-    """step(i): one optimizer step of the example's model on batch i."""
+    """step(i): one optimizer step of the model on batch i (synthetic values of the example's
+    shapes: the GPU machine has no scikit-learn; the values do not change the work)."""
     import numpy as np
     from torchlean import nn, optim
     from torchlean.session import Session, manual_seed
     manual_seed(0)
     rng_data = np.random.default_rng(1)
+    if name in ("vgg", "resnet"):
+        import bench_models as bm
+        cfg = (dict(side=32, c1=32, c2=64, classes=10, batch=16) if name == "vgg" else
+               dict(side=32, widths=(16, 32, 64), blocks=1, classes=10, batch=16))
+        w = bm.BUILDERS[name](cfg, rng_data)
+        model = w.build_tl()
+        kind, kw = w.opt
+        opt = {"sgd": optim.SGD, "adam": optim.Adam}[kind](model.parameters(), **kw)
+        X = np.stack([x for x, _ in w.batches])
+        Y = np.stack([y for _, y in w.batches])
+        s = Session()
+
+        def step(i):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(s.tensor(X[i % len(X)])), Y[i % len(Y)])
+            loss.backward()
+            opt.step()
+            s.step()
+        return step
+    if name == "gpt_char":
+        import gpt_char as ex
+        vocab, T = 65, 64
+        model = ex.build_model(vocab, T, 2, 4, 64)
+        opt = optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
+        data = rng_data.integers(0, vocab, 20000)
+        rng = np.random.default_rng(0)
+
+        def step(i):
+            starts = rng.integers(0, len(data) - T - 1, 16)
+            x = np.stack([data[k:k + T] for k in starts])
+            y = np.stack([data[k + 1:k + T + 1] for k in starts])
+            with Session():             # as the example: the model reads the current session
+                opt.zero_grad()
+                logits = model(x)
+                loss = nn.functional.cross_entropy(logits.view(-1, vocab), y.reshape(-1))
+                loss.backward()
+                opt.step()
+        return step
     if name == "digits_cnn":
         import digits_cnn as ex
         model, make_opt = ex.build_model(16), lambda ps: optim.Adam(ps, lr=3e-3)
+    elif name == "cnn_classifier":
+        import cnn_classifier as ex
+        model = ex.build_model(16)
+        make_opt = lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True,  # noqa: E731
+                                        weight_decay=5e-4)
     else:
         import mlp_digits as ex
         model, make_opt = ex.build_model(128), lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9)
-    # the example's shapes with synthetic values (the GPU machine has no scikit-learn; the
-    # values do not change the work)
-    X = rng_data.random((1437,) + ((1, 8, 8) if name == "digits_cnn" else (64,)), np.float32)
+    X = rng_data.random((1437,) + ((64,) if name == "mlp_digits" else (1, 8, 8)), np.float32)
     y = rng_data.integers(0, 10, 1437)
     opt = make_opt(model.parameters())
     s = Session()
@@ -150,6 +205,7 @@ def main(argv=None) -> int:
         os.environ["OMP_NUM_THREADS"] = str(a.threads)
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "examples"))
+    sys.path.insert(0, str(ROOT / "bench"))
     import torchlean as tl
     tl.set_exact(a.mode == "exact")
     rows = []
