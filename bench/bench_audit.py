@@ -1,9 +1,12 @@
-"""What recording (torchlean.audit) adds to a training step, on the stub or on CUDA: an
-example's model and optimizer (digits_cnn, mlp_digits) timed without and with recording, in
-alternating blocks in one process, medians and ratios reported.
+"""What recording (torchlean.audit) adds to a training step, on the stub or on CUDA: a model
+and its optimizer (MODELS: the digits examples, cnn_classifier, gpt_char, bench_models.py's
+VGG and ResNet) timed without and with recording, in alternating blocks in one process,
+medians and ratios reported.
 
     python3 bench/bench_audit.py --backend stub --threads 2 --model digits_cnn --out R.md
     python3 bench/bench_audit.py --backend cuda --model mlp_digits --out R.md
+    python3 bench/bench_audit.py --backend stub --threads 2 --breakdown \
+        --model mlp_digits digits_cnn cnn_classifier gpt_char vgg resnet
 
 Blocks of --block steps without and with recording alternate (each recorded block is one
 record, written to a temporary directory and deleted), so a shared machine's load changes fall
@@ -43,6 +46,9 @@ def parse_args(argv=None):
     p.add_argument("--block", type=int, default=16, help="steps per block (default 16)")
     p.add_argument("--mode", choices=["exact", "default"], default="exact")
     p.add_argument("--out", default=None, help="append the results (Markdown) to this file")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also run one recorded block timing the digest batches (Batch.run: the "
+                        "native digests and the unpinning) and counting what they digest")
     return p.parse_args(argv)
 
 
@@ -174,6 +180,45 @@ def measure(name: str, blocks: int, block: int) -> dict:
             "plain_blocks": plain_blocks, "recorded_blocks": recorded_blocks}
 
 
+def breakdown(name: str, block: int) -> str:
+    """One more recorded block of `block` steps with Batch.run timed: per step, the values and
+    elements digested and the CPU time of the batches, against the whole recorded step."""
+    import torchlean as tl
+    from torchlean import audit
+    from torchlean.audit import digests
+    step = trainer(name)
+    for i in range(3):
+        step(i)
+    seen = {"values": 0, "elements": 0, "cpu": 0.0}
+    run = digests.Batch.run
+
+    def timed(self):
+        seen["values"] += self.count
+        seen["elements"] += self.elements
+        c0 = time.process_time()
+        try:
+            return run(self)
+        finally:
+            seen["cpu"] += time.process_time() - c0
+    with tempfile.TemporaryDirectory() as d:
+        audit.start(os.path.join(d, "b.tlaudit"))
+        digests.Batch.run = timed
+        try:
+            step(0)
+            seen.update(values=0, elements=0, cpu=0.0)
+            c0 = time.process_time()
+            for i in range(block):
+                step(i)
+            tl.synchronize()
+            total = time.process_time() - c0
+        finally:
+            digests.Batch.run = run
+            audit.stop()
+    return (f"  breakdown: {seen['values'] / block:.0f} values, {seen['elements'] / block / 1e6:.2f} M "
+            f"elements digested a step; digest batches {seen['cpu'] / block * 1e3:.3f} ms CPU of a "
+            f"{total / block * 1e3:.3f} ms recorded step")
+
+
 def summarize(name: str, r: dict, block: int) -> tuple[str, list[str]]:
     import torchlean as tl
     med = statistics.median
@@ -211,6 +256,8 @@ def main(argv=None) -> int:
     rows = []
     for name in a.model:
         row, lines = summarize(name, measure(name, a.blocks, a.block), a.block)
+        if a.breakdown:
+            lines.append(breakdown(name, a.block))
         print("\n".join(lines), flush=True)
         rows.append(row)
     if a.out:

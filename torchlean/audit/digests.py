@@ -16,11 +16,15 @@ import numpy as np
 from torchlean.buffer import EXPORTS, AnyBuffer, raise_status
 from torchlean._generated import ops as _ops
 from torchlean._loader import ffi, lib
+from torchlean.runtime import backend
 
 RING_SLOTS = 4096
-# queued elements after which a batch runs early: queued buffers are pinned (see Batch), so this
-# bounds the memory recording keeps beyond what the run itself holds (256 MiB)
-PENDING_ELEMENTS = 1 << 26
+# queued elements after which a batch runs early. On the stub (CPU caches): 1 MiB of float32,
+# so a batch reads values while they are still in cache and the payloads released while queued
+# (pinned, see Batch) go back to the allocator soon; a ResNet-style step records 2 to 3 points
+# faster than with one batch per backward pass (bench/results/audit-cost.md). Elsewhere (a
+# device batch is one launch): 256 MiB, the most memory recording keeps beyond the run's own.
+PENDING_ELEMENTS = {"stub": 1 << 18}.get(backend(), 1 << 26)
 
 
 def from_words(row) -> int:
