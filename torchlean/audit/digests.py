@@ -16,17 +16,13 @@ import numpy as np
 from torchlean.buffer import EXPORTS, AnyBuffer, raise_status
 from torchlean._generated import ops as _ops
 from torchlean._loader import ffi, lib
-from torchlean.runtime import backend
 
 RING_SLOTS = 4096
-# queued elements after which a batch runs early. On the stub (CPU caches): 2 MiB of float32
-# (a core's L2 on the machine measured), so a batch reads values while they are still in cache
-# and payloads released while queued (pinned, see Batch) go back to the allocator sooner: the
-# recorded steps of bench_audit.py's ResNet and GPT models cost 1 to 4 points less than with
-# one batch per backward pass; a model queueing less than that between the recorder's own
-# batch runs digests as before (bench/results/audit-cost.md). Elsewhere (a device batch is one launch): 256 MiB, the most
-# memory recording keeps beyond the run's own.
-PENDING_ELEMENTS = {"stub": 1 << 19}.get(backend(), 1 << 26)
+# queued elements after which a batch runs early: queued buffers are pinned (see Batch), so this
+# bounds the memory recording keeps beyond what the run itself holds (256 MiB). A smaller bound
+# on the stub (2 MiB, values digested while in cache) was measured and left out: it made some
+# steps page-fault on every step (bench/results/audit-cost.md, third round)
+PENDING_ELEMENTS = 1 << 26
 
 
 def from_words(row) -> int:
