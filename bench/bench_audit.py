@@ -1,9 +1,12 @@
-"""What recording (torchlean.audit) adds to a training step, on the stub or on CUDA: an
-example's model and optimizer (digits_cnn, mlp_digits) timed without and with recording, in
-alternating blocks in one process, medians and ratios reported.
+"""What recording (torchlean.audit) adds to a training step, on the stub or on CUDA: a model
+and its optimizer (MODELS: the digits examples, cnn_classifier, gpt_char, bench_models.py's
+VGG and ResNet) timed without and with recording, in alternating blocks in one process,
+medians and ratios reported.
 
     python3 bench/bench_audit.py --backend stub --threads 2 --model digits_cnn --out R.md
     python3 bench/bench_audit.py --backend cuda --model mlp_digits --out R.md
+    python3 bench/bench_audit.py --backend stub --threads 2 --breakdown \
+        --model mlp_digits digits_cnn cnn_classifier gpt_char vgg resnet
 
 Blocks of --block steps without and with recording alternate (each recorded block is one
 record, written to a temporary directory and deleted), so a shared machine's load changes fall
@@ -34,7 +37,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--model", nargs="+", default=["digits_cnn", "mlp_digits"],
-                   choices=["digits_cnn", "mlp_digits"])
+                   choices=list(MODELS))
     p.add_argument("--backend", choices=["stub", "cuda"], default=None,
                    help="TORCHLEAN_BACKEND for this run (default: the environment's)")
     p.add_argument("--threads", type=int, default=None,
@@ -43,25 +46,83 @@ def parse_args(argv=None):
     p.add_argument("--block", type=int, default=16, help="steps per block (default 16)")
     p.add_argument("--mode", choices=["exact", "default"], default="exact")
     p.add_argument("--out", default=None, help="append the results (Markdown) to this file")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also run one recorded block timing the digest batches (Batch.run: the "
+                        "native digests and the unpinning) and counting what they digest")
     return p.parse_args(argv)
 
 
+# name -> what it trains: the two digits examples as the bench has always timed them, two
+# more examples, and bench_models.py's CIFAR-style models at a batch the stub steps in
+# ~0.1 to 1 s (the record's work is per op and per element, so its share falls as steps grow)
+MODELS = {
+    "mlp_digits": "examples/mlp_digits.py, hidden 128, batch 64, SGD momentum",
+    "digits_cnn": "examples/digits_cnn.py, width 16, batch 64, Adam",
+    "cnn_classifier": "examples/cnn_classifier.py (conv-BN-ReLU x2, dropout), batch 64, SGD Nesterov",
+    "gpt_char": "examples/gpt_char.py (2 layers, 4 heads, 64 wide, T 64), batch 16, AdamW",
+    "vgg": "bench_models.py vgg: 3x32x32, conv 32-32-pool-64-64-pool-fc, batch 16, Adam",
+    "resnet": "bench_models.py resnet: 3x32x32, widths 16/32/64, 1 block a stage, batch 16, SGD",
+}
+
+
 def trainer(name: str):
-    """step(i): one optimizer step of the example's model on batch i."""
+    """step(i): one optimizer step of the model on batch i (synthetic values of the example's
+    shapes: the GPU machine has no scikit-learn; the values do not change the work)."""
     import numpy as np
     from torchlean import nn, optim
     from torchlean.session import Session, manual_seed
     manual_seed(0)
     rng_data = np.random.default_rng(1)
+    if name in ("vgg", "resnet"):
+        import bench_models as bm
+        cfg = (dict(side=32, c1=32, c2=64, classes=10, batch=16) if name == "vgg" else
+               dict(side=32, widths=(16, 32, 64), blocks=1, classes=10, batch=16))
+        w = bm.BUILDERS[name](cfg, rng_data)
+        model = w.build_tl()
+        kind, kw = w.opt
+        opt = {"sgd": optim.SGD, "adam": optim.Adam}[kind](model.parameters(), **kw)
+        X = np.stack([x for x, _ in w.batches])
+        Y = np.stack([y for _, y in w.batches])
+        s = Session()
+
+        def step(i):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(s.tensor(X[i % len(X)])), Y[i % len(Y)])
+            loss.backward()
+            opt.step()
+            s.step()
+        return step
+    if name == "gpt_char":
+        import gpt_char as ex
+        vocab, T = 65, 64
+        model = ex.build_model(vocab, T, 2, 4, 64)
+        opt = optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
+        data = rng_data.integers(0, vocab, 20000)
+        rng = np.random.default_rng(0)
+
+        def step(i):
+            starts = rng.integers(0, len(data) - T - 1, 16)
+            x = np.stack([data[k:k + T] for k in starts])
+            y = np.stack([data[k + 1:k + T + 1] for k in starts])
+            with Session():             # as the example: the model reads the current session
+                opt.zero_grad()
+                logits = model(x)
+                loss = nn.functional.cross_entropy(logits.view(-1, vocab), y.reshape(-1))
+                loss.backward()
+                opt.step()
+        return step
     if name == "digits_cnn":
         import digits_cnn as ex
         model, make_opt = ex.build_model(16), lambda ps: optim.Adam(ps, lr=3e-3)
+    elif name == "cnn_classifier":
+        import cnn_classifier as ex
+        model = ex.build_model(16)
+        make_opt = lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True,  # noqa: E731
+                                        weight_decay=5e-4)
     else:
         import mlp_digits as ex
         model, make_opt = ex.build_model(128), lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9)
-    # the example's shapes with synthetic values (the GPU machine has no scikit-learn; the
-    # values do not change the work)
-    X = rng_data.random((1437,) + ((1, 8, 8) if name == "digits_cnn" else (64,)), np.float32)
+    X = rng_data.random((1437,) + ((64,) if name == "mlp_digits" else (1, 8, 8)), np.float32)
     y = rng_data.integers(0, 10, 1437)
     opt = make_opt(model.parameters())
     s = Session()
@@ -119,6 +180,45 @@ def measure(name: str, blocks: int, block: int) -> dict:
             "plain_blocks": plain_blocks, "recorded_blocks": recorded_blocks}
 
 
+def breakdown(name: str, block: int) -> str:
+    """One more recorded block of `block` steps with Batch.run timed: per step, the values and
+    elements digested and the CPU time of the batches, against the whole recorded step."""
+    import torchlean as tl
+    from torchlean import audit
+    from torchlean.audit import digests
+    step = trainer(name)
+    for i in range(3):
+        step(i)
+    seen = {"values": 0, "elements": 0, "cpu": 0.0}
+    run = digests.Batch.run
+
+    def timed(self):
+        seen["values"] += self.count
+        seen["elements"] += self.elements
+        c0 = time.process_time()
+        try:
+            return run(self)
+        finally:
+            seen["cpu"] += time.process_time() - c0
+    with tempfile.TemporaryDirectory() as d:
+        audit.start(os.path.join(d, "b.tlaudit"))
+        digests.Batch.run = timed
+        try:
+            step(0)
+            seen.update(values=0, elements=0, cpu=0.0)
+            c0 = time.process_time()
+            for i in range(block):
+                step(i)
+            tl.synchronize()
+            total = time.process_time() - c0
+        finally:
+            digests.Batch.run = run
+            audit.stop()
+    return (f"  breakdown: {seen['values'] / block:.0f} values, {seen['elements'] / block / 1e6:.2f} M "
+            f"elements digested a step; digest batches {seen['cpu'] / block * 1e3:.3f} ms CPU of a "
+            f"{total / block * 1e3:.3f} ms recorded step")
+
+
 def summarize(name: str, r: dict, block: int) -> tuple[str, list[str]]:
     import torchlean as tl
     med = statistics.median
@@ -150,11 +250,14 @@ def main(argv=None) -> int:
         os.environ["OMP_NUM_THREADS"] = str(a.threads)
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "examples"))
+    sys.path.insert(0, str(ROOT / "bench"))
     import torchlean as tl
     tl.set_exact(a.mode == "exact")
     rows = []
     for name in a.model:
         row, lines = summarize(name, measure(name, a.blocks, a.block), a.block)
+        if a.breakdown:
+            lines.append(breakdown(name, a.block))
         print("\n".join(lines), flush=True)
         rows.append(row)
     if a.out:

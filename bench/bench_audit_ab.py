@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_audit import MODELS  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -37,7 +39,7 @@ def parse_args(argv=None):
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--base", required=True, help="the other checkout's root")
     p.add_argument("--model", nargs="+", default=["mlp_digits", "digits_cnn"],
-                   choices=["digits_cnn", "mlp_digits"])
+                   choices=list(MODELS), help="bench_audit.py's MODELS")
     p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS (default 1)")
     p.add_argument("--rounds", type=int, default=30, help="blocks of each kind (default 30)")
     p.add_argument("--block", type=int, default=20, help="steps per block (default 20)")
@@ -86,7 +88,6 @@ def measure(name, base_cls, rounds, block, clock=time.process_time):
     from torchlean import tape as _tape
     from torchlean.audit.recorder import Recorder
     from torchlean.optim.hooks import register_optimizer_step_post_hook
-    sys.path.insert(0, str(ROOT / "bench"))
     from bench_audit import trainer
     step = trainer(name)
     for i in range(5):

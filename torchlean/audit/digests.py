@@ -19,7 +19,9 @@ from torchlean._loader import ffi, lib
 
 RING_SLOTS = 4096
 # queued elements after which a batch runs early: queued buffers are pinned (see Batch), so this
-# bounds the memory recording keeps beyond what the run itself holds (256 MiB)
+# bounds the memory recording keeps beyond what the run itself holds (256 MiB). A smaller bound
+# on the stub (2 MiB, values digested while in cache) was measured and left out: it made some
+# steps page-fault on every step (bench/results/audit-cost.md, third round)
 PENDING_ELEMENTS = 1 << 26
 
 

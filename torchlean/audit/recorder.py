@@ -76,7 +76,7 @@ class Recorder:
         # the records not written yet, their fields one after another in one list (no object
         # per record that the garbage collector would count and scan until the flush); each
         # starts with the sequence number below which its digests lie, then its kind:
-        #   limit, "F", step, op, n, (source, digest, shape) * n, shape, digest
+        #   limit, "F", step, op, n, shape, digest, (source, digest, shape) * n
         #   limit, "B", step, op, source, cotangent shape, its digest, n, (shape, digest) * n
         #       (a missing contribution: None, None)
         #   limit, "S", step, optimizer, hyperparameter JSON, mode, n,
@@ -144,7 +144,8 @@ class Recorder:
     def op(self, tape, i, node):
         """Node i was just recorded: queue its value's digest and keep its record as the
         objects at hand (its inputs' `known` entries, its shape); flush() makes the line.
-        This runs once per op, so it does only that (no lookups a line can do later)."""
+        This runs once per op, so it does only that: the fields go straight into the log (no
+        list or tuple per record), the limit and digest filled in once the inputs are placed."""
         if STATE.active and self._captured():
             return
         if self.grads:
@@ -153,22 +154,29 @@ class Recorder:
             self.tape, self.known = tape, {}
         known = self.known
         parents = node.parents
-        ins = []
-        for p in parents:
-            k = known.get(p)
-            ins += k if k is not None else self._source(tape, p)
         out = node.value
         shape = out.shape
-        if not out.owns and parents and out.buf is tape.nodes[parents[0]].value.buf:
-            d = ins[1]              # a view: the same bits as its base
-            batch = self.batch
-            limit = batch.base + batch.count
-        else:
-            d = self.add(out)
-            limit = d + 1
+        log = self.log
+        at = len(log)
+        log += (None, "F", self.step, node.name, len(parents), shape, None)
+        try:
+            for p in parents:
+                k = known.get(p)
+                log += k if k is not None else self._source(tape, p)
+            if not out.owns and parents and out.buf is tape.nodes[parents[0]].value.buf:
+                d = log[at + 8]     # a view: the same bits as its base (its first input)
+                batch = self.batch
+                limit = batch.base + batch.count
+            else:
+                d = self.add(out)
+                limit = d + 1
+        except BaseException:
+            del log[at:]            # no half-made record (a refused digest, say)
+            raise
+        log[at] = limit
+        log[at + 6] = d
         index = self.index
         known[i] = (index, d, shape)
-        self.log.extend((limit, "F", self.step, node.name, len(parents), *ins, shape, d))
         self.index = index + 1
         if self.now or not node.requires_grad or not self.batched:
             # a value needing no gradient may be written in place (an in-place op under
@@ -193,18 +201,23 @@ class Recorder:
             self.batch.run()        # the VJP writes over its cotangent: digest it first
             grads.pop(cbuf, None)
         contribs = vjp(cot, needs, node.saved)
-        outs = []
-        for c in contribs:
-            if c is None:
-                outs += (None, None)
-                continue
-            b = c.buf
-            d = dc if b is cbuf else add(c)
-            grads[b] = d
-            outs += (c.shape, d)
+        log = self.log
+        at = len(log)
+        log += (None, "B", self.step, node.name, src, cot.shape, dc, len(contribs))
+        try:
+            for c in contribs:
+                if c is None:
+                    log += (None, None)
+                    continue
+                b = c.buf
+                d = dc if b is cbuf else add(c)
+                grads[b] = d
+                log += (c.shape, d)
+        except BaseException:
+            del log[at:]
+            raise
         batch = self.batch
-        self.log.extend((batch.base + batch.count, "B", self.step, node.name, src, cot.shape,
-                         dc, len(outs) // 2, *outs))
+        log[at] = batch.base + batch.count
         self.index += 1
         if not self.batched:
             batch.run()

@@ -58,25 +58,24 @@ class Lines:
 
     def forward(self, log, j, texts, first):
         """["F", step, op, [input shapes], output shape, digest, [[source, digest], ...]];
-        the inputs come as (source, digest, shape) each; texts[k - first]: digest k as JSON (a
-        None digest is null). One pass over the inputs gives both the shapes (the cache key)
-        and the pairs."""
+        the inputs come last, as (source, digest, shape) each; texts[k - first]: digest k as
+        JSON (a None digest is null). One pass over the inputs gives both the shapes (the cache
+        key) and the pairs."""
         labels = self.labels
-        step, name, n = log[j + 2], log[j + 3], log[j + 4]
-        k = j + 5 + 3 * n
+        step, name, n, out_shape, d = log[j + 2:j + 7]
+        k = j + 7 + 3 * n
         shapes, pairs = [], []
-        ins = iter(log[j + 5:k])
+        ins = iter(log[j + 7:k])
         for s, dk, shape in zip(ins, ins, ins):
             shapes.append(shape)
             pairs.append(f'[{s if s.__class__ is int else labels.get(s) or self._label(s)},'
                          f'{"null" if dk is None else texts[dk - first]}]')
-        out_shape, d = log[k], log[k + 1]
         key = (name, tuple(shapes), out_shape)
         fixed = self.fixed.get(key)
         if fixed is None:
             fixed = self._fixed(key)
         return (f'["F",{step},{fixed},{"null" if d is None else texts[d - first]},'
-                f'[{",".join(pairs)}]]\n'), k + 2
+                f'[{",".join(pairs)}]]\n'), k
 
     def backward(self, log, j, texts, first):
         """["B", step, op, forward record, cotangent shape, cotangent digest,
@@ -155,13 +154,8 @@ class Writer:
         self._put(f"{MAGIC} {VERSION} " + json_line(fields))
         self.header_written = True
 
-    def record(self, rec: list) -> None:
-        self._put(json_line(rec))
-        self.counts["records"] += 1
-        self.counts[{"F": "ops", "B": "vjps", "S": "steps"}[rec[0]]] += 1
-
     def lines(self, text: str, ops: int, vjps: int, steps: int) -> None:
-        """Append record lines made elsewhere (Lines, json_line): ops + vjps + steps of them."""
+        """Append record lines made by Lines: ops + vjps + steps of them."""
         self._put(text)
         c = self.counts
         c["records"] += ops + vjps + steps
