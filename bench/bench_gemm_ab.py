@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sidebyside import append_table
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -160,11 +162,7 @@ def main():
         lines.append(f"| {op}: {m} x {n} x {p} | {pk:.0f} | {cpk:.0f} | " +
                      " | ".join(f"{med[c]:.1f} | {med[c] / pk:.0%} | {cmed[c]:.1f} | "
                                 f"{cmed[c] / cpk:.0%}" for c in cols) + " |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "a") as f:
-            f.write("\n" + text)
+    append_table("\n".join(lines) + "\n", a.out)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sidebyside import append_table
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = r"""
@@ -130,11 +132,7 @@ def main():
     for n, m in rows:
         lines.append(f"| {n} | {m['peak']:.0f} | {m['tl']:.0f} | {m['tl'] / m['peak']:.0%} | "
                      f"{m['torch']:.0f} | {m['torch'] / m['peak']:.0%} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "a") as f:
-            f.write("\n" + text)
+    append_table("\n".join(lines) + "\n", a.out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from sidebyside import append_table
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -126,11 +128,7 @@ def main():
         lines += ["", "Own time of the torchlean fwd+bwd loop by module (cProfile, which inflates "
                   "small Python frames; read shares):", "", "| module | share |", "|---|---:|"]
         lines += [f"| {k} | {v:.0%} |" for v, k in by_module(runs[("fwd+bwd", "torchlean")])[:14]]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "a") as f:
-            f.write("\n" + text)
+    append_table("\n".join(lines) + "\n", a.out)
 
 
 if __name__ == "__main__":

@@ -147,6 +147,15 @@ def emit(text: str, out: str | None) -> None:
         print(f"\nwrote {out}")
 
 
+def append_table(text: str, out: str | None) -> None:
+    """Print a results table and, when --out names a file, append it there (one file collects
+    several runs' tables)."""
+    print(text)
+    if out:
+        with open(out, "a") as f:
+            f.write("\n" + text)
+
+
 def ratio(a, b) -> str:
     """a / b as '0.75x', or n/a when either side is missing."""
     return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
