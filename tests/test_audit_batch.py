@@ -253,3 +253,28 @@ def test_record_lines_are_the_canonical_json_of_their_records(tmp_path):
     assert any(s == 'we"ird \\ n\u00e4me' for r in rec.records if r[0] == "F" for s, _ in r[6])
     for line, r in zip(rec.lines, rec.records):
         assert line + "\n" == json_line(r)
+
+
+@pytest.mark.skipif(tl.backend() != "stub", reason="the stub's thread split")
+def test_stub_batch_split_over_threads_gives_the_definition():
+    """The stub splits a batch's elements, laid end to end, evenly over its threads, so a
+    thread's piece starts and ends inside buffers: at 1, 2, 3 and 5 threads every digest is
+    the definition's (sizes summing past the parallel threshold, many small buffers, size 0
+    and 1 among them)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    sizes = [0, 1, 40000, 3, 17, 70001] + [(k * 997) % 4099 for k in range(40)]
+    code = ("import sys; sys.path[:0] = [%r, %r]\n"
+            "from test_audit_batch import _bufs\n"
+            "from torchlean.audit.digests import digest_many\n"
+            "print(digest_many(_bufs(seed=11, sizes=%r)[1]))\n") % (
+        str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent), sizes)
+    bits, _ = _bufs(seed=11, sizes=sizes)
+    want = str([digest_numpy(b) for b in bits])
+    for threads in ("1", "2", "3", "5"):
+        env = dict(os.environ, OMP_NUM_THREADS=threads, TORCHLEAN_BACKEND="stub")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True)
+        assert out.stdout.strip() == want, threads

@@ -1,4 +1,4 @@
-"""The stub keeps freed payloads of 1 MiB and more for the next allocation of the same size
+"""The stub keeps freed payloads of 64 KiB and more for the next allocation of the same size
 (native/stub/memory.c): memory_stats() reports them as cached_bytes, empty_cache() frees them,
 and a reused block holds what its new owner writes (no stale values leak into results)."""
 import os
@@ -53,3 +53,20 @@ def test_reused_block_gives_fresh_results():
     g = ops.relu(AnyBuffer.from_numpy(x)).to_numpy()
     assert np.array_equal(g, np.maximum(x, 0))
     tl.empty_cache()
+
+
+def test_mid_size_payloads_are_cached():
+    """64 KiB to 1 MiB payloads are kept too (malloc would hand them back to the system from the
+    top of its heap, and their next allocation would fault on every page)."""
+    tl.empty_cache()
+    a = AnyBuffer.from_numpy(np.ones(1 << 14, np.float32))       # 64 KiB
+    b = AnyBuffer.from_numpy(np.ones(1 << 17, np.float32))       # 512 KiB
+    a.release()
+    b.release()
+    assert tl.memory_stats()["cached_bytes"] == (1 << 16) + (1 << 19)
+    c = AnyBuffer.from_numpy(np.full(1 << 17, 3.0, np.float32))  # takes the 512 KiB block
+    assert tl.memory_stats()["cached_bytes"] == 1 << 16
+    assert np.array_equal(c.to_numpy(), np.full(1 << 17, 3.0, np.float32))
+    c.release()
+    tl.empty_cache()
+    assert tl.memory_stats()["cached_bytes"] == 0

@@ -1,11 +1,28 @@
 /* audit.c (stub): the digest of a buffer's bits (formulas/audit.h): one pass, the terms summed
  * mod 2^64 across threads (any split gives the same sum), then the final mix into the ring.
- * digest_batch runs the same pass over each buffer of a batch: the same digests, one call. */
+ * digest_batch splits the elements of all its buffers, laid end to end, evenly over the
+ * threads in one parallel region (a batch of many small buffers used one thread for each
+ * buffer below TL_PAR_MIN, and a parallel region for each larger one); each thread adds the
+ * sum of its piece of a buffer into that buffer's sum, and the sums are the same for any split.
+ */
+#include <omp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "stub.h"
 #include "formulas/audit.h"
 #include "generated/audit_kernels.h"
+
+/* the sum of the terms of X[lo..hi) (indices within the buffer) */
+static uint64_t digest_sum(const float *X, int64_t lo, int64_t hi) {
+    uint64_t s = 0;
+    for (int64_t i = lo; i < hi; i++) {
+        uint32_t w;
+        memcpy(&w, X + i, sizeof w);
+        s += tlf_digest_term(i, w);
+    }
+    return s;
+}
 
 static uint64_t digest_of(const float *X, int64_t n) {
     uint64_t s = 0;
@@ -33,9 +50,30 @@ int tlk_digest_batch(const char *op, tl_buf ring, const int64_t *handles, int64_
             return tl_fail(TL_E_RELEASED, "%s: handles[%lld] (a buffer of %lld elements) was "
                            "already released", op, (long long)k, (long long)b->n);
     }
-    for (int64_t k = 0; k < count; k++) {
-        tl_buf b = (tl_buf)(intptr_t)handles[k];
-        tlf_digest_store(ring->data + 4 * (first + k), digest_of(b->data, b->n));
+    int64_t total = 0;
+    for (int64_t k = 0; k < count; k++) total += ((tl_buf)(intptr_t)handles[k])->n;
+    uint64_t *sums = calloc((size_t)(count > 0 ? count : 1), sizeof *sums);
+    if (!sums) return tl_fail(TL_E_OOM, "%s: out of host memory for %lld sums", op, (long long)count);
+    #pragma omp parallel if(total > TL_PAR_MIN)
+    {
+        int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int64_t lo = total / nt * t + (total % nt) * t / nt;          /* this thread's piece */
+        int64_t hi = total / nt * (t + 1) + (total % nt) * (t + 1) / nt;
+        int64_t base = 0;                                              /* buffer k's first element */
+        for (int64_t k = 0; k < count && base < hi; k++) {
+            tl_buf b = (tl_buf)(intptr_t)handles[k];
+            int64_t s0 = lo > base ? lo - base : 0, s1 = hi - base < b->n ? hi - base : b->n;
+            if (s0 < s1) {
+                uint64_t part = digest_sum(b->data, s0, s1);
+                #pragma omp atomic
+                sums[k] += part;
+            }
+            base += b->n;
+        }
     }
+    for (int64_t k = 0; k < count; k++)
+        tlf_digest_store(ring->data + 4 * (first + k),
+                         tlf_digest_final(sums[k], ((tl_buf)(intptr_t)handles[k])->n));
+    free(sums);
     return TL_OK;
 }

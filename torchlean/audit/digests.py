@@ -16,13 +16,15 @@ import numpy as np
 from torchlean.buffer import EXPORTS, AnyBuffer, raise_status
 from torchlean._generated import ops as _ops
 from torchlean._loader import ffi, lib
+from torchlean.runtime import backend
 
 RING_SLOTS = 4096
-# queued elements after which a batch runs early: queued buffers are pinned (see Batch), so this
-# bounds the memory recording keeps beyond what the run itself holds (256 MiB). A smaller bound
-# on the stub (2 MiB, values digested while in cache) was measured and left out: it made some
-# steps page-fault on every step (bench/results/audit-cost.md, third round)
+# queued elements after which a batch runs early. On CUDA a bound on memory only: queued buffers
+# are pinned (see Batch), so this bounds what recording keeps beyond what the run itself holds
+# (256 MiB). On the stub 2 MiB of values, about a core's L2: values are digested while still in
+# cache instead of read back from memory at the end of the pass (bench/results/audit-cost.md)
 PENDING_ELEMENTS = 1 << 26
+PENDING_ELEMENTS_STUB = 1 << 19
 
 
 def from_words(row) -> int:
@@ -104,6 +106,7 @@ class Batch:
         self.handles = ffi.new("tl_buf[]", RING_SLOTS)   # their handles, in sequence order
         self.handle_words = ffi.cast("int64_t *", self.handles)
         self.elements = 0
+        self.pending = PENDING_ELEMENTS_STUB if backend() == "stub" else PENDING_ELEMENTS
 
     @property
     def next(self) -> int:
@@ -126,7 +129,7 @@ class Batch:
     def add(self, value: AnyBuffer) -> int:
         """Queue the digest of `value` (live) and return its sequence number."""
         n = self.count
-        if n == RING_SLOTS or self.elements > PENDING_ELEMENTS:
+        if n == RING_SLOTS or self.elements > self.pending:
             self.run()
             n = 0
         buf = value.buf
