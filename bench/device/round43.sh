@@ -10,7 +10,8 @@
 # build/dmma_order); suite: the whole CUDA suite; catalog: the heavy catalog ops against PyTorch; special:
 # exhaustive correct-rounding runs on the host's threads (SPECIAL_FNS); devcheck: device = host
 # bits of the special functions (DEVCHECK_FNS); models: issue 34's
-# table; audit: recording on CUDA against the stub, and its cost; stub: the stub against
+# table; audit: recording on CUDA against the stub, and its cost; auditstub: its cost on the
+# stub (2 pinned cores); stub: the stub against
 # PyTorch CPU on 2 pinned cores of the host (issue 35's tables); ddp: bench/gpu_ddp_run.sh's
 # first part (NCCL tests under mpirun and torchrun variables, 1 and 2 GPUs against PyTorch DDP);
 # gemm: the stub's default GEMM against the FMA peak and PyTorch CPU on 2 pinned cores.
@@ -69,6 +70,12 @@ if has audit; then
     --model ${AUDIT_MODELS:-digits_cnn mlp_digits} \
     --out "$OUT/audit-cost-cuda.md" >"$OUT/audit.log" 2>&1
   echo "audit rc=$?" | tee -a "$OUT/summary.txt"; cat "$OUT/audit-cost-cuda.md" | tail -20
+fi
+if has auditstub; then   # recording's cost on the stub, 2 pinned cores of the host
+  TORCHLEAN_BACKEND=stub timeout "${AUDIT_STUB_S:-200}" taskset -c 2,3 python3 bench/bench_audit.py \
+    --backend stub --threads 2 --model ${AUDIT_MODELS:-digits_cnn mlp_digits} \
+    --out "$OUT/audit-cost-stub.md" >"$OUT/audit-stub.log" 2>&1
+  echo "audit stub rc=$?" | tee -a "$OUT/summary.txt"; tail -20 "$OUT/audit-cost-stub.md"
 fi
 if has stub; then
   TORCHLEAN_BACKEND=stub timeout "${STUB_S:-240}" taskset -c 2,3 python3 bench/bench_stub_torch.py \
