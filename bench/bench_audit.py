@@ -62,6 +62,11 @@ MODELS = {
     "gpt_char": "examples/gpt_char.py (2 layers, 4 heads, 64 wide, T 64), batch 16, AdamW",
     "vgg": "bench_models.py vgg: 3x32x32, conv 32-32-pool-64-64-pool-fc, batch 16, Adam",
     "resnet": "bench_models.py resnet: 3x32x32, widths 16/32/64, 1 block a stage, batch 16, SGD",
+    # the models table's sizes (bench_models.py "full", bench/results/models-exact.md): steps a
+    # GPU trains in milliseconds, and the stub in about a second
+    "vgg_full": "bench_models.py vgg at its full size: conv 64-64-pool-128-128-pool-fc, batch 128, Adam",
+    "resnet_full": "bench_models.py resnet at its full size: widths 32/64/128, 2 blocks a stage, "
+                   "batch 128, SGD Nesterov",
 }
 
 
@@ -73,11 +78,13 @@ def trainer(name: str):
     from torchlean.session import Session, manual_seed
     manual_seed(0)
     rng_data = np.random.default_rng(1)
-    if name in ("vgg", "resnet"):
+    if name in ("vgg", "resnet", "vgg_full", "resnet_full"):
         import bench_models as bm
-        cfg = (dict(side=32, c1=32, c2=64, classes=10, batch=16) if name == "vgg" else
+        kind = name.split("_")[0]
+        cfg = (bm.SIZES[kind]["full"] if name.endswith("_full") else
+               dict(side=32, c1=32, c2=64, classes=10, batch=16) if kind == "vgg" else
                dict(side=32, widths=(16, 32, 64), blocks=1, classes=10, batch=16))
-        w = bm.BUILDERS[name](cfg, rng_data)
+        w = bm.BUILDERS[kind](cfg, rng_data)
         model = w.build_tl()
         kind, kw = w.opt
         opt = {"sgd": optim.SGD, "adam": optim.Adam}[kind](model.parameters(), **kw)
