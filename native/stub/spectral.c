@@ -257,6 +257,80 @@ AI void idft_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, 
     }
 }
 
+/* Rows t and grid - t in one pass. Their twiddles mirror each other: tw(grid - r) = (cos r,
+ * -sin r) bit for bit for most r (mirror[r] = 0), so row grid - t takes Re Z cos + Im Z sin from
+ * the same two products (a - b is a + (-b), and Im Z (-sin) is -(Im Z sin), exactly); r = 0 and
+ * r = grid/2 are their own mirror (mirror[r] = 1: row grid - t gets row t's term, since its sin
+ * is the same 0); where tlm_twiddle's table is not exactly mirrored (the odd multiples of
+ * grid/8) row grid - t computes its own products (mirror[r] = 2). Each row's additions run in
+ * the same order as in idft_tile.
+ *
+ * The weighted bins (w_k = 2) read twd = 2 tw, so that Re Z (2 cos) - Im Z (2 sin) stands for
+ * 2 (Re Z cos - Im Z sin) with one multiply fewer per term, the same bits: scaling by 2 commutes
+ * with rounding unless a product is subnormal (and a difference that lands among the subnormals
+ * is exact either way), and no product here comes near: the data are float32, so x and W are
+ * multiples of 2^-149, and the table and the scale w/grid (|value| >= 2^-62 where not 0) are
+ * multiples of 2^-115; every spectrum is then a multiple of 2^-530 and every product here a
+ * multiple of 2^-650, so at least that when not 0, far above 2^-1022. */
+AI void idft_pair_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, int64_t modes,
+                       const double *tw, const double *twd, const unsigned char *mirror, double scale, int weighted, int64_t t0,
+                       int TP, int CV, int64_t c0, int64_t width, float *y) {
+    v8d aa[4][2], ab[4][2];
+    int64_t r[4];
+    for (int p = 0; p < TP; p++) {
+        r[p] = 0;
+        for (int v = 0; v < CV; v++) aa[p][v] = ab[p][v] = (v8d){0, 0, 0, 0, 0, 0, 0, 0};
+    }
+    for (int64_t k = 0; k < modes; k++) {
+        int edge = is_edge_bin(k, grid);
+        int two = weighted && !edge;
+        v8d zr[2], zi[2];
+        for (int v = 0; v < CV; v++) {
+            zr[v] = VLD(Zr + k * wp + c0 + 8 * v);
+            zi[v] = VLD(Zi + k * wp + c0 + 8 * v);
+        }
+        const double *t2 = two ? twd : tw;
+        for (int p = 0; p < TP; p++) {
+            double c = t2[2 * r[p]], s = edge ? 0.0 : t2[2 * r[p] + 1];
+            int m = mirror[r[p]];
+            for (int v = 0; v < CV; v++) {
+                v8d pc = zr[v] * c, qs = zi[v] * s;
+                v8d d1 = pc - qs, d2;
+                if (__builtin_expect(m == 0, 1)) {
+                    d2 = pc + qs;
+                } else if (m == 1) {
+                    d2 = d1;
+                } else {
+                    int64_t rb = grid - r[p];
+                    double cb = t2[2 * rb], sb = edge ? 0.0 : t2[2 * rb + 1];
+                    d2 = zr[v] * cb - zi[v] * sb;
+                }
+                aa[p][v] += d1;
+                ab[p][v] += d2;
+            }
+            r[p] += t0 + p;
+            if (r[p] >= grid) r[p] -= grid;
+        }
+    }
+    for (int p = 0; p < TP; p++) {
+        float *ya = y + (t0 + p) * width, *yb = y + (grid - t0 - p) * width;
+        for (int v = 0; v < CV; v++) {
+            v8f oa = __builtin_convertvector(aa[p][v] * scale, v8f);
+            v8f ob = __builtin_convertvector(ab[p][v] * scale, v8f);
+            int64_t c = c0 + 8 * v;
+            if (c + 8 <= width) {
+                *(v8fu *)(ya + c) = oa;
+                *(v8fu *)(yb + c) = ob;
+            } else {
+                for (int l = 0; c + l < width; l++) {
+                    ya[c + l] = oa[l];
+                    yb[c + l] = ob[l];
+                }
+            }
+        }
+    }
+}
+
 #define IDFT_TILE(TP, CV) idft_tile(Zr, Zi, wp, grid, modes, tw, scale, weighted, t0, TP, CV, c0, width, y)
 #define IDFT_TP(TP)                                                                                \
     do {                                                                                           \
@@ -264,14 +338,54 @@ AI void idft_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, 
         for (; c0 + 16 <= wp; c0 += 16) IDFT_TILE(TP, 2);                                           \
         if (c0 < wp) IDFT_TILE(TP, 1);                                                             \
     } while (0)
+#define IDFT_PAIR_TILE(TP, CV)                                                                     \
+    idft_pair_tile(Zr, Zi, wp, grid, modes, tw, twd, mirror, scale, weighted, t0, TP, CV, c0, width, y)
+#define IDFT_PAIR_TP(TP)                                                                           \
+    do {                                                                                           \
+        int64_t c0 = 0;                                                                            \
+        for (; c0 + 16 <= wp; c0 += 16) IDFT_PAIR_TILE(TP, 2);                                      \
+        if (c0 < wp) IDFT_PAIR_TILE(TP, 1);                                                        \
+    } while (0)
 
-/* rows [tlo, thi) of y = scale * sum_k w_k (Re Z cos - Im Z sin) */
+/* mirror[r] for idft_pair_tile: 0 where tw(grid - r) = (cos r, -sin r) bit for bit, 1 at r = 0
+ * and r = grid/2, 2 elsewhere */
+static void mirror_classes(const double *tw, int64_t grid, unsigned char *mirror) {
+    for (int64_t r = 0; r < grid; r++) {
+        if (r == 0 || 2 * r == grid) {
+            mirror[r] = 1;
+            continue;
+        }
+        double c = tw[2 * r], ns = -tw[2 * r + 1];
+        mirror[r] = memcmp(&c, &tw[2 * (grid - r)], sizeof c) || memcmp(&ns, &tw[2 * (grid - r) + 1], sizeof ns)
+                        ? 2 : 0;
+    }
+}
+
+/* rows of y = scale * sum_k w_k (Re Z cos - Im Z sin): the rows t in [tlo, thi) of the first
+ * half (t <= grid/2) and, for 0 < t < grid/2, their mirror rows grid - t; with mirror == NULL,
+ * just the rows [tlo, thi) */
 static void idft_trunc(const double *Zr, const double *Zi, int64_t grid, int64_t width, int64_t modes,
-                       const double *tw, double scale, int weighted, int64_t tlo, int64_t thi, float *y) {
+                       const double *tw, const double *twd, const unsigned char *mirror, double scale,
+                       int weighted, int64_t tlo,
+                       int64_t thi, float *y) {
     int64_t wp = pad8(width);
     int64_t t0 = tlo;
-    for (; t0 + 8 <= thi; t0 += 8) IDFT_TP(8);
-    for (; t0 < thi; t0++) IDFT_TP(1);
+    if (!mirror) {
+        for (; t0 + 8 <= thi; t0 += 8) IDFT_TP(8);
+        for (; t0 < thi; t0++) IDFT_TP(1);
+        return;
+    }
+    int64_t plo = tlo < 1 ? 1 : tlo, phi = min64(thi, (grid + 1) / 2);  /* paired rows: 0 < t < grid - t */
+    if (tlo == 0) {
+        t0 = 0;
+        IDFT_TP(1);
+    }
+    for (t0 = plo; t0 + 4 <= phi; t0 += 4) IDFT_PAIR_TP(4);
+    for (; t0 < phi; t0++) IDFT_PAIR_TP(1);
+    if (grid % 2 == 0 && grid / 2 >= tlo && grid / 2 < thi && grid / 2 > 0) {
+        t0 = grid / 2;
+        IDFT_TP(1);
+    }
 }
 
 /* the weights in double, padded: fwd[k][c][o] (out along the row), or, transposed, bwd[k][o][c] */
@@ -414,20 +528,23 @@ static inline void group_range(int64_t g, int64_t groups, int64_t modes, int64_t
     *hi = min64(modes, 4 * ((g + 1) * blocks / groups));
 }
 
-#define ROW_CHUNK 64
+#define ROW_CHUNK 32 /* first-half rows (each with its mirror row) per unit of the inverse */
 
 typedef struct {
-    double *tw, *spec, *xd, *wdr, *wdi;
+    double *tw, *twd, *spec, *xd, *wdr, *wdi;
+    unsigned char *mirror;
     int64_t per, wp, xdn;
     int nthr;
 } spec_work;
 
 static void spec_free(spec_work *s) {
     free(s->tw);
+    free(s->twd);
     free(s->spec);
     free(s->xd);
     free(s->wdr);
     free(s->wdi);
+    free(s->mirror);
 }
 
 /* twiddles, `planes` spectra per sample, per-thread row scratch, the weights in double */
@@ -445,11 +562,15 @@ static int spec_alloc(const char *op, spec_work *s, int64_t batch, int64_t grid,
     s->xd = malloc(sizeof(double) * (size_t)(s->nthr * s->xdn));
     s->wdr = malloc(sizeof(double) * nwd);
     s->wdi = malloc(sizeof(double) * nwd);
-    if (!s->spec || !s->xd || !s->wdr || !s->wdi) {
+    s->mirror = malloc((size_t)grid);
+    s->twd = malloc(sizeof(double) * 2 * (size_t)grid);
+    if (!s->twd || !s->spec || !s->xd || !s->wdr || !s->wdi || !s->mirror) {
         spec_free(s);
         return tl_fail(TL_E_OOM, "%s: cannot allocate spectra for batch %lld, width %lld, %lld modes", op,
                        (long long)batch, (long long)width, (long long)modes);
     }
+    mirror_classes(s->tw, grid, s->mirror);
+    for (int64_t i = 0; i < 2 * grid; i++) s->twd[i] = 2.0 * s->tw[i];
     return TL_OK;
 }
 
@@ -485,13 +606,13 @@ int tlk_spectral_conv1d_rfft(const char *op, tl_buf x, tl_buf w_re, tl_buf w_im,
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t k = 0; k < modes; k++) mix(X, Z, per, modes, width, s.wdr, s.wdi, k, 0, batch, 0);
     /* y = irfft of the retained modes of Z */
-    int64_t chunks = (grid + ROW_CHUNK - 1) / ROW_CHUNK;
+    int64_t half = grid / 2 + 1, chunks = (half + ROW_CHUNK - 1) / ROW_CHUNK;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t u = 0; u < batch * chunks; u++) {
         int64_t b = u / chunks, t0 = (u % chunks) * ROW_CHUNK;
         const double *Zb = Z + b * per;
-        idft_trunc(Zb, Zb + modes * wp, grid, width, modes, tw, 1.0 / (double)grid, 1, t0,
-                   min64(grid, t0 + ROW_CHUNK), ys + b * grid * width);
+        idft_trunc(Zb, Zb + modes * wp, grid, width, modes, tw, s.twd, s.mirror, 1.0 / (double)grid, 1, t0,
+                   min64(half, t0 + ROW_CHUNK), ys + b * grid * width);
     }
     spec_free(&s);
     return TL_OK;
@@ -542,13 +663,13 @@ int tlk_spectral_conv1d_rfft_backward(const char *op, tl_buf x, tl_buf w_re, tl_
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t k = 0; k < modes; k++) mix(dZ, dX, per, modes, width, s.wdr, s.wdi, k, 0, batch, 1);
     /* dx = adjoint of the truncated rfft (unweighted, unscaled) */
-    int64_t chunks = (grid + ROW_CHUNK - 1) / ROW_CHUNK;
+    int64_t half = grid / 2 + 1, chunks = (half + ROW_CHUNK - 1) / ROW_CHUNK;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t u = 0; u < batch * chunks; u++) {
         int64_t b = u / chunks, t0 = (u % chunks) * ROW_CHUNK;
         const double *Xb = dX + b * per;
-        idft_trunc(Xb, Xb + modes * wp, grid, width, modes, tw, 1.0, 0, t0, min64(grid, t0 + ROW_CHUNK),
-                   dxs + b * grid * width);
+        idft_trunc(Xb, Xb + modes * wp, grid, width, modes, tw, s.twd, s.mirror, 1.0, 0, t0,
+                   min64(half, t0 + ROW_CHUNK), dxs + b * grid * width);
     }
     /* dW[k, c, o] = sum_b conj(X[b, k, c]) dZ[b, k, o], samples in increasing order */
     int64_t cchunks = (width + 15) / 16;
