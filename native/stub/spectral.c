@@ -140,45 +140,37 @@ static void rows_to_double(const float *x, int64_t rows, int64_t width, int64_t 
     }
 }
 
-/* rows of the truncated DFT: Xr/Xi[k][c0 + 8v] for KB modes from k0, over `rows` grid rows from
- * t0 (xd: those rows in double, row stride wp). Each (k, c) chain: re += x c, im -= x s. */
+/* rows of the truncated DFT: Xr/Xi[k][c0 .. c0 + 8) for KB modes from k0, over `rows` grid rows
+ * from t0 (xd: those rows in double, row stride wp). Each (k, c) chain: re += x c, im -= x s.
+ * Up to 8 modes by one vector of channels: each twiddle is read once per row, straight into its
+ * multiply (more channels per tile and fewer modes measured slower). */
 AI void dft_tile(const double *xd, int64_t wp, int64_t rows, int64_t t0, int64_t grid, const double *tw,
-                 int64_t k0, int KB, int CV, int64_t c0, double *Xr, double *Xi) {
-    v8d ar[4][2], ai[4][2];
-    int64_t r[4];
+                 int64_t k0, int KB, int64_t c0, double *Xr, double *Xi) {
+    v8d ar[8], ai[8];
+    int64_t r[8];
     for (int j = 0; j < KB; j++) {
         r[j] = ((k0 + j) * t0) % grid;
-        for (int v = 0; v < CV; v++) {
-            ar[j][v] = VLD(Xr + (k0 + j) * wp + c0 + 8 * v);
-            ai[j][v] = VLD(Xi + (k0 + j) * wp + c0 + 8 * v);
-        }
+        ar[j] = VLD(Xr + (k0 + j) * wp + c0);
+        ai[j] = VLD(Xi + (k0 + j) * wp + c0);
     }
     for (int64_t tt = 0; tt < rows; tt++) {
-        v8d xv[2];
-        for (int v = 0; v < CV; v++) xv[v] = VLD(xd + tt * wp + c0 + 8 * v);
+        v8d xv = VLD(xd + tt * wp + c0);
         for (int j = 0; j < KB; j++) {
-            double c = tw[2 * r[j]], s = tw[2 * r[j] + 1];
-            for (int v = 0; v < CV; v++) {
-                ar[j][v] += xv[v] * c;
-                ai[j][v] -= xv[v] * s;
-            }
+            ar[j] += xv * tw[2 * r[j]];
+            ai[j] -= xv * tw[2 * r[j] + 1];
             r[j] += k0 + j;
             if (r[j] >= grid) r[j] -= grid;
         }
     }
-    for (int j = 0; j < KB; j++)
-        for (int v = 0; v < CV; v++) {
-            VST(Xr + (k0 + j) * wp + c0 + 8 * v, ar[j][v]);
-            VST(Xi + (k0 + j) * wp + c0 + 8 * v, ai[j][v]);
-        }
+    for (int j = 0; j < KB; j++) {
+        VST(Xr + (k0 + j) * wp + c0, ar[j]);
+        VST(Xi + (k0 + j) * wp + c0, ai[j]);
+    }
 }
 
-#define DFT_TILE(KB, CV) dft_tile(xd, wp, rows, t0, grid, tw, k0, KB, CV, c0, Xr, Xi)
 #define DFT_KB(KB)                                                                                 \
     do {                                                                                           \
-        int64_t c0 = 0;                                                                            \
-        for (; c0 + 16 <= wp; c0 += 16) DFT_TILE(KB, 2);                                            \
-        if (c0 < wp) DFT_TILE(KB, 1);                                                              \
+        for (int64_t c0 = 0; c0 < wp; c0 += 8) dft_tile(xd, wp, rows, t0, grid, tw, k0, KB, c0, Xr, Xi); \
     } while (0)
 
 /* rows of the DFT kept per pass: about 16 KiB of doubles, at least 8 rows */
@@ -197,8 +189,12 @@ static void dft_trunc(const float *x, int64_t grid, int64_t width, int64_t klo, 
     for (int64_t t0 = 0; t0 < grid; t0 += tb) {
         int64_t rows = min64(tb, grid - t0);
         rows_to_double(x + t0 * width, rows, width, wp, xd);
-        for (int64_t k0 = klo; k0 < khi; k0 += 4) {
-            switch (min64(4, khi - k0)) {
+        for (int64_t k0 = klo; k0 < khi; k0 += 8) {
+            switch (min64(8, khi - k0)) {
+            case 8: DFT_KB(8); break;
+            case 7: DFT_KB(7); break;
+            case 6: DFT_KB(6); break;
+            case 5: DFT_KB(5); break;
             case 4: DFT_KB(4); break;
             case 3: DFT_KB(3); break;
             case 2: DFT_KB(2); break;
