@@ -1,8 +1,9 @@
 """Bit-for-bit check of the stub's spectral kernels between two library builds.
 
 Each library runs in its own process (TORCHLEAN_LIB_DIR picks it) over the same random shapes
-(batch 1..21, grid 1..1030 with odd and prime lengths, width 1..70, modes 1..grid//2+1, some
-inputs holding NaN, +-inf and +-0) and writes every output's float32 bits; --compare then
+(batch 1..21, grid 1..1030 with odd and prime lengths, width 1..70, modes 1..grid//2+1; a
+quarter of the cases hold NaN, +-inf and +-0, another quarter terms that cancel inside the
+float64 sums, so that a change in the order of additions shows in the float32 outputs) and writes every output's float32 bits; --compare then
 counts differing words (NaNs compared as NaN, whatever their payload).
 
   TORCHLEAN_LIB_DIR=/tmp/base OMP_NUM_THREADS=2 python bench/spectral_bits_check.py dump base.npz
@@ -52,6 +53,31 @@ def data(rng, shape, special):
     return a
 
 
+def cancelling(x, g, wr, wi, modes, H=np.float32(2.0 ** 30)):
+    """Make the float64 sums cancel, so that their order reaches the float32 bits: a 2^30 wave on
+    bins above `modes` (the DFT's sums over t), +-H patterns on samples 0 and 1 (dW's sum over
+    samples), equal channels 0 and 1 against weights H q_c q_o, q = (1, -1, 0...) (the mixing)."""
+    B, n, W = x.shape
+    if modes <= n // 2:
+        t = np.arange(n)[:, None]
+        f = modes + (np.arange(W)[None, :] % (n // 2 - modes + 1))
+        wave = (2.0 ** 30 * np.cos(2 * np.pi * f * t / n)).astype(np.float32)
+        x += wave
+        g += wave
+    rng = np.random.default_rng(9)
+    if B >= 2:
+        pat = rng.standard_normal((n, W)).astype(np.float32) * H
+        x[0] += pat
+        x[1] -= pat
+    if W >= 2:
+        x[:, :, 1] = x[:, :, 0]
+        g[:, :, 1] = g[:, :, 0]
+        q = np.zeros(W, np.float32)
+        q[:2] = (1, -1)
+        wr += H * q[None, :, None] * q[None, None, :]
+        wi -= H * q[None, :, None] * q[None, None, :]
+
+
 def dump(path, n, seed):
     from torchlean import AnyBuffer, ops
     up = AnyBuffer.from_numpy
@@ -61,6 +87,8 @@ def dump(path, n, seed):
         special = i % 4 == 3
         x, gr = data(rng, (b, g, w), special), data(rng, (b, g, w), special)
         wr, wi = data(rng, (m, w, w), special), data(rng, (m, w, w), special)
+        if i % 4 == 1:
+            cancelling(x, gr, wr, wi, m)
         y = ops.spectral_conv1d_rfft(up(x), up(wr), up(wi))
         dx, dwr, dwi = ops.spectral_conv1d_rfft_backward(up(x), up(wr), up(wi), up(gr))
         key = f"{i}_{b}_{g}_{w}_{m}"
