@@ -119,6 +119,13 @@ SHAPES = [
     (128, 17, 8, 8),   # many channels (split over threads)
     (45, 32, 4, 20),
     (3, 35, 4, 4),     # 48 values per channel: one partial chunk
+    # past 65536 values with planes under 2048 positions the map runs as a second sweep in
+    # memory order: 16-channel groups, odd planes and channels, more channels than the stack holds
+    (128, 32, 8, 8),
+    (64, 20, 7, 7),
+    (16, 5, 40, 40),
+    (4, 1100, 4, 4),
+    (8, 3, 64, 64),    # 4096 positions: the fused map past the threshold
 ]
 
 
