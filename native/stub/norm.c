@@ -196,6 +196,62 @@ static void bn_channel_sums(int kind, const float *a, const float *b, float mu, 
     sums[1] = kind == BN_PROD ? tlm_sum4_result(&acc2) : 0.0f;
 }
 
+/* Rule 4 over the walks of 16 channels ch0..ch0+15 at once (s % 16 == 0), a channel per
+ * lane: at each walk position the 16 channels' runs of 16 values (rows s floats apart, one
+ * stretch of 16 s floats per sample) go through a register transpose, giving 16 vectors of one
+ * value per channel, added in walk order; every 256 positions each lane's chunk sum goes onto its
+ * channel's tree. The same sums as bn_channel_sums, reading memory front to back: its 16 lanes
+ * are 16 chunks of one channel, 256 positions apart, whose rows, c s floats apart with a power of
+ * two there, fall in one L1 and one L2 set and miss both on every load (at 8x8 and 16x16 planes
+ * the sums ran from L3). Kinds and sums as bn_channel_sums, per lane; mu: the channels' means
+ * (BN_SQDEV). */
+static void bn_group_sums(int kind, const float *a, const float *b, const float *mu, int64_t n,
+                          int64_t c, int64_t s, int64_t ch0, float sums[BN_LANES],
+                          float sums2[BN_LANES]) {
+    tlm_sum4 acc[BN_LANES], acc2[BN_LANES];
+    for (int l = 0; l < BN_LANES; l++) { tlm_sum4_init(&acc[l]); tlm_sum4_init(&acc2[l]); }
+    tl_v16 part = {0}, part2 = {0};
+    int64_t fill = 0;   /* positions in the open chunk, a multiple of 16 */
+    for (int64_t bi = 0; bi < n; bi++) {
+        const int64_t base = (bi * c + ch0) * s;
+        for (int64_t pos = 0; pos < s; pos += 16) {
+            tl_v16 r[16];
+            for (int l = 0; l < 16; l++) {
+                tl_v16 v = BN_LOAD(a + base + l * s + pos);
+                if (kind == BN_SQDEV) { v = v - mu[l]; v = v * v; }
+                r[l] = v;
+            }
+            part = bn_add_rows(r, part, fill == 0);
+            if (kind == BN_PROD) {
+                for (int l = 0; l < 16; l++)
+                    r[l] = BN_LOAD(a + base + l * s + pos) * BN_LOAD(b + base + l * s + pos);
+                part2 = bn_add_rows(r, part2, fill == 0);
+            }
+            if ((fill += 16) == TLM_CHUNK) {
+                for (int l = 0; l < BN_LANES; l++) {
+                    tlm_sum4_push(&acc[l], part[l]);
+                    if (kind == BN_PROD) tlm_sum4_push(&acc2[l], part2[l]);
+                }
+                fill = 0;
+            }
+        }
+    }
+    for (int l = 0; l < BN_LANES; l++) {
+        if (fill) {
+            tlm_sum4_push(&acc[l], part[l]);
+            if (kind == BN_PROD) tlm_sum4_push(&acc2[l], part2[l]);
+        }
+        sums[l] = tlm_sum4_result(&acc[l]);
+        if (kind == BN_PROD) sums2[l] = tlm_sum4_result(&acc2[l]);
+    }
+}
+
+/* how many channels, from the first, are summed 16 at a time by bn_group_sums */
+#ifndef BN_GROUP_MAX_S
+#define BN_GROUP_MAX_S (1 << 30)
+#endif
+#define BN_GROUPED(c, s) ((s) % 16 == 0 && (s) <= BN_GROUP_MAX_S ? (c) / 16 * 16 : 0)
+
 float tl_stub_channel_sum(const float *a, int64_t n, int64_t c, int64_t s, int64_t ch) {
     float sums[2];
     bn_channel_sums(BN_X, a, NULL, 0.0f, n, c, s, ch, sums);
@@ -228,24 +284,36 @@ int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf b
     float *Y = y->data, *XH = xhat->data, *M = mean->data, *V = var->data, *IS = inv_std->data;
     const float inv_cnt = (float)(1.0 / (double)(n * s)), e = (float)eps;
     const int sweep = s < BN_SWEEP_MAX_S && total >= BN_SWEEP_MIN;
+    const int64_t cg = BN_GROUPED(c, s), units = cg / 16 + (c - cg);
     float local[BN_LOCAL_CH], *SD = local;
     if (sweep && c > BN_LOCAL_CH && !(SD = (float *)malloc((size_t)c * sizeof(float))))
         return tl_fail(TL_E_OOM, "%s: out of host memory for %lld channels", op, (long long)c);
 #pragma omp parallel if (total > TL_PAR_MIN)
     {
-#pragma omp for schedule(static)
-        for (int64_t ch = 0; ch < c; ch++) {
-            float sx[2], sq[2];
-            bn_channel_sums(BN_X, X, NULL, 0.0f, n, c, s, ch, sx);
-            float mu = tlf_mean(sx[0], inv_cnt);
-            bn_channel_sums(BN_SQDEV, X, NULL, mu, n, c, s, ch, sq);
-            float vr = tlf_mean(sq[0], inv_cnt);
-            float sd = tlf_norm_std(vr, e);
-            M[ch] = mu; V[ch] = vr; IS[ch] = tlf_norm_inv(sd);
-            if (sweep) { SD[ch] = sd; continue; }
-            for (int64_t b = 0; b < n; b++) {
-                int64_t off = (b * c + ch) * s;
-                bn_map_plane(X + off, XH + off, Y + off, s, mu, sd, G[ch], B[ch]);
+        /* units: groups of 16 channels (bn_group_sums), then the channels left one by one */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t u = 0; u < units; u++) {
+            const int64_t ch0 = u < cg / 16 ? u * 16 : cg + (u - cg / 16), k = u < cg / 16 ? 16 : 1;
+            float sx[BN_LANES], sq[BN_LANES], mu[BN_LANES], unused[BN_LANES];
+            if (k == 16) {
+                bn_group_sums(BN_X, X, NULL, NULL, n, c, s, ch0, sx, unused);
+                for (int l = 0; l < 16; l++) mu[l] = tlf_mean(sx[l], inv_cnt);
+                bn_group_sums(BN_SQDEV, X, NULL, mu, n, c, s, ch0, sq, unused);
+            } else {
+                bn_channel_sums(BN_X, X, NULL, 0.0f, n, c, s, ch0, sx);
+                mu[0] = tlf_mean(sx[0], inv_cnt);
+                bn_channel_sums(BN_SQDEV, X, NULL, mu[0], n, c, s, ch0, sq);
+            }
+            for (int64_t l = 0; l < k; l++) {
+                const int64_t ch = ch0 + l;
+                float vr = tlf_mean(sq[l], inv_cnt);
+                float sd = tlf_norm_std(vr, e);
+                M[ch] = mu[l]; V[ch] = vr; IS[ch] = tlf_norm_inv(sd);
+                if (sweep) { SD[ch] = sd; continue; }
+                for (int64_t b = 0; b < n; b++) {
+                    int64_t off = (b * c + ch) * s;
+                    bn_map_plane(X + off, XH + off, Y + off, s, mu[l], sd, G[ch], B[ch]);
+                }
             }
         }
         if (sweep) {
@@ -269,24 +337,36 @@ int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, 
     const int64_t cnt = n * s;
     const float fc = (float)cnt, inv_cnt = cnt ? (float)(1.0 / (double)cnt) : 0.0f;
     const int sweep = s < BN_SWEEP_MAX_S && total >= BN_SWEEP_MIN;
+    const int64_t cg = BN_GROUPED(c, s), units = cg / 16 + (c - cg);
     float local[2 * BN_LOCAL_CH], *S12 = local;   /* S1, S2 of each channel */
     if (sweep && c > BN_LOCAL_CH && !(S12 = (float *)malloc((size_t)c * 2 * sizeof(float))))
         return tl_fail(TL_E_OOM, "%s: out of host memory for %lld channels", op, (long long)c);
 #pragma omp parallel if (total > TL_PAR_MIN)
     {
-#pragma omp for schedule(static)
-        for (int64_t ch = 0; ch < c; ch++) {
-            float sums[2];
-            bn_channel_sums(BN_PROD, GO, XH, 0.0f, n, c, s, ch, sums);   /* sum g, sum g * xhat */
-            float sb = sums[0], sg = sums[1];
-            DB[ch] = sb; DG[ch] = sg;
-            /* sum(dxhat) = gamma * sum(g), sum(dxhat * xhat) = gamma * sum(g * xhat) */
-            float S1 = tlm_mul(sb, GA[ch]), S2 = tlm_mul(sg, GA[ch]), is = IS[ch];
-            if (sweep) { S12[2 * ch] = S1; S12[2 * ch + 1] = S2; continue; }
-            for (int64_t b = 0; b < n; b++) {
-                int64_t off = (b * c + ch) * s;
-                for (int64_t i = 0; i < s; i++)
-                    DX[off + i] = tlf_norm_dx(tlm_mul(GO[off + i], GA[ch]), XH[off + i], S1, S2, fc, is, inv_cnt);
+        /* units as in the forward */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t u = 0; u < units; u++) {
+            const int64_t ch0 = u < cg / 16 ? u * 16 : cg + (u - cg / 16), k = u < cg / 16 ? 16 : 1;
+            float sbs[BN_LANES], sgs[BN_LANES];   /* sum g, sum g * xhat */
+            if (k == 16) {
+                bn_group_sums(BN_PROD, GO, XH, NULL, n, c, s, ch0, sbs, sgs);
+            } else {
+                float sums[2];
+                bn_channel_sums(BN_PROD, GO, XH, 0.0f, n, c, s, ch0, sums);
+                sbs[0] = sums[0]; sgs[0] = sums[1];
+            }
+            for (int64_t l = 0; l < k; l++) {
+                const int64_t ch = ch0 + l;
+                float sb = sbs[l], sg = sgs[l];
+                DB[ch] = sb; DG[ch] = sg;
+                /* sum(dxhat) = gamma * sum(g), sum(dxhat * xhat) = gamma * sum(g * xhat) */
+                float S1 = tlm_mul(sb, GA[ch]), S2 = tlm_mul(sg, GA[ch]), is = IS[ch];
+                if (sweep) { S12[2 * ch] = S1; S12[2 * ch + 1] = S2; continue; }
+                for (int64_t b = 0; b < n; b++) {
+                    int64_t off = (b * c + ch) * s;
+                    for (int64_t i = 0; i < s; i++)
+                        DX[off + i] = tlf_norm_dx(tlm_mul(GO[off + i], GA[ch]), XH[off + i], S1, S2, fc, is, inv_cnt);
+                }
             }
         }
         if (sweep) {
