@@ -17,6 +17,11 @@
 #include "formulas/normalize.h"
 #include "transpose16.h"
 #include "generated/norm_kernels.h"
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_max_threads(void) { return 1; }
+#endif
 
 int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
                   int64_t rows, int64_t cols, double eps) {
@@ -325,7 +330,13 @@ static void bn_group_sums(int kind, const float *a, const float *b, const float 
 }
 
 /* how many channels, from the first, are summed 16 at a time by bn_group_sums */
-#define BN_GROUPED(c, s) ((c) / 16 * 16)
+/* how many channels, from the first, are summed 16 at a time by bn_group_sums: all whole groups
+ * of 16 when there are at least as many groups as threads (or one thread runs everything);
+ * with fewer, a thread per group would leave threads idle (16 channels on 2 threads: 1.4x the
+ * per-channel walks split 8 and 8), so the channels go one by one */
+static int64_t bn_grouped(int64_t c, int64_t total) {
+    return c / 16 >= omp_get_max_threads() || total <= TL_PAR_MIN ? c / 16 * 16 : 0;
+}
 
 float tl_stub_channel_sum(const float *a, int64_t n, int64_t c, int64_t s, int64_t ch) {
     float sums[2];
@@ -359,7 +370,7 @@ int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf b
     float *Y = y->data, *XH = xhat->data, *M = mean->data, *V = var->data, *IS = inv_std->data;
     const float inv_cnt = (float)(1.0 / (double)(n * s)), e = (float)eps;
     const int sweep = s < BN_SWEEP_MAX_S && total >= BN_SWEEP_MIN;
-    const int64_t cg = BN_GROUPED(c, s), units = cg / 16 + (c - cg);
+    const int64_t cg = bn_grouped(c, total), units = cg / 16 + (c - cg);
     float local[BN_LOCAL_CH], *SD = local;
     if (sweep && c > BN_LOCAL_CH && !(SD = (float *)malloc((size_t)c * sizeof(float))))
         return tl_fail(TL_E_OOM, "%s: out of host memory for %lld channels", op, (long long)c);
@@ -412,7 +423,7 @@ int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, 
     const int64_t cnt = n * s;
     const float fc = (float)cnt, inv_cnt = cnt ? (float)(1.0 / (double)cnt) : 0.0f;
     const int sweep = s < BN_SWEEP_MAX_S && total >= BN_SWEEP_MIN;
-    const int64_t cg = BN_GROUPED(c, s), units = cg / 16 + (c - cg);
+    const int64_t cg = bn_grouped(c, total), units = cg / 16 + (c - cg);
     float local[2 * BN_LOCAL_CH], *S12 = local;   /* S1, S2 of each channel */
     if (sweep && c > BN_LOCAL_CH && !(S12 = (float *)malloc((size_t)c * 2 * sizeof(float))))
         return tl_fail(TL_E_OOM, "%s: out of host memory for %lld channels", op, (long long)c);
