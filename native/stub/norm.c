@@ -136,9 +136,9 @@ static inline int64_t bn_offset(int64_t p, int64_t c, int64_t s, int64_t ch, int
  * first group of a chunk (first) starts the sums from its first value */
 static inline __attribute__((always_inline)) tl_v16 bn_add_rows(tl_v16 r[16], tl_v16 acc, int first) {
     tl_transpose16(r);
-    int i = 0;
-    if (first) acc = r[i++];
-    for (; i < 16; i++) acc = acc + r[i];
+    acc = first ? r[0] : acc + r[0];   /* constant indices: r stays in registers */
+#pragma GCC unroll 16
+    for (int i = 1; i < 16; i++) acc = acc + r[i];
     return acc;
 }
 
