@@ -3,7 +3,8 @@ order, bit for bit, in default and exact mode, then against float64.
 
 The stub sums a channel's values in the (sample, position) walk by rule 4 (chunks of 256 from
 their first value, then the pairwise tree); its kernels run blocks of 16 chunks side by side, and
-when planes hold a multiple of 16 positions read each lane's runs of 16 straight from the planes.
+when planes hold a multiple of 16 positions read each lane's runs of 16 straight from the planes
+(one channel's chunks as lanes), or, 16 channels at a time, a channel per lane (any plane).
 The shapes here take both roads: planes of 8x8 and 4x20 (chunks span and cross samples), 4x4,
 16x16, 64x64 with one sample, whole blocks followed by a partial one, fewer chunks than a block,
 odd planes, one channel and many, one element, NaN and inf in one channel only.
@@ -119,6 +120,24 @@ SHAPES = [
     (128, 17, 8, 8),   # many channels (split over threads)
     (45, 32, 4, 20),
     (3, 35, 4, 4),     # 48 values per channel: one partial chunk
+    # past 65536 values with planes under 2048 positions the map runs as a second sweep in
+    # memory order: 16-channel groups, odd planes and channels, more channels than the stack holds
+    (128, 32, 8, 8),
+    (64, 20, 7, 7),
+    (16, 5, 40, 40),
+    (4, 1100, 4, 4),
+    (8, 3, 64, 64),    # 4096 positions: the fused map past the threshold
+    # planes of a multiple of 16 positions sum 16 channels at a time, a channel per lane
+    (3, 16, 4, 4),     # one group, one partial chunk
+    (1, 16, 64, 64),   # one sample: 16 chunks inside each plane
+    (7, 48, 4, 12),    # 48 positions: chunks close mid-plane, 3 groups, a partial last chunk
+    (2, 33, 16, 16),   # 2 groups and a channel left alone
+    # ... and planes of other sizes too: runs shorter than 16, chunks closing inside a run
+    (6, 16, 1, 1),
+    (40, 32, 2, 2),
+    (70, 16, 3, 5),
+    (2, 16, 17, 17),
+    (64, 48, 7, 7),
 ]
 
 

@@ -131,6 +131,19 @@ def test_odd_sizes_every_layout_is_the_sequential_sum(m, n, p):
                                atol=1e-5 * np.sqrt(n))
 
 
+# a transposed A is packed k by k across its row block: row counts that leave partial 8-row
+# panels (in one row block and past a block of 192), single rows, odd k slices
+@pytest.mark.parametrize("m,n,p", [(127, 513, 255), (197, 60, 50), (13, 300, 40), (1, 600, 40),
+                                   (200, 390, 33), (385, 20, 17)])
+def test_transposed_a_partial_panels_are_the_sequential_sum(m, n, p):
+    a, b = f32(m, n), f32(n, p)
+    want = sequential(a, b)
+    for tb in (False, True):
+        y = ops.matmul_t(buf(a.T.copy()), buf(b.T.copy() if tb else b), trans_a=True,
+                         trans_b=tb).to_numpy()
+        assert np.array_equal(y.view(np.uint32), want.view(np.uint32)), tb
+
+
 @pytest.mark.parametrize("rows,fin,fout", [(7, 385, 777), (33, 777, 129), (385, 129, 33),
                                            (129, 31, 385), (777, 33, 7)])
 def test_odd_sizes_linear_and_its_gradients_accumulate_in_order(rows, fin, fout):

@@ -110,14 +110,22 @@ static void micro_tile(int mr, int64_t kc, const float *Ap, const float *Bp, int
  * MR-row panels, rows past mc zero-filled */
 static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t i0, int64_t mc, int64_t k0,
                    int64_t kc, float *Ap) {
+    if (ars == 1) {
+        /* A stored transposed: each k's rows are contiguous. k by k, the block's whole row
+         * segment is read once (the hardware prefetcher streams it) and its MR-row pieces
+         * copied as vectors into their panels (one panel, k inner, read each cache line
+         * twice, half of it per panel, and copied a float at a time) */
+        const int64_t mw = mc / MR * MR;
+        for (int64_t k = 0; k < kc; k++) {
+            const float *a = A + i0 + (k0 + k) * acs;
+            for (int64_t ip = 0; ip < mw; ip += MR) memcpy(Ap + ip * kc + k * MR, a + ip, MR * sizeof(float));
+            if (mw < mc)
+                for (int64_t r = 0; r < MR; r++) Ap[mw * kc + k * MR + r] = mw + r < mc ? a[mw + r] : 0.0f;
+        }
+        return;
+    }
     for (int64_t ip = 0; ip < mc; ip += MR, Ap += MR * kc) {
         int64_t mr = mc - ip < MR ? mc - ip : MR;
-        if (ars == 1) { /* A stored transposed: each k's MR rows are contiguous */
-            const float *a = A + (i0 + ip) + k0 * acs;
-            for (int64_t k = 0; k < kc; k++)
-                for (int64_t r = 0; r < MR; r++) Ap[k * MR + r] = r < mr ? a[k * acs + r] : 0.0f;
-            continue;
-        }
         /* rows contiguous in k (the usual layout): 16 k's of the panel's rows go through a
          * register transpose (a float at a time, the strided stores cost about 6% of a large
          * product), the k's past the last 16 one at a time */

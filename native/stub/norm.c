@@ -17,6 +17,12 @@
 #include "formulas/normalize.h"
 #include "transpose16.h"
 #include "generated/norm_kernels.h"
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_max_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+#endif
 
 int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
                   int64_t rows, int64_t cols, double eps) {
@@ -130,9 +136,9 @@ static inline int64_t bn_offset(int64_t p, int64_t c, int64_t s, int64_t ch, int
  * first group of a chunk (first) starts the sums from its first value */
 static inline __attribute__((always_inline)) tl_v16 bn_add_rows(tl_v16 r[16], tl_v16 acc, int first) {
     tl_transpose16(r);
-    int i = 0;
-    if (first) acc = r[i++];
-    for (; i < 16; i++) acc = acc + r[i];
+    acc = first ? r[0] : acc + r[0];   /* constant indices: r stays in registers */
+#pragma GCC unroll 16
+    for (int i = 1; i < 16; i++) acc = acc + r[i];
     return acc;
 }
 
@@ -196,10 +202,182 @@ static void bn_channel_sums(int kind, const float *a, const float *b, float mu, 
     sums[1] = kind == BN_PROD ? tlm_sum4_result(&acc2) : 0.0f;
 }
 
+/* w < 16 floats from p as a vector, zeros past them (nothing past p + w is read) */
+static inline tl_v16 bn_load_part(const float *p, int64_t w) {
+#if defined(__AVX512F__)
+    return (tl_v16)_mm512_maskz_loadu_ps((__mmask16)((1u << w) - 1u), p);
+#else
+    float t[16] = {0};
+    for (int64_t i = 0; i < w; i++) t[i] = p[i];
+    return BN_LOAD(t);
+#endif
+}
+
+/* Rule 4 over the walks of 16 channels ch0..ch0+15 at once, a channel per lane: at each walk
+ * position the 16 channels' runs of up to 16 values (rows s floats apart, one stretch of 16 s
+ * floats per sample) go through a register transpose, giving a vector of one value per channel
+ * for each position, added in walk order into the open chunk's sums. The same sums as
+ * bn_channel_sums, reading memory front to back: its 16 lanes are 16 chunks of one channel, 256
+ * positions apart, whose rows, c s floats apart with a power of two there, fall in one L1 and
+ * one L2 set and miss both on every load (at 8x8 and 16x16 planes the sums ran from L3), and
+ * planes of other sizes (7x7, 2x2) were copied a float at a time.
+ * The walkers below cover chunks [q0, q1) of the walk and store chunk q's 16 sums (lane l:
+ * channel ch0 + l) at P[(q - q0) * 16 + l] (P2 for BN_PROD's second sum); bn_fold then pushes
+ * them onto each channel's tree in chunk order, so a walk may be split between threads at any
+ * chunk. Kinds as bn_channel_sums; mu: the channels' means (BN_SQDEV). */
+
+/* any s: runs cut at a plane's end, chunks closing inside a run */
+static void bn_group_walk_any(int kind, const float *a, const float *b, const float *mu, int64_t n,
+                              int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
+                              float *P2) {
+    const int64_t total = n * s, p1 = q1 * TLM_CHUNK < total ? q1 * TLM_CHUNK : total;
+    int64_t p = q0 * TLM_CHUNK, bi = p / s, pos = p % s;
+    tl_v16 part = {0}, part2 = {0};
+    int64_t fill = 0;   /* positions in the open chunk */
+    while (p < p1) {
+        const int64_t base = (bi * c + ch0) * s;
+        int64_t w = s - pos < 16 ? s - pos : 16;   /* positions in this run */
+        if (p1 - p < w) w = p1 - p;
+        tl_v16 r[16], q[16];
+        for (int l = 0; l < 16; l++) {
+            const int64_t off = base + l * s + pos;
+            tl_v16 v = w == 16 ? BN_LOAD(a + off) : bn_load_part(a + off, w);
+            if (kind == BN_SQDEV) { v = v - mu[l]; v = v * v; }
+            r[l] = v;
+            if (kind == BN_PROD) q[l] = v * (w == 16 ? BN_LOAD(b + off) : bn_load_part(b + off, w));
+        }
+        if (w == 16 && fill + 16 <= TLM_CHUNK) {   /* no chunk closes before the run's end */
+            part = bn_add_rows(r, part, fill == 0);
+            if (kind == BN_PROD) part2 = bn_add_rows(q, part2, fill == 0);
+            fill += 16;
+            if (fill == TLM_CHUNK) {
+                vstore(P, part); P += 16;
+                if (kind == BN_PROD) { vstore(P2, part2); P2 += 16; }
+                fill = 0;
+            }
+        } else {   /* position by position, closing chunks where they end */
+            tl_transpose16(r);
+            if (kind == BN_PROD) tl_transpose16(q);
+            for (int64_t i = 0; i < w; i++) {
+                part = fill ? part + r[i] : r[i];
+                if (kind == BN_PROD) part2 = fill ? part2 + q[i] : q[i];
+                if (++fill == TLM_CHUNK) {
+                    vstore(P, part); P += 16;
+                    if (kind == BN_PROD) { vstore(P2, part2); P2 += 16; }
+                    fill = 0;
+                }
+            }
+        }
+        p += w;
+        if ((pos += w) == s) { pos = 0; bi++; }
+    }
+    if (fill) {   /* the walk's last chunk, short */
+        vstore(P, part);
+        if (kind == BN_PROD) vstore(P2, part2);
+    }
+}
+
+/* s % 16 == 0: every run is 16 positions and chunks close only at a run's end (fewer live
+ * vectors than bn_group_walk_any's, which ran 20-30% slower on such planes) */
+static void bn_group_walk16(int kind, const float *a, const float *b, const float *mu, int64_t n,
+                            int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
+                            float *P2) {
+    const int64_t total = n * s, p1 = q1 * TLM_CHUNK < total ? q1 * TLM_CHUNK : total;
+    int64_t p = q0 * TLM_CHUNK, bi = p / s, pos = p % s;
+    tl_v16 part = {0}, part2 = {0};
+    int64_t fill = 0;   /* positions in the open chunk, a multiple of 16 */
+    for (; p < p1; p += 16) {
+        const int64_t base = (bi * c + ch0) * s;
+        tl_v16 r[16];
+        for (int l = 0; l < 16; l++) {
+            tl_v16 v = BN_LOAD(a + base + l * s + pos);
+            if (kind == BN_SQDEV) { v = v - mu[l]; v = v * v; }
+            r[l] = v;
+        }
+        part = bn_add_rows(r, part, fill == 0);
+        if (kind == BN_PROD) {
+            for (int l = 0; l < 16; l++)
+                r[l] = BN_LOAD(a + base + l * s + pos) * BN_LOAD(b + base + l * s + pos);
+            part2 = bn_add_rows(r, part2, fill == 0);
+        }
+        if ((fill += 16) == TLM_CHUNK) {
+            vstore(P, part); P += 16;
+            if (kind == BN_PROD) { vstore(P2, part2); P2 += 16; }
+            fill = 0;
+        }
+        if ((pos += 16) == s) { pos = 0; bi++; }
+    }
+    if (fill) {
+        vstore(P, part);
+        if (kind == BN_PROD) vstore(P2, part2);
+    }
+}
+
+static void bn_group_walk(int kind, const float *a, const float *b, const float *mu, int64_t n,
+                          int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
+                          float *P2) {
+    if (s % 16 == 0) bn_group_walk16(kind, a, b, mu, n, c, s, ch0, q0, q1, P, P2);
+    else bn_group_walk_any(kind, a, b, mu, n, c, s, ch0, q0, q1, P, P2);
+}
+
+/* lane l's rule-4 sum from nch chunk sums P (16 per chunk) */
+static float bn_fold(const float *P, int64_t nch, int l) {
+    tlm_sum4 acc;
+    tlm_sum4_init(&acc);
+    for (int64_t q = 0; q < nch; q++) tlm_sum4_push(&acc, P[q * 16 + l]);
+    return tlm_sum4_result(&acc);
+}
+
+/* The channels' order of work: groups of 16 channels (the first cg), then the others one by
+ * one. With fewer groups than threads, each group's walk is split into `split` pieces of
+ * whole chunks that threads take in turn (16 channels on 2 threads: a thread per group left one
+ * idle, 1.4x the per-channel walks). P: room for the chunk sums of every group walked at once
+ * (all of them when split, else one per thread): 2 * 16 * nch floats each. */
+typedef struct {
+    int64_t cg, units, split, nch;
+    float *P;
+} bn_plan;
+
+static int bn_plan_make(bn_plan *pl, int64_t n, int64_t c, int64_t s) {
+    const int64_t total = n * c * s, T = total > TL_PAR_MIN ? omp_get_max_threads() : 1;
+    pl->cg = c / 16 * 16;
+    pl->units = pl->cg / 16 + (c - pl->cg);
+    pl->nch = (n * s + TLM_CHUNK - 1) / TLM_CHUNK;
+    pl->split = pl->cg && pl->cg / 16 < T ? (T + pl->cg / 16 - 1) / (pl->cg / 16) : 1;
+    if (pl->split > pl->nch) pl->split = pl->nch;
+    const int64_t walks = pl->split > 1 ? pl->cg / 16 : T;
+    pl->P = pl->cg ? (float *)malloc((size_t)(walks * 32 * pl->nch) * sizeof(float)) : NULL;
+    return pl->cg && !pl->P;
+}
+
+/* piece k of split of nch chunks: [q0, q1) */
+static void bn_piece(int64_t nch, int64_t split, int64_t k, int64_t *q0, int64_t *q1) {
+    *q0 = nch * k / split;
+    *q1 = nch * (k + 1) / split;
+}
+
 float tl_stub_channel_sum(const float *a, int64_t n, int64_t c, int64_t s, int64_t ch) {
     float sums[2];
     bn_channel_sums(BN_X, a, NULL, 0.0f, n, c, s, ch, sums);
     return sums[0];
+}
+
+/* Planes of fewer than this many values are mapped (xhat, y; the backward's dx) in a second
+ * sweep in memory order after all the channel statistics, rather than channel by channel: a
+ * channel's walk of short planes (c s floats apart) reads and writes a few cache lines per
+ * sample and jumps, which the hardware prefetchers do not follow, so the map ran at a third of
+ * the copy bandwidth. Larger planes keep the fused walk (the channel's x is still in L2). */
+#define BN_SWEEP_MAX_S 2048
+#define BN_SWEEP_MIN (1 << 16) /* and only past this many values (below, all of it is in L2) */
+#define BN_LOCAL_CH 1024 /* per-channel scratch on the stack up to this many channels */
+
+static inline void bn_map_plane(const float *x, float *xh, float *y, int64_t s, float mu, float sd,
+                                float gamma, float beta) {
+    for (int64_t i = 0; i < s; i++) {
+        float h = tlf_norm_xhat(x[i], mu, sd);
+        xh[i] = h;
+        y[i] = tlf_affine(h, gamma, beta);
+    }
 }
 
 int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat,
@@ -209,24 +387,86 @@ int tlk_batchnorm_channel_first(const char *op, tl_buf x, tl_buf gamma, tl_buf b
     const float *X = x->data, *G = gamma->data, *B = beta->data;
     float *Y = y->data, *XH = xhat->data, *M = mean->data, *V = var->data, *IS = inv_std->data;
     const float inv_cnt = (float)(1.0 / (double)(n * s)), e = (float)eps;
-#pragma omp parallel for schedule(static) if (total > TL_PAR_MIN)
-    for (int64_t ch = 0; ch < c; ch++) {
-        float sx[2], sq[2];
-        bn_channel_sums(BN_X, X, NULL, 0.0f, n, c, s, ch, sx);
-        float mu = tlf_mean(sx[0], inv_cnt);
-        bn_channel_sums(BN_SQDEV, X, NULL, mu, n, c, s, ch, sq);
-        float vr = tlf_mean(sq[0], inv_cnt);
-        float sd = tlf_norm_std(vr, e);
-        M[ch] = mu; V[ch] = vr; IS[ch] = tlf_norm_inv(sd);
-        for (int64_t b = 0; b < n; b++) {
-            int64_t off = (b * c + ch) * s;
-            for (int64_t i = 0; i < s; i++) {
-                float xh = tlf_norm_xhat(X[off + i], mu, sd);
-                XH[off + i] = xh;
-                Y[off + i] = tlf_affine(xh, G[ch], B[ch]);
+    const int sweep = s < BN_SWEEP_MAX_S && total >= BN_SWEEP_MIN;
+    bn_plan pl;
+    float local[BN_LOCAL_CH], *SD = local;
+    if (bn_plan_make(&pl, n, c, s) ||
+        (sweep && c > BN_LOCAL_CH && !(SD = (float *)malloc((size_t)c * sizeof(float))))) {
+        free(pl.P);
+        return tl_fail(TL_E_OOM, "%s: out of host memory for %lld channels", op, (long long)c);
+    }
+    const int64_t ng = pl.cg / 16, nch = pl.nch, split = pl.split;
+#pragma omp parallel if (total > TL_PAR_MIN)
+    {
+        if (split > 1) {
+            /* few groups: threads take pieces of every group's walk, then fold per channel */
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < ng * split; t++) {
+                int64_t q0, q1;
+                bn_piece(nch, split, t % split, &q0, &q1);
+                bn_group_walk(BN_X, X, NULL, NULL, n, c, s, t / split * 16, q0, q1,
+                              pl.P + t / split * 32 * nch + q0 * 16, NULL);
+            }
+#pragma omp for schedule(static)
+            for (int64_t ch = 0; ch < pl.cg; ch++)
+                M[ch] = tlf_mean(bn_fold(pl.P + ch / 16 * 32 * nch, nch, (int)(ch % 16)), inv_cnt);
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < ng * split; t++) {
+                int64_t q0, q1;
+                bn_piece(nch, split, t % split, &q0, &q1);
+                bn_group_walk(BN_SQDEV, X, NULL, M + t / split * 16, n, c, s, t / split * 16, q0, q1,
+                              pl.P + t / split * 32 * nch + q0 * 16, NULL);
+            }
+#pragma omp for schedule(static)
+            for (int64_t ch = 0; ch < pl.cg; ch++) {
+                float vr = tlf_mean(bn_fold(pl.P + ch / 16 * 32 * nch, nch, (int)(ch % 16)), inv_cnt);
+                float sd = tlf_norm_std(vr, e), mu = M[ch];
+                V[ch] = vr; IS[ch] = tlf_norm_inv(sd);
+                if (sweep) { SD[ch] = sd; continue; }
+                for (int64_t b = 0; b < n; b++) {
+                    int64_t off = (b * c + ch) * s;
+                    bn_map_plane(X + off, XH + off, Y + off, s, mu, sd, G[ch], B[ch]);
+                }
+            }
+        }
+        /* units: groups of 16 channels (unless split above), then the channels left one by one */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t u = split > 1 ? ng : 0; u < pl.units; u++) {
+            const int64_t ch0 = u < ng ? u * 16 : pl.cg + (u - ng), k = u < ng ? 16 : 1;
+            float sx[BN_LANES], sq[BN_LANES], mu[BN_LANES];
+            if (k == 16) {
+                float *P = pl.P + omp_get_thread_num() * 32 * nch;
+                bn_group_walk(BN_X, X, NULL, NULL, n, c, s, ch0, 0, nch, P, NULL);
+                for (int l = 0; l < 16; l++) mu[l] = tlf_mean(bn_fold(P, nch, l), inv_cnt);
+                bn_group_walk(BN_SQDEV, X, NULL, mu, n, c, s, ch0, 0, nch, P, NULL);
+                for (int l = 0; l < 16; l++) sq[l] = bn_fold(P, nch, l);
+            } else {
+                bn_channel_sums(BN_X, X, NULL, 0.0f, n, c, s, ch0, sx);
+                mu[0] = tlf_mean(sx[0], inv_cnt);
+                bn_channel_sums(BN_SQDEV, X, NULL, mu[0], n, c, s, ch0, sq);
+            }
+            for (int64_t l = 0; l < k; l++) {
+                const int64_t ch = ch0 + l;
+                float vr = tlf_mean(sq[l], inv_cnt);
+                float sd = tlf_norm_std(vr, e);
+                M[ch] = mu[l]; V[ch] = vr; IS[ch] = tlf_norm_inv(sd);
+                if (sweep) { SD[ch] = sd; continue; }
+                for (int64_t b = 0; b < n; b++) {
+                    int64_t off = (b * c + ch) * s;
+                    bn_map_plane(X + off, XH + off, Y + off, s, mu[l], sd, G[ch], B[ch]);
+                }
+            }
+        }
+        if (sweep) {
+#pragma omp for schedule(static)
+            for (int64_t bc = 0; bc < n * c; bc++) {
+                const int64_t ch = bc % c;
+                bn_map_plane(X + bc * s, XH + bc * s, Y + bc * s, s, M[ch], SD[ch], G[ch], B[ch]);
             }
         }
     }
+    if (SD != local) free(SD);
+    free(pl.P);
     return TL_OK;
 }
 
@@ -238,19 +478,74 @@ int tlk_batchnorm_channel_first_backward(const char *op, tl_buf g, tl_buf xhat, 
     float *DX = dx->data, *DG = dgamma->data, *DB = dbeta->data;
     const int64_t cnt = n * s;
     const float fc = (float)cnt, inv_cnt = cnt ? (float)(1.0 / (double)cnt) : 0.0f;
-#pragma omp parallel for schedule(static) if (total > TL_PAR_MIN)
-    for (int64_t ch = 0; ch < c; ch++) {
-        float sums[2];
-        bn_channel_sums(BN_PROD, GO, XH, 0.0f, n, c, s, ch, sums);   /* sum g, sum g * xhat */
-        float sb = sums[0], sg = sums[1];
-        DB[ch] = sb; DG[ch] = sg;
-        /* sum(dxhat) = gamma * sum(g), sum(dxhat * xhat) = gamma * sum(g * xhat) */
-        float S1 = tlm_mul(sb, GA[ch]), S2 = tlm_mul(sg, GA[ch]), is = IS[ch];
-        for (int64_t b = 0; b < n; b++) {
-            int64_t off = (b * c + ch) * s;
-            for (int64_t i = 0; i < s; i++)
-                DX[off + i] = tlf_norm_dx(tlm_mul(GO[off + i], GA[ch]), XH[off + i], S1, S2, fc, is, inv_cnt);
+    const int sweep = s < BN_SWEEP_MAX_S && total >= BN_SWEEP_MIN;
+    bn_plan pl;
+    float local[2 * BN_LOCAL_CH], *S12 = local;   /* S1, S2 of each channel */
+    if (bn_plan_make(&pl, n, c, s) ||
+        (sweep && c > BN_LOCAL_CH && !(S12 = (float *)malloc((size_t)c * 2 * sizeof(float))))) {
+        free(pl.P);
+        return tl_fail(TL_E_OOM, "%s: out of host memory for %lld channels", op, (long long)c);
+    }
+    const int64_t ng = pl.cg / 16, nch = pl.nch, split = pl.split;
+#pragma omp parallel if (total > TL_PAR_MIN)
+    {
+        /* channel ch's sums sb = sum g and sg = sum g * xhat: dbeta and dgamma, and dx's S1, S2 */
+#define BN_BWD_STATS(ch, sb, sg)                                                                 \
+        do {                                                                                     \
+            DB[ch] = (sb); DG[ch] = (sg);                                                        \
+            /* sum(dxhat) = gamma * sum(g), sum(dxhat * xhat) = gamma * sum(g * xhat) */        \
+            const float S1_ = tlm_mul((sb), GA[ch]), S2_ = tlm_mul((sg), GA[ch]);                \
+            if (sweep) { S12[2 * (ch)] = S1_; S12[2 * (ch) + 1] = S2_; break; }                  \
+            for (int64_t b_ = 0; b_ < n; b_++) {                                                 \
+                const int64_t off_ = (b_ * c + (ch)) * s;                                        \
+                for (int64_t i_ = 0; i_ < s; i_++)                                               \
+                    DX[off_ + i_] = tlf_norm_dx(tlm_mul(GO[off_ + i_], GA[ch]), XH[off_ + i_],   \
+                                                S1_, S2_, fc, IS[ch], inv_cnt);                  \
+            }                                                                                    \
+        } while (0)
+        if (split > 1) {
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < ng * split; t++) {
+                int64_t q0, q1;
+                bn_piece(nch, split, t % split, &q0, &q1);
+                float *P = pl.P + t / split * 32 * nch;
+                bn_group_walk(BN_PROD, GO, XH, NULL, n, c, s, t / split * 16, q0, q1, P + q0 * 16,
+                              P + 16 * nch + q0 * 16);
+            }
+#pragma omp for schedule(static)
+            for (int64_t ch = 0; ch < pl.cg; ch++) {
+                const float *P = pl.P + ch / 16 * 32 * nch;
+                BN_BWD_STATS(ch, bn_fold(P, nch, (int)(ch % 16)), bn_fold(P + 16 * nch, nch, (int)(ch % 16)));
+            }
+        }
+        /* units as in the forward */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t u = split > 1 ? ng : 0; u < pl.units; u++) {
+            const int64_t ch0 = u < ng ? u * 16 : pl.cg + (u - ng), k = u < ng ? 16 : 1;
+            float sbs[BN_LANES], sgs[BN_LANES];   /* sum g, sum g * xhat */
+            if (k == 16) {
+                float *P = pl.P + omp_get_thread_num() * 32 * nch;
+                bn_group_walk(BN_PROD, GO, XH, NULL, n, c, s, ch0, 0, nch, P, P + 16 * nch);
+                for (int l = 0; l < 16; l++) { sbs[l] = bn_fold(P, nch, l); sgs[l] = bn_fold(P + 16 * nch, nch, l); }
+            } else {
+                float sums[2];
+                bn_channel_sums(BN_PROD, GO, XH, 0.0f, n, c, s, ch0, sums);
+                sbs[0] = sums[0]; sgs[0] = sums[1];
+            }
+            for (int64_t l = 0; l < k; l++) BN_BWD_STATS(ch0 + l, sbs[l], sgs[l]);
+        }
+#undef BN_BWD_STATS
+        if (sweep) {
+#pragma omp for schedule(static)
+            for (int64_t bc = 0; bc < n * c; bc++) {
+                const int64_t ch = bc % c, off = bc * s;
+                const float S1 = S12[2 * ch], S2 = S12[2 * ch + 1], is = IS[ch], ga = GA[ch];
+                for (int64_t i = 0; i < s; i++)
+                    DX[off + i] = tlf_norm_dx(tlm_mul(GO[off + i], ga), XH[off + i], S1, S2, fc, is, inv_cnt);
+            }
         }
     }
+    if (S12 != local) free(S12);
+    free(pl.P);
     return TL_OK;
 }
