@@ -8,7 +8,7 @@ The Tape decides what may be recomputed (Tape._recomputable).
 from __future__ import annotations
 
 from torchlean.buffer import AnyBuffer
-from torchlean.tape_nodes import forgotten_node, freed_vjp, holds_memory
+from torchlean.tape_nodes import freed_vjp, holds_memory
 
 
 class ValueLifetimes:
@@ -152,20 +152,21 @@ class ValueLifetimes:
             return
         nodes = self.nodes
         node = nodes.get(i)
-        if (node is not None and node.vjp is None and node.owns_value and not node.consumers
-                and not node.users and not node.pinned and not node.dropped and not node.stale
-                and i not in self.referenced):
-            # the common case, a value no graph reads (no_grad, or a result nobody differentiates)
+        if (node is not None and (node.vjp is None or node.vjp is freed_vjp) and node.owns_value
+                and not node.consumers and not node.users and not node.pinned
+                and not node.dropped and not node.stale and i not in self.referenced):
+            # the common cases: a value no graph reads (no_grad, or a result nobody
+            # differentiates) and an output whose backward already freed what its VJP kept
             if not node.held:
                 node.value.release()
             del nodes[i]
             return
-        referenced, forgotten = self.referenced, forgotten_node()
+        referenced = self.referenced
         stack = [i]
         while stack:
             j = stack.pop()
-            node = nodes[j]
-            if node is forgotten or j in referenced:
+            node = nodes.get(j)   # None: forgotten already
+            if node is None or j in referenced:
                 continue
             if not node.consumers and node.vjp is not None and node.vjp is not freed_vjp:
                 parents = node.parents
