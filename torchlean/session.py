@@ -27,6 +27,7 @@ from torchlean.parameter import (check_training_thread, register_backward_end_ho
                                  training_lock)
 
 _get_ident = threading.get_ident
+_new_tensor = Tensor.__new__
 
 
 class Session:
@@ -145,7 +146,12 @@ class Session:
         gen = self.gen
         ts = [x if x.__class__ is Tensor and x.session is self and x.gen == gen
               else self.as_tensor(x) for x in xs]
-        return Tensor(self, fn(*[t.id for t in ts], **attrs), gen)
+        nid = fn(*[t.id for t in ts], **attrs)
+        t = _new_tensor(Tensor)   # Tensor(self, nid, gen) without the __init__ frame
+        t.session, t.id, t.gen = self, nid, gen
+        refs = self.refs
+        refs[nid] = refs.get(nid, 0) + 1
+        return t
 
     def input_nat(self, n: int) -> int:
         self.nats.append(int(n))
