@@ -252,7 +252,7 @@ class AnyBuffer:
         st = lib.tl_buf_full(n, float(value), out)
         if st:
             raise_status("AnyBuffer.full", st)
-        return cls._wrap(tuple(int(d) for d in shape), Buffer(out[0], n))
+        return cls._wrap(tuple(map(int, shape)), Buffer(out[0], n))
 
     @property
     def live(self) -> bool:

@@ -199,7 +199,8 @@ class Session:
         as soon as its VJP ran (so the pass never holds every activation and every gradient at
         once), then whatever of the graph no Tensor refers to, so a loop that never calls
         step() keeps its memory flat; differentiating the freed graph again raises."""
-        self.check_thread()
+        if _get_ident() != self.owner:
+            self.check_thread()   # raises
         t._check()
         graph, wrt = self._graph(t.id)
         if not wrt:
@@ -226,15 +227,17 @@ class Session:
         # parameter gradients are accumulated as soon as they are final (hooks may start work);
         # Tensors dying meanwhile (a garbage-collected cycle, a hook) are let go afterwards, so
         # no VJP the pass is about to run loses what it reads
-        tape = self.tape
+        # (no parameter among the leaves: no call per leaf to find none)
+        tape, params = self.tape, self.params_by_leaf
         tape.deferred = []
         try:
-            grads = tape.backward(t.id, seed=seed, wrt=wrt, on_final=param_grad_final,
+            grads = tape.backward(t.id, seed=seed, wrt=wrt,
+                                  on_final=param_grad_final if params else None,
                                   free_graph=not retain_graph)
         finally:
             deferred, tape.deferred = tape.deferred, None
         for i, g in grads.items():
-            if param_grad_final(i, g):   # a parameter no gradient reached: zeros
+            if params and param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
             prev = self.grads.get(i)
             if prev is not None:   # a new sum: a Tensor from x.grad keeps what it showed
@@ -278,7 +281,11 @@ class Session:
         nodes = tape.nodes
         order = sorted(graph, reverse=True)   # views before the values they alias
         for i in order:
-            tape.free_saved(i)
+            node = nodes[i]
+            # free_saved's own test of "nothing kept", without its frame: the backward pass
+            # freed most nodes already, and leaves keep nothing
+            if node.vjp is not freed_vjp and (node.vjp is not None or node.cleanup or node.reads):
+                tape.free_saved(i)
         for i in order:
             node = nodes[i]
             if not node.owns_value and not node.parents:

@@ -40,6 +40,7 @@ Who owns a gradient buffer during backward (one rule, one path in Tape._give/_ad
 from __future__ import annotations
 
 from heapq import heappop, heappush
+from operator import attrgetter
 
 import numpy as np
 
@@ -60,6 +61,7 @@ __all__ = ["AUDIT", "KEEP_ACTIVATIONS", "Node", "NodeTable", "Tape", "freed_vjp"
            "is_grad_enabled", "no_grad", "set_grad_enabled"]
 
 _new_node = Node.__new__
+_requires_grad = attrgetter("requires_grad")   # of a Node, in C (no comprehension frame)
 
 KEEP_ACTIVATIONS = bool(env_flag("TORCHLEAN_KEEP_ACTIVATIONS"))   # no recomputation when set
 
@@ -109,7 +111,7 @@ class Tape(ValueLifetimes, TapeOps):
     def _node(self, op: str, i) -> Node:
         if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
             raise TypeError(f"{op}: node ids are ints, got {type(i).__name__} {i!r}")
-        if not 0 <= i < len(self.nodes):
+        if not 0 <= i < self.nodes.next_id:
             raise ValueError(f"{op}: node id {i} is not on this tape (it has {len(self.nodes)} nodes)")
         return self.nodes[i]
 
@@ -252,14 +254,16 @@ class Tape(ValueLifetimes, TapeOps):
         without retain_graph), so the pass never holds every activation and every gradient at
         once; differentiating those nodes again raises.
         """
-        self._check_open("backward")
+        if self.released:
+            self._check_open("backward")   # raises
         out = self._node("backward", out_id)
         g0 = self._seed(out, seed)
         keep = None
         if wrt is not None:
-            keep = {int(i) for i in ([wrt] if isinstance(wrt, (int, np.integer)) else wrt)}
+            keep = set(map(int, [wrt] if isinstance(wrt, (int, np.integer)) else wrt))
             for i in keep:
-                self._node("backward", i)
+                if not 0 <= i < self.nodes.next_id:
+                    self._node("backward", i)   # raises, naming the id
         grads: dict[int, AnyBuffer] = {out_id: g0}
         taken: set[int] = set()   # ids whose gradient on_final took
         nodes = self.nodes
@@ -280,7 +284,7 @@ class Tape(ValueLifetimes, TapeOps):
                             self._recompute(j)
                     if EVER_BUMPED[0]:
                         _check_versions(node)
-                    needs = [nodes[p].requires_grad for p in node.parents]
+                    needs = list(map(_requires_grad, map(nodes.__getitem__, node.parents)))
                     cot = g
                     if not disposable and getattr(node.vjp, "overwrites_grad", False):
                         cot = g.copy()   # the VJP writes over its cotangent: give it a copy
@@ -304,8 +308,11 @@ class Tape(ValueLifetimes, TapeOps):
                 g.release()
             raise
         if keep is not None:
-            return {i: grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
-                    for i in sorted(keep) if i not in taken}
+            result = {}
+            for i in sorted(keep):
+                if i not in taken:
+                    result[i] = grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
+            return result
         return [grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
                 for i, n in enumerate(nodes)]
 
@@ -314,9 +321,12 @@ class Tape(ValueLifetimes, TapeOps):
         docstring): readers go first and consumers last, so nothing is freed while a later
         contribution still reads it; a disposable cotangent nobody consumed is freed here."""
         nodes = self.nodes
-        routed = [(p, c) for p, c in zip(node.parents, contribs)
-                  if c is not None and nodes[p].requires_grad]
-        last = {c.buf: k for k, (p, c) in enumerate(routed)}   # its last reader may consume it
+        routed = []   # (parent, contribution) for the parents needing a gradient
+        last = {}     # payload -> index of its last contribution in routed: it may consume it
+        for p, c in zip(node.parents, contribs):
+            if c is not None and nodes[p].requires_grad:
+                last[c.buf] = len(routed)
+                routed.append((p, c))
         consumers = []
         for k, (p, c) in enumerate(routed):
             ours = cot_disposable if c.buf is cot.buf else c.owns
@@ -364,7 +374,7 @@ class Tape(ValueLifetimes, TapeOps):
     def _seed(self, out: Node, seed) -> AnyBuffer:
         shape = out.value.shape
         if seed is None:
-            if out.value.numel != 1:
+            if out.value.buf.n != 1:
                 raise ValueError(f"backward: output '{out.name}' has shape {shape}; a seed "
                                  "(cotangent of that shape) is required for non-scalar outputs")
             return AnyBuffer.full(shape, 1.0)
