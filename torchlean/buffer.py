@@ -27,6 +27,9 @@ _STATUS_ERRORS = {}
 # EVER_BUMPED: whether any write happened in this process (until then the tape records no
 # versions at all).
 EVER_BUMPED = [False]
+# the out-parameter type of the allocating calls, parsed once (ffi.new of a string parses or
+# looks it up on every call)
+_BUF_OUT = ffi.typeof("tl_buf *")
 
 
 def version(buf) -> int:
@@ -117,7 +120,7 @@ class Buffer:
     @classmethod
     def alloc(cls, n: int, op: str = "alloc") -> "Buffer":
         check_count(op, (n,))
-        out = ffi.new("tl_buf *")
+        out = ffi.new(_BUF_OUT)
         st = lib.tl_buf_alloc(n, out)
         if st:
             raise_status(op, st)
@@ -128,7 +131,7 @@ class Buffer:
         """Upload float64/float32 (or int/bool) data; float64 rounds to nearest float32."""
         a = _as_float_array("Buffer.from_numpy", a).reshape(-1)
         n = check_count("Buffer.from_numpy", (a.size,))
-        out = ffi.new("tl_buf *")
+        out = ffi.new(_BUF_OUT)
         if a.dtype == np.float32:
             st = lib.tl_buf_upload_f32(ffi.from_buffer("float[]", a), n, out)
         else:
@@ -144,7 +147,7 @@ class Buffer:
     @classmethod
     def full(cls, n: int, value: float) -> "Buffer":
         check_count("Buffer.full", (n,))
-        out = ffi.new("tl_buf *")
+        out = ffi.new(_BUF_OUT)
         st = lib.tl_buf_full(n, float(value), out)
         if st:
             raise_status("Buffer.full", st)
@@ -173,7 +176,7 @@ class Buffer:
 
     def copy(self) -> "Buffer":
         self._check("Buffer.copy")
-        out = ffi.new("tl_buf *")
+        out = ffi.new(_BUF_OUT)
         st = lib.tl_buf_copy(self.handle, out)
         if st:
             raise_status("Buffer.copy", st)
@@ -251,7 +254,7 @@ class AnyBuffer:
         no constructor frames)."""
         shape = tuple(shape)
         n = check_count("AnyBuffer.full", shape)
-        out = ffi.new("tl_buf *")
+        out = ffi.new(_BUF_OUT)
         st = lib.tl_buf_full(n, float(value), out)
         if st:
             raise_status("AnyBuffer.full", st)

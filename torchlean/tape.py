@@ -147,26 +147,12 @@ class Tape(ValueLifetimes, TapeOps):
                 if nodes[p].requires_grad:
                     req = True
                     break
+        i = nodes.next_id
         node = _new_node(Node)
         node.name = name
         node.value = out
         node.requires_grad = req
         node.parents = parents
-        node.vjp = vjp if req else None
-        if req:
-            # index and mask arrays are snapshots: mutating the caller's array after the
-            # forward must not change the gradient
-            for k, v in saved.items():
-                if v.__class__ is np.ndarray or v.__class__ is list:
-                    if not (_capture.STATE.active and _capture.is_int_input(v)):
-                        saved[k] = np.array(v, copy=True)   # (a captured step's integer
-                                                            # input is read in place)
-            node.saved = saved
-            # the versions of the storages the VJP reads (None: all at 0, before any
-            # in-place op of the process); Tape.backward checks them before the VJP runs
-            node.versions = _snapshot_versions(saved) if EVER_BUMPED[0] else None
-        else:
-            node.saved = {}  # keep nothing alive for a node that never runs its VJP
         node.cleanup = ()
         node.owns_value = out.owns
         node.broadcast = broadcast
@@ -174,35 +160,52 @@ class Tape(ValueLifetimes, TapeOps):
         node.held = False
         node.dropped = False
         node.views = ()
-        node.recompute = recompute if req else None
         node.stale = False
         node.consumers = 0
-        if not req:
-            node.versions = None
-        # Count the users of what a VJP will read (saved inputs, a saved output: `reads` names
-        # their nodes) and of the parents of a view (it aliases their memory); a value with no
-        # user may be freed early (drop_value, a graph-freeing backward). A parent that needs a
-        # gradient counts this VJP among its consumers: while one is unrun, its graph stays.
-        i = nodes.next_id
         node.users = 0
         node.reads = ()
-        if req:
-            for p in parents:
-                if nodes[p].requires_grad:
-                    nodes[p].consumers += 1
+        if not req:
+            node.vjp = None
+            node.saved = {}  # keep nothing alive for a node that never runs its VJP
+            node.recompute = None
+            node.versions = None
+        else:
+            node.vjp = vjp
+            node.recompute = recompute
+            # Count the users of what the VJP will read (saved inputs, a saved output: `reads`
+            # names their nodes) and of the parents of a view (below: it aliases their memory);
+            # a value with no user may be freed early (drop_value, a graph-freeing backward).
+            # Index and mask arrays are snapshots: mutating the caller's array after the
+            # forward must not change the gradient.
             reads = []
-            for v in saved.values():
-                if v is out:
-                    reads.append(i)
-                    continue
-                for p in parents:
-                    if nodes[p].value is v:
-                        reads.append(p)
-                        nodes[p].users += 1
-                        break
+            for k, v in saved.items():
+                if v.__class__ is AnyBuffer:
+                    if v is out:
+                        reads.append(i)
+                        continue
+                    for p in parents:
+                        parent = nodes[p]
+                        if parent.value is v:
+                            reads.append(p)
+                            parent.users += 1
+                            break
+                elif v.__class__ is np.ndarray or v.__class__ is list:
+                    if not (_capture.STATE.active and _capture.is_int_input(v)):
+                        saved[k] = np.array(v, copy=True)   # (a captured step's integer
+                                                            # input is read in place)
             if reads:
                 node.reads = tuple(reads)
                 node.users = reads.count(i)
+            node.saved = saved
+            # the versions of the storages the VJP reads (None: all at 0, before any
+            # in-place op of the process); Tape.backward checks them before the VJP runs
+            node.versions = _snapshot_versions(saved) if EVER_BUMPED[0] else None
+            # a parent that needs a gradient counts this VJP among its consumers: while one is
+            # unrun, its graph stays
+            for p in parents:
+                parent = nodes[p]
+                if parent.requires_grad:
+                    parent.consumers += 1
         if not out.owns:
             for p in parents:
                 nodes[p].users += 1
