@@ -326,10 +326,14 @@ class Tape(ValueLifetimes, TapeOps):
         nodes = self.nodes
         routed = []   # (parent, contribution) for the parents needing a gradient
         last = {}     # payload -> index of its last contribution in routed: it may consume it
+        unrouted = []   # contributions to parents needing none
         for p, c in zip(node.parents, contribs):
-            if c is not None and nodes[p].requires_grad:
-                last[c.buf] = len(routed)
-                routed.append((p, c))
+            if c is not None:
+                if nodes[p].requires_grad:
+                    last[c.buf] = len(routed)
+                    routed.append((p, c))
+                else:
+                    unrouted.append(c)
         consumers = []
         for k, (p, c) in enumerate(routed):
             ours = cot_disposable if c.buf is cot.buf else c.owns
@@ -340,8 +344,8 @@ class Tape(ValueLifetimes, TapeOps):
         kept = False   # the cotangent's payload became a parent's gradient
         for p, c in consumers:
             kept |= self._add_grad(grads, pending, p, c, True, node) and c.buf is cot.buf
-        for p, c in zip(node.parents, contribs):   # fresh gradients for parents needing none
-            if c is not None and c.owns and c.buf not in last and c.buf is not cot.buf:
+        for c in unrouted:   # fresh gradients for parents needing none
+            if c.owns and c.buf not in last and c.buf is not cot.buf:
                 c.release()
         if cot_disposable and not kept:
             cot.release()
