@@ -11,7 +11,8 @@ import numpy as np
 
 from torchlean.buffer import AnyBuffer
 from torchlean import tape as _tape
-from torchlean.tape import Tape, freed_vjp, no_grad, is_grad_enabled
+from torchlean.grad_mode import GRAD_MODE
+from torchlean.tape import Tape, freed_vjp, no_grad
 from torchlean._generated import ops as _ops
 from torchlean.random import get_rng_state, manual_seed, next_device_key, next_key, set_rng_state  # noqa: F401
 from torchlean import _capture
@@ -92,9 +93,10 @@ class Session:
 
     def leaf_of(self, p: Parameter) -> int:
         """The id of p's leaf in this step (recorded on first use)."""
-        self.check_thread()
+        if _get_ident() != self.owner:
+            self.check_thread()   # raises
         nid = self.param_leaf.get(id(p))
-        req = p.requires_grad and is_grad_enabled()
+        req = p.requires_grad and GRAD_MODE.enabled
         if req:
             _claim_for_training(p, self)
         mirror = p.mirror()
@@ -136,7 +138,8 @@ class Session:
         return self.tensor(x)
 
     def op(self, name: str, *xs, **attrs) -> "Tensor":
-        self.check_thread()
+        if _get_ident() != self.owner:
+            self.check_thread()   # raises
         fn = getattr(self.tape, name, None)
         if fn is None:
             raise AttributeError(f"{name}: no such tape op in this build's registry (ops.yaml)")
