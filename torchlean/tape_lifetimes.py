@@ -170,7 +170,13 @@ class ValueLifetimes:
                 self.free_saved(j)          # parents lose this consumer, reads a user
                 stack.extend(parents)
             if not node.dropped:
-                self.drop_value(j)
+                if node.owns_value and not node.users and not node.pinned and not node.stale:
+                    # drop_value's common case (a value nothing reads) without its two frames
+                    node.dropped = True
+                    if not node.held:
+                        node.value.release()
+                else:
+                    self.drop_value(j)
             if node.dropped and not node.consumers and (node.vjp is None
                                                         or node.vjp is freed_vjp):
                 if not node.owns_value:
