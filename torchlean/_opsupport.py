@@ -92,6 +92,7 @@ def alloc(op: str, shape: tuple) -> AnyBuffer:
     b.handle = h
     b.n = n
     b.live = True
+    b.version = 0   # as Buffer.__init__ (see torchlean.buffer's version counters)
     y = _new_any(AnyBuffer)
     y.shape = shape
     y.buf = b

@@ -260,7 +260,9 @@ def _other_trainer(p: Parameter):
     if t is None:
         return None
     thread, owner = t[0](), t[1]()
-    if thread is None or owner is None or thread is threading.current_thread() \
+    # (live threads have distinct idents: comparing them names the current thread without
+    # threading.current_thread's frame, which this check pays per parameter per step)
+    if thread is None or owner is None or thread.ident == threading.get_ident() \
             or not thread.is_alive():
         return None
     return thread, owner

@@ -14,8 +14,11 @@ from torchlean.buffer import AnyBuffer
 
 def snapshot_versions(saved: dict):
     """The version of every saved storage, by its name in `saved`."""
-    return {k: getattr(v.buf, "version", 0) for k, v in saved.items()
-            if v.__class__ is AnyBuffer}
+    versions = {}
+    for k, v in saved.items():   # a loop, not a comprehension: one frame less per recorded op
+        if v.__class__ is AnyBuffer:
+            versions[k] = getattr(v.buf, "version", 0)
+    return versions
 
 
 # saved inputs whose VJP reads only their shape (the gathers' scatter-add backward): writing

@@ -11,7 +11,8 @@ import numpy as np
 
 from torchlean.buffer import AnyBuffer
 from torchlean import tape as _tape
-from torchlean.tape import Tape, freed_vjp, no_grad, is_grad_enabled
+from torchlean.grad_mode import GRAD_MODE
+from torchlean.tape import Tape, freed_vjp, no_grad
 from torchlean._generated import ops as _ops
 from torchlean.random import get_rng_state, manual_seed, next_device_key, next_key, set_rng_state  # noqa: F401
 from torchlean import _capture
@@ -27,6 +28,7 @@ from torchlean.parameter import (check_training_thread, register_backward_end_ho
                                  training_lock)
 
 _get_ident = threading.get_ident
+_new_tensor = Tensor.__new__
 
 
 class Session:
@@ -91,9 +93,10 @@ class Session:
 
     def leaf_of(self, p: Parameter) -> int:
         """The id of p's leaf in this step (recorded on first use)."""
-        self.check_thread()
+        if _get_ident() != self.owner:
+            self.check_thread()   # raises
         nid = self.param_leaf.get(id(p))
-        req = p.requires_grad and is_grad_enabled()
+        req = p.requires_grad and GRAD_MODE.enabled
         if req:
             _claim_for_training(p, self)
         mirror = p.mirror()
@@ -135,7 +138,8 @@ class Session:
         return self.tensor(x)
 
     def op(self, name: str, *xs, **attrs) -> "Tensor":
-        self.check_thread()
+        if _get_ident() != self.owner:
+            self.check_thread()   # raises
         fn = getattr(self.tape, name, None)
         if fn is None:
             raise AttributeError(f"{name}: no such tape op in this build's registry (ops.yaml)")
@@ -145,7 +149,12 @@ class Session:
         gen = self.gen
         ts = [x if x.__class__ is Tensor and x.session is self and x.gen == gen
               else self.as_tensor(x) for x in xs]
-        return Tensor(self, fn(*[t.id for t in ts], **attrs), gen)
+        nid = fn(*[t.id for t in ts], **attrs)
+        t = _new_tensor(Tensor)   # Tensor(self, nid, gen) without the __init__ frame
+        t.session, t.id, t.gen = self, nid, gen
+        refs = self.refs
+        refs[nid] = refs.get(nid, 0) + 1
+        return t
 
     def input_nat(self, n: int) -> int:
         self.nats.append(int(n))
@@ -193,7 +202,8 @@ class Session:
         as soon as its VJP ran (so the pass never holds every activation and every gradient at
         once), then whatever of the graph no Tensor refers to, so a loop that never calls
         step() keeps its memory flat; differentiating the freed graph again raises."""
-        self.check_thread()
+        if _get_ident() != self.owner:
+            self.check_thread()   # raises
         t._check()
         graph, wrt = self._graph(t.id)
         if not wrt:
@@ -220,15 +230,17 @@ class Session:
         # parameter gradients are accumulated as soon as they are final (hooks may start work);
         # Tensors dying meanwhile (a garbage-collected cycle, a hook) are let go afterwards, so
         # no VJP the pass is about to run loses what it reads
-        tape = self.tape
+        # (no parameter among the leaves: no call per leaf to find none)
+        tape, params = self.tape, self.params_by_leaf
         tape.deferred = []
         try:
-            grads = tape.backward(t.id, seed=seed, wrt=wrt, on_final=param_grad_final,
+            grads = tape.backward(t.id, seed=seed, wrt=wrt,
+                                  on_final=param_grad_final if params else None,
                                   free_graph=not retain_graph)
         finally:
             deferred, tape.deferred = tape.deferred, None
         for i, g in grads.items():
-            if param_grad_final(i, g):   # a parameter no gradient reached: zeros
+            if params and param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
             prev = self.grads.get(i)
             if prev is not None:   # a new sum: a Tensor from x.grad keeps what it showed
@@ -272,7 +284,11 @@ class Session:
         nodes = tape.nodes
         order = sorted(graph, reverse=True)   # views before the values they alias
         for i in order:
-            tape.free_saved(i)
+            node = nodes[i]
+            # free_saved's own test of "nothing kept", without its frame: the backward pass
+            # freed most nodes already, and leaves keep nothing
+            if node.vjp is not freed_vjp and (node.vjp is not None or node.cleanup or node.reads):
+                tape.free_saved(i)
         for i in order:
             node = nodes[i]
             if not node.owns_value and not node.parents:

@@ -40,6 +40,7 @@ Who owns a gradient buffer during backward (one rule, one path in Tape._give/_ad
 from __future__ import annotations
 
 from heapq import heappop, heappush
+from operator import attrgetter
 
 import numpy as np
 
@@ -60,6 +61,7 @@ __all__ = ["AUDIT", "KEEP_ACTIVATIONS", "Node", "NodeTable", "Tape", "freed_vjp"
            "is_grad_enabled", "no_grad", "set_grad_enabled"]
 
 _new_node = Node.__new__
+_requires_grad = attrgetter("requires_grad")   # of a Node, in C (no comprehension frame)
 
 KEEP_ACTIVATIONS = bool(env_flag("TORCHLEAN_KEEP_ACTIVATIONS"))   # no recomputation when set
 
@@ -109,7 +111,7 @@ class Tape(ValueLifetimes, TapeOps):
     def _node(self, op: str, i) -> Node:
         if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
             raise TypeError(f"{op}: node ids are ints, got {type(i).__name__} {i!r}")
-        if not 0 <= i < len(self.nodes):
+        if not 0 <= i < self.nodes.next_id:
             raise ValueError(f"{op}: node id {i} is not on this tape (it has {len(self.nodes)} nodes)")
         return self.nodes[i]
 
@@ -145,26 +147,12 @@ class Tape(ValueLifetimes, TapeOps):
                 if nodes[p].requires_grad:
                     req = True
                     break
+        i = nodes.next_id
         node = _new_node(Node)
         node.name = name
         node.value = out
         node.requires_grad = req
         node.parents = parents
-        node.vjp = vjp if req else None
-        if req:
-            # index and mask arrays are snapshots: mutating the caller's array after the
-            # forward must not change the gradient
-            for k, v in saved.items():
-                if v.__class__ is np.ndarray or v.__class__ is list:
-                    if not (_capture.STATE.active and _capture.is_int_input(v)):
-                        saved[k] = np.array(v, copy=True)   # (a captured step's integer
-                                                            # input is read in place)
-            node.saved = saved
-            # the versions of the storages the VJP reads (None: all at 0, before any
-            # in-place op of the process); Tape.backward checks them before the VJP runs
-            node.versions = _snapshot_versions(saved) if EVER_BUMPED[0] else None
-        else:
-            node.saved = {}  # keep nothing alive for a node that never runs its VJP
         node.cleanup = ()
         node.owns_value = out.owns
         node.broadcast = broadcast
@@ -172,35 +160,52 @@ class Tape(ValueLifetimes, TapeOps):
         node.held = False
         node.dropped = False
         node.views = ()
-        node.recompute = recompute if req else None
         node.stale = False
         node.consumers = 0
-        if not req:
-            node.versions = None
-        # Count the users of what a VJP will read (saved inputs, a saved output: `reads` names
-        # their nodes) and of the parents of a view (it aliases their memory); a value with no
-        # user may be freed early (drop_value, a graph-freeing backward). A parent that needs a
-        # gradient counts this VJP among its consumers: while one is unrun, its graph stays.
-        i = nodes.next_id
         node.users = 0
         node.reads = ()
-        if req:
-            for p in parents:
-                if nodes[p].requires_grad:
-                    nodes[p].consumers += 1
+        if not req:
+            node.vjp = None
+            node.saved = {}  # keep nothing alive for a node that never runs its VJP
+            node.recompute = None
+            node.versions = None
+        else:
+            node.vjp = vjp
+            node.recompute = recompute
+            # Count the users of what the VJP will read (saved inputs, a saved output: `reads`
+            # names their nodes) and of the parents of a view (below: it aliases their memory);
+            # a value with no user may be freed early (drop_value, a graph-freeing backward).
+            # Index and mask arrays are snapshots: mutating the caller's array after the
+            # forward must not change the gradient.
             reads = []
-            for v in saved.values():
-                if v is out:
-                    reads.append(i)
-                    continue
-                for p in parents:
-                    if nodes[p].value is v:
-                        reads.append(p)
-                        nodes[p].users += 1
-                        break
+            for k, v in saved.items():
+                if v.__class__ is AnyBuffer:
+                    if v is out:
+                        reads.append(i)
+                        continue
+                    for p in parents:
+                        parent = nodes[p]
+                        if parent.value is v:
+                            reads.append(p)
+                            parent.users += 1
+                            break
+                elif v.__class__ is np.ndarray or v.__class__ is list:
+                    if not (_capture.STATE.active and _capture.is_int_input(v)):
+                        saved[k] = np.array(v, copy=True)   # (a captured step's integer
+                                                            # input is read in place)
             if reads:
                 node.reads = tuple(reads)
                 node.users = reads.count(i)
+            node.saved = saved
+            # the versions of the storages the VJP reads (None: all at 0, before any
+            # in-place op of the process); Tape.backward checks them before the VJP runs
+            node.versions = _snapshot_versions(saved) if EVER_BUMPED[0] else None
+            # a parent that needs a gradient counts this VJP among its consumers: while one is
+            # unrun, its graph stays
+            for p in parents:
+                parent = nodes[p]
+                if parent.requires_grad:
+                    parent.consumers += 1
         if not out.owns:
             for p in parents:
                 nodes[p].users += 1
@@ -252,14 +257,16 @@ class Tape(ValueLifetimes, TapeOps):
         without retain_graph), so the pass never holds every activation and every gradient at
         once; differentiating those nodes again raises.
         """
-        self._check_open("backward")
+        if self.released:
+            self._check_open("backward")   # raises
         out = self._node("backward", out_id)
         g0 = self._seed(out, seed)
         keep = None
         if wrt is not None:
-            keep = {int(i) for i in ([wrt] if isinstance(wrt, (int, np.integer)) else wrt)}
+            keep = set(map(int, [wrt] if isinstance(wrt, (int, np.integer)) else wrt))
             for i in keep:
-                self._node("backward", i)
+                if not 0 <= i < self.nodes.next_id:
+                    self._node("backward", i)   # raises, naming the id
         grads: dict[int, AnyBuffer] = {out_id: g0}
         taken: set[int] = set()   # ids whose gradient on_final took
         nodes = self.nodes
@@ -280,7 +287,7 @@ class Tape(ValueLifetimes, TapeOps):
                             self._recompute(j)
                     if EVER_BUMPED[0]:
                         _check_versions(node)
-                    needs = [nodes[p].requires_grad for p in node.parents]
+                    needs = list(map(_requires_grad, map(nodes.__getitem__, node.parents)))
                     cot = g
                     if not disposable and getattr(node.vjp, "overwrites_grad", False):
                         cot = g.copy()   # the VJP writes over its cotangent: give it a copy
@@ -304,8 +311,11 @@ class Tape(ValueLifetimes, TapeOps):
                 g.release()
             raise
         if keep is not None:
-            return {i: grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
-                    for i in sorted(keep) if i not in taken}
+            result = {}
+            for i in sorted(keep):
+                if i not in taken:
+                    result[i] = grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
+            return result
         return [grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
                 for i, n in enumerate(nodes)]
 
@@ -314,9 +324,16 @@ class Tape(ValueLifetimes, TapeOps):
         docstring): readers go first and consumers last, so nothing is freed while a later
         contribution still reads it; a disposable cotangent nobody consumed is freed here."""
         nodes = self.nodes
-        routed = [(p, c) for p, c in zip(node.parents, contribs)
-                  if c is not None and nodes[p].requires_grad]
-        last = {c.buf: k for k, (p, c) in enumerate(routed)}   # its last reader may consume it
+        routed = []   # (parent, contribution) for the parents needing a gradient
+        last = {}     # payload -> index of its last contribution in routed: it may consume it
+        unrouted = []   # contributions to parents needing none
+        for p, c in zip(node.parents, contribs):
+            if c is not None:
+                if nodes[p].requires_grad:
+                    last[c.buf] = len(routed)
+                    routed.append((p, c))
+                else:
+                    unrouted.append(c)
         consumers = []
         for k, (p, c) in enumerate(routed):
             ours = cot_disposable if c.buf is cot.buf else c.owns
@@ -327,8 +344,8 @@ class Tape(ValueLifetimes, TapeOps):
         kept = False   # the cotangent's payload became a parent's gradient
         for p, c in consumers:
             kept |= self._add_grad(grads, pending, p, c, True, node) and c.buf is cot.buf
-        for p, c in zip(node.parents, contribs):   # fresh gradients for parents needing none
-            if c is not None and c.owns and c.buf not in last and c.buf is not cot.buf:
+        for c in unrouted:   # fresh gradients for parents needing none
+            if c.owns and c.buf not in last and c.buf is not cot.buf:
                 c.release()
         if cot_disposable and not kept:
             cot.release()
@@ -364,7 +381,7 @@ class Tape(ValueLifetimes, TapeOps):
     def _seed(self, out: Node, seed) -> AnyBuffer:
         shape = out.value.shape
         if seed is None:
-            if out.value.numel != 1:
+            if out.value.buf.n != 1:
                 raise ValueError(f"backward: output '{out.name}' has shape {shape}; a seed "
                                  "(cotangent of that shape) is required for non-scalar outputs")
             return AnyBuffer.full(shape, 1.0)

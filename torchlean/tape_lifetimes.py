@@ -8,7 +8,7 @@ The Tape decides what may be recomputed (Tape._recomputable).
 from __future__ import annotations
 
 from torchlean.buffer import AnyBuffer
-from torchlean.tape_nodes import forgotten_node, freed_vjp, holds_memory
+from torchlean.tape_nodes import freed_vjp, holds_memory
 
 
 class ValueLifetimes:
@@ -91,25 +91,17 @@ class ValueLifetimes:
                         and p not in referenced):
                     stack.append(p)
 
-    def _let_go(self, j: int) -> None:
-        """One user of node j is done with its value: free it if that was the last."""
-        node = self.nodes[j]
-        node.users -= 1
-        if (not node.users and not node.pinned and not node.dropped
-                and j not in self.referenced):
-            self._drop(j)
-
     def free_saved(self, i: int) -> None:
         """Node i's VJP will not run again: release its residuals, let go of the values it read
         (each freed once its last user is done) and make a later differentiation raise."""
-        node = self.nodes[i]
+        nodes = self.nodes
+        node = nodes[i]
         if node.vjp is freed_vjp or node.vjp is None and not node.cleanup and not node.reads:
             return                   # freed already, or nothing kept
         if node.stale and node.users and holds_memory(node):
             self._recompute(i)   # what it is recomputed from is about to go
         if node.vjp is not None:
             if node.vjp is not freed_vjp:   # its parents lose a consumer
-                nodes = self.nodes
                 for p in node.parents:
                     if nodes[p].requires_grad:
                         nodes[p].consumers -= 1
@@ -119,8 +111,13 @@ class ValueLifetimes:
             r.release()
         node.cleanup = ()
         reads, node.reads = node.reads, ()
-        for j in reads:
-            self._let_go(j)
+        referenced = self.referenced
+        for j in reads:   # j has one user less: its value goes with the last
+            read = nodes[j]
+            read.users -= 1
+            if (not read.users and not read.pinned and not read.dropped
+                    and j not in referenced):
+                self._drop(j)
 
     def forget(self, i: int) -> None:
         """Drop node i's record once nothing can read it (its value released, its graph freed,
@@ -152,27 +149,34 @@ class ValueLifetimes:
             return
         nodes = self.nodes
         node = nodes.get(i)
-        if (node is not None and node.vjp is None and node.owns_value and not node.consumers
-                and not node.users and not node.pinned and not node.dropped and not node.stale
-                and i not in self.referenced):
-            # the common case, a value no graph reads (no_grad, or a result nobody differentiates)
+        if (node is not None and (node.vjp is None or node.vjp is freed_vjp) and node.owns_value
+                and not node.consumers and not node.users and not node.pinned
+                and not node.dropped and not node.stale and i not in self.referenced):
+            # the common cases: a value no graph reads (no_grad, or a result nobody
+            # differentiates) and an output whose backward already freed what its VJP kept
             if not node.held:
                 node.value.release()
             del nodes[i]
             return
-        referenced, forgotten = self.referenced, forgotten_node()
+        referenced = self.referenced
         stack = [i]
         while stack:
             j = stack.pop()
-            node = nodes[j]
-            if node is forgotten or j in referenced:
+            node = nodes.get(j)   # None: forgotten already
+            if node is None or j in referenced:
                 continue
             if not node.consumers and node.vjp is not None and node.vjp is not freed_vjp:
                 parents = node.parents
                 self.free_saved(j)          # parents lose this consumer, reads a user
                 stack.extend(parents)
             if not node.dropped:
-                self.drop_value(j)
+                if node.owns_value and not node.users and not node.pinned and not node.stale:
+                    # drop_value's common case (a value nothing reads) without its two frames
+                    node.dropped = True
+                    if not node.held:
+                        node.value.release()
+                else:
+                    self.drop_value(j)
             if node.dropped and not node.consumers and (node.vjp is None
                                                         or node.vjp is freed_vjp):
                 if not node.owns_value:

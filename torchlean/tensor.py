@@ -34,6 +34,7 @@ class Tensor(ComposedMethods, InPlaceOps):
     _is_parameter = False
 
     def __init__(self, session: Session, nid: int, gen: int):
+        # (_binary and Session.op build their Tensor without this frame: keep them alike)
         self.session, self.id, self.gen = session, nid, gen
         refs = session.refs
         refs[nid] = refs.get(nid, 0) + 1
@@ -80,7 +81,10 @@ class Tensor(ComposedMethods, InPlaceOps):
 
     @property
     def shape(self):
-        return self._node().value.shape
+        s = self.session   # _node(), inlined: shapes are read on every composite op
+        if self.gen != s.gen or _get_ident() != s.owner:
+            self._check()   # raises
+        return s.tape.nodes[self.id].value.shape
 
     @property
     def ndim(self):
@@ -183,7 +187,12 @@ class Tensor(ComposedMethods, InPlaceOps):
         s = self.session
         if (o.__class__ is Tensor and o.session is s and self.gen == s.gen == o.gen
                 and _get_ident() == s.owner):
-            return Tensor(s, getattr(s.tape, name)(self.id, o.id), s.gen)
+            nid = getattr(s.tape, name)(self.id, o.id)
+            t = _new_tensor(Tensor)   # Tensor(s, nid, gen) without the __init__ frame
+            t.session, t.id, t.gen = s, nid, o.gen
+            refs = s.refs
+            refs[nid] = refs.get(nid, 0) + 1
+            return t
         if (name == "mul" and isinstance(o, (int, float, np.integer, np.floating))
                 and not isinstance(o, bool) and math.isfinite(o)):
             # a scalar factor is an attribute of the scale op, not an uploaded leaf
@@ -416,6 +425,9 @@ class Tensor(ComposedMethods, InPlaceOps):
                                floatmode="maxprec_equal")
         grad = ", requires_grad=True" if req else ""
         return f"tensor({body}, shape={tuple(values.shape)}{grad})"
+
+
+_new_tensor = Tensor.__new__
 
 
 def _float_operand(op: str, o):

@@ -16,9 +16,8 @@ from torchlean._generated import ops as _ops
 
 def _to_shape(t, shape, fresh):
     """A broadcast input's gradient summed back to the input's shape at once (`t` released when
-    it is a temporary of the VJP)."""
-    if t.shape == shape:
-        return t
+    it is a temporary of the VJP). VJPs call it only when the shapes differ: the common case,
+    no broadcasting, costs no frame."""
     s = _ops.sum_to(t, shape=shape)
     if fresh:
         t.release()
@@ -29,9 +28,11 @@ def _vjp_add(grad, needs, s):
     input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
-        out[0] = _to_shape(grad, input_shapes[0], False)
+        out[0] = (grad if grad.shape == input_shapes[0]
+                  else _to_shape(grad, input_shapes[0], False))
     if needs[1]:
-        out[1] = _to_shape(grad, input_shapes[1], False)
+        out[1] = (grad if grad.shape == input_shapes[1]
+                  else _to_shape(grad, input_shapes[1], False))
     return out
 
 
@@ -42,10 +43,12 @@ def _vjp_mul(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.mul(grad, b)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.mul(grad, a)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -62,10 +65,12 @@ def _vjp_sub(grad, needs, s):
     input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
-        out[0] = _to_shape(grad, input_shapes[0], False)
+        out[0] = (grad if grad.shape == input_shapes[0]
+                  else _to_shape(grad, input_shapes[0], False))
     if needs[1]:
         _t1 = _ops.scale(grad, c=-1.0)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -76,14 +81,16 @@ def _vjp_div(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.div(grad, b)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.div(y, b)
         _t2 = _ops.mul(grad, _t1)
         _t1.release()
         _t3 = _ops.scale(_t2, c=-1.0)
         _t2.release()
-        out[1] = _to_shape(_t3, input_shapes[1], True)
+        out[1] = (_t3 if _t3.shape == input_shapes[1]
+                  else _to_shape(_t3, input_shapes[1], True))
     return out
 
 
@@ -94,12 +101,14 @@ def _vjp_maximum(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.maximum_backward(a, b, grad)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.maximum_backward(a, b, grad)
         _t2 = _ops.sub(grad, _t1)
         _t1.release()
-        out[1] = _to_shape(_t2, input_shapes[1], True)
+        out[1] = (_t2 if _t2.shape == input_shapes[1]
+                  else _to_shape(_t2, input_shapes[1], True))
     return out
 
 
@@ -110,12 +119,14 @@ def _vjp_minimum(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.minimum_backward(a, b, grad)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.minimum_backward(a, b, grad)
         _t2 = _ops.sub(grad, _t1)
         _t1.release()
-        out[1] = _to_shape(_t2, input_shapes[1], True)
+        out[1] = (_t2 if _t2.shape == input_shapes[1]
+                  else _to_shape(_t2, input_shapes[1], True))
     return out
 
 
@@ -133,10 +144,12 @@ def _vjp_axpy(grad, needs, s):
     input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
-        out[0] = _to_shape(grad, input_shapes[0], False)
+        out[0] = (grad if grad.shape == input_shapes[0]
+                  else _to_shape(grad, input_shapes[0], False))
     if needs[1]:
         _t1 = _ops.scale(grad, c=c)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -827,10 +840,12 @@ def _vjp_where(grad, needs, s):
     out = [None] * 3
     if needs[1]:
         _t1 = _ops.where_backward(cond, grad, take_a=True)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     if needs[2]:
         _t1 = _ops.where_backward(cond, grad, take_a=False)
-        out[2] = _to_shape(_t1, input_shapes[2], True)
+        out[2] = (_t1 if _t1.shape == input_shapes[2]
+                  else _to_shape(_t1, input_shapes[2], True))
     return out
 
 
@@ -853,10 +868,12 @@ def _vjp_pow(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.pow_backward_base(a, b, grad)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.pow_backward_exponent(a, b, y, grad)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -1088,7 +1105,8 @@ def _vjp_fill_masked(grad, needs, s):
     out = [None] * 2
     if needs[1]:
         _t1 = _ops.where_backward(mask, grad, take_a=False)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -1259,10 +1277,12 @@ def _vjp_atan2(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.atan2_backward(a, b, grad, wrt=0.0)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.atan2_backward(a, b, grad, wrt=1.0)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -1273,10 +1293,12 @@ def _vjp_hypot(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.hypot_backward(a, b, grad, wrt=0.0)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.hypot_backward(a, b, grad, wrt=1.0)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -1287,10 +1309,12 @@ def _vjp_xlogy(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.xlogy_backward(a, b, grad, wrt=0.0)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.xlogy_backward(a, b, grad, wrt=1.0)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -1301,10 +1325,12 @@ def _vjp_xlog1py(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.xlog1py_backward(a, b, grad, wrt=0.0)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.xlog1py_backward(a, b, grad, wrt=1.0)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -1315,10 +1341,12 @@ def _vjp_logaddexp(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.logaddexp_backward(a, b, grad, wrt=0.0)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.logaddexp_backward(a, b, grad, wrt=1.0)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -1329,10 +1357,12 @@ def _vjp_logaddexp2(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.logaddexp2_backward(a, b, grad, wrt=0.0)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     if needs[1]:
         _t1 = _ops.logaddexp2_backward(a, b, grad, wrt=1.0)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -1342,10 +1372,12 @@ def _vjp_fmod(grad, needs, s):
     input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
-        out[0] = _to_shape(grad, input_shapes[0], False)
+        out[0] = (grad if grad.shape == input_shapes[0]
+                  else _to_shape(grad, input_shapes[0], False))
     if needs[1]:
         _t1 = _ops.fmod_backward_b(a, b, grad)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -1355,10 +1387,12 @@ def _vjp_remainder(grad, needs, s):
     input_shapes = s["input_shapes"]
     out = [None] * 2
     if needs[0]:
-        out[0] = _to_shape(grad, input_shapes[0], False)
+        out[0] = (grad if grad.shape == input_shapes[0]
+                  else _to_shape(grad, input_shapes[0], False))
     if needs[1]:
         _t1 = _ops.remainder_backward_b(a, b, grad)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
@@ -1369,7 +1403,8 @@ def _vjp_copysign(grad, needs, s):
     out = [None] * 2
     if needs[0]:
         _t1 = _ops.copysign_backward(a, b, grad)
-        out[0] = _to_shape(_t1, input_shapes[0], True)
+        out[0] = (_t1 if _t1.shape == input_shapes[0]
+                  else _to_shape(_t1, input_shapes[0], True))
     return out
 
 
@@ -1487,7 +1522,8 @@ def _vjp_zeta(grad, needs, s):
     out = [None] * 2
     if needs[1]:
         _t1 = _ops.zeta_backward_q(x, q, grad)
-        out[1] = _to_shape(_t1, input_shapes[1], True)
+        out[1] = (_t1 if _t1.shape == input_shapes[1]
+                  else _to_shape(_t1, input_shapes[1], True))
     return out
 
 
