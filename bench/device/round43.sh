@@ -10,7 +10,8 @@
 # build/dmma_order); suite: the whole CUDA suite; catalog: the heavy catalog ops against PyTorch; special:
 # exhaustive correct-rounding runs on the host's threads (SPECIAL_FNS); devcheck: device = host
 # bits of the special functions (DEVCHECK_FNS); models: issue 34's
-# table; audit: recording on CUDA against the stub, and its cost; auditstub: its cost on the
+# table; replay: a captured step's host time per replay, split; audit: recording on CUDA against
+# the stub, and its cost; auditstub: its cost on the
 # stub (2 pinned cores); stub: the stub against
 # PyTorch CPU on 2 pinned cores of the host (issue 35's tables); ddp: bench/gpu_ddp_run.sh's
 # first part (NCCL tests under mpirun and torchrun variables, 1 and 2 GPUs against PyTorch DDP);
@@ -70,6 +71,10 @@ if has audit; then
     --model ${AUDIT_MODELS:-digits_cnn mlp_digits} \
     --out "$OUT/audit-cost-cuda.md" >"$OUT/audit.log" 2>&1
   echo "audit rc=$?" | tee -a "$OUT/summary.txt"; cat "$OUT/audit-cost-cuda.md" | tail -20
+fi
+if has replay; then   # where a captured step's host time per replay goes
+  TORCHLEAN_BACKEND=cuda timeout 120 python3 bench/probes/replay_host.py 2>&1 | tee "$OUT/replay-host.txt" | tee -a "$OUT/summary.txt"
+  TORCHLEAN_BACKEND=cuda timeout 60 python3 bench/bench_graph_step.py --python-only 2>&1 | tail -4 | tee -a "$OUT/summary.txt"
 fi
 if has auditstub; then   # recording's cost on the stub, 2 pinned cores of the host
   TORCHLEAN_BACKEND=stub timeout "${AUDIT_STUB_S:-200}" taskset -c 2,3 python3 bench/bench_audit.py \
