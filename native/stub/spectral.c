@@ -130,6 +130,15 @@ typedef float v8fu __attribute__((vector_size(32), aligned(4), may_alias));
 #define AI static inline __attribute__((always_inline))
 
 static inline int64_t pad8(int64_t n) { return (n + 7) & ~(int64_t)7; }
+
+/* out[c .. c + 8) = v's lanes, those before `width` only (a row's last, partial vector) */
+AI void store8(float *out, int64_t c, int64_t width, v8f v) {
+    if (c + 8 <= width) {
+        *(v8fu *)(out + c) = v;
+    } else {
+        for (int l = 0; c + l < width; l++) out[c + l] = v[l];
+    }
+}
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* rows of x converted to double, each padded with zeros to wp */
@@ -242,13 +251,7 @@ AI void idft_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, 
     for (int p = 0; p < TP; p++) {
         float *yt = y + (t0 + p) * width;
         for (int v = 0; v < CV; v++) {
-            v8f o = __builtin_convertvector(acc[p][v] * scale, v8f);
-            int64_t c = c0 + 8 * v;
-            if (c + 8 <= width) {
-                *(v8fu *)(yt + c) = o;
-            } else {
-                for (int l = 0; c + l < width; l++) yt[c + l] = o[l];
-            }
+            store8(yt, c0 + 8 * v, width, __builtin_convertvector(acc[p][v] * scale, v8f));
         }
     }
 }
@@ -311,18 +314,8 @@ AI void idft_pair_tile(const double *Zr, const double *Zi, int64_t wp, int64_t g
     for (int p = 0; p < TP; p++) {
         float *ya = y + (t0 + p) * width, *yb = y + (grid - t0 - p) * width;
         for (int v = 0; v < CV; v++) {
-            v8f oa = __builtin_convertvector(aa[p][v] * scale, v8f);
-            v8f ob = __builtin_convertvector(ab[p][v] * scale, v8f);
-            int64_t c = c0 + 8 * v;
-            if (c + 8 <= width) {
-                *(v8fu *)(ya + c) = oa;
-                *(v8fu *)(yb + c) = ob;
-            } else {
-                for (int l = 0; c + l < width; l++) {
-                    ya[c + l] = oa[l];
-                    yb[c + l] = ob[l];
-                }
-            }
+            store8(ya, c0 + 8 * v, width, __builtin_convertvector(aa[p][v] * scale, v8f));
+            store8(yb, c0 + 8 * v, width, __builtin_convertvector(ab[p][v] * scale, v8f));
         }
     }
 }
@@ -478,17 +471,8 @@ AI void dw_tile(const double *X, const double *dZ, int64_t per, int64_t batch, i
     for (int i = 0; i < CB; i++) {
         float *outr = dWr + (k * width + c0 + i) * width, *outi = dWi + (k * width + c0 + i) * width;
         for (int v = 0; v < CV; v++) {
-            v8f orr = __builtin_convertvector(ar[i][v], v8f), oi = __builtin_convertvector(ai[i][v], v8f);
-            int64_t o = o0 + 8 * v;
-            if (o + 8 <= width) {
-                *(v8fu *)(outr + o) = orr;
-                *(v8fu *)(outi + o) = oi;
-            } else {
-                for (int l = 0; o + l < width; l++) {
-                    outr[o + l] = orr[l];
-                    outi[o + l] = oi[l];
-                }
-            }
+            store8(outr, o0 + 8 * v, width, __builtin_convertvector(ar[i][v], v8f));
+            store8(outi, o0 + 8 * v, width, __builtin_convertvector(ai[i][v], v8f));
         }
     }
 }
