@@ -47,7 +47,8 @@ import numpy as np
 from torchlean import _capture
 from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
-from torchlean.buffer import EVER_BUMPED, AnyBuffer
+from torchlean._loader import ffi as _ffi, lib as _lib
+from torchlean.buffer import _BUF_OUT, EVER_BUMPED, AnyBuffer, Buffer, raise_status
 from torchlean.grad_mode import GRAD_MODE
 from torchlean.grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from torchlean.runtime import env_flag
@@ -61,6 +62,10 @@ __all__ = ["AUDIT", "KEEP_ACTIVATIONS", "Node", "NodeTable", "Tape", "freed_vjp"
            "is_grad_enabled", "no_grad", "set_grad_enabled"]
 
 _new_node = Node.__new__
+_new_buffer = Buffer.__new__
+_new_any = AnyBuffer.__new__
+_ffi_new = _ffi.new
+_buf_full = _lib.tl_buf_full
 _requires_grad = attrgetter("requires_grad")   # of a Node, in C (no comprehension frame)
 
 KEEP_ACTIVATIONS = bool(env_flag("TORCHLEAN_KEEP_ACTIVATIONS"))   # no recomputation when set
@@ -384,7 +389,24 @@ class Tape(ValueLifetimes, TapeOps):
             if out.value.buf.n != 1:
                 raise ValueError(f"backward: output '{out.name}' has shape {shape}; a seed "
                                  "(cotangent of that shape) is required for non-scalar outputs")
-            return AnyBuffer.full(shape, 1.0)
+            # a fresh 1-element payload of 1.0 (one native fill; the shape is the output's,
+            # already a tuple of ints): the seed is the pass's own, a VJP may write it or a
+            # leaf keep it as its gradient, so it is never shared
+            out_h = _ffi_new(_BUF_OUT)
+            st = _buf_full(1, 1.0, out_h)
+            if st:
+                raise_status("AnyBuffer.full", st)
+            b = _new_buffer(Buffer)   # Buffer.__del__ destroys the handle
+            b.handle = h = out_h[0]
+            b.n = 1
+            b.live = True
+            b.version = 0
+            y = _new_any(AnyBuffer)
+            y.shape = shape if shape.__class__ is tuple else tuple(map(int, shape))
+            y.buf = b
+            y.owns = True
+            y.handle = h
+            return y
         if isinstance(seed, AnyBuffer):
             if seed.shape != shape:
                 raise ValueError(f"backward: seed shape {seed.shape} does not match output "
