@@ -262,9 +262,9 @@ def _other_trainer(p: Parameter):
     thread, owner = t[0](), t[1]()
     # (live threads have distinct idents: comparing them names the current thread without
     # threading.current_thread's frame, which this check pays per parameter per step)
-    if thread is None or owner is None or thread.ident == threading.get_ident() \
-            or not thread.is_alive():
-        return None
+    if thread is None or owner is None or owner.claim_epoch != t[2] \
+            or thread.ident == threading.get_ident() or not thread.is_alive():
+        return None   # no claim, or one that ended (its Session stepped or died, its thread ended)
     return thread, owner
 
 
@@ -287,19 +287,26 @@ def check_training_thread(p: Parameter, op: str) -> None:
 def _claim_for_training(p: Parameter, s: "Session") -> None:
     """Record that session s (of this thread) trains p, so that another thread's backward,
     zero_grad or optimizer step on p raises instead of freeing buffers this one reads. The
-    claim ends with the Session's step(), the Session itself, or its thread."""
+    claim ends with the Session's step(), the Session itself, or its thread.
+
+    A claim is [thread, Session] (weak references) and the Session's claim_epoch when it was
+    made: step() ends every claim of its Session at once by moving the epoch on
+    (_release_claims), and the next step's first use renews this Session's own claim in place
+    (under the lock, as any claim), so a training loop makes no weak reference per parameter
+    per step."""
+    epoch = s.claim_epoch
     t = _trainers.get(p)
-    if t is not None and t[1]() is s:
+    if t is not None and t[2] == epoch and t[1]() is s:
         return
     with training_lock(p):
         check_training_thread(p, "use")
-        _trainers[p] = (weakref.ref(threading.current_thread()), weakref.ref(s))
+        t = _trainers.get(p)
+        if t is not None and t[1]() is s:
+            t[2] = epoch   # s's claim of an earlier step (same Session, so same thread)
+        else:
+            _trainers[p] = [weakref.ref(threading.current_thread()), weakref.ref(s), epoch]
 
 
 def _release_claims(s: "Session") -> None:
-    for p in s.params_by_leaf.values():
-        t = _trainers.get(p)
-        if t is not None and t[1]() is s:
-            with training_lock(p):
-                if _trainers.get(p) is t:
-                    del _trainers[p]
+    """End every claim of s (another thread may train its parameters now)."""
+    s.claim_epoch += 1

@@ -68,6 +68,7 @@ class Session:
         self.params_by_leaf: dict[int, Parameter] = {}
         self.grads: dict[int, AnyBuffer] = {}    # node id -> gradient (non-parameter leaves)
         self.nats: list[int] = []
+        self.claim_epoch = 0   # of its parameter claims (torchlean.parameter): step() ends them
 
     def check_thread(self) -> None:
         if _get_ident() != self.owner:
