@@ -257,9 +257,10 @@ class Session:
         tape, params = self.tape, self.params_by_leaf
         tape.deferred = []
         try:
-            grads = tape.backward(t.id, seed=seed, wrt=wrt,
-                                  on_final=param_grad_final if params else None,
-                                  free_graph=not retain_graph)
+            # (Tape.backward without its argument checks: t is a live Tensor of this step and
+            # the wrt ids, sorted, come from the graph walk)
+            grads = tape._backward(t.id, tape._seed(tape.nodes[t.id], seed), set(wrt), wrt,
+                                   param_grad_final if params else None, not retain_graph)
         finally:
             deferred, tape.deferred = tape.deferred, None
         sgrads = self.grads

@@ -266,12 +266,19 @@ class Tape(ValueLifetimes, TapeOps):
             self._check_open("backward")   # raises
         out = self._node("backward", out_id)
         g0 = self._seed(out, seed)
-        keep = None
+        keep = order = None
         if wrt is not None:
             keep = set(map(int, [wrt] if isinstance(wrt, (int, np.integer)) else wrt))
             for i in keep:
                 if not 0 <= i < self.nodes.next_id:
                     self._node("backward", i)   # raises, naming the id
+            order = sorted(keep)
+        return self._backward(out_id, g0, keep, order, on_final, free_graph)
+
+    def _backward(self, out_id: int, g0: AnyBuffer, keep, order, on_final, free_graph):
+        """backward() once its arguments were checked: g0 the seed (the pass's own), keep the
+        set of wrt ids (None: every node) and order the same ids sorted (the result's order).
+        Session.backward calls it directly (its ids come from the graph walk)."""
         grads: dict[int, AnyBuffer] = {out_id: g0}
         taken: set[int] = set()   # ids whose gradient on_final took
         nodes = self.nodes
@@ -317,7 +324,7 @@ class Tape(ValueLifetimes, TapeOps):
             raise
         if keep is not None:
             result = {}
-            for i in sorted(keep):
+            for i in order:
                 if i not in taken:
                     result[i] = grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
             return result
