@@ -299,12 +299,14 @@ def _claim_for_training(p: Parameter, s: "Session") -> None:
     if t is not None and t[2] == epoch and t[1]() is s:
         return
     with training_lock(p):
-        check_training_thread(p, "use")
         t = _trainers.get(p)
         if t is not None and t[1]() is s:
-            t[2] = epoch   # s's claim of an earlier step (same Session, so same thread)
-        else:
-            _trainers[p] = [weakref.ref(threading.current_thread()), weakref.ref(s), epoch]
+            # s's claim of an earlier step: the entry is this thread's (a Session is used from
+            # its own thread only), so no other trainer holds p
+            t[2] = epoch
+            return
+        check_training_thread(p, "use")
+        _trainers[p] = [weakref.ref(threading.current_thread()), weakref.ref(s), epoch]
 
 
 def _release_claims(s: "Session") -> None:

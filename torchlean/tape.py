@@ -93,17 +93,43 @@ class Tape(ValueLifetimes, TapeOps):
     def leaf(self, value, name: str | None = None, requires_grad: bool = True) -> int:
         """Add an input. A NumPy array is uploaded and owned by the tape; an AnyBuffer is
         borrowed (never released by the tape), so parameter mirrors survive release()."""
-        if isinstance(value, AnyBuffer):
-            if not value.live:
+        if value.__class__ is AnyBuffer or isinstance(value, AnyBuffer):
+            if not value.buf.live:
                 raise ValueError(f"leaf: value of shape {value.shape} was already released")
             val, owns = value, False
         elif isinstance(value, np.ndarray) or np.isscalar(value) or isinstance(value, (list, tuple)):
             val, owns = AnyBuffer.from_numpy(value), True
         else:
             raise TypeError(f"leaf: value must be a NumPy array or AnyBuffer, got {type(value).__name__}")
-        self._check_open("leaf")
-        self.nodes.append(Node(name, val, bool(requires_grad), owns_value=owns))
-        return len(self.nodes) - 1
+        if self.released:
+            self._check_open("leaf")   # raises
+        # Node(name, val, requires_grad, owns_value=owns) without the __init__ frame (a
+        # parameter's leaf is recorded once per parameter per step)
+        node = _new_node(Node)
+        node.name = name
+        node.value = val
+        node.requires_grad = requires_grad if requires_grad.__class__ is bool else bool(requires_grad)
+        node.parents = ()
+        node.vjp = None
+        node.saved = {}
+        node.cleanup = ()
+        node.owns_value = owns
+        node.broadcast = False
+        node.pinned = True
+        node.held = False
+        node.users = 0
+        node.reads = ()
+        node.dropped = False
+        node.views = ()
+        node.recompute = None
+        node.stale = False
+        node.consumers = 0
+        node.versions = None
+        nodes = self.nodes
+        i = nodes.next_id
+        nodes[i] = node
+        nodes.next_id = i + 1
+        return i
 
     def value(self, i: int) -> AnyBuffer:
         """The value of node i (owned by the tape: copy it to keep it past release())."""
