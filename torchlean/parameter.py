@@ -241,24 +241,26 @@ class _WeakIdentityMap:
 _trainers = _WeakIdentityMap()
 _locks = _WeakIdentityMap()
 _locks_lock = threading.Lock()
+_trainers_d, _locks_d = _trainers._d, _locks._d   # their dicts, for the inline lookups
 
 
 def training_lock(p: Parameter) -> threading.RLock:
     """The lock held while p is claimed, while its gradient buffer is freed (zero_grad) and while
     an optimizer step reads it."""
-    lock = _locks.get(p)
-    if lock is None:
-        with _locks_lock:
-            lock = _locks.setdefault(p, threading.RLock())
-    return lock
+    e = _locks_d.get(id(p))   # _locks.get(p), inline: this runs per parameter per step
+    if e is not None and e[0]() is p:
+        return e[1]
+    with _locks_lock:
+        return _locks.setdefault(p, threading.RLock())
 
 
 def _other_trainer(p: Parameter):
     """(thread, Session) of another live thread whose live Session trains p, else None (call
     with p's training_lock held)."""
-    t = _trainers.get(p)
-    if t is None:
+    e = _trainers_d.get(id(p))   # _trainers.get(p), inline
+    if e is None or e[0]() is not p:
         return None
+    t = e[1]
     thread, owner = t[0](), t[1]()
     # (live threads have distinct idents: comparing them names the current thread without
     # threading.current_thread's frame, which this check pays per parameter per step)
@@ -295,9 +297,11 @@ def _claim_for_training(p: Parameter, s: "Session") -> None:
     (under the lock, as any claim), so a training loop makes no weak reference per parameter
     per step."""
     epoch = s.claim_epoch
-    t = _trainers.get(p)
-    if t is not None and t[2] == epoch and t[1]() is s:
-        return
+    e = _trainers_d.get(id(p))   # _trainers.get(p), inline
+    if e is not None and e[0]() is p:
+        t = e[1]
+        if t[2] == epoch and t[1]() is s:
+            return
     with training_lock(p):
         t = _trainers.get(p)
         if t is not None and t[1]() is s:
