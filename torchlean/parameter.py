@@ -241,30 +241,32 @@ class _WeakIdentityMap:
 _trainers = _WeakIdentityMap()
 _locks = _WeakIdentityMap()
 _locks_lock = threading.Lock()
+_trainers_d, _locks_d = _trainers._d, _locks._d   # their dicts, for the inline lookups
 
 
 def training_lock(p: Parameter) -> threading.RLock:
     """The lock held while p is claimed, while its gradient buffer is freed (zero_grad) and while
     an optimizer step reads it."""
-    lock = _locks.get(p)
-    if lock is None:
-        with _locks_lock:
-            lock = _locks.setdefault(p, threading.RLock())
-    return lock
+    e = _locks_d.get(id(p))   # _locks.get(p), inline: this runs per parameter per step
+    if e is not None and e[0]() is p:
+        return e[1]
+    with _locks_lock:
+        return _locks.setdefault(p, threading.RLock())
 
 
 def _other_trainer(p: Parameter):
     """(thread, Session) of another live thread whose live Session trains p, else None (call
     with p's training_lock held)."""
-    t = _trainers.get(p)
-    if t is None:
+    e = _trainers_d.get(id(p))   # _trainers.get(p), inline
+    if e is None or e[0]() is not p:
         return None
+    t = e[1]
     thread, owner = t[0](), t[1]()
     # (live threads have distinct idents: comparing them names the current thread without
     # threading.current_thread's frame, which this check pays per parameter per step)
-    if thread is None or owner is None or thread.ident == threading.get_ident() \
-            or not thread.is_alive():
-        return None
+    if thread is None or owner is None or owner.claim_epoch != t[2] \
+            or thread.ident == threading.get_ident() or not thread.is_alive():
+        return None   # no claim, or one that ended (its Session stepped or died, its thread ended)
     return thread, owner
 
 
@@ -287,19 +289,30 @@ def check_training_thread(p: Parameter, op: str) -> None:
 def _claim_for_training(p: Parameter, s: "Session") -> None:
     """Record that session s (of this thread) trains p, so that another thread's backward,
     zero_grad or optimizer step on p raises instead of freeing buffers this one reads. The
-    claim ends with the Session's step(), the Session itself, or its thread."""
-    t = _trainers.get(p)
-    if t is not None and t[1]() is s:
-        return
+    claim ends with the Session's step(), the Session itself, or its thread.
+
+    A claim is [thread, Session] (weak references) and the Session's claim_epoch when it was
+    made: step() ends every claim of its Session at once by moving the epoch on
+    (_release_claims), and the next step's first use renews this Session's own claim in place
+    (under the lock, as any claim), so a training loop makes no weak reference per parameter
+    per step."""
+    epoch = s.claim_epoch
+    e = _trainers_d.get(id(p))   # _trainers.get(p), inline
+    if e is not None and e[0]() is p:
+        t = e[1]
+        if t[2] == epoch and t[1]() is s:
+            return
     with training_lock(p):
+        t = _trainers.get(p)
+        if t is not None and t[1]() is s:
+            # s's claim of an earlier step: the entry is this thread's (a Session is used from
+            # its own thread only), so no other trainer holds p
+            t[2] = epoch
+            return
         check_training_thread(p, "use")
-        _trainers[p] = (weakref.ref(threading.current_thread()), weakref.ref(s))
+        _trainers[p] = [weakref.ref(threading.current_thread()), weakref.ref(s), epoch]
 
 
 def _release_claims(s: "Session") -> None:
-    for p in s.params_by_leaf.values():
-        t = _trainers.get(p)
-        if t is not None and t[1]() is s:
-            with training_lock(p):
-                if _trainers.get(p) is t:
-                    del _trainers[p]
+    """End every claim of s (another thread may train its parameters now)."""
+    s.claim_epoch += 1

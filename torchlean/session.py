@@ -5,11 +5,13 @@ torchlean.tensor and Parameter in torchlean.parameter; both stay importable from
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 
 import numpy as np
 
-from torchlean.buffer import AnyBuffer
+from torchlean._loader import lib
+from torchlean.buffer import AnyBuffer, raise_status
 from torchlean import tape as _tape
 from torchlean.grad_mode import GRAD_MODE
 from torchlean.tape import Tape, freed_vjp, no_grad
@@ -29,6 +31,23 @@ from torchlean.parameter import (check_training_thread, register_backward_end_ho
 
 _get_ident = threading.get_ident
 _new_tensor = Tensor.__new__
+_getrefcount = sys.getrefcount
+_tl_add = lib.tl_add
+
+
+def _sum_into(prev: AnyBuffer, g: AnyBuffer) -> bool:
+    """prev := prev + g with the kernel of `_ops.add(prev, g)` (the same bits, same operand
+    order), for a leaf's gradient that nothing but its one holder can see (the caller checked
+    the reference counts): the sum a new buffer would hold, without allocating one. False
+    (nothing written) where a new sum is needed: shapes that differ, a payload not its own,
+    an audit recording (it digests payloads by identity) or a capture (replays)."""
+    if (prev.shape != g.shape or not prev.owns or not prev.buf.live or not g.buf.live
+            or _tape.AUDIT is not None or _capture.STATE.active):
+        return False
+    st = _tl_add(prev.handle, g.handle, prev.handle, prev.buf.n)
+    if st:
+        raise_status("add", st)
+    return True
 
 
 class Session:
@@ -49,6 +68,7 @@ class Session:
         self.params_by_leaf: dict[int, Parameter] = {}
         self.grads: dict[int, AnyBuffer] = {}    # node id -> gradient (non-parameter leaves)
         self.nats: list[int] = []
+        self.claim_epoch = 0   # of its parameter claims (torchlean.parameter): step() ends them
 
     def check_thread(self) -> None:
         if _get_ident() != self.owner:
@@ -218,6 +238,9 @@ class Session:
             elif _capture.STATE.active:   # replays accumulate into the same buffer
                 _inplace.binary_into("add", p.grad_buf, g)
                 g.release()
+            elif (_getrefcount(p.grad_buf) == 2 and _getrefcount(p.grad_buf.buf) == 2
+                    and _sum_into(p.grad_buf, g)):
+                g.release()   # summed in place: nothing but p holds its gradient (below)
             else:   # a new sum: a Tensor taken from p.grad keeps the gradient it showed
                 p.grad_buf = _ops.add(p.grad_buf, g)
                 g.release()
@@ -234,18 +257,32 @@ class Session:
         tape, params = self.tape, self.params_by_leaf
         tape.deferred = []
         try:
-            grads = tape.backward(t.id, seed=seed, wrt=wrt,
-                                  on_final=param_grad_final if params else None,
-                                  free_graph=not retain_graph)
+            # (Tape.backward without its argument checks: t is a live Tensor of this step and
+            # the wrt ids, sorted, come from the graph walk)
+            grads = tape._backward(t.id, tape._seed(tape.nodes[t.id], seed), set(wrt), wrt,
+                                   param_grad_final if params else None, not retain_graph)
         finally:
             deferred, tape.deferred = tape.deferred, None
+        sgrads = self.grads
+        in_place = _tape.AUDIT is None and not _capture.STATE.active   # as _sum_into's test
         for i, g in grads.items():
             if params and param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
-            prev = self.grads.get(i)
-            if prev is not None:   # a new sum: a Tensor from x.grad keeps what it showed
+            prev = sgrads.get(i)
+            if prev is not None:
+                # the sum in place (_sum_into, inline) when nothing but this table holds the old
+                # gradient (its AnyBuffer referenced by the table and `prev` alone, its payload
+                # by it alone: no Tensor from x.grad, no view, no export reads it), else a new
+                # sum: a Tensor from x.grad keeps what it showed
+                if (in_place and _getrefcount(prev) == 3 and _getrefcount(prev.buf) == 2
+                        and prev.shape == g.shape and prev.owns and prev.buf.live
+                        and g.buf.live):
+                    st = _tl_add(prev.handle, g.handle, prev.handle, prev.buf.n)
+                    if st:
+                        raise_status("add", st)
+                    continue
                 g = _ops.add(prev, g)
-            self.grads[i] = g
+            sgrads[i] = g
         for h in list(_backward_end_hooks):
             h()
         if not retain_graph:

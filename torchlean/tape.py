@@ -47,7 +47,8 @@ import numpy as np
 from torchlean import _capture
 from torchlean._generated import ops as _ops
 from torchlean._generated.tape_ops import TapeOps
-from torchlean.buffer import EVER_BUMPED, AnyBuffer
+from torchlean._loader import ffi as _ffi, lib as _lib
+from torchlean.buffer import _BUF_OUT, EVER_BUMPED, AnyBuffer, Buffer, raise_status
 from torchlean.grad_mode import GRAD_MODE
 from torchlean.grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from torchlean.runtime import env_flag
@@ -61,6 +62,10 @@ __all__ = ["AUDIT", "KEEP_ACTIVATIONS", "Node", "NodeTable", "Tape", "freed_vjp"
            "is_grad_enabled", "no_grad", "set_grad_enabled"]
 
 _new_node = Node.__new__
+_new_buffer = Buffer.__new__
+_new_any = AnyBuffer.__new__
+_ffi_new = _ffi.new
+_buf_full = _lib.tl_buf_full
 _requires_grad = attrgetter("requires_grad")   # of a Node, in C (no comprehension frame)
 
 KEEP_ACTIVATIONS = bool(env_flag("TORCHLEAN_KEEP_ACTIVATIONS"))   # no recomputation when set
@@ -88,17 +93,43 @@ class Tape(ValueLifetimes, TapeOps):
     def leaf(self, value, name: str | None = None, requires_grad: bool = True) -> int:
         """Add an input. A NumPy array is uploaded and owned by the tape; an AnyBuffer is
         borrowed (never released by the tape), so parameter mirrors survive release()."""
-        if isinstance(value, AnyBuffer):
-            if not value.live:
+        if value.__class__ is AnyBuffer or isinstance(value, AnyBuffer):
+            if not value.buf.live:
                 raise ValueError(f"leaf: value of shape {value.shape} was already released")
             val, owns = value, False
         elif isinstance(value, np.ndarray) or np.isscalar(value) or isinstance(value, (list, tuple)):
             val, owns = AnyBuffer.from_numpy(value), True
         else:
             raise TypeError(f"leaf: value must be a NumPy array or AnyBuffer, got {type(value).__name__}")
-        self._check_open("leaf")
-        self.nodes.append(Node(name, val, bool(requires_grad), owns_value=owns))
-        return len(self.nodes) - 1
+        if self.released:
+            self._check_open("leaf")   # raises
+        # Node(name, val, requires_grad, owns_value=owns) without the __init__ frame (a
+        # parameter's leaf is recorded once per parameter per step)
+        node = _new_node(Node)
+        node.name = name
+        node.value = val
+        node.requires_grad = requires_grad if requires_grad.__class__ is bool else bool(requires_grad)
+        node.parents = ()
+        node.vjp = None
+        node.saved = {}
+        node.cleanup = ()
+        node.owns_value = owns
+        node.broadcast = False
+        node.pinned = True
+        node.held = False
+        node.users = 0
+        node.reads = ()
+        node.dropped = False
+        node.views = ()
+        node.recompute = None
+        node.stale = False
+        node.consumers = 0
+        node.versions = None
+        nodes = self.nodes
+        i = nodes.next_id
+        nodes[i] = node
+        nodes.next_id = i + 1
+        return i
 
     def value(self, i: int) -> AnyBuffer:
         """The value of node i (owned by the tape: copy it to keep it past release())."""
@@ -261,12 +292,19 @@ class Tape(ValueLifetimes, TapeOps):
             self._check_open("backward")   # raises
         out = self._node("backward", out_id)
         g0 = self._seed(out, seed)
-        keep = None
+        keep = order = None
         if wrt is not None:
             keep = set(map(int, [wrt] if isinstance(wrt, (int, np.integer)) else wrt))
             for i in keep:
                 if not 0 <= i < self.nodes.next_id:
                     self._node("backward", i)   # raises, naming the id
+            order = sorted(keep)
+        return self._backward(out_id, g0, keep, order, on_final, free_graph)
+
+    def _backward(self, out_id: int, g0: AnyBuffer, keep, order, on_final, free_graph):
+        """backward() once its arguments were checked: g0 the seed (the pass's own), keep the
+        set of wrt ids (None: every node) and order the same ids sorted (the result's order).
+        Session.backward calls it directly (its ids come from the graph walk)."""
         grads: dict[int, AnyBuffer] = {out_id: g0}
         taken: set[int] = set()   # ids whose gradient on_final took
         nodes = self.nodes
@@ -312,7 +350,7 @@ class Tape(ValueLifetimes, TapeOps):
             raise
         if keep is not None:
             result = {}
-            for i in sorted(keep):
+            for i in order:
                 if i not in taken:
                     result[i] = grads[i] if i in grads else AnyBuffer.zeros(nodes[i].value.shape)
             return result
@@ -384,7 +422,24 @@ class Tape(ValueLifetimes, TapeOps):
             if out.value.buf.n != 1:
                 raise ValueError(f"backward: output '{out.name}' has shape {shape}; a seed "
                                  "(cotangent of that shape) is required for non-scalar outputs")
-            return AnyBuffer.full(shape, 1.0)
+            # a fresh 1-element payload of 1.0 (one native fill; the shape is the output's,
+            # already a tuple of ints): the seed is the pass's own, a VJP may write it or a
+            # leaf keep it as its gradient, so it is never shared
+            out_h = _ffi_new(_BUF_OUT)
+            st = _buf_full(1, 1.0, out_h)
+            if st:
+                raise_status("AnyBuffer.full", st)
+            b = _new_buffer(Buffer)   # Buffer.__del__ destroys the handle
+            b.handle = h = out_h[0]
+            b.n = 1
+            b.live = True
+            b.version = 0
+            y = _new_any(AnyBuffer)
+            y.shape = shape if shape.__class__ is tuple else tuple(map(int, shape))
+            y.buf = b
+            y.owns = True
+            y.handle = h
+            return y
         if isinstance(seed, AnyBuffer):
             if seed.shape != shape:
                 raise ValueError(f"backward: seed shape {seed.shape} does not match output "
