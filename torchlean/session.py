@@ -33,6 +33,10 @@ _get_ident = threading.get_ident
 _new_tensor = Tensor.__new__
 _getrefcount = sys.getrefcount
 _tl_add = lib.tl_add
+# Whether sys.getrefcount counts every reference the gradient sums below compare against. From
+# CPython 3.14 the interpreter may borrow references on its stack instead of counting them, so a
+# count could read one lower and let a held gradient through: there every sum is a new buffer.
+_COUNTS_EXACT = sys.version_info < (3, 14)
 
 
 def _sum_into(prev: AnyBuffer, g: AnyBuffer) -> bool:
@@ -238,8 +242,8 @@ class Session:
             elif _capture.STATE.active:   # replays accumulate into the same buffer
                 _inplace.binary_into("add", p.grad_buf, g)
                 g.release()
-            elif (_getrefcount(p.grad_buf) == 2 and _getrefcount(p.grad_buf.buf) == 2
-                    and _sum_into(p.grad_buf, g)):
+            elif (_COUNTS_EXACT and _getrefcount(p.grad_buf) == 2
+                    and _getrefcount(p.grad_buf.buf) == 2 and _sum_into(p.grad_buf, g)):
                 g.release()   # summed in place: nothing but p holds its gradient (below)
             else:   # a new sum: a Tensor taken from p.grad keeps the gradient it showed
                 p.grad_buf = _ops.add(p.grad_buf, g)
@@ -264,7 +268,7 @@ class Session:
         finally:
             deferred, tape.deferred = tape.deferred, None
         sgrads = self.grads
-        in_place = _tape.AUDIT is None and not _capture.STATE.active   # as _sum_into's test
+        in_place = _COUNTS_EXACT and _tape.AUDIT is None and not _capture.STATE.active
         for i, g in grads.items():
             if params and param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
