@@ -559,6 +559,20 @@ static inline int thread_slot(int nthr) {
     return t < nthr ? t : 0;
 }
 
+/* out[b] = idft_trunc of spectra S[b] for every sample, split over (sample, ROW_CHUNK first-half
+ * rows) units */
+static void idft_batch(const spec_work *s, const double *S, int64_t batch, int64_t grid, int64_t width,
+                       int64_t modes, double scale, int weighted, int par, float *out) {
+    int64_t half = grid / 2 + 1, chunks = (half + ROW_CHUNK - 1) / ROW_CHUNK;
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t u = 0; u < batch * chunks; u++) {
+        int64_t b = u / chunks, t0 = (u % chunks) * ROW_CHUNK;
+        const double *Sb = S + b * s->per;
+        idft_trunc(Sb, Sb + modes * s->wp, grid, width, modes, s->tw, s->twd, s->mirror, scale, weighted, t0,
+                   min64(half, t0 + ROW_CHUNK), out + b * grid * width);
+    }
+}
+
 int tlk_spectral_conv1d_rfft(const char *op, tl_buf x, tl_buf w_re, tl_buf w_im, tl_buf y, int64_t batch, int64_t grid,
                             int64_t width, int64_t modes) {
     if (batch == 0) return TL_OK;
@@ -586,14 +600,7 @@ int tlk_spectral_conv1d_rfft(const char *op, tl_buf x, tl_buf w_re, tl_buf w_im,
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t k = 0; k < modes; k++) mix(X, Z, per, modes, width, s.wdr, s.wdi, k, 0, batch, 0);
     /* y = irfft of the retained modes of Z */
-    int64_t half = grid / 2 + 1, chunks = (half + ROW_CHUNK - 1) / ROW_CHUNK;
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t u = 0; u < batch * chunks; u++) {
-        int64_t b = u / chunks, t0 = (u % chunks) * ROW_CHUNK;
-        const double *Zb = Z + b * per;
-        idft_trunc(Zb, Zb + modes * wp, grid, width, modes, tw, s.twd, s.mirror, 1.0 / (double)grid, 1, t0,
-                   min64(half, t0 + ROW_CHUNK), ys + b * grid * width);
-    }
+    idft_batch(&s, Z, batch, grid, width, modes, 1.0 / (double)grid, 1, par, ys);
     spec_free(&s);
     return TL_OK;
 }
@@ -643,14 +650,7 @@ int tlk_spectral_conv1d_rfft_backward(const char *op, tl_buf x, tl_buf w_re, tl_
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t k = 0; k < modes; k++) mix(dZ, dX, per, modes, width, s.wdr, s.wdi, k, 0, batch, 1);
     /* dx = adjoint of the truncated rfft (unweighted, unscaled) */
-    int64_t half = grid / 2 + 1, chunks = (half + ROW_CHUNK - 1) / ROW_CHUNK;
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t u = 0; u < batch * chunks; u++) {
-        int64_t b = u / chunks, t0 = (u % chunks) * ROW_CHUNK;
-        const double *Xb = dX + b * per;
-        idft_trunc(Xb, Xb + modes * wp, grid, width, modes, tw, s.twd, s.mirror, 1.0, 0, t0,
-                   min64(half, t0 + ROW_CHUNK), dxs + b * grid * width);
-    }
+    idft_batch(&s, dX, batch, grid, width, modes, 1.0, 0, par, dxs);
     /* dW[k, c, o] = sum_b conj(X[b, k, c]) dZ[b, k, o], samples in increasing order */
     int64_t cchunks = (width + 15) / 16;
 #pragma omp parallel for schedule(static) if (par)
