@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 FIXED = [(1, 1, 1, 1), (1, 2, 1, 2), (1, 3, 1, 2), (1, 32, 8, 8), (3, 32, 8, 17), (20, 1024, 64, 16),
          (2, 1030, 70, 516), (21, 1021, 9, 5), (1, 1024, 64, 16), (5, 997, 67, 499), (4, 64, 16, 33),
@@ -53,10 +53,11 @@ def data(rng, shape, special):
     return a
 
 
-def cancelling(x, g, wr, wi, modes, H=np.float32(2.0 ** 30)):
+def cancelling(x, g, wr, wi, modes):
     """Make the float64 sums cancel, so that their order reaches the float32 bits: a 2^30 wave on
-    bins above `modes` (the DFT's sums over t), +-H patterns on samples 0 and 1 (dW's sum over
-    samples), equal channels 0 and 1 against weights H q_c q_o, q = (1, -1, 0...) (the mixing)."""
+    bins above `modes` (the DFT's sums over t), then the test's terms for dW's sum over samples
+    and the mixing's sums (tests/test_spectral_exact.cancelling_terms)."""
+    from test_spectral_exact import cancelling_terms
     B, n, W = x.shape
     if modes <= n // 2:
         t = np.arange(n)[:, None]
@@ -64,18 +65,7 @@ def cancelling(x, g, wr, wi, modes, H=np.float32(2.0 ** 30)):
         wave = (2.0 ** 30 * np.cos(2 * np.pi * f * t / n)).astype(np.float32)
         x += wave
         g += wave
-    rng = np.random.default_rng(9)
-    if B >= 2:
-        pat = rng.standard_normal((n, W)).astype(np.float32) * H
-        x[0] += pat
-        x[1] -= pat
-    if W >= 2:
-        x[:, :, 1] = x[:, :, 0]
-        g[:, :, 1] = g[:, :, 0]
-        q = np.zeros(W, np.float32)
-        q[:2] = (1, -1)
-        wr += H * q[None, :, None] * q[None, None, :]
-        wi -= H * q[None, :, None] * q[None, None, :]
+    cancelling_terms(x, g, wr, wi)
 
 
 def dump(path, n, seed):

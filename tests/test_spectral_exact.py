@@ -181,7 +181,7 @@ def _data(shape, seed, special=False, shape_modes=(0,)):
     return a
 
 
-def _cancelling(x, g, wr, wi, H=np.float32(2.0 ** 30)):
+def cancelling_terms(x, g, wr, wi, H=np.float32(2.0 ** 30)):
     """Terms that cancel inside the other sums, so their order reaches the float32 bits too:
     samples 0 and 1 carry +-H times one pattern (dW's sum over samples); channels 0 and 1 of x
     and g are equal and the weights carry H q_c q_o with q = (1, -1, 0, ...) (the mixing's sums
@@ -234,7 +234,7 @@ def test_bits_match_sequential_loops(shape, special):
     x, g = _data((B, n, W), 1, special, (M,)), _data((B, n, W), 2, special, (M,))
     wr, wi = _data((M, W, W), 3, special and special != "cancel"), _data((M, W, W), 4, special and special != "cancel")
     if special == "cancel":
-        _cancelling(x, g, wr, wi)
+        cancelling_terms(x, g, wr, wi)
     y, dx, dwr, dwi = _run(x, wr, wi, g)
     with np.errstate(all="ignore"):
         ry = seq_forward(x, wr, wi)
