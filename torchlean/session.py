@@ -268,17 +268,22 @@ class Session:
         finally:
             deferred, tape.deferred = tape.deferred, None
         sgrads = self.grads
+        in_place = _COUNTS_EXACT and _tape.AUDIT is None and not _capture.STATE.active
         for i, g in grads.items():
             if params and param_grad_final(i, g):   # a parameter no gradient reached: zeros
                 continue
             prev = sgrads.get(i)
             if prev is not None:
-                # the sum in place (_sum_into) when nothing but this table holds the old
+                # the sum in place (_sum_into, inline) when nothing but this table holds the old
                 # gradient (its AnyBuffer referenced by the table and `prev` alone, its payload
                 # by it alone: no Tensor from x.grad, no view, no export reads it), else a new
                 # sum: a Tensor from x.grad keeps what it showed
-                if (_COUNTS_EXACT and _getrefcount(prev) == 3 and _getrefcount(prev.buf) == 2
-                        and _sum_into(prev, g)):
+                if (in_place and _getrefcount(prev) == 3 and _getrefcount(prev.buf) == 2
+                        and prev.shape == g.shape and prev.owns and prev.buf.live
+                        and g.buf.live):
+                    st = _tl_add(prev.handle, g.handle, prev.handle, prev.buf.n)
+                    if st:
+                        raise_status("add", st)
                     continue
                 g = _ops.add(prev, g)
             sgrads[i] = g
