@@ -15,7 +15,8 @@
 # stub (2 pinned cores); stub: the stub against
 # PyTorch CPU on 2 pinned cores of the host (issue 35's tables); ddp: bench/gpu_ddp_run.sh's
 # first part (NCCL tests under mpirun and torchrun variables, 1 and 2 GPUs against PyTorch DDP);
-# gemm: the stub's default GEMM against the FMA peak and PyTorch CPU on 2 pinned cores.
+# gemm: the stub's default GEMM against the FMA peak and PyTorch CPU on 2 pinned cores;
+# opover: a 1-element op's host time against PyTorch eager; dmma: bench/device/dmma_gemm.sh.
 set -u
 OUT=${OUT:-/tmp/torchlean-gpu-out}; mkdir -p "$OUT"
 STEPS=${STEPS:-suite}
@@ -110,6 +111,14 @@ if has ddp; then   # correctness on NCCL, then 1 and 2 GPUs against PyTorch DDP,
   done
   python3 bench/bench_ddp.py table "$J" >"$OUT/ddp-h200x2.md" 2>>"$OUT/ddp.log"
   grep "^|" "$OUT/ddp-h200x2.md" | tee -a "$OUT/summary.txt"
+fi
+if has opover; then   # per-op host time against PyTorch eager, one pinned core each
+  TORCHLEAN_BACKEND=stub timeout "${OPOVER_S:-120}" taskset -c 2 python3 bench/bench_op_overhead.py \
+    --n 3000 --rounds 9 --out "$OUT/op-overhead.md" >"$OUT/opover.log" 2>&1
+  echo "opover rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/op-overhead.md" | tee -a "$OUT/summary.txt"
+fi
+if has dmma && [ -x build/dmma_gemm ]; then   # an FP64 tensor-core GEMM against cuBLAS (carry build/dmma_gemm)
+  timeout 90 bash bench/device/dmma_gemm.sh 2>&1 | tail -40 | tee -a "$OUT/summary.txt"
 fi
 if has gemm; then
   timeout "${GEMM_S:-90}" taskset -c 2,3 python3 bench/bench_gemm_peak.py --threads 2 \
