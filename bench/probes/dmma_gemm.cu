@@ -18,7 +18,9 @@
 //   small64 : the same with a 64x64 block tile, 4 warps of 32x32
 //   split64 / split128 : one block per (tile, chunk): p_c to a float64 scratch, then k_fold adds
 //             the partials in chunk order (split-K for few output tiles; same bits)
-// All four must give the same bits; each is compared with the host rule on every output of the
+//   hybrid64 / hybrid128 : the whole waves of tiles (blocks resident at once) as small64 / big128,
+//             the last partial wave split per chunk
+// All must give the same bits; each is compared with the host rule on every output of the
 // small shapes and on 4096 random outputs (and the corners) of the large ones.
 // Timed against cublasSgemm (CUBLAS_DEFAULT_MATH: no TF32) and cublasDgemm on float64 copies of
 // the same data (what cuBLAS gets from the FP64 tensor cores: this kernel's ceiling).
@@ -158,22 +160,36 @@ __device__ __forceinline__ void dmma(double &d0, double &d1, double a, double b)
                  : "+d"(d0), "+d"(d1) : "d"(a), "d"(b));
 }
 
+// Output tiles are numbered row-major: tile T covers rows (T / tiles_n) BM.., columns (T % tiles_n) BN..
+template <class C> __host__ __device__ inline void tile_origin(int tile, int N, int &m0, int &n0) {
+    const int tiles_n = (N + C::BN - 1) / C::BN;
+    m0 = (tile / tiles_n) * C::BM;
+    n0 = (tile % tiles_n) * C::BN;
+}
+// the scratch slot of a split launch: chunk ch of the launch's tile number tl (of ntiles), element
+// (r, c) of the tile
+template <class C> __host__ __device__ inline size_t wslot(int ch, int tl, int ntiles, int r, int c) {
+    return ((size_t)ch * ntiles + tl) * (C::BM * C::BN) + (size_t)r * C::BN + c;
+}
+
 // C (M x N row-major) = op(A) op(B); A is M x K (TA = 0) or K x M (TA = 1), B is K x N (TB = 0) or
-// N x K (TB = 1), all row-major. SPLIT: blockIdx.z is a chunk; its partial goes to W[z][M][N].
+// N x K (TB = 1), all row-major. Block blockIdx.x computes tile tile0 + blockIdx.x. SPLIT:
+// blockIdx.y is a chunk; its partial goes to W (wslot), and k_fold finishes the outputs.
 template <class C, bool TA, bool TB, bool SPLIT>
 __global__ void __launch_bounds__(C::THREADS, C::MINB)
 k_dmma(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ Cout,
-       double *__restrict__ W, int M, int N, int K) {
+       double *__restrict__ W, int M, int N, int K, int tile0) {
     using TAt = Tile<C::BM, C::THREADS, !TA>;
     using TBt = Tile<C::BN, C::THREADS, TB>;
     extern __shared__ __align__(16) double smem[];
     double *Fs = smem + 2 * C::BUF;   // the running fold, Fs[idx * THREADS + tid] (not SPLIT)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
-    const int m0 = blockIdx.y * C::BM, n0 = blockIdx.x * C::BN;
+    int m0, n0;
+    tile_origin<C>(tile0 + (int)blockIdx.x, N, m0, n0);
     const int lda = TA ? M : K, ldb = TB ? K : N;
-    const int kbeg = SPLIT ? blockIdx.z * KC : 0, kend = SPLIT ? min(K, kbeg + KC) : K;
-    const int ntiles = (kend - kbeg + BK - 1) / BK;
+    const int kbeg = SPLIT ? (int)blockIdx.y * KC : 0, kend = SPLIT ? min(K, kbeg + KC) : K;
+    const int nkt = (kend - kbeg + BK - 1) / BK;   // k tiles
     double acc[C::NACC];
 #pragma unroll
     for (int i = 0; i < C::NACC; i++) acc[i] = 0.0;
@@ -184,9 +200,9 @@ k_dmma(const float *__restrict__ A, const float *__restrict__ B, float *__restri
     TBt::store(rb, tid, smem + BK * C::LDA);
     __syncthreads();
     bool folded = false;
-    for (int tile = 0; tile < ntiles; tile++) {
+    for (int tile = 0; tile < nkt; tile++) {
         const int cur = tile & 1, knext = kbeg + (tile + 1) * BK;
-        if (tile + 1 < ntiles) {
+        if (tile + 1 < nkt) {
             TAt::load(A, lda, M, K, m0, knext, tid, ra);
             TBt::load(B, ldb, N, K, n0, knext, tid, rb);
         }
@@ -212,7 +228,7 @@ k_dmma(const float *__restrict__ A, const float *__restrict__ B, float *__restri
             }
             folded = true;
         }
-        if (tile + 1 < ntiles) {
+        if (tile + 1 < nkt) {
             double *nb = smem + (cur ^ 1) * C::BUF;
             TAt::store(ra, tid, nb);
             TBt::store(rb, tid, nb + BK * C::LDA);
@@ -221,12 +237,12 @@ k_dmma(const float *__restrict__ A, const float *__restrict__ B, float *__restri
     }
 #pragma unroll
     for (int i = 0; i < C::NACC; i++) {
-        int row, col;
-        out_rc<C>(wm, wn, g, t, i, row, col);
-        row += m0; col += n0;
+        int r, c;
+        out_rc<C>(wm, wn, g, t, i, r, c);
+        const int row = m0 + r, col = n0 + c;
         if (row >= M || col >= N) continue;
         if (SPLIT) {
-            W[(size_t)blockIdx.z * M * N + (size_t)row * N + col] = acc[i];
+            W[wslot<C>(blockIdx.y, blockIdx.x, gridDim.x, r, c)] = acc[i];
         } else {
             const double v = folded ? __dadd_rn(Fs[i * C::THREADS + tid], acc[i]) : acc[i];
             Cout[(size_t)row * N + col] = __double2float_rn(v);
@@ -234,13 +250,39 @@ k_dmma(const float *__restrict__ A, const float *__restrict__ B, float *__restri
     }
 }
 
-// the left fold of the chunk partials W[c] (c = 0 .. chunks-1), rounded to float32 once
-__global__ void k_fold(const double *__restrict__ W, long long mn, int chunks, float *__restrict__ Cout) {
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= mn) return;
-    double s = W[idx];
-    for (int c = 1; c < chunks; c++) s = __dadd_rn(s, W[(size_t)c * mn + idx]);
-    Cout[idx] = __double2float_rn(s);
+// the left fold of a split launch's chunk partials (chunk 0, 1, ...), rounded to float32 once; one
+// thread per element e of the launch's ntiles tiles
+template <class C> __host__ __device__ inline void fold_one(const double *W, int ntiles, int chunks, int tile0,
+                                                            int M, int N, float *Cout, long long e) {
+    const int tl = (int)(e / (C::BM * C::BN)), r = (int)(e % (C::BM * C::BN)) / C::BN, c = (int)(e % C::BN);
+    int m0, n0;
+    tile_origin<C>(tile0 + tl, N, m0, n0);
+    if (m0 + r >= M || n0 + c >= N) return;
+    double s = W[wslot<C>(0, tl, ntiles, r, c)];
+    for (int ch = 1; ch < chunks; ch++) {
+#ifdef __CUDA_ARCH__
+        s = __dadd_rn(s, W[wslot<C>(ch, tl, ntiles, r, c)]);
+#else
+        s = s + W[wslot<C>(ch, tl, ntiles, r, c)];
+#endif
+    }
+    Cout[(size_t)(m0 + r) * N + n0 + c] = (float)s;   // round to nearest (host and device)
+}
+template <class C>
+__global__ void k_fold(const double *__restrict__ W, int ntiles, int chunks, int tile0, int M, int N,
+                       float *__restrict__ Cout) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < (long long)ntiles * C::BM * C::BN) fold_one<C>(W, ntiles, chunks, tile0, M, N, Cout, e);
+}
+
+// The kernels of one GEMM: tiles [0, nfull) in one block each (K in the block), tiles [nfull, T) split
+// per chunk. big128 / small64: nfull = T; split: nfull = 0; hybrid: nfull = the tiles of the whole
+// waves (slots = blocks resident at once), the last partial wave split per chunk.
+struct Plan { int tiles, nfull; };
+static Plan plan(int M, int N, int BM, int BN, int mode /* 0 full, 1 split, 2 hybrid */, int slots) {
+    const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    const int nfull = mode == 0 ? tiles : mode == 1 ? 0 : (tiles / slots) * slots;
+    return {tiles, nfull};
 }
 
 __global__ void k_to_double(const float *__restrict__ x, double *__restrict__ y, size_t n) {
@@ -331,7 +373,7 @@ static int g_emu_mutant = 0;   // host test only: 1 runs each emulated MMA's 4 k
 // ---- host emulation of k_dmma's block loop (same tile, fragment and output maps), the MMA done
 // as its measured rule: lane (g, t) gets d[g][2t+e] = fma chain over k' = 0..3 of a[g][k'] b[k'][2t+e]
 template <class C, bool TA, bool TB, bool SPLIT>
-static void emulate(const float *A, const float *B, float *Cout, double *W, int M, int N, int K) {
+static void emulate(const float *A, const float *B, float *Cout, double *W, int M, int N, int K, int tile0, int ntiles) {
     using TAt = Tile<C::BM, C::THREADS, !TA>;
     using TBt = Tile<C::BN, C::THREADS, TB>;
     const int lda = TA ? M : K, ldb = TB ? K : N, chunks = (K + KC - 1) / KC;
@@ -339,12 +381,12 @@ static void emulate(const float *A, const float *B, float *Cout, double *W, int 
     std::vector<double> acc((size_t)C::THREADS * C::NACC);
     std::vector<float> ra((size_t)C::THREADS * 8), rb((size_t)C::THREADS * 8);
     double *Fs = smem.data() + 2 * C::BUF;
-    for (int bz = 0; bz < (SPLIT ? chunks : 1); bz++)
-    for (int by = 0; by * C::BM < M; by++)
-    for (int bx = 0; bx * C::BN < N; bx++) {
-        const int m0 = by * C::BM, n0 = bx * C::BN;
-        const int kbeg = SPLIT ? bz * KC : 0, kend = SPLIT ? std::min(K, kbeg + KC) : K;
-        const int ntiles = (kend - kbeg + BK - 1) / BK;
+    for (int by = 0; by < (SPLIT ? chunks : 1); by++)
+    for (int bx = 0; bx < ntiles; bx++) {
+        int m0, n0;
+        tile_origin<C>(tile0 + bx, N, m0, n0);
+        const int kbeg = SPLIT ? by * KC : 0, kend = SPLIT ? std::min(K, kbeg + KC) : K;
+        const int nkt = (kend - kbeg + BK - 1) / BK;   // k tiles
         std::fill(acc.begin(), acc.end(), 0.0);
         std::fill(smem.begin(), smem.end(), std::nan(""));
         for (int tid = 0; tid < C::THREADS; tid++) {
@@ -356,9 +398,9 @@ static void emulate(const float *A, const float *B, float *Cout, double *W, int 
             TBt::store(b, tid, smem.data() + BK * C::LDA);
         }
         bool folded = false;
-        for (int tile = 0; tile < ntiles; tile++) {
+        for (int tile = 0; tile < nkt; tile++) {
             const int cur = tile & 1, knext = kbeg + (tile + 1) * BK;
-            if (tile + 1 < ntiles)
+            if (tile + 1 < nkt)
                 for (int tid = 0; tid < C::THREADS; tid++) {
                     TAt::load(A, lda, M, K, m0, knext, tid, *reinterpret_cast<float (*)[8]>(&ra[tid * 8]));
                     TBt::load(B, ldb, N, K, n0, knext, tid, *reinterpret_cast<float (*)[8]>(&rb[tid * 8]));
@@ -396,7 +438,7 @@ static void emulate(const float *A, const float *B, float *Cout, double *W, int 
                     }
                 folded = true;
             }
-            if (tile + 1 < ntiles) {
+            if (tile + 1 < nkt) {
                 double *nb = smem.data() + (cur ^ 1) * C::BUF;
                 for (int tid = 0; tid < C::THREADS; tid++) {
                     TAt::store(*reinterpret_cast<float (*)[8]>(&ra[tid * 8]), tid, nb);
@@ -408,22 +450,25 @@ static void emulate(const float *A, const float *B, float *Cout, double *W, int 
             const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
             const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
             for (int i = 0; i < C::NACC; i++) {
-                int row, col;
-                out_rc<C>(wm, wn, g, t, i, row, col);
-                row += m0; col += n0;
+                int r, c;
+                out_rc<C>(wm, wn, g, t, i, r, c);
+                const int row = m0 + r, col = n0 + c;
                 if (row >= M || col >= N) continue;
                 const double a = acc[(size_t)tid * C::NACC + i];
-                if (SPLIT) W[(size_t)bz * M * N + (size_t)row * N + col] = a;
+                if (SPLIT) W[wslot<C>(by, bx, ntiles, r, c)] = a;
                 else Cout[(size_t)row * N + col] = (float)(folded ? Fs[i * C::THREADS + tid] + a : a);
             }
         }
     }
     if (SPLIT)
-        for (size_t idx = 0; idx < (size_t)M * N; idx++) {
-            double s = W[idx];
-            for (int c = 1; c < chunks; c++) s = s + W[(size_t)c * M * N + idx];
-            Cout[idx] = (float)s;
-        }
+        for (long long e = 0; e < (long long)ntiles * C::BM * C::BN; e++) fold_one<C>(W, ntiles, chunks, tile0, M, N, Cout, e);
+}
+// a whole GEMM as the device runs it (plan), emulated
+template <class C, bool TA, bool TB>
+static void emulate_plan(int mode, int slots, const float *A, const float *B, float *Cout, double *W, int M, int N, int K) {
+    const Plan p = plan(M, N, C::BM, C::BN, mode, slots);
+    if (p.nfull > 0) emulate<C, TA, TB, false>(A, B, Cout, W, M, N, K, 0, p.nfull);
+    if (p.tiles > p.nfull) emulate<C, TA, TB, true>(A, B, Cout, W, M, N, K, p.nfull, p.tiles - p.nfull);
 }
 
 // bank pairs (8-byte slots mod 16) of a half-warp's 8-byte accesses: the worst number of lanes
@@ -537,7 +582,8 @@ static int host_test() {
     fails += host_maps<Big>("big128");
     fails += host_maps<Small>("small64");
     const HostCase cases[] = {{72, 136, 780, 0, 0}, {72, 136, 780, 0, 1}, {72, 136, 780, 1, 0}, {72, 136, 780, 1, 1},
-                              {64, 64, 1024, 1, 0}, {8, 12, 40, 0, 0}, {132, 68, 256, 1, 0}, {4, 4, 2060, 0, 1}};
+                              {64, 64, 1024, 1, 0}, {8, 12, 40, 0, 0}, {132, 68, 256, 1, 0}, {4, 4, 2060, 0, 1},
+                              {260, 136, 520, 1, 0}, {260, 136, 520, 0, 1}};
     for (const HostCase &hc : cases) {
         Data d;
         d.M = hc.M; d.N = hc.N; d.K = hc.K; d.ta = hc.ta; d.tb = hc.tb;
@@ -582,7 +628,9 @@ static int host_test() {
         auto run = [&](const char *name, auto fn, bool mutant = false) {
             g_emu_mutant = mutant ? 1 : 0;
             std::vector<float> out((size_t)M * N, std::nanf(""));
-            std::vector<double> W((size_t)((K + KC - 1) / KC) * M * N, std::nan(""));
+            const size_t area = std::max((size_t)((M + 63) / 64) * ((N + 63) / 64) * 64 * 64,
+                                         (size_t)((M + 127) / 128) * ((N + 127) / 128) * 128 * 128);   // padded tiles
+            std::vector<double> W((size_t)((K + KC - 1) / KC) * area, std::nan(""));
             fn(d.A.data(), d.B.data(), out.data(), W.data(), M, N, K);
             int diff = 0;
             for (size_t q = 0; q < out.size(); q++) diff += !bits_eq(out[q], ref[q]);
@@ -593,19 +641,27 @@ static int host_test() {
                 fails += K > 256 && diff == 0;
                 return;
             }
-            printf("    emulated %-8s bits: %zu of %zu equal\n", name, out.size() - diff, out.size());
+            printf("    emulated %-18s bits: %zu of %zu equal\n", name, out.size() - diff, out.size());
             fails += diff;
         };
-#define EMU(C, SPLIT) [&](const float *A, const float *B, float *O, double *W, int M_, int N_, int K_) { \
-        if (!d.ta && !d.tb) emulate<C, false, false, SPLIT>(A, B, O, W, M_, N_, K_); \
-        else if (!d.ta && d.tb) emulate<C, false, true, SPLIT>(A, B, O, W, M_, N_, K_); \
-        else if (d.ta && !d.tb) emulate<C, true, false, SPLIT>(A, B, O, W, M_, N_, K_); \
-        else emulate<C, true, true, SPLIT>(A, B, O, W, M_, N_, K_); }
-        run("big128", EMU(Big, false));
-        run("small64", EMU(Small, false));
-        run("split64", EMU(Small, true));
-        if (M * N * K < 40000000) run("split128", EMU(Big, true));
-        run("big128", EMU(Big, false), true);
+#define EMU(C, MODE, SLOTS) [&](const float *A, const float *B, float *O, double *W, int M_, int N_, int K_) { \
+        if (!d.ta && !d.tb) emulate_plan<C, false, false>(MODE, SLOTS, A, B, O, W, M_, N_, K_); \
+        else if (!d.ta && d.tb) emulate_plan<C, false, true>(MODE, SLOTS, A, B, O, W, M_, N_, K_); \
+        else if (d.ta && !d.tb) emulate_plan<C, true, false>(MODE, SLOTS, A, B, O, W, M_, N_, K_); \
+        else emulate_plan<C, true, true>(MODE, SLOTS, A, B, O, W, M_, N_, K_); }
+        run("big128", EMU(Big, 0, 1));
+        run("small64", EMU(Small, 0, 1));
+        run("split64", EMU(Small, 1, 1));
+        run("split128", EMU(Big, 1, 1));
+        // hybrid with 4 blocks resident: whole waves of 4 tiles in one block each, the rest split
+        for (int big = 0; big < 2; big++) {
+            const Plan p = plan(M, N, big ? 128 : 64, big ? 128 : 64, 2, 4);
+            char name[64];
+            snprintf(name, sizeof name, "hybrid%d (%d+%d)", big ? 128 : 64, p.nfull, p.tiles - p.nfull);
+            if (big) run(name, EMU(Big, 2, 4));
+            else run(name, EMU(Small, 2, 4));
+        }
+        run("big128", EMU(Big, 0, 1), true);
 #undef EMU
     }
     printf("host test: %s\n", fails ? "FAILED" : "ok");
@@ -613,39 +669,66 @@ static int host_test() {
 }
 
 // ---- device ----
-enum Variant { BIG, SMALL, SPLIT64, SPLIT128, NVAR };
-static const char *VNAME[NVAR] = {"big128", "small64", "split64", "split128"};
+enum Variant { BIG, SMALL, SPLIT64, SPLIT128, HYB64, HYB128, NVAR };
+static const char *VNAME[NVAR] = {"big128", "small64", "split64", "split128", "hybrid64", "hybrid128"};
+static bool v_big(int v) { return v == BIG || v == SPLIT128 || v == HYB128; }
+static int v_mode(int v) { return v == BIG || v == SMALL ? 0 : v == SPLIT64 || v == SPLIT128 ? 1 : 2; }
 
-template <class C, bool TA, bool TB, bool SPLIT> static void launch_t(const float *A, const float *B, float *Cout,
-                                                                      double *W, int M, int N, int K) {
+template <class C, bool TA, bool TB, bool SPLIT> static size_t prepare_t() {   // the launch's shared memory
     const size_t smem = C::SMEM_BUFS + (SPLIT ? 0 : C::SMEM_FOLD);
     static bool attr = false;
     if (!attr) {
         CK(cudaFuncSetAttribute(k_dmma<C, TA, TB, SPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr = true;
     }
+    return smem;
+}
+// tiles [tile0, tile0 + ntiles): one block each, or (SPLIT) one per tile and chunk, then k_fold
+template <class C, bool TA, bool TB, bool SPLIT> static void launch_t(const float *A, const float *B, float *Cout,
+                                                                      double *W, int M, int N, int K, int tile0, int ntiles) {
+    const size_t smem = prepare_t<C, TA, TB, SPLIT>();
     const int chunks = (K + KC - 1) / KC;
-    dim3 grid((N + C::BN - 1) / C::BN, (M + C::BM - 1) / C::BM, SPLIT ? chunks : 1);
-    k_dmma<C, TA, TB, SPLIT><<<grid, C::THREADS, smem>>>(A, B, Cout, W, M, N, K);
+    k_dmma<C, TA, TB, SPLIT><<<dim3(ntiles, SPLIT ? chunks : 1), C::THREADS, smem>>>(A, B, Cout, W, M, N, K, tile0);
     if (SPLIT) {
-        const long long mn = (long long)M * N;
-        k_fold<<<(unsigned)((mn + 255) / 256), 256>>>(W, mn, chunks, Cout);
+        const long long n = (long long)ntiles * C::BM * C::BN;
+        k_fold<C><<<(unsigned)((n + 255) / 256), 256>>>(W, ntiles, chunks, tile0, M, N, Cout);
     }
 }
 template <class C, bool SPLIT> static void launch_c(int ta, int tb, const float *A, const float *B, float *Cout,
-                                                    double *W, int M, int N, int K) {
-    if (!ta && !tb) launch_t<C, false, false, SPLIT>(A, B, Cout, W, M, N, K);
-    else if (!ta && tb) launch_t<C, false, true, SPLIT>(A, B, Cout, W, M, N, K);
-    else if (ta && !tb) launch_t<C, true, false, SPLIT>(A, B, Cout, W, M, N, K);
-    else launch_t<C, true, true, SPLIT>(A, B, Cout, W, M, N, K);
+                                                    double *W, int M, int N, int K, int tile0, int ntiles) {
+    if (!ta && !tb) launch_t<C, false, false, SPLIT>(A, B, Cout, W, M, N, K, tile0, ntiles);
+    else if (!ta && tb) launch_t<C, false, true, SPLIT>(A, B, Cout, W, M, N, K, tile0, ntiles);
+    else if (ta && !tb) launch_t<C, true, false, SPLIT>(A, B, Cout, W, M, N, K, tile0, ntiles);
+    else launch_t<C, true, true, SPLIT>(A, B, Cout, W, M, N, K, tile0, ntiles);
 }
-static void launch(Variant v, int ta, int tb, const float *A, const float *B, float *Cout, double *W, int M, int N, int K) {
-    switch (v) {
-        case BIG: launch_c<Big, false>(ta, tb, A, B, Cout, W, M, N, K); break;
-        case SMALL: launch_c<Small, false>(ta, tb, A, B, Cout, W, M, N, K); break;
-        case SPLIT64: launch_c<Small, true>(ta, tb, A, B, Cout, W, M, N, K); break;
-        case SPLIT128: launch_c<Big, true>(ta, tb, A, B, Cout, W, M, N, K); break;
-        default: break;
+// blocks of the full (non-split) kernel resident at once on the GPU
+template <class C> static int slots_c() {
+    const size_t smem = prepare_t<C, false, false, false>();
+    int per_sm = 0, dev = 0, sms = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dmma<C, false, false, false>, C::THREADS, smem));
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return std::max(1, per_sm) * sms;
+}
+static Plan v_plan(int v, int M, int N) {
+    static int slots64 = 0, slots128 = 0;
+    if (!slots64) { slots64 = slots_c<Small>(); slots128 = slots_c<Big>(); }
+    return v_big(v) ? plan(M, N, 128, 128, v_mode(v), slots128) : plan(M, N, 64, 64, v_mode(v), slots64);
+}
+// the float64 scratch a variant needs (its split tiles)
+static size_t v_scratch(int v, int M, int N, int K) {
+    const Plan p = v_plan(v, M, N);
+    const int bm = v_big(v) ? 128 : 64;
+    return (size_t)(p.tiles - p.nfull) * bm * bm * ((K + KC - 1) / KC) * 8;
+}
+static void launch(int v, int ta, int tb, const float *A, const float *B, float *Cout, double *W, int M, int N, int K) {
+    const Plan p = v_plan(v, M, N);
+    if (v_big(v)) {
+        if (p.nfull > 0) launch_c<Big, false>(ta, tb, A, B, Cout, W, M, N, K, 0, p.nfull);
+        if (p.tiles > p.nfull) launch_c<Big, true>(ta, tb, A, B, Cout, W, M, N, K, p.nfull, p.tiles - p.nfull);
+    } else {
+        if (p.nfull > 0) launch_c<Small, false>(ta, tb, A, B, Cout, W, M, N, K, 0, p.nfull);
+        if (p.tiles > p.nfull) launch_c<Small, true>(ta, tb, A, B, Cout, W, M, N, K, p.nfull, p.tiles - p.nfull);
     }
 }
 
@@ -676,9 +759,10 @@ template <class F> static double time_ms(F f, int reps) {
 struct Shape { const char *name; int M, K, N, ta, tb; };
 struct Row {
     std::string name;
-    double flop, sgemm = 0, dgemm = 0, v[NVAR] = {0, 0, 0, 0};
-    long bits_eq[NVAR] = {0, 0, 0, 0}, bits_n = 0, alt_differ = 0, cub_ok = 0, cub_n = 0;
-    bool ran[NVAR] = {false, false, false, false};
+    double flop = 0, sgemm = 0, dgemm = 0, v[NVAR] = {};
+    long bits_eq[NVAR] = {}, bits_n = 0, alt_differ = 0, cub_ok = 0, cub_n = 0;
+    bool ran[NVAR] = {};
+    Plan plan[NVAR] = {};
 };
 
 int main(int argc, char **argv) {
@@ -732,7 +816,7 @@ int main(int argc, char **argv) {
             sample.push_back({0, 0}); sample.push_back({0, N - 1}); sample.push_back({M - 1, 0}); sample.push_back({M - 1, N - 1});
         }
         std::vector<float> ref(sample.size()), alt(sample.size());
-        std::vector<double> sumabs(sample.size()), exact(sample.size());
+        std::vector<double> sumabs(sample.size());
         parallel_for(sample.size(), [&](size_t q) {
             const int i = sample[q].first, j = sample[q].second;
             ref[q] = ref_one(d.opA.data(), d.Bt.data(), K, i, j);
@@ -749,9 +833,18 @@ int main(int argc, char **argv) {
         const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
         CK(cudaMalloc(&dA, na * 4)); CK(cudaMalloc(&dB, nb * 4)); CK(cudaMalloc(&dC, nc * 4));
         CK(cudaMalloc(&dAd, na * 8)); CK(cudaMalloc(&dBd, nb * 8)); CK(cudaMalloc(&dCd, nc * 8));
-        const size_t wbytes = (size_t)chunks * nc * 8;
-        const bool split_ok = chunks > 1 && wbytes <= ((size_t)1 << 30);
-        if (split_ok) CK(cudaMalloc(&dW, wbytes));
+        // the kernels run: the full ones always; split and hybrid when K has 2 chunks or more, their
+        // scratch fits in 1 GiB, and (hybrid) the plan differs from both the full and the split one
+        bool run_v[NVAR];
+        size_t wbytes = 0;
+        for (int v = 0; v < NVAR; v++) {
+            const Plan p = v_plan(v, M, N);
+            row.plan[v] = p;
+            run_v[v] = v_mode(v) == 0 || (chunks > 1 && v_scratch(v, M, N, K) <= ((size_t)1 << 30) &&
+                                           (v_mode(v) == 1 || (p.nfull > 0 && p.nfull < p.tiles)));
+            if (run_v[v]) wbytes = std::max(wbytes, v_scratch(v, M, N, K));
+        }
+        if (wbytes) CK(cudaMalloc(&dW, wbytes));
         CK(cudaMemcpy(dA, d.A.data(), na * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dB, d.B.data(), nb * 4, cudaMemcpyHostToDevice));
         k_to_double<<<1024, 256>>>(dA, dAd, na);
@@ -785,12 +878,17 @@ int main(int argc, char **argv) {
         row.sgemm = time_ms(sgemm, reps);
         row.dgemm = time_ms(dgemm, reps);
         for (int v = 0; v < NVAR; v++) {
-            if ((v == SPLIT64 || v == SPLIT128) && !split_ok) continue;
-            auto f = [&] { launch((Variant)v, s.ta, s.tb, dA, dB, dC, dW, M, N, K); };
+            if (!run_v[v]) continue;
+            auto f = [&] { launch(v, s.ta, s.tb, dA, dB, dC, dW, M, N, K); };
             CK(cudaMemset(dC, 0xff, nc * 4));   // NaN: a skipped output cannot pass
             if (dW) CK(cudaMemset(dW, 0xff, wbytes));
             f();
-            CK(cudaGetLastError());
+            const cudaError_t e = cudaGetLastError();   // a launch the GPU refuses: report, go on
+            if (e != cudaSuccess) {
+                printf("%s: %s did not launch: %s\n", s.name, VNAME[v], cudaGetErrorString(e));
+                fail = true;
+                continue;
+            }
             CK(cudaDeviceSynchronize());
             CK(cudaMemcpy(out.data(), dC, nc * 4, cudaMemcpyDeviceToHost));
             for (size_t q = 0; q < sample.size(); q++)
@@ -803,7 +901,11 @@ int main(int argc, char **argv) {
         CK(cudaFree(dAd)); CK(cudaFree(dBd)); CK(cudaFree(dCd));
         if (dW) CK(cudaFree(dW));
         rows.push_back(row);
-        fprintf(stderr, "[%s done]\n", s.name);
+        printf("%s: SGEMM %.3f ms, DGEMM %.3f ms;", s.name, row.sgemm, row.dgemm);   // as it goes
+        for (int v = 0; v < NVAR; v++)
+            if (row.ran[v]) printf(" %s %.3f ms (bits %ld/%ld)", VNAME[v], row.v[v], row.bits_eq[v], row.bits_n);
+        printf("; cuBLAS sanity %ld/%ld\n", row.cub_ok, row.cub_n);
+        fflush(stdout);
     }
 
     auto tf = [](double flop, double ms) { return flop / (ms * 1e-3) / 1e12; };
@@ -825,17 +927,22 @@ int main(int argc, char **argv) {
                r.v[best], tf(r.flop, r.v[best]), 100 * r.sgemm / r.v[best], r.sgemm / r.v[best] >= 0.9 ? " ok" : " **MISS**",
                VNAME[best], beq, bn, r.alt_differ, r.bits_n);
     }
-    printf("\n| shape | big128 ms | small64 ms | split64 ms | split128 ms | bits equal per kernel | cuBLAS sanity (clean outputs) |\n");
-    printf("|---|---:|---:|---:|---:|---|---|\n");
+    printf("\n| shape |");
+    for (int v = 0; v < NVAR; v++) printf(" %s ms |", VNAME[v]);
+    printf(" hybrid64 / hybrid128 tiles: whole + split | bits equal per kernel (in the order of the columns) | cuBLAS sanity (clean outputs) |\n|---|");
+    for (int v = 0; v < NVAR; v++) printf("---:|");
+    printf("---|---|---|\n");
     for (const Row &r : rows) {
         printf("| %s |", r.name.c_str());
         for (int v = 0; v < NVAR; v++) {
             if (r.ran[v]) printf(" %.3f |", r.v[v]);
             else printf(" - |");
         }
-        printf(" ");
+        printf(" %d + %d / %d + %d | ", r.plan[HYB64].nfull, r.plan[HYB64].tiles - r.plan[HYB64].nfull,
+               r.plan[HYB128].nfull, r.plan[HYB128].tiles - r.plan[HYB128].nfull);
+        bool first = true;
         for (int v = 0; v < NVAR; v++)
-            if (r.ran[v]) printf("%s%ld/%ld", v ? " " : "", r.bits_eq[v], r.bits_n);
+            if (r.ran[v]) { printf("%s%ld/%ld", first ? "" : " ", r.bits_eq[v], r.bits_n); first = false; }
         printf(" | %ld of %ld within tolerance |\n", r.cub_ok, r.cub_n);
     }
     printf("\nDMMA %% of SGEMM = SGEMM ms / DMMA ms (target >= 90%%); DGEMM %% likewise (cuBLAS's own FP64\n"
@@ -844,7 +951,10 @@ int main(int argc, char **argv) {
            "run; one-chain order differs: how many of those outputs a chain over all of K without chunk\n"
            "restarts would get different (the test tells orders apart). cuBLAS sanity: SGEMM within\n"
            "1e-3 sum|a b| and DGEMM within 1e-6 relative of the rule on outputs with no 2^20-scaled pair\n"
-           "(it checks that cuBLAS computed the same layout).\n");
+           "(it checks that cuBLAS computed the same layout). Kernels: big128 / small64 one block per\n"
+           "128x128 / 64x64 tile over all of K (chunk fold in shared memory); split64 / split128 one block per\n"
+           "tile and 256-k chunk, then a fold kernel; hybrid: the whole waves of tiles as big/small, the last\n"
+           "partial wave split per chunk (same bits). '-': not run (hybrid equal to the full or split plan).\n");
     printf("result: %s\n", fail ? "FAIL (a bit mismatch or a cuBLAS layout check failed)" : "all bits equal");
     CB(cublasDestroy(h));
     return fail ? 1 : 0;
