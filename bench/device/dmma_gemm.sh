@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 34: the exact GEMM on the FP64 tensor cores (bench/probes/dmma_gemm.cu) against cuBLAS SGEMM
+# and DGEMM, on one GPU (nvidia-h200). Carry build/dmma_gemm, built on the host with
+#   nvcc -O3 -arch=sm_90 -Xcompiler -ffp-contract=off -o build/dmma_gemm bench/probes/dmma_gemm.cu -lcublas
+# (if it is missing here, this script builds it, about 30 s). Run from the repo root:
+#   OUT=/tmp/o bash bench/device/dmma_gemm.sh
+# Writes $OUT/dmma-gemm.txt (the tables, stderr's progress lines too) and $OUT/summary.txt.
+# About 10-20 s of GPU work; the whole run is capped at 55 s.
+set -u
+OUT=${OUT:-/tmp/torchlean-gpu-out}; mkdir -p "$OUT"
+BIN=build/dmma_gemm
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/summary.txt"
+if [ ! -x "$BIN" ]; then
+  mkdir -p build
+  echo "no carried $BIN: building it" | tee -a "$OUT/summary.txt"
+  nvcc -O3 -arch=sm_90 -Xcompiler -ffp-contract=off -o "$BIN" bench/probes/dmma_gemm.cu -lcublas \
+    >"$OUT/build.log" 2>&1 || { echo "build failed" | tee -a "$OUT/summary.txt"; tail -20 "$OUT/build.log"; exit 2; }
+fi
+# libcublas.so.13: the CUDA install's, else the one of the nvidia-cublas wheel (PyTorch's)
+if ldd "$BIN" | grep -q "not found"; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           $(python3 - <<'EOF' 2>/dev/null
+import glob, os, site
+roots = site.getsitepackages() + [site.getusersitepackages()]
+for r in roots:
+    for p in glob.glob(os.path.join(r, "nvidia", "*", "lib")):
+        if glob.glob(os.path.join(p, "libcublas.so*")):
+            print(p)
+EOF
+); do
+    [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+fi
+ldd "$BIN" | grep -E "cublas" | tee -a "$OUT/summary.txt"
+s=$(date +%s)
+timeout 55 "$BIN" "$@" >"$OUT/dmma-gemm.txt" 2>&1
+rc=$?
+echo "dmma_gemm rc=$rc in $(( $(date +%s) - s )) s (0: all bits equal; 1: a mismatch, see the tables; 124: timed out)" \
+  | tee -a "$OUT/summary.txt"
+cat "$OUT/dmma-gemm.txt"
+exit $rc

@@ -1,0 +1,963 @@
+// dmma_gemm.cu: can an exact float32 GEMM run on the FP64 tensor cores at cuBLAS SGEMM's speed?
+// (issue 34; bench/results/dmma-order.md measured that one mma.sync m8n8k4 .f64 is a float64 FMA
+// chain over its 4 k's in k order, starting from c.)
+//
+// The order this probe computes, per output C[i][j] (a candidate exact-GEMM rule):
+//   K is cut into chunks of KC = 256 k's; chunk c's partial p_c is the float64 FMA chain
+//   p = fma((double)a[i][k], (double)b[k][j], p) over its k's in increasing order, from p = 0;
+//   the output is float32(((p_0 + p_1) + p_2) + ...), the chunk partials left-folded in float64
+//   and rounded to float32 once. A float32 product is exact in float64, so a CPU reproduces it
+//   with std::fma on doubles (ref_one below), and so does a chain of MMAs over k = 0, 4, 8, ...
+//   (each MMA's c is the previous one's d).
+//
+// The kernel (k_dmma): float32 A and B tiles are loaded from global memory into registers, converted
+// to double when stored into shared memory (two stages, BK = 16 k's each), and each warp runs
+// mma.sync.aligned.m8n8k4.row.col.f64 on 8x8 fragments of its warp tile. Configurations:
+//   big128  : 128x128 block tile, 8 warps of 64x32, K in one block; at every chunk end the running
+//             fold F (shared memory, one slot per thread and accumulator) takes F + p_c
+//   small64 : the same with a 64x64 block tile, 4 warps of 32x32
+//   split64 / split128 : one block per (tile, chunk): p_c to a float64 scratch, then k_fold adds
+//             the partials in chunk order (split-K for few output tiles; same bits)
+//   hybrid64 / hybrid128 : the whole waves of tiles (blocks resident at once) as small64 / big128,
+//             the last partial wave split per chunk
+// All must give the same bits; each is compared with the host rule on every output of the
+// small shapes and on 4096 random outputs (and the corners) of the large ones.
+// Timed against cublasSgemm (CUBLAS_DEFAULT_MATH: no TF32) and cublasDgemm on float64 copies of
+// the same data (what cuBLAS gets from the FP64 tensor cores: this kernel's ceiling).
+//
+// Build: nvcc -O3 -arch=sm_90 -Xcompiler -ffp-contract=off -o build/dmma_gemm bench/probes/dmma_gemm.cu -lcublas
+// Run:   build/dmma_gemm [--reps N] [--quick]   (GPU: the table; exit 1 on any bit mismatch)
+//        build/dmma_gemm --host-test            (no GPU: the reference against a naive loop, and a
+//                                                host emulation of the kernel's tiling, bit for bit)
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(2); } } while (0)
+#define CB(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { \
+    fprintf(stderr, "%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #x, (int)s_); exit(2); } } while (0)
+
+constexpr int BK = 16;    // k's per shared-memory stage
+constexpr int KC = 256;   // the rule's chunk of k's
+static_assert(KC % BK == 0, "stages never straddle a chunk");
+
+template <int BM_, int BN_, int WM_, int WN_, int MINB_>
+struct Cfg {
+    static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, MINB = MINB_;
+    static constexpr int WARPS_N = BN / WN, WARPS = (BM / WM) * (BN / WN), THREADS = 32 * WARPS;
+    static constexpr int FM = WM / 8, FN = WN / 8, NACC = 2 * FM * FN;   // accumulators per thread
+    // shared rows of doubles; = 4 (mod 16) so that a half-warp's fragment reads, at (4t + g) mod
+    // 16, hit 16 distinct 8-byte bank pairs
+    static constexpr int LDA = BM + 4, LDB = BN + 4;
+    static constexpr int BUF = BK * (LDA + LDB);   // doubles per stage: A's [BK][LDA], then B's
+    static constexpr size_t SMEM_BUFS = 2 * (size_t)BUF * 8;
+    static constexpr size_t SMEM_FOLD = (size_t)NACC * THREADS * 8;
+    static_assert(LDA % 16 == 4 && LDB % 16 == 4, "conflict-free fragment reads");
+    static_assert(BM % WM == 0 && BN % WN == 0 && WM % 8 == 0 && WN % 8 == 0, "warp tiles");
+    static_assert(BM * BK / 4 == 2 * THREADS && BN * BK / 4 == 2 * THREADS, "8 floats per thread and operand");
+};
+using Big = Cfg<128, 128, 64, 32, 1>;
+using Small = Cfg<64, 64, 32, 32, 3>;
+
+// ---- operand tiles: global float32 -> 8 registers -> shared float64, laid out S[k][x] (LD = BX + 4)
+// op(X)[x][k] is P[x * ld + k] (KCONTIG: k contiguous) or P[k * ld + x] (x contiguous).
+// KCONTIG: item q -> x = q / 4, kq = q % 4: a float4 of k = 4 kq .. 4 kq + 3. The stores of one
+//   instruction write element (s + kq) & 3, so a half-warp (4 x's by 4 kq's) hits 16 slots
+//   4 k' + x (mod 16), all distinct.
+// otherwise: item q -> k = q / (BX / 2), x = 2 (q % (BX / 2)): a float2 of x, x + 1, stored as one
+//   double2; a quarter-warp writes 128 contiguous bytes.
+template <int BX, int THREADS, bool KCONTIG>
+struct Tile {
+    static constexpr int LD = BX + 4;
+    static constexpr int NI = KCONTIG ? BX * BK / 4 / THREADS : BX * BK / 2 / THREADS;
+    static_assert((KCONTIG ? 4 : 2) * NI == 8, "8 floats per thread");
+    __host__ __device__ static void item(int tid, int i, int &x, int &k) {
+        const int q = tid + i * THREADS;
+        if (KCONTIG) { x = q / (BK / 4); k = 4 * (q % (BK / 4)); }
+        else { k = q / (BX / 2); x = 2 * (q % (BX / 2)); }
+    }
+    // rows x0.. of op(X) (X rows in all), k's k0.. (K in all); outside: zeros
+    __host__ __device__ static void load(const float *__restrict__ P, int ld, int X, int K, int x0, int k0,
+                                         int tid, float (&r)[8]) {
+#pragma unroll
+        for (int i = 0; i < NI; i++) {
+            int x, k;
+            item(tid, i, x, k);
+            x += x0; k += k0;
+            if (KCONTIG) {
+                float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (x < X && k < K) {   // K % 4 == 0: the float4 is all inside
+#ifdef __CUDA_ARCH__
+                    f = *reinterpret_cast<const float4 *>(P + (size_t)x * ld + k);
+#else
+                    const float *p = P + (size_t)x * ld + k;
+                    f = make_float4(p[0], p[1], p[2], p[3]);
+#endif
+                }
+                r[4 * i] = f.x; r[4 * i + 1] = f.y; r[4 * i + 2] = f.z; r[4 * i + 3] = f.w;
+            } else {
+                float2 f = make_float2(0.f, 0.f);
+                if (x < X && k < K) {   // X % 4 == 0: the float2 is all inside
+#ifdef __CUDA_ARCH__
+                    f = *reinterpret_cast<const float2 *>(P + (size_t)k * ld + x);
+#else
+                    const float *p = P + (size_t)k * ld + x;
+                    f = make_float2(p[0], p[1]);
+#endif
+                }
+                r[2 * i] = f.x; r[2 * i + 1] = f.y;
+            }
+        }
+    }
+    __host__ __device__ static void store(const float (&r)[8], int tid, double *S) {
+#pragma unroll
+        for (int i = 0; i < NI; i++) {
+            int x, k;
+            item(tid, i, x, k);
+            if (KCONTIG) {
+                const int kq = k / 4;
+#pragma unroll
+                for (int s = 0; s < 4; s++) {
+                    const int e = (s + kq) & 3;
+                    const float v = e == 0 ? r[4 * i] : e == 1 ? r[4 * i + 1] : e == 2 ? r[4 * i + 2] : r[4 * i + 3];
+                    S[(k + e) * LD + x] = (double)v;
+                }
+            } else {
+#ifdef __CUDA_ARCH__
+                *reinterpret_cast<double2 *>(S + k * LD + x) = make_double2((double)r[2 * i], (double)r[2 * i + 1]);
+#else
+                S[k * LD + x] = (double)r[2 * i];
+                S[k * LD + x + 1] = (double)r[2 * i + 1];
+#endif
+            }
+        }
+    }
+};
+
+// the shared slot a lane (g, t) reads for its A or B fragment: a[g][t] = op(A)[base + g][4 kk + t]
+// (A row-major 8x4), b[t][g] = op(B)[4 kk + t][base + g] (B col-major 4x8)
+__host__ __device__ inline int frag_off(int kk, int t, int base, int g, int ld) { return (4 * kk + t) * ld + base + g; }
+// accumulator idx = 2 (i FN + j) + e of lane (g, t) in warp (wm, wn) is C[row][col]
+template <class C> __host__ __device__ inline void out_rc(int wm, int wn, int g, int t, int idx, int &row, int &col) {
+    const int e = idx & 1, ij = idx >> 1, i = ij / C::FN, j = ij % C::FN;
+    row = wm * C::WM + 8 * i + g;
+    col = wn * C::WN + 8 * j + 2 * t + e;
+}
+
+__device__ __forceinline__ void dmma(double &d0, double &d1, double a, double b) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+d"(d0), "+d"(d1) : "d"(a), "d"(b));
+}
+
+// Output tiles are numbered row-major: tile T covers rows (T / tiles_n) BM.., columns (T % tiles_n) BN..
+template <class C> __host__ __device__ inline void tile_origin(int tile, int N, int &m0, int &n0) {
+    const int tiles_n = (N + C::BN - 1) / C::BN;
+    m0 = (tile / tiles_n) * C::BM;
+    n0 = (tile % tiles_n) * C::BN;
+}
+// the scratch slot of a split launch: chunk ch of the launch's tile number tl (of ntiles), element
+// (r, c) of the tile
+template <class C> __host__ __device__ inline size_t wslot(int ch, int tl, int ntiles, int r, int c) {
+    return ((size_t)ch * ntiles + tl) * (C::BM * C::BN) + (size_t)r * C::BN + c;
+}
+
+// C (M x N row-major) = op(A) op(B); A is M x K (TA = 0) or K x M (TA = 1), B is K x N (TB = 0) or
+// N x K (TB = 1), all row-major. Block blockIdx.x computes tile tile0 + blockIdx.x. SPLIT:
+// blockIdx.y is a chunk; its partial goes to W (wslot), and k_fold finishes the outputs.
+template <class C, bool TA, bool TB, bool SPLIT>
+__global__ void __launch_bounds__(C::THREADS, C::MINB)
+k_dmma(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ Cout,
+       double *__restrict__ W, int M, int N, int K, int tile0) {
+    using TAt = Tile<C::BM, C::THREADS, !TA>;
+    using TBt = Tile<C::BN, C::THREADS, TB>;
+    extern __shared__ __align__(16) double smem[];
+    double *Fs = smem + 2 * C::BUF;   // the running fold, Fs[idx * THREADS + tid] (not SPLIT)
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
+    int m0, n0;
+    tile_origin<C>(tile0 + (int)blockIdx.x, N, m0, n0);
+    const int lda = TA ? M : K, ldb = TB ? K : N;
+    const int kbeg = SPLIT ? (int)blockIdx.y * KC : 0, kend = SPLIT ? min(K, kbeg + KC) : K;
+    const int nkt = (kend - kbeg + BK - 1) / BK;   // k tiles
+    double acc[C::NACC];
+#pragma unroll
+    for (int i = 0; i < C::NACC; i++) acc[i] = 0.0;
+    float ra[8], rb[8];
+    TAt::load(A, lda, M, K, m0, kbeg, tid, ra);
+    TBt::load(B, ldb, N, K, n0, kbeg, tid, rb);
+    TAt::store(ra, tid, smem);
+    TBt::store(rb, tid, smem + BK * C::LDA);
+    __syncthreads();
+    bool folded = false;
+    for (int tile = 0; tile < nkt; tile++) {
+        const int cur = tile & 1, knext = kbeg + (tile + 1) * BK;
+        if (tile + 1 < nkt) {
+            TAt::load(A, lda, M, K, m0, knext, tid, ra);
+            TBt::load(B, ldb, N, K, n0, knext, tid, rb);
+        }
+        const double *As = smem + cur * C::BUF, *Bs = As + BK * C::LDA;
+#pragma unroll
+        for (int kk = 0; kk < BK / 4; kk++) {
+            double a[C::FM], b[C::FN];
+#pragma unroll
+            for (int i = 0; i < C::FM; i++) a[i] = As[frag_off(kk, t, wm * C::WM + 8 * i, g, C::LDA)];
+#pragma unroll
+            for (int j = 0; j < C::FN; j++) b[j] = Bs[frag_off(kk, t, wn * C::WN + 8 * j, g, C::LDB)];
+#pragma unroll
+            for (int i = 0; i < C::FM; i++)
+#pragma unroll
+                for (int j = 0; j < C::FN; j++) dmma(acc[2 * (i * C::FN + j)], acc[2 * (i * C::FN + j) + 1], a[i], b[j]);
+        }
+        if (!SPLIT && knext % KC == 0 && knext < K) {   // a chunk ended: F = F + p_c, p restarts at 0
+#pragma unroll
+            for (int i = 0; i < C::NACC; i++) {
+                double *f = Fs + i * C::THREADS + tid;
+                *f = folded ? __dadd_rn(*f, acc[i]) : acc[i];
+                acc[i] = 0.0;
+            }
+            folded = true;
+        }
+        if (tile + 1 < nkt) {
+            double *nb = smem + (cur ^ 1) * C::BUF;
+            TAt::store(ra, tid, nb);
+            TBt::store(rb, tid, nb + BK * C::LDA);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < C::NACC; i++) {
+        int r, c;
+        out_rc<C>(wm, wn, g, t, i, r, c);
+        const int row = m0 + r, col = n0 + c;
+        if (row >= M || col >= N) continue;
+        if (SPLIT) {
+            W[wslot<C>(blockIdx.y, blockIdx.x, gridDim.x, r, c)] = acc[i];
+        } else {
+            const double v = folded ? __dadd_rn(Fs[i * C::THREADS + tid], acc[i]) : acc[i];
+            Cout[(size_t)row * N + col] = __double2float_rn(v);
+        }
+    }
+}
+
+// the left fold of a split launch's chunk partials (chunk 0, 1, ...), rounded to float32 once; one
+// thread per element e of the launch's ntiles tiles
+template <class C> __host__ __device__ inline void fold_one(const double *W, int ntiles, int chunks, int tile0,
+                                                            int M, int N, float *Cout, long long e) {
+    const int tl = (int)(e / (C::BM * C::BN)), r = (int)(e % (C::BM * C::BN)) / C::BN, c = (int)(e % C::BN);
+    int m0, n0;
+    tile_origin<C>(tile0 + tl, N, m0, n0);
+    if (m0 + r >= M || n0 + c >= N) return;
+    double s = W[wslot<C>(0, tl, ntiles, r, c)];
+    for (int ch = 1; ch < chunks; ch++) {
+#ifdef __CUDA_ARCH__
+        s = __dadd_rn(s, W[wslot<C>(ch, tl, ntiles, r, c)]);
+#else
+        s = s + W[wslot<C>(ch, tl, ntiles, r, c)];
+#endif
+    }
+    Cout[(size_t)(m0 + r) * N + n0 + c] = (float)s;   // round to nearest (host and device)
+}
+template <class C>
+__global__ void k_fold(const double *__restrict__ W, int ntiles, int chunks, int tile0, int M, int N,
+                       float *__restrict__ Cout) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < (long long)ntiles * C::BM * C::BN) fold_one<C>(W, ntiles, chunks, tile0, M, N, Cout, e);
+}
+
+// The kernels of one GEMM: tiles [0, nfull) in one block each (K in the block), tiles [nfull, T) split
+// per chunk. big128 / small64: nfull = T; split: nfull = 0; hybrid: nfull = the tiles of the whole
+// waves (slots = blocks resident at once), the last partial wave split per chunk.
+struct Plan { int tiles, nfull; };
+static Plan plan(int M, int N, int BM, int BN, int mode /* 0 full, 1 split, 2 hybrid */, int slots) {
+    const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    const int nfull = mode == 0 ? tiles : mode == 1 ? 0 : (tiles / slots) * slots;
+    return {tiles, nfull};
+}
+
+__global__ void k_to_double(const float *__restrict__ x, double *__restrict__ y, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = (double)x[i];
+}
+
+// ---- host: the rule, written plainly ----
+// opA: M x K (row i = op(A)[i][.]), Bt: N x K (row j = op(B)[.][j]); chunk partials left-folded
+static float ref_one(const float *opA, const float *Bt, int K, int i, int j) {
+    const float *a = opA + (size_t)i * K, *b = Bt + (size_t)j * K;
+    double F = 0.0;
+    for (int c0 = 0; c0 < K; c0 += KC) {
+        double p = 0.0;
+        const int c1 = std::min(K, c0 + KC);
+        for (int k = c0; k < c1; k++) p = std::fma((double)a[k], (double)b[k], p);
+        F = c0 == 0 ? p : F + p;
+    }
+    return (float)F;
+}
+// a different order, to show the test tells orders apart: one float64 chain over all of K
+static float alt_one(const float *opA, const float *Bt, int K, int i, int j) {
+    const float *a = opA + (size_t)i * K, *b = Bt + (size_t)j * K;
+    double p = 0.0;
+    for (int k = 0; k < K; k++) p = std::fma((double)a[k], (double)b[k], p);
+    return (float)p;
+}
+
+static bool bits_eq(float x, float y) { uint32_t a, b; memcpy(&a, &x, 4); memcpy(&b, &y, 4); return a == b; }
+
+template <class F> static void parallel_for(size_t n, F f) {
+    unsigned nt = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+    if (n < 64) nt = 1;
+    std::vector<std::thread> th;
+    for (unsigned w = 0; w < nt; w++)
+        th.emplace_back([&, w] { for (size_t i = w; i < n; i += nt) f(i); });
+    for (auto &x : th) x.join();
+}
+
+// test data: float32 u 2^e (e in [-3, 3]) with cancelling pairs at k = 64 q + 17, 18:
+// op(A)[i][k+1] = -op(A)[i][k], op(B)[k+1][j] = op(B)[k][j], so p_k + p_{k+1} = 0 exactly; A's
+// pair is scaled by 2^20 in rows i % 3 == 0 and B's by 2^20 in columns j % 2 == 0, so a running sum
+// of 2^40 times its size loses low bits in a way only the same order reproduces. "Clean" outputs
+// (i % 3 != 0, j odd) carry no scaled pair: cuBLAS is checked there against the rule's value.
+struct Data {
+    int M, N, K, ta, tb;
+    std::vector<float> opA, Bt, A, B;   // logical (M x K, N x K) and stored (per ta, tb)
+};
+static void make_data(Data &d, uint64_t seed) {
+    const int M = d.M, N = d.N, K = d.K;
+    d.opA.resize((size_t)M * K); d.Bt.resize((size_t)N * K);
+    std::mt19937_64 rng(seed);
+    auto val = [&]() {   // u 2^e: u in [-1, 1) in steps of 2^-23, e in [-3, 3]
+        const uint64_t r = rng();
+        const float u = (float)((double)((int64_t)(r >> 40) - (1 << 23)) * 0x1p-23);
+        return std::ldexp(u, (int)(r % 7) - 3);
+    };
+    for (auto &x : d.opA) x = val();
+    for (auto &x : d.Bt) x = val();
+    for (int k = 17; k + 1 < K; k += 64) {
+        for (int i = 0; i < M; i++) {
+            float &a0 = d.opA[(size_t)i * K + k];
+            if (i % 3 == 0) a0 = std::ldexp(a0, 20);
+            d.opA[(size_t)i * K + k + 1] = -a0;
+        }
+        for (int j = 0; j < N; j++) {
+            float &b0 = d.Bt[(size_t)j * K + k];
+            if (j % 2 == 0) b0 = std::ldexp(b0, 20);
+            d.Bt[(size_t)j * K + k + 1] = b0;
+        }
+    }
+    d.A.resize((size_t)M * K); d.B.resize((size_t)K * N);
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) {
+            const float v = d.opA[(size_t)i * K + k];
+            if (d.ta) d.A[(size_t)k * M + i] = v; else d.A[(size_t)i * K + k] = v;
+        }
+    for (int j = 0; j < N; j++)
+        for (int k = 0; k < K; k++) {
+            const float v = d.Bt[(size_t)j * K + k];
+            if (d.tb) d.B[(size_t)j * K + k] = v; else d.B[(size_t)k * N + j] = v;
+        }
+}
+static bool clean(int i, int j) { return i % 3 != 0 && j % 2 == 1; }
+
+static int g_emu_mutant = 0;   // host test only: 1 runs each emulated MMA's 4 k's in reverse order
+
+// ---- host emulation of k_dmma's block loop (same tile, fragment and output maps), the MMA done
+// as its measured rule: lane (g, t) gets d[g][2t+e] = fma chain over k' = 0..3 of a[g][k'] b[k'][2t+e]
+template <class C, bool TA, bool TB, bool SPLIT>
+static void emulate(const float *A, const float *B, float *Cout, double *W, int M, int N, int K, int tile0, int ntiles) {
+    using TAt = Tile<C::BM, C::THREADS, !TA>;
+    using TBt = Tile<C::BN, C::THREADS, TB>;
+    const int lda = TA ? M : K, ldb = TB ? K : N, chunks = (K + KC - 1) / KC;
+    std::vector<double> smem(2 * C::BUF + C::NACC * C::THREADS, std::nan(""));
+    std::vector<double> acc((size_t)C::THREADS * C::NACC);
+    std::vector<float> ra((size_t)C::THREADS * 8), rb((size_t)C::THREADS * 8);
+    double *Fs = smem.data() + 2 * C::BUF;
+    for (int by = 0; by < (SPLIT ? chunks : 1); by++)
+    for (int bx = 0; bx < ntiles; bx++) {
+        int m0, n0;
+        tile_origin<C>(tile0 + bx, N, m0, n0);
+        const int kbeg = SPLIT ? by * KC : 0, kend = SPLIT ? std::min(K, kbeg + KC) : K;
+        const int nkt = (kend - kbeg + BK - 1) / BK;   // k tiles
+        std::fill(acc.begin(), acc.end(), 0.0);
+        std::fill(smem.begin(), smem.end(), std::nan(""));
+        for (int tid = 0; tid < C::THREADS; tid++) {
+            float (&a)[8] = *reinterpret_cast<float (*)[8]>(&ra[tid * 8]);
+            float (&b)[8] = *reinterpret_cast<float (*)[8]>(&rb[tid * 8]);
+            TAt::load(A, lda, M, K, m0, kbeg, tid, a);
+            TBt::load(B, ldb, N, K, n0, kbeg, tid, b);
+            TAt::store(a, tid, smem.data());
+            TBt::store(b, tid, smem.data() + BK * C::LDA);
+        }
+        bool folded = false;
+        for (int tile = 0; tile < nkt; tile++) {
+            const int cur = tile & 1, knext = kbeg + (tile + 1) * BK;
+            if (tile + 1 < nkt)
+                for (int tid = 0; tid < C::THREADS; tid++) {
+                    TAt::load(A, lda, M, K, m0, knext, tid, *reinterpret_cast<float (*)[8]>(&ra[tid * 8]));
+                    TBt::load(B, ldb, N, K, n0, knext, tid, *reinterpret_cast<float (*)[8]>(&rb[tid * 8]));
+                }
+            const double *As = smem.data() + cur * C::BUF, *Bs = As + BK * C::LDA;
+            for (int warp = 0; warp < C::WARPS; warp++) {
+                const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
+                for (int kk = 0; kk < BK / 4; kk++)
+                    for (int i = 0; i < C::FM; i++)
+                        for (int j = 0; j < C::FN; j++) {
+                            double fa[32], fb[32];   // what each lane holds
+                            for (int lane = 0; lane < 32; lane++) {
+                                const int g = lane >> 2, t = lane & 3;
+                                fa[lane] = As[frag_off(kk, t, wm * C::WM + 8 * i, g, C::LDA)];
+                                fb[lane] = Bs[frag_off(kk, t, wn * C::WN + 8 * j, g, C::LDB)];
+                            }
+                            for (int lane = 0; lane < 32; lane++) {
+                                const int g = lane >> 2, t = lane & 3;
+                                for (int e = 0; e < 2; e++) {
+                                    double &c = acc[(size_t)(warp * 32 + lane) * C::NACC + 2 * (i * C::FN + j) + e];
+                                    for (int q = 0; q < 4; q++) {
+                                        const int k = g_emu_mutant == 1 ? 3 - q : q;
+                                        c = std::fma(fa[g * 4 + k], fb[(2 * t + e) * 4 + k], c);
+                                    }
+                                }
+                            }
+                        }
+            }
+            if (!SPLIT && knext % KC == 0 && knext < K) {
+                for (int tid = 0; tid < C::THREADS; tid++)
+                    for (int i = 0; i < C::NACC; i++) {
+                        double &f = Fs[i * C::THREADS + tid], &a = acc[(size_t)tid * C::NACC + i];
+                        f = folded ? f + a : a;
+                        a = 0.0;
+                    }
+                folded = true;
+            }
+            if (tile + 1 < nkt) {
+                double *nb = smem.data() + (cur ^ 1) * C::BUF;
+                for (int tid = 0; tid < C::THREADS; tid++) {
+                    TAt::store(*reinterpret_cast<float (*)[8]>(&ra[tid * 8]), tid, nb);
+                    TBt::store(*reinterpret_cast<float (*)[8]>(&rb[tid * 8]), tid, nb + BK * C::LDA);
+                }
+            }
+        }
+        for (int tid = 0; tid < C::THREADS; tid++) {
+            const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+            const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
+            for (int i = 0; i < C::NACC; i++) {
+                int r, c;
+                out_rc<C>(wm, wn, g, t, i, r, c);
+                const int row = m0 + r, col = n0 + c;
+                if (row >= M || col >= N) continue;
+                const double a = acc[(size_t)tid * C::NACC + i];
+                if (SPLIT) W[wslot<C>(by, bx, ntiles, r, c)] = a;
+                else Cout[(size_t)row * N + col] = (float)(folded ? Fs[i * C::THREADS + tid] + a : a);
+            }
+        }
+    }
+    if (SPLIT)
+        for (long long e = 0; e < (long long)ntiles * C::BM * C::BN; e++) fold_one<C>(W, ntiles, chunks, tile0, M, N, Cout, e);
+}
+// a whole GEMM as the device runs it (plan), emulated
+template <class C, bool TA, bool TB>
+static void emulate_plan(int mode, int slots, const float *A, const float *B, float *Cout, double *W, int M, int N, int K) {
+    const Plan p = plan(M, N, C::BM, C::BN, mode, slots);
+    if (p.nfull > 0) emulate<C, TA, TB, false>(A, B, Cout, W, M, N, K, 0, p.nfull);
+    if (p.tiles > p.nfull) emulate<C, TA, TB, true>(A, B, Cout, W, M, N, K, p.nfull, p.tiles - p.nfull);
+}
+
+// bank pairs (8-byte slots mod 16) of a half-warp's 8-byte accesses: the worst number of lanes
+// on one slot (1 = conflict-free)
+static int worst_way(const std::vector<int> &slots) {
+    int worst = 0;
+    for (size_t h = 0; h < slots.size(); h += 16) {
+        int cnt[16] = {0};
+        std::vector<int> seen;
+        for (size_t l = h; l < h + 16 && l < slots.size(); l++) {
+            if (std::find(seen.begin(), seen.end(), slots[l]) != seen.end()) continue;   // same word: broadcast
+            seen.push_back(slots[l]);
+            worst = std::max(worst, ++cnt[((slots[l] % 16) + 16) % 16]);
+        }
+    }
+    return worst;
+}
+
+template <class C> static int host_maps(const char *name) {
+    int bad = 0;
+    // every (x, k) of a stage is loaded and stored by exactly one (thread, item, element)
+    auto cover = [&](auto tile, int BX, const char *what) {
+        using T = decltype(tile);
+        std::vector<int> hit((size_t)BX * BK, 0);
+        for (int tid = 0; tid < C::THREADS; tid++)
+            for (int i = 0; i < T::NI; i++) {
+                int x, k;
+                T::item(tid, i, x, k);
+                const int n = 8 / T::NI;   // elements per item: 4 or 2
+                for (int e = 0; e < n; e++) {
+                    const int xx = n == 4 ? x : x + e, kk = n == 4 ? k + e : k;
+                    if (xx < 0 || xx >= BX || kk < 0 || kk >= BK) { bad++; continue; }
+                    hit[(size_t)kk * BX + xx]++;
+                }
+            }
+        int wrong = 0;
+        for (int h : hit) wrong += h != 1;
+        // the stores' bank pattern, per store instruction
+        int worst = 0;
+        for (int i = 0; i < T::NI; i++) {
+            const int n = 8 / T::NI;
+            for (int s = 0; s < (n == 4 ? 4 : 1); s++) {
+                std::vector<int> slots;
+                for (int tid = 0; tid < 32; tid++) {
+                    int x, k;
+                    T::item(tid, i, x, k);
+                    if (n == 4) { const int e = (s + k / 4) & 3; slots.push_back((k + e) * T::LD + x); }
+                    else slots.push_back(k * T::LD + x);   // a double2: 2 slots, quarter-warps
+                }
+                if (n == 4) worst = std::max(worst, worst_way(slots));
+                else {   // quarter-warp of 16-byte stores: 8 lanes x 2 slots
+                    for (int qw = 0; qw < 4; qw++) {
+                        std::vector<int> s2;
+                        for (int l = qw * 8; l < qw * 8 + 8; l++) { s2.push_back(slots[l]); s2.push_back(slots[l] + 1); }
+                        worst = std::max(worst, worst_way(s2));
+                    }
+                }
+            }
+        }
+        printf("  %-8s %-22s stage coverage: %s; store bank conflict: %d-way\n", name, what,
+               wrong ? "WRONG" : "each element once", worst);
+        bad += wrong;
+    };
+    cover(Tile<C::BM, C::THREADS, true>(), C::BM, "A/B k-contiguous tile");
+    cover(Tile<C::BM, C::THREADS, false>(), C::BM, "A/B x-contiguous tile");
+    // fragment reads: conflict-free per half-warp; outputs: each block-tile element once
+    std::vector<int> slots;
+    for (int lane = 0; lane < 32; lane++) slots.push_back(frag_off(1, lane & 3, 8, lane >> 2, C::LDA));
+    const int fw = worst_way(slots);
+    std::vector<int> hit((size_t)C::BM * C::BN, 0);
+    for (int tid = 0; tid < C::THREADS; tid++) {
+        const int lane = tid & 31, warp = tid >> 5;
+        for (int i = 0; i < C::NACC; i++) {
+            int row, col;
+            out_rc<C>(warp / C::WARPS_N, warp % C::WARPS_N, lane >> 2, lane & 3, i, row, col);
+            if (row < 0 || row >= C::BM || col < 0 || col >= C::BN) { bad++; continue; }
+            hit[(size_t)row * C::BN + col]++;
+        }
+    }
+    int wrong = 0;
+    for (int h : hit) wrong += h != 1;
+    printf("  %-8s fragment reads: %d-way; outputs: %s\n", name, fw, wrong ? "WRONG" : "each element once");
+    return bad + wrong + (fw != 1);
+}
+
+// cuBLAS is column-major: the row-major C (M x N) = op(A) op(B) is C^T (N x M) = op(B)^T op(A)^T,
+// so cuBLAS's first operand is our B and its second our A; a row-major X read column-major is X^T
+struct BlasArgs { cublasOperation_t op1, op2; int m, n, k, ld1, ld2, ldc; };
+static BlasArgs blas_args(int M, int N, int K, int ta, int tb) {
+    return {tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, tb ? K : N, ta ? M : K, N};
+}
+// the column-major GEMM cuBLAS computes, C = op1(X1) op2(X2), in float64 (host test of blas_args)
+static void colmajor_gemm(const BlasArgs &b, const float *X1, const float *X2, double *C) {
+    for (int j = 0; j < b.n; j++)
+        for (int i = 0; i < b.m; i++) {
+            double s = 0;
+            for (int l = 0; l < b.k; l++) {
+                const double x1 = b.op1 == CUBLAS_OP_N ? X1[i + (size_t)l * b.ld1] : X1[l + (size_t)i * b.ld1];
+                const double x2 = b.op2 == CUBLAS_OP_N ? X2[l + (size_t)j * b.ld2] : X2[j + (size_t)l * b.ld2];
+                s += x1 * x2;
+            }
+            C[i + (size_t)j * b.ldc] = s;
+        }
+}
+
+struct HostCase { int M, N, K, ta, tb; };
+
+static int host_test() {
+    int fails = 0;
+    printf("host test (no GPU): maps, the reference against a naive loop, the kernel's emulation\n");
+    fails += host_maps<Big>("big128");
+    fails += host_maps<Small>("small64");
+    const HostCase cases[] = {{72, 136, 780, 0, 0}, {72, 136, 780, 0, 1}, {72, 136, 780, 1, 0}, {72, 136, 780, 1, 1},
+                              {64, 64, 1024, 1, 0}, {8, 12, 40, 0, 0}, {132, 68, 256, 1, 0}, {4, 4, 2060, 0, 1},
+                              {260, 136, 520, 1, 0}, {260, 136, 520, 0, 1}};
+    for (const HostCase &hc : cases) {
+        Data d;
+        d.M = hc.M; d.N = hc.N; d.K = hc.K; d.ta = hc.ta; d.tb = hc.tb;
+        make_data(d, 1000 + hc.M * 7 + hc.K + hc.ta * 3 + hc.tb);
+        const int M = d.M, N = d.N, K = d.K;
+        // naive: straight from the stored layouts, chunk by chunk
+        std::vector<float> ref((size_t)M * N), naive((size_t)M * N);
+        int ref_naive = 0, ref_alt = 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                ref[(size_t)i * N + j] = ref_one(d.opA.data(), d.Bt.data(), K, i, j);
+                std::vector<double> parts;
+                for (int c = 0; c * KC < K; c++) {
+                    double p = 0;
+                    for (int k = c * KC; k < K && k < (c + 1) * KC; k++) {
+                        const float a = d.ta ? d.A[(size_t)k * M + i] : d.A[(size_t)i * K + k];
+                        const float b = d.tb ? d.B[(size_t)j * K + k] : d.B[(size_t)k * N + j];
+                        p = std::fma((double)a, (double)b, p);
+                    }
+                    parts.push_back(p);
+                }
+                double s = parts[0];
+                for (size_t c = 1; c < parts.size(); c++) s += parts[c];
+                naive[(size_t)i * N + j] = (float)s;
+                ref_naive += !bits_eq(naive[(size_t)i * N + j], ref[(size_t)i * N + j]);
+                ref_alt += !bits_eq(alt_one(d.opA.data(), d.Bt.data(), K, i, j), ref[(size_t)i * N + j]);
+            }
+        fails += ref_naive;
+        // cuBLAS's arguments (blas_args) give the same product, within float64 rounding
+        std::vector<double> cm((size_t)M * N);
+        colmajor_gemm(blas_args(M, N, K, d.ta, d.tb), d.B.data(), d.A.data(), cm.data());
+        int blas_bad = 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double sa = 0;
+                for (int k = 0; k < K; k++) sa += std::fabs((double)d.opA[(size_t)i * K + k] * d.Bt[(size_t)j * K + k]);
+                blas_bad += std::fabs(cm[(size_t)i * N + j] - ref[(size_t)i * N + j]) > 1e-6 * std::fabs(ref[(size_t)i * N + j]) + 1e-12 * sa;
+            }
+        fails += blas_bad;
+        printf("  M %d N %d K %d ta %d tb %d: reference vs naive %d differ; cuBLAS arguments %s; the one-chain order differs on %d of %d\n",
+               M, N, K, d.ta, d.tb, ref_naive, blas_bad ? "WRONG" : "ok", ref_alt, M * N);
+        auto run = [&](const char *name, auto fn, bool mutant = false) {
+            g_emu_mutant = mutant ? 1 : 0;
+            std::vector<float> out((size_t)M * N, std::nanf(""));
+            const size_t area = std::max((size_t)((M + 63) / 64) * ((N + 63) / 64) * 64 * 64,
+                                         (size_t)((M + 127) / 128) * ((N + 127) / 128) * 128 * 128);   // padded tiles
+            std::vector<double> W((size_t)((K + KC - 1) / KC) * area, std::nan(""));
+            fn(d.A.data(), d.B.data(), out.data(), W.data(), M, N, K);
+            int diff = 0;
+            for (size_t q = 0; q < out.size(); q++) diff += !bits_eq(out[q], ref[q]);
+            g_emu_mutant = 0;
+            if (mutant) {   // the check must see a wrong order: some output differs
+                printf("    emulated %-8s with each MMA's k's reversed (a wrong order): %d of %zu differ%s\n", name,
+                       diff, out.size(), diff ? "" : " (NOT SEEN)");
+                fails += K > 256 && diff == 0;
+                return;
+            }
+            printf("    emulated %-18s bits: %zu of %zu equal\n", name, out.size() - diff, out.size());
+            fails += diff;
+        };
+#define EMU(C, MODE, SLOTS) [&](const float *A, const float *B, float *O, double *W, int M_, int N_, int K_) { \
+        if (!d.ta && !d.tb) emulate_plan<C, false, false>(MODE, SLOTS, A, B, O, W, M_, N_, K_); \
+        else if (!d.ta && d.tb) emulate_plan<C, false, true>(MODE, SLOTS, A, B, O, W, M_, N_, K_); \
+        else if (d.ta && !d.tb) emulate_plan<C, true, false>(MODE, SLOTS, A, B, O, W, M_, N_, K_); \
+        else emulate_plan<C, true, true>(MODE, SLOTS, A, B, O, W, M_, N_, K_); }
+        run("big128", EMU(Big, 0, 1));
+        run("small64", EMU(Small, 0, 1));
+        run("split64", EMU(Small, 1, 1));
+        run("split128", EMU(Big, 1, 1));
+        // hybrid with 4 blocks resident: whole waves of 4 tiles in one block each, the rest split
+        for (int big = 0; big < 2; big++) {
+            const Plan p = plan(M, N, big ? 128 : 64, big ? 128 : 64, 2, 4);
+            char name[64];
+            snprintf(name, sizeof name, "hybrid%d (%d+%d)", big ? 128 : 64, p.nfull, p.tiles - p.nfull);
+            if (big) run(name, EMU(Big, 2, 4));
+            else run(name, EMU(Small, 2, 4));
+        }
+        run("big128", EMU(Big, 0, 1), true);
+#undef EMU
+    }
+    printf("host test: %s\n", fails ? "FAILED" : "ok");
+    return fails ? 1 : 0;
+}
+
+// ---- device ----
+enum Variant { BIG, SMALL, SPLIT64, SPLIT128, HYB64, HYB128, NVAR };
+static const char *VNAME[NVAR] = {"big128", "small64", "split64", "split128", "hybrid64", "hybrid128"};
+static bool v_big(int v) { return v == BIG || v == SPLIT128 || v == HYB128; }
+static int v_mode(int v) { return v == BIG || v == SMALL ? 0 : v == SPLIT64 || v == SPLIT128 ? 1 : 2; }
+
+template <class C, bool TA, bool TB, bool SPLIT> static size_t prepare_t() {   // the launch's shared memory
+    const size_t smem = C::SMEM_BUFS + (SPLIT ? 0 : C::SMEM_FOLD);
+    static bool attr = false;
+    if (!attr) {
+        CK(cudaFuncSetAttribute(k_dmma<C, TA, TB, SPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        attr = true;
+    }
+    return smem;
+}
+// tiles [tile0, tile0 + ntiles): one block each, or (SPLIT) one per tile and chunk, then k_fold
+template <class C, bool TA, bool TB, bool SPLIT> static void launch_t(const float *A, const float *B, float *Cout,
+                                                                      double *W, int M, int N, int K, int tile0, int ntiles) {
+    const size_t smem = prepare_t<C, TA, TB, SPLIT>();
+    const int chunks = (K + KC - 1) / KC;
+    k_dmma<C, TA, TB, SPLIT><<<dim3(ntiles, SPLIT ? chunks : 1), C::THREADS, smem>>>(A, B, Cout, W, M, N, K, tile0);
+    if (SPLIT) {
+        const long long n = (long long)ntiles * C::BM * C::BN;
+        k_fold<C><<<(unsigned)((n + 255) / 256), 256>>>(W, ntiles, chunks, tile0, M, N, Cout);
+    }
+}
+template <class C, bool SPLIT> static void launch_c(int ta, int tb, const float *A, const float *B, float *Cout,
+                                                    double *W, int M, int N, int K, int tile0, int ntiles) {
+    if (!ta && !tb) launch_t<C, false, false, SPLIT>(A, B, Cout, W, M, N, K, tile0, ntiles);
+    else if (!ta && tb) launch_t<C, false, true, SPLIT>(A, B, Cout, W, M, N, K, tile0, ntiles);
+    else if (ta && !tb) launch_t<C, true, false, SPLIT>(A, B, Cout, W, M, N, K, tile0, ntiles);
+    else launch_t<C, true, true, SPLIT>(A, B, Cout, W, M, N, K, tile0, ntiles);
+}
+// blocks of the full (non-split) kernel resident at once on the GPU
+template <class C> static int slots_c() {
+    const size_t smem = prepare_t<C, false, false, false>();
+    int per_sm = 0, dev = 0, sms = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dmma<C, false, false, false>, C::THREADS, smem));
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return std::max(1, per_sm) * sms;
+}
+static Plan v_plan(int v, int M, int N) {
+    static int slots64 = 0, slots128 = 0;
+    if (!slots64) { slots64 = slots_c<Small>(); slots128 = slots_c<Big>(); }
+    return v_big(v) ? plan(M, N, 128, 128, v_mode(v), slots128) : plan(M, N, 64, 64, v_mode(v), slots64);
+}
+// the float64 scratch a variant needs (its split tiles)
+static size_t v_scratch(int v, int M, int N, int K) {
+    const Plan p = v_plan(v, M, N);
+    const int bm = v_big(v) ? 128 : 64;
+    return (size_t)(p.tiles - p.nfull) * bm * bm * ((K + KC - 1) / KC) * 8;
+}
+static void launch(int v, int ta, int tb, const float *A, const float *B, float *Cout, double *W, int M, int N, int K) {
+    const Plan p = v_plan(v, M, N);
+    if (v_big(v)) {
+        if (p.nfull > 0) launch_c<Big, false>(ta, tb, A, B, Cout, W, M, N, K, 0, p.nfull);
+        if (p.tiles > p.nfull) launch_c<Big, true>(ta, tb, A, B, Cout, W, M, N, K, p.nfull, p.tiles - p.nfull);
+    } else {
+        if (p.nfull > 0) launch_c<Small, false>(ta, tb, A, B, Cout, W, M, N, K, 0, p.nfull);
+        if (p.tiles > p.nfull) launch_c<Small, true>(ta, tb, A, B, Cout, W, M, N, K, p.nfull, p.tiles - p.nfull);
+    }
+}
+
+template <class F> static double time_ms(F f, int reps) {
+    for (int i = 0; i < 3; i++) f();
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<cudaEvent_t> ev(2 * reps);
+    for (auto &e : ev) CK(cudaEventCreate(&e));
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(ev[2 * r]));
+        f();
+        CK(cudaEventRecord(ev[2 * r + 1]));
+    }
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<double> ms(reps);
+    for (int r = 0; r < reps; r++) {
+        float x;
+        CK(cudaEventElapsedTime(&x, ev[2 * r], ev[2 * r + 1]));
+        ms[r] = x;
+    }
+    for (auto &e : ev) CK(cudaEventDestroy(e));
+    std::sort(ms.begin(), ms.end());
+    return ms[reps / 2];
+}
+
+struct Shape { const char *name; int M, K, N, ta, tb; };
+struct Row {
+    std::string name;
+    double flop = 0, sgemm = 0, dgemm = 0, v[NVAR] = {};
+    long bits_eq[NVAR] = {}, bits_n = 0, alt_differ = 0, cub_ok = 0, cub_n = 0;
+    bool ran[NVAR] = {};
+    Plan plan[NVAR] = {};
+};
+
+int main(int argc, char **argv) {
+    int reps = 30;
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--host-test")) return host_test();
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(5, atoi(argv[++i]));
+        else if (!strcmp(argv[i], "--quick")) quick = true;
+        else { fprintf(stderr, "usage: %s [--reps N] [--quick] | --host-test\n", argv[0]); return 2; }
+    }
+    const Shape full[] = {{"4096^3 NN", 4096, 4096, 4096, 0, 0},
+                          {"fwd NT 4096x768->3072", 4096, 768, 3072, 0, 1},
+                          {"dgrad NN 4096x3072->768", 4096, 3072, 768, 0, 0},
+                          {"wgrad TN 3072x4096->768", 3072, 4096, 768, 1, 0},
+                          {"wgrad TN 768x4096->3072", 768, 4096, 3072, 1, 0},
+                          {"LM wgrad TN 256x4096->256", 256, 4096, 256, 1, 0},
+                          {"LM wgrad TN 1024x4096->256", 1024, 4096, 256, 1, 0},
+                          {"FNO wgrad TN 64x20480->64", 64, 20480, 64, 1, 0}};
+    const Shape small[] = {{"NN 72x780->136", 72, 780, 136, 0, 0}, {"NT 72x780->136", 72, 780, 136, 0, 1},
+                           {"TN 72x780->136", 72, 780, 136, 1, 0}, {"TN 64x2048->64", 64, 2048, 64, 1, 0}};
+    const Shape *shapes = quick ? small : full;
+    const int nshapes = quick ? 4 : 8;
+
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("dmma_gemm: %s, %d SMs; reps %d (median of per-call CUDA event times, 3 warm-up calls)\n",
+           prop.name, prop.multiProcessorCount, reps);
+    cublasHandle_t h;
+    CB(cublasCreate(&h));
+    CB(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));   // SGEMM in float32 (no TF32)
+    std::vector<Row> rows;
+    bool fail = false;
+    for (int si = 0; si < nshapes; si++) {
+        const Shape &s = shapes[si];
+        Data d;
+        d.M = s.M; d.N = s.N; d.K = s.K; d.ta = s.ta; d.tb = s.tb;
+        make_data(d, 77 + si);
+        const int M = d.M, N = d.N, K = d.K, chunks = (K + KC - 1) / KC;
+        if (M % 4 || N % 4 || K % 4) { fprintf(stderr, "M, N, K must be multiples of 4\n"); return 2; }
+        Row row;
+        row.name = s.name;
+        row.flop = 2.0 * M * N * K;
+        // the outputs checked: all (M N K <= 2^28: the host's chains stay within seconds), or 4096
+        // random ones and the four corners
+        std::vector<std::pair<int, int>> sample;
+        if ((double)M * N * K <= 268435456.0) {
+            for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) sample.push_back({i, j});
+        } else {
+            std::mt19937 r(5 + si);
+            for (int q = 0; q < 4096; q++) sample.push_back({(int)(r() % M), (int)(r() % N)});
+            sample.push_back({0, 0}); sample.push_back({0, N - 1}); sample.push_back({M - 1, 0}); sample.push_back({M - 1, N - 1});
+        }
+        std::vector<float> ref(sample.size()), alt(sample.size());
+        std::vector<double> sumabs(sample.size());
+        parallel_for(sample.size(), [&](size_t q) {
+            const int i = sample[q].first, j = sample[q].second;
+            ref[q] = ref_one(d.opA.data(), d.Bt.data(), K, i, j);
+            alt[q] = alt_one(d.opA.data(), d.Bt.data(), K, i, j);
+            double sa = 0;
+            for (int k = 0; k < K; k++) sa += std::fabs((double)d.opA[(size_t)i * K + k] * d.Bt[(size_t)j * K + k]);
+            sumabs[q] = sa;
+        });
+        for (size_t q = 0; q < sample.size(); q++) row.alt_differ += !bits_eq(ref[q], alt[q]);
+        row.bits_n = (long)sample.size();
+
+        float *dA, *dB, *dC;
+        double *dAd, *dBd, *dCd, *dW = nullptr;
+        const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+        CK(cudaMalloc(&dA, na * 4)); CK(cudaMalloc(&dB, nb * 4)); CK(cudaMalloc(&dC, nc * 4));
+        CK(cudaMalloc(&dAd, na * 8)); CK(cudaMalloc(&dBd, nb * 8)); CK(cudaMalloc(&dCd, nc * 8));
+        // the kernels run: the full ones always; split and hybrid when K has 2 chunks or more, their
+        // scratch fits in 1 GiB, and (hybrid) the plan differs from both the full and the split one
+        bool run_v[NVAR];
+        size_t wbytes = 0;
+        for (int v = 0; v < NVAR; v++) {
+            const Plan p = v_plan(v, M, N);
+            row.plan[v] = p;
+            run_v[v] = v_mode(v) == 0 || (chunks > 1 && v_scratch(v, M, N, K) <= ((size_t)1 << 30) &&
+                                           (v_mode(v) == 1 || (p.nfull > 0 && p.nfull < p.tiles)));
+            if (run_v[v]) wbytes = std::max(wbytes, v_scratch(v, M, N, K));
+        }
+        if (wbytes) CK(cudaMalloc(&dW, wbytes));
+        CK(cudaMemcpy(dA, d.A.data(), na * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dB, d.B.data(), nb * 4, cudaMemcpyHostToDevice));
+        k_to_double<<<1024, 256>>>(dA, dAd, na);
+        k_to_double<<<1024, 256>>>(dB, dBd, nb);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        std::vector<float> out(nc);
+        std::vector<double> outd(nc);
+
+        const BlasArgs ba = blas_args(M, N, K, s.ta, s.tb);
+        const float one = 1.f, zero = 0.f;
+        const double oned = 1.0, zerod = 0.0;
+        auto sgemm = [&] { CB(cublasSgemm(h, ba.op1, ba.op2, ba.m, ba.n, ba.k, &one, dB, ba.ld1, dA, ba.ld2, &zero, dC, ba.ldc)); };
+        auto dgemm = [&] { CB(cublasDgemm(h, ba.op1, ba.op2, ba.m, ba.n, ba.k, &oned, dBd, ba.ld1, dAd, ba.ld2, &zerod, dCd, ba.ldc)); };
+        CK(cudaMemset(dC, 0xff, nc * 4));
+        CK(cudaMemset(dCd, 0xff, nc * 8));
+        sgemm();
+        dgemm();
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(out.data(), dC, nc * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(outd.data(), dCd, nc * 8, cudaMemcpyDeviceToHost));
+        for (size_t q = 0; q < sample.size(); q++) {
+            const int i = sample[q].first, j = sample[q].second;
+            if (!clean(i, j)) continue;
+            row.cub_n++;
+            const double r = ref[q], tol = sumabs[q];
+            row.cub_ok += std::fabs(out[(size_t)i * N + j] - r) <= 1e-3 * tol + 1e-30 &&
+                          std::fabs(outd[(size_t)i * N + j] - r) <= 1e-6 * std::fabs(r) + 1e-12 * tol;
+        }
+        if (row.cub_ok != row.cub_n) fail = true;
+        row.sgemm = time_ms(sgemm, reps);
+        row.dgemm = time_ms(dgemm, reps);
+        for (int v = 0; v < NVAR; v++) {
+            if (!run_v[v]) continue;
+            auto f = [&] { launch(v, s.ta, s.tb, dA, dB, dC, dW, M, N, K); };
+            CK(cudaMemset(dC, 0xff, nc * 4));   // NaN: a skipped output cannot pass
+            if (dW) CK(cudaMemset(dW, 0xff, wbytes));
+            f();
+            const cudaError_t e = cudaGetLastError();   // a launch the GPU refuses: report, go on
+            if (e != cudaSuccess) {
+                printf("%s: %s did not launch: %s\n", s.name, VNAME[v], cudaGetErrorString(e));
+                fail = true;
+                continue;
+            }
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(out.data(), dC, nc * 4, cudaMemcpyDeviceToHost));
+            for (size_t q = 0; q < sample.size(); q++)
+                row.bits_eq[v] += bits_eq(out[(size_t)sample[q].first * N + sample[q].second], ref[q]);
+            if (row.bits_eq[v] != row.bits_n) fail = true;
+            row.v[v] = time_ms(f, reps);
+            row.ran[v] = true;
+        }
+        CK(cudaFree(dA)); CK(cudaFree(dB)); CK(cudaFree(dC));
+        CK(cudaFree(dAd)); CK(cudaFree(dBd)); CK(cudaFree(dCd));
+        if (dW) CK(cudaFree(dW));
+        rows.push_back(row);
+        printf("%s: SGEMM %.3f ms, DGEMM %.3f ms;", s.name, row.sgemm, row.dgemm);   // as it goes
+        for (int v = 0; v < NVAR; v++)
+            if (row.ran[v]) printf(" %s %.3f ms (bits %ld/%ld)", VNAME[v], row.v[v], row.bits_eq[v], row.bits_n);
+        printf("; cuBLAS sanity %ld/%ld\n", row.cub_ok, row.cub_n);
+        fflush(stdout);
+    }
+
+    auto tf = [](double flop, double ms) { return flop / (ms * 1e-3) / 1e12; };
+    printf("\n## FP64-tensor-core exact GEMM (float32 in, float64 FMA chain per 256-k chunk, chunks folded in\n"
+           "## order, float32 out) vs cuBLAS SGEMM (float32, no TF32) and cuBLAS DGEMM (float64 copies)\n\n");
+    printf("| shape | SGEMM ms | SGEMM TF/s | DGEMM ms | DGEMM TF/s | DGEMM %% of SGEMM | DMMA ms | DMMA TF/s | "
+           "DMMA %% of SGEMM | best kernel | bits equal (all kernels) | one-chain order differs |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|\n");
+    for (const Row &r : rows) {
+        int best = -1;
+        long beq = 0, bn = 0;
+        for (int v = 0; v < NVAR; v++)
+            if (r.ran[v]) {
+                if (best < 0 || r.v[v] < r.v[best]) best = v;
+                beq += r.bits_eq[v]; bn += r.bits_n;
+            }
+        printf("| %s | %.3f | %.1f | %.3f | %.1f | %.0f%% | %.3f | %.1f | %.0f%%%s | %s | %ld of %ld | %ld of %ld |\n",
+               r.name.c_str(), r.sgemm, tf(r.flop, r.sgemm), r.dgemm, tf(r.flop, r.dgemm), 100 * r.sgemm / r.dgemm,
+               r.v[best], tf(r.flop, r.v[best]), 100 * r.sgemm / r.v[best], r.sgemm / r.v[best] >= 0.9 ? " ok" : " **MISS**",
+               VNAME[best], beq, bn, r.alt_differ, r.bits_n);
+    }
+    printf("\n| shape |");
+    for (int v = 0; v < NVAR; v++) printf(" %s ms |", VNAME[v]);
+    printf(" hybrid64 / hybrid128 tiles: whole + split | bits equal per kernel (in the order of the columns) | cuBLAS sanity (clean outputs) |\n|---|");
+    for (int v = 0; v < NVAR; v++) printf("---:|");
+    printf("---|---|---|\n");
+    for (const Row &r : rows) {
+        printf("| %s |", r.name.c_str());
+        for (int v = 0; v < NVAR; v++) {
+            if (r.ran[v]) printf(" %.3f |", r.v[v]);
+            else printf(" - |");
+        }
+        printf(" %d + %d / %d + %d | ", r.plan[HYB64].nfull, r.plan[HYB64].tiles - r.plan[HYB64].nfull,
+               r.plan[HYB128].nfull, r.plan[HYB128].tiles - r.plan[HYB128].nfull);
+        bool first = true;
+        for (int v = 0; v < NVAR; v++)
+            if (r.ran[v]) { printf("%s%ld/%ld", first ? "" : " ", r.bits_eq[v], r.bits_n); first = false; }
+        printf(" | %ld of %ld within tolerance |\n", r.cub_ok, r.cub_n);
+    }
+    printf("\nDMMA %% of SGEMM = SGEMM ms / DMMA ms (target >= 90%%); DGEMM %% likewise (cuBLAS's own\n"
+           "FP64 tensor-core GEMM: the ceiling for this kernel). bits equal: outputs (all where M N K <= 2^28,\n"
+           "else 4096 random + 4 corners) whose float32 bits equal the host rule (std::fma on doubles, same\n"
+           "order), summed over the kernels run; one-chain order differs: how many of those outputs one\n"
+           "float64 chain over all of K without chunk restarts would get different (the test tells orders\n"
+           "apart). cuBLAS sanity: SGEMM within 1e-3 sum|a b| and DGEMM within 1e-6 relative of the rule on\n"
+           "outputs with no 2^20-scaled pair (cuBLAS computed the same layout). Kernels: big128 / small64 one\n"
+           "block per 128x128 / 64x64 tile over all of K (chunk fold in shared memory); split64 / split128\n"
+           "one block per tile and 256-k chunk, then a fold kernel; hybrid: the whole waves of tiles as\n"
+           "big/small, the last partial wave split per chunk (same bits). '-': not run (hybrid equal to the\n"
+           "full or the split plan, or scratch over 1 GiB).\n");
+    printf("result: %s\n", fail ? "FAIL (a bit mismatch or a cuBLAS layout check failed)" : "all bits equal");
+    CB(cublasDestroy(h));
+    return fail ? 1 : 0;
+}
