@@ -118,7 +118,7 @@ if has opover; then   # per-op host time against PyTorch eager, one pinned core 
   echo "opover rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/op-overhead.md" | tee -a "$OUT/summary.txt"
 fi
 if has dmma && [ -x build/dmma_gemm ]; then   # an FP64 tensor-core GEMM against cuBLAS (carry build/dmma_gemm)
-  timeout 90 bash bench/device/dmma_gemm.sh 2>&1 | tail -40 | tee -a "$OUT/summary.txt"
+  OUT="$OUT/dmma" timeout 90 bash bench/device/dmma_gemm.sh 2>&1 | tail -40 | tee -a "$OUT/summary.txt"
 fi
 if has gemm; then
   timeout "${GEMM_S:-90}" taskset -c 2,3 python3 bench/bench_gemm_peak.py --threads 2 \
