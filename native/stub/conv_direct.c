@@ -416,3 +416,147 @@ void tl_direct_dgrad(const tl_direct *D, const float *Wk, const float *gb, float
 #pragma omp parallel for schedule(dynamic, 4) if (par && G->cin * G->cout * G->in_n * G->k_n > 65536)
     for (int64_t t = 0; t < tiles; t++) dgrad_tile_at(D, Wk, gb, dxb, t / per, t % per, per_row);
 }
+
+/* ---- forward with the output positions as the lanes (short chains) ----
+ * A chain of fewer than 64 k steps (an RGB first layer's 27, a 1x1 shortcut's c_in) pays for
+ * the 8 x 32 tile's transposed store as much as for its fmas, and im2col + the GEMM write and
+ * pack the columns for a product of only K steps. Here a tile is PR output channels (the
+ * broadcast operand: the kernel, transposed once) by 32 output positions (two vectors of 16
+ * positions of one output row each), so its results are stored as whole vectors into y's
+ * planes. The vectors are read from the sample's image copied with its zero border (stride 1),
+ * or, for a 1x1 kernel without padding, from the cells it reads, gathered (the strided
+ * shortcut: a compact (c_in, OH, OW) image). Either copy's channel planes are PS floats apart,
+ * PS not a multiple of 256 (planes 4 KiB apart put a k walk's lines in one L1 set). Each output
+ * is still the fma chain over (ci, ky, kx) in order from the bias: the same bits. */
+#define PR 8
+
+int tl_direct_forward_pl_applies(const tl_geom *G, int64_t transpose) {
+    return tl_direct_applies(G, transpose) && G->cin * G->k_n < 64 && G->out[1] % 16 == 0 &&
+           G->out_n % 32 == 0 &&
+           ((G->k_n == 1 && G->p[0] == 0 && G->p[1] == 0) || (G->s[0] == 1 && G->s[1] == 1));
+}
+
+typedef struct {
+    int64_t W, PS;      /* a copied row's floats; a channel plane's floats */
+    int gather;         /* 1: the 1x1 kernel's cells (OH x OW per channel), 0: the padded image */
+    int64_t *koff;      /* koff[(ci, ky, kx)]: ci PS + ky W + kx */
+    int64_t *poff;      /* poff[o]: the first cell position o reads */
+} pl_geom;
+
+static void pl_copy(const tl_direct *D, const pl_geom *Q, const float *x, float *xs) {
+    const tl_geom *G = D->G;
+    const int64_t H = G->in[0], W = G->in[1];
+    for (int64_t ci = 0; ci < G->cin; ci++) {
+        const float *xc = x + ci * H * W;
+        float *d = xs + ci * Q->PS;
+        if (!Q->gather) {
+            for (int64_t y = 0; y < H; y++)
+                memcpy(d + (y + G->p[0]) * Q->W + G->p[1], xc + y * W, (size_t)W * sizeof(float));
+            continue;
+        }
+        for (int64_t oy = 0; oy < G->out[0]; oy++) {
+            const float *r = xc + oy * G->s[0] * W;
+            float *o = d + oy * G->out[1];
+            if (G->s[1] == 1) { memcpy(o, r, (size_t)G->out[1] * sizeof(float)); continue; }
+#if defined(__AVX512F__)
+            if (G->s[1] == 2) {   /* 16 at a time from r[2 ox .. 2 ox + 30], nothing past */
+                const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+                for (int64_t ox = 0; ox < G->out[1]; ox += 16)
+                    _mm512_storeu_ps(o + ox, _mm512_permutex2var_ps(_mm512_loadu_ps(r + 2 * ox), ev,
+                                                                    _mm512_maskz_loadu_ps(0x7fff, r + 2 * ox + 16)));
+                continue;
+            }
+#endif
+            for (int64_t ox = 0; ox < G->out[1]; ox++) o[ox] = r[ox * G->s[1]];
+        }
+    }
+}
+
+/* channels [oc0, oc0 + mr) x positions [o0, o0 + 32) */
+static inline __attribute__((always_inline)) void
+pl_tile(int64_t K, const int64_t *restrict koff, const float *x0, const float *x1,
+        const float *restrict w, int64_t ldw, const float *bias, float *y, int64_t P, int64_t mr) {
+    v16 acc[PR][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < PR; r++) {
+        const float b = bias[r < mr ? r : mr - 1];
+        acc[r][0] = acc[r][1] = (v16){b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b};
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const int64_t o = koff[k];
+        const v16 a0 = vload(x0 + o), a1 = vload(x1 + o);
+#pragma GCC unroll 8
+        for (int r = 0; r < PR; r++) {
+            const float c = w[k * ldw + r];
+            acc[r][0] = VFMA(c, a0, acc[r][0]);
+            acc[r][1] = VFMA(c, a1, acc[r][1]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < PR; r++)   /* constant indices: acc stays in registers */
+        if (r < mr) {
+            vstore(y + r * P, acc[r][0]);
+            vstore(y + r * P + 16, acc[r][1]);
+        }
+}
+
+/* one sample: position blocks of 32, channel tiles inner (the block's cells stay in L1) */
+static void pl_sample(const tl_direct *D, const pl_geom *Q, const float *xs, const float *Wt,
+                      int64_t ldw, const float *bias, float *yb) {
+    const tl_geom *G = D->G;
+    const int64_t P = D->P;
+    for (int64_t o0 = 0; o0 < P; o0 += 32) {
+        const float *x0 = xs + Q->poff[o0], *x1 = xs + Q->poff[o0 + 16];
+        for (int64_t oc0 = 0; oc0 < G->cout; oc0 += PR) {
+            const int64_t mr = G->cout - oc0 < PR ? G->cout - oc0 : PR;
+            pl_tile(D->CK, Q->koff, x0, x1, Wt + oc0, ldw, bias + oc0, yb + oc0 * P + o0, P, mr);
+        }
+    }
+}
+
+int tl_direct_forward_pl(const tl_direct *D, const float *W, const float *bias, const float *X,
+                         float *Y) {
+    const tl_geom *G = D->G;
+    const int64_t xin = G->cin * G->in_n, yout = G->cout * G->out_n, P = D->P;
+    const int64_t ldw = (G->cout + PR - 1) / PR * PR, K = D->CK;
+    pl_geom Q;
+    Q.gather = G->k_n == 1 && G->p[0] == 0 && G->p[1] == 0;
+    Q.W = Q.gather ? G->out[1] : D->Wp;
+    const int64_t cells = Q.gather ? P : D->plane;
+    Q.PS = (cells + 15) / 16 * 16;
+    if (Q.PS % 256 == 0) Q.PS += 16;
+    const int64_t img = G->cin * Q.PS;
+    Q.koff = (int64_t *)malloc((size_t)K * sizeof(int64_t));
+    Q.poff = (int64_t *)malloc((size_t)P * sizeof(int64_t));
+    float *Wt = (float *)calloc((size_t)(K * ldw + 1), sizeof(float));   /* Wt[k ldw + oc] */
+    int st = TL_OK;
+    if (!Q.koff || !Q.poff || !Wt) { st = TL_E_OOM; goto out; }
+    for (int64_t ci = 0, i = 0; ci < G->cin; ci++)
+        for (int64_t ky = 0; ky < G->k[0]; ky++)
+            for (int64_t kx = 0; kx < G->k[1]; kx++) Q.koff[i++] = ci * Q.PS + ky * Q.W + kx;
+    for (int64_t oy = 0, i = 0; oy < G->out[0]; oy++)
+        for (int64_t ox = 0; ox < G->out[1]; ox++) Q.poff[i++] = oy * Q.W + ox;
+    for (int64_t oc = 0; oc < G->cout; oc++)
+        for (int64_t k = 0; k < K; k++) Wt[k * ldw + oc] = W[oc * K + k];
+    const int par = (double)G->n * G->cout * K * P > 65536.0;
+#pragma omp parallel if (par)
+    {
+        float *xs = (float *)calloc((size_t)(img + 1), sizeof(float));
+        if (!xs) {
+#pragma omp atomic write
+            st = TL_E_OOM;
+        }
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t b = 0; b < G->n; b++) {
+            if (!xs) continue;
+            pl_copy(D, &Q, X + b * xin, xs);
+            pl_sample(D, &Q, xs, Wt, ldw, bias, Y + b * yout);
+        }
+        free(xs);
+    }
+out:
+    free(Q.koff);
+    free(Q.poff);
+    free(Wt);
+    return st;
+}
