@@ -18,6 +18,11 @@
 #include "stub.h"
 #include "simd16.h"
 #include "conv_direct.h"
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_max_threads(void) { return 1; }
+#endif
 
 #define DR 8    /* micro-tile rows */
 #define DL 32   /* micro-tile lanes (output channels): two vectors */
@@ -417,59 +422,38 @@ void tl_direct_dgrad(const tl_direct *D, const float *Wk, const float *gb, float
     for (int64_t t = 0; t < tiles; t++) dgrad_tile_at(D, Wk, gb, dxb, t / per, t % per, per_row);
 }
 
-/* ---- forward with the output positions as the lanes (short chains) ----
- * A chain of fewer than 64 k steps (an RGB first layer's 27, a 1x1 shortcut's c_in) pays for
- * the 8 x 32 tile's transposed store as much as for its fmas, and im2col + the GEMM write and
- * pack the columns for a product of only K steps. Here a tile is PR output channels (the
- * broadcast operand: the kernel, transposed once) by 32 output positions (two vectors of 16
- * positions of one output row each), so its results are stored as whole vectors into y's
- * planes. The vectors are read from the sample's image copied with its zero border (stride 1),
- * or, for a 1x1 kernel without padding, from the cells it reads, gathered (the strided
- * shortcut: a compact (c_in, OH, OW) image). Either copy's channel planes are PS floats apart,
- * PS not a multiple of 256 (planes 4 KiB apart put a k walk's lines in one L1 set). Each output
- * is still the fma chain over (ci, ky, kx) in order from the bias: the same bits. */
+/* ---- forward with the output positions as the lanes (stride 1) ----
+ * The 8 x 32 tile above (rows: positions, lanes: output channels) stores its results
+ * transposed, DR x DL scalar moves, which costs about as much as 32 of its k steps: most of the
+ * work for a short chain (an RGB first layer's 27 k steps, which therefore ran on im2col + the
+ * GEMM) and a few per cent for long ones. At stride 1 a run of 16 output positions of one
+ * output row reads 16 consecutive cells of the padded image at every k step, so a tile here is
+ * PR output channels (the broadcast operand: the kernel, transposed once) by 32 positions (two
+ * such vectors), stored as whole vectors into y's planes. The padded copy's channel planes are
+ * PS floats apart, PS not a multiple of 256 (planes 4 KiB apart put a k walk's lines in one L1
+ * set). Each output is still the fma chain over (ci, ky, kx) in order from the bias: the same
+ * bits. */
 #define PR 8
 
 int tl_direct_forward_pl_applies(const tl_geom *G, int64_t transpose) {
-    return tl_direct_applies(G, transpose) && G->cin * G->k_n < 64 && G->out[1] % 16 == 0 &&
-           G->out_n % 32 == 0 &&
-           ((G->k_n == 1 && G->p[0] == 0 && G->p[1] == 0) || (G->s[0] == 1 && G->s[1] == 1));
+    return tl_direct_applies(G, transpose) && G->s[0] == 1 && G->s[1] == 1 &&
+           G->out[1] % 16 == 0 && G->out_n % 32 == 0;
 }
 
 typedef struct {
-    int64_t W, PS;      /* a copied row's floats; a channel plane's floats */
-    int gather;         /* 1: the 1x1 kernel's cells (OH x OW per channel), 0: the padded image */
+    int64_t W, PS;      /* the padded image's row and channel plane, floats */
     int64_t *koff;      /* koff[(ci, ky, kx)]: ci PS + ky W + kx */
-    int64_t *poff;      /* poff[o]: the first cell position o reads */
+    int64_t *poff;      /* poff[(oy, ox)]: oy W + ox, the first cell position (oy, ox) reads */
 } pl_geom;
 
+/* the sample's image into xs's interior (its border keeps the zeros of calloc) */
 static void pl_copy(const tl_direct *D, const pl_geom *Q, const float *x, float *xs) {
     const tl_geom *G = D->G;
     const int64_t H = G->in[0], W = G->in[1];
-    for (int64_t ci = 0; ci < G->cin; ci++) {
-        const float *xc = x + ci * H * W;
-        float *d = xs + ci * Q->PS;
-        if (!Q->gather) {
-            for (int64_t y = 0; y < H; y++)
-                memcpy(d + (y + G->p[0]) * Q->W + G->p[1], xc + y * W, (size_t)W * sizeof(float));
-            continue;
-        }
-        for (int64_t oy = 0; oy < G->out[0]; oy++) {
-            const float *r = xc + oy * G->s[0] * W;
-            float *o = d + oy * G->out[1];
-            if (G->s[1] == 1) { memcpy(o, r, (size_t)G->out[1] * sizeof(float)); continue; }
-#if defined(__AVX512F__)
-            if (G->s[1] == 2) {   /* 16 at a time from r[2 ox .. 2 ox + 30], nothing past */
-                const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-                for (int64_t ox = 0; ox < G->out[1]; ox += 16)
-                    _mm512_storeu_ps(o + ox, _mm512_permutex2var_ps(_mm512_loadu_ps(r + 2 * ox), ev,
-                                                                    _mm512_maskz_loadu_ps(0x7fff, r + 2 * ox + 16)));
-                continue;
-            }
-#endif
-            for (int64_t ox = 0; ox < G->out[1]; ox++) o[ox] = r[ox * G->s[1]];
-        }
-    }
+    for (int64_t ci = 0; ci < G->cin; ci++)
+        for (int64_t y = 0; y < H; y++)
+            memcpy(xs + ci * Q->PS + (y + G->p[0]) * Q->W + G->p[1], x + (ci * H + y) * W,
+                   (size_t)W * sizeof(float));
 }
 
 /* channels [oc0, oc0 + mr) x positions [o0, o0 + 32) */
@@ -500,12 +484,13 @@ pl_tile(int64_t K, const int64_t *restrict koff, const float *x0, const float *x
         }
 }
 
-/* one sample: position blocks of 32, channel tiles inner (the block's cells stay in L1) */
-static void pl_sample(const tl_direct *D, const pl_geom *Q, const float *xs, const float *Wt,
-                      int64_t ldw, const float *bias, float *yb) {
+/* position blocks [j0, j1) of 32 of one sample, channel tiles inner (each block's cells are
+ * read by every channel tile) */
+static void pl_blocks(const tl_direct *D, const pl_geom *Q, const float *xs, const float *Wt,
+                      int64_t ldw, const float *bias, float *yb, int64_t j0, int64_t j1) {
     const tl_geom *G = D->G;
     const int64_t P = D->P;
-    for (int64_t o0 = 0; o0 < P; o0 += 32) {
+    for (int64_t o0 = j0 * 32; o0 < j1 * 32; o0 += 32) {
         const float *x0 = xs + Q->poff[o0], *x1 = xs + Q->poff[o0 + 16];
         for (int64_t oc0 = 0; oc0 < G->cout; oc0 += PR) {
             const int64_t mr = G->cout - oc0 < PR ? G->cout - oc0 : PR;
@@ -520,10 +505,8 @@ int tl_direct_forward_pl(const tl_direct *D, const float *W, const float *bias, 
     const int64_t xin = G->cin * G->in_n, yout = G->cout * G->out_n, P = D->P;
     const int64_t ldw = (G->cout + PR - 1) / PR * PR, K = D->CK;
     pl_geom Q;
-    Q.gather = G->k_n == 1 && G->p[0] == 0 && G->p[1] == 0;
-    Q.W = Q.gather ? G->out[1] : D->Wp;
-    const int64_t cells = Q.gather ? P : D->plane;
-    Q.PS = (cells + 15) / 16 * 16;
+    Q.W = D->Wp;
+    Q.PS = (D->plane + 15) / 16 * 16;
     if (Q.PS % 256 == 0) Q.PS += 16;
     const int64_t img = G->cin * Q.PS;
     Q.koff = (int64_t *)malloc((size_t)K * sizeof(int64_t));
@@ -539,6 +522,18 @@ int tl_direct_forward_pl(const tl_direct *D, const float *W, const float *bias, 
     for (int64_t oc = 0; oc < G->cout; oc++)
         for (int64_t k = 0; k < K; k++) Wt[k * ldw + oc] = W[oc * K + k];
     const int par = (double)G->n * G->cout * K * P > 65536.0;
+    const int64_t blocks = P / 32;
+    if (par && G->n < 2 * omp_get_max_threads()) {   /* few images: the threads split each one's blocks */
+        float *xs = (float *)calloc((size_t)(img + 1), sizeof(float));
+        if (!xs) { st = TL_E_OOM; goto out; }
+        for (int64_t b = 0; b < G->n; b++) {
+            pl_copy(D, &Q, X + b * xin, xs);
+#pragma omp parallel for schedule(dynamic, 1)
+            for (int64_t j = 0; j < blocks; j++) pl_blocks(D, &Q, xs, Wt, ldw, bias, Y + b * yout, j, j + 1);
+        }
+        free(xs);
+        goto out;
+    }
 #pragma omp parallel if (par)
     {
         float *xs = (float *)calloc((size_t)(img + 1), sizeof(float));
@@ -550,7 +545,7 @@ int tl_direct_forward_pl(const tl_direct *D, const float *W, const float *bias, 
         for (int64_t b = 0; b < G->n; b++) {
             if (!xs) continue;
             pl_copy(D, &Q, X + b * xin, xs);
-            pl_sample(D, &Q, xs, Wt, ldw, bias, Y + b * yout);
+            pl_blocks(D, &Q, xs, Wt, ldw, bias, Y + b * yout, 0, blocks);
         }
         free(xs);
     }

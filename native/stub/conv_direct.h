@@ -33,8 +33,8 @@ TL_HIDDEN void tl_direct_free(tl_direct *D);
 TL_HIDDEN int tl_direct_forward(const tl_direct *D, const float *W, const float *bias,
                                 const float *X, float *Y);
 
-/* 1 when the forward takes tl_direct_forward_pl instead: tl_direct_applies, chains of fewer
- * than 64 k steps, output rows a multiple of 16 wide, stride 1 or 2 along them */
+/* 1 when the forward takes tl_direct_forward_pl instead: tl_direct_applies, stride 1, output
+ * rows a multiple of 16 wide and a multiple of 32 positions */
 TL_HIDDEN int tl_direct_forward_pl_applies(const tl_geom *G, int64_t transpose);
 /* tl_direct_forward's results (the same chains) with the output positions as the lanes */
 TL_HIDDEN int tl_direct_forward_pl(const tl_direct *D, const float *W, const float *bias,
