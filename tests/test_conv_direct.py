@@ -1,5 +1,6 @@
 """The stub's 2-D convolution reads im2col's columns straight from a zero-padded copy of each
-sample's image (native/stub/conv_direct.c: the forward when a chain has 64 or more k steps, the
+sample's image (native/stub/conv_direct.c: the forward with output positions as the lanes at
+stride 1 on output rows a multiple of 16 wide, else when a chain has 64 or more k steps; the
 kernel gradient always) and adds the input gradient's chains onto its cells without columns
 (16 or more input channels, and on average two or more kernel offsets reaching a cell). Its bits must be those of im2col + the packed GEMM, which the N-D
 convolution still runs: a 2-D case computed as a 3-D one with a trailing axis of 1 has the same
@@ -44,6 +45,14 @@ SHAPES = [
     (1, 16, 6, (6, 9), (2, 4), (3, 2), (0, 1)),     # stride past the kernel, input gradient too
     (2, 16, 4, (6, 9), (3, 1), (1, 2), (1, 0)),     # a 3x1 kernel at stride (1, 2)
     (3, 32, 8, (7, 7), (3, 3), (2, 2), (1, 1)),     # odd size at stride 2: phases of 4 and 3
+    # the forward with positions as the lanes (stride 1, output rows 16k wide, 32k positions)
+    (2, 3, 20, (32, 16), (3, 3), (1, 1), (1, 1)),   # 27 k steps, 20 channels: a 4-row tile
+    (3, 5, 9, (4, 32), (3, 3), (1, 1), (1, 1)),     # 45 k steps, 32-wide rows
+    (2, 16, 37, (4, 16), (3, 3), (1, 1), (1, 1)),   # 144 k steps, a 5-row tile
+    (1, 9, 12, (6, 32), (3, 3), (1, 1), (1, 1)),    # one image: its blocks split over threads
+    (2, 7, 13, (2, 16), (1, 1), (1, 1), (0, 0)),    # 1x1 at stride 1
+    (2, 6, 8, (8, 16), (1, 1), (2, 1), (0, 0)),     # 1x1 at stride (2, 1): not this path
+    (2, 24, 11, (8, 32), (1, 1), (2, 2), (0, 0)),   # the 1x1 shortcut at stride 2: not this path
 ]
 
 
@@ -159,6 +168,13 @@ def test_direct_conv2d_bits_do_not_depend_on_the_thread_count():
         "(lambda w, b, x: run(w, b, x, (1, 1), (1, 1), 3, True, False) + "
         "run(w[:1], b[:1], x[:1], (2, 2), (1, 1), 3, True, False))"
         "(*make(4, 5, 40, 20, (10, 9), (3, 3), True))")) == 1
+
+
+def test_direct_conv2d_forward_by_positions_does_not_depend_on_the_thread_count():
+    assert len(digests_over_thread_counts(
+        "(lambda w, b, x: run(w, b, x, (1, 1), (1, 1), 3, True, False) + "
+        "run(w, b, x[:1], (1, 1), (1, 1), 3, True, False))"
+        "(*make(4, 5, 12, 20, (6, 32), (3, 3), True))")) == 1
 
 
 def rule4_f32(v):

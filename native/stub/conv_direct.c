@@ -17,7 +17,13 @@
 #include <string.h>
 #include "stub.h"
 #include "simd16.h"
+#include "transpose16.h"
 #include "conv_direct.h"
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_max_threads(void) { return 1; }
+#endif
 
 #define DR 8    /* micro-tile rows */
 #define DL 32   /* micro-tile lanes (output channels): two vectors */
@@ -83,6 +89,15 @@ static void pack_lanes(const float *A, int64_t rows, int64_t K, int64_t panels, 
         float *d = out + q * K * DL;
         for (int64_t k0 = 0; k0 < K; k0 += TB) {
             const int64_t kb = K - k0 < TB ? K - k0 : TB;
+            if (kb == TB && (q + 1) * DL <= rows) {   /* whole: two 16 x 16 register transposes */
+                for (int64_t j0 = 0; j0 < DL; j0 += 16) {
+                    tl_v16 r[16];
+                    for (int i = 0; i < 16; i++) r[i] = vload(A + (q * DL + j0 + i) * K + k0);
+                    tl_transpose16(r);
+                    for (int k = 0; k < 16; k++) vstore(d + (k0 + k) * DL + j0, r[k]);
+                }
+                continue;
+            }
             for (int64_t j = 0; j < DL; j++) {
                 const int64_t i = q * DL + j;
                 const float *a = A + i * K + k0;
@@ -415,4 +430,138 @@ void tl_direct_dgrad(const tl_direct *D, const float *Wk, const float *gb, float
     const int64_t tiles = (G->cin + DL - 1) / DL * per;
 #pragma omp parallel for schedule(dynamic, 4) if (par && G->cin * G->cout * G->in_n * G->k_n > 65536)
     for (int64_t t = 0; t < tiles; t++) dgrad_tile_at(D, Wk, gb, dxb, t / per, t % per, per_row);
+}
+
+/* ---- forward with the output positions as the lanes (stride 1) ----
+ * The 8 x 32 tile above (rows: positions, lanes: output channels) stores its results
+ * transposed, DR x DL scalar moves, which costs about as much as 32 of its k steps: most of the
+ * work for a short chain (an RGB first layer's 27 k steps, which therefore ran on im2col + the
+ * GEMM) and a few per cent for long ones. At stride 1 a run of 16 output positions of one
+ * output row reads 16 consecutive cells of the padded image at every k step, so a tile here is
+ * PR output channels (the broadcast operand: the kernel, transposed once) by 32 positions (two
+ * such vectors), stored as whole vectors into y's planes. The padded copy's channel planes are
+ * PS floats apart, PS not a multiple of 256 (planes 4 KiB apart put a k walk's lines in one L1
+ * set). Each output is still the fma chain over (ci, ky, kx) in order from the bias: the same
+ * bits. */
+#define PR 8
+
+int tl_direct_forward_pl_applies(const tl_geom *G, int64_t transpose) {
+    return tl_direct_applies(G, transpose) && G->s[0] == 1 && G->s[1] == 1 &&
+           G->out[1] % 16 == 0 && G->out_n % 32 == 0;
+}
+
+typedef struct {
+    int64_t W, PS;      /* the padded image's row and channel plane, floats */
+    int64_t *koff;      /* koff[(ci, ky, kx)]: ci PS + ky W + kx */
+    int64_t *poff;      /* poff[(oy, ox)]: oy W + ox, the first cell position (oy, ox) reads */
+} pl_geom;
+
+/* the sample's image into xs's interior (its border keeps the zeros of calloc) */
+static void pl_copy(const tl_direct *D, const pl_geom *Q, const float *x, float *xs) {
+    const tl_geom *G = D->G;
+    const int64_t H = G->in[0], W = G->in[1];
+    for (int64_t ci = 0; ci < G->cin; ci++)
+        for (int64_t y = 0; y < H; y++)
+            memcpy(xs + ci * Q->PS + (y + G->p[0]) * Q->W + G->p[1], x + (ci * H + y) * W,
+                   (size_t)W * sizeof(float));
+}
+
+/* channels [oc0, oc0 + mr) x positions [o0, o0 + 32) */
+static inline __attribute__((always_inline)) void
+pl_tile(int64_t K, const int64_t *restrict koff, const float *x0, const float *x1,
+        const float *restrict w, int64_t ldw, const float *bias, float *y, int64_t P, int64_t mr) {
+    v16 acc[PR][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < PR; r++) {
+        const float b = bias[r < mr ? r : mr - 1];
+        acc[r][0] = acc[r][1] = (v16){b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b};
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const int64_t o = koff[k];
+        const v16 a0 = vload(x0 + o), a1 = vload(x1 + o);
+#pragma GCC unroll 8
+        for (int r = 0; r < PR; r++) {
+            const float c = w[k * ldw + r];
+            acc[r][0] = VFMA(c, a0, acc[r][0]);
+            acc[r][1] = VFMA(c, a1, acc[r][1]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < PR; r++)   /* constant indices: acc stays in registers */
+        if (r < mr) {
+            vstore(y + r * P, acc[r][0]);
+            vstore(y + r * P + 16, acc[r][1]);
+        }
+}
+
+/* position blocks [j0, j1) of 32 of one sample, channel tiles inner (each block's cells are
+ * read by every channel tile) */
+static void pl_blocks(const tl_direct *D, const pl_geom *Q, const float *xs, const float *Wt,
+                      int64_t ldw, const float *bias, float *yb, int64_t j0, int64_t j1) {
+    const tl_geom *G = D->G;
+    const int64_t P = D->P;
+    for (int64_t o0 = j0 * 32; o0 < j1 * 32; o0 += 32) {
+        const float *x0 = xs + Q->poff[o0], *x1 = xs + Q->poff[o0 + 16];
+        for (int64_t oc0 = 0; oc0 < G->cout; oc0 += PR) {
+            const int64_t mr = G->cout - oc0 < PR ? G->cout - oc0 : PR;
+            pl_tile(D->CK, Q->koff, x0, x1, Wt + oc0, ldw, bias + oc0, yb + oc0 * P + o0, P, mr);
+        }
+    }
+}
+
+int tl_direct_forward_pl(const tl_direct *D, const float *W, const float *bias, const float *X,
+                         float *Y) {
+    const tl_geom *G = D->G;
+    const int64_t xin = G->cin * G->in_n, yout = G->cout * G->out_n, P = D->P;
+    const int64_t ldw = (G->cout + PR - 1) / PR * PR, K = D->CK;
+    pl_geom Q;
+    Q.W = D->Wp;
+    Q.PS = (D->plane + 15) / 16 * 16;
+    if (Q.PS % 256 == 0) Q.PS += 16;
+    const int64_t img = G->cin * Q.PS;
+    Q.koff = (int64_t *)malloc((size_t)K * sizeof(int64_t));
+    Q.poff = (int64_t *)malloc((size_t)P * sizeof(int64_t));
+    float *Wt = (float *)calloc((size_t)(K * ldw + 1), sizeof(float));   /* Wt[k ldw + oc] */
+    int st = TL_OK;
+    if (!Q.koff || !Q.poff || !Wt) { st = TL_E_OOM; goto out; }
+    for (int64_t ci = 0, i = 0; ci < G->cin; ci++)
+        for (int64_t ky = 0; ky < G->k[0]; ky++)
+            for (int64_t kx = 0; kx < G->k[1]; kx++) Q.koff[i++] = ci * Q.PS + ky * Q.W + kx;
+    for (int64_t oy = 0, i = 0; oy < G->out[0]; oy++)
+        for (int64_t ox = 0; ox < G->out[1]; ox++) Q.poff[i++] = oy * Q.W + ox;
+    for (int64_t oc = 0; oc < G->cout; oc++)
+        for (int64_t k = 0; k < K; k++) Wt[k * ldw + oc] = W[oc * K + k];
+    const int par = (double)G->n * G->cout * K * P > 65536.0;
+    const int64_t blocks = P / 32;
+    if (par && G->n < 2 * omp_get_max_threads()) {   /* few images: the threads split each one's blocks */
+        float *xs = (float *)calloc((size_t)(img + 1), sizeof(float));
+        if (!xs) { st = TL_E_OOM; goto out; }
+        for (int64_t b = 0; b < G->n; b++) {
+            pl_copy(D, &Q, X + b * xin, xs);
+#pragma omp parallel for schedule(dynamic, 1)
+            for (int64_t j = 0; j < blocks; j++) pl_blocks(D, &Q, xs, Wt, ldw, bias, Y + b * yout, j, j + 1);
+        }
+        free(xs);
+        goto out;
+    }
+#pragma omp parallel if (par)
+    {
+        float *xs = (float *)calloc((size_t)(img + 1), sizeof(float));
+        if (!xs) {
+#pragma omp atomic write
+            st = TL_E_OOM;
+        }
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t b = 0; b < G->n; b++) {
+            if (!xs) continue;
+            pl_copy(D, &Q, X + b * xin, xs);
+            pl_blocks(D, &Q, xs, Wt, ldw, bias, Y + b * yout, 0, blocks);
+        }
+        free(xs);
+    }
+out:
+    free(Q.koff);
+    free(Q.poff);
+    free(Wt);
+    return st;
 }

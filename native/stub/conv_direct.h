@@ -33,6 +33,13 @@ TL_HIDDEN void tl_direct_free(tl_direct *D);
 TL_HIDDEN int tl_direct_forward(const tl_direct *D, const float *W, const float *bias,
                                 const float *X, float *Y);
 
+/* 1 when the forward takes tl_direct_forward_pl instead: tl_direct_applies, stride 1, output
+ * rows a multiple of 16 wide and a multiple of 32 positions */
+TL_HIDDEN int tl_direct_forward_pl_applies(const tl_geom *G, int64_t transpose);
+/* tl_direct_forward's results (the same chains) with the output positions as the lanes */
+TL_HIDDEN int tl_direct_forward_pl(const tl_direct *D, const float *W, const float *bias,
+                                   const float *X, float *Y);
+
 /* The bias gradient, rule 4 over (sample, position), from the panels of g_b^T the kernel
  * gradient makes anyway: when P is a multiple of TLM_CHUNK every chunk lies in one sample, so
  * each sample's chunk sums are independent (tl_direct_prep's bpart) and go onto rule 4's tree

@@ -267,10 +267,12 @@ static int backward_sample(const conv_plan *c, const float *X, const float *Gd,
 int tlk_conv_forward(const char *op, tl_buf kernel, tl_buf bias, tl_buf input, tl_buf y,
                      const tl_geom *geom, int64_t transpose) {
     if (geom->n * geom->cout * geom->out_n == 0) return TL_OK;
-    if (tl_direct_forward_applies(geom, transpose)) {
+    const int pl = tl_direct_forward_pl_applies(geom, transpose);
+    if (pl || tl_direct_forward_applies(geom, transpose)) {
         tl_direct D;
-        int e = tl_direct_init(&D, geom) ? tl_direct_forward(&D, kernel->data, bias->data, input->data, y->data)
-                                         : TL_E_OOM;
+        int e = !tl_direct_init(&D, geom) ? TL_E_OOM
+                : pl ? tl_direct_forward_pl(&D, kernel->data, bias->data, input->data, y->data)
+                     : tl_direct_forward(&D, kernel->data, bias->data, input->data, y->data);
         tl_direct_free(&D);
         return e ? tl_fail(e, "%s: out of host memory for the padded images", op) : TL_OK;
     }
