@@ -285,9 +285,14 @@ __global__ void k_fold(const double *__restrict__ W, int ntiles, int chunks, int
 //     (8 t + g + const) mod 32: 32 distinct banks.
 // Each fragment element is converted to double in registers (exact), and the MMA chain is that of
 // k_dmma: per 8x8 fragment, mma m8n8k4 over k = 0, 4, 8, ... of the chunk, from 0.
-template <int BM_, int BN_, int WM_, int WN_, int BK_, int STAGES_, int MINB_>
+// MMA16: the fragments are run in pairs (rows 16 p .. 16 p + 15 of the warp tile) by one
+// mma.sync m16n8k4 .f64 (sm_90: a0 = A[g][t], a1 = A[g + 8][t], b0 = B[t][g]; c0, c1 = C[g][2t + e],
+// c2, c3 = C[g + 8][2t + e]), i.e. two m8n8k4's sharing b. That it computes each output as the
+// same 4-k chain from c is the hypothesis the device's bit check tests (dmma-order.md measured
+// m8n8k4 only); the host emulation is the one of the m8n8k4 kernel.
+template <int BM_, int BN_, int WM_, int WN_, int BK_, int STAGES_, int MINB_, bool MMA16_ = false>
 struct Cfg2 {
-    static constexpr bool PIPE = true;
+    static constexpr bool PIPE = true, MMA16 = MMA16_;
     static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, BK = BK_, STAGES = STAGES_, MINB = MINB_;
     static constexpr int WARPS_N = BN / WN, WARPS = (BM / WM) * (BN / WN), THREADS = 32 * WARPS;
     static constexpr int FM = WM / 8, FN = WN / 8, NACC = 2 * FM * FN;
@@ -295,6 +300,7 @@ struct Cfg2 {
     static_assert(BM % WM == 0 && BN % WN == 0 && WM % 8 == 0 && WN % 8 == 0, "warp tiles");
     static_assert(KC % BK == 0 && BK % 4 == 0, "stages never straddle a chunk");
     static_assert(STAGES >= 2, "pipeline");
+    static_assert(!MMA16 || FM % 2 == 0, "fragment pairs");
 };
 template <int BX, int BKX, int THREADS, bool KCONTIG>
 struct Tile2 {
@@ -315,6 +321,10 @@ struct Tile2 {
     __host__ __device__ static int frag(int kk, int t, int base, int g) { return soff(base + g, 4 * kk + t); }
 };
 
+__device__ __forceinline__ void dmma16(double &d0, double &d1, double &d2, double &d3, double a0, double a1, double b) {
+    asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+d"(d0), "+d"(d1), "+d"(d2), "+d"(d3) : "d"(a0), "d"(a1), "d"(b));
+}
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, int src_bytes) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(d), "l"(src), "r"(src_bytes));
@@ -403,10 +413,19 @@ k_pipe(const float *__restrict__ A, const float *__restrict__ B, float *__restri
             for (int i = 0; i < C::FM; i++) a[i] = (double)As[TAt::frag(kk, t, wm * C::WM + 8 * i, g)];
 #pragma unroll
             for (int j = 0; j < C::FN; j++) b[j] = (double)Bs[TBt::frag(kk, t, wn * C::WN + 8 * j, g)];
+            if constexpr (C::MMA16) {
 #pragma unroll
-            for (int i = 0; i < C::FM; i++)
+                for (int p = 0; p < C::FM / 2; p++)
 #pragma unroll
-                for (int j = 0; j < C::FN; j++) dmma(acc[2 * (i * C::FN + j)], acc[2 * (i * C::FN + j) + 1], a[i], b[j]);
+                    for (int j = 0; j < C::FN; j++)
+                        dmma16(acc[2 * (2 * p * C::FN + j)], acc[2 * (2 * p * C::FN + j) + 1],
+                               acc[2 * ((2 * p + 1) * C::FN + j)], acc[2 * ((2 * p + 1) * C::FN + j) + 1], a[2 * p], a[2 * p + 1], b[j]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < C::FM; i++)
+#pragma unroll
+                    for (int j = 0; j < C::FN; j++) dmma(acc[2 * (i * C::FN + j)], acc[2 * (i * C::FN + j) + 1], a[i], b[j]);
+            }
         }
         const int knext = kbeg + (kt + 1) * C::BK;
         if (!SPLIT && knext % KC == 0 && knext < K) {   // a chunk ended: F = F + p_c, p restarts at 0
@@ -438,6 +457,9 @@ k_pipe(const float *__restrict__ A, const float *__restrict__ B, float *__restri
 using P128 = Cfg2<128, 128, 64, 32, 16, 4, 1>;
 // pipe64: 64x64 tiles, 4 warps of 32x32, 4 stages of 16 k's (fold 32 KiB + stages 40 KiB: 3 blocks per SM)
 using P64 = Cfg2<64, 64, 32, 32, 16, 4, 3>;
+// wpipe128 / wpipe64: the same with mma m16n8k4 on fragment pairs
+using W128 = Cfg2<128, 128, 64, 32, 16, 4, 1, true>;
+using W64 = Cfg2<64, 64, 32, 32, 16, 4, 3, true>;
 
 // peak rate of mma.sync f64 shapes (no memory): each warp runs R rounds of 8 independent chains
 template <int SHAPE>   // 0: m8n8k4, 1: m16n8k4, 2: m16n8k16
@@ -1040,6 +1062,8 @@ static int host_test() {
             if (big) run(name, EMU(P128, 2, 4));
             else run(name, EMU(P64, 2, 4));
         }
+        run("wpipe128", EMU(W128, 0, 1));   // m16n8k4 taken as two m8n8k4 chains: the same emulation
+        run("wsplit64", EMU(W64, 1, 1));
         run("big128", EMU(Big, 0, 1), true);
         run("pipe128", EMU(P128, 0, 1), true);
         run("pipe64", EMU(P64, 0, 1), true);
@@ -1050,14 +1074,18 @@ static int host_test() {
 }
 
 // ---- device ----
-// kernel families: 0 big128, 1 small64 (k_dmma), 2 pipe128, 3 pipe64 (k_pipe); modes: 0 full, 1 split, 2 hybrid
-enum Variant { BIG, SMALL, SPLIT64, SPLIT128, HYB64, HYB128, PIPE128, PIPE64, PSPLIT64, PSPLIT128, PHYB64, PHYB128, NVAR };
+// modes: 0 full, 1 split, 2 hybrid
+enum Variant { BIG, SMALL, SPLIT64, SPLIT128, HYB64, HYB128, PIPE128, PIPE64, PSPLIT64, PSPLIT128, PHYB64, PHYB128,
+               WPIPE128, WPIPE64, WSPLIT64, WSPLIT128, WHYB64, WHYB128, NVAR };
 static const char *VNAME[NVAR] = {"big128", "small64", "split64", "split128", "hybrid64", "hybrid128",
-                                  "pipe128", "pipe64", "psplit64", "psplit128", "phybrid64", "phybrid128"};
-static const int VFAM[NVAR] = {0, 1, 1, 0, 1, 0, 2, 3, 3, 2, 3, 2};
-static const int VMODE[NVAR] = {0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2};
+                                  "pipe128", "pipe64", "psplit64", "psplit128", "phybrid64", "phybrid128",
+                                  "wpipe128", "wpipe64", "wsplit64", "wsplit128", "whybrid64", "whybrid128"};
+// families: 0 big128, 1 small64 (k_dmma); 2 pipe128, 3 pipe64, 4 wpipe128, 5 wpipe64 (k_pipe; 4, 5: m16n8k4)
+static const int VFAM[NVAR] = {0, 1, 1, 0, 1, 0, 2, 3, 3, 2, 3, 2, 4, 5, 5, 4, 5, 4};
+static const int VMODE[NVAR] = {0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2};
 static int v_mode(int v) { return VMODE[v]; }
-static int v_tile(int v) { return VFAM[v] == 0 || VFAM[v] == 2 ? 128 : 64; }
+static int v_tile(int v) { return VFAM[v] == 0 || VFAM[v] == 2 || VFAM[v] == 4 ? 128 : 64; }
+static bool v_m16(int v) { return VFAM[v] >= 4; }
 
 template <class C, bool TA, bool TB, bool SPLIT> static size_t prepare_t() {   // the launch's shared memory
     size_t smem;
@@ -1106,9 +1134,12 @@ template <class C> static int slots_c() {
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     return std::max(1, per_sm) * sms;
 }
-static int g_slots[4];
+static int g_slots[6];
 static Plan v_plan(int v, int M, int N) {
-    if (!g_slots[0]) { g_slots[0] = slots_c<Big>(); g_slots[1] = slots_c<Small>(); g_slots[2] = slots_c<P128>(); g_slots[3] = slots_c<P64>(); }
+    if (!g_slots[0]) {
+        g_slots[0] = slots_c<Big>(); g_slots[1] = slots_c<Small>(); g_slots[2] = slots_c<P128>(); g_slots[3] = slots_c<P64>();
+        g_slots[4] = slots_c<W128>(); g_slots[5] = slots_c<W64>();
+    }
     return plan(M, N, v_tile(v), v_tile(v), v_mode(v), g_slots[VFAM[v]]);
 }
 // the float64 scratch a variant needs (its split tiles)
@@ -1122,13 +1153,33 @@ template <class C> static void launch_plan(const Plan &p, int ta, int tb, const 
     if (p.nfull > 0) launch_c<C, false>(ta, tb, A, B, Cout, W, M, N, K, 0, p.nfull);
     if (p.tiles > p.nfull) launch_c<C, true>(ta, tb, A, B, Cout, W, M, N, K, p.nfull, p.tiles - p.nfull);
 }
+// registers, local memory and blocks per SM of a family's NN kernels (full, split)
+template <class C> static void kinfo(const char *name) {
+    cudaFuncAttributes fa, fs;
+    int per_sm = 0;
+    const size_t smem = prepare_t<C, false, false, false>();
+    prepare_t<C, false, false, true>();
+    if constexpr (C::PIPE) {
+        CK(cudaFuncGetAttributes(&fa, k_pipe<C, false, false, false>));
+        CK(cudaFuncGetAttributes(&fs, k_pipe<C, false, false, true>));
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_pipe<C, false, false, false>, C::THREADS, smem));
+    } else {
+        CK(cudaFuncGetAttributes(&fa, k_dmma<C, false, false, false>));
+        CK(cudaFuncGetAttributes(&fs, k_dmma<C, false, false, true>));
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dmma<C, false, false, false>, C::THREADS, smem));
+    }
+    printf("  %-8s %d threads; full: %d registers, %zu B local, %zu B shared, %d blocks per SM; split: %d registers, %zu B local\n",
+           name, C::THREADS, fa.numRegs, (size_t)fa.localSizeBytes, smem, per_sm, fs.numRegs, (size_t)fs.localSizeBytes);
+}
 static void launch(int v, int ta, int tb, const float *A, const float *B, float *Cout, double *W, int M, int N, int K) {
     const Plan p = v_plan(v, M, N);
     switch (VFAM[v]) {
         case 0: launch_plan<Big>(p, ta, tb, A, B, Cout, W, M, N, K); break;
         case 1: launch_plan<Small>(p, ta, tb, A, B, Cout, W, M, N, K); break;
         case 2: launch_plan<P128>(p, ta, tb, A, B, Cout, W, M, N, K); break;
-        default: launch_plan<P64>(p, ta, tb, A, B, Cout, W, M, N, K); break;
+        case 3: launch_plan<P64>(p, ta, tb, A, B, Cout, W, M, N, K); break;
+        case 4: launch_plan<W128>(p, ta, tb, A, B, Cout, W, M, N, K); break;
+        default: launch_plan<W64>(p, ta, tb, A, B, Cout, W, M, N, K); break;
     }
 }
 
@@ -1211,11 +1262,14 @@ int main(int argc, char **argv) {
         printf("\n");
         CK(cudaFree(dout));
     }
+    printf("kernels (NN):\n");
+    kinfo<Big>("big128"); kinfo<Small>("small64"); kinfo<P128>("pipe128"); kinfo<P64>("pipe64");
+    kinfo<W128>("wpipe128"); kinfo<W64>("wpipe64");
     cublasHandle_t h;
     CB(cublasCreate(&h));
     CB(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));   // SGEMM in float32 (no TF32)
     std::vector<Row> rows;
-    bool fail = false;
+    bool fail = false, fail16 = false;   // fail16: an m16n8k4 kernel (the hypothesis) differs or did not launch
     for (int si = 0; si < nshapes; si++) {
         const Shape &s = shapes[si];
         Data d;
@@ -1307,14 +1361,14 @@ int main(int argc, char **argv) {
             const cudaError_t e = cudaGetLastError();   // a launch the GPU refuses: report, go on
             if (e != cudaSuccess) {
                 printf("%s: %s did not launch: %s\n", s.name, VNAME[v], cudaGetErrorString(e));
-                fail = true;
+                (v_m16(v) ? fail16 : fail) = true;
                 continue;
             }
             CK(cudaDeviceSynchronize());
             CK(cudaMemcpy(out.data(), dC, nc * 4, cudaMemcpyDeviceToHost));
             for (size_t q = 0; q < sample.size(); q++)
                 row.bits_eq[v] += bits_eq(out[(size_t)sample[q].first * N + sample[q].second], ref[q]);
-            if (row.bits_eq[v] != row.bits_n) fail = true;
+            if (row.bits_eq[v] != row.bits_n) (v_m16(v) ? fail16 : fail) = true;
             row.v[v] = time_ms(f, reps);
             row.ran[v] = true;
         }
@@ -1333,24 +1387,37 @@ int main(int argc, char **argv) {
     printf("\n## FP64-tensor-core exact GEMM (float32 in, float64 FMA chain per 256-k chunk, chunks folded in\n"
            "## order, float32 out) vs cuBLAS SGEMM (float32, no TF32) and cuBLAS DGEMM (float64 copies)\n\n");
     printf("| shape | SGEMM ms | SGEMM TF/s | DGEMM ms | DGEMM TF/s | DGEMM %% of SGEMM | DMMA ms | DMMA TF/s | "
-           "DMMA %% of SGEMM | best kernel | bits equal (all kernels) | one-chain order differs |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|\n");
+           "DMMA %% of SGEMM | best kernel | best m8n8k4 kernel | bits equal (m8n8k4 kernels) | bits equal (m16n8k4 kernels) | "
+           "one-chain order differs |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|\n");
     for (const Row &r : rows) {
-        int best = -1;
-        long beq = 0, bn = 0;
+        int best = -1, best8 = -1;   // among the kernels with every checked output's bits equal
+        long beq = 0, bn = 0, beq16 = 0, bn16 = 0;
         for (int v = 0; v < NVAR; v++)
             if (r.ran[v]) {
-                if (best < 0 || r.v[v] < r.v[best]) best = v;
-                beq += r.bits_eq[v]; bn += r.bits_n;
+                const bool exact = r.bits_eq[v] == r.bits_n;
+                if (exact && (best < 0 || r.v[v] < r.v[best])) best = v;
+                if (exact && !v_m16(v) && (best8 < 0 || r.v[v] < r.v[best8])) best8 = v;
+                (v_m16(v) ? beq16 : beq) += r.bits_eq[v];
+                (v_m16(v) ? bn16 : bn) += r.bits_n;
             }
-        printf("| %s | %.3f | %.1f | %.3f | %.1f | %.0f%% | %.3f | %.1f | %.0f%%%s | %s | %ld of %ld | %ld of %ld |\n",
+        if (best < 0) {
+            printf("| %s | %.3f | %.1f | %.3f | %.1f | %.0f%% | - | - | - | none bit-exact | - | %ld of %ld | %ld of %ld | %ld of %ld |\n",
+                   r.name.c_str(), r.sgemm, tf(r.flop, r.sgemm), r.dgemm, tf(r.flop, r.dgemm), 100 * r.sgemm / r.dgemm,
+                   beq, bn, beq16, bn16, r.alt_differ, r.bits_n);
+            continue;
+        }
+        char b8[96] = "-";
+        if (best8 >= 0) snprintf(b8, sizeof b8, "%s %.3f ms %.0f%%", VNAME[best8], r.v[best8], 100 * r.sgemm / r.v[best8]);
+        printf("| %s | %.3f | %.1f | %.3f | %.1f | %.0f%% | %.3f | %.1f | %.0f%%%s | %s | %s | %ld of %ld | %ld of %ld | %ld of %ld |\n",
                r.name.c_str(), r.sgemm, tf(r.flop, r.sgemm), r.dgemm, tf(r.flop, r.dgemm), 100 * r.sgemm / r.dgemm,
                r.v[best], tf(r.flop, r.v[best]), 100 * r.sgemm / r.v[best], r.sgemm / r.v[best] >= 0.9 ? " ok" : " **MISS**",
-               VNAME[best], beq, bn, r.alt_differ, r.bits_n);
+               VNAME[best], b8, beq, bn, beq16, bn16, r.alt_differ, r.bits_n);
     }
     printf("\n| shape |");
     for (int v = 0; v < NVAR; v++) printf(" %s ms |", VNAME[v]);
-    printf(" hybrid64 / hybrid128 / phybrid64 / phybrid128 tiles: whole + split | bits equal per kernel (in the order of the columns) | cuBLAS sanity (clean outputs) |\n|---|");
+    printf(" hybrid tiles, whole + split (hybrid64 hybrid128 phybrid64 phybrid128 whybrid64 whybrid128) | "
+           "bits equal per kernel (in the order of the columns) | cuBLAS sanity (clean outputs) |\n|---|");
     for (int v = 0; v < NVAR; v++) printf("---:|");
     printf("---|---|---|\n");
     for (const Row &r : rows) {
@@ -1359,16 +1426,16 @@ int main(int argc, char **argv) {
             if (r.ran[v]) printf(" %.3f |", r.v[v]);
             else printf(" - |");
         }
-        printf(" %d + %d / %d + %d / %d + %d / %d + %d | ", r.plan[HYB64].nfull, r.plan[HYB64].tiles - r.plan[HYB64].nfull,
-               r.plan[HYB128].nfull, r.plan[HYB128].tiles - r.plan[HYB128].nfull, r.plan[PHYB64].nfull,
-               r.plan[PHYB64].tiles - r.plan[PHYB64].nfull, r.plan[PHYB128].nfull, r.plan[PHYB128].tiles - r.plan[PHYB128].nfull);
+        for (int v : {HYB64, HYB128, PHYB64, PHYB128, WHYB64, WHYB128})
+            printf(" %d+%d", r.plan[v].nfull, r.plan[v].tiles - r.plan[v].nfull);
+        printf(" | ");
         bool first = true;
         for (int v = 0; v < NVAR; v++)
             if (r.ran[v]) { printf("%s%ld/%ld", first ? "" : " ", r.bits_eq[v], r.bits_n); first = false; }
         printf(" | %ld of %ld within tolerance |\n", r.cub_ok, r.cub_n);
     }
-    printf("\nDMMA %% of SGEMM = SGEMM ms / DMMA ms (target >= 90%%); DGEMM %% likewise (cuBLAS's own\n"
-           "FP64 tensor-core GEMM: the ceiling for this kernel). bits equal: outputs (all where M N K <= 2^28,\n"
+    printf("\nDMMA %% of SGEMM = SGEMM ms / DMMA ms of the fastest bit-exact kernel (target >= 90%%); DGEMM %%\n"
+           "likewise (cuBLAS's own FP64 tensor-core GEMM). bits equal: outputs (all where M N K <= 2^28,\n"
            "else 4096 random + 4 corners) whose float32 bits equal the host rule (std::fma on doubles, same\n"
            "order), summed over the kernels run; one-chain order differs: how many of those outputs one\n"
            "float64 chain over all of K without chunk restarts would get different (the test tells orders\n"
@@ -1376,9 +1443,13 @@ int main(int argc, char **argv) {
            "outputs with no 2^20-scaled pair (cuBLAS computed the same layout). Kernels: big128 / small64 one\n"
            "block per 128x128 / 64x64 tile over all of K (chunk fold in shared memory); split64 / split128\n"
            "one block per tile and 256-k chunk, then a fold kernel; hybrid: the whole waves of tiles as\n"
-           "big/small, the last partial wave split per chunk (same bits). '-': not run (hybrid equal to the\n"
-           "full or the split plan, or scratch over 1 GiB).\n");
-    printf("result: %s\n", fail ? "FAIL (a bit mismatch or a cuBLAS layout check failed)" : "all bits equal");
+           "big/small, the last partial wave split per chunk (same bits). pipe*: k_pipe (float32 stages by\n"
+           "cp.async, 4 stages of 16 k's, converted to double per fragment), same plans; wpipe* / wsplit* /\n"
+           "whybrid*: k_pipe with mma m16n8k4 on fragment pairs (bit-exact only if m16n8k4 is two m8n8k4\n"
+           "chains: tested here). '-': not run (hybrid equal to the full or the split plan, or scratch over 1 GiB).\n");
+    printf("result: %s; m16n8k4 kernels: %s\n",
+           fail ? "FAIL (an m8n8k4 kernel's bit mismatch or a cuBLAS layout check failed)" : "all bits equal",
+           fail16 ? "BITS DIFFER (or did not launch): m16n8k4 is not two m8n8k4 chains here" : "all bits equal");
     CB(cublasDestroy(h));
-    return fail ? 1 : 0;
+    return fail ? 1 : fail16 ? 3 : 0;
 }
