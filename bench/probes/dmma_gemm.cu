@@ -285,14 +285,19 @@ __global__ void k_fold(const double *__restrict__ W, int ntiles, int chunks, int
 //     (8 t + g + const) mod 32: 32 distinct banks.
 // Each fragment element is converted to double in registers (exact), and the MMA chain is that of
 // k_dmma: per 8x8 fragment, mma m8n8k4 over k = 0, 4, 8, ... of the chunk, from 0.
-// MMA16: the fragments are run in pairs (rows 16 p .. 16 p + 15 of the warp tile) by one
-// mma.sync m16n8k4 .f64 (sm_90: a0 = A[g][t], a1 = A[g + 8][t], b0 = B[t][g]; c0, c1 = C[g][2t + e],
-// c2, c3 = C[g + 8][2t + e]), i.e. two m8n8k4's sharing b. That it computes each output as the
-// same 4-k chain from c is the hypothesis the device's bit check tests (dmma-order.md measured
-// m8n8k4 only); the host emulation is the one of the m8n8k4 kernel.
-template <int BM_, int BN_, int WM_, int WN_, int BK_, int STAGES_, int MINB_, bool MMA16_ = false>
+// MMA: 0: mma.sync m8n8k4 .f64 per 8x8 fragment and 4 k's (the measured chain);
+//   1: the fragments in pairs (rows 16 p .. 16 p + 15 of the warp tile) by one mma m16n8k4 .f64
+//      (sm_90: a0 = A[g][t], a1 = A[g + 8][t], b0 = B[t][g]; c0, c1 = C[g][2t + e], c2, c3 = C[g + 8][2t + e]),
+//      i.e. two m8n8k4's sharing b;
+//   2: fragment pairs and all 16 k's of a stage by one mma m16n8k16 .f64 (a_{2q + h} = A[g + 8h][t + 4q],
+//      b_q = B[t + 4q][g], q = 0..3).
+// That 1 and 2 compute each output as the same FMA chain in k order from c (2: over its 16 k's) is
+// the hypothesis the device's bit check tests (dmma-order.md measured m8n8k4 only); the host
+// emulation is the one of the m8n8k4 kernel.
+template <int BM_, int BN_, int WM_, int WN_, int BK_, int STAGES_, int MINB_, int MMA_ = 0>
 struct Cfg2 {
-    static constexpr bool PIPE = true, MMA16 = MMA16_;
+    static constexpr bool PIPE = true;
+    static constexpr int MMA = MMA_;
     static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, BK = BK_, STAGES = STAGES_, MINB = MINB_;
     static constexpr int WARPS_N = BN / WN, WARPS = (BM / WM) * (BN / WN), THREADS = 32 * WARPS;
     static constexpr int FM = WM / 8, FN = WN / 8, NACC = 2 * FM * FN;
@@ -300,7 +305,8 @@ struct Cfg2 {
     static_assert(BM % WM == 0 && BN % WN == 0 && WM % 8 == 0 && WN % 8 == 0, "warp tiles");
     static_assert(KC % BK == 0 && BK % 4 == 0, "stages never straddle a chunk");
     static_assert(STAGES >= 2, "pipeline");
-    static_assert(!MMA16 || FM % 2 == 0, "fragment pairs");
+    static_assert(MMA == 0 || FM % 2 == 0, "fragment pairs");
+    static_assert(MMA != 2 || BK == 16, "m16n8k16 takes a whole stage");
 };
 template <int BX, int BKX, int THREADS, bool KCONTIG>
 struct Tile2 {
@@ -324,6 +330,13 @@ struct Tile2 {
 __device__ __forceinline__ void dmma16(double &d0, double &d1, double &d2, double &d3, double a0, double a1, double b) {
     asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
                  : "+d"(d0), "+d"(d1), "+d"(d2), "+d"(d3) : "d"(a0), "d"(a1), "d"(b));
+}
+__device__ __forceinline__ void dmma16k16(double &d0, double &d1, double &d2, double &d3, const double (&a)[8], const double (&b)[4]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7,%8,%9,%10,%11}, "
+                 "{%12,%13,%14,%15}, {%0,%1,%2,%3};"
+                 : "+d"(d0), "+d"(d1), "+d"(d2), "+d"(d3)
+                 : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
+                   "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
 }
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, int src_bytes) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
@@ -406,6 +419,24 @@ k_pipe(const float *__restrict__ A, const float *__restrict__ B, float *__restri
             cp_async_commit();
         }
         const float *As = St + (kt % C::STAGES) * P::STAGE, *Bs = As + TAt::SIZE;
+        if constexpr (C::MMA == 2) {   // one m16n8k16 per fragment pair and column fragment
+#pragma unroll
+            for (int p = 0; p < C::FM / 2; p++) {
+                double a[8];
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) a[2 * q + h] = (double)As[TAt::frag(q, t, wm * C::WM + 8 * (2 * p + h), g)];
+#pragma unroll
+                for (int j = 0; j < C::FN; j++) {
+                    double b[4];
+#pragma unroll
+                    for (int q = 0; q < 4; q++) b[q] = (double)Bs[TBt::frag(q, t, wn * C::WN + 8 * j, g)];
+                    dmma16k16(acc[2 * (2 * p * C::FN + j)], acc[2 * (2 * p * C::FN + j) + 1],
+                              acc[2 * ((2 * p + 1) * C::FN + j)], acc[2 * ((2 * p + 1) * C::FN + j) + 1], a, b);
+                }
+            }
+        } else {
 #pragma unroll
         for (int kk = 0; kk < C::BK / 4; kk++) {
             double a[C::FM], b[C::FN];
@@ -413,7 +444,7 @@ k_pipe(const float *__restrict__ A, const float *__restrict__ B, float *__restri
             for (int i = 0; i < C::FM; i++) a[i] = (double)As[TAt::frag(kk, t, wm * C::WM + 8 * i, g)];
 #pragma unroll
             for (int j = 0; j < C::FN; j++) b[j] = (double)Bs[TBt::frag(kk, t, wn * C::WN + 8 * j, g)];
-            if constexpr (C::MMA16) {
+            if constexpr (C::MMA == 1) {
 #pragma unroll
                 for (int p = 0; p < C::FM / 2; p++)
 #pragma unroll
@@ -427,6 +458,7 @@ k_pipe(const float *__restrict__ A, const float *__restrict__ B, float *__restri
                     for (int j = 0; j < C::FN; j++) dmma(acc[2 * (i * C::FN + j)], acc[2 * (i * C::FN + j) + 1], a[i], b[j]);
             }
         }
+        }
         const int knext = kbeg + (kt + 1) * C::BK;
         if (!SPLIT && knext % KC == 0 && knext < K) {   // a chunk ended: F = F + p_c, p restarts at 0
 #pragma unroll
@@ -439,17 +471,20 @@ k_pipe(const float *__restrict__ A, const float *__restrict__ B, float *__restri
         }
     }
     cp_async_wait<0>();
+    // accumulators 2 q and 2 q + 1 are columns c, c + 1 of one row (c even; N % 4 == 0, so both are
+    // inside or both outside): one 16-byte (W) or 8-byte (C) store
 #pragma unroll
-    for (int i = 0; i < C::NACC; i++) {
+    for (int q = 0; q < C::NACC / 2; q++) {
         int r, c;
-        out_rc<C>(wm, wn, g, t, i, r, c);
+        out_rc<C>(wm, wn, g, t, 2 * q, r, c);
         const int row = m0 + r, col = n0 + c;
         if (row >= M || col >= N) continue;
         if (SPLIT) {
-            W[wslot<C>(blockIdx.y, blockIdx.x, gridDim.x, r, c)] = acc[i];
+            *reinterpret_cast<double2 *>(W + wslot<C>(blockIdx.y, blockIdx.x, gridDim.x, r, c)) = make_double2(acc[2 * q], acc[2 * q + 1]);
         } else {
-            const double v = folded ? __dadd_rn(Fs[i * C::THREADS + tid], acc[i]) : acc[i];
-            Cout[(size_t)row * N + col] = __double2float_rn(v);
+            const double v0 = folded ? __dadd_rn(Fs[2 * q * C::THREADS + tid], acc[2 * q]) : acc[2 * q];
+            const double v1 = folded ? __dadd_rn(Fs[(2 * q + 1) * C::THREADS + tid], acc[2 * q + 1]) : acc[2 * q + 1];
+            *reinterpret_cast<float2 *>(Cout + (size_t)row * N + col) = make_float2(__double2float_rn(v0), __double2float_rn(v1));
         }
     }
 }
@@ -458,8 +493,11 @@ using P128 = Cfg2<128, 128, 64, 32, 16, 4, 1>;
 // pipe64: 64x64 tiles, 4 warps of 32x32, 4 stages of 16 k's (fold 32 KiB + stages 40 KiB: 3 blocks per SM)
 using P64 = Cfg2<64, 64, 32, 32, 16, 4, 3>;
 // wpipe128 / wpipe64: the same with mma m16n8k4 on fragment pairs
-using W128 = Cfg2<128, 128, 64, 32, 16, 4, 1, true>;
-using W64 = Cfg2<64, 64, 32, 32, 16, 4, 3, true>;
+using W128 = Cfg2<128, 128, 64, 32, 16, 4, 1, 1>;
+using W64 = Cfg2<64, 64, 32, 32, 16, 4, 3, 1>;
+// xpipe128 / xpipe64: the same with mma m16n8k16 on fragment pairs and whole stages
+using X128 = Cfg2<128, 128, 64, 32, 16, 4, 1, 2>;
+using X64 = Cfg2<64, 64, 32, 32, 16, 4, 3, 2>;
 
 // peak rate of mma.sync f64 shapes (no memory): each warp runs R rounds of 8 independent chains
 template <int SHAPE>   // 0: m8n8k4, 1: m16n8k4, 2: m16n8k16
@@ -935,9 +973,20 @@ template <class C> static int host_maps_pipe(const char *name) {
             hit[(size_t)row * C::BN + col]++;
         }
     }
+    // the paired stores: accumulators 2 q, 2 q + 1 are (r, c), (r, c + 1) with c even (a 16-byte
+    // aligned slot of W, an 8-byte aligned one of C)
+    for (int tid = 0; tid < C::THREADS; tid++) {
+        const int lane = tid & 31, warp = tid >> 5;
+        for (int q = 0; q < C::NACC / 2; q++) {
+            int r0, c0, r1, c1;
+            out_rc<C>(warp / C::WARPS_N, warp % C::WARPS_N, lane >> 2, lane & 3, 2 * q, r0, c0);
+            out_rc<C>(warp / C::WARPS_N, warp % C::WARPS_N, lane >> 2, lane & 3, 2 * q + 1, r1, c1);
+            bad += r1 != r0 || c1 != c0 + 1 || c0 % 2 != 0 || wslot<C>(1, 2, 3, r0, c0) % 2 != 0;
+        }
+    }
     int wrong = 0;
     for (int h : hit) wrong += h != 1;
-    printf("  %-8s outputs: %s; shared memory: %zu B fold + %zu B stages (NN)\n", name, wrong ? "WRONG" : "each element once",
+    printf("  %-8s outputs: %s; shared memory: %zu B fold + %zu B stages (NN)\n", name, wrong || bad ? "WRONG" : "each element once, in pairs",
            C::SMEM_FOLD, Pipe<C, false, false>::SMEM_STAGES);
     return bad + wrong;
 }
@@ -1064,6 +1113,7 @@ static int host_test() {
         }
         run("wpipe128", EMU(W128, 0, 1));   // m16n8k4 taken as two m8n8k4 chains: the same emulation
         run("wsplit64", EMU(W64, 1, 1));
+        run("xpipe64", EMU(X64, 0, 1));   // m16n8k16 taken as a 16-k chain: the same emulation
         run("big128", EMU(Big, 0, 1), true);
         run("pipe128", EMU(P128, 0, 1), true);
         run("pipe64", EMU(P64, 0, 1), true);
@@ -1076,16 +1126,20 @@ static int host_test() {
 // ---- device ----
 // modes: 0 full, 1 split, 2 hybrid
 enum Variant { BIG, SMALL, SPLIT64, SPLIT128, HYB64, HYB128, PIPE128, PIPE64, PSPLIT64, PSPLIT128, PHYB64, PHYB128,
-               WPIPE128, WPIPE64, WSPLIT64, WSPLIT128, WHYB64, WHYB128, NVAR };
+               WPIPE128, WPIPE64, WSPLIT64, WSPLIT128, WHYB64, WHYB128, XPIPE128, XPIPE64, XSPLIT64, XSPLIT128, XHYB64, XHYB128,
+               NVAR };
 static const char *VNAME[NVAR] = {"big128", "small64", "split64", "split128", "hybrid64", "hybrid128",
                                   "pipe128", "pipe64", "psplit64", "psplit128", "phybrid64", "phybrid128",
-                                  "wpipe128", "wpipe64", "wsplit64", "wsplit128", "whybrid64", "whybrid128"};
-// families: 0 big128, 1 small64 (k_dmma); 2 pipe128, 3 pipe64, 4 wpipe128, 5 wpipe64 (k_pipe; 4, 5: m16n8k4)
-static const int VFAM[NVAR] = {0, 1, 1, 0, 1, 0, 2, 3, 3, 2, 3, 2, 4, 5, 5, 4, 5, 4};
-static const int VMODE[NVAR] = {0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2};
+                                  "wpipe128", "wpipe64", "wsplit64", "wsplit128", "whybrid64", "whybrid128",
+                                  "xpipe128", "xpipe64", "xsplit64", "xsplit128", "xhybrid64", "xhybrid128"};
+// families: 0 big128, 1 small64 (k_dmma); 2 pipe128, 3 pipe64, 4 wpipe128, 5 wpipe64, 6 xpipe128, 7 xpipe64
+// (k_pipe; 4, 5: m16n8k4; 6, 7: m16n8k16)
+static const int VFAM[NVAR] = {0, 1, 1, 0, 1, 0, 2, 3, 3, 2, 3, 2, 4, 5, 5, 4, 5, 4, 6, 7, 7, 6, 7, 6};
+static const int VMODE[NVAR] = {0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2};
 static int v_mode(int v) { return VMODE[v]; }
-static int v_tile(int v) { return VFAM[v] == 0 || VFAM[v] == 2 || VFAM[v] == 4 ? 128 : 64; }
-static bool v_m16(int v) { return VFAM[v] >= 4; }
+static int v_tile(int v) { return VFAM[v] % 2 == 0 ? 128 : 64; }
+static int v_mma(int v) { return VFAM[v] < 4 ? 0 : VFAM[v] < 6 ? 1 : 2; }   // 0 m8n8k4, 1 m16n8k4, 2 m16n8k16
+static bool v_m16(int v) { return v_mma(v) != 0; }
 
 template <class C, bool TA, bool TB, bool SPLIT> static size_t prepare_t() {   // the launch's shared memory
     size_t smem;
@@ -1134,11 +1188,11 @@ template <class C> static int slots_c() {
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     return std::max(1, per_sm) * sms;
 }
-static int g_slots[6];
+static int g_slots[8];
 static Plan v_plan(int v, int M, int N) {
     if (!g_slots[0]) {
         g_slots[0] = slots_c<Big>(); g_slots[1] = slots_c<Small>(); g_slots[2] = slots_c<P128>(); g_slots[3] = slots_c<P64>();
-        g_slots[4] = slots_c<W128>(); g_slots[5] = slots_c<W64>();
+        g_slots[4] = slots_c<W128>(); g_slots[5] = slots_c<W64>(); g_slots[6] = slots_c<X128>(); g_slots[7] = slots_c<X64>();
     }
     return plan(M, N, v_tile(v), v_tile(v), v_mode(v), g_slots[VFAM[v]]);
 }
@@ -1179,7 +1233,9 @@ static void launch(int v, int ta, int tb, const float *A, const float *B, float 
         case 2: launch_plan<P128>(p, ta, tb, A, B, Cout, W, M, N, K); break;
         case 3: launch_plan<P64>(p, ta, tb, A, B, Cout, W, M, N, K); break;
         case 4: launch_plan<W128>(p, ta, tb, A, B, Cout, W, M, N, K); break;
-        default: launch_plan<W64>(p, ta, tb, A, B, Cout, W, M, N, K); break;
+        case 5: launch_plan<W64>(p, ta, tb, A, B, Cout, W, M, N, K); break;
+        case 6: launch_plan<X128>(p, ta, tb, A, B, Cout, W, M, N, K); break;
+        default: launch_plan<X64>(p, ta, tb, A, B, Cout, W, M, N, K); break;
     }
 }
 
@@ -1264,12 +1320,12 @@ int main(int argc, char **argv) {
     }
     printf("kernels (NN):\n");
     kinfo<Big>("big128"); kinfo<Small>("small64"); kinfo<P128>("pipe128"); kinfo<P64>("pipe64");
-    kinfo<W128>("wpipe128"); kinfo<W64>("wpipe64");
+    kinfo<W128>("wpipe128"); kinfo<W64>("wpipe64"); kinfo<X128>("xpipe128"); kinfo<X64>("xpipe64");
     cublasHandle_t h;
     CB(cublasCreate(&h));
     CB(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));   // SGEMM in float32 (no TF32)
     std::vector<Row> rows;
-    bool fail = false, fail16 = false;   // fail16: an m16n8k4 kernel (the hypothesis) differs or did not launch
+    bool fail = false, failw[3] = {false, false, false};   // failw[1], [2]: an m16n8k4 / m16n8k16 kernel (a hypothesis) differs or did not launch
     for (int si = 0; si < nshapes; si++) {
         const Shape &s = shapes[si];
         Data d;
@@ -1361,14 +1417,14 @@ int main(int argc, char **argv) {
             const cudaError_t e = cudaGetLastError();   // a launch the GPU refuses: report, go on
             if (e != cudaSuccess) {
                 printf("%s: %s did not launch: %s\n", s.name, VNAME[v], cudaGetErrorString(e));
-                (v_m16(v) ? fail16 : fail) = true;
+                (v_m16(v) ? failw[v_mma(v)] : fail) = true;
                 continue;
             }
             CK(cudaDeviceSynchronize());
             CK(cudaMemcpy(out.data(), dC, nc * 4, cudaMemcpyDeviceToHost));
             for (size_t q = 0; q < sample.size(); q++)
                 row.bits_eq[v] += bits_eq(out[(size_t)sample[q].first * N + sample[q].second], ref[q]);
-            if (row.bits_eq[v] != row.bits_n) (v_m16(v) ? fail16 : fail) = true;
+            if (row.bits_eq[v] != row.bits_n) (v_m16(v) ? failw[v_mma(v)] : fail) = true;
             row.v[v] = time_ms(f, reps);
             row.ran[v] = true;
         }
@@ -1388,35 +1444,35 @@ int main(int argc, char **argv) {
            "## order, float32 out) vs cuBLAS SGEMM (float32, no TF32) and cuBLAS DGEMM (float64 copies)\n\n");
     printf("| shape | SGEMM ms | SGEMM TF/s | DGEMM ms | DGEMM TF/s | DGEMM %% of SGEMM | DMMA ms | DMMA TF/s | "
            "DMMA %% of SGEMM | best kernel | best m8n8k4 kernel | bits equal (m8n8k4 kernels) | bits equal (m16n8k4 kernels) | "
-           "one-chain order differs |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|\n");
+           "bits equal (m16n8k16 kernels) | one-chain order differs |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---|---:|\n");
     for (const Row &r : rows) {
         int best = -1, best8 = -1;   // among the kernels with every checked output's bits equal
-        long beq = 0, bn = 0, beq16 = 0, bn16 = 0;
+        long beq[3] = {0, 0, 0}, bn[3] = {0, 0, 0};
         for (int v = 0; v < NVAR; v++)
             if (r.ran[v]) {
                 const bool exact = r.bits_eq[v] == r.bits_n;
                 if (exact && (best < 0 || r.v[v] < r.v[best])) best = v;
                 if (exact && !v_m16(v) && (best8 < 0 || r.v[v] < r.v[best8])) best8 = v;
-                (v_m16(v) ? beq16 : beq) += r.bits_eq[v];
-                (v_m16(v) ? bn16 : bn) += r.bits_n;
+                beq[v_mma(v)] += r.bits_eq[v];
+                bn[v_mma(v)] += r.bits_n;
             }
         if (best < 0) {
-            printf("| %s | %.3f | %.1f | %.3f | %.1f | %.0f%% | - | - | - | none bit-exact | - | %ld of %ld | %ld of %ld | %ld of %ld |\n",
+            printf("| %s | %.3f | %.1f | %.3f | %.1f | %.0f%% | - | - | - | none bit-exact | - | %ld of %ld | %ld of %ld | %ld of %ld | %ld of %ld |\n",
                    r.name.c_str(), r.sgemm, tf(r.flop, r.sgemm), r.dgemm, tf(r.flop, r.dgemm), 100 * r.sgemm / r.dgemm,
-                   beq, bn, beq16, bn16, r.alt_differ, r.bits_n);
+                   beq[0], bn[0], beq[1], bn[1], beq[2], bn[2], r.alt_differ, r.bits_n);
             continue;
         }
         char b8[96] = "-";
         if (best8 >= 0) snprintf(b8, sizeof b8, "%s %.3f ms %.0f%%", VNAME[best8], r.v[best8], 100 * r.sgemm / r.v[best8]);
-        printf("| %s | %.3f | %.1f | %.3f | %.1f | %.0f%% | %.3f | %.1f | %.0f%%%s | %s | %s | %ld of %ld | %ld of %ld | %ld of %ld |\n",
+        printf("| %s | %.3f | %.1f | %.3f | %.1f | %.0f%% | %.3f | %.1f | %.0f%%%s | %s | %s | %ld of %ld | %ld of %ld | %ld of %ld | %ld of %ld |\n",
                r.name.c_str(), r.sgemm, tf(r.flop, r.sgemm), r.dgemm, tf(r.flop, r.dgemm), 100 * r.sgemm / r.dgemm,
                r.v[best], tf(r.flop, r.v[best]), 100 * r.sgemm / r.v[best], r.sgemm / r.v[best] >= 0.9 ? " ok" : " **MISS**",
-               VNAME[best], b8, beq, bn, beq16, bn16, r.alt_differ, r.bits_n);
+               VNAME[best], b8, beq[0], bn[0], beq[1], bn[1], beq[2], bn[2], r.alt_differ, r.bits_n);
     }
     printf("\n| shape |");
     for (int v = 0; v < NVAR; v++) printf(" %s ms |", VNAME[v]);
-    printf(" hybrid tiles, whole + split (hybrid64 hybrid128 phybrid64 phybrid128 whybrid64 whybrid128) | "
+    printf(" hybrid tiles, whole + split (hybrid64 hybrid128 phybrid64 phybrid128 whybrid64 whybrid128 xhybrid64 xhybrid128) | "
            "bits equal per kernel (in the order of the columns) | cuBLAS sanity (clean outputs) |\n|---|");
     for (int v = 0; v < NVAR; v++) printf("---:|");
     printf("---|---|---|\n");
@@ -1426,7 +1482,7 @@ int main(int argc, char **argv) {
             if (r.ran[v]) printf(" %.3f |", r.v[v]);
             else printf(" - |");
         }
-        for (int v : {HYB64, HYB128, PHYB64, PHYB128, WHYB64, WHYB128})
+        for (int v : {HYB64, HYB128, PHYB64, PHYB128, WHYB64, WHYB128, XHYB64, XHYB128})
             printf(" %d+%d", r.plan[v].nfull, r.plan[v].tiles - r.plan[v].nfull);
         printf(" | ");
         bool first = true;
@@ -1446,10 +1502,12 @@ int main(int argc, char **argv) {
            "big/small, the last partial wave split per chunk (same bits). pipe*: k_pipe (float32 stages by\n"
            "cp.async, 4 stages of 16 k's, converted to double per fragment), same plans; wpipe* / wsplit* /\n"
            "whybrid*: k_pipe with mma m16n8k4 on fragment pairs (bit-exact only if m16n8k4 is two m8n8k4\n"
-           "chains: tested here). '-': not run (hybrid equal to the full or the split plan, or scratch over 1 GiB).\n");
-    printf("result: %s; m16n8k4 kernels: %s\n",
+           "chains: tested here); x*: with mma m16n8k16 (bit-exact only if it is a 16-k chain in k order).\n"
+           "'-': not run (hybrid equal to the full or the split plan, or scratch over 1 GiB).\n");
+    printf("result: %s; m16n8k4 kernels: %s; m16n8k16 kernels: %s\n",
            fail ? "FAIL (an m8n8k4 kernel's bit mismatch or a cuBLAS layout check failed)" : "all bits equal",
-           fail16 ? "BITS DIFFER (or did not launch): m16n8k4 is not two m8n8k4 chains here" : "all bits equal");
+           failw[1] ? "BITS DIFFER (or did not launch): m16n8k4 is not two m8n8k4 chains here" : "all bits equal",
+           failw[2] ? "BITS DIFFER (or did not launch): m16n8k16 is not a 16-k chain here" : "all bits equal");
     CB(cublasDestroy(h));
-    return fail ? 1 : fail16 ? 3 : 0;
+    return fail ? 1 : failw[1] || failw[2] ? 3 : 0;
 }
