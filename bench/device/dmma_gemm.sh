@@ -5,7 +5,7 @@
 # (if it is missing here, this script builds it, about 30 s). Run from the repo root:
 #   OUT=/tmp/o bash bench/device/dmma_gemm.sh
 # Writes $OUT/dmma-gemm.txt (the tables, stderr's progress lines too) and $OUT/summary.txt.
-# About 10-20 s of GPU work; the whole run is capped at 55 s.
+# About 10-25 s in all (24 kernel variants per shape at most); the whole run is capped at 55 s.
 set -u
 OUT=${OUT:-/tmp/torchlean-gpu-out}; mkdir -p "$OUT"
 BIN=build/dmma_gemm
@@ -35,7 +35,7 @@ ldd "$BIN" | grep -E "cublas" | tee -a "$OUT/summary.txt"
 s=$(date +%s)
 timeout 55 "$BIN" "$@" >"$OUT/dmma-gemm.txt" 2>&1
 rc=$?
-echo "dmma_gemm rc=$rc in $(( $(date +%s) - s )) s (0: all bits equal; 1: a mismatch, see the tables; 124: timed out)" \
+echo "dmma_gemm rc=$rc in $(( $(date +%s) - s )) s (0: all bits equal; 1: an m8n8k4 kernel mismatch, see the tables; 3: only m16n8k4/m16n8k16 kernels differ; 124: timed out)" \
   | tee -a "$OUT/summary.txt"
 cat "$OUT/dmma-gemm.txt"
 exit $rc
