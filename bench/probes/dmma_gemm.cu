@@ -1274,13 +1274,18 @@ struct Row {
 
 int main(int argc, char **argv) {
     int reps = 30;
-    bool quick = false;
+    bool quick = false, skip_fam[8] = {};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--host-test")) return host_test();
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(5, atoi(argv[++i]));
         else if (!strcmp(argv[i], "--quick")) quick = true;
-        else { fprintf(stderr, "usage: %s [--reps N] [--quick] | --host-test\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--skip-fam") && i + 1 < argc) {   // kernel families not run: e.g. 2,3 (see VFAM)
+            for (const char *c = argv[++i]; *c; c++)
+                if (*c >= '0' && *c <= '7') skip_fam[*c - '0'] = true;
+        } else { fprintf(stderr, "usage: %s [--reps N] [--quick] [--skip-fam 2,3,...] | --host-test\n", argv[0]); return 2; }
     }
+    for (int f = 0; f < 8; f++)
+        if (skip_fam[f]) printf("kernel family %d skipped (--skip-fam)\n", f);
     const Shape full[] = {{"4096^3 NN", 4096, 4096, 4096, 0, 0},
                           {"fwd NT 4096x768->3072", 4096, 768, 3072, 0, 1},
                           {"dgrad NN 4096x3072->768", 4096, 3072, 768, 0, 0},
@@ -1371,8 +1376,8 @@ int main(int argc, char **argv) {
         for (int v = 0; v < NVAR; v++) {
             const Plan p = v_plan(v, M, N);
             row.plan[v] = p;
-            run_v[v] = v_mode(v) == 0 || (chunks > 1 && v_scratch(v, M, N, K) <= ((size_t)1 << 30) &&
-                                           (v_mode(v) == 1 || (p.nfull > 0 && p.nfull < p.tiles)));
+            run_v[v] = !skip_fam[VFAM[v]] && (v_mode(v) == 0 || (chunks > 1 && v_scratch(v, M, N, K) <= ((size_t)1 << 30) &&
+                                           (v_mode(v) == 1 || (p.nfull > 0 && p.nfull < p.tiles))));
             if (run_v[v]) wbytes = std::max(wbytes, v_scratch(v, M, N, K));
         }
         if (wbytes) CK(cudaMalloc(&dW, wbytes));
@@ -1410,6 +1415,9 @@ int main(int argc, char **argv) {
         row.dgemm = time_ms(dgemm, reps);
         for (int v = 0; v < NVAR; v++) {
             if (!run_v[v]) continue;
+            // on stderr, so that a run killed by a device fault names the kernel (bench/device/dmma_gemm.sh
+            // then runs again without its family)
+            fprintf(stderr, "start %s | %s fam %d\n", s.name, VNAME[v], VFAM[v]);
             auto f = [&] { launch(v, s.ta, s.tb, dA, dB, dC, dW, M, N, K); };
             CK(cudaMemset(dC, 0xff, nc * 4));   // NaN: a skipped output cannot pass
             if (dW) CK(cudaMemset(dW, 0xff, wbytes));
