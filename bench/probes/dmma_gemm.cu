@@ -499,22 +499,33 @@ using W64 = Cfg2<64, 64, 32, 32, 16, 4, 3, 1>;
 using X128 = Cfg2<128, 128, 64, 32, 16, 4, 1, 2>;
 using X64 = Cfg2<64, 64, 32, 32, 16, 4, 3, 2>;
 
-// peak rate of mma.sync f64 shapes (no memory): each warp runs R rounds of 8 independent chains
-template <int SHAPE>   // 0: m8n8k4, 1: m16n8k4, 2: m16n8k16
+// peak rate of mma.sync f64 shapes (no memory): each warp runs R rounds of 8 independent chains.
+// SHAPE 0: m8n8k4, 1: m16n8k4, 2: m16n8k16; 3: m8n8k4 with 4 F2F.F64.F32 per round (pipe64's ratio
+// of conversions to MMAs), 4: m16n8k4 with 8 per round (wpipe64's): do the conversions cost MMA time?
+template <int SHAPE>
 __global__ void __launch_bounds__(256) k_peak(double *out, int R) {
+    constexpr int NCVT = SHAPE == 3 ? 4 : SHAPE == 4 ? 8 : 0;
     double c[8][4];
     const double a = 1.0 + threadIdx.x * 0x1p-30, b = 1.0 - threadIdx.x * 0x1p-31;
 #pragma unroll
     for (int i = 0; i < 8; i++) for (int j = 0; j < 4; j++) c[i][j] = 0.0;
     for (int r = 0; r < R; r++) {
+        double av[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) av[i] = a;
+        if (NCVT) {   // floats near 1 that change every round, converted to double
+#pragma unroll
+            for (int q = 0; q < NCVT; q++)
+                av[q] = (double)__uint_as_float(0x3f800000u | ((unsigned)(r * 8 + q) * 2654435761u >> 9));
+        }
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            if (SHAPE == 0)
+            if (SHAPE == 0 || SHAPE == 3)
                 asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};"
-                             : "+d"(c[i][0]), "+d"(c[i][1]) : "d"(a), "d"(b));
-            else if (SHAPE == 1)
+                             : "+d"(c[i][0]), "+d"(c[i][1]) : "d"(av[i]), "d"(b));
+            else if (SHAPE == 1 || SHAPE == 4)
                 asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-                             : "+d"(c[i][0]), "+d"(c[i][1]), "+d"(c[i][2]), "+d"(c[i][3]) : "d"(a), "d"(b), "d"(b));
+                             : "+d"(c[i][0]), "+d"(c[i][1]), "+d"(c[i][2]), "+d"(c[i][3]) : "d"(av[i]), "d"(b), "d"(b));
             else
                 asm volatile("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7,%8,%9,%10,%11}, "
                              "{%12,%13,%14,%15}, {%0,%1,%2,%3};"
@@ -524,7 +535,7 @@ __global__ void __launch_bounds__(256) k_peak(double *out, int R) {
     }
     double s = 0;
 #pragma unroll
-    for (int i = 0; i < 8; i++) for (int j = 0; j < (SHAPE == 0 ? 2 : 4); j++) s += c[i][j];
+    for (int i = 0; i < 8; i++) for (int j = 0; j < (SHAPE == 0 || SHAPE == 3 ? 2 : 4); j++) s += c[i][j];
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
@@ -1307,15 +1318,17 @@ int main(int argc, char **argv) {
         double *dout;
         const int blocks = 4 * prop.multiProcessorCount, R = 2048;
         CK(cudaMalloc(&dout, (size_t)blocks * 256 * 8));
-        const char *nm[3] = {"m8n8k4", "m16n8k4", "m16n8k16"};
-        const double fl[3] = {512, 1024, 4096};
+        const char *nm[5] = {"m8n8k4", "m16n8k4", "m16n8k16", "m8n8k4 + 1 F2F per 2 MMAs", "m16n8k4 + 1 F2F per MMA"};
+        const double fl[5] = {512, 1024, 4096, 512, 1024};
         printf("mma.sync f64 peak (%d blocks x 8 warps, 8 independent chains per warp):", blocks);
-        for (int sh = 0; sh < 3; sh++) {
+        for (int sh = 0; sh < 5; sh++) {
             const int r = sh == 2 ? R / 4 : R;
             auto f = [&] {
                 if (sh == 0) k_peak<0><<<blocks, 256>>>(dout, r);
                 else if (sh == 1) k_peak<1><<<blocks, 256>>>(dout, r);
-                else k_peak<2><<<blocks, 256>>>(dout, r);
+                else if (sh == 2) k_peak<2><<<blocks, 256>>>(dout, r);
+                else if (sh == 3) k_peak<3><<<blocks, 256>>>(dout, r);
+                else k_peak<4><<<blocks, 256>>>(dout, r);
             };
             const double ms = time_ms(f, 5);
             printf(" %s %.1f TFLOP/s;", nm[sh], (double)blocks * 8 * r * 8 * fl[sh] / (ms * 1e-3) / 1e12);
