@@ -3,7 +3,9 @@ buffer) and `digest_batch` (many buffers, one call: one launch on CUDA).
 
 Recording queues values in a Batch and digests them all at once where the recorder says (the
 end of a backward pass, an optimizer step, before a VJP writes over its cotangent), so it costs
-one native call per step instead of one per value. The digests land in a ring of device slots,
+one native call per step instead of one per value (one launch on CUDA). On the stub, where a
+native call costs less than queueing and pinning a value, each is digested as it is recorded
+(Batch.add_now, Batch.digest_handles) into the same ring and numbered the same way. The digests land in a ring of device slots,
 read back in one transfer when it fills or the record closes: nothing waits for the device per
 op. A queued digest is an int, its sequence number; `texts[k - first]` holds it (as the JSON
 string of its 16 hex digits) once read back, until the recorder says no record can refer to it
@@ -98,7 +100,8 @@ class Batch:
     digest_batch reads: a run costs one native call and no per-value Python objects. A queued
     buffer is pinned (buffer.EXPORTS) until its batch ran: a tape freeing it meanwhile only
     marks it released, so the digest reads the bits the value had. What may be written in
-    place is never left queued: the recorder runs the batch first (recorder.py says when)."""
+    place is never left queued: the recorder runs the batch first (recorder.py says when).
+    On the stub (STUB_AT_ONCE) `add` is add_now: digested at once, nothing queued."""
 
     def __init__(self):
         self.ring = AnyBuffer.zeros((RING_SLOTS, 4))

@@ -11,6 +11,11 @@ a parameter's post-gradient hooks (a data-parallel reduction writes gradients in
 each optimizer step, and after any op whose output (or a data leaf it read) needs no gradient,
 which an in-place op may overwrite at once. A training step thus costs a few native calls.
 
+On the stub (digests.STUB_AT_ONCE) nothing is queued: each hook digests what it records when it
+records it (an op's output, a VJP's new payloads together, an optimizer step's values together:
+one native call each), so there is nothing to pin, unpin or run later, and a value written in
+place after its op was digested before the write. CUDA queues, since a call there is a launch.
+
 It never changes a value: a digest only reads its buffer, and the VJP it runs is the tape's.
 """
 from __future__ import annotations
