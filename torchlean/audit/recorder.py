@@ -162,24 +162,32 @@ class Recorder:
         parents = node.parents
         out = node.value
         shape = out.shape
-        log = self.log
-        at = len(log)
-        log += (None, "F", self.step, node.name, len(parents), shape, None)
-        try:
+        # the inputs' entries and the output's digest first, the record written after them
+        # (a refused digest leaves no half-made record); one or two inputs without a loop
+        n = len(parents)
+        if n == 1:
+            a = known.get(parents[0]) or self._source(tape, parents[0])   # (never empty)
+        elif n == 2:
+            p, q = parents
+            a = known.get(p) or self._source(tape, p)
+            b = known.get(q) or self._source(tape, q)
+        elif n:
+            a = []
             for p in parents:
-                log += known.get(p) or self._source(tape, p)    # (an entry is never empty)
-            if not out.owns and parents and out.buf is tape.nodes[parents[0]].value.buf:
-                d = log[at + 8]     # a view: the same bits as its base (its first input)
-                batch = self.batch
-                limit = batch.base + batch.count
-            else:
-                d = self.add(out)
-                limit = d + 1
-        except BaseException:
-            del log[at:]            # no half-made record (a refused digest, say)
-            raise
-        log[at] = limit
-        log[at + 6] = d
+                a += known.get(p) or self._source(tape, p)
+        if out.owns or not n or out.buf is not tape.nodes[parents[0]].value.buf:
+            d = self.add(out)
+            limit = d + 1
+        else:
+            d = a[1]                # a view: the same bits as its base (its first input)
+            batch = self.batch
+            limit = batch.base + batch.count
+        log = self.log
+        log += (limit, "F", self.step, node.name, n, shape, d)
+        if n:
+            log += a
+            if n == 2:
+                log += b
         index = self.index
         known[i] = (index, d, shape)
         self.index = index + 1
@@ -200,20 +208,28 @@ class Recorder:
         # contribution's digest
         grads = self.grads
         batch = self.batch
+        runs = self.runs
         cbuf = cot.buf
         dc = grads.get(cbuf)
-        if dc is None:
-            dc = self.add(cot)
         vjp = node.vjp
+        hs = []                     # (digested at once: the handles of this record's new values)
         if getattr(vjp, "overwrites_grad", False):
+            if dc is None:
+                dc = self.add(cot)
             batch.run()             # the VJP writes over its cotangent: digest it first
             grads.pop(cbuf, None)
+        elif dc is None:
+            if runs:
+                dc = self.add(cot)
+            else:                   # with the contributions below (the VJP only reads it)
+                dc = batch.base
+                hs.append(cot.handle)
         contribs = vjp(cot, needs, node.saved)
         log = self.log
         at = len(log)
         log += (None, "B", self.step, node.name, src, cot.shape, dc, len(contribs))
         try:
-            if self.runs:
+            if runs:
                 add = self.add
                 for c in contribs:
                     if c is None:
@@ -225,9 +241,9 @@ class Recorder:
                     log += (c.shape, d)
             else:
                 # digested at once, together: one native call for the VJP's new payloads
-                # (`contribs` holds them meanwhile), numbered in order from batch.base
-                hs = []
-                d = batch.base
+                # (`contribs` holds them meanwhile) and a new cotangent, numbered in order from
+                # batch.base
+                d = batch.base + len(hs)
                 for c in contribs:
                     if c is None:
                         log += (None, None)
@@ -249,7 +265,7 @@ class Recorder:
             raise
         log[at] = batch.base + batch.count
         self.index += 1
-        if self.runs == 2:
+        if runs == 2:
             batch.run()
         return contribs
 
