@@ -188,8 +188,10 @@ def measure(name: str, blocks: int, block: int) -> dict:
 
 
 def breakdown(name: str, block: int) -> str:
-    """One more recorded block of `block` steps with Batch.run timed: per step, the values and
-    elements digested and the CPU time of the batches, against the whole recorded step."""
+    """One more recorded block of `block` steps with the digests timed (Batch.run, and on the
+    stub, which digests each value as it is recorded, Batch.add_now and digest_handles): per
+    step, the values digested, the elements of those digested one by one or in batches, and
+    the CPU time of the digest calls, against the whole recorded step."""
     import torchlean as tl
     from torchlean import audit
     from torchlean.audit import digests
@@ -197,20 +199,28 @@ def breakdown(name: str, block: int) -> str:
     for i in range(3):
         step(i)
     seen = {"values": 0, "elements": 0, "cpu": 0.0}
-    run = digests.Batch.run
+    run, add_now, digest_handles = (digests.Batch.run, digests.Batch.add_now,
+                                    digests.Batch.digest_handles)
 
-    def timed(self):
-        seen["values"] += self.count
-        seen["elements"] += self.elements
-        c0 = time.process_time()
-        try:
-            return run(self)
-        finally:
-            seen["cpu"] += time.process_time() - c0
+    def timed(fn, values, elements):
+        def call(self, *a):
+            seen["values"] += values(self, *a)
+            seen["elements"] += elements(self, *a)
+            c0 = time.process_time()
+            try:
+                return fn(self, *a)
+            finally:
+                seen["cpu"] += time.process_time() - c0
+        return call
+    patched = {"run": timed(run, lambda b: b.count, lambda b: b.elements),
+               "add_now": timed(add_now, lambda b, v: 1, lambda b, v: v.buf.n),
+               # (a handle's length is not readable from Python: counted as values only)
+               "digest_handles": timed(digest_handles, lambda b, hs: len(hs), lambda b, hs: 0)}
     with tempfile.TemporaryDirectory() as d:
-        audit.start(os.path.join(d, "b.tlaudit"))
-        digests.Batch.run = timed
+        for k, fn in patched.items():
+            setattr(digests.Batch, k, fn)
         try:
+            audit.start(os.path.join(d, "b.tlaudit"))
             step(0)
             seen.update(values=0, elements=0, cpu=0.0)
             c0 = time.process_time()
@@ -219,10 +229,13 @@ def breakdown(name: str, block: int) -> str:
             tl.synchronize()
             total = time.process_time() - c0
         finally:
-            digests.Batch.run = run
+            digests.Batch.run, digests.Batch.add_now = run, add_now
+            digests.Batch.digest_handles = digest_handles
             audit.stop()
-    return (f"  breakdown: {seen['values'] / block:.0f} values, {seen['elements'] / block / 1e6:.2f} M "
-            f"elements digested a step; digest batches {seen['cpu'] / block * 1e3:.3f} ms CPU of a "
+    return (f"  breakdown: {seen['values'] / block:.0f} values digested a step "
+            f"({seen['elements'] / block / 1e6:.2f} M elements in batches and single values; "
+            f"a stub VJP's or step's values digested together are counted as values only); "
+            f"digest calls {seen['cpu'] / block * 1e3:.3f} ms CPU of a "
             f"{total / block * 1e3:.3f} ms recorded step")
 
 

@@ -69,9 +69,10 @@ def test_digest_matches_python_definition(n):
     assert device_digest(bits) == digest_python(bits)
 
 
-@pytest.mark.parametrize("n", [32768, 32769, 100003, 1 << 20])
+@pytest.mark.parametrize("n", [32768, 32769, 100003, 1 << 18, (1 << 18) + 1, 1 << 20])
 def test_digest_matches_numpy_definition_large(n):
-    """Sizes across the stub's parallel threshold: the split over threads changes nothing."""
+    """Sizes across the stub's parallel thresholds (a batch's, one buffer's): the split over
+    threads changes nothing."""
     rng = np.random.default_rng(n)
     bits = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
     bits[::997] = np.resize(SPECIAL, bits[::997].size)

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "examples"), str(ROOT / "bench")]
 
 METHODS = {"Recorder": ("op", "vjp", "handoff", "optimizer_step", "flush", "_source"),
-           "Batch": ("run", "add", "add_all", "_read_ring", "_unpin")}
-NATIVE = ("tl_digest_batch", "tl_buf_release")
+           "Batch": ("run", "add", "add_all", "_read_ring", "_unpin", "add_now", "digest_handles")}
+NATIVE = ("tl_digest_batch", "tl_buf_release", "tl_digest")
 
 
 def main(argv=None) -> int:

@@ -24,9 +24,14 @@ static uint64_t digest_sum(const float *X, int64_t lo, int64_t hi) {
     return s;
 }
 
+/* one buffer (`digest`: recording digests each value as it is made) splits over threads only
+ * from TL_DIGEST_PAR_MIN elements: a term costs a fraction of a nanosecond, so below that a
+ * parallel region (waking and then spinning the other threads) costs more than it saves */
+#define TL_DIGEST_PAR_MIN (1 << 18)
+
 static uint64_t digest_of(const float *X, int64_t n) {
     uint64_t s = 0;
-    #pragma omp parallel for if(n > TL_PAR_MIN) schedule(static) reduction(+:s)
+    #pragma omp parallel for if(n > TL_DIGEST_PAR_MIN) schedule(static) reduction(+:s)
     for (int64_t i = 0; i < n; i++) {
         uint32_t w;
         memcpy(&w, X + i, sizeof w);

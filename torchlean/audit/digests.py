@@ -3,7 +3,9 @@ buffer) and `digest_batch` (many buffers, one call: one launch on CUDA).
 
 Recording queues values in a Batch and digests them all at once where the recorder says (the
 end of a backward pass, an optimizer step, before a VJP writes over its cotangent), so it costs
-one native call per step instead of one per value. The digests land in a ring of device slots,
+one native call per step instead of one per value (one launch on CUDA). On the stub, where a
+native call costs less than queueing and pinning a value, each is digested as it is recorded
+(Batch.add_now, Batch.digest_handles) into the same ring and numbered the same way. The digests land in a ring of device slots,
 read back in one transfer when it fills or the record closes: nothing waits for the device per
 op. A queued digest is an int, its sequence number; `texts[k - first]` holds it (as the JSON
 string of its 16 hex digits) once read back, until the recorder says no record can refer to it
@@ -25,6 +27,11 @@ RING_SLOTS = 4096
 # cache instead of read back from memory at the end of the pass (bench/results/audit-cost.md)
 PENDING_ELEMENTS = 1 << 26
 PENDING_ELEMENTS_STUB = 1 << 19
+# On the stub a value is digested when it is queued (Batch.add_now): one native call, no pin,
+# no queue to run later. The digest is the same bits either way (the value is read at the op,
+# not later); a native call per value is what a batch saves on CUDA, where each is a launch.
+# False: the stub queues and batches as CUDA does (tests run both ways).
+STUB_AT_ONCE = True
 
 
 def from_words(row) -> int:
@@ -93,7 +100,8 @@ class Batch:
     digest_batch reads: a run costs one native call and no per-value Python objects. A queued
     buffer is pinned (buffer.EXPORTS) until its batch ran: a tape freeing it meanwhile only
     marks it released, so the digest reads the bits the value had. What may be written in
-    place is never left queued: the recorder runs the batch first (recorder.py says when)."""
+    place is never left queued: the recorder runs the batch first (recorder.py says when).
+    On the stub (STUB_AT_ONCE) `add` is add_now: digested at once, nothing queued."""
 
     def __init__(self):
         self.ring = AnyBuffer.zeros((RING_SLOTS, 4))
@@ -106,7 +114,11 @@ class Batch:
         self.handles = ffi.new("tl_buf[]", RING_SLOTS)   # their handles, in sequence order
         self.handle_words = ffi.cast("int64_t *", self.handles)
         self.elements = 0
-        self.pending = PENDING_ELEMENTS_STUB if backend() == "stub" else PENDING_ELEMENTS
+        stub = backend() == "stub"
+        self.pending = PENDING_ELEMENTS_STUB if stub else PENDING_ELEMENTS
+        self.ring_handle = self.ring.buf.handle
+        if stub and STUB_AT_ONCE:
+            self.add = self.add_now     # (an instance attribute: the method looked up once)
 
     @property
     def next(self) -> int:
@@ -140,20 +152,70 @@ class Batch:
         self.count = n + 1
         return self.base + n
 
-    def add_all(self, bufs: list) -> int:
-        """Queue the digests of Buffers `bufs` that nothing can release before the caller runs
-        the batch (an optimizer step's parameters and state, digested before the step record
-        returns, `bufs` keeping them alive meanwhile): no pins. Returns the sequence number of
-        bufs[0]; bufs[k] gets that plus k (a run when the ring fills keeps them consecutive)."""
+    def add_now(self, value: AnyBuffer, _digest=lib.tl_digest) -> int:
+        """add() digesting `value` at once into the ring's next row: its sequence number, the
+        digest readable as soon as the ring is read back. Nothing is queued (so nothing pinned):
+        only while no value is queued (the stub never queues one with add_now in place)."""
+        used = self.used
+        if used == RING_SLOTS:
+            self._read_ring()
+            used = 0
+        st = _digest(value.handle, self.ring_handle, value.buf.n, RING_SLOTS, used)
+        if st:
+            raise_status("digest", st)
+        self.used = used + 1
+        d = self.base
+        self.base = d + 1
+        return d
+
+    def digest_handles(self, hs: list, _batch=lib.tl_digest_batch) -> int:
+        """Digest at once the buffers of handles `hs` (their Buffers kept alive by the caller,
+        nothing queued): one native call. Returns the sequence number of hs[0]; hs[k] gets that
+        plus k, as add_all gives."""
+        used = self.used
+        m = len(hs)
+        if used + m > RING_SLOTS:
+            return self._digest_handles_around(hs)
+        self.handles[0:m] = hs
+        st = _batch(self.ring_handle, self.handle_words, m, m, RING_SLOTS, used)
+        if st:
+            raise_status("digest_batch", st)
+        self.used = used + m
+        first = self.base
+        self.base = first + m
+        return first
+
+    def _digest_handles_around(self, hs: list) -> int:
+        """digest_handles where the ring fills: its rows read back, then the rest, in pieces
+        of at most a ring."""
+        first = self.base
+        for k in range(0, len(hs), RING_SLOTS):
+            piece = hs[k:k + RING_SLOTS]
+            if self.used + len(piece) > RING_SLOTS:
+                self._read_ring()
+            self.digest_handles(piece)
+        return first
+
+    def add_all(self, hs: list) -> int:
+        """Queue the digests of the buffers of handles `hs`, which nothing can release before
+        the caller runs the batch (an optimizer step's parameters and state, digested before the
+        step record returns, held meanwhile by the optimizer and the parameters): no pins.
+        Returns the sequence number of hs[0]; hs[k] gets that plus k (a run when the ring fills
+        keeps them consecutive)."""
         n = self.count
         first = self.base + n
+        m = len(hs)
+        if n + m <= RING_SLOTS:
+            self.handles[n:n + m] = hs
+            self.count = n + m
+            return first
         handles = self.handles
-        for buf in bufs:
+        for h in hs:
             if n == RING_SLOTS:
                 self.count = n
                 self.run()
                 n = 0
-            handles[n] = buf.handle
+            handles[n] = h
             n += 1
         self.count = n
         return first

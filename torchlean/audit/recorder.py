@@ -11,6 +11,11 @@ a parameter's post-gradient hooks (a data-parallel reduction writes gradients in
 each optimizer step, and after any op whose output (or a data leaf it read) needs no gradient,
 which an in-place op may overwrite at once. A training step thus costs a few native calls.
 
+On the stub (digests.STUB_AT_ONCE) nothing is queued: each hook digests what it records when it
+records it (an op's output, a VJP's new payloads together, an optimizer step's values together:
+one native call each), so there is nothing to pin, unpin or run later, and a value written in
+place after its op was digested before the write. CUDA queues, since a call there is a launch.
+
 It never changes a value: a digest only reads its buffer, and the VJP it runs is the tape's.
 """
 from __future__ import annotations
@@ -73,6 +78,10 @@ class Recorder:
         self.batch = Batch()
         self.add = self.batch.add     # queue a value's digest: its sequence number
         self.batched = batched        # False: every hook digests what it queued at once
+        # when a hook runs the batch: 0 never (the stub digests each value as it is queued,
+        # digests.STUB_AT_ONCE), 1 where a queued value may change (see the module docstring),
+        # 2 after every record (batched=False)
+        self.runs = 0 if self.batch.add == self.batch.add_now else 1 if batched else 2
         # the records not written yet, their fields one after another in one list (no object
         # per record that the garbage collector would count and scan until the flush); each
         # starts with the sequence number below which its digests lie, then its kind:
@@ -105,28 +114,24 @@ class Recorder:
 
     # ------------------------------------------------------------------ hooks
     def _source(self, tape, p):
-        """(source, digest, shape) of node p: the record that produced it, or a leaf digested
-        now."""
-        if tape is not self.tape:
-            self.tape, self.known = tape, {}
-        k = self.known.get(p)
-        if k is None:
-            node = tape.nodes[p]
-            label = (f"earlier {node.name}" if node.parents else node.name or "input")
-            value = node.value
-            buf = value.buf
-            # a value already freed (read before an optimizer step, say) has no digest to take
-            if not buf.live:
-                d = None
+        """(source, digest, shape) of node p, which `known` (of this tape: the caller checked)
+        does not hold: the record that produced it, or a leaf digested now."""
+        node = tape.nodes[p]
+        label = (f"earlier {node.name}" if node.parents else node.name or "input")
+        value = node.value
+        buf = value.buf
+        # a value already freed (read before an optimizer step, say) has no digest to take
+        if not buf.live:
+            d = None
+        else:
+            if not node.requires_grad:
+                self.now = True     # a data leaf: its owner may write it in place
+            seen = self.after_step.get(buf)
+            if seen is not None and seen[0] == buf.version:
+                d = seen[1]
             else:
-                if not node.requires_grad:
-                    self.now = True     # a data leaf: its owner may write it in place
-                seen = self.after_step.get(buf)
-                if seen is not None and seen[0] == getattr(buf, "version", 0):
-                    d = seen[1]
-                else:
-                    d = self.add(value)
-            k = self.known[p] = (label, d, value.shape)
+                d = self.add(value)
+        k = self.known[p] = (label, d, value.shape)
         return k
 
     def _captured(self) -> bool:
@@ -150,35 +155,44 @@ class Recorder:
             return
         if self.grads:
             self.grads = {}
-        if tape is not self.tape:
-            self.tape, self.known = tape, {}
         known = self.known
+        if tape is not self.tape:
+            self.tape = tape
+            self.known = known = {}
         parents = node.parents
         out = node.value
         shape = out.shape
-        log = self.log
-        at = len(log)
-        log += (None, "F", self.step, node.name, len(parents), shape, None)
-        try:
+        # the inputs' entries and the output's digest first, the record written after them
+        # (a refused digest leaves no half-made record); one or two inputs without a loop
+        n = len(parents)
+        if n == 1:
+            a = known.get(parents[0]) or self._source(tape, parents[0])   # (never empty)
+        elif n == 2:
+            p, q = parents
+            a = known.get(p) or self._source(tape, p)
+            b = known.get(q) or self._source(tape, q)
+        elif n:
+            a = []
             for p in parents:
-                k = known.get(p)
-                log += k if k is not None else self._source(tape, p)
-            if not out.owns and parents and out.buf is tape.nodes[parents[0]].value.buf:
-                d = log[at + 8]     # a view: the same bits as its base (its first input)
-                batch = self.batch
-                limit = batch.base + batch.count
-            else:
-                d = self.add(out)
-                limit = d + 1
-        except BaseException:
-            del log[at:]            # no half-made record (a refused digest, say)
-            raise
-        log[at] = limit
-        log[at + 6] = d
+                a += known.get(p) or self._source(tape, p)
+        if out.owns or not n or out.buf is not tape.nodes[parents[0]].value.buf:
+            d = self.add(out)
+            limit = d + 1
+        else:
+            d = a[1]                # a view: the same bits as its base (its first input)
+            batch = self.batch
+            limit = batch.base + batch.count
+        log = self.log
+        log += (limit, "F", self.step, node.name, n, shape, d)
+        if n:
+            log += a
+            if n == 2:
+                log += b
         index = self.index
         known[i] = (index, d, shape)
         self.index = index + 1
-        if self.now or not node.requires_grad or not self.batched:
+        runs = self.runs
+        if runs and (self.now or not node.requires_grad or runs == 2):
             # a value needing no gradient may be written in place (an in-place op under
             # no_grad, or on data) before the batch would run: digest it now
             self.now = False
@@ -187,39 +201,71 @@ class Recorder:
     def vjp(self, tape, i, node, cot, needs):
         if STATE.active and self._captured():
             return node.vjp(cot, needs, node.saved)
-        k = self.known.get(i) if tape is self.tape else None
-        src = (k if k is not None else self._source(tape, i))[0]
+        if tape is not self.tape:
+            self.tape, self.known = tape, {}
+        src = (self.known.get(i) or self._source(tape, i))[0]
         # a cotangent that is one VJP's contribution as it was handed on (no sum) has that
         # contribution's digest
-        grads, add = self.grads, self.add
+        grads = self.grads
+        batch = self.batch
+        runs = self.runs
         cbuf = cot.buf
         dc = grads.get(cbuf)
-        if dc is None:
-            dc = add(cot)
         vjp = node.vjp
+        hs = []                     # (digested at once: the handles of this record's new values)
         if getattr(vjp, "overwrites_grad", False):
-            self.batch.run()        # the VJP writes over its cotangent: digest it first
+            if dc is None:
+                dc = self.add(cot)
+            batch.run()             # the VJP writes over its cotangent: digest it first
             grads.pop(cbuf, None)
+        elif dc is None:
+            if runs:
+                dc = self.add(cot)
+            else:                   # with the contributions below (the VJP only reads it)
+                dc = batch.base
+                hs.append(cot.handle)
         contribs = vjp(cot, needs, node.saved)
         log = self.log
         at = len(log)
         log += (None, "B", self.step, node.name, src, cot.shape, dc, len(contribs))
         try:
-            for c in contribs:
-                if c is None:
-                    log += (None, None)
-                    continue
-                b = c.buf
-                d = dc if b is cbuf else add(c)
-                grads[b] = d
-                log += (c.shape, d)
+            if runs:
+                add = self.add
+                for c in contribs:
+                    if c is None:
+                        log += (None, None)
+                        continue
+                    b = c.buf
+                    d = dc if b is cbuf else add(c)
+                    grads[b] = d
+                    log += (c.shape, d)
+            else:
+                # digested at once, together: one native call for the VJP's new payloads
+                # (`contribs` holds them meanwhile) and a new cotangent, numbered in order from
+                # batch.base
+                d = batch.base + len(hs)
+                for c in contribs:
+                    if c is None:
+                        log += (None, None)
+                        continue
+                    b = c.buf
+                    if b is cbuf:
+                        grads[b] = dc
+                        log += (c.shape, dc)
+                    else:
+                        grads[b] = d
+                        log += (c.shape, d)
+                        hs.append(c.handle)
+                        d += 1
+                if hs:
+                    batch.digest_handles(hs)
         except BaseException:
             del log[at:]
+            self.grads = {}         # (entries numbered for digests that may not have been made)
             raise
-        batch = self.batch
         log[at] = batch.base + batch.count
         self.index += 1
-        if not self.batched:
+        if runs == 2:
             batch.run()
         return contribs
 
@@ -235,17 +281,17 @@ class Recorder:
         the values it was made from while each is an immutable scalar (or a tuple of them), so
         the same objects give the same text."""
         flat = []
-        for g in opt.param_groups:
+        groups = opt.param_groups
+        for g in groups:
+            flat += g               # its keys, then its values (the params list among them,
+            flat += g.values()      # by identity: what it holds is not in the JSON)
             flat.append(_GROUP)
-            for kv in g.items():
-                if kv[0] != "params":
-                    flat.extend(kv)
         seen = self.hypers.get(id(opt))
         if (seen is not None and seen[0] is opt and len(seen[1]) == len(flat)
                 and all(map(is_, flat, seen[1]))):
             return seen[2]
-        text = hyper_json(opt.param_groups)
-        if all(map(_immutable, flat)):
+        text = hyper_json(groups)
+        if all(_immutable(v) for g in groups for k, v in g.items() if k != "params"):
             self.hypers[id(opt)] = (opt, flat, text)
         return text
 
@@ -258,11 +304,12 @@ class Recorder:
         if named is None:
             named = self.names[id(opt)] = _module_names(opt.params)
         names, buffers = named
-        # everything queued here is digested before this returns (batch.run below) and `bufs`
-        # keeps it alive meanwhile: queued together, without pins (Batch.add_all), bufs[j]
-        # getting digest first + j
-        bufs, grads, after, entries = [], self.grads, {}, []
-        put = bufs.append
+        # everything queued here is digested before this returns (at once on the stub, else by
+        # batch.run below): the handles `hs` go in unpinned (Batch.add_all), hs[j] getting digest
+        # first + j, their buffers held meanwhile by the optimizer's state, the parameters and
+        # their gradients (nothing runs between here and the digests that could let them go)
+        hs, grads, after, entries = [], self.grads, {}, []
+        put = hs.append
         states = opt.state
         params = opt.params
         for k, p in enumerate(params):
@@ -272,8 +319,8 @@ class Recorder:
                 for key in sorted(st):
                     v = st[key]
                     if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer):
-                        state += (key, first + len(bufs))
-                        put(v.buf)
+                        state += (key, first + len(hs))
+                        put(v.handle)
             g = p.grad_buf
             grad = None
             if g is not None:
@@ -284,21 +331,23 @@ class Recorder:
                 # which gives the same digest while its bits are unchanged
                 b = g.buf
                 grad = grads.get(b)
-                if (grad is None or p.post_grad_hooks or getattr(b, "version", 0) != 0
-                        or b in EXPORTS):
-                    grad = first + len(bufs)
-                    put(b)
+                if grad is None or p.post_grad_hooks or b.version or b in EXPORTS:
+                    grad = first + len(hs)
+                    put(g.handle)
             m = p._buf                  # p.mirror() outside a capture
             b = m.buf
-            d = first + len(bufs)
-            put(b)
-            after[b] = (getattr(b, "version", 0), d)
+            d = first + len(hs)
+            put(m.handle)
+            after[b] = (b.version, d)
             entries += (names.get(id(p)) or p.name or f"param{k}", m.shape, grad, d,
                         len(state) // 2, *state)
         for k, b in buffers:
-            entries += (k, tuple(b.shape), None, first + len(bufs), 0)
-            put(b.mirror().buf)
-        batch.add_all(bufs)
+            entries += (k, tuple(b.shape), None, first + len(hs), 0)
+            put(b.mirror().handle)
+        if self.runs:
+            batch.add_all(hs)
+        else:
+            batch.digest_handles(hs)
         m = mode()
         self.modes.add(m)
         self.log.extend((batch.base + batch.count, "S", self.step, type(opt).__name__,
