@@ -171,11 +171,35 @@ class Session:
         # else goes through as_tensor (conversion, or the error naming what is wrong)
         # (converted operands are kept until the op is recorded: their leaves live as long)
         gen = self.gen
-        ts = [x if x.__class__ is Tensor and x.session is self and x.gen == gen
-              else self.as_tensor(x) for x in xs]
-        nid = fn(*[t.id for t in ts], **attrs)
+        # a Parameter is its leaf of this step (leaf_of, as use() would wrap it: the leaf is
+        # pinned, so it needs no Tensor to live through the op)
+        ids = []
+        ts = None
+        for x in xs:
+            if x.__class__ is Tensor and x.session is self and x.gen == gen:
+                ids.append(x.id)
+            elif x.__class__ is Parameter:
+                ids.append(self.leaf_of(x))
+            else:
+                t = self.as_tensor(x)
+                if ts is None:
+                    ts = [t]
+                else:
+                    ts.append(t)
+                ids.append(t.id)
+        nid = fn(*ids, **attrs)
         t = _new_tensor(Tensor)   # Tensor(self, nid, gen) without the __init__ frame
         t.session, t.id, t.gen = self, nid, gen
+        refs = self.refs
+        refs[nid] = refs.get(nid, 0) + 1
+        return t
+
+    def _op_ids(self, name: str, ids, **attrs) -> "Tensor":
+        """Session.op on node ids this step already holds (each checked by its caller: a live
+        Tensor of this step kept alive by the caller, or a parameter's leaf from leaf_of)."""
+        nid = getattr(self.tape, name)(*ids, **attrs)
+        t = _new_tensor(Tensor)
+        t.session, t.id, t.gen = self, nid, self.gen
         refs = self.refs
         refs[nid] = refs.get(nid, 0) + 1
         return t
