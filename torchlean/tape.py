@@ -230,7 +230,15 @@ class Tape(ValueLifetimes, TapeOps):
             node.saved = saved
             # the versions of the storages the VJP reads (None: all at 0, before any
             # in-place op of the process); Tape.backward checks them before the VJP runs
-            node.versions = _snapshot_versions(saved) if EVER_BUMPED[0] else None
+            # (snapshot_versions, inline: a loop over what the loop above just read)
+            if EVER_BUMPED[0]:
+                versions = {}
+                for k, v in saved.items():
+                    if v.__class__ is AnyBuffer:
+                        versions[k] = v.buf.version
+                node.versions = versions
+            else:
+                node.versions = None
             # a parent that needs a gradient counts this VJP among its consumers: while one is
             # unrun, its graph stays
             for p in parents:
@@ -324,7 +332,17 @@ class Tape(ValueLifetimes, TapeOps):
                         if nodes[j].stale:
                             self._recompute(j)
                     if EVER_BUMPED[0]:
-                        _check_versions(node)
+                        # check_versions's passing case inline: every snapshotted storage still
+                        # at its version (anything else, or no snapshot, takes the full check)
+                        vs = node.versions
+                        if vs is None:
+                            _check_versions(node)
+                        else:
+                            saved = node.saved
+                            for k, v in vs.items():
+                                if saved[k].buf.version != v:
+                                    _check_versions(node)   # raises, unless shape-only
+                                    break
                     needs = list(map(_requires_grad, map(nodes.__getitem__, node.parents)))
                     cot = g
                     if not disposable and getattr(node.vjp, "overwrites_grad", False):
