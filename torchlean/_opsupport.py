@@ -16,7 +16,7 @@ from torchlean.buffer import AnyBuffer, Buffer, check_count, raise_status
 from torchlean.shapes import ShapeError
 
 __all__ = ["AnyBuffer", "ShapeError", "alloc", "attr", "broadcast_inputs", "call", "i64s", "live",
-           "mask_buffer", "shape_error"]
+           "mask_buffer", "remember", "shape_error"]
 
 _buf_new = lib.tl_buf_new
 _NULL = ffi.NULL
@@ -111,6 +111,22 @@ def alloc(op: str, shape: tuple) -> AnyBuffer:
     y.owns = True
     y.handle = h
     return y
+
+
+_MEMO_MAX = 1024   # input shapes remembered per op (a full table starts again)
+_MEMO_TYPES = (int, tuple, float, bool)
+
+
+def remember(memo: dict, key, values: tuple) -> None:
+    """Keep what an op's shape rules gave for these input shapes (pure functions of them: the
+    generated op looks them up instead of running the rules again). Only immutable results
+    are kept; a table past _MEMO_MAX entries starts again."""
+    for v in values:
+        if v.__class__ not in _MEMO_TYPES:
+            return
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[key] = values
 
 
 def call(op: str, status: int, outs, tmps):
