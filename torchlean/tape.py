@@ -64,7 +64,7 @@ __all__ = ["AUDIT", "KEEP_ACTIVATIONS", "Node", "NodeTable", "Tape", "freed_vjp"
 _new_node = Node.__new__
 _new_buffer = Buffer.__new__
 _new_any = AnyBuffer.__new__
-_ffi_new = _ffi.new
+_ffi_new = getattr(getattr(_ffi, "_backend", None), "newp", None) or _ffi.new
 _buf_full = _lib.tl_buf_full
 _requires_grad = attrgetter("requires_grad")   # of a Node, in C (no comprehension frame)
 
@@ -380,6 +380,26 @@ class Tape(ValueLifetimes, TapeOps):
         docstring): readers go first and consumers last, so nothing is freed while a later
         contribution still reads it; a disposable cotangent nobody consumed is freed here."""
         nodes = self.nodes
+        if len(contribs) == 1:
+            # one parent (the general rule below, for a single contribution): the contribution
+            # is its own last one, so it is consumed when it is ours
+            c = contribs[0]
+            kept = False
+            if c is not None:
+                p = node.parents[0]
+                if nodes[p].requires_grad:
+                    if c.buf is cot.buf:
+                        if cot_disposable:
+                            kept = self._add_grad(grads, pending, p, c, True, node)
+                        else:
+                            self._add_grad(grads, pending, p, c, False, node)
+                    else:
+                        self._add_grad(grads, pending, p, c, c.owns, node)
+                elif c.owns and c.buf is not cot.buf:
+                    c.release()   # a fresh gradient for a parent needing none
+            if cot_disposable and not kept:
+                cot.release()
+            return
         routed = []   # (parent, contribution) for the parents needing a gradient
         last = {}     # payload -> index of its last contribution in routed: it may consume it
         unrouted = []   # contributions to parents needing none
@@ -443,7 +463,7 @@ class Tape(ValueLifetimes, TapeOps):
             # a fresh 1-element payload of 1.0 (one native fill; the shape is the output's,
             # already a tuple of ints): the seed is the pass's own, a VJP may write it or a
             # leaf keep it as its gradient, so it is never shared
-            out_h = _ffi_new(_BUF_OUT)
+            out_h = _ffi_new(_BUF_OUT, None)
             st = _buf_full(1, 1.0, out_h)
             if st:
                 raise_status("AnyBuffer.full", st)
