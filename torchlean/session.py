@@ -311,8 +311,9 @@ class Session:
                     continue
                 g = _ops.add(prev, g)
             sgrads[i] = g
-        for h in list(_backward_end_hooks):
-            h()
+        if _backward_end_hooks:
+            for h in list(_backward_end_hooks):
+                h()
         if not retain_graph:
             self._free_graph(graph)
         for i in deferred:

@@ -493,7 +493,9 @@ class Tape(ValueLifetimes, TapeOps):
     def release(self) -> int:
         """Free every value and residual the tape owns; returns how many payloads were freed."""
         n = 0
-        for node in self.nodes:
+        # the recorded nodes only (dict.values: a forgotten one reads back as the shared
+        # released placeholder, which holds nothing)
+        for node in dict.values(self.nodes):
             if node.owns_value:
                 n += node.value.release()
             for r in node.cleanup:
