@@ -252,7 +252,8 @@ class Session:
         step() keeps its memory flat; differentiating the freed graph again raises."""
         if _get_ident() != self.owner:
             self.check_thread()   # raises
-        t._check()
+        if t.gen != self.gen or t.session is not self:
+            t._check()   # raises for a Tensor of a released step
         graph, wrt = self._graph(t.id)
         if not wrt:
             raise RuntimeError("backward: no leaf requires a gradient")

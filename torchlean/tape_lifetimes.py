@@ -175,7 +175,10 @@ class ValueLifetimes:
                     node.dropped = True
                     if not node.held:
                         node.value.release()
-                else:
+                elif not (node.pinned or node.stale
+                          or (node.owns_value and node.recompute is None)):
+                    # (drop_value keeps a pinned or stale value, and one an unrun VJP reads
+                    # that its op cannot recompute, without doing anything: no call for those)
                     self.drop_value(j)
             if node.dropped and not node.consumers and (node.vjp is None
                                                         or node.vjp is freed_vjp):
