@@ -400,6 +400,27 @@ class Tape(ValueLifetimes, TapeOps):
             if cot_disposable and not kept:
                 cot.release()
             return
+        if len(contribs) == 2:
+            # two parents needing a gradient, given two distinct payloads other than the
+            # cotangent's (a binary op's VJP): the general rule below with each contribution
+            # its own last one, so readers (borrowed) first, then consumers (fresh), in order
+            c0, c1 = contribs
+            if (c0 is not None and c1 is not None and c0.buf is not c1.buf
+                    and c0.buf is not cot.buf and c1.buf is not cot.buf):
+                p0, p1 = node.parents[0], node.parents[1]
+                if nodes[p0].requires_grad and nodes[p1].requires_grad:
+                    o0, o1 = c0.owns, c1.owns
+                    if not o0:
+                        self._add_grad(grads, pending, p0, c0, False, node)
+                    if not o1:
+                        self._add_grad(grads, pending, p1, c1, False, node)
+                    if o0:
+                        self._add_grad(grads, pending, p0, c0, True, node)
+                    if o1:
+                        self._add_grad(grads, pending, p1, c1, True, node)
+                    if cot_disposable:
+                        cot.release()
+                    return
         routed = []   # (parent, contribution) for the parents needing a gradient
         last = {}     # payload -> index of its last contribution in routed: it may consume it
         unrouted = []   # contributions to parents needing none
