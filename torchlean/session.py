@@ -369,7 +369,8 @@ class Session:
 
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""
-        self.check_thread()
+        if _get_ident() != self.owner:
+            self.check_thread()   # raises
         _release_claims(self)   # another thread may train its parameters now
         self.tape.release()
         for g in self.grads.values():

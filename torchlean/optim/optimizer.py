@@ -91,8 +91,9 @@ class Optimizer:
         return [p for g in self.param_groups for p in g["params"]]
 
     def zero_grad(self, set_to_none: bool = True):
-        for p in self.params:
-            p.zero_grad(set_to_none)
+        for g in self.param_groups:   # self.params' order, without building its list
+            for p in g["params"]:
+                p.zero_grad(set_to_none)
 
     def state_dict(self) -> dict:
         """{"state": {index: {name: value}}, "param_groups": [options + "params": indices]}
