@@ -120,10 +120,18 @@ class Session:
         if _get_ident() != self.owner:
             self.check_thread()   # raises
         nid = self.param_leaf.get(id(p))
-        req = p.requires_grad and GRAD_MODE.enabled
-        if req:
-            _claim_for_training(p, self)
-        mirror = p.mirror()
+        if p.__class__ is Parameter and not _capture.STATE.active:
+            # p.requires_grad and p.mirror() read directly (a subclass may override them; a
+            # capture notes the parameter in mirror())
+            req = p._requires_grad and GRAD_MODE.enabled
+            if req:
+                _claim_for_training(p, self)
+            mirror = p._buf
+        else:
+            req = p.requires_grad and GRAD_MODE.enabled
+            if req:
+                _claim_for_training(p, self)
+            mirror = p.mirror()
         if nid is not None:
             # without step() a leaf is reused; it is stale once the mirror was replaced (an
             # optimizer, set(), load_state_dict) or the grad mode differs from its recording
