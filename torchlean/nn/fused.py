@@ -40,8 +40,9 @@ def cross_entropy_rows(x, labels: np.ndarray, keep: np.ndarray, reduction: str):
     if _capture.STATE.active and keep.all() and \
             _capture.int_guard(labels, 0, x.shape[1]):   # an input of a captured step
         lab = labels.reshape(-1)                           # read as it is by every replay
-    elif labels.dtype is _I64 and labels.shape == keep.shape and keep.all():
-        lab = labels   # nothing ignored: the labels as they are (the op copies them)
+    elif (not _capture.STATE.active and labels.dtype is _I64 and labels.shape == keep.shape
+          and keep.all()):
+        lab = labels   # nothing ignored, eagerly: the labels as they are (the op copies them)
     else:
         lab = np.where(keep, labels, x.shape[1]).astype(np.int64)   # V: out of range, so ignored
     loss = s.op("cross_entropy_rows", x, labels=lab)
