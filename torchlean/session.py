@@ -373,7 +373,7 @@ class Session:
                 continue                 # wrapped, or read or differentiated by a VJP outside
             tape.drop_value(i)
             self.grads.pop(i, None)   # a Tensor from x.grad may still read it
-            tape.forget(i)
+            nodes.pop(i, None)   # tape.forget(i), inline
 
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""

@@ -184,7 +184,7 @@ class ValueLifetimes:
                                                         or node.vjp is freed_vjp):
                 if not node.owns_value:
                     stack.extend(node.parents)   # a view's base may have gone with it
-                self.forget(j)
+                nodes.pop(j, None)   # forget(j), inline
 
     def is_forgotten(self, i: int) -> bool:
         return 0 <= i < self.nodes.next_id and i not in self.nodes
