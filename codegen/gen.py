@@ -104,15 +104,15 @@ def _equal_shape_shortcut(body, input_shapes):
     """The commonest output rules, `same(x[, y])` and `broadcast(a, b)`, return the input shape
     itself when the inputs agree: emit that test inline and call the rule only otherwise (it
     then raises or broadcasts). Exact because AnyBuffer shapes are always tuples of ints."""
-    if not (_helper_call(body, "same", (1, 2)) or _helper_call(body, "broadcast", (2,))):
+    if not (_helper_call(body, "same", (1, 2, 3)) or _helper_call(body, "broadcast", (2,))):
         return body
     if any(a.id not in input_shapes for a in body.args):
         return body
     first = body.args[0]
     if len(body.args) == 1:
         return first
-    second = body.args[1]
-    test = ast.Compare(ast.Name(first.id, ast.Load()), [ast.Eq()], [ast.Name(second.id, ast.Load())])
+    test = ast.Compare(ast.Name(first.id, ast.Load()), [ast.Eq()] * (len(body.args) - 1),
+                       [ast.Name(a.id, ast.Load()) for a in body.args[1:]])
     return ast.IfExp(test, ast.Name(first.id, ast.Load()), body)
 
 
@@ -216,6 +216,7 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
         "c_call": [],
         "returns": [n for n, _ in op.outputs] + [f"_a_{n}" for n in op.host_outputs],
     }
+    m["memo"] = shape_memo(op.name, inputs, m["out_shapes"], m["args"])
     call = [f"{n}.handle" for n in inputs]
     call += [f"_m_{a.name}" for a in op.mask_attrs]
     call += [f"{n}.handle" for n in outs]
@@ -297,6 +298,47 @@ def op_model(op: Op, ops_by_name, helpers) -> dict:
     else:
         m["record"] = wrap_call("return self._record", rec, 8)
     return m
+
+
+def _rule_calls(tree) -> int:
+    """Shape-rule calls (S.<fn>) an expression always makes: those in the fallback branch of
+    an equal-shape shortcut (`a_s if a_s == b_s else S.rule(...)`) are left out."""
+    if isinstance(tree, ast.IfExp):
+        return _rule_calls(tree.test) + _rule_calls(tree.body)
+    n = int(isinstance(tree, ast.Call) and isinstance(tree.func, ast.Attribute)
+            and isinstance(tree.func.value, ast.Name) and tree.func.value.id == "S")
+    return n + sum(_rule_calls(c) for c in ast.iter_child_nodes(tree))
+
+
+def shape_memo(name, inputs, out_shapes, args):
+    """What an op remembers of its shape rules per input shapes (None: nothing worth it).
+
+    The output shapes and scalar kernel arguments computed from the input shapes alone (no
+    attr, no array argument) are pure functions of those shapes: the op computes them once per
+    distinct input shapes and looks them up after (one dict lookup instead of the rules' Python
+    frames). Worth it when they call at least one rule unconditionally. The first call with
+    some shapes runs every rule in the registry's order, so errors are raised as before."""
+    if not inputs:
+        return None
+    known = {f"{i}_s" for i in inputs} | {"S", "_prod"}
+    memo, calls = [], 0
+    for var, expr, ctype in ([(f"{n}_shape", e, None) for n, e in out_shapes]
+                             + [(f"_a_{n}", e, t) for n, t, e in args]):
+        tree = ast.parse(expr, mode="eval").body
+        names = {x.id for x in ast.walk(tree) if isinstance(x, ast.Name)}
+        if ctype in ("i64[]", "geom", "f64[]", "f64out[]") or not names <= known:
+            continue
+        if isinstance(tree, (ast.Name, ast.Constant)):
+            known.add(var)   # a copy of an input's shape or a constant: as cheap as a lookup
+            continue
+        memo.append(var)
+        known.add(var)
+        calls += _rule_calls(tree)
+    if not calls:
+        return None
+    key = f"{inputs[0]}_s" if len(inputs) == 1 else "(" + ", ".join(f"{i}_s" for i in inputs) + ")"
+    return {"dict": f"_shapes_{name}", "key": key, "vars": memo,
+            "stored": tuple_src(memo), "unpack": ", ".join(memo) + ("," if len(memo) == 1 else "")}
 
 
 def _passes_grad_inplace(expr: str, ops_by_name) -> bool:

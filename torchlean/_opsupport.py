@@ -16,10 +16,22 @@ from torchlean.buffer import AnyBuffer, Buffer, check_count, raise_status
 from torchlean.shapes import ShapeError
 
 __all__ = ["AnyBuffer", "ShapeError", "alloc", "attr", "broadcast_inputs", "call", "i64s", "live",
-           "mask_buffer", "shape_error"]
+           "mask_buffer", "remember", "shape_error"]
 
 _buf_new = lib.tl_buf_new
 _NULL = ffi.NULL
+# int64 arrays for i64[] kernel arguments: the parsed type, and cffi's own constructors called
+# without FFI.new/FFI.from_buffer's Python frames (which only parse a string type first)
+_I64_ARRAY = ffi.typeof("int64_t[]")
+_backend = getattr(ffi, "_backend", None)
+_newp = getattr(_backend, "newp", None) or ffi.new
+_from_buffer = getattr(_backend, "from_buffer", None)
+if _from_buffer is None:  # pragma: no cover - every cffi has it
+    def _from_buffer(ctype, a, require_writable=False):
+        return ffi.from_buffer(ctype, a, require_writable)
+_I64 = np.dtype(np.int64)
+_U64 = np.dtype(np.uint64)
+_umax = np.maximum.reduce
 _new_buffer = Buffer.__new__
 _new_any = AnyBuffer.__new__
 
@@ -101,6 +113,22 @@ def alloc(op: str, shape: tuple) -> AnyBuffer:
     return y
 
 
+_MEMO_MAX = 1024   # input shapes remembered per op (a full table starts again)
+_MEMO_TYPES = (int, tuple, float, bool)
+
+
+def remember(memo: dict, key, values: tuple) -> None:
+    """Keep what an op's shape rules gave for these input shapes (pure functions of them: the
+    generated op looks them up instead of running the rules again). Only immutable results
+    are kept; a table past _MEMO_MAX entries starts again."""
+    for v in values:
+        if v.__class__ not in _MEMO_TYPES:
+            return
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[key] = values
+
+
 def call(op: str, status: int, outs, tmps):
     """Release temporaries; on failure also release the outputs and raise.
 
@@ -119,9 +147,9 @@ def i64s(values):
     if isinstance(values, np.ndarray):
         a = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
         if a.size == 0:
-            return ffi.new("int64_t[]", 1)[0:0]
-        return ffi.from_buffer("int64_t[]", a)
-    return ffi.new("int64_t[]", [int(v) for v in values])
+            return _newp(_I64_ARRAY, 1)[0:0]
+        return _from_buffer(_I64_ARRAY, a, False)
+    return _newp(_I64_ARRAY, [int(v) for v in values])
 
 
 def broadcast_inputs(shape, tmps, expand, *xs):
@@ -240,7 +268,9 @@ def attr(op: str, name: str, value, kind: str, check):
                 if a.dtype.kind == "b" or a.size or a.dtype.kind != "f":
                     raise TypeError
                 a = a.astype(np.int64)
-            if a.size and (a.min() < 0 or a.max() >= 2**32):
+            # (int64: one reduction over the unsigned view, where a negative value is >= 2**63)
+            if a.size and (_umax(a.view(_U64), axis=None) >= 2**32 if a.dtype is _I64
+                           else a.min() < 0 or a.max() >= 2**32):
                 raise ValueError(f"{op}: {name} must be in [0, 2**32), got values in "
                                  f"[{a.min()}, {a.max()}]")
             # eagerly a private copy; inside a captured step the array itself (its replays

@@ -30,6 +30,14 @@ EVER_BUMPED = [False]
 # the out-parameter type of the allocating calls, parsed once (ffi.new of a string parses or
 # looks it up on every call)
 _BUF_OUT = ffi.typeof("tl_buf *")
+# cffi's constructors for parsed types, called without FFI.new/FFI.from_buffer's Python frames
+# (which only look a string type up first)
+_FLOAT_ARRAY, _DOUBLE_ARRAY = ffi.typeof("float[]"), ffi.typeof("double[]")
+_newp = getattr(getattr(ffi, "_backend", None), "newp", None) or ffi.new
+_from_buffer = getattr(getattr(ffi, "_backend", None), "from_buffer", None)
+if _from_buffer is None:  # pragma: no cover - every cffi has it
+    def _from_buffer(ctype, a, require_writable=False):
+        return ffi.from_buffer(ctype, a, require_writable)
 
 
 def version(buf) -> int:
@@ -131,11 +139,11 @@ class Buffer:
         """Upload float64/float32 (or int/bool) data; float64 rounds to nearest float32."""
         a = _as_float_array("Buffer.from_numpy", a).reshape(-1)
         n = check_count("Buffer.from_numpy", (a.size,))
-        out = ffi.new(_BUF_OUT)
+        out = _newp(_BUF_OUT, None)
         if a.dtype == np.float32:
-            st = lib.tl_buf_upload_f32(ffi.from_buffer("float[]", a), n, out)
+            st = lib.tl_buf_upload_f32(_from_buffer(_FLOAT_ARRAY, a, False), n, out)
         else:
-            st = lib.tl_buf_upload_f64(ffi.from_buffer("double[]", a), n, out)
+            st = lib.tl_buf_upload_f64(_from_buffer(_DOUBLE_ARRAY, a, False), n, out)
         if st:
             raise_status("Buffer.from_numpy", st)
         return cls(out[0], n)
@@ -209,6 +217,9 @@ class Buffer:
         return f"Buffer(n={self.n}{'' if self.live else ', released'})"
 
 
+_new_buffer = Buffer.__new__
+
+
 class AnyBuffer:
     """A row-major shape paired with a Buffer of matching length."""
 
@@ -240,8 +251,31 @@ class AnyBuffer:
     @classmethod
     def from_numpy(cls, a) -> "AnyBuffer":
         a = _as_float_array("AnyBuffer.from_numpy", a)
-        check_count("AnyBuffer.from_numpy", a.shape)
-        return cls(a.shape, Buffer.from_numpy(a))
+        n = check_count("AnyBuffer.from_numpy", a.shape)
+        if cls is not AnyBuffer:
+            return cls(a.shape, Buffer.from_numpy(a))
+        # Buffer.from_numpy and the constructor's checks, which the count above already
+        # passed (an array's shape is a tuple of ints): one upload, the objects built directly
+        shape = a.shape
+        a = a.reshape(-1)
+        out = _newp(_BUF_OUT, None)
+        if a.dtype == np.float32:
+            st = lib.tl_buf_upload_f32(_from_buffer(_FLOAT_ARRAY, a, False), n, out)
+        else:
+            st = lib.tl_buf_upload_f64(_from_buffer(_DOUBLE_ARRAY, a, False), n, out)
+        if st:
+            raise_status("Buffer.from_numpy", st)
+        b = _new_buffer(Buffer)   # Buffer.__del__ destroys the handle
+        b.handle = h = out[0]
+        b.n = n
+        b.live = True
+        b.version = 0
+        y = _new_any(AnyBuffer)
+        y.shape = shape
+        y.buf = b
+        y.owns = True
+        y.handle = h
+        return y
 
     @classmethod
     def zeros(cls, shape) -> "AnyBuffer":
@@ -287,3 +321,6 @@ class AnyBuffer:
     def __repr__(self):
         state = "" if self.buf.live else ", released"
         return f"AnyBuffer(shape={self.shape}{state})"
+
+
+_new_any = AnyBuffer.__new__

@@ -150,7 +150,8 @@ class Parameter(Tensor):
 
     def zero_grad(self, set_to_none: bool = True):
         if self.grad_buf is not None:
-            with training_lock(self):
+            e = _locks_d.get(id(self))   # training_lock(self), inline: per parameter per step
+            with (e[1] if e is not None and e[0]() is self else training_lock(self)):
                 check_training_thread(self, "zero_grad")
                 g = self.grad_buf
                 if g is None:
@@ -242,6 +243,7 @@ _trainers = _WeakIdentityMap()
 _locks = _WeakIdentityMap()
 _locks_lock = threading.Lock()
 _trainers_d, _locks_d = _trainers._d, _locks._d   # their dicts, for the inline lookups
+_get_ident = threading.get_ident
 
 
 def training_lock(p: Parameter) -> threading.RLock:
@@ -274,6 +276,16 @@ def check_training_thread(p: Parameter, op: str) -> None:
     """Raise when another thread's live Session trains p. Call it with p's training_lock held,
     and keep holding it while freeing or reading p's gradient buffer (zero_grad, optimizer
     steps): the other thread's claim then waits for that to finish."""
+    # the common cases first, without _other_trainer's frame: no claim, one that ended (its
+    # Session stepped or died), or this thread's own (a claim is made from its Session's thread
+    # only, so a live Session owned by this thread names this thread)
+    e = _trainers_d.get(id(p))
+    if e is None or e[0]() is not p:
+        return
+    t = e[1]
+    owner = t[1]()
+    if owner is None or owner.claim_epoch != t[2] or owner.owner == _get_ident():
+        return
     other = _other_trainer(p)
     if other is not None:
         thread, owner = other

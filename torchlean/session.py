@@ -120,10 +120,18 @@ class Session:
         if _get_ident() != self.owner:
             self.check_thread()   # raises
         nid = self.param_leaf.get(id(p))
-        req = p.requires_grad and GRAD_MODE.enabled
-        if req:
-            _claim_for_training(p, self)
-        mirror = p.mirror()
+        if p.__class__ is Parameter and not _capture.STATE.active:
+            # p.requires_grad and p.mirror() read directly (a subclass may override them; a
+            # capture notes the parameter in mirror())
+            req = p._requires_grad and GRAD_MODE.enabled
+            if req:
+                _claim_for_training(p, self)
+            mirror = p._buf
+        else:
+            req = p.requires_grad and GRAD_MODE.enabled
+            if req:
+                _claim_for_training(p, self)
+            mirror = p.mirror()
         if nid is not None:
             # without step() a leaf is reused; it is stale once the mirror was replaced (an
             # optimizer, set(), load_state_dict) or the grad mode differs from its recording
@@ -171,11 +179,35 @@ class Session:
         # else goes through as_tensor (conversion, or the error naming what is wrong)
         # (converted operands are kept until the op is recorded: their leaves live as long)
         gen = self.gen
-        ts = [x if x.__class__ is Tensor and x.session is self and x.gen == gen
-              else self.as_tensor(x) for x in xs]
-        nid = fn(*[t.id for t in ts], **attrs)
+        # a Parameter is its leaf of this step (leaf_of, as use() would wrap it: the leaf is
+        # pinned, so it needs no Tensor to live through the op)
+        ids = []
+        ts = None
+        for x in xs:
+            if x.__class__ is Tensor and x.session is self and x.gen == gen:
+                ids.append(x.id)
+            elif x.__class__ is Parameter:
+                ids.append(self.leaf_of(x))
+            else:
+                t = self.as_tensor(x)
+                if ts is None:
+                    ts = [t]
+                else:
+                    ts.append(t)
+                ids.append(t.id)
+        nid = fn(*ids, **attrs)
         t = _new_tensor(Tensor)   # Tensor(self, nid, gen) without the __init__ frame
         t.session, t.id, t.gen = self, nid, gen
+        refs = self.refs
+        refs[nid] = refs.get(nid, 0) + 1
+        return t
+
+    def _op_ids(self, name: str, ids, **attrs) -> "Tensor":
+        """Session.op on node ids this step already holds (each checked by its caller: a live
+        Tensor of this step kept alive by the caller, or a parameter's leaf from leaf_of)."""
+        nid = getattr(self.tape, name)(*ids, **attrs)
+        t = _new_tensor(Tensor)
+        t.session, t.id, t.gen = self, nid, self.gen
         refs = self.refs
         refs[nid] = refs.get(nid, 0) + 1
         return t
@@ -228,7 +260,8 @@ class Session:
         step() keeps its memory flat; differentiating the freed graph again raises."""
         if _get_ident() != self.owner:
             self.check_thread()   # raises
-        t._check()
+        if t.gen != self.gen or t.session is not self:
+            t._check()   # raises for a Tensor of a released step
         graph, wrt = self._graph(t.id)
         if not wrt:
             raise RuntimeError("backward: no leaf requires a gradient")
@@ -287,8 +320,9 @@ class Session:
                     continue
                 g = _ops.add(prev, g)
             sgrads[i] = g
-        for h in list(_backward_end_hooks):
-            h()
+        if _backward_end_hooks:
+            for h in list(_backward_end_hooks):
+                h()
         if not retain_graph:
             self._free_graph(graph)
         for i in deferred:
@@ -339,11 +373,12 @@ class Session:
                 continue                 # wrapped, or read or differentiated by a VJP outside
             tape.drop_value(i)
             self.grads.pop(i, None)   # a Tensor from x.grad may still read it
-            tape.forget(i)
+            nodes.pop(i, None)   # tape.forget(i), inline
 
     def step(self) -> None:
         """Release every tape value and scratch buffer that is not a parameter mirror."""
-        self.check_thread()
+        if _get_ident() != self.owner:
+            self.check_thread()   # raises
         _release_claims(self)   # another thread may train its parameters now
         self.tape.release()
         for g in self.grads.values():

@@ -64,7 +64,7 @@ __all__ = ["AUDIT", "KEEP_ACTIVATIONS", "Node", "NodeTable", "Tape", "freed_vjp"
 _new_node = Node.__new__
 _new_buffer = Buffer.__new__
 _new_any = AnyBuffer.__new__
-_ffi_new = _ffi.new
+_ffi_new = getattr(getattr(_ffi, "_backend", None), "newp", None) or _ffi.new
 _buf_full = _lib.tl_buf_full
 _requires_grad = attrgetter("requires_grad")   # of a Node, in C (no comprehension frame)
 
@@ -230,7 +230,15 @@ class Tape(ValueLifetimes, TapeOps):
             node.saved = saved
             # the versions of the storages the VJP reads (None: all at 0, before any
             # in-place op of the process); Tape.backward checks them before the VJP runs
-            node.versions = _snapshot_versions(saved) if EVER_BUMPED[0] else None
+            # (snapshot_versions, inline: a loop over what the loop above just read)
+            if EVER_BUMPED[0]:
+                versions = {}
+                for k, v in saved.items():
+                    if v.__class__ is AnyBuffer:
+                        versions[k] = v.buf.version
+                node.versions = versions
+            else:
+                node.versions = None
             # a parent that needs a gradient counts this VJP among its consumers: while one is
             # unrun, its graph stays
             for p in parents:
@@ -324,7 +332,17 @@ class Tape(ValueLifetimes, TapeOps):
                         if nodes[j].stale:
                             self._recompute(j)
                     if EVER_BUMPED[0]:
-                        _check_versions(node)
+                        # check_versions's passing case inline: every snapshotted storage still
+                        # at its version (anything else, or no snapshot, takes the full check)
+                        vs = node.versions
+                        if vs is None:
+                            _check_versions(node)
+                        else:
+                            saved = node.saved
+                            for k, v in vs.items():
+                                if saved[k].buf.version != v:
+                                    _check_versions(node)   # raises, unless shape-only
+                                    break
                     needs = list(map(_requires_grad, map(nodes.__getitem__, node.parents)))
                     cot = g
                     if not disposable and getattr(node.vjp, "overwrites_grad", False):
@@ -362,6 +380,47 @@ class Tape(ValueLifetimes, TapeOps):
         docstring): readers go first and consumers last, so nothing is freed while a later
         contribution still reads it; a disposable cotangent nobody consumed is freed here."""
         nodes = self.nodes
+        if len(contribs) == 1:
+            # one parent (the general rule below, for a single contribution): the contribution
+            # is its own last one, so it is consumed when it is ours
+            c = contribs[0]
+            kept = False
+            if c is not None:
+                p = node.parents[0]
+                if nodes[p].requires_grad:
+                    if c.buf is cot.buf:
+                        if cot_disposable:
+                            kept = self._add_grad(grads, pending, p, c, True, node)
+                        else:
+                            self._add_grad(grads, pending, p, c, False, node)
+                    else:
+                        self._add_grad(grads, pending, p, c, c.owns, node)
+                elif c.owns and c.buf is not cot.buf:
+                    c.release()   # a fresh gradient for a parent needing none
+            if cot_disposable and not kept:
+                cot.release()
+            return
+        if len(contribs) == 2:
+            # two parents needing a gradient, given two distinct payloads other than the
+            # cotangent's (a binary op's VJP): the general rule below with each contribution
+            # its own last one, so readers (borrowed) first, then consumers (fresh), in order
+            c0, c1 = contribs
+            if (c0 is not None and c1 is not None and c0.buf is not c1.buf
+                    and c0.buf is not cot.buf and c1.buf is not cot.buf):
+                p0, p1 = node.parents[0], node.parents[1]
+                if nodes[p0].requires_grad and nodes[p1].requires_grad:
+                    o0, o1 = c0.owns, c1.owns
+                    if not o0:
+                        self._add_grad(grads, pending, p0, c0, False, node)
+                    if not o1:
+                        self._add_grad(grads, pending, p1, c1, False, node)
+                    if o0:
+                        self._add_grad(grads, pending, p0, c0, True, node)
+                    if o1:
+                        self._add_grad(grads, pending, p1, c1, True, node)
+                    if cot_disposable:
+                        cot.release()
+                    return
         routed = []   # (parent, contribution) for the parents needing a gradient
         last = {}     # payload -> index of its last contribution in routed: it may consume it
         unrouted = []   # contributions to parents needing none
@@ -425,7 +484,7 @@ class Tape(ValueLifetimes, TapeOps):
             # a fresh 1-element payload of 1.0 (one native fill; the shape is the output's,
             # already a tuple of ints): the seed is the pass's own, a VJP may write it or a
             # leaf keep it as its gradient, so it is never shared
-            out_h = _ffi_new(_BUF_OUT)
+            out_h = _ffi_new(_BUF_OUT, None)
             st = _buf_full(1, 1.0, out_h)
             if st:
                 raise_status("AnyBuffer.full", st)
@@ -455,7 +514,9 @@ class Tape(ValueLifetimes, TapeOps):
     def release(self) -> int:
         """Free every value and residual the tape owns; returns how many payloads were freed."""
         n = 0
-        for node in self.nodes:
+        # the recorded nodes only (dict.values: a forgotten one reads back as the shared
+        # released placeholder, which holds nothing)
+        for node in dict.values(self.nodes):
             if node.owns_value:
                 n += node.value.release()
             for r in node.cleanup:

@@ -175,13 +175,16 @@ class ValueLifetimes:
                     node.dropped = True
                     if not node.held:
                         node.value.release()
-                else:
+                elif not (node.pinned or node.stale
+                          or (node.owns_value and node.recompute is None)):
+                    # (drop_value keeps a pinned or stale value, and one an unrun VJP reads
+                    # that its op cannot recompute, without doing anything: no call for those)
                     self.drop_value(j)
             if node.dropped and not node.consumers and (node.vjp is None
                                                         or node.vjp is freed_vjp):
                 if not node.owns_value:
                     stack.extend(node.parents)   # a view's base may have gone with it
-                self.forget(j)
+                nodes.pop(j, None)   # forget(j), inline
 
     def is_forgotten(self, i: int) -> bool:
         return 0 <= i < self.nodes.next_id and i not in self.nodes

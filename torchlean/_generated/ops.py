@@ -13,7 +13,8 @@ import numpy as _np
 
 from torchlean import shapes as S
 from torchlean._opsupport import (AnyBuffer, ShapeError, alloc, attr, broadcast_inputs,
-                                  buffer_handles, call, i64s, live, mask_buffer, shape_error)
+                                  buffer_handles, call, i64s, live, mask_buffer, remember,
+                                  shape_error)
 from torchlean._loader import ffi as _ffi, lib as _lib
 
 
@@ -114,6 +115,9 @@ def binary_broadcast(a, b, *, fn: int):
     return y
 
 
+_shapes_affine_rows: dict = {}   # input shapes -> (y_shape, _a_rows, _a_cols)
+
+
 def affine_rows(x, gamma, beta):
     """y[r, j] = x[r, j] * gamma[j] + beta[j] over the rows of x (leading axes folded), the product
     rounded, then the sum: layer_norm's output from its residual xhat, bit for bit (its
@@ -126,10 +130,16 @@ def affine_rows(x, gamma, beta):
     x_s = x.shape
     gamma_s = gamma.shape
     beta_s = beta.shape
+    _k = (x_s, gamma_s, beta_s)
+    _r = _shapes_affine_rows.get(_k)
     try:
-        y_shape = S.ln_out(x_s, gamma_s, beta_s)
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
+        if _r is None:
+            y_shape = S.ln_out(x_s, gamma_s, beta_s)
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            remember(_shapes_affine_rows, _k, (y_shape, _a_rows, _a_cols))
+        else:
+            y_shape, _a_rows, _a_cols = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, gamma=gamma, beta=beta) from None
     y = alloc(_op, y_shape)
@@ -276,6 +286,9 @@ def minimum(a, b):
     return y
 
 
+_shapes_maximum_backward: dict = {}   # input shapes -> (da_shape, _a_n)
+
+
 def maximum_backward(a, b, g):
     """da of maximum (g where a > b, 0.5 g at ties); db is g - da."""
     _op = "maximum_backward"
@@ -286,9 +299,15 @@ def maximum_backward(a, b, g):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_maximum_backward.get(_k)
     try:
-        da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(da_shape)
+        if _r is None:
+            da_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(da_shape)
+            remember(_shapes_maximum_backward, _k, (da_shape, _a_n))
+        else:
+            da_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -302,6 +321,9 @@ def maximum_backward(a, b, g):
     return da
 
 
+_shapes_minimum_backward: dict = {}   # input shapes -> (da_shape, _a_n)
+
+
 def minimum_backward(a, b, g):
     """da of minimum (g where a < b, 0.5 g at ties); db is g - da."""
     _op = "minimum_backward"
@@ -312,9 +334,15 @@ def minimum_backward(a, b, g):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_minimum_backward.get(_k)
     try:
-        da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(da_shape)
+        if _r is None:
+            da_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(da_shape)
+            remember(_shapes_minimum_backward, _k, (da_shape, _a_n))
+        else:
+            da_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -834,7 +862,7 @@ def sgd_step(p, g, buf, *, lr: float, momentum: float = 0.0, dampening: float = 
     g_s = g.shape
     buf_s = buf.shape
     try:
-        p_shape = S.same(p_s, g_s, buf_s)
+        p_shape = p_s if p_s == g_s == buf_s else S.same(p_s, g_s, buf_s)
         buf_shape = buf_s
         _a_n = _prod(p_s)
         _a_lr = lr
@@ -849,6 +877,9 @@ def sgd_step(p, g, buf, *, lr: float, momentum: float = 0.0, dampening: float = 
     if _st:  # release the outputs and raise
         call(_op, _st, [], ())
     return p, buf
+
+
+_shapes_adam_step: dict = {}   # input shapes -> (p_shape, _a_n)
 
 
 def adam_step(p, g, m, v, *, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.0, decoupled: bool = False, step: int):
@@ -877,18 +908,33 @@ def adam_step(p, g, m, v, *, lr: float, beta1: float = 0.9, beta2: float = 0.999
     g_s = g.shape
     m_s = m.shape
     v_s = v.shape
+    _k = (p_s, g_s, m_s, v_s)
+    _r = _shapes_adam_step.get(_k)
     try:
-        p_shape = S.same(p_s, g_s, m_s, v_s)
-        m_shape = m_s
-        v_shape = v_s
-        _a_n = _prod(p_s)
-        _a_lr = lr
-        _a_beta1 = beta1
-        _a_beta2 = beta2
-        _a_eps = eps
-        _a_weight_decay = weight_decay
-        _a_decoupled = decoupled
-        _a_step = step
+        if _r is None:
+            p_shape = S.same(p_s, g_s, m_s, v_s)
+            m_shape = m_s
+            v_shape = v_s
+            _a_n = _prod(p_s)
+            _a_lr = lr
+            _a_beta1 = beta1
+            _a_beta2 = beta2
+            _a_eps = eps
+            _a_weight_decay = weight_decay
+            _a_decoupled = decoupled
+            _a_step = step
+            remember(_shapes_adam_step, _k, (p_shape, _a_n))
+        else:
+            p_shape, _a_n = _r
+            m_shape = m_s
+            v_shape = v_s
+            _a_lr = lr
+            _a_beta1 = beta1
+            _a_beta2 = beta2
+            _a_eps = eps
+            _a_weight_decay = weight_decay
+            _a_decoupled = decoupled
+            _a_step = step
     except ShapeError as _e:
         raise shape_error(_op, _e, p=p, g=g, m=m, v=v) from None
     _st = _lib.tl_adam_step(p.handle, g.handle, m.handle, v.handle, _a_n, _a_lr, _a_beta1, _a_beta2, _a_eps, _a_weight_decay, _a_decoupled, _a_step)
@@ -982,15 +1028,24 @@ def sum_to(x, *, shape: tuple):
     return y
 
 
+_shapes_sum: dict = {}   # input shapes -> (y_shape, _a_n)
+
+
 def sum(x):
     """Sum of all elements (a 0-d result)."""
     _op = "sum"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_sum.get(_k)
     try:
-        y_shape = S.scalar(x_s)
-        _a_n = _prod(x_s)
+        if _r is None:
+            y_shape = S.scalar(x_s)
+            _a_n = _prod(x_s)
+            remember(_shapes_sum, _k, (y_shape, _a_n))
+        else:
+            y_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -1132,17 +1187,29 @@ def reduce_max_backward(x, y, g, *, axis: int):
     return dx
 
 
+_shapes_flatten: dict = {}   # input shapes -> (y_shape)
+
+
 def flatten(x):
     """The same elements as one axis of numel(x); no copy, the result aliases x."""
     _op = "flatten"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_flatten.get(_k)
     try:
-        y_shape = S.flat(x_s)
+        if _r is None:
+            y_shape = S.flat(x_s)
+            remember(_shapes_flatten, _k, (y_shape,))
+        else:
+            y_shape, = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     return AnyBuffer(y_shape, x.buf, owns=False)
+
+
+_shapes_transpose2d: dict = {}   # input shapes -> (y_shape)
 
 
 def transpose2d(x):
@@ -1151,9 +1218,16 @@ def transpose2d(x):
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_transpose2d.get(_k)
     try:
-        y_shape = S.transpose2d(x_s)
-        _a_geom = i64s(S.swap_geom(x_s, 't2d'))
+        if _r is None:
+            y_shape = S.transpose2d(x_s)
+            _a_geom = i64s(S.swap_geom(x_s, 't2d'))
+            remember(_shapes_transpose2d, _k, (y_shape,))
+        else:
+            y_shape, = _r
+            _a_geom = i64s(S.swap_geom(x_s, 't2d'))
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -1183,15 +1257,25 @@ def swap_adjacent(x, *, depth: int):
     return y
 
 
+_shapes_permute3d_bca: dict = {}   # input shapes -> (y_shape)
+
+
 def permute3d_bca(x):
     """(a, b, c) -> (b, c, a)."""
     _op = "permute3d_bca"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_permute3d_bca.get(_k)
     try:
-        y_shape = S.permute_bca(x_s)
-        _a_geom = i64s(S.swap_geom(x_s, 'bca'))
+        if _r is None:
+            y_shape = S.permute_bca(x_s)
+            _a_geom = i64s(S.swap_geom(x_s, 'bca'))
+            remember(_shapes_permute3d_bca, _k, (y_shape,))
+        else:
+            y_shape, = _r
+            _a_geom = i64s(S.swap_geom(x_s, 'bca'))
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -1201,15 +1285,25 @@ def permute3d_bca(x):
     return y
 
 
+_shapes_permute3d_cab: dict = {}   # input shapes -> (y_shape)
+
+
 def permute3d_cab(x):
     """(a, b, c) -> (c, a, b)."""
     _op = "permute3d_cab"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_permute3d_cab.get(_k)
     try:
-        y_shape = S.permute_cab(x_s)
-        _a_geom = i64s(S.swap_geom(x_s, 'cab'))
+        if _r is None:
+            y_shape = S.permute_cab(x_s)
+            _a_geom = i64s(S.swap_geom(x_s, 'cab'))
+            remember(_shapes_permute3d_cab, _k, (y_shape,))
+        else:
+            y_shape, = _r
+            _a_geom = i64s(S.swap_geom(x_s, 'cab'))
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -1219,15 +1313,25 @@ def permute3d_cab(x):
     return y
 
 
+_shapes_swap_last2: dict = {}   # input shapes -> (y_shape)
+
+
 def swap_last2(x):
     """(a, b, c) -> (a, c, b)."""
     _op = "swap_last2"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_swap_last2.get(_k)
     try:
-        y_shape = S.swap_last2(x_s)
-        _a_geom = i64s(S.swap_geom(x_s, 'last2'))
+        if _r is None:
+            y_shape = S.swap_last2(x_s)
+            _a_geom = i64s(S.swap_geom(x_s, 'last2'))
+            remember(_shapes_swap_last2, _k, (y_shape,))
+        else:
+            y_shape, = _r
+            _a_geom = i64s(S.swap_geom(x_s, 'last2'))
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -1237,16 +1341,25 @@ def swap_last2(x):
     return y
 
 
+_shapes_softmax: dict = {}   # input shapes -> (y_shape, _a_rows, _a_cols)
+
+
 def softmax(x):
     """Softmax over the last axis (max-shifted); leading axes are folded into rows."""
     _op = "softmax"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_softmax.get(_k)
     try:
-        y_shape = S.softmax_shape(x_s)
-        _a_rows = S.softmax_rows(x_s)
-        _a_cols = S.cols(x_s)
+        if _r is None:
+            y_shape = S.softmax_shape(x_s)
+            _a_rows = S.softmax_rows(x_s)
+            _a_cols = S.cols(x_s)
+            remember(_shapes_softmax, _k, (y_shape, _a_rows, _a_cols))
+        else:
+            y_shape, _a_rows, _a_cols = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -1256,6 +1369,9 @@ def softmax(x):
     return y
 
 
+_shapes_softmax_backward: dict = {}   # input shapes -> (dx_shape, _a_rows, _a_cols)
+
+
 def softmax_backward(y, g):
     """dx = y * (g - rowsum(g * y)), the softmax VJP from its output."""
     _op = "softmax_backward"
@@ -1263,10 +1379,16 @@ def softmax_backward(y, g):
         live(_op, y, g)  # raises, naming the bad input
     y_s = y.shape
     g_s = g.shape
+    _k = (y_s, g_s)
+    _r = _shapes_softmax_backward.get(_k)
     try:
-        dx_shape = y_s if y_s == g_s else S.same(y_s, g_s)
-        _a_rows = S.softmax_rows(y_s)
-        _a_cols = S.cols(y_s)
+        if _r is None:
+            dx_shape = y_s if y_s == g_s else S.same(y_s, g_s)
+            _a_rows = S.softmax_rows(y_s)
+            _a_cols = S.cols(y_s)
+            remember(_shapes_softmax_backward, _k, (dx_shape, _a_rows, _a_cols))
+        else:
+            dx_shape, _a_rows, _a_cols = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, y=y, g=g) from None
     dx = alloc(_op, dx_shape)
@@ -1276,16 +1398,25 @@ def softmax_backward(y, g):
     return dx
 
 
+_shapes_log_softmax: dict = {}   # input shapes -> (y_shape, _a_rows, _a_cols)
+
+
 def log_softmax(x):
     """(x - rowmax) - log(sum exp(x - rowmax)) over the last axis; leading axes folded into rows."""
     _op = "log_softmax"
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_log_softmax.get(_k)
     try:
-        y_shape = S.softmax_shape(x_s)
-        _a_rows = S.softmax_rows(x_s)
-        _a_cols = S.cols(x_s)
+        if _r is None:
+            y_shape = S.softmax_shape(x_s)
+            _a_rows = S.softmax_rows(x_s)
+            _a_cols = S.cols(x_s)
+            remember(_shapes_log_softmax, _k, (y_shape, _a_rows, _a_cols))
+        else:
+            y_shape, _a_rows, _a_cols = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -1295,6 +1426,9 @@ def log_softmax(x):
     return y
 
 
+_shapes_log_softmax_backward: dict = {}   # input shapes -> (dx_shape, _a_rows, _a_cols)
+
+
 def log_softmax_backward(y, g):
     """dx = g - exp(y) * rowsum(g), the log_softmax VJP from its output."""
     _op = "log_softmax_backward"
@@ -1302,10 +1436,16 @@ def log_softmax_backward(y, g):
         live(_op, y, g)  # raises, naming the bad input
     y_s = y.shape
     g_s = g.shape
+    _k = (y_s, g_s)
+    _r = _shapes_log_softmax_backward.get(_k)
     try:
-        dx_shape = y_s if y_s == g_s else S.same(y_s, g_s)
-        _a_rows = S.softmax_rows(y_s)
-        _a_cols = S.cols(y_s)
+        if _r is None:
+            dx_shape = y_s if y_s == g_s else S.same(y_s, g_s)
+            _a_rows = S.softmax_rows(y_s)
+            _a_cols = S.cols(y_s)
+            remember(_shapes_log_softmax_backward, _k, (dx_shape, _a_rows, _a_cols))
+        else:
+            dx_shape, _a_rows, _a_cols = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, y=y, g=g) from None
     dx = alloc(_op, dx_shape)
@@ -1313,6 +1453,9 @@ def log_softmax_backward(y, g):
     if _st:  # release the outputs and raise
         call(_op, _st, [dx], ())
     return dx
+
+
+_shapes_masked_softmax: dict = {}   # input shapes -> (_a_rows, _a_cols)
 
 
 def masked_softmax(x, *, mask: object):
@@ -1323,11 +1466,19 @@ def masked_softmax(x, *, mask: object):
     if not (mask is None):
         mask = attr(_op, "mask", mask, "mask", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_masked_softmax.get(_k)
     try:
-        y_shape = S.masked_softmax(x_s, mask)
-        _a_rows = S.softmax_rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_mask_rows = S.mask_rows(x_s, mask)
+        if _r is None:
+            y_shape = S.masked_softmax(x_s, mask)
+            _a_rows = S.softmax_rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_mask_rows = S.mask_rows(x_s, mask)
+            remember(_shapes_masked_softmax, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            y_shape = S.masked_softmax(x_s, mask)
+            _a_mask_rows = S.mask_rows(x_s, mask)
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     _tmp = []
@@ -1339,6 +1490,9 @@ def masked_softmax(x, *, mask: object):
     return y
 
 
+_shapes_matmul: dict = {}   # input shapes -> (y_shape, _a_m, _a_n, _a_p)
+
+
 def matmul(a, b):
     """2-D matrix product a (m, n) @ b (n, p)."""
     _op = "matmul"
@@ -1346,11 +1500,17 @@ def matmul(a, b):
         live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
+    _k = (a_s, b_s)
+    _r = _shapes_matmul.get(_k)
     try:
-        y_shape = S.matmul(a_s, b_s)
-        _a_m = S.lead_len(a_s)
-        _a_n = S.cols(a_s)
-        _a_p = S.cols(b_s)
+        if _r is None:
+            y_shape = S.matmul(a_s, b_s)
+            _a_m = S.lead_len(a_s)
+            _a_n = S.cols(a_s)
+            _a_p = S.cols(b_s)
+            remember(_shapes_matmul, _k, (y_shape, _a_m, _a_n, _a_p))
+        else:
+            y_shape, _a_m, _a_n, _a_p = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b) from None
     y = alloc(_op, y_shape)
@@ -1360,6 +1520,9 @@ def matmul(a, b):
     return y
 
 
+_shapes_bmm: dict = {}   # input shapes -> (y_shape, _a_batch, _a_m, _a_n, _a_p)
+
+
 def bmm(a, b):
     """Batched matrix product (B, m, n) @ (B, n, p) -> (B, m, p)."""
     _op = "bmm"
@@ -1367,12 +1530,18 @@ def bmm(a, b):
         live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
+    _k = (a_s, b_s)
+    _r = _shapes_bmm.get(_k)
     try:
-        y_shape = S.bmm(a_s, b_s)
-        _a_batch = S.lead_len(a_s)
-        _a_m = S.gemm_m(a_s, False)
-        _a_n = S.gemm_n(a_s, False)
-        _a_p = S.gemm_p(b_s, False)
+        if _r is None:
+            y_shape = S.bmm(a_s, b_s)
+            _a_batch = S.lead_len(a_s)
+            _a_m = S.gemm_m(a_s, False)
+            _a_n = S.gemm_n(a_s, False)
+            _a_p = S.gemm_p(b_s, False)
+            remember(_shapes_bmm, _k, (y_shape, _a_batch, _a_m, _a_n, _a_p))
+        else:
+            y_shape, _a_batch, _a_m, _a_n, _a_p = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b) from None
     y = alloc(_op, y_shape)
@@ -1380,6 +1549,9 @@ def bmm(a, b):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_matmul_t: dict = {}   # input shapes -> (_a_batch)
 
 
 def matmul_t(a, b, *, trans_a: bool = False, trans_b: bool = False):
@@ -1393,14 +1565,26 @@ def matmul_t(a, b, *, trans_a: bool = False, trans_b: bool = False):
         trans_b = attr(_op, "trans_b", trans_b, "bool", None)
     a_s = a.shape
     b_s = b.shape
+    _k = (a_s, b_s)
+    _r = _shapes_matmul_t.get(_k)
     try:
-        y_shape = S.gemm_t(a_s, b_s, trans_a, trans_b)
-        _a_batch = S.batch_of(a_s)
-        _a_m = S.gemm_m(a_s, trans_a)
-        _a_n = S.gemm_n(a_s, trans_a)
-        _a_p = S.gemm_p(b_s, trans_b)
-        _a_ta = S.flag(trans_a)
-        _a_tb = S.flag(trans_b)
+        if _r is None:
+            y_shape = S.gemm_t(a_s, b_s, trans_a, trans_b)
+            _a_batch = S.batch_of(a_s)
+            _a_m = S.gemm_m(a_s, trans_a)
+            _a_n = S.gemm_n(a_s, trans_a)
+            _a_p = S.gemm_p(b_s, trans_b)
+            _a_ta = S.flag(trans_a)
+            _a_tb = S.flag(trans_b)
+            remember(_shapes_matmul_t, _k, (_a_batch,))
+        else:
+            _a_batch, = _r
+            y_shape = S.gemm_t(a_s, b_s, trans_a, trans_b)
+            _a_m = S.gemm_m(a_s, trans_a)
+            _a_n = S.gemm_n(a_s, trans_a)
+            _a_p = S.gemm_p(b_s, trans_b)
+            _a_ta = S.flag(trans_a)
+            _a_tb = S.flag(trans_b)
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b) from None
     y = alloc(_op, y_shape)
@@ -1408,6 +1592,9 @@ def matmul_t(a, b, *, trans_a: bool = False, trans_b: bool = False):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_linear: dict = {}   # input shapes -> (y_shape, _a_rows, _a_out_dim, _a_in_dim)
 
 
 def linear(w, b, x):
@@ -1420,11 +1607,17 @@ def linear(w, b, x):
     w_s = w.shape
     b_s = b.shape
     x_s = x.shape
+    _k = (w_s, b_s, x_s)
+    _r = _shapes_linear.get(_k)
     try:
-        y_shape = S.linear(w_s, b_s, x_s)
-        _a_rows = S.batch_rows(x_s)
-        _a_out_dim = S.lead_len(w_s)
-        _a_in_dim = S.cols(w_s)
+        if _r is None:
+            y_shape = S.linear(w_s, b_s, x_s)
+            _a_rows = S.batch_rows(x_s)
+            _a_out_dim = S.lead_len(w_s)
+            _a_in_dim = S.cols(w_s)
+            remember(_shapes_linear, _k, (y_shape, _a_rows, _a_out_dim, _a_in_dim))
+        else:
+            y_shape, _a_rows, _a_out_dim, _a_in_dim = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, w=w, b=b, x=x) from None
     y = alloc(_op, y_shape)
@@ -1434,6 +1627,9 @@ def linear(w, b, x):
     return y
 
 
+_shapes_linear_backward_w: dict = {}   # input shapes -> (dw_shape, _a_rows, _a_out_dim, _a_in_dim)
+
+
 def linear_backward_w(g, x):
     """dW = g^T x (out, in) for linear with upstream g (out,) or (N, out)."""
     _op = "linear_backward_w"
@@ -1441,11 +1637,17 @@ def linear_backward_w(g, x):
         live(_op, g, x)  # raises, naming the bad input
     g_s = g.shape
     x_s = x.shape
+    _k = (g_s, x_s)
+    _r = _shapes_linear_backward_w.get(_k)
     try:
-        dw_shape = S.linear_dw(g_s, x_s)
-        _a_rows = S.batch_rows(x_s)
-        _a_out_dim = S.cols(g_s)
-        _a_in_dim = S.cols(x_s)
+        if _r is None:
+            dw_shape = S.linear_dw(g_s, x_s)
+            _a_rows = S.batch_rows(x_s)
+            _a_out_dim = S.cols(g_s)
+            _a_in_dim = S.cols(x_s)
+            remember(_shapes_linear_backward_w, _k, (dw_shape, _a_rows, _a_out_dim, _a_in_dim))
+        else:
+            dw_shape, _a_rows, _a_out_dim, _a_in_dim = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, x=x) from None
     dw = alloc(_op, dw_shape)
@@ -1455,16 +1657,25 @@ def linear_backward_w(g, x):
     return dw
 
 
+_shapes_linear_backward_b: dict = {}   # input shapes -> (db_shape, _a_rows, _a_out_dim)
+
+
 def linear_backward_b(g):
     """db = column sums of g (rows in increasing order) for linear."""
     _op = "linear_backward_b"
     if not (g.__class__ is AnyBuffer and g.buf.live):
         live(_op, g)  # raises, naming the bad input
     g_s = g.shape
+    _k = g_s
+    _r = _shapes_linear_backward_b.get(_k)
     try:
-        db_shape = S.linear_db(g_s)
-        _a_rows = S.batch_rows(g_s)
-        _a_out_dim = S.cols(g_s)
+        if _r is None:
+            db_shape = S.linear_db(g_s)
+            _a_rows = S.batch_rows(g_s)
+            _a_out_dim = S.cols(g_s)
+            remember(_shapes_linear_backward_b, _k, (db_shape, _a_rows, _a_out_dim))
+        else:
+            db_shape, _a_rows, _a_out_dim = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g) from None
     db = alloc(_op, db_shape)
@@ -1472,6 +1683,9 @@ def linear_backward_b(g):
     if _st:  # release the outputs and raise
         call(_op, _st, [db], ())
     return db
+
+
+_shapes_linear_backward_x: dict = {}   # input shapes -> (_a_rows, _a_out_dim, _a_in_dim)
 
 
 def linear_backward_x(g, w, x):
@@ -1484,11 +1698,18 @@ def linear_backward_x(g, w, x):
     g_s = g.shape
     w_s = w.shape
     x_s = x.shape
+    _k = (g_s, w_s, x_s)
+    _r = _shapes_linear_backward_x.get(_k)
     try:
-        dx_shape = x_s
-        _a_rows = S.batch_rows(x_s)
-        _a_out_dim = S.lead_len(w_s)
-        _a_in_dim = S.cols(w_s)
+        if _r is None:
+            dx_shape = x_s
+            _a_rows = S.batch_rows(x_s)
+            _a_out_dim = S.lead_len(w_s)
+            _a_in_dim = S.cols(w_s)
+            remember(_shapes_linear_backward_x, _k, (_a_rows, _a_out_dim, _a_in_dim))
+        else:
+            _a_rows, _a_out_dim, _a_in_dim = _r
+            dx_shape = x_s
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, w=w, x=x) from None
     dx = alloc(_op, dx_shape)
@@ -1496,6 +1717,9 @@ def linear_backward_x(g, w, x):
     if _st:  # release the outputs and raise
         call(_op, _st, [dx], ())
     return dx
+
+
+_shapes_mse_loss: dict = {}   # input shapes -> (y_shape, _a_n)
 
 
 def mse_loss(yhat, target):
@@ -1506,9 +1730,15 @@ def mse_loss(yhat, target):
         live(_op, yhat, target)  # raises, naming the bad input
     yhat_s = yhat.shape
     target_s = target.shape
+    _k = (yhat_s, target_s)
+    _r = _shapes_mse_loss.get(_k)
     try:
-        y_shape = S.scalar(S.same(yhat_s, target_s))
-        _a_n = _prod(yhat_s)
+        if _r is None:
+            y_shape = S.scalar(S.same(yhat_s, target_s))
+            _a_n = _prod(yhat_s)
+            remember(_shapes_mse_loss, _k, (y_shape, _a_n))
+        else:
+            y_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, yhat=yhat, target=target) from None
     y = alloc(_op, y_shape)
@@ -1540,6 +1770,9 @@ def mse_loss_backward(yhat, target, g):
     return dyhat
 
 
+_shapes_concat1d: dict = {}   # input shapes -> (y_shape, _a_na, _a_nb)
+
+
 def concat1d(a, b):
     """Concatenate two vectors a (n,) and b (m,) -> (n + m,)."""
     _op = "concat1d"
@@ -1547,10 +1780,16 @@ def concat1d(a, b):
         live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
+    _k = (a_s, b_s)
+    _r = _shapes_concat1d.get(_k)
     try:
-        y_shape = S.concat1d(a_s, b_s)
-        _a_na = _prod(a_s)
-        _a_nb = _prod(b_s)
+        if _r is None:
+            y_shape = S.concat1d(a_s, b_s)
+            _a_na = _prod(a_s)
+            _a_nb = _prod(b_s)
+            remember(_shapes_concat1d, _k, (y_shape, _a_na, _a_nb))
+        else:
+            y_shape, _a_na, _a_nb = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b) from None
     y = alloc(_op, y_shape)
@@ -1584,6 +1823,9 @@ def slice1d(x, *, start: int, length: int):
     return y
 
 
+_shapes_concat0: dict = {}   # input shapes -> (y_shape, _a_na, _a_nb)
+
+
 def concat0(a, b):
     """Concatenate along the leading axis; trailing shapes must match."""
     _op = "concat0"
@@ -1591,10 +1833,16 @@ def concat0(a, b):
         live(_op, a, b)  # raises, naming the bad input
     a_s = a.shape
     b_s = b.shape
+    _k = (a_s, b_s)
+    _r = _shapes_concat0.get(_k)
     try:
-        y_shape = S.concat0(a_s, b_s)
-        _a_na = _prod(a_s)
-        _a_nb = _prod(b_s)
+        if _r is None:
+            y_shape = S.concat0(a_s, b_s)
+            _a_na = _prod(a_s)
+            _a_nb = _prod(b_s)
+            remember(_shapes_concat0, _k, (y_shape, _a_na, _a_nb))
+        else:
+            y_shape, _a_na, _a_nb = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b) from None
     y = alloc(_op, y_shape)
@@ -1602,6 +1850,9 @@ def concat0(a, b):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_slice_range0: dict = {}   # input shapes -> (_a_lead, _a_row)
 
 
 def slice_range0(x, *, start: int, length: int):
@@ -1614,12 +1865,21 @@ def slice_range0(x, *, start: int, length: int):
     if not (length.__class__ is int and length >= 0):
         length = attr(_op, "length", length, "int", "nonneg")
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_slice_range0.get(_k)
     try:
-        y_shape = S.slice_range0(x_s, start, length)
-        _a_lead = S.lead_len(x_s)
-        _a_row = S.row_len(x_s)
-        _a_start = start
-        _a_length = length
+        if _r is None:
+            y_shape = S.slice_range0(x_s, start, length)
+            _a_lead = S.lead_len(x_s)
+            _a_row = S.row_len(x_s)
+            _a_start = start
+            _a_length = length
+            remember(_shapes_slice_range0, _k, (_a_lead, _a_row))
+        else:
+            _a_lead, _a_row = _r
+            y_shape = S.slice_range0(x_s, start, length)
+            _a_start = start
+            _a_length = length
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -1627,6 +1887,9 @@ def slice_range0(x, *, start: int, length: int):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_pad_range0: dict = {}   # input shapes -> (_a_len, _a_row)
 
 
 def pad_range0(g, *, start: int, total: int):
@@ -1639,12 +1902,21 @@ def pad_range0(g, *, start: int, total: int):
     if not (total.__class__ is int and total >= 0):
         total = attr(_op, "total", total, "int", "nonneg")
     g_s = g.shape
+    _k = g_s
+    _r = _shapes_pad_range0.get(_k)
     try:
-        y_shape = S.pad_range0(g_s, start, total)
-        _a_len = S.lead_len(g_s)
-        _a_row = S.row_len(g_s)
-        _a_start = start
-        _a_total = total
+        if _r is None:
+            y_shape = S.pad_range0(g_s, start, total)
+            _a_len = S.lead_len(g_s)
+            _a_row = S.row_len(g_s)
+            _a_start = start
+            _a_total = total
+            remember(_shapes_pad_range0, _k, (_a_len, _a_row))
+        else:
+            _a_len, _a_row = _r
+            y_shape = S.pad_range0(g_s, start, total)
+            _a_start = start
+            _a_total = total
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g) from None
     y = alloc(_op, y_shape)
@@ -1674,6 +1946,9 @@ def gather(x, *, index: object):
     return y
 
 
+_shapes_gather_row: dict = {}   # input shapes -> (_a_rows, _a_cols)
+
+
 def gather_row(x, *, index: object):
     """Row `index` of a matrix (rows, cols) -> (cols,); an out-of-range index reads a zero row."""
     _op = "gather_row"
@@ -1681,11 +1956,19 @@ def gather_row(x, *, index: object):
         live(_op, x)  # raises, naming the bad input
     index = attr(_op, "index", index, "index", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_gather_row.get(_k)
     try:
-        y_shape = S.gather_row(x_s, index)
-        _a_rows = S.lead_len(x_s)
-        _a_cols = S.cols(x_s)
-        _a_idx = i64s(index)
+        if _r is None:
+            y_shape = S.gather_row(x_s, index)
+            _a_rows = S.lead_len(x_s)
+            _a_cols = S.cols(x_s)
+            _a_idx = i64s(index)
+            remember(_shapes_gather_row, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            y_shape = S.gather_row(x_s, index)
+            _a_idx = i64s(index)
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -1715,6 +1998,9 @@ def gather_vec(x, *, indices: object):
     return y
 
 
+_shapes_gather_rows: dict = {}   # input shapes -> (_a_rows, _a_cols)
+
+
 def gather_rows(x, *, indices: object):
     """Rows x[indices] of a matrix (embedding lookup) -> indices.shape + (cols,); out-of-range rows read 0."""
     _op = "gather_rows"
@@ -1722,11 +2008,19 @@ def gather_rows(x, *, indices: object):
         live(_op, x)  # raises, naming the bad input
     indices = attr(_op, "indices", indices, "index", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_gather_rows.get(_k)
     try:
-        y_shape = S.gather_rows(x_s, indices)
-        _a_rows = S.lead_len(x_s)
-        _a_cols = S.cols(x_s)
-        _a_idx = i64s(indices)
+        if _r is None:
+            y_shape = S.gather_rows(x_s, indices)
+            _a_rows = S.lead_len(x_s)
+            _a_cols = S.cols(x_s)
+            _a_idx = i64s(indices)
+            remember(_shapes_gather_rows, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            y_shape = S.gather_rows(x_s, indices)
+            _a_idx = i64s(indices)
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -1758,6 +2052,9 @@ def scatter_add_vec(x, values, *, indices: object):
     return y
 
 
+_shapes_scatter_add_row: dict = {}   # input shapes -> (_a_rows, _a_cols)
+
+
 def scatter_add_row(x, values, *, index: object):
     """Copy of matrix x with row `index` += values (cols,); index >= rows is a ValueError."""
     _op = "scatter_add_row"
@@ -1767,11 +2064,19 @@ def scatter_add_row(x, values, *, index: object):
     index = attr(_op, "index", index, "index", None)
     x_s = x.shape
     values_s = values.shape
+    _k = (x_s, values_s)
+    _r = _shapes_scatter_add_row.get(_k)
     try:
-        y_shape = S.scatter_row(x_s, values_s, index)
-        _a_rows = S.lead_len(x_s)
-        _a_cols = S.cols(x_s)
-        _a_i = S.as_index(index)
+        if _r is None:
+            y_shape = S.scatter_row(x_s, values_s, index)
+            _a_rows = S.lead_len(x_s)
+            _a_cols = S.cols(x_s)
+            _a_i = S.as_index(index)
+            remember(_shapes_scatter_add_row, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            y_shape = S.scatter_row(x_s, values_s, index)
+            _a_i = S.as_index(index)
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, values=values) from None
     y = alloc(_op, y_shape)
@@ -1823,6 +2128,9 @@ def gather_vec_like(g, v, *, indices: object):
     return y
 
 
+_shapes_gather_rows_backward: dict = {}   # input shapes -> (_a_rows, _a_cols)
+
+
 def gather_rows_backward(g, x, *, indices: object):
     """Zeros shaped like x (rows, cols) with row indices[j] += g row j (adjoint of gather_row/gather_rows)."""
     _op = "gather_rows_backward"
@@ -1831,11 +2139,19 @@ def gather_rows_backward(g, x, *, indices: object):
     indices = attr(_op, "indices", indices, "index", None)
     g_s = g.shape
     x_s = x.shape
+    _k = (g_s, x_s)
+    _r = _shapes_gather_rows_backward.get(_k)
     try:
-        y_shape = S.scatter_rows(x_s, g_s, indices)
-        _a_rows = S.lead_len(x_s)
-        _a_cols = S.cols(x_s)
-        _a_idx = i64s(indices)
+        if _r is None:
+            y_shape = S.scatter_rows(x_s, g_s, indices)
+            _a_rows = S.lead_len(x_s)
+            _a_cols = S.cols(x_s)
+            _a_idx = i64s(indices)
+            remember(_shapes_gather_rows_backward, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            y_shape = S.scatter_rows(x_s, g_s, indices)
+            _a_idx = i64s(indices)
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, x=x) from None
     y = alloc(_op, y_shape)
@@ -1897,6 +2213,9 @@ def conv(kernel, bias, input, *, stride: object = 1, padding: object = 0):
     return y
 
 
+_shapes_conv_backward: dict = {}   # input shapes -> (dbias_shape)
+
+
 def conv_backward(kernel, input, grad_out, *, stride: object = 1, padding: object = 0):
     """Gradients of conv (dKernel, dBias, dInput) from the upstream gradient, no atomics."""
     _op = "conv_backward"
@@ -1911,11 +2230,20 @@ def conv_backward(kernel, input, grad_out, *, stride: object = 1, padding: objec
     kernel_s = kernel.shape
     input_s = input.shape
     grad_out_s = grad_out.shape
+    _k = (kernel_s, input_s, grad_out_s)
+    _r = _shapes_conv_backward.get(_k)
     try:
-        dkernel_shape = S.conv_grad(kernel_s, input_s, grad_out_s, stride, padding)
-        dbias_shape = S.conv_bias_shape(kernel_s)
-        dinput_shape = input_s
-        _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding))
+        if _r is None:
+            dkernel_shape = S.conv_grad(kernel_s, input_s, grad_out_s, stride, padding)
+            dbias_shape = S.conv_bias_shape(kernel_s)
+            dinput_shape = input_s
+            _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding))
+            remember(_shapes_conv_backward, _k, (dbias_shape,))
+        else:
+            dbias_shape, = _r
+            dkernel_shape = S.conv_grad(kernel_s, input_s, grad_out_s, stride, padding)
+            dinput_shape = input_s
+            _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding))
     except ShapeError as _e:
         raise shape_error(_op, _e, kernel=kernel, input=input, grad_out=grad_out) from None
     dkernel = alloc(_op, dkernel_shape)
@@ -1979,6 +2307,9 @@ def conv_transpose(kernel, bias, input, *, stride: object = 1, padding: object =
     return y
 
 
+_shapes_conv_transpose_backward: dict = {}   # input shapes -> (dbias_shape)
+
+
 def conv_transpose_backward(kernel, input, grad_out, *, stride: object = 1, padding: object = 0):
     """Gradients of conv_transpose (dKernel, dBias, dInput), no atomics."""
     _op = "conv_transpose_backward"
@@ -1993,11 +2324,20 @@ def conv_transpose_backward(kernel, input, grad_out, *, stride: object = 1, padd
     kernel_s = kernel.shape
     input_s = input.shape
     grad_out_s = grad_out.shape
+    _k = (kernel_s, input_s, grad_out_s)
+    _r = _shapes_conv_transpose_backward.get(_k)
     try:
-        dkernel_shape = S.conv_grad(kernel_s, input_s, grad_out_s, stride, padding, 1)
-        dbias_shape = S.conv_bias_shape(kernel_s, 1)
-        dinput_shape = input_s
-        _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding, 1))
+        if _r is None:
+            dkernel_shape = S.conv_grad(kernel_s, input_s, grad_out_s, stride, padding, 1)
+            dbias_shape = S.conv_bias_shape(kernel_s, 1)
+            dinput_shape = input_s
+            _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding, 1))
+            remember(_shapes_conv_transpose_backward, _k, (dbias_shape,))
+        else:
+            dbias_shape, = _r
+            dkernel_shape = S.conv_grad(kernel_s, input_s, grad_out_s, stride, padding, 1)
+            dinput_shape = input_s
+            _a_geom = i64s(S.conv_geom(kernel_s, input_s, stride, padding, 1))
     except ShapeError as _e:
         raise shape_error(_op, _e, kernel=kernel, input=input, grad_out=grad_out) from None
     dkernel = alloc(_op, dkernel_shape)
@@ -2275,6 +2615,9 @@ def conv_grouped(kernel, bias, input, *, stride: object = 1, padding: object = 0
     return y
 
 
+_shapes_conv_grouped_backward: dict = {}   # input shapes -> (dbias_shape)
+
+
 def conv_grouped_backward(kernel, input, grad_out, *, stride: object = 1, padding: object = 0, dilation: object = 1, groups: int = 1):
     """Gradients of conv_grouped (dKernel, dBias, dInput) from the upstream gradient, no atomics."""
     _op = "conv_grouped_backward"
@@ -2293,13 +2636,24 @@ def conv_grouped_backward(kernel, input, grad_out, *, stride: object = 1, paddin
     kernel_s = kernel.shape
     input_s = input.shape
     grad_out_s = grad_out.shape
+    _k = (kernel_s, input_s, grad_out_s)
+    _r = _shapes_conv_grouped_backward.get(_k)
     try:
-        dkernel_shape = S.conv_grouped_grad(kernel_s, input_s, grad_out_s, stride, padding, dilation, groups)
-        dbias_shape = S.conv_bias_shape(kernel_s)
-        dinput_shape = input_s
-        _a_geom = i64s(S.conv_grouped_geom(kernel_s, input_s, stride, padding, dilation, groups))
-        _a_dilation = i64s(S.conv_dilation3(kernel_s, dilation))
-        _a_groups = groups
+        if _r is None:
+            dkernel_shape = S.conv_grouped_grad(kernel_s, input_s, grad_out_s, stride, padding, dilation, groups)
+            dbias_shape = S.conv_bias_shape(kernel_s)
+            dinput_shape = input_s
+            _a_geom = i64s(S.conv_grouped_geom(kernel_s, input_s, stride, padding, dilation, groups))
+            _a_dilation = i64s(S.conv_dilation3(kernel_s, dilation))
+            _a_groups = groups
+            remember(_shapes_conv_grouped_backward, _k, (dbias_shape,))
+        else:
+            dbias_shape, = _r
+            dkernel_shape = S.conv_grouped_grad(kernel_s, input_s, grad_out_s, stride, padding, dilation, groups)
+            dinput_shape = input_s
+            _a_geom = i64s(S.conv_grouped_geom(kernel_s, input_s, stride, padding, dilation, groups))
+            _a_dilation = i64s(S.conv_dilation3(kernel_s, dilation))
+            _a_groups = groups
     except ShapeError as _e:
         raise shape_error(_op, _e, kernel=kernel, input=input, grad_out=grad_out) from None
     dkernel = alloc(_op, dkernel_shape)
@@ -2309,6 +2663,9 @@ def conv_grouped_backward(kernel, input, grad_out, *, stride: object = 1, paddin
     if _st:  # release the outputs and raise
         call(_op, _st, [dkernel, dbias, dinput], ())
     return dkernel, dbias, dinput
+
+
+_shapes_layer_norm: dict = {}   # input shapes -> (y_shape, inv_std_shape, _a_rows, _a_cols)
 
 
 def layer_norm(x, gamma, beta, *, eps: float = 1e-06):
@@ -2323,13 +2680,21 @@ def layer_norm(x, gamma, beta, *, eps: float = 1e-06):
     x_s = x.shape
     gamma_s = gamma.shape
     beta_s = beta.shape
+    _k = (x_s, gamma_s, beta_s)
+    _r = _shapes_layer_norm.get(_k)
     try:
-        y_shape = S.ln_out(x_s, gamma_s, beta_s)
-        xhat_shape = x_s
-        inv_std_shape = S.ln_stats(x_s)
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_eps = eps
+        if _r is None:
+            y_shape = S.ln_out(x_s, gamma_s, beta_s)
+            xhat_shape = x_s
+            inv_std_shape = S.ln_stats(x_s)
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_eps = eps
+            remember(_shapes_layer_norm, _k, (y_shape, inv_std_shape, _a_rows, _a_cols))
+        else:
+            y_shape, inv_std_shape, _a_rows, _a_cols = _r
+            xhat_shape = x_s
+            _a_eps = eps
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, gamma=gamma, beta=beta) from None
     y = alloc(_op, y_shape)
@@ -2339,6 +2704,9 @@ def layer_norm(x, gamma, beta, *, eps: float = 1e-06):
     if _st:  # release the outputs and raise
         call(_op, _st, [y, xhat, inv_std], ())
     return y, xhat, inv_std
+
+
+_shapes_layer_norm_backward: dict = {}   # input shapes -> (dx_shape, dgamma_shape, dbeta_shape, _a_rows, _a_cols)
 
 
 def layer_norm_backward(g, xhat, inv_std, gamma):
@@ -2353,12 +2721,18 @@ def layer_norm_backward(g, xhat, inv_std, gamma):
     xhat_s = xhat.shape
     inv_std_s = inv_std.shape
     gamma_s = gamma.shape
+    _k = (g_s, xhat_s, inv_std_s, gamma_s)
+    _r = _shapes_layer_norm_backward.get(_k)
     try:
-        dx_shape = g_s if g_s == xhat_s else S.same(g_s, xhat_s)
-        dgamma_shape = S.ln_param(g_s, gamma_s)
-        dbeta_shape = S.ln_param(g_s, gamma_s)
-        _a_rows = S.rows(g_s)
-        _a_cols = S.cols(g_s)
+        if _r is None:
+            dx_shape = g_s if g_s == xhat_s else S.same(g_s, xhat_s)
+            dgamma_shape = S.ln_param(g_s, gamma_s)
+            dbeta_shape = S.ln_param(g_s, gamma_s)
+            _a_rows = S.rows(g_s)
+            _a_cols = S.cols(g_s)
+            remember(_shapes_layer_norm_backward, _k, (dx_shape, dgamma_shape, dbeta_shape, _a_rows, _a_cols))
+        else:
+            dx_shape, dgamma_shape, dbeta_shape, _a_rows, _a_cols = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, xhat=xhat, inv_std=inv_std, gamma=gamma) from None
     dx = alloc(_op, dx_shape)
@@ -2368,6 +2742,9 @@ def layer_norm_backward(g, xhat, inv_std, gamma):
     if _st:  # release the outputs and raise
         call(_op, _st, [dx, dgamma, dbeta], ())
     return dx, dgamma, dbeta
+
+
+_shapes_batchnorm_channel_first: dict = {}   # input shapes -> (y_shape, mean_shape, var_shape, inv_std_shape, _a_n, _a_c, _a_s)
 
 
 def batchnorm_channel_first(x, gamma, beta, *, eps: float = 1e-06):
@@ -2382,16 +2759,24 @@ def batchnorm_channel_first(x, gamma, beta, *, eps: float = 1e-06):
     x_s = x.shape
     gamma_s = gamma.shape
     beta_s = beta.shape
+    _k = (x_s, gamma_s, beta_s)
+    _r = _shapes_batchnorm_channel_first.get(_k)
     try:
-        y_shape = S.bn_out(x_s, gamma_s, beta_s)
-        xhat_shape = x_s
-        mean_shape = S.bn_stats(x_s)
-        var_shape = S.bn_stats(x_s)
-        inv_std_shape = S.bn_stats(x_s)
-        _a_n = S.bn_n(x_s)
-        _a_c = S.bn_c(x_s)
-        _a_s = S.bn_s(x_s)
-        _a_eps = eps
+        if _r is None:
+            y_shape = S.bn_out(x_s, gamma_s, beta_s)
+            xhat_shape = x_s
+            mean_shape = S.bn_stats(x_s)
+            var_shape = S.bn_stats(x_s)
+            inv_std_shape = S.bn_stats(x_s)
+            _a_n = S.bn_n(x_s)
+            _a_c = S.bn_c(x_s)
+            _a_s = S.bn_s(x_s)
+            _a_eps = eps
+            remember(_shapes_batchnorm_channel_first, _k, (y_shape, mean_shape, var_shape, inv_std_shape, _a_n, _a_c, _a_s))
+        else:
+            y_shape, mean_shape, var_shape, inv_std_shape, _a_n, _a_c, _a_s = _r
+            xhat_shape = x_s
+            _a_eps = eps
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, gamma=gamma, beta=beta) from None
     y = alloc(_op, y_shape)
@@ -2403,6 +2788,9 @@ def batchnorm_channel_first(x, gamma, beta, *, eps: float = 1e-06):
     if _st:  # release the outputs and raise
         call(_op, _st, [y, xhat, mean, var, inv_std], ())
     return y, xhat, mean, var, inv_std
+
+
+_shapes_batchnorm_channel_first_backward: dict = {}   # input shapes -> (dx_shape, _a_n, _a_c, _a_s)
 
 
 def batchnorm_channel_first_backward(g, xhat, inv_std, gamma):
@@ -2417,13 +2805,21 @@ def batchnorm_channel_first_backward(g, xhat, inv_std, gamma):
     xhat_s = xhat.shape
     inv_std_s = inv_std.shape
     gamma_s = gamma.shape
+    _k = (g_s, xhat_s, inv_std_s, gamma_s)
+    _r = _shapes_batchnorm_channel_first_backward.get(_k)
     try:
-        dx_shape = g_s if g_s == xhat_s else S.same(g_s, xhat_s)
-        dgamma_shape = gamma_s
-        dbeta_shape = gamma_s
-        _a_n = S.bn_n(g_s)
-        _a_c = S.bn_c(g_s)
-        _a_s = S.bn_s(g_s)
+        if _r is None:
+            dx_shape = g_s if g_s == xhat_s else S.same(g_s, xhat_s)
+            dgamma_shape = gamma_s
+            dbeta_shape = gamma_s
+            _a_n = S.bn_n(g_s)
+            _a_c = S.bn_c(g_s)
+            _a_s = S.bn_s(g_s)
+            remember(_shapes_batchnorm_channel_first_backward, _k, (dx_shape, _a_n, _a_c, _a_s))
+        else:
+            dx_shape, _a_n, _a_c, _a_s = _r
+            dgamma_shape = gamma_s
+            dbeta_shape = gamma_s
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, xhat=xhat, inv_std=inv_std, gamma=gamma) from None
     dx = alloc(_op, dx_shape)
@@ -2433,6 +2829,9 @@ def batchnorm_channel_first_backward(g, xhat, inv_std, gamma):
     if _st:  # release the outputs and raise
         call(_op, _st, [dx, dgamma, dbeta], ())
     return dx, dgamma, dbeta
+
+
+_shapes_multi_head_attention: dict = {}   # input shapes -> (q_shape, k_shape, v_shape, attn_shape, _a_b, _a_n, _a_dm)
 
 
 def multi_head_attention(wq, wk, wv, wo, x, *, num_heads: int, mask: object = None, use_flash: bool = True, causal: bool = False):
@@ -2457,21 +2856,34 @@ def multi_head_attention(wq, wk, wv, wo, x, *, num_heads: int, mask: object = No
     wv_s = wv.shape
     wo_s = wo.shape
     x_s = x.shape
+    _k = (wq_s, wk_s, wv_s, wo_s, x_s)
+    _r = _shapes_multi_head_attention.get(_k)
     try:
-        y_shape = S.mha_out(wq_s, wk_s, wv_s, wo_s, x_s, num_heads, mask)
-        q_shape = S.mha_proj(x_s, wq_s)
-        k_shape = S.mha_proj(x_s, wq_s)
-        v_shape = S.mha_proj(x_s, wq_s)
-        lse_shape = S.mha_lse(x_s, num_heads)
-        attn_shape = S.mha_proj(x_s, wq_s)
-        _a_b = S.batch_of(x_s)
-        _a_n = S.seq_len(x_s)
-        _a_dm = S.cols(x_s)
-        _a_h = num_heads
-        _a_hd = S.mha_hd(wq_s, num_heads)
-        _a_has_mask = S.flag(mask)
-        _a_flash = S.flag(use_flash)
-        _a_causal = S.flag(causal)
+        if _r is None:
+            y_shape = S.mha_out(wq_s, wk_s, wv_s, wo_s, x_s, num_heads, mask)
+            q_shape = S.mha_proj(x_s, wq_s)
+            k_shape = S.mha_proj(x_s, wq_s)
+            v_shape = S.mha_proj(x_s, wq_s)
+            lse_shape = S.mha_lse(x_s, num_heads)
+            attn_shape = S.mha_proj(x_s, wq_s)
+            _a_b = S.batch_of(x_s)
+            _a_n = S.seq_len(x_s)
+            _a_dm = S.cols(x_s)
+            _a_h = num_heads
+            _a_hd = S.mha_hd(wq_s, num_heads)
+            _a_has_mask = S.flag(mask)
+            _a_flash = S.flag(use_flash)
+            _a_causal = S.flag(causal)
+            remember(_shapes_multi_head_attention, _k, (q_shape, k_shape, v_shape, attn_shape, _a_b, _a_n, _a_dm))
+        else:
+            q_shape, k_shape, v_shape, attn_shape, _a_b, _a_n, _a_dm = _r
+            y_shape = S.mha_out(wq_s, wk_s, wv_s, wo_s, x_s, num_heads, mask)
+            lse_shape = S.mha_lse(x_s, num_heads)
+            _a_h = num_heads
+            _a_hd = S.mha_hd(wq_s, num_heads)
+            _a_has_mask = S.flag(mask)
+            _a_flash = S.flag(use_flash)
+            _a_causal = S.flag(causal)
     except ShapeError as _e:
         raise shape_error(_op, _e, wq=wq, wk=wk, wv=wv, wo=wo, x=x) from None
     _tmp = []
@@ -2486,6 +2898,9 @@ def multi_head_attention(wq, wk, wv, wo, x, *, num_heads: int, mask: object = No
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
         call(_op, _st, [y, q, k, v, lse, attn], _tmp)
     return y, q, k, v, lse, attn
+
+
+_shapes_multi_head_attention_backward: dict = {}   # input shapes -> (dx_shape, _a_b, _a_n, _a_dm)
 
 
 def multi_head_attention_backward(g, wq, wk, wv, wo, x, q, k, v, lse, attn, *, num_heads: int, mask: object = None, use_flash: bool = True, causal: bool = False):
@@ -2522,20 +2937,35 @@ def multi_head_attention_backward(g, wq, wk, wv, wo, x, q, k, v, lse, attn, *, n
     v_s = v.shape
     lse_s = lse.shape
     attn_s = attn.shape
+    _k = (g_s, wq_s, wk_s, wv_s, wo_s, x_s, q_s, k_s, v_s, lse_s, attn_s)
+    _r = _shapes_multi_head_attention_backward.get(_k)
     try:
-        dwq_shape = wq_s
-        dwk_shape = wk_s
-        dwv_shape = wv_s
-        dwo_shape = wo_s
-        dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
-        _a_b = S.batch_of(x_s)
-        _a_n = S.seq_len(x_s)
-        _a_dm = S.cols(x_s)
-        _a_h = num_heads
-        _a_hd = S.mha_hd(wq_s, num_heads)
-        _a_has_mask = S.flag(mask)
-        _a_flash = S.flag(use_flash)
-        _a_causal = S.flag(causal)
+        if _r is None:
+            dwq_shape = wq_s
+            dwk_shape = wk_s
+            dwv_shape = wv_s
+            dwo_shape = wo_s
+            dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
+            _a_b = S.batch_of(x_s)
+            _a_n = S.seq_len(x_s)
+            _a_dm = S.cols(x_s)
+            _a_h = num_heads
+            _a_hd = S.mha_hd(wq_s, num_heads)
+            _a_has_mask = S.flag(mask)
+            _a_flash = S.flag(use_flash)
+            _a_causal = S.flag(causal)
+            remember(_shapes_multi_head_attention_backward, _k, (dx_shape, _a_b, _a_n, _a_dm))
+        else:
+            dx_shape, _a_b, _a_n, _a_dm = _r
+            dwq_shape = wq_s
+            dwk_shape = wk_s
+            dwv_shape = wv_s
+            dwo_shape = wo_s
+            _a_h = num_heads
+            _a_hd = S.mha_hd(wq_s, num_heads)
+            _a_has_mask = S.flag(mask)
+            _a_flash = S.flag(use_flash)
+            _a_causal = S.flag(causal)
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, wq=wq, wk=wk, wv=wv, wo=wo, x=x, q=q, k=k, v=v, lse=lse, attn=attn) from None
     _tmp = []
@@ -2549,6 +2979,9 @@ def multi_head_attention_backward(g, wq, wk, wv, wo, x, q, k, v, lse, attn, *, n
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
         call(_op, _st, [dwq, dwk, dwv, dwo, dx], _tmp)
     return dwq, dwk, dwv, dwo, dx
+
+
+_shapes_attention: dict = {}   # input shapes -> (lse_shape, _a_b, _a_n, _a_e)
 
 
 def attention(q, k, v, *, mask: object = None, use_flash: bool = True, causal: bool = False):
@@ -2567,15 +3000,25 @@ def attention(q, k, v, *, mask: object = None, use_flash: bool = True, causal: b
     q_s = q.shape
     k_s = k.shape
     v_s = v.shape
+    _k = (q_s, k_s, v_s)
+    _r = _shapes_attention.get(_k)
     try:
-        o_shape = S.attn_out(q_s, k_s, v_s, mask)
-        lse_shape = S.attn_lse(q_s)
-        _a_b = S.batch_of(q_s)
-        _a_n = S.seq_len(q_s)
-        _a_e = S.cols(q_s)
-        _a_has_mask = S.flag(mask)
-        _a_flash = S.flag(use_flash)
-        _a_causal = S.flag(causal)
+        if _r is None:
+            o_shape = S.attn_out(q_s, k_s, v_s, mask)
+            lse_shape = S.attn_lse(q_s)
+            _a_b = S.batch_of(q_s)
+            _a_n = S.seq_len(q_s)
+            _a_e = S.cols(q_s)
+            _a_has_mask = S.flag(mask)
+            _a_flash = S.flag(use_flash)
+            _a_causal = S.flag(causal)
+            remember(_shapes_attention, _k, (lse_shape, _a_b, _a_n, _a_e))
+        else:
+            lse_shape, _a_b, _a_n, _a_e = _r
+            o_shape = S.attn_out(q_s, k_s, v_s, mask)
+            _a_has_mask = S.flag(mask)
+            _a_flash = S.flag(use_flash)
+            _a_causal = S.flag(causal)
     except ShapeError as _e:
         raise shape_error(_op, _e, q=q, k=k, v=v) from None
     _tmp = []
@@ -2586,6 +3029,9 @@ def attention(q, k, v, *, mask: object = None, use_flash: bool = True, causal: b
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
         call(_op, _st, [o, lse], _tmp)
     return o, lse
+
+
+_shapes_attention_backward: dict = {}   # input shapes -> (dq_shape, dk_shape, dv_shape, _a_b, _a_n, _a_e)
 
 
 def attention_backward(g, q, k, v, o, lse, *, mask: object = None, use_flash: bool = True, causal: bool = False):
@@ -2610,16 +3056,25 @@ def attention_backward(g, q, k, v, o, lse, *, mask: object = None, use_flash: bo
     v_s = v.shape
     o_s = o.shape
     lse_s = lse.shape
+    _k = (g_s, q_s, k_s, v_s, o_s, lse_s)
+    _r = _shapes_attention_backward.get(_k)
     try:
-        dq_shape = S.same(q_s, g_s, o_s)
-        dk_shape = k_s if k_s == q_s else S.same(k_s, q_s)
-        dv_shape = v_s if v_s == q_s else S.same(v_s, q_s)
-        _a_b = S.batch_of(q_s)
-        _a_n = S.seq_len(q_s)
-        _a_e = S.cols(q_s)
-        _a_has_mask = S.flag(mask)
-        _a_flash = S.flag(use_flash)
-        _a_causal = S.flag(causal)
+        if _r is None:
+            dq_shape = q_s if q_s == g_s == o_s else S.same(q_s, g_s, o_s)
+            dk_shape = k_s if k_s == q_s else S.same(k_s, q_s)
+            dv_shape = v_s if v_s == q_s else S.same(v_s, q_s)
+            _a_b = S.batch_of(q_s)
+            _a_n = S.seq_len(q_s)
+            _a_e = S.cols(q_s)
+            _a_has_mask = S.flag(mask)
+            _a_flash = S.flag(use_flash)
+            _a_causal = S.flag(causal)
+            remember(_shapes_attention_backward, _k, (dq_shape, dk_shape, dv_shape, _a_b, _a_n, _a_e))
+        else:
+            dq_shape, dk_shape, dv_shape, _a_b, _a_n, _a_e = _r
+            _a_has_mask = S.flag(mask)
+            _a_flash = S.flag(use_flash)
+            _a_causal = S.flag(causal)
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, q=q, k=k, v=v, o=o, lse=lse) from None
     _tmp = []
@@ -2633,6 +3088,9 @@ def attention_backward(g, q, k, v, o, lse, *, mask: object = None, use_flash: bo
     return dq, dk, dv
 
 
+_shapes_rfft: dict = {}   # input shapes -> (y_shape, _a_batch, _a_n)
+
+
 def rfft(x):
     """Unnormalised forward real DFT over the last axis (leading axes are a batch):
     Y_k = sum_t x_t exp(-2 pi i k t / n) for k = 0..n/2, packed as [re, im] pairs, so
@@ -2641,10 +3099,16 @@ def rfft(x):
     if not (x.__class__ is AnyBuffer and x.buf.live):
         live(_op, x)  # raises, naming the bad input
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_rfft.get(_k)
     try:
-        y_shape = S.rfft(x_s)
-        _a_batch = S.rows(x_s)
-        _a_n = S.cols(x_s)
+        if _r is None:
+            y_shape = S.rfft(x_s)
+            _a_batch = S.rows(x_s)
+            _a_n = S.cols(x_s)
+            remember(_shapes_rfft, _k, (y_shape, _a_batch, _a_n))
+        else:
+            y_shape, _a_batch, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -2652,6 +3116,9 @@ def rfft(x):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_rfft_backward: dict = {}   # input shapes -> (_a_batch)
 
 
 def rfft_backward(g, *, n: int):
@@ -2663,10 +3130,18 @@ def rfft_backward(g, *, n: int):
     if not (n.__class__ is int and n > 0):
         n = attr(_op, "n", n, "int", "positive")
     g_s = g.shape
+    _k = g_s
+    _r = _shapes_rfft_backward.get(_k)
     try:
-        dx_shape = S.irfft(g_s, n)
-        _a_batch = S.spectrum_rows(g_s)
-        _a_n = n
+        if _r is None:
+            dx_shape = S.irfft(g_s, n)
+            _a_batch = S.spectrum_rows(g_s)
+            _a_n = n
+            remember(_shapes_rfft_backward, _k, (_a_batch,))
+        else:
+            _a_batch, = _r
+            dx_shape = S.irfft(g_s, n)
+            _a_n = n
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g) from None
     dx = alloc(_op, dx_shape)
@@ -2674,6 +3149,9 @@ def rfft_backward(g, *, n: int):
     if _st:  # release the outputs and raise
         call(_op, _st, [dx], ())
     return dx
+
+
+_shapes_irfft: dict = {}   # input shapes -> (_a_batch)
 
 
 def irfft(x, *, n: int):
@@ -2685,10 +3163,18 @@ def irfft(x, *, n: int):
     if not (n.__class__ is int and n > 0):
         n = attr(_op, "n", n, "int", "positive")
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_irfft.get(_k)
     try:
-        y_shape = S.irfft(x_s, n)
-        _a_batch = S.spectrum_rows(x_s)
-        _a_n = n
+        if _r is None:
+            y_shape = S.irfft(x_s, n)
+            _a_batch = S.spectrum_rows(x_s)
+            _a_n = n
+            remember(_shapes_irfft, _k, (_a_batch,))
+        else:
+            _a_batch, = _r
+            y_shape = S.irfft(x_s, n)
+            _a_n = n
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -2698,6 +3184,9 @@ def irfft(x, *, n: int):
     return y
 
 
+_shapes_irfft_backward: dict = {}   # input shapes -> (dx_shape, _a_batch, _a_n)
+
+
 def irfft_backward(g):
     """Adjoint of irfft: (w_k / n) * rfft(g)_k with w = 1 at DC/Nyquist, else 2, and zero
     imaginary parts at DC/Nyquist; g (..., n) -> (..., n//2 + 1, 2)."""
@@ -2705,10 +3194,16 @@ def irfft_backward(g):
     if not (g.__class__ is AnyBuffer and g.buf.live):
         live(_op, g)  # raises, naming the bad input
     g_s = g.shape
+    _k = g_s
+    _r = _shapes_irfft_backward.get(_k)
     try:
-        dx_shape = S.rfft(g_s)
-        _a_batch = S.rows(g_s)
-        _a_n = S.cols(g_s)
+        if _r is None:
+            dx_shape = S.rfft(g_s)
+            _a_batch = S.rows(g_s)
+            _a_n = S.cols(g_s)
+            remember(_shapes_irfft_backward, _k, (dx_shape, _a_batch, _a_n))
+        else:
+            dx_shape, _a_batch, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g) from None
     dx = alloc(_op, dx_shape)
@@ -2716,6 +3211,9 @@ def irfft_backward(g):
     if _st:  # release the outputs and raise
         call(_op, _st, [dx], ())
     return dx
+
+
+_shapes_spectral_conv1d_rfft: dict = {}   # input shapes -> (y_shape, _a_batch, _a_grid, _a_width, _a_modes)
 
 
 def spectral_conv1d_rfft(x, w_re, w_im):
@@ -2731,12 +3229,18 @@ def spectral_conv1d_rfft(x, w_re, w_im):
     x_s = x.shape
     w_re_s = w_re.shape
     w_im_s = w_im.shape
+    _k = (x_s, w_re_s, w_im_s)
+    _r = _shapes_spectral_conv1d_rfft.get(_k)
     try:
-        y_shape = S.spectral_conv1d(x_s, w_re_s, w_im_s)
-        _a_batch = S.batch_of(x_s)
-        _a_grid = S.seq_len(x_s)
-        _a_width = S.cols(x_s)
-        _a_modes = S.lead_len(w_re_s)
+        if _r is None:
+            y_shape = S.spectral_conv1d(x_s, w_re_s, w_im_s)
+            _a_batch = S.batch_of(x_s)
+            _a_grid = S.seq_len(x_s)
+            _a_width = S.cols(x_s)
+            _a_modes = S.lead_len(w_re_s)
+            remember(_shapes_spectral_conv1d_rfft, _k, (y_shape, _a_batch, _a_grid, _a_width, _a_modes))
+        else:
+            y_shape, _a_batch, _a_grid, _a_width, _a_modes = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, w_re=w_re, w_im=w_im) from None
     y = alloc(_op, y_shape)
@@ -2744,6 +3248,9 @@ def spectral_conv1d_rfft(x, w_re, w_im):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_spectral_conv1d_rfft_backward: dict = {}   # input shapes -> (dx_shape, _a_batch, _a_grid, _a_width, _a_modes)
 
 
 def spectral_conv1d_rfft_backward(x, w_re, w_im, g):
@@ -2760,14 +3267,22 @@ def spectral_conv1d_rfft_backward(x, w_re, w_im, g):
     w_re_s = w_re.shape
     w_im_s = w_im.shape
     g_s = g.shape
+    _k = (x_s, w_re_s, w_im_s, g_s)
+    _r = _shapes_spectral_conv1d_rfft_backward.get(_k)
     try:
-        dx_shape = S.same(S.spectral_conv1d(x_s, w_re_s, w_im_s), g_s)
-        dw_re_shape = w_re_s
-        dw_im_shape = w_im_s
-        _a_batch = S.batch_of(x_s)
-        _a_grid = S.seq_len(x_s)
-        _a_width = S.cols(x_s)
-        _a_modes = S.lead_len(w_re_s)
+        if _r is None:
+            dx_shape = S.same(S.spectral_conv1d(x_s, w_re_s, w_im_s), g_s)
+            dw_re_shape = w_re_s
+            dw_im_shape = w_im_s
+            _a_batch = S.batch_of(x_s)
+            _a_grid = S.seq_len(x_s)
+            _a_width = S.cols(x_s)
+            _a_modes = S.lead_len(w_re_s)
+            remember(_shapes_spectral_conv1d_rfft_backward, _k, (dx_shape, _a_batch, _a_grid, _a_width, _a_modes))
+        else:
+            dx_shape, _a_batch, _a_grid, _a_width, _a_modes = _r
+            dw_re_shape = w_re_s
+            dw_im_shape = w_im_s
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, w_re=w_re, w_im=w_im, g=g) from None
     dx = alloc(_op, dx_shape)
@@ -2777,6 +3292,9 @@ def spectral_conv1d_rfft_backward(x, w_re, w_im, g):
     if _st:  # release the outputs and raise
         call(_op, _st, [dx, dw_re, dw_im], ())
     return dx, dw_re, dw_im
+
+
+_shapes_selective_scan: dict = {}   # input shapes -> (y_shape, hc_shape, _a_batch, _a_steps, _a_width, _a_a_mode, _a_b_mode, _a_chunks)
 
 
 def selective_scan(a, b, x, h0):
@@ -2796,15 +3314,21 @@ def selective_scan(a, b, x, h0):
     b_s = b.shape
     x_s = x.shape
     h0_s = h0.shape
+    _k = (a_s, b_s, x_s, h0_s)
+    _r = _shapes_selective_scan.get(_k)
     try:
-        y_shape = S.selective_scan(a_s, b_s, x_s, h0_s)
-        hc_shape = S.scan_checkpoints(x_s)
-        _a_batch = S.batch_of(x_s)
-        _a_steps = S.seq_len(x_s)
-        _a_width = S.cols(x_s)
-        _a_a_mode = S.scan_mode(a_s, x_s)
-        _a_b_mode = S.scan_mode(b_s, x_s)
-        _a_chunks = S.scan_chunks(x_s)
+        if _r is None:
+            y_shape = S.selective_scan(a_s, b_s, x_s, h0_s)
+            hc_shape = S.scan_checkpoints(x_s)
+            _a_batch = S.batch_of(x_s)
+            _a_steps = S.seq_len(x_s)
+            _a_width = S.cols(x_s)
+            _a_a_mode = S.scan_mode(a_s, x_s)
+            _a_b_mode = S.scan_mode(b_s, x_s)
+            _a_chunks = S.scan_chunks(x_s)
+            remember(_shapes_selective_scan, _k, (y_shape, hc_shape, _a_batch, _a_steps, _a_width, _a_a_mode, _a_b_mode, _a_chunks))
+        else:
+            y_shape, hc_shape, _a_batch, _a_steps, _a_width, _a_a_mode, _a_b_mode, _a_chunks = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, x=x, h0=h0) from None
     y = alloc(_op, y_shape)
@@ -2813,6 +3337,9 @@ def selective_scan(a, b, x, h0):
     if _st:  # release the outputs and raise
         call(_op, _st, [y, hc], ())
     return y, hc
+
+
+_shapes_selective_scan_backward: dict = {}   # input shapes -> (g_shape, _a_batch, _a_steps, _a_width, _a_a_mode, _a_b_mode, _a_chunks)
 
 
 def selective_scan_backward(a, b, x, h0, hc, g):
@@ -2835,17 +3362,26 @@ def selective_scan_backward(a, b, x, h0, hc, g):
     h0_s = h0.shape
     hc_s = hc.shape
     g_s = g.shape
+    _k = (a_s, b_s, x_s, h0_s, hc_s, g_s)
+    _r = _shapes_selective_scan_backward.get(_k)
     try:
-        da_shape = a_s
-        db_shape = b_s
-        g_shape = S.same(S.selective_scan(a_s, b_s, x_s, h0_s), g_s)
-        dh0_shape = h0_s
-        _a_batch = S.batch_of(x_s)
-        _a_steps = S.seq_len(x_s)
-        _a_width = S.cols(x_s)
-        _a_a_mode = S.scan_mode(a_s, x_s)
-        _a_b_mode = S.scan_mode(b_s, x_s)
-        _a_chunks = S.scan_chunks(x_s)
+        if _r is None:
+            da_shape = a_s
+            db_shape = b_s
+            g_shape = S.same(S.selective_scan(a_s, b_s, x_s, h0_s), g_s)
+            dh0_shape = h0_s
+            _a_batch = S.batch_of(x_s)
+            _a_steps = S.seq_len(x_s)
+            _a_width = S.cols(x_s)
+            _a_a_mode = S.scan_mode(a_s, x_s)
+            _a_b_mode = S.scan_mode(b_s, x_s)
+            _a_chunks = S.scan_chunks(x_s)
+            remember(_shapes_selective_scan_backward, _k, (g_shape, _a_batch, _a_steps, _a_width, _a_a_mode, _a_b_mode, _a_chunks))
+        else:
+            g_shape, _a_batch, _a_steps, _a_width, _a_a_mode, _a_b_mode, _a_chunks = _r
+            da_shape = a_s
+            db_shape = b_s
+            dh0_shape = h0_s
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, x=x, h0=h0, hc=hc, g=g) from None
     da = alloc(_op, da_shape)
@@ -3017,6 +3553,9 @@ def ne(a, b):
     return y
 
 
+_shapes_where: dict = {}   # input shapes -> (y_shape, _a_n)
+
+
 def where(cond, a, b):
     """Elementwise a where cond != 0 (NaN counts as true, as NumPy's bool) else b, all three broadcast; cond gets no gradient, a and b get grad masked to the entries they supplied."""
     _op = "where"
@@ -3027,9 +3566,15 @@ def where(cond, a, b):
     cond_s = cond.shape
     a_s = a.shape
     b_s = b.shape
+    _k = (cond_s, a_s, b_s)
+    _r = _shapes_where.get(_k)
     try:
-        y_shape = S.broadcast(cond_s, a_s, b_s)
-        _a_n = _prod(y_shape)
+        if _r is None:
+            y_shape = S.broadcast(cond_s, a_s, b_s)
+            _a_n = _prod(y_shape)
+            remember(_shapes_where, _k, (y_shape, _a_n))
+        else:
+            y_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, cond=cond, a=a, b=b) from None
     _tmp = ()
@@ -3186,6 +3731,9 @@ def pow(a, b):
     return y
 
 
+_shapes_pow_backward_base: dict = {}   # input shapes -> (da_shape, _a_n)
+
+
 def pow_backward_base(a, b, g):
     """d pow / d a times g: g * b * a ** (b - 1), 0 where b == 0 (PyTorch's rule)."""
     _op = "pow_backward_base"
@@ -3196,9 +3744,15 @@ def pow_backward_base(a, b, g):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_pow_backward_base.get(_k)
     try:
-        da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(da_shape)
+        if _r is None:
+            da_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(da_shape)
+            remember(_shapes_pow_backward_base, _k, (da_shape, _a_n))
+        else:
+            da_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -3210,6 +3764,9 @@ def pow_backward_base(a, b, g):
     if _st or _tmp:  # release the temporaries; on failure also the outputs, and raise
         call(_op, _st, [da], _tmp)
     return da
+
+
+_shapes_pow_backward_exponent: dict = {}   # input shapes -> (db_shape, _a_n)
 
 
 def pow_backward_exponent(a, b, y, g):
@@ -3224,9 +3781,15 @@ def pow_backward_exponent(a, b, y, g):
     b_s = b.shape
     y_s = y.shape
     g_s = g.shape
+    _k = (a_s, b_s, y_s, g_s)
+    _r = _shapes_pow_backward_exponent.get(_k)
     try:
-        db_shape = S.broadcast(a_s, b_s, y_s, g_s)
-        _a_n = _prod(db_shape)
+        if _r is None:
+            db_shape = S.broadcast(a_s, b_s, y_s, g_s)
+            _a_n = _prod(db_shape)
+            remember(_shapes_pow_backward_exponent, _k, (db_shape, _a_n))
+        else:
+            db_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, y=y, g=g) from None
     _tmp = ()
@@ -3441,6 +4004,9 @@ def silu_backward(x, g):
     return dx
 
 
+_shapes_rms_norm: dict = {}   # input shapes -> (y_shape, inv_rms_shape, _a_rows, _a_cols)
+
+
 def rms_norm(x, weight, *, eps: float = 1.1920928955078125e-07):
     """RMS normalisation over the last axis (leading axes folded into rows), torch's RMSNorm; y = x * inv_rms * weight, inv_rms = 1 / sqrt(mean(x^2) + eps) (also returned, one per row)."""
     _op = "rms_norm"
@@ -3451,12 +4017,19 @@ def rms_norm(x, weight, *, eps: float = 1.1920928955078125e-07):
         eps = attr(_op, "eps", eps, "float", "finite_nonneg")
     x_s = x.shape
     weight_s = weight.shape
+    _k = (x_s, weight_s)
+    _r = _shapes_rms_norm.get(_k)
     try:
-        y_shape = S.ln_out(x_s, weight_s)
-        inv_rms_shape = S.ln_stats(x_s)
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_eps = eps
+        if _r is None:
+            y_shape = S.ln_out(x_s, weight_s)
+            inv_rms_shape = S.ln_stats(x_s)
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_eps = eps
+            remember(_shapes_rms_norm, _k, (y_shape, inv_rms_shape, _a_rows, _a_cols))
+        else:
+            y_shape, inv_rms_shape, _a_rows, _a_cols = _r
+            _a_eps = eps
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, weight=weight) from None
     y = alloc(_op, y_shape)
@@ -3465,6 +4038,9 @@ def rms_norm(x, weight, *, eps: float = 1.1920928955078125e-07):
     if _st:  # release the outputs and raise
         call(_op, _st, [y, inv_rms], ())
     return y, inv_rms
+
+
+_shapes_rms_norm_backward: dict = {}   # input shapes -> (dx_shape, dweight_shape, _a_rows, _a_cols)
 
 
 def rms_norm_backward(g, x, inv_rms, weight):
@@ -3479,11 +4055,17 @@ def rms_norm_backward(g, x, inv_rms, weight):
     x_s = x.shape
     inv_rms_s = inv_rms.shape
     weight_s = weight.shape
+    _k = (g_s, x_s, inv_rms_s, weight_s)
+    _r = _shapes_rms_norm_backward.get(_k)
     try:
-        dx_shape = g_s if g_s == x_s else S.same(g_s, x_s)
-        dweight_shape = S.ln_param(g_s, weight_s)
-        _a_rows = S.rows(g_s)
-        _a_cols = S.cols(g_s)
+        if _r is None:
+            dx_shape = g_s if g_s == x_s else S.same(g_s, x_s)
+            dweight_shape = S.ln_param(g_s, weight_s)
+            _a_rows = S.rows(g_s)
+            _a_cols = S.cols(g_s)
+            remember(_shapes_rms_norm_backward, _k, (dx_shape, dweight_shape, _a_rows, _a_cols))
+        else:
+            dx_shape, dweight_shape, _a_rows, _a_cols = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, x=x, inv_rms=inv_rms, weight=weight) from None
     dx = alloc(_op, dx_shape)
@@ -3494,6 +4076,9 @@ def rms_norm_backward(g, x, inv_rms, weight):
     return dx, dweight
 
 
+_shapes_cross_entropy_rows: dict = {}   # input shapes -> (_a_rows, _a_cols)
+
+
 def cross_entropy_rows(x, *, labels: object):
     """Per-row cross-entropy of logits x (N, V) against integer labels (N,), loss_r = (max_r - x[r, t_r]) + log(sum_j exp(x[r, j] - max_r)); a label outside [0, V) (index attrs are non-negative, so V itself) marks the row ignored (loss exactly 0, gradient 0). Residuals are the row max and the log of the row sum, so the backward rebuilds softmax - onehot in one pass without a saved (N, V) tensor."""
     _op = "cross_entropy_rows"
@@ -3501,13 +4086,23 @@ def cross_entropy_rows(x, *, labels: object):
         live(_op, x)  # raises, naming the bad input
     labels = attr(_op, "labels", labels, "index", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_cross_entropy_rows.get(_k)
     try:
-        loss_shape = S.ce_rows(x_s, labels)
-        rowmax_shape = S.ce_rows(x_s, labels)
-        logsum_shape = S.ce_rows(x_s, labels)
-        _a_rows = S.lead_len(x_s)
-        _a_cols = S.cols(x_s)
-        _a_lab = i64s(labels)
+        if _r is None:
+            loss_shape = S.ce_rows(x_s, labels)
+            rowmax_shape = S.ce_rows(x_s, labels)
+            logsum_shape = S.ce_rows(x_s, labels)
+            _a_rows = S.lead_len(x_s)
+            _a_cols = S.cols(x_s)
+            _a_lab = i64s(labels)
+            remember(_shapes_cross_entropy_rows, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            loss_shape = S.ce_rows(x_s, labels)
+            rowmax_shape = S.ce_rows(x_s, labels)
+            logsum_shape = S.ce_rows(x_s, labels)
+            _a_lab = i64s(labels)
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     loss = alloc(_op, loss_shape)
@@ -3517,6 +4112,9 @@ def cross_entropy_rows(x, *, labels: object):
     if _st:  # release the outputs and raise
         call(_op, _st, [loss, rowmax, logsum], ())
     return loss, rowmax, logsum
+
+
+_shapes_cross_entropy_rows_backward: dict = {}   # input shapes -> (_a_rows, _a_cols)
 
 
 def cross_entropy_rows_backward(g, x, rowmax, logsum, *, labels: object):
@@ -3532,11 +4130,19 @@ def cross_entropy_rows_backward(g, x, rowmax, logsum, *, labels: object):
     x_s = x.shape
     rowmax_s = rowmax.shape
     logsum_s = logsum.shape
+    _k = (g_s, x_s, rowmax_s, logsum_s)
+    _r = _shapes_cross_entropy_rows_backward.get(_k)
     try:
-        dx_shape = x_s
-        _a_rows = S.lead_len(x_s)
-        _a_cols = S.cols(x_s)
-        _a_lab = i64s(labels)
+        if _r is None:
+            dx_shape = x_s
+            _a_rows = S.lead_len(x_s)
+            _a_cols = S.cols(x_s)
+            _a_lab = i64s(labels)
+            remember(_shapes_cross_entropy_rows_backward, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            dx_shape = x_s
+            _a_lab = i64s(labels)
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, x=x, rowmax=rowmax, logsum=logsum) from None
     dx = alloc(_op, dx_shape)
@@ -3544,6 +4150,9 @@ def cross_entropy_rows_backward(g, x, rowmax, logsum, *, labels: object):
     if _st:  # release the outputs and raise
         call(_op, _st, [dx], ())
     return dx
+
+
+_shapes_linear_gelu: dict = {}   # input shapes -> (y_shape, pre_shape, _a_rows, _a_out_dim, _a_in_dim)
 
 
 def linear_gelu(w, b, x):
@@ -3556,12 +4165,18 @@ def linear_gelu(w, b, x):
     w_s = w.shape
     b_s = b.shape
     x_s = x.shape
+    _k = (w_s, b_s, x_s)
+    _r = _shapes_linear_gelu.get(_k)
     try:
-        y_shape = S.linear(w_s, b_s, x_s)
-        pre_shape = S.linear(w_s, b_s, x_s)
-        _a_rows = S.batch_rows(x_s)
-        _a_out_dim = S.lead_len(w_s)
-        _a_in_dim = S.cols(w_s)
+        if _r is None:
+            y_shape = S.linear(w_s, b_s, x_s)
+            pre_shape = S.linear(w_s, b_s, x_s)
+            _a_rows = S.batch_rows(x_s)
+            _a_out_dim = S.lead_len(w_s)
+            _a_in_dim = S.cols(w_s)
+            remember(_shapes_linear_gelu, _k, (y_shape, pre_shape, _a_rows, _a_out_dim, _a_in_dim))
+        else:
+            y_shape, pre_shape, _a_rows, _a_out_dim, _a_in_dim = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, w=w, b=b, x=x) from None
     y = alloc(_op, y_shape)
@@ -3570,6 +4185,9 @@ def linear_gelu(w, b, x):
     if _st:  # release the outputs and raise
         call(_op, _st, [y, pre], ())
     return y, pre
+
+
+_shapes_linear_gelu_backward: dict = {}   # input shapes -> (db_shape, _a_rows, _a_out_dim, _a_in_dim)
 
 
 def linear_gelu_backward(g, w, x, pre):
@@ -3584,13 +4202,21 @@ def linear_gelu_backward(g, w, x, pre):
     w_s = w.shape
     x_s = x.shape
     pre_s = pre.shape
+    _k = (g_s, w_s, x_s, pre_s)
+    _r = _shapes_linear_gelu_backward.get(_k)
     try:
-        dw_shape = w_s
-        db_shape = S.linear_db(g_s)
-        dx_shape = x_s
-        _a_rows = S.batch_rows(x_s)
-        _a_out_dim = S.lead_len(w_s)
-        _a_in_dim = S.cols(w_s)
+        if _r is None:
+            dw_shape = w_s
+            db_shape = S.linear_db(g_s)
+            dx_shape = x_s
+            _a_rows = S.batch_rows(x_s)
+            _a_out_dim = S.lead_len(w_s)
+            _a_in_dim = S.cols(w_s)
+            remember(_shapes_linear_gelu_backward, _k, (db_shape, _a_rows, _a_out_dim, _a_in_dim))
+        else:
+            db_shape, _a_rows, _a_out_dim, _a_in_dim = _r
+            dw_shape = w_s
+            dx_shape = x_s
     except ShapeError as _e:
         raise shape_error(_op, _e, g=g, w=w, x=x, pre=pre) from None
     dw = alloc(_op, dw_shape)
@@ -3600,6 +4226,9 @@ def linear_gelu_backward(g, w, x, pre):
     if _st:  # release the outputs and raise
         call(_op, _st, [dw, db, dx], ())
     return dw, db, dx
+
+
+_shapes_linear_residual: dict = {}   # input shapes -> (y_shape, _a_rows, _a_out_dim, _a_in_dim)
 
 
 def linear_residual(w, b, x, r):
@@ -3614,11 +4243,17 @@ def linear_residual(w, b, x, r):
     b_s = b.shape
     x_s = x.shape
     r_s = r.shape
+    _k = (w_s, b_s, x_s, r_s)
+    _r = _shapes_linear_residual.get(_k)
     try:
-        y_shape = S.linear(w_s, b_s, x_s)
-        _a_rows = S.batch_rows(x_s)
-        _a_out_dim = S.lead_len(w_s)
-        _a_in_dim = S.cols(w_s)
+        if _r is None:
+            y_shape = S.linear(w_s, b_s, x_s)
+            _a_rows = S.batch_rows(x_s)
+            _a_out_dim = S.lead_len(w_s)
+            _a_in_dim = S.cols(w_s)
+            remember(_shapes_linear_residual, _k, (y_shape, _a_rows, _a_out_dim, _a_in_dim))
+        else:
+            y_shape, _a_rows, _a_out_dim, _a_in_dim = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, w=w, b=b, x=x, r=r) from None
     y = alloc(_op, y_shape)
@@ -3626,6 +4261,9 @@ def linear_residual(w, b, x, r):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_digest: dict = {}   # input shapes -> (_a_n, _a_slots)
 
 
 def digest(x, ring, *, slot: int = 0):
@@ -3645,17 +4283,28 @@ def digest(x, ring, *, slot: int = 0):
         slot = attr(_op, "slot", slot, "int", "nonneg")
     x_s = x.shape
     ring_s = ring.shape
+    _k = (x_s, ring_s)
+    _r = _shapes_digest.get(_k)
     try:
-        ring_shape = ring_s
-        _a_n = _prod(x_s)
-        _a_slots = S.lead_len(ring_s)
-        _a_slot = slot
+        if _r is None:
+            ring_shape = ring_s
+            _a_n = _prod(x_s)
+            _a_slots = S.lead_len(ring_s)
+            _a_slot = slot
+            remember(_shapes_digest, _k, (_a_n, _a_slots))
+        else:
+            _a_n, _a_slots = _r
+            ring_shape = ring_s
+            _a_slot = slot
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, ring=ring) from None
     _st = _lib.tl_digest(x.handle, ring.handle, _a_n, _a_slots, _a_slot)
     if _st:  # release the outputs and raise
         call(_op, _st, [], ())
     return ring
+
+
+_shapes_digest_batch: dict = {}   # input shapes -> (_a_slots)
 
 
 def digest_batch(ring, *, handles: object, count: int, first: int = 0):
@@ -3674,18 +4323,31 @@ def digest_batch(ring, *, handles: object, count: int, first: int = 0):
     if not (first.__class__ is int and first >= 0):
         first = attr(_op, "first", first, "int", "nonneg")
     ring_s = ring.shape
+    _k = ring_s
+    _r = _shapes_digest_batch.get(_k)
     try:
-        ring_shape = ring_s
-        _a_handles = i64s(handles)
-        _a_count = count
-        _a_slots = S.lead_len(ring_s)
-        _a_first = first
+        if _r is None:
+            ring_shape = ring_s
+            _a_handles = i64s(handles)
+            _a_count = count
+            _a_slots = S.lead_len(ring_s)
+            _a_first = first
+            remember(_shapes_digest_batch, _k, (_a_slots,))
+        else:
+            _a_slots, = _r
+            ring_shape = ring_s
+            _a_handles = i64s(handles)
+            _a_count = count
+            _a_first = first
     except ShapeError as _e:
         raise shape_error(_op, _e, ring=ring) from None
     _st = _lib.tl_digest_batch(ring.handle, _a_handles, len(_a_handles), _a_count, _a_slots, _a_first)
     if _st:  # release the outputs and raise
         call(_op, _st, [], ())
     return ring
+
+
+_shapes_argsort_rows: dict = {}   # input shapes -> (_a_rows, _a_cols)
 
 
 def argsort_rows(x, *, descending: int = 0):
@@ -3696,11 +4358,19 @@ def argsort_rows(x, *, descending: int = 0):
     if not (descending.__class__ is int):
         descending = attr(_op, "descending", descending, "int", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_argsort_rows.get(_k)
     try:
-        idx_shape = x_s
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_descending = descending
+        if _r is None:
+            idx_shape = x_s
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_descending = descending
+            remember(_shapes_argsort_rows, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            idx_shape = x_s
+            _a_descending = descending
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     idx = alloc(_op, idx_shape)
@@ -3708,6 +4378,9 @@ def argsort_rows(x, *, descending: int = 0):
     if _st:  # release the outputs and raise
         call(_op, _st, [idx], ())
     return idx
+
+
+_shapes_topk_rows: dict = {}   # input shapes -> (_a_rows, _a_cols)
 
 
 def topk_rows(x, *, k: int, descending: int = 0):
@@ -3720,12 +4393,21 @@ def topk_rows(x, *, k: int, descending: int = 0):
     if not (descending.__class__ is int):
         descending = attr(_op, "descending", descending, "int", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_topk_rows.get(_k)
     try:
-        idx_shape = S.first_cols(x_s, k)
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_k = k
-        _a_descending = descending
+        if _r is None:
+            idx_shape = S.first_cols(x_s, k)
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_k = k
+            _a_descending = descending
+            remember(_shapes_topk_rows, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            idx_shape = S.first_cols(x_s, k)
+            _a_k = k
+            _a_descending = descending
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     idx = alloc(_op, idx_shape)
@@ -3733,6 +4415,9 @@ def topk_rows(x, *, k: int, descending: int = 0):
     if _st:  # release the outputs and raise
         call(_op, _st, [idx], ())
     return idx
+
+
+_shapes_take_rows: dict = {}   # input shapes -> (y_shape, _a_rows, _a_cols, _a_k)
 
 
 def take_rows(x, idx, *, distinct: int = 0):
@@ -3745,11 +4430,17 @@ def take_rows(x, idx, *, distinct: int = 0):
         distinct = attr(_op, "distinct", distinct, "int", None)
     x_s = x.shape
     idx_s = idx.shape
+    _k = (x_s, idx_s)
+    _r = _shapes_take_rows.get(_k)
     try:
-        y_shape = S.take_rows(x_s, idx_s)
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_k = S.cols(idx_s)
+        if _r is None:
+            y_shape = S.take_rows(x_s, idx_s)
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_k = S.cols(idx_s)
+            remember(_shapes_take_rows, _k, (y_shape, _a_rows, _a_cols, _a_k))
+        else:
+            y_shape, _a_rows, _a_cols, _a_k = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, idx=idx) from None
     y = alloc(_op, y_shape)
@@ -3757,6 +4448,9 @@ def take_rows(x, idx, *, distinct: int = 0):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_take_rows_backward: dict = {}   # input shapes -> (_a_rows, _a_k)
 
 
 def take_rows_backward(idx, g, *, cols: int, distinct: int = 0):
@@ -3771,12 +4465,21 @@ def take_rows_backward(idx, g, *, cols: int, distinct: int = 0):
         distinct = attr(_op, "distinct", distinct, "int", None)
     idx_s = idx.shape
     g_s = g.shape
+    _k = (idx_s, g_s)
+    _r = _shapes_take_rows_backward.get(_k)
     try:
-        dx_shape = S.take_rows_back(idx_s, g_s, cols)
-        _a_rows = S.rows(idx_s)
-        _a_k = S.cols(idx_s)
-        _a_cols = cols
-        _a_distinct = distinct
+        if _r is None:
+            dx_shape = S.take_rows_back(idx_s, g_s, cols)
+            _a_rows = S.rows(idx_s)
+            _a_k = S.cols(idx_s)
+            _a_cols = cols
+            _a_distinct = distinct
+            remember(_shapes_take_rows_backward, _k, (_a_rows, _a_k))
+        else:
+            _a_rows, _a_k = _r
+            dx_shape = S.take_rows_back(idx_s, g_s, cols)
+            _a_cols = cols
+            _a_distinct = distinct
     except ShapeError as _e:
         raise shape_error(_op, _e, idx=idx, g=g) from None
     dx = alloc(_op, dx_shape)
@@ -3784,6 +4487,9 @@ def take_rows_backward(idx, g, *, cols: int, distinct: int = 0):
     if _st:  # release the outputs and raise
         call(_op, _st, [dx], ())
     return dx
+
+
+_shapes_cumsum_rows: dict = {}   # input shapes -> (_a_rows, _a_cols)
 
 
 def cumsum_rows(x, *, reverse: int = 0):
@@ -3794,11 +4500,19 @@ def cumsum_rows(x, *, reverse: int = 0):
     if not (reverse.__class__ is int):
         reverse = attr(_op, "reverse", reverse, "int", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_cumsum_rows.get(_k)
     try:
-        y_shape = x_s
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_reverse = reverse
+        if _r is None:
+            y_shape = x_s
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_reverse = reverse
+            remember(_shapes_cumsum_rows, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            y_shape = x_s
+            _a_reverse = reverse
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -3806,6 +4520,9 @@ def cumsum_rows(x, *, reverse: int = 0):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_cumprod_rows: dict = {}   # input shapes -> (_a_rows, _a_cols)
 
 
 def cumprod_rows(x, *, reverse: int = 0):
@@ -3816,11 +4533,19 @@ def cumprod_rows(x, *, reverse: int = 0):
     if not (reverse.__class__ is int):
         reverse = attr(_op, "reverse", reverse, "int", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_cumprod_rows.get(_k)
     try:
-        y_shape = x_s
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_reverse = reverse
+        if _r is None:
+            y_shape = x_s
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_reverse = reverse
+            remember(_shapes_cumprod_rows, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            y_shape = x_s
+            _a_reverse = reverse
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -3828,6 +4553,9 @@ def cumprod_rows(x, *, reverse: int = 0):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_logcumsumexp_rows: dict = {}   # input shapes -> (_a_rows, _a_cols)
 
 
 def logcumsumexp_rows(x, *, reverse: int = 0):
@@ -3838,11 +4566,19 @@ def logcumsumexp_rows(x, *, reverse: int = 0):
     if not (reverse.__class__ is int):
         reverse = attr(_op, "reverse", reverse, "int", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_logcumsumexp_rows.get(_k)
     try:
-        y_shape = x_s
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_reverse = reverse
+        if _r is None:
+            y_shape = x_s
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_reverse = reverse
+            remember(_shapes_logcumsumexp_rows, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            y_shape = x_s
+            _a_reverse = reverse
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -3850,6 +4586,9 @@ def logcumsumexp_rows(x, *, reverse: int = 0):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_cumprod_rows_backward: dict = {}   # input shapes -> (dx_shape, _a_rows, _a_cols)
 
 
 def cumprod_rows_backward(x, g, *, reverse: int = 0):
@@ -3861,11 +4600,18 @@ def cumprod_rows_backward(x, g, *, reverse: int = 0):
         reverse = attr(_op, "reverse", reverse, "int", None)
     x_s = x.shape
     g_s = g.shape
+    _k = (x_s, g_s)
+    _r = _shapes_cumprod_rows_backward.get(_k)
     try:
-        dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_reverse = reverse
+        if _r is None:
+            dx_shape = x_s if x_s == g_s else S.same(x_s, g_s)
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_reverse = reverse
+            remember(_shapes_cumprod_rows_backward, _k, (dx_shape, _a_rows, _a_cols))
+        else:
+            dx_shape, _a_rows, _a_cols = _r
+            _a_reverse = reverse
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, g=g) from None
     dx = alloc(_op, dx_shape)
@@ -3873,6 +4619,9 @@ def cumprod_rows_backward(x, g, *, reverse: int = 0):
     if _st:  # release the outputs and raise
         call(_op, _st, [dx], ())
     return dx
+
+
+_shapes_cumarg_rows: dict = {}   # input shapes -> (_a_rows, _a_cols)
 
 
 def cumarg_rows(x, *, kind: int = 0):
@@ -3883,11 +4632,19 @@ def cumarg_rows(x, *, kind: int = 0):
     if not (kind.__class__ is int):
         kind = attr(_op, "kind", kind, "int", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_cumarg_rows.get(_k)
     try:
-        idx_shape = x_s
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_kind = kind
+        if _r is None:
+            idx_shape = x_s
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_kind = kind
+            remember(_shapes_cumarg_rows, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            idx_shape = x_s
+            _a_kind = kind
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     idx = alloc(_op, idx_shape)
@@ -3895,6 +4652,9 @@ def cumarg_rows(x, *, kind: int = 0):
     if _st:  # release the outputs and raise
         call(_op, _st, [idx], ())
     return idx
+
+
+_shapes_scatter_add_rows: dict = {}   # input shapes -> (_a_rows, _a_cols)
 
 
 def scatter_add_rows(x, values, *, indices: object):
@@ -3906,11 +4666,19 @@ def scatter_add_rows(x, values, *, indices: object):
     indices = attr(_op, "indices", indices, "index", None)
     x_s = x.shape
     values_s = values.shape
+    _k = (x_s, values_s)
+    _r = _shapes_scatter_add_rows.get(_k)
     try:
-        y_shape = x_s
-        _a_rows = S.lead_len(x_s)
-        _a_cols = S.cols(x_s)
-        _a_idx = i64s(indices)
+        if _r is None:
+            y_shape = x_s
+            _a_rows = S.lead_len(x_s)
+            _a_cols = S.cols(x_s)
+            _a_idx = i64s(indices)
+            remember(_shapes_scatter_add_rows, _k, (_a_rows, _a_cols))
+        else:
+            _a_rows, _a_cols = _r
+            y_shape = x_s
+            _a_idx = i64s(indices)
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, values=values) from None
     y = alloc(_op, y_shape)
@@ -3918,6 +4686,9 @@ def scatter_add_rows(x, values, *, indices: object):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_put_add_rows: dict = {}   # input shapes -> (y_shape, _a_rows, _a_cols, _a_k)
 
 
 def put_add_rows(x, idx, values):
@@ -3930,11 +4701,17 @@ def put_add_rows(x, idx, values):
     x_s = x.shape
     idx_s = idx.shape
     values_s = values.shape
+    _k = (x_s, idx_s, values_s)
+    _r = _shapes_put_add_rows.get(_k)
     try:
-        y_shape = S.put_rows(x_s, idx_s, values_s)
-        _a_rows = S.rows(x_s)
-        _a_cols = S.cols(x_s)
-        _a_k = S.cols(idx_s)
+        if _r is None:
+            y_shape = S.put_rows(x_s, idx_s, values_s)
+            _a_rows = S.rows(x_s)
+            _a_cols = S.cols(x_s)
+            _a_k = S.cols(idx_s)
+            remember(_shapes_put_add_rows, _k, (y_shape, _a_rows, _a_cols, _a_k))
+        else:
+            y_shape, _a_rows, _a_cols, _a_k = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, idx=idx, values=values) from None
     y = alloc(_op, y_shape)
@@ -3942,6 +4719,9 @@ def put_add_rows(x, idx, values):
     if _st:  # release the outputs and raise
         call(_op, _st, [y], ())
     return y
+
+
+_shapes_triangle: dict = {}   # input shapes -> (_a_n, _a_m, _a_c)
 
 
 def triangle(x, *, diagonal: int = 0, upper: int = 0):
@@ -3954,13 +4734,22 @@ def triangle(x, *, diagonal: int = 0, upper: int = 0):
     if not (upper.__class__ is int):
         upper = attr(_op, "upper", upper, "int", None)
     x_s = x.shape
+    _k = x_s
+    _r = _shapes_triangle.get(_k)
     try:
-        y_shape = x_s
-        _a_n = _prod(x_s)
-        _a_m = S.mat_rows(x_s)
-        _a_c = S.cols(x_s)
-        _a_diagonal = diagonal
-        _a_upper = upper
+        if _r is None:
+            y_shape = x_s
+            _a_n = _prod(x_s)
+            _a_m = S.mat_rows(x_s)
+            _a_c = S.cols(x_s)
+            _a_diagonal = diagonal
+            _a_upper = upper
+            remember(_shapes_triangle, _k, (_a_n, _a_m, _a_c))
+        else:
+            _a_n, _a_m, _a_c = _r
+            y_shape = x_s
+            _a_diagonal = diagonal
+            _a_upper = upper
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x) from None
     y = alloc(_op, y_shape)
@@ -4757,6 +5546,9 @@ def atan2(a, b):
     return y
 
 
+_shapes_atan2_backward: dict = {}   # input shapes -> (da_shape, _a_n)
+
+
 def atan2_backward(a, b, g, *, wrt: float):
     """g times d atan2 / da (wrt = 0) or d atan2 / db (wrt = 1)."""
     _op = "atan2_backward"
@@ -4769,10 +5561,17 @@ def atan2_backward(a, b, g, *, wrt: float):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_atan2_backward.get(_k)
     try:
-        da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(da_shape)
-        _a_wrt = wrt
+        if _r is None:
+            da_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(da_shape)
+            _a_wrt = wrt
+            remember(_shapes_atan2_backward, _k, (da_shape, _a_n))
+        else:
+            da_shape, _a_n = _r
+            _a_wrt = wrt
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -4809,6 +5608,9 @@ def hypot(a, b):
     return y
 
 
+_shapes_hypot_backward: dict = {}   # input shapes -> (da_shape, _a_n)
+
+
 def hypot_backward(a, b, g, *, wrt: float):
     """g times d hypot / da (wrt = 0) or d hypot / db (wrt = 1)."""
     _op = "hypot_backward"
@@ -4821,10 +5623,17 @@ def hypot_backward(a, b, g, *, wrt: float):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_hypot_backward.get(_k)
     try:
-        da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(da_shape)
-        _a_wrt = wrt
+        if _r is None:
+            da_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(da_shape)
+            _a_wrt = wrt
+            remember(_shapes_hypot_backward, _k, (da_shape, _a_n))
+        else:
+            da_shape, _a_n = _r
+            _a_wrt = wrt
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -4861,6 +5670,9 @@ def xlogy(a, b):
     return y
 
 
+_shapes_xlogy_backward: dict = {}   # input shapes -> (da_shape, _a_n)
+
+
 def xlogy_backward(a, b, g, *, wrt: float):
     """g times d xlogy / da (wrt = 0) or d xlogy / db (wrt = 1)."""
     _op = "xlogy_backward"
@@ -4873,10 +5685,17 @@ def xlogy_backward(a, b, g, *, wrt: float):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_xlogy_backward.get(_k)
     try:
-        da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(da_shape)
-        _a_wrt = wrt
+        if _r is None:
+            da_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(da_shape)
+            _a_wrt = wrt
+            remember(_shapes_xlogy_backward, _k, (da_shape, _a_n))
+        else:
+            da_shape, _a_n = _r
+            _a_wrt = wrt
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -4913,6 +5732,9 @@ def xlog1py(a, b):
     return y
 
 
+_shapes_xlog1py_backward: dict = {}   # input shapes -> (da_shape, _a_n)
+
+
 def xlog1py_backward(a, b, g, *, wrt: float):
     """g times d xlog1py / da (wrt = 0) or d xlog1py / db (wrt = 1)."""
     _op = "xlog1py_backward"
@@ -4925,10 +5747,17 @@ def xlog1py_backward(a, b, g, *, wrt: float):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_xlog1py_backward.get(_k)
     try:
-        da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(da_shape)
-        _a_wrt = wrt
+        if _r is None:
+            da_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(da_shape)
+            _a_wrt = wrt
+            remember(_shapes_xlog1py_backward, _k, (da_shape, _a_n))
+        else:
+            da_shape, _a_n = _r
+            _a_wrt = wrt
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -4965,6 +5794,9 @@ def logaddexp(a, b):
     return y
 
 
+_shapes_logaddexp_backward: dict = {}   # input shapes -> (da_shape, _a_n)
+
+
 def logaddexp_backward(a, b, g, *, wrt: float):
     """g times d logaddexp / da (wrt = 0) or d logaddexp / db (wrt = 1)."""
     _op = "logaddexp_backward"
@@ -4977,10 +5809,17 @@ def logaddexp_backward(a, b, g, *, wrt: float):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_logaddexp_backward.get(_k)
     try:
-        da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(da_shape)
-        _a_wrt = wrt
+        if _r is None:
+            da_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(da_shape)
+            _a_wrt = wrt
+            remember(_shapes_logaddexp_backward, _k, (da_shape, _a_n))
+        else:
+            da_shape, _a_n = _r
+            _a_wrt = wrt
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -5017,6 +5856,9 @@ def logaddexp2(a, b):
     return y
 
 
+_shapes_logaddexp2_backward: dict = {}   # input shapes -> (da_shape, _a_n)
+
+
 def logaddexp2_backward(a, b, g, *, wrt: float):
     """g times d logaddexp2 / da (wrt = 0) or d logaddexp2 / db (wrt = 1)."""
     _op = "logaddexp2_backward"
@@ -5029,10 +5871,17 @@ def logaddexp2_backward(a, b, g, *, wrt: float):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_logaddexp2_backward.get(_k)
     try:
-        da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(da_shape)
-        _a_wrt = wrt
+        if _r is None:
+            da_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(da_shape)
+            _a_wrt = wrt
+            remember(_shapes_logaddexp2_backward, _k, (da_shape, _a_n))
+        else:
+            da_shape, _a_n = _r
+            _a_wrt = wrt
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -5069,6 +5918,9 @@ def fmod(a, b):
     return y
 
 
+_shapes_fmod_backward_b: dict = {}   # input shapes -> (db_shape, _a_n)
+
+
 def fmod_backward_b(a, b, g):
     """-g * trunc(a / b), the gradient of fmod for b."""
     _op = "fmod_backward_b"
@@ -5079,9 +5931,15 @@ def fmod_backward_b(a, b, g):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_fmod_backward_b.get(_k)
     try:
-        db_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(db_shape)
+        if _r is None:
+            db_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(db_shape)
+            remember(_shapes_fmod_backward_b, _k, (db_shape, _a_n))
+        else:
+            db_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -5118,6 +5976,9 @@ def remainder(a, b):
     return y
 
 
+_shapes_remainder_backward_b: dict = {}   # input shapes -> (db_shape, _a_n)
+
+
 def remainder_backward_b(a, b, g):
     """-g * floor(a / b), the gradient of remainder for b."""
     _op = "remainder_backward_b"
@@ -5128,9 +5989,15 @@ def remainder_backward_b(a, b, g):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_remainder_backward_b.get(_k)
     try:
-        db_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(db_shape)
+        if _r is None:
+            db_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(db_shape)
+            remember(_shapes_remainder_backward_b, _k, (db_shape, _a_n))
+        else:
+            db_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -5167,6 +6034,9 @@ def copysign(a, b):
     return y
 
 
+_shapes_copysign_backward: dict = {}   # input shapes -> (da_shape, _a_n)
+
+
 def copysign_backward(a, b, g):
     """g where copysign kept a's sign, -g where it flipped it, 0 at a = 0."""
     _op = "copysign_backward"
@@ -5177,9 +6047,15 @@ def copysign_backward(a, b, g):
     a_s = a.shape
     b_s = b.shape
     g_s = g.shape
+    _k = (a_s, b_s, g_s)
+    _r = _shapes_copysign_backward.get(_k)
     try:
-        da_shape = S.broadcast(a_s, b_s, g_s)
-        _a_n = _prod(da_shape)
+        if _r is None:
+            da_shape = S.broadcast(a_s, b_s, g_s)
+            _a_n = _prod(da_shape)
+            remember(_shapes_copysign_backward, _k, (da_shape, _a_n))
+        else:
+            da_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, a=a, b=b, g=g) from None
     _tmp = ()
@@ -5584,6 +6460,9 @@ def zeta(x, q):
     return y
 
 
+_shapes_zeta_backward_q: dict = {}   # input shapes -> (dq_shape, _a_n)
+
+
 def zeta_backward_q(x, q, g):
     """g times d zeta(x, q) / dq = -x zeta(x + 1, q)."""
     _op = "zeta_backward_q"
@@ -5594,9 +6473,15 @@ def zeta_backward_q(x, q, g):
     x_s = x.shape
     q_s = q.shape
     g_s = g.shape
+    _k = (x_s, q_s, g_s)
+    _r = _shapes_zeta_backward_q.get(_k)
     try:
-        dq_shape = S.broadcast(x_s, q_s, g_s)
-        _a_n = _prod(dq_shape)
+        if _r is None:
+            dq_shape = S.broadcast(x_s, q_s, g_s)
+            _a_n = _prod(dq_shape)
+            remember(_shapes_zeta_backward_q, _k, (dq_shape, _a_n))
+        else:
+            dq_shape, _a_n = _r
     except ShapeError as _e:
         raise shape_error(_op, _e, x=x, q=q, g=g) from None
     _tmp = ()

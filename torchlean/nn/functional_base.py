@@ -11,6 +11,8 @@ from torchlean.session import Tensor, cat, default_session
 
 def session_of(*xs):
     """The session of the first Tensor among xs, else the thread's default session."""
+    if xs and xs[0].__class__ is Tensor:
+        return xs[0].session
     return next((x.session for x in xs if isinstance(x, Tensor)), None) or default_session()
 
 

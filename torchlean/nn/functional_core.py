@@ -5,6 +5,7 @@ torchlean.nn.functional gathers these with the losses, padding and resampling.""
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -13,7 +14,11 @@ from torchlean.nn.functional_attention import (
     split_attention_mask)
 from torchlean.nn.functional_base import pad_after, per_axis, session_of
 from torchlean.nn.functional_pool2d import adaptive_max_pool2d, avg_pool2d, max_pool2d
+from torchlean.parameter import Parameter
 from torchlean.tape import is_grad_enabled
+from torchlean.tensor import Tensor
+
+_get_ident = threading.get_ident
 
 # the names the rest of nn imports from here
 __all__ = ["linear", "dropout", "dropout2d", "relu", "gelu", "softplus", "tanh", "sigmoid",
@@ -29,6 +34,22 @@ def linear(input, weight, bias=None):
 
     One fused registry `linear` op: leading axes are folded into rows by a reshape view (the op
     takes (in,) or (N, in)) and unfolded after; a missing bias is a zero (out,) constant."""
+    if (input.__class__ is Tensor and weight.__class__ is Parameter
+            and bias.__class__ is Parameter):
+        # an nn.Linear's call: a Tensor input, the layer's parameters recorded as their leaves
+        # (Session.leaf_of, what as_tensor would wrap), shapes read once; the same checks in
+        # the same order, the same op
+        s = input.session
+        if input.gen != s.gen or _get_ident() != s.owner:
+            input._check()   # raises
+        xs = s.tape.nodes[input.id].value.shape
+        wid, bid = s.leaf_of(weight), s.leaf_of(bias)
+        ws, bs = weight._buf.shape, bias._buf.shape
+        if len(xs) <= 2:
+            if len(xs) < 1 or len(ws) != 2 or xs[-1] != ws[1] or bs != (ws[0],):
+                raise ValueError(f"linear: expected input (..., in), weight (out, in) and bias "
+                                 f"(out,) or None, got input {xs}, weight {ws}, bias {bs}")
+            return s._op_ids("linear", (wid, bid, input.id))
     s = session_of(input, weight, bias)
     x, w = s.as_tensor(input), s.as_tensor(weight)
     b = None if bias is None else s.as_tensor(bias)

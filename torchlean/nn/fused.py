@@ -24,6 +24,7 @@ import numpy as np
 from torchlean import _capture
 
 enabled = True
+_I64 = np.dtype(np.int64)
 
 
 def applies_to_cross_entropy(x, weight, label_smoothing) -> bool:
@@ -39,12 +40,15 @@ def cross_entropy_rows(x, labels: np.ndarray, keep: np.ndarray, reduction: str):
     if _capture.STATE.active and keep.all() and \
             _capture.int_guard(labels, 0, x.shape[1]):   # an input of a captured step
         lab = labels.reshape(-1)                           # read as it is by every replay
+    elif (not _capture.STATE.active and labels.dtype is _I64 and labels.shape == keep.shape
+          and keep.all()):
+        lab = labels   # nothing ignored, eagerly: the labels as they are (the op copies them)
     else:
         lab = np.where(keep, labels, x.shape[1]).astype(np.int64)   # V: out of range, so ignored
     loss = s.op("cross_entropy_rows", x, labels=lab)
     if reduction == "none":
         return loss
-    total = loss.sum()
+    total = s.op("sum", loss)   # loss.sum(): the 1-D rows' sum
     if reduction == "sum":
         return total
     kept = int(np.count_nonzero(keep))

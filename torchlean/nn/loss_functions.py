@@ -18,6 +18,8 @@ from torchlean.int_tensor import IntTensor
 from torchlean.session import Parameter, Tensor, default_session
 
 REDUCTIONS = ("mean", "sum", "none")
+_I64, _U64 = np.dtype(np.int64), np.dtype(np.uint64)
+_umax = np.maximum.reduce
 
 
 class TargetOutOfRange(ValueError, IndexError):
@@ -26,6 +28,8 @@ class TargetOutOfRange(ValueError, IndexError):
 
 
 def _sess(*xs):
+    if xs and xs[0].__class__ is Tensor:
+        return xs[0].session
     return next((x.session for x in xs if isinstance(x, Tensor)), None) or default_session()
 
 
@@ -92,6 +96,8 @@ def _kept_labels(op, flat_y, c, ignore_index):
     """The mask of rows whose label is not ignore_index; raises on any other label outside
     [0, c)."""
     keep = flat_y != ignore_index
+    if flat_y.dtype is _I64 and flat_y.size and _umax(flat_y.view(_U64), axis=None) < c:
+        return keep   # every label in [0, c) (a negative one is >= 2**63 in the unsigned view)
     bad = np.flatnonzero(keep & ((flat_y < 0) | (flat_y >= c)))
     if bad.size:
         i = int(bad[0])

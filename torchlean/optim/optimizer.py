@@ -13,7 +13,7 @@ import numpy as np
 from torchlean import _capture
 from torchlean.buffer import AnyBuffer
 from torchlean.optim import hooks as _hooks
-from torchlean.parameter import Parameter, check_training_thread, training_lock
+from torchlean.parameter import Parameter, _locks_d, check_training_thread, training_lock
 from torchlean._generated import ops as _ops
 
 
@@ -91,8 +91,9 @@ class Optimizer:
         return [p for g in self.param_groups for p in g["params"]]
 
     def zero_grad(self, set_to_none: bool = True):
-        for p in self.params:
-            p.zero_grad(set_to_none)
+        for g in self.param_groups:   # self.params' order, without building its list
+            for p in g["params"]:
+                p.zero_grad(set_to_none)
 
     def state_dict(self) -> dict:
         """{"state": {index: {name: value}}, "param_groups": [options + "params": indices]}
@@ -141,11 +142,12 @@ class Optimizer:
         training lock held until the caller asks for the next one."""
         if _capture.STATE.active:
             _capture.note_optimizer(self)
+        op = None
         for g in self.param_groups:
             for p in g["params"]:
                 if p.grad_buf is not None:
                     with training_lock(p):   # held while the step reads the gradient
-                        check_training_thread(p, f"{type(self).__name__}.step")
+                        check_training_thread(p, op or (op := f"{type(self).__name__}.step"))
                         yield g, p
 
 
@@ -167,15 +169,30 @@ class SGD(Optimizer):
 
     def step(self):
         state = self.state
-        for g, p in self._with_grads():
-            st = state.setdefault(id(p), {})
-            first = "buf" not in st
-            if first:
-                st["buf"] = AnyBuffer.zeros(p.shape)
-            _ops.sgd_step(p.mirror(), p.grad_buf, st["buf"], lr=g["lr"], momentum=g["momentum"],
-                          dampening=g["dampening"], weight_decay=g["weight_decay"],
-                          nesterov=g["nesterov"], first=first)
-            p.mark_device_updated()
+        # _with_grads, inline (this runs per parameter per step): each parameter's training
+        # lock held while its step reads the gradient; a group's options read once
+        if _capture.STATE.active:
+            _capture.note_optimizer(self)
+        op = None
+        for g in self.param_groups:
+            opts = None
+            for p in g["params"]:
+                if p.grad_buf is None:
+                    continue
+                e = _locks_d.get(id(p))   # training_lock(p), inline
+                with (e[1] if e is not None and e[0]() is p else training_lock(p)):
+                    check_training_thread(p, op or (op := f"{type(self).__name__}.step"))
+                    if opts is None:
+                        opts = (g["lr"], g["momentum"], g["dampening"], g["weight_decay"],
+                                g["nesterov"])
+                    st = state.setdefault(id(p), {})
+                    first = "buf" not in st
+                    if first:
+                        st["buf"] = AnyBuffer.zeros(p.shape)
+                    _ops.sgd_step(p.mirror(), p.grad_buf, st["buf"], lr=opts[0],
+                                  momentum=opts[1], dampening=opts[2], weight_decay=opts[3],
+                                  nesterov=opts[4], first=first)
+                    p.mark_device_updated()
 
 
 class Adam(Optimizer):
