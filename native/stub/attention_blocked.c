@@ -31,6 +31,9 @@
 #define QB 64 /* query rows per block */
 #define RB 8  /* query rows per register tile of the forward's products */
 
+typedef int32_t v16i __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+
 /* 1 + the last key row i may attend (0 when none) */
 static int64_t key_end(const float *M, int causal, int64_t n, int64_t i) {
     int64_t j = causal ? i : n - 1;
@@ -50,19 +53,6 @@ static int64_t block_keys(const float *M, int causal, int64_t n, int64_t i0, int
     return kn;
 }
 
-/* scores s[0..kn) of query i scaled, blocked pairs set to -inf */
-static void scale_and_block(float *s, const float *M, int causal, int64_t n, int64_t i, int64_t kn,
-                            float scale) {
-    const float neg_inf = tlm_from_bits((int32_t)0xff800000);
-    for (int64_t j = 0; j < kn; j++) s[j] = tlm_mul(s[j], scale);
-    if (causal)
-        for (int64_t j = i + 1; j < kn; j++) s[j] = neg_inf;
-    if (M) {
-        const float *mi = M + i * n;
-        for (int64_t j = 0; j < kn; j++) s[j] = mi[j] == 0.0f ? neg_inf : s[j];
-    }
-}
-
 /* ke rounded up to whole 16-key vectors, at most kn: loops run to it so none has a scalar tail
  * (the keys in [ke, kv) are blocked for the row and come out 0) */
 static inline int64_t vec_end(int64_t ke, int64_t kn) {
@@ -70,30 +60,78 @@ static inline int64_t vec_end(int64_t ke, int64_t kn) {
     return e < kn ? e : kn;
 }
 
-/* the largest of s[0..n) (NaN ignored; -inf when none) in 16 lanes, and whether a NaN was seen */
-static float row_max(const float *s, int64_t n, int *nan_seen) {
-    float mx[16];
-    int nan[16];
-    for (int l = 0; l < 16; l++) { mx[l] = tlm_from_bits((int32_t)0xff800000); nan[l] = 0; }
+/* One query row's scores s[0..kv): each scaled, blocked pairs (keys from ke on, which covers the
+ * causal ones, and the mask's zeros in mi) set to -inf, in place. Returns their largest (NaN
+ * ignored; -inf when none) and sets *nan_seen. The maximum runs in 16 lanes, lane l taking the
+ * keys j = l mod 16 of the whole vectors in order and lane 0 then the last kv mod 16 keys, and
+ * the lanes are folded 0..15 with the first of equals kept: the order the softmax has always
+ * used, so a zero maximum keeps its sign. */
+static TL_VEC512 float row_scale_max(float *s, const float *mi, int64_t ke, int64_t kv, float scale,
+                                     int *nan_seen) {
+    const float neg_inf = tlm_from_bits((int32_t)0xff800000);
+    const v16i ninf = (v16i){0} + (int32_t)0xff800000;
+    const v16i lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    v16i mx = ninf, nan = {0};
     int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-        for (int l = 0; l < 16; l++) {
-            nan[l] |= s[j + l] != s[j + l];
-            mx[l] = s[j + l] > mx[l] ? s[j + l] : mx[l];
-        }
-    for (; j < n; j++) {
-        nan[0] |= s[j] != s[j];
-        mx[0] = s[j] > mx[0] ? s[j] : mx[0];
+    for (; j + 16 <= kv; j += 16) {
+        const v16 x = vload(s + j) * scale;
+        v16i blk = lane >= (int32_t)(ke - j);
+        if (mi) blk |= vload(mi + j) == 0.0f;
+        const v16i xb = ((v16i)x & ~blk) | (ninf & blk);
+        vstore(s + j, (v16)xb);
+        nan |= (v16)xb != (v16)xb;
+        const v16i gt = (v16)xb > (v16)mx;
+        mx = (xb & gt) | (mx & ~gt);
     }
-    float m = mx[0];
-    int any = nan[0];
-    for (int l = 1; l < 16; l++) { m = mx[l] > m ? mx[l] : m; any |= nan[l]; }
-    *nan_seen = any;
-    return m;
+    float m[16];
+    int32_t any[16];
+    vstore(m, (v16)mx);
+    memcpy(any, &nan, sizeof any);
+    for (; j < kv; j++) {
+        const int blk = j >= ke || (mi && mi[j] == 0.0f);
+        const float x = blk ? neg_inf : tlm_mul(s[j], scale);
+        s[j] = x;
+        any[0] |= x != x;
+        m[0] = x > m[0] ? x : m[0];
+    }
+    float r = m[0];
+    int32_t a = any[0];
+    for (int l = 1; l < 16; l++) { r = m[l] > r ? m[l] : r; a |= any[l]; }
+    *nan_seen = a != 0;
+    return r;
 }
 
-/* fixed-order sum: 8 interleaved partials, then pairs */
-static float row_sum(const float *x, int64_t n) { return (float)tl_sum_f32_block(x, n); }
+/* s[j] = e^(s[j] - m) for j < kv, 0 for j in [kv, kn); returns the sum of s[0..kv) in
+ * tl_sum_f32_block's order (8 interleaved partials, partial k taking the keys j = k mod 8 in
+ * order, then the pairs), the row sum's order before. Every exponential is tl_expf on whole
+ * vectors, the last kv mod 16 through a padded copy. */
+static TL_VEC512 float row_exp_sum(float *s, int64_t kv, int64_t kn, float m) {
+    v8f acc = {0};
+    int64_t j = 0;
+    for (; j + 16 <= kv; j += 16) {
+        float e[16];
+        for (int l = 0; l < 16; l++) e[l] = tl_expf(tlm_sub(s[j + l], m));
+        const v16 ev = vload(e);
+        vstore(s + j, ev);
+        acc += __builtin_shufflevector(ev, ev, 0, 1, 2, 3, 4, 5, 6, 7);
+        acc += __builtin_shufflevector(ev, ev, 8, 9, 10, 11, 12, 13, 14, 15);
+    }
+    float a[8];
+    memcpy(a, &acc, sizeof a);
+    if (j < kv) {
+        const int w = (int)(kv - j);
+        float t[16], e[16];
+        for (int l = 0; l < 16; l++) t[l] = m;
+        memcpy(t, s + j, sizeof(float) * (size_t)w);
+        for (int l = 0; l < 16; l++) e[l] = tl_expf(tlm_sub(t[l], m));
+        for (int l = 0; l < w; l++) {
+            s[j + l] = e[l];
+            a[(j + l) & 7] += e[l];
+        }
+    }
+    for (j = kv; j < kn; j++) s[j] = 0.0f;
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
 
 /* Kt (hd, kp) = K[0..kn)^T, keys kn..kp zero: 16 consecutive keys of one feature are one vector.
  * Whole 16 x 16 tiles go through a register transpose (strided single-float stores were most of
@@ -274,18 +312,13 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         /* keys past ke are blocked for this row: probability 0, no exponential needed */
         float *s = S + r * kn;
         const int64_t ke = key_end(M, causal, n, i0 + r), kv = vec_end(ke, kn);
-        scale_and_block(s, M, causal, n, i0 + r, kv, scale);
-        for (int64_t j = ke; j < kv; j++) s[j] = tlm_from_bits((int32_t)0xff800000);
         int nan_seen;
-        const float m = row_max(s, kv, &nan_seen);
+        const float m = row_scale_max(s, M ? M + (i0 + r) * n : NULL, ke, kv, scale, &nan_seen);
         float l = 0.0f;
-        if (m == tlm_from_bits((int32_t)0xff800000)) {
+        if (m == tlm_from_bits((int32_t)0xff800000))
             memset(s, 0, sizeof(float) * (size_t)kn);
-        } else {
-            for (int64_t j = 0; j < kv; j++) s[j] = tl_expf(tlm_sub(s[j], m));
-            for (int64_t j = kv; j < kn; j++) s[j] = 0.0f;
-            l = row_sum(s, kv);
-        }
+        else
+            l = row_exp_sum(s, kv, kn, m);
         L[i0 + r] = tlm_attn_lse(m, l, nan_seen);
         bad[r] = nan_seen;
         inv[r] = l; /* the divisor; 0 for a row with no allowed key */
