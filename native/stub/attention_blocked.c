@@ -133,6 +133,15 @@ static TL_VEC512 float row_exp_sum(float *s, int64_t kv, int64_t kn, float m) {
     return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
+/* lse[r] = tlm_attn_lse(m[r], l[r], bad[r]) for the QB rows of a block, as selects so the
+ * logarithms run in vectors (the same bits as the function's branches) */
+static TL_VEC512 void block_lse(const float *m, const float *l, const int32_t *bad, float *lse) {
+    for (int r = 0; r < QB; r++) {
+        const float y = tlm_sel(l[r] == 0.0f, 0.0f, tlm_add(m[r], tlm_log(l[r])));
+        lse[r] = tlm_sel(bad[r] != 0, tlm_from_bits(0x7fc00000), y);
+    }
+}
+
 /* Kt (hd, kp) = K[0..kn)^T, keys kn..kp zero: 16 consecutive keys of one feature are one vector.
  * Whole 16 x 16 tiles go through a register transpose (strided single-float stores were most of
  * the packing's time), the edges one float at a time. */
@@ -306,8 +315,11 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
     const int64_t kp = (kn + 15) & ~(int64_t)15;
     pack_keys(K, HD, hd, kn, kp, Kt);
     block_scores(Q, Kt, kp, M, causal, n, HD, hd, i0, qb, kn, S);
-    float inv[QB];
-    int bad[QB];
+    /* each row's max, divisor (0 for a row with no allowed key) and NaN flag; rows past qb get
+     * harmless values so the lse loop runs over whole vectors */
+    float mrow[QB], inv[QB], lse[QB];
+    int32_t bad[QB];
+    for (int r = 0; r < QB; r++) { mrow[r] = 0.0f; inv[r] = 1.0f; bad[r] = 0; }
     for (int64_t r = 0; r < qb; r++) {
         /* keys past ke are blocked for this row: probability 0, no exponential needed */
         float *s = S + r * kn;
@@ -319,10 +331,12 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
             memset(s, 0, sizeof(float) * (size_t)kn);
         else
             l = row_exp_sum(s, kv, kn, m);
-        L[i0 + r] = tlm_attn_lse(m, l, nan_seen);
+        mrow[r] = m;
         bad[r] = nan_seen;
-        inv[r] = l; /* the divisor; 0 for a row with no allowed key */
+        inv[r] = l;
     }
+    block_lse(mrow, inv, bad, lse);
+    memcpy(L + i0, lse, sizeof(float) * (size_t)qb);
     /* O_blk (qb, hd) = P V[0..kn) */
     if (hd % 16 == 0)
         block_values(S, V, O + i0 * HD, HD, hd, qb, kn);
