@@ -142,6 +142,45 @@ static TL_VEC512 void block_lse(const float *m, const float *l, const int32_t *b
     }
 }
 
+/* 16 pairs of the backward: p = tlm_attn_prob(x scale, lse), g = tlm_attn_dscore(p, y, D, scale),
+ * both +0 where blk is set (all bits) */
+static inline __attribute__((always_inline)) void
+probs16(const float *x, const float *y, v16i blk, float lse, float D, float scale, float *p,
+        float *g) {
+    float e[16], d[16];
+    for (int l = 0; l < 16; l++) e[l] = tlm_attn_prob(tlm_mul(x[l], scale), lse);
+    for (int l = 0; l < 16; l++) d[l] = tlm_attn_dscore(e[l], y[l], D, scale);
+    vstore(p, (v16)((v16i)vload(e) & ~blk));
+    vstore(g, (v16)((v16i)vload(d) & ~blk));
+}
+
+/* One query row of the backward, in place: p[j] (its score) becomes the probability and ds[j]
+ * (its dP) the score gradient, for j < kv by whole vectors (the last kv mod 16 through padded
+ * copies); blocked pairs (keys from ke on, the mask's zeros in mi) and keys in [kv, kn) get 0 */
+static TL_VEC512 void row_probs(float *p, float *ds, const float *mi, int64_t ke, int64_t kv,
+                                int64_t kn, float lse, float D, float scale) {
+    const v16i lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    int64_t j = 0;
+    for (; j + 16 <= kv; j += 16) {
+        v16i blk = lane >= (int32_t)(ke - j);
+        if (mi) blk |= vload(mi + j) == 0.0f;
+        probs16(p + j, ds + j, blk, lse, D, scale, p + j, ds + j);
+    }
+    if (j < kv) {
+        const int w = (int)(kv - j);
+        float x[16], y[16], e[16], g[16], mk[16];
+        for (int l = 0; l < 16; l++) x[l] = y[l] = 0.0f, mk[l] = 1.0f;
+        memcpy(x, p + j, sizeof(float) * (size_t)w);
+        memcpy(y, ds + j, sizeof(float) * (size_t)w);
+        if (mi) memcpy(mk, mi + j, sizeof(float) * (size_t)w);
+        const v16i blk = (lane >= (int32_t)(ke - j)) | (vload(mk) == 0.0f);
+        probs16(x, y, blk, lse, D, scale, e, g);
+        memcpy(p + j, e, sizeof(float) * (size_t)w);
+        memcpy(ds + j, g, sizeof(float) * (size_t)w);
+    }
+    for (j = kv; j < kn; j++) p[j] = ds[j] = 0.0f;
+}
+
 /* Kt (hd, kp) = K[0..kn)^T, keys kn..kp zero: 16 consecutive keys of one feature are one vector.
  * Whole 16 x 16 tiles go through a register transpose (strided single-float stores were most of
  * the packing's time), the edges one float at a time. */
@@ -400,21 +439,7 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
             float *p = S + r * kn, *ds = dP + r * kn;
             const float lse = L[i], D = tlm_dot(dO + i * HD, 1, O + i * HD, 1, hd, 0.0f);
             const int64_t ke = key_end(M, causal, n, i), kv = vec_end(ke, kn);
-            for (int64_t j = 0; j < kv; j++) {
-                p[j] = tlm_attn_prob(tlm_mul(p[j], scale), lse);
-                ds[j] = tlm_attn_dscore(p[j], ds[j], D, scale);
-            }
-            /* blocked pairs: probability and score gradient 0 */
-            for (int64_t j = ke; j < kn; j++) p[j] = ds[j] = 0.0f;
-            if (causal)
-                for (int64_t j = i + 1; j < ke; j++) p[j] = ds[j] = 0.0f;
-            if (M) {
-                const float *mi = M + i * n;
-                for (int64_t j = 0; j < ke; j++) {
-                    p[j] = mi[j] == 0.0f ? 0.0f : p[j];
-                    ds[j] = mi[j] == 0.0f ? 0.0f : ds[j];
-                }
-            }
+            row_probs(p, ds, M ? M + i * n : NULL, ke, kv, kn, lse, D, scale);
         }
         /* dQ_blk = dS K[0..kn); dK[0..kn) += dS^T Q_blk; dV[0..kn) += P^T dO_blk */
         if (tiles) {
