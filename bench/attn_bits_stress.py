@@ -27,7 +27,7 @@ def cases():
     for d in (16, 17, 32, 48, 64):
         for t in (1, 7, 16, 33, 37, 64, 65, 97, 128, 150):
             for kind in ("causal", "plain", "masked", "causal+mask"):
-                for vals in ("normal", "zeroq", "signed0", "special", "huge", "tiny"):
+                for vals in ("normal", "zeroq", "signed0", "special", "huge", "tiny", "negzero"):
                     if d in (17, 48) and vals not in ("normal", "special"):
                         continue
                     out.append((len(out), d, t, kind, vals, int(rng.integers(1 << 30))))
@@ -54,6 +54,18 @@ def inputs(d, t, kind, vals, seed):
     elif vals == "huge":
         q *= 30
         k *= 30
+    elif vals == "negzero":   # products that underflow to -0: outputs -0 or +0 by the last terms
+        # scores fall with the key (key 0 has probability 1, the others below 1/2), V at key 0 is
+        # -0 and elsewhere -+1e-45, so every product after key 0 rounds to a signed zero
+        q[:] = 0
+        q[:, :, 0] = 1
+        k[:] = 0
+        k[:, :, 0] = -10.0 * (1 + np.arange(t, dtype=np.float32))
+        tiny = np.float32(1e-45)
+        v[:] = -tiny
+        v[rng.random(v.shape) < 0.05] = tiny
+        v[:, 0] = -0.0
+        g[:] = rng.choice(np.array([-tiny, tiny, 0.0], np.float32), g.shape)
     elif vals == "tiny":
         v *= np.float32(1e-30)
         q *= 10

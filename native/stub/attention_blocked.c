@@ -231,14 +231,35 @@ score_tile(const int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt
     }
 }
 
-/* O rows [0, mr) (stride HD), features [0, 16 nv) = P V over all kn keys in order from +0, the
- * chain tl_sgemm computes (keys a row may not attend have P = 0 and stay in the chain) */
+/* The left-out terms +0 * V[j][p], j in [jn, kn), of outputs O[r][p] (mr rows HD apart, w
+ * features): each that is -0 becomes +0 if some such V[j][p] has its sign bit clear, as the
+ * whole chain would give (V finite there). */
+static __attribute__((noinline, cold)) void zero_terms(float *O, int mr, int w, int64_t HD,
+                                                       const float *V, int64_t jn, int64_t kn) {
+    for (int r = 0; r < mr; r++)
+        for (int p = 0; p < w; p++) {
+            int32_t ob;
+            memcpy(&ob, O + r * HD + p, sizeof ob);
+            if (ob != (int32_t)0x80000000) continue;
+            for (int64_t j = jn; j < kn; j++) {
+                int32_t vb;
+                memcpy(&vb, V + j * HD + p, sizeof vb);
+                if (vb >= 0) { O[r * HD + p] = 0.0f; break; }
+            }
+        }
+}
+
+/* O rows [0, mr) (stride HD), features [0, 16 nv) = P V over keys [0, jn) in order from +0, the
+ * chain tl_sgemm computes (keys a row may not attend have P = 0 and stay in the chain). The
+ * caller leaves out keys [jn, kn) only where they are +0 for every row and V is finite there;
+ * then the only thing those terms can do is turn an output -0 into +0 (when some left-out
+ * V[j][p] is +0 or positive): lanes that come out -0 go through zero_terms. */
 static inline __attribute__((always_inline)) void
 value_tile(const int mr, const int nv, const float *P, int64_t kn, const float *V, int64_t HD,
-           float *O) {
+           float *O, int64_t jn) {
     v16 acc[RB][2];
     for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = (v16){0};
-    for (int64_t j = 0; j < kn; j++) {
+    for (int64_t j = 0; j < jn; j++) {
         const v16 b0 = vload(V + j * HD), b1 = nv > 1 ? vload(V + j * HD + 16) : b0;
         for (int r = 0; r < mr; r++) {
             const float a = P[r * kn + j];
@@ -246,16 +267,23 @@ value_tile(const int mr, const int nv, const float *P, int64_t kn, const float *
             if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
         }
     }
+    v16i nz = {0};
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) vstore(O + r * HD + 16 * v, acc[r][v]);
+        for (int v = 0; v < nv; v++) {
+            vstore(O + r * HD + 16 * v, acc[r][v]);
+            nz |= (v16i)acc[r][v] == (int32_t)0x80000000;
+        }
+    int any = 0;
+    for (int l = 0; l < 16; l++) any |= nz[l];
+    if (jn < kn && any) zero_terms(O, mr, 16 * nv, HD, V, jn, kn);
 }
 
 #define TILE_CASES(X) X(8) X(7) X(6) X(5) X(4) X(3) X(2) X(1)
 #define SCORE_CASE(R) case R: score_tile(R, Q, HD, hd, Kt, kp, S, kn, kend); break;
 #define VALUE_CASE(R)                                                                       \
     case R:                                                                                 \
-        if (nv == 2) value_tile(R, 2, P, kn, V, HD, O);                                     \
-        else value_tile(R, 1, P, kn, V, HD, O);                                             \
+        if (nv == 2) value_tile(R, 2, P, kn, V, HD, O, jn);                                 \
+        else value_tile(R, 1, P, kn, V, HD, O, jn);                                         \
         break;
 
 static void score_rows(int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
@@ -264,7 +292,7 @@ static void score_rows(int mr, const float *Q, int64_t HD, int64_t hd, const flo
 }
 
 static void value_rows(int mr, int nv, const float *P, int64_t kn, const float *V, int64_t HD,
-                       float *O) {
+                       float *O, int64_t jn) {
     switch (mr) { TILE_CASES(VALUE_CASE) }
 }
 
@@ -284,13 +312,35 @@ static void block_scores(const float *Q, const float *Kt, int64_t kp, const floa
     }
 }
 
-/* O_blk (qb, hd) = P V[0..kn) in RB-row, 32-feature tiles (hd a multiple of 16) */
+/* 1 + the last of rows [0, kn) of X (hd features, rows HD apart) holding an inf or NaN, 0 when
+ * none */
+static int64_t last_nonfinite(const float *X, int64_t HD, int64_t hd, int64_t kn) {
+    for (int64_t j = kn - 1; j >= 0; j--) {
+        int32_t bad = 0;
+        for (int64_t p = 0; p < hd; p++) {
+            int32_t b;
+            memcpy(&b, X + j * HD + p, sizeof b);
+            bad |= (b & 0x7f800000) == 0x7f800000;
+        }
+        if (bad) return j + 1;
+    }
+    return 0;
+}
+
+/* O_blk (qb, hd) = P V[0..kn) in RB-row, 32-feature tiles (hd a multiple of 16). ke[r] (or NULL):
+ * row r's P is +0 from key ke[r] on, so a row group's chains stop after its last ke (but not
+ * before key nf, 1 + the last key whose V row is not finite), the rest left to zero_terms. */
 static void block_values(const float *P, const float *V, float *O, int64_t HD, int64_t hd,
-                         int64_t qb, int64_t kn) {
+                         int64_t qb, int64_t kn, const int64_t *ke, int64_t nf) {
     for (int64_t r0 = 0; r0 < qb; r0 += RB) {
         const int mr = (int)(qb - r0 < RB ? qb - r0 : RB);
+        int64_t jn = kn;
+        if (ke) {
+            jn = nf;
+            for (int r = 0; r < mr; r++) jn = ke[r0 + r] > jn ? ke[r0 + r] : jn;
+        }
         for (int64_t c = 0; c < hd; c += 32)
-            value_rows(mr, hd - c > 16 ? 2 : 1, P + r0 * kn, kn, V + c, HD, O + r0 * HD + c);
+            value_rows(mr, hd - c > 16 ? 2 : 1, P + r0 * kn, kn, V + c, HD, O + r0 * HD + c, jn);
     }
 }
 
@@ -358,6 +408,7 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
      * harmless values so the lse loop runs over whole vectors */
     float mrow[QB], inv[QB], lse[QB];
     int32_t bad[QB];
+    int64_t kerow[QB];
     for (int r = 0; r < QB; r++) { mrow[r] = 0.0f; inv[r] = 1.0f; bad[r] = 0; }
     for (int64_t r = 0; r < qb; r++) {
         /* keys past ke are blocked for this row: probability 0, no exponential needed */
@@ -371,6 +422,7 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         else
             l = row_exp_sum(s, kv, kn, m);
         mrow[r] = m;
+        kerow[r] = ke;
         bad[r] = nan_seen;
         inv[r] = l;
     }
@@ -378,7 +430,7 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
     memcpy(L + i0, lse, sizeof(float) * (size_t)qb);
     /* O_blk (qb, hd) = P V[0..kn) */
     if (hd % 16 == 0)
-        block_values(S, V, O + i0 * HD, HD, hd, qb, kn);
+        block_values(S, V, O + i0 * HD, HD, hd, qb, kn, kerow, last_nonfinite(V, HD, hd, kn));
     else if (tl_sgemm(S, kn, 1, V, HD, 1, O + i0 * HD, HD, qb, kn, hd, 0, 0))
         return 1;
     for (int64_t r = 0; r < qb; r++) {
@@ -428,6 +480,7 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
     for (int64_t i0 = 0; i0 < n; i0 += QB) {
         const int64_t i1 = i0 + QB < n ? i0 + QB : n, qb = i1 - i0;
         const int64_t kn = block_keys(M, causal, n, i0, i1);
+        int64_t kerow[QB];
         if (kn == 0) {
             for (int64_t i = i0; i < i1; i++) memset(dQ + i * HD, 0, sizeof(float) * (size_t)hd);
             continue;
@@ -439,11 +492,13 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
             float *p = S + r * kn, *ds = dP + r * kn;
             const float lse = L[i], D = tlm_dot(dO + i * HD, 1, O + i * HD, 1, hd, 0.0f);
             const int64_t ke = key_end(M, causal, n, i), kv = vec_end(ke, kn);
+            kerow[r] = ke;
             row_probs(p, ds, M ? M + i * n : NULL, ke, kv, kn, lse, D, scale);
         }
         /* dQ_blk = dS K[0..kn); dK[0..kn) += dS^T Q_blk; dV[0..kn) += P^T dO_blk */
         if (tiles) {
-            block_values(dP, K, dQ + i0 * HD, HD, hd, qb, kn);
+            block_values(dP, K, dQ + i0 * HD, HD, hd, qb, kn, kerow,
+                         last_nonfinite(K, HD, hd, kn));
             block_keys_acc(dP, Q + i0 * HD, dK, HD, hd, qb, kn);
             block_keys_acc(S, dO + i0 * HD, dV, HD, hd, qb, kn);
             continue;
