@@ -181,22 +181,28 @@ static TL_VEC512 void row_probs(float *p, float *ds, const float *mi, int64_t ke
     for (j = kv; j < kn; j++) p[j] = ds[j] = 0.0f;
 }
 
-/* Kt (hd, kp) = K[0..kn)^T, keys kn..kp zero: 16 consecutive keys of one feature are one vector.
- * Whole 16 x 16 tiles go through a register transpose (strided single-float stores were most of
- * the packing's time), the edges one float at a time. */
-static void pack_keys(const float *K, int64_t HD, int64_t hd, int64_t kn, int64_t kp, float *Kt) {
+/* Kt rows (stride ks) for keys [k0, kn) from K, keys [kn, kp) zero; k0 a multiple of 16 */
+static void pack_keys_from(const float *K, int64_t HD, int64_t hd, int64_t k0, int64_t kn,
+                           int64_t kp, int64_t ks, float *Kt) {
     const int64_t jv = kn / 16 * 16, pv = hd / 16 * 16;
-    for (int64_t j0 = 0; j0 < jv; j0 += 16)
+    for (int64_t j0 = k0; j0 < jv; j0 += 16)
         for (int64_t p0 = 0; p0 < pv; p0 += 16) {
             tl_v16 r[16];
             for (int i = 0; i < 16; i++) r[i] = vload(K + (j0 + i) * HD + p0);
             tl_transpose16(r);
-            for (int i = 0; i < 16; i++) vstore(Kt + (p0 + i) * kp + j0, r[i]);
+            for (int i = 0; i < 16; i++) vstore(Kt + (p0 + i) * ks + j0, r[i]);
         }
     for (int64_t p = 0; p < hd; p++) {
-        for (int64_t j = p < pv ? jv : 0; j < kn; j++) Kt[p * kp + j] = K[j * HD + p];
-        for (int64_t j = kn; j < kp; j++) Kt[p * kp + j] = 0.0f;
+        for (int64_t j = p < pv ? (jv > k0 ? jv : k0) : k0; j < kn; j++) Kt[p * ks + j] = K[j * HD + p];
+        for (int64_t j = kn; j < kp; j++) Kt[p * ks + j] = 0.0f;
     }
+}
+
+/* Kt (hd, kp) = K[0..kn)^T, keys kn..kp zero: 16 consecutive keys of one feature are one vector.
+ * Whole 16 x 16 tiles go through a register transpose (strided single-float stores were most of
+ * the packing's time), the edges one float at a time. */
+static void pack_keys(const float *K, int64_t HD, int64_t hd, int64_t kn, int64_t kp, float *Kt) {
+    pack_keys_from(K, HD, hd, 0, kn, kp, kp, Kt);
 }
 
 /* S rows [0, mr) (stride kn), keys [0, kend) in 16-key tiles (kend a multiple of 16 or kn):
@@ -391,7 +397,7 @@ static void block_keys_acc(const float *A, const float *B, float *C, int64_t HD,
  * hd * (n rounded up to 16) */
 static int forward_block(const float *Q, const float *K, const float *V, const float *M, int causal,
                          float *O, float *L, int64_t n, int64_t HD, int64_t hd, int64_t i0,
-                         int64_t i1, float scale, float *S, float *Kt) {
+                         int64_t i1, float scale, float *S, float *Kt, int64_t *packed) {
     const int64_t qb = i1 - i0, kn = block_keys(M, causal, n, i0, i1);
     const float nan = tlm_from_bits(0x7fc00000);
     if (kn == 0) {
@@ -401,8 +407,13 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         }
         return 0;
     }
-    const int64_t kp = (kn + 15) & ~(int64_t)15;
-    pack_keys(K, HD, hd, kn, kp, Kt);
+    /* Kt holds this head's keys [0, *packed) (rows kp apart), kept from the block before */
+    const int64_t kp = (n + 15) & ~(int64_t)15;
+    if (kn > *packed) {
+        const int64_t k0 = *packed / 16 * 16;
+        pack_keys_from(K, HD, hd, k0, kn, (kn + 15) & ~(int64_t)15, kp, Kt);
+        *packed = kn;
+    }
     block_scores(Q, Kt, kp, M, causal, n, HD, hd, i0, qb, kn, S);
     /* each row's max, divisor (0 for a row with no allowed key) and NaN flag; rows past qb get
      * harmless values so the lse loop runs over whole vectors */
@@ -449,14 +460,16 @@ int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, cons
 #pragma omp parallel if (b * h * n * n * hd > TL_PAR_MIN) reduction(|| : bad)
     {
         float *S = malloc(sizeof(float) * (size_t)(QB * n + hd * ((n + 15) & ~(int64_t)15)));
+        int64_t packed_bh = -1, packed = 0; /* the head whose keys [0, packed) S + QB n holds */
         bad = !S;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < b * h * nqb; t++) {
             if (!S) continue;
             int64_t bh = t / nqb, bb = bh / h, hh = bh % h, i0 = (t % nqb) * QB;
             int64_t i1 = i0 + QB < n ? i0 + QB : n, off = bb * n * HD + hh * hd;
+            if (bh != packed_bh) packed_bh = bh, packed = 0;
             bad |= forward_block(Q + off, K + off, V + off, M, causal, O + off, L + bh * n, n, HD,
-                                 hd, i0, i1, scale, S, S + QB * n);
+                                 hd, i0, i1, scale, S, S + QB * n, &packed);
         }
         free(S);
     }
