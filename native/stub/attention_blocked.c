@@ -60,6 +60,40 @@ static inline int64_t vec_end(int64_t ke, int64_t kn) {
     return e < kn ? e : kn;
 }
 
+/* The lanes of x folded 0..15 by m = x[l] > m ? x[l] : m (no NaN among them): the largest, the
+ * lowest lane of equals (so of +0 and -0, whichever comes first). A tree of the same rule, in
+ * registers: each step keeps its lower half's value unless the upper one is greater, which picks
+ * the same lane as the sequential fold. */
+static inline __attribute__((always_inline)) float max_lanes(v16 x) {
+    v16 u = __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    x = (v16)(((v16i)u & (v16i)(u > x)) | ((v16i)x & ~(v16i)(u > x)));   /* even lanes: pairs */
+    u = __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    x = (v16)(((v16i)u & (v16i)(u > x)) | ((v16i)x & ~(v16i)(u > x)));   /* lanes 0 mod 4 */
+    u = __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+    x = (v16)(((v16i)u & (v16i)(u > x)) | ((v16i)x & ~(v16i)(u > x)));   /* lanes 0 mod 8 */
+    u = __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    x = (v16)(((v16i)u & (v16i)(u > x)) | ((v16i)x & ~(v16i)(u > x)));   /* lane 0 */
+    return x[0];
+}
+
+/* the OR of the lanes of x, in registers */
+static inline __attribute__((always_inline)) int32_t or_lanes(v16i x) {
+    x |= __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    x |= __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+    x |= __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    x |= __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    return x[0];
+}
+
+/* ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) of the lanes of a, in registers, each add's
+ * operands in that order */
+static inline __attribute__((always_inline)) float sum_tree8(v8f a) {
+    a = a + __builtin_shufflevector(a, a, 1, 0, 3, 2, 5, 4, 7, 6);
+    a = a + __builtin_shufflevector(a, a, 2, 3, 0, 1, 6, 7, 4, 5);
+    a = a + __builtin_shufflevector(a, a, 4, 5, 6, 7, 0, 1, 2, 3);
+    return a[0];
+}
+
 /* One query row's scores s[0..kv): each scaled, blocked pairs (keys from ke on, which covers the
  * causal ones, and the mask's zeros in mi) set to -inf, in place. Returns their largest (NaN
  * ignored; -inf when none) and sets *nan_seen. The maximum runs in 16 lanes, lane l taking the
@@ -83,22 +117,23 @@ static TL_VEC512 float row_scale_max(float *s, const float *mi, int64_t ke, int6
         const v16i gt = (v16)xb > (v16)mx;
         mx = (xb & gt) | (mx & ~gt);
     }
-    float m[16];
-    int32_t any[16];
-    vstore(m, (v16)mx);
-    memcpy(any, &nan, sizeof any);
-    for (; j < kv; j++) {
-        const int blk = j >= ke || (mi && mi[j] == 0.0f);
-        const float x = blk ? neg_inf : tlm_mul(s[j], scale);
-        s[j] = x;
-        any[0] |= x != x;
-        m[0] = x > m[0] ? x : m[0];
+    if (j < kv) {
+        float m0 = ((v16)mx)[0];
+        int32_t a0 = nan[0];
+        for (; j < kv; j++) {
+            const int blk = j >= ke || (mi && mi[j] == 0.0f);
+            const float x = blk ? neg_inf : tlm_mul(s[j], scale);
+            s[j] = x;
+            a0 |= x != x;
+            m0 = x > m0 ? x : m0;
+        }
+        v16 t = (v16)mx;
+        t[0] = m0;
+        mx = (v16i)t;
+        nan[0] = a0;
     }
-    float r = m[0];
-    int32_t a = any[0];
-    for (int l = 1; l < 16; l++) { r = m[l] > r ? m[l] : r; a |= any[l]; }
-    *nan_seen = a != 0;
-    return r;
+    *nan_seen = or_lanes(nan) != 0;
+    return max_lanes((v16)mx);
 }
 
 /* s[j] = e^(s[j] - m) for j < kv, 0 for j in [kv, kn); returns the sum of s[0..kv) in
@@ -116,21 +151,22 @@ static TL_VEC512 float row_exp_sum(float *s, int64_t kv, int64_t kn, float m) {
         acc += __builtin_shufflevector(ev, ev, 0, 1, 2, 3, 4, 5, 6, 7);
         acc += __builtin_shufflevector(ev, ev, 8, 9, 10, 11, 12, 13, 14, 15);
     }
-    float a[8];
-    memcpy(a, &acc, sizeof a);
     if (j < kv) {
+        /* j is a multiple of 16, so key j + l goes to partial l mod 8; the lanes past kv add +0,
+         * which leaves a partial (a sum of exponentials, never -0) as it is */
         const int w = (int)(kv - j);
         float t[16], e[16];
         for (int l = 0; l < 16; l++) t[l] = m;
         memcpy(t, s + j, sizeof(float) * (size_t)w);
         for (int l = 0; l < 16; l++) e[l] = tl_expf(tlm_sub(t[l], m));
-        for (int l = 0; l < w; l++) {
-            s[j + l] = e[l];
-            a[(j + l) & 7] += e[l];
-        }
+        memcpy(s + j, e, sizeof(float) * (size_t)w);
+        for (int l = w; l < 16; l++) e[l] = 0.0f;
+        const v16 ev = vload(e);
+        acc += __builtin_shufflevector(ev, ev, 0, 1, 2, 3, 4, 5, 6, 7);
+        acc += __builtin_shufflevector(ev, ev, 8, 9, 10, 11, 12, 13, 14, 15);
     }
     for (j = kv; j < kn; j++) s[j] = 0.0f;
-    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    return sum_tree8(acc);
 }
 
 /* lse[r] = tlm_attn_lse(m[r], l[r], bad[r]) for the QB rows of a block, as selects so the
