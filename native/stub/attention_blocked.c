@@ -298,7 +298,7 @@ static __attribute__((noinline, cold)) void zero_terms(float *O, int mr, int w, 
  * V[j][p] is +0 or positive): lanes that come out -0 go through zero_terms. */
 static inline __attribute__((always_inline)) void
 value_tile(const int mr, const int nv, const float *P, int64_t kn, const float *V, int64_t HD,
-           float *O, int64_t jn) {
+           float *O, int64_t jn, const float *den, const int32_t *bad) {
     v16 acc[RB][2];
     for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = (v16){0};
     for (int64_t j = 0; j < jn; j++) {
@@ -311,21 +311,31 @@ value_tile(const int mr, const int nv, const float *P, int64_t kn, const float *
     }
     v16i nz = {0};
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) {
-            vstore(O + r * HD + 16 * v, acc[r][v]);
-            nz |= (v16i)acc[r][v] == (int32_t)0x80000000;
-        }
-    int any = 0;
-    for (int l = 0; l < 16; l++) any |= nz[l];
-    if (jn < kn && any) zero_terms(O, mr, 16 * nv, HD, V, jn, kn);
+        for (int v = 0; v < nv; v++) nz |= (v16i)acc[r][v] == (int32_t)0x80000000;
+    if (jn < kn && or_lanes(nz)) {
+        for (int r = 0; r < mr; r++)
+            for (int v = 0; v < nv; v++) vstore(O + r * HD + 16 * v, acc[r][v]);
+        zero_terms(O, mr, 16 * nv, HD, V, jn, kn);
+        for (int r = 0; r < mr; r++)
+            for (int v = 0; v < nv; v++) acc[r][v] = vload(O + r * HD + 16 * v);
+    }
+    /* the forward's softmax divisor: NaN for a row that met a NaN score, 0 for a row with no
+     * allowed key (divisor 0), else the sum divided by it */
+    if (den)
+        for (int r = 0; r < mr; r++)
+            for (int v = 0; v < nv; v++)
+                acc[r][v] = bad[r] ? (v16){0} + tlm_from_bits(0x7fc00000)
+                          : den[r] == 0.0f ? (v16){0} : acc[r][v] / den[r];
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) vstore(O + r * HD + 16 * v, acc[r][v]);
 }
 
 #define TILE_CASES(X) X(8) X(7) X(6) X(5) X(4) X(3) X(2) X(1)
 #define SCORE_CASE(R) case R: score_tile(R, Q, HD, hd, Kt, kp, S, kn, kend); break;
 #define VALUE_CASE(R)                                                                       \
     case R:                                                                                 \
-        if (nv == 2) value_tile(R, 2, P, kn, V, HD, O, jn);                                 \
-        else value_tile(R, 1, P, kn, V, HD, O, jn);                                         \
+        if (nv == 2) value_tile(R, 2, P, kn, V, HD, O, jn, den, bad);                       \
+        else value_tile(R, 1, P, kn, V, HD, O, jn, den, bad);                               \
         break;
 
 static void score_rows(int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
@@ -334,7 +344,7 @@ static void score_rows(int mr, const float *Q, int64_t HD, int64_t hd, const flo
 }
 
 static void value_rows(int mr, int nv, const float *P, int64_t kn, const float *V, int64_t HD,
-                       float *O, int64_t jn) {
+                       float *O, int64_t jn, const float *den, const int32_t *bad) {
     switch (mr) { TILE_CASES(VALUE_CASE) }
 }
 
@@ -373,7 +383,8 @@ static int64_t last_nonfinite(const float *X, int64_t HD, int64_t hd, int64_t kn
  * row r's P is +0 from key ke[r] on, so a row group's chains stop after its last ke (but not
  * before key nf, 1 + the last key whose V row is not finite), the rest left to zero_terms. */
 static void block_values(const float *P, const float *V, float *O, int64_t HD, int64_t hd,
-                         int64_t qb, int64_t kn, const int64_t *ke, int64_t nf) {
+                         int64_t qb, int64_t kn, const int64_t *ke, int64_t nf, const float *den,
+                         const int32_t *bad) {
     for (int64_t r0 = 0; r0 < qb; r0 += RB) {
         const int mr = (int)(qb - r0 < RB ? qb - r0 : RB);
         int64_t jn = kn;
@@ -382,7 +393,8 @@ static void block_values(const float *P, const float *V, float *O, int64_t HD, i
             for (int r = 0; r < mr; r++) jn = ke[r0 + r] > jn ? ke[r0 + r] : jn;
         }
         for (int64_t c = 0; c < hd; c += 32)
-            value_rows(mr, hd - c > 16 ? 2 : 1, P + r0 * kn, kn, V + c, HD, O + r0 * HD + c, jn);
+            value_rows(mr, hd - c > 16 ? 2 : 1, P + r0 * kn, kn, V + c, HD, O + r0 * HD + c, jn,
+                       den ? den + r0 : NULL, den ? bad + r0 : NULL);
     }
 }
 
@@ -475,11 +487,14 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
     }
     block_lse(mrow, inv, bad, lse);
     memcpy(L + i0, lse, sizeof(float) * (size_t)qb);
-    /* O_blk (qb, hd) = P V[0..kn) */
-    if (hd % 16 == 0)
-        block_values(S, V, O + i0 * HD, HD, hd, qb, kn, kerow, last_nonfinite(V, HD, hd, kn));
-    else if (tl_sgemm(S, kn, 1, V, HD, 1, O + i0 * HD, HD, qb, kn, hd, 0, 0))
-        return 1;
+    /* O_blk (qb, hd) = P V[0..kn), each row divided by its sum (NaN for a row that met a NaN
+     * score, 0 for a row with no allowed key) */
+    if (hd % 16 == 0) {
+        block_values(S, V, O + i0 * HD, HD, hd, qb, kn, kerow, last_nonfinite(V, HD, hd, kn), inv,
+                     bad);
+        return 0;
+    }
+    if (tl_sgemm(S, kn, 1, V, HD, 1, O + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
     for (int64_t r = 0; r < qb; r++) {
         float *o = O + (i0 + r) * HD, l = inv[r];
         for (int64_t p = 0; p < hd; p++) o[p] = bad[r] ? nan : l == 0.0f ? 0.0f : tlm_div(o[p], l);
@@ -547,7 +562,7 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
         /* dQ_blk = dS K[0..kn); dK[0..kn) += dS^T Q_blk; dV[0..kn) += P^T dO_blk */
         if (tiles) {
             block_values(dP, K, dQ + i0 * HD, HD, hd, qb, kn, kerow,
-                         last_nonfinite(K, HD, hd, kn));
+                         last_nonfinite(K, HD, hd, kn), NULL, NULL);
             block_keys_acc(dP, Q + i0 * HD, dK, HD, hd, qb, kn);
             block_keys_acc(S, dO + i0 * HD, dV, HD, hd, qb, kn);
             continue;
