@@ -6,7 +6,8 @@ change to the stub's attention kernels changes no bit: write with one library, t
     python bench/attn_bits_stress.py --compare A.npz B.npz
 
 Cases: head dims 16/17/32/48/64, T from 1 to 150 (multiples of 16 and not), causal, plain,
-masked (random, banded, with fully blocked rows), causal + masked; inputs normal, all-zero
+masked (random, banded, with fully blocked rows), causal + masked, a mask whose
+rows restart short in every 64-row block; inputs normal, all-zero
 queries (every score +-0, so the row max is a signed zero), signed zeros, NaN and inf entries,
 huge scores (exp underflow), tiny values (subnormal products).
 """
@@ -26,9 +27,11 @@ def cases():
     out = []
     for d in (16, 17, 32, 48, 64):
         for t in (1, 7, 16, 33, 37, 64, 65, 97, 128, 150):
-            for kind in ("causal", "plain", "masked", "causal+mask"):
+            for kind in ("causal", "plain", "masked", "causal+mask", "stair"):
                 for vals in ("normal", "zeroq", "signed0", "special", "huge", "tiny", "negzero", "zeroscore"):
                     if d in (17, 48) and vals not in ("normal", "special"):
+                        continue
+                    if kind == "stair" and vals not in ("normal", "special", "negzero"):
                         continue
                     out.append((len(out), d, t, kind, vals, int(rng.integers(1 << 30))))
     return out
@@ -75,6 +78,13 @@ def inputs(d, t, kind, vals, seed):
         k *= 10
         g *= np.float32(1e-20)
     kw = {"causal": kind.startswith("causal")}
+    if kind == "stair":   # row i attends keys j < 2 (i mod 64 + 1): every query block starts short
+        kw["mask"] = np.arange(t)[None, :] < 2 * (np.arange(t)[:, None] % 64 + 1)
+        if vals == "negzero" and t > 96:
+            # dV of keys 64.. may be -0 after rows 0..63; rows 64..95 (which never reach those
+            # keys) add +0 terms that make it +0, rows 96.. add -0 terms that keep what they find
+            g[:, 64:96] = 0.0
+            g[:, 96:128] = -0.0
     if "mask" in kind:
         m = rng.random((t, t)) < 0.6
         if t > 3:

@@ -403,11 +403,20 @@ static void block_values(const float *P, const float *V, float *O, int64_t HD, i
  * then one FMA per query row) */
 static inline __attribute__((always_inline)) void
 key_tile(const int mr, const int nv, const float *A, int64_t kn, const float *B, int64_t HD,
-         int64_t qb, float *C) {
+         int64_t qb, float *C, int64_t rs) {
     v16 acc[RB][2];
+    v16i nz = {0};
     for (int j = 0; j < mr; j++)
-        for (int v = 0; v < nv; v++) acc[j][v] = vload(C + j * HD + 16 * v);
-    for (int64_t r = 0; r < qb; r++) {
+        for (int v = 0; v < nv; v++) {
+            acc[j][v] = vload(C + j * HD + 16 * v);
+            nz |= (v16i)acc[j][v] == (int32_t)0x80000000;
+        }
+    if (rs > 0 && or_lanes(nz)) {
+        zero_terms(C, mr, 16 * nv, HD, B, 0, rs);
+        for (int j = 0; j < mr; j++)
+            for (int v = 0; v < nv; v++) acc[j][v] = vload(C + j * HD + 16 * v);
+    }
+    for (int64_t r = rs; r < qb; r++) {
         const v16 b0 = vload(B + r * HD), b1 = nv > 1 ? vload(B + r * HD + 16) : b0;
         for (int j = 0; j < mr; j++) {
             const float a = A[r * kn + j];
@@ -421,23 +430,42 @@ key_tile(const int mr, const int nv, const float *A, int64_t kn, const float *B,
 
 #define KEY_CASE(R)                                                                         \
     case R:                                                                                 \
-        if (nv == 2) key_tile(R, 2, A, kn, B, HD, qb, C);                                   \
-        else key_tile(R, 1, A, kn, B, HD, qb, C);                                           \
+        if (nv == 2) key_tile(R, 2, A, kn, B, HD, qb, C, rs);                               \
+        else key_tile(R, 1, A, kn, B, HD, qb, C, rs);                                       \
         break;
 
 static void key_rows(int mr, int nv, const float *A, int64_t kn, const float *B, int64_t HD,
-                     int64_t qb, float *C) {
+                     int64_t qb, float *C, int64_t rs) {
     switch (mr) { TILE_CASES(KEY_CASE) }
 }
 
+/* the first of rows [0, qb) of X (hd features, rows HD apart) holding an inf or NaN, qb when none */
+static int64_t first_nonfinite(const float *X, int64_t HD, int64_t hd, int64_t qb) {
+    for (int64_t r = 0; r < qb; r++) {
+        int32_t bad = 0;
+        for (int64_t p = 0; p < hd; p++) {
+            int32_t b;
+            memcpy(&b, X + r * HD + p, sizeof b);
+            bad |= (b & 0x7f800000) == 0x7f800000;
+        }
+        if (bad) return r;
+    }
+    return qb;
+}
+
 /* C[0..kn) (hd features, rows HD apart) += A^T B_blk, A (qb, kn), B qb rows (hd a multiple
- * of 16) */
+ * of 16). ke[r]: row r's A is +0 from key ke[r] on, so the query rows before the first that
+ * reaches a key group add only +0 terms to it and are left out (never from row fb on, the first
+ * whose B row is not finite); what those terms could do, turn a -0 in C into +0, zero_terms
+ * does. */
 static void block_keys_acc(const float *A, const float *B, float *C, int64_t HD, int64_t hd,
-                           int64_t qb, int64_t kn) {
+                           int64_t qb, int64_t kn, const int64_t *ke, int64_t fb) {
+    int64_t rs = 0;
     for (int64_t j0 = 0; j0 < kn; j0 += RB) {
         const int mr = (int)(kn - j0 < RB ? kn - j0 : RB);
+        while (rs < fb && ke[rs] <= j0) rs++;
         for (int64_t c = 0; c < hd; c += 32)
-            key_rows(mr, hd - c > 16 ? 2 : 1, A + j0, kn, B + c, HD, qb, C + j0 * HD + c);
+            key_rows(mr, hd - c > 16 ? 2 : 1, A + j0, kn, B + c, HD, qb, C + j0 * HD + c, rs);
     }
 }
 
@@ -563,8 +591,10 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
         if (tiles) {
             block_values(dP, K, dQ + i0 * HD, HD, hd, qb, kn, kerow,
                          last_nonfinite(K, HD, hd, kn), NULL, NULL);
-            block_keys_acc(dP, Q + i0 * HD, dK, HD, hd, qb, kn);
-            block_keys_acc(S, dO + i0 * HD, dV, HD, hd, qb, kn);
+            block_keys_acc(dP, Q + i0 * HD, dK, HD, hd, qb, kn, kerow,
+                           first_nonfinite(Q + i0 * HD, HD, hd, qb));
+            block_keys_acc(S, dO + i0 * HD, dV, HD, hd, qb, kn, kerow,
+                           first_nonfinite(dO + i0 * HD, HD, hd, qb));
             continue;
         }
         if (tl_sgemm(dP, kn, 1, K, HD, 1, dQ + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
