@@ -555,6 +555,39 @@ int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, cons
     return bad;
 }
 
+/* c + a b per lane with one rounding, a, b and c all v16 (simd16.h's VFMA with a vector a) */
+#if defined(__AVX512F__)
+#define VFMA_V(a, b, c) ((v16)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#else
+#define VFMA_V(a, b, c) __extension__({                                                        \
+    v16 a_ = (a), b_ = (b), c_ = (c), r_;                                                       \
+    for (int l_ = 0; l_ < 16; l_++) r_[l_] = __builtin_fmaf(a_[l_], b_[l_], c_[l_]);            \
+    r_; })
+#endif
+
+/* D[r] = tlm_dot(dO row r, O row r) for the qb rows of a block (hd a multiple of 16; rows HD
+ * apart): 16 rows at a time, their features turned into 16-row vectors by register transposes,
+ * so each lane is one row's chain, one FMA per feature in order from +0, as tlm_dot's */
+static void block_rowdots(const float *A, const float *B, int64_t HD, int64_t hd, int64_t qb,
+                          float *D) {
+    int64_t r0 = 0;
+    for (; r0 + 16 <= qb; r0 += 16) {
+        v16 acc = {0};
+        for (int64_t p0 = 0; p0 < hd; p0 += 16) {
+            tl_v16 a[16], b[16];
+            for (int i = 0; i < 16; i++) {
+                a[i] = vload(A + (r0 + i) * HD + p0);
+                b[i] = vload(B + (r0 + i) * HD + p0);
+            }
+            tl_transpose16(a);
+            tl_transpose16(b);
+            for (int p = 0; p < 16; p++) acc = VFMA_V(a[p], b[p], acc);
+        }
+        vstore(D + r0, acc);
+    }
+    for (; r0 < qb; r0++) D[r0] = tlm_dot(A + r0 * HD, 1, B + r0 * HD, 1, hd, 0.0f);
+}
+
 /* one (sample, head) of the backward: dQ, dK, dV rows of this head; S and dP are scratch of
  * QB * n floats each, Kt and Vt of hd * (n rounded up to 16) */
 static int backward_head(const float *Q, const float *K, const float *V, const float *O,
@@ -579,10 +612,16 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
         }
         block_scores(Q, Kt, kp, M, causal, n, HD, hd, i0, qb, kn, S);
         block_scores(dO, Vt, kp, M, causal, n, HD, hd, i0, qb, kn, dP);
+        float Drow[QB];
+        if (tiles)
+            block_rowdots(dO + i0 * HD, O + i0 * HD, HD, hd, qb, Drow);
+        else
+            for (int64_t r = 0; r < qb; r++)
+                Drow[r] = tlm_dot(dO + (i0 + r) * HD, 1, O + (i0 + r) * HD, 1, hd, 0.0f);
         for (int64_t r = 0; r < qb; r++) {
             const int64_t i = i0 + r;
             float *p = S + r * kn, *ds = dP + r * kn;
-            const float lse = L[i], D = tlm_dot(dO + i * HD, 1, O + i * HD, 1, hd, 0.0f);
+            const float lse = L[i], D = Drow[r];
             const int64_t ke = key_end(M, causal, n, i), kv = vec_end(ke, kn);
             kerow[r] = ke;
             row_probs(p, ds, M ? M + i * n : NULL, ke, kv, kn, lse, D, scale);
