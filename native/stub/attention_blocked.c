@@ -139,17 +139,31 @@ static TL_VEC512 float row_scale_max(float *s, const float *mi, int64_t ke, int6
 /* s[j] = e^(s[j] - m) for j < kv, 0 for j in [kv, kn); returns the sum of s[0..kv) in
  * tl_sum_f32_block's order (8 interleaved partials, partial k taking the keys j = k mod 8 in
  * order, then the pairs), the row sum's order before. Every exponential is tl_expf on whole
- * vectors, the last kv mod 16 through a padded copy. */
-static TL_VEC512 float row_exp_sum(float *s, int64_t kv, int64_t kn, float m) {
+ * vectors (8 lanes for a last vector whose keys from the ninth on are blocked, the last kv mod 16
+ * through a padded copy). ke: the row's key_end. */
+static TL_VEC512 float row_exp_sum(float *s, int64_t ke, int64_t kv, int64_t kn, float m) {
     v8f acc = {0};
     int64_t j = 0;
-    for (; j + 16 <= kv; j += 16) {
+    for (; j + 16 <= kv && j + 8 < ke; j += 16) {
         float e[16];
         for (int l = 0; l < 16; l++) e[l] = tl_expf(tlm_sub(s[j + l], m));
         const v16 ev = vload(e);
         vstore(s + j, ev);
         acc += __builtin_shufflevector(ev, ev, 0, 1, 2, 3, 4, 5, 6, 7);
         acc += __builtin_shufflevector(ev, ev, 8, 9, 10, 11, 12, 13, 14, 15);
+    }
+    if (j + 16 <= kv) {
+        /* the last whole vector with keys [ke, j + 16) blocked (s = -inf) from its ninth on:
+         * those come out e^-inf = +0 and add +0, which leaves a partial (a sum of
+         * exponentials, never -0) as it is, so only the first 8 are computed */
+        float e[8];
+        for (int l = 0; l < 8; l++) e[l] = tl_expf(tlm_sub(s[j + l], m));
+        v8f ev;
+        memcpy(&ev, e, sizeof ev);
+        memcpy(s + j, e, sizeof e);
+        memset(s + j + 8, 0, sizeof(float) * 8);
+        acc += ev;
+        j += 16;
     }
     if (j < kv) {
         /* j is a multiple of 16, so key j + l goes to partial l mod 8; the lanes past kv add +0,
@@ -507,7 +521,7 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         if (m == tlm_from_bits((int32_t)0xff800000))
             memset(s, 0, sizeof(float) * (size_t)kn);
         else
-            l = row_exp_sum(s, kv, kn, m);
+            l = row_exp_sum(s, ke, kv, kn, m);
         mrow[r] = m;
         kerow[r] = ke;
         bad[r] = nan_seen;
