@@ -28,7 +28,8 @@ def cases():
     for d in (16, 17, 32, 48, 64):
         for t in (1, 7, 16, 33, 37, 64, 65, 97, 128, 150):
             for kind in ("causal", "plain", "masked", "causal+mask", "stair"):
-                for vals in ("normal", "zeroq", "signed0", "special", "huge", "tiny", "negzero", "zeroscore"):
+                for vals in ("normal", "zeroq", "signed0", "special", "huge", "tiny", "negzero",
+                             "zeroscore"):
                     if d in (17, 48) and vals not in ("normal", "special"):
                         continue
                     if kind == "stair" and vals not in ("normal", "special", "negzero"):
@@ -103,7 +104,8 @@ def write(path):
         o, lse = ops.attention(Q, K, V, **kw)
         dq, dk, dv = ops.attention_backward(G, Q, K, V, o, lse, **kw)
         for name, b in (("o", o), ("lse", lse), ("dq", dq), ("dk", dk), ("dv", dv)):
-            res[f"{i}_{d}_{t}_{kind}_{vals}_{name}"] = np.asarray(b.to_numpy(), np.float32).view(np.uint32)
+            key = f"{i}_{d}_{t}_{kind}_{vals}_{name}"
+            res[key] = np.asarray(b.to_numpy(), np.float32).view(np.uint32)
     np.savez(path, **res)
     print(f"wrote {len(res)} arrays to {path}")
 

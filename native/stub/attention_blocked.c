@@ -243,7 +243,8 @@ static void pack_keys_from(const float *K, int64_t HD, int64_t hd, int64_t k0, i
             for (int i = 0; i < 16; i++) vstore(Kt + (p0 + i) * ks + j0, r[i]);
         }
     for (int64_t p = 0; p < hd; p++) {
-        for (int64_t j = p < pv ? (jv > k0 ? jv : k0) : k0; j < kn; j++) Kt[p * ks + j] = K[j * HD + p];
+        const int64_t j1 = p < pv ? (jv > k0 ? jv : k0) : k0; /* past the transposed tiles */
+        for (int64_t j = j1; j < kn; j++) Kt[p * ks + j] = K[j * HD + p];
         for (int64_t j = kn; j < kp; j++) Kt[p * ks + j] = 0.0f;
     }
 }
@@ -378,10 +379,10 @@ static void block_scores(const float *Q, const float *Kt, int64_t kp, const floa
     }
 }
 
-/* 1 + the last of rows [0, kn) of X (hd features, rows HD apart) holding an inf or NaN, 0 when
+/* 1 + the last of rows [lo, kn) of X (hd features, rows HD apart) holding an inf or NaN, lo when
  * none */
-static int64_t last_nonfinite(const float *X, int64_t HD, int64_t hd, int64_t kn) {
-    for (int64_t j = kn - 1; j >= 0; j--) {
+static int64_t last_nonfinite(const float *X, int64_t HD, int64_t hd, int64_t lo, int64_t kn) {
+    for (int64_t j = kn - 1; j >= lo; j--) {
         int32_t bad = 0;
         for (int64_t p = 0; p < hd; p++) {
             int32_t b;
@@ -390,7 +391,22 @@ static int64_t last_nonfinite(const float *X, int64_t HD, int64_t hd, int64_t kn
         }
         if (bad) return j + 1;
     }
-    return 0;
+    return lo;
+}
+
+/* the smallest of a block's key ends ke[0..qb): P V and dS K leave out no key below it */
+static int64_t min_key_end(const int64_t *ke, int64_t qb) {
+    int64_t m = ke[0];
+    for (int64_t r = 1; r < qb; r++) m = ke[r] < m ? ke[r] : m;
+    return m;
+}
+
+/* the first row r with ke[r] >= kn (qb when none): dS^T Q and P^T dO leave out no row from it
+ * on */
+static int64_t first_full_row(const int64_t *ke, int64_t qb, int64_t kn) {
+    int64_t r = 0;
+    while (r < qb && ke[r] < kn) r++;
+    return r;
 }
 
 /* O_blk (qb, hd) = P V[0..kn) in RB-row, 32-feature tiles (hd a multiple of 16). ke[r] (or NULL):
@@ -453,7 +469,8 @@ static void key_rows(int mr, int nv, const float *A, int64_t kn, const float *B,
     switch (mr) { TILE_CASES(KEY_CASE) }
 }
 
-/* the first of rows [0, qb) of X (hd features, rows HD apart) holding an inf or NaN, qb when none */
+/* the first of rows [0, qb) of X (hd features, rows HD apart) holding an inf or NaN, qb when
+ * none */
 static int64_t first_nonfinite(const float *X, int64_t HD, int64_t hd, int64_t qb) {
     for (int64_t r = 0; r < qb; r++) {
         int32_t bad = 0;
@@ -510,7 +527,7 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
     float mrow[QB], inv[QB], lse[QB];
     int32_t bad[QB];
     int64_t kerow[QB];
-    for (int r = 0; r < QB; r++) { mrow[r] = 0.0f; inv[r] = 1.0f; bad[r] = 0; }
+    for (int r = 0; r < QB; r++) { mrow[r] = 0.0f; inv[r] = 1.0f; bad[r] = 0; kerow[r] = kn; }
     for (int64_t r = 0; r < qb; r++) {
         /* keys past ke are blocked for this row: probability 0, no exponential needed */
         float *s = S + r * kn;
@@ -532,8 +549,8 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
     /* O_blk (qb, hd) = P V[0..kn), each row divided by its sum (NaN for a row that met a NaN
      * score, 0 for a row with no allowed key) */
     if (hd % 16 == 0) {
-        block_values(S, V, O + i0 * HD, HD, hd, qb, kn, kerow, last_nonfinite(V, HD, hd, kn), inv,
-                     bad);
+        const int64_t nf = last_nonfinite(V, HD, hd, min_key_end(kerow, qb), kn);
+        block_values(S, V, O + i0 * HD, HD, hd, qb, kn, kerow, nf, inv, bad);
         return 0;
     }
     if (tl_sgemm(S, kn, 1, V, HD, 1, O + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
@@ -620,6 +637,7 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
         const int64_t i1 = i0 + QB < n ? i0 + QB : n, qb = i1 - i0;
         const int64_t kn = block_keys(M, causal, n, i0, i1);
         int64_t kerow[QB];
+        for (int r = 0; r < QB; r++) kerow[r] = kn;
         if (kn == 0) {
             for (int64_t i = i0; i < i1; i++) memset(dQ + i * HD, 0, sizeof(float) * (size_t)hd);
             continue;
@@ -643,11 +661,11 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
         /* dQ_blk = dS K[0..kn); dK[0..kn) += dS^T Q_blk; dV[0..kn) += P^T dO_blk */
         if (tiles) {
             block_values(dP, K, dQ + i0 * HD, HD, hd, qb, kn, kerow,
-                         last_nonfinite(K, HD, hd, kn), NULL, NULL);
+                         last_nonfinite(K, HD, hd, min_key_end(kerow, qb), kn), NULL, NULL);
             block_keys_acc(dP, Q + i0 * HD, dK, HD, hd, qb, kn, kerow,
-                           first_nonfinite(Q + i0 * HD, HD, hd, qb));
+                           first_nonfinite(Q + i0 * HD, HD, hd, first_full_row(kerow, qb, kn)));
             block_keys_acc(S, dO + i0 * HD, dV, HD, hd, qb, kn, kerow,
-                           first_nonfinite(dO + i0 * HD, HD, hd, qb));
+                           first_nonfinite(dO + i0 * HD, HD, hd, first_full_row(kerow, qb, kn)));
             continue;
         }
         if (tl_sgemm(dP, kn, 1, K, HD, 1, dQ + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
