@@ -11,8 +11,18 @@
  * tl_sgemm, whose packing cost half as much as its arithmetic at these sizes: every output is the
  * chain tl_sgemm computes (from +0, or from the accumulated value, one FMA per k in order), so the
  * bits are the GEMM's. Scores (S, dP) are computed only for the keys a row group reads, which
- * skips the causal upper tiles; P V, dS K, dS^T Q and P^T dO keep every term of the GEMM's
- * chains, the zeros of blocked pairs included. Head dims that are not a multiple of 16 keep tl_sgemm for those four.
+ * skips the causal upper tiles. P V, dS K, dS^T Q and P^T dO keep the GEMM's chains, blocked
+ * pairs' zeros included, except for runs of terms +0 * x at a chain's end (P V, dS K: keys past
+ * a row group's last allowed key) or start (dS^T Q, P^T dO: query rows that do not reach a key
+ * group yet). Such a term can change nothing but the sign of a zero result (x finite: -0 + +0 =
+ * +0) or make it NaN (x inf or NaN), so the runs stop at any row of x that is not finite and a
+ * -0 that a left-out non-negative x would have made +0 is made +0 (zero_terms). Head dims that
+ * are not a multiple of 16 keep tl_sgemm for those four.
+ *
+ * The softmax of a row runs in 16-lane vectors in the order it always had: the max lane l taking
+ * keys l mod 16 then folded lanes 0..15, the sum 8 partials (keys k mod 8) then pairs, every
+ * exponential tl_expf (the correctly rounded tlm_exp) on whole vectors, the log-sum-exps of a
+ * block as one vector loop.
  *
  * Blocked pairs (mask, causal) get probability and score gradient 0. A query block's keys stop
  * after the last key any of its rows may attend; the rest would add only zeros. That key range
