@@ -13,6 +13,7 @@ huge scores (exp underflow), tiny values (subnormal products).
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -119,7 +120,21 @@ def compare(a, b):
     return 1 if bad else 0
 
 
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("files", nargs="+", metavar="FILE.npz",
+                   help="the snapshot to write, or with --compare the two to compare")
+    p.add_argument("--compare", action="store_true", help="compare two snapshots bit for bit")
+    a = p.parse_args(argv)
+    if a.compare:
+        if len(a.files) != 2:
+            p.error("--compare takes two files")
+        return compare(*a.files)
+    if len(a.files) != 1:
+        p.error("write one snapshot at a time")
+    write(a.files[0])
+    return 0
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "--compare":
-        sys.exit(compare(sys.argv[2], sys.argv[3]))
-    write(sys.argv[1])
+    sys.exit(main())
