@@ -443,12 +443,12 @@ static void block_values(const float *P, const float *V, float *O, int64_t HD, i
  * then one FMA per query row) */
 static inline __attribute__((always_inline)) void
 key_tile(const int mr, const int nv, const float *A, int64_t kn, const float *B, int64_t HD,
-         int64_t qb, float *C, int64_t rs) {
+         int64_t qb, float *C, int64_t rs, int fresh) {
     v16 acc[RB][2];
     v16i nz = {0};
     for (int j = 0; j < mr; j++)
         for (int v = 0; v < nv; v++) {
-            acc[j][v] = vload(C + j * HD + 16 * v);
+            acc[j][v] = fresh ? (v16){0} : vload(C + j * HD + 16 * v);
             nz |= (v16i)acc[j][v] == (int32_t)0x80000000;
         }
     if (rs > 0 && or_lanes(nz)) {
@@ -470,12 +470,12 @@ key_tile(const int mr, const int nv, const float *A, int64_t kn, const float *B,
 
 #define KEY_CASE(R)                                                                         \
     case R:                                                                                 \
-        if (nv == 2) key_tile(R, 2, A, kn, B, HD, qb, C, rs);                               \
-        else key_tile(R, 1, A, kn, B, HD, qb, C, rs);                                       \
+        if (nv == 2) key_tile(R, 2, A, kn, B, HD, qb, C, rs, fresh);                        \
+        else key_tile(R, 1, A, kn, B, HD, qb, C, rs, fresh);                                \
         break;
 
 static void key_rows(int mr, int nv, const float *A, int64_t kn, const float *B, int64_t HD,
-                     int64_t qb, float *C, int64_t rs) {
+                     int64_t qb, float *C, int64_t rs, int fresh) {
     switch (mr) { TILE_CASES(KEY_CASE) }
 }
 
@@ -498,15 +498,20 @@ static int64_t first_nonfinite(const float *X, int64_t HD, int64_t hd, int64_t q
  * of 16). ke[r]: row r's A is +0 from key ke[r] on, so the query rows before the first that
  * reaches a key group add only +0 terms to it and are left out (never from row fb on, the first
  * whose B row is not finite); what those terms could do, turn a -0 in C into +0, zero_terms
- * does. */
+ * does. Rows [kz, kn) of C are written for the first time: their chains start from +0 in
+ * registers (what zeroed memory would give) instead of a load. */
 static void block_keys_acc(const float *A, const float *B, float *C, int64_t HD, int64_t hd,
-                           int64_t qb, int64_t kn, const int64_t *ke, int64_t fb) {
+                           int64_t qb, int64_t kn, const int64_t *ke, int64_t fb, int64_t kz) {
     int64_t rs = 0;
     for (int64_t j0 = 0; j0 < kn; j0 += RB) {
         const int mr = (int)(kn - j0 < RB ? kn - j0 : RB);
         while (rs < fb && ke[rs] <= j0) rs++;
+        if (j0 < kz && j0 + mr > kz)
+            for (int64_t j = kz; j < j0 + mr; j++)
+                memset(C + j * HD, 0, sizeof(float) * (size_t)hd);
         for (int64_t c = 0; c < hd; c += 32)
-            key_rows(mr, hd - c > 16 ? 2 : 1, A + j0, kn, B + c, HD, qb, C + j0 * HD + c, rs);
+            key_rows(mr, hd - c > 16 ? 2 : 1, A + j0, kn, B + c, HD, qb, C + j0 * HD + c, rs,
+                     j0 >= kz);
     }
 }
 
@@ -639,9 +644,15 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
     const int tiles = hd % 16 == 0; /* dQ, dK, dV by the tiles above, else by tl_sgemm */
     pack_keys(K, HD, hd, n, kp, Kt);
     pack_keys(V, HD, hd, n, kp, Vt);
-    for (int64_t j = 0; j < n; j++) {
-        memset(dK + j * HD, 0, sizeof(float) * (size_t)hd);
-        memset(dV + j * HD, 0, sizeof(float) * (size_t)hd);
+    /* dK and dV rows [0, kz) hold sums; the tiles start the others from +0, tl_sgemm needs
+     * them zeroed first */
+    int64_t kz = 0;
+    if (!tiles) {
+        for (int64_t j = 0; j < n; j++) {
+            memset(dK + j * HD, 0, sizeof(float) * (size_t)hd);
+            memset(dV + j * HD, 0, sizeof(float) * (size_t)hd);
+        }
+        kz = n;
     }
     for (int64_t i0 = 0; i0 < n; i0 += QB) {
         const int64_t i1 = i0 + QB < n ? i0 + QB : n, qb = i1 - i0;
@@ -672,15 +683,21 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
         if (tiles) {
             block_values(dP, K, dQ + i0 * HD, HD, hd, qb, kn, kerow,
                          last_nonfinite(K, HD, hd, min_key_end(kerow, qb), kn), NULL, NULL);
+            const int64_t rf = first_full_row(kerow, qb, kn);
             block_keys_acc(dP, Q + i0 * HD, dK, HD, hd, qb, kn, kerow,
-                           first_nonfinite(Q + i0 * HD, HD, hd, first_full_row(kerow, qb, kn)));
+                           first_nonfinite(Q + i0 * HD, HD, hd, rf), kz);
             block_keys_acc(S, dO + i0 * HD, dV, HD, hd, qb, kn, kerow,
-                           first_nonfinite(dO + i0 * HD, HD, hd, first_full_row(kerow, qb, kn)));
+                           first_nonfinite(dO + i0 * HD, HD, hd, rf), kz);
+            kz = kn > kz ? kn : kz;
             continue;
         }
         if (tl_sgemm(dP, kn, 1, K, HD, 1, dQ + i0 * HD, HD, qb, kn, hd, 0, 0)) return 1;
         if (tl_sgemm(dP, 1, kn, Q + i0 * HD, HD, 1, dK, HD, kn, qb, hd, 1, 0)) return 1;
         if (tl_sgemm(S, 1, kn, dO + i0 * HD, HD, 1, dV, HD, kn, qb, hd, 1, 0)) return 1;
+    }
+    for (int64_t j = kz; j < n; j++) { /* keys no query block reached */
+        memset(dK + j * HD, 0, sizeof(float) * (size_t)hd);
+        memset(dV + j * HD, 0, sizeof(float) * (size_t)hd);
     }
     return 0;
 }
