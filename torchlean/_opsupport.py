@@ -32,8 +32,7 @@ if _from_buffer is None:  # pragma: no cover - every cffi has it
 _I64 = np.dtype(np.int64)
 _U64 = np.dtype(np.uint64)
 _umax = np.maximum.reduce
-_new_buffer = Buffer.__new__
-_new_any = AnyBuffer.__new__
+_adopt = AnyBuffer.adopt
 
 # Element counts of output shapes that already passed check_count. A dict lookup costs far
 # less than re-checking every dim on each allocation; bounded so odd shapes cannot pile up.
@@ -100,17 +99,7 @@ def alloc(op: str, shape: tuple) -> AnyBuffer:
     h = _buf_new(n)
     if h == _NULL:  # take the checked path for the exact status and message
         return AnyBuffer._wrap(shape, Buffer.alloc(n, op))
-    b = _new_buffer(Buffer)  # Buffer.__del__ destroys the handle
-    b.handle = h
-    b.n = n
-    b.live = True
-    b.version = 0   # as Buffer.__init__ (see torchlean.buffer's version counters)
-    y = _new_any(AnyBuffer)
-    y.shape = shape
-    y.buf = b
-    y.owns = True
-    y.handle = h
-    return y
+    return _adopt(shape, h, n)
 
 
 _MEMO_MAX = 1024   # input shapes remembered per op (a full table starts again)

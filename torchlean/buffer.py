@@ -139,14 +139,7 @@ class Buffer:
         """Upload float64/float32 (or int/bool) data; float64 rounds to nearest float32."""
         a = _as_float_array("Buffer.from_numpy", a).reshape(-1)
         n = check_count("Buffer.from_numpy", (a.size,))
-        out = _newp(_BUF_OUT, None)
-        if a.dtype == np.float32:
-            st = lib.tl_buf_upload_f32(_from_buffer(_FLOAT_ARRAY, a, False), n, out)
-        else:
-            st = lib.tl_buf_upload_f64(_from_buffer(_DOUBLE_ARRAY, a, False), n, out)
-        if st:
-            raise_status("Buffer.from_numpy", st)
-        return cls(out[0], n)
+        return cls(_upload(a, n), n)
 
     @classmethod
     def zeros(cls, n: int) -> "Buffer":
@@ -220,6 +213,19 @@ class Buffer:
 _new_buffer = Buffer.__new__
 
 
+def _upload(a, n: int):
+    """A new native buffer holding the n values of flat float32 or float64 array a (float64
+    rounds to nearest float32): its handle."""
+    out = _newp(_BUF_OUT, None)
+    if a.dtype == np.float32:
+        st = lib.tl_buf_upload_f32(_from_buffer(_FLOAT_ARRAY, a, False), n, out)
+    else:
+        st = lib.tl_buf_upload_f64(_from_buffer(_DOUBLE_ARRAY, a, False), n, out)
+    if st:
+        raise_status("Buffer.from_numpy", st)
+    return out[0]
+
+
 class AnyBuffer:
     """A row-major shape paired with a Buffer of matching length."""
 
@@ -256,25 +262,23 @@ class AnyBuffer:
             return cls(a.shape, Buffer.from_numpy(a))
         # Buffer.from_numpy and the constructor's checks, which the count above already
         # passed (an array's shape is a tuple of ints): one upload, the objects built directly
-        shape = a.shape
-        a = a.reshape(-1)
-        out = _newp(_BUF_OUT, None)
-        if a.dtype == np.float32:
-            st = lib.tl_buf_upload_f32(_from_buffer(_FLOAT_ARRAY, a, False), n, out)
-        else:
-            st = lib.tl_buf_upload_f64(_from_buffer(_DOUBLE_ARRAY, a, False), n, out)
-        if st:
-            raise_status("Buffer.from_numpy", st)
-        b = _new_buffer(Buffer)   # Buffer.__del__ destroys the handle
-        b.handle = h = out[0]
+        return AnyBuffer.adopt(a.shape, _upload(a.reshape(-1), n), n)
+
+    @staticmethod
+    def adopt(shape: tuple, handle, n: int) -> "AnyBuffer":
+        """An AnyBuffer owning `handle`, a fresh native buffer of n floats, built without the
+        constructor's frames and checks: for hot paths whose caller already checked that
+        shape (a tuple of ints) holds n elements. Buffer.__del__ destroys the handle."""
+        b = _new_buffer(Buffer)
+        b.handle = handle
         b.n = n
         b.live = True
-        b.version = 0
+        b.version = 0   # as Buffer.__init__ (see the version counters above)
         y = _new_any(AnyBuffer)
         y.shape = shape
         y.buf = b
         y.owns = True
-        y.handle = h
+        y.handle = handle
         return y
 
     @classmethod
