@@ -937,6 +937,340 @@ static int split_k(const char *op, int ta, int tb, int64_t batch, int64_t m, int
     return st;
 }
 
+// ==== rule 3's exact GEMM (exact_version 7): float64 chunk chains on the FP64 tensor cores ====
+// Per output: chunk c of TL_EXACT_KCHUNK k's gives p_c = fma((double)a_k, (double)b_k, p) over its
+// k's in increasing order (p_0 from (double)C's prior value when accumulating, else 0, every later
+// p_c from 0); the output is (float)(((p_0 + p_1) + p_2) + ...), one rounding. mma.sync
+// m16n8k16 .f64 computes each of its outputs as the float64 FMA chain over its 16 k's in k order
+// from c (bench/results/dmma-gemm.md checked it bit for bit on the H200), so a chain of MMAs over
+// k = 0, 16, 32, ... of a chunk is the rule's chain. Kernels (bench/probes/dmma_gemm.cu's xpipe64
+// and xsplit64):
+// - x64_pipe: 64x64 output tiles, 4 warps of 32x32 (32 double accumulators per lane), float32 stages of 16 k's copied global -> shared by 16-byte cp.async
+//   (4 stages in flight, zero fill outside the matrix), each fragment element converted to double
+//   in registers (exact); per fragment pair and column fragment one m16n8k16 per stage. Over all
+//   of K (the running fold F in shared memory takes F + p_c at each chunk end) or, SPLIT, one
+//   block per (tile, chunk) writing p_c to float64 scratch, then x64_fold adds the partials in
+//   chunk order and rounds (few output tiles over a long K; the same bits).
+//   It needs M, N, K and the leading dimensions and batch strides of A and B multiples of 4
+//   (every 16-byte copy wholly inside or outside), A and B 16-byte aligned, C 8-byte aligned with
+//   an even ldc and sc (paired float2 stores).
+// - x64_general: one output per thread, the chain and fold written out: every other case (odd
+//   sizes, unaligned views, K = 0).
+// The emulated CUDA builds of tests/native never compile this file (the mma and cp.async asm
+// below are device-only).
+namespace x64 {
+
+constexpr int KC = TL_EXACT_KCHUNK;
+constexpr int BM = 64, BN = 64, WM = 32, WN = 32, BK = 16, STAGES = 4, MINB = 3;
+constexpr int WARPS_N = BN / WN, THREADS = 32 * (BM / WM) * (BN / WN);
+constexpr int FM = WM / 8, FN = WN / 8, NACC = 2 * FM * FN;   // accumulators per lane
+constexpr size_t SMEM_FOLD = (size_t)NACC * THREADS * sizeof(double);
+static_assert(KC % BK == 0, "stages never straddle a chunk");
+static_assert(FM % 2 == 0, "fragment pairs");
+
+// one operand's stage: op(X)[x][k] for x in [x0, x0 + BX), k in [k0, k0 + BK); X[x][k] is
+// P[x ld + k] (KCONTIG) or P[k ld + x]. Shared layout keeps the contiguous direction: S[x][k]
+// with rows of BK + 4 floats, or S[k][x] with rows of BX + 8: a warp's fragment reads (lane
+// (g, t) reads op(X)[base + g][4 q + t]) hit 32 distinct banks either way.
+template <int BX, bool KCONTIG>
+struct Tile {
+    static constexpr int LD = KCONTIG ? BK + 4 : BX + 8;
+    static constexpr int SIZE = KCONTIG ? BX * LD : BK * LD;   // floats per stage
+    static constexpr int NCH = BX * BK / 4, NI = NCH / THREADS;  // 16-byte copies; per thread
+    static_assert(NCH % THREADS == 0, "whole copies per thread");
+    __device__ static void chunk(int q, int &x, int &k) {
+        if (KCONTIG) { x = q / (BK / 4); k = 4 * (q % (BK / 4)); }
+        else { k = q / (BX / 4); x = 4 * (q % (BX / 4)); }
+    }
+    __device__ static int soff(int x, int k) { return KCONTIG ? x * LD + k : k * LD + x; }
+    __device__ static long long goff(int x, int k, long long ld) {
+        return KCONTIG ? (long long)x * ld + k : (long long)k * ld + x;
+    }
+    __device__ static int frag(int q, int t, int base, int g) { return soff(base + g, 4 * q + t); }
+};
+
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, int src_bytes) {
+#if defined(__CUDA_ARCH__)
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+// d = a b + d on the FP64 tensor cores: a 16x16 (a_{2q+h} = A[g + 8h][t + 4q]), b 16x8
+// (b_q = B[t + 4q][g]), d 16x8 (d0, d1 = D[g][2t + e], d2, d3 = D[g + 8][2t + e])
+__device__ __forceinline__ void dmma16k16(double &d0, double &d1, double &d2, double &d3,
+                                          const double (&a)[8], const double (&b)[4]) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7,%8,%9,%10,%11}, {%12,%13,%14,%15}, {%0,%1,%2,%3};"
+                 : "+d"(d0), "+d"(d1), "+d"(d2), "+d"(d3)
+                 : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]),
+                   "d"(a[7]), "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
+#endif
+}
+
+template <class T>
+__device__ __forceinline__ void stage_issue(const float *__restrict__ P, long long ld, int X, int K,
+                                            int x0, int k0, int tid, float *S) {
+#pragma unroll
+    for (int i = 0; i < T::NI; i++) {
+        int x, k;
+        T::chunk(tid + i * THREADS, x, k);
+        const bool in = x0 + x < X && k0 + k < K;
+        cp_async16(S + T::soff(x, k), in ? P + T::goff(x0 + x, k0 + k, ld) : P, in ? 16 : 0);
+    }
+}
+
+// accumulator 2 (i FN + j) + e of lane (g, t) in warp (wm, wn): tile element (row, col)
+__device__ __forceinline__ void out_rc(int wm, int wn, int g, int t, int idx, int &row, int &col) {
+    const int e = idx & 1, ij = idx >> 1, i = ij / FN, j = ij % FN;
+    row = wm * WM + 8 * i + g;
+    col = wn * WN + 8 * j + 2 * t + e;
+}
+// the scratch slot of a split launch: chunk ch, tile tl (of ntiles), tile element (r, c)
+__device__ __forceinline__ size_t wslot(int ch, int tl, int ntiles, int r, int c) {
+    return ((size_t)ch * ntiles + tl) * (BM * BN) + (size_t)r * BN + c;
+}
+
+// C_b (M x N) = op(A_b) op(B_b) (+ C_b's prior value when accumulate) for b = blockIdx.z + b0;
+// block blockIdx.x is output tile blockIdx.x (row-major over the tiles). SPLIT (batch 1):
+// blockIdx.y is a chunk, whose partial goes to W (wslot); x64_fold finishes the outputs.
+template <bool TA, bool TB, bool SPLIT>
+__global__ void __launch_bounds__(THREADS, MINB)
+x64_pipe(const float *__restrict__ A, long long lda, long long sa, const float *__restrict__ B,
+         long long ldb, long long sb, float *__restrict__ C, long long ldc, long long sc,
+         double *__restrict__ W, int M, int N, int K, int accumulate, long long b0) {
+    using TAt = Tile<BM, !TA>;
+    using TBt = Tile<BN, TB>;
+    constexpr int STAGE = TAt::SIZE + TBt::SIZE;
+    static_assert((TAt::SIZE * 4) % 16 == 0 && (STAGE * 4) % 16 == 0, "16-byte aligned stages");
+    extern __shared__ __align__(16) unsigned char x64_smem[];
+    double *Fs = reinterpret_cast<double *>(x64_smem);   // the running fold (K > KC, not SPLIT)
+    float *St = reinterpret_cast<float *>(x64_smem + (!SPLIT && K > KC ? SMEM_FOLD : 0));
+    const long long b = b0 + blockIdx.z;
+    A += b * sa;
+    B += b * sb;
+    C += b * sc;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int tiles_n = (N + BN - 1) / BN;
+    const int m0 = (int)(blockIdx.x / tiles_n) * BM, n0 = (int)(blockIdx.x % tiles_n) * BN;
+    const int kbeg = SPLIT ? (int)blockIdx.y * KC : 0, kend = SPLIT ? min(K, kbeg + KC) : K;
+    const int nkt = (kend - kbeg + BK - 1) / BK;
+    double acc[NACC];
+    const bool from_c = accumulate && (!SPLIT || blockIdx.y == 0);
+#pragma unroll
+    for (int i = 0; i < NACC; i++) {
+        int r, c;
+        out_rc(wm, wn, g, t, i, r, c);
+        acc[i] = from_c && m0 + r < M && n0 + c < N ? (double)C[(long long)(m0 + r) * ldc + n0 + c] : 0.0;
+    }
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nkt) {
+            float *S = St + s * STAGE;
+            stage_issue<TAt>(A, lda, M, K, m0, kbeg + s * BK, tid, S);
+            stage_issue<TBt>(B, ldb, N, K, n0, kbeg + s * BK, tid, S + TAt::SIZE);
+        }
+        cp_async_commit();
+    }
+    bool folded = false;
+    for (int kt = 0; kt < nkt; kt++) {
+        cp_async_wait<STAGES - 2>();   // stage kt has landed (this thread's copies) ...
+        __syncthreads();               // ... everyone's; and stage kt - 1's buffer is free
+        {
+            const int nk = kt + STAGES - 1;
+            if (nk < nkt) {
+                float *S = St + (nk % STAGES) * STAGE;
+                stage_issue<TAt>(A, lda, M, K, m0, kbeg + nk * BK, tid, S);
+                stage_issue<TBt>(B, ldb, N, K, n0, kbeg + nk * BK, tid, S + TAt::SIZE);
+            }
+            cp_async_commit();
+        }
+        const float *As = St + (kt % STAGES) * STAGE, *Bs = As + TAt::SIZE;
+#pragma unroll
+        for (int p = 0; p < FM / 2; p++) {
+            double a[8];
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    a[2 * q + h] = (double)As[TAt::frag(q, t, wm * WM + 8 * (2 * p + h), g)];
+#pragma unroll
+            for (int j = 0; j < FN; j++) {
+                double bf[4];
+#pragma unroll
+                for (int q = 0; q < 4; q++) bf[q] = (double)Bs[TBt::frag(q, t, wn * WN + 8 * j, g)];
+                dmma16k16(acc[2 * (2 * p * FN + j)], acc[2 * (2 * p * FN + j) + 1],
+                          acc[2 * ((2 * p + 1) * FN + j)], acc[2 * ((2 * p + 1) * FN + j) + 1], a, bf);
+            }
+        }
+        const int knext = kbeg + (kt + 1) * BK;
+        if (!SPLIT && knext % KC == 0 && knext < K) {   // a chunk ended: F = F + p_c, p from 0
+#pragma unroll
+            for (int i = 0; i < NACC; i++) {
+                double *f = Fs + i * THREADS + tid;
+                *f = folded ? __dadd_rn(*f, acc[i]) : acc[i];
+                acc[i] = 0.0;
+            }
+            folded = true;
+        }
+    }
+    cp_async_wait<0>();
+    // accumulators 2 q, 2 q + 1: columns c, c + 1 of one row (c even, N % 4 == 0: both inside
+    // or both outside), one paired store
+#pragma unroll
+    for (int q = 0; q < NACC / 2; q++) {
+        int r, c;
+        out_rc(wm, wn, g, t, 2 * q, r, c);
+        const int row = m0 + r, col = n0 + c;
+        if (row >= M || col >= N) continue;
+        if (SPLIT) {
+            *reinterpret_cast<double2 *>(W + wslot(blockIdx.y, blockIdx.x, gridDim.x, r, c)) =
+                make_double2(acc[2 * q], acc[2 * q + 1]);
+        } else {
+            const double v0 = folded ? __dadd_rn(Fs[2 * q * THREADS + tid], acc[2 * q]) : acc[2 * q];
+            const double v1 =
+                folded ? __dadd_rn(Fs[(2 * q + 1) * THREADS + tid], acc[2 * q + 1]) : acc[2 * q + 1];
+            *reinterpret_cast<float2 *>(C + (long long)row * ldc + col) =
+                make_float2(__double2float_rn(v0), __double2float_rn(v1));
+        }
+    }
+}
+
+// the left fold of a split launch's chunk partials (chunk 0, 1, ...) in float64, rounded once
+__global__ void x64_fold(const double *__restrict__ W, int ntiles, int chunks, int M, int N,
+                         float *__restrict__ C, long long ldc) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)ntiles * BM * BN) return;
+    const int tl = (int)(e / (BM * BN)), r = (int)(e % (BM * BN)) / BN, c = (int)(e % BN);
+    const int tiles_n = (N + BN - 1) / BN, row = (tl / tiles_n) * BM + r, col = (tl % tiles_n) * BN + c;
+    if (row >= M || col >= N) return;
+    const size_t step = (size_t)ntiles * BM * BN, e0 = (size_t)tl * BM * BN + (size_t)r * BN + c;
+    double s = W[e0];
+    for (int ch = 1; ch < chunks; ch++) s = __dadd_rn(s, W[ch * step + e0]);
+    C[(long long)row * ldc + col] = __double2float_rn(s);
+}
+
+// the rule written out: one output per thread, any layout; batches b0 + blockIdx.y
+__global__ void x64_general(int ta, int tb, int M, int N, int K, const float *__restrict__ A,
+                            long long lda, long long sa, const float *__restrict__ B, long long ldb,
+                            long long sb, float *__restrict__ C, long long ldc, long long sc,
+                            int accumulate, long long b0) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)M * N) return;
+    const long long b = b0 + blockIdx.y, i = e / N, j = e % N;
+    const float *a = A + b * sa + (ta ? i : i * lda), *bp = B + b * sb + (tb ? j * ldb : j);
+    const long long as = ta ? lda : 1, bs = tb ? 1 : ldb;
+    float *c = C + b * sc + i * ldc + j;
+    double p = accumulate ? (double)*c : 0.0, tot = 0.0;
+    for (int k0 = 0;; k0 += KC) {
+        const int k1 = K - k0 < KC ? K : k0 + KC;
+        for (int kk = k0; kk < k1; kk++) p = __fma_rn((double)a[kk * as], (double)bp[kk * bs], p);
+        tot = k0 == 0 ? p : __dadd_rn(tot, p);
+        p = 0.0;
+        if (k1 >= K) break;
+    }
+    *c = __double2float_rn(tot);
+}
+
+static bool fits(const void *p, int64_t ld, int64_t s, int64_t batch, int mult, int align) {
+    return (uintptr_t)p % align == 0 && ld % mult == 0 && (batch == 1 || s % mult == 0);
+}
+
+// split scratch at most this many bytes (else the tiles run over all of K)
+constexpr int64_t SPLIT_BYTES = (int64_t)1 << 28;
+
+static int launch_general(const char *op, int ta, int tb, int64_t batch, int M, int N, int K,
+                          const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
+                          int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate) {
+    const unsigned blocks = (unsigned)(((int64_t)M * N + TL_THREADS - 1) / TL_THREADS);
+    for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
+        const dim3 grid(blocks, (unsigned)std::min<int64_t>(batch - b0, 65535));
+        x64_general<<<grid, TL_THREADS, 0, tl_stream()>>>(ta, tb, M, N, K, A, lda, sa, B, ldb, sb,
+                                                          C, ldc, sc, accumulate, b0);
+        TL_LAUNCHED(op);
+    }
+    return TL_OK;
+}
+
+template <bool TA, bool TB>
+static int launch_pipe(const char *op, int64_t batch, int M, int N, int K, const float *A,
+                       int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
+                       int64_t ldc, int64_t sc, int accumulate) {
+    constexpr size_t STAGE_BYTES =
+        (size_t)STAGES * (Tile<BM, !TA>::SIZE + Tile<BN, TB>::SIZE) * sizeof(float);
+    const int64_t tiles = (int64_t)((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    const int64_t chunks = ((int64_t)K + KC - 1) / KC;
+    const int64_t slots = (int64_t)MINB * tl_sm_count();   // blocks resident at once
+    // few output tiles over K past one chunk: one block per (tile, chunk), then the ordered fold
+    if (batch == 1 && chunks >= 2 && tiles < slots && tiles * chunks * BM * BN * 8 <= SPLIT_BYTES &&
+        split_enabled()) {
+        static bool ready = false;
+        TL_TRY(tl_allow_smem(op, x64_pipe<TA, TB, true>, STAGE_BYTES, ready));
+        double *W = nullptr;
+        TL_TRY(tl_scratch(op, (size_t)(tiles * chunks * BM * BN) * sizeof(double), (void **)&W));
+        x64_pipe<TA, TB, true><<<dim3((unsigned)tiles, (unsigned)chunks, 1), THREADS, STAGE_BYTES,
+                                 tl_stream()>>>(A, lda, sa, B, ldb, sb, C, ldc, sc, W, M, N, K,
+                                                accumulate, 0);
+        int st = tl_cuda_launched(op);
+        if (st == TL_OK) {
+            const int64_t n = tiles * BM * BN;
+            x64_fold<<<(unsigned)((n + TL_THREADS - 1) / TL_THREADS), TL_THREADS, 0, tl_stream()>>>(
+                W, (int)tiles, (int)chunks, M, N, C, ldc);
+            st = tl_cuda_launched(op);
+        }
+        tl_scratch_free(W);
+        return st;
+    }
+    static bool ready = false;
+    TL_TRY(tl_allow_smem(op, x64_pipe<TA, TB, false>, SMEM_FOLD + STAGE_BYTES, ready));
+    const size_t shm = (K > KC ? SMEM_FOLD : 0) + STAGE_BYTES;
+    for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
+        const dim3 grid((unsigned)tiles, 1, (unsigned)std::min<int64_t>(batch - b0, 65535));
+        x64_pipe<TA, TB, false><<<grid, THREADS, shm, tl_stream()>>>(
+            A, lda, sa, B, ldb, sb, C, ldc, sc, nullptr, M, N, K, accumulate, b0);
+        TL_LAUNCHED(op);
+    }
+    return TL_OK;
+}
+
+}  // namespace x64
+
+// rule 3's exact GEMM (exact_version 7): the tensor-core tiles where the layout allows them,
+// the general kernel otherwise
+static int exact_gemm64(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n,
+                        int64_t k, const float *A, int64_t lda, int64_t sa, const float *B,
+                        int64_t ldb, int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate) {
+    if (batch == 0 || m == 0 || n == 0) return TL_OK;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
+    const int M = (int)m, N = (int)n, K = (int)k;
+    const int64_t tiles = ((m + x64::BM - 1) / x64::BM) * ((n + x64::BN - 1) / x64::BN);
+    const bool pipe = K > 0 && M % 4 == 0 && N % 4 == 0 && K % 4 == 0 && tiles <= INT32_MAX &&
+                      x64::fits(A, lda, sa, batch, 4, 16) && x64::fits(B, ldb, sb, batch, 4, 16) &&
+                      x64::fits(C, ldc, sc, batch, 2, 8);
+    if (!pipe)
+        return x64::launch_general(op, ta, tb, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc,
+                                   accumulate);
+    if (!ta && !tb)
+        return x64::launch_pipe<false, false>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    if (!ta && tb)
+        return x64::launch_pipe<false, true>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    if (ta && !tb)
+        return x64::launch_pipe<true, false>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    return x64::launch_pipe<true, true>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+}
+
 // the exact GEMM with the fold every kchunk k's (INT_MAX: one chain, never split)
 static int exact_gemm(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n,
                       int64_t k, const float *A, int64_t lda, int64_t sa, const float *B,
@@ -957,8 +1291,7 @@ extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, 
                                  int64_t n, int64_t k, const float *A, int64_t lda, int64_t sa,
                                  const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
                                  int64_t sc, int accumulate) {
-    return exact_gemm(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate,
-                      TL_EXACT_KCHUNK);
+    return exact_gemm64(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
 }
 
 extern "C" int tl_gemm_exact_chain_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
