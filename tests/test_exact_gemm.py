@@ -71,10 +71,15 @@ def test_bit_identical_to_sequential_fma(ta, tb, shape):
 
 
 # rows checked against the reference in the larger products: every CUDA kernel's chunk fold
-# (in-kernel through C for the large tiles at K = 300 and 520, split-K at K = 1300)
+# (the tensor-core tiles with M, N, K multiples of 4: over all of K with the running fold in
+# shared memory at K = 300, 520 and 768 (batch 2, or many tiles), one block per (tile, chunk)
+# and the ordered fold for few tiles at K = 300, 1024 and 2052 (a 4-long last chunk); the
+# general kernel for the odd shapes)
 FOLD_SHAPES = [(1, 1000, 300, 700, 0, 0), (1, 1000, 300, 700, 1, 1), (1, 1920, 300, 2048, 0, 1),
                (1, 4095, 520, 767, 1, 0), (1, 3071, 290, 767, 0, 0), (1, 300, 700, 70, 1, 1),
-               (3, 100, 1300, 90, 0, 1), (1, 64, 4099, 64, 1, 0)]
+               (3, 100, 1300, 90, 0, 1), (1, 64, 4099, 64, 1, 0), (1, 1000, 1024, 700, 0, 1),
+               (2, 388, 520, 196, 1, 0), (1, 68, 2052, 60, 0, 0), (1, 68, 2052, 60, 1, 1),
+               (1, 2000, 768, 1600, 1, 1), (1, 4096, 64, 1024, 0, 0)]
 
 
 @pytest.mark.parametrize("shape", FOLD_SHAPES)
@@ -164,14 +169,16 @@ def _cancelling(rng, batch, m, k, n, scale=2.0 ** 36):
 
 
 @pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
-@pytest.mark.parametrize("k", [1, 19, 255, 256, 257, 513, 1100])
+@pytest.mark.parametrize("k", [1, 19, 255, 256, 257, 513, 516, 1024, 1100])
 @pytest.mark.parametrize("start", ["zero", "accumulate"])
-def test_float64_chunk_chains_on_cancelling_data(ta, tb, k, start):
+@pytest.mark.parametrize("batch,m,n", [(2, 37, 45), (1, 68, 132), (2, 68, 132)])
+def test_float64_chunk_chains_on_cancelling_data(ta, tb, k, start, batch, m, n):
     """The rule on data where orders and precisions differ: the float32 rule (exact_version 6)
     differs on some outputs, and where a later chunk holds a cancelling pair so does one float64
-    chain over all of k."""
-    rng = np.random.default_rng(k * 8 + ta * 4 + tb * 2 + (start == "accumulate"))
-    batch, m, n = 2, 37, 45
+    chain over all of k. On CUDA, 37 x 45 and odd K take the general kernel, 68 x 132 with K a
+    multiple of 4 the tensor-core tiles (batch 1 past one chunk: split per chunk, then the
+    fold)."""
+    rng = np.random.default_rng(k * 8 + ta * 4 + tb * 2 + (start == "accumulate") + 7919 * m + batch)
     a, b = _cancelling(rng, batch, m, k, n)
     a_st = np.swapaxes(a, 1, 2).copy() if ta else a
     b_st = np.swapaxes(b, 1, 2).copy() if tb else b
