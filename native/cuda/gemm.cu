@@ -1,18 +1,18 @@
-// gemm.cu (CUDA): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
-// One kernel family kept whole (about 1,000 lines): every kernel below computes the same
-// order and the tile choice, fold and split-K launch pick among them, so reading one file shows
-// why they agree.
+// gemm.cu (CUDA): the exact-mode GEMMs of native/common/tl_math.h's rule 3.
+// One kernel family kept whole: every kernel below computes its entry's order, and the tile
+// choice, fold and split launch pick among them, so reading one file shows why they agree.
 //
-// Tiled SIMT SGEMMs in which each thread owns a block of outputs and accumulates each one by
-// rule 3's chunked chain: acc = fma(a[i,kk], b[kk,j], acc) strictly in k order within each chunk
-// of TL_EXACT_KCHUNK k's (the first chunk from 0 or from C's prior value, the others from 0),
-// the chunk partials added left to right (RunningSums below keeps the large tiles' running sums
-// in shared memory, where the accumulators leave no registers for them). The same order the stub runs (stub/gemm.c), so the
-// bits agree whichever kernel runs. With few output tiles, K is split across blocks instead:
-// each chunk's partial is one element of a batched launch into scratch, then k_fold adds them
-// in order (split_k below): the same bits again. tl_gemm_exact_chain_f32 runs the unchunked
-// chain (kchunk = INT_MAX: no fold) for convolutions, whose stub runs one chain. The kernels
-// differ only in how many outputs a block and a thread own and how K reaches shared memory:
+// tl_gemm_exact_f32 (the exact GEMM, exact_version 7: float64 chunk chains, one rounding per
+// output) runs the x64 section at the end: FP64-tensor-core tiles (mma.sync m16n8k16 .f64) over
+// all of K or split per chunk with an ordered fold, and a one-output-per-thread kernel for the
+// layouts the tiles do not take. The same order the stub runs (stub/gemm.c), so the bits agree.
+//
+// tl_gemm_exact_chain_f32 (convolutions' GEMMs: one float32 fmaf chain over all of k, the
+// stub's tl_sgemm order) runs the tiled SIMT SGEMMs below, in which each thread owns a block of
+// outputs and accumulates each one as acc = fma(a[i,kk], b[kk,j], acc) strictly in k order
+// (the kernels still take a kchunk, the float32 chunk fold of exact_version 3-6, called with
+// INT_MAX: no fold). The kernels differ only in how many outputs a block and a thread own and
+// how K reaches shared memory:
 // - 128x128 tiles (16x16 threads of 8x8, BK 16, register-staged double buffering), the main
 //   kernel; 96x128, 96x96 (cp.async, three stages) and 128x64 tiles from one warp-tiled
 //   template, for shapes whose 128x128 tiles would leave much of the last wave empty;
@@ -874,69 +874,6 @@ static int run_tiles(const char *op, int ta, int tb, int64_t batch, int64_t m, i
                                            ldb, sb, C, ldc, sc, accumulate, kchunk);
 }
 
-// rule 3's left fold over a run of n chunk partials W_q = W + q ws (q in k order), each (M, N)
-// contiguous: C = ((first ? W_0 : C + W_0) + W_1) + ... + W_{n-1}
-__global__ void k_fold(int M, int N, const float *__restrict__ W, long long ws, int n,
-                       float *__restrict__ C, long long ldc, bool first) {
-    const long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (e >= (long long)M * N) return;
-    float *c = C + (e / N) * ldc + e % N;
-    float s = first ? W[e] : __fadd_rn(*c, W[e]);
-    for (int q = 1; q < n; q++) s = __fadd_rn(s, W[q * ws + e]);
-    *c = s;
-}
-
-// chunk partials per pass of split_k: at most this many floats of scratch
-constexpr int64_t SPLIT_SCRATCH_FLOATS = 1 << 24;
-
-// Split-K for few output tiles over a long K: every chunk of TL_EXACT_KCHUNK k's is one element
-// of a batched GEMM (A and B advanced by a chunk per element) into scratch, each element the
-// single chain over its chunk (the first from C's prior value when accumulating, copied in),
-// then k_fold adds the partials to C in k order: rule 3's bits, as the in-kernel fold gives.
-// Passes of at most SPLIT_SCRATCH_FLOATS floats continue the fold in C.
-static int split_k(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n, int64_t k,
-                   const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
-                   float *C, int64_t ldc, int64_t sc, int accumulate) {
-    const int64_t kc = TL_EXACT_KCHUNK, chunks = (k + kc - 1) / kc, mn = m * n, tail = k - (chunks - 1) * kc;
-    const int64_t per = std::max<int64_t>(1, std::min<int64_t>(chunks, SPLIT_SCRATCH_FLOATS / mn));
-    const int64_t ka = ta ? kc * lda : kc, kb = tb ? kc : kc * ldb;  // one chunk further along k
-    float *W = nullptr;
-    TL_TRY(tl_scratch(op, (size_t)(per * mn) * sizeof(float), (void **)&W));
-    int st = TL_OK;
-    for (int64_t bi = 0; bi < batch && st == TL_OK; bi++) {
-        const float *Ab = A + bi * sa, *Bb = B + bi * sb;
-        float *Cb = C + bi * sc;
-        for (int64_t c0 = 0; c0 < chunks && st == TL_OK; c0 += per) {
-            const int64_t c1 = std::min(chunks, c0 + per);
-            int64_t full0 = c0;
-            const int64_t full1 = (c1 == chunks && tail < kc) ? c1 - 1 : c1;
-            if (c0 == 0 && accumulate) {  // the first chunk continues C's prior value
-                st = tl_cuda_status(op, cudaMemcpy2DAsync(W, (size_t)n * sizeof(float), Cb,
-                                                          (size_t)ldc * sizeof(float),
-                                                          (size_t)n * sizeof(float), (size_t)m,
-                                                          cudaMemcpyDeviceToDevice, tl_stream()));
-                if (st == TL_OK)
-                    st = run_tiles(op, ta, tb, 1, m, n, kc, Ab, lda, 0, Bb, ldb, 0, W, n, 0, 1, (int)kc);
-                full0 = 1;
-            }
-            if (st == TL_OK && full1 > full0)
-                st = run_tiles(op, ta, tb, full1 - full0, m, n, kc, Ab + full0 * ka, lda, ka,
-                               Bb + full0 * kb, ldb, kb, W + (full0 - c0) * mn, n, mn, 0, (int)kc);
-            if (st == TL_OK && full1 < c1)  // the short last chunk
-                st = run_tiles(op, ta, tb, 1, m, n, tail, Ab + full1 * ka, lda, 0, Bb + full1 * kb,
-                               ldb, 0, W + (full1 - c0) * mn, n, 0, 0, (int)kc);
-            if (st == TL_OK) {
-                const unsigned blocks = (unsigned)((mn + TL_THREADS - 1) / TL_THREADS);
-                k_fold<<<blocks, TL_THREADS, 0, tl_stream()>>>((int)m, (int)n, W, mn, (int)(c1 - c0),
-                                                               Cb, ldc, c0 == 0);
-                st = tl_cuda_launched(op);
-            }
-        }
-    }
-    tl_scratch_free(W);
-    return st;
-}
-
 // ==== rule 3's exact GEMM (exact_version 7): float64 chunk chains on the FP64 tensor cores ====
 // Per output: chunk c of TL_EXACT_KCHUNK k's gives p_c = fma((double)a_k, (double)b_k, p) over its
 // k's in increasing order (p_0 from (double)C's prior value when accumulating, else 0, every later
@@ -1271,7 +1208,8 @@ static int exact_gemm64(const char *op, int ta, int tb, int64_t batch, int64_t m
     return x64::launch_pipe<true, true>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
 }
 
-// the exact GEMM with the fold every kchunk k's (INT_MAX: one chain, never split)
+// the float32 exact GEMM with the fold every kchunk k's (INT_MAX: one chain, never split; the
+// only use since exact_version 7, tl_gemm_exact_chain_f32)
 static int exact_gemm(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n,
                       int64_t k, const float *A, int64_t lda, int64_t sa, const float *B,
                       int64_t ldb, int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate,
@@ -1279,11 +1217,6 @@ static int exact_gemm(const char *op, int ta, int tb, int64_t batch, int64_t m, 
     if (batch == 0 || m == 0 || n == 0) return TL_OK;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
         return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
-    // Split-K where 128x128 tiles would fill at most half the SMs and K has 4 chunks or more
-    // (weight gradients over many tokens): chunks x tiles blocks instead of tiles
-    if (kchunk == TL_EXACT_KCHUNK && k >= 4 * (int64_t)kchunk &&
-        2 * tile_blocks(batch, m, n, 128) <= tl_sm_count() && split_enabled())
-        return split_k(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
     return run_tiles(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, kchunk);
 }
 
