@@ -253,6 +253,12 @@ def test_nan_inf_and_signed_zero_follow_ieee():
     # -0 * 0 added to +0 is +0; with accumulate from -0 the chain stays -0
     neg = gemm_exact(a[:, 2:3], b, np.full((1, 1, 2), -0.0, np.float32), 1, 1, 3, 2, 0, 0, 1)[0]
     assert np.signbit(neg[0, 0]) and neg[0, 1] == 6.0
+    # a chunk of -0 products from C = -0 stays -0 (CUDA's tensor-core tiles pad k to 16 with +0
+    # products, so such a product takes the general kernel): K = 20, 4 x 4 outputs
+    az = np.full((1, 4, 20), -0.0, np.float32)
+    bz = np.zeros((1, 20, 4), np.float32)
+    z = gemm_exact(az, bz, np.full((1, 4, 4), -0.0, np.float32), 1, 4, 20, 4, 0, 0, 1)
+    assert np.signbit(z).all() and (z == 0).all()
 
 
 def test_bad_arguments_are_clear_errors():

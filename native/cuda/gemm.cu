@@ -1193,7 +1193,10 @@ static int exact_gemm64(const char *op, int ta, int tb, int64_t batch, int64_t m
         return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
     const int M = (int)m, N = (int)n, K = (int)k;
     const int64_t tiles = ((m + x64::BM - 1) / x64::BM) * ((n + x64::BN - 1) / x64::BN);
-    const bool pipe = K > 0 && M % 4 == 0 && N % 4 == 0 && K % 4 == 0 && tiles <= INT32_MAX &&
+    // (the tiles pad the last stage with +0 products: they leave every partial's bits alone but
+    // a -0 one, which only chunk 0 started from C can be, so such a short padded K goes general)
+    const bool pad_ok = !accumulate || K % x64::BK == 0 || K > x64::KC;
+    const bool pipe = K > 0 && M % 4 == 0 && N % 4 == 0 && K % 4 == 0 && pad_ok && tiles <= INT32_MAX &&
                       x64::fits(A, lda, sa, batch, 4, 16) && x64::fits(B, ldb, sb, batch, 4, 16) &&
                       x64::fits(C, ldc, sc, batch, 2, 8);
     if (!pipe)
