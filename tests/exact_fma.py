@@ -72,7 +72,7 @@ def gemm_exact_reference(a, b, init=None, chunk=EXACT_KCHUNK):
     b = np.asarray(b, dtype=np.float32).astype(np.float64)
     m, k = a.shape
     n = b.shape[1]
-    chunk = k if chunk is None or k == 0 else chunk
+    chunk = max(k, 1) if chunk is None else chunk
     tot = None
     with np.errstate(over="ignore", invalid="ignore"):
         for k0 in range(0, max(k, 1), chunk):
