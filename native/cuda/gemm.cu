@@ -883,8 +883,9 @@ static int run_tiles(const char *op, int ta, int tb, int64_t batch, int64_t m, i
 // from c (bench/results/dmma-gemm.md checked it bit for bit on the H200), so a chain of MMAs over
 // k = 0, 16, 32, ... of a chunk is the rule's chain. Kernels (bench/probes/dmma_gemm.cu's xpipe64
 // and xsplit64):
-// - x64_pipe: 64x64 output tiles, 4 warps of 32x32 (32 double accumulators per lane), float32 stages of 16 k's copied global -> shared by 16-byte cp.async
-//   (4 stages in flight, zero fill outside the matrix), each fragment element converted to double
+// - x64_pipe: 64x64 output tiles, 4 warps of 32x32 (32 double accumulators per lane), float32
+//   stages of 16 k's copied global -> shared by 16-byte cp.async (4 stages in flight, zero
+//   fill outside the matrix), each fragment element converted to double
 //   in registers (exact); per fragment pair and column fragment one m16n8k16 per stage. Over all
 //   of K (the running fold F in shared memory takes F + p_c at each chunk end) or, SPLIT, one
 //   block per (tile, chunk) writing p_c to float64 scratch, then x64_fold adds the partials in
@@ -894,8 +895,9 @@ static int run_tiles(const char *op, int ta, int tb, int64_t batch, int64_t m, i
 //   an even ldc and sc (paired float2 stores).
 // - x64_general: one output per thread, the chain and fold written out: every other case (odd
 //   sizes, unaligned views, K = 0).
-// The emulated CUDA builds of tests/native never compile this file (the mma and cp.async asm
-// below are device-only).
+// The kernels live in gemm_x64.cuh, which tests/native/gemm_x64_emu.cpp also compiles for the
+// CPU (TL_CUDA_EMU: the mma and cp.async asm are device-only, the emulation computes the same
+// chain); the launches and the plan are here.
 namespace x64 {
 
 static bool fits(const void *p, int64_t ld, int64_t s, int64_t batch, int mult, int align) {
