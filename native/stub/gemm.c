@@ -19,7 +19,7 @@
 #include "generated/gemm_kernels.h"
 
 #define GX_ROWS 8
-#define GX_COLS 16
+#define GX_COLS 24
 
 /* acc[r][j] = fma((double)op(A)[i0 + r][kk], P[kk][j], acc[r][j]) in double for kk = k0..k1-1
  * in order, rows r < ri (ri == GX_ROWS: constant trip counts, accumulators in registers) */
