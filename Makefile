@@ -187,6 +187,16 @@ build/bn_exact_emu.so: $(BN_EMU_DEPS)
 	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
 	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
 
+# exact mode's GEMM kernels (native/cuda/gemm_x64.cuh: FP64-tensor-core tiles, split, fold,
+# general) on the CPU, the same emulation: tests/test_gemm_x64_kernels.py compares them with the
+# stub bit for bit
+GEMM64_EMU_DEPS := tests/native/gemm_x64_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
+                   native/cuda/gemm_x64.cuh $(TL_MATH)
+build/gemm_x64_emu.so: $(GEMM64_EMU_DEPS)
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
+	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
 # the sort family's kernels other than CUB's sorts (native/cuda/sort_kernels.cuh) on the CPU, the
 # same emulation: tests/test_sort_kernels.py compares them with the stub bit for bit
 SORT_EMU_DEPS := tests/native/sort_emu.cpp tests/native/cuda_emu/cuda_runtime.h \

@@ -48,8 +48,10 @@ def fma_chain_reference(a, b, init=None):
 
 
 def gemm_fma_reference(a, b, init=None, chunk=EXACT_KCHUNK):
-    """Rule 3 for the exact GEMM: k in chunks of `chunk`, each chunk's partial one fma chain (the
-    first from init, the others from 0), the partials added left to right in float32."""
+    """The float32 chunked order (rule 3's exact GEMM up to exact_version 6): k in chunks of
+    `chunk`, each chunk's partial one float32 fma chain (the first from init, the others from 0),
+    the partials added left to right in float32. With K <= chunk it is fma_chain_reference, the
+    order of exact convolutions' GEMMs (one float32 chain)."""
     a = np.asarray(a, dtype=np.float32)
     b = np.asarray(b, dtype=np.float32)
     k = a.shape[1]
@@ -57,3 +59,28 @@ def gemm_fma_reference(a, b, init=None, chunk=EXACT_KCHUNK):
     for k0 in range(chunk, k, chunk):
         tot = tot + fma_chain_reference(a[:, k0:k0 + chunk], b[k0:k0 + chunk])  # float32 add
     return tot
+
+
+def gemm_exact_reference(a, b, init=None, chunk=EXACT_KCHUNK):
+    """Rule 3 for the exact GEMM (tl_gemm_exact_f32, exact_version 7), in NumPy float64: k in
+    chunks of `chunk`; chunk c's partial is the float64 chain p = p + (double)a[i, k] (double)b[k, j]
+    over its k's in increasing order (a float32 product is exact in float64, so this is the
+    rule's fma((double)a, (double)b, p)), p_0 from init as double (zeros by default), every
+    later partial from 0; the partials added left to right in float64, then rounded to float32
+    once (nearest even). chunk=None: one float64 chain over all of k."""
+    a = np.asarray(a, dtype=np.float32).astype(np.float64)
+    b = np.asarray(b, dtype=np.float32).astype(np.float64)
+    m, k = a.shape
+    n = b.shape[1]
+    chunk = max(k, 1) if chunk is None else chunk
+    tot = None
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k0 in range(0, max(k, 1), chunk):
+            if k0 == 0 and init is not None:
+                p = np.array(np.broadcast_to(np.asarray(init, np.float32), (m, n)), np.float64)
+            else:
+                p = np.zeros((m, n), np.float64)
+            for kk in range(k0, min(k0 + chunk, k)):
+                p = p + a[:, kk:kk + 1] * b[kk:kk + 1, :]
+            tot = p if tot is None else tot + p
+        return tot.astype(np.float32)

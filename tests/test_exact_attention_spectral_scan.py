@@ -18,7 +18,7 @@ import torchlean as tl
 from torchlean._generated import ops as O
 
 import reference as R
-from exact_fma import fma32, gemm_fma_reference
+from exact_fma import fma32, gemm_exact_reference
 from test_exact_math import evaluate, shim  # noqa: F401  (shim is a fixture)
 
 F32 = np.float32
@@ -71,7 +71,7 @@ def attention_emulation(shim, wq, wk, wv, wo, x, g, H, mask):
     HD = wq.shape[1]
     hd = HD // H
     X = x.reshape(B * n, dm)
-    q, k, v = (gemm_fma_reference(X, w) for w in (wq, wk, wv))
+    q, k, v = (gemm_exact_reference(X, w) for w in (wq, wk, wv))
     Qh, Kh, Vh = (_heads(a, B, n, H, hd) for a in (q, k, v))
     scale = F32(1.0 / math.sqrt(hd))
     dots = np.zeros((B, H, n, n), F32)
@@ -104,12 +104,12 @@ def attention_emulation(shim, wq, wk, wv, wo, x, g, H, mask):
     out = np.where(nan_row[..., None], F32(np.nan), out).astype(F32)
     lse = np.where(nan_row, F32(np.nan), lse)
     attn = _rows(out, B, n, H, hd)
-    y = gemm_fma_reference(attn, wo)
+    y = gemm_exact_reference(attn, wo)
     fwd = dict(y=y.reshape(B, n, dm), q=q, k=k, v=v, lse=lse.reshape(-1), attn=attn)
 
     G = g.reshape(B * n, dm)
-    dwo = gemm_fma_reference(attn.T, G)
-    dO = gemm_fma_reference(G, wo.T)
+    dwo = gemm_exact_reference(attn.T, G)
+    dO = gemm_exact_reference(G, wo.T)
     dOh, Oh = _heads(dO, B, n, H, hd), out
     D = np.zeros((B, H, n), F32)
     dP = np.zeros((B, H, n, n), F32)
@@ -128,11 +128,11 @@ def attention_emulation(shim, wq, wk, wv, wo, x, g, H, mask):
         dK = np.where(ok[i, :, None], fma32(dS[..., i, :, None], Qh[..., i, None, :], dK), dK)
         dV = np.where(ok[i, :, None], fma32(P[..., i, :, None], dOh[..., i, None, :], dV), dV)
     dQ, dK, dV = (_rows(a, B, n, H, hd) for a in (dQ, dK, dV))
-    dx = gemm_fma_reference(dQ, wq.T)
-    dx = gemm_fma_reference(dK, wk.T, init=dx)
-    dx = gemm_fma_reference(dV, wv.T, init=dx)
-    bwd = dict(dwq=gemm_fma_reference(X.T, dQ), dwk=gemm_fma_reference(X.T, dK),
-               dwv=gemm_fma_reference(X.T, dV), dwo=dwo, dx=dx.reshape(B, n, dm))
+    dx = gemm_exact_reference(dQ, wq.T)
+    dx = gemm_exact_reference(dK, wk.T, init=dx)
+    dx = gemm_exact_reference(dV, wv.T, init=dx)
+    bwd = dict(dwq=gemm_exact_reference(X.T, dQ), dwk=gemm_exact_reference(X.T, dK),
+               dwv=gemm_exact_reference(X.T, dV), dwo=dwo, dx=dx.reshape(B, n, dm))
     return fwd, bwd
 
 

@@ -19,7 +19,7 @@ import torchlean as tl
 from torchlean import ops
 from torchlean.dgemm import dgemm
 
-from exact_fma import gemm_fma_reference
+from exact_fma import gemm_exact_reference, gemm_fma_reference
 
 CHUNK = 256
 
@@ -75,7 +75,7 @@ def test_matmul_is_one_fma_chain_per_output(m, n, p):
     rng = np.random.default_rng(m * 1000 + n + p)
     a, b = rng_f32(rng, m, n), rng_f32(rng, n, p)
     y = ops.matmul(buf(a), buf(b)).to_numpy()
-    same_bits(y, gemm_fma_reference(a, b))
+    same_bits(y, gemm_exact_reference(a, b))
     np.testing.assert_allclose(y, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
@@ -87,7 +87,7 @@ def test_matmul_t_transposed_operands(ta, tb):
     sb = np.swapaxes(b, 1, 2).copy() if tb else b
     y = ops.matmul_t(buf(sa), buf(sb), trans_a=ta, trans_b=tb).to_numpy()
     for s in range(2):
-        same_bits(y[s], gemm_fma_reference(a[s], b[s]))
+        same_bits(y[s], gemm_exact_reference(a[s], b[s]))
 
 
 def test_bmm_every_product_is_the_chain():
@@ -95,14 +95,14 @@ def test_bmm_every_product_is_the_chain():
     a, b = rng_f32(rng, 5, 9, 40), rng_f32(rng, 5, 40, 11)
     y = ops.bmm(buf(a), buf(b)).to_numpy()
     for s in range(5):
-        same_bits(y[s], gemm_fma_reference(a[s], b[s]))
+        same_bits(y[s], gemm_exact_reference(a[s], b[s]))
 
 
 def test_linear_chain_starts_at_the_bias():
     rng = np.random.default_rng(7)
     w, bias, x = rng_f32(rng, 45, 300), rng_f32(rng, 45) * 100, rng_f32(rng, 70, 300)
     y = ops.linear(buf(w), buf(bias), buf(x)).to_numpy()
-    same_bits(y, gemm_fma_reference(x, w.T.copy(), np.broadcast_to(bias, (70, 45))))
+    same_bits(y, gemm_exact_reference(x, w.T.copy(), np.broadcast_to(bias, (70, 45))))
     np.testing.assert_allclose(y, x.astype(np.float64) @ w.T + bias, rtol=1e-4, atol=1e-3)
 
 
@@ -119,9 +119,9 @@ def test_linear_weight_and_input_grads_are_chains():
     rng = np.random.default_rng(8)
     g, x, w = rng_f32(rng, 300, 13), rng_f32(rng, 300, 21), rng_f32(rng, 13, 21)
     dw = ops.linear_backward_w(buf(g), buf(x)).to_numpy()
-    same_bits(dw, gemm_fma_reference(g.T.copy(), x))
+    same_bits(dw, gemm_exact_reference(g.T.copy(), x))
     dx = ops.linear_backward_x(buf(g), buf(w), buf(x)).to_numpy()
-    same_bits(dx, gemm_fma_reference(g, w))
+    same_bits(dx, gemm_exact_reference(g, w))
 
 
 @pytest.mark.parametrize("n", [1, 7, 256, 257, 1000, 5 * CHUNK + 3])

@@ -10,13 +10,13 @@ from torchlean._generated import ops
 from torchlean.buffer import AnyBuffer
 
 # version -> sha256 of the exact-mode outputs below
-PINNED = {6: "50e501fb2060bb277199d25edb3322b5443c255c07c43756bfb796beb6a8f90c"}
+PINNED = {7: "e796839deca1b4d511540501a597a42826f63069a9076018569cb20861f163fe"}
 
 
 def _exact_bits():
     """exact-mode outputs of the transcendental kernels (and ops built on them) on fixed inputs:
-    every 4099th float32 in [-30, 30], plus a Box-Muller draw, plus an exact GEMM over 3.5
-    k chunks (rule 3's fold), plus the special functions there and at inputs versions 4, 5 and
+    every 4099th float32 in [-30, 30], plus a Box-Muller draw, plus exact GEMMs over 3.5
+    k chunks (rule 3's fold; the second from C's prior value, on operands of every magnitude), plus the special functions there and at inputs versions 4, 5 and
     6 fixed, plus running sums over a row longer than 256 chunks"""
     lo, hi = np.float32(-30).view(np.uint32), np.float32(30).view(np.uint32)
     pos = np.arange(0, int(hi) + 1, 4099, dtype=np.uint32).view(np.float32)
@@ -33,6 +33,13 @@ def _exact_bits():
         ops.gemm_exact(AnyBuffer.from_numpy(g), AnyBuffer.from_numpy(g), prod, batch=1, m=7,
                        k=900, n=7, tb=True)
         outs.append(prod)
+        # version 7: the exact GEMM's float64 chunk chains, on operands spread over all the
+        # magnitudes and both signs (the GEMM above multiplies values below 1e-36 only)
+        spread = x[np.arange(7 * 900) * 613 % x.size].reshape(7, 900)
+        prod2 = AnyBuffer.from_numpy(np.arange(49, dtype=np.float32).reshape(7, 7))
+        ops.gemm_exact(AnyBuffer.from_numpy(spread), AnyBuffer.from_numpy(spread), prod2, batch=1,
+                       m=7, k=900, n=7, tb=True, accumulate=True)
+        outs.append(prod2)
         # the special functions on the same inputs and on the inputs their fixes of version 4
         # changed (rounding midpoints, poles at x <= -2^23, 1 - erf's cancellation)
         fixed = np.array([0xB76C9F62, 0x401ADF85, 0x3B7C53AA, 0xF4800000, 0xA7DE86A9, 0x37D4FFFC,

@@ -2,8 +2,8 @@
 
 native/stub/linalg.c packs panels, tiles registers, splits k into slices and runs tasks in
 parallel; none of that may change a bit: every C element must equal the float32 chain
-c = 0; c = fma(a[i, k], b[k, j], c) for k = 0, 1, ... (rule 3's chain; the exact GEMM's order
-while k <= 256, one chunk).
+c = 0; c = fma(a[i, k], b[k, j], c) for k = 0, 1, ... (rule 3's float32 chain; the exact GEMM's order
+up to exact_version 6 while k <= 256; from version 7 the exact GEMM chains in float64).
 tests/exact_fma.py's independent float32 fma, applied one k at a time, is the oracle. Shapes
 straddle the micro-tile (8 x 32), k slice (at most 384, equal slices), row block (192), the
 B panels packed 8 at a time for one row block, and in-place B (one tile row, or m <= 64 with
@@ -21,7 +21,7 @@ import pytest
 
 import torchlean as tl
 from torchlean import ops
-from exact_fma import fma_chain_reference, gemm_fma_reference
+from exact_fma import fma_chain_reference, gemm_exact_reference
 
 pytestmark = pytest.mark.skipif(tl.backend() != "stub", reason="checks the stub's GEMM order")
 
@@ -163,13 +163,18 @@ def test_odd_sizes_linear_and_its_gradients_accumulate_in_order(rows, fin, fout)
 
 @pytest.mark.parametrize("m,n,p", [(7, 129, 385), (33, 255, 385), (129, 33, 777),
                                    (385, 129, 33), (1, 256, 31)])
-def test_odd_sizes_default_and_exact_gemm_agree_within_one_chunk(m, n, p):
-    # k <= 256: the blocked GEMM and the exact GEMM (gemm.c, a separate routine) both compute
-    # one fma chain per output in k order, so their bits agree, plain and from the bias
+def test_odd_sizes_default_and_exact_gemm_follow_their_rules(m, n, p):
+    # k <= 256: the blocked GEMM computes one float32 fma chain per output in k order, the exact
+    # GEMM (gemm.c, a separate routine) one float64 chain rounded once (exact_version 7), plain
+    # and from the bias
     a, b, bias = f32(m, n), f32(n, p), f32(p)
     got = _default_and_exact(a, b, bias)
-    for d, e in zip(got[False], got[True]):
-        assert np.array_equal(d.view(np.uint32), e.view(np.uint32))
+    bias_rows = np.broadcast_to(bias, (m, p))
+    assert np.array_equal(got[False][0].view(np.uint32), sequential(a, b).view(np.uint32))
+    assert np.array_equal(got[False][1].view(np.uint32), sequential(a, b, bias_rows).view(np.uint32))
+    assert np.array_equal(got[True][0].view(np.uint32), gemm_exact_reference(a, b).view(np.uint32))
+    assert np.array_equal(got[True][1].view(np.uint32),
+                          gemm_exact_reference(a, b, bias_rows).view(np.uint32))
 
 
 def test_bits_do_not_depend_on_thread_count():
@@ -214,21 +219,23 @@ def _default_and_exact(a, b, bias):
     return got
 
 
-def test_default_gemm_gives_the_exact_gemms_bits_within_one_chunk():
-    # k <= 256: both are one fma chain per element in k order, through different kernels
+def test_within_one_chunk_the_exact_gemm_rounds_once_and_the_default_per_product():
+    # k <= 256: the default is one float32 fma chain per element, the exact GEMM one float64
+    # chain rounded once (exact_version 7): the bits differ somewhere at this size
     a, b, bias = f32(70, 233), f32(233, 41), f32(41)
     got = _default_and_exact(a, b, bias)
-    for d, e in zip(got[False], got[True]):
-        assert np.array_equal(d.view(np.uint32), e.view(np.uint32))
+    assert np.array_equal(got[True][0].view(np.uint32), gemm_exact_reference(a, b).view(np.uint32))
+    assert np.array_equal(got[False][0].view(np.uint32), sequential(a, b).view(np.uint32))
+    assert not np.array_equal(got[True][0], got[False][0])
 
 
-def test_past_one_chunk_the_exact_gemm_folds_chunks_and_the_default_keeps_one_chain():
+def test_past_one_chunk_the_exact_gemm_folds_float64_chunks_and_the_default_keeps_one_chain():
     a, b, bias = f32(70, 333), f32(333, 41), f32(41)
     got = _default_and_exact(a, b, bias)
     bias_rows = np.broadcast_to(bias, (70, 41))
     assert np.array_equal(got[False][0].view(np.uint32), sequential(a, b).view(np.uint32))
     assert np.array_equal(got[False][1].view(np.uint32), sequential(a, b, bias_rows).view(np.uint32))
-    assert np.array_equal(got[True][0].view(np.uint32), gemm_fma_reference(a, b).view(np.uint32))
+    assert np.array_equal(got[True][0].view(np.uint32), gemm_exact_reference(a, b).view(np.uint32))
     assert np.array_equal(got[True][1].view(np.uint32),
-                          gemm_fma_reference(a, b, bias_rows).view(np.uint32))
-    assert not np.array_equal(got[True][0], got[False][0])  # the fold shows at this size
+                          gemm_exact_reference(a, b, bias_rows).view(np.uint32))
+    assert not np.array_equal(got[True][0], got[False][0])  # the rules differ at this size

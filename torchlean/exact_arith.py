@@ -6,11 +6,13 @@ lists each version's change, and tests/test_exact_version.py pins a digest of ex
 to it, so a change of bits without a new version fails CI.
 """
 
-EXACT_VERSION = 6   # 2: transcendental functions correctly rounded (issue 26); 3: GEMM k chunks of 256 (issue 34);
+EXACT_VERSION = 7   # 2: transcendental functions correctly rounded (issue 26); 3: GEMM k chunks of 256 (issue 34);
                     # 4: the special functions' fixes from their runs on all 2^32 inputs (issue 32);
                     # 5: K0, K1, e^x K0, e^x K1 below 2 and Airy Ai below -8 in double-double (issue 32);
                     # 6: Airy Ai's two midpoints of its all-input run selected, running sums of rows
-                    #    longer than 256 chunks take their carries in the chunked order (issue 32)
+                    #    longer than 256 chunks take their carries in the chunked order (issue 32);
+                    # 7: the exact GEMM's chunk chains and their fold in float64, one rounding per
+                    #    output (FP64 tensor cores on CUDA; issue 34)
 
 
 def exact_version() -> int:

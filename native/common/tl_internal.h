@@ -79,9 +79,10 @@ static inline int tl_scan_check_chunks(const char *op, int64_t steps, int64_t ch
  * (stub/gemm.c, cuda/gemm.cu; ops.yaml gemm_exact exports it). Row-major; for b < batch, C + b sc (m, n) gets
  * op(A) op(B): op(A)[i][kk] is A[i lda + kk], or A[kk lda + i] when ta; op(B)[kk][j] is
  * B[kk ldb + j], or B[j ldb + kk] when tb; batch strides sa, sb, sc. Each output is rule 3's
- * chunked chain: acc = fma(op(A)[i][kk], op(B)[kk][j], acc) for kk in order within each chunk of
- * TL_EXACT_KCHUNK (tl_math.h), the first chunk's acc starting at 0, or at C's prior value when
- * accumulate (how a bias enters), the others at 0; the chunk partials added left to right.
+ * chunked float64 chain (exact_version 7): acc = fma((double)op(A)[i][kk], (double)op(B)[kk][j],
+ * acc) for kk in order within each chunk of TL_EXACT_KCHUNK (tl_math.h), the first chunk's acc
+ * starting at 0, or at C's prior value (as double) when accumulate (how a bias enters), the
+ * others at 0; the chunk partials added left to right in float64, then rounded to float32 once.
  * Dimensions must fit int32. */
 TL_HIDDEN int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,
                                 int64_t n, int64_t k, const float *A, int64_t lda, int64_t sa,

@@ -17,10 +17,15 @@
  *     derivatives follow the registry's stagewise formulas over them, every stage rounded.
  *  3. A dot product is a sequential FMA in k order: acc = fma(a[k], b[k], acc) for k = 0..K-1,
  *     acc starting at 0 (or at a stated initial value such as a bias). The exact GEMM
- *     (tl_gemm_exact_f32) runs this rule over chunks of TL_EXACT_KCHUNK k's: partial p_c is the
- *     chain over k in [c TL_EXACT_KCHUNK, (c + 1) TL_EXACT_KCHUNK), p_0 from the initial value,
- *     every later p_c from 0, and the output is the left fold ((p_0 + p_1) + p_2) + ... (one
- *     tlm_add per chunk after the first). For K <= TL_EXACT_KCHUNK that is the single chain.
+ *     (tl_gemm_exact_f32; exact_version 7) runs the chain in float64 over chunks of
+ *     TL_EXACT_KCHUNK k's: partial p_c is the double chain p = fma((double)a[k], (double)b[k], p)
+ *     over k in [c TL_EXACT_KCHUNK, (c + 1) TL_EXACT_KCHUNK) in increasing order, p_0 from the
+ *     initial value converted to double, every later p_c from 0; the output is
+ *     (float)(((p_0 + p_1) + p_2) + ...): the partials left-folded in float64, one rounding to
+ *     float32 (nearest even) per output. A float32 product is exact in float64, so each fma is
+ *     the double add p + (double)a (double)b. CUDA runs the chains on the FP64 tensor cores
+ *     (mma.sync .f64 computes each output as a float64 FMA chain in k order). tlm_dot and the
+ *     unchunked chain of convolutions (tl_gemm_exact_chain_f32) stay float32 chains.
  *  4. A sum of n values: sequential adds within chunks of TLM_CHUNK (in index order, from the
  *     chunk's first value), then a fixed binary tree over the chunk partials: level by level,
  *     p[i] = p[2i] + p[2i+1], an odd last partial carried up unchanged. Neither the thread
@@ -46,9 +51,9 @@
 
 /* ---- rule 3: a dot product is a sequential FMA in k order ---- */
 
-/* The exact GEMM's k chunk (rule 3 above; exact_version 3): chunk partials are independent
- * chains, so CUDA may split K across blocks and the CPU may block k. Every exact GEMM kernel's
- * k tiles must divide it. */
+/* The exact GEMM's k chunk (rule 3 above; exact_version 3, float64 chains from version 7):
+ * chunk partials are independent chains, so CUDA may split K across blocks and the CPU may block
+ * k. Every exact GEMM kernel's k tiles must divide it. */
 #define TL_EXACT_KCHUNK 256
 
 TLM_HD float tlm_dot(const float *a, int64_t sa, const float *b, int64_t sb, int64_t k, float acc) {

@@ -1,18 +1,18 @@
-// gemm.cu (CUDA): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
-// One kernel family kept whole (about 1,000 lines): every kernel below computes the same
-// order and the tile choice, fold and split-K launch pick among them, so reading one file shows
-// why they agree.
+// gemm.cu (CUDA): the exact-mode GEMMs of native/common/tl_math.h's rule 3.
+// One kernel family kept whole: every kernel below computes its entry's order, and the tile
+// choice, fold and split launch pick among them, so reading one file shows why they agree.
 //
-// Tiled SIMT SGEMMs in which each thread owns a block of outputs and accumulates each one by
-// rule 3's chunked chain: acc = fma(a[i,kk], b[kk,j], acc) strictly in k order within each chunk
-// of TL_EXACT_KCHUNK k's (the first chunk from 0 or from C's prior value, the others from 0),
-// the chunk partials added left to right (RunningSums below keeps the large tiles' running sums
-// in shared memory, where the accumulators leave no registers for them). The same order the stub runs (stub/gemm.c), so the
-// bits agree whichever kernel runs. With few output tiles, K is split across blocks instead:
-// each chunk's partial is one element of a batched launch into scratch, then k_fold adds them
-// in order (split_k below): the same bits again. tl_gemm_exact_chain_f32 runs the unchunked
-// chain (kchunk = INT_MAX: no fold) for convolutions, whose stub runs one chain. The kernels
-// differ only in how many outputs a block and a thread own and how K reaches shared memory:
+// tl_gemm_exact_f32 (the exact GEMM, exact_version 7: float64 chunk chains, one rounding per
+// output) runs the x64 section at the end: FP64-tensor-core tiles (mma.sync m16n8k16 .f64) over
+// all of K or split per chunk with an ordered fold, and a one-output-per-thread kernel for the
+// layouts the tiles do not take. The same order the stub runs (stub/gemm.c), so the bits agree.
+//
+// tl_gemm_exact_chain_f32 (convolutions' GEMMs: one float32 fmaf chain over all of k, the
+// stub's tl_sgemm order) runs the tiled SIMT SGEMMs below, in which each thread owns a block of
+// outputs and accumulates each one as acc = fma(a[i,kk], b[kk,j], acc) strictly in k order
+// (the kernels still take a kchunk, the float32 chunk fold of exact_version 3-6, called with
+// INT_MAX: no fold). The kernels differ only in how many outputs a block and a thread own and
+// how K reaches shared memory:
 // - 128x128 tiles (16x16 threads of 8x8, BK 16, register-staged double buffering), the main
 //   kernel; 96x128, 96x96 (cp.async, three stages) and 128x64 tiles from one warp-tiled
 //   template, for shapes whose 128x128 tiles would leave much of the last wave empty;
@@ -28,6 +28,7 @@
 #include "common.cuh"
 #include "bench_switches.h"
 #include "generated/gemm_kernels.h"
+#include "gemm_x64.cuh"
 
 namespace {
 
@@ -874,70 +875,124 @@ static int run_tiles(const char *op, int ta, int tb, int64_t batch, int64_t m, i
                                            ldb, sb, C, ldc, sc, accumulate, kchunk);
 }
 
-// rule 3's left fold over a run of n chunk partials W_q = W + q ws (q in k order), each (M, N)
-// contiguous: C = ((first ? W_0 : C + W_0) + W_1) + ... + W_{n-1}
-__global__ void k_fold(int M, int N, const float *__restrict__ W, long long ws, int n,
-                       float *__restrict__ C, long long ldc, bool first) {
-    const long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (e >= (long long)M * N) return;
-    float *c = C + (e / N) * ldc + e % N;
-    float s = first ? W[e] : __fadd_rn(*c, W[e]);
-    for (int q = 1; q < n; q++) s = __fadd_rn(s, W[q * ws + e]);
-    *c = s;
+// ==== rule 3's exact GEMM (exact_version 7): float64 chunk chains on the FP64 tensor cores ====
+// Per output: chunk c of TL_EXACT_KCHUNK k's gives p_c = fma((double)a_k, (double)b_k, p) over its
+// k's in increasing order (p_0 from (double)C's prior value when accumulating, else 0, every later
+// p_c from 0); the output is (float)(((p_0 + p_1) + p_2) + ...), one rounding. mma.sync
+// m16n8k16 .f64 computes each of its outputs as the float64 FMA chain over its 16 k's in k order
+// from c (bench/results/dmma-gemm.md checked it bit for bit on the H200), so a chain of MMAs over
+// k = 0, 16, 32, ... of a chunk is the rule's chain. Kernels (bench/probes/dmma_gemm.cu's xpipe64
+// and xsplit64):
+// - x64_pipe: 64x64 output tiles, 4 warps of 32x32 (32 double accumulators per lane), float32
+//   stages of 16 k's copied global -> shared by 16-byte cp.async (4 stages in flight, zero
+//   fill outside the matrix), each fragment element converted to double
+//   in registers (exact); per fragment pair and column fragment one m16n8k16 per stage. Over all
+//   of K (the running fold F in shared memory takes F + p_c at each chunk end) or, SPLIT, one
+//   block per (tile, chunk) writing p_c to float64 scratch, then x64_fold adds the partials in
+//   chunk order and rounds (few output tiles over a long K; the same bits).
+//   It needs M, N, K and the leading dimensions and batch strides of A and B multiples of 4
+//   (every 16-byte copy wholly inside or outside), A and B 16-byte aligned, C 8-byte aligned with
+//   an even ldc and sc (paired float2 stores).
+// - x64_general: one output per thread, the chain and fold written out: every other case (odd
+//   sizes, unaligned views, K = 0).
+// The kernels live in gemm_x64.cuh, which tests/native/gemm_x64_emu.cpp also compiles for the
+// CPU (TL_CUDA_EMU: the mma and cp.async asm are device-only, the emulation computes the same
+// chain); the launches and the plan are here.
+namespace x64 {
+
+static bool fits(const void *p, int64_t ld, int64_t s, int64_t batch, int mult, int align) {
+    return (uintptr_t)p % align == 0 && ld % mult == 0 && (batch == 1 || s % mult == 0);
 }
 
-// chunk partials per pass of split_k: at most this many floats of scratch
-constexpr int64_t SPLIT_SCRATCH_FLOATS = 1 << 24;
+// split scratch at most this many bytes (else the tiles run over all of K)
+constexpr int64_t SPLIT_BYTES = (int64_t)1 << 28;
 
-// Split-K for few output tiles over a long K: every chunk of TL_EXACT_KCHUNK k's is one element
-// of a batched GEMM (A and B advanced by a chunk per element) into scratch, each element the
-// single chain over its chunk (the first from C's prior value when accumulating, copied in),
-// then k_fold adds the partials to C in k order: rule 3's bits, as the in-kernel fold gives.
-// Passes of at most SPLIT_SCRATCH_FLOATS floats continue the fold in C.
-static int split_k(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n, int64_t k,
-                   const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
-                   float *C, int64_t ldc, int64_t sc, int accumulate) {
-    const int64_t kc = TL_EXACT_KCHUNK, chunks = (k + kc - 1) / kc, mn = m * n, tail = k - (chunks - 1) * kc;
-    const int64_t per = std::max<int64_t>(1, std::min<int64_t>(chunks, SPLIT_SCRATCH_FLOATS / mn));
-    const int64_t ka = ta ? kc * lda : kc, kb = tb ? kc : kc * ldb;  // one chunk further along k
-    float *W = nullptr;
-    TL_TRY(tl_scratch(op, (size_t)(per * mn) * sizeof(float), (void **)&W));
-    int st = TL_OK;
-    for (int64_t bi = 0; bi < batch && st == TL_OK; bi++) {
-        const float *Ab = A + bi * sa, *Bb = B + bi * sb;
-        float *Cb = C + bi * sc;
-        for (int64_t c0 = 0; c0 < chunks && st == TL_OK; c0 += per) {
-            const int64_t c1 = std::min(chunks, c0 + per);
-            int64_t full0 = c0;
-            const int64_t full1 = (c1 == chunks && tail < kc) ? c1 - 1 : c1;
-            if (c0 == 0 && accumulate) {  // the first chunk continues C's prior value
-                st = tl_cuda_status(op, cudaMemcpy2DAsync(W, (size_t)n * sizeof(float), Cb,
-                                                          (size_t)ldc * sizeof(float),
-                                                          (size_t)n * sizeof(float), (size_t)m,
-                                                          cudaMemcpyDeviceToDevice, tl_stream()));
-                if (st == TL_OK)
-                    st = run_tiles(op, ta, tb, 1, m, n, kc, Ab, lda, 0, Bb, ldb, 0, W, n, 0, 1, (int)kc);
-                full0 = 1;
-            }
-            if (st == TL_OK && full1 > full0)
-                st = run_tiles(op, ta, tb, full1 - full0, m, n, kc, Ab + full0 * ka, lda, ka,
-                               Bb + full0 * kb, ldb, kb, W + (full0 - c0) * mn, n, mn, 0, (int)kc);
-            if (st == TL_OK && full1 < c1)  // the short last chunk
-                st = run_tiles(op, ta, tb, 1, m, n, tail, Ab + full1 * ka, lda, 0, Bb + full1 * kb,
-                               ldb, 0, W + (full1 - c0) * mn, n, 0, 0, (int)kc);
-            if (st == TL_OK) {
-                const unsigned blocks = (unsigned)((mn + TL_THREADS - 1) / TL_THREADS);
-                k_fold<<<blocks, TL_THREADS, 0, tl_stream()>>>((int)m, (int)n, W, mn, (int)(c1 - c0),
-                                                               Cb, ldc, c0 == 0);
-                st = tl_cuda_launched(op);
-            }
-        }
+static int launch_general(const char *op, int ta, int tb, int64_t batch, int M, int N, int K,
+                          const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
+                          int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate) {
+    const unsigned blocks = (unsigned)(((int64_t)M * N + TL_THREADS - 1) / TL_THREADS);
+    for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
+        const dim3 grid(blocks, (unsigned)std::min<int64_t>(batch - b0, 65535));
+        x64_general<<<grid, TL_THREADS, 0, tl_stream()>>>(ta, tb, M, N, K, A, lda, sa, B, ldb, sb,
+                                                          C, ldc, sc, accumulate, b0);
+        TL_LAUNCHED(op);
     }
-    tl_scratch_free(W);
-    return st;
+    return TL_OK;
 }
 
-// the exact GEMM with the fold every kchunk k's (INT_MAX: one chain, never split)
+template <bool TA, bool TB>
+static int launch_pipe(const char *op, int64_t batch, int M, int N, int K, const float *A,
+                       int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
+                       int64_t ldc, int64_t sc, int accumulate) {
+    constexpr size_t STAGE_BYTES =
+        (size_t)STAGES * (Tile<BM, !TA>::SIZE + Tile<BN, TB>::SIZE) * sizeof(float);
+    const int64_t tiles = (int64_t)((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    const int64_t chunks = ((int64_t)K + KC - 1) / KC;
+    const int64_t slots = (int64_t)MINB * tl_sm_count();   // blocks resident at once
+    // few output tiles over K past one chunk: one block per (tile, chunk), then the ordered fold
+    if (batch == 1 && chunks >= 2 && tiles < slots && tiles * chunks * BM * BN * 8 <= SPLIT_BYTES &&
+        split_enabled()) {
+        static bool ready = false;
+        TL_TRY(tl_allow_smem(op, x64_pipe<TA, TB, true>, STAGE_BYTES, ready));
+        double *W = nullptr;
+        TL_TRY(tl_scratch(op, (size_t)(tiles * chunks * BM * BN) * sizeof(double), (void **)&W));
+        x64_pipe<TA, TB, true><<<dim3((unsigned)tiles, (unsigned)chunks, 1), THREADS, STAGE_BYTES,
+                                 tl_stream()>>>(A, lda, sa, B, ldb, sb, C, ldc, sc, W, M, N, K,
+                                                accumulate, 0);
+        int st = tl_cuda_launched(op);
+        if (st == TL_OK) {
+            const int64_t n = tiles * BM * BN;
+            x64_fold<<<(unsigned)((n + TL_THREADS - 1) / TL_THREADS), TL_THREADS, 0, tl_stream()>>>(
+                W, (int)tiles, (int)chunks, M, N, C, ldc);
+            st = tl_cuda_launched(op);
+        }
+        tl_scratch_free(W);
+        return st;
+    }
+    static bool ready = false;
+    TL_TRY(tl_allow_smem(op, x64_pipe<TA, TB, false>, SMEM_FOLD + STAGE_BYTES, ready));
+    const size_t shm = (K > KC ? SMEM_FOLD : 0) + STAGE_BYTES;
+    for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
+        const dim3 grid((unsigned)tiles, 1, (unsigned)std::min<int64_t>(batch - b0, 65535));
+        x64_pipe<TA, TB, false><<<grid, THREADS, shm, tl_stream()>>>(
+            A, lda, sa, B, ldb, sb, C, ldc, sc, nullptr, M, N, K, accumulate, b0);
+        TL_LAUNCHED(op);
+    }
+    return TL_OK;
+}
+
+}  // namespace x64
+
+// rule 3's exact GEMM (exact_version 7): the tensor-core tiles where the layout allows them,
+// the general kernel otherwise
+static int exact_gemm64(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n,
+                        int64_t k, const float *A, int64_t lda, int64_t sa, const float *B,
+                        int64_t ldb, int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate) {
+    if (batch == 0 || m == 0 || n == 0) return TL_OK;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
+    const int M = (int)m, N = (int)n, K = (int)k;
+    const int64_t tiles = ((m + x64::BM - 1) / x64::BM) * ((n + x64::BN - 1) / x64::BN);
+    // (the tiles pad the last stage with +0 products: they leave every partial's bits alone but
+    // a -0 one, which only chunk 0 started from C can be, so such a short padded K goes general)
+    const bool pad_ok = !accumulate || K % x64::BK == 0 || K > x64::KC;
+    const bool pipe = K > 0 && M % 4 == 0 && N % 4 == 0 && K % 4 == 0 && pad_ok && tiles <= INT32_MAX &&
+                      x64::fits(A, lda, sa, batch, 4, 16) && x64::fits(B, ldb, sb, batch, 4, 16) &&
+                      x64::fits(C, ldc, sc, batch, 2, 8);
+    if (!pipe)
+        return x64::launch_general(op, ta, tb, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc,
+                                   accumulate);
+    if (!ta && !tb)
+        return x64::launch_pipe<false, false>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    if (!ta && tb)
+        return x64::launch_pipe<false, true>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    if (ta && !tb)
+        return x64::launch_pipe<true, false>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    return x64::launch_pipe<true, true>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+}
+
+// the float32 exact GEMM with the fold every kchunk k's (INT_MAX: one chain, never split; the
+// only use since exact_version 7, tl_gemm_exact_chain_f32)
 static int exact_gemm(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n,
                       int64_t k, const float *A, int64_t lda, int64_t sa, const float *B,
                       int64_t ldb, int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate,
@@ -945,11 +1000,6 @@ static int exact_gemm(const char *op, int ta, int tb, int64_t batch, int64_t m, 
     if (batch == 0 || m == 0 || n == 0) return TL_OK;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
         return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
-    // Split-K where 128x128 tiles would fill at most half the SMs and K has 4 chunks or more
-    // (weight gradients over many tokens): chunks x tiles blocks instead of tiles
-    if (kchunk == TL_EXACT_KCHUNK && k >= 4 * (int64_t)kchunk &&
-        2 * tile_blocks(batch, m, n, 128) <= tl_sm_count() && split_enabled())
-        return split_k(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
     return run_tiles(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, kchunk);
 }
 
@@ -957,8 +1007,7 @@ extern "C" int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, 
                                  int64_t n, int64_t k, const float *A, int64_t lda, int64_t sa,
                                  const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc,
                                  int64_t sc, int accumulate) {
-    return exact_gemm(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate,
-                      TL_EXACT_KCHUNK);
+    return exact_gemm64(op, ta, tb, batch, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
 }
 
 extern "C" int tl_gemm_exact_chain_f32(const char *op, int ta, int tb, int64_t batch, int64_t m,

@@ -1,13 +1,16 @@
-/* gemm.c (stub): the exact-mode GEMM, rule 3 of native/common/tl_math.h.
+/* gemm.c (stub): the exact-mode GEMM, rule 3 of native/common/tl_math.h (exact_version 7).
  *
- * Each output is the rule's chunked chain: k in chunks of TL_EXACT_KCHUNK, one sequential fused
- * multiply-add chain per chunk (the first from the initial value, the others from 0), the chunk
- * partials added left to right, exactly as on CUDA (cuda/gemm.cu), so both give the same bits.
+ * Each output is the rule's chunked float64 chain: k in chunks of TL_EXACT_KCHUNK, one
+ * sequential double fused multiply-add chain per chunk over the float32 operands converted to
+ * double (the first from the initial value, the others from 0), the chunk partials added left
+ * to right in double, the total rounded to float32 once, exactly as on CUDA (cuda/gemm.cu), so
+ * both give the same bits. A float32 product is exact in double, so fma((double)a, (double)b,
+ * p) is p + (double)a (double)b with one rounding either way.
  * Speed comes from working on a block of GX_ROWS x GX_COLS outputs at once: for each kk, one A
  * value per row times a contiguous row segment of B, so the compiler vectorises across output
- * columns j, never across k. op(B) is packed first into contiguous k-major panels of GX_COLS
- * columns (whatever its layout), which keeps the inner loop's loads sequential. OpenMP splits
- * the output blocks.
+ * columns j, never across k. op(B) is packed first (as double) into contiguous k-major panels
+ * of GX_COLS columns (whatever its layout), which keeps the inner loop's loads sequential.
+ * OpenMP splits the output blocks.
  * tl_gemm_exact_f32 is what other kernels call; tlk_gemm_exact is the registry entry's body
  * (ops.yaml gemm_exact), whose arguments the generated contract has checked. */
 #include <stdlib.h>
@@ -16,52 +19,54 @@
 #include "generated/gemm_kernels.h"
 
 #define GX_ROWS 8
-#define GX_COLS 32
+#define GX_COLS 24
 
-/* acc[r][j] = fma(op(A)[i0 + r][kk], P[kk][j], acc[r][j]) for kk = k0..k1-1 in order, rows r < ri
- * (ri == GX_ROWS: constant trip counts, accumulators in registers) */
-static void chain(int ta, const float *A, int64_t lda, const float *P, int64_t i0, int64_t ri,
-                  int64_t k0, int64_t k1, float acc[GX_ROWS][GX_COLS]) {
+/* acc[r][j] = fma((double)op(A)[i0 + r][kk], P[kk][j], acc[r][j]) in double for kk = k0..k1-1
+ * in order, rows r < ri (ri == GX_ROWS: constant trip counts, accumulators in registers) */
+static void chain(int ta, const float *A, int64_t lda, const double *P, int64_t i0, int64_t ri,
+                  int64_t k0, int64_t k1, double acc[GX_ROWS][GX_COLS]) {
     if (ri == GX_ROWS) {
         for (int64_t kk = k0; kk < k1; kk++) {
-            const float *b = P + kk * GX_COLS;
+            const double *b = P + kk * GX_COLS;
+#pragma GCC unroll 8
             for (int r = 0; r < GX_ROWS; r++) {
-                float a = ta ? A[kk * lda + i0 + r] : A[(i0 + r) * lda + kk];
-                for (int j = 0; j < GX_COLS; j++) acc[r][j] = tlm_fma(a, b[j], acc[r][j]);
+                double a = ta ? A[kk * lda + i0 + r] : A[(i0 + r) * lda + kk];
+                for (int j = 0; j < GX_COLS; j++) acc[r][j] = __builtin_fma(a, b[j], acc[r][j]);
             }
         }
     } else {
         for (int64_t kk = k0; kk < k1; kk++) {
-            const float *b = P + kk * GX_COLS;
+            const double *b = P + kk * GX_COLS;
             for (int64_t r = 0; r < ri; r++) {
-                float a = ta ? A[kk * lda + i0 + r] : A[(i0 + r) * lda + kk];
-                for (int j = 0; j < GX_COLS; j++) acc[r][j] = tlm_fma(a, b[j], acc[r][j]);
+                double a = ta ? A[kk * lda + i0 + r] : A[(i0 + r) * lda + kk];
+                for (int j = 0; j < GX_COLS; j++) acc[r][j] = __builtin_fma(a, b[j], acc[r][j]);
             }
         }
     }
 }
 
 /* one block: rows [i0, i0 + ri), columns [j0, j0 + jn) of C; P is the block's packed panel of
- * op(B): P[kk * GX_COLS + j] = op(B)[kk][j0 + j], zero past column n (computed, never stored).
- * k runs chunk by chunk (rule 3): acc holds the chunk's partial, tot the left fold so far. */
-static void block(int ta, const float *A, int64_t lda, const float *P, float *C, int64_t ldc,
+ * op(B) in double: P[kk * GX_COLS + j] = op(B)[kk][j0 + j], zero past column n (computed, never
+ * stored). k runs chunk by chunk (rule 3): acc holds the chunk's partial, tot the left fold so
+ * far, both double; the store rounds to float32 once. */
+static void block(int ta, const float *A, int64_t lda, const double *P, float *C, int64_t ldc,
                   int64_t k, int64_t i0, int64_t ri, int64_t j0, int64_t jn, int accumulate) {
-    float acc[GX_ROWS][GX_COLS], tot[GX_ROWS][GX_COLS];
+    double acc[GX_ROWS][GX_COLS], tot[GX_ROWS][GX_COLS];
     for (int64_t r = 0; r < GX_ROWS; r++)
         for (int64_t j = 0; j < GX_COLS; j++)
-            acc[r][j] = (accumulate && r < ri && j < jn) ? C[(i0 + r) * ldc + j0 + j] : 0.0f;
+            acc[r][j] = (accumulate && r < ri && j < jn) ? (double)C[(i0 + r) * ldc + j0 + j] : 0.0;
     for (int64_t k0 = 0;; k0 += TL_EXACT_KCHUNK) {
         const int64_t k1 = k - k0 < TL_EXACT_KCHUNK ? k : k0 + TL_EXACT_KCHUNK;
         chain(ta, A, lda, P, i0, ri, k0, k1, acc);
         for (int r = 0; r < GX_ROWS; r++)
             for (int j = 0; j < GX_COLS; j++) {
-                tot[r][j] = k0 == 0 ? acc[r][j] : tlm_add(tot[r][j], acc[r][j]);
-                acc[r][j] = 0.0f;
+                tot[r][j] = k0 == 0 ? acc[r][j] : tot[r][j] + acc[r][j];
+                acc[r][j] = 0.0;
             }
         if (k1 >= k) break;
     }
     for (int64_t r = 0; r < ri; r++)
-        for (int64_t j = 0; j < jn; j++) C[(i0 + r) * ldc + j0 + j] = tot[r][j];
+        for (int64_t j = 0; j < jn; j++) C[(i0 + r) * ldc + j0 + j] = (float)tot[r][j];
 }
 
 int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n,
@@ -69,19 +74,19 @@ int tl_gemm_exact_f32(const char *op, int ta, int tb, int64_t batch, int64_t m, 
                       int64_t ldb, int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate) {
     if (batch == 0 || m == 0 || n == 0) return TL_OK;
     int64_t rblocks = (m + GX_ROWS - 1) / GX_ROWS, cblocks = (n + GX_COLS - 1) / GX_COLS;
-    float *packed = malloc((size_t)(cblocks * (k > 0 ? k : 1) * GX_COLS) * sizeof(float));
+    double *packed = malloc((size_t)(cblocks * (k > 0 ? k : 1) * GX_COLS) * sizeof(double));
     if (!packed) return tl_fail(TL_E_OOM, "%s: out of memory packing B (%lld x %lld)", op,
                                 (long long)k, (long long)n);
     int par = (double)m * (double)n * (double)(k + 1) > 65536.0;
     for (int64_t bi = 0; bi < batch; bi++) {
         const float *Ab = A + bi * sa, *Bb = B + bi * sb;
-        /* op(B) into panels of GX_COLS columns, each k-major and contiguous */
+        /* op(B) into double panels of GX_COLS columns, each k-major and contiguous */
 #pragma omp parallel for schedule(static) if (par)
         for (int64_t pk = 0; pk < cblocks * k; pk++) {
             int64_t jb = pk / k, kk = pk % k, j0 = jb * GX_COLS;
-            float *dst = packed + pk * GX_COLS;
+            double *dst = packed + pk * GX_COLS;
             for (int64_t j = 0; j < GX_COLS; j++)
-                dst[j] = j0 + j >= n ? 0.0f : (tb ? Bb[(j0 + j) * ldb + kk] : Bb[kk * ldb + j0 + j]);
+                dst[j] = j0 + j >= n ? 0.0 : (double)(tb ? Bb[(j0 + j) * ldb + kk] : Bb[kk * ldb + j0 + j]);
         }
         float *Cb = C + bi * sc;
 #pragma omp parallel for schedule(static) if (par)

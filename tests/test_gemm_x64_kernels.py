@@ -1,0 +1,74 @@
+"""CUDA's exact GEMM kernels (native/cuda/gemm_x64.cuh: the FP64-tensor-core tiles over all of K
+and split per chunk with the ordered fold, and the general one-output-per-thread kernel) run on
+the CPU through the small CUDA emulation (tests/native/cuda_emu; the MMA m16n8k16 .f64 emulated
+as the float64 FMA chain over its 16 k's in k order, what bench/results/dmma-gemm.md measured
+on the H200), against the loaded backend's exact GEMM (the stub in CI: rule 3's reference) and
+tests/exact_fma.py's float64 reference, bit for bit: every layout, partial tiles, K past one
+and several chunks with a short last stage, batches, accumulation from C, and both thread
+schedules of the emulation. On a GPU, tests/test_exact_gemm.py runs the real kernels."""
+import shutil
+import subprocess
+from pathlib import Path
+
+import cffi
+import numpy as np
+import pytest
+
+from exact_fma import gemm_exact_reference
+from test_exact_gemm import _cancelling, gemm_exact
+
+ROOT = Path(__file__).resolve().parent.parent
+EMU = ROOT / "build" / "gemm_x64_emu.so"
+
+
+@pytest.fixture(scope="module")
+def emu():
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        pytest.fail("no C++ compiler: the exact CUDA GEMM kernels cannot be checked on the CPU")
+    r = subprocess.run(["make", "-s", str(EMU.relative_to(ROOT))], cwd=ROOT, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ffi = cffi.FFI()
+    ffi.cdef("""
+        int emu_gemm64(int kind, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
+                       int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
+                       int64_t ldc, int64_t sc, int accumulate, int reverse);
+    """)
+    return ffi, ffi.dlopen(str(EMU))
+
+
+def run_emu(emu, kind, a_st, b_st, c0, batch, m, k, n, ta, tb, accumulate, reverse):
+    ffi, lib = emu
+    a_st = np.ascontiguousarray(a_st, np.float32)
+    b_st = np.ascontiguousarray(b_st, np.float32)
+    c = np.ascontiguousarray(c0, np.float32).copy()
+    ptr = lambda x: ffi.cast("float *", ffi.from_buffer(x))
+    st = lib.emu_gemm64(kind, ta, tb, batch, m, n, k, ptr(a_st), m if ta else k, m * k, ptr(b_st),
+                        k if tb else n, k * n, ptr(c), n, m * n, accumulate, reverse)
+    assert st == 0
+    return c
+
+
+CASES = [  # (kind, batch, m, k, n): 0 tiles over all of K, 1 split per chunk, 2 general
+    (0, 1, 64, 16, 64), (0, 1, 8, 20, 12), (0, 2, 68, 276, 12), (1, 1, 12, 532, 68),
+    (1, 1, 4, 260, 4), (0, 1, 4, 532, 8), (2, 2, 5, 259, 3), (2, 1, 3, 7, 1), (2, 1, 2, 0, 3)]
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("case", CASES)
+def test_emulated_kernels_give_the_stubs_bits(emu, ta, tb, case):
+    kind, batch, m, k, n = case
+    rng = np.random.default_rng(sum(case) * 4 + ta * 2 + tb)
+    a, b = _cancelling(rng, batch, m, k, n, scale=2.0 ** 30)
+    a_st = np.swapaxes(a, 1, 2).copy() if ta else a
+    b_st = np.swapaxes(b, 1, 2).copy() if tb else b
+    c0 = (rng.standard_normal((batch, m, n)) * 3).astype(np.float32)
+    for accumulate in (0, 1):
+        want = gemm_exact(a_st, b_st, c0, batch, m, k, n, ta, tb, accumulate)
+        for i in range(batch):
+            ref = gemm_exact_reference(a[i], b[i], c0[i] if accumulate else None)
+            assert np.array_equal(want[i].view(np.uint32), ref.view(np.uint32))
+        for reverse in (0, 1):
+            got = run_emu(emu, kind, a_st, b_st, c0, batch, m, k, n, ta, tb, accumulate, reverse)
+            same = got.view(np.uint32) == want.view(np.uint32)
+            assert same.all(), (accumulate, reverse, np.argwhere(~same)[:5])
