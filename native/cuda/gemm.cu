@@ -911,6 +911,23 @@ static int launch_general(const char *op, int ta, int tb, int64_t batch, int M, 
                           const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
                           int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate) {
     const unsigned blocks = (unsigned)(((int64_t)M * N + TL_THREADS - 1) / TL_THREADS);
+    const int64_t chunks = ((int64_t)K + KC - 1) / KC;
+    // few outputs over a long K (a small layer's weight gradient over many rows): one thread
+    // per output would leave the GPU idle behind K dependent FMAs; split per chunk, then fold
+    if (batch == 1 && chunks >= 2 && (int64_t)M * N < 64 * TL_THREADS * tl_sm_count() &&
+        chunks <= 65535 && (int64_t)M * N * chunks * 8 <= SPLIT_BYTES && split_enabled()) {
+        double *W = nullptr;
+        TL_TRY(tl_scratch(op, (size_t)((int64_t)M * N * chunks) * sizeof(double), (void **)&W));
+        x64_general_part<<<dim3(blocks, (unsigned)chunks), TL_THREADS, 0, tl_stream()>>>(
+            ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate, W);
+        int st = tl_cuda_launched(op);
+        if (st == TL_OK) {
+            x64_general_fold<<<blocks, TL_THREADS, 0, tl_stream()>>>(W, (int)chunks, M, N, C, ldc);
+            st = tl_cuda_launched(op);
+        }
+        tl_scratch_free(W);
+        return st;
+    }
     for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
         const dim3 grid(blocks, (unsigned)std::min<int64_t>(batch - b0, 65535));
         x64_general<<<grid, TL_THREADS, 0, tl_stream()>>>(ta, tb, M, N, K, A, lda, sa, B, ldb, sb,

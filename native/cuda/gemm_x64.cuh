@@ -253,4 +253,32 @@ __global__ void x64_general(int ta, int tb, int M, int N, int K, const float *__
     *c = __double2float_rn(tot);
 }
 
+// the general kernel split per chunk (batch 1, few outputs over a long K): thread (e, chunk
+// blockIdx.y) writes its chunk's partial to W[chunk][e] (chunk 0 from C's prior value when
+// accumulate, the others from 0); x64_general_fold adds them in chunk order: x64_general's bits
+__global__ void x64_general_part(int ta, int tb, int M, int N, int K, const float *__restrict__ A,
+                                 long long lda, const float *__restrict__ B, long long ldb,
+                                 const float *__restrict__ C, long long ldc, int accumulate,
+                                 double *__restrict__ W) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)M * N) return;
+    const long long i = e / N, j = e % N;
+    const int ch = blockIdx.y, k0 = ch * KC, k1 = K - k0 < KC ? K : k0 + KC;
+    const float *a = A + (ta ? i : i * lda), *bp = B + (tb ? j * ldb : j);
+    const long long as = ta ? lda : 1, bs = tb ? 1 : ldb;
+    double p = (accumulate && ch == 0) ? (double)C[i * ldc + j] : 0.0;
+    for (int kk = k0; kk < k1; kk++) p = __fma_rn((double)a[kk * as], (double)bp[kk * bs], p);
+    W[(size_t)ch * M * N + e] = p;
+}
+
+__global__ void x64_general_fold(const double *__restrict__ W, int chunks, int M, int N,
+                                 float *__restrict__ C, long long ldc) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)M * N) return;
+    const size_t mn = (size_t)M * N;
+    double s = W[e];
+    for (int ch = 1; ch < chunks; ch++) s = __dadd_rn(s, W[ch * mn + e]);
+    C[(e / N) * ldc + e % N] = __double2float_rn(s);
+}
+
 }  // namespace x64
