@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 
 def spawn_sides(script: str, threads: int, child_args: list[str], before: str | None) -> dict:
@@ -34,3 +35,23 @@ def alternate(sides: dict, row: int, rounds: int) -> dict:
             p.stdin.flush()
             times[s].append(json.loads(p.stdout.readline()))
     return times
+
+
+def serve(make, clock: str, reps: int) -> None:
+    """A child's loop: for each row index read from stdin, the ms per call of each of make(row)'s
+    {label: fn} (made and warmed once per row), `reps` calls timed together, as one JSON line."""
+    timer = time.process_time if clock == "cpu" else time.perf_counter
+    made = {}
+    for line in sys.stdin:
+        i = int(line)
+        if i not in made:
+            made[i] = make(i)
+            for fn in made[i].values():
+                fn()
+        out = {}
+        for label, fn in made[i].items():
+            t0 = timer()
+            for _ in range(reps):
+                fn()
+            out[label] = (timer() - t0) / reps * 1e3
+        print(json.dumps(out), flush=True)

@@ -10,17 +10,15 @@ Rows: b*h, T, d, and causal / plain / masked (a random lower-band boolean mask).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_sides import alternate, spawn_sides  # noqa: E402
+from ab_sides import alternate, serve, spawn_sides  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = [(256, 128, 32, "causal"), (256, 64, 32, "causal"), (256, 256, 32, "causal"),
@@ -68,21 +66,7 @@ def runners(row):
 
 
 def child(a):
-    clock = time.process_time if a.clock == "cpu" else time.perf_counter
-    made = {}
-    for line in sys.stdin:
-        i = int(line)
-        if i not in made:
-            made[i] = runners(ROWS[i])
-            for fn in made[i].values():
-                fn()
-        out = {}
-        for label, fn in made[i].items():
-            t0 = clock()
-            for _ in range(a.reps):
-                fn()
-            out[label] = (clock() - t0) / a.reps * 1e3
-        print(json.dumps(out), flush=True)
+    serve(lambda i: runners(ROWS[i]), a.clock, a.reps)
 
 
 def main():

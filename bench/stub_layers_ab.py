@@ -12,17 +12,15 @@ fwd+bwd minus fwd. Load that comes and goes hits both processes alike.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_sides import alternate, spawn_sides  # noqa: E402
+from ab_sides import alternate, serve, spawn_sides  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 B = 128
@@ -74,21 +72,7 @@ def runners(kind, a, rng):
 def child(a):
     """answer a row index per stdin line with the times of one block of each call, in JSON"""
     rng = np.random.default_rng(0)
-    clock = time.process_time if a.clock == "cpu" else time.perf_counter
-    made = {}
-    for line in sys.stdin:
-        i = int(line)
-        if i not in made:
-            made[i] = runners(ROWS[i][1], ROWS[i][2], rng)
-            for fn in made[i].values():
-                fn()
-        out = {}
-        for label, fn in made[i].items():
-            t0 = clock()
-            for _ in range(a.reps):
-                fn()
-            out[label] = (clock() - t0) / a.reps * 1e3
-        print(json.dumps(out), flush=True)
+    serve(lambda i: runners(ROWS[i][1], ROWS[i][2], rng), a.clock, a.reps)
 
 
 def main():
