@@ -3,6 +3,8 @@ definition, recordings that match across thread counts, diffs that name the righ
 and op, certificates, bad record files, and recording that never changes a result."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -15,6 +17,7 @@ import pytest
 import torchlean as tl
 from torchlean import audit, nn, optim
 from torchlean.audit.__main__ import main as audit_main
+from torchlean.audit.recordfile import Record
 from torchlean.buffer import AnyBuffer
 from torchlean._generated import ops
 from torchlean.session import Session, manual_seed
@@ -184,12 +187,15 @@ def test_recording_never_changes_a_result(tmp_path):
 
 def test_record_contents(runs):
     lines = Path(runs["a"]).read_text().splitlines()
-    assert lines[0].startswith("tlaudit 1 ")
+    assert lines[0].startswith("tlaudit 2 ")
     header = json.loads(lines[0].split(" ", 2)[2])
     assert header["exact_version"] == tl.exact_version() and header["mode"] == "exact"
     assert header["script"] == "test-mlp"
-    recs = [json.loads(s) for s in lines[1:-1]]
+    rec = Record(runs["a"])
+    recs = rec.records
+    assert rec.lines == [json.dumps(r, separators=(",", ":")) for r in recs]
     trailer = json.loads(lines[-1][4:])
+    assert rec.trailer == trailer and trailer["records"] == len(recs)
     assert trailer["steps"] == 3 == sum(r[0] == "S" for r in recs)
     assert trailer["ops"] == sum(r[0] == "F" for r in recs) > 0
     assert trailer["vjps"] == sum(r[0] == "B" for r in recs) > 0
@@ -214,7 +220,7 @@ def test_record_contents(runs):
 
 def test_identical_runs_diff_identical(runs, capsys):
     rc, out, _ = _cli(capsys, "diff", runs["a"], runs["a2"])
-    n_ops = sum(1 for s in Path(runs["a"]).read_text().splitlines()[1:-1] if s[2] in "FB")
+    n_ops = sum(1 for r in Record(runs["a"]).records if r[0] in "FB")
     assert rc == 0 and out.strip() == f"identical: {n_ops} ops, 3 steps"
 
 
@@ -270,12 +276,31 @@ def test_bad_files_give_clear_errors(runs, capsys, tmp_path):
     assert rc == 2 and str(cut) in err and "truncated" in err
     edited = tmp_path / "edited.tlaudit"
     lines = text.splitlines(keepends=True)
-    rec = json.loads(lines[3])
-    rec[5] = "0" * 16
-    lines[3] = json.dumps(rec, separators=(",", ":")) + "\n"
+    d = next(k for k, s in enumerate(lines) if s.startswith("d "))
+    lines[d] = lines[d][:2] + ("B" if lines[d][2] != "B" else "C") + lines[d][3:]
     edited.write_text("".join(lines))
     rc, _, err = _cli(capsys, "diff", runs["a"], str(edited))
     assert rc == 2 and str(edited) in err and "corrupted" in err and "checksum" in err
+    # damaged blocks under a checksum made to match: each named, never a crash or a record
+    for k, bad in ((d, "d AAA\n"), (d, "q AAAA\n"), (1, "t [\n"), (1, "t {}\n")):
+        forged = list(lines)
+        forged[k] = bad
+        body = "".join(forged[:-1])
+        trailer = json.loads(forged[-1][4:])
+        trailer["sha256"] = hashlib.sha256(body.encode()).hexdigest()
+        edited.write_text(body + "end " + json.dumps(trailer) + "\n")
+        rc, _, err = _cli(capsys, "certificate", str(edited))
+        assert rc == 2 and str(edited) in err and "corrupted" in err, (bad, err)
+    cut_log = list(lines)
+    last_log = max(k for k, s in enumerate(lines) if s.startswith("l "))
+    cut_log[last_log] = lines[last_log][:2] + base64.b64encode(
+        base64.b64decode(lines[last_log][2:])[:-16]).decode() + "\n"
+    body = "".join(cut_log[:-1])
+    trailer = json.loads(cut_log[-1][4:])
+    trailer["sha256"] = hashlib.sha256(body.encode()).hexdigest()
+    edited.write_text(body + "end " + json.dumps(trailer) + "\n")
+    rc, _, err = _cli(capsys, "diff", str(edited), runs["a"])
+    assert rc == 2 and str(edited) in err and "corrupted" in err
     foreign = tmp_path / "foreign.tlaudit"
     foreign.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
     rc, _, err = _cli(capsys, "diff", str(foreign), runs["a"])

@@ -6,8 +6,6 @@ so small that one call's digests wrap around it, and values written in place rig
 their op are recorded with the bits they had when the op made them."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -23,9 +21,16 @@ from test_audit_batch import _bufs, _program
 pytestmark = pytest.mark.skipif(tl.backend() != "stub", reason="the stub's digests at once")
 
 
+class _Sink(list):
+    """A batch's sink keeping every digest read back, in order."""
+
+    def __call__(self, d):
+        self.extend("%016x" % x for x in d.tolist())
+
+
 def _texts(batch, first, n):
     batch.read_back()
-    return [json.loads(t) for t in batch.texts[first - batch.first:first - batch.first + n]]
+    return batch.sink[first:first + n]
 
 
 def test_add_now_and_digest_handles_give_the_definition_across_ring_reads(monkeypatch):
@@ -34,7 +39,7 @@ def test_add_now_and_digest_handles_give_the_definition_across_ring_reads(monkey
     monkeypatch.setattr(digests, "RING_SLOTS", 4)
     sizes = [0, 1, 5, 4097, 3, 70001, 2, 9, 33, 1, 12289, 7]
     bits, bufs = _bufs(seed=5, sizes=sizes)
-    b = digests.Batch()
+    b = digests.Batch(_Sink())
     assert b.add == b.add_now
     try:
         seqs = [b.add(bufs[0]), b.add(bufs[1]), b.add(bufs[2])]
@@ -51,7 +56,7 @@ def test_add_now_and_digest_handles_give_the_definition_across_ring_reads(monkey
 
 def test_a_released_value_is_refused_and_numbers_nothing():
     bits, bufs = _bufs(seed=6, sizes=[3, 4, 5])
-    b = digests.Batch()
+    b = digests.Batch(_Sink())
     try:
         bufs[1].release()
         with pytest.raises(ValueError, match="released"):
@@ -82,7 +87,8 @@ def test_at_once_and_queued_write_the_same_record(tmp_path, monkeypatch, ring, e
         wb = _program(str(b), True)
     finally:
         tl.set_exact(old)
-    assert a.read_bytes() == b.read_bytes()
+    ra, rb = Record(str(a)), Record(str(b))
+    assert ra.header == rb.header and ra.records == rb.records and ra.lines == rb.lines
     for u, v in zip(wa, wb):
         assert np.array_equal(u.view(np.uint32), v.view(np.uint32))
 

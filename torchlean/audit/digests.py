@@ -5,11 +5,11 @@ Recording queues values in a Batch and digests them all at once where the record
 end of a backward pass, an optimizer step, before a VJP writes over its cotangent), so it costs
 one native call per step instead of one per value (one launch on CUDA). On the stub, where a
 native call costs less than queueing and pinning a value, each is digested as it is recorded
-(Batch.add_now, Batch.digest_handles) into the same ring and numbered the same way. The digests land in a ring of device slots,
-read back in one transfer when it fills or the record closes: nothing waits for the device per
-op. A queued digest is an int, its sequence number; `texts[k - first]` holds it (as the JSON
-string of its 16 hex digits) once read back, until the recorder says no record can refer to it
-any more (forget): a long record keeps the texts of a few steps, not of the whole run.
+(Batch.add_now, Batch.digest_handles) into the same ring and numbered the same way. A digest's
+number is its place in the sequence of all digests of the batch; they land in that order in a
+ring of device slots, read back in one transfer when it fills or the record closes and handed
+to the batch's sink (the record file): nothing waits for the device per op, and nothing of
+them stays in memory.
 """
 from __future__ import annotations
 
@@ -40,24 +40,10 @@ def from_words(row) -> int:
     return int(w[0]) | int(w[1]) << 16 | int(w[2]) << 32 | int(w[3]) << 48
 
 
-def _rows_to_ints(rows: np.ndarray) -> list[int]:
+def _rows_to_digests(rows: np.ndarray) -> np.ndarray:
+    """The digests (uint64) held by ring rows."""
     w = rows.astype(np.uint64)
-    d = w[:, 0] | (w[:, 1] << np.uint64(16)) | (w[:, 2] << np.uint64(32)) | (w[:, 3] << np.uint64(48))
-    return d.tolist()
-
-
-_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
-_NIBBLES = np.arange(60, -4, -4, dtype=np.uint64)   # each hex digit's shift, highest first
-
-
-def _rows_to_texts(rows: np.ndarray) -> list[str]:
-    """The digests of ring rows as a record file writes them: JSON strings of 16 hex digits
-    ('"%016x"' % d), made as one array of 18-byte strings rather than one format per digest."""
-    w = rows.astype(np.uint64)
-    d = w[:, 0] | (w[:, 1] << np.uint64(16)) | (w[:, 2] << np.uint64(32)) | (w[:, 3] << np.uint64(48))
-    text = np.full((len(d), 18), ord('"'), np.uint8)
-    text[:, 1:17] = _HEX[(d[:, None] >> _NIBBLES) & np.uint64(15)]
-    return text.view("S18").ravel().astype(str).tolist()
+    return w[:, 0] | (w[:, 1] << np.uint64(16)) | (w[:, 2] << np.uint64(32)) | (w[:, 3] << np.uint64(48))
 
 
 def _buffer_of(value, op: str) -> AnyBuffer:
@@ -88,7 +74,7 @@ def digest_many(values) -> list[int]:
     ring = AnyBuffer.zeros((len(bufs), 4))
     try:
         _ops.digest_batch(ring, handles=bufs, count=len(bufs))
-        return _rows_to_ints(ring.to_numpy())
+        return _rows_to_digests(ring.to_numpy()).tolist()
     finally:
         ring.release()
 
@@ -103,10 +89,9 @@ class Batch:
     place is never left queued: the recorder runs the batch first (recorder.py says when).
     On the stub (STUB_AT_ONCE) `add` is add_now: digested at once, nothing queued."""
 
-    def __init__(self):
+    def __init__(self, sink):
         self.ring = AnyBuffer.zeros((RING_SLOTS, 4))
-        self.texts: list[str] = []     # digests read back and not forgotten, as JSON
-        self.first = 0                 # the sequence number of texts[0]
+        self.sink = sink               # takes the digests read back (uint64), in order
         self.used = 0                  # ring rows written and not read back yet
         self.base = 0                  # the sequence number of the first queued value
         self.count = 0                 # values queued
@@ -124,19 +109,6 @@ class Batch:
     def next(self) -> int:
         """The sequence number the next queued value gets."""
         return self.base + self.count
-
-    @property
-    def ready(self) -> int:
-        """The sequence number below which every digest was read back."""
-        return self.first + len(self.texts)
-
-    def forget(self, below: int) -> None:
-        """Drop the texts of the digests below sequence number `below`, which the caller will
-        never ask for again: what recording holds stays bounded by what it may still write."""
-        n = min(below, self.ready) - self.first
-        if n > 0:
-            del self.texts[:n]
-            self.first += n
 
     def add(self, value: AnyBuffer) -> int:
         """Queue the digest of `value` (live) and return its sequence number."""
@@ -258,7 +230,7 @@ class Batch:
 
     def _read_ring(self) -> None:
         if self.used:
-            self.texts.extend(_rows_to_texts(self.ring.to_numpy()[:self.used]))
+            self.sink(_rows_to_digests(self.ring.to_numpy()[:self.used]))
             self.used = 0
 
     def read_back(self) -> None:

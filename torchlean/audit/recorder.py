@@ -1,6 +1,6 @@
 """The recorder: told of every op the tape records, runs every VJP of a backward pass, and
 notes every optimizer step, queueing a device digest of each value (digests.Batch) and writing
-the records (recordfile.Writer) once their digests are read back.
+the log of records and the digests read back into the record file (recordfile.Writer).
 
 Batched digests read a value later than the op that made it, so a queued value must not change
 meanwhile. Values needing a gradient never do in a training step: an in-place op on one is
@@ -30,7 +30,7 @@ from torchlean._capture import STATE
 from torchlean._abi.cdef import REGISTRY_HASH
 from torchlean.buffer import EXPORTS, AnyBuffer
 from torchlean.audit.digests import Batch
-from torchlean.audit.recordfile import Lines, Writer, hyper_json
+from torchlean.audit.recordfile import Writer, hyper_json
 from torchlean.exact_arith import exact_version
 from torchlean.nn.modules.base import Module
 from torchlean.runtime import backend, is_deterministic, is_exact
@@ -39,6 +39,9 @@ from torchlean.runtime import backend, is_deterministic, is_exact
 def mode() -> str:
     return "exact" if is_exact() else "deterministic" if is_deterministic() else "default"
 
+
+# log items after which an optimizer step writes the log out (about 256 KiB of codes)
+FLUSH_ITEMS = 1 << 15
 
 _GROUP = object()   # where a parameter group starts among the hyperparameter values
 
@@ -75,7 +78,7 @@ class Recorder:
     def __init__(self, path: str, label: str | None = None, batched: bool = True):
         self.writer = Writer(path)
         self.label = label if label is not None else os.path.basename(sys.argv[0] or "-")
-        self.batch = Batch()
+        self.batch = Batch(self._digests)
         self.add = self.batch.add     # queue a value's digest: its sequence number
         self.batched = batched        # False: every hook digests what it queued at once
         # when a hook runs the batch: 0 never (the stub digests each value as it is queued,
@@ -83,19 +86,17 @@ class Recorder:
         # 2 after every record (batched=False)
         self.runs = 0 if self.batch.add == self.batch.add_now else 1 if batched else 2
         # the records not written yet, their fields one after another in one list (no object
-        # per record that the garbage collector would count and scan until the flush); each
-        # starts with the sequence number below which its digests lie, then its kind:
-        #   limit, "F", step, op, n, shape, digest, (source, digest, shape) * n
-        #   limit, "B", step, op, source, cotangent shape, its digest, n, (shape, digest) * n
+        # per record that the garbage collector would count and scan until the flush), written
+        # to the file as they are (recordfile.Writer.log); a digest is its sequence number:
+        #   "F", step, op, n, shape, digest, (source, digest, shape) * n
+        #   "B", step, op, source, cotangent shape, its digest, n, (shape, digest) * n
         #       (a missing contribution: None, None)
-        #   limit, "S", step, optimizer, hyperparameter JSON, mode, n,
+        #   "S", step, optimizer, hyperparameter JSON, mode, n,
         #       (name, shape, grad digest, value digest, m, (state key, digest) * m) * n
         self.log: list = []
-        self.lines = Lines()
         self.index = 0                # the index of the next record
+        self.ops = 0                  # the forward records among them
         self.step = 0                 # optimizer steps so far
-        # step -> the lowest sequence number its records may refer to (forget() says why)
-        self.floors = {0: 0}
         self.tape = None              # the tape `known` describes
         self.known: dict = {}         # node id -> (source, digest, shape) on that tape
         # payload (Buffer) -> digest of the VJP contributions of the running backward pass
@@ -150,7 +151,7 @@ class Recorder:
         """Node i was just recorded: queue its value's digest and keep its record as the
         objects at hand (its inputs' `known` entries, its shape); flush() makes the line.
         This runs once per op, so it does only that: the fields go straight into the log (no
-        list or tuple per record), the limit and digest filled in once the inputs are placed."""
+        list or tuple per record)."""
         if STATE.active and self._captured():
             return
         if self.grads:
@@ -177,13 +178,10 @@ class Recorder:
                 a += known.get(p) or self._source(tape, p)
         if out.owns or not n or out.buf is not tape.nodes[parents[0]].value.buf:
             d = self.add(out)
-            limit = d + 1
         else:
             d = a[1]                # a view: the same bits as its base (its first input)
-            batch = self.batch
-            limit = batch.base + batch.count
         log = self.log
-        log += (limit, "F", self.step, node.name, n, shape, d)
+        log += ("F", self.step, node.name, n, shape, d)
         if n:
             log += a
             if n == 2:
@@ -191,6 +189,7 @@ class Recorder:
         index = self.index
         known[i] = (index, d, shape)
         self.index = index + 1
+        self.ops += 1
         runs = self.runs
         if runs and (self.now or not node.requires_grad or runs == 2):
             # a value needing no gradient may be written in place (an in-place op under
@@ -227,7 +226,7 @@ class Recorder:
         contribs = vjp(cot, needs, node.saved)
         log = self.log
         at = len(log)
-        log += (None, "B", self.step, node.name, src, cot.shape, dc, len(contribs))
+        log += ("B", self.step, node.name, src, cot.shape, dc, len(contribs))
         try:
             if runs:
                 add = self.add
@@ -263,7 +262,6 @@ class Recorder:
             del log[at:]
             self.grads = {}         # (entries numbered for digests that may not have been made)
             raise
-        log[at] = batch.base + batch.count
         self.index += 1
         if runs == 2:
             batch.run()
@@ -299,7 +297,7 @@ class Recorder:
         if self._captured():
             return
         batch = self.batch
-        first = batch.next            # this step's first digest: see forget()
+        first = batch.next            # this step's first digest
         named = self.names.get(id(opt))
         if named is None:
             named = self.names[id(opt)] = _module_names(opt.params)
@@ -350,18 +348,16 @@ class Recorder:
             batch.digest_handles(hs)
         m = mode()
         self.modes.add(m)
-        self.log.extend((batch.base + batch.count, "S", self.step, type(opt).__name__,
-                         self._hyper(opt), m, len(params) + len(buffers), *entries))
+        self.log.extend(("S", self.step, type(opt).__name__, self._hyper(opt), m,
+                         len(params) + len(buffers), *entries))
         self.index += 1
         batch.run()                 # the step's last values: one call for what is queued
         self.after_step = after
         self.step += 1
-        self.floors[self.step] = first
         self.grads = {}
         self.tape = None            # parameters changed in place: digest their leaves again
-        if self.log and self.log[0] <= batch.ready:
+        if len(self.log) > FLUSH_ITEMS:
             self.flush()
-            self.forget()
 
     # ------------------------------------------------------------------ output
     def header(self) -> dict:
@@ -372,43 +368,26 @@ class Recorder:
                 "threads": os.environ.get("OMP_NUM_THREADS", ""), "script": self.label,
                 "argv": sys.argv[1:]}
 
-    def flush(self) -> None:
-        """Write every record whose digests were read back."""
-        w = self.writer
-        if not w.header_written:
-            w.header(self.header())
-        batch = self.batch
-        texts, first, ready = batch.texts, batch.first, batch.ready
-        lines = self.lines
-        line = {"F": lines.forward, "B": lines.backward, "S": lines.step}
-        log = self.log
-        out = []
-        j = 0
-        counts = {"F": 0, "B": 0, "S": 0}
-        while j < len(log) and log[j] <= ready:
-            kind = log[j + 1]
-            text, j = line[kind](log, j, texts, first)
-            out.append(text)
-            counts[kind] += 1
-        del log[:j]
-        w.lines("".join(out), counts["F"], counts["B"], counts["S"])
+    def _header(self) -> None:
+        if not self.writer.header_written:
+            self.writer.header(self.header())
 
-    def forget(self) -> None:
-        """Drop the digest texts no record can refer to any more, so they do not pile up over
-        a long run. A record of step s refers to digests queued in step s or reused from
-        `known`, `grads` and `after_step`; an optimizer step empties the first two (the next op
-        starts `known` anew) and fills `after_step` with digests it queues, so each digest a
-        record of step s refers to comes at or after floors[s], the first digest of the
-        optimizer step that began step s. Records wait in order: the oldest waiting one (none
-        waiting: the step now) says what must stay."""
-        floors = self.floors
-        oldest = self.log[2] if self.log else self.step
-        for s in [s for s in floors if s < oldest]:
-            del floors[s]
-        self.batch.forget(floors[oldest])
+    def _digests(self, d) -> None:
+        """The batch's sink: digests read back, in sequence order, into the file."""
+        self._header()
+        self.writer.digests(d)
+
+    def flush(self) -> None:
+        """Write the log so far (its digests may come later: a reader has the whole file)."""
+        self._header()
+        if self.log:
+            self.writer.log(self.log)
+            self.log.clear()
 
     def close(self) -> None:
         self.batch.read_back()
         self.flush()
         self.batch.release()
-        self.writer.close(self.modes)
+        steps = self.step
+        self.writer.close({"records": self.index, "ops": self.ops,
+                           "vjps": self.index - self.ops - steps, "steps": steps}, self.modes)

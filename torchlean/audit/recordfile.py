@@ -1,22 +1,41 @@
-"""The .tlaudit file: one header line, one JSON line per record, one trailer line.
+"""The .tlaudit file: a header line, blocks of the recorder's log and of digests, a trailer line.
 
-    tlaudit 1 {"torchlean": ..., "exact_version": ..., "registry": ..., "mode": ..., ...}
+    tlaudit 2 {"torchlean": ..., "exact_version": ..., "registry": ..., "mode": ..., ...}
+    t ["linear",[8,16],"input",...]      objects new to the log, in the order they got codes
+    l <base64 of int64 codes>            the recorder's log (Recorder.log says its layout)
+    d <base64 of uint64 digests>         digests in sequence order (a log's digest k: the k-th)
+    ...
+    end {"records": R, "ops": F, "vjps": B, "steps": S, "modes": [...], "sha256": ...}
+
+Recording writes its log as it made it, each item an int64 code: an int (steps, counts, record
+indices, digest numbers: never negative) as itself, anything else (a name, a shape, a label, None)
+as -1 - its index among the objects the `t` lines introduced. So a step's records cost the
+writer two C-speed conversions instead of a formatted line each; the reader makes the lines:
+
     ["F", step, op, [input shapes], output shape, output digest, [[source, digest], ...]]
     ["B", step, op, forward record, cotangent shape, cotangent digest, [[shape, digest] | null]]
     ["S", step, optimizer, hyperparameters, mode, [[name, shape, grad, value, {state: digest}]]]
-    end {"records": R, "ops": F, "vjps": B, "steps": S, "modes": [...], "sha256": ...}
 
-An input's source is the index of the record that produced it, or a label (a leaf: a
-parameter, a batch, a value made outside the tape). Digests are 16 hex digits (torchlean.audit
-.digest). The trailer's sha256 covers every byte before it, so a cut or edited file is refused.
+each the canonical JSON of its record (json_line), which is what the certificate digests and
+what version 1 files (those lines themselves between header and trailer) held. An input's
+source is the index of the record that produced it, or a label (a leaf: a parameter, a batch, a
+value made outside the tape). Digests are 16 hex digits (torchlean.audit.digest). The
+trailer's sha256 covers every byte before it, so a cut or edited file is refused.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
+import sys
+from array import array
+
+import numpy as np
 
 MAGIC = "tlaudit"
-VERSION = 1
+VERSION = 2
+READS = ("1", "2")
 
 
 class RecordFileError(ValueError):
@@ -28,102 +47,6 @@ def json_line(obj) -> str:
     return json.dumps(obj, separators=(",", ":")) + "\n"
 
 
-class Lines:
-    """Record lines written as json_line writes them (the same bytes), but faster for the
-    records made once per op: the JSON of an op's name and shapes is made once per distinct op
-    and reused, and digests come as JSON strings already (Batch.texts: digest k is texts[k -
-    first]), so a line costs a few string joins instead of a json.dumps of nested lists."""
-
-    # (name, input shapes, output shape), (name, shape) or a shape -> its JSON without the
-    # brackets; a source label -> its JSON string. Shared by every record of the process (a
-    # program runs the same ops step after step), emptied when they grow past CACHED entries.
-    fixed: dict = {}
-    labels: dict = {}
-    CACHED = 1 << 14
-
-    def _fixed(self, key) -> str:
-        if len(self.fixed) > self.CACHED:
-            self.fixed.clear()
-        j = self.fixed[key] = json.dumps(key, separators=(",", ":"))[1:-1]
-        return j
-
-    def _label(self, s) -> str:
-        if len(self.labels) > self.CACHED:
-            self.labels.clear()
-        j = self.labels[s] = json.dumps(s)
-        return j
-
-    # Each method makes the line of the record starting at log[j] (Recorder.log says how its
-    # fields follow one another) and returns it with the index of the next record.
-
-    def forward(self, log, j, texts, first):
-        """["F", step, op, [input shapes], output shape, digest, [[source, digest], ...]];
-        the inputs come last, as (source, digest, shape) each; texts[k - first]: digest k as
-        JSON (a None digest is null). One pass over the inputs gives both the shapes (the cache
-        key) and the pairs."""
-        labels = self.labels
-        step, name, n, out_shape, d = log[j + 2:j + 7]
-        k = j + 7 + 3 * n
-        shapes, pairs = [], []
-        ins = iter(log[j + 7:k])
-        for s, dk, shape in zip(ins, ins, ins):
-            shapes.append(shape)
-            pairs.append(f'[{s if s.__class__ is int else labels.get(s) or self._label(s)},'
-                         f'{"null" if dk is None else texts[dk - first]}]')
-        key = (name, tuple(shapes), out_shape)
-        fixed = self.fixed.get(key)
-        if fixed is None:
-            fixed = self._fixed(key)
-        return (f'["F",{step},{fixed},{"null" if d is None else texts[d - first]},'
-                f'[{",".join(pairs)}]]\n'), k
-
-    def backward(self, log, j, texts, first):
-        """["B", step, op, forward record, cotangent shape, cotangent digest,
-        [[shape, digest] | null]]"""
-        fixed = self.fixed
-        step, name, source, cot_shape, d, n = log[j + 2:j + 8]
-        if source.__class__ is not int:
-            source = self.labels.get(source) or self._label(source)
-        cs = fixed.get(cot_shape)
-        if cs is None:
-            cs = self._fixed(cot_shape)
-        k = j + 8 + 2 * n
-        parts = []
-        outs = iter(log[j + 8:k])
-        for shape, dk in zip(outs, outs):
-            if shape is None:
-                parts.append("null")
-                continue
-            os = fixed.get(shape)
-            if os is None:
-                os = self._fixed(shape)
-            parts.append(f'[[{os}],{"null" if dk is None else texts[dk - first]}]')
-        return (f'["B",{step},{self.labels.get(name) or self._label(name)},{source},'
-                f'[{cs}],{"null" if d is None else texts[d - first]},[{",".join(parts)}]]\n'), k
-
-    def step(self, log, j, texts, first):
-        """["S", step, optimizer, hyperparameters (JSON text), mode, [[name, shape, grad, value,
-        {state: digest}]]]; an entry comes as name, shape, grad, value, m, (state, digest) * m."""
-        labels, fixed = self.labels, self.fixed
-        step, opt, hyper, mode, n = log[j + 2:j + 7]
-        k = j + 7
-        parts = []
-        for _ in range(n):
-            name, shape, g, v, m = log[k:k + 5]
-            key = (name, shape)
-            js = fixed.get(key)
-            if js is None:
-                js = self._fixed(key)
-            state = iter(log[k + 5:k + 5 + 2 * m])
-            st = ",".join([f"{labels.get(s) or self._label(s)}:{texts[d - first]}"
-                           for s, d in zip(state, state)])
-            parts.append(f'[{js},{"null" if g is None else texts[g - first]},'
-                         f'{texts[v - first]},{{{st}}}]')
-            k += 5 + 2 * m
-        return (f'["S",{step},{labels.get(opt) or self._label(opt)},{hyper},'
-                f'{labels.get(mode) or self._label(mode)},[{",".join(parts)}]]\n'), k
-
-
 def hyper_json(groups) -> str:
     """The JSON of an optimizer's hyperparameters as a step record holds them: [{name: value}
     per group, every item but its params, tuples as lists]."""
@@ -132,7 +55,7 @@ def hyper_json(groups) -> str:
 
 
 class Writer:
-    """Appends lines and keeps the running checksum; close() writes the trailer."""
+    """Appends blocks and keeps the running checksum; close() writes the trailer."""
 
     def __init__(self, path: str):
         self.path = path
@@ -142,36 +65,140 @@ class Writer:
             raise OSError(e.errno, f"torchlean.audit: cannot write the record {path!r}: "
                                    f"{e.strerror}") from None
         self.sha = hashlib.sha256()
-        self.counts = {"records": 0, "ops": 0, "vjps": 0, "steps": 0}
+        self.codes: dict = {}          # object of the log -> its (negative) code
         self.header_written = False
 
-    def _put(self, text: str) -> None:
-        data = text.encode()
+    def _put(self, data: bytes) -> None:
         self.sha.update(data)
         self.f.write(data)
 
     def header(self, fields: dict) -> None:
-        self._put(f"{MAGIC} {VERSION} " + json_line(fields))
+        self._put(f"{MAGIC} {VERSION} {json_line(fields)}".encode())
         self.header_written = True
 
-    def lines(self, text: str, ops: int, vjps: int, steps: int) -> None:
-        """Append record lines made by Lines: ops + vjps + steps of them."""
-        self._put(text)
-        c = self.counts
-        c["records"] += ops + vjps + steps
-        c["ops"] += ops
-        c["vjps"] += vjps
-        c["steps"] += steps
+    def log(self, items: list) -> None:
+        """Append the log items (ints >= 0 and hashable JSON values: strings, tuples of ints,
+        None), giving each object not seen before its code in a `t` line first."""
+        codes = self.codes
+        try:
+            data = array("q", list(map(codes.get, items, items)))   # (faster than from map)
+        except TypeError:               # objects without a code yet
+            new = []
+            for x in items:
+                if x.__class__ is not int and x not in codes:
+                    codes[x] = -1 - len(codes)
+                    new.append(x)
+            self._put(b"t " + json_line(new).encode())
+            data = array("q", map(codes.get, items, items))
+        if sys.byteorder != "little":
+            data.byteswap()
+        self._put(b"l " + base64.b64encode(data) + b"\n")
 
-    def close(self, modes) -> None:
-        trailer = dict(self.counts, modes=sorted(modes), sha256=self.sha.hexdigest())
+    def digests(self, d: np.ndarray) -> None:
+        """Append digests (uint64), the next ones in sequence order."""
+        self._put(b"d " + base64.b64encode(np.ascontiguousarray(d, dtype="<u8")) + b"\n")
+
+    def close(self, counts: dict, modes) -> None:
+        trailer = dict(counts, modes=sorted(modes), sha256=self.sha.hexdigest())
         self.f.write(("end " + json_line(trailer)).encode())
         self.f.close()
 
 
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
+_NIBBLES = np.arange(60, -4, -4, dtype=np.uint64)   # each hex digit's shift, highest first
+
+
+def hex_digests(d: np.ndarray) -> list[str]:
+    """Digests (uint64) as a record holds them: strings of 16 hex digits ('%016x' % d)."""
+    d = np.asarray(d, dtype=np.uint64)
+    text = _HEX[(d[:, None] >> _NIBBLES) & np.uint64(15)]
+    return text.view("S16").ravel().astype(str).tolist()
+
+
+def _tuples(x):
+    return tuple(x) if x.__class__ is list else x
+
+
+class _Decoder:
+    """Version 2's blocks back into records (lists, as json.loads of their lines gives them)."""
+
+    def __init__(self, fail):
+        self.fail = fail
+        self.objects: list = []
+        self.items: list = []
+        self.digests: list = []
+
+    def block(self, kind: str, payload: str, k: int) -> None:
+        if kind == "t":
+            try:
+                new = json.loads(payload)
+            except ValueError:
+                new = None
+            if not isinstance(new, list):
+                self.fail(f"block {k} (objects) is not valid")
+            self.objects += map(_tuples, new)
+            return
+        try:
+            raw = base64.b64decode(payload, validate=True)
+        except (binascii.Error, ValueError):
+            raw = b"?"
+        if len(raw) % 8:
+            self.fail(f"block {k} ({'log' if kind == 'l' else 'digests'}) is not valid")
+        if kind == "l":
+            codes = np.frombuffer(raw, "<i8").tolist()
+            objects = self.objects
+            if codes and min(codes) < -len(objects):
+                self.fail(f"block {k} (log) names an object the file never introduced")
+            self.items += [c if c >= 0 else objects[-1 - c] for c in codes]
+        else:
+            self.digests.append(np.frombuffer(raw, "<u8"))
+
+    def records(self) -> list:
+        texts = hex_digests(np.concatenate(self.digests)) if self.digests else []
+        log, out, j = self.items, [], 0
+
+        def dig(k):
+            return None if k is None else texts[k]
+
+        def take(n):                    # the next n items, all of them there
+            nonlocal j
+            if n.__class__ is not int or n < 0 or j + n > len(log):
+                raise IndexError
+            j += n
+            return log[j - n:j]
+        try:
+            while j < len(log):
+                kind, step, name = take(3)
+                if kind == "F":
+                    n, shape, d = take(3)
+                    ins = take(3 * n)
+                    out.append(["F", step, name, [list(s) for s in ins[2::3]], list(shape), dig(d),
+                                [[s, dig(dk)] for s, dk in zip(ins[0::3], ins[1::3])]])
+                elif kind == "B":
+                    src, shape, d, n = take(4)
+                    outs = take(2 * n)
+                    out.append(["B", step, name, src, list(shape), dig(d),
+                                [None if s is None else [list(s), dig(dk)]
+                                 for s, dk in zip(outs[0::2], outs[1::2])]])
+                elif kind == "S":
+                    hyper, mode, n = take(3)
+                    entries = []
+                    for _ in range(n):
+                        pname, shape, g, v, m = take(5)
+                        state = take(2 * m)
+                        entries.append([pname, list(shape), dig(g), dig(v),
+                                        {s: dig(d) for s, d in zip(state[0::2], state[1::2])}])
+                    out.append(["S", step, name, json.loads(hyper), mode, entries])
+                else:
+                    self.fail(f"its log has an unknown record kind at item {j - 3}")
+        except (ValueError, TypeError, IndexError):
+            self.fail(f"its log breaks off or is inconsistent near item {j}")
+        return out
+
+
 class Record:
     """A read and checked record file: header (dict), records (lists), trailer (dict) and the
-    record lines as written (what the certificate digests)."""
+    record lines (what the certificate digests)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -190,9 +217,9 @@ class Record:
             raise RecordFileError(f"{path}: not a torchlean audit record (the first line is not "
                                   f"'{MAGIC} <version> <header>')")
         version, fields = parts[1], parts[2]
-        if version != str(VERSION):
+        if version not in READS:
             raise RecordFileError(f"{path}: record format version {version}; this torchlean "
-                                  f"reads version {VERSION}")
+                                  f"reads versions {', '.join(READS)}")
         if lines[-1] != "" or len(lines) < 3 or not lines[-2].startswith("end "):
             raise RecordFileError(f"{path}: truncated: no trailer line (the recording process "
                                   "did not finish, or the file was cut)")
@@ -202,11 +229,24 @@ class Record:
             raise RecordFileError(f"{path}: corrupted: the checksum of its contents does not "
                                   "match its trailer (the file was edited or damaged)")
         self.header = self._json(fields, "header")
-        self.lines = lines[1:-2]
-        self.records = [self._json(s, f"record {k}") for k, s in enumerate(self.lines)]
+        if version == "1":
+            self.lines = lines[1:-2]
+            self.records = [self._json(s, f"record {k}") for k, s in enumerate(self.lines)]
+        else:
+            dec = _Decoder(self._fail)
+            for k, line in enumerate(lines[1:-2]):
+                kind, _, payload = line.partition(" ")
+                if kind not in ("t", "l", "d"):
+                    self._fail(f"block {k} is of no known kind")
+                dec.block(kind, payload, k)
+            self.records = dec.records()
+            self.lines = [json_line(r)[:-1] for r in self.records]
         if len(self.records) != self.trailer.get("records"):
             raise RecordFileError(f"{path}: corrupted: {len(self.records)} records, the trailer "
                                   f"counts {self.trailer.get('records')}")
+
+    def _fail(self, what: str):
+        raise RecordFileError(f"{self.path}: corrupted: {what}")
 
     def _json(self, s: str, what: str):
         try:
