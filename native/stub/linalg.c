@@ -4,9 +4,10 @@
  * optional transpose read through strides. It is blocked like GotoBLAS: for each KC-deep slice
  * of k, a block of B is packed into NR-wide column panels (zero-padded), then each MC-row block
  * of A, packed into MR-row panels, runs through a register-tiled MR x NR micro-kernel written
- * with GCC/Clang vector types (8 x 32: 16 accumulators; a 12 x 32 tile, 24 accumulators, was
- * 2% faster on large squares, but the short tile left over by few rows ran at half speed,
- * 16 x 256 x 256 (tiles of 12 + 4 rows) 20% slower). A single row block (m <= MC) packs B a
+ * with GCC/Clang vector types (8 x 48: 24 accumulators. On a Sapphire Rapids core, with two
+ * 512-bit FMA units, 8 x 32 (16 accumulators) fed them 80% of the time, 8 x 48 99.7%; on Zen 4
+ * both 100%: bench/results/raw/sgemm-tiles-h200host.txt. More rows instead (12 x 32) left a
+ * short tile over for few rows that ran at half speed). A single row block (m <= MC) packs B a
  * few panels at a time just before their tiles instead. Threads take bands of C (tl_sgemm) and
  * never wait for each other inside a product, so a thread that another process delays holds
  * up only its own band.
@@ -39,15 +40,16 @@ static inline int omp_get_num_threads(void) { return 1; }
 static inline int omp_get_thread_num(void) { return 0; }
 #endif
 
-#define MR TL_SGEMM_MR /* micro-tile rows (8): accumulators live in 2 * MR vector registers */
-#define NR 32    /* micro-tile columns: two 16-float vectors */
-#define KC 384   /* longest k slice (slices are equal): a KC x NR B panel is 48 KiB, about L1 */
+#define MR TL_SGEMM_MR /* micro-tile rows (8): accumulators live in NV * MR vector registers */
+#define NV 3     /* 16-float vectors per micro-tile row */
+#define NR (16 * NV) /* micro-tile columns */
+#define KC 384   /* longest k slice (slices are equal): a KC x NR B panel is 72 KiB, in L2 */
 #define MC 192   /* rows per packed A block (288 KiB at KC, in L2 beside a B panel): all of B
                   * streams from L3 once per block, 3 times less often than at 64 rows */
-#define NC 2048  /* columns of B packed per pass (KC x NC floats = 3 MiB) */
+#define NC 1920  /* columns of B packed per pass (KC x NC floats = 2.8 MiB), 40 panels */
 #define DIRECT_B_ROWS 64 /* B read in place for at most this many rows, */
 #define DIRECT_B_MAX (1 << 17) /* and at most this many floats of B (512 KiB: in L2) */
-#define JIT_PANELS 8 /* one row block: B packed this many panels at a time (KC x 256: in L2) */
+#define JIT_PANELS 6 /* one row block: B packed this many panels at a time (KC x 288: in L2) */
 #define SMALL_GEMM 512 /* m n p at most this: plain loops */
 #define LOCAL_PACK 4096 /* packing buffers up to this many floats live on the stack */
 #define BATCH_PAR_MAX (1 << 22) /* batched products below this size: threads over the batch */
@@ -56,12 +58,12 @@ static inline int omp_get_thread_num(void) { return 0; }
 /* C[0..mr, 0..nr) (row stride ldc) = (zero ? 0 : C) + Ap^T Bp over kc steps.
  * Ap: kc groups of MR floats (row r of step k at k*MR + r); Bp: kc rows of >= 16 * nv floats,
  * ldb apart (NR for a packed panel, the row stride when B is read in place).
- * mr and nv (vectors per row: 1 when nr <= 16) are constants at each call site after
+ * mr and nv (vectors per row: nr / 16 rounded up) are constants at each call site after
  * inlining, so the accumulators become registers. */
 static inline __attribute__((always_inline)) void
 ukernel(const int mr, const int nv, int64_t kc, const float *restrict Ap, const float *restrict Bp,
         int64_t ldb, float *C, int64_t ldc, int nr, int zero) {
-    v16 acc[MR][2];
+    v16 acc[MR][NV];
     float tmp[NR];
     for (int r = 0; r < mr; r++) {
         for (int v = 0; v < nv; v++) acc[r][v] = (v16){0};
@@ -75,11 +77,11 @@ ukernel(const int mr, const int nv, int64_t kc, const float *restrict Ap, const 
         }
     }
     for (int64_t k = 0; k < kc; k++) {
-        v16 b0 = vload(Bp + k * ldb), b1 = nv > 1 ? vload(Bp + k * ldb + 16) : b0;
+        v16 b[NV];
+        for (int v = 0; v < nv; v++) b[v] = vload(Bp + k * ldb + 16 * v);
         for (int r = 0; r < mr; r++) {
             float a = Ap[k * MR + r];
-            acc[r][0] = VFMA(a, b0, acc[r][0]);
-            if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+            for (int v = 0; v < nv; v++) acc[r][v] = VFMA(a, b[v], acc[r][v]);
         }
     }
     for (int r = 0; r < mr; r++) {
@@ -94,7 +96,8 @@ ukernel(const int mr, const int nv, int64_t kc, const float *restrict Ap, const 
 
 #define UK_CASE(R)                                                                      \
     case R:                                                                             \
-        if (nr > 16) ukernel(R, 2, kc, Ap, Bp, ldb, C, ldc, nr, zero);                  \
+        if (nr > 32) ukernel(R, 3, kc, Ap, Bp, ldb, C, ldc, nr, zero);                  \
+        else if (nr > 16) ukernel(R, 2, kc, Ap, Bp, ldb, C, ldc, nr, zero);             \
         else ukernel(R, 1, kc, Ap, Bp, ldb, C, ldc, nr, zero);                          \
         break;
 
@@ -153,11 +156,10 @@ static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t i0, int64_t
 static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t kc, int64_t j0,
                    int64_t nr, float *Bp) {
     if (bcs == 1) {
-        if (nr == NR) /* whole panels: two vector copies per k (a memcpy call costs more) */
-            for (int64_t k = 0; k < kc; k++) {
-                vstore(Bp + k * NR, vload(B + (k0 + k) * brs + j0));
-                vstore(Bp + k * NR + 16, vload(B + (k0 + k) * brs + j0 + 16));
-            }
+        if (nr == NR) /* whole panels: NV vector copies per k (a memcpy call costs more) */
+            for (int64_t k = 0; k < kc; k++)
+                for (int v = 0; v < NV; v++)
+                    vstore(Bp + k * NR + 16 * v, vload(B + (k0 + k) * brs + j0 + 16 * v));
         else
             for (int64_t k = 0; k < kc; k++) {
                 const float *b = B + (k0 + k) * brs + j0;
@@ -196,10 +198,9 @@ static void pack_b_group(const float *B, int64_t brs, int64_t bcs, int64_t k0, i
     const int64_t whole = bcs == 1 ? nc / NR : 0;
     for (int64_t k = 0; k < kc; k++) {
         const float *b = B + (k0 + k) * brs + j0;
-        for (int64_t g = 0; g < whole; g++) {
-            vstore(Bp + g * kc * NR + k * NR, vload(b + g * NR));
-            vstore(Bp + g * kc * NR + k * NR + 16, vload(b + g * NR + 16));
-        }
+        for (int64_t g = 0; g < whole; g++)
+            for (int v = 0; v < NV; v++)
+                vstore(Bp + g * kc * NR + k * NR + 16 * v, vload(b + g * NR + 16 * v));
     }
     for (int64_t j = whole * NR; j < nc; j += NR)
         pack_b(B, brs, bcs, k0, kc, j0 + j, nc - j < NR ? nc - j : NR, Bp + j / NR * kc * NR);
@@ -245,7 +246,7 @@ static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B
                     int64_t ldb = NR;
                     if (!jit_b) {
                         bp = Bp + (j / NR) * kc * NR;
-                    } else if (in_place && (nr == NR || nr == 16)) {
+                    } else if (in_place && nr % 16 == 0) {
                         bp = B + pc * brs + jc + j; ldb = brs;
                     } else if (in_place) {
                         pack_b(B, brs, bcs, pc, kc, jc + j, nr, Bt); bp = Bt;
@@ -297,7 +298,7 @@ static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B,
 }
 
 /* ---- narrow products: p <= 16 output columns, A's rows contiguous in k ----
- * The blocked path packs A into MR-row panels (a transpose of all of A) and B into NR = 32
+ * The blocked path packs A into MR-row panels (a transpose of all of A) and B into NR = 48
  * wide panels, so for a few outputs per row (a classifier head: p = 10, n = 8192) packing
  * costs more than the product. Here op(B) is packed once into rows of one 16-float vector
  * per k (zero past p), and each row's A value is broadcast straight from A: every output is
@@ -487,7 +488,9 @@ static int sgemm_core(const float *A, int64_t ars, int64_t acs, const float *Apr
     if (!may_thread || m * n * p <= 8 * TL_PAR_MIN)
         return gemm_packed(A, ars, acs, B, brs, bcs, C, ldc, m, n, p, accumulate, Apre, m_pad, row0);
     const int rows = m >= p;
-    const int64_t unit = rows ? MR : NR, units = ((rows ? m : p) + unit - 1) / unit;
+    /* bands of whole micro-tile rows, or of 16-column vectors (whole NR panels would split
+     * p = 128 into 48 | 80 columns over 2 threads) */
+    const int64_t unit = rows ? MR : 16, units = ((rows ? m : p) + unit - 1) / unit;
     int failed = 0;
 #pragma omp parallel reduction(| : failed)
     {
