@@ -447,3 +447,20 @@ def test_unwritable_record_path_is_named(tmp_path):
     with pytest.raises(OSError, match="cannot write the record"):
         with audit.record(str(tmp_path)):
             pass
+
+
+def test_format_1_files_read_as_their_lines_with_the_same_certificate(runs, capsys, tmp_path):
+    """A format 1 file (the record lines themselves between header and trailer) reads back
+    to the same records and certificate as the format 2 file of the same run."""
+    rec = Record(runs["a"])
+    header = Path(runs["a"]).read_text().split("\n", 1)[0].split(" ", 2)[2]
+    body = f"tlaudit 1 {header}\n" + "".join(line + "\n" for line in rec.lines)
+    trailer = dict(rec.trailer, sha256=hashlib.sha256(body.encode()).hexdigest())
+    old = tmp_path / "v1.tlaudit"
+    old.write_text(body + "end " + json.dumps(trailer) + "\n")
+    assert Record(str(old)).records == rec.records
+    rc1, c1, _ = _cli(capsys, "certificate", str(old))
+    rc2, c2, _ = _cli(capsys, "certificate", runs["a"])
+    assert rc1 == rc2 == 0 and c1 == c2
+    rc, out, _ = _cli(capsys, "diff", str(old), runs["a"])
+    assert rc == 0 and out.startswith("identical: ")

@@ -16,7 +16,9 @@
 # PyTorch CPU on 2 pinned cores of the host (issue 35's tables); ddp: bench/gpu_ddp_run.sh's
 # first part (NCCL tests under mpirun and torchrun variables, 1 and 2 GPUs against PyTorch DDP);
 # gemm: the stub's default GEMM against the FMA peak and PyTorch CPU on 2 pinned cores;
-# opover: a 1-element op's host time against PyTorch eager; dmma: bench/device/dmma_gemm.sh.
+# opover: a 1-element op's host time against PyTorch eager; dmma: bench/device/dmma_gemm.sh;
+# gemmab: the stub's GEMM against a build with BEFORE_OVERLAY's files (say, an earlier
+# native/stub/linalg.c) laid over this tree (bench_gemm_ab.py), 2 pinned cores.
 set -u
 OUT=${OUT:-/tmp/torchlean-gpu-out}; mkdir -p "$OUT"
 STEPS=${STEPS:-suite}
@@ -119,6 +121,15 @@ if has opover; then   # per-op host time against PyTorch eager, one pinned core 
 fi
 if has dmma && [ -x build/dmma_gemm ]; then   # an FP64 tensor-core GEMM against cuBLAS (carry build/dmma_gemm)
   OUT="$OUT/dmma" timeout 90 bash bench/device/dmma_gemm.sh 2>&1 | tail -40 | tee -a "$OUT/summary.txt"
+fi
+if has gemmab; then   # the stub's GEMM against this tree with BEFORE_OVERLAY's files over it, pinned
+  rm -rf /tmp/before && mkdir -p /tmp/before
+  tar --exclude=./build --exclude=./.whl -cf - . | tar -xf - -C /tmp/before
+  cp -r "${BEFORE_OVERLAY:-.before}"/. /tmp/before/ && rm -rf /tmp/before/build
+  (cd /tmp/before && make -j16 stub >/dev/null 2>&1)
+  timeout "${GEMMAB_S:-150}" taskset -c 2,3 python3 bench/bench_gemm_ab.py --before /tmp/before/torchlean/lib \
+    --threads 2 --rounds 3 ${GEMMAB_SHAPES:+--shapes $GEMMAB_SHAPES} --out "$OUT/gemm-ab.md" >"$OUT/gemmab.log" 2>&1
+  echo "gemmab rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/gemm-ab.md" | tee -a "$OUT/summary.txt"
 fi
 if has gemm; then
   timeout "${GEMM_S:-90}" taskset -c 2,3 python3 bench/bench_gemm_peak.py --threads 2 \
