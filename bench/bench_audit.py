@@ -46,6 +46,9 @@ def parse_args(argv=None):
     p.add_argument("--block", type=int, default=16, help="steps per block (default 16)")
     p.add_argument("--mode", choices=["exact", "default"], default="exact")
     p.add_argument("--out", default=None, help="append the results (Markdown) to this file")
+    p.add_argument("--long", type=int, default=0, metavar="N",
+                   help="also time N steps plain against N steps in one record (its start and "
+                        "stop included), three times each way: what a long run pays per step")
     p.add_argument("--breakdown", action="store_true",
                    help="also run one recorded block timing the digest batches (Batch.run: the "
                         "native digests and the unpinning) and counting what they digest")
@@ -187,6 +190,35 @@ def measure(name: str, blocks: int, block: int) -> dict:
             "plain_blocks": plain_blocks, "recorded_blocks": recorded_blocks}
 
 
+def long_run(name: str, steps: int) -> str:
+    """Mean step time over `steps` plain steps against `steps` steps recorded into one file
+    (start, every record written, stop), alternating, three times each way; medians."""
+    import torchlean as tl
+    from torchlean import audit
+    step = trainer(name)
+    for i in range(5):
+        step(i)
+    plain, recorded = [], []
+    with tempfile.TemporaryDirectory() as d:
+        for _ in range(3):
+            for times, rec in ((plain, False), (recorded, True)):
+                t0, c0 = time.perf_counter(), time.process_time()
+                if rec:
+                    audit.start(os.path.join(d, "long.tlaudit"))
+                for i in range(steps):
+                    step(i)
+                if rec:
+                    audit.stop()
+                tl.synchronize()
+                times.append(((time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps))
+    med = statistics.median
+    out = []
+    for k, what in enumerate(("wall", "CPU")):
+        p, r = med(t[k] for t in plain), med(t[k] for t in recorded)
+        out.append(f"{what} {p * 1e3:.3f} -> {r * 1e3:.3f} ms ({(r / p - 1) * 100:+.1f}%)")
+    return f"  one record of {steps} steps, start and stop included: " + ", ".join(out)
+
+
 def breakdown(name: str, block: int) -> str:
     """One more recorded block of `block` steps with the digests timed (Batch.run, and on the
     stub, which digests each value as it is recorded, Batch.add_now and digest_handles): per
@@ -276,6 +308,8 @@ def main(argv=None) -> int:
     rows = []
     for name in a.model:
         row, lines = summarize(name, measure(name, a.blocks, a.block), a.block)
+        if a.long:
+            lines.append(long_run(name, a.long))
         if a.breakdown:
             lines.append(breakdown(name, a.block))
         print("\n".join(lines), flush=True)
