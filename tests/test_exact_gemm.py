@@ -229,6 +229,25 @@ def test_accumulate_starts_from_c(ta, tb):
         assert ok, (i, where)
 
 
+# FNO's odd layers (bench/probes/fno_gemm_calls.py), big enough that CUDA stages them for its
+# tensor-core tiles (or, N = 1, runs the tiles with single stores): lift K = 2, proj2 N = 1 and
+# K = 1, the weight gradients with M = 1 and N = 2 over 20480 rows (80 chunks), rows cut to 4096
+@pytest.mark.parametrize("ta,tb,m,k,n,accumulate", [
+    (0, 1, 4096, 2, 64, 1), (0, 1, 4096, 128, 1, 1), (0, 0, 4096, 1, 128, 0),
+    (1, 0, 1, 20480, 128, 0), (1, 0, 64, 20480, 2, 0), (0, 0, 1024, 3, 64, 1)])
+def test_fno_odd_shapes(ta, tb, m, k, n, accumulate):
+    rng = np.random.default_rng(m + k + n)
+    a, b = _cancelling(rng, 1, m, k, n, scale=2.0 ** 30)
+    c0 = rng.standard_normal((1, m, n)).astype(np.float32)
+    c0[:, ::3] = -0.0
+    a[:, ::3] = -0.0                      # chains of +-0 products from C = -0: rows 0, 3, ...
+    a_st = np.swapaxes(a, 1, 2).copy() if ta else a
+    b_st = np.swapaxes(b, 1, 2).copy() if tb else b
+    got = gemm_exact(a_st, b_st, c0, 1, m, k, n, ta, tb, accumulate)
+    ok, where = _bits_equal(got[0], gemm_exact_reference(a[0], b[0], init=c0[0] if accumulate else None))
+    assert ok, where
+
+
 def test_k_zero_gives_zeros_or_c():
     c0 = np.arange(6, dtype=np.float32).reshape(1, 2, 3) - 2.5
     z = gemm_exact(np.zeros(0), np.zeros(0), c0, 1, 2, 0, 3, 0, 0, 0)
@@ -254,7 +273,8 @@ def test_nan_inf_and_signed_zero_follow_ieee():
     neg = gemm_exact(a[:, 2:3], b, np.full((1, 1, 2), -0.0, np.float32), 1, 1, 3, 2, 0, 0, 1)[0]
     assert np.signbit(neg[0, 0]) and neg[0, 1] == 6.0
     # a chunk of -0 products from C = -0 stays -0 (CUDA's tensor-core tiles pad k to 16 with +0
-    # products, so such a product takes the general kernel): K = 20, 4 x 4 outputs
+    # products, so such a product is staged with -0 x +0 padding, or, this small, takes the
+    # general kernel): K = 20, 4 x 4 outputs
     az = np.full((1, 4, 20), -0.0, np.float32)
     bz = np.zeros((1, 20, 4), np.float32)
     z = gemm_exact(az, bz, np.full((1, 4, 4), -0.0, np.float32), 1, 4, 20, 4, 0, 0, 1)

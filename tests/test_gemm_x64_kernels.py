@@ -72,3 +72,79 @@ def test_emulated_kernels_give_the_stubs_bits(emu, ta, tb, case):
             got = run_emu(emu, kind, a_st, b_st, c0, batch, m, k, n, ta, tb, accumulate, reverse)
             same = got.view(np.uint32) == want.view(np.uint32)
             assert same.all(), (accumulate, reverse, np.argwhere(~same)[:5])
+
+
+# the staged path (x64::plan, x64_stage, then the tiles: kinds 3, 4): FNO's odd layers scaled
+# down (lift K = 2, proj2 N = 1 and K = 1, the weight gradients with M = 1 or N = 2 over K past
+# several chunks), size 1, K not a multiple of 4 or short with accumulate, every layout
+STAGED = [(3, 1, 300, 2, 64), (3, 1, 300, 128, 1), (3, 1, 300, 1, 128), (4, 1, 1, 1100, 128),
+          (4, 1, 64, 1100, 2), (3, 1, 1, 1, 1), (3, 2, 5, 7, 3), (3, 2, 68, 20, 12), (4, 1, 3, 531, 5),
+          (3, 1, 8, 276, 12)]
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("case", STAGED)
+def test_staged_kernels_give_the_stubs_bits(emu, ta, tb, case):
+    test_emulated_kernels_give_the_stubs_bits(emu, ta, tb, case)
+
+
+def run_emu_view(emu, kind, a_st, b_st, c0, m, k, n, ta, tb, accumulate, off, pad):
+    """batch 1 through views: each operand at `off` floats into a larger buffer with `pad` more
+    floats per row than it needs (an unaligned pointer, a leading dimension not a multiple of 4);
+    returns C's view and whether everything around it was left alone"""
+    ffi, lib = emu
+
+    def place(x):
+        r, cols = x.shape
+        buf = np.full(off + r * (cols + pad) + 8, 7.0, np.float32)
+        buf[off:off + r * (cols + pad)].reshape(r, cols + pad)[:, :cols] = x
+        return buf, cols + pad
+
+    (ab, lda), (bb, ldb), (cb, ldc) = place(a_st), place(b_st), place(c0)
+    before = cb.copy()
+    ptr = lambda x: ffi.cast("float *", ffi.from_buffer(x)) + off  # noqa: E731
+    assert lib.emu_gemm64(kind, ta, tb, 1, m, n, k, ptr(ab), lda, 0, ptr(bb), ldb, 0, ptr(cb), ldc,
+                          0, accumulate, 0) == 0
+    view = cb[off:off + m * ldc].reshape(m, ldc)[:, :n]
+    outside = np.ones(cb.shape, bool)
+    outside[off:off + m * ldc].reshape(m, ldc)[:, :n] = False
+    return view, np.array_equal(cb[outside].view(np.uint32), before[outside].view(np.uint32))
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("off,pad", [(1, 0), (1, 3), (2, 1), (0, 5)])
+@pytest.mark.parametrize("kind,m,k,n", [(3, 70, 36, 68), (4, 8, 600, 12), (3, 33, 2, 5), (3, 1, 16, 1)])
+def test_staged_views_give_the_stubs_bits(emu, ta, tb, off, pad, kind, m, k, n):
+    rng = np.random.default_rng(m * 31 + k * 7 + n + off * 5 + pad + ta * 2 + tb)
+    a, b = _cancelling(rng, 1, m, k, n, scale=2.0 ** 30)
+    a_st = (np.swapaxes(a, 1, 2) if ta else a)[0].copy()
+    b_st = (np.swapaxes(b, 1, 2) if tb else b)[0].copy()
+    c0 = (rng.standard_normal((m, n)) * 3).astype(np.float32)
+    for accumulate in (0, 1):
+        want = gemm_exact(a_st[None], b_st[None], c0[None], 1, m, k, n, ta, tb, accumulate)[0]
+        got, untouched = run_emu_view(emu, kind, a_st, b_st, c0, m, k, n, ta, tb, accumulate, off, pad)
+        assert untouched
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (accumulate, off, pad)
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("k", [1, 3, 4, 17, 256, 258])
+def test_staged_padding_keeps_negative_zero(emu, ta, tb, k):
+    """C = -0 and every product -0 (or +0 added to -0 in some columns): a chain from C stays -0,
+    which +0 padding would turn into +0; the staged -0 x +0 padding keeps it"""
+    m, n = 6, 5
+    a = np.full((1, m, k), -0.0, np.float32)
+    a[:, 3] = 0.0                                                  # row 3: +0 products
+    b = np.zeros((1, k, n), np.float32)
+    b[:, :, 4] = 1.0                                              # column 4: -0 * 1 = -0
+    a_st = np.swapaxes(a, 1, 2).copy() if ta else a
+    b_st = np.swapaxes(b, 1, 2).copy() if tb else b
+    c0 = np.full((1, m, n), -0.0, np.float32)
+    want = gemm_exact(a_st, b_st, c0, 1, m, k, n, ta, tb, 1)
+    if k <= 256:   # one chunk, from C (a later chunk starts from +0)
+        assert np.signbit(want[0, 0, 0]) and np.signbit(want[0, 0, 4])
+    for kind in (3, 4, 0):
+        if kind == 0 and (k % 4 or (k % 16 and k <= 256)):
+            continue   # what the plan stages: the unstaged tiles would read past K or zero-fill
+        got = run_emu(emu, kind, a_st, b_st, c0, 1, m, k, n, ta, tb, 1, 0)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), kind

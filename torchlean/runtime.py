@@ -44,6 +44,7 @@ ENV = {
     "TORCHLEAN_GEMM_EXACT_TILE": ("bench", "128x128, 96x128, 96x96 or 128x64: one tile for every product of CUDA's exact GEMM"),
     "TORCHLEAN_GEMM_EXACT_CHAIN": ("bench", "0: CUDA's exact GEMM runs no long-K chain kernel"),
     "TORCHLEAN_GEMM_EXACT_SPLIT": ("bench", "0: CUDA's exact GEMM never splits K across blocks"),
+    "TORCHLEAN_GEMM_EXACT_STAGE": ("bench", "0: CUDA's exact GEMM copies no operand into padded scratch for its tensor-core tiles"),
     "TORCHLEAN_ATTN_BWD": ("bench", "two (default), onepass or onepass64: CUDA attention's backward kernels"),
     "TORCHLEAN_ATTN_FWD_KEYS": ("bench", "64 (default) or 32: keys per tile of CUDA attention's forward"),
     "TORCHLEAN_CONV_GROUPED_LEGACY": ("bench", "1: CUDA grouped convolutions run the earlier per-value kernels"),

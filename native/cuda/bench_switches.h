@@ -8,6 +8,8 @@
  *   TORCHLEAN_GEMM_EXACT_TILE     128x128, 96x128, 96x96 or 128x64: one tile for every exact GEMM
  *   TORCHLEAN_GEMM_EXACT_CHAIN    0: the exact GEMM runs no long-K chain kernel
  *   TORCHLEAN_GEMM_EXACT_SPLIT    0: the exact GEMM never splits K across blocks (in-kernel fold)
+ *   TORCHLEAN_GEMM_EXACT_STAGE    0: the exact GEMM stages no operand; what the tiles cannot
+ *                                 load (or store in pairs) as it lies runs the general kernel
  *   TORCHLEAN_ATTN_BWD            two (default), onepass, onepass64: attention's backward kernels
  *   TORCHLEAN_ATTN_FWD_KEYS       64 (default) or 32: keys per tile of attention's forward
  *   TORCHLEAN_CONV_GROUPED_LEGACY 1: grouped convolutions run the earlier per-value kernels

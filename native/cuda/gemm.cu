@@ -900,10 +900,6 @@ static int run_tiles(const char *op, int ta, int tb, int64_t batch, int64_t m, i
 // chain); the launches and the plan are here.
 namespace x64 {
 
-static bool fits(const void *p, int64_t ld, int64_t s, int64_t batch, int mult, int align) {
-    return (uintptr_t)p % align == 0 && ld % mult == 0 && (batch == 1 || s % mult == 0);
-}
-
 // split scratch at most this many bytes (else the tiles run over all of K)
 constexpr int64_t SPLIT_BYTES = (int64_t)1 << 28;
 
@@ -978,10 +974,77 @@ static int launch_pipe(const char *op, int64_t batch, int M, int N, int K, const
     return TL_OK;
 }
 
+// the staged copy of one operand (Plan in gemm_x64.cuh): *D dense scratch, *ld, *s its layout
+static int stage(const char *op, int64_t batch, bool kcontig, int X, int K, int Kp, const float *P,
+                 int64_t ld, int64_t s, float pad, float **D, int64_t *dld, int64_t *ds) {
+    int rows, cols, drows, dcols;
+    stored_dims(kcontig, X, K, rows, cols);
+    staged_dims(kcontig, X, Kp, drows, dcols);
+    const int64_t n = (int64_t)drows * dcols;
+    TL_TRY(tl_scratch(op, (size_t)(batch * n) * sizeof(float), (void **)D));
+    for (int64_t b0 = 0; b0 < batch; b0 += 65535) {
+        const dim3 grid((unsigned)((n + TL_THREADS - 1) / TL_THREADS), (unsigned)std::min<int64_t>(batch - b0, 65535));
+        x64_stage<<<grid, TL_THREADS, 0, tl_stream()>>>(P, ld, s, rows, cols, *D, drows, dcols, pad, b0);
+        const int st = tl_cuda_launched(op);
+        if (st != TL_OK) {
+            tl_scratch_free(*D);
+            *D = nullptr;
+            return st;
+        }
+    }
+    *dld = dcols;
+    *ds = n;
+    return TL_OK;
+}
+
+static int launch_tiles(const char *op, int ta, int tb, int64_t batch, int M, int N, int K,
+                        const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
+                        int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate) {
+    if (!ta && !tb) return launch_pipe<false, false>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    if (!ta && tb) return launch_pipe<false, true>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    if (ta && !tb) return launch_pipe<true, false>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    return launch_pipe<true, true>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+}
+
+// the tiles on the plan's operands: the staged copies (padded K) where the plan says so
+static int launch_staged(const char *op, const Plan &p, int ta, int tb, int64_t batch, int M, int N,
+                         int K, const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
+                         int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate) {
+    float *As = nullptr, *Bs = nullptr;
+    int st = TL_OK;
+    if (p.stage_a) st = stage(op, batch, !ta, M, K, p.K, A, lda, sa, -0.0f, &As, &lda, &sa);
+    if (st == TL_OK && p.stage_b) st = stage(op, batch, tb, N, K, p.K, B, ldb, sb, 0.0f, &Bs, &ldb, &sb);
+    if (st == TL_OK)
+        st = launch_tiles(op, ta, tb, batch, M, N, p.K, As ? As : A, lda, sa, Bs ? Bs : B, ldb, sb, C,
+                          ldc, sc, accumulate);
+    tl_scratch_free(As);
+    tl_scratch_free(Bs);
+    return st;
+}
+
 }  // namespace x64
 
+// staging pays for its copies and launches once the product has this many multiply-adds
+// (FNO's odd layers: 2.6M); below, the one-output-per-thread kernel is as fast
+constexpr int64_t STAGE_MIN_FMAS = (int64_t)1 << 20;
+
+static bool stage_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = tl_bench_env("TORCHLEAN_GEMM_EXACT_STAGE");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
+// the tiles' condition before the staged path (a bench A/B): no staging, C stored in pairs
+static bool unstaged_only(const x64::Plan &p, int M, int N, const float *C, int64_t ldc, int64_t sc,
+                          int64_t batch) {
+    return !p.stage_a && !p.stage_b && M % 4 == 0 && N % 4 == 0 && x64::fits(C, ldc, sc, batch, 2, 8);
+}
+
 // rule 3's exact GEMM (exact_version 7): the tensor-core tiles where the layout allows them,
-// the general kernel otherwise
+// directly or on staged copies of the operands (x64::Plan), the general kernel for the rest
 static int exact_gemm64(const char *op, int ta, int tb, int64_t batch, int64_t m, int64_t n,
                         int64_t k, const float *A, int64_t lda, int64_t sa, const float *B,
                         int64_t ldb, int64_t sb, float *C, int64_t ldc, int64_t sc, int accumulate) {
@@ -990,22 +1053,14 @@ static int exact_gemm64(const char *op, int ta, int tb, int64_t batch, int64_t m
         return tl_fail(TL_E_TOO_LARGE, "%s: GEMM dimensions exceed INT_MAX", op);
     const int M = (int)m, N = (int)n, K = (int)k;
     const int64_t tiles = ((m + x64::BM - 1) / x64::BM) * ((n + x64::BN - 1) / x64::BN);
-    // (the tiles pad the last stage with +0 products: they leave every partial's bits alone but
-    // a -0 one, which only chunk 0 started from C can be, so such a short padded K goes general)
-    const bool pad_ok = !accumulate || K % x64::BK == 0 || K > x64::KC;
-    const bool pipe = K > 0 && M % 4 == 0 && N % 4 == 0 && K % 4 == 0 && pad_ok && tiles <= INT32_MAX &&
-                      x64::fits(A, lda, sa, batch, 4, 16) && x64::fits(B, ldb, sb, batch, 4, 16) &&
-                      x64::fits(C, ldc, sc, batch, 2, 8);
-    if (!pipe)
+    const x64::Plan p = x64::plan(ta, tb, batch, M, N, K, accumulate, A, lda, sa, B, ldb, sb);
+    const bool staged = p.stage_a || p.stage_b;
+    if (K == 0 || tiles > INT32_MAX || (staged && (double)batch * m * n * p.K < (double)STAGE_MIN_FMAS) ||
+        (!stage_enabled() && !unstaged_only(p, M, N, C, ldc, sc, batch)))
         return x64::launch_general(op, ta, tb, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc,
                                    accumulate);
-    if (!ta && !tb)
-        return x64::launch_pipe<false, false>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
-    if (!ta && tb)
-        return x64::launch_pipe<false, true>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
-    if (ta && !tb)
-        return x64::launch_pipe<true, false>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
-    return x64::launch_pipe<true, true>(op, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate);
+    return x64::launch_staged(op, p, ta, tb, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc,
+                              accumulate);
 }
 
 // the float32 exact GEMM with the fold every kchunk k's (INT_MAX: one chain, never split; the

@@ -196,8 +196,9 @@ x64_pipe(const float *__restrict__ A, long long lda, long long sa, const float *
         }
     }
     cp_async_wait<0>();
-    // accumulators 2 q, 2 q + 1: columns c, c + 1 of one row (c even, N % 4 == 0: both inside
-    // or both outside), one paired store
+    // accumulators 2 q, 2 q + 1: columns c, c + 1 of one row (c even), one paired store where
+    // both are inside and C's pair is 8-byte aligned, else one store per column inside (any N,
+    // ldc or offset of C: C is never staged)
 #pragma unroll
     for (int q = 0; q < NACC / 2; q++) {
         int r, c;
@@ -211,10 +212,63 @@ x64_pipe(const float *__restrict__ A, long long lda, long long sa, const float *
             const double v0 = folded ? __dadd_rn(Fs[2 * q * THREADS + tid], acc[2 * q]) : acc[2 * q];
             const double v1 =
                 folded ? __dadd_rn(Fs[(2 * q + 1) * THREADS + tid], acc[2 * q + 1]) : acc[2 * q + 1];
-            *reinterpret_cast<float2 *>(C + (long long)row * ldc + col) =
-                make_float2(__double2float_rn(v0), __double2float_rn(v1));
+            float *o = C + (long long)row * ldc + col;
+            if (col + 1 < N && reinterpret_cast<uintptr_t>(o) % 8 == 0) {
+                *reinterpret_cast<float2 *>(o) = make_float2(__double2float_rn(v0), __double2float_rn(v1));
+            } else {
+                o[0] = __double2float_rn(v0);
+                if (col + 1 < N) o[1] = __double2float_rn(v1);
+            }
         }
     }
+}
+
+// The staged path (gemm.cu's exact_gemm64): an operand the tiles cannot load as it lies (an
+// unaligned view, a leading dimension or batch stride not a multiple of 4, a contiguous M or N
+// not a multiple of 4) is copied into dense scratch, rows padded to a multiple of 4 floats. When
+// K itself is not a multiple of 4, or a short K accumulates from C, both operands are staged with
+// K padded to a multiple of BK: A's padded k's hold -0, B's +0, so each padded product is -0,
+// and p + (-0) == p for every p (a -0 partial from C included, which +0 products would turn
+// into +0). The tiles then never zero-fill inside K: the bits are the unpadded chain's.
+struct Plan {
+    bool stage_a, stage_b;
+    int K;   // the K the tiles run over (padded or not)
+};
+
+inline bool fits(const void *p, long long ld, long long s, long long batch, int mult, int align) {
+    return (uintptr_t)p % align == 0 && ld % mult == 0 && (batch == 1 || s % mult == 0);
+}
+
+inline Plan plan(int ta, int tb, long long batch, int M, int N, int K, int accumulate,
+                 const float *A, long long lda, long long sa, const float *B, long long ldb,
+                 long long sb) {
+    const bool pad_k = K % 4 != 0 || (accumulate && K % BK != 0 && K <= KC);
+    Plan p;
+    p.K = pad_k ? (K + BK - 1) / BK * BK : K;
+    p.stage_a = pad_k || !fits(A, lda, sa, batch, 4, 16) || (ta && M % 4 != 0);
+    p.stage_b = pad_k || !fits(B, ldb, sb, batch, 4, 16) || (!tb && N % 4 != 0);
+    return p;
+}
+
+// an operand's stored rows x cols: X (M or N) x K when K is contiguous, else K x X; staged,
+// with K the plan's and X rounded up to a multiple of 4 where X is contiguous
+inline void stored_dims(bool kcontig, int X, int K, int &rows, int &cols) {
+    rows = kcontig ? X : K;
+    cols = kcontig ? K : X;
+}
+inline void staged_dims(bool kcontig, int X, int K, int &rows, int &cols) {
+    stored_dims(kcontig, kcontig ? X : (X + 3) / 4 * 4, K, rows, cols);
+}
+
+// D_b (drows x dcols, dense) = P_b (rows x cols, leading dimension ld, batch stride s), padded
+// with `pad` (A: -0, B: +0; see Plan), for batches b0 + blockIdx.y
+__global__ void x64_stage(const float *__restrict__ P, long long ld, long long s, int rows, int cols,
+                          float *__restrict__ D, int drows, int dcols, float pad, long long b0) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)drows * dcols) return;
+    const long long b = b0 + blockIdx.y;
+    const int r = (int)(e / dcols), c = (int)(e % dcols);
+    D[b * drows * dcols + e] = r < rows && c < cols ? P[b * s + (long long)r * ld + c] : pad;
 }
 
 // the left fold of a split launch's chunk partials (chunk 0, 1, ...) in float64, rounded once

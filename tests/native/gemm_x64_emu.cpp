@@ -1,5 +1,5 @@
 // gemm_x64_emu.cpp: CUDA's exact GEMM kernels (native/cuda/gemm_x64.cuh: x64_pipe over all of K
-// and split per chunk, x64_fold, x64_general) compiled for the CPU with the emulation in
+// and split per chunk, x64_fold, x64_general, and the staged path: x64::plan, x64_stage) compiled for the CPU with the emulation in
 // cuda_emu/cuda_runtime.h, behind a C API that tests/test_gemm_x64_kernels.py loads. The launch
 // shapes are gemm.cu's (launch_pipe, launch_general); the MMA is emulated as the float64 FMA
 // chain in k order over the warp's fragments (TL_CUDA_EMU in gemm_x64.cuh).
@@ -54,10 +54,43 @@ void pipe(int64_t batch, int M, int N, int K, const float *A, int64_t lda, int64
         x64_pipe<TA, TB, false>(A, lda, sa, B, ldb, sb, C, ldc, sc, nullptr, M, N, K, accumulate, 0);
     }, reverse);
 }
+// gemm.cu's launch_staged: the plan's operands copied into padded scratch, then the tiles
+// (split when `split`) over the plan's K
+void staged(int ta, int tb, int64_t batch, int M, int N, int K, const float *A, int64_t lda,
+            int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C, int64_t ldc, int64_t sc,
+            int accumulate, int split, bool reverse) {
+    using namespace x64;
+    const Plan p = plan(ta, tb, batch, M, N, K, accumulate, A, lda, sa, B, ldb, sb);
+    std::vector<float> as, bs;
+    auto stage = [&](std::vector<float> &D, bool kcontig, int X, const float *&P, int64_t &ld,
+                     int64_t &s, float pad) {
+        int rows, cols, drows, dcols;
+        stored_dims(kcontig, X, K, rows, cols);
+        staged_dims(kcontig, X, p.K, drows, dcols);
+        const int64_t n = (int64_t)drows * dcols;
+        D.assign((size_t)(batch * n), NAN);   // every element is written
+        float *d = D.data();
+        const float *src = P;
+        const int64_t sld = ld, ss = s;
+        emu::launch(dim3((unsigned)((n + 255) / 256), (unsigned)batch), dim3(256), [=] {
+            x64_stage(src, sld, ss, rows, cols, d, drows, dcols, pad, 0);
+        }, reverse);
+        P = d;
+        ld = dcols;
+        s = n;
+    };
+    if (p.stage_a) stage(as, !ta, M, A, lda, sa, -0.0f);
+    if (p.stage_b) stage(bs, tb, N, B, ldb, sb, 0.0f);
+    if (!ta && !tb) pipe<false, false>(batch, M, N, p.K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, split, reverse);
+    else if (!ta && tb) pipe<false, true>(batch, M, N, p.K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, split, reverse);
+    else if (ta && !tb) pipe<true, false>(batch, M, N, p.K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, split, reverse);
+    else pipe<true, true>(batch, M, N, p.K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, split, reverse);
+}
 }  // namespace
 
 extern "C" {
-// kind 0: x64_pipe over all of K, 1: split per chunk then x64_fold (batch 1), 2: x64_general
+// kind 0: x64_pipe over all of K, 1: split per chunk then x64_fold (batch 1), 2: x64_general,
+// 3 and 4: the staged path (x64::plan, x64_stage) then 0 or 1
 int emu_gemm64(int kind, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
                int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
                int64_t ldc, int64_t sc, int accumulate, int reverse) {
@@ -68,8 +101,12 @@ int emu_gemm64(int kind, int ta, int tb, int64_t batch, int M, int N, int K, con
         }, reverse != 0);
         return 0;
     }
-    if (kind == 1 && batch != 1) return -1;
+    if ((kind == 1 || kind == 4) && batch != 1) return -1;
     const bool r = reverse != 0;
+    if (kind >= 3) {
+        staged(ta, tb, batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, kind == 4, r);
+        return 0;
+    }
     if (!ta && !tb) pipe<false, false>(batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, kind, r);
     else if (!ta && tb) pipe<false, true>(batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, kind, r);
     else if (ta && !tb) pipe<true, false>(batch, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, accumulate, kind, r);
