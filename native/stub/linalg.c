@@ -41,15 +41,31 @@ static inline int omp_get_thread_num(void) { return 0; }
 #endif
 
 #define MR TL_SGEMM_MR /* micro-tile rows (8): accumulators live in NV * MR vector registers */
-#define NV 3     /* 16-float vectors per micro-tile row */
+/* (TL_GEMM_* override the blocking for experiments: bench/device/gemm_variants.sh) */
+#ifndef TL_GEMM_NV
+#define TL_GEMM_NV 3
+#endif
+#ifndef TL_GEMM_KC
+#define TL_GEMM_KC 384
+#endif
+#ifndef TL_GEMM_MC
+#define TL_GEMM_MC 192
+#endif
+#ifndef TL_GEMM_NC
+#define TL_GEMM_NC 1920
+#endif
+#define NV TL_GEMM_NV /* 16-float vectors per micro-tile row */
 #define NR (16 * NV) /* micro-tile columns */
-#define KC 384   /* longest k slice (slices are equal): a KC x NR B panel is 72 KiB, in L2 */
-#define MC 192   /* rows per packed A block (288 KiB at KC, in L2 beside a B panel): all of B
-                  * streams from L3 once per block, 3 times less often than at 64 rows */
-#define NC 1920  /* columns of B packed per pass (KC x NC floats = 2.8 MiB), 40 panels */
+#define KC TL_GEMM_KC /* longest k slice (slices are equal): a KC x NR B panel is 72 KiB, in L2 */
+#define MC TL_GEMM_MC /* rows per packed A block (288 KiB at KC, in L2 beside a B panel): all of
+                       * B streams from L3 once per block, 3 times less often than at 64 rows */
+#define NC TL_GEMM_NC /* columns of B packed per pass (KC x NC floats = 2.8 MiB), 40 panels */
 #define DIRECT_B_ROWS 64 /* B read in place for at most this many rows, */
 #define DIRECT_B_MAX (1 << 17) /* and at most this many floats of B (512 KiB: in L2) */
-#define JIT_PANELS 6 /* one row block: B packed this many panels at a time (KC x 288: in L2) */
+#ifndef TL_GEMM_JIT
+#define TL_GEMM_JIT 6
+#endif
+#define JIT_PANELS TL_GEMM_JIT /* one row block: B packed this many panels at a time (KC x 288: in L2) */
 #define SMALL_GEMM 512 /* m n p at most this: plain loops */
 #define LOCAL_PACK 4096 /* packing buffers up to this many floats live on the stack */
 #define BATCH_PAR_MAX (1 << 22) /* batched products below this size: threads over the batch */
@@ -212,6 +228,13 @@ static int64_t kslice(int64_t n) {
     return (n + slices - 1) / slices;
 }
 
+/* floats of the packed A block (kc x mc rounded up to whole MR-row panels) and the room after
+ * it, a multiple of 16 floats so that what follows (B's panels) starts on a 64-byte line: a
+ * panel row's vector loads then never straddle two lines */
+static int64_t a_region(int64_t kc, int64_t mc) {
+    return (kc * ((mc + MR - 1) / MR * MR) + 15) / 16 * 16;
+}
+
 /* C (m, p) (+)= op(A) op(B) on one thread: for each NC-column pass and KC-deep k slice, B's
  * panels are packed (or, for few rows, read in place), then each MC-row block of A is packed
  * and multiplied into its C tiles. Bp: room for kslice(n) x NC (rounded to NR) floats, or NULL
@@ -226,7 +249,7 @@ static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B
                         int accumulate, int jit_b, int in_place, float *Bp, float *Ap,
                         const float *Apre, int64_t m_pad, int64_t row0) {
     const int64_t kcmax = kslice(n), mcmax = m < MC ? m : MC;
-    float *Bt = Ap + kcmax * (Apre ? 0 : (mcmax + MR - 1) / MR * MR); /* B's panels packed just in time */
+    float *Bt = Ap + a_region(kcmax, Apre ? 0 : mcmax); /* B's panels packed just in time */
     for (int64_t jc = 0; jc < p; jc += NC) {
         const int64_t nc = p - jc < NC ? p - jc : NC;
         for (int64_t pc = 0; pc < n; pc += kcmax) {
@@ -286,10 +309,12 @@ static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B,
      * one, for partial panels, when B is read in place) */
     const int64_t jitp = in_place ? 1 : (ncmax + NR - 1) / NR < JIT_PANELS ? (ncmax + NR - 1) / NR
                                                                           : JIT_PANELS;
-    const int64_t na = kcmax * ((Apre ? 0 : (mcmax + MR - 1) / MR * MR) + (jit_b ? NR * jitp : 0));
+    const int64_t na = a_region(kcmax, Apre ? 0 : mcmax) + (jit_b ? kcmax * NR * jitp : 0);
     const int64_t nb = jit_b ? 0 : kcmax * ((ncmax + NR - 1) / NR * NR);
-    float local[LOCAL_PACK];
-    float *buf = na + nb <= LOCAL_PACK ? local : (float *)malloc((size_t)(na + nb) * sizeof(float));
+    /* (na a multiple of 16 floats: B's panels start on a cache line, as the buffer does) */
+    float local[LOCAL_PACK] __attribute__((aligned(64)));
+    float *buf = na + nb <= LOCAL_PACK ? local
+                                       : (float *)aligned_alloc(64, (size_t)(na + nb) * sizeof(float));
     if (!buf) return 1;
     gemm_serial(A, ars, acs, B, brs, bcs, C, ldc, m, n, p, accumulate, jit_b, jit_b && in_place,
                 jit_b ? NULL : buf + na, buf, Apre, m_pad, row0);
