@@ -25,6 +25,7 @@
  * which stays the reference; the chain is the same, so both modes' products agree. The
  * column sums of linear's bias gradient and the MSE sum are rule 4 in every mode (chunked
  * sequential sums, then the pairwise tree: as fast as a sequential sum here). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
@@ -289,8 +290,31 @@ static void gemm_serial(const float *A, int64_t ars, int64_t acs, const float *B
     }
 }
 
+/* Each thread's heap packing buffer, kept from product to product (grown when a product needs
+ * more, freed when the thread ends): a fresh multi-MiB malloc per product came from mmap
+ * whenever glibc's threshold said so, and each of its pages then faulted on first touch
+ * (1024^3 on 2 threads: 333 faults a product). 64-byte aligned. */
+static pthread_key_t pack_key;
+static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
+static __thread float *pack_buf;
+static __thread size_t pack_cap;   /* floats */
+
+static void pack_key_make(void) { pthread_key_create(&pack_key, free); }
+
+static float *pack_room(size_t floats) {
+    if (floats <= pack_cap) return pack_buf;
+    pthread_once(&pack_once, pack_key_make);
+    float *p = (float *)aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    if (!p) return NULL;
+    free(pack_buf);
+    pack_buf = p;
+    pack_cap = floats;
+    pthread_setspecific(pack_key, p);
+    return p;
+}
+
 /* gemm_serial with its packing buffers: on the stack when small (malloc would cost as much as
- * the product), else on the heap. Returns nonzero when the heap ran out. */
+ * the product), else the thread's kept buffer. Returns nonzero when the heap ran out. */
 static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
                        int64_t bcs, float *C, int64_t ldc, int64_t m, int64_t n, int64_t p,
                        int accumulate, const float *Apre, int64_t m_pad, int64_t row0) {
@@ -313,12 +337,10 @@ static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B,
     const int64_t nb = jit_b ? 0 : kcmax * ((ncmax + NR - 1) / NR * NR);
     /* (na a multiple of 16 floats: B's panels start on a cache line, as the buffer does) */
     float local[LOCAL_PACK] __attribute__((aligned(64)));
-    float *buf = na + nb <= LOCAL_PACK ? local
-                                       : (float *)aligned_alloc(64, (size_t)(na + nb) * sizeof(float));
+    float *buf = na + nb <= LOCAL_PACK ? local : pack_room((size_t)(na + nb));
     if (!buf) return 1;
     gemm_serial(A, ars, acs, B, brs, bcs, C, ldc, m, n, p, accumulate, jit_b, jit_b && in_place,
                 jit_b ? NULL : buf + na, buf, Apre, m_pad, row0);
-    if (buf != local) free(buf);
     return 0;
 }
 
