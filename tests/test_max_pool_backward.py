@@ -72,6 +72,9 @@ CASES = [  # (input shape, kernel, stride, padding)
     ((1, 2, 4, 5, 3), (2, 2, 3), (2, 1, 2), (0, 1, 1)),   # 3-D
     ((1, 1, 3, 3, 3, 4), (2, 2, 2, 2), (1, 1, 2, 1), (0, 1, 0, 1)),   # 4-D
     ((4, 16, 20, 21), (3, 3), (2, 2), (1, 1)),  # enough planes for several threads
+    ((3, 5, 9, 7), (2, 2), (2, 2), (0, 0)),     # 2 x 2 fast path: a last row and column unused
+    ((64, 16, 8, 8), (2, 2), (2, 2), (0, 0)),   # ... a digits CNN's batch, over threads
+    ((2, 3, 2, 3), (2, 2), (2, 2), (0, 0)),     # ... one window a plane
 ]
 
 
@@ -148,3 +151,36 @@ def test_max_pool_gradient_matches_torch(shape, k, s, p):
     dx = ops.max_pool_backward(AnyBuffer.from_numpy(x), AnyBuffer.from_numpy(g), kernel_size=[k, k],
                                stride=[s, s], padding=[p, p], rank=2).to_numpy()
     np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def _forward_ref(x, k, s, p):
+    """float32 max pooling by the rule: each window's first row-major max from -FLT_MAX, the
+    first NaN winning, padding never winning (an all -inf window gives -FLT_MAX)."""
+    r = len(k)
+    sp = x.shape[-r:]
+    outs = tuple(_out_len(n, *a) for n, a in zip(sp, zip(k, s, p)))
+    xs = x.reshape((-1,) + sp)
+    y = np.empty((xs.shape[0],) + outs, np.float32)
+    for pl in range(xs.shape[0]):
+        for o in itertools.product(*(range(n) for n in outs)):
+            best = -F32_MAX
+            for t in itertools.product(*(range(n) for n in k)):
+                cell = tuple(oi * si + ti - pi for oi, si, ti, pi in zip(o, s, t, p))
+                if any(c < 0 or c >= n for c, n in zip(cell, sp)):
+                    continue
+                v = xs[(pl,) + cell]
+                if v > best or (np.isnan(v) and not np.isnan(best)):
+                    best = v
+            y[(pl,) + o] = best
+    return y.reshape(x.shape[:-r] + outs)
+
+
+@pytest.mark.parametrize("shape,k,s,p", [c for c in CASES if len(c[1]) == 2])
+def test_max_pool_forward_bits_match_the_rule(shape, k, s, p):
+    """The forward by the same rule, the 2 x 2 stride-2 fast path and the general one alike
+    (ties, NaN, infinities, -FLT_MAX, -0)."""
+    rng = np.random.default_rng(sum(shape) + 7)
+    x = _data(rng, shape)
+    y = ops.max_pool2d(AnyBuffer.from_numpy(x), kernel_size=list(k), stride=list(s),
+                       padding=list(p)).to_numpy()
+    np.testing.assert_array_equal(_bits(y), _bits(_forward_ref(x, k, s, p)))

@@ -7,6 +7,7 @@
  */
 #include <float.h>
 #include <stdlib.h>
+#include <string.h>
 #include "stub.h"
 #include "generated/conv_pool_kernels.h"
 
@@ -272,14 +273,71 @@ static int max_pool_backward(const char *op, tl_buf input, tl_buf g, tl_buf dinp
     return TL_OK;
 }
 
+/* ------------------------------------------------------------------ 2 x 2 max pooling
+ * The common case (2-D, 2 x 2 windows, stride 2, no padding: every window wholly inside its
+ * plane, no two windows sharing a cell) without tap tables or spans: each output reads its
+ * window's taps in row-major order under pool()'s rule (running best from -FLT_MAX, the first
+ * strictly greater value or the first NaN wins), and the backward adds each output's gradient
+ * onto its winner's zeroed cell with tlm_add, as the general paths do: the same bits. A tiny
+ * plane (8 x 8 -> 4 x 4 in a digits CNN) cost the general paths a span or a window gather per
+ * tap; here a plane is a few dozen compares. */
+static int is_pool2x2(const geom_t *G) {
+    return G->r == 2 && G->k[0] == 2 && G->k[1] == 2 && G->s[0] == 2 && G->s[1] == 2 &&
+           G->p[0] == 0 && G->p[1] == 0 && 2 * G->out[0] <= G->in[0] && 2 * G->out[1] <= G->in[1];
+}
+
+/* the winning tap (0..3, -1 for none) of window o of the row pair r0, r1; its value in *best_out */
+static inline int win2x2(const float *r0, const float *r1, int64_t o, float *best_out) {
+    const float v[4] = {r0[2 * o], r0[2 * o + 1], r1[2 * o], r1[2 * o + 1]};
+    float best = -FLT_MAX;
+    int arg = -1;
+    for (int j = 0; j < 4; j++)
+        if (v[j] > best || (v[j] != v[j] && best == best)) { best = v[j]; arg = j; }
+    *best_out = best;
+    return arg;
+}
+
+/* forward (g NULL: y = the window maxima) or backward (dx from the output gradient g) */
+static void pool2x2_max(const geom_t *G, const float *x, float *y, const float *g, float *dx) {
+    const int64_t planes = G->n * G->cin, H = G->in[0], W = G->in[1], OH = G->out[0], OW = G->out[1];
+#pragma omp parallel for schedule(static) if (planes * H * W > TL_PAR_MIN)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const float *xp = x + pl * H * W;
+        const float *gp = g ? g + pl * OH * OW : NULL;
+        float *out = g ? dx + pl * H * W : y + pl * OH * OW;
+        if (g) memset(out, 0, (size_t)(H * W) * sizeof(float));
+        for (int64_t oh = 0; oh < OH; oh++) {
+            const float *r0 = xp + 2 * oh * W, *r1 = r0 + W;
+            for (int64_t o = 0; o < OW; o++) {
+                float best;
+                int arg = win2x2(r0, r1, o, &best);
+                if (!g) {
+                    out[oh * OW + o] = best;
+                } else if (arg >= 0) {
+                    float *cell = out + (2 * oh + (arg >> 1)) * W + 2 * o + (arg & 1);
+                    *cell = tlm_add(*cell, gp[oh * OW + o]);
+                }
+            }
+        }
+    }
+}
+
 /* max (kind 0), average (1) and smooth-max (2, with b = beta) pooling, N-D and 2-D alike */
 int tlk_pool_forward(const char *op, tl_buf input, tl_buf y, const tl_geom *geom, double b,
                      int64_t kind) {
+    if (kind == POOL_MAX && is_pool2x2(geom)) {
+        pool2x2_max(geom, input->data, y->data, NULL, NULL);
+        return TL_OK;
+    }
     return pool(op, (int)kind, input, NULL, y, geom, b, 0);
 }
 
 int tlk_pool_backward(const char *op, tl_buf input, tl_buf grad_out, tl_buf dinput,
                       const tl_geom *geom, double b, int64_t kind) {
+    if (kind == POOL_MAX && is_pool2x2(geom)) {
+        pool2x2_max(geom, input->data, NULL, grad_out->data, dinput->data);
+        return TL_OK;
+    }
     if (kind == POOL_MAX && geom->r <= 3 && geom->in_n < INT32_MAX)
         return max_pool_backward(op, input, grad_out, dinput, geom);
     return pool(op, (int)kind, input, grad_out, dinput, geom, b, 1);
