@@ -75,6 +75,9 @@ CASES = [  # (input shape, kernel, stride, padding)
     ((3, 5, 9, 7), (2, 2), (2, 2), (0, 0)),     # 2 x 2 fast path: a last row and column unused
     ((64, 16, 8, 8), (2, 2), (2, 2), (0, 0)),   # ... a digits CNN's batch, over threads
     ((2, 3, 2, 3), (2, 2), (2, 2), (0, 0)),     # ... one window a plane
+    ((2, 3, 16, 17), (2, 2), (2, 2), (0, 0)),   # ... 8 windows a row: two rows a vector
+    ((1, 2, 6, 16), (2, 2), (2, 2), (0, 0)),    # ... an odd number of such rows
+    ((1, 2, 33, 40), (2, 2), (2, 2), (0, 0)),   # ... 20 windows a row: one row a vector, then mixed
 ]
 
 

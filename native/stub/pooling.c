@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stub.h"
+#include "simd16.h"
 #include "generated/conv_pool_kernels.h"
 
 /* the geometry the generated entry parsed (native/common/contract.h) */
@@ -286,37 +287,94 @@ static int is_pool2x2(const geom_t *G) {
            G->p[0] == 0 && G->p[1] == 0 && 2 * G->out[0] <= G->in[0] && 2 * G->out[1] <= G->in[1];
 }
 
-/* the winning tap (0..3, -1 for none) of window o of the row pair r0, r1; its value in *best_out */
-static inline int win2x2(const float *r0, const float *r1, int64_t o, float *best_out) {
-    const float v[4] = {r0[2 * o], r0[2 * o + 1], r1[2 * o], r1[2 * o + 1]};
-    float best = -FLT_MAX;
-    int arg = -1;
-    for (int j = 0; j < 4; j++)
-        if (v[j] > best || (v[j] != v[j] && best == best)) { best = v[j]; arg = j; }
+typedef int p2_v16i __attribute__((vector_size(64)));
+
+/* The winners of 16 windows at once by the rule, their taps' values given tap by tap
+ * (taps[j][i]: tap j, row-major, of window i): value and tap (0..3, -1 for none) per lane.
+ * Lane masks and selects, not jumps: which tap wins is data, and a mispredicted branch costs
+ * more than the compares. */
+static inline void win2x2_16(const v16 taps[4], v16 *best_out, p2_v16i *arg_out) {
+    v16 best = (v16){0} - FLT_MAX;
+    p2_v16i arg = (p2_v16i){0} - 1;
+    for (int j = 0; j < 4; j++) {
+        const v16 v = taps[j];
+        const p2_v16i take = (v > best) | ((v != v) & (best == best));
+        best = (v16)(((p2_v16i)v & take) | ((p2_v16i)best & ~take));
+        arg = (arg & ~take) | (((p2_v16i){0} + j) & take);
+    }
     *best_out = best;
-    return arg;
+    *arg_out = arg;
 }
 
-/* forward (g NULL: y = the window maxima) or backward (dx from the output gradient g) */
+/* forward (g NULL: y = the window maxima) or backward (dx from the output gradient g). The
+ * windows of a plane in row-major order, 16 at a time: from two 16-float loads of each row of
+ * the pair (taps de-interleaved) where 16 windows lie in one output row, else gathered a value
+ * at a time (planes narrower than 32, tails) */
 static void pool2x2_max(const geom_t *G, const float *x, float *y, const float *g, float *dx) {
     const int64_t planes = G->n * G->cin, H = G->in[0], W = G->in[1], OH = G->out[0], OW = G->out[1];
+    const int64_t nw = OH * OW;
 #pragma omp parallel for schedule(static) if (planes * H * W > TL_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         const float *xp = x + pl * H * W;
-        const float *gp = g ? g + pl * OH * OW : NULL;
-        float *out = g ? dx + pl * H * W : y + pl * OH * OW;
-        if (g) memset(out, 0, (size_t)(H * W) * sizeof(float));
-        for (int64_t oh = 0; oh < OH; oh++) {
-            const float *r0 = xp + 2 * oh * W, *r1 = r0 + W;
-            for (int64_t o = 0; o < OW; o++) {
-                float best;
-                int arg = win2x2(r0, r1, o, &best);
-                if (!g) {
-                    out[oh * OW + o] = best;
-                } else if (arg >= 0) {
-                    float *cell = out + (2 * oh + (arg >> 1)) * W + 2 * o + (arg & 1);
-                    *cell = tlm_add(*cell, gp[oh * OW + o]);
+        float *d = g ? dx + pl * H * W : NULL;
+        if (g && (2 * OH != H || 2 * OW != W))   /* cells in no window (odd sizes) stay +0 */
+            memset(d, 0, (size_t)(H * W) * sizeof(float));
+        for (int64_t w0 = 0; w0 < nw; w0 += 16) {
+            const int n = nw - w0 < 16 ? (int)(nw - w0) : 16;
+            const int64_t oh0 = w0 / OW, o0 = w0 % OW;
+            v16 taps[4];
+            /* (2 OW <= W: the loads stay in the rows) */
+            const int row16 = n == 16 && o0 + 16 <= OW;            /* 16 windows of one row */
+            const int rows8 = n == 16 && OW == 8;                  /* 8 of each of two rows */
+            if (row16 || rows8) {
+                const float *r0 = xp + 2 * oh0 * W + 2 * o0, *r1 = r0 + W;
+                /* row16: a = the first row's 32 values, b = the second's; rows8: a = the
+                 * first rows of the two windows' rows, b = their second rows */
+                const v16 a0 = vload(r0), b0 = vload(r1);
+                const v16 a1 = row16 ? vload(r0 + 16) : vload(r0 + 2 * W);
+                const v16 b1 = row16 ? vload(r1 + 16) : vload(r1 + 2 * W);
+                taps[0] = __builtin_shufflevector(a0, a1, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+                taps[1] = __builtin_shufflevector(a0, a1, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+                taps[2] = __builtin_shufflevector(b0, b1, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+                taps[3] = __builtin_shufflevector(b0, b1, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+            } else {
+                float t[4][16] = {{0}};
+                for (int i = 0; i < n; i++) {
+                    const int64_t w = w0 + i, c = 2 * (w / OW) * W + 2 * (w % OW);
+                    t[0][i] = xp[c]; t[1][i] = xp[c + 1]; t[2][i] = xp[c + W]; t[3][i] = xp[c + W + 1];
                 }
+                for (int j = 0; j < 4; j++) taps[j] = vload(t[j]);
+            }
+            v16 best;
+            p2_v16i arg;
+            win2x2_16(taps, &best, &arg);
+            if (!g) {
+                float b[16];
+                vstore(b, best);
+                memcpy(y + pl * nw + w0, b, (size_t)n * sizeof(float));
+                continue;
+            }
+            /* each window's cells: its winner gets tlm_add(+0, g) (what the add onto the zeroed
+             * cell gives: -0 becomes +0), the others +0; no two windows share a cell */
+            float gb[16] = {0};
+            memcpy(gb, g + pl * nw + w0, (size_t)n * sizeof(float));
+            const v16 share = (v16){0} + vload(gb);
+            v16 cells[4];
+            for (int j = 0; j < 4; j++)
+                cells[j] = (v16)((p2_v16i)share & (arg == ((p2_v16i){0} + j)));
+            if (row16 || rows8) {   /* the loads' places: lanes 0-7 to the first 16 floats */
+                float *c0 = d + 2 * oh0 * W + 2 * o0, *c1 = c0 + W;
+                float *c2 = row16 ? c0 + 16 : c0 + 2 * W, *c3 = row16 ? c1 + 16 : c1 + 2 * W;
+                vstore(c0, __builtin_shufflevector(cells[0], cells[1], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23));
+                vstore(c2, __builtin_shufflevector(cells[0], cells[1], 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31));
+                vstore(c1, __builtin_shufflevector(cells[2], cells[3], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23));
+                vstore(c3, __builtin_shufflevector(cells[2], cells[3], 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31));
+                continue;
+            }
+            for (int i = 0; i < n; i++) {
+                const int64_t w = w0 + i;
+                float *c = d + 2 * (w / OW) * W + 2 * (w % OW);
+                c[0] = cells[0][i]; c[1] = cells[1][i]; c[W] = cells[2][i]; c[W + 1] = cells[3][i];
             }
         }
     }
