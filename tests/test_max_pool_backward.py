@@ -78,6 +78,9 @@ CASES = [  # (input shape, kernel, stride, padding)
     ((2, 3, 16, 17), (2, 2), (2, 2), (0, 0)),   # ... 8 windows a row: two rows a vector
     ((1, 2, 6, 16), (2, 2), (2, 2), (0, 0)),    # ... an odd number of such rows
     ((1, 2, 33, 40), (2, 2), (2, 2), (0, 0)),   # ... 20 windows a row: one row a vector, then mixed
+    ((3, 7, 4, 4), (2, 2), (2, 2), (0, 0)),     # ... small planes: 16 windows across planes, a tail
+    ((5, 3, 2, 2), (2, 2), (2, 2), (0, 0)),     # ... one window a plane, 15 in all
+    ((1, 3, 4, 4), (2, 2), (2, 2), (0, 0)),     # ... fewer windows than a vector
 ]
 
 

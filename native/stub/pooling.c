@@ -287,6 +287,12 @@ static int is_pool2x2(const geom_t *G) {
            G->p[0] == 0 && G->p[1] == 0 && 2 * G->out[0] <= G->in[0] && 2 * G->out[1] <= G->in[1];
 }
 
+/* ... on planes of at most 8 x 8 with every cell in a window (pool2x2_small) */
+static int is_small2x2(const geom_t *G) {
+    const int64_t ow = G->out[1];
+    return 2 * G->out[0] == G->in[0] && 2 * ow == G->in[1] && (ow == 1 || ow == 2 || ow == 4);
+}
+
 typedef int p2_v16i __attribute__((vector_size(64)));
 
 /* The winners of 16 windows at once by the rule, their taps' values given tap by tap
@@ -304,6 +310,57 @@ static inline void win2x2_16(const v16 taps[4], v16 *best_out, p2_v16i *arg_out)
     }
     *best_out = best;
     *arg_out = arg;
+}
+
+/* Small planes wholly covered by their windows (H = 2 OH, W = 2 OW, OW 1, 2 or 4: 2 x 2 to
+ * 8 x 8 planes): the whole tensor is a run of row pairs of 4 OW floats, OW windows each, so
+ * windows 16 c .. 16 c + 15 (in row-major order across planes) read exactly floats 64 c .. 64 c
+ * + 63, tap j of window i at idx[j][i]; their dx cells are those 64 floats. */
+static void pool2x2_small(const geom_t *G, const float *x, float *y, const float *g, float *dx) {
+    const int64_t OW = G->out[1], nw = G->n * G->cin * G->out[0] * OW, chunks = nw / 16;
+    int idx[4][16];
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < 16; i++)
+            idx[j][i] = (int)((i / OW) * 4 * OW + 2 * (i % OW) + (j & 1) + (j >> 1) * 2 * OW);
+#pragma omp parallel for schedule(static) if (nw * 4 > TL_PAR_MIN)
+    for (int64_t c = 0; c < chunks; c++) {
+        const float *blk = x + 64 * c;
+        float t[4][16];
+        v16 taps[4], best;
+        p2_v16i arg;
+        for (int j = 0; j < 4; j++) {
+            for (int i = 0; i < 16; i++) t[j][i] = blk[idx[j][i]];
+            taps[j] = vload(t[j]);
+        }
+        win2x2_16(taps, &best, &arg);
+        if (!g) {
+            vstore(y + 16 * c, best);
+            continue;
+        }
+        const v16 share = (v16){0} + vload(g + 16 * c);   /* tlm_add(+0, g), as in pool2x2_max */
+        float out[64];
+        for (int j = 0; j < 4; j++) {
+            vstore(t[j], (v16)((p2_v16i)share & (arg == ((p2_v16i){0} + j))));
+            for (int i = 0; i < 16; i++) out[idx[j][i]] = t[j][i];
+        }
+        memcpy(dx + 64 * c, out, sizeof out);
+    }
+    /* the windows past the last whole chunk, one at a time */
+    for (int64_t w = chunks * 16; w < nw; w++) {
+        const float *r0 = x + (w / OW) * 4 * OW + 2 * (w % OW), *r1 = r0 + 2 * OW;
+        const float v[4] = {r0[0], r0[1], r1[0], r1[1]};
+        float best = -FLT_MAX;
+        int arg = -1;
+        for (int j = 0; j < 4; j++)
+            if (v[j] > best || (v[j] != v[j] && best == best)) { best = v[j]; arg = j; }
+        if (!g) {
+            y[w] = best;
+            continue;
+        }
+        float *c0 = dx + (r0 - x);
+        c0[0] = c0[1] = c0[2 * OW] = c0[2 * OW + 1] = 0.0f;
+        if (arg >= 0) c0[(arg >> 1) * 2 * OW + (arg & 1)] = tlm_add(0.0f, g[w]);
+    }
 }
 
 /* forward (g NULL: y = the window maxima) or backward (dx from the output gradient g). The
@@ -384,7 +441,7 @@ static void pool2x2_max(const geom_t *G, const float *x, float *y, const float *
 int tlk_pool_forward(const char *op, tl_buf input, tl_buf y, const tl_geom *geom, double b,
                      int64_t kind) {
     if (kind == POOL_MAX && is_pool2x2(geom)) {
-        pool2x2_max(geom, input->data, y->data, NULL, NULL);
+        (is_small2x2(geom) ? pool2x2_small : pool2x2_max)(geom, input->data, y->data, NULL, NULL);
         return TL_OK;
     }
     return pool(op, (int)kind, input, NULL, y, geom, b, 0);
@@ -393,7 +450,8 @@ int tlk_pool_forward(const char *op, tl_buf input, tl_buf y, const tl_geom *geom
 int tlk_pool_backward(const char *op, tl_buf input, tl_buf grad_out, tl_buf dinput,
                       const tl_geom *geom, double b, int64_t kind) {
     if (kind == POOL_MAX && is_pool2x2(geom)) {
-        pool2x2_max(geom, input->data, NULL, grad_out->data, dinput->data);
+        (is_small2x2(geom) ? pool2x2_small : pool2x2_max)(geom, input->data, NULL, grad_out->data,
+                                                          dinput->data);
         return TL_OK;
     }
     if (kind == POOL_MAX && geom->r <= 3 && geom->in_n < INT32_MAX)
