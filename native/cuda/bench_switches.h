@@ -29,4 +29,10 @@ static inline const char *tl_bench_env(const char *name) {
 #endif
 }
 
+/* whether switch `name` is set to "0" (a kernel that is on by default turned off) */
+static inline int tl_bench_off(const char *name) {
+    const char *v = tl_bench_env(name);
+    return v && v[0] == '0' && !v[1];
+}
+
 #endif

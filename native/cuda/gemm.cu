@@ -818,11 +818,7 @@ static const TileChoice *forced_tile(void) {
 // TORCHLEAN_GEMM_EXACT_CHAIN=0 turns the chain kernel off (benchmark builds only,
 // bench_switches.h: the bits never depend on it)
 static bool chain_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = tl_bench_env("TORCHLEAN_GEMM_EXACT_CHAIN");
-        on = !(v && !strcmp(v, "0"));
-    }
+    static const bool on = !tl_bench_off("TORCHLEAN_GEMM_EXACT_CHAIN");
     return on;
 }
 
@@ -845,11 +841,7 @@ static const TileChoice *pick_tile(int64_t batch, int64_t m, int64_t n, int64_t 
 // TORCHLEAN_GEMM_EXACT_SPLIT=0 turns split-K off (benchmark builds only, bench_switches.h: the
 // bits never depend on it)
 static bool split_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = tl_bench_env("TORCHLEAN_GEMM_EXACT_SPLIT");
-        on = !(v && !strcmp(v, "0"));
-    }
+    static const bool on = !tl_bench_off("TORCHLEAN_GEMM_EXACT_SPLIT");
     return on;
 }
 
@@ -1029,11 +1021,7 @@ static int launch_staged(const char *op, const Plan &p, int ta, int tb, int64_t 
 constexpr int64_t STAGE_MIN_FMAS = (int64_t)1 << 20;
 
 static bool stage_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = tl_bench_env("TORCHLEAN_GEMM_EXACT_STAGE");
-        on = !(v && !strcmp(v, "0"));
-    }
+    static const bool on = !tl_bench_off("TORCHLEAN_GEMM_EXACT_STAGE");
     return on;
 }
 
