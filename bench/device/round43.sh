@@ -71,7 +71,7 @@ if has models; then
 fi
 if has audit; then
   timeout "${AUDIT_S:-150}" python3 bench/bench_audit.py --backend cuda \
-    --model ${AUDIT_MODELS:-digits_cnn mlp_digits} \
+    --model ${AUDIT_MODELS:-digits_cnn mlp_digits} ${AUDIT_ARGS:-} \
     --out "$OUT/audit-cost-cuda.md" >"$OUT/audit.log" 2>&1
   echo "audit rc=$?" | tee -a "$OUT/summary.txt"; cat "$OUT/audit-cost-cuda.md" | tail -20
 fi
@@ -81,7 +81,7 @@ if has replay; then   # where a captured step's host time per replay goes
 fi
 if has auditstub; then   # recording's cost on the stub, 2 pinned cores of the host
   TORCHLEAN_BACKEND=stub timeout "${AUDIT_STUB_S:-200}" taskset -c 2,3 python3 bench/bench_audit.py \
-    --backend stub --threads 2 --model ${AUDIT_MODELS:-digits_cnn mlp_digits} \
+    --backend stub --threads 2 --model ${AUDIT_MODELS:-digits_cnn mlp_digits} ${AUDIT_ARGS:-} \
     --out "$OUT/audit-cost-stub.md" >"$OUT/audit-stub.log" 2>&1
   echo "audit stub rc=$?" | tee -a "$OUT/summary.txt"; tail -20 "$OUT/audit-cost-stub.md"
 fi
