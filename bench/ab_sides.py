@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -35,6 +36,34 @@ def alternate(sides: dict, row: int, rounds: int) -> dict:
             p.stdin.flush()
             times[s].append(json.loads(p.stdout.readline()))
     return times
+
+
+def compare(sides: dict, row: int, rounds: int, keys, derive=None) -> str:
+    """One row's line: each key's median ms per call over `rounds`, before -> after with the
+    ratio when both sides run. derive(med) may add keys computed from the answered ones."""
+    times = alternate(sides, row, rounds)
+    med = {s: {k: statistics.median(r[k] for r in v) for k in v[0]} for s, v in times.items()}
+    for m in med.values():
+        if derive:
+            derive(m)
+    parts = []
+    for k in keys:
+        if "before" in med:
+            parts.append(f"{k} {med['before'][k]:.2f} -> {med['after'][k]:.2f} ms "
+                         f"({med['after'][k] / med['before'][k]:.2f}x)")
+        else:
+            parts.append(f"{k} {med['after'][k]:.2f} ms")
+    return ", ".join(parts)
+
+
+def load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def close(sides: dict) -> None:
+    for p in sides.values():
+        p.stdin.close()
+        p.wait()
 
 
 def serve(make, clock: str, reps: int) -> None:

@@ -10,15 +10,13 @@ Rows: b*h, T, d, and causal / plain / masked (a random lower-band boolean mask).
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_sides import alternate, serve, spawn_sides  # noqa: E402
+from ab_sides import close, compare, load, serve, spawn_sides  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = [(256, 128, 32, "causal"), (256, 64, 32, "causal"), (256, 256, 32, "causal"),
@@ -77,23 +75,13 @@ def main():
                         a.before)
     rows = [int(r) for r in a.rows.split(",") if r.strip()] or list(range(len(ROWS)))
     print(f"threads {a.threads}, clock {a.clock}, rounds {a.rounds} x {a.reps} calls, "
-          f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+          f"load average {load()}")
     for i in rows:
-        times = alternate(sides, i, a.rounds)
-        med = {s: {k: statistics.median(r[k] for r in v) for k in v[0]} for s, v in times.items()}
-        parts = []
-        for k in ("fwd", "bwd"):
-            if a.before:
-                parts.append(f"{k} {med['before'][k]:.2f} -> {med['after'][k]:.2f} ms "
-                             f"({med['after'][k] / med['before'][k]:.2f}x)")
-            else:
-                parts.append(f"{k} {med['after'][k]:.2f} ms")
         bh, t, d, kind = ROWS[i]
-        print(f"bh{bh} T{t} d{d} {kind}: " + ", ".join(parts), flush=True)
-    print(f"load average at the end {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    for p in sides.values():
-        p.stdin.close()
-        p.wait()
+        print(f"bh{bh} T{t} d{d} {kind}: " + compare(sides, i, a.rounds, ("fwd", "bwd")),
+              flush=True)
+    print(f"load average at the end {load()}")
+    close(sides)
 
 
 if __name__ == "__main__":

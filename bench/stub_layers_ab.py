@@ -12,15 +12,13 @@ fwd+bwd minus fwd. Load that comes and goes hits both processes alike.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_sides import alternate, serve, spawn_sides  # noqa: E402
+from ab_sides import close, compare, load, serve, spawn_sides  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 B = 128
@@ -92,26 +90,17 @@ def main():
                         a.before)
     want = [w.strip() for w in a.layers.split(",") if w.strip()]
     print(f"threads {a.threads}, clock {a.clock}, rounds {a.rounds} x {a.reps} calls, "
-          f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+          f"load average {load()}")
+
+    def bwd(m):
+        m["bwd"] = m["fwd+bwd"] - m["fwd"]
     for i, (name, _, _) in enumerate(ROWS):
         if want and not any(name.startswith(w) for w in want):
             continue
-        times = alternate(sides, i, a.rounds)
-        med = {s: {k: statistics.median(r[k] for r in v) for k in v[0]} for s, v in times.items()}
-        for m in med.values():
-            m["bwd"] = m["fwd+bwd"] - m["fwd"]
-        parts = []
-        for k in ("fwd", "bwd", "fwd+bwd"):
-            if a.before:
-                parts.append(f"{k} {med['before'][k]:.2f} -> {med['after'][k]:.2f} ms "
-                             f"({med['after'][k] / med['before'][k]:.2f}x)")
-            else:
-                parts.append(f"{k} {med['after'][k]:.2f} ms")
-        print(f"{name}: " + ", ".join(parts), flush=True)
-    print(f"load average at the end {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    for p in sides.values():
-        p.stdin.close()
-        p.wait()
+        print(f"{name}: " + compare(sides, i, a.rounds, ("fwd", "bwd", "fwd+bwd"), bwd),
+              flush=True)
+    print(f"load average at the end {load()}")
+    close(sides)
 
 
 if __name__ == "__main__":
