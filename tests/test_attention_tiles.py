@@ -18,19 +18,15 @@ Two layers:
     tile skipping, NaN and inf.
 """
 import math
-import shutil
 import subprocess
 from pathlib import Path
 
-import cffi
 import numpy as np
 import pytest
 
 import torchlean as tl
 from torchlean._generated import ops
-
-ROOT = Path(__file__).resolve().parent.parent
-EMU = ROOT / "build" / "attention_tiled_emu.so"
+from cuda_emu import build_emu
 
 
 # ---------------------------------------------------------------- float64 references
@@ -337,14 +333,7 @@ def test_attention_op_bad_inputs():
 
 @pytest.fixture(scope="module")
 def emu():
-    cxx = shutil.which("c++") or shutil.which("g++")
-    if cxx is None:
-        pytest.fail("no C++ compiler: the tiled CUDA kernels cannot be checked on the CPU")
-    r = subprocess.run(["make", "-s", str(EMU.relative_to(ROOT))], cwd=ROOT, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    ffi = cffi.FFI()
-    ffi.cdef("""
+    return build_emu("attention_tiled_emu.so", "the tiled CUDA kernels", """
         int emu_tiled_hdp(int hd);
         int emu_attention_fwd(const float *Q, const float *K, const float *V, const float *M,
                               float *O, float *L, int B, int n, int H, int hd, float scale,
@@ -367,7 +356,6 @@ def emu():
                           float *dK, float *dV, int B, int n, int H, int hd, int causal, int vec,
                           int reverse);
     """)
-    return ffi, ffi.dlopen(str(EMU))
 
 
 def emulate(emu, q, k, v, do, B, H, mask, causal, vec, reverse, onepass=False):

@@ -3,9 +3,6 @@ table passed by value) runs on the CPU through the CUDA emulation (tests/native/
 must give the definition's digests (test_audit.digest_numpy) and the loaded library's, for
 buffers around the block's size and the batch's limits, in both thread schedules (a missing
 barrier in the block sum reads a sum not written yet in one of them)."""
-import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,24 +11,15 @@ from torchlean.audit.digests import digest_many
 from torchlean.buffer import AnyBuffer
 
 from test_audit import SPECIAL, digest_numpy
+from cuda_emu import build_emu
 
 cffi = pytest.importorskip("cffi")
-
-ROOT = Path(__file__).resolve().parent.parent
-EMU = ROOT / "build" / "audit_emu.so"
 
 
 @pytest.fixture(scope="module")
 def emu():
-    if shutil.which("c++") is None and shutil.which("g++") is None:
-        pytest.fail("no C++ compiler: the CUDA digest kernel cannot be checked on the CPU")
-    r = subprocess.run(["make", "-s", str(EMU.relative_to(ROOT))], cwd=ROOT, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    ffi = cffi.FFI()
-    ffi.cdef("int emu_digest_small(const unsigned long long *ptr, const long long *n, "
+    return build_emu("audit_emu.so", "the CUDA digest kernel", "int emu_digest_small(const unsigned long long *ptr, const long long *n, "
              "long long count, float *rows, int reverse);")
-    return ffi, ffi.dlopen(str(EMU))
 
 
 def _digests(ffi, lib, bits, reverse):

@@ -6,30 +6,18 @@ samples, more chunks than one block of the chunk grid, an odd number of chunks (
 carry), one element per channel, tree blocks of 32 and 256 threads, inf and NaN; then close to
 float64.
 """
-import shutil
-import subprocess
-from pathlib import Path
 
-import cffi
 import numpy as np
 import pytest
 
 import torchlean as tl
 from torchlean._generated import ops
-
-ROOT = Path(__file__).resolve().parent.parent
-EMU = ROOT / "build" / "bn_exact_emu.so"
+from cuda_emu import build_emu
 
 
 @pytest.fixture(scope="module")
 def emu():
-    if shutil.which("c++") is None and shutil.which("g++") is None:
-        pytest.fail("no C++ compiler: the exact CUDA batchnorm kernels cannot be checked on the CPU")
-    r = subprocess.run(["make", "-s", str(EMU.relative_to(ROOT))], cwd=ROOT, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    ffi = cffi.FFI()
-    ffi.cdef("""
+    return build_emu("bn_exact_emu.so", "the exact CUDA batchnorm kernels", """
         int emu_bn_forward(const float *x, const float *gamma, const float *beta, float *y,
                            float *xhat, float *mean, float *var, float *inv_std, int64_t n,
                            int64_t c, int64_t s, float eps, int threads, int reverse);
@@ -37,7 +25,6 @@ def emu():
                             const float *gamma, float *dx, float *dgamma, float *dbeta, int64_t n,
                             int64_t c, int64_t s, int threads, int reverse);
     """)
-    return ffi, ffi.dlopen(str(EMU))
 
 
 def ncs(shape):

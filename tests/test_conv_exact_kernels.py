@@ -6,36 +6,23 @@ and the transposed convolution, 1-D, 2-D and 3-D, odd sizes, strides and padding
 4 and 8 outputs per thread, several tiles per axis, chains longer than one 16-deep stage, inf,
 NaN and signed zeros; then close to a float64 reference.
 """
-import shutil
-import subprocess
-from pathlib import Path
 
-import cffi
 import numpy as np
 import pytest
 
 import torchlean as tl
 from torchlean._generated import ops
-
-ROOT = Path(__file__).resolve().parent.parent
-EMU = ROOT / "build" / "conv_exact_emu.so"
+from cuda_emu import build_emu
 
 
 @pytest.fixture(scope="module")
 def emu():
-    if shutil.which("c++") is None and shutil.which("g++") is None:
-        pytest.fail("no C++ compiler: the exact CUDA convolution kernels cannot be checked on the CPU")
-    r = subprocess.run(["make", "-s", str(EMU.relative_to(ROOT))], cwd=ROOT, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    ffi = cffi.FFI()
-    ffi.cdef("""
+    return build_emu("conv_exact_emu.so", "the exact CUDA convolution kernels", """
         int emu_conv_exact_forward(const int *g, int transpose, const float *W, const float *bias,
                                    const float *X, float *Y, int reverse);
         int emu_conv_exact_backward(const int *g, int transpose, const float *W, const float *X,
                                     const float *G, float *dW, float *dX, int chunk, int reverse);
     """)
-    return ffi, ffi.dlopen(str(EMU))
 
 
 def out_size(n, k, s, p, transpose):

@@ -5,11 +5,7 @@ the formulas' chains; NaN as NaN, whatever its payload), and the default mode's 
 gradient slices close to the backend and to float64. Shapes cross tile edges (32
 columns, 8 * rows rows), the plane loop wraps (a short grid), threads run in both scheduling
 orders; inf, NaN and signed zeros meet padding taps."""
-import shutil
-import subprocess
-from pathlib import Path
 
-import cffi
 import numpy as np
 import pytest
 
@@ -17,26 +13,17 @@ import torchlean as tl
 from torchlean._generated import ops as O
 from torchlean.buffer import AnyBuffer
 from tests import reference as R
-
-ROOT = Path(__file__).resolve().parent.parent
-EMU = ROOT / "build" / "conv_grouped_emu.so"
+from cuda_emu import build_emu
 
 
 @pytest.fixture(scope="module")
 def emu():
-    if shutil.which("c++") is None and shutil.which("g++") is None:
-        pytest.fail("no C++ compiler: the tiled grouped convolution kernels cannot be checked")
-    r = subprocess.run(["make", "-s", str(EMU.relative_to(ROOT))], cwd=ROOT, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    ffi = cffi.FFI()
-    ffi.cdef("""
+    return build_emu("conv_grouped_emu.so", "the tiled grouped convolution kernels", """
         int emu_gconv_tiled(const int *g, int dinput, int rows, const float *w, const float *b,
                             const float *src, float *dst, int cap, int reverse);
         int emu_gconv_wgrad(const int *g, const float *x, const float *gy, float *dw, float *db,
                             long long want, int reverse);
     """)
-    return ffi, ffi.dlopen(str(EMU))
 
 
 def _data(*shape, seed=0):

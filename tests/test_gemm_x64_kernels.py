@@ -6,35 +6,22 @@ on the H200), against the loaded backend's exact GEMM (the stub in CI: rule 3's 
 tests/exact_fma.py's float64 reference, bit for bit: every layout, partial tiles, K past one
 and several chunks with a short last stage, batches, accumulation from C, and both thread
 schedules of the emulation. On a GPU, tests/test_exact_gemm.py runs the real kernels."""
-import shutil
-import subprocess
-from pathlib import Path
 
-import cffi
 import numpy as np
 import pytest
 
 from exact_fma import gemm_exact_reference
 from test_exact_gemm import _cancelling, gemm_exact
-
-ROOT = Path(__file__).resolve().parent.parent
-EMU = ROOT / "build" / "gemm_x64_emu.so"
+from cuda_emu import build_emu
 
 
 @pytest.fixture(scope="module")
 def emu():
-    if shutil.which("c++") is None and shutil.which("g++") is None:
-        pytest.fail("no C++ compiler: the exact CUDA GEMM kernels cannot be checked on the CPU")
-    r = subprocess.run(["make", "-s", str(EMU.relative_to(ROOT))], cwd=ROOT, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    ffi = cffi.FFI()
-    ffi.cdef("""
+    return build_emu("gemm_x64_emu.so", "the exact CUDA GEMM kernels", """
         int emu_gemm64(int kind, int ta, int tb, int64_t batch, int M, int N, int K, const float *A,
                        int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
                        int64_t ldc, int64_t sc, int accumulate, int reverse);
     """)
-    return ffi, ffi.dlopen(str(EMU))
 
 
 def run_emu(emu, kind, a_st, b_st, c0, batch, m, k, n, ta, tb, accumulate, reverse):

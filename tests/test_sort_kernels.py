@@ -3,9 +3,6 @@ running sums/products in both schedules, the cumprod backward, running extremes,
 on the CPU through the CUDA emulation (tests/native/cuda_emu) and must give the loaded library's
 bits (the stub's in CI; CUDA's own kernels give the same in every mode).
 CUB's sorts themselves need the GPU (tests/test_exact_parity.py compares them there)."""
-import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,23 +10,16 @@ from running_order import chunked_running
 
 import torchlean as tl
 from torchlean import ops
+from cuda_emu import build_emu
 
 cffi = pytest.importorskip("cffi")
 
-ROOT = Path(__file__).resolve().parent.parent
-EMU = ROOT / "build" / "sort_emu.so"
 rng = np.random.default_rng(7)
 
 
 @pytest.fixture(scope="module")
 def emu():
-    if shutil.which("c++") is None and shutil.which("g++") is None:
-        pytest.fail("no C++ compiler: the CUDA sort kernels cannot be checked on the CPU")
-    r = subprocess.run(["make", "-s", str(EMU.relative_to(ROOT))], cwd=ROOT, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    ffi = cffi.FFI()
-    ffi.cdef("""
+    return build_emu("sort_emu.so", "the CUDA sort kernels", """
         int emu_take_rows(const float *x, const float *idx, float *y, int64_t rows, int64_t cols,
                           int64_t k, int grid, int reverse);
         int emu_take_rows_backward(const float *idx, const float *g, float *dx, int64_t rows,
@@ -48,7 +38,6 @@ def emu():
         int emu_sort_keys(const float *x, uint32_t *keys, int32_t *pos, int64_t n, int64_t cols,
                           int64_t descending);
     """)
-    return ffi, ffi.dlopen(str(EMU))
 
 
 def ptr(ffi, a, t="float *"):
