@@ -153,6 +153,17 @@ build/check_math_same: tests/native/check_math_same.c $(SAME_DEPS)
 check-math-same: build/check_math_same     ## current tl_math.h = the proven version, all 2^32 inputs
 	build/check_math_same
 
+# The emulation's globals are C++ inline variables, which g++ makes process-wide unique symbols:
+# two emulated libraries in one process would share (and twice destroy) them. -fno-gnu-unique
+# keeps each library's own.
+EMU_OWN := $(shell $(CXX) -fno-gnu-unique -x c++ -E /dev/null >/dev/null 2>&1 && echo -fno-gnu-unique)
+
+# one emulated library from its first prerequisite (tests/native/*_emu.cpp), written under a
+# temporary name and moved into place
+EMU_LINK = @mkdir -p build && $(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off \
+  $(EMU_OWN) -Wall -Wno-unknown-pragmas -Itests/native/cuda_emu -Inative/cuda -Inative/common \
+  -Inative/include -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+
 # the tiled CUDA attention kernels (native/cuda/attention_tiled.cuh) compiled for the CPU with a
 # small CUDA emulation (tests/native/cuda_emu/), so tests/test_attention_tiles.py checks them
 # without a GPU
@@ -160,32 +171,21 @@ ATTN_EMU_DEPS := tests/native/attention_tiled_emu.cpp tests/native/cuda_emu/cuda
                  native/cuda/attention_tiled.cuh native/cuda/attention_exact.cuh \
                  native/cuda/reduce_util.cuh $(TL_MATH)
 build/attention_tiled_emu.so: $(ATTN_EMU_DEPS)
-	@mkdir -p build
-	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off -Wall -Wno-unknown-pragmas \
-	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
-
-# The emulation's globals are C++ inline variables, which g++ makes process-wide unique symbols:
-# two emulated libraries in one process would share (and twice destroy) them. -fno-gnu-unique
-# keeps each library's own.
-EMU_OWN := $(shell $(CXX) -fno-gnu-unique -x c++ -E /dev/null >/dev/null 2>&1 && echo -fno-gnu-unique)
+	$(EMU_LINK)
 
 # exact mode's convolution kernels (native/cuda/conv_exact.cuh) on the CPU, the same emulation:
 # tests/test_conv_exact_kernels.py compares them with the stub bit for bit
 CONV_EMU_DEPS := tests/native/conv_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
                  native/cuda/conv_exact.cuh $(TL_MATH)
 build/conv_exact_emu.so: $(CONV_EMU_DEPS)
-	@mkdir -p build
-	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
-	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+	$(EMU_LINK)
 
 # exact batchnorm's parallel chunk sums (native/cuda/bn_exact.cuh) on the CPU, the same emulation
 BN_EMU_DEPS := tests/native/bn_exact_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
                native/cuda/bn_exact.cuh native/cuda/reduce_util.cuh $(TL_MATH) \
                native/common/formulas/normalize.h
 build/bn_exact_emu.so: $(BN_EMU_DEPS)
-	@mkdir -p build
-	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
-	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+	$(EMU_LINK)
 
 # exact mode's GEMM kernels (native/cuda/gemm_x64.cuh: FP64-tensor-core tiles, split, fold,
 # general) on the CPU, the same emulation: tests/test_gemm_x64_kernels.py compares them with the
@@ -193,18 +193,14 @@ build/bn_exact_emu.so: $(BN_EMU_DEPS)
 GEMM64_EMU_DEPS := tests/native/gemm_x64_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
                    native/cuda/gemm_x64.cuh $(TL_MATH)
 build/gemm_x64_emu.so: $(GEMM64_EMU_DEPS)
-	@mkdir -p build
-	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
-	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+	$(EMU_LINK)
 
 # the sort family's kernels other than CUB's sorts (native/cuda/sort_kernels.cuh) on the CPU, the
 # same emulation: tests/test_sort_kernels.py compares them with the stub bit for bit
 SORT_EMU_DEPS := tests/native/sort_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
                  native/cuda/sort_kernels.cuh native/common/formulas/sort.h $(TL_MATH)
 build/sort_emu.so: $(SORT_EMU_DEPS)
-	@mkdir -p build
-	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
-	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+	$(EMU_LINK)
 
 # the small digest batch's kernel (native/cuda/audit_small.cuh) on the CPU, the same emulation:
 # tests/test_audit_kernels.py compares it with the definition and the loaded library
@@ -212,18 +208,14 @@ AUDIT_EMU_DEPS := tests/native/audit_emu.cpp tests/native/cuda_emu/cuda_runtime.
                   native/cuda/audit_small.cuh native/common/formulas/audit.h native/common/tl_internal.h \
                   $(TL_MATH)
 build/audit_emu.so: $(AUDIT_EMU_DEPS)
-	@mkdir -p build
-	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
-	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -Inative/include -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+	$(EMU_LINK)
 
 # the tiled grouped/depthwise convolution kernels (native/cuda/conv_grouped_tiles.cuh) on the
 # CPU, the same emulation: tests/test_conv_grouped_tiles.py compares them with the stub
 GCONV_EMU_DEPS := tests/native/conv_grouped_emu.cpp tests/native/cuda_emu/cuda_runtime.h \
                   native/cuda/conv_grouped_tiles.cuh native/common/conv_grouped.h $(TL_MATH)
 build/conv_grouped_emu.so: $(GCONV_EMU_DEPS)
-	@mkdir -p build
-	$(CXX) -std=c++17 -O2 -fPIC -fno-strict-aliasing -ffp-contract=off $(EMU_OWN) -Wall -Wno-unknown-pragmas \
-	  -Itests/native/cuda_emu -Inative/cuda -Inative/common -Inative/include -shared -o $@.$$$$ $< && mv -f $@.$$$$ $@
+	$(EMU_LINK)
 
 gen:                                       ## regenerate header, cffi defs and tape ops from ops.yaml
 	$(PY) -m codegen.gen
