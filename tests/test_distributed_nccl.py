@@ -19,6 +19,7 @@ class FakeNCCL:
     def __init__(self):
         self.calls, self.async_error, self.aborted = [], 0, False
         self.reduce, self.seen = None, []
+        self.sent = {}
 
     def ncclGetUniqueId(self, ref):
         ctypes.memmove(ctypes.addressof(ref._obj), bytes(range(1, 129)), 128)
@@ -52,6 +53,16 @@ class FakeNCCL:
     def ncclAllGather(self, send, recv, n, dtype, comm, stream):
         self.calls.append(("all_gather", send, recv, n, dtype, comm, stream))
         ctypes.memmove(recv, send, 4 * n)        # world of one: the gather is a copy
+        return 0
+
+    def ncclSend(self, send, n, dtype, peer, comm, stream):
+        self.calls.append(("send", send, n, dtype, peer, comm, stream))
+        self.sent[peer] = send
+        return 0
+
+    def ncclRecv(self, recv, n, dtype, peer, comm, stream):
+        self.calls.append(("recv", recv, n, dtype, peer, comm, stream))
+        ctypes.memmove(recv, self.sent.pop(peer), 4 * n)   # world of one: from itself
         return 0
 
     def ncclCommGetAsyncError(self, comm, ref):
@@ -242,11 +253,15 @@ def test_all_gather_layout_and_ddp_exact_path(comm, monkeypatch):
         ref.load_state_dict(lin.state_dict())
         s = Session()
         xin = np.array([[0.5, -1.0, 2.0]])
+        fake.calls.clear()                    # (the wrap's broadcast, the gather above)
         ddp(s.tensor(xin)).sum().backward()
         ref(s.tensor(xin)).sum().backward()
         s.step()
-        kinds = {call[0] for call in fake.calls}
-        assert ("all_gather" if exact else "all_reduce") in kinds
+        kinds = [call[0] for call in fake.calls if call[0] not in ("group_start", "group_end")]
+        # exact: the bucket's 8 floats (bias, weight) to every rank (all-to-all: each rank sums
+        # its chunk in rank order), the summed chunks gathered back; default: NCCL's all-reduce
+        assert kinds == (["send", "recv", "all_gather"] if exact
+                         else ["all_reduce", "all_reduce"])
         # the end of backward does not block the host: torchlean's stream waits (order())
         assert ("wait", FakeRuntime.COMPUTE) in {entry[:2] for entry in rt.log}
         rt.log.clear()
@@ -268,10 +283,13 @@ def test_all_gather_layout_and_ddp_exact_path(comm, monkeypatch):
         for xm in xs:
             ref(s.tensor(xm)).sum().backward()
         s.step()
-        n = [call[3] for call in fake.calls if call[0] in ("all_gather", "all_reduce")]
-        # exact: bias, weight; each micro-batch; default: one call each (flat buckets are
-        # opt-in, TORCHLEAN_DDP_FLAT_BYTES; test_flat_bucket_* cover them)
-        assert n == ([2, 2, 6, 6] if exact else [2, 6])
+        n = [(call[0], call[2] if call[0] in ("send", "recv") else call[3])
+             for call in fake.calls if call[0] not in ("group_start", "group_end")]
+        # exact: both micro-batches' 8 floats in one message, the sum (8 floats) gathered;
+        # default: one call each for bias and weight (flat buckets are opt-in,
+        # TORCHLEAN_DDP_FLAT_BYTES; test_flat_bucket_* cover them)
+        assert n == ([("send", 16), ("recv", 16), ("all_gather", 8)] if exact
+                     else [("all_reduce", 2), ("all_reduce", 6)])
         for p, q in zip(lin.parameters(), ref.parameters()):
             np.testing.assert_array_equal(p.grad, q.grad)
         ddp.remove_hooks()

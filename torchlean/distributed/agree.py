@@ -44,6 +44,9 @@ def start(comm, kind: str, values):
                 f"({at}): a rank skipped a backward() or ran an extra forward; every rank must "
                 "run the same forward and backward passes")
         return got[:, 2:2 + len(vals)]
+    ready = getattr(gathered, "ready", None)
+    if ready is not None:
+        finish.ready = ready      # whether finish() would return at once (MPI can tell)
     return finish
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from torchlean.buffer import Buffer
 from torchlean.distributed.errors import DistributedError
-from torchlean.distributed.work import Work, host_copy, host_view, poll
+from torchlean.distributed.work import Work, copy_pieces, host_copy, host_view, poll
 
 
 ABORT_GRACE_S = 1.0   # how long a failed rank waits at exit before it ends the MPI job
@@ -83,11 +83,14 @@ class MPIComm:
         """Start the gather now; the returned function waits for it (and returns the array)."""
         a = np.ascontiguousarray(a)
         out = np.empty((self.world,) + a.shape, a.dtype)
-        work = self._work(self.comm.Iallgather(a, out), self._what(what))
+        req = self.comm.Iallgather(a, out)
+        work = self._work(req, self._what(what))
 
         def finish() -> np.ndarray:
             work.wait()
             return out
+        # whether finish() would return at once (it completes the request when it has)
+        finish.ready = lambda: work.done or bool(req.Test())
         return finish
 
     def fail(self) -> None:
@@ -143,6 +146,24 @@ class MPIComm:
                 host_view(o).reshape(self.world, v.size)[...] = recv[:, off:off + v.size]
                 off += v.size
         return self._work(req, what, unpack), outs
+
+    def all_to_all(self, send: Buffer, recv: Buffer, block: int, what: str, pack=()) -> Work:
+        """Block q of send (`block` floats at q * block) goes to rank q; block r of recv comes
+        from rank r. The pieces of `pack` (buf, offset, send's offset, n) are first copied into
+        send."""
+        what = self._what(what)
+        s = host_view(send)
+        copy_pieces(s, pack, True)
+        n = self.world * block
+        return self._work(self.comm.Ialltoall(s[:n], host_view(recv)[:n]), what)
+
+    def all_gather_into(self, src: Buffer, dst: Buffer, what: str, unpack=()) -> Work:
+        """dst (world * n floats) := every rank's src (n floats) in rank order; then each
+        piece of `unpack` (buf, offset, dst's offset, n) is copied out of dst."""
+        what = self._what(what)
+        d = host_view(dst)
+        req = self.comm.Iallgather(host_view(src), d)
+        return self._work(req, what, (lambda: copy_pieces(d, unpack, False)) if unpack else None)
 
     def copy_into(self, src, dst) -> None:
         host_copy(src, dst)

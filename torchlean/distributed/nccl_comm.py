@@ -88,6 +88,7 @@ def _declare(L):
            "ncclAllReduce": [vp, vp, sz, i, i, vp, vp],
            "ncclAllGather": [vp, vp, sz, i, vp, vp],
            "ncclBroadcast": [vp, vp, sz, i, i, vp, vp],
+           "ncclSend": [vp, sz, i, i, vp, vp], "ncclRecv": [vp, sz, i, i, vp, vp],
            "ncclGroupStart": [], "ncclGroupEnd": [],
            "ncclCommGetAsyncError": [vp, ctypes.POINTER(i)],
            "ncclCommAbort": [vp], "ncclCommDestroy": [vp]}
@@ -314,6 +315,39 @@ class NCCLComm:
                                                            b.numel, NCCL_FLOAT32, self.comm,
                                                            self.stream))
         return self._launch(what, enqueue), outs
+
+    def _copies(self, base: Buffer, pieces, into: bool) -> None:
+        """On the communication stream: each piece (buf, buf's offset, base's offset, n floats)
+        copied into base (into) or out of it."""
+        b = base.data_ptr()
+        for buf, off, at, n in pieces:
+            p, q = buf.data_ptr() + 4 * off, b + 4 * at
+            self.rt.copy_d2d(q if into else p, p if into else q, 4 * n, self.stream)
+
+    def all_to_all(self, send: Buffer, recv: Buffer, block: int, what: str, pack=()) -> Work:
+        """Block q of send (`block` floats at q * block) goes to rank q; block r of recv comes
+        from rank r. The pieces of `pack` (buf, offset, send's offset, n) are first copied into
+        send, after torchlean's queued work (the gradients they read are final)."""
+        W = self.world
+
+        def enqueue(w):
+            s, r = send.data_ptr(), recv.data_ptr()
+            for q in range(W):
+                self._check(w, self.nccl.ncclSend(s + 4 * q * block, block, NCCL_FLOAT32, q,
+                                                  self.comm, self.stream))
+                self._check(w, self.nccl.ncclRecv(r + 4 * q * block, block, NCCL_FLOAT32, q,
+                                                  self.comm, self.stream))
+        return self._launch(what, enqueue,
+                            before=(lambda: self._copies(send, pack, True)) if pack else None)
+
+    def all_gather_into(self, src: Buffer, dst: Buffer, what: str, unpack=()) -> Work:
+        """dst (world * n floats) := every rank's src (n floats) in rank order; then each
+        piece of `unpack` (buf, offset, dst's offset, n) is copied out of dst."""
+        def enqueue(w):
+            self._check(w, self.nccl.ncclAllGather(src.data_ptr(), dst.data_ptr(), src.n,
+                                                   NCCL_FLOAT32, self.comm, self.stream))
+        return self._launch(what, enqueue,
+                            after=(lambda: self._copies(dst, unpack, False)) if unpack else None)
 
     def barrier(self, what: str = "barrier") -> None:
         from torchlean.runtime import synchronize

@@ -49,6 +49,32 @@ def sum_rows(rows: list[AnyBuffer]) -> AnyBuffer:
     return acc
 
 
+def exchange_plan(sizes, k: int, world: int):
+    """The layout of the exact reduction of one bucket: `sizes` are its parameters' element
+    counts (laid end to end: N elements), k the micro-batch gradients of each on this rank.
+    The N elements fall in `world` chunks of c = ceil(N / world) and rank q sums chunk q, so
+    the send buffer holds world blocks of k * c floats: block q is chunk q of micro-batch
+    0, 1, ..., k - 1 (at j * c), sent to rank q by one all-to-all. Returns (c, pieces): each
+    piece (micro, src, dst, n) copies n floats of micro-batch gradient `micro` (index
+    i * k + j) from its element src to the send buffer's element dst."""
+    total = sum(sizes)
+    c = max(-(-total // world), 1)
+    pieces, off = [], 0
+    for i, n in enumerate(sizes):
+        if k == 1:                  # block q is chunk q itself: the bucket as laid out
+            pieces.append((i, 0, off, n))
+        else:
+            for j in range(k):
+                e = off
+                while e < off + n:
+                    q, pos = divmod(e, c)
+                    m = min(off + n - e, c - pos)
+                    pieces.append((i * k + j, e - off, q * k * c + j * c + pos, m))
+                    e += m
+        off += n
+    return c, pieces
+
+
 def sum_over_ranks(comm, bufs: list[AnyBuffer], what: str) -> list[AnyBuffer]:
     """New buffers holding each of bufs summed over the ranks (rank order in exact mode)."""
     if comm.world == 1:
@@ -81,5 +107,5 @@ def all_reduce_tensor(t, what: str = "all_reduce_tensor"):
     return s._wrap(nid)
 
 
-__all__ = ["exact_reduction", "buffer_view", "rank_rows", "sum_rows", "sum_over_ranks",
-           "all_reduce_tensor"]
+__all__ = ["exact_reduction", "buffer_view", "rank_rows", "sum_rows", "exchange_plan",
+           "sum_over_ranks", "all_reduce_tensor"]

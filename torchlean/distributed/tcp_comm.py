@@ -18,7 +18,7 @@ import numpy as np
 from torchlean.buffer import Buffer
 from torchlean.distributed.errors import DistributedError
 from torchlean.distributed.store import StoreClient
-from torchlean.distributed.work import Work, host_copy, host_view
+from torchlean.distributed.work import Work, copy_pieces, host_copy, host_view
 
 _HEAD = struct.Struct("!16sQ")      # collective kind, payload bytes
 
@@ -175,6 +175,41 @@ class TCPComm:
                 host_view(o).reshape(self.world, v.size)[...] = recv[:, off:off + v.size]
                 off += v.size
         return Work(finish), outs
+
+    def all_to_all(self, send: Buffer, recv: Buffer, block: int, what: str, pack=()) -> Work:
+        """Block q of send (`block` floats at q * block) goes to rank q; block r of recv comes
+        from rank r (each rank posts its whole send buffer and takes its block of each). The
+        pieces of `pack` (buf, offset, send's offset, n) are first copied into send."""
+        seq, what = self._next(what)
+        s = host_view(send)
+        copy_pieces(s, pack, True)
+        n = self.world * block
+        mine = s[:n].tobytes()
+        self._post(seq, "all_to_all", mine)
+
+        def finish():
+            parts = self._gather(seq, "all_to_all", mine, what)
+            self._sizes_agree(parts, what)
+            r, me = host_view(recv), self.rank
+            for q, p in enumerate(parts):
+                r[q * block:(q + 1) * block] = np.frombuffer(p, np.float32)[
+                    me * block:(me + 1) * block]
+        return Work(finish)
+
+    def all_gather_into(self, src: Buffer, dst: Buffer, what: str, unpack=()) -> Work:
+        """dst (world * n floats) := every rank's src (n floats) in rank order; then each
+        piece of `unpack` (buf, offset, dst's offset, n) is copied out of dst."""
+        seq, what = self._next(what)
+        mine = host_view(src).tobytes()
+        self._post(seq, "all_gather", mine)
+
+        def finish():
+            parts = self._gather(seq, "all_gather", mine, what)
+            self._sizes_agree(parts, what)
+            d = host_view(dst)
+            d[...] = np.frombuffer(b"".join(parts), np.float32)
+            copy_pieces(d, unpack, False)
+        return Work(finish)
 
     def copy_into(self, src, dst) -> None:
         host_copy(src, dst)

@@ -86,6 +86,17 @@ def host_view(buf) -> np.ndarray:
     return np.ctypeslib.as_array(arr)
 
 
+def copy_pieces(base: np.ndarray, pieces, into: bool) -> None:
+    """Each piece (stub Buffer, its offset, base's offset, n floats) copied into the host array
+    base (into) or out of it."""
+    for buf, off, at, n in pieces:
+        v = host_view(buf)
+        if into:
+            base[at:at + n] = v[off:off + n]
+        else:
+            v[off:off + n] = base[at:at + n]
+
+
 def host_copy(src, dst) -> None:
     """dst[:] = src for stub AnyBuffers of equal size (dst keeps its memory)."""
     host_view(dst.buf)[...] = host_view(src.buf)

@@ -61,24 +61,36 @@ import numpy as np
 from torchlean import distributed as dist
 from torchlean import inplace as _inplace
 from torchlean import random as _random
-from torchlean.buffer import AnyBuffer
+from torchlean.buffer import AnyBuffer, Buffer
 from torchlean._generated import ops as _ops
 from torchlean.distributed import agree
-from torchlean.distributed.reduce import exact_reduction, rank_rows, sum_rows
+from torchlean.distributed.reduce import buffer_view, exact_reduction, exchange_plan, sum_rows
 from torchlean.nn.modules import BatchNorm2d, Module, SyncBatchNorm
 from torchlean.parameter import register_backward_end_hook
 
 
+FIRST_BUCKET_MB = 1.0     # the cap of the first bucket (the last layers), as PyTorch's
+
+
 class _Bucket:
-    __slots__ = ("index", "params", "nbytes", "ready", "pending")
+    __slots__ = ("index", "params", "nbytes", "ready", "pending", "plans")
 
     def __init__(self, index: int):
         self.index, self.params, self.nbytes = index, [], 0
         self.ready: set[int] = set()
-        # once launched: (work, None) for an all-reduce; (work, gathered, K, sent) for the
-        # exact gather of K micro-batch gradients per parameter (sent[i * K + j], .grad last;
-        # gathered[i * K + j] holds every rank's copy of sent[i * K + j])
+        # once launched: (work, None) for an all-reduce; in exact mode ("chunks", work, recv,
+        # K, c, micro, send) for the all-to-all of K micro-batch gradients per parameter
+        # (micro[i * K + j], .grad last), then ("gather", work, grads, held) for the all-gather
+        # of the summed chunks (grads: the parameters' new gradients)
         self.pending = None
+        self.plans: dict = {}     # K -> reduce.exchange_plan of this bucket for K micro-batches
+
+    def plan(self, k: int, world: int):
+        got = self.plans.get(k)
+        if got is None:
+            got = self.plans[k] = exchange_plan(
+                [int(np.prod(p.shape, dtype=np.int64)) for p in self.params], k, world)
+        return got
 
 
 class DistributedDataParallel(Module):
@@ -136,7 +148,8 @@ class DistributedDataParallel(Module):
         # early in the backward pass
         buckets = []
         for p in reversed(trainable):
-            cap = min(bucket_cap_mb, 1.0) * 1e6 if len(buckets) <= 1 else bucket_cap_mb * 1e6
+            cap = 1e6 * (min(bucket_cap_mb, FIRST_BUCKET_MB) if len(buckets) <= 1
+                         else bucket_cap_mb)
             nb = 4 * int(np.prod(p.shape))
             if not buckets or (buckets[-1].nbytes and buckets[-1].nbytes + nb > cap):
                 buckets.append(_Bucket(len(buckets)))
@@ -233,8 +246,6 @@ class DistributedDataParallel(Module):
                 len(self._buckets)]
         finish = agree.start(comm, "DistributedDataParallel step check", mine)
         object.__setattr__(self, "_checked", (finish, mine))
-        if exact_reduction():
-            self._check_same_step()
 
     def _check_same_step(self) -> None:
         """Every rank ran as many forward passes since the last reduction, in the same
@@ -293,7 +304,14 @@ class DistributedDataParallel(Module):
         return out + [last]
 
     def _launch_ready(self) -> None:
-        # buckets start in index order on every rank, so the collectives match
+        # buckets start in index order on every rank, so the collectives match. Exact mode's
+        # messages have sizes that depend on the forward count, so its buckets start once the
+        # step check has arrived (asked without waiting here; the end of backward waits)
+        if self._checked is not True and exact_reduction():
+            ready = getattr(self._checked[0], "ready", None) if self._checked else None
+            if ready is None or not ready():
+                return
+            self._check_same_step()
         bs = self._buckets
         while self._next < len(bs) and len(bs[self._next].ready) == len(bs[self._next].params):
             self._launch(bs[self._next])
@@ -306,9 +324,20 @@ class DistributedDataParallel(Module):
         if exact_reduction():
             k = max(self._forwards, 1)
             micro = [g for p in b.params for g in self._micro_grads(p, k)]
-            work, gathered = self._comm.all_gather(micro, what + f" all_gather of {k} "
-                                                   "micro-batches")
-            b.pending = (work, gathered, k, micro)   # the gather reads micro until it is done
+            W = self._comm.world
+            if self._comm.name == "solo":      # a job of one process: nothing to exchange
+                b.pending = ("chunks", None, None, k, 0, micro, None)
+                return
+            # rank q sums chunk q of every micro-batch gradient of every rank (all-to-all),
+            # then the sums travel back (all-gather in _sum_chunks): each rank sends and
+            # receives as much as in a ring all-reduce
+            c, pieces = b.plan(k, W)
+            send, recv = Buffer.zeros(W * k * c), Buffer.alloc(W * k * c)
+            pack = [(micro[m].buf, src, dst, n) for m, src, dst, n in pieces]
+            work = self._comm.all_to_all(send, recv, k * c, what + f" all_to_all of {k} "
+                                         "micro-batches", pack)
+            # the exchange reads micro and send until it is done
+            b.pending = ("chunks", work, recv, k, c, micro, send)
         else:
             if self._average and self._comm.averages:
                 b.pending = (self._comm.all_reduce(grads, what + " all_reduce (mean)",
@@ -329,6 +358,9 @@ class DistributedDataParallel(Module):
                             p.grad_buf = AnyBuffer.zeros(p.shape)
                         b.ready.add(id(p))
             self._launch_ready()
+            if exact_reduction():
+                for b in self._buckets:
+                    self._sum_chunks(b)
             for b in self._buckets:
                 self._finish(b)
             ok = True
@@ -351,28 +383,59 @@ class DistributedDataParallel(Module):
         if ok:
             object.__setattr__(self, "_step", self._step + 1)
 
-    def _finish(self, b: _Bucket) -> None:
-        work, gathered, *micro = b.pending
-        work.order()   # NCCL: the stream waits, the host goes on to the optimizer step
+    def _sum_chunks(self, b: _Bucket) -> None:
+        """Exact mode: this rank's chunk of the bucket summed in global micro-batch order
+        m = j * W + r (rank r's j-th: g = x_0; g = g + x_1; ... with the add kernel), scaled
+        by 1 / W for the mean, and all-gathered back into each parameter's new gradient."""
+        _, work, recv, K, c, micro, send = b.pending
+        if work is None:            # one rank: its micro-batches in order
+            if K == 1:
+                b.pending = ("gather", None, micro, [])
+                return
+            sums = [sum_rows(micro[i * K:(i + 1) * K]) for i in range(len(b.params))]
+            b.pending = ("gather", None, sums, [g for m, g in enumerate(micro) if m % K != K - 1])
+            return
+        work.order()   # NCCL: torchlean's stream waits for the exchange
         W = self._comm.world
-        for i, p in enumerate(b.params):
-            g = p.grad_buf
-            if gathered is None:
-                if not self._average or self._comm.averages:
-                    continue
-                # in place (the scale kernel's bits): a Tensor taken from p.grad sees the mean
-                _inplace.scale_into(g, 1.0 / W, "DistributedDataParallel mean")
-                continue
-            else:
-                K, sent = micro
-                rows = [rank_rows(gathered[i * K + j], W, g.shape) for j in range(K)]
-                # global micro-batch m = j * W + r: rank r's j-th
-                out = sum_rows([rows[j][r] for j in range(K) for r in range(W)])
-                for c in gathered[i * K:(i + 1) * K] + sent[i * K:(i + 1) * K - 1]:
-                    c.release()
-                if self._average:
-                    _inplace.scale_into(out, 1.0 / W, "DistributedDataParallel mean")
-            p.grad_buf = out   # the local gradient goes with its last reference
+        rows = [buffer_view(recv, (r * K + j) * c, c, (c,)) for j in range(K) for r in range(W)]
+        acc = sum_rows(rows)
+        if self._average:
+            _inplace.scale_into(acc, 1.0 / W, "DistributedDataParallel mean")
+        gathered = Buffer.alloc(W * c, "DistributedDataParallel all_gather")
+        grads, unpack, off = [], [], 0
+        for p in b.params:
+            n = int(np.prod(p.shape, dtype=np.int64))
+            g = AnyBuffer(tuple(p.shape), Buffer.alloc(n, "DistributedDataParallel gradient"))
+            grads.append(g)
+            unpack.append((g.buf, 0, off, n))
+            off += n
+        work = self._comm.all_gather_into(
+            acc.buf, gathered, f"DistributedDataParallel bucket {b.index} all_gather of the "
+            f"summed chunks ({c} floats a rank)", unpack)
+        for m, g in enumerate(micro):   # the last of each parameter is .grad: dropped below
+            if m % K != K - 1:
+                g.release()
+        send.release()
+        b.pending = ("gather", work, grads, [acc, gathered, recv])
+
+    def _finish(self, b: _Bucket) -> None:
+        if b.pending[0] == "gather":
+            _, work, grads, held = b.pending
+            if work is not None:
+                work.order()   # NCCL: the stream waits, the host goes on to the optimizer step
+            for p, g in zip(b.params, grads):
+                p.grad_buf = g     # the local gradient goes with its last reference
+            for h in held:
+                h.release()
+            return
+        work, _ = b.pending
+        work.order()   # NCCL: the stream waits, the host goes on to the optimizer step
+        if not self._average or self._comm.averages:
+            return
+        W = self._comm.world
+        for p in b.params:
+            # in place (the scale kernel's bits): a Tensor taken from p.grad sees the mean
+            _inplace.scale_into(p.grad_buf, 1.0 / W, "DistributedDataParallel mean")
 
     def remove_hooks(self) -> None:
         """Detach from the parameters and BatchNorm layers (the wrapper stops reducing)."""
