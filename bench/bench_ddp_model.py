@@ -19,7 +19,9 @@ the link's 1 / (50 GB/s).
 The step: forward takes (1 - BACKWARD_SHARE) of the one-GPU step T1, backward the rest, and a
 bucket's gradients are final when the backward pass has covered its share of the parameter bytes
 (buckets in DistributedDataParallel's order: reverse registration, the first capped at 1 MB,
-then bucket_cap_mb). Exact mode all-gathers each bucket instead: (W-1)(alpha + n beta). Reductions run one after another, each starting when its bucket is ready
+then bucket_cap_mb). Exact mode sends each chunk of a bucket to the rank that sums it and
+gathers the sums back: a ring all-reduce's cost too (exact_cost). Reductions run one after
+another, each starting when its bucket is ready
 and the previous one is done; the optimizer step waits for the last. So
     step(W) = T1 + max(0, end of the last reduction - end of the backward pass).
 Host overheads of data parallelism (hooks, the step check) are not in the model: the check
@@ -60,9 +62,11 @@ def allreduce_cost(n: float, w: int, fit: dict) -> float:
                                                                     fit["beta"]))
 
 
-def allgather_cost(n: float, w: int, fit: dict) -> float:
-    """Exact mode gathers every rank's n bytes (ring: W-1 steps of n bytes each)."""
-    return (w - 1) * (fit["alpha"] + n * fit["beta"]) if w > 1 else 0.0
+def exact_cost(n: float, w: int, fit: dict) -> float:
+    """Exact mode's reduction of n bytes: an all-to-all (each rank sends its W-1 chunks of n/W
+    to their owners) and an all-gather of the summed chunks (W-1 ring steps of n/W): the
+    bytes and steps of a ring all-reduce."""
+    return ring_cost(n, w, fit["alpha"], fit["beta"])
 
 
 def fit_alpha_beta(points) -> dict:
@@ -104,8 +108,8 @@ def buckets_bytes(param_bytes: list[int], cap_mb: float = 25.0) -> list[int]:
 def step_time(t1: float, buckets: list[int], w: int, fit: dict,
               backward_share: float = BACKWARD_SHARE, exact: bool = False) -> float:
     """Predicted W-GPU step (seconds) from the one-GPU step t1 and the buckets' bytes (exact:
-    each bucket all-gathered instead of all-reduced; the rank-order sum is not counted)."""
-    cost = allgather_cost if exact else allreduce_cost
+    each bucket reduced by chunks, exact_cost; the rank-order sum is not counted)."""
+    cost = exact_cost if exact else allreduce_cost
     if w == 1:
         return t1
     total = float(sum(buckets)) or 1.0

@@ -35,7 +35,8 @@ def test_costs_closed_forms():
     assert m.allreduce_cost(8, 256, f) == pytest.approx(m.tree_cost(8, 256, **f))   # latency
     assert m.allreduce_cost(1e9, 2, f) == pytest.approx(m.ring_cost(1e9, 2, **f))     # W = 2
     assert m.allreduce_cost(1e9, 2, f) < m.tree_cost(1e9, 2, **f)
-    assert m.allgather_cost(1e6, 3, f) == pytest.approx(2 * (2e-6 + 1e-4))
+    # exact: all-to-all (2 chunks of n/3 sent) + all-gather of n/3 (2 steps): 4 alpha + 4/3 n beta
+    assert m.exact_cost(1e6, 3, f) == pytest.approx(4 * 2e-6 + 4 / 3 * 1e6 * 1e-10)
     assert m.allreduce_cost(1e6, 1, f) == 0.0
 
 

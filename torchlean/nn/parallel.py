@@ -15,9 +15,10 @@ keeps the deadline) and each gradient becomes its average over the ranks (its su
 reduce_op="sum"). Only gradients are touched: any optimizer works.
 With its first bucket, each reducing backward posts this rank's step (the number of forward
 passes since the last reduction, the micro-batch step) on the host channel, and reads every
-rank's at the end of the backward pass, so the check waits for nothing mid-step (exact mode
-reads it before its first gather, whose size depends on it): a rank that skipped a backward()
-fails that step on every rank instead of drifting.
+rank's at the end of the backward pass, so the check waits for nothing mid-step (exact mode's
+messages have sizes that depend on it: its buckets start once the check has arrived, which each
+gradient asks without waiting): a rank that skipped a backward() fails that step on every rank
+instead of drifting.
 
 Two reductions:
   default: NCCL's (or MPI's) all-reduce sum; reduce_op="avg" divides by W inside NCCL's
@@ -25,13 +26,17 @@ Two reductions:
       Its summation order is the library's choice, so results agree with one process to
       rounding (allclose).
   exact (torchlean.is_deterministic() or torchlean.is_exact()): every micro-batch's gradient is
-      all-gathered and they are summed in global micro-batch order m = 0, 1, ..., W*K - 1
-      (g = g_0; g = g + g_1; ... with the add kernel), then (reduce_op="avg") scaled with
-      c = 1/W. That is bit for bit what one process accumulating the W*K micro-batches in that
-      order with backward() computes (backward adds each new gradient to .grad with the same
-      add kernel). To keep the micro-batches apart, a backward under no_sync() moves each
-      parameter's gradient aside (its .grad is None until the reducing backward); this costs
-      K gradient copies per rank, and the gather W*K more for the bucket in flight.
+      summed in global micro-batch order m = 0, 1, ..., W*K - 1 (g = g_0; g = g + g_1; ...
+      with the add kernel), then (reduce_op="avg") scaled with c = 1/W. That is bit for bit
+      what one process accumulating the W*K micro-batches in that order with backward()
+      computes (backward adds each new gradient to .grad with the same add kernel). A bucket
+      is cut into W chunks (reduce.exchange_plan): an all-to-all sends chunk q of every
+      micro-batch gradient to rank q, which adds the W*K pieces of its chunk in that order,
+      and an all-gather brings the sums back (each rank sends and receives about what a ring
+      all-reduce does; the sum is elementwise, so where it runs does not change a bit). To
+      keep the micro-batches apart, a backward under no_sync() moves each parameter's
+      gradient aside (its .grad is None until the reducing backward); this costs K gradient
+      copies per rank, and the exchange 2K more of the bucket in flight.
 
 Matching one process exactly: with reduce_op="sum" and each micro-batch loss scaled by
 1/(W*K), W processes of K micro-batches equal one process accumulating W*K micro-batches each
