@@ -52,7 +52,8 @@ def test_step_time_overlap():
     # communication longer than backward: the chain of reductions decides
     slow = {"alpha": 0.0, "beta": 1e-8}               # 10 ms per bucket
     assert m.step_time(t1, [10**6, 10**6], 2, slow) == pytest.approx(t1 + 2e-2 - 1e-2)
-    assert m.step_time(t1, [10**6], 3, f, exact=True) == pytest.approx(t1 + 2e-3)
+    # exact, W = 3: a ring all-reduce's bytes (2 * 2/3 n beta = 4/3 ms), all exposed
+    assert m.step_time(t1, [10**6], 3, f, exact=True) == pytest.approx(t1 + 4e-3 / 3)
 
 
 def test_cluster_parameters():
