@@ -28,6 +28,8 @@ Efficiency = (1-GPU step time) / (W-GPU step time).
                Work.order: the GPU idles while the host then queues the optimizer step)
   onebucket    the first bucket as large as the others (bucket_cap_mb) instead of 1 MB: a
                model under the cap reduces in one bucket when its last gradient is final
+  gate         buckets start once the step check has arrived (every rank reached its first
+               gradient; asked without waiting), as exact mode's do
 --tag names other variants (NCCL variables set by the caller: NCCL_MAX_CTAS,
 NCCL_MAX_NCHANNELS, how many SMs NCCL's kernels take); the NCCL variables set are recorded.
 """
@@ -49,7 +51,7 @@ MODELS = {"cnn": "VGG-style CIFAR CNN, batch 128 per GPU",
 V = 256
 # (layers, d, heads, T, batch per GPU)
 LM_SHAPES = {"lm": (4, 256, 8, 128, 32), "gpt": (6, 768, 12, 512, 8)}
-DIAGS = ("solo", "after", "highprio", "nocheck", "hostwait", "onebucket")
+DIAGS = ("solo", "after", "highprio", "nocheck", "hostwait", "onebucket", "gate")
 
 
 def build_cnn():
@@ -128,6 +130,9 @@ def apply_diag(diag: str) -> None:
     elif diag == "onebucket":
         from torchlean.nn import parallel
         parallel.FIRST_BUCKET_MB = float("inf")
+    elif diag == "gate":
+        from torchlean.nn import parallel
+        parallel.LAUNCH_AFTER_CHECK = True
 
 def run(args) -> None:
     import torchlean as tl
@@ -219,8 +224,9 @@ _PHASES: dict = {}
 
 
 def ddp_phases() -> dict:
-    """Host time per step in DistributedDataParallel's step check and in its end-of-backward
-    wait (reductions completed, gradients finished): patches the class, for --timeline."""
+    """Host time per step in DistributedDataParallel's step check, its gradient hooks (the
+    buckets they launch included) and its end-of-backward wait (reductions completed, gradients
+    finished): patches the class, for --timeline."""
     from torchlean.nn.parallel import DistributedDataParallel as DDP
     if _PHASES:                       # patched by an earlier model of this process
         for v in _PHASES.values():
@@ -246,7 +252,24 @@ def ddp_phases() -> dict:
             return None
         return timed(start, "ddp check")(self)
     DDP._start_check = check_once
-    DDP._on_backward_end = timed(DDP._on_backward_end, "ddp wait")
+    # the gradient hooks (buckets launched in them included), summed over a step
+    out["ddp hooks"] = []
+    hooks = [0.0]
+    on_grad, end = DDP._on_grad, timed(DDP._on_backward_end, "ddp wait")
+
+    def on_grad_timed(self, p):
+        t0 = time.perf_counter()
+        try:
+            return on_grad(self, p)
+        finally:
+            hooks[0] += time.perf_counter() - t0
+
+    def end_timed(self):
+        if self._active:
+            out["ddp hooks"].append(hooks[0])
+        hooks[0] = 0.0
+        return end(self)
+    DDP._on_grad, DDP._on_backward_end = on_grad_timed, end_timed
     return out
 
 

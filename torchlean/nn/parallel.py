@@ -75,6 +75,9 @@ from torchlean.parameter import register_backward_end_hook
 
 
 FIRST_BUCKET_MB = 1.0     # the cap of the first bucket (the last layers), as PyTorch's
+# default mode too starts its buckets only once the step check has arrived (every rank reached
+# its first gradient), as exact mode must
+LAUNCH_AFTER_CHECK = False
 
 
 class _Bucket:
@@ -312,7 +315,7 @@ class DistributedDataParallel(Module):
         # buckets start in index order on every rank, so the collectives match. Exact mode's
         # messages have sizes that depend on the forward count, so its buckets start once the
         # step check has arrived (asked without waiting here; the end of backward waits)
-        if self._checked is not True and exact_reduction():
+        if self._checked is not True and (LAUNCH_AFTER_CHECK or exact_reduction()):
             ready = getattr(self._checked[0], "ready", None) if self._checked else None
             if ready is None or not ready():
                 return
