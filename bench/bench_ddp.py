@@ -26,10 +26,6 @@ Efficiency = (1-GPU step time) / (W-GPU step time).
                posted at the first gradient and read at the end of backward)
   hostwait     the host waits for every reduction at the end of backward (as before
                Work.order: the GPU idles while the host then queues the optimizer step)
-  onebucket    the first bucket as large as the others (bucket_cap_mb) instead of 1 MB: a
-               model under the cap reduces in one bucket when its last gradient is final
-  gate         buckets start once the step check has arrived (every rank reached its first
-               gradient; asked without waiting), as exact mode's do
 --tag names other variants (NCCL variables set by the caller: NCCL_MAX_CTAS,
 NCCL_MAX_NCHANNELS, how many SMs NCCL's kernels take); the NCCL variables set are recorded.
 """
@@ -51,7 +47,7 @@ MODELS = {"cnn": "VGG-style CIFAR CNN, batch 128 per GPU",
 V = 256
 # (layers, d, heads, T, batch per GPU)
 LM_SHAPES = {"lm": (4, 256, 8, 128, 32), "gpt": (6, 768, 12, 512, 8)}
-DIAGS = ("solo", "after", "highprio", "nocheck", "hostwait", "onebucket", "gate")
+DIAGS = ("solo", "after", "highprio", "nocheck", "hostwait")
 
 
 def build_cnn():
@@ -127,12 +123,6 @@ def apply_diag(diag: str) -> None:
     elif diag == "hostwait":
         from torchlean.distributed.work import Work
         Work.order = Work.wait
-    elif diag == "onebucket":
-        from torchlean.nn import parallel
-        parallel.FIRST_BUCKET_MB = float("inf")
-    elif diag == "gate":
-        from torchlean.nn import parallel
-        parallel.LAUNCH_AFTER_CHECK = True
 
 def run(args) -> None:
     import torchlean as tl

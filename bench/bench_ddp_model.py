@@ -18,8 +18,7 @@ NCCL's socket transport, an upper bound for a NIC's latency) and beta the slower
 the link's 1 / (50 GB/s).
 The step: forward takes (1 - BACKWARD_SHARE) of the one-GPU step T1, backward the rest, and a
 bucket's gradients are final when the backward pass has covered its share of the parameter bytes
-(buckets in DistributedDataParallel's order: reverse registration, the first capped at 1 MB,
-then bucket_cap_mb). Exact mode sends each chunk of a bucket to the rank that sums it and
+(buckets in DistributedDataParallel's order: reverse registration, each up to bucket_cap_mb). Exact mode sends each chunk of a bucket to the rank that sums it and
 gathers the sums back: a ring all-reduce's cost too (exact_cost). Reductions run one after
 another, each starting when its bucket is ready
 and the previous one is done; the optimizer step waits for the last. So
@@ -97,8 +96,8 @@ def cluster_fit(w: int, nvlink: dict, network: dict) -> dict:
 def buckets_bytes(param_bytes: list[int], cap_mb: float = 25.0) -> list[int]:
     """DistributedDataParallel's buckets (bytes) for parameters in registration order."""
     out: list[int] = []
+    cap = cap_mb * 1e6
     for nb in reversed(param_bytes):
-        cap = min(cap_mb, 1.0) * 1e6 if len(out) <= 1 else cap_mb * 1e6
         if not out or (out[-1] and out[-1] + nb > cap):
             out.append(0)
         out[-1] += nb

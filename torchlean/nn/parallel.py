@@ -74,10 +74,6 @@ from torchlean.nn.modules import BatchNorm2d, Module, SyncBatchNorm
 from torchlean.parameter import register_backward_end_hook
 
 
-FIRST_BUCKET_MB = 1.0     # the cap of the first bucket (the last layers), as PyTorch's
-# default mode too starts its buckets only once the step check has arrived (every rank reached
-# its first gradient), as exact mode must
-LAUNCH_AFTER_CHECK = False
 
 
 class _Bucket:
@@ -103,8 +99,8 @@ class _Bucket:
 
 class DistributedDataParallel(Module):
     """Wraps `module` (reached as .module); forward calls it. torchlean.distributed.init() must
-    have run. bucket_cap_mb: bucket size in megabytes (about 25 MB as in PyTorch; the first
-    bucket, holding the last layers, is capped at 1 MB so communication starts early).
+    have run. bucket_cap_mb: bucket size in megabytes (25 MB as in PyTorch; unlike PyTorch the
+    first bucket, holding the last layers, is as large as the others).
     broadcast_buffers: rank 0's buffers are broadcast at wrap time; then BatchNorm's running
     statistics fold every rank's batch in rank order and any other buffer is broadcast from
     rank 0 at each training forward (False: each rank keeps its own buffers).
@@ -152,12 +148,14 @@ class DistributedDataParallel(Module):
         object.__setattr__(self, "_rank0_buffers", [
             b for b in module.buffers() if broadcast_buffers and id(b) not in synced])
         trainable = [p for p in params if p.requires_grad]
-        # the first bucket (the last layers) is small, as in PyTorch, so communication starts
-        # early in the backward pass
+        # every bucket up to bucket_cap_mb, the first (the last layers) too: PyTorch caps the
+        # first at 1 MB so communication starts early, but on 4 H200s that was slower on the
+        # short VGG-style and LM steps (bench/results/ddp-h200x4.md: a model under the cap
+        # reduces in one bucket once its last gradient is final, and no NCCL kernel waits on
+        # the SMs meanwhile)
         buckets = []
+        cap = bucket_cap_mb * 1e6
         for p in reversed(trainable):
-            cap = 1e6 * (min(bucket_cap_mb, FIRST_BUCKET_MB) if len(buckets) <= 1
-                         else bucket_cap_mb)
             nb = 4 * int(np.prod(p.shape))
             if not buckets or (buckets[-1].nbytes and buckets[-1].nbytes + nb > cap):
                 buckets.append(_Bucket(len(buckets)))
@@ -315,7 +313,7 @@ class DistributedDataParallel(Module):
         # buckets start in index order on every rank, so the collectives match. Exact mode's
         # messages have sizes that depend on the forward count, so its buckets start once the
         # step check has arrived (asked without waiting here; the end of backward waits)
-        if self._checked is not True and (LAUNCH_AFTER_CHECK or exact_reduction()):
+        if self._checked is not True and exact_reduction():
             ready = getattr(self._checked[0], "ready", None) if self._checked else None
             if ready is None or not ready():
                 return
