@@ -589,8 +589,8 @@ def test_world_of_one_needs_no_mpi():
 
 def test_buckets_follow_backward_order_and_caps():
     """Buckets hold the parameters in reverse registration order (the order backward makes
-    their gradients final); none exceeds its cap unless it holds a single parameter; the first
-    is capped at 1 MB."""
+    their gradients final); none exceeds its cap unless it holds a single parameter, the first
+    included (no 1 MB first bucket: a model under the cap is one bucket)."""
     import torchlean.distributed as dist
     from torchlean import nn
     from torchlean.nn.parallel import DistributedDataParallel
@@ -603,14 +603,16 @@ def test_buckets_follow_backward_order_and_caps():
             order = [p for b in ddp._buckets for p in b.params]
             assert [id(p) for p in order] == [id(p) for p in reversed(model.parameters())]
             for i, b in enumerate(ddp._buckets):
-                cap = min(cap_mb, 1.0) if i == 0 else cap_mb
+                cap = cap_mb
                 assert b.nbytes == sum(4 * p.numel() for p in b.params)
                 assert b.nbytes <= cap * 1e6 or len(b.params) == 1, (cap_mb, i, b.nbytes)
                 if i + 1 < len(ddp._buckets):   # a bucket closes only when the next would not fit
                     nxt = ddp._buckets[i + 1].params[0]
                     assert b.nbytes + 4 * nxt.numel() > cap * 1e6
             ddp.remove_hooks()
-        assert len(DistributedDataParallel(model, bucket_cap_mb=25.0)._buckets) == 2
+        # 4 * (150500 + 350700 + 6309 + 30) bytes = 2.03 MB: one bucket under 25 MB, two under 2
+        assert len(DistributedDataParallel(model, bucket_cap_mb=25.0)._buckets) == 1
+        assert len(DistributedDataParallel(model, bucket_cap_mb=2.0)._buckets) == 2
     finally:
         dist.destroy()
 
