@@ -297,17 +297,39 @@ def kernels(step, n: int, rank: int, label: str, top: int = 14) -> None:
     print("\n".join(lines), flush=True)
 
 
+def load_runs(path: str) -> list[dict]:
+    """The JSON records of `path`, runs of one configuration (implementation, model, mode, W,
+    variant) merged into one record: median_ms the median of their medians, `runs` how many
+    (interleaved rounds steady a machine whose host speed drifts between runs)."""
+    groups: dict = {}
+    for line in open(path):
+        if line.strip():
+            r = json.loads(line)
+            key = (r["impl"], r["model"], r["mode"], r["world"], r.get("variant", ""))
+            groups.setdefault(key, []).append(r)
+    out = []
+    for runs in groups.values():
+        r = dict(runs[-1])
+        r["median_ms"] = float(np.median([x["median_ms"] for x in runs]))
+        r["runs"] = len(runs)
+        r["all_ms"] = [round(x["median_ms"], 3) for x in runs]
+        out.append(r)
+    return out
+
+
 def table(args) -> None:
-    recs = [json.loads(line) for line in open(args.results) if line.strip()]
+    recs = load_runs(args.results)
     main = [r for r in recs if not r.get("variant")]
     by = {(r["impl"], r["model"], r["mode"].split(" ")[0], r["world"]): r for r in main}
     worlds = sorted({r["world"] for r in recs if r["world"] > 1}) or [2]
+    runs = max((r["runs"] for r in main), default=1)
     gpus = " / ".join(str(w) for w in worlds)
     lines = [f"# Data-parallel weak scaling, 1 vs {gpus} GPUs", "",
              "Same model and batch per GPU on each GPU; median step time (slowest rank) after "
              "warm-up, synchronised; efficiency at W GPUs = 1-GPU step / W-GPU step. Produced by "
              "`bench/bench_ddp.py` (torchlean, mpirun) and `bench/bench_ddp_torch.py` (PyTorch "
-             "DDP, torchrun) in one `bench/gpu_ddp_run.sh` run.", "",
+             "DDP, torchrun) in one run" + (f"; each cell the median of {runs} interleaved "
+                                             "rounds" if runs > 1 else "") + ".", "",
              "| model | implementation | 1 GPU (ms) | "
              + " | ".join(f"{w} GPUs (ms) | eff. {w}" for w in worlds) + " |",
              "|---|---|---|" + "---|---|" * len(worlds)]

@@ -161,12 +161,14 @@ def model_buckets(name: str) -> list[int]:
 
 
 def _load(path):
-    return [json.loads(line) for line in open(path) if line.strip()] if path else []
+    """bench_ddp.py's step records, a configuration's rounds merged (median)."""
+    from bench_ddp import load_runs
+    return load_runs(path) if path else []
 
 
 def predict(args) -> None:
     from bench_ddp import MODELS
-    ar = _load(args.allreduce)
+    ar = [json.loads(line) for line in open(args.allreduce) if line.strip()]
     fits = {}
     for tag in sorted({r["tag"] for r in ar}):
         fits[tag] = fit_alpha_beta([(r["world"], r["bytes"], r["seconds"]) for r in ar
