@@ -18,10 +18,10 @@ NCCL's socket transport, an upper bound for a NIC's latency) and beta the slower
 the link's 1 / (50 GB/s).
 The step: forward takes (1 - BACKWARD_SHARE) of the one-GPU step T1, backward the rest, and a
 bucket's gradients are final when the backward pass has covered its share of the parameter bytes
-(buckets in DistributedDataParallel's order: reverse registration, each up to bucket_cap_mb). Exact mode sends each chunk of a bucket to the rank that sums it and
-gathers the sums back: a ring all-reduce's cost too (exact_cost). Reductions run one after
-another, each starting when its bucket is ready
-and the previous one is done; the optimizer step waits for the last. So
+(buckets in DistributedDataParallel's order: reverse registration, each up to bucket_cap_mb).
+Exact mode sends each chunk of a bucket to the rank that sums it and gathers the sums back: a
+ring all-reduce's cost too (exact_cost). Reductions run one after another, each starting when
+its bucket is ready and the previous one is done; the optimizer step waits for the last. So
     step(W) = T1 + max(0, end of the last reduction - end of the backward pass).
 Host overheads of data parallelism (hooks, the step check) are not in the model: the check
 against measured steps shows what they cost.

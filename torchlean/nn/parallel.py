@@ -74,8 +74,6 @@ from torchlean.nn.modules import BatchNorm2d, Module, SyncBatchNorm
 from torchlean.parameter import register_backward_end_hook
 
 
-
-
 class _Bucket:
     __slots__ = ("index", "params", "nbytes", "ready", "pending", "plans")
 
