@@ -218,6 +218,32 @@ def test_record_contents(runs):
     assert all(sorted(e[4]) == ["m", "v"] for e in steps[-1][5])
 
 
+def test_step_names_are_the_outermost_modules_names_and_buffers(tmp_path):
+    """A step names each parameter by the outermost live module holding it (the wrapper's name,
+    not the inner model's), lists that module's buffers, and never names by a module that is
+    gone or never held the parameter (nn.Module's live_modules, no scan of every object)."""
+    from torchlean.nn.modules.base import live_modules
+    manual_seed(0)
+    gone = nn.Sequential(nn.Linear(3, 3))
+    del gone
+    inner = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 2))
+    outer = nn.Sequential(nn.Identity(), inner)
+    other = nn.Sequential(nn.Linear(4, 2))      # alive, holds none of the parameters
+    assert all(m in [x for x in live_modules()] for _, m in outer.named_modules())
+    opt = optim.SGD(outer.parameters(), lr=0.1)
+    path = str(tmp_path / "n.tlaudit")
+    with audit.record(path):
+        opt.zero_grad()
+        loss = inner(tl.tensor(np.ones((5, 4), np.float32))).sum()
+        loss.backward()
+        opt.step()
+    step = [r for r in Record(path).records if r[0] == "S"][0]
+    assert [e[0] for e in step[5]] == ["1.0.weight", "1.0.bias", "1.1.weight", "1.1.bias",
+                                       "1.3.weight", "1.3.bias", "1.1.num_batches_tracked",
+                                       "1.1.running_mean", "1.1.running_var"]
+    assert other is not None
+
+
 def test_identical_runs_diff_identical(runs, capsys):
     rc, out, _ = _cli(capsys, "diff", runs["a"], runs["a2"])
     n_ops = sum(1 for r in Record(runs["a"]).records if r[0] in "FB")

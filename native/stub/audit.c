@@ -11,31 +11,26 @@
 #include <string.h>
 #include "stub.h"
 #include "formulas/audit.h"
+#include "digest_sum.h"
 #include "generated/audit_kernels.h"
-
-/* the sum of the terms of X[lo..hi) (indices within the buffer) */
-static uint64_t digest_sum(const float *X, int64_t lo, int64_t hi) {
-    uint64_t s = 0;
-    for (int64_t i = lo; i < hi; i++) {
-        uint32_t w;
-        memcpy(&w, X + i, sizeof w);
-        s += tlf_digest_term(i, w);
-    }
-    return s;
-}
 
 /* one buffer (`digest`: recording digests each value as it is made) splits over threads only
  * from TL_DIGEST_PAR_MIN elements: a term costs a fraction of a nanosecond, so below that a
- * parallel region (waking and then spinning the other threads) costs more than it saves */
+ * parallel region (waking and then spinning the other threads) costs more than it saves, and
+ * no region is entered at all */
 #define TL_DIGEST_PAR_MIN (1 << 18)
 
 static uint64_t digest_of(const float *X, int64_t n) {
+    if (n <= TL_DIGEST_PAR_MIN) return tlf_digest_final(digest_sum(X, 0, n), n);
     uint64_t s = 0;
-    #pragma omp parallel for if(n > TL_DIGEST_PAR_MIN) schedule(static) reduction(+:s)
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t w;
-        memcpy(&w, X + i, sizeof w);
-        s += tlf_digest_term(i, w);
+    #pragma omp parallel
+    {
+        int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int64_t lo = n / nt * t + (n % nt) * t / nt;          /* this thread's piece */
+        int64_t hi = n / nt * (t + 1) + (n % nt) * (t + 1) / nt;
+        uint64_t part = digest_sum(X, lo, hi);
+        #pragma omp atomic
+        s += part;
     }
     return tlf_digest_final(s, n);
 }

@@ -20,7 +20,6 @@ It never changes a value: a digest only reads its buffer, and the VJP it runs is
 """
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import warnings
@@ -32,7 +31,7 @@ from torchlean.buffer import EXPORTS, AnyBuffer
 from torchlean.audit.digests import Batch
 from torchlean.audit.recordfile import Writer, hyper_json
 from torchlean.exact_arith import exact_version
-from torchlean.nn.modules.base import Module
+from torchlean.nn.modules.base import live_modules
 from torchlean.runtime import backend, is_deterministic, is_exact
 
 
@@ -56,21 +55,22 @@ def _immutable(v) -> bool:
 
 def _module_names(params):
     """{id(param): dotted name} and the root modules' buffers [(name, Parameter)] for the
-    Modules alive now that hold these parameters (the longest name is the outermost module's)."""
+    Modules alive now that hold these parameters (the longest name is the outermost module's;
+    of two as long, the older module's). The Modules alive are the ones nn.Module keeps track
+    of (live_modules): no scan of every object in the process."""
     ids = {id(p) for p in params}
     names, buffers = {}, {}
-    for m in gc.get_objects():
-        if isinstance(m, Module):
-            found = False
-            for k, p in m.named_parameters():
-                if id(p) in ids:
-                    found = True
-                    if len(k) > len(names.get(id(p), "")):
-                        names[id(p)] = k
-            if found:
-                for k, b in m.named_buffers():
-                    if len(k) > len(buffers.get(id(b), ("",))[0]):
-                        buffers[id(b)] = (k, b)
+    for m in live_modules():
+        found = False
+        for k, p in m.named_parameters():
+            if id(p) in ids:
+                found = True
+                if len(k) > len(names.get(id(p), "")):
+                    names[id(p)] = k
+        if found:
+            for k, b in m.named_buffers():
+                if len(k) > len(buffers.get(id(b), ("",))[0]):
+                    buffers[id(b)] = (k, b)
     return names, sorted(buffers.values(), key=lambda kb: kb[0])
 
 

@@ -30,6 +30,7 @@ import hashlib
 import json
 import sys
 from array import array
+from itertools import filterfalse
 
 import numpy as np
 
@@ -80,16 +81,15 @@ class Writer:
         """Append the log items (ints >= 0 and hashable JSON values: strings, tuples of ints,
         None), giving each object not seen before its code in a `t` line first."""
         codes = self.codes
+        coded = list(map(codes.get, items, items))   # objects with a code as that code
         try:
-            data = array("q", list(map(codes.get, items, items)))   # (faster than from map)
-        except TypeError:               # objects without a code yet
-            new = []
-            for x in items:
-                if x.__class__ is not int and x not in codes:
-                    codes[x] = -1 - len(codes)
-                    new.append(x)
+            data = array("q", coded)    # (faster from a list than from map)
+        except TypeError:               # objects without a code yet (left as they are)
+            new = list(dict.fromkeys(filterfalse(int.__instancecheck__, coded)))  # first use first
+            for x in new:
+                codes[x] = -1 - len(codes)
             self._put(b"t " + json_line(new).encode())
-            data = array("q", map(codes.get, items, items))
+            data = array("q", list(map(codes.get, coded, coded)))
         if sys.byteorder != "little":
             data.byteswap()
         self._put(b"l " + base64.b64encode(data) + b"\n")

@@ -2,6 +2,9 @@
 containers that hold children: Sequential, ModuleList, ModuleDict."""
 from __future__ import annotations
 
+import itertools
+import weakref
+
 import numpy as np
 
 from torchlean.session import Parameter
@@ -9,9 +12,26 @@ from torchlean.nn.checkpoint import save_file, load_file
 from torchlean.nn.arg_checks import check_real_state
 
 
+# every Module alive, in the order they were made (a weak reference each): a record's first
+# optimizer step names its parameters from the modules holding them (torchlean.audit.recorder)
+# without scanning every object of the process
+_LIVE = weakref.WeakValueDictionary()
+_made = itertools.count()
+
+
+def live_modules() -> list:
+    """The Modules alive now, oldest first."""
+    return list(_LIVE.values())
+
+
 class Module:
     """A tree of Parameters (trained), buffers (saved state that is not trained, e.g. BatchNorm's
     running statistics) and child Modules, like torch.nn.Module."""
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        _LIVE[next(_made)] = self
+        return self
 
     def __init__(self):
         object.__setattr__(self, "_params", {})
