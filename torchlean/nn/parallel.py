@@ -74,6 +74,10 @@ from torchlean.nn.modules import BatchNorm2d, Module, SyncBatchNorm
 from torchlean.parameter import register_backward_end_hook
 
 
+# the first bucket's cap in MB (None: bucket_cap_mb, as every other bucket's; PyTorch's is 1)
+FIRST_BUCKET_MB = None
+
+
 class _Bucket:
     __slots__ = ("index", "params", "nbytes", "ready", "pending", "plans")
 
@@ -152,8 +156,9 @@ class DistributedDataParallel(Module):
         # reduces in one bucket once its last gradient is final, and no NCCL kernel waits on
         # the SMs meanwhile)
         buckets = []
-        cap = bucket_cap_mb * 1e6
         for p in reversed(trainable):
+            cap = 1e6 * (bucket_cap_mb if FIRST_BUCKET_MB is None or len(buckets) > 1
+                         else min(bucket_cap_mb, FIRST_BUCKET_MB))
             nb = 4 * int(np.prod(p.shape))
             if not buckets or (buckets[-1].nbytes and buckets[-1].nbytes + nb > cap):
                 buckets.append(_Bucket(len(buckets)))

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The first bucket's cap, A/B at W = 2 and 4 (device kind nvidia-h200-x4; about 3 min): REPS
+# interleaved rounds of W = 1, then W = 2 and 4 with every bucket up to bucket_cap_mb (today's)
+# and with the first capped at 1 MB (--diag first1mb, PyTorch's), default mode, cnn and lm.
+#     OUT=/tmp/o bash bench/device/ddp_first_bucket.sh
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/ddp-first-bucket}
+. bench/device/ddp_env.sh
+J="$OUT/first.jsonl"; : >"$J"
+B="bench/bench_ddp.py run --model cnn,lm --steps 30 --out $J"
+for rep in $(seq ${REPS:-3}); do
+  timeout 60 "${MPIRUN[@]}" -n 1 python3 $B --tag "w1" >/dev/null 2>&1
+  for n in 2 4; do
+    timeout 60 "${MPIRUN[@]}" -n $n python3 $B --tag "cap" >/dev/null 2>&1
+    timeout 60 "${MPIRUN[@]}" -n $n python3 $B --diag first1mb >/dev/null 2>&1
+  done
+done
+python3 - "$J" <<'PY'
+import json, sys, collections, statistics
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    rows[(r["model"], r["world"], r["variant"])].append(r["median_ms"])
+for k, v in sorted(rows.items()):
+    print(k, [round(x, 2) for x in v], "median", round(statistics.median(v), 2))
+PY
