@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The first bucket's cap, A/B at W = 2 and 4 (device kind nvidia-h200-x4; about 3 min): REPS
+# The first bucket's cap, A/B at W = 2 and 4 (WS; device kind nvidia-h200-x4 or -x2; ~3 min): REPS
 # interleaved rounds of W = 1, then W = 2 and 4 with every bucket up to bucket_cap_mb (today's)
 # and with the first capped at 1 MB (--diag first1mb, PyTorch's), default mode, cnn and lm.
 #     OUT=/tmp/o bash bench/device/ddp_first_bucket.sh
@@ -11,7 +11,7 @@ J="$OUT/first.jsonl"; : >"$J"
 B="bench/bench_ddp.py run --model cnn,lm --steps 30 --out $J"
 for rep in $(seq ${REPS:-3}); do
   timeout 60 "${MPIRUN[@]}" -n 1 python3 $B --tag "w1" >/dev/null 2>&1
-  for n in 2 4; do
+  for n in ${WS:-2 4}; do
     timeout 60 "${MPIRUN[@]}" -n $n python3 $B --tag "cap" >/dev/null 2>&1
     timeout 60 "${MPIRUN[@]}" -n $n python3 $B --diag first1mb >/dev/null 2>&1
   done
