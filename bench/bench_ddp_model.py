@@ -178,7 +178,8 @@ def predict(args) -> None:
     steps = {"nvlink": _load(args.steps), "socket": _load(args.socket_steps)}
     lines = ["# Data-parallel scaling model", "",
              "Produced by `bench/bench_ddp_model.py predict` (the model is in its docstring) "
-             "from one `bench/gpu_ddp_run.sh` run.", "", "## All-reduce fits", "",
+             "from one data-parallel run (bench/device/ddp_final.sh, bench/gpu_ddp_run.sh).", "",
+             "## All-reduce fits", "",
              "| transport | alpha (us) | beta (GB/s) | points |", "|---|---|---|---|"]
     for tag, f in fits.items():
         bw = 1 / f["beta"] / 1e9 if f["beta"] > 0 else float("inf")
