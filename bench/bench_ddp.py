@@ -26,7 +26,8 @@ Efficiency = (1-GPU step time) / (W-GPU step time).
                posted at the first gradient and read at the end of backward)
   hostwait     the host waits for every reduction at the end of backward (as before
                Work.order: the GPU idles while the host then queues the optimizer step)
-  first1mb     the first bucket capped at 1 MB, as PyTorch's (communication starts earlier)
+  first1mb     the first bucket capped at 1 MB, as PyTorch's and as over a network
+  firstcap     the first bucket as large as the others, as within one host
 --tag names other variants (NCCL variables set by the caller: NCCL_MAX_CTAS,
 NCCL_MAX_NCHANNELS, how many SMs NCCL's kernels take); the NCCL variables set are recorded.
 """
@@ -48,7 +49,7 @@ MODELS = {"cnn": "VGG-style CIFAR CNN, batch 128 per GPU",
 V = 256
 # (layers, d, heads, T, batch per GPU)
 LM_SHAPES = {"lm": (4, 256, 8, 128, 32), "gpt": (6, 768, 12, 512, 8)}
-DIAGS = ("solo", "after", "highprio", "nocheck", "hostwait", "first1mb")
+DIAGS = ("solo", "after", "highprio", "nocheck", "hostwait", "first1mb", "firstcap")
 
 
 def build_cnn():
@@ -124,9 +125,9 @@ def apply_diag(diag: str) -> None:
     elif diag == "hostwait":
         from torchlean.distributed.work import Work
         Work.order = Work.wait
-    elif diag == "first1mb":
-        from torchlean.nn import parallel
-        parallel.FIRST_BUCKET_MB = 1.0
+    elif diag in ("first1mb", "firstcap"):
+        from torchlean import distributed
+        distributed.crosses_network = lambda: diag == "first1mb"
 
 def run(args) -> None:
     import torchlean as tl

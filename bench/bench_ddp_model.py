@@ -93,11 +93,13 @@ def cluster_fit(w: int, nvlink: dict, network: dict) -> dict:
     return {"alpha": network["alpha"], "beta": max(nvlink["beta"], 1 / LINK_BYTES_PER_S)}
 
 
-def buckets_bytes(param_bytes: list[int], cap_mb: float = 25.0) -> list[int]:
-    """DistributedDataParallel's buckets (bytes) for parameters in registration order."""
+def buckets_bytes(param_bytes: list[int], cap_mb: float = 25.0,
+                  network: bool = False) -> list[int]:
+    """DistributedDataParallel's buckets (bytes) for parameters in registration order (network:
+    traffic crosses a network, so the first bucket is capped at 1 MB)."""
     out: list[int] = []
-    cap = cap_mb * 1e6
     for nb in reversed(param_bytes):
+        cap = 1e6 * (min(cap_mb, 1.0) if network and len(out) <= 1 else cap_mb)
         if not out or (out[-1] and out[-1] + nb > cap):
             out.append(0)
         out[-1] += nb
@@ -153,11 +155,11 @@ def allreduce(args) -> None:
 
 
 # ---------------------------------------------------------------------------------- predict
-def model_buckets(name: str) -> list[int]:
+def model_buckets(name: str, network: bool = False) -> list[int]:
     from bench_ddp import build_cnn, build_lm
     net = build_cnn() if name == "cnn" else build_lm(name)
     return buckets_bytes([4 * int(np.prod(p.shape)) for p in net.parameters()
-                          if p.requires_grad])
+                          if p.requires_grad], network=network)
 
 
 def _load(path):
@@ -197,7 +199,9 @@ def predict(args) -> None:
                 t1s[(impl, m, mode)] = one["median_ms"] / 1e3
             if w == 1 or one is None or tag not in fits:
                 continue
-            pred = step_time(one["median_ms"] / 1e3, model_buckets(m), w, fits[tag],
+            # (PyTorch's first bucket is always 1 MB; torchlean's where traffic crosses a network)
+            net = tag == "socket" or impl == "pytorch"
+            pred = step_time(one["median_ms"] / 1e3, model_buckets(m, net), w, fits[tag],
                              exact=mode == "exact")
             lines.append(f"| {m} | {impl} {mode} | {tag} | {w} | {r['median_ms']:.2f} | "
                          f"{1e3 * pred:.2f} | {100 * (pred * 1e3 / r['median_ms'] - 1):+.0f}% |")
@@ -210,7 +214,8 @@ def predict(args) -> None:
         for (impl, m, mode), t1 in sorted(t1s.items()):
             cells = []
             for w in PREDICT_AT:
-                t = step_time(t1, model_buckets(m), w, cluster_fit(w, nvlink, network),
+                net = w > GPUS_PER_NODE or impl == "pytorch"
+                t = step_time(t1, model_buckets(m, net), w, cluster_fit(w, nvlink, network),
                               exact=mode == "exact")
                 cells.append(f"{1e3 * t:.2f} ({100 * t1 / t:.0f}%)")
             lines.append(f"| {MODELS[m]} | {impl} {mode} | {1e3 * t1:.2f} | "

@@ -63,7 +63,7 @@ def test_cluster_parameters():
     assert big["alpha"] == 20e-6 and big["beta"] == pytest.approx(1 / 50e9)
 
 
-def test_buckets_are_distributed_data_parallels():
+def test_buckets_are_distributed_data_parallels(monkeypatch):
     import torchlean.distributed as dist
     from torchlean import nn
     from torchlean.nn.parallel import DistributedDataParallel
@@ -71,9 +71,13 @@ def test_buckets_are_distributed_data_parallels():
     net = nn.Sequential(nn.Linear(300, 500), nn.Tanh(), nn.Linear(500, 700), nn.Tanh(),
                         nn.Linear(700, 3))
     for cap in (25.0, 1.5, 0.5):
-        ddp = DistributedDataParallel(net, bucket_cap_mb=cap)
-        want = [b.nbytes for b in ddp._buckets]
-        ddp.remove_hooks()
-        got = m.buckets_bytes([4 * int(np.prod(p.shape)) for p in net.parameters()], cap)
-        assert got == want and len(want) >= 1
+        for network in (False, True):     # within one host; across a network (1 MB first)
+            monkeypatch.setattr(dist, "crosses_network", lambda: network)
+            ddp = DistributedDataParallel(net, bucket_cap_mb=cap)
+            want = [b.nbytes for b in ddp._buckets]
+            ddp.remove_hooks()
+            got = m.buckets_bytes([4 * int(np.prod(p.shape)) for p in net.parameters()], cap,
+                                  network=network)
+            assert got == want and len(want) >= 1
+            assert (len(got) > 1) == (network or cap < 2.0)
         assert sum(got) == 4 * sum(int(np.prod(p.shape)) for p in net.parameters())

@@ -617,6 +617,40 @@ def test_buckets_follow_backward_order_and_caps():
         dist.destroy()
 
 
+def test_first_bucket_is_capped_where_traffic_crosses_a_network(monkeypatch):
+    """Within one host every bucket is up to bucket_cap_mb; where the ranks span hosts, or NCCL's
+    peer-to-peer and shared-memory transports are off (the emulated network), the first bucket
+    (the last layers) is capped at 1 MB, as PyTorch's, so its reduction starts early."""
+    import torchlean.distributed as dist
+    from torchlean import nn
+    from torchlean.nn.parallel import DistributedDataParallel
+    model = nn.Sequential(nn.Linear(300, 500), nn.Linear(500, 700), nn.Linear(700, 9),
+                          nn.Linear(9, 3))
+    dist.init()
+    try:
+        def sizes():
+            ddp = DistributedDataParallel(model, bucket_cap_mb=25.0)
+            out = [b.nbytes for b in ddp._buckets]
+            ddp.remove_hooks()
+            return out
+        monkeypatch.delenv("NCCL_P2P_DISABLE", raising=False)
+        monkeypatch.delenv("NCCL_SHM_DISABLE", raising=False)
+        assert not dist.crosses_network()
+        assert sizes() == [4 * 507539]                     # one bucket: 2.03 MB under 25 MB
+        # parameters in reverse order: Linear(9, 3)'s 30, Linear(700, 9)'s 6309, then
+        # Linear(500, 700)'s bias (700) fit under 1 MB; its weight (1.4 MB) opens the second
+        first = [4 * (30 + 6309 + 700), 4 * (350000 + 150500)]
+        monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
+        assert not dist.crosses_network()                  # one transport off is not enough
+        monkeypatch.setenv("NCCL_SHM_DISABLE", "1")
+        assert dist.crosses_network() and sizes() == first
+        monkeypatch.delenv("NCCL_P2P_DISABLE")
+        monkeypatch.setitem(dist._state, "hosts", 2)      # ranks on two hosts
+        assert dist.crosses_network() and sizes() == first
+    finally:
+        dist.destroy()
+
+
 def test_grad_hooks_fire_when_gradients_are_final():
     """The hooks DistributedDataParallel relies on: each used parameter's hook runs once per
     backward, after its gradient was added to grad_buf (so it sees the accumulated sum), last

@@ -22,7 +22,7 @@ from torchlean.distributed.errors import DistributedError
 from torchlean.distributed.launch import LaunchInfo, detect
 from torchlean.distributed.reduce import all_reduce_tensor
 from torchlean.distributed.group import (init, is_initialized, communicator, rank, world_size,
-                                         local_rank, device, destroy, _state)
+                                         local_rank, device, destroy, crosses_network, _state)
 # all_reduce / broadcast / barrier take torch's arguments (ReduceOp or "sum"/"avg", group,
 # async_op) and call the group's collectives
 from torchlean.distributed.torch_names import (ReduceOp, is_available, init_process_group,
@@ -33,6 +33,6 @@ from torchlean.distributed.sampler import DistributedSampler
 
 __all__ = ["init", "is_initialized", "rank", "world_size", "local_rank", "device", "all_reduce",
            "broadcast", "barrier", "destroy", "DistributedError", "LaunchInfo", "detect",
-           "communicator", "all_reduce_tensor", "ReduceOp", "is_available",
+           "communicator", "crosses_network", "all_reduce_tensor", "ReduceOp", "is_available",
            "init_process_group", "get_rank", "get_world_size", "get_backend",
            "destroy_process_group", "DistributedSampler"]

@@ -12,7 +12,7 @@ from torchlean.distributed.launch import LaunchInfo, bootstrap, detect, rendezvo
 from torchlean.distributed.work import timeout_from_env
 from torchlean.inplace import bump_storage
 
-_state: dict = {"comm": None, "info": None, "device": None}
+_state: dict = {"comm": None, "info": None, "device": None, "hosts": 1}
 
 
 class _SoloComm:
@@ -82,7 +82,7 @@ def init(timeout_s: float | None = None) -> None:
     boot = bootstrap(info)
     if info.world_size == 1 and boot != "mpi":
         _state["device"] = _bind_device(info, 0)
-        _state.update(comm=_SoloComm(), info=info)
+        _state.update(comm=_SoloComm(), info=info, hosts=1)
         return
     if boot == "mpi":
         from torchlean.distributed.mpi_comm import MPIComm
@@ -97,9 +97,11 @@ def init(timeout_s: float | None = None) -> None:
         from torchlean.distributed.tcp_comm import TCPComm
         addr, port = rendezvous(info)
         host = TCPComm(addr, port, info.rank, info.world_size, timeout)
+    names = _host_names(host)
     local = info.local_rank
-    if local is None:
-        local = _local_rank_from_hosts(host, info.rank)
+    if local is None:     # the launcher names none: the ranks below this one on its host
+        local = int((names[:info.rank] == names[info.rank]).sum())
+    _state["hosts"] = len(set(names.tolist()))
     info = LaunchInfo(info.launcher, info.rank, info.world_size, local)
     _state["device"] = _bind_device(info, local)
     if runtime.backend() == "cuda":
@@ -110,13 +112,24 @@ def init(timeout_s: float | None = None) -> None:
     _state.update(comm=comm, info=info)
 
 
-def _local_rank_from_hosts(host, rank: int) -> int:
-    """Where the launcher names no local rank: the ranks below this one on the same host."""
+def _host_names(host) -> np.ndarray:
+    """Every rank's host name (a CRC of it), in rank order."""
     import socket
     import zlib
     me = zlib.crc32(socket.gethostname().encode())
-    names = host.allgather_array(np.array([me], np.int64), "local rank (host names)")[:, 0]
-    return int((names[:rank] == me).sum())
+    return host.allgather_array(np.array([me], np.int64), "host names")[:, 0]
+
+
+def crosses_network() -> bool:
+    """Whether this job's traffic goes over a network: its ranks run on more than one host, or
+    NCCL's peer-to-peer and shared-memory transports are both off (NCCL_P2P_DISABLE=1
+    NCCL_SHM_DISABLE=1: its socket or InfiniBand transport then carries even one host's
+    traffic, which is how a single machine emulates several)."""
+    import os
+    off = {"1", "true", "yes"}
+    return _state["hosts"] > 1 or (
+        os.environ.get("NCCL_P2P_DISABLE", "").lower() in off
+        and os.environ.get("NCCL_SHM_DISABLE", "").lower() in off)
 
 
 def is_initialized() -> bool:
@@ -214,5 +227,5 @@ def destroy() -> None:
     comm = _state["comm"]
     if comm is not None:
         comm.close()
-    _state.update(comm=None, info=None)
+    _state.update(comm=None, info=None, hosts=1)
 

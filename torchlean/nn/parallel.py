@@ -74,8 +74,9 @@ from torchlean.nn.modules import BatchNorm2d, Module, SyncBatchNorm
 from torchlean.parameter import register_backward_end_hook
 
 
-# the first bucket's cap in MB (None: bucket_cap_mb, as every other bucket's; PyTorch's is 1)
-FIRST_BUCKET_MB = None
+# the first bucket's cap in MB where the job's traffic crosses a network (PyTorch's, always);
+# within one host every bucket is up to bucket_cap_mb (see DistributedDataParallel.__init__)
+NETWORK_FIRST_BUCKET_MB = 1.0
 
 
 class _Bucket:
@@ -101,8 +102,9 @@ class _Bucket:
 
 class DistributedDataParallel(Module):
     """Wraps `module` (reached as .module); forward calls it. torchlean.distributed.init() must
-    have run. bucket_cap_mb: bucket size in megabytes (25 MB as in PyTorch; unlike PyTorch the
-    first bucket, holding the last layers, is as large as the others).
+    have run. bucket_cap_mb: bucket size in megabytes (25 MB as in PyTorch; the first bucket,
+    holding the last layers, is capped at 1 MB where the traffic crosses a network, as
+    PyTorch's always is, and is as large as the others within one host).
     broadcast_buffers: rank 0's buffers are broadcast at wrap time; then BatchNorm's running
     statistics fold every rank's batch in rank order and any other buffer is broadcast from
     rank 0 at each training forward (False: each rank keeps its own buffers).
@@ -150,15 +152,17 @@ class DistributedDataParallel(Module):
         object.__setattr__(self, "_rank0_buffers", [
             b for b in module.buffers() if broadcast_buffers and id(b) not in synced])
         trainable = [p for p in params if p.requires_grad]
-        # every bucket up to bucket_cap_mb, the first (the last layers) too: PyTorch caps the
-        # first at 1 MB so communication starts early, but on 4 H200s that was slower on the
-        # short VGG-style and LM steps (bench/results/ddp-h200x4.md: a model under the cap
-        # reduces in one bucket once its last gradient is final, and no NCCL kernel waits on
-        # the SMs meanwhile)
+        # Buckets of up to bucket_cap_mb. PyTorch caps the first (the last layers) at 1 MB so
+        # communication starts early in the backward pass: that pays where the traffic crosses
+        # a network (the emulated network, 2 H200s: VGG-style 5.33 vs 5.64 ms, LM 18.74 vs
+        # 19.12 ms), but within one host over NVLink the small model's early reduction only
+        # waits on the SMs for the other ranks (VGG-style 4.17 vs 4.83 ms at 2 GPUs, 4.90 vs
+        # 5.17 at 4; LM 7.56 vs 8.94 at 4: bench/results/ddp-h200x4.md), so there the first
+        # bucket is as large as the others (a model under the cap is one bucket)
+        first = min(bucket_cap_mb, NETWORK_FIRST_BUCKET_MB) if dist.crosses_network() else None
         buckets = []
         for p in reversed(trainable):
-            cap = 1e6 * (bucket_cap_mb if FIRST_BUCKET_MB is None or len(buckets) > 1
-                         else min(bucket_cap_mb, FIRST_BUCKET_MB))
+            cap = 1e6 * (first if first is not None and len(buckets) <= 1 else bucket_cap_mb)
             nb = 4 * int(np.prod(p.shape))
             if not buckets or (buckets[-1].nbytes and buckets[-1].nbytes + nb > cap):
                 buckets.append(_Bucket(len(buckets)))
