@@ -11,8 +11,11 @@
  * few panels at a time just before their tiles instead. Threads take bands of C (tl_sgemm) and
  * never wait for each other inside a product, so a thread that another process delays holds
  * up only its own band.
- * Two shapes skip the blocking, where packing would cost more than the product: narrow ones
- * (p <= 16 columns, gemm_narrow) and short ones (k <= SHORTK_MAX, gemm_shortk).
+ * Three shapes skip the blocking, where packing would cost more than the product: narrow ones
+ * (p <= 16 columns, gemm_narrow; for p <= 12 and m >= 16 with 16 rows of A transposed into the
+ * vector lanes, so that a classifier head's 10 outputs fill every lane), short ones
+ * (k <= SHORTK_MAX, gemm_shortk) and short-and-wide ones (8 < m <= 12 rows, gemm_tall: one
+ * tile over all the rows, B read once in place, a few outputs' weight gradient).
  *
  * Determinism: each C element is owned by one task per k slice, slices run in increasing k,
  * and the micro-kernel adds products one k at a time with a fused multiply-add (acc =
@@ -392,6 +395,81 @@ static void narrow_rows(const float *A, int64_t ars, const float *Bp, float *C, 
     }
 }
 
+/* TORCHLEAN_STUB_GEMM_OLDER_PATHS=1 turns off the narrow-by-rows and short-and-wide paths
+ * below (tests compare their bits with the paths those products took before them); read once */
+static int older_paths_only(void) {
+    static volatile int flag = -1;
+    if (flag < 0) {
+        const char *v = getenv("TORCHLEAN_STUB_GEMM_OLDER_PATHS");
+        flag = v && strcmp(v, "1") == 0;
+    }
+    return flag;
+}
+
+/* ---- narrow products with the rows as the lanes: p <= NARROW_T_MAXP ----
+ * With 16 rows per vector instead of 16 columns, a classifier head's p = 10 outputs fill every
+ * lane (the row tiles above fill 10 of 16): a block of 16 rows of A is transposed, NARROW_T_KC
+ * k's at a time, into k-major vectors (16 x 16 register transposes), and each k adds
+ * broadcast(B[k][j]) x A[rows][k] into column j's accumulator, j < p. Each output is still the
+ * same fma chain in increasing k from 0 (or from C): the product's bits are the row tiles'. */
+#define NARROW_T_MAXP 12  /* more columns: the transposes cost more than the lanes they fill */
+#define NARROW_T_MINM 16  /* fewer rows: lanes left empty */
+#define NARROW_T_KC 128   /* k per transposed block: 8 KiB beside 8 KiB of packed B, in L1 */
+
+/* acc (column j's 16 rows in Ct + 16 j) += At (kc x 16 rows) x Bp's k rows, j < p */
+static inline __attribute__((always_inline)) void
+narrow_t_tile(const int p, const float *restrict At, const float *restrict Bp, int64_t kc,
+              float *restrict Ct) {
+    v16 acc[16];
+    for (int j = 0; j < p; j++) acc[j] = vload(Ct + 16 * j);
+    for (int64_t k = 0; k < kc; k++) {
+        const v16 a = vload(At + 16 * k);
+        const float *b = Bp + 16 * k;
+        for (int j = 0; j < p; j++) acc[j] = VFMA(b[j], a, acc[j]);
+    }
+    for (int j = 0; j < p; j++) vstore(Ct + 16 * j, acc[j]);
+}
+
+#define NTT_CASE(P) case P: narrow_t_tile(P, At, Bp + k0 * 16, kc, Ct); break;
+
+/* rows [i0, i1) of the narrow product with rows as lanes, 16 rows at a time */
+static void narrow_t_rows(const float *A, int64_t ars, const float *Bp, float *C, int64_t ldc,
+                          int64_t i0, int64_t i1, int64_t n, int p, int accumulate) {
+    float At[NARROW_T_KC * 16] __attribute__((aligned(64)));
+    float Ct[16 * 16] __attribute__((aligned(64)));
+    for (int64_t i = i0; i < i1; i += 16) {
+        const int rows = i1 - i < 16 ? (int)(i1 - i) : 16;
+        const float *Ai = A + i * ars;
+        for (int j = 0; j < p; j++)
+            for (int l = 0; l < 16; l++) Ct[16 * j + l] = accumulate && l < rows ? C[(i + l) * ldc + j] : 0.0f;
+        for (int64_t k0 = 0; k0 < n; k0 += NARROW_T_KC) {
+            const int64_t kc = n - k0 < NARROW_T_KC ? n - k0 : NARROW_T_KC, kv = kc / 16 * 16;
+            if (rows == 16) /* (the full block without the row test: the common case) */
+                for (int64_t kb = 0; kb < kv; kb += 16) {
+                    tl_v16 t[16];
+                    for (int l = 0; l < 16; l++) t[l] = vload(Ai + l * ars + k0 + kb);
+                    tl_transpose16(t);
+                    for (int l = 0; l < 16; l++) vstore(At + (kb + l) * 16, t[l]);
+                }
+            else
+                for (int64_t kb = 0; kb < kv; kb += 16) {
+                    tl_v16 t[16];
+                    for (int l = 0; l < 16; l++) t[l] = l < rows ? vload(Ai + l * ars + k0 + kb) : (tl_v16){0};
+                    tl_transpose16(t);
+                    for (int l = 0; l < 16; l++) vstore(At + (kb + l) * 16, t[l]);
+                }
+            for (int64_t k = kv; k < kc; k++)
+                for (int l = 0; l < 16; l++) At[k * 16 + l] = l < rows ? Ai[l * ars + k0 + k] : 0.0f;
+            switch (p) {
+            NTT_CASE(1) NTT_CASE(2) NTT_CASE(3) NTT_CASE(4) NTT_CASE(5) NTT_CASE(6)
+            NTT_CASE(7) NTT_CASE(8) NTT_CASE(9) NTT_CASE(10) NTT_CASE(11) NTT_CASE(12)
+            }
+        }
+        for (int l = 0; l < rows; l++)
+            for (int j = 0; j < p; j++) C[(i + l) * ldc + j] = Ct[16 * j + l];
+    }
+}
+
 /* C (m, p) (+)= A @ op(B) for p <= 16 and A's rows contiguous in k: op(B) packed once (the
  * threads share the packing, then take bands of rows) */
 static int gemm_narrow(const float *A, int64_t ars, const float *B, int64_t brs, int64_t bcs,
@@ -399,16 +477,34 @@ static int gemm_narrow(const float *A, int64_t ars, const float *B, int64_t brs,
                        int may_thread) {
     float *Bp = (float *)malloc((size_t)n * 16 * sizeof(float));
     if (!Bp) return 1;
+    const int by_rows = p <= NARROW_T_MAXP && m >= NARROW_T_MINM && !older_paths_only();
 #pragma omp parallel if (may_thread && m * n * p > 8 * TL_PAR_MIN)
     {
+        if (brs == 1) {
+            /* op(B)'s columns contiguous in k (linear's weight): 16 k's at a time through a
+             * register transpose, the k's past the last 16 one at a time */
+            const int64_t kv = n / 16 * 16;
 #pragma omp for schedule(static)
-        for (int64_t k = 0; k < n; k++)
-            for (int64_t j = 0; j < 16; j++) Bp[k * 16 + j] = j < p ? B[k * brs + j * bcs] : 0.0f;
+            for (int64_t kb = 0; kb < kv; kb += 16) {
+                tl_v16 t[16];
+                for (int64_t j = 0; j < 16; j++) t[j] = j < p ? vload(B + j * bcs + kb) : (tl_v16){0};
+                tl_transpose16(t);
+                for (int l = 0; l < 16; l++) vstore(Bp + (kb + l) * 16, t[l]);
+            }
+#pragma omp single
+            for (int64_t k = kv; k < n; k++)
+                for (int64_t j = 0; j < 16; j++) Bp[k * 16 + j] = j < p ? B[k + j * bcs] : 0.0f;
+        } else {
+#pragma omp for schedule(static)
+            for (int64_t k = 0; k < n; k++)
+                for (int64_t j = 0; j < 16; j++) Bp[k * 16 + j] = j < p ? B[k * brs + j * bcs] : 0.0f;
+        }
         int64_t T = omp_get_num_threads(), me = omp_get_thread_num();
-        int64_t units = (m + NARROW_ROWS - 1) / NARROW_ROWS;
-        int64_t lo = units * me / T * NARROW_ROWS, hi = units * (me + 1) / T * NARROW_ROWS;
+        const int64_t unit = by_rows ? 16 : NARROW_ROWS, units = (m + unit - 1) / unit;
+        int64_t lo = units * me / T * unit, hi = units * (me + 1) / T * unit;
         if (hi > m) hi = m;
-        if (lo < hi) narrow_rows(A, ars, Bp, C, ldc, lo, hi, n, (int)p, accumulate);
+        if (lo < hi && by_rows) narrow_t_rows(A, ars, Bp, C, ldc, lo, hi, n, (int)p, accumulate);
+        else if (lo < hi) narrow_rows(A, ars, Bp, C, ldc, lo, hi, n, (int)p, accumulate);
     }
     free(Bp);
     return 0;
@@ -491,6 +587,70 @@ static void gemm_shortk(const float *A, int64_t ars, int64_t acs, const float *B
     }
 }
 
+/* ---- short-and-wide products: MR < m <= TALL_MAX rows, B's rows contiguous in j ----
+ * A linear layer's weight gradient for a few outputs (dW = dY^T X: m = 10, p = 8192) runs two
+ * tiles over each panel of B in the blocked path (8 rows and 2), so B is packed first (a copy
+ * of all of B). Here one tile holds all m rows for 32 columns over all of k, so each value of
+ * B is read once, in place, and A is broadcast from where it is: each output is the same fma
+ * chain in increasing k from 0 (or from C). */
+#define TALL_MAX 12  /* rows x 2 vectors of accumulators: at most 24 registers */
+#define TALL_MINP 64 /* fewer columns: the blocked path */
+
+static inline __attribute__((always_inline)) void
+tall_tile(const int mr, const int nv, const float *A, int64_t ars, int64_t acs, const float *B,
+          int64_t brs, float *C, int64_t ldc, int64_t n, int zero) {
+    v16 acc[TALL_MAX][2];
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = zero ? (v16){0} : vload(C + r * ldc + 16 * v);
+    for (int64_t k = 0; k < n; k++) {
+        v16 b[2];
+        for (int v = 0; v < nv; v++) b[v] = vload(B + k * brs + 16 * v);
+        for (int r = 0; r < mr; r++) {
+            const float a = A[r * ars + k * acs];
+            for (int v = 0; v < nv; v++) acc[r][v] = VFMA(a, b[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) vstore(C + r * ldc + 16 * v, acc[r][v]);
+}
+
+#define TT_CASE(R)                                                                         \
+    case R:                                                                                \
+        if (nv == 2) tall_tile(R, 2, A, ars, acs, B + j, brs, C + j, ldc, n, zero);       \
+        else tall_tile(R, 1, A, ars, acs, B + j, brs, C + j, ldc, n, zero);               \
+        break;
+
+/* columns [j0, j1) of the short-and-wide product: 32 columns at a time, then 16, then a
+ * scalar chain per output past the last whole vector */
+static void tall_cols(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
+                      float *C, int64_t ldc, int m, int64_t n, int64_t j0, int64_t j1, int zero) {
+    int64_t j = j0;
+    for (; j + 16 <= j1; j += 16 * (j + 32 <= j1 ? 2 : 1)) {
+        const int nv = j + 32 <= j1 ? 2 : 1;
+        switch (m) { TT_CASE(12) TT_CASE(11) TT_CASE(10) TT_CASE(9) }
+    }
+    for (; j < j1; j++)
+        for (int r = 0; r < m; r++) {
+            float c = zero ? 0.0f : C[r * ldc + j];
+            for (int64_t k = 0; k < n; k++) c = __builtin_fmaf(A[r * ars + k * acs], B[k * brs + j], c);
+            C[r * ldc + j] = c;
+        }
+}
+
+/* C (m, p) (+)= op(A) (m, n) @ B (n, p), MR < m <= TALL_MAX, B's rows contiguous: threads take
+ * bands of 16-column vectors */
+static void gemm_tall(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
+                      float *C, int64_t ldc, int64_t m, int64_t n, int64_t p, int accumulate,
+                      int may_thread) {
+#pragma omp parallel if (may_thread && m * n * p > 8 * TL_PAR_MIN)
+    {
+        int64_t T = omp_get_num_threads(), me = omp_get_thread_num();
+        int64_t units = (p + 15) / 16, lo = units * me / T * 16, hi = units * (me + 1) / T * 16;
+        if (hi > p) hi = p;
+        if (lo < hi) tall_cols(A, ars, acs, B, brs, C, ldc, (int)m, n, lo, hi, !accumulate);
+    }
+}
+
 /* C (m, p) = op(A) (m, n) @ op(B) (n, p) with element strides as in pack_a / pack_b; C is
  * row-major with row stride ldc and overwritten unless accumulate. Returns nonzero on
  * allocation failure. Threads split C without any barrier: into row bands when m >= p (each
@@ -530,6 +690,10 @@ static int sgemm_core(const float *A, int64_t ars, int64_t acs, const float *Apr
         return gemm_narrow(A, ars, B, brs, bcs, C, ldc, m, n, p, accumulate, may_thread);
     if (n <= SHORTK_MAX && bcs == 1 && !Apre) {
         gemm_shortk(A, ars, acs, B, brs, C, ldc, m, n, p, accumulate, may_thread);
+        return 0;
+    }
+    if (m > MR && m <= TALL_MAX && p >= TALL_MINP && bcs == 1 && !Apre && !older_paths_only()) {
+        gemm_tall(A, ars, acs, B, brs, C, ldc, m, n, p, accumulate, may_thread);
         return 0;
     }
     if (!may_thread || m * n * p <= 8 * TL_PAR_MIN)
