@@ -544,6 +544,19 @@ shortk_tile(const int mr, const int nv, const float *A, int64_t ars, int64_t acs
         else shortk_tile(R, 1, Ai, ars, acs, Bj, brs, Cij, ldc, n, zero);                       \
         break;
 
+/* C rows [i0, i1) x columns [j0, j1), one scalar fma chain per output in increasing k from 0
+ * (zero) or from C: the columns past a product's last whole vector */
+static void chain_block(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
+                        float *C, int64_t ldc, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                        int64_t n, int zero) {
+    for (int64_t j = j0; j < j1; j++)
+        for (int64_t i = i0; i < i1; i++) {
+            float c = zero ? 0.0f : C[i * ldc + j];
+            for (int64_t k = 0; k < n; k++) c = __builtin_fmaf(A[i * ars + k * acs], B[k * brs + j], c);
+            C[i * ldc + j] = c;
+        }
+}
+
 /* C rows [i0, i1) x columns [j0, j1) of the short product: 64 columns at a time, then single
  * vectors, then a scalar chain per column past the last whole vector */
 static void shortk_block(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
@@ -559,12 +572,7 @@ static void shortk_block(const float *A, int64_t ars, int64_t acs, const float *
             switch (i1 - i < SK_ROWS ? (int)(i1 - i) : SK_ROWS) { SK_CASE(4) SK_CASE(3) SK_CASE(2) SK_CASE(1) }
         }
     }
-    for (; j < j1; j++)
-        for (int64_t i = i0; i < i1; i++) {
-            float c = zero ? 0.0f : C[i * ldc + j];
-            for (int64_t k = 0; k < n; k++) c = __builtin_fmaf(A[i * ars + k * acs], B[k * brs + j], c);
-            C[i * ldc + j] = c;
-        }
+    chain_block(A, ars, acs, B, brs, C, ldc, i0, i1, j, j1, n, zero);
 }
 
 /* C (m, p) (+)= op(A) (m, n) @ B (n, p) for n <= SHORTK_MAX and B's rows contiguous: threads
@@ -629,12 +637,7 @@ static void tall_cols(const float *A, int64_t ars, int64_t acs, const float *B, 
         const int nv = j + 32 <= j1 ? 2 : 1;
         switch (m) { TT_CASE(12) TT_CASE(11) TT_CASE(10) TT_CASE(9) }
     }
-    for (; j < j1; j++)
-        for (int r = 0; r < m; r++) {
-            float c = zero ? 0.0f : C[r * ldc + j];
-            for (int64_t k = 0; k < n; k++) c = __builtin_fmaf(A[r * ars + k * acs], B[k * brs + j], c);
-            C[r * ldc + j] = c;
-        }
+    chain_block(A, ars, acs, B, brs, C, ldc, 0, m, j, j1, n, zero);
 }
 
 /* C (m, p) (+)= op(A) (m, n) @ B (n, p), MR < m <= TALL_MAX, B's rows contiguous: threads take
