@@ -11,7 +11,7 @@
  * each lane's high half (i * Clo + b * Chi, in its own 32-bit lane) lands above its low product
  * by a shift (even lanes) or a mask (odd lanes, already in the high half). The sum adds the
  * terms in another order than the loop: addition mod 2^64 gives the same sum in any order.
- * Included by audit.c only.
+ * Included by the stub's digest kernels only.
  */
 #ifndef TL_STUB_DIGEST_SUM_H
 #define TL_STUB_DIGEST_SUM_H
