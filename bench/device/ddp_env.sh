@@ -9,5 +9,5 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 export PYTHONPATH="/tmp/site:$PWD"
 make -j"$(nproc)" stub >/dev/null 2>&1 || echo "stub build failed"
 date -u; nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader; nvidia-smi topo -m | head -6
-MPIRUN=(mpirun --bind-to none -x NCCL_NVLS_ENABLE -x PYTHONPATH -x TORCHLEAN_BACKEND
-        -x TORCHLEAN_DIST_TIMEOUT_S -x LD_LIBRARY_PATH -x PATH)
+MPIRUN=(mpirun --bind-to none -x NCCL_NVLS_ENABLE -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE
+        -x PYTHONPATH -x TORCHLEAN_BACKEND -x TORCHLEAN_DIST_TIMEOUT_S -x LD_LIBRARY_PATH -x PATH)

@@ -9,7 +9,6 @@ set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ddp-final}
 . bench/device/ddp_env.sh
-MPIRUN+=(-x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE)
 SOCKET=(env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)
 TR=(python3 -m torch.distributed.run --standalone --nproc_per_node)
 J="$OUT/ddp.jsonl"; S="$OUT/socket.jsonl"; A="$OUT/allreduce.jsonl"; : >"$J"; : >"$S"; : >"$A"
