@@ -73,8 +73,12 @@ static inline uint64_t digest_sum(const float *X, int64_t lo, int64_t hi) {
             ic0 = _mm512_add_epi32(ic0, step);
             ic1 = _mm512_add_epi32(ic1, step);
         }
-        s = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1),
-                                                               _mm512_add_epi64(a2, a3)));
+        /* the lanes summed as unsigned (mod 2^64): _mm512_reduce_add_epi64 adds signed
+         * 64-bit integers, whose overflow is undefined behaviour */
+        uint64_t w[8];
+        _mm512_storeu_si512((void *)w, _mm512_add_epi64(_mm512_add_epi64(a0, a1),
+                                                        _mm512_add_epi64(a2, a3)));
+        for (int k = 0; k < 8; k++) s += w[k];
     }
     return s + digest_sum_scalar(X, i, hi);
 }
