@@ -322,6 +322,19 @@ def load_runs(path: str) -> list[dict]:
     return out
 
 
+def runs(args) -> None:
+    """Each configuration's runs (a variant's ".round" suffix dropped) and their median: the
+    A/B scripts' summary (bench/device/ddp_first_bucket.sh, ddp_w4_bind.sh)."""
+    rows: dict = {}
+    for line in open(args.results):
+        if line.strip():
+            r = json.loads(line)
+            key = (r["model"], r["world"], r.get("variant", "").split(".")[0])
+            rows.setdefault(key, []).append(r["median_ms"])
+    for k, v in sorted(rows.items()):
+        print(k, [round(x, 2) for x in v], "median", round(float(np.median(v)), 2))
+
+
 def table(args) -> None:
     recs = load_runs(args.results)
     main = [r for r in recs if not r.get("variant")]
@@ -402,8 +415,10 @@ def main(argv=None) -> None:
     t = sub.add_parser("table", help="write the markdown table from the JSON lines")
     t.add_argument("results")
     t.add_argument("--out", default=None)
+    u = sub.add_parser("runs", help="print each configuration's runs and their median")
+    u.add_argument("results")
     args = p.parse_args(argv)
-    (run if args.cmd == "run" else table)(args)
+    {"run": run, "table": table, "runs": runs}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -18,12 +18,4 @@ for rep in $(seq ${REPS:-3}); do
     timeout 60 "${MPIRUN[@]}" -n $n python3 $B --diag first1mb >/dev/null 2>&1
   done
 done
-python3 - "$J" <<'PY'
-import json, sys, collections, statistics
-rows = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    rows[(r["model"], r["world"], r["variant"])].append(r["median_ms"])
-for k, v in sorted(rows.items()):
-    print(k, [round(x, 2) for x in v], "median", round(statistics.median(v), 2))
-PY
+python3 bench/bench_ddp.py runs "$J"

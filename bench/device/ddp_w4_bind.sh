@@ -18,12 +18,4 @@ for rep in $(seq ${REPS:-2}); do
     timeout 90 "${BOUND[@]}" -n $n python3 $B --tag "bound$n.$rep" 2>&1 | grep "^## \|bound to" | tail -6
   done
 done
-python3 - "$J" <<'PY'
-import json, sys, collections, statistics
-rows = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    rows[(r["model"], r["world"], r["variant"].split(".")[0])].append(r["median_ms"])
-for k, v in sorted(rows.items()):
-    print(k, [round(x, 2) for x in v], "median", round(statistics.median(v), 2))
-PY
+python3 bench/bench_ddp.py runs "$J"
