@@ -587,6 +587,36 @@ def test_world_of_one_needs_no_mpi():
     assert not dist.is_initialized()
 
 
+def test_data_parallel_step_refuses_capture():
+    """graph_step's warm-up and capture (STATE.strict) refuse a training forward through
+    DistributedDataParallel, whose reductions the host starts at every step (a replay would
+    skip them); evaluation and the eager step outside it are unaffected."""
+    import torchlean.distributed as dist
+    from torchlean import _capture
+    from torchlean.nn.parallel import DistributedDataParallel
+    from torchlean.session import Session
+    dist.init()
+    try:
+        ddp = DistributedDataParallel(build_model())
+        s = Session()
+        X, Y = batches(1)
+        _capture.STATE.strict = True
+        try:
+            with pytest.raises(RuntimeError, match="graph_step: DistributedDataParallel"):
+                micro_loss(ddp, s, X[0, 0, 0], Y[0, 0, 0])
+            ddp.eval()
+            out = ddp(s.tensor(X[0, 0, 0]))            # no reduction in evaluation
+            ddp.train()
+        finally:
+            _capture.STATE.strict = False
+        loss = micro_loss(ddp, s, X[0, 0, 0], Y[0, 0, 0])
+        loss.backward()
+        assert np.isfinite(loss.item()) and out.shape[0] == X.shape[3]
+        ddp.remove_hooks()
+    finally:
+        dist.destroy()
+
+
 def test_buckets_follow_backward_order_and_caps():
     """Buckets hold the parameters in reverse registration order (the order backward makes
     their gradients final); none exceeds its cap unless it holds a single parameter, the first

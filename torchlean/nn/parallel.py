@@ -63,6 +63,7 @@ import zlib
 
 import numpy as np
 
+from torchlean import _capture
 from torchlean import distributed as dist
 from torchlean import inplace as _inplace
 from torchlean import random as _random
@@ -189,6 +190,13 @@ class DistributedDataParallel(Module):
 
     # ---------------------------------------------------------------- forward
     def forward(self, *args, **kwargs):
+        if _capture.STATE.strict and self.training:
+            # the host starts every reduction (the step check, the collectives' launches) at
+            # each step: a replay of a captured step would skip them and train unsynchronised
+            raise RuntimeError(
+                "graph_step: DistributedDataParallel's training step cannot be captured (the "
+                "host starts its gradient reductions and the ranks' step check at every step, "
+                "which a replay would skip); run data-parallel steps without graph_step")
         if self._active:
             # a backward pass that raised part-way left reductions in flight: complete them
             # so this rank's collectives stay in step with the others'
