@@ -1,8 +1,9 @@
 """graph_step's host side on any backend: the native graph calls are replaced by a recorder (a
-replay then launches nothing), so what each replay checks, uploads and counts is tested on the
+replay then launches nothing), so what each replay checks, stages and counts is tested on the
 stub too: the one-pass replay path is taken when nothing changed, every change the slow path
-catches still captures again, inputs are uploaded in the static inputs' dtype, and Adam's step
-counts on the host equal the eager loop's."""
+catches still captures again, inputs are staged in the static inputs' dtype and only after
+the launched replays read the previous ones, and Adam's step counts on the host equal the
+eager loop's."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,10 +17,14 @@ from torchlean.int_tensor import IntTensor
 
 
 class RecordingLib:
-    """The loaded library with tl_graph_* recorded, not run: uploads keep their bytes."""
+    """The loaded library with tl_graph_* recorded, not run: each launch keeps the bytes of
+    every bound input's staging or slot as the graph's first node would read them."""
 
     def __init__(self, real):
-        self._real, self.launches, self.uploads, self.copies = real, 0, [], 0
+        self._real, self.launches, self.copies, self.waits = real, 0, 0, 0
+        self.inputs = []      # (staged, pinned stand-in) per tl_graph_bind_input
+        self.loaded = []      # per launch: each input's bytes at that launch
+        self.unread = False   # a launch happened since the last wait
 
     def __getattr__(self, name):
         return getattr(self._real, name)
@@ -32,8 +37,22 @@ class RecordingLib:
         out[0] = int(_loader.ffi.cast("uintptr_t", host))
         return 0
 
-    def tl_graph_upload(self, dev, src, nbytes):
-        self.uploads.append((dev, bytes(_loader.ffi.buffer(src, nbytes))))
+    def tl_graph_bind_input(self, g, dst, nbytes, staged, out):
+        buf = _loader.ffi.new("char[]", nbytes if staged else 8)
+        self.inputs.append((staged, buf))
+        out[0] = buf
+        return 0
+
+    def _snapshot(self):
+        return [bytes(_loader.ffi.buffer(b)) for _, b in self.inputs]
+
+    def tl_graph_wait_inputs(self, g):
+        # nothing was written into the staging since the last launch (it may still be read)
+        if self.unread:
+            last = self.loaded[-1]
+            assert self._snapshot()[:len(last)] == last, "staging rewritten before the wait"
+        self.waits += 1
+        self.unread = False
         return 0
 
     def tl_graph_copy(self, dst, src, nbytes):
@@ -42,6 +61,8 @@ class RecordingLib:
 
     def tl_graph_launch(self, g):
         self.launches += 1
+        self.loaded.append(self._snapshot())
+        self.unread = True
         return 0
 
     def tl_graph_constants(self, g, op, cap):
@@ -104,28 +125,35 @@ def test_unchanged_calls_replay_and_adam_counts_match_the_steps(rec):
     assert [opt.state[id(p)]["step"] for p in model.parameters()] == [8] * 4
 
 
-def test_replay_uploads_labels_in_the_static_dtype(rec):
+def test_replay_stages_labels_in_the_static_dtype(rec):
     _, _, fn = _setup()
     g = tcuda.graph_step(fn)
     g(*_batch(0, dtype=np.int32))
     g(*_batch(1, dtype=np.int32))
     x, y = _batch(2, dtype=np.int32)
-    rec.uploads.clear()
-    g(np.asfortranarray(x), y)    # a column-major batch is uploaded row-major
-    got = {len(b): b for _, b in rec.uploads}
+    waits = rec.waits
+    g(np.asfortranarray(x), y)    # a column-major batch is staged row-major
+    assert rec.waits == waits + 1
+    got = {len(b): b for b in rec.loaded[-1]}
     assert np.array_equal(np.frombuffer(got[8 * y.size], np.int64), y.astype(np.int64))
     assert np.array_equal(np.frombuffer(got[4 * x.size], np.float32), x.ravel())
     assert g.captures == 1
 
 
-def test_device_tensor_inputs_are_copied_not_uploaded(rec):
+def test_device_tensor_inputs_are_read_in_place_not_copied(rec):
     _, _, fn = _setup()
     g = tcuda.graph_step(fn)
     batches = [(tl.tensor(x), IntTensor(y)) for x, y in (_batch(i) for i in range(4))]
-    for x, y in batches:
+    g(*batches[0])
+    g(*batches[1])
+    copies = rec.copies
+    for x, y in batches[2:]:
         g(x, y)
+        slot, labels = rec.loaded[-1]
+        assert np.frombuffer(slot, np.uint64)[0] == x.value.buf.data_ptr()
+        assert np.array_equal(np.frombuffer(labels, np.int64), y._a)
     assert g.captures == 1 and g.graph.replays == 2
-    assert rec.copies >= 2
+    assert rec.copies == copies    # a replay makes no copy call
 
 
 @pytest.mark.parametrize("change, reason", [

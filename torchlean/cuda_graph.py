@@ -56,10 +56,13 @@ class _Inputs:
     session (Tensors borrowed as they are), the rest as given. For a graph: float arrays and
     Tensors as Tensors over static device buffers, integer arrays as static host arrays bound
     to device twins (what an op uploads from them inside the capture, a replay reads from the
-    twin), anything else as given (a constant of the graph)."""
+    twin), anything else as given (a constant of the graph). The graph's first node fills the
+    static buffers and twins: from pinned staging a call writes (arrays), or from the device
+    address a call writes into a pinned slot (Tensors), so a replay makes no copy call."""
 
     def __init__(self, sess, args, kwargs, graph=None):
-        self.items = []      # per argument: (kind, device address, bytes)
+        self.graph = graph
+        self.items = []      # per argument: (kind, pinned view: staging or slot, or None)
         self.int_inputs = []  # (argument index, static host array)
         flat = list(args) + [v for _, v in sorted(kwargs.items())]
         conv = []
@@ -72,44 +75,53 @@ class _Inputs:
                 shape = tuple(a.shape)
                 n = int(np.prod(shape))
                 buf = AnyBuffer(shape, Buffer.alloc(n)) if n else AnyBuffer.zeros(shape)
-                self.items.append(("f", buf.buf.data_ptr() if n else 0, 4 * n, buf))
+                kind = "T" if isinstance(a, Tensor) else "f"
+                view = self._bind(buf.buf.data_ptr(), 4 * n, kind, np.float32, shape) \
+                    if n else None
+                self.items.append((kind, view, buf))
                 conv.append(sess._wrap(sess.tape.leaf(buf)))
             elif _is_int_array(a) and graph is not None:
                 src = a._a if isinstance(a, IntTensor) else a
                 host = np.array(src, dtype=np.bool_ if src.dtype == np.bool_ else np.int64,
                                 order="C", copy=True)
-                dev = 0
+                view = None
                 if host.nbytes:
                     out = _loader.ffi.new("uint64_t *")
                     _check("graph_step", _loader.lib.tl_graph_bind_host(
                         graph, _loader.ffi.from_buffer(host), host.nbytes, out))
-                    dev = int(out[0])
-                self.items.append(("i", dev, host.nbytes, host))
+                    view = self._bind(int(out[0]), host.nbytes, "i", host.dtype, host.shape)
+                self.items.append(("i", view, host))
                 self.int_inputs.append((i, host))
                 conv.append(IntTensor(host) if isinstance(a, IntTensor) else host)
             else:
-                self.items.append(("c", 0, 0, None))
+                self.items.append(("c", None, None))
                 conv.append(a)
         self.args = tuple(conv[:len(args)])
         self.kwargs = dict(zip([k for k, _ in sorted(kwargs.items())], conv[len(args):]))
 
-    def load(self, args, kwargs) -> None:
-        """Copy this call's values into the static inputs, in stream order before the launch."""
+    def _bind(self, dst: int, nbytes: int, kind: str, dtype, shape) -> np.ndarray:
+        """The pinned view a call writes this input through: the staging of an array's values
+        (dtype, shape), or the one-element uint64 slot of a Tensor's device address."""
         lib, ffi = _loader.lib, _loader.ffi
+        out = ffi.new("void **")
+        staged = kind != "T"
+        _check("graph_step", lib.tl_graph_bind_input(self.graph, dst, nbytes, int(staged), out))
+        if not staged:
+            return np.frombuffer(ffi.buffer(out[0], 8), dtype=np.uint64)
+        return np.frombuffer(ffi.buffer(out[0], nbytes), dtype=dtype).reshape(shape)
+
+    def load(self, args, kwargs) -> None:
+        """Write this call's values where the next launch's first node reads them, once every
+        replay launched so far has read the previous ones."""
+        _check("graph_step", _loader.lib.tl_graph_wait_inputs(self.graph))
         flat = list(args) + [v for _, v in sorted(kwargs.items())]
-        for (kind, dev, nbytes, static), a in zip(self.items, flat):
-            if not nbytes:
+        for (kind, view, _), a in zip(self.items, flat):
+            if view is None:
                 continue
-            if kind == "f" and isinstance(a, Tensor):
-                st = lib.tl_graph_copy(dev, a.value.buf.data_ptr(), nbytes)
-            elif kind == "f":
-                src = np.ascontiguousarray(a, dtype=np.float32)
-                st = lib.tl_graph_upload(dev, ffi.from_buffer(src), nbytes)
+            if kind == "T":
+                view[0] = a.value.buf.data_ptr()
             else:
-                src = a._a if isinstance(a, IntTensor) else a
-                src = np.ascontiguousarray(src, dtype=static.dtype)
-                st = lib.tl_graph_upload(dev, ffi.from_buffer(src), nbytes)
-            _check("graph_step", st)
+                np.copyto(view, a._a if isinstance(a, IntTensor) else a, casting="unsafe")
 
 
 def _in_range(a, guards) -> bool:
@@ -242,26 +254,27 @@ class _Graph:
 
     def _slots(self, args, kwargs) -> tuple:
         """What a replay checks and loads per argument, worked out once: (index, check kind,
-        expected type, shape, dtype or constant, device address, bytes, guards, the static
-        input's dtype); () when an input is pinned to its values (only the slow path checks)."""
+        expected type, shape, dtype or constant, pinned view, guards); () when an input is
+        pinned to its values (only the slow path checks)."""
         guards = {}
         for i, lo, hi, exclude in self.guards:
-            guards.setdefault(i, []).append((lo, hi, exclude))
+            # an excluded value outside [lo, hi) is ruled out by the range check already
+            guards.setdefault(i, []).append(
+                (lo, hi, exclude if exclude is not None and lo <= exclude < hi else None))
         pinned = {i for i, _ in self.pinned_ints}
         flat = list(args) + [v for _, v in sorted(kwargs.items())]
         out = []
-        for i, ((kind, dev, nbytes, static), a) in enumerate(zip(self.inputs.items, flat)):
+        for i, ((kind, view, _), a) in enumerate(zip(self.inputs.items, flat)):
             if isinstance(a, Tensor):
-                out.append((i, "T", Tensor, tuple(a.shape), None, dev, nbytes, (), None))
+                out.append((i, "T", Tensor, tuple(a.shape), None, view, ()))
             elif kind == "c":
-                out.append((i, "C", type(a), None, a, 0, 0, (), None))
+                out.append((i, "C", type(a), None, a, None, ()))
             elif i in pinned:     # rare: the slow path (stale) compares the values
                 return ()
             else:
                 src = a._a if isinstance(a, IntTensor) else a
-                target = np.dtype(np.float32) if kind == "f" else static.dtype
-                out.append((i, kind, type(a), src.shape, src.dtype, dev, nbytes,
-                            tuple(guards.get(i, ())), target))
+                out.append((i, kind, type(a), src.shape, src.dtype, view,
+                            tuple(guards.get(i, ()))))
         self.kw_names = tuple(sorted(kwargs))
         return tuple(out)
 
@@ -289,7 +302,7 @@ class _Graph:
             if not gc.same():
                 return _MISS
         loads = []
-        for i, kind, typ, shape, spec, dev, nbytes, guards, target in slots:
+        for i, kind, typ, shape, spec, view, guards in slots:
             a = flat[i]
             if kind == "C":   # a constant: the same type (True is not 1) and an equal value
                 if type(a) is not typ or not (a is spec or a == spec):
@@ -301,24 +314,24 @@ class _Graph:
                 v = a.value
                 if v.shape != shape:
                     return _MISS
-                if nbytes:
-                    loads.append((0, dev, v.buf.data_ptr(), nbytes))
+                if view is not None:
+                    loads.append((view, v.buf.data_ptr()))
                 continue
             src = a._a if typ is IntTensor else a
             if src.shape != shape or src.dtype != spec:
                 return _MISS
             if guards and src.size and not _in_range(src, guards):
                 return _MISS
-            if nbytes:
-                if src.dtype != target or not src.flags.c_contiguous:
-                    src = np.ascontiguousarray(src, dtype=target)
-                loads.append((1, dev, src, nbytes))
-        lib, ffi = _loader.lib, _loader.ffi
-        for upload, dev, src, nbytes in loads:
-            st = lib.tl_graph_upload(dev, ffi.from_buffer(src), nbytes) if upload else \
-                lib.tl_graph_copy(dev, src, nbytes)
-            if st:
-                raise_status("graph_step", st)
+            if view is not None:
+                loads.append((view, src))
+        st = _loader.lib.tl_graph_wait_inputs(self.handle)
+        if st:
+            raise_status("graph_step", st)
+        for view, src in loads:
+            if type(src) is int:
+                view[0] = src
+            else:
+                np.copyto(view, src, casting="unsafe")
         return self._launch()
 
     def stale(self, args, kwargs) -> str | None:
@@ -394,14 +407,17 @@ class graph_step:
 
     Arguments: float NumPy arrays and Tensors are copied into static device buffers and reach
     fn as Tensors; integer arrays (and IntTensors) reach fn as static host arrays whose values
-    each replay uploads (cross_entropy labels and Embedding indices read them as they are; an
+    each replay sends to the device (cross_entropy labels and Embedding indices read them as they are; an
     integer input transformed on the host pins the graph to its values); anything else is a
     constant of the graph. Inside fn, default_session() is the graph's own session. fn returns
     Tensors (or tuples, lists, dicts of them): a replay returns the same Tensors, rewritten in
     place: valid until the next call, as torch's CUDA graphs' outputs are.
 
     A replay's host work is one pass over the arguments (what to check and copy is worked out
-    at capture); Adam's step counts advance on the device, and the host's in opt.state catch
+    at capture) and one launch: arrays are written into pinned staging and a Tensor's address
+    into a pinned slot, which the graph's first node reads (a call waits, if ever, only until
+    the replays already launched have read theirs; the Tensor must not be written before the
+    replay ran, as with any op queued on it); Adam's step counts advance on the device, and the host's in opt.state catch
     up when the optimizer's state is next read.
 
     Never a silently wrong answer: another shape, dtype or constant argument captures again;

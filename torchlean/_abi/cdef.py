@@ -83,7 +83,8 @@ void *tl_cuda_stream(void);
 
 int tl_graph_new(void **out);
 int tl_graph_bind_host(void *g, const void *host, int64_t bytes, uint64_t *dev);
-int tl_graph_upload(uint64_t dev, const void *src, int64_t bytes);
+int tl_graph_bind_input(void *g, uint64_t dst, int64_t bytes, int staged, void **host);
+int tl_graph_wait_inputs(void *g);
 int tl_graph_copy(uint64_t dst, uint64_t src, int64_t bytes);
 int tl_graph_begin(void *g, uint64_t rng_base);
 int tl_graph_end(void *g, int64_t draws);
