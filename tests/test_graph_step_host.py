@@ -159,7 +159,8 @@ def test_device_tensor_inputs_are_read_in_place_not_copied(rec):
 @pytest.mark.parametrize("change, reason", [
     ("lr", "groups"), ("swap_param", "groups"), ("new_group_list", None),
     ("label_range", "range"), ("shape", "shapes"), ("constant_type", "constants"),
-    ("constant_value", "constants"), ("zero_grad", "replaced")])
+    ("constant_value", "constants"), ("zero_grad", "replaced"), ("grad_set", "replaced"),
+    ("release_storage", "replaced")])
 def test_what_the_slow_path_catches_still_captures_again(rec, change, reason):
     model, opt, fn = _setup()
     g = tcuda.graph_step(fn)
@@ -184,6 +185,16 @@ def test_what_the_slow_path_catches_still_captures_again(rec, change, reason):
         scale = 2.0
     elif change == "zero_grad":
         opt.zero_grad()
+    elif change == "grad_set":      # a new gradient buffer of the same shape
+        w = model[0].weight
+        w.grad = np.ones(tuple(w.shape), np.float32)
+    elif change == "release_storage":
+        model[0].weight.mirror().buf.release()
+    if change == "release_storage":   # never replayed over freed memory: refused, named
+        with pytest.raises(Exception, match="releas|freed"):
+            g(x, y, scale)
+        assert "replaced" in g.recapture_reason
+        return
     if change == "label_range":     # captured again: the capture's cross_entropy refuses it
         with pytest.raises(RuntimeError, match="out of range"):
             g(x, y, scale)

@@ -243,6 +243,7 @@ class _Graph:
             o._step_syncs.append(self.sync_steps)
         self.slots = self._slots(args, kwargs)
         st.reset()
+        self.epoch = st.epoch   # the parameters as captured (replay_fast)
         self.seed, self.counter = seed, stream["counter"]
         self.replays = 0
         _check("graph_step", lib.tl_graph_launch(self.handle))
@@ -294,10 +295,13 @@ class _Graph:
             flat = args
         if len(flat) != len(slots):
             return _MISS
-        ps = self.params
-        if tuple(map(_MIRROR, ps)) != self.mirrors or tuple(map(_GRAD, ps)) != self.grads or \
-                not all(map(_LIVE, self.bufs)):
-            return _MISS
+        epoch = _capture.STATE.epoch
+        if epoch != self.epoch:   # a parameter's buffer or gradient was rebound, or freed
+            ps = self.params
+            if tuple(map(_MIRROR, ps)) != self.mirrors or \
+                    tuple(map(_GRAD, ps)) != self.grads or not all(map(_LIVE, self.bufs)):
+                return _MISS
+            self.epoch = epoch
         for gc in self.group_checks:
             if not gc.same():
                 return _MISS
