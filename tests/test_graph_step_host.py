@@ -214,3 +214,26 @@ def test_replayed_graph_keeps_the_eager_loops_sgd_state(rec):
         g(*_batch(i))
     assert g.captures == 1 and g.graph.replays == 2
     assert all("buf" in opt.state[id(p)] for p in model.parameters())
+
+
+@pytest.mark.parametrize("lo, hi, exclude", [(0, 50, -1), (0, 50, 7), (-5, 5, 0),
+                                             (0, 1, -1), (3, 3, 99)])
+def test_stage_int64_copies_and_finds_the_first_value_out_of_range(lo, hi, exclude):
+    """tl_graph_stage_int64 (a replay's one-pass staging of an integer input): the staging
+    holds the values and the answer is numpy's first index outside [lo, hi) or equal to
+    exclude, -1 when none is (values at the int64 extremes included)."""
+    lib, ffi = _loader.lib, _loader.ffi
+    rng = np.random.default_rng(lo + 100 * hi)
+    for trial in range(30):
+        src = rng.integers(lo - 3, hi + 3, int(rng.integers(0, 40)))
+        if trial % 3 == 0:   # mostly in range
+            src = np.clip(src, lo, max(lo, hi - 1))
+        if trial == 7 and src.size:
+            src[-1] = np.iinfo(np.int64).min if trial % 2 else np.iinfo(np.int64).max
+        dst = np.full(src.size, -77, np.int64)
+        got = lib.tl_graph_stage_int64(ffi.from_buffer("int64_t[]", dst),
+                                       ffi.from_buffer("int64_t[]", src), src.size, lo, hi,
+                                       exclude)
+        bad = np.flatnonzero((src < lo) | (src >= hi) | (src == exclude))
+        assert got == (int(bad[0]) if bad.size else -1), (src, got)
+        assert np.array_equal(dst, src)

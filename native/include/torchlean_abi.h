@@ -123,11 +123,15 @@ TL_API void *tl_cuda_stream(void);
  * (rng_base: seed + counter at its first draw; draws: how many keys it takes), tl_graph_abort
  * ends a failed capture; tl_graph_launch replays; tl_graph_set_rng moves the next replay's RNG
  * base; tl_graph_constants counts the host constants captured (and names the first op). The
- * stub answers TL_E_UNSUPPORTED. */
+ * stub answers TL_E_UNSUPPORTED. tl_graph_stage_int64 (host code, both libraries) copies n
+ * values into a staging and returns the index of the first outside [lo, hi) or equal to
+ * exclude, -1 when none is. */
 TL_API int tl_graph_new(void **out);
 TL_API int tl_graph_bind_host(void *g, const void *host, int64_t bytes, uint64_t *dev);
 TL_API int tl_graph_bind_input(void *g, uint64_t dst, int64_t bytes, int staged, void **host);
 TL_API int tl_graph_wait_inputs(void *g);
+TL_API int64_t tl_graph_stage_int64(int64_t *dst, const int64_t *src, int64_t n, int64_t lo,
+                                    int64_t hi, int64_t exclude);
 TL_API int tl_graph_copy(uint64_t dst, uint64_t src, int64_t bytes);
 TL_API int tl_graph_begin(void *g, uint64_t rng_base);
 TL_API int tl_graph_end(void *g, int64_t draws);
