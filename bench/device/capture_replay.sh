@@ -11,7 +11,8 @@ make -j16 stub >>"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 { nvidia-smi -L; cat REV 2>/dev/null; date -u; } | tee "$OUT/device.txt"
 export TORCHLEAN_BACKEND=cuda
 if [ -n "${BASE:-}" ]; then
-  (cd "$BASE" && PYTHONPATH="/tmp/site:$BASE" timeout 90 python3 bench/probes/replay_host.py) \
+  (cd "$BASE" && make -j16 stub >/dev/null 2>&1 &&
+   PYTHONPATH="/tmp/site:$BASE" timeout 90 python3 bench/probes/replay_host.py) \
     2>&1 | tee "$OUT/replay-host-base.txt"
 fi
 TORCHLEAN_REQUIRE_CUDA=1 timeout 150 python3 -m pytest -q -p no:cacheprovider \
