@@ -112,9 +112,9 @@ class _NoGraphLib:
         out[0] = int(ffi.cast("uintptr_t", host))
         return 0
 
-    def tl_graph_bind_input(self, g, dst, nbytes, staged, out):
+    def tl_graph_bind_input(self, g, dst, nbytes, staged, depth, out):
         from torchlean._loader import ffi
-        buf = ffi.new("char[]", nbytes if staged else 8)
+        buf = ffi.new("char[]", ((nbytes + 255) // 256 * 256 if staged else 8) * depth)
         self._keep.append(buf)
         out[0] = buf
         return 0

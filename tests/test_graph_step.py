@@ -419,8 +419,9 @@ def _softmax_ce_sgd_f64(emb, w, b, batches, lr):
 @pytest.mark.parametrize("x_kind", ["array", "tensor"])
 def test_back_to_back_replays_read_each_calls_inputs(x_kind):
     """30 calls queued without a sync, each with new float features (NumPy array or device
-    Tensor), tokens and labels: the graph reads every call's inputs before the next call
-    rewrites them, so the parameters equal float64 SGD over the 30 batches in order."""
+    Tensor), tokens and labels, more calls than an input ring holds: each launch reads its own
+    call's ring entries before a later call rewrites them, so the parameters equal float64 SGD
+    over the 30 batches in order."""
     vocab, d, rows, steps, lr = 96, 64, 1024, 30, 0.5
     tl.manual_seed(11)
     emb, lin = nn.Embedding(vocab, d), nn.Linear(d, vocab)

@@ -17,52 +17,70 @@ from torchlean.int_tensor import IntTensor
 
 
 class RecordingLib:
-    """The loaded library with tl_graph_* recorded, not run: each launch keeps the bytes of
-    every bound input's staging or slot as the graph's first node would read them."""
+    """The loaded library with tl_graph_* recorded, not run. Each graph's first node is
+    emulated as a device that lags as far as the input rings allow: a launch's inputs are read
+    only when a wait needs its ring entries back (or at read_all), so `loaded` holds what each
+    launch read, stale bytes included if the host rewrote an entry too early."""
 
     def __init__(self, real):
         self._real, self.launches, self.copies, self.waits = real, 0, 0, 0
-        self.inputs = []      # (staged, pinned stand-in) per tl_graph_bind_input
-        self.loaded = []      # per launch: each input's bytes at that launch
-        self.unread = False   # a launch happened since the last wait
+        self.graphs = {}      # handle -> {"inputs": [(bytes, stride, depth, buf)], ...}
+        self.loaded = []      # per launch read, in read order: each input's bytes
 
     def __getattr__(self, name):
         return getattr(self._real, name)
 
     def tl_graph_new(self, out):
-        out[0] = _loader.ffi.cast("void *", 1)
+        h = len(self.graphs) + 1
+        self.graphs[h] = {"inputs": [], "launches": 0, "pending": [], "depth": 1 << 30}
+        out[0] = _loader.ffi.cast("void *", h)
         return 0
+
+    def _graph(self, g):
+        return self.graphs[int(_loader.ffi.cast("uintptr_t", g))]
 
     def tl_graph_bind_host(self, g, host, nbytes, out):
         out[0] = int(_loader.ffi.cast("uintptr_t", host))
         return 0
 
-    def tl_graph_bind_input(self, g, dst, nbytes, staged, out):
-        buf = _loader.ffi.new("char[]", nbytes if staged else 8)
-        self.inputs.append((staged, buf))
+    def tl_graph_bind_input(self, g, dst, nbytes, staged, depth, out):
+        gr = self._graph(g)
+        stride = (nbytes + 255) // 256 * 256 if staged else 8
+        buf = _loader.ffi.new("char[]", stride * depth)
+        gr["inputs"].append((nbytes if staged else 8, stride, depth, buf))
+        gr["depth"] = min(gr["depth"], depth)
         out[0] = buf
         return 0
 
-    def _snapshot(self):
-        return [bytes(_loader.ffi.buffer(b)) for _, b in self.inputs]
+    def _read(self, gr, k):
+        out = []
+        for n, stride, depth, buf in gr["inputs"]:
+            e = (k % depth) * stride
+            out.append(bytes(_loader.ffi.buffer(buf)[e:e + n]))
+        self.loaded.append(out)
 
     def tl_graph_wait_inputs(self, g):
-        # nothing was written into the staging since the last launch (it may still be read)
-        if self.unread:
-            last = self.loaded[-1]
-            assert self._snapshot()[:len(last)] == last, "staging rewritten before the wait"
+        gr = self._graph(g)
         self.waits += 1
-        self.unread = False
+        while len(gr["pending"]) > gr["depth"] - 1:   # the latest reads the host can allow
+            self._read(gr, gr["pending"].pop(0))
         return 0
+
+    def read_all(self) -> list:
+        for gr in self.graphs.values():
+            while gr["pending"]:
+                self._read(gr, gr["pending"].pop(0))
+        return self.loaded
 
     def tl_graph_copy(self, dst, src, nbytes):
         self.copies += 1
         return 0
 
     def tl_graph_launch(self, g):
+        gr = self._graph(g)
+        gr["pending"].append(gr["launches"])
+        gr["launches"] += 1
         self.launches += 1
-        self.loaded.append(self._snapshot())
-        self.unread = True
         return 0
 
     def tl_graph_constants(self, g, op, cap):
@@ -134,7 +152,7 @@ def test_replay_stages_labels_in_the_static_dtype(rec):
     waits = rec.waits
     g(np.asfortranarray(x), y)    # a column-major batch is staged row-major
     assert rec.waits == waits + 1
-    got = {len(b): b for b in rec.loaded[-1]}
+    got = {len(b): b for b in rec.read_all()[-1]}
     assert np.array_equal(np.frombuffer(got[8 * y.size], np.int64), y.astype(np.int64))
     assert np.array_equal(np.frombuffer(got[4 * x.size], np.float32), x.ravel())
     assert g.captures == 1
@@ -149,11 +167,28 @@ def test_device_tensor_inputs_are_read_in_place_not_copied(rec):
     copies = rec.copies
     for x, y in batches[2:]:
         g(x, y)
-        slot, labels = rec.loaded[-1]
+    for (x, y), (slot, labels) in zip(batches[2:], rec.read_all()[-2:]):
         assert np.frombuffer(slot, np.uint64)[0] == x.value.buf.data_ptr()
         assert np.array_equal(np.frombuffer(labels, np.int64), y._a)
     assert g.captures == 1 and g.graph.replays == 2
     assert rec.copies == copies    # a replay makes no copy call
+
+
+def test_each_launch_reads_its_own_calls_inputs_through_the_rings(rec):
+    """40 calls, more than a ring holds, against a device lagging as far as the rings allow:
+    launch k reads ring entry k % depth after the host waited for it, so every launch reads the
+    labels and features of its own call."""
+    _, _, fn = _setup()
+    g = tcuda.graph_step(fn)
+    batches = [_batch(i) for i in range(40)]
+    for x, y in batches:
+        g(x, y)
+    assert g.captures == 1 and g.graph.replays == 38
+    got = rec.read_all()
+    assert len(got) == 39   # the capture's launch and 38 replays
+    for (x, y), (feat, labels) in zip(batches[1:], got):
+        assert np.array_equal(np.frombuffer(feat, np.float32), x.ravel())
+        assert np.array_equal(np.frombuffer(labels, np.int64), y)
 
 
 @pytest.mark.parametrize("change, reason", [

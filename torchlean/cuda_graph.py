@@ -17,6 +17,9 @@ _M64 = (1 << 64) - 1
 _MIRROR, _GRAD, _LIVE = attrgetter("_buf"), attrgetter("grad_buf"), attrgetter("live")
 _MAX, _MIN = np.maximum.reduce, np.minimum.reduce
 _MISS = object()   # replay_fast: this call needs the slow path's checks
+# input rings: entries per input (launches the host may run ahead), and the pinned bytes an
+# input may take before its ring shrinks to two entries
+_RING, _RING_BYTES = 16, 64 << 20
 
 
 def _session():
@@ -58,11 +61,13 @@ class _Inputs:
     to device twins (what an op uploads from them inside the capture, a replay reads from the
     twin), anything else as given (a constant of the graph). The graph's first node fills the
     static buffers and twins: from pinned staging a call writes (arrays), or from the device
-    address a call writes into a pinned slot (Tensors), so a replay makes no copy call."""
+    address a call writes into a pinned slot (Tensors), so a replay makes no copy call. Each
+    input has a ring of them (launch k uses entry k % depth), so the host may run up to depth
+    launches ahead of the device before it waits."""
 
     def __init__(self, sess, args, kwargs, graph=None):
         self.graph = graph
-        self.items = []      # per argument: (kind, pinned view: staging or slot, or None)
+        self.items = []      # per argument: (kind, its ring of pinned views or None, static)
         self.int_inputs = []  # (argument index, static host array)
         flat = list(args) + [v for _, v in sorted(kwargs.items())]
         conv = []
@@ -76,21 +81,21 @@ class _Inputs:
                 n = int(np.prod(shape))
                 buf = AnyBuffer(shape, Buffer.alloc(n)) if n else AnyBuffer.zeros(shape)
                 kind = "T" if isinstance(a, Tensor) else "f"
-                view = self._bind(buf.buf.data_ptr(), 4 * n, kind, np.float32, shape) \
+                views = self._bind(buf.buf.data_ptr(), 4 * n, kind, np.float32, shape) \
                     if n else None
-                self.items.append((kind, view, buf))
+                self.items.append((kind, views, buf))
                 conv.append(sess._wrap(sess.tape.leaf(buf)))
             elif _is_int_array(a) and graph is not None:
                 src = a._a if isinstance(a, IntTensor) else a
                 host = np.array(src, dtype=np.bool_ if src.dtype == np.bool_ else np.int64,
                                 order="C", copy=True)
-                view = None
+                views = None
                 if host.nbytes:
                     out = _loader.ffi.new("uint64_t *")
                     _check("graph_step", _loader.lib.tl_graph_bind_host(
                         graph, _loader.ffi.from_buffer(host), host.nbytes, out))
-                    view = self._bind(int(out[0]), host.nbytes, "i", host.dtype, host.shape)
-                self.items.append(("i", view, host))
+                    views = self._bind(int(out[0]), host.nbytes, "i", host.dtype, host.shape)
+                self.items.append(("i", views, host))
                 self.int_inputs.append((i, host))
                 conv.append(IntTensor(host) if isinstance(a, IntTensor) else host)
             else:
@@ -99,25 +104,33 @@ class _Inputs:
         self.args = tuple(conv[:len(args)])
         self.kwargs = dict(zip([k for k, _ in sorted(kwargs.items())], conv[len(args):]))
 
-    def _bind(self, dst: int, nbytes: int, kind: str, dtype, shape) -> np.ndarray:
-        """The pinned view a call writes this input through: the staging of an array's values
-        (dtype, shape), or the one-element uint64 slot of a Tensor's device address."""
+    def _bind(self, dst: int, nbytes: int, kind: str, dtype, shape) -> tuple:
+        """The ring of pinned views a call writes this input through: stagings of an array's
+        values (dtype, shape), or one-element uint64 slots of a Tensor's device address. Deep
+        rings for small inputs, two entries for large ones (pinned memory is depth x bytes)."""
         lib, ffi = _loader.lib, _loader.ffi
         out = ffi.new("void **")
         staged = kind != "T"
-        _check("graph_step", lib.tl_graph_bind_input(self.graph, dst, nbytes, int(staged), out))
+        depth = _RING if not staged or nbytes * _RING <= _RING_BYTES else 2
+        _check("graph_step", lib.tl_graph_bind_input(self.graph, dst, nbytes, int(staged),
+                                                     depth, out))
         if not staged:
-            return np.frombuffer(ffi.buffer(out[0], 8), dtype=np.uint64)
-        return np.frombuffer(ffi.buffer(out[0], nbytes), dtype=dtype).reshape(shape)
+            slots = np.frombuffer(ffi.buffer(out[0], 8 * depth), dtype=np.uint64)
+            return tuple(slots[e:e + 1] for e in range(depth))
+        stride = (nbytes + 255) // 256 * 256
+        ring = np.frombuffer(ffi.buffer(out[0], stride * depth), dtype=np.uint8)
+        return tuple(ring[e * stride:e * stride + nbytes].view(dtype).reshape(shape)
+                     for e in range(depth))
 
-    def load(self, args, kwargs) -> None:
-        """Write this call's values where the next launch's first node reads them, once every
-        replay launched so far has read the previous ones."""
+    def load(self, args, kwargs, launched: int) -> None:
+        """Write this call's values where the next launch's first node reads them (the ring
+        entries of launch number `launched`), once the replay that used them has read them."""
         _check("graph_step", _loader.lib.tl_graph_wait_inputs(self.graph))
         flat = list(args) + [v for _, v in sorted(kwargs.items())]
-        for (kind, view, _), a in zip(self.items, flat):
-            if view is None:
+        for (kind, views, _), a in zip(self.items, flat):
+            if views is None:
                 continue
+            view = views[launched % len(views)]
             if kind == "T":
                 view[0] = a.value.buf.data_ptr()
             else:
@@ -178,7 +191,8 @@ class _Graph:
         self.handle = h[0]
         self.sess = _session()
         self.inputs = _Inputs(self.sess, args, kwargs, graph=self.handle)
-        self.inputs.load(args, kwargs)
+        self.launched = 0   # launches so far: the next one reads entry launched % depth
+        self.inputs.load(args, kwargs, 0)
         stream = _random._stream
         seed, c0 = stream["seed"], stream["counter"]
         st = _capture.STATE
@@ -247,6 +261,7 @@ class _Graph:
         self.seed, self.counter = seed, stream["counter"]
         self.replays = 0
         _check("graph_step", lib.tl_graph_launch(self.handle))
+        self.launched = 1
 
     @staticmethod
     def _groups(opt) -> list:
@@ -255,10 +270,10 @@ class _Graph:
 
     def _slots(self, args, kwargs) -> tuple:
         """What a replay checks and loads per argument, worked out once: (index, check kind,
-        expected type, shape, dtype or constant, pinned view, guards, one-pass staging); ()
-        when an input is pinned to its values (only the slow path checks). One-pass staging
-        (an int64 input with one guard): (staging pointer, count, lo, hi, excluded) for
-        tl_graph_stage_int64, which copies and range-checks in one pass."""
+        expected type, shape, dtype or constant, ring of pinned views, guards, one-pass
+        staging); () when an input is pinned to its values (only the slow path checks).
+        One-pass staging (an int64 input with one guard): (the ring's staging pointers, count,
+        lo, hi, excluded) for tl_graph_stage_int64, which copies and range-checks in one pass."""
         guards = {}
         for i, lo, hi, exclude in self.guards:
             # an excluded value outside [lo, hi) is ruled out by the range check already
@@ -268,9 +283,9 @@ class _Graph:
         flat = list(args) + [v for _, v in sorted(kwargs.items())]
         ffi = _loader.ffi
         out = []
-        for i, ((kind, view, _), a) in enumerate(zip(self.inputs.items, flat)):
+        for i, ((kind, views, _), a) in enumerate(zip(self.inputs.items, flat)):
             if isinstance(a, Tensor):
-                out.append((i, "T", Tensor, tuple(a.shape), None, view, (), None))
+                out.append((i, "T", Tensor, tuple(a.shape), None, views, (), None))
             elif kind == "c":
                 out.append((i, "C", type(a), None, a, None, (), None))
             elif i in pinned:     # rare: the slow path (stale) compares the values
@@ -279,20 +294,20 @@ class _Graph:
                 src = a._a if isinstance(a, IntTensor) else a
                 g = tuple(guards.get(i, ()))
                 stage = None
-                if view is not None and len(g) == 1 and src.dtype == np.int64 and \
-                        view.dtype == np.int64:
+                if views is not None and len(g) == 1 and src.dtype == np.int64 and \
+                        views[0].dtype == np.int64:
                     lo, hi, exclude = g[0]
-                    stage = (ffi.cast("int64_t *", view.ctypes.data), view.size, lo, hi,
-                             lo - 1 if exclude is None else exclude)
-                out.append((i, kind, type(a), src.shape, src.dtype, view, g, stage))
+                    stage = (tuple(ffi.cast("int64_t *", v.ctypes.data) for v in views),
+                             views[0].size, lo, hi, lo - 1 if exclude is None else exclude)
+                out.append((i, kind, type(a), src.shape, src.dtype, views, g, stage))
         self.kw_names = tuple(sorted(kwargs))
         return tuple(out)
 
     def replay_fast(self, args, kwargs):
         """Check, load and launch in one pass when this call matches the capture exactly and
         nothing it relied on changed (the common case); _MISS: take the slow path (stale).
-        Inputs are written as they are checked (after the wait: no launched replay reads the
-        staging any more); a miss leaves them for the slow path to write again."""
+        Inputs are written as they are checked (after the wait: no launched replay reads these
+        ring entries any more); a miss leaves them for the slow path to write again."""
         slots = self.slots
         if not slots and self.inputs.items:
             return _MISS
@@ -320,7 +335,8 @@ class _Graph:
         st = lib.tl_graph_wait_inputs(self.handle)
         if st:
             raise_status("graph_step", st)
-        for i, kind, typ, shape, spec, view, guards, stage in slots:
+        launched = self.launched
+        for i, kind, typ, shape, spec, views, guards, stage in slots:
             a = flat[i]
             if kind == "C":   # a constant: the same type (True is not 1) and an equal value
                 if type(a) is not typ or not (a is spec or a == spec):
@@ -332,22 +348,23 @@ class _Graph:
                 v = a.value
                 if v.shape != shape:
                     return _MISS
-                if view is not None:
-                    view[0] = v.buf.data_ptr()
+                if views is not None:
+                    views[launched % len(views)][0] = v.buf.data_ptr()
                 continue
             src = a._a if typ is IntTensor else a
             if src.shape != shape or src.dtype != spec:
                 return _MISS
             if stage is not None and src.flags.c_contiguous:
-                dst, n, lo, hi, exclude = stage
-                if lib.tl_graph_stage_int64(dst, _loader.ffi.from_buffer("int64_t[]", src), n, lo, hi,
-                                            exclude) >= 0:
+                ptrs, n, lo, hi, exclude = stage
+                if lib.tl_graph_stage_int64(ptrs[launched % len(ptrs)],
+                                            _loader.ffi.from_buffer("int64_t[]", src), n, lo,
+                                            hi, exclude) >= 0:
                     return _MISS
                 continue
             if guards and src.size and not _in_range(src, guards):
                 return _MISS
-            if view is not None:
-                np.copyto(view, src, casting="unsafe")
+            if views is not None:
+                np.copyto(views[launched % len(views)], src, casting="unsafe")
         return self._launch()
 
     def stale(self, args, kwargs) -> str | None:
@@ -375,7 +392,7 @@ class _Graph:
         return None
 
     def replay(self, args, kwargs):
-        self.inputs.load(args, kwargs)
+        self.inputs.load(args, kwargs, self.launched)
         return self._launch()
 
     def _launch(self):
@@ -385,6 +402,7 @@ class _Graph:
             _check("graph_step", lib.tl_graph_set_rng(
                 self.handle, (stream["seed"] + stream["counter"]) & _M64))
         _check("graph_step", lib.tl_graph_launch(self.handle))
+        self.launched += 1
         if self.draws:
             with _random._stream_lock:
                 stream["counter"] += self.draws
@@ -431,10 +449,10 @@ class graph_step:
 
     A replay's host work is one pass over the arguments (what to check and copy is worked out
     at capture) and one launch: arrays are written into pinned staging and a Tensor's address
-    into a pinned slot, which the graph's first node reads (a call waits, if ever, only until
-    the replays already launched have read theirs; the Tensor must not be written before the
-    replay ran, as with any op queued on it); Adam's step counts advance on the device, and the host's in opt.state catch
-    up when the optimizer's state is next read.
+    into a pinned slot, which the graph's first node reads (rings of 16 entries, two for an
+    input over 4 MiB: a call waits only when that many launches are still queued). Adam's
+    step counts advance on the device, and the host's in opt.state catch up when the
+    optimizer's state is next read.
 
     Never a silently wrong answer: another shape, dtype or constant argument captures again;
     so does a parameter replaced outside the step (set(), a new mirror or gradient buffer), a

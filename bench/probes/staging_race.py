@@ -1,8 +1,8 @@
 """What tl_graph_wait_inputs guards against: the back-to-back replay test of
-tests/test_graph_step.py run as it is and with the wait made a no-op, so a call may rewrite the
-pinned staging while a queued replay has not read it yet. With the wait the parameters equal
-float64 SGD over the batches in order; without it the error shows the race (or the device kept
-up this time). Needs the CUDA backend.
+tests/test_graph_step.py run as it is and with the wait made a no-op, so a call may rewrite a
+ring entry of the pinned staging while a queued replay has not read it yet. With the wait the
+parameters equal float64 SGD over the batches in order; without it the error shows the race
+(or the device stayed within a ring's depth of the host this time). Needs the CUDA backend.
 
     TORCHLEAN_BACKEND=cuda python3 bench/probes/staging_race.py
 """

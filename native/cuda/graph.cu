@@ -21,9 +21,10 @@
 // an upload from it inside the capture becomes a device copy from the twin. The graph's first
 // node (k_inputs) fills the twins and the float inputs' static buffers: from pinned staging
 // the host writes before each launch (tl_graph_bind_input, staged), or from the device address
-// the host writes into a pinned slot (a Tensor's buffer); then k_inputs_read counts the replay
-// in pinned memory, so the host rewrites the staging only after every replay launched so far
-// read it (tl_graph_wait_inputs): launches are asynchronous, and a replay does no upload call. Any other upload inside the capture is a constant of the graph:
+// the host writes into a pinned slot (a Tensor's buffer). Each input has a ring of `depth`
+// stagings (slots); replay r reads entry r % depth; then k_inputs_read counts the replay in
+// pinned memory, so the host rewrites an entry only after the replay that used it read it
+// (tl_graph_wait_inputs): the host runs up to depth launches ahead and makes no upload call. Any other upload inside the capture is a constant of the graph:
 // its bytes are copied to pinned memory the graph owns and re-sent by every replay (counted, so
 // Python can tell whether the step read host data it did not bind).
 //
@@ -46,8 +47,11 @@ struct Block { size_t cap; bool in_use; bool from_pool; size_t pool_bytes; bool 
 
 struct Binding { const char *host; size_t bytes; char *dev; int flags; };
 
-// one input k_inputs copies: from src, or from the device address held in *slot (pinned)
-struct GraphInput { char *dst; const char *src; const uint64_t *slot; int64_t bytes; };
+// one input k_inputs copies, for replay r from entry r % depth of its ring: the staging at
+// src + entry * stride, or the device address in slot[entry] (pinned)
+struct GraphInput {
+    char *dst; const char *src; const uint64_t *slot; int64_t bytes, stride, depth;
+};
 
 // Binding.flags: what the capture did with a bound range (tl_graph_bound_read)
 enum { kHostRead = 1, kDeviceRead = 2, kCopied = 4 };
@@ -64,6 +68,7 @@ struct Graph {
     GraphInput *inputs_dev = nullptr;
     int64_t *inputs_read = nullptr;     // pinned: replays whose inputs k_inputs has read
     int64_t launches = 0;
+    int64_t depth = 1024;               // the shallowest input ring
     std::vector<char *> pinned;         // pinned chunks holding the constants
     size_t pinned_used = 0, pinned_cap = 0;
     int64_t constants = 0;
@@ -94,9 +99,16 @@ __global__ void k_state_advance(GraphState *s, uint64_t draws) {
 
 // every input's bytes into its static buffer (blockIdx.y: the input), 16 bytes at a time where
 // addresses and size allow
-__global__ void k_inputs(const GraphInput *in) {
+__global__ void k_inputs(const GraphInput *in, const GraphState *st) {
     const GraphInput e = in[blockIdx.y];
-    const char *src = e.slot ? (const char *)(uintptr_t)*(volatile const uint64_t *)e.slot : e.src;
+    __shared__ const char *from;   // one read of host memory per block
+    if (threadIdx.x == 0) {
+        const int64_t r = st->replay % e.depth;
+        from = e.slot ? (const char *)(uintptr_t)((volatile const uint64_t *)e.slot)[r]
+                      : e.src + r * e.stride;
+    }
+    __syncthreads();
+    const char *src = from;
     if (!src) return;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -348,38 +360,46 @@ TL_API int tl_graph_bind_host(void *gp, const void *host, int64_t bytes, uint64_
     return TL_OK;
 }
 
-// an input every replay copies into device address dst first: staged, from pinned staging of
-// `bytes` bytes (*host); else from the device address the host stores in the pinned 8-byte
-// slot *host before each launch. Only before tl_graph_begin.
-TL_API int tl_graph_bind_input(void *gp, uint64_t dst, int64_t bytes, int staged, void **host) {
+// an input every replay copies into device address dst first: staged, from a ring of `depth`
+// pinned stagings of `bytes` bytes each, `stride` apart (*host: the first); else from the
+// device address the host stores in a ring of `depth` pinned 8-byte slots (*host). Only
+// before tl_graph_begin.
+TL_API int tl_graph_bind_input(void *gp, uint64_t dst, int64_t bytes, int staged, int64_t depth,
+                               void **host) {
     Graph *g = as_graph(gp);
     *host = nullptr;
     if (g->exec || g_capturing == g)
         return tl_fail(TL_E_ARG, "graph_step: inputs are bound before the capture");
+    if (depth < 1 || depth > 1024)
+        return tl_fail(TL_E_ARG, "graph_step: input ring depth %lld, expected 1..1024",
+                       (long long)depth);
     if (bytes <= 0) return TL_OK;
     void *h = nullptr, *d = nullptr;
-    const size_t n = staged ? (size_t)bytes : sizeof(uint64_t);
+    const int64_t stride = staged ? (bytes + 255) / 256 * 256 : (int64_t)sizeof(uint64_t);
+    const size_t n = (size_t)(stride * depth);
     TL_CUDA_TRY("graph_step", cudaHostAlloc(&h, n, cudaHostAllocMapped | cudaHostAllocPortable));
     g->input_host.push_back(h);
     memset(h, 0, n);
     TL_CUDA_TRY("graph_step", cudaHostGetDevicePointer(&d, h, 0));
     g->inputs.push_back(GraphInput{(char *)(uintptr_t)dst, staged ? (const char *)d : nullptr,
-                                   staged ? nullptr : (const uint64_t *)d, bytes});
+                                   staged ? nullptr : (const uint64_t *)d, bytes, stride, depth});
+    if (depth < g->depth) g->depth = depth;
     *host = h;
     return TL_OK;
 }
 
-// wait until every replay launched so far has read its inputs: the host may then rewrite the
-// staging and slots of tl_graph_bind_input (the next launch reads them)
+// wait until the ring entries the next launch uses are free: every replay but the last
+// depth - 1 launched has read its inputs (the host then writes entry launches % depth)
 TL_API int tl_graph_wait_inputs(void *gp) {
     Graph *g = as_graph(gp);
     if (g->inputs.empty()) return TL_OK;
     volatile int64_t *read = g->inputs_read;
-    while (*read < g->launches) {
+    const int64_t need = g->launches - (g->depth - 1);
+    while (*read < need) {
         TL_TRY(poison_check("graph_step"));
         cudaError_t e = cudaStreamQuery(g_stream);
         if (e == cudaSuccess) {
-            if (*read < g->launches)
+            if (*read < need)
                 return tl_fail(TL_E_DEVICE, "graph_step: %lld replays launched, %lld read their "
                                "inputs", (long long)g->launches, (long long)*read);
             break;
@@ -429,7 +449,7 @@ TL_API int tl_graph_begin(void *gp, uint64_t rng_base) {
         const int64_t blocks = (most / 16 + 255) / 256;
         dim3 grid((unsigned)(blocks < 1 ? 1 : blocks > 512 ? 512 : blocks),
                   (unsigned)g->inputs.size());
-        k_inputs<<<grid, 256, 0, g_stream>>>(g->inputs_dev);
+        k_inputs<<<grid, 256, 0, g_stream>>>(g->inputs_dev, g->state);
         k_inputs_read<<<1, 1, 0, g_stream>>>(g->state, read_dev);
         cudaError_t le = cudaGetLastError();
         if (le != cudaSuccess) {

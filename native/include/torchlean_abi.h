@@ -116,9 +116,10 @@ TL_API void *tl_cuda_stream(void);
 /* whole-step capture (torchlean.cuda.graph_step; native/cuda/graph.cu). A graph handle from
  * tl_graph_new; tl_graph_bind_host gives a host range (an integer input) a device twin that
  * uploads from it become copies of inside the capture; tl_graph_bind_input (before the
- * capture) adds an input the graph's first node copies into a static buffer, from pinned
- * staging (*host, staged) or from the device address stored in the pinned slot *host; the host
- * rewrites those only after tl_graph_wait_inputs (every launched replay has read them);
+ * capture) adds an input the graph's first node copies into a static buffer, replay r from
+ * entry r % depth of a ring of pinned stagings (*host, staged; 256-byte aligned strides) or of
+ * pinned slots holding a device address; the host writes entry (launches % depth) only after
+ * tl_graph_wait_inputs (the replay that used it last has read it);
  * tl_graph_copy is a device copy in stream order; tl_graph_begin..end captures the step
  * (rng_base: seed + counter at its first draw; draws: how many keys it takes), tl_graph_abort
  * ends a failed capture; tl_graph_launch replays; tl_graph_set_rng moves the next replay's RNG
@@ -128,7 +129,8 @@ TL_API void *tl_cuda_stream(void);
  * exclude, -1 when none is. */
 TL_API int tl_graph_new(void **out);
 TL_API int tl_graph_bind_host(void *g, const void *host, int64_t bytes, uint64_t *dev);
-TL_API int tl_graph_bind_input(void *g, uint64_t dst, int64_t bytes, int staged, void **host);
+TL_API int tl_graph_bind_input(void *g, uint64_t dst, int64_t bytes, int staged, int64_t depth,
+                               void **host);
 TL_API int tl_graph_wait_inputs(void *g);
 TL_API int64_t tl_graph_stage_int64(int64_t *dst, const int64_t *src, int64_t n, int64_t lo,
                                     int64_t hi, int64_t exclude);
