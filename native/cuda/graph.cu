@@ -24,9 +24,10 @@
 // the host writes into a pinned slot (a Tensor's buffer). Each input has a ring of `depth`
 // stagings (slots); replay r reads entry r % depth; then k_inputs_read counts the replay in
 // pinned memory, so the host rewrites an entry only after the replay that used it read it
-// (tl_graph_wait_inputs): the host runs up to depth launches ahead and makes no upload call. Any other upload inside the capture is a constant of the graph:
-// its bytes are copied to pinned memory the graph owns and re-sent by every replay (counted, so
-// Python can tell whether the step read host data it did not bind).
+// (tl_graph_wait_inputs): the host runs up to depth launches ahead and makes no upload call.
+// Any other upload inside the capture is a constant of the graph: its bytes are copied to
+// pinned memory the graph owns and re-sent by every replay (counted, so Python can tell
+// whether the step read host data it did not bind).
 //
 // Host reads (downloads, synchronisation) inside a capture fail with a message naming the op.
 #include <stdio.h>
