@@ -97,6 +97,7 @@ class _NoGraphLib:
 
     def __init__(self, real):
         self._real = real
+        self._keep = []    # the stand-ins of pinned staging
 
     def __getattr__(self, name):
         return getattr(self._real, name)
@@ -111,6 +112,13 @@ class _NoGraphLib:
         out[0] = int(ffi.cast("uintptr_t", host))
         return 0
 
+    def tl_graph_bind_input(self, g, dst, nbytes, staged, depth, out):
+        from torchlean._loader import ffi
+        buf = ffi.new("char[]", ((nbytes + 255) // 256 * 256 if staged else 8) * depth)
+        self._keep.append(buf)
+        out[0] = buf
+        return 0
+
     def tl_graph_bound_read(self, g, i):
         return 2
 
@@ -120,7 +128,7 @@ class _NoGraphLib:
     def _ok(self, *a):
         return 0
 
-    tl_graph_upload = tl_graph_copy = tl_graph_begin = tl_graph_end = tl_graph_abort = _ok
+    tl_graph_wait_inputs = tl_graph_copy = tl_graph_begin = tl_graph_end = tl_graph_abort = _ok
     tl_graph_launch = tl_graph_set_rng = tl_graph_constants = tl_graph_persistent = _ok
 
 

@@ -15,7 +15,7 @@ import sys
 
 
 class _State:
-    __slots__ = ("strict", "active", "params", "optimizers", "guards", "int_inputs")
+    __slots__ = ("strict", "active", "params", "optimizers", "guards", "int_inputs", "epoch")
 
     def __init__(self):
         self.strict = False       # warm-up or capture: host reads and host draws raise
@@ -24,6 +24,8 @@ class _State:
         self.optimizers = {}      # id(Optimizer) -> Optimizer stepped by the captured step
         self.guards = []          # (input index, lo, hi, excluded or None)
         self.int_inputs = []      # (input index, host array) of the step's integer inputs
+        self.epoch = 0            # bumped when a Parameter's buffer or gradient is rebound or
+                                  # any Buffer released (a replay then checks its parameters)
 
     def reset(self):
         self.params, self.optimizers, self.guards, self.int_inputs = {}, {}, [], []

@@ -17,6 +17,9 @@ _M64 = (1 << 64) - 1
 _MIRROR, _GRAD, _LIVE = attrgetter("_buf"), attrgetter("grad_buf"), attrgetter("live")
 _MAX, _MIN = np.maximum.reduce, np.minimum.reduce
 _MISS = object()   # replay_fast: this call needs the slow path's checks
+# input rings: entries per input (launches the host may run ahead), and the pinned bytes an
+# input may take before its ring shrinks to two entries
+_RING, _RING_BYTES = 16, 64 << 20
 
 
 def _session():
@@ -56,10 +59,15 @@ class _Inputs:
     session (Tensors borrowed as they are), the rest as given. For a graph: float arrays and
     Tensors as Tensors over static device buffers, integer arrays as static host arrays bound
     to device twins (what an op uploads from them inside the capture, a replay reads from the
-    twin), anything else as given (a constant of the graph)."""
+    twin), anything else as given (a constant of the graph). The graph's first node fills the
+    static buffers and twins: from pinned staging a call writes (arrays), or from the device
+    address a call writes into a pinned slot (Tensors), so a replay makes no copy call. Each
+    input has a ring of them (launch k uses entry k % depth), so the host may run up to depth
+    launches ahead of the device before it waits."""
 
     def __init__(self, sess, args, kwargs, graph=None):
-        self.items = []      # per argument: (kind, device address, bytes)
+        self.graph = graph
+        self.items = []      # per argument: (kind, its ring of pinned views or None, static)
         self.int_inputs = []  # (argument index, static host array)
         flat = list(args) + [v for _, v in sorted(kwargs.items())]
         conv = []
@@ -72,44 +80,61 @@ class _Inputs:
                 shape = tuple(a.shape)
                 n = int(np.prod(shape))
                 buf = AnyBuffer(shape, Buffer.alloc(n)) if n else AnyBuffer.zeros(shape)
-                self.items.append(("f", buf.buf.data_ptr() if n else 0, 4 * n, buf))
+                kind = "T" if isinstance(a, Tensor) else "f"
+                views = self._bind(buf.buf.data_ptr(), 4 * n, kind, np.float32, shape) \
+                    if n else None
+                self.items.append((kind, views, buf))
                 conv.append(sess._wrap(sess.tape.leaf(buf)))
             elif _is_int_array(a) and graph is not None:
                 src = a._a if isinstance(a, IntTensor) else a
                 host = np.array(src, dtype=np.bool_ if src.dtype == np.bool_ else np.int64,
                                 order="C", copy=True)
-                dev = 0
+                views = None
                 if host.nbytes:
                     out = _loader.ffi.new("uint64_t *")
                     _check("graph_step", _loader.lib.tl_graph_bind_host(
                         graph, _loader.ffi.from_buffer(host), host.nbytes, out))
-                    dev = int(out[0])
-                self.items.append(("i", dev, host.nbytes, host))
+                    views = self._bind(int(out[0]), host.nbytes, "i", host.dtype, host.shape)
+                self.items.append(("i", views, host))
                 self.int_inputs.append((i, host))
                 conv.append(IntTensor(host) if isinstance(a, IntTensor) else host)
             else:
-                self.items.append(("c", 0, 0, None))
+                self.items.append(("c", None, None))
                 conv.append(a)
         self.args = tuple(conv[:len(args)])
         self.kwargs = dict(zip([k for k, _ in sorted(kwargs.items())], conv[len(args):]))
 
-    def load(self, args, kwargs) -> None:
-        """Copy this call's values into the static inputs, in stream order before the launch."""
+    def _bind(self, dst: int, nbytes: int, kind: str, dtype, shape) -> tuple:
+        """The ring of pinned views a call writes this input through: stagings of an array's
+        values (dtype, shape), or one-element uint64 slots of a Tensor's device address. Deep
+        rings for small inputs, two entries for large ones (pinned memory is depth x bytes)."""
         lib, ffi = _loader.lib, _loader.ffi
+        out = ffi.new("void **")
+        staged = kind != "T"
+        depth = _RING if not staged or nbytes * _RING <= _RING_BYTES else 2
+        _check("graph_step", lib.tl_graph_bind_input(self.graph, dst, nbytes, int(staged),
+                                                     depth, out))
+        if not staged:
+            slots = np.frombuffer(ffi.buffer(out[0], 8 * depth), dtype=np.uint64)
+            return tuple(slots[e:e + 1] for e in range(depth))
+        stride = (nbytes + 255) // 256 * 256
+        ring = np.frombuffer(ffi.buffer(out[0], stride * depth), dtype=np.uint8)
+        return tuple(ring[e * stride:e * stride + nbytes].view(dtype).reshape(shape)
+                     for e in range(depth))
+
+    def load(self, args, kwargs, launched: int) -> None:
+        """Write this call's values where the next launch's first node reads them (the ring
+        entries of launch number `launched`), once the replay that used them has read them."""
+        _check("graph_step", _loader.lib.tl_graph_wait_inputs(self.graph))
         flat = list(args) + [v for _, v in sorted(kwargs.items())]
-        for (kind, dev, nbytes, static), a in zip(self.items, flat):
-            if not nbytes:
+        for (kind, views, _), a in zip(self.items, flat):
+            if views is None:
                 continue
-            if kind == "f" and isinstance(a, Tensor):
-                st = lib.tl_graph_copy(dev, a.value.buf.data_ptr(), nbytes)
-            elif kind == "f":
-                src = np.ascontiguousarray(a, dtype=np.float32)
-                st = lib.tl_graph_upload(dev, ffi.from_buffer(src), nbytes)
+            view = views[launched % len(views)]
+            if kind == "T":
+                view[0] = a.value.buf.data_ptr()
             else:
-                src = a._a if isinstance(a, IntTensor) else a
-                src = np.ascontiguousarray(src, dtype=static.dtype)
-                st = lib.tl_graph_upload(dev, ffi.from_buffer(src), nbytes)
-            _check("graph_step", st)
+                np.copyto(view, a._a if isinstance(a, IntTensor) else a, casting="unsafe")
 
 
 def _in_range(a, guards) -> bool:
@@ -166,7 +191,8 @@ class _Graph:
         self.handle = h[0]
         self.sess = _session()
         self.inputs = _Inputs(self.sess, args, kwargs, graph=self.handle)
-        self.inputs.load(args, kwargs)
+        self.launched = 0   # launches so far: the next one reads entry launched % depth
+        self.inputs.load(args, kwargs, 0)
         stream = _random._stream
         seed, c0 = stream["seed"], stream["counter"]
         st = _capture.STATE
@@ -231,9 +257,11 @@ class _Graph:
             o._step_syncs.append(self.sync_steps)
         self.slots = self._slots(args, kwargs)
         st.reset()
+        self.epoch = st.epoch   # the parameters as captured (replay_fast)
         self.seed, self.counter = seed, stream["counter"]
         self.replays = 0
         _check("graph_step", lib.tl_graph_launch(self.handle))
+        self.launched = 1
 
     @staticmethod
     def _groups(opt) -> list:
@@ -242,32 +270,44 @@ class _Graph:
 
     def _slots(self, args, kwargs) -> tuple:
         """What a replay checks and loads per argument, worked out once: (index, check kind,
-        expected type, shape, dtype or constant, device address, bytes, guards, the static
-        input's dtype); () when an input is pinned to its values (only the slow path checks)."""
+        expected type, shape, dtype or constant, ring of pinned views, guards, one-pass
+        staging); () when an input is pinned to its values (only the slow path checks).
+        One-pass staging (an int64 input with one guard): (the ring's staging pointers, count,
+        lo, hi, excluded) for tl_graph_stage_int64, which copies and range-checks in one pass."""
         guards = {}
         for i, lo, hi, exclude in self.guards:
-            guards.setdefault(i, []).append((lo, hi, exclude))
+            # an excluded value outside [lo, hi) is ruled out by the range check already
+            guards.setdefault(i, []).append(
+                (lo, hi, exclude if exclude is not None and lo <= exclude < hi else None))
         pinned = {i for i, _ in self.pinned_ints}
         flat = list(args) + [v for _, v in sorted(kwargs.items())]
+        ffi = _loader.ffi
         out = []
-        for i, ((kind, dev, nbytes, static), a) in enumerate(zip(self.inputs.items, flat)):
+        for i, ((kind, views, _), a) in enumerate(zip(self.inputs.items, flat)):
             if isinstance(a, Tensor):
-                out.append((i, "T", Tensor, tuple(a.shape), None, dev, nbytes, (), None))
+                out.append((i, "T", Tensor, tuple(a.shape), None, views, (), None))
             elif kind == "c":
-                out.append((i, "C", type(a), None, a, 0, 0, (), None))
+                out.append((i, "C", type(a), None, a, None, (), None))
             elif i in pinned:     # rare: the slow path (stale) compares the values
                 return ()
             else:
                 src = a._a if isinstance(a, IntTensor) else a
-                target = np.dtype(np.float32) if kind == "f" else static.dtype
-                out.append((i, kind, type(a), src.shape, src.dtype, dev, nbytes,
-                            tuple(guards.get(i, ())), target))
+                g = tuple(guards.get(i, ()))
+                stage = None
+                if views is not None and len(g) == 1 and src.dtype == np.int64 and \
+                        views[0].dtype == np.int64:
+                    lo, hi, exclude = g[0]
+                    stage = (tuple(ffi.cast("int64_t *", v.ctypes.data) for v in views),
+                             views[0].size, lo, hi, lo - 1 if exclude is None else exclude)
+                out.append((i, kind, type(a), src.shape, src.dtype, views, g, stage))
         self.kw_names = tuple(sorted(kwargs))
         return tuple(out)
 
     def replay_fast(self, args, kwargs):
         """Check, load and launch in one pass when this call matches the capture exactly and
-        nothing it relied on changed (the common case); _MISS: take the slow path (stale)."""
+        nothing it relied on changed (the common case); _MISS: take the slow path (stale).
+        Inputs are written as they are checked (after the wait: no launched replay reads these
+        ring entries any more); a miss leaves them for the slow path to write again."""
         slots = self.slots
         if not slots and self.inputs.items:
             return _MISS
@@ -281,15 +321,22 @@ class _Graph:
             flat = args
         if len(flat) != len(slots):
             return _MISS
-        ps = self.params
-        if tuple(map(_MIRROR, ps)) != self.mirrors or tuple(map(_GRAD, ps)) != self.grads or \
-                not all(map(_LIVE, self.bufs)):
-            return _MISS
+        epoch = _capture.STATE.epoch
+        if epoch != self.epoch:   # a parameter's buffer or gradient was rebound, or freed
+            ps = self.params
+            if tuple(map(_MIRROR, ps)) != self.mirrors or \
+                    tuple(map(_GRAD, ps)) != self.grads or not all(map(_LIVE, self.bufs)):
+                return _MISS
+            self.epoch = epoch
         for gc in self.group_checks:
             if not gc.same():
                 return _MISS
-        loads = []
-        for i, kind, typ, shape, spec, dev, nbytes, guards, target in slots:
+        lib = _loader.lib
+        st = lib.tl_graph_wait_inputs(self.handle)
+        if st:
+            raise_status("graph_step", st)
+        launched = self.launched
+        for i, kind, typ, shape, spec, views, guards, stage in slots:
             a = flat[i]
             if kind == "C":   # a constant: the same type (True is not 1) and an equal value
                 if type(a) is not typ or not (a is spec or a == spec):
@@ -301,24 +348,23 @@ class _Graph:
                 v = a.value
                 if v.shape != shape:
                     return _MISS
-                if nbytes:
-                    loads.append((0, dev, v.buf.data_ptr(), nbytes))
+                if views is not None:
+                    views[launched % len(views)][0] = v.buf.data_ptr()
                 continue
             src = a._a if typ is IntTensor else a
             if src.shape != shape or src.dtype != spec:
                 return _MISS
+            if stage is not None and src.flags.c_contiguous:
+                ptrs, n, lo, hi, exclude = stage
+                if lib.tl_graph_stage_int64(ptrs[launched % len(ptrs)],
+                                            _loader.ffi.from_buffer("int64_t[]", src), n, lo,
+                                            hi, exclude) >= 0:
+                    return _MISS
+                continue
             if guards and src.size and not _in_range(src, guards):
                 return _MISS
-            if nbytes:
-                if src.dtype != target or not src.flags.c_contiguous:
-                    src = np.ascontiguousarray(src, dtype=target)
-                loads.append((1, dev, src, nbytes))
-        lib, ffi = _loader.lib, _loader.ffi
-        for upload, dev, src, nbytes in loads:
-            st = lib.tl_graph_upload(dev, ffi.from_buffer(src), nbytes) if upload else \
-                lib.tl_graph_copy(dev, src, nbytes)
-            if st:
-                raise_status("graph_step", st)
+            if views is not None:
+                np.copyto(views[launched % len(views)], src, casting="unsafe")
         return self._launch()
 
     def stale(self, args, kwargs) -> str | None:
@@ -346,7 +392,7 @@ class _Graph:
         return None
 
     def replay(self, args, kwargs):
-        self.inputs.load(args, kwargs)
+        self.inputs.load(args, kwargs, self.launched)
         return self._launch()
 
     def _launch(self):
@@ -356,6 +402,7 @@ class _Graph:
             _check("graph_step", lib.tl_graph_set_rng(
                 self.handle, (stream["seed"] + stream["counter"]) & _M64))
         _check("graph_step", lib.tl_graph_launch(self.handle))
+        self.launched += 1
         if self.draws:
             with _random._stream_lock:
                 stream["counter"] += self.draws
@@ -394,15 +441,18 @@ class graph_step:
 
     Arguments: float NumPy arrays and Tensors are copied into static device buffers and reach
     fn as Tensors; integer arrays (and IntTensors) reach fn as static host arrays whose values
-    each replay uploads (cross_entropy labels and Embedding indices read them as they are; an
+    each replay sends to the device (cross_entropy labels and Embedding indices read them as they are; an
     integer input transformed on the host pins the graph to its values); anything else is a
     constant of the graph. Inside fn, default_session() is the graph's own session. fn returns
     Tensors (or tuples, lists, dicts of them): a replay returns the same Tensors, rewritten in
     place: valid until the next call, as torch's CUDA graphs' outputs are.
 
     A replay's host work is one pass over the arguments (what to check and copy is worked out
-    at capture); Adam's step counts advance on the device, and the host's in opt.state catch
-    up when the optimizer's state is next read.
+    at capture) and one launch: arrays are written into pinned staging and a Tensor's address
+    into a pinned slot, which the graph's first node reads (rings of 16 entries, two for an
+    input over 4 MiB: a call waits only when that many launches are still queued). Adam's
+    step counts advance on the device, and the host's in opt.state catch up when the
+    optimizer's state is next read.
 
     Never a silently wrong answer: another shape, dtype or constant argument captures again;
     so does a parameter replaced outside the step (set(), a new mirror or gradient buffer), a

@@ -41,6 +41,26 @@ class Parameter(Tensor):
     def __del__(self):   # no Session count to give back: the storage dies with its references
         pass
 
+    # the storage and the gradient: each rebinding counts in _capture.STATE.epoch, so a
+    # replayed step (graph_step) compares its parameters' buffers only after one
+    @property
+    def _buf(self) -> AnyBuffer:
+        return self._storage
+
+    @_buf.setter
+    def _buf(self, buf: AnyBuffer) -> None:
+        self._storage = buf
+        _capture.STATE.epoch += 1
+
+    @property
+    def grad_buf(self) -> AnyBuffer | None:
+        return self._grad
+
+    @grad_buf.setter
+    def grad_buf(self, buf: AnyBuffer | None) -> None:
+        self._grad = buf
+        _capture.STATE.epoch += 1
+
     # a handle on the calling thread's current Session (Tensor's methods read these)
     @property
     def session(self):

@@ -1,8 +1,9 @@
 """Where a captured step's host time per replay goes (issue 34's target: <= 15 us): the
 replayed MLP, CNN and LM steps of bench_graph_step.py (float batches on the device), each
-native call a replay makes timed on the host (tl_graph_copy: an input's copy into the graph's
-static buffer; tl_graph_launch: cudaGraphLaunch; tl_graph_upload, tl_graph_set_rng), beside
-the whole call. What is left is graph_step's Python (bench_graph_step.py --python-only
+native call a replay makes timed on the host (tl_graph_wait_inputs: whether the replays
+launched so far read their inputs; tl_graph_stage_int64: an integer input copied into the
+pinned staging and range-checked; tl_graph_launch: cudaGraphLaunch; tl_graph_set_rng; and
+tl_graph_copy, none since the graph reads its inputs itself), beside the whole call. What is left is graph_step's Python (bench_graph_step.py --python-only
 measures it alone). Needs the CUDA backend.
 
     TORCHLEAN_BACKEND=cuda python3 bench/probes/replay_host.py [--models mlp,cnn,lm]
@@ -23,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-TIMED = ("tl_graph_copy", "tl_graph_launch", "tl_graph_upload", "tl_graph_set_rng")
+TIMED = ("tl_graph_wait_inputs", "tl_graph_stage_int64", "tl_graph_launch", "tl_graph_copy",
+         "tl_graph_set_rng")
 
 
 class _TimedLib:

@@ -17,14 +17,21 @@
 // the replay index by one. So every replay draws fresh masks, the very ones the eager step
 // would draw.
 //
-// Uploads. A host range bound to the graph (an integer input of the step) has a device twin:
-// an upload from it inside the capture becomes a device copy from the twin, which graph_step
-// refreshes before each replay. Any other upload inside the capture is a constant of the graph:
-// its bytes are copied to pinned memory the graph owns and re-sent by every replay (counted, so
-// Python can tell whether the step read host data it did not bind).
+// Inputs. A host range bound to the graph (an integer input of the step) has a device twin:
+// an upload from it inside the capture becomes a device copy from the twin. The graph's first
+// node (k_inputs) fills the twins and the float inputs' static buffers: from pinned staging
+// the host writes before each launch (tl_graph_bind_input, staged), or from the device address
+// the host writes into a pinned slot (a Tensor's buffer). Each input has a ring of `depth`
+// stagings (slots); replay r reads entry r % depth; then k_inputs_read counts the replay in
+// pinned memory, so the host rewrites an entry only after the replay that used it read it
+// (tl_graph_wait_inputs): the host runs up to depth launches ahead and makes no upload call.
+// Any other upload inside the capture is a constant of the graph: its bytes are copied to
+// pinned memory the graph owns and re-sent by every replay (counted, so Python can tell
+// whether the step read host data it did not bind).
 //
 // Host reads (downloads, synchronisation) inside a capture fail with a message naming the op.
 #include <stdio.h>
+#include <sched.h>
 #include <string.h>
 
 #include <mutex>
@@ -41,6 +48,12 @@ struct Block { size_t cap; bool in_use; bool from_pool; size_t pool_bytes; bool 
 
 struct Binding { const char *host; size_t bytes; char *dev; int flags; };
 
+// one input k_inputs copies, for replay r from entry r % depth of its ring: the staging at
+// src + entry * stride, or the device address in slot[entry] (pinned)
+struct GraphInput {
+    char *dst; const char *src; const uint64_t *slot; int64_t bytes, stride, depth;
+};
+
 // Binding.flags: what the capture did with a bound range (tl_graph_bound_read)
 enum { kHostRead = 1, kDeviceRead = 2, kCopied = 4 };
 
@@ -51,6 +64,12 @@ struct Graph {
     std::unordered_map<void *, Block> blocks;                 // every block the graph owns
     std::unordered_map<size_t, std::vector<void *>> free_;    // reusable inside the capture
     std::vector<Binding> bound;
+    std::vector<GraphInput> inputs;     // what k_inputs copies, host copy of inputs_dev
+    std::vector<void *> input_host;     // pinned staging and slots of the inputs
+    GraphInput *inputs_dev = nullptr;
+    int64_t *inputs_read = nullptr;     // pinned: replays whose inputs k_inputs has read
+    int64_t launches = 0;
+    int64_t depth = 1024;               // the shallowest input ring
     std::vector<char *> pinned;         // pinned chunks holding the constants
     size_t pinned_used = 0, pinned_cap = 0;
     int64_t constants = 0;
@@ -77,6 +96,35 @@ __global__ void k_state_set(GraphState *s, uint64_t base, int64_t replay, int se
 __global__ void k_state_advance(GraphState *s, uint64_t draws) {
     s->rng_base += draws;
     s->replay += 1;
+}
+
+// every input's bytes into its static buffer (blockIdx.y: the input), 16 bytes at a time where
+// addresses and size allow
+__global__ void k_inputs(const GraphInput *in, const GraphState *st) {
+    const GraphInput e = in[blockIdx.y];
+    __shared__ const char *from;   // one read of host memory per block
+    if (threadIdx.x == 0) {
+        const int64_t r = st->replay % e.depth;
+        from = e.slot ? (const char *)(uintptr_t)((volatile const uint64_t *)e.slot)[r]
+                      : e.src + r * e.stride;
+    }
+    __syncthreads();
+    const char *src = from;
+    if (!src) return;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if ((((uintptr_t)src | (uintptr_t)e.dst | (uintptr_t)e.bytes) & 15) == 0) {
+        const uint4 *s = (const uint4 *)src;
+        uint4 *d = (uint4 *)e.dst;
+        for (int64_t i = t; i < e.bytes / 16; i += stride) d[i] = s[i];
+    } else {
+        for (int64_t i = t; i < e.bytes; i += stride) e.dst[i] = src[i];
+    }
+}
+
+__global__ void k_inputs_read(const GraphState *s, int64_t *read) {
+    *(volatile int64_t *)read = s->replay + 1;
+    __threadfence_system();
 }
 
 // round like the pool does, so a freed pool block of a size fits a new request of that size
@@ -287,7 +335,16 @@ TL_API int tl_graph_new(void **out) {
     TL_TRY(tl_cublas("graph_step", &h));  // created before any capture (it allocates)
     Graph *g = new Graph();
     cudaError_t e = cudaMalloc((void **)&g->state, sizeof(GraphState));
-    if (e != cudaSuccess) { delete g; return tl_cuda_status("graph_step", e); }
+    if (e == cudaSuccess)
+        e = cudaHostAlloc((void **)&g->inputs_read, sizeof(int64_t),
+                          cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        if (g->state) cudaFree(g->state);
+        cudaGetLastError();
+        delete g;
+        return tl_cuda_status("graph_step", e);
+    }
+    *g->inputs_read = 0;
     *out = g;
     return TL_OK;
 }
@@ -304,12 +361,54 @@ TL_API int tl_graph_bind_host(void *gp, const void *host, int64_t bytes, uint64_
     return TL_OK;
 }
 
-// upload `bytes` host bytes to device address dev (a static input), in stream order
-TL_API int tl_graph_upload(uint64_t dev, const void *src, int64_t bytes) {
-    TL_TRY(poison_check("graph_step"));
-    if (g_capturing) return graph_refuse("graph_step", "an input upload");
+// an input every replay copies into device address dst first: staged, from a ring of `depth`
+// pinned stagings of `bytes` bytes each, `stride` apart (*host: the first); else from the
+// device address the host stores in a ring of `depth` pinned 8-byte slots (*host). Only
+// before tl_graph_begin.
+TL_API int tl_graph_bind_input(void *gp, uint64_t dst, int64_t bytes, int staged, int64_t depth,
+                               void **host) {
+    Graph *g = as_graph(gp);
+    *host = nullptr;
+    if (g->exec || g_capturing == g)
+        return tl_fail(TL_E_ARG, "graph_step: inputs are bound before the capture");
+    if (depth < 1 || depth > 1024)
+        return tl_fail(TL_E_ARG, "graph_step: input ring depth %lld, expected 1..1024",
+                       (long long)depth);
     if (bytes <= 0) return TL_OK;
-    return tl_upload("graph_step", (void *)(uintptr_t)dev, src, (size_t)bytes);
+    void *h = nullptr, *d = nullptr;
+    const int64_t stride = staged ? (bytes + 255) / 256 * 256 : (int64_t)sizeof(uint64_t);
+    const size_t n = (size_t)(stride * depth);
+    TL_CUDA_TRY("graph_step", cudaHostAlloc(&h, n, cudaHostAllocMapped | cudaHostAllocPortable));
+    g->input_host.push_back(h);
+    memset(h, 0, n);
+    TL_CUDA_TRY("graph_step", cudaHostGetDevicePointer(&d, h, 0));
+    g->inputs.push_back(GraphInput{(char *)(uintptr_t)dst, staged ? (const char *)d : nullptr,
+                                   staged ? nullptr : (const uint64_t *)d, bytes, stride, depth});
+    if (depth < g->depth) g->depth = depth;
+    *host = h;
+    return TL_OK;
+}
+
+// wait until the ring entries the next launch uses are free: every replay but the last
+// depth - 1 launched has read its inputs (the host then writes entry launches % depth)
+TL_API int tl_graph_wait_inputs(void *gp) {
+    Graph *g = as_graph(gp);
+    if (g->inputs.empty()) return TL_OK;
+    volatile int64_t *read = g->inputs_read;
+    const int64_t need = g->launches - (g->depth - 1);
+    while (*read < need) {
+        TL_TRY(poison_check("graph_step"));
+        cudaError_t e = cudaStreamQuery(g_stream);
+        if (e == cudaSuccess) {
+            if (*read < need)
+                return tl_fail(TL_E_DEVICE, "graph_step: %lld replays launched, %lld read their "
+                               "inputs", (long long)g->launches, (long long)*read);
+            break;
+        }
+        if (e != cudaErrorNotReady) return tl_cuda_status("graph_step", e);
+        sched_yield();
+    }
+    return TL_OK;
 }
 
 // device copy in stream order (captured when called inside a capture)
@@ -336,7 +435,32 @@ TL_API int tl_graph_begin(void *gp, uint64_t rng_base) {
         g->pinned_used = 0;
         g->pinned_cap = kPinnedChunk;
     }
+    int64_t *read_dev = nullptr;
+    const size_t table = g->inputs.size() * sizeof(GraphInput);
+    if (!g->inputs.empty()) {
+        TL_CUDA_TRY("graph_step", cudaMalloc((void **)&g->inputs_dev, table));
+        TL_CUDA_TRY("graph_step", cudaMemcpy(g->inputs_dev, g->inputs.data(), table,
+                                             cudaMemcpyHostToDevice));
+        TL_CUDA_TRY("graph_step", cudaHostGetDevicePointer((void **)&read_dev, g->inputs_read, 0));
+    }
     TL_CUDA_TRY("graph_step", cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeRelaxed));
+    if (!g->inputs.empty()) {   // the graph's first nodes: the inputs, then their read count
+        int64_t most = 0;
+        for (const GraphInput &in : g->inputs) most = in.bytes > most ? in.bytes : most;
+        const int64_t blocks = (most / 16 + 255) / 256;
+        dim3 grid((unsigned)(blocks < 1 ? 1 : blocks > 512 ? 512 : blocks),
+                  (unsigned)g->inputs.size());
+        k_inputs<<<grid, 256, 0, g_stream>>>(g->inputs_dev, g->state);
+        k_inputs_read<<<1, 1, 0, g_stream>>>(g->state, read_dev);
+        cudaError_t le = cudaGetLastError();
+        if (le != cudaSuccess) {
+            cudaGraph_t dropped = nullptr;
+            if (cudaStreamEndCapture(g_stream, &dropped) == cudaSuccess && dropped)
+                cudaGraphDestroy(dropped);
+            cudaGetLastError();
+            return tl_cuda_status("graph_step", le);
+        }
+    }
     std::lock_guard<std::mutex> lk(g_mu);
     g_capturing = g;
     return TL_OK;
@@ -359,6 +483,8 @@ TL_API int tl_graph_end(void *gp, int64_t draws) {
     g->graph = graph;
     flush_deferred();
     TL_CUDA_TRY("graph_step", cudaGraphInstantiate(&g->exec, graph, 0));
+    // the graph's work lands on the device now, not in the first launch
+    TL_CUDA_TRY("graph_step", cudaGraphUpload(g->exec, g_stream));
     return TL_OK;
 }
 
@@ -384,6 +510,7 @@ TL_API int tl_graph_launch(void *gp) {
     TL_TRY(poison_check("graph_step"));
     if (!g->exec) return tl_fail(TL_E_ARG, "graph_step: the graph was not captured");
     TL_CUDA_TRY("graph_step", cudaGraphLaunch(g->exec, g_stream));
+    g->launches++;
     return TL_OK;
 }
 
@@ -430,6 +557,9 @@ TL_API void tl_graph_destroy(void *gp) {
     graph_free_all(g);
     for (const Binding &b : g->bound) cudaFree(b.dev);
     for (char *c : g->pinned) cudaFreeHost(c);
+    for (void *h : g->input_host) cudaFreeHost(h);
+    if (g->inputs_read) cudaFreeHost(g->inputs_read);
+    if (g->inputs_dev) cudaFree(g->inputs_dev);
     if (g->state) cudaFree(g->state);
     cudaGetLastError();
     delete g;

@@ -115,14 +115,25 @@ TL_API void *tl_cuda_stream(void);
 
 /* whole-step capture (torchlean.cuda.graph_step; native/cuda/graph.cu). A graph handle from
  * tl_graph_new; tl_graph_bind_host gives a host range (an integer input) a device twin that
- * uploads from it become copies of inside the capture; tl_graph_upload/copy fill static inputs
- * in stream order; tl_graph_begin..end captures the step (rng_base: seed + counter at its first
- * draw; draws: how many keys it takes), tl_graph_abort ends a failed capture; tl_graph_launch
- * replays; tl_graph_set_rng moves the next replay's RNG base; tl_graph_constants counts the
- * host constants captured (and names the first op). The stub answers TL_E_UNSUPPORTED. */
+ * uploads from it become copies of inside the capture; tl_graph_bind_input (before the
+ * capture) adds an input the graph's first node copies into a static buffer, replay r from
+ * entry r % depth of a ring of pinned stagings (*host, staged; 256-byte aligned strides) or of
+ * pinned slots holding a device address; the host writes entry (launches % depth) only after
+ * tl_graph_wait_inputs (the replay that used it last has read it);
+ * tl_graph_copy is a device copy in stream order; tl_graph_begin..end captures the step
+ * (rng_base: seed + counter at its first draw; draws: how many keys it takes), tl_graph_abort
+ * ends a failed capture; tl_graph_launch replays; tl_graph_set_rng moves the next replay's RNG
+ * base; tl_graph_constants counts the host constants captured (and names the first op). The
+ * stub answers TL_E_UNSUPPORTED. tl_graph_stage_int64 (host code, both libraries) copies n
+ * values into a staging and returns the index of the first outside [lo, hi) or equal to
+ * exclude, -1 when none is. */
 TL_API int tl_graph_new(void **out);
 TL_API int tl_graph_bind_host(void *g, const void *host, int64_t bytes, uint64_t *dev);
-TL_API int tl_graph_upload(uint64_t dev, const void *src, int64_t bytes);
+TL_API int tl_graph_bind_input(void *g, uint64_t dst, int64_t bytes, int staged, int64_t depth,
+                               void **host);
+TL_API int tl_graph_wait_inputs(void *g);
+TL_API int64_t tl_graph_stage_int64(int64_t *dst, const int64_t *src, int64_t n, int64_t lo,
+                                    int64_t hi, int64_t exclude);
 TL_API int tl_graph_copy(uint64_t dst, uint64_t src, int64_t bytes);
 TL_API int tl_graph_begin(void *g, uint64_t rng_base);
 TL_API int tl_graph_end(void *g, int64_t draws);

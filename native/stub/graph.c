@@ -11,9 +11,11 @@ TL_API int tl_graph_new(void **out) { *out = NULL; return no_graphs(); }
 TL_API int tl_graph_bind_host(void *g, const void *host, int64_t bytes, uint64_t *dev) {
     (void)g; (void)host; (void)bytes; *dev = 0; return no_graphs();
 }
-TL_API int tl_graph_upload(uint64_t dev, const void *src, int64_t bytes) {
-    (void)dev; (void)src; (void)bytes; return no_graphs();
+TL_API int tl_graph_bind_input(void *g, uint64_t dst, int64_t bytes, int staged, int64_t depth,
+                               void **host) {
+    (void)g; (void)dst; (void)bytes; (void)staged; (void)depth; *host = NULL; return no_graphs();
 }
+TL_API int tl_graph_wait_inputs(void *g) { (void)g; return no_graphs(); }
 TL_API int tl_graph_copy(uint64_t dst, uint64_t src, int64_t bytes) {
     (void)dst; (void)src; (void)bytes; return no_graphs();
 }

@@ -83,7 +83,11 @@ void *tl_cuda_stream(void);
 
 int tl_graph_new(void **out);
 int tl_graph_bind_host(void *g, const void *host, int64_t bytes, uint64_t *dev);
-int tl_graph_upload(uint64_t dev, const void *src, int64_t bytes);
+int tl_graph_bind_input(void *g, uint64_t dst, int64_t bytes, int staged, int64_t depth,
+                               void **host);
+int tl_graph_wait_inputs(void *g);
+int64_t tl_graph_stage_int64(int64_t *dst, const int64_t *src, int64_t n, int64_t lo,
+                                    int64_t hi, int64_t exclude);
 int tl_graph_copy(uint64_t dst, uint64_t src, int64_t bytes);
 int tl_graph_begin(void *g, uint64_t rng_base);
 int tl_graph_end(void *g, int64_t draws);
