@@ -165,3 +165,39 @@ def test_two_optimizers_keep_their_own_hyperparameters(tmp_path):
     assert [h["lr"] for _, h in steps] == [0.1, 0.002, 0.1, 0.003, 0.1, 0.003]
     assert all(h["betas"] == [0.8, 0.9] for o, h in steps if o == "Adam")
     assert json.loads(json.dumps(steps))   # plain JSON values throughout
+
+
+def test_the_step_record_follows_parameters_added_and_storages_swapped(tmp_path):
+    """The step record keeps what it reads of each parameter between steps; a parameter group
+    added (step 1) and a parameter's storage swapped for one of another shape (step 2) show in
+    the next step record: its names, shapes and value digests are those of the parameters the
+    optimizer holds then (the digests computed from their bits in NumPy)."""
+    manual_seed(3)
+    lin = nn.Linear(4, 3)
+    q = nn.Parameter(np.arange(3, dtype=np.float32), name="q")
+    r = nn.Parameter(np.full((2, 2), 0.5, np.float32), name="r")
+    opt = optim.SGD(lin.parameters(), lr=0.1)
+    s = Session()
+    rng = np.random.default_rng(2)
+    expected = []
+    with audit.record(str(tmp_path / "p.tlaudit"), label="rows-test"):
+        for k in range(4):
+            if k == 1:
+                opt.add_param_group({"params": [q, r]})
+            if k == 2:
+                q.data = np.linspace(-1, 1, 5, dtype=np.float32)
+                opt.state.pop(id(q))        # its momentum buffer has the old shape
+            x = s.tensor(rng.normal(size=(2, 4)).astype(np.float32))
+            opt.zero_grad()
+            sq, sr = s.use(q), s.use(r)
+            (lin(x).sum() + (sq * sq).sum() + (sr * sr).sum()).backward()
+            opt.step()
+            s.step()
+            expected.append([(p.numpy().shape, digest_numpy(p.numpy().view(np.uint32).ravel()))
+                             for p in opt.params])
+    steps = [r for r in Record(str(tmp_path / "p.tlaudit")).records if r[0] == "S"]
+    assert [[e[0] for e in r[5]] for r in steps] == [["weight", "bias"]] + \
+        [["weight", "bias", "q", "r"]] * 3
+    for rec, want in zip(steps, expected):
+        assert [(tuple(e[1]), int(e[3], 16)) for e in rec[5]] == want
+    assert [tuple(e[1]) for e in steps[2][5]][2] == (5,)

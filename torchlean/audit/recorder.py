@@ -107,7 +107,8 @@ class Recorder:
         # storage (Buffer) -> (version, digest) of the parameter values digested after the last
         # optimizer step: the next forward's leaves reuse them while their version stays
         self.after_step: dict = {}
-        self.names: dict = {}         # id(optimizer) -> (param names, module buffers)
+        # id(optimizer) -> (optimizer, param names, module buffers, the step record's rows)
+        self.names: dict = {}
         self.hypers: dict = {}        # id(optimizer) -> (optimizer, values, their JSON)
         self.modes = set()
         self.warned = False           # a capture was seen (and said)
@@ -293,15 +294,22 @@ class Recorder:
             self.hypers[id(opt)] = (opt, flat, text)
         return text
 
+    def _row(self, opt, p) -> tuple:
+        """What the step record reads of parameter p that stays while p keeps its storage:
+        (p, id(p), its name in the record or None for p.name, storage, its Buffer, handle
+        and shape)."""
+        m = p._buf
+        return (p, id(p), self.names[id(opt)][1].get(id(p)), m, m.buf, m.handle, m.shape)
+
     def optimizer_step(self, opt, args, kwargs):
-        if self._captured():
+        if STATE.active and self._captured():
             return
         batch = self.batch
-        first = batch.next            # this step's first digest
+        first = batch.base + batch.count    # this step's first digest
         named = self.names.get(id(opt))
-        if named is None:
-            named = self.names[id(opt)] = _module_names(opt.params)
-        names, buffers = named
+        if named is None or named[0] is not opt:
+            named = self.names[id(opt)] = (opt, *_module_names(opt.params), [])
+        buffers, rows = named[2], named[3]
         # everything queued here is digested before this returns (at once on the stub, else by
         # batch.run below): the handles `hs` go in unpinned (Batch.add_all), hs[j] getting digest
         # first + j, their buffers held meanwhile by the optimizer's state, the parameters and
@@ -309,54 +317,66 @@ class Recorder:
         hs, grads, after, entries = [], self.grads, {}, []
         put = hs.append
         states = opt.state
-        params = opt.params
-        for k, p in enumerate(params):
-            st = states.get(id(p))
-            state = []
-            if st:
-                for key in sorted(st):
-                    v = st[key]
-                    if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer):
-                        state += (key, first + len(hs))
-                        put(v.handle)
-            g = p.grad_buf
-            grad = None
-            if g is not None:
-                # the digest its VJP's record holds while `g` is that contribution's payload,
-                # never written (same storage, no in-place write since its allocation, no
-                # gradient hook that may write it, not exported to another library), else
-                # queued: a payload written before its VJP handed it on is digested again,
-                # which gives the same digest while its bits are unchanged
-                b = g.buf
-                grad = grads.get(b)
-                if grad is None or p.post_grad_hooks or b.version or b in EXPORTS:
-                    grad = first + len(hs)
-                    put(g.handle)
-            m = p._buf                  # p.mirror() outside a capture
-            b = m.buf
-            d = first + len(hs)
+        k = 0
+        for group in opt.param_groups:
+            for p in group["params"]:
+                # the parameter's row, made again where the parameter or its storage changed
+                if k < len(rows):
+                    row = rows[k]
+                    if row[0] is not p or p._buf is not row[3]:
+                        row = rows[k] = self._row(opt, p)
+                else:
+                    row = self._row(opt, p)
+                    rows.append(row)
+                _, pid, name, m, b, h, shape = row
+                st = states.get(pid)
+                state = []
+                if st:
+                    for key in sorted(st):
+                        v = st[key]
+                        if v.__class__ is AnyBuffer or isinstance(v, AnyBuffer):
+                            state += (key, first + len(hs))
+                            put(v.handle)
+                g = p.grad_buf
+                grad = None
+                if g is not None:
+                    # the digest its VJP's record holds while `g` is that contribution's
+                    # payload, never written (same storage, no in-place write since its
+                    # allocation, no gradient hook that may write it, not exported to another
+                    # library), else queued: a payload written before its VJP handed it on is
+                    # digested again, which gives the same digest while its bits are unchanged
+                    gb = g.buf
+                    grad = grads.get(gb)
+                    if grad is None or p.post_grad_hooks or gb.version or gb in EXPORTS:
+                        grad = first + len(hs)
+                        put(g.handle)
+                d = first + len(hs)
+                put(h)
+                after[b] = (b.version, d)
+                entries += (name or p.name or f"param{k}", shape, grad, d, len(state) // 2)
+                entries += state
+                k += 1
+        del rows[k:]
+        for key, b in buffers:
+            m = b._buf                  # b.mirror() outside a capture
+            entries += (key, m.shape, None, first + len(hs), 0)
             put(m.handle)
-            after[b] = (b.version, d)
-            entries += (names.get(id(p)) or p.name or f"param{k}", m.shape, grad, d,
-                        len(state) // 2, *state)
-        for k, b in buffers:
-            entries += (k, tuple(b.shape), None, first + len(hs), 0)
-            put(b.mirror().handle)
         if self.runs:
             batch.add_all(hs)
         else:
             batch.digest_handles(hs)
         m = mode()
         self.modes.add(m)
-        self.log.extend(("S", self.step, type(opt).__name__, self._hyper(opt), m,
-                         len(params) + len(buffers), *entries))
+        log = self.log
+        log += ("S", self.step, type(opt).__name__, self._hyper(opt), m, k + len(buffers))
+        log += entries
         self.index += 1
         batch.run()                 # the step's last values: one call for what is queued
         self.after_step = after
         self.step += 1
         self.grads = {}
         self.tape = None            # parameters changed in place: digest their leaves again
-        if len(self.log) > FLUSH_ITEMS:
+        if len(log) > FLUSH_ITEMS:
             self.flush()
 
     # ------------------------------------------------------------------ output

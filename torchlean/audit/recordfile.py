@@ -81,7 +81,9 @@ class Writer:
         """Append the log items (ints >= 0 and hashable JSON values: strings, tuples of ints,
         None), giving each object not seen before its code in a `t` line first."""
         codes = self.codes
-        coded = list(map(codes.get, items, items))   # objects with a code as that code
+        # objects with a code as that code (a record's first block, whose objects are all new,
+        # is left as it is: mapped once, below)
+        coded = list(map(codes.get, items, items)) if codes else items
         try:
             data = array("q", coded)    # (faster from a list than from map)
         except TypeError:               # objects without a code yet (left as they are)
