@@ -9,10 +9,7 @@ set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ddp-final}
 . bench/device/ddp_env.sh
-SOCKET=(env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)
-TR=(python3 -m torch.distributed.run --standalone --nproc_per_node)
 J="$OUT/ddp.jsonl"; S="$OUT/socket.jsonl"; A="$OUT/allreduce.jsonl"; : >"$J"; : >"$S"; : >"$A"
-q() { grep -v '^{' | grep -v "^\s*$" | grep -v "Warning\|warn" | tail -2; }
 for rep in $(seq ${REPS:-2}); do
   for n in 1 2 4; do
     for mode in default exact; do

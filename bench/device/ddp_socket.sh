@@ -9,11 +9,8 @@ set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ddp-socket}
 . bench/device/ddp_env.sh
-SOCKET=(env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)
-TR=(python3 -m torch.distributed.run --standalone --nproc_per_node)
 SW=${SW:-2}
 S="$OUT/socket.jsonl"; : >"$S"
-q() { grep -v '^{' | grep -v "^\s*$" | grep -v "Warning\|warn" | tail -2; }
 "${SOCKET[@]}" "${MPIRUN[@]}" -n "$SW" python3 -c "
 import torchlean.distributed as d; d.init()
 print('rank', d.get_rank(), 'crosses_network', d.crosses_network())
