@@ -23,10 +23,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from bits_snapshot import _bits  # noqa: E402
 
 # (cin, cout, side, stride, k, pad, batch): VGG and ResNet layers, odd sizes, a transposed-like
-# 1x1, a batch that is not a multiple of the thread count
+# 1x1, a batch that is not a multiple of the thread count; channel counts that leave a
+# micro-tile's last panel one, two or three vectors wide
 CONVS = [(3, 64, 32, 1, 3, 1, 8), (64, 64, 32, 1, 3, 1, 3), (64, 128, 16, 1, 3, 1, 5),
          (32, 64, 32, 2, 3, 1, 4), (32, 64, 32, 2, 1, 0, 4), (5, 7, 13, 1, 3, 1, 3),
-         (7, 3, 9, 2, 3, 0, 1), (17, 9, 11, 1, 5, 2, 2), (128, 128, 8, 1, 3, 1, 9)]
+         (7, 3, 9, 2, 3, 0, 1), (17, 9, 11, 1, 5, 2, 2), (128, 128, 8, 1, 3, 1, 9),
+         (40, 40, 10, 1, 3, 1, 3), (36, 100, 8, 2, 3, 1, 2)]
 # (input, kernel, stride, padding) of N-D convolutions
 ND = [((3, 4, 37), (5, 4, 5), 2, 3), ((2, 3, 7, 6, 5), (4, 3, 3, 3, 3), 1, 1),
       ((2, 3, 9, 8, 7), (2, 3, 3, 2, 3), 2, 0)]
