@@ -24,8 +24,8 @@ class _State:
         self.optimizers = {}      # id(Optimizer) -> Optimizer stepped by the captured step
         self.guards = []          # (input index, lo, hi, excluded or None)
         self.int_inputs = []      # (input index, host array) of the step's integer inputs
-        self.epoch = 0            # bumped when a Parameter's buffer or gradient is rebound or
-                                  # any Buffer released (a replay then checks its parameters)
+        self.epoch = 0            # bumped when a Parameter's buffer or gradient is rebound
+                                  # (a replay then compares its parameters' identities)
 
     def reset(self):
         self.params, self.optimizers, self.guards, self.int_inputs = {}, {}, [], []

@@ -187,7 +187,6 @@ class Buffer:
         """Free the payload now; 1 the first time, 0 on any later call. While a DLPack
         consumer holds the payload (EXPORTS), only mark it released: the last consumer's
         deleter frees it."""
-        _capture.STATE.epoch += 1   # a replayed step may read it (graph_step)
         if EXPORTS and self in EXPORTS:
             was, self.live = self.live, False
             return int(was)

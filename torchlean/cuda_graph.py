@@ -321,11 +321,14 @@ class _Graph:
             flat = args
         if len(flat) != len(slots):
             return _MISS
+        # the storages' liveness each call (one C-level pass); the identities only after a
+        # Parameter's buffer or gradient was rebound (the setters count rebindings in epoch)
+        if not all(map(_LIVE, self.bufs)):
+            return _MISS
         epoch = _capture.STATE.epoch
-        if epoch != self.epoch:   # a parameter's buffer or gradient was rebound, or freed
+        if epoch != self.epoch:
             ps = self.params
-            if tuple(map(_MIRROR, ps)) != self.mirrors or \
-                    tuple(map(_GRAD, ps)) != self.grads or not all(map(_LIVE, self.bufs)):
+            if tuple(map(_MIRROR, ps)) != self.mirrors or tuple(map(_GRAD, ps)) != self.grads:
                 return _MISS
             self.epoch = epoch
         for gc in self.group_checks:
