@@ -44,10 +44,14 @@ static inline int omp_get_num_threads(void) { return 1; }
 static inline int omp_get_thread_num(void) { return 0; }
 #endif
 
-#define MR TL_SGEMM_MR /* micro-tile rows (8): accumulators live in NV * MR vector registers */
+#define MR TL_SGEMM_MR /* micro-tile rows (8, or 6 below AVX-512): accumulators live in NV * MR registers */
 /* (TL_GEMM_* override the blocking for experiments: bench/device/gemm_variants.sh) */
 #ifndef TL_GEMM_NV
+#if VN == 16
 #define TL_GEMM_NV 3
+#else
+#define TL_GEMM_NV 1
+#endif
 #endif
 #ifndef TL_GEMM_KC
 #define TL_GEMM_KC 384
@@ -73,42 +77,44 @@ static inline int omp_get_thread_num(void) { return 0; }
 #define SMALL_GEMM 512 /* m n p at most this: plain loops */
 #define LOCAL_PACK 4096 /* packing buffers up to this many floats live on the stack */
 #define BATCH_PAR_MAX (1 << 22) /* batched products below this size: threads over the batch */
+#define NVC(x) ((x) < NV ? (x) : NV) /* x vectors, at most NV (cases a build's tile never has) */
 
 
 /* C[0..mr, 0..nr) (row stride ldc) = (zero ? 0 : C) + Ap^T Bp over kc steps.
  * Ap: kc groups of MR floats (row r of step k at k*MR + r); Bp: kc rows of >= 16 * nv floats,
  * ldb apart (NR for a packed panel, the row stride when B is read in place).
  * mr and nv (vectors per row: nr / 16 rounded up) are constants at each call site after
- * inlining, so the accumulators become registers. */
+ * inlining, so the accumulators become registers (native vectors, VPV per 16 floats). */
 static inline __attribute__((always_inline)) void
 ukernel(const int mr, const int nv, int64_t kc, const float *restrict Ap, const float *restrict Bp,
         int64_t ldb, float *C, int64_t ldc, int nr, int zero) {
-    v16 acc[MR][NV];
+    const int nw = nv * VPV;
+    vn acc[MR][NV * VPV];
     float tmp[NR];
     for (int r = 0; r < mr; r++) {
-        for (int v = 0; v < nv; v++) acc[r][v] = (v16){0};
+        for (int w = 0; w < nw; w++) acc[r][w] = (vn){0};
         if (zero) continue;
         if (nr == 16 * nv) {
-            for (int v = 0; v < nv; v++) acc[r][v] = vload(C + r * ldc + 16 * v);
+            for (int w = 0; w < nw; w++) acc[r][w] = vnload(C + r * ldc + VN * w);
         } else {
             memset(tmp, 0, sizeof tmp);
             memcpy(tmp, C + r * ldc, (size_t)nr * sizeof(float));
-            for (int v = 0; v < nv; v++) acc[r][v] = vload(tmp + 16 * v);
+            for (int w = 0; w < nw; w++) acc[r][w] = vnload(tmp + VN * w);
         }
     }
     for (int64_t k = 0; k < kc; k++) {
-        v16 b[NV];
-        for (int v = 0; v < nv; v++) b[v] = vload(Bp + k * ldb + 16 * v);
+        vn b[NV * VPV];
+        for (int w = 0; w < nw; w++) b[w] = vnload(Bp + k * ldb + VN * w);
         for (int r = 0; r < mr; r++) {
             float a = Ap[k * MR + r];
-            for (int v = 0; v < nv; v++) acc[r][v] = VFMA(a, b[v], acc[r][v]);
+            for (int w = 0; w < nw; w++) acc[r][w] = VNFMA(a, b[w], acc[r][w]);
         }
     }
     for (int r = 0; r < mr; r++) {
         if (nr == 16 * nv) {
-            for (int v = 0; v < nv; v++) vstore(C + r * ldc + 16 * v, acc[r][v]);
+            for (int w = 0; w < nw; w++) vnstore(C + r * ldc + VN * w, acc[r][w]);
         } else {
-            for (int v = 0; v < nv; v++) vstore(tmp + 16 * v, acc[r][v]);
+            for (int w = 0; w < nw; w++) vnstore(tmp + VN * w, acc[r][w]);
             memcpy(C + r * ldc, tmp, (size_t)nr * sizeof(float));
         }
     }
@@ -116,8 +122,8 @@ ukernel(const int mr, const int nv, int64_t kc, const float *restrict Ap, const 
 
 #define UK_CASE(R)                                                                      \
     case R:                                                                             \
-        if (nr > 32) ukernel(R, 3, kc, Ap, Bp, ldb, C, ldc, nr, zero);                  \
-        else if (nr > 16) ukernel(R, 2, kc, Ap, Bp, ldb, C, ldc, nr, zero);             \
+        if (nr > 32) ukernel(R, NVC(3), kc, Ap, Bp, ldb, C, ldc, nr, zero);             \
+        else if (nr > 16) ukernel(R, NVC(2), kc, Ap, Bp, ldb, C, ldc, nr, zero);        \
         else ukernel(R, 1, kc, Ap, Bp, ldb, C, ldc, nr, zero);                          \
         break;
 
@@ -125,7 +131,10 @@ ukernel(const int mr, const int nv, int64_t kc, const float *restrict Ap, const 
 static void micro_tile(int mr, int64_t kc, const float *Ap, const float *Bp, int64_t ldb, float *C,
                        int64_t ldc, int nr, int zero) {
     switch (mr) {
-        UK_CASE(8) UK_CASE(7) UK_CASE(6) UK_CASE(5) UK_CASE(4) UK_CASE(3) UK_CASE(2) UK_CASE(1)
+#if MR == 8
+        UK_CASE(8) UK_CASE(7)
+#endif
+        UK_CASE(6) UK_CASE(5) UK_CASE(4) UK_CASE(3) UK_CASE(2) UK_CASE(1)
     }
 }
 

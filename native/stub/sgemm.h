@@ -20,7 +20,13 @@ TL_HIDDEN int tl_sgemm(const float *A, int64_t ars, int64_t acs, const float *B,
  * free() it), for many products with one A (a convolution's kernel, sample after sample):
  * the same bits as tl_sgemm. The product uses rows [row0, row0 + m) of the packed (m_all, n)
  * matrix; row0 a multiple of TL_SGEMM_MR. */
+/* micro-tile rows: 8 x 48 with AVX-512 (24 of 32 registers), 6 x 16 with 16 registers (AVX2:
+ * 12 accumulators beside B's two vectors and the broadcast) */
+#if defined(__AVX512F__)
 #define TL_SGEMM_MR 8
+#else
+#define TL_SGEMM_MR 6
+#endif
 TL_HIDDEN float *tl_sgemm_pack_a(const float *A, int64_t ars, int64_t acs, int64_t m, int64_t n);
 TL_HIDDEN int tl_sgemm_prepacked(const float *Ap, int64_t m_all, int64_t row0, const float *B,
                                  int64_t brs, int64_t bcs, float *C, int64_t ldc, int64_t m,
