@@ -362,25 +362,33 @@ static int gemm_packed(const float *A, int64_t ars, int64_t acs, const float *B,
  * costs more than the product. Here op(B) is packed once into rows of one 16-float vector
  * per k (zero past p), and each row's A value is broadcast straight from A: every output is
  * still one fma chain in increasing k from 0 (or from C), the same bits as the blocked path. */
+#if VN == 16
 #define NARROW_ROWS 8   /* rows per register tile: 8 accumulators beside the B vector */
+#else
+#define NARROW_ROWS 6   /* (6 x VPV accumulators beside B's VPV vectors: 16 registers) */
+#endif
 #define NARROW_KC 256   /* k per pass: a 16 KiB slice of packed B stays in L1 for all rows */
 
 /* C rows [0, mr) (+)= A rows [0, mr) x the k slice [k0, k1) of the packed Bp */
 static inline __attribute__((always_inline)) void
 narrow_tile(const int mr, const float *A, int64_t ars, const float *Bp, int64_t k0, int64_t k1,
             float *C, int64_t ldc, int p, int zero) {
-    v16 acc[NARROW_ROWS];
+    vn acc[NARROW_ROWS][VPV];
     float tmp[16] = {0};
     for (int r = 0; r < mr; r++) {
         if (!zero) memcpy(tmp, C + r * ldc, (size_t)p * sizeof(float));
-        acc[r] = vload(tmp);
+        for (int w = 0; w < VPV; w++) acc[r][w] = vnload(tmp + VN * w);
     }
     for (int64_t k = k0; k < k1; k++) {
-        v16 b = vload(Bp + k * 16);
-        for (int r = 0; r < mr; r++) acc[r] = VFMA(A[r * ars + k], b, acc[r]);
+        vn b[VPV];
+        for (int w = 0; w < VPV; w++) b[w] = vnload(Bp + k * 16 + VN * w);
+        for (int r = 0; r < mr; r++) {
+            const float a = A[r * ars + k];
+            for (int w = 0; w < VPV; w++) acc[r][w] = VNFMA(a, b[w], acc[r][w]);
+        }
     }
     for (int r = 0; r < mr; r++) {
-        vstore(tmp, acc[r]);
+        for (int w = 0; w < VPV; w++) vnstore(tmp + VN * w, acc[r][w]);
         memcpy(C + r * ldc, tmp, (size_t)p * sizeof(float));
     }
 }
@@ -398,7 +406,10 @@ static void narrow_rows(const float *A, int64_t ars, const float *Bp, float *C, 
             const float *Ai = A + i * ars;
             float *Ci = C + i * ldc;
             switch (i1 - i < NARROW_ROWS ? (int)(i1 - i) : NARROW_ROWS) {
-            NT_CASE(8) NT_CASE(7) NT_CASE(6) NT_CASE(5) NT_CASE(4) NT_CASE(3) NT_CASE(2) NT_CASE(1)
+#if NARROW_ROWS == 8
+            NT_CASE(8) NT_CASE(7)
+#endif
+            NT_CASE(6) NT_CASE(5) NT_CASE(4) NT_CASE(3) NT_CASE(2) NT_CASE(1)
             }
         }
     }
@@ -425,18 +436,21 @@ static int older_paths_only(void) {
 #define NARROW_T_MINM 16  /* fewer rows: lanes left empty */
 #define NARROW_T_KC 128   /* k per transposed block: 8 KiB beside 8 KiB of packed B, in L1 */
 
-/* acc (column j's 16 rows in Ct + 16 j) += At (kc x 16 rows) x Bp's k rows, j < p */
+/* acc (column j's 16 rows in Ct + 16 j) += At (kc x 16 rows) x Bp's k rows, j < p; below
+ * AVX-512 the 16 rows go through in VN-row parts (p accumulators each) */
 static inline __attribute__((always_inline)) void
 narrow_t_tile(const int p, const float *restrict At, const float *restrict Bp, int64_t kc,
               float *restrict Ct) {
-    v16 acc[16];
-    for (int j = 0; j < p; j++) acc[j] = vload(Ct + 16 * j);
-    for (int64_t k = 0; k < kc; k++) {
-        const v16 a = vload(At + 16 * k);
-        const float *b = Bp + 16 * k;
-        for (int j = 0; j < p; j++) acc[j] = VFMA(b[j], a, acc[j]);
+    for (int h = 0; h < 16; h += VN) {
+        vn acc[16];
+        for (int j = 0; j < p; j++) acc[j] = vnload(Ct + 16 * j + h);
+        for (int64_t k = 0; k < kc; k++) {
+            const vn a = vnload(At + 16 * k + h);
+            const float *b = Bp + 16 * k;
+            for (int j = 0; j < p; j++) acc[j] = VNFMA(b[j], a, acc[j]);
+        }
+        for (int j = 0; j < p; j++) vnstore(Ct + 16 * j + h, acc[j]);
     }
-    for (int j = 0; j < p; j++) vstore(Ct + 16 * j, acc[j]);
 }
 
 #define NTT_CASE(P) case P: narrow_t_tile(P, At, Bp + k0 * 16, kc, Ct); break;
@@ -527,24 +541,29 @@ static int gemm_narrow(const float *A, int64_t ars, const float *B, int64_t brs,
  * (or from C). */
 #define SHORTK_MAX 16
 #define SK_ROWS 4   /* rows per tile */
+#if VN == 16
 #define SK_VECS 4   /* 16-float vectors per tile row */
+#else
+#define SK_VECS 1   /* (4 x VPV accumulators: 16 registers hold no more) */
+#endif
 
 static inline __attribute__((always_inline)) void
 shortk_tile(const int mr, const int nv, const float *A, int64_t ars, int64_t acs, const float *B,
             int64_t brs, float *C, int64_t ldc, int64_t n, int zero) {
-    v16 acc[SK_ROWS][SK_VECS];
+    const int nw = nv * VPV;
+    vn acc[SK_ROWS][SK_VECS * VPV];
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) acc[r][v] = zero ? (v16){0} : vload(C + r * ldc + 16 * v);
+        for (int w = 0; w < nw; w++) acc[r][w] = zero ? (vn){0} : vnload(C + r * ldc + VN * w);
     for (int64_t k = 0; k < n; k++) {
-        v16 b[SK_VECS];
-        for (int v = 0; v < nv; v++) b[v] = vload(B + k * brs + 16 * v);
+        vn b[SK_VECS * VPV];
+        for (int w = 0; w < nw; w++) b[w] = vnload(B + k * brs + VN * w);
         for (int r = 0; r < mr; r++) {
             float a = A[r * ars + k * acs];
-            for (int v = 0; v < nv; v++) acc[r][v] = VFMA(a, b[v], acc[r][v]);
+            for (int w = 0; w < nw; w++) acc[r][w] = VNFMA(a, b[w], acc[r][w]);
         }
     }
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) vstore(C + r * ldc + 16 * v, acc[r][v]);
+        for (int w = 0; w < nw; w++) vnstore(C + r * ldc + VN * w, acc[r][w]);
 }
 
 #define SK_CASE(R)                                                                              \
@@ -610,41 +629,51 @@ static void gemm_shortk(const float *A, int64_t ars, int64_t acs, const float *B
  * of all of B). Here one tile holds all m rows for 32 columns over all of k, so each value of
  * B is read once, in place, and A is broadcast from where it is: each output is the same fma
  * chain in increasing k from 0 (or from C). */
-#define TALL_MAX 12  /* rows x 2 vectors of accumulators: at most 24 registers */
+#define TALL_MAX 12  /* rows x TALL_W vectors of accumulators: at most 24 registers */
+#if VN == 16
+#define TALL_W 2     /* native vectors per tile row (32 columns) */
+#else
+#define TALL_W 1     /* (12 accumulators of VN columns: 16 registers hold no more) */
+#endif
 #define TALL_MINP 64 /* fewer columns: the blocked path */
 
 static inline __attribute__((always_inline)) void
 tall_tile(const int mr, const int nv, const float *A, int64_t ars, int64_t acs, const float *B,
           int64_t brs, float *C, int64_t ldc, int64_t n, int zero) {
-    v16 acc[TALL_MAX][2];
+    vn acc[TALL_MAX][TALL_W];
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) acc[r][v] = zero ? (v16){0} : vload(C + r * ldc + 16 * v);
+        for (int v = 0; v < nv; v++) acc[r][v] = zero ? (vn){0} : vnload(C + r * ldc + VN * v);
     for (int64_t k = 0; k < n; k++) {
-        v16 b[2];
-        for (int v = 0; v < nv; v++) b[v] = vload(B + k * brs + 16 * v);
+        vn b[TALL_W];
+        for (int v = 0; v < nv; v++) b[v] = vnload(B + k * brs + VN * v);
         for (int r = 0; r < mr; r++) {
             const float a = A[r * ars + k * acs];
-            for (int v = 0; v < nv; v++) acc[r][v] = VFMA(a, b[v], acc[r][v]);
+            for (int v = 0; v < nv; v++) acc[r][v] = VNFMA(a, b[v], acc[r][v]);
         }
     }
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) vstore(C + r * ldc + 16 * v, acc[r][v]);
+        for (int v = 0; v < nv; v++) vnstore(C + r * ldc + VN * v, acc[r][v]);
 }
 
 #define TT_CASE(R)                                                                         \
     case R:                                                                                \
-        if (nv == 2) tall_tile(R, 2, A, ars, acs, B + j, brs, C + j, ldc, n, zero);       \
+        if (nv == TALL_W) tall_tile(R, TALL_W, A, ars, acs, B + j, brs, C + j, ldc, n, zero); \
         else tall_tile(R, 1, A, ars, acs, B + j, brs, C + j, ldc, n, zero);               \
         break;
 
-/* columns [j0, j1) of the short-and-wide product: 32 columns at a time, then 16, then a
- * scalar chain per output past the last whole vector */
+/* columns [j0, j1) of the short-and-wide product: TALL_W native vectors at a time, then one,
+ * then a scalar chain per output past the last whole vector */
 static void tall_cols(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
                       float *C, int64_t ldc, int m, int64_t n, int64_t j0, int64_t j1, int zero) {
     int64_t j = j0;
-    for (; j + 16 <= j1; j += 16 * (j + 32 <= j1 ? 2 : 1)) {
-        const int nv = j + 32 <= j1 ? 2 : 1;
-        switch (m) { TT_CASE(12) TT_CASE(11) TT_CASE(10) TT_CASE(9) }
+    for (; j + VN <= j1; j += VN * (j + TALL_W * VN <= j1 ? TALL_W : 1)) {
+        const int nv = j + TALL_W * VN <= j1 ? TALL_W : 1;
+        switch (m) {
+            TT_CASE(12) TT_CASE(11) TT_CASE(10) TT_CASE(9)
+#if MR < 8
+            TT_CASE(8) TT_CASE(7)   /* (every m from MR + 1 up) */
+#endif
+        }
     }
     chain_block(A, ars, acs, B, brs, C, ldc, 0, m, j, j1, n, zero);
 }
