@@ -25,8 +25,13 @@
 static inline int omp_get_max_threads(void) { return 1; }
 #endif
 
+#if VN == 16
 #define DR 8    /* micro-tile rows */
-#define DL 32   /* micro-tile lanes (output channels): two vectors */
+#else
+#define DR 3    /* (3 x 4 accumulators of 8 lanes: 16 registers hold no more with B's) */
+#endif
+#define DL 32   /* micro-tile lanes (output channels): two 16-float vectors */
+#define DW (DL / VN)   /* native vectors per tile row */
 
 int tl_direct_applies(const tl_geom *G, int64_t transpose) {
     return G->r == 2 && !transpose;
@@ -107,33 +112,37 @@ static void pack_lanes(const float *A, int64_t rows, int64_t K, int64_t panels, 
     }
 }
 
-/* acc[r] (one or two vectors) = fma chain over k of rows[r][koff[k]] times Bp's row k, from
- * acc's start; nv is a constant at each call site after inlining */
+/* acc[r] (the first nv 16-lane halves of DL: VPV native vectors each) = fma chain over k of
+ * rows[r][koff[k]] times Bp's row k, from acc's start; nv is a constant at each call site after
+ * inlining */
 static inline __attribute__((always_inline)) void
 addr_tile(const int nv, int64_t K, const float *const *rows, const int64_t *restrict koff,
-          const float *restrict Bp, v16 acc[DR][2]) {
+          const float *restrict Bp, vn acc[DR][DW]) {
+    const int nw = nv * VPV;
     const float *rp[DR];
     for (int r = 0; r < DR; r++) rp[r] = rows[r];
     for (int64_t k = 0; k < K; k++) {
         const int64_t o = koff[k];
-        v16 b0 = vload(Bp + k * DL), b1 = nv > 1 ? vload(Bp + k * DL + 16) : b0;
+        vn b[DW];
+        for (int w = 0; w < nw; w++) b[w] = vnload(Bp + k * DL + VN * w);
         for (int r = 0; r < DR; r++) {
             float a = rp[r][o];
-            acc[r][0] = VFMA(a, b0, acc[r][0]);
-            if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+            for (int w = 0; w < nw; w++) acc[r][w] = VNFMA(a, b[w], acc[r][w]);
         }
     }
 }
 
 /* one micro-tile: every row's chains start from start[0..DL); the result in t[r][j]. Lanes
- * past 16 are not computed when lanes <= 16 (one vector) */
+ * past 16 are not computed when lanes <= 16 (one 16-lane half) */
 static void run_tile(int64_t lanes, int64_t K, const float *const *rows, const int64_t *koff,
                      const float *Bp, const float *start, float t[DR][DL]) {
-    v16 acc[DR][2];
-    for (int r = 0; r < DR; r++) { acc[r][0] = vload(start); acc[r][1] = vload(start + 16); }
+    vn acc[DR][DW];
+    for (int r = 0; r < DR; r++)
+        for (int w = 0; w < DW; w++) acc[r][w] = vnload(start + VN * w);
     if (lanes > 16) addr_tile(2, K, rows, koff, Bp, acc);
     else addr_tile(1, K, rows, koff, Bp, acc);
-    for (int r = 0; r < DR; r++) { vstore(t[r], acc[r][0]); vstore(t[r] + 16, acc[r][1]); }
+    for (int r = 0; r < DR; r++)
+        for (int w = 0; w < DW; w++) vnstore(t[r] + VN * w, acc[r][w]);
 }
 
 /* the tile t (DR rows of DL lanes) transposed: out[j ld + r rs] = t[r][j] for j < lanes, r < mr;
@@ -219,13 +228,11 @@ static void bias_chunks(const tl_direct *D, const float *gt, float *bpart) {
     for (int64_t q = 0; q < D->panels; q++)
         for (int64_t c = 0; c < chunks; c++) {
             const float *row = gt + (q * D->P + c * TLM_CHUNK) * DL;
-            v16 s0 = vload(row), s1 = vload(row + 16);
-            for (int64_t o = 1; o < TLM_CHUNK; o++) {
-                s0 = s0 + vload(row + o * DL);
-                s1 = s1 + vload(row + o * DL + 16);
-            }
-            vstore(bpart + (q * chunks + c) * DL, s0);
-            vstore(bpart + (q * chunks + c) * DL + 16, s1);
+            vn sum[DW];
+            for (int w = 0; w < DW; w++) sum[w] = vnload(row + VN * w);
+            for (int64_t o = 1; o < TLM_CHUNK; o++)
+                for (int w = 0; w < DW; w++) sum[w] = sum[w] + vnload(row + o * DL + VN * w);
+            for (int w = 0; w < DW; w++) vnstore(bpart + (q * chunks + c) * DL + VN * w, sum[w]);
         }
 }
 
@@ -279,17 +286,17 @@ static void kacc_tile(const tl_direct *D, const float *img, const float *gt, int
                       float *a, int64_t q, int64_t i0) {
     const int64_t CK = D->CK, mr = CK - i0 < DR ? CK - i0 : DR;
     const float *rows[DR];
-    v16 acc[DR][2];
+    vn acc[DR][DW];
     for (int r = 0; r < DR; r++) {
         rows[r] = img + D->kaddr[i0 + (r < mr ? r : mr - 1)];
-        acc[r][0] = acc[r][1] = (v16){0};
+        for (int w = 0; w < DW; w++) acc[r][w] = (vn){0};
     }
     if (D->G->cout - q * DL > 16) addr_tile(2, D->P, rows, D->paddr, gt + q * D->P * DL, acc);
     else addr_tile(1, D->P, rows, D->paddr, gt + q * D->P * DL, acc);
     for (int r = 0; r < DR; r++) {
         float *ar = a + r * DL;
-        vstore(ar, first ? acc[r][0] : vload(ar) + acc[r][0]);
-        vstore(ar + 16, first ? acc[r][1] : vload(ar + 16) + acc[r][1]);
+        for (int w = 0; w < DW; w++)
+            vnstore(ar + VN * w, first ? acc[r][w] : vnload(ar + VN * w) + acc[r][w]);
     }
 }
 
@@ -354,15 +361,14 @@ float *tl_direct_pack_dgrad(const tl_direct *D, const float *W) {
  * registers: sum + chain per lane, tlm_add's order */
 static void offset_onto(int64_t lanes, int64_t K, const float *const *rows, const int64_t *koff,
                         const float *Bp, const int *valid, float sum[DR][DL]) {
-    v16 acc[DR][2];
-    for (int r = 0; r < DR; r++) acc[r][0] = acc[r][1] = (v16){0};
+    vn acc[DR][DW];
+    for (int r = 0; r < DR; r++)
+        for (int w = 0; w < DW; w++) acc[r][w] = (vn){0};
     if (lanes > 16) addr_tile(2, K, rows, koff, Bp, acc);
     else addr_tile(1, K, rows, koff, Bp, acc);
     for (int r = 0; r < DR; r++)
-        if (valid[r]) {
-            vstore(sum[r], vload(sum[r]) + acc[r][0]);
-            vstore(sum[r] + 16, vload(sum[r] + 16) + acc[r][1]);
-        }
+        if (valid[r])
+            for (int w = 0; w < DW; w++) vnstore(sum[r] + VN * w, vnload(sum[r] + VN * w) + acc[r][w]);
 }
 
 /* An input-gradient tile is DR cells of one image row y whose columns share a phase modulo the
@@ -443,7 +449,11 @@ void tl_direct_dgrad(const tl_direct *D, const float *Wk, const float *gb, float
  * PS floats apart, PS not a multiple of 256 (planes 4 KiB apart put a k walk's lines in one L1
  * set). Each output is still the fma chain over (ci, ky, kx) in order from the bias: the same
  * bits. */
+#if VN == 16
 #define PR 8
+#else
+#define PR 3    /* (3 x 4 accumulators of 8 lanes beside the image's vectors: 16 registers) */
+#endif
 
 int tl_direct_forward_pl_applies(const tl_geom *G, int64_t transpose) {
     return tl_direct_applies(G, transpose) && G->s[0] == 1 && G->s[1] == 1 &&
@@ -470,28 +480,26 @@ static void pl_copy(const tl_direct *D, const pl_geom *Q, const float *x, float 
 static inline __attribute__((always_inline)) void
 pl_tile(int64_t K, const int64_t *restrict koff, const float *x0, const float *x1,
         const float *restrict w, int64_t ldw, const float *bias, float *y, int64_t P, int64_t mr) {
-    v16 acc[PR][2];
+    vn acc[PR][DW];
 #pragma GCC unroll 8
     for (int r = 0; r < PR; r++) {
         const float b = bias[r < mr ? r : mr - 1];
-        acc[r][0] = acc[r][1] = (v16){b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b};
+        for (int v = 0; v < DW; v++) acc[r][v] = vnset1(b);
     }
     for (int64_t k = 0; k < K; k++) {
         const int64_t o = koff[k];
-        const v16 a0 = vload(x0 + o), a1 = vload(x1 + o);
+        vn a[DW];   /* positions o0 .. o0 + 15 from x0, o0 + 16 .. from x1 */
+        for (int v = 0; v < DW; v++) a[v] = vnload((v < VPV ? x0 : x1 - 16) + o + VN * v);
 #pragma GCC unroll 8
         for (int r = 0; r < PR; r++) {
             const float c = w[k * ldw + r];
-            acc[r][0] = VFMA(c, a0, acc[r][0]);
-            acc[r][1] = VFMA(c, a1, acc[r][1]);
+            for (int v = 0; v < DW; v++) acc[r][v] = VNFMA(c, a[v], acc[r][v]);
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < PR; r++)   /* constant indices: acc stays in registers */
-        if (r < mr) {
-            vstore(y + r * P, acc[r][0]);
-            vstore(y + r * P + 16, acc[r][1]);
-        }
+        if (r < mr)
+            for (int v = 0; v < DW; v++) vnstore(y + r * P + VN * v, acc[r][v]);
 }
 
 /* position blocks [j0, j1) of 32 of one sample, channel tiles inner (each block's cells are

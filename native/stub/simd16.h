@@ -66,5 +66,11 @@ typedef float vnu __attribute__((vector_size(4 * VN), aligned(4), may_alias));
 #define vnload(p) ((vn)*(const vnu *)(p))
 #define vnstore(p, v) (*(vnu *)(p) = (v))
 #define VPV (16 / VN)
+/* every lane a (its bits as they are: -0.0 stays -0.0) */
+#define vnset1(a) __extension__({                                                              \
+    vn r_;                                                                                      \
+    const float a_ = (a);                                                                       \
+    for (int l_ = 0; l_ < VN; l_++) r_[l_] = a_;                                                \
+    r_; })
 
 #endif
