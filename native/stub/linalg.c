@@ -79,6 +79,50 @@ static inline int omp_get_thread_num(void) { return 0; }
 #define BATCH_PAR_MAX (1 << 22) /* batched products below this size: threads over the batch */
 #define NVC(x) ((x) < NV ? (x) : NV) /* x vectors, at most NV (cases a build's tile never has) */
 
+#if VN == 8
+/* r[i][j] becomes r[j][i] for 8 x 8 in native vectors (3 levels of two-source shuffles): a
+ * 16 x 16 transpose of v16s lives on the stack without AVX-512 */
+#define T8_SWAP(r, i, b, LO, HI)                                                                \
+    do {                                                                                        \
+        vn lo_ = __builtin_shufflevector(r[i], r[i + b], LO), hi_ = __builtin_shufflevector(r[i], r[i + b], HI); \
+        r[i] = lo_; r[i + b] = hi_;                                                             \
+    } while (0)
+#define T8_LO4 0, 1, 2, 3, 8, 9, 10, 11
+#define T8_HI4 4, 5, 6, 7, 12, 13, 14, 15
+#define T8_LO2 0, 1, 8, 9, 4, 5, 12, 13
+#define T8_HI2 2, 3, 10, 11, 6, 7, 14, 15
+#define T8_LO1 0, 8, 2, 10, 4, 12, 6, 14
+#define T8_HI1 1, 9, 3, 11, 5, 13, 7, 15
+static inline __attribute__((always_inline)) void transpose8(vn r[8]) {
+    for (int i = 0; i < 8; i++)
+        if (!(i & 4)) T8_SWAP(r, i, 4, T8_LO4, T8_HI4);
+    for (int i = 0; i < 8; i++)
+        if (!(i & 2)) T8_SWAP(r, i, 2, T8_LO2, T8_HI2);
+    for (int i = 0; i < 8; i++)
+        if (!(i & 1)) T8_SWAP(r, i, 1, T8_LO1, T8_HI1);
+}
+#endif
+
+/* dst[l ldd + r] = src[r ld + l] (0 for rows r >= rows) for l, r < 16: a 16 x 16 block
+ * transposed in registers (as four 8 x 8 blocks with AVX2) */
+static inline __attribute__((always_inline)) void
+block16_t(const float *src, int64_t ld, int rows, float *dst, int64_t ldd) {
+#if VN == 8
+    for (int rh = 0; rh < 16; rh += 8)
+        for (int lh = 0; lh < 16; lh += 8) {
+            vn t[8];
+            for (int r = 0; r < 8; r++) t[r] = rh + r < rows ? vnload(src + (rh + r) * ld + lh) : (vn){0};
+            transpose8(t);
+            for (int l = 0; l < 8; l++) vnstore(dst + (lh + l) * ldd + rh, t[l]);
+        }
+#else
+    tl_v16 t[16];
+    for (int r = 0; r < 16; r++) t[r] = r < rows ? vload(src + r * ld) : (tl_v16){0};
+    tl_transpose16(t);
+    for (int l = 0; l < 16; l++) vstore(dst + l * ldd, t[l]);
+#endif
+}
+
 
 /* C[0..mr, 0..nr) (row stride ldc) = (zero ? 0 : C) + Ap^T Bp over kc steps.
  * Ap: kc groups of MR floats (row r of step k at k*MR + r); Bp: kc rows of >= 16 * nv floats,
@@ -161,6 +205,16 @@ static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t i0, int64_t
         /* rows contiguous in k (the usual layout): 16 k's of the panel's rows go through a
          * register transpose (a float at a time, the strided stores cost about 6% of a large
          * product), the k's past the last 16 one at a time */
+#if VN == 8
+        const int64_t kv = acs == 1 ? kc / 8 * 8 : 0;   /* (8 k's of MR <= 8 rows a block) */
+        for (int64_t kb = 0; kb < kv; kb += 8) {
+            vn t[8];
+            for (int l = 0; l < 8; l++)
+                t[l] = l < mr ? vnload(A + (i0 + ip + l) * ars + k0 + kb) : (vn){0};
+            transpose8(t);
+            for (int l = 0; l < 8; l++) memcpy(Ap + (kb + l) * MR, &t[l], MR * sizeof(float));
+        }
+#else
         const int64_t kv = acs == 1 ? kc / 16 * 16 : 0;
         for (int64_t kb = 0; kb < kv; kb += 16) {
             tl_v16 t[16];
@@ -169,6 +223,7 @@ static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t i0, int64_t
             tl_transpose16(t);
             for (int l = 0; l < 16; l++) memcpy(Ap + (kb + l) * MR, &t[l], MR * sizeof(float));
         }
+#endif
         for (int64_t r = 0; r < MR; r++) {
             if (r >= mr) {
                 for (int64_t k = kv; k < kc; k++) Ap[k * MR + r] = 0.0f;
@@ -201,12 +256,8 @@ static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t
          * 16 x 16 tiles go through a register transpose, the rest one float at a time */
         const int64_t jv = brs == 1 ? nr / 16 * 16 : 0, kv = kc / 16 * 16;
         for (int64_t jb = 0; jb < jv; jb += 16)
-            for (int64_t kb = 0; kb < kv; kb += 16) {
-                tl_v16 r[16];
-                for (int l = 0; l < 16; l++) r[l] = vload(B + (j0 + jb + l) * bcs + k0 + kb);
-                tl_transpose16(r);
-                for (int l = 0; l < 16; l++) vstore(Bp + (kb + l) * NR + jb, r[l]);
-            }
+            for (int64_t kb = 0; kb < kv; kb += 16)
+                block16_t(B + (j0 + jb) * bcs + k0 + kb, bcs, 16, Bp + kb * NR + jb, NR);
         for (int64_t j = 0; j < NR; j++) {
             if (j >= nr) {
                 for (int64_t k = 0; k < kc; k++) Bp[k * NR + j] = 0.0f;
@@ -468,19 +519,9 @@ static void narrow_t_rows(const float *A, int64_t ars, const float *Bp, float *C
         for (int64_t k0 = 0; k0 < n; k0 += NARROW_T_KC) {
             const int64_t kc = n - k0 < NARROW_T_KC ? n - k0 : NARROW_T_KC, kv = kc / 16 * 16;
             if (rows == 16) /* (the full block without the row test: the common case) */
-                for (int64_t kb = 0; kb < kv; kb += 16) {
-                    tl_v16 t[16];
-                    for (int l = 0; l < 16; l++) t[l] = vload(Ai + l * ars + k0 + kb);
-                    tl_transpose16(t);
-                    for (int l = 0; l < 16; l++) vstore(At + (kb + l) * 16, t[l]);
-                }
+                for (int64_t kb = 0; kb < kv; kb += 16) block16_t(Ai + k0 + kb, ars, 16, At + kb * 16, 16);
             else
-                for (int64_t kb = 0; kb < kv; kb += 16) {
-                    tl_v16 t[16];
-                    for (int l = 0; l < 16; l++) t[l] = l < rows ? vload(Ai + l * ars + k0 + kb) : (tl_v16){0};
-                    tl_transpose16(t);
-                    for (int l = 0; l < 16; l++) vstore(At + (kb + l) * 16, t[l]);
-                }
+                for (int64_t kb = 0; kb < kv; kb += 16) block16_t(Ai + k0 + kb, ars, rows, At + kb * 16, 16);
             for (int64_t k = kv; k < kc; k++)
                 for (int l = 0; l < 16; l++) At[k * 16 + l] = l < rows ? Ai[l * ars + k0 + k] : 0.0f;
             switch (p) {
@@ -508,12 +549,7 @@ static int gemm_narrow(const float *A, int64_t ars, const float *B, int64_t brs,
              * register transpose, the k's past the last 16 one at a time */
             const int64_t kv = n / 16 * 16;
 #pragma omp for schedule(static)
-            for (int64_t kb = 0; kb < kv; kb += 16) {
-                tl_v16 t[16];
-                for (int64_t j = 0; j < 16; j++) t[j] = j < p ? vload(B + j * bcs + kb) : (tl_v16){0};
-                tl_transpose16(t);
-                for (int l = 0; l < 16; l++) vstore(Bp + (kb + l) * 16, t[l]);
-            }
+            for (int64_t kb = 0; kb < kv; kb += 16) block16_t(B + kb, bcs, (int)p, Bp + kb * 16, 16);
 #pragma omp single
             for (int64_t k = kv; k < n; k++)
                 for (int64_t j = 0; j < 16; j++) Bp[k * 16 + j] = j < p ? B[k + j * bcs] : 0.0f;

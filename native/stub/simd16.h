@@ -56,10 +56,10 @@ typedef float vn __attribute__((vector_size(32)));
 #else
 #define VN 4
 typedef float vn __attribute__((vector_size(16)));
-#define VNFMA(a, b, c) __extension__({                                                         \\
-    vn b_ = (b), c_ = (c), r_;                                                                  \\
-    float a_ = (a);                                                                             \\
-    for (int l_ = 0; l_ < VN; l_++) r_[l_] = __builtin_fmaf(a_, b_[l_], c_[l_]);                \\
+#define VNFMA(a, b, c) __extension__({                                                         \
+    vn b_ = (b), c_ = (c), r_;                                                                  \
+    float a_ = (a);                                                                             \
+    for (int l_ = 0; l_ < VN; l_++) r_[l_] = __builtin_fmaf(a_, b_[l_], c_[l_]);                \
     r_; })
 #endif
 typedef float vnu __attribute__((vector_size(4 * VN), aligned(4), may_alias));
