@@ -1,9 +1,9 @@
-"""bench_stub_layers.py's batchnorm, linear and attention rows on the stub alone, one build against another
+"""bench_stub_layers.py's convolution, batchnorm, linear and attention rows on the stub alone, one build against another
 (no PyTorch needed): the same layer calls through nn modules and the tape, forward and
 forward+backward, in two processes that take turns round by round.
 
     python bench/stub_layers_ab.py --before DIR [--threads 2] [--rounds 9] [--reps 3]
-                                   [--clock wall|cpu] [--layers bn,linear,attn]
+                                   [--clock wall|cpu] [--layers conv,bn,linear,attn]
 
 DIR holds the other libtorchlean_stub.so (TORCHLEAN_LIB_DIR for the "before" process); "after"
 is this checkout's library. Medians of --rounds blocks of --reps calls, ms per call; bwd is
@@ -22,7 +22,10 @@ from ab_sides import close, compare, load, serve, spawn_sides  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 B = 128
-ROWS = [("bn 32 s32", "bn", (32, 32)), ("bn 64 s16", "bn", (64, 16)), ("bn 128 s8", "bn", (128, 8)),
+# (c_in, c_out, image size, stride, kernel size, bias): ResNet-style CIFAR convolutions
+CONVS = [("conv res 32-32 s32", (32, 32, 32, 1, 3, False)), ("conv res 32-64 s32/2", (32, 64, 32, 2, 3, False)),
+         ("conv res 64-64 s16", (64, 64, 16, 1, 3, False)), ("conv res 128-128 s8", (128, 128, 8, 1, 3, False))]
+ROWS = [(name, "conv", a) for name, a in CONVS] + [("bn 32 s32", "bn", (32, 32)), ("bn 64 s16", "bn", (64, 16)), ("bn 128 s8", "bn", (128, 8)),
         ("linear 8192-10", "linear", (8192, 10)), ("linear 512-512", "linear", (512, 512)),
         ("attn b32 h8 T128 d32 causal", "attn", (32, 8, 128, 32, True))]
 
@@ -52,12 +55,17 @@ def runners(kind, a, rng):
         def m(q, k, v):
             return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     else:
-        if kind == "bn":
+        if kind == "conv":
+            cin, cout, size, stride, k, bias = a
+            m, shape = nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=bias), (B, cin, size, size)
+            out = (size + 2 * (k // 2) - k) // stride + 1
+        elif kind == "bn":
             m, shape = nn.BatchNorm2d(a[0]), (B, a[0], a[1], a[1])
         else:
             m, shape = nn.Linear(*a), (B, a[0])
         xs = [rng.standard_normal(shape, dtype=np.float32)]
-        g = rng.standard_normal(shape if kind == "bn" else (B, a[1]), dtype=np.float32)
+        gshape = (B, a[1], out, out) if kind == "conv" else shape if kind == "bn" else (B, a[1])
+        g = rng.standard_normal(gshape, dtype=np.float32)
 
     # operands uploaded once and borrowed by each call's session (bench_stub_layers.tl_runner
     # says why)

@@ -452,7 +452,7 @@ void tl_direct_dgrad(const tl_direct *D, const float *Wk, const float *gb, float
 #if VN == 16
 #define PR 8
 #else
-#define PR 3    /* (3 x 4 accumulators of 8 lanes beside the image's vectors: 16 registers) */
+#define PR 2    /* (2 x 4 accumulators of 8 lanes beside the image's 4 vectors: 16 registers) */
 #endif
 
 int tl_direct_forward_pl_applies(const tl_geom *G, int64_t transpose) {
