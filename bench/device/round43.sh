@@ -18,7 +18,10 @@
 # gemm: the stub's default GEMM against the FMA peak and PyTorch CPU on 2 pinned cores;
 # opover: a 1-element op's host time against PyTorch eager; dmma: bench/device/dmma_gemm.sh;
 # gemmab: the stub's GEMM against a build with BEFORE_OVERLAY's files (say, an earlier
-# native/stub/linalg.c) laid over this tree (bench_gemm_ab.py), 2 pinned cores.
+# native/stub/linalg.c) laid over this tree (bench_gemm_ab.py), 2 pinned cores; isa: this
+# host's build (AVX-512 on the H200 hosts) against one with BEFORE_OVERLAY's files: the GEMM's,
+# the convolutions' and the pointwise kernels' bits at 1 and 2 threads (0 differ expected), then
+# the examples' steps side by side (bench/stub_ab.sh, 2 pinned cores).
 set -u
 OUT=${OUT:-/tmp/torchlean-gpu-out}; mkdir -p "$OUT"
 STEPS=${STEPS:-suite}
@@ -130,6 +133,30 @@ if has gemmab; then   # the stub's GEMM against this tree with BEFORE_OVERLAY's 
   timeout "${GEMMAB_S:-150}" taskset -c 2,3 python3 bench/bench_gemm_ab.py --before /tmp/before/torchlean/lib \
     --threads 2 --rounds 3 ${GEMMAB_SHAPES:+--shapes $GEMMAB_SHAPES} --out "$OUT/gemm-ab.md" >"$OUT/gemmab.log" 2>&1
   echo "gemmab rc=$?" | tee -a "$OUT/summary.txt"; grep "^|" "$OUT/gemm-ab.md" | tee -a "$OUT/summary.txt"
+fi
+if has isa; then   # bits and steps against BEFORE_OVERLAY's build on this host's ISA
+  rm -rf /tmp/before && mkdir -p /tmp/before
+  tar --exclude=./build --exclude=./.whl -cf - . | tar -xf - -C /tmp/before
+  cp -r "${BEFORE_OVERLAY:-.before}"/. /tmp/before/ && rm -rf /tmp/before/build
+  (cd /tmp/before && make -j16 stub >/dev/null 2>&1)
+  grep -o -m1 -E "avx512f|avx2" /proc/cpuinfo | head -1 | sed 's/^/isa: /' | tee -a "$OUT/summary.txt"
+  for t in 1 2; do
+    for side in before after; do
+      if [ $side = before ]; then lib=(env TORCHLEAN_LIB_DIR=/tmp/before/torchlean/lib); else lib=(env); fi
+      "${lib[@]}" OMP_NUM_THREADS=$t TORCHLEAN_BACKEND=stub taskset -c 2,3 python3 bench/gemm_bits_check.py dump "$OUT/g-$side$t.npz" >/dev/null 2>&1
+      "${lib[@]}" OMP_NUM_THREADS=$t TORCHLEAN_BACKEND=stub taskset -c 2,3 python3 bench/bits_conv_snapshot.py "$OUT/c-$side$t.npz" >/dev/null 2>&1
+      "${lib[@]}" OMP_NUM_THREADS=$t TORCHLEAN_BACKEND=stub TORCHLEAN_EXACT=1 taskset -c 2,3 python3 bench/bits_conv_snapshot.py "$OUT/ce-$side$t.npz" >/dev/null 2>&1
+      "${lib[@]}" OMP_NUM_THREADS=$t TORCHLEAN_BACKEND=stub taskset -c 2,3 python3 bench/bits_snapshot.py "$OUT/b-$side$t.npz" >/dev/null 2>&1
+    done
+    echo "threads $t: gemm $(python3 bench/gemm_bits_check.py compare "$OUT/g-before$t.npz" "$OUT/g-after$t.npz" 2>&1 | tail -1 | cut -c1-200);" \
+      "conv $(python3 bench/bits_snapshot.py --compare "$OUT/c-before$t.npz" "$OUT/c-after$t.npz" 2>&1 | tail -1);" \
+      "conv exact $(python3 bench/bits_snapshot.py --compare "$OUT/ce-before$t.npz" "$OUT/ce-after$t.npz" 2>&1 | tail -1);" \
+      "pointwise $(python3 bench/bits_snapshot.py --compare "$OUT/b-before$t.npz" "$OUT/b-after$t.npz" 2>&1 | tail -1)" | tee -a "$OUT/summary.txt"
+  done
+  rm -f "$OUT"/*.npz
+  timeout "${ISAAB_S:-200}" taskset -c 2,3 bash bench/stub_ab.sh /tmp/before/torchlean/lib "${ISAAB_N:-2}" \
+    "${ISAAB_MODELS:-digits_cnn,cnn_classifier,gpt_char,mlp,transformer,fno}" >"$OUT/isa-ab.log" 2>&1
+  echo "isa ab rc=$?" | tee -a "$OUT/summary.txt"; grep -E "torchlean|===" "$OUT/isa-ab.log" | tee -a "$OUT/summary.txt"
 fi
 if has gemm; then
   timeout "${GEMM_S:-90}" taskset -c 2,3 python3 bench/bench_gemm_peak.py --threads 2 \
