@@ -139,7 +139,8 @@ if has isa; then   # bits and steps against BEFORE_OVERLAY's build on this host'
   tar --exclude=./build --exclude=./.whl -cf - . | tar -xf - -C /tmp/before
   cp -r "${BEFORE_OVERLAY:-.before}"/. /tmp/before/ && rm -rf /tmp/before/build
   (cd /tmp/before && make -j16 stub >/dev/null 2>&1)
-  grep -o -m1 -E "avx512f|avx2" /proc/cpuinfo | head -1 | sed 's/^/isa: /' | tee -a "$OUT/summary.txt"
+  if grep -q -m1 avx512f /proc/cpuinfo; then echo "isa: avx512f"; else echo "isa: no avx512f"; fi | tee -a "$OUT/summary.txt"
+  grep -m1 "model name" /proc/cpuinfo | tee -a "$OUT/summary.txt"
   for t in 1 2; do
     for side in before after; do
       if [ $side = before ]; then lib=(env TORCHLEAN_LIB_DIR=/tmp/before/torchlean/lib); else lib=(env); fi
