@@ -25,13 +25,19 @@
 static inline int omp_get_max_threads(void) { return 1; }
 #endif
 
-#if VN == 16
-#define DR 8    /* micro-tile rows */
-#else
-#define DR 3    /* (3 x 4 accumulators of 8 lanes: 16 registers hold no more with B's) */
-#endif
 #define DL 32   /* micro-tile lanes (output channels): two 16-float vectors */
+#define PW 2    /* native vectors per tile row in one pass over k */
+#define LP (PW * VN)   /* lanes per pass: all DL with AVX-512, 16 (two passes) with AVX2 */
 #define DW (DL / VN)   /* native vectors per tile row */
+#if VN == 16
+#define DR 8    /* micro-tile rows (16 accumulators of 32) */
+#else
+#define DR 6    /* (6 x 2 accumulators, B's 2 vectors and the broadcast: 15 of 16 registers) */
+#endif
+/* passes over k for `lanes` lanes, and the native vectors a pass computes (a constant once
+ * inlined): one pass of 1 or 2 vectors with AVX-512, passes of 2 below it */
+#define PASSES(lanes) (LP == DL ? 1 : (int)(((lanes) + LP - 1) / LP))
+#define PASS_NW(lanes) (LP == DL && (lanes) <= 16 ? 1 : PW)
 
 int tl_direct_applies(const tl_geom *G, int64_t transpose) {
     return G->r == 2 && !transpose;
@@ -112,18 +118,17 @@ static void pack_lanes(const float *A, int64_t rows, int64_t K, int64_t panels, 
     }
 }
 
-/* acc[r] (the first nv 16-lane halves of DL: VPV native vectors each) = fma chain over k of
- * rows[r][koff[k]] times Bp's row k, from acc's start; nv is a constant at each call site after
+/* acc[r] (its first nw native vectors, the pass's lanes of Bp's rows) = fma chain over k of
+ * rows[r][koff[k]] times Bp's row k, from acc's start; nw is a constant at each call site after
  * inlining */
 static inline __attribute__((always_inline)) void
-addr_tile(const int nv, int64_t K, const float *const *rows, const int64_t *restrict koff,
-          const float *restrict Bp, vn acc[DR][DW]) {
-    const int nw = nv * VPV;
+addr_tile(const int nw, int64_t K, const float *const *rows, const int64_t *restrict koff,
+          const float *restrict Bp, vn acc[DR][PW]) {
     const float *rp[DR];
     for (int r = 0; r < DR; r++) rp[r] = rows[r];
     for (int64_t k = 0; k < K; k++) {
         const int64_t o = koff[k];
-        vn b[DW];
+        vn b[PW];
         for (int w = 0; w < nw; w++) b[w] = vnload(Bp + k * DL + VN * w);
         for (int r = 0; r < DR; r++) {
             float a = rp[r][o];
@@ -136,13 +141,15 @@ addr_tile(const int nv, int64_t K, const float *const *rows, const int64_t *rest
  * past 16 are not computed when lanes <= 16 (one 16-lane half) */
 static void run_tile(int64_t lanes, int64_t K, const float *const *rows, const int64_t *koff,
                      const float *Bp, const float *start, float t[DR][DL]) {
-    vn acc[DR][DW];
-    for (int r = 0; r < DR; r++)
-        for (int w = 0; w < DW; w++) acc[r][w] = vnload(start + VN * w);
-    if (lanes > 16) addr_tile(2, K, rows, koff, Bp, acc);
-    else addr_tile(1, K, rows, koff, Bp, acc);
-    for (int r = 0; r < DR; r++)
-        for (int w = 0; w < DW; w++) vnstore(t[r] + VN * w, acc[r][w]);
+    for (int h = 0; h < PASSES(lanes); h++) {
+        vn acc[DR][PW];
+        for (int r = 0; r < DR; r++)
+            for (int w = 0; w < PW; w++) acc[r][w] = vnload(start + h * LP + VN * w);
+        if (PASS_NW(lanes) == 2) addr_tile(2, K, rows, koff, Bp + h * LP, acc);
+        else addr_tile(1, K, rows, koff, Bp + h * LP, acc);
+        for (int r = 0; r < DR; r++)
+            for (int w = 0; w < PW; w++) vnstore(t[r] + h * LP + VN * w, acc[r][w]);
+    }
 }
 
 /* the tile t (DR rows of DL lanes) transposed: out[j ld + r rs] = t[r][j] for j < lanes, r < mr;
@@ -286,18 +293,23 @@ static void kacc_tile(const tl_direct *D, const float *img, const float *gt, int
                       float *a, int64_t q, int64_t i0) {
     const int64_t CK = D->CK, mr = CK - i0 < DR ? CK - i0 : DR;
     const float *rows[DR];
-    vn acc[DR][DW];
-    for (int r = 0; r < DR; r++) {
-        rows[r] = img + D->kaddr[i0 + (r < mr ? r : mr - 1)];
-        for (int w = 0; w < DW; w++) acc[r][w] = (vn){0};
+    const int64_t lanes = D->G->cout - q * DL < DL ? D->G->cout - q * DL : DL;
+    for (int r = 0; r < DR; r++) rows[r] = img + D->kaddr[i0 + (r < mr ? r : mr - 1)];
+    for (int h = 0; h < PASSES(lanes); h++) {
+        vn acc[DR][PW];
+        for (int r = 0; r < DR; r++)
+            for (int w = 0; w < PW; w++) acc[r][w] = (vn){0};
+        if (PASS_NW(lanes) == 2) addr_tile(2, D->P, rows, D->paddr, gt + q * D->P * DL + h * LP, acc);
+        else addr_tile(1, D->P, rows, D->paddr, gt + q * D->P * DL + h * LP, acc);
+        for (int r = 0; r < DR; r++) {
+            float *ar = a + r * DL + h * LP;
+            for (int w = 0; w < PW; w++)
+                vnstore(ar + VN * w, first ? acc[r][w] : vnload(ar + VN * w) + acc[r][w]);
+        }
     }
-    if (D->G->cout - q * DL > 16) addr_tile(2, D->P, rows, D->paddr, gt + q * D->P * DL, acc);
-    else addr_tile(1, D->P, rows, D->paddr, gt + q * D->P * DL, acc);
-    for (int r = 0; r < DR; r++) {
-        float *ar = a + r * DL;
-        for (int w = 0; w < DW; w++)
-            vnstore(ar + VN * w, first ? acc[r][w] : vnload(ar + VN * w) + acc[r][w]);
-    }
+    const int ran = PASSES(lanes) * LP;
+    if (ran < DL && first)   /* (lanes no pass ran: zero, as a pass of zeros would leave them) */
+        for (int r = 0; r < DR; r++) memset(a + r * DL + ran, 0, (size_t)(DL - ran) * sizeof(float));
 }
 
 /* tiles [t0, t1) of panel q, samples in order (a sample's panel stays in cache across tiles) */
@@ -361,14 +373,17 @@ float *tl_direct_pack_dgrad(const tl_direct *D, const float *W) {
  * registers: sum + chain per lane, tlm_add's order */
 static void offset_onto(int64_t lanes, int64_t K, const float *const *rows, const int64_t *koff,
                         const float *Bp, const int *valid, float sum[DR][DL]) {
-    vn acc[DR][DW];
-    for (int r = 0; r < DR; r++)
-        for (int w = 0; w < DW; w++) acc[r][w] = (vn){0};
-    if (lanes > 16) addr_tile(2, K, rows, koff, Bp, acc);
-    else addr_tile(1, K, rows, koff, Bp, acc);
-    for (int r = 0; r < DR; r++)
-        if (valid[r])
-            for (int w = 0; w < DW; w++) vnstore(sum[r] + VN * w, vnload(sum[r] + VN * w) + acc[r][w]);
+    for (int h = 0; h < PASSES(lanes); h++) {
+        vn acc[DR][PW];
+        for (int r = 0; r < DR; r++)
+            for (int w = 0; w < PW; w++) acc[r][w] = (vn){0};
+        if (PASS_NW(lanes) == 2) addr_tile(2, K, rows, koff, Bp + h * LP, acc);
+        else addr_tile(1, K, rows, koff, Bp + h * LP, acc);
+        for (int r = 0; r < DR; r++)
+            if (valid[r])
+                for (int w = 0; w < PW; w++)
+                    vnstore(sum[r] + h * LP + VN * w, vnload(sum[r] + h * LP + VN * w) + acc[r][w]);
+    }
 }
 
 /* An input-gradient tile is DR cells of one image row y whose columns share a phase modulo the
