@@ -467,7 +467,7 @@ void tl_direct_dgrad(const tl_direct *D, const float *Wk, const float *gb, float
 #if VN == 16
 #define PR 8
 #else
-#define PR 2    /* (2 x 4 accumulators of 8 lanes beside the image's 4 vectors: 16 registers) */
+#define PR 6    /* (6 x 2 accumulators, 16 positions a pass, beside 2 image vectors: 15 registers) */
 #endif
 
 int tl_direct_forward_pl_applies(const tl_geom *G, int64_t transpose) {
@@ -495,26 +495,35 @@ static void pl_copy(const tl_direct *D, const pl_geom *Q, const float *x, float 
 static inline __attribute__((always_inline)) void
 pl_tile(int64_t K, const int64_t *restrict koff, const float *x0, const float *x1,
         const float *restrict w, int64_t ldw, const float *bias, float *y, int64_t P, int64_t mr) {
-    vn acc[PR][DW];
-#pragma GCC unroll 8
-    for (int r = 0; r < PR; r++) {
-        const float b = bias[r < mr ? r : mr - 1];
-        for (int v = 0; v < DW; v++) acc[r][v] = vnset1(b);
-    }
-    for (int64_t k = 0; k < K; k++) {
-        const int64_t o = koff[k];
-        vn a[DW];   /* positions o0 .. o0 + 15 from x0, o0 + 16 .. from x1 */
-        for (int v = 0; v < DW; v++) a[v] = vnload((v < VPV ? x0 : x1 - 16) + o + VN * v);
+    /* positions h LP .. h LP + LP - 1 a pass (all 32 with AVX-512), o0 .. o0 + 15 read from
+     * x0 and o0 + 16 .. from x1 */
+    for (int h = 0; h < 32 / LP; h++) {
+        const float *src[PW];
+        for (int v = 0; v < PW; v++) {
+            const int p = h * LP + VN * v;
+            src[v] = p < 16 ? x0 + p : x1 + (p - 16);
+        }
+        vn acc[PR][PW];
 #pragma GCC unroll 8
         for (int r = 0; r < PR; r++) {
-            const float c = w[k * ldw + r];
-            for (int v = 0; v < DW; v++) acc[r][v] = VNFMA(c, a[v], acc[r][v]);
+            const float b = bias[r < mr ? r : mr - 1];
+            for (int v = 0; v < PW; v++) acc[r][v] = vnset1(b);
         }
-    }
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t o = koff[k];
+            vn a[PW];
+            for (int v = 0; v < PW; v++) a[v] = vnload(src[v] + o);
 #pragma GCC unroll 8
-    for (int r = 0; r < PR; r++)   /* constant indices: acc stays in registers */
-        if (r < mr)
-            for (int v = 0; v < DW; v++) vnstore(y + r * P + VN * v, acc[r][v]);
+            for (int r = 0; r < PR; r++) {
+                const float c = w[k * ldw + r];
+                for (int v = 0; v < PW; v++) acc[r][v] = VNFMA(c, a[v], acc[r][v]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < PR; r++)   /* constant indices: acc stays in registers */
+            if (r < mr)
+                for (int v = 0; v < PW; v++) vnstore(y + r * P + h * LP + VN * v, acc[r][v]);
+    }
 }
 
 /* position blocks [j0, j1) of 32 of one sample, channel tiles inner (each block's cells are
