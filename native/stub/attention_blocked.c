@@ -39,9 +39,28 @@
 #include "attention_blocked.h"
 
 #define QB 64 /* query rows per block */
-#define RB 8  /* query rows per register tile of the forward's products */
+#define RB 8  /* query (key) rows per row group of the products */
+
+/* The products' register tiles hold their accumulators in the build's native vectors (simd16.h's
+ * vn): GCC keeps a v16 in memory where registers are narrower, so an AVX2 build of 16-float
+ * tiles moved every lane through the stack. A tile is TR rows of an RB-row group by TV 16-float
+ * columns (TW native vectors): with AVX-512 the whole group by 2 as always (16 of the 32
+ * registers), below it 4 rows (2 with 4-float vectors) by 1, 8 accumulators of 16 registers.
+ * Every output keeps its chain whatever the tile (lanes are independent), so no bit changes. */
+#if VN == 16
+#define TR RB
+#define TV 2
+#elif VN == 8
+#define TR 4
+#define TV 1
+#else
+#define TR 2
+#define TV 1
+#endif
+#define TW (TV * VPV)
 
 typedef int32_t v16i __attribute__((vector_size(64)));
+typedef int32_t vni __attribute__((vector_size(4 * VN)));
 typedef float v8f __attribute__((vector_size(32)));
 
 /* 1 + the last key row i may attend (0 when none) */
@@ -94,6 +113,17 @@ static inline __attribute__((always_inline)) int32_t or_lanes(v16i x) {
     x |= __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
     return x[0];
 }
+
+/* the OR of the lanes of a native vector */
+#if VN == 16
+#define or_lanes_n(x) or_lanes(x)
+#else
+static inline __attribute__((always_inline)) int32_t or_lanes_n(vni x) {
+    int32_t o = 0;
+    for (int l = 0; l < VN; l++) o |= x[l];
+    return o;
+}
+#endif
 
 /* ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) of the lanes of a, in registers, each add's
  * operands in that order */
@@ -266,33 +296,35 @@ static void pack_keys(const float *K, int64_t HD, int64_t hd, int64_t kn, int64_
     pack_keys_from(K, HD, hd, 0, kn, kp, kp, Kt);
 }
 
-/* S rows [0, mr) (stride kn), keys [0, kend) in 16-key tiles (kend a multiple of 16 or kn):
+/* S rows [0, mr) (stride kn), keys [0, kend) in 16 TV-key tiles (kend a multiple of 16 or kn):
  * Q K^T with every score one FMA chain over the features in order from +0, the chain tl_sgemm
  * computes, so the bits are the GEMM's; keys a row never reads are left out */
 static inline __attribute__((always_inline)) void
 score_tile(const int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
            float *S, int64_t kn, int64_t kend) {
-    for (int64_t j0 = 0; j0 < kend; j0 += 32) {
-        const int nv = j0 + 16 < kend ? 2 : 1;
-        v16 acc[RB][2];
-        for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = (v16){0};
+    for (int64_t j0 = 0; j0 < kend; j0 += 16 * TV) {
+        const int nw = j0 + 16 * TV <= kend ? TW : (int)((kend - j0 + VN - 1) / VN);
+        vn acc[TR][TW];
+        for (int r = 0; r < mr; r++)
+            for (int w = 0; w < TW; w++) acc[r][w] = (vn){0};
         for (int64_t p = 0; p < hd; p++) {
-            const v16 b0 = vload(Kt + p * kp + j0), b1 = nv > 1 ? vload(Kt + p * kp + j0 + 16) : b0;
+            vn b[TW];
+            for (int w = 0; w < TW; w++) b[w] = w < nw ? vnload(Kt + p * kp + j0 + VN * w) : (vn){0};
             for (int r = 0; r < mr; r++) {
                 const float a = Q[r * HD + p];
-                acc[r][0] = VFMA(a, b0, acc[r][0]);
-                if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+                for (int w = 0; w < TW; w++)
+                    if (w < nw) acc[r][w] = VNFMA(a, b[w], acc[r][w]);
             }
         }
         for (int r = 0; r < mr; r++)
-            for (int v = 0; v < nv; v++) {
-                const int64_t j = j0 + 16 * v, w = kn - j < 16 ? kn - j : 16;
-                float t[16];
-                if (w == 16) {
-                    vstore(S + r * kn + j, acc[r][v]);
+            for (int w = 0; w < nw; w++) {
+                const int64_t j = j0 + VN * w, n = kn - j < VN ? kn - j : VN;
+                float t[VN];
+                if (n == VN) {
+                    vnstore(S + r * kn + j, acc[r][w]);
                 } else {
-                    vstore(t, acc[r][v]);
-                    memcpy(S + r * kn + j, t, sizeof(float) * (size_t)w);
+                    vnstore(t, acc[r][w]);
+                    memcpy(S + r * kn + j, t, sizeof(float) * (size_t)n);
                 }
             }
     }
@@ -324,53 +356,69 @@ static __attribute__((noinline, cold)) void zero_terms(float *O, int mr, int w, 
 static inline __attribute__((always_inline)) void
 value_tile(const int mr, const int nv, const float *P, int64_t kn, const float *V, int64_t HD,
            float *O, int64_t jn, const float *den, const int32_t *bad) {
-    v16 acc[RB][2];
-    for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = (v16){0};
+    const int nw = nv * VPV;
+    vn acc[TR][TW];
+    for (int r = 0; r < mr; r++)
+        for (int w = 0; w < nw; w++) acc[r][w] = (vn){0};
     for (int64_t j = 0; j < jn; j++) {
-        const v16 b0 = vload(V + j * HD), b1 = nv > 1 ? vload(V + j * HD + 16) : b0;
+        vn b[TW];
+        for (int w = 0; w < nw; w++) b[w] = vnload(V + j * HD + VN * w);
         for (int r = 0; r < mr; r++) {
             const float a = P[r * kn + j];
-            acc[r][0] = VFMA(a, b0, acc[r][0]);
-            if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+            for (int w = 0; w < nw; w++) acc[r][w] = VNFMA(a, b[w], acc[r][w]);
         }
     }
-    v16i nz = {0};
+    vni nz = {0};
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) nz |= (v16i)acc[r][v] == (int32_t)0x80000000;
-    if (jn < kn && or_lanes(nz)) {
+        for (int w = 0; w < nw; w++) nz |= (vni)acc[r][w] == (int32_t)0x80000000;
+    if (jn < kn && or_lanes_n(nz)) {
         for (int r = 0; r < mr; r++)
-            for (int v = 0; v < nv; v++) vstore(O + r * HD + 16 * v, acc[r][v]);
+            for (int w = 0; w < nw; w++) vnstore(O + r * HD + VN * w, acc[r][w]);
         zero_terms(O, mr, 16 * nv, HD, V, jn, kn);
         for (int r = 0; r < mr; r++)
-            for (int v = 0; v < nv; v++) acc[r][v] = vload(O + r * HD + 16 * v);
+            for (int w = 0; w < nw; w++) acc[r][w] = vnload(O + r * HD + VN * w);
     }
     /* the forward's softmax divisor: NaN for a row that met a NaN score, 0 for a row with no
      * allowed key (divisor 0), else the sum divided by it */
     if (den)
         for (int r = 0; r < mr; r++)
-            for (int v = 0; v < nv; v++)
-                acc[r][v] = bad[r] ? (v16){0} + tlm_from_bits(0x7fc00000)
-                          : den[r] == 0.0f ? (v16){0} : acc[r][v] / den[r];
+            for (int w = 0; w < nw; w++)
+                acc[r][w] = bad[r] ? (vn){0} + tlm_from_bits(0x7fc00000)
+                          : den[r] == 0.0f ? (vn){0} : acc[r][w] / den[r];
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) vstore(O + r * HD + 16 * v, acc[r][v]);
+        for (int w = 0; w < nw; w++) vnstore(O + r * HD + VN * w, acc[r][w]);
 }
 
+/* the row counts of a tile */
+#if TR == 8
 #define TILE_CASES(X) X(8) X(7) X(6) X(5) X(4) X(3) X(2) X(1)
+#elif TR == 4
+#define TILE_CASES(X) X(4) X(3) X(2) X(1)
+#else
+#define TILE_CASES(X) X(2) X(1)
+#endif
 #define SCORE_CASE(R) case R: score_tile(R, Q, HD, hd, Kt, kp, S, kn, kend); break;
 #define VALUE_CASE(R)                                                                       \
     case R:                                                                                 \
-        if (nv == 2) value_tile(R, 2, P, kn, V, HD, O, jn, den, bad);                       \
-        else value_tile(R, 1, P, kn, V, HD, O, jn, den, bad);                               \
+        if (TV > 1 && nv == 2) value_tile(R, 2, P, kn, V, HD, O, jn, dr, br);               \
+        else value_tile(R, 1, P, kn, V, HD, O, jn, dr, br);                                 \
         break;
 
+/* mr <= RB rows, TR at a time */
 static void score_rows(int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
                        float *S, int64_t kn, int64_t kend) {
-    switch (mr) { TILE_CASES(SCORE_CASE) }
+    for (int r0 = 0; r0 < mr; r0 += TR, Q += TR * HD, S += TR * kn)
+        switch (mr - r0 < TR ? mr - r0 : TR) { TILE_CASES(SCORE_CASE) }
 }
 
+/* mr <= RB rows, TR at a time, features [0, 16 nv) (nv <= TV) */
 static void value_rows(int mr, int nv, const float *P, int64_t kn, const float *V, int64_t HD,
                        float *O, int64_t jn, const float *den, const int32_t *bad) {
-    switch (mr) { TILE_CASES(VALUE_CASE) }
+    for (int r0 = 0; r0 < mr; r0 += TR, P += TR * kn, O += TR * HD) {
+        const float *dr = den ? den + r0 : NULL;
+        const int32_t *br = den ? bad + r0 : NULL;
+        switch (mr - r0 < TR ? mr - r0 : TR) { TILE_CASES(VALUE_CASE) }
+    }
 }
 
 /* S (qb, kn) = Q_blk K^T for the keys each RB-row group reads (up to its rows' vec_end), from
@@ -419,7 +467,7 @@ static int64_t first_full_row(const int64_t *ke, int64_t qb, int64_t kn) {
     return r;
 }
 
-/* O_blk (qb, hd) = P V[0..kn) in RB-row, 32-feature tiles (hd a multiple of 16). ke[r] (or NULL):
+/* O_blk (qb, hd) = P V[0..kn) in RB-row, 16 TV-feature tiles (hd a multiple of 16). ke[r] (or NULL):
  * row r's P is +0 from key ke[r] on, so a row group's chains stop after its last ke (but not
  * before key nf, 1 + the last key whose V row is not finite), the rest left to zero_terms. */
 static void block_values(const float *P, const float *V, float *O, int64_t HD, int64_t hd,
@@ -432,8 +480,8 @@ static void block_values(const float *P, const float *V, float *O, int64_t HD, i
             jn = nf;
             for (int r = 0; r < mr; r++) jn = ke[r0 + r] > jn ? ke[r0 + r] : jn;
         }
-        for (int64_t c = 0; c < hd; c += 32)
-            value_rows(mr, hd - c > 16 ? 2 : 1, P + r0 * kn, kn, V + c, HD, O + r0 * HD + c, jn,
+        for (int64_t c = 0; c < hd; c += 16 * TV)
+            value_rows(mr, TV > 1 && hd - c > 16 ? 2 : 1, P + r0 * kn, kn, V + c, HD, O + r0 * HD + c, jn,
                        den ? den + r0 : NULL, den ? bad + r0 : NULL);
     }
 }
@@ -444,39 +492,42 @@ static void block_values(const float *P, const float *V, float *O, int64_t HD, i
 static inline __attribute__((always_inline)) void
 key_tile(const int mr, const int nv, const float *A, int64_t kn, const float *B, int64_t HD,
          int64_t qb, float *C, int64_t rs, int fresh) {
-    v16 acc[RB][2];
-    v16i nz = {0};
+    const int nw = nv * VPV;
+    vn acc[TR][TW];
+    vni nz = {0};
     for (int j = 0; j < mr; j++)
-        for (int v = 0; v < nv; v++) {
-            acc[j][v] = fresh ? (v16){0} : vload(C + j * HD + 16 * v);
-            nz |= (v16i)acc[j][v] == (int32_t)0x80000000;
+        for (int w = 0; w < nw; w++) {
+            acc[j][w] = fresh ? (vn){0} : vnload(C + j * HD + VN * w);
+            nz |= (vni)acc[j][w] == (int32_t)0x80000000;
         }
-    if (rs > 0 && or_lanes(nz)) {
+    if (rs > 0 && or_lanes_n(nz)) {
         zero_terms(C, mr, 16 * nv, HD, B, 0, rs);
         for (int j = 0; j < mr; j++)
-            for (int v = 0; v < nv; v++) acc[j][v] = vload(C + j * HD + 16 * v);
+            for (int w = 0; w < nw; w++) acc[j][w] = vnload(C + j * HD + VN * w);
     }
     for (int64_t r = rs; r < qb; r++) {
-        const v16 b0 = vload(B + r * HD), b1 = nv > 1 ? vload(B + r * HD + 16) : b0;
+        vn b[TW];
+        for (int w = 0; w < nw; w++) b[w] = vnload(B + r * HD + VN * w);
         for (int j = 0; j < mr; j++) {
             const float a = A[r * kn + j];
-            acc[j][0] = VFMA(a, b0, acc[j][0]);
-            if (nv > 1) acc[j][1] = VFMA(a, b1, acc[j][1]);
+            for (int w = 0; w < nw; w++) acc[j][w] = VNFMA(a, b[w], acc[j][w]);
         }
     }
     for (int j = 0; j < mr; j++)
-        for (int v = 0; v < nv; v++) vstore(C + j * HD + 16 * v, acc[j][v]);
+        for (int w = 0; w < nw; w++) vnstore(C + j * HD + VN * w, acc[j][w]);
 }
 
 #define KEY_CASE(R)                                                                         \
     case R:                                                                                 \
-        if (nv == 2) key_tile(R, 2, A, kn, B, HD, qb, C, rs, fresh);                        \
+        if (TV > 1 && nv == 2) key_tile(R, 2, A, kn, B, HD, qb, C, rs, fresh);              \
         else key_tile(R, 1, A, kn, B, HD, qb, C, rs, fresh);                                \
         break;
 
+/* mr <= RB rows (keys), TR at a time, features [0, 16 nv) (nv <= TV) */
 static void key_rows(int mr, int nv, const float *A, int64_t kn, const float *B, int64_t HD,
                      int64_t qb, float *C, int64_t rs, int fresh) {
-    switch (mr) { TILE_CASES(KEY_CASE) }
+    for (int j0 = 0; j0 < mr; j0 += TR, A += TR, C += TR * HD)
+        switch (mr - j0 < TR ? mr - j0 : TR) { TILE_CASES(KEY_CASE) }
 }
 
 /* the first of rows [0, qb) of X (hd features, rows HD apart) holding an inf or NaN, qb when
@@ -509,8 +560,8 @@ static void block_keys_acc(const float *A, const float *B, float *C, int64_t HD,
         if (j0 < kz && j0 + mr > kz)
             for (int64_t j = kz; j < j0 + mr; j++)
                 memset(C + j * HD, 0, sizeof(float) * (size_t)hd);
-        for (int64_t c = 0; c < hd; c += 32)
-            key_rows(mr, hd - c > 16 ? 2 : 1, A + j0, kn, B + c, HD, qb, C + j0 * HD + c, rs,
+        for (int64_t c = 0; c < hd; c += 16 * TV)
+            key_rows(mr, TV > 1 && hd - c > 16 ? 2 : 1, A + j0, kn, B + c, HD, qb, C + j0 * HD + c, rs,
                      j0 >= kz);
     }
 }
