@@ -303,17 +303,19 @@ static inline __attribute__((always_inline)) void
 score_tile(const int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
            float *S, int64_t kn, int64_t kend) {
     for (int64_t j0 = 0; j0 < kend; j0 += 16 * TV) {
-        const int nw = j0 + 16 * TV <= kend ? TW : (int)((kend - j0 + VN - 1) / VN);
+        int nw = 1; /* native vectors up to kend */
+        while (nw < TW && j0 + VN * nw < kend) nw++;
         vn acc[TR][TW];
         for (int r = 0; r < mr; r++)
             for (int w = 0; w < TW; w++) acc[r][w] = (vn){0};
         for (int64_t p = 0; p < hd; p++) {
             vn b[TW];
-            for (int w = 0; w < TW; w++) b[w] = w < nw ? vnload(Kt + p * kp + j0 + VN * w) : (vn){0};
+            for (int w = 0; w < TW; w++)
+                b[w] = w == 0 || w < nw ? vnload(Kt + p * kp + j0 + VN * w) : b[0];
             for (int r = 0; r < mr; r++) {
                 const float a = Q[r * HD + p];
                 for (int w = 0; w < TW; w++)
-                    if (w < nw) acc[r][w] = VNFMA(a, b[w], acc[r][w]);
+                    if (w == 0 || w < nw) acc[r][w] = VNFMA(a, b[w], acc[r][w]);
             }
         }
         for (int r = 0; r < mr; r++)
@@ -389,36 +391,36 @@ value_tile(const int mr, const int nv, const float *P, int64_t kn, const float *
         for (int w = 0; w < nw; w++) vnstore(O + r * HD + VN * w, acc[r][w]);
 }
 
-/* the row counts of a tile */
-#if TR == 8
+/* mr <= RB rows as tiles of TR, each at constant rows r0 and count m (with TR == RB just the one
+ * tile; a loop over them left m unknown and the accumulators on the stack) */
+#define TILE_AT(mr, R0, TILE)                                                               \
+    if ((R0) < (mr)) {                                                                      \
+        const int r0 = (R0), m = (mr) - r0 < TR ? (mr) - r0 : TR;                           \
+        TILE;                                                                               \
+    }
+#define TILE_ROWS(mr, TILE)                                                                 \
+    TILE_AT(mr, 0, TILE) TILE_AT(mr, TR, TILE) TILE_AT(mr, 2 * TR, TILE) TILE_AT(mr, 3 * TR, TILE)
 #define TILE_CASES(X) X(8) X(7) X(6) X(5) X(4) X(3) X(2) X(1)
-#elif TR == 4
-#define TILE_CASES(X) X(4) X(3) X(2) X(1)
-#else
-#define TILE_CASES(X) X(2) X(1)
-#endif
-#define SCORE_CASE(R) case R: score_tile(R, Q, HD, hd, Kt, kp, S, kn, kend); break;
+#define SCORE_CASE(R)                                                                       \
+    case R: TILE_ROWS(R, score_tile(m, Q + r0 * HD, HD, hd, Kt, kp, S + r0 * kn, kn, kend)) break;
 #define VALUE_CASE(R)                                                                       \
     case R:                                                                                 \
-        if (TV > 1 && nv == 2) value_tile(R, 2, P, kn, V, HD, O, jn, dr, br);               \
-        else value_tile(R, 1, P, kn, V, HD, O, jn, dr, br);                                 \
+        TILE_ROWS(R, if (TV > 1 && nv == 2)                                                 \
+                         value_tile(m, 2, P + r0 * kn, kn, V, HD, O + r0 * HD, jn,          \
+                                    den ? den + r0 : NULL, bad ? bad + r0 : NULL);          \
+                     else value_tile(m, 1, P + r0 * kn, kn, V, HD, O + r0 * HD, jn,         \
+                                     den ? den + r0 : NULL, bad ? bad + r0 : NULL))         \
         break;
 
-/* mr <= RB rows, TR at a time */
 static void score_rows(int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
                        float *S, int64_t kn, int64_t kend) {
-    for (int r0 = 0; r0 < mr; r0 += TR, Q += TR * HD, S += TR * kn)
-        switch (mr - r0 < TR ? mr - r0 : TR) { TILE_CASES(SCORE_CASE) }
+    switch (mr) { TILE_CASES(SCORE_CASE) }
 }
 
-/* mr <= RB rows, TR at a time, features [0, 16 nv) (nv <= TV) */
+/* features [0, 16 nv) (nv <= TV) */
 static void value_rows(int mr, int nv, const float *P, int64_t kn, const float *V, int64_t HD,
                        float *O, int64_t jn, const float *den, const int32_t *bad) {
-    for (int r0 = 0; r0 < mr; r0 += TR, P += TR * kn, O += TR * HD) {
-        const float *dr = den ? den + r0 : NULL;
-        const int32_t *br = den ? bad + r0 : NULL;
-        switch (mr - r0 < TR ? mr - r0 : TR) { TILE_CASES(VALUE_CASE) }
-    }
+    switch (mr) { TILE_CASES(VALUE_CASE) }
 }
 
 /* S (qb, kn) = Q_blk K^T for the keys each RB-row group reads (up to its rows' vec_end), from
@@ -519,15 +521,15 @@ key_tile(const int mr, const int nv, const float *A, int64_t kn, const float *B,
 
 #define KEY_CASE(R)                                                                         \
     case R:                                                                                 \
-        if (TV > 1 && nv == 2) key_tile(R, 2, A, kn, B, HD, qb, C, rs, fresh);              \
-        else key_tile(R, 1, A, kn, B, HD, qb, C, rs, fresh);                                \
+        TILE_ROWS(R, if (TV > 1 && nv == 2)                                                 \
+                         key_tile(m, 2, A + r0, kn, B, HD, qb, C + r0 * HD, rs, fresh);     \
+                     else key_tile(m, 1, A + r0, kn, B, HD, qb, C + r0 * HD, rs, fresh))    \
         break;
 
-/* mr <= RB rows (keys), TR at a time, features [0, 16 nv) (nv <= TV) */
+/* features [0, 16 nv) (nv <= TV) */
 static void key_rows(int mr, int nv, const float *A, int64_t kn, const float *B, int64_t HD,
                      int64_t qb, float *C, int64_t rs, int fresh) {
-    for (int j0 = 0; j0 < mr; j0 += TR, A += TR, C += TR * HD)
-        switch (mr - j0 < TR ? mr - j0 : TR) { TILE_CASES(KEY_CASE) }
+    switch (mr) { TILE_CASES(KEY_CASE) }
 }
 
 /* the first of rows [0, qb) of X (hd features, rows HD apart) holding an inf or NaN, qb when
