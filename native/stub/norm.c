@@ -130,6 +130,58 @@ static inline int64_t bn_offset(int64_t p, int64_t c, int64_t s, int64_t ch, int
     return (p / s * c + ch) * s + p % s;
 }
 
+#if VN == 16
+/* The AVX-512 build: squares of 16 x 16 (32 registers hold them) */
+typedef float tl_v16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define BN_LOAD(p) ((tl_v16)*(const tl_v16u *)(p))
+
+/* 16 rows (a row of 16 values per chunk) transposed and added into acc in walk order; the
+ * first group of a chunk (first) starts the sums from its first value */
+static inline __attribute__((always_inline)) tl_v16 bn_add_rows(tl_v16 r[16], tl_v16 acc, int first) {
+    tl_transpose16(r);
+    acc = first ? r[0] : acc + r[0];   /* constant indices: r stays in registers */
+#pragma GCC unroll 16
+    for (int i = 1; i < 16; i++) acc = acc + r[i];
+    return acc;
+}
+
+/* One block of BN_LANES whole chunks from walk position p0 when s % 16 == 0: every run of 16
+ * values inside a chunk is then contiguous in one sample's plane, so lane l's next 16 values
+ * are one vector load at cur[l]. 16 such rows (a row per chunk) transposed give 16 vectors of
+ * one value per chunk, added in walk order: the same sequential sums as bn_block_copy, without
+ * the trip through memory. BN_X and BN_SQDEV sum a's values into part; BN_PROD sums both a's
+ * values (part) and a * b (part2) in the one walk (the backward's two sums). */
+static void bn_block_rows(int kind, const float *a, const float *b, float mu, int64_t c,
+                          int64_t s, int64_t ch, int64_t p0, float part[BN_LANES],
+                          float part2[BN_LANES]) {
+    int64_t cur[BN_LANES], left[BN_LANES];   /* next offset; values left in its sample's plane */
+    for (int l = 0; l < BN_LANES; l++) cur[l] = bn_offset(p0 + (int64_t)l * TLM_CHUNK, c, s, ch, &left[l]);
+    tl_v16 acc = {0}, acc2 = {0};
+    for (int t = 0; t < TLM_CHUNK / 16; t++) {
+        tl_v16 r[16];
+        for (int l = 0; l < 16; l++) {
+            tl_v16 v = BN_LOAD(a + cur[l]);
+            if (kind == BN_SQDEV) { v = v - mu; v = v * v; }
+            r[l] = v;
+        }
+        acc = bn_add_rows(r, acc, t == 0);
+        if (kind == BN_PROD) {
+            for (int l = 0; l < 16; l++) r[l] = BN_LOAD(a + cur[l]) * BN_LOAD(b + cur[l]);
+            acc2 = bn_add_rows(r, acc2, t == 0);
+        }
+        for (int l = 0; l < 16; l++) {
+            cur[l] += 16;
+            if ((left[l] -= 16) == 0) { cur[l] += (c - 1) * s; left[l] = s; }
+        }
+    }
+    for (int l = 0; l < BN_LANES; l++) { part[l] = acc[l]; part2[l] = acc2[l]; }
+}
+
+#else
+/* Below AVX-512 the 16 lanes are 16 / VN groups of VN, each summed from VN x VN squares in
+ * the build's native vectors (simd16.h's vn): a 16 x 16 square of v16 does not fit 16
+ * registers and went through the stack. Each lane adds the same values in the same order,
+ * so the sums are the same bits. */
 /* VN rows (a row of VN values per chunk or channel) transposed and added into acc in walk order;
  * the first group of a chunk (first) starts the sums from its first value. In the build's native
  * vectors (simd16.h's vn): below AVX-512 a 16 x 16 square of v16 does not fit the registers and
@@ -183,6 +235,8 @@ static void bn_block_rows(int kind, const float *a, const float *b, float mu, in
     }
 }
 
+#endif
+
 /* Rule 4 over channel ch's walk: sums[0] of a's values (BN_X), of (a - mu)^2 (BN_SQDEV); for
  * BN_PROD sums[0] of a's values and sums[1] of a * b */
 static void bn_channel_sums(int kind, const float *a, const float *b, float mu, int64_t n,
@@ -211,16 +265,27 @@ static void bn_channel_sums(int kind, const float *a, const float *b, float mu, 
     sums[1] = kind == BN_PROD ? tlm_sum4_result(&acc2) : 0.0f;
 }
 
+#if VN == 16
+/* w < 16 floats from p as a vector, zeros past them (nothing past p + w is read) */
+static inline tl_v16 bn_load_part(const float *p, int64_t w) {
+#if defined(__AVX512F__)
+    return (tl_v16)_mm512_maskz_loadu_ps((__mmask16)((1u << w) - 1u), p);
+#else
+    float t[16] = {0};
+    for (int64_t i = 0; i < w; i++) t[i] = p[i];
+    return BN_LOAD(t);
+#endif
+}
+
+#else
 /* w < VN floats from p as a vector, zeros past them (nothing past p + w is read) */
 static inline vn bn_load_part(const float *p, int64_t w) {
-#if defined(__AVX512F__)
-    return (vn)_mm512_maskz_loadu_ps((__mmask16)((1u << w) - 1u), p);
-#else
     float t[VN] = {0};
     for (int64_t i = 0; i < w; i++) t[i] = p[i];
     return vnload(t);
-#endif
 }
+
+#endif
 
 /* Rule 4 over the walks of 16 channels ch0..ch0+15 at once, a channel per lane: at each walk
  * position the 16 channels' runs of up to 16 values (rows s floats apart, one stretch of 16 s
@@ -235,6 +300,59 @@ static inline vn bn_load_part(const float *p, int64_t w) {
  * them onto each channel's tree in chunk order, so a walk may be split between threads at any
  * chunk. Kinds as bn_channel_sums; mu: the channels' means (BN_SQDEV). */
 
+#if VN == 16
+/* any s: runs cut at a plane's end, chunks closing inside a run */
+static void bn_group_walk_any(int kind, const float *a, const float *b, const float *mu, int64_t n,
+                              int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
+                              float *P2) {
+    const int64_t total = n * s, p1 = q1 * TLM_CHUNK < total ? q1 * TLM_CHUNK : total;
+    int64_t p = q0 * TLM_CHUNK, bi = p / s, pos = p % s;
+    tl_v16 part = {0}, part2 = {0};
+    int64_t fill = 0;   /* positions in the open chunk */
+    while (p < p1) {
+        const int64_t base = (bi * c + ch0) * s;
+        int64_t w = s - pos < 16 ? s - pos : 16;   /* positions in this run */
+        if (p1 - p < w) w = p1 - p;
+        tl_v16 r[16], q[16];
+        for (int l = 0; l < 16; l++) {
+            const int64_t off = base + l * s + pos;
+            tl_v16 v = w == 16 ? BN_LOAD(a + off) : bn_load_part(a + off, w);
+            if (kind == BN_SQDEV) { v = v - mu[l]; v = v * v; }
+            r[l] = v;
+            if (kind == BN_PROD) q[l] = v * (w == 16 ? BN_LOAD(b + off) : bn_load_part(b + off, w));
+        }
+        if (w == 16 && fill + 16 <= TLM_CHUNK) {   /* no chunk closes before the run's end */
+            part = bn_add_rows(r, part, fill == 0);
+            if (kind == BN_PROD) part2 = bn_add_rows(q, part2, fill == 0);
+            fill += 16;
+            if (fill == TLM_CHUNK) {
+                vstore(P, part); P += 16;
+                if (kind == BN_PROD) { vstore(P2, part2); P2 += 16; }
+                fill = 0;
+            }
+        } else {   /* position by position, closing chunks where they end */
+            tl_transpose16(r);
+            if (kind == BN_PROD) tl_transpose16(q);
+            for (int64_t i = 0; i < w; i++) {
+                part = fill ? part + r[i] : r[i];
+                if (kind == BN_PROD) part2 = fill ? part2 + q[i] : q[i];
+                if (++fill == TLM_CHUNK) {
+                    vstore(P, part); P += 16;
+                    if (kind == BN_PROD) { vstore(P2, part2); P2 += 16; }
+                    fill = 0;
+                }
+            }
+        }
+        p += w;
+        if ((pos += w) == s) { pos = 0; bi++; }
+    }
+    if (fill) {   /* the walk's last chunk, short */
+        vstore(P, part);
+        if (kind == BN_PROD) vstore(P2, part2);
+    }
+}
+
+#else
 /* rows [0, VN) (channels, s floats apart) of VN-lane group h: VN values of each from offset off
  * (n <= VN of them, zeros past them), (x - mu)^2 for BN_SQDEV, a * b for BN_PROD's second
  * sum (prod) */
@@ -322,6 +440,8 @@ static void bn_group_walk_any(int kind, const float *a, const float *b, const fl
         }
 }
 
+#endif
+
 #ifndef BN_PF_SAMPLES
 #define BN_PF_SAMPLES 1
 #endif
@@ -331,6 +451,51 @@ static void bn_group_walk_any(int kind, const float *a, const float *b, const fl
  * at 8x8 and 16x16 planes, one thread). Prefetches change no value. */
 /* s % 16 == 0: every run is 16 positions and chunks close only at a run's end (fewer live
  * vectors than bn_group_walk_any's, which ran 20-30% slower on such planes) */
+#if VN == 16
+static void bn_group_walk16(int kind, const float *a, const float *b, const float *mu, int64_t n,
+                            int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
+                            float *P2) {
+    const int64_t total = n * s, p1 = q1 * TLM_CHUNK < total ? q1 * TLM_CHUNK : total;
+    int64_t p = q0 * TLM_CHUNK, bi = p / s, pos = p % s;
+    tl_v16 part = {0}, part2 = {0};
+    int64_t fill = 0;   /* positions in the open chunk, a multiple of 16 */
+    for (; p < p1; p += 16) {
+        const int64_t base = (bi * c + ch0) * s;
+        tl_v16 r[16];
+        if (s <= 256 && bi + BN_PF_SAMPLES < n) {
+            /* the group's block BN_PF_SAMPLES samples ahead (16 s contiguous floats), the same
+             * share of it as this step walks of the current one: 16 lines per array */
+            const int64_t nb = ((bi + BN_PF_SAMPLES) * c + ch0) * s + pos * 16;
+            for (int j = 0; j < 16; j++) {
+                __builtin_prefetch(a + nb + j * 16);
+                if (kind == BN_PROD) __builtin_prefetch(b + nb + j * 16);
+            }
+        }
+        for (int l = 0; l < 16; l++) {
+            tl_v16 v = BN_LOAD(a + base + l * s + pos);
+            if (kind == BN_SQDEV) { v = v - mu[l]; v = v * v; }
+            r[l] = v;
+        }
+        part = bn_add_rows(r, part, fill == 0);
+        if (kind == BN_PROD) {
+            for (int l = 0; l < 16; l++)
+                r[l] = BN_LOAD(a + base + l * s + pos) * BN_LOAD(b + base + l * s + pos);
+            part2 = bn_add_rows(r, part2, fill == 0);
+        }
+        if ((fill += 16) == TLM_CHUNK) {
+            vstore(P, part); P += 16;
+            if (kind == BN_PROD) { vstore(P2, part2); P2 += 16; }
+            fill = 0;
+        }
+        if ((pos += 16) == s) { pos = 0; bi++; }
+    }
+    if (fill) {
+        vstore(P, part);
+        if (kind == BN_PROD) vstore(P2, part2);
+    }
+}
+
+#else
 static void bn_group_walk16(int kind, const float *a, const float *b, const float *mu, int64_t n,
                             int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
                             float *P2) {
@@ -382,6 +547,8 @@ static void bn_group_walk16(int kind, const float *a, const float *b, const floa
             if (kind == BN_PROD) vnstore(P2 + h * VN, part2[h]);
         }
 }
+
+#endif
 
 static void bn_group_walk(int kind, const float *a, const float *b, const float *mu, int64_t n,
                           int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
