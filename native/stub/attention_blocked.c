@@ -276,12 +276,14 @@ static void pack_keys_from(const float *K, int64_t HD, int64_t hd, int64_t k0, i
                            int64_t kp, int64_t ks, float *Kt) {
     const int64_t jv = kn / 16 * 16, pv = hd / 16 * 16;
     for (int64_t j0 = k0; j0 < jv; j0 += 16)
-        for (int64_t p0 = 0; p0 < pv; p0 += 16) {
-            tl_v16 r[16];
-            for (int i = 0; i < 16; i++) r[i] = vload(K + (j0 + i) * HD + p0);
-            tl_transpose16(r);
-            for (int i = 0; i < 16; i++) vstore(Kt + (p0 + i) * ks + j0, r[i]);
-        }
+        for (int64_t p0 = 0; p0 < pv; p0 += 16)
+            for (int u = 0; u < 16 / VN; u++)   /* as VN x VN squares of native vectors */
+                for (int v = 0; v < 16 / VN; v++) {
+                    vn r[VN];
+                    for (int i = 0; i < VN; i++) r[i] = vnload(K + (j0 + VN * v + i) * HD + p0 + VN * u);
+                    tl_transpose_vn(r);
+                    for (int i = 0; i < VN; i++) vnstore(Kt + (p0 + VN * u + i) * ks + j0 + VN * v, r[i]);
+                }
     for (int64_t p = 0; p < hd; p++) {
         const int64_t j1 = p < pv ? (jv > k0 ? jv : k0) : k0; /* past the transposed tiles */
         for (int64_t j = j1; j < kn; j++) Kt[p * ks + j] = K[j * HD + p];
@@ -654,35 +656,39 @@ int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, cons
     return bad;
 }
 
-/* c + a b per lane with one rounding, a, b and c all v16 (simd16.h's VFMA with a vector a) */
-#if defined(__AVX512F__)
-#define VFMA_V(a, b, c) ((v16)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+/* c + a b per lane with one rounding, a, b and c all native vectors (simd16.h's VNFMA with a
+ * vector a) */
+#if VN == 16
+#define VNFMA_V(a, b, c) ((vn)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#elif VN == 8
+#define VNFMA_V(a, b, c) ((vn)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #else
-#define VFMA_V(a, b, c) __extension__({                                                        \
-    v16 a_ = (a), b_ = (b), c_ = (c), r_;                                                       \
-    for (int l_ = 0; l_ < 16; l_++) r_[l_] = __builtin_fmaf(a_[l_], b_[l_], c_[l_]);            \
+#define VNFMA_V(a, b, c) __extension__({                                                       \
+    vn a_ = (a), b_ = (b), c_ = (c), r_;                                                        \
+    for (int l_ = 0; l_ < VN; l_++) r_[l_] = __builtin_fmaf(a_[l_], b_[l_], c_[l_]);            \
     r_; })
 #endif
 
 /* D[r] = tlm_dot(dO row r, O row r) for the qb rows of a block (hd a multiple of 16; rows HD
- * apart): 16 rows at a time, their features turned into 16-row vectors by register transposes,
- * so each lane is one row's chain, one FMA per feature in order from +0, as tlm_dot's */
+ * apart): VN rows at a time, their features turned into VN-row vectors by register transposes
+ * (VN x VN squares of native vectors), so each lane is one row's chain, one FMA per feature in
+ * order from +0, as tlm_dot's */
 static void block_rowdots(const float *A, const float *B, int64_t HD, int64_t hd, int64_t qb,
                           float *D) {
     int64_t r0 = 0;
-    for (; r0 + 16 <= qb; r0 += 16) {
-        v16 acc = {0};
-        for (int64_t p0 = 0; p0 < hd; p0 += 16) {
-            tl_v16 a[16], b[16];
-            for (int i = 0; i < 16; i++) {
-                a[i] = vload(A + (r0 + i) * HD + p0);
-                b[i] = vload(B + (r0 + i) * HD + p0);
+    for (; r0 + VN <= qb; r0 += VN) {
+        vn acc = {0};
+        for (int64_t p0 = 0; p0 < hd; p0 += VN) {
+            vn a[VN], b[VN];
+            for (int i = 0; i < VN; i++) {
+                a[i] = vnload(A + (r0 + i) * HD + p0);
+                b[i] = vnload(B + (r0 + i) * HD + p0);
             }
-            tl_transpose16(a);
-            tl_transpose16(b);
-            for (int p = 0; p < 16; p++) acc = VFMA_V(a[p], b[p], acc);
+            tl_transpose_vn(a);
+            tl_transpose_vn(b);
+            for (int p = 0; p < VN; p++) acc = VNFMA_V(a[p], b[p], acc);
         }
-        vstore(D + r0, acc);
+        vnstore(D + r0, acc);
     }
     for (; r0 < qb; r0++) D[r0] = tlm_dot(A + r0 * HD, 1, B + r0 * HD, 1, hd, 0.0f);
 }
