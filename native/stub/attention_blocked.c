@@ -140,6 +140,7 @@ static inline __attribute__((always_inline)) float sum_tree8(v8f a) {
  * keys j = l mod 16 of the whole vectors in order and lane 0 then the last kv mod 16 keys, and
  * the lanes are folded 0..15 with the first of equals kept: the order the softmax has always
  * used, so a zero maximum keeps its sign. */
+#if VN == 16
 static TL_VEC512 float row_scale_max(float *s, const float *mi, int64_t ke, int64_t kv, float scale,
                                      int *nan_seen) {
     const float neg_inf = tlm_from_bits((int32_t)0xff800000);
@@ -175,6 +176,55 @@ static TL_VEC512 float row_scale_max(float *s, const float *mi, int64_t ke, int6
     *nan_seen = or_lanes(nan) != 0;
     return max_lanes((v16)mx);
 }
+#else
+/* Below AVX-512 the 16 lanes run as VPV native vectors (the running maximum and NaN flags of
+ * v16s lived on the stack there), lane l still taking the keys j = l mod 16 */
+static float row_scale_max(float *s, const float *mi, int64_t ke, int64_t kv, float scale,
+                           int *nan_seen) {
+    const float neg_inf = tlm_from_bits((int32_t)0xff800000);
+    const vni ninf = (vni){0} + (int32_t)0xff800000;
+    vni lane;
+    for (int l = 0; l < VN; l++) lane[l] = l;
+    vni mx[VPV], nan[VPV];
+    for (int h = 0; h < VPV; h++) mx[h] = ninf, nan[h] = (vni){0};
+    int64_t j = 0;
+    for (; j + 16 <= kv; j += 16)
+        for (int h = 0; h < VPV; h++) {
+            const int64_t jh = j + VN * h;
+            const vn x = vnload(s + jh) * scale;
+            vni blk = lane >= (int32_t)(ke - jh);
+            if (mi) blk |= vnload(mi + jh) == 0.0f;
+            const vni xb = ((vni)x & ~blk) | (ninf & blk);
+            vnstore(s + jh, (vn)xb);
+            nan[h] |= (vn)xb != (vn)xb;
+            const vni gt = (vn)xb > (vn)mx[h];
+            mx[h] = (xb & gt) | (mx[h] & ~gt);
+        }
+    int32_t mt[16], nt[16];
+    for (int h = 0; h < VPV; h++) {
+        memcpy(mt + VN * h, &mx[h], sizeof mx[h]);
+        memcpy(nt + VN * h, &nan[h], sizeof nan[h]);
+    }
+    if (j < kv) {
+        float m0 = tlm_from_bits(mt[0]);
+        int32_t a0 = nt[0];
+        for (; j < kv; j++) {
+            const int blk = j >= ke || (mi && mi[j] == 0.0f);
+            const float x = blk ? neg_inf : tlm_mul(s[j], scale);
+            s[j] = x;
+            a0 |= x != x;
+            m0 = x > m0 ? x : m0;
+        }
+        memcpy(&mt[0], &m0, sizeof m0);
+        nt[0] = a0;
+    }
+    v16i m16, n16;
+    memcpy(&m16, mt, sizeof m16);
+    memcpy(&n16, nt, sizeof n16);
+    *nan_seen = or_lanes(n16) != 0;
+    return max_lanes((v16)m16);
+}
+#endif
 
 /* s[j] = e^(s[j] - m) for j < kv, 0 for j in [kv, kn); returns the sum of s[0..kv) in
  * tl_sum_f32_block's order (8 interleaved partials, partial k taking the keys j = k mod 8 in
