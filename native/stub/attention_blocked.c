@@ -282,6 +282,7 @@ static TL_VEC512 void block_lse(const float *m, const float *l, const int32_t *b
     }
 }
 
+#if VN == 16
 /* 16 pairs of the backward: p = tlm_attn_prob(x scale, lse), g = tlm_attn_dscore(p, y, D, scale),
  * both +0 where blk is set (all bits) */
 static inline __attribute__((always_inline)) void
@@ -320,6 +321,58 @@ static TL_VEC512 void row_probs(float *p, float *ds, const float *mi, int64_t ke
     }
     for (j = kv; j < kn; j++) p[j] = ds[j] = 0.0f;
 }
+#else
+/* Below AVX-512 the same in native vectors: GCC lowered the 16-lane compares of v16 masks to
+ * lane-by-lane code through the stack there. blk[l]: all bits where pair l is blocked. */
+static inline __attribute__((always_inline)) void
+probs16(const float *x, const float *y, const int32_t blk[16], float lse, float D, float scale,
+        float *p, float *g) {
+    float e[16], d[16];
+    for (int l = 0; l < 16; l++) e[l] = tlm_attn_prob(tlm_mul(x[l], scale), lse);
+    for (int l = 0; l < 16; l++) d[l] = tlm_attn_dscore(e[l], y[l], D, scale);
+    for (int h = 0; h < VPV; h++) {
+        vni bk;
+        memcpy(&bk, blk + VN * h, sizeof bk);
+        vnstore(p + VN * h, (vn)((vni)vnload(e + VN * h) & ~bk));
+        vnstore(g + VN * h, (vn)((vni)vnload(d + VN * h) & ~bk));
+    }
+}
+
+/* blk[l] for keys j + l: all bits from key ke on and where the mask row mi (or NULL) is 0 */
+static inline __attribute__((always_inline)) void
+blocked16(const float *mi, int64_t ke, int64_t j, int32_t blk[16]) {
+    vni lane;
+    for (int l = 0; l < VN; l++) lane[l] = l;
+    for (int h = 0; h < VPV; h++) {
+        vni bk = lane >= (int32_t)(ke - j - VN * h);
+        if (mi) bk |= vnload(mi + VN * h) == 0.0f;
+        memcpy(blk + VN * h, &bk, sizeof bk);
+    }
+}
+
+static void row_probs(float *p, float *ds, const float *mi, int64_t ke, int64_t kv, int64_t kn,
+                      float lse, float D, float scale) {
+    int64_t j = 0;
+    int32_t blk[16];
+    for (; j + 16 <= kv; j += 16) {
+        blocked16(mi ? mi + j : NULL, ke, j, blk);
+        probs16(p + j, ds + j, blk, lse, D, scale, p + j, ds + j);
+    }
+    if (j < kv) {
+        const int w = (int)(kv - j);
+        float x[16], y[16], e[16], g[16], mk[16];
+        for (int l = 0; l < 16; l++) x[l] = y[l] = 0.0f, mk[l] = 1.0f;
+        memcpy(x, p + j, sizeof(float) * (size_t)w);
+        memcpy(y, ds + j, sizeof(float) * (size_t)w);
+        if (mi) memcpy(mk, mi + j, sizeof(float) * (size_t)w);
+        blocked16(mk, ke, j, blk);
+        probs16(x, y, blk, lse, D, scale, e, g);
+        memcpy(p + j, e, sizeof(float) * (size_t)w);
+        memcpy(ds + j, g, sizeof(float) * (size_t)w);
+    }
+    for (j = kv; j < kn; j++) p[j] = ds[j] = 0.0f;
+}
+#endif
 
 /* Kt rows (stride ks) for keys [k0, kn) from K, keys [kn, kp) zero; k0 a multiple of 16 */
 static void pack_keys_from(const float *K, int64_t HD, int64_t hd, int64_t k0, int64_t kn,
