@@ -39,9 +39,28 @@
 #include "attention_blocked.h"
 
 #define QB 64 /* query rows per block */
-#define RB 8  /* query rows per register tile of the forward's products */
+#define RB 8  /* query (key) rows per row group of the products */
+
+/* The products' register tiles hold their accumulators in the build's native vectors (simd16.h's
+ * vn): GCC keeps a v16 in memory where registers are narrower, so an AVX2 build of 16-float
+ * tiles moved every lane through the stack. A tile is TR rows of an RB-row group by TV 16-float
+ * columns (TW native vectors): with AVX-512 the whole group by 2 as always (16 of the 32
+ * registers), below it 4 rows (2 with 4-float vectors) by 1, 8 accumulators of 16 registers.
+ * Every output keeps its chain whatever the tile (lanes are independent), so no bit changes. */
+#if VN == 16
+#define TR RB
+#define TV 2
+#elif VN == 8
+#define TR 4
+#define TV 1
+#else
+#define TR 2
+#define TV 1
+#endif
+#define TW (TV * VPV)
 
 typedef int32_t v16i __attribute__((vector_size(64)));
+typedef int32_t vni __attribute__((vector_size(4 * VN)));
 typedef float v8f __attribute__((vector_size(32)));
 
 /* 1 + the last key row i may attend (0 when none) */
@@ -95,6 +114,17 @@ static inline __attribute__((always_inline)) int32_t or_lanes(v16i x) {
     return x[0];
 }
 
+/* the OR of the lanes of a native vector */
+#if VN == 16
+#define or_lanes_n(x) or_lanes(x)
+#else
+static inline __attribute__((always_inline)) int32_t or_lanes_n(vni x) {
+    int32_t o = 0;
+    for (int l = 0; l < VN; l++) o |= x[l];
+    return o;
+}
+#endif
+
 /* ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) of the lanes of a, in registers, each add's
  * operands in that order */
 static inline __attribute__((always_inline)) float sum_tree8(v8f a) {
@@ -110,6 +140,7 @@ static inline __attribute__((always_inline)) float sum_tree8(v8f a) {
  * keys j = l mod 16 of the whole vectors in order and lane 0 then the last kv mod 16 keys, and
  * the lanes are folded 0..15 with the first of equals kept: the order the softmax has always
  * used, so a zero maximum keeps its sign. */
+#if VN == 16
 static TL_VEC512 float row_scale_max(float *s, const float *mi, int64_t ke, int64_t kv, float scale,
                                      int *nan_seen) {
     const float neg_inf = tlm_from_bits((int32_t)0xff800000);
@@ -145,6 +176,55 @@ static TL_VEC512 float row_scale_max(float *s, const float *mi, int64_t ke, int6
     *nan_seen = or_lanes(nan) != 0;
     return max_lanes((v16)mx);
 }
+#else
+/* Below AVX-512 the 16 lanes run as VPV native vectors (the running maximum and NaN flags of
+ * v16s lived on the stack there), lane l still taking the keys j = l mod 16 */
+static float row_scale_max(float *s, const float *mi, int64_t ke, int64_t kv, float scale,
+                           int *nan_seen) {
+    const float neg_inf = tlm_from_bits((int32_t)0xff800000);
+    const vni ninf = (vni){0} + (int32_t)0xff800000;
+    vni lane;
+    for (int l = 0; l < VN; l++) lane[l] = l;
+    vni mx[VPV], nan[VPV];
+    for (int h = 0; h < VPV; h++) mx[h] = ninf, nan[h] = (vni){0};
+    int64_t j = 0;
+    for (; j + 16 <= kv; j += 16)
+        for (int h = 0; h < VPV; h++) {
+            const int64_t jh = j + VN * h;
+            const vn x = vnload(s + jh) * scale;
+            vni blk = lane >= (int32_t)(ke - jh);
+            if (mi) blk |= vnload(mi + jh) == 0.0f;
+            const vni xb = ((vni)x & ~blk) | (ninf & blk);
+            vnstore(s + jh, (vn)xb);
+            nan[h] |= (vn)xb != (vn)xb;
+            const vni gt = (vn)xb > (vn)mx[h];
+            mx[h] = (xb & gt) | (mx[h] & ~gt);
+        }
+    int32_t mt[16], nt[16];
+    for (int h = 0; h < VPV; h++) {
+        memcpy(mt + VN * h, &mx[h], sizeof mx[h]);
+        memcpy(nt + VN * h, &nan[h], sizeof nan[h]);
+    }
+    if (j < kv) {
+        float m0 = tlm_from_bits(mt[0]);
+        int32_t a0 = nt[0];
+        for (; j < kv; j++) {
+            const int blk = j >= ke || (mi && mi[j] == 0.0f);
+            const float x = blk ? neg_inf : tlm_mul(s[j], scale);
+            s[j] = x;
+            a0 |= x != x;
+            m0 = x > m0 ? x : m0;
+        }
+        memcpy(&mt[0], &m0, sizeof m0);
+        nt[0] = a0;
+    }
+    v16i m16, n16;
+    memcpy(&m16, mt, sizeof m16);
+    memcpy(&n16, nt, sizeof n16);
+    *nan_seen = or_lanes(n16) != 0;
+    return max_lanes((v16)m16);
+}
+#endif
 
 /* s[j] = e^(s[j] - m) for j < kv, 0 for j in [kv, kn); returns the sum of s[0..kv) in
  * tl_sum_f32_block's order (8 interleaved partials, partial k taking the keys j = k mod 8 in
@@ -202,6 +282,7 @@ static TL_VEC512 void block_lse(const float *m, const float *l, const int32_t *b
     }
 }
 
+#if VN == 16
 /* 16 pairs of the backward: p = tlm_attn_prob(x scale, lse), g = tlm_attn_dscore(p, y, D, scale),
  * both +0 where blk is set (all bits) */
 static inline __attribute__((always_inline)) void
@@ -240,18 +321,72 @@ static TL_VEC512 void row_probs(float *p, float *ds, const float *mi, int64_t ke
     }
     for (j = kv; j < kn; j++) p[j] = ds[j] = 0.0f;
 }
+#else
+/* Below AVX-512 the same in native vectors: GCC lowered the 16-lane compares of v16 masks to
+ * lane-by-lane code through the stack there. blk[l]: all bits where pair l is blocked. */
+static inline __attribute__((always_inline)) void
+probs16(const float *x, const float *y, const int32_t blk[16], float lse, float D, float scale,
+        float *p, float *g) {
+    float e[16], d[16];
+    for (int l = 0; l < 16; l++) e[l] = tlm_attn_prob(tlm_mul(x[l], scale), lse);
+    for (int l = 0; l < 16; l++) d[l] = tlm_attn_dscore(e[l], y[l], D, scale);
+    for (int h = 0; h < VPV; h++) {
+        vni bk;
+        memcpy(&bk, blk + VN * h, sizeof bk);
+        vnstore(p + VN * h, (vn)((vni)vnload(e + VN * h) & ~bk));
+        vnstore(g + VN * h, (vn)((vni)vnload(d + VN * h) & ~bk));
+    }
+}
+
+/* blk[l] for keys j + l: all bits from key ke on and where the mask row mi (or NULL) is 0 */
+static inline __attribute__((always_inline)) void
+blocked16(const float *mi, int64_t ke, int64_t j, int32_t blk[16]) {
+    vni lane;
+    for (int l = 0; l < VN; l++) lane[l] = l;
+    for (int h = 0; h < VPV; h++) {
+        vni bk = lane >= (int32_t)(ke - j - VN * h);
+        if (mi) bk |= vnload(mi + VN * h) == 0.0f;
+        memcpy(blk + VN * h, &bk, sizeof bk);
+    }
+}
+
+static void row_probs(float *p, float *ds, const float *mi, int64_t ke, int64_t kv, int64_t kn,
+                      float lse, float D, float scale) {
+    int64_t j = 0;
+    int32_t blk[16];
+    for (; j + 16 <= kv; j += 16) {
+        blocked16(mi ? mi + j : NULL, ke, j, blk);
+        probs16(p + j, ds + j, blk, lse, D, scale, p + j, ds + j);
+    }
+    if (j < kv) {
+        const int w = (int)(kv - j);
+        float x[16], y[16], e[16], g[16], mk[16];
+        for (int l = 0; l < 16; l++) x[l] = y[l] = 0.0f, mk[l] = 1.0f;
+        memcpy(x, p + j, sizeof(float) * (size_t)w);
+        memcpy(y, ds + j, sizeof(float) * (size_t)w);
+        if (mi) memcpy(mk, mi + j, sizeof(float) * (size_t)w);
+        blocked16(mk, ke, j, blk);
+        probs16(x, y, blk, lse, D, scale, e, g);
+        memcpy(p + j, e, sizeof(float) * (size_t)w);
+        memcpy(ds + j, g, sizeof(float) * (size_t)w);
+    }
+    for (j = kv; j < kn; j++) p[j] = ds[j] = 0.0f;
+}
+#endif
 
 /* Kt rows (stride ks) for keys [k0, kn) from K, keys [kn, kp) zero; k0 a multiple of 16 */
 static void pack_keys_from(const float *K, int64_t HD, int64_t hd, int64_t k0, int64_t kn,
                            int64_t kp, int64_t ks, float *Kt) {
     const int64_t jv = kn / 16 * 16, pv = hd / 16 * 16;
     for (int64_t j0 = k0; j0 < jv; j0 += 16)
-        for (int64_t p0 = 0; p0 < pv; p0 += 16) {
-            tl_v16 r[16];
-            for (int i = 0; i < 16; i++) r[i] = vload(K + (j0 + i) * HD + p0);
-            tl_transpose16(r);
-            for (int i = 0; i < 16; i++) vstore(Kt + (p0 + i) * ks + j0, r[i]);
-        }
+        for (int64_t p0 = 0; p0 < pv; p0 += 16)
+            for (int u = 0; u < 16 / VN; u++)   /* as VN x VN squares of native vectors */
+                for (int v = 0; v < 16 / VN; v++) {
+                    vn r[VN];
+                    for (int i = 0; i < VN; i++) r[i] = vnload(K + (j0 + VN * v + i) * HD + p0 + VN * u);
+                    tl_transpose_vn(r);
+                    for (int i = 0; i < VN; i++) vnstore(Kt + (p0 + VN * u + i) * ks + j0 + VN * v, r[i]);
+                }
     for (int64_t p = 0; p < hd; p++) {
         const int64_t j1 = p < pv ? (jv > k0 ? jv : k0) : k0; /* past the transposed tiles */
         for (int64_t j = j1; j < kn; j++) Kt[p * ks + j] = K[j * HD + p];
@@ -266,33 +401,37 @@ static void pack_keys(const float *K, int64_t HD, int64_t hd, int64_t kn, int64_
     pack_keys_from(K, HD, hd, 0, kn, kp, kp, Kt);
 }
 
-/* S rows [0, mr) (stride kn), keys [0, kend) in 16-key tiles (kend a multiple of 16 or kn):
+/* S rows [0, mr) (stride kn), keys [0, kend) in 16 TV-key tiles (kend a multiple of 16 or kn):
  * Q K^T with every score one FMA chain over the features in order from +0, the chain tl_sgemm
  * computes, so the bits are the GEMM's; keys a row never reads are left out */
 static inline __attribute__((always_inline)) void
 score_tile(const int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
            float *S, int64_t kn, int64_t kend) {
-    for (int64_t j0 = 0; j0 < kend; j0 += 32) {
-        const int nv = j0 + 16 < kend ? 2 : 1;
-        v16 acc[RB][2];
-        for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = (v16){0};
+    for (int64_t j0 = 0; j0 < kend; j0 += 16 * TV) {
+        int nw = 1; /* native vectors up to kend */
+        while (nw < TW && j0 + VN * nw < kend) nw++;
+        vn acc[TR][TW];
+        for (int r = 0; r < mr; r++)
+            for (int w = 0; w < TW; w++) acc[r][w] = (vn){0};
         for (int64_t p = 0; p < hd; p++) {
-            const v16 b0 = vload(Kt + p * kp + j0), b1 = nv > 1 ? vload(Kt + p * kp + j0 + 16) : b0;
+            vn b[TW];
+            for (int w = 0; w < TW; w++)
+                b[w] = w == 0 || w < nw ? vnload(Kt + p * kp + j0 + VN * w) : b[0];
             for (int r = 0; r < mr; r++) {
                 const float a = Q[r * HD + p];
-                acc[r][0] = VFMA(a, b0, acc[r][0]);
-                if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+                for (int w = 0; w < TW; w++)
+                    if (w == 0 || w < nw) acc[r][w] = VNFMA(a, b[w], acc[r][w]);
             }
         }
         for (int r = 0; r < mr; r++)
-            for (int v = 0; v < nv; v++) {
-                const int64_t j = j0 + 16 * v, w = kn - j < 16 ? kn - j : 16;
-                float t[16];
-                if (w == 16) {
-                    vstore(S + r * kn + j, acc[r][v]);
+            for (int w = 0; w < nw; w++) {
+                const int64_t j = j0 + VN * w, n = kn - j < VN ? kn - j : VN;
+                float t[VN];
+                if (n == VN) {
+                    vnstore(S + r * kn + j, acc[r][w]);
                 } else {
-                    vstore(t, acc[r][v]);
-                    memcpy(S + r * kn + j, t, sizeof(float) * (size_t)w);
+                    vnstore(t, acc[r][w]);
+                    memcpy(S + r * kn + j, t, sizeof(float) * (size_t)n);
                 }
             }
     }
@@ -324,43 +463,58 @@ static __attribute__((noinline, cold)) void zero_terms(float *O, int mr, int w, 
 static inline __attribute__((always_inline)) void
 value_tile(const int mr, const int nv, const float *P, int64_t kn, const float *V, int64_t HD,
            float *O, int64_t jn, const float *den, const int32_t *bad) {
-    v16 acc[RB][2];
-    for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = (v16){0};
+    const int nw = nv * VPV;
+    vn acc[TR][TW];
+    for (int r = 0; r < mr; r++)
+        for (int w = 0; w < nw; w++) acc[r][w] = (vn){0};
     for (int64_t j = 0; j < jn; j++) {
-        const v16 b0 = vload(V + j * HD), b1 = nv > 1 ? vload(V + j * HD + 16) : b0;
+        vn b[TW];
+        for (int w = 0; w < nw; w++) b[w] = vnload(V + j * HD + VN * w);
         for (int r = 0; r < mr; r++) {
             const float a = P[r * kn + j];
-            acc[r][0] = VFMA(a, b0, acc[r][0]);
-            if (nv > 1) acc[r][1] = VFMA(a, b1, acc[r][1]);
+            for (int w = 0; w < nw; w++) acc[r][w] = VNFMA(a, b[w], acc[r][w]);
         }
     }
-    v16i nz = {0};
+    vni nz = {0};
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) nz |= (v16i)acc[r][v] == (int32_t)0x80000000;
-    if (jn < kn && or_lanes(nz)) {
+        for (int w = 0; w < nw; w++) nz |= (vni)acc[r][w] == (int32_t)0x80000000;
+    if (jn < kn && or_lanes_n(nz)) {
         for (int r = 0; r < mr; r++)
-            for (int v = 0; v < nv; v++) vstore(O + r * HD + 16 * v, acc[r][v]);
+            for (int w = 0; w < nw; w++) vnstore(O + r * HD + VN * w, acc[r][w]);
         zero_terms(O, mr, 16 * nv, HD, V, jn, kn);
         for (int r = 0; r < mr; r++)
-            for (int v = 0; v < nv; v++) acc[r][v] = vload(O + r * HD + 16 * v);
+            for (int w = 0; w < nw; w++) acc[r][w] = vnload(O + r * HD + VN * w);
     }
     /* the forward's softmax divisor: NaN for a row that met a NaN score, 0 for a row with no
      * allowed key (divisor 0), else the sum divided by it */
     if (den)
         for (int r = 0; r < mr; r++)
-            for (int v = 0; v < nv; v++)
-                acc[r][v] = bad[r] ? (v16){0} + tlm_from_bits(0x7fc00000)
-                          : den[r] == 0.0f ? (v16){0} : acc[r][v] / den[r];
+            for (int w = 0; w < nw; w++)
+                acc[r][w] = bad[r] ? (vn){0} + tlm_from_bits(0x7fc00000)
+                          : den[r] == 0.0f ? (vn){0} : acc[r][w] / den[r];
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) vstore(O + r * HD + 16 * v, acc[r][v]);
+        for (int w = 0; w < nw; w++) vnstore(O + r * HD + VN * w, acc[r][w]);
 }
 
+/* mr <= RB rows as tiles of TR, each at constant rows r0 and count m (with TR == RB just the one
+ * tile; a loop over them left m unknown and the accumulators on the stack) */
+#define TILE_AT(mr, R0, TILE)                                                               \
+    if ((R0) < (mr)) {                                                                      \
+        const int r0 = (R0), m = (mr) - r0 < TR ? (mr) - r0 : TR;                           \
+        TILE;                                                                               \
+    }
+#define TILE_ROWS(mr, TILE)                                                                 \
+    TILE_AT(mr, 0, TILE) TILE_AT(mr, TR, TILE) TILE_AT(mr, 2 * TR, TILE) TILE_AT(mr, 3 * TR, TILE)
 #define TILE_CASES(X) X(8) X(7) X(6) X(5) X(4) X(3) X(2) X(1)
-#define SCORE_CASE(R) case R: score_tile(R, Q, HD, hd, Kt, kp, S, kn, kend); break;
+#define SCORE_CASE(R)                                                                       \
+    case R: TILE_ROWS(R, score_tile(m, Q + r0 * HD, HD, hd, Kt, kp, S + r0 * kn, kn, kend)) break;
 #define VALUE_CASE(R)                                                                       \
     case R:                                                                                 \
-        if (nv == 2) value_tile(R, 2, P, kn, V, HD, O, jn, den, bad);                       \
-        else value_tile(R, 1, P, kn, V, HD, O, jn, den, bad);                               \
+        TILE_ROWS(R, if (TV > 1 && nv == 2)                                                 \
+                         value_tile(m, 2, P + r0 * kn, kn, V, HD, O + r0 * HD, jn,          \
+                                    den ? den + r0 : NULL, bad ? bad + r0 : NULL);          \
+                     else value_tile(m, 1, P + r0 * kn, kn, V, HD, O + r0 * HD, jn,         \
+                                     den ? den + r0 : NULL, bad ? bad + r0 : NULL))         \
         break;
 
 static void score_rows(int mr, const float *Q, int64_t HD, int64_t hd, const float *Kt, int64_t kp,
@@ -368,6 +522,7 @@ static void score_rows(int mr, const float *Q, int64_t HD, int64_t hd, const flo
     switch (mr) { TILE_CASES(SCORE_CASE) }
 }
 
+/* features [0, 16 nv) (nv <= TV) */
 static void value_rows(int mr, int nv, const float *P, int64_t kn, const float *V, int64_t HD,
                        float *O, int64_t jn, const float *den, const int32_t *bad) {
     switch (mr) { TILE_CASES(VALUE_CASE) }
@@ -419,7 +574,7 @@ static int64_t first_full_row(const int64_t *ke, int64_t qb, int64_t kn) {
     return r;
 }
 
-/* O_blk (qb, hd) = P V[0..kn) in RB-row, 32-feature tiles (hd a multiple of 16). ke[r] (or NULL):
+/* O_blk (qb, hd) = P V[0..kn) in RB-row, 16 TV-feature tiles (hd a multiple of 16). ke[r] (or NULL):
  * row r's P is +0 from key ke[r] on, so a row group's chains stop after its last ke (but not
  * before key nf, 1 + the last key whose V row is not finite), the rest left to zero_terms. */
 static void block_values(const float *P, const float *V, float *O, int64_t HD, int64_t hd,
@@ -432,8 +587,8 @@ static void block_values(const float *P, const float *V, float *O, int64_t HD, i
             jn = nf;
             for (int r = 0; r < mr; r++) jn = ke[r0 + r] > jn ? ke[r0 + r] : jn;
         }
-        for (int64_t c = 0; c < hd; c += 32)
-            value_rows(mr, hd - c > 16 ? 2 : 1, P + r0 * kn, kn, V + c, HD, O + r0 * HD + c, jn,
+        for (int64_t c = 0; c < hd; c += 16 * TV)
+            value_rows(mr, TV > 1 && hd - c > 16 ? 2 : 1, P + r0 * kn, kn, V + c, HD, O + r0 * HD + c, jn,
                        den ? den + r0 : NULL, den ? bad + r0 : NULL);
     }
 }
@@ -444,36 +599,39 @@ static void block_values(const float *P, const float *V, float *O, int64_t HD, i
 static inline __attribute__((always_inline)) void
 key_tile(const int mr, const int nv, const float *A, int64_t kn, const float *B, int64_t HD,
          int64_t qb, float *C, int64_t rs, int fresh) {
-    v16 acc[RB][2];
-    v16i nz = {0};
+    const int nw = nv * VPV;
+    vn acc[TR][TW];
+    vni nz = {0};
     for (int j = 0; j < mr; j++)
-        for (int v = 0; v < nv; v++) {
-            acc[j][v] = fresh ? (v16){0} : vload(C + j * HD + 16 * v);
-            nz |= (v16i)acc[j][v] == (int32_t)0x80000000;
+        for (int w = 0; w < nw; w++) {
+            acc[j][w] = fresh ? (vn){0} : vnload(C + j * HD + VN * w);
+            nz |= (vni)acc[j][w] == (int32_t)0x80000000;
         }
-    if (rs > 0 && or_lanes(nz)) {
+    if (rs > 0 && or_lanes_n(nz)) {
         zero_terms(C, mr, 16 * nv, HD, B, 0, rs);
         for (int j = 0; j < mr; j++)
-            for (int v = 0; v < nv; v++) acc[j][v] = vload(C + j * HD + 16 * v);
+            for (int w = 0; w < nw; w++) acc[j][w] = vnload(C + j * HD + VN * w);
     }
     for (int64_t r = rs; r < qb; r++) {
-        const v16 b0 = vload(B + r * HD), b1 = nv > 1 ? vload(B + r * HD + 16) : b0;
+        vn b[TW];
+        for (int w = 0; w < nw; w++) b[w] = vnload(B + r * HD + VN * w);
         for (int j = 0; j < mr; j++) {
             const float a = A[r * kn + j];
-            acc[j][0] = VFMA(a, b0, acc[j][0]);
-            if (nv > 1) acc[j][1] = VFMA(a, b1, acc[j][1]);
+            for (int w = 0; w < nw; w++) acc[j][w] = VNFMA(a, b[w], acc[j][w]);
         }
     }
     for (int j = 0; j < mr; j++)
-        for (int v = 0; v < nv; v++) vstore(C + j * HD + 16 * v, acc[j][v]);
+        for (int w = 0; w < nw; w++) vnstore(C + j * HD + VN * w, acc[j][w]);
 }
 
 #define KEY_CASE(R)                                                                         \
     case R:                                                                                 \
-        if (nv == 2) key_tile(R, 2, A, kn, B, HD, qb, C, rs, fresh);                        \
-        else key_tile(R, 1, A, kn, B, HD, qb, C, rs, fresh);                                \
+        TILE_ROWS(R, if (TV > 1 && nv == 2)                                                 \
+                         key_tile(m, 2, A + r0, kn, B, HD, qb, C + r0 * HD, rs, fresh);     \
+                     else key_tile(m, 1, A + r0, kn, B, HD, qb, C + r0 * HD, rs, fresh))    \
         break;
 
+/* features [0, 16 nv) (nv <= TV) */
 static void key_rows(int mr, int nv, const float *A, int64_t kn, const float *B, int64_t HD,
                      int64_t qb, float *C, int64_t rs, int fresh) {
     switch (mr) { TILE_CASES(KEY_CASE) }
@@ -509,8 +667,8 @@ static void block_keys_acc(const float *A, const float *B, float *C, int64_t HD,
         if (j0 < kz && j0 + mr > kz)
             for (int64_t j = kz; j < j0 + mr; j++)
                 memset(C + j * HD, 0, sizeof(float) * (size_t)hd);
-        for (int64_t c = 0; c < hd; c += 32)
-            key_rows(mr, hd - c > 16 ? 2 : 1, A + j0, kn, B + c, HD, qb, C + j0 * HD + c, rs,
+        for (int64_t c = 0; c < hd; c += 16 * TV)
+            key_rows(mr, TV > 1 && hd - c > 16 ? 2 : 1, A + j0, kn, B + c, HD, qb, C + j0 * HD + c, rs,
                      j0 >= kz);
     }
 }
@@ -601,35 +759,39 @@ int tl_attn_blocked_forward(const float *Q, const float *K, const float *V, cons
     return bad;
 }
 
-/* c + a b per lane with one rounding, a, b and c all v16 (simd16.h's VFMA with a vector a) */
-#if defined(__AVX512F__)
-#define VFMA_V(a, b, c) ((v16)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+/* c + a b per lane with one rounding, a, b and c all native vectors (simd16.h's VNFMA with a
+ * vector a) */
+#if VN == 16
+#define VNFMA_V(a, b, c) ((vn)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#elif VN == 8
+#define VNFMA_V(a, b, c) ((vn)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #else
-#define VFMA_V(a, b, c) __extension__({                                                        \
-    v16 a_ = (a), b_ = (b), c_ = (c), r_;                                                       \
-    for (int l_ = 0; l_ < 16; l_++) r_[l_] = __builtin_fmaf(a_[l_], b_[l_], c_[l_]);            \
+#define VNFMA_V(a, b, c) __extension__({                                                       \
+    vn a_ = (a), b_ = (b), c_ = (c), r_;                                                        \
+    for (int l_ = 0; l_ < VN; l_++) r_[l_] = __builtin_fmaf(a_[l_], b_[l_], c_[l_]);            \
     r_; })
 #endif
 
 /* D[r] = tlm_dot(dO row r, O row r) for the qb rows of a block (hd a multiple of 16; rows HD
- * apart): 16 rows at a time, their features turned into 16-row vectors by register transposes,
- * so each lane is one row's chain, one FMA per feature in order from +0, as tlm_dot's */
+ * apart): VN rows at a time, their features turned into VN-row vectors by register transposes
+ * (VN x VN squares of native vectors), so each lane is one row's chain, one FMA per feature in
+ * order from +0, as tlm_dot's */
 static void block_rowdots(const float *A, const float *B, int64_t HD, int64_t hd, int64_t qb,
                           float *D) {
     int64_t r0 = 0;
-    for (; r0 + 16 <= qb; r0 += 16) {
-        v16 acc = {0};
-        for (int64_t p0 = 0; p0 < hd; p0 += 16) {
-            tl_v16 a[16], b[16];
-            for (int i = 0; i < 16; i++) {
-                a[i] = vload(A + (r0 + i) * HD + p0);
-                b[i] = vload(B + (r0 + i) * HD + p0);
+    for (; r0 + VN <= qb; r0 += VN) {
+        vn acc = {0};
+        for (int64_t p0 = 0; p0 < hd; p0 += VN) {
+            vn a[VN], b[VN];
+            for (int i = 0; i < VN; i++) {
+                a[i] = vnload(A + (r0 + i) * HD + p0);
+                b[i] = vnload(B + (r0 + i) * HD + p0);
             }
-            tl_transpose16(a);
-            tl_transpose16(b);
-            for (int p = 0; p < 16; p++) acc = VFMA_V(a[p], b[p], acc);
+            tl_transpose_vn(a);
+            tl_transpose_vn(b);
+            for (int p = 0; p < VN; p++) acc = VNFMA_V(a[p], b[p], acc);
         }
-        vstore(D + r0, acc);
+        vnstore(D + r0, acc);
     }
     for (; r0 < qb; r0++) D[r0] = tlm_dot(A + r0 * HD, 1, B + r0 * HD, 1, hd, 0.0f);
 }

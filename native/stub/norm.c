@@ -82,8 +82,6 @@ enum { BN_X, BN_SQDEV, BN_PROD };
  * have pushed them. */
 #define BN_LANES 16
 
-typedef float tl_v16u __attribute__((vector_size(64), aligned(4), may_alias));
-#define BN_LOAD(p) ((tl_v16)*(const tl_v16u *)(p))
 
 /* One block of up to BN_LANES chunks from walk position p0, any s: the values are copied
  * (computed on the way) into buf lane-interleaved (buf[i * BN_LANES + l] = value i of chunk l)
@@ -132,6 +130,11 @@ static inline int64_t bn_offset(int64_t p, int64_t c, int64_t s, int64_t ch, int
     return (p / s * c + ch) * s + p % s;
 }
 
+#if VN == 16
+/* The AVX-512 build: squares of 16 x 16 (32 registers hold them) */
+typedef float tl_v16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define BN_LOAD(p) ((tl_v16)*(const tl_v16u *)(p))
+
 /* 16 rows (a row of 16 values per chunk) transposed and added into acc in walk order; the
  * first group of a chunk (first) starts the sums from its first value */
 static inline __attribute__((always_inline)) tl_v16 bn_add_rows(tl_v16 r[16], tl_v16 acc, int first) {
@@ -174,6 +177,66 @@ static void bn_block_rows(int kind, const float *a, const float *b, float mu, in
     for (int l = 0; l < BN_LANES; l++) { part[l] = acc[l]; part2[l] = acc2[l]; }
 }
 
+#else
+/* Below AVX-512 the 16 lanes are 16 / VN groups of VN, each summed from VN x VN squares in
+ * the build's native vectors (simd16.h's vn): a 16 x 16 square of v16 does not fit 16
+ * registers and went through the stack. Each lane adds the same values in the same order,
+ * so the sums are the same bits. */
+/* VN rows (a row of VN values per chunk or channel) transposed and added into acc in walk order;
+ * the first group of a chunk (first) starts the sums from its first value. In the build's native
+ * vectors (simd16.h's vn): below AVX-512 a 16 x 16 square of v16 does not fit the registers and
+ * went through the stack, so there the 16 lanes are VN-lane groups, each summed from VN x VN
+ * squares in the same walk order (lanes are independent: the same bits). */
+#define BN_NG (16 / VN) /* VN-lane groups (and VN-position steps) per 16 */
+static inline __attribute__((always_inline)) vn bn_add_rows(vn r[VN], vn acc, int first) {
+    tl_transpose_vn(r);
+    acc = first ? r[0] : acc + r[0];   /* constant indices: r stays in registers */
+#pragma GCC unroll 16
+    for (int i = 1; i < VN; i++) acc = acc + r[i];
+    return acc;
+}
+
+/* One block of BN_LANES whole chunks from walk position p0 when s % 16 == 0: every run of 16
+ * values inside a chunk is then contiguous in one sample's plane, so lane l's next 16 values
+ * are one vector load at cur[l]. 16 such rows (a row per chunk) transposed give 16 vectors of
+ * one value per chunk, added in walk order: the same sequential sums as bn_block_copy, without
+ * the trip through memory. BN_X and BN_SQDEV sum a's values into part; BN_PROD sums both a's
+ * values (part) and a * b (part2) in the one walk (the backward's two sums). */
+static void bn_block_rows(int kind, const float *a, const float *b, float mu, int64_t c,
+                          int64_t s, int64_t ch, int64_t p0, float part[BN_LANES],
+                          float part2[BN_LANES]) {
+    int64_t cur[BN_LANES], left[BN_LANES];   /* next offset; values left in its sample's plane */
+    for (int l = 0; l < BN_LANES; l++) cur[l] = bn_offset(p0 + (int64_t)l * TLM_CHUNK, c, s, ch, &left[l]);
+    vn acc[BN_NG] = {0}, acc2[BN_NG] = {0};
+    for (int t = 0; t < TLM_CHUNK / 16; t++) {
+        for (int h = 0; h < BN_NG; h++)   /* chunks h VN .. h VN + VN - 1 */
+            for (int k = 0; k < BN_NG; k++) {   /* their values 16 t + k VN .. */
+                const int64_t *cu = cur + h * VN;
+                vn r[VN];
+                for (int l = 0; l < VN; l++) {
+                    vn v = vnload(a + cu[l] + k * VN);
+                    if (kind == BN_SQDEV) { v = v - mu; v = v * v; }
+                    r[l] = v;
+                }
+                acc[h] = bn_add_rows(r, acc[h], t == 0 && k == 0);
+                if (kind == BN_PROD) {
+                    for (int l = 0; l < VN; l++) r[l] = vnload(a + cu[l] + k * VN) * vnload(b + cu[l] + k * VN);
+                    acc2[h] = bn_add_rows(r, acc2[h], t == 0 && k == 0);
+                }
+            }
+        for (int l = 0; l < 16; l++) {
+            cur[l] += 16;
+            if ((left[l] -= 16) == 0) { cur[l] += (c - 1) * s; left[l] = s; }
+        }
+    }
+    for (int h = 0; h < BN_NG; h++) {
+        vnstore(part + h * VN, acc[h]);
+        vnstore(part2 + h * VN, acc2[h]);
+    }
+}
+
+#endif
+
 /* Rule 4 over channel ch's walk: sums[0] of a's values (BN_X), of (a - mu)^2 (BN_SQDEV); for
  * BN_PROD sums[0] of a's values and sums[1] of a * b */
 static void bn_channel_sums(int kind, const float *a, const float *b, float mu, int64_t n,
@@ -202,6 +265,7 @@ static void bn_channel_sums(int kind, const float *a, const float *b, float mu, 
     sums[1] = kind == BN_PROD ? tlm_sum4_result(&acc2) : 0.0f;
 }
 
+#if VN == 16
 /* w < 16 floats from p as a vector, zeros past them (nothing past p + w is read) */
 static inline tl_v16 bn_load_part(const float *p, int64_t w) {
 #if defined(__AVX512F__)
@@ -212,6 +276,16 @@ static inline tl_v16 bn_load_part(const float *p, int64_t w) {
     return BN_LOAD(t);
 #endif
 }
+
+#else
+/* w < VN floats from p as a vector, zeros past them (nothing past p + w is read) */
+static inline vn bn_load_part(const float *p, int64_t w) {
+    float t[VN] = {0};
+    for (int64_t i = 0; i < w; i++) t[i] = p[i];
+    return vnload(t);
+}
+
+#endif
 
 /* Rule 4 over the walks of 16 channels ch0..ch0+15 at once, a channel per lane: at each walk
  * position the 16 channels' runs of up to 16 values (rows s floats apart, one stretch of 16 s
@@ -226,6 +300,7 @@ static inline tl_v16 bn_load_part(const float *p, int64_t w) {
  * them onto each channel's tree in chunk order, so a walk may be split between threads at any
  * chunk. Kinds as bn_channel_sums; mu: the channels' means (BN_SQDEV). */
 
+#if VN == 16
 /* any s: runs cut at a plane's end, chunks closing inside a run */
 static void bn_group_walk_any(int kind, const float *a, const float *b, const float *mu, int64_t n,
                               int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
@@ -277,6 +352,96 @@ static void bn_group_walk_any(int kind, const float *a, const float *b, const fl
     }
 }
 
+#else
+/* rows [0, VN) (channels, s floats apart) of VN-lane group h: VN values of each from offset off
+ * (n <= VN of them, zeros past them), (x - mu)^2 for BN_SQDEV, a * b for BN_PROD's second
+ * sum (prod) */
+static inline __attribute__((always_inline)) void
+bn_rows(int kind, int prod, const float *a, const float *b, const float *mu, int64_t s,
+        int64_t off, int64_t n, vn r[VN]) {
+    for (int l = 0; l < VN; l++) {
+        const int64_t o = off + l * s;
+        vn v = n == VN ? vnload(a + o) : bn_load_part(a + o, n);
+        if (kind == BN_SQDEV) { v = v - mu[l]; v = v * v; }
+        if (prod) v = v * (n == VN ? vnload(b + o) : bn_load_part(b + o, n));
+        r[l] = v;
+    }
+}
+
+/* any s: runs cut at a plane's end, chunks closing inside a run */
+static void bn_group_walk_any(int kind, const float *a, const float *b, const float *mu, int64_t n,
+                              int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
+                              float *P2) {
+    const int64_t total = n * s, p1 = q1 * TLM_CHUNK < total ? q1 * TLM_CHUNK : total;
+    int64_t p = q0 * TLM_CHUNK, bi = p / s, pos = p % s;
+    vn part[BN_NG] = {0}, part2[BN_NG] = {0};
+    int64_t fill = 0;   /* positions in the open chunk */
+    while (p < p1) {
+        const int64_t base = (bi * c + ch0) * s;
+        int64_t w = s - pos < 16 ? s - pos : 16;   /* positions in this run */
+        if (p1 - p < w) w = p1 - p;
+        if (w == 16 && fill + 16 <= TLM_CHUNK) {   /* no chunk closes before the run's end */
+            for (int h = 0; h < BN_NG; h++)
+                for (int k = 0; k < BN_NG; k++) {
+                    const int64_t off = base + h * VN * s + pos + k * VN;
+                    vn r[VN];
+                    bn_rows(kind, 0, a, b, kind == BN_SQDEV ? mu + h * VN : NULL, s, off, VN, r);
+                    part[h] = bn_add_rows(r, part[h], fill == 0 && k == 0);
+                    if (kind == BN_PROD) {
+                        bn_rows(kind, 1, a, b, NULL, s, off, VN, r);
+                        part2[h] = bn_add_rows(r, part2[h], fill == 0 && k == 0);
+                    }
+                }
+            fill += 16;
+            if (fill == TLM_CHUNK) {
+                for (int h = 0; h < BN_NG; h++) {
+                    vnstore(P + h * VN, part[h]);
+                    if (kind == BN_PROD) vnstore(P2 + h * VN, part2[h]);
+                }
+                P += 16;
+                if (kind == BN_PROD) P2 += 16;
+                fill = 0;
+            }
+        } else {   /* position by position, closing chunks where they end; each lane group
+                    * in turn from the same chunk state */
+            const int64_t fill0 = fill;
+            float *const Pr = P, *const P2r = P2;
+            for (int h = 0; h < BN_NG; h++) {
+                fill = fill0, P = Pr, P2 = P2r;
+                for (int k = 0; k < BN_NG && k * VN < w; k++) {
+                    const int64_t off = base + h * VN * s + pos + k * VN;
+                    const int64_t m = w - k * VN < VN ? w - k * VN : VN;
+                    vn r[VN], q[VN];
+                    bn_rows(kind, 0, a, b, kind == BN_SQDEV ? mu + h * VN : NULL, s, off, m, r);
+                    tl_transpose_vn(r);
+                    if (kind == BN_PROD) {
+                        bn_rows(kind, 1, a, b, NULL, s, off, m, q);
+                        tl_transpose_vn(q);
+                    }
+                    for (int64_t i = 0; i < m; i++) {
+                        part[h] = fill ? part[h] + r[i] : r[i];
+                        if (kind == BN_PROD) part2[h] = fill ? part2[h] + q[i] : q[i];
+                        if (++fill == TLM_CHUNK) {
+                            vnstore(P + h * VN, part[h]); P += 16;
+                            if (kind == BN_PROD) { vnstore(P2 + h * VN, part2[h]); P2 += 16; }
+                            fill = 0;
+                        }
+                    }
+                }
+            }
+        }
+        p += w;
+        if ((pos += w) == s) { pos = 0; bi++; }
+    }
+    if (fill)   /* the walk's last chunk, short */
+        for (int h = 0; h < BN_NG; h++) {
+            vnstore(P + h * VN, part[h]);
+            if (kind == BN_PROD) vnstore(P2 + h * VN, part2[h]);
+        }
+}
+
+#endif
+
 #ifndef BN_PF_SAMPLES
 #define BN_PF_SAMPLES 1
 #endif
@@ -286,6 +451,7 @@ static void bn_group_walk_any(int kind, const float *a, const float *b, const fl
  * at 8x8 and 16x16 planes, one thread). Prefetches change no value. */
 /* s % 16 == 0: every run is 16 positions and chunks close only at a run's end (fewer live
  * vectors than bn_group_walk_any's, which ran 20-30% slower on such planes) */
+#if VN == 16
 static void bn_group_walk16(int kind, const float *a, const float *b, const float *mu, int64_t n,
                             int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
                             float *P2) {
@@ -328,6 +494,61 @@ static void bn_group_walk16(int kind, const float *a, const float *b, const floa
         if (kind == BN_PROD) vstore(P2, part2);
     }
 }
+
+#else
+static void bn_group_walk16(int kind, const float *a, const float *b, const float *mu, int64_t n,
+                            int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,
+                            float *P2) {
+    const int64_t total = n * s, p1 = q1 * TLM_CHUNK < total ? q1 * TLM_CHUNK : total;
+    int64_t p = q0 * TLM_CHUNK, bi = p / s, pos = p % s;
+    vn part[BN_NG] = {0}, part2[BN_NG] = {0};
+    int64_t fill = 0;   /* positions in the open chunk, a multiple of 16 */
+    for (; p < p1; p += 16) {
+        const int64_t base = (bi * c + ch0) * s;
+        if (s <= 256 && bi + BN_PF_SAMPLES < n) {
+            /* the group's block BN_PF_SAMPLES samples ahead (16 s contiguous floats), the same
+             * share of it as this step walks of the current one: 16 lines per array */
+            const int64_t nb = ((bi + BN_PF_SAMPLES) * c + ch0) * s + pos * 16;
+            for (int j = 0; j < 16; j++) {
+                __builtin_prefetch(a + nb + j * 16);
+                if (kind == BN_PROD) __builtin_prefetch(b + nb + j * 16);
+            }
+        }
+        for (int h = 0; h < BN_NG; h++)   /* channels ch0 + h VN .. */
+            for (int k = 0; k < BN_NG; k++) {   /* positions pos + k VN .. */
+                const int64_t off = base + h * VN * s + pos + k * VN;
+                vn r[VN];
+                for (int l = 0; l < VN; l++) {
+                    vn v = vnload(a + off + l * s);
+                    if (kind == BN_SQDEV) { v = v - mu[h * VN + l]; v = v * v; }
+                    r[l] = v;
+                }
+                part[h] = bn_add_rows(r, part[h], fill == 0 && k == 0);
+                if (kind == BN_PROD) {
+                    for (int l = 0; l < VN; l++)
+                        r[l] = vnload(a + off + l * s) * vnload(b + off + l * s);
+                    part2[h] = bn_add_rows(r, part2[h], fill == 0 && k == 0);
+                }
+            }
+        if ((fill += 16) == TLM_CHUNK) {
+            for (int h = 0; h < BN_NG; h++) {
+                vnstore(P + h * VN, part[h]);
+                if (kind == BN_PROD) vnstore(P2 + h * VN, part2[h]);
+            }
+            P += 16;
+            if (kind == BN_PROD) P2 += 16;
+            fill = 0;
+        }
+        if ((pos += 16) == s) { pos = 0; bi++; }
+    }
+    if (fill)
+        for (int h = 0; h < BN_NG; h++) {
+            vnstore(P + h * VN, part[h]);
+            if (kind == BN_PROD) vnstore(P2 + h * VN, part2[h]);
+        }
+}
+
+#endif
 
 static void bn_group_walk(int kind, const float *a, const float *b, const float *mu, int64_t n,
                           int64_t c, int64_t s, int64_t ch0, int64_t q0, int64_t q1, float *P,

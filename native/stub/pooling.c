@@ -293,6 +293,7 @@ static int is_small2x2(const geom_t *G) {
     return 2 * G->out[0] == G->in[0] && 2 * ow == G->in[1] && (ow == 1 || ow == 2 || ow == 4);
 }
 
+#if VN == 16
 typedef int p2_v16i __attribute__((vector_size(64)));
 
 /* The winners of 16 windows at once by the rule, their taps' values given tap by tap
@@ -436,6 +437,167 @@ static void pool2x2_max(const geom_t *G, const float *x, float *y, const float *
         }
     }
 }
+
+#else
+/* Below AVX-512 the same 16 windows a step, as 16 / VN groups of VN lanes in the build's native
+ * vectors (simd16.h's vn): v16 values went lane by lane through the stack there. Each window's
+ * compares and selects are the ones above, so the bits are the same. */
+typedef int32_t p2_vni __attribute__((vector_size(4 * VN)));
+#define P2_NG (16 / VN)
+#if VN == 8
+#define P2_EVEN 0, 2, 4, 6, 8, 10, 12, 14
+#define P2_ODD 1, 3, 5, 7, 9, 11, 13, 15
+#define P2_ZIPLO 0, 8, 1, 9, 2, 10, 3, 11
+#define P2_ZIPHI 4, 12, 5, 13, 6, 14, 7, 15
+#else
+#define P2_EVEN 0, 2, 4, 6
+#define P2_ODD 1, 3, 5, 7
+#define P2_ZIPLO 0, 4, 1, 5
+#define P2_ZIPHI 2, 6, 3, 7
+#endif
+
+/* The winners of VN windows by the rule (taps[j]: tap j, row-major): value and tap (0..3, -1 for
+ * none) per lane, by lane masks and selects */
+static inline __attribute__((always_inline)) void win2x2_n(const vn taps[4], vn *best_out,
+                                                            p2_vni *arg_out) {
+    vn best = (vn){0} - FLT_MAX;
+    p2_vni arg = (p2_vni){0} - 1;
+    for (int j = 0; j < 4; j++) {
+        const vn v = taps[j];
+        const p2_vni take = (v > best) | ((v != v) & (best == best));
+        best = (vn)(((p2_vni)v & take) | ((p2_vni)best & ~take));
+        arg = (arg & ~take) | (((p2_vni){0} + j) & take);
+    }
+    *best_out = best;
+    *arg_out = arg;
+}
+
+/* pool2x2_small as above: windows 16 c .. 16 c + 15 read floats 64 c .. 64 c + 63 */
+static void pool2x2_small(const geom_t *G, const float *x, float *y, const float *g, float *dx) {
+    const int64_t OW = G->out[1], nw = G->n * G->cin * G->out[0] * OW, chunks = nw / 16;
+    int idx[4][16];
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < 16; i++)
+            idx[j][i] = (int)((i / OW) * 4 * OW + 2 * (i % OW) + (j & 1) + (j >> 1) * 2 * OW);
+#pragma omp parallel for schedule(static) if (nw * 4 > TL_PAR_MIN)
+    for (int64_t c = 0; c < chunks; c++) {
+        const float *blk = x + 64 * c;
+        float t[4][16];
+        for (int j = 0; j < 4; j++)
+            for (int i = 0; i < 16; i++) t[j][i] = blk[idx[j][i]];
+        float out[64];
+        for (int h = 0; h < P2_NG; h++) {
+            vn taps[4], best;
+            p2_vni arg;
+            for (int j = 0; j < 4; j++) taps[j] = vnload(t[j] + VN * h);
+            win2x2_n(taps, &best, &arg);
+            if (!g) {
+                vnstore(y + 16 * c + VN * h, best);
+                continue;
+            }
+            const vn share = (vn){0} + vnload(g + 16 * c + VN * h);   /* tlm_add(+0, g) */
+            for (int j = 0; j < 4; j++) {
+                float cell[VN];
+                vnstore(cell, (vn)((p2_vni)share & (arg == ((p2_vni){0} + j))));
+                for (int i = 0; i < VN; i++) out[idx[j][VN * h + i]] = cell[i];
+            }
+        }
+        if (g) memcpy(dx + 64 * c, out, sizeof out);
+    }
+    /* the windows past the last whole chunk, one at a time */
+    for (int64_t w = chunks * 16; w < nw; w++) {
+        const float *r0 = x + (w / OW) * 4 * OW + 2 * (w % OW), *r1 = r0 + 2 * OW;
+        const float v[4] = {r0[0], r0[1], r1[0], r1[1]};
+        float best = -FLT_MAX;
+        int arg = -1;
+        for (int j = 0; j < 4; j++)
+            if (v[j] > best || (v[j] != v[j] && best == best)) { best = v[j]; arg = j; }
+        if (!g) {
+            y[w] = best;
+            continue;
+        }
+        float *c0 = dx + (r0 - x);
+        c0[0] = c0[1] = c0[2 * OW] = c0[2 * OW + 1] = 0.0f;
+        if (arg >= 0) c0[(arg >> 1) * 2 * OW + (arg & 1)] = tlm_add(0.0f, g[w]);
+    }
+}
+
+/* pool2x2_max as above: lanes VN h .. VN h + VN - 1 of 16 windows in one output row (row16) or
+ * 8 of each of two rows (rows8) read 2 VN floats of each input row from the same offset, and
+ * their dx cells are those floats */
+static void pool2x2_max(const geom_t *G, const float *x, float *y, const float *g, float *dx) {
+    const int64_t planes = G->n * G->cin, H = G->in[0], W = G->in[1], OH = G->out[0], OW = G->out[1];
+    const int64_t nw = OH * OW;
+#pragma omp parallel for schedule(static) if (planes * H * W > TL_PAR_MIN)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const float *xp = x + pl * H * W;
+        float *d = g ? dx + pl * H * W : NULL;
+        if (g && (2 * OH != H || 2 * OW != W))   /* cells in no window (odd sizes) stay +0 */
+            memset(d, 0, (size_t)(H * W) * sizeof(float));
+        for (int64_t w0 = 0; w0 < nw; w0 += 16) {
+            const int n = nw - w0 < 16 ? (int)(nw - w0) : 16;
+            const int64_t oh0 = w0 / OW, o0 = w0 % OW;
+            const int row16 = n == 16 && o0 + 16 <= OW;            /* 16 windows of one row */
+            const int rows8 = n == 16 && OW == 8;                  /* 8 of each of two rows */
+            const int64_t first = 2 * oh0 * W + 2 * o0;            /* window w0's first cell */
+            float t[4][16] = {{0}}, gb[16] = {0};
+            if (!(row16 || rows8))
+                for (int i = 0; i < n; i++) {
+                    const int64_t w = w0 + i, c = 2 * (w / OW) * W + 2 * (w % OW);
+                    t[0][i] = xp[c]; t[1][i] = xp[c + 1]; t[2][i] = xp[c + W]; t[3][i] = xp[c + W + 1];
+                }
+            if (g) memcpy(gb, g + pl * nw + w0, (size_t)n * sizeof(float));
+            float b[16], cl[4][16];
+            for (int h = 0; h < P2_NG; h++) {
+                /* lanes VN h ..: the offset of their first cell from window w0's */
+                const int64_t at = rows8 && VN * h >= 8 ? 2 * W + 2 * (VN * h - 8) : 2 * VN * h;
+                vn taps[4], best;
+                p2_vni arg;
+                if (row16 || rows8) {
+                    const float *r0 = xp + first + at, *r1 = r0 + W;
+                    const vn a0 = vnload(r0), a1 = vnload(r0 + VN), b0 = vnload(r1), b1 = vnload(r1 + VN);
+                    taps[0] = __builtin_shufflevector(a0, a1, P2_EVEN);
+                    taps[1] = __builtin_shufflevector(a0, a1, P2_ODD);
+                    taps[2] = __builtin_shufflevector(b0, b1, P2_EVEN);
+                    taps[3] = __builtin_shufflevector(b0, b1, P2_ODD);
+                } else {
+                    for (int j = 0; j < 4; j++) taps[j] = vnload(t[j] + VN * h);
+                }
+                win2x2_n(taps, &best, &arg);
+                if (!g) {
+                    vnstore(b + VN * h, best);
+                    continue;
+                }
+                /* each window's cells: its winner gets tlm_add(+0, g) (what the add onto the
+                 * zeroed cell gives: -0 becomes +0), the others +0; no two windows share a cell */
+                const vn share = (vn){0} + vnload(gb + VN * h);
+                vn cells[4];
+                for (int j = 0; j < 4; j++)
+                    cells[j] = (vn)((p2_vni)share & (arg == ((p2_vni){0} + j)));
+                if (row16 || rows8) {
+                    float *c0 = d + first + at, *c1 = c0 + W;
+                    vnstore(c0, __builtin_shufflevector(cells[0], cells[1], P2_ZIPLO));
+                    vnstore(c0 + VN, __builtin_shufflevector(cells[0], cells[1], P2_ZIPHI));
+                    vnstore(c1, __builtin_shufflevector(cells[2], cells[3], P2_ZIPLO));
+                    vnstore(c1 + VN, __builtin_shufflevector(cells[2], cells[3], P2_ZIPHI));
+                } else {
+                    for (int j = 0; j < 4; j++) vnstore(cl[j] + VN * h, cells[j]);
+                }
+            }
+            if (!g) {
+                memcpy(y + pl * nw + w0, b, (size_t)n * sizeof(float));
+                continue;
+            }
+            if (row16 || rows8) continue;
+            for (int i = 0; i < n; i++) {
+                const int64_t w = w0 + i;
+                float *c = d + 2 * (w / OW) * W + 2 * (w % OW);
+                c[0] = cl[0][i]; c[1] = cl[1][i]; c[W] = cl[2][i]; c[W + 1] = cl[3][i];
+            }
+        }
+    }
+}
+#endif
 
 /* max (kind 0), average (1) and smooth-max (2, with b = beta) pooling, N-D and 2-D alike */
 int tlk_pool_forward(const char *op, tl_buf input, tl_buf y, const tl_geom *geom, double b,

@@ -39,4 +39,40 @@ static inline __attribute__((always_inline)) void tl_transpose16(tl_v16 r[16]) {
         if (!(i & 1)) TL_T16_SWAP(r, i, 1);
 }
 
+/* tl_transpose_vn(r): r[i][j] becomes r[j][i] for VN rows of the build's native vectors (simd16.h's
+ * vn), a square that stays in registers where a 16 x 16 of v16 cannot (32 of AVX2's 16 ymm
+ * registers: GCC moved its lanes through the stack). The AVX2 8 x 8 is the usual unpack,
+ * shuffle and 128-bit permute, 24 single instructions; with AVX-512 it is tl_transpose16. */
+#if VN == 16
+#define tl_transpose_vn(r) tl_transpose16(r)
+#elif VN == 8
+static inline __attribute__((always_inline)) void tl_transpose_vn(vn r[8]) {
+    vn t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 8; i += 4)
+        for (int k = 0; k < 2; k++) {
+            u[i + 2 * k] = __builtin_shufflevector(t[i + k], t[i + k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            u[i + 2 * k + 1] = __builtin_shufflevector(t[i + k], t[i + k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    for (int j = 0; j < 4; j++) {
+        r[j] = __builtin_shufflevector(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        r[j + 4] = __builtin_shufflevector(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+}
+#else
+static inline __attribute__((always_inline)) void tl_transpose_vn(vn r[4]) {
+    const vn t0 = __builtin_shufflevector(r[0], r[1], 0, 4, 1, 5),
+             t1 = __builtin_shufflevector(r[0], r[1], 2, 6, 3, 7),
+             t2 = __builtin_shufflevector(r[2], r[3], 0, 4, 1, 5),
+             t3 = __builtin_shufflevector(r[2], r[3], 2, 6, 3, 7);
+    r[0] = __builtin_shufflevector(t0, t2, 0, 1, 4, 5);
+    r[1] = __builtin_shufflevector(t0, t2, 2, 3, 6, 7);
+    r[2] = __builtin_shufflevector(t1, t3, 0, 1, 4, 5);
+    r[3] = __builtin_shufflevector(t1, t3, 2, 3, 6, 7);
+}
+#endif
+
 #endif

@@ -191,9 +191,10 @@ int tlk_sum_to(const char *op, tl_buf x, tl_buf y, const int64_t *in_dims, int64
 /* ------------------------------------------------------------------ permutations
  * Every permutation op here is a block swap y[o, b, a, i] = x[o, a, b, i] with geom =
  * (outer, A, B, inner) from shapes.swap_geom. inner > 1 copies contiguous runs; inner == 1 is a
- * batched 2-D transpose done in 16 x 16 register transposes (transpose16.h; a 32 x 32 tile a
- * float at a time ran at a tenth of memcpy's speed: 0.24 ms for 512 x 512). One body serves
- * transpose2d, swap_adjacent, permute3d_bca, permute3d_cab and swap_last2. */
+ * batched 2-D transpose done in 16 x 16 register transposes (transpose16.h, as VN x VN squares
+ * of the build's native vectors; a 32 x 32 tile a float at a time ran at a tenth of memcpy's
+ * speed: 0.24 ms for 512 x 512). One body serves transpose2d, swap_adjacent, permute3d_bca,
+ * permute3d_cab and swap_last2. */
 int tlk_swap_blocks(const char *op, tl_buf x, tl_buf y, const int64_t *geom, int64_t geom_len) {
     const int64_t O = geom[0], A = geom[1], B = geom[2], I = geom[3], n = O * A * B * I;
     if (n == 0) return TL_OK;
@@ -218,12 +219,16 @@ int tlk_swap_blocks(const char *op, tl_buf x, tl_buf y, const int64_t *geom, int
             float *yo = Y + o * A * B;
             const int64_t b0 = bt * T, b1 = b0 + T < B ? b0 + T : B;
             if (b1 - b0 == T)
-                for (int64_t a = 0; a < av; a += T) { /* whole 16 x 16 tiles in registers */
-                    tl_v16 r[16];
-                    for (int l = 0; l < 16; l++) r[l] = vload(xo + (a + l) * B + b0);
-                    tl_transpose16(r);
-                    for (int l = 0; l < 16; l++) vstore(yo + (b0 + l) * A + a, r[l]);
-                }
+                for (int64_t a = 0; a < av; a += T) /* whole 16 x 16 tiles in registers */
+                    /* as VN x VN squares of native vectors (one with AVX-512; a 16 x 16 of
+                     * v16 went through the stack below it) */
+                    for (int j = 0; j < 16 / VN; j++)
+                        for (int i = 0; i < 16 / VN; i++) {
+                            vn r[VN];
+                            for (int l = 0; l < VN; l++) r[l] = vnload(xo + (a + VN * i + l) * B + b0 + VN * j);
+                            tl_transpose_vn(r);
+                            for (int l = 0; l < VN; l++) vnstore(yo + (b0 + VN * j + l) * A + a + VN * i, r[l]);
+                        }
             for (int64_t b = b0; b < b1; b++) /* the rest one float at a time */
                 for (int64_t a = b1 - b0 == T ? av : 0; a < A; a++) yo[b * A + a] = xo[a * B + b];
         }
