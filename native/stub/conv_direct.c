@@ -100,13 +100,14 @@ static void pack_lanes(const float *A, int64_t rows, int64_t K, int64_t panels, 
         float *d = out + q * K * DL;
         for (int64_t k0 = 0; k0 < K; k0 += TB) {
             const int64_t kb = K - k0 < TB ? K - k0 : TB;
-            if (kb == TB && (q + 1) * DL <= rows) {   /* whole: two 16 x 16 register transposes */
-                for (int64_t j0 = 0; j0 < DL; j0 += 16) {
-                    tl_v16 r[16];
-                    for (int i = 0; i < 16; i++) r[i] = vload(A + (q * DL + j0 + i) * K + k0);
-                    tl_transpose16(r);
-                    for (int k = 0; k < 16; k++) vstore(d + (k0 + k) * DL + j0, r[k]);
-                }
+            if (kb == TB && (q + 1) * DL <= rows) {   /* whole: VN x VN register transposes */
+                for (int64_t j0 = 0; j0 < DL; j0 += VN)
+                    for (int64_t kk = 0; kk < TB; kk += VN) {
+                        vn r[VN];
+                        for (int i = 0; i < VN; i++) r[i] = vnload(A + (q * DL + j0 + i) * K + k0 + kk);
+                        tl_transpose_vn(r);
+                        for (int k = 0; k < VN; k++) vnstore(d + (k0 + kk + k) * DL + j0, r[k]);
+                    }
                 continue;
             }
             for (int64_t j = 0; j < DL; j++) {

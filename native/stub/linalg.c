@@ -79,48 +79,17 @@ static inline int omp_get_thread_num(void) { return 0; }
 #define BATCH_PAR_MAX (1 << 22) /* batched products below this size: threads over the batch */
 #define NVC(x) ((x) < NV ? (x) : NV) /* x vectors, at most NV (cases a build's tile never has) */
 
-#if VN == 8
-/* r[i][j] becomes r[j][i] for 8 x 8 in native vectors (3 levels of two-source shuffles): a
- * 16 x 16 transpose of v16s lives on the stack without AVX-512 */
-#define T8_SWAP(r, i, b, LO, HI)                                                                \
-    do {                                                                                        \
-        vn lo_ = __builtin_shufflevector(r[i], r[i + b], LO), hi_ = __builtin_shufflevector(r[i], r[i + b], HI); \
-        r[i] = lo_; r[i + b] = hi_;                                                             \
-    } while (0)
-#define T8_LO4 0, 1, 2, 3, 8, 9, 10, 11
-#define T8_HI4 4, 5, 6, 7, 12, 13, 14, 15
-#define T8_LO2 0, 1, 8, 9, 4, 5, 12, 13
-#define T8_HI2 2, 3, 10, 11, 6, 7, 14, 15
-#define T8_LO1 0, 8, 2, 10, 4, 12, 6, 14
-#define T8_HI1 1, 9, 3, 11, 5, 13, 7, 15
-static inline __attribute__((always_inline)) void transpose8(vn r[8]) {
-    for (int i = 0; i < 8; i++)
-        if (!(i & 4)) T8_SWAP(r, i, 4, T8_LO4, T8_HI4);
-    for (int i = 0; i < 8; i++)
-        if (!(i & 2)) T8_SWAP(r, i, 2, T8_LO2, T8_HI2);
-    for (int i = 0; i < 8; i++)
-        if (!(i & 1)) T8_SWAP(r, i, 1, T8_LO1, T8_HI1);
-}
-#endif
-
 /* dst[l ldd + r] = src[r ld + l] (0 for rows r >= rows) for l, r < 16: a 16 x 16 block
- * transposed in registers (as four 8 x 8 blocks with AVX2) */
+ * transposed in registers, as VN x VN squares (one with AVX-512, four 8 x 8 with AVX2) */
 static inline __attribute__((always_inline)) void
 block16_t(const float *src, int64_t ld, int rows, float *dst, int64_t ldd) {
-#if VN == 8
-    for (int rh = 0; rh < 16; rh += 8)
-        for (int lh = 0; lh < 16; lh += 8) {
-            vn t[8];
-            for (int r = 0; r < 8; r++) t[r] = rh + r < rows ? vnload(src + (rh + r) * ld + lh) : (vn){0};
-            transpose8(t);
-            for (int l = 0; l < 8; l++) vnstore(dst + (lh + l) * ldd + rh, t[l]);
+    for (int rh = 0; rh < 16; rh += VN)
+        for (int lh = 0; lh < 16; lh += VN) {
+            vn t[VN];
+            for (int r = 0; r < VN; r++) t[r] = rh + r < rows ? vnload(src + (rh + r) * ld + lh) : (vn){0};
+            tl_transpose_vn(t);
+            for (int l = 0; l < VN; l++) vnstore(dst + (lh + l) * ldd + rh, t[l]);
         }
-#else
-    tl_v16 t[16];
-    for (int r = 0; r < 16; r++) t[r] = r < rows ? vload(src + r * ld) : (tl_v16){0};
-    tl_transpose16(t);
-    for (int l = 0; l < 16; l++) vstore(dst + l * ldd, t[l]);
-#endif
 }
 
 
@@ -205,16 +174,17 @@ static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t i0, int64_t
         /* rows contiguous in k (the usual layout): 16 k's of the panel's rows go through a
          * register transpose (a float at a time, the strided stores cost about 6% of a large
          * product), the k's past the last 16 one at a time */
-#if VN == 8
-        const int64_t kv = acs == 1 ? kc / 8 * 8 : 0;   /* (8 k's of MR <= 8 rows a block) */
-        for (int64_t kb = 0; kb < kv; kb += 8) {
-            vn t[8];
-            for (int l = 0; l < 8; l++)
+#if MR <= VN
+        /* VN k's of the panel's MR rows a square (zero rows past mr) */
+        const int64_t kv = acs == 1 ? kc / VN * VN : 0;
+        for (int64_t kb = 0; kb < kv; kb += VN) {
+            vn t[VN];
+            for (int l = 0; l < VN; l++)
                 t[l] = l < mr ? vnload(A + (i0 + ip + l) * ars + k0 + kb) : (vn){0};
-            transpose8(t);
-            for (int l = 0; l < 8; l++) memcpy(Ap + (kb + l) * MR, &t[l], MR * sizeof(float));
+            tl_transpose_vn(t);
+            for (int l = 0; l < VN; l++) memcpy(Ap + (kb + l) * MR, &t[l], MR * sizeof(float));
         }
-#else
+#else   /* (4-float vectors: a 16 x 16 transpose of v16s) */
         const int64_t kv = acs == 1 ? kc / 16 * 16 : 0;
         for (int64_t kb = 0; kb < kv; kb += 16) {
             tl_v16 t[16];
