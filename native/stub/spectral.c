@@ -123,36 +123,37 @@ int tlk_irfft(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n, int6
  *
  * Tile sizes per ISA, counted in vd vectors: GCC keeps a vector wider than the ISA's registers
  * in memory, so an AVX2 build of the 8-double tiles moved every accumulator through the stack;
- * below AVX-512 the tiles are cut to fit 16 registers. A tile steps CV_MAX vectors of channels,
- * and CV_MAX VD divides 8 below AVX-512, so only the 8-wide build has a one-vector remainder. */
+ * below AVX-512 the tiles are cut to fit 16 registers. A tile steps CV vectors of channels (up
+ * to 2), so CV VD divides 8 below AVX-512 and only the 8-wide build has a one-vector remainder. */
 
 #if defined(__AVX512F__)
 #define VD 8
-#define DFT_KBMAX 8 /* modes by one vector: 16 accumulators of 32 */
+#define DFT_KBMAX 8 /* modes by one vector: 16 accumulators of 32 registers */
 #define DFT_NV 1
-#define CV_MAX 2
 #define IDFT_TPN 8
+#define IDFT_CV 2
 #define PAIR_TPN 4
+#define PAIR_CV 2
 #define MIX_SBN 4
+#define MIX_CV 2
 #define DW_CBN 4
-#elif defined(__AVX__)
+#define DW_CV 2
+#else /* 16 registers: VD = 4 with AVX2, 2 below */
+#if defined(__AVX__)
 #define VD 4
-#define DFT_KBMAX 3 /* 3 modes by 2 vectors: 12 accumulators, 2 row vectors, 2 temporaries */
-#define DFT_NV 2
-#define CV_MAX 1
-#define IDFT_TPN 4
-#define PAIR_TPN 4  /* 4 row pairs by 1 vector: 8 accumulators beside Z's 2 vectors */
-#define MIX_SBN 4
-#define DW_CBN 4
 #else
 #define VD 2
-#define DFT_KBMAX 3
+#endif
+#define DFT_KBMAX 3 /* 3 modes by 2 vectors: 12 accumulators beside the row's 2 vectors */
 #define DFT_NV 2
-#define CV_MAX 1
 #define IDFT_TPN 4
-#define PAIR_TPN 4
-#define MIX_SBN 4
+#define IDFT_CV 1
+#define PAIR_TPN 2  /* 2 row pairs by 2 vectors: 8 accumulators beside Z's 4 vectors */
+#define PAIR_CV 2
+#define MIX_SBN 4   /* 4 samples (or inputs) by 1 vector: 8 accumulators */
+#define MIX_CV 1
 #define DW_CBN 4
+#define DW_CV 1
 #endif
 typedef double vd __attribute__((vector_size(8 * VD)));
 typedef double vdu __attribute__((vector_size(8 * VD), aligned(8), may_alias));
@@ -203,7 +204,10 @@ AI void dft_tile(const double *xd, int64_t wp, int64_t rows, int64_t t0, int64_t
         vd xv[DFT_NV];
         for (int v = 0; v < DFT_NV; v++) xv[v] = VLD(xd + tt * wp + c0 + VD * v);
         for (int j = 0; j < KB; j++) {
-            for (int v = 0; v < DFT_NV; v++) {
+            /* vector 0 apart: with AVX-512 (one vector) GCC then schedules as before */
+            ar[j][0] += xv[0] * tw[2 * r[j]];
+            ai[j][0] -= xv[0] * tw[2 * r[j] + 1];
+            for (int v = 1; v < DFT_NV; v++) {
                 ar[j][v] += xv[v] * tw[2 * r[j]];
                 ai[j][v] -= xv[v] * tw[2 * r[j] + 1];
             }
@@ -262,7 +266,7 @@ static void dft_trunc(const float *x, int64_t grid, int64_t width, int64_t klo, 
  * 1 (w * d with w = 1 is d, so the multiply is skipped then). */
 AI void idft_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, int64_t modes, const double *tw,
                   double scale, int weighted, int64_t t0, int TP, int CV, int64_t c0, int64_t width, float *y) {
-    vd acc[IDFT_TPN][CV_MAX];
+    vd acc[IDFT_TPN][IDFT_CV];
     int64_t r[IDFT_TPN];
     for (int p = 0; p < TP; p++) {
         r[p] = 0;
@@ -271,7 +275,7 @@ AI void idft_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, 
     for (int64_t k = 0; k < modes; k++) {
         int edge = is_edge_bin(k, grid);
         int two = weighted && !edge;
-        vd zr[CV_MAX], zi[CV_MAX];
+        vd zr[IDFT_CV], zi[IDFT_CV];
         for (int v = 0; v < CV; v++) {
             zr[v] = VLD(Zr + k * wp + c0 + VD * v);
             zi[v] = VLD(Zi + k * wp + c0 + VD * v);
@@ -318,7 +322,7 @@ AI void idft_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, 
 AI void idft_pair_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, int64_t modes,
                        const double *tw, const double *twd, const unsigned char *mirror, double scale, int weighted, int64_t t0,
                        int TP, int CV, int64_t c0, int64_t width, float *y) {
-    vd aa[PAIR_TPN][CV_MAX], ab[PAIR_TPN][CV_MAX];
+    vd aa[PAIR_TPN][PAIR_CV], ab[PAIR_TPN][PAIR_CV];
     int64_t r[PAIR_TPN];
     for (int p = 0; p < TP; p++) {
         r[p] = 0;
@@ -327,7 +331,7 @@ AI void idft_pair_tile(const double *Zr, const double *Zi, int64_t wp, int64_t g
     for (int64_t k = 0; k < modes; k++) {
         int edge = is_edge_bin(k, grid);
         int two = weighted && !edge;
-        vd zr[CV_MAX], zi[CV_MAX];
+        vd zr[PAIR_CV], zi[PAIR_CV];
         for (int v = 0; v < CV; v++) {
             zr[v] = VLD(Zr + k * wp + c0 + VD * v);
             zi[v] = VLD(Zi + k * wp + c0 + VD * v);
@@ -368,7 +372,7 @@ AI void idft_pair_tile(const double *Zr, const double *Zi, int64_t wp, int64_t g
 #define IDFT_TP(TP)                                                                                \
     do {                                                                                           \
         int64_t c0 = 0;                                                                            \
-        for (; c0 + CV_MAX * VD <= wp; c0 += CV_MAX * VD) IDFT_TILE(TP, CV_MAX);                                           \
+        for (; c0 + IDFT_CV * VD <= wp; c0 += IDFT_CV * VD) IDFT_TILE(TP, IDFT_CV);                                           \
         if (c0 < wp) IDFT_TILE(TP, 1);                                                             \
     } while (0)
 #define IDFT_PAIR_TILE(TP, CV)                                                                     \
@@ -376,7 +380,7 @@ AI void idft_pair_tile(const double *Zr, const double *Zi, int64_t wp, int64_t g
 #define IDFT_PAIR_TP(TP)                                                                           \
     do {                                                                                           \
         int64_t c0 = 0;                                                                            \
-        for (; c0 + CV_MAX * VD <= wp; c0 += CV_MAX * VD) IDFT_PAIR_TILE(TP, CV_MAX);                                      \
+        for (; c0 + PAIR_CV * VD <= wp; c0 += PAIR_CV * VD) IDFT_PAIR_TILE(TP, PAIR_CV);                                      \
         if (c0 < wp) IDFT_PAIR_TILE(TP, 1);                                                        \
     } while (0)
 
@@ -440,14 +444,14 @@ static void weights_to_double(const float *w, int64_t width, int64_t modes, int 
  * im at modes * wp. */
 AI void mix_tile(const double *S, double *O, int64_t per, int64_t modes, int64_t width, int64_t wp,
                  const double *wdr, const double *wdi, int64_t k, int64_t b0, int SB, int CV, int64_t o0, int conj) {
-    vd ar[MIX_SBN][CV_MAX], ai[MIX_SBN][CV_MAX];
+    vd ar[MIX_SBN][MIX_CV], ai[MIX_SBN][MIX_CV];
     int64_t im_off = modes * wp;
     for (int b = 0; b < SB; b++)
         for (int v = 0; v < CV; v++) ar[b][v] = ai[b][v] = VZERO;
     const double *wr = wdr + k * width * wp + o0, *wi = wdi + k * width * wp + o0;
     const double *Sk = S + b0 * per + k * wp;
     for (int64_t c = 0; c < width; c++) {
-        vd a[CV_MAX], bb[CV_MAX];
+        vd a[MIX_CV], bb[MIX_CV];
         for (int v = 0; v < CV; v++) {
             a[v] = VLD(wr + c * wp + VD * v);
             bb[v] = VLD(wi + c * wp + VD * v);
@@ -476,7 +480,7 @@ AI void mix_tile(const double *S, double *O, int64_t per, int64_t modes, int64_t
 #define MIX_SB(SB)                                                                                 \
     do {                                                                                           \
         int64_t o0 = 0;                                                                            \
-        for (; o0 + CV_MAX * VD <= wp; o0 += CV_MAX * VD) MIX_TILE(SB, CV_MAX);                                            \
+        for (; o0 + MIX_CV * VD <= wp; o0 += MIX_CV * VD) MIX_TILE(SB, MIX_CV);                                            \
         if (o0 < wp) MIX_TILE(SB, 1);                                                              \
     } while (0)
 
@@ -493,13 +497,13 @@ static void mix(const double *S, double *O, int64_t per, int64_t modes, int64_t 
  * order of conj(X[b, k, c]) dZ[b, k, o] (re += xr zr + xi zi, im += xr zi - xi zr) */
 AI void dw_tile(const double *X, const double *dZ, int64_t per, int64_t batch, int64_t modes, int64_t width,
                 int64_t wp, int64_t k, int64_t c0, int CB, int CV, int64_t o0, float *dWr, float *dWi) {
-    vd ar[DW_CBN][CV_MAX], ai[DW_CBN][CV_MAX];
+    vd ar[DW_CBN][DW_CV], ai[DW_CBN][DW_CV];
     int64_t im_off = modes * wp;
     for (int i = 0; i < CB; i++)
         for (int v = 0; v < CV; v++) ar[i][v] = ai[i][v] = VZERO;
     for (int64_t b = 0; b < batch; b++) {
         const double *Xk = X + b * per + k * wp, *Zk = dZ + b * per + k * wp;
-        vd zr[CV_MAX], zi[CV_MAX];
+        vd zr[DW_CV], zi[DW_CV];
         for (int v = 0; v < CV; v++) {
             zr[v] = VLD(Zk + o0 + VD * v);
             zi[v] = VLD(Zk + im_off + o0 + VD * v);
@@ -525,7 +529,7 @@ AI void dw_tile(const double *X, const double *dZ, int64_t per, int64_t batch, i
 #define DW_CB(CB)                                                                                  \
     do {                                                                                           \
         int64_t o0 = 0;                                                                            \
-        for (; o0 + CV_MAX * VD <= wp; o0 += CV_MAX * VD) DW_TILE(CB, CV_MAX);                                             \
+        for (; o0 + DW_CV * VD <= wp; o0 += DW_CV * VD) DW_TILE(CB, DW_CV);                                             \
         if (o0 < wp) DW_TILE(CB, 1);                                                               \
     } while (0)
 
