@@ -117,24 +117,59 @@ int tlk_irfft(const char *op, tl_buf x, tl_buf y, int64_t batch, int64_t n, int6
  * The same sums as a one-output-at-a-time loop, computed in register blocks: each output keeps
  * its accumulator in a register across its whole sum (stored to memory and reloaded between row
  * blocks, which rounds nothing), so only *which* outputs run side by side changes, never the
- * order of the additions into any one of them. Vectors run across channels (8 doubles); spectra
- * live in split planes re[k][wp], im[k][wp] with the width padded to wp (a multiple of 8, the
- * padding lanes zero and never written out). */
+ * order of the additions into any one of them. Vectors run across channels (vd: VD doubles, the
+ * build's native width); spectra live in split planes re[k][wp], im[k][wp] with the width padded
+ * to wp (a multiple of 8, the padding lanes zero and never written out).
+ *
+ * Tile sizes per ISA, counted in vd vectors: GCC keeps a vector wider than the ISA's registers
+ * in memory, so an AVX2 build of the 8-double tiles moved every accumulator through the stack;
+ * below AVX-512 the tiles are cut to fit 16 registers. A tile steps CV vectors of channels (up
+ * to 2), so CV VD divides 8 below AVX-512 and only the 8-wide build has a one-vector remainder. */
 
-typedef double v8d __attribute__((vector_size(64)));
-typedef double v8du __attribute__((vector_size(64), aligned(8), may_alias));
-typedef float v8f __attribute__((vector_size(32)));
-typedef float v8fu __attribute__((vector_size(32), aligned(4), may_alias));
-#define VLD(p) ((v8d) * (const v8du *)(p))
-#define VST(p, v) (*(v8du *)(p) = (v))
+#if defined(__AVX512F__)
+#define VD 8
+#define DFT_KBMAX 8 /* modes by one vector: 16 accumulators of 32 registers */
+#define DFT_NV 1
+#define IDFT_TPN 8
+#define IDFT_CV 2
+#define PAIR_TPN 4
+#define PAIR_CV 2
+#define MIX_SBN 4
+#define MIX_CV 2
+#define DW_CBN 4
+#define DW_CV 2
+#else /* 16 registers: VD = 4 with AVX2, 2 below */
+#if defined(__AVX__)
+#define VD 4
+#else
+#define VD 2
+#endif
+#define DFT_KBMAX 3 /* 3 modes by 2 vectors: 12 accumulators beside the row's 2 vectors */
+#define DFT_NV 2
+#define IDFT_TPN 4
+#define IDFT_CV 1
+#define PAIR_TPN 2  /* 2 row pairs by 2 vectors: 8 accumulators beside Z's 4 vectors */
+#define PAIR_CV 2
+#define MIX_SBN 4   /* 4 samples (or inputs) by 1 vector: 8 accumulators */
+#define MIX_CV 1
+#define DW_CBN 4
+#define DW_CV 1
+#endif
+typedef double vd __attribute__((vector_size(8 * VD)));
+typedef double vdu __attribute__((vector_size(8 * VD), aligned(8), may_alias));
+typedef float vf __attribute__((vector_size(4 * VD)));
+typedef float vfu __attribute__((vector_size(4 * VD), aligned(4), may_alias));
+#define VLD(p) ((vd) * (const vdu *)(p))
+#define VST(p, v) (*(vdu *)(p) = (v))
+#define VZERO ((vd){0})
 #define AI static inline __attribute__((always_inline))
 
 static inline int64_t pad8(int64_t n) { return (n + 7) & ~(int64_t)7; }
 
-/* out[c .. c + 8) = v's lanes, those before `width` only (a row's last, partial vector) */
-AI void store8(float *out, int64_t c, int64_t width, v8f v) {
-    if (c + 8 <= width) {
-        *(v8fu *)(out + c) = v;
+/* out[c .. c + VD) = v's lanes, those before `width` only (a row's last, partial vector) */
+AI void storev(float *out, int64_t c, int64_t width, vf v) {
+    if (c + VD <= width) {
+        *(vfu *)(out + c) = v;
     } else {
         for (int l = 0; c + l < width; l++) out[c + l] = v[l];
     }
@@ -149,37 +184,48 @@ static void rows_to_double(const float *x, int64_t rows, int64_t width, int64_t 
     }
 }
 
-/* rows of the truncated DFT: Xr/Xi[k][c0 .. c0 + 8) for KB modes from k0, over `rows` grid rows
- * from t0 (xd: those rows in double, row stride wp). Each (k, c) chain: re += x c, im -= x s.
- * Up to 8 modes by one vector of channels: each twiddle is read once per row, straight into its
- * multiply (more channels per tile and fewer modes measured slower). */
+/* rows of the truncated DFT: Xr/Xi[k][c0 .. c0 + DFT_NV VD) for KB modes from k0, over `rows`
+ * grid rows from t0 (xd: those rows in double, row stride wp). Each (k, c) chain: re += x c,
+ * im -= x s. Up to DFT_KBMAX modes by DFT_NV vectors of channels: each twiddle is read once per
+ * row, straight into its multiplies (with AVX-512, more channels per tile and fewer modes
+ * measured slower). */
 AI void dft_tile(const double *xd, int64_t wp, int64_t rows, int64_t t0, int64_t grid, const double *tw,
                  int64_t k0, int KB, int64_t c0, double *Xr, double *Xi) {
-    v8d ar[8], ai[8];
-    int64_t r[8];
+    vd ar[DFT_KBMAX][DFT_NV], ai[DFT_KBMAX][DFT_NV];
+    int64_t r[DFT_KBMAX];
     for (int j = 0; j < KB; j++) {
         r[j] = ((k0 + j) * t0) % grid;
-        ar[j] = VLD(Xr + (k0 + j) * wp + c0);
-        ai[j] = VLD(Xi + (k0 + j) * wp + c0);
+        for (int v = 0; v < DFT_NV; v++) {
+            ar[j][v] = VLD(Xr + (k0 + j) * wp + c0 + VD * v);
+            ai[j][v] = VLD(Xi + (k0 + j) * wp + c0 + VD * v);
+        }
     }
     for (int64_t tt = 0; tt < rows; tt++) {
-        v8d xv = VLD(xd + tt * wp + c0);
+        vd xv[DFT_NV];
+        for (int v = 0; v < DFT_NV; v++) xv[v] = VLD(xd + tt * wp + c0 + VD * v);
         for (int j = 0; j < KB; j++) {
-            ar[j] += xv * tw[2 * r[j]];
-            ai[j] -= xv * tw[2 * r[j] + 1];
+            /* vector 0 apart: with AVX-512 (one vector) GCC then schedules as before */
+            ar[j][0] += xv[0] * tw[2 * r[j]];
+            ai[j][0] -= xv[0] * tw[2 * r[j] + 1];
+            for (int v = 1; v < DFT_NV; v++) {
+                ar[j][v] += xv[v] * tw[2 * r[j]];
+                ai[j][v] -= xv[v] * tw[2 * r[j] + 1];
+            }
             r[j] += k0 + j;
             if (r[j] >= grid) r[j] -= grid;
         }
     }
-    for (int j = 0; j < KB; j++) {
-        VST(Xr + (k0 + j) * wp + c0, ar[j]);
-        VST(Xi + (k0 + j) * wp + c0, ai[j]);
-    }
+    for (int j = 0; j < KB; j++)
+        for (int v = 0; v < DFT_NV; v++) {
+            VST(Xr + (k0 + j) * wp + c0 + VD * v, ar[j][v]);
+            VST(Xi + (k0 + j) * wp + c0 + VD * v, ai[j][v]);
+        }
 }
 
 #define DFT_KB(KB)                                                                                 \
     do {                                                                                           \
-        for (int64_t c0 = 0; c0 < wp; c0 += 8) dft_tile(xd, wp, rows, t0, grid, tw, k0, KB, c0, Xr, Xi); \
+        for (int64_t c0 = 0; c0 < wp; c0 += DFT_NV * VD)                                           \
+            dft_tile(xd, wp, rows, t0, grid, tw, k0, KB, c0, Xr, Xi);                              \
     } while (0)
 
 /* rows of the DFT kept per pass: about 16 KiB of doubles, at least 8 rows */
@@ -198,13 +244,15 @@ static void dft_trunc(const float *x, int64_t grid, int64_t width, int64_t klo, 
     for (int64_t t0 = 0; t0 < grid; t0 += tb) {
         int64_t rows = min64(tb, grid - t0);
         rows_to_double(x + t0 * width, rows, width, wp, xd);
-        for (int64_t k0 = klo; k0 < khi; k0 += 8) {
-            switch (min64(8, khi - k0)) {
+        for (int64_t k0 = klo; k0 < khi; k0 += DFT_KBMAX) {
+            switch (min64(DFT_KBMAX, khi - k0)) {
+#if DFT_KBMAX == 8
             case 8: DFT_KB(8); break;
             case 7: DFT_KB(7); break;
             case 6: DFT_KB(6); break;
             case 5: DFT_KB(5); break;
             case 4: DFT_KB(4); break;
+#endif
             case 3: DFT_KB(3); break;
             case 2: DFT_KB(2); break;
             default: DFT_KB(1); break;
@@ -218,19 +266,19 @@ static void dft_trunc(const float *x, int64_t grid, int64_t width, int64_t klo, 
  * 1 (w * d with w = 1 is d, so the multiply is skipped then). */
 AI void idft_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, int64_t modes, const double *tw,
                   double scale, int weighted, int64_t t0, int TP, int CV, int64_t c0, int64_t width, float *y) {
-    v8d acc[8][2];
-    int64_t r[8];
+    vd acc[IDFT_TPN][IDFT_CV];
+    int64_t r[IDFT_TPN];
     for (int p = 0; p < TP; p++) {
         r[p] = 0;
-        for (int v = 0; v < CV; v++) acc[p][v] = (v8d){0, 0, 0, 0, 0, 0, 0, 0};
+        for (int v = 0; v < CV; v++) acc[p][v] = VZERO;
     }
     for (int64_t k = 0; k < modes; k++) {
         int edge = is_edge_bin(k, grid);
         int two = weighted && !edge;
-        v8d zr[2], zi[2];
+        vd zr[IDFT_CV], zi[IDFT_CV];
         for (int v = 0; v < CV; v++) {
-            zr[v] = VLD(Zr + k * wp + c0 + 8 * v);
-            zi[v] = VLD(Zi + k * wp + c0 + 8 * v);
+            zr[v] = VLD(Zr + k * wp + c0 + VD * v);
+            zi[v] = VLD(Zi + k * wp + c0 + VD * v);
         }
         if (two) {
             for (int p = 0; p < TP; p++) {
@@ -251,7 +299,7 @@ AI void idft_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, 
     for (int p = 0; p < TP; p++) {
         float *yt = y + (t0 + p) * width;
         for (int v = 0; v < CV; v++) {
-            store8(yt, c0 + 8 * v, width, __builtin_convertvector(acc[p][v] * scale, v8f));
+            storev(yt, c0 + VD * v, width, __builtin_convertvector(acc[p][v] * scale, vf));
         }
     }
 }
@@ -274,27 +322,27 @@ AI void idft_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, 
 AI void idft_pair_tile(const double *Zr, const double *Zi, int64_t wp, int64_t grid, int64_t modes,
                        const double *tw, const double *twd, const unsigned char *mirror, double scale, int weighted, int64_t t0,
                        int TP, int CV, int64_t c0, int64_t width, float *y) {
-    v8d aa[4][2], ab[4][2];
-    int64_t r[4];
+    vd aa[PAIR_TPN][PAIR_CV], ab[PAIR_TPN][PAIR_CV];
+    int64_t r[PAIR_TPN];
     for (int p = 0; p < TP; p++) {
         r[p] = 0;
-        for (int v = 0; v < CV; v++) aa[p][v] = ab[p][v] = (v8d){0, 0, 0, 0, 0, 0, 0, 0};
+        for (int v = 0; v < CV; v++) aa[p][v] = ab[p][v] = VZERO;
     }
     for (int64_t k = 0; k < modes; k++) {
         int edge = is_edge_bin(k, grid);
         int two = weighted && !edge;
-        v8d zr[2], zi[2];
+        vd zr[PAIR_CV], zi[PAIR_CV];
         for (int v = 0; v < CV; v++) {
-            zr[v] = VLD(Zr + k * wp + c0 + 8 * v);
-            zi[v] = VLD(Zi + k * wp + c0 + 8 * v);
+            zr[v] = VLD(Zr + k * wp + c0 + VD * v);
+            zi[v] = VLD(Zi + k * wp + c0 + VD * v);
         }
         const double *t2 = two ? twd : tw;
         for (int p = 0; p < TP; p++) {
             double c = t2[2 * r[p]], s = edge ? 0.0 : t2[2 * r[p] + 1];
             int m = mirror[r[p]];
             for (int v = 0; v < CV; v++) {
-                v8d pc = zr[v] * c, qs = zi[v] * s;
-                v8d d1 = pc - qs, d2;
+                vd pc = zr[v] * c, qs = zi[v] * s;
+                vd d1 = pc - qs, d2;
                 if (__builtin_expect(m == 0, 1)) {
                     d2 = pc + qs;
                 } else if (m == 1) {
@@ -314,8 +362,8 @@ AI void idft_pair_tile(const double *Zr, const double *Zi, int64_t wp, int64_t g
     for (int p = 0; p < TP; p++) {
         float *ya = y + (t0 + p) * width, *yb = y + (grid - t0 - p) * width;
         for (int v = 0; v < CV; v++) {
-            store8(ya, c0 + 8 * v, width, __builtin_convertvector(aa[p][v] * scale, v8f));
-            store8(yb, c0 + 8 * v, width, __builtin_convertvector(ab[p][v] * scale, v8f));
+            storev(ya, c0 + VD * v, width, __builtin_convertvector(aa[p][v] * scale, vf));
+            storev(yb, c0 + VD * v, width, __builtin_convertvector(ab[p][v] * scale, vf));
         }
     }
 }
@@ -324,7 +372,7 @@ AI void idft_pair_tile(const double *Zr, const double *Zi, int64_t wp, int64_t g
 #define IDFT_TP(TP)                                                                                \
     do {                                                                                           \
         int64_t c0 = 0;                                                                            \
-        for (; c0 + 16 <= wp; c0 += 16) IDFT_TILE(TP, 2);                                           \
+        for (; c0 + IDFT_CV * VD <= wp; c0 += IDFT_CV * VD) IDFT_TILE(TP, IDFT_CV);                                           \
         if (c0 < wp) IDFT_TILE(TP, 1);                                                             \
     } while (0)
 #define IDFT_PAIR_TILE(TP, CV)                                                                     \
@@ -332,7 +380,7 @@ AI void idft_pair_tile(const double *Zr, const double *Zi, int64_t wp, int64_t g
 #define IDFT_PAIR_TP(TP)                                                                           \
     do {                                                                                           \
         int64_t c0 = 0;                                                                            \
-        for (; c0 + 16 <= wp; c0 += 16) IDFT_PAIR_TILE(TP, 2);                                      \
+        for (; c0 + PAIR_CV * VD <= wp; c0 += PAIR_CV * VD) IDFT_PAIR_TILE(TP, PAIR_CV);                                      \
         if (c0 < wp) IDFT_PAIR_TILE(TP, 1);                                                        \
     } while (0)
 
@@ -360,7 +408,7 @@ static void idft_trunc(const double *Zr, const double *Zi, int64_t grid, int64_t
     int64_t wp = pad8(width);
     int64_t t0 = tlo;
     if (!mirror) {
-        for (; t0 + 8 <= thi; t0 += 8) IDFT_TP(8);
+        for (; t0 + IDFT_TPN <= thi; t0 += IDFT_TPN) IDFT_TP(IDFT_TPN);
         for (; t0 < thi; t0++) IDFT_TP(1);
         return;
     }
@@ -369,7 +417,7 @@ static void idft_trunc(const double *Zr, const double *Zi, int64_t grid, int64_t
         t0 = 0;
         IDFT_TP(1);
     }
-    for (t0 = plo; t0 + 4 <= phi; t0 += 4) IDFT_PAIR_TP(4);
+    for (t0 = plo; t0 + PAIR_TPN <= phi; t0 += PAIR_TPN) IDFT_PAIR_TP(PAIR_TPN);
     for (; t0 < phi; t0++) IDFT_PAIR_TP(1);
     if (grid % 2 == 0 && grid / 2 >= tlo && grid / 2 < thi && grid / 2 > 0) {
         t0 = grid / 2;
@@ -389,24 +437,24 @@ static void weights_to_double(const float *w, int64_t width, int64_t modes, int 
         }
 }
 
-/* Forward mixing for SB samples from b0 at mode k, out vectors [o0, o0 + 8 CV):
+/* Forward mixing for SB samples from b0 at mode k, out vectors [o0, o0 + VD CV):
  * Z[b, k, o] = sum_c X[b, k, c] W[k, c, o] (re += xr wr - xi wi, im += xr wi + xi wr).
  * Backward (conj = 1), with wd transposed: dX[b, k, c] = sum_o dZ[b, k, o] conj(W[k, c, o])
  * (re += zr wr + zi wi, im += zi wr - zr wi). S: spectra, sample stride `per`, planes re at 0,
  * im at modes * wp. */
 AI void mix_tile(const double *S, double *O, int64_t per, int64_t modes, int64_t width, int64_t wp,
                  const double *wdr, const double *wdi, int64_t k, int64_t b0, int SB, int CV, int64_t o0, int conj) {
-    v8d ar[4][2], ai[4][2];
+    vd ar[MIX_SBN][MIX_CV], ai[MIX_SBN][MIX_CV];
     int64_t im_off = modes * wp;
     for (int b = 0; b < SB; b++)
-        for (int v = 0; v < CV; v++) ar[b][v] = ai[b][v] = (v8d){0, 0, 0, 0, 0, 0, 0, 0};
+        for (int v = 0; v < CV; v++) ar[b][v] = ai[b][v] = VZERO;
     const double *wr = wdr + k * width * wp + o0, *wi = wdi + k * width * wp + o0;
     const double *Sk = S + b0 * per + k * wp;
     for (int64_t c = 0; c < width; c++) {
-        v8d a[2], bb[2];
+        vd a[MIX_CV], bb[MIX_CV];
         for (int v = 0; v < CV; v++) {
-            a[v] = VLD(wr + c * wp + 8 * v);
-            bb[v] = VLD(wi + c * wp + 8 * v);
+            a[v] = VLD(wr + c * wp + VD * v);
+            bb[v] = VLD(wi + c * wp + VD * v);
         }
         for (int b = 0; b < SB; b++) {
             double xr = Sk[b * per + c], xi = Sk[b * per + im_off + c];
@@ -423,8 +471,8 @@ AI void mix_tile(const double *S, double *O, int64_t per, int64_t modes, int64_t
     }
     for (int b = 0; b < SB; b++)
         for (int v = 0; v < CV; v++) {
-            VST(O + (b0 + b) * per + k * wp + o0 + 8 * v, ar[b][v]);
-            VST(O + (b0 + b) * per + im_off + k * wp + o0 + 8 * v, ai[b][v]);
+            VST(O + (b0 + b) * per + k * wp + o0 + VD * v, ar[b][v]);
+            VST(O + (b0 + b) * per + im_off + k * wp + o0 + VD * v, ai[b][v]);
         }
 }
 
@@ -432,7 +480,7 @@ AI void mix_tile(const double *S, double *O, int64_t per, int64_t modes, int64_t
 #define MIX_SB(SB)                                                                                 \
     do {                                                                                           \
         int64_t o0 = 0;                                                                            \
-        for (; o0 + 16 <= wp; o0 += 16) MIX_TILE(SB, 2);                                            \
+        for (; o0 + MIX_CV * VD <= wp; o0 += MIX_CV * VD) MIX_TILE(SB, MIX_CV);                                            \
         if (o0 < wp) MIX_TILE(SB, 1);                                                              \
     } while (0)
 
@@ -441,7 +489,7 @@ static void mix(const double *S, double *O, int64_t per, int64_t modes, int64_t 
                 const double *wdi, int64_t k, int64_t blo, int64_t bhi, int conj) {
     int64_t wp = pad8(width);
     int64_t b0 = blo;
-    for (; b0 + 4 <= bhi; b0 += 4) MIX_SB(4);
+    for (; b0 + MIX_SBN <= bhi; b0 += MIX_SBN) MIX_SB(MIX_SBN);
     for (; b0 < bhi; b0++) MIX_SB(1);
 }
 
@@ -449,16 +497,16 @@ static void mix(const double *S, double *O, int64_t per, int64_t modes, int64_t 
  * order of conj(X[b, k, c]) dZ[b, k, o] (re += xr zr + xi zi, im += xr zi - xi zr) */
 AI void dw_tile(const double *X, const double *dZ, int64_t per, int64_t batch, int64_t modes, int64_t width,
                 int64_t wp, int64_t k, int64_t c0, int CB, int CV, int64_t o0, float *dWr, float *dWi) {
-    v8d ar[4][2], ai[4][2];
+    vd ar[DW_CBN][DW_CV], ai[DW_CBN][DW_CV];
     int64_t im_off = modes * wp;
     for (int i = 0; i < CB; i++)
-        for (int v = 0; v < CV; v++) ar[i][v] = ai[i][v] = (v8d){0, 0, 0, 0, 0, 0, 0, 0};
+        for (int v = 0; v < CV; v++) ar[i][v] = ai[i][v] = VZERO;
     for (int64_t b = 0; b < batch; b++) {
         const double *Xk = X + b * per + k * wp, *Zk = dZ + b * per + k * wp;
-        v8d zr[2], zi[2];
+        vd zr[DW_CV], zi[DW_CV];
         for (int v = 0; v < CV; v++) {
-            zr[v] = VLD(Zk + o0 + 8 * v);
-            zi[v] = VLD(Zk + im_off + o0 + 8 * v);
+            zr[v] = VLD(Zk + o0 + VD * v);
+            zi[v] = VLD(Zk + im_off + o0 + VD * v);
         }
         for (int i = 0; i < CB; i++) {
             double xr = Xk[c0 + i], xi = Xk[im_off + c0 + i];
@@ -471,8 +519,8 @@ AI void dw_tile(const double *X, const double *dZ, int64_t per, int64_t batch, i
     for (int i = 0; i < CB; i++) {
         float *outr = dWr + (k * width + c0 + i) * width, *outi = dWi + (k * width + c0 + i) * width;
         for (int v = 0; v < CV; v++) {
-            store8(outr, o0 + 8 * v, width, __builtin_convertvector(ar[i][v], v8f));
-            store8(outi, o0 + 8 * v, width, __builtin_convertvector(ai[i][v], v8f));
+            storev(outr, o0 + VD * v, width, __builtin_convertvector(ar[i][v], vf));
+            storev(outi, o0 + VD * v, width, __builtin_convertvector(ai[i][v], vf));
         }
     }
 }
@@ -481,7 +529,7 @@ AI void dw_tile(const double *X, const double *dZ, int64_t per, int64_t batch, i
 #define DW_CB(CB)                                                                                  \
     do {                                                                                           \
         int64_t o0 = 0;                                                                            \
-        for (; o0 + 16 <= wp; o0 += 16) DW_TILE(CB, 2);                                             \
+        for (; o0 + DW_CV * VD <= wp; o0 += DW_CV * VD) DW_TILE(CB, DW_CV);                                             \
         if (o0 < wp) DW_TILE(CB, 1);                                                               \
     } while (0)
 
@@ -490,7 +538,7 @@ static void dweights(const double *X, const double *dZ, int64_t per, int64_t bat
                      int64_t k, int64_t clo, int64_t chi, float *dWr, float *dWi) {
     int64_t wp = pad8(width);
     int64_t c0 = clo;
-    for (; c0 + 4 <= chi; c0 += 4) DW_CB(4);
+    for (; c0 + DW_CBN <= chi; c0 += DW_CBN) DW_CB(DW_CBN);
     for (; c0 < chi; c0++) DW_CB(1);
 }
 
