@@ -293,6 +293,27 @@ static int is_small2x2(const geom_t *G) {
     return 2 * G->out[0] == G->in[0] && 2 * ow == G->in[1] && (ow == 1 || ow == 2 || ow == 4);
 }
 
+/* pool2x2_small's windows [w0, nw) past its last whole chunk, one at a time, by the same rule
+ * (forward: y; backward: their dx cells) */
+static void small_tail(int64_t OW, int64_t w0, int64_t nw, const float *x, float *y, const float *g,
+                       float *dx) {
+    for (int64_t w = w0; w < nw; w++) {
+        const float *r0 = x + (w / OW) * 4 * OW + 2 * (w % OW), *r1 = r0 + 2 * OW;
+        const float v[4] = {r0[0], r0[1], r1[0], r1[1]};
+        float best = -FLT_MAX;
+        int arg = -1;
+        for (int j = 0; j < 4; j++)
+            if (v[j] > best || (v[j] != v[j] && best == best)) { best = v[j]; arg = j; }
+        if (!g) {
+            y[w] = best;
+            continue;
+        }
+        float *c0 = dx + (r0 - x);
+        c0[0] = c0[1] = c0[2 * OW] = c0[2 * OW + 1] = 0.0f;
+        if (arg >= 0) c0[(arg >> 1) * 2 * OW + (arg & 1)] = tlm_add(0.0f, g[w]);
+    }
+}
+
 #if VN == 16
 typedef int p2_v16i __attribute__((vector_size(64)));
 
@@ -346,22 +367,7 @@ static void pool2x2_small(const geom_t *G, const float *x, float *y, const float
         }
         memcpy(dx + 64 * c, out, sizeof out);
     }
-    /* the windows past the last whole chunk, one at a time */
-    for (int64_t w = chunks * 16; w < nw; w++) {
-        const float *r0 = x + (w / OW) * 4 * OW + 2 * (w % OW), *r1 = r0 + 2 * OW;
-        const float v[4] = {r0[0], r0[1], r1[0], r1[1]};
-        float best = -FLT_MAX;
-        int arg = -1;
-        for (int j = 0; j < 4; j++)
-            if (v[j] > best || (v[j] != v[j] && best == best)) { best = v[j]; arg = j; }
-        if (!g) {
-            y[w] = best;
-            continue;
-        }
-        float *c0 = dx + (r0 - x);
-        c0[0] = c0[1] = c0[2 * OW] = c0[2 * OW + 1] = 0.0f;
-        if (arg >= 0) c0[(arg >> 1) * 2 * OW + (arg & 1)] = tlm_add(0.0f, g[w]);
-    }
+    small_tail(OW, chunks * 16, nw, x, y, g, dx);
 }
 
 /* forward (g NULL: y = the window maxima) or backward (dx from the output gradient g). The
@@ -504,22 +510,7 @@ static void pool2x2_small(const geom_t *G, const float *x, float *y, const float
         }
         if (g) memcpy(dx + 64 * c, out, sizeof out);
     }
-    /* the windows past the last whole chunk, one at a time */
-    for (int64_t w = chunks * 16; w < nw; w++) {
-        const float *r0 = x + (w / OW) * 4 * OW + 2 * (w % OW), *r1 = r0 + 2 * OW;
-        const float v[4] = {r0[0], r0[1], r1[0], r1[1]};
-        float best = -FLT_MAX;
-        int arg = -1;
-        for (int j = 0; j < 4; j++)
-            if (v[j] > best || (v[j] != v[j] && best == best)) { best = v[j]; arg = j; }
-        if (!g) {
-            y[w] = best;
-            continue;
-        }
-        float *c0 = dx + (r0 - x);
-        c0[0] = c0[1] = c0[2 * OW] = c0[2 * OW + 1] = 0.0f;
-        if (arg >= 0) c0[(arg >> 1) * 2 * OW + (arg & 1)] = tlm_add(0.0f, g[w]);
-    }
+    small_tail(OW, chunks * 16, nw, x, y, g, dx);
 }
 
 /* pool2x2_max as above: lanes VN h .. VN h + VN - 1 of 16 windows in one output row (row16) or
