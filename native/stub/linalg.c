@@ -7,7 +7,9 @@
  * with GCC/Clang vector types (8 x 48: 24 accumulators. On a Sapphire Rapids core, with two
  * 512-bit FMA units, 8 x 32 (16 accumulators) fed them 80% of the time, 8 x 48 99.7%; on Zen 4
  * both 100%: bench/results/raw/sgemm-tiles-h200host.txt. More rows instead (12 x 32) left a
- * short tile over for few rows that ran at half speed). A single row block (m <= MC) packs B a
+ * short tile over for few rows that ran at half speed). With AVX2's 16 registers the tile is
+ * 6 x 16 (12 accumulators), in the build's native vectors (simd16.h's vn): a tile of 16-float
+ * vectors lives on the stack there. A single row block (m <= MC) packs B a
  * few panels at a time just before their tiles instead. Threads take bands of C (tl_sgemm) and
  * never wait for each other inside a product, so a thread that another process delays holds
  * up only its own band.
