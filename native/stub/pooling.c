@@ -314,25 +314,26 @@ static void small_tail(int64_t OW, int64_t w0, int64_t nw, const float *x, float
     }
 }
 
-#if VN == 16
-typedef int p2_v16i __attribute__((vector_size(64)));
-
-/* The winners of 16 windows at once by the rule, their taps' values given tap by tap
- * (taps[j][i]: tap j, row-major, of window i): value and tap (0..3, -1 for none) per lane.
- * Lane masks and selects, not jumps: which tap wins is data, and a mispredicted branch costs
- * more than the compares. */
-static inline void win2x2_16(const v16 taps[4], v16 *best_out, p2_v16i *arg_out) {
-    v16 best = (v16){0} - FLT_MAX;
-    p2_v16i arg = (p2_v16i){0} - 1;
+/* The winners of VN windows by the rule (taps[j]: tap j, row-major, of window i): value and
+ * tap (0..3, -1 for none) per lane. Lane masks and selects, not jumps: which tap wins is data,
+ * and a mispredicted branch costs more than the compares. */
+typedef int32_t p2_vni __attribute__((vector_size(4 * VN)));
+static inline __attribute__((always_inline)) void win2x2_n(const vn taps[4], vn *best_out,
+                                                            p2_vni *arg_out) {
+    vn best = (vn){0} - FLT_MAX;
+    p2_vni arg = (p2_vni){0} - 1;
     for (int j = 0; j < 4; j++) {
-        const v16 v = taps[j];
-        const p2_v16i take = (v > best) | ((v != v) & (best == best));
-        best = (v16)(((p2_v16i)v & take) | ((p2_v16i)best & ~take));
-        arg = (arg & ~take) | (((p2_v16i){0} + j) & take);
+        const vn v = taps[j];
+        const p2_vni take = (v > best) | ((v != v) & (best == best));
+        best = (vn)(((p2_vni)v & take) | ((p2_vni)best & ~take));
+        arg = (arg & ~take) | (((p2_vni){0} + j) & take);
     }
     *best_out = best;
     *arg_out = arg;
 }
+
+#if VN == 16
+typedef p2_vni p2_v16i;
 
 /* Small planes wholly covered by their windows (H = 2 OH, W = 2 OW, OW 1, 2 or 4: 2 x 2 to
  * 8 x 8 planes): the whole tensor is a run of row pairs of 4 OW floats, OW windows each, so
@@ -354,7 +355,7 @@ static void pool2x2_small(const geom_t *G, const float *x, float *y, const float
             for (int i = 0; i < 16; i++) t[j][i] = blk[idx[j][i]];
             taps[j] = vload(t[j]);
         }
-        win2x2_16(taps, &best, &arg);
+        win2x2_n(taps, &best, &arg);
         if (!g) {
             vstore(y + 16 * c, best);
             continue;
@@ -411,7 +412,7 @@ static void pool2x2_max(const geom_t *G, const float *x, float *y, const float *
             }
             v16 best;
             p2_v16i arg;
-            win2x2_16(taps, &best, &arg);
+            win2x2_n(taps, &best, &arg);
             if (!g) {
                 float b[16];
                 vstore(b, best);
@@ -448,7 +449,6 @@ static void pool2x2_max(const geom_t *G, const float *x, float *y, const float *
 /* Below AVX-512 the same 16 windows a step, as 16 / VN groups of VN lanes in the build's native
  * vectors (simd16.h's vn): v16 values went lane by lane through the stack there. Each window's
  * compares and selects are the ones above, so the bits are the same. */
-typedef int32_t p2_vni __attribute__((vector_size(4 * VN)));
 #define P2_NG (16 / VN)
 #if VN == 8
 #define P2_EVEN 0, 2, 4, 6, 8, 10, 12, 14
@@ -461,22 +461,6 @@ typedef int32_t p2_vni __attribute__((vector_size(4 * VN)));
 #define P2_ZIPLO 0, 4, 1, 5
 #define P2_ZIPHI 2, 6, 3, 7
 #endif
-
-/* The winners of VN windows by the rule (taps[j]: tap j, row-major): value and tap (0..3, -1 for
- * none) per lane, by lane masks and selects */
-static inline __attribute__((always_inline)) void win2x2_n(const vn taps[4], vn *best_out,
-                                                            p2_vni *arg_out) {
-    vn best = (vn){0} - FLT_MAX;
-    p2_vni arg = (p2_vni){0} - 1;
-    for (int j = 0; j < 4; j++) {
-        const vn v = taps[j];
-        const p2_vni take = (v > best) | ((v != v) & (best == best));
-        best = (vn)(((p2_vni)v & take) | ((p2_vni)best & ~take));
-        arg = (arg & ~take) | (((p2_vni){0} + j) & take);
-    }
-    *best_out = best;
-    *arg_out = arg;
-}
 
 /* pool2x2_small as above: windows 16 c .. 16 c + 15 read floats 64 c .. 64 c + 63 */
 static void pool2x2_small(const geom_t *G, const float *x, float *y, const float *g, float *dx) {
