@@ -157,6 +157,31 @@ class Batch:
         self.base = first + m
         return first
 
+    def digest_values(self, vs: list, _batch=lib.tl_digest_batch) -> int:
+        """Digest at once the values `vs` (live AnyBuffers, kept alive by the caller): one
+        native call, the one-buffer kernel for one value (cheaper to call than a batch of one).
+        Returns the sequence number of vs[0]; vs[k] gets that plus k, as digest_handles gives.
+        The handles go into the handle array one by one: for a VJP's few values cheaper than a
+        list and a slice assignment."""
+        m = len(vs)
+        if m == 1:
+            return self.add_now(vs[0])
+        used = self.used
+        if used + m > RING_SLOTS:
+            return self._digest_handles_around([v.handle for v in vs])
+        handles = self.handles
+        k = 0
+        for v in vs:
+            handles[k] = v.handle
+            k += 1
+        st = _batch(self.ring_handle, self.handle_words, m, m, RING_SLOTS, used)
+        if st:
+            raise_status("digest_batch", st)
+        self.used = used + m
+        first = self.base
+        self.base = first + m
+        return first
+
     def _digest_handles_around(self, hs: list) -> int:
         """digest_handles where the ring fills: its rows read back, then the rest, in pieces
         of at most a ring."""

@@ -27,16 +27,19 @@ from operator import is_
 
 from torchlean._capture import STATE
 from torchlean._abi.cdef import REGISTRY_HASH
+from torchlean._loader import lib
 from torchlean.buffer import EXPORTS, AnyBuffer
 from torchlean.audit.digests import Batch
 from torchlean.audit.recordfile import Writer, hyper_json
 from torchlean.exact_arith import exact_version
 from torchlean.nn.modules.base import live_modules
-from torchlean.runtime import backend, is_deterministic, is_exact
+from torchlean.runtime import backend, is_deterministic
 
 
-def mode() -> str:
-    return "exact" if is_exact() else "deterministic" if is_deterministic() else "default"
+def mode(_exact=lib.tl_is_exact) -> str:
+    """The reproducibility mode now (read at every step: a run may change it); exact mode's
+    flag read from the library directly, one native call and no wrapper frames."""
+    return "exact" if _exact() else "deterministic" if is_deterministic() else "default"
 
 
 # log items after which an optimizer step writes the log out (about 256 KiB of codes)
@@ -212,7 +215,7 @@ class Recorder:
         cbuf = cot.buf
         dc = grads.get(cbuf)
         vjp = node.vjp
-        hs = []                     # (digested at once: the handles of this record's new values)
+        vs = []                     # (digested at once: this record's new values)
         if getattr(vjp, "overwrites_grad", False):
             if dc is None:
                 dc = self.add(cot)
@@ -223,7 +226,7 @@ class Recorder:
                 dc = self.add(cot)
             else:                   # with the contributions below (the VJP only reads it)
                 dc = batch.base
-                hs.append(cot.handle)
+                vs.append(cot)
         contribs = vjp(cot, needs, node.saved)
         log = self.log
         at = len(log)
@@ -243,7 +246,7 @@ class Recorder:
                 # digested at once, together: one native call for the VJP's new payloads
                 # (`contribs` holds them meanwhile) and a new cotangent, numbered in order from
                 # batch.base
-                d = batch.base + len(hs)
+                d = batch.base + len(vs)
                 for c in contribs:
                     if c is None:
                         log += (None, None)
@@ -255,10 +258,10 @@ class Recorder:
                     else:
                         grads[b] = d
                         log += (c.shape, d)
-                        hs.append(c.handle)
+                        vs.append(c)
                         d += 1
-                if hs:
-                    batch.digest_handles(hs)
+                if vs:
+                    batch.digest_values(vs)
         except BaseException:
             del log[at:]
             self.grads = {}         # (entries numbered for digests that may not have been made)
