@@ -47,9 +47,15 @@ def test_add_now_and_digest_handles_give_the_definition_across_ring_reads(monkey
         seqs += list(range(first, first + 7))
         seqs += [b.add(bufs[10]), b.digest_handles([bufs[11].handle])]
         assert seqs == list(range(len(sizes)))
+        # by value: one (the one-buffer kernel), two, and three that wrap around the ring
+        assert b.digest_values([bufs[5]]) == len(sizes)
+        assert b.digest_values([bufs[2], bufs[7]]) == len(sizes) + 1
+        assert b.digest_values([bufs[8], bufs[3], bufs[9]]) == len(sizes) + 3
+        assert b.base == len(sizes) + 6
         assert b.count == 0 and not b.bufs     # nothing queued, nothing pinned
         want = ["%016x" % digest_numpy(x) for x in bits]
-        assert _texts(b, 0, len(sizes)) == want
+        want += ["%016x" % digest_numpy(bits[k]) for k in (5, 2, 7, 8, 3, 9)]
+        assert _texts(b, 0, len(sizes) + 6) == want
     finally:
         b.release()
 
@@ -63,6 +69,10 @@ def test_a_released_value_is_refused_and_numbers_nothing():
             b.add(bufs[1])
         with pytest.raises(ValueError, match="released"):
             b.digest_handles([bufs[0].handle, bufs[1].handle])
+        with pytest.raises(ValueError, match="released"):
+            b.digest_values([bufs[1]])
+        with pytest.raises(ValueError, match="released"):
+            b.digest_values([bufs[0], bufs[1]])
         assert b.base == 0 and b.used == 0
         assert b.add(bufs[2]) == 0
         assert _texts(b, 0, 1) == ["%016x" % digest_numpy(bits[2])]
