@@ -221,7 +221,8 @@ def long_run(name: str, steps: int) -> str:
 
 def breakdown(name: str, block: int) -> str:
     """One more recorded block of `block` steps with the digests timed (Batch.run, and on the
-    stub, which digests each value as it is recorded, Batch.add_now and digest_handles): per
+    stub, which digests each value as it is recorded, Batch.add_now, digest_values and
+    digest_handles): per
     step, the values digested, the elements of those digested one by one or in batches, and
     the CPU time of the digest calls, against the whole recorded step."""
     import torchlean as tl
@@ -233,6 +234,7 @@ def breakdown(name: str, block: int) -> str:
     seen = {"values": 0, "elements": 0, "cpu": 0.0}
     run, add_now, digest_handles = (digests.Batch.run, digests.Batch.add_now,
                                     digests.Batch.digest_handles)
+    digest_values = digests.Batch.digest_values
 
     def timed(fn, values, elements):
         def call(self, *a):
@@ -248,6 +250,10 @@ def breakdown(name: str, block: int) -> str:
                "add_now": timed(add_now, lambda b, v: 1, lambda b, v: v.buf.n),
                # (a handle's length is not readable from Python: counted as values only)
                "digest_handles": timed(digest_handles, lambda b, hs: len(hs), lambda b, hs: 0)}
+    several = timed(digest_values, lambda b, vs: len(vs), lambda b, vs: sum(v.buf.n for v in vs))
+    # (one value goes through add_now, timed and counted there)
+    patched["digest_values"] = (lambda b, vs: digest_values(b, vs) if len(vs) == 1
+                                else several(b, vs))
     with tempfile.TemporaryDirectory() as d:
         for k, fn in patched.items():
             setattr(digests.Batch, k, fn)
@@ -263,10 +269,11 @@ def breakdown(name: str, block: int) -> str:
         finally:
             digests.Batch.run, digests.Batch.add_now = run, add_now
             digests.Batch.digest_handles = digest_handles
+            digests.Batch.digest_values = digest_values
             audit.stop()
     return (f"  breakdown: {seen['values'] / block:.0f} values digested a step "
             f"({seen['elements'] / block / 1e6:.2f} M elements in batches and single values; "
-            f"a stub VJP's or step's values digested together are counted as values only); "
+            f"a stub step's values digested together are counted as values only); "
             f"digest calls {seen['cpu'] / block * 1e3:.3f} ms CPU of a "
             f"{total / block * 1e3:.3f} ms recorded step")
 
