@@ -330,6 +330,56 @@ def _gelu64(x):
     return 0.5 * x * (1.0 + np.array([math.erf(v / math.sqrt(2.0)) for v in x]))
 
 
+def _erf_fit_edges():
+    """Values at and beside the stub's erf fit bounds (|x| = 1/2, 7/4, 4), specials, and the
+    same bounds times sqrt(2) (where GELU's erf argument crosses them)."""
+    bounds = np.array([0.5, 1.75, 4.0], np.float32)
+    bounds = np.concatenate([bounds, (bounds * np.float32(math.sqrt(2))).astype(np.float32)])
+    near = np.concatenate([bounds, np.nextafter(bounds, np.float32(0)),
+                           np.nextafter(bounds, np.float32(INF))])
+    special = np.array([0.0, -0.0, 1e-30, 3e-39, 1e30, INF, NAN], np.float32)
+    return np.concatenate([near, -near, special, -special]).astype(np.float32)
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 17, 511, 512, 513, 1500])
+def test_erf_and_exact_gelu_by_fit_any_size_and_mix(n):
+    """The stub sorts each block of erf's inputs by fit (|x| below 1/2, below 7/4, the rest)
+    and evaluates each list in whole vectors: every size and mixture gives erf correctly
+    rounded, the exact GELU and its gradient at float64's, and each element's bits whatever its
+    neighbours (the same values shuffled give the same bits shuffled)."""
+    rng = np.random.default_rng(n)
+    pool = np.concatenate([_erf_fit_edges(), rng.normal(0, 1.5, 4 * n).astype(np.float32)])
+    x = rng.permutation(np.resize(pool, n) if n < len(pool) else
+                        np.concatenate([pool, rng.normal(0, 2, n - len(pool))])[:n]).astype(np.float32)
+    g = rng.uniform(-2, 2, n).astype(np.float32)
+    s = Session()
+    got = tl.erf(s.tensor(x)).numpy()
+    x64 = x.astype(np.float64)
+    fin = np.isfinite(x64)
+    want = np.where(fin, [math.erf(v) if math.isfinite(v) else 0.0 for v in x64], np.sign(x64))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(x))
+    ok = ~np.isnan(x) & (want != 0)
+    assert _ulps(got[ok], want[ok]).max() <= 0.5001          # correctly rounded
+    np.testing.assert_array_equal(np.signbit(got[x == 0]), np.signbit(x[x == 0]))
+    t = s.tensor(x, requires_grad=True)
+    y = F.gelu(t)
+    (y * s.tensor(g)).sum().backward()
+    yv, gv = y.numpy(), np.asarray(t.grad)
+    m = fin & (np.abs(x64) < 1e4)
+    np.testing.assert_allclose(yv[m], _gelu64(x64[m]), rtol=2e-6, atol=1e-7)
+    cdf = 0.5 * (1 + np.array([math.erf(v / math.sqrt(2)) for v in x64[m]]))
+    dgelu = cdf + x64[m] * np.exp(-x64[m] ** 2 / 2) / math.sqrt(2 * math.pi)
+    np.testing.assert_allclose(gv[m], g[m] * dgelu, rtol=4e-6, atol=1e-7)
+    perm = rng.permutation(n)
+    t2 = s.tensor(x[perm], requires_grad=True)
+    y2 = F.gelu(t2)
+    (y2 * s.tensor(g[perm])).sum().backward()
+    np.testing.assert_array_equal(tl.erf(s.tensor(x[perm])).numpy().view(np.uint32),
+                                  got[perm].view(np.uint32))
+    np.testing.assert_array_equal(y2.numpy().view(np.uint32), yv[perm].view(np.uint32))
+    np.testing.assert_array_equal(np.asarray(t2.grad).view(np.uint32), gv[perm].view(np.uint32))
+
+
 def test_gelu_exact_form_is_the_default_and_tanh_is_the_registry_op():
     x = np.concatenate([_data(999, seed=13, lo=-6, hi=6), [0.0, -0.0, 12.0, -12.0]]).astype(np.float32)
     s = Session()

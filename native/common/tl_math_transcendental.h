@@ -361,9 +361,13 @@ TLM_HD_INLINE float tlm_softplus(float x) {
 /* erf, correctly rounded. |x| < 1/2: x (c0 + z P(z)), z = x^2; [1/2, 4): 1 - e^-x^2 G(x), G the
  * scaled complement erfc(x) e^x^2 (smooth), two degree-18 fits in t = x - c on [1/2, 7/4] and
  * [7/4, 4] (centres c = 9/8 and 23/8; errors 2^-57.6 and 2^-59.3 relative to erf); |x| >= 4
- * rounds to 1. Odd: the sign is copied from x (erf(-0) = -0). Plain double throughout. */
-TLM_HD_INLINE float tlm_erf(float x) {
-    float a = tlm_clampf(tlm_abs(x), 0.0f, 4.0f);
+ * rounds to 1. Odd: the sign is copied from x (erf(-0) = -0). Plain double throughout. Its
+ * parts are separate so that a caller can evaluate only the fit an element needs (the stub's
+ * erf over blocks); tlm_erf selects among all three. */
+TLM_HD_INLINE float tlm_erf_arg(float x) { return tlm_clampf(tlm_abs(x), 0.0f, 4.0f); }
+
+/* erf(a) unrounded for a = tlm_erf_arg(x) < 1/2 */
+TLM_HD_INLINE double tlm_erf_small(float a) {
     double ad = (double)a, z = tlm_dmul(ad, ad);
     double p = 0x1.cac885b9d0bf4p-27;
     p = tlm_dfma(p, z, -0x1.5dd2fcc1206e6p-23);
@@ -375,8 +379,12 @@ TLM_HD_INLINE float tlm_erf(float x) {
     p = tlm_dfma(p, z, -0x1.b82ce31288b13p-6);
     p = tlm_dfma(p, z, 0x1.ce2f21a042be2p-4);
     p = tlm_dfma(p, z, -0x1.812746b0379e7p-2);
-    double small = tlm_dfma(tlm_dmul(ad, z), p, tlm_dmul(ad, 0x1.20dd750429b6dp+0));
-    int32_t far = a >= 1.75f;
+    return tlm_dfma(tlm_dmul(ad, z), p, tlm_dmul(ad, 0x1.20dd750429b6dp+0));
+}
+
+/* erf(a) unrounded for a = tlm_erf_arg(x) >= 1/2, far = a >= 7/4 (the second fit) */
+TLM_HD_INLINE double tlm_erf_big(float a, int32_t far) {
+    double ad = (double)a, z = tlm_dmul(ad, ad);
     double t = tlm_dsub(ad, tlm_dsel(far, 2.875, 1.125));   /* exact */
 #define TLM_ERFC_C(near, far_) (far ? far_ : near)
     double g = TLM_ERFC_C(0x1.9cdf8c77d20ccp-28, 0x1.8e9c2517322cap-39);
@@ -399,11 +407,19 @@ TLM_HD_INLINE float tlm_erf(float x) {
     g = tlm_dfma(g, t, TLM_ERFC_C(-0x1.e78b356770fbbp-3, -0x1.dfc0205709b5ep-5));
     g = tlm_dfma(g, t, TLM_ERFC_C(0x1.9531e09b149b5p-2, 0x1.7d0a5e9dd5710p-3));
 #undef TLM_ERFC_C
-    double big = tlm_dfma(-tlm_exp_fast(-z), g, 1.0);
-    float y = tlm_d2f(tlm_dsel(a < 0.5f, small, big));
-    y = tlm_sel(a >= 4.0f, 1.0f, y);
+    return tlm_dfma(-tlm_exp_fast(-z), g, 1.0);
+}
+
+/* erf(x) from r, the unrounded erf of a = tlm_erf_arg(x) */
+TLM_HD_INLINE float tlm_erf_round(float x, float a, double r) {
+    float y = tlm_sel(a >= 4.0f, 1.0f, tlm_d2f(r));
     y = tlm_copysign(y, x);
     return tlm_nan_pass(x, y);
+}
+
+TLM_HD_INLINE float tlm_erf(float x) {
+    float a = tlm_erf_arg(x);
+    return tlm_erf_round(x, a, tlm_dsel(a < 0.5f, tlm_erf_small(a), tlm_erf_big(a, a >= 1.75f)));
 }
 
 /* GELU, tanh form, the registry's stagewise formula with every stage rounded:

@@ -36,17 +36,22 @@ TLM_HD float tlf_erf_backward(float x, float g) {
     return tlm_mul(tlm_mul(g, TLX_2_SQRTPI), tlm_exp(-tlm_mul(x, x)));
 }
 
-/* (x / 2) (1 + erf(x / sqrt(2))), PyTorch's stage order */
-TLM_HD float tlf_gelu_erf(float x) {
-    float t = tlm_erf(tlm_mul(x, TLX_SQRT1_2));
-    return tlm_mul(tlm_mul(x, 0.5f), tlm_add(1.0f, t));
+/* the exact GELU and its VJP given t = erf(x / sqrt(2)), which the stub evaluates over a block
+ * first (its erf splits the block by fit) */
+TLM_HD float tlf_gelu_erf_arg(float x) { return tlm_mul(x, TLX_SQRT1_2); }
+TLM_HD float tlf_gelu_erf_of(float x, float t) { return tlm_mul(tlm_mul(x, 0.5f), tlm_add(1.0f, t)); }
+TLM_HD float tlf_gelu_erf_backward_of(float x, float g, float t) {
+    float cdf = tlm_mul(0.5f, tlm_add(1.0f, t));
+    float pdf = tlm_mul(tlm_exp(tlm_mul(-0.5f, tlm_mul(x, x))), TLX_INV_SQRT2PI);
+    return tlm_mul(g, tlm_add(cdf, tlm_mul(x, pdf)));
 }
+
+/* (x / 2) (1 + erf(x / sqrt(2))), PyTorch's stage order */
+TLM_HD float tlf_gelu_erf(float x) { return tlf_gelu_erf_of(x, tlm_erf(tlf_gelu_erf_arg(x))); }
 
 /* g (cdf + x pdf): cdf = (1 + erf(x / sqrt(2))) / 2, pdf = e^(-x^2 / 2) / sqrt(2 pi) */
 TLM_HD float tlf_gelu_erf_backward(float x, float g) {
-    float cdf = tlm_mul(0.5f, tlm_add(1.0f, tlm_erf(tlm_mul(x, TLX_SQRT1_2))));
-    float pdf = tlm_mul(tlm_exp(tlm_mul(-0.5f, tlm_mul(x, x))), TLX_INV_SQRT2PI);
-    return tlm_mul(g, tlm_add(cdf, tlm_mul(x, pdf)));
+    return tlf_gelu_erf_backward_of(x, g, tlm_erf(tlf_gelu_erf_arg(x)));
 }
 
 /* log(1 + e^(beta x)) / beta, or x where beta x > threshold (NaN stays NaN) */
