@@ -118,14 +118,20 @@ int tlk_erf(const char *op, tl_buf x, tl_buf y, int64_t n) {
     return TL_OK;
 }
 
+/* t = erf(x / sqrt 2) for a block of GELU inputs: the term both exact-GELU kernels share */
+static void gelu_erf_terms(const float *X, float *t, int len) {
+    float u[ERF_BLOCK];
+    gelu_erf_arg_block(X, u, len);
+    erf_block(u, t, len);
+}
+
 int tlk_gelu_erf(const char *op, tl_buf x, tl_buf y, int64_t n) {
     const float *X = x->data; float *Y = y->data;
 #pragma omp parallel for if (n > TL_PAR_MIN / 8) schedule(static)
     BLOCKS(n) {
         const int64_t i0 = b * ERF_BLOCK;
-        float u[ERF_BLOCK], t[ERF_BLOCK];
-        gelu_erf_arg_block(X + i0, u, BLOCK_LEN(n));
-        erf_block(u, t, BLOCK_LEN(n));
+        float t[ERF_BLOCK];
+        gelu_erf_terms(X + i0, t, BLOCK_LEN(n));
         gelu_erf_of_block(X + i0, t, Y + i0, BLOCK_LEN(n));
     }
     return TL_OK;
@@ -136,9 +142,8 @@ int tlk_gelu_erf_backward(const char *op, tl_buf x, tl_buf g, tl_buf dx, int64_t
 #pragma omp parallel for if (n > TL_PAR_MIN / 8) schedule(static)
     BLOCKS(n) {
         const int64_t i0 = b * ERF_BLOCK;
-        float u[ERF_BLOCK], t[ERF_BLOCK];
-        gelu_erf_arg_block(X + i0, u, BLOCK_LEN(n));
-        erf_block(u, t, BLOCK_LEN(n));
+        float t[ERF_BLOCK];
+        gelu_erf_terms(X + i0, t, BLOCK_LEN(n));
         gelu_erf_backward_of_block(X + i0, G + i0, t, Y + i0, BLOCK_LEN(n));
     }
     return TL_OK;

@@ -140,7 +140,7 @@ class Batch:
         self.base = d + 1
         return d
 
-    def digest_handles(self, hs: list, _batch=lib.tl_digest_batch) -> int:
+    def digest_handles(self, hs: list) -> int:
         """Digest at once the buffers of handles `hs` (their Buffers kept alive by the caller,
         nothing queued): one native call. Returns the sequence number of hs[0]; hs[k] gets that
         plus k, as add_all gives."""
@@ -149,15 +149,9 @@ class Batch:
         if used + m > RING_SLOTS:
             return self._digest_handles_around(hs)
         self.handles[0:m] = hs
-        st = _batch(self.ring_handle, self.handle_words, m, m, RING_SLOTS, used)
-        if st:
-            raise_status("digest_batch", st)
-        self.used = used + m
-        first = self.base
-        self.base = first + m
-        return first
+        return self._run_batch(m, used)
 
-    def digest_values(self, vs: list, _batch=lib.tl_digest_batch) -> int:
+    def digest_values(self, vs: list) -> int:
         """Digest at once the values `vs` (live AnyBuffers, kept alive by the caller): one
         native call, the one-buffer kernel for one value (cheaper to call than a batch of one).
         Returns the sequence number of vs[0]; vs[k] gets that plus k, as digest_handles gives.
@@ -174,6 +168,11 @@ class Batch:
         for v in vs:
             handles[k] = v.handle
             k += 1
+        return self._run_batch(m, used)
+
+    def _run_batch(self, m: int, used: int, _batch=lib.tl_digest_batch) -> int:
+        """Digest the m handles set at the front of the handle array into ring rows from
+        `used` on; returns the first one's sequence number."""
         st = _batch(self.ring_handle, self.handle_words, m, m, RING_SLOTS, used)
         if st:
             raise_status("digest_batch", st)
