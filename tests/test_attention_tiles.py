@@ -240,6 +240,39 @@ def test_causal_is_the_tril_mask_bit_for_bit(mode, hd, use_flash):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+@pytest.mark.parametrize("n", [1, 17, 64, 130])
+def test_masks_that_block_what_causal_does_give_its_bits(mode, n):
+    """A mask is taken in its simplest form (the stub runs an exactly lower-triangular one as
+    causal, and drops one that blocks nothing causal does not): the same bits as causal alone
+    for the lower-triangular mask, for causal with a mask allowing every j <= i, and, for an
+    all-true mask, as no mask; a lower-triangular mask missing one pair is not causal, and
+    gives the float64 reference of its own blocked set."""
+    B, H, dm, hd = 2, 4, 12, 16
+    ws, x, g = _inputs(n, B, n, dm, H, hd)
+    tri = np.tri(n, dtype=bool)
+    causal = _run(ws, x, g, H, causal=True)
+    plain = _run(ws, x, g, H)
+    wide = tri | (np.random.default_rng(n).uniform(size=(n, n)) < 0.5)
+    for got, want in ((_run(ws, x, g, H, mask=tri), causal),
+                      (_run(ws, x, g, H, mask=wide, causal=True), causal),
+                      (_run(ws, x, g, H, mask=np.ones((n, n), bool)), plain)):
+        for a, b in zip([got[0]] + got[1], [want[0]] + want[1]):
+            np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    want_y, want_g = mha_reference(*ws, x, g, H, None, causal=True)
+    _close(causal[0], want_y, "y", 2e-5)
+    for name, got, want in zip(("dWq", "dWk", "dWv", "dWo", "dx"), causal[1], want_g):
+        _close(got, want, name, 1e-4)
+    if n > 1:
+        holed = tri.copy()
+        holed[n - 1, n // 2] = False
+        y, grads = _run(ws, x, g, H, mask=holed)
+        want_y, want_g = mha_reference(*ws, x, g, H, holed)
+        assert not np.array_equal(y[:, n - 1], causal[0][:, n - 1])
+        _close(y, want_y, "y", 2e-5)
+        for name, got, want in zip(("dWq", "dWk", "dWv", "dWo", "dx"), grads, want_g):
+            _close(got, want, name, 1e-4)
+
+
 def test_causal_is_deterministic():
     ws, x, g = _inputs(3, 2, 130, 8, 2, 96)
     a = _run(ws, x, g, 2, causal=True)

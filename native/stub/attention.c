@@ -69,6 +69,28 @@ static inline int blocked(const float *M, int causal, int64_t n, int64_t i, int6
     return (causal && j > i) || (M && M[i * n + j] == 0.0f);
 }
 
+/* The mask in the simplest form the kernels take: NULL where it blocks nothing the causal flag
+ * does not (every pair j <= i allowed, and causal set or every pair allowed), and the causal flag
+ * instead of an exactly lower-triangular mask. The blocked set is the same, and the order above
+ * (and attention_blocked.c's) gives causal and that mask the same bits, so only work changes:
+ * the causal paths skip the upper tiles without reading a mask. */
+static const float *simplest_mask(const float *M, int64_t n, int64_t *causal) {
+    if (!M) return NULL;
+    int upper_all = 1, upper_none = 1;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            const int allowed = M[i * n + j] != 0.0f;
+            if (j <= i && !allowed) return M;
+            if (j > i) upper_all &= allowed, upper_none &= !allowed;
+        }
+    if (*causal || upper_all) return NULL;
+    if (upper_none) {
+        *causal = 1;
+        return NULL;
+    }
+    return M;
+}
+
 static int zero_all(tl_buf *outs, int count) {
     for (int i = 0; i < count; i++)
         if (outs[i]->n) memset(outs[i]->data, 0, sizeof(float) * (size_t)outs[i]->n);
@@ -157,7 +179,7 @@ int tlk_multi_head_attention(const char *op, tl_buf wq, tl_buf wk, tl_buf wv, tl
         tl_buf outs[] = {y, q, k, v, lse, attn};
         return zero_all(outs, 6);
     }
-    const float *M = has_mask ? mask->data : NULL, *X = x->data;
+    const float *M = simplest_mask(has_mask ? mask->data : NULL, n, &causal), *X = x->data;
     TL_TRY(proj(op, 0, 0, R, HD, dm, X, dm, wq->data, HD, q->data, HD, 0));
     TL_TRY(proj(op, 0, 0, R, HD, dm, X, dm, wk->data, HD, k->data, HD, 0));
     TL_TRY(proj(op, 0, 0, R, HD, dm, X, dm, wv->data, HD, v->data, HD, 0));
@@ -174,7 +196,8 @@ int tlk_attention(const char *op, tl_buf q, tl_buf k, tl_buf v, tl_buf mask, tl_
         return zero_all(outs, 2);
     }
     (void)flash;
-    return core_forward(op, q->data, k->data, v->data, has_mask ? mask->data : NULL, (int)causal, o->data,
+    const float *M = simplest_mask(has_mask ? mask->data : NULL, n, &causal);
+    return core_forward(op, q->data, k->data, v->data, M, (int)causal, o->data,
                         lse->data, b, n, 1, e);
 }
 
@@ -283,7 +306,7 @@ int tlk_multi_head_attention_backward(const char *op, tl_buf g, tl_buf wq, tl_bu
         tl_buf outs[] = {dwq, dwk, dwv, dwo, dx};
         return zero_all(outs, 5);
     }
-    const float *M = has_mask ? mask->data : NULL;
+    const float *M = simplest_mask(has_mask ? mask->data : NULL, n, &causal);
     size_t big = (size_t)(R * HD);
     /* dO, dQ, dK, dV (R x HD each) */
     float *work = malloc(sizeof(float) * 4 * big);
@@ -314,6 +337,7 @@ int tlk_attention_backward(const char *op, tl_buf g, tl_buf q, tl_buf k, tl_buf 
         return zero_all(outs, 3);
     }
     (void)flash;
-    return core_backward(op, q->data, k->data, v->data, o->data, lse->data, g->data, has_mask ? mask->data : NULL,
-                         (int)causal, dq->data, dk->data, dv->data, b, n, 1, e);
+    const float *M = simplest_mask(has_mask ? mask->data : NULL, n, &causal);
+    return core_backward(op, q->data, k->data, v->data, o->data, lse->data, g->data, M, (int)causal,
+                         dq->data, dk->data, dv->data, b, n, 1, e);
 }

@@ -226,50 +226,23 @@ static float row_scale_max(float *s, const float *mi, int64_t ke, int64_t kv, fl
 }
 #endif
 
-/* s[j] = e^(s[j] - m) for j < kv, 0 for j in [kv, kn); returns the sum of s[0..kv) in
- * tl_sum_f32_block's order (8 interleaved partials, partial k taking the keys j = k mod 8 in
- * order, then the pairs), the row sum's order before. Every exponential is tl_expf on whole
- * vectors (8 lanes for a last vector whose keys from the ninth on are blocked, the last kv mod 16
- * through a padded copy). ke: the row's key_end. */
-static TL_VEC512 float row_exp_sum(float *s, int64_t ke, int64_t kv, int64_t kn, float m) {
+/* s[j] = e^(s[j] - m) for j < ke, 0 for j in [ke, kn) (keys from ke on are blocked: their
+ * e^-inf is +0); returns the sum of s[0..ke) in tl_sum_f32_block's order (8 interleaved
+ * partials, partial k taking the keys j = k mod 8 in order, then the pairs), the row sum's order
+ * before (a partial is a sum of exponentials, never -0, so the +0 of a blocked key left out
+ * changes none). The exponentials run as one plain loop of tl_expf, which the compiler turns into
+ * whole native vectors of doubles (16-lane groups of it kept the lanes on the stack). */
+static float row_exp_sum(float *s, int64_t ke, int64_t kn, float m) {
+    for (int64_t j = 0; j < ke; j++) s[j] = tl_expf(tlm_sub(s[j], m));
+    for (int64_t j = ke; j < kn; j++) s[j] = 0.0f;
     v8f acc = {0};
     int64_t j = 0;
-    for (; j + 16 <= kv && j + 8 < ke; j += 16) {
-        float e[16];
-        for (int l = 0; l < 16; l++) e[l] = tl_expf(tlm_sub(s[j + l], m));
-        const v16 ev = vload(e);
-        vstore(s + j, ev);
-        acc += __builtin_shufflevector(ev, ev, 0, 1, 2, 3, 4, 5, 6, 7);
-        acc += __builtin_shufflevector(ev, ev, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (; j + 8 <= ke; j += 8) {
+        v8f e;
+        memcpy(&e, s + j, sizeof e);
+        acc += e;
     }
-    if (j + 16 <= kv) {
-        /* the last whole vector with keys [ke, j + 16) blocked (s = -inf) from its ninth on:
-         * those come out e^-inf = +0 and add +0, which leaves a partial (a sum of
-         * exponentials, never -0) as it is, so only the first 8 are computed */
-        float e[8];
-        for (int l = 0; l < 8; l++) e[l] = tl_expf(tlm_sub(s[j + l], m));
-        v8f ev;
-        memcpy(&ev, e, sizeof ev);
-        memcpy(s + j, e, sizeof e);
-        memset(s + j + 8, 0, sizeof(float) * 8);
-        acc += ev;
-        j += 16;
-    }
-    if (j < kv) {
-        /* j is a multiple of 16, so key j + l goes to partial l mod 8; the lanes past kv add +0,
-         * which leaves a partial (a sum of exponentials, never -0) as it is */
-        const int w = (int)(kv - j);
-        float t[16], e[16];
-        for (int l = 0; l < 16; l++) t[l] = m;
-        memcpy(t, s + j, sizeof(float) * (size_t)w);
-        for (int l = 0; l < 16; l++) e[l] = tl_expf(tlm_sub(t[l], m));
-        memcpy(s + j, e, sizeof(float) * (size_t)w);
-        for (int l = w; l < 16; l++) e[l] = 0.0f;
-        const v16 ev = vload(e);
-        acc += __builtin_shufflevector(ev, ev, 0, 1, 2, 3, 4, 5, 6, 7);
-        acc += __builtin_shufflevector(ev, ev, 8, 9, 10, 11, 12, 13, 14, 15);
-    }
-    for (j = kv; j < kn; j++) s[j] = 0.0f;
+    for (int l = 0; j < ke; j++, l++) acc[l] += s[j];
     return sum_tree8(acc);
 }
 
@@ -282,97 +255,23 @@ static TL_VEC512 void block_lse(const float *m, const float *l, const int32_t *b
     }
 }
 
-#if VN == 16
-/* 16 pairs of the backward: p = tlm_attn_prob(x scale, lse), g = tlm_attn_dscore(p, y, D, scale),
- * both +0 where blk is set (all bits) */
-static inline __attribute__((always_inline)) void
-probs16(const float *x, const float *y, v16i blk, float lse, float D, float scale, float *p,
-        float *g) {
-    float e[16], d[16];
-    for (int l = 0; l < 16; l++) e[l] = tlm_attn_prob(tlm_mul(x[l], scale), lse);
-    for (int l = 0; l < 16; l++) d[l] = tlm_attn_dscore(e[l], y[l], D, scale);
-    vstore(p, (v16)((v16i)vload(e) & ~blk));
-    vstore(g, (v16)((v16i)vload(d) & ~blk));
+/* One query row of the backward, in place: p[j] (its score) becomes the probability
+ * tlm_attn_prob(p[j] scale, lse) and ds[j] (its dP) the score gradient tlm_attn_dscore(p, dP, D,
+ * scale), for the keys j < ke; blocked pairs (the mask's zeros in mi, keys from ke on) get +0.
+ * Plain loops the compiler turns into whole native vectors (16-lane groups of them kept the
+ * lanes on the stack). */
+static void row_probs(float *p, float *ds, const float *mi, int64_t ke, int64_t kn, float lse,
+                      float D, float scale) {
+    for (int64_t j = 0; j < ke; j++) {
+        const float e = tlm_attn_prob(tlm_mul(p[j], scale), lse);
+        ds[j] = tlm_attn_dscore(e, ds[j], D, scale);
+        p[j] = e;
+    }
+    if (mi)
+        for (int64_t j = 0; j < ke; j++)
+            if (mi[j] == 0.0f) p[j] = ds[j] = 0.0f;
+    for (int64_t j = ke; j < kn; j++) p[j] = ds[j] = 0.0f;
 }
-
-/* One query row of the backward, in place: p[j] (its score) becomes the probability and ds[j]
- * (its dP) the score gradient, for j < kv by whole vectors (the last kv mod 16 through padded
- * copies); blocked pairs (keys from ke on, the mask's zeros in mi) and keys in [kv, kn) get 0 */
-static TL_VEC512 void row_probs(float *p, float *ds, const float *mi, int64_t ke, int64_t kv,
-                                int64_t kn, float lse, float D, float scale) {
-    const v16i lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    int64_t j = 0;
-    for (; j + 16 <= kv; j += 16) {
-        v16i blk = lane >= (int32_t)(ke - j);
-        if (mi) blk |= vload(mi + j) == 0.0f;
-        probs16(p + j, ds + j, blk, lse, D, scale, p + j, ds + j);
-    }
-    if (j < kv) {
-        const int w = (int)(kv - j);
-        float x[16], y[16], e[16], g[16], mk[16];
-        for (int l = 0; l < 16; l++) x[l] = y[l] = 0.0f, mk[l] = 1.0f;
-        memcpy(x, p + j, sizeof(float) * (size_t)w);
-        memcpy(y, ds + j, sizeof(float) * (size_t)w);
-        if (mi) memcpy(mk, mi + j, sizeof(float) * (size_t)w);
-        const v16i blk = (lane >= (int32_t)(ke - j)) | (vload(mk) == 0.0f);
-        probs16(x, y, blk, lse, D, scale, e, g);
-        memcpy(p + j, e, sizeof(float) * (size_t)w);
-        memcpy(ds + j, g, sizeof(float) * (size_t)w);
-    }
-    for (j = kv; j < kn; j++) p[j] = ds[j] = 0.0f;
-}
-#else
-/* Below AVX-512 the same in native vectors: GCC lowered the 16-lane compares of v16 masks to
- * lane-by-lane code through the stack there. blk[l]: all bits where pair l is blocked. */
-static inline __attribute__((always_inline)) void
-probs16(const float *x, const float *y, const int32_t blk[16], float lse, float D, float scale,
-        float *p, float *g) {
-    float e[16], d[16];
-    for (int l = 0; l < 16; l++) e[l] = tlm_attn_prob(tlm_mul(x[l], scale), lse);
-    for (int l = 0; l < 16; l++) d[l] = tlm_attn_dscore(e[l], y[l], D, scale);
-    for (int h = 0; h < VPV; h++) {
-        vni bk;
-        memcpy(&bk, blk + VN * h, sizeof bk);
-        vnstore(p + VN * h, (vn)((vni)vnload(e + VN * h) & ~bk));
-        vnstore(g + VN * h, (vn)((vni)vnload(d + VN * h) & ~bk));
-    }
-}
-
-/* blk[l] for keys j + l: all bits from key ke on and where the mask row mi (or NULL) is 0 */
-static inline __attribute__((always_inline)) void
-blocked16(const float *mi, int64_t ke, int64_t j, int32_t blk[16]) {
-    vni lane;
-    for (int l = 0; l < VN; l++) lane[l] = l;
-    for (int h = 0; h < VPV; h++) {
-        vni bk = lane >= (int32_t)(ke - j - VN * h);
-        if (mi) bk |= vnload(mi + VN * h) == 0.0f;
-        memcpy(blk + VN * h, &bk, sizeof bk);
-    }
-}
-
-static void row_probs(float *p, float *ds, const float *mi, int64_t ke, int64_t kv, int64_t kn,
-                      float lse, float D, float scale) {
-    int64_t j = 0;
-    int32_t blk[16];
-    for (; j + 16 <= kv; j += 16) {
-        blocked16(mi ? mi + j : NULL, ke, j, blk);
-        probs16(p + j, ds + j, blk, lse, D, scale, p + j, ds + j);
-    }
-    if (j < kv) {
-        const int w = (int)(kv - j);
-        float x[16], y[16], e[16], g[16], mk[16];
-        for (int l = 0; l < 16; l++) x[l] = y[l] = 0.0f, mk[l] = 1.0f;
-        memcpy(x, p + j, sizeof(float) * (size_t)w);
-        memcpy(y, ds + j, sizeof(float) * (size_t)w);
-        if (mi) memcpy(mk, mi + j, sizeof(float) * (size_t)w);
-        blocked16(mk, ke, j, blk);
-        probs16(x, y, blk, lse, D, scale, e, g);
-        memcpy(p + j, e, sizeof(float) * (size_t)w);
-        memcpy(ds + j, g, sizeof(float) * (size_t)w);
-    }
-    for (j = kv; j < kn; j++) p[j] = ds[j] = 0.0f;
-}
-#endif
 
 /* Kt rows (stride ks) for keys [k0, kn) from K, keys [kn, kp) zero; k0 a multiple of 16 */
 static void pack_keys_from(const float *K, int64_t HD, int64_t hd, int64_t k0, int64_t kn,
@@ -711,7 +610,7 @@ static int forward_block(const float *Q, const float *K, const float *V, const f
         if (m == tlm_from_bits((int32_t)0xff800000))
             memset(s, 0, sizeof(float) * (size_t)kn);
         else
-            l = row_exp_sum(s, ke, kv, kn, m);
+            l = row_exp_sum(s, ke, kn, m);
         mrow[r] = m;
         kerow[r] = ke;
         bad[r] = nan_seen;
@@ -837,9 +736,9 @@ static int backward_head(const float *Q, const float *K, const float *V, const f
             const int64_t i = i0 + r;
             float *p = S + r * kn, *ds = dP + r * kn;
             const float lse = L[i], D = Drow[r];
-            const int64_t ke = key_end(M, causal, n, i), kv = vec_end(ke, kn);
+            const int64_t ke = key_end(M, causal, n, i);
             kerow[r] = ke;
-            row_probs(p, ds, M ? M + i * n : NULL, ke, kv, kn, lse, D, scale);
+            row_probs(p, ds, M ? M + i * n : NULL, ke, kn, lse, D, scale);
         }
         /* dQ_blk = dS K[0..kn); dK[0..kn) += dS^T Q_blk; dV[0..kn) += P^T dO_blk */
         if (tiles) {
