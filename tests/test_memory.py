@@ -88,14 +88,16 @@ def _scratch_allowance(B, T, d, heads):
     return F32 * (4 * B * T * d + B * heads * T + 2 * B * heads * T * T) + (1 << 20)
 
 
-def test_lm_step_peak_is_bounded_by_what_the_design_keeps():
-    """Per block the step keeps q, k, v and the attention output (4 U, U = B T d floats), the
+def test_lm_step_peak_is_bounded_by_what_the_design_keeps(monkeypatch):
+    """With recomputation on (CUDA's default; the stub keeps these values unless
+    TORCHLEAN_KEEP_ACTIVATIONS=0): per block the step keeps q, k, v and the attention output (4 U, U = B T d floats), the
     MLP's pre-GELU activation (4 U) and two layer-norm xhat (2 U) with their small row terms;
     GELU and layer-norm outputs are recomputed, not kept. On top: ln_f's xhat and the
     log-probabilities, the parameters, gradients and Adam moments (4 P), and the largest
     backward working set, the MLP's (recomputed GELU output, its gradient and GELU's input
     gradient: 12 U). Keeping every activation to the end of the backward (PyTorch keeps 16 U
     per block, this library kept 17 U and all gradients) exceeds the bound."""
+    monkeypatch.setattr(tape_module, "KEEP_ACTIVATIONS", False)
     V, d, H, n, T, B = 32, 32, 4, 4, 64, 8
     manual_seed(0)
     model = _LM(V, d, H, n, T)
@@ -252,7 +254,8 @@ def _gelu_ln_model(keep):
     return f
 
 
-def test_recomputed_values_give_the_gradients_of_kept_ones_bit_for_bit():
+def test_recomputed_values_give_the_gradients_of_kept_ones_bit_for_bit(monkeypatch):
+    monkeypatch.setattr(tape_module, "KEEP_ACTIVATIONS", False)   # recompute (CUDA's default)
     rng = np.random.default_rng(3)
     params = {"g": rng.normal(size=7), "b": rng.normal(size=7), "w1": rng.normal(size=(9, 7)),
               "b1": rng.normal(size=9), "w2": rng.normal(size=(5, 9))}
@@ -298,7 +301,11 @@ def test_keep_activations_keeps_the_values_and_gives_the_same_gradients(monkeypa
 
 
 def _import_with(value):
-    env = dict(os.environ, TORCHLEAN_KEEP_ACTIVATIONS=value)
+    """torchlean.tape's KEEP_ACTIVATIONS in a fresh process with the variable set to value (None:
+    unset)."""
+    env = dict(os.environ, TORCHLEAN_KEEP_ACTIVATIONS=value or "")
+    if value is None:
+        del env["TORCHLEAN_KEEP_ACTIVATIONS"]
     root = Path(__file__).resolve().parent.parent
     env["PYTHONPATH"] = os.pathsep.join([str(root)] + [v for v in [env.get("PYTHONPATH")] if v])
     return subprocess.run([sys.executable, "-c", "import torchlean.tape as t; "
@@ -306,8 +313,12 @@ def _import_with(value):
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("value,keep", [("1", "True"), ("0", "False"), ("", "False")])
+@pytest.mark.parametrize("value,keep", [("1", "True"), ("0", "False"), ("", "False"),
+                                        (None, "backend")])
 def test_keep_activations_variable_is_read_at_import(value, keep):
+    """Set, it decides; unset, the stub keeps the values and CUDA recomputes them."""
+    if keep == "backend":
+        keep = str(tl.backend() == "stub")
     r = _import_with(value)
     assert r.returncode == 0 and r.stdout.strip() == keep, r.stderr
 

@@ -29,7 +29,7 @@ ENV = {
     "TORCHLEAN_CUDA_DETERMINISTIC_REDUCTIONS": ("flag", "the older name of TORCHLEAN_DETERMINISTIC"),
     "TORCHLEAN_EXACT": ("flag", "exact mode (implies deterministic)"),
     "TORCHLEAN_ALLOW_TF32": ("flag", "CUDA GEMMs may use TF32 tensor cores"),
-    "TORCHLEAN_KEEP_ACTIVATIONS": ("flag", "keep GELU, softplus and layer-norm outputs for the backward"),
+    "TORCHLEAN_KEEP_ACTIVATIONS": ("flag", "keep GELU, softplus and layer-norm outputs for the backward (unset: the stub keeps, CUDA recomputes)"),
     "OMP_NUM_THREADS": ("stub", "threads of the stub's pool (default: the CPUs this process may use)"),
     "TORCHLEAN_STUB_GEMM_OLDER_PATHS": ("stub", "1: the stub's GEMM takes the paths it took before its narrow-by-rows and short-and-wide ones (same bits; tests compare them)"),
     "TORCHLEAN_AUDIT": ("path", "a file path: record every op and optimizer step of the run into it "

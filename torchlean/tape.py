@@ -22,7 +22,8 @@ keeps for its own VJP (ops.yaml `recompute`: GELU from its input, layer_norm fro
 and beta) is freed too while only VJPs need it (`stale`), and recomputed, with the forward's
 kernels and so the same bits, just before the first of those VJPs runs.
 TORCHLEAN_KEEP_ACTIVATIONS=1 (read once, at import) keeps such values instead: the same
-gradients, more memory, no recomputation (to compare the two).
+gradients, more memory, no recomputation; 0 recomputes. Unset, CUDA recomputes and the stub
+keeps (a CPU has the memory, and recomputing GELU's erf costs it time).
 
 Who owns a gradient buffer during backward (one rule, one path in Tape._give/_add_grad):
 - `grads[p]`, a node's gradient so far, owns its payload alone; no other entry aliases it.
@@ -51,7 +52,7 @@ from torchlean._loader import ffi as _ffi, lib as _lib
 from torchlean.buffer import _BUF_OUT, EVER_BUMPED, AnyBuffer, Buffer, raise_status
 from torchlean.grad_mode import GRAD_MODE
 from torchlean.grad_mode import is_grad_enabled, no_grad, set_grad_enabled
-from torchlean.runtime import env_flag
+from torchlean.runtime import backend, env_flag
 from torchlean.saved_versions import check_versions as _check_versions
 from torchlean.saved_versions import snapshot_versions as _snapshot_versions
 from torchlean.tape_lifetimes import ValueLifetimes
@@ -68,7 +69,11 @@ _ffi_new = getattr(getattr(_ffi, "_backend", None), "newp", None) or _ffi.new
 _buf_full = _lib.tl_buf_full
 _requires_grad = attrgetter("requires_grad")   # of a Node, in C (no comprehension frame)
 
-KEEP_ACTIVATIONS = bool(env_flag("TORCHLEAN_KEEP_ACTIVATIONS"))   # no recomputation when set
+# No recomputation when set. Unset, it follows the backend: the stub keeps such values, as
+# PyTorch does (on a CPU a recompute is compute, and GELU's erf costs more there than the memory
+# it saves), CUDA recomputes (GPU memory is the scarce one, and the kernels are memory-bound).
+_KEEP = env_flag("TORCHLEAN_KEEP_ACTIVATIONS")
+KEEP_ACTIVATIONS = backend() == "stub" if _KEEP is None else _KEEP
 
 # The recorder of torchlean.audit while one records (None otherwise): told of every recorded op
 # (AUDIT.op) and runs every VJP of a backward pass (AUDIT.vjp), digesting what they produce.
