@@ -24,25 +24,62 @@ static inline int omp_get_max_threads(void) { return 1; }
 static inline int omp_get_thread_num(void) { return 0; }
 #endif
 
+/* Rows of up to TLM_CHUNK values (layer_norm's usual widths) go LN_ROWS at a time: a row's
+ * rule-4 sum is then one chunk, the sequential chain from its first value, and the chains of
+ * LN_ROWS rows run interleaved (row_chains), each add still in its row's index order, so they
+ * overlap instead of each waiting on its row's previous add. Wider rows take tl_rule4_sum row
+ * by row. Either way every row's sums, and so every bit, are the same. */
+#define LN_ROWS 8
+
+/* out[r] = tl_rule4_sum(x + r * ld, n) for r < R <= LN_ROWS, 1 <= n <= TLM_CHUNK */
+static void row_chains(const float *x, int64_t ld, int64_t n, int R, float *out) {
+    float s[LN_ROWS];
+    int64_t off[LN_ROWS];
+    for (int r = 0; r < LN_ROWS; r++) off[r] = (r < R ? r : 0) * ld;   /* spare lanes: row 0 */
+    for (int r = 0; r < LN_ROWS; r++) s[r] = x[off[r]];
+    for (int64_t i = 1; i < n; i++)
+        for (int r = 0; r < LN_ROWS; r++) s[r] = tlm_add(s[r], x[off[r] + i]);
+    for (int r = 0; r < R; r++) out[r] = s[r];
+}
+
+/* the rule-4 sums of R <= LN_ROWS rows of cols values, ld apart */
+static void row_sums(const float *x, int64_t ld, int64_t cols, int R, float *out) {
+    if (cols >= 1 && cols <= TLM_CHUNK) {
+        row_chains(x, ld, cols, R, out);
+        return;
+    }
+    for (int r = 0; r < R; r++) out[r] = tl_rule4_sum(x + r * ld, cols);
+}
+
 int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y, tl_buf xhat, tl_buf inv_std,
                   int64_t rows, int64_t cols, double eps) {
-    const int64_t n = rows * cols;
+    const int64_t n = rows * cols, groups = (rows + LN_ROWS - 1) / LN_ROWS;
     const float *X = x->data, *G = gamma->data, *B = beta->data;
     float *Y = y->data, *XH = xhat->data, *IS = inv_std->data;
     const float inv_cols = (float)(1.0 / (double)cols), e = (float)eps;
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = X + r * cols;
-        float *yr = Y + r * cols, *hr = XH + r * cols;
-        float mean = tlf_mean(tl_rule4_sum(xr, cols), inv_cols);
-        for (int64_t j = 0; j < cols; j++) yr[j] = tlf_sqdev(xr[j], mean);
-        float var = tlf_mean(tl_rule4_sum(yr, cols), inv_cols);   /* y holds the squares for now */
-        float sd = tlf_norm_std(var, e);
-        IS[r] = tlf_norm_inv(sd);
-        for (int64_t j = 0; j < cols; j++) {
-            float xh = tlf_norm_xhat(xr[j], mean, sd);
-            hr[j] = xh;
-            yr[j] = tlf_affine(xh, G[j], B[j]);
+    for (int64_t gi = 0; gi < groups; gi++) {
+        const int64_t r0 = gi * LN_ROWS;
+        const int R = (int)(rows - r0 < LN_ROWS ? rows - r0 : LN_ROWS);
+        float sum[LN_ROWS], mean[LN_ROWS];
+        row_sums(X + r0 * cols, cols, cols, R, sum);
+        for (int r = 0; r < R; r++) {
+            const float *xr = X + (r0 + r) * cols;
+            float *yr = Y + (r0 + r) * cols;
+            mean[r] = tlf_mean(sum[r], inv_cols);
+            for (int64_t j = 0; j < cols; j++) yr[j] = tlf_sqdev(xr[j], mean[r]);
+        }
+        row_sums(Y + r0 * cols, cols, cols, R, sum);   /* y holds the squares for now */
+        for (int r = 0; r < R; r++) {
+            const float *xr = X + (r0 + r) * cols;
+            float *yr = Y + (r0 + r) * cols, *hr = XH + (r0 + r) * cols;
+            float sd = tlf_norm_std(tlf_mean(sum[r], inv_cols), e);
+            IS[r0 + r] = tlf_norm_inv(sd);
+            for (int64_t j = 0; j < cols; j++) {
+                float xh = tlf_norm_xhat(xr[j], mean[r], sd);
+                hr[j] = xh;
+                yr[j] = tlf_affine(xh, G[j], B[j]);
+            }
         }
     }
     return TL_OK;
@@ -50,7 +87,7 @@ int tlk_layer_norm(const char *op, tl_buf x, tl_buf gamma, tl_buf beta, tl_buf y
 
 int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_std, tl_buf gamma, tl_buf dx,
                            tl_buf dgamma, tl_buf dbeta, int64_t rows, int64_t cols) {
-    const int64_t n = rows * cols;
+    const int64_t n = rows * cols, groups = (rows + LN_ROWS - 1) / LN_ROWS;
     const float *GO = g->data, *XH = xhat->data, *IS = inv_std->data, *GA = gamma->data;
     float *DX = dx->data, *DG = dgamma->data, *DB = dbeta->data;
     const float fc = (float)cols, inv_cols = cols ? (float)(1.0 / (double)cols) : 0.0f;
@@ -60,14 +97,29 @@ int tlk_layer_norm_backward(const char *op, tl_buf g, tl_buf xhat, tl_buf inv_st
     TL_TRY(tl_stub_axis_sum(op, DX, DG, 1, rows, cols));
     TL_TRY(tl_stub_axis_sum(op, GO, DB, 1, rows, cols));
 #pragma omp parallel for schedule(static) if (n > TL_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *gr = GO + r * cols, *xr = XH + r * cols;
-        float *dr = DX + r * cols;
-        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(gr[j], GA[j]);
-        float S1 = tl_rule4_sum(dr, cols);
-        for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(dr[j], xr[j]);
-        float S2 = tl_rule4_sum(dr, cols), is = IS[r];
-        for (int64_t j = 0; j < cols; j++) dr[j] = tlf_norm_dx(tlm_mul(gr[j], GA[j]), xr[j], S1, S2, fc, is, inv_cols);
+    for (int64_t gi = 0; gi < groups; gi++) {
+        const int64_t r0 = gi * LN_ROWS;
+        const int R = (int)(rows - r0 < LN_ROWS ? rows - r0 : LN_ROWS);
+        float S1[LN_ROWS], S2[LN_ROWS];
+        float *d0 = DX + r0 * cols;
+        for (int r = 0; r < R; r++) {
+            const float *gr = GO + (r0 + r) * cols;
+            float *dr = d0 + r * cols;
+            for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(gr[j], GA[j]);
+        }
+        row_sums(d0, cols, cols, R, S1);
+        for (int r = 0; r < R; r++) {
+            const float *xr = XH + (r0 + r) * cols;
+            float *dr = d0 + r * cols;
+            for (int64_t j = 0; j < cols; j++) dr[j] = tlm_mul(dr[j], xr[j]);
+        }
+        row_sums(d0, cols, cols, R, S2);
+        for (int r = 0; r < R; r++) {
+            const float *gr = GO + (r0 + r) * cols, *xr = XH + (r0 + r) * cols;
+            float *dr = d0 + r * cols, is = IS[r0 + r];
+            for (int64_t j = 0; j < cols; j++)
+                dr[j] = tlf_norm_dx(tlm_mul(gr[j], GA[j]), xr[j], S1[r], S2[r], fc, is, inv_cols);
+        }
     }
     return TL_OK;
 }

@@ -34,13 +34,15 @@ def _norm_on_device(bufs, norm_type):
             part = _ops.reduce_max(flat, axis=0)
             flat.release()
             combine = _ops.maximum
+        elif norm_type == 2.0:
+            powed = _ops.mul(g, g)   # |g|^2: g g is |g| |g| exactly, with one op fewer
+            part = _ops.sum(powed)
+            powed.release()
+            combine = _ops.add
         else:
             a = _ops.abs(g)
             if norm_type == 1.0:
                 powed = a
-            elif norm_type == 2.0:
-                powed = _ops.mul(a, a)
-                a.release()
             else:   # |g|^p as exp(p log|g|): zeros give exp(-inf) = 0
                 lg = _ops.log(a)
                 a.release()
