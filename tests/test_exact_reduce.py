@@ -258,7 +258,8 @@ def ln_emulation(x, ga, be, eps):
     return y, xh, (F32(1) / sd).astype(F32)[..., 0]
 
 
-@pytest.mark.parametrize("shape", [(3, 700), (600, 7), (5, 1), (1, 257), (1, 2_100_001)])
+@pytest.mark.parametrize("shape", [(3, 700), (600, 7), (5, 1), (1, 257), (1, 2_100_001), (1029, 64),
+                                   (13, 256), (9, 255)])
 def test_layer_norm_forward_and_backward_bit_for_bit(shape):
     rng = np.random.default_rng(shape[0] * 7 + shape[1])
     x = (rng.standard_normal(shape) * 2 + 0.5).astype(F32)

@@ -3,7 +3,8 @@ regions started by two application threads at once, and a pool in a forked child
 
 Kernels exercised: convolutions (a region over samples with a dynamic loop), pooling (dynamic
 loop over planes), the blocked matmul (a region with barriers), the default mode's blocked
-attention (a loop over heads and query blocks, GEMMs inside) and elementwise loops."""
+attention (a loop over heads and query blocks, GEMMs inside), layer norm (groups of rows) and
+elementwise loops."""
 from __future__ import annotations
 
 import hashlib
@@ -35,9 +36,12 @@ outs.append(tl.ops.max_pool(A(x), kernel_size=(3, 3), stride=2, padding=1))
 outs.append(tl.ops.smooth_max_pool(A(x), kernel_size=(2, 2), beta=2.0, stride=1))
 outs.append(tl.ops.matmul(A(f(301, 269)), A(f(269, 311))))
 ws, xa, mask = [A(f(12, 12)) for _ in range(4)], A(f(3, 130, 12)), r.uniform(size=(130, 130)) < 0.6
-for kw in (dict(causal=True), dict(mask=mask)):
+for kw in (dict(causal=True), dict(mask=mask), dict(mask=np.tri(130, dtype=bool))):
     fwd = tl.ops.multi_head_attention(*ws, xa, num_heads=3, **kw)
     outs += [*fwd, *tl.ops.multi_head_attention_backward(A(f(3, 130, 12)), *ws, xa, *fwd[1:], num_heads=3, **kw)]
+for rows, cols in ((1029, 64), (37, 300)):   # row groups of 8 with a partial last; wide rows
+    ln = tl.ops.layer_norm(A(f(rows, cols)), A(f(cols)), A(f(cols)), eps=1e-5)
+    outs += [*ln, *tl.ops.layer_norm_backward(A(f(rows, cols)), ln[1], ln[2], A(f(cols)))]
 h = hashlib.sha256()
 for o in outs:
     h.update(o.to_numpy().tobytes())
