@@ -300,6 +300,38 @@ def test_keep_activations_keeps_the_values_and_gives_the_same_gradients(monkeypa
         np.testing.assert_array_equal(grads[0][k], grads[1][k], err_msg=k)
 
 
+def test_keeping_or_recomputing_trains_a_gpt_to_the_same_bits(monkeypatch):
+    """A whole program: three AdamW steps of a GPT-style LM (attention under a lower-triangular
+    mask, layer norms, GELU, gradient clipping) keeping the recomputable values (the stub's
+    default) and recomputing them (CUDA's) end with the same parameters, bit for bit."""
+    V, d, H, n, T, B = 17, 16, 2, 2, 9, 3
+    rng = np.random.default_rng(21)
+    idx, tgt = rng.integers(0, V, (4, B, T)), rng.integers(0, V, (4, B, T))
+    finals = []
+    for keep in (True, False):
+        monkeypatch.setattr(tape_module, "KEEP_ACTIVATIONS", keep)
+        manual_seed(3)
+        model = _LM(V, d, H, n, T)
+        opt = optim.AdamW(model.parameters(), lr=1e-2)
+        s = Session()
+        for i in range(3):
+            logits = model(idx[i], s)
+            loss = F.cross_entropy(logits.reshape(-1, V), tgt[i].reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+            s.step()
+        finals.append({k: np.asarray(v).copy() for k, v in model.state_dict().items()})
+    assert finals[0].keys() == finals[1].keys()
+    for k in finals[0]:
+        np.testing.assert_array_equal(finals[0][k].view(np.uint32), finals[1][k].view(np.uint32),
+                                      err_msg=k)
+    manual_seed(3)
+    fresh = _LM(V, d, H, n, T).state_dict()
+    assert any(not np.array_equal(v, np.asarray(fresh[k])) for k, v in finals[0].items())   # trained
+
+
 def _import_with(value):
     """torchlean.tape's KEEP_ACTIVATIONS in a fresh process with the variable set to value (None:
     unset)."""
