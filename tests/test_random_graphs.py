@@ -26,11 +26,10 @@ def mode_restored():
     rg.set_mode("default")
 
 
-@pytest.mark.parametrize("mode", rg.MODES)
-def test_random_graphs_match_float64(mode, mode_restored):
-    rg.set_mode(mode)
+def _graph_failures(n):
+    """The first n graphs checked against float64: what failed, with each failing graph."""
     failures = []
-    for seed in range(N_GRAPHS):
+    for seed in range(n):
         G = rg.generate(seed)
         try:
             errs = rg.check(G)
@@ -38,8 +37,27 @@ def test_random_graphs_match_float64(mode, mode_restored):
             errs = [f"raised {type(e).__name__}: {e}"]
         if errs:
             failures.append(f"{errs[:3]}\n{G.describe()}")
+    return failures
+
+
+@pytest.mark.parametrize("mode", rg.MODES)
+def test_random_graphs_match_float64(mode, mode_restored):
+    rg.set_mode(mode)
+    failures = _graph_failures(N_GRAPHS)
     assert not failures, (f"{len(failures)} of {N_GRAPHS} graphs failed in {mode} mode "
                           f"(rerun one: python -m tests.random_graphs --show SEED):\n"
+                          + "\n".join(failures[:3]))
+
+
+def test_random_graphs_match_float64_while_recomputing(monkeypatch, mode_restored):
+    """The same graphs with the recomputable values (GELU, softplus, layer_norm) freed and
+    recomputed, CUDA's default: the stub keeps them unless told otherwise, so CI checks the
+    recompute path in compositions here (reuse, views, retain_graph, in-place writes)."""
+    from torchlean import tape
+    monkeypatch.setattr(tape, "KEEP_ACTIVATIONS", False)
+    rg.set_mode("default")
+    failures = _graph_failures(N_GRAPHS // 2)
+    assert not failures, (f"{len(failures)} of {N_GRAPHS // 2} graphs failed while recomputing:\n"
                           + "\n".join(failures[:3]))
 
 
